@@ -1,0 +1,49 @@
+"""The only place that chains stages: load → plan → build → assemble → verify. The CLI calls only this."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from builder.core.cas import Store, default_cache_dir
+from builder.plan import Plan, make_plan
+from builder.recipe import load_recipes
+from builder.recipe.load import LoadedRecipe
+from builder.repository.assemble import assemble, check_out_dir
+from builder.repository.manifest import Manifest
+from builder.steps import BuildResult, build
+from builder.verify.models import VerificationReport
+
+Progress = Callable[[str], None]
+
+
+def validate(paths: list[Path]) -> list[LoadedRecipe]:
+    return load_recipes(paths)
+
+
+def plan(paths: list[Path]) -> Plan:
+    return make_plan(load_recipes(paths))
+
+
+def build_repository(paths: list[Path], out: Path, *, force: bool = False, cache_dir: Path | None = None,
+                     progress: Progress | None = None) -> tuple[BuildResult, Manifest]:
+    check_out_dir(out, force)  # refuse before any work
+    the_plan = plan(paths)
+    result = build(the_plan, Store(cache_dir or default_cache_dir()), progress)
+    return result, assemble(result, out, force=force)
+
+
+def verify_repository(root: Path, *, server_url: str | None = None, record: bool = False,
+                      progress: Progress | None = None) -> VerificationReport:
+    from builder.verify.run import verify
+
+    return verify(root, server_url=server_url, record=record, progress=progress)
+
+
+def serve(root: Path, *, control: str = "explicit"):
+    """An EmbeddedServer for root, not yet started; the caller starts and stops it."""
+    from builder.server.embedded import EmbeddedServer
+    from builder.verify.run import read_repository
+
+    read_repository(root)
+    return EmbeddedServer(root, control=control)

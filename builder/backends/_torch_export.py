@@ -1,0 +1,53 @@
+"""Subprocess entry: export a seeded torch module to ONNX. `python -m builder.backends._torch_export SPEC OUT`.
+
+Runs in its own process so the user's module cannot leak into tritonbuild, and so its log and exit code
+are those of a build step.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+
+TORCH_DTYPES = {"bool": "bool", "uint8": "uint8", "int8": "int8", "int16": "int16", "int32": "int32",
+                "int64": "int64", "fp16": "float16", "fp32": "float32", "fp64": "float64", "bf16": "bfloat16"}
+
+
+def example_inputs(torch, spec: dict):
+    gen = torch.Generator().manual_seed(spec["seed"])
+    out = []
+    for name, inp in spec["inputs"].items():
+        dtype = getattr(torch, TORCH_DTYPES[inp["dtype"]])
+        if dtype.is_floating_point:
+            out.append(torch.rand(inp["shape"], generator=gen).to(dtype))
+        else:
+            out.append(torch.randint(inp["low"], inp["high"], inp["shape"], generator=gen).to(dtype))
+    return tuple(out)
+
+
+def main(spec_path: str, out_path: str) -> int:
+    spec = json.loads(open(spec_path).read())
+    sys.path.insert(0, spec["recipe_dir"])
+    import torch
+
+    torch.manual_seed(spec["seed"])
+    torch.use_deterministic_algorithms(True)
+    mod_name, fn_name = spec["module"].split(":")
+    model = getattr(importlib.import_module(mod_name), fn_name)()
+    if not isinstance(model, torch.nn.Module):
+        print(f"{spec['module']} returned {type(model).__name__}, not a torch.nn.Module", file=sys.stderr)
+        return 3
+    model.eval()
+    names = list(spec["inputs"])
+    dynamic_axes = {t: {int(a): n for a, n in axes.items()} for t, axes in spec["dynamic_axes"].items()}
+    with torch.no_grad():
+        torch.onnx.export(model, example_inputs(torch, spec), out_path, input_names=names,
+                          output_names=spec["outputs"], dynamic_axes=dynamic_axes or None,
+                          opset_version=spec["opset"], do_constant_folding=True, dynamo=False)
+    print(f"exported {spec['module']} (seed {spec['seed']}, opset {spec['opset']}) to {out_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))

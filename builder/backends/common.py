@@ -1,0 +1,59 @@
+"""Shared helpers of backend modules: source files resolved, pinned and digested."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from builder.core.hashing import sha256_file
+from builder.errors import BuildError, PlanError
+from builder.recipe.load import LoadedRecipe
+
+
+def is_url(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def local_source(lr: LoadedRecipe, rel: str, loc: tuple) -> Path:
+    """A local file named by the recipe (relative to the recipe's directory); it must exist."""
+    path = Path(rel[len("file://"):] if rel.startswith("file://") else rel)
+    path = path if path.is_absolute() else lr.base_dir / path
+    if not path.is_file():
+        raise PlanError(f"source file not found: {path}", where=lr.where(loc),
+                        hint="fix the path (relative paths start at the recipe's directory)")
+    return path
+
+
+def pinned_digest(lr: LoadedRecipe, path: Path) -> str:
+    """sha256 of a source file, checked against the recipe's pin when there is one."""
+    digest = sha256_file(path)
+    pin = lr.recipe.source.sha256
+    if pin and pin != digest:
+        raise PlanError(f"sha256 of {path} is {digest}, the recipe pins {pin}", where=lr.where(("source", "sha256")),
+                        hint="the file changed: restore the pinned file, or update source.sha256 if the change "
+                             "is intended")
+    return digest
+
+
+def relative_dest(lr: LoadedRecipe, path: Path, model_dir: Path, loc: tuple) -> str:
+    """Where an extra file lands in the version directory: its path relative to model.py's directory."""
+    try:
+        return path.resolve().relative_to(model_dir.resolve()).as_posix()
+    except ValueError:
+        raise PlanError(f"{path} is not inside {model_dir} (model.py's directory), so model.py could not find it "
+                        "at the same relative path", where=lr.where(loc),
+                        hint="move the file next to model.py or below it") from None
+
+
+def fetch_url(url: str, dest: Path, expected_sha256: str | None) -> None:
+    import fsspec
+
+    try:
+        with fsspec.open(url, "rb") as src, open(dest, "wb") as out:
+            shutil.copyfileobj(src, out, 4 * 1024 * 1024)
+    except Exception as e:  # noqa: BLE001 - any driver failure is a build failure with the driver's words
+        raise BuildError(f"cannot fetch {url}: {e}", hint="check the URL and credentials (standard env/profile "
+                         "chains)") from None
+    if expected_sha256 and sha256_file(dest) != expected_sha256:
+        raise BuildError(f"{url} does not match its sha256 pin {expected_sha256}",
+                         hint="the remote object changed; restore it or update source.sha256")

@@ -1,0 +1,149 @@
+"""onnxruntime backend: an .onnx file (local, URL, or exported from a seeded torch module); I/O from the graph."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from builder.backends.common import fetch_url, is_url, local_source, pinned_digest
+from builder.core.hashing import sha256_file
+from builder.core.proc import run_logged
+from builder.errors import BuildError, PlanError
+from builder.recipe.load import LoadedRecipe
+from builder.recipe.models import Recipe, TensorSpec
+
+NAME = "onnxruntime"
+PLATFORM = "onnxruntime_onnx"
+DEFAULT_FILENAME = "model.onnx"
+EMBEDDED_LIVE = False  # the embedded tritonserver has only the python backend (docs/FACTS)
+EXPORT_TIMEOUT_S = 1800
+
+# onnx.TensorProto element type → recipe dtype
+ONNX_DTYPES = {1: "fp32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 8: "bytes",
+               9: "bool", 10: "fp16", 11: "fp64", 12: "uint32", 13: "uint64", 16: "bf16"}
+
+
+def _module_file(lr: LoadedRecipe, module: str) -> Path:
+    rel = Path(*module.split("."))
+    for cand in (lr.base_dir / rel.with_suffix(".py"), lr.base_dir / rel / "__init__.py"):
+        if cand.is_file():
+            return cand
+    raise PlanError(f"export module {module!r} not found next to the recipe ({rel}.py)",
+                    where=lr.where(("source", "export", "module")),
+                    hint="put the module beside the recipe, or fix the 'module:function' name")
+
+
+def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
+    r, src = lr.recipe, lr.recipe.source
+    if src.export is not None:
+        ex = src.export
+        mod_name = ex.module.split(":")[0]
+        path = _module_file(lr, mod_name)
+        dyn = ex.dynamic_axes
+        if dyn is None and r.max_batch_size > 0:
+            dyn = {n: {0: "batch"} for n in [*ex.inputs, *ex.outputs]}
+        params = {"module": ex.module, "seed": ex.seed, "opset": ex.opset, "outputs": list(ex.outputs),
+                  "inputs": {k: v.model_dump() for k, v in ex.inputs.items()},
+                  "dynamic_axes": {k: {str(a): n for a, n in v.items()} for k, v in (dyn or {}).items()}}
+        return [("onnx.export", params, {str(path): sha256_file(path)})]
+    if is_url(src.path):
+        if not src.sha256:
+            raise PlanError(f"{src.path} is remote and not pinned", where=lr.where(("source", "path")),
+                            hint="add source.sha256 so that builds are reproducible and cacheable")
+        return [("onnx.fetch", {"url": src.path}, {src.path: src.sha256})]
+    path = local_source(lr, src.path, ("source", "path"))
+    return [("onnx.fetch", {}, {str(path): pinned_digest(lr, path)})]
+
+
+def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, out: Path,
+             log_dir: Path) -> None:
+    target = out / DEFAULT_FILENAME
+    out.mkdir(parents=True, exist_ok=True)
+    if kind == "onnx.fetch":
+        (src, digest), = inputs.items()
+        if "url" in params:
+            fetch_url(params["url"], target, digest)
+        else:
+            shutil.copyfile(src, target)
+        _check_onnx(target, params.get("url") or src)
+        return
+    spec = {**params, "recipe_dir": str(recipe_dir)}
+    log_dir.mkdir(parents=True, exist_ok=True)
+    spec_path = log_dir / "export-spec.json"
+    spec_path.write_text(json.dumps(spec, sort_keys=True, indent=2))
+    res = run_logged([sys.executable, "-m", "builder.backends._torch_export", str(spec_path), str(target)],
+                     cwd=recipe_dir, log_path=log_dir / "onnx.export.log", timeout=EXPORT_TIMEOUT_S)
+    if res.returncode != 0:
+        why = "timed out" if res.timed_out else f"exit {res.returncode}"
+        raise BuildError(f"torch → ONNX export of {params['module']} failed ({why}):\n{res.tail()}",
+                         where=str(res.log_path), hint=f"reproduce with {res.log_path.with_name('reproduce.sh')}")
+    _check_onnx(target, params["module"])
+
+
+def _check_onnx(path: Path, origin: str) -> None:
+    import onnx
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+        onnx.checker.check_model(model)
+    except Exception as e:  # noqa: BLE001 - onnx raises DecodeError, ValidationError, ...
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise BuildError(f"{origin} is not a valid ONNX model ({type(e).__name__}: {first})",
+                         hint="point source.path at an .onnx file written by an ONNX exporter") from None
+
+
+def _graph_specs(values, initializers: set[str]) -> list[TensorSpec]:
+    out = []
+    for v in values:
+        if v.name in initializers:
+            continue
+        tt = v.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1 for d in tt.shape.dim]
+        out.append(TensorSpec(name=v.name, dtype=ONNX_DTYPES.get(tt.elem_type, "fp32"), dims=dims))
+    return out
+
+
+def derive_io(recipe: Recipe, files: dict[str, Path]) -> tuple[list[TensorSpec], list[TensorSpec]]:
+    """Config I/O from the graph; batch dim stripped when max_batch_size > 0; recipe I/O must agree."""
+    import onnx
+
+    model = onnx.load(str(files[DEFAULT_FILENAME]), load_external_data=False)
+    graph = onnx.shape_inference.infer_shapes(model).graph
+    inits = {i.name for i in graph.initializer}
+    result = []
+    for key, specs in (("inputs", _graph_specs(graph.input, inits)), ("outputs", _graph_specs(graph.output, inits))):
+        if recipe.max_batch_size > 0:
+            for s in specs:
+                if not s.dims or s.dims[0] != -1:
+                    raise BuildError(f"graph {key[:-1]} {s.name!r} has shape {s.dims}: its first dimension must be "
+                                     f"variable when max_batch_size is {recipe.max_batch_size}",
+                                     hint="export with a dynamic batch axis (dynamic_axes) or set max_batch_size: 0")
+            specs = [s.model_copy(update={"dims": s.dims[1:]}) for s in specs]
+        given = getattr(recipe, key)
+        result.append(_reconcile(key, specs, given) if given else specs)
+    return result[0], result[1]
+
+
+def _reconcile(key: str, graph: list[TensorSpec], given: list[TensorSpec]) -> list[TensorSpec]:
+    by_name = {s.name: s for s in graph}
+    if sorted(by_name) != sorted(s.name for s in given):
+        raise BuildError(f"recipe {key} {sorted(s.name for s in given)} do not match the ONNX graph's "
+                         f"{sorted(by_name)}", hint=f"use the graph's names in '{key}' or drop '{key}' to derive them")
+    out = []
+    for s in given:
+        g = by_name[s.name]
+        if s.dtype != g.dtype:
+            raise BuildError(f"{key} {s.name!r}: recipe says {s.dtype}, the ONNX graph says {g.dtype}",
+                             hint=f"set dtype: {g.dtype}")
+        if len(s.dims) != len(g.dims) or any(gd != -1 and sd != gd for sd, gd in zip(s.dims, g.dims)):
+            raise BuildError(f"{key} {s.name!r}: recipe dims {s.dims} contradict the ONNX graph's {g.dims} "
+                             "(batch dimension excluded)", hint=f"use dims compatible with {g.dims}")
+        out.append(s)
+    return out
+
+
+def configure(mc, recipe: Recipe) -> None:
+    mc.platform = PLATFORM
+    mc.backend = "onnxruntime"

@@ -1,0 +1,52 @@
+"""Python backend: the user's model.py (and the files it names) packaged into <name>/<version>/."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from builder.backends.common import local_source, pinned_digest, relative_dest
+from builder.core.hashing import sha256_file
+from builder.errors import PlanError
+from builder.recipe.load import LoadedRecipe
+from builder.recipe.models import Recipe, TensorSpec
+
+NAME = "python"
+DEFAULT_FILENAME = "model.py"
+EMBEDDED_LIVE = True  # the embedded tritonserver has this backend
+
+
+def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
+    src = lr.recipe.source
+    if src.path is None or "://" in src.path:
+        raise PlanError("python models take a local model.py as source.path", where=lr.where(("source",)),
+                        hint="point source.path at model.py next to the recipe")
+    model_py = local_source(lr, src.path, ("source", "path"))
+    layout = {DEFAULT_FILENAME: pinned_digest(lr, model_py)}
+    inputs = {str(model_py): layout[DEFAULT_FILENAME]}
+    for i, rel in enumerate(src.files):
+        path = local_source(lr, rel, ("source", "files", i))
+        dest = relative_dest(lr, path, model_py.parent, ("source", "files", i))
+        if dest in layout:
+            raise PlanError(f"{rel!r} is packaged twice", where=lr.where(("source", "files", i)),
+                            hint="list each file once")
+        layout[dest] = sha256_file(path)
+        inputs[str(path)] = layout[dest]
+    return [("python.package", {"layout": layout}, inputs)]
+
+
+def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, out: Path,
+             log_dir: Path) -> None:
+    by_digest = {d: Path(p) for p, d in inputs.items()}
+    for dest, digest in params["layout"].items():
+        target = out / dest
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(by_digest[digest], target)
+
+
+def derive_io(recipe: Recipe, files: dict[str, Path]) -> tuple[list[TensorSpec], list[TensorSpec]]:
+    return list(recipe.inputs or []), list(recipe.outputs or [])
+
+
+def configure(mc, recipe: Recipe) -> None:
+    mc.backend = "python"

@@ -1,0 +1,247 @@
+"""Thin click CLI: parse options, call builder.api, render. Exit codes come from builder.errors."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from builder import __version__
+from builder.errors import MultipleErrors, TritonBuildError, UsageError
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class Group(click.Group):
+    """Turns every TritonBuildError into its exit code and message; Ctrl-C into 130; bugs into 1."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except TritonBuildError as e:
+            _emit_error(ctx, e)
+            sys.exit(e.exit_code)
+        except (KeyboardInterrupt, click.Abort):
+            err.print("interrupted")
+            sys.exit(130)
+        except click.exceptions.Exit:
+            raise
+        except click.ClickException:
+            raise
+        except Exception:  # noqa: BLE001 - a bug: show the traceback and ask for a report
+            err.print_exception()
+            err.print("[bold red]internal error[/]: this is a tritonbuild bug; please report it with the "
+                      "traceback above")
+            sys.exit(1)
+
+
+def _emit_error(ctx: click.Context, e: TritonBuildError) -> None:
+    sub = ctx.invoked_subcommand and ctx.command.get_command(ctx, ctx.invoked_subcommand)
+    wants_json = "--json" in sys.argv[1:]
+    if wants_json:
+        click.echo(json.dumps(e.to_dict(), indent=2, sort_keys=True))
+        return
+    errors = e.errors if isinstance(e, MultipleErrors) else [e]
+    for one in errors:
+        where = f"{one.where}: " if one.where else ""
+        err.print(f"[bold red]error[/] ({one.kind}): {where}{one.message}", markup=True)
+        if one.hint:
+            err.print(f"  [dim]fix:[/] {one.hint}")
+    del sub
+
+
+def _json(obj) -> None:
+    click.echo(json.dumps(obj, indent=2, sort_keys=True))
+
+
+@contextmanager
+def _progress(enabled: bool):
+    """A rich status line for long work; silent for --json and when stderr is not a terminal."""
+    if not enabled or not err.is_terminal:
+        yield lambda msg: None
+        return
+    with err.status("working") as status:
+        yield lambda msg: status.update(msg)
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
+recipes_arg = click.argument("recipes", nargs=-1, required=True, type=click.Path(path_type=Path))
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tritonbuild")
+def main() -> None:
+    """Build, verify and serve versioned Triton model repositories from recipes."""
+
+
+@main.command("validate")
+@recipes_arg
+@json_option
+def validate_command(recipes: tuple[Path, ...], as_json: bool) -> None:
+    """Check recipe files (or folders of them) without building anything."""
+    from builder import api
+
+    loaded = api.validate(list(recipes))
+    if as_json:
+        _json({"valid": [{"path": str(lr.path), "name": lr.recipe.name, "version": lr.recipe.version}
+                         for lr in loaded]})
+        return
+    for lr in loaded:
+        out.print(f"ok  {lr.path}  ({lr.recipe.name} v{lr.recipe.version}, {lr.recipe.backend})")
+
+
+@main.command("plan")
+@recipes_arg
+@json_option
+def plan_command(recipes: tuple[Path, ...], as_json: bool) -> None:
+    """Show what would be built: steps, their inputs and cache keys, and the toolchain."""
+    from builder import api
+
+    plan = api.plan(list(recipes))
+    if as_json:
+        _json(plan.model_dump(mode="json"))
+        return
+    table = Table("model", "version", "backend", "step", "cache key", box=None)
+    for m in plan.models:
+        for s in m.steps:
+            table.add_row(m.name, str(m.version), m.backend, s.kind, s.cache_key[:16])
+    out.print(table)
+    out.print("toolchain: " + ", ".join(f"{k} {v}" for k, v in sorted(plan.toolchain.items())))
+
+
+@main.command("build")
+@recipes_arg
+@click.option("-o", "--output", "output", required=True, type=click.Path(path_type=Path),
+              help="Repository directory to write (replaced atomically).")
+@click.option("--force", is_flag=True, help="Replace OUT even if it is not a tritonbuild repository.")
+@click.option("--cache-dir", type=click.Path(path_type=Path), envvar="TRITONBUILD_CACHE_DIR",
+              help="Content-addressed build cache [env TRITONBUILD_CACHE_DIR; default ~/.cache/tritonbuild].")
+@json_option
+def build_command(recipes: tuple[Path, ...], output: Path, force: bool, cache_dir: Path | None,
+                  as_json: bool) -> None:
+    """Build a Triton model repository from recipes (files or folders of *.yaml)."""
+    from builder import api
+
+    with _progress(not as_json) as progress:
+        result, manifest = api.build_repository(list(recipes), output, force=force, cache_dir=cache_dir,
+                                                progress=progress)
+    if as_json:
+        _json({"output": str(output), "manifest_digest": manifest.digest,
+               "models": [{"name": m.plan.name, "version": m.plan.version,
+                           "steps": [s.model_dump() for s in m.steps]} for m in result.models]})
+        return
+    table = Table("model", "version", "step", "status", "why", "seconds", box=None)
+    for m in result.models:
+        for s in m.steps:
+            table.add_row(m.plan.name, str(m.plan.version), s.kind, s.status, s.reason, f"{s.seconds:.2f}")
+    out.print(table)
+    out.print(f"wrote {output} ({len(manifest.files)} files, manifest {manifest.digest[:16]})")
+
+
+@main.command("verify")
+@click.argument("repository", type=click.Path(path_type=Path))
+@click.option("--server", "server_url", metavar="URL", help="Verify every model live against this tritonserver "
+              "(HTTP, e.g. http://host:8000) instead of the embedded one.")
+@click.option("--record", is_flag=True, help="Record golden outputs (to the recipes' verify.goldens and OUT).")
+@json_option
+def verify_command(repository: Path, server_url: str | None, record: bool, as_json: bool) -> None:
+    """Static checks, live load, golden inferences compared bit for bit."""
+    from builder import api
+    from builder.errors import VerifyError
+
+    if server_url and "://" not in server_url:
+        server_url = f"http://{server_url}"
+    with _progress(not as_json) as progress:
+        report = api.verify_repository(repository, server_url=server_url, record=record, progress=progress)
+    if as_json:
+        _json(report.model_dump(mode="json"))
+    else:
+        _render_report(report)
+    if not report.passed:
+        if not as_json:
+            err.print("[bold red]verification failed[/]")
+        sys.exit(VerifyError.exit_code)
+
+
+def _render_report(report) -> None:
+    bad = [c for c in report.static if not c.ok]
+    out.print(f"static checks: {len(report.static) - len(bad)}/{len(report.static)} passed")
+    for c in bad:
+        out.print(f"  FAIL {c.model}: {c.check}: {c.detail}")
+    if not report.models:
+        return
+    table = Table("model", "ver", "how verified", "loaded", "goldens", "bit-exact", "batch composition", "result",
+                  box=None)
+    for m in report.models:
+        exact = "-" if not m.compared else (f"yes ({m.samples}×{m.repeats})" if not m.mismatches else
+                                            f"NO ({len(m.mismatches)} diffs)")
+        table.add_row(m.name, str(m.version), m.path_detail, "yes" if m.loaded else "no",
+                      "recorded" if report.recorded and m.goldens else ("yes" if m.goldens else "none"), exact,
+                      m.batch_invariance, "[green]PASS[/]" if m.passed else "[red]FAIL[/]")
+    out.print(table)
+    for m in report.models:
+        if m.load_error:
+            out.print(f"  {m.name}: load error: {m.load_error}")
+        for mm in m.mismatches[:5]:
+            out.print(f"  {m.name}: output {mm.output!r} sample {mm.sample} ({mm.context}): {mm.differing}/{mm.total} "
+                      f"elements differ, max |diff| {mm.max_abs_diff}, first at {mm.first_index}")
+        for note in m.notes:
+            out.print(f"  {m.name}: {note}")
+    out.print(f"report: manifest {report.manifest_digest[:16]}, {'PASSED' if report.passed else 'FAILED'}")
+
+
+@main.command("serve")
+@click.argument("repository", type=click.Path(path_type=Path))
+@json_option
+def serve_command(repository: Path, as_json: bool) -> None:
+    """Serve a repository with the embedded tritonserver in the foreground; Ctrl-C stops it."""
+    from builder import api
+    from builder.backends import backend_for
+    from builder.verify.run import read_repository
+
+    manifest = read_repository(repository)
+    server = api.serve(repository)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        server.start()
+        loaded, skipped = [], []
+        for m in manifest.models:
+            if backend_for(m.backend).EMBEDDED_LIVE and m.target == "cpu":
+                server.load(m.name)
+                loaded.append(m.name)
+            else:
+                skipped.append(m.name)
+        info = {"http": f"http://{server.http_url}", "grpc": server.grpc_url, "metrics": server.metrics_url,
+                "loaded": loaded, "not_loaded": skipped, "log": str(server.log_path)}
+        if as_json:
+            _json(info)
+        else:
+            out.print(f"tritonserver ready  HTTP {info['http']}  gRPC {info['grpc']}  metrics {info['metrics']}")
+            out.print(f"loaded: {', '.join(loaded) or '-'}")
+            if skipped:
+                out.print(f"not loaded (backend not in the embedded server): {', '.join(skipped)}")
+            out.print("Ctrl-C to stop")
+        sys.stdout.flush()
+        while server.proc is not None and server.proc.poll() is None:
+            time.sleep(0.5)
+        raise UsageError(f"tritonserver exited unexpectedly:\n{server.log_tail()}")
+    except KeyboardInterrupt:
+        err.print("stopping tritonserver")
+    finally:
+        server.cleanup()
+
+
+@main.command("schema")
+def schema_command() -> None:
+    """Print the recipe JSON Schema (recipes/recipe.schema.json is this output)."""
+    from builder.recipe.schema import recipe_schema_bytes
+
+    sys.stdout.buffer.write(recipe_schema_bytes())

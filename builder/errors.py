@@ -1,0 +1,73 @@
+"""One root error, one subclass per stage. The CLI maps ``exit_code``; nothing else prints them."""
+
+from __future__ import annotations
+
+
+class TritonBuildError(Exception):
+    """A user-facing failure: what happened, where, and how to fix it.
+
+    Attributes:
+        where: the place to look (``file:line``, a model name, a URL).
+        hint: the fix, as an instruction.
+    """
+
+    exit_code = 1
+    kind = "error"
+
+    def __init__(self, message: str, *, where: str | None = None, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.where = where
+        self.hint = hint
+
+    def to_dict(self) -> dict:
+        return {"error": self.kind, "message": self.message, "where": self.where, "hint": self.hint,
+                "exit_code": self.exit_code}
+
+    def __str__(self) -> str:
+        head = f"{self.where}: {self.message}" if self.where else self.message
+        return f"{head}\n  hint: {self.hint}" if self.hint else head
+
+
+class UsageError(TritonBuildError):
+    exit_code = 2
+    kind = "usage"
+
+
+class RecipeError(TritonBuildError):
+    exit_code = 3
+    kind = "recipe"
+
+
+class PlanError(TritonBuildError):
+    exit_code = 4
+    kind = "plan"
+
+
+class BuildError(TritonBuildError):
+    exit_code = 5
+    kind = "build"
+
+
+class VerifyError(TritonBuildError):
+    exit_code = 6
+    kind = "verify"
+
+
+class PublishError(TritonBuildError):
+    exit_code = 7
+    kind = "publish"
+
+
+class MultipleErrors(TritonBuildError):
+    """Several independent user errors found in one pass (e.g. every bad recipe at once)."""
+
+    def __init__(self, errors: list[TritonBuildError]):
+        self.errors = errors
+        first = errors[0]
+        self.exit_code = first.exit_code
+        self.kind = first.kind
+        super().__init__("\n".join(str(e) for e in errors))
+
+    def to_dict(self) -> dict:
+        return {"error": self.kind, "exit_code": self.exit_code, "errors": [e.to_dict() for e in self.errors]}

@@ -1,0 +1,37 @@
+"""Plan objects: what will be built, from which inputs, under which cache keys."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from builder.recipe.models import Recipe
+
+SCHEMA_VERSION = 1
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PlannedStep(_Frozen):
+    kind: str = Field(description="Step kind, e.g. python.package, onnx.fetch, onnx.export.")
+    params: dict = Field(description="Everything besides input files that shapes the output.")
+    inputs: dict[str, str] = Field(description="Input files: absolute path → sha256.")
+    cache_key: str
+
+
+class ModelPlan(_Frozen):
+    name: str
+    version: int
+    backend: str
+    recipe_path: str = Field(description="As given on the command line (relative when under the cwd).")
+    recipe_dir: str = Field(description="Absolute directory of the recipe; source paths resolve against it.")
+    recipe_digest: str
+    recipe: Recipe
+    steps: list[PlannedStep]
+
+
+class Plan(_Frozen):
+    schema_version: int = SCHEMA_VERSION
+    toolchain: dict[str, str]
+    models: list[ModelPlan]

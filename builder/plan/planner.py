@@ -1,0 +1,37 @@
+"""make_plan: each backend module names its steps; the planner keys them by content."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from builder.backends import backend_for
+from builder.core.hashing import sha256_json
+from builder.core.toolchain import fingerprint
+from builder.plan.models import ModelPlan, Plan, PlannedStep
+from builder.recipe.load import LoadedRecipe
+
+
+def cache_key(kind: str, params: dict, inputs: dict[str, str], toolchain: dict[str, str]) -> str:
+    """sha256 of canonical JSON of (kind, params, input digests, toolchain). Input paths do not count."""
+    return sha256_json({"kind": kind, "params": params, "inputs": sorted(inputs.values()), "toolchain": toolchain})
+
+
+def display_path(path: Path) -> str:
+    """Relative to the cwd when under it (so manifests do not depend on the checkout's location)."""
+    p = path.resolve()
+    rel = os.path.relpath(p, Path.cwd())
+    return p.as_posix() if rel.startswith("..") else Path(rel).as_posix()
+
+
+def make_plan(recipes: list[LoadedRecipe]) -> Plan:
+    toolchain = fingerprint()
+    models = []
+    for lr in recipes:
+        steps = [PlannedStep(kind=kind, params=params, inputs=inputs,
+                             cache_key=cache_key(kind, params, inputs, toolchain))
+                 for kind, params, inputs in backend_for(lr.recipe.backend).plan_steps(lr)]
+        models.append(ModelPlan(name=lr.recipe.name, version=lr.recipe.version, backend=lr.recipe.backend,
+                                recipe_path=display_path(lr.path), recipe_dir=str(lr.base_dir.resolve()),
+                                recipe_digest=lr.digest, recipe=lr.recipe, steps=steps))
+    return Plan(toolchain=toolchain, models=models)

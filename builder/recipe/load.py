@@ -1,0 +1,134 @@
+"""Read recipe files: YAML → Recipe, every problem named by file:line and key path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from builder.core.hashing import sha256_bytes
+from builder.core.yamlio import Located, YamlProblem, load_located
+from builder.errors import MultipleErrors, RecipeError, UsageError
+from builder.recipe.models import Recipe, check_rules
+
+RECIPE_SUFFIXES = (".yaml", ".yml")
+
+
+class LoadedRecipe:
+    """A validated recipe plus where it came from (its path and the digest of its bytes)."""
+
+    __slots__ = ("recipe", "path", "digest", "located")
+
+    def __init__(self, recipe: Recipe, path: Path, digest: str, located: Located):
+        self.recipe, self.path, self.digest, self.located = recipe, path, digest, located
+
+    def where(self, loc: tuple) -> str:
+        """'file:line' of a key path, for errors raised by later stages."""
+        line = self.located.line_of(loc)
+        return f"{self.path}:{line}" if line else str(self.path)
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+
+def _loc_str(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _hint_for(err: dict) -> str:
+    t = err["type"]
+    if t == "extra_forbidden":
+        return "remove this key or check its spelling (see recipes/recipe.schema.json)"
+    if t == "missing":
+        return "add this key"
+    if t in ("literal_error", "enum"):
+        return "use one of the values listed"
+    if t.endswith("_type") or t.endswith("_parsing"):
+        return "change the value's type"
+    return "fix the value"
+
+
+def _pydantic_errors(e: ValidationError, located: Located, path: Path) -> list[RecipeError]:
+    out = []
+    for err in e.errors():
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        line = located.line_of(loc)
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif err["type"] == "missing":
+            msg = "required key is missing"
+        elif "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], dict):
+            msg = f"{msg} (got {err['input']!r})"
+        out.append(RecipeError(f"{_loc_str(loc)}: {msg}", where=f"{path}:{line}" if line else str(path),
+                               hint=_hint_for(err)))
+    return out
+
+
+def load_recipe(path: Path) -> LoadedRecipe:
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise RecipeError(f"cannot read recipe: {e.strerror}", where=str(path),
+                          hint="check the path") from None
+    try:
+        located = load_located(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise RecipeError("recipe is not UTF-8 text", where=str(path), hint="save the file as UTF-8") from None
+    except YamlProblem as p:
+        raise RecipeError(p.message, where=f"{path}:{p.line}" if p.line else str(path), hint=p.hint) from None
+    if not isinstance(located.data, dict):
+        raise RecipeError("a recipe must be a YAML mapping (name: ..., backend: ...)", where=f"{path}:1",
+                          hint="see recipes/examples/ for the shape")
+    try:
+        recipe = Recipe.model_validate(located.data)
+    except ValidationError as e:
+        raise MultipleErrors(_pydantic_errors(e, located, path)) from None
+    problems = [RecipeError(f"{_loc_str(loc)}: {msg}", where=f"{path}:{located.line_of(loc)}", hint=hint)
+                for loc, msg, hint in check_rules(recipe)]
+    if problems:
+        raise MultipleErrors(problems)
+    return LoadedRecipe(recipe, path, sha256_bytes(raw), located)
+
+
+def expand_paths(paths: list[Path]) -> list[Path]:
+    """Recipe files named directly, or every *.yaml/*.yml in a named directory (not recursive)."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            found = sorted(q for q in p.iterdir() if q.suffix in RECIPE_SUFFIXES and q.is_file())
+            if not found:
+                raise UsageError(f"no *.yaml recipes in directory {p}", hint="name recipe files or a folder of them")
+            out.extend(found)
+        elif p.exists():
+            out.append(p)
+        else:
+            raise UsageError(f"no such file or directory: {p}", hint="check the path")
+    return out
+
+
+def load_recipes(paths: list[Path]) -> list[LoadedRecipe]:
+    """Load every recipe, report all bad ones at once, and refuse duplicate (name, version)."""
+    loaded, errors = [], []
+    for p in expand_paths(paths):
+        try:
+            loaded.append(load_recipe(p))
+        except MultipleErrors as e:
+            errors.extend(e.errors)
+        except RecipeError as e:
+            errors.append(e)
+    seen: dict = {}
+    for lr in loaded:
+        key = (lr.recipe.name, lr.recipe.version)
+        if key in seen:
+            errors.append(RecipeError(f"model {key[0]!r} version {key[1]} is also defined in {seen[key].path}",
+                                      where=f"{lr.path}:1", hint="give each recipe a distinct name or version"))
+        else:
+            seen[key] = lr
+    if errors:
+        raise MultipleErrors(errors) if len(errors) > 1 else errors[0]
+    return loaded

@@ -1,0 +1,206 @@
+"""The recipe: what a platform team writes for one served model. Unknown keys are errors."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SCHEMA_VERSION = 1
+NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+# Recipe dtype name → Triton data type (model_config.proto DataType).
+DTYPES = {
+    "bool": "TYPE_BOOL", "uint8": "TYPE_UINT8", "uint16": "TYPE_UINT16", "uint32": "TYPE_UINT32",
+    "uint64": "TYPE_UINT64", "int8": "TYPE_INT8", "int16": "TYPE_INT16", "int32": "TYPE_INT32",
+    "int64": "TYPE_INT64", "fp16": "TYPE_FP16", "fp32": "TYPE_FP32", "fp64": "TYPE_FP64",
+    "bf16": "TYPE_BF16", "bytes": "TYPE_STRING",
+}
+DType = Literal["bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
+                "fp16", "fp32", "fp64", "bf16", "bytes"]
+BACKENDS = ("python", "onnxruntime")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TensorSpec(_Strict):
+    name: str = Field(description="Tensor name as the model sees it.", min_length=1)
+    dtype: DType = Field(description="Element type.")
+    dims: list[int] = Field(description="Shape without the batch dimension when max_batch_size > 0; "
+                                        "-1 marks a variable dimension.")
+    optional: bool = Field(False, description="Input may be omitted by clients (inputs only).")
+
+    @field_validator("dims")
+    @classmethod
+    def _dims(cls, v: list[int]) -> list[int]:
+        bad = [d for d in v if d == 0 or d < -1]
+        if bad:
+            raise ValueError(f"each dim must be >= 1 or -1 (variable), got {bad}")
+        return v
+
+
+class ExportInput(_Strict):
+    dtype: DType
+    shape: list[int] = Field(description="Example shape, batch dimension first when the model batches.")
+    low: int = Field(0, description="Lower bound of example integer values.")
+    high: int = Field(100, description="Upper bound (exclusive) of example integer values.")
+
+
+class TorchExport(_Strict):
+    module: str = Field(description="'python.module:function' returning a torch.nn.Module; the module is "
+                                    "imported with the recipe's directory on sys.path.",
+                        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    inputs: dict[str, ExportInput] = Field(description="Example inputs by name, in forward() order.")
+    outputs: list[str] = Field(default_factory=lambda: ["output"], description="Output names, in order.")
+    dynamic_axes: dict[str, dict[int, str]] | None = Field(
+        None, description="Axis names per tensor; default: axis 0 of every tensor when max_batch_size > 0.")
+    seed: int = Field(0, description="torch.manual_seed before building the module.")
+    opset: int = Field(17, ge=7, le=23)
+
+
+class Source(_Strict):
+    path: str | None = Field(None, description="Local path (relative to the recipe) or fsspec URL of the model "
+                                               "file: model.py for python, *.onnx for onnxruntime.")
+    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$", description="Pin: build fails on mismatch.")
+    files: list[str] = Field(default_factory=list,
+                             description="Extra files (relative to the recipe) copied next to model.py.")
+    export: TorchExport | None = Field(None, description="Export an ONNX model from a seeded torch module.")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> Source:
+        if (self.path is None) == (self.export is None):
+            raise ValueError("set exactly one of 'path' or 'export'")
+        if self.export is not None and self.sha256:
+            raise ValueError("'sha256' pins a 'path'; an export is pinned by its module and seed")
+        return self
+
+
+class QueuePolicy(_Strict):
+    timeout_action: Literal["reject", "delay"] = "reject"
+    default_timeout_us: int = Field(0, ge=0)
+    allow_timeout_override: bool = False
+    max_queue_size: int = Field(0, ge=0, description="0 = unbounded.")
+
+
+class Batching(_Strict):
+    preferred_batch_sizes: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)
+    max_queue_delay_us: int = Field(0, ge=0)
+    preserve_ordering: bool = False
+    priority_levels: int = Field(0, ge=0)
+    default_priority_level: int = Field(0, ge=0)
+    default_queue_policy: QueuePolicy | None = None
+    priority_queue_policy: dict[int, QueuePolicy] = Field(default_factory=dict)
+
+
+class InstanceGroup(_Strict):
+    kind: Literal["cpu", "gpu", "auto", "model"] = "cpu"
+    count: int = Field(1, ge=1)
+    gpus: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
+
+
+class VersionPolicy(_Strict):
+    latest: int | None = Field(None, ge=1, description="Serve the newest N versions.")
+    specific: list[Annotated[int, Field(ge=1)]] | None = Field(None, description="Serve exactly these versions.")
+    all: bool = Field(False, description="Serve every version present.")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> VersionPolicy:
+        if sum([self.latest is not None, self.specific is not None, self.all]) != 1:
+            raise ValueError("set exactly one of 'latest', 'specific' or 'all: true'")
+        return self
+
+
+class Verify(_Strict):
+    goldens: str | None = Field(None, description="Golden .npz (relative to the recipe); written by "
+                                                  "'tritonbuild verify OUT --record'.")
+    repeats: int = Field(3, ge=1, le=1000, description="Times each golden input is sent.")
+    samples: int = Field(4, ge=1, le=256, description="Generated golden inputs when recording.")
+    seed: int = Field(0, description="Seed of generated golden inputs.")
+    dynamic_size: int = Field(4, ge=1, description="Size used for -1 dims in generated inputs.")
+    int_range: tuple[int, int] = Field((0, 100), description="[low, high) of generated integer inputs.")
+    batch_invariance: Literal["require", "report", "skip"] = Field(
+        "report", description="Whether outputs must stay bit-identical when an input is batched with others.")
+
+
+class Recipe(_Strict):
+    """One served model: a Triton model directory with one numeric version."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    name: str = Field(description="Triton model name = directory name. [A-Za-z0-9_.-], not starting with '.' "
+                                  "or '-'.")
+    version: int = Field(ge=1, description="Numeric version directory (>= 1).")
+    backend: Literal["python", "onnxruntime"]
+    source: Source
+    max_batch_size: int = Field(0, ge=0, description="0 = the model does not batch; dims are full shapes.")
+    inputs: list[TensorSpec] | None = Field(None, description="Required for python; derived from the graph "
+                                                              "for onnxruntime (given ones must match it).")
+    outputs: list[TensorSpec] | None = None
+    batching: Batching | None = Field(None, description="Dynamic batching; absent = off.")
+    instances: list[InstanceGroup] = Field(default_factory=lambda: [InstanceGroup()])
+    version_policy: VersionPolicy | None = None
+    target: Literal["cpu", "gpu"] = Field("cpu", description="Hardware the model is served on; 'cpu' forbids "
+                                                           "KIND_GPU instances (Triton fails to load them).")
+    parameters: dict[str, str] = Field(default_factory=dict, description="config.pbtxt parameters.")
+    verify: Verify = Field(default_factory=Verify)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.match(v) or v in (".", ".."):
+            raise ValueError(f"{v!r} is not a valid model name: use letters, digits, '_', '.', '-' and start with "
+                             "a letter, digit or '_' (no '/', '..', spaces or quotes)")
+        return v
+
+
+Problem = tuple  # (key path, message, hint)
+
+
+def check_rules(r: Recipe) -> list[Problem]:
+    """Cross-field rules, each tied to the key a user has to change (Triton's own load rules)."""
+    out: list[Problem] = []
+    b = r.batching
+    if b is not None:
+        if r.max_batch_size == 0:
+            out.append((("batching",), "dynamic batching needs max_batch_size > 0",
+                        "set max_batch_size or remove 'batching'"))
+        for i, s in enumerate(b.preferred_batch_sizes):
+            if r.max_batch_size and s > r.max_batch_size:
+                out.append((("batching", "preferred_batch_sizes", i),
+                            f"preferred batch size {s} exceeds max_batch_size {r.max_batch_size}",
+                            f"use sizes <= {r.max_batch_size} or raise max_batch_size"))
+        if b.priority_levels and not 1 <= b.default_priority_level <= b.priority_levels:
+            out.append((("batching", "default_priority_level"),
+                        f"default_priority_level {b.default_priority_level} is outside [1, {b.priority_levels}]",
+                        "set it between 1 and priority_levels"))
+        for level in b.priority_queue_policy:
+            if not 1 <= level <= b.priority_levels:
+                out.append((("batching", "priority_queue_policy", level),
+                            f"priority level {level} is outside [1, {b.priority_levels}]", "fix the level"))
+        if b.preserve_ordering and b.priority_levels > 1:
+            out.append((("batching", "preserve_ordering"), "preserve_ordering forbids more than one priority level",
+                        "drop preserve_ordering or use priority_levels <= 1"))
+    for i, g in enumerate(r.instances):
+        if g.kind in ("cpu", "model") and g.gpus:
+            out.append((("instances", i, "gpus"), f"kind {g.kind} cannot list gpus {g.gpus}",
+                        "remove 'gpus' or use kind: gpu"))
+        if g.kind == "gpu" and r.target == "cpu":
+            out.append((("instances", i, "kind"), "kind gpu but the recipe's target is cpu (a CPU server fails "
+                        "to load KIND_GPU instances)", "use kind: cpu, or set target: gpu"))
+    if r.backend == "python":
+        if r.source.export is not None:
+            out.append((("source", "export"), "python models take source.path (model.py), not source.export",
+                        "point source.path at model.py"))
+        for key in ("inputs", "outputs"):
+            if not getattr(r, key):
+                out.append(((key,), f"python models must declare '{key}' (nothing to derive them from)",
+                            f"add '{key}:' with name, dtype and dims"))
+    if r.max_batch_size > 0:
+        for key in ("inputs", "outputs"):
+            for i, t in enumerate(getattr(r, key) or []):
+                if not t.dims:
+                    out.append(((key, i, "dims"), "empty dims with max_batch_size > 0 (the tensor would be "
+                                "only the batch dimension)", "use dims: [1]"))
+    return out

@@ -1,0 +1,1 @@
+"""Stage 4: BuildResult → a Triton model repository on disk, manifest written last."""

@@ -1,0 +1,60 @@
+"""The repository manifest (tritonbuild-manifest.json): every file, its digest, where each model came from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from builder.core.hashing import sha256_bytes
+from builder.recipe.models import TensorSpec, Verify
+from builder.steps.models import FileEntry
+
+SCHEMA_VERSION = 1
+MANIFEST_NAME = "tritonbuild-manifest.json"
+REPORT_NAME = "tritonbuild-verification.json"
+NOT_IN_MANIFEST = {MANIFEST_NAME, REPORT_NAME}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ManifestModel(_Frozen):
+    name: str
+    version: int
+    backend: str
+    target: str
+    recipe_path: str
+    recipe_sha256: str
+    model_identity: str = Field(description="sha256 over the version directory's files (the weights).")
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    max_batch_size: int
+    verify: Verify
+    goldens: str | None = Field(None, description="Repository-relative golden .npz, when present.")
+    goldens_source: str | None = Field(None, description="Where 'verify --record' writes goldens (recipe's path).")
+    steps: dict[str, str] = Field(description="Step kind → cache key.")
+
+
+class Manifest(_Frozen):
+    schema_version: int = SCHEMA_VERSION
+    toolchain: dict[str, str]
+    models: list[ManifestModel]
+    files: dict[str, FileEntry]
+
+    def to_bytes(self) -> bytes:
+        from builder.core.hashing import pretty_json
+
+        return pretty_json(self.model_dump(mode="json"))
+
+    @property
+    def digest(self) -> str:
+        return sha256_bytes(self.to_bytes())
+
+    def model(self, name: str) -> ManifestModel:
+        return next(m for m in self.models if m.name == name)
+
+
+def read_manifest(root: Path) -> Manifest:
+    return Manifest.model_validate_json((root / MANIFEST_NAME).read_bytes())

@@ -1,0 +1,1 @@
+"""The embedded tritonserver (from nvidia-pytriton) and clients for a given server."""

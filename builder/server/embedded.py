@@ -1,0 +1,219 @@
+"""Start and stop the tritonserver bundled in nvidia-pytriton: loopback ports, explicit model control.
+
+See docs/FACTS in the brief: the Python-backend stub for the running interpreter must sit in the backend
+directory, libpython must be on LD_LIBRARY_PATH, and the stub imports the active environment's numpy,
+which must be < 2.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from importlib import metadata
+from pathlib import Path
+
+from builder.errors import VerifyError
+
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 20.0
+
+
+class ServerStartError(VerifyError):
+    pass
+
+
+class ModelLoadError(VerifyError):
+    pass
+
+
+def pytriton_dir() -> Path:
+    try:
+        import pytriton
+    except ImportError:
+        raise ServerStartError("nvidia-pytriton is not installed: it provides the embedded tritonserver",
+                               hint="pip install nvidia-pytriton==0.7.0, or pass --server URL") from None
+    return Path(pytriton.__file__).parent / "tritonserver"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _check_numpy() -> None:
+    v = metadata.version("numpy")
+    if int(v.split(".")[0]) >= 2:
+        raise ServerStartError(f"numpy {v} is installed; the Python-backend stub returns empty tensors with "
+                               "numpy 2", hint="pip install 'numpy<2' in this environment")
+
+
+def _die_with_parent() -> None:
+    # NOTE: PR_SET_PDEATHSIG: if tritonbuild is killed outright, the server gets SIGTERM instead of
+    # becoming an orphan holding ports.
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+class EmbeddedServer:
+    """Context manager: tritonserver on free loopback ports; always stopped on exit (errors and Ctrl-C too)."""
+
+    def __init__(self, repository: Path, *, control: str = "explicit", log_path: Path | None = None,
+                 ready_timeout: float = READY_TIMEOUT_S, poll_secs: int = 1):
+        self.repository = Path(repository).resolve()
+        self.control = control
+        self.poll_secs = poll_secs
+        self.ready_timeout = ready_timeout
+        self._tmp = Path(tempfile.mkdtemp(prefix="tritonbuild-server-"))
+        self.log_path = log_path or self._tmp / "tritonserver.log"
+        self.proc: subprocess.Popen | None = None
+        self.http_port = self.grpc_port = self.metrics_port = 0
+
+    @property
+    def http_url(self) -> str:
+        return f"127.0.0.1:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def _backend_dir(self) -> Path:
+        src = pytriton_dir()
+        stub = src / "python_backend_stubs" / f"{sys.version_info.major}.{sys.version_info.minor}" / \
+            "triton_python_backend_stub"
+        if not stub.is_file():
+            raise ServerStartError(f"no Python-backend stub for Python {sys.version_info[:2]} in nvidia-pytriton",
+                                   hint="use Python 3.8-3.13")
+        dest = self._tmp / "backends" / "python"
+        shutil.copytree(src / "backends" / "python", dest, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy2(stub, dest / "triton_python_backend_stub")
+        os.chmod(dest / "triton_python_backend_stub", 0o755)
+        return dest.parent
+
+    def _env(self) -> dict:
+        env = dict(os.environ)
+        libdirs = [sysconfig.get_config_var("LIBDIR") or "", str(pytriton_dir().parent.parent / "nvidia_pytriton.libs")]
+        env["LD_LIBRARY_PATH"] = ":".join([d for d in libdirs if d] + [env.get("LD_LIBRARY_PATH", "")]).rstrip(":")
+        env["PYTHONPATH"] = os.pathsep.join([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        if sys.prefix != sys.base_prefix:
+            env["VIRTUAL_ENV"] = sys.prefix
+        else:
+            env.pop("VIRTUAL_ENV", None)
+        return env
+
+    def argv(self) -> list[str]:
+        a = [str(pytriton_dir() / "bin" / "tritonserver"), f"--model-repository={self.repository}",
+             f"--backend-directory={self._backend_dir()}",
+             "--http-address=127.0.0.1", f"--http-port={self.http_port}",
+             "--grpc-address=127.0.0.1", f"--grpc-port={self.grpc_port}",
+             "--metrics-address=127.0.0.1", f"--metrics-port={self.metrics_port}",
+             f"--model-control-mode={self.control}", "--exit-on-error=false", "--log-verbose=0",
+             # NOTE: a distinct shared-memory prefix per server, so concurrent servers never collide.
+             f"--backend-config=python,shm-region-prefix-name=tb{os.getpid()}x{self.http_port}"]
+        if self.control == "poll":
+            a.append(f"--repository-poll-secs={self.poll_secs}")
+        return a
+
+    def start(self) -> EmbeddedServer:
+        _check_numpy()
+        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
+        argv = self.argv()
+        log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self._env(),
+                                     cwd=self._tmp, start_new_session=True, preexec_fn=_die_with_parent)
+        log.close()
+        atexit.register(self.stop)
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                tail = self.log_tail()
+                self.stop()
+                raise ServerStartError(f"tritonserver exited with code {self.proc.returncode} while starting:\n{tail}",
+                                       hint=f"see the server log {self.log_path}")
+            if self._get("/v2/health/live") == 200:
+                return self
+            time.sleep(0.1)
+        self.stop()
+        raise ServerStartError(f"tritonserver not live after {self.ready_timeout:.0f}s:\n{self.log_tail()}",
+                               hint="a slow machine: raise --server-timeout")
+
+    def _get(self, path: str) -> int:
+        try:
+            with urllib.request.urlopen(f"http://{self.http_url}{path}", timeout=2) as r:
+                return r.status
+        except (urllib.error.URLError, OSError, ConnectionError):
+            return 0
+
+    def log_tail(self, n: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def load(self, model: str) -> None:
+        load_model(f"http://{self.http_url}", model)
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGINT)
+                proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            except ProcessLookupError:
+                pass
+        try:
+            atexit.unregister(self.stop)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> EmbeddedServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.cleanup()
+
+
+def load_model(base_url: str, model: str, timeout: float = 300.0) -> None:
+    """POST v2/repository/models/<m>/load; a failure carries Triton's own error text."""
+    req = urllib.request.Request(f"{base_url}/v2/repository/models/{model}/load", data=b"{}", method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout):
+            return
+    except urllib.error.HTTPError as e:
+        body = e.read().decode(errors="replace")
+        try:
+            body = json.loads(body).get("error", body)
+        except ValueError:
+            pass
+        raise ModelLoadError(f"tritonserver failed to load {model!r}: {body}", where=model,
+                             hint="fix the model (Triton's message above), rebuild, verify again") from None
+    except (urllib.error.URLError, OSError) as e:
+        raise ModelLoadError(f"cannot reach {base_url} to load {model!r}: {e}", hint="is the server running?") \
+            from None

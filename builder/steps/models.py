@@ -1,0 +1,44 @@
+"""What the build produced: per model, the version directory's files (by digest) and the derived I/O."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from builder.plan.models import ModelPlan
+from builder.recipe.models import TensorSpec
+
+SCHEMA_VERSION = 1
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FileEntry(_Frozen):
+    sha256: str
+    size: int
+
+
+class StepOutcome(_Frozen):
+    kind: str
+    cache_key: str
+    status: Literal["built", "cached"]
+    reason: str
+    seconds: float
+
+
+class BuiltModel(_Frozen):
+    plan: ModelPlan
+    files: dict[str, FileEntry] = Field(description="Version-directory relative path → blob in the store.")
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    steps: list[StepOutcome]
+
+
+class BuildResult(_Frozen):
+    schema_version: int = SCHEMA_VERSION
+    store: str = Field(description="Root of the content-addressed store holding every file's blob.")
+    toolchain: dict[str, str]
+    models: list[BuiltModel]

@@ -1,0 +1,1 @@
+"""Stage 5: repository → VerificationReport (static checks, live load, goldens bit for bit)."""

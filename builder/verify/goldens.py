@@ -1,0 +1,79 @@
+"""Golden inputs/outputs: generated deterministically, stored as .npz, compared bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from builder.repository.manifest import ManifestModel
+from builder.verify.models import Mismatch
+
+NP_DTYPES = {"bool": np.bool_, "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
+             "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "fp16": np.float16,
+             "fp32": np.float32, "fp64": np.float64, "bytes": np.object_}
+
+Sample = dict[str, np.ndarray]
+
+
+def generate_inputs(m: ManifestModel) -> list[Sample]:
+    """One request per sample (batch 1 when the model batches), from a seeded generator."""
+    v = m.verify
+    rng = np.random.default_rng(v.seed)
+    samples = []
+    for i in range(v.samples):
+        sample = {}
+        for t in m.inputs:
+            shape = [v.dynamic_size if d == -1 else d for d in t.dims]
+            if m.max_batch_size > 0:
+                shape = [1, *shape]
+            dtype = NP_DTYPES[t.dtype]
+            if t.dtype == "bytes":
+                arr = np.array([f"sample-{i}-{j}".encode() for j in range(int(np.prod(shape)))],
+                               dtype=np.object_).reshape(shape)
+            elif t.dtype == "bool":
+                arr = rng.integers(0, 2, size=shape).astype(np.bool_)
+            elif np.issubdtype(dtype, np.integer):
+                arr = rng.integers(v.int_range[0], v.int_range[1], size=shape).astype(dtype)
+            else:
+                arr = rng.random(size=shape, dtype=np.float64).astype(dtype)
+            sample[t.name] = arr
+        samples.append(sample)
+    return samples
+
+
+def to_npz_arrays(inputs: list[Sample], outputs: list[Sample]) -> dict[str, np.ndarray]:
+    arrays = {}
+    for i, (x, y) in enumerate(zip(inputs, outputs)):
+        arrays.update({f"input.{i}.{k}": v for k, v in x.items()})
+        arrays.update({f"output.{i}.{k}": v for k, v in y.items()})
+    return arrays
+
+
+def from_npz_arrays(arrays: dict[str, np.ndarray]) -> tuple[list[Sample], list[Sample]]:
+    inputs: dict[int, Sample] = {}
+    outputs: dict[int, Sample] = {}
+    for key, arr in arrays.items():
+        kind, idx, name = key.split(".", 2)
+        (inputs if kind == "input" else outputs).setdefault(int(idx), {})[name] = arr
+    n = len(inputs)
+    return [inputs[i] for i in range(n)], [outputs.get(i, {}) for i in range(n)]
+
+
+def compare(expected: np.ndarray, got: np.ndarray, *, sample: int, output: str, context: str) -> Mismatch | None:
+    """Bit-for-bit: same dtype, same shape, same bytes. Reports what differs and where first."""
+    if got is None or expected.dtype != got.dtype or expected.shape != got.shape:
+        return Mismatch(sample=sample, output=output, context=f"{context}: shape/dtype "
+                        f"{None if got is None else (got.dtype.str, got.shape)} != {(expected.dtype.str, expected.shape)}",
+                        differing=int(expected.size), total=int(expected.size), max_abs_diff=None, first_index=None)
+    if expected.dtype == np.object_:
+        diff = np.array([a != b for a, b in zip(expected.ravel(), got.ravel())]).reshape(expected.shape)
+        max_abs = None
+    else:
+        a = np.ascontiguousarray(expected).view(np.uint8).reshape(expected.shape + (-1,))
+        b = np.ascontiguousarray(got).view(np.uint8).reshape(got.shape + (-1,))
+        diff = (a != b).any(axis=-1)
+        max_abs = float(np.max(np.abs(expected.astype(np.float64) - got.astype(np.float64)))) if diff.any() else 0.0
+    if not diff.any():
+        return None
+    first = [int(i) for i in np.argwhere(diff)[0]]
+    return Mismatch(sample=sample, output=output, context=context, differing=int(diff.sum()), total=int(diff.size),
+                    max_abs_diff=max_abs, first_index=first)

@@ -1,0 +1,60 @@
+"""The verification report (tritonbuild-verification.json), keyed by the manifest digest it verified."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Mismatch(_Frozen):
+    sample: int
+    output: str
+    context: str = Field(description="'repeat N', 'batched with K others', or 'shape/dtype'.")
+    differing: int
+    total: int
+    max_abs_diff: float | None
+    first_index: list[int] | None
+
+
+class StaticCheck(_Frozen):
+    model: str
+    check: str
+    ok: bool
+    detail: str
+
+
+class ModelReport(_Frozen):
+    name: str
+    version: int
+    backend: str
+    path: Literal["live-embedded", "live-server", "in-process", "none"]
+    path_detail: str = Field(description="What ran it, e.g. 'tritonserver 2.51.0 (embedded)' or 'onnxruntime "
+                                         "1.32.0 in-process'.")
+    loaded: bool
+    load_error: str | None = None
+    goldens: str | None = None
+    samples: int = 0
+    repeats: int = 0
+    compared: int = Field(0, description="Output tensors compared bit for bit.")
+    mismatches: list[Mismatch] = Field(default_factory=list)
+    batch_invariance: Literal["invariant", "variant", "not-applicable", "skipped"] = "skipped"
+    batch_detail: str = ""
+    passed: bool
+    notes: list[str] = Field(default_factory=list)
+
+
+class VerificationReport(_Frozen):
+    schema_version: int = SCHEMA_VERSION
+    manifest_digest: str
+    toolchain: dict[str, str]
+    static: list[StaticCheck]
+    models: list[ModelReport]
+    recorded: bool = False
+    passed: bool

@@ -1,0 +1,215 @@
+"""verify(): static checks, then each model live (embedded or given server) or in-process, goldens bit for bit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+
+import numpy as np
+
+from builder.backends import backend_for
+from builder.core.fsutil import write_atomic
+from builder.core.hashing import pretty_json, sha256_file
+from builder.core.npz import read_npz, write_npz
+from builder.core.toolchain import fingerprint
+from builder.errors import VerifyError
+from builder.repository.assemble import golden_name, write_manifest
+from builder.repository.manifest import MANIFEST_NAME, NOT_IN_MANIFEST, REPORT_NAME, Manifest, ManifestModel
+from builder.repository.rules import check_model_dir
+from builder.server.embedded import EmbeddedServer, ModelLoadError, load_model
+from builder.verify.goldens import compare, from_npz_arrays, generate_inputs, to_npz_arrays
+from builder.verify.models import Mismatch, ModelReport, StaticCheck, VerificationReport
+from builder.verify.runners import OnnxRunner, TritonRunner
+
+Progress = Callable[[str], None]
+
+
+def read_repository(root: Path) -> Manifest:
+    try:
+        return Manifest.model_validate_json((root / MANIFEST_NAME).read_bytes())
+    except FileNotFoundError:
+        raise VerifyError(f"{root} is not a tritonbuild repository (no {MANIFEST_NAME})",
+                          hint="build it with 'tritonbuild build RECIPES -o DIR'") from None
+    except ValueError as e:
+        raise VerifyError(f"{root / MANIFEST_NAME} is not a valid manifest: {e}",
+                          hint="rebuild the repository") from None
+
+
+def static_checks(root: Path, manifest: Manifest) -> list[StaticCheck]:
+    out = []
+    present = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} - NOT_IN_MANIFEST
+    problems = [f"missing {p}" for p in sorted(set(manifest.files) - present)]
+    problems += [f"not in manifest: {p}" for p in sorted(present - set(manifest.files))]
+    for rel, entry in manifest.files.items():
+        if rel in present:
+            path = root / rel
+            if path.stat().st_size != entry.size or sha256_file(path) != entry.sha256:
+                problems.append(f"content differs from manifest: {rel}")
+    out.append(StaticCheck(model="*", check="manifest", ok=not problems,
+                           detail="; ".join(problems) or f"{len(manifest.files)} files match their sha256"))
+    for name in sorted({m.name for m in manifest.models}):
+        out.extend(StaticCheck(**f.to_dict()) for f in check_model_dir(root / name))
+    return out
+
+
+def _concat_groups(samples: list[dict], limit: int) -> list[list[int]]:
+    groups, cur = [], []
+    for i in range(len(samples)):
+        if cur and (len(cur) == limit or any(samples[i][k].shape != samples[cur[0]][k].shape for k in samples[i])):
+            groups.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        groups.append(cur)
+    return [g for g in groups if len(g) > 1]
+
+
+def _batch_invariance(m: ManifestModel, runner, inputs, reference) -> tuple[str, str, list[Mismatch]]:
+    if m.verify.batch_invariance == "skip":
+        return "skipped", "batch_invariance: skip", []
+    if m.max_batch_size == 0 or len(inputs) < 2:
+        return "not-applicable", "model does not batch" if m.max_batch_size == 0 else "one sample", []
+    found: list[Mismatch] = []
+    for group in _concat_groups(inputs, m.max_batch_size):
+        batch = {k: np.concatenate([inputs[i][k] for i in group]) for k in inputs[group[0]]}
+        got = runner.infer(batch)
+        for row, i in enumerate(group):
+            for name, exp in reference[i].items():
+                mm = compare(exp, got[name][row:row + 1], sample=i, output=name,
+                             context=f"batched with {len(group) - 1} others")
+                if mm:
+                    found.append(mm)
+    for i, got in enumerate(runner.infer_concurrent(inputs)):
+        for name, exp in reference[i].items():
+            mm = compare(exp, got.get(name), sample=i, output=name, context="concurrent requests (dynamic batcher)")
+            if mm:
+                found.append(mm)
+    if found:
+        worst = max((f.max_abs_diff or 0.0) for f in found)
+        return "variant", f"{len(found)} output(s) changed when batched (max |diff| {worst:.3g})", found
+    return "invariant", f"bit-identical alone, in batches of up to {m.max_batch_size}, and under concurrency", []
+
+
+def _check_model(m: ManifestModel, runner, root: Path, record: bool) -> dict:
+    inputs = reference = None
+    if m.goldens and (root / m.goldens).is_file():
+        inputs, reference = from_npz_arrays(read_npz(root / m.goldens))
+    if inputs is None:
+        if not record:
+            return {"passed": False, "notes": ["no goldens recorded: run 'tritonbuild verify OUT --record', "
+                                               "commit the .npz, rebuild"]}
+        inputs = generate_inputs(m)
+    mismatches: list[Mismatch] = []
+    runs = []
+    for rep in range(m.verify.repeats):
+        outs = [runner.infer(s) for s in inputs]
+        runs.append(outs)
+    if record:
+        reference = runs[0]
+    for rep, outs in enumerate(runs):
+        for i, got in enumerate(outs):
+            for name, exp in reference[i].items():
+                mm = compare(exp, got.get(name), sample=i, output=name, context=f"repeat {rep + 1}")
+                if mm:
+                    mismatches.append(mm)
+    status, detail, variant = _batch_invariance(m, runner, inputs, reference)
+    notes = []
+    if status == "variant":
+        if m.verify.batch_invariance == "require":
+            mismatches.extend(variant)
+        else:
+            notes.append("outputs depend on batch composition; set verify.batch_invariance: require to fail on "
+                         "this (and serve with a fixed batch shape)")
+    compared = sum(len(r) for r in reference) * m.verify.repeats
+    return {"samples": len(inputs), "repeats": m.verify.repeats, "compared": compared, "mismatches": mismatches,
+            "batch_invariance": status, "batch_detail": detail, "passed": not mismatches, "notes": notes,
+            "_record": (inputs, reference) if record else None}
+
+
+def _write_goldens(root: Path, m: ManifestModel, inputs, reference) -> ManifestModel:
+    arrays = to_npz_arrays(inputs, reference)
+    dest_rel = f"{m.name}/{golden_name(m.version)}"
+    write_npz(root / dest_rel, arrays)
+    if m.goldens_source:
+        src = Path(m.goldens_source)
+        write_npz(src, arrays)
+        write_atomic(src.with_name(src.name + ".sha256"), f"{sha256_file(src)}  {src.name}\n".encode())
+    return m.model_copy(update={"goldens": dest_rel})
+
+
+def verify(root: Path, *, server_url: str | None = None, record: bool = False,
+           progress: Progress | None = None) -> VerificationReport:
+    root = Path(root)
+    manifest = read_repository(root)
+    say = progress or (lambda _msg: None)
+    say("static checks")
+    static = static_checks(root, manifest)
+    if not all(c.ok for c in static):
+        report = VerificationReport(manifest_digest=manifest.digest, toolchain=fingerprint(), static=static,
+                                    models=[], passed=False)
+        write_atomic(root / REPORT_NAME, pretty_json(report.model_dump(mode="json")))
+        return report
+    paths = {(m.name, m.version): _path_for(m, server_url) for m in manifest.models}
+    reports, updated = [], []
+    with ExitStack() as stack:
+        server = None
+        if any(p == "live-embedded" for p, _ in paths.values()):
+            say("starting the embedded tritonserver")
+            server = stack.enter_context(EmbeddedServer(root))
+        for m in manifest.models:
+            say(f"{m.name} v{m.version}")
+            path, detail = paths[(m.name, m.version)]
+            url = server_url if path == "live-server" else (f"http://{server.http_url}" if server else None)
+            rep, m2 = _verify_model(root, m, path, detail, url, record)
+            if path == "in-process":
+                rep = rep.model_copy(update={"notes": [*rep.notes, "not loaded in tritonserver: the embedded "
+                                                       "server has no onnxruntime backend; pass --server URL"]})
+            reports.append(rep)
+            updated.append(m2)
+    if record:
+        manifest = write_manifest(root, manifest.toolchain, updated)
+    report = VerificationReport(manifest_digest=manifest.digest, toolchain=fingerprint(), static=static,
+                                models=reports, recorded=record, passed=all(r.passed for r in reports))
+    write_atomic(root / REPORT_NAME, pretty_json(report.model_dump(mode="json")))
+    return report
+
+
+def _path_for(m: ManifestModel, server_url: str | None) -> tuple[str, str]:
+    tc = fingerprint()
+    if server_url:
+        return "live-server", f"tritonserver at {server_url}"
+    if m.target == "gpu":
+        return "none", "target gpu: verify against a GPU server with --server URL"
+    if backend_for(m.backend).EMBEDDED_LIVE:
+        return "live-embedded", f"tritonserver {tc.get('tritonserver', '?')} embedded"
+    if m.backend == "onnxruntime":
+        return "in-process", f"onnxruntime {tc.get('onnxruntime', '?')} in-process"
+    return "none", f"no way to run backend {m.backend} here"
+
+
+def _verify_model(root: Path, m: ManifestModel, path: str, detail: str, url: str | None,
+                  record: bool) -> tuple[ModelReport, ManifestModel]:
+    base = {"name": m.name, "version": m.version, "backend": m.backend, "path": path, "path_detail": detail,
+            "goldens": m.goldens}
+    if path == "none":
+        return ModelReport(**base, loaded=False, passed=False, notes=[detail]), m
+    try:
+        if path == "in-process":
+            runner = OnnxRunner(root / m.name / str(m.version) / backend_for(m.backend).DEFAULT_FILENAME, m)
+        else:
+            load_model(url, m.name)
+            runner = TritonRunner(url, m)
+    except ModelLoadError as e:
+        return ModelReport(**base, loaded=False, load_error=e.message, passed=False), m
+    except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types on a bad model
+        return ModelReport(**base, loaded=False, load_error=f"{type(e).__name__}: {e}", passed=False), m
+    try:
+        result = _check_model(m, runner, root, record)
+    finally:
+        runner.close()
+    recorded = result.pop("_record", None)
+    if recorded is not None:
+        m = _write_goldens(root, m, *recorded)
+        base["goldens"] = m.goldens
+    return ModelReport(**base, loaded=True, **result), m
