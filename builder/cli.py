@@ -44,8 +44,7 @@ class Group(click.Group):
 
 
 def _emit_error(ctx: click.Context, e: TritonBuildError) -> None:
-    sub = ctx.invoked_subcommand and ctx.command.get_command(ctx, ctx.invoked_subcommand)
-    wants_json = "--json" in sys.argv[1:]
+    wants_json = ctx.meta.get("json", False)
     if wants_json:
         click.echo(json.dumps(e.to_dict(), indent=2, sort_keys=True))
         return
@@ -55,7 +54,6 @@ def _emit_error(ctx: click.Context, e: TritonBuildError) -> None:
         err.print(f"[bold red]error[/] ({one.kind}): {where}{one.message}", markup=True)
         if one.hint:
             err.print(f"  [dim]fix:[/] {one.hint}")
-    del sub
 
 
 def _json(obj) -> None:
@@ -72,7 +70,13 @@ def _progress(enabled: bool):
         yield lambda msg: status.update(msg)
 
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
+def _remember_json(ctx: click.Context, _param, value: bool) -> bool:
+    ctx.meta["json"] = value  # NOTE: ctx.meta is shared with the group, which renders errors
+    return value
+
+
+json_option = click.option("--json", "as_json", is_flag=True, callback=_remember_json,
+                           help="Machine-readable output on stdout.")
 recipes_arg = click.argument("recipes", nargs=-1, required=True, type=click.Path(path_type=Path))
 
 

@@ -40,10 +40,10 @@ def pretty_json(obj) -> bytes:
 
 
 def tree_files(root: Path) -> list[Path]:
-    """Every regular file under root, as sorted relative posix paths."""
+    """Every regular file under root, as sorted relative posix paths (bytecode caches left out)."""
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
         for name in filenames:
             out.append((Path(dirpath) / name).relative_to(root))
     return sorted(out, key=lambda p: p.as_posix())

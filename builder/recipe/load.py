@@ -69,6 +69,10 @@ def _pydantic_errors(e: ValidationError, located: Located, path: Path) -> list[R
     return out
 
 
+def _one_or_many(errors: list[RecipeError]) -> RecipeError | MultipleErrors:
+    return errors[0] if len(errors) == 1 else MultipleErrors(errors)
+
+
 def load_recipe(path: Path) -> LoadedRecipe:
     try:
         raw = path.read_bytes()
@@ -87,11 +91,11 @@ def load_recipe(path: Path) -> LoadedRecipe:
     try:
         recipe = Recipe.model_validate(located.data)
     except ValidationError as e:
-        raise MultipleErrors(_pydantic_errors(e, located, path)) from None
+        raise _one_or_many(_pydantic_errors(e, located, path)) from None
     problems = [RecipeError(f"{_loc_str(loc)}: {msg}", where=f"{path}:{located.line_of(loc)}", hint=hint)
                 for loc, msg, hint in check_rules(recipe)]
     if problems:
-        raise MultipleErrors(problems)
+        raise _one_or_many(problems)
     return LoadedRecipe(recipe, path, sha256_bytes(raw), located)
 
 
@@ -130,5 +134,5 @@ def load_recipes(paths: list[Path]) -> list[LoadedRecipe]:
         else:
             seen[key] = lr
     if errors:
-        raise MultipleErrors(errors) if len(errors) > 1 else errors[0]
+        raise _one_or_many(errors)
     return loaded

@@ -113,6 +113,9 @@ class EmbeddedServer:
         libdirs = [sysconfig.get_config_var("LIBDIR") or "", str(pytriton_dir().parent.parent / "nvidia_pytriton.libs")]
         env["LD_LIBRARY_PATH"] = ":".join([d for d in libdirs if d] + [env.get("LD_LIBRARY_PATH", "")]).rstrip(":")
         env["PYTHONPATH"] = os.pathsep.join([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+        # NOTE: the Python backend imports model.py from the version directory; without this it writes
+        # __pycache__/ into the repository, which changes what the manifest describes.
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
         if sys.prefix != sys.base_prefix:
             env["VIRTUAL_ENV"] = sys.prefix

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -38,7 +39,9 @@ def read_repository(root: Path) -> Manifest:
 
 def static_checks(root: Path, manifest: Manifest) -> list[StaticCheck]:
     out = []
-    present = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} - NOT_IN_MANIFEST
+    # NOTE: a server that imported model.py may have left __pycache__/ behind; it is not part of the build.
+    present = {p.relative_to(root).as_posix() for p in root.rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts} - NOT_IN_MANIFEST
     problems = [f"missing {p}" for p in sorted(set(manifest.files) - present)]
     problems += [f"not in manifest: {p}" for p in sorted(present - set(manifest.files))]
     for rel, entry in manifest.files.items():
@@ -167,12 +170,19 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
                                                        "server has no onnxruntime backend; pass --server URL"]})
             reports.append(rep)
             updated.append(m2)
+    _remove_bytecode(root)
     if record:
         manifest = write_manifest(root, manifest.toolchain, updated)
     report = VerificationReport(manifest_digest=manifest.digest, toolchain=fingerprint(), static=static,
                                 models=reports, recorded=record, passed=all(r.passed for r in reports))
     write_atomic(root / REPORT_NAME, pretty_json(report.model_dump(mode="json")))
     return report
+
+
+def _remove_bytecode(root: Path) -> None:
+    """The Python backend writes __pycache__/ next to model.py; verify leaves the repository as it found it."""
+    for d in root.glob("*/*/**/__pycache__"):
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def _path_for(m: ManifestModel, server_url: str | None) -> tuple[str, str]:

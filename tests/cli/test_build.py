@@ -1,0 +1,132 @@
+"""Bad input: a clear message, its exit code, and nothing written to OUT."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import PY_RECIPE
+
+
+def test_validate_ok(cli, py_recipe):
+    r = cli("validate", py_recipe)
+    assert r.exit_code == 0
+    assert r.stdout == f"ok  {py_recipe}  (doubler v1, python)\n"
+
+
+def test_bad_recipe_exit_3_with_location_and_nothing_written(cli, write, tmp_path):
+    p = write("bad.yaml", PY_RECIPE + "colour: blue\n")
+    out = tmp_path / "OUT"
+    r = cli("build", p, "-o", out)
+    assert r.exit_code == 3
+    assert f"{p}:9: colour: unknown key" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not out.exists()
+
+
+def test_json_error_output(cli, write, tmp_path):
+    p = write("bad.yaml", PY_RECIPE.replace("version: 1", "version: 0"))
+    r = cli("validate", p, "--json")
+    assert r.exit_code == 3
+    doc = json.loads(r.stdout)
+    assert doc["exit_code"] == 3 and doc["error"] == "recipe" and doc["where"] == f"{p}:2"
+
+
+def test_missing_source_file_exit_4(cli, write, tmp_path):
+    p = write("r.yaml", PY_RECIPE.replace("path: model.py", "path: nowhere.py"))
+    r = cli("build", p, "-o", tmp_path / "OUT")
+    assert r.exit_code == 4, r.stderr
+    assert "source file not found" in r.stderr and f"{p}:4" in r.stderr
+    assert not (tmp_path / "OUT").exists()
+
+
+def test_sha256_pin_mismatch_exit_4(cli, write, tmp_path):
+    write("model.py", "x = 1\n")
+    p = write("r.yaml", PY_RECIPE.replace("path: model.py", "path: model.py, sha256: " + "ab" * 32))
+    r = cli("build", p, "-o", tmp_path / "OUT")
+    assert r.exit_code == 4
+    assert "the recipe pins abab" in r.stderr and "update source.sha256" in r.stderr
+    assert not (tmp_path / "OUT").exists()
+
+
+def test_onnx_file_that_is_not_onnx_exit_5(cli, write, tmp_path):
+    write("model.onnx", b"this is not a protobuf\x00\xff")
+    p = write("r.yaml", "name: enc\nversion: 1\nbackend: onnxruntime\nsource: {path: model.onnx}\n")
+    r = cli("build", p, "-o", tmp_path / "OUT")
+    assert r.exit_code == 5
+    assert "is not a valid ONNX model" in r.stderr
+    assert not (tmp_path / "OUT").exists()
+
+
+def test_out_exists_and_is_not_a_repository(cli, py_recipe, tmp_path):
+    out = tmp_path / "OUT"
+    out.mkdir()
+    (out / "precious.txt").write_text("keep me")
+    r = cli("build", py_recipe, "-o", out)
+    assert r.exit_code == 2
+    assert "is not a tritonbuild repository" in r.stderr and "--force" in r.stderr
+    assert (out / "precious.txt").read_text() == "keep me"
+    assert cli("build", py_recipe, "-o", out, "--force").exit_code == 0
+    assert not (out / "precious.txt").exists()
+
+
+def test_rebuild_replaces_repository_and_reuses_cache(cli, py_recipe, tmp_path):
+    out = tmp_path / "OUT"
+    first = cli("build", py_recipe, "-o", out, "--json")
+    second = cli("build", py_recipe, "-o", out, "--json")
+    assert first.exit_code == second.exit_code == 0
+    s1, s2 = json.loads(first.stdout), json.loads(second.stdout)
+    assert s2["models"][0]["steps"][0]["status"] == "cached"
+    assert s1["manifest_digest"] == s2["manifest_digest"]
+    assert sorted(p.name for p in out.iterdir()) == ["doubler", "tritonbuild-manifest.json"]
+
+
+def test_duplicate_name_and_version_exit_3(cli, py_recipe, write, tmp_path):
+    write("copy.yaml", PY_RECIPE)
+    r = cli("build", tmp_path, "-o", tmp_path / "OUT")
+    assert r.exit_code == 3 and "is also defined in" in r.stderr
+
+
+def test_plan_json(cli, py_recipe):
+    r = cli("plan", py_recipe, "--json")
+    assert r.exit_code == 0
+    plan = json.loads(r.stdout)
+    (m,) = plan["models"]
+    assert m["name"] == "doubler" and m["steps"][0]["kind"] == "python.package"
+    assert len(m["steps"][0]["cache_key"]) == 64 and "tritonserver" in plan["toolchain"]
+
+
+def test_cache_key_changes_with_input(cli, py_recipe, write):
+    k1 = json.loads(cli("plan", py_recipe, "--json").stdout)["models"][0]["steps"][0]["cache_key"]
+    write("model.py", "# changed\n")
+    k2 = json.loads(cli("plan", py_recipe, "--json").stdout)["models"][0]["steps"][0]["cache_key"]
+    assert k1 != k2
+
+
+def test_onnx_recipe_contradicting_graph_names_both(cli, write, tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, tmp_path / "relu.onnx")
+    p = write("r.yaml", "name: relu\nversion: 1\nbackend: onnxruntime\nsource: {path: relu.onnx}\n"
+                        "max_batch_size: 2\ninputs: [{name: x, dtype: int64, dims: [4]}]\n")
+    r = cli("build", p, "-o", tmp_path / "OUT")
+    assert r.exit_code == 5
+    assert "inputs 'x': recipe says int64, the ONNX graph says fp32" in r.stderr
+    p = write("r.yaml", "name: relu\nversion: 1\nbackend: onnxruntime\nsource: {path: relu.onnx}\n"
+                        "max_batch_size: 2\n")
+    assert cli("build", p, "-o", tmp_path / "OUT").exit_code == 0
+    cfg = (tmp_path / "OUT" / "relu" / "config.pbtxt").read_text()
+    assert 'platform: "onnxruntime_onnx"' in cfg and "dims: 4" in cfg
+
+
+@pytest.mark.parametrize("args", [["verify", "/nonexistent/repo"], ["serve", "/nonexistent/repo"]])
+def test_not_a_repository(cli, args):
+    r = cli(*args)
+    assert r.exit_code == 6 and "is not a tritonbuild repository" in r.stderr

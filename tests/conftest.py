@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import textwrap
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "recipes" / "examples"
+
+
+def _triton_available() -> str | None:
+    if importlib.util.find_spec("pytriton") is None:
+        return "nvidia-pytriton is not installed"
+    if int(metadata.version("numpy").split(".")[0]) >= 2:
+        return "numpy >= 2 breaks the Python-backend stub"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    reasons = {"triton": _triton_available(),
+               "s3": None if shutil.which("moto_server") else "moto_server is not installed",
+               "gpu": None if shutil.which("nvidia-smi") else "no NVIDIA GPU here"}
+    for item in items:
+        for marker, reason in reasons.items():
+            if reason and marker in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(autouse=True)
+def _isolate(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("TRITONBUILD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+@pytest.fixture
+def cli():
+    """Run the CLI in-process; returns click's Result (exit_code, stdout, stderr)."""
+    from builder.cli import main
+
+    def run(*args: str):
+        return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+    return run
+
+
+@pytest.fixture
+def write(tmp_path):
+    """write('name.yaml', text) → path, with the text dedented."""
+
+    def _write(name: str, text: str | bytes) -> Path:
+        p = tmp_path / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(text, bytes):
+            p.write_bytes(text)
+        else:
+            p.write_text(textwrap.dedent(text).lstrip())
+        return p
+
+    return _write
+
+
+PY_MODEL = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "X").as_numpy()
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", (x * 2 + 1).astype(np.float32))]))
+        return out
+'''
+
+PY_RECIPE = """
+name: doubler
+version: 1
+backend: python
+source: {path: model.py}
+max_batch_size: 4
+inputs: [{name: X, dtype: fp32, dims: [3]}]
+outputs: [{name: Y, dtype: fp32, dims: [3]}]
+verify: {goldens: goldens/doubler.npz, repeats: 2, samples: 3, batch_invariance: require}
+"""
+
+
+@pytest.fixture
+def py_recipe(write):
+    """A minimal valid Python-backend recipe in tmp_path; returns its path."""
+    write("model.py", PY_MODEL)
+    return write("doubler.yaml", PY_RECIPE)
+
+
+@pytest.fixture
+def in_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    return ROOT
+
+
+os.environ.setdefault("PYTHONHASHSEED", "0")

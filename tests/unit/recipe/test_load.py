@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+import pytest
+
+from builder.errors import MultipleErrors, RecipeError, TritonBuildError
+from builder.recipe.load import load_recipe, load_recipes
+from tests.conftest import PY_RECIPE
+
+
+def _errors(path) -> list[RecipeError]:
+    with pytest.raises(TritonBuildError) as info:
+        load_recipe(path)
+    e = info.value
+    return e.errors if isinstance(e, MultipleErrors) else [e]
+
+
+def test_valid_recipe_loads(py_recipe):
+    lr = load_recipe(py_recipe)
+    assert (lr.recipe.name, lr.recipe.version, lr.recipe.backend) == ("doubler", 1, "python")
+    assert len(lr.digest) == 64
+
+
+def test_unknown_key_names_file_line_and_key(write):
+    p = write("r.yaml", PY_RECIPE + "max_batch_szie: 8\n")
+    (e,) = _errors(p)
+    assert e.where == f"{p}:9"
+    assert "max_batch_szie: unknown key" in e.message
+    assert "spelling" in e.hint
+
+
+def test_nested_unknown_key_points_at_its_line(write):
+    p = write("r.yaml", PY_RECIPE.replace("repeats: 2", "repeats: 2, golden: x"))
+    (e,) = _errors(p)
+    assert e.message.startswith("verify.golden: unknown key")
+    assert e.where.endswith(":8")
+
+
+def test_wrong_type(write):
+    (e,) = _errors(write("r.yaml", PY_RECIPE.replace("max_batch_size: 4", "max_batch_size: four")))
+    assert e.message.startswith("max_batch_size:") and "'four'" in e.message
+    assert e.where.endswith(":5")
+
+
+def test_missing_required_field(write):
+    (e,) = _errors(write("r.yaml", PY_RECIPE.replace("version: 1\n", "")))
+    assert e.message == "version: required key is missing"
+
+
+def test_yaml_syntax_error_has_line(write):
+    (e,) = _errors(write("r.yaml", "name: a\nversion: [1\nbackend: python\n"))
+    assert "YAML syntax error" in e.message and e.where.split(":")[-1] in ("3", "4")
+
+
+def test_duplicate_yaml_key(write):
+    (e,) = _errors(write("r.yaml", PY_RECIPE + "version: 2\n"))
+    assert e.message == "duplicate key 'version' (first at line 2)"
+    assert e.where.endswith(":9")
+
+
+@pytest.mark.parametrize("name", ["a/b", "..", "has space", "quo'te", "new\\nline", ".hidden", "-dash", ""])
+def test_bad_model_names(write, name):
+    text = PY_RECIPE.replace("name: doubler", f'name: "{name}"')
+    (e,) = _errors(write("r.yaml", text))
+    assert e.message.startswith("name:"), e.message
+
+
+@pytest.mark.parametrize("version", ["0", "-1"])
+def test_version_must_be_positive(write, version):
+    (e,) = _errors(write("r.yaml", PY_RECIPE.replace("version: 1", f"version: {version}")))
+    assert e.message.startswith("version:") and "greater than or equal to 1" in e.message
+
+
+def test_preferred_batch_size_over_max(write):
+    p = write("r.yaml", PY_RECIPE + "batching: {preferred_batch_sizes: [2, 8]}\n")
+    (e,) = _errors(p)
+    assert e.message == "batching.preferred_batch_sizes[1]: preferred batch size 8 exceeds max_batch_size 4"
+    assert "max_batch_size" in e.hint
+
+
+def test_gpu_instances_on_cpu_target(write):
+    (e,) = _errors(write("r.yaml", PY_RECIPE + "instances: [{kind: gpu, count: 1}]\n"))
+    assert e.message.startswith("instances[0].kind: kind gpu but the recipe's target is cpu")
+    assert e.where.endswith(":9")
+
+
+def test_cpu_instances_cannot_list_gpus(write):
+    (e,) = _errors(write("r.yaml", PY_RECIPE + "instances: [{kind: cpu, gpus: [0]}]\n"))
+    assert e.message.startswith("instances[0].gpus: kind cpu cannot list gpus")
+
+
+def test_python_needs_io(write):
+    text = PY_RECIPE.replace("outputs: [{name: Y, dtype: fp32, dims: [3]}]\n", "")
+    (e,) = _errors(write("r.yaml", text))
+    assert e.message.startswith("outputs: python models must declare 'outputs'")
+
+
+def test_all_problems_reported_at_once(write):
+    errs = _errors(write("r.yaml", PY_RECIPE + "foo: 1\nbar: 2\n"))
+    assert [e.message for e in errs] == ["foo: unknown key", "bar: unknown key"]
+
+
+def test_same_name_and_version_twice(write, py_recipe):
+    other = write("sub/again.yaml", PY_RECIPE)
+    with pytest.raises(RecipeError) as info:
+        load_recipes([py_recipe, other])
+    assert "model 'doubler' version 1 is also defined in" in info.value.message
+
+
+def test_top_level_must_be_mapping(write):
+    (e,) = _errors(write("r.yaml", "- a\n- b\n"))
+    assert "must be a YAML mapping" in e.message

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import numpy as np
+
+from builder.core.npz import npz_bytes, read_npz, write_npz
+from builder.verify.goldens import compare, from_npz_arrays, to_npz_arrays
+
+
+def test_identical_arrays_match():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert compare(a, a.copy(), sample=0, output="Y", context="repeat 1") is None
+
+
+def test_one_ulp_is_a_mismatch_with_location_and_size():
+    a = np.zeros((2, 3), dtype=np.float32)
+    b = a.copy()
+    b[1, 2] = np.nextafter(np.float32(0), np.float32(1))
+    mm = compare(a, b, sample=4, output="Y", context="repeat 2")
+    assert (mm.sample, mm.output, mm.differing, mm.total, mm.first_index) == (4, "Y", 1, 6, [1, 2])
+    assert 0 < mm.max_abs_diff < 1e-40
+
+
+def test_negative_zero_differs_bitwise():
+    mm = compare(np.array([0.0], np.float32), np.array([-0.0], np.float32), sample=0, output="Y", context="r")
+    assert mm is not None and mm.max_abs_diff == 0.0
+
+
+def test_nan_equals_same_nan_bits():
+    a = np.array([np.nan], np.float32)
+    assert compare(a, a.copy(), sample=0, output="Y", context="r") is None
+
+
+def test_dtype_or_shape_change_is_a_mismatch():
+    a = np.zeros((1, 3), np.float32)
+    assert "shape/dtype" in compare(a, a.astype(np.float64), sample=0, output="Y", context="r").context
+    assert compare(a, a.reshape(3, 1), sample=0, output="Y", context="r").differing == 3
+
+
+def test_npz_round_trip_is_deterministic(tmp_path):
+    inputs = [{"X": np.ones((1, 3), np.float32)}, {"X": np.zeros((1, 3), np.float32)}]
+    outputs = [{"Y": np.full((1, 2), 7, np.int64)}, {"Y": np.zeros((1, 2), np.int64)}]
+    arrays = to_npz_arrays(inputs, outputs)
+    assert npz_bytes(arrays) == npz_bytes(dict(reversed(list(arrays.items()))))
+    write_npz(tmp_path / "g.npz", arrays)
+    x, y = from_npz_arrays(read_npz(tmp_path / "g.npz"))
+    assert [s["X"].tolist() for s in x] == [s["X"].tolist() for s in inputs]
+    assert y[0]["Y"].dtype == np.int64
