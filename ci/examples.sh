@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The README's first command: install, build the bundled examples, verify them in the embedded tritonserver.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+unset VIRTUAL_ENV
+.venv/bin/tritonbuild build recipes/examples -o model_repository
+.venv/bin/tritonbuild verify model_repository

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The project's test command (README, second command; .ci/run calls it). Works on a clean clone:
+# creates .venv if needed, installs the project with its test extras, runs the whole suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+# torch==2.13.0 is the CPU build on local disk on these machines (pyproject pins it).
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+# NOTE: the embedded tritonserver's Python stub imports this venv's packages; keep the caller's
+# VIRTUAL_ENV (if any) from leaking into it.
+unset VIRTUAL_ENV
+exec .venv/bin/python -m pytest -q "$@"
