@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from builder import __version__
-from builder.errors import MultipleErrors, TritonBuildError, UsageError
+from builder.errors import MultipleErrors, TritonBuildError
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -209,6 +209,7 @@ def serve_command(repository: Path, as_json: bool) -> None:
     """Serve a repository with the embedded tritonserver in the foreground; Ctrl-C stops it."""
     from builder import api
     from builder.backends import backend_for
+    from builder.server.embedded import ServerStartError
     from builder.verify.run import read_repository
 
     manifest = read_repository(repository)
@@ -236,7 +237,8 @@ def serve_command(repository: Path, as_json: bool) -> None:
         sys.stdout.flush()
         while server.proc is not None and server.proc.poll() is None:
             time.sleep(0.5)
-        raise UsageError(f"tritonserver exited unexpectedly:\n{server.log_tail()}")
+        raise ServerStartError(f"tritonserver exited unexpectedly:\n{server.log_tail()}",
+                               hint=f"see the server log {server.log_path}")
     except KeyboardInterrupt:
         err.print("stopping tritonserver")
     finally:

@@ -47,15 +47,20 @@ def _goldens(bm: BuiltModel, model_dir: Path) -> tuple[str | None, str | None]:
     return f"{bm.plan.name}/{dest.name}", source
 
 
-def _write_model(store: Store, bm: BuiltModel, root: Path) -> ManifestModel:
+def _write_model(store: Store, bm: BuiltModel, root: Path, configs: dict[str, tuple[int, bytes]]) -> ManifestModel:
     mp, recipe = bm.plan, bm.plan.recipe
     model_dir = root / mp.name
     vdir = model_dir / str(mp.version)
     for rel, entry in bm.files.items():
         store.materialize(entry.sha256, vdir / rel)
     backend = backend_for(mp.backend)
-    mc = build_model_config(recipe, bm.inputs, bm.outputs, backend)
-    write_atomic(model_dir / "config.pbtxt", render(mc))
+    config = render(build_model_config(recipe, bm.inputs, bm.outputs, backend))
+    if mp.name in configs and configs[mp.name][1] != config:
+        raise BuildError(f"model {mp.name!r}: versions {configs[mp.name][0]} and {mp.version} need different "
+                         "config.pbtxt files, and Triton has one per model", where=mp.recipe_path,
+                         hint="make the recipes agree on everything but the source, or give them distinct names")
+    configs[mp.name] = (mp.version, config)
+    write_atomic(model_dir / "config.pbtxt", config)
     goldens, goldens_source = _goldens(bm, model_dir)
     return ManifestModel(
         name=mp.name, version=mp.version, backend=mp.backend, target=recipe.target, recipe_path=mp.recipe_path,
@@ -85,7 +90,8 @@ def assemble(result: BuildResult, out: Path, *, force: bool = False) -> Manifest
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
-        models = [_write_model(store, bm, staging) for bm in result.models]
+        configs: dict[str, tuple[int, bytes]] = {}
+        models = [_write_model(store, bm, staging, configs) for bm in result.models]
         failed = [f for m in sorted({m.name for m in models}) for f in check_model_dir(staging / m) if not f.ok]
         if failed:
             raise BuildError("the generated repository breaks Triton's load rules: " +

@@ -130,3 +130,15 @@ def test_onnx_recipe_contradicting_graph_names_both(cli, write, tmp_path):
 def test_not_a_repository(cli, args):
     r = cli(*args)
     assert r.exit_code == 6 and "is not a tritonbuild repository" in r.stderr
+
+
+def test_two_versions_of_one_model(cli, py_recipe, write, tmp_path):
+    write("v2.yaml", PY_RECIPE.replace("version: 1", "version: 2"))
+    out = tmp_path / "OUT"
+    r = cli("build", tmp_path / "doubler.yaml", tmp_path / "v2.yaml", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    assert (out / "doubler" / "1" / "model.py").is_file() and (out / "doubler" / "2" / "model.py").is_file()
+    write("v2.yaml", PY_RECIPE.replace("version: 1", "version: 2").replace("max_batch_size: 4", "max_batch_size: 2"))
+    r = cli("build", tmp_path / "doubler.yaml", tmp_path / "v2.yaml", "-o", out)
+    assert r.exit_code == 5 and "need different config.pbtxt" in r.stderr
+    assert (out / "doubler" / "2" / "model.py").is_file()  # the previous repository is untouched
