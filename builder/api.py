@@ -47,3 +47,27 @@ def serve(root: Path, *, control: str = "explicit"):
 
     read_repository(root)
     return EmbeddedServer(root, control=control)
+
+
+def publish(root: Path, target: str, **options):
+    from builder.publish.protocol import publish as _publish
+
+    return _publish(root, target, **options)
+
+
+def list_target(target: str, *, endpoint_url: str | None = None) -> dict:
+    from builder.publish.inspect import list_target as _ls
+
+    return _ls(target, endpoint_url=endpoint_url)
+
+
+def rollback(target: str, model: str, to: int, **options) -> dict:
+    from builder.publish.protocol import rollback as _rollback
+
+    return _rollback(target, model, to, **options)
+
+
+def verify_target(target: str, *, endpoint_url: str | None = None) -> dict:
+    from builder.publish.inspect import verify_target as _verify
+
+    return _verify(target, endpoint_url=endpoint_url)

@@ -75,6 +75,8 @@ def _remember_json(ctx: click.Context, _param, value: bool) -> bool:
     return value
 
 
+endpoint_option = click.option("--endpoint-url", envvar="AWS_ENDPOINT_URL", metavar="URL",
+                               help="S3-compatible endpoint [env AWS_ENDPOINT_URL].")
 json_option = click.option("--json", "as_json", is_flag=True, callback=_remember_json,
                            help="Machine-readable output on stdout.")
 recipes_arg = click.argument("recipes", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -151,15 +153,35 @@ def build_command(recipes: tuple[Path, ...], output: Path, force: bool, cache_di
 
 
 @main.command("verify")
-@click.argument("repository", type=click.Path(path_type=Path))
+@click.argument("repository")
 @click.option("--server", "server_url", metavar="URL", help="Verify every model live against this tritonserver "
               "(HTTP, e.g. http://host:8000) instead of the embedded one.")
 @click.option("--record", is_flag=True, help="Record golden outputs (to the recipes' verify.goldens and OUT).")
+@endpoint_option
 @json_option
-def verify_command(repository: Path, server_url: str | None, record: bool, as_json: bool) -> None:
-    """Static checks, live load, golden inferences compared bit for bit."""
+def verify_command(repository: str, server_url: str | None, record: bool, endpoint_url: str | None,
+                   as_json: bool) -> None:
+    """Static checks, live load, golden inferences compared bit for bit.
+
+    REPOSITORY is a built directory, or a publish target URL (s3://, gs://, az://, file://): then every
+    published object is checked against the target manifest (presence, size, sha256).
+    """
     from builder import api
     from builder.errors import VerifyError
+
+    if "://" in repository:
+        result = api.verify_target(repository, endpoint_url=endpoint_url)
+        if as_json:
+            _json(result)
+        else:
+            out.print(f"{result['target']}: {result['objects_checked']} objects checked")
+            for p in result["problems"]:
+                out.print(f"  FAIL {p}")
+            out.print("PASSED" if result["passed"] else "FAILED")
+        if not result["passed"]:
+            sys.exit(VerifyError.exit_code)
+        return
+    repository = Path(repository)
 
     if server_url and "://" not in server_url:
         server_url = f"http://{server_url}"
@@ -243,6 +265,123 @@ def serve_command(repository: Path, as_json: bool) -> None:
         err.print("stopping tritonserver")
     finally:
         server.cleanup()
+
+
+class _TransferReporter:
+    """Rich progress bars with bytes/s for publish; silent when not a terminal or with --json."""
+
+    def __init__(self, enabled: bool):
+        from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
+                                   TransferSpeedColumn)
+
+        self.enabled = enabled and err.is_terminal
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                                 TransferSpeedColumn(), TimeRemainingColumn(), console=err, transient=True)
+        self.task = None
+
+    def status(self, message: str) -> None:
+        if self.enabled:
+            self.progress.console.log(message)
+
+    def start_transfer(self, total_bytes: int, description: str) -> None:
+        if self.enabled:
+            self.progress.start()
+            self.task = self.progress.add_task(description, total=total_bytes)
+
+    def advance(self, nbytes: int) -> None:
+        if self.enabled and self.task is not None:
+            self.progress.advance(self.task, nbytes)
+
+    def end_transfer(self) -> None:
+        if self.enabled:
+            self.progress.stop()
+            self.task = None
+
+
+@main.command("publish")
+@click.argument("repository", type=click.Path(path_type=Path))
+@click.argument("target")
+@endpoint_option
+@click.option("--skip-verify", is_flag=True, help="Publish without a passing verification (loud; recorded at "
+              "the target).")
+@click.option("--keep", type=int, metavar="K", help="After publishing, keep only the K newest complete versions "
+              "of each model (never the live one).")
+@click.option("--notify", multiple=True, metavar="URL", help="Ask this tritonserver (explicit model control) to "
+              "load each published model. Repeatable.")
+@click.option("--dry-run", is_flag=True, help="Show what would be uploaded, skipped, switched and pruned.")
+@click.option("--break-lock", is_flag=True, help="Remove a lock left by a publish that died on another machine.")
+@json_option
+def publish_command(repository: Path, target: str, endpoint_url: str | None, skip_verify: bool, keep: int | None,
+                    notify: tuple[str, ...], dry_run: bool, break_lock: bool, as_json: bool) -> None:
+    """Publish a verified repository to TARGET (file://, s3://, gs://, az://) without exposing half versions."""
+    from builder import api
+    from builder.errors import PublishError
+
+    if skip_verify:
+        err.print("[bold yellow]WARNING[/]: --skip-verify: publishing an UNVERIFIED repository; the target "
+                  "manifest records it")
+    receipt = api.publish(repository, target, endpoint_url=endpoint_url, skip_verify=skip_verify, keep=keep,
+                          notify=notify, dry_run=dry_run, break_lock=break_lock,
+                          reporter=_TransferReporter(not as_json))
+    failed = [n for n in receipt.notified if not n["ok"]]
+    if as_json:
+        _json(receipt.model_dump(mode="json"))
+    else:
+        table = Table("model", "version", "action", "path", "bytes", "detail", box=None)
+        for a in receipt.actions:
+            if a.action == "skip" and not dry_run:
+                continue
+            table.add_row(a.model, str(a.version or "-"), a.action, a.path, str(a.bytes or ""), a.detail)
+        out.print(table)
+        verb = "would publish" if dry_run else "published"
+        out.print(f"{verb} manifest {receipt.manifest_digest[:16]} to {receipt.target} "
+                  f"({receipt.uploaded_bytes} bytes uploaded in {receipt.seconds:.1f}s; verification "
+                  f"{receipt.verification})")
+        out.print(f"tritonserver --model-repository={receipt.triton_url}")
+        for n in receipt.notified:
+            out.print(f"notify {n['server']} load {n['model']}: {'ok' if n['ok'] else 'FAILED'} {n['message']}")
+    if failed:
+        raise PublishError(f"published, but {len(failed)} server(s) did not load the models",
+                           hint="see the notify lines above; the target itself is complete")
+
+
+@main.command("ls")
+@click.argument("target")
+@endpoint_option
+@json_option
+def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
+    """Models at a publish target: versions present and complete, the live one, notes on interrupted publishes."""
+    from builder import api
+
+    info = api.list_target(target, endpoint_url=endpoint_url)
+    if as_json:
+        _json(info)
+        return
+    table = Table("model", "live", "complete", "present", "verification", "notes", box=None)
+    for m in info["models"]:
+        table.add_row(m["name"], str(m["live"] or "-"), ",".join(map(str, m["complete"])) or "-",
+                      ",".join(map(str, m["present"])) or "-", m["verification"] or "-", "; ".join(m["notes"]))
+    out.print(table)
+    out.print(f"manifest sha256: {info['manifest_sha256'] or '-'}   tritonserver --model-repository={info['triton_url']}")
+
+
+@main.command("rollback")
+@click.argument("target")
+@click.argument("model")
+@click.option("--to", "to", type=int, required=True, metavar="N", help="The complete version to make live.")
+@endpoint_option
+@click.option("--break-lock", is_flag=True, help="Remove a lock left by a publish that died on another machine.")
+@json_option
+def rollback_command(target: str, model: str, to: int, endpoint_url: str | None, break_lock: bool,
+                     as_json: bool) -> None:
+    """Make an earlier complete version of MODEL live again at TARGET."""
+    from builder import api
+
+    result = api.rollback(target, model, to, endpoint_url=endpoint_url, break_lock=break_lock)
+    if as_json:
+        _json(result)
+    else:
+        out.print(f"{model}: live version {result['previous']} → {result['live']} at {result['target']}")
 
 
 @main.command("schema")

@@ -72,9 +72,10 @@ def _die_with_parent() -> None:
 class EmbeddedServer:
     """Context manager: tritonserver on free loopback ports; always stopped on exit (errors and Ctrl-C too)."""
 
-    def __init__(self, repository: Path, *, control: str = "explicit", log_path: Path | None = None,
+    def __init__(self, repository: Path | str, *, control: str = "explicit", log_path: Path | None = None,
                  ready_timeout: float = READY_TIMEOUT_S, poll_secs: int = 1):
-        self.repository = Path(repository).resolve()
+        # A local directory, or a URL tritonserver reads itself (s3://http://host:port/bucket/prefix, gs://, as://).
+        self.repository = str(repository) if "://" in str(repository) else str(Path(repository).resolve())
         self.control = control
         self.poll_secs = poll_secs
         self.ready_timeout = ready_timeout
@@ -157,7 +158,7 @@ class EmbeddedServer:
             time.sleep(0.1)
         self.stop()
         raise ServerStartError(f"tritonserver not live after {self.ready_timeout:.0f}s:\n{self.log_tail()}",
-                               hint="a slow machine: raise --server-timeout")
+                               hint=f"see the server log {self.log_path}")
 
     def _get(self, path: str) -> int:
         try:

@@ -1,0 +1,77 @@
+"""Read-only views of a target: what is published, what is live, and whether the objects are intact."""
+
+from __future__ import annotations
+
+from builder.core.hashing import sha256_bytes
+from builder.publish import store
+from builder.publish.protocol import live_version, open_for_read
+from builder.repository.rules import VERSION_RE
+
+
+def list_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
+    """Models, versions present, complete and live, and anything an interrupted publish left behind."""
+    target = open_for_read(target_url, endpoint_url)
+    state = store.read_state(target)
+    try:
+        entries = target.fs.ls(target.root, detail=True, refresh=True) if target.fs.exists(target.root) else []
+    except FileNotFoundError:
+        entries = []
+    dirs = sorted(e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory")
+    models = []
+    for name in sorted(set(dirs) | set(state.models)):
+        present = sorted(int(v) for v in _subdirs(target, target.path(name)) if VERSION_RE.match(v))
+        config = store.read_text(target, target.path(name, "config.pbtxt"))
+        pm = state.models.get(name)
+        complete = sorted(pm.versions) if pm else []
+        live = live_version(config)
+        notes = []
+        if pm and config is not None and sha256_bytes(config) != pm.config_sha256:
+            notes.append("config.pbtxt differs from the last recorded publish (interrupted after the switch? "
+                         "re-run publish)")
+        incomplete = [v for v in present if v not in complete]
+        if incomplete:
+            notes.append(f"incomplete versions {incomplete} (an interrupted upload; not served; the next publish "
+                         "completes or ignores them)")
+        if live is not None and live not in complete and live not in present:
+            notes.append(f"config.pbtxt pins version {live}, which is not present")
+        models.append({"name": name, "live": live, "complete": complete, "present": present, "notes": notes,
+                       "published_from": pm.versions[pm.live].source_manifest if pm and pm.live in pm.versions
+                       else None,
+                       "verification": pm.versions[pm.live].verification if pm and pm.live in pm.versions else None})
+    manifest_bytes = store.read_text(target, target.path("tritonbuild-manifest.json"))
+    return {"target": target.url, "triton_url": target.triton_url(),
+            "manifest_sha256": sha256_bytes(manifest_bytes) if manifest_bytes else None, "models": models}
+
+
+def _subdirs(target, path: str) -> list[str]:
+    try:
+        return [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in target.fs.ls(path, detail=True, refresh=True)
+                if e.get("type") == "directory"]
+    except FileNotFoundError:
+        return []
+
+
+def verify_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
+    """Every object the target manifest names: present, right size, right sha256; configs as recorded."""
+    target = open_for_read(target_url, endpoint_url)
+    state = store.read_state(target)
+    problems, checked = [], 0
+    if not state.models:
+        problems.append("no tritonbuild target manifest here (nothing published?)")
+    for name, pm in sorted(state.models.items()):
+        config = store.read_text(target, target.path(name, "config.pbtxt"))
+        if config is None:
+            problems.append(f"{name}/config.pbtxt is missing")
+        elif sha256_bytes(config) != pm.config_sha256:
+            problems.append(f"{name}/config.pbtxt differs from the recorded one")
+        for version, pv in sorted(pm.versions.items()):
+            remote = store.remote_sizes(target, target.path(name))
+            for rel, entry in sorted(pv.files.items()):
+                checked += 1
+                if rel not in remote:
+                    problems.append(f"{name}/{rel} is missing")
+                elif remote[rel] != entry.size:
+                    problems.append(f"{name}/{rel} has size {remote[rel]}, expected {entry.size}")
+                elif store.remote_sha256(target, target.path(name, rel)) != entry.sha256:
+                    problems.append(f"{name}/{rel} sha256 differs from the manifest")
+    return {"target": target.url, "objects_checked": checked, "problems": problems, "passed": not problems}

@@ -1,0 +1,57 @@
+"""What lives at a publish target besides the models, and what a publish did."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from builder.steps.models import FileEntry
+
+SCHEMA_VERSION = 1
+TARGET_MANIFEST = "tritonbuild-manifest.json"  # at the target root: the commit marker, written last
+LOCK_NAME = "tritonbuild.lock"  # at the target root (Triton ignores root files; a folder would be a "model")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PublishedVersion(_Frozen):
+    files: dict[str, FileEntry] = Field(description="Model-directory relative path → digest and size.")
+    source_manifest: str = Field(description="sha256 of the repository manifest it was published from.")
+    verification: Literal["passed", "skipped"]
+    model_identity: str
+
+
+class PublishedModel(_Frozen):
+    live: int | None = Field(description="The version config.pbtxt pins (the one Triton serves).")
+    config_sha256: str
+    versions: dict[int, PublishedVersion] = Field(description="Complete versions only.")
+
+
+class TargetManifest(_Frozen):
+    schema_version: int = SCHEMA_VERSION
+    models: dict[str, PublishedModel] = Field(default_factory=dict)
+
+
+class Action(_Frozen):
+    model: str
+    version: int | None
+    action: Literal["upload", "skip", "switch", "prune", "create", "unchanged", "notify"]
+    path: str = ""
+    bytes: int = 0
+    detail: str = ""
+
+
+class PublishReceipt(_Frozen):
+    schema_version: int = SCHEMA_VERSION
+    target: str
+    triton_url: str = Field(description="What to pass to tritonserver --model-repository.")
+    manifest_digest: str
+    verification: Literal["passed", "skipped"]
+    dry_run: bool
+    actions: list[Action]
+    uploaded_bytes: int
+    seconds: float
+    notified: list[dict] = Field(default_factory=list)

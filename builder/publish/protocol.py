@@ -1,0 +1,287 @@
+"""The publish protocol. Triton serves what config.pbtxt's version_policy pins; a single-object write of
+config.pbtxt is the switch, and the target manifest, written last, is the commit record.
+
+For each model, in order:
+1. a new model first gets its config.pbtxt with an empty `specific {}` policy (Triton loads nothing);
+2. the new version's objects are uploaded (only missing or different ones) and checked (listing, sizes);
+3. config.pbtxt is rewritten pinning `specific { versions: [N] }`: the switch;
+then the target manifest records the complete versions and which is live; pruning comes after it.
+A published (complete) version is never rewritten; a version directory not in the target manifest is an
+interrupted upload and is completed by the next run.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from builder.core.hashing import pretty_json, sha256_bytes
+from builder.core.progress import SILENT, Reporter
+from builder.errors import PublishError
+from builder.publish import store
+from builder.publish.lock import TargetLock
+from builder.publish.models import (TARGET_MANIFEST, Action, PublishedModel, PublishedVersion, PublishReceipt,
+                                    TargetManifest)
+from builder.publish.target import Target, open_target
+from builder.repository.config import parse, render
+from builder.repository.manifest import REPORT_NAME, Manifest, ManifestModel
+from builder.steps.models import FileEntry
+from builder.verify.models import VerificationReport
+from builder.verify.run import read_repository
+
+JOBS = 8
+
+
+def pinned_config(config: bytes, live: list[int]) -> bytes:
+    mc = parse(config)
+    mc.ClearField("version_policy")
+    mc.version_policy.specific.versions.extend(live)
+    if not live:
+        mc.version_policy.specific.SetInParent()
+    return render(mc)
+
+
+def live_version(config: bytes | None) -> int | None:
+    if config is None:
+        return None
+    vp = parse(config).version_policy
+    versions = list(vp.specific.versions) if vp.WhichOneof("policy_choice") == "specific" else []
+    return max(versions) if versions else None
+
+
+def _gate(root: Path, manifest: Manifest, skip_verify: bool) -> str:
+    if skip_verify:
+        return "skipped"
+    try:
+        report = VerificationReport.model_validate_json((root / REPORT_NAME).read_bytes())
+    except (FileNotFoundError, ValueError):
+        raise PublishError(f"{root} has no verification report", where=str(root),
+                           hint=f"run 'tritonbuild verify {root}' first (or --skip-verify, recorded at the target)") \
+            from None
+    if report.manifest_digest != manifest.digest:
+        raise PublishError("the verification report is for another build of this repository (manifest digest "
+                           f"{report.manifest_digest[:16]} != {manifest.digest[:16]})", where=str(root),
+                           hint=f"run 'tritonbuild verify {root}' again")
+    if not report.passed:
+        raise PublishError("the repository failed verification", where=str(root),
+                           hint=f"fix what 'tritonbuild verify {root}' reports, rebuild, verify, then publish")
+    return "passed"
+
+
+def _version_files(manifest: Manifest, m: ManifestModel) -> dict[str, FileEntry]:
+    """Model-directory relative path → entry, for the files that belong to version m.version."""
+    prefix = f"{m.name}/{m.version}/"
+    files = {k[len(m.name) + 1:]: v for k, v in manifest.files.items() if k.startswith(prefix)}
+    if m.goldens:
+        files[m.goldens[len(m.name) + 1:]] = manifest.files[m.goldens]
+    return files
+
+
+class _Publisher:
+    def __init__(self, root: Path, manifest: Manifest, target: Target, verification: str, reporter: Reporter,
+                 dry_run: bool):
+        self.root, self.manifest, self.target = root, manifest, target
+        self.verification, self.reporter, self.dry_run = verification, reporter, dry_run
+        self.actions: list[Action] = []
+        self.uploaded = 0
+
+    def plan_uploads(self, m: ManifestModel, state: TargetManifest) -> tuple[dict[str, FileEntry], list[str]]:
+        files = _version_files(self.manifest, m)
+        published = state.models.get(m.name)
+        if published and m.version in published.versions:
+            done = published.versions[m.version]
+            if done.model_identity != m.model_identity or done.files != files:
+                raise PublishError(f"{m.name} version {m.version} is already published with different content; "
+                                   "a published version is never rewritten", where=self.target.url,
+                                   hint=f"bump 'version' in {m.recipe_path}, rebuild, verify, publish")
+            self.actions.append(Action(model=m.name, version=m.version, action="unchanged",
+                                       detail="already published, identical"))
+            return files, []
+        remote = store.remote_sizes(self.target, self.target.path(m.name))
+        todo = []
+        for rel, entry in sorted(files.items()):
+            size = remote.get(rel)
+            same = size == entry.size and (self.dry_run or store.remote_sha256(
+                self.target, self.target.path(m.name, rel)) == entry.sha256)
+            self.actions.append(Action(model=m.name, version=m.version, action="skip" if same else "upload",
+                                       path=f"{m.name}/{rel}", bytes=entry.size,
+                                       detail="present with the same sha256" if same else ""))
+            if not same:
+                todo.append(rel)
+        return files, todo
+
+    def upload_version(self, m: ManifestModel, files: dict[str, FileEntry], todo: list[str]) -> None:
+        total = sum(files[rel].size for rel in todo)
+        self.reporter.start_transfer(total, f"{m.name} v{m.version}")
+        try:
+            with ThreadPoolExecutor(max_workers=JOBS) as pool:
+                futures = [pool.submit(store.upload, self.target, self.root / m.name / rel,
+                                       self.target.path(m.name, rel), self.reporter) for rel in todo]
+                for f in futures:
+                    f.result()
+        finally:
+            self.reporter.end_transfer()
+        self.uploaded += total
+        remote = store.remote_sizes(self.target, self.target.path(m.name))
+        bad = [rel for rel, e in files.items() if remote.get(rel) != e.size]
+        if bad:
+            raise PublishError(f"{m.name} v{m.version}: after upload, {bad[:3]} are missing or the wrong size",
+                               where=self.target.url, hint="re-run publish: it resumes")
+
+
+def _group(manifest: Manifest) -> dict[str, list[ManifestModel]]:
+    out: dict[str, list[ManifestModel]] = {}
+    for m in manifest.models:
+        out.setdefault(m.name, []).append(m)
+    return {k: sorted(v, key=lambda m: m.version) for k, v in sorted(out.items())}
+
+
+def publish(root: Path, target_url: str, *, endpoint_url: str | None = None, skip_verify: bool = False,
+            keep: int | None = None, notify: tuple[str, ...] = (), dry_run: bool = False, break_lock: bool = False,
+            reporter: Reporter = SILENT) -> PublishReceipt:
+    t0 = time.perf_counter()
+    if keep is not None and keep < 1:
+        raise PublishError("--keep must be >= 1 (the live version is always kept)", hint="use --keep 1 or more")
+    manifest = read_repository(root)
+    verification = _gate(root, manifest, skip_verify)
+    target = open_target(target_url, endpoint_url=endpoint_url)
+    store.check_reachable(target)
+    p = _Publisher(root, manifest, target, verification, reporter, dry_run)
+    if dry_run:
+        state = store.read_state(target)
+        for name, versions in _group(manifest).items():
+            for m in versions:
+                p.plan_uploads(m, state)
+            p.actions.append(Action(model=name, version=versions[-1].version, action="switch",
+                                    detail="config.pbtxt pins this version"))
+        p.actions.extend(_prune_actions(state, keep, {n: v[-1].version for n, v in _group(manifest).items()}))
+        return _receipt(p, manifest, verification, t0, True, [])
+    with TargetLock(target, break_lock=break_lock):
+        state = store.read_state(target)
+        models = dict(state.models)
+        for name, versions in _group(manifest).items():
+            reporter.status(f"publishing {name}")
+            models[name] = _publish_model(p, name, versions, state)
+        state = TargetManifest(models=models)
+        store.write_bytes(target, target.path(TARGET_MANIFEST), pretty_json(state.model_dump(mode="json")))
+        if keep is not None:
+            state = _prune(p, state, keep)
+    notified = [notify_server(url, name) for url in notify for name in _group(manifest)]
+    return _receipt(p, manifest, verification, t0, False, notified)
+
+
+def _publish_model(p: _Publisher, name: str, versions: list[ManifestModel], state: TargetManifest) -> PublishedModel:
+    target = p.target
+    config_path = target.path(name, "config.pbtxt")
+    current = store.read_text(target, config_path)
+    published = state.models.get(name)
+    complete = dict(published.versions) if published else {}
+    local_config = (p.root / name / "config.pbtxt").read_bytes()
+    if current is None:
+        store.write_bytes(target, config_path, pinned_config(local_config, []))
+        p.actions.append(Action(model=name, version=None, action="create",
+                                detail="config.pbtxt pinning no version (Triton loads nothing yet)"))
+    for m in versions:
+        files, todo = p.plan_uploads(m, state)
+        if todo:
+            p.upload_version(m, files, todo)
+        complete[m.version] = PublishedVersion(files=files, source_manifest=p.manifest.digest,
+                                               verification=p.verification, model_identity=m.model_identity)
+    live = versions[-1].version
+    new_config = pinned_config(local_config, [live])
+    if new_config != current:
+        store.write_bytes(target, config_path, new_config)
+        p.actions.append(Action(model=name, version=live, action="switch",
+                                detail=f"config.pbtxt now pins version {live}"))
+    return PublishedModel(live=live, config_sha256=sha256_bytes(new_config), versions=complete)
+
+
+def _prune_actions(state: TargetManifest, keep: int | None, live: dict[str, int]) -> list[Action]:
+    if keep is None:
+        return []
+    out = []
+    for name, pm in state.models.items():
+        live_v = live.get(name, pm.live)
+        others = sorted((v for v in pm.versions if v != live_v), reverse=True)
+        for v in others[keep - 1:]:
+            out.append(Action(model=name, version=v, action="prune", detail=f"older than the {keep} kept"))
+    return out
+
+
+def _prune(p: _Publisher, state: TargetManifest, keep: int) -> TargetManifest:
+    victims = _prune_actions(state, keep, {n: m.live for n, m in state.models.items() if m.live})
+    if not victims:
+        return state
+    models = {n: m.model_copy(update={"versions": {v: pv for v, pv in m.versions.items()
+                                                    if not any(a.model == n and a.version == v for a in victims)}})
+              for n, m in state.models.items()}
+    new_state = TargetManifest(models=models)
+    # NOTE: forget the versions first, then delete: a crash in between leaves only unreferenced objects.
+    store.write_bytes(p.target, p.target.path(TARGET_MANIFEST), pretty_json(new_state.model_dump(mode="json")))
+    for a in victims:
+        files = state.models[a.model].versions[a.version].files
+        store.remove_tree(p.target, p.target.path(a.model, str(a.version)))
+        for rel in files:
+            if "/" not in rel:
+                store.remove_tree(p.target, p.target.path(a.model, rel))
+        p.actions.append(a)
+    return new_state
+
+
+def notify_server(url: str, model: str) -> dict:
+    base = url.rstrip("/") if "://" in url else f"http://{url.rstrip('/')}"
+    req = urllib.request.Request(f"{base}/v2/repository/models/{model}/load", data=b"{}", method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=300) as r:
+            return {"server": base, "model": model, "ok": True, "status": r.status, "message": "loaded"}
+    except urllib.error.HTTPError as e:
+        return {"server": base, "model": model, "ok": False, "status": e.code,
+                "message": e.read().decode(errors="replace")[:500]}
+    except (urllib.error.URLError, OSError) as e:
+        return {"server": base, "model": model, "ok": False, "status": None, "message": str(e)}
+
+
+def _receipt(p: _Publisher, manifest: Manifest, verification: str, t0: float, dry_run: bool,
+             notified: list[dict]) -> PublishReceipt:
+    return PublishReceipt(target=p.target.url, triton_url=p.target.triton_url(), manifest_digest=manifest.digest,
+                          verification=verification, dry_run=dry_run, actions=p.actions, uploaded_bytes=p.uploaded,
+                          seconds=round(time.perf_counter() - t0, 3), notified=notified)
+
+
+def open_for_read(target_url: str, endpoint_url: str | None) -> Target:
+    target = open_target(target_url, endpoint_url=endpoint_url)
+    store.check_reachable(target)
+    return target
+
+
+def rollback(target_url: str, model: str, to: int, *, endpoint_url: str | None = None,
+             break_lock: bool = False) -> dict:
+    """Make a complete, published version live again: one config.pbtxt write, then the manifest."""
+    target = open_for_read(target_url, endpoint_url)
+    with TargetLock(target, break_lock=break_lock):
+        state = store.read_state(target)
+        pm = state.models.get(model)
+        if pm is None:
+            raise PublishError(f"model {model!r} is not published at this target", where=target.url,
+                               hint="see 'tritonbuild ls TARGET'")
+        if to not in pm.versions:
+            raise PublishError(f"{model} version {to} is not a complete published version (complete: "
+                               f"{sorted(pm.versions)})", where=target.url, hint="pick one of those versions")
+        remote = store.remote_sizes(target, target.path(model))
+        missing = [rel for rel, e in pm.versions[to].files.items() if remote.get(rel) != e.size]
+        if missing:
+            raise PublishError(f"{model} version {to} is damaged at the target: {missing[:3]} missing or resized",
+                               where=target.url, hint="publish that version again from its build")
+        config_path = target.path(model, "config.pbtxt")
+        current = store.read_text(target, config_path)
+        new_config = pinned_config(current, [to])
+        store.write_bytes(target, config_path, new_config)
+        models = dict(state.models)
+        models[model] = pm.model_copy(update={"live": to, "config_sha256": sha256_bytes(new_config)})
+        store.write_bytes(target, target.path(TARGET_MANIFEST),
+                          pretty_json(TargetManifest(models=models).model_dump(mode="json")))
+    return {"target": target.url, "model": model, "live": to, "previous": live_version(current)}

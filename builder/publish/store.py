@@ -1,0 +1,153 @@
+"""Reading and writing objects at a target: atomic single-object writes, uploads with retries, listings."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from builder.core.progress import Reporter
+from builder.errors import PublishError
+from builder.publish.models import TARGET_MANIFEST, TargetManifest
+from builder.publish.target import Target, storage_error
+
+RETRIES = 4
+
+
+def write_bytes(target: Target, path: str, data: bytes) -> None:
+    """One object, all or nothing: os.replace locally; a single PUT on object stores."""
+    _retry(target, f"write {path}", lambda: _write_bytes_once(target, path, data))
+
+
+def _write_bytes_once(target: Target, path: str, data: bytes) -> None:
+    if target.is_local:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tb-", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    else:
+        target.fs.pipe_file(path, data)
+
+
+def upload(target: Target, local: Path, path: str, reporter: Reporter) -> None:
+    _retry(target, f"upload {path}", lambda: _upload_once(target, local, path, reporter))
+
+
+def _upload_once(target: Target, local: Path, path: str, reporter: Reporter) -> None:
+    if target.is_local:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tb-", suffix=".tmp")
+        os.close(fd)
+        try:
+            with open(local, "rb") as src, open(tmp, "wb") as dst:
+                while chunk := src.read(8 << 20):
+                    dst.write(chunk)
+                    reporter.advance(len(chunk))
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return
+    from fsspec.callbacks import Callback
+
+    class _Bytes(Callback):
+        def relative_update(self, inc=1):
+            reporter.advance(inc)
+
+    # NOTE: s3fs switches to multipart uploads above its chunk size (50 MiB) by itself.
+    target.fs.put_file(str(local), path, callback=_Bytes())
+
+
+def _retry(target: Target, action: str, fn) -> None:
+    for attempt in range(RETRIES):
+        try:
+            return fn()
+        except (FileNotFoundError, PermissionError) as e:
+            raise storage_error(target, action, e) from None
+        except Exception as e:  # noqa: BLE001 - transient driver errors are retried, then reported
+            if attempt == RETRIES - 1:
+                raise storage_error(target, action, e) from None
+            time.sleep(0.25 * 2 ** attempt)
+
+
+def remote_sizes(target: Target, prefix: str) -> dict[str, int]:
+    """prefix-relative path → size of every object under prefix ({} if there are none)."""
+    try:
+        found = target.fs.find(prefix, detail=True)
+    except FileNotFoundError:
+        return {}
+    except Exception as e:  # noqa: BLE001
+        raise storage_error(target, f"list {prefix}", e) from None
+    base = prefix.rstrip("/") + "/"
+    out = {}
+    for path, info in found.items():
+        rel = path[len(base):] if path.startswith(base) else path.split(base, 1)[-1]
+        if info.get("type", "file") == "file" and not os.path.basename(rel).startswith(".tb-"):
+            out[rel] = int(info.get("size") or 0)
+    return out
+
+
+def remote_sha256(target: Target, path: str) -> str:
+    h = hashlib.sha256()
+    with target.fs.open(path, "rb") as f:
+        while chunk := f.read(8 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_state(target: Target) -> TargetManifest:
+    try:
+        data = target.fs.cat_file(target.path(TARGET_MANIFEST))
+    except FileNotFoundError:
+        return TargetManifest()
+    except Exception as e:  # noqa: BLE001
+        raise storage_error(target, "read the target manifest", e) from None
+    try:
+        return TargetManifest.model_validate_json(data)
+    except ValueError as e:
+        raise PublishError(f"{TARGET_MANIFEST} at the target is not a tritonbuild target manifest: {e}",
+                           where=target.url, hint="publish to an empty prefix, or restore that file") from None
+
+
+def read_text(target: Target, path: str) -> bytes | None:
+    try:
+        return target.fs.cat_file(path)
+    except FileNotFoundError:
+        return None
+    except Exception as e:  # noqa: BLE001
+        raise storage_error(target, f"read {path}", e) from None
+
+
+def remove_tree(target: Target, path: str) -> None:
+    try:
+        if target.is_local:
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            elif os.path.exists(path):
+                os.unlink(path)
+        elif target.fs.exists(path):
+            target.fs.rm(path, recursive=True)
+    except Exception as e:  # noqa: BLE001
+        raise storage_error(target, f"remove {path}", e) from None
+
+
+def check_reachable(target: Target) -> None:
+    """Fail before changing anything when the bucket is missing, credentials are bad, or the endpoint is down."""
+    try:
+        if target.is_local:
+            parent = Path(target.root).parent
+            if not parent.is_dir():
+                raise PublishError(f"{parent} does not exist", where=target.url, hint="create it first")
+            return
+        bucket = target.root.split("/", 1)[0]
+        target.fs.ls(bucket, refresh=True)
+    except PublishError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise storage_error(target, "reach the target", e) from None

@@ -1,0 +1,110 @@
+"""Publish targets through fsspec: file://, s3:// (any S3-compatible endpoint), gs://, az:// (abfs).
+
+Credentials come only from each driver's standard chain (env, profiles, instance metadata); tritonbuild
+never reads, prints or stores them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from builder.errors import PublishError
+
+DRIVERS = {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs"}
+SECRET_RE = re.compile(r"(?i)(secret|token|password|signature|credential|key)=([^&\s]+)")
+
+
+def redact(text: str) -> str:
+    """Drop anything secret-looking from a message (query-string credentials, env values)."""
+    text = SECRET_RE.sub(r"\1=***", text)
+    for var in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN"):
+        value = os.environ.get(var)
+        if value and len(value) >= 6:
+            text = text.replace(value, "***")
+    return text
+
+
+@dataclass
+class Target:
+    url: str  # as the user gave it, without a trailing slash
+    protocol: str
+    root: str  # the path the filesystem understands (bucket/prefix or a local absolute path)
+    fs: object
+    endpoint_url: str | None
+
+    @property
+    def is_local(self) -> bool:
+        return self.protocol in ("file", "local")
+
+    def path(self, *parts: str) -> str:
+        return "/".join([self.root.rstrip("/"), *parts])
+
+    def triton_url(self) -> str:
+        """The --model-repository string tritonserver understands for this target."""
+        if self.is_local:
+            return self.root
+        if self.protocol == "s3" and self.endpoint_url:
+            ep = urlparse(self.endpoint_url)
+            port = ep.port or (443 if ep.scheme == "https" else 80)
+            return f"s3://{ep.scheme}://{ep.hostname}:{port}/{self.root}"
+        if self.protocol in ("az", "abfs"):
+            account = os.environ.get("AZURE_STORAGE_ACCOUNT", "ACCOUNT")
+            return f"as://{account}/{self.root}"
+        return f"{self.protocol}://{self.root}"
+
+
+def open_target(url: str, *, endpoint_url: str | None = None) -> Target:
+    import fsspec
+    from fsspec.core import url_to_fs
+
+    url = url.rstrip("/")
+    if "://" not in url:
+        raise PublishError(f"target {url!r} is not a URL", where=url,
+                           hint="use file:///abs/path, s3://bucket/prefix, gs://bucket/prefix or az://container/prefix")
+    protocol = url.split("://", 1)[0]
+    if protocol not in ("file", *DRIVERS):
+        raise PublishError(f"unsupported target scheme {protocol!r}", where=url,
+                           hint="use file://, s3://, gs:// or az://")
+    endpoint_url = endpoint_url or (os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+                                    if protocol == "s3" else None)
+    options: dict = {}
+    if protocol == "s3":
+        options["client_kwargs"] = {"endpoint_url": endpoint_url} if endpoint_url else {}
+        options["config_kwargs"] = {"connect_timeout": 5, "read_timeout": 60, "retries": {"max_attempts": 2}}
+        options["skip_instance_cache"] = True
+    if protocol == "file":
+        path = url[len("file://"):]
+        if not path.startswith("/"):
+            raise PublishError(f"file target {url!r} needs an absolute path", where=url,
+                               hint="write file:///absolute/path (three slashes)")
+    try:
+        fs, root = url_to_fs(url, **options)
+    except ImportError:
+        driver = DRIVERS.get(protocol, "?")
+        raise PublishError(f"the {protocol}:// driver ({driver}) is not installed", where=url,
+                           hint=f"pip install 'tritonbuild[{protocol}]' (or pip install {driver})") from None
+    except ValueError as e:
+        raise PublishError(f"bad target URL: {redact(str(e))}", where=url, hint="check the URL") from None
+    if protocol != "file" and not root.strip("/"):
+        raise PublishError("the target names no bucket", where=url, hint=f"use {protocol}://bucket/prefix")
+    del fsspec
+    return Target(url=url, protocol=protocol, root=root, fs=fs, endpoint_url=endpoint_url)
+
+
+def storage_error(target: Target, action: str, e: BaseException) -> PublishError:
+    """A driver exception as a PublishError that names the target and the likely fix, with no secrets."""
+    text = redact(f"{type(e).__name__}: {e}")
+    low = text.lower()
+    if "nosuchbucket" in low or "bucket does not exist" in low or ("bucket" in low and "not found" in low):
+        hint = "create the bucket first, or fix its name"
+    elif any(w in low for w in ("credential", "accessdenied", "access denied", "forbidden", "invalidaccesskeyid",
+                                "signaturedoesnotmatch", "403")):
+        hint = "check credentials (AWS_PROFILE / AWS_ACCESS_KEY_ID / instance role) and bucket permissions"
+    elif any(w in low for w in ("connect", "endpoint", "timed out", "timeout", "name or service")):
+        hint = "check --endpoint-url / AWS_ENDPOINT_URL and that the endpoint is reachable"
+    else:
+        hint = "check the target URL and permissions"
+    return PublishError(f"cannot {action}: {text}", where=target.url, hint=hint)

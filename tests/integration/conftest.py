@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PY_MODEL, PY_RECIPE
+
+FAKE_KEY_ID = "AKIATRITONBUILDFAKE1"
+FAKE_SECRET = "tbFAKEsecret/Recognisable+Key0123456789xyz"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint(tmp_path_factory):
+    """A real S3 protocol endpoint (moto_server) on a free loopback port, stopped at the end."""
+    port = _free_port()
+    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "wb")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture
+def s3env(moto_endpoint, monkeypatch):
+    """Credentials and endpoint in the standard env chain (what tritonbuild, s3fs and tritonserver read)."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", FAKE_KEY_ID)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", FAKE_SECRET)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_endpoint)
+    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    return moto_endpoint
+
+
+@pytest.fixture
+def bucket(s3env):
+    import s3fs
+
+    name = f"tb-{uuid.uuid4().hex[:12]}"
+    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3env}, skip_instance_cache=True)
+    fs.mkdir(name)
+    return name
+
+
+@pytest.fixture
+def s3fs_client(s3env):
+    import s3fs
+
+    return s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3env}, skip_instance_cache=True)
+
+
+@pytest.fixture
+def doubler_repo(tmp_path, cli):
+    """build(version, factor, verify=True) → a built (and verified) repository of the 'doubler' model."""
+
+    def build(version: int, factor: str = "2", verify: bool = True, extra: bytes = b"") -> Path:
+        src = tmp_path / f"src{version}"
+        src.mkdir(exist_ok=True)
+        (src / "model.py").write_text(PY_MODEL.replace("x * 2 + 1", f"x * {factor} + 1"))
+        recipe = PY_RECIPE.replace("version: 1", f"version: {version}")
+        if extra:
+            (src / "blob.bin").write_bytes(extra)
+            recipe = recipe.replace("source: {path: model.py}", "source: {path: model.py, files: [blob.bin]}")
+        (src / "doubler.yaml").write_text(recipe.lstrip())
+        out = tmp_path / f"repo{version}"
+        r = cli("build", src / "doubler.yaml", "-o", out)
+        assert r.exit_code == 0, r.stderr
+        if verify:
+            r = cli("verify", out, "--record")
+            assert r.exit_code == 0, r.stdout
+        return out
+
+    return build
+
+
+def tritonbuild_env() -> dict:
+    return {**os.environ}
