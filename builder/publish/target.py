@@ -60,11 +60,11 @@ def open_target(url: str, *, endpoint_url: str | None = None) -> Target:
     import fsspec
     from fsspec.core import url_to_fs
 
-    url = url.rstrip("/")
     if "://" not in url:
         raise PublishError(f"target {url!r} is not a URL", where=url,
                            hint="use file:///abs/path, s3://bucket/prefix, gs://bucket/prefix or az://container/prefix")
-    protocol = url.split("://", 1)[0]
+    protocol, rest = url.split("://", 1)
+    url = f"{protocol}://{rest.rstrip('/')}" if rest.strip("/") else f"{protocol}://"
     if protocol not in ("file", *DRIVERS):
         raise PublishError(f"unsupported target scheme {protocol!r}", where=url,
                            hint="use file://, s3://, gs:// or az://")

@@ -1,0 +1,131 @@
+"""publish/ls/rollback/verify TARGET on file:// targets (the S3 protocol is in tests/integration)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import PY_MODEL, PY_RECIPE
+
+
+@pytest.fixture
+def repo(tmp_path, cli):
+    def build(version: int, factor: str = "2") -> object:
+        src = tmp_path / f"src{version}"
+        src.mkdir(exist_ok=True)
+        (src / "model.py").write_text(PY_MODEL.replace("x * 2 + 1", f"x * {factor} + 1"))
+        (src / "r.yaml").write_text(PY_RECIPE.replace("version: 1", f"version: {version}").lstrip())
+        out = tmp_path / f"repo{version}"
+        assert cli("build", src / "r.yaml", "-o", out).exit_code == 0
+        return out
+
+    return build
+
+
+def _fake_verified(cli, out):
+    """Write a passing report for out's manifest without running models (the gate only reads the report)."""
+    from builder.core.hashing import pretty_json
+    from builder.repository.manifest import REPORT_NAME, read_manifest
+    from builder.verify.models import VerificationReport
+
+    m = read_manifest(out)
+    report = VerificationReport(manifest_digest=m.digest, toolchain={}, static=[], models=[], passed=True)
+    (out / REPORT_NAME).write_bytes(pretty_json(report.model_dump(mode="json")))
+
+
+def test_gate_refuses_unverified_repository(cli, repo, tmp_path):
+    out = repo(1)
+    target = f"file://{tmp_path}/pub"
+    r = cli("publish", out, target)
+    assert r.exit_code == 7 and "has no verification report" in r.stderr and "tritonbuild verify" in r.stderr
+    assert not (tmp_path / "pub").exists()
+
+
+def test_gate_refuses_stale_report(cli, repo, tmp_path):
+    out = repo(1)
+    _fake_verified(cli, out)
+    (out / "doubler" / "1" / "model.py").write_text("# changed after verify\n")
+    from builder.repository.assemble import write_manifest
+    from builder.repository.manifest import read_manifest
+
+    m = read_manifest(out)
+    write_manifest(out, m.toolchain, m.models)
+    r = cli("publish", out, f"file://{tmp_path}/pub")
+    assert r.exit_code == 7 and "another build" in r.stderr
+
+
+def test_skip_verify_is_loud_and_recorded(cli, repo, tmp_path):
+    out = repo(1)
+    r = cli("publish", out, f"file://{tmp_path}/pub", "--skip-verify")
+    assert r.exit_code == 0 and "UNVERIFIED" in r.stderr
+    ls = json.loads(cli("ls", f"file://{tmp_path}/pub", "--json").stdout)
+    assert ls["models"][0]["verification"] == "skipped"
+
+
+def test_publish_switch_rollback_prune_and_verify_target(cli, repo, tmp_path):
+    target = f"file://{tmp_path}/pub"
+    pub = tmp_path / "pub" / "doubler"
+    for v in (1, 2, 3):
+        out = repo(v, factor=str(v + 1))
+        _fake_verified(cli, out)
+        r = cli("publish", out, target, "--json")
+        assert r.exit_code == 0, r.stderr
+        actions = {a["action"] for a in json.loads(r.stdout)["actions"]}
+        assert "switch" in actions and "upload" in actions
+        assert f"versions: {v}" in (pub / "config.pbtxt").read_text()
+    info = json.loads(cli("ls", target, "--json").stdout)["models"][0]
+    assert (info["live"], info["complete"], info["notes"]) == (3, [1, 2, 3], [])
+
+    r = cli("rollback", target, "doubler", "--to", "1", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout) == {"target": target, "model": "doubler", "live": 1,
+                                                          "previous": 3}
+    assert "versions: 1" in (pub / "config.pbtxt").read_text()
+    r = cli("rollback", target, "doubler", "--to", "7")
+    assert r.exit_code == 7 and "not a complete published version" in r.stderr
+
+    out4 = repo(4, factor="5")
+    _fake_verified(cli, out4)
+    dry = json.loads(cli("publish", out4, target, "--keep", "2", "--dry-run", "--json").stdout)
+    assert {(a["action"], a["version"]) for a in dry["actions"] if a["action"] == "prune"} == {("prune", 2),
+                                                                                              ("prune", 1)}
+    assert not (pub / "4").exists()  # dry run changed nothing
+    assert cli("publish", out4, target, "--keep", "2").exit_code == 0
+    assert sorted(p.name for p in pub.iterdir() if p.is_dir()) == ["3", "4"]
+    assert json.loads(cli("verify", target, "--json").stdout)["passed"]
+
+    (pub / "3" / "model.py").write_text("tampered\n")
+    r = cli("verify", target, "--json")
+    assert r.exit_code == 6 and "doubler/3/model.py" in " ".join(json.loads(r.stdout)["problems"])
+
+
+def test_published_version_is_never_rewritten(cli, repo, tmp_path):
+    target = f"file://{tmp_path}/pub"
+    out = repo(1)
+    _fake_verified(cli, out)
+    assert cli("publish", out, target).exit_code == 0
+    out_b = repo(1, factor="9")  # same version, different content
+    _fake_verified(cli, out_b)
+    r = cli("publish", out_b, target)
+    assert r.exit_code == 7 and "never rewritten" in r.stderr and "bump 'version'" in r.stderr
+    assert "x * 2 + 1" in (tmp_path / "pub" / "doubler" / "1" / "model.py").read_text()
+
+
+def test_lock_held_elsewhere_stops_a_second_publisher(cli, repo, tmp_path):
+    target = f"file://{tmp_path}/pub"
+    (tmp_path / "pub").mkdir()
+    (tmp_path / "pub" / "tritonbuild.lock").write_text('{"host": "ci-runner-7", "pid": 1, "since": "x"}')
+    out = repo(1)
+    _fake_verified(cli, out)
+    r = cli("publish", out, target)
+    assert r.exit_code == 7 and "another publish to this target is in progress (ci-runner-7" in r.stderr
+    assert not (tmp_path / "pub" / "doubler").exists()
+    assert cli("publish", out, target, "--break-lock").exit_code == 0
+    assert not (tmp_path / "pub" / "tritonbuild.lock").exists()
+
+
+def test_missing_parent_directory_is_a_publish_error(cli, repo, tmp_path):
+    out = repo(1)
+    _fake_verified(cli, out)
+    r = cli("publish", out, f"file://{tmp_path}/no/such/dir")
+    assert r.exit_code == 7 and "does not exist" in r.stderr

@@ -1,0 +1,228 @@
+"""Publish against a real S3 protocol endpoint (moto_server) and a real tritonserver reading from it."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+
+from builder import api
+from builder.core.progress import Reporter
+from builder.server.embedded import EmbeddedServer
+from tests.integration.conftest import FAKE_KEY_ID, FAKE_SECRET
+
+pytestmark = [pytest.mark.s3, pytest.mark.slow]
+
+
+def _infer(http_url: str, x: list[float]) -> tuple[str, list[float]]:
+    body = json.dumps({"inputs": [{"name": "X", "shape": [1, 3], "datatype": "FP32", "data": x}]}).encode()
+    req = urllib.request.Request(f"http://{http_url}/v2/models/doubler/infer", data=body, method="POST")
+    with urllib.request.urlopen(req, timeout=30) as r:
+        doc = json.loads(r.read())
+    return doc["model_version"], doc["outputs"][0]["data"]
+
+
+def _expected(factor: float, x=(1.0, 2.0, 3.0)) -> list[float]:
+    return (np.asarray(x, np.float32) * np.float32(factor) + np.float32(1)).tolist()
+
+
+def _tb(*args, check=True, **kw) -> subprocess.CompletedProcess:
+    r = subprocess.run([sys.executable, "-m", "builder", *map(str, args)], capture_output=True, text=True,
+                       env={**os.environ}, **kw)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+@pytest.mark.triton
+def test_publish_to_s3_and_serve_from_it(doubler_repo, bucket):
+    out = doubler_repo(1)
+    receipt = api.publish(out, f"s3://{bucket}/models/prod")
+    assert receipt.verification == "passed" and receipt.uploaded_bytes > 0
+    assert receipt.triton_url == f"s3://{os.environ['AWS_ENDPOINT_URL']}/{bucket}/models/prod".replace(
+        "s3://http://", "s3://http://")
+    assert api.verify_target(f"s3://{bucket}/models/prod")["passed"]
+    with EmbeddedServer(receipt.triton_url) as server:
+        server.load("doubler")
+        version, y = _infer(server.http_url, [1, 2, 3])
+    assert (version, y) == ("1", _expected(2))
+    # idempotent: a second publish uploads nothing
+    again = api.publish(out, f"s3://{bucket}/models/prod")
+    assert again.uploaded_bytes == 0 and {a.action for a in again.actions} == {"unchanged"}
+
+
+class _Marks(Reporter):
+    def __init__(self):
+        self.uploaded_at = None
+
+    def end_transfer(self):
+        self.uploaded_at = time.monotonic()
+
+
+@pytest.mark.triton
+def test_live_switch_in_poll_mode_has_no_failed_request(doubler_repo, bucket):
+    target = f"s3://{bucket}/live"
+    v1 = doubler_repo(1, factor="2")
+    v2 = doubler_repo(2, factor="3", extra=os.urandom(12 << 20))
+    receipt = api.publish(v1, target)
+    seen, failures, stop = [], [], threading.Event()
+    with EmbeddedServer(receipt.triton_url, control="poll", poll_secs=1) as server:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                _infer(server.http_url, [1, 2, 3])
+                break
+            except Exception:  # noqa: BLE001 - still loading
+                time.sleep(0.2)
+
+        def client():
+            while not stop.is_set():
+                try:
+                    seen.append((time.monotonic(), *_infer(server.http_url, [1, 2, 3])))
+                except Exception as e:  # noqa: BLE001
+                    failures.append(repr(e))
+
+        threads = [threading.Thread(target=client) for _ in range(2)]
+        for t in threads:
+            t.start()
+        marks = _Marks()
+        time.sleep(1.0)
+        api.publish(v2, target, reporter=marks)
+        switch_deadline = time.monotonic() + 30
+        while time.monotonic() < switch_deadline and not (seen and seen[-1][1] == "2"):
+            time.sleep(0.2)
+        time.sleep(1.0)
+        stop.set()
+        for t in threads:
+            t.join()
+    assert failures == []
+    assert len(seen) > 50
+    by_version = {"1": _expected(2), "2": _expected(3)}
+    assert all(y == by_version[v] for _, v, y in seen)
+    first_v2 = min(t for t, v, _ in seen if v == "2")
+    assert marks.uploaded_at is not None and first_v2 > marks.uploaded_at
+    assert seen[-1][1] == "2"
+
+
+@pytest.mark.triton
+def test_killed_publishes_never_expose_a_half_version(doubler_repo, bucket):
+    """20 seeded kills at random moments: the polling server keeps serving a complete version, ls shows no
+    half version as live, and a re-run completes."""
+    target = f"s3://{bucket}/crash"
+    factors = {v: float(v + 1) for v in range(1, 22)}
+    repos = {1: doubler_repo(1, factor="2")}
+    api.publish(repos[1], target)
+    with EmbeddedServer(api.publish(repos[1], target).triton_url, control="poll", poll_secs=1) as server:
+        served = []
+        for run, version in enumerate(range(2, 22)):
+            repos[version] = doubler_repo(version, factor=str(factors[version]), verify=False,
+                                          extra=os.urandom(4 << 20))
+            rng = random.Random(run)
+            proc = subprocess.Popen([sys.executable, "-m", "builder", "publish", str(repos[version]), target,
+                                     "--skip-verify", "--keep", "3"], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, env={**os.environ})
+            time.sleep(rng.uniform(0.2, 2.5))
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            info = json.loads(_tb("ls", target, "--json").stdout)["models"][0]
+            live = info["live"]
+            assert live is not None and live in info["present"], info
+            remote_ok = _tb("verify", target, "--json", check=False)
+            assert live in info["complete"] or _complete_on_target(target, repos[live]), (run, info)
+            time.sleep(1.5)  # one poll
+            v, y = _infer(server.http_url, [1, 2, 3])
+            assert y == _expected(factors[int(v)]) and int(v) in info["present"], (run, v, info)
+            served.append(int(v))
+            _tb("publish", repos[version], target, "--skip-verify", "--keep", "3")
+            info = json.loads(_tb("ls", target, "--json").stdout)["models"][0]
+            assert info["live"] == version and info["notes"] == [], info
+            assert remote_ok.returncode in (0, 6)
+        assert json.loads(_tb("verify", target, "--json").stdout)["passed"]
+    assert len(served) == 20
+
+
+def _complete_on_target(target: str, repo) -> bool:
+    """Every file of repo's version is at the target with its size (killed after the switch, before the
+    manifest write: the version is complete though not yet recorded)."""
+    from builder.publish import store
+    from builder.publish.target import open_target
+    from builder.repository.manifest import read_manifest
+
+    m = read_manifest(repo)
+    t = open_target(target)
+    (model,) = m.models
+    remote = store.remote_sizes(t, t.path(model.name))
+    prefix = f"{model.name}/"
+    return all(remote.get(k[len(prefix):]) == e.size for k, e in m.files.items()
+               if k.startswith(f"{model.name}/{model.version}/"))
+
+
+def test_two_concurrent_publishes_one_wins(doubler_repo, bucket):
+    target = f"s3://{bucket}/race"
+    a = doubler_repo(1, factor="2", verify=False, extra=os.urandom(24 << 20))
+    b = doubler_repo(2, factor="3", verify=False, extra=os.urandom(24 << 20))
+    procs = [subprocess.Popen([sys.executable, "-m", "builder", "publish", str(r), target, "--skip-verify"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ})
+             for r in (a, b)]
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    codes = sorted(rc for rc, _ in results)
+    assert codes == [0, 7], results
+    loser = next(err for rc, err in results if rc == 7)
+    assert "another publish to this target is in progress" in loser
+    info = json.loads(_tb("ls", target, "--json").stdout)["models"][0]
+    assert info["notes"] == [] or all("incomplete" in n for n in info["notes"])
+    assert info["live"] in info["complete"]
+    assert json.loads(_tb("verify", target, "--json").stdout)["passed"]
+
+
+def _objects(fs, bucket) -> dict[str, bytes]:
+    return {p: fs.cat_file(p) for p in fs.find(bucket)}
+
+
+@pytest.mark.parametrize("case", ["missing-bucket", "no-credentials", "unreachable", "bad-url"])
+def test_target_errors_exit_7_and_change_nothing(doubler_repo, bucket, s3fs_client, case, monkeypatch):
+    out = doubler_repo(1, verify=False)
+    before = _objects(s3fs_client, bucket)
+    target = f"s3://{bucket}/p"
+    env = {**os.environ}
+    if case == "missing-bucket":
+        target = "s3://no-such-bucket-tb/p"
+    elif case == "no-credentials":
+        for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            env.pop(var)
+        env.update(AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent",
+                   AWS_EC2_METADATA_DISABLED="true")
+    elif case == "unreachable":
+        env["AWS_ENDPOINT_URL"] = "http://127.0.0.1:9"
+    else:
+        target = "s3:/bucket-without-slashes"
+    r = subprocess.run([sys.executable, "-m", "builder", "publish", str(out), target, "--skip-verify"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 7, r.stderr
+    assert "Traceback" not in r.stderr and "fix:" in r.stderr
+    assert _objects(s3fs_client, bucket) == before
+    assert FAKE_SECRET not in r.stderr + r.stdout
+
+
+def test_secrets_never_appear_in_output_or_target(doubler_repo, bucket, s3fs_client):
+    out = doubler_repo(1)
+    target = f"s3://{bucket}/sec"
+    texts = []
+    for args in (["publish", out, target, "--json"], ["ls", target, "--json"], ["verify", target, "--json"],
+                 ["publish", out, target], ["rollback", target, "doubler", "--to", "9"]):
+        r = _tb(*args, check=False)
+        texts += [r.stdout, r.stderr]
+    blobs = _objects(s3fs_client, bucket)
+    for secret in (FAKE_SECRET, FAKE_KEY_ID):
+        assert not any(secret in t for t in texts)
+        assert not any(secret.encode() in b for b in blobs.values())
+    assert any(p.endswith("tritonbuild-manifest.json") for p in blobs)
