@@ -40,13 +40,42 @@ def verify_repository(root: Path, *, server_url: str | None = None, record: bool
     return verify(root, server_url=server_url, record=record, progress=progress)
 
 
-def serve(root: Path, *, control: str = "explicit"):
-    """An EmbeddedServer for root, not yet started; the caller starts and stops it."""
+def backend_for_name(name: str) -> bool:
+    """Whether the embedded server can load models of this Triton backend."""
+    from builder.backends import backend_for
+    from builder.errors import PlanError
+
+    try:
+        return backend_for(name).EMBEDDED_LIVE
+    except PlanError:
+        return False
+
+
+def serve(repository: str | Path, *, endpoint_url: str | None = None):
+    """(EmbeddedServer not yet started, models it can load, models it cannot) for a directory or a target URL."""
+    from builder.backends import backend_for
     from builder.server.embedded import EmbeddedServer
+
+    if "://" in str(repository):
+        from builder.publish.inspect import list_target
+        from builder.publish.protocol import open_for_read
+        from builder.publish.store import read_text
+        from builder.repository.config import parse
+
+        target = open_for_read(str(repository), endpoint_url)
+        info = list_target(str(repository), endpoint_url=endpoint_url)
+        names, loadable = [m["name"] for m in info["models"] if m["live"]], []
+        for name in names:
+            config = read_text(target, target.path(name, "config.pbtxt"))
+            if config is not None and backend_for_name(parse(config).backend):
+                loadable.append(name)
+        return EmbeddedServer(target.triton_url()), loadable, sorted(set(names) - set(loadable))
     from builder.verify.run import read_repository
 
-    read_repository(root)
-    return EmbeddedServer(root, control=control)
+    manifest = read_repository(Path(repository))
+    names = sorted({m.name for m in manifest.models})
+    loadable = sorted({m.name for m in manifest.models if backend_for(m.backend).EMBEDDED_LIVE and m.target == "cpu"})
+    return EmbeddedServer(Path(repository)), loadable, sorted(set(names) - set(loadable))
 
 
 def publish(root: Path, target: str, **options):

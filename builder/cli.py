@@ -225,34 +225,29 @@ def _render_report(report) -> None:
 
 
 @main.command("serve")
-@click.argument("repository", type=click.Path(path_type=Path))
+@click.argument("repository")
+@endpoint_option
 @json_option
-def serve_command(repository: Path, as_json: bool) -> None:
-    """Serve a repository with the embedded tritonserver in the foreground; Ctrl-C stops it."""
+def serve_command(repository: str, endpoint_url: str | None, as_json: bool) -> None:
+    """Serve a repository (a directory, or a publish target URL) with the embedded tritonserver in the
+    foreground; Ctrl-C stops it."""
     from builder import api
-    from builder.backends import backend_for
     from builder.server.embedded import ServerStartError
-    from builder.verify.run import read_repository
 
-    manifest = read_repository(repository)
-    server = api.serve(repository)
+    server, loadable, skipped = api.serve(repository, endpoint_url=endpoint_url)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         server.start()
-        loaded, skipped = [], []
-        for m in manifest.models:
-            if backend_for(m.backend).EMBEDDED_LIVE and m.target == "cpu":
-                server.load(m.name)
-                loaded.append(m.name)
-            else:
-                skipped.append(m.name)
+        for name in loadable:
+            server.load(name)
         info = {"http": f"http://{server.http_url}", "grpc": server.grpc_url, "metrics": server.metrics_url,
-                "loaded": loaded, "not_loaded": skipped, "log": str(server.log_path)}
+                "repository": server.repository, "loaded": loadable, "not_loaded": skipped,
+                "log": str(server.log_path)}
         if as_json:
             _json(info)
         else:
             out.print(f"tritonserver ready  HTTP {info['http']}  gRPC {info['grpc']}  metrics {info['metrics']}")
-            out.print(f"loaded: {', '.join(loaded) or '-'}")
+            out.print(f"repository {server.repository}; loaded: {', '.join(loadable) or '-'}")
             if skipped:
                 out.print(f"not loaded (backend not in the embedded server): {', '.join(skipped)}")
             out.print("Ctrl-C to stop")

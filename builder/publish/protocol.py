@@ -155,8 +155,11 @@ def publish(root: Path, target_url: str, *, endpoint_url: str | None = None, ski
         for name, versions in _group(manifest).items():
             for m in versions:
                 p.plan_uploads(m, state)
-            p.actions.append(Action(model=name, version=versions[-1].version, action="switch",
-                                    detail="config.pbtxt pins this version"))
+            live = versions[-1].version
+            current = store.read_text(target, target.path(name, "config.pbtxt"))
+            if pinned_config((root / name / "config.pbtxt").read_bytes(), [live]) != current:
+                p.actions.append(Action(model=name, version=live, action="switch",
+                                        detail=f"config.pbtxt would pin version {live}"))
         p.actions.extend(_prune_actions(state, keep, {n: v[-1].version for n, v in _group(manifest).items()}))
         return _receipt(p, manifest, verification, t0, True, [])
     with TargetLock(target, break_lock=break_lock):

@@ -129,3 +129,36 @@ def test_missing_parent_directory_is_a_publish_error(cli, repo, tmp_path):
     _fake_verified(cli, out)
     r = cli("publish", out, f"file://{tmp_path}/no/such/dir")
     assert r.exit_code == 7 and "does not exist" in r.stderr
+
+
+def test_rerun_after_an_interrupted_upload_sends_only_what_is_missing(cli, repo, tmp_path):
+    import shutil
+
+    target = f"file://{tmp_path}/pub"
+    out = repo(1)
+    _fake_verified(cli, out)
+    # what a publish killed mid-upload leaves: a placeholder config and part of the version
+    (tmp_path / "pub" / "doubler" / "1").mkdir(parents=True)
+    shutil.copy(out / "doubler" / "1" / "model.py", tmp_path / "pub" / "doubler" / "1" / "model.py")
+    (tmp_path / "pub" / "doubler" / "config.pbtxt").write_bytes(
+        (out / "doubler" / "config.pbtxt").read_bytes().replace(b"latest {\n    num_versions: 1\n  }",
+                                                                 b"specific {\n  }"))
+    info = json.loads(cli("ls", target, "--json").stdout)["models"][0]
+    assert info["live"] is None and info["complete"] == [] and "incomplete versions [1]" in info["notes"][0]
+    r = cli("publish", out, target, "--json")
+    assert r.exit_code == 0
+    acts = {a["path"]: a["action"] for a in json.loads(r.stdout)["actions"] if a["path"]}
+    assert acts == {"doubler/1/model.py": "skip"}  # no goldens in this repo: model.py is the only file
+    info = json.loads(cli("ls", target, "--json").stdout)["models"][0]
+    assert (info["live"], info["complete"], info["notes"]) == (1, [1], [])
+
+
+def test_dry_run_changes_nothing(cli, repo, tmp_path):
+    out = repo(1)
+    _fake_verified(cli, out)
+    (tmp_path / "pub").mkdir()
+    r = cli("publish", out, f"file://{tmp_path}/pub", "--dry-run", "--json")
+    assert r.exit_code == 0
+    doc = json.loads(r.stdout)
+    assert doc["dry_run"] and [a["action"] for a in doc["actions"]] == ["upload", "switch"]
+    assert list((tmp_path / "pub").iterdir()) == []

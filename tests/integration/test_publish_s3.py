@@ -133,19 +133,17 @@ def test_killed_publishes_never_expose_a_half_version(doubler_repo, bucket):
             time.sleep(rng.uniform(0.2, 2.5))
             proc.send_signal(signal.SIGKILL)
             proc.wait()
-            info = json.loads(_tb("ls", target, "--json").stdout)["models"][0]
+            info = api.list_target(target)["models"][0]
             live = info["live"]
             assert live is not None and live in info["present"], info
-            remote_ok = _tb("verify", target, "--json", check=False)
             assert live in info["complete"] or _complete_on_target(target, repos[live]), (run, info)
-            time.sleep(1.5)  # one poll
+            time.sleep(1.2)  # one poll
             v, y = _infer(server.http_url, [1, 2, 3])
             assert y == _expected(factors[int(v)]) and int(v) in info["present"], (run, v, info)
             served.append(int(v))
-            _tb("publish", repos[version], target, "--skip-verify", "--keep", "3")
-            info = json.loads(_tb("ls", target, "--json").stdout)["models"][0]
+            api.publish(repos[version], target, skip_verify=True, keep=3)
+            info = api.list_target(target)["models"][0]
             assert info["live"] == version and info["notes"] == [], info
-            assert remote_ok.returncode in (0, 6)
         assert json.loads(_tb("verify", target, "--json").stdout)["passed"]
     assert len(served) == 20
 
@@ -226,3 +224,30 @@ def test_secrets_never_appear_in_output_or_target(doubler_repo, bucket, s3fs_cli
         assert not any(secret in t for t in texts)
         assert not any(secret.encode() in b for b in blobs.values())
     assert any(p.endswith("tritonbuild-manifest.json") for p in blobs)
+
+
+@pytest.mark.triton
+def test_serve_a_published_target_and_notify_an_explicit_server(doubler_repo, bucket):
+    target = f"s3://{bucket}/served"
+    out = doubler_repo(1)
+    api.publish(out, target)
+    proc = subprocess.Popen([sys.executable, "-m", "builder", "serve", target, "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ})
+    try:
+        info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
+        assert info["loaded"] == ["doubler"] and info["repository"].startswith("s3://http://127.0.0.1:")
+        assert _infer(info["http"].removeprefix("http://"), [1, 2, 3]) == ("1", _expected(2))
+        # the running server is in explicit mode: publish v2 and ask it to load
+        v2 = doubler_repo(2, factor="3")
+        r = _tb("publish", v2, target, "--notify", info["http"], "--json")
+        notified = json.loads(r.stdout)["notified"]
+        assert notified == [{"server": info["http"], "model": "doubler", "ok": True, "status": 200,
+                             "message": "loaded"}]
+        assert _infer(info["http"].removeprefix("http://"), [1, 2, 3]) == ("2", _expected(3))
+        bad = _tb("publish", v2, target, "--notify", "http://127.0.0.1:9", check=False)
+        assert bad.returncode == 7 and "did not load" in bad.stderr
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
