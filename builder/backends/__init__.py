@@ -8,10 +8,14 @@ from builder.errors import PlanError
 
 
 def backend_for(name: str) -> ModuleType:
-    from builder.backends import onnxruntime, python
+    from builder.backends import onnxruntime, python, tensorrtllm, vllm
 
-    table = {"python": python, "onnxruntime": onnxruntime}
+    table = {"python": python, "onnxruntime": onnxruntime, "tensorrtllm": tensorrtllm, "vllm": vllm}
     try:
         return table[name]
     except KeyError:
         raise PlanError(f"backend {name!r} is not supported yet", hint=f"use one of {sorted(table)}") from None
+
+
+class StepSkipped(Exception):
+    """A build step that cannot run here (missing tool or hardware); the message says why and what to do."""

@@ -58,7 +58,7 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
 
 
 def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, out: Path,
-             log_dir: Path) -> None:
+             log_dir: Path, recipe: Recipe | None = None) -> None:
     target = out / DEFAULT_FILENAME
     out.mkdir(parents=True, exist_ok=True)
     if kind == "onnx.fetch":

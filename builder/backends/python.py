@@ -36,7 +36,7 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
 
 
 def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, out: Path,
-             log_dir: Path) -> None:
+             log_dir: Path, recipe: Recipe | None = None) -> None:
     by_digest = {d: Path(p) for p, d in inputs.items()}
     for dest, digest in params["layout"].items():
         target = out / dest

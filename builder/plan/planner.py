@@ -28,10 +28,12 @@ def make_plan(recipes: list[LoadedRecipe]) -> Plan:
     toolchain = fingerprint()
     models = []
     for lr in recipes:
+        backend = backend_for(lr.recipe.backend)
         steps = [PlannedStep(kind=kind, params=params, inputs=inputs,
                              cache_key=cache_key(kind, params, inputs, toolchain))
-                 for kind, params, inputs in backend_for(lr.recipe.backend).plan_steps(lr)]
+                 for kind, params, inputs in backend.plan_steps(lr)]
+        extras = backend.describe(lr) if hasattr(backend, "describe") else {}
         models.append(ModelPlan(name=lr.recipe.name, version=lr.recipe.version, backend=lr.recipe.backend,
                                 recipe_path=display_path(lr.path), recipe_dir=str(lr.base_dir.resolve()),
-                                recipe_digest=lr.digest, recipe=lr.recipe, steps=steps))
+                                recipe_digest=lr.digest, recipe=lr.recipe, steps=steps, extras=extras))
     return Plan(toolchain=toolchain, models=models)

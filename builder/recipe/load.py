@@ -9,7 +9,11 @@ from pydantic import ValidationError
 from builder.core.hashing import sha256_bytes
 from builder.core.yamlio import Located, YamlProblem, load_located
 from builder.errors import MultipleErrors, RecipeError, UsageError
+from builder.recipe.llm import LLMRecipe, VLLMRecipe, check_llm_rules
 from builder.recipe.models import Recipe, check_rules
+
+RECIPE_TYPES = {"python": Recipe, "onnxruntime": Recipe, "tensorrtllm": LLMRecipe, "vllm": VLLMRecipe}
+AnyRecipe = Recipe | LLMRecipe | VLLMRecipe
 
 RECIPE_SUFFIXES = (".yaml", ".yml")
 
@@ -19,7 +23,7 @@ class LoadedRecipe:
 
     __slots__ = ("recipe", "path", "digest", "located")
 
-    def __init__(self, recipe: Recipe, path: Path, digest: str, located: Located):
+    def __init__(self, recipe: AnyRecipe, path: Path, digest: str, located: Located):
         self.recipe, self.path, self.digest, self.located = recipe, path, digest, located
 
     def where(self, loc: tuple) -> str:
@@ -88,12 +92,21 @@ def load_recipe(path: Path) -> LoadedRecipe:
     if not isinstance(located.data, dict):
         raise RecipeError("a recipe must be a YAML mapping (name: ..., backend: ...)", where=f"{path}:1",
                           hint="see recipes/examples/ for the shape")
+    backend = located.data.get("backend")
+    cls = RECIPE_TYPES.get(backend) if isinstance(backend, str) else None
+    if cls is None:
+        line = located.line_of(("backend",))
+        raise RecipeError("backend: required key is missing" if backend is None else
+                          f"backend: unknown backend {backend!r}", where=f"{path}:{line}",
+                          hint=f"use one of {', '.join(RECIPE_TYPES)}")
     try:
-        recipe = Recipe.model_validate(located.data)
+        recipe = cls.model_validate(located.data)
     except ValidationError as e:
         raise _one_or_many(_pydantic_errors(e, located, path)) from None
+    rules = check_rules(recipe) if isinstance(recipe, Recipe) else (
+        check_llm_rules(recipe) if isinstance(recipe, LLMRecipe) else [])
     problems = [RecipeError(f"{_loc_str(loc)}: {msg}", where=f"{path}:{located.line_of(loc)}", hint=hint)
-                for loc, msg, hint in check_rules(recipe)]
+                for loc, msg, hint in rules]
     if problems:
         raise _one_or_many(problems)
     return LoadedRecipe(recipe, path, sha256_bytes(raw), located)

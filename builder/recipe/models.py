@@ -19,7 +19,6 @@ DTYPES = {
 }
 DType = Literal["bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
                 "fp16", "fp32", "fp64", "bf16", "bytes"]
-BACKENDS = ("python", "onnxruntime")
 
 
 class _Strict(BaseModel):

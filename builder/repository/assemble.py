@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from functools import partial
 from pathlib import Path
 
 from builder.backends import backend_for
@@ -70,6 +71,13 @@ def _write_model(store: Store, bm: BuiltModel, root: Path, configs: dict[str, tu
         goldens=goldens, goldens_source=goldens_source, steps={s.kind: s.cache_key for s in mp.steps})
 
 
+def _manifest_model(bm: BuiltModel, **fields) -> ManifestModel:
+    """ManifestModel for one Triton model of a group emitted by a backend; provenance from bm."""
+    mp = bm.plan
+    return ManifestModel(recipe_path=mp.recipe_path, recipe_sha256=mp.recipe_digest, verify=mp.recipe.verify,
+                         steps={s.kind: s.cache_key for s in mp.steps}, **fields)
+
+
 def write_manifest(root: Path, toolchain: dict, models: list[ManifestModel]) -> Manifest:
     files = {}
     for rel in tree_files(root):
@@ -91,7 +99,13 @@ def assemble(result: BuildResult, out: Path, *, force: bool = False) -> Manifest
     staging.mkdir(parents=True)
     try:
         configs: dict[str, tuple[int, bytes]] = {}
-        models = [_write_model(store, bm, staging, configs) for bm in result.models]
+        models = []
+        for bm in result.models:
+            backend = backend_for(bm.plan.backend)
+            if hasattr(backend, "emit"):
+                models.extend(backend.emit(bm, staging, store, partial(_manifest_model, bm)))
+            else:
+                models.append(_write_model(store, bm, staging, configs))
         failed = [f for m in sorted({m.name for m in models}) for f in check_model_dir(staging / m) if not f.ok]
         if failed:
             raise BuildError("the generated repository breaks Triton's load rules: " +

@@ -13,7 +13,7 @@ from builder.repository.config import parse
 # backend → (platform allowed with it, default model filename)
 DEFAULTS = {"python": ("", "model.py"), "onnxruntime": ("onnxruntime_onnx", "model.onnx"),
             "pytorch": ("pytorch_libtorch", "model.pt"), "tensorrt": ("tensorrt_plan", "model.plan"),
-            "vllm": ("", "model.json")}
+            "vllm": ("", "model.json"), "tensorrtllm": ("", "")}
 VERSION_RE = re.compile(r"^[1-9][0-9]*$")
 
 
@@ -69,7 +69,11 @@ def check_model_dir(model_dir: Path) -> list[Finding]:
 
     problems = []
     backend = mc.backend
-    if backend not in DEFAULTS and not mc.platform:
+    if mc.platform == "ensemble":
+        add("model_file", _ensemble_problems(mc, model_dir, versions), "ensemble steps resolve to models present")
+    elif backend == "tensorrtllm":
+        add("model_file", _engine_problems(mc, model_dir, versions), "engine inside the version directory")
+    elif backend not in DEFAULTS and not mc.platform:
         problems.append(f"unknown backend {backend!r} and no platform")
     elif backend in DEFAULTS:
         plat, default = DEFAULTS[backend]
@@ -79,13 +83,81 @@ def check_model_dir(model_dir: Path) -> list[Finding]:
         for v in versions:
             if not (model_dir / str(v) / filename).exists():
                 problems.append(f"{v}/{filename} is missing (the {backend} backend loads that file)")
-    add("model_file", problems, f"{mc.default_model_filename or DEFAULTS.get(backend, ('', '?'))[1]} present "
-        f"in every version")
+    if mc.platform != "ensemble" and backend != "tensorrtllm":
+        add("model_file", problems, f"{mc.default_model_filename or DEFAULTS.get(backend, ('', '?'))[1]} present "
+            f"in every version")
+    if backend == "vllm":
+        add("vllm", _vllm_problems(mc, model_dir, versions), "decoupled, max_batch_size 0, KIND_MODEL, model.json")
 
     add("batching", _batching_problems(mc), "dynamic batching consistent with max_batch_size")
     add("io", _io_problems(mc), f"{len(mc.input)} inputs, {len(mc.output)} outputs well-formed")
     add("instances", _instance_problems(mc), "instance groups well-formed")
     return out
+
+
+def _ensemble_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
+    p = []
+    if mc.backend:
+        p.append(f"an ensemble must not set backend ({mc.backend!r})")
+    if len(mc.instance_group):
+        p.append("an ensemble must not set instance_group")
+    steps = mc.ensemble_scheduling.step
+    if not steps:
+        p.append("ensemble_scheduling has no steps")
+    produced = {t.name for t in mc.input}
+    for i, step in enumerate(steps):
+        if step.model_version != -1 and str(step.model_version) not in {str(v) for v in versions} and \
+                not (model_dir.parent / step.model_name / str(step.model_version)).is_dir():
+            p.append(f"step {i} ({step.model_name}) model_version {step.model_version} is not present (use -1: "
+                     "the proto3 default 0 demands version 0)")
+        if not (model_dir.parent / step.model_name / "config.pbtxt").is_file():
+            p.append(f"step {i} uses model {step.model_name!r}, which is not in the repository")
+        missing = sorted(set(step.input_map.values()) - produced)
+        if missing:
+            p.append(f"step {i} ({step.model_name}) reads {missing}, which no input or earlier step provides")
+        produced |= set(step.output_map.values())
+    unmapped = sorted({t.name for t in mc.output} - produced)
+    if unmapped:
+        p.append(f"ensemble outputs {unmapped} are not written by any step")
+    return p
+
+
+def _engine_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
+    """The C++ backend reads gpt_model_path verbatim: it must point at <mount>/<model>/<version>/engine."""
+    path = mc.parameters["gpt_model_path"].string_value if "gpt_model_path" in mc.parameters else ""
+    if not path:
+        return ["parameter gpt_model_path is missing"]
+    for v in versions:
+        tail = f"/{model_dir.name}/{v}/engine"
+        if path.endswith(tail):
+            engine = model_dir / str(v) / "engine"
+            if not (engine / "config.json").is_file():
+                return [f"{v}/engine/config.json is missing (gpt_model_path {path})"]
+            if not list(engine.glob("rank*.engine")):
+                return [f"{v}/engine has no rank*.engine file"]
+            return []
+    return [f"gpt_model_path {path!r} does not point inside this model's version directory "
+            f"(expected '<mount>/{model_dir.name}/<version>/engine'): the repository is not relocatable"]
+
+
+def _vllm_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
+    import json
+
+    p = []
+    if mc.max_batch_size != 0:
+        p.append("the vLLM backend needs max_batch_size 0 (it batches internally)")
+    if not mc.model_transaction_policy.decoupled:
+        p.append("the vLLM backend needs model_transaction_policy.decoupled: true")
+    if any(type(g).Kind.Name(g.kind) != "KIND_MODEL" for g in mc.instance_group):
+        p.append("use instance_group kind KIND_MODEL (KIND_GPU fails with tensor/pipeline parallelism)")
+    for v in versions:
+        try:
+            doc = json.loads((model_dir / str(v) / "model.json").read_text())
+            if "model" not in doc:
+                p.append(f"{v}/model.json has no 'model'")
+        except (OSError, ValueError) as e:
+            p.append(f"{v}/model.json is not valid JSON: {e}")
+    return p
 
 
 def _batching_problems(mc) -> list[str]:

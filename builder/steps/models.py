@@ -24,7 +24,7 @@ class FileEntry(_Frozen):
 class StepOutcome(_Frozen):
     kind: str
     cache_key: str
-    status: Literal["built", "cached"]
+    status: Literal["built", "cached", "prebuilt", "skipped"]
     reason: str
     seconds: float
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from builder.backends import backend_for
+from builder.backends import StepSkipped, backend_for
 from builder.core.cas import Store
 from builder.core.hashing import tree_files
 from builder.errors import BuildError
@@ -18,8 +18,24 @@ from builder.steps.models import BuildResult, BuiltModel, FileEntry, StepOutcome
 Progress = Callable[[str], None]
 
 
-def _run_step(store: Store, mp: ModelPlan, step: PlannedStep) -> tuple[dict[str, FileEntry], StepOutcome]:
+def _prebuilt(store: Store, step: PlannedStep, path: Path, t0: float) -> tuple[dict[str, FileEntry], StepOutcome]:
+    """A step output made elsewhere (e.g. an engine from a GPU CI job): its files go into the store as given."""
+    if not path.is_dir():
+        raise BuildError(f"--engine {path}: not a directory", hint="pass the directory trtllm-build wrote")
+    files = {}
+    prefix = step.kind.split(".", 1)[1]
+    for rel in tree_files(path):
+        digest, size = store.put_file(path / rel)
+        files[f"{prefix}/{rel.as_posix()}"] = FileEntry(sha256=digest, size=size)
+    return files, StepOutcome(kind=step.kind, cache_key=step.cache_key, status="prebuilt", reason=f"--engine {path}",
+                              seconds=time.perf_counter() - t0)
+
+
+def _run_step(store: Store, mp: ModelPlan, step: PlannedStep,
+              prebuilt: Path | None = None) -> tuple[dict[str, FileEntry], StepOutcome]:
     t0 = time.perf_counter()
+    if prebuilt is not None:
+        return _prebuilt(store, step, prebuilt, t0)
     record = store.get_record(step.cache_key)
     if record is not None:
         files = {k: FileEntry(**v) for k, v in record["files"].items()}
@@ -30,13 +46,16 @@ def _run_step(store: Store, mp: ModelPlan, step: PlannedStep) -> tuple[dict[str,
         out = work / "out"
         out.mkdir()
         backend_for(mp.backend).run_step(step.kind, step.params, step.inputs, Path(mp.recipe_dir), out,
-                                         store.root / "logs" / step.cache_key[:16])
+                                         store.root / "logs" / step.cache_key[:16], recipe=mp.recipe)
         files = {}
         for rel in tree_files(out):
             digest, size = store.put_file(out / rel)
             files[rel.as_posix()] = FileEntry(sha256=digest, size=size)
         store.put_record(step.cache_key, {"kind": step.kind, "model": mp.name,
                                           "files": {k: v.model_dump() for k, v in files.items()}})
+    except StepSkipped as e:
+        return {}, StepOutcome(kind=step.kind, cache_key=step.cache_key, status="skipped", reason=str(e),
+                               seconds=time.perf_counter() - t0)
     except BuildError as e:
         raise BuildError(f"model {mp.name!r}: step {step.kind}: {e.message}", where=e.where or mp.recipe_path,
                          hint=e.hint) from None
@@ -46,7 +65,14 @@ def _run_step(store: Store, mp: ModelPlan, step: PlannedStep) -> tuple[dict[str,
                               seconds=time.perf_counter() - t0)
 
 
-def build(plan: Plan, store: Store, progress: Progress | None = None) -> BuildResult:
+def build(plan: Plan, store: Store, progress: Progress | None = None, *, engines: dict[str, Path] | None = None,
+          strict: bool = False) -> BuildResult:
+    """Run every step. engines: model name → prebuilt engine directory. strict: a skipped step is an error."""
+    engines = dict(engines or {})
+    unknown = sorted(set(engines) - {m.name for m in plan.models if any(s.kind.endswith(".engine") for s in m.steps)})
+    if unknown:
+        raise BuildError(f"--engine names {unknown}, which no engine-building recipe defines",
+                         hint="use --engine MODEL=DIR with the recipe's name")
     (store.root / "tmp").mkdir(parents=True, exist_ok=True)
     models = []
     for mp in plan.models:
@@ -55,7 +81,11 @@ def build(plan: Plan, store: Store, progress: Progress | None = None) -> BuildRe
         for step in mp.steps:
             if progress:
                 progress(f"{mp.name}: {step.kind}")
-            step_files, outcome = _run_step(store, mp, step)
+            given = engines.get(mp.name) if step.kind.endswith(".engine") else None
+            step_files, outcome = _run_step(store, mp, step, given)
+            if outcome.status == "skipped" and strict:
+                raise BuildError(f"model {mp.name!r}: step {step.kind} skipped: {outcome.reason}",
+                                 where=mp.recipe_path, hint="run on a machine that has the tool, or drop --strict")
             files.update(step_files)
             outcomes.append(outcome)
         backend = backend_for(mp.backend)

@@ -185,13 +185,22 @@ def _remove_bytecode(root: Path) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
+def _embedded_can_run(backend: str) -> bool:
+    from builder.errors import PlanError
+
+    try:
+        return backend_for(backend).EMBEDDED_LIVE
+    except PlanError:
+        return False
+
+
 def _path_for(m: ManifestModel, server_url: str | None) -> tuple[str, str]:
     tc = fingerprint()
     if server_url:
         return "live-server", f"tritonserver at {server_url}"
     if m.target == "gpu":
-        return "none", "target gpu: verify against a GPU server with --server URL"
-    if backend_for(m.backend).EMBEDDED_LIVE:
+        return "none", f"needs a GPU server with the {m.backend} backend: verify with --server URL"
+    if _embedded_can_run(m.backend):
         return "live-embedded", f"tritonserver {tc.get('tritonserver', '?')} embedded"
     if m.backend == "onnxruntime":
         return "in-process", f"onnxruntime {tc.get('onnxruntime', '?')} in-process"

@@ -1,0 +1,181 @@
+"""TensorRT-LLM backend: HF checkpoint → (quantized) engine → preprocessing / tensorrt_llm / postprocessing /
+ensemble (/ BLS) models. The engine build runs TensorRT-LLM's own command lines (or its LLM API) where it
+is installed; elsewhere the step is skipped with the reason, or a prebuilt engine is given (--engine)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from builder.backends import StepSkipped
+from builder.backends.tensorrtllm import argv as cmd
+from builder.core.hashing import sha256_file, sha256_json, tree_files
+from builder.core.proc import run_logged
+from builder.errors import BuildError, PlanError
+from builder.plan.memory import Architecture, memory_plan
+from builder.recipe.llm import LLMRecipe
+from builder.recipe.load import LoadedRecipe
+
+NAME = "tensorrtllm"
+DEFAULT_FILENAME = None
+EMBEDDED_LIVE = False  # needs the tensorrtllm backend on a GPU server
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+                   "vocab.json", "merges.txt", "generation_config.json")
+MODELS_DIR = Path(__file__).parent / "models"
+
+
+def _dir(lr: LoadedRecipe, rel: str, loc: tuple) -> Path:
+    path = Path(rel)
+    path = path if path.is_absolute() else lr.base_dir / path
+    if not path.is_dir():
+        raise PlanError(f"directory not found: {path}", where=lr.where(loc),
+                        hint="fix the path (relative paths start at the recipe's directory)")
+    return path
+
+
+def tree_digest(files: dict[str, str]) -> str:
+    return sha256_json(dict(sorted(files.items())))
+
+
+def read_checkpoint(lr: LoadedRecipe) -> tuple[Path, dict, dict[str, str]]:
+    """(directory, its config.json, rel path → sha256), checked against the recipe's pin."""
+    r: LLMRecipe = lr.recipe
+    if "://" in r.checkpoint.path:
+        raise PlanError("remote checkpoints are not fetched yet", where=lr.where(("checkpoint", "path")),
+                        hint="sync the checkpoint to a local directory (e.g. in the CI job) and point at it")
+    ckpt = _dir(lr, r.checkpoint.path, ("checkpoint", "path"))
+    cfg_path = ckpt / "config.json"
+    if not cfg_path.is_file():
+        raise PlanError(f"{ckpt} has no config.json: not a Hugging Face checkpoint",
+                        where=lr.where(("checkpoint", "path")),
+                        hint="point checkpoint.path at the directory holding config.json and the weights")
+    try:
+        config = json.loads(cfg_path.read_text())
+        Architecture.from_hf_config(config)
+    except (ValueError, KeyError) as e:
+        raise PlanError(f"{cfg_path} is not a usable model config ({type(e).__name__}: {e})",
+                        where=lr.where(("checkpoint", "path")), hint="check the checkpoint") from None
+    files = {rel.as_posix(): sha256_file(ckpt / rel) for rel in tree_files(ckpt)}
+    pin = r.checkpoint.sha256
+    if pin and pin != tree_digest(files):
+        raise PlanError(f"checkpoint {ckpt} has digest {tree_digest(files)}, the recipe pins {pin}",
+                        where=lr.where(("checkpoint", "sha256")),
+                        hint="restore the pinned checkpoint, or update checkpoint.sha256 if the change is intended")
+    return ckpt, config, files
+
+
+def read_tokenizer(lr: LoadedRecipe, ckpt: Path) -> tuple[Path, dict[str, str]]:
+    r: LLMRecipe = lr.recipe
+    tok = _dir(lr, r.tokenizer, ("tokenizer",)) if r.tokenizer else ckpt
+    present = {name: sha256_file(tok / name) for name in TOKENIZER_FILES if (tok / name).is_file()}
+    if "tokenizer.json" not in present:
+        raise PlanError(f"{tok} has no tokenizer.json (found: {sorted(present) or 'no tokenizer files'})",
+                        where=lr.where(("tokenizer",) if r.tokenizer else ("checkpoint", "path")),
+                        hint="save the tokenizer with tokenizer.save_pretrained(DIR) (fast tokenizer) and set "
+                             "'tokenizer: DIR'")
+    return tok, present
+
+
+def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
+    r: LLMRecipe = lr.recipe
+    ckpt, config, files = read_checkpoint(lr)
+    tok, tok_files = read_tokenizer(lr, ckpt)
+    arch = Architecture.from_hf_config(config)
+    plan = memory_plan(r, arch)
+    if not plan.fits:
+        raise PlanError(f"the weights alone do not fit: {plan.notes[0]}", where=lr.where(("gpu",)),
+                        hint="use a larger GPU, more tensor parallelism (engine.tp_size) or int4 quantization")
+    if r.quantization in ("int4_weight_only", "none") and arch.model_type not in cmd.CONVERTERS and \
+            r.engine.build_path == "cli":
+        raise PlanError(f"no convert_checkpoint.py is known for model_type {arch.model_type!r}",
+                        where=lr.where(("checkpoint", "path")), hint="use engine.build_path: llmapi")
+    engine_params = {"model_type": arch.model_type, "dtype": r.dtype, "quantization": r.quantization,
+                     "engine": r.engine.model_dump(exclude={"timeout_s"}),
+                     "kv": {"tokens_per_block": r.kv_cache.tokens_per_block, "dtype": r.kv_cache.dtype},
+                     "trtllm_version": r.image.trtllm_version}
+    return [("trtllm.engine", engine_params, {str(ckpt / k): v for k, v in files.items()}),
+            ("trtllm.tokenizer", {"files": sorted(tok_files)}, {str(tok / k): v for k, v in tok_files.items()})]
+
+
+def describe(lr: LoadedRecipe) -> dict:
+    """Plan extras: the GPU memory plan (from the checkpoint's config.json only; no hashing)."""
+    ckpt = _dir(lr, lr.recipe.checkpoint.path, ("checkpoint", "path"))
+    try:
+        arch = Architecture.from_hf_config(json.loads((ckpt / "config.json").read_text()))
+    except (OSError, ValueError, KeyError):
+        return {}
+    return {"architecture": arch.model_dump(), "memory_plan": memory_plan(lr.recipe, arch).model_dump()}
+
+
+def _gpu_present() -> bool:
+    return shutil.which("nvidia-smi") is not None
+
+
+def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, out: Path, log_dir: Path,
+             recipe: LLMRecipe) -> None:
+    if kind == "trtllm.tokenizer":
+        tok = out / "tokenizer"
+        tok.mkdir(parents=True)
+        for src in inputs:
+            shutil.copyfile(src, tok / Path(src).name)
+        return
+    if importlib.util.find_spec("tensorrt_llm") is None or not _gpu_present():
+        raise StepSkipped("TensorRT-LLM and a GPU are not available here; build on a GPU runner in the NGC "
+                          "TensorRT-LLM image, or pass --engine DIR (a prebuilt engine) to assemble around it")
+    ckpt = str(Path(next(iter(inputs))).parent)
+    while not (Path(ckpt) / "config.json").is_file():  # the shallowest directory holding config.json
+        ckpt = str(Path(ckpt).parent)
+    engine_dir = out / "engine"
+    timeout = recipe.engine.timeout_s
+    log_dir.mkdir(parents=True, exist_ok=True)
+    if recipe.engine.build_path == "llmapi":
+        spec = log_dir / "llmapi-spec.json"
+        spec.write_text(json.dumps(cmd.llmapi_spec(recipe, ckpt, str(engine_dir)), indent=2, sort_keys=True))
+        _run([sys.executable, "-m", "builder.backends.tensorrtllm.llmapi_build", str(spec)], log_dir,
+             "llmapi-build", timeout)
+    else:
+        trt_ckpt = out.parent / "trt-checkpoint"
+        _run(cmd.convert_argv(recipe, params["model_type"], ckpt, str(trt_ckpt), sys.executable), log_dir,
+             "convert", timeout)
+        _run(cmd.build_argv(recipe, str(trt_ckpt), str(engine_dir), str(log_dir / "timing.cache")), log_dir,
+             "trtllm-build", timeout)
+        shutil.rmtree(trt_ckpt, ignore_errors=True)
+    check_engine_dir(engine_dir, recipe)
+
+
+def _run(argv: list[str], log_dir: Path, name: str, timeout: int) -> None:
+    res = run_logged(argv, cwd=log_dir, log_path=log_dir / f"{name}.log", timeout=timeout)
+    if res.returncode != 0:
+        why = f"timed out after {timeout}s" if res.timed_out else f"exit {res.returncode}"
+        raise BuildError(f"{name} failed ({why}):\n{res.tail()}", where=str(res.log_path),
+                         hint=f"reproduce with {log_dir / 'reproduce.sh'}")
+
+
+def check_engine_dir(engine_dir: Path, recipe: LLMRecipe) -> dict:
+    """config.json present and parseable; rank*.engine count = tp × pp; cross-checks against the recipe."""
+    from builder.backends.tensorrtllm.checks import engine_problems
+
+    cfg = engine_dir / "config.json"
+    if not cfg.is_file():
+        raise BuildError(f"{engine_dir} has no config.json: not a TensorRT-LLM engine directory",
+                         hint="point --engine at the directory trtllm-build (or LLM.save) wrote")
+    engine = json.loads(cfg.read_text())
+    ranks = sorted(p.name for p in engine_dir.glob("rank*.engine"))
+    problems = engine_problems(recipe, engine, ranks)
+    if problems:
+        raise BuildError("the engine does not match the recipe:\n  " + "\n  ".join(problems),
+                         hint="rebuild the engine from this recipe, or change the recipe to the engine's values")
+    return engine
+
+
+def derive_io(recipe, files: dict[str, Path]):
+    return [], []
+
+
+def emit(bm, root: Path, store, manifest_model) -> list:
+    from builder.backends.tensorrtllm.emit import emit as _emit
+
+    return _emit(bm, root, store, manifest_model)

@@ -1,0 +1,89 @@
+"""Cross-checks between the engine's config.json, the recipe and the generated config.pbtxt files.
+
+Each problem names both sides, so the fix is obvious: rebuild the engine or change the recipe.
+"""
+
+from __future__ import annotations
+
+import re
+
+from builder.recipe.llm import LLMRecipe
+
+QUANT_NAMES = {"int4_weight_only": {"W4A16"}, "int4_awq": {"W4A16_AWQ"}, "fp8": {"FP8"}, "none": {None, "", "None"}}
+
+
+def _major_minor(v: str) -> tuple[str, ...]:
+    return tuple(re.findall(r"\d+", str(v))[:3])
+
+
+def engine_problems(r: LLMRecipe, engine: dict, rank_files: list[str]) -> list[str]:
+    """engine config.json (as TensorRT-LLM writes it) vs the recipe."""
+    out = []
+    bc = engine.get("build_config") or {}
+    pc = engine.get("pretrained_config") or {}
+    e, kv, s = r.engine, r.kv_cache, r.serving
+    for key in ("max_batch_size", "max_input_len", "max_seq_len", "max_num_tokens", "max_beam_width"):
+        got = bc.get(key)
+        if got is not None and int(got) != getattr(e, key):
+            out.append(f"engine build_config.{key} = {got}, recipe engine.{key} = {getattr(e, key)}")
+    mapping = pc.get("mapping") or {}
+    tp, pp = int(mapping.get("tp_size", 1)), int(mapping.get("pp_size", 1))
+    world = int(mapping.get("world_size", tp * pp))
+    if (tp, pp) != (e.tp_size, e.pp_size):
+        out.append(f"engine mapping tp_size={tp} pp_size={pp}, recipe engine.tp_size={e.tp_size} "
+                   f"pp_size={e.pp_size}")
+    if len(rank_files) != world:
+        out.append(f"engine world_size {world} needs rank0..rank{world - 1}.engine, found {sorted(rank_files)}")
+    if len(s.gpu_device_ids) % world:
+        out.append(f"serving.gpu_device_ids {s.gpu_device_ids} is not a multiple of the engine's world size {world}")
+    plugin = bc.get("plugin_config") or {}
+    paged_fmha = bool(plugin.get("use_paged_context_fmha", False))
+    if kv.enable_block_reuse and not paged_fmha:
+        out.append("recipe kv_cache.enable_block_reuse needs use_paged_context_fmha, which the engine was built "
+                   "without (build_config.plugin_config.use_paged_context_fmha = false)")
+    if s.enable_chunked_context and not paged_fmha:
+        out.append("recipe serving.enable_chunked_context needs use_paged_context_fmha, which the engine lacks")
+    kv_type = str(bc.get("kv_cache_type", "PAGED")).upper()
+    if kv_type != "PAGED" and s.batching_strategy != "V1":
+        out.append(f"engine kv_cache_type {kv_type} cannot serve {s.batching_strategy} (needs PAGED)")
+    tpb = plugin.get("tokens_per_block")
+    if tpb is not None and int(tpb) != kv.tokens_per_block:
+        out.append(f"engine tokens_per_block {tpb}, recipe kv_cache.tokens_per_block {kv.tokens_per_block}")
+    if kv.max_tokens is not None and kv.max_tokens < int(bc.get("max_seq_len", e.max_seq_len)):
+        out.append(f"recipe kv_cache.max_tokens {kv.max_tokens} < engine max_seq_len {bc.get('max_seq_len')}")
+    logits = pc.get("logits_dtype", "float32")
+    if logits != e.logits_dtype:
+        out.append(f"engine pretrained_config.logits_dtype {logits}, recipe engine.logits_dtype {e.logits_dtype}")
+    algo = (pc.get("quantization") or {}).get("quant_algo")
+    if algo not in QUANT_NAMES[r.quantization]:
+        out.append(f"engine quantization {algo!r}, recipe quantization {r.quantization} "
+                   f"(expects {sorted(x for x in QUANT_NAMES[r.quantization] if x)})")
+    version = engine.get("version")
+    if version is None or _major_minor(version) != _major_minor(r.image.trtllm_version):
+        out.append(f"engine built by TensorRT-LLM {version}, the serving image has {r.image.trtllm_version} "
+                   f"({r.image.triton_image}): engines load only in the version that built them")
+    return out
+
+
+def config_problems(configs: dict[str, object], names) -> list[str]:
+    """Generated (or hand-edited) configs of one group vs each other: decoupled mode, batch sizes."""
+    out = []
+    llm, bls = configs.get(names.tensorrt_llm), configs.get(names.bls)
+    if llm is not None and bls is not None and \
+            llm.model_transaction_policy.decoupled != bls.model_transaction_policy.decoupled:
+        out.append(f"{names.tensorrt_llm} decoupled={llm.model_transaction_policy.decoupled} but {names.bls} "
+                   f"decoupled={bls.model_transaction_policy.decoupled}: streaming must be set on both")
+    ens = configs.get(names.ensemble)
+    if ens is not None:
+        for step in ens.ensemble_scheduling.step:
+            other = configs.get(step.model_name)
+            if other is not None and other.max_batch_size and ens.max_batch_size > other.max_batch_size:
+                out.append(f"ensemble max_batch_size {ens.max_batch_size} > {step.model_name}'s "
+                           f"{other.max_batch_size}")
+    if llm is not None:
+        params = {k: v.string_value for k, v in llm.parameters.items()}
+        decoupled = "true" if llm.model_transaction_policy.decoupled else "false"
+        if params.get("decoupled_mode", decoupled) != decoupled:
+            out.append(f"{names.tensorrt_llm} parameter decoupled_mode={params['decoupled_mode']} but "
+                       f"model_transaction_policy.decoupled={decoupled}")
+    return out

@@ -1,0 +1,110 @@
+"""Assemble the TensorRT-LLM model group into a repository directory (called by repository.assemble)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from builder.backends.tensorrtllm import MODELS_DIR, check_engine_dir
+from builder.backends.tensorrtllm import configs as cfg
+from builder.backends.tensorrtllm.checks import config_problems
+from builder.core.hashing import sha256_json
+from builder.errors import BuildError
+from builder.recipe.llm import LLMRecipe
+from builder.recipe.models import TensorSpec
+from builder.repository.config import render
+
+KEEP = ".keep"  # an empty version directory must exist for an ensemble; object stores need an object in it
+
+
+def special_ids(tokenizer_dir: Path) -> tuple[int, int]:
+    """(end_id, pad_id) from tokenizer_config.json's eos/pad tokens, resolved through tokenizer.json."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    conf_path = tokenizer_dir / "tokenizer_config.json"
+    conf = json.loads(conf_path.read_text()) if conf_path.is_file() else {}
+
+    def token(key: str) -> str | None:
+        v = conf.get(key)
+        return v.get("content") if isinstance(v, dict) else v
+
+    eos = token("eos_token")
+    end_id = tok.token_to_id(eos) if eos else None
+    if end_id is None:
+        raise BuildError(f"tokenizer has no eos_token in tokenizer_config.json (or {eos!r} is not in its vocabulary)",
+                         hint="save the tokenizer with its special tokens (tokenizer_config.json: eos_token)")
+    pad = token("pad_token")
+    pad_id = tok.token_to_id(pad) if pad else None
+    return end_id, end_id if pad_id is None else pad_id
+
+
+def _specs(mc) -> tuple[list[TensorSpec], list[TensorSpec]]:
+    from builder.repository.config import model_config_pb2
+
+    pb2 = model_config_pb2()
+    rev = {v: k for k, v in {"bool": "TYPE_BOOL", "int32": "TYPE_INT32", "fp32": "TYPE_FP32", "fp16": "TYPE_FP16",
+                             "bytes": "TYPE_STRING", "int64": "TYPE_INT64"}.items()}
+
+    def conv(ts):
+        return [TensorSpec(name=t.name, dtype=rev[pb2.DataType.Name(t.data_type)], dims=list(t.dims),
+                           optional=t.optional) for t in ts]
+
+    return conv(mc.input), conv(mc.output)
+
+
+def emit(bm, root: Path, store, manifest_model) -> list:
+    """Write every model of the group; returns their ManifestModel entries ([] when the engine was skipped)."""
+    r: LLMRecipe = bm.plan.recipe
+    engine_files = {k[len("engine/"):]: v for k, v in bm.files.items() if k.startswith("engine/")}
+    if not engine_files:
+        return []
+    names = cfg.Names.of(r.name)
+    v = str(r.version)
+    trt_dir = root / names.tensorrt_llm / v / "engine"
+    for rel, entry in engine_files.items():
+        store.materialize(entry.sha256, trt_dir / rel)
+    engine = check_engine_dir(trt_dir, r)
+    tok_files = {k: e for k, e in bm.files.items() if k.startswith("tokenizer/")}
+    for model in (names.preprocessing, names.postprocessing):
+        for rel, entry in tok_files.items():
+            store.materialize(entry.sha256, root / model / v / rel)
+    end_id, pad_id = special_ids(root / names.preprocessing / v / "tokenizer")
+    mbs = int(engine["build_config"]["max_batch_size"])
+    engine_path = f"{r.serving.repository_mount}/{names.tensorrt_llm}/{v}/engine"
+    configs = {names.preprocessing: cfg.preprocessing(r, names, mbs, end_id, pad_id),
+               names.postprocessing: cfg.postprocessing(r, names, mbs),
+               names.tensorrt_llm: cfg.tensorrt_llm(r, names, engine, engine_path),
+               names.ensemble: cfg.ensemble(r, names, mbs)}
+    if r.serving.bls:
+        configs[names.bls] = cfg.bls(r, names, mbs)
+    problems = config_problems(configs, names)
+    if problems:
+        raise BuildError("generated configs disagree: " + "; ".join(problems), hint="please report this bug")
+    scripts = {names.preprocessing: "preprocessing.py", names.postprocessing: "postprocessing.py",
+               names.bls: "bls.py"}
+    for model, mc in configs.items():
+        (root / model / v).mkdir(parents=True, exist_ok=True)
+        (root / model / "config.pbtxt").write_bytes(render(mc))
+        if model in scripts:
+            shutil.copyfile(MODELS_DIR / scripts[model], root / model / v / "model.py")
+    (root / names.ensemble / v / KEEP).write_bytes(b"")
+    quant = (engine["pretrained_config"].get("quantization") or {})
+    llm_info = {"group": r.name, "quant_algo": quant.get("quant_algo"), "kv_cache_quant_algo":
+                quant.get("kv_cache_quant_algo"), "trtllm_version": engine.get("version"),
+                "serving_image": r.image.triton_image, "engine_path": engine_path,
+                "world_size": r.engine.tp_size * r.engine.pp_size,
+                "memory_plan": bm.plan.extras.get("memory_plan")}
+    identity = {names.tensorrt_llm: sha256_json({k: e.sha256 for k, e in engine_files.items()}),
+                names.preprocessing: sha256_json({k: e.sha256 for k, e in tok_files.items()}),
+                names.postprocessing: sha256_json({k: e.sha256 for k, e in tok_files.items()})}
+    out = []
+    for model, mc in configs.items():
+        inputs, outputs = _specs(mc)
+        backend = "ensemble" if mc.platform == "ensemble" else mc.backend
+        target = "cpu" if backend == "python" and model != names.bls else "gpu"
+        out.append(manifest_model(name=model, version=r.version, backend=backend, target=target,
+                                  model_identity=identity.get(model, identity[names.tensorrt_llm]),
+                                  inputs=inputs, outputs=outputs, max_batch_size=mc.max_batch_size, llm=llm_info))
+    return out

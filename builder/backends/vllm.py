@@ -1,0 +1,83 @@
+"""vLLM backend: the checkpoint packaged in the version directory, model.json with typed engine args,
+config.pbtxt as the vLLM backend expects it (decoupled, max_batch_size 0, KIND_MODEL)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from builder.core.hashing import pretty_json, sha256_json
+from builder.errors import PlanError
+from builder.recipe.load import LoadedRecipe
+from builder.recipe.models import TensorSpec
+
+NAME = "vllm"
+DEFAULT_FILENAME = "model.json"
+EMBEDDED_LIVE = False  # needs vllm and a GPU
+INPUTS = [TensorSpec(name="text_input", dtype="bytes", dims=[1]),
+          TensorSpec(name="stream", dtype="bool", dims=[1], optional=True),
+          TensorSpec(name="sampling_parameters", dtype="bytes", dims=[1], optional=True),
+          TensorSpec(name="exclude_input_in_output", dtype="bool", dims=[1], optional=True)]
+OUTPUTS = [TensorSpec(name="text_output", dtype="bytes", dims=[-1])]
+
+
+def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
+    from builder.backends.tensorrtllm import read_checkpoint
+
+    ckpt, _config, files = read_checkpoint(lr)
+    if not (ckpt / "tokenizer.json").is_file() and not (ckpt / "tokenizer_config.json").is_file():
+        raise PlanError(f"{ckpt} has no tokenizer files", where=lr.where(("checkpoint", "path")),
+                        hint="save the tokenizer into the checkpoint directory (vLLM loads it from there)")
+    return [("vllm.package", {"layout": sorted(files)}, {str(ckpt / k): v for k, v in files.items()})]
+
+
+def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, out: Path, log_dir: Path,
+             recipe=None) -> None:
+    srcs = sorted(inputs)
+    root = Path(srcs[0]).parent
+    while not (root / "config.json").is_file():
+        root = root.parent
+    for src in srcs:
+        dest = out / "model" / Path(src).relative_to(root)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+
+
+def derive_io(recipe, files):
+    return INPUTS, OUTPUTS
+
+
+def model_json(recipe) -> dict:
+    args = {k: v for k, v in recipe.engine_args.model_dump().items() if v is not None}
+    return {"model": f"{recipe.serving.repository_mount}/{recipe.name}/{recipe.version}/model", **args}
+
+
+def emit(bm, root: Path, store, manifest_model) -> list:
+    from builder.repository.config import model_config_pb2, render
+
+    r = bm.plan.recipe
+    vdir = root / r.name / str(r.version)
+    for rel, entry in bm.files.items():
+        store.materialize(entry.sha256, vdir / rel)
+    (vdir / "model.json").write_bytes(pretty_json(model_json(r)))
+    pb2 = model_config_pb2()
+    mc = pb2.ModelConfig()
+    mc.name = r.name
+    mc.backend = "vllm"
+    mc.max_batch_size = 0
+    mc.version_policy.latest.num_versions = 1
+    mc.model_transaction_policy.decoupled = True
+    for field, specs in ((mc.input, INPUTS), (mc.output, OUTPUTS)):
+        for s in specs:
+            t = field.add()
+            t.name, t.dims[:] = s.name, s.dims
+            t.data_type = pb2.DataType.Value({"bytes": "TYPE_STRING", "bool": "TYPE_BOOL"}[s.dtype])
+            t.optional = s.optional
+    g = mc.instance_group.add()
+    g.kind, g.count = pb2.ModelInstanceGroup.Kind.Value("KIND_MODEL"), 1
+    (root / r.name / "config.pbtxt").write_bytes(render(mc))
+    return [manifest_model(name=r.name, version=r.version, backend="vllm", target="gpu",
+                           model_identity=sha256_json({k: e.sha256 for k, e in bm.files.items()}),
+                           inputs=INPUTS, outputs=OUTPUTS, max_batch_size=0,
+                           llm={"engine_args": json.loads(pretty_json(model_json(r)))})]

@@ -1,0 +1,185 @@
+"""LLM recipes: a decoder-only checkpoint served by TensorRT-LLM (engine + inflight batching) or vLLM."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from builder.recipe.models import NAME_RE, SCHEMA_VERSION, Verify
+
+GPU_MEMORY_GIB = {"H200": 141, "H100": 80, "A100-80": 80, "A100-40": 40, "L40S": 48, "L4": 24, "A10G": 24, "T4": 16}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Named(_Strict):
+    name: str = Field(description="Model name (= directory name); [A-Za-z0-9_.-].")
+    version: int = Field(ge=1, description="Numeric version directory (>= 1).")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.match(v) or v in (".", ".."):
+            raise ValueError(f"{v!r} is not a valid model name: use letters, digits, '_', '.', '-' and start with "
+                             "a letter, digit or '_'")
+        return v
+
+
+class Checkpoint(_Strict):
+    path: str = Field(description="Hugging Face checkpoint directory (config.json + weights), relative to the "
+                                  "recipe, or an fsspec URL.")
+    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
+                               description="Pin: sha256 over the directory's files (see 'tritonbuild plan --json').")
+
+
+class EngineLimits(_Strict):
+    max_batch_size: int = Field(64, ge=1)
+    max_input_len: int = Field(1024, ge=1)
+    max_seq_len: int = Field(2048, ge=2, description="Input + output tokens.")
+    max_num_tokens: int = Field(8192, ge=1, description="Token budget per engine iteration.")
+    max_beam_width: int = Field(1, ge=1)
+    tp_size: int = Field(1, ge=1)
+    pp_size: int = Field(1, ge=1)
+    use_paged_context_fmha: bool = Field(True, description="Needed by KV block reuse and chunked context.")
+    logits_dtype: Literal["float16", "float32"] = "float32"
+    build_path: Literal["cli", "llmapi"] = Field("cli", description="cli: convert_checkpoint/quantize + "
+                                                                    "trtllm-build; llmapi: LLM(build_config=...)")
+    timeout_s: int = Field(4 * 3600, ge=60)
+
+
+class KVCache(_Strict):
+    type: Literal["paged"] = "paged"
+    free_gpu_mem_fraction: float = Field(0.9, gt=0, le=1)
+    enable_block_reuse: bool = False
+    tokens_per_block: Literal[8, 16, 32, 64, 128] = 64
+    max_tokens: int | None = Field(None, ge=1, description="Cap on KV tokens (max_tokens_in_paged_kv_cache).")
+    dtype: Literal["auto", "fp8", "int8"] = Field("auto", description="auto = the model dtype.")
+
+
+class Instances(_Strict):
+    preprocessing: int = Field(4, ge=1)
+    postprocessing: int = Field(4, ge=1)
+    bls: int = Field(1, ge=1)
+
+
+class Serving(_Strict):
+    streaming: bool = Field(False, description="Decoupled mode on tensorrt_llm (and BLS): tokens stream out.")
+    batching_strategy: Literal["inflight_fused_batching", "inflight_batching", "V1"] = "inflight_fused_batching"
+    scheduler_policy: Literal["guaranteed_no_evict", "max_utilization"] = "guaranteed_no_evict"
+    bls: bool = Field(False, description="Also generate a BLS model (python) next to the ensemble.")
+    instances: Instances = Field(default_factory=Instances)
+    exclude_input_in_output: bool = True
+    enable_chunked_context: bool = False
+    gpu_device_ids: list[int] = Field(default_factory=lambda: [0])
+    max_queue_delay_us: int = Field(0, ge=0)
+    max_queue_size: int = Field(0, ge=0)
+    repository_mount: str = Field("/models", description="Absolute path where the server sees this repository "
+                                                         "(the C++ backend needs an absolute engine path).")
+
+    @field_validator("repository_mount")
+    @classmethod
+    def _abs(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError("must be an absolute path (the tensorrtllm backend reads gpt_model_path verbatim)")
+        return v.rstrip("/") or "/"
+
+
+class Image(_Strict):
+    trtllm_version: str = Field("1.2.1", description="TensorRT-LLM in the serving image; engines must match it.")
+    triton_image: str = Field("nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3")
+
+
+class LLMRecipe(_Named):
+    """A TensorRT-LLM model group: <name> (ensemble), <name>_preprocessing, <name>_tensorrt_llm,
+    <name>_postprocessing and optionally <name>_bls."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    backend: Literal["tensorrtllm"]
+    runtime: Literal["engine", "pytorch"] = Field(
+        "engine", description="engine: a TensorRT engine served by the tensorrtllm C++ backend; pytorch: TRT-LLM's "
+                              "LLM-API (PyTorch) python model with model.yaml, no engine build.")
+    checkpoint: Checkpoint
+    tokenizer: str | None = Field(None, description="Tokenizer directory (tokenizer.json, tokenizer_config.json); "
+                                                    "default: the checkpoint directory.")
+    dtype: Literal["float16", "bfloat16"] = "float16"
+    quantization: Literal["int4_weight_only", "int4_awq", "fp8", "none"] = "int4_weight_only"
+    engine: EngineLimits = Field(default_factory=EngineLimits)
+    kv_cache: KVCache = Field(default_factory=KVCache)
+    serving: Serving = Field(default_factory=Serving)
+    image: Image = Field(default_factory=Image)
+    gpu: str = Field("H200", description=f"Target GPU for the memory plan: {', '.join(GPU_MEMORY_GIB)}.")
+    verify: Verify = Field(default_factory=Verify)
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu(cls, v: str) -> str:
+        if v not in GPU_MEMORY_GIB:
+            raise ValueError(f"unknown GPU {v!r}; known: {', '.join(GPU_MEMORY_GIB)}")
+        return v
+
+
+class VLLMRecipe(_Named):
+    """A vLLM-backend model: config.pbtxt (KIND_MODEL, decoupled, max_batch_size 0) + 1/model.json."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    backend: Literal["vllm"]
+    checkpoint: Checkpoint
+    engine_args: VLLMEngineArgs = Field(default_factory=lambda: VLLMEngineArgs())
+    serving: VLLMServing = Field(default_factory=lambda: VLLMServing())
+    verify: Verify = Field(default_factory=Verify)
+
+
+class VLLMEngineArgs(_Strict):
+    """Typed subset of vLLM's AsyncEngineArgs; written to model.json as is."""
+
+    dtype: Literal["auto", "float16", "bfloat16", "float32"] = "auto"
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    tensor_parallel_size: int = Field(1, ge=1)
+    pipeline_parallel_size: int = Field(1, ge=1)
+    max_model_len: int | None = Field(None, ge=1)
+    max_num_seqs: int | None = Field(None, ge=1)
+    enforce_eager: bool = False
+    enable_prefix_caching: bool = False
+    quantization: Literal["awq", "gptq", "fp8"] | None = None
+    seed: int = 0
+
+
+class VLLMServing(_Strict):
+    repository_mount: str = Field("/models", description="Where the server sees this repository; model.json "
+                                                         "points at the packaged weights under it.")
+
+
+VLLMRecipe.model_rebuild()
+
+
+def check_llm_rules(r: LLMRecipe) -> list[tuple]:
+    """Cross-field rules of LLM recipes, each tied to the key to change."""
+    out = []
+    e, kv, s = r.engine, r.kv_cache, r.serving
+    if e.max_seq_len < e.max_input_len:
+        out.append((("engine", "max_seq_len"), f"max_seq_len {e.max_seq_len} < max_input_len {e.max_input_len}",
+                    "max_seq_len counts input + output tokens: raise it to at least max_input_len"))
+    if kv.enable_block_reuse and not e.use_paged_context_fmha:
+        out.append((("kv_cache", "enable_block_reuse"), "KV block reuse needs an engine built with paged context "
+                    "FMHA (TensorRT-LLM asserts at load)", "set engine.use_paged_context_fmha: true"))
+    if s.enable_chunked_context and not e.use_paged_context_fmha:
+        out.append((("serving", "enable_chunked_context"), "chunked context needs paged context FMHA",
+                    "set engine.use_paged_context_fmha: true"))
+    world = e.tp_size * e.pp_size
+    if len(s.gpu_device_ids) % world:
+        out.append((("serving", "gpu_device_ids"), f"{len(s.gpu_device_ids)} GPUs is not a multiple of tp_size × "
+                    f"pp_size = {world}", f"list {world} GPU ids per instance"))
+    if kv.max_tokens is not None and kv.max_tokens < e.max_seq_len:
+        out.append((("kv_cache", "max_tokens"), f"max_tokens {kv.max_tokens} cannot hold one sequence of "
+                    f"max_seq_len {e.max_seq_len}", "raise kv_cache.max_tokens or lower engine.max_seq_len"))
+    if r.runtime == "pytorch" and r.quantization == "int4_weight_only":
+        out.append((("quantization",), "int4_weight_only (RTN W4A16) exists only on the TensorRT engine path; the "
+                    "PyTorch/LLM-API runtime quantizes only FP8/FP4 on the fly",
+                    "use runtime: engine, or a pre-quantized checkpoint with quantization: int4_awq"))
+    if r.quantization == "fp8" and r.kv_cache.dtype == "int8":
+        out.append((("kv_cache", "dtype"), "int8 KV cache with fp8 weights is not a TensorRT-LLM combination",
+                    "use kv_cache.dtype: fp8 or auto"))
+    return out
