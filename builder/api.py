@@ -26,10 +26,11 @@ def plan(paths: list[Path]) -> Plan:
 
 
 def build_repository(paths: list[Path], out: Path, *, force: bool = False, cache_dir: Path | None = None,
-                     progress: Progress | None = None) -> tuple[BuildResult, Manifest]:
+                     progress: Progress | None = None, engines: dict[str, Path] | None = None,
+                     strict: bool = False) -> tuple[BuildResult, Manifest]:
     check_out_dir(out, force)  # refuse before any work
     the_plan = plan(paths)
-    result = build(the_plan, Store(cache_dir or default_cache_dir()), progress)
+    result = build(the_plan, Store(cache_dir or default_cache_dir()), progress, engines=engines, strict=strict)
     return result, assemble(result, out, force=force)
 
 

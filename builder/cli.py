@@ -120,7 +120,29 @@ def plan_command(recipes: tuple[Path, ...], as_json: bool) -> None:
         for s in m.steps:
             table.add_row(m.name, str(m.version), m.backend, s.kind, s.cache_key[:16])
     out.print(table)
+    for m in plan.models:
+        mem = m.extras.get("memory_plan")
+        if mem:
+            _render_memory(m.name, m.extras.get("architecture", {}), mem)
     out.print("toolchain: " + ", ".join(f"{k} {v}" for k, v in sorted(plan.toolchain.items())))
+
+
+def _render_memory(name: str, arch: dict, mem: dict) -> None:
+    gib, mib = 1 << 30, 1 << 20
+    t = Table(title=f"{name}: GPU memory plan ({mem['gpu']}, {mem['gpu_bytes'] // gib} GiB)", box=None,
+              show_header=False)
+    t.add_row("architecture", f"{arch.get('model_type')} {arch.get('layers')} layers, hidden {arch.get('hidden')}, "
+                              f"{arch.get('heads')} heads / {arch.get('kv_heads')} KV heads × {arch.get('head_dim')}")
+    t.add_row("parameters", f"{mem['params']:,}")
+    t.add_row(f"weights ({mem['quantization']})", f"{mem['weight_bytes'] / gib:.2f} GiB total, "
+                                                  f"{mem['weight_bytes_per_gpu'] / gib:.2f} GiB per GPU")
+    t.add_row("KV cache per token", f"{mem['kv_bytes_per_token'] / mib:.4f} MiB "
+                                    f"({mem['kv_bytes_per_token']} bytes)")
+    t.add_row("KV pool per GPU", f"{mem['kv_pool_bytes_per_gpu'] / gib:.2f} GiB → {mem['max_kv_tokens']:,} tokens")
+    t.add_row("sequences at max_seq_len", str(mem["max_sequences_at_max_seq_len"]))
+    out.print(t)
+    for note in mem["notes"]:
+        out.print(f"  note: {note}")
 
 
 @main.command("build")
@@ -128,17 +150,26 @@ def plan_command(recipes: tuple[Path, ...], as_json: bool) -> None:
 @click.option("-o", "--output", "output", required=True, type=click.Path(path_type=Path),
               help="Repository directory to write (replaced atomically).")
 @click.option("--force", is_flag=True, help="Replace OUT even if it is not a tritonbuild repository.")
+@click.option("--engine", "engines", multiple=True, metavar="MODEL=DIR",
+              help="Assemble MODEL around this prebuilt engine directory instead of building it. Repeatable.")
+@click.option("--strict", is_flag=True, help="A step that cannot run here (e.g. no TensorRT-LLM) is an error.")
 @click.option("--cache-dir", type=click.Path(path_type=Path), envvar="TRITONBUILD_CACHE_DIR",
               help="Content-addressed build cache [env TRITONBUILD_CACHE_DIR; default ~/.cache/tritonbuild].")
 @json_option
-def build_command(recipes: tuple[Path, ...], output: Path, force: bool, cache_dir: Path | None,
-                  as_json: bool) -> None:
+def build_command(recipes: tuple[Path, ...], output: Path, force: bool, engines: tuple[str, ...], strict: bool,
+                  cache_dir: Path | None, as_json: bool) -> None:
     """Build a Triton model repository from recipes (files or folders of *.yaml)."""
     from builder import api
 
+    given = {}
+    for item in engines:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise click.BadParameter(f"{item!r}: expected MODEL=DIR", param_hint="--engine")
+        given[name] = Path(path)
     with _progress(not as_json) as progress:
         result, manifest = api.build_repository(list(recipes), output, force=force, cache_dir=cache_dir,
-                                                progress=progress)
+                                                progress=progress, engines=given, strict=strict)
     if as_json:
         _json({"output": str(output), "manifest_digest": manifest.digest,
                "models": [{"name": m.plan.name, "version": m.plan.version,

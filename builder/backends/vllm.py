@@ -73,7 +73,8 @@ def emit(bm, root: Path, store, manifest_model) -> list:
             t = field.add()
             t.name, t.dims[:] = s.name, s.dims
             t.data_type = pb2.DataType.Value({"bytes": "TYPE_STRING", "bool": "TYPE_BOOL"}[s.dtype])
-            t.optional = s.optional
+            if s.optional:
+                t.optional = True
     g = mc.instance_group.add()
     g.kind, g.count = pb2.ModelInstanceGroup.Kind.Value("KIND_MODEL"), 1
     (root / r.name / "config.pbtxt").write_bytes(render(mc))

@@ -199,7 +199,7 @@ def _path_for(m: ManifestModel, server_url: str | None) -> tuple[str, str]:
     if server_url:
         return "live-server", f"tritonserver at {server_url}"
     if m.target == "gpu":
-        return "none", f"needs a GPU server with the {m.backend} backend: verify with --server URL"
+        return "none", f"not run here: needs a GPU server with the {m.backend} backend (verify --server URL)"
     if _embedded_can_run(m.backend):
         return "live-embedded", f"tritonserver {tc.get('tritonserver', '?')} embedded"
     if m.backend == "onnxruntime":
@@ -212,7 +212,7 @@ def _verify_model(root: Path, m: ManifestModel, path: str, detail: str, url: str
     base = {"name": m.name, "version": m.version, "backend": m.backend, "path": path, "path_detail": detail,
             "goldens": m.goldens}
     if path == "none":
-        return ModelReport(**base, loaded=False, passed=False, notes=[detail]), m
+        return ModelReport(**{**base, "path_detail": "not run here"}, loaded=False, passed=False, notes=[detail]), m
     try:
         if path == "in-process":
             runner = OnnxRunner(root / m.name / str(m.version) / backend_for(m.backend).DEFAULT_FILENAME, m)

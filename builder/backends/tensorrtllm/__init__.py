@@ -81,6 +81,9 @@ def read_tokenizer(lr: LoadedRecipe, ckpt: Path) -> tuple[Path, dict[str, str]]:
 
 def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
     r: LLMRecipe = lr.recipe
+    if r.runtime == "pytorch":
+        raise PlanError("runtime: pytorch (TensorRT-LLM's LLM-API python model with model.yaml) is not "
+                        "implemented yet", where=lr.where(("runtime",)), hint="use runtime: engine")
     ckpt, config, files = read_checkpoint(lr)
     tok, tok_files = read_tokenizer(lr, ckpt)
     arch = Architecture.from_hf_config(config)
@@ -176,6 +179,6 @@ def derive_io(recipe, files: dict[str, Path]):
 
 
 def emit(bm, root: Path, store, manifest_model) -> list:
-    from builder.backends.tensorrtllm.emit import emit as _emit
+    from builder.backends.tensorrtllm.group import emit as _emit
 
     return _emit(bm, root, store, manifest_model)

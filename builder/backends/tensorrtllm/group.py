@@ -49,7 +49,7 @@ def _specs(mc) -> tuple[list[TensorSpec], list[TensorSpec]]:
 
     def conv(ts):
         return [TensorSpec(name=t.name, dtype=rev[pb2.DataType.Name(t.data_type)], dims=list(t.dims),
-                           optional=t.optional) for t in ts]
+                           optional=getattr(t, "optional", False)) for t in ts]
 
     return conv(mc.input), conv(mc.output)
 

@@ -1,0 +1,160 @@
+"""LLM recipes end to end on this machine: plan (memory), build (skip / --engine), configs, bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from builder.repository.config import parse
+from tests.conftest import EXAMPLES, ROOT
+
+ENGINE = ROOT / "tests" / "fixtures" / "engines" / "tiny-llama-w4a16"
+GOLDEN = ROOT / "tests" / "fixtures" / "configs" / "llm"
+GROUP = ["tiny-llama", "tiny-llama_bls", "tiny-llama_postprocessing", "tiny-llama_preprocessing",
+         "tiny-llama_tensorrt_llm"]
+
+
+@pytest.fixture
+def llm_dir(tmp_path):
+    """A copy of the example recipe and its tiny checkpoint, free to edit."""
+    shutil.copytree(EXAMPLES / "tiny-llama", tmp_path / "tiny-llama")
+    shutil.copy(EXAMPLES / "tiny-llama-int4.yaml", tmp_path / "llm.yaml")
+    return tmp_path
+
+
+def _edit(path, old, new):
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def test_plan_shows_the_memory_plan(cli, llm_dir):
+    r = cli("plan", llm_dir / "llm.yaml", "--json")
+    assert r.exit_code == 0
+    (m,) = json.loads(r.stdout)["models"]
+    mem = m["extras"]["memory_plan"]
+    assert mem["kv_bytes_per_token"] == 2 * 2 * 2 * 16 * 2 and mem["gpu"] == "H200" and mem["fits"]
+    human = cli("plan", llm_dir / "llm.yaml").stdout
+    assert "GPU memory plan (H200, 141 GiB)" in human and "KV cache per token" in human
+
+
+def test_build_without_trtllm_skips_the_engine_and_exits_0(cli, tmp_path, in_root):
+    out = tmp_path / "OUT"
+    r = cli("build", "recipes/examples", "-o", out, "--json")
+    assert r.exit_code == 0, r.stderr
+    steps = {(m["name"], s["kind"]): s for m in json.loads(r.stdout)["models"] for s in m["steps"]}
+    engine = steps[("tiny-llama", "trtllm.engine")]
+    assert engine["status"] == "skipped" and "TensorRT-LLM and a GPU are not available here" in engine["reason"]
+    assert not any(p.name.startswith("tiny-llama") for p in out.iterdir())
+    strict = cli("build", "recipes/examples", "-o", tmp_path / "S", "--strict")
+    assert strict.exit_code == 5 and "skipped" in strict.stderr and not (tmp_path / "S").exists()
+
+
+def test_assembled_around_a_fixture_engine_matches_golden_configs(cli, tmp_path, in_root):
+    out = tmp_path / "OUT"
+    r = cli("build", "recipes/examples/tiny-llama-int4.yaml", "-o", out, "--engine", f"tiny-llama={ENGINE}",
+            "--json")
+    assert r.exit_code == 0, r.stderr
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == GROUP
+    for name in GROUP:
+        data = (out / name / "config.pbtxt").read_bytes()
+        assert parse(data).name == name
+        assert data == (GOLDEN / f"{name}.pbtxt").read_bytes(), name
+        assert b"${" not in data
+    manifest = json.loads((out / "tritonbuild-manifest.json").read_text())
+    llm = {m["name"]: m["llm"] for m in manifest["models"]}["tiny-llama_tensorrt_llm"]
+    assert llm["quant_algo"] == "W4A16" and llm["trtllm_version"] == "1.2.1"
+    assert llm["engine_path"] == "/models/tiny-llama_tensorrt_llm/1/engine"
+    assert llm["memory_plan"]["kv_bytes_per_token"] == 256
+    report = json.loads(cli("verify", out, "--json").stdout)
+    assert all(c["ok"] for c in report["static"]), [c for c in report["static"] if not c["ok"]]
+    by = {m["name"]: m for m in report["models"]}
+    assert by["tiny-llama_tensorrt_llm"]["path"] == "none" and not by["tiny-llama_tensorrt_llm"]["loaded"]
+
+
+def test_repository_is_relocatable_to_its_mount_path(cli, llm_dir, tmp_path):
+    """gpt_model_path is '<repository_mount>/<model>/<v>/engine': mounted there, the engine is found; the
+    tokenizers are found relative to each model's directory."""
+    mount = tmp_path / "mnt" / "models"
+    _edit(llm_dir / "llm.yaml", "repository_mount: /models", f"repository_mount: {mount}")
+    built = tmp_path / "built"
+    assert cli("build", llm_dir / "llm.yaml", "-o", built, "--engine", f"tiny-llama={ENGINE}").exit_code == 0
+    mount.parent.mkdir(parents=True)
+    shutil.copytree(built, mount)  # what a volume mount / init-container sync does
+    mc = parse((mount / "tiny-llama_tensorrt_llm" / "config.pbtxt").read_bytes())
+    engine = mc.parameters["gpt_model_path"].string_value
+    assert engine == f"{mount}/tiny-llama_tensorrt_llm/1/engine"
+    assert (mount / "tiny-llama_tensorrt_llm/1/engine/config.json").is_file()
+    pre = parse((mount / "tiny-llama_preprocessing" / "config.pbtxt").read_bytes())
+    tok = pre.parameters["tokenizer_file"].string_value
+    assert not tok.startswith("/") and (mount / "tiny-llama_preprocessing/1" / tok).is_file()
+
+
+@pytest.mark.parametrize("old, new, code, words", [
+    ("max_seq_len: 512", "max_seq_len: 128", 3, "engine.max_seq_len: max_seq_len 128 < max_input_len 256"),
+    ("use_paged_context_fmha: true", "use_paged_context_fmha: false", 3,
+     "kv_cache.enable_block_reuse: KV block reuse needs an engine built with paged context FMHA"),
+    ("repository_mount: /models", "repository_mount: /models\n  gpu_device_ids: [0, 1, 2]", 0, None),
+    ("quantization: int4_weight_only", "quantization: int4_weight_only\nruntime: pytorch", 3,
+     "quantization: int4_weight_only (RTN W4A16) exists only on the TensorRT engine path"),
+    ("gpu: H200", "gpu: H300", 3, "unknown GPU 'H300'"),
+])
+def test_bad_llm_recipes(cli, llm_dir, tmp_path, old, new, code, words):
+    _edit(llm_dir / "llm.yaml", old, new)
+    r = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT", "--engine", f"tiny-llama={ENGINE}")
+    if code == 0:  # 3 GPUs for world size 1 is fine; tp 2 over 3 GPUs is not:
+        _edit(llm_dir / "llm.yaml", "max_beam_width: 1", "max_beam_width: 1\n  tp_size: 2")
+        r = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT2")
+        assert r.exit_code == 3 and "3 GPUs is not a multiple of tp_size × pp_size = 2" in r.stderr
+        return
+    assert r.exit_code == code, r.stderr
+    assert words in r.stderr and "llm.yaml:" in r.stderr
+    assert not (tmp_path / "OUT").exists()
+
+
+def test_checkpoint_without_config_json(cli, llm_dir, tmp_path):
+    (llm_dir / "tiny-llama" / "config.json").unlink()
+    r = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT")
+    assert r.exit_code == 4 and "has no config.json: not a Hugging Face checkpoint" in r.stderr
+
+
+def test_tokenizer_dir_without_tokenizer_files(cli, llm_dir, tmp_path):
+    (llm_dir / "tok").mkdir()
+    (llm_dir / "tok" / "README").write_text("no tokenizer here\n")
+    _edit(llm_dir / "llm.yaml", "checkpoint: {path: tiny-llama}", "checkpoint: {path: tiny-llama}\ntokenizer: tok")
+    r = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT")
+    assert r.exit_code == 4 and "has no tokenizer.json (found: no tokenizer files)" in r.stderr
+
+
+def test_engine_from_another_trtllm_version(cli, llm_dir, tmp_path):
+    _edit(llm_dir / "llm.yaml", 'trtllm_version: "1.2.1"', 'trtllm_version: "1.1.0"')
+    r = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT", "--engine", f"tiny-llama={ENGINE}")
+    assert r.exit_code == 5
+    assert "engine built by TensorRT-LLM 1.2.1, the serving image has 1.1.0" in r.stderr
+    assert not (tmp_path / "OUT").exists()
+
+
+def test_checkpoint_pin(cli, llm_dir, tmp_path):
+    _edit(llm_dir / "llm.yaml", "checkpoint: {path: tiny-llama}", "checkpoint: {path: tiny-llama, sha256: " +
+          "ab" * 32 + "}")
+    r = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT")
+    assert r.exit_code == 4 and "the recipe pins abab" in r.stderr
+
+
+def test_vllm_target(cli, tmp_path, in_root):
+    out = tmp_path / "OUT"
+    r = cli("build", "recipes/gpu/tiny-llama-vllm.yaml", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    mc = parse((out / "tiny-llama-vllm" / "config.pbtxt").read_bytes())
+    assert (mc.backend, mc.max_batch_size, mc.model_transaction_policy.decoupled) == ("vllm", 0, True)
+    assert mc.instance_group[0].kind == type(mc.instance_group[0]).Kind.Value("KIND_MODEL")
+    model_json = json.loads((out / "tiny-llama-vllm" / "1" / "model.json").read_text())
+    assert model_json == {"model": "/models/tiny-llama-vllm/1/model", "dtype": "float16",
+                          "gpu_memory_utilization": 0.5, "max_model_len": 512, "enforce_eager": True, "seed": 0,
+                          "tensor_parallel_size": 1, "pipeline_parallel_size": 1, "enable_prefix_caching": False}
+    assert (out / "tiny-llama-vllm" / "1" / "model" / "config.json").is_file()
+    report = json.loads(cli("verify", out, "--json").stdout)
+    assert all(c["ok"] for c in report["static"])
+    assert report["models"][0]["path"] == "none" and report["passed"] is False

@@ -1,0 +1,56 @@
+"""Engine config.json ↔ recipe cross-checks: each problem names both sides."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from builder.backends.tensorrtllm.checks import engine_problems
+from builder.recipe.load import load_recipe
+from tests.conftest import EXAMPLES, ROOT
+
+ENGINE = json.loads((ROOT / "tests/fixtures/engines/tiny-llama-w4a16/config.json").read_text())
+
+
+@pytest.fixture
+def recipe():
+    return load_recipe(EXAMPLES / "tiny-llama-int4.yaml").recipe
+
+
+def _with(path: str, value):
+    e = copy.deepcopy(ENGINE)
+    node = e
+    *parents, last = path.split(".")
+    for p in parents:
+        node = node[p]
+    node[last] = value
+    return e
+
+
+def test_fixture_engine_matches_the_example(recipe):
+    assert engine_problems(recipe, ENGINE, ["rank0.engine"]) == []
+
+
+@pytest.mark.parametrize("path, value, words", [
+    ("build_config.max_batch_size", 16, "engine build_config.max_batch_size = 16, recipe engine.max_batch_size = 8"),
+    ("build_config.max_beam_width", 4, "max_beam_width = 4, recipe engine.max_beam_width = 1"),
+    ("build_config.max_seq_len", 1024, "max_seq_len = 1024, recipe engine.max_seq_len = 512"),
+    ("build_config.plugin_config.use_paged_context_fmha", False,
+     "enable_block_reuse needs use_paged_context_fmha, which the engine was built without"),
+    ("build_config.plugin_config.tokens_per_block", 32, "engine tokens_per_block 32, recipe kv_cache.tokens_per_block 64"),
+    ("pretrained_config.logits_dtype", "float16", "logits_dtype float16, recipe engine.logits_dtype float32"),
+    ("pretrained_config.quantization.quant_algo", "FP8", "engine quantization 'FP8', recipe quantization "
+                                                         "int4_weight_only"),
+    ("version", "1.1.0", "engine built by TensorRT-LLM 1.1.0, the serving image has 1.2.1"),
+    ("pretrained_config.mapping.tp_size", 2, "engine mapping tp_size=2 pp_size=1, recipe engine.tp_size=1"),
+])
+def test_each_mismatch_names_both_sides(recipe, path, value, words):
+    problems = engine_problems(recipe, _with(path, value), ["rank0.engine"])
+    assert any(words in p for p in problems), problems
+
+
+def test_rank_files_must_match_world_size(recipe):
+    e = _with("pretrained_config.mapping", {"world_size": 2, "tp_size": 1, "pp_size": 1})
+    assert any("needs rank0..rank1.engine" in p for p in engine_problems(recipe, e, ["rank0.engine"]))
