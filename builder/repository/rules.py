@@ -88,6 +88,8 @@ def check_model_dir(model_dir: Path) -> list[Finding]:
             f"in every version")
     if backend == "vllm":
         add("vllm", _vllm_problems(mc, model_dir, versions), "decoupled, max_batch_size 0, KIND_MODEL, model.json")
+    if backend == "python" and any((model_dir / str(v) / "model.yaml").is_file() for v in versions):
+        add("llmapi", _llmapi_problems(mc, model_dir, versions), "model.yaml consistent with config.pbtxt")
 
     add("batching", _batching_problems(mc), "dynamic batching consistent with max_batch_size")
     add("io", _io_problems(mc), f"{len(mc.input)} inputs, {len(mc.output)} outputs well-formed")
@@ -157,6 +159,29 @@ def _vllm_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
                 p.append(f"{v}/model.json has no 'model'")
         except (OSError, ValueError) as e:
             p.append(f"{v}/model.json is not valid JSON: {e}")
+    return p
+
+
+def _llmapi_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
+    """TensorRT-LLM LLM-API models: model.yaml parses, its checkpoint is packaged, triton_config agrees."""
+    import yaml
+
+    p = []
+    for v in versions:
+        try:
+            spec = yaml.safe_load((model_dir / str(v) / "model.yaml").read_text())
+        except (OSError, yaml.YAMLError) as e:
+            p.append(f"{v}/model.yaml does not parse: {e}")
+            continue
+        model = str(spec.get("model", ""))
+        if not model or model.startswith("/") or not (model_dir / str(v) / model / "config.json").is_file():
+            p.append(f"{v}/model.yaml model {model!r} is not a checkpoint inside the version directory")
+        tc = spec.get("triton_config") or {}
+        if tc.get("max_batch_size", 0) != mc.max_batch_size:
+            p.append(f"model.yaml triton_config.max_batch_size {tc.get('max_batch_size')} != config "
+                     f"max_batch_size {mc.max_batch_size}")
+        if bool(tc.get("decoupled", False)) != mc.model_transaction_policy.decoupled:
+            p.append("model.yaml triton_config.decoupled disagrees with model_transaction_policy.decoupled")
     return p
 
 

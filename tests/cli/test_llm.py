@@ -158,3 +158,30 @@ def test_vllm_target(cli, tmp_path, in_root):
     report = json.loads(cli("verify", out, "--json").stdout)
     assert all(c["ok"] for c in report["static"])
     assert report["models"][0]["path"] == "none" and report["passed"] is False
+
+
+def test_llmapi_pytorch_target(cli, llm_dir, tmp_path):
+    _edit(llm_dir / "llm.yaml", "quantization: int4_weight_only", "quantization: fp8\nruntime: pytorch")
+    out = tmp_path / "OUT"
+    r = cli("build", llm_dir / "llm.yaml", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    import yaml
+
+    vdir = out / "tiny-llama" / "1"
+    spec = yaml.safe_load((vdir / "model.yaml").read_text())
+    assert spec["backend"] == "pytorch" and spec["model"] == "checkpoint"
+    assert spec["quant_config"] == {"quant_algo": "FP8"}
+    assert spec["kv_cache_config"] == {"free_gpu_memory_fraction": 0.5, "enable_block_reuse": True,
+                                       "tokens_per_block": 64}
+    assert spec["triton_config"] == {"max_batch_size": 0, "decoupled": False}
+    assert (vdir / "checkpoint" / "config.json").is_file() and (vdir / "model.py").is_file()
+    mc = parse((out / "tiny-llama" / "config.pbtxt").read_bytes())
+    assert (mc.backend, mc.max_batch_size) == ("python", 0)
+    report = json.loads(cli("verify", out, "--json").stdout)
+    checks = {c["check"]: c for c in report["static"]}
+    assert checks["llmapi"]["ok"], checks["llmapi"]
+    (vdir / "model.yaml").write_text(yaml.safe_dump({**spec, "triton_config": {"max_batch_size": 8}}))
+    from builder.repository.rules import check_model_dir
+
+    bad = {f.check: f.detail for f in check_model_dir(out / "tiny-llama") if not f.ok}
+    assert "triton_config.max_batch_size 8 != config max_batch_size 0" in bad["llmapi"]

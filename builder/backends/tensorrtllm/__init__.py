@@ -81,11 +81,10 @@ def read_tokenizer(lr: LoadedRecipe, ckpt: Path) -> tuple[Path, dict[str, str]]:
 
 def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
     r: LLMRecipe = lr.recipe
-    if r.runtime == "pytorch":
-        raise PlanError("runtime: pytorch (TensorRT-LLM's LLM-API python model with model.yaml) is not "
-                        "implemented yet", where=lr.where(("runtime",)), hint="use runtime: engine")
     ckpt, config, files = read_checkpoint(lr)
     tok, tok_files = read_tokenizer(lr, ckpt)
+    if r.runtime == "pytorch":
+        return [("trtllm.checkpoint", {"files": sorted(files)}, {str(ckpt / k): v for k, v in files.items()})]
     arch = Architecture.from_hf_config(config)
     plan = memory_plan(r, arch)
     if not plan.fits:
@@ -119,6 +118,15 @@ def _gpu_present() -> bool:
 
 def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, out: Path, log_dir: Path,
              recipe: LLMRecipe) -> None:
+    if kind == "trtllm.checkpoint":
+        root = Path(next(iter(inputs))).parent
+        while not (root / "config.json").is_file():
+            root = root.parent
+        for src in inputs:
+            dest = out / "checkpoint" / Path(src).relative_to(root)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest)
+        return
     if kind == "trtllm.tokenizer":
         tok = out / "tokenizer"
         tok.mkdir(parents=True)
@@ -179,6 +187,10 @@ def derive_io(recipe, files: dict[str, Path]):
 
 
 def emit(bm, root: Path, store, manifest_model) -> list:
+    if bm.plan.recipe.runtime == "pytorch":
+        from builder.backends.tensorrtllm.llmapi import emit as _emit_llmapi
+
+        return _emit_llmapi(bm, root, store, manifest_model)
     from builder.backends.tensorrtllm.group import emit as _emit
 
     return _emit(bm, root, store, manifest_model)

@@ -1,0 +1,72 @@
+"""runtime: pytorch — TensorRT-LLM's LLM API (PyTorch backend) as a Triton Python model with model.yaml.
+No engine is built: the checkpoint is packaged, quantization is FP8 on the fly or a pre-quantized
+(ModelOpt AWQ) checkpoint. Without batching in Triton (max_batch_size 0): the LLM API batches itself."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import yaml
+
+from builder.core.hashing import sha256_json
+from builder.recipe.llm import LLMRecipe
+from builder.recipe.models import TensorSpec
+
+INPUTS = [TensorSpec(name="text_input", dtype="bytes", dims=[1]),
+          TensorSpec(name="max_tokens", dtype="int32", dims=[1], optional=True)]
+OUTPUTS = [TensorSpec(name="text_output", dtype="bytes", dims=[-1])]
+MODEL_PY = Path(__file__).parent / "models" / "llmapi.py"
+
+
+def model_yaml(r: LLMRecipe) -> dict:
+    """LLM() constructor arguments; 'model' is relative to the version directory (relocatable)."""
+    e, kv = r.engine, r.kv_cache
+    spec = {"model": "checkpoint", "backend": "pytorch", "dtype": r.dtype,
+            "tensor_parallel_size": e.tp_size, "pipeline_parallel_size": e.pp_size,
+            "max_batch_size": e.max_batch_size, "max_seq_len": e.max_seq_len, "max_num_tokens": e.max_num_tokens,
+            "kv_cache_config": {"free_gpu_memory_fraction": kv.free_gpu_mem_fraction,
+                                "enable_block_reuse": kv.enable_block_reuse,
+                                "tokens_per_block": kv.tokens_per_block},
+            "triton_config": {"max_batch_size": 0, "decoupled": r.serving.streaming}}
+    if kv.max_tokens is not None:
+        spec["kv_cache_config"]["max_tokens"] = kv.max_tokens
+    if r.quantization == "fp8":
+        spec["quant_config"] = {"quant_algo": "FP8"}
+    if kv.dtype != "auto":
+        spec["kv_cache_config"]["dtype"] = kv.dtype
+    return spec
+
+
+def emit(bm, root: Path, store, manifest_model) -> list:
+    from builder.repository.config import model_config_pb2, render
+
+    r: LLMRecipe = bm.plan.recipe
+    vdir = root / r.name / str(r.version)
+    files = {k: e for k, e in bm.files.items() if k.startswith("checkpoint/")}
+    for rel, entry in files.items():
+        store.materialize(entry.sha256, vdir / rel)
+    (vdir / "model.yaml").write_text(yaml.safe_dump(model_yaml(r), sort_keys=True))
+    shutil.copyfile(MODEL_PY, vdir / "model.py")
+    pb2 = model_config_pb2()
+    mc = pb2.ModelConfig()
+    mc.name, mc.backend, mc.max_batch_size = r.name, "python", 0
+    mc.version_policy.latest.num_versions = 1
+    mc.model_transaction_policy.decoupled = r.serving.streaming
+    for field, specs in ((mc.input, INPUTS), (mc.output, OUTPUTS)):
+        for s in specs:
+            t = field.add()
+            t.name, t.dims[:] = s.name, s.dims
+            t.data_type = pb2.DataType.Value({"bytes": "TYPE_STRING", "int32": "TYPE_INT32"}[s.dtype])
+            if s.optional:
+                t.optional = True
+    g = mc.instance_group.add()
+    g.kind, g.count = pb2.ModelInstanceGroup.Kind.Value("KIND_MODEL"), 1
+    mc.default_model_filename = "model.py"
+    (root / r.name / "config.pbtxt").write_bytes(render(mc))
+    return [manifest_model(name=r.name, version=r.version, backend="python", target="gpu",
+                           model_identity=sha256_json({k: e.sha256 for k, e in files.items()}),
+                           inputs=INPUTS, outputs=OUTPUTS, max_batch_size=0,
+                           llm={"group": r.name, "runtime": "pytorch", "model_yaml": model_yaml(r),
+                                "memory_plan": bm.plan.extras.get("memory_plan"),
+                                "serving_image": r.image.triton_image})]
