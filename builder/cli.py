@@ -235,16 +235,19 @@ def _render_report(report) -> None:
         out.print(f"  FAIL {c.model}: {c.check}: {c.detail}")
     if not report.models:
         return
-    table = Table("model", "ver", "how verified", "loaded", "goldens", "bit-exact", "batch composition", "result",
-                  box=None)
+    table = Table("model", "ver", "how verified", "loaded", "goldens", "bit-exact", "batching", "result", box=None)
+    table.columns[0].no_wrap = True
+    how = {"live-embedded": "live, embedded", "live-server": "live, --server", "in-process": "in-process",
+           "none": "not run"}
     for m in report.models:
         exact = "-" if not m.compared else (f"yes ({m.samples}×{m.repeats})" if not m.mismatches else
                                             f"NO ({len(m.mismatches)} diffs)")
-        table.add_row(m.name, str(m.version), m.path_detail, "yes" if m.loaded else "no",
+        table.add_row(m.name, str(m.version), how[m.path], "yes" if m.loaded else "no",
                       "recorded" if report.recorded and m.goldens else ("yes" if m.goldens else "none"), exact,
                       m.batch_invariance, "[green]PASS[/]" if m.passed else "[red]FAIL[/]")
     out.print(table)
     for m in report.models:
+        out.print(f"  {m.name}: {m.path_detail}")
         if m.load_error:
             out.print(f"  {m.name}: load error: {m.load_error}")
         for mm in m.mismatches[:5]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from builder.recipe.composition import CompositionRecipe
 from builder.recipe.llm import LLMRecipe, VLLMRecipe
 from builder.recipe.models import Recipe
 
@@ -28,7 +29,7 @@ class ModelPlan(_Frozen):
     recipe_path: str = Field(description="As given on the command line (relative when under the cwd).")
     recipe_dir: str = Field(description="Absolute directory of the recipe; source paths resolve against it.")
     recipe_digest: str
-    recipe: Recipe | LLMRecipe | VLLMRecipe = Field(discriminator="backend")
+    recipe: Recipe | LLMRecipe | VLLMRecipe | CompositionRecipe = Field(discriminator="backend")
     steps: list[PlannedStep]
     extras: dict = Field(default_factory=dict, description="Backend facts for people, e.g. the GPU memory plan.")
 

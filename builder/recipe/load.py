@@ -9,11 +9,14 @@ from pydantic import ValidationError
 from builder.core.hashing import sha256_bytes
 from builder.core.yamlio import Located, YamlProblem, load_located
 from builder.errors import MultipleErrors, RecipeError, UsageError
+from builder.recipe.composition import CompositionRecipe, check_composition_rules, composition_cycles
 from builder.recipe.llm import LLMRecipe, VLLMRecipe, check_llm_rules
 from builder.recipe.models import Recipe, check_rules
 
-RECIPE_TYPES = {"python": Recipe, "onnxruntime": Recipe, "tensorrtllm": LLMRecipe, "vllm": VLLMRecipe}
-AnyRecipe = Recipe | LLMRecipe | VLLMRecipe
+RECIPE_TYPES = {"python": Recipe, "onnxruntime": Recipe, "tensorrtllm": LLMRecipe, "vllm": VLLMRecipe,
+                "ensemble": CompositionRecipe, "bls": CompositionRecipe}
+AnyRecipe = Recipe | LLMRecipe | VLLMRecipe | CompositionRecipe
+RULES = {Recipe: check_rules, LLMRecipe: check_llm_rules, CompositionRecipe: check_composition_rules}
 
 RECIPE_SUFFIXES = (".yaml", ".yml")
 
@@ -103,8 +106,7 @@ def load_recipe(path: Path) -> LoadedRecipe:
         recipe = cls.model_validate(located.data)
     except ValidationError as e:
         raise _one_or_many(_pydantic_errors(e, located, path)) from None
-    rules = check_rules(recipe) if isinstance(recipe, Recipe) else (
-        check_llm_rules(recipe) if isinstance(recipe, LLMRecipe) else [])
+    rules = RULES[type(recipe)](recipe) if type(recipe) in RULES else []
     problems = [RecipeError(f"{_loc_str(loc)}: {msg}", where=f"{path}:{located.line_of(loc)}", hint=hint)
                 for loc, msg, hint in rules]
     if problems:
@@ -146,6 +148,10 @@ def load_recipes(paths: list[Path]) -> list[LoadedRecipe]:
                                       where=f"{lr.path}:1", hint="give each recipe a distinct name or version"))
         else:
             seen[key] = lr
+    for cycle in composition_cycles([lr.recipe for lr in loaded]):
+        first = next(lr for lr in loaded if lr.recipe.name == cycle[0])
+        errors.append(RecipeError(f"composition cycle: {' → '.join(cycle)}", where=first.where(("steps",)),
+                                  hint="a pipeline cannot call itself, directly or through another pipeline"))
     if errors:
         raise _one_or_many(errors)
     return loaded

@@ -124,6 +124,13 @@ class Verify(_Strict):
         "report", description="Whether outputs must stay bit-identical when an input is batched with others.")
 
 
+class Warmup(_Strict):
+    data: Literal["zero", "random", "goldens"] = Field(
+        "zero", description="zero/random data of the config's shapes, or the first golden sample's inputs.")
+    batch_size: int = Field(1, ge=1)
+    count: int = Field(1, ge=1, description="Times the warmup request is sent before the model reports ready.")
+
+
 class Recipe(_Strict):
     """One served model: a Triton model directory with one numeric version."""
 
@@ -143,6 +150,7 @@ class Recipe(_Strict):
     target: Literal["cpu", "gpu"] = Field("cpu", description="Hardware the model is served on; 'cpu' forbids "
                                                            "KIND_GPU instances (Triton fails to load them).")
     parameters: dict[str, str] = Field(default_factory=dict, description="config.pbtxt parameters.")
+    warmup: Warmup | None = Field(None, description="model_warmup: requests Triton runs before the model is ready.")
     verify: Verify = Field(default_factory=Verify)
 
     @field_validator("name")
@@ -196,6 +204,12 @@ def check_rules(r: Recipe) -> list[Problem]:
             if not getattr(r, key):
                 out.append(((key,), f"python models must declare '{key}' (nothing to derive them from)",
                             f"add '{key}:' with name, dtype and dims"))
+    if r.warmup is not None and r.warmup.batch_size > max(1, r.max_batch_size):
+        out.append((("warmup", "batch_size"), f"warmup batch_size {r.warmup.batch_size} exceeds max_batch_size "
+                    f"{r.max_batch_size}", f"use a batch_size <= {max(1, r.max_batch_size)}"))
+    if r.warmup is not None and r.warmup.data == "goldens" and not r.verify.goldens:
+        out.append((("warmup", "data"), "warmup from goldens needs verify.goldens", "set verify.goldens or use "
+                    "data: zero"))
     if r.max_batch_size > 0:
         for key in ("inputs", "outputs"):
             for i, t in enumerate(getattr(r, key) or []):

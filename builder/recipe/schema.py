@@ -7,13 +7,14 @@ from typing import Annotated
 from pydantic import Field, TypeAdapter
 
 from builder.core.hashing import pretty_json
+from builder.recipe.composition import CompositionRecipe
 from builder.recipe.llm import LLMRecipe, VLLMRecipe
 from builder.recipe.models import Recipe
 
 
 def recipe_schema_bytes() -> bytes:
     # NOTE: one schema for every recipe kind; editors pick the branch by 'backend'.
-    schema = TypeAdapter(Annotated[Recipe | LLMRecipe | VLLMRecipe, Field(discriminator="backend")]).json_schema()
+    schema = TypeAdapter(Annotated[Recipe | LLMRecipe | VLLMRecipe | CompositionRecipe, Field(discriminator="backend")]).json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://tritonbuild.dev/recipe.schema.json"
     return pretty_json(schema)

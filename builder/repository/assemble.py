@@ -48,6 +48,39 @@ def _goldens(bm: BuiltModel, model_dir: Path) -> tuple[str | None, str | None]:
     return f"{bm.plan.name}/{dest.name}", source
 
 
+def _golden_warmup(bm: BuiltModel, model_dir: Path, goldens: str | None, config: bytes) -> bytes:
+    """Warmup inputs = the first golden sample, as raw files in <model>/warmup/ (Triton's layout)."""
+    import numpy as np
+
+    from builder.core.npz import read_npz
+    from builder.repository.config import add_warmup, model_config_pb2, parse
+
+    recipe = bm.plan.recipe
+    if goldens is None:
+        raise BuildError(f"model {recipe.name!r}: warmup.data is goldens but no goldens are recorded",
+                         where=bm.plan.recipe_path, hint="run 'tritonbuild verify OUT --record' first, or use "
+                         "warmup.data: zero")
+    arrays = read_npz(model_dir.parent / goldens)
+    files = {}
+    for t in bm.inputs:
+        arr = arrays.get(f"input.0.{t.name}")
+        shape = list(arr.shape[1:] if recipe.max_batch_size > 0 else arr.shape) if arr is not None else None
+        if arr is None or len(shape) != len(t.dims) or any(d != -1 and d != s for d, s in zip(t.dims, shape)):
+            raise BuildError(f"model {recipe.name!r}: golden input {t.name!r} has shape {shape}, the config says "
+                             f"{t.dims}: it cannot be warmup data", where=bm.plan.recipe_path,
+                             hint="re-record goldens for the current inputs, or use warmup.data: zero")
+        if t.dtype == "bytes":
+            raw = b"".join(len(x).to_bytes(4, "little") + bytes(x) for x in arr.reshape(-1)[: int(np.prod(shape))])
+        else:
+            raw = np.ascontiguousarray(arr[0] if recipe.max_batch_size > 0 else arr).tobytes()
+        (model_dir / "warmup").mkdir(exist_ok=True)
+        write_atomic(model_dir / "warmup" / t.name, raw)
+        files[t.name] = (shape, t.name)
+    mc = parse(config)
+    add_warmup(mc, recipe.warmup, bm.inputs, recipe.verify.dynamic_size, model_config_pb2(), files)
+    return render(mc)
+
+
 def _write_model(store: Store, bm: BuiltModel, root: Path, configs: dict[str, tuple[int, bytes]]) -> ManifestModel:
     mp, recipe = bm.plan, bm.plan.recipe
     model_dir = root / mp.name
@@ -63,6 +96,9 @@ def _write_model(store: Store, bm: BuiltModel, root: Path, configs: dict[str, tu
     configs[mp.name] = (mp.version, config)
     write_atomic(model_dir / "config.pbtxt", config)
     goldens, goldens_source = _goldens(bm, model_dir)
+    if recipe.warmup is not None and recipe.warmup.data == "goldens":
+        config = _golden_warmup(bm, model_dir, goldens, config)
+        write_atomic(model_dir / "config.pbtxt", config)
     return ManifestModel(
         name=mp.name, version=mp.version, backend=mp.backend, target=recipe.target, recipe_path=mp.recipe_path,
         recipe_sha256=mp.recipe_digest,
@@ -100,9 +136,15 @@ def assemble(result: BuildResult, out: Path, *, force: bool = False) -> Manifest
     try:
         configs: dict[str, tuple[int, bytes]] = {}
         models = []
-        for bm in result.models:
+        # NOTE: compositions last: they are checked against the models they call.
+        ordered = sorted(result.models, key=lambda bm: getattr(backend_for(bm.plan.backend), "NEEDS_BUILT_MODELS",
+                                                               False))
+        for bm in ordered:
             backend = backend_for(bm.plan.backend)
-            if hasattr(backend, "emit"):
+            if getattr(backend, "NEEDS_BUILT_MODELS", False):
+                known = {m.name: m for m in models}
+                models.extend(backend.emit(bm, staging, store, partial(_manifest_model, bm), known))
+            elif hasattr(backend, "emit"):
                 models.extend(backend.emit(bm, staging, store, partial(_manifest_model, bm)))
             else:
                 models.append(_write_model(store, bm, staging, configs))

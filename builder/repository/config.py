@@ -51,7 +51,31 @@ def build_model_config(recipe: Recipe, inputs: list[TensorSpec], outputs: list[T
     for k in sorted(recipe.parameters):
         mc.parameters[k].string_value = recipe.parameters[k]
     mc.default_model_filename = backend.DEFAULT_FILENAME
+    if recipe.warmup is not None:
+        add_warmup(mc, recipe.warmup, inputs, recipe.verify.dynamic_size, pb2)
     return mc
+
+
+def add_warmup(mc, warmup, inputs: list[TensorSpec], dynamic_size: int, pb2, files: dict | None = None) -> None:
+    """model_warmup: one sample; -1 dims become dynamic_size (or the golden sample's shape via files)."""
+    mc.ClearField("model_warmup")
+    w = mc.model_warmup.add()
+    w.name = f"{warmup.data}_sample"
+    w.batch_size = warmup.batch_size
+    w.count = warmup.count
+    for t in inputs:
+        wi = w.inputs[t.name]
+        wi.data_type = pb2.DataType.Value(DTYPES[t.dtype])
+        if files is not None:
+            dims, filename = files[t.name]
+            wi.dims.extend(dims)
+            wi.input_data_file = filename
+        else:
+            wi.dims.extend(dynamic_size if d == -1 else d for d in t.dims)
+            if warmup.data == "random":
+                wi.random_data = True
+            else:
+                wi.zero_data = True
 
 
 def _queue_policy(qp, policy, pb2) -> None:

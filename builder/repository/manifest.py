@@ -35,6 +35,7 @@ class ManifestModel(_Frozen):
     goldens: str | None = Field(None, description="Repository-relative golden .npz, when present.")
     goldens_source: str | None = Field(None, description="Where 'verify --record' writes goldens (recipe's path).")
     steps: dict[str, str] = Field(description="Step kind → cache key.")
+    depends_on: list[str] = Field(default_factory=list, description="Models this one calls (ensembles, BLS).")
     llm: dict | None = Field(None, description="LLM group facts: group, quant_algo (e.g. W4A16), TRT-LLM "
                                                "version, engine path, world size, memory plan.")
 

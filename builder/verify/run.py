@@ -153,7 +153,7 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
                                     models=[], passed=False)
         write_atomic(root / REPORT_NAME, pretty_json(report.model_dump(mode="json")))
         return report
-    paths = {(m.name, m.version): _path_for(m, server_url) for m in manifest.models}
+    paths = {(m.name, m.version): _path_for(m, server_url, manifest) for m in manifest.models}
     reports, updated = [], []
     with ExitStack() as stack:
         server = None
@@ -194,10 +194,15 @@ def _embedded_can_run(backend: str) -> bool:
         return False
 
 
-def _path_for(m: ManifestModel, server_url: str | None) -> tuple[str, str]:
+def _path_for(m: ManifestModel, server_url: str | None, manifest: Manifest | None = None) -> tuple[str, str]:
     tc = fingerprint()
     if server_url:
         return "live-server", f"tritonserver at {server_url}"
+    if m.depends_on and manifest is not None:
+        blocked = [d for d in m.depends_on
+                   if _path_for(manifest.model(d), None, manifest)[0] != "live-embedded"]
+        if blocked:
+            return "none", f"not run here: calls {blocked}, which the embedded server cannot load (--server URL)"
     if m.target == "gpu":
         return "none", f"not run here: needs a GPU server with the {m.backend} backend (verify --server URL)"
     if _embedded_can_run(m.backend):

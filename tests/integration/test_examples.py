@@ -50,7 +50,8 @@ def test_every_config_parses_as_model_config(built):
     from builder.repository.config import parse
 
     configs = list(built[0].glob("*/config.pbtxt"))
-    assert len(configs) == 2
+    assert sorted(c.parent.name for c in configs) == ["feature-normalizer", "risk-pipeline", "risk-pipeline-bls",
+                                                      "risk-scorer", "text-encoder"]
     for c in configs:
         assert parse(c.read_bytes()).name == c.parent.name
 
@@ -68,6 +69,10 @@ def test_examples_verify_live_and_in_process(built, cli, tmp_path):
     assert scorer["path"] == "live-embedded" and scorer["loaded"] and scorer["passed"]
     assert scorer["compared"] == 6 * 2 * 3 and scorer["batch_invariance"] == "invariant"
     assert enc["path"] == "in-process" and enc["passed"] and "onnxruntime" in enc["path_detail"]
+    for pipeline in ("risk-pipeline", "risk-pipeline-bls"):  # ensemble and BLS, live, bit-exact
+        p = by_name[pipeline]
+        assert p["path"] == "live-embedded" and p["passed"] and p["batch_invariance"] == "invariant"
+    assert by_name["feature-normalizer"]["passed"]  # loaded with its warmup
     assert report["passed"] and report["manifest_digest"]
     saved = json.loads((repo / "tritonbuild-verification.json").read_text())
     assert saved == report

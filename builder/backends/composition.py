@@ -1,0 +1,125 @@
+"""Ensembles (platform: ensemble) and BLS pipelines (a Python model) built from other recipes' models.
+
+Checked against the step models' real inputs and outputs at assembly: every mapped tensor exists, dtypes
+agree across each mapping, batch sizes are consistent."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from builder.errors import BuildError
+from builder.recipe.composition import CompositionRecipe
+from builder.recipe.models import DTYPES, TensorSpec
+
+NAME = "ensemble"
+DEFAULT_FILENAME = None
+EMBEDDED_LIVE = True  # runnable in the embedded server when every step model is (checked per model at verify)
+NEEDS_BUILT_MODELS = True
+BLS_MODEL = Path(__file__).parent / "models" / "bls_chain.py"
+KEEP = ".keep"
+
+
+def plan_steps(lr) -> list:
+    return []
+
+
+def derive_io(recipe, files):
+    return recipe.inputs, recipe.outputs
+
+
+def _check(r: CompositionRecipe, known: dict) -> list[str]:
+    problems = []
+    dtypes = {t.name: t.dtype for t in r.inputs}
+    for i, step in enumerate(r.steps):
+        m = known.get(step.model)
+        if m is None:
+            problems.append(f"steps[{i}].model: {step.model!r} is not built by these recipes (built: {sorted(known)})")
+            continue
+        ins = {t.name: t for t in m.inputs}
+        outs = {t.name: t for t in m.outputs}
+        for model_input, tensor in step.inputs.items():
+            if model_input not in ins:
+                problems.append(f"steps[{i}].inputs.{model_input}: {step.model} has no input {model_input!r} "
+                                f"(inputs: {sorted(ins)})")
+            elif tensor in dtypes and dtypes[tensor] != ins[model_input].dtype:
+                problems.append(f"steps[{i}].inputs.{model_input}: tensor {tensor!r} is {dtypes[tensor]} but "
+                                f"{step.model} input {model_input!r} is {ins[model_input].dtype}")
+        missing_required = sorted(n for n, t in ins.items() if not t.optional and n not in step.inputs)
+        if missing_required:
+            problems.append(f"steps[{i}].inputs: {step.model} needs {missing_required}, which are not mapped")
+        for model_output, tensor in step.outputs.items():
+            if model_output not in outs:
+                problems.append(f"steps[{i}].outputs.{model_output}: {step.model} has no output {model_output!r} "
+                                f"(outputs: {sorted(outs)})")
+            else:
+                dtypes[tensor] = outs[model_output].dtype
+        if m.max_batch_size and r.max_batch_size > m.max_batch_size:
+            problems.append(f"max_batch_size {r.max_batch_size} exceeds {step.model}'s {m.max_batch_size}")
+        if r.max_batch_size and not m.max_batch_size:
+            problems.append(f"max_batch_size {r.max_batch_size} > 0 but {step.model} does not batch "
+                            "(max_batch_size 0)")
+    for j, t in enumerate(r.outputs):
+        if t.name in dtypes and dtypes[t.name] != t.dtype:
+            problems.append(f"outputs[{j}]: {t.name!r} is declared {t.dtype} but its step writes {dtypes[t.name]}")
+    return problems
+
+
+def emit(bm, root: Path, store, manifest_model, known: dict) -> list:
+    from builder.repository.config import model_config_pb2, render
+
+    r: CompositionRecipe = bm.plan.recipe
+    problems = _check(r, known)
+    if problems:
+        raise BuildError(f"{r.backend} {r.name!r}: " + "; ".join(problems), where=bm.plan.recipe_path,
+                         hint="map tensors to the step models' real names and types (see their config.pbtxt)")
+    pb2 = model_config_pb2()
+    mc = pb2.ModelConfig()
+    mc.name = r.name
+    vdir = root / r.name / str(r.version)
+    vdir.mkdir(parents=True)
+    if r.backend == "ensemble":
+        mc.platform = "ensemble"
+    else:
+        mc.backend = "python"
+    mc.max_batch_size = r.max_batch_size
+    mc.version_policy.latest.num_versions = 1
+    for field, specs in ((mc.input, r.inputs), (mc.output, r.outputs)):
+        for s in specs:
+            t = field.add()
+            t.name = s.name
+            t.data_type = pb2.DataType.Value(DTYPES[s.dtype])
+            t.dims.extend(s.dims)
+    steps = [{"model": s.model, "version": s.version, "inputs": dict(sorted(s.inputs.items())),
+              "outputs": dict(sorted(s.outputs.items()))} for s in r.steps]
+    if r.backend == "ensemble":
+        for s in steps:
+            step = mc.ensemble_scheduling.step.add()
+            step.model_name, step.model_version = s["model"], s["version"]
+            for k, v in s["inputs"].items():
+                step.input_map[k] = v
+            for k, v in s["outputs"].items():
+                step.output_map[k] = v
+        (vdir / KEEP).write_bytes(b"")
+    else:
+        for g in r.instances:
+            ig = mc.instance_group.add()
+            ig.kind = pb2.ModelInstanceGroup.Kind.Value(f"KIND_{g.kind.upper()}")
+            ig.count = g.count
+        mc.parameters["steps"].string_value = json.dumps(steps, sort_keys=True, separators=(",", ":"))
+        mc.default_model_filename = "model.py"
+        shutil.copyfile(BLS_MODEL, vdir / "model.py")
+    (root / r.name / "config.pbtxt").write_bytes(render(mc))
+    deps = sorted({s.model for s in r.steps})
+    return [manifest_model(name=r.name, version=r.version, backend="ensemble" if r.backend == "ensemble" else
+                           "python", target="cpu", model_identity=_identity(steps, known),
+                           inputs=[TensorSpec(**t.model_dump()) for t in r.inputs],
+                           outputs=[TensorSpec(**t.model_dump()) for t in r.outputs],
+                           max_batch_size=r.max_batch_size, depends_on=deps)]
+
+
+def _identity(steps: list, known: dict) -> str:
+    from builder.core.hashing import sha256_json
+
+    return sha256_json({"steps": steps, "models": {s["model"]: known[s["model"]].model_identity for s in steps}})

@@ -1,0 +1,97 @@
+"""Composition recipes: an ensemble (Triton's scheduler) or a BLS Python model chaining other recipes' models."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from builder.recipe.llm import _Named, _Strict
+from builder.recipe.models import SCHEMA_VERSION, InstanceGroup, TensorSpec, Verify
+
+
+class Step(_Strict):
+    model: str = Field(description="Name of a model built from another recipe in the same build.")
+    version: int = Field(-1, description="-1 = the latest version (always written explicitly).")
+    inputs: dict[str, str] = Field(description="Step model input name ← pipeline tensor name.")
+    outputs: dict[str, str] = Field(description="Step model output name → pipeline tensor name.")
+
+
+class CompositionRecipe(_Named):
+    """Models chained by tensor mappings: backend ensemble (platform: ensemble) or bls (a Python model)."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    backend: Literal["ensemble", "bls"]
+    max_batch_size: int = Field(0, ge=0)
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    steps: list[Step] = Field(min_length=1)
+    instances: list[InstanceGroup] = Field(default_factory=lambda: [InstanceGroup()],
+                                           description="bls only: instances of the Python model.")
+    verify: Verify = Field(default_factory=Verify)
+
+
+def check_composition_rules(r: CompositionRecipe) -> list[tuple]:
+    """Data flow in step order: every tensor read is an input or written earlier; every output written;
+    nothing written and never read; no step calls the composition itself."""
+    out = []
+    available = {t.name for t in r.inputs}
+    produced_by: dict[str, int] = {}
+    read: set[str] = set()
+    for i, step in enumerate(r.steps):
+        if step.model == r.name:
+            out.append((("steps", i, "model"), f"step {i} calls {r.name!r} itself: a cycle",
+                        "remove the step or call another model"))
+        if r.backend == "ensemble" and step.version == 0:
+            out.append((("steps", i, "version"), "version 0 does not exist (versions start at 1)",
+                        "use -1 (latest) or a real version"))
+        for model_input, tensor in step.inputs.items():
+            read.add(tensor)
+            if tensor not in available:
+                later = [j for j, s in enumerate(r.steps) if j >= i and tensor in s.outputs.values()]
+                why = f"it is written only by step {later[0]}, not before (a cycle)" if later else \
+                    "nothing provides it"
+                out.append((("steps", i, "inputs", model_input), f"step {i} ({step.model}) reads {tensor!r} but "
+                            f"{why}", f"map {model_input!r} to one of {sorted(available)}"))
+        for model_output, tensor in step.outputs.items():
+            if tensor in produced_by or tensor in {t.name for t in r.inputs}:
+                out.append((("steps", i, "outputs", model_output), f"tensor {tensor!r} is written twice",
+                            "give each step output its own name"))
+            produced_by[tensor] = i
+            available.add(tensor)
+    outputs = {t.name for t in r.outputs}
+    for j, t in enumerate(r.outputs):
+        if t.name not in produced_by:
+            out.append((("outputs", j, "name"), f"output {t.name!r} is not written by any step",
+                        "map a step output to it"))
+    for tensor, i in produced_by.items():
+        if tensor not in read and tensor not in outputs:
+            out.append((("steps", i, "outputs"), f"tensor {tensor!r} is written by step {i} and never used",
+                        "drop it from the step's outputs or make it a pipeline output"))
+    for j, t in enumerate(r.inputs):
+        if t.name not in read:
+            out.append((("inputs", j, "name"), f"input {t.name!r} is not read by any step", "remove it or use it"))
+    if r.backend == "ensemble" and len(r.instances) and r.instances != [InstanceGroup()]:
+        out.append((("instances",), "an ensemble has no instances of its own (Triton rejects instance_group)",
+                    "remove 'instances'"))
+    return out
+
+
+def composition_cycles(recipes: list) -> list[list[str]]:
+    """Cycles among composition recipes (A's step calls B, B's step calls A), as lists of names."""
+    graph = {r.name: [s.model for s in r.steps] for r in recipes if isinstance(r, CompositionRecipe)}
+    cycles, state = [], {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for nxt in graph.get(node, []):
+            if state.get(nxt) == "open":
+                cycles.append(path[path.index(nxt):] + [nxt])
+            elif nxt in graph and nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    return cycles
