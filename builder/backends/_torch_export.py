@@ -39,6 +39,8 @@ def main(spec_path: str, out_path: str) -> int:
         print(f"{spec['module']} returned {type(model).__name__}, not a torch.nn.Module", file=sys.stderr)
         return 3
     model.eval()
+    if spec.get("target") == "pytorch":
+        return export_pytorch(torch, model, spec, out_path)
     names = list(spec["inputs"])
     dynamic_axes = {t: {int(a): n for a, n in axes.items()} for t, axes in spec["dynamic_axes"].items()}
     with torch.no_grad():
@@ -46,6 +48,22 @@ def main(spec_path: str, out_path: str) -> int:
                           output_names=spec["outputs"], dynamic_axes=dynamic_axes or None,
                           opset_version=spec["opset"], do_constant_folding=True, dynamo=False)
     print(f"exported {spec['module']} (seed {spec['seed']}, opset {spec['opset']}) to {out_path}")
+    return 0
+
+
+def export_pytorch(torch, model, spec: dict, out_path: str) -> int:
+    """TorchScript (trace or script) → model.pt, or torch.export + AOTInductor → model.pt2."""
+    args = example_inputs(torch, spec)
+    with torch.no_grad():
+        if spec["format"] == "aoti":
+            batch = torch.export.Dim("batch", min=1, max=max(2, spec["max_batch_size"]))
+            dynamic = {name: {0: batch} for name in spec["inputs"]} if spec["max_batch_size"] > 0 else None
+            program = torch.export.export(model, args, dynamic_shapes=dynamic)
+            torch._inductor.aoti_compile_and_package(program, package_path=out_path)
+        else:
+            module = torch.jit.trace(model, args) if spec["method"] == "trace" else torch.jit.script(model)
+            torch.jit.save(module, out_path)
+    print(f"exported {spec['module']} ({spec['format']}, seed {spec['seed']}) to {out_path}")
     return 0
 
 

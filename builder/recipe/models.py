@@ -57,7 +57,11 @@ class TorchExport(_Strict):
     dynamic_axes: dict[str, dict[int, str]] | None = Field(
         None, description="Axis names per tensor; default: axis 0 of every tensor when max_batch_size > 0.")
     seed: int = Field(0, description="torch.manual_seed before building the module.")
-    opset: int = Field(17, ge=7, le=23)
+    opset: int = Field(17, ge=7, le=23, description="onnxruntime: ONNX opset.")
+    format: Literal["torchscript", "aoti"] = Field(
+        "torchscript", description="pytorch backend: TorchScript (model.pt) or torch.export + AOTInductor "
+                                   "package (model.pt2).")
+    method: Literal["trace", "script"] = Field("trace", description="TorchScript: torch.jit.trace or script.")
 
 
 class Source(_Strict):
@@ -138,7 +142,7 @@ class Recipe(_Strict):
     name: str = Field(description="Triton model name = directory name. [A-Za-z0-9_.-], not starting with '.' "
                                   "or '-'.")
     version: int = Field(ge=1, description="Numeric version directory (>= 1).")
-    backend: Literal["python", "onnxruntime"]
+    backend: Literal["python", "onnxruntime", "pytorch"]
     source: Source
     max_batch_size: int = Field(0, ge=0, description="0 = the model does not batch; dims are full shapes.")
     inputs: list[TensorSpec] | None = Field(None, description="Required for python; derived from the graph "
@@ -196,6 +200,9 @@ def check_rules(r: Recipe) -> list[Problem]:
         if g.kind == "gpu" and r.target == "cpu":
             out.append((("instances", i, "kind"), "kind gpu but the recipe's target is cpu (a CPU server fails "
                         "to load KIND_GPU instances)", "use kind: cpu, or set target: gpu"))
+    if r.backend == "pytorch" and r.source.export is None and not (r.inputs and r.outputs):
+        out.append((("source",), "a saved TorchScript file needs 'inputs' and 'outputs' declared",
+                    "declare them, or use source.export so they are derived from the example inputs"))
     if r.backend == "python":
         if r.source.export is not None:
             out.append((("source", "export"), "python models take source.path (model.py), not source.export",

@@ -50,7 +50,8 @@ def build_model_config(recipe: Recipe, inputs: list[TensorSpec], outputs: list[T
         _batching(mc.dynamic_batching, recipe.batching, pb2)
     for k in sorted(recipe.parameters):
         mc.parameters[k].string_value = recipe.parameters[k]
-    mc.default_model_filename = backend.DEFAULT_FILENAME
+    mc.default_model_filename = backend.default_filename(recipe) if hasattr(backend, "default_filename") \
+        else backend.DEFAULT_FILENAME
     if recipe.warmup is not None:
         add_warmup(mc, recipe.warmup, inputs, recipe.verify.dynamic_size, pb2)
     return mc

@@ -10,10 +10,11 @@ from google.protobuf import text_format
 
 from builder.repository.config import parse
 
-# backend → (platform allowed with it, default model filename)
-DEFAULTS = {"python": ("", "model.py"), "onnxruntime": ("onnxruntime_onnx", "model.onnx"),
-            "pytorch": ("pytorch_libtorch", "model.pt"), "tensorrt": ("tensorrt_plan", "model.plan"),
-            "vllm": ("", "model.json"), "tensorrtllm": ("", "")}
+# backend → {platform allowed with it ("" = none given): default model filename}
+DEFAULTS = {"python": {"": "model.py"}, "onnxruntime": {"": "model.onnx", "onnxruntime_onnx": "model.onnx"},
+            "pytorch": {"": "model.pt", "pytorch_libtorch": "model.pt", "torch_aoti": "model.pt2"},
+            "tensorrt": {"": "model.plan", "tensorrt_plan": "model.plan"}, "vllm": {"": "model.json"},
+            "tensorrtllm": {"": ""}}
 VERSION_RE = re.compile(r"^[1-9][0-9]*$")
 
 
@@ -76,16 +77,15 @@ def check_model_dir(model_dir: Path) -> list[Finding]:
     elif backend not in DEFAULTS and not mc.platform:
         problems.append(f"unknown backend {backend!r} and no platform")
     elif backend in DEFAULTS:
-        plat, default = DEFAULTS[backend]
-        if mc.platform and mc.platform != plat:
+        if mc.platform not in DEFAULTS[backend]:
             problems.append(f"platform {mc.platform!r} does not go with backend {backend!r}")
-        filename = mc.default_model_filename or default
+        filename = mc.default_model_filename or DEFAULTS[backend].get(mc.platform, "")
         for v in versions:
             if not (model_dir / str(v) / filename).exists():
                 problems.append(f"{v}/{filename} is missing (the {backend} backend loads that file)")
     if mc.platform != "ensemble" and backend != "tensorrtllm":
-        add("model_file", problems, f"{mc.default_model_filename or DEFAULTS.get(backend, ('', '?'))[1]} present "
-            f"in every version")
+        add("model_file", problems, f"{mc.default_model_filename or DEFAULTS.get(backend, {}).get('', '?')} "
+            f"present in every version")
     if backend == "vllm":
         add("vllm", _vllm_problems(mc, model_dir, versions), "decoupled, max_batch_size 0, KIND_MODEL, model.json")
     if backend == "python" and any((model_dir / str(v) / "model.yaml").is_file() for v in versions):

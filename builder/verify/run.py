@@ -21,7 +21,7 @@ from builder.repository.rules import check_model_dir
 from builder.server.embedded import EmbeddedServer, ModelLoadError, load_model
 from builder.verify.goldens import compare, from_npz_arrays, generate_inputs, to_npz_arrays
 from builder.verify.models import Mismatch, ModelReport, StaticCheck, VerificationReport
-from builder.verify.runners import OnnxRunner, TritonRunner
+from builder.verify.runners import OnnxRunner, TorchRunner, TritonRunner
 
 Progress = Callable[[str], None]
 
@@ -166,8 +166,8 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
             url = server_url if path == "live-server" else (f"http://{server.http_url}" if server else None)
             rep, m2 = _verify_model(root, m, path, detail, url, record)
             if path == "in-process":
-                rep = rep.model_copy(update={"notes": [*rep.notes, "not loaded in tritonserver: the embedded "
-                                                       "server has no onnxruntime backend; pass --server URL"]})
+                rep = rep.model_copy(update={"notes": [*rep.notes, f"not loaded in tritonserver: the embedded "
+                                                       f"server has no {m.backend} backend; pass --server URL"]})
             reports.append(rep)
             updated.append(m2)
     _remove_bytecode(root)
@@ -209,6 +209,8 @@ def _path_for(m: ManifestModel, server_url: str | None, manifest: Manifest | Non
         return "live-embedded", f"tritonserver {tc.get('tritonserver', '?')} embedded"
     if m.backend == "onnxruntime":
         return "in-process", f"onnxruntime {tc.get('onnxruntime', '?')} in-process"
+    if m.backend == "pytorch":
+        return "in-process", f"torch {tc.get('torch', '?')} in-process"
     return "none", f"no way to run backend {m.backend} here"
 
 
@@ -219,7 +221,10 @@ def _verify_model(root: Path, m: ManifestModel, path: str, detail: str, url: str
     if path == "none":
         return ModelReport(**{**base, "path_detail": "not run here"}, loaded=False, passed=False, notes=[detail]), m
     try:
-        if path == "in-process":
+        if path == "in-process" and m.backend == "pytorch":
+            vdir = root / m.name / str(m.version)
+            runner = TorchRunner(next(p for p in (vdir / "model.pt2", vdir / "model.pt") if p.is_file()), m)
+        elif path == "in-process":
             runner = OnnxRunner(root / m.name / str(m.version) / backend_for(m.backend).DEFAULT_FILENAME, m)
         else:
             load_model(url, m.name)

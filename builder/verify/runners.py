@@ -74,3 +74,30 @@ class OnnxRunner:
 
     def close(self) -> None:
         pass
+
+
+class TorchRunner:
+    """torch in-process on the repository's own model.pt / model.pt2; tensors matched by their __index."""
+
+    def __init__(self, path: Path, model: ManifestModel):
+        import torch
+
+        from builder.backends.pytorch import load
+
+        torch.set_num_threads(1)
+        self.torch = torch
+        self.module = load(path, "aoti" if path.suffix == ".pt2" else "torchscript")
+        self.model = model
+
+    def infer(self, sample: Sample) -> Sample:
+        args = [self.torch.from_numpy(np.ascontiguousarray(sample[t.name])) for t in self.model.inputs]
+        with self.torch.no_grad():
+            result = self.module(*args)
+        results = list(result) if isinstance(result, (tuple, list)) else [result]
+        return {t.name: r.numpy() for t, r in zip(self.model.outputs, results)}
+
+    def infer_concurrent(self, samples: list[Sample]) -> list[Sample]:
+        return [self.infer(s) for s in samples]
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,126 @@
+"""PyTorch backend: a seeded torch module exported as TorchScript (model.pt, platform pytorch_libtorch) or as a
+torch.export/AOTInductor package (model.pt2, platform torch_aoti), or a saved TorchScript file.
+
+Tensor names follow the libtorch convention `<name>__<index>` (inputs in forward() order, outputs in order);
+dtypes and shapes come from running the exported module on the example inputs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from builder.backends.common import local_source, pinned_digest
+from builder.backends.onnxruntime import _module_file
+from builder.core.hashing import sha256_file
+from builder.core.proc import run_logged
+from builder.errors import BuildError, PlanError
+from builder.recipe.load import LoadedRecipe
+from builder.recipe.models import Recipe, TensorSpec
+
+NAME = "pytorch"
+EMBEDDED_LIVE = False  # the embedded tritonserver has only the python backend
+EXPORT_TIMEOUT_S = 1800
+FILES = {"torchscript": ("model.pt", "pytorch_libtorch"), "aoti": ("model.pt2", "torch_aoti")}
+TORCH_TO_DTYPE = {"torch.float32": "fp32", "torch.float16": "fp16", "torch.float64": "fp64", "torch.bfloat16": "bf16",
+                  "torch.int64": "int64", "torch.int32": "int32", "torch.int16": "int16", "torch.int8": "int8",
+                  "torch.uint8": "uint8", "torch.bool": "bool"}
+DEFAULT_FILENAME = "model.pt"
+
+
+def filename(recipe: Recipe) -> str:
+    ex = recipe.source.export
+    return FILES[ex.format][0] if ex is not None else "model.pt"
+
+
+def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
+    r, src = lr.recipe, lr.recipe.source
+    if src.export is None:
+        if "://" in src.path:
+            raise PlanError("pytorch sources must be local files", where=lr.where(("source", "path")),
+                            hint="download the TorchScript file first")
+        path = local_source(lr, src.path, ("source", "path"))
+        return [("torch.fetch", {}, {str(path): pinned_digest(lr, path)})]
+    ex = src.export
+    path = _module_file(lr, ex.module.split(":")[0])
+    params = {"module": ex.module, "seed": ex.seed, "format": ex.format, "method": ex.method,
+              "outputs": list(ex.outputs), "inputs": {k: v.model_dump() for k, v in ex.inputs.items()},
+              "max_batch_size": r.max_batch_size, "target": "pytorch", "dynamic_axes": {}, "opset": ex.opset}
+    return [("torch.export", params, {str(path): sha256_file(path)})]
+
+
+def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, out: Path, log_dir: Path,
+             recipe: Recipe | None = None) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    if kind == "torch.fetch":
+        (src, _digest), = inputs.items()
+        shutil.copyfile(src, out / "model.pt")
+        return
+    log_dir.mkdir(parents=True, exist_ok=True)
+    spec_path = log_dir / "export-spec.json"
+    spec_path.write_text(json.dumps({**params, "recipe_dir": str(recipe_dir)}, sort_keys=True, indent=2))
+    target = out / FILES[params["format"]][0]
+    res = run_logged([sys.executable, "-m", "builder.backends._torch_export", str(spec_path), str(target)],
+                     cwd=recipe_dir, log_path=log_dir / "torch.export.log", timeout=EXPORT_TIMEOUT_S)
+    if res.returncode != 0:
+        why = "timed out" if res.timed_out else f"exit {res.returncode}"
+        raise BuildError(f"torch export ({params['format']}) of {params['module']} failed ({why}); the exporter "
+                         f"said:\n{res.tail()}", where=str(res.log_path),
+                         hint="make the module traceable/scriptable (no data-dependent Python control flow for "
+                              f"trace), or try method: script; reproduce with {log_dir / 'reproduce.sh'}")
+
+
+def load(path: Path, fmt: str):
+    """The exported module, callable on tensors: TorchScript ('torchscript') or an AOTInductor package."""
+    import torch
+
+    if fmt == "aoti":
+        return torch._inductor.aoti_load_package(str(path))
+    return torch.jit.load(str(path), map_location="cpu")
+
+
+def derive_io(recipe: Recipe, files: dict[str, Path]) -> tuple[list[TensorSpec], list[TensorSpec]]:
+    if recipe.source.export is None:
+        return list(recipe.inputs), list(recipe.outputs)
+    import torch
+
+    from builder.backends._torch_export import example_inputs
+
+    ex = recipe.source.export
+    spec = {"seed": ex.seed, "inputs": {k: v.model_dump() for k, v in ex.inputs.items()}}
+    args = example_inputs(torch, spec)
+    try:
+        with torch.no_grad():
+            result = load(files[filename(recipe)], ex.format)(*args)
+    except Exception as e:  # noqa: BLE001 - torch raises many types; the export is unusable either way
+        raise BuildError(f"the exported {ex.format} model does not run on its example inputs: {type(e).__name__}: "
+                         f"{str(e).splitlines()[0] if str(e) else ''}", hint="check the module and example inputs") \
+            from None
+    results = list(result) if isinstance(result, (tuple, list)) else [result]
+    if len(results) != len(ex.outputs):
+        raise BuildError(f"the module returns {len(results)} tensors, the recipe names {len(ex.outputs)} outputs "
+                         f"{ex.outputs}", hint="list one name per returned tensor in source.export.outputs")
+    batch = recipe.max_batch_size > 0
+
+    def spec_of(name: str, t, i: int) -> TensorSpec:
+        dims = list(t.shape[1:]) if batch else list(t.shape)
+        return TensorSpec(name=f"{name}__{i}", dtype=TORCH_TO_DTYPE[str(t.dtype)], dims=dims)
+
+    inputs = [spec_of(n, a, i) for i, (n, a) in enumerate(zip(ex.inputs, args))]
+    outputs = [spec_of(n, t, i) for i, (n, t) in enumerate(zip(ex.outputs, results))]
+    for given, derived in ((recipe.inputs, inputs), (recipe.outputs, outputs)):
+        if given and [(g.name, g.dtype) for g in given] != [(d.name, d.dtype) for d in derived]:
+            raise BuildError(f"recipe declares {[(g.name, g.dtype) for g in given]}, the module gives "
+                             f"{[(d.name, d.dtype) for d in derived]}", hint="drop the declaration or match it")
+    return (list(recipe.inputs) if recipe.inputs else inputs), (list(recipe.outputs) if recipe.outputs else outputs)
+
+
+def configure(mc, recipe: Recipe) -> None:
+    ex = recipe.source.export
+    mc.platform = FILES[ex.format][1] if ex is not None else "pytorch_libtorch"
+    mc.backend = "pytorch"
+
+
+def default_filename(recipe: Recipe) -> str:
+    return filename(recipe)
