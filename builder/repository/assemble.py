@@ -141,11 +141,13 @@ def assemble(result: BuildResult, out: Path, *, force: bool = False) -> Manifest
                                                                False))
         for bm in ordered:
             backend = backend_for(bm.plan.backend)
-            if getattr(backend, "NEEDS_BUILT_MODELS", False):
-                known = {m.name: m for m in models}
-                models.extend(backend.emit(bm, staging, store, partial(_manifest_model, bm), known))
-            elif hasattr(backend, "emit"):
-                models.extend(backend.emit(bm, staging, store, partial(_manifest_model, bm)))
+            if hasattr(backend, "emit"):
+                extra = ({m.name: m for m in models},) if getattr(backend, "NEEDS_BUILT_MODELS", False) else ()
+                emitted = backend.emit(bm, staging, store, partial(_manifest_model, bm), *extra)
+                if len(emitted) == 1 and emitted[0].name == bm.plan.name:  # goldens travel as for any model
+                    goldens, source = _goldens(bm, staging / bm.plan.name)
+                    emitted = [emitted[0].model_copy(update={"goldens": goldens, "goldens_source": source})]
+                models.extend(emitted)
             else:
                 models.append(_write_model(store, bm, staging, configs))
         failed = [f for m in sorted({m.name for m in models}) for f in check_model_dir(staging / m) if not f.ok]
