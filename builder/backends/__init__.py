@@ -8,9 +8,10 @@ from builder.errors import PlanError
 
 
 def backend_for(name: str) -> ModuleType:
-    from builder.backends import composition, onnxruntime, python, pytorch, tensorrtllm, vllm
+    from builder.backends import composition, onnxruntime, python, pytorch, tensorrt, tensorrtllm, vllm
 
-    table = {"python": python, "onnxruntime": onnxruntime, "pytorch": pytorch, "tensorrtllm": tensorrtllm,
+    table = {"python": python, "onnxruntime": onnxruntime, "pytorch": pytorch, "tensorrt": tensorrt,
+             "tensorrtllm": tensorrtllm,
              "vllm": vllm,
              "ensemble": composition, "bls": composition}
     try:

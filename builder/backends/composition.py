@@ -25,7 +25,7 @@ def plan_steps(lr) -> list:
     return []
 
 
-def derive_io(recipe, files):
+def derive_io(recipe, files, recipe_dir=None):
     return recipe.inputs, recipe.outputs
 
 

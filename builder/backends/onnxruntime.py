@@ -105,7 +105,7 @@ def _graph_specs(values, initializers: set[str]) -> list[TensorSpec]:
     return out
 
 
-def derive_io(recipe: Recipe, files: dict[str, Path]) -> tuple[list[TensorSpec], list[TensorSpec]]:
+def derive_io(recipe: Recipe, files: dict[str, Path], recipe_dir=None) -> tuple[list[TensorSpec], list[TensorSpec]]:
     """Config I/O from the graph; batch dim stripped when max_batch_size > 0; recipe I/O must agree."""
     import onnx
 

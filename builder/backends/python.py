@@ -44,7 +44,7 @@ def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, 
         shutil.copyfile(by_digest[digest], target)
 
 
-def derive_io(recipe: Recipe, files: dict[str, Path]) -> tuple[list[TensorSpec], list[TensorSpec]]:
+def derive_io(recipe: Recipe, files: dict[str, Path], recipe_dir=None) -> tuple[list[TensorSpec], list[TensorSpec]]:
     return list(recipe.inputs or []), list(recipe.outputs or [])
 
 

@@ -80,7 +80,7 @@ def load(path: Path, fmt: str):
     return torch.jit.load(str(path), map_location="cpu")
 
 
-def derive_io(recipe: Recipe, files: dict[str, Path]) -> tuple[list[TensorSpec], list[TensorSpec]]:
+def derive_io(recipe: Recipe, files: dict[str, Path], recipe_dir=None) -> tuple[list[TensorSpec], list[TensorSpec]]:
     if recipe.source.export is None:
         return list(recipe.inputs), list(recipe.outputs)
     import torch

@@ -44,7 +44,7 @@ def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, 
         shutil.copyfile(src, dest)
 
 
-def derive_io(recipe, files):
+def derive_io(recipe, files, recipe_dir=None):
     return INPUTS, OUTPUTS
 
 

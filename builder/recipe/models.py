@@ -128,6 +128,45 @@ class Verify(_Strict):
         "report", description="Whether outputs must stay bit-identical when an input is batched with others.")
 
 
+class ShapeRange(_Strict):
+    min: list[int]
+    opt: list[int]
+    max: list[int]
+
+
+class TensorRTOptions(_Strict):
+    profiles: list[dict[str, ShapeRange]] = Field(
+        default_factory=list, description="Optimization profiles: input name → full shapes (batch first when "
+                                          "max_batch_size > 0) {min, opt, max}.")
+    fp16: bool = False
+    int8: bool = False
+    workspace_mib: int = Field(1024, ge=16)
+    builder_optimization_level: int = Field(3, ge=0, le=5)
+    timeout_s: int = Field(3600, ge=60)
+
+
+class TRTAccelerator(_Strict):
+    name: Literal["tensorrt"]
+    precision_mode: Literal["FP32", "FP16", "INT8"] = "FP16"
+    max_workspace_size_bytes: int = Field(1 << 30, ge=1 << 20)
+    trt_engine_cache_enable: bool = True
+    trt_engine_cache_path: str | None = Field(None, description="Absolute path on the server (engines are "
+                                                                "per GPU and TensorRT version).")
+
+
+class CudaAccelerator(_Strict):
+    name: Literal["cuda"]
+
+
+class OpenVINOAccelerator(_Strict):
+    name: Literal["openvino"]
+
+
+class Accelerators(_Strict):
+    gpu: list[Annotated[TRTAccelerator | CudaAccelerator, Field(discriminator="name")]] = Field(default_factory=list)
+    cpu: list[OpenVINOAccelerator] = Field(default_factory=list)
+
+
 class Warmup(_Strict):
     data: Literal["zero", "random", "goldens"] = Field(
         "zero", description="zero/random data of the config's shapes, or the first golden sample's inputs.")
@@ -142,7 +181,7 @@ class Recipe(_Strict):
     name: str = Field(description="Triton model name = directory name. [A-Za-z0-9_.-], not starting with '.' "
                                   "or '-'.")
     version: int = Field(ge=1, description="Numeric version directory (>= 1).")
-    backend: Literal["python", "onnxruntime", "pytorch"]
+    backend: Literal["python", "onnxruntime", "pytorch", "tensorrt"]
     source: Source
     max_batch_size: int = Field(0, ge=0, description="0 = the model does not batch; dims are full shapes.")
     inputs: list[TensorSpec] | None = Field(None, description="Required for python; derived from the graph "
@@ -154,6 +193,9 @@ class Recipe(_Strict):
     target: Literal["cpu", "gpu"] = Field("cpu", description="Hardware the model is served on; 'cpu' forbids "
                                                            "KIND_GPU instances (Triton fails to load them).")
     parameters: dict[str, str] = Field(default_factory=dict, description="config.pbtxt parameters.")
+    tensorrt: TensorRTOptions | None = Field(None, description="tensorrt backend: how the plan is built.")
+    accelerators: Accelerators | None = Field(None, description="onnxruntime: execution accelerators "
+                                                                "(optimization.execution_accelerators).")
     warmup: Warmup | None = Field(None, description="model_warmup: requests Triton runs before the model is ready.")
     verify: Verify = Field(default_factory=Verify)
 
@@ -200,6 +242,39 @@ def check_rules(r: Recipe) -> list[Problem]:
         if g.kind == "gpu" and r.target == "cpu":
             out.append((("instances", i, "kind"), "kind gpu but the recipe's target is cpu (a CPU server fails "
                         "to load KIND_GPU instances)", "use kind: cpu, or set target: gpu"))
+    if r.tensorrt is not None and r.backend != "tensorrt":
+        out.append((("tensorrt",), f"'tensorrt' options apply to backend tensorrt, not {r.backend}",
+                    "remove them or change the backend"))
+    if r.backend == "tensorrt":
+        if r.source.export is not None:
+            out.append((("source", "export"), "tensorrt plans are built from an ONNX file (source.path)",
+                        "export to ONNX first (e.g. an onnxruntime recipe) and point source.path at it"))
+        for i, profile in enumerate((r.tensorrt.profiles if r.tensorrt else [])):
+            for name, rng in profile.items():
+                loc = ("tensorrt", "profiles", i, name)
+                if not len(rng.min) == len(rng.opt) == len(rng.max):
+                    out.append((loc, "min, opt and max must have the same rank", "give every shape the same rank"))
+                elif any(not (a <= b <= c) for a, b, c in zip(rng.min, rng.opt, rng.max)):
+                    out.append((loc, f"profile shapes must satisfy min <= opt <= max in every dim, got min "
+                                     f"{rng.min}, opt {rng.opt}, max {rng.max}", "fix the shape ranges"))
+                elif r.max_batch_size and rng.max and rng.max[0] < r.max_batch_size:
+                    out.append((loc, f"profile max batch {rng.max[0]} < max_batch_size {r.max_batch_size}: Triton "
+                                     "would send batches the engine cannot take", "raise max[0] or lower "
+                                                                                  "max_batch_size"))
+    if r.accelerators is not None:
+        if r.backend != "onnxruntime":
+            out.append((("accelerators",), "execution accelerators are an onnxruntime backend option",
+                        "remove them"))
+        if r.accelerators.gpu and r.target == "cpu":
+            out.append((("accelerators", "gpu"), "GPU execution accelerators on a cpu target",
+                        "set target: gpu or remove accelerators.gpu"))
+        for i, a in enumerate(r.accelerators.gpu):
+            if getattr(a, "trt_engine_cache_path", None) and not a.trt_engine_cache_path.startswith("/"):
+                out.append((("accelerators", "gpu", i, "trt_engine_cache_path"), "must be an absolute path on "
+                            "the server", "use e.g. /tmp/ort-trt-cache"))
+            if a.name == "tensorrt" and a.precision_mode == "INT8":
+                out.append((("accelerators", "gpu", i, "precision_mode"), "INT8 needs a calibration table, "
+                            "which tritonbuild does not ship", "use FP16 or FP32"))
     if r.backend == "pytorch" and r.source.export is None and not (r.inputs and r.outputs):
         out.append((("source",), "a saved TorchScript file needs 'inputs' and 'outputs' declared",
                     "declare them, or use source.export so they are derived from the example inputs"))

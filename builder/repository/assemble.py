@@ -141,6 +141,8 @@ def assemble(result: BuildResult, out: Path, *, force: bool = False) -> Manifest
                                                                False))
         for bm in ordered:
             backend = backend_for(bm.plan.backend)
+            if any(s.status == "skipped" for s in bm.steps) and not hasattr(backend, "emit"):
+                continue  # a step that could not run here: nothing to assemble (build reported why)
             if hasattr(backend, "emit"):
                 extra = ({m.name: m for m in models},) if getattr(backend, "NEEDS_BUILT_MODELS", False) else ()
                 emitted = backend.emit(bm, staging, store, partial(_manifest_model, bm), *extra)

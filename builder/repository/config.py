@@ -30,7 +30,6 @@ def build_model_config(recipe: Recipe, inputs: list[TensorSpec], outputs: list[T
     pb2 = model_config_pb2()
     mc = pb2.ModelConfig()
     mc.name = recipe.name
-    backend.configure(mc, recipe)
     mc.max_batch_size = recipe.max_batch_size
     _add_tensors(mc.input, inputs, pb2, True)
     _add_tensors(mc.output, outputs, pb2, False)
@@ -52,6 +51,16 @@ def build_model_config(recipe: Recipe, inputs: list[TensorSpec], outputs: list[T
         mc.parameters[k].string_value = recipe.parameters[k]
     mc.default_model_filename = backend.default_filename(recipe) if hasattr(backend, "default_filename") \
         else backend.DEFAULT_FILENAME
+    backend.configure(mc, recipe)  # last: it may refine what the generic fields set (e.g. TensorRT profiles)
+    if getattr(recipe, "accelerators", None) is not None:
+        ea = mc.optimization.execution_accelerators
+        for acc in recipe.accelerators.gpu:
+            a = ea.gpu_execution_accelerator.add()
+            a.name = acc.name
+            for k, v in sorted(acc.model_dump(exclude={"name"}, exclude_none=True).items()):
+                a.parameters[k] = ("true" if v else "false") if isinstance(v, bool) else str(v)
+        for acc in recipe.accelerators.cpu:
+            ea.cpu_execution_accelerator.add().name = acc.name
     if recipe.warmup is not None:
         add_warmup(mc, recipe.warmup, inputs, recipe.verify.dynamic_size, pb2)
     return mc

@@ -18,15 +18,16 @@ from builder.steps.models import BuildResult, BuiltModel, FileEntry, StepOutcome
 Progress = Callable[[str], None]
 
 
-def _prebuilt(store: Store, step: PlannedStep, path: Path, t0: float) -> tuple[dict[str, FileEntry], StepOutcome]:
+def _prebuilt(store: Store, mp: ModelPlan, step: PlannedStep, path: Path,
+              t0: float) -> tuple[dict[str, FileEntry], StepOutcome]:
     """A step output made elsewhere (e.g. an engine from a GPU CI job): its files go into the store as given."""
     if not path.is_dir():
-        raise BuildError(f"--engine {path}: not a directory", hint="pass the directory trtllm-build wrote")
+        raise BuildError(f"--engine {path}: not a directory", hint="pass the directory the engine build wrote")
     files = {}
-    prefix = step.kind.split(".", 1)[1]
+    prefix = getattr(backend_for(mp.backend), "PREBUILT_PREFIX", step.kind.split(".", 1)[1] + "/")
     for rel in tree_files(path):
         digest, size = store.put_file(path / rel)
-        files[f"{prefix}/{rel.as_posix()}"] = FileEntry(sha256=digest, size=size)
+        files[f"{prefix}{rel.as_posix()}"] = FileEntry(sha256=digest, size=size)
     return files, StepOutcome(kind=step.kind, cache_key=step.cache_key, status="prebuilt", reason=f"--engine {path}",
                               seconds=time.perf_counter() - t0)
 
@@ -35,7 +36,7 @@ def _run_step(store: Store, mp: ModelPlan, step: PlannedStep,
               prebuilt: Path | None = None) -> tuple[dict[str, FileEntry], StepOutcome]:
     t0 = time.perf_counter()
     if prebuilt is not None:
-        return _prebuilt(store, step, prebuilt, t0)
+        return _prebuilt(store, mp, step, prebuilt, t0)
     record = store.get_record(step.cache_key)
     if record is not None:
         files = {k: FileEntry(**v) for k, v in record["files"].items()}
@@ -90,7 +91,8 @@ def build(plan: Plan, store: Store, progress: Progress | None = None, *, engines
             outcomes.append(outcome)
         backend = backend_for(mp.backend)
         try:
-            inputs, outputs = backend.derive_io(mp.recipe, {k: store.blob_path(v.sha256) for k, v in files.items()})
+            inputs, outputs = backend.derive_io(mp.recipe, {k: store.blob_path(v.sha256) for k, v in files.items()},
+                                                recipe_dir=Path(mp.recipe_dir))
         except BuildError as e:
             raise BuildError(f"model {mp.name!r}: {e.message}", where=mp.recipe_path, hint=e.hint) from None
         models.append(BuiltModel(plan=mp, files=dict(sorted(files.items())), inputs=inputs, outputs=outputs,

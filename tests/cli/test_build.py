@@ -142,3 +142,60 @@ def test_two_versions_of_one_model(cli, py_recipe, write, tmp_path):
     r = cli("build", tmp_path / "doubler.yaml", tmp_path / "v2.yaml", "-o", out)
     assert r.exit_code == 5 and "need different config.pbtxt" in r.stderr
     assert (out / "doubler" / "2" / "model.py").is_file()  # the previous repository is untouched
+
+
+UNTRACEABLE = '''
+import torch
+
+
+class Branchy(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:  # data-dependent control flow: fine for trace (one branch), impossible for onnx dims
+            return x * 2
+        return x
+
+
+class NotAModule:
+    pass
+
+
+def good():
+    return Branchy()
+
+
+def bad():
+    return NotAModule()
+
+
+def broken():
+    raise RuntimeError("cannot build this model: weights missing")
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("function, code, words", [
+    ("bad", 5, "returned NotAModule, not a torch.nn.Module"),
+    ("broken", 5, "cannot build this model: weights missing"),
+])
+def test_torch_export_failures_carry_the_exporters_message(cli, write, tmp_path, function, code, words):
+    write("mods.py", UNTRACEABLE)
+    p = write("r.yaml", f"name: t\nversion: 1\nbackend: pytorch\nsource:\n  export:\n    module: 'mods:{function}'\n"
+                        "    inputs: {x: {dtype: fp32, shape: [2, 3]}}\n    outputs: [y]\nmax_batch_size: 2\n")
+    r = cli("build", p, "-o", tmp_path / "OUT")
+    assert r.exit_code == code, r.stderr
+    assert "torch export (torchscript) of mods:" in r.stderr and words in r.stderr
+    assert "reproduce with" in r.stderr and not (tmp_path / "OUT").exists()
+
+
+@pytest.mark.slow
+def test_torchscript_names_and_script_method(cli, write, tmp_path):
+    write("mods.py", UNTRACEABLE)
+    p = write("r.yaml", "name: t\nversion: 1\nbackend: pytorch\nsource:\n  export:\n    module: 'mods:good'\n"
+                        "    inputs: {x: {dtype: fp32, shape: [2, 3]}}\n    outputs: [y]\n    method: script\n"
+                        "max_batch_size: 2\n")
+    assert cli("build", p, "-o", tmp_path / "OUT").exit_code == 0
+    from builder.repository.config import parse
+
+    mc = parse((tmp_path / "OUT" / "t" / "config.pbtxt").read_bytes())
+    assert (mc.platform, mc.input[0].name, mc.output[0].name) == ("pytorch_libtorch", "x__0", "y__0")
+    assert list(mc.input[0].dims) == [3]

@@ -182,7 +182,7 @@ def check_engine_dir(engine_dir: Path, recipe: LLMRecipe) -> dict:
     return engine
 
 
-def derive_io(recipe, files: dict[str, Path]):
+def derive_io(recipe, files: dict[str, Path], recipe_dir=None):
     return [], []
 
 

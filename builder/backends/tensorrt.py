@@ -1,0 +1,107 @@
+"""TensorRT backend: an ONNX file → a TensorRT plan (model.plan, platform tensorrt_plan) through trtexec or
+TensorRT's Python API, with optimization profiles from the recipe, fp16/int8 flags and a timing cache kept in
+the build cache (so rebuilds reuse tactics). Where TensorRT is missing the step is skipped with the reason;
+--engine MODEL=DIR supplies a prebuilt plan."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from builder.backends import StepSkipped
+from builder.backends.common import local_source, pinned_digest
+from builder.backends.onnxruntime import derive_io as onnx_derive_io
+from builder.core.proc import run_logged
+from builder.errors import BuildError, PlanError
+from builder.recipe.load import LoadedRecipe
+from builder.recipe.models import Recipe, TensorRTOptions
+
+NAME = "tensorrt"
+PLATFORM = "tensorrt_plan"
+DEFAULT_FILENAME = "model.plan"
+EMBEDDED_LIVE = False
+PREBUILT_PREFIX = ""  # --engine DIR holds model.plan itself
+
+
+def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
+    r = lr.recipe
+    if r.source.path is None or "://" in r.source.path:
+        raise PlanError("tensorrt plans are built from a local ONNX file", where=lr.where(("source",)),
+                        hint="point source.path at the .onnx file")
+    onnx = local_source(lr, r.source.path, ("source", "path"))
+    opts = r.tensorrt or TensorRTOptions()
+    params = {"options": opts.model_dump(exclude={"timeout_s"}), "max_batch_size": r.max_batch_size}
+    return [("tensorrt.engine", params, {str(onnx): pinned_digest(lr, onnx)})]
+
+
+def _shape(dims: list[int]) -> str:
+    return "x".join(str(d) for d in dims)
+
+
+def trtexec_argv(opts: TensorRTOptions, onnx: str, plan: str, timing_cache: str) -> list[str]:
+    """The trtexec command line (TensorRT 10): every choice explicit."""
+    argv = ["trtexec", f"--onnx={onnx}", f"--saveEngine={plan}", f"--memPoolSize=workspace:{opts.workspace_mib}M",
+            f"--builderOptimizationLevel={opts.builder_optimization_level}", f"--timingCacheFile={timing_cache}",
+            "--skipInference"]
+    for i, profile in enumerate(opts.profiles):
+        if i:
+            argv.append("--profile=" + str(i))
+        for key, attr in (("--minShapes", "min"), ("--optShapes", "opt"), ("--maxShapes", "max")):
+            argv.append(f"{key}=" + ",".join(f"{name}:{_shape(getattr(rng, attr))}"
+                                             for name, rng in sorted(profile.items())))
+    if opts.fp16:
+        argv.append("--fp16")
+    if opts.int8:
+        argv.append("--int8")
+    return argv
+
+
+def python_api_spec(opts: TensorRTOptions, onnx: str, plan: str, timing_cache: str) -> dict:
+    """What _tensorrt_build.py does with TensorRT's Python API (same choices as trtexec_argv)."""
+    return {"onnx": onnx, "plan": plan, "timing_cache": timing_cache, "workspace_bytes": opts.workspace_mib << 20,
+            "builder_optimization_level": opts.builder_optimization_level, "fp16": opts.fp16, "int8": opts.int8,
+            "profiles": [{name: rng.model_dump() for name, rng in sorted(p.items())} for p in opts.profiles]}
+
+
+def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, out: Path, log_dir: Path,
+             recipe: Recipe | None = None) -> None:
+    opts = TensorRTOptions(**params["options"], timeout_s=(recipe.tensorrt.timeout_s if recipe and recipe.tensorrt
+                                                           else 3600))
+    (onnx, _digest), = inputs.items()
+    out.mkdir(parents=True, exist_ok=True)
+    plan = out / DEFAULT_FILENAME
+    cache = log_dir.parent.parent / "timing" / "tensorrt.cache"  # shared by every build on this machine
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    if shutil.which("trtexec"):
+        argv = trtexec_argv(opts, onnx, str(plan), str(cache))
+    elif importlib.util.find_spec("tensorrt") is not None:
+        spec = log_dir / "tensorrt-spec.json"
+        spec.write_text(json.dumps(python_api_spec(opts, onnx, str(plan), str(cache)), indent=2, sort_keys=True))
+        argv = [sys.executable, "-m", "builder.backends._tensorrt_build", str(spec)]
+    else:
+        raise StepSkipped("TensorRT is not installed here (no trtexec, no tensorrt module); build on a GPU runner "
+                          "with TensorRT, or pass --engine MODEL=DIR holding model.plan")
+    res = run_logged(argv, cwd=log_dir, log_path=log_dir / "tensorrt.log", timeout=opts.timeout_s)
+    if res.returncode != 0 or not plan.is_file():
+        why = "timed out" if res.timed_out else f"exit {res.returncode}"
+        raise BuildError(f"TensorRT build failed ({why}):\n{res.tail()}", where=str(res.log_path),
+                         hint=f"reproduce with {log_dir / 'reproduce.sh'}")
+
+
+def derive_io(recipe: Recipe, files: dict[str, Path], recipe_dir: Path | None = None):
+    """I/O come from the source ONNX graph (the plan is opaque without TensorRT)."""
+    onnx = Path(recipe.source.path)
+    return onnx_derive_io(recipe, {"model.onnx": onnx if onnx.is_absolute() else Path(recipe_dir) / onnx})
+
+
+def configure(mc, recipe: Recipe) -> None:
+    mc.platform = PLATFORM
+    mc.backend = "tensorrt"
+    profiles = recipe.tensorrt.profiles if recipe.tensorrt else []
+    if len(profiles) > 1:
+        for g in mc.instance_group:
+            g.profile.extend(str(i) for i in range(len(profiles)))
