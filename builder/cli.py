@@ -300,8 +300,14 @@ class _TransferReporter:
     """Rich progress bars with bytes/s for publish; silent when not a terminal or with --json."""
 
     def __init__(self, enabled: bool):
-        from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                                   TransferSpeedColumn)
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
 
         self.enabled = enabled and err.is_terminal
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
@@ -391,7 +397,8 @@ def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
         table.add_row(m["name"], str(m["live"] or "-"), ",".join(map(str, m["complete"])) or "-",
                       ",".join(map(str, m["present"])) or "-", m["verification"] or "-", "; ".join(m["notes"]))
     out.print(table)
-    out.print(f"manifest sha256: {info['manifest_sha256'] or '-'}   tritonserver --model-repository={info['triton_url']}")
+    out.print(f"manifest sha256: {info['manifest_sha256'] or '-'}")
+    out.print(f"tritonserver --model-repository={info['triton_url']}")
 
 
 @main.command("rollback")

@@ -12,4 +12,5 @@ fi
 # NOTE: the embedded tritonserver's Python stub imports this venv's packages; keep the caller's
 # VIRTUAL_ENV (if any) from leaking into it.
 unset VIRTUAL_ENV
+.venv/bin/ruff check builder tests benchmarks
 exec .venv/bin/python -m pytest -q "$@"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -10,8 +11,6 @@ from pathlib import Path
 
 from builder.core.fsutil import write_atomic
 from builder.core.hashing import CHUNK, pretty_json
-
-import hashlib
 
 
 def default_cache_dir() -> Path:

@@ -23,8 +23,14 @@ from builder.core.progress import SILENT, Reporter
 from builder.errors import PublishError
 from builder.publish import store
 from builder.publish.lock import TargetLock
-from builder.publish.models import (TARGET_MANIFEST, Action, PublishedModel, PublishedVersion, PublishReceipt,
-                                    TargetManifest)
+from builder.publish.models import (
+    TARGET_MANIFEST,
+    Action,
+    PublishedModel,
+    PublishedVersion,
+    PublishReceipt,
+    TargetManifest,
+)
 from builder.publish.target import Target, open_target
 from builder.repository.config import parse, render
 from builder.repository.manifest import REPORT_NAME, Manifest, ManifestModel

@@ -13,7 +13,8 @@ from builder.recipe.composition import CompositionRecipe, check_composition_rule
 from builder.recipe.llm import LLMRecipe, VLLMRecipe, check_llm_rules
 from builder.recipe.models import Recipe, check_rules
 
-RECIPE_TYPES = {"python": Recipe, "onnxruntime": Recipe, "pytorch": Recipe, "tensorrt": Recipe, "tensorrtllm": LLMRecipe, "vllm": VLLMRecipe,
+RECIPE_TYPES = {"python": Recipe, "onnxruntime": Recipe, "pytorch": Recipe, "tensorrt": Recipe,
+                "tensorrtllm": LLMRecipe, "vllm": VLLMRecipe,
                 "ensemble": CompositionRecipe, "bls": CompositionRecipe}
 AnyRecipe = Recipe | LLMRecipe | VLLMRecipe | CompositionRecipe
 RULES = {Recipe: check_rules, LLMRecipe: check_llm_rules, CompositionRecipe: check_composition_rules}

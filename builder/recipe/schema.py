@@ -14,7 +14,8 @@ from builder.recipe.models import Recipe
 
 def recipe_schema_bytes() -> bytes:
     # NOTE: one schema for every recipe kind; editors pick the branch by 'backend'.
-    schema = TypeAdapter(Annotated[Recipe | LLMRecipe | VLLMRecipe | CompositionRecipe, Field(discriminator="backend")]).json_schema()
+    any_recipe = Annotated[Recipe | LLMRecipe | VLLMRecipe | CompositionRecipe, Field(discriminator="backend")]
+    schema = TypeAdapter(any_recipe).json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://tritonbuild.dev/recipe.schema.json"
     return pretty_json(schema)

@@ -61,8 +61,9 @@ def from_npz_arrays(arrays: dict[str, np.ndarray]) -> tuple[list[Sample], list[S
 def compare(expected: np.ndarray, got: np.ndarray, *, sample: int, output: str, context: str) -> Mismatch | None:
     """Bit-for-bit: same dtype, same shape, same bytes. Reports what differs and where first."""
     if got is None or expected.dtype != got.dtype or expected.shape != got.shape:
-        return Mismatch(sample=sample, output=output, context=f"{context}: shape/dtype "
-                        f"{None if got is None else (got.dtype.str, got.shape)} != {(expected.dtype.str, expected.shape)}",
+        seen = None if got is None else (got.dtype.str, got.shape)
+        return Mismatch(sample=sample, output=output,
+                        context=f"{context}: shape/dtype {seen} != {(expected.dtype.str, expected.shape)}",
                         differing=int(expected.size), total=int(expected.size), max_abs_diff=None, first_index=None)
     if expected.dtype == np.object_:
         diff = np.array([a != b for a, b in zip(expected.ravel(), got.ravel())]).reshape(expected.shape)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from builder.backends.tensorrt import python_api_spec, trtexec_argv
 from builder.recipe.models import TensorRTOptions
 

@@ -39,7 +39,8 @@ def test_fixture_engine_matches_the_example(recipe):
     ("build_config.max_seq_len", 1024, "max_seq_len = 1024, recipe engine.max_seq_len = 512"),
     ("build_config.plugin_config.use_paged_context_fmha", False,
      "enable_block_reuse needs use_paged_context_fmha, which the engine was built without"),
-    ("build_config.plugin_config.tokens_per_block", 32, "engine tokens_per_block 32, recipe kv_cache.tokens_per_block 64"),
+    ("build_config.plugin_config.tokens_per_block", 32,
+     "engine tokens_per_block 32, recipe kv_cache.tokens_per_block 64"),
     ("pretrained_config.logits_dtype", "float16", "logits_dtype float16, recipe engine.logits_dtype float32"),
     ("pretrained_config.quantization.quant_algo", "FP8", "engine quantization 'FP8', recipe quantization "
                                                          "int4_weight_only"),

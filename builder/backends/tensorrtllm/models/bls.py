@@ -14,7 +14,8 @@ class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
-        self.pre, self.llm, self.post = params["preprocessing_model"], params["llm_model"], params["postprocessing_model"]
+        self.pre, self.llm = params["preprocessing_model"], params["llm_model"]
+        self.post = params["postprocessing_model"]
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
 
     def _call(self, model, tensors, names, decoupled=False):
