@@ -29,9 +29,14 @@ def list_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
             notes.append("config.pbtxt differs from the last recorded publish (interrupted after the switch? "
                          "re-run publish)")
         incomplete = [v for v in present if v not in complete]
-        if incomplete:
-            notes.append(f"incomplete versions {incomplete} (an interrupted upload; not served; the next publish "
-                         "completes or ignores them)")
+        orphans = [v for v in incomplete if live is not None and v < live]
+        uploads = [v for v in incomplete if v not in orphans]
+        if uploads:
+            notes.append(f"incomplete versions {uploads} (an interrupted upload; not served; the next publish "
+                         "of that version completes it)")
+        if orphans:
+            notes.append(f"versions {orphans} left by an interrupted prune (not served; the next publish "
+                         "--keep removes them)")
         if live is not None and live not in complete and live not in present:
             notes.append(f"config.pbtxt pins version {live}, which is not present")
         models.append({"name": name, "live": live, "complete": complete, "present": present, "notes": notes,

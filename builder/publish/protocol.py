@@ -220,8 +220,27 @@ def _prune_actions(state: TargetManifest, keep: int | None, live: dict[str, int]
     return out
 
 
+def _orphans(p: _Publisher, state: TargetManifest) -> list[Action]:
+    """Version directories older than the live one that the manifest no longer lists: left by a prune that
+    was interrupted between forgetting and deleting them."""
+    from builder.publish.inspect import _subdirs
+    from builder.repository.rules import VERSION_RE
+
+    out = []
+    for name, pm in state.models.items():
+        present = {int(v) for v in _subdirs(p.target, p.target.path(name)) if VERSION_RE.match(v)}
+        for v in sorted(present - set(pm.versions)):
+            if pm.live is not None and v < pm.live:
+                out.append(Action(model=name, version=v, action="prune", detail="left by an interrupted prune"))
+    return out
+
+
 def _prune(p: _Publisher, state: TargetManifest, keep: int) -> TargetManifest:
     victims = _prune_actions(state, keep, {n: m.live for n, m in state.models.items() if m.live})
+    for a in _orphans(p, state):
+        store.remove_tree(p.target, p.target.path(a.model, str(a.version)))
+        store.remove_tree(p.target, p.target.path(a.model, f"golden-v{a.version}.npz"))
+        p.actions.append(a)
     if not victims:
         return state
     models = {n: m.model_copy(update={"versions": {v: pv for v, pv in m.versions.items()

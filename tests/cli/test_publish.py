@@ -162,3 +162,25 @@ def test_dry_run_changes_nothing(cli, repo, tmp_path):
     doc = json.loads(r.stdout)
     assert doc["dry_run"] and [a["action"] for a in doc["actions"]] == ["upload", "switch"]
     assert list((tmp_path / "pub").iterdir()) == []
+
+
+def test_a_prune_interrupted_after_forgetting_is_finished_by_the_next_publish(cli, repo, tmp_path):
+    import shutil
+
+    target = f"file://{tmp_path}/pub"
+    for v in (1, 2):
+        out = repo(v, factor=str(v + 1))
+        _fake_verified(cli, out)
+        assert cli("publish", out, target).exit_code == 0
+    # what a kill between 'forget v1 in the manifest' and 'delete v1' leaves behind
+    state = json.loads((tmp_path / "pub" / "tritonbuild-manifest.json").read_text())
+    del state["models"]["doubler"]["versions"]["1"]
+    (tmp_path / "pub" / "tritonbuild-manifest.json").write_text(json.dumps(state))
+    info = json.loads(cli("ls", target, "--json").stdout)["models"][0]
+    assert "versions [1] left by an interrupted prune" in info["notes"][0]
+    out3 = repo(3, factor="4")
+    _fake_verified(cli, out3)
+    assert cli("publish", out3, target, "--keep", "2").exit_code == 0
+    info = json.loads(cli("ls", target, "--json").stdout)["models"][0]
+    assert (info["present"], info["complete"], info["notes"]) == ([2, 3], [2, 3], [])
+    shutil.rmtree(tmp_path / "pub")

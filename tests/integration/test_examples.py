@@ -50,8 +50,8 @@ def test_every_config_parses_as_model_config(built):
     from builder.repository.config import parse
 
     configs = list(built[0].glob("*/config.pbtxt"))
-    assert sorted(c.parent.name for c in configs) == ["feature-normalizer", "risk-pipeline", "risk-pipeline-bls",
-                                                      "risk-scorer", "text-encoder"]
+    assert sorted(c.parent.name for c in configs) == ["feature-normalizer", "image-embedder", "risk-pipeline",
+                                                      "risk-pipeline-bls", "risk-scorer", "text-encoder"]
     for c in configs:
         assert parse(c.read_bytes()).name == c.parent.name
 
