@@ -27,10 +27,17 @@ def plan(paths: list[Path]) -> Plan:
 
 def build_repository(paths: list[Path], out: Path, *, force: bool = False, cache_dir: Path | None = None,
                      progress: Progress | None = None, engines: dict[str, Path] | None = None,
-                     strict: bool = False) -> tuple[BuildResult, Manifest]:
+                     strict: bool = False, cache_url: str | None = None,
+                     changed_since: str | None = None) -> tuple[BuildResult, Manifest]:
     check_out_dir(out, force)  # refuse before any work
     the_plan = plan(paths)
-    result = build(the_plan, Store(cache_dir or default_cache_dir()), progress, engines=engines, strict=strict)
+    only = None
+    if changed_since:
+        from builder.plan.changes import models_changed_since
+
+        only = models_changed_since(the_plan, changed_since, Path.cwd())
+    result = build(the_plan, Store(cache_dir or default_cache_dir()), progress, engines=engines, strict=strict,
+                   cache_url=cache_url, only=only)
     return result, assemble(result, out, force=force)
 
 
@@ -101,3 +108,36 @@ def verify_target(target: str, *, endpoint_url: str | None = None) -> dict:
     from builder.publish.inspect import verify_target as _verify
 
     return _verify(target, endpoint_url=endpoint_url)
+
+
+def build_matrix(paths: list[Path], *, cache_dir: Path | None = None, cache_url: str | None = None,
+                 changed_since: str | None = None) -> list[dict]:
+    """One entry per recipe that has a step missing from the local (and remote) cache: what CI fans out."""
+    from builder.core.remote import RemoteCache
+
+    the_plan = plan(paths)
+    store = Store(cache_dir or default_cache_dir())
+    remote = RemoteCache(cache_url, lambda _msg: None) if cache_url else None
+    only = None
+    if changed_since:
+        from builder.plan.changes import models_changed_since
+
+        only = models_changed_since(the_plan, changed_since, Path.cwd())
+    out = []
+    for m in the_plan.models:
+        if only is not None and m.name not in only:
+            continue
+        missing = [s for s in m.steps if store.get_record(s.cache_key) is None and
+                   not (remote and remote.exists(s.cache_key))]
+        if not missing:
+            continue
+        r = m.recipe
+        gpu = getattr(r, "gpu", None) or ("gpu" if getattr(r, "target", "cpu") == "gpu" or any(
+            s.kind.endswith(".engine") for s in m.steps) else "cpu")
+        out.append({"recipe": m.recipe_path, "model": m.name, "backend": m.backend, "gpu": gpu,
+                    "runner": "cpu" if gpu == "cpu" else "gpu", "steps": [s.kind for s in missing]})
+    return out
+
+
+def cache_store(cache_dir: Path | None = None) -> Store:
+    return Store(cache_dir or default_cache_dir())

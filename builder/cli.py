@@ -104,13 +104,38 @@ def validate_command(recipes: tuple[Path, ...], as_json: bool) -> None:
         out.print(f"ok  {lr.path}  ({lr.recipe.name} v{lr.recipe.version}, {lr.recipe.backend})")
 
 
+cache_url_option = click.option("--cache-url", envvar="TRITONBUILD_CACHE_URL", metavar="URL",
+                                help="Shared remote build cache (s3://, gs://, az://, file://) "
+                                     "[env TRITONBUILD_CACHE_URL].")
+changed_since_option = click.option("--changed-since", metavar="REV",
+                                    help="Only recipes whose inputs changed since this git revision.")
+cache_dir_option = click.option("--cache-dir", type=click.Path(path_type=Path), envvar="TRITONBUILD_CACHE_DIR",
+                                help="Local build cache [env TRITONBUILD_CACHE_DIR; default ~/.cache/tritonbuild].")
+
+
 @main.command("plan")
 @recipes_arg
+@click.option("--matrix", "matrix", type=click.Choice(["github", "gitlab"]), default=None, flag_value="github",
+              is_flag=False, help="Print a CI matrix of the recipes that need building (github: {include: [...]}, "
+                                  "gitlab: {parallel: {matrix: [...]}}).")
+@cache_dir_option
+@cache_url_option
+@changed_since_option
 @json_option
-def plan_command(recipes: tuple[Path, ...], as_json: bool) -> None:
-    """Show what would be built: steps, their inputs and cache keys, and the toolchain."""
+def plan_command(recipes: tuple[Path, ...], matrix: str | None, cache_dir: Path | None, cache_url: str | None,
+                 changed_since: str | None, as_json: bool) -> None:
+    """Show what would be built: steps, their inputs and cache keys, the toolchain, LLM memory plans."""
     from builder import api
 
+    if matrix:
+        entries = api.build_matrix(list(recipes), cache_dir=cache_dir, cache_url=cache_url,
+                                   changed_since=changed_since)
+        if matrix == "github":
+            click.echo(json.dumps({"include": entries}, sort_keys=True))
+        else:
+            click.echo(json.dumps({"parallel": {"matrix": [{"RECIPE": e["recipe"], "GPU": e["gpu"]}
+                                                           for e in entries]}}, sort_keys=True))
+        return
     plan = api.plan(list(recipes))
     if as_json:
         _json(plan.model_dump(mode="json"))
@@ -153,11 +178,12 @@ def _render_memory(name: str, arch: dict, mem: dict) -> None:
 @click.option("--engine", "engines", multiple=True, metavar="MODEL=DIR",
               help="Assemble MODEL around this prebuilt engine directory instead of building it. Repeatable.")
 @click.option("--strict", is_flag=True, help="A step that cannot run here (e.g. no TensorRT-LLM) is an error.")
-@click.option("--cache-dir", type=click.Path(path_type=Path), envvar="TRITONBUILD_CACHE_DIR",
-              help="Content-addressed build cache [env TRITONBUILD_CACHE_DIR; default ~/.cache/tritonbuild].")
+@cache_dir_option
+@cache_url_option
+@changed_since_option
 @json_option
 def build_command(recipes: tuple[Path, ...], output: Path, force: bool, engines: tuple[str, ...], strict: bool,
-                  cache_dir: Path | None, as_json: bool) -> None:
+                  cache_dir: Path | None, cache_url: str | None, changed_since: str | None, as_json: bool) -> None:
     """Build a Triton model repository from recipes (files or folders of *.yaml)."""
     from builder import api
 
@@ -169,9 +195,12 @@ def build_command(recipes: tuple[Path, ...], output: Path, force: bool, engines:
         given[name] = Path(path)
     with _progress(not as_json) as progress:
         result, manifest = api.build_repository(list(recipes), output, force=force, cache_dir=cache_dir,
-                                                progress=progress, engines=given, strict=strict)
+                                                progress=progress, engines=given, strict=strict,
+                                                cache_url=cache_url, changed_since=changed_since)
+    for warning in result.warnings:
+        err.print(f"[yellow]warning[/]: {warning}")
     if as_json:
-        _json({"output": str(output), "manifest_digest": manifest.digest,
+        _json({"output": str(output), "manifest_digest": manifest.digest, "warnings": result.warnings,
                "models": [{"name": m.plan.name, "version": m.plan.version,
                            "steps": [s.model_dump() for s in m.steps]} for m in result.models]})
         return
@@ -418,6 +447,75 @@ def rollback_command(target: str, model: str, to: int, endpoint_url: str | None,
         _json(result)
     else:
         out.print(f"{model}: live version {result['previous']} → {result['live']} at {result['target']}")
+
+
+@main.group("cache")
+def cache_group() -> None:
+    """Inspect and maintain the local build cache."""
+
+
+def _size(text: str) -> int:
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    num, unit = (t[:-1], t[-1]) if t and t[-1] in units else (t, "")
+    try:
+        return int(float(num) * units[unit])
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: expected a size like 500M or 20G", param_hint="--max-size") from None
+
+
+@cache_group.command("ls")
+@cache_dir_option
+@json_option
+def cache_ls_command(cache_dir: Path | None, as_json: bool) -> None:
+    """Cached steps: key, kind, model, size, last use."""
+    from builder import api
+
+    store = api.cache_store(cache_dir)
+    rows = [{"key": key, "kind": rec.get("kind"), "model": rec.get("model"), "files": len(rec.get("files", {})),
+             "bytes": sum(e["size"] for e in rec.get("files", {}).values()),
+             "last_used": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(mtime))}
+            for key, rec, mtime in store.records()]
+    if as_json:
+        _json({"cache": str(store.root), "entries": rows})
+        return
+    table = Table("key", "kind", "model", "files", "bytes", "last used", box=None)
+    for r in rows:
+        table.add_row(r["key"][:16], r["kind"], r["model"], str(r["files"]), str(r["bytes"]), r["last_used"])
+    out.print(table)
+    out.print(f"{len(rows)} entries in {store.root}")
+
+
+@cache_group.command("gc")
+@click.option("--max-size", required=True, metavar="SIZE", help="Keep at most this much (e.g. 20G), least "
+              "recently used entries go first.")
+@cache_dir_option
+@json_option
+def cache_gc_command(max_size: str, cache_dir: Path | None, as_json: bool) -> None:
+    """Shrink the cache to --max-size."""
+    from builder import api
+
+    result = api.cache_store(cache_dir).gc(_size(max_size))
+    if as_json:
+        _json(result)
+    else:
+        out.print(f"evicted {len(result['evicted_records'])} entries, freed {result['freed_bytes']} bytes, "
+                  f"kept {result['kept_bytes']} bytes")
+
+
+@cache_group.command("verify")
+@cache_dir_option
+@json_option
+def cache_verify_command(cache_dir: Path | None, as_json: bool) -> None:
+    """Re-hash every cached file; corrupt ones are evicted (and rebuilt by the next build)."""
+    from builder import api
+
+    result = api.cache_store(cache_dir).verify()
+    if as_json:
+        _json(result)
+    else:
+        out.print(f"{result['blobs_checked']} files checked, {len(result['corrupt_blobs'])} corrupt, "
+                  f"{len(result['evicted_records'])} entries evicted")
 
 
 @main.command("schema")

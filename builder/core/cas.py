@@ -12,6 +12,21 @@ from pathlib import Path
 from builder.core.fsutil import write_atomic
 from builder.core.hashing import CHUNK, pretty_json
 
+HASH_ON_HIT_MAX = 64 << 20  # blobs up to this size are re-hashed on every cache hit; larger ones are linked
+FICLONE = 0x40049409  # ioctl: reflink (copy-on-write clone) on btrfs/xfs
+
+
+def _reflink(src: Path, dest: Path) -> bool:
+    import fcntl
+
+    try:
+        with open(src, "rb") as s, open(dest, "wb") as d:
+            fcntl.ioctl(d.fileno(), FICLONE, s.fileno())
+        return True
+    except OSError:
+        dest.unlink(missing_ok=True)
+        return False
+
 
 def default_cache_dir() -> Path:
     env = os.environ.get("TRITONBUILD_CACHE_DIR")
@@ -57,22 +72,123 @@ class Store:
             raise
 
     def get_record(self, key: str) -> dict | None:
-        """A step record whose blobs are all present with the recorded sizes; otherwise None (a miss)."""
+        """A step record whose blobs are intact (sizes; and sha256 for blobs up to HASH_ON_HIT_MAX), else None.
+        A damaged entry is evicted so that the step is rebuilt."""
         try:
             record = json.loads(self.record_path(key).read_text())
         except (OSError, ValueError):
             return None
         for entry in record.get("files", {}).values():
             p = self.blob_path(entry["sha256"])
-            if not p.is_file() or p.stat().st_size != entry["size"]:
+            ok = p.is_file() and p.stat().st_size == entry["size"]
+            if ok and entry["size"] <= HASH_ON_HIT_MAX:
+                from builder.core.hashing import sha256_file
+
+                ok = sha256_file(p) == entry["sha256"]
+            if not ok:
+                self.evict(key, record)
                 return None
+        os.utime(self.record_path(key))  # last use, for gc's least-recently-used order
         return record
+
+    def evict(self, key: str, record: dict | None = None) -> None:
+        """Drop a record and its damaged blobs (a blob whose bytes no longer match its name)."""
+        from builder.core.hashing import sha256_file
+
+        record = record or self.read_record(key) or {}
+        for entry in record.get("files", {}).values():
+            p = self.blob_path(entry["sha256"])
+            if p.is_file() and (p.stat().st_size != entry["size"] or sha256_file(p) != entry["sha256"]):
+                p.unlink(missing_ok=True)
+        self.record_path(key).unlink(missing_ok=True)
 
     def put_record(self, key: str, record: dict) -> None:
         write_atomic(self.record_path(key), pretty_json(record))
 
-    def materialize(self, digest: str, dest: Path) -> None:
-        """Copy a blob out (a copy, never a link: editing the repository must not corrupt the store)."""
+    def read_record(self, key: str) -> dict | None:
+        try:
+            return json.loads(self.record_path(key).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _index_path(self, model: str, kind: str) -> Path:
+        return self.root / "index" / model / f"{kind}.json"
+
+    def put_index(self, model: str, kind: str, key: str) -> None:
+        """The last key built for (model, step kind): lets a rebuild say what changed."""
+        write_atomic(self._index_path(model, kind), pretty_json({"key": key}))
+
+    def get_index(self, model: str, kind: str) -> str | None:
+        try:
+            return json.loads(self._index_path(model, kind).read_text())["key"]
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def materialize(self, digest: str, dest: Path) -> str:
+        """Put a blob at dest without corrupting the store when dest is edited later: a reflink (copy-on-write)
+        where the filesystem has them; else a hardlink to the read-only blob for large files (a metadata-only
+        assemble of multi-GB engines); else a copy. Returns how: 'reflink', 'hardlink' or 'copy'."""
+        src = self.blob_path(digest)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self.blob_path(digest), dest)
+        dest.unlink(missing_ok=True)
+        if _reflink(src, dest):
+            os.chmod(dest, 0o644)
+            return "reflink"
+        if src.stat().st_size > HASH_ON_HIT_MAX:
+            try:
+                os.link(src, dest)
+                return "hardlink"
+            except OSError:
+                pass
+        shutil.copyfile(src, dest)
         os.chmod(dest, 0o644)
+        return "copy"
+
+    # --- maintenance: ls, gc, verify -------------------------------------------------------------------------
+
+    def records(self) -> list[tuple[str, dict, float]]:
+        out = []
+        for p in sorted((self.root / "steps").glob("*/*.json")):
+            try:
+                out.append((p.stem, json.loads(p.read_text()), p.stat().st_mtime))
+            except (OSError, ValueError):
+                continue
+        return out
+
+    def blobs(self) -> list[Path]:
+        return sorted((self.root / "blobs").glob("*/*"))
+
+    def gc(self, max_bytes: int) -> dict:
+        """Evict least-recently-used records until the blobs they keep fit in max_bytes; drop unreferenced blobs
+        and leftovers of interrupted writes."""
+        recs = sorted(self.records(), key=lambda r: r[2], reverse=True)  # newest first
+        kept, size, evicted = set(), 0, []
+        for key, record, _mtime in recs:
+            digests = {e["sha256"]: e["size"] for e in record.get("files", {}).values()}
+            extra = sum(sz for d, sz in digests.items() if d not in kept)
+            if size + extra <= max_bytes:
+                kept |= set(digests)
+                size += extra
+            else:
+                self.record_path(key).unlink(missing_ok=True)
+                evicted.append(key)
+        freed = 0
+        for blob in self.blobs():
+            if blob.name not in kept:
+                freed += blob.stat().st_size
+                blob.unlink()
+        shutil.rmtree(self.root / "tmp", ignore_errors=True)
+        return {"evicted_records": evicted, "freed_bytes": freed, "kept_bytes": size}
+
+    def verify(self) -> dict:
+        """Re-hash every blob; a corrupt blob is deleted and every record using it evicted."""
+        from builder.core.hashing import sha256_file
+
+        bad = [b.name for b in self.blobs() if sha256_file(b) != b.name]
+        for name in bad:
+            self.blob_path(name).unlink(missing_ok=True)
+        evicted = [key for key, record, _ in self.records()
+                   if any(e["sha256"] in bad for e in record.get("files", {}).values())]
+        for key in evicted:
+            self.record_path(key).unlink(missing_ok=True)
+        return {"blobs_checked": len(self.blobs()) + len(bad), "corrupt_blobs": bad, "evicted_records": evicted}

@@ -1,8 +1,15 @@
-"""Toolchain fingerprint: the versions that decide what a build produces (part of every cache key)."""
+"""Toolchain fingerprint: the versions and hardware that decide what a build step produces.
+
+Each step kind keys on the parts it depends on (STEP_KEYS), so a change rebuilds exactly the affected
+steps: a new GPU rebuilds engines, not Python packages. Works with and without GPUs / TensorRT(-LLM).
+"""
 
 from __future__ import annotations
 
+import os
 import platform
+import shutil
+import subprocess
 from functools import lru_cache
 from importlib import metadata
 
@@ -10,7 +17,22 @@ import builder
 
 # NOTE: the bundled tritonserver prints no version (no --version flag); nvidia-pytriton pins one per release.
 PYTRITON_TRITONSERVER = {"0.7.0": "2.51.0", "0.6.0": "2.50.0", "0.5.6": "2.49.0"}
-DISTRIBUTIONS = ("numpy", "onnx", "onnxruntime", "torch", "tritonclient", "protobuf", "nvidia-pytriton")
+DISTRIBUTIONS = {"numpy": "numpy", "onnx": "onnx", "onnxruntime": "onnxruntime", "torch": "torch",
+                 "tritonclient": "tritonclient", "protobuf": "protobuf", "nvidia-pytriton": "nvidia-pytriton",
+                 "tensorrt": "tensorrt", "tensorrt_llm": "tensorrt_llm", "tokenizers": "tokenizers"}
+GPU_KEYS = ("cuda", "driver", "gpu_name", "gpu_sm")
+STEP_KEYS = {
+    "python.package": ("tritonbuild",),
+    "onnx.fetch": ("tritonbuild", "onnx"),
+    "onnx.export": ("tritonbuild", "python", "torch", "onnx"),
+    "torch.fetch": ("tritonbuild",),
+    "torch.export": ("tritonbuild", "python", "torch"),
+    "tensorrt.engine": ("tritonbuild", "tensorrt", "trtexec", *GPU_KEYS),
+    "trtllm.engine": ("tritonbuild", "tensorrt_llm", "tensorrt", *GPU_KEYS),
+    "trtllm.tokenizer": ("tritonbuild",),
+    "trtllm.checkpoint": ("tritonbuild",),
+    "vllm.package": ("tritonbuild",),
+}
 
 
 def _version(dist: str) -> str | None:
@@ -20,15 +42,59 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def _gpu() -> dict[str, str]:
+    """First GPU's name, compute capability and the driver, from nvidia-smi; {} without a GPU."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return {}
+    try:
+        out = subprocess.run([exe, "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout.strip().splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    if not out:
+        return {}
+    name, sm, driver = (part.strip() for part in out[0].split(",")[:3])
+    return {"gpu_name": name, "gpu_sm": sm, "driver": driver}
+
+
+def _trtexec() -> str | None:
+    exe = shutil.which("trtexec")
+    if not exe:
+        return None
+    try:
+        out = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    first = next((line for line in out.splitlines() if "TensorRT" in line), "")
+    return first.strip() or "present"
+
+
 @lru_cache(maxsize=1)
 def fingerprint() -> dict[str, str]:
-    """Versions of everything that shapes our outputs; absent tools are left out, not guessed."""
+    """Everything that shapes our outputs; absent tools are left out, not guessed."""
     fp = {"tritonbuild": builder.__version__, "python": platform.python_version()}
-    for dist in DISTRIBUTIONS:
+    for key, dist in DISTRIBUTIONS.items():
         v = _version(dist)
         if v:
-            fp[dist] = v
+            fp[key] = v
     pt = fp.get("nvidia-pytriton")
     if pt:
         fp["tritonserver"] = PYTRITON_TRITONSERVER.get(pt, f"unknown (nvidia-pytriton {pt})")
+    if os.environ.get("TRITONBUILD_NO_GPU_PROBE") != "1":
+        fp.update(_gpu())
+    trtexec = _trtexec()
+    if trtexec:
+        fp["trtexec"] = trtexec
+    cuda = os.environ.get("CUDA_VERSION")
+    if cuda:
+        fp["cuda"] = cuda
     return fp
+
+
+def for_step(kind: str, toolchain: dict[str, str]) -> dict[str, str]:
+    """The part of the toolchain a step kind's output depends on (all of it for unknown kinds)."""
+    keys = STEP_KEYS.get(kind)
+    if keys is None:
+        return dict(toolchain)
+    return {k: toolchain[k] for k in keys if k in toolchain}

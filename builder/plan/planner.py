@@ -7,14 +7,19 @@ from pathlib import Path
 
 from builder.backends import backend_for
 from builder.core.hashing import sha256_json
-from builder.core.toolchain import fingerprint
+from builder.core.toolchain import fingerprint, for_step
 from builder.plan.models import ModelPlan, Plan, PlannedStep
 from builder.recipe.load import LoadedRecipe
 
 
+def key_material(kind: str, params: dict, inputs: dict[str, str], toolchain: dict[str, str]) -> dict:
+    """What a step's output depends on: kind, params, input digests, its part of the toolchain (not paths)."""
+    return {"kind": kind, "params": params, "inputs": sorted(inputs.values()), "toolchain": for_step(kind, toolchain)}
+
+
 def cache_key(kind: str, params: dict, inputs: dict[str, str], toolchain: dict[str, str]) -> str:
-    """sha256 of canonical JSON of (kind, params, input digests, toolchain). Input paths do not count."""
-    return sha256_json({"kind": kind, "params": params, "inputs": sorted(inputs.values()), "toolchain": toolchain})
+    """sha256 of canonical JSON of the key material."""
+    return sha256_json(key_material(kind, params, inputs, toolchain))
 
 
 def display_path(path: Path) -> str:

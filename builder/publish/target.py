@@ -7,26 +7,13 @@ never reads, prints or stores them.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
+from builder.core.secrets import redact
 from builder.errors import PublishError
 
 DRIVERS = {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs"}
-SECRET_RE = re.compile(r"(?i)(secret|token|password|signature|credential|key)=([^&\s]+)")
-
-
-def redact(text: str) -> str:
-    """Drop anything secret-looking from a message (query-string credentials, env values)."""
-    text = SECRET_RE.sub(r"\1=***", text)
-    for var in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN"):
-        value = os.environ.get(var)
-        if value and len(value) >= 6:
-            text = text.replace(value, "***")
-    return text
-
-
 @dataclass
 class Target:
     url: str  # as the user gave it, without a trailing slash

@@ -81,12 +81,14 @@ def _golden_warmup(bm: BuiltModel, model_dir: Path, goldens: str | None, config:
     return render(mc)
 
 
-def _write_model(store: Store, bm: BuiltModel, root: Path, configs: dict[str, tuple[int, bytes]]) -> ManifestModel:
+def _write_model(store: Store, bm: BuiltModel, root: Path, configs: dict[str, tuple[int, bytes]],
+                 known: dict[str, FileEntry]) -> ManifestModel:
     mp, recipe = bm.plan, bm.plan.recipe
     model_dir = root / mp.name
     vdir = model_dir / str(mp.version)
     for rel, entry in bm.files.items():
         store.materialize(entry.sha256, vdir / rel)
+        known[f"{mp.name}/{mp.version}/{rel}"] = entry
     backend = backend_for(mp.backend)
     config = render(build_model_config(recipe, bm.inputs, bm.outputs, backend))
     if mp.name in configs and configs[mp.name][1] != config:
@@ -114,13 +116,21 @@ def _manifest_model(bm: BuiltModel, **fields) -> ManifestModel:
                          steps={s.kind: s.cache_key for s in mp.steps}, **fields)
 
 
-def write_manifest(root: Path, toolchain: dict, models: list[ManifestModel]) -> Manifest:
+def write_manifest(root: Path, toolchain: dict, models: list[ManifestModel],
+                   known: dict[str, FileEntry] | None = None) -> Manifest:
+    """Every file with sha256 and size. known: digests already established (files materialised from the store,
+    whose names are their sha256), so multi-GB artifacts are not hashed again."""
     files = {}
+    known = known or {}
     for rel in tree_files(root):
-        if rel.as_posix() in NOT_IN_MANIFEST:
+        key = rel.as_posix()
+        if key in NOT_IN_MANIFEST:
             continue
         path = root / rel
-        files[rel.as_posix()] = FileEntry(sha256=sha256_file(path), size=path.stat().st_size)
+        size = path.stat().st_size
+        entry = known.get(key)
+        files[key] = entry if entry is not None and entry.size == size else FileEntry(sha256=sha256_file(path),
+                                                                                     size=size)
     manifest = Manifest(toolchain=toolchain, models=sorted(models, key=lambda m: (m.name, m.version)), files=files)
     write_atomic(root / MANIFEST_NAME, manifest.to_bytes())
     return manifest
@@ -135,6 +145,7 @@ def assemble(result: BuildResult, out: Path, *, force: bool = False) -> Manifest
     staging.mkdir(parents=True)
     try:
         configs: dict[str, tuple[int, bytes]] = {}
+        known: dict[str, FileEntry] = {}
         models = []
         # NOTE: compositions last: they are checked against the models they call.
         ordered = sorted(result.models, key=lambda bm: getattr(backend_for(bm.plan.backend), "NEEDS_BUILT_MODELS",
@@ -151,13 +162,13 @@ def assemble(result: BuildResult, out: Path, *, force: bool = False) -> Manifest
                     emitted = [emitted[0].model_copy(update={"goldens": goldens, "goldens_source": source})]
                 models.extend(emitted)
             else:
-                models.append(_write_model(store, bm, staging, configs))
+                models.append(_write_model(store, bm, staging, configs, known))
         failed = [f for m in sorted({m.name for m in models}) for f in check_model_dir(staging / m) if not f.ok]
         if failed:
             raise BuildError("the generated repository breaks Triton's load rules: " +
                              "; ".join(f"{f.model}: {f.check}: {f.detail}" for f in failed),
                              hint="this is a tritonbuild bug if the recipe validated; please report it")
-        manifest = write_manifest(staging, result.toolchain, models)
+        manifest = write_manifest(staging, result.toolchain, models, known)
         replace_dir(staging, out)
         return manifest
     finally:

@@ -42,3 +42,4 @@ class BuildResult(_Frozen):
     store: str = Field(description="Root of the content-addressed store holding every file's blob.")
     toolchain: dict[str, str]
     models: list[BuiltModel]
+    warnings: list[str] = Field(default_factory=list, description="Degradations the user should know about.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -13,6 +14,7 @@ from builder.core.cas import Store
 from builder.core.hashing import tree_files
 from builder.errors import BuildError
 from builder.plan.models import ModelPlan, Plan, PlannedStep
+from builder.plan.planner import key_material
 from builder.steps.models import BuildResult, BuiltModel, FileEntry, StepOutcome
 
 Progress = Callable[[str], None]
@@ -32,16 +34,22 @@ def _prebuilt(store: Store, mp: ModelPlan, step: PlannedStep, path: Path,
                               seconds=time.perf_counter() - t0)
 
 
-def _run_step(store: Store, mp: ModelPlan, step: PlannedStep,
-              prebuilt: Path | None = None) -> tuple[dict[str, FileEntry], StepOutcome]:
+def _run_step(store: Store, mp: ModelPlan, step: PlannedStep, toolchain: dict[str, str],
+              prebuilt: Path | None = None, remote=None) -> tuple[dict[str, FileEntry], StepOutcome]:
     t0 = time.perf_counter()
     if prebuilt is not None:
         return _prebuilt(store, mp, step, prebuilt, t0)
+    material = key_material(step.kind, step.params, step.inputs, toolchain)
     record = store.get_record(step.cache_key)
+    where = "same inputs, params and toolchain"
+    if record is None and remote is not None:
+        record = remote.pull(store, step.cache_key) and store.get_record(step.cache_key)
+        where = "remote cache: same inputs, params and toolchain"
     if record is not None:
         files = {k: FileEntry(**v) for k, v in record["files"].items()}
         return files, StepOutcome(kind=step.kind, cache_key=step.cache_key, status="cached",
-                                  reason="same inputs, params and toolchain", seconds=time.perf_counter() - t0)
+                                  reason=where, seconds=time.perf_counter() - t0)
+    reason = _why_rebuild(store, mp, step, material)
     work = Path(tempfile.mkdtemp(prefix=f"tb-{mp.name}-", dir=store.root / "tmp"))
     try:
         out = work / "out"
@@ -52,8 +60,11 @@ def _run_step(store: Store, mp: ModelPlan, step: PlannedStep,
         for rel in tree_files(out):
             digest, size = store.put_file(out / rel)
             files[rel.as_posix()] = FileEntry(sha256=digest, size=size)
-        store.put_record(step.cache_key, {"kind": step.kind, "model": mp.name,
+        store.put_record(step.cache_key, {"kind": step.kind, "model": mp.name, "material": material,
                                           "files": {k: v.model_dump() for k, v in files.items()}})
+        store.put_index(mp.name, step.kind, step.cache_key)
+        if remote is not None:
+            remote.push(store, step.cache_key)
     except StepSkipped as e:
         return {}, StepOutcome(kind=step.kind, cache_key=step.cache_key, status="skipped", reason=str(e),
                                seconds=time.perf_counter() - t0)
@@ -62,28 +73,73 @@ def _run_step(store: Store, mp: ModelPlan, step: PlannedStep,
                          hint=e.hint) from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return files, StepOutcome(kind=step.kind, cache_key=step.cache_key, status="built", reason="no cache entry",
+    return files, StepOutcome(kind=step.kind, cache_key=step.cache_key, status="built", reason=reason,
                               seconds=time.perf_counter() - t0)
 
 
+def _why_rebuild(store: Store, mp: ModelPlan, step: PlannedStep, material: dict) -> str:
+    """Compare with the last build of the same model and step: which part of the key changed."""
+    last_key = store.get_index(mp.name, step.kind)
+    old = store.read_record(last_key) if last_key else None
+    if not old or "material" not in old:
+        return "first build (no cache entry)"
+    before = old["material"]
+    changes = []
+    if before.get("params") != material["params"]:
+        keys = sorted(k for k in set(before.get("params", {})) | set(material["params"])
+                      if before.get("params", {}).get(k) != material["params"].get(k))
+        changes.append("params " + ", ".join(keys))
+    if before.get("inputs") != material["inputs"]:
+        changes.append("input files")
+    tc_old, tc_new = before.get("toolchain", {}), material["toolchain"]
+    for k in sorted(set(tc_old) | set(tc_new)):
+        if tc_old.get(k) != tc_new.get(k):
+            changes.append(f"{k} {tc_old.get(k, '-')} → {tc_new.get(k, '-')}")
+    return "changed: " + "; ".join(changes) if changes else "cache entry missing or corrupt"
+
+
+def _usable(store: Store, warnings: list[str]) -> Store:
+    """The store, or a temporary one (with a warning) when its directory cannot be written."""
+    try:
+        (store.root / "tmp").mkdir(parents=True, exist_ok=True)
+        probe = store.root / "tmp" / f".probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+        return store
+    except OSError as e:
+        fallback = Path(tempfile.mkdtemp(prefix="tritonbuild-cache-"))
+        warnings.append(f"build cache {store.root} is not writable ({e.strerror}); using {fallback} for this run "
+                        "(set --cache-dir or TRITONBUILD_CACHE_DIR)")
+        return Store(fallback)
+
+
 def build(plan: Plan, store: Store, progress: Progress | None = None, *, engines: dict[str, Path] | None = None,
-          strict: bool = False) -> BuildResult:
-    """Run every step. engines: model name → prebuilt engine directory. strict: a skipped step is an error."""
+          strict: bool = False, cache_url: str | None = None, only: set[str] | None = None) -> BuildResult:
+    """Run every step. engines: model name → prebuilt engine directory. strict: a skipped step is an error.
+    cache_url: a shared remote cache. only: build just these models (the rest are left out)."""
+    warnings: list[str] = []
+    store = _usable(store, warnings)
+    remote = None
+    if cache_url:
+        from builder.core.remote import RemoteCache
+
+        remote = RemoteCache(cache_url, warnings.append)
     engines = dict(engines or {})
     unknown = sorted(set(engines) - {m.name for m in plan.models if any(s.kind.endswith(".engine") for s in m.steps)})
     if unknown:
         raise BuildError(f"--engine names {unknown}, which no engine-building recipe defines",
                          hint="use --engine MODEL=DIR with the recipe's name")
-    (store.root / "tmp").mkdir(parents=True, exist_ok=True)
     models = []
     for mp in plan.models:
+        if only is not None and mp.name not in only:
+            continue
         files: dict[str, FileEntry] = {}
         outcomes = []
         for step in mp.steps:
             if progress:
                 progress(f"{mp.name}: {step.kind}")
             given = engines.get(mp.name) if step.kind.endswith(".engine") else None
-            step_files, outcome = _run_step(store, mp, step, given)
+            step_files, outcome = _run_step(store, mp, step, plan.toolchain, given, remote)
             if outcome.status == "skipped" and strict:
                 raise BuildError(f"model {mp.name!r}: step {step.kind} skipped: {outcome.reason}",
                                  where=mp.recipe_path, hint="run on a machine that has the tool, or drop --strict")
@@ -97,4 +153,4 @@ def build(plan: Plan, store: Store, progress: Progress | None = None, *, engines
             raise BuildError(f"model {mp.name!r}: {e.message}", where=mp.recipe_path, hint=e.hint) from None
         models.append(BuiltModel(plan=mp, files=dict(sorted(files.items())), inputs=inputs, outputs=outputs,
                                  steps=outcomes))
-    return BuildResult(store=str(store.root), toolchain=plan.toolchain, models=models)
+    return BuildResult(store=str(store.root), toolchain=plan.toolchain, models=models, warnings=warnings)

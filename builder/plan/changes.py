@@ -1,0 +1,57 @@
+"""Which recipes changed since a git revision: their own file, any input file of their steps, their goldens,
+or a model they call."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from builder.errors import UsageError
+from builder.plan.models import Plan
+
+
+def _git(args: list[str], cwd: Path) -> str:
+    try:
+        res = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise UsageError("--changed-since needs git, which is not installed", hint="install git") from None
+    if res.returncode != 0:
+        detail = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else "unknown revision or not a repository"
+        raise UsageError(f"git {' '.join(args)} failed: {detail}",
+                         hint="pass a revision that exists here (git fetch it first in shallow CI clones)")
+    return res.stdout
+
+
+def changed_files(rev: str, cwd: Path) -> set[Path]:
+    top = Path(_git(["rev-parse", "--show-toplevel"], cwd).strip())
+    _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd)
+    names = _git(["diff", "--name-only", rev, "--"], top).splitlines()
+    names += _git(["ls-files", "--others", "--exclude-standard"], top).splitlines()
+    return {(top / n).resolve() for n in names if n}
+
+
+def models_changed_since(plan: Plan, rev: str, cwd: Path) -> set[str]:
+    changed = changed_files(rev, cwd)
+    out = set()
+    for m in plan.models:
+        paths = {(Path(m.recipe_dir) / Path(m.recipe_path).name).resolve(), Path(m.recipe_path).resolve()}
+        paths |= {Path(p).resolve() for s in m.steps for p in s.inputs if "://" not in p}
+        goldens = getattr(m.recipe.verify, "goldens", None)
+        if goldens:
+            paths.add((Path(m.recipe_dir) / goldens).resolve())
+        if paths & changed:
+            out.add(m.name)
+    calls = {m.name: {s.model for s in getattr(m.recipe, "steps", [])} for m in plan.models}
+    grew = True
+    while grew:  # a pipeline changes when a model it calls changes
+        more = {name for name, deps in calls.items() if deps & out} - out
+        out |= more
+        grew = bool(more)
+    needed = set(out)  # a selected pipeline needs the models it calls in the same repository (cache hits)
+    stack = list(out)
+    while stack:
+        for dep in calls.get(stack.pop(), ()):
+            if dep not in needed:
+                needed.add(dep)
+                stack.append(dep)
+    return needed
