@@ -162,11 +162,12 @@ class Store:
         """Evict least-recently-used records until the blobs they keep fit in max_bytes; drop unreferenced blobs
         and leftovers of interrupted writes."""
         recs = sorted(self.records(), key=lambda r: r[2], reverse=True)  # newest first
-        kept, size, evicted = set(), 0, []
+        kept, size, evicted, full = set(), 0, [], False
         for key, record, _mtime in recs:
             digests = {e["sha256"]: e["size"] for e in record.get("files", {}).values()}
             extra = sum(sz for d, sz in digests.items() if d not in kept)
-            if size + extra <= max_bytes:
+            full = full or size + extra > max_bytes  # strict LRU: once one does not fit, everything older goes
+            if not full:
                 kept |= set(digests)
                 size += extra
             else:

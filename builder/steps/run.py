@@ -80,6 +80,8 @@ def _run_step(store: Store, mp: ModelPlan, step: PlannedStep, toolchain: dict[st
 def _why_rebuild(store: Store, mp: ModelPlan, step: PlannedStep, material: dict) -> str:
     """Compare with the last build of the same model and step: which part of the key changed."""
     last_key = store.get_index(mp.name, step.kind)
+    if last_key == step.cache_key:
+        return "cache entry missing or corrupt"
     old = store.read_record(last_key) if last_key else None
     if not old or "material" not in old:
         return "first build (no cache entry)"
@@ -108,6 +110,7 @@ def _usable(store: Store, warnings: list[str]) -> Store:
         return store
     except OSError as e:
         fallback = Path(tempfile.mkdtemp(prefix="tritonbuild-cache-"))
+        (fallback / "tmp").mkdir()
         warnings.append(f"build cache {store.root} is not writable ({e.strerror}); using {fallback} for this run "
                         "(set --cache-dir or TRITONBUILD_CACHE_DIR)")
         return Store(fallback)
