@@ -449,6 +449,29 @@ def rollback_command(target: str, model: str, to: int, endpoint_url: str | None,
         out.print(f"{model}: live version {result['previous']} → {result['live']} at {result['target']}")
 
 
+@main.command("deploy-snippets")
+@click.argument("repository", type=click.Path(path_type=Path))
+@click.option("-o", "--output", "output", type=click.Path(path_type=Path), default=Path("deploy"),
+              show_default=True, help="Directory for the generated YAML.")
+@click.option("--name", default="tritonserver", show_default=True, help="Deployment/Service name (DNS label).")
+@click.option("--image", required=True, help="Serving image, e.g. one built from Dockerfile.triton.")
+@click.option("--target", help="Publish target the pods sync at start (else the image's baked repository).")
+@click.option("--replicas", type=int, default=1, show_default=True)
+@json_option
+def deploy_snippets_command(repository: Path, output: Path, name: str, image: str, target: str | None,
+                            replicas: int, as_json: bool) -> None:
+    """Write a Kubernetes Deployment + Service for REPOSITORY (startup probe sized from it, readiness that infers)."""
+    from builder.publish.k8s import startup_budget_s, write
+    from builder.verify.run import read_repository
+
+    manifest = read_repository(repository)
+    path = write(manifest, output, name=name, image=image, target=target, replicas=replicas)
+    if as_json:
+        _json({"path": str(path), "startup_budget_s": startup_budget_s(manifest)})
+    else:
+        out.print(f"wrote {path} (startup budget {startup_budget_s(manifest)} s)")
+
+
 @main.group("cache")
 def cache_group() -> None:
     """Inspect and maintain the local build cache."""

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Serve /models: baked into the image, or pulled from a tritonbuild publish target at start
+# (TRITONBUILD_TARGET=s3://bucket/prefix; the TensorRT-LLM backend needs the engine on local disk).
+set -euo pipefail
+if [ -n "${TRITONBUILD_TARGET:-}" ]; then
+  case "$TRITONBUILD_TARGET" in
+    s3://*) aws s3 sync --no-progress --delete "$TRITONBUILD_TARGET" /models ${AWS_ENDPOINT_URL:+--endpoint-url "$AWS_ENDPOINT_URL"} ;;
+    *) echo "entrypoint: only s3:// targets are synced here; got $TRITONBUILD_TARGET" >&2; exit 2 ;;
+  esac
+fi
+exec tritonserver --model-repository=/models --model-control-mode="${TRITON_MODEL_CONTROL:-none}" \
+  --strict-readiness=true "$@"
