@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from builder.core.hashing import sha256_file
+from builder.core.hashing import sha256_file, sha256_input
 from builder.errors import BuildError, PlanError
 from builder.recipe.load import LoadedRecipe
 
@@ -26,7 +26,7 @@ def local_source(lr: LoadedRecipe, rel: str, loc: tuple) -> Path:
 
 def pinned_digest(lr: LoadedRecipe, path: Path) -> str:
     """sha256 of a source file, checked against the recipe's pin when there is one."""
-    digest = sha256_file(path)
+    digest = sha256_input(path)
     pin = lr.recipe.source.sha256
     if pin and pin != digest:
         raise PlanError(f"sha256 of {path} is {digest}, the recipe pins {pin}", where=lr.where(("source", "sha256")),

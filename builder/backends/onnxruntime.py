@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from builder.backends.common import fetch_url, is_url, local_source, pinned_digest
-from builder.core.hashing import sha256_file
+from builder.core.hashing import sha256_input
 from builder.core.proc import run_logged
 from builder.errors import BuildError, PlanError
 from builder.recipe.load import LoadedRecipe
@@ -47,7 +47,7 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
         params = {"module": ex.module, "seed": ex.seed, "opset": ex.opset, "outputs": list(ex.outputs),
                   "inputs": {k: v.model_dump() for k, v in ex.inputs.items()},
                   "dynamic_axes": {k: {str(a): n for a, n in v.items()} for k, v in (dyn or {}).items()}}
-        return [("onnx.export", params, {str(path): sha256_file(path)})]
+        return [("onnx.export", params, {str(path): sha256_input(path)})]
     if is_url(src.path):
         if not src.sha256:
             raise PlanError(f"{src.path} is remote and not pinned", where=lr.where(("source", "path")),

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from builder.backends.common import local_source, pinned_digest, relative_dest
-from builder.core.hashing import sha256_file
+from builder.core.hashing import sha256_input
 from builder.errors import PlanError
 from builder.recipe.load import LoadedRecipe
 from builder.recipe.models import Recipe, TensorSpec
@@ -30,7 +30,7 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
         if dest in layout:
             raise PlanError(f"{rel!r} is packaged twice", where=lr.where(("source", "files", i)),
                             hint="list each file once")
-        layout[dest] = sha256_file(path)
+        layout[dest] = sha256_input(path)
         inputs[str(path)] = layout[dest]
     return [("python.package", {"layout": layout}, inputs)]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from builder.backends.common import local_source, pinned_digest
 from builder.backends.onnxruntime import _module_file
-from builder.core.hashing import sha256_file
+from builder.core.hashing import sha256_input
 from builder.core.proc import run_logged
 from builder.errors import BuildError, PlanError
 from builder.recipe.load import LoadedRecipe
@@ -47,7 +47,7 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
     params = {"module": ex.module, "seed": ex.seed, "format": ex.format, "method": ex.method,
               "outputs": list(ex.outputs), "inputs": {k: v.model_dump() for k, v in ex.inputs.items()},
               "max_batch_size": r.max_batch_size, "target": "pytorch", "dynamic_axes": {}, "opset": ex.opset}
-    return [("torch.export", params, {str(path): sha256_file(path)})]
+    return [("torch.export", params, {str(path): sha256_input(path)})]
 
 
 def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, out: Path, log_dir: Path,

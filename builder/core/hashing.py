@@ -47,3 +47,59 @@ def tree_files(root: Path) -> list[Path]:
         for name in filenames:
             out.append((Path(dirpath) / name).relative_to(root))
     return sorted(out, key=lambda p: p.as_posix())
+
+
+class FileHashCache:
+    """sha256 of files, remembered by (path, size, mtime_ns, inode) across runs, so planning does not re-read
+    multi-GB checkpoints that did not change (the approach DVC takes). Stored as JSON beside the build cache."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self.entries: dict[str, list] = {}
+        self.dirty = False
+        if path is not None:
+            try:
+                self.entries = json.loads(path.read_text())
+            except (OSError, ValueError):
+                self.entries = {}
+
+    def sha256(self, file: str | os.PathLike) -> str:
+        st = os.stat(file)
+        key = os.path.abspath(file)
+        stamp = [st.st_size, st.st_mtime_ns, st.st_ino]
+        hit = self.entries.get(key)
+        if hit is not None and hit[:3] == stamp:
+            return hit[3]
+        digest = sha256_file(file)
+        self.entries[key] = [*stamp, digest]
+        self.dirty = True
+        return digest
+
+    def save(self) -> None:
+        if self.path is None or not self.dirty:
+            return
+        from builder.core.fsutil import write_atomic
+
+        try:
+            write_atomic(self.path, json.dumps(self.entries, sort_keys=True).encode())
+        except OSError:
+            pass  # a cache of a cache: never fail a build over it
+        self.dirty = False
+
+
+_HASHES: FileHashCache | None = None
+
+
+def file_hashes() -> FileHashCache:
+    """The process-wide FileHashCache (in the build cache directory)."""
+    global _HASHES
+    if _HASHES is None:
+        from builder.core.cas import default_cache_dir
+
+        _HASHES = FileHashCache(default_cache_dir() / "file-hashes.json")
+    return _HASHES
+
+
+def sha256_input(path: str | os.PathLike) -> str:
+    """sha256 of a build input, through the stat-keyed cache."""
+    return file_hashes().sha256(path)

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from builder.backends import backend_for
-from builder.core.hashing import sha256_json
+from builder.core.hashing import file_hashes, sha256_json
 from builder.core.toolchain import fingerprint, for_step
 from builder.plan.models import ModelPlan, Plan, PlannedStep
 from builder.recipe.load import LoadedRecipe
@@ -41,4 +41,5 @@ def make_plan(recipes: list[LoadedRecipe]) -> Plan:
         models.append(ModelPlan(name=lr.recipe.name, version=lr.recipe.version, backend=lr.recipe.backend,
                                 recipe_path=display_path(lr.path), recipe_dir=str(lr.base_dir.resolve()),
                                 recipe_digest=lr.digest, recipe=lr.recipe, steps=steps, extras=extras))
+    file_hashes().save()
     return Plan(toolchain=toolchain, models=models)

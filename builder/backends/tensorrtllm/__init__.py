@@ -12,7 +12,7 @@ from pathlib import Path
 
 from builder.backends import StepSkipped
 from builder.backends.tensorrtllm import argv as cmd
-from builder.core.hashing import sha256_file, sha256_json, tree_files
+from builder.core.hashing import sha256_input, sha256_json, tree_files
 from builder.core.proc import run_logged
 from builder.errors import BuildError, PlanError
 from builder.plan.memory import Architecture, memory_plan
@@ -58,7 +58,7 @@ def read_checkpoint(lr: LoadedRecipe) -> tuple[Path, dict, dict[str, str]]:
     except (ValueError, KeyError) as e:
         raise PlanError(f"{cfg_path} is not a usable model config ({type(e).__name__}: {e})",
                         where=lr.where(("checkpoint", "path")), hint="check the checkpoint") from None
-    files = {rel.as_posix(): sha256_file(ckpt / rel) for rel in tree_files(ckpt)}
+    files = {rel.as_posix(): sha256_input(ckpt / rel) for rel in tree_files(ckpt)}
     pin = r.checkpoint.sha256
     if pin and pin != tree_digest(files):
         raise PlanError(f"checkpoint {ckpt} has digest {tree_digest(files)}, the recipe pins {pin}",
@@ -70,7 +70,7 @@ def read_checkpoint(lr: LoadedRecipe) -> tuple[Path, dict, dict[str, str]]:
 def read_tokenizer(lr: LoadedRecipe, ckpt: Path) -> tuple[Path, dict[str, str]]:
     r: LLMRecipe = lr.recipe
     tok = _dir(lr, r.tokenizer, ("tokenizer",)) if r.tokenizer else ckpt
-    present = {name: sha256_file(tok / name) for name in TOKENIZER_FILES if (tok / name).is_file()}
+    present = {name: sha256_input(tok / name) for name in TOKENIZER_FILES if (tok / name).is_file()}
     if "tokenizer.json" not in present:
         raise PlanError(f"{tok} has no tokenizer.json (found: {sorted(present) or 'no tokenizer files'})",
                         where=lr.where(("tokenizer",) if r.tokenizer else ("checkpoint", "path")),
