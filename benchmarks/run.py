@@ -4,7 +4,10 @@ Prints ratios measured side by side in the same run (the machines are noisy):
 - verify wall time of the bundled examples (embedded tritonserver start + load + goldens), target < 15 s;
 - manifest hashing throughput ÷ `sha256sum` on the same files, target >= 0.9;
 - publish to file:// of a repository holding a 1 GiB artifact ÷ `cp -r` of it;
-- publish to an S3 endpoint (a local moto_server) ÷ s3fs `put(recursive=True)` of the same tree.
+- publish to an S3 endpoint (a local moto_server) ÷ s3fs `put(recursive=True)` of the same tree;
+- no-op rebuild of 50 recipes (ONNX exports) ÷ their full build, target <= 1 % and < 1 s;
+- assembling a repository holding a 4 GiB artifact from the cache ÷ `cp` of that artifact, target <= 0.05;
+- a cache hit from the remote cache (moto S3) ÷ rebuilding an ONNX export step.
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ def bench_hashing(work: Path, size_mib: int) -> dict:
             "throughput_ratio": round(t / o, 3), "target_ratio": 0.9}
 
 
-def _big_repository(work: Path, size_mib: int) -> Path:
+def _big_repository(work: Path, size_mib: int, keep_source: bool = False) -> Path:
     """A built repository whose Python model carries a size_mib weights file (random bytes)."""
     from builder import api
 
@@ -86,8 +89,9 @@ def _big_repository(work: Path, size_mib: int) -> Path:
     os.environ["TRITONBUILD_CACHE_DIR"] = str(work / "bigcache")
     out = work / "bigrepo"
     api.build_repository([src / "big.yaml"], out)
-    (src / "weights.bin").unlink()
-    shutil.rmtree(work / "bigcache")
+    if not keep_source:
+        (src / "weights.bin").unlink()
+        shutil.rmtree(work / "bigcache")
     return out
 
 
@@ -153,11 +157,128 @@ def bench_publish_s3(work: Path, repo: Path) -> dict | str:
         proc.wait()
 
 
+ENCODER = """
+import torch
+
+
+def build_model():
+    return torch.nn.Sequential(torch.nn.Embedding(100, 8), torch.nn.Flatten(), torch.nn.Linear(32, 4))
+"""
+
+
+def _onnx_recipes(src: Path, n: int) -> list[Path]:
+    src.mkdir(parents=True)
+    (src / "enc.py").write_text(ENCODER)
+    paths = []
+    for i in range(n):
+        p = src / f"m{i:02d}.yaml"
+        p.write_text(f"name: m{i:02d}\nversion: 1\nbackend: onnxruntime\nsource:\n  export:\n"
+                     f"    module: 'enc:build_model'\n    inputs: {{ids: {{dtype: int64, shape: [2, 4]}}}}\n"
+                     f"    seed: {i}\nmax_batch_size: 8\n")
+        paths.append(p)
+    return paths
+
+
+def bench_noop_rebuild(work: Path, n: int) -> dict:
+    from builder import api
+
+    os.environ["TRITONBUILD_CACHE_DIR"] = str(work / "cache")
+    recipes = _onnx_recipes(work / "src", n)
+    t0 = time.perf_counter()
+    api.build_repository([work / "src"], work / "out")
+    full = time.perf_counter() - t0
+    noop_inproc = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        result, _ = api.build_repository([work / "src"], work / "out")
+        noop_inproc.append(time.perf_counter() - t0)
+        assert all(s.status == "cached" for m in result.models for s in m.steps)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "builder", "build", str(work / "src"), "-o", str(work / "out"), "--json"],
+                   check=True, capture_output=True)
+    noop_cli = time.perf_counter() - t0
+    best = min(noop_inproc)
+    return {"recipes": len(recipes), "full_build_s": round(full, 2), "noop_rebuild_s": round(best, 3),
+            "noop_rebuild_cli_s": round(noop_cli, 3), "ratio": round(best / full, 4), "target_ratio": 0.01,
+            "target_s": 1.0}
+
+
+def bench_assemble_big(work: Path, size_mib: int) -> dict:
+    from builder import api
+    from builder.core.cas import Store
+    from builder.repository.assemble import assemble
+    from builder.steps import build
+
+    repo = _big_repository(work, size_mib, keep_source=True)  # built once: the artifact is now in the cache
+    artifact = work / "bigsrc" / "weights.bin"
+    result = build(api.plan([work / "bigsrc" / "big.yaml"]), Store(work / "bigcache"))  # every step cached
+    assert all(s.status == "cached" for m in result.models for s in m.steps)
+    shutil.rmtree(repo)
+    ours, theirs = [], []
+    for i in range(3):
+        os.sync()
+        t0 = time.perf_counter()
+        assemble(result, work / f"assembled{i}")
+        ours.append(time.perf_counter() - t0)
+        os.sync()
+        t0 = time.perf_counter()
+        subprocess.run(["cp", str(artifact), str(work / f"copy{i}.bin")], check=True)
+        theirs.append(time.perf_counter() - t0)
+        shutil.rmtree(work / f"assembled{i}")
+        (work / f"copy{i}.bin").unlink()
+    o, t = min(ours), min(theirs)
+    return {"artifact_MiB": size_mib, "assemble_s": round(o, 4), "cp_s": round(t, 3), "ratio": round(o / t, 4),
+            "target_ratio": 0.05}
+
+
+def bench_remote_cache(work: Path) -> dict | str:
+    import socket
+
+    moto = str(Path(sys.executable).parent / "moto_server")
+    if not Path(moto).exists():
+        return "skipped: moto_server is not installed"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([moto, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1",
+                          AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}")
+        for _ in range(100):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        import s3fs
+
+        from builder import api
+
+        s3fs.S3FileSystem(client_kwargs={"endpoint_url": f"http://127.0.0.1:{port}"}).mkdir("cache")
+        recipe = ROOT / "recipes" / "examples" / "text-encoder.yaml"
+        os.chdir(ROOT)
+        os.environ["TRITONBUILD_CACHE_DIR"] = str(work / "runner-a")
+        t0 = time.perf_counter()
+        api.build_repository([recipe], work / "a", cache_url="s3://cache/tb")
+        rebuild = time.perf_counter() - t0  # builds the export, then pushes it
+        os.environ["TRITONBUILD_CACHE_DIR"] = str(work / "runner-b")
+        t0 = time.perf_counter()
+        result, _ = api.build_repository([recipe], work / "b", cache_url="s3://cache/tb")
+        hit = time.perf_counter() - t0
+        assert result.models[0].steps[0].reason.startswith("remote cache")
+        return {"rebuild_s": round(rebuild, 2), "remote_hit_s": round(hit, 3), "ratio": round(hit / rebuild, 3)}
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mib", type=int, default=1024)
     ap.add_argument("--s3-size-mib", type=int, default=256, help="Artifact size for the S3 publish benchmark.")
-    ap.add_argument("--only", choices=["verify", "hashing", "publish"])
+    ap.add_argument("--only", choices=["verify", "hashing", "publish", "cache"])
+    ap.add_argument("--recipes", type=int, default=50, help="Recipes in the no-op rebuild benchmark.")
+    ap.add_argument("--big-mib", type=int, default=4096, help="Artifact size in the assemble benchmark.")
     args = ap.parse_args()
     results = {}
     with tempfile.TemporaryDirectory(prefix="tb-bench-") as tmp:
@@ -176,6 +297,15 @@ def main() -> int:
             repo = _big_repository(work / "s3", args.s3_size_mib)
             res = bench_publish_s3(work / "s3", repo)
             results["publish_s3"] = {"artifact_MiB": args.s3_size_mib, **res} if isinstance(res, dict) else res
+            shutil.rmtree(work / "s3")
+        if args.only in (None, "cache"):
+            for name in ("noop", "big", "remote"):
+                (work / name).mkdir()
+            results["noop_rebuild"] = bench_noop_rebuild(work / "noop", args.recipes)
+            shutil.rmtree(work / "noop")
+            results["assemble_from_cache"] = bench_assemble_big(work / "big", args.big_mib)
+            shutil.rmtree(work / "big")
+            results["remote_cache_hit"] = bench_remote_cache(work / "remote")
     print(json.dumps(results, indent=2))
     return 0
 
