@@ -160,11 +160,16 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
         if any(p == "live-embedded" for p, _ in paths.values()):
             say("starting the embedded tritonserver")
             server = stack.enter_context(EmbeddedServer(root))
+        loads = {}
+        if server is not None:
+            say("loading models")
+            live = [m for m in manifest.models if paths[(m.name, m.version)][0] == "live-embedded"]
+            loads = _load_all(f"http://{server.http_url}", live)
         for m in manifest.models:
             say(f"{m.name} v{m.version}")
             path, detail = paths[(m.name, m.version)]
             url = server_url if path == "live-server" else (f"http://{server.http_url}" if server else None)
-            rep, m2 = _verify_model(root, m, path, detail, url, record)
+            rep, m2 = _verify_model(root, m, path, detail, url, record, loads.get(m.name, "not loaded"))
             if path == "in-process":
                 rep = rep.model_copy(update={"notes": [*rep.notes, f"not loaded in tritonserver: the embedded "
                                                        f"server has no {m.backend} backend; pass --server URL"]})
@@ -177,6 +182,30 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
                                 models=reports, recorded=record, passed=all(r.passed for r in reports))
     write_atomic(root / REPORT_NAME, pretty_json(report.model_dump(mode="json")))
     return report
+
+
+def _load_all(url: str, models: list[ManifestModel]) -> dict[str, str | None]:
+    """Load models concurrently; name → Triton's load error or None. An ensemble's load loads its steps, and a
+    second explicit load would reload them (the slow part: a Python stub importing torch), so an ensemble's
+    steps are left to it; every other model (BLS included, whose calls Triton cannot see) is loaded itself."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    by_ensemble = {d: m.name for m in models if m.backend == "ensemble" for d in m.depends_on}
+    direct = [m.name for m in models if m.name not in by_ensemble]
+
+    def one(name: str) -> str | None:
+        try:
+            load_model(url, name)
+            return None
+        except ModelLoadError as e:
+            return e.message
+
+    with ThreadPoolExecutor(max_workers=max(1, len(direct))) as pool:
+        result = dict(zip(direct, pool.map(one, direct)))
+    for step, ensemble in by_ensemble.items():
+        result[step] = None if result.get(ensemble) is None else f"not loaded: its ensemble {ensemble!r} failed " \
+                                                                  f"to load: {result[ensemble]}"
+    return result
 
 
 def _remove_bytecode(root: Path) -> None:
@@ -215,7 +244,7 @@ def _path_for(m: ManifestModel, server_url: str | None, manifest: Manifest | Non
 
 
 def _verify_model(root: Path, m: ManifestModel, path: str, detail: str, url: str | None,
-                  record: bool) -> tuple[ModelReport, ManifestModel]:
+                  record: bool, load_error: str | None = None) -> tuple[ModelReport, ManifestModel]:
     base = {"name": m.name, "version": m.version, "backend": m.backend, "path": path, "path_detail": detail,
             "goldens": m.goldens}
     if path == "none":
@@ -226,6 +255,10 @@ def _verify_model(root: Path, m: ManifestModel, path: str, detail: str, url: str
             runner = TorchRunner(next(p for p in (vdir / "model.pt2", vdir / "model.pt") if p.is_file()), m)
         elif path == "in-process":
             runner = OnnxRunner(root / m.name / str(m.version) / backend_for(m.backend).DEFAULT_FILENAME, m)
+        elif path == "live-embedded":
+            if load_error:
+                raise ModelLoadError(load_error)
+            runner = TritonRunner(url, m)
         else:
             load_model(url, m.name)
             runner = TritonRunner(url, m)
