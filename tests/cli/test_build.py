@@ -199,3 +199,26 @@ def test_torchscript_names_and_script_method(cli, write, tmp_path):
     mc = parse((tmp_path / "OUT" / "t" / "config.pbtxt").read_bytes())
     assert (mc.platform, mc.input[0].name, mc.output[0].name) == ("pytorch_libtorch", "x__0", "y__0")
     assert list(mc.input[0].dims) == [3]
+
+
+@pytest.mark.slow
+def test_aoti_package_builds_and_verifies_in_process(cli, tmp_path, in_root):
+    """torch.export + AOTInductor (compiles C++ with the system compiler: about a minute on 2 cores)."""
+    import shutil
+
+    from tests.conftest import EXAMPLES
+
+    shutil.copy(EXAMPLES / "embedder.py", tmp_path / "embedder.py")
+    text = (EXAMPLES / "image-embedder.yaml").read_text().replace("format: torchscript", "format: aoti")
+    (tmp_path / "r.yaml").write_text(text.replace("goldens/image-embedder.npz", "goldens/aoti.npz"))
+    out = tmp_path / "OUT"
+    r = cli("build", tmp_path / "r.yaml", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    from builder.repository.config import parse
+
+    mc = parse((out / "image-embedder" / "config.pbtxt").read_bytes())
+    assert (mc.platform, mc.default_model_filename) == ("torch_aoti", "model.pt2")
+    v = cli("verify", out, "--record", "--json")
+    assert v.exit_code == 0, v.stdout
+    (m,) = json.loads(v.stdout)["models"]
+    assert m["path"] == "in-process" and m["passed"] and m["compared"] == 3 * 3

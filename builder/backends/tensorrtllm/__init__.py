@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -36,6 +37,34 @@ def _dir(lr: LoadedRecipe, rel: str, loc: tuple) -> Path:
     return path
 
 
+def fetch_checkpoint(lr: LoadedRecipe) -> Path:
+    """A remote checkpoint (any fsspec URL), downloaded once into the build cache under its pin."""
+    from fsspec.core import url_to_fs
+
+    from builder.core.cas import default_cache_dir
+    from builder.core.secrets import redact
+
+    r: LLMRecipe = lr.recipe
+    if not r.checkpoint.sha256:
+        raise PlanError(f"{r.checkpoint.path} is remote and not pinned", where=lr.where(("checkpoint", "path")),
+                        hint="add checkpoint.sha256 (tritonbuild plan --json on a local copy shows it)")
+    dest = default_cache_dir() / "checkpoints" / r.checkpoint.sha256
+    if not (dest / "config.json").is_file():
+        tmp = dest.with_name(dest.name + f".part-{os.getpid()}")
+        try:
+            fs, root = url_to_fs(r.checkpoint.path)
+            fs.get(root.rstrip("/") + "/", str(tmp) + "/", recursive=True)
+        except Exception as e:  # noqa: BLE001 - any driver failure: a plan error with the driver's words
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise PlanError(f"cannot fetch {r.checkpoint.path}: {redact(str(e))}",
+                            where=lr.where(("checkpoint", "path")), hint="check the URL and credentials") from None
+        if dest.exists():  # another process won the race: keep its copy
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            os.replace(tmp, dest)
+    return dest
+
+
 def tree_digest(files: dict[str, str]) -> str:
     return sha256_json(dict(sorted(files.items())))
 
@@ -43,10 +72,7 @@ def tree_digest(files: dict[str, str]) -> str:
 def read_checkpoint(lr: LoadedRecipe) -> tuple[Path, dict, dict[str, str]]:
     """(directory, its config.json, rel path → sha256), checked against the recipe's pin."""
     r: LLMRecipe = lr.recipe
-    if "://" in r.checkpoint.path:
-        raise PlanError("remote checkpoints are not fetched yet", where=lr.where(("checkpoint", "path")),
-                        hint="sync the checkpoint to a local directory (e.g. in the CI job) and point at it")
-    ckpt = _dir(lr, r.checkpoint.path, ("checkpoint", "path"))
+    ckpt = fetch_checkpoint(lr) if "://" in r.checkpoint.path else _dir(lr, r.checkpoint.path, ("checkpoint", "path"))
     cfg_path = ckpt / "config.json"
     if not cfg_path.is_file():
         raise PlanError(f"{ckpt} has no config.json: not a Hugging Face checkpoint",
@@ -61,6 +87,8 @@ def read_checkpoint(lr: LoadedRecipe) -> tuple[Path, dict, dict[str, str]]:
     files = {rel.as_posix(): sha256_input(ckpt / rel) for rel in tree_files(ckpt)}
     pin = r.checkpoint.sha256
     if pin and pin != tree_digest(files):
+        if "://" in r.checkpoint.path:
+            shutil.rmtree(ckpt, ignore_errors=True)  # a bad download must not be reused
         raise PlanError(f"checkpoint {ckpt} has digest {tree_digest(files)}, the recipe pins {pin}",
                         where=lr.where(("checkpoint", "sha256")),
                         hint="restore the pinned checkpoint, or update checkpoint.sha256 if the change is intended")
@@ -104,7 +132,8 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
 
 def describe(lr: LoadedRecipe) -> dict:
     """Plan extras: the GPU memory plan (from the checkpoint's config.json only; no hashing)."""
-    ckpt = _dir(lr, lr.recipe.checkpoint.path, ("checkpoint", "path"))
+    path = lr.recipe.checkpoint.path
+    ckpt = fetch_checkpoint(lr) if "://" in path else _dir(lr, path, ("checkpoint", "path"))
     try:
         arch = Architecture.from_hf_config(json.loads((ckpt / "config.json").read_text()))
     except (OSError, ValueError, KeyError):
