@@ -1,0 +1,86 @@
+"""cache ls | gc | verify."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from builder.cli.common import (
+    _json,
+    cache_dir_option,
+    json_option,
+    main,
+    out,
+)
+
+
+@main.group("cache")
+def cache_group() -> None:
+    """Inspect and maintain the local build cache."""
+
+
+def _size(text: str) -> int:
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    num, unit = (t[:-1], t[-1]) if t and t[-1] in units else (t, "")
+    try:
+        return int(float(num) * units[unit])
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: expected a size like 500M or 20G", param_hint="--max-size") from None
+
+
+@cache_group.command("ls")
+@cache_dir_option
+@json_option
+def cache_ls_command(cache_dir: Path | None, as_json: bool) -> None:
+    """Cached steps: key, kind, model, size, last use."""
+    from builder import api
+
+    store = api.cache_store(cache_dir)
+    rows = [{"key": key, "kind": rec.get("kind"), "model": rec.get("model"), "files": len(rec.get("files", {})),
+             "bytes": sum(e["size"] for e in rec.get("files", {}).values()),
+             "last_used": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(mtime))}
+            for key, rec, mtime in store.records()]
+    if as_json:
+        _json({"cache": str(store.root), "entries": rows})
+        return
+    table = Table("key", "kind", "model", "files", "bytes", "last used", box=None)
+    for r in rows:
+        table.add_row(r["key"][:16], r["kind"], r["model"], str(r["files"]), str(r["bytes"]), r["last_used"])
+    out.print(table)
+    out.print(f"{len(rows)} entries in {store.root}")
+
+
+@cache_group.command("gc")
+@click.option("--max-size", required=True, metavar="SIZE", help="Keep at most this much (e.g. 20G), least "
+              "recently used entries go first.")
+@cache_dir_option
+@json_option
+def cache_gc_command(max_size: str, cache_dir: Path | None, as_json: bool) -> None:
+    """Shrink the cache to --max-size."""
+    from builder import api
+
+    result = api.cache_store(cache_dir).gc(_size(max_size))
+    if as_json:
+        _json(result)
+    else:
+        out.print(f"evicted {len(result['evicted_records'])} entries, freed {result['freed_bytes']} bytes, "
+                  f"kept {result['kept_bytes']} bytes")
+
+
+@cache_group.command("verify")
+@cache_dir_option
+@json_option
+def cache_verify_command(cache_dir: Path | None, as_json: bool) -> None:
+    """Re-hash every cached file; corrupt ones are evicted (and rebuilt by the next build)."""
+    from builder import api
+
+    result = api.cache_store(cache_dir).verify()
+    if as_json:
+        _json(result)
+    else:
+        out.print(f"{result['blobs_checked']} files checked, {len(result['corrupt_blobs'])} corrupt, "
+                  f"{len(result['evicted_records'])} entries evicted")

@@ -1,0 +1,164 @@
+"""publish, ls, rollback, deploy-snippets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from builder.cli.common import (
+    _json,
+    endpoint_option,
+    err,
+    json_option,
+    main,
+    out,
+)
+
+
+class _TransferReporter:
+    """Rich progress bars with bytes/s for publish; silent when not a terminal or with --json."""
+
+    def __init__(self, enabled: bool):
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        self.enabled = enabled and err.is_terminal
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                                 TransferSpeedColumn(), TimeRemainingColumn(), console=err, transient=True)
+        self.task = None
+
+    def status(self, message: str) -> None:
+        if self.enabled:
+            self.progress.console.log(message)
+
+    def start_transfer(self, total_bytes: int, description: str) -> None:
+        if self.enabled:
+            self.progress.start()
+            self.task = self.progress.add_task(description, total=total_bytes)
+
+    def advance(self, nbytes: int) -> None:
+        if self.enabled and self.task is not None:
+            self.progress.advance(self.task, nbytes)
+
+    def end_transfer(self) -> None:
+        if self.enabled:
+            self.progress.stop()
+            self.task = None
+
+
+@main.command("publish")
+@click.argument("repository", type=click.Path(path_type=Path))
+@click.argument("target")
+@endpoint_option
+@click.option("--skip-verify", is_flag=True, help="Publish without a passing verification (loud; recorded at "
+              "the target).")
+@click.option("--keep", type=int, metavar="K", help="After publishing, keep only the K newest complete versions "
+              "of each model (never the live one).")
+@click.option("--notify", multiple=True, metavar="URL", help="Ask this tritonserver (explicit model control) to "
+              "load each published model. Repeatable.")
+@click.option("--dry-run", is_flag=True, help="Show what would be uploaded, skipped, switched and pruned.")
+@click.option("--break-lock", is_flag=True, help="Remove a lock left by a publish that died on another machine.")
+@json_option
+def publish_command(repository: Path, target: str, endpoint_url: str | None, skip_verify: bool, keep: int | None,
+                    notify: tuple[str, ...], dry_run: bool, break_lock: bool, as_json: bool) -> None:
+    """Publish a verified repository to TARGET (file://, s3://, gs://, az://) without exposing half versions."""
+    from builder import api
+    from builder.errors import PublishError
+
+    if skip_verify:
+        err.print("[bold yellow]WARNING[/]: --skip-verify: publishing an UNVERIFIED repository; the target "
+                  "manifest records it")
+    receipt = api.publish(repository, target, endpoint_url=endpoint_url, skip_verify=skip_verify, keep=keep,
+                          notify=notify, dry_run=dry_run, break_lock=break_lock,
+                          reporter=_TransferReporter(not as_json))
+    failed = [n for n in receipt.notified if not n["ok"]]
+    if as_json:
+        _json(receipt.model_dump(mode="json"))
+    else:
+        table = Table("model", "version", "action", "path", "bytes", "detail", box=None)
+        for a in receipt.actions:
+            if a.action == "skip" and not dry_run:
+                continue
+            table.add_row(a.model, str(a.version or "-"), a.action, a.path, str(a.bytes or ""), a.detail)
+        out.print(table)
+        verb = "would publish" if dry_run else "published"
+        out.print(f"{verb} manifest {receipt.manifest_digest[:16]} to {receipt.target} "
+                  f"({receipt.uploaded_bytes} bytes uploaded in {receipt.seconds:.1f}s; verification "
+                  f"{receipt.verification})")
+        out.print(f"tritonserver --model-repository={receipt.triton_url}")
+        for n in receipt.notified:
+            out.print(f"notify {n['server']} load {n['model']}: {'ok' if n['ok'] else 'FAILED'} {n['message']}")
+    if failed:
+        raise PublishError(f"published, but {len(failed)} server(s) did not load the models",
+                           hint="see the notify lines above; the target itself is complete")
+
+
+@main.command("ls")
+@click.argument("target")
+@endpoint_option
+@json_option
+def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
+    """Models at a publish target: versions present and complete, the live one, notes on interrupted publishes."""
+    from builder import api
+
+    info = api.list_target(target, endpoint_url=endpoint_url)
+    if as_json:
+        _json(info)
+        return
+    table = Table("model", "live", "complete", "present", "verification", "notes", box=None)
+    for m in info["models"]:
+        table.add_row(m["name"], str(m["live"] or "-"), ",".join(map(str, m["complete"])) or "-",
+                      ",".join(map(str, m["present"])) or "-", m["verification"] or "-", "; ".join(m["notes"]))
+    out.print(table)
+    out.print(f"manifest sha256: {info['manifest_sha256'] or '-'}")
+    out.print(f"tritonserver --model-repository={info['triton_url']}")
+
+
+@main.command("rollback")
+@click.argument("target")
+@click.argument("model")
+@click.option("--to", "to", type=int, required=True, metavar="N", help="The complete version to make live.")
+@endpoint_option
+@click.option("--break-lock", is_flag=True, help="Remove a lock left by a publish that died on another machine.")
+@json_option
+def rollback_command(target: str, model: str, to: int, endpoint_url: str | None, break_lock: bool,
+                     as_json: bool) -> None:
+    """Make an earlier complete version of MODEL live again at TARGET."""
+    from builder import api
+
+    result = api.rollback(target, model, to, endpoint_url=endpoint_url, break_lock=break_lock)
+    if as_json:
+        _json(result)
+    else:
+        out.print(f"{model}: live version {result['previous']} → {result['live']} at {result['target']}")
+
+
+@main.command("deploy-snippets")
+@click.argument("repository", type=click.Path(path_type=Path))
+@click.option("-o", "--output", "output", type=click.Path(path_type=Path), default=Path("deploy"),
+              show_default=True, help="Directory for the generated YAML.")
+@click.option("--name", default="tritonserver", show_default=True, help="Deployment/Service name (DNS label).")
+@click.option("--image", required=True, help="Serving image, e.g. one built from Dockerfile.triton.")
+@click.option("--target", help="Publish target the pods sync at start (else the image's baked repository).")
+@click.option("--replicas", type=int, default=1, show_default=True)
+@json_option
+def deploy_snippets_command(repository: Path, output: Path, name: str, image: str, target: str | None,
+                            replicas: int, as_json: bool) -> None:
+    """Write a Kubernetes Deployment + Service for REPOSITORY (startup probe sized from it, readiness that infers)."""
+    from builder.publish.k8s import startup_budget_s, write
+    from builder.verify.run import read_repository
+
+    manifest = read_repository(repository)
+    path = write(manifest, output, name=name, image=image, target=target, replicas=replicas)
+    if as_json:
+        _json({"path": str(path), "startup_budget_s": startup_budget_s(manifest)})
+    else:
+        out.print(f"wrote {path} (startup budget {startup_budget_s(manifest)} s)")

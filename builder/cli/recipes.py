@@ -1,0 +1,147 @@
+"""validate, plan, build, schema."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from builder.cli.common import (
+    _json,
+    _progress,
+    cache_dir_option,
+    cache_url_option,
+    changed_since_option,
+    err,
+    json_option,
+    main,
+    out,
+    recipes_arg,
+)
+
+
+@main.command("validate")
+@recipes_arg
+@json_option
+def validate_command(recipes: tuple[Path, ...], as_json: bool) -> None:
+    """Check recipe files (or folders of them) without building anything."""
+    from builder import api
+
+    loaded = api.validate(list(recipes))
+    if as_json:
+        _json({"valid": [{"path": str(lr.path), "name": lr.recipe.name, "version": lr.recipe.version}
+                         for lr in loaded]})
+        return
+    for lr in loaded:
+        out.print(f"ok  {lr.path}  ({lr.recipe.name} v{lr.recipe.version}, {lr.recipe.backend})")
+
+
+@main.command("plan")
+@recipes_arg
+@click.option("--matrix", "matrix", type=click.Choice(["github", "gitlab"]), default=None, flag_value="github",
+              is_flag=False, help="Print a CI matrix of the recipes that need building (github: {include: [...]}, "
+                                  "gitlab: {parallel: {matrix: [...]}}).")
+@cache_dir_option
+@cache_url_option
+@changed_since_option
+@json_option
+def plan_command(recipes: tuple[Path, ...], matrix: str | None, cache_dir: Path | None, cache_url: str | None,
+                 changed_since: str | None, as_json: bool) -> None:
+    """Show what would be built: steps, their inputs and cache keys, the toolchain, LLM memory plans."""
+    from builder import api
+
+    if matrix:
+        entries = api.build_matrix(list(recipes), cache_dir=cache_dir, cache_url=cache_url,
+                                   changed_since=changed_since)
+        if matrix == "github":
+            click.echo(json.dumps({"include": entries}, sort_keys=True))
+        else:
+            click.echo(json.dumps({"parallel": {"matrix": [{"RECIPE": e["recipe"], "GPU": e["gpu"]}
+                                                           for e in entries]}}, sort_keys=True))
+        return
+    plan = api.plan(list(recipes))
+    if as_json:
+        _json(plan.model_dump(mode="json"))
+        return
+    table = Table("model", "version", "backend", "step", "cache key", box=None)
+    for m in plan.models:
+        for s in m.steps:
+            table.add_row(m.name, str(m.version), m.backend, s.kind, s.cache_key[:16])
+    out.print(table)
+    for m in plan.models:
+        mem = m.extras.get("memory_plan")
+        if mem:
+            _render_memory(m.name, m.extras.get("architecture", {}), mem)
+    out.print("toolchain: " + ", ".join(f"{k} {v}" for k, v in sorted(plan.toolchain.items())))
+
+
+def _render_memory(name: str, arch: dict, mem: dict) -> None:
+    gib, mib = 1 << 30, 1 << 20
+    t = Table(title=f"{name}: GPU memory plan ({mem['gpu']}, {mem['gpu_bytes'] // gib} GiB)", box=None,
+              show_header=False)
+    t.add_row("architecture", f"{arch.get('model_type')} {arch.get('layers')} layers, hidden {arch.get('hidden')}, "
+                              f"{arch.get('heads')} heads / {arch.get('kv_heads')} KV heads × {arch.get('head_dim')}")
+    t.add_row("parameters", f"{mem['params']:,}")
+    t.add_row(f"weights ({mem['quantization']})", f"{mem['weight_bytes'] / gib:.2f} GiB total, "
+                                                  f"{mem['weight_bytes_per_gpu'] / gib:.2f} GiB per GPU")
+    t.add_row("KV cache per token", f"{mem['kv_bytes_per_token'] / mib:.4f} MiB "
+                                    f"({mem['kv_bytes_per_token']} bytes)")
+    t.add_row("KV pool per GPU", f"{mem['kv_pool_bytes_per_gpu'] / gib:.2f} GiB → {mem['max_kv_tokens']:,} tokens")
+    t.add_row("sequences at max_seq_len", str(mem["max_sequences_at_max_seq_len"]))
+    out.print(t)
+    for note in mem["notes"]:
+        out.print(f"  note: {note}")
+
+
+@main.command("build")
+@recipes_arg
+@click.option("-o", "--output", "output", required=True, type=click.Path(path_type=Path),
+              help="Repository directory to write (replaced atomically).")
+@click.option("--force", is_flag=True, help="Replace OUT even if it is not a tritonbuild repository.")
+@click.option("--engine", "engines", multiple=True, metavar="MODEL=DIR",
+              help="Assemble MODEL around this prebuilt engine directory instead of building it. Repeatable.")
+@click.option("--strict", is_flag=True, help="A step that cannot run here (e.g. no TensorRT-LLM) is an error.")
+@cache_dir_option
+@cache_url_option
+@changed_since_option
+@json_option
+def build_command(recipes: tuple[Path, ...], output: Path, force: bool, engines: tuple[str, ...], strict: bool,
+                  cache_dir: Path | None, cache_url: str | None, changed_since: str | None, as_json: bool) -> None:
+    """Build a Triton model repository from recipes (files or folders of *.yaml)."""
+    from builder import api
+
+    given = {}
+    for item in engines:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise click.BadParameter(f"{item!r}: expected MODEL=DIR", param_hint="--engine")
+        given[name] = Path(path)
+    with _progress(not as_json) as progress:
+        result, manifest = api.build_repository(list(recipes), output, force=force, cache_dir=cache_dir,
+                                                progress=progress, engines=given, strict=strict,
+                                                cache_url=cache_url, changed_since=changed_since)
+    for warning in result.warnings:
+        err.print(f"[yellow]warning[/]: {warning}")
+    if as_json:
+        _json({"output": str(output), "manifest_digest": manifest.digest, "warnings": result.warnings,
+               "models": [{"name": m.plan.name, "version": m.plan.version,
+                           "steps": [s.model_dump() for s in m.steps]} for m in result.models]})
+        return
+    table = Table("model", "version", "step", "status", "why", "seconds", box=None)
+    for m in result.models:
+        for s in m.steps:
+            table.add_row(m.plan.name, str(m.plan.version), s.kind, s.status, s.reason, f"{s.seconds:.2f}")
+    out.print(table)
+    out.print(f"wrote {output} ({len(manifest.files)} files, manifest {manifest.digest[:16]})")
+
+
+
+@main.command("schema")
+def schema_command() -> None:
+    """Print the recipe JSON Schema (recipes/recipe.schema.json is this output)."""
+    from builder.recipe.schema import recipe_schema_bytes
+
+    sys.stdout.buffer.write(recipe_schema_bytes())
