@@ -141,3 +141,18 @@ def build_matrix(paths: list[Path], *, cache_dir: Path | None = None, cache_url:
 
 def cache_store(cache_dir: Path | None = None) -> Store:
     return Store(cache_dir or default_cache_dir())
+
+
+def deploy_snippets(repository: Path, out: Path, **options) -> tuple[Path, int]:
+    """Write Kubernetes YAML for a built repository; returns (path, startup budget in seconds)."""
+    from builder.publish.k8s import startup_budget_s, write
+    from builder.verify.run import read_repository
+
+    manifest = read_repository(repository)
+    return write(manifest, out, **options), startup_budget_s(manifest)
+
+
+def recipe_schema() -> bytes:
+    from builder.recipe.schema import recipe_schema_bytes
+
+    return recipe_schema_bytes()

@@ -153,12 +153,11 @@ def rollback_command(target: str, model: str, to: int, endpoint_url: str | None,
 def deploy_snippets_command(repository: Path, output: Path, name: str, image: str, target: str | None,
                             replicas: int, as_json: bool) -> None:
     """Write a Kubernetes Deployment + Service for REPOSITORY (startup probe sized from it, readiness that infers)."""
-    from builder.publish.k8s import startup_budget_s, write
-    from builder.verify.run import read_repository
+    from builder import api
 
-    manifest = read_repository(repository)
-    path = write(manifest, output, name=name, image=image, target=target, replicas=replicas)
+    path, budget = api.deploy_snippets(repository, output, name=name, image=image, target=target,
+                                       replicas=replicas)
     if as_json:
-        _json({"path": str(path), "startup_budget_s": startup_budget_s(manifest)})
+        _json({"path": str(path), "startup_budget_s": budget})
     else:
-        out.print(f"wrote {path} (startup budget {startup_budget_s(manifest)} s)")
+        out.print(f"wrote {path} (startup budget {budget} s)")

@@ -142,6 +142,6 @@ def build_command(recipes: tuple[Path, ...], output: Path, force: bool, engines:
 @main.command("schema")
 def schema_command() -> None:
     """Print the recipe JSON Schema (recipes/recipe.schema.json is this output)."""
-    from builder.recipe.schema import recipe_schema_bytes
+    from builder import api
 
-    sys.stdout.buffer.write(recipe_schema_bytes())
+    sys.stdout.buffer.write(api.recipe_schema())

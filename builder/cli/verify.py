@@ -104,7 +104,7 @@ def serve_command(repository: str, endpoint_url: str | None, as_json: bool) -> N
     """Serve a repository (a directory, or a publish target URL) with the embedded tritonserver in the
     foreground; Ctrl-C stops it."""
     from builder import api
-    from builder.server.embedded import ServerStartError
+    from builder.errors import VerifyError
 
     server, loadable, skipped = api.serve(repository, endpoint_url=endpoint_url)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
@@ -126,7 +126,7 @@ def serve_command(repository: str, endpoint_url: str | None, as_json: bool) -> N
         sys.stdout.flush()
         while server.proc is not None and server.proc.poll() is None:
             time.sleep(0.5)
-        raise ServerStartError(f"tritonserver exited unexpectedly:\n{server.log_tail()}",
+        raise VerifyError(f"tritonserver exited unexpectedly:\n{server.log_tail()}",
                                hint=f"see the server log {server.log_path}")
     except KeyboardInterrupt:
         err.print("stopping tritonserver")
