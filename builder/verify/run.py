@@ -232,10 +232,11 @@ def _path_for(m: ManifestModel, server_url: str | None, manifest: Manifest | Non
                    if _path_for(manifest.model(d), None, manifest)[0] != "live-embedded"]
         if blocked:
             return "none", f"not run here: calls {blocked}, which the embedded server cannot load (--server URL)"
-    if m.target == "gpu":
+    if m.target == "gpu" and not (tc.get("gpu_name") and _embedded_can_run(m.backend) and not m.llm):
         return "none", f"not run here: needs a GPU server with the {m.backend} backend (verify --server URL)"
     if _embedded_can_run(m.backend):
-        return "live-embedded", f"tritonserver {tc.get('tritonserver', '?')} embedded"
+        gpu = f", {tc['gpu_name']}" if m.target == "gpu" else ""
+        return "live-embedded", f"tritonserver {tc.get('tritonserver', '?')} embedded{gpu}"
     if m.backend == "onnxruntime":
         return "in-process", f"onnxruntime {tc.get('onnxruntime', '?')} in-process"
     if m.backend == "pytorch":
