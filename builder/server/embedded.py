@@ -39,12 +39,14 @@ class ModelLoadError(VerifyError):
 
 
 def pytriton_dir() -> Path:
-    try:
-        import pytriton
-    except ImportError:
+    """nvidia-pytriton's bundled server, found without importing pytriton (its client stack needs gevent, zmq)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pytriton")
+    if spec is None or not spec.submodule_search_locations:
         raise ServerStartError("nvidia-pytriton is not installed: it provides the embedded tritonserver",
-                               hint="pip install nvidia-pytriton==0.7.0, or pass --server URL") from None
-    return Path(pytriton.__file__).parent / "tritonserver"
+                               hint="pip install nvidia-pytriton==0.7.0, or pass --server URL")
+    return Path(list(spec.submodule_search_locations)[0]) / "tritonserver"
 
 
 def free_port() -> int:
