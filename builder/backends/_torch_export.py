@@ -51,6 +51,27 @@ def main(spec_path: str, out_path: str) -> int:
     return 0
 
 
+def normalize_torchscript(path: str) -> None:
+    """Make a TorchScript archive independent of where it was built: drop the *.debug_pkl source maps (they hold
+    absolute paths of the recipe's module and of torch itself) and derive serialization_id from the content.
+    torch.jit.load does not need either; the bytes then depend only on the model."""
+    import hashlib
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(path) as zin:
+        items = [(i.filename, zin.read(i.filename)) for i in zin.infolist() if not i.filename.endswith(".debug_pkl")]
+    digest = hashlib.sha256(b"".join(n.encode() + d for n, d in items if not n.endswith("/serialization_id")))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zout:
+        for name, data in items:
+            if name.endswith("/.data/serialization_id"):
+                data = digest.hexdigest()[:20].encode()
+            zout.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
+    with open(path, "wb") as f:
+        f.write(out.getvalue())
+
+
 def export_pytorch(torch, model, spec: dict, out_path: str) -> int:
     """TorchScript (trace or script) → model.pt, or torch.export + AOTInductor → model.pt2."""
     args = example_inputs(torch, spec)
@@ -63,6 +84,7 @@ def export_pytorch(torch, model, spec: dict, out_path: str) -> int:
         else:
             module = torch.jit.trace(model, args) if spec["method"] == "trace" else torch.jit.script(model)
             torch.jit.save(module, out_path)
+            normalize_torchscript(out_path)
     print(f"exported {spec['module']} ({spec['format']}, seed {spec['seed']}) to {out_path}")
     return 0
 

@@ -46,7 +46,8 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
     path = _module_file(lr, ex.module.split(":")[0])
     params = {"module": ex.module, "seed": ex.seed, "format": ex.format, "method": ex.method,
               "outputs": list(ex.outputs), "inputs": {k: v.model_dump() for k, v in ex.inputs.items()},
-              "max_batch_size": r.max_batch_size, "target": "pytorch", "dynamic_axes": {}, "opset": ex.opset}
+              "max_batch_size": r.max_batch_size, "target": "pytorch", "dynamic_axes": {}, "opset": ex.opset,
+              "archive": 2}  # 2: location-independent TorchScript (normalize_torchscript)
     return [("torch.export", params, {str(path): sha256_input(path)})]
 
 
