@@ -69,6 +69,7 @@ def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, 
             shutil.copyfile(src, target)
         _check_onnx(target, params.get("url") or src)
         return
+    require_torch()
     spec = {**params, "recipe_dir": str(recipe_dir)}
     log_dir.mkdir(parents=True, exist_ok=True)
     spec_path = log_dir / "export-spec.json"
@@ -82,8 +83,24 @@ def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, 
     _check_onnx(target, params["module"])
 
 
+def _onnx():
+    try:
+        import onnx
+    except ImportError:
+        raise BuildError("the onnx package is not installed", hint="pip install 'tritonbuild[onnx]'") from None
+    return onnx
+
+
+def require_torch() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise BuildError("exporting from a torch module needs torch, which is not installed",
+                         hint="pip install 'tritonbuild[torch]' (and [onnx] for ONNX exports)")
+
+
 def _check_onnx(path: Path, origin: str) -> None:
-    import onnx
+    onnx = _onnx()
 
     try:
         model = onnx.load(str(path), load_external_data=False)
@@ -107,7 +124,7 @@ def _graph_specs(values, initializers: set[str]) -> list[TensorSpec]:
 
 def derive_io(recipe: Recipe, files: dict[str, Path], recipe_dir=None) -> tuple[list[TensorSpec], list[TensorSpec]]:
     """Config I/O from the graph; batch dim stripped when max_batch_size > 0; recipe I/O must agree."""
-    import onnx
+    onnx = _onnx()
 
     model = onnx.load(str(files[DEFAULT_FILENAME]), load_external_data=False)
     graph = onnx.shape_inference.infer_shapes(model).graph

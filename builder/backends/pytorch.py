@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from builder.backends.common import local_source, pinned_digest
-from builder.backends.onnxruntime import _module_file
+from builder.backends.onnxruntime import _module_file, require_torch
 from builder.core.hashing import sha256_input
 from builder.core.proc import run_logged
 from builder.errors import BuildError, PlanError
@@ -58,6 +58,7 @@ def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, 
         (src, _digest), = inputs.items()
         shutil.copyfile(src, out / "model.pt")
         return
+    require_torch()
     log_dir.mkdir(parents=True, exist_ok=True)
     spec_path = log_dir / "export-spec.json"
     spec_path.write_text(json.dumps({**params, "recipe_dir": str(recipe_dir)}, sort_keys=True, indent=2))

@@ -9,12 +9,15 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from builder import __version__
 from builder.errors import MultipleErrors, TritonBuildError
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# NOTE: markup off: messages carry user text such as "tritonbuild[onnx]" or "[1, 2]", which rich would
+# read as style tags. Styled parts are passed with markup=True and everything else escaped.
+out = Console(highlight=False, soft_wrap=True, markup=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 class Group(click.Group):
@@ -36,7 +39,7 @@ class Group(click.Group):
         except Exception:  # noqa: BLE001 - a bug: show the traceback and ask for a report
             err.print_exception()
             err.print("[bold red]internal error[/]: this is a tritonbuild bug; please report it with the "
-                      "traceback above")
+                      "traceback above", markup=True)
             sys.exit(1)
 
 
@@ -48,9 +51,9 @@ def _emit_error(ctx: click.Context, e: TritonBuildError) -> None:
     errors = e.errors if isinstance(e, MultipleErrors) else [e]
     for one in errors:
         where = f"{one.where}: " if one.where else ""
-        err.print(f"[bold red]error[/] ({one.kind}): {where}{one.message}", markup=True)
+        err.print(f"[bold red]error[/] ({one.kind}): {escape(where + one.message)}", markup=True)
         if one.hint:
-            err.print(f"  [dim]fix:[/] {one.hint}")
+            err.print(f"  [dim]fix:[/] {escape(one.hint)}", markup=True)
 
 
 def _json(obj) -> None:

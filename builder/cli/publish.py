@@ -75,7 +75,7 @@ def publish_command(repository: Path, target: str, endpoint_url: str | None, ski
 
     if skip_verify:
         err.print("[bold yellow]WARNING[/]: --skip-verify: publishing an UNVERIFIED repository; the target "
-                  "manifest records it")
+                  "manifest records it", markup=True)
     receipt = api.publish(repository, target, endpoint_url=endpoint_url, skip_verify=skip_verify, keep=keep,
                           notify=notify, dry_run=dry_run, break_lock=break_lock,
                           reporter=_TransferReporter(not as_json))

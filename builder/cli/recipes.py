@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from builder.cli.common import (
@@ -124,7 +125,7 @@ def build_command(recipes: tuple[Path, ...], output: Path, force: bool, engines:
                                                 progress=progress, engines=given, strict=strict,
                                                 cache_url=cache_url, changed_since=changed_since)
     for warning in result.warnings:
-        err.print(f"[yellow]warning[/]: {warning}")
+        err.print(f"[yellow]warning[/]: {escape(warning)}", markup=True)
     if as_json:
         _json({"output": str(output), "manifest_digest": manifest.digest, "warnings": result.warnings,
                "models": [{"name": m.plan.name, "version": m.plan.version,

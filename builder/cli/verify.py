@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from builder.cli.common import (
     _json,
@@ -62,7 +63,7 @@ def verify_command(repository: str, server_url: str | None, record: bool, endpoi
         _render_report(report)
     if not report.passed:
         if not as_json:
-            err.print("[bold red]verification failed[/]")
+            err.print("[bold red]verification failed[/]", markup=True)
         sys.exit(VerifyError.exit_code)
 
 
@@ -82,7 +83,7 @@ def _render_report(report) -> None:
                                             f"NO ({len(m.mismatches)} diffs)")
         table.add_row(m.name, str(m.version), how[m.path], "yes" if m.loaded else "no",
                       "recorded" if report.recorded and m.goldens else ("yes" if m.goldens else "none"), exact,
-                      m.batch_invariance, "[green]PASS[/]" if m.passed else "[red]FAIL[/]")
+                      m.batch_invariance, Text("PASS", style="green") if m.passed else Text("FAIL", style="red"))
     out.print(table)
     for m in report.models:
         out.print(f"  {m.name}: {m.path_detail}")

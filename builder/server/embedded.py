@@ -45,7 +45,7 @@ def pytriton_dir() -> Path:
     spec = importlib.util.find_spec("pytriton")
     if spec is None or not spec.submodule_search_locations:
         raise ServerStartError("nvidia-pytriton is not installed: it provides the embedded tritonserver",
-                               hint="pip install nvidia-pytriton==0.7.0, or pass --server URL")
+                               hint="pip install 'tritonbuild[embedded]' (nvidia-pytriton), or pass --server URL")
     return Path(list(spec.submodule_search_locations)[0]) / "tritonserver"
 
 

@@ -265,6 +265,10 @@ def _verify_model(root: Path, m: ManifestModel, path: str, detail: str, url: str
             runner = TritonRunner(url, m)
     except ModelLoadError as e:
         return ModelReport(**base, loaded=False, load_error=e.message, passed=False), m
+    except ImportError as e:
+        extra = "onnx" if m.backend == "onnxruntime" else "torch"
+        return ModelReport(**base, loaded=False, load_error=f"{e}: pip install 'tritonbuild[{extra}]'",
+                           passed=False), m
     except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types on a bad model
         return ModelReport(**base, loaded=False, load_error=f"{type(e).__name__}: {e}", passed=False), m
     try:
