@@ -21,10 +21,40 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+
+@contextmanager
+def moto_endpoint():
+    """A local moto_server on a free port with fake credentials in the env; None when moto is missing."""
+    import socket
+
+    moto = Path(sys.executable).parent / "moto_server"
+    if not moto.exists():
+        yield None
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1",
+                          AWS_ENDPOINT_URL=endpoint)
+        for _ in range(100):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        yield endpoint
+    finally:
+        proc.terminate()
+        proc.wait()
 
 
 def bench_verify(work: Path) -> dict:
@@ -114,29 +144,13 @@ def bench_publish_file(work: Path, repo: Path) -> dict:
 
 
 def bench_publish_s3(work: Path, repo: Path) -> dict | str:
-    import socket
-
-    moto = shutil.which("moto_server") or str(Path(sys.executable).parent / "moto_server")
-    if not Path(moto).exists():
-        return "skipped: moto_server is not installed"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([moto, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        endpoint = f"http://127.0.0.1:{port}"
-        os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1",
-                          AWS_ENDPOINT_URL=endpoint)
+    with moto_endpoint() as endpoint:
+        if endpoint is None:
+            return "skipped: moto_server is not installed"
         import s3fs
 
         from builder import api
 
-        for _ in range(100):
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.1)
         fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": endpoint}, skip_instance_cache=True)
         fs.mkdir("bench")
         ours, theirs = [], []
@@ -152,9 +166,6 @@ def bench_publish_s3(work: Path, repo: Path) -> dict | str:
         o, t = min(ours), min(theirs)
         return {"publish_s": round(o, 3), "s3fs_put_recursive_s": round(t, 3),
                 "time_ratio_publish_over_s3fs": round(o / t, 3)}
-    finally:
-        proc.terminate()
-        proc.wait()
 
 
 ENCODER = """
@@ -232,29 +243,14 @@ def bench_assemble_big(work: Path, size_mib: int) -> dict:
 
 
 def bench_remote_cache(work: Path) -> dict | str:
-    import socket
-
-    moto = str(Path(sys.executable).parent / "moto_server")
-    if not Path(moto).exists():
-        return "skipped: moto_server is not installed"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([moto, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1",
-                          AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}")
-        for _ in range(100):
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.1)
+    with moto_endpoint() as endpoint:
+        if endpoint is None:
+            return "skipped: moto_server is not installed"
         import s3fs
 
         from builder import api
 
-        s3fs.S3FileSystem(client_kwargs={"endpoint_url": f"http://127.0.0.1:{port}"}).mkdir("cache")
+        s3fs.S3FileSystem(client_kwargs={"endpoint_url": endpoint}).mkdir("cache")
         recipe = ROOT / "recipes" / "examples" / "text-encoder.yaml"
         os.chdir(ROOT)
         os.environ["TRITONBUILD_CACHE_DIR"] = str(work / "runner-a")
@@ -267,9 +263,6 @@ def bench_remote_cache(work: Path) -> dict | str:
         hit = time.perf_counter() - t0
         assert result.models[0].steps[0].reason.startswith("remote cache")
         return {"rebuild_s": round(rebuild, 2), "remote_hit_s": round(hit, 3), "ratio": round(hit / rebuild, 3)}
-    finally:
-        proc.terminate()
-        proc.wait()
 
 
 def main() -> int:

@@ -57,3 +57,20 @@ def fetch_url(url: str, dest: Path, expected_sha256: str | None) -> None:
     if expected_sha256 and sha256_file(dest) != expected_sha256:
         raise BuildError(f"{url} does not match its sha256 pin {expected_sha256}",
                          hint="the remote object changed; restore it or update source.sha256")
+
+
+def checkpoint_root(inputs: dict[str, str]) -> Path:
+    """The directory holding every input file of a checkpoint step (their common path)."""
+    import os
+
+    paths = list(inputs)
+    return Path(os.path.commonpath(paths)) if len(paths) > 1 else Path(paths[0]).parent
+
+
+def copy_inputs(inputs: dict[str, str], dest: Path) -> None:
+    """Copy a step's input files under dest, keeping their layout relative to checkpoint_root."""
+    root = checkpoint_root(inputs)
+    for src in sorted(inputs):
+        target = dest / Path(src).relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, target)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from builder.errors import BuildError
 from builder.recipe.composition import CompositionRecipe
-from builder.recipe.models import DTYPES, TensorSpec
+from builder.recipe.models import TensorSpec
 
 NAME = "ensemble"
 DEFAULT_FILENAME = None
@@ -67,7 +67,7 @@ def _check(r: CompositionRecipe, known: dict) -> list[str]:
 
 
 def emit(bm, root: Path, store, manifest_model, known: dict) -> list:
-    from builder.repository.config import model_config_pb2, render
+    from builder.repository.config import add_tensors, model_config_pb2, render
 
     r: CompositionRecipe = bm.plan.recipe
     problems = _check(r, known)
@@ -85,12 +85,8 @@ def emit(bm, root: Path, store, manifest_model, known: dict) -> list:
         mc.backend = "python"
     mc.max_batch_size = r.max_batch_size
     mc.version_policy.latest.num_versions = 1
-    for field, specs in ((mc.input, r.inputs), (mc.output, r.outputs)):
-        for s in specs:
-            t = field.add()
-            t.name = s.name
-            t.data_type = pb2.DataType.Value(DTYPES[s.dtype])
-            t.dims.extend(s.dims)
+    add_tensors(mc.input, r.inputs, pb2, True)
+    add_tensors(mc.output, r.outputs, pb2, False)
     steps = [{"model": s.model, "version": s.version, "inputs": dict(sorted(s.inputs.items())),
               "outputs": dict(sorted(s.outputs.items()))} for s in r.steps]
     if r.backend == "ensemble":

@@ -4,9 +4,9 @@ config.pbtxt as the vLLM backend expects it (decoupled, max_batch_size 0, KIND_M
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
+from builder.backends.common import copy_inputs
 from builder.core.hashing import pretty_json, sha256_json
 from builder.errors import PlanError
 from builder.recipe.load import LoadedRecipe
@@ -34,14 +34,7 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
 
 def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, out: Path, log_dir: Path,
              recipe=None) -> None:
-    srcs = sorted(inputs)
-    root = Path(srcs[0]).parent
-    while not (root / "config.json").is_file():
-        root = root.parent
-    for src in srcs:
-        dest = out / "model" / Path(src).relative_to(root)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dest)
+    copy_inputs(inputs, out / "model")
 
 
 def derive_io(recipe, files, recipe_dir=None):
@@ -54,7 +47,7 @@ def model_json(recipe) -> dict:
 
 
 def emit(bm, root: Path, store, manifest_model) -> list:
-    from builder.repository.config import model_config_pb2, render
+    from builder.repository.config import add_tensors, model_config_pb2, render
 
     r = bm.plan.recipe
     vdir = root / r.name / str(r.version)
@@ -68,13 +61,8 @@ def emit(bm, root: Path, store, manifest_model) -> list:
     mc.max_batch_size = 0
     mc.version_policy.latest.num_versions = 1
     mc.model_transaction_policy.decoupled = True
-    for field, specs in ((mc.input, INPUTS), (mc.output, OUTPUTS)):
-        for s in specs:
-            t = field.add()
-            t.name, t.dims[:] = s.name, s.dims
-            t.data_type = pb2.DataType.Value({"bytes": "TYPE_STRING", "bool": "TYPE_BOOL"}[s.dtype])
-            if s.optional:
-                t.optional = True
+    add_tensors(mc.input, INPUTS, pb2, True)
+    add_tensors(mc.output, OUTPUTS, pb2, False)
     g = mc.instance_group.add()
     g.kind, g.count = pb2.ModelInstanceGroup.Kind.Value("KIND_MODEL"), 1
     (root / r.name / "config.pbtxt").write_bytes(render(mc))

@@ -9,6 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from builder.core.fsutil import write_atomic
 from builder.core.progress import Reporter
 from builder.errors import PublishError
 from builder.publish.models import TARGET_MANIFEST, TargetManifest
@@ -24,12 +25,7 @@ def write_bytes(target: Target, path: str, data: bytes) -> None:
 
 def _write_bytes_once(target: Target, path: str, data: bytes) -> None:
     if target.is_local:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tb-", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        write_atomic(Path(path), data)
     else:
         target.fs.pipe_file(path, data)
 

@@ -16,7 +16,8 @@ def model_config_pb2():
     return model_config_pb2
 
 
-def _add_tensors(field, specs: list[TensorSpec], pb2, is_input: bool) -> None:
+def add_tensors(field, specs: list[TensorSpec], pb2, is_input: bool) -> None:
+    """Append ModelInput/ModelOutput entries for specs (optional is an input-only field)."""
     for s in specs:
         t = field.add()
         t.name = s.name
@@ -31,8 +32,8 @@ def build_model_config(recipe: Recipe, inputs: list[TensorSpec], outputs: list[T
     mc = pb2.ModelConfig()
     mc.name = recipe.name
     mc.max_batch_size = recipe.max_batch_size
-    _add_tensors(mc.input, inputs, pb2, True)
-    _add_tensors(mc.output, outputs, pb2, False)
+    add_tensors(mc.input, inputs, pb2, True)
+    add_tensors(mc.output, outputs, pb2, False)
     vp = recipe.version_policy
     if vp is None or vp.latest is not None:
         mc.version_policy.latest.num_versions = vp.latest if vp else 1

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from builder.backends import StepSkipped
+from builder.backends.common import checkpoint_root, copy_inputs
 from builder.backends.tensorrtllm import argv as cmd
 from builder.core.hashing import sha256_input, sha256_json, tree_files
 from builder.core.proc import run_logged
@@ -148,13 +149,7 @@ def _gpu_present() -> bool:
 def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, out: Path, log_dir: Path,
              recipe: LLMRecipe) -> None:
     if kind == "trtllm.checkpoint":
-        root = Path(next(iter(inputs))).parent
-        while not (root / "config.json").is_file():
-            root = root.parent
-        for src in inputs:
-            dest = out / "checkpoint" / Path(src).relative_to(root)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dest)
+        copy_inputs(inputs, out / "checkpoint")
         return
     if kind == "trtllm.tokenizer":
         tok = out / "tokenizer"
@@ -165,9 +160,7 @@ def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, 
     if importlib.util.find_spec("tensorrt_llm") is None or not _gpu_present():
         raise StepSkipped("TensorRT-LLM and a GPU are not available here; build on a GPU runner in the NGC "
                           "TensorRT-LLM image, or pass --engine DIR (a prebuilt engine) to assemble around it")
-    ckpt = str(Path(next(iter(inputs))).parent)
-    while not (Path(ckpt) / "config.json").is_file():  # the shallowest directory holding config.json
-        ckpt = str(Path(ckpt).parent)
+    ckpt = str(checkpoint_root(inputs))
     engine_dir = out / "engine"
     timeout = recipe.engine.timeout_s
     log_dir.mkdir(parents=True, exist_ok=True)

@@ -39,7 +39,7 @@ def model_yaml(r: LLMRecipe) -> dict:
 
 
 def emit(bm, root: Path, store, manifest_model) -> list:
-    from builder.repository.config import model_config_pb2, render
+    from builder.repository.config import add_tensors, model_config_pb2, render
 
     r: LLMRecipe = bm.plan.recipe
     vdir = root / r.name / str(r.version)
@@ -53,13 +53,8 @@ def emit(bm, root: Path, store, manifest_model) -> list:
     mc.name, mc.backend, mc.max_batch_size = r.name, "python", 0
     mc.version_policy.latest.num_versions = 1
     mc.model_transaction_policy.decoupled = r.serving.streaming
-    for field, specs in ((mc.input, INPUTS), (mc.output, OUTPUTS)):
-        for s in specs:
-            t = field.add()
-            t.name, t.dims[:] = s.name, s.dims
-            t.data_type = pb2.DataType.Value({"bytes": "TYPE_STRING", "int32": "TYPE_INT32"}[s.dtype])
-            if s.optional:
-                t.optional = True
+    add_tensors(mc.input, INPUTS, pb2, True)
+    add_tensors(mc.output, OUTPUTS, pb2, False)
     g = mc.instance_group.add()
     g.kind, g.count = pb2.ModelInstanceGroup.Kind.Value("KIND_MODEL"), 1
     mc.default_model_filename = "model.py"
