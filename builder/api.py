@@ -48,20 +48,9 @@ def verify_repository(root: Path, *, server_url: str | None = None, record: bool
     return verify(root, server_url=server_url, record=record, progress=progress)
 
 
-def backend_for_name(name: str) -> bool:
-    """Whether the embedded server can load models of this Triton backend."""
-    from builder.backends import backend_for
-    from builder.errors import PlanError
-
-    try:
-        return backend_for(name).EMBEDDED_LIVE
-    except PlanError:
-        return False
-
-
 def serve(repository: str | Path, *, endpoint_url: str | None = None):
     """(EmbeddedServer not yet started, models it can load, models it cannot) for a directory or a target URL."""
-    from builder.backends import backend_for
+    from builder.backends import runs_embedded
     from builder.server.embedded import EmbeddedServer
 
     if "://" in str(repository):
@@ -75,14 +64,14 @@ def serve(repository: str | Path, *, endpoint_url: str | None = None):
         names, loadable = [m["name"] for m in info["models"] if m["live"]], []
         for name in names:
             config = read_text(target, target.path(name, "config.pbtxt"))
-            if config is not None and backend_for_name(parse(config).backend):
+            if config is not None and runs_embedded(parse(config).backend):
                 loadable.append(name)
         return EmbeddedServer(target.triton_url()), loadable, sorted(set(names) - set(loadable))
     from builder.verify.run import read_repository
 
     manifest = read_repository(Path(repository))
     names = sorted({m.name for m in manifest.models})
-    loadable = sorted({m.name for m in manifest.models if backend_for(m.backend).EMBEDDED_LIVE and m.target == "cpu"})
+    loadable = sorted({m.name for m in manifest.models if runs_embedded(m.backend) and m.target == "cpu"})
     return EmbeddedServer(Path(repository)), loadable, sorted(set(names) - set(loadable))
 
 

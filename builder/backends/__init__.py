@@ -20,5 +20,13 @@ def backend_for(name: str) -> ModuleType:
         raise PlanError(f"backend {name!r} is not supported yet", hint=f"use one of {sorted(table)}") from None
 
 
+def runs_embedded(name: str) -> bool:
+    """Whether the embedded tritonserver (Python backend only) can load models of this Triton backend."""
+    try:
+        return backend_for(name).EMBEDDED_LIVE
+    except PlanError:
+        return False
+
+
 class StepSkipped(Exception):
     """A build step that cannot run here (missing tool or hardware); the message says why and what to do."""

@@ -5,11 +5,10 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
-from builder.core.fsutil import write_atomic
+from builder.core.fsutil import atomic_writer, is_temporary, write_atomic
 from builder.core.progress import Reporter
 from builder.errors import PublishError
 from builder.publish.models import TARGET_MANIFEST, TargetManifest
@@ -36,20 +35,11 @@ def upload(target: Target, local: Path, path: str, reporter: Reporter) -> None:
 
 def _upload_once(target: Target, local: Path, path: str, reporter: Reporter) -> None:
     if target.is_local:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tb-", suffix=".tmp")
-        os.close(fd)
-        try:
-            with open(local, "rb") as src, open(tmp, "wb") as dst:
-                # NOTE: copy_file_range copies inside the kernel (and reflinks where the filesystem can);
-                # 1 GiB steps: smaller ones measured 2x slower here; progress moves per GiB.
-                while n := os.copy_file_range(src.fileno(), dst.fileno(), 1 << 30):
-                    reporter.advance(n)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with open(local, "rb") as src, atomic_writer(Path(path)) as dst:
+            # NOTE: copy_file_range copies inside the kernel (and reflinks where the filesystem can);
+            # 1 GiB steps: smaller ones measured 2x slower here; progress moves per GiB.
+            while n := os.copy_file_range(src.fileno(), dst.fileno(), 1 << 30):
+                reporter.advance(n)
         return
     from fsspec.callbacks import Callback
 
@@ -85,7 +75,7 @@ def remote_sizes(target: Target, prefix: str) -> dict[str, int]:
     out = {}
     for path, info in found.items():
         rel = path[len(base):] if path.startswith(base) else path.split(base, 1)[-1]
-        if info.get("type", "file") == "file" and not os.path.basename(rel).startswith(".tb-"):
+        if info.get("type", "file") == "file" and not is_temporary(os.path.basename(rel)):
             out[rel] = int(info.get("size") or 0)
     return out
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from builder.recipe.models import NAME_RE, SCHEMA_VERSION, Verify
+from builder.recipe.models import SCHEMA_VERSION, Verify, valid_name
 
 GPU_MEMORY_GIB = {"H200": 141, "H100": 80, "A100-80": 80, "A100-40": 40, "L40S": 48, "L4": 24, "A10G": 24, "T4": 16}
 
@@ -19,13 +19,7 @@ class _Named(_Strict):
     name: str = Field(description="Model name (= directory name); [A-Za-z0-9_.-].")
     version: int = Field(ge=1, description="Numeric version directory (>= 1).")
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not NAME_RE.match(v) or v in (".", ".."):
-            raise ValueError(f"{v!r} is not a valid model name: use letters, digits, '_', '.', '-' and start with "
-                             "a letter, digit or '_'")
-        return v
+    _name = field_validator("name")(classmethod(lambda cls, v: valid_name(v)))
 
 
 class Checkpoint(_Strict):

@@ -21,6 +21,14 @@ DType = Literal["bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", 
                 "fp16", "fp32", "fp64", "bf16", "bytes"]
 
 
+def valid_name(v: str) -> str:
+    """A Triton model name that is also a safe directory name."""
+    if not NAME_RE.match(v) or v in (".", ".."):
+        raise ValueError(f"{v!r} is not a valid model name: use letters, digits, '_', '.', '-' and start with "
+                         "a letter, digit or '_' (no '/', '..', spaces or quotes)")
+    return v
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -199,13 +207,7 @@ class Recipe(_Strict):
     warmup: Warmup | None = Field(None, description="model_warmup: requests Triton runs before the model is ready.")
     verify: Verify = Field(default_factory=Verify)
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not NAME_RE.match(v) or v in (".", ".."):
-            raise ValueError(f"{v!r} is not a valid model name: use letters, digits, '_', '.', '-' and start with "
-                             "a letter, digit or '_' (no '/', '..', spaces or quotes)")
-        return v
+    _name = field_validator("name")(classmethod(lambda cls, v: valid_name(v)))
 
 
 Problem = tuple  # (key path, message, hint)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from builder.backends import backend_for
+from builder.backends import backend_for, runs_embedded
 from builder.core.fsutil import write_atomic
 from builder.core.hashing import pretty_json, sha256_file
 from builder.core.npz import read_npz, write_npz
@@ -214,15 +214,6 @@ def _remove_bytecode(root: Path) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def _embedded_can_run(backend: str) -> bool:
-    from builder.errors import PlanError
-
-    try:
-        return backend_for(backend).EMBEDDED_LIVE
-    except PlanError:
-        return False
-
-
 def _path_for(m: ManifestModel, server_url: str | None, manifest: Manifest | None = None) -> tuple[str, str]:
     tc = fingerprint()
     if server_url:
@@ -232,9 +223,9 @@ def _path_for(m: ManifestModel, server_url: str | None, manifest: Manifest | Non
                    if _path_for(manifest.model(d), None, manifest)[0] != "live-embedded"]
         if blocked:
             return "none", f"not run here: calls {blocked}, which the embedded server cannot load (--server URL)"
-    if m.target == "gpu" and not (tc.get("gpu_name") and _embedded_can_run(m.backend) and not m.llm):
+    if m.target == "gpu" and not (tc.get("gpu_name") and runs_embedded(m.backend) and not m.llm):
         return "none", f"not run here: needs a GPU server with the {m.backend} backend (verify --server URL)"
-    if _embedded_can_run(m.backend):
+    if runs_embedded(m.backend):
         gpu = f", {tc['gpu_name']}" if m.target == "gpu" else ""
         return "live-embedded", f"tritonserver {tc.get('tritonserver', '?')} embedded{gpu}"
     if m.backend == "onnxruntime":
