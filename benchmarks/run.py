@@ -58,7 +58,7 @@ def moto_endpoint():
 
 
 def bench_verify(work: Path) -> dict:
-    from builder import api
+    from tritonbuild import api
 
     os.chdir(ROOT)
     os.environ["TRITONBUILD_CACHE_DIR"] = str(work / "cache")
@@ -77,7 +77,7 @@ def bench_verify(work: Path) -> dict:
 
 
 def bench_hashing(work: Path, size_mib: int) -> dict:
-    from builder.core.hashing import sha256_file, tree_files
+    from tritonbuild.core.hashing import sha256_file, tree_files
 
     data = work / "blob"
     data.mkdir()
@@ -105,7 +105,7 @@ def bench_hashing(work: Path, size_mib: int) -> dict:
 
 def _big_repository(work: Path, size_mib: int, keep_source: bool = False) -> Path:
     """A built repository whose Python model carries a size_mib weights file (random bytes)."""
-    from builder import api
+    from tritonbuild import api
 
     src = work / "bigsrc"
     src.mkdir()
@@ -126,7 +126,7 @@ def _big_repository(work: Path, size_mib: int, keep_source: bool = False) -> Pat
 
 
 def bench_publish_file(work: Path, repo: Path) -> dict:
-    from builder import api
+    from tritonbuild import api
 
     ours, theirs = [], []
     for i in range(4):  # alternate which goes first: same page cache, same machine state
@@ -149,7 +149,7 @@ def bench_publish_s3(work: Path, repo: Path) -> dict | str:
             return "skipped: moto_server is not installed"
         import s3fs
 
-        from builder import api
+        from tritonbuild import api
 
         fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": endpoint}, skip_instance_cache=True)
         fs.mkdir("bench")
@@ -191,7 +191,7 @@ def _onnx_recipes(src: Path, n: int) -> list[Path]:
 
 
 def bench_noop_rebuild(work: Path, n: int) -> dict:
-    from builder import api
+    from tritonbuild import api
 
     os.environ["TRITONBUILD_CACHE_DIR"] = str(work / "cache")
     recipes = _onnx_recipes(work / "src", n)
@@ -205,7 +205,7 @@ def bench_noop_rebuild(work: Path, n: int) -> dict:
         noop_inproc.append(time.perf_counter() - t0)
         assert all(s.status == "cached" for m in result.models for s in m.steps)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "builder", "build", str(work / "src"), "-o", str(work / "out"), "--json"],
+    subprocess.run([sys.executable, "-m", "tritonbuild", "build", str(work / "src"), "-o", str(work / "out"), "--json"],
                    check=True, capture_output=True)
     noop_cli = time.perf_counter() - t0
     best = min(noop_inproc)
@@ -215,10 +215,10 @@ def bench_noop_rebuild(work: Path, n: int) -> dict:
 
 
 def bench_assemble_big(work: Path, size_mib: int) -> dict:
-    from builder import api
-    from builder.core.cas import Store
-    from builder.repository.assemble import assemble
-    from builder.steps import build
+    from tritonbuild import api
+    from tritonbuild.core.cas import Store
+    from tritonbuild.repository.assemble import assemble
+    from tritonbuild.steps import build
 
     repo = _big_repository(work, size_mib, keep_source=True)  # built once: the artifact is now in the cache
     artifact = work / "bigsrc" / "weights.bin"
@@ -248,7 +248,7 @@ def bench_remote_cache(work: Path) -> dict | str:
             return "skipped: moto_server is not installed"
         import s3fs
 
-        from builder import api
+        from tritonbuild import api
 
         s3fs.S3FileSystem(client_kwargs={"endpoint_url": endpoint}).mkdir("cache")
         recipe = ROOT / "recipes" / "examples" / "text-encoder.yaml"

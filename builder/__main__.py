@@ -1,3 +1,3 @@
-from builder.cli import main
+from tritonbuild.cli import main
 
 main()

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from builder.core.cas import Store, default_cache_dir
-from builder.plan import Plan, make_plan
-from builder.recipe import load_recipes
-from builder.recipe.load import LoadedRecipe
-from builder.repository.assemble import assemble, check_out_dir
-from builder.repository.manifest import Manifest
-from builder.steps import BuildResult, build
-from builder.verify.models import VerificationReport
+from tritonbuild.core.cas import Store, default_cache_dir
+from tritonbuild.plan import Plan, make_plan
+from tritonbuild.recipe import load_recipes
+from tritonbuild.recipe.load import LoadedRecipe
+from tritonbuild.repository.assemble import assemble, check_out_dir
+from tritonbuild.repository.manifest import Manifest
+from tritonbuild.steps import BuildResult, build
+from tritonbuild.verify.models import VerificationReport
 
 Progress = Callable[[str], None]
 
@@ -33,7 +33,7 @@ def build_repository(paths: list[Path], out: Path, *, force: bool = False, cache
     the_plan = plan(paths)
     only = None
     if changed_since:
-        from builder.plan.changes import models_changed_since
+        from tritonbuild.plan.changes import models_changed_since
 
         only = models_changed_since(the_plan, changed_since, Path.cwd())
     result = build(the_plan, Store(cache_dir or default_cache_dir()), progress, engines=engines, strict=strict,
@@ -43,21 +43,21 @@ def build_repository(paths: list[Path], out: Path, *, force: bool = False, cache
 
 def verify_repository(root: Path, *, server_url: str | None = None, record: bool = False,
                       progress: Progress | None = None) -> VerificationReport:
-    from builder.verify.run import verify
+    from tritonbuild.verify.run import verify
 
     return verify(root, server_url=server_url, record=record, progress=progress)
 
 
 def serve(repository: str | Path, *, endpoint_url: str | None = None):
     """(EmbeddedServer not yet started, models it can load, models it cannot) for a directory or a target URL."""
-    from builder.backends import runs_embedded
-    from builder.server.embedded import EmbeddedServer
+    from tritonbuild.backends import runs_embedded
+    from tritonbuild.server.embedded import EmbeddedServer
 
     if "://" in str(repository):
-        from builder.publish.inspect import list_target
-        from builder.publish.protocol import open_for_read
-        from builder.publish.store import read_text
-        from builder.repository.config import parse
+        from tritonbuild.publish.inspect import list_target
+        from tritonbuild.publish.protocol import open_for_read
+        from tritonbuild.publish.store import read_text
+        from tritonbuild.repository.config import parse
 
         target = open_for_read(str(repository), endpoint_url)
         info = list_target(str(repository), endpoint_url=endpoint_url)
@@ -67,7 +67,7 @@ def serve(repository: str | Path, *, endpoint_url: str | None = None):
             if config is not None and runs_embedded(parse(config).backend):
                 loadable.append(name)
         return EmbeddedServer(target.triton_url()), loadable, sorted(set(names) - set(loadable))
-    from builder.verify.run import read_repository
+    from tritonbuild.verify.run import read_repository
 
     manifest = read_repository(Path(repository))
     names = sorted({m.name for m in manifest.models})
@@ -76,25 +76,25 @@ def serve(repository: str | Path, *, endpoint_url: str | None = None):
 
 
 def publish(root: Path, target: str, **options):
-    from builder.publish.protocol import publish as _publish
+    from tritonbuild.publish.protocol import publish as _publish
 
     return _publish(root, target, **options)
 
 
 def list_target(target: str, *, endpoint_url: str | None = None) -> dict:
-    from builder.publish.inspect import list_target as _ls
+    from tritonbuild.publish.inspect import list_target as _ls
 
     return _ls(target, endpoint_url=endpoint_url)
 
 
 def rollback(target: str, model: str, to: int, **options) -> dict:
-    from builder.publish.protocol import rollback as _rollback
+    from tritonbuild.publish.protocol import rollback as _rollback
 
     return _rollback(target, model, to, **options)
 
 
 def verify_target(target: str, *, endpoint_url: str | None = None) -> dict:
-    from builder.publish.inspect import verify_target as _verify
+    from tritonbuild.publish.inspect import verify_target as _verify
 
     return _verify(target, endpoint_url=endpoint_url)
 
@@ -102,14 +102,14 @@ def verify_target(target: str, *, endpoint_url: str | None = None) -> dict:
 def build_matrix(paths: list[Path], *, cache_dir: Path | None = None, cache_url: str | None = None,
                  changed_since: str | None = None) -> list[dict]:
     """One entry per recipe that has a step missing from the local (and remote) cache: what CI fans out."""
-    from builder.core.remote import RemoteCache
+    from tritonbuild.core.remote import RemoteCache
 
     the_plan = plan(paths)
     store = Store(cache_dir or default_cache_dir())
     remote = RemoteCache(cache_url, lambda _msg: None) if cache_url else None
     only = None
     if changed_since:
-        from builder.plan.changes import models_changed_since
+        from tritonbuild.plan.changes import models_changed_since
 
         only = models_changed_since(the_plan, changed_since, Path.cwd())
     out = []
@@ -134,14 +134,14 @@ def cache_store(cache_dir: Path | None = None) -> Store:
 
 def deploy_snippets(repository: Path, out: Path, **options) -> tuple[Path, int]:
     """Write Kubernetes YAML for a built repository; returns (path, startup budget in seconds)."""
-    from builder.publish.k8s import startup_budget_s, write
-    from builder.verify.run import read_repository
+    from tritonbuild.publish.k8s import startup_budget_s, write
+    from tritonbuild.verify.run import read_repository
 
     manifest = read_repository(repository)
     return write(manifest, out, **options), startup_budget_s(manifest)
 
 
 def recipe_schema() -> bytes:
-    from builder.recipe.schema import recipe_schema_bytes
+    from tritonbuild.recipe.schema import recipe_schema_bytes
 
     return recipe_schema_bytes()

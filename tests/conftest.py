@@ -40,7 +40,7 @@ def _isolate(tmp_path_factory, monkeypatch):
 @pytest.fixture
 def cli():
     """Run the CLI in-process; returns click's Result (exit_code, stdout, stderr)."""
-    from builder.cli import main
+    from tritonbuild.cli import main
 
     def run(*args: str):
         return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)

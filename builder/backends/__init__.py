@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from builder.errors import PlanError
+from tritonbuild.errors import PlanError
 
 
 def backend_for(name: str) -> ModuleType:
-    from builder.backends import composition, onnxruntime, python, pytorch, tensorrt, tensorrtllm, vllm
+    from tritonbuild.backends import composition, onnxruntime, python, pytorch, tensorrt, tensorrtllm, vllm
 
     table = {"python": python, "onnxruntime": onnxruntime, "pytorch": pytorch, "tensorrt": tensorrt,
              "tensorrtllm": tensorrtllm,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from builder.core.hashing import sha256_file, sha256_input
-from builder.errors import BuildError, PlanError
-from builder.recipe.load import LoadedRecipe
+from tritonbuild.core.hashing import sha256_file, sha256_input
+from tritonbuild.errors import BuildError, PlanError
+from tritonbuild.recipe.load import LoadedRecipe
 
 
 def is_url(path: str) -> bool:

@@ -9,9 +9,9 @@ import json
 import shutil
 from pathlib import Path
 
-from builder.errors import BuildError
-from builder.recipe.composition import CompositionRecipe
-from builder.recipe.models import TensorSpec
+from tritonbuild.errors import BuildError
+from tritonbuild.recipe.composition import CompositionRecipe
+from tritonbuild.recipe.models import TensorSpec
 
 NAME = "ensemble"
 DEFAULT_FILENAME = None
@@ -67,7 +67,7 @@ def _check(r: CompositionRecipe, known: dict) -> list[str]:
 
 
 def emit(bm, root: Path, store, manifest_model, known: dict) -> list:
-    from builder.repository.config import add_tensors, model_config_pb2, render
+    from tritonbuild.repository.config import add_tensors, model_config_pb2, render
 
     r: CompositionRecipe = bm.plan.recipe
     problems = _check(r, known)
@@ -116,6 +116,6 @@ def emit(bm, root: Path, store, manifest_model, known: dict) -> list:
 
 
 def _identity(steps: list, known: dict) -> str:
-    from builder.core.hashing import sha256_json
+    from tritonbuild.core.hashing import sha256_json
 
     return sha256_json({"steps": steps, "models": {s["model"]: known[s["model"]].model_identity for s in steps}})

@@ -7,12 +7,12 @@ import shutil
 import sys
 from pathlib import Path
 
-from builder.backends.common import fetch_url, is_url, local_source, pinned_digest
-from builder.core.hashing import sha256_input
-from builder.core.proc import run_logged
-from builder.errors import BuildError, PlanError
-from builder.recipe.load import LoadedRecipe
-from builder.recipe.models import Recipe, TensorSpec
+from tritonbuild.backends.common import fetch_url, is_url, local_source, pinned_digest
+from tritonbuild.core.hashing import sha256_input
+from tritonbuild.core.proc import run_logged
+from tritonbuild.errors import BuildError, PlanError
+from tritonbuild.recipe.load import LoadedRecipe
+from tritonbuild.recipe.models import Recipe, TensorSpec
 
 NAME = "onnxruntime"
 PLATFORM = "onnxruntime_onnx"
@@ -74,7 +74,7 @@ def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, 
     log_dir.mkdir(parents=True, exist_ok=True)
     spec_path = log_dir / "export-spec.json"
     spec_path.write_text(json.dumps(spec, sort_keys=True, indent=2))
-    res = run_logged([sys.executable, "-m", "builder.backends._torch_export", str(spec_path), str(target)],
+    res = run_logged([sys.executable, "-m", "tritonbuild.backends._torch_export", str(spec_path), str(target)],
                      cwd=recipe_dir, log_path=log_dir / "onnx.export.log", timeout=EXPORT_TIMEOUT_S)
     if res.returncode != 0:
         why = "timed out" if res.timed_out else f"exit {res.returncode}"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from builder.backends.common import local_source, pinned_digest, relative_dest
-from builder.core.hashing import sha256_input
-from builder.errors import PlanError
-from builder.recipe.load import LoadedRecipe
-from builder.recipe.models import Recipe, TensorSpec
+from tritonbuild.backends.common import local_source, pinned_digest, relative_dest
+from tritonbuild.core.hashing import sha256_input
+from tritonbuild.errors import PlanError
+from tritonbuild.recipe.load import LoadedRecipe
+from tritonbuild.recipe.models import Recipe, TensorSpec
 
 NAME = "python"
 DEFAULT_FILENAME = "model.py"

@@ -11,13 +11,13 @@ import shutil
 import sys
 from pathlib import Path
 
-from builder.backends.common import local_source, pinned_digest
-from builder.backends.onnxruntime import _module_file, require_torch
-from builder.core.hashing import sha256_input
-from builder.core.proc import run_logged
-from builder.errors import BuildError, PlanError
-from builder.recipe.load import LoadedRecipe
-from builder.recipe.models import Recipe, TensorSpec
+from tritonbuild.backends.common import local_source, pinned_digest
+from tritonbuild.backends.onnxruntime import _module_file, require_torch
+from tritonbuild.core.hashing import sha256_input
+from tritonbuild.core.proc import run_logged
+from tritonbuild.errors import BuildError, PlanError
+from tritonbuild.recipe.load import LoadedRecipe
+from tritonbuild.recipe.models import Recipe, TensorSpec
 
 NAME = "pytorch"
 EMBEDDED_LIVE = False  # the embedded tritonserver has only the python backend
@@ -63,7 +63,7 @@ def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, 
     spec_path = log_dir / "export-spec.json"
     spec_path.write_text(json.dumps({**params, "recipe_dir": str(recipe_dir)}, sort_keys=True, indent=2))
     target = out / FILES[params["format"]][0]
-    res = run_logged([sys.executable, "-m", "builder.backends._torch_export", str(spec_path), str(target)],
+    res = run_logged([sys.executable, "-m", "tritonbuild.backends._torch_export", str(spec_path), str(target)],
                      cwd=recipe_dir, log_path=log_dir / "torch.export.log", timeout=EXPORT_TIMEOUT_S)
     if res.returncode != 0:
         why = "timed out" if res.timed_out else f"exit {res.returncode}"
@@ -87,7 +87,7 @@ def derive_io(recipe: Recipe, files: dict[str, Path], recipe_dir=None) -> tuple[
         return list(recipe.inputs), list(recipe.outputs)
     import torch
 
-    from builder.backends._torch_export import example_inputs
+    from tritonbuild.backends._torch_export import example_inputs
 
     ex = recipe.source.export
     spec = {"seed": ex.seed, "inputs": {k: v.model_dump() for k, v in ex.inputs.items()}}

@@ -11,13 +11,13 @@ import shutil
 import sys
 from pathlib import Path
 
-from builder.backends import StepSkipped
-from builder.backends.common import local_source, pinned_digest
-from builder.backends.onnxruntime import derive_io as onnx_derive_io
-from builder.core.proc import run_logged
-from builder.errors import BuildError, PlanError
-from builder.recipe.load import LoadedRecipe
-from builder.recipe.models import Recipe, TensorRTOptions
+from tritonbuild.backends import StepSkipped
+from tritonbuild.backends.common import local_source, pinned_digest
+from tritonbuild.backends.onnxruntime import derive_io as onnx_derive_io
+from tritonbuild.core.proc import run_logged
+from tritonbuild.errors import BuildError, PlanError
+from tritonbuild.recipe.load import LoadedRecipe
+from tritonbuild.recipe.models import Recipe, TensorRTOptions
 
 NAME = "tensorrt"
 PLATFORM = "tensorrt_plan"
@@ -81,7 +81,7 @@ def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, 
     elif importlib.util.find_spec("tensorrt") is not None:
         spec = log_dir / "tensorrt-spec.json"
         spec.write_text(json.dumps(python_api_spec(opts, onnx, str(plan), str(cache)), indent=2, sort_keys=True))
-        argv = [sys.executable, "-m", "builder.backends._tensorrt_build", str(spec)]
+        argv = [sys.executable, "-m", "tritonbuild.backends._tensorrt_build", str(spec)]
     else:
         raise StepSkipped("TensorRT is not installed here (no trtexec, no tensorrt module); build on a GPU runner "
                           "with TensorRT, or pass --engine MODEL=DIR holding model.plan")

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from builder.backends.common import copy_inputs
-from builder.core.hashing import pretty_json, sha256_json
-from builder.errors import PlanError
-from builder.recipe.load import LoadedRecipe
-from builder.recipe.models import TensorSpec
+from tritonbuild.backends.common import copy_inputs
+from tritonbuild.core.hashing import pretty_json, sha256_json
+from tritonbuild.errors import PlanError
+from tritonbuild.recipe.load import LoadedRecipe
+from tritonbuild.recipe.models import TensorSpec
 
 NAME = "vllm"
 DEFAULT_FILENAME = "model.json"
@@ -23,7 +23,7 @@ OUTPUTS = [TensorSpec(name="text_output", dtype="bytes", dims=[-1])]
 
 
 def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
-    from builder.backends.tensorrtllm import read_checkpoint
+    from tritonbuild.backends.tensorrtllm import read_checkpoint
 
     ckpt, _config, files = read_checkpoint(lr)
     if not (ckpt / "tokenizer.json").is_file() and not (ckpt / "tokenizer_config.json").is_file():
@@ -47,7 +47,7 @@ def model_json(recipe) -> dict:
 
 
 def emit(bm, root: Path, store, manifest_model) -> list:
-    from builder.repository.config import add_tensors, model_config_pb2, render
+    from tritonbuild.repository.config import add_tensors, model_config_pb2, render
 
     r = bm.plan.recipe
     vdir = root / r.name / str(r.version)

@@ -1,9 +1,9 @@
-"""Thin click CLI: parse options, call builder.api, render. Exit codes come from builder.errors.
+"""Thin click CLI: parse options, call builder.api, render. Exit codes come from tritonbuild.errors.
 
 One module per command family; importing them registers their commands on `main`.
 """
 
-from builder.cli import cache, publish, recipes, verify  # noqa: F401  (register commands)
-from builder.cli.common import main
+from tritonbuild.cli import cache, publish, recipes, verify  # noqa: F401  (register commands)
+from tritonbuild.cli.common import main
 
 __all__ = ["main"]

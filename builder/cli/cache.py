@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from builder.cli.common import (
+from tritonbuild.cli.common import (
     _json,
     cache_dir_option,
     json_option,
@@ -37,7 +37,7 @@ def _size(text: str) -> int:
 @json_option
 def cache_ls_command(cache_dir: Path | None, as_json: bool) -> None:
     """Cached steps: key, kind, model, size, last use."""
-    from builder import api
+    from tritonbuild import api
 
     store = api.cache_store(cache_dir)
     rows = [{"key": key, "kind": rec.get("kind"), "model": rec.get("model"), "files": len(rec.get("files", {})),
@@ -61,7 +61,7 @@ def cache_ls_command(cache_dir: Path | None, as_json: bool) -> None:
 @json_option
 def cache_gc_command(max_size: str, cache_dir: Path | None, as_json: bool) -> None:
     """Shrink the cache to --max-size."""
-    from builder import api
+    from tritonbuild import api
 
     result = api.cache_store(cache_dir).gc(_size(max_size))
     if as_json:
@@ -76,7 +76,7 @@ def cache_gc_command(max_size: str, cache_dir: Path | None, as_json: bool) -> No
 @json_option
 def cache_verify_command(cache_dir: Path | None, as_json: bool) -> None:
     """Re-hash every cached file; corrupt ones are evicted (and rebuilt by the next build)."""
-    from builder import api
+    from tritonbuild import api
 
     result = api.cache_store(cache_dir).verify()
     if as_json:

@@ -11,8 +11,8 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from builder import __version__
-from builder.errors import MultipleErrors, TritonBuildError
+from tritonbuild import __version__
+from tritonbuild.errors import MultipleErrors, TritonBuildError
 
 # NOTE: markup off: messages carry user text such as "tritonbuild[onnx]" or "[1, 2]", which rich would
 # read as style tags. Styled parts are passed with markup=True and everything else escaped.

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from builder.cli.common import (
+from tritonbuild.cli.common import (
     _json,
     endpoint_option,
     err,
@@ -70,8 +70,8 @@ class _TransferReporter:
 def publish_command(repository: Path, target: str, endpoint_url: str | None, skip_verify: bool, keep: int | None,
                     notify: tuple[str, ...], dry_run: bool, break_lock: bool, as_json: bool) -> None:
     """Publish a verified repository to TARGET (file://, s3://, gs://, az://) without exposing half versions."""
-    from builder import api
-    from builder.errors import PublishError
+    from tritonbuild import api
+    from tritonbuild.errors import PublishError
 
     if skip_verify:
         err.print("[bold yellow]WARNING[/]: --skip-verify: publishing an UNVERIFIED repository; the target "
@@ -107,7 +107,7 @@ def publish_command(repository: Path, target: str, endpoint_url: str | None, ski
 @json_option
 def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
     """Models at a publish target: versions present and complete, the live one, notes on interrupted publishes."""
-    from builder import api
+    from tritonbuild import api
 
     info = api.list_target(target, endpoint_url=endpoint_url)
     if as_json:
@@ -132,7 +132,7 @@ def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
 def rollback_command(target: str, model: str, to: int, endpoint_url: str | None, break_lock: bool,
                      as_json: bool) -> None:
     """Make an earlier complete version of MODEL live again at TARGET."""
-    from builder import api
+    from tritonbuild import api
 
     result = api.rollback(target, model, to, endpoint_url=endpoint_url, break_lock=break_lock)
     if as_json:
@@ -153,7 +153,7 @@ def rollback_command(target: str, model: str, to: int, endpoint_url: str | None,
 def deploy_snippets_command(repository: Path, output: Path, name: str, image: str, target: str | None,
                             replicas: int, as_json: bool) -> None:
     """Write a Kubernetes Deployment + Service for REPOSITORY (startup probe sized from it, readiness that infers)."""
-    from builder import api
+    from tritonbuild import api
 
     path, budget = api.deploy_snippets(repository, output, name=name, image=image, target=target,
                                        replicas=replicas)

@@ -10,7 +10,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from builder.cli.common import (
+from tritonbuild.cli.common import (
     _json,
     _progress,
     cache_dir_option,
@@ -29,7 +29,7 @@ from builder.cli.common import (
 @json_option
 def validate_command(recipes: tuple[Path, ...], as_json: bool) -> None:
     """Check recipe files (or folders of them) without building anything."""
-    from builder import api
+    from tritonbuild import api
 
     loaded = api.validate(list(recipes))
     if as_json:
@@ -52,7 +52,7 @@ def validate_command(recipes: tuple[Path, ...], as_json: bool) -> None:
 def plan_command(recipes: tuple[Path, ...], matrix: str | None, cache_dir: Path | None, cache_url: str | None,
                  changed_since: str | None, as_json: bool) -> None:
     """Show what would be built: steps, their inputs and cache keys, the toolchain, LLM memory plans."""
-    from builder import api
+    from tritonbuild import api
 
     if matrix:
         entries = api.build_matrix(list(recipes), cache_dir=cache_dir, cache_url=cache_url,
@@ -112,7 +112,7 @@ def _render_memory(name: str, arch: dict, mem: dict) -> None:
 def build_command(recipes: tuple[Path, ...], output: Path, force: bool, engines: tuple[str, ...], strict: bool,
                   cache_dir: Path | None, cache_url: str | None, changed_since: str | None, as_json: bool) -> None:
     """Build a Triton model repository from recipes (files or folders of *.yaml)."""
-    from builder import api
+    from tritonbuild import api
 
     given = {}
     for item in engines:
@@ -143,6 +143,6 @@ def build_command(recipes: tuple[Path, ...], output: Path, force: bool, engines:
 @main.command("schema")
 def schema_command() -> None:
     """Print the recipe JSON Schema (recipes/recipe.schema.json is this output)."""
-    from builder import api
+    from tritonbuild import api
 
     sys.stdout.buffer.write(api.recipe_schema())

@@ -11,7 +11,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from builder.cli.common import (
+from tritonbuild.cli.common import (
     _json,
     _progress,
     endpoint_option,
@@ -36,8 +36,8 @@ def verify_command(repository: str, server_url: str | None, record: bool, endpoi
     REPOSITORY is a built directory, or a publish target URL (s3://, gs://, az://, file://): then every
     published object is checked against the target manifest (presence, size, sha256).
     """
-    from builder import api
-    from builder.errors import VerifyError
+    from tritonbuild import api
+    from tritonbuild.errors import VerifyError
 
     if "://" in repository:
         result = api.verify_target(repository, endpoint_url=endpoint_url)
@@ -104,8 +104,8 @@ def _render_report(report) -> None:
 def serve_command(repository: str, endpoint_url: str | None, as_json: bool) -> None:
     """Serve a repository (a directory, or a publish target URL) with the embedded tritonserver in the
     foreground; Ctrl-C stops it."""
-    from builder import api
-    from builder.errors import VerifyError
+    from tritonbuild import api
+    from tritonbuild.errors import VerifyError
 
     server, loadable, skipped = api.serve(repository, endpoint_url=endpoint_url)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))

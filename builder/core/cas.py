@@ -9,8 +9,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from builder.core.fsutil import write_atomic
-from builder.core.hashing import CHUNK, pretty_json
+from tritonbuild.core.fsutil import write_atomic
+from tritonbuild.core.hashing import CHUNK, pretty_json
 
 HASH_ON_HIT_MAX = 64 << 20  # blobs up to this size are re-hashed on every cache hit; larger ones are linked
 FICLONE = 0x40049409  # ioctl: reflink (copy-on-write clone) on btrfs/xfs
@@ -82,7 +82,7 @@ class Store:
             p = self.blob_path(entry["sha256"])
             ok = p.is_file() and p.stat().st_size == entry["size"]
             if ok and entry["size"] <= HASH_ON_HIT_MAX:
-                from builder.core.hashing import sha256_file
+                from tritonbuild.core.hashing import sha256_file
 
                 ok = sha256_file(p) == entry["sha256"]
             if not ok:
@@ -93,7 +93,7 @@ class Store:
 
     def evict(self, key: str, record: dict | None = None) -> None:
         """Drop a record and its damaged blobs (a blob whose bytes no longer match its name)."""
-        from builder.core.hashing import sha256_file
+        from tritonbuild.core.hashing import sha256_file
 
         record = record or self.read_record(key) or {}
         for entry in record.get("files", {}).values():
@@ -183,7 +183,7 @@ class Store:
 
     def verify(self) -> dict:
         """Re-hash every blob; a corrupt blob is deleted and every record using it evicted."""
-        from builder.core.hashing import sha256_file
+        from tritonbuild.core.hashing import sha256_file
 
         bad = [b.name for b in self.blobs() if sha256_file(b) != b.name]
         for name in bad:

@@ -78,7 +78,7 @@ class FileHashCache:
     def save(self) -> None:
         if self.path is None or not self.dirty:
             return
-        from builder.core.fsutil import write_atomic
+        from tritonbuild.core.fsutil import write_atomic
 
         try:
             write_atomic(self.path, json.dumps(self.entries, sort_keys=True).encode())
@@ -94,7 +94,7 @@ def file_hashes() -> FileHashCache:
     """The process-wide FileHashCache (in the build cache directory)."""
     global _HASHES
     if _HASHES is None:
-        from builder.core.cas import default_cache_dir
+        from tritonbuild.core.cas import default_cache_dir
 
         _HASHES = FileHashCache(default_cache_dir() / "file-hashes.json")
     return _HASHES

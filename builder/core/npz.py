@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from builder.core.fsutil import write_atomic
+from tritonbuild.core.fsutil import write_atomic
 
 
 def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:

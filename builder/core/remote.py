@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from builder.core.cas import Store
+from tritonbuild.core.cas import Store
 
 
 class RemoteCache:
@@ -47,7 +47,7 @@ class RemoteCache:
         except FileNotFoundError:
             return None
         except Exception as e:  # noqa: BLE001 - any storage failure degrades to local-only, once
-            from builder.core.secrets import redact
+            from tritonbuild.core.secrets import redact
 
             self.disabled = True
             self.warn(f"remote cache {self.url} unavailable ({action}: {redact(f'{type(e).__name__}: {e}')}); "

@@ -13,7 +13,7 @@ import subprocess
 from functools import lru_cache
 from importlib import metadata
 
-import builder
+import tritonbuild
 
 # NOTE: the bundled tritonserver prints no version (no --version flag); nvidia-pytriton pins one per release.
 PYTRITON_TRITONSERVER = {"0.7.0": "2.51.0", "0.6.0": "2.50.0", "0.5.6": "2.49.0"}
@@ -73,7 +73,7 @@ def _trtexec() -> str | None:
 @lru_cache(maxsize=1)
 def fingerprint() -> dict[str, str]:
     """Everything that shapes our outputs; absent tools are left out, not guessed."""
-    fp = {"tritonbuild": builder.__version__, "python": platform.python_version()}
+    fp = {"tritonbuild": tritonbuild.__version__, "python": platform.python_version()}
     for key, dist in DISTRIBUTIONS.items():
         v = _version(dist)
         if v:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from builder.errors import UsageError
-from builder.plan.models import Plan
+from tritonbuild.errors import UsageError
+from tritonbuild.plan.models import Plan
 
 
 def _git(args: list[str], cwd: Path) -> str:

@@ -10,7 +10,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict
 
-from builder.recipe.llm import GPU_MEMORY_GIB, LLMRecipe
+from tritonbuild.recipe.llm import GPU_MEMORY_GIB, LLMRecipe
 
 GIB = 1 << 30
 MIB = 1 << 20

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from builder.recipe.composition import CompositionRecipe
-from builder.recipe.llm import LLMRecipe, VLLMRecipe
-from builder.recipe.models import Recipe
+from tritonbuild.recipe.composition import CompositionRecipe
+from tritonbuild.recipe.llm import LLMRecipe, VLLMRecipe
+from tritonbuild.recipe.models import Recipe
 
 SCHEMA_VERSION = 1
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from builder.backends import backend_for
-from builder.core.hashing import file_hashes, sha256_json
-from builder.core.toolchain import fingerprint, for_step
-from builder.plan.models import ModelPlan, Plan, PlannedStep
-from builder.recipe.load import LoadedRecipe
+from tritonbuild.backends import backend_for
+from tritonbuild.core.hashing import file_hashes, sha256_json
+from tritonbuild.core.toolchain import fingerprint, for_step
+from tritonbuild.plan.models import ModelPlan, Plan, PlannedStep
+from tritonbuild.recipe.load import LoadedRecipe
 
 
 def key_material(kind: str, params: dict, inputs: dict[str, str], toolchain: dict[str, str]) -> dict:

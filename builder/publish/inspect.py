@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from builder.core.hashing import sha256_bytes
-from builder.publish import store
-from builder.publish.protocol import live_version, open_for_read
-from builder.repository.rules import VERSION_RE
+from tritonbuild.core.hashing import sha256_bytes
+from tritonbuild.publish import store
+from tritonbuild.publish.protocol import live_version, open_for_read
+from tritonbuild.repository.rules import VERSION_RE
 
 
 def list_target(target_url: str, *, endpoint_url: str | None = None) -> dict:

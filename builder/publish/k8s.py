@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from builder.repository.manifest import Manifest
+from tritonbuild.repository.manifest import Manifest
 
 GIB = 1 << 30
 

@@ -8,9 +8,9 @@ import socket
 import time
 import uuid
 
-from builder.errors import PublishError
-from builder.publish.models import LOCK_NAME
-from builder.publish.target import Target, storage_error
+from tritonbuild.errors import PublishError
+from tritonbuild.publish.models import LOCK_NAME
+from tritonbuild.publish.target import Target, storage_error
 
 
 class TargetLock:

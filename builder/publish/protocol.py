@@ -18,12 +18,12 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from builder.core.hashing import pretty_json, sha256_bytes
-from builder.core.progress import SILENT, Reporter
-from builder.errors import PublishError
-from builder.publish import store
-from builder.publish.lock import TargetLock
-from builder.publish.models import (
+from tritonbuild.core.hashing import pretty_json, sha256_bytes
+from tritonbuild.core.progress import SILENT, Reporter
+from tritonbuild.errors import PublishError
+from tritonbuild.publish import store
+from tritonbuild.publish.lock import TargetLock
+from tritonbuild.publish.models import (
     TARGET_MANIFEST,
     Action,
     PublishedModel,
@@ -31,12 +31,12 @@ from builder.publish.models import (
     PublishReceipt,
     TargetManifest,
 )
-from builder.publish.target import Target, open_target
-from builder.repository.config import parse, render
-from builder.repository.manifest import REPORT_NAME, Manifest, ManifestModel
-from builder.steps.models import FileEntry
-from builder.verify.models import VerificationReport
-from builder.verify.run import read_repository
+from tritonbuild.publish.target import Target, open_target
+from tritonbuild.repository.config import parse, render
+from tritonbuild.repository.manifest import REPORT_NAME, Manifest, ManifestModel
+from tritonbuild.steps.models import FileEntry
+from tritonbuild.verify.models import VerificationReport
+from tritonbuild.verify.run import read_repository
 
 JOBS = 8
 
@@ -223,8 +223,8 @@ def _prune_actions(state: TargetManifest, keep: int | None, live: dict[str, int]
 def _orphans(p: _Publisher, state: TargetManifest) -> list[Action]:
     """Version directories older than the live one that the manifest no longer lists: left by a prune that
     was interrupted between forgetting and deleting them."""
-    from builder.publish.inspect import _subdirs
-    from builder.repository.rules import VERSION_RE
+    from tritonbuild.publish.inspect import _subdirs
+    from tritonbuild.repository.rules import VERSION_RE
 
     out = []
     for name, pm in state.models.items():

@@ -8,11 +8,11 @@ import shutil
 import time
 from pathlib import Path
 
-from builder.core.fsutil import atomic_writer, is_temporary, write_atomic
-from builder.core.progress import Reporter
-from builder.errors import PublishError
-from builder.publish.models import TARGET_MANIFEST, TargetManifest
-from builder.publish.target import Target, storage_error
+from tritonbuild.core.fsutil import atomic_writer, is_temporary, write_atomic
+from tritonbuild.core.progress import Reporter
+from tritonbuild.errors import PublishError
+from tritonbuild.publish.models import TARGET_MANIFEST, TargetManifest
+from tritonbuild.publish.target import Target, storage_error
 
 RETRIES = 4
 

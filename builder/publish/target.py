@@ -10,8 +10,8 @@ import os
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from builder.core.secrets import redact
-from builder.errors import PublishError
+from tritonbuild.core.secrets import redact
+from tritonbuild.errors import PublishError
 
 DRIVERS = {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs"}
 @dataclass

@@ -1,6 +1,6 @@
 """Stage 1: recipe YAML → Recipe."""
 
-from builder.recipe.load import load_recipe, load_recipes
-from builder.recipe.models import Recipe
+from tritonbuild.recipe.load import load_recipe, load_recipes
+from tritonbuild.recipe.models import Recipe
 
 __all__ = ["Recipe", "load_recipe", "load_recipes"]

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from builder.recipe.llm import _Named, _Strict
-from builder.recipe.models import SCHEMA_VERSION, InstanceGroup, TensorSpec, Verify
+from tritonbuild.recipe.llm import _Named, _Strict
+from tritonbuild.recipe.models import SCHEMA_VERSION, InstanceGroup, TensorSpec, Verify
 
 
 class Step(_Strict):

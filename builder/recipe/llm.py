@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from builder.recipe.models import SCHEMA_VERSION, Verify, valid_name
+from tritonbuild.recipe.models import SCHEMA_VERSION, Verify, valid_name
 
 GPU_MEMORY_GIB = {"H200": 141, "H100": 80, "A100-80": 80, "A100-40": 40, "L40S": 48, "L4": 24, "A10G": 24, "T4": 16}
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from builder.core.hashing import sha256_bytes
-from builder.core.yamlio import Located, YamlProblem, load_located
-from builder.errors import MultipleErrors, RecipeError, UsageError
-from builder.recipe.composition import CompositionRecipe, check_composition_rules, composition_cycles
-from builder.recipe.llm import LLMRecipe, VLLMRecipe, check_llm_rules
-from builder.recipe.models import Recipe, check_rules
+from tritonbuild.core.hashing import sha256_bytes
+from tritonbuild.core.yamlio import Located, YamlProblem, load_located
+from tritonbuild.errors import MultipleErrors, RecipeError, UsageError
+from tritonbuild.recipe.composition import CompositionRecipe, check_composition_rules, composition_cycles
+from tritonbuild.recipe.llm import LLMRecipe, VLLMRecipe, check_llm_rules
+from tritonbuild.recipe.models import Recipe, check_rules
 
 RECIPE_TYPES = {"python": Recipe, "onnxruntime": Recipe, "pytorch": Recipe, "tensorrt": Recipe,
                 "tensorrtllm": LLMRecipe, "vllm": VLLMRecipe,

@@ -6,10 +6,10 @@ from typing import Annotated
 
 from pydantic import Field, TypeAdapter
 
-from builder.core.hashing import pretty_json
-from builder.recipe.composition import CompositionRecipe
-from builder.recipe.llm import LLMRecipe, VLLMRecipe
-from builder.recipe.models import Recipe
+from tritonbuild.core.hashing import pretty_json
+from tritonbuild.recipe.composition import CompositionRecipe
+from tritonbuild.recipe.llm import LLMRecipe, VLLMRecipe
+from tritonbuild.recipe.models import Recipe
 
 
 def recipe_schema_bytes() -> bytes:

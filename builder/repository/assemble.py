@@ -7,16 +7,16 @@ import shutil
 from functools import partial
 from pathlib import Path
 
-from builder.backends import backend_for
-from builder.core.cas import Store
-from builder.core.fsutil import replace_dir, write_atomic
-from builder.core.hashing import sha256_file, sha256_json, tree_files
-from builder.errors import BuildError, UsageError
-from builder.plan.planner import display_path
-from builder.repository.config import build_model_config, render
-from builder.repository.manifest import MANIFEST_NAME, NOT_IN_MANIFEST, Manifest, ManifestModel
-from builder.repository.rules import check_model_dir
-from builder.steps.models import BuildResult, BuiltModel, FileEntry
+from tritonbuild.backends import backend_for
+from tritonbuild.core.cas import Store
+from tritonbuild.core.fsutil import replace_dir, write_atomic
+from tritonbuild.core.hashing import sha256_file, sha256_json, tree_files
+from tritonbuild.errors import BuildError, UsageError
+from tritonbuild.plan.planner import display_path
+from tritonbuild.repository.config import build_model_config, render
+from tritonbuild.repository.manifest import MANIFEST_NAME, NOT_IN_MANIFEST, Manifest, ManifestModel
+from tritonbuild.repository.rules import check_model_dir
+from tritonbuild.steps.models import BuildResult, BuiltModel, FileEntry
 
 
 def golden_name(version: int) -> str:
@@ -52,8 +52,8 @@ def _golden_warmup(bm: BuiltModel, model_dir: Path, goldens: str | None, config:
     """Warmup inputs = the first golden sample, as raw files in <model>/warmup/ (Triton's layout)."""
     import numpy as np
 
-    from builder.core.npz import read_npz
-    from builder.repository.config import add_warmup, model_config_pb2, parse
+    from tritonbuild.core.npz import read_npz
+    from tritonbuild.repository.config import add_warmup, model_config_pb2, parse
 
     recipe = bm.plan.recipe
     if goldens is None:

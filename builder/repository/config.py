@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from google.protobuf import text_format
 
-from builder.recipe.models import DTYPES, Recipe, TensorSpec
+from tritonbuild.recipe.models import DTYPES, Recipe, TensorSpec
 
 KINDS = {"cpu": "KIND_CPU", "gpu": "KIND_GPU", "auto": "KIND_AUTO", "model": "KIND_MODEL"}
 

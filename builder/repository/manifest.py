@@ -6,9 +6,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from builder.core.hashing import sha256_bytes
-from builder.recipe.models import TensorSpec, Verify
-from builder.steps.models import FileEntry
+from tritonbuild.core.hashing import sha256_bytes
+from tritonbuild.recipe.models import TensorSpec, Verify
+from tritonbuild.steps.models import FileEntry
 
 SCHEMA_VERSION = 1
 MANIFEST_NAME = "tritonbuild-manifest.json"
@@ -47,7 +47,7 @@ class Manifest(_Frozen):
     files: dict[str, FileEntry]
 
     def to_bytes(self) -> bytes:
-        from builder.core.hashing import pretty_json
+        from tritonbuild.core.hashing import pretty_json
 
         return pretty_json(self.model_dump(mode="json"))
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
-from builder.repository.config import parse
+from tritonbuild.repository.config import parse
 
 # backend → {platform allowed with it ("" = none given): default model filename}
 DEFAULTS = {"python": {"": "model.py"}, "onnxruntime": {"": "model.onnx", "onnxruntime_onnx": "model.onnx"},

@@ -24,7 +24,7 @@ import urllib.request
 from importlib import metadata
 from pathlib import Path
 
-from builder.errors import VerifyError
+from tritonbuild.errors import VerifyError
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0

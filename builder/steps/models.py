@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from builder.plan.models import ModelPlan
-from builder.recipe.models import TensorSpec
+from tritonbuild.plan.models import ModelPlan
+from tritonbuild.recipe.models import TensorSpec
 
 SCHEMA_VERSION = 1
 

@@ -9,13 +9,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from builder.backends import StepSkipped, backend_for
-from builder.core.cas import Store
-from builder.core.hashing import tree_files
-from builder.errors import BuildError
-from builder.plan.models import ModelPlan, Plan, PlannedStep
-from builder.plan.planner import key_material
-from builder.steps.models import BuildResult, BuiltModel, FileEntry, StepOutcome
+from tritonbuild.backends import StepSkipped, backend_for
+from tritonbuild.core.cas import Store
+from tritonbuild.core.hashing import tree_files
+from tritonbuild.errors import BuildError
+from tritonbuild.plan.models import ModelPlan, Plan, PlannedStep
+from tritonbuild.plan.planner import key_material
+from tritonbuild.steps.models import BuildResult, BuiltModel, FileEntry, StepOutcome
 
 Progress = Callable[[str], None]
 
@@ -124,7 +124,7 @@ def build(plan: Plan, store: Store, progress: Progress | None = None, *, engines
     store = _usable(store, warnings)
     remote = None
     if cache_url:
-        from builder.core.remote import RemoteCache
+        from tritonbuild.core.remote import RemoteCache
 
         remote = RemoteCache(cache_url, warnings.append)
     engines = dict(engines or {})

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from builder.repository.manifest import ManifestModel
-from builder.verify.models import Mismatch
+from tritonbuild.repository.manifest import ManifestModel
+from tritonbuild.verify.models import Mismatch
 
 NP_DTYPES = {"bool": np.bool_, "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
              "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, "fp16": np.float16,

@@ -9,19 +9,19 @@ from pathlib import Path
 
 import numpy as np
 
-from builder.backends import backend_for, runs_embedded
-from builder.core.fsutil import write_atomic
-from builder.core.hashing import pretty_json, sha256_file
-from builder.core.npz import read_npz, write_npz
-from builder.core.toolchain import fingerprint
-from builder.errors import VerifyError
-from builder.repository.assemble import golden_name, write_manifest
-from builder.repository.manifest import MANIFEST_NAME, NOT_IN_MANIFEST, REPORT_NAME, Manifest, ManifestModel
-from builder.repository.rules import check_model_dir
-from builder.server.embedded import EmbeddedServer, ModelLoadError, load_model
-from builder.verify.goldens import compare, from_npz_arrays, generate_inputs, to_npz_arrays
-from builder.verify.models import Mismatch, ModelReport, StaticCheck, VerificationReport
-from builder.verify.runners import OnnxRunner, TorchRunner, TritonRunner
+from tritonbuild.backends import backend_for, runs_embedded
+from tritonbuild.core.fsutil import write_atomic
+from tritonbuild.core.hashing import pretty_json, sha256_file
+from tritonbuild.core.npz import read_npz, write_npz
+from tritonbuild.core.toolchain import fingerprint
+from tritonbuild.errors import VerifyError
+from tritonbuild.repository.assemble import golden_name, write_manifest
+from tritonbuild.repository.manifest import MANIFEST_NAME, NOT_IN_MANIFEST, REPORT_NAME, Manifest, ManifestModel
+from tritonbuild.repository.rules import check_model_dir
+from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError, load_model
+from tritonbuild.verify.goldens import compare, from_npz_arrays, generate_inputs, to_npz_arrays
+from tritonbuild.verify.models import Mismatch, ModelReport, StaticCheck, VerificationReport
+from tritonbuild.verify.runners import OnnxRunner, TorchRunner, TritonRunner
 
 Progress = Callable[[str], None]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from builder.repository.manifest import ManifestModel
+from tritonbuild.repository.manifest import ManifestModel
 
 Sample = dict[str, np.ndarray]
 
@@ -82,7 +82,7 @@ class TorchRunner:
     def __init__(self, path: Path, model: ManifestModel):
         import torch
 
-        from builder.backends.pytorch import load
+        from tritonbuild.backends.pytorch import load
 
         torch.set_num_threads(1)
         self.torch = torch

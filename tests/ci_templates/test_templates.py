@@ -54,7 +54,7 @@ def _options(cmd: click.Command) -> set[str]:
 
 @pytest.mark.parametrize("template", sorted(TEMPLATES))
 def test_every_tritonbuild_command_in_the_templates_exists(template):
-    from builder.cli import main
+    from tritonbuild.cli import main
 
     calls = _invocations((ROOT / "ci" / "templates" / template).read_text())
     assert len(calls) >= 5
@@ -96,7 +96,7 @@ def test_kubernetes_snippets_validate(cli, tmp_path, in_root):
 @pytest.mark.triton
 @pytest.mark.slow
 def test_healthcheck_infers_and_catches_a_wrong_answer(cli, tmp_path, in_root):
-    from builder.server.embedded import EmbeddedServer
+    from tritonbuild.server.embedded import EmbeddedServer
 
     out = tmp_path / "OUT"
     assert cli("build", "recipes/examples/risk-scorer.yaml", "-o", out).exit_code == 0
@@ -107,7 +107,7 @@ def test_healthcheck_infers_and_catches_a_wrong_answer(cli, tmp_path, in_root):
         assert ok.returncode == 0, ok.stderr
         import numpy as np
 
-        from builder.core.npz import read_npz, write_npz
+        from tritonbuild.core.npz import read_npz, write_npz
 
         golden = out / "risk-scorer" / "golden-v1.npz"
         arrays = read_npz(golden)

@@ -32,7 +32,7 @@ def test_rebuild_says_what_changed(cli, py_recipe, write, tmp_path):
 
 
 def test_toolchain_keys_are_per_step_kind():
-    from builder.plan.planner import cache_key
+    from tritonbuild.plan.planner import cache_key
 
     base = {"tritonbuild": "0.1.0", "torch": "2.13.0", "onnx": "1.23.2", "python": "3.11.7"}
     gpu = {**base, "gpu_sm": "9.0", "gpu_name": "NVIDIA H200", "tensorrt_llm": "1.2.1"}
@@ -45,7 +45,7 @@ def test_toolchain_keys_are_per_step_kind():
 
 @pytest.mark.parametrize("damage", ["truncate", "bitflip", "delete"])
 def test_damaged_entry_is_detected_evicted_and_rebuilt(cli, py_recipe, tmp_path, damage):
-    from builder.core.cas import Store, default_cache_dir
+    from tritonbuild.core.cas import Store, default_cache_dir
 
     cli("build", py_recipe, "-o", tmp_path / "A")
     store = Store(default_cache_dir())
@@ -66,7 +66,7 @@ def test_damaged_entry_is_detected_evicted_and_rebuilt(cli, py_recipe, tmp_path,
 
 
 def test_cache_verify_evicts_corrupt_blobs(cli, py_recipe, tmp_path):
-    from builder.core.cas import Store, default_cache_dir
+    from tritonbuild.core.cas import Store, default_cache_dir
 
     cli("build", py_recipe, "-o", tmp_path / "A")
     store = Store(default_cache_dir())
@@ -85,7 +85,7 @@ def test_gc_keeps_the_most_recently_used(cli, write, tmp_path):
                               "inputs: [{name: X, dtype: fp32, dims: [3]}]\n"
                               "outputs: [{name: Y, dtype: fp32, dims: [3]}]\n")
         cli("build", tmp_path / f"m{i}" / "r.yaml", "-o", tmp_path / f"O{i}")
-    from builder.core.cas import Store, default_cache_dir
+    from tritonbuild.core.cas import Store, default_cache_dir
 
     store = Store(default_cache_dir())
     for i, (key, rec, _) in enumerate(sorted(store.records(), key=lambda r: r[1]["model"])):
@@ -111,14 +111,15 @@ def test_unwritable_cache_dir_falls_back_with_a_warning(cli, py_recipe, tmp_path
 
 
 def test_two_builds_racing_on_one_cache(py_recipe, tmp_path):
-    procs = [subprocess.Popen([sys.executable, "-m", "builder", "build", str(py_recipe), "-o", str(tmp_path / f"O{i}"),
-                               "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    procs = [subprocess.Popen([sys.executable, "-m", "tritonbuild", "build", str(py_recipe),
+                               "-o", str(tmp_path / f"O{i}"), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True,
                               env={**os.environ}) for i in range(2)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     a, b = ((tmp_path / f"O{i}" / "tritonbuild-manifest.json").read_bytes() for i in range(2))
     assert a == b
-    r = subprocess.run([sys.executable, "-m", "builder", "cache", "verify", "--json"], capture_output=True, text=True,
-                       env={**os.environ})
+    r = subprocess.run([sys.executable, "-m", "tritonbuild", "cache", "verify", "--json"], capture_output=True,
+                       text=True, env={**os.environ})
     assert json.loads(r.stdout)["corrupt_blobs"] == []
 
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from builder.repository.config import parse
 from tests.conftest import PY_MODEL, PY_RECIPE
+from tritonbuild.repository.config import parse
 
 ENSEMBLE = """
 name: twice
@@ -92,7 +92,7 @@ def test_cycle_between_two_pipelines(cli, tmp_path, write, py_recipe):
 def test_warmup_goldens_of_the_wrong_shape(cli, tmp_path, write, py_recipe):
     import numpy as np
 
-    from builder.core.npz import write_npz
+    from tritonbuild.core.npz import write_npz
 
     (tmp_path / "goldens").mkdir()
     write_npz(tmp_path / "goldens" / "doubler.npz", {"input.0.X": np.zeros((1, 5), np.float32),

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from builder.repository.config import parse
 from tests.conftest import EXAMPLES, ROOT
+from tritonbuild.repository.config import parse
 
 ENGINE = ROOT / "tests" / "fixtures" / "engines" / "tiny-llama-w4a16"
 GOLDEN = ROOT / "tests" / "fixtures" / "configs" / "llm"
@@ -181,7 +181,7 @@ def test_llmapi_pytorch_target(cli, llm_dir, tmp_path):
     checks = {c["check"]: c for c in report["static"]}
     assert checks["llmapi"]["ok"], checks["llmapi"]
     (vdir / "model.yaml").write_text(yaml.safe_dump({**spec, "triton_config": {"max_batch_size": 8}}))
-    from builder.repository.rules import check_model_dir
+    from tritonbuild.repository.rules import check_model_dir
 
     bad = {f.check: f.detail for f in check_model_dir(out / "tiny-llama") if not f.ok}
     assert "triton_config.max_batch_size 8 != config max_batch_size 0" in bad["llmapi"]

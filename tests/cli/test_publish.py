@@ -25,9 +25,9 @@ def repo(tmp_path, cli):
 
 def _fake_verified(cli, out):
     """Write a passing report for out's manifest without running models (the gate only reads the report)."""
-    from builder.core.hashing import pretty_json
-    from builder.repository.manifest import REPORT_NAME, read_manifest
-    from builder.verify.models import VerificationReport
+    from tritonbuild.core.hashing import pretty_json
+    from tritonbuild.repository.manifest import REPORT_NAME, read_manifest
+    from tritonbuild.verify.models import VerificationReport
 
     m = read_manifest(out)
     report = VerificationReport(manifest_digest=m.digest, toolchain={}, static=[], models=[], passed=True)
@@ -46,8 +46,8 @@ def test_gate_refuses_stale_report(cli, repo, tmp_path):
     out = repo(1)
     _fake_verified(cli, out)
     (out / "doubler" / "1" / "model.py").write_text("# changed after verify\n")
-    from builder.repository.assemble import write_manifest
-    from builder.repository.manifest import read_manifest
+    from tritonbuild.repository.assemble import write_manifest
+    from tritonbuild.repository.manifest import read_manifest
 
     m = read_manifest(out)
     write_manifest(out, m.toolchain, m.models)

@@ -5,8 +5,8 @@ import shutil
 
 import pytest
 
-from builder.repository.config import parse
 from tests.conftest import EXAMPLES, ROOT
+from tritonbuild.repository.config import parse
 
 
 @pytest.fixture

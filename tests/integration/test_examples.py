@@ -20,7 +20,7 @@ def built(tmp_path_factory):
     """recipes/examples built twice, with separate caches (so the ONNX export really runs twice)."""
     from click.testing import CliRunner
 
-    from builder.cli import main
+    from tritonbuild.cli import main
 
     base = tmp_path_factory.mktemp("examples")
     mp = pytest.MonkeyPatch()
@@ -47,7 +47,7 @@ def test_two_builds_are_identical_and_equal_model_repository(built):
 
 @pytest.mark.slow
 def test_every_config_parses_as_model_config(built):
-    from builder.repository.config import parse
+    from tritonbuild.repository.config import parse
 
     configs = list(built[0].glob("*/config.pbtxt"))
     assert sorted(c.parent.name for c in configs) == ["feature-normalizer", "image-embedder", "risk-pipeline",

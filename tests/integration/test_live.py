@@ -57,7 +57,7 @@ def test_syntax_error_reported_from_triton(cli, py_recipe, tmp_path, write):
 
 
 def test_verify_against_a_given_server(cli, py_recipe, tmp_path):
-    from builder.server.embedded import EmbeddedServer
+    from tritonbuild.server.embedded import EmbeddedServer
 
     out = tmp_path / "OUT"
     assert cli("build", py_recipe, "-o", out).exit_code == 0
@@ -77,7 +77,7 @@ def _tritonservers_for(path) -> list[str]:
 def test_serve_prints_addresses_answers_and_stops_on_ctrl_c(cli, py_recipe, tmp_path):
     out = tmp_path / "OUT"
     assert cli("build", py_recipe, "-o", out).exit_code == 0
-    proc = subprocess.Popen([sys.executable, "-m", "builder", "serve", str(out), "--json"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "serve", str(out), "--json"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ})
     try:
         info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
@@ -115,7 +115,7 @@ class TritonPythonModel:
 @pytest.mark.parametrize("warmup, first_count", [("", 1), ("warmup: {data: zero, count: 2}\n", 3),
                                                  ("warmup: {data: random, count: 1}\n", 2)])
 def test_warmup_runs_before_the_model_is_ready(cli, write, tmp_path, warmup, first_count):
-    from builder.server.embedded import EmbeddedServer
+    from tritonbuild.server.embedded import EmbeddedServer
 
     write("model.py", COUNTER)
     p = write("counter.yaml", "name: counter\nversion: 1\nbackend: python\nsource: {path: model.py}\n"

@@ -10,9 +10,9 @@ import shutil
 import numpy as np
 import pytest
 
-from builder.repository.config import parse, render
-from builder.server.embedded import EmbeddedServer
 from tests.conftest import EXAMPLES, ROOT
+from tritonbuild.repository.config import parse, render
+from tritonbuild.server.embedded import EmbeddedServer
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
 ENGINE = ROOT / "tests" / "fixtures" / "engines" / "tiny-llama-w4a16"
@@ -35,7 +35,7 @@ def _train_tokenizer(dest):
 def group(tmp_path_factory):
     from click.testing import CliRunner
 
-    from builder.cli import main
+    from tritonbuild.cli import main
 
     work = tmp_path_factory.mktemp("llm")
     shutil.copytree(EXAMPLES / "tiny-llama", work / "tiny-llama")

@@ -15,10 +15,10 @@ import urllib.request
 import numpy as np
 import pytest
 
-from builder import api
-from builder.core.progress import Reporter
-from builder.server.embedded import EmbeddedServer
 from tests.integration.conftest import FAKE_KEY_ID, FAKE_SECRET
+from tritonbuild import api
+from tritonbuild.core.progress import Reporter
+from tritonbuild.server.embedded import EmbeddedServer
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
 
@@ -36,7 +36,7 @@ def _expected(factor: float, x=(1.0, 2.0, 3.0)) -> list[float]:
 
 
 def _tb(*args, check=True, **kw) -> subprocess.CompletedProcess:
-    r = subprocess.run([sys.executable, "-m", "builder", *map(str, args)], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "tritonbuild", *map(str, args)], capture_output=True, text=True,
                        env={**os.environ}, **kw)
     if check:
         assert r.returncode == 0, r.stderr
@@ -127,7 +127,7 @@ def test_killed_publishes_never_expose_a_half_version(doubler_repo, bucket):
             repos[version] = doubler_repo(version, factor=str(factors[version]), verify=False,
                                           extra=os.urandom(4 << 20))
             rng = random.Random(run)
-            proc = subprocess.Popen([sys.executable, "-m", "builder", "publish", str(repos[version]), target,
+            proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "publish", str(repos[version]), target,
                                      "--skip-verify", "--keep", "3"], stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL, env={**os.environ})
             time.sleep(rng.uniform(0.2, 2.5))
@@ -151,9 +151,9 @@ def test_killed_publishes_never_expose_a_half_version(doubler_repo, bucket):
 def _complete_on_target(target: str, repo) -> bool:
     """Every file of repo's version is at the target with its size (killed after the switch, before the
     manifest write: the version is complete though not yet recorded)."""
-    from builder.publish import store
-    from builder.publish.target import open_target
-    from builder.repository.manifest import read_manifest
+    from tritonbuild.publish import store
+    from tritonbuild.publish.target import open_target
+    from tritonbuild.repository.manifest import read_manifest
 
     m = read_manifest(repo)
     t = open_target(target)
@@ -168,7 +168,7 @@ def test_two_concurrent_publishes_one_wins(doubler_repo, bucket):
     target = f"s3://{bucket}/race"
     a = doubler_repo(1, factor="2", verify=False, extra=os.urandom(24 << 20))
     b = doubler_repo(2, factor="3", verify=False, extra=os.urandom(24 << 20))
-    procs = [subprocess.Popen([sys.executable, "-m", "builder", "publish", str(r), target, "--skip-verify"],
+    procs = [subprocess.Popen([sys.executable, "-m", "tritonbuild", "publish", str(r), target, "--skip-verify"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ})
              for r in (a, b)]
     results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
@@ -203,7 +203,7 @@ def test_target_errors_exit_7_and_change_nothing(doubler_repo, bucket, s3fs_clie
         env["AWS_ENDPOINT_URL"] = "http://127.0.0.1:9"
     else:
         target = "s3:/bucket-without-slashes"
-    r = subprocess.run([sys.executable, "-m", "builder", "publish", str(out), target, "--skip-verify"],
+    r = subprocess.run([sys.executable, "-m", "tritonbuild", "publish", str(out), target, "--skip-verify"],
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 7, r.stderr
     assert "Traceback" not in r.stderr and "fix:" in r.stderr
@@ -231,7 +231,7 @@ def test_serve_a_published_target_and_notify_an_explicit_server(doubler_repo, bu
     target = f"s3://{bucket}/served"
     out = doubler_repo(1)
     api.publish(out, target)
-    proc = subprocess.Popen([sys.executable, "-m", "builder", "serve", target, "--json"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "serve", target, "--json"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ})
     try:
         info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")

@@ -41,7 +41,7 @@ def test_unreachable_remote_cache_warns_once_and_builds(cli, py_recipe, tmp_path
 
 
 def test_onnx_source_from_s3_pinned(cli, bucket, s3fs_client, tmp_path, in_root):
-    from builder.core.hashing import sha256_file
+    from tritonbuild.core.hashing import sha256_file
 
     onnx = ROOT / "recipes" / "examples" / "scaler" / "model.onnx"
     s3fs_client.put_file(str(onnx), f"{bucket}/models/scaler.onnx")
@@ -66,8 +66,8 @@ def test_llm_checkpoint_from_s3_pinned(cli, bucket, s3fs_client, tmp_path, in_ro
     ckpt = ROOT / "recipes" / "examples" / "tiny-llama"
     s3fs_client.put(str(ckpt) + "/", f"{bucket}/ckpt/tiny-llama/", recursive=True)
     local = json.loads(cli("plan", "recipes/examples/tiny-llama-int4.yaml", "--json").stdout)["models"][0]
-    from builder.backends.tensorrtllm import tree_digest
-    from builder.core.hashing import sha256_file, tree_files
+    from tritonbuild.backends.tensorrtllm import tree_digest
+    from tritonbuild.core.hashing import sha256_file, tree_files
 
     pin = tree_digest({rel.as_posix(): sha256_file(ckpt / rel) for rel in tree_files(ckpt)})
     text = (ROOT / "recipes" / "examples" / "tiny-llama-int4.yaml").read_text().replace(

@@ -18,10 +18,10 @@ PLUGIN_MAX = RANK["repository"]
 def _imports(path: Path) -> set[str]:
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("builder."):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tritonbuild."):
             out.add(node.module.split(".")[1])
         elif isinstance(node, ast.Import):
-            out |= {a.name.split(".")[1] for a in node.names if a.name.startswith("builder.")}
+            out |= {a.name.split(".")[1] for a in node.names if a.name.startswith("tritonbuild.")}
     return out
 
 

@@ -11,15 +11,15 @@ import shutil
 import sys
 from pathlib import Path
 
-from builder.backends import StepSkipped
-from builder.backends.common import checkpoint_root, copy_inputs
-from builder.backends.tensorrtllm import argv as cmd
-from builder.core.hashing import sha256_input, sha256_json, tree_files
-from builder.core.proc import run_logged
-from builder.errors import BuildError, PlanError
-from builder.plan.memory import Architecture, memory_plan
-from builder.recipe.llm import LLMRecipe
-from builder.recipe.load import LoadedRecipe
+from tritonbuild.backends import StepSkipped
+from tritonbuild.backends.common import checkpoint_root, copy_inputs
+from tritonbuild.backends.tensorrtllm import argv as cmd
+from tritonbuild.core.hashing import sha256_input, sha256_json, tree_files
+from tritonbuild.core.proc import run_logged
+from tritonbuild.errors import BuildError, PlanError
+from tritonbuild.plan.memory import Architecture, memory_plan
+from tritonbuild.recipe.llm import LLMRecipe
+from tritonbuild.recipe.load import LoadedRecipe
 
 NAME = "tensorrtllm"
 DEFAULT_FILENAME = None
@@ -42,8 +42,8 @@ def fetch_checkpoint(lr: LoadedRecipe) -> Path:
     """A remote checkpoint (any fsspec URL), downloaded once into the build cache under its pin."""
     from fsspec.core import url_to_fs
 
-    from builder.core.cas import default_cache_dir
-    from builder.core.secrets import redact
+    from tritonbuild.core.cas import default_cache_dir
+    from tritonbuild.core.secrets import redact
 
     r: LLMRecipe = lr.recipe
     if not r.checkpoint.sha256:
@@ -167,7 +167,7 @@ def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, 
     if recipe.engine.build_path == "llmapi":
         spec = log_dir / "llmapi-spec.json"
         spec.write_text(json.dumps(cmd.llmapi_spec(recipe, ckpt, str(engine_dir)), indent=2, sort_keys=True))
-        _run([sys.executable, "-m", "builder.backends.tensorrtllm.llmapi_build", str(spec)], log_dir,
+        _run([sys.executable, "-m", "tritonbuild.backends.tensorrtllm.llmapi_build", str(spec)], log_dir,
              "llmapi-build", timeout)
     else:
         trt_ckpt = out.parent / "trt-checkpoint"
@@ -189,7 +189,7 @@ def _run(argv: list[str], log_dir: Path, name: str, timeout: int) -> None:
 
 def check_engine_dir(engine_dir: Path, recipe: LLMRecipe) -> dict:
     """config.json present and parseable; rank*.engine count = tp × pp; cross-checks against the recipe."""
-    from builder.backends.tensorrtllm.checks import engine_problems
+    from tritonbuild.backends.tensorrtllm.checks import engine_problems
 
     cfg = engine_dir / "config.json"
     if not cfg.is_file():
@@ -210,9 +210,9 @@ def derive_io(recipe, files: dict[str, Path], recipe_dir=None):
 
 def emit(bm, root: Path, store, manifest_model) -> list:
     if bm.plan.recipe.runtime == "pytorch":
-        from builder.backends.tensorrtllm.llmapi import emit as _emit_llmapi
+        from tritonbuild.backends.tensorrtllm.llmapi import emit as _emit_llmapi
 
         return _emit_llmapi(bm, root, store, manifest_model)
-    from builder.backends.tensorrtllm.group import emit as _emit
+    from tritonbuild.backends.tensorrtllm.group import emit as _emit
 
     return _emit(bm, root, store, manifest_model)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from builder.recipe.llm import LLMRecipe
+from tritonbuild.recipe.llm import LLMRecipe
 
 # model_type (HF config.json) → examples/ subdirectory holding convert_checkpoint.py
 CONVERTERS = {"llama": "models/core/llama", "mistral": "models/core/llama", "qwen2": "models/core/qwen",

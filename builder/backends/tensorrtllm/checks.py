@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from builder.recipe.llm import LLMRecipe
+from tritonbuild.recipe.llm import LLMRecipe
 
 QUANT_NAMES = {"int4_weight_only": {"W4A16"}, "int4_awq": {"W4A16_AWQ"}, "fp8": {"FP8"}, "none": {None, "", "None"}}
 

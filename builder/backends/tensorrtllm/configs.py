@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from builder.recipe.llm import LLMRecipe
-from builder.repository.config import model_config_pb2
+from tritonbuild.recipe.llm import LLMRecipe
+from tritonbuild.repository.config import model_config_pb2
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,14 @@ import json
 import shutil
 from pathlib import Path
 
-from builder.backends.tensorrtllm import MODELS_DIR, check_engine_dir
-from builder.backends.tensorrtllm import configs as cfg
-from builder.backends.tensorrtllm.checks import config_problems
-from builder.core.hashing import sha256_json
-from builder.errors import BuildError
-from builder.recipe.llm import LLMRecipe
-from builder.recipe.models import TensorSpec
-from builder.repository.config import render
+from tritonbuild.backends.tensorrtllm import MODELS_DIR, check_engine_dir
+from tritonbuild.backends.tensorrtllm import configs as cfg
+from tritonbuild.backends.tensorrtllm.checks import config_problems
+from tritonbuild.core.hashing import sha256_json
+from tritonbuild.errors import BuildError
+from tritonbuild.recipe.llm import LLMRecipe
+from tritonbuild.recipe.models import TensorSpec
+from tritonbuild.repository.config import render
 
 KEEP = ".keep"  # an empty version directory must exist for an ensemble; object stores need an object in it
 
@@ -41,7 +41,7 @@ def special_ids(tokenizer_dir: Path) -> tuple[int, int]:
 
 
 def _specs(mc) -> tuple[list[TensorSpec], list[TensorSpec]]:
-    from builder.repository.config import model_config_pb2
+    from tritonbuild.repository.config import model_config_pb2
 
     pb2 = model_config_pb2()
     rev = {v: k for k, v in {"bool": "TYPE_BOOL", "int32": "TYPE_INT32", "fp32": "TYPE_FP32", "fp16": "TYPE_FP16",

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import yaml
 
-from builder.core.hashing import sha256_json
-from builder.recipe.llm import LLMRecipe
-from builder.recipe.models import TensorSpec
+from tritonbuild.core.hashing import sha256_json
+from tritonbuild.recipe.llm import LLMRecipe
+from tritonbuild.recipe.models import TensorSpec
 
 INPUTS = [TensorSpec(name="text_input", dtype="bytes", dims=[1]),
           TensorSpec(name="max_tokens", dtype="int32", dims=[1], optional=True)]
@@ -39,7 +39,7 @@ def model_yaml(r: LLMRecipe) -> dict:
 
 
 def emit(bm, root: Path, store, manifest_model) -> list:
-    from builder.repository.config import add_tensors, model_config_pb2, render
+    from tritonbuild.repository.config import add_tensors, model_config_pb2, render
 
     r: LLMRecipe = bm.plan.recipe
     vdir = root / r.name / str(r.version)

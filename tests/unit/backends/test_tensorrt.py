@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from builder.backends.tensorrt import python_api_spec, trtexec_argv
-from builder.recipe.models import TensorRTOptions
+from tritonbuild.backends.tensorrt import python_api_spec, trtexec_argv
+from tritonbuild.recipe.models import TensorRTOptions
 
 OPTS = TensorRTOptions(profiles=[{"x": {"min": [1, 8], "opt": [8, 8], "max": [16, 8]}},
                                  {"x": {"min": [1, 8], "opt": [1, 8], "max": [2, 8]}}],

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from builder.backends.tensorrtllm import argv as cmd
-from builder.recipe.llm import LLMRecipe
+from tritonbuild.backends.tensorrtllm import argv as cmd
+from tritonbuild.recipe.llm import LLMRecipe
 
 
 @pytest.fixture(autouse=True)

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from builder.plan.memory import Architecture, kv_bytes_per_token, memory_plan, weight_bytes
-from builder.recipe.llm import LLMRecipe
+from tritonbuild.plan.memory import Architecture, kv_bytes_per_token, memory_plan, weight_bytes
+from tritonbuild.recipe.llm import LLMRecipe
 
 LLAMA2_7B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 32,
              "num_hidden_layers": 32, "num_key_value_heads": 32, "vocab_size": 32000, "max_position_embeddings": 4096}

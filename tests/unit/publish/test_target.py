@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from builder.errors import PublishError
-from builder.publish.protocol import live_version, pinned_config
-from builder.publish.target import open_target, redact
+from tritonbuild.errors import PublishError
+from tritonbuild.publish.protocol import live_version, pinned_config
+from tritonbuild.publish.target import open_target, redact
 
 
 def test_s3_with_endpoint_gives_tritons_url_form():

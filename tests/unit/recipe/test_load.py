@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from builder.errors import MultipleErrors, RecipeError, TritonBuildError
-from builder.recipe.load import load_recipe, load_recipes
 from tests.conftest import PY_RECIPE
+from tritonbuild.errors import MultipleErrors, RecipeError, TritonBuildError
+from tritonbuild.recipe.load import load_recipe, load_recipes
 
 
 def _errors(path) -> list[RecipeError]:

@@ -1,5 +1,5 @@
-from builder.recipe.schema import recipe_schema_bytes
 from tests.conftest import ROOT
+from tritonbuild.recipe.schema import recipe_schema_bytes
 
 
 def test_committed_schema_is_current():

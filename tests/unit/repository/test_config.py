@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from builder.backends import backend_for
-from builder.recipe.load import load_recipe
-from builder.recipe.models import TensorSpec
-from builder.repository.config import build_model_config, parse, render
 from tests.conftest import EXAMPLES, ROOT
+from tritonbuild.backends import backend_for
+from tritonbuild.recipe.load import load_recipe
+from tritonbuild.recipe.models import TensorSpec
+from tritonbuild.repository.config import build_model_config, parse, render
 
 GOLDEN = ROOT / "tests" / "fixtures" / "configs"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.repository.rules import check_model_dir
+from tritonbuild.repository.rules import check_model_dir
 
 GOOD = """name: "m"
 backend: "python"

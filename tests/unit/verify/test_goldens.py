@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from builder.core.npz import npz_bytes, read_npz, write_npz
-from builder.verify.goldens import compare, from_npz_arrays, to_npz_arrays
+from tritonbuild.core.npz import npz_bytes, read_npz, write_npz
+from tritonbuild.verify.goldens import compare, from_npz_arrays, to_npz_arrays
 
 
 def test_identical_arrays_match():
