@@ -1,32 +1,24 @@
-"""One module per Triton backend: its build steps, the ModelConfig it needs, how it is verified."""
+"""Backends: one plug-in per recipe kind (its build steps, the ModelConfig it needs, how it is verified),
+behind the typed interface in `base.py` and registered in `registry.py`. Stages ask the registry."""
 
 from __future__ import annotations
 
-from types import ModuleType
-
-from tritonbuild.errors import PlanError
-
-
-def backend_for(name: str) -> ModuleType:
-    from tritonbuild.backends import composition, onnxruntime, python, pytorch, tensorrt, tensorrtllm, vllm
-
-    table = {"python": python, "onnxruntime": onnxruntime, "pytorch": pytorch, "tensorrt": tensorrt,
-             "tensorrtllm": tensorrtllm,
-             "vllm": vllm,
-             "ensemble": composition, "bls": composition}
-    try:
-        return table[name]
-    except KeyError:
-        raise PlanError(f"backend {name!r} is not supported yet", hint=f"use one of {sorted(table)}") from None
+from tritonbuild.backends.base import Backend, StepContext
+from tritonbuild.backends.registry import REGISTRY
 
 
-def runs_embedded(name: str) -> bool:
+def backend_for(name: str) -> Backend:
+    """The registered backend of a recipe kind (PlanError naming the known ones otherwise)."""
+    return REGISTRY.get(name)
+
+
+def runs_embedded(triton_backend: str) -> bool:
     """Whether the embedded tritonserver (Python backend only) can load models of this Triton backend."""
-    try:
-        return backend_for(name).EMBEDDED_LIVE
-    except PlanError:
-        return False
+    return REGISTRY.route_for_triton(triton_backend) == "live-embedded"
 
 
 class StepSkipped(Exception):
     """A build step that cannot run here (missing tool or hardware); the message says why and what to do."""
+
+
+__all__ = ["REGISTRY", "Backend", "StepContext", "StepSkipped", "backend_for", "runs_embedded"]

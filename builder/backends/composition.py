@@ -9,14 +9,11 @@ import json
 import shutil
 from pathlib import Path
 
+from tritonbuild.backends.base import Backend, StepContext
 from tritonbuild.errors import BuildError
 from tritonbuild.recipe.composition import CompositionRecipe
 from tritonbuild.recipe.models import TensorSpec
 
-NAME = "ensemble"
-DEFAULT_FILENAME = None
-EMBEDDED_LIVE = True  # runnable in the embedded server when every step model is (checked per model at verify)
-NEEDS_BUILT_MODELS = True
 BLS_MODEL = Path(__file__).parent / "models" / "bls_chain.py"
 KEEP = ".keep"
 
@@ -119,3 +116,29 @@ def _identity(steps: list, known: dict) -> str:
     from tritonbuild.core.hashing import sha256_json
 
     return sha256_json({"steps": steps, "models": {s["model"]: known[s["model"]].model_identity for s in steps}})
+
+
+class CompositionBackend(Backend):
+    """Ensembles and BLS pipelines: no build step; emitted last, against the models they call."""
+
+    recipe_type = CompositionRecipe
+    step_toolchain = {}
+    route = "live-embedded"  # when every step model is (verify checks each model's dependencies)
+    needs_built_models = True
+    emits = True
+
+    plan_steps = staticmethod(plan_steps)
+    derive_io = staticmethod(derive_io)
+
+    def __init__(self, name: str, triton_backend: str):
+        self.name, self.triton_backend = name, triton_backend
+
+    def run_step(self, ctx: StepContext) -> None:
+        raise AssertionError(f"{self.name} has no build steps")
+
+    def emit(self, bm, root: Path, store, manifest_model, built: dict) -> list:
+        return emit(bm, root, store, manifest_model, built)
+
+
+ENSEMBLE = CompositionBackend("ensemble", "ensemble")
+BLS = CompositionBackend("bls", "python")

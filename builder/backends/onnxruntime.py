@@ -7,6 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from tritonbuild.backends.base import Backend, StepContext
 from tritonbuild.backends.common import fetch_url, is_url, local_source, pinned_digest
 from tritonbuild.core.hashing import sha256_input
 from tritonbuild.core.proc import run_logged
@@ -17,7 +18,6 @@ from tritonbuild.recipe.models import Recipe, TensorSpec
 NAME = "onnxruntime"
 PLATFORM = "onnxruntime_onnx"
 DEFAULT_FILENAME = "model.onnx"
-EMBEDDED_LIVE = False  # the embedded tritonserver has only the python backend (docs/FACTS)
 EXPORT_TIMEOUT_S = 1800
 
 # onnx.TensorProto element type → recipe dtype
@@ -57,25 +57,38 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
     return [("onnx.fetch", {}, {str(path): pinned_digest(lr, path)})]
 
 
-def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, out: Path,
-             log_dir: Path, recipe: Recipe | None = None) -> None:
-    target = out / DEFAULT_FILENAME
-    out.mkdir(parents=True, exist_ok=True)
-    if kind == "onnx.fetch":
-        (src, digest), = inputs.items()
+def module_root(module: str, path: str) -> Path:
+    """The directory a 'pkg.mod:function' module is imported from, given the module's file (an input)."""
+    depth = len(module.split(":")[0].split("."))
+    file = Path(path)
+    return file.parents[depth] if file.name == "__init__.py" else file.parents[depth - 1]
+
+
+def run_export(ctx: StepContext, target: Path, log_name: str) -> object:
+    """Run _torch_export in a subprocess on the step's module (its only input), writing target."""
+    require_torch()
+    (module_file, _digest), = ctx.inputs.items()
+    root = module_root(ctx.params["module"], module_file)
+    ctx.log_dir.mkdir(parents=True, exist_ok=True)
+    spec_path = ctx.log_dir / "export-spec.json"
+    spec_path.write_text(json.dumps({**ctx.params, "recipe_dir": str(root)}, sort_keys=True, indent=2))
+    return run_logged([sys.executable, "-m", "tritonbuild.backends._torch_export", str(spec_path), str(target)],
+                      cwd=root, log_path=ctx.log_dir / log_name, timeout=ctx.timeout_s or EXPORT_TIMEOUT_S)
+
+
+def run_step(ctx: StepContext) -> None:
+    params = ctx.params
+    target = ctx.out / DEFAULT_FILENAME
+    ctx.out.mkdir(parents=True, exist_ok=True)
+    if ctx.kind == "onnx.fetch":
+        (src, digest), = ctx.inputs.items()
         if "url" in params:
             fetch_url(params["url"], target, digest)
         else:
             shutil.copyfile(src, target)
         _check_onnx(target, params.get("url") or src)
         return
-    require_torch()
-    spec = {**params, "recipe_dir": str(recipe_dir)}
-    log_dir.mkdir(parents=True, exist_ok=True)
-    spec_path = log_dir / "export-spec.json"
-    spec_path.write_text(json.dumps(spec, sort_keys=True, indent=2))
-    res = run_logged([sys.executable, "-m", "tritonbuild.backends._torch_export", str(spec_path), str(target)],
-                     cwd=recipe_dir, log_path=log_dir / "onnx.export.log", timeout=EXPORT_TIMEOUT_S)
+    res = run_export(ctx, target, "onnx.export.log")
     if res.returncode != 0:
         why = "timed out" if res.timed_out else f"exit {res.returncode}"
         raise BuildError(f"torch → ONNX export of {params['module']} failed ({why}):\n{res.tail()}",
@@ -164,3 +177,34 @@ def _reconcile(key: str, graph: list[TensorSpec], given: list[TensorSpec]) -> li
 def configure(mc, recipe: Recipe) -> None:
     mc.platform = PLATFORM
     mc.backend = "onnxruntime"
+
+
+class OnnxRuntimeBackend(Backend):
+    name = NAME
+    recipe_type = Recipe
+    step_toolchain = {"onnx.fetch": ("tritonbuild", "onnx"), "onnx.export": ("tritonbuild", "python", "torch", "onnx")}
+    triton_backend = "onnxruntime"
+    model_files = {"": DEFAULT_FILENAME, PLATFORM: DEFAULT_FILENAME}
+    route = "in-process"  # the embedded tritonserver has only the python backend (docs/FACTS)
+
+    plan_steps = staticmethod(plan_steps)
+    run_step = staticmethod(run_step)
+    derive_io = staticmethod(derive_io)
+    configure = staticmethod(configure)
+
+    def default_filename(self, recipe) -> str:
+        return DEFAULT_FILENAME
+
+    def route_detail(self, toolchain: dict[str, str]) -> str:
+        return f"onnxruntime {toolchain.get('onnxruntime', '?')} in-process"
+
+    def in_process_runner(self, version_dir: Path, model):
+        from tritonbuild.backends.runners import OnnxRunner
+
+        return OnnxRunner(version_dir / DEFAULT_FILENAME, model)
+
+    def runner_extra(self) -> str:
+        return "onnx"
+
+
+BACKEND = OnnxRuntimeBackend()

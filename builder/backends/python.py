@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from tritonbuild.backends.base import Backend, StepContext
 from tritonbuild.backends.common import local_source, pinned_digest, relative_dest
 from tritonbuild.core.hashing import sha256_input
 from tritonbuild.errors import PlanError
@@ -13,7 +14,6 @@ from tritonbuild.recipe.models import Recipe, TensorSpec
 
 NAME = "python"
 DEFAULT_FILENAME = "model.py"
-EMBEDDED_LIVE = True  # the embedded tritonserver has this backend
 
 
 def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
@@ -35,11 +35,10 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
     return [("python.package", {"layout": layout}, inputs)]
 
 
-def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, out: Path,
-             log_dir: Path, recipe: Recipe | None = None) -> None:
-    by_digest = {d: Path(p) for p, d in inputs.items()}
-    for dest, digest in params["layout"].items():
-        target = out / dest
+def run_step(ctx: StepContext) -> None:
+    by_digest = {d: Path(p) for p, d in ctx.inputs.items()}
+    for dest, digest in ctx.params["layout"].items():
+        target = ctx.out / dest
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(by_digest[digest], target)
 
@@ -50,3 +49,23 @@ def derive_io(recipe: Recipe, files: dict[str, Path], recipe_dir=None) -> tuple[
 
 def configure(mc, recipe: Recipe) -> None:
     mc.backend = "python"
+
+
+class PythonBackend(Backend):
+    name = NAME
+    recipe_type = Recipe
+    step_toolchain = {"python.package": ("tritonbuild",)}
+    triton_backend = "python"
+    model_files = {"": DEFAULT_FILENAME}
+    route = "live-embedded"  # the embedded tritonserver has this backend
+
+    plan_steps = staticmethod(plan_steps)
+    run_step = staticmethod(run_step)
+    derive_io = staticmethod(derive_io)
+    configure = staticmethod(configure)
+
+    def default_filename(self, recipe) -> str:
+        return DEFAULT_FILENAME
+
+
+BACKEND = PythonBackend()

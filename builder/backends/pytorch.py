@@ -6,22 +6,18 @@ dtypes and shapes come from running the exported module on the example inputs.""
 
 from __future__ import annotations
 
-import json
 import shutil
-import sys
 from pathlib import Path
 
+from tritonbuild.backends.base import Backend, StepContext
 from tritonbuild.backends.common import local_source, pinned_digest
-from tritonbuild.backends.onnxruntime import _module_file, require_torch
+from tritonbuild.backends.onnxruntime import _module_file, run_export
 from tritonbuild.core.hashing import sha256_input
-from tritonbuild.core.proc import run_logged
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.load import LoadedRecipe
 from tritonbuild.recipe.models import Recipe, TensorSpec
 
 NAME = "pytorch"
-EMBEDDED_LIVE = False  # the embedded tritonserver has only the python backend
-EXPORT_TIMEOUT_S = 1800
 FILES = {"torchscript": ("model.pt", "pytorch_libtorch"), "aoti": ("model.pt2", "torch_aoti")}
 TORCH_TO_DTYPE = {"torch.float32": "fp32", "torch.float16": "fp16", "torch.float64": "fp64", "torch.bfloat16": "bf16",
                   "torch.int64": "int64", "torch.int32": "int32", "torch.int16": "int16", "torch.int8": "int8",
@@ -51,26 +47,21 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
     return [("torch.export", params, {str(path): sha256_input(path)})]
 
 
-def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, out: Path, log_dir: Path,
-             recipe: Recipe | None = None) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    if kind == "torch.fetch":
-        (src, _digest), = inputs.items()
-        shutil.copyfile(src, out / "model.pt")
+def run_step(ctx: StepContext) -> None:
+    params = ctx.params
+    ctx.out.mkdir(parents=True, exist_ok=True)
+    if ctx.kind == "torch.fetch":
+        (src, _digest), = ctx.inputs.items()
+        shutil.copyfile(src, ctx.out / "model.pt")
         return
-    require_torch()
-    log_dir.mkdir(parents=True, exist_ok=True)
-    spec_path = log_dir / "export-spec.json"
-    spec_path.write_text(json.dumps({**params, "recipe_dir": str(recipe_dir)}, sort_keys=True, indent=2))
-    target = out / FILES[params["format"]][0]
-    res = run_logged([sys.executable, "-m", "tritonbuild.backends._torch_export", str(spec_path), str(target)],
-                     cwd=recipe_dir, log_path=log_dir / "torch.export.log", timeout=EXPORT_TIMEOUT_S)
+    target = ctx.out / FILES[params["format"]][0]
+    res = run_export(ctx, target, "torch.export.log")
     if res.returncode != 0:
         why = "timed out" if res.timed_out else f"exit {res.returncode}"
         raise BuildError(f"torch export ({params['format']}) of {params['module']} failed ({why}); the exporter "
                          f"said:\n{res.tail()}", where=str(res.log_path),
                          hint="make the module traceable/scriptable (no data-dependent Python control flow for "
-                              f"trace), or try method: script; reproduce with {log_dir / 'reproduce.sh'}")
+                              f"trace), or try method: script; reproduce with {ctx.log_dir / 'reproduce.sh'}")
 
 
 def load(path: Path, fmt: str):
@@ -126,3 +117,35 @@ def configure(mc, recipe: Recipe) -> None:
 
 def default_filename(recipe: Recipe) -> str:
     return filename(recipe)
+
+
+class PyTorchBackend(Backend):
+    name = NAME
+    recipe_type = Recipe
+    step_toolchain = {"torch.fetch": ("tritonbuild",), "torch.export": ("tritonbuild", "python", "torch")}
+    triton_backend = "pytorch"
+    model_files = {"": "model.pt", "pytorch_libtorch": "model.pt", "torch_aoti": "model.pt2"}
+    route = "in-process"  # the embedded tritonserver has only the python backend
+
+    plan_steps = staticmethod(plan_steps)
+    run_step = staticmethod(run_step)
+    derive_io = staticmethod(derive_io)
+    configure = staticmethod(configure)
+
+    def default_filename(self, recipe) -> str:
+        return filename(recipe)
+
+    def route_detail(self, toolchain: dict[str, str]) -> str:
+        return f"torch {toolchain.get('torch', '?')} in-process"
+
+    def in_process_runner(self, version_dir: Path, model):
+        from tritonbuild.backends.runners import TorchRunner
+
+        archive = next(p for p in (version_dir / "model.pt2", version_dir / "model.pt") if p.is_file())
+        return TorchRunner(archive, model)
+
+    def runner_extra(self) -> str:
+        return "torch"
+
+
+BACKEND = PyTorchBackend()

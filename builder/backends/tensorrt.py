@@ -12,9 +12,11 @@ import sys
 from pathlib import Path
 
 from tritonbuild.backends import StepSkipped
+from tritonbuild.backends.base import Backend, StepContext
 from tritonbuild.backends.common import local_source, pinned_digest
 from tritonbuild.backends.onnxruntime import derive_io as onnx_derive_io
 from tritonbuild.core.proc import run_logged
+from tritonbuild.core.toolchain import GPU_KEYS
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.load import LoadedRecipe
 from tritonbuild.recipe.models import Recipe, TensorRTOptions
@@ -22,8 +24,6 @@ from tritonbuild.recipe.models import Recipe, TensorRTOptions
 NAME = "tensorrt"
 PLATFORM = "tensorrt_plan"
 DEFAULT_FILENAME = "model.plan"
-EMBEDDED_LIVE = False
-PREBUILT_PREFIX = ""  # --engine DIR holds model.plan itself
 
 
 def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
@@ -66,14 +66,13 @@ def python_api_spec(opts: TensorRTOptions, onnx: str, plan: str, timing_cache: s
             "profiles": [{name: rng.model_dump() for name, rng in sorted(p.items())} for p in opts.profiles]}
 
 
-def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, out: Path, log_dir: Path,
-             recipe: Recipe | None = None) -> None:
-    opts = TensorRTOptions(**params["options"], timeout_s=(recipe.tensorrt.timeout_s if recipe and recipe.tensorrt
-                                                           else 3600))
-    (onnx, _digest), = inputs.items()
+def run_step(ctx: StepContext) -> None:
+    opts = TensorRTOptions(**ctx.params["options"], timeout_s=ctx.timeout_s or TensorRTOptions().timeout_s)
+    (onnx, _digest), = ctx.inputs.items()
+    out, log_dir = ctx.out, ctx.log_dir
     out.mkdir(parents=True, exist_ok=True)
     plan = out / DEFAULT_FILENAME
-    cache = log_dir.parent.parent / "timing" / "tensorrt.cache"  # shared by every build on this machine
+    cache = ctx.shared_dir / "timing" / "tensorrt.cache"  # shared by every build on this machine
     cache.parent.mkdir(parents=True, exist_ok=True)
     log_dir.mkdir(parents=True, exist_ok=True)
     if shutil.which("trtexec"):
@@ -105,3 +104,27 @@ def configure(mc, recipe: Recipe) -> None:
     if len(profiles) > 1:
         for g in mc.instance_group:
             g.profile.extend(str(i) for i in range(len(profiles)))
+
+
+class TensorRTBackend(Backend):
+    name = NAME
+    recipe_type = Recipe
+    step_toolchain = {"tensorrt.engine": ("tritonbuild", "tensorrt", "trtexec", *GPU_KEYS)}
+    triton_backend = "tensorrt"
+    model_files = {"": DEFAULT_FILENAME, PLATFORM: DEFAULT_FILENAME}
+    route = "live-server"  # needs TensorRT and a GPU: a tritonserver given with --server
+    prebuilt_prefix = ""  # --engine DIR holds model.plan itself
+
+    plan_steps = staticmethod(plan_steps)
+    run_step = staticmethod(run_step)
+    derive_io = staticmethod(derive_io)
+    configure = staticmethod(configure)
+
+    def default_filename(self, recipe) -> str:
+        return DEFAULT_FILENAME
+
+    def step_timeout(self, recipe, kind: str) -> int | None:
+        return (recipe.tensorrt or TensorRTOptions()).timeout_s
+
+
+BACKEND = TensorRTBackend()

@@ -6,15 +6,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tritonbuild.backends.base import Backend, StepContext
 from tritonbuild.backends.common import copy_inputs
 from tritonbuild.core.hashing import pretty_json, sha256_json
 from tritonbuild.errors import PlanError
+from tritonbuild.recipe.llm import VLLMRecipe
 from tritonbuild.recipe.load import LoadedRecipe
 from tritonbuild.recipe.models import TensorSpec
 
 NAME = "vllm"
 DEFAULT_FILENAME = "model.json"
-EMBEDDED_LIVE = False  # needs vllm and a GPU
 INPUTS = [TensorSpec(name="text_input", dtype="bytes", dims=[1]),
           TensorSpec(name="stream", dtype="bool", dims=[1], optional=True),
           TensorSpec(name="sampling_parameters", dtype="bytes", dims=[1], optional=True),
@@ -32,9 +33,8 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
     return [("vllm.package", {"layout": sorted(files)}, {str(ckpt / k): v for k, v in files.items()})]
 
 
-def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, out: Path, log_dir: Path,
-             recipe=None) -> None:
-    copy_inputs(inputs, out / "model")
+def run_step(ctx: StepContext) -> None:
+    copy_inputs(ctx.inputs, ctx.out / "model")
 
 
 def derive_io(recipe, files, recipe_dir=None):
@@ -70,3 +70,23 @@ def emit(bm, root: Path, store, manifest_model) -> list:
                            model_identity=sha256_json({k: e.sha256 for k, e in bm.files.items()}),
                            inputs=INPUTS, outputs=OUTPUTS, max_batch_size=0,
                            llm={"engine_args": json.loads(pretty_json(model_json(r)))})]
+
+
+class VLLMBackend(Backend):
+    name = NAME
+    recipe_type = VLLMRecipe
+    step_toolchain = {"vllm.package": ("tritonbuild",)}
+    triton_backend = "vllm"
+    model_files = {"": DEFAULT_FILENAME}
+    route = "live-server"  # needs vllm and a GPU
+    emits = True
+
+    plan_steps = staticmethod(plan_steps)
+    run_step = staticmethod(run_step)
+    derive_io = staticmethod(derive_io)
+
+    def emit(self, bm, root: Path, store, manifest_model, built: dict) -> list:
+        return emit(bm, root, store, manifest_model)
+
+
+BACKEND = VLLMBackend()

@@ -1,7 +1,7 @@
 """Toolchain fingerprint: the versions and hardware that decide what a build step produces.
 
-Each step kind keys on the parts it depends on (STEP_KEYS), so a change rebuilds exactly the affected
-steps: a new GPU rebuilds engines, not Python packages. Works with and without GPUs / TensorRT(-LLM).
+Each step kind keys on the parts it depends on (its backend's `step_toolchain`), so a change rebuilds exactly
+the affected steps: a new GPU rebuilds engines, not Python packages. Works with and without GPUs / TensorRT(-LLM).
 """
 
 from __future__ import annotations
@@ -21,18 +21,6 @@ DISTRIBUTIONS = {"numpy": "numpy", "onnx": "onnx", "onnxruntime": "onnxruntime",
                  "tritonclient": "tritonclient", "protobuf": "protobuf", "nvidia-pytriton": "nvidia-pytriton",
                  "tensorrt": "tensorrt", "tensorrt_llm": "tensorrt_llm", "tokenizers": "tokenizers"}
 GPU_KEYS = ("cuda", "driver", "gpu_name", "gpu_sm")
-STEP_KEYS = {
-    "python.package": ("tritonbuild",),
-    "onnx.fetch": ("tritonbuild", "onnx"),
-    "onnx.export": ("tritonbuild", "python", "torch", "onnx"),
-    "torch.fetch": ("tritonbuild",),
-    "torch.export": ("tritonbuild", "python", "torch"),
-    "tensorrt.engine": ("tritonbuild", "tensorrt", "trtexec", *GPU_KEYS),
-    "trtllm.engine": ("tritonbuild", "tensorrt_llm", "tensorrt", *GPU_KEYS),
-    "trtllm.tokenizer": ("tritonbuild",),
-    "trtllm.checkpoint": ("tritonbuild",),
-    "vllm.package": ("tritonbuild",),
-}
 
 
 def _version(dist: str) -> str | None:
@@ -92,9 +80,8 @@ def fingerprint() -> dict[str, str]:
     return fp
 
 
-def for_step(kind: str, toolchain: dict[str, str]) -> dict[str, str]:
-    """The part of the toolchain a step kind's output depends on (all of it for unknown kinds)."""
-    keys = STEP_KEYS.get(kind)
+def for_step(keys: tuple[str, ...] | None, toolchain: dict[str, str]) -> dict[str, str]:
+    """The part of the toolchain named by keys (a step kind's dependencies; all of it when None)."""
     if keys is None:
         return dict(toolchain)
     return {k: toolchain[k] for k in keys if k in toolchain}

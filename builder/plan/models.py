@@ -19,6 +19,7 @@ class PlannedStep(_Frozen):
     kind: str = Field(description="Step kind, e.g. python.package, onnx.fetch, onnx.export.")
     params: dict = Field(description="Everything besides input files that shapes the output.")
     inputs: dict[str, str] = Field(description="Input files: absolute path → sha256.")
+    timeout_s: int | None = Field(None, description="How long the step's tool may run (not in the cache key).")
     cache_key: str
 
 

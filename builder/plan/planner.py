@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tritonbuild.backends import backend_for
+from tritonbuild.backends import REGISTRY
 from tritonbuild.core.hashing import file_hashes, sha256_json
 from tritonbuild.core.toolchain import fingerprint, for_step
 from tritonbuild.plan.models import ModelPlan, Plan, PlannedStep
@@ -14,7 +14,8 @@ from tritonbuild.recipe.load import LoadedRecipe
 
 def key_material(kind: str, params: dict, inputs: dict[str, str], toolchain: dict[str, str]) -> dict:
     """What a step's output depends on: kind, params, input digests, its part of the toolchain (not paths)."""
-    return {"kind": kind, "params": params, "inputs": sorted(inputs.values()), "toolchain": for_step(kind, toolchain)}
+    return {"kind": kind, "params": params, "inputs": sorted(inputs.values()),
+            "toolchain": for_step(REGISTRY.step_toolchain(kind), toolchain)}
 
 
 def cache_key(kind: str, params: dict, inputs: dict[str, str], toolchain: dict[str, str]) -> str:
@@ -33,11 +34,11 @@ def make_plan(recipes: list[LoadedRecipe]) -> Plan:
     toolchain = fingerprint()
     models = []
     for lr in recipes:
-        backend = backend_for(lr.recipe.backend)
-        steps = [PlannedStep(kind=kind, params=params, inputs=inputs,
+        backend = REGISTRY.get(lr.recipe.backend)
+        steps = [PlannedStep(kind=kind, params=params, inputs=inputs, timeout_s=backend.step_timeout(lr.recipe, kind),
                              cache_key=cache_key(kind, params, inputs, toolchain))
                  for kind, params, inputs in backend.plan_steps(lr)]
-        extras = backend.describe(lr) if hasattr(backend, "describe") else {}
+        extras = backend.describe(lr)
         models.append(ModelPlan(name=lr.recipe.name, version=lr.recipe.version, backend=lr.recipe.backend,
                                 recipe_path=display_path(lr.path), recipe_dir=str(lr.base_dir.resolve()),
                                 recipe_digest=lr.digest, recipe=lr.recipe, steps=steps, extras=extras))

@@ -7,7 +7,7 @@ import shutil
 from functools import partial
 from pathlib import Path
 
-from tritonbuild.backends import backend_for
+from tritonbuild.backends import REGISTRY
 from tritonbuild.core.cas import Store
 from tritonbuild.core.fsutil import replace_dir, write_atomic
 from tritonbuild.core.hashing import sha256_file, sha256_json, tree_files
@@ -89,7 +89,7 @@ def _write_model(store: Store, bm: BuiltModel, root: Path, configs: dict[str, tu
     for rel, entry in bm.files.items():
         store.materialize(entry.sha256, vdir / rel)
         known[f"{mp.name}/{mp.version}/{rel}"] = entry
-    backend = backend_for(mp.backend)
+    backend = REGISTRY.get(mp.backend)
     config = render(build_model_config(recipe, bm.inputs, bm.outputs, backend))
     if mp.name in configs and configs[mp.name][1] != config:
         raise BuildError(f"model {mp.name!r}: versions {configs[mp.name][0]} and {mp.version} need different "
@@ -148,15 +148,13 @@ def assemble(result: BuildResult, out: Path, *, force: bool = False) -> Manifest
         known: dict[str, FileEntry] = {}
         models = []
         # NOTE: compositions last: they are checked against the models they call.
-        ordered = sorted(result.models, key=lambda bm: getattr(backend_for(bm.plan.backend), "NEEDS_BUILT_MODELS",
-                                                               False))
+        ordered = sorted(result.models, key=lambda bm: REGISTRY.get(bm.plan.backend).needs_built_models)
         for bm in ordered:
-            backend = backend_for(bm.plan.backend)
-            if any(s.status == "skipped" for s in bm.steps) and not hasattr(backend, "emit"):
+            backend = REGISTRY.get(bm.plan.backend)
+            if any(s.status == "skipped" for s in bm.steps) and not backend.emits:
                 continue  # a step that could not run here: nothing to assemble (build reported why)
-            if hasattr(backend, "emit"):
-                extra = ({m.name: m for m in models},) if getattr(backend, "NEEDS_BUILT_MODELS", False) else ()
-                emitted = backend.emit(bm, staging, store, partial(_manifest_model, bm), *extra)
+            if backend.emits:
+                emitted = backend.emit(bm, staging, store, partial(_manifest_model, bm), {m.name: m for m in models})
                 if len(emitted) == 1 and emitted[0].name == bm.plan.name:  # goldens travel as for any model
                     goldens, source = _goldens(bm, staging / bm.plan.name)
                     emitted = [emitted[0].model_copy(update={"goldens": goldens, "goldens_source": source})]

@@ -50,8 +50,9 @@ def build_model_config(recipe: Recipe, inputs: list[TensorSpec], outputs: list[T
         _batching(mc.dynamic_batching, recipe.batching, pb2)
     for k in sorted(recipe.parameters):
         mc.parameters[k].string_value = recipe.parameters[k]
-    mc.default_model_filename = backend.default_filename(recipe) if hasattr(backend, "default_filename") \
-        else backend.DEFAULT_FILENAME
+    filename = backend.default_filename(recipe)
+    if filename:
+        mc.default_model_filename = filename
     backend.configure(mc, recipe)  # last: it may refine what the generic fields set (e.g. TensorRT profiles)
     if getattr(recipe, "accelerators", None) is not None:
         ea = mc.optimization.execution_accelerators

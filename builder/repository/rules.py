@@ -8,13 +8,9 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
+from tritonbuild.backends import REGISTRY
 from tritonbuild.repository.config import parse
 
-# backend → {platform allowed with it ("" = none given): default model filename}
-DEFAULTS = {"python": {"": "model.py"}, "onnxruntime": {"": "model.onnx", "onnxruntime_onnx": "model.onnx"},
-            "pytorch": {"": "model.pt", "pytorch_libtorch": "model.pt", "torch_aoti": "model.pt2"},
-            "tensorrt": {"": "model.plan", "tensorrt_plan": "model.plan"}, "vllm": {"": "model.json"},
-            "tensorrtllm": {"": ""}}
 VERSION_RE = re.compile(r"^[1-9][0-9]*$")
 
 
@@ -70,21 +66,23 @@ def check_model_dir(model_dir: Path) -> list[Finding]:
 
     problems = []
     backend = mc.backend
+    # Triton backend → {platform allowed with it ("" = none given): default model filename}, from each backend
+    defaults = REGISTRY.model_files()
     if mc.platform == "ensemble":
         add("model_file", _ensemble_problems(mc, model_dir, versions), "ensemble steps resolve to models present")
     elif backend == "tensorrtllm":
         add("model_file", _engine_problems(mc, model_dir, versions), "engine inside the version directory")
-    elif backend not in DEFAULTS and not mc.platform:
+    elif backend not in defaults and not mc.platform:
         problems.append(f"unknown backend {backend!r} and no platform")
-    elif backend in DEFAULTS:
-        if mc.platform not in DEFAULTS[backend]:
+    elif backend in defaults:
+        if mc.platform not in defaults[backend]:
             problems.append(f"platform {mc.platform!r} does not go with backend {backend!r}")
-        filename = mc.default_model_filename or DEFAULTS[backend].get(mc.platform, "")
+        filename = mc.default_model_filename or defaults[backend].get(mc.platform, "")
         for v in versions:
             if not (model_dir / str(v) / filename).exists():
                 problems.append(f"{v}/{filename} is missing (the {backend} backend loads that file)")
     if mc.platform != "ensemble" and backend != "tensorrtllm":
-        add("model_file", problems, f"{mc.default_model_filename or DEFAULTS.get(backend, {}).get('', '?')} "
+        add("model_file", problems, f"{mc.default_model_filename or defaults.get(backend, {}).get('', '?')} "
             f"present in every version")
     if backend == "vllm":
         add("vllm", _vllm_problems(mc, model_dir, versions), "decoupled, max_batch_size 0, KIND_MODEL, model.json")

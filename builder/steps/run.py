@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tritonbuild.backends import StepSkipped, backend_for
+from tritonbuild.backends import REGISTRY, StepContext, StepSkipped
 from tritonbuild.core.cas import Store
 from tritonbuild.core.hashing import tree_files
 from tritonbuild.errors import BuildError
@@ -26,7 +26,8 @@ def _prebuilt(store: Store, mp: ModelPlan, step: PlannedStep, path: Path,
     if not path.is_dir():
         raise BuildError(f"--engine {path}: not a directory", hint="pass the directory the engine build wrote")
     files = {}
-    prefix = getattr(backend_for(mp.backend), "PREBUILT_PREFIX", step.kind.split(".", 1)[1] + "/")
+    prefix = REGISTRY.get(mp.backend).prebuilt_prefix
+    prefix = step.kind.split(".", 1)[1] + "/" if prefix is None else prefix
     for rel in tree_files(path):
         digest, size = store.put_file(path / rel)
         files[f"{prefix}{rel.as_posix()}"] = FileEntry(sha256=digest, size=size)
@@ -54,8 +55,9 @@ def _run_step(store: Store, mp: ModelPlan, step: PlannedStep, toolchain: dict[st
     try:
         out = work / "out"
         out.mkdir()
-        backend_for(mp.backend).run_step(step.kind, step.params, step.inputs, Path(mp.recipe_dir), out,
-                                         store.root / "logs" / step.cache_key[:16], recipe=mp.recipe)
+        REGISTRY.get(mp.backend).run_step(StepContext(
+            kind=step.kind, params=step.params, inputs=step.inputs, out=out,
+            log_dir=store.root / "logs" / step.cache_key[:16], shared_dir=store.root, timeout_s=step.timeout_s))
         files = {}
         for rel in tree_files(out):
             digest, size = store.put_file(out / rel)
@@ -148,7 +150,7 @@ def build(plan: Plan, store: Store, progress: Progress | None = None, *, engines
                                  where=mp.recipe_path, hint="run on a machine that has the tool, or drop --strict")
             files.update(step_files)
             outcomes.append(outcome)
-        backend = backend_for(mp.backend)
+        backend = REGISTRY.get(mp.backend)
         try:
             inputs, outputs = backend.derive_io(mp.recipe, {k: store.blob_path(v.sha256) for k, v in files.items()},
                                                 recipe_dir=Path(mp.recipe_dir))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tritonbuild.backends import backend_for, runs_embedded
+from tritonbuild.backends import REGISTRY, runs_embedded
 from tritonbuild.core.fsutil import write_atomic
 from tritonbuild.core.hashing import pretty_json, sha256_file
 from tritonbuild.core.npz import read_npz, write_npz
@@ -21,7 +21,7 @@ from tritonbuild.repository.rules import check_model_dir
 from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError, load_model
 from tritonbuild.verify.goldens import compare, from_npz_arrays, generate_inputs, to_npz_arrays
 from tritonbuild.verify.models import Mismatch, ModelReport, StaticCheck, VerificationReport
-from tritonbuild.verify.runners import OnnxRunner, TorchRunner, TritonRunner
+from tritonbuild.verify.runners import TritonRunner
 
 Progress = Callable[[str], None]
 
@@ -228,10 +228,9 @@ def _path_for(m: ManifestModel, server_url: str | None, manifest: Manifest | Non
     if runs_embedded(m.backend):
         gpu = f", {tc['gpu_name']}" if m.target == "gpu" else ""
         return "live-embedded", f"tritonserver {tc.get('tritonserver', '?')} embedded{gpu}"
-    if m.backend == "onnxruntime":
-        return "in-process", f"onnxruntime {tc.get('onnxruntime', '?')} in-process"
-    if m.backend == "pytorch":
-        return "in-process", f"torch {tc.get('torch', '?')} in-process"
+    backend = REGISTRY.for_triton(m.backend)
+    if backend is not None and backend.route == "in-process":
+        return "in-process", backend.route_detail(tc)
     return "none", f"no way to run backend {m.backend} here"
 
 
@@ -242,11 +241,8 @@ def _verify_model(root: Path, m: ManifestModel, path: str, detail: str, url: str
     if path == "none":
         return ModelReport(**{**base, "path_detail": "not run here"}, loaded=False, passed=False, notes=[detail]), m
     try:
-        if path == "in-process" and m.backend == "pytorch":
-            vdir = root / m.name / str(m.version)
-            runner = TorchRunner(next(p for p in (vdir / "model.pt2", vdir / "model.pt") if p.is_file()), m)
-        elif path == "in-process":
-            runner = OnnxRunner(root / m.name / str(m.version) / backend_for(m.backend).DEFAULT_FILENAME, m)
+        if path == "in-process":
+            runner = REGISTRY.for_triton(m.backend).in_process_runner(root / m.name / str(m.version), m)
         elif path == "live-embedded":
             if load_error:
                 raise ModelLoadError(load_error)
@@ -257,7 +253,7 @@ def _verify_model(root: Path, m: ManifestModel, path: str, detail: str, url: str
     except ModelLoadError as e:
         return ModelReport(**base, loaded=False, load_error=e.message, passed=False), m
     except ImportError as e:
-        extra = "onnx" if m.backend == "onnxruntime" else "torch"
+        extra = REGISTRY.for_triton(m.backend).runner_extra() if path == "in-process" else "embedded"
         return ModelReport(**base, loaded=False, load_error=f"{e}: pip install 'tritonbuild[{extra}]'",
                            passed=False), m
     except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types on a bad model

@@ -10,12 +10,15 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from tritonbuild.backends import StepSkipped
+from tritonbuild.backends.base import Backend, StepContext
 from tritonbuild.backends.common import checkpoint_root, copy_inputs
 from tritonbuild.backends.tensorrtllm import argv as cmd
 from tritonbuild.core.hashing import sha256_input, sha256_json, tree_files
 from tritonbuild.core.proc import run_logged
+from tritonbuild.core.toolchain import GPU_KEYS
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.plan.memory import Architecture, memory_plan
 from tritonbuild.recipe.llm import LLMRecipe
@@ -23,7 +26,7 @@ from tritonbuild.recipe.load import LoadedRecipe
 
 NAME = "tensorrtllm"
 DEFAULT_FILENAME = None
-EMBEDDED_LIVE = False  # needs the tensorrtllm backend on a GPU server
+DEFAULT_TIMEOUT_S = 4 * 3600  # EngineLimits.timeout_s default
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                    "vocab.json", "merges.txt", "generation_config.json")
 MODELS_DIR = Path(__file__).parent / "models"
@@ -125,7 +128,8 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
                         where=lr.where(("checkpoint", "path")), hint="use engine.build_path: llmapi")
     engine_params = {"model_type": arch.model_type, "dtype": r.dtype, "quantization": r.quantization,
                      "engine": r.engine.model_dump(exclude={"timeout_s"}),
-                     "kv": {"tokens_per_block": r.kv_cache.tokens_per_block, "dtype": r.kv_cache.dtype},
+                     "kv": {"type": r.kv_cache.type, "tokens_per_block": r.kv_cache.tokens_per_block,
+                            "dtype": r.kv_cache.dtype},
                      "trtllm_version": r.image.trtllm_version}
     return [("trtllm.engine", engine_params, {str(ckpt / k): v for k, v in files.items()}),
             ("trtllm.tokenizer", {"files": sorted(tok_files)}, {str(tok / k): v for k, v in tok_files.items()})]
@@ -146,8 +150,14 @@ def _gpu_present() -> bool:
     return shutil.which("nvidia-smi") is not None
 
 
-def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, out: Path, log_dir: Path,
-             recipe: LLMRecipe) -> None:
+def engine_view(params: dict) -> SimpleNamespace:
+    """The recipe fields argv.py reads, rebuilt from a trtllm.engine step's params (never from the recipe)."""
+    return SimpleNamespace(dtype=params["dtype"], quantization=params["quantization"],
+                           engine=SimpleNamespace(**params["engine"]), kv_cache=SimpleNamespace(**params["kv"]))
+
+
+def run_step(ctx: StepContext) -> None:
+    kind, params, inputs, out, log_dir = ctx.kind, ctx.params, ctx.inputs, ctx.out, ctx.log_dir
     if kind == "trtllm.checkpoint":
         copy_inputs(inputs, out / "checkpoint")
         return
@@ -162,7 +172,8 @@ def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, 
                           "TensorRT-LLM image, or pass --engine DIR (a prebuilt engine) to assemble around it")
     ckpt = str(checkpoint_root(inputs))
     engine_dir = out / "engine"
-    timeout = recipe.engine.timeout_s
+    recipe = engine_view(params)
+    timeout = ctx.timeout_s or DEFAULT_TIMEOUT_S
     log_dir.mkdir(parents=True, exist_ok=True)
     if recipe.engine.build_path == "llmapi":
         spec = log_dir / "llmapi-spec.json"
@@ -176,7 +187,9 @@ def run_step(kind: str, params: dict, inputs: dict[str, str], recipe_dir: Path, 
         _run(cmd.build_argv(recipe, str(trt_ckpt), str(engine_dir), str(log_dir / "timing.cache")), log_dir,
              "trtllm-build", timeout)
         shutil.rmtree(trt_ckpt, ignore_errors=True)
-    check_engine_dir(engine_dir, recipe)
+    if not (engine_dir / "config.json").is_file():  # the engine is checked against the whole recipe at emit
+        raise BuildError(f"the engine build wrote no {engine_dir / 'config.json'}",
+                         hint=f"see the logs in {log_dir}")
 
 
 def _run(argv: list[str], log_dir: Path, name: str, timeout: int) -> None:
@@ -216,3 +229,28 @@ def emit(bm, root: Path, store, manifest_model) -> list:
     from tritonbuild.backends.tensorrtllm.group import emit as _emit
 
     return _emit(bm, root, store, manifest_model)
+
+
+class TensorRTLLMBackend(Backend):
+    name = NAME
+    recipe_type = LLMRecipe
+    step_toolchain = {"trtllm.engine": ("tritonbuild", "tensorrt_llm", "tensorrt", *GPU_KEYS),
+                      "trtllm.tokenizer": ("tritonbuild",), "trtllm.checkpoint": ("tritonbuild",)}
+    triton_backend = "tensorrtllm"
+    model_files = {"": ""}
+    route = "live-server"  # needs the tensorrtllm backend on a GPU server
+    emits = True
+
+    plan_steps = staticmethod(plan_steps)
+    run_step = staticmethod(run_step)
+    derive_io = staticmethod(derive_io)
+    describe = staticmethod(describe)
+
+    def step_timeout(self, recipe, kind: str) -> int | None:
+        return recipe.engine.timeout_s if kind == "trtllm.engine" else None
+
+    def emit(self, bm, root: Path, store, manifest_model, built: dict) -> list:
+        return emit(bm, root, store, manifest_model)
+
+
+BACKEND = TensorRTLLMBackend()

@@ -1,0 +1,107 @@
+"""The backend interface: everything a stage may ask of a backend, typed, in one place.
+
+A backend is one class (an instance of `Backend`) registered once in `backends.registry`. Stages ask the
+registry; none of them names a backend."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Literal
+
+# How verify runs a model without --server: live in the embedded tritonserver, only on a tritonserver given
+# with --server (live-server), in-process in the backend's reference runtime, or not at all.
+Route = Literal["live-embedded", "live-server", "in-process", "none"]
+ROUTES: tuple[str, ...] = ("live-embedded", "live-server", "in-process", "none")
+
+# (kind, params, inputs): a step's kind, everything besides input files that shapes its output, and its input
+# files (absolute path → sha256).
+StepSpec = tuple[str, dict, dict[str, str]]
+# (key path, message, hint): a recipe rule that does not hold.
+Problem = tuple[tuple, str, str]
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """All a step may read: nothing of the recipe. A recipe field that does not reach `params` cannot reach
+    the artefact, so it cannot be missing from the cache key."""
+
+    kind: str
+    params: dict
+    inputs: dict[str, str]  # absolute path → sha256
+    out: Path  # the step writes its files here (its version-directory layout)
+    log_dir: Path  # logs and reproduce.sh; may not exist yet
+    shared_dir: Path  # per-machine state that never shapes the output (e.g. TensorRT's timing cache)
+    timeout_s: int | None = None  # how long a tool may run (not part of the cache key)
+
+
+class Backend(ABC):
+    """One recipe kind (`name`, the recipe's `backend` key) and how it becomes Triton models."""
+
+    name: ClassVar[str]
+    recipe_type: ClassVar[type]  # the pydantic class a recipe of this kind validates as
+    # step kind → the toolchain keys (core/toolchain.fingerprint) its output depends on (None: all of them)
+    step_toolchain: ClassVar[Mapping[str, tuple[str, ...] | None]]
+    # Triton's backend name in config.pbtxt ('' for platform-only models such as ensembles)
+    triton_backend: ClassVar[str]
+    # Triton's load rule for this backend: platform ('' = none given) → default model file name
+    model_files: ClassVar[Mapping[str, str] | None] = None
+    route: ClassVar[Route]
+    needs_built_models: ClassVar[bool] = False  # emitted after the other models, checked against them
+    prebuilt_prefix: ClassVar[str | None] = None  # where an --engine DIR's files go (None: '<step suffix>/')
+
+    @abstractmethod
+    def plan_steps(self, loaded) -> list[StepSpec]:
+        """The build steps of a LoadedRecipe (no heavy work: digests, not builds)."""
+
+    @abstractmethod
+    def run_step(self, ctx: StepContext) -> None:
+        """Run one step, reading only ctx; raise backends.StepSkipped when it cannot run here."""
+
+    @abstractmethod
+    def derive_io(self, recipe, files: dict[str, Path], recipe_dir: Path) -> tuple[list, list]:
+        """(inputs, outputs) as TensorSpecs, from the built files (version-dir path → blob path)."""
+
+    def check_recipe(self, recipe) -> list[Problem]:
+        """Cross-field rules only this backend knows (run at load, each named by its key path)."""
+        return []
+
+    def describe(self, loaded) -> dict:
+        """Facts for people attached to the plan (not part of any cache key)."""
+        return {}
+
+    def step_timeout(self, recipe, kind: str) -> int | None:
+        return None
+
+    def default_filename(self, recipe) -> str | None:
+        """config.pbtxt's default_model_filename for the generic single-model writer."""
+        return None
+
+    def configure(self, mc, recipe) -> None:
+        """Backend-specific ModelConfig fields, applied last by the generic single-model writer."""
+
+    # Backends that write their own Triton models (several, or a non-default layout) set `emits` and
+    # implement emit(bm, root, store, manifest_model, built) → [ManifestModel]; `built` maps the names of the
+    # models emitted so far to their ManifestModel.
+    emits: ClassVar[bool] = False
+
+    def emit(self, bm, root: Path, store, manifest_model: Callable, built: dict) -> list:
+        raise NotImplementedError(f"backend {self.name} has no emitter of its own")
+
+    def offline_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
+        """Load rules beyond the generic ones, for a model of this Triton backend: (check, problems, ok detail)."""
+        return []
+
+    def route_detail(self, toolchain: dict[str, str]) -> str:
+        """What the in-process route runs (e.g. 'onnxruntime 1.20 in-process')."""
+        return ""
+
+    def in_process_runner(self, version_dir: Path, model):
+        """A runner (infer, infer_concurrent, close) on the repository's own files, for route 'in-process'."""
+        raise NotImplementedError(f"backend {self.name} has no in-process runner")
+
+    def runner_extra(self) -> str:
+        """The pip extra whose absence makes the in-process runner fail to import."""
+        return ""

@@ -1,0 +1,121 @@
+"""The backend registry: recipe kind → Backend. Registration refuses duplicate names and step kinds.
+
+The built-in backends are registered on first use, from BUILTIN (one line per backend module). A plug-in
+(or a test) registers its own with `register`, or for a scope with `registered`."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from tritonbuild.backends.base import ROUTES, Backend
+from tritonbuild.errors import PlanError
+
+# module → the attribute holding its Backend instance(s)
+BUILTIN = (
+    ("tritonbuild.backends.python", "BACKEND"),
+    ("tritonbuild.backends.onnxruntime", "BACKEND"),
+    ("tritonbuild.backends.pytorch", "BACKEND"),
+    ("tritonbuild.backends.tensorrt", "BACKEND"),
+    ("tritonbuild.backends.tensorrtllm", "BACKEND"),
+    ("tritonbuild.backends.vllm", "BACKEND"),
+    ("tritonbuild.backends.composition", "ENSEMBLE"),
+    ("tritonbuild.backends.composition", "BLS"),
+)
+
+
+class DuplicateBackend(ValueError):
+    pass
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._by_name: dict[str, Backend] = {}
+        self._by_step: dict[str, Backend] = {}
+        self._loaded = False
+
+    def _ensure(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            for module, attr in BUILTIN:
+                self.register(getattr(importlib.import_module(module), attr))
+
+    def register(self, backend: Backend) -> Backend:
+        """Add a backend; its name and step kinds must be new, its route one of ROUTES."""
+        self._ensure()
+        if not isinstance(backend, Backend):
+            raise TypeError(f"{backend!r} is not a tritonbuild Backend")
+        if backend.name in self._by_name:
+            raise DuplicateBackend(f"a backend named {backend.name!r} is already registered "
+                                   f"({type(self._by_name[backend.name]).__qualname__})")
+        taken = sorted(k for k in backend.step_toolchain if k in self._by_step)
+        if taken:
+            raise DuplicateBackend(f"backend {backend.name!r}: step kinds {taken} belong to "
+                                   f"{self._by_step[taken[0]].name!r}")
+        if backend.route not in ROUTES:
+            raise ValueError(f"backend {backend.name!r}: route {backend.route!r} is not one of {ROUTES}")
+        self._by_name[backend.name] = backend
+        for kind in backend.step_toolchain:
+            self._by_step[kind] = backend
+        return backend
+
+    def unregister(self, name: str) -> None:
+        backend = self._by_name.pop(name)
+        for kind in backend.step_toolchain:
+            self._by_step.pop(kind, None)
+
+    @contextmanager
+    def registered(self, backend: Backend) -> Iterator[Backend]:
+        """Register backend for the duration of a with block (tests, embedding applications)."""
+        self.register(backend)
+        try:
+            yield backend
+        finally:
+            self.unregister(backend.name)
+
+    def get(self, name: str) -> Backend:
+        self._ensure()
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise PlanError(f"backend {name!r} is not supported yet",
+                            hint=f"use one of {sorted(self._by_name)}") from None
+
+    def names(self) -> list[str]:
+        self._ensure()
+        return list(self._by_name)
+
+    def all(self) -> list[Backend]:
+        self._ensure()
+        return list(self._by_name.values())
+
+    def for_step(self, kind: str) -> Backend | None:
+        self._ensure()
+        return self._by_step.get(kind)
+
+    def step_toolchain(self, kind: str) -> tuple[str, ...] | None:
+        """The toolchain keys a step kind depends on (None: unknown kind, keyed on the whole toolchain)."""
+        backend = self.for_step(kind)
+        return backend.step_toolchain[kind] if backend is not None else None
+
+    def for_triton(self, triton_backend: str) -> Backend | None:
+        """The first registered backend writing models of this Triton backend (built-ins first)."""
+        self._ensure()
+        return next((b for b in self._by_name.values() if b.triton_backend == triton_backend), None)
+
+    def route_for_triton(self, triton_backend: str) -> str:
+        backend = self.for_triton(triton_backend)
+        return backend.route if backend is not None else "none"
+
+    def model_files(self) -> dict[str, dict[str, str]]:
+        """Triton backend → {platform: default model file} (Triton's load rule), for every registered backend."""
+        self._ensure()
+        out: dict[str, dict[str, str]] = {}
+        for b in self._by_name.values():
+            if b.model_files is not None:
+                out.setdefault(b.triton_backend, dict(b.model_files))
+        return out
+
+
+REGISTRY = Registry()
