@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+.venv/bin/python -m pip install -q --disable-pip-version-check -c ci/constraints.txt -e '.[test]'
 unset VIRTUAL_ENV
 .venv/bin/tritonbuild build recipes/examples -o model_repository
 .venv/bin/tritonbuild verify model_repository

@@ -7,8 +7,8 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-# torch==2.13.0 is the CPU build on local disk on these machines (pyproject pins it).
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+# Exact versions from ci/constraints.txt (torch==2.13.0 is the CPU build on local disk on these machines).
+.venv/bin/python -m pip install -q --disable-pip-version-check -c ci/constraints.txt -e '.[test]'
 # NOTE: the embedded tritonserver's Python stub imports this venv's packages; keep the caller's
 # VIRTUAL_ENV (if any) from leaking into it.
 unset VIRTUAL_ENV

@@ -10,10 +10,10 @@ KINDS = {"cpu": "KIND_CPU", "gpu": "KIND_GPU", "auto": "KIND_AUTO", "model": "KI
 
 
 def model_config_pb2():
-    # NOTE: importing tritonclient.grpc needs the grpc extra (we depend on tritonclient[all]).
-    from tritonclient.grpc import model_config_pb2
+    """Triton's ModelConfig messages and enums (from tritonclient's schema, any protobuf >= 4.21)."""
+    from tritonbuild.core.triton_proto import model_config_pb2 as schema
 
-    return model_config_pb2
+    return schema()
 
 
 def add_tensors(field, specs: list[TensorSpec], pb2, is_input: bool) -> None:

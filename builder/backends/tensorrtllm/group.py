@@ -20,8 +20,11 @@ KEEP = ".keep"  # an empty version directory must exist for an ensemble; object 
 
 def special_ids(tokenizer_dir: Path) -> tuple[int, int]:
     """(end_id, pad_id) from tokenizer_config.json's eos/pad tokens, resolved through tokenizer.json."""
-    from tokenizers import Tokenizer
-
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise BuildError("the tokenizers package is not installed: LLM repositories read their tokenizer with it",
+                         hint="pip install 'tritonbuild[llm]'") from None
     tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
     conf_path = tokenizer_dir / "tokenizer_config.json"
     conf = json.loads(conf_path.read_text()) if conf_path.is_file() else {}

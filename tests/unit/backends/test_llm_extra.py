@@ -1,0 +1,14 @@
+"""tokenizers lives in the `llm` extra: without it, assembling an LLM group is a clear error naming the extra."""
+import sys
+
+import pytest
+
+from tritonbuild.backends.tensorrtllm.group import special_ids
+from tritonbuild.errors import BuildError
+
+
+def test_missing_tokenizers_names_the_llm_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # import fails as if not installed
+    with pytest.raises(BuildError) as e:
+        special_ids(tmp_path)
+    assert "tritonbuild[llm]" in e.value.hint
