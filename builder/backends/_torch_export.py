@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+from pathlib import Path
 
 TORCH_DTYPES = {"bool": "bool", "uint8": "uint8", "int8": "int8", "int16": "int16", "int32": "int32",
                 "int64": "int64", "fp16": "float16", "fp32": "float32", "fp64": "float64", "bf16": "bfloat16"}
@@ -26,15 +27,32 @@ def example_inputs(torch, spec: dict):
     return tuple(out)
 
 
+def import_user_module(name: str, root: str):
+    """The recipe's module, from its directory. That directory goes AFTER our installed packages on sys.path
+    (a user's `tritonbuild/`, `builder/` or `numpy/` folder beside the recipe must not shadow them); a module
+    that then resolves elsewhere (its name is taken by an installed one) is an error naming both places."""
+    sys.path.append(root)
+    module = importlib.import_module(name)
+    file = getattr(module, "__file__", None)
+    where = Path(file).resolve() if file else None
+    if where is None or not where.is_relative_to(Path(root).resolve()):
+        print(f"module {name!r} resolved to {where or 'a built-in module'}, not to a file under {root}: an "
+              "installed module has that name; rename your module", file=sys.stderr)
+        return None
+    return module
+
+
 def main(spec_path: str, out_path: str) -> int:
     spec = json.loads(open(spec_path).read())
-    sys.path.insert(0, spec["recipe_dir"])
     import torch
 
     torch.manual_seed(spec["seed"])
     torch.use_deterministic_algorithms(True)
     mod_name, fn_name = spec["module"].split(":")
-    model = getattr(importlib.import_module(mod_name), fn_name)()
+    module = import_user_module(mod_name, spec["recipe_dir"])
+    if module is None:
+        return 3
+    model = getattr(module, fn_name)()
     if not isinstance(model, torch.nn.Module):
         print(f"{spec['module']} returned {type(model).__name__}, not a torch.nn.Module", file=sys.stderr)
         return 3

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 from tritonbuild.backends.base import Backend, StepContext
 from tritonbuild.backends.common import fetch_url, is_url, local_source, pinned_digest
 from tritonbuild.core.hashing import sha256_input
-from tritonbuild.core.proc import run_logged
+from tritonbuild.core.proc import python_module_argv, run_logged
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.load import LoadedRecipe
 from tritonbuild.recipe.models import Recipe, TensorSpec
@@ -72,7 +71,7 @@ def run_export(ctx: StepContext, target: Path, log_name: str) -> object:
     ctx.log_dir.mkdir(parents=True, exist_ok=True)
     spec_path = ctx.log_dir / "export-spec.json"
     spec_path.write_text(json.dumps({**ctx.params, "recipe_dir": str(root)}, sort_keys=True, indent=2))
-    return run_logged([sys.executable, "-m", "tritonbuild.backends._torch_export", str(spec_path), str(target)],
+    return run_logged(python_module_argv("tritonbuild.backends._torch_export", str(spec_path), str(target)),
                       cwd=root, log_path=ctx.log_dir / log_name, timeout=ctx.timeout_s or EXPORT_TIMEOUT_S)
 
 

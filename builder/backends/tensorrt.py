@@ -8,14 +8,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
 
 from tritonbuild.backends import StepSkipped
 from tritonbuild.backends.base import Backend, StepContext
 from tritonbuild.backends.common import local_source, pinned_digest
 from tritonbuild.backends.onnxruntime import derive_io as onnx_derive_io
-from tritonbuild.core.proc import run_logged
+from tritonbuild.core.proc import python_module_argv, run_logged
 from tritonbuild.core.toolchain import GPU_KEYS
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.load import LoadedRecipe
@@ -80,7 +79,7 @@ def run_step(ctx: StepContext) -> None:
     elif importlib.util.find_spec("tensorrt") is not None:
         spec = log_dir / "tensorrt-spec.json"
         spec.write_text(json.dumps(python_api_spec(opts, onnx, str(plan), str(cache)), indent=2, sort_keys=True))
-        argv = [sys.executable, "-m", "tritonbuild.backends._tensorrt_build", str(spec)]
+        argv = python_module_argv("tritonbuild.backends._tensorrt_build", str(spec))
     else:
         raise StepSkipped("TensorRT is not installed here (no trtexec, no tensorrt module); build on a GPU runner "
                           "with TensorRT, or pass --engine MODEL=DIR holding model.plan")

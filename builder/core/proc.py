@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,3 +45,16 @@ def run_logged(argv: list[str], *, cwd: Path, log_path: Path, env: dict | None =
             os.killpg(proc.pid, 9)
             proc.wait()
             raise
+
+
+# NOTE: Python 3.10 has no -P: drop sys.path[0] (the cwd, for -c) before running the module.
+_NO_CWD_BOOTSTRAP = ("import runpy, sys; del sys.path[0]; module = sys.argv.pop(1); "
+                     "runpy.run_module(module, run_name='__main__', alter_sys=True)")
+
+
+def python_module_argv(module: str, *args: str) -> list[str]:
+    """argv for `python -m module args` in this interpreter that does not put the cwd (a recipe's directory,
+    which may hold a user's own `tritonbuild/` or `builder/` folder) ahead of our installed packages."""
+    if sys.version_info >= (3, 11):
+        return [sys.executable, "-P", "-m", module, *args]
+    return [sys.executable, "-c", _NO_CWD_BOOTSTRAP, module, *args]

@@ -17,7 +17,7 @@ from tritonbuild.backends.base import Backend, StepContext
 from tritonbuild.backends.common import checkpoint_root, copy_inputs
 from tritonbuild.backends.tensorrtllm import argv as cmd
 from tritonbuild.core.hashing import sha256_input, sha256_json, tree_files
-from tritonbuild.core.proc import run_logged
+from tritonbuild.core.proc import python_module_argv, run_logged
 from tritonbuild.core.toolchain import GPU_KEYS
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.plan.memory import Architecture, memory_plan
@@ -178,7 +178,7 @@ def run_step(ctx: StepContext) -> None:
     if recipe.engine.build_path == "llmapi":
         spec = log_dir / "llmapi-spec.json"
         spec.write_text(json.dumps(cmd.llmapi_spec(recipe, ckpt, str(engine_dir)), indent=2, sort_keys=True))
-        _run([sys.executable, "-m", "tritonbuild.backends.tensorrtllm.llmapi_build", str(spec)], log_dir,
+        _run(python_module_argv("tritonbuild.backends.tensorrtllm.llmapi_build", str(spec)), log_dir,
              "llmapi-build", timeout)
     else:
         trt_ckpt = out.parent / "trt-checkpoint"
