@@ -47,7 +47,8 @@ def test_export_with_user_folders_named_like_our_packages(cli, write, tmp_path, 
 @pytest.mark.slow
 def test_module_named_like_an_installed_one_is_a_clear_error(cli, write, tmp_path):
     write("json.py", MODEL)
-    p = write("r.yaml", "name: t\nversion: 1\nbackend: onnxruntime\nsource:\n  export:\n    module: 'json:build_model'\n"
+    p = write("r.yaml", "name: t\nversion: 1\nbackend: onnxruntime\nsource:\n  export:\n"
+                        "    module: 'json:build_model'\n"
                         "    inputs: {x: {dtype: fp32, shape: [2, 3]}}\n    outputs: [y]\nmax_batch_size: 2\n")
     r = cli("build", p, "-o", tmp_path / "OUT")
     assert r.exit_code == 5 and "an installed module has that name; rename your module" in r.stderr
