@@ -60,8 +60,8 @@ class _TransferReporter:
 @endpoint_option
 @click.option("--skip-verify", is_flag=True, help="Publish without a passing verification (loud; recorded at "
               "the target).")
-@click.option("--keep", type=int, metavar="K", help="After publishing, keep only the K newest complete versions "
-              "of each model (never the live one).")
+@click.option("--keep", type=click.IntRange(min=1), metavar="K", help="After publishing, keep only the K newest "
+              "complete versions of each model (never the live one); K >= 1.")
 @click.option("--notify", multiple=True, metavar="URL", help="Ask this tritonserver (explicit model control) to "
               "load each published model. Repeatable.")
 @click.option("--dry-run", is_flag=True, help="Show what would be uploaded, skipped, switched and pruned.")

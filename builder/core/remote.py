@@ -26,13 +26,13 @@ class RemoteCache:
         if self._fs is None:
             from fsspec.core import url_to_fs
 
+            from tritonbuild.core.objstore import one_retry_layer, s3_options
+
             options = {}
             if self.url.startswith("s3://"):
-                endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-                options = {"client_kwargs": {"endpoint_url": endpoint} if endpoint else {},
-                           "config_kwargs": {"connect_timeout": 5, "read_timeout": 60,
-                                             "retries": {"max_attempts": 2}}, "skip_instance_cache": True}
+                options = s3_options(os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"))
             self._fs, self._root = url_to_fs(self.url, **options)
+            one_retry_layer(self._fs)
         return self._fs
 
     def _path(self, *parts: str) -> str:
@@ -50,7 +50,8 @@ class RemoteCache:
             from tritonbuild.core.secrets import redact
 
             self.disabled = True
-            self.warn(f"remote cache {self.url} unavailable ({action}: {redact(f'{type(e).__name__}: {e}')}); "
+            detail = redact(f"{type(e).__name__}: {e}")
+            self.warn(f"remote cache {redact(self.url)} unavailable ({action}: {detail}); "
                       "building with the local cache only")
             return None
 

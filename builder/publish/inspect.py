@@ -23,7 +23,7 @@ def list_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
         config = store.read_text(target, target.path(name, "config.pbtxt"))
         pm = state.models.get(name)
         complete = sorted(pm.versions) if pm else []
-        live = live_version(config)
+        live = live_version(config, f"{target.url}/{name}/config.pbtxt")
         notes = []
         if pm and config is not None and sha256_bytes(config) != pm.config_sha256:
             notes.append("config.pbtxt differs from the last recorded publish (interrupted after the switch? "

@@ -18,9 +18,11 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tritonbuild.core.hashing import pretty_json, sha256_bytes
+from tritonbuild.core.hashing import pretty_json, sha256_bytes, sha256_file
 from tritonbuild.core.progress import SILENT, Reporter
-from tritonbuild.errors import PublishError
+from tritonbuild.core.signing import KEY_ENV, report_key
+from tritonbuild.core.signing import check as check_signature
+from tritonbuild.errors import PublishError, UsageError
 from tritonbuild.publish import store
 from tritonbuild.publish.lock import TargetLock
 from tritonbuild.publish.models import (
@@ -33,7 +35,7 @@ from tritonbuild.publish.models import (
 )
 from tritonbuild.publish.target import Target, open_target
 from tritonbuild.repository.config import parse, render
-from tritonbuild.repository.manifest import REPORT_NAME, Manifest, ManifestModel
+from tritonbuild.repository.manifest import MANIFEST_NAME, REPORT_NAME, Manifest, ManifestModel
 from tritonbuild.steps.models import FileEntry
 from tritonbuild.verify.models import VerificationReport
 from tritonbuild.verify.run import read_repository
@@ -50,10 +52,21 @@ def pinned_config(config: bytes, live: list[int]) -> bytes:
     return render(mc)
 
 
-def live_version(config: bytes | None) -> int | None:
+def parse_remote(config: bytes, where: str):
+    """A config.pbtxt read from a target: one that does not parse is a PublishError naming the object."""
+    from google.protobuf import text_format
+
+    try:
+        return parse(config)
+    except (text_format.ParseError, UnicodeDecodeError) as e:
+        raise PublishError(f"{where} at the target is not a valid Triton model config: {e}", where=where,
+                           hint="restore that object (publish the model again, or put back the file)") from None
+
+
+def live_version(config: bytes | None, where: str = "config.pbtxt") -> int | None:
     if config is None:
         return None
-    vp = parse(config).version_policy
+    vp = parse_remote(config, where).version_policy
     versions = list(vp.specific.versions) if vp.WhichOneof("policy_choice") == "specific" else []
     return max(versions) if versions else None
 
@@ -67,6 +80,12 @@ def _gate(root: Path, manifest: Manifest, skip_verify: bool) -> str:
         raise PublishError(f"{root} has no verification report", where=str(root),
                            hint=f"run 'tritonbuild verify {root}' first (or --skip-verify, recorded at the target)") \
             from None
+    key = report_key()
+    if key is not None and not check_signature(report.signed_payload(), report.signature, key):
+        what = "is not signed" if report.signature is None else "does not match its signature (edited after verify?)"
+        raise PublishError(f"the verification report {what}; {KEY_ENV} is set, so only a report signed with that "
+                           "key is accepted", where=str(root / REPORT_NAME),
+                           hint=f"run 'tritonbuild verify {root}' with the same {KEY_ENV} as this publish")
     if report.manifest_digest != manifest.digest:
         raise PublishError("the verification report is for another build of this repository (manifest digest "
                            f"{report.manifest_digest[:16]} != {manifest.digest[:16]})", where=str(root),
@@ -75,6 +94,38 @@ def _gate(root: Path, manifest: Manifest, skip_verify: bool) -> str:
         raise PublishError("the repository failed verification", where=str(root),
                            hint=f"fix what 'tritonbuild verify {root}' reports, rebuild, verify, then publish")
     return "passed"
+
+
+def check_local_files(root: Path, manifest: Manifest) -> None:
+    """Every file we may send, hashed again now: bytes changed since verify (a flipped bit in a weight, an
+    edited model.py) stop the publish before anything is written, naming the file."""
+    names = {m.name for m in manifest.models}
+    missing = [f"{n}/config.pbtxt" for n in sorted(names) if f"{n}/config.pbtxt" not in manifest.files]
+    if missing:
+        raise PublishError(f"the manifest does not list {missing[0]}", where=str(root / MANIFEST_NAME),
+                           hint=f"rebuild the repository, then 'tritonbuild verify {root}'")
+
+    def one(item: tuple[str, FileEntry]) -> str | None:
+        rel, entry = item
+        path = root / rel
+        try:
+            if path.is_symlink() or not path.is_file():
+                return f"{rel} is missing or not a regular file"
+            if path.stat().st_size != entry.size:
+                return f"{rel} has {path.stat().st_size} bytes, the manifest says {entry.size}"
+            if sha256_file(path) != entry.sha256:
+                return f"{rel} changed since the build: its sha256 differs from the manifest"
+        except OSError as e:
+            return f"{rel} cannot be read: {e.strerror}"
+        return None
+
+    with ThreadPoolExecutor(max_workers=JOBS) as pool:
+        problems = [p for p in pool.map(one, sorted(manifest.files.items())) if p]
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise PublishError(f"refusing to publish: {problems[0]}{more}", where=str(root / problems[0].split(" ")[0]),
+                           hint=f"rebuild (tritonbuild build RECIPES -o {root}), verify, then publish; "
+                                "nothing was written to the target")
 
 
 def _version_files(manifest: Manifest, m: ManifestModel) -> dict[str, FileEntry]:
@@ -150,9 +201,11 @@ def publish(root: Path, target_url: str, *, endpoint_url: str | None = None, ski
             reporter: Reporter = SILENT) -> PublishReceipt:
     t0 = time.perf_counter()
     if keep is not None and keep < 1:
-        raise PublishError("--keep must be >= 1 (the live version is always kept)", hint="use --keep 1 or more")
+        raise UsageError(f"--keep must be >= 1, not {keep} (the live version is always kept)",
+                         hint="use --keep 1 or more")
     manifest = read_repository(root)
     verification = _gate(root, manifest, skip_verify)
+    check_local_files(root, manifest)
     target = open_target(target_url, endpoint_url=endpoint_url)
     store.check_reachable(target)
     p = _Publisher(root, manifest, target, verification, reporter, dry_run)
@@ -306,6 +359,10 @@ def rollback(target_url: str, model: str, to: int, *, endpoint_url: str | None =
                                where=target.url, hint="publish that version again from its build")
         config_path = target.path(model, "config.pbtxt")
         current = store.read_text(target, config_path)
+        if current is None:
+            raise PublishError(f"{model}/config.pbtxt is missing at the target", where=target.url,
+                               hint="publish the model again")
+        parse_remote(current, f"{target.url}/{model}/config.pbtxt")
         new_config = pinned_config(current, [to])
         store.write_bytes(target, config_path, new_config)
         models = dict(state.models)

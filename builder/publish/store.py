@@ -128,7 +128,11 @@ def check_reachable(target: Target) -> None:
     """Fail before changing anything when the bucket is missing, credentials are bad, or the endpoint is down."""
     try:
         if target.is_local:
-            parent = Path(target.root).parent
+            root = Path(target.root)
+            if root.exists() and not root.is_dir():
+                raise PublishError(f"{root} is a file, not a directory: a target is a directory of models",
+                                   where=target.url, hint="pick another path, or move that file away")
+            parent = root.parent
             if not parent.is_dir():
                 raise PublishError(f"{parent} does not exist", where=target.url, hint="create it first")
             return

@@ -10,7 +10,8 @@ import os
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from tritonbuild.core.secrets import redact
+from tritonbuild.core.objstore import classify, one_retry_layer, s3_options
+from tritonbuild.core.secrets import has_userinfo, redact
 from tritonbuild.errors import PublishError
 
 DRIVERS = {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs"}
@@ -47,11 +48,17 @@ def open_target(url: str, *, endpoint_url: str | None = None) -> Target:
     import fsspec
     from fsspec.core import url_to_fs
 
+    if has_userinfo(url):
+        raise PublishError("credentials in the target URL are not accepted (they would end up in logs, receipts "
+                           "and the shell history)", where=redact(url),
+                           hint="drop 'user:secret@' from the URL; give credentials through the driver's own chain "
+                                "(AWS_PROFILE / AWS_ACCESS_KEY_ID..., GOOGLE_APPLICATION_CREDENTIALS, AZURE_STORAGE_*)")
     if "://" not in url:
-        raise PublishError(f"target {url!r} is not a URL", where=url,
+        raise PublishError(f"target {redact(url)!r} is not a URL", where=redact(url),
                            hint="use file:///abs/path, s3://bucket/prefix, gs://bucket/prefix or az://container/prefix")
     protocol, rest = url.split("://", 1)
-    url = f"{protocol}://{rest.rstrip('/')}" if rest.strip("/") else f"{protocol}://"
+    raw = f"{protocol}://{rest.rstrip('/')}" if rest.strip("/") else f"{protocol}://"
+    url = redact(raw)  # NOTE: what we print and store; the driver gets raw
     if protocol not in ("file", *DRIVERS):
         raise PublishError(f"unsupported target scheme {protocol!r}", where=url,
                            hint="use file://, s3://, gs:// or az://")
@@ -59,22 +66,21 @@ def open_target(url: str, *, endpoint_url: str | None = None) -> Target:
                                     if protocol == "s3" else None)
     options: dict = {}
     if protocol == "s3":
-        options["client_kwargs"] = {"endpoint_url": endpoint_url} if endpoint_url else {}
-        options["config_kwargs"] = {"connect_timeout": 5, "read_timeout": 60, "retries": {"max_attempts": 2}}
-        options["skip_instance_cache"] = True
+        options = s3_options(endpoint_url)
     if protocol == "file":
         path = url[len("file://"):]
         if not path.startswith("/"):
             raise PublishError(f"file target {url!r} needs an absolute path", where=url,
                                hint="write file:///absolute/path (three slashes)")
     try:
-        fs, root = url_to_fs(url, **options)
+        fs, root = url_to_fs(raw, **options)
     except ImportError:
         driver = DRIVERS.get(protocol, "?")
         raise PublishError(f"the {protocol}:// driver ({driver}) is not installed", where=url,
                            hint=f"pip install 'tritonbuild[{protocol}]' (or pip install {driver})") from None
     except ValueError as e:
         raise PublishError(f"bad target URL: {redact(str(e))}", where=url, hint="check the URL") from None
+    one_retry_layer(fs)
     if protocol != "file" and not root.strip("/"):
         raise PublishError("the target names no bucket", where=url, hint=f"use {protocol}://bucket/prefix")
     del fsspec
@@ -82,16 +88,12 @@ def open_target(url: str, *, endpoint_url: str | None = None) -> Target:
 
 
 def storage_error(target: Target, action: str, e: BaseException) -> PublishError:
-    """A driver exception as a PublishError that names the target and the likely fix, with no secrets."""
+    """A driver exception as a PublishError that names the target and the likely fix, with no secrets; the
+    fix is chosen by the service's error code and the exception's type, never by words in its message."""
     text = redact(f"{type(e).__name__}: {e}")
-    low = text.lower()
-    if "nosuchbucket" in low or "bucket does not exist" in low or ("bucket" in low and "not found" in low):
-        hint = "create the bucket first, or fix its name"
-    elif any(w in low for w in ("credential", "accessdenied", "access denied", "forbidden", "invalidaccesskeyid",
-                                "signaturedoesnotmatch", "403")):
-        hint = "check credentials (AWS_PROFILE / AWS_ACCESS_KEY_ID / instance role) and bucket permissions"
-    elif any(w in low for w in ("connect", "endpoint", "timed out", "timeout", "name or service")):
-        hint = "check --endpoint-url / AWS_ENDPOINT_URL and that the endpoint is reachable"
-    else:
-        hint = "check the target URL and permissions"
+    hint = {"no-bucket": "create the bucket first, or fix its name",
+            "denied": "check credentials (AWS_PROFILE / AWS_ACCESS_KEY_ID / instance role) and bucket permissions",
+            "network": "check --endpoint-url / AWS_ENDPOINT_URL and that the endpoint is reachable and answers "
+                       "(each request waits at most TRITONBUILD_S3_READ_TIMEOUT seconds)",
+            "not-found": "check the target URL"}.get(classify(e), "check the target URL and permissions")
     return PublishError(f"cannot {action}: {text}", where=target.url, hint=hint)

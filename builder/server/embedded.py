@@ -81,10 +81,15 @@ class EmbeddedServer:
         self.control = control
         self.poll_secs = poll_secs
         self.ready_timeout = ready_timeout
-        self._tmp = Path(tempfile.mkdtemp(prefix="tritonbuild-server-"))
-        self.log_path = log_path or self._tmp / "tritonserver.log"
+        # NOTE: the temp dir is made in start(), where an interrupt is cleaned up, never in between.
+        self._tmp: Path | None = None
+        self._log_path = log_path
         self.proc: subprocess.Popen | None = None
         self.http_port = self.grpc_port = self.metrics_port = 0
+
+    @property
+    def log_path(self) -> Path:
+        return self._log_path or (self._tmp or Path(tempfile.gettempdir())) / "tritonserver.log"
 
     @property
     def http_url(self) -> str:
@@ -140,7 +145,19 @@ class EmbeddedServer:
         return a
 
     def start(self) -> EmbeddedServer:
+        """Start and wait until live; on any failure or interrupt, nothing is left running or on disk."""
+        try:
+            return self._start()
+        except ServerStartError:
+            raise  # stopped already; the log stays for the message's hint
+        except BaseException:
+            self.cleanup()
+            raise
+
+    def _start(self) -> EmbeddedServer:
         _check_numpy()
+        if self._tmp is None:
+            self._tmp = Path(tempfile.mkdtemp(prefix="tritonbuild-server-"))
         self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
         argv = self.argv()
         log = open(self.log_path, "wb")
@@ -184,19 +201,29 @@ class EmbeddedServer:
             try:
                 os.killpg(proc.pid, signal.SIGINT)
                 proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
             except ProcessLookupError:
                 pass
+            except BaseException:
+                # NOTE: too slow, or a second Ctrl-C while it shuts down: kill the whole group, never leave it.
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+                if not isinstance(sys.exc_info()[1], subprocess.TimeoutExpired):
+                    raise
         try:
             atexit.unregister(self.stop)
         except Exception:  # noqa: BLE001
             pass
 
     def cleanup(self) -> None:
-        self.stop()
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        try:
+            self.stop()
+        finally:
+            tmp, self._tmp = self._tmp, None
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
 
     def __enter__(self) -> EmbeddedServer:
         return self.start()

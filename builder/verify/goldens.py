@@ -52,10 +52,26 @@ def from_npz_arrays(arrays: dict[str, np.ndarray]) -> tuple[list[Sample], list[S
     inputs: dict[int, Sample] = {}
     outputs: dict[int, Sample] = {}
     for key, arr in arrays.items():
-        kind, idx, name = key.split(".", 2)
+        kind, idx, name = (key.split(".", 2) + ["", ""])[:3]
+        if kind not in ("input", "output") or not idx.isdigit() or not name:
+            raise ValueError(f"member {key!r} is not input.N.NAME or output.N.NAME")
         (inputs if kind == "input" else outputs).setdefault(int(idx), {})[name] = arr
     n = len(inputs)
+    if sorted(inputs) != list(range(n)) or not set(outputs) <= set(inputs):
+        raise ValueError("sample numbers are not 0..N-1")
     return [inputs[i] for i in range(n)], [outputs.get(i, {}) for i in range(n)]
+
+
+def check_golden_names(m: ManifestModel, inputs: list[Sample], outputs: list[Sample]) -> None:
+    """Goldens that belong to this model: every sample carries exactly its inputs and only its outputs."""
+    want_in, want_out = {t.name for t in m.inputs}, {t.name for t in m.outputs}
+    if not inputs:
+        raise ValueError("no samples")
+    for i, (x, y) in enumerate(zip(inputs, outputs)):
+        if set(x) != want_in:
+            raise ValueError(f"sample {i} has inputs {sorted(x)}, the model takes {sorted(want_in)}")
+        if not y or not set(y) <= want_out:
+            raise ValueError(f"sample {i} has outputs {sorted(y)}, the model gives {sorted(want_out)}")
 
 
 def compare(expected: np.ndarray, got: np.ndarray, *, sample: int, output: str, context: str) -> Mismatch | None:

@@ -58,3 +58,18 @@ class VerificationReport(_Frozen):
     models: list[ModelReport]
     recorded: bool = False
     passed: bool
+    signature: str | None = Field(None, description="HMAC-SHA256 of this report (without this field) with the "
+                                                    "key in TRITONBUILD_REPORT_KEY, when set at verify time.")
+
+    def signed_payload(self) -> bytes:
+        """What the signature covers: the canonical JSON of every other field."""
+        from tritonbuild.core.hashing import canonical_json
+
+        return canonical_json(self.model_dump(mode="json", exclude={"signature"}))
+
+    def signed(self) -> VerificationReport:
+        """This report with a signature, when a key is set (else unchanged)."""
+        from tritonbuild.core.signing import report_key, sign
+
+        key = report_key()
+        return self if key is None else self.model_copy(update={"signature": sign(self.signed_payload(), key)})

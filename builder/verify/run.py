@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import zipfile
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -16,10 +17,18 @@ from tritonbuild.core.npz import read_npz, write_npz
 from tritonbuild.core.toolchain import fingerprint
 from tritonbuild.errors import VerifyError
 from tritonbuild.repository.assemble import golden_name, write_manifest
-from tritonbuild.repository.manifest import MANIFEST_NAME, NOT_IN_MANIFEST, REPORT_NAME, Manifest, ManifestModel
+from tritonbuild.repository.manifest import (
+    MANIFEST_NAME,
+    NOT_IN_MANIFEST,
+    REPORT_NAME,
+    Manifest,
+    ManifestModel,
+    identity_is_version_digest,
+    version_identity,
+)
 from tritonbuild.repository.rules import check_model_dir
 from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError, load_model
-from tritonbuild.verify.goldens import compare, from_npz_arrays, generate_inputs, to_npz_arrays
+from tritonbuild.verify.goldens import check_golden_names, compare, from_npz_arrays, generate_inputs, to_npz_arrays
 from tritonbuild.verify.models import Mismatch, ModelReport, StaticCheck, VerificationReport
 from tritonbuild.verify.runners import TritonRunner
 
@@ -51,8 +60,28 @@ def static_checks(root: Path, manifest: Manifest) -> list[StaticCheck]:
                 problems.append(f"content differs from manifest: {rel}")
     out.append(StaticCheck(model="*", check="manifest", ok=not problems,
                            detail="; ".join(problems) or f"{len(manifest.files)} files match their sha256"))
+    out.extend(_binding_checks(manifest))
     for name in sorted({m.name for m in manifest.models}):
         out.extend(StaticCheck(**f.to_dict()) for f in check_model_dir(root / name))
+    return out
+
+
+def _binding_checks(manifest: Manifest) -> list[StaticCheck]:
+    """What the manifest claims about each model, recomputed from its file list (whose digests the manifest
+    check compares with the bytes): the model identity, and goldens that are this model's own file."""
+    out = []
+    for m in manifest.models:
+        problems = []
+        if m.goldens is not None and (m.goldens != f"{m.name}/{golden_name(m.version)}"
+                                      or m.goldens not in manifest.files):
+            problems.append(f"goldens {m.goldens!r} is not this repository's {m.name}/{golden_name(m.version)}")
+        if identity_is_version_digest(m):
+            got = version_identity(manifest, m)
+            if got != m.model_identity:
+                problems.append(f"model identity {m.model_identity[:16]} is not the digest of the files in "
+                                f"{m.name}/{m.version}/ ({got[:16]}): the manifest was edited")
+        if problems:
+            out.append(StaticCheck(model=m.name, check="manifest-binding", ok=False, detail="; ".join(problems)))
     return out
 
 
@@ -97,7 +126,12 @@ def _batch_invariance(m: ManifestModel, runner, inputs, reference) -> tuple[str,
 def _check_model(m: ManifestModel, runner, root: Path, record: bool) -> dict:
     inputs = reference = None
     if m.goldens and (root / m.goldens).is_file():
-        inputs, reference = from_npz_arrays(read_npz(root / m.goldens))
+        try:
+            inputs, reference = from_npz_arrays(read_npz(root / m.goldens))
+            check_golden_names(m, inputs, reference)
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
+            return {"passed": False, "notes": [f"goldens {m.goldens} are not usable for this model: "
+                                               f"{type(e).__name__}: {e}"]}
     if inputs is None:
         if not record:
             return {"passed": False, "notes": ["no goldens recorded: run 'tritonbuild verify OUT --record', "
@@ -151,8 +185,7 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
     if not all(c.ok for c in static):
         report = VerificationReport(manifest_digest=manifest.digest, toolchain=fingerprint(), static=static,
                                     models=[], passed=False)
-        write_atomic(root / REPORT_NAME, pretty_json(report.model_dump(mode="json")))
-        return report
+        return _write_report(root, report)
     paths = {(m.name, m.version): _path_for(m, server_url, manifest) for m in manifest.models}
     reports, updated = [], []
     with ExitStack() as stack:
@@ -180,6 +213,11 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
         manifest = write_manifest(root, manifest.toolchain, updated)
     report = VerificationReport(manifest_digest=manifest.digest, toolchain=fingerprint(), static=static,
                                 models=reports, recorded=record, passed=all(r.passed for r in reports))
+    return _write_report(root, report)
+
+
+def _write_report(root: Path, report: VerificationReport) -> VerificationReport:
+    report = report.signed()
     write_atomic(root / REPORT_NAME, pretty_json(report.model_dump(mode="json")))
     return report
 

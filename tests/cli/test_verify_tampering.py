@@ -1,0 +1,64 @@
+"""Issue #14: a tampered repository fails verify (exit 6) with the reason; it never crashes it (exit 1)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.cli.test_publish import repo  # noqa: F401 - the fixture
+from tritonbuild.core.npz import write_npz
+from tritonbuild.repository.assemble import write_manifest
+from tritonbuild.repository.manifest import read_manifest
+
+
+def _rewrite_manifest(out, **model_fields) -> None:
+    """What someone with write access does: edit, then recompute every file digest in the manifest."""
+    m = read_manifest(out)
+    write_manifest(out, m.toolchain, [x.model_copy(update=model_fields) for x in m.models])
+
+
+def _binding(doc: dict) -> str:
+    return " ".join(c["detail"] for c in doc["static"] if c["check"] == "manifest-binding" and not c["ok"])
+
+
+def test_an_edited_model_py_with_a_recomputed_digest_fails_the_model_identity(cli, repo):  # noqa: F811
+    out = repo(1)
+    (out / "doubler" / "1" / "model.py").write_text("import os  # something else entirely\n")
+    _rewrite_manifest(out)
+    r = cli("verify", out, "--json")
+    assert r.exit_code == 6, r.stdout
+    doc = json.loads(r.stdout)
+    assert doc["passed"] is False and "model identity" in _binding(doc) and "doubler/1/" in _binding(doc)
+
+
+@pytest.mark.parametrize("goldens", ["../../outside.npz", "/etc/passwd", "other/golden-v1.npz",
+                                     "doubler/1/model.py"])
+def test_a_goldens_field_that_is_not_the_models_own_file_fails(cli, repo, tmp_path, goldens):  # noqa: F811
+    out = repo(1)
+    write_npz(tmp_path / "outside.npz", {"input.0.X": np.zeros((1, 3), np.float32)})
+    _rewrite_manifest(out, goldens=goldens)
+    r = cli("verify", out, "--json")
+    assert r.exit_code == 6, r.stdout + r.stderr
+    assert "goldens" in _binding(json.loads(r.stdout))
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("content", ["not-npz", "foreign", "bad-member"])
+def test_a_golden_that_is_not_this_models_fails_instead_of_crashing(cli, py_recipe, tmp_path, content):
+    out = tmp_path / "out"
+    assert cli("build", py_recipe, "-o", out).exit_code == 0
+    assert cli("verify", out, "--record").exit_code == 0
+    golden = out / "doubler" / "golden-v1.npz"
+    if content == "not-npz":
+        golden.write_bytes(b"PK\x03\x04 this is not an npz")
+    elif content == "foreign":
+        write_npz(golden, {"input.0.TOKENS": np.zeros((1, 3), np.int64), "output.0.Y": np.zeros((1, 3), np.float32)})
+    else:
+        write_npz(golden, {"weights": np.zeros(3, np.float32)})
+    _rewrite_manifest(out)
+    r = cli("verify", out, "--json")
+    assert r.exit_code == 6, r.stdout + r.stderr
+    model = json.loads(r.stdout)["models"][0]
+    assert model["passed"] is False and "goldens doubler/golden-v1.npz are not usable" in " ".join(model["notes"])
