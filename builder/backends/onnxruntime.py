@@ -67,7 +67,8 @@ def run_export(ctx: StepContext, target: Path, log_name: str) -> object:
     """Run _torch_export in a subprocess on the step's module (its only input), writing target."""
     require_torch()
     (module_file, _digest), = ctx.inputs.items()
-    root = module_root(ctx.params["module"], module_file)
+    # NOTE: absolute: the subprocess runs in this directory and puts it on sys.path itself (not via its cwd).
+    root = module_root(ctx.params["module"], module_file).resolve()
     ctx.log_dir.mkdir(parents=True, exist_ok=True)
     spec_path = ctx.log_dir / "export-spec.json"
     spec_path.write_text(json.dumps({**ctx.params, "recipe_dir": str(root)}, sort_keys=True, indent=2))

@@ -52,3 +52,14 @@ def test_module_named_like_an_installed_one_is_a_clear_error(cli, write, tmp_pat
                         "    inputs: {x: {dtype: fp32, shape: [2, 3]}}\n    outputs: [y]\nmax_batch_size: 2\n")
     r = cli("build", p, "-o", tmp_path / "OUT")
     assert r.exit_code == 5 and "an installed module has that name; rename your module" in r.stderr
+
+
+@pytest.mark.slow
+def test_export_from_a_relative_recipe_path(cli, write, tmp_path, monkeypatch):
+    """The module's directory reaches the subprocess absolute (it no longer relies on the cwd being on sys.path)."""
+    write("models/net.py", MODEL)
+    write("models/r.yaml", "name: t\nversion: 1\nbackend: pytorch\nsource:\n  export:\n    module: 'net:build_model'\n"
+                           "    inputs: {x: {dtype: fp32, shape: [2, 3]}}\n    outputs: [y]\nmax_batch_size: 2\n")
+    monkeypatch.chdir(tmp_path)
+    r = cli("build", "models/r.yaml", "-o", "OUT")
+    assert r.exit_code == 0, r.stderr
