@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from tritonbuild.core.cas import Store, default_cache_dir
+from tritonbuild.core import cachedir
+from tritonbuild.core.cas import Store
 from tritonbuild.plan import Plan, make_plan
 from tritonbuild.recipe import load_recipes
 from tritonbuild.recipe.load import LoadedRecipe
@@ -21,8 +22,10 @@ def validate(paths: list[Path]) -> list[LoadedRecipe]:
     return load_recipes(paths)
 
 
-def plan(paths: list[Path]) -> Plan:
-    return make_plan(load_recipes(paths))
+def plan(paths: list[Path], *, cache_dir: Path | None = None) -> Plan:
+    """cache_dir: where input digests are cached and remote checkpoints downloaded (default: the environment's)."""
+    with cachedir.using(cache_dir):
+        return make_plan(load_recipes(paths))
 
 
 def build_repository(paths: list[Path], out: Path, *, force: bool = False, cache_dir: Path | None = None,
@@ -30,13 +33,14 @@ def build_repository(paths: list[Path], out: Path, *, force: bool = False, cache
                      strict: bool = False, cache_url: str | None = None,
                      changed_since: str | None = None) -> tuple[BuildResult, Manifest]:
     check_out_dir(out, force)  # refuse before any work
-    the_plan = plan(paths)
+    cache_dir = cachedir.resolve(cache_dir)
+    the_plan = plan(paths, cache_dir=cache_dir)
     only = None
     if changed_since:
         from tritonbuild.plan.changes import models_changed_since
 
         only = models_changed_since(the_plan, changed_since, Path.cwd())
-    result = build(the_plan, Store(cache_dir or default_cache_dir()), progress, engines=engines, strict=strict,
+    result = build(the_plan, Store(cache_dir), progress, engines=engines, strict=strict,
                    cache_url=cache_url, only=only)
     return result, assemble(result, out, force=force)
 
@@ -104,8 +108,9 @@ def build_matrix(paths: list[Path], *, cache_dir: Path | None = None, cache_url:
     """One entry per recipe that has a step missing from the local (and remote) cache: what CI fans out."""
     from tritonbuild.core.remote import RemoteCache
 
-    the_plan = plan(paths)
-    store = Store(cache_dir or default_cache_dir())
+    cache_dir = cachedir.resolve(cache_dir)
+    the_plan = plan(paths, cache_dir=cache_dir)
+    store = Store(cache_dir)
     remote = RemoteCache(cache_url, lambda _msg: None) if cache_url else None
     only = None
     if changed_since:
@@ -129,7 +134,7 @@ def build_matrix(paths: list[Path], *, cache_dir: Path | None = None, cache_url:
 
 
 def cache_store(cache_dir: Path | None = None) -> Store:
-    return Store(cache_dir or default_cache_dir())
+    return Store(cachedir.resolve(cache_dir))
 
 
 def deploy_snippets(repository: Path, out: Path, **options) -> tuple[Path, int]:

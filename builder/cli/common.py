@@ -8,33 +8,62 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
 from tritonbuild import __version__
+from tritonbuild.cli.app import QUIET, VERBOSE, Application, _console, app
 from tritonbuild.errors import MultipleErrors, TritonBuildError
 
-# NOTE: markup off: messages carry user text such as "tritonbuild[onnx]" or "[1, 2]", which rich would
-# read as style tags. Styled parts are passed with markup=True and everything else escaped.
-out = Console(highlight=False, soft_wrap=True, markup=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+# The consoles every command prints through; the Application of each invocation owns them (quiet, JSON).
+out = _console(False)
+err = _console(True)
 
 
 class Group(click.Group):
-    """Turns every TritonBuildError into its exit code and message; Ctrl-C into 130; bugs into 1."""
+    """Turns every TritonBuildError into its exit code and message; usage errors into exit 2 (JSON under
+    --json); Ctrl-C into 130; bugs into 1."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        args = list(sys.argv[1:] if args is None else args)
+        application = Application(out, err)
+        application.json = "--json" in args  # before parsing: a usage error must honour it too
+        out.quiet = False
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, obj=application, **extra)
+        except click.UsageError as e:
+            _usage_error(application, e)
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            e.show()
+            sys.exit(e.exit_code)
+        except click.Abort:
+            err.print("interrupted")
+            sys.exit(130)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+    group_class = type  # subgroups (cache) are Groups too: they get the common options below
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """Every command also takes -q/--quiet and -v/--verbose after its name."""
+        names = {opt for p in cmd.params for opt in getattr(p, "opts", [])}
+        if "--quiet" not in names:
+            cmd.params.append(click.Option(["-q", "--quiet"], is_flag=True, expose_value=False,
+                                           callback=_set_verbosity(QUIET), help="Only errors (and --json output)."))
+        if "--verbose" not in names:
+            cmd.params.append(click.Option(["-v", "--verbose"], is_flag=True, expose_value=False,
+                                           callback=_set_verbosity(VERBOSE), help="More detail on stderr."))
+        super().add_command(cmd, name)
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except TritonBuildError as e:
-            _emit_error(ctx, e)
+            _emit_error(ctx.find_object(Application) or Application(out, err), e)
             sys.exit(e.exit_code)
         except (KeyboardInterrupt, click.Abort):
             err.print("interrupted")
             sys.exit(130)
-        except click.exceptions.Exit:
-            raise
-        except click.ClickException:
+        except (click.exceptions.Exit, click.ClickException):
             raise
         except Exception:  # noqa: BLE001 - a bug: show the traceback and ask for a report
             err.print_exception()
@@ -43,10 +72,18 @@ class Group(click.Group):
             sys.exit(1)
 
 
-def _emit_error(ctx: click.Context, e: TritonBuildError) -> None:
-    wants_json = ctx.meta.get("json", False)
-    if wants_json:
-        click.echo(json.dumps(e.to_dict(), indent=2, sort_keys=True))
+def _usage_error(application: Application, e: click.UsageError) -> None:
+    if application.json:
+        command = e.ctx.command_path if e.ctx else "tritonbuild"
+        click.echo(json.dumps({"error": "usage", "message": e.format_message(), "where": command,
+                               "hint": f"{command} --help", "exit_code": e.exit_code}, indent=2, sort_keys=True))
+        return
+    e.show()
+
+
+def _emit_error(application: Application, e: TritonBuildError) -> None:
+    if application.json:
+        application.emit_json(e.to_dict())
         return
     errors = e.errors if isinstance(e, MultipleErrors) else [e]
     for one in errors:
@@ -57,22 +94,37 @@ def _emit_error(ctx: click.Context, e: TritonBuildError) -> None:
 
 
 def _json(obj) -> None:
-    click.echo(json.dumps(obj, indent=2, sort_keys=True))
+    app().emit_json(obj)
 
 
 @contextmanager
-def _progress(enabled: bool):
-    """A rich status line for long work; silent for --json and when stderr is not a terminal."""
-    if not enabled or not err.is_terminal:
+def _progress(enabled: bool = True):
+    """The Application's progress callback (rich status on a TTY, plain lines in logs, silent for --json)."""
+    if not enabled:
         yield lambda msg: None
         return
-    with err.status("working") as status:
-        yield lambda msg: status.update(msg)
+    with app().progress() as progress:
+        yield progress
 
 
 def _remember_json(ctx: click.Context, _param, value: bool) -> bool:
-    ctx.meta["json"] = value  # NOTE: ctx.meta is shared with the group, which renders errors
-    return value
+    if value:
+        app().json = True
+    return app().json
+
+
+def _remember_cache_dir(ctx: click.Context, _param, value: Path | None) -> Path:
+    app().set_cache_dir(value)
+    return app().cache_dir
+
+
+def _set_verbosity(level: int):
+    def callback(ctx: click.Context, _param, value: bool) -> bool:
+        if value:
+            app().set_verbosity(level)
+        return value
+
+    return callback
 
 
 endpoint_option = click.option("--endpoint-url", envvar="AWS_ENDPOINT_URL", metavar="URL",
@@ -82,8 +134,25 @@ json_option = click.option("--json", "as_json", is_flag=True, callback=_remember
 recipes_arg = click.argument("recipes", nargs=-1, required=True, type=click.Path(path_type=Path))
 
 
+# NOTE: no envvar= here: the Application reads TRITONBUILD_CACHE_DIR only when no --cache-dir was given
+# (before or after the command), so the environment never overrides an option.
+cache_dir_option = click.option("--cache-dir", type=click.Path(path_type=Path), callback=_remember_cache_dir,
+                                help="Local build cache: steps, input digests, downloaded checkpoints "
+                                     "[env TRITONBUILD_CACHE_DIR; default ~/.cache/tritonbuild].")
+quiet_option = click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_set_verbosity(QUIET),
+                            help="Only errors (and --json output).")
+verbose_option = click.option("-v", "--verbose", is_flag=True, expose_value=False,
+                              callback=_set_verbosity(VERBOSE), help="More detail on stderr.")
+
+
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tritonbuild")
+@quiet_option
+@verbose_option
+@click.option("--json", "as_json", is_flag=True, callback=_remember_json, expose_value=False,
+              help="Machine-readable output on stdout (also accepted after the command).")
+@click.option("--cache-dir", type=click.Path(path_type=Path), callback=_remember_cache_dir, expose_value=False,
+              help="Local build cache (also accepted after the command) [env TRITONBUILD_CACHE_DIR].")
 def main() -> None:
     """Build, verify and serve versioned Triton model repositories from recipes."""
 
@@ -93,7 +162,5 @@ cache_url_option = click.option("--cache-url", envvar="TRITONBUILD_CACHE_URL", m
                                      "[env TRITONBUILD_CACHE_URL].")
 changed_since_option = click.option("--changed-since", metavar="REV",
                                     help="Only recipes whose inputs changed since this git revision.")
-cache_dir_option = click.option("--cache-dir", type=click.Path(path_type=Path), envvar="TRITONBUILD_CACHE_DIR",
-                                help="Local build cache [env TRITONBUILD_CACHE_DIR; default ~/.cache/tritonbuild].")
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from tritonbuild.cli.app import Application, PlainProgress, app
 from tritonbuild.cli.common import (
     _json,
     endpoint_option,
@@ -18,9 +19,10 @@ from tritonbuild.cli.common import (
 
 
 class _TransferReporter:
-    """Rich progress bars with bytes/s for publish; silent when not a terminal or with --json."""
+    """Publish progress: rich bars with bytes/s on a terminal; plain lines every few seconds in logs (a
+    400 MB upload in CI says how far it is); nothing with --json or --quiet."""
 
-    def __init__(self, enabled: bool):
+    def __init__(self, application: Application):
         from rich.progress import (
             BarColumn,
             DownloadColumn,
@@ -30,28 +32,49 @@ class _TransferReporter:
             TransferSpeedColumn,
         )
 
-        self.enabled = enabled and err.is_terminal
+        self.enabled = not (application.json or application.quiet)
+        self.rich = self.enabled and err.is_terminal
+        self.console = application.err
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                                  TransferSpeedColumn(), TimeRemainingColumn(), console=err, transient=True)
         self.task = None
+        self.plain: PlainProgress | None = None
+        self.total = self.done = 0
+        self.description = ""
 
     def status(self, message: str) -> None:
         if self.enabled:
-            self.progress.console.log(message)
+            self.console.print(message)
 
     def start_transfer(self, total_bytes: int, description: str) -> None:
-        if self.enabled:
+        if self.rich:
             self.progress.start()
             self.task = self.progress.add_task(description, total=total_bytes)
+        elif self.enabled:
+            self.total, self.done, self.description = total_bytes, 0, description
+            self.plain = PlainProgress(self.console).__enter__()
+            self.plain(self._line())
+
+    def _line(self) -> str:
+        mib = 1 << 20
+        pct = 100 * self.done // self.total if self.total else 100
+        return f"{self.description}: {self.done / mib:.1f}/{self.total / mib:.1f} MiB ({pct}%)"
 
     def advance(self, nbytes: int) -> None:
-        if self.enabled and self.task is not None:
+        if self.rich and self.task is not None:
             self.progress.advance(self.task, nbytes)
+        elif self.plain is not None:
+            self.done += nbytes
+            self.plain(self._line())
 
     def end_transfer(self) -> None:
-        if self.enabled:
+        if self.rich:
             self.progress.stop()
             self.task = None
+        elif self.plain is not None:
+            self.plain.__exit__(None, None, None)
+            self.plain = None
+            self.console.print(f"{self._line()} done")
 
 
 @main.command("publish")
@@ -78,7 +101,7 @@ def publish_command(repository: Path, target: str, endpoint_url: str | None, ski
                   "manifest records it", markup=True)
     receipt = api.publish(repository, target, endpoint_url=endpoint_url, skip_verify=skip_verify, keep=keep,
                           notify=notify, dry_run=dry_run, break_lock=break_lock,
-                          reporter=_TransferReporter(not as_json))
+                          reporter=_TransferReporter(app()))
     failed = [n for n in receipt.notified if not n["ok"]]
     if as_json:
         _json(receipt.model_dump(mode="json"))

@@ -63,7 +63,7 @@ def plan_command(recipes: tuple[Path, ...], matrix: str | None, cache_dir: Path 
             click.echo(json.dumps({"parallel": {"matrix": [{"RECIPE": e["recipe"], "GPU": e["gpu"]}
                                                            for e in entries]}}, sort_keys=True))
         return
-    plan = api.plan(list(recipes))
+    plan = api.plan(list(recipes), cache_dir=cache_dir)
     if as_json:
         _json(plan.model_dump(mode="json"))
         return

@@ -9,6 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from tritonbuild.core.cachedir import default_cache_dir  # noqa: F401  (re-exported)
 from tritonbuild.core.fsutil import write_atomic
 from tritonbuild.core.hashing import CHUNK, pretty_json
 
@@ -26,14 +27,6 @@ def _reflink(src: Path, dest: Path) -> bool:
     except OSError:
         dest.unlink(missing_ok=True)
         return False
-
-
-def default_cache_dir() -> Path:
-    env = os.environ.get("TRITONBUILD_CACHE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tritonbuild"
 
 
 class Store:

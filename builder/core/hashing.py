@@ -87,17 +87,17 @@ class FileHashCache:
         self.dirty = False
 
 
-_HASHES: FileHashCache | None = None
+_HASHES: dict[Path, FileHashCache] = {}
 
 
 def file_hashes() -> FileHashCache:
-    """The process-wide FileHashCache (in the build cache directory)."""
-    global _HASHES
-    if _HASHES is None:
-        from tritonbuild.core.cas import default_cache_dir
+    """The FileHashCache of the cache directory in scope (core.cachedir), one per directory per process."""
+    from tritonbuild.core.cachedir import resolve
 
-        _HASHES = FileHashCache(default_cache_dir() / "file-hashes.json")
-    return _HASHES
+    path = resolve() / "file-hashes.json"
+    if path not in _HASHES:
+        _HASHES[path] = FileHashCache(path)
+    return _HASHES[path]
 
 
 def sha256_input(path: str | os.PathLike) -> str:

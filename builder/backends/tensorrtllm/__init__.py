@@ -45,14 +45,14 @@ def fetch_checkpoint(lr: LoadedRecipe) -> Path:
     """A remote checkpoint (any fsspec URL), downloaded once into the build cache under its pin."""
     from fsspec.core import url_to_fs
 
-    from tritonbuild.core.cas import default_cache_dir
+    from tritonbuild.core.cachedir import resolve as cache_dir
     from tritonbuild.core.secrets import redact
 
     r: LLMRecipe = lr.recipe
     if not r.checkpoint.sha256:
         raise PlanError(f"{r.checkpoint.path} is remote and not pinned", where=lr.where(("checkpoint", "path")),
                         hint="add checkpoint.sha256 (tritonbuild plan --json on a local copy shows it)")
-    dest = default_cache_dir() / "checkpoints" / r.checkpoint.sha256
+    dest = cache_dir() / "checkpoints" / r.checkpoint.sha256
     if not (dest / "config.json").is_file():
         tmp = dest.with_name(dest.name + f".part-{os.getpid()}")
         try:
