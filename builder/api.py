@@ -7,11 +7,12 @@ from pathlib import Path
 
 from tritonbuild.core import cachedir
 from tritonbuild.core.cas import Store
+from tritonbuild.errors import VerifyError
 from tritonbuild.plan import Plan, make_plan
 from tritonbuild.recipe import load_recipes
 from tritonbuild.recipe.load import LoadedRecipe
 from tritonbuild.repository.assemble import assemble, check_out_dir
-from tritonbuild.repository.manifest import Manifest
+from tritonbuild.repository.manifest import Manifest, read_repository
 from tritonbuild.steps import BuildResult, build
 from tritonbuild.verify.models import VerificationReport
 
@@ -71,9 +72,7 @@ def serve(repository: str | Path, *, endpoint_url: str | None = None):
             if config is not None and runs_embedded(parse(config).backend):
                 loadable.append(name)
         return EmbeddedServer(target.triton_url()), loadable, sorted(set(names) - set(loadable))
-    from tritonbuild.verify.run import read_repository
-
-    manifest = read_repository(Path(repository))
+    manifest = read_repository(Path(repository), VerifyError)
     names = sorted({m.name for m in manifest.models})
     loadable = sorted({m.name for m in manifest.models if runs_embedded(m.backend) and m.target == "cpu"})
     return EmbeddedServer(Path(repository)), loadable, sorted(set(names) - set(loadable))
@@ -140,9 +139,7 @@ def cache_store(cache_dir: Path | None = None) -> Store:
 def deploy_snippets(repository: Path, out: Path, **options) -> tuple[Path, int]:
     """Write Kubernetes YAML for a built repository; returns (path, startup budget in seconds)."""
     from tritonbuild.publish.k8s import startup_budget_s, write
-    from tritonbuild.verify.run import read_repository
-
-    manifest = read_repository(repository)
+    manifest = read_repository(repository, VerifyError)
     return write(manifest, out, **options), startup_budget_s(manifest)
 
 

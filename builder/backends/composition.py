@@ -64,7 +64,7 @@ def _check(r: CompositionRecipe, known: dict) -> list[str]:
 
 
 def emit(bm, root: Path, store, manifest_model, known: dict) -> list:
-    from tritonbuild.repository.config import add_tensors, model_config_pb2, render
+    from tritonbuild.triton.config import add_tensors, model_config_pb2, render
 
     r: CompositionRecipe = bm.plan.recipe
     problems = _check(r, known)

@@ -179,6 +179,29 @@ def configure(mc, recipe: Recipe) -> None:
     mc.backend = "onnxruntime"
 
 
+class OnnxRunner:
+    """onnxruntime in-process on the repository's own model.onnx (CPU provider, fixed thread count)."""
+
+    def __init__(self, path: Path, model):
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        opts.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        self.model = model
+
+    def infer(self, sample: dict) -> dict:
+        names = [t.name for t in self.model.outputs]
+        return dict(zip(names, self.session.run(names, sample)))
+
+    def infer_concurrent(self, samples: list[dict]) -> list[dict]:
+        return [self.infer(s) for s in samples]
+
+    def close(self) -> None:
+        pass
+
+
 class OnnxRuntimeBackend(Backend):
     name = NAME
     recipe_type = Recipe
@@ -199,8 +222,6 @@ class OnnxRuntimeBackend(Backend):
         return f"onnxruntime {toolchain.get('onnxruntime', '?')} in-process"
 
     def in_process_runner(self, version_dir: Path, model):
-        from tritonbuild.backends.runners import OnnxRunner
-
         return OnnxRunner(version_dir / DEFAULT_FILENAME, model)
 
     def runner_extra(self) -> str:

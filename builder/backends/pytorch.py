@@ -119,6 +119,32 @@ def default_filename(recipe: Recipe) -> str:
     return filename(recipe)
 
 
+class TorchRunner:
+    """torch in-process on the repository's own model.pt / model.pt2; tensors matched by their __index."""
+
+    def __init__(self, path: Path, model):
+        import numpy as np
+        import torch
+
+        torch.set_num_threads(1)
+        self.torch, self.np = torch, np
+        self.module = load(path, "aoti" if path.suffix == ".pt2" else "torchscript")
+        self.model = model
+
+    def infer(self, sample: dict) -> dict:
+        args = [self.torch.from_numpy(self.np.ascontiguousarray(sample[t.name])) for t in self.model.inputs]
+        with self.torch.no_grad():
+            result = self.module(*args)
+        results = list(result) if isinstance(result, (tuple, list)) else [result]
+        return {t.name: r.numpy() for t, r in zip(self.model.outputs, results)}
+
+    def infer_concurrent(self, samples: list[dict]) -> list[dict]:
+        return [self.infer(s) for s in samples]
+
+    def close(self) -> None:
+        pass
+
+
 class PyTorchBackend(Backend):
     name = NAME
     recipe_type = Recipe
@@ -139,8 +165,6 @@ class PyTorchBackend(Backend):
         return f"torch {toolchain.get('torch', '?')} in-process"
 
     def in_process_runner(self, version_dir: Path, model):
-        from tritonbuild.backends.runners import TorchRunner
-
         archive = next(p for p in (version_dir / "model.pt2", version_dir / "model.pt") if p.is_file())
         return TorchRunner(archive, model)
 

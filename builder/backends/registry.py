@@ -18,7 +18,7 @@ BUILTIN = (
     ("tritonbuild.backends.onnxruntime", "BACKEND"),
     ("tritonbuild.backends.pytorch", "BACKEND"),
     ("tritonbuild.backends.tensorrt", "BACKEND"),
-    ("tritonbuild.backends.tensorrtllm", "BACKEND"),
+    ("tritonbuild.backends.tensorrtllm.backend", "BACKEND"),
     ("tritonbuild.backends.vllm", "BACKEND"),
     ("tritonbuild.backends.composition", "ENSEMBLE"),
     ("tritonbuild.backends.composition", "BLS"),

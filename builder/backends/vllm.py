@@ -47,7 +47,7 @@ def model_json(recipe) -> dict:
 
 
 def emit(bm, root: Path, store, manifest_model) -> list:
-    from tritonbuild.repository.config import add_tensors, model_config_pb2, render
+    from tritonbuild.triton.config import add_tensors, model_config_pb2, render
 
     r = bm.plan.recipe
     vdir = root / r.name / str(r.version)

@@ -9,9 +9,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from tritonbuild.core.cachedir import default_cache_dir  # noqa: F401  (re-exported)
+from pydantic import BaseModel, ConfigDict
+
+from tritonbuild.core.cachedir import default_cache_dir
 from tritonbuild.core.fsutil import write_atomic
 from tritonbuild.core.hashing import CHUNK, pretty_json
+
+__all__ = ["FileEntry", "Store", "default_cache_dir"]
 
 HASH_ON_HIT_MAX = 64 << 20  # blobs up to this size are re-hashed on every cache hit; larger ones are linked
 FICLONE = 0x40049409  # ioctl: reflink (copy-on-write clone) on btrfs/xfs
@@ -27,6 +31,14 @@ def _reflink(src: Path, dest: Path) -> bool:
     except OSError:
         dest.unlink(missing_ok=True)
         return False
+
+
+class FileEntry(BaseModel):
+    """A file by content: its blob's sha256 and its size (in build results, manifests and target manifests)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    sha256: str
+    size: int
 
 
 class Store:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from tritonbuild.backends import REGISTRY
 from tritonbuild.core.hashing import file_hashes, sha256_json
+from tritonbuild.core.paths import display_path
 from tritonbuild.core.toolchain import fingerprint, for_step
 from tritonbuild.plan.models import ModelPlan, Plan, PlannedStep
 from tritonbuild.recipe.load import LoadedRecipe
@@ -21,13 +19,6 @@ def key_material(kind: str, params: dict, inputs: dict[str, str], toolchain: dic
 def cache_key(kind: str, params: dict, inputs: dict[str, str], toolchain: dict[str, str]) -> str:
     """sha256 of canonical JSON of the key material."""
     return sha256_json(key_material(kind, params, inputs, toolchain))
-
-
-def display_path(path: Path) -> str:
-    """Relative to the cwd when under it (so manifests do not depend on the checkout's location)."""
-    p = path.resolve()
-    rel = os.path.relpath(p, Path.cwd())
-    return p.as_posix() if rel.startswith("..") else Path(rel).as_posix()
 
 
 def make_plan(recipes: list[LoadedRecipe]) -> Plan:

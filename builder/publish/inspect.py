@@ -19,7 +19,7 @@ def list_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
     dirs = sorted(e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory")
     models = []
     for name in sorted(set(dirs) | set(state.models)):
-        present = sorted(int(v) for v in _subdirs(target, target.path(name)) if VERSION_RE.match(v))
+        present = sorted(int(v) for v in store.subdirs(target, target.path(name)) if VERSION_RE.match(v))
         config = store.read_text(target, target.path(name, "config.pbtxt"))
         pm = state.models.get(name)
         complete = sorted(pm.versions) if pm else []
@@ -46,14 +46,6 @@ def list_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
     manifest_bytes = store.read_text(target, target.path("tritonbuild-manifest.json"))
     return {"target": target.url, "triton_url": target.triton_url(),
             "manifest_sha256": sha256_bytes(manifest_bytes) if manifest_bytes else None, "models": models}
-
-
-def _subdirs(target, path: str) -> list[str]:
-    try:
-        return [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in target.fs.ls(path, detail=True, refresh=True)
-                if e.get("type") == "directory"]
-    except FileNotFoundError:
-        return []
 
 
 def verify_target(target_url: str, *, endpoint_url: str | None = None) -> dict:

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tritonbuild.steps.models import FileEntry
+from tritonbuild.core.cas import FileEntry
 
 SCHEMA_VERSION = 1
 TARGET_MANIFEST = "tritonbuild-manifest.json"  # at the target root: the commit marker, written last

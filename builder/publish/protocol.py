@@ -18,6 +18,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from tritonbuild.core.cas import FileEntry
 from tritonbuild.core.hashing import pretty_json, sha256_bytes, sha256_file
 from tritonbuild.core.progress import SILENT, Reporter
 from tritonbuild.core.signing import KEY_ENV, report_key
@@ -35,10 +36,8 @@ from tritonbuild.publish.models import (
 )
 from tritonbuild.publish.target import Target, open_target
 from tritonbuild.repository.config import parse, render
-from tritonbuild.repository.manifest import MANIFEST_NAME, REPORT_NAME, Manifest, ManifestModel
-from tritonbuild.steps.models import FileEntry
+from tritonbuild.repository.manifest import MANIFEST_NAME, REPORT_NAME, Manifest, ManifestModel, read_repository
 from tritonbuild.verify.models import VerificationReport
-from tritonbuild.verify.run import read_repository
 
 JOBS = 8
 
@@ -203,7 +202,7 @@ def publish(root: Path, target_url: str, *, endpoint_url: str | None = None, ski
     if keep is not None and keep < 1:
         raise UsageError(f"--keep must be >= 1, not {keep} (the live version is always kept)",
                          hint="use --keep 1 or more")
-    manifest = read_repository(root)
+    manifest = read_repository(root, PublishError)
     verification = _gate(root, manifest, skip_verify)
     check_local_files(root, manifest)
     target = open_target(target_url, endpoint_url=endpoint_url)
@@ -276,12 +275,11 @@ def _prune_actions(state: TargetManifest, keep: int | None, live: dict[str, int]
 def _orphans(p: _Publisher, state: TargetManifest) -> list[Action]:
     """Version directories older than the live one that the manifest no longer lists: left by a prune that
     was interrupted between forgetting and deleting them."""
-    from tritonbuild.publish.inspect import _subdirs
     from tritonbuild.repository.rules import VERSION_RE
 
     out = []
     for name, pm in state.models.items():
-        present = {int(v) for v in _subdirs(p.target, p.target.path(name)) if VERSION_RE.match(v)}
+        present = {int(v) for v in store.subdirs(p.target, p.target.path(name)) if VERSION_RE.match(v)}
         for v in sorted(present - set(pm.versions)):
             if pm.live is not None and v < pm.live:
                 out.append(Action(model=name, version=v, action="prune", detail="left by an interrupted prune"))

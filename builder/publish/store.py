@@ -142,3 +142,12 @@ def check_reachable(target: Target) -> None:
         raise
     except Exception as e:  # noqa: BLE001
         raise storage_error(target, "reach the target", e) from None
+
+
+def subdirs(target, path: str) -> list[str]:
+    """Names of the directories directly under path ([] when path does not exist)."""
+    try:
+        return [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in target.fs.ls(path, detail=True, refresh=True)
+                if e.get("type") == "directory"]
+    except FileNotFoundError:
+        return []

@@ -8,15 +8,15 @@ from functools import partial
 from pathlib import Path
 
 from tritonbuild.backends import REGISTRY
-from tritonbuild.core.cas import Store
+from tritonbuild.core.cas import FileEntry, Store
 from tritonbuild.core.fsutil import replace_dir, write_atomic
 from tritonbuild.core.hashing import sha256_file, sha256_json, tree_files
+from tritonbuild.core.paths import display_path
 from tritonbuild.errors import BuildError, UsageError
-from tritonbuild.plan.planner import display_path
 from tritonbuild.repository.config import build_model_config, render
 from tritonbuild.repository.manifest import MANIFEST_NAME, NOT_IN_MANIFEST, Manifest, ManifestModel
 from tritonbuild.repository.rules import check_model_dir
-from tritonbuild.steps.models import BuildResult, BuiltModel, FileEntry
+from tritonbuild.steps.models import BuildResult, BuiltModel
 
 
 def golden_name(version: int) -> str:

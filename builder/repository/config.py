@@ -1,30 +1,11 @@
-"""config.pbtxt as a ModelConfig proto, printed with text_format and parsed back: never string-templated."""
+"""A recipe's config.pbtxt as a ModelConfig (the generic single-model writer), warmup and batching included."""
 
 from __future__ import annotations
 
-from google.protobuf import text_format
-
 from tritonbuild.recipe.models import DTYPES, Recipe, TensorSpec
+from tritonbuild.triton.config import KINDS, add_tensors, model_config_pb2, parse, render
 
-KINDS = {"cpu": "KIND_CPU", "gpu": "KIND_GPU", "auto": "KIND_AUTO", "model": "KIND_MODEL"}
-
-
-def model_config_pb2():
-    """Triton's ModelConfig messages and enums (from tritonclient's schema, any protobuf >= 4.21)."""
-    from tritonbuild.core.triton_proto import model_config_pb2 as schema
-
-    return schema()
-
-
-def add_tensors(field, specs: list[TensorSpec], pb2, is_input: bool) -> None:
-    """Append ModelInput/ModelOutput entries for specs (optional is an input-only field)."""
-    for s in specs:
-        t = field.add()
-        t.name = s.name
-        t.data_type = pb2.DataType.Value(DTYPES[s.dtype])
-        t.dims.extend(s.dims)
-        if is_input and s.optional:
-            t.optional = True
+__all__ = ["KINDS", "add_tensors", "add_warmup", "build_model_config", "model_config_pb2", "parse", "render"]
 
 
 def build_model_config(recipe: Recipe, inputs: list[TensorSpec], outputs: list[TensorSpec], backend):
@@ -108,25 +89,3 @@ def _batching(db, b, pb2) -> None:
         _queue_policy(db.default_queue_policy, b.default_queue_policy, pb2)
     for level in sorted(b.priority_queue_policy):
         _queue_policy(db.priority_queue_policy[level], b.priority_queue_policy[level], pb2)
-
-
-def render(mc) -> bytes:
-    """text_format in field order; max_batch_size is written even when 0 (proto3 would drop it)."""
-    text = text_format.MessageToString(mc)
-    if mc.max_batch_size == 0:
-        lines = text.splitlines(keepends=True)
-        at = next((i for i, line in enumerate(lines) if line.startswith(("input", "output", "version_policy"))),
-                  len(lines))
-        lines.insert(at, "max_batch_size: 0\n")
-        text = "".join(lines)
-    data = text.encode()
-    if parse(data) != mc:
-        raise AssertionError("config.pbtxt does not parse back to the same ModelConfig")
-    return data
-
-
-def parse(data: bytes):
-    """Parse config.pbtxt text as Triton's ModelConfig; raises text_format.ParseError with line:col."""
-    mc = model_config_pb2().ModelConfig()
-    text_format.Parse(data.decode(), mc)
-    return mc

@@ -6,9 +6,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tritonbuild.core.cas import FileEntry
 from tritonbuild.core.hashing import sha256_bytes
+from tritonbuild.errors import TritonBuildError
 from tritonbuild.recipe.models import TensorSpec, Verify
-from tritonbuild.steps.models import FileEntry
 
 SCHEMA_VERSION = 1
 MANIFEST_NAME = "tritonbuild-manifest.json"
@@ -75,3 +76,15 @@ def identity_is_version_digest(m: ManifestModel) -> bool:
 
 def read_manifest(root: Path) -> Manifest:
     return Manifest.model_validate_json((root / MANIFEST_NAME).read_bytes())
+
+
+def read_repository(root: Path, error: type[TritonBuildError]) -> Manifest:
+    """The manifest of a built repository; a missing or invalid one raises `error` (the asking stage's class,
+    so that e.g. publish exits with the publish code)."""
+    try:
+        return read_manifest(root)
+    except FileNotFoundError:
+        raise error(f"{root} is not a tritonbuild repository (no {MANIFEST_NAME})",
+                    hint="build it with 'tritonbuild build RECIPES -o DIR'") from None
+    except ValueError as e:
+        raise error(f"{root / MANIFEST_NAME} is not a valid manifest: {e}", hint="rebuild the repository") from None

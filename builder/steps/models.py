@@ -6,19 +6,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tritonbuild.core.cas import FileEntry
 from tritonbuild.plan.models import ModelPlan
 from tritonbuild.recipe.models import TensorSpec
 
 SCHEMA_VERSION = 1
+__all__ = ["BuildResult", "BuiltModel", "FileEntry", "StepOutcome"]
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class FileEntry(_Frozen):
-    sha256: str
-    size: int
 
 
 class StepOutcome(_Frozen):

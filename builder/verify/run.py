@@ -18,12 +18,12 @@ from tritonbuild.core.toolchain import fingerprint
 from tritonbuild.errors import VerifyError
 from tritonbuild.repository.assemble import golden_name, write_manifest
 from tritonbuild.repository.manifest import (
-    MANIFEST_NAME,
     NOT_IN_MANIFEST,
     REPORT_NAME,
     Manifest,
     ManifestModel,
     identity_is_version_digest,
+    read_repository,
     version_identity,
 )
 from tritonbuild.repository.rules import check_model_dir
@@ -33,17 +33,6 @@ from tritonbuild.verify.models import Mismatch, ModelReport, StaticCheck, Verifi
 from tritonbuild.verify.runners import TritonRunner
 
 Progress = Callable[[str], None]
-
-
-def read_repository(root: Path) -> Manifest:
-    try:
-        return Manifest.model_validate_json((root / MANIFEST_NAME).read_bytes())
-    except FileNotFoundError:
-        raise VerifyError(f"{root} is not a tritonbuild repository (no {MANIFEST_NAME})",
-                          hint="build it with 'tritonbuild build RECIPES -o DIR'") from None
-    except ValueError as e:
-        raise VerifyError(f"{root / MANIFEST_NAME} is not a valid manifest: {e}",
-                          hint="rebuild the repository") from None
 
 
 def static_checks(root: Path, manifest: Manifest) -> list[StaticCheck]:
@@ -178,7 +167,7 @@ def _write_goldens(root: Path, m: ManifestModel, inputs, reference) -> ManifestM
 def verify(root: Path, *, server_url: str | None = None, record: bool = False,
            progress: Progress | None = None) -> VerificationReport:
     root = Path(root)
-    manifest = read_repository(root)
+    manifest = read_repository(root, VerifyError)
     say = progress or (lambda _msg: None)
     say("static checks")
     static = static_checks(root, manifest)

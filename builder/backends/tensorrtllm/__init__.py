@@ -13,14 +13,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from tritonbuild.backends import StepSkipped
-from tritonbuild.backends.base import Backend, StepContext
+from tritonbuild.backends.base import StepContext
 from tritonbuild.backends.common import checkpoint_root, copy_inputs
 from tritonbuild.backends.tensorrtllm import argv as cmd
+from tritonbuild.backends.tensorrtllm.memory import Architecture, memory_plan
 from tritonbuild.core.hashing import sha256_input, sha256_json, tree_files
 from tritonbuild.core.proc import python_module_argv, run_logged
-from tritonbuild.core.toolchain import GPU_KEYS
 from tritonbuild.errors import BuildError, PlanError
-from tritonbuild.plan.memory import Architecture, memory_plan
 from tritonbuild.recipe.llm import LLMRecipe
 from tritonbuild.recipe.load import LoadedRecipe
 
@@ -219,38 +218,3 @@ def check_engine_dir(engine_dir: Path, recipe: LLMRecipe) -> dict:
 
 def derive_io(recipe, files: dict[str, Path], recipe_dir=None):
     return [], []
-
-
-def emit(bm, root: Path, store, manifest_model) -> list:
-    if bm.plan.recipe.runtime == "pytorch":
-        from tritonbuild.backends.tensorrtllm.llmapi import emit as _emit_llmapi
-
-        return _emit_llmapi(bm, root, store, manifest_model)
-    from tritonbuild.backends.tensorrtllm.group import emit as _emit
-
-    return _emit(bm, root, store, manifest_model)
-
-
-class TensorRTLLMBackend(Backend):
-    name = NAME
-    recipe_type = LLMRecipe
-    step_toolchain = {"trtllm.engine": ("tritonbuild", "tensorrt_llm", "tensorrt", *GPU_KEYS),
-                      "trtllm.tokenizer": ("tritonbuild",), "trtllm.checkpoint": ("tritonbuild",)}
-    triton_backend = "tensorrtllm"
-    model_files = {"": ""}
-    route = "live-server"  # needs the tensorrtllm backend on a GPU server
-    emits = True
-
-    plan_steps = staticmethod(plan_steps)
-    run_step = staticmethod(run_step)
-    derive_io = staticmethod(derive_io)
-    describe = staticmethod(describe)
-
-    def step_timeout(self, recipe, kind: str) -> int | None:
-        return recipe.engine.timeout_s if kind == "trtllm.engine" else None
-
-    def emit(self, bm, root: Path, store, manifest_model, built: dict) -> list:
-        return emit(bm, root, store, manifest_model)
-
-
-BACKEND = TensorRTLLMBackend()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tritonbuild.recipe.llm import LLMRecipe
-from tritonbuild.repository.config import model_config_pb2
+from tritonbuild.triton.config import model_config_pb2
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from tritonbuild.core.hashing import sha256_json
 from tritonbuild.errors import BuildError
 from tritonbuild.recipe.llm import LLMRecipe
 from tritonbuild.recipe.models import TensorSpec
-from tritonbuild.repository.config import render
+from tritonbuild.triton.config import render
 
 KEEP = ".keep"  # an empty version directory must exist for an ensemble; object stores need an object in it
 
@@ -44,7 +44,7 @@ def special_ids(tokenizer_dir: Path) -> tuple[int, int]:
 
 
 def _specs(mc) -> tuple[list[TensorSpec], list[TensorSpec]]:
-    from tritonbuild.repository.config import model_config_pb2
+    from tritonbuild.triton.config import model_config_pb2
 
     pb2 = model_config_pb2()
     rev = {v: k for k, v in {"bool": "TYPE_BOOL", "int32": "TYPE_INT32", "fp32": "TYPE_FP32", "fp16": "TYPE_FP16",

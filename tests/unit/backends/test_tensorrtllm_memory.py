@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tritonbuild.plan.memory import Architecture, kv_bytes_per_token, memory_plan, weight_bytes
+from tritonbuild.backends.tensorrtllm.memory import Architecture, kv_bytes_per_token, memory_plan, weight_bytes
 from tritonbuild.recipe.llm import LLMRecipe
 
 LLAMA2_7B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 32,

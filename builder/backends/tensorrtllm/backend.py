@@ -1,0 +1,42 @@
+"""The TensorRT-LLM backend as registered: the engine group (tensorrtllm C++ backend) or, for runtime: pytorch,
+the LLM-API Python model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tritonbuild.backends.base import Backend
+from tritonbuild.backends.tensorrtllm import NAME, derive_io, describe, group, llmapi, plan_steps, run_step
+from tritonbuild.core.toolchain import GPU_KEYS
+from tritonbuild.recipe.llm import LLMRecipe
+
+
+def emit(bm, root: Path, store, manifest_model) -> list:
+    if bm.plan.recipe.runtime == "pytorch":
+        return llmapi.emit(bm, root, store, manifest_model)
+    return group.emit(bm, root, store, manifest_model)
+
+
+class TensorRTLLMBackend(Backend):
+    name = NAME
+    recipe_type = LLMRecipe
+    step_toolchain = {"trtllm.engine": ("tritonbuild", "tensorrt_llm", "tensorrt", *GPU_KEYS),
+                      "trtllm.tokenizer": ("tritonbuild",), "trtllm.checkpoint": ("tritonbuild",)}
+    triton_backend = "tensorrtllm"
+    model_files = {"": ""}
+    route = "live-server"  # needs the tensorrtllm backend on a GPU server
+    emits = True
+
+    plan_steps = staticmethod(plan_steps)
+    run_step = staticmethod(run_step)
+    derive_io = staticmethod(derive_io)
+    describe = staticmethod(describe)
+
+    def step_timeout(self, recipe, kind: str) -> int | None:
+        return recipe.engine.timeout_s if kind == "trtllm.engine" else None
+
+    def emit(self, bm, root: Path, store, manifest_model, built: dict) -> list:
+        return emit(bm, root, store, manifest_model)
+
+
+BACKEND = TensorRTLLMBackend()

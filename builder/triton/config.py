@@ -1,0 +1,50 @@
+"""config.pbtxt as Triton's ModelConfig proto, printed with text_format and parsed back: never string-templated.
+Shared by the repository stage and the backends (no stage imports here)."""
+
+from __future__ import annotations
+
+from google.protobuf import text_format
+
+from tritonbuild.recipe.models import DTYPES, TensorSpec
+
+KINDS = {"cpu": "KIND_CPU", "gpu": "KIND_GPU", "auto": "KIND_AUTO", "model": "KIND_MODEL"}
+
+
+def model_config_pb2():
+    """Triton's ModelConfig messages and enums (from tritonclient's schema, any protobuf >= 4.21)."""
+    from tritonbuild.core.triton_proto import model_config_pb2 as schema
+
+    return schema()
+
+
+def add_tensors(field, specs: list[TensorSpec], pb2, is_input: bool) -> None:
+    """Append ModelInput/ModelOutput entries for specs (optional is an input-only field)."""
+    for s in specs:
+        t = field.add()
+        t.name = s.name
+        t.data_type = pb2.DataType.Value(DTYPES[s.dtype])
+        t.dims.extend(s.dims)
+        if is_input and s.optional:
+            t.optional = True
+
+
+def render(mc) -> bytes:
+    """text_format in field order; max_batch_size is written even when 0 (proto3 would drop it)."""
+    text = text_format.MessageToString(mc)
+    if mc.max_batch_size == 0:
+        lines = text.splitlines(keepends=True)
+        at = next((i for i, line in enumerate(lines) if line.startswith(("input", "output", "version_policy"))),
+                  len(lines))
+        lines.insert(at, "max_batch_size: 0\n")
+        text = "".join(lines)
+    data = text.encode()
+    if parse(data) != mc:
+        raise AssertionError("config.pbtxt does not parse back to the same ModelConfig")
+    return data
+
+
+def parse(data: bytes):
+    """Parse config.pbtxt text as Triton's ModelConfig; raises text_format.ParseError with line:col."""
+    mc = model_config_pb2().ModelConfig()
+    text_format.Parse(data.decode(), mc)
+    return mc
