@@ -184,3 +184,11 @@ def test_a_prune_interrupted_after_forgetting_is_finished_by_the_next_publish(cl
     info = json.loads(cli("ls", target, "--json").stdout)["models"][0]
     assert (info["present"], info["complete"], info["notes"]) == ([2, 3], [2, 3], [])
     shutil.rmtree(tmp_path / "pub")
+
+
+def test_publishing_a_directory_that_is_not_a_repository_exits_with_the_publish_code(cli, tmp_path):
+    """read_repository lived in verify/ and raised VerifyError: publish exited 6 (verify) for its own failure."""
+    (tmp_path / "not-a-repo").mkdir()
+    r = cli("publish", tmp_path / "not-a-repo", f"file://{tmp_path / 'target'}")
+    assert r.exit_code == 7 and "is not a tritonbuild repository" in r.stderr and "tritonbuild build" in r.stderr
+    assert not (tmp_path / "target").exists()
