@@ -59,7 +59,7 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
 def module_root(module: str, path: str) -> Path:
     """The directory a 'pkg.mod:function' module is imported from, given the module's file (an input)."""
     depth = len(module.split(":")[0].split("."))
-    file = Path(path)
+    file = Path(path).resolve()
     return file.parents[depth] if file.name == "__init__.py" else file.parents[depth - 1]
 
 
