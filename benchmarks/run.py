@@ -6,6 +6,8 @@ Prints ratios measured side by side in the same run (the machines are noisy):
 - publish to file:// of a repository holding a 1 GiB artifact ÷ `cp -r` of it;
 - publish to an S3 endpoint (a local moto_server) ÷ s3fs `put(recursive=True)` of the same tree;
 - no-op rebuild of 50 recipes (ONNX exports) ÷ their full build, target <= 1 % and < 1 s;
+- no-op rebuild of the bundled examples through the CLI (a fresh process, as a user runs it) ÷ their full
+  build, target < 1 s and <= 10 %, and which of torch/onnx/onnxruntime it imported (target: none);
 - assembling a repository holding a 4 GiB artifact from the cache ÷ `cp` of that artifact, target <= 0.05;
 - a cache hit from the remote cache (moto S3) ÷ rebuilding an ONNX export step.
 """
@@ -265,11 +267,40 @@ def bench_remote_cache(work: Path) -> dict | str:
         return {"rebuild_s": round(rebuild, 2), "remote_hit_s": round(hit, 3), "ratio": round(hit / rebuild, 3)}
 
 
+# Runs the CLI in a fresh interpreter and says on stderr which heavy modules it imported.
+CLI_WITH_IMPORTS = ("import atexit, sys; atexit.register(lambda: print('HEAVY', sorted(m for m in ('torch', 'onnx', "
+                    "'onnxruntime') if m in sys.modules), file=sys.stderr)); "
+                    "from tritonbuild.cli import main; sys.argv[0] = 'tritonbuild'; main()")
+
+
+def _cli(args: list[str], env: dict) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, "-c", CLI_WITH_IMPORTS, *args], env=env, capture_output=True, text=True,
+                         cwd=ROOT)
+    wall = time.perf_counter() - t0
+    if res.returncode != 0:
+        raise RuntimeError(f"tritonbuild {' '.join(args)} failed:\n{res.stderr}")
+    heavy = [ln for ln in res.stderr.splitlines() if ln.startswith("HEAVY")][-1]
+    return wall, heavy.removeprefix("HEAVY ")
+
+
+def bench_noop_examples(work: Path) -> dict:
+    env = {**os.environ, "TRITONBUILD_CACHE_DIR": str(work / "cache")}
+    env.pop("VIRTUAL_ENV", None)
+    args = ["build", "recipes/examples", "-o", str(work / "out"), "--json"]
+    full, full_heavy = _cli(args, env)
+    runs = [_cli(args, env) for _ in range(3)]
+    best = min(w for w, _ in runs)
+    return {"full_build_s": round(full, 2), "noop_rebuild_s": round(best, 3), "ratio": round(best / full, 4),
+            "noop_imported": runs[0][1], "full_build_imported": full_heavy, "target_s": 1.0, "target_ratio": 0.1,
+            "passed": best < 1.0 and best / full <= 0.1 and runs[0][1] == "[]"}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mib", type=int, default=1024)
     ap.add_argument("--s3-size-mib", type=int, default=256, help="Artifact size for the S3 publish benchmark.")
-    ap.add_argument("--only", choices=["verify", "hashing", "publish", "cache"])
+    ap.add_argument("--only", choices=["verify", "hashing", "publish", "cache", "noop"])
     ap.add_argument("--recipes", type=int, default=50, help="Recipes in the no-op rebuild benchmark.")
     ap.add_argument("--big-mib", type=int, default=4096, help="Artifact size in the assemble benchmark.")
     args = ap.parse_args()
@@ -291,6 +322,10 @@ def main() -> int:
             res = bench_publish_s3(work / "s3", repo)
             results["publish_s3"] = {"artifact_MiB": args.s3_size_mib, **res} if isinstance(res, dict) else res
             shutil.rmtree(work / "s3")
+        if args.only in (None, "noop"):
+            (work / "examples").mkdir()
+            results["noop_rebuild_examples"] = bench_noop_examples(work / "examples")
+            shutil.rmtree(work / "examples")
         if args.only in (None, "cache"):
             for name in ("noop", "big", "remote"):
                 (work / name).mkdir()

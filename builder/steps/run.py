@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -11,10 +12,12 @@ from pathlib import Path
 
 from tritonbuild.backends import REGISTRY, StepContext, StepSkipped
 from tritonbuild.core.cas import Store
-from tritonbuild.core.hashing import tree_files
+from tritonbuild.core.fsutil import write_atomic
+from tritonbuild.core.hashing import pretty_json, sha256_json, tree_files
 from tritonbuild.errors import BuildError
 from tritonbuild.plan.models import ModelPlan, Plan, PlannedStep
 from tritonbuild.plan.planner import key_material
+from tritonbuild.recipe.models import TensorSpec
 from tritonbuild.steps.models import BuildResult, BuiltModel, FileEntry, StepOutcome
 
 Progress = Callable[[str], None]
@@ -118,6 +121,29 @@ def _usable(store: Store, warnings: list[str]) -> Store:
         return Store(fallback)
 
 
+def _derived_io(store: Store, mp: ModelPlan, files: dict[str, FileEntry]) -> tuple[list, list]:
+    """The backend's derive_io, memoised in the store under everything it reads (the recipe, the built files'
+    digests, the steps' cache keys: their inputs and toolchain). A no-op rebuild then loads no torch or onnx."""
+    key = sha256_json({"derive_io": mp.backend, "recipe": mp.recipe.model_dump(mode="json"),
+                       "files": {k: v.sha256 for k, v in sorted(files.items())},
+                       "steps": [s.cache_key for s in mp.steps]})
+    memo = store.root / "io" / key[:2] / f"{key}.json"
+    try:
+        cached = json.loads(memo.read_text())
+        return ([TensorSpec.model_validate(t) for t in cached["inputs"]],
+                [TensorSpec.model_validate(t) for t in cached["outputs"]])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    inputs, outputs = REGISTRY.get(mp.backend).derive_io(
+        mp.recipe, {k: store.blob_path(v.sha256) for k, v in files.items()}, recipe_dir=Path(mp.recipe_dir))
+    try:
+        write_atomic(memo, pretty_json({"inputs": [t.model_dump(mode="json") for t in inputs],
+                                        "outputs": [t.model_dump(mode="json") for t in outputs]}))
+    except OSError:
+        pass  # a memo: never fail a build over it
+    return inputs, outputs
+
+
 def build(plan: Plan, store: Store, progress: Progress | None = None, *, engines: dict[str, Path] | None = None,
           strict: bool = False, cache_url: str | None = None, only: set[str] | None = None) -> BuildResult:
     """Run every step. engines: model name → prebuilt engine directory. strict: a skipped step is an error.
@@ -150,10 +176,8 @@ def build(plan: Plan, store: Store, progress: Progress | None = None, *, engines
                                  where=mp.recipe_path, hint="run on a machine that has the tool, or drop --strict")
             files.update(step_files)
             outcomes.append(outcome)
-        backend = REGISTRY.get(mp.backend)
         try:
-            inputs, outputs = backend.derive_io(mp.recipe, {k: store.blob_path(v.sha256) for k, v in files.items()},
-                                                recipe_dir=Path(mp.recipe_dir))
+            inputs, outputs = _derived_io(store, mp, files)
         except BuildError as e:
             raise BuildError(f"model {mp.name!r}: {e.message}", where=mp.recipe_path, hint=e.hint) from None
         models.append(BuiltModel(plan=mp, files=dict(sorted(files.items())), inputs=inputs, outputs=outputs,
