@@ -11,7 +11,7 @@ from tritonbuild.errors import VerifyError
 from tritonbuild.plan import Plan, make_plan
 from tritonbuild.recipe import load_recipes
 from tritonbuild.recipe.load import LoadedRecipe
-from tritonbuild.repository.assemble import assemble, check_out_dir
+from tritonbuild.repository.assemble import assemble, check_out_dir, check_out_overlap
 from tritonbuild.repository.manifest import Manifest, read_repository
 from tritonbuild.steps import BuildResult, build
 from tritonbuild.verify.models import VerificationReport
@@ -33,17 +33,45 @@ def build_repository(paths: list[Path], out: Path, *, force: bool = False, cache
                      progress: Progress | None = None, engines: dict[str, Path] | None = None,
                      strict: bool = False, cache_url: str | None = None,
                      changed_since: str | None = None) -> tuple[BuildResult, Manifest]:
-    check_out_dir(out, force)  # refuse before any work
     cache_dir = cachedir.resolve(cache_dir)
-    the_plan = plan(paths, cache_dir=cache_dir)
+    loaded = load_recipes(paths)
+    check_out_overlap(out, *_inputs_of(loaded, cache_dir))  # refuse before any work
+    check_out_dir(out, force)
+    with cachedir.using(cache_dir):
+        the_plan = make_plan(loaded)
+    check_out_overlap(out, {Path(p): f"an input of model {m.name!r}" for m in the_plan.models for s in m.steps
+                            for p in s.inputs if "://" not in p})
     only = None
     if changed_since:
         from tritonbuild.plan.changes import models_changed_since
 
         only = models_changed_since(the_plan, changed_since, Path.cwd())
-    result = build(the_plan, Store(cache_dir), progress, engines=engines, strict=strict,
-                   cache_url=cache_url, only=only)
-    return result, assemble(result, out, force=force)
+    store = Store(cache_dir)
+    with store.lock(shared=True):  # NOTE: 'cache gc' waits until the blobs are recorded and materialised
+        result = build(the_plan, store, progress, engines=engines, strict=strict, cache_url=cache_url, only=only)
+        return result, assemble(result, out, force=force)
+
+
+def _inputs_of(loaded: list[LoadedRecipe], cache: Path) -> tuple[dict[Path, str], dict[Path, str]]:
+    """What an OUT must not replace: (paths it must not be or hold, trees it must not overlap either way)."""
+    held: dict[Path, str] = {}
+    around: dict[Path, str] = {cache: "the build cache"}
+    for lr in loaded:
+        held[lr.path] = "the recipe"
+        held[lr.base_dir] = "the recipe directory"
+        goldens = getattr(getattr(lr.recipe, "verify", None), "goldens", None)
+        if goldens:
+            held[lr.base_dir / goldens] = f"the goldens of {lr.recipe.name!r}"
+        source = getattr(lr.recipe, "source", None)
+        for rel in ([source.path] if getattr(source, "path", None) else []) + list(getattr(source, "files", [])):
+            if "://" not in rel:
+                held[lr.base_dir / rel] = f"a source of {lr.recipe.name!r}"
+        for key in ("checkpoint", "tokenizer"):
+            value = getattr(lr.recipe, key, None)
+            rel = getattr(value, "path", value)
+            if isinstance(rel, str) and "://" not in rel:
+                around[lr.base_dir / rel] = f"the {key} of {lr.recipe.name!r}"
+    return held, around
 
 
 def verify_repository(root: Path, *, server_url: str | None = None, record: bool = False,

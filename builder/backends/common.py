@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 from tritonbuild.core.hashing import sha256_file, sha256_input
+from tritonbuild.core.paths import PathProblem, regular_file
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.load import LoadedRecipe
 
@@ -19,6 +20,11 @@ def local_source(lr: LoadedRecipe, rel: str, loc: tuple) -> Path:
     path = Path(rel[len("file://"):] if rel.startswith("file://") else rel)
     path = path if path.is_absolute() else lr.base_dir / path
     if not path.is_file():
+        if path.exists() or path.is_symlink():
+            try:
+                regular_file(path, "source")
+            except (PathProblem, OSError) as e:
+                raise PlanError(str(e), where=lr.where(loc), hint="name a regular file") from None
         raise PlanError(f"source file not found: {path}", where=lr.where(loc),
                         hint="fix the path (relative paths start at the recipe's directory)")
     return path

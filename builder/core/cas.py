@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -45,6 +47,18 @@ class Store:
     def __init__(self, root: Path):
         self.root = root
 
+    @contextmanager
+    def lock(self, shared: bool):
+        """flock on <cache>/lock: builds hold it shared (many at once), gc exclusive, so gc never deletes a blob
+        a running build has written but not yet recorded or materialised. Waits for the holders."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
     def blob_path(self, digest: str) -> Path:
         return self.root / "blobs" / digest[:2] / digest
 
@@ -63,6 +77,8 @@ class Store:
                     h.update(chunk)
                     out.write(chunk)
                     size += len(chunk)
+                out.flush()
+                os.fsync(out.fileno())
             digest = h.hexdigest()
             dest = self.blob_path(digest)
             if dest.exists() and dest.stat().st_size == size:
@@ -165,7 +181,11 @@ class Store:
 
     def gc(self, max_bytes: int) -> dict:
         """Evict least-recently-used records until the blobs they keep fit in max_bytes; drop unreferenced blobs
-        and leftovers of interrupted writes."""
+        and leftovers of interrupted writes. Waits for running builds (the cache lock)."""
+        with self.lock(shared=False):
+            return self._gc(max_bytes)
+
+    def _gc(self, max_bytes: int) -> dict:
         recs = sorted(self.records(), key=lambda r: r[2], reverse=True)  # newest first
         kept, size, evicted, full = set(), 0, [], False
         for key, record, _mtime in recs:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import errno
 import os
 import shutil
+import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +21,8 @@ def atomic_writer(path: Path):
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
+            f.flush()
+            os.fsync(f.fileno())  # NOTE: data on disk before the rename makes it visible (a crash leaves old or new)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
@@ -34,13 +40,82 @@ def write_atomic(path: Path, data: bytes) -> None:
         f.write(data)
 
 
+def fsync_tree(root: Path) -> None:
+    """Flush every file and directory under root to disk (before a rename publishes the tree)."""
+    for dirpath, _dirnames, filenames in os.walk(root):
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                continue
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(Path(dirpath))
+
+
+def fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on directories; the files themselves are flushed
+    finally:
+        os.close(fd)
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2  # <linux/fs.h>
+
+
+def _renameat2():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.renameat2  # glibc >= 2.28
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two existing paths (renameat2 RENAME_EXCHANGE); False where the OS or filesystem cannot."""
+    fn = _renameat2()
+    if fn is None:
+        return False
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM):
+        return False  # e.g. a filesystem without RENAME_EXCHANGE support (some network and FUSE filesystems)
+    raise OSError(err, os.strerror(err), str(b))
+
+
 def replace_dir(staging: Path, target: Path) -> None:
-    """Move a finished staging tree into place; the old tree (if any) is removed only afterwards."""
-    if target.exists():
-        old = target.with_name(f".{target.name}.old-{os.getpid()}")
-        os.replace(target, old)
-        os.replace(staging, target)
+    """Move a finished staging tree into place; the old tree (if any) is removed only afterwards.
+
+    On Linux the two trees are exchanged in one renameat2(RENAME_EXCHANGE) call, so a Triton polling target never
+    sees it missing. Elsewhere (or on a filesystem that refuses the flag) the fallback is two renames, with a
+    moment in between when target does not exist: POSIX has no portable atomic exchange of directories, and a
+    plain rename cannot replace a non-empty directory."""
+    fsync_tree(staging)
+    if target.exists() and not target.is_symlink():
+        if exchange(staging, target):
+            old = staging  # staging now holds the previous tree
+        else:
+            old = target.with_name(f".{target.name}.old-{os.getpid()}")
+            os.replace(target, old)
+            os.replace(staging, target)
+        fsync_dir(target.parent)
         shutil.rmtree(old, ignore_errors=True)
     else:
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(staging, target)
+        fsync_dir(target.parent)

@@ -50,8 +50,11 @@ def tree_files(root: Path) -> list[Path]:
 
 
 class FileHashCache:
-    """sha256 of files, remembered by (path, size, mtime_ns, inode) across runs, so planning does not re-read
-    multi-GB checkpoints that did not change (the approach DVC takes). Stored as JSON beside the build cache."""
+    """sha256 of files, remembered by (path, size, mtime_ns, inode, ctime_ns) across runs, so planning does not
+    re-read multi-GB checkpoints that did not change (the approach DVC takes). ctime is in the key as in git's
+    index: `cp -p`, `rsync -t` and `tar x` restore mtime after rewriting a file, but any write moves ctime, which
+    no user call can set back. Stored as JSON beside the build cache. Only regular files are hashed: a FIFO
+    would block and a device such as /dev/zero never ends."""
 
     def __init__(self, path: Path | None):
         self.path = path
@@ -64,12 +67,14 @@ class FileHashCache:
                 self.entries = {}
 
     def sha256(self, file: str | os.PathLike) -> str:
-        st = os.stat(file)
+        from tritonbuild.core.paths import regular_file
+
+        st = regular_file(file, "input")
         key = os.path.abspath(file)
-        stamp = [st.st_size, st.st_mtime_ns, st.st_ino]
+        stamp = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
         hit = self.entries.get(key)
-        if hit is not None and hit[:3] == stamp:
-            return hit[3]
+        if isinstance(hit, list) and len(hit) == len(stamp) + 1 and hit[:-1] == stamp:
+            return hit[-1]
         digest = sha256_file(file)
         self.entries[key] = [*stamp, digest]
         self.dirty = True

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from tritonbuild.backends import REGISTRY
 from tritonbuild.core.hashing import file_hashes, sha256_json
-from tritonbuild.core.paths import display_path
+from tritonbuild.core.paths import PathProblem, display_path
 from tritonbuild.core.toolchain import fingerprint, for_step
+from tritonbuild.errors import PlanError
 from tritonbuild.plan.models import ModelPlan, Plan, PlannedStep
 from tritonbuild.recipe.load import LoadedRecipe
 
@@ -26,9 +27,14 @@ def make_plan(recipes: list[LoadedRecipe]) -> Plan:
     models = []
     for lr in recipes:
         backend = REGISTRY.get(lr.recipe.backend)
+        try:
+            planned = list(backend.plan_steps(lr))
+        except PathProblem as e:  # an input that is a FIFO, a device, a symlink loop or leaves its root
+            raise PlanError(str(e), where=str(lr.path), hint="inputs must be regular files (or symlinks to them "
+                            "inside the input's directory)") from None
         steps = [PlannedStep(kind=kind, params=params, inputs=inputs, timeout_s=backend.step_timeout(lr.recipe, kind),
                              cache_key=cache_key(kind, params, inputs, toolchain))
-                 for kind, params, inputs in backend.plan_steps(lr)]
+                 for kind, params, inputs in planned]
         extras = backend.describe(lr)
         models.append(ModelPlan(name=lr.recipe.name, version=lr.recipe.version, backend=lr.recipe.backend,
                                 recipe_path=display_path(lr.path), recipe_dir=str(lr.base_dir.resolve()),

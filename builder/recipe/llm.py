@@ -6,7 +6,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tritonbuild.recipe.models import SCHEMA_VERSION, Verify, valid_name
+from tritonbuild.recipe.models import (
+    INT32_MAX,
+    INT64_MAX,
+    NAME_MAX,
+    SCHEMA_VERSION,
+    UINT32_MAX,
+    UINT64_MAX,
+    Verify,
+    valid_name,
+)
 
 GPU_MEMORY_GIB = {"H200": 141, "H100": 80, "A100-80": 80, "A100-40": 40, "L40S": 48, "L4": 24, "A10G": 24, "T4": 16}
 
@@ -17,9 +26,10 @@ class _Strict(BaseModel):
 
 class _Named(_Strict):
     name: str = Field(description="Model name (= directory name); [A-Za-z0-9_.-].")
-    version: int = Field(ge=1, description="Numeric version directory (>= 1).")
+    version: int = Field(ge=1, le=INT64_MAX, description="Numeric version directory (>= 1).")
 
-    _name = field_validator("name")(classmethod(lambda cls, v: valid_name(v)))
+    # NOTE: the group's longest member is <name>_postprocessing: each name must fit NAME_MAX.
+    _name = field_validator("name")(classmethod(lambda cls, v: valid_name(v, NAME_MAX - len("_postprocessing"))))
 
 
 class Checkpoint(_Strict):
@@ -30,7 +40,7 @@ class Checkpoint(_Strict):
 
 
 class EngineLimits(_Strict):
-    max_batch_size: int = Field(64, ge=1)
+    max_batch_size: int = Field(64, ge=1, le=INT32_MAX)
     max_input_len: int = Field(1024, ge=1)
     max_seq_len: int = Field(2048, ge=2, description="Input + output tokens.")
     max_num_tokens: int = Field(8192, ge=1, description="Token budget per engine iteration.")
@@ -68,8 +78,8 @@ class Serving(_Strict):
     exclude_input_in_output: bool = True
     enable_chunked_context: bool = False
     gpu_device_ids: list[int] = Field(default_factory=lambda: [0])
-    max_queue_delay_us: int = Field(0, ge=0)
-    max_queue_size: int = Field(0, ge=0)
+    max_queue_delay_us: int = Field(0, ge=0, le=UINT64_MAX)
+    max_queue_size: int = Field(0, ge=0, le=UINT32_MAX)
     repository_mount: str = Field("/models", description="Absolute path where the server sees this repository "
                                                          "(the C++ backend needs an absolute engine path).")
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from tritonbuild.core.hashing import sha256_bytes
+from tritonbuild.core.paths import PathProblem, inside, read_regular
 from tritonbuild.core.yamlio import Located, YamlProblem, load_located
 from tritonbuild.errors import MultipleErrors, RecipeError, UsageError
 from tritonbuild.recipe.composition import CompositionRecipe, check_composition_rules, composition_cycles
@@ -20,6 +21,7 @@ AnyRecipe = Recipe | LLMRecipe | VLLMRecipe | CompositionRecipe
 RULES = {Recipe: check_rules, LLMRecipe: check_llm_rules, CompositionRecipe: check_composition_rules}
 
 RECIPE_SUFFIXES = (".yaml", ".yml")
+MAX_RECIPE_BYTES = 1 << 20  # a recipe is a few kB; the cap keeps /dev/zero-like inputs from filling memory
 
 
 class LoadedRecipe:
@@ -81,9 +83,32 @@ def _one_or_many(errors: list[RecipeError]) -> RecipeError | MultipleErrors:
     return errors[0] if len(errors) == 1 else MultipleErrors(errors)
 
 
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def _out_of_range(data, loc: tuple = ()):
+    """Key paths of integers outside int64: no recipe value needs more, and Triton's config and our
+    hashing/numpy would fail later with a traceback instead of a line number."""
+    if isinstance(data, bool):
+        return
+    if isinstance(data, int):
+        if not INT64[0] <= data <= INT64[1]:
+            yield loc
+    elif isinstance(data, dict):
+        for k, v in data.items():
+            yield from _out_of_range(v, loc + (k,))
+            if isinstance(k, int) and not isinstance(k, bool) and not INT64[0] <= k <= INT64[1]:
+                yield loc + (k,)
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            yield from _out_of_range(v, loc + (i,))
+
+
 def load_recipe(path: Path) -> LoadedRecipe:
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path, MAX_RECIPE_BYTES, "recipe")
+    except PathProblem as e:
+        raise RecipeError(str(e), where=str(path), hint="name a recipe file (YAML, at most 1 MiB)") from None
     except OSError as e:
         raise RecipeError(f"cannot read recipe: {e.strerror}", where=str(path),
                           hint="check the path") from None
@@ -96,6 +121,11 @@ def load_recipe(path: Path) -> LoadedRecipe:
     if not isinstance(located.data, dict):
         raise RecipeError("a recipe must be a YAML mapping (name: ..., backend: ...)", where=f"{path}:1",
                           hint="see recipes/examples/ for the shape")
+    huge = [RecipeError(f"{_loc_str(loc)}: integer out of range (the limit is a signed 64-bit integer, "
+                        f"{INT64[0]}..{INT64[1]})", where=f"{path}:{located.line_of(loc)}",
+                        hint="use a smaller number") for loc in _out_of_range(located.data)]
+    if huge:
+        raise _one_or_many(huge)
     backend = located.data.get("backend")
     cls = RECIPE_TYPES.get(backend) if isinstance(backend, str) else None
     if cls is None:
@@ -110,6 +140,14 @@ def load_recipe(path: Path) -> LoadedRecipe:
     rules = RULES[type(recipe)](recipe) if type(recipe) in RULES else []
     problems = [RecipeError(f"{_loc_str(loc)}: {msg}", where=f"{path}:{located.line_of(loc)}", hint=hint)
                 for loc, msg, hint in rules]
+    goldens = getattr(getattr(recipe, "verify", None), "goldens", None)
+    if goldens is not None:
+        try:
+            inside(path.parent, goldens, "verify.goldens")
+        except PathProblem as e:
+            problems.append(RecipeError(str(e), where=f"{path}:{located.line_of(('verify', 'goldens'))}",
+                                        hint="name a file in the recipe's directory or below it ('verify --record' "
+                                             "writes there)"))
     if problems:
         raise _one_or_many(problems)
     return LoadedRecipe(recipe, path, sha256_bytes(raw), located)
@@ -119,12 +157,16 @@ def expand_paths(paths: list[Path]) -> list[Path]:
     """Recipe files named directly, or every *.yaml/*.yml in a named directory (not recursive)."""
     out: list[Path] = []
     for p in paths:
+        if "\0" in str(p):
+            raise UsageError(f"path {str(p)!r} contains a NUL byte", hint="check the path")
         if p.is_dir():
-            found = sorted(q for q in p.iterdir() if q.suffix in RECIPE_SUFFIXES and q.is_file())
+            # NOTE: entries that are not regular files (a symlink loop, a FIFO) are kept: load_recipe names the
+            # problem instead of skipping them silently.
+            found = sorted(q for q in p.iterdir() if q.suffix in RECIPE_SUFFIXES and not q.is_dir())
             if not found:
                 raise UsageError(f"no *.yaml recipes in directory {p}", hint="name recipe files or a folder of them")
             out.extend(found)
-        elif p.exists():
+        elif p.exists() or p.is_symlink():
             out.append(p)
         else:
             raise UsageError(f"no such file or directory: {p}", hint="check the path")

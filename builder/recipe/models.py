@@ -8,7 +8,16 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SCHEMA_VERSION = 1
-NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # NOTE: fullmatch: '$' would let a trailing newline pass
+# A model name is one directory name in the repository (and one path segment of an object key): Linux's NAME_MAX
+# (255 bytes, <linux/limits.h>; os.pathconf(dir, "PC_NAME_MAX") says the same on ext4/xfs/tmpfs) bounds it.
+NAME_MAX = 255
+# A tensor name becomes a file name too (<model>/warmup/<tensor> for warmup data) and travels in config.pbtxt.
+TENSOR_NAME_BAD = re.compile(r"[/\\\x00-\x1f\x7f]")
+
+# Ranges of the ModelConfig proto fields recipe integers end up in (tritonclient.grpc.model_config_pb2; a test
+# checks each against the proto's field type): a value beyond them must fail at load, not at Triton's.
+INT32_MAX, INT64_MAX, UINT32_MAX, UINT64_MAX = 2**31 - 1, 2**63 - 1, 2**32 - 1, 2**64 - 1
 
 # Recipe dtype name → Triton data type (model_config.proto DataType).
 DTYPES = {
@@ -21,11 +30,26 @@ DType = Literal["bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", 
                 "fp16", "fp32", "fp64", "bf16", "bytes"]
 
 
-def valid_name(v: str) -> str:
+def valid_name(v: str, max_bytes: int = NAME_MAX) -> str:
     """A Triton model name that is also a safe directory name."""
-    if not NAME_RE.match(v) or v in (".", ".."):
+    if not NAME_RE.fullmatch(v) or v in (".", ".."):
         raise ValueError(f"{v!r} is not a valid model name: use letters, digits, '_', '.', '-' and start with "
-                         "a letter, digit or '_' (no '/', '..', spaces or quotes)")
+                         "a letter, digit or '_' (no '/', '..', spaces, quotes or line breaks)")
+    if len(v.encode()) > max_bytes:
+        raise ValueError(f"model name is {len(v.encode())} bytes long; the limit is {max_bytes} (it is a directory "
+                         f"name, and NAME_MAX is {NAME_MAX})")
+    return v
+
+
+def valid_tensor_name(v: str) -> str:
+    """A tensor name that is safe as a file name (warmup data) and in config.pbtxt."""
+    bad = TENSOR_NAME_BAD.search(v)
+    if bad or v in (".", "..") or v != v.strip():
+        what = f"character {bad.group()!r}" if bad else "surrounding spaces" if v != v.strip() else "a dot name"
+        raise ValueError(f"{v!r} is not a valid tensor name ({what}): no '/', '\\', control characters, "
+                         "surrounding spaces, '.' or '..'")
+    if len(v.encode()) > NAME_MAX:
+        raise ValueError(f"tensor name is {len(v.encode())} bytes long; the limit is {NAME_MAX}")
     return v
 
 
@@ -36,8 +60,8 @@ class _Strict(BaseModel):
 class TensorSpec(_Strict):
     name: str = Field(description="Tensor name as the model sees it.", min_length=1)
     dtype: DType = Field(description="Element type.")
-    dims: list[int] = Field(description="Shape without the batch dimension when max_batch_size > 0; "
-                                        "-1 marks a variable dimension.")
+    dims: list[Annotated[int, Field(le=INT64_MAX)]] = Field(
+        description="Shape without the batch dimension when max_batch_size > 0; -1 marks a variable dimension.")
     optional: bool = Field(False, description="Input may be omitted by clients (inputs only).")
 
     @field_validator("dims")
@@ -47,6 +71,8 @@ class TensorSpec(_Strict):
         if bad:
             raise ValueError(f"each dim must be >= 1 or -1 (variable), got {bad}")
         return v
+
+    _name = field_validator("name")(classmethod(lambda cls, v: valid_tensor_name(v)))
 
 
 class ExportInput(_Strict):
@@ -91,30 +117,31 @@ class Source(_Strict):
 
 class QueuePolicy(_Strict):
     timeout_action: Literal["reject", "delay"] = "reject"
-    default_timeout_us: int = Field(0, ge=0)
+    default_timeout_us: int = Field(0, ge=0, le=UINT64_MAX)
     allow_timeout_override: bool = False
-    max_queue_size: int = Field(0, ge=0, description="0 = unbounded.")
+    max_queue_size: int = Field(0, ge=0, le=UINT32_MAX, description="0 = unbounded.")
 
 
 class Batching(_Strict):
-    preferred_batch_sizes: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)
-    max_queue_delay_us: int = Field(0, ge=0)
+    preferred_batch_sizes: list[Annotated[int, Field(ge=1, le=INT32_MAX)]] = Field(default_factory=list)
+    max_queue_delay_us: int = Field(0, ge=0, le=UINT64_MAX)
     preserve_ordering: bool = False
-    priority_levels: int = Field(0, ge=0)
-    default_priority_level: int = Field(0, ge=0)
+    priority_levels: int = Field(0, ge=0, le=UINT64_MAX)
+    default_priority_level: int = Field(0, ge=0, le=UINT64_MAX)
     default_queue_policy: QueuePolicy | None = None
     priority_queue_policy: dict[int, QueuePolicy] = Field(default_factory=dict)
 
 
 class InstanceGroup(_Strict):
     kind: Literal["cpu", "gpu", "auto", "model"] = "cpu"
-    count: int = Field(1, ge=1)
-    gpus: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
+    count: int = Field(1, ge=1, le=INT32_MAX)
+    gpus: list[Annotated[int, Field(ge=0, le=INT32_MAX)]] = Field(default_factory=list)
 
 
 class VersionPolicy(_Strict):
-    latest: int | None = Field(None, ge=1, description="Serve the newest N versions.")
-    specific: list[Annotated[int, Field(ge=1)]] | None = Field(None, description="Serve exactly these versions.")
+    latest: int | None = Field(None, ge=1, le=UINT32_MAX, description="Serve the newest N versions.")
+    specific: list[Annotated[int, Field(ge=1, le=INT64_MAX)]] | None = Field(
+        None, description="Serve exactly these versions.")
     all: bool = Field(False, description="Serve every version present.")
 
     @model_validator(mode="after")
@@ -178,8 +205,9 @@ class Accelerators(_Strict):
 class Warmup(_Strict):
     data: Literal["zero", "random", "goldens"] = Field(
         "zero", description="zero/random data of the config's shapes, or the first golden sample's inputs.")
-    batch_size: int = Field(1, ge=1)
-    count: int = Field(1, ge=1, description="Times the warmup request is sent before the model reports ready.")
+    batch_size: int = Field(1, ge=1, le=UINT32_MAX)
+    count: int = Field(1, ge=1, le=UINT32_MAX,
+                       description="Times the warmup request is sent before the model reports ready.")
 
 
 class Recipe(_Strict):
@@ -188,10 +216,11 @@ class Recipe(_Strict):
     schema_version: Literal[1] = SCHEMA_VERSION
     name: str = Field(description="Triton model name = directory name. [A-Za-z0-9_.-], not starting with '.' "
                                   "or '-'.")
-    version: int = Field(ge=1, description="Numeric version directory (>= 1).")
+    version: int = Field(ge=1, le=INT64_MAX, description="Numeric version directory (>= 1).")
     backend: Literal["python", "onnxruntime", "pytorch", "tensorrt"]
     source: Source
-    max_batch_size: int = Field(0, ge=0, description="0 = the model does not batch; dims are full shapes.")
+    max_batch_size: int = Field(0, ge=0, le=INT32_MAX,
+                                description="0 = the model does not batch; dims are full shapes.")
     inputs: list[TensorSpec] | None = Field(None, description="Required for python; derived from the graph "
                                                               "for onnxruntime (given ones must match it).")
     outputs: list[TensorSpec] | None = None

@@ -11,7 +11,7 @@ from tritonbuild.backends import REGISTRY
 from tritonbuild.core.cas import FileEntry, Store
 from tritonbuild.core.fsutil import replace_dir, write_atomic
 from tritonbuild.core.hashing import sha256_file, sha256_json, tree_files
-from tritonbuild.core.paths import display_path
+from tritonbuild.core.paths import PathProblem, contains, display_path, inside, overlaps, regular_file
 from tritonbuild.errors import BuildError, UsageError
 from tritonbuild.repository.config import build_model_config, render
 from tritonbuild.repository.manifest import MANIFEST_NAME, NOT_IN_MANIFEST, Manifest, ManifestModel
@@ -24,21 +24,74 @@ def golden_name(version: int) -> str:
 
 
 def check_out_dir(out: Path, force: bool) -> None:
+    """OUT may be replaced only when it is new, empty, provably ours (a manifest that parses and lists exactly
+    the files on disk), or --force says so; a file, or a symlink to one, never."""
+    if out.is_symlink() and not out.exists():
+        raise UsageError(f"{out} is a dangling symlink", hint="remove it or choose another -o path")
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} exists and is not a directory", hint="choose another -o path")
-    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST_NAME).is_file() and not force:
-        raise UsageError(f"{out} exists and is not a tritonbuild repository (no {MANIFEST_NAME})",
-                         hint="choose an empty or new -o path, or pass --force to replace it")
+    if not out.is_dir() or force or not any(out.iterdir()):
+        return
+    why = not_ours(out)
+    if why:
+        raise UsageError(f"{out} exists and is not a tritonbuild repository ({why}); building would delete "
+                         "what it holds", where=str(out),
+                         hint="choose an empty or new -o path, move the directory away, or pass --force to "
+                              "replace it and everything in it")
+
+
+def not_ours(out: Path) -> str | None:
+    """Why the non-empty directory out is not provably a repository we wrote, or None when it is."""
+    from tritonbuild.repository.manifest import read_manifest
+
+    if not (out / MANIFEST_NAME).is_file():
+        return f"no {MANIFEST_NAME}"
+    try:
+        manifest = read_manifest(out)
+    except (OSError, ValueError) as e:
+        return f"{MANIFEST_NAME} does not parse: {str(e).splitlines()[0]}"
+    listed = set(manifest.files) | NOT_IN_MANIFEST
+    dirs = {p for f in manifest.files for p in Path(f).parents if p != Path(".")}
+    for dirpath, dirnames, filenames in os.walk(out):
+        base = Path(dirpath).relative_to(out)
+        for d in dirnames:
+            rel = base / d
+            if d != "__pycache__" and (rel not in dirs or (out / rel).is_symlink()):
+                return f"{rel.as_posix()}/ is not in its manifest"
+        dirnames[:] = [d for d in dirnames if d != "__pycache__" and not (Path(dirpath) / d).is_symlink()]
+        for name in filenames:
+            rel = (base / name).as_posix()
+            if rel not in listed:
+                return f"{rel} is not in its manifest"
+    return None
+
+
+def check_out_overlap(out: Path, held: dict[Path, str], around: dict[Path, str] | None = None) -> None:
+    """Refuse an OUT that is or holds an input in held (recipes, their directories, sources, goldens), or that
+    overlaps a tree in around (checkpoints, the build cache) either way: replacing OUT would delete it. Symlinks
+    are resolved first; --force does not change this."""
+    for path, what in [*((p, w) for p, w in held.items() if contains(out, p)),
+                       *((p, w) for p, w in (around or {}).items() if overlaps(out, p))]:
+        raise UsageError(f"-o {out} overlaps {what} {path}: building would replace it", where=str(out),
+                         hint="choose an -o path outside every recipe directory, source, golden file, checkpoint "
+                              "and the build cache")
 
 
 def _goldens(bm: BuiltModel, model_dir: Path) -> tuple[str | None, str | None]:
     rel = bm.plan.recipe.verify.goldens
     if rel is None:
         return None, None
-    src = Path(bm.plan.recipe_dir) / rel
+    try:
+        src = inside(Path(bm.plan.recipe_dir), rel, "verify.goldens")
+    except PathProblem as e:
+        raise BuildError(str(e), where=bm.plan.recipe_path, hint="name a file in the recipe's directory") from None
     source = display_path(src)
-    if not src.is_file():
+    if not src.exists():
         return None, source
+    try:
+        regular_file(src, "golden file")
+    except PathProblem as e:
+        raise BuildError(str(e), where=bm.plan.recipe_path, hint="verify.goldens must name a .npz file") from None
     pin = src.with_name(src.name + ".sha256")
     if pin.is_file() and pin.read_text().split()[0] != sha256_file(src):
         raise BuildError(f"golden file {source} does not match {pin.name}", where=bm.plan.recipe_path,
@@ -74,7 +127,7 @@ def _golden_warmup(bm: BuiltModel, model_dir: Path, goldens: str | None, config:
         else:
             raw = np.ascontiguousarray(arr[0] if recipe.max_batch_size > 0 else arr).tobytes()
         (model_dir / "warmup").mkdir(exist_ok=True)
-        write_atomic(model_dir / "warmup" / t.name, raw)
+        write_atomic(inside(model_dir / "warmup", t.name, "tensor name"), raw)
         files[t.name] = (shape, t.name)
     mc = parse(config)
     add_warmup(mc, recipe.warmup, bm.inputs, recipe.verify.dynamic_size, model_config_pb2(), files)

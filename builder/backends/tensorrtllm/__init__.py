@@ -18,6 +18,7 @@ from tritonbuild.backends.common import checkpoint_root, copy_inputs
 from tritonbuild.backends.tensorrtllm import argv as cmd
 from tritonbuild.backends.tensorrtllm.memory import Architecture, memory_plan
 from tritonbuild.core.hashing import sha256_input, sha256_json, tree_files
+from tritonbuild.core.paths import PathProblem, check_tree
 from tritonbuild.core.proc import python_module_argv, run_logged
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.llm import LLMRecipe
@@ -87,7 +88,13 @@ def read_checkpoint(lr: LoadedRecipe) -> tuple[Path, dict, dict[str, str]]:
     except (ValueError, KeyError) as e:
         raise PlanError(f"{cfg_path} is not a usable model config ({type(e).__name__}: {e})",
                         where=lr.where(("checkpoint", "path")), hint="check the checkpoint") from None
-    files = {rel.as_posix(): sha256_input(ckpt / rel) for rel in tree_files(ckpt)}
+    rels = tree_files(ckpt)
+    try:
+        check_tree(ckpt, rels)  # NOTE: a FIFO would block hashing; a link to /dev/zero would never end
+    except PathProblem as e:
+        raise PlanError(str(e), where=lr.where(("checkpoint", "path")),
+                        hint="a checkpoint holds regular files (symlinks only to files inside it)") from None
+    files = {rel.as_posix(): sha256_input(ckpt / rel) for rel in rels}
     pin = r.checkpoint.sha256
     if pin and pin != tree_digest(files):
         if "://" in r.checkpoint.path:
