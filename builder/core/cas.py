@@ -51,8 +51,14 @@ class Store:
     def lock(self, shared: bool):
         """flock on <cache>/lock: builds hold it shared (many at once), gc exclusive, so gc never deletes a blob
         a running build has written but not yet recorded or materialised. Waits for the holders."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError:
+            if not shared:
+                raise
+            yield  # an unwritable cache: the build falls back to a private temporary store, nothing to guard
+            return
         try:
             fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
             yield
