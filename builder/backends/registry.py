@@ -11,6 +11,7 @@ from contextlib import contextmanager
 
 from tritonbuild.backends.base import ROUTES, Backend
 from tritonbuild.errors import PlanError
+from tritonbuild.recipe import kinds as recipe_kinds
 
 # module → the attribute holding its Backend instance(s)
 BUILTIN = (
@@ -30,10 +31,13 @@ class DuplicateBackend(ValueError):
 
 
 class Registry:
-    def __init__(self) -> None:
+    def __init__(self, *, recipe_kinds_too: bool = False) -> None:
+        """recipe_kinds_too: also teach the recipe loader each new backend's recipe kind (the global registry)."""
         self._by_name: dict[str, Backend] = {}
         self._by_step: dict[str, Backend] = {}
         self._loaded = False
+        self._kinds_too = recipe_kinds_too
+        self._kinds_added: set[str] = set()
 
     def _ensure(self) -> None:
         if not self._loaded:
@@ -55,6 +59,8 @@ class Registry:
                                    f"{self._by_step[taken[0]].name!r}")
         if backend.route not in ROUTES:
             raise ValueError(f"backend {backend.name!r}: route {backend.route!r} is not one of {ROUTES}")
+        if self._kinds_too and recipe_kinds.register_kind(backend.name, backend.recipe_type, backend.check_recipe):
+            self._kinds_added.add(backend.name)
         self._by_name[backend.name] = backend
         for kind in backend.step_toolchain:
             self._by_step[kind] = backend
@@ -62,6 +68,9 @@ class Registry:
 
     def unregister(self, name: str) -> None:
         backend = self._by_name.pop(name)
+        if name in self._kinds_added:
+            recipe_kinds.unregister_kind(name)
+            self._kinds_added.discard(name)
         for kind in backend.step_toolchain:
             self._by_step.pop(kind, None)
 
@@ -118,4 +127,4 @@ class Registry:
         return out
 
 
-REGISTRY = Registry()
+REGISTRY = Registry(recipe_kinds_too=True)

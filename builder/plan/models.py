@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from tritonbuild.recipe.composition import CompositionRecipe
-from tritonbuild.recipe.llm import LLMRecipe, VLLMRecipe
-from tritonbuild.recipe.models import Recipe
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
 
 SCHEMA_VERSION = 1
 
@@ -30,7 +26,8 @@ class ModelPlan(_Frozen):
     recipe_path: str = Field(description="As given on the command line (relative when under the cwd).")
     recipe_dir: str = Field(description="Absolute directory of the recipe; source paths resolve against it.")
     recipe_digest: str
-    recipe: Recipe | LLMRecipe | VLLMRecipe | CompositionRecipe = Field(discriminator="backend")
+    recipe: SerializeAsAny[BaseModel] = Field(description="The validated recipe; its class is its kind's "
+                                                          "(recipe.kinds), e.g. Recipe or LLMRecipe.")
     steps: list[PlannedStep]
     extras: dict = Field(default_factory=dict, description="Backend facts for people, e.g. the GPU memory plan.")
 

@@ -10,15 +10,12 @@ from tritonbuild.core.hashing import sha256_bytes
 from tritonbuild.core.paths import PathProblem, inside, read_regular
 from tritonbuild.core.yamlio import Located, YamlProblem, load_located
 from tritonbuild.errors import MultipleErrors, RecipeError, UsageError
-from tritonbuild.recipe.composition import CompositionRecipe, check_composition_rules, composition_cycles
-from tritonbuild.recipe.llm import LLMRecipe, VLLMRecipe, check_llm_rules
-from tritonbuild.recipe.models import Recipe, check_rules
+from tritonbuild.recipe.composition import CompositionRecipe, composition_cycles
+from tritonbuild.recipe.kinds import kinds
+from tritonbuild.recipe.llm import LLMRecipe, VLLMRecipe
+from tritonbuild.recipe.models import Recipe
 
-RECIPE_TYPES = {"python": Recipe, "onnxruntime": Recipe, "pytorch": Recipe, "tensorrt": Recipe,
-                "tensorrtllm": LLMRecipe, "vllm": VLLMRecipe,
-                "ensemble": CompositionRecipe, "bls": CompositionRecipe}
-AnyRecipe = Recipe | LLMRecipe | VLLMRecipe | CompositionRecipe
-RULES = {Recipe: check_rules, LLMRecipe: check_llm_rules, CompositionRecipe: check_composition_rules}
+AnyRecipe = Recipe | LLMRecipe | VLLMRecipe | CompositionRecipe  # the built-in kinds (plug-ins add their own)
 
 RECIPE_SUFFIXES = (".yaml", ".yml")
 MAX_RECIPE_BYTES = 1 << 20  # a recipe is a few kB; the cap keeps /dev/zero-like inputs from filling memory
@@ -127,17 +124,18 @@ def load_recipe(path: Path) -> LoadedRecipe:
     if huge:
         raise _one_or_many(huge)
     backend = located.data.get("backend")
-    cls = RECIPE_TYPES.get(backend) if isinstance(backend, str) else None
+    known = kinds()
+    cls, check = known.get(backend, (None, None)) if isinstance(backend, str) else (None, None)
     if cls is None:
         line = located.line_of(("backend",))
         raise RecipeError("backend: required key is missing" if backend is None else
                           f"backend: unknown backend {backend!r}", where=f"{path}:{line}",
-                          hint=f"use one of {', '.join(RECIPE_TYPES)}")
+                          hint=f"use one of {', '.join(known)}")
     try:
         recipe = cls.model_validate(located.data)
     except ValidationError as e:
         raise _one_or_many(_pydantic_errors(e, located, path)) from None
-    rules = RULES[type(recipe)](recipe) if type(recipe) in RULES else []
+    rules = check(recipe) if check is not None else []
     problems = [RecipeError(f"{_loc_str(loc)}: {msg}", where=f"{path}:{located.line_of(loc)}", hint=hint)
                 for loc, msg, hint in rules]
     goldens = getattr(getattr(recipe, "verify", None), "goldens", None)
