@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -18,6 +19,14 @@ from tritonbuild.recipe.models import (
 )
 
 GPU_MEMORY_GIB = {"H200": 141, "H100": 80, "A100-80": 80, "A100-40": 40, "L40S": 48, "L4": 24, "A10G": 24, "T4": 16}
+# CUDA compute capability: FP8 needs SM 8.9+ (Ada, Hopper, Blackwell), bfloat16 SM 8.0+ (TensorRT-LLM support matrix)
+GPU_SM = {"H200": 9.0, "H100": 9.0, "A100-80": 8.0, "A100-40": 8.0, "L40S": 8.9, "L4": 8.9, "A10G": 8.6, "T4": 7.5}
+# NGC nvcr.io/nvidia/tritonserver:<tag>-trtllm-python-py3 → the TensorRT-LLM inside (NVIDIA's Triton release
+# compatibility matrix; recorded with its source in tests/contracts/facts/triton_images.json, which a test keeps
+# equal to this table). A TensorRT engine loads only under the TensorRT-LLM (and TensorRT) that built it.
+TRITON_TRTLLM = {"25.12": "1.1.0", "25.11": "1.0.3.2510", "25.10": "1.0.0", "25.09": "1.0.0", "25.08": "0.21.0",
+                 "25.07": "0.20.0", "25.06": "0.20.0", "25.01": "0.17.0", "24.12": "0.16.0"}
+NGC_TRTLLM_IMAGE = re.compile(r"^nvcr\.io/nvidia/tritonserver:(\d+\.\d+)-trtllm-python-py3$")
 
 
 class _Strict(BaseModel):
@@ -57,8 +66,8 @@ class EngineLimits(_Strict):
 class KVCache(_Strict):
     type: Literal["paged"] = "paged"
     free_gpu_mem_fraction: float = Field(0.9, gt=0, le=1)
-    enable_block_reuse: bool = False
-    tokens_per_block: Literal[8, 16, 32, 64, 128] = 64
+    enable_block_reuse: bool = Field(True, description="KV block reuse across requests (upstream default: on).")
+    tokens_per_block: Literal[8, 16, 32, 64, 128] = 32
     max_tokens: int | None = Field(None, ge=1, description="Cap on KV tokens (max_tokens_in_paged_kv_cache).")
     dtype: Literal["auto", "fp8", "int8"] = Field("auto", description="auto = the model dtype.")
 
@@ -75,7 +84,9 @@ class Serving(_Strict):
     scheduler_policy: Literal["guaranteed_no_evict", "max_utilization"] = "guaranteed_no_evict"
     bls: bool = Field(False, description="Also generate a BLS model (python) next to the ensemble.")
     instances: Instances = Field(default_factory=Instances)
-    exclude_input_in_output: bool = True
+    exclude_input_in_output: bool = Field(False, description="Default for requests that do not say (upstream: "
+                                                             "false, the prompt is echoed before the completion).")
+    add_special_tokens: bool = Field(True, description="Tokenizer adds BOS etc. to prompts (upstream default).")
     enable_chunked_context: bool = False
     gpu_device_ids: list[int] = Field(default_factory=lambda: [0])
     max_queue_delay_us: int = Field(0, ge=0, le=UINT64_MAX)
@@ -92,8 +103,11 @@ class Serving(_Strict):
 
 
 class Image(_Strict):
-    trtllm_version: str = Field("1.2.1", description="TensorRT-LLM in the serving image; engines must match it.")
-    triton_image: str = Field("nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3")
+    trtllm_version: str = Field("1.1.0", description="TensorRT-LLM in the serving image; engines must match it.")
+    triton_image: str = Field("nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3",
+                              description="NGC trtllm-python-py3 tags are checked against their TensorRT-LLM version; "
+                                          "another image (e.g. built with tensorrtllm_backend's Dockerfile) is "
+                                          "taken at its trtllm_version.")
 
 
 class LLMRecipe(_Named):
@@ -146,7 +160,7 @@ class VLLMEngineArgs(_Strict):
     max_model_len: int | None = Field(None, ge=1)
     max_num_seqs: int | None = Field(None, ge=1)
     enforce_eager: bool = False
-    enable_prefix_caching: bool = False
+    enable_prefix_caching: bool | None = Field(None, description="None: vLLM's default (on).")
     quantization: Literal["awq", "gptq", "fp8"] | None = None
     seed: int = 0
 
@@ -181,8 +195,29 @@ def check_llm_rules(r: LLMRecipe) -> list[tuple]:
                     f"max_seq_len {e.max_seq_len}", "raise kv_cache.max_tokens or lower engine.max_seq_len"))
     if r.runtime == "pytorch" and r.quantization == "int4_weight_only":
         out.append((("quantization",), "int4_weight_only (RTN W4A16) exists only on the TensorRT engine path; the "
-                    "PyTorch/LLM-API runtime quantizes only FP8/FP4 on the fly",
-                    "use runtime: engine, or a pre-quantized checkpoint with quantization: int4_awq"))
+                    "PyTorch/LLM-API runtime loads checkpoints that ModelOpt already quantized (hf_quant_config.json)",
+                    "use runtime: engine, or a ModelOpt-quantized checkpoint with quantization: int4_awq or fp8"))
+    if r.runtime == "pytorch" and r.kv_cache.dtype == "int8":
+        out.append((("kv_cache", "dtype"), "the PyTorch/LLM-API runtime applies only an fp8 KV cache "
+                    "(TorchLlmArgs syncs kv_cache_config.dtype fp8 alone)", "use kv_cache.dtype: fp8 or auto"))
+    sm = GPU_SM[r.gpu]
+    if sm < 8.9 and "fp8" in (r.quantization, r.kv_cache.dtype):
+        key = ("quantization",) if r.quantization == "fp8" else ("kv_cache", "dtype")
+        out.append((key, f"FP8 needs a GPU of compute capability 8.9 or newer; {r.gpu} is {sm}",
+                    "use quantization: int4_weight_only / int4_awq and kv_cache.dtype: int8 or auto, or an "
+                    "H100/H200/L40S/L4"))
+    if sm < 8.0 and r.dtype == "bfloat16":
+        out.append((("dtype",), f"bfloat16 needs compute capability 8.0 or newer; {r.gpu} is {sm}",
+                    "use dtype: float16"))
+    m = NGC_TRTLLM_IMAGE.match(r.image.triton_image)
+    if m and TRITON_TRTLLM.get(m.group(1)) != r.image.trtllm_version:
+        ships = TRITON_TRTLLM.get(m.group(1))
+        what = f"ships TensorRT-LLM {ships}" if ships else "is not in tritonbuild's version table " \
+                                                             f"({', '.join(sorted(TRITON_TRTLLM))})"
+        out.append((("image", "trtllm_version"), f"{r.image.triton_image} {what}, the recipe builds with "
+                    f"{r.image.trtllm_version}: the engine would not load there",
+                    f"set image.trtllm_version: \"{ships}\"" if ships else
+                    "use a tag from the table, or an image you built with the matching TensorRT-LLM"))
     if r.quantization == "fp8" and r.kv_cache.dtype == "int8":
         out.append((("kv_cache", "dtype"), "int8 KV cache with fp8 weights is not a TensorRT-LLM combination",
                     "use kv_cache.dtype: fp8 or auto"))

@@ -65,7 +65,7 @@ def test_assembled_around_a_fixture_engine_matches_golden_configs(cli, tmp_path,
         assert b"${" not in data
     manifest = json.loads((out / "tritonbuild-manifest.json").read_text())
     llm = {m["name"]: m["llm"] for m in manifest["models"]}["tiny-llama_tensorrt_llm"]
-    assert llm["quant_algo"] == "W4A16" and llm["trtllm_version"] == "1.2.1"
+    assert llm["quant_algo"] == "W4A16" and llm["trtllm_version"] == "1.1.0"
     assert llm["engine_path"] == "/models/tiny-llama_tensorrt_llm/1/engine"
     assert llm["memory_plan"]["kv_bytes_per_token"] == 256
     report = json.loads(cli("verify", out, "--json").stdout)
@@ -129,10 +129,24 @@ def test_tokenizer_dir_without_tokenizer_files(cli, llm_dir, tmp_path):
 
 
 def test_engine_from_another_trtllm_version(cli, llm_dir, tmp_path):
-    _edit(llm_dir / "llm.yaml", 'trtllm_version: "1.2.1"', 'trtllm_version: "1.1.0"')
+    """An image built elsewhere (tensorrtllm_backend's Dockerfile: TensorRT-LLM 1.2.1) is taken at its word; the
+    fixture engine (1.1.0) then does not match it."""
+    _edit(llm_dir / "llm.yaml", 'trtllm_version: "1.1.0"', 'trtllm_version: "1.2.1"')
+    _edit(llm_dir / "llm.yaml", "nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3",
+          "registry.local/triton-trtllm:1.2.1")
     r = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT", "--engine", f"tiny-llama={ENGINE}")
     assert r.exit_code == 5
-    assert "engine built by TensorRT-LLM 1.2.1, the serving image has 1.1.0" in r.stderr
+    assert "engine built by TensorRT-LLM 1.1.0, the serving image has 1.2.1" in r.stderr
+    assert not (tmp_path / "OUT").exists()
+
+
+def test_ngc_image_without_the_recipes_trtllm_is_a_recipe_error(cli, llm_dir, tmp_path):
+    """25.12-trtllm-python-py3 ships TensorRT-LLM 1.1.0 (NVIDIA's compatibility matrix): a 1.2.1 engine would not
+    deserialize there, so the recipe is refused before anything is built."""
+    _edit(llm_dir / "llm.yaml", 'trtllm_version: "1.1.0"', 'trtllm_version: "1.2.1"')
+    r = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT", "--engine", f"tiny-llama={ENGINE}")
+    assert r.exit_code == 3 and "llm.yaml:" in r.stderr
+    assert "25.12-trtllm-python-py3 ships TensorRT-LLM 1.1.0, the recipe builds with 1.2.1" in r.stderr
     assert not (tmp_path / "OUT").exists()
 
 
@@ -153,7 +167,7 @@ def test_vllm_target(cli, tmp_path, in_root):
     model_json = json.loads((out / "tiny-llama-vllm" / "1" / "model.json").read_text())
     assert model_json == {"model": "/models/tiny-llama-vllm/1/model", "dtype": "float16",
                           "gpu_memory_utilization": 0.5, "max_model_len": 512, "enforce_eager": True, "seed": 0,
-                          "tensor_parallel_size": 1, "pipeline_parallel_size": 1, "enable_prefix_caching": False}
+                          "tensor_parallel_size": 1, "pipeline_parallel_size": 1}
     assert (out / "tiny-llama-vllm" / "1" / "model" / "config.json").is_file()
     report = json.loads(cli("verify", out, "--json").stdout)
     assert all(c["ok"] for c in report["static"])
@@ -164,13 +178,17 @@ def test_llmapi_pytorch_target(cli, llm_dir, tmp_path):
     _edit(llm_dir / "llm.yaml", "quantization: int4_weight_only", "quantization: fp8\nruntime: pytorch")
     out = tmp_path / "OUT"
     r = cli("build", llm_dir / "llm.yaml", "-o", out)
+    assert r.exit_code == 3 and "has no hf_quant_config.json" in r.stderr and not out.exists()
+    (llm_dir / "tiny-llama" / "hf_quant_config.json").write_text(
+        '{"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8"}}')
+    r = cli("build", llm_dir / "llm.yaml", "-o", out)
     assert r.exit_code == 0, r.stderr
     import yaml
 
     vdir = out / "tiny-llama" / "1"
     spec = yaml.safe_load((vdir / "model.yaml").read_text())
     assert spec["backend"] == "pytorch" and spec["model"] == "checkpoint"
-    assert spec["quant_config"] == {"quant_algo": "FP8"}
+    assert "quant_config" not in spec  # TorchLlmArgs has none: the LLM API reads hf_quant_config.json
     assert spec["kv_cache_config"] == {"free_gpu_memory_fraction": 0.5, "enable_block_reuse": True,
                                        "tokens_per_block": 64}
     assert spec["triton_config"] == {"max_batch_size": 0, "decoupled": False}

@@ -1,24 +1,35 @@
 """The generated LLM group live in the embedded tritonserver: preprocessing, postprocessing, the ensemble and
-the BLS model run for real with a tokenizer trained here; only tensorrt_llm (a GPU C++ backend) is replaced
-by a stand-in with the same inputs and outputs (tests/fixtures/llm/echo_tensorrt_llm.py)."""
+the BLS model run for real with a tokenizer trained here. Only the tensorrtllm C++ backend (GPU) is replaced,
+by a stand-in that runs on the generated tensorrt_llm config as it is and enforces the backend's recorded
+contract (tests/fixtures/llm/tensorrt_llm_standin.py: unguarded parameters, gpt_model_type, engine path,
+streaming only when decoupled). Requests are the exact input sets of Triton's OpenAI frontend and genai-perf
+(tests/contracts/facts/clients.json), streaming included."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import queue
 import shutil
+from functools import partial
 
 import numpy as np
 import pytest
 
 from tests.conftest import EXAMPLES, ROOT
-from tritonbuild.repository.config import parse, render
-from tritonbuild.server.embedded import EmbeddedServer
+from tests.contracts.facts import load
+from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
+from tritonbuild.triton.config import parse, render
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
 ENGINE = ROOT / "tests" / "fixtures" / "engines" / "tiny-llama-w4a16"
+STANDIN = ROOT / "tests" / "fixtures" / "llm" / "tensorrt_llm_standin.py"
 CORPUS = ["Recipes become repositories.", "Repositories become servers.", "Servers answer requests quickly.",
           "Every answer is checked against its golden bytes."]
 TEXTS = ["Servers answer requests.", "Every recipe becomes a repository, checked."]
+MULTIBYTE = "Grüße aus Köln — 東京 ✓"  # bytes the corpus never saw: byte-level tokens split the characters
+CLIENTS = load("clients")
+NP = {"object": np.object_, "bool": np.bool_, "int32": np.int32, "uint64": np.uint64, "float32": np.float32}
 
 
 def _train_tokenizer(dest):
@@ -31,6 +42,14 @@ def _train_tokenizer(dest):
     return tok
 
 
+def _standin(trt_dir, contract: dict) -> None:
+    mc = parse((trt_dir / "config.pbtxt").read_bytes())
+    mc.backend = "python"  # parameters and tensors stay exactly as generated
+    (trt_dir / "config.pbtxt").write_bytes(render(mc))
+    shutil.copy(STANDIN, trt_dir / "1" / "model.py")
+    (trt_dir / "1" / "contract.json").write_text(json.dumps(contract))
+
+
 @pytest.fixture(scope="module")
 def group(tmp_path_factory):
     from click.testing import CliRunner
@@ -38,24 +57,34 @@ def group(tmp_path_factory):
     from tritonbuild.cli import main
 
     work = tmp_path_factory.mktemp("llm")
+    repo = work / "REPO"
     shutil.copytree(EXAMPLES / "tiny-llama", work / "tiny-llama")
-    shutil.copy(EXAMPLES / "tiny-llama-int4.yaml", work / "llm.yaml")
     tok = _train_tokenizer(work / "tiny-llama")
-    out = work / "OUT"
-    r = CliRunner().invoke(main, ["build", str(work / "llm.yaml"), "-o", str(out), "--engine",
-                                  f"tiny-llama={ENGINE}"], catch_exceptions=False)
-    assert r.exit_code == 0, r.stderr
-    trt = out / "tiny-llama_tensorrt_llm"
-    mc = parse((trt / "config.pbtxt").read_bytes())
-    mc.backend = "python"
-    mc.ClearField("parameters")
-    (trt / "config.pbtxt").write_bytes(render(mc))
-    shutil.rmtree(trt / "1" / "engine")
-    shutil.copy(ROOT / "tests" / "fixtures" / "llm" / "echo_tensorrt_llm.py", trt / "1" / "model.py")
-    with EmbeddedServer(out) as server:
-        for m in ("tiny-llama_preprocessing", "tiny-llama_tensorrt_llm", "tiny-llama_postprocessing",
-                  "tiny-llama", "tiny-llama_bls"):
-            server.load(m)
+    text = (EXAMPLES / "tiny-llama-int4.yaml").read_text().replace("repository_mount: /models",
+                                                                  f"repository_mount: {repo}")
+    (work / "llm.yaml").write_text(text)
+    stream = text.replace("name: tiny-llama\n", "name: tiny-stream\n").replace("streaming: false", "streaming: true")
+    (work / "stream.yaml").write_text(stream)
+    for recipe, name in (("llm.yaml", "tiny-llama"), ("stream.yaml", "tiny-stream")):
+        r = CliRunner().invoke(main, ["build", str(work / recipe), "-o", str(work / recipe[:-5]), "--engine",
+                                      f"{name}={ENGINE}"], catch_exceptions=False)
+        assert r.exit_code == 0, r.stderr
+        shutil.copytree(work / recipe[:-5], repo, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("tritonbuild-manifest.json"))
+    contract = load("tensorrtllm_backend")["cpp_parameters"]
+    for name in ("tiny-llama", "tiny-stream"):
+        _standin(repo / f"{name}_tensorrt_llm", contract)
+    # the same model without one unguarded parameter: what every generated repository was before #9
+    broken = repo / "broken_tensorrt_llm"
+    shutil.copytree(repo / "tiny-llama_tensorrt_llm", broken)
+    mc = parse((broken / "config.pbtxt").read_bytes())
+    mc.name = "broken_tensorrt_llm"
+    del mc.parameters["tokenizer_dir"]
+    (broken / "config.pbtxt").write_bytes(render(mc))
+    with EmbeddedServer(repo) as server:
+        for name in ("tiny-llama", "tiny-stream"):
+            for m in (f"{name}_preprocessing", f"{name}_tensorrt_llm", f"{name}_postprocessing", name, f"{name}_bls"):
+                server.load(m)
         yield server, tok
 
 
@@ -73,19 +102,72 @@ def _infer(server, model, inputs: dict, outputs: list[str]):
     return {o: res.as_numpy(o) for o in outputs}
 
 
-def _text_inputs(texts, max_tokens=16):
-    return {"text_input": np.array([[t.encode()] for t in texts], dtype=np.object_),
-            "max_tokens": np.full((len(texts), 1), max_tokens, dtype=np.int32)}
+def _stream(server, model, inputs: dict) -> list[dict]:
+    """gRPC bidirectional stream, as genai-perf --streaming and the OpenAI frontend's streaming use."""
+    import tritonclient.grpc as grpc
+    from tritonclient.utils import np_to_triton_dtype
+
+    got: queue.Queue = queue.Queue()
+    client = grpc.InferenceServerClient(server.grpc_url)
+    client.start_stream(callback=partial(lambda q, result, error: q.put((result, error)), got))
+    reqs = []
+    for name, arr in inputs.items():
+        i = grpc.InferInput(name, list(arr.shape), np_to_triton_dtype(arr.dtype))
+        i.set_data_from_numpy(arr)
+        reqs.append(i)
+    client.async_stream_infer(model, reqs, enable_empty_final_response=True)
+    out = []
+    while True:
+        result, error = got.get(timeout=60)
+        assert error is None, error
+        resp = result.get_response()
+        if resp.outputs:
+            out.append({o.name: result.as_numpy(o.name) for o in resp.outputs})
+        if resp.parameters.get("triton_final_response") and resp.parameters["triton_final_response"].bool_param:
+            break
+    client.stop_stream()
+    client.close()
+    return out
+
+
+def _request(kind: dict, text: str, **overrides) -> dict:
+    """One request of a client's recorded input set (name → (dtype, shape)), with representative values."""
+    values = {"text_input": text.encode(), "max_tokens": 64, "stream": False, "return_num_input_tokens": True,
+              "return_num_output_tokens": True, "top_p": 0.9, "temperature": 0.7, "frequency_penalty": 0.0,
+              "presence_penalty": 0.0, "seed": 7, "exclude_input_in_output": True, "stop_words": b"zzz"}
+    values.update(overrides)
+    out = {}
+    for name, (dtype, shape) in kind.items():
+        shape = [1 if d == -1 else d for d in shape]
+        out[name] = np.full(shape, values[name], dtype=NP[dtype])
+    return out
+
+
+def _text_inputs(texts, max_tokens=64, **extra):
+    d = {"text_input": np.array([[t.encode()] for t in texts], dtype=np.object_),
+         "max_tokens": np.full((len(texts), 1), max_tokens, dtype=np.int32)}
+    d.update({k: np.full((len(texts), 1), v) for k, v in extra.items()})
+    return d
+
+
+def test_a_missing_unguarded_parameter_fails_the_load_with_upstreams_message(group):
+    server, _ = group
+    with pytest.raises(ModelLoadError, match="Cannot find parameter with name: tokenizer_dir"):
+        server.load("broken_tensorrt_llm")
 
 
 def test_preprocessing_tokenizes_with_the_packaged_tokenizer(group):
     server, tok = group
-    got = _infer(server, "tiny-llama_preprocessing", _text_inputs(TEXTS[:1]),
-                 ["input_ids", "input_lengths", "request_output_len", "end_id", "pad_id"])
+    got = _infer(server, "tiny-llama_preprocessing",
+                 {**_text_inputs(TEXTS[:1]), "stop_words": np.array([[b"answer", b"Servers"]], dtype=np.object_)},
+                 ["input_ids", "input_lengths", "request_output_len", "end_id", "pad_id", "stop_words_list"])
     expected = tok.encode(TEXTS[0]).ids
     assert got["input_ids"].tolist() == [expected]
-    assert got["input_lengths"].tolist() == [[len(expected)]] and got["request_output_len"].tolist() == [[16]]
+    assert got["input_lengths"].tolist() == [[len(expected)]] and got["request_output_len"].tolist() == [[64]]
     assert got["end_id"].tolist() == [[tok.token_to_id("</s>")]]
+    a, s = tok.encode("answer").ids, tok.encode("Servers").ids
+    words = got["stop_words_list"][0]
+    assert words[0, :len(a + s)].tolist() == a + s and words[1, :2].tolist() == [len(a), len(a + s)]
 
 
 def test_postprocessing_detokenizes(group):
@@ -98,9 +180,60 @@ def test_postprocessing_detokenizes(group):
 
 @pytest.mark.parametrize("entry", ["tiny-llama", "tiny-llama_bls"])
 def test_text_round_trips_through_the_pipeline_bit_exact(group, entry):
-    server, _ = group
-    outs = [_infer(server, entry, _text_inputs(TEXTS[:1]), ["text_output"])["text_output"] for _ in range(5)]
-    assert outs[0].reshape(-1)[0] == TEXTS[0].encode()
+    server, tok = group
+    exclude = {"exclude_input_in_output": True}
+    outs = [_infer(server, entry, _text_inputs(TEXTS[:1], **exclude), ["text_output"])["text_output"]
+            for _ in range(5)]
     assert [o.reshape(-1).tolist() for o in outs] == [[TEXTS[0].encode()]] * 5  # same bytes every time
-    batch = _infer(server, entry, _text_inputs(TEXTS), ["text_output"])["text_output"]
+    batch = _infer(server, entry, _text_inputs(TEXTS, **exclude), ["text_output"])["text_output"]
     assert batch.reshape(-1).tolist() == [t.encode() for t in TEXTS]
+    echoed = _infer(server, entry, _text_inputs(TEXTS[:1]), ["text_output"])["text_output"]  # upstream default
+    ids = tok.encode(TEXTS[0]).ids
+    assert echoed.reshape(-1)[0] == tok.decode(ids + ids).encode()
+
+
+@pytest.mark.parametrize("entry", ["tiny-llama", "tiny-llama_bls", "tiny-stream", "tiny-stream_bls"])
+@pytest.mark.parametrize("client", ["openai", "openai+options", "genai-perf"])
+def test_upstream_clients_non_streaming_requests_get_200(group, entry, client):
+    server, tok = group
+    kind = {"openai": CLIENTS["openai_frontend"]["always"], "genai-perf": CLIENTS["genai_perf"]["default"],
+            "openai+options": {**CLIENTS["openai_frontend"]["always"],
+                               **{k: v for k, v in CLIENTS["openai_frontend"]["optional"].items()
+                                  if not k.startswith(("guided_", "lora_"))}}}[client]
+    inputs = _request(kind, TEXTS[0])
+    wanted = ["text_output"] + (["num_input_tokens", "num_output_tokens"] if "return_num_input_tokens" in kind else [])
+    if entry.startswith("tiny-stream"):
+        (got,) = _stream(server, entry, inputs)
+    else:
+        got = _infer(server, entry, inputs, wanted)
+    n = len(tok.encode(TEXTS[0]).ids)
+    text = got["text_output"].reshape(-1)[0]
+    assert text == (TEXTS[0].encode() if "exclude_input_in_output" in kind else tok.decode(tok.encode(
+        TEXTS[0]).ids * 2).encode())
+    if "num_input_tokens" in wanted:
+        assert got["num_input_tokens"].reshape(-1).tolist() == [n]
+        assert got["num_output_tokens"].reshape(-1).tolist() == [n]
+
+
+@pytest.mark.parametrize("entry", ["tiny-stream", "tiny-stream_bls"])
+@pytest.mark.parametrize("client", ["openai", "genai-perf --streaming"])
+def test_streaming_requests_stream_token_by_token(group, entry, client):
+    server, tok = group
+    kind = CLIENTS["openai_frontend"]["always"] if client == "openai" else CLIENTS["genai_perf"]["streaming"]
+    text = TEXTS[0] if entry == "tiny-stream" else MULTIBYTE
+    responses = _stream(server, entry, _request(kind, text, stream=True))
+    pieces = [r["text_output"].reshape(-1)[0] for r in responses]
+    assert len(pieces) > 1
+    assert b"".join(pieces) == text.encode()
+    if entry == "tiny-stream_bls":
+        assert all(p.decode("utf-8") and "\ufffd" not in p.decode("utf-8") for p in pieces)
+
+
+def test_streaming_against_a_non_decoupled_model_is_refused_with_upstreams_message(group):
+    import tritonclient.http as http
+
+    server, _ = group
+    with pytest.raises(Exception, match="Streaming is only supported if model is deployed using decoupled mode"):
+        _infer(server, "tiny-llama", _request(CLIENTS["genai_perf"]["streaming"], TEXTS[0], stream=True),
+               ["text_output"])
+    assert http  # the HTTP client raised, not the test

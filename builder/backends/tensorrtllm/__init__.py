@@ -20,7 +20,7 @@ from tritonbuild.backends.tensorrtllm.memory import Architecture, memory_plan
 from tritonbuild.core.hashing import sha256_input, sha256_json, tree_files
 from tritonbuild.core.paths import PathProblem, check_tree
 from tritonbuild.core.proc import python_module_argv, run_logged
-from tritonbuild.errors import BuildError, PlanError
+from tritonbuild.errors import BuildError, PlanError, RecipeError
 from tritonbuild.recipe.llm import LLMRecipe
 from tritonbuild.recipe.load import LoadedRecipe
 
@@ -122,6 +122,14 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
     ckpt, config, files = read_checkpoint(lr)
     tok, tok_files = read_tokenizer(lr, ckpt)
     if r.runtime == "pytorch":
+        prequantized = (ckpt / "hf_quant_config.json").is_file() or "quantization_config" in config
+        if r.quantization != "none" and not prequantized:
+            raise RecipeError(f"quantization: runtime: pytorch loads {r.quantization} weights only from a checkpoint "
+                              f"ModelOpt already quantized; {ckpt} has no hf_quant_config.json (TorchLlmArgs takes "
+                              "no quant_config)", where=lr.where(("quantization",)),
+                              hint="quantize with ModelOpt (examples/quantization/quantize.py --export_format hf) "
+                                   "and point checkpoint.path at its output, or use quantization: none, or "
+                                   "runtime: engine")
         return [("trtllm.checkpoint", {"files": sorted(files)}, {str(ckpt / k): v for k, v in files.items()})]
     arch = Architecture.from_hf_config(config)
     plan = memory_plan(r, arch)
@@ -132,6 +140,8 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
             r.engine.build_path == "cli":
         raise PlanError(f"no convert_checkpoint.py is known for model_type {arch.model_type!r}",
                         where=lr.where(("checkpoint", "path")), hint="use engine.build_path: llmapi")
+    for loc, message, hint in cmd.family_problems(r, arch.model_type):
+        raise RecipeError(f"{'.'.join(loc)}: {message}", where=lr.where(loc), hint=hint)
     engine_params = {"model_type": arch.model_type, "dtype": r.dtype, "quantization": r.quantization,
                      "engine": r.engine.model_dump(exclude={"timeout_s"}),
                      "kv": {"type": r.kv_cache.type, "tokens_per_block": r.kv_cache.tokens_per_block,

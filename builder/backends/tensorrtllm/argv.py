@@ -1,30 +1,69 @@
 """TensorRT-LLM's real interfaces as command lines: checkpoint conversion / ModelOpt quantization, then
-trtllm-build; or the LLM API (BuildConfig + QuantConfig) in a subprocess. Pure functions: unit tests assert
-the exact argv for each recipe shape."""
+trtllm-build; or the LLM API (BuildConfig + QuantConfig) in a subprocess. Pure functions of the recipe's
+engine fields; tests/contracts checks every argv against the flag sets of TensorRT-LLM's own scripts."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from tritonbuild.recipe.llm import LLMRecipe
 
-# model_type (HF config.json) → examples/ subdirectory holding convert_checkpoint.py
-CONVERTERS = {"llama": "models/core/llama", "mistral": "models/core/llama", "qwen2": "models/core/qwen",
-              "qwen": "models/core/qwen", "gpt2": "models/core/gpt", "gemma": "models/core/gemma",
-              "phi": "models/core/phi", "falcon": "models/contrib/falcon"}
+
+@dataclass(frozen=True)
+class Family:
+    """What one examples/…/convert_checkpoint.py accepts (TensorRT-LLM 1.x argparse)."""
+
+    script: str  # examples/ subdirectory holding convert_checkpoint.py
+    kv_flags: frozenset[str]  # KV-cache quantizations it can calibrate: --int8_kv_cache / --fp8_kv_cache
+    pipeline: bool  # --pp_size accepted and > 1 allowed
+    gemma_cli: bool = False  # --world-size (tensor parallelism only) and a mandatory --ckpt-type
+
+
+_LLAMA = Family("models/core/llama", frozenset({"int8", "fp8"}), True)
+_QWEN = Family("models/core/qwen", frozenset({"int8"}), True)
+_PHI = Family("models/core/phi", frozenset(), False)
+# model_type (HF config.json) → its converter
+FAMILIES = {"llama": _LLAMA, "mistral": _LLAMA, "qwen": _QWEN, "qwen2": _QWEN,
+            "gpt2": Family("models/core/gpt", frozenset({"int8"}), True),
+            "gemma": Family("models/core/gemma", frozenset({"int8", "fp8"}), False, gemma_cli=True),
+            "phi": _PHI, "phi3": _PHI, "falcon": Family("models/contrib/falcon", frozenset(), True)}
+CONVERTERS = {k: f.script for k, f in FAMILIES.items()}
+MODELOPT = ("int4_awq", "fp8")  # quantized through examples/quantization/quantize.py (every family)
 QUANT_ALGO = {"int4_weight_only": "W4A16", "int4_awq": "W4A16_AWQ", "fp8": "FP8", "none": None}
 
 
 def examples_dir() -> str:
-    # NOTE: the NGC *-trtllm-python-py3 images keep TensorRT-LLM's examples here; pip wheels do not ship them.
+    # NOTE: tensorrtllm_backend's image recipe copies TensorRT-LLM's examples to /app/examples (WORKDIR /app);
+    # the TensorRT-LLM release container keeps them in /app/tensorrt_llm/examples. Set the variable for yours.
     return os.environ.get("TRITONBUILD_TRTLLM_EXAMPLES", "/app/tensorrt_llm/examples")
+
+
+def family_problems(r: LLMRecipe, model_type: str) -> list[tuple]:
+    """(key path, message, hint) for each recipe setting the family's convert_checkpoint.py cannot express."""
+    fam = FAMILIES.get(model_type)
+    if fam is None or r.quantization in MODELOPT or r.engine.build_path == "llmapi" or r.runtime == "pytorch":
+        return []
+    out = []
+    kv = r.kv_cache.dtype
+    if kv != "auto" and kv not in fam.kv_flags:
+        has = ", ".join(sorted(fam.kv_flags)) or "none"
+        out.append((("kv_cache", "dtype"), f"{model_type}'s convert_checkpoint.py ({fam.script}) cannot quantize the "
+                    f"KV cache to {kv} (it supports: {has})",
+                    "use kv_cache.dtype: auto, or quantization: int4_awq / fp8 (ModelOpt's quantize.py calibrates "
+                    "the KV cache for every family)"))
+    if r.engine.pp_size > 1 and not fam.pipeline:
+        out.append((("engine", "pp_size"), f"{model_type}'s convert_checkpoint.py ({fam.script}) supports no "
+                    f"pipeline parallelism (pp_size {r.engine.pp_size})",
+                    "use engine.tp_size for the GPUs and engine.pp_size: 1"))
+    return out
 
 
 def convert_argv(r: LLMRecipe, model_type: str, checkpoint: str, out: str, python: str = "python3") -> list[str]:
     """HF checkpoint → TRT-LLM checkpoint (weight-only RTN via convert_checkpoint.py, AWQ/FP8 via ModelOpt)."""
     e = r.engine
     parallel = ["--tp_size", str(e.tp_size), "--pp_size", str(e.pp_size)]
-    if r.quantization in ("int4_awq", "fp8"):
+    if r.quantization in MODELOPT:
         argv = [python, f"{examples_dir()}/quantization/quantize.py", "--model_dir", checkpoint,
                 "--dtype", r.dtype, "--output_dir", out]
         if r.quantization == "int4_awq":
@@ -34,16 +73,18 @@ def convert_argv(r: LLMRecipe, model_type: str, checkpoint: str, out: str, pytho
         if r.kv_cache.dtype != "auto":
             argv += ["--kv_cache_dtype", r.kv_cache.dtype]
         return argv + parallel
-    if model_type not in CONVERTERS:
-        raise KeyError(model_type)
-    argv = [python, f"{examples_dir()}/{CONVERTERS[model_type]}/convert_checkpoint.py", "--model_dir", checkpoint,
-            "--output_dir", out, "--dtype", r.dtype]
+    fam = FAMILIES[model_type]
+    script = f"{examples_dir()}/{fam.script}/convert_checkpoint.py"
+    if fam.gemma_cli:
+        argv = [python, script, "--ckpt-type", "hf", "--model-dir", checkpoint, "--output-model-dir", out,
+                "--dtype", r.dtype, "--world-size", str(e.tp_size * e.pp_size)]
+        parallel = []
+    else:
+        argv = [python, script, "--model_dir", checkpoint, "--output_dir", out, "--dtype", r.dtype]
     if r.quantization == "int4_weight_only":
         argv += ["--use_weight_only", "--weight_only_precision", "int4"]
-    if r.kv_cache.dtype == "int8":
-        argv.append("--int8_kv_cache")
-    elif r.kv_cache.dtype == "fp8":
-        argv.append("--fp8_kv_cache")
+    if r.kv_cache.dtype != "auto":
+        argv.append(f"--{r.kv_cache.dtype}_kv_cache")
     return argv + parallel
 
 

@@ -80,10 +80,4 @@ def config_problems(configs: dict[str, object], names) -> list[str]:
             if other is not None and other.max_batch_size and ens.max_batch_size > other.max_batch_size:
                 out.append(f"ensemble max_batch_size {ens.max_batch_size} > {step.model_name}'s "
                            f"{other.max_batch_size}")
-    if llm is not None:
-        params = {k: v.string_value for k, v in llm.parameters.items()}
-        decoupled = "true" if llm.model_transaction_policy.decoupled else "false"
-        if params.get("decoupled_mode", decoupled) != decoupled:
-            out.append(f"{names.tensorrt_llm} parameter decoupled_mode={params['decoupled_mode']} but "
-                       f"model_transaction_policy.decoupled={decoupled}")
     return out

@@ -1,5 +1,7 @@
 """ModelConfig protos for the TensorRT-LLM model group. Every parameter is set from the recipe and the
-engine's config.json; nothing is a placeholder."""
+engine's config.json; nothing is a placeholder. Tensor names, dtypes and shapes are upstream's
+(tensorrtllm_backend inflight_batcher_llm templates, recorded in tests/contracts/facts): the ensemble and the
+BLS take the optional inputs Triton's OpenAI frontend and genai-perf send."""
 
 from __future__ import annotations
 
@@ -65,19 +67,72 @@ def _instances(mc, pb2, count: int) -> None:
     g.count = count
 
 
+# Optional request inputs of the ensemble and the BLS (upstream names, dtypes, dims), and the tensorrt_llm input
+# each one feeds. The ensemble input is the key; None = handled by preprocessing (text → token ids).
+REQUEST_INPUTS: list[tuple[str, str, list[int], str | None]] = [
+    ("stream", "TYPE_BOOL", [1], "streaming"),
+    ("end_id", "TYPE_INT32", [1], None), ("pad_id", "TYPE_INT32", [1], None),
+    ("stop_words", "TYPE_STRING", [-1], None), ("bad_words", "TYPE_STRING", [-1], None),
+    ("top_k", "TYPE_INT32", [1], "runtime_top_k"), ("top_p", "TYPE_FP32", [1], "runtime_top_p"),
+    ("temperature", "TYPE_FP32", [1], "temperature"), ("length_penalty", "TYPE_FP32", [1], "len_penalty"),
+    ("repetition_penalty", "TYPE_FP32", [1], "repetition_penalty"), ("min_tokens", "TYPE_INT32", [1], "min_tokens"),
+    ("presence_penalty", "TYPE_FP32", [1], "presence_penalty"),
+    ("frequency_penalty", "TYPE_FP32", [1], "frequency_penalty"), ("seed", "TYPE_UINT64", [1], "seed"),
+    ("exclude_input_in_output", "TYPE_BOOL", [1], "exclude_input_in_output"),
+    ("beam_width", "TYPE_INT32", [1], "beam_width"),
+    ("num_return_sequences", "TYPE_INT32", [1], "num_return_sequences"),
+    ("return_log_probs", "TYPE_BOOL", [1], "return_log_probs"),
+    ("return_context_logits", "TYPE_BOOL", [1], "return_context_logits"),
+    ("return_generation_logits", "TYPE_BOOL", [1], "return_generation_logits"),
+    ("return_num_input_tokens", "TYPE_BOOL", [1], "return_num_input_tokens"),
+    ("return_num_output_tokens", "TYPE_BOOL", [1], "return_num_output_tokens"),
+]
+# tensorrt_llm inputs fed by preprocessing (upstream: dims, optional, ragged)
+TOKEN_INPUTS = [("input_ids", "TYPE_INT32", [-1], True, None, True),
+                ("input_lengths", "TYPE_INT32", [1], False, [], False),
+                ("request_output_len", "TYPE_INT32", [1], False, [], False),
+                ("end_id", "TYPE_INT32", [1], True, [], False), ("pad_id", "TYPE_INT32", [1], True, [], False),
+                ("stop_words_list", "TYPE_INT32", [2, -1], True, None, True),
+                ("bad_words_list", "TYPE_INT32", [2, -1], True, None, True)]
+# tensorrt_llm outputs passed straight to the ensemble's outputs (besides the tokens → text_output path)
+PASSTHROUGH_OUTPUTS = [("cum_log_probs", "TYPE_FP32", [-1]), ("output_log_probs", "TYPE_FP32", [-1, -1]),
+                       ("batch_index", "TYPE_INT32", [1]), ("sequence_index", "TYPE_INT32", [1]),
+                       ("num_input_tokens", "TYPE_INT32", [1]), ("num_output_tokens", "TYPE_INT32", [1])]
+LOGITS_OUTPUTS = [("context_logits", [-1, -1]), ("generation_logits", [-1, -1, -1])]
+# parameters the C++ backend reads outside any try block (model_instance_state.cc): a missing one fails the
+# load with "Cannot find parameter with name: …"; "" = the feature (guided decoding) is off
+# NOTE: upstream's BLS template (alone) reshapes these to scalars
+BLS_SCALARS = ("return_log_probs", "return_context_logits", "return_generation_logits", "num_return_sequences")
+UNGUARDED_EMPTY = ("tokenizer_dir", "xgrammar_tokenizer_info_path", "guided_decoding_backend")
+
+
+def _request_inputs(mc, pb2, *, bls: bool = False) -> None:
+    _tensor(mc.input, pb2, "text_input", "TYPE_STRING", [1])
+    _tensor(mc.input, pb2, "max_tokens", "TYPE_INT32", [1])
+    for name, dtype, dims, _ in REQUEST_INPUTS:
+        reshape = [] if bls and name in BLS_SCALARS else None
+        _tensor(mc.input, pb2, name, dtype, dims, optional=True, reshape=reshape)
+
+
 def preprocessing(r: LLMRecipe, names: Names, mbs: int, end_id: int, pad_id: int):
     pb2 = model_config_pb2()
     mc = _base(pb2, names.preprocessing, mbs, backend="python")
     _tensor(mc.input, pb2, "text_input", "TYPE_STRING", [1])
     _tensor(mc.input, pb2, "max_tokens", "TYPE_INT32", [1])
+    for name in ("end_id", "pad_id"):
+        _tensor(mc.input, pb2, name, "TYPE_INT32", [1], optional=True)
+    for name in ("stop_words", "bad_words"):
+        _tensor(mc.input, pb2, name, "TYPE_STRING", [-1], optional=True)
     _tensor(mc.output, pb2, "input_ids", "TYPE_INT32", [-1])
     _tensor(mc.output, pb2, "input_lengths", "TYPE_INT32", [1])
     _tensor(mc.output, pb2, "request_output_len", "TYPE_INT32", [1])
     _tensor(mc.output, pb2, "end_id", "TYPE_INT32", [1])
     _tensor(mc.output, pb2, "pad_id", "TYPE_INT32", [1])
+    _tensor(mc.output, pb2, "stop_words_list", "TYPE_INT32", [2, -1])
+    _tensor(mc.output, pb2, "bad_words_list", "TYPE_INT32", [2, -1])
     _instances(mc, pb2, r.serving.instances.preprocessing)
-    _params(mc, {"tokenizer_file": "tokenizer/tokenizer.json", "add_special_tokens": False, "end_id": end_id,
-                 "pad_id": pad_id})
+    _params(mc, {"tokenizer_file": "tokenizer/tokenizer.json", "add_special_tokens": r.serving.add_special_tokens,
+                 "end_id": end_id, "pad_id": pad_id})
     mc.default_model_filename = "model.py"
     return mc
 
@@ -88,7 +143,8 @@ def postprocessing(r: LLMRecipe, names: Names, mbs: int):
     _tensor(mc.input, pb2, "tokens_batch", "TYPE_INT32", [-1, -1])
     _tensor(mc.input, pb2, "sequence_length", "TYPE_INT32", [-1])
     _tensor(mc.output, pb2, "output", "TYPE_STRING", [-1])
-    _instances(mc, pb2, r.serving.instances.postprocessing)
+    # NOTE: a streamed ensemble sends each token's text through here; more than one instance could reorder them
+    _instances(mc, pb2, 1 if r.serving.streaming else r.serving.instances.postprocessing)
     _params(mc, {"tokenizer_file": "tokenizer/tokenizer.json", "skip_special_tokens": True})
     mc.default_model_filename = "model.py"
     return mc
@@ -105,21 +161,21 @@ def tensorrt_llm(r: LLMRecipe, names: Names, engine: dict, engine_path: str):
     db.preferred_batch_size.append(mbs)
     db.max_queue_delay_microseconds = r.serving.max_queue_delay_us
     db.default_queue_policy.max_queue_size = r.serving.max_queue_size
-    _tensor(mc.input, pb2, "input_ids", "TYPE_INT32", [-1], ragged=True)
-    _tensor(mc.input, pb2, "input_lengths", "TYPE_INT32", [1], reshape=[])
-    _tensor(mc.input, pb2, "request_output_len", "TYPE_INT32", [1], reshape=[])
-    _tensor(mc.input, pb2, "end_id", "TYPE_INT32", [1], reshape=[], optional=True)
-    _tensor(mc.input, pb2, "pad_id", "TYPE_INT32", [1], reshape=[], optional=True)
-    _tensor(mc.input, pb2, "streaming", "TYPE_BOOL", [1], reshape=[], optional=True)
-    _tensor(mc.input, pb2, "beam_width", "TYPE_INT32", [1], reshape=[], optional=True)
-    _tensor(mc.input, pb2, "temperature", "TYPE_FP32", [1], reshape=[], optional=True)
-    _tensor(mc.input, pb2, "runtime_top_k", "TYPE_INT32", [1], reshape=[], optional=True)
-    _tensor(mc.input, pb2, "runtime_top_p", "TYPE_FP32", [1], reshape=[], optional=True)
+    for name, dtype, dims, optional, reshape, ragged in TOKEN_INPUTS:
+        _tensor(mc.input, pb2, name, dtype, dims, optional=optional, reshape=reshape, ragged=ragged)
+    for _, dtype, dims, target in REQUEST_INPUTS:
+        if target is not None:
+            _tensor(mc.input, pb2, target, dtype, dims, reshape=[], optional=True)
+    _tensor(mc.input, pb2, "stop", "TYPE_BOOL", [1], reshape=[], optional=True)  # cancel by request id
     _tensor(mc.output, pb2, "output_ids", "TYPE_INT32", [-1, -1])
     _tensor(mc.output, pb2, "sequence_length", "TYPE_INT32", [-1])
     logits = LOGITS_TYPE[engine["pretrained_config"].get("logits_dtype", "float32")]
-    _tensor(mc.output, pb2, "context_logits", logits, [-1, -1])
-    _tensor(mc.output, pb2, "generation_logits", logits, [-1, -1, -1])
+    for name, dtype, dims in PASSTHROUGH_OUTPUTS[:4]:
+        _tensor(mc.output, pb2, name, dtype, dims)
+    for name, dims in LOGITS_OUTPUTS:
+        _tensor(mc.output, pb2, name, logits, dims)
+    for name, dtype, dims in PASSTHROUGH_OUTPUTS[4:]:
+        _tensor(mc.output, pb2, name, dtype, dims)
     # NOTE: the C++ backend manages its GPUs itself (gpu_device_ids); Triton's instance kind stays CPU.
     _instances(mc, pb2, 1)
     kv, s = r.kv_cache, r.serving
@@ -127,9 +183,9 @@ def tensorrt_llm(r: LLMRecipe, names: Names, engine: dict, engine_path: str):
         "gpt_model_type": s.batching_strategy, "gpt_model_path": engine_path,
         "max_beam_width": r.engine.max_beam_width, "batch_scheduler_policy": s.scheduler_policy,
         "kv_cache_free_gpu_mem_fraction": kv.free_gpu_mem_fraction, "enable_kv_cache_reuse": kv.enable_block_reuse,
-        "max_attention_window_size": int(bc["max_seq_len"]), "exclude_input_in_output": s.exclude_input_in_output,
+        "exclude_input_in_output": s.exclude_input_in_output,
         "enable_chunked_context": s.enable_chunked_context, "normalize_log_probs": True,
-        "FORCE_CPU_ONLY_INPUT_TENSORS": "no", "decoupled_mode": s.streaming,
+        "FORCE_CPU_ONLY_INPUT_TENSORS": "no", **dict.fromkeys(UNGUARDED_EMPTY, ""),
     }
     if kv.max_tokens is not None:
         params["max_tokens_in_paged_kv_cache"] = kv.max_tokens
@@ -143,19 +199,22 @@ def tensorrt_llm(r: LLMRecipe, names: Names, engine: dict, engine_path: str):
 def ensemble(r: LLMRecipe, names: Names, mbs: int):
     pb2 = model_config_pb2()
     mc = _base(pb2, names.ensemble, mbs, platform="ensemble")
-    _tensor(mc.input, pb2, "text_input", "TYPE_STRING", [1])
-    _tensor(mc.input, pb2, "max_tokens", "TYPE_INT32", [1])
+    _request_inputs(mc, pb2)
     _tensor(mc.output, pb2, "text_output", "TYPE_STRING", [-1])
-    steps = [
-        (names.preprocessing, {"text_input": "text_input", "max_tokens": "max_tokens"},
-         {"input_ids": "_INPUT_ID", "input_lengths": "_INPUT_LEN", "request_output_len": "_REQUEST_OUTPUT_LEN",
-          "end_id": "_END_ID", "pad_id": "_PAD_ID"}),
-        (names.tensorrt_llm, {"input_ids": "_INPUT_ID", "input_lengths": "_INPUT_LEN",
-                              "request_output_len": "_REQUEST_OUTPUT_LEN", "end_id": "_END_ID", "pad_id": "_PAD_ID"},
-         {"output_ids": "_TOKENS_BATCH", "sequence_length": "_SEQUENCE_LENGTH"}),
-        (names.postprocessing, {"tokens_batch": "_TOKENS_BATCH", "sequence_length": "_SEQUENCE_LENGTH"},
-         {"output": "text_output"}),
-    ]
+    for name, dtype, dims in PASSTHROUGH_OUTPUTS:
+        _tensor(mc.output, pb2, name, dtype, dims)
+    pre_in = {"text_input": "text_input", "max_tokens": "max_tokens", "end_id": "end_id", "pad_id": "pad_id",
+              "stop_words": "stop_words", "bad_words": "bad_words"}
+    pre_out = {"input_ids": "_INPUT_ID", "input_lengths": "_INPUT_LEN", "request_output_len": "_REQUEST_OUTPUT_LEN",
+               "end_id": "_END_ID", "pad_id": "_PAD_ID", "stop_words_list": "_STOP_WORDS_IDS",
+               "bad_words_list": "_BAD_WORDS_IDS"}
+    llm_in = {k: v for k, v in pre_out.items()}
+    llm_in.update({target: name for name, _, _, target in REQUEST_INPUTS if target is not None})
+    llm_out = {"output_ids": "_TOKENS_BATCH", "sequence_length": "_SEQUENCE_LENGTH",
+               **{name: name for name, _, _ in PASSTHROUGH_OUTPUTS}}
+    steps = [(names.preprocessing, pre_in, pre_out), (names.tensorrt_llm, llm_in, llm_out),
+             (names.postprocessing, {"tokens_batch": "_TOKENS_BATCH", "sequence_length": "_SEQUENCE_LENGTH"},
+              {"output": "text_output"})]
     for model, inputs, outputs in steps:
         step = mc.ensemble_scheduling.step.add()
         step.model_name = model
@@ -171,11 +230,13 @@ def bls(r: LLMRecipe, names: Names, mbs: int):
     pb2 = model_config_pb2()
     mc = _base(pb2, names.bls, mbs, backend="python")
     mc.model_transaction_policy.decoupled = r.serving.streaming
-    _tensor(mc.input, pb2, "text_input", "TYPE_STRING", [1])
-    _tensor(mc.input, pb2, "max_tokens", "TYPE_INT32", [1])
+    _request_inputs(mc, pb2, bls=True)
     _tensor(mc.output, pb2, "text_output", "TYPE_STRING", [-1])
+    for name, dtype, dims in PASSTHROUGH_OUTPUTS[4:]:
+        _tensor(mc.output, pb2, name, dtype, dims)
     _instances(mc, pb2, r.serving.instances.bls)
     _params(mc, {"preprocessing_model": names.preprocessing, "llm_model": names.tensorrt_llm,
-                 "postprocessing_model": names.postprocessing})
+                 "postprocessing_model": names.postprocessing,
+                 "request_inputs": ",".join(f"{n}:{t}" for n, _, _, t in REQUEST_INPUTS if t is not None)})
     mc.default_model_filename = "model.py"
     return mc

@@ -12,7 +12,7 @@ from tritonbuild.backends.tensorrtllm.checks import config_problems
 from tritonbuild.core.hashing import sha256_json
 from tritonbuild.errors import BuildError
 from tritonbuild.recipe.llm import LLMRecipe
-from tritonbuild.recipe.models import TensorSpec
+from tritonbuild.recipe.models import DTYPES, TensorSpec
 from tritonbuild.triton.config import render
 
 KEEP = ".keep"  # an empty version directory must exist for an ensemble; object stores need an object in it
@@ -47,8 +47,7 @@ def _specs(mc) -> tuple[list[TensorSpec], list[TensorSpec]]:
     from tritonbuild.triton.config import model_config_pb2
 
     pb2 = model_config_pb2()
-    rev = {v: k for k, v in {"bool": "TYPE_BOOL", "int32": "TYPE_INT32", "fp32": "TYPE_FP32", "fp16": "TYPE_FP16",
-                             "bytes": "TYPE_STRING", "int64": "TYPE_INT64"}.items()}
+    rev = {v: k for k, v in DTYPES.items()}
 
     def conv(ts):
         return [TensorSpec(name=t.name, dtype=rev[pb2.DataType.Name(t.data_type)], dims=list(t.dims),

@@ -1,6 +1,7 @@
 """runtime: pytorch — TensorRT-LLM's LLM API (PyTorch backend) as a Triton Python model with model.yaml.
-No engine is built: the checkpoint is packaged, quantization is FP8 on the fly or a pre-quantized
-(ModelOpt AWQ) checkpoint. Without batching in Triton (max_batch_size 0): the LLM API batches itself."""
+No engine is built: the checkpoint is packaged; a quantized model is a checkpoint ModelOpt already quantized
+(hf_quant_config.json, read by the LLM API itself: TorchLlmArgs takes no quant_config). Without batching in
+Triton (max_batch_size 0): the LLM API batches itself. Streaming is decoupled, through the response sender."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from tritonbuild.recipe.llm import LLMRecipe
 from tritonbuild.recipe.models import TensorSpec
 
 INPUTS = [TensorSpec(name="text_input", dtype="bytes", dims=[1]),
-          TensorSpec(name="max_tokens", dtype="int32", dims=[1], optional=True)]
+          TensorSpec(name="max_tokens", dtype="int32", dims=[1], optional=True),
+          TensorSpec(name="stream", dtype="bool", dims=[1], optional=True)]
 OUTPUTS = [TensorSpec(name="text_output", dtype="bytes", dims=[-1])]
 MODEL_PY = Path(__file__).parent / "models" / "llmapi.py"
 
@@ -31,8 +33,6 @@ def model_yaml(r: LLMRecipe) -> dict:
             "triton_config": {"max_batch_size": 0, "decoupled": r.serving.streaming}}
     if kv.max_tokens is not None:
         spec["kv_cache_config"]["max_tokens"] = kv.max_tokens
-    if r.quantization == "fp8":
-        spec["quant_config"] = {"quant_algo": "FP8"}
     if kv.dtype != "auto":
         spec["kv_cache_config"]["dtype"] = kv.dtype
     return spec

@@ -44,7 +44,7 @@ def test_fixture_engine_matches_the_example(recipe):
     ("pretrained_config.logits_dtype", "float16", "logits_dtype float16, recipe engine.logits_dtype float32"),
     ("pretrained_config.quantization.quant_algo", "FP8", "engine quantization 'FP8', recipe quantization "
                                                          "int4_weight_only"),
-    ("version", "1.1.0", "engine built by TensorRT-LLM 1.1.0, the serving image has 1.2.1"),
+    ("version", "1.2.1", "engine built by TensorRT-LLM 1.2.1, the serving image has 1.1.0"),
     ("pretrained_config.mapping.tp_size", 2, "engine mapping tp_size=2 pp_size=1, recipe engine.tp_size=1"),
 ])
 def test_each_mismatch_names_both_sides(recipe, path, value, words):

@@ -1,0 +1,149 @@
+"""Re-derive the upstream facts in tests/contracts/facts/ from upstream source files (see README.md here).
+
+Facts are names, types and flags read out of upstream's own files, never the files themselves:
+
+    python -m tests.contracts.refresh triton-templates DIR   # DIR = .../inflight_batcher_llm (all_models)
+    python -m tests.contracts.refresh cpp-parameters FILE...  # model_instance_state.cc, model_state.cc
+    python -m tests.contracts.refresh argparse FILE            # convert_checkpoint.py, quantize.py, build.py
+    python -m tests.contracts.refresh fields FILE CLASS        # @dataclass / pydantic class fields (+ bases)
+
+Each command prints JSON; compare it with the recorded fact (git diff after pasting) and update the fact's
+``source`` (repository, commit, path) in the same change. Standard library only: runs in any checkout.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+from pathlib import Path
+
+
+def _block(text: str, start: int, open_: str, close: str) -> tuple[str, int]:
+    """The text between the bracket at text[start] and its match; (body, index after the match)."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == open_:
+            depth += 1
+        elif text[i] == close:
+            depth -= 1
+            if depth == 0:
+                return text[start + 1:i], i + 1
+    raise ValueError("unbalanced brackets")
+
+
+def _entries(body: str) -> list[str]:
+    out, i = [], 0
+    while (j := body.find("{", i)) != -1:
+        inner, i = _block(body, j, "{", "}")
+        out.append(inner)
+    return out
+
+
+def _tensor(entry: str) -> dict:
+    name = re.search(r'\bname:\s*"([^"]+)"', entry).group(1)
+    dtype = re.search(r"\bdata_type:\s*([^\s,]+)", entry).group(1)
+    dims = [int(d) if d.lstrip("-").isdigit() else d
+            for d in re.search(r"\bdims:\s*\[([^\]]*)\]", entry).group(1).replace(",", " ").split()]
+    t = {"name": name, "data_type": dtype, "dims": dims}
+    if re.search(r"\boptional:\s*true", entry):
+        t["optional"] = True
+    if re.search(r"\breshape:", entry):
+        t["reshape"] = [int(d) for d in re.search(r"shape:\s*\[([^\]]*)\]", entry).group(1).replace(",", " ").split()]
+    if re.search(r"\ballow_ragged_batch:\s*true", entry):
+        t["allow_ragged_batch"] = True
+    return t
+
+
+def template_facts(text: str) -> dict:
+    """Tensors and parameter keys of one upstream config.pbtxt template (``${…}`` left as written)."""
+    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    facts: dict = {}
+    for kind in ("input", "output"):
+        m = re.search(rf"(?m)^{kind}\s*\[", text)
+        facts[kind + "s"] = [_tensor(e) for e in _entries(_block(text, m.end() - 1, "[", "]")[0])] if m else []
+    facts["parameters"] = sorted(set(re.findall(r'\bkey:\s*"([^"]+)"', text.split("ensemble_scheduling")[0])))
+    decoupled = re.search(r"\bdecoupled:\s*(\S+)", text)
+    facts["decoupled"] = decoupled.group(1) if decoupled else None
+    return facts
+
+
+def cpp_parameters(text: str) -> dict:
+    """Every ``GetParameter<T>("name")`` of the tensorrtllm C++ backend, split by whether a try block encloses
+    it (guarded: a default applies when the key is absent) or not (unguarded: a missing key fails the load)."""
+    code = re.sub(r"//[^\n]*", "", text)
+    guarded, unguarded = set(), set()
+    stack: list[bool] = []
+    call = re.compile(r'GetParameter<[^>]*(?:<[^>]*>)*[^>]*>\(\s*"(\w+)"\s*\)')
+    i = 0
+    while i < len(code):
+        c = code[i]
+        if c == "{":
+            stack.append(bool(re.search(r"\btry\s*$", code[max(0, i - 20):i])))
+        elif c == "}":
+            stack.pop()
+        elif c == "G" and (m := call.match(code, i)):
+            (guarded if any(stack) else unguarded).add(m.group(1))
+            i = m.end()
+            continue
+        i += 1
+    return {"unguarded": sorted(unguarded), "guarded": sorted(guarded - unguarded)}
+
+
+def argparse_flags(text: str) -> list[str]:
+    """Option strings of every ``add_argument`` call in a script (any parser or argument group)."""
+    flags = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
+            flags.update(a.value for a in node.args
+                         if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("-"))
+    return sorted(flags)
+
+
+def class_fields(text: str, name: str) -> list[str]:
+    """Annotated public fields of a class and of its bases defined in the same file."""
+    classes = {n.name: n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.ClassDef)}
+    out: set[str] = set()
+
+    def walk(cls: ast.ClassDef) -> None:
+        for base in cls.bases:
+            if isinstance(base, ast.Name) and base.id in classes:
+                walk(classes[base.id])
+        for stmt in cls.body:
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and \
+                    not stmt.target.id.startswith("_"):
+                ann = ast.unparse(stmt.annotation)
+                if not ann.startswith("ClassVar"):
+                    out.add(stmt.target.id)
+
+    walk(classes[name])
+    return sorted(out)
+
+
+def main(argv: list[str]) -> int:
+    cmd, *args = argv
+    if cmd == "triton-templates":
+        root = Path(args[0])
+        out = {p.parent.name: template_facts(p.read_text()) for p in sorted(root.glob("*/config.pbtxt"))}
+    elif cmd == "cpp-parameters":
+        merged = {"unguarded": set(), "guarded": set()}
+        for f in args:
+            facts = cpp_parameters(Path(f).read_text())
+            merged["unguarded"] |= set(facts["unguarded"])
+            merged["guarded"] |= set(facts["guarded"])
+        out = {k: sorted(v - (merged["unguarded"] if k == "guarded" else set())) for k, v in merged.items()}
+    elif cmd == "argparse":
+        out = argparse_flags(Path(args[0]).read_text())
+    elif cmd == "fields":
+        out = class_fields(Path(args[0]).read_text(), args[1])
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    json.dump(out, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

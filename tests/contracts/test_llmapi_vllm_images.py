@@ -1,0 +1,99 @@
+"""model.yaml ⊆ the LLM-API arguments of its backend, model.json ⊆ vLLM's AsyncEngineArgs, and the serving
+image ships the TensorRT-LLM the engine is built with (facts/llm_args.json, vllm_engine_args.json,
+triton_images.json)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.contracts.facts import load
+from tritonbuild.backends import vllm
+from tritonbuild.backends.tensorrtllm.llmapi import model_yaml
+from tritonbuild.recipe.llm import Image, LLMRecipe, VLLMRecipe, check_llm_rules
+from tritonbuild.recipe.load import load_recipe
+
+ARGS = load("llm_args")
+VLLM = load("vllm_engine_args")
+IMAGES = load("triton_images")["images"]
+
+
+def _pt(**kw) -> LLMRecipe:
+    return LLMRecipe(name="m", version=1, backend="tensorrtllm", runtime="pytorch", checkpoint={"path": "c"}, **kw)
+
+
+@pytest.mark.parametrize("kw", [{"quantization": "none"}, {"quantization": "fp8"}, {"quantization": "int4_awq"},
+                                {"quantization": "fp8", "kv_cache": {"dtype": "fp8", "max_tokens": 4096}},
+                                {"quantization": "none", "serving": {"streaming": True}}])
+def test_model_yaml_is_a_subset_of_torch_llm_args(kw):
+    r = _pt(**kw)
+    if check_llm_rules(r):
+        pytest.skip("refused at load")
+    spec = model_yaml(r)
+    allowed = set(ARGS["TorchLlmArgs"]) | set(ARGS["model_yaml_triton_keys"]["keys"])
+    assert set(spec) <= allowed, set(spec) - allowed
+    assert not set(spec) & set(ARGS["TrtLlmArgs_only"]["fields"]), "rejected by _TorchLLM at load"
+    assert spec["backend"] == "pytorch"
+    assert set(spec["kv_cache_config"]) <= set(ARGS["KvCacheConfig"]["fields"])
+    dtype = spec["kv_cache_config"].get("dtype", "auto")
+    assert dtype == "auto" or dtype in ARGS["KvCacheConfig"]["dtype_synced_to_quant_config"]
+
+
+def test_pytorch_runtime_refuses_a_kv_dtype_the_llm_api_cannot_apply():
+    problems = check_llm_rules(_pt(quantization="none", kv_cache={"dtype": "int8"}))
+    assert [p for p in problems if tuple(p[0]) == ("kv_cache", "dtype")]
+
+
+def test_llmapi_defaults_follow_upstream():
+    kv = model_yaml(_pt(quantization="none"))["kv_cache_config"]
+    for key, value in ARGS["KvCacheConfig"]["defaults"].items():
+        if key in kv and key != "free_gpu_memory_fraction":
+            assert kv[key] == value, key
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "recipes").rglob("*vllm*.yaml")))
+def test_model_json_is_a_subset_of_async_engine_args(path):
+    r = load_recipe(path).recipe
+    doc = vllm.model_json(r)
+    assert set(doc) <= set(VLLM["AsyncEngineArgs"]), set(doc) - set(VLLM["AsyncEngineArgs"])
+    assert doc.get("quantization") in (None, *VLLM["quantization_methods_used"])
+
+
+def test_model_json_leaves_prefix_caching_to_vllms_default():
+    r = VLLMRecipe(name="v", version=1, backend="vllm", checkpoint={"path": "c"})
+    assert "enable_prefix_caching" not in vllm.model_json(r)  # vLLM 0.33 resolves None to CacheConfig's True
+    on = VLLMRecipe(name="v", version=1, backend="vllm", checkpoint={"path": "c"},
+                    engine_args={"enable_prefix_caching": False})
+    assert vllm.model_json(on)["enable_prefix_caching"] is False
+
+
+def _tag(image: str) -> str:
+    return re.match(r"nvcr\.io/nvidia/tritonserver:(\d+\.\d+)-trtllm-python-py3$", image).group(1)
+
+
+def test_default_image_ships_the_default_trtllm_version():
+    img = Image()
+    assert IMAGES[_tag(img.triton_image)]["trtllm"] == img.trtllm_version
+
+
+@pytest.mark.parametrize("path", sorted(p for p in (ROOT / "recipes").rglob("*.yaml")
+                                        if "backend: tensorrtllm" in p.read_text()))
+def test_example_recipes_pair_image_and_engine_versions(path):
+    r = load_recipe(path).recipe
+    assert IMAGES[_tag(r.image.triton_image)]["trtllm"] == r.image.trtllm_version, path
+
+
+def test_a_mismatched_image_is_a_recipe_error():
+    r = LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"},
+                  image={"trtllm_version": "1.2.1",
+                         "triton_image": "nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3"})
+    (problem,) = [p for p in check_llm_rules(r) if p[0][0] == "image"]
+    assert "1.1.0" in problem[1] and "1.2.1" in problem[1]
+
+
+def test_the_code_version_table_is_the_recorded_one():
+    from tritonbuild.recipe.llm import TRITON_TRTLLM
+
+    assert TRITON_TRTLLM == {tag: v["trtllm"] for tag, v in IMAGES.items()}

@@ -1,0 +1,127 @@
+"""The generated TensorRT-LLM group against the tensorrtllm backend's recorded contract
+(facts/tensorrtllm_backend.json, facts/clients.json): every parameter the C++ backend reads unguarded is
+present and parseable; every declared tensor is upstream's (name, dtype, dims, optional, reshape); the
+ensemble and the BLS accept what the OpenAI frontend and genai-perf send."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.conftest import ROOT
+from tests.contracts.facts import load, template
+from tritonbuild.backends.tensorrtllm import configs as cfg
+from tritonbuild.recipe.llm import LLMRecipe
+from tritonbuild.triton.config import model_config_pb2
+
+ENGINE = json.loads((ROOT / "tests/fixtures/engines/tiny-llama-w4a16/config.json").read_text())
+CPP = load("tensorrtllm_backend")["cpp_parameters"]
+CLIENTS = load("clients")
+NP_TO_TRITON = {"object": "TYPE_STRING", "bool": "TYPE_BOOL", "int32": "TYPE_INT32", "uint64": "TYPE_UINT64",
+                "float32": "TYPE_FP32"}
+VARIANTS = [{}, {"serving": {"streaming": True, "bls": True}},
+            {"serving": {"batching_strategy": "V1", "scheduler_policy": "max_utilization"},
+             "kv_cache": {"max_tokens": 4096, "enable_block_reuse": False}},
+            {"serving": {"gpu_device_ids": [0, 1, 2, 3], "enable_chunked_context": True}}]
+
+
+def _recipe(**kw) -> LLMRecipe:
+    return LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"}, **kw)
+
+
+def _group(r: LLMRecipe) -> dict:
+    names = cfg.Names.of(r.name)
+    mbs = int(ENGINE["build_config"]["max_batch_size"])
+    return {"tensorrt_llm": cfg.tensorrt_llm(r, names, ENGINE, "/models/m_tensorrt_llm/1/engine"),
+            "ensemble": cfg.ensemble(r, names, mbs), "tensorrt_llm_bls": cfg.bls(r, names, mbs),
+            "preprocessing": cfg.preprocessing(r, names, mbs, 2, 2),
+            "postprocessing": cfg.postprocessing(r, names, mbs)}
+
+
+def _spec(t) -> dict:
+    pb2 = model_config_pb2()
+    s = {"name": t.name, "data_type": pb2.DataType.Name(t.data_type), "dims": list(t.dims)}
+    if "optional" in t.DESCRIPTOR.fields_by_name and t.optional:
+        s["optional"] = True
+    if "reshape" in t.DESCRIPTOR.fields_by_name and t.HasField("reshape"):
+        s["reshape"] = list(t.reshape.shape)
+    return s
+
+
+def _upstream(model: str, kind: str) -> dict[str, dict]:
+    logits = cfg.LOGITS_TYPE[ENGINE["pretrained_config"].get("logits_dtype", "float32")]
+    out = {}
+    for t in template(model)[kind]:
+        t = {k: v for k, v in t.items() if k != "allow_ragged_batch"}
+        if t["data_type"] == "${logits_datatype}":
+            t["data_type"] = logits
+        out[t["name"]] = t
+    return out
+
+
+@pytest.mark.parametrize("kw", VARIANTS)
+def test_tensorrt_llm_carries_every_parameter_the_cpp_backend_reads_unguarded(kw):
+    mc = _group(_recipe(**kw))["tensorrt_llm"]
+    params = {k: v.string_value for k, v in mc.parameters.items()}
+    missing = sorted(set(CPP["unguarded"]) - set(params))
+    assert not missing, [CPP["missing_key_error"].format(key=k) for k in missing]
+    unknown = sorted(set(params) - set(template("tensorrt_llm")["parameters"]))
+    assert not unknown, f"parameters the backend never reads: {unknown}"
+    assert params["gpt_model_type"] in CPP["gpt_model_type_values"]
+    assert params["batch_scheduler_policy"] in CPP["batch_scheduler_policy_values"]
+    for key in ("enable_kv_cache_reuse", "exclude_input_in_output", "enable_chunked_context", "normalize_log_probs"):
+        if key in params:
+            assert params[key] in CPP["bool_values"], (key, params[key])
+    for key in CPP["empty_allowed"]:
+        assert params[key] == "" or not params[key].startswith("${"), key
+    assert mc.model_transaction_policy.decoupled == bool(kw.get("serving", {}).get("streaming", False))
+
+
+@pytest.mark.parametrize("model", ["tensorrt_llm", "ensemble", "tensorrt_llm_bls"])
+@pytest.mark.parametrize("kw", VARIANTS[:2])
+def test_every_declared_tensor_is_upstreams(model, kw):
+    mc = _group(_recipe(**kw))[model]
+    for kind, tensors in (("inputs", mc.input), ("outputs", mc.output)):
+        upstream = _upstream(model, kind)
+        for t in tensors:
+            assert t.name in upstream, f"{model} {kind[:-1]} {t.name} is not in upstream's {model} template"
+            assert _spec(t) == upstream[t.name], (model, t.name)
+    upstream_required = {n for n, t in _upstream(model, "inputs").items() if not t.get("optional")}
+    assert {t.name for t in mc.input if not t.optional} == upstream_required
+
+
+@pytest.mark.parametrize("client, inputs", [
+    ("openai_frontend", CLIENTS["openai_frontend"]["always"]),
+    ("openai_frontend+options", {**CLIENTS["openai_frontend"]["always"],
+                                 **{k: v for k, v in CLIENTS["openai_frontend"]["optional"].items()
+                                    if not k.startswith(("guided_", "lora_"))}}),
+    ("genai-perf", CLIENTS["genai_perf"]["default"]), ("genai-perf --streaming", CLIENTS["genai_perf"]["streaming"])])
+@pytest.mark.parametrize("model", ["ensemble", "tensorrt_llm_bls"])
+def test_client_input_sets_are_declared(model, client, inputs):
+    mc = _group(_recipe(serving={"streaming": True, "bls": True}))[model]
+    declared = {t.name: _spec(t) for t in mc.input}
+    for name, (dtype, shape) in inputs.items():
+        assert name in declared, f"{client} sends {name}; {model} rejects it (HTTP 400)"
+        assert declared[name]["data_type"] == NP_TO_TRITON[dtype], (name, declared[name])
+        assert len(declared[name]["dims"]) + 1 == len(shape), (name, declared[name], shape)
+    for name in CLIENTS["openai_frontend"]["reads_outputs"]:
+        assert name in {t.name for t in mc.output}, f"{model} does not return {name}"
+    np.testing.assert_equal(sorted(t.name for t in mc.input if not t.optional), ["max_tokens", "text_input"])
+
+
+def test_ensemble_routes_stream_and_sampling_to_upstream_names():
+    mc = _group(_recipe(serving={"streaming": True}))["ensemble"]
+    steps = {s.model_name: s for s in mc.ensemble_scheduling.step}
+    llm = steps["m_tensorrt_llm"]
+    assert llm.input_map["streaming"] == "stream"
+    for upstream_name, ensemble_name in {"runtime_top_k": "top_k", "runtime_top_p": "top_p",
+                                         "len_penalty": "length_penalty", "seed": "seed",
+                                         "exclude_input_in_output": "exclude_input_in_output",
+                                         "return_num_output_tokens": "return_num_output_tokens"}.items():
+        assert llm.input_map[upstream_name] == ensemble_name
+    ensemble_inputs = {t.name for t in mc.input}
+    for step in steps.values():
+        for source in step.input_map.values():
+            assert source in ensemble_inputs or source.startswith("_"), (step.model_name, source)

@@ -1,0 +1,117 @@
+"""Every command line tritonbuild would run is one TensorRT-LLM's own argparse accepts (facts/trtllm_scripts.json),
+over the whole model-family × quantization × KV-dtype × parallelism matrix. A combination a script cannot
+express must be a recipe error naming the key, the family and the alternative instead of a build that dies
+inside the converter (argparse exits 2 on an unknown flag)."""
+
+from __future__ import annotations
+
+from itertools import product
+
+import pytest
+
+from tests.contracts.facts import load, script_for
+from tritonbuild.backends.tensorrtllm import argv as cmd
+from tritonbuild.recipe.llm import LLMRecipe, check_llm_rules
+
+SCRIPTS = load("trtllm_scripts")["scripts"]
+MODEL_TYPES = sorted({t for s in SCRIPTS.values() for t in s["model_types"]})
+QUANTS = ["int4_weight_only", "int4_awq", "fp8", "none"]
+KV = ["auto", "int8", "fp8"]
+PARALLEL = [(1, 1), (2, 1), (1, 2)]
+RECIPE_KEYS = {("quantization",), ("kv_cache", "dtype"), ("engine", "pp_size"), ("engine", "tp_size")}
+
+
+def _recipe(quant: str, kv: str, tp: int, pp: int) -> LLMRecipe:
+    return LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"}, quantization=quant,
+                     kv_cache={"dtype": kv}, engine={"tp_size": tp, "pp_size": pp},
+                     serving={"gpu_device_ids": list(range(tp * pp))})
+
+
+def _check_flags(argv: list[str], facts: dict, where: str) -> dict[str, str | None]:
+    """Every option is in the script's flag set; every value of a flag with choices is one of them."""
+    flags, choices = set(facts["flags"]), facts["choices"]
+    seen: dict[str, str | None] = {}
+    for i, tok in enumerate(argv):
+        if not tok.startswith("-"):
+            continue
+        assert tok in flags, f"{where}: {tok} is not an argument of {facts['source']}"
+        value = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("-") else None
+        if tok in choices:
+            assert value in choices[tok], f"{where}: {tok} {value} not in {choices[tok]}"
+        seen[tok] = value
+    for flag in facts.get("required_flags", []):
+        assert flag in seen, f"{where}: {facts['source']['path']} needs {flag}"
+    return seen
+
+
+def _upstream_rejects(facts: dict, quant: str, kv: str, pp: int) -> bool:
+    """What the recorded flag set says about one combination on the convert_checkpoint.py path."""
+    if quant not in ("int4_weight_only", "none"):
+        return False  # ModelOpt quantize.py: every family, --kv_cache_dtype int8|fp8
+    flags = set(facts["flags"])
+    if kv != "auto" and f"--{kv}_kv_cache" not in flags:
+        return True
+    no_pp = "--pp_size" not in flags or any("pp_size == 1" in a or "pipeline parallelism" in a.lower()
+                                            for a in facts["asserts"])
+    return pp > 1 and no_pp
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_convert_argv_is_accepted_by_the_family_script(model_type, monkeypatch):
+    monkeypatch.setenv("TRITONBUILD_TRTLLM_EXAMPLES", "/x/examples")
+    name, facts = script_for(model_type)
+    built = 0
+    for quant, kv, (tp, pp) in product(QUANTS, KV, PARALLEL):
+        r = _recipe(quant, kv, tp, pp)
+        if check_llm_rules(r):
+            continue  # refused for every family (e.g. fp8 weights + int8 KV)
+        where = f"{model_type} {quant} kv={kv} tp={tp} pp={pp}"
+        problems = cmd.family_problems(r, model_type)
+        assert bool(problems) == _upstream_rejects(facts, quant, kv, pp), (where, problems)
+        for loc, message, hint in problems:
+            assert tuple(loc) in RECIPE_KEYS and model_type in message and hint, (where, loc, message, hint)
+        if problems:
+            continue
+        argv = cmd.convert_argv(r, model_type, "/ckpt", "/out")
+        script = "quantize" if quant in ("int4_awq", "fp8") else name
+        path = SCRIPTS[script]["source"]["path"]
+        assert argv[1] == "/x/" + path, where
+        seen = _check_flags(argv[2:], SCRIPTS[script], where)
+        if "--world-size" in SCRIPTS[script]["flags"]:
+            assert seen.get("--world-size") == str(tp * pp), where
+        elif "--tp_size" in seen:
+            assert (seen["--tp_size"], seen.get("--pp_size", "1")) == (str(tp), str(pp)), where
+        if kv != "auto":
+            assert f"--{kv}_kv_cache" in seen or seen.get("--kv_cache_dtype") == kv, where
+        built += 1
+    assert built, f"no combination of {model_type} can be built"
+
+
+def test_recipe_error_for_an_unsupported_combination_names_family_key_and_alternative(cli, tmp_path, in_root):
+    import shutil
+
+    from tests.conftest import EXAMPLES
+
+    shutil.copytree(EXAMPLES / "tiny-llama", tmp_path / "ck")
+    cfg = (tmp_path / "ck" / "config.json").read_text().replace('"llama"', '"falcon"')
+    (tmp_path / "ck" / "config.json").write_text(cfg)
+    text = (EXAMPLES / "tiny-llama-int4.yaml").read_text().replace("checkpoint: {path: tiny-llama}",
+                                                                 f"checkpoint: {{path: {tmp_path / 'ck'}}}")
+    (tmp_path / "r.yaml").write_text(text.replace("  type: paged\n", "  type: paged\n  dtype: int8\n"))
+    r = cli("plan", tmp_path / "r.yaml")
+    assert r.exit_code == 3, r.stderr
+    assert "kv_cache.dtype" in r.stderr and "falcon" in r.stderr and "fix: use kv_cache.dtype: auto" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("kw", [{}, {"kv_cache": {"tokens_per_block": 128}, "engine": {"logits_dtype": "float16"}},
+                                {"engine": {"use_paged_context_fmha": False, "tp_size": 2}}])
+def test_trtllm_build_argv_is_accepted_by_trtllm_build(kw):
+    facts = SCRIPTS["trtllm-build"]
+    r = LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"},
+                  serving={"gpu_device_ids": [0, 1]}, **kw)
+    argv = cmd.build_argv(r, "/ck", "/eng", "/t.cache")
+    assert argv[0] == "trtllm-build"
+    seen = _check_flags(argv[1:], facts, str(kw))
+    assert not set(seen) & set(facts["deprecated"])
+    assert seen["--kv_cache_type"] == "paged" and seen["--tokens_per_block"] == str(r.kv_cache.tokens_per_block)
