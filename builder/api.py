@@ -81,6 +81,27 @@ def verify_repository(root: Path, *, server_url: str | None = None, record: bool
     return verify(root, server_url=server_url, record=record, progress=progress)
 
 
+def tune(root: Path, model: str, *, report_dir: Path, sla_ms: float | None = None,
+         concurrency: list[int] | None = None, apply: bool = False, **options) -> dict:
+    """Measure serving configs of one built model; optionally write the winner into its recipe."""
+    from tritonbuild.recipe.models import Tune
+    from tritonbuild.tune.run import recipe_for
+    from tritonbuild.tune.run import tune as _tune
+
+    rpath, spec = recipe_for(Path(root), model, options.get("recipe_path"))
+    update = {k: v for k, v in (("sla_p99_ms", sla_ms), ("concurrency", concurrency)) if v is not None}
+    if update:
+        spec = Tune.model_validate({**spec.model_dump(), **update})
+    report = _tune(Path(root), model, report_dir=report_dir, tune_override=spec, **options)
+    report["report_dir"] = str(report_dir)
+    if apply and report.get("winner"):
+        from tritonbuild.tune.patch import apply_patch
+
+        apply_patch(rpath, report["winner"]["recipe_values"])
+        report["applied_to"] = str(rpath)
+    return report
+
+
 def serve(repository: str | Path, *, endpoint_url: str | None = None):
     """(EmbeddedServer not yet started, models it can load, models it cannot) for a directory or a target URL."""
     from tritonbuild.backends import runs_embedded

@@ -163,6 +163,40 @@ class Verify(_Strict):
         "report", description="Whether outputs must stay bit-identical when an input is batched with others.")
 
 
+class Tune(_Strict):
+    """`tritonbuild tune`: the serving configs to try, the load they must serve and the latency SLA."""
+
+    batch_sizes: list[Annotated[int, Field(ge=1)]] | None = Field(
+        None, description="max_batch_size values tried with dynamic batching on (<= the recipe's max_batch_size); "
+                          "default: powers of two from 4 up to it, and it.")
+    max_queue_delay_us: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=lambda: [0, 500], description="Dynamic batcher queue delays tried (microseconds).")
+    preferred_batch_sizes: list[bool] = Field(
+        default_factory=lambda: [False], description="Try without (false) and/or with (true) preferred_batch_sizes "
+                                                     "[max_batch_size].")
+    instance_counts: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [1, 2, 4],
+                                                               description="Instances per group tried.")
+    instance_kind: Literal["cpu", "gpu", "auto", "model"] | None = Field(
+        None, description="Instance kind of the candidates; default: the recipe's first instance group's.")
+    gpus_per_group: list[Annotated[int, Field(ge=1)]] | None = Field(
+        None, description="kind gpu: GPUs each candidate's instance group spans (gpus [0..N-1]); default: as "
+                          "the recipe.")
+    concurrency: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: [1, 64], description="Closed-loop load range: concurrent requests; the winner "
+                                                     "must meet the SLA and never lose to Triton's default at any.")
+    request_rates: list[Annotated[float, Field(gt=0)]] = Field(
+        default_factory=list, description="Open-loop loads (requests/s), measured like the concurrency levels.")
+    sla_p99_ms: float | None = Field(None, gt=0, description="p99 latency every load must meet (ms).")
+    window_s: float = Field(1.0, gt=0, le=60, description="Measurement window (s).")
+    stable_windows: int = Field(3, ge=2, le=10, description="Consecutive windows within 'stability' that end a "
+                                                            "measurement (perf_analyzer's rule).")
+    stability: float = Field(0.10, gt=0, le=1, description="Allowed relative spread of throughput and p99 "
+                                                           "across the stable windows.")
+    max_windows: int = Field(10, ge=2, le=100, description="Windows before a measurement is reported unstable.")
+    min_vs_default: float = Field(1.0, gt=0, description="The winner's throughput must be >= this times Triton's "
+                                                         "default's at every load.")
+
+
 class ShapeRange(_Strict):
     min: list[int]
     opt: list[int]
@@ -235,6 +269,7 @@ class Recipe(_Strict):
                                                                 "(optimization.execution_accelerators).")
     warmup: Warmup | None = Field(None, description="model_warmup: requests Triton runs before the model is ready.")
     verify: Verify = Field(default_factory=Verify)
+    tune: Tune | None = Field(None, description="'tritonbuild tune': search space, load range and SLA.")
 
     _name = field_validator("name")(classmethod(lambda cls, v: valid_name(v)))
 
@@ -323,6 +358,14 @@ def check_rules(r: Recipe) -> list[Problem]:
     if r.warmup is not None and r.warmup.data == "goldens" and not r.verify.goldens:
         out.append((("warmup", "data"), "warmup from goldens needs verify.goldens", "set verify.goldens or use "
                     "data: zero"))
+    if r.tune is not None:
+        for i, b in enumerate(r.tune.batch_sizes or []):
+            if b > r.max_batch_size:
+                out.append((("tune", "batch_sizes", i), f"batch size {b} exceeds max_batch_size {r.max_batch_size} "
+                            "(the cap tune searches under)", f"use sizes <= {r.max_batch_size} or raise "
+                                                                "max_batch_size"))
+        if r.tune.instance_kind == "gpu" and r.target == "cpu":
+            out.append((("tune", "instance_kind"), "kind gpu but the recipe's target is cpu", "set target: gpu"))
     if r.max_batch_size > 0:
         for key in ("inputs", "outputs"):
             for i, t in enumerate(getattr(r, key) or []):

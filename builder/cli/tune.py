@@ -1,0 +1,72 @@
+"""tune."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tritonbuild.cli.common import _json, err, json_option, main, out
+
+
+def _ints(_ctx, _param, value: str | None) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        items = [int(x) for x in value.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+    if not items or any(i < 1 for i in items):
+        raise click.BadParameter(f"expected integers >= 1, got {value!r}")
+    return items
+
+
+@main.command("tune")
+@click.argument("repository", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.argument("model")
+@click.option("--recipe", "recipe_path", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="The model's recipe (default: the one OUT was built from).")
+@click.option("--server", "server_url", metavar="URL", help="Tune on this tritonserver (HTTP URL; explicit model "
+              "control; gRPC on port 8001 or $TRITONBUILD_GRPC_URL) instead of the embedded one.")
+@click.option("--brute", is_flag=True, help="Measure every candidate at every load (to check the quick search).")
+@click.option("--no-verify", is_flag=True, help="Tune a model without goldens (the report says it was not verified).")
+@click.option("--report-dir", type=click.Path(path_type=Path), help="Where the report, patch and plot go "
+              "(default: ./tune-MODEL).")
+@click.option("--processes", type=click.IntRange(1, 256), help="Load generator processes (default: cores / 2).")
+@click.option("--sla-ms", type=click.FloatRange(min=0, min_open=True),
+              help="p99 SLA in ms (overrides tune.sla_p99_ms).")
+@click.option("--concurrency", callback=_ints, help="Load range, e.g. 1,64 (overrides tune.concurrency).")
+@click.option("--apply", "apply_patch", is_flag=True, help="Write the winner into the recipe file.")
+@json_option
+def tune_command(repository: Path, model: str, recipe_path: Path | None, server_url: str | None, brute: bool,
+                 no_verify: bool, report_dir: Path | None, processes: int | None, sla_ms: float | None,
+                 concurrency: list[int] | None, apply_patch: bool, as_json: bool) -> None:
+    """Find MODEL's fastest serving config under a p99 SLA that is still bit-exact.
+
+    Loads candidate configs of the built model (REPOSITORY is never modified), drives load with a
+    multi-process gRPC client, verifies finalists with the goldens, and writes tune-report.json,
+    tune-patch.yaml and tune-plot.png.
+    """
+    from tritonbuild import api
+
+    say = (lambda _m: None) if as_json else (lambda m: err.print(f"tune: {m}"))
+    report = api.tune(repository, model, report_dir=report_dir or Path(f"tune-{model}"), recipe_path=recipe_path,
+                      server_url=server_url, brute=brute, no_verify=no_verify, processes=processes,
+                      sla_ms=sla_ms, concurrency=concurrency, apply=apply_patch, progress=say)
+    if as_json:
+        _json(report)
+        return
+    w = report["winner"]
+    out.print(f"{report['model']}: {w['label']}  ({report['search']} search, {report['measurements_made']} "
+              f"measurements of {report['grid_measurements']} in the grid)")
+    for load, c in report["comparison"].items():
+        out.print(f"  {load:>6}: {c['tuned']['throughput']:9.0f} req/s  p99 {c['tuned']['p99_ms']:.2f} ms   "
+                  f"default {c['default']['throughput']:9.0f} req/s  p99 {c['default']['p99_ms']:.2f} ms   "
+                  f"{c['ratio']}x")
+    out.print(f"  load generator ceiling: {report['ceiling']['throughput']:.0f} req/s")
+    for r in report["rejected_not_bit_exact"]:
+        out.print(f"  rejected {r['label']}: {r['reason']}")
+    for note in report["notes"]:
+        out.print(f"  note: {note}")
+    out.print(f"report: {report['report_dir']}/tune-report.json; patch: tune-patch.yaml"
+              + ("; recipe updated" if report.get("applied_to") else ""))

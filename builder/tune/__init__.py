@@ -1,0 +1,1 @@
+"""tritonbuild tune: serving configs measured under load, chosen under an SLA, verified bit for bit."""

@@ -1,0 +1,290 @@
+"""Load generator: tritonclient's asyncio gRPC client in several worker processes.
+
+Closed loop (N concurrent requests, each sent as soon as the previous one answered) or open loop (a request
+rate, sent on schedule whatever the server does). Every answer to a golden input is compared byte for byte
+with the golden output, so "bit-exact under load" is measured, not assumed.
+
+A measurement is a series of windows; it ends when `stable_windows` consecutive windows agree within
+`stability` on throughput and p99 (perf_analyzer's rule), or after `max_windows` (then reported unstable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+Sample = dict[str, np.ndarray]
+MAX_OUTSTANDING = 4096  # open loop: requests in flight per worker before sends are counted as dropped
+
+
+@dataclass
+class Window:
+    seconds: float
+    count: int
+    errors: int
+    latencies_ms: list[float]
+    mismatches: int
+    first_mismatch: dict | None = None
+    first_error: str | None = None
+
+    @property
+    def throughput(self) -> float:
+        return self.count / self.seconds if self.seconds > 0 else 0.0
+
+    def p(self, q: float) -> float:
+        return float(np.percentile(self.latencies_ms, q)) if self.latencies_ms else float("inf")
+
+
+@dataclass
+class Result:
+    load: str
+    throughput: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    requests: int
+    errors: int
+    mismatches: int
+    stable: bool
+    windows: int
+    seconds: float
+    first_mismatch: dict | None = None
+    first_error: str | None = None
+    window_throughputs: list[float] = field(default_factory=list)
+    offered_rate: float | None = None
+
+    def to_dict(self) -> dict:
+        return {k: (round(v, 4) if isinstance(v, float) and np.isfinite(v) else v) for k, v in self.__dict__.items()}
+
+
+# ---------------------------------------------------------------- worker process
+
+
+def _worker(conn, url: str, model: str, samples: list[Sample], expected: list[Sample] | None,
+            outputs: list[str]) -> None:
+    try:
+        asyncio.run(_worker_main(conn, url, model, samples, expected, outputs))
+    except (KeyboardInterrupt, EOFError, BrokenPipeError):
+        pass
+
+
+def _first_diff(exp: np.ndarray, got: np.ndarray) -> dict:
+    if exp.shape != got.shape or exp.dtype != got.dtype:
+        return {"detail": f"shape/dtype {got.dtype.str}{list(got.shape)} != {exp.dtype.str}{list(exp.shape)}"}
+    a = np.ascontiguousarray(exp).view(np.uint8).reshape(exp.shape + (-1,))
+    b = np.ascontiguousarray(got).view(np.uint8).reshape(got.shape + (-1,))
+    diff = (a != b).any(axis=-1)
+    out = {"differing": int(diff.sum()), "total": int(diff.size), "first_index": [int(i) for i in np.argwhere(diff)[0]]}
+    if exp.dtype != np.object_:
+        out["max_abs_diff"] = float(np.max(np.abs(exp.astype(np.float64) - got.astype(np.float64))))
+    return out
+
+
+async def _worker_main(conn, url, model, samples, expected, outputs) -> None:
+    import tritonclient.grpc.aio as grpcclient
+    from tritonclient.utils import np_to_triton_dtype
+
+    client = grpcclient.InferenceServerClient(url)
+    prepared = []
+    for s in samples:
+        ins = []
+        for name, arr in s.items():
+            i = grpcclient.InferInput(name, list(arr.shape), np_to_triton_dtype(arr.dtype))
+            i.set_data_from_numpy(arr)
+            ins.append(i)
+        prepared.append(ins)
+    want = [grpcclient.InferRequestedOutput(o) for o in outputs]
+    exp_bytes = None if expected is None else [{k: v.tobytes() for k, v in e.items()} for e in expected]
+    state = {"lat": [], "errors": 0, "mm": 0, "first_mm": None, "first_err": None}
+    loop = asyncio.get_running_loop()
+    running: list[asyncio.Task] = []
+    stop = asyncio.Event()
+    counter = [0]
+
+    async def one(t_sched: float | None = None) -> None:
+        i = counter[0] % len(prepared)
+        counter[0] += 1
+        t0 = time.perf_counter()
+        try:
+            res = await client.infer(model, prepared[i], outputs=want, client_timeout=120)
+        except Exception as e:  # noqa: BLE001 - any failure of one request is counted, the load goes on
+            state["errors"] += 1
+            state["first_err"] = state["first_err"] or f"{type(e).__name__}: {e}"[:500]
+            return
+        t1 = time.perf_counter()
+        state["lat"].append((t1 - (t_sched if t_sched is not None else t0)) * 1000.0)
+        if exp_bytes is not None:
+            for name, eb in exp_bytes[i].items():
+                got = res.as_numpy(name)
+                if got is None or got.tobytes() != eb:
+                    state["mm"] += 1
+                    if state["first_mm"] is None:
+                        d = _first_diff(expected[i][name], got) if got is not None else {"detail": "missing"}
+                        state["first_mm"] = {"sample": i, "output": name, **d}
+                    break
+
+    async def closed(n: int) -> None:
+        async def user() -> None:
+            while not stop.is_set():
+                await one()
+        await asyncio.gather(*(user() for _ in range(n)))
+
+    async def opened(rate: float) -> None:
+        pending: set[asyncio.Task] = set()
+        t_next = time.perf_counter()
+        while not stop.is_set():
+            now = time.perf_counter()
+            if now < t_next:
+                await asyncio.sleep(t_next - now)
+                continue
+            if len(pending) < MAX_OUTSTANDING:
+                task = asyncio.ensure_future(one(t_next))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+            else:
+                state["errors"] += 1
+                state["first_err"] = state["first_err"] or "client: too many requests in flight (open loop)"
+            t_next += 1.0 / rate
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    def take() -> dict:
+        out = {"lat": state["lat"], "errors": state["errors"], "mm": state["mm"], "first_mm": state["first_mm"],
+               "first_err": state["first_err"], "t": time.perf_counter()}
+        state.update(lat=[], errors=0, mm=0, first_mm=None, first_err=None)
+        return out
+
+    conn.send({"ready": True})
+    while True:
+        cmd = await loop.run_in_executor(None, conn.recv)
+        op = cmd["op"]
+        if op == "run":
+            stop.clear()
+            take()
+            coro = closed(cmd["concurrency"]) if cmd.get("concurrency") else opened(cmd["rate"])
+            running = [asyncio.ensure_future(coro)]
+            conn.send({"t": time.perf_counter()})
+        elif op == "flush":
+            conn.send(take())
+        elif op == "halt":
+            stop.set()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+            running = []
+            conn.send(take())
+        elif op == "stop":
+            break
+    await client.close()
+
+
+# ---------------------------------------------------------------- parent side
+
+
+class LoadGenerator:
+    """Worker processes with a gRPC client each; `measure()` one load level at a time."""
+
+    def __init__(self, url: str, model: str, samples: list[Sample], expected: list[Sample] | None,
+                 outputs: list[str], *, processes: int = 2):
+        self.url, self.model, self.processes = url, model, max(1, processes)
+        ctx = mp.get_context("spawn")  # NOTE: never fork a process that may hold gRPC state
+        self.conns, self.procs = [], []
+        for _ in range(self.processes):
+            parent, child = ctx.Pipe()
+            p = ctx.Process(target=_worker, args=(child, url, model, samples, expected, outputs), daemon=True)
+            p.start()
+            self.conns.append(parent)
+            self.procs.append(p)
+        for c in self.conns:
+            if not c.poll(120):
+                raise RuntimeError("load generator worker did not start within 120 s")
+            c.recv()
+
+    def _split(self, total: float, integer: bool) -> list[float]:
+        n = min(self.processes, int(total)) if integer else self.processes
+        n = max(1, n)
+        if integer:
+            base, extra = divmod(int(total), n)
+            return [base + (1 if i < extra else 0) for i in range(n)]
+        return [total / n] * n
+
+    def measure(self, *, concurrency: int | None = None, rate: float | None = None, window_s: float = 1.0,
+                stable_windows: int = 3, stability: float = 0.10, max_windows: int = 10,
+                warmup_s: float | None = None) -> Result:
+        shares = self._split(concurrency, True) if concurrency else self._split(rate, False)
+        active = self.conns[:len(shares)]
+        for c, share in zip(active, shares):
+            c.send({"op": "run", "concurrency": share} if concurrency else {"op": "run", "rate": share})
+        for c in active:
+            c.recv()
+        time.sleep(window_s / 2 if warmup_s is None else warmup_s)
+        for c in active:  # discard the warm-up
+            c.send({"op": "flush"})
+        last = max(c.recv()["t"] for c in active)
+        windows: list[Window] = []
+        stable = False
+        while len(windows) < max_windows:
+            time.sleep(window_s)
+            for c in active:
+                c.send({"op": "flush"})
+            parts = [c.recv() for c in active]
+            now = max(p["t"] for p in parts)
+            w = Window(seconds=now - last, count=sum(len(p["lat"]) for p in parts),
+                       errors=sum(p["errors"] for p in parts), latencies_ms=[x for p in parts for x in p["lat"]],
+                       mismatches=sum(p["mm"] for p in parts),
+                       first_mismatch=next((p["first_mm"] for p in parts if p["first_mm"]), None),
+                       first_error=next((p["first_err"] for p in parts if p["first_err"]), None))
+            last = now
+            windows.append(w)
+            if len(windows) >= stable_windows and is_stable(windows[-stable_windows:], stability):
+                stable = True
+                break
+        for c in active:
+            c.send({"op": "halt"})
+        for c in active:
+            c.recv()
+        used = windows[-stable_windows:]
+        lat = [x for w in used for x in w.latencies_ms]
+        secs = sum(w.seconds for w in used)
+        pct = (lambda q: float(np.percentile(lat, q))) if lat else (lambda q: float("inf"))
+        return Result(load=f"c{concurrency}" if concurrency else f"r{rate:g}",
+                      throughput=sum(w.count for w in used) / secs if secs else 0.0,
+                      p50_ms=pct(50), p95_ms=pct(95), p99_ms=pct(99), requests=sum(w.count for w in windows),
+                      errors=sum(w.errors for w in windows), mismatches=sum(w.mismatches for w in windows),
+                      stable=stable, windows=len(windows), seconds=round(sum(w.seconds for w in windows), 3),
+                      first_mismatch=next((w.first_mismatch for w in windows if w.first_mismatch), None),
+                      first_error=next((w.first_error for w in windows if w.first_error), None),
+                      window_throughputs=[round(w.throughput, 2) for w in windows], offered_rate=rate)
+
+    def close(self) -> None:
+        for c in self.conns:
+            try:
+                c.send({"op": "stop"})
+            except (BrokenPipeError, OSError):
+                pass
+        for p in self.procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        self.conns, self.procs = [], []
+
+    def __enter__(self) -> LoadGenerator:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def is_stable(windows: list[Window], stability: float) -> bool:
+    """perf_analyzer's rule: throughput and p99 of each window within ±stability of their mean."""
+    if any(w.count == 0 for w in windows):
+        return False
+    for values in ([w.throughput for w in windows], [w.p(99) for w in windows]):
+        mean = sum(values) / len(values)
+        if mean <= 0 or any(abs(v - mean) > stability * mean for v in values):
+            return False
+    return True

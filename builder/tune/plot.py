@@ -1,0 +1,49 @@
+"""The tune plot: throughput vs p99 per candidate at each load, the SLA line, default and tuned marked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def plot(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    loads = report["loads"]
+    fig, axes = plt.subplots(1, len(loads), figsize=(5.5 * len(loads), 4.6), squeeze=False)
+    winner = (report.get("winner") or {}).get("label")
+    for ax, load in zip(axes[0], loads):
+        for c in report["candidates"]:
+            pt = c["loads"].get(load)
+            if not pt or pt["p99_ms"] is None:
+                continue
+            label = c["label"]
+            if label == "default":
+                ax.scatter(pt["p99_ms"], pt["throughput"], s=90, marker="s", color="tab:gray", zorder=3,
+                           label="Triton default")
+            elif label == winner:
+                ax.scatter(pt["p99_ms"], pt["throughput"], s=160, marker="*", color="tab:green", zorder=4,
+                           label=f"tuned: {label}")
+            else:
+                bad = c.get("feasible") is False
+                ax.scatter(pt["p99_ms"], pt["throughput"], s=22, color="tab:red" if bad else "tab:blue",
+                           alpha=0.6, zorder=2)
+        if report.get("sla_p99_ms"):
+            ax.axvline(report["sla_p99_ms"], color="tab:orange", linestyle="--",
+                       label=f"SLA p99 {report['sla_p99_ms']} ms")
+        ceiling = report.get("ceiling", {}).get("throughput")
+        if ceiling and load == report["top_load"]:
+            ax.axhline(ceiling, color="black", linestyle=":", linewidth=1, label="load generator ceiling")
+        ax.set_xscale("log")
+        ax.set_xlabel("p99 latency (ms, log)")
+        ax.set_ylabel("throughput (req/s)")
+        ax.set_title(f"{report['model']} @ {load}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+    fig.suptitle(f"tritonbuild tune ({report['search']}): blue = candidates, red = rejected at some load",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,501 @@
+"""tune(): measure candidate serving configs of one built model and choose the fastest that is safe.
+
+The built repository (OUT) is only read: the embedded server serves a scratch copy of the model, and every
+candidate is loaded with Triton's load API and a config override (the same request works against any
+server in explicit model-control mode, `--server URL`). Results go to a report directory: the JSON report,
+the recipe patch and the plot.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from contextlib import ExitStack
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+from tritonbuild.core.fsutil import write_atomic
+from tritonbuild.core.hashing import pretty_json
+from tritonbuild.core.npz import read_npz
+from tritonbuild.core.toolchain import fingerprint
+from tritonbuild.errors import UsageError, VerifyError
+from tritonbuild.recipe.models import Tune
+from tritonbuild.repository.config import parse
+from tritonbuild.repository.manifest import ManifestModel
+from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
+from tritonbuild.tune import search
+from tritonbuild.tune.loadgen import LoadGenerator, Result
+from tritonbuild.tune.space import Candidate, Grid, apply
+from tritonbuild.verify.goldens import compare, from_npz_arrays, generate_inputs
+from tritonbuild.verify.run import read_repository
+
+Progress = Callable[[str], None]
+NULL_MODEL = "tritonbuild_loadgen_ceiling"
+CLIENT_BOUND = 0.85  # a candidate within 85 % of the empty model's throughput is limited by the client
+
+NULL_PY = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+OUTPUTS = {outputs!r}
+
+
+class TritonPythonModel:
+    """Does nothing: answers zeros of the output shapes (the load generator's own ceiling)."""
+
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            first = r.inputs()[0].as_numpy()
+            lead = [first.shape[0]] if {batched!r} else []
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor(n, np.zeros(lead + [max(1, d) for d in dims],
+                                                                                dtype=np.dtype(t)))
+                                                   for n, (dims, t) in OUTPUTS.items()]))
+        return out
+'''
+
+
+class TuneError(VerifyError):
+    """Tuning found no candidate that meets the constraints (the report is still written)."""
+
+
+def _post(url: str, path: str, body: dict, timeout: float = 600.0) -> None:
+    req = urllib.request.Request(f"{url}{path}", data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout):
+            return
+    except urllib.error.HTTPError as e:
+        text = e.read().decode(errors="replace")
+        try:
+            text = json.loads(text).get("error", text)
+        except ValueError:
+            pass
+        raise ModelLoadError(text) from None
+    except (urllib.error.URLError, OSError) as e:
+        raise ModelLoadError(f"cannot reach {url}: {e}") from None
+
+
+def load_with_config(url: str, name: str, mc, files: dict[str, bytes] | None = None) -> None:
+    """Triton's load API with a config override (and files, for a model the server does not hold)."""
+    from google.protobuf import json_format
+
+    params = {"config": json_format.MessageToJson(mc, preserving_proto_field_name=True)}
+    for rel, data in (files or {}).items():
+        params[f"file:{rel}"] = base64.b64encode(data).decode()
+    _post(url, f"/v2/repository/models/{name}/load", {"parameters": params})
+
+
+def unload(url: str, name: str) -> None:
+    try:
+        _post(url, f"/v2/repository/models/{name}/unload", {})
+    except ModelLoadError:
+        pass
+
+
+def _null_model(m: ManifestModel, mc):
+    from tritonbuild.tune.space import KINDS  # noqa: F401 (kind names)
+    from tritonbuild.verify.goldens import NP_DTYPES
+
+    outputs = {t.name: (list(t.dims), np.dtype(NP_DTYPES[t.dtype]).str) for t in m.outputs}
+    code = NULL_PY.format(outputs=outputs, batched=m.max_batch_size > 0).encode()
+    null = type(mc)()
+    null.CopyFrom(mc)
+    null.name = NULL_MODEL
+    null.backend = "python"
+    null.ClearField("platform")
+    null.ClearField("default_model_filename")
+    null.ClearField("model_warmup")
+    null.ClearField("parameters")
+    null.ClearField("instance_group")
+    g = null.instance_group.add()
+    from tritonbuild.repository.config import model_config_pb2
+
+    g.kind = model_config_pb2().ModelInstanceGroup.Kind.Value("KIND_CPU")
+    g.count = 2
+    if m.max_batch_size > 0:
+        null.dynamic_batching.SetInParent()
+    else:
+        null.ClearField("dynamic_batching")
+    return null, {"1/model.py": code}
+
+
+def _server_version(url: str) -> str:
+    try:
+        with urllib.request.urlopen(f"{url}/v2", timeout=5) as r:
+            return json.loads(r.read()).get("version", "?")
+    except (urllib.error.URLError, OSError, ValueError):
+        return "?"
+
+
+def _versions() -> dict:
+    out = {}
+    for pkg in ("tritonclient", "grpcio", "numpy", "protobuf", "nvidia-pytriton", "torch"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+class _Verifier:
+    """Goldens through a plain gRPC client: each sample alone × repeats, then all at once × repeats (the
+    dynamic batcher merges them)."""
+
+    def __init__(self, url: str, m: ManifestModel, inputs, reference):
+        import tritonclient.grpc as grpcclient
+
+        self.g = grpcclient
+        self.client = grpcclient.InferenceServerClient(url)
+        self.m, self.inputs, self.reference = m, inputs, reference
+
+    def infer(self, sample: dict) -> dict:
+        from tritonclient.utils import np_to_triton_dtype
+
+        ins = []
+        for name, arr in sample.items():
+            i = self.g.InferInput(name, list(arr.shape), np_to_triton_dtype(arr.dtype))
+            i.set_data_from_numpy(arr)
+            ins.append(i)
+        res = self.client.infer(self.m.name, ins, outputs=[self.g.InferRequestedOutput(t.name) for t in self.m.outputs])
+        return {t.name: res.as_numpy(t.name) for t in self.m.outputs}
+
+    def check(self, c: Candidate) -> tuple[list, list]:
+        """(mismatches alone, mismatches in batches) as verify's Mismatch objects."""
+        alone, batched = [], []
+        for rep in range(self.m.verify.repeats):
+            for i, s in enumerate(self.inputs):
+                got = self.infer(s)
+                for name, exp in self.reference[i].items():
+                    mm = compare(exp, got.get(name), sample=i, output=name, context=f"{c.label}: repeat {rep + 1}")
+                    if mm:
+                        alone.append(mm)
+        if c.batching and len(self.inputs) > 1:
+            # NOTE: the batch composition a config causes is the one its dynamic batcher forms from single
+            # requests; a batch the client builds itself is the model's own property (verify checks it).
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=len(self.inputs)) as pool:
+                for rep in range(self.m.verify.repeats):
+                    for i, got in enumerate(pool.map(self.infer, self.inputs)):
+                        for name, exp in self.reference[i].items():
+                            mm = compare(exp, got.get(name), sample=i, output=name,
+                                         context=f"{c.label}: {len(self.inputs)} concurrent requests, round "
+                                                 f"{rep + 1}")
+                            if mm:
+                                batched.append(mm)
+        return alone, batched
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _loads(t: Tune) -> list[str]:
+    return [f"r{r:g}" for r in sorted(t.request_rates)] + [f"c{c}" for c in sorted(set(t.concurrency))]
+
+
+def _model_and_recipe(root: Path, model: str, recipe_path: Path | None):
+    from tritonbuild.recipe import load_recipes
+
+    manifest = read_repository(root)
+    versions = [m for m in manifest.models if m.name == model]
+    if not versions:
+        raise UsageError(f"{root} has no model {model!r}", hint=f"one of: {sorted({m.name for m in manifest.models})}")
+    m = max(versions, key=lambda x: x.version)
+    if m.backend == "ensemble" or m.llm or m.depends_on:
+        raise UsageError(f"{model!r} is a {m.backend} pipeline/LLM model: tune serves one model's own config",
+                         hint="tune the models it calls")
+    rpath = Path(recipe_path or m.recipe_path)
+    if not rpath.is_file():
+        raise UsageError(f"the recipe of {model!r} is not at {rpath}", hint="run from where you built it, or pass "
+                         "--recipe PATH")
+    loaded = next((x for x in load_recipes([rpath]) if getattr(x.recipe, "name", None) == model), None)
+    if loaded is None:
+        raise UsageError(f"{rpath} does not define model {model!r}", hint="pass --recipe PATH of that model")
+    return m, loaded, rpath
+
+
+def recipe_for(root: Path, model: str, recipe_path: Path | None = None) -> tuple[Path, Tune]:
+    """The recipe file of a built model and its tune section (defaults when absent)."""
+    _m, loaded, rpath = _model_and_recipe(Path(root), model, recipe_path)
+    return rpath, getattr(loaded.recipe, "tune", None) or Tune()
+
+
+def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None = None,
+         server_url: str | None = None, brute: bool = False, no_verify: bool = False,
+         processes: int | None = None, tune_override: Tune | None = None,
+         progress: Progress | None = None) -> dict:
+    """Returns the report (also written to report_dir/tune-report.json); raises TuneError when no candidate
+    meets the constraints (after writing the report)."""
+    say = progress or (lambda _m: None)
+    root = Path(root)
+    m, loaded, rpath = _model_and_recipe(root, model, recipe_path)
+    recipe = loaded.recipe
+    notes: list[str] = []
+    if loaded.digest != m.recipe_sha256:
+        notes.append(f"{rpath} changed since {root} was built: the candidates are edits of the built config")
+    spec = tune_override or getattr(recipe, "tune", None) or Tune()
+    if server_url is None and m.target == "gpu" and not fingerprint().get("gpu_name"):
+        raise UsageError(f"{model!r} targets a GPU and this machine has none", hint="run tune on the GPU machine "
+                         "that will serve it, or pass --server URL")
+    inputs = reference = None
+    if m.goldens and (root / m.goldens).is_file():
+        inputs, reference = from_npz_arrays(read_npz(root / m.goldens))
+    if inputs is None:
+        if not no_verify:
+            raise VerifyError(f"{model!r} has no goldens: tune would not know whether a faster config changes "
+                              "its answers", where=str(root / model),
+                              hint="record them ('tritonbuild verify OUT --record', commit, rebuild) or pass "
+                                   "--no-verify (recorded in the report)")
+        inputs = generate_inputs(m)
+        notes.append("NOT VERIFIED: --no-verify; candidates were not checked against goldens")
+    base_mc = parse((root / model / "config.pbtxt").read_bytes())
+    grid = Grid(spec, base_mc)
+    default = grid.default
+    loads = _loads(spec)
+    exact_under_load = reference is not None and m.verify.batch_invariance == "require"
+    report_dir = Path(report_dir)
+    report_dir.mkdir(parents=True, exist_ok=True)
+    procs = processes or max(1, min(8, (os.cpu_count() or 2) // 2))
+    t_start = time.monotonic()
+
+    with ExitStack() as stack:
+        scratch = Path(tempfile.mkdtemp(prefix="tritonbuild-tune-"))
+        stack.callback(shutil.rmtree, scratch, True)
+        if server_url is None:
+            repo = scratch / "repo"
+            shutil.copytree(root / model, repo / model, ignore=shutil.ignore_patterns("__pycache__"))
+            say("starting the embedded tritonserver")
+            server = stack.enter_context(EmbeddedServer(repo, log_path=report_dir / "tritonserver.log"))
+            url, grpc_url = f"http://{server.http_url}", server.grpc_url
+        else:
+            url = server_url if "://" in server_url else f"http://{server_url}"
+            grpc_url = _grpc_of(url)
+        # the load generator's own ceiling: an empty Python model with the same tensors
+        say("measuring the load generator's ceiling (empty model)")
+        null_mc, null_files = _null_model(m, base_mc)
+        load_with_config(url, NULL_MODEL, null_mc, null_files)
+        top = loads[-1]
+        with LoadGenerator(grpc_url, NULL_MODEL, inputs, None, [t.name for t in m.outputs], processes=procs) as lg:
+            ceiling = _measure(lg, top, spec)
+        unload(url, NULL_MODEL)
+        say(f"ceiling {ceiling.throughput:.0f} req/s at {top}")
+
+        state: dict = {"loaded": None, "t0": time.monotonic(), "done": 0}
+        expected = reference if reference is not None else None
+        lg = stack.enter_context(LoadGenerator(grpc_url, model, inputs, expected, [t.name for t in m.outputs],
+                                               processes=procs))
+        load_errors: dict[Candidate, str] = {}
+        budget = len({default, *grid.all()}) * len(loads)
+        guess = budget if brute else max(len(loads) * 2, budget // 4)
+
+        def ensure(c: Candidate) -> str | None:
+            if c in load_errors:
+                return load_errors[c]
+            if state["loaded"] != c:
+                try:
+                    load_with_config(url, model, apply(base_mc, c))
+                    state["loaded"] = c
+                except ModelLoadError as e:
+                    state["loaded"] = None
+                    load_errors[c] = f"Triton refused the config: {e.message}"
+                    return load_errors[c]
+            return None
+
+        def measure(c: Candidate, load: str) -> search.Point:
+            err = ensure(c)
+            if err:
+                return search.Point(load, 0.0, float("inf"), errors=1, extra={"load_error": err})
+            r = _measure(lg, load, spec)
+            state["done"] += 1
+            el = time.monotonic() - state["t0"]
+            left = max(0, guess - state["done"]) * el / state["done"]
+            say(f"[{state['done']}/~{guess}] {c.label} @ {load}: {r.throughput:.0f} req/s, p99 {r.p99_ms:.1f} ms"
+                f"{'' if r.stable else ' (unstable)'}; ~{left:.0f}s left")
+            return search.Point(load, r.throughput, r.p99_ms, r.errors, r.mismatches, extra=r.to_dict())
+
+        verifier = None
+        if reference is not None:
+            verifier = _Verifier(grpc_url, m, inputs, reference)
+            stack.callback(verifier.close)
+        verifications: dict[str, dict] = {}
+
+        def verify(c: Candidate) -> str | None:
+            if verifier is None:
+                return None
+            err = ensure(c)
+            if err:
+                return err
+            say(f"verifying {c.label} with the goldens")
+            alone, batched = verifier.check(c)
+            under = [(load, ev.results[(c, load)].extra.get("first_mismatch"), ev.results[(c, load)].mismatches)
+                     for load in loads if (c, load) in ev.results and ev.results[(c, load)].mismatches]
+            verifications[c.label] = {
+                "repeats_alone": m.verify.repeats, "mismatches_alone": [x.model_dump() for x in alone],
+                "mismatches_batched": [x.model_dump() for x in batched],
+                "mismatches_under_load": [{"load": lo, "answers": n, "first": f} for lo, f, n in under]}
+            if alone:
+                return f"answers differ from the goldens when sent alone ({len(alone)} outputs)"
+            if m.verify.batch_invariance == "require" and (batched or under):
+                worst = max([x.max_abs_diff or 0.0 for x in batched] +
+                            [(f or {}).get("max_abs_diff") or 0.0 for _, f, _n in under] + [0.0])
+                return (f"outputs change with batch composition (batch_invariance: require): {len(batched)} "
+                        f"batched outputs and {sum(n for _, _, n in under)} answers under load differ, max "
+                        f"|diff| {worst:.3g}")
+            return None
+
+        ev = search.Evaluator(measure, loads, sla_p99_ms=spec.sla_p99_ms, min_vs_default=spec.min_vs_default,
+                              exact_under_load=exact_under_load)
+        winner = (search.brute if brute else search.quick)(ev, grid, default, verify)
+        server_version = _server_version(url)
+        if server_url is not None:
+            load_with_config(url, model, base_mc)  # leave the server serving the built config
+        elapsed = time.monotonic() - t_start
+
+    report = _report(m, spec, grid, loads, ev, default, winner, ceiling, verifications, load_errors, notes,
+                     brute=brute, processes=procs, server_version=server_version, elapsed=elapsed,
+                     no_verify=reference is None, base_instances=[g.model_dump() for g in recipe.instances])
+    report = _finite(report)
+    write_atomic(report_dir / "tune-report.json", pretty_json(report))
+    patch = None
+    if winner is not None:
+        from tritonbuild.tune.patch import patch_text
+
+        patch = patch_text(report["winner"]["recipe_values"], report)
+        write_atomic(report_dir / "tune-patch.yaml", patch.encode())
+    try:
+        from tritonbuild.tune.plot import plot
+
+        plot(report, report_dir / "tune-plot.png")
+        report["plot"] = str(report_dir / "tune-plot.png")
+    except ImportError:
+        report["notes"].append("no plot: matplotlib is not installed (pip install 'tritonbuild[tune]')")
+    write_atomic(report_dir / "tune-report.json", pretty_json(report))
+    if winner is None:
+        best = report.get("closest")
+        miss = f"; closest: {best['label']} ({'; '.join(best['reasons'])})" if best else ""
+        raise TuneError(f"no candidate of {model!r} meets the constraints at every load {loads}{miss}",
+                        where=str(report_dir / "tune-report.json"),
+                        hint="see each candidate's reasons in the report; relax tune.sla_p99_ms, min_vs_default or "
+                             "the load range, or widen the search space")
+    return report
+
+
+def _grpc_of(http_url: str) -> str:
+    """--server is Triton's HTTP URL; its gRPC endpoint is on 8001 unless TRITONBUILD_GRPC_URL says otherwise."""
+    env = os.environ.get("TRITONBUILD_GRPC_URL")
+    if env:
+        return env
+    host = http_url.split("://", 1)[-1].rsplit(":", 1)[0]
+    return f"{host}:8001"
+
+
+def _measure(lg: LoadGenerator, load: str, spec: Tune) -> Result:
+    kw = {"window_s": spec.window_s, "stable_windows": spec.stable_windows, "stability": spec.stability,
+          "max_windows": spec.max_windows}
+    if load.startswith("c"):
+        return lg.measure(concurrency=int(load[1:]), **kw)
+    return lg.measure(rate=float(load[1:]), **kw)
+
+
+def _cand_dict(c: Candidate, base_instances) -> dict:
+    return {"label": c.label, **c.model_dump(exclude={"coords"}), "recipe_values": c.recipe_values(base_instances)}
+
+
+def _report(m, spec, grid, loads, ev, default, winner, ceiling, verifications, load_errors, notes, *, brute,
+            processes, server_version, elapsed, no_verify, base_instances) -> dict:
+    tc = fingerprint()
+    top = loads[-1]
+    measurements = []
+    for c, load in ev.order:
+        p = ev.results[(c, load)]
+        measurements.append({"candidate": c.label, "load": load, **{k: v for k, v in p.extra.items() if k != "load"},
+                             "throughput": round(p.throughput, 3), "p99_ms": p.p99_ms, "errors": p.errors,
+                             "mismatches": p.mismatches})
+    cands = sorted({c for c, _ in ev.order}, key=lambda c: (not c.is_default, c.label))
+    per_cand = []
+    for c in cands:
+        v = ev.verdict(c) if all((c, lo) in ev.results for lo in loads) else None
+        per_cand.append({**_cand_dict(c, base_instances),
+                         "loads": {lo: _pt(ev.results[(c, lo)]) for lo in loads if (c, lo) in ev.results},
+                         "feasible": None if v is None else v.feasible, "reasons": [] if v is None else v.reasons,
+                         "load_error": load_errors.get(c)})
+    comparison = {}
+    if winner is not None:
+        for lo in loads:
+            d, w = ev.results[(default, lo)], ev.results[(winner, lo)]
+            comparison[lo] = {"default": _pt(d), "tuned": _pt(w),
+                              "ratio": round(w.throughput / d.throughput, 4) if d.throughput else None}
+    low = loads[0]
+    client_bound = [x["candidate"] + " @ " + x["load"] for x in measurements
+                    if x["load"] == top and ceiling.throughput and x["throughput"] >= CLIENT_BOUND * ceiling.throughput]
+    out_notes = list(notes)
+    if client_bound:
+        out_notes.append(f"client-bound: {len(client_bound)} measurement(s) reached >= {CLIENT_BOUND:.0%} of the "
+                         f"load generator's ceiling ({ceiling.throughput:.0f} req/s): more client processes or "
+                         "machines are needed to see the server's limit")
+    unstable = sum(1 for x in measurements if not x.get("stable", True))
+    if unstable:
+        out_notes.append(f"{unstable} measurement(s) did not stabilise within {spec.max_windows} windows")
+    closest = None
+    if winner is None:
+        full = [c for c in cands if all((c, lo) in ev.results for lo in loads)]
+        scored = []
+        for c in full:
+            v = ev.verdict(c)
+            worst = max((ev.results[(c, lo)].p99_ms for lo in loads), default=float("inf"))
+            scored.append((worst if spec.sla_p99_ms else -ev.results[(c, top)].throughput, c, v))
+        if scored:
+            _, c, v = min(scored, key=lambda t: t[0])
+            worst = max(ev.results[(c, lo)].p99_ms for lo in loads)
+            closest = {"label": c.label, "reasons": v.reasons, "worst_p99_ms": worst,
+                       "sla_miss_ms": round(worst - spec.sla_p99_ms, 3) if spec.sla_p99_ms else None}
+    rejected_unsafe = [{"label": c.label, "reason": why} for c, why in ev.rejected.items()]
+    return {
+        "schema_version": 1, "model": m.name, "version": m.version, "backend": m.backend, "target": m.target,
+        "search": "brute" if brute else "quick", "measurements_made": ev.count,
+        "grid_measurements": len({default, *grid.all()}) * len(loads), "loads": loads, "top_load": top,
+        "sla_p99_ms": spec.sla_p99_ms, "min_vs_default": spec.min_vs_default,
+        "batch_invariance": m.verify.batch_invariance, "verified_with_goldens": not no_verify,
+        "tune": spec.model_dump(mode="json"),
+        "ceiling": {"model": "empty python model", **ceiling.to_dict()},
+        "default": _cand_dict(default, base_instances),
+        "winner": None if winner is None else _cand_dict(winner, base_instances),
+        "comparison": comparison,
+        "high_load_ratio": comparison.get(top, {}).get("ratio"),
+        "low_load_ratio": comparison.get(low, {}).get("ratio"),
+        "closest": closest, "rejected_not_bit_exact": rejected_unsafe, "verifications": verifications,
+        "candidates": per_cand, "measurements": measurements, "notes": out_notes,
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
+                    "gpu": tc.get("gpu_name"), "gpu_driver": tc.get("driver_version") or tc.get("nvidia_driver"),
+                    "load_processes": processes},
+        "server": {"tritonserver": server_version}, "client": _versions(), "elapsed_s": round(elapsed, 1),
+    }
+
+
+def _finite(x):
+    """JSON has no Infinity: a latency never measured (load refused) is null."""
+    if isinstance(x, float):
+        return x if np.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
+
+
+def _pt(p: search.Point) -> dict:
+    e = p.extra
+    return {"throughput": round(p.throughput, 2), "p50_ms": e.get("p50_ms"), "p95_ms": e.get("p95_ms"),
+            "p99_ms": p.p99_ms if np.isfinite(p.p99_ms) else None, "errors": p.errors, "mismatches": p.mismatches,
+            "stable": e.get("stable")}

@@ -1,0 +1,155 @@
+"""Which candidates to measure, and which one wins.
+
+Objective: the highest throughput at the top of the load range among candidates that, at EVERY load of the
+range, answered without errors, met the p99 SLA, served at least `min_vs_default` × Triton's default, and
+(per the recipe's batch_invariance) gave the goldens' bits; the finalist is then verified with the goldens
+(repeats and batch composition) before it is chosen.
+
+Quick search (Model Analyzer's quick-search idea, adapted): a greedy climb at the top load that only walks
+forward (more instances, a larger dynamic batch), then the queue delays and preferred sizes at the best
+point, then the other loads only for the few candidates that could win. The throughput surface of a
+serving config is close to unimodal along each of those axes (more instances or a larger batch help until
+the device or the scheduler saturates), which is what makes a forward walk sound; the low-load check is
+where the delay that pays at high load costs, so it is measured for every finalist. `--brute` measures
+every candidate at every load, to check the claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tritonbuild.tune.space import Candidate, Grid
+
+IMPROVE = 1.02  # a step must gain 2 % at the top load (measurement noise is ~1-3 %)
+
+
+@dataclass
+class Point:
+    load: str
+    throughput: float
+    p99_ms: float
+    errors: int = 0
+    mismatches: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Verdict:
+    candidate: Candidate
+    feasible: bool
+    reasons: list[str]
+
+
+class Evaluator:
+    """Caches measurements; `count` is the number of (candidate, load) measurements made."""
+
+    def __init__(self, measure: Callable[[Candidate, str], Point], loads: list[str], *, sla_p99_ms: float | None,
+                 min_vs_default: float, exact_under_load: bool):
+        self._measure = measure
+        self.loads = loads
+        self.top = loads[-1]
+        self.sla = sla_p99_ms
+        self.min_vs_default = min_vs_default
+        self.exact_under_load = exact_under_load
+        self.results: dict[tuple[Candidate, str], Point] = {}
+        self.order: list[tuple[Candidate, str]] = []
+        self.default: Candidate | None = None
+        self.rejected: dict[Candidate, str] = {}
+
+    @property
+    def count(self) -> int:
+        return len(self.results)
+
+    def get(self, c: Candidate, load: str) -> Point:
+        key = (c, load)
+        if key not in self.results:
+            self.results[key] = self._measure(c, load)
+            self.order.append(key)
+        return self.results[key]
+
+    def problems(self, c: Candidate, load: str) -> list[str]:
+        """Why c fails at this load (measuring it if needed); [] when it passes."""
+        p = self.get(c, load)
+        out = []
+        if p.errors:
+            out.append(f"{p.errors} failed requests at {load}")
+        if self.sla is not None and not p.p99_ms <= self.sla:
+            out.append(f"p99 {p.p99_ms:.2f} ms > SLA {self.sla:g} ms at {load}")
+        if p.mismatches and self.exact_under_load:
+            out.append(f"{p.mismatches} answers differ from the goldens at {load}")
+        if self.default is not None and c != self.default:
+            base = self.get(self.default, load).throughput
+            if p.throughput < self.min_vs_default * base:
+                out.append(f"{p.throughput:.0f} req/s < {self.min_vs_default:g} × default {base:.0f} at {load}")
+        return out
+
+    def top_score(self, c: Candidate) -> float | None:
+        """Throughput at the top load, or None when c already fails there."""
+        if c in self.rejected or self.problems(c, self.top):
+            return None
+        return self.get(c, self.top).throughput
+
+    def verdict(self, c: Candidate) -> Verdict:
+        reasons = [r for load in self.loads for r in self.problems(c, load)]
+        if c in self.rejected:
+            reasons.append(self.rejected[c])
+        return Verdict(c, not reasons, reasons)
+
+
+def choose(ev: Evaluator, ranked: list[Candidate], verify: Callable[[Candidate], str | None]) -> Candidate | None:
+    """The first of `ranked` (best first) feasible at every load whose goldens verification passes."""
+    for c in ranked:
+        if not ev.verdict(c).feasible:
+            continue
+        why = verify(c)
+        if why is None:
+            return c
+        ev.rejected[c] = why
+    return None
+
+
+def brute(ev: Evaluator, grid: Grid, default: Candidate, verify) -> Candidate | None:
+    ev.default = default
+    for load in ev.loads:
+        ev.get(default, load)
+    cands = [default, *[c for c in grid.all() if c != default]]
+    for c in cands:
+        for load in ev.loads:
+            ev.get(c, load)
+    ranked = sorted(cands, key=lambda c: -ev.get(c, ev.top).throughput)
+    return choose(ev, ranked, verify)
+
+
+def quick(ev: Evaluator, grid: Grid, default: Candidate, verify) -> Candidate | None:
+    ev.default = default
+    for load in ev.loads:
+        ev.get(default, load)
+    # 1. forward climb over (instances, batch size) at the top load, with the first delay / preferred value.
+    #    The climb follows raw throughput (a point over the SLA can lead to one under it); the constraints
+    #    decide among the finalists.
+    def raw(c: Candidate) -> float:
+        p = ev.get(c, ev.top)
+        return 0.0 if p.errors else p.throughput
+
+    cur = (0, 0)
+    cur_score = raw(grid.at(*cur))
+    while True:
+        steps = [s for s in [(cur[0] + 1, cur[1]), (cur[0], cur[1] + 1)] if grid.valid(*s)]
+        if not steps:
+            break
+        best_v, best_s = max((raw(grid.at(*s)), s) for s in steps)
+        if best_v < cur_score * IMPROVE:
+            break
+        cur, cur_score = best_s, best_v
+    # 2. the queue delays and preferred sizes at that point.
+    i, b = cur
+    if b > 0:
+        for d in range(len(grid.delays)):
+            for p in range(len(grid.preferred)):
+                raw(grid.at(i, b, d, p))
+    # 3. finalists: the best at the top load, checked at every other load, then verified with the goldens.
+    measured = {c for c, load in ev.order if load == ev.top and c != default}
+    ranked = sorted(measured, key=lambda c: -(ev.top_score(c) or -1.0))
+    ranked = [c for c in ranked if ev.top_score(c) is not None] + [default]
+    return choose(ev, ranked, verify)

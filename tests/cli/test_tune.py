@@ -1,0 +1,159 @@
+"""tritonbuild tune end to end on the embedded tritonserver (CPU, Python models): the measure/search loop,
+the SLA logic, the goldens veto of a config whose answers depend on batch composition, the recipe patch."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.triton
+
+# Each execute() costs 20 ms whatever its batch (a sleep, so a busy CI machine does not blur it): the
+# dynamic batcher multiplies throughput under concurrency. ADD_BATCH makes the answer depend on the batch
+# that formed (the kind of model batch_invariance: require is there for).
+MODEL = '''
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+ADD_BATCH = {add_batch}
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        time.sleep(0.02)
+        xs = [pb_utils.get_input_tensor_by_name(r, "X").as_numpy() for r in requests]
+        n = sum(x.shape[0] for x in xs)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", (x * 2 + (n - 1 if ADD_BATCH else 0))
+                                                            .astype(np.float32))]) for x in xs]
+'''
+
+RECIPE = """
+name: slow
+version: 1
+backend: python
+source: {path: model.py}
+max_batch_size: 8
+inputs: [{name: X, dtype: fp32, dims: [4]}]
+outputs: [{name: Y, dtype: fp32, dims: [4]}]
+verify: {goldens: goldens/slow.npz, samples: 4, repeats: 2, batch_invariance: require}
+tune:
+  batch_sizes: [8]
+  max_queue_delay_us: [0]
+  instance_counts: [1]
+  concurrency: [1, 8]
+  window_s: 0.3
+  max_windows: 5
+  stability: 0.5
+  min_vs_default: 0.7
+  sla_p99_ms: 2000
+"""
+
+
+@pytest.fixture(scope="module")
+def invariant(tmp_path_factory):
+    """One batch-invariant project for the module (built and recorded once): SLA test first, --apply last."""
+    from click.testing import CliRunner
+
+    from tritonbuild.cli import main
+
+    def cli(*args):
+        return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+    tmp = tmp_path_factory.mktemp("tune-invariant")
+    mp = pytest.MonkeyPatch()
+    mp.chdir(tmp)
+    try:
+        yield tmp, *_project(tmp, cli, add_batch=False)
+    finally:
+        mp.undo()
+
+
+def _project(tmp_path, cli, add_batch: bool):
+    (tmp_path / "model.py").write_text(MODEL.format(add_batch=add_batch))
+    recipe = tmp_path / "slow.yaml"
+    recipe.write_text(RECIPE.lstrip())
+    out = tmp_path / "OUT"
+    assert cli("build", recipe, "-o", out).exit_code == 0
+    # a batch-variant model fails verify's own batch check (require) but its goldens (batch 1) are recorded
+    assert cli("verify", out, "--record").exit_code == (6 if add_batch else 0)
+    assert (tmp_path / "goldens" / "slow.npz").is_file()
+    assert cli("build", recipe, "-o", out, "--force").exit_code == 0
+    return recipe, out
+
+
+def test_sla_nobody_meets_exits_with_the_closest_and_the_miss(cli, invariant, monkeypatch):
+    tmp_path, recipe, out = invariant
+    monkeypatch.chdir(tmp_path)
+    r = cli("tune", out, "slow", "--processes", "2", "--sla-ms", "1", "--report-dir", tmp_path / "rep-sla")
+    assert r.exit_code == 6, r.output
+    assert "no candidate of 'slow' meets the constraints" in r.output and "SLA 1 ms" in r.output
+    report = json.loads((tmp_path / "rep-sla" / "tune-report.json").read_text())
+    assert report["winner"] is None and report["closest"]["sla_miss_ms"] > 15  # a 20 ms model
+    assert not (tmp_path / "rep-sla" / "tune-patch.yaml").exists()
+
+
+def test_tune_picks_batching_writes_patch_and_the_rebuild_carries_it(cli, invariant, monkeypatch):
+    tmp_path, recipe, out = invariant
+    monkeypatch.chdir(tmp_path)
+    before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    r = cli("tune", out, "slow", "--brute", "--processes", "2", "--apply", "--report-dir", tmp_path / "rep")
+    assert r.exit_code == 0, r.output
+    assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # OUT never touched
+    report = json.loads((tmp_path / "rep" / "tune-report.json").read_text())
+    assert report["winner"]["batching"] and report["winner"]["max_batch_size"] == 8
+    assert report["measurements_made"] == report["grid_measurements"] == 4  # default + batching, 2 loads
+    assert report["high_load_ratio"] > 2.0, report["comparison"]  # 8 clients share one 20 ms execute
+    assert report["low_load_ratio"] >= 0.7
+    assert report["ceiling"]["throughput"] > report["comparison"]["c8"]["tuned"]["throughput"]
+    assert report["verifications"]["1xcpu mbs8 delay0us"]["mismatches_batched"] == []
+    assert report["server"]["tritonserver"] == "2.51.0" and report["client"]["tritonclient"]
+    assert all(m["mismatches"] == 0 and m["errors"] == 0 for m in report["measurements"])
+    assert (tmp_path / "rep" / "tune-plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    patch = yaml.safe_load((tmp_path / "rep" / "tune-patch.yaml").read_text())
+    assert patch == {"max_batch_size": 8, "batching": {"max_queue_delay_us": 0, "preferred_batch_sizes": []},
+                     "instances": [{"kind": "cpu", "count": 1}]}
+    # --apply wrote it into the recipe (the rest kept); the rebuild carries it: a new recipe digest in the
+    # manifest, the batcher in config.pbtxt; the model files' step keys stay (their inputs did not change)
+    text = recipe.read_text()
+    assert "batching: {max_queue_delay_us: 0, preferred_batch_sizes: []}" in text and "tune:" in text
+    old = json.loads((out / "tritonbuild-manifest.json").read_text())["models"][0]
+    assert "dynamic_batching" not in (out / "slow" / "config.pbtxt").read_text()
+    assert cli("build", recipe, "-o", out, "--force").exit_code == 0
+    new = json.loads((out / "tritonbuild-manifest.json").read_text())["models"][0]
+    assert new["recipe_sha256"] != old["recipe_sha256"] and new["steps"] == old["steps"]
+    assert "dynamic_batching" in (out / "slow" / "config.pbtxt").read_text()
+    assert cli("verify", out).exit_code == 0
+
+
+def test_config_that_changes_answers_is_rejected_not_chosen(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    recipe, out = _project(tmp_path, cli, add_batch=True)
+    r = cli("tune", out, "slow", "--brute", "--processes", "2", "--report-dir", tmp_path / "rep")
+    assert r.exit_code == 0, r.output
+    report = json.loads((tmp_path / "rep" / "tune-report.json").read_text())
+    assert report["winner"]["label"] == "default"
+    batching = next(c for c in report["candidates"] if c["batching"])
+    assert batching["feasible"] is False
+    # the exact difference is reported: answers under load, or the explicit batch of goldens
+    why = " ".join(batching["reasons"])
+    assert "differ from the goldens" in why or "batch composition" in why
+    under = next(m for m in report["measurements"] if m["candidate"] == batching["label"] and m["load"] == "c8")
+    assert under["mismatches"] > 0 and under["first_mismatch"]["max_abs_diff"] >= 1.0  # x*2 + (batch - 1)
+    assert report["verifications"]["default"]["mismatches_alone"] == []
+
+
+def test_no_goldens_is_refused_unless_no_verify(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.py").write_text(MODEL.format(add_batch=False))
+    recipe = tmp_path / "slow.yaml"
+    recipe.write_text(RECIPE.lstrip())
+    assert cli("build", recipe, "-o", tmp_path / "OUT").exit_code == 0
+    r = cli("tune", tmp_path / "OUT", "slow")
+    assert r.exit_code == 6 and "has no goldens" in r.output and "--no-verify" in r.output
+    assert "Traceback" not in r.output
+    r = cli("tune", tmp_path / "OUT", "nosuch")
+    assert r.exit_code == 2 and "no model 'nosuch'" in r.output

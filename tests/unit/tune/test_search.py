@@ -1,0 +1,121 @@
+"""The search logic on a synthetic, deterministic throughput surface (no server): the objective, the
+constraints at every load, the goldens veto, and quick search vs brute force."""
+
+from __future__ import annotations
+
+import pytest
+
+from tritonbuild.recipe.models import Tune
+from tritonbuild.repository.config import model_config_pb2
+from tritonbuild.tune import search
+from tritonbuild.tune.loadgen import Window, is_stable
+from tritonbuild.tune.space import Grid, apply
+
+
+def _mc(mbs: int = 64, kind: str = "KIND_GPU"):
+    pb2 = model_config_pb2()
+    mc = pb2.ModelConfig(name="m", backend="python", max_batch_size=mbs)
+    g = mc.instance_group.add()
+    g.kind = pb2.ModelInstanceGroup.Kind.Value(kind)
+    g.count = 1
+    g.gpus.append(0)
+    return mc
+
+
+def surface(c, load: str) -> search.Point:
+    """A GPU-like model: Python overhead per execute, batching amortises it, the queue delay costs latency
+    at low load, instances overlap until 4; at 1 client batching cannot help."""
+    clients = int(load[1:])
+    batch = min(clients, c.max_batch_size) if c.batching else 1
+    if c.batching and c.max_queue_delay_us == 0:
+        batch = max(1, int(batch * 0.7))  # without a delay, batches leave before they fill
+    per_exec_ms = 1.5 + 0.01 * batch
+    par = min(c.instances, 4, max(1, clients // batch))
+    delay_ms = c.max_queue_delay_us / 1000 if c.batching and clients < c.max_batch_size else 0.0
+    latency = per_exec_ms + delay_ms
+    thr = min(clients / (latency / 1000), par * batch / (per_exec_ms / 1000))
+    p99 = latency * max(1.0, clients / (par * batch)) * 1.3
+    return search.Point(load, thr, p99)
+
+
+def _run(mode, tune: Tune, verify=lambda c: None, measure=surface):
+    mc = _mc()
+    grid = Grid(tune, mc)
+    ev = search.Evaluator(measure, [f"c{x}" for x in tune.concurrency], sla_p99_ms=tune.sla_p99_ms,
+                          min_vs_default=tune.min_vs_default, exact_under_load=True)
+    return getattr(search, mode)(ev, grid, grid.default, verify), ev, grid
+
+
+TUNE = Tune(instance_counts=[1, 2, 4, 8], max_queue_delay_us=[0, 100, 1000], concurrency=[1, 64], sla_p99_ms=50)
+
+
+def test_quick_is_within_095_of_brute_with_a_quarter_of_its_measurements():
+    best_b, ev_b, grid = _run("brute", TUNE)
+    best_q, ev_q, _ = _run("quick", TUNE)
+    assert ev_b.count == len({grid.default, *grid.all()}) * 2 == 128
+    top_b, top_q = surface(best_b, "c64").throughput, surface(best_q, "c64").throughput
+    assert top_q >= 0.95 * top_b
+    assert ev_q.count <= 0.25 * ev_b.count, ev_q.count
+    # the winner never loses to Triton's default at either load, and meets the SLA at both
+    for load in ("c1", "c64"):
+        assert surface(best_q, load).throughput >= surface(grid.default, load).throughput
+        assert surface(best_q, load).p99_ms <= 50
+    assert best_q.batching and best_q.max_queue_delay_us == 0  # the delay that pays at 64 loses at 1 client
+
+
+def test_the_best_at_high_load_is_refused_when_it_loses_at_low_load():
+    best, ev, grid = _run("brute", TUNE)
+    fastest = max(grid.all(), key=lambda c: surface(c, "c64").throughput)
+    assert fastest != best
+    assert any("default" in r for r in ev.verdict(fastest).reasons)
+
+
+def test_goldens_veto_picks_the_next_best_and_records_why():
+    vetoed = []
+
+    def verify(c):
+        if c.batching and c.max_batch_size >= 16:
+            vetoed.append(c)
+            return "outputs change with batch composition"
+        return None
+
+    best, ev, _ = _run("quick", TUNE, verify)
+    assert vetoed and best not in vetoed and best.max_batch_size < 16
+    assert all(ev.rejected[c] == "outputs change with batch composition" for c in vetoed)
+
+
+def test_sla_nobody_meets_gives_no_winner():
+    best, ev, grid = _run("quick", TUNE.model_copy(update={"sla_p99_ms": 0.01}))
+    assert best is None
+    assert any("SLA" in r for r in ev.verdict(grid.default).reasons)
+
+
+def test_failed_requests_disqualify():
+    def broken(c, load):
+        p = surface(c, load)
+        if c.batching:
+            p.errors = 3
+        return p
+
+    best, _, _ = _run("brute", TUNE, measure=broken)
+    assert best is not None and not best.batching
+
+
+def test_grid_and_config_edit():
+    mc = _mc(64)
+    g = Grid(Tune(), mc)
+    assert g.batch == [0, 4, 8, 16, 32, 64] and g.kind == "gpu"
+    assert g.at(0, 0) == g.default and g.default.label == "default"
+    c = g.at(1, 5, 1, 0)
+    edited = apply(mc, c)
+    assert edited.max_batch_size == 64 and edited.dynamic_batching.max_queue_delay_microseconds == 500
+    assert [(x.count, list(x.gpus)) for x in edited.instance_group] == [(2, [0])]
+    assert not apply(mc, g.default).HasField("dynamic_batching")
+    assert mc.instance_group[0].count == 1  # the built config is not modified
+
+
+@pytest.mark.parametrize("thr,p99,ok", [([100, 105, 98], [10, 10.5, 9.8], True), ([100, 130, 98], [10, 10, 10], False),
+                                        ([100, 100, 100], [10, 10, 14], False)])
+def test_stability_rule(thr, p99, ok):
+    ws = [Window(seconds=1.0, count=t, errors=0, latencies_ms=[p] * 100, mismatches=0) for t, p in zip(thr, p99)]
+    assert is_stable(ws, 0.10) is ok
