@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from tritonbuild.cli.common import _json, err, json_option, main, out
+from tritonbuild.cli.common import _json, _progress, json_option, main, out
 
 
 def _ints(_ctx, _param, value: str | None) -> list[int] | None:
@@ -49,10 +49,11 @@ def tune_command(repository: Path, model: str, recipe_path: Path | None, server_
     """
     from tritonbuild import api
 
-    say = (lambda _m: None) if as_json else (lambda m: err.print(f"tune: {m}"))
-    report = api.tune(repository, model, report_dir=report_dir or Path(f"tune-{model}"), recipe_path=recipe_path,
-                      server_url=server_url, brute=brute, no_verify=no_verify, processes=processes,
-                      sla_ms=sla_ms, concurrency=concurrency, apply=apply_patch, progress=say)
+    with _progress(not as_json) as say:
+        report = api.tune(repository, model, report_dir=report_dir or Path(f"tune-{model}"),
+                          recipe_path=recipe_path, server_url=server_url, brute=brute, no_verify=no_verify,
+                          processes=processes, sla_ms=sla_ms, concurrency=concurrency, apply=apply_patch,
+                          progress=say)
     if as_json:
         _json(report)
         return

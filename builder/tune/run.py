@@ -238,6 +238,11 @@ def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None =
     """Returns the report (also written to report_dir/tune-report.json); raises TuneError when no candidate
     meets the constraints (after writing the report)."""
     say = progress or (lambda _m: None)
+    try:
+        import tritonclient.grpc.aio  # noqa: F401
+    except ImportError:
+        raise UsageError("tune's load generator needs tritonclient's gRPC client",
+                         hint="pip install 'tritonbuild[tune]'") from None
     root = Path(root)
     m, loaded, rpath = _model_and_recipe(root, model, recipe_path)
     recipe = loaded.recipe
