@@ -31,13 +31,12 @@ from tritonbuild.core.toolchain import fingerprint
 from tritonbuild.errors import UsageError, VerifyError
 from tritonbuild.recipe.models import Tune
 from tritonbuild.repository.config import parse
-from tritonbuild.repository.manifest import ManifestModel
+from tritonbuild.repository.manifest import ManifestModel, read_repository
 from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
 from tritonbuild.tune import search
 from tritonbuild.tune.loadgen import LoadGenerator, Result
 from tritonbuild.tune.space import Candidate, Grid, apply
 from tritonbuild.verify.goldens import compare, from_npz_arrays, generate_inputs
-from tritonbuild.verify.run import read_repository
 
 Progress = Callable[[str], None]
 NULL_MODEL = "tritonbuild_loadgen_ceiling"
@@ -207,7 +206,7 @@ def _loads(t: Tune) -> list[str]:
 def _model_and_recipe(root: Path, model: str, recipe_path: Path | None):
     from tritonbuild.recipe import load_recipes
 
-    manifest = read_repository(root)
+    manifest = read_repository(root, VerifyError)
     versions = [m for m in manifest.models if m.name == model]
     if not versions:
         raise UsageError(f"{root} has no model {model!r}", hint=f"one of: {sorted({m.name for m in manifest.models})}")
