@@ -14,6 +14,7 @@ from tritonbuild.cli.common import (
     json_option,
     main,
     out,
+    print_table,
 )
 
 
@@ -50,7 +51,7 @@ def cache_ls_command(cache_dir: Path | None, as_json: bool) -> None:
     table = Table("key", "kind", "model", "files", "bytes", "last used", box=None)
     for r in rows:
         table.add_row(r["key"][:16], r["kind"], r["model"], str(r["files"]), str(r["bytes"]), r["last_used"])
-    out.print(table)
+    print_table(table)
     out.print(f"{len(rows)} entries in {store.root}")
 
 

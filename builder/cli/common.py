@@ -9,10 +9,11 @@ from pathlib import Path
 
 import click
 from rich.markup import escape
+from rich.table import Table
 
 from tritonbuild import __version__
 from tritonbuild.cli.app import QUIET, VERBOSE, Application, _console, app
-from tritonbuild.errors import MultipleErrors, TritonBuildError
+from tritonbuild.errors import MultipleErrors, TritonBuildError, UsageError
 
 # The consoles every command prints through; the Application of each invocation owns them (quiet, JSON).
 out = _console(False)
@@ -164,3 +165,29 @@ changed_since_option = click.option("--changed-since", metavar="REV",
                                     help="Only recipes whose inputs changed since this git revision.")
 
 
+
+
+def existing_dir(value: str | Path, what: str = "repository") -> Path:
+    """A local directory argument that must exist: a usage error (exit 2) naming it, not a stage's error."""
+    path = Path(value)
+    if not path.is_dir():
+        problem = "not a directory" if path.exists() else "no such directory"
+        raise UsageError(f"{problem}: {path}",
+                         hint=f"pass the {what} directory `tritonbuild build RECIPES -o DIR` wrote, or a target URL")
+    return path
+
+
+def print_table(table: Table) -> None:
+    """A rich table when it fits the console without truncating a cell; else one plain line per row (paths in
+    logs and 80-column terminals stay whole and greppable)."""
+    console = app().out
+    widths = [max((len(str(c)) for c in [col.header, *col._cells]), default=0) for col in table.columns]
+    needed = sum(widths) + 2 * max(len(widths) - 1, 0) + 2 * table.padding[1] * len(widths)
+    if needed <= console.width:
+        for col in table.columns:
+            col.no_wrap = True
+        console.print(table)
+        return
+    headers = [str(col.header) for col in table.columns]
+    for row in zip(*(col._cells for col in table.columns)):
+        console.print("  ".join(f"{h}={c}" for h, c in zip(headers, (str(c) for c in row)) if str(c)))

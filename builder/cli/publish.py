@@ -12,9 +12,11 @@ from tritonbuild.cli.common import (
     _json,
     endpoint_option,
     err,
+    existing_dir,
     json_option,
     main,
     out,
+    print_table,
 )
 
 
@@ -99,6 +101,7 @@ def publish_command(repository: Path, target: str, endpoint_url: str | None, ski
     if skip_verify:
         err.print("[bold yellow]WARNING[/]: --skip-verify: publishing an UNVERIFIED repository; the target "
                   "manifest records it", markup=True)
+    existing_dir(repository)
     receipt = api.publish(repository, target, endpoint_url=endpoint_url, skip_verify=skip_verify, keep=keep,
                           notify=notify, dry_run=dry_run, break_lock=break_lock,
                           reporter=_TransferReporter(app()))
@@ -111,7 +114,7 @@ def publish_command(repository: Path, target: str, endpoint_url: str | None, ski
             if a.action == "skip" and not dry_run:
                 continue
             table.add_row(a.model, str(a.version or "-"), a.action, a.path, str(a.bytes or ""), a.detail)
-        out.print(table)
+        print_table(table)
         verb = "would publish" if dry_run else "published"
         out.print(f"{verb} manifest {receipt.manifest_digest[:16]} to {receipt.target} "
                   f"({receipt.uploaded_bytes} bytes uploaded in {receipt.seconds:.1f}s; verification "
@@ -136,11 +139,15 @@ def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
     if as_json:
         _json(info)
         return
+    if not info["models"]:
+        out.print(f"nothing published here: {target} holds no tritonbuild models")
+        out.print("publish one with: tritonbuild publish OUT " + target)
+        return
     table = Table("model", "live", "complete", "present", "verification", "notes", box=None)
     for m in info["models"]:
         table.add_row(m["name"], str(m["live"] or "-"), ",".join(map(str, m["complete"])) or "-",
                       ",".join(map(str, m["present"])) or "-", m["verification"] or "-", "; ".join(m["notes"]))
-    out.print(table)
+    print_table(table)
     out.print(f"manifest sha256: {info['manifest_sha256'] or '-'}")
     out.print(f"tritonserver --model-repository={info['triton_url']}")
 
@@ -178,6 +185,7 @@ def deploy_snippets_command(repository: Path, output: Path, name: str, image: st
     """Write a Kubernetes Deployment + Service for REPOSITORY (startup probe sized from it, readiness that infers)."""
     from tritonbuild import api
 
+    existing_dir(repository)
     path, budget = api.deploy_snippets(repository, output, name=name, image=image, target=target,
                                        replicas=replicas)
     if as_json:

@@ -20,6 +20,7 @@ from tritonbuild.cli.common import (
     json_option,
     main,
     out,
+    print_table,
     recipes_arg,
 )
 
@@ -71,7 +72,7 @@ def plan_command(recipes: tuple[Path, ...], matrix: str | None, cache_dir: Path 
     for m in plan.models:
         for s in m.steps:
             table.add_row(m.name, str(m.version), m.backend, s.kind, s.cache_key[:16])
-    out.print(table)
+    print_table(table)
     for m in plan.models:
         mem = m.extras.get("memory_plan")
         if mem:
@@ -135,14 +136,14 @@ def build_command(recipes: tuple[Path, ...], output: Path, force: bool, engines:
     for m in result.models:
         for s in m.steps:
             table.add_row(m.plan.name, str(m.plan.version), s.kind, s.status, s.reason, f"{s.seconds:.2f}")
-    out.print(table)
+    print_table(table)
     out.print(f"wrote {output} ({len(manifest.files)} files, manifest {manifest.digest[:16]})")
 
 
 
 @main.command("schema")
 def schema_command() -> None:
-    """Print the recipe JSON Schema (recipes/recipe.schema.json is this output)."""
+    """Print the recipe JSON Schema (every key, its type and meaning; editors validate recipes with it)."""
     from tritonbuild import api
 
     sys.stdout.buffer.write(api.recipe_schema())

@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 import sys
 import time
-from pathlib import Path
 
 import click
 from rich.table import Table
@@ -16,9 +15,11 @@ from tritonbuild.cli.common import (
     _progress,
     endpoint_option,
     err,
+    existing_dir,
     json_option,
     main,
     out,
+    print_table,
 )
 
 
@@ -51,7 +52,7 @@ def verify_command(repository: str, server_url: str | None, record: bool, endpoi
         if not result["passed"]:
             sys.exit(VerifyError.exit_code)
         return
-    repository = Path(repository)
+    repository = existing_dir(repository)
 
     if server_url and "://" not in server_url:
         server_url = f"http://{server_url}"
@@ -84,7 +85,7 @@ def _render_report(report) -> None:
         table.add_row(m.name, str(m.version), how[m.path], "yes" if m.loaded else "no",
                       "recorded" if report.recorded and m.goldens else ("yes" if m.goldens else "none"), exact,
                       m.batch_invariance, Text("PASS", style="green") if m.passed else Text("FAIL", style="red"))
-    out.print(table)
+    print_table(table)
     for m in report.models:
         out.print(f"  {m.name}: {m.path_detail}")
         if m.load_error:
@@ -107,6 +108,8 @@ def serve_command(repository: str, endpoint_url: str | None, as_json: bool) -> N
     from tritonbuild import api
     from tritonbuild.errors import VerifyError
 
+    if "://" not in repository:
+        existing_dir(repository)
     server, loadable, skipped = api.serve(repository, endpoint_url=endpoint_url)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:

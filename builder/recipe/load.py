@@ -49,7 +49,7 @@ def _loc_str(loc: tuple) -> str:
 def _hint_for(err: dict) -> str:
     t = err["type"]
     if t == "extra_forbidden":
-        return "remove this key or check its spelling (see recipes/recipe.schema.json)"
+        return "remove this key or check its spelling (`tritonbuild schema` prints every key)"
     if t == "missing":
         return "add this key"
     if t in ("literal_error", "enum"):
@@ -59,7 +59,36 @@ def _hint_for(err: dict) -> str:
     return "fix the value"
 
 
-def _pydantic_errors(e: ValidationError, located: Located, path: Path) -> list[RecipeError]:
+def _models_in(annotation) -> list[type]:
+    """The pydantic model classes inside a field's type (through Optional, list, dict, unions)."""
+    import typing
+
+    from pydantic import BaseModel
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+
+
+def _did_you_mean(cls: type | None, loc: tuple) -> str:
+    """' Did you mean 'x'?' for an unknown key, from the keys its mapping accepts."""
+    import difflib
+
+    if cls is None or not loc or not isinstance(loc[-1], str):
+        return ""
+    models = [cls]
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        inner = [m for model in models if part in model.model_fields
+                 for m in _models_in(model.model_fields[part].annotation)]
+        models = inner or models  # not a field: a key of a dict of models (e.g. export.inputs.<name>)
+    keys = {f.alias or name for model in models for name, f in model.model_fields.items()}
+    close = difflib.get_close_matches(loc[-1], sorted(keys), n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
+def _pydantic_errors(e: ValidationError, located: Located, path: Path, cls: type | None = None) -> list[RecipeError]:
     out = []
     for err in e.errors():
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
@@ -71,8 +100,11 @@ def _pydantic_errors(e: ValidationError, located: Located, path: Path) -> list[R
             msg = "required key is missing"
         elif "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], dict):
             msg = f"{msg} (got {err['input']!r})"
+        hint = _hint_for(err)
+        if err["type"] == "extra_forbidden":
+            hint = _did_you_mean(cls, loc) + hint
         out.append(RecipeError(f"{_loc_str(loc)}: {msg}", where=f"{path}:{line}" if line else str(path),
-                               hint=_hint_for(err)))
+                               hint=hint))
     return out
 
 
@@ -117,7 +149,7 @@ def load_recipe(path: Path) -> LoadedRecipe:
         raise RecipeError(p.message, where=f"{path}:{p.line}" if p.line else str(path), hint=p.hint) from None
     if not isinstance(located.data, dict):
         raise RecipeError("a recipe must be a YAML mapping (name: ..., backend: ...)", where=f"{path}:1",
-                          hint="see recipes/examples/ for the shape")
+                          hint="`tritonbuild schema` prints the recipe's JSON Schema")
     huge = [RecipeError(f"{_loc_str(loc)}: integer out of range (the limit is a signed 64-bit integer, "
                         f"{INT64[0]}..{INT64[1]})", where=f"{path}:{located.line_of(loc)}",
                         hint="use a smaller number") for loc in _out_of_range(located.data)]
@@ -134,7 +166,7 @@ def load_recipe(path: Path) -> LoadedRecipe:
     try:
         recipe = cls.model_validate(located.data)
     except ValidationError as e:
-        raise _one_or_many(_pydantic_errors(e, located, path)) from None
+        raise _one_or_many(_pydantic_errors(e, located, path, cls)) from None
     rules = check(recipe) if check is not None else []
     problems = [RecipeError(f"{_loc_str(loc)}: {msg}", where=f"{path}:{located.line_of(loc)}", hint=hint)
                 for loc, msg, hint in rules]

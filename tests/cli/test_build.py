@@ -126,9 +126,10 @@ def test_onnx_recipe_contradicting_graph_names_both(cli, write, tmp_path):
     assert 'platform: "onnxruntime_onnx"' in cfg and "dims: 4" in cfg
 
 
-@pytest.mark.parametrize("args", [["verify", "/nonexistent/repo"], ["serve", "/nonexistent/repo"]])
-def test_not_a_repository(cli, args):
-    r = cli(*args)
+@pytest.mark.parametrize("command", ["verify", "serve"])
+def test_not_a_repository(cli, command, tmp_path):
+    """An existing directory without a manifest (a missing one is a usage error: tests/cli/test_daily.py)."""
+    r = cli(command, tmp_path)
     assert r.exit_code == 6 and "is not a tritonbuild repository" in r.stderr
 
 
