@@ -82,7 +82,7 @@ def plan_command(recipes: tuple[Path, ...], matrix: str | None, cache_dir: Path 
 
 def _render_memory(name: str, arch: dict, mem: dict) -> None:
     gib, mib = 1 << 30, 1 << 20
-    t = Table(title=f"{name}: GPU memory plan ({mem['gpu']}, {mem['gpu_bytes'] // gib} GiB)", box=None,
+    t = Table(title=f"{name}: GPU memory plan ({mem['gpu']}, {mem['gpu_bytes'] / gib:.1f} GiB)", box=None,
               show_header=False)
     t.add_row("architecture", f"{arch.get('model_type')} {arch.get('layers')} layers, hidden {arch.get('hidden')}, "
                               f"{arch.get('heads')} heads / {arch.get('kv_heads')} KV heads × {arch.get('head_dim')}")

@@ -18,7 +18,11 @@ from tritonbuild.recipe.models import (
     valid_name,
 )
 
-GPU_MEMORY_GIB = {"H200": 141, "H100": 80, "A100-80": 80, "A100-40": 40, "L40S": 48, "L4": 24, "A10G": 24, "T4": 16}
+# Total device memory in MiB as nvidia-smi reports it (H200: 143,771 MiB, measured on the lent H200; the others
+# as these boards report it). Marketing "141 GB" / "48 GB" are decimal gigabytes and over-state it.
+GPU_MEMORY_MIB = {"H200": 143771, "H100": 81559, "A100-80": 81920, "A100-40": 40960, "L40S": 46068, "L4": 23034,
+                  "A10G": 23028, "T4": 15360}
+GPU_MEMORY_GIB = {k: round(v / 1024, 1) for k, v in GPU_MEMORY_MIB.items()}
 # CUDA compute capability: FP8 needs SM 8.9+ (Ada, Hopper, Blackwell), bfloat16 SM 8.0+ (TensorRT-LLM support matrix)
 GPU_SM = {"H200": 9.0, "H100": 9.0, "A100-80": 8.0, "A100-40": 8.0, "L40S": 8.9, "L4": 8.9, "A10G": 8.6, "T4": 7.5}
 # NGC nvcr.io/nvidia/tritonserver:<tag>-trtllm-python-py3 → the TensorRT-LLM inside (NVIDIA's Triton release

@@ -37,7 +37,7 @@ def test_plan_shows_the_memory_plan(cli, llm_dir):
     mem = m["extras"]["memory_plan"]
     assert mem["kv_bytes_per_token"] == 2 * 2 * 2 * 16 * 2 and mem["gpu"] == "H200" and mem["fits"]
     human = cli("plan", llm_dir / "llm.yaml").stdout
-    assert "GPU memory plan (H200, 141 GiB)" in human and "KV cache per token" in human
+    assert "GPU memory plan (H200, 140.4 GiB)" in human and "KV cache per token" in human
 
 
 def test_build_without_trtllm_skips_the_engine_and_exits_0(cli, tmp_path, in_root):

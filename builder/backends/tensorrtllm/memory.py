@@ -1,7 +1,11 @@
 """GPU memory plan for an LLM: weights by quantization, KV cache per token, what fits on the target GPU.
 
-Architecture numbers come from the checkpoint's Hugging Face config.json. Figures are estimates of the
-kind TensorRT-LLM's own allocator makes (weights, then free_gpu_mem_fraction of what is left for KV).
+Architecture numbers come from the checkpoint's Hugging Face config.json, through the spellings of each
+family (GPT-2's n_embd/n_head/n_layer, Falcon's n_head_kv/multi_query, nested text_config), with MoE experts
+and DeepSeek-style MLA. Figures are estimates of the kind TensorRT-LLM's own allocator makes (weights, then
+free_gpu_mem_fraction of what is left for KV); KV per GPU follows KVCacheManager: ceil(kv_heads / tp) heads
+per rank, the layers of the largest pipeline stage, and for MLA one latent (kv_lora_rank + qk_rope_head_dim)
+per layer that every rank keeps.
 """
 
 from __future__ import annotations
@@ -10,12 +14,20 @@ import math
 
 from pydantic import BaseModel, ConfigDict
 
-from tritonbuild.recipe.llm import GPU_MEMORY_GIB, LLMRecipe
+from tritonbuild.recipe.llm import GPU_MEMORY_GIB, GPU_MEMORY_MIB, LLMRecipe
 
 GIB = 1 << 30
 MIB = 1 << 20
 RUNTIME_RESERVE = int(1.5 * GIB)  # CUDA context, activations, TRT workspace: a conservative allowance
 NON_GATED = {"gpt2", "gptj", "gpt_neox", "opt", "bloom", "falcon", "phi", "starcoder"}
+TIED_BY_DEFAULT = {"gpt2", "falcon", "gemma", "gemma2", "phi"}  # their HF config classes default to tied
+
+
+def _first(cfg: dict, *keys, default=None):
+    for k in keys:
+        if cfg.get(k) is not None:
+            return cfg[k]
+    return default
 
 
 class Architecture(BaseModel):
@@ -30,27 +42,72 @@ class Architecture(BaseModel):
     vocab: int
     tied_embeddings: bool
     max_position_embeddings: int | None
+    experts: int = 0  # routed experts per MoE layer (0: dense)
+    expert_intermediate: int = 0
+    shared_intermediate: int = 0  # always-on shared expert(s), summed
+    dense_layers: int = 0  # leading layers with a dense MLP in an MoE model (DeepSeek first_k_dense_replace)
+    kv_lora_rank: int = 0  # MLA: the compressed KV latent (0: ordinary attention)
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
 
     @classmethod
     def from_hf_config(cls, cfg: dict) -> Architecture:
-        heads = cfg["num_attention_heads"]
-        hidden = cfg["hidden_size"]
-        return cls(model_type=cfg.get("model_type", "unknown"), layers=cfg["num_hidden_layers"], hidden=hidden,
-                   heads=heads, kv_heads=cfg.get("num_key_value_heads") or heads,
-                   head_dim=cfg.get("head_dim") or hidden // heads,
-                   intermediate=cfg.get("intermediate_size") or 4 * hidden, vocab=cfg["vocab_size"],
-                   tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-                   max_position_embeddings=cfg.get("max_position_embeddings"))
+        if "text_config" in cfg and _first(cfg, "num_hidden_layers", "n_layer", "num_layers") is None:
+            cfg = {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", cfg.get("model_type"))}
+        model_type = cfg.get("model_type", "unknown")
+        heads = _first(cfg, "num_attention_heads", "n_head", "num_heads")
+        hidden = _first(cfg, "hidden_size", "n_embd", "d_model")
+        layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers")
+        if heads is None or hidden is None or layers is None:
+            raise KeyError("num_attention_heads/n_head, hidden_size/n_embd and num_hidden_layers/n_layer")
+        multi_query = cfg.get("multi_query") and not cfg.get("new_decoder_architecture")
+        kv_heads = _first(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv", default=1 if multi_query else heads)
+        experts = int(_first(cfg, "num_local_experts", "num_experts", "n_routed_experts", default=0) or 0)
+        shared = int(_first(cfg, "shared_expert_intermediate_size", default=0) or 0)
+        if not shared and cfg.get("n_shared_experts"):
+            shared = int(cfg["n_shared_experts"]) * int(_first(cfg, "moe_intermediate_size", default=0))
+        return cls(model_type=model_type, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
+                   head_dim=_first(cfg, "head_dim", default=hidden // heads),
+                   intermediate=_first(cfg, "intermediate_size", "n_inner", "ffn_hidden_size", default=4 * hidden),
+                   vocab=cfg["vocab_size"],
+                   tied_embeddings=bool(cfg.get("tie_word_embeddings", model_type in TIED_BY_DEFAULT)),
+                   max_position_embeddings=_first(cfg, "max_position_embeddings", "n_positions"),
+                   experts=experts,
+                   expert_intermediate=int(_first(cfg, "moe_intermediate_size", "intermediate_size",
+                                                  default=0) or 0) if experts else 0,
+                   shared_intermediate=shared if experts else 0,
+                   dense_layers=int(cfg.get("first_k_dense_replace") or 0) if experts else 0,
+                   kv_lora_rank=int(cfg.get("kv_lora_rank") or 0), q_lora_rank=int(cfg.get("q_lora_rank") or 0),
+                   qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0),
+                   qk_nope_head_dim=int(cfg.get("qk_nope_head_dim") or 0), v_head_dim=int(cfg.get("v_head_dim") or 0))
+
+    def _mlp(self, inter: int) -> list[tuple[int, int]]:
+        if self.model_type in NON_GATED:
+            return [(self.hidden, inter), (inter, self.hidden)]
+        return [(self.hidden, inter)] * 2 + [(inter, self.hidden)]
+
+    def _attention(self) -> list[tuple[int, int]]:
+        if self.kv_lora_rank:  # MLA
+            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+            q = [(self.hidden, self.q_lora_rank), (self.q_lora_rank, self.heads * qk)] if self.q_lora_rank \
+                else [(self.hidden, self.heads * qk)]
+            return q + [(self.hidden, self.kv_lora_rank + self.qk_rope_head_dim),
+                        (self.kv_lora_rank, self.heads * (self.qk_nope_head_dim + self.v_head_dim)),
+                        (self.heads * self.v_head_dim, self.hidden)]
+        q_out, kv_out = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        return [(self.hidden, q_out), (self.hidden, kv_out), (self.hidden, kv_out), (q_out, self.hidden)]
 
     def linear_shapes(self) -> list[tuple[int, int]]:
-        """(in, out) of every quantizable linear layer, all layers."""
-        q_out, kv_out = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        per_layer = [(self.hidden, q_out), (self.hidden, kv_out), (self.hidden, kv_out), (q_out, self.hidden)]
-        if self.model_type in NON_GATED:
-            per_layer += [(self.hidden, self.intermediate), (self.intermediate, self.hidden)]
-        else:
-            per_layer += [(self.hidden, self.intermediate)] * 2 + [(self.intermediate, self.hidden)]
-        return per_layer * self.layers
+        """(in, out) of every quantizable linear layer, all layers (every expert of an MoE layer)."""
+        dense = self._attention() + self._mlp(self.intermediate)
+        if not self.experts:
+            return dense * self.layers
+        moe = self._attention() + self._mlp(self.expert_intermediate) * self.experts + [(self.hidden, self.experts)]
+        if self.shared_intermediate:
+            moe += self._mlp(self.shared_intermediate)
+        return dense * self.dense_layers + moe * (self.layers - self.dense_layers)
 
     def other_params(self) -> int:
         """Embeddings, lm_head and norms: kept in 16-bit by every quantization here."""
@@ -94,19 +151,24 @@ def weight_bytes(arch: Architecture, quantization: str, group_size: int = 128) -
     raise ValueError(quantization)
 
 
-def kv_bytes_per_token(arch: Architecture, kv_dtype: str) -> int:
-    """2 (K and V) × layers × kv_heads × head_dim × bytes per element."""
-    return 2 * arch.layers * arch.kv_heads * arch.head_dim * (1 if kv_dtype in ("fp8", "int8") else 2)
+def kv_bytes_per_token(arch: Architecture, kv_dtype: str, tp: int = 1, pp: int = 1) -> int:
+    """KV bytes one token takes on one GPU: 2 (K and V) × layers × ceil(kv_heads / tp) × head_dim × bytes; for
+    MLA 1 × layers × (kv_lora_rank + qk_rope_head_dim) × bytes on every rank. Layers: the largest of pp stages."""
+    size = 1 if kv_dtype in ("fp8", "int8") else 2
+    layers = math.ceil(arch.layers / pp)
+    if arch.kv_lora_rank:
+        return layers * (arch.kv_lora_rank + arch.qk_rope_head_dim) * size
+    return 2 * layers * math.ceil(arch.kv_heads / tp) * arch.head_dim * size
 
 
 def memory_plan(r: LLMRecipe, arch: Architecture) -> MemoryPlan:
     e, kv = r.engine, r.kv_cache
     shards = e.tp_size * e.pp_size
-    gpu_bytes = GPU_MEMORY_GIB[r.gpu] * GIB
+    gpu_bytes = GPU_MEMORY_MIB[r.gpu] * MIB
     params, wbytes = weight_bytes(arch, r.quantization)
     w_gpu = math.ceil(wbytes / shards)
     kv_tok = kv_bytes_per_token(arch, kv.dtype)
-    kv_tok_gpu = math.ceil(kv_tok / shards)
+    kv_tok_gpu = kv_bytes_per_token(arch, kv.dtype, e.tp_size, e.pp_size)
     free = gpu_bytes - w_gpu - RUNTIME_RESERVE
     pool = max(0, int(free * kv.free_gpu_mem_fraction))
     tokens = pool // kv_tok_gpu

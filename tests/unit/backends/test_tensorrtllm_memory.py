@@ -53,7 +53,7 @@ def test_plan_counts_tokens_and_sequences():
 def test_weights_that_do_not_fit():
     arch = Architecture.from_hf_config(LLAMA3_70B)
     plan = memory_plan(_recipe(gpu="T4", quantization="none"), arch)
-    assert not plan.fits and "exceed the T4's 16 GiB" in plan.notes[0]
+    assert not plan.fits and "exceed the T4's 15.0 GiB" in plan.notes[0]
     assert memory_plan(_recipe(gpu="H200", quantization="int4_weight_only"), arch).fits
 
 
@@ -64,3 +64,62 @@ def test_tensor_parallel_splits_weights_and_kv():
                               serving={"gpu_device_ids": [0, 1]}), arch)
     assert two.weight_bytes_per_gpu == pytest.approx(one.weight_bytes_per_gpu / 2, abs=1)
     assert two.kv_bytes_per_token_per_gpu == one.kv_bytes_per_token_per_gpu // 2
+
+
+# Config spellings as the published checkpoints write them (config.json of each repository on the HF hub).
+GPT2 = {"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024, "vocab_size": 50257}
+FALCON_7B = {"model_type": "falcon", "hidden_size": 4544, "n_head": 71, "n_layer": 32, "multi_query": True,
+             "parallel_attn": True, "vocab_size": 65024}
+FALCON_40B = {"model_type": "falcon", "hidden_size": 8192, "n_head": 128, "n_head_kv": 8, "n_layer": 60,
+              "new_decoder_architecture": True, "vocab_size": 65024}
+MIXTRAL_8X7B = {"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+                "num_hidden_layers": 32, "num_key_value_heads": 8, "num_local_experts": 8, "num_experts_per_tok": 2,
+                "vocab_size": 32000}
+QWEN2_7B = {"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_attention_heads": 28,
+            "num_hidden_layers": 28, "num_key_value_heads": 4, "vocab_size": 152064}
+DEEPSEEK_V2_LITE = {"model_type": "deepseek_v2", "hidden_size": 2048, "num_attention_heads": 16,
+                    "num_hidden_layers": 27, "num_key_value_heads": 16, "kv_lora_rank": 512, "q_lora_rank": None,
+                    "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128, "intermediate_size": 10944,
+                    "moe_intermediate_size": 1408, "n_routed_experts": 64, "n_shared_experts": 2,
+                    "first_k_dense_replace": 1, "vocab_size": 102400}
+
+
+def test_gpt2_spelling_is_read_and_gpt2_small_has_its_published_124m_parameters():
+    arch = Architecture.from_hf_config(GPT2)
+    assert (arch.hidden, arch.heads, arch.layers, arch.kv_heads, arch.tied_embeddings) == (768, 12, 12, 12, True)
+    params, _ = weight_bytes(arch, "none")
+    # 124,439,808 published, less what the plan leaves out: 1024 × 768 learned position embeddings and the
+    # biases (12 layers × (2304 + 768 + 3072 + 768 + 2 × 768 LayerNorm) + 768 final LayerNorm = 102,144)
+    assert params == 124_439_808 - 1024 * 768 - 102_144
+
+
+def test_falcon_kv_heads_follow_multi_query_and_n_head_kv():
+    assert Architecture.from_hf_config(FALCON_7B).kv_heads == 1  # multi-query: one KV head, not 71
+    assert Architecture.from_hf_config(FALCON_40B).kv_heads == 8
+    assert kv_bytes_per_token(Architecture.from_hf_config(FALCON_7B), "auto") == 2 * 32 * 1 * 64 * 2
+
+
+def test_moe_counts_every_expert():
+    params, _ = weight_bytes(Architecture.from_hf_config(MIXTRAL_8X7B), "none")
+    assert params == pytest.approx(46.7e9, rel=0.005)  # Mixtral 8x7B: 46.7B total parameters (published)
+
+
+def test_kv_heads_per_rank_round_up_when_tp_exceeds_them():
+    arch = Architecture.from_hf_config(QWEN2_7B)  # 4 KV heads
+    assert kv_bytes_per_token(arch, "auto", tp=8) == 2 * 28 * 1 * 128 * 2  # 14,336: ceil(4/8) = 1 head per rank
+    plan = memory_plan(_recipe(quantization="none", engine={"tp_size": 8},
+                               serving={"gpu_device_ids": list(range(8))}), arch)
+    assert plan.kv_bytes_per_token_per_gpu == 14336
+
+
+def test_mla_caches_one_latent_per_layer():
+    arch = Architecture.from_hf_config(DEEPSEEK_V2_LITE)
+    assert kv_bytes_per_token(arch, "auto") == 27 * (512 + 64) * 2  # (d_c + d_h^R) per layer, DeepSeek-V2 paper
+    assert kv_bytes_per_token(arch, "auto", tp=4) == kv_bytes_per_token(arch, "auto")  # every rank keeps it
+    params, _ = weight_bytes(arch, "none")
+    assert params == pytest.approx(15.7e9, rel=0.02)  # DeepSeek-V2-Lite: 15.7B total parameters (published)
+
+
+def test_gpu_sizes_are_binary_gib():
+    plan = memory_plan(_recipe(gpu="H200"), Architecture.from_hf_config(LLAMA2_7B))
+    assert plan.gpu_bytes == 143_771 * 2**20  # nvidia-smi on the lent H200: 143,771 MiB = 140.4 GiB
