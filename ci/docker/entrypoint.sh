@@ -8,5 +8,9 @@ if [ -n "${TRITONBUILD_TARGET:-}" ]; then
     *) echo "entrypoint: only s3:// targets are synced here; got $TRITONBUILD_TARGET" >&2; exit 2 ;;
   esac
 fi
+# A multi-GPU (or multi-instance) TensorRT-LLM model runs in orchestrator mode: its manifest entry says so.
+if grep -Eq '"TRTLLM_ORCHESTRATOR": *"1"' /models/tritonbuild-manifest.json 2>/dev/null; then
+  export TRTLLM_ORCHESTRATOR=1
+fi
 exec tritonserver --model-repository=/models --model-control-mode="${TRITON_MODEL_CONTROL:-none}" \
   --strict-readiness=true "$@"

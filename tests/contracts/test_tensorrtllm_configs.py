@@ -125,3 +125,20 @@ def test_ensemble_routes_stream_and_sampling_to_upstream_names():
     for step in steps.values():
         for source in step.input_map.values():
             assert source in ensemble_inputs or source.startswith("_"), (step.model_name, source)
+
+
+@pytest.mark.parametrize("kw, groups, orchestrator", [
+    ({}, 1, False),
+    ({"serving": {"gpu_device_ids": [0, 1, 2, 3]}}, 4, True),
+    ({"engine": {"tp_size": 2}, "serving": {"gpu_device_ids": [0, 1, 2, 3]}}, 2, True),
+    ({"engine": {"tp_size": 2}, "serving": {"gpu_device_ids": [0, 1]}}, 1, True)])
+def test_one_instance_per_device_group_and_orchestrator_mode_for_multi_gpu(kw, groups, orchestrator):
+    """The backend gives instance i the device group i % len(groups): as many instances as groups, or GPUs sit
+    idle. Several ranks or instances in one server need orchestrator mode (executor_worker_path +
+    TRTLLM_ORCHESTRATOR=1), since the serving entrypoint starts one tritonserver, not one per MPI rank."""
+    r = _recipe(**kw)
+    mc = _group(r)["tensorrt_llm"]
+    params = {k: v.string_value for k, v in mc.parameters.items()}
+    assert sum(g.count for g in mc.instance_group) == groups == len(params["gpu_device_ids"].split(";"))
+    assert ("executor_worker_path" in params) == orchestrator == cfg.needs_orchestrator(r)
+    assert "executor_worker_path" in CPP["guarded"]

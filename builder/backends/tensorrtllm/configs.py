@@ -106,6 +106,17 @@ BLS_SCALARS = ("return_log_probs", "return_context_logits", "return_generation_l
 UNGUARDED_EMPTY = ("tokenizer_dir", "xgrammar_tokenizer_info_path", "guided_decoding_backend")
 
 
+EXECUTOR_WORKER = "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker"  # upstream template's value
+ORCHESTRATOR_ENV = {"TRTLLM_ORCHESTRATOR": "1"}
+
+
+def needs_orchestrator(r: LLMRecipe) -> bool:
+    """A multi-GPU engine or several instances: one tritonserver drives the ranks by spawning executor workers
+    (orchestrator mode, TRTLLM_ORCHESTRATOR=1) instead of one MPI-launched server per rank."""
+    world = r.engine.tp_size * r.engine.pp_size
+    return world > 1 or len(r.serving.gpu_device_ids) > world
+
+
 def _request_inputs(mc, pb2, *, bls: bool = False) -> None:
     _tensor(mc.input, pb2, "text_input", "TYPE_STRING", [1])
     _tensor(mc.input, pb2, "max_tokens", "TYPE_INT32", [1])
@@ -176,9 +187,12 @@ def tensorrt_llm(r: LLMRecipe, names: Names, engine: dict, engine_path: str):
         _tensor(mc.output, pb2, name, logits, dims)
     for name, dtype, dims in PASSTHROUGH_OUTPUTS[4:]:
         _tensor(mc.output, pb2, name, dtype, dims)
-    # NOTE: the C++ backend manages its GPUs itself (gpu_device_ids); Triton's instance kind stays CPU.
-    _instances(mc, pb2, 1)
     kv, s = r.kv_cache, r.serving
+    world = r.engine.tp_size * r.engine.pp_size
+    groups = [s.gpu_device_ids[i:i + world] for i in range(0, len(s.gpu_device_ids), world)]
+    # NOTE: the C++ backend manages its GPUs itself (gpu_device_ids); Triton's instance kind stays CPU. Instance
+    # i takes device group i % groups, so one instance per group (upstream docs/llama_multi_instance.md).
+    _instances(mc, pb2, len(groups))
     params: dict[str, object] = {
         "gpt_model_type": s.batching_strategy, "gpt_model_path": engine_path,
         "max_beam_width": r.engine.max_beam_width, "batch_scheduler_policy": s.scheduler_policy,
@@ -189,9 +203,9 @@ def tensorrt_llm(r: LLMRecipe, names: Names, engine: dict, engine_path: str):
     }
     if kv.max_tokens is not None:
         params["max_tokens_in_paged_kv_cache"] = kv.max_tokens
-    world = r.engine.tp_size * r.engine.pp_size
-    ids = s.gpu_device_ids
-    params["gpu_device_ids"] = ";".join(",".join(map(str, ids[i:i + world])) for i in range(0, len(ids), world))
+    params["gpu_device_ids"] = ";".join(",".join(map(str, g)) for g in groups)
+    if needs_orchestrator(r):
+        params["executor_worker_path"] = EXECUTOR_WORKER
     _params(mc, params)
     return mc
 
