@@ -97,3 +97,20 @@ def test_the_code_version_table_is_the_recorded_one():
     from tritonbuild.recipe.llm import TRITON_TRTLLM
 
     assert TRITON_TRTLLM == {tag: v["trtllm"] for tag, v in IMAGES.items()}
+
+
+def test_llmapi_model_declares_upstreams_llmapi_tensors():
+    from tests.contracts.facts import template
+    from tritonbuild.backends.tensorrtllm.llmapi import INPUTS, OUTPUTS
+    from tritonbuild.recipe.models import DTYPES
+
+    upstream = template("llmapi")
+    for kind, ours in (("inputs", INPUTS), ("outputs", OUTPUTS)):
+        theirs = {t["name"]: t for t in upstream[kind]}
+        for t in ours:
+            assert t.name in theirs, f"{t.name} is not an input/output of upstream's llmapi model"
+            u = theirs[t.name]
+            assert (DTYPES[t.dtype], list(t.dims), bool(t.optional)) == \
+                (u["data_type"], u["dims"], bool(u.get("optional"))), t.name
+    assert {t.name for t in INPUTS if not t.optional} == {t["name"] for t in upstream["inputs"]
+                                                         if not t.get("optional")}

@@ -14,10 +14,19 @@ from tritonbuild.core.hashing import sha256_json
 from tritonbuild.recipe.llm import LLMRecipe
 from tritonbuild.recipe.models import TensorSpec
 
-INPUTS = [TensorSpec(name="text_input", dtype="bytes", dims=[1]),
-          TensorSpec(name="max_tokens", dtype="int32", dims=[1], optional=True),
-          TensorSpec(name="stream", dtype="bool", dims=[1], optional=True)]
-OUTPUTS = [TensorSpec(name="text_output", dtype="bytes", dims=[-1])]
+# upstream's llmapi/tensorrt_llm interface (tensorrtllm_backend all_models/llmapi, recorded in tests/contracts)
+SAMPLING = {"temperature": "fp32", "top_k": "int32", "top_p": "fp32", "frequency_penalty": "fp32",
+            "presence_penalty": "fp32", "max_tokens": "int32", "seed": "uint64", "exclude_input_from_output": "bool"}
+INPUTS = [TensorSpec(name="text_input", dtype="bytes", dims=[-1]),
+          TensorSpec(name="streaming", dtype="bool", dims=[1], optional=True),
+          *[TensorSpec(name=f"sampling_param_{k}", dtype=v, dims=[1], optional=True) for k, v in SAMPLING.items()],
+          TensorSpec(name="sampling_param_stop", dtype="bytes", dims=[-1], optional=True),
+          *[TensorSpec(name=f"return_{k}", dtype="bool", dims=[1], optional=True)
+            for k in ("finish_reason", "stop_reason", "cumulative_logprob")]]
+OUTPUTS = [TensorSpec(name="text_output", dtype="bytes", dims=[-1]),
+           TensorSpec(name="finish_reason", dtype="bytes", dims=[-1]),
+           TensorSpec(name="stop_reason", dtype="bytes", dims=[-1]),
+           TensorSpec(name="cumulative_logprob", dtype="fp32", dims=[-1])]
 MODEL_PY = Path(__file__).parent / "models" / "llmapi.py"
 
 
