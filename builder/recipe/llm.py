@@ -76,6 +76,13 @@ class KVCache(_Strict):
     dtype: Literal["auto", "fp8", "int8"] = Field("auto", description="auto = the model dtype.")
 
 
+class Calibration(_Strict):
+    dataset: str = Field(description="Local calibration data (a directory or file, relative to the recipe) for "
+                                     "ModelOpt's quantize.py (AWQ, FP8, KV cache) and the converters' int8 KV "
+                                     "calibration; without it they download a Hugging Face dataset.")
+    size: int = Field(32, ge=1, description="Calibration samples (quantize.py --calib_size).")
+
+
 class Instances(_Strict):
     preprocessing: int = Field(4, ge=1)
     postprocessing: int = Field(4, ge=1)
@@ -130,6 +137,7 @@ class LLMRecipe(_Named):
     quantization: Literal["int4_weight_only", "int4_awq", "fp8", "none"] = "int4_weight_only"
     engine: EngineLimits = Field(default_factory=EngineLimits)
     kv_cache: KVCache = Field(default_factory=KVCache)
+    calibration: Calibration | None = None
     serving: Serving = Field(default_factory=Serving)
     image: Image = Field(default_factory=Image)
     gpu: str = Field("H200", description=f"Target GPU for the memory plan: {', '.join(GPU_MEMORY_GIB)}.")

@@ -115,3 +115,39 @@ def test_trtllm_build_argv_is_accepted_by_trtllm_build(kw):
     seen = _check_flags(argv[1:], facts, str(kw))
     assert not set(seen) & set(facts["deprecated"])
     assert seen["--kv_cache_type"] == "paged" and seen["--tokens_per_block"] == str(r.kv_cache.tokens_per_block)
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+@pytest.mark.parametrize("quant, kv", [("int4_awq", "auto"), ("fp8", "fp8"), ("int4_weight_only", "int8"),
+                                       ("none", "int8")])
+def test_a_local_calibration_dataset_reaches_every_calibrating_script(model_type, quant, kv, monkeypatch):
+    """Offline runners: every step that calibrates gets --calib_dataset DIR, and only scripts that have it."""
+    monkeypatch.setenv("TRITONBUILD_TRTLLM_EXAMPLES", "/x/examples")
+    r = _recipe(quant, kv, 1, 1)
+    if check_llm_rules(r) or cmd.family_problems(r, model_type):
+        return
+    argv = cmd.convert_argv(r, model_type, "/ckpt", "/out", calib_dataset="/data/calib", calib_size=64)
+    script = "quantize" if quant in ("int4_awq", "fp8") else script_for(model_type)[0]
+    seen = _check_flags(argv[2:], SCRIPTS[script], f"{model_type} {quant} {kv}")
+    assert seen.get("--calib_dataset") == "/data/calib"
+    if script == "quantize":
+        assert seen["--calib_size"] == "64"
+
+
+def test_calibration_dataset_is_part_of_the_engine_step(cli, tmp_path, in_root):
+    import json
+    import shutil
+
+    from tests.conftest import EXAMPLES
+
+    shutil.copytree(EXAMPLES / "tiny-llama", tmp_path / "tiny-llama")
+    (tmp_path / "calib").mkdir()
+    (tmp_path / "calib" / "train.jsonl").write_text('{"text": "Recipes become repositories."}\n')
+    text = (EXAMPLES / "tiny-llama-int4.yaml").read_text()
+    (tmp_path / "r.yaml").write_text(text + "calibration: {dataset: calib, size: 8}\n")
+    plan = json.loads(cli("plan", tmp_path / "r.yaml", "--json").stdout)
+    (step,) = [s for s in plan["models"][0]["steps"] if s["kind"] == "trtllm.engine"]
+    assert step["params"]["calibration"]["size"] == 8 and "train.jsonl" in step["params"]["calibration"]["files"]
+    (tmp_path / "r.yaml").write_text(text + "calibration: {dataset: nowhere}\n")
+    r = cli("plan", tmp_path / "r.yaml")
+    assert r.exit_code == 4 and "not found" in r.stderr and "r.yaml" in r.stderr

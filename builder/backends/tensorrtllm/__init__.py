@@ -41,6 +41,27 @@ def _dir(lr: LoadedRecipe, rel: str, loc: tuple) -> Path:
     return path
 
 
+def _path(lr: LoadedRecipe, rel: str, loc: tuple) -> Path:
+    path = Path(rel)
+    path = path if path.is_absolute() else lr.base_dir / path
+    if not path.exists():
+        raise PlanError(f"not found: {path}", where=lr.where(loc),
+                        hint="fix the path (relative paths start at the recipe's directory)")
+    return path
+
+
+def _split_calibration(params: dict, inputs: dict[str, str]) -> tuple[dict[str, str], str | None]:
+    """(checkpoint inputs, the calibration dataset path) of a trtllm.engine step."""
+    calib = params.get("calibration")
+    if not calib:
+        return inputs, None
+    mine = {p: rel for p, sha in inputs.items() for rel, want in calib["files"].items()
+            if sha == want and Path(p).as_posix().endswith("/" + rel)}
+    p, rel = next(iter(mine.items()))
+    data = Path(p).as_posix()[:-len(rel) - 1] if calib["is_dir"] else p
+    return {q: v for q, v in inputs.items() if q not in mine}, data
+
+
 def fetch_checkpoint(lr: LoadedRecipe) -> Path:
     """A remote checkpoint (any fsspec URL), downloaded once into the build cache under its pin."""
     from fsspec.core import url_to_fs
@@ -147,7 +168,15 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
                      "kv": {"type": r.kv_cache.type, "tokens_per_block": r.kv_cache.tokens_per_block,
                             "dtype": r.kv_cache.dtype},
                      "trtllm_version": r.image.trtllm_version}
-    return [("trtllm.engine", engine_params, {str(ckpt / k): v for k, v in files.items()}),
+    inputs = {str(ckpt / k): v for k, v in files.items()}
+    if r.calibration is not None:
+        data = _path(lr, r.calibration.dataset, ("calibration", "dataset"))
+        root = data if data.is_dir() else data.parent
+        calib = {rel.as_posix(): sha256_input(root / rel) for rel in (tree_files(data) if data.is_dir()
+                                                                       else [Path(data.name)])}
+        engine_params["calibration"] = {"files": calib, "size": r.calibration.size, "is_dir": data.is_dir()}
+        inputs.update({str(root / k): v for k, v in calib.items()})
+    return [("trtllm.engine", engine_params, inputs),
             ("trtllm.tokenizer", {"files": sorted(tok_files)}, {str(tok / k): v for k, v in tok_files.items()})]
 
 
@@ -186,6 +215,7 @@ def run_step(ctx: StepContext) -> None:
     if importlib.util.find_spec("tensorrt_llm") is None or not _gpu_present():
         raise StepSkipped("TensorRT-LLM and a GPU are not available here; build on a GPU runner in the NGC "
                           "TensorRT-LLM image, or pass --engine DIR (a prebuilt engine) to assemble around it")
+    inputs, calib_dataset = _split_calibration(params, inputs)
     ckpt = str(checkpoint_root(inputs))
     engine_dir = out / "engine"
     recipe = engine_view(params)
@@ -198,8 +228,8 @@ def run_step(ctx: StepContext) -> None:
              "llmapi-build", timeout)
     else:
         trt_ckpt = out.parent / "trt-checkpoint"
-        _run(cmd.convert_argv(recipe, params["model_type"], ckpt, str(trt_ckpt), sys.executable), log_dir,
-             "convert", timeout)
+        _run(cmd.convert_argv(recipe, params["model_type"], ckpt, str(trt_ckpt), sys.executable, calib_dataset,
+                              (params.get("calibration") or {}).get("size", 32)), log_dir, "convert", timeout)
         _run(cmd.build_argv(recipe, str(trt_ckpt), str(engine_dir), str(log_dir / "timing.cache")), log_dir,
              "trtllm-build", timeout)
         shutil.rmtree(trt_ckpt, ignore_errors=True)

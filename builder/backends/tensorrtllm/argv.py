@@ -59,17 +59,21 @@ def family_problems(r: LLMRecipe, model_type: str) -> list[tuple]:
     return out
 
 
-def convert_argv(r: LLMRecipe, model_type: str, checkpoint: str, out: str, python: str = "python3") -> list[str]:
-    """HF checkpoint → TRT-LLM checkpoint (weight-only RTN via convert_checkpoint.py, AWQ/FP8 via ModelOpt)."""
+def convert_argv(r: LLMRecipe, model_type: str, checkpoint: str, out: str, python: str = "python3",
+                 calib_dataset: str | None = None, calib_size: int = 32) -> list[str]:
+    """HF checkpoint → TRT-LLM checkpoint (weight-only RTN via convert_checkpoint.py, AWQ/FP8 via ModelOpt).
+    calib_dataset: a local dataset for every calibrating step (offline runners)."""
     e = r.engine
+    calib = ["--calib_dataset", calib_dataset] if calib_dataset else []
     parallel = ["--tp_size", str(e.tp_size), "--pp_size", str(e.pp_size)]
     if r.quantization in MODELOPT:
         argv = [python, f"{examples_dir()}/quantization/quantize.py", "--model_dir", checkpoint,
                 "--dtype", r.dtype, "--output_dir", out]
         if r.quantization == "int4_awq":
-            argv += ["--qformat", "int4_awq", "--awq_block_size", "128", "--calib_size", "32"]
+            argv += ["--qformat", "int4_awq", "--awq_block_size", "128"]
         else:
             argv += ["--qformat", "fp8"]
+        argv += ["--calib_size", str(calib_size)] + calib
         if r.kv_cache.dtype != "auto":
             argv += ["--kv_cache_dtype", r.kv_cache.dtype]
         return argv + parallel
@@ -85,6 +89,7 @@ def convert_argv(r: LLMRecipe, model_type: str, checkpoint: str, out: str, pytho
         argv += ["--use_weight_only", "--weight_only_precision", "int4"]
     if r.kv_cache.dtype != "auto":
         argv.append(f"--{r.kv_cache.dtype}_kv_cache")
+        argv += calib  # the converter calibrates the KV scales
     return argv + parallel
 
 
