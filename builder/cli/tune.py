@@ -35,12 +35,15 @@ def _ints(_ctx, _param, value: str | None) -> list[int] | None:
 @click.option("--processes", type=click.IntRange(1, 256), help="Load generator processes (default: cores / 2).")
 @click.option("--sla-ms", type=click.FloatRange(min=0, min_open=True),
               help="p99 SLA in ms (overrides tune.sla_p99_ms).")
+@click.option("--min-vs-default", type=click.FloatRange(min=0, min_open=True),
+              help="The winner must serve >= this × Triton's default at every load (overrides tune.min_vs_default).")
 @click.option("--concurrency", callback=_ints, help="Load range, e.g. 1,64 (overrides tune.concurrency).")
 @click.option("--apply", "apply_patch", is_flag=True, help="Write the winner into the recipe file.")
 @json_option
 def tune_command(repository: Path, model: str, recipe_path: Path | None, server_url: str | None, brute: bool,
                  no_verify: bool, report_dir: Path | None, processes: int | None, sla_ms: float | None,
-                 concurrency: list[int] | None, apply_patch: bool, as_json: bool) -> None:
+                 min_vs_default: float | None, concurrency: list[int] | None, apply_patch: bool,
+                 as_json: bool) -> None:
     """Find MODEL's fastest serving config under a p99 SLA that is still bit-exact.
 
     Loads candidate configs of the built model (REPOSITORY is never modified), drives load with a
@@ -52,7 +55,8 @@ def tune_command(repository: Path, model: str, recipe_path: Path | None, server_
     with _progress(not as_json) as say:
         report = api.tune(repository, model, report_dir=report_dir or Path(f"tune-{model}"),
                           recipe_path=recipe_path, server_url=server_url, brute=brute, no_verify=no_verify,
-                          processes=processes, sla_ms=sla_ms, concurrency=concurrency, apply=apply_patch,
+                          processes=processes, sla_ms=sla_ms, min_vs_default=min_vs_default,
+                          concurrency=concurrency, apply=apply_patch,
                           progress=say)
     if as_json:
         _json(report)

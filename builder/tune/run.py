@@ -310,6 +310,7 @@ def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None =
                 try:
                     load_with_config(url, model, apply(base_mc, c))
                     state["loaded"] = c
+                    state["fresh"] = True
                 except ModelLoadError as e:
                     state["loaded"] = None
                     load_errors[c] = f"Triton refused the config: {e.message}"
@@ -320,7 +321,9 @@ def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None =
             err = ensure(c)
             if err:
                 return search.Point(load, 0.0, float("inf"), errors=1, extra={"load_error": err})
-            r = _measure(lg, load, spec)
+            # NOTE: the first second after a (re)load is slow (seen on the H200: first windows at 20-50 %),
+            # so a fresh load gets a longer warm-up than the next loads of the same candidate.
+            r = _measure(lg, load, spec, warmup_s=max(1.0, 2 * spec.window_s) if state.pop("fresh", False) else None)
             state["done"] += 1
             el = time.monotonic() - state["t0"]
             left = max(0, guess - state["done"]) * el / state["done"]
@@ -404,9 +407,9 @@ def _grpc_of(http_url: str) -> str:
     return f"{host}:8001"
 
 
-def _measure(lg: LoadGenerator, load: str, spec: Tune) -> Result:
+def _measure(lg: LoadGenerator, load: str, spec: Tune, warmup_s: float | None = None) -> Result:
     kw = {"window_s": spec.window_s, "stable_windows": spec.stable_windows, "stability": spec.stability,
-          "max_windows": spec.max_windows}
+          "max_windows": spec.max_windows, "warmup_s": warmup_s}
     if load.startswith("c"):
         return lg.measure(concurrency=int(load[1:]), **kw)
     return lg.measure(rate=float(load[1:]), **kw)
