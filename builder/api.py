@@ -104,8 +104,9 @@ def tune(root: Path, model: str, *, report_dir: Path, sla_ms: float | None = Non
     return report
 
 
-def serve(repository: str | Path, *, endpoint_url: str | None = None):
-    """(EmbeddedServer not yet started, models it can load, models it cannot) for a directory or a target URL."""
+def serve(repository: str | Path, *, endpoint_url: str | None = None, **server_options):
+    """(EmbeddedServer not yet started, models it can load, models it cannot) for a directory or a target URL.
+    server_options: EmbeddedServer's (control, ports, log_path, log_verbose, poll_secs)."""
     from tritonbuild.backends import runs_embedded
     from tritonbuild.server.embedded import EmbeddedServer
 
@@ -122,11 +123,11 @@ def serve(repository: str | Path, *, endpoint_url: str | None = None):
             config = read_text(target, target.path(name, "config.pbtxt"))
             if config is not None and runs_embedded(parse(config).backend):
                 loadable.append(name)
-        return EmbeddedServer(target.triton_url()), loadable, sorted(set(names) - set(loadable))
+        return EmbeddedServer(target.triton_url(), **server_options), loadable, sorted(set(names) - set(loadable))
     manifest = read_repository(Path(repository), VerifyError)
     names = sorted({m.name for m in manifest.models})
     loadable = sorted({m.name for m in manifest.models if runs_embedded(m.backend) and m.target == "cpu"})
-    return EmbeddedServer(Path(repository)), loadable, sorted(set(names) - set(loadable))
+    return EmbeddedServer(Path(repository), **server_options), loadable, sorted(set(names) - set(loadable))
 
 
 def publish(root: Path, target: str, **options):
@@ -198,3 +199,11 @@ def recipe_schema() -> bytes:
     from tritonbuild.recipe.schema import recipe_schema_bytes
 
     return recipe_schema_bytes()
+
+
+def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None, goldens_from: Path | None = None) -> dict:
+    """Send MODEL its goldens (or the given .npy inputs) on a server URL, or on a built directory served by the
+    embedded tritonserver for the call; outputs come back with a bit-exact comparison against the goldens."""
+    from tritonbuild.verify.infer import infer as _infer
+
+    return _infer(target, model, inputs=inputs, goldens_from=goldens_from)

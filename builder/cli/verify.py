@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
+from pathlib import Path
 
 import click
 from rich.table import Table
@@ -100,39 +101,118 @@ def _render_report(report) -> None:
 
 @main.command("serve")
 @click.argument("repository")
+@click.option("--http-port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+              help="HTTP port (0: a free one).")
+@click.option("--grpc-port", type=click.IntRange(0, 65535), default=8001, show_default=True,
+              help="gRPC port (0: a free one).")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=8002, show_default=True,
+              help="Metrics port (0: a free one).")
+@click.option("--model-control-mode", "control", type=click.Choice(["explicit", "poll"]), default="explicit",
+              show_default=True, help="explicit: load the models once at start; poll: tritonserver loads what the "
+                                      "repository holds and follows changes (e.g. a publish to the target).")
+@click.option("--repository-poll-secs", "poll_secs", type=click.IntRange(1), default=5, show_default=True,
+              help="With --model-control-mode poll: how often the server re-reads the repository.")
+@click.option("--log-file", type=click.Path(path_type=Path), default=None,
+              help="Where the server log goes (kept after the server stops) [default: a file in the temp dir, "
+                   "printed at start].")
+@click.option("--log-verbose", type=click.IntRange(0), default=0, show_default=True,
+              help="tritonserver's --log-verbose level.")
 @endpoint_option
 @json_option
-def serve_command(repository: str, endpoint_url: str | None, as_json: bool) -> None:
+def serve_command(repository: str, http_port: int, grpc_port: int, metrics_port: int, control: str, poll_secs: int,
+                  log_file: Path | None, log_verbose: int, endpoint_url: str | None, as_json: bool) -> None:
     """Serve a repository (a directory, or a publish target URL) with the embedded tritonserver in the
-    foreground; Ctrl-C stops it."""
+    foreground; Ctrl-C stops it. Then: tritonbuild infer http://127.0.0.1:8000 MODEL --goldens REPOSITORY."""
+    import os
+    import tempfile
+
     from tritonbuild import api
     from tritonbuild.errors import VerifyError
 
     if "://" not in repository:
         existing_dir(repository)
-    server, loadable, skipped = api.serve(repository, endpoint_url=endpoint_url)
+    log_file = log_file or Path(tempfile.gettempdir()) / f"tritonbuild-serve-{os.getpid()}.log"
+    server, loadable, skipped = api.serve(repository, endpoint_url=endpoint_url, control=control,
+                                          ports=(http_port, grpc_port, metrics_port), log_path=log_file,
+                                          log_verbose=log_verbose, poll_secs=poll_secs)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         server.start()
-        for name in loadable:
-            server.load(name)
+        if control == "explicit":
+            for name in loadable:
+                server.load(name)
         info = {"http": f"http://{server.http_url}", "grpc": server.grpc_url, "metrics": server.metrics_url,
                 "repository": server.repository, "loaded": loadable, "not_loaded": skipped,
-                "log": str(server.log_path)}
+                "model_control_mode": control, "log": str(server.log_path)}
         if as_json:
             _json(info)
         else:
             out.print(f"tritonserver ready  HTTP {info['http']}  gRPC {info['grpc']}  metrics {info['metrics']}")
-            out.print(f"repository {server.repository}; loaded: {', '.join(loadable) or '-'}")
+            verb = "loaded" if control == "explicit" else f"polling every {poll_secs}s; loadable"
+            out.print(f"repository {server.repository}; {verb}: {', '.join(loadable) or '-'}")
             if skipped:
                 out.print(f"not loaded (backend not in the embedded server): {', '.join(skipped)}")
+            out.print(f"server log {server.log_path}")
             out.print("Ctrl-C to stop")
         sys.stdout.flush()
         while server.proc is not None and server.proc.poll() is None:
             time.sleep(0.5)
         raise VerifyError(f"tritonserver exited unexpectedly:\n{server.log_tail()}",
-                               hint=f"see the server log {server.log_path}")
+                          hint=f"see the server log {server.log_path}")
     except KeyboardInterrupt:
-        err.print("stopping tritonserver")
+        err.print(f"stopping tritonserver (its log stays at {server.log_path})")
+    except VerifyError as e:
+        if e.hint is None or str(server.log_path) not in e.hint:
+            e.hint = f"{e.hint + '; ' if e.hint else ''}see the server log {server.log_path}"
+        raise
     finally:
         server.cleanup()
+
+
+@main.command("infer")
+@click.argument("target")
+@click.argument("model")
+@click.option("--input", "input_files", multiple=True, metavar="NAME=FILE.npy",
+              help="Send this array as input NAME (repeatable; batch dimension first when the model batches). "
+                   "Default: the model's goldens.")
+@click.option("--goldens", "goldens_from", type=click.Path(path_type=Path), metavar="OUT",
+              help="With a server URL: take the goldens from this built repository.")
+@json_option
+def infer_command(target: str, model: str, input_files: tuple[str, ...], goldens_from: Path | None,
+                  as_json: bool) -> None:
+    """Send MODEL its goldens (or --input arrays) and print the outputs.
+
+    TARGET is a running server (http://host:8000, e.g. from 'tritonbuild serve') or a built directory, which
+    the embedded tritonserver serves for this one call."""
+    import numpy as np
+
+    from tritonbuild import api
+    from tritonbuild.errors import VerifyError
+
+    if "://" not in target:
+        existing_dir(target)
+    if goldens_from is not None:
+        existing_dir(goldens_from)
+    given = {}
+    for item in input_files:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise click.BadParameter(f"{item!r}: expected NAME=FILE.npy", param_hint="--input")
+        given[name] = Path(path)
+    result = api.infer(target, model, inputs=given or None, goldens_from=goldens_from)
+    bad = [i for i, s in enumerate(result["samples"]) if s["golden"] not in (None, "bit-exact")]
+    if as_json:
+        _json({**result, "samples": [{"golden": s["golden"],
+                                      "outputs": {k: {"dtype": str(v.dtype), "shape": list(v.shape),
+                                                      "data": v.tolist()} for k, v in s["outputs"].items()}}
+                                     for s in result["samples"]]})
+    else:
+        out.print(f"{result['model']} on {result['server']}: {len(result['samples'])} request(s)")
+        for i, s in enumerate(result["samples"]):
+            out.print(f"sample {i}" + (f"  (golden: {s['golden']})" if s["golden"] else ""))
+            for name, arr in s["outputs"].items():
+                text = np.array2string(arr, threshold=20, max_line_width=100).replace("\n", "\n    ")
+                out.print(f"  {name}  {arr.dtype} {list(arr.shape)}\n    {text}")
+    if bad:
+        raise VerifyError(f"{len(bad)} of {len(result['samples'])} answers differ from the goldens (samples {bad})",
+                          hint=f"tritonbuild verify {target if '://' not in target else goldens_from} shows where")

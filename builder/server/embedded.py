@@ -75,7 +75,9 @@ class EmbeddedServer:
     """Context manager: tritonserver on free loopback ports; always stopped on exit (errors and Ctrl-C too)."""
 
     def __init__(self, repository: Path | str, *, control: str = "explicit", log_path: Path | None = None,
-                 ready_timeout: float = READY_TIMEOUT_S, poll_secs: int = 1):
+                 ready_timeout: float = READY_TIMEOUT_S, poll_secs: int = 1,
+                 ports: tuple[int, int, int] | None = None, log_verbose: int = 0):
+        """ports: (http, grpc, metrics); 0 or None picks a free loopback port."""
         # A local directory, or a URL tritonserver reads itself (s3://http://host:port/bucket/prefix, gs://, as://).
         self.repository = str(repository) if "://" in str(repository) else str(Path(repository).resolve())
         self.control = control
@@ -86,6 +88,8 @@ class EmbeddedServer:
         self._log_path = log_path
         self.proc: subprocess.Popen | None = None
         self.http_port = self.grpc_port = self.metrics_port = 0
+        self.ports = ports or (0, 0, 0)
+        self.log_verbose = log_verbose
 
     @property
     def log_path(self) -> Path:
@@ -137,7 +141,7 @@ class EmbeddedServer:
              "--http-address=127.0.0.1", f"--http-port={self.http_port}",
              "--grpc-address=127.0.0.1", f"--grpc-port={self.grpc_port}",
              "--metrics-address=127.0.0.1", f"--metrics-port={self.metrics_port}",
-             f"--model-control-mode={self.control}", "--exit-on-error=false", "--log-verbose=0",
+             f"--model-control-mode={self.control}", "--exit-on-error=false", f"--log-verbose={self.log_verbose}",
              # NOTE: a distinct shared-memory prefix per server, so concurrent servers never collide.
              f"--backend-config=python,shm-region-prefix-name=tb{os.getpid()}x{self.http_port}"]
         if self.control == "poll":
@@ -158,7 +162,7 @@ class EmbeddedServer:
         _check_numpy()
         if self._tmp is None:
             self._tmp = Path(tempfile.mkdtemp(prefix="tritonbuild-server-"))
-        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
+        self.http_port, self.grpc_port, self.metrics_port = (p or free_port() for p in self.ports)
         argv = self.argv()
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self._env(),
@@ -168,9 +172,9 @@ class EmbeddedServer:
         deadline = time.monotonic() + self.ready_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                tail = self.log_tail()
+                tail, code = self.log_tail(), self.proc.returncode  # NOTE: read before stop() drops self.proc
                 self.stop()
-                raise ServerStartError(f"tritonserver exited with code {self.proc.returncode} while starting:\n{tail}",
+                raise ServerStartError(f"tritonserver exited with code {code} while starting:\n{tail}",
                                        hint=f"see the server log {self.log_path}")
             if self._get("/v2/health/live") == 200:
                 return self

@@ -77,7 +77,8 @@ def _tritonservers_for(path) -> list[str]:
 def test_serve_prints_addresses_answers_and_stops_on_ctrl_c(cli, py_recipe, tmp_path):
     out = tmp_path / "OUT"
     assert cli("build", py_recipe, "-o", out).exit_code == 0
-    proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "serve", str(out), "--json"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "serve", str(out), "--json", "--http-port", "0",
+                             "--grpc-port", "0", "--metrics-port", "0"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ})
     try:
         info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")

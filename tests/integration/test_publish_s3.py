@@ -231,7 +231,8 @@ def test_serve_a_published_target_and_notify_an_explicit_server(doubler_repo, bu
     target = f"s3://{bucket}/served"
     out = doubler_repo(1)
     api.publish(out, target)
-    proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "serve", target, "--json"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "serve", target, "--json", "--http-port", "0",
+                             "--grpc-port", "0", "--metrics-port", "0"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ})
     try:
         info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
