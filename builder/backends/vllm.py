@@ -69,7 +69,8 @@ def emit(bm, root: Path, store, manifest_model) -> list:
     return [manifest_model(name=r.name, version=r.version, backend="vllm", target="gpu",
                            model_identity=sha256_json({k: e.sha256 for k, e in bm.files.items()}),
                            inputs=INPUTS, outputs=OUTPUTS, max_batch_size=0,
-                           llm={"engine_args": json.loads(pretty_json(model_json(r)))})]
+                           llm={"engine_args": json.loads(pretty_json(model_json(r))),
+                                "serving_image": r.image.triton_image})]
 
 
 class VLLMBackend(Backend):

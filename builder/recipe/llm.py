@@ -159,6 +159,7 @@ class VLLMRecipe(_Named):
     checkpoint: Checkpoint
     engine_args: VLLMEngineArgs = Field(default_factory=lambda: VLLMEngineArgs())
     serving: VLLMServing = Field(default_factory=lambda: VLLMServing())
+    image: VLLMImage = Field(default_factory=lambda: VLLMImage())
     verify: Verify = Field(default_factory=Verify)
 
 
@@ -175,6 +176,19 @@ class VLLMEngineArgs(_Strict):
     enable_prefix_caching: bool | None = Field(None, description="None: vLLM's default (on).")
     quantization: Literal["awq", "gptq", "fp8"] | None = None
     seed: int = 0
+
+
+class VLLMImage(_Strict):
+    triton_image: str = Field("nvcr.io/nvidia/tritonserver:25.12-vllm-python-py3",
+                              description="Serving image with Triton's vLLM backend (the *-vllm-python-py3 tags; "
+                                          "the trtllm images do not ship it).")
+
+    @field_validator("triton_image")
+    @classmethod
+    def _vllm_backend(cls, v: str) -> str:
+        if v.startswith("nvcr.io/nvidia/tritonserver:") and not v.endswith("-vllm-python-py3"):
+            raise ValueError(f"{v} has no vLLM backend: use a tritonserver:<tag>-vllm-python-py3 image")
+        return v
 
 
 class VLLMServing(_Strict):

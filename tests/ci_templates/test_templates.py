@@ -74,7 +74,7 @@ def test_dockerfile_passes_hadolint():
     r = subprocess.run([_tool("hadolint"), str(ROOT / "Dockerfile.triton")], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     text = (ROOT / "Dockerfile.triton").read_text()
-    assert "-trtllm-python-py3" in text and "ARG TRITON_VERSION" in text
+    assert "ARG TRITON_FLAVOR=trtllm-python-py3" in text and "ARG TRITON_VERSION" in text
     assert "healthcheck.py" in text.split("HEALTHCHECK", 1)[1]  # a real inference, not just /health/ready
 
 

@@ -114,3 +114,11 @@ def test_llmapi_model_declares_upstreams_llmapi_tensors():
                 (u["data_type"], u["dims"], bool(u.get("optional"))), t.name
     assert {t.name for t in INPUTS if not t.optional} == {t["name"] for t in upstream["inputs"]
                                                          if not t.get("optional")}
+
+
+def test_vllm_models_get_an_image_with_the_vllm_backend():
+    r = VLLMRecipe(name="v", version=1, backend="vllm", checkpoint={"path": "c"})
+    assert r.image.triton_image.endswith("-vllm-python-py3")  # vllm_backend README: the *-vllm-python-py3 images
+    with pytest.raises(ValueError, match="has no vLLM backend"):
+        VLLMRecipe(name="v", version=1, backend="vllm", checkpoint={"path": "c"},
+                   image={"triton_image": "nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3"})
