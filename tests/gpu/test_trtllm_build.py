@@ -1,5 +1,9 @@
 """A real engine build: runs only where TensorRT-LLM imports and a GPU is present (the NGC TRT-LLM image on a
-GPU runner). Everywhere else it skips itself; CI never has a GPU."""
+GPU runner). Everywhere else it skips itself; CI never has a GPU.
+
+The checkpoint is the example's generator at head_dim 64: TensorRT-LLM's decoder masked-MHA kernels exist for
+head sizes 32/48/64/80/96/104/112/128/144/160/192/224/256 only (the example's head_dim 16 builds but cannot
+generate)."""
 
 from __future__ import annotations
 
@@ -13,15 +17,31 @@ from tests.conftest import EXAMPLES
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(importlib.util.find_spec("tensorrt_llm") is None,
                                                   reason="tensorrt_llm is not installed")]
+HEAD_DIM_64 = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2,
+               "head_dim": 64}
+
+
+def _checkpoint(dest):
+    spec = importlib.util.spec_from_file_location("mk", EXAMPLES / "tiny-llama" / "make_checkpoint.py")
+    mk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mk)
+    cfg = {**mk.CONFIG, **HEAD_DIM_64}
+    dest.mkdir()
+    (dest / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True))
+    mk.write_safetensors(dest / "model.safetensors", mk.tensors(cfg))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(EXAMPLES / "tiny-llama" / name, dest / name)
 
 
 @pytest.mark.parametrize("build_path", ["cli", "llmapi"])
-def test_int4_engine_build_and_repository(cli, tmp_path, build_path):
-    shutil.copytree(EXAMPLES / "tiny-llama", tmp_path / "tiny-llama")
-    text = (EXAMPLES / "tiny-llama-int4.yaml").read_text()
+def test_int4_engine_builds_and_generates(cli, tmp_path, build_path):
     import tensorrt_llm
 
-    text = text.replace('trtllm_version: "1.2.1"', f'trtllm_version: "{tensorrt_llm.__version__}"')
+    _checkpoint(tmp_path / "tiny-llama")
+    text = (EXAMPLES / "tiny-llama-int4.yaml").read_text()
+    # the installed TensorRT-LLM, declared as a custom image's (an NGC tag must match the version table)
+    text = text.replace('trtllm_version: "1.1.0"', f'trtllm_version: "{tensorrt_llm.__version__}"')
+    text = text.replace("nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3", "local/triton-trtllm:test")
     text = text.replace("  use_paged_context_fmha: true", f"  use_paged_context_fmha: true\n  build_path: {build_path}")
     (tmp_path / "llm.yaml").write_text(text)
     out = tmp_path / "OUT"
@@ -32,4 +52,14 @@ def test_int4_engine_build_and_repository(cli, tmp_path, build_path):
     engine = out / "tiny-llama_tensorrt_llm" / "1" / "engine"
     cfg = json.loads((engine / "config.json").read_text())
     assert cfg["pretrained_config"]["quantization"]["quant_algo"] == "W4A16"
+    assert cfg["pretrained_config"]["head_size"] == 64
     assert (engine / "rank0.engine").stat().st_size > 0
+    from tensorrt_llm import SamplingParams
+    from tensorrt_llm._tensorrt_engine import LLM
+
+    llm = LLM(model=str(engine), tokenizer=str(tmp_path / "tiny-llama"))
+    try:
+        (result,) = llm.generate(["Triton serves models"], SamplingParams(max_tokens=8))
+        assert len(result.outputs[0].token_ids) >= 1  # random weights: any tokens, but generated on the GPU
+    finally:
+        llm.shutdown()

@@ -33,10 +33,16 @@ MODELOPT = ("int4_awq", "fp8")  # quantized through examples/quantization/quanti
 QUANT_ALGO = {"int4_weight_only": "W4A16", "int4_awq": "W4A16_AWQ", "fp8": "FP8", "none": None}
 
 
+EXAMPLES_DIRS = ("/app/tensorrt_llm/examples", "/app/examples")
+
+
 def examples_dir() -> str:
-    # NOTE: tensorrtllm_backend's image recipe copies TensorRT-LLM's examples to /app/examples (WORKDIR /app);
-    # the TensorRT-LLM release container keeps them in /app/tensorrt_llm/examples. Set the variable for yours.
-    return os.environ.get("TRITONBUILD_TRTLLM_EXAMPLES", "/app/tensorrt_llm/examples")
+    """TRITONBUILD_TRTLLM_EXAMPLES, else the first of the known places that exists: the TensorRT-LLM release
+    container keeps the examples in /app/tensorrt_llm/examples, images built with tensorrtllm_backend's
+    Dockerfile in /app/examples (WORKDIR /app)."""
+    if os.environ.get("TRITONBUILD_TRTLLM_EXAMPLES"):
+        return os.environ["TRITONBUILD_TRTLLM_EXAMPLES"]
+    return next((d for d in EXAMPLES_DIRS if os.path.isdir(d)), EXAMPLES_DIRS[0])
 
 
 def family_problems(r: LLMRecipe, model_type: str) -> list[tuple]:

@@ -18,3 +18,15 @@ def test_single_file_dataset_and_none():
     ckpt, data = _split_calibration({"calibration": {"files": {"c.jsonl": "z"}, "size": 1, "is_dir": False}}, inputs)
     assert list(ckpt) == ["/r/ck/config.json"] and data == "/r/c.jsonl"
     assert _split_calibration({}, inputs) == (inputs, None)
+
+
+def test_examples_dir_finds_the_images_layout(monkeypatch):
+    from tritonbuild.backends.tensorrtllm import argv
+
+    monkeypatch.delenv("TRITONBUILD_TRTLLM_EXAMPLES", raising=False)
+    monkeypatch.setattr(argv.os.path, "isdir", lambda p: p == "/app/examples")  # tensorrtllm_backend's image
+    assert argv.examples_dir() == "/app/examples"
+    monkeypatch.setattr(argv.os.path, "isdir", lambda p: False)
+    assert argv.examples_dir() == "/app/tensorrt_llm/examples"
+    monkeypatch.setenv("TRITONBUILD_TRTLLM_EXAMPLES", "/opt/x")
+    assert argv.examples_dir() == "/opt/x"
