@@ -115,6 +115,22 @@ def _one_or_many(errors: list[RecipeError]) -> RecipeError | MultipleErrors:
 INT64 = (-(2**63), 2**63 - 1)
 
 
+def _nul_strings(data, loc: tuple = ()):
+    """Key paths of strings holding a NUL byte (written as "\\0" in YAML): no name, path or parameter can carry
+    one (the OS cuts paths there; protobuf text and C strings too)."""
+    if isinstance(data, str):
+        if "\0" in data:
+            yield loc
+    elif isinstance(data, dict):
+        for k, v in data.items():
+            if isinstance(k, str) and "\0" in k:
+                yield loc + (k,)
+            yield from _nul_strings(v, loc + (k,))
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            yield from _nul_strings(v, loc + (i,))
+
+
 def _out_of_range(data, loc: tuple = ()):
     """Key paths of integers outside int64: no recipe value needs more, and Triton's config and our
     hashing/numpy would fail later with a traceback instead of a line number."""
@@ -153,6 +169,9 @@ def load_recipe(path: Path) -> LoadedRecipe:
     huge = [RecipeError(f"{_loc_str(loc)}: integer out of range (the limit is a signed 64-bit integer, "
                         f"{INT64[0]}..{INT64[1]})", where=f"{path}:{located.line_of(loc)}",
                         hint="use a smaller number") for loc in _out_of_range(located.data)]
+    huge += [RecipeError(f"{_loc_str(loc)}: a NUL character (\\0) is not allowed in a recipe value",
+                         where=f"{path}:{located.line_of(loc)}", hint="remove it")
+             for loc in _nul_strings(located.data)]
     if huge:
         raise _one_or_many(huge)
     backend = located.data.get("backend")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import zipfile
 from functools import partial
 from pathlib import Path
 
@@ -70,8 +71,14 @@ def check_out_overlap(out: Path, held: dict[Path, str], around: dict[Path, str] 
     """Refuse an OUT that is or holds an input in held (recipes, their directories, sources, goldens), or that
     overlaps a tree in around (checkpoints, the build cache) either way: replacing OUT would delete it. Symlinks
     are resolved first; --force does not change this."""
-    for path, what in [*((p, w) for p, w in held.items() if contains(out, p)),
-                       *((p, w) for p, w in (around or {}).items() if overlaps(out, p))]:
+    def hit(test, p: Path) -> bool:
+        try:
+            return test(out, p)
+        except PathProblem:  # a path that cannot exist (a NUL byte): nothing there to replace
+            return False
+
+    for path, what in [*((p, w) for p, w in held.items() if hit(contains, p)),
+                       *((p, w) for p, w in (around or {}).items() if hit(overlaps, p))]:
         raise UsageError(f"-o {out} overlaps {what} {path}: building would replace it", where=str(out),
                          hint="choose an -o path outside every recipe directory, source, golden file, checkpoint "
                               "and the build cache")
@@ -113,7 +120,13 @@ def _golden_warmup(bm: BuiltModel, model_dir: Path, goldens: str | None, config:
         raise BuildError(f"model {recipe.name!r}: warmup.data is goldens but no goldens are recorded",
                          where=bm.plan.recipe_path, hint="run 'tritonbuild verify OUT --record' first, or use "
                          "warmup.data: zero")
-    arrays = read_npz(model_dir.parent / goldens)
+    try:
+        arrays = read_npz(model_dir.parent / goldens)
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
+        raise BuildError(f"model {recipe.name!r}: golden file {bm.plan.recipe.verify.goldens} is not a readable "
+                         f".npz ({type(e).__name__}: {e}): it cannot be warmup data", where=bm.plan.recipe_path,
+                         hint="re-record goldens with 'tritonbuild verify OUT --record', or use warmup.data: "
+                              "zero") from None
     files = {}
     for t in bm.inputs:
         arr = arrays.get(f"input.0.{t.name}")

@@ -245,3 +245,18 @@ def test_a_recipe_symlink_loop_is_named_not_skipped(cli, py_recipe, tmp_path):
     for args in ([tmp_path / "loop.yaml"], [tmp_path]):
         r = cli("validate", *args)
         assert r.exit_code == 3 and "symlink loop" in r.stderr and "loop.yaml" in r.stderr, r.stderr
+
+
+def test_a_nul_escape_in_a_path_is_a_recipe_error(cli, py_recipe, tmp_path):
+    py_recipe.write_text(py_recipe.read_text().replace("path: model.py", 'path: "model\\0.py"'))
+    r = cli("build", py_recipe, "-o", tmp_path / "OUT")
+    assert r.exit_code == 3 and "NUL" in r.stderr and f"{py_recipe}:4" in r.stderr, r.stderr
+
+
+def test_an_unreadable_golden_used_as_warmup_is_a_build_error(cli, py_recipe, tmp_path):
+    (tmp_path / "goldens").mkdir()
+    (tmp_path / "goldens" / "doubler.npz").write_bytes(b"")
+    py_recipe.write_text(py_recipe.read_text() + "warmup: {data: goldens}\n")
+    r = cli("build", py_recipe, "-o", tmp_path / "OUT")
+    assert r.exit_code == 5 and "is not a readable .npz" in r.stderr, r.stderr
+    _no_traceback(r)
