@@ -113,8 +113,14 @@ class Registry:
         self._ensure()
         return next((b for b in self._by_name.values() if b.triton_backend == triton_backend), None)
 
+    def for_manifest(self, backend_name: str) -> Backend | None:
+        """The backend answering for a manifest's (or config's) backend name: the one registered under that
+        name, else the first writing models of that Triton backend."""
+        self._ensure()
+        return self._by_name.get(backend_name) or self.for_triton(backend_name)
+
     def route_for_triton(self, triton_backend: str) -> str:
-        backend = self.for_triton(triton_backend)
+        backend = self.for_manifest(triton_backend)
         return backend.route if backend is not None else "none"
 
     def model_files(self) -> dict[str, dict[str, str]]:

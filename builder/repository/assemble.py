@@ -168,8 +168,8 @@ def _write_model(store: Store, bm: BuiltModel, root: Path, configs: dict[str, tu
         config = _golden_warmup(bm, model_dir, goldens, config)
         write_atomic(model_dir / "config.pbtxt", config)
     return ManifestModel(
-        name=mp.name, version=mp.version, backend=mp.backend, target=recipe.target, recipe_path=mp.recipe_path,
-        recipe_sha256=mp.recipe_digest,
+        name=mp.name, version=mp.version, backend=backend.triton_backend, target=recipe.target,
+        recipe_path=mp.recipe_path, recipe_sha256=mp.recipe_digest,
         model_identity=sha256_json({k: v.sha256 for k, v in bm.files.items()}),
         inputs=bm.inputs, outputs=bm.outputs, max_batch_size=recipe.max_batch_size, verify=recipe.verify,
         goldens=goldens, goldens_source=goldens_source, steps={s.kind: s.cache_key for s in mp.steps})

@@ -255,7 +255,7 @@ def _path_for(m: ManifestModel, server_url: str | None, manifest: Manifest | Non
     if runs_embedded(m.backend):
         gpu = f", {tc['gpu_name']}" if m.target == "gpu" else ""
         return "live-embedded", f"tritonserver {tc.get('tritonserver', '?')} embedded{gpu}"
-    backend = REGISTRY.for_triton(m.backend)
+    backend = REGISTRY.for_manifest(m.backend)
     if backend is not None and backend.route == "in-process":
         return "in-process", backend.route_detail(tc)
     return "none", f"no way to run backend {m.backend} here"
@@ -269,7 +269,7 @@ def _verify_model(root: Path, m: ManifestModel, path: str, detail: str, url: str
         return ModelReport(**{**base, "path_detail": "not run here"}, loaded=False, passed=False, notes=[detail]), m
     try:
         if path == "in-process":
-            runner = REGISTRY.for_triton(m.backend).in_process_runner(root / m.name / str(m.version), m)
+            runner = REGISTRY.for_manifest(m.backend).in_process_runner(root / m.name / str(m.version), m)
         elif path == "live-embedded":
             if load_error:
                 raise ModelLoadError(load_error)
@@ -280,7 +280,7 @@ def _verify_model(root: Path, m: ManifestModel, path: str, detail: str, url: str
     except ModelLoadError as e:
         return ModelReport(**base, loaded=False, load_error=e.message, passed=False), m
     except ImportError as e:
-        extra = REGISTRY.for_triton(m.backend).runner_extra() if path == "in-process" else "embedded"
+        extra = REGISTRY.for_manifest(m.backend).runner_extra() if path == "in-process" else "embedded"
         return ModelReport(**base, loaded=False, load_error=f"{e}: pip install 'tritonbuild[{extra}]'",
                            passed=False), m
     except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types on a bad model

@@ -1,0 +1,83 @@
+"""Every registered backend passes the shared contract (tests/unit/backends/contract.py), the toy plug-in too."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+
+import pytest
+
+from tests.conftest import EXAMPLES, ROOT
+from tests.plugins.affine import AffineBackend, write_recipe
+from tests.unit.backends.contract import BackendContract
+from tritonbuild.backends import REGISTRY
+
+NO_TENSORRT = shutil.which("trtexec") is None and importlib.util.find_spec("tensorrt") is None
+NO_TRTLLM = importlib.util.find_spec("tensorrt_llm") is None or shutil.which("nvidia-smi") is None
+PIPELINE_STEPS = (EXAMPLES / "feature-normalizer.yaml", EXAMPLES / "risk-scorer.yaml")
+
+
+def test_every_registered_backend_has_a_contract_subclass():
+    covered = {cls.backend_name for cls in BackendContract.__subclasses__()}
+    assert set(REGISTRY.names()) <= covered, "add a BackendContract subclass for every backend"
+
+
+class TestPython(BackendContract):
+    backend_name, subject = "python", "risk-scorer"
+    recipes = (EXAMPLES / "risk-scorer.yaml",)
+
+
+@pytest.mark.slow
+class TestOnnxRuntime(BackendContract):
+    backend_name, subject = "onnxruntime", "text-encoder"
+    recipes = (EXAMPLES / "text-encoder.yaml",)
+
+
+@pytest.mark.slow
+class TestPyTorch(BackendContract):
+    backend_name, subject = "pytorch", "image-embedder"
+    recipes = (EXAMPLES / "image-embedder.yaml",)
+
+
+class TestTensorRT(BackendContract):
+    backend_name, subject = "tensorrt", "scaler-trt"
+    recipes = (EXAMPLES / "scaler-trt.yaml",)
+    skipped_here = frozenset({"tensorrt.engine"} if NO_TENSORRT else ())
+
+
+class TestTensorRTLLM(BackendContract):
+    backend_name, subject = "tensorrtllm", "tiny-llama"
+    recipes = (EXAMPLES / "tiny-llama-int4.yaml",)
+    skipped_here = frozenset({"trtllm.engine"} if NO_TRTLLM else ())
+
+
+class TestVLLM(BackendContract):
+    backend_name, subject = "vllm", "tiny-llama-vllm"
+    recipes = (ROOT / "recipes" / "gpu" / "tiny-llama-vllm.yaml",)
+
+
+class TestEnsemble(BackendContract):
+    backend_name, subject = "ensemble", "risk-pipeline"
+    recipes = (EXAMPLES / "risk-pipeline.yaml", *PIPELINE_STEPS)
+
+
+class TestBLS(BackendContract):
+    backend_name, subject = "bls", "risk-pipeline-bls"
+    recipes = (EXAMPLES / "risk-pipeline-bls.yaml", *PIPELINE_STEPS)
+
+
+class TestAffinePlugin(BackendContract):
+    """The toy backend: registered for this class only."""
+
+    backend_name, subject = "affine", "affine-demo"
+
+    @pytest.fixture(scope="class", autouse=True)
+    @classmethod
+    def _registered(cls):
+        with REGISTRY.registered(AffineBackend()):
+            yield
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def recipe_files(cls, tmp_path_factory):
+        return [write_recipe(tmp_path_factory.mktemp("affine"))]
