@@ -16,11 +16,23 @@ from tritonbuild.recipe.models import TensorSpec
 
 NAME = "vllm"
 DEFAULT_FILENAME = "model.json"
+# Every tensor the vLLM backend declares (vllm_backend src/model.py, recorded in tests/contracts): written out, so
+# the manifest and verify know the whole interface and a server with --disable-auto-complete-config takes the
+# OpenAI frontend's requests (return_num_*_tokens, return_logprobs, ...).
 INPUTS = [TensorSpec(name="text_input", dtype="bytes", dims=[1]),
+          TensorSpec(name="image", dtype="bytes", dims=[-1], optional=True),
           TensorSpec(name="stream", dtype="bool", dims=[1], optional=True),
           TensorSpec(name="sampling_parameters", dtype="bytes", dims=[1], optional=True),
-          TensorSpec(name="exclude_input_in_output", dtype="bool", dims=[1], optional=True)]
-OUTPUTS = [TensorSpec(name="text_output", dtype="bytes", dims=[-1])]
+          *[TensorSpec(name=n, dtype="bool", dims=[1], optional=True)
+            for n in ("exclude_input_in_output", "return_finish_reason", "return_cumulative_logprob",
+                      "return_logprobs", "return_num_input_tokens", "return_num_output_tokens")],
+          TensorSpec(name="embedding_request", dtype="bytes", dims=[1], optional=True)]
+OUTPUTS = [TensorSpec(name="text_output", dtype="bytes", dims=[-1]),
+           TensorSpec(name="finish_reason", dtype="bytes", dims=[-1]),
+           TensorSpec(name="cumulative_logprob", dtype="fp32", dims=[-1]),
+           TensorSpec(name="logprobs", dtype="bytes", dims=[-1]),
+           TensorSpec(name="num_input_tokens", dtype="uint32", dims=[1]),
+           TensorSpec(name="num_output_tokens", dtype="uint32", dims=[-1])]
 
 
 def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:

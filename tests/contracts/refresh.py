@@ -6,6 +6,7 @@ Facts are names, types and flags read out of upstream's own files, never the fil
     python -m tests.contracts.refresh cpp-parameters FILE...  # model_instance_state.cc, model_state.cc
     python -m tests.contracts.refresh argparse FILE            # convert_checkpoint.py, quantize.py, build.py
     python -m tests.contracts.refresh fields FILE CLASS        # @dataclass / pydantic class fields (+ bases)
+    python -m tests.contracts.refresh python-io FILE FUNCTION  # literal `inputs = [...]` / `outputs = [...]`
 
 Each command prints JSON; compare it with the recorded fact (git diff after pasting) and update the fact's
 ``source`` (repository, commit, path) in the same change. Standard library only: runs in any checkout.
@@ -121,6 +122,19 @@ def class_fields(text: str, name: str) -> list[str]:
     return sorted(out)
 
 
+def python_io(text: str, function: str) -> dict:
+    """The literal ``inputs = [...]`` / ``outputs = [...]`` lists of one function (e.g. vllm_backend's
+    auto_complete_config, which declares the model's tensors)."""
+    out = {}
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef) and node.name == function:
+            for stmt in ast.walk(node):
+                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+                        isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id in ("inputs", "outputs"):
+                    out[stmt.targets[0].id] = ast.literal_eval(stmt.value)
+    return out
+
+
 def main(argv: list[str]) -> int:
     cmd, *args = argv
     if cmd == "triton-templates":
@@ -137,6 +151,8 @@ def main(argv: list[str]) -> int:
         out = argparse_flags(Path(args[0]).read_text())
     elif cmd == "fields":
         out = class_fields(Path(args[0]).read_text(), args[1])
+    elif cmd == "python-io":
+        out = python_io(Path(args[0]).read_text(), args[1])
     else:
         print(__doc__, file=sys.stderr)
         return 2

@@ -122,3 +122,19 @@ def test_vllm_models_get_an_image_with_the_vllm_backend():
     with pytest.raises(ValueError, match="has no vLLM backend"):
         VLLMRecipe(name="v", version=1, backend="vllm", checkpoint={"path": "c"},
                    image={"triton_image": "nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3"})
+
+
+def test_vllm_config_declares_the_backends_whole_interface(tmp_path):
+    """vllm_backend's auto-complete adds what config.pbtxt lacks; we declare it all, so the manifest, verify and
+    a server started with --disable-auto-complete-config see the same interface."""
+    from tritonbuild.recipe.models import DTYPES
+
+    upstream = load("vllm_backend")
+    for kind, ours in (("inputs", vllm.INPUTS), ("outputs", vllm.OUTPUTS)):
+        mine = {t.name: (DTYPES[t.dtype], list(t.dims), bool(getattr(t, "optional", False))) for t in ours}
+        theirs = {t["name"]: (t["data_type"], t["dims"], bool(t.get("optional"))) for t in upstream[kind]}
+        assert mine == theirs, kind
+    client = load("clients")["openai_frontend_vllm"]["always"]
+    names = {t.name: DTYPES[t.dtype] for t in vllm.INPUTS}
+    for name, (dtype, _) in client.items():
+        assert names[name] == {"object": "TYPE_STRING", "bool": "TYPE_BOOL"}[dtype], name
