@@ -14,6 +14,7 @@ from tritonbuild.backends import REGISTRY, runs_embedded
 from tritonbuild.core.fsutil import write_atomic
 from tritonbuild.core.hashing import pretty_json, sha256_file
 from tritonbuild.core.npz import read_npz, write_npz
+from tritonbuild.core.paths import PathProblem, is_inside, regular_file
 from tritonbuild.core.toolchain import fingerprint
 from tritonbuild.errors import VerifyError
 from tritonbuild.repository.assemble import golden_name, write_manifest
@@ -153,12 +154,32 @@ def _check_model(m: ManifestModel, runner, root: Path, record: bool) -> dict:
             "_record": (inputs, reference) if record else None}
 
 
+def _golden_destination(m: ManifestModel) -> Path:
+    """Where --record writes a recipe's goldens: a .npz inside the directory of the recipe the manifest names, and
+    only while that recipe is the one built (same sha256). A manifest is a file anyone with write access can edit;
+    without this, goldens_source: /etc/x would make --record write anywhere."""
+    recipe, src = Path(m.recipe_path), Path(m.goldens_source)
+    try:
+        same = regular_file(recipe, "recipe") is not None and sha256_file(recipe) == m.recipe_sha256
+    except (OSError, PathProblem):
+        same = False
+    if not same:
+        raise VerifyError(f"model {m.name!r}: will not write goldens beside {recipe}: that recipe is missing or "
+                          "changed since the build", where=m.recipe_path,
+                          hint="run 'verify --record' from the directory you built in, after rebuilding")
+    if src.suffix != ".npz" or not is_inside(src, recipe.parent):
+        raise VerifyError(f"model {m.name!r}: the manifest's goldens_source {src} is not a .npz inside the recipe's "
+                          f"directory {recipe.parent}: refusing to write there", where=m.recipe_path,
+                          hint="rebuild the repository (the manifest was edited)")
+    return src
+
+
 def _write_goldens(root: Path, m: ManifestModel, inputs, reference) -> ManifestModel:
     arrays = to_npz_arrays(inputs, reference)
     dest_rel = f"{m.name}/{golden_name(m.version)}"
     write_npz(root / dest_rel, arrays)
     if m.goldens_source:
-        src = Path(m.goldens_source)
+        src = _golden_destination(m)
         write_npz(src, arrays)
         write_atomic(src.with_name(src.name + ".sha256"), f"{sha256_file(src)}  {src.name}\n".encode())
     return m.model_copy(update={"goldens": dest_rel})
