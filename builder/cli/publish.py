@@ -149,6 +149,13 @@ def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
                       ",".join(map(str, m["present"])) or "-", m["verification"] or "-", "; ".join(m["notes"]))
     print_table(table)
     out.print(f"manifest sha256: {info['manifest_sha256'] or '-'}")
+    lock = info.get("lock")
+    if lock:
+        state = {"live": f"lease until {lock['expires_at']}", "expired": f"lease EXPIRED at {lock['expires_at']} "
+                 "(the next publish breaks it)", "no-expiry": "no expiry (--break-lock removes it)"}[lock["state"]]
+        out.print(f"lock: held by {lock['holder'] or lock['host']} pid {lock['pid']} since {lock['since']}, {state}")
+    else:
+        out.print("lock: none")
     out.print(f"tritonserver --model-repository={info['triton_url']}")
 
 

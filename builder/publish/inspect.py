@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tritonbuild.core.hashing import sha256_bytes
 from tritonbuild.publish import store
+from tritonbuild.publish.lock import read_lock
 from tritonbuild.publish.protocol import live_version, open_for_read
 from tritonbuild.repository.rules import VERSION_RE
 
@@ -44,8 +45,12 @@ def list_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
                        else None,
                        "verification": pm.versions[pm.live].verification if pm and pm.live in pm.versions else None})
     manifest_bytes = store.read_text(target, target.path("tritonbuild-manifest.json"))
+    lock = read_lock(target)
+    if lock is not None:
+        lock = {k: lock.get(k) for k in ("holder", "host", "pid", "since", "expires_at", "state")}
     return {"target": target.url, "triton_url": target.triton_url(),
-            "manifest_sha256": sha256_bytes(manifest_bytes) if manifest_bytes else None, "models": models}
+            "manifest_sha256": sha256_bytes(manifest_bytes) if manifest_bytes else None, "models": models,
+            "lock": lock}
 
 
 def verify_target(target_url: str, *, endpoint_url: str | None = None) -> dict:

@@ -1,16 +1,72 @@
-"""One publisher per target: a lock object created only if absent (S3 If-None-Match, O_EXCL locally)."""
+"""One publisher per target: a lease object created only if absent (S3 If-None-Match, O_EXCL locally).
+
+The lease names its holder (user@host, pid) and expires_at; a heartbeat renews it every lease/3 while the
+publish runs (conditional on it still being ours: S3 If-Match on its ETag). A lease past its expiry, or one
+held by a dead process on this host, is broken by a conditional delete (S3 If-Match on the ETag that was
+judged expired; locally a rename, checked afterwards), so two publishers breaking it at once cannot both
+win. `--break-lock` breaks a live one.
+"""
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import socket
+import threading
 import time
 import uuid
+from datetime import datetime, timezone
 
 from tritonbuild.errors import PublishError
 from tritonbuild.publish.models import LOCK_NAME
 from tritonbuild.publish.target import Target, storage_error
+
+LEASE_ENV = "TRITONBUILD_LOCK_LEASE_S"
+DEFAULT_LEASE_S = 120
+
+
+def lease_seconds() -> float:
+    try:
+        value = float(os.environ.get(LEASE_ENV, DEFAULT_LEASE_S))
+    except ValueError:
+        value = DEFAULT_LEASE_S
+    return value if value > 0 else DEFAULT_LEASE_S
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _epoch(text: str | None) -> float | None:
+    try:
+        return datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
+
+
+def lease_state(holder: dict, now: float | None = None) -> str:
+    """'live', 'expired', or 'no-expiry' (a lock written before leases: only --break-lock removes it)."""
+    expires = _epoch(holder.get("expires_at"))
+    if expires is None:
+        return "no-expiry"
+    return "expired" if expires < (now or time.time()) else "live"
+
+
+def read_lock(target: Target) -> dict | None:
+    """The lock's holder document, or None when the target is not locked (for ls)."""
+    try:
+        raw = target.fs.cat_file(target.path(LOCK_NAME))
+    except FileNotFoundError:
+        return None
+    except Exception as e:  # noqa: BLE001
+        raise storage_error(target, "read the publish lock", e) from None
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        doc = {}
+    doc = doc if isinstance(doc, dict) else {}
+    return {**doc, "state": lease_state(doc)}
 
 
 class TargetLock:
@@ -19,23 +75,68 @@ class TargetLock:
         self.path = target.path(LOCK_NAME)
         self.break_lock = break_lock
         self.token = uuid.uuid4().hex
-        self.body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "token": self.token,
-                                "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}).encode()
+        self.lease = lease_seconds()
+        self.etag: str | None = None
+        self.lost: str | None = None
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    # -- the object ------------------------------------------------------------------------------------------
+    def _body(self) -> bytes:
+        try:
+            user = getpass.getuser()
+        except Exception:  # noqa: BLE001 - no passwd entry in some containers
+            user = "?"
+        now = time.time()
+        return json.dumps({"holder": f"{user}@{socket.gethostname()}", "host": socket.gethostname(),
+                           "pid": os.getpid(), "token": self.token, "since": getattr(self, "_since", _iso(now)),
+                           "expires_at": _iso(now + self.lease), "lease_s": self.lease}, sort_keys=True).encode()
+
+    def _s3(self, method: str, **kw):
+        bucket, key, _ = self.target.fs.split_path(self.path)
+        return self.target.fs.call_s3(method, Bucket=bucket, Key=key, **kw)
 
     def _create(self) -> None:
+        self._since = _iso(time.time())
+        body = self._body()
         if self.target.is_local:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             with os.fdopen(fd, "wb") as f:
-                f.write(self.body)
+                f.write(body)
+        elif self.target.protocol == "s3":
+            try:
+                self.etag = self._s3("put_object", Body=body, IfNoneMatch="*").get("ETag")
+            except FileExistsError:
+                raise
+            except Exception as e:  # noqa: BLE001
+                if _code(e) in ("PreconditionFailed", "ConditionalRequestConflict"):
+                    raise FileExistsError(self.path) from None
+                raise
         else:
-            self.target.fs.pipe_file(self.path, self.body, mode="create")
+            self.target.fs.pipe_file(self.path, body, mode="create")
 
-    def _holder(self) -> dict:
+    def _read(self) -> tuple[bytes | None, str | None]:
+        """(raw body, ETag) of the current lock, consistent with each other; (None, None) if there is none."""
         try:
-            return json.loads(self.target.fs.cat_file(self.path))
-        except Exception:  # noqa: BLE001 - a lock we cannot read is still a lock
+            if self.target.protocol == "s3":
+                for _ in range(3):
+                    before = self.target.fs.info(self.path, refresh=True).get("ETag")
+                    raw = self.target.fs.cat_file(self.path)
+                    if self.target.fs.info(self.path, refresh=True).get("ETag") == before:
+                        return raw, before
+                return raw, None
+            return self.target.fs.cat_file(self.path), None
+        except FileNotFoundError:
+            return None, None
+
+    @staticmethod
+    def _doc(raw: bytes | None) -> dict:
+        try:
+            doc = json.loads(raw or b"")
+        except ValueError:
             return {}
+        return doc if isinstance(doc, dict) else {}
 
     def _stale(self, holder: dict) -> bool:
         """Held by a process on this host that no longer exists (a killed publish)."""
@@ -49,20 +150,104 @@ class TargetLock:
         except PermissionError:
             return False
 
+    def _break(self, raw: bytes, etag: str | None) -> bool:
+        """Remove the lock only if it is still the one judged breakable; False if someone else moved first."""
+        if self.target.is_local:
+            aside = f"{self.path}.broken-{self.token}"
+            try:
+                os.rename(self.path, aside)
+            except FileNotFoundError:
+                return True  # gone already: try to create
+            with open(aside, "rb") as f:
+                moved = f.read()
+            if moved != raw:  # renewed or replaced between our read and the rename: put it back
+                try:
+                    os.link(aside, self.path)
+                except FileExistsError:
+                    pass
+                os.unlink(aside)
+                return False
+            os.unlink(aside)
+            return True
+        if self.target.protocol == "s3":
+            if etag is None:
+                return False
+            try:
+                self._s3("delete_object", IfMatch=etag)
+            except FileNotFoundError:
+                return True
+            except Exception as e:  # noqa: BLE001
+                if _code(e) in ("PreconditionFailed", "ConditionalRequestConflict"):
+                    return False
+                raise
+            return True
+        self.target.fs.rm_file(self.path)
+        return True
+
+    # -- the lease -------------------------------------------------------------------------------------------
+    def _renew(self) -> None:
+        body = self._body()
+        if self.target.is_local:
+            from pathlib import Path
+
+            from tritonbuild.core.fsutil import write_atomic
+
+            if self._doc(self._read()[0]).get("token") != self.token:
+                raise RuntimeError("the lock is no longer ours")
+            write_atomic(Path(self.path), body)
+        elif self.target.protocol == "s3":
+            self.etag = self._s3("put_object", Body=body, IfMatch=self.etag).get("ETag")
+        else:
+            if self._doc(self._read()[0]).get("token") != self.token:
+                raise RuntimeError("the lock is no longer ours")
+            self.target.fs.pipe_file(self.path, body)
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self.lease / 3):
+            try:
+                self._renew()
+            except Exception as e:  # noqa: BLE001 - reported by check_held before the next irreversible step
+                self.lost = f"{type(e).__name__}: {e}"
+                return
+
+    def check_held(self) -> None:
+        """Before an irreversible step (the switch, the manifest): the lease must still be ours."""
+        if self.lost:
+            raise PublishError(f"lost the publish lock while publishing ({self.lost}); nothing was switched "
+                               "after that", where=self.target.url,
+                               hint="re-run publish: it resumes; if another publish took over, let it finish")
+
+    # -- context manager -------------------------------------------------------------------------------------
     def __enter__(self) -> TargetLock:
-        for attempt in range(2):
+        for attempt in range(3):
             try:
                 self._create()
+                self._beat = threading.Thread(target=self._heartbeat, name="tritonbuild-lock", daemon=True)
+                self._beat.start()
                 return self
             except FileExistsError:
-                holder = self._holder()
-                if attempt == 0 and (self.break_lock or self._stale(holder)):
-                    self.target.fs.rm_file(self.path)
-                    continue
-                who = f"{holder.get('host', '?')} pid {holder.get('pid', '?')} since {holder.get('since', '?')}"
-                raise PublishError(f"another publish to this target is in progress ({who})", where=self.target.url,
-                                   hint="wait for it to finish; if it died on another machine, re-run with "
-                                        "--break-lock") from None
+                raw, etag = self._read()
+                if raw is None:
+                    continue  # released meanwhile
+                holder = self._doc(raw)
+                state = lease_state(holder)
+                if attempt < 2 and (self.break_lock or state == "expired" or self._stale(holder)):
+                    try:
+                        if self._break(raw, etag):
+                            continue
+                    except Exception as e:  # noqa: BLE001
+                        raise storage_error(self.target, "break the expired publish lock", e) from None
+                who = (f"{holder.get('holder') or holder.get('host', '?')} pid {holder.get('pid', '?')} since "
+                       f"{holder.get('since', '?')}")
+                until = (f"; its lease runs until {holder['expires_at']}" if state == "live" else
+                         "; it has no expiry (written by an older tritonbuild)" if state == "no-expiry" else "")
+                raise PublishError(f"another publish to this target is in progress ({who}{until})",
+                                   where=self.target.url,
+                                   hint="wait for it to finish (a killed publisher's lease expires by itself); "
+                                        "--break-lock removes it now") from None
+            except (NotADirectoryError, IsADirectoryError) as e:
+                raise PublishError(f"cannot create the publish lock: {e.strerror}: {self.path}",
+                                   where=self.target.url, hint="the target must be a directory") from None
             except PublishError:
                 raise
             except Exception as e:  # noqa: BLE001
@@ -70,8 +255,19 @@ class TargetLock:
         raise PublishError("could not take the publish lock", where=self.target.url, hint="try again")
 
     def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join(timeout=30)
         try:
-            if self._holder().get("token") == self.token:
+            if self.target.protocol == "s3" and self.etag and not self.lost:
+                self._s3("delete_object", IfMatch=self.etag)
+            elif self._doc(self._read()[0]).get("token") == self.token:
                 self.target.fs.rm_file(self.path)
-        except Exception:  # noqa: BLE001 - never mask the real outcome; a leftover lock is reported next time
+        except Exception:  # noqa: BLE001 - never mask the real outcome; a leftover lease expires by itself
             pass
+
+
+def _code(e: BaseException) -> str:
+    from tritonbuild.core.objstore import error_code
+
+    return error_code(e) or ""

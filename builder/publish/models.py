@@ -38,7 +38,7 @@ class TargetManifest(_Frozen):
 class Action(_Frozen):
     model: str
     version: int | None
-    action: Literal["upload", "skip", "switch", "prune", "create", "unchanged", "notify"]
+    action: Literal["upload", "skip", "switch", "prune", "create", "unchanged", "notify", "abort"]
     path: str = ""
     bytes: int = 0
     detail: str = ""

@@ -13,14 +13,13 @@ interrupted upload and is completed by the next run.
 from __future__ import annotations
 
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tritonbuild.core.cas import FileEntry
 from tritonbuild.core.hashing import pretty_json, sha256_bytes, sha256_file
 from tritonbuild.core.progress import SILENT, Reporter
+from tritonbuild.core.secrets import redact
 from tritonbuild.core.signing import KEY_ENV, report_key
 from tritonbuild.core.signing import check as check_signature
 from tritonbuild.errors import PublishError, UsageError
@@ -143,6 +142,7 @@ class _Publisher:
         self.verification, self.reporter, self.dry_run = verification, reporter, dry_run
         self.actions: list[Action] = []
         self.uploaded = 0
+        self.lock: TargetLock | None = None
 
     def plan_uploads(self, m: ManifestModel, state: TargetManifest) -> tuple[dict[str, FileEntry], list[str]]:
         files = _version_files(self.manifest, m)
@@ -220,13 +220,16 @@ def publish(root: Path, target_url: str, *, endpoint_url: str | None = None, ski
                                         detail=f"config.pbtxt would pin version {live}"))
         p.actions.extend(_prune_actions(state, keep, {n: v[-1].version for n, v in _group(manifest).items()}))
         return _receipt(p, manifest, verification, t0, True, [])
-    with TargetLock(target, break_lock=break_lock):
+    with TargetLock(target, break_lock=break_lock) as lock:
+        p.lock = lock
+        p.actions.extend(store.abort_multipart_uploads(target))
         state = store.read_state(target)
         models = dict(state.models)
         for name, versions in _group(manifest).items():
             reporter.status(f"publishing {name}")
             models[name] = _publish_model(p, name, versions, state)
         state = TargetManifest(models=models)
+        lock.check_held()
         store.write_bytes(target, target.path(TARGET_MANIFEST), pretty_json(state.model_dump(mode="json")))
         if keep is not None:
             state = _prune(p, state, keep)
@@ -254,6 +257,8 @@ def _publish_model(p: _Publisher, name: str, versions: list[ManifestModel], stat
     live = versions[-1].version
     new_config = pinned_config(local_config, [live])
     if new_config != current:
+        if p.lock is not None:
+            p.lock.check_held()
         store.write_bytes(target, config_path, new_config)
         p.actions.append(Action(model=name, version=live, action="switch",
                                 detail=f"config.pbtxt now pins version {live}"))
@@ -310,18 +315,37 @@ def _prune(p: _Publisher, state: TargetManifest, keep: int) -> TargetManifest:
     return new_state
 
 
-def notify_server(url: str, model: str) -> dict:
-    base = url.rstrip("/") if "://" in url else f"http://{url.rstrip('/')}"
-    req = urllib.request.Request(f"{base}/v2/repository/models/{model}/load", data=b"{}", method="POST",
-                                 headers={"Content-Type": "application/json"})
+def notify_server(url: str, model: str, timeout: float = 300.0) -> dict:
+    """Ask a tritonserver in explicit model-control mode to (re)load model, through tritonclient's HTTP client.
+    user:password@ in the URL becomes a Basic Authorization header; what we report shows the URL redacted."""
+    import base64
+    from urllib.parse import unquote, urlsplit
+
+    from tritonclient.http import InferenceServerClient
+    from tritonclient.utils import InferenceServerException
+
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    shown = redact(f"{parts.scheme}://{parts.netloc}{parts.path}".rstrip("/"))
+    headers = {}
+    if parts.username is not None:
+        cred = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        headers["Authorization"] = "Basic " + base64.b64encode(cred).decode()
+    host = parts.netloc.rsplit("@", 1)[-1] + parts.path.rstrip("/")
+    result = {"server": shown, "model": model}
     try:
-        with urllib.request.urlopen(req, timeout=300) as r:
-            return {"server": base, "model": model, "ok": True, "status": r.status, "message": "loaded"}
-    except urllib.error.HTTPError as e:
-        return {"server": base, "model": model, "ok": False, "status": e.code,
-                "message": e.read().decode(errors="replace")[:500]}
-    except (urllib.error.URLError, OSError) as e:
-        return {"server": base, "model": model, "ok": False, "status": None, "message": str(e)}
+        client = InferenceServerClient(host, ssl=parts.scheme == "https", connection_timeout=10.0,
+                                       network_timeout=timeout)
+        try:
+            client.load_model(model, headers=headers or None)
+        finally:
+            client.close()
+        return {**result, "ok": True, "status": 200, "message": "loaded"}
+    except InferenceServerException as e:
+        status = e.status()
+        return {**result, "ok": False, "status": int(status) if str(status).isdigit() else None,
+                "message": redact(e.message() or str(e))[:500]}
+    except Exception as e:  # noqa: BLE001 - refused, unreachable, timed out: reported per server, never raised
+        return {**result, "ok": False, "status": None, "message": redact(f"{type(e).__name__}: {e}")[:500]}
 
 
 def _receipt(p: _Publisher, manifest: Manifest, verification: str, t0: float, dry_run: bool,

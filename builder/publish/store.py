@@ -1,20 +1,18 @@
-"""Reading and writing objects at a target: atomic single-object writes, uploads with retries, listings."""
+"""Reading and writing objects at a target: atomic single-object writes, uploads, listings (retries are the
+drivers' own: core/objstore.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import shutil
-import time
 from pathlib import Path
 
 from tritonbuild.core.fsutil import atomic_writer, is_temporary, write_atomic
 from tritonbuild.core.progress import Reporter
 from tritonbuild.errors import PublishError
-from tritonbuild.publish.models import TARGET_MANIFEST, TargetManifest
+from tritonbuild.publish.models import TARGET_MANIFEST, Action, TargetManifest
 from tritonbuild.publish.target import Target, storage_error
-
-RETRIES = 4
 
 
 def write_bytes(target: Target, path: str, data: bytes) -> None:
@@ -52,15 +50,12 @@ def _upload_once(target: Target, local: Path, path: str, reporter: Reporter) -> 
 
 
 def _retry(target: Target, action: str, fn) -> None:
-    for attempt in range(RETRIES):
-        try:
-            return fn()
-        except (FileNotFoundError, PermissionError) as e:
-            raise storage_error(target, action, e) from None
-        except Exception as e:  # noqa: BLE001 - transient driver errors are retried, then reported
-            if attempt == RETRIES - 1:
-                raise storage_error(target, action, e) from None
-            time.sleep(0.25 * 2 ** attempt)
+    """One call: the drivers retry what is transient themselves (botocore's standard mode, with jitter; see
+    core/objstore.py); a second loop here would multiply their attempts and retry permanent errors too."""
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001 - every driver error is reported with the target and the fix
+        raise storage_error(target, action, e) from None
 
 
 def remote_sizes(target: Target, prefix: str) -> dict[str, int]:
@@ -151,3 +146,24 @@ def subdirs(target, path: str) -> list[str]:
                 if e.get("type") == "directory"]
     except FileNotFoundError:
         return []
+
+
+def abort_multipart_uploads(target: Target) -> list[Action]:
+    """S3 multipart uploads left under the target's prefix by a killed publish (they are invisible to listings
+    and billed until aborted). Called with the publish lock held: no live publisher owns one."""
+    if target.protocol != "s3":
+        return []
+    bucket, prefix, _ = target.fs.split_path(target.root)
+    prefix = f"{prefix.rstrip('/')}/" if prefix else ""
+    actions = []
+    try:
+        found = target.fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix)
+        for up in found.get("Uploads", []):
+            target.fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=up["Key"], UploadId=up["UploadId"])
+            rel = up["Key"][len(prefix):]
+            actions.append(Action(model=rel.split("/", 1)[0], version=None, action="abort", path=rel,
+                                  detail=f"multipart upload left by an interrupted publish (started "
+                                         f"{up.get('Initiated', '?')})"))
+    except Exception as e:  # noqa: BLE001
+        raise storage_error(target, "list or abort interrupted multipart uploads", e) from None
+    return actions

@@ -103,3 +103,61 @@ def test_ls_of_a_target_whose_config_does_not_parse_names_the_object(cli, repo, 
     (tmp_path / "pub" / "doubler" / "config.pbtxt").write_text("max_batch_size: {{{ not a config\n")
     r = cli("ls", target)
     assert r.exit_code == 7 and "doubler/config.pbtxt" in r.stderr and "Traceback" not in r.stderr
+
+
+def _lock_doc(expires_in: float, host: str = "ci-runner-9", pid: int = 4242) -> str:
+    import time
+
+    from tritonbuild.publish.lock import _iso
+
+    return json.dumps({"holder": f"ci@{host}", "host": host, "pid": pid, "token": "theirs",
+                       "since": _iso(time.time() - 600), "expires_at": _iso(time.time() + expires_in)})
+
+
+def test_a_live_lease_from_another_host_stops_publish_and_ls_shows_it(cli, repo, tmp_path):  # noqa: F811
+    target = f"file://{tmp_path}/pub"
+    (tmp_path / "pub").mkdir()
+    (tmp_path / "pub" / "tritonbuild.lock").write_text(_lock_doc(+600))
+    out = repo(1)
+    _fake_verified(cli, out)
+    r = cli("publish", out, target)
+    assert r.exit_code == 7 and "in progress (ci@ci-runner-9 pid 4242" in r.stderr and "lease runs until" in r.stderr
+    lock = json.loads(cli("ls", target, "--json").stdout)["lock"]
+    assert (lock["holder"], lock["pid"], lock["state"]) == ("ci@ci-runner-9", 4242, "live") and lock["expires_at"]
+    assert "lock: held by ci@ci-runner-9 pid 4242" in cli("ls", target).stdout
+
+
+def test_an_expired_lease_of_a_killed_publisher_elsewhere_is_broken(cli, repo, tmp_path):  # noqa: F811
+    target = f"file://{tmp_path}/pub"
+    (tmp_path / "pub").mkdir()
+    (tmp_path / "pub" / "tritonbuild.lock").write_text(_lock_doc(-5))
+    assert json.loads(cli("ls", target, "--json").stdout)["lock"]["state"] == "expired"
+    out = repo(1)
+    _fake_verified(cli, out)
+    r = cli("publish", out, target)
+    assert r.exit_code == 0, r.stderr
+    assert not (tmp_path / "pub" / "tritonbuild.lock").exists()
+    assert [p.name for p in (tmp_path / "pub").iterdir() if "lock" in p.name] == []
+    assert json.loads(cli("ls", target, "--json").stdout)["lock"] is None
+
+
+def test_the_lease_is_renewed_while_held_and_a_renewed_lock_is_not_broken(tmp_path, monkeypatch):
+    import time
+
+    from tritonbuild.publish.lock import TargetLock, _epoch, read_lock
+    from tritonbuild.publish.target import open_target
+
+    monkeypatch.setenv("TRITONBUILD_LOCK_LEASE_S", "3")
+    (tmp_path / "pub").mkdir()
+    target = open_target(f"file://{tmp_path}/pub")
+    with TargetLock(target) as lock:
+        first = _epoch(read_lock(target)["expires_at"])
+        time.sleep(2.2)
+        held = read_lock(target)
+        assert held["state"] == "live" and _epoch(held["expires_at"]) > first  # the heartbeat renewed it
+        lock.check_held()
+        # a breaker that judged an older body expired must not remove the renewed lock
+        other = TargetLock(target)
+        assert other._break(b'{"token": "an older body"}', None) is False
+        assert read_lock(target)["token"] == lock.token
+    assert read_lock(target) is None
