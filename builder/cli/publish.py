@@ -140,8 +140,10 @@ def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
         _json(info)
         return
     if not info["models"]:
-        out.print(f"nothing published here: {target} holds no tritonbuild models")
-        out.print("publish one with: tritonbuild publish OUT " + target)
+        out.print(f"nothing published here: {info['target']} holds no tritonbuild models")
+        out.print(f"publish one with: tritonbuild publish OUT {info['target']}")
+        if info.get("lock"):
+            _print_lock(info["lock"])
         return
     table = Table("model", "live", "complete", "present", "verification", "notes", box=None)
     for m in info["models"]:
@@ -149,14 +151,17 @@ def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
                       ",".join(map(str, m["present"])) or "-", m["verification"] or "-", "; ".join(m["notes"]))
     print_table(table)
     out.print(f"manifest sha256: {info['manifest_sha256'] or '-'}")
-    lock = info.get("lock")
-    if lock:
-        state = {"live": f"lease until {lock['expires_at']}", "expired": f"lease EXPIRED at {lock['expires_at']} "
-                 "(the next publish breaks it)", "no-expiry": "no expiry (--break-lock removes it)"}[lock["state"]]
-        out.print(f"lock: held by {lock['holder'] or lock['host']} pid {lock['pid']} since {lock['since']}, {state}")
-    else:
-        out.print("lock: none")
+    _print_lock(info.get("lock"))
     out.print(f"tritonserver --model-repository={info['triton_url']}")
+
+
+def _print_lock(lock: dict | None) -> None:
+    if not lock:
+        out.print("lock: none")
+        return
+    state = {"live": f"lease until {lock['expires_at']}", "expired": f"lease EXPIRED at {lock['expires_at']} "
+             "(the next publish breaks it)", "no-expiry": "no expiry (--break-lock removes it)"}[lock["state"]]
+    out.print(f"lock: held by {lock['holder'] or lock['host']} pid {lock['pid']} since {lock['since']}, {state}")
 
 
 @main.command("rollback")
