@@ -74,6 +74,10 @@ def _render_report(report) -> None:
     out.print(f"static checks: {len(report.static) - len(bad)}/{len(report.static)} passed")
     for c in bad:
         out.print(f"  FAIL {c.model}: {c.check}: {c.detail}")
+    if not report.manifest_digest:
+        out.print(f"{'PASSED' if report.passed else 'FAILED'} (no tritonbuild manifest: Triton's config rules and "
+                  "Triton's core through stand-in models; nothing was run)")
+        return
     if not report.models:
         return
     table = Table("model", "ver", "how verified", "loaded", "goldens", "bit-exact", "batching", "result", box=None)
@@ -91,6 +95,8 @@ def _render_report(report) -> None:
         out.print(f"  {m.name}: {m.path_detail}")
         if m.load_error:
             out.print(f"  {m.name}: load error: {m.load_error}")
+        if m.infer_error:
+            out.print(f"  {m.name}: inference failed: {m.infer_error}")
         for mm in m.mismatches[:5]:
             out.print(f"  {m.name}: output {mm.output!r} sample {mm.sample} ({mm.context}): {mm.differing}/{mm.total} "
                       f"elements differ, max |diff| {mm.max_abs_diff}, first at {mm.first_index}")

@@ -301,6 +301,17 @@ def check_rules(r: Recipe) -> list[Problem]:
         if b.preserve_ordering and b.priority_levels > 1:
             out.append((("batching", "preserve_ordering"), "preserve_ordering forbids more than one priority level",
                         "drop preserve_ordering or use priority_levels <= 1"))
+        if b.preserve_ordering:
+            # Triton (core r24.10 model_config_utils.cc ValidateModelConfig) refuses a DELAY action that can
+            # trigger (a non-zero timeout) when responses must keep request order.
+            policies = [(("batching", "default_queue_policy"), b.default_queue_policy),
+                        *((("batching", "priority_queue_policy", k), q) for k, q in b.priority_queue_policy.items())]
+            for loc, q in policies:
+                if q is not None and q.timeout_action == "delay" and q.default_timeout_us:
+                    out.append(((*loc, "timeout_action"), "timeout_action delay with preserve_ordering: Triton "
+                                "refuses it ('Queue policy can not have DELAY as timeout action when "
+                                "'preserve_ordering' is true')", "use timeout_action: reject, or drop "
+                                "preserve_ordering"))
     for i, g in enumerate(r.instances):
         if g.kind in ("cpu", "model") and g.gpus:
             out.append((("instances", i, "gpus"), f"kind {g.kind} cannot list gpus {g.gpus}",

@@ -10,6 +10,7 @@ from google.protobuf import text_format
 
 from tritonbuild.backends import REGISTRY
 from tritonbuild.repository.config import parse
+from tritonbuild.repository.triton_rules import ensemble_step_problems, model_problems
 
 VERSION_RE = re.compile(r"^[1-9][0-9]*$")
 
@@ -69,14 +70,11 @@ def check_model_dir(model_dir: Path) -> list[Finding]:
     # Triton backend → {platform allowed with it ("" = none given): default model filename}, from each backend
     defaults = REGISTRY.model_files()
     if mc.platform == "ensemble":
-        add("model_file", _ensemble_problems(mc, model_dir, versions), "ensemble steps resolve to models present")
+        add("model_file", ensemble_step_problems(mc, model_dir.parent), "ensemble steps match their models' configs "
+            "(Triton's ensemble_utils rules)")
     elif backend == "tensorrtllm":
         add("model_file", _engine_problems(mc, model_dir, versions), "engine inside the version directory")
-    elif backend not in defaults and not mc.platform:
-        problems.append(f"unknown backend {backend!r} and no platform")
-    elif backend in defaults:
-        if mc.platform not in defaults[backend]:
-            problems.append(f"platform {mc.platform!r} does not go with backend {backend!r}")
+    elif backend in defaults and mc.platform in defaults[backend]:
         filename = mc.default_model_filename or defaults[backend].get(mc.platform, "")
         for v in versions:
             if not (model_dir / str(v) / filename).exists():
@@ -89,37 +87,8 @@ def check_model_dir(model_dir: Path) -> list[Finding]:
     if backend == "python" and any((model_dir / str(v) / "model.yaml").is_file() for v in versions):
         add("llmapi", _llmapi_problems(mc, model_dir, versions), "model.yaml consistent with config.pbtxt")
 
-    add("batching", _batching_problems(mc), "dynamic batching consistent with max_batch_size")
-    add("io", _io_problems(mc), f"{len(mc.input)} inputs, {len(mc.output)} outputs well-formed")
-    add("instances", _instance_problems(mc), "instance groups well-formed")
+    add("triton-rules", model_problems(mc, model_dir), "Triton's config rules (model_config_utils, ported) hold")
     return out
-
-
-def _ensemble_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
-    p = []
-    if mc.backend:
-        p.append(f"an ensemble must not set backend ({mc.backend!r})")
-    if len(mc.instance_group):
-        p.append("an ensemble must not set instance_group")
-    steps = mc.ensemble_scheduling.step
-    if not steps:
-        p.append("ensemble_scheduling has no steps")
-    produced = {t.name for t in mc.input}
-    for i, step in enumerate(steps):
-        if step.model_version != -1 and str(step.model_version) not in {str(v) for v in versions} and \
-                not (model_dir.parent / step.model_name / str(step.model_version)).is_dir():
-            p.append(f"step {i} ({step.model_name}) model_version {step.model_version} is not present (use -1: "
-                     "the proto3 default 0 demands version 0)")
-        if not (model_dir.parent / step.model_name / "config.pbtxt").is_file():
-            p.append(f"step {i} uses model {step.model_name!r}, which is not in the repository")
-        missing = sorted(set(step.input_map.values()) - produced)
-        if missing:
-            p.append(f"step {i} ({step.model_name}) reads {missing}, which no input or earlier step provides")
-        produced |= set(step.output_map.values())
-    unmapped = sorted({t.name for t in mc.output} - produced)
-    if unmapped:
-        p.append(f"ensemble outputs {unmapped} are not written by any step")
-    return p
 
 
 def _engine_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
@@ -180,53 +149,4 @@ def _llmapi_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
                      f"max_batch_size {mc.max_batch_size}")
         if bool(tc.get("decoupled", False)) != mc.model_transaction_policy.decoupled:
             p.append("model.yaml triton_config.decoupled disagrees with model_transaction_policy.decoupled")
-    return p
-
-
-def _batching_problems(mc) -> list[str]:
-    p = []
-    if mc.max_batch_size < 0:
-        p.append("max_batch_size must be >= 0")
-    if mc.WhichOneof("scheduling_choice") == "dynamic_batching":
-        db = mc.dynamic_batching
-        if mc.max_batch_size == 0:
-            p.append("dynamic_batching with max_batch_size 0")
-        for s in db.preferred_batch_size:
-            if s <= 0 or s > mc.max_batch_size:
-                p.append(f"preferred_batch_size {s} not in [1, max_batch_size={mc.max_batch_size}]")
-        if db.priority_levels and not 1 <= db.default_priority_level <= db.priority_levels:
-            p.append("default_priority_level outside [1, priority_levels]")
-        if db.preserve_ordering and db.priority_levels > 1:
-            p.append("preserve_ordering with more than one priority level")
-    return p
-
-
-def _io_problems(mc) -> list[str]:
-    p = []
-    for kind, tensors in (("input", mc.input), ("output", mc.output)):
-        names = [t.name for t in tensors]
-        if len(set(names)) != len(names):
-            p.append(f"duplicate {kind} names {names}")
-        for t in tensors:
-            if not t.name:
-                p.append(f"an {kind} has no name")
-            if t.data_type == 0:
-                p.append(f"{kind} {t.name!r} has no data_type")
-            if any(d == 0 or d < -1 for d in t.dims):
-                p.append(f"{kind} {t.name!r} dims {list(t.dims)}: each must be >= 1 or -1")
-            if mc.max_batch_size > 0 and not t.dims and not t.reshape.shape:
-                p.append(f"{kind} {t.name!r} has empty dims with max_batch_size > 0")
-    return p
-
-
-def _instance_problems(mc) -> list[str]:
-    p = []
-    for i, g in enumerate(mc.instance_group):
-        kind = type(g).Kind.Name(g.kind)
-        if g.count < 1:
-            p.append(f"instance_group[{i}] count {g.count} < 1")
-        if kind in ("KIND_CPU", "KIND_MODEL") and len(g.gpus):
-            p.append(f"instance_group[{i}] {kind} lists gpus {list(g.gpus)}")
-        if g.profile and mc.platform != "tensorrt_plan":
-            p.append(f"instance_group[{i}] profile is only allowed for tensorrt_plan")
     return p

@@ -39,6 +39,8 @@ class ModelReport(_Frozen):
                                          "1.32.0 in-process'.")
     loaded: bool
     load_error: str | None = None
+    infer_error: str | None = Field(None, description="Loaded, then failed to answer: Triton's error (the model "
+                                                       "raised, or returned no declared output).")
     goldens: str | None = None
     samples: int = 0
     repeats: int = 0

@@ -19,6 +19,7 @@ from tritonbuild.core.toolchain import fingerprint
 from tritonbuild.errors import VerifyError
 from tritonbuild.repository.assemble import golden_name, write_manifest
 from tritonbuild.repository.manifest import (
+    MANIFEST_NAME,
     NOT_IN_MANIFEST,
     REPORT_NAME,
     Manifest,
@@ -28,10 +29,11 @@ from tritonbuild.repository.manifest import (
     version_identity,
 )
 from tritonbuild.repository.rules import check_model_dir
-from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError, load_model
+from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError, ServerStartError, load_model
 from tritonbuild.verify.goldens import check_golden_names, compare, from_npz_arrays, generate_inputs, to_npz_arrays
 from tritonbuild.verify.models import Mismatch, ModelReport, StaticCheck, VerificationReport
-from tritonbuild.verify.runners import TritonRunner
+from tritonbuild.verify.runners import InferError, TritonRunner
+from tritonbuild.verify.triton_core import check_with_triton, explain_load_error
 
 Progress = Callable[[str], None]
 
@@ -185,18 +187,60 @@ def _write_goldens(root: Path, m: ManifestModel, inputs, reference) -> ManifestM
     return m.model_copy(update={"goldens": dest_rel})
 
 
+def _have_gpu() -> bool:
+    return bool(fingerprint().get("gpu_name"))
+
+
+def core_checks(root: Path, names: list[str], say: Progress) -> list[StaticCheck]:
+    """Triton's own core checks each config (any backend) through a stand-in model: one row per model."""
+    if not names:
+        return []
+    try:
+        refusals, changes, _ = check_with_triton(root, names, progress=say, have_gpu=_have_gpu())
+    except ServerStartError as e:
+        return [StaticCheck(model="*", check="triton-core", ok=True,
+                            detail=f"not run: {e.message.splitlines()[0]} (static rules only)")]
+    rows = []
+    for name in names:
+        cause = refusals.get(name)
+        how = "; ".join(changes.get(name) or []) or "config as written"
+        rows.append(StaticCheck(model=name, check="triton-core", ok=cause is None,
+                                detail=f"tritonserver refused it: {cause}" if cause else
+                                f"tritonserver's core accepted the config (stand-in: {how})"))
+    return rows
+
+
+def lint(root: Path, *, progress: Progress | None = None) -> VerificationReport:
+    """Any Triton model repository (hand-written too, no tritonbuild manifest): Triton's load rules offline, then
+    Triton's own core on every config through stand-ins. Nothing is written into the repository."""
+    say = progress or (lambda _msg: None)
+    names = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not names:
+        raise VerifyError(f"{root} holds no model directory and no {MANIFEST_NAME}",
+                          hint="pass a Triton model repository (one directory per model) or a tritonbuild OUT")
+    say("static checks")
+    static = [StaticCheck(**f.to_dict()) for name in names for f in check_model_dir(root / name)]
+    static += core_checks(root, names, say)
+    return VerificationReport(manifest_digest="", toolchain=fingerprint(), static=static, models=[],
+                              passed=all(c.ok for c in static))
+
+
 def verify(root: Path, *, server_url: str | None = None, record: bool = False,
            progress: Progress | None = None) -> VerificationReport:
     root = Path(root)
+    if root.is_dir() and not (root / MANIFEST_NAME).exists() and not server_url and not record:
+        return lint(root, progress=progress)
     manifest = read_repository(root, VerifyError)
     say = progress or (lambda _msg: None)
     say("static checks")
     static = static_checks(root, manifest)
+    paths = {(m.name, m.version): _path_for(m, server_url, manifest) for m in manifest.models}
+    not_live = sorted({m.name for m in manifest.models if paths[(m.name, m.version)][0] in ("in-process", "none")})
+    static += core_checks(root, not_live, say)
     if not all(c.ok for c in static):
         report = VerificationReport(manifest_digest=manifest.digest, toolchain=fingerprint(), static=static,
                                     models=[], passed=False)
         return _write_report(root, report)
-    paths = {(m.name, m.version): _path_for(m, server_url, manifest) for m in manifest.models}
     reports, updated = [], []
     with ExitStack() as stack:
         server = None
@@ -207,7 +251,7 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
         if server is not None:
             say("loading models")
             live = [m for m in manifest.models if paths[(m.name, m.version)][0] == "live-embedded"]
-            loads = _load_all(f"http://{server.http_url}", live)
+            loads = _load_all(server, live)
         for m in manifest.models:
             say(f"{m.name} v{m.version}")
             path, detail = paths[(m.name, m.version)]
@@ -232,7 +276,7 @@ def _write_report(root: Path, report: VerificationReport) -> VerificationReport:
     return report
 
 
-def _load_all(url: str, models: list[ManifestModel]) -> dict[str, str | None]:
+def _load_all(server: EmbeddedServer, models: list[ManifestModel]) -> dict[str, str | None]:
     """Load models concurrently; name → Triton's load error or None. An ensemble's load loads its steps, and a
     second explicit load would reload them (the slow part: a Python stub importing torch), so an ensemble's
     steps are left to it; every other model (BLS included, whose calls Triton cannot see) is loaded itself."""
@@ -248,8 +292,13 @@ def _load_all(url: str, models: list[ManifestModel]) -> dict[str, str | None]:
         except ModelLoadError as e:
             return e.message
 
+    url = f"http://{server.http_url}"
     with ThreadPoolExecutor(max_workers=max(1, len(direct))) as pool:
         result = dict(zip(direct, pool.map(one, direct)))
+    if any(result.values()):
+        log = server.log_path.read_text(errors="replace")
+        result = {n: e and f"tritonserver failed to load {n!r}: {explain_load_error(e, log, n)}"
+                  for n, e in result.items()}
     for step, ensemble in by_ensemble.items():
         result[step] = None if result.get(ensemble) is None else f"not loaded: its ensemble {ensemble!r} failed " \
                                                                   f"to load: {result[ensemble]}"
@@ -262,13 +311,17 @@ def _remove_bytecode(root: Path) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def _path_for(m: ManifestModel, server_url: str | None, manifest: Manifest | None = None) -> tuple[str, str]:
+def _path_for(m: ManifestModel, server_url: str | None, manifest: Manifest | None = None,
+              _seen: frozenset[str] = frozenset()) -> tuple[str, str]:
     tc = fingerprint()
     if server_url:
         return "live-server", f"tritonserver at {server_url}"
+    if m.name in _seen:
+        return "none", f"not run: {m.name!r} depends on itself through {sorted(_seen)} (a cycle Triton refuses)"
     if m.depends_on and manifest is not None:
-        blocked = [d for d in m.depends_on
-                   if _path_for(manifest.model(d), None, manifest)[0] != "live-embedded"]
+        names = {x.name for x in manifest.models}
+        blocked = [d for d in m.depends_on if d not in names or
+                   _path_for(manifest.model(d), None, manifest, _seen | {m.name})[0] != "live-embedded"]
         if blocked:
             return "none", f"not run here: calls {blocked}, which the embedded server cannot load (--server URL)"
     if m.target == "gpu" and not (tc.get("gpu_name") and runs_embedded(m.backend) and not m.llm):
@@ -308,6 +361,12 @@ def _verify_model(root: Path, m: ManifestModel, path: str, detail: str, url: str
         return ModelReport(**base, loaded=False, load_error=f"{type(e).__name__}: {e}", passed=False), m
     try:
         result = _check_model(m, runner, root, record)
+    except InferError as e:
+        return ModelReport(**base, loaded=True, passed=False, infer_error=str(e)), m
+    except Exception as e:  # noqa: BLE001 - in-process runtimes (onnxruntime, torch) raise their own types
+        if path not in ("in-process",):
+            raise
+        return ModelReport(**base, loaded=True, passed=False, infer_error=f"{type(e).__name__}: {e}"), m
     finally:
         runner.close()
     recorded = result.pop("_record", None)

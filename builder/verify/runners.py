@@ -9,6 +9,16 @@ from tritonbuild.repository.manifest import ManifestModel
 Sample = dict[str, np.ndarray]
 
 
+class InferError(Exception):
+    """A model that answered wrongly (raised, returned no declared output): a FAIL row, not a tritonbuild bug."""
+
+
+def _server_message(e: Exception) -> str:
+    """tritonclient's InferenceServerException carries Triton's own text in message()."""
+    msg = e.message() if callable(getattr(e, "message", None)) else str(e)
+    return f"{msg}" if msg else f"{type(e).__name__}: {e}"
+
+
 class TritonRunner:
     """Infer through tritonclient.http; concurrent requests go through Triton's scheduler (dynamic batcher)."""
 
@@ -32,12 +42,22 @@ class TritonRunner:
         return inputs, outputs
 
     def _result(self, res) -> Sample:
-        return {t.name: res.as_numpy(t.name) for t in self.model.outputs}
+        got = {t.name: res.as_numpy(t.name) for t in self.model.outputs}
+        missing = sorted(n for n, a in got.items() if a is None)
+        if missing:
+            returned = sorted(o["name"] for o in (res.get_response() or {}).get("outputs", []))
+            raise InferError(f"the model returned no output {missing} (it returned {returned})")
+        return got
 
     def infer(self, sample: Sample) -> Sample:
+        from tritonclient.utils import InferenceServerException
+
         inputs, outputs = self._request(sample)
-        return self._result(self.client.infer(self.model.name, inputs, outputs=outputs,
-                                              model_version=str(self.model.version)))
+        try:
+            res = self.client.infer(self.model.name, inputs, outputs=outputs, model_version=str(self.model.version))
+        except InferenceServerException as e:
+            raise InferError(f"tritonserver answered an error: {_server_message(e)}") from None
+        return self._result(res)
 
     def infer_concurrent(self, samples: list[Sample]) -> list[Sample]:
         pending = []
@@ -45,7 +65,12 @@ class TritonRunner:
             inputs, outputs = self._request(s)
             pending.append(self.client.async_infer(self.model.name, inputs, outputs=outputs,
                                                    model_version=str(self.model.version)))
-        return [self._result(p.get_result()) for p in pending]
+        from tritonclient.utils import InferenceServerException
+
+        try:
+            return [self._result(p.get_result()) for p in pending]
+        except InferenceServerException as e:
+            raise InferError(f"tritonserver answered an error: {_server_message(e)}") from None
 
     def close(self) -> None:
         self.client.close()

@@ -109,3 +109,20 @@ def test_same_name_and_version_twice(write, py_recipe):
 def test_top_level_must_be_mapping(write):
     (e,) = _errors(write("r.yaml", "- a\n- b\n"))
     assert "must be a YAML mapping" in e.message
+
+
+def test_preserve_ordering_with_delay_timeout_is_refused(write):
+    """Triton refuses it at load (core r24.10 ValidateModelConfig); it used to pass validate, build and verify."""
+    p = write("r.yaml", PY_RECIPE + "batching: {preserve_ordering: true, default_queue_policy: "
+                                    "{timeout_action: delay, default_timeout_us: 1000}}\n")
+    (e,) = _errors(p)
+    assert e.message.startswith("batching.default_queue_policy.timeout_action: timeout_action delay with "
+                                "preserve_ordering")
+    assert "reject" in e.hint and e.exit_code == 3
+
+
+def test_preserve_ordering_with_delay_and_no_timeout_is_valid(write):
+    """A DELAY action that can never trigger (no timeout) is what Triton accepts."""
+    p = write("r.yaml", PY_RECIPE + "batching: {preserve_ordering: true, default_queue_policy: "
+                                    "{timeout_action: delay}}\n")
+    load_recipe(p)

@@ -45,15 +45,47 @@ def test_good_model_passes(tmp_path):
      "not present"),
     (GOOD, ("1",), "m", ("other.py",), "model_file", "1/model.py is missing"),
     (GOOD.replace('backend: "python"', 'backend: "onnxruntime" platform: "tensorrt_plan"'), ("1",), "m",
-     ("model.onnx",), "model_file", "does not go with"),
-    (GOOD + "dynamic_batching { preferred_batch_size: [8] }\n", ("1",), "m", ("model.py",), "batching",
-     "preferred_batch_size 8"),
-    (GOOD.replace("max_batch_size: 4", "max_batch_size: 0") + "dynamic_batching { }\n", ("1",), "m",
-     ("model.py",), "batching", "max_batch_size 0"),
-    (GOOD.replace("dims: [3] }\noutput", "dims: [0] }\noutput"), ("1",), "m", ("model.py",), "io", "dims [0]"),
-    (GOOD.replace("KIND_CPU count: 1", "KIND_CPU count: 1 gpus: [0]"), ("1",), "m", ("model.py",), "instances",
-     "lists gpus"),
+     ("model.onnx",), "triton-rules", "unexpected 'platform' and 'backend' pair, got:tensorrt_plan, onnxruntime"),
+    (GOOD + "dynamic_batching { preferred_batch_size: [8] }\n", ("1",), "m", ("model.py",), "triton-rules",
+     "dynamic batching preferred size must be <= max batch size for m"),
+    (GOOD.replace("dims: [3] }\noutput", "dims: [0] }\noutput"), ("1",), "m", ("model.py",), "triton-rules",
+     "model input 'X' dimension must be integer >= 1, or -1"),
+    (GOOD.replace("KIND_CPU count: 1", "KIND_CPU count: 1 gpus: [0]"), ("1",), "m", ("model.py",), "triton-rules",
+     "has kind KIND_CPU but specifies one or more GPUs"),
+    (GOOD + "model_metrics { metric_control { metric_identifier { family: 'f' } } }\n", ("1",), "m", ("model.py",),
+     "triton-rules", "model_metrics is not a field of tritonserver 2.51.0's ModelConfig"),
 ])
 def test_rule_violations(tmp_path, config, versions, name, files, check, words):
     failed = _failed(_model(tmp_path, config, versions, name, files))
     assert check in failed and words in failed[check], failed
+
+
+@pytest.mark.parametrize("config", [
+    GOOD.replace("KIND_CPU count: 1", "KIND_CPU"),  # Triton defaults count to 1
+    GOOD.replace("max_batch_size: 4", "max_batch_size: 0").replace("[3]", "[-1, 3]") + "dynamic_batching { }\n",
+    GOOD + "dynamic_batching { preserve_ordering: true default_queue_policy { timeout_action: DELAY } }\n",
+])
+def test_no_rule_stricter_than_triton(tmp_path, config):
+    """Each was refused by an earlier rule; tritonserver 2.51 loads it (tests/fixtures/triton_corpus/accepted.yaml
+    holds the same cases, confirmed live)."""
+    assert _failed(_model(tmp_path, config)) == {}
+
+
+def test_preserve_ordering_with_delay_timeout(tmp_path):
+    failed = _failed(_model(tmp_path, GOOD + "dynamic_batching { preserve_ordering: true default_queue_policy { "
+                                            "timeout_action: DELAY default_timeout_microseconds: 1000 } }\n"))
+    assert "Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true" in \
+        failed["triton-rules"]
+
+
+def test_ensemble_cycle_is_a_finding_not_a_crash(tmp_path):
+    for a, b in (("a", "b"), ("b", "a")):
+        d = tmp_path / a
+        (d / "1").mkdir(parents=True)
+        (d / "config.pbtxt").write_text(
+            f'name: "{a}" platform: "ensemble" max_batch_size: 4\n'
+            'input { name: "X" data_type: TYPE_FP32 dims: [3] }\noutput { name: "Y" data_type: TYPE_FP32 dims: [3] }\n'
+            f'ensemble_scheduling {{ step {{ model_name: "{b}" model_version: -1 input_map {{ key: "X" value: "X" }} '
+            'output_map { key: "Y" value: "Y" } } }\n')
+    failed = _failed(tmp_path / "a")
+    assert "circular dependency between ensembles: a -> ... -> b -> a" in failed["model_file"]

@@ -1,0 +1,506 @@
+"""Triton's own config validation, ported rule for rule, for when no server can run.
+
+Source: triton-inference-server/core, commit bfec7c61dc0939433f64f14e89b1973073eac8ba (branch r24.10 =
+tritonserver 2.51): src/model_config_utils.cc (AutoCompleteBackendFields, ValidateModelConfig,
+ValidateInstanceGroup, ValidateModelIOConfig, ValidateIOShape, ValidateBatchIO, the sequence-control getters,
+ValidateEnsembleSchedulingConfig, BuildEnsembleGraph), src/ensemble_scheduler/ensemble_utils.cc
+(ValidateEnsembleConfig), src/model_repository_manager/model_repository_manager.cc (directory name, ensemble
+cycles). Messages are Triton's own wording, so a static finding reads like the server's refusal. Triton stops at
+the first failure of a model; these functions report every one they find. What they cannot see: GPU ids (the
+serving machine's GPUs), what a backend autocompletes from the model file, the backend's own checks.
+The ensemble decoupled-origin rule (ValidateEnsembleConfig's decouple labels) is left to the live check.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from google.protobuf import text_format
+
+from tritonbuild.repository.triton_proto import TRITON_VERSION, unknown_fields
+
+WILDCARD = -1
+# GetBackendTypeFromPlatform. torch_aoti (AOTInductor packages) pairs with pytorch from core dabbddc (r26.03,
+# "Add Support for Torch AOTI"); 2.51 does not know it: such models target a newer server, as tritonbuild writes them.
+LEGACY = {"tensorflow_graphdef": "tensorflow", "tensorflow_savedmodel": "tensorflow", "tensorrt_plan": "tensorrt",
+          "onnxruntime_onnx": "onnxruntime", "pytorch_libtorch": "pytorch", "torch_aoti": "pytorch"}
+KNOWN_BACKENDS = {"tensorflow", "tensorrt", "onnxruntime", "pytorch"}  # GetBackendType; others are UNKNOWN
+
+
+def _parse(raw: bytes):
+    from tritonclient.grpc import model_config_pb2
+
+    return text_format.Parse(raw.decode(), model_config_pb2.ModelConfig())
+
+
+def read_config(model_dir: Path):
+    try:
+        return _parse((model_dir / "config.pbtxt").read_bytes())
+    except (OSError, text_format.ParseError, UnicodeDecodeError):
+        return None
+
+
+def _kind_name(msg, field: str, value: int) -> str:
+    return msg.DESCRIPTOR.fields_by_name[field].enum_type.values_by_number[value].name
+
+
+def _backend_after_autofill(mc, model_dir: Path) -> tuple[str, str, list[str]]:
+    """AutoCompleteBackendFields: (backend, platform) as Triton completes them, and its refusal if any."""
+    backend, platform, dmf = mc.backend, mc.platform, mc.default_model_filename
+    versions = sorted(p for p in model_dir.iterdir() if p.is_dir()) if model_dir.is_dir() else []
+    content = {p.name: p for p in versions[0].iterdir()} if versions else {}
+
+    def has_file(name: str) -> bool:
+        return not platform and not dmf and name in content and not content[name].is_dir()
+
+    if platform in ("tensorflow_graphdef", "tensorflow_savedmodel"):
+        return backend or "tensorflow", platform, []
+    if not backend:
+        if platform == "tensorrt_plan" or dmf == "model.plan" or has_file("model.plan"):
+            backend = "tensorrt"
+        elif platform == "onnxruntime_onnx" or dmf == "model.onnx" or \
+                (not platform and not dmf and "model.onnx" in content):
+            backend = "onnxruntime"
+        elif dmf == "model.xml" or (not platform and not dmf and "model.xml" in content):
+            backend = "openvino"
+        elif platform == "pytorch_libtorch" or dmf == "model.pt" or has_file("model.pt"):
+            backend = "pytorch"
+        elif dmf == "model.py" or (not platform and not dmf and "model.py" in content):
+            backend = "python"
+    if backend in ("tensorrt", "onnxruntime", "pytorch") and not platform:
+        platform = {"tensorrt": "tensorrt_plan", "onnxruntime": "onnxruntime_onnx",
+                    "pytorch": "pytorch_libtorch"}[backend]
+    if not backend and not platform and not dmf:
+        name = model_dir.name
+        if "." not in name:
+            return "", platform, [f"Invalid model name: Could not determine backend for model '{name}' with no "
+                                  "backend in model configuration. Expected model name of the form "
+                                  "'model.<backend_name>'."]
+        backend = name.split(".", 1)[1]
+    return backend, platform, []
+
+
+def model_problems(mc, model_dir: Path) -> list[str]:
+    """Triton's poll- and load-time checks of one model's config (not the ensemble-vs-steps ones)."""
+    name = mc.name or model_dir.name
+    p: list[str] = []
+    newer = unknown_fields(mc)
+    if newer:
+        p.append(f"failed to read text proto: {', '.join(newer)} is not a field of tritonserver {TRITON_VERSION}'s "
+                 "ModelConfig (tritonclient's newer proto accepts it; the server does not)")
+    if mc.name and mc.name != model_dir.name:
+        p.append(f"unexpected directory name '{model_dir.name}' for model '{mc.name}', directory name must equal "
+                 "model name")
+    backend, platform, fill = _backend_after_autofill(mc, model_dir)
+    p += fill
+    ensemble = platform == "ensemble"
+    if not fill:
+        if not backend and not ensemble:
+            p.append(f"unexpected platform type '{platform}' for {name}")
+        elif backend and ensemble:
+            p.append(f"Ensemble model '{name}' must have platform type '{platform}' and empty backend type")
+        elif backend in KNOWN_BACKENDS and LEGACY.get(platform) != backend:
+            p.append(f"unexpected 'platform' and 'backend' pair, got:{platform}, {backend}")
+    if mc.max_batch_size < 0:
+        p.append(f"'max_batch_size' must be non-negative value for {name}")
+    if mc.HasField("dynamic_batching"):
+        p += _dynamic_batching(mc, name)
+    if mc.HasField("sequence_batching"):
+        p += _sequence_batching(mc, name)
+    if mc.HasField("ensemble_scheduling"):
+        p += _ensemble_scheduling(mc, name, platform)
+    elif ensemble:
+        p.append(f"ensemble scheduling must be set for ensemble {name} whose platform is ensemble")
+    if mc.model_transaction_policy.decoupled and mc.response_cache.enable:
+        p.append(f"Response Cache does not currently support model {name} with 'decoupled' transaction policy. "
+                 "Please disable the response cache.")
+    if not mc.HasField("ensemble_scheduling"):
+        p += _instance_groups(mc, name, platform)
+    p += _io(mc, name, platform)
+    return p
+
+
+def _dynamic_batching(mc, name: str) -> list[str]:
+    p, db = [], mc.dynamic_batching
+    for size in db.preferred_batch_size:
+        if size <= 0:
+            p.append(f"dynamic batching preferred size must be positive for {name}")
+        elif size > mc.max_batch_size:
+            p.append(f"dynamic batching preferred size must be <= max batch size for {name}")
+    levels = db.priority_levels
+    if levels:
+        if db.default_priority_level == 0 or db.default_priority_level > levels:
+            p.append(f"default priority level must be in range [1, {levels}] for {name}")
+        for key in db.priority_queue_policy:
+            if key == 0 or key > levels:
+                p.append(f"priority queue policy must have priority level in range [1, {levels}] for {name}")
+    if db.preserve_ordering:
+        if levels > 1:
+            p.append(f"Only one priority level is allowed when 'preserve_ordering' is true for {name}")
+        delay = type(db.default_queue_policy).DELAY
+        policies = [db.default_queue_policy, *db.priority_queue_policy.values()]
+        if any(q.default_timeout_microseconds != 0 and q.timeout_action == delay for q in policies):
+            p.append(f"Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for {name}")
+    return p
+
+
+def _sequence_batching(mc, name: str) -> list[str]:
+    p, sb = [], mc.sequence_batching
+    if mc.response_cache.enable:
+        p.append(f"Response Cache does not currently support model {name} with sequence batching scheduler. "
+                 "Please disable the response cache.")
+    kind = type(sb).Control.Kind
+    for k in ("CONTROL_SEQUENCE_START", "CONTROL_SEQUENCE_END", "CONTROL_SEQUENCE_READY", "CONTROL_SEQUENCE_CORRID"):
+        err = _control(sb, name, kind.Value(k), k)
+        if err:
+            p.append(err)
+            return p
+    if sb.HasField("oldest"):
+        for size in sb.oldest.preferred_batch_size:
+            if size <= 0:
+                p.append(f"sequence batching preferred batch size must be positive for {name}")
+            elif size > mc.max_batch_size:
+                p.append(f"sequence batching preferred batch size must be <= max batch size for {name}")
+    if sb.HasField("direct") and not 0.0 <= sb.direct.minimum_slot_utilization <= 1.0:
+        p.append(f"sequence batching minimum slot utilization must be in range (0.0, 1.0] for {name}")
+    return p
+
+
+def _control(sb, name: str, kind: int, kname: str) -> str | None:
+    """GetBooleanSequenceControlProperties / GetTypedSequenceControlProperties for one control kind."""
+    seen_tensors, found, dtype = set(), False, 0
+    typed = kname == "CONTROL_SEQUENCE_CORRID"
+    for ci in sb.control_input:
+        if not ci.name:
+            return f"sequence batching control tensor must have a name for {name}"
+        if ci.name in seen_tensors:
+            return f"sequence batching control tensor '{ci.name}' is specified for multiple control kinds for {name}"
+        seen_tensors.add(ci.name)
+        for c in ci.control:
+            if c.kind != kind:
+                continue
+            if found:
+                return f"sequence batching specifies multiple {kname} tensors for {name}"
+            found = True
+            given = [f for f in ("int32_false_true", "fp32_false_true", "bool_false_true") if len(getattr(c, f))]
+            if typed:
+                dtype = c.data_type
+                if given:
+                    return ("sequence batching must not specify either 'int32_false_true', 'fp32_false_true' or "
+                            f"'bool_false_true' for {kname} for {name}")
+                continue
+            if not given:
+                return ("sequence batching must specify either 'int32_false_true', 'fp32_false_true' or "
+                        f"'bool_false_true' for {kname} for {name}")
+            if len(given) > 1:
+                return ("sequence batching specifies more than one from 'int32_false_true', 'fp32_false_true' and "
+                        f"'bool_false_true' for {kname} for {name}")
+            if len(getattr(c, given[0])) != 2:
+                return f"sequence batching control '{given[0]}' must have exactly 2 entries for {kname} for {name}"
+    if typed and found:
+        allowed = {"TYPE_UINT64", "TYPE_INT64", "TYPE_UINT32", "TYPE_INT32", "TYPE_STRING"}
+        from tritonclient.grpc import model_config_pb2
+
+        if model_config_pb2.DataType.Name(dtype) not in allowed:
+            return (f"unexpected data type for control CONTROL_SEQUENCE_CORRID for {name}. Allowed data types are "
+                    "TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 and TYPE_STRING")
+    return None
+
+
+def _instance_groups(mc, name: str, platform: str) -> list[str]:
+    p = []
+    for i, g in enumerate(mc.instance_group):
+        gname = g.name or f"{name}_{i}"
+        kind = _kind_name(g, "kind", g.kind)
+        if kind in ("KIND_MODEL", "KIND_CPU") and len(g.gpus):
+            p.append(f"instance group {gname} of model {name} has kind {kind} but specifies one or more GPUs")
+        if platform != "tensorrt_plan" and len(g.profile):
+            p.append(f"instance group {gname} of model {name} and platform {platform}specifies profile field which "
+                     "is only supported for TensorRT models")
+        elif len(g.profile):
+            for prof in g.profile:
+                if not prof:
+                    p.append("profile name must not be empty")
+                    continue
+                m = re.match(r"\s*([+-]?\d+)", prof)  # std::stoi: leading integer, else invalid_argument
+                if not m:
+                    p.append(f"unable to parse '{prof}': stoi")
+                    continue
+                if int(m.group(1)) < 0:
+                    p.append(f"instance group {gname} of model {name} and platform {platform} specifies invalid "
+                             f"profile {prof}. The field should contain the string representation of a "
+                             "non-negative integer.")
+    return p
+
+
+def _element_count(dims) -> int:
+    """triton::common::GetElementCount: -1 if any wildcard, 0 for an empty shape."""
+    cnt = 0
+    for d in dims:
+        if d == WILDCARD:
+            return -1
+        cnt = d if cnt == 0 else cnt * d
+    return cnt
+
+
+def _chunks(dims) -> list[int]:
+    out, cur = [], 1
+    for d in dims:
+        if d != WILDCARD:
+            cur *= d
+        else:
+            out.append(cur)
+            cur = 1
+    return [*out, cur]
+
+
+def _io_shape(t, mbs: int, prefix: str) -> str | None:
+    if not t.name:
+        return f"{prefix}must specify 'name'"
+    pre = f"{prefix}'{t.name}' "
+    if t.data_type == 0:
+        return pre + "must specify 'data_type'"
+    if not len(t.dims):
+        return pre + "must specify 'dims'"
+    if t.HasField("reshape") and not len(t.reshape.shape) and mbs == 0:
+        return pre + "cannot have empty reshape for non-batching model as scalar tensors are not supported"
+    if any(d < 1 and d != WILDCARD for d in t.dims):
+        return pre + "dimension must be integer >= 1, or -1 to indicate a variable-size dimension"
+    if t.HasField("reshape"):
+        if any(d < 1 and d != WILDCARD for d in t.reshape.shape):
+            return pre + "reshape dimensions must be integer >= 1, or -1 to indicate a variable-size dimension"
+        ds, rs = _element_count(t.dims), _element_count(t.reshape.shape)
+        if ds != rs and (rs != 0 or ds != 1):
+            return pre + "has different size for dims and reshape"
+        if ds == -1:
+            a, b = _chunks(t.dims), _chunks(t.reshape.shape)
+            if len(a) != len(b):
+                return pre + "has different number of variable-size dimensions for dims and reshape"
+            if a != b:
+                return pre + "has different size for dims and reshape"
+    return None
+
+
+def _io(mc, name: str, platform: str) -> list[str]:
+    p = []
+    trt = platform == "tensorrt_plan"
+    for kind, tensors in (("input", mc.input), ("output", mc.output)):
+        for t in tensors:
+            err = _io_shape(t, mc.max_batch_size, f"model {kind} ")
+            if err is None and kind == "input":
+                fmt = _kind_name(t, "format", t.format)
+                if fmt in ("FORMAT_NHWC", "FORMAT_NCHW") and len(t.dims) != 3:
+                    err = "model input NHWC/NCHW require 3 dims"
+            if err is None and not trt and t.is_shape_tensor:
+                err = "shape tensors are only supported for TensorRT platform"
+            if err is None and t.is_non_linear_format_io:
+                if not trt:
+                    err = "Non-linear IO format is only supported for the TensorRT platform"
+                elif len(t.dims) != 3:
+                    err = f"Non-linear IO format {kind} requires 3 dims"
+            if err:
+                p.append(f"{err} for {name}")
+    p += [f"{e} for {name}" for e in _batch_io(mc)]
+    return p
+
+
+def _batch_io(mc) -> list[str]:
+    p = []
+    inputs, outputs = {t.name for t in mc.input}, {t.name for t in mc.output}
+    for b in mc.batch_input:
+        kind = _kind_name(b, "kind", b.kind)
+        if len(b.source_input) != 1:
+            p.append(f"batch input kind '{kind}' expects 1 source input, got {len(b.source_input)}")
+        dtype = _kind_name(b, "data_type", b.data_type)
+        if dtype not in ("TYPE_INT32", "TYPE_FP32"):
+            p.append(f"unexpected batch input data type '{dtype}'" if dtype == "TYPE_INVALID" else
+                     "batch input data type must be TYPE_INT32 or TYPE_FP32")
+        p += [f"unknown source input name '{s}'" for s in b.source_input if s not in inputs]
+    for b in mc.batch_output:
+        kind = _kind_name(b, "kind", b.kind)
+        if len(b.source_input) != 1:
+            p.append(f"batch output kind '{kind}' expects 1 source input, got {len(b.source_input)}")
+        p += [f"unknown source input name '{s}'" for s in b.source_input if s not in inputs]
+        seen = set()
+        for t in b.target_name:
+            if t not in outputs:
+                p.append(f"unknown target output name '{t}'")
+            elif t in seen:
+                p.append(f"target output name '{t}' can only be specified once")
+            seen.add(t)
+    return p
+
+
+def _ensemble_scheduling(mc, name: str, platform: str) -> list[str]:
+    """ValidateEnsembleSchedulingConfig + BuildEnsembleGraph: the ensemble's own data flow."""
+    if platform != "ensemble":
+        return [f"ensemble scheduling cannot be set for model '{name}' whose platform is not ensemble"]
+    if len(mc.instance_group):
+        return [f"instance group should not be specified for ensemble '{name}'"]
+    if mc.HasField("optimization"):
+        return [f"optimization should not be specified for ensemble '{name}'"]
+    if len(mc.model_warmup):
+        return [f"model_warmup can not be specified for ensemble '{name}'"]
+    steps = mc.ensemble_scheduling.step
+    if not steps:
+        return [f"must specify 'step' for ensemble '{name}'"]
+    # tensor → (producers (input tensors of the producing step), consumers)
+    prev: dict[str, list[str]] = {}
+    nxt: dict[str, list[str]] = {}
+    written: set[str] = set()
+    for i, s in enumerate(steps):
+        if not s.model_name:
+            return [f"must specify 'model_name' in step {i} of ensemble '{name}'"]
+        if not s.input_map:
+            return [f"must specify 'input_map' in step {i} of ensemble '{name}'"]
+        if not s.output_map:
+            return [f"must specify 'output_map' in step {i} of ensemble '{name}'"]
+        for out_t in s.output_map.values():
+            if out_t in written:
+                return [f"ensemble tensor '{out_t}' can appear in an output map only once for ensemble '{name}' "
+                        f"step {i}"]
+            written.add(out_t)
+            nxt.setdefault(out_t, [])
+            prev.setdefault(out_t, []).extend(s.input_map.values())
+        for in_t in s.input_map.values():
+            nxt.setdefault(in_t, []).extend(s.output_map.values())
+            prev.setdefault(in_t, [])
+    ready: set[str] = set()
+    for t in mc.input:
+        if t.name not in nxt:
+            return [f"ensemble input '{t.name}' for ensemble {name}' is not used"]
+        ready.add(t.name)
+    queue = list(ready)
+    while queue:
+        node = queue.pop(0)
+        for n in nxt.get(node, []):
+            if n not in ready and all(x in ready for x in prev.get(n, [])):
+                ready.add(n)
+                queue.append(n)
+    outputs = set()
+    for t in mc.output:
+        if t.name not in nxt:
+            return [f"ensemble output '{t.name}' for ensemble {name}' is not used"]
+        if t.name not in ready:
+            msg = f"output '{t.name}' for ensemble '{name}' is not written"
+            last, nodes, seen = t.name, prev.get(t.name, []), set()
+            while nodes:
+                cand = next((x for x in nodes if x not in ready and x not in seen), None)
+                if cand is None:
+                    break
+                seen.add(cand)
+                last, nodes = cand, prev.get(cand, [])
+            if last != t.name:
+                msg += f": at least one of its depending tensors, '{last}', is not connected"
+            return [msg]
+        outputs.add(t.name)
+    for t in nxt:
+        if t not in outputs and (t not in ready or not nxt[t]):
+            return [f"ensemble tensor '{t}' is unused in ensemble '{name}'"]
+    return []
+
+
+def ensemble_step_problems(mc, repo: Path) -> list[str]:
+    """ValidateEnsembleConfig (ensemble_utils.cc) against the step models' configs in repo, and the repository
+    manager's checks (step present, required version, cycles)."""
+    name = mc.name
+    cycle = _cycle(name, repo)
+    if cycle:
+        return [f"circular dependency between ensembles: {cycle[0]} -> ... -> {cycle[-2]} -> {cycle[-1]}"]
+    p = []
+    batching = mc.max_batch_size > 0
+    tensors: dict[str, tuple[str, int, list[int], list[int]]] = {}
+
+    def node(model: str, b: bool, dtype: int, dims) -> tuple[str, int, list[int], list[int]]:
+        return model, dtype, list(dims), ([-1, *dims] if b else list(dims))
+
+    for t in mc.input:
+        tensors[t.name] = node(name, batching, t.data_type, t.reshape.shape if t.HasField("reshape") else t.dims)
+    for t in mc.output:
+        tensors[t.name] = node(name, batching, t.data_type, t.reshape.shape if t.HasField("reshape") else t.dims)
+    for s in mc.ensemble_scheduling.step:
+        step_dir = repo / s.model_name
+        smc = read_config(step_dir)
+        if smc is None:
+            p.append(f"ensemble {name} contains models that are not available or ambiguous: {s.model_name}")
+            continue
+        if s.model_version != -1 and not (step_dir / str(s.model_version)).is_dir():
+            p.append(f"ensemble '{name}' depends on '{s.model_name}' whose required version {s.model_version} is "
+                     "not loaded.")
+        if smc.max_batch_size != 0 and smc.max_batch_size < mc.max_batch_size:
+            p.append(f"ensemble {name} allows maximum batch size {mc.max_batch_size}, but it contains model "
+                     f"{s.model_name} which only allows maximum batch size to be {smc.max_batch_size}")
+            continue
+        p += _tensor_mapping(name, s, smc, tensors, node)
+    return p
+
+
+def _consistent(a, b, prefix: str) -> str | None:
+    from tritonclient.grpc import model_config_pb2
+
+    def same(x, y) -> bool:
+        return len(x) == len(y) and all(i == j or i == -1 or j == -1 for i, j in zip(x, y))
+
+    if a[1] != b[1]:
+        n = model_config_pb2.DataType.Name
+        return f"{prefix}inconsistent data type: {n(a[1])} is inferred from model {a[0]} while {n(b[1])} is " \
+               f"inferred from model {b[0]}"
+    if not same(a[2], b[2]) and not same(a[3], b[3]):
+        return f"{prefix}inconsistent shape: [{','.join(map(str, a[3]))}] is inferred from model {a[0]} while " \
+               f"[{','.join(map(str, b[3]))}] is inferred from model {b[0]}"
+    return None
+
+
+def _tensor_mapping(ens: str, s, smc, tensors: dict, node) -> list[str]:
+    step = s.model_name
+    b = smc.max_batch_size > 0
+    names = {t.name for t in smc.input}
+    for key, value in s.input_map.items():
+        if key not in names:
+            return [f"in ensemble {ens}, ensemble tensor {value} is mapping to non-existing input {key} in model "
+                    f"{step}"]
+    for t in smc.input:
+        if t.name not in s.input_map:
+            if t.optional:
+                continue
+            return [f"in ensemble {ens}, input {t.name} in model {step} is not mapped to any ensemble tensors"]
+        tensor = s.input_map[t.name]
+        mine = node(step, b, t.data_type, t.dims)
+        if tensor in tensors:
+            err = _consistent(tensors[tensor], mine, f"in ensemble {ens}, ensemble tensor {tensor}: ")
+            if err:
+                return [err]
+        else:
+            tensors[tensor] = mine
+    outs = {t.name: t for t in smc.output}
+    for key, value in s.output_map.items():
+        if key not in outs:
+            return [f"in ensemble {ens}, ensemble tensor {value} is mapped from non-existing output {key} in model "
+                    f"{step}"]
+        mine = node(step, b, outs[key].data_type, outs[key].dims)
+        if value in tensors:
+            err = _consistent(tensors[value], mine, f"in ensemble {ens}, ensemble tensor {value}: ")
+            if err:
+                return [err]
+        else:
+            tensors[value] = mine
+    return []
+
+
+def _cycle(start: str, repo: Path) -> list[str] | None:
+    """A path start → … → start through ensemble steps, if any (iterative: no recursion limit)."""
+    stack = [(start, [start])]
+    seen = set()
+    while stack:
+        name, path = stack.pop()
+        mc = read_config(repo / name)
+        if mc is None:
+            continue
+        for s in mc.ensemble_scheduling.step:
+            if s.model_name == start:
+                return [*path, start]
+            if s.model_name not in seen:
+                seen.add(s.model_name)
+                stack.append((s.model_name, [*path, s.model_name]))
+    return None

@@ -1,0 +1,230 @@
+"""Triton's own core validates a config of any backend, through a stand-in model in the embedded tritonserver.
+
+Triton checks a config (names, dims, reshape, batch inputs/outputs, batching and queue policies, sequence-batching
+controls, instance groups, ensembles and their steps) in its core, at poll and at load, before a backend library
+is asked anything (triton-inference-server/core r24.10: src/model_config_utils.cc ValidateModelConfig,
+ValidateInstanceGroup, ValidateModelIOConfig; src/ensemble_scheduler/ensemble_utils.cc ValidateEnsembleConfig).
+The embedded server has only the Python backend, so each model is copied into a scratch repository as a
+*stand-in*: the same config with `backend: python` and a model.py that only declares (zero outputs of the declared
+shapes). What the stand-in changes, and therefore cannot prove (see standin_config):
+
+- backend → python, platform KEPT (Triton lets an unknown backend pair with any platform, so platform-dependent
+  rules — instance-group profiles, shape tensors, non-linear IO only for tensorrt_plan — still apply);
+  default_model_filename and runtime cleared (the stand-in is model.py). The rules that depend on the real
+  backend name (platform/backend pair, empty backend) are static rules (repository/rules.py).
+- instance groups: KIND_GPU → KIND_CPU (gpus cleared) when this machine has no GPU, and count > 1 → 1 (the
+  rule is count >= 1 after defaulting; stand-in instances are processes). GPU ids are not checked here.
+- autocomplete: the onnxruntime/tensorrt/pytorch backends fill missing inputs/outputs/max_batch_size from the
+  model file; the stand-in sees the config as written. A config that relies on autocomplete is checked as
+  written (tritonbuild writes full configs).
+- the model file itself (ONNX graph, engine, TorchScript) is not read: the backend's own checks of config vs
+  file are out of reach here.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from google.protobuf import text_format
+
+STANDIN_FILE = "model.py"
+# The model.py every stand-in runs: it declares, and answers zeros of the declared output shapes (warmup runs it).
+STANDIN_MODEL = '''"""tritonbuild stand-in: carries another backend's config through Triton's core checks."""
+import json
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        cfg = json.loads(args["model_config"])
+        self.batching = int(cfg.get("max_batch_size", 0)) > 0
+        self.decoupled = bool(cfg.get("model_transaction_policy", {}).get("decoupled", False))
+        self.outputs = []
+        for o in cfg.get("output", []):
+            try:
+                dtype = pb_utils.triton_string_to_numpy(o["data_type"])
+            except Exception:
+                continue
+            self.outputs.append((o["name"], dtype, [max(int(d), 1) for d in o.get("dims", [])]))
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            batch = []
+            if self.batching:
+                first = next(iter(request.inputs()), None)
+                batch = [first.shape()[0] if first is not None and len(first.shape()) else 1]
+            tensors = []
+            for name, dtype, dims in self.outputs:
+                shape = batch + dims
+                if dtype == np.object_:
+                    data = np.full(shape, b"", dtype=np.object_)
+                else:
+                    data = np.zeros(shape, dtype=dtype)
+                tensors.append(pb_utils.Tensor(name, data))
+            response = pb_utils.InferenceResponse(output_tensors=tensors)
+            if self.decoupled:
+                request.get_response_sender().send(
+                    response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            else:
+                responses.append(response)
+        return None if self.decoupled else responses
+'''
+
+Progress = Callable[[str], None]
+POLL_FAILED = "failed to poll from model repository"
+# e.g. E1130 17:11:32.678269 16425 model_repository_manager.cc:1460] "Poll failed for model directory 'm': <cause>"
+_POLL_RE = re.compile(r"""Poll failed for model directory '([^']+)': (.*?)"?\s*$""")
+
+
+def _parse(raw: bytes):
+    from tritonclient.grpc import model_config_pb2
+
+    return text_format.Parse(raw.decode(), model_config_pb2.ModelConfig())
+
+
+def standin_config(raw: bytes, *, have_gpu: bool) -> tuple[bytes, list[str]]:
+    """The stand-in's config.pbtxt and what was changed. A config our proto cannot parse is passed through as
+    written: Triton then reports its own parse error."""
+    try:
+        mc = _parse(raw)
+    except (text_format.ParseError, UnicodeDecodeError):
+        return raw, []
+    changed = []
+    if mc.platform == "ensemble" or mc.HasField("ensemble_scheduling"):
+        return raw, changed
+    if mc.backend != "python":
+        changed.append(f"backend {mc.backend or '(empty)'} → python")
+        mc.backend = "python"
+    for field in ("default_model_filename", "runtime"):
+        if getattr(mc, field, ""):
+            changed.append(f"{field} cleared")
+            mc.ClearField(field)
+    if "EXECUTION_ENV_PATH" in mc.parameters:
+        del mc.parameters["EXECUTION_ENV_PATH"]
+        changed.append("parameter EXECUTION_ENV_PATH dropped")
+    kinds = type(mc.instance_group.add()).Kind
+    del mc.instance_group[-1]
+    for g in mc.instance_group:
+        if g.kind == kinds.Value("KIND_GPU") and not have_gpu:
+            g.kind = kinds.Value("KIND_CPU")
+            del g.gpus[:]
+            changed.append("KIND_GPU → KIND_CPU (no GPU here: GPU ids not checked)")
+        if g.count > 1:
+            g.count = 1
+    return text_format.MessageToString(mc).encode(), changed
+
+
+def _closure(root: Path, names: list[str]) -> list[str]:
+    """The models and, transitively, the ensemble steps they name that exist in root."""
+    seen: list[str] = []
+    todo = list(names)
+    while todo:
+        name = todo.pop(0)
+        if not name or "/" in name or name in (".", "..") or name in seen or not (root / name).is_dir():
+            continue
+        seen.append(name)
+        try:
+            mc = _parse((root / name / "config.pbtxt").read_bytes())
+        except (OSError, text_format.ParseError, UnicodeDecodeError):
+            continue
+        todo.extend(s.model_name for s in mc.ensemble_scheduling.step)
+    return seen
+
+
+def write_standins(root: Path, names: list[str], scratch: Path, *, have_gpu: bool) -> dict[str, list[str]]:
+    """Scratch repository of stand-ins for names (plus their ensemble steps): name → what the stand-in changed."""
+    changes = {}
+    for name in _closure(root, names):
+        src, dest = root / name, scratch / name
+        dest.mkdir(parents=True)
+        cfg = src / "config.pbtxt"
+        if cfg.is_file():
+            raw, changes[name] = standin_config(cfg.read_bytes(), have_gpu=have_gpu)
+            (dest / "config.pbtxt").write_bytes(raw)
+        for child in src.iterdir():
+            if child.is_dir() and child.name == "warmup":
+                shutil.copytree(child, dest / "warmup")
+            elif child.is_dir():
+                (dest / child.name).mkdir()
+                (dest / child.name / STANDIN_FILE).write_text(STANDIN_MODEL)
+    return changes
+
+
+def poll_failure_cause(log_text: str, name: str) -> str | None:
+    """Triton logs why a model directory failed to poll (the load API says only 'failed to poll')."""
+    cause = None
+    for line in log_text.splitlines():
+        m = _POLL_RE.search(line)
+        if m and m.group(1) == name:
+            cause = m.group(2).strip()
+    return cause
+
+
+def _ensembles(scratch: Path, names: list[str]) -> set[str]:
+    out = set()
+    for name in names:
+        try:
+            mc = _parse((scratch / name / "config.pbtxt").read_bytes())
+        except (OSError, text_format.ParseError, UnicodeDecodeError):
+            continue
+        if mc.platform == "ensemble" or mc.HasField("ensemble_scheduling"):
+            out.add(name)
+    return out
+
+
+def check_with_triton(root: Path, names: list[str], *, progress: Progress | None = None,
+                      have_gpu: bool = False) -> tuple[dict[str, str | None], dict[str, list[str]], str]:
+    """Load a stand-in of each model in one embedded-server start: (name → Triton's refusal or None, name → what
+    the stand-in changed, the server's version line). Plain models load first, concurrently; then ensembles (their
+    steps are loaded already)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError, load_model
+
+    say = progress or (lambda _m: None)
+    scratch = Path(tempfile.mkdtemp(prefix="tritonbuild-core-check-"))
+    try:
+        changes = write_standins(Path(root), names, scratch, have_gpu=have_gpu)
+        say(f"Triton core check of {len(names)} config(s) (stand-in models)")
+        with EmbeddedServer(scratch) as server:
+            url = f"http://{server.http_url}"
+
+            def one(name: str) -> str | None:
+                try:
+                    load_model(url, name)
+                    return None
+                except ModelLoadError as e:
+                    return e.message
+
+            ens = _ensembles(scratch, names)
+            result: dict[str, str | None] = {}
+            for batch in ([n for n in names if n not in ens], [n for n in names if n in ens]):
+                if batch:
+                    with ThreadPoolExecutor(max_workers=min(8, len(batch))) as pool:
+                        result.update(zip(batch, pool.map(one, batch)))
+            log = server.log_path.read_text(errors="replace")
+        for name, error in result.items():
+            if error is not None:
+                result[name] = explain_load_error(error, log, name)
+        return result, changes, ""
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def explain_load_error(error: str, log_text: str, name: str) -> str:
+    """Triton's load error, with the server log's cause where the API says only 'failed to poll'."""
+    prefix = f"tritonserver failed to load {name!r}: "
+    if error.startswith(prefix):
+        error = error[len(prefix):]
+    if POLL_FAILED in error:
+        cause = poll_failure_cause(log_text, name)
+        if cause:
+            return cause
+    return error

@@ -1,0 +1,46 @@
+"""Ordinary model bugs and Triton refusals are FAIL rows with Triton's words, exit 6, the report written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import PY_MODEL
+
+pytestmark = pytest.mark.triton
+
+
+@pytest.mark.parametrize("model_py, words", [
+    (PY_MODEL.replace("out = []", "raise RuntimeError('boom in execute')"), "boom in execute"),
+    (PY_MODEL.replace('pb_utils.Tensor("Y"', 'pb_utils.Tensor("Z"'), "no output ['Y']"),
+])
+def test_model_bug_is_a_fail_row(cli, py_recipe, tmp_path, write, model_py, words):
+    write("model.py", model_py)
+    out = tmp_path / "OUT"
+    assert cli("build", py_recipe, "-o", out).exit_code == 0
+    r = cli("verify", out, "--json", "--record")
+    assert r.exit_code == 6, r.stdout + r.stderr
+    (m,) = json.loads(r.stdout)["models"]
+    assert m["loaded"] is True and m["passed"] is False and words in m["infer_error"], m
+    assert json.loads((out / "tritonbuild-verification.json").read_text())["passed"] is False
+    r = cli("verify", out, "--record")
+    assert r.exit_code == 6 and "inference failed" in r.stdout and words in r.stdout
+
+
+def test_poll_refusal_shows_the_cause_from_the_server_log(cli, py_recipe, tmp_path):
+    """A config Triton refuses when polling: the load API says only 'failed to poll'; the row says why."""
+    out = tmp_path / "OUT"
+    assert cli("build", py_recipe, "-o", out).exit_code == 0
+    cfg = out / "doubler" / "config.pbtxt"
+    # The static rules see it too; remove their verdict to see the live one: verify reads the file Triton reads.
+    from tritonbuild.verify import run
+
+    cfg.write_text(cfg.read_text() + "dynamic_batching { preserve_ordering: true default_queue_policy { "
+                   "timeout_action: DELAY default_timeout_microseconds: 1000 } }\n")
+    from tritonbuild.server.embedded import EmbeddedServer
+
+    with EmbeddedServer(out) as server:
+        errors = run._load_all(server, [run.read_repository(out).model("doubler")])
+    assert "Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true" in errors["doubler"]
+    assert "failed to poll" not in errors["doubler"]
