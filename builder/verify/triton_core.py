@@ -10,13 +10,14 @@ shapes). What the stand-in changes, and therefore cannot prove (see standin_conf
 
 - backend → python, platform KEPT (Triton lets an unknown backend pair with any platform, so platform-dependent
   rules — instance-group profiles, shape tensors, non-linear IO only for tensorrt_plan — still apply);
-  default_model_filename and runtime cleared (the stand-in is model.py). The rules that depend on the real
+  default_model_filename set to model.py, runtime cleared. The rules that depend on the real
   backend name (platform/backend pair, empty backend) are static rules (repository/rules.py).
 - instance groups: KIND_GPU → KIND_CPU (gpus cleared) when this machine has no GPU, and count > 1 → 1 (the
   rule is count >= 1 after defaulting; stand-in instances are processes). GPU ids are not checked here.
 - autocomplete: the onnxruntime/tensorrt/pytorch backends fill missing inputs/outputs/max_batch_size from the
   model file; the stand-in sees the config as written. A config that relies on autocomplete is checked as
   written (tritonbuild writes full configs).
+- a load that does not finish within LOAD_TIMEOUT_S is reported as such (a stub that cannot start can hang).
 - the model file itself (ONNX graph, engine, TorchScript) is not read: the backend's own checks of config vs
   file are out of reach here.
 """
@@ -78,6 +79,7 @@ class TritonPythonModel:
 '''
 
 Progress = Callable[[str], None]
+LOAD_TIMEOUT_S = 120.0
 POLL_FAILED = "failed to poll from model repository"
 # e.g. E1130 17:11:32.678269 16425 model_repository_manager.cc:1460] "Poll failed for model directory 'm': <cause>"
 _POLL_RE = re.compile(r"""Poll failed for model directory '([^']+)': (.*?)"?\s*$""")
@@ -102,10 +104,15 @@ def standin_config(raw: bytes, *, have_gpu: bool) -> tuple[bytes, list[str]]:
     if mc.backend != "python":
         changed.append(f"backend {mc.backend or '(empty)'} → python")
         mc.backend = "python"
-    for field in ("default_model_filename", "runtime"):
-        if getattr(mc, field, ""):
-            changed.append(f"{field} cleared")
-            mc.ClearField(field)
+    if mc.runtime:
+        changed.append("runtime cleared")
+        mc.ClearField("runtime")
+    # NOTE: named explicitly: for a TensorFlow platform Triton's autofill would name model.savedmodel/graphdef,
+    # and a Python stub that finds no model file never reports back (the load hangs).
+    if mc.default_model_filename != STANDIN_FILE:
+        if mc.default_model_filename:
+            changed.append(f"default_model_filename {mc.default_model_filename} → {STANDIN_FILE}")
+        mc.default_model_filename = STANDIN_FILE
     if "EXECUTION_ENV_PATH" in mc.parameters:
         del mc.parameters["EXECUTION_ENV_PATH"]
         changed.append("parameter EXECUTION_ENV_PATH dropped")
@@ -198,7 +205,7 @@ def check_with_triton(root: Path, names: list[str], *, progress: Progress | None
 
             def one(name: str) -> str | None:
                 try:
-                    load_model(url, name)
+                    load_model(url, name, timeout=LOAD_TIMEOUT_S)
                     return None
                 except ModelLoadError as e:
                     return e.message
