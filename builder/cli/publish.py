@@ -170,17 +170,28 @@ def _print_lock(lock: dict | None) -> None:
 @click.option("--to", "to", type=int, required=True, metavar="N", help="The complete version to make live.")
 @endpoint_option
 @click.option("--break-lock", is_flag=True, help="Remove a lock left by a publish that died on another machine.")
+@click.option("--notify", "notify", multiple=True, metavar="URL",
+              help="Ask this tritonserver (explicit model control) to load MODEL after the switch; repeatable.")
 @json_option
 def rollback_command(target: str, model: str, to: int, endpoint_url: str | None, break_lock: bool,
-                     as_json: bool) -> None:
-    """Make an earlier complete version of MODEL live again at TARGET."""
-    from tritonbuild import api
+                     notify: tuple[str, ...], as_json: bool) -> None:
+    """Make an earlier complete version of MODEL live again at TARGET, with the config it was verified with."""
+    import sys
 
-    result = api.rollback(target, model, to, endpoint_url=endpoint_url, break_lock=break_lock)
+    from tritonbuild import api
+    from tritonbuild.errors import PublishError
+
+    result = api.rollback(target, model, to, endpoint_url=endpoint_url, break_lock=break_lock, notify=notify)
     if as_json:
         _json(result)
     else:
-        out.print(f"{model}: live version {result['previous']} → {result['live']} at {result['target']}")
+        out.print(f"{model}: live version {result['previous']} → {result['live']} at {result['target']} "
+                  f"(config {result['config_restored']}"
+                  f"{', a different interface' if result['interface_changed'] else ''})")
+        for n in result["notified"]:
+            out.print(f"  notify {n['server']}: {'loaded' if n['ok'] else 'FAILED: ' + str(n['message'])}")
+    if any(not n["ok"] for n in result["notified"]):
+        sys.exit(PublishError.exit_code)
 
 
 @main.command("deploy-snippets")

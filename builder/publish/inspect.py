@@ -66,6 +66,13 @@ def verify_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
             problems.append(f"{name}/config.pbtxt is missing")
         elif sha256_bytes(config) != pm.config_sha256:
             problems.append(f"{name}/config.pbtxt differs from the recorded one")
+        live = pm.versions.get(pm.live) if pm.live is not None else None
+        if config is not None and live is not None and live.config_sha256 is not None:
+            checked += 1
+            if sha256_bytes(config) != live.config_sha256:
+                problems.append(f"{name}/config.pbtxt is not the config version {pm.live} was verified with "
+                                f"({name}/config-v{pm.live}.pbtxt): Triton serves version {pm.live} under "
+                                "another config (run 'tritonbuild rollback TARGET MODEL --to N' to restore it)")
         for version, pv in sorted(pm.versions.items()):
             remote = store.remote_sizes(target, target.path(name))
             for rel, entry in sorted(pv.files.items()):

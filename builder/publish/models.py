@@ -22,6 +22,10 @@ class PublishedVersion(_Frozen):
     source_manifest: str = Field(description="sha256 of the repository manifest it was published from.")
     verification: Literal["passed", "skipped"]
     model_identity: str
+    config_sha256: str | None = Field(None, description="sha256 of <model>/config-v<N>.pbtxt at the target: the "
+                                                        "config this version was built and verified with, pinned "
+                                                        "to it (restored by rollback). None: published before "
+                                                        "tritonbuild stored it.")
 
 
 class PublishedModel(_Frozen):

@@ -41,6 +41,12 @@ from tritonbuild.verify.models import VerificationReport
 JOBS = 8
 
 
+def version_config_name(version: int) -> str:
+    """Each version's own config, kept beside config.pbtxt (Triton reads only config.pbtxt and version
+    directories; files in the model directory are ignored, like golden-v<N>.npz)."""
+    return f"config-v{version}.pbtxt"
+
+
 def pinned_config(config: bytes, live: list[int]) -> bytes:
     mc = parse(config)
     mc.ClearField("version_policy")
@@ -233,7 +239,10 @@ def publish(root: Path, target_url: str, *, endpoint_url: str | None = None, ski
         store.write_bytes(target, target.path(TARGET_MANIFEST), pretty_json(state.model_dump(mode="json")))
         if keep is not None:
             state = _prune(p, state, keep)
-    notified = [notify_server(url, name) for url in notify for name in _group(manifest)]
+    # Only models whose config.pbtxt changed: an unchanged model needs no reload (and a load request for a
+    # model the server cannot serve would flip it to not-ready).
+    changed = sorted({a.model for a in p.actions if a.action in ("create", "switch")})
+    notified = [notify_server(url, name) for url in notify for name in changed]
     return _receipt(p, manifest, verification, t0, False, notified)
 
 
@@ -252,8 +261,15 @@ def _publish_model(p: _Publisher, name: str, versions: list[ManifestModel], stat
         files, todo = p.plan_uploads(m, state)
         if todo:
             p.upload_version(m, files, todo)
-        complete[m.version] = PublishedVersion(files=files, source_manifest=p.manifest.digest,
-                                               verification=p.verification, model_identity=m.model_identity)
+        record = complete.get(m.version) or PublishedVersion(
+            files=files, source_manifest=p.manifest.digest, verification=p.verification,
+            model_identity=m.model_identity)
+        if record.config_sha256 is None:
+            # NOTE: stored before the switch, so a rollback to this version can restore its own interface.
+            own = pinned_config(local_config, [m.version])
+            store.write_bytes(target, target.path(name, version_config_name(m.version)), own)
+            record = record.model_copy(update={"config_sha256": sha256_bytes(own)})
+        complete[m.version] = record
     live = versions[-1].version
     new_config = pinned_config(local_config, [live])
     if new_config != current:
@@ -308,7 +324,7 @@ def _prune(p: _Publisher, state: TargetManifest, keep: int) -> TargetManifest:
     for a in victims:
         files = state.models[a.model].versions[a.version].files
         store.remove_tree(p.target, p.target.path(a.model, str(a.version)))
-        for rel in files:
+        for rel in [*files, version_config_name(a.version)]:
             if "/" not in rel:
                 store.remove_tree(p.target, p.target.path(a.model, rel))
         p.actions.append(a)
@@ -362,8 +378,9 @@ def open_for_read(target_url: str, endpoint_url: str | None) -> Target:
 
 
 def rollback(target_url: str, model: str, to: int, *, endpoint_url: str | None = None,
-             break_lock: bool = False) -> dict:
-    """Make a complete, published version live again: one config.pbtxt write, then the manifest."""
+             break_lock: bool = False, notify: tuple[str, ...] = ()) -> dict:
+    """Make a complete, published version live again with ITS config (the one it was verified with, stored at
+    publish as config-v<N>.pbtxt): one config.pbtxt write, then the manifest; then notify servers."""
     target = open_for_read(target_url, endpoint_url)
     with TargetLock(target, break_lock=break_lock):
         state = store.read_state(target)
@@ -385,10 +402,25 @@ def rollback(target_url: str, model: str, to: int, *, endpoint_url: str | None =
             raise PublishError(f"{model}/config.pbtxt is missing at the target", where=target.url,
                                hint="publish the model again")
         parse_remote(current, f"{target.url}/{model}/config.pbtxt")
-        new_config = pinned_config(current, [to])
-        store.write_bytes(target, config_path, new_config)
+        pv = pm.versions[to]
+        own_name = f"{model}/{version_config_name(to)}"
+        own = store.read_text(target, target.path(model, version_config_name(to))) if pv.config_sha256 else None
+        if own is None:
+            raise PublishError(f"{model} version {to} has no stored config at the target ({own_name}; published "
+                               "before tritonbuild kept each version's config): re-pinning the current config "
+                               f"would serve version {to} under version {live_version(current)}'s interface",
+                               where=target.url, hint=f"publish version {to} again from its build (its files are "
+                               "not re-sent), then roll back")
+        if sha256_bytes(own) != pv.config_sha256:
+            raise PublishError(f"{own_name} at the target differs from the one recorded at publish",
+                               where=target.url, hint=f"publish version {to} again from its build")
+        parse_remote(own, f"{target.url}/{own_name}")
+        store.write_bytes(target, config_path, own)
         models = dict(state.models)
-        models[model] = pm.model_copy(update={"live": to, "config_sha256": sha256_bytes(new_config)})
+        models[model] = pm.model_copy(update={"live": to, "config_sha256": sha256_bytes(own)})
         store.write_bytes(target, target.path(TARGET_MANIFEST),
                           pretty_json(TargetManifest(models=models).model_dump(mode="json")))
-    return {"target": target.url, "model": model, "live": to, "previous": live_version(current)}
+    notified = [notify_server(url, model) for url in notify]
+    return {"target": target.url, "model": model, "live": to, "previous": live_version(current),
+            "config_restored": own_name, "interface_changed": own != pinned_config(current, [to]),
+            "notified": notified}

@@ -78,8 +78,10 @@ def test_publish_switch_rollback_prune_and_verify_target(cli, repo, tmp_path):
     assert (info["live"], info["complete"], info["notes"]) == (3, [1, 2, 3], [])
 
     r = cli("rollback", target, "doubler", "--to", "1", "--json")
-    assert r.exit_code == 0 and json.loads(r.stdout) == {"target": target, "model": "doubler", "live": 1,
-                                                          "previous": 3}
+    assert r.exit_code == 0
+    assert json.loads(r.stdout) == {"target": target, "model": "doubler", "live": 1, "previous": 3,
+                                    "config_restored": "doubler/config-v1.pbtxt", "interface_changed": False,
+                                    "notified": []}
     assert "versions: 1" in (pub / "config.pbtxt").read_text()
     r = cli("rollback", target, "doubler", "--to", "7")
     assert r.exit_code == 7 and "not a complete published version" in r.stderr
@@ -192,3 +194,93 @@ def test_publishing_a_directory_that_is_not_a_repository_exits_with_the_publish_
     r = cli("publish", tmp_path / "not-a-repo", f"file://{tmp_path / 'target'}")
     assert r.exit_code == 7 and "is not a tritonbuild repository" in r.stderr and "tritonbuild build" in r.stderr
     assert not (tmp_path / "target").exists()
+
+
+def test_rollback_restores_the_versions_own_config(cli, repo, tmp_path):
+    """v1 reads input X, v2 renames it to A: rolling back to 1 must serve v1 under v1's config (it used to pin
+    version 1 in v2's config: every inference failed while ls and verify TARGET said all was well)."""
+    target = f"file://{tmp_path}/pub"
+    pub = tmp_path / "pub" / "doubler"
+    out1 = repo(1)
+    _fake_verified(cli, out1)
+    assert cli("publish", out1, target).exit_code == 0
+    src = tmp_path / "src2"
+    src.mkdir()
+    (src / "model.py").write_text(PY_MODEL.replace('"X"', '"A"'))
+    (src / "r.yaml").write_text(PY_RECIPE.replace("version: 1", "version: 2").replace("name: X", "name: A").lstrip())
+    out2 = tmp_path / "repo2"
+    assert cli("build", src / "r.yaml", "-o", out2).exit_code == 0
+    _fake_verified(cli, out2)
+    assert cli("publish", out2, target).exit_code == 0
+    assert 'name: "A"' in (pub / "config.pbtxt").read_text()
+    assert (pub / "config-v1.pbtxt").is_file() and (pub / "config-v2.pbtxt").is_file()
+
+    r = cli("rollback", target, "doubler", "--to", "1", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["interface_changed"] is True
+    live = (pub / "config.pbtxt").read_text()
+    assert 'name: "X"' in live and 'name: "A"' not in live and "versions: 1" in live
+    assert live == (pub / "config-v1.pbtxt").read_text()
+    assert json.loads(cli("verify", target, "--json").stdout)["passed"]
+
+    # verify TARGET: the live config must be the one verified with the live version
+    (pub / "config.pbtxt").write_text(live.replace('name: "X"', 'name: "A"'))
+    r = cli("verify", target, "--json")
+    assert r.exit_code == 6
+    assert any("not the config version 1 was verified with" in p for p in json.loads(r.stdout)["problems"])
+
+
+def test_rollback_refuses_a_version_without_its_stored_config(cli, repo, tmp_path):
+    target = f"file://{tmp_path}/pub"
+    for v in (1, 2):
+        out = repo(v)
+        _fake_verified(cli, out)
+        assert cli("publish", out, target).exit_code == 0
+    # as an older tritonbuild left it: no config-v1.pbtxt, no record of it
+    manifest = tmp_path / "pub" / "tritonbuild-manifest.json"
+    state = json.loads(manifest.read_text())
+    state["models"]["doubler"]["versions"]["1"]["config_sha256"] = None
+    manifest.write_text(json.dumps(state))
+    (tmp_path / "pub" / "doubler" / "config-v1.pbtxt").unlink()
+    r = cli("rollback", target, "doubler", "--to", "1")
+    assert r.exit_code == 7 and "has no stored config" in r.stderr and "publish version 1 again" in r.stderr
+    assert "versions: 2" in (tmp_path / "pub" / "doubler" / "config.pbtxt").read_text()
+    # publishing version 1 again stores it (nothing re-sent), then the rollback works
+    assert cli("publish", tmp_path / "repo1", target).exit_code == 0
+    assert cli("rollback", target, "doubler", "--to", "1").exit_code == 0
+
+
+def test_notify_only_the_models_that_changed(cli, repo, tmp_path):
+    import http.server
+    import threading
+
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            seen.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_address[1]}"
+    try:
+        target = f"file://{tmp_path}/pub"
+        out = repo(1)
+        _fake_verified(cli, out)
+        assert cli("publish", out, target, "--notify", url).exit_code == 0
+        assert seen == ["/v2/repository/models/doubler/load"]
+        assert cli("publish", out, target, "--notify", url).exit_code == 0  # nothing changed: no load request
+        assert seen == ["/v2/repository/models/doubler/load"]
+        out2 = repo(2)
+        _fake_verified(cli, out2)
+        assert cli("publish", out2, target).exit_code == 0
+        r = cli("rollback", target, "doubler", "--to", "1", "--notify", url)
+        assert r.exit_code == 0 and "loaded" in r.stdout
+        assert seen == ["/v2/repository/models/doubler/load"] * 2
+    finally:
+        srv.shutdown()
