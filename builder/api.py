@@ -49,7 +49,18 @@ def build_repository(paths: list[Path], out: Path, *, force: bool = False, cache
     store = Store(cache_dir)
     with store.lock(shared=True):  # NOTE: 'cache gc' waits until the blobs are recorded and materialised
         result = build(the_plan, store, progress, engines=engines, strict=strict, cache_url=cache_url, only=only)
+        result = _warn_missing_goldens(result, out)
         return result, assemble(result, out, force=force)
+
+
+def _warn_missing_goldens(result: BuildResult, out: Path) -> BuildResult:
+    """A declared verify.goldens that does not exist yet: said at build, not discovered at verify."""
+    missing = [f"{bm.plan.name}: verify.goldens {bm.plan.recipe.verify.goldens} does not exist (declared in "
+               f"{bm.plan.recipe_path}); record it with 'tritonbuild verify {out} --record' and commit it"
+               for bm in result.models if getattr(bm.plan.recipe, "verify", None) is not None
+               and bm.plan.recipe.verify.goldens
+               and not (Path(bm.plan.recipe_dir) / bm.plan.recipe.verify.goldens).is_file()]
+    return result.model_copy(update={"warnings": [*result.warnings, *missing]}) if missing else result
 
 
 def _inputs_of(loaded: list[LoadedRecipe], cache: Path) -> tuple[dict[Path, str], dict[Path, str]]:
@@ -75,10 +86,10 @@ def _inputs_of(loaded: list[LoadedRecipe], cache: Path) -> tuple[dict[Path, str]
 
 
 def verify_repository(root: Path, *, server_url: str | None = None, record: bool = False,
-                      progress: Progress | None = None) -> VerificationReport:
+                      progress: Progress | None = None, force: bool = False) -> VerificationReport:
     from tritonbuild.verify.run import verify
 
-    return verify(root, server_url=server_url, record=record, progress=progress)
+    return verify(root, server_url=server_url, record=record, progress=progress, force=force)
 
 
 def tune(root: Path, model: str, *, report_dir: Path, sla_ms: float | None = None,

@@ -29,9 +29,10 @@ from tritonbuild.cli.common import (
 @click.option("--server", "server_url", metavar="URL", help="Verify every model live against this tritonserver "
               "(HTTP, e.g. http://host:8000) instead of the embedded one.")
 @click.option("--record", is_flag=True, help="Record golden outputs (to the recipes' verify.goldens and OUT).")
+@click.option("--force", is_flag=True, help="With --record: replace committed goldens that differ.")
 @endpoint_option
 @json_option
-def verify_command(repository: str, server_url: str | None, record: bool, endpoint_url: str | None,
+def verify_command(repository: str, server_url: str | None, record: bool, force: bool, endpoint_url: str | None,
                    as_json: bool) -> None:
     """Static checks, live load, golden inferences compared bit for bit.
 
@@ -58,7 +59,8 @@ def verify_command(repository: str, server_url: str | None, record: bool, endpoi
     if server_url and "://" not in server_url:
         server_url = f"http://{server_url}"
     with _progress(not as_json) as progress:
-        report = api.verify_repository(repository, server_url=server_url, record=record, progress=progress)
+        report = api.verify_repository(repository, server_url=server_url, record=record, progress=progress,
+                                       force=force)
     if as_json:
         _json(report.model_dump(mode="json"))
     else:

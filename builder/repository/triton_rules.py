@@ -29,9 +29,9 @@ KNOWN_BACKENDS = {"tensorflow", "tensorrt", "onnxruntime", "pytorch"}  # GetBack
 
 
 def _parse(raw: bytes):
-    from tritonclient.grpc import model_config_pb2
+    from tritonbuild.repository.config import parse
 
-    return text_format.Parse(raw.decode(), model_config_pb2.ModelConfig())
+    return parse(raw)
 
 
 def read_config(model_dir: Path):
@@ -200,9 +200,9 @@ def _control(sb, name: str, kind: int, kname: str) -> str | None:
                 return f"sequence batching control '{given[0]}' must have exactly 2 entries for {kname} for {name}"
     if typed and found:
         allowed = {"TYPE_UINT64", "TYPE_INT64", "TYPE_UINT32", "TYPE_INT32", "TYPE_STRING"}
-        from tritonclient.grpc import model_config_pb2
+        from tritonbuild.repository.config import model_config_pb2
 
-        if model_config_pb2.DataType.Name(dtype) not in allowed:
+        if model_config_pb2().DataType.Name(dtype) not in allowed:
             return (f"unexpected data type for control CONTROL_SEQUENCE_CORRID for {name}. Allowed data types are "
                     "TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 and TYPE_STRING")
     return None
@@ -437,13 +437,13 @@ def ensemble_step_problems(mc, repo: Path) -> list[str]:
 
 
 def _consistent(a, b, prefix: str) -> str | None:
-    from tritonclient.grpc import model_config_pb2
+    from tritonbuild.repository.config import model_config_pb2
 
     def same(x, y) -> bool:
         return len(x) == len(y) and all(i == j or i == -1 or j == -1 for i, j in zip(x, y))
 
     if a[1] != b[1]:
-        n = model_config_pb2.DataType.Name
+        n = model_config_pb2().DataType.Name
         return f"{prefix}inconsistent data type: {n(a[1])} is inferred from model {a[0]} while {n(b[1])} is " \
                f"inferred from model {b[0]}"
     if not same(a[2], b[2]) and not same(a[3], b[3]):

@@ -176,15 +176,27 @@ def _golden_destination(m: ManifestModel) -> Path:
     return src
 
 
-def _write_goldens(root: Path, m: ManifestModel, inputs, reference) -> ManifestModel:
+def _write_goldens(root: Path, m: ManifestModel, inputs, reference, force: bool = False
+                   ) -> tuple[ManifestModel, str | None, str | None]:
+    """Goldens into OUT, and into the recipe's verify.goldens (committed goldens are replaced only with force):
+    (model, a note, a refusal)."""
     arrays = to_npz_arrays(inputs, reference)
     dest_rel = f"{m.name}/{golden_name(m.version)}"
     write_npz(root / dest_rel, arrays)
-    if m.goldens_source:
-        src = _golden_destination(m)
-        write_npz(src, arrays)
+    m = m.model_copy(update={"goldens": dest_rel})
+    if not m.goldens_source:
+        return m, (f"goldens recorded into {root / dest_rel} only: the next build replaces OUT; set verify.goldens "
+                   f"in {m.recipe_path} (e.g. goldens/{m.name}.npz) to keep them with the recipe"), None
+    src = _golden_destination(m)
+    new = (root / dest_rel).read_bytes()
+    if src.is_file() and src.read_bytes() != new and not force:
+        return m, None, (f"recorded goldens differ from the committed {src}: not overwritten (outputs changed, or "
+                         "recorded from another build); inspect, then 'verify OUT --record --force' to replace them")
+    if not src.is_file() or src.read_bytes() != new:
+        src.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(src, new)
         write_atomic(src.with_name(src.name + ".sha256"), f"{sha256_file(src)}  {src.name}\n".encode())
-    return m.model_copy(update={"goldens": dest_rel})
+    return m, f"goldens recorded into {src} (commit it) and {root / dest_rel}", None
 
 
 def _have_gpu() -> bool:
@@ -226,7 +238,7 @@ def lint(root: Path, *, progress: Progress | None = None) -> VerificationReport:
 
 
 def verify(root: Path, *, server_url: str | None = None, record: bool = False,
-           progress: Progress | None = None) -> VerificationReport:
+           progress: Progress | None = None, force: bool = False) -> VerificationReport:
     root = Path(root)
     if root.is_dir() and not (root / MANIFEST_NAME).exists() and not server_url and not record:
         return lint(root, progress=progress)
@@ -256,7 +268,7 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
             say(f"{m.name} v{m.version}")
             path, detail = paths[(m.name, m.version)]
             url = server_url if path == "live-server" else (f"http://{server.http_url}" if server else None)
-            rep, m2 = _verify_model(root, m, path, detail, url, record, loads.get(m.name, "not loaded"))
+            rep, m2 = _verify_model(root, m, path, detail, url, record, loads.get(m.name, "not loaded"), force)
             if path == "in-process":
                 rep = rep.model_copy(update={"notes": [*rep.notes, f"not loaded in tritonserver: the embedded "
                                                        f"server has no {m.backend} backend; pass --server URL"]})
@@ -335,8 +347,48 @@ def _path_for(m: ManifestModel, server_url: str | None, manifest: Manifest | Non
     return "none", f"no way to run backend {m.backend} here"
 
 
+def _served_projection(mc) -> dict:
+    def tensors(ts) -> list:
+        return [(t.name, type(mc).DESCRIPTOR.fields_by_name["input"].message_type.fields_by_name["data_type"]
+                 .enum_type.values_by_number[t.data_type].name, list(t.dims)) for t in ts]
+
+    return {"max_batch_size": mc.max_batch_size, "inputs": tensors(mc.input), "outputs": tensors(mc.output),
+            "backend": mc.backend or mc.platform}
+
+
+def served_differences(url: str, root: Path, m: ManifestModel) -> list[str]:
+    """What the server at url serves under m's name, compared with OUT's config.pbtxt and version: a shared
+    staging server may hold another build of the same model (GET v2/models/<m>/config, .../versions/<v>/ready)."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    from google.protobuf import json_format
+
+    from tritonbuild.repository.config import model_config_pb2, parse
+
+    try:
+        with urllib.request.urlopen(f"{url}/v2/models/{m.name}/config", timeout=30) as r:
+            served = json_format.ParseDict(json.loads(r.read()), model_config_pb2().ModelConfig(),
+                                           ignore_unknown_fields=True)
+    except (urllib.error.URLError, OSError, ValueError, json_format.ParseError) as e:
+        return [f"cannot read its config ({e})"]
+    mine = _served_projection(parse((root / m.name / "config.pbtxt").read_bytes()))
+    theirs = _served_projection(served)
+    if not (mine["backend"] and theirs["backend"]) or theirs["backend"] in (served.platform, served.backend):
+        mine.pop("backend"), theirs.pop("backend")
+    out = [f"{k}: served {theirs[k]}, this OUT {mine[k]}" for k in mine if mine[k] != theirs.get(k)]
+    try:
+        with urllib.request.urlopen(f"{url}/v2/models/{m.name}/versions/{m.version}/ready", timeout=30):
+            pass
+    except (urllib.error.URLError, OSError):
+        out.append(f"version {m.version} is not ready there")
+    return out
+
+
 def _verify_model(root: Path, m: ManifestModel, path: str, detail: str, url: str | None,
-                  record: bool, load_error: str | None = None) -> tuple[ModelReport, ManifestModel]:
+                  record: bool, load_error: str | None = None, force: bool = False
+                  ) -> tuple[ModelReport, ManifestModel]:
     base = {"name": m.name, "version": m.version, "backend": m.backend, "path": path, "path_detail": detail,
             "goldens": m.goldens}
     if path == "none":
@@ -350,6 +402,11 @@ def _verify_model(root: Path, m: ManifestModel, path: str, detail: str, url: str
             runner = TritonRunner(url, m)
         else:
             load_model(url, m.name)
+            served = served_differences(url, root, m)
+            if served:
+                return ModelReport(**base, loaded=True, passed=False,
+                                   load_error=f"the server at {url} does not serve this build of {m.name!r}: "
+                                              + "; ".join(served)), m
             runner = TritonRunner(url, m)
     except ModelLoadError as e:
         return ModelReport(**base, loaded=False, load_error=e.message, passed=False), m
@@ -371,6 +428,8 @@ def _verify_model(root: Path, m: ManifestModel, path: str, detail: str, url: str
         runner.close()
     recorded = result.pop("_record", None)
     if recorded is not None:
-        m = _write_goldens(root, m, *recorded)
+        m, note, refusal = _write_goldens(root, m, *recorded, force=force)
         base["goldens"] = m.goldens
+        result["notes"] = [*result["notes"], *(x for x in (note, refusal) if x)]
+        result["passed"] = result["passed"] and refusal is None
     return ModelReport(**base, loaded=True, **result), m

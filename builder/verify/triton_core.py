@@ -86,9 +86,9 @@ _POLL_RE = re.compile(r"""Poll failed for model directory '([^']+)': (.*?)"?\s*$
 
 
 def _parse(raw: bytes):
-    from tritonclient.grpc import model_config_pb2
+    from tritonbuild.repository.config import parse
 
-    return text_format.Parse(raw.decode(), model_config_pb2.ModelConfig())
+    return parse(raw)
 
 
 def standin_config(raw: bytes, *, have_gpu: bool) -> tuple[bytes, list[str]]:

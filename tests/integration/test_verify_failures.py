@@ -44,3 +44,25 @@ def test_poll_refusal_shows_the_cause_from_the_server_log(cli, py_recipe, tmp_pa
         errors = run._load_all(server, [run.read_repository(out).model("doubler")])
     assert "Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true" in errors["doubler"]
     assert "failed to poll" not in errors["doubler"]
+
+
+def test_verify_server_refuses_a_server_serving_another_build(cli, py_recipe, tmp_path, write):
+    """A shared staging server holding another build of the same model (its input renamed) is not this OUT."""
+    from tritonbuild.server.embedded import EmbeddedServer
+
+    out = tmp_path / "OUT"
+    assert cli("build", py_recipe, "-o", out).exit_code == 0
+    assert cli("verify", out, "--record").exit_code == 0
+    write("model.py", PY_MODEL.replace('"X"', '"A"'))
+    write("doubler.yaml", (tmp_path / "doubler.yaml").read_text().replace("name: X", "name: A"))
+    other = tmp_path / "OTHER"
+    assert cli("build", tmp_path / "doubler.yaml", "-o", other).exit_code == 0
+    with EmbeddedServer(other) as server:
+        r = cli("verify", out, "--server", f"http://{server.http_url}", "--json")
+        assert r.exit_code == 6, r.stdout
+        (m,) = json.loads(r.stdout)["models"]
+        assert "does not serve this build of 'doubler'" in m["load_error"] and "inputs: served [('A'" in \
+            m["load_error"], m
+    with EmbeddedServer(out) as server:
+        r = cli("verify", out, "--server", f"http://{server.http_url}", "--json")
+        assert r.exit_code == 0, r.stdout

@@ -1,0 +1,51 @@
+"""Recording goldens: where they go is said, committed goldens are not replaced silently, a missing declared
+goldens file is reported at build."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import PY_MODEL, PY_RECIPE
+
+pytestmark = pytest.mark.triton
+
+
+def test_build_warns_about_a_missing_declared_goldens_file(cli, py_recipe, tmp_path):
+    r = cli("build", py_recipe, "-o", tmp_path / "OUT")
+    assert r.exit_code == 0
+    assert "verify.goldens goldens/doubler.npz does not exist" in r.stderr and "--record" in r.stderr
+
+
+def test_record_without_declared_goldens_says_where(cli, write, tmp_path):
+    write("model.py", PY_MODEL)
+    recipe = write("r.yaml", PY_RECIPE.replace("goldens: goldens/doubler.npz, ", ""))
+    out = tmp_path / "OUT"
+    assert cli("build", recipe, "-o", out).exit_code == 0
+    r = cli("verify", out, "--record", "--json")
+    assert r.exit_code == 0, r.stdout
+    (m,) = json.loads(r.stdout)["models"]
+    assert any(f"goldens recorded into {out / 'doubler' / 'golden-v1.npz'} only" in n and "set verify.goldens" in n
+               for n in m["notes"]), m["notes"]
+
+
+def test_record_does_not_replace_committed_goldens_without_force(cli, py_recipe, tmp_path, write):
+    out = tmp_path / "OUT"
+    assert cli("build", py_recipe, "-o", out).exit_code == 0
+    assert cli("verify", out, "--record").exit_code == 0
+    committed = tmp_path / "goldens" / "doubler.npz"
+    before = committed.read_bytes()
+
+    write("model.py", PY_MODEL.replace("x * 2 + 1", "x * 3 + 1"))
+    scratch = tmp_path / "SCRATCH"
+    assert cli("build", py_recipe, "-o", scratch).exit_code == 0
+    r = cli("verify", scratch, "--record", "--json")
+    assert r.exit_code == 6
+    (m,) = json.loads(r.stdout)["models"]
+    assert any("not overwritten" in n and "--force" in n for n in m["notes"]), m["notes"]
+    assert committed.read_bytes() == before
+
+    r = cli("verify", scratch, "--record", "--force")
+    assert r.exit_code == 0, r.stdout
+    assert committed.read_bytes() != before
