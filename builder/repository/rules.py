@@ -88,6 +88,14 @@ def check_model_dir(model_dir: Path) -> list[Finding]:
         add("llmapi", _llmapi_problems(mc, model_dir, versions), "model.yaml consistent with config.pbtxt")
 
     add("triton-rules", model_problems(mc, model_dir), "Triton's config rules (model_config_utils, ported) hold")
+    if backend == "onnxruntime" or (not backend and mc.platform == "onnxruntime_onnx"):
+        from tritonbuild.repository.onnx_rules import onnx_problems
+
+        files = [model_dir / str(v) / (mc.default_model_filename or "model.onnx") for v in versions]
+        found = [f for f in files if f.is_file()]
+        if found:
+            add("onnx", [f"{f.parent.name}/{f.name}: {e}" for f in found for e in onnx_problems(mc, f)],
+                "config matches the ONNX graph (the onnxruntime backend's load checks, ported)")
     return out
 
 
