@@ -8,7 +8,6 @@ ValidateEnsembleSchedulingConfig, BuildEnsembleGraph), src/ensemble_scheduler/en
 cycles). Messages are Triton's own wording, so a static finding reads like the server's refusal. Triton stops at
 the first failure of a model; these functions report every one they find. What they cannot see: GPU ids (the
 serving machine's GPUs), what a backend autocompletes from the model file, the backend's own checks.
-The ensemble decoupled-origin rule (ValidateEnsembleConfig's decouple labels) is left to the live check.
 """
 
 from __future__ import annotations
@@ -419,6 +418,7 @@ def ensemble_step_problems(mc, repo: Path) -> list[str]:
         tensors[t.name] = node(name, batching, t.data_type, t.reshape.shape if t.HasField("reshape") else t.dims)
     for t in mc.output:
         tensors[t.name] = node(name, batching, t.data_type, t.reshape.shape if t.HasField("reshape") else t.dims)
+    parsed = []
     for s in mc.ensemble_scheduling.step:
         step_dir = repo / s.model_name
         smc = read_config(step_dir)
@@ -433,7 +433,43 @@ def ensemble_step_problems(mc, repo: Path) -> list[str]:
                      f"{s.model_name} which only allows maximum batch size to be {smc.max_batch_size}")
             continue
         p += _tensor_mapping(name, s, smc, tensors, node)
+        parsed.append((s, smc))
+    if not p:
+        p += _decoupled_origins(mc, parsed)
     return p
+
+
+def _decoupled_origins(mc, steps: list) -> list[str]:
+    """ValidateEnsembleConfig's walk: a step must not take inputs that come from different decoupled models."""
+    prev: dict[str, list[str]] = {}
+    nxt: dict[str, list[str]] = {}
+    producer: dict[str, tuple[int, str, bool]] = {}  # tensor → (step index, model, decoupled)
+    for i, (s, smc) in enumerate(steps):
+        for out_t in s.output_map.values():
+            producer[out_t] = (i, s.model_name, smc.model_transaction_policy.decoupled)
+            prev.setdefault(out_t, []).extend(s.input_map.values())
+        for in_t in s.input_map.values():
+            nxt.setdefault(in_t, []).extend(s.output_map.values())
+    label: dict[str, int] = {t.name: 0 for t in mc.input}
+    sibling: dict[int, int] = {}
+    counter = 0
+    queue = [t.name for t in mc.input]
+    while queue:
+        node = queue.pop(0)
+        for n in nxt.get(node, []):
+            if n in label or not all(x in label for x in prev.get(n, [])):
+                continue
+            labels = {label[x] for x in prev[n]}
+            if len(labels) > 1:
+                return [f"in ensemble {mc.name}, step of model '{producer[n][1]}' receives inputs originated from "
+                        "different decoupled models"]
+            step, _, decoupled = producer[n]
+            if step not in sibling:
+                counter += decoupled
+                sibling[step] = counter if decoupled else labels.pop()
+            label[n] = sibling[step]
+            queue.append(n)
+    return []
 
 
 def _consistent(a, b, prefix: str) -> str | None:

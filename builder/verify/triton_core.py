@@ -189,8 +189,8 @@ def _ensembles(scratch: Path, names: list[str]) -> set[str]:
 def check_with_triton(root: Path, names: list[str], *, progress: Progress | None = None,
                       have_gpu: bool = False) -> tuple[dict[str, str | None], dict[str, list[str]], str]:
     """Load a stand-in of each model in one embedded-server start: (name → Triton's refusal or None, name → what
-    the stand-in changed, the server's version line). Plain models load first, concurrently; then ensembles (their
-    steps are loaded already)."""
+    the stand-in changed, the server's version line). Plain models load first, concurrently; then ensembles, one at
+    a time (their steps are loaded already)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError, load_model
@@ -212,9 +212,11 @@ def check_with_triton(root: Path, names: list[str], *, progress: Progress | None
 
             ens = _ensembles(scratch, names)
             result: dict[str, str | None] = {}
-            for batch in ([n for n in names if n not in ens], [n for n in names if n in ens]):
+            # NOTE: ensembles one at a time: two ensembles that name each other, loaded concurrently, may fail
+            # with "no version is available" instead of Triton's cycle message.
+            for batch, workers in (([n for n in names if n not in ens], 8), ([n for n in names if n in ens], 1)):
                 if batch:
-                    with ThreadPoolExecutor(max_workers=min(8, len(batch))) as pool:
+                    with ThreadPoolExecutor(max_workers=min(workers, len(batch))) as pool:
                         result.update(zip(batch, pool.map(one, batch)))
             log = server.log_path.read_text(errors="replace")
         for name, error in result.items():
