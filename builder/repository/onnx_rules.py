@@ -1,4 +1,5 @@
-"""config.pbtxt against the ONNX graph, offline: the onnxruntime backend's own load checks, ported.
+"""config.pbtxt against the ONNX model, offline: the onnxruntime backend's own load checks, ported, on what an
+onnxruntime session reports (ORT infers shapes the graph leaves symbolic; the backend asks the session).
 
 Source: triton-inference-server/onnxruntime_backend, commit 17e5cb23a6fbeb37282eb7079dd0b580cd79530d (branch r24.10):
 src/onnxruntime.cc ModelInstanceState (expected input count, ValidateInputs, ValidateOutputs) and
@@ -48,21 +49,65 @@ def _compare(model: str, tensor: str, model_shape: list[int], dims: list[int], m
     return None
 
 
-def onnx_problems(mc, model_file: Path) -> list[str]:
-    """The onnxruntime backend's checks of mc against the graph in model_file (first failure, as the backend)."""
+ORT_TYPES = {"float": "FP32", "uint8": "UINT8", "int8": "INT8", "uint16": "UINT16", "int16": "INT16",
+             "int32": "INT32", "int64": "INT64", "string": "STRING", "bool": "BOOL", "float16": "FP16",
+             "double": "FP64", "uint32": "UINT32", "uint64": "UINT64", "bfloat16": "BF16"}
+
+
+class _Info:
+    """A tensor as the onnxruntime session reports it (after ORT's own shape inference): elem type, dims."""
+
+    def __init__(self, dtype: str, dims: list[int]):
+        self.dtype, self.dims = dtype, dims
+
+
+def _session_infos(model_file: Path) -> tuple[dict, dict, dict] | str:
+    """(inputs, overridable initializers, outputs) as the backend's session sees them; onnxruntime when
+    installed (it infers shapes the graph leaves symbolic), else the graph after onnx shape inference."""
+    def ort_info(a) -> _Info:
+        t = a.type.removeprefix("tensor(").removesuffix(")")
+        return _Info(ORT_TYPES.get(t, t), [d if isinstance(d, int) and d >= 0 else -1 for d in (a.shape or [])])
+
+    try:
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        sess = ort.InferenceSession(str(model_file), opts, providers=["CPUExecutionProvider"])
+        return ({a.name: ort_info(a) for a in sess.get_inputs()},
+                {a.name: ort_info(a) for a in sess.get_overridable_initializers()},
+                {a.name: ort_info(a) for a in sess.get_outputs()})
+    except ImportError:
+        pass
+    except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types on a bad model
+        return f"{model_file.name} does not load in onnxruntime: {type(e).__name__}: {str(e).splitlines()[0]}"
     try:
         import onnx
     except ImportError:
-        return []
+        return {}, {}, {}
     try:
-        graph = onnx.load(str(model_file), load_external_data=False).graph
+        graph = onnx.shape_inference.infer_shapes(onnx.load(str(model_file), load_external_data=False)).graph
     except Exception as e:  # noqa: BLE001 - onnx raises DecodeError and friends on a damaged file
-        return [f"{model_file.name} is not a readable ONNX model: {type(e).__name__}: {e}"]
+        return f"{model_file.name} is not a readable ONNX model: {type(e).__name__}: {e}"
+
+    def info(v) -> _Info:
+        elem = v.type.tensor_type.elem_type
+        return _Info(ONNX_TYPES.get(elem, f"onnx element type {elem}"), _shape(v))
+
+    inits = {i.name for i in graph.initializer}
+    return ({v.name: info(v) for v in graph.input if v.name not in inits},
+            {v.name: info(v) for v in graph.input if v.name in inits}, {v.name: info(v) for v in graph.output})
+
+
+def onnx_problems(mc, model_file: Path) -> list[str]:
+    """The onnxruntime backend's checks of mc against the model in model_file (first failure, as the backend)."""
+    infos = _session_infos(model_file)
+    if isinstance(infos, str):
+        return [infos]
+    inputs, overridable, outputs = infos
+    if not (inputs or outputs):
+        return []
     name = mc.name or model_file.parent.parent.name
-    initializers = {i.name for i in graph.initializer}
-    inputs = {v.name: v for v in graph.input if v.name not in initializers}
-    overridable = {v.name: v for v in graph.input if v.name in initializers}
-    outputs = {v.name: v for v in graph.output}
     expected = sum(1 for t in mc.input if not t.optional) + len(mc.batch_input)
     if mc.HasField("sequence_batching"):
         kinds = {c.kind for ci in mc.sequence_batching.control_input for c in ci.control}
@@ -95,13 +140,12 @@ def _check_tensor(model: str, t, known: dict, kind: str, mbs: int, *, exact: boo
         allowed = ", ".join(sorted(known))
         return f"unexpected inference {kind} '{t.name}', allowed {kind}s are: {allowed}"
     dtype = model_config_pb2().DataType.Name(t.data_type)
-    elem = known[t.name].type.tensor_type.elem_type
-    theirs = ONNX_TYPES.get(elem, f"onnx element type {elem}")
+    theirs = known[t.name].dtype
     if dtype != f"TYPE_{theirs}":
         return (f"unable to load model '{model}', configuration expects datatype {dtype} for {kind} '{t.name}', "
                 f"model provides TYPE_{theirs}")
     dims = list(t.reshape.shape) if t.HasField("reshape") else list(t.dims)
-    model_shape = _shape(known[t.name])
+    model_shape = known[t.name].dims
     if kind == "input" and t.allow_ragged_batch:
         if model_shape != [-1]:
             return (f"unable to load model '{model}', configuration expects model provides input with shape [-1]  "

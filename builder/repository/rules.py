@@ -26,7 +26,9 @@ class Finding:
         return {"model": self.model, "check": self.check, "ok": self.ok, "detail": self.detail}
 
 
-def check_model_dir(model_dir: Path) -> list[Finding]:
+def check_model_dir(model_dir: Path, *, model_files: bool = False) -> list[Finding]:
+    """Triton's load rules on one model directory; model_files: also open the model files (the ONNX graph
+    through onnxruntime: verify does, a build does not pay for it)."""
     name = model_dir.name
     out: list[Finding] = []
 
@@ -88,7 +90,7 @@ def check_model_dir(model_dir: Path) -> list[Finding]:
         add("llmapi", _llmapi_problems(mc, model_dir, versions), "model.yaml consistent with config.pbtxt")
 
     add("triton-rules", model_problems(mc, model_dir), "Triton's config rules (model_config_utils, ported) hold")
-    if backend == "onnxruntime" or (not backend and mc.platform == "onnxruntime_onnx"):
+    if model_files and (backend == "onnxruntime" or (not backend and mc.platform == "onnxruntime_onnx")):
         from tritonbuild.repository.onnx_rules import onnx_problems
 
         files = [model_dir / str(v) / (mc.default_model_filename or "model.onnx") for v in versions]

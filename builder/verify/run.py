@@ -54,7 +54,7 @@ def static_checks(root: Path, manifest: Manifest) -> list[StaticCheck]:
                            detail="; ".join(problems) or f"{len(manifest.files)} files match their sha256"))
     out.extend(_binding_checks(manifest))
     for name in sorted({m.name for m in manifest.models}):
-        out.extend(StaticCheck(**f.to_dict()) for f in check_model_dir(root / name))
+        out.extend(StaticCheck(**f.to_dict()) for f in check_model_dir(root / name, model_files=True))
     return out
 
 
@@ -228,10 +228,12 @@ def lint(root: Path, *, progress: Progress | None = None) -> VerificationReport:
     say = progress or (lambda _msg: None)
     names = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not names:
-        raise VerifyError(f"{root} holds no model directory and no {MANIFEST_NAME}",
-                          hint="pass a Triton model repository (one directory per model) or a tritonbuild OUT")
+        raise VerifyError(f"{root} is not a tritonbuild repository (no {MANIFEST_NAME}) and holds no model "
+                          "directory to check", hint="build it with 'tritonbuild build RECIPES -o DIR', or pass a "
+                          "Triton model repository (one directory per model)")
     say("static checks")
-    static = [StaticCheck(**f.to_dict()) for name in names for f in check_model_dir(root / name)]
+    static = [StaticCheck(**f.to_dict()) for name in names
+              for f in check_model_dir(root / name, model_files=True)]
     static += core_checks(root, names, say)
     return VerificationReport(manifest_digest="", toolchain=fingerprint(), static=static, models=[],
                               passed=all(c.ok for c in static))
