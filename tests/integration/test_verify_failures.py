@@ -33,7 +33,7 @@ def test_poll_refusal_shows_the_cause_from_the_server_log(cli, py_recipe, tmp_pa
     out = tmp_path / "OUT"
     assert cli("build", py_recipe, "-o", out).exit_code == 0
     cfg = out / "doubler" / "config.pbtxt"
-    # The static rules see it too; remove their verdict to see the live one: verify reads the file Triton reads.
+    from tritonbuild.repository.manifest import read_manifest
     from tritonbuild.verify import run
 
     cfg.write_text(cfg.read_text() + "dynamic_batching { preserve_ordering: true default_queue_policy { "
@@ -41,7 +41,7 @@ def test_poll_refusal_shows_the_cause_from_the_server_log(cli, py_recipe, tmp_pa
     from tritonbuild.server.embedded import EmbeddedServer
 
     with EmbeddedServer(out) as server:
-        errors = run._load_all(server, [run.read_repository(out).model("doubler")])
+        errors = run._load_all(server, [read_manifest(out).model("doubler")])
     assert "Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true" in errors["doubler"]
     assert "failed to poll" not in errors["doubler"]
 
