@@ -177,6 +177,15 @@ def _reconcile(key: str, graph: list[TensorSpec], given: list[TensorSpec]) -> li
 def configure(mc, recipe: Recipe) -> None:
     mc.platform = PLATFORM
     mc.backend = "onnxruntime"
+    if recipe.accelerators is not None:  # onnxruntime's execution providers (TensorRT, CUDA, OpenVINO)
+        ea = mc.optimization.execution_accelerators
+        for acc in recipe.accelerators.gpu:
+            a = ea.gpu_execution_accelerator.add()
+            a.name = acc.name
+            for k, v in sorted(acc.model_dump(exclude={"name"}, exclude_none=True).items()):
+                a.parameters[k] = ("true" if v else "false") if isinstance(v, bool) else str(v)
+        for acc in recipe.accelerators.cpu:
+            ea.cpu_execution_accelerator.add().name = acc.name
 
 
 class OnnxRunner:

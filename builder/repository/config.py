@@ -35,15 +35,6 @@ def build_model_config(recipe: Recipe, inputs: list[TensorSpec], outputs: list[T
     if filename:
         mc.default_model_filename = filename
     backend.configure(mc, recipe)  # last: it may refine what the generic fields set (e.g. TensorRT profiles)
-    if getattr(recipe, "accelerators", None) is not None:
-        ea = mc.optimization.execution_accelerators
-        for acc in recipe.accelerators.gpu:
-            a = ea.gpu_execution_accelerator.add()
-            a.name = acc.name
-            for k, v in sorted(acc.model_dump(exclude={"name"}, exclude_none=True).items()):
-                a.parameters[k] = ("true" if v else "false") if isinstance(v, bool) else str(v)
-        for acc in recipe.accelerators.cpu:
-            ea.cpu_execution_accelerator.add().name = acc.name
     if recipe.warmup is not None:
         add_warmup(mc, recipe.warmup, inputs, recipe.verify.dynamic_size, pb2)
     return mc
