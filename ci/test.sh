@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
 # The project's test command (README, second command; .ci/run calls it). Works on a clean clone:
 # creates .venv if needed, installs the project with its test extras, runs the whole suite.
+#   ci/test.sh --fast [ARGS]: the fast lane (unit + CLI mapping; no server, no export, no slow test), for
+#   the edit-test loop; reuses an installed .venv. .ci/run runs the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+FAST=0
+if [ "${1:-}" = "--fast" ]; then
+  FAST=1
+  shift
+  set -- -m "not slow and not triton and not s3 and not gpu" tests/unit tests/cli "$@"
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-# Exact versions from ci/constraints.txt (torch==2.13.0 is the CPU build on local disk on these machines).
-.venv/bin/python -m pip install -q --disable-pip-version-check -c ci/constraints.txt -e '.[test]'
+if [ "$FAST" = 0 ] || [ ! -x .venv/bin/tritonbuild ]; then
+  # Exact versions from ci/constraints.txt (torch==2.13.0 is the CPU build on local disk on these machines).
+  .venv/bin/python -m pip install -q --disable-pip-version-check -c ci/constraints.txt -e '.[test]'
+fi
 # NOTE: the embedded tritonserver's Python stub imports this venv's packages; keep the caller's
 # VIRTUAL_ENV (if any) from leaking into it.
 unset VIRTUAL_ENV

@@ -32,9 +32,20 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason=reason))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache(tmp_path_factory):
+    """Fixtures wider than a test (module/class builds) get a session build cache, never the user's."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TRITONBUILD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+    yield
+    mp.undo()
+
+
 @pytest.fixture(autouse=True)
 def _isolate(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("TRITONBUILD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+    """Each test its own build cache (and so its own file-hash cache, which lives beside it): no test sees
+    another's steps, so results do not depend on which tests ran before."""
+    monkeypatch.setenv("TRITONBUILD_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
 
 
 @pytest.fixture

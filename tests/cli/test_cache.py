@@ -110,6 +110,7 @@ def test_unwritable_cache_dir_falls_back_with_a_warning(cli, py_recipe, tmp_path
     assert "is not writable" in json.loads(r.stdout)["warnings"][0]
 
 
+@pytest.mark.slow
 def test_two_builds_racing_on_one_cache(py_recipe, tmp_path):
     procs = [subprocess.Popen([sys.executable, "-m", "tritonbuild", "build", str(py_recipe),
                                "-o", str(tmp_path / f"O{i}"), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -157,6 +158,7 @@ def test_matrix_lists_only_uncached_recipes(cli, py_recipe, tmp_path):
     assert gl == {"parallel": {"matrix": []}}
 
 
+@pytest.mark.slow
 def test_large_artifacts_are_linked_not_copied(cli, write, tmp_path):
     big = os.urandom(65 << 20)
     write("model.py", PY_MODEL)

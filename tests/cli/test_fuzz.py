@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from tests.conftest import PY_MODEL
 from tritonbuild.cli import main
 
+pytestmark = pytest.mark.slow  # hundreds of generated cases: the full suite runs them, ci/test.sh --fast does not
+
 
 def fuzz(max_examples: int):
     """A fixed seed (derandomize), no example database, a small budget: the same cases on every run."""

@@ -40,6 +40,7 @@ def test_plan_shows_the_memory_plan(cli, llm_dir):
     assert "GPU memory plan (H200, 140.4 GiB)" in human and "KV cache per token" in human
 
 
+@pytest.mark.slow
 def test_build_without_trtllm_skips_the_engine_and_exits_0(cli, tmp_path, in_root):
     out = tmp_path / "OUT"
     r = cli("build", "recipes/examples", "-o", out, "--json")
@@ -52,6 +53,7 @@ def test_build_without_trtllm_skips_the_engine_and_exits_0(cli, tmp_path, in_roo
     assert strict.exit_code == 5 and "skipped" in strict.stderr and not (tmp_path / "S").exists()
 
 
+@pytest.mark.slow
 def test_assembled_around_a_fixture_engine_matches_golden_configs(cli, tmp_path, in_root):
     out = tmp_path / "OUT"
     r = cli("build", "recipes/examples/tiny-llama-int4.yaml", "-o", out, "--engine", f"tiny-llama={ENGINE}",

@@ -48,6 +48,7 @@ def test_hash_cache_refuses_a_fifo_without_blocking(tmp_path):
         FileHashCache(None).sha256("/dev/zero")
 
 
+@pytest.mark.slow
 def test_replace_dir_never_leaves_the_target_missing(tmp_path):
     target = tmp_path / "OUT"
     target.mkdir()
