@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from tritonbuild.backends import REGISTRY, StepContext, StepSkipped
 from tritonbuild.core.cas import Store
 from tritonbuild.core.fsutil import write_atomic
@@ -134,8 +136,14 @@ def _derived_io(store: Store, mp: ModelPlan, files: dict[str, FileEntry]) -> tup
                 [TensorSpec.model_validate(t) for t in cached["outputs"]])
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    inputs, outputs = REGISTRY.get(mp.backend).derive_io(
-        mp.recipe, {k: store.blob_path(v.sha256) for k, v in files.items()}, recipe_dir=Path(mp.recipe_dir))
+    try:
+        inputs, outputs = REGISTRY.get(mp.backend).derive_io(
+            mp.recipe, {k: store.blob_path(v.sha256) for k, v in files.items()}, recipe_dir=Path(mp.recipe_dir))
+    except ValidationError as e:  # e.g. a graph input named 'a/b': not a tensor name a repository can hold
+        problems = "; ".join(f"{err['msg']}" for err in e.errors())
+        raise BuildError(f"model {mp.name!r}: the built model's inputs/outputs break Triton's naming rules: "
+                         f"{problems}", where=mp.recipe_path,
+                         hint="rename the tensors in the model (e.g. the export's input/output names)") from None
     try:
         write_atomic(memo, pretty_json({"inputs": [t.model_dump(mode="json") for t in inputs],
                                         "outputs": [t.model_dump(mode="json") for t in outputs]}))

@@ -260,3 +260,21 @@ def test_an_unreadable_golden_used_as_warmup_is_a_build_error(cli, py_recipe, tm
     r = cli("build", py_recipe, "-o", tmp_path / "OUT")
     assert r.exit_code == 5 and "is not a readable .npz" in r.stderr, r.stderr
     _no_traceback(r)
+
+
+def test_an_onnx_graph_input_named_like_a_path_is_a_build_error(cli, write, tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("../in", TensorProto.FLOAT, ["batch", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])
+    g = helper.make_graph([helper.make_node("Relu", ["../in"], ["y"])], "g", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, tmp_path / "relu.onnx")
+    p = write("r.yaml", "name: relu\nversion: 1\nbackend: onnxruntime\nsource: {path: relu.onnx}\n"
+                        "max_batch_size: 2\n")
+    r = cli("build", p, "-o", tmp_path / "OUT")
+    assert r.exit_code == 5 and "'../in' is not a valid tensor name" in r.stderr and f"{p}" in r.stderr, r.stderr
+    assert not (tmp_path / "OUT").exists()
+    _no_traceback(r)
