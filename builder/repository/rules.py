@@ -89,6 +89,9 @@ def check_model_dir(model_dir: Path, *, model_files: bool = False) -> list[Findi
     if backend == "python" and any((model_dir / str(v) / "model.yaml").is_file() for v in versions):
         add("llmapi", _llmapi_problems(mc, model_dir, versions), "model.yaml consistent with config.pbtxt")
 
+    owner = REGISTRY.for_triton(backend) if backend else None
+    for check, found, ok in (owner.offline_checks(mc, model_dir, versions) if owner else []):
+        add(check, found, ok)
     add("triton-rules", model_problems(mc, model_dir), "Triton's config rules (model_config_utils, ported) hold")
     if model_files and (backend == "onnxruntime" or (not backend and mc.platform == "onnxruntime_onnx")):
         from tritonbuild.repository.onnx_rules import onnx_problems

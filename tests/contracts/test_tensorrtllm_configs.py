@@ -142,3 +142,27 @@ def test_one_instance_per_device_group_and_orchestrator_mode_for_multi_gpu(kw, g
     assert sum(g.count for g in mc.instance_group) == groups == len(params["gpu_device_ids"].split(";"))
     assert ("executor_worker_path" in params) == orchestrator == cfg.needs_orchestrator(r)
     assert "executor_worker_path" in CPP["guarded"]
+
+
+def test_the_backends_unguarded_list_is_the_recorded_one():
+    assert set(cfg.UNGUARDED) == set(CPP["unguarded"])
+    assert set(cfg.UNGUARDED_VALUES["gpt_model_type"]) == set(CPP["gpt_model_type_values"])
+
+
+def test_verify_flags_a_repository_that_lacks_an_unguarded_parameter(cli, tmp_path, in_root):
+    """A repository built before #9 (or hand-edited) fails `tritonbuild verify` offline, naming the key, instead
+    of failing to load on the GPU server."""
+    from tritonbuild.triton.config import parse, render
+
+    out = tmp_path / "OUT"
+    r = cli("build", "recipes/examples/tiny-llama-int4.yaml", "-o", out, "--engine",
+            f"tiny-llama={ROOT / 'tests/fixtures/engines/tiny-llama-w4a16'}")
+    assert r.exit_code == 0, r.stderr
+    cfg_path = out / "tiny-llama_tensorrt_llm" / "config.pbtxt"
+    mc = parse(cfg_path.read_bytes())
+    del mc.parameters["xgrammar_tokenizer_info_path"]
+    cfg_path.write_bytes(render(mc))
+    report = json.loads(cli("verify", out, "--json").stdout)
+    bad = {c["check"]: c["detail"] for c in report["static"] if not c["ok"]}
+    assert set(bad) == {"tensorrtllm.parameters", "manifest"}  # the manifest notices the hand edit too
+    assert "Cannot find parameter with name: xgrammar_tokenizer_info_path" in bad["tensorrtllm.parameters"]

@@ -38,5 +38,17 @@ class TensorRTLLMBackend(Backend):
     def emit(self, bm, root: Path, store, manifest_model, built: dict) -> list:
         return emit(bm, root, store, manifest_model)
 
+    def offline_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
+        """What the C++ backend's ModelInstanceState reads without a default (a repository built before #9, or
+        hand-edited, fails to load otherwise)."""
+        from tritonbuild.backends.tensorrtllm.configs import UNGUARDED, UNGUARDED_VALUES
+
+        params = {k: v.string_value for k, v in mc.parameters.items()}
+        problems = [f"parameter {k} is missing: the tensorrtllm backend fails the load with 'Cannot find "
+                    f"parameter with name: {k}' (set it, \"\" = off)" for k in UNGUARDED if k not in params]
+        problems += [f"parameter {k} = {params[k]!r}, the backend accepts {', '.join(ok)}"
+                     for k, ok in UNGUARDED_VALUES.items() if k in params and params[k] not in ok]
+        return [("tensorrtllm.parameters", problems, "every parameter the backend reads unguarded is set")]
+
 
 BACKEND = TensorRTLLMBackend()

@@ -101,6 +101,8 @@ PASSTHROUGH_OUTPUTS = [("cum_log_probs", "TYPE_FP32", [-1]), ("output_log_probs"
 LOGITS_OUTPUTS = [("context_logits", [-1, -1]), ("generation_logits", [-1, -1, -1])]
 # parameters the C++ backend reads outside any try block (model_instance_state.cc): a missing one fails the
 # load with "Cannot find parameter with name: …"; "" = the feature (guided decoding) is off
+UNGUARDED = ("gpt_model_type", "tokenizer_dir", "xgrammar_tokenizer_info_path", "guided_decoding_backend")
+UNGUARDED_VALUES = {"gpt_model_type": ("V1", "v1", "inflight_batching", "inflight_fused_batching")}
 # NOTE: upstream's BLS template (alone) reshapes these to scalars
 BLS_SCALARS = ("return_log_probs", "return_context_logits", "return_generation_logits", "num_return_sequences")
 UNGUARDED_EMPTY = ("tokenizer_dir", "xgrammar_tokenizer_info_path", "guided_decoding_backend")
