@@ -85,6 +85,24 @@ def emit(bm, root: Path, store, manifest_model) -> list:
                                 "serving_image": r.image.triton_image})]
 
 
+def load_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
+    """What the vLLM backend needs to load a model (offline, from config.pbtxt and model.json)."""
+    p = []
+    if mc.max_batch_size != 0:
+        p.append("the vLLM backend needs max_batch_size 0 (it batches internally)")
+    if not mc.model_transaction_policy.decoupled:
+        p.append("the vLLM backend needs model_transaction_policy.decoupled: true")
+    if any(type(g).Kind.Name(g.kind) != "KIND_MODEL" for g in mc.instance_group):
+        p.append("use instance_group kind KIND_MODEL (KIND_GPU fails with tensor/pipeline parallelism)")
+    for v in versions:
+        try:
+            doc = json.loads((model_dir / str(v) / "model.json").read_text())
+            if "model" not in doc:
+                p.append(f"{v}/model.json has no 'model'")
+        except (OSError, ValueError) as e:
+            p.append(f"{v}/model.json is not valid JSON: {e}")
+    return p
+
 class VLLMBackend(Backend):
     name = NAME
     recipe_type = VLLMRecipe
@@ -100,6 +118,10 @@ class VLLMBackend(Backend):
 
     def emit(self, bm, root: Path, store, manifest_model, built: dict) -> list:
         return emit(bm, root, store, manifest_model)
+
+    def offline_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
+        return [("vllm", load_problems(mc, model_dir, versions), "decoupled, max_batch_size 0, KIND_MODEL, "
+                 "model.json")]
 
 
 BACKEND = VLLMBackend()

@@ -84,8 +84,9 @@ def check_model_dir(model_dir: Path, *, model_files: bool = False) -> list[Findi
     if mc.platform != "ensemble" and backend != "tensorrtllm":
         add("model_file", problems, f"{mc.default_model_filename or defaults.get(backend, {}).get('', '?')} "
             f"present in every version")
-    if backend == "vllm":
-        add("vllm", _vllm_problems(mc, model_dir, versions), "decoupled, max_batch_size 0, KIND_MODEL, model.json")
+    owner = REGISTRY.for_manifest(backend)  # the backend's own load checks (e.g. vLLM's)
+    for check, found, ok_detail in owner.offline_checks(mc, model_dir, versions) if owner else []:
+        add(check, found, ok_detail)
     if backend == "python" and any((model_dir / str(v) / "model.yaml").is_file() for v in versions):
         add("llmapi", _llmapi_problems(mc, model_dir, versions), "model.yaml consistent with config.pbtxt")
 
@@ -120,26 +121,6 @@ def _engine_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
             return []
     return [f"gpt_model_path {path!r} does not point inside this model's version directory "
             f"(expected '<mount>/{model_dir.name}/<version>/engine'): the repository is not relocatable"]
-
-
-def _vllm_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
-    import json
-
-    p = []
-    if mc.max_batch_size != 0:
-        p.append("the vLLM backend needs max_batch_size 0 (it batches internally)")
-    if not mc.model_transaction_policy.decoupled:
-        p.append("the vLLM backend needs model_transaction_policy.decoupled: true")
-    if any(type(g).Kind.Name(g.kind) != "KIND_MODEL" for g in mc.instance_group):
-        p.append("use instance_group kind KIND_MODEL (KIND_GPU fails with tensor/pipeline parallelism)")
-    for v in versions:
-        try:
-            doc = json.loads((model_dir / str(v) / "model.json").read_text())
-            if "model" not in doc:
-                p.append(f"{v}/model.json has no 'model'")
-        except (OSError, ValueError) as e:
-            p.append(f"{v}/model.json is not valid JSON: {e}")
-    return p
 
 
 def _llmapi_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:

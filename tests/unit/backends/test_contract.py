@@ -55,6 +55,20 @@ class TestVLLM(BackendContract):
     backend_name, subject = "vllm", "tiny-llama-vllm"
     recipes = (ROOT / "recipes" / "gpu" / "tiny-llama-vllm.yaml",)
 
+    def test_its_own_load_checks_run_through_the_registry(self, built):
+        from tritonbuild.repository.rules import check_model_dir
+
+        _result, out = built
+        config = out / self.subject / "config.pbtxt"
+        text = config.read_text()
+        assert "max_batch_size: 0" in text
+        config.write_text(text.replace("max_batch_size: 0", "max_batch_size: 4"))
+        try:
+            findings = {f.check: f for f in check_model_dir(out / self.subject)}
+        finally:
+            config.write_text(text)
+        assert not findings["vllm"].ok and "needs max_batch_size 0" in findings["vllm"].detail
+
 
 class TestEnsemble(BackendContract):
     backend_name, subject = "ensemble", "risk-pipeline"
