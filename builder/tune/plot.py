@@ -10,6 +10,7 @@ def plot(report: dict, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker  # noqa: F401 (formatters below)
 
     loads = report["loads"]
     fig, axes = plt.subplots(1, len(loads), figsize=(5.5 * len(loads), 4.6), squeeze=False)
@@ -37,6 +38,8 @@ def plot(report: dict, path: Path) -> None:
         if ceiling and load == report["top_load"]:
             ax.axhline(ceiling, color="black", linestyle=":", linewidth=1, label="load generator ceiling")
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
         ax.set_xlabel("p99 latency (ms, log)")
         ax.set_ylabel("throughput (req/s)")
         ax.set_title(f"{report['model']} @ {load}")
