@@ -58,9 +58,9 @@ class _TransferReporter:
             self.plain(self._line())
 
     def _line(self) -> str:
-        mib = 1 << 20
+        unit, scale = ("MiB", 1 << 20) if self.total >= 1 << 20 else ("KiB", 1 << 10)
         pct = 100 * self.done // self.total if self.total else 100
-        return f"{self.description}: {self.done / mib:.1f}/{self.total / mib:.1f} MiB ({pct}%)"
+        return f"{self.description}: {self.done / scale:.1f}/{self.total / scale:.1f} {unit} ({pct}%)"
 
     def advance(self, nbytes: int) -> None:
         if self.rich and self.task is not None:

@@ -144,6 +144,8 @@ def serve_command(repository: str, http_port: int, grpc_port: int, metrics_port:
                                           ports=(http_port, grpc_port, metrics_port), log_path=log_file,
                                           log_verbose=log_verbose, poll_secs=poll_secs)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    # NOTE: started in the background by a script, SIGINT arrives ignored; serve always stops on it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         server.start()
         if control == "explicit":

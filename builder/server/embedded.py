@@ -43,6 +43,12 @@ def pytriton_dir() -> Path:
     import importlib.util
 
     spec = importlib.util.find_spec("pytriton")
+    if (spec is None or not spec.submodule_search_locations) and sys.version_info >= (3, 13):
+        raise ServerStartError("the embedded tritonserver is not available on Python 3.13: its Python-backend stub "
+                               "needs numpy < 2, which has no wheel for Python 3.13 (so tritonbuild[embedded] "
+                               "installs nothing here)",
+                               hint="verify against a running server with --server URL (e.g. 'tritonbuild serve OUT' "
+                                    "from a Python 3.10-3.12 environment), or use Python 3.10-3.12")
     if spec is None or not spec.submodule_search_locations:
         raise ServerStartError("nvidia-pytriton is not installed: it provides the embedded tritonserver",
                                hint="pip install 'tritonbuild[embedded]' (nvidia-pytriton), or pass --server URL")
@@ -56,6 +62,7 @@ def free_port() -> int:
 
 
 def _check_numpy() -> None:
+    pytriton_dir()  # NOTE: first: without the server, numpy's version is not the problem to report
     v = metadata.version("numpy")
     if int(v.split(".")[0]) >= 2:
         raise ServerStartError(f"numpy {v} is installed; the Python-backend stub returns empty tensors with "

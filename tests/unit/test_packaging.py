@@ -75,3 +75,18 @@ def test_constraints_pin_exactly_and_keep_the_local_cpu_torch():
 
 def test_no_source_imports_jinja2():
     assert not [p for p in (ROOT / "builder").rglob("*.py") if "jinja2" in p.read_text()]
+
+
+def test_every_python_the_readme_names_is_smoke_tested_in_ci():
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    lo, hi = re.search(r"Python 3\.(\d+)–3\.(\d+), Linux", readme).groups()
+    named = {f"3.{m}" for m in range(int(lo), int(hi) + 1)}
+    script = (ROOT / "ci" / "smoke-pythons.sh").read_text()
+    smoked = set(re.search(r"VERSIONS=\(([\d. ]+)\)", script).group(1).split())
+    ci_venv = "3.11"  # ci/test.sh's own venv runs the whole suite
+    assert named - {ci_venv} <= smoked, f"README names {sorted(named)}; the smoke covers {sorted(smoked)}"
+    assert "ci/smoke-pythons.sh" in (ROOT / "ci" / "test.sh").read_text()
+    meta = _meta()
+    assert meta["requires-python"] == f">=3.{lo},<3.{int(hi) + 1}"
