@@ -147,7 +147,8 @@ def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
         return
     table = Table("model", "live", "complete", "present", "verification", "notes", box=None)
     for m in info["models"]:
-        table.add_row(m["name"], str(m["live"] or "-"), ",".join(map(str, m["complete"])) or "-",
+        live = ",".join(map(str, m.get("serving") or [])) or str(m["live"] or "-")
+        table.add_row(m["name"], live, ",".join(map(str, m["complete"])) or "-",
                       ",".join(map(str, m["present"])) or "-", m["verification"] or "-", "; ".join(m["notes"]))
     print_table(table)
     out.print(f"manifest sha256: {info['manifest_sha256'] or '-'}")

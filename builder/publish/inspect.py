@@ -5,7 +5,7 @@ from __future__ import annotations
 from tritonbuild.core.hashing import sha256_bytes
 from tritonbuild.publish import store
 from tritonbuild.publish.lock import read_lock
-from tritonbuild.publish.protocol import live_version, open_for_read
+from tritonbuild.publish.protocol import live_version, open_for_read, pinned_config
 from tritonbuild.repository.rules import VERSION_RE
 
 
@@ -40,7 +40,9 @@ def list_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
                          "--keep removes them)")
         if live is not None and live not in complete and live not in present:
             notes.append(f"config.pbtxt pins version {live}, which is not present")
-        models.append({"name": name, "live": live, "complete": complete, "present": present, "notes": notes,
+        serving = pm.serving if pm and pm.serving else ([live] if live is not None else [])
+        models.append({"name": name, "live": live, "serving": serving, "complete": complete, "present": present,
+                       "notes": notes,
                        "published_from": pm.versions[pm.live].source_manifest if pm and pm.live in pm.versions
                        else None,
                        "verification": pm.versions[pm.live].verification if pm and pm.live in pm.versions else None})
@@ -69,7 +71,9 @@ def verify_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
         live = pm.versions.get(pm.live) if pm.live is not None else None
         if config is not None and live is not None and live.config_sha256 is not None:
             checked += 1
-            if sha256_bytes(config) != live.config_sha256:
+            own = store.read_text(target, target.path(name, f"config-v{pm.live}.pbtxt"))
+            if own is None or sha256_bytes(own) != live.config_sha256 or \
+                    pinned_config(own, []) != pinned_config(config, []):
                 problems.append(f"{name}/config.pbtxt is not the config version {pm.live} was verified with "
                                 f"({name}/config-v{pm.live}.pbtxt): Triton serves version {pm.live} under "
                                 "another config (run 'tritonbuild rollback TARGET MODEL --to N' to restore it)")

@@ -29,7 +29,9 @@ class PublishedVersion(_Frozen):
 
 
 class PublishedModel(_Frozen):
-    live: int | None = Field(description="The version config.pbtxt pins (the one Triton serves).")
+    live: int | None = Field(description="The newest version config.pbtxt pins (the one Triton serves).")
+    serving: list[int] = Field(default_factory=list, description="Every version config.pbtxt pins, when the "
+                                                                 "recipe's version_policy serves several.")
     config_sha256: str
     versions: dict[int, PublishedVersion] = Field(description="Complete versions only.")
 

@@ -270,15 +270,50 @@ def _publish_model(p: _Publisher, name: str, versions: list[ManifestModel], stat
             store.write_bytes(target, target.path(name, version_config_name(m.version)), own)
             record = record.model_copy(update={"config_sha256": sha256_bytes(own)})
         complete[m.version] = record
-    live = versions[-1].version
-    new_config = pinned_config(local_config, [live])
+    serving = _serving(p, name, local_config, versions[-1].version, complete)
+    live = serving[-1]
+    new_config = pinned_config(local_config, serving)
     if new_config != current:
         if p.lock is not None:
             p.lock.check_held()
         store.write_bytes(target, config_path, new_config)
         p.actions.append(Action(model=name, version=live, action="switch",
-                                detail=f"config.pbtxt now pins version {live}"))
-    return PublishedModel(live=live, config_sha256=sha256_bytes(new_config), versions=complete)
+                                detail=f"config.pbtxt now pins version{'s' if len(serving) > 1 else ''} "
+                                       f"{', '.join(map(str, serving))}"))
+    return PublishedModel(live=live, serving=serving if len(serving) > 1 else [],
+                          config_sha256=sha256_bytes(new_config), versions=complete)
+
+
+def _serving(p: _Publisher, name: str, local_config: bytes, newest: int, complete: dict) -> list[int]:
+    """The versions config.pbtxt pins: the recipe's version_policy (latest N up to the version published,
+    specific, all) over the COMPLETE versions at the target, so nothing half-written is ever named. Triton serves
+    every pinned version under one config.pbtxt: their own configs (config-v<N>.pbtxt) must match."""
+    vp = parse(local_config).version_policy
+    kind = vp.WhichOneof("policy_choice")
+    if kind == "specific":
+        serving = sorted(set(vp.specific.versions))
+        missing = [v for v in serving if v not in complete]
+        if missing:
+            raise PublishError(f"{name}: version_policy.specific names versions {missing}, which are not complete at "
+                               f"the target (complete: {sorted(complete)})", where=p.target.url,
+                               hint="publish those versions first (each from its build), or change the policy")
+    elif kind == "all":
+        serving = sorted(complete)
+    else:
+        n = vp.latest.num_versions if kind == "latest" else 1
+        serving = sorted(v for v in complete if v <= newest)[-max(n, 1):]
+    if len(serving) > 1:
+        mine = pinned_config(local_config, [])
+        for v in serving:
+            own = store.read_text(p.target, p.target.path(name, version_config_name(v))) \
+                if complete[v].config_sha256 else None
+            if own is None or pinned_config(own, []) != mine:
+                why = "has no stored config" if own is None else "has another config (inputs, outputs or settings)"
+                raise PublishError(f"{name}: version {v} {why}; Triton serves every version a version_policy names "
+                                   f"under one config.pbtxt, so versions {serving} cannot be served side by side",
+                                   where=p.target.url, hint="serve one version (latest 1), or republish the "
+                                   "versions from builds with the same config")
+    return serving
 
 
 def _prune_actions(state: TargetManifest, keep: int | None, live: dict[str, int]) -> list[Action]:
@@ -287,7 +322,7 @@ def _prune_actions(state: TargetManifest, keep: int | None, live: dict[str, int]
     out = []
     for name, pm in state.models.items():
         live_v = live.get(name, pm.live)
-        others = sorted((v for v in pm.versions if v != live_v), reverse=True)
+        others = sorted((v for v in pm.versions if v != live_v and v not in pm.serving), reverse=True)
         for v in others[keep - 1:]:
             out.append(Action(model=name, version=v, action="prune", detail=f"older than the {keep} kept"))
     return out

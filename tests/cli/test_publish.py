@@ -284,3 +284,56 @@ def test_notify_only_the_models_that_changed(cli, repo, tmp_path):
         assert seen == ["/v2/repository/models/doubler/load"] * 2
     finally:
         srv.shutdown()
+
+
+def test_version_policy_serves_versions_side_by_side(cli, repo, tmp_path):
+    """A recipe's version_policy reaches the target: latest 2 pins the two newest complete versions (clients can
+    pin either); an interface change between them is refused (Triton serves every version under one config)."""
+    target = f"file://{tmp_path}/pub"
+    pub = tmp_path / "pub" / "doubler"
+    for v in (1, 2):
+        src = tmp_path / f"src{v}"
+        src.mkdir()
+        (src / "model.py").write_text(PY_MODEL.replace("x * 2", f"x * {v + 1}"))
+        (src / "r.yaml").write_text(PY_RECIPE.replace("version: 1", f"version: {v}").lstrip()
+                                    + "version_policy: {latest: 2}\n")
+        out = tmp_path / f"out{v}"
+        assert cli("build", src / "r.yaml", "-o", out).exit_code == 0
+        _fake_verified(cli, out)
+        r = cli("publish", out, target, "--keep", "1", "--json")
+        assert r.exit_code == 0, r.stderr
+    assert "versions: [1, 2]" in (pub / "config.pbtxt").read_text() or \
+        ("versions: 1" in (pub / "config.pbtxt").read_text() and "versions: 2" in (pub / "config.pbtxt").read_text())
+    info = json.loads(cli("ls", target, "--json").stdout)["models"][0]
+    assert info["serving"] == [1, 2] and info["live"] == 2
+    assert (pub / "1").is_dir()  # --keep 1 never prunes a version that is served
+    assert json.loads(cli("verify", target, "--json").stdout)["passed"]
+
+    src = tmp_path / "src3"
+    src.mkdir()
+    (src / "model.py").write_text(PY_MODEL.replace('"X"', '"A"'))
+    (src / "r.yaml").write_text(PY_RECIPE.replace("version: 1", "version: 3").replace("name: X", "name: A").lstrip()
+                                + "version_policy: {latest: 2}\n")
+    out3 = tmp_path / "out3"
+    assert cli("build", src / "r.yaml", "-o", out3).exit_code == 0
+    _fake_verified(cli, out3)
+    r = cli("publish", out3, target)
+    assert r.exit_code == 7 and "cannot be served side by side" in r.stderr
+    assert "versions: 1" in (pub / "config.pbtxt").read_text()  # still serving 1 and 2
+
+
+def test_version_policy_specific_serves_both_versions_of_one_build(cli, tmp_path):
+    """Two recipes of one model (versions 1 and 2) with version_policy specific [1, 2], built into one OUT."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "model.py").write_text(PY_MODEL)
+    for v in (1, 2):
+        (src / f"r{v}.yaml").write_text(PY_RECIPE.replace("version: 1", f"version: {v}").lstrip()
+                                        + "version_policy: {specific: [1, 2]}\n")
+    out = tmp_path / "out"
+    assert cli("build", src / "r1.yaml", src / "r2.yaml", "-o", out).exit_code == 0
+    _fake_verified(cli, out)
+    target = f"file://{tmp_path}/pub"
+    assert cli("publish", out, target).exit_code == 0
+    info = json.loads(cli("ls", target, "--json").stdout)["models"][0]
+    assert info["serving"] == [1, 2] and info["complete"] == [1, 2]
