@@ -36,7 +36,8 @@ class LoadedRecipe:
 
     @property
     def base_dir(self) -> Path:
-        return self.path.parent
+        """The recipe's directory, absolute (paths in a plan never depend on the cwd a step runs in)."""
+        return self.path.parent.absolute()
 
 
 def _loc_str(loc: tuple) -> str:
