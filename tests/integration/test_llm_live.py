@@ -29,6 +29,7 @@ CORPUS = ["Recipes become repositories.", "Repositories become servers.", "Serve
 TEXTS = ["Servers answer requests.", "Every recipe becomes a repository, checked."]
 MULTIBYTE = "Grüße aus Köln — 東京 ✓"  # bytes the corpus never saw: byte-level tokens split the characters
 CLIENTS = load("clients")
+TOKEN_DELAY_S = 0.05  # the streaming stand-in's time per token
 NP = {"object": np.object_, "bool": np.bool_, "int32": np.int32, "uint64": np.uint64, "float32": np.float32}
 
 
@@ -72,8 +73,8 @@ def group(tmp_path_factory):
         shutil.copytree(work / recipe[:-5], repo, dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("tritonbuild-manifest.json"))
     contract = load("tensorrtllm_backend")["cpp_parameters"]
-    for name in ("tiny-llama", "tiny-stream"):
-        _standin(repo / f"{name}_tensorrt_llm", contract)
+    _standin(repo / "tiny-llama_tensorrt_llm", contract)
+    _standin(repo / "tiny-stream_tensorrt_llm", {**contract, "token_delay_s": TOKEN_DELAY_S})
     # the same model without one unguarded parameter: what every generated repository was before #9
     broken = repo / "broken_tensorrt_llm"
     shutil.copytree(repo / "tiny-llama_tensorrt_llm", broken)
@@ -237,3 +238,20 @@ def test_streaming_against_a_non_decoupled_model_is_refused_with_upstreams_messa
         _infer(server, "tiny-llama", _request(CLIENTS["genai_perf"]["streaming"], TEXTS[0], stream=True),
                ["text_output"])
     assert http  # the HTTP client raised, not the test
+
+
+def test_the_streaming_bls_keeps_concurrent_requests_in_flight(group):
+    """One BLS instance, four concurrent streamed requests: they overlap (each on its own thread), instead of
+    queueing behind each other as a one-request-at-a-time execute() would."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    server, tok = group
+    inputs = _request(CLIENTS["genai_perf"]["streaming"], TEXTS[1], stream=True)
+    one = len(tok.encode(TEXTS[1]).ids) * TOKEN_DELAY_S
+    start = time.monotonic()
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: _stream(server, "tiny-stream_bls", inputs), range(4)))
+    wall = time.monotonic() - start
+    assert all(b"".join(r["text_output"].reshape(-1)[0] for r in res) == TEXTS[1].encode() for res in results)
+    assert wall < 2.5 * one, f"4 requests took {wall:.2f}s, one takes {one:.2f}s: they were serialised"

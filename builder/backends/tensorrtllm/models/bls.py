@@ -4,9 +4,12 @@ Model names, decoupled mode and the optional request inputs it forwards (ensembl
 come from this model's config parameters (the same recipe that configured the tensorrt_llm model). Streaming
 (decoupled, stream: true) accumulates the token ids and sends the text each new token adds; text that ends in
 an incomplete UTF-8 sequence is held back until the next token completes it, so multi-byte characters survive.
+Decoupled, each request runs on its own thread and answers through its response sender, so one instance
+keeps many requests in flight (the engine batches them); non-decoupled, concurrency is the instance count.
 """
 
 import json
+import threading
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -35,6 +38,8 @@ class TritonPythonModel:
         self.post = params["postprocessing_model"]
         self.forward = dict(p.split(":") for p in params.get("request_inputs", "").split(",") if p)
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
+        self.inflight: set[threading.Thread] = set()
+        self.lock = threading.Lock()
 
     def _call(self, model, tensors, names):
         request = pb_utils.InferenceRequest(model_name=model, requested_output_names=names, inputs=tensors)
@@ -101,13 +106,28 @@ class TritonPythonModel:
                     responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))))
             return responses
         for request in requests:
-            sender = request.get_response_sender()
-            try:
-                self._stream(request, sender)
-            except pb_utils.TritonModelException as e:
-                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))),
-                            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            t = threading.Thread(target=self._serve, args=(request,), daemon=True)
+            with self.lock:
+                self.inflight.add(t)
+            t.start()
         return None
+
+    def _serve(self, request):
+        sender = request.get_response_sender()
+        try:
+            self._stream(request, sender)
+        except Exception as e:  # noqa: BLE001 - the client gets the error, the model stays up
+            sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))),
+                        flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        finally:
+            with self.lock:
+                self.inflight.discard(threading.current_thread())
+
+    def finalize(self):
+        with self.lock:
+            pending = list(self.inflight)
+        for t in pending:
+            t.join(timeout=30)
 
     def _stream(self, request, sender):
         stream, llm_request, wanted = self._answer(request)
