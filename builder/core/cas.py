@@ -213,7 +213,12 @@ class Store:
         return {"evicted_records": evicted, "freed_bytes": freed, "kept_bytes": size}
 
     def verify(self) -> dict:
-        """Re-hash every blob; a corrupt blob is deleted and every record using it evicted."""
+        """Re-hash every blob; a corrupt blob is deleted and every record using it evicted. Waits for running
+        builds (the cache lock), like gc."""
+        with self.lock(shared=False):
+            return self._verify()
+
+    def _verify(self) -> dict:
         from tritonbuild.core.hashing import sha256_file
 
         bad = [b.name for b in self.blobs() if sha256_file(b) != b.name]

@@ -16,6 +16,7 @@ from tritonbuild.backends import REGISTRY, StepContext, StepSkipped
 from tritonbuild.core.cas import Store
 from tritonbuild.core.fsutil import write_atomic
 from tritonbuild.core.hashing import pretty_json, sha256_json, tree_files
+from tritonbuild.core.paths import PathProblem, check_tree
 from tritonbuild.errors import BuildError
 from tritonbuild.plan.models import ModelPlan, Plan, PlannedStep
 from tritonbuild.plan.planner import key_material
@@ -33,7 +34,13 @@ def _prebuilt(store: Store, mp: ModelPlan, step: PlannedStep, path: Path,
     files = {}
     prefix = REGISTRY.get(mp.backend).prebuilt_prefix
     prefix = step.kind.split(".", 1)[1] + "/" if prefix is None else prefix
-    for rel in tree_files(path):
+    rels = tree_files(path)
+    try:
+        check_tree(path, rels)  # NOTE: a FIFO would block the copy; a link to /dev/zero would never end
+    except (PathProblem, OSError) as e:
+        raise BuildError(f"--engine {path}: {e}", hint="an engine directory holds regular files (symlinks only to "
+                         "files inside it)") from None
+    for rel in rels:
         digest, size = store.put_file(path / rel)
         files[f"{prefix}{rel.as_posix()}"] = FileEntry(sha256=digest, size=size)
     return files, StepOutcome(kind=step.kind, cache_key=step.cache_key, status="prebuilt", reason=f"--engine {path}",

@@ -278,3 +278,13 @@ def test_an_onnx_graph_input_named_like_a_path_is_a_build_error(cli, write, tmp_
     assert r.exit_code == 5 and "'../in' is not a valid tensor name" in r.stderr and f"{p}" in r.stderr, r.stderr
     assert not (tmp_path / "OUT").exists()
     _no_traceback(r)
+
+
+def test_an_engine_directory_holding_a_fifo_is_refused_without_blocking(cli, tmp_path, in_root):
+    engine = tmp_path / "engine"
+    shutil.copytree(in_root / "tests" / "fixtures" / "engines" / "tiny-llama-w4a16", engine)
+    os.mkfifo(engine / "rank1.engine")
+    r = cli("build", "recipes/examples/tiny-llama-int4.yaml", "-o", tmp_path / "OUT", "--engine",
+            f"tiny-llama={engine}")
+    assert r.exit_code == 5 and "rank1.engine is not a regular file (a FIFO)" in r.stderr, r.stderr
+    assert not (tmp_path / "OUT").exists()

@@ -148,3 +148,15 @@ def test_check_tree_allows_hugging_face_snapshot_links(tmp_path):
     (snap / "zero.bin").symlink_to("/dev/zero")
     with pytest.raises(PathProblem, match="outside"):
         check_tree(snap, [__import__("pathlib").Path("zero.bin")])
+
+
+def test_cache_verify_waits_for_a_running_build(tmp_path):
+    store = Store(tmp_path / "cache")
+    done = threading.Event()
+    with store.lock(shared=True):
+        t = threading.Thread(target=lambda: (store.verify(), done.set()))
+        t.start()
+        time.sleep(0.3)
+        assert not done.is_set()
+    t.join(10)
+    assert done.is_set()
