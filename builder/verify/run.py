@@ -15,6 +15,7 @@ from tritonbuild.core.fsutil import write_atomic
 from tritonbuild.core.hashing import pretty_json, sha256_file
 from tritonbuild.core.npz import read_npz, write_npz
 from tritonbuild.core.paths import PathProblem, is_inside, regular_file
+from tritonbuild.core.secrets import redact
 from tritonbuild.core.toolchain import fingerprint
 from tritonbuild.errors import VerifyError
 from tritonbuild.repository.assemble import golden_name, write_manifest
@@ -329,7 +330,7 @@ def _path_for(m: ManifestModel, server_url: str | None, manifest: Manifest | Non
               _seen: frozenset[str] = frozenset()) -> tuple[str, str]:
     tc = fingerprint()
     if server_url:
-        return "live-server", f"tritonserver at {server_url}"
+        return "live-server", f"tritonserver at {redact(server_url)}"
     if m.name in _seen:
         return "none", f"not run: {m.name!r} depends on itself through {sorted(_seen)} (a cycle Triton refuses)"
     if m.depends_on and manifest is not None:

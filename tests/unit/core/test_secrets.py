@@ -36,3 +36,13 @@ def test_redact_removes_secret_env_values(monkeypatch):
 def test_has_userinfo():
     assert has_userinfo("s3://KEY:SECRET@bucket/p") and has_userinfo("http://token@host:8000")
     assert not has_userinfo("s3://bucket/p") and not has_userinfo("file:///a/b@c")
+
+
+def test_the_report_records_a_server_url_without_its_credentials():
+    from tritonbuild.verify.run import _path_for
+
+    class M:
+        depends_on, target, backend, llm = [], "cpu", "python", None
+
+    path, detail = _path_for(M(), "http://ci:s3cr3tPW@triton.internal:8000")
+    assert path == "live-server" and "s3cr3tPW" not in detail and "triton.internal:8000" in detail
