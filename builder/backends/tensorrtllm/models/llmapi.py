@@ -3,11 +3,14 @@
 model.yaml next to this file holds the LLM() constructor arguments (written by tritonbuild from the recipe);
 the checkpoint is packaged in this version directory and found relative to it. Inputs and outputs are
 upstream's llmapi model's (text_input, streaming, sampling_param_*, return_finish_reason / stop_reason /
-cumulative_logprob). In decoupled mode every request answers through its response sender: with streaming,
-one response per new piece of text; a request the client cancels is aborted.
+cumulative_logprob). In decoupled mode every request runs on its own thread (the LLM API batches them) and
+answers through its response sender: with streaming, one response per new piece of text (`async for` over
+generate_async, as TensorRT-LLM's examples do); a request the client cancels is aborted.
 """
 
+import asyncio
 import os
+import threading
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -78,28 +81,34 @@ class TritonPythonModel:
                 responses.append(self._response(out, out.text, wanted))
             return responses
         for request in requests:
-            sender = request.get_response_sender()
-            try:
-                prompt, params, streaming, wanted = self._request(request)
-                if streaming:
-                    result = self.llm.generate_async(prompt, sampling_params=params, streaming=True)
-                    sent = 0
-                    for step in result:
-                        if sender.is_cancelled():
-                            result.abort()
-                            break
-                        out = step.outputs[0]
-                        if len(out.text) > sent:
-                            sender.send(self._response(out, out.text[sent:], wanted))
-                            sent = len(out.text)
-                else:
-                    out = self.llm.generate(prompt, sampling_params=params).outputs[0]
-                    sender.send(self._response(out, out.text, wanted))
-                sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-            except Exception as e:  # noqa: BLE001 - the client gets the error, the model stays up
-                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))),
-                            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            threading.Thread(target=self._serve, args=(request,), daemon=True).start()
         return None
+
+    def _serve(self, request):
+        sender = request.get_response_sender()
+        try:
+            prompt, params, streaming, wanted = self._request(request)
+            if streaming:
+                asyncio.run(self._stream(prompt, params, wanted, sender))
+            else:
+                out = self.llm.generate(prompt, sampling_params=params).outputs[0]
+                sender.send(self._response(out, out.text, wanted))
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        except Exception as e:  # noqa: BLE001 - the client gets the error, the model stays up
+            sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))),
+                        flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    async def _stream(self, prompt, params, wanted, sender):
+        result = self.llm.generate_async(prompt, sampling_params=params, streaming=True)
+        sent = 0
+        async for step in result:
+            if sender.is_cancelled():
+                result.abort()
+                return
+            out = step.outputs[0]
+            if len(out.text) > sent:
+                sender.send(self._response(out, out.text[sent:], wanted))
+                sent = len(out.text)
 
     def finalize(self):
         self.llm.shutdown()

@@ -1,0 +1,92 @@
+"""runtime: pytorch live in the embedded tritonserver: the generated LLM-API Python model and model.yaml, with
+TensorRT-LLM's LLM API replaced by a stand-in that enforces the recorded argument contract
+(tests/fixtures/llm/fake_tensorrt_llm: TorchLlmArgs fields, _TorchLLM's refusal of TrtLlmArgs-only ones).
+Requests use upstream's llmapi interface; the streaming model is decoupled and answers through its sender."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import yaml
+
+from tests.conftest import EXAMPLES, ROOT
+from tests.contracts.facts import FACTS
+from tests.integration.test_llm_live import _stream
+from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
+
+pytestmark = [pytest.mark.triton, pytest.mark.slow]
+FAKE = ROOT / "tests" / "fixtures" / "llm" / "fake_tensorrt_llm"
+PROMPT = "Grüße, servers answer requests."
+
+
+def _fake(vdir) -> None:
+    shutil.copytree(FAKE, vdir / "tensorrt_llm")
+    shutil.copy(FACTS / "llm_args.json", vdir / "tensorrt_llm" / "llm_args.json")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    from click.testing import CliRunner
+
+    from tritonbuild.cli import main
+
+    work = tmp_path_factory.mktemp("llmapi")
+    repo = work / "REPO"
+    shutil.copytree(EXAMPLES / "tiny-llama", work / "tiny-llama")
+    base = (EXAMPLES / "tiny-llama-int4.yaml").read_text().replace("quantization: int4_weight_only",
+                                                                   "quantization: none\nruntime: pytorch")
+    for name, streaming in (("pt", "false"), ("pt-stream", "true")):
+        (work / f"{name}.yaml").write_text(base.replace("name: tiny-llama\n", f"name: {name}\n")
+                                           .replace("streaming: false", f"streaming: {streaming}"))
+        r = CliRunner().invoke(main, ["build", str(work / f"{name}.yaml"), "-o", str(work / name)],
+                               catch_exceptions=False)
+        assert r.exit_code == 0, r.stderr
+        shutil.copytree(work / name, repo, dirs_exist_ok=True, ignore=shutil.ignore_patterns("tritonbuild-*"))
+        _fake(repo / name / "1")
+    # what runtime: pytorch wrote before #9: quant_config, which the PyTorch backend refuses at LLM()
+    shutil.copytree(repo / "pt", repo / "pt-old")
+    (repo / "pt-old" / "config.pbtxt").write_text((repo / "pt" / "config.pbtxt").read_text()
+                                                  .replace('name: "pt"', 'name: "pt-old"'))
+    spec = yaml.safe_load((repo / "pt-old" / "1" / "model.yaml").read_text())
+    (repo / "pt-old" / "1" / "model.yaml").write_text(yaml.safe_dump({**spec, "quant_config": {"quant_algo": "FP8"}}))
+    with EmbeddedServer(repo) as s:
+        s.load("pt")
+        s.load("pt-stream")
+        yield s
+
+
+def _inputs(**extra) -> dict:
+    d = {"text_input": np.array([PROMPT.encode()], dtype=np.object_),
+         "sampling_param_max_tokens": np.array([12], dtype=np.int32)}
+    d.update(extra)
+    return d
+
+
+def test_a_model_yaml_with_trt_only_arguments_fails_the_load_with_upstreams_message(server):
+    with pytest.raises(ModelLoadError, match="specific to TensorRT backend and cannot be used with PyTorch"):
+        server.load("pt-old")
+
+
+def test_non_streaming_request_with_sampling_params(server):
+    import tritonclient.http as http
+    from tritonclient.utils import np_to_triton_dtype
+
+    client = http.InferenceServerClient(server.http_url)
+    inputs = _inputs(return_finish_reason=np.array([True]), sampling_param_stop=np.array([b"r"], dtype=np.object_))
+    reqs = []
+    for name, arr in inputs.items():
+        i = http.InferInput(name, list(arr.shape), np_to_triton_dtype(arr.dtype))
+        i.set_data_from_numpy(arr)
+        reqs.append(i)
+    res = client.infer("pt", reqs, outputs=[http.InferRequestedOutput("text_output"),
+                                            http.InferRequestedOutput("finish_reason")])
+    assert res.as_numpy("text_output")[0].decode() == PROMPT[:12].split("r")[0]
+    assert res.as_numpy("finish_reason")[0] == b"length"
+
+
+def test_streaming_sends_the_text_piece_by_piece(server):
+    responses = _stream(server, "pt-stream", _inputs(streaming=np.array([True])))
+    pieces = [r["text_output"].reshape(-1)[0].decode() for r in responses]
+    assert len(pieces) > 1 and "".join(pieces) == PROMPT[:12]
