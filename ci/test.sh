@@ -10,7 +10,7 @@ FAST=0
 if [ "${1:-}" = "--fast" ]; then
   FAST=1
   shift
-  set -- -m "not slow and not triton and not s3 and not gpu" tests/unit tests/cli "$@"
+  set -- -m "not slow and not triton and not s3 and not gpu" tests/unit tests/cli tests/contracts "$@"
 fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv

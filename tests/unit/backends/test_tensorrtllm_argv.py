@@ -1,4 +1,6 @@
-"""The exact command lines tritonbuild runs for each recipe shape (TensorRT-LLM cannot run here)."""
+"""Values tritonbuild chooses in its command lines (AWQ block and calibration sizes, every trtllm-build limit, the
+LLM-API spec). Whether each flag exists and takes that value is tests/contracts/test_trtllm_argv.py's job, against
+TensorRT-LLM's recorded argparse sets, over the whole family × quantization × KV matrix."""
 
 from __future__ import annotations
 
@@ -15,21 +17,6 @@ def _examples(monkeypatch):
 
 def _recipe(**kw) -> LLMRecipe:
     return LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"}, **kw)
-
-
-def test_int4_weight_only_convert():
-    r = _recipe(quantization="int4_weight_only", engine={"tp_size": 2}, serving={"gpu_device_ids": [0, 1]})
-    assert cmd.convert_argv(r, "llama", "/ckpt", "/out") == [
-        "python3", "/app/tensorrt_llm/examples/models/core/llama/convert_checkpoint.py", "--model_dir", "/ckpt",
-        "--output_dir", "/out", "--dtype", "float16", "--use_weight_only", "--weight_only_precision", "int4",
-        "--tp_size", "2", "--pp_size", "1"]
-
-
-def test_unquantized_convert_with_int8_kv():
-    r = _recipe(quantization="none", dtype="bfloat16", kv_cache={"dtype": "int8"})
-    assert cmd.convert_argv(r, "qwen2", "/ckpt", "/out") == [
-        "python3", "/app/tensorrt_llm/examples/models/core/qwen/convert_checkpoint.py", "--model_dir", "/ckpt",
-        "--output_dir", "/out", "--dtype", "bfloat16", "--int8_kv_cache", "--tp_size", "1", "--pp_size", "1"]
 
 
 def test_awq_goes_through_modelopt():
