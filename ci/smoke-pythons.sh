@@ -4,7 +4,8 @@
 # Python-backend model (live in the embedded tritonserver, goldens bit for bit) and an ONNX model from a file
 # (recorded, then verified in-process by onnxruntime).
 # Python 3.13 has no embedded server (its stub needs numpy < 2: no cp313 wheel), so there the README's way out
-# is what runs: verify --server against `tritonbuild serve` started from the 3.12 venv.
+# is what runs: verify --server against `tritonbuild serve` started from the 3.12 venv. Last, the core is
+# installed into an existing environment with numpy 2 / protobuf 5 / tritonclient 2.72, which must keep them.
 # Usage: ci/smoke-pythons.sh [3.10 3.12 3.13]   (PYENV_ROOT/versions/3.X* or python3.X on PATH)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -91,6 +92,31 @@ EOF
   ) || { failed+=("$v"); continue; }
   echo "Python $v: build + verify passed ($((SECONDS - t0)) s in all)"
 done
+# An environment people already have (numpy 2, protobuf 5, tritonclient[http] 2.72): installing the core must
+# leave those versions alone, and the core must work with them (ModelConfig from tritonclient's own schema).
+if PY=$(find_python 3.12); then
+  echo "=== existing environment (Python 3.12: numpy 2.2.6, protobuf 5.29.5, tritonclient 2.72.0)"
+  VENV="$WORK/venv-existing"
+  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --only-binary=:all: numpy==2.2.6 protobuf==5.29.5 \
+    "tritonclient[http]==2.72.0" 2> >(grep -v "is ignored: it is neither" >&2)
+  before=$("$VENV/bin/python" -m pip freeze 2>/dev/null | grep -iE '^(numpy|protobuf|tritonclient)==' | sort)
+  "$VENV/bin/python" -m pip install -q --only-binary=:all: --force-reinstall --no-deps "$WHEEL" \
+    2> >(grep -v "is ignored: it is neither" >&2)
+  "$VENV/bin/python" -m pip install -q --only-binary=:all: "$WHEEL" 2> >(grep -v "is ignored: it is neither" >&2)
+  after=$("$VENV/bin/python" -m pip freeze 2>/dev/null | grep -iE '^(numpy|protobuf|tritonclient)==' | sort)
+  D="$WORK/existing"
+  rm -rf "$D" && mkdir -p "$D"
+  cp -r recipes/examples/feature_normalizer recipes/examples/feature-normalizer.yaml "$D/"
+  if [ "$before" != "$after" ]; then
+    echo "installing tritonbuild changed the environment:"; diff <(echo "$before") <(echo "$after") || true
+    failed+=("existing environment (versions moved)")
+  elif ! (cd "$D" && TRITONBUILD_CACHE_DIR="$D/cache" "$VENV/bin/tritonbuild" build feature-normalizer.yaml -o OUT); then
+    failed+=("existing environment (build)")
+  else
+    echo "existing environment kept $(echo "$after" | tr '\n' ' ')and built"
+  fi
+fi
 if [ ${#failed[@]} -gt 0 ]; then
   echo "smoke FAILED on: ${failed[*]}"
   exit 1

@@ -78,7 +78,8 @@ class Application:
             with self.err.status("working") as status:
                 yield lambda msg: status.update(msg)
             return
-        with PlainProgress(self.err) as progress:
+        # --verbose: every message as it comes; else at most one line per HEARTBEAT_S.
+        with PlainProgress(self.err, interval=0.0 if self.verbosity >= VERBOSE else HEARTBEAT_S) as progress:
             yield progress
 
 
@@ -86,8 +87,9 @@ class PlainProgress:
     """Plain progress lines for logs: the newest message at most every `interval` seconds, and a heartbeat
     with the elapsed time when one step runs long."""
 
-    def __init__(self, console: Console, interval: float = HEARTBEAT_S, clock: Callable[[], float] = time.monotonic):
-        self.console, self.interval, self.clock = console, interval, clock
+    def __init__(self, console: Console, interval: float = HEARTBEAT_S, clock: Callable[[], float] = time.monotonic,
+                 heartbeat: float = HEARTBEAT_S):
+        self.console, self.interval, self.clock, self.heartbeat = console, interval, clock, heartbeat
         self.start = self.last_print = clock()
         self.message: str | None = None
         self.printed: str | None = None
@@ -117,11 +119,11 @@ class PlainProgress:
     def tick(self) -> None:
         """The heartbeat: repeat the newest message (with the elapsed time) when nothing was printed for a while."""
         with self._lock:
-            if self.message is not None and self.clock() - self.last_print >= self.interval:
+            if self.message is not None and self.clock() - self.last_print >= self.heartbeat:
                 self._print()
 
     def _beat(self) -> None:
-        while not self._stop.wait(self.interval / 5):
+        while not self._stop.wait(self.heartbeat / 5):
             self.tick()
 
 

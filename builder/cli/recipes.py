@@ -10,6 +10,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from tritonbuild.cli.app import app
 from tritonbuild.cli.common import (
     _json,
     _progress,
@@ -121,6 +122,7 @@ def build_command(recipes: tuple[Path, ...], output: Path, force: bool, engines:
         if not sep or not name or not path:
             raise click.BadParameter(f"{item!r}: expected MODEL=DIR", param_hint="--engine")
         given[name] = Path(path)
+    app().detail(f"build cache {cache_dir}" + (f", remote cache {cache_url}" if cache_url else ""))
     with _progress(not as_json) as progress:
         result, manifest = api.build_repository(list(recipes), output, force=force, cache_dir=cache_dir,
                                                 progress=progress, engines=given, strict=strict,
@@ -138,6 +140,7 @@ def build_command(recipes: tuple[Path, ...], output: Path, force: bool, engines:
             table.add_row(m.plan.name, str(m.plan.version), s.kind, s.status, s.reason, f"{s.seconds:.2f}")
     print_table(table)
     out.print(f"wrote {output} ({len(manifest.files)} files, manifest {manifest.digest[:16]})")
+    app().detail("toolchain: " + ", ".join(f"{k} {v}" for k, v in sorted(result.toolchain.items())))
 
 
 

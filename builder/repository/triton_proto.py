@@ -73,6 +73,13 @@ FIELDS: dict[str, frozenset[str]] = {
 }
 
 
+def _repeated(field) -> bool:
+    # NOTE: FieldDescriptor.is_repeated exists from protobuf 6.x (where .label is deprecated); the protobuf 4/5
+    # runtimes we support (pyproject: protobuf>=4.25) only have .label.
+    flag = getattr(field, "is_repeated", None)
+    return bool(flag) if flag is not None else field.label == field.LABEL_REPEATED
+
+
 def unknown_fields(message, prefix: str = "") -> list[str]:
     """Set fields of a parsed ModelConfig (any nested message) that Triton 2.51's proto does not have."""
     out = []
@@ -89,7 +96,7 @@ def unknown_fields(message, prefix: str = "") -> list[str]:
             if field.message_type.fields_by_name["value"].message_type is not None:
                 for k, v in value.items():
                     out.extend(unknown_fields(v, f"{path}[{k}]."))
-        elif field.is_repeated:
+        elif _repeated(field):
             for i, v in enumerate(value):
                 out.extend(unknown_fields(v, f"{path}[{i}]."))
         else:

@@ -84,3 +84,12 @@ def test_plain_progress_throttles_and_beats():
     lines = buf.getvalue().splitlines()
     assert lines == ["[    0s] hashing inputs", "[    6s] export text-encoder", "[   12s] export text-encoder"]
     assert "\x1b" not in buf.getvalue()
+
+
+def test_verbose_prints_every_progress_message_and_the_cache_dir(cli, py_recipe, tmp_path):
+    r = cli("build", py_recipe, "-o", tmp_path / "OUT", "-v", "--cache-dir", tmp_path / "c")
+    assert r.exit_code == 0, r.stderr
+    assert f"build cache {tmp_path / 'c'}" in r.stderr and "toolchain: " in r.stderr
+    assert "doubler: python.package" in r.stderr  # the progress line, unthrottled
+    r = cli("build", py_recipe, "-o", tmp_path / "OUT")
+    assert "build cache" not in r.stderr and "toolchain: " not in r.stderr
