@@ -143,4 +143,9 @@ def _llmapi_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
                      f"max_batch_size {mc.max_batch_size}")
         if bool(tc.get("decoupled", False)) != mc.model_transaction_policy.decoupled:
             p.append("model.yaml triton_config.decoupled disagrees with model_transaction_policy.decoupled")
+        trt_only = sorted(k for k in ("quant_config", "calib_config", "build_config") if k in spec)
+        if spec.get("backend") == "pytorch" and trt_only:
+            p.append(f"{v}/model.yaml sets {trt_only} with backend pytorch: TensorRT-LLM refuses it at LLM() ('The "
+                     "following arguments are specific to TensorRT backend and cannot be used with PyTorch "
+                     "backend'); a quantized checkpoint carries its hf_quant_config.json instead")
     return p

@@ -138,3 +138,26 @@ def test_vllm_config_declares_the_backends_whole_interface(tmp_path):
     names = {t.name: DTYPES[t.dtype] for t in vllm.INPUTS}
     for name, (dtype, _) in client.items():
         assert names[name] == {"object": "TYPE_STRING", "bool": "TYPE_BOOL"}[dtype], name
+
+
+def test_verify_flags_a_model_yaml_the_pytorch_backend_refuses(cli, tmp_path, in_root):
+    """A runtime: pytorch repository built before #9 wrote quant_config: verify names it offline."""
+    import shutil
+
+    import yaml
+
+    from tests.conftest import EXAMPLES
+
+    shutil.copytree(EXAMPLES / "tiny-llama", tmp_path / "tiny-llama")
+    text = (EXAMPLES / "tiny-llama-int4.yaml").read_text().replace("quantization: int4_weight_only",
+                                                                 "quantization: none\nruntime: pytorch")
+    (tmp_path / "r.yaml").write_text(text)
+    out = tmp_path / "OUT"
+    assert cli("build", tmp_path / "r.yaml", "-o", out).exit_code == 0
+    path = out / "tiny-llama" / "1" / "model.yaml"
+    path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "quant_config": {"quant_algo": "FP8"}}))
+    from tritonbuild.repository.rules import check_model_dir
+
+    bad = {f.check: f.detail for f in check_model_dir(out / "tiny-llama") if not f.ok}
+    assert "specific to TensorRT backend" in bad["llmapi"]
+    assert set(ARGS["TrtLlmArgs_only"]["fields"]) == {"quant_config", "calib_config", "build_config"}
