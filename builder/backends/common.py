@@ -15,39 +15,40 @@ def is_url(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
 
-def local_source(lr: LoadedRecipe, rel: str, loc: tuple) -> Path:
+def local_source(loaded: LoadedRecipe, rel: str, loc: tuple) -> Path:
     """A local file named by the recipe (relative to the recipe's directory); it must exist."""
     path = Path(rel[len("file://"):] if rel.startswith("file://") else rel)
-    path = path if path.is_absolute() else lr.base_dir / path
+    path = path if path.is_absolute() else loaded.base_dir / path
     if not path.is_file():
         if path.exists() or path.is_symlink():
             try:
                 regular_file(path, "source")
             except (PathProblem, OSError) as e:
-                raise PlanError(str(e), where=lr.where(loc), hint="name a regular file") from None
-        raise PlanError(f"source file not found: {path}", where=lr.where(loc),
+                raise PlanError(str(e), where=loaded.where(loc), hint="name a regular file") from None
+        raise PlanError(f"source file not found: {path}", where=loaded.where(loc),
                         hint="fix the path (relative paths start at the recipe's directory)")
     return path
 
 
-def pinned_digest(lr: LoadedRecipe, path: Path) -> str:
+def pinned_digest(loaded: LoadedRecipe, path: Path) -> str:
     """sha256 of a source file, checked against the recipe's pin when there is one."""
     digest = sha256_input(path)
-    pin = lr.recipe.source.sha256
+    pin = loaded.recipe.source.sha256
     if pin and pin != digest:
-        raise PlanError(f"sha256 of {path} is {digest}, the recipe pins {pin}", where=lr.where(("source", "sha256")),
+        raise PlanError(f"sha256 of {path} is {digest}, the recipe pins {pin}",
+                        where=loaded.where(("source", "sha256")),
                         hint="the file changed: restore the pinned file, or update source.sha256 if the change "
                              "is intended")
     return digest
 
 
-def relative_dest(lr: LoadedRecipe, path: Path, model_dir: Path, loc: tuple) -> str:
+def relative_dest(loaded: LoadedRecipe, path: Path, model_dir: Path, loc: tuple) -> str:
     """Where an extra file lands in the version directory: its path relative to model.py's directory."""
     try:
         return path.resolve().relative_to(model_dir.resolve()).as_posix()
     except ValueError:
         raise PlanError(f"{path} is not inside {model_dir} (model.py's directory), so model.py could not find it "
-                        "at the same relative path", where=lr.where(loc),
+                        "at the same relative path", where=loaded.where(loc),
                         hint="move the file next to model.py or below it") from None
 
 

@@ -24,24 +24,24 @@ ONNX_DTYPES = {1: "fp32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "in
                9: "bool", 10: "fp16", 11: "fp64", 12: "uint32", 13: "uint64", 16: "bf16"}
 
 
-def _module_file(lr: LoadedRecipe, module: str) -> Path:
+def _module_file(loaded: LoadedRecipe, module: str) -> Path:
     rel = Path(*module.split("."))
-    for cand in (lr.base_dir / rel.with_suffix(".py"), lr.base_dir / rel / "__init__.py"):
+    for cand in (loaded.base_dir / rel.with_suffix(".py"), loaded.base_dir / rel / "__init__.py"):
         if cand.is_file():
             return cand
     raise PlanError(f"export module {module!r} not found next to the recipe ({rel}.py)",
-                    where=lr.where(("source", "export", "module")),
+                    where=loaded.where(("source", "export", "module")),
                     hint="put the module beside the recipe, or fix the 'module:function' name")
 
 
-def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
-    r, src = lr.recipe, lr.recipe.source
+def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
+    recipe, src = loaded.recipe, loaded.recipe.source
     if src.export is not None:
         ex = src.export
         mod_name = ex.module.split(":")[0]
-        path = _module_file(lr, mod_name)
+        path = _module_file(loaded, mod_name)
         dyn = ex.dynamic_axes
-        if dyn is None and r.max_batch_size > 0:
+        if dyn is None and recipe.max_batch_size > 0:
             dyn = {n: {0: "batch"} for n in [*ex.inputs, *ex.outputs]}
         params = {"module": ex.module, "seed": ex.seed, "opset": ex.opset, "outputs": list(ex.outputs),
                   "inputs": {k: v.model_dump() for k, v in ex.inputs.items()},
@@ -49,11 +49,11 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
         return [("onnx.export", params, {str(path): sha256_input(path)})]
     if is_url(src.path):
         if not src.sha256:
-            raise PlanError(f"{src.path} is remote and not pinned", where=lr.where(("source", "path")),
+            raise PlanError(f"{src.path} is remote and not pinned", where=loaded.where(("source", "path")),
                             hint="add source.sha256 so that builds are reproducible and cacheable")
         return [("onnx.fetch", {"url": src.path}, {src.path: src.sha256})]
-    path = local_source(lr, src.path, ("source", "path"))
-    return [("onnx.fetch", {}, {str(path): pinned_digest(lr, path)})]
+    path = local_source(loaded, src.path, ("source", "path"))
+    return [("onnx.fetch", {}, {str(path): pinned_digest(loaded, path)})]
 
 
 def module_root(module: str, path: str) -> Path:

@@ -16,19 +16,19 @@ NAME = "python"
 DEFAULT_FILENAME = "model.py"
 
 
-def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
-    src = lr.recipe.source
+def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
+    src = loaded.recipe.source
     if src.path is None or "://" in src.path:
-        raise PlanError("python models take a local model.py as source.path", where=lr.where(("source",)),
+        raise PlanError("python models take a local model.py as source.path", where=loaded.where(("source",)),
                         hint="point source.path at model.py next to the recipe")
-    model_py = local_source(lr, src.path, ("source", "path"))
-    layout = {DEFAULT_FILENAME: pinned_digest(lr, model_py)}
+    model_py = local_source(loaded, src.path, ("source", "path"))
+    layout = {DEFAULT_FILENAME: pinned_digest(loaded, model_py)}
     inputs = {str(model_py): layout[DEFAULT_FILENAME]}
     for i, rel in enumerate(src.files):
-        path = local_source(lr, rel, ("source", "files", i))
-        dest = relative_dest(lr, path, model_py.parent, ("source", "files", i))
+        path = local_source(loaded, rel, ("source", "files", i))
+        dest = relative_dest(loaded, path, model_py.parent, ("source", "files", i))
         if dest in layout:
-            raise PlanError(f"{rel!r} is packaged twice", where=lr.where(("source", "files", i)),
+            raise PlanError(f"{rel!r} is packaged twice", where=loaded.where(("source", "files", i)),
                             hint="list each file once")
         layout[dest] = sha256_input(path)
         inputs[str(path)] = layout[dest]

@@ -30,19 +30,19 @@ def filename(recipe: Recipe) -> str:
     return FILES[ex.format][0] if ex is not None else "model.pt"
 
 
-def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
-    r, src = lr.recipe, lr.recipe.source
+def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
+    recipe, src = loaded.recipe, loaded.recipe.source
     if src.export is None:
         if "://" in src.path:
-            raise PlanError("pytorch sources must be local files", where=lr.where(("source", "path")),
+            raise PlanError("pytorch sources must be local files", where=loaded.where(("source", "path")),
                             hint="download the TorchScript file first")
-        path = local_source(lr, src.path, ("source", "path"))
-        return [("torch.fetch", {}, {str(path): pinned_digest(lr, path)})]
+        path = local_source(loaded, src.path, ("source", "path"))
+        return [("torch.fetch", {}, {str(path): pinned_digest(loaded, path)})]
     ex = src.export
-    path = _module_file(lr, ex.module.split(":")[0])
+    path = _module_file(loaded, ex.module.split(":")[0])
     params = {"module": ex.module, "seed": ex.seed, "format": ex.format, "method": ex.method,
               "outputs": list(ex.outputs), "inputs": {k: v.model_dump() for k, v in ex.inputs.items()},
-              "max_batch_size": r.max_batch_size, "target": "pytorch", "dynamic_axes": {}, "opset": ex.opset,
+              "max_batch_size": recipe.max_batch_size, "target": "pytorch", "dynamic_axes": {}, "opset": ex.opset,
               "archive": 2}  # 2: location-independent TorchScript (normalize_torchscript)
     return [("torch.export", params, {str(path): sha256_input(path)})]
 
@@ -136,7 +136,7 @@ class TorchRunner:
         with self.torch.no_grad():
             result = self.module(*args)
         results = list(result) if isinstance(result, (tuple, list)) else [result]
-        return {t.name: r.numpy() for t, r in zip(self.model.outputs, results)}
+        return {t.name: out.numpy() for t, out in zip(self.model.outputs, results)}
 
     def infer_concurrent(self, samples: list[dict]) -> list[dict]:
         return [self.infer(s) for s in samples]

@@ -25,15 +25,15 @@ PLATFORM = "tensorrt_plan"
 DEFAULT_FILENAME = "model.plan"
 
 
-def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
-    r = lr.recipe
-    if r.source.path is None or "://" in r.source.path:
-        raise PlanError("tensorrt plans are built from a local ONNX file", where=lr.where(("source",)),
+def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
+    recipe = loaded.recipe
+    if recipe.source.path is None or "://" in recipe.source.path:
+        raise PlanError("tensorrt plans are built from a local ONNX file", where=loaded.where(("source",)),
                         hint="point source.path at the .onnx file")
-    onnx = local_source(lr, r.source.path, ("source", "path"))
-    opts = r.tensorrt or TensorRTOptions()
-    params = {"options": opts.model_dump(exclude={"timeout_s"}), "max_batch_size": r.max_batch_size}
-    return [("tensorrt.engine", params, {str(onnx): pinned_digest(lr, onnx)})]
+    onnx = local_source(loaded, recipe.source.path, ("source", "path"))
+    opts = recipe.tensorrt or TensorRTOptions()
+    params = {"options": opts.model_dump(exclude={"timeout_s"}), "max_batch_size": recipe.max_batch_size}
+    return [("tensorrt.engine", params, {str(onnx): pinned_digest(loaded, onnx)})]
 
 
 def _shape(dims: list[int]) -> str:
