@@ -245,7 +245,8 @@ def test_serve_a_published_target_and_notify_an_explicit_server(doubler_repo, bu
         assert notified == [{"server": info["http"], "model": "doubler", "ok": True, "status": 200,
                              "message": "loaded"}]
         assert _infer(info["http"].removeprefix("http://"), [1, 2, 3]) == ("2", _expected(3))
-        bad = _tb("publish", v2, target, "--notify", "http://127.0.0.1:9", check=False)
+        v3 = doubler_repo(3, factor="4")  # a change: notify goes only to models this publish changed
+        bad = _tb("publish", v3, target, "--notify", "http://127.0.0.1:9", check=False)
         assert bad.returncode == 7 and "did not load" in bad.stderr
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
