@@ -87,8 +87,8 @@ def _render_report(report) -> None:
     how = {"live-embedded": "live, embedded", "live-server": "live, --server", "in-process": "in-process",
            "none": "not run"}
     for m in report.models:
-        exact = "-" if not m.compared else (f"yes ({m.samples}×{m.repeats})" if not m.mismatches else
-                                            f"NO ({len(m.mismatches)} diffs)")
+        exact = "-" if not m.compared else (f"NO ({len(m.mismatches)} diffs)" if m.mismatches else
+                                            "within tolerance" if m.tolerated else f"yes ({m.samples}×{m.repeats})")
         table.add_row(m.name, str(m.version), how[m.path], "yes" if m.loaded else "no",
                       "recorded" if report.recorded and m.goldens else ("yes" if m.goldens else "none"), exact,
                       m.batch_invariance, Text("PASS", style="green") if m.passed else Text("FAIL", style="red"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 SCHEMA_VERSION = 1
 NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # NOTE: fullmatch: '$' would let a trailing newline pass
@@ -151,6 +151,14 @@ class VersionPolicy(_Strict):
         return self
 
 
+class Tolerance(_Strict):
+    """An element passes when its bits are equal, or |got - golden| <= atol + rtol * |golden|, or the two floats
+    are at most ulp units in the last place apart. Reported as 'within tolerance', never as bit-exact."""
+    atol: float = Field(0.0, ge=0.0)
+    rtol: float = Field(0.0, ge=0.0)
+    ulp: int = Field(0, ge=0)
+
+
 class Verify(_Strict):
     goldens: str | None = Field(None, description="Golden .npz (relative to the recipe); written by "
                                                   "'tritonbuild verify OUT --record'.")
@@ -161,6 +169,17 @@ class Verify(_Strict):
     int_range: tuple[int, int] = Field((0, 100), description="[low, high) of generated integer inputs.")
     batch_invariance: Literal["require", "report", "skip"] = Field(
         "report", description="Whether outputs must stay bit-identical when an input is batched with others.")
+    tolerance: dict[str, Tolerance] = Field(
+        default_factory=dict, description="Output name → allowed difference from the goldens (GPU fp16/TensorRT "
+                                          "across GPU types); outputs not named must be bit-exact.")
+
+    @model_serializer(mode="wrap")
+    def _drop_empty_tolerance(self, handler):
+        # NOTE: a recipe without tolerances serializes as before (manifests stay byte-identical).
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("tolerance"):
+            data.pop("tolerance", None)
+        return data
 
 
 class Tune(_Strict):

@@ -74,8 +74,28 @@ def check_golden_names(m: ManifestModel, inputs: list[Sample], outputs: list[Sam
             raise ValueError(f"sample {i} has outputs {sorted(y)}, the model gives {sorted(want_out)}")
 
 
-def compare(expected: np.ndarray, got: np.ndarray, *, sample: int, output: str, context: str) -> Mismatch | None:
-    """Bit-for-bit: same dtype, same shape, same bytes. Reports what differs and where first."""
+def _ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Units in the last place between floats of one dtype (signed-magnitude → ordered integers)."""
+    ints = {2: np.int16, 4: np.int32, 8: np.int64}[a.dtype.itemsize]
+    ia, ib = a.view(ints).astype(np.int64), b.view(ints).astype(np.int64)
+    top = np.int64(1) << (8 * a.dtype.itemsize - 1)
+    ia = np.where(ia < 0, -(ia + top), ia)  # NOTE: negative floats' bit patterns run backwards
+    ib = np.where(ib < 0, -(ib + top), ib)
+    return np.abs(ia - ib)
+
+
+def _within(expected: np.ndarray, got: np.ndarray, tol) -> np.ndarray:
+    e, g = expected.astype(np.float64), got.astype(np.float64)
+    ok = np.abs(g - e) <= tol.atol + tol.rtol * np.abs(e)
+    if tol.ulp and expected.dtype.kind == "f":
+        ok |= _ulp_distance(np.ascontiguousarray(expected), np.ascontiguousarray(got)) <= tol.ulp
+    return ok
+
+
+def compare(expected: np.ndarray, got: np.ndarray, *, sample: int, output: str, context: str,
+            tolerance=None) -> Mismatch | None:
+    """Bit-for-bit: same dtype, same shape, same bytes. Reports what differs and where first. With a tolerance
+    (verify.tolerance of this output), bits that differ within it give a Mismatch marked within_tolerance."""
     if got is None or expected.dtype != got.dtype or expected.shape != got.shape:
         seen = None if got is None else (got.dtype.str, got.shape)
         return Mismatch(sample=sample, output=output,
@@ -91,6 +111,11 @@ def compare(expected: np.ndarray, got: np.ndarray, *, sample: int, output: str, 
         max_abs = float(np.max(np.abs(expected.astype(np.float64) - got.astype(np.float64)))) if diff.any() else 0.0
     if not diff.any():
         return None
+    within = False
+    if tolerance is not None and expected.dtype.kind in "fiub":
+        bad = diff & ~_within(expected, got, tolerance)
+        within = not bad.any()
+        diff = diff if within else bad
     first = [int(i) for i in np.argwhere(diff)[0]]
     return Mismatch(sample=sample, output=output, context=context, differing=int(diff.sum()), total=int(diff.size),
-                    max_abs_diff=max_abs, first_index=first)
+                    max_abs_diff=max_abs, first_index=first, within_tolerance=within)

@@ -21,6 +21,8 @@ class Mismatch(_Frozen):
     total: int
     max_abs_diff: float | None
     first_index: list[int] | None
+    within_tolerance: bool = Field(False, description="Bits differ but every element is within the output's "
+                                                      "declared verify.tolerance: not a failure, never 'bit-exact'.")
 
 
 class StaticCheck(_Frozen):
@@ -46,6 +48,7 @@ class ModelReport(_Frozen):
     repeats: int = 0
     compared: int = Field(0, description="Output tensors compared bit for bit.")
     mismatches: list[Mismatch] = Field(default_factory=list)
+    tolerated: list[Mismatch] = Field(default_factory=list, description="Differences within a declared tolerance.")
     batch_invariance: Literal["invariant", "variant", "not-applicable", "skipped"] = "skipped"
     batch_detail: str = ""
     passed: bool

@@ -102,18 +102,21 @@ def _batch_invariance(m: ManifestModel, runner, inputs, reference) -> tuple[str,
         for row, i in enumerate(group):
             for name, exp in reference[i].items():
                 mm = compare(exp, got[name][row:row + 1], sample=i, output=name,
-                             context=f"batched with {len(group) - 1} others")
-                if mm:
+                             context=f"batched with {len(group) - 1} others", tolerance=m.verify.tolerance.get(name))
+                if mm and not mm.within_tolerance:
                     found.append(mm)
     for i, got in enumerate(runner.infer_concurrent(inputs)):
         for name, exp in reference[i].items():
-            mm = compare(exp, got.get(name), sample=i, output=name, context="concurrent requests (dynamic batcher)")
-            if mm:
+            mm = compare(exp, got.get(name), sample=i, output=name, context="concurrent requests (dynamic batcher)",
+                         tolerance=m.verify.tolerance.get(name))
+            if mm and not mm.within_tolerance:
                 found.append(mm)
     if found:
         worst = max((f.max_abs_diff or 0.0) for f in found)
         return "variant", f"{len(found)} output(s) changed when batched (max |diff| {worst:.3g})", found
-    return "invariant", f"bit-identical alone, in batches of up to {m.max_batch_size}, and under concurrency", []
+    same = "bit-identical" if not m.verify.tolerance else \
+        f"bit-identical ({', '.join(sorted(m.verify.tolerance))}: within tolerance)"
+    return "invariant", f"{same} alone, in batches of up to {m.max_batch_size}, and under concurrency", []
 
 
 def _check_model(m: ManifestModel, runner, root: Path, record: bool) -> dict:
@@ -140,11 +143,19 @@ def _check_model(m: ManifestModel, runner, root: Path, record: bool) -> dict:
     for rep, outs in enumerate(runs):
         for i, got in enumerate(outs):
             for name, exp in reference[i].items():
-                mm = compare(exp, got.get(name), sample=i, output=name, context=f"repeat {rep + 1}")
+                mm = compare(exp, got.get(name), sample=i, output=name, context=f"repeat {rep + 1}",
+                             tolerance=m.verify.tolerance.get(name))
                 if mm:
                     mismatches.append(mm)
+    tolerated = [mm for mm in mismatches if mm.within_tolerance]
+    mismatches = [mm for mm in mismatches if not mm.within_tolerance]
     status, detail, variant = _batch_invariance(m, runner, inputs, reference)
     notes = []
+    for name in sorted({mm.output for mm in tolerated}):
+        t = m.verify.tolerance[name]
+        worst = max((mm.max_abs_diff or 0.0) for mm in tolerated if mm.output == name)
+        notes.append(f"output {name!r}: within tolerance (atol {t.atol:g}, rtol {t.rtol:g}, ulp {t.ulp}); not "
+                     f"bit-exact: max |diff| {worst:.3g}")
     if status == "variant":
         if m.verify.batch_invariance == "require":
             mismatches.extend(variant)
@@ -153,8 +164,8 @@ def _check_model(m: ManifestModel, runner, root: Path, record: bool) -> dict:
                          "this (and serve with a fixed batch shape)")
     compared = sum(len(r) for r in reference) * m.verify.repeats
     return {"samples": len(inputs), "repeats": m.verify.repeats, "compared": compared, "mismatches": mismatches,
-            "batch_invariance": status, "batch_detail": detail, "passed": not mismatches, "notes": notes,
-            "_record": (inputs, reference) if record else None}
+            "tolerated": tolerated, "batch_invariance": status, "batch_detail": detail, "passed": not mismatches,
+            "notes": notes, "_record": (inputs, reference) if record else None}
 
 
 def _golden_destination(m: ManifestModel) -> Path:

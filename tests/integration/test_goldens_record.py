@@ -49,3 +49,23 @@ def test_record_does_not_replace_committed_goldens_without_force(cli, py_recipe,
     r = cli("verify", scratch, "--record", "--force")
     assert r.exit_code == 0, r.stdout
     assert committed.read_bytes() != before
+
+
+def test_tolerance_is_reported_as_within_tolerance_never_bit_exact(cli, py_recipe, tmp_path, write):
+    out = tmp_path / "OUT"
+    assert cli("build", py_recipe, "-o", out).exit_code == 0
+    assert cli("verify", out, "--record").exit_code == 0
+    write("model.py", PY_MODEL.replace("x * 2 + 1", "x * 2 + 1.0000001"))  # one ulp off for some outputs
+    assert cli("build", py_recipe, "-o", out).exit_code == 0
+    assert cli("verify", out).exit_code == 6  # bit-exact by default
+    write("doubler.yaml", py_recipe.read_text().replace("batch_invariance: require}",
+                                                         "batch_invariance: require,\n"
+                                                         "         tolerance: {Y: {ulp: 2}}}"))
+    assert cli("build", py_recipe, "-o", out).exit_code == 0
+    r = cli("verify", out, "--json")
+    assert r.exit_code == 0, r.stdout
+    (m,) = json.loads(r.stdout)["models"]
+    assert m["passed"] and not m["mismatches"] and m["tolerated"]
+    assert any("within tolerance" in n and "not bit-exact" in n for n in m["notes"])
+    r = cli("verify", out)
+    assert "within tolerance" in r.stdout and "yes (" not in r.stdout

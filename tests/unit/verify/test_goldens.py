@@ -45,3 +45,29 @@ def test_npz_round_trip_is_deterministic(tmp_path):
     x, y = from_npz_arrays(read_npz(tmp_path / "g.npz"))
     assert [s["X"].tolist() for s in x] == [s["X"].tolist() for s in inputs]
     assert y[0]["Y"].dtype == np.int64
+
+
+def test_tolerance_marks_differences_within_it_and_fails_outside():
+    from tritonbuild.recipe.models import Tolerance
+
+    a = np.array([1.0, 2.0, -3.0], np.float16)
+    b = a.copy()
+    b[0] = np.nextafter(a[0], np.float16(2))  # 1 ulp
+    b[2] = np.nextafter(np.nextafter(a[2], np.float16(0)), np.float16(0))  # 2 ulp, across the sign handling
+    assert compare(a, b, sample=0, output="Y", context="r").within_tolerance is False  # no tolerance: bit-exact
+    mm = compare(a, b, sample=0, output="Y", context="r", tolerance=Tolerance(ulp=2))
+    assert mm.within_tolerance and mm.differing == 2
+    mm = compare(a, b, sample=0, output="Y", context="r", tolerance=Tolerance(ulp=1))
+    assert not mm.within_tolerance and mm.differing == 1 and mm.first_index == [2]
+    mm = compare(a, b, sample=0, output="Y", context="r", tolerance=Tolerance(atol=0.01))
+    assert mm.within_tolerance
+    mm = compare(a, b, sample=0, output="Y", context="r", tolerance=Tolerance(rtol=1e-4))
+    assert not mm.within_tolerance
+
+
+def test_a_recipe_without_tolerance_serializes_as_before():
+    """Manifests embed the recipe's verify settings: an empty tolerance must not change their bytes."""
+    from tritonbuild.recipe.models import Verify
+
+    assert "tolerance" not in Verify().model_dump(mode="json")
+    assert Verify(tolerance={"Y": {"atol": 1e-3}}).model_dump(mode="json")["tolerance"]["Y"]["atol"] == 1e-3
