@@ -95,3 +95,34 @@ class TestAffinePlugin(BackendContract):
     @classmethod
     def recipe_files(cls, tmp_path_factory):
         return [write_recipe(tmp_path_factory.mktemp("affine"))]
+
+
+def test_the_contract_catches_a_step_that_reads_beyond_its_context(tmp_path, monkeypatch):
+    """A step reading a file next to its input (not an input itself) passes on the original tree and writes
+    something else on copies: the contract's check fails, so it can fail."""
+    from pathlib import Path
+
+    from tritonbuild.recipe.load import load_recipes
+
+    with REGISTRY.registered(AffineBackend()):
+        (loaded,) = load_recipes([write_recipe(tmp_path)])
+    (tmp_path / "notes.txt").write_text("beside the recipe, in no step's inputs")
+
+    class Leaky(AffineBackend):
+        def run_step(self, ctx):
+            super().run_step(ctx)
+            beside = Path(next(iter(ctx.inputs))).with_name("notes.txt")
+            (ctx.out / "notes.txt").write_text(beside.read_text() if beside.is_file() else "")
+
+    (tmp_path / "run").mkdir()
+    with pytest.raises(AssertionError, match="depends on more than its context"):
+        BackendContract().test_run_step_reads_only_its_context(Leaky(), loaded, tmp_path / "run", monkeypatch)
+    BackendContract().test_run_step_reads_only_its_context(AffineBackend(), loaded, tmp_path / "run2", monkeypatch)
+
+
+def test_the_contract_catches_a_route_the_embedded_server_cannot_take(tmp_path):
+    class Boastful(AffineBackend):
+        triton_backend = "onnxruntime"  # still claims route live-embedded
+
+    with pytest.raises(AssertionError, match="claims the embedded server"):
+        BackendContract().test_route_is_declared_and_honest(Boastful(), (None, tmp_path))
