@@ -37,6 +37,8 @@ def build_repository(paths: list[Path], out: Path, *, force: bool = False, cache
     loaded = load_recipes(paths)
     check_out_overlap(out, *_inputs_of(loaded, cache_dir))  # refuse before any work
     check_out_dir(out, force)
+    if progress:
+        progress(f"planning {len(loaded)} recipe(s): hashing their inputs")
     with cachedir.using(cache_dir):
         the_plan = make_plan(loaded)
     check_out_overlap(out, {Path(p): f"an input of model {m.name!r}" for m in the_plan.models for s in m.steps
@@ -50,6 +52,8 @@ def build_repository(paths: list[Path], out: Path, *, force: bool = False, cache
     with store.lock(shared=True):  # NOTE: 'cache gc' waits until the blobs are recorded and materialised
         result = build(the_plan, store, progress, engines=engines, strict=strict, cache_url=cache_url, only=only)
         result = _warn_missing_goldens(result, out)
+        if progress:
+            progress(f"assembling {out} from the cache")
         return result, assemble(result, out, force=force)
 
 

@@ -93,3 +93,15 @@ def test_verbose_prints_every_progress_message_and_the_cache_dir(cli, py_recipe,
     assert "doubler: python.package" in r.stderr  # the progress line, unthrottled
     r = cli("build", py_recipe, "-o", tmp_path / "OUT")
     assert "build cache" not in r.stderr and "toolchain: " not in r.stderr
+
+
+def test_logs_get_plain_progress_lines_for_build_and_publish(cli, py_recipe, tmp_path):
+    """CliRunner is a non-TTY, like a CI log: plain lines, no rich control codes, none with --quiet."""
+    r = cli("build", py_recipe, "-o", tmp_path / "OUT")
+    assert r.exit_code == 0, r.stderr
+    assert "s] planning 1 recipe(s): hashing their inputs" in r.stderr and "\x1b[" not in r.stderr
+    r = cli("publish", tmp_path / "OUT", f"file://{tmp_path / 'target'}", "--skip-verify")
+    assert r.exit_code == 0, r.stderr
+    assert "KiB (100%) done" in r.stderr and "\x1b[" not in r.stderr
+    r = cli("publish", tmp_path / "OUT", f"file://{tmp_path / 'target2'}", "--skip-verify", "-q")
+    assert r.exit_code == 0 and "KiB" not in r.stderr
