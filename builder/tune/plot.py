@@ -31,6 +31,10 @@ def plot(report: dict, path: Path) -> None:
                 bad = c.get("feasible") is False
                 ax.scatter(pt["p99_ms"], pt["throughput"], s=22, color="tab:red" if bad else "tab:blue",
                            alpha=0.6, zorder=2)
+        for m in report.get("measurements", []):
+            if m["candidate"].startswith("default (again") and m["load"] == load and m.get("p99_ms"):
+                ax.scatter(m["p99_ms"], m["throughput"], s=90, marker="s", facecolors="none", edgecolors="tab:gray",
+                           zorder=3, label="default, measured again")
         if report.get("sla_p99_ms"):
             ax.axvline(report["sla_p99_ms"], color="tab:orange", linestyle="--",
                        label=f"SLA p99 {report['sla_p99_ms']} ms")
