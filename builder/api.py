@@ -145,9 +145,22 @@ def serve(repository: str | Path, *, endpoint_url: str | None = None, **server_o
     return EmbeddedServer(Path(repository), **server_options), loadable, sorted(set(names) - set(loadable))
 
 
-def publish(root: Path, target: str, **options):
+def publish(root: Path, target: str, *, reverify: bool = False, **options):
+    """reverify: run verify (goldens bit for bit) again right before publishing, instead of trusting the
+    report on disk; the fresh report is the one the gate reads."""
+    from tritonbuild.errors import PublishError, UsageError
     from tritonbuild.publish.protocol import publish as _publish
 
+    if reverify:
+        if options.get("skip_verify"):
+            raise UsageError("--reverify and --skip-verify contradict each other", hint="pass one of them")
+        from tritonbuild.verify.run import verify
+
+        report = verify(Path(root), progress=options.get("progress"))
+        if not report.passed:
+            raise PublishError("--reverify: the repository fails verification now, whatever its report said",
+                               where=str(root), hint=f"see 'tritonbuild verify {root}'; fix, rebuild, publish")
+    options.pop("progress", None)
     return _publish(root, target, **options)
 
 

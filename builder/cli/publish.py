@@ -91,9 +91,12 @@ class _TransferReporter:
               "load each published model. Repeatable.")
 @click.option("--dry-run", is_flag=True, help="Show what would be uploaded, skipped, switched and pruned.")
 @click.option("--break-lock", is_flag=True, help="Remove a lock left by a publish that died on another machine.")
+@click.option("--reverify", is_flag=True, help="Run verify again (live, goldens bit for bit) right before "
+              "publishing instead of trusting the report on disk.")
 @json_option
 def publish_command(repository: Path, target: str, endpoint_url: str | None, skip_verify: bool, keep: int | None,
-                    notify: tuple[str, ...], dry_run: bool, break_lock: bool, as_json: bool) -> None:
+                    notify: tuple[str, ...], dry_run: bool, break_lock: bool, reverify: bool,
+                    as_json: bool) -> None:
     """Publish a verified repository to TARGET (file://, s3://, gs://, az://) without exposing half versions."""
     from tritonbuild import api
     from tritonbuild.errors import PublishError
@@ -103,7 +106,7 @@ def publish_command(repository: Path, target: str, endpoint_url: str | None, ski
                   "manifest records it", markup=True)
     existing_dir(repository)
     receipt = api.publish(repository, target, endpoint_url=endpoint_url, skip_verify=skip_verify, keep=keep,
-                          notify=notify, dry_run=dry_run, break_lock=break_lock,
+                          notify=notify, dry_run=dry_run, break_lock=break_lock, reverify=reverify,
                           reporter=_TransferReporter(app()))
     failed = [n for n in receipt.notified if not n["ok"]]
     if as_json:

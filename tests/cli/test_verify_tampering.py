@@ -62,3 +62,26 @@ def test_a_golden_that_is_not_this_models_fails_instead_of_crashing(cli, py_reci
     assert r.exit_code == 6, r.stdout + r.stderr
     model = json.loads(r.stdout)["models"][0]
     assert model["passed"] is False and "goldens doubler/golden-v1.npz are not usable" in " ".join(model["notes"])
+
+
+@pytest.mark.triton
+def test_publish_reverify_catches_a_failed_report_edited_to_passed(cli, py_recipe, tmp_path):
+    from tritonbuild.core.hashing import pretty_json
+    from tritonbuild.repository.manifest import REPORT_NAME
+
+    assert cli("build", py_recipe, "-o", tmp_path / "v1").exit_code == 0
+    assert cli("verify", tmp_path / "v1", "--record").exit_code == 0  # goldens beside the recipe: y = 2x + 1
+    model = tmp_path / "model.py"
+    model.write_text(model.read_text().replace("x * 2 + 1", "x * 3 + 1"))
+    out = tmp_path / "v2"
+    assert cli("build", py_recipe, "-o", out).exit_code == 0
+    assert cli("verify", out).exit_code == 6  # the goldens disagree: FAILED
+    doc = json.loads((out / REPORT_NAME).read_text())
+    doc["passed"] = True  # no TRITONBUILD_REPORT_KEY here: the forgery is not detectable from the report
+    (out / REPORT_NAME).write_bytes(pretty_json(doc))
+    r = cli("publish", out, f"file://{tmp_path}/pub", "--reverify")
+    assert r.exit_code == 7 and "fails verification now" in r.stderr
+    assert not (tmp_path / "pub").exists()
+    assert cli("publish", tmp_path / "v1", f"file://{tmp_path}/pub", "--reverify").exit_code == 0
+    r = cli("publish", out, f"file://{tmp_path}/pub", "--reverify", "--skip-verify")
+    assert r.exit_code == 2
