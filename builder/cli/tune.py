@@ -28,6 +28,8 @@ def _ints(_ctx, _param, value: str | None) -> list[int] | None:
               help="The model's recipe (default: the one OUT was built from).")
 @click.option("--server", "server_url", metavar="URL", help="Tune on this tritonserver (HTTP URL; explicit model "
               "control; gRPC on port 8001 or $TRITONBUILD_GRPC_URL) instead of the embedded one.")
+@click.option("--grpc", "grpc_url", metavar="HOST:PORT", envvar="TRITONBUILD_GRPC_URL",
+              help="--server's gRPC endpoint (default: its host, port 8001) [env TRITONBUILD_GRPC_URL].")
 @click.option("--brute", is_flag=True, help="Measure every candidate at every load (to check the quick search).")
 @click.option("--no-verify", is_flag=True, help="Tune a model without goldens (the report says it was not verified).")
 @click.option("--report-dir", type=click.Path(path_type=Path), help="Where the report, patch and plot go "
@@ -40,7 +42,8 @@ def _ints(_ctx, _param, value: str | None) -> list[int] | None:
 @click.option("--concurrency", callback=_ints, help="Load range, e.g. 1,64 (overrides tune.concurrency).")
 @click.option("--apply", "apply_patch", is_flag=True, help="Write the winner into the recipe file.")
 @json_option
-def tune_command(repository: Path, model: str, recipe_path: Path | None, server_url: str | None, brute: bool,
+def tune_command(repository: Path, model: str, recipe_path: Path | None, server_url: str | None,
+                 grpc_url: str | None, brute: bool,
                  no_verify: bool, report_dir: Path | None, processes: int | None, sla_ms: float | None,
                  min_vs_default: float | None, concurrency: list[int] | None, apply_patch: bool,
                  as_json: bool) -> None:
@@ -54,7 +57,8 @@ def tune_command(repository: Path, model: str, recipe_path: Path | None, server_
 
     with _progress(not as_json) as say:
         report = api.tune(repository, model, report_dir=report_dir or Path(f"tune-{model}"),
-                          recipe_path=recipe_path, server_url=server_url, brute=brute, no_verify=no_verify,
+                          recipe_path=recipe_path, server_url=server_url, grpc_url=grpc_url, brute=brute,
+                          no_verify=no_verify,
                           processes=processes, sla_ms=sla_ms, min_vs_default=min_vs_default,
                           concurrency=concurrency, apply=apply_patch,
                           progress=say)

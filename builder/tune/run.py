@@ -231,7 +231,7 @@ def recipe_for(root: Path, model: str, recipe_path: Path | None = None) -> tuple
 
 
 def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None = None,
-         server_url: str | None = None, brute: bool = False, no_verify: bool = False,
+         server_url: str | None = None, grpc_url: str | None = None, brute: bool = False, no_verify: bool = False,
          processes: int | None = None, tune_override: Tune | None = None,
          progress: Progress | None = None) -> dict:
     """Returns the report (also written to report_dir/tune-report.json); raises TuneError when no candidate
@@ -284,7 +284,7 @@ def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None =
             url, grpc_url = f"http://{server.http_url}", server.grpc_url
         else:
             url = server_url if "://" in server_url else f"http://{server_url}"
-            grpc_url = _grpc_of(url)
+            grpc_url = grpc_url or _grpc_of(url)
         # the load generator's own ceiling: an empty Python model with the same tensors
         say("measuring the load generator's ceiling (empty model)")
         null_mc, null_files = _null_model(m, base_mc)
@@ -399,7 +399,8 @@ def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None =
 
 
 def _grpc_of(http_url: str) -> str:
-    """--server is Triton's HTTP URL; its gRPC endpoint is on 8001 unless TRITONBUILD_GRPC_URL says otherwise."""
+    """--server is Triton's HTTP URL; its gRPC endpoint is the same host on 8001 unless --grpc or
+    TRITONBUILD_GRPC_URL says otherwise."""
     env = os.environ.get("TRITONBUILD_GRPC_URL")
     if env:
         return env
@@ -460,6 +461,11 @@ def _report(m, spec, grid, loads, ev, default, winner, ceiling, verifications, l
         out_notes.append(f"client-bound: {len(client_bound)} measurement(s) reached >= {CLIENT_BOUND:.0%} of the "
                          f"load generator's ceiling ({ceiling.throughput:.0f} req/s): more client processes or "
                          "machines are needed to see the server's limit")
+    short = [f"{x['candidate']} @ {x['load']}: {x['throughput']:.0f} of {x['offered_rate']:g} req/s"
+             for x in measurements if x.get("offered_rate") and x["throughput"] < 0.9 * x["offered_rate"]]
+    if short:
+        out_notes.append(f"open loop: {len(short)} measurement(s) served < 90 % of the offered rate (the server or, "
+                         f"near {ceiling.throughput:.0f} req/s, the client is saturated): " + "; ".join(short[:5]))
     unstable = sum(1 for x in measurements if not x.get("stable", True))
     if unstable:
         out_notes.append(f"{unstable} measurement(s) did not stabilise within {spec.max_windows} windows")

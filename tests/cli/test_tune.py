@@ -158,3 +158,32 @@ def test_no_goldens_is_refused_unless_no_verify(cli, tmp_path, monkeypatch):
     assert "Traceback" not in r.output
     r = cli("tune", tmp_path / "OUT", "nosuch")
     assert r.exit_code == 2 and "no model 'nosuch'" in r.output
+
+
+def test_tune_against_a_running_server_and_open_loop_rates(cli, invariant, monkeypatch):
+    """--server: a tritonserver started separately (explicit model control) serves the candidates through the
+    load API; an open-loop rate is measured beside the concurrency levels; the server is left serving the
+    built config."""
+    import urllib.request
+
+    from tritonbuild.server.embedded import EmbeddedServer
+
+    tmp_path, recipe, out = invariant
+    monkeypatch.chdir(tmp_path)
+    text = recipe.read_text().replace("  concurrency: [1, 8]\n", "  concurrency: [1, 8]\n  request_rates: [30]\n")
+    (tmp_path / "rates.yaml").write_text(text)
+    with EmbeddedServer(out) as server:
+        server.load("slow")
+        r = cli("tune", out, "slow", "--recipe", tmp_path / "rates.yaml", "--server", f"http://{server.http_url}",
+                "--grpc", server.grpc_url, "--processes", "2", "--report-dir", tmp_path / "rep-server")
+        assert r.exit_code == 0, r.output
+        with urllib.request.urlopen(f"http://{server.http_url}/v2/models/slow/config") as resp:
+            served = json.loads(resp.read())
+    report = json.loads((tmp_path / "rep-server" / "tune-report.json").read_text())
+    assert report["loads"] == ["r30", "c1", "c8"]
+    rate = next(m for m in report["measurements"] if m["load"] == "r30" and m["candidate"] == "default")
+    assert rate["offered_rate"] == 30 and 20 <= rate["throughput"] <= 40  # a 20 ms model keeps up with 30/s
+    assert report["winner"]["batching"]
+    built = (out / "slow" / "config.pbtxt").read_text()  # (the --apply test before made it batch)
+    assert ("dynamic_batching" in served) == ("dynamic_batching" in built)  # the built config again
+    assert served["instance_group"][0]["count"] == 1
