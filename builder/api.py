@@ -90,10 +90,33 @@ def _inputs_of(loaded: list[LoadedRecipe], cache: Path) -> tuple[dict[Path, str]
 
 
 def verify_repository(root: Path, *, server_url: str | None = None, record: bool = False,
-                      progress: Progress | None = None, force: bool = False) -> VerificationReport:
+                      progress: Progress | None = None, force: bool = False,
+                      rebuild: bool = False) -> VerificationReport:
     from tritonbuild.verify.run import verify
 
-    return verify(root, server_url=server_url, record=record, progress=progress, force=force)
+    report = verify(root, server_url=server_url, record=record, progress=progress, force=force)
+    if rebuild and report.manifest_digest:
+        report = rebuild_and_compare(root, report, progress)
+    return report
+
+
+def rebuild_and_compare(root: Path, report: VerificationReport, progress: Progress | None = None
+                        ) -> VerificationReport:
+    """verify --rebuild: build OUT's recipes again into a scratch OUT with an empty, isolated cache and compare
+    every artefact's sha256 with OUT's (the recipes' paths are relative to where the build ran)."""
+    import tempfile
+
+    from tritonbuild.repository.manifest import read_manifest
+    from tritonbuild.verify import reproduce
+    from tritonbuild.verify.run import with_reproducibility
+
+    manifest = read_manifest(root)
+    recipes = reproduce.recipes_of(manifest)
+    with tempfile.TemporaryDirectory(prefix="tritonbuild-rebuild-") as tmp:
+        if progress:
+            progress(f"rebuilding {len(recipes)} recipe(s) in an isolated cache")
+        _, rebuilt = build_repository(recipes, Path(tmp) / "out", cache_dir=Path(tmp) / "cache", progress=progress)
+    return with_reproducibility(root, report, reproduce.compare(manifest, rebuilt))
 
 
 def tune(root: Path, model: str, *, report_dir: Path, sla_ms: float | None = None,
@@ -154,9 +177,9 @@ def publish(root: Path, target: str, *, reverify: bool = False, **options):
     if reverify:
         if options.get("skip_verify"):
             raise UsageError("--reverify and --skip-verify contradict each other", hint="pass one of them")
-        from tritonbuild.verify.run import verify
-
-        report = verify(Path(root), progress=options.get("progress"))
+        # NOTE: with --require-reproducible the fresh report carries a fresh rebuild check too
+        report = verify_repository(Path(root), progress=options.get("progress"),
+                                   rebuild=bool(options.get("require_reproducible")))
         if not report.passed:
             raise PublishError("--reverify: the repository fails verification now, whatever its report said",
                                where=str(root), hint=f"see 'tritonbuild verify {root}'; fix, rebuild, publish")

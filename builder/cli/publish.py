@@ -93,9 +93,12 @@ class _TransferReporter:
 @click.option("--break-lock", is_flag=True, help="Remove a lock left by a publish that died on another machine.")
 @click.option("--reverify", is_flag=True, help="Run verify again (live, goldens bit for bit) right before "
               "publishing instead of trusting the report on disk.")
+@click.option("--require-reproducible", is_flag=True, help="Refuse unless 'verify --rebuild' found every artefact "
+              "byte-identical (engines excepted: goldens decide).")
 @json_option
 def publish_command(repository: Path, target: str, endpoint_url: str | None, skip_verify: bool, keep: int | None,
                     notify: tuple[str, ...], dry_run: bool, break_lock: bool, reverify: bool,
+                    require_reproducible: bool,
                     as_json: bool) -> None:
     """Publish a verified repository to TARGET (file://, s3://, gs://, az://) without exposing half versions."""
     from tritonbuild import api
@@ -107,7 +110,7 @@ def publish_command(repository: Path, target: str, endpoint_url: str | None, ski
     existing_dir(repository)
     receipt = api.publish(repository, target, endpoint_url=endpoint_url, skip_verify=skip_verify, keep=keep,
                           notify=notify, dry_run=dry_run, break_lock=break_lock, reverify=reverify,
-                          reporter=_TransferReporter(app()))
+                          reporter=_TransferReporter(app()), require_reproducible=require_reproducible)
     failed = [n for n in receipt.notified if not n["ok"]]
     if as_json:
         _json(receipt.model_dump(mode="json"))

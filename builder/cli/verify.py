@@ -30,9 +30,12 @@ from tritonbuild.cli.common import (
               "(HTTP, e.g. http://host:8000) instead of the embedded one.")
 @click.option("--record", is_flag=True, help="Record golden outputs (to the recipes' verify.goldens and OUT).")
 @click.option("--force", is_flag=True, help="With --record: replace committed goldens that differ.")
+@click.option("--rebuild", is_flag=True, help="Also rebuild the recipes in an isolated cache and compare every "
+              "artefact's sha256 (run from where the build ran).")
 @endpoint_option
 @json_option
-def verify_command(repository: str, server_url: str | None, record: bool, force: bool, endpoint_url: str | None,
+def verify_command(repository: str, server_url: str | None, record: bool, force: bool, rebuild: bool,
+                   endpoint_url: str | None,
                    as_json: bool) -> None:
     """Static checks, live load, golden inferences compared bit for bit.
 
@@ -60,7 +63,7 @@ def verify_command(repository: str, server_url: str | None, record: bool, force:
         server_url = f"http://{server_url}"
     with _progress(not as_json) as progress:
         report = api.verify_repository(repository, server_url=server_url, record=record, progress=progress,
-                                       force=force)
+                                       force=force, rebuild=rebuild)
     if as_json:
         _json(report.model_dump(mode="json"))
     else:
@@ -104,6 +107,12 @@ def _render_report(report) -> None:
                       f"elements differ, max |diff| {mm.max_abs_diff}, first at {mm.first_index}")
         for note in m.notes:
             out.print(f"  {m.name}: {note}")
+    rep = report.reproducibility
+    if rep is not None:
+        out.print(f"rebuild: {rep.identical} files byte-identical, {len(rep.differ)} differ, {len(rep.by_nature)} "
+                  "left to goldens")
+        for line in [*rep.differ, *rep.by_nature]:
+            out.print(f"  {line}")
     out.print(f"report: manifest {report.manifest_digest[:16]}, {'PASSED' if report.passed else 'FAILED'}")
 
 

@@ -75,7 +75,10 @@ def live_version(config: bytes | None, where: str = "config.pbtxt") -> int | Non
     return max(versions) if versions else None
 
 
-def _gate(root: Path, manifest: Manifest, skip_verify: bool) -> str:
+def _gate(root: Path, manifest: Manifest, skip_verify: bool, require_reproducible: bool = False) -> str:
+    if skip_verify and require_reproducible:
+        raise UsageError("--require-reproducible needs the verification report: it cannot go with --skip-verify",
+                         hint="drop one of them")
     if skip_verify:
         return "skipped"
     try:
@@ -97,6 +100,16 @@ def _gate(root: Path, manifest: Manifest, skip_verify: bool) -> str:
     if not report.passed:
         raise PublishError("the repository failed verification", where=str(root),
                            hint=f"fix what 'tritonbuild verify {root}' reports, rebuild, verify, then publish")
+    if require_reproducible:
+        rep = report.reproducibility
+        if rep is None:
+            raise PublishError("--require-reproducible: the verification report has no rebuild check",
+                               where=str(root), hint=f"run 'tritonbuild verify {root} --rebuild' first")
+        if rep.differ:
+            raise PublishError(f"--require-reproducible: a rebuild differs: {rep.differ[0]}"
+                               + (f" (and {len(rep.differ) - 1} more)" if len(rep.differ) > 1 else ""),
+                               where=str(root), hint="make the build deterministic (see the files named), rebuild, "
+                               "verify --rebuild")
     return "passed"
 
 
@@ -203,13 +216,13 @@ def _group(manifest: Manifest) -> dict[str, list[ManifestModel]]:
 
 def publish(root: Path, target_url: str, *, endpoint_url: str | None = None, skip_verify: bool = False,
             keep: int | None = None, notify: tuple[str, ...] = (), dry_run: bool = False, break_lock: bool = False,
-            reporter: Reporter = SILENT) -> PublishReceipt:
+            reporter: Reporter = SILENT, require_reproducible: bool = False) -> PublishReceipt:
     t0 = time.perf_counter()
     if keep is not None and keep < 1:
         raise UsageError(f"--keep must be >= 1, not {keep} (the live version is always kept)",
                          hint="use --keep 1 or more")
     manifest = read_repository(root, PublishError)
-    verification = _gate(root, manifest, skip_verify)
+    verification = _gate(root, manifest, skip_verify, require_reproducible)
     check_local_files(root, manifest)
     target = open_target(target_url, endpoint_url=endpoint_url)
     store.check_reachable(target)

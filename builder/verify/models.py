@@ -55,6 +55,19 @@ class ModelReport(_Frozen):
     notes: list[str] = Field(default_factory=list)
 
 
+class Reproducibility(_Frozen):
+    """verify --rebuild: the recipes rebuilt in an isolated cache, every artefact's sha256 compared."""
+    identical: int = Field(description="Files whose rebuilt bytes equal OUT's.")
+    differ: list[str] = Field(default_factory=list, description="'path: why' for each file that differs.")
+    by_nature: list[str] = Field(default_factory=list, description="Files that cannot be byte-identical (TensorRT "
+                                                                   "engines) or were not rebuilt here: goldens "
+                                                                   "decide for them.")
+
+    @property
+    def reproducible(self) -> bool:
+        return not self.differ
+
+
 class VerificationReport(_Frozen):
     schema_version: int = SCHEMA_VERSION
     manifest_digest: str
@@ -62,6 +75,7 @@ class VerificationReport(_Frozen):
     static: list[StaticCheck]
     models: list[ModelReport]
     recorded: bool = False
+    reproducibility: Reproducibility | None = None
     passed: bool
     signature: str | None = Field(None, description="HMAC-SHA256 of this report (without this field) with the "
                                                     "key in TRITONBUILD_REPORT_KEY, when set at verify time.")

@@ -296,6 +296,13 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
     return _write_report(root, report)
 
 
+def with_reproducibility(root: Path, report: VerificationReport, rep) -> VerificationReport:
+    """The report with verify --rebuild's result; a file that differs fails it."""
+    report = report.model_copy(update={"reproducibility": rep, "passed": report.passed and rep.reproducible,
+                                       "signature": None})
+    return _write_report(root, report)
+
+
 def _write_report(root: Path, report: VerificationReport) -> VerificationReport:
     report = report.signed()
     write_atomic(root / REPORT_NAME, pretty_json(report.model_dump(mode="json")))

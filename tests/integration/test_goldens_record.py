@@ -69,3 +69,27 @@ def test_tolerance_is_reported_as_within_tolerance_never_bit_exact(cli, py_recip
     assert any("within tolerance" in n and "not bit-exact" in n for n in m["notes"])
     r = cli("verify", out)
     assert "within tolerance" in r.stdout and "yes (" not in r.stdout
+
+
+def test_verify_rebuild_compares_every_artefact_and_gates_publish(cli, py_recipe, tmp_path, write, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "OUT"
+    assert cli("build", "doubler.yaml", "-o", out).exit_code == 0
+    assert cli("verify", out, "--record").exit_code == 0
+    target = f"file://{tmp_path}/pub"
+    r = cli("publish", out, target, "--require-reproducible")
+    assert r.exit_code == 7 and "has no rebuild check" in r.stderr and "--rebuild" in r.stderr
+
+    r = cli("verify", out, "--rebuild", "--json")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    rep = json.loads(r.stdout)["reproducibility"]
+    assert rep["differ"] == [] and rep["identical"] >= 3
+    assert cli("publish", out, target, "--require-reproducible").exit_code == 0
+
+    write("model.py", PY_MODEL.replace("x * 2 + 1", "x * 2 + 2"))  # a source changed after the build
+    r = cli("verify", out, "--rebuild", "--json")
+    assert r.exit_code == 6
+    rep = json.loads(r.stdout)["reproducibility"]
+    assert any(d.startswith("doubler/1/model.py: its inputs changed since the build") for d in rep["differ"]), rep
+    r = cli("verify", out, "--rebuild")
+    assert "rebuild:" in r.stdout and "doubler/1/model.py" in r.stdout
