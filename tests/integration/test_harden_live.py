@@ -45,3 +45,54 @@ def test_a_255_byte_model_name_loads_and_answers_in_tritonserver(cli, write, tmp
     assert r.exit_code == 0, r.stdout + r.stderr
     (m,) = json.loads(r.stdout)["models"]
     assert m["name"] == name and m["loaded"] and m["path"] == "live-embedded", m
+
+
+def test_rebuilding_out_under_a_polling_tritonserver_never_fails_a_request(cli, py_recipe, tmp_path, write):
+    """OUT is exchanged atomically: a Triton polling it keeps serving through rebuilds (each with a changed model,
+    so Triton reloads it) and ends on the last build's answer."""
+    import threading
+    import time
+    import urllib.request
+
+    from tritonbuild.server.embedded import EmbeddedServer
+
+    def infer(url: str) -> list[float]:
+        body = json.dumps({"inputs": [{"name": "X", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}]})
+        req = urllib.request.Request(f"http://{url}/v2/models/doubler/infer", data=body.encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read())["outputs"][0]["data"]
+
+    out = tmp_path / "OUT"
+    assert cli("build", py_recipe, "-o", out).exit_code == 0
+    seen, failures, stop = [], [], threading.Event()
+    with EmbeddedServer(out, control="poll", poll_secs=1) as server:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                infer(server.http_url)
+                break
+            except Exception:  # noqa: BLE001 - still loading
+                time.sleep(0.2)
+
+        def client():
+            while not stop.is_set():
+                try:
+                    seen.append(infer(server.http_url))
+                except Exception as e:  # noqa: BLE001
+                    failures.append(repr(e))
+
+        thread = threading.Thread(target=client)
+        thread.start()
+        try:
+            for offset in ("2", "3"):
+                write("model.py", PY_MODEL.replace("x * 2 + 1", f"x * 2 + {offset}"))
+                assert cli("build", py_recipe, "-o", out).exit_code == 0
+                time.sleep(3)  # a few polls: Triton sees the new tree and reloads
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not (seen and seen[-1] == [5.0, 7.0, 9.0]):
+                time.sleep(0.2)
+        finally:
+            stop.set()
+            thread.join()
+    assert failures == [], failures[:3]
+    assert len(seen) > 20 and seen[-1] == [5.0, 7.0, 9.0]
