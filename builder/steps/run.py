@@ -63,7 +63,8 @@ def _run_step(store: Store, mp: ModelPlan, step: PlannedStep, toolchain: dict[st
         return files, StepOutcome(kind=step.kind, cache_key=step.cache_key, status="cached",
                                   reason=where, seconds=time.perf_counter() - t0)
     reason = _why_rebuild(store, mp, step, material)
-    work = Path(tempfile.mkdtemp(prefix=f"tb-{mp.name}-", dir=store.root / "tmp"))
+    # NOTE: the name is cut: a model name may use all of NAME_MAX (255 bytes), the prefix must leave room
+    work = Path(tempfile.mkdtemp(prefix=f"tb-{mp.name[:64]}-", dir=store.root / "tmp"))
     try:
         out = work / "out"
         out.mkdir()

@@ -288,3 +288,11 @@ def test_an_engine_directory_holding_a_fifo_is_refused_without_blocking(cli, tmp
             f"tiny-llama={engine}")
     assert r.exit_code == 5 and "rank1.engine is not a regular file (a FIFO)" in r.stderr, r.stderr
     assert not (tmp_path / "OUT").exists()
+
+
+def test_a_255_byte_model_name_builds(cli, write, tmp_path):
+    write("model.py", "x = 1\n")
+    recipe = write("long.yaml", PY_RECIPE.replace("name: doubler", "name: " + "m" * 255))
+    r = cli("build", recipe, "-o", tmp_path / "OUT")
+    assert r.exit_code == 0, r.stderr
+    assert (tmp_path / "OUT" / ("m" * 255) / "config.pbtxt").is_file()
