@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Every Python the README names gets a smoke build + verify, installed from wheels only (never compiled):
-# tritonbuild's wheel + [embedded,onnx,llm,s3] with ci/constraints.txt into a fresh venv per Python, then a
+# tritonbuild's wheel + every extra but torch ([embedded,onnx,llm,s3,gcs,azure]; torch's wheels for other
+# Pythons are the GB-sized CUDA builds, only 3.11's CPU build is on local disk) with ci/constraints.txt into a
+# fresh venv per Python, then a
 # Python-backend model (live in the embedded tritonserver, goldens bit for bit) and an ONNX model from a file
 # (recorded, then verified in-process by onnxruntime).
 # Python 3.13 has no embedded server (its stub needs numpy < 2: no cp313 wheel), so there the README's way out
@@ -39,7 +41,7 @@ for v in "${VERSIONS[@]}"; do
   t0=$SECONDS
   # NOTE: the filter drops pip's notes about this machine's local indexes (one line per package).
   if ! "$VENV/bin/python" -m pip install -q --only-binary=:all: -c ci/constraints.txt \
-      "$WHEEL[embedded,onnx,llm,s3]" 2> >(grep -v "is ignored: it is neither" >&2); then
+      "$WHEEL[embedded,onnx,llm,s3,gcs,azure]" 2> >(grep -v "is ignored: it is neither" >&2); then
     failed+=("$v (install)"); continue
   fi
   # A kept venv already has a tritonbuild 0.1.0: make it this checkout's.
