@@ -122,7 +122,9 @@ def build_command(recipes: tuple[Path, ...], output: Path, force: bool, engines:
         if not sep or not name or not path:
             raise click.BadParameter(f"{item!r}: expected MODEL=DIR", param_hint="--engine")
         given[name] = Path(path)
-    app().detail(f"build cache {cache_dir}" + (f", remote cache {cache_url}" if cache_url else ""))
+    from tritonbuild.core.secrets import redact
+
+    app().detail(f"build cache {cache_dir}" + (f", remote cache {redact(cache_url)}" if cache_url else ""))
     with _progress(not as_json) as progress:
         result, manifest = api.build_repository(list(recipes), output, force=force, cache_dir=cache_dir,
                                                 progress=progress, engines=given, strict=strict,

@@ -161,3 +161,17 @@ def test_the_lease_is_renewed_while_held_and_a_renewed_lock_is_not_broken(tmp_pa
         assert other._break(b'{"token": "an older body"}', None) is False
         assert read_lock(target)["token"] == lock.token
     assert read_lock(target) is None
+
+
+def test_a_checkpoint_url_with_credentials_is_not_printed(cli, tmp_path):
+    import shutil
+
+    from tests.conftest import EXAMPLES
+
+    shutil.copy(EXAMPLES / "tiny-llama-int4.yaml", tmp_path / "llm.yaml")
+    text = (tmp_path / "llm.yaml").read_text()
+    (tmp_path / "llm.yaml").write_text(text.replace("checkpoint: {path: tiny-llama}",
+                                                    "checkpoint: {path: 's3://AKIAKEY:ckptSECRETvalue@bucket/ck'}"))
+    r = cli("plan", tmp_path / "llm.yaml")
+    assert r.exit_code == 4, r.stderr
+    assert "ckptSECRETvalue" not in r.stdout + r.stderr and "s3://***@bucket/ck" in r.stderr

@@ -71,7 +71,7 @@ def fetch_checkpoint(lr: LoadedRecipe) -> Path:
 
     r: LLMRecipe = lr.recipe
     if not r.checkpoint.sha256:
-        raise PlanError(f"{r.checkpoint.path} is remote and not pinned", where=lr.where(("checkpoint", "path")),
+        raise PlanError(f"{redact(r.checkpoint.path)} is remote and not pinned", where=lr.where(("checkpoint", "path")),
                         hint="add checkpoint.sha256 (tritonbuild plan --json on a local copy shows it)")
     dest = cache_dir() / "checkpoints" / r.checkpoint.sha256
     if not (dest / "config.json").is_file():
