@@ -7,7 +7,8 @@ range, answered without errors, met the p99 SLA, served at least `min_vs_default
 
 Quick search (Model Analyzer's quick-search idea, adapted): a greedy climb at the top load that only walks
 forward (more instances, a larger dynamic batch), then the queue delays and preferred sizes at the best
-point, then the other loads only for the few candidates that could win. The throughput surface of a
+point, then the other loads only for the few candidates that could win; when the low-load constraint
+rejects all of them, a walk over the batch sizes of the fewest instances. The throughput surface of a
 serving config is close to unimodal along each of those axes (more instances or a larger batch help until
 the device or the scheduler saturates), which is what makes a forward walk sound; the low-load check is
 where the delay that pays at high load costs, so it is measured for every finalist. `--brute` measures
@@ -169,4 +170,25 @@ def quick(ev: Evaluator, grid: Grid, default: Candidate, verify) -> Candidate | 
     measured = {c for c, load in ev.order if load == ev.top and c != default}
     ranked = sorted(measured, key=lambda c: -(ev.top_score(c) or -1.0))
     ranked = [c for c in ranked if ev.top_score(c) is not None] + [default]
-    return choose(ev, ranked, verify)
+    choice = choose(ev, ranked, verify)
+    if choice is ranked[0]:
+        return choice
+    # 4. the constraints rejected the best climbed finalists (the climb follows the top load, where more
+    #    instances win; at low load they cost most): walk the batch sizes (no delay) of each instance count,
+    #    fewest first, measuring the other loads only for points that would beat the best feasible one so far
+    #    (seen on the H200: 1 instance with batches <= 32 kept 0.85x of the default at 1 client where the
+    #    climbed 2- and 4-instance configs lost more).
+    best = choice
+    for i in range(len(grid.instances)):
+        for b in range(1, len(grid.batch)):
+            c = grid.at(i, b)
+            score = ev.top_score(c)
+            if score is None or (best is not None and score <= ev.get(best, ev.top).throughput):
+                continue
+            if ev.verdict(c).feasible:
+                why = verify(c)
+                if why is None:
+                    best = c
+                else:
+                    ev.rejected[c] = why
+    return best
