@@ -103,7 +103,8 @@ def _render_memory(name: str, arch: dict, mem: dict) -> None:
 @recipes_arg
 @click.option("-o", "--output", "output", required=True, type=click.Path(path_type=Path),
               help="Repository directory to write (replaced atomically).")
-@click.option("--force", is_flag=True, help="Replace OUT even if it is not a tritonbuild repository.")
+@click.option("--force", is_flag=True,
+              help="Replace OUT even if it is not a tritonbuild repository (never one that overlaps an input).")
 @click.option("--engine", "engines", multiple=True, metavar="MODEL=DIR",
               help="Assemble MODEL around this prebuilt engine directory instead of building it. Repeatable.")
 @click.option("--strict", is_flag=True, help="A step that cannot run here (e.g. no TensorRT-LLM) is an error.")

@@ -301,11 +301,10 @@ def check_rules(r: Recipe) -> list[Problem]:
     out: list[Problem] = []
     b = r.batching
     if b is not None:
-        if r.max_batch_size == 0:
-            out.append((("batching",), "dynamic batching needs max_batch_size > 0",
-                        "set max_batch_size or remove 'batching'"))
+        # NOTE: Triton accepts dynamic_batching with max_batch_size 0 (queueing, priorities, timeouts without
+        # batching); only a preferred size above max_batch_size is refused (ValidateModelConfig, core r24.10).
         for i, s in enumerate(b.preferred_batch_sizes):
-            if r.max_batch_size and s > r.max_batch_size:
+            if s > r.max_batch_size:
                 out.append((("batching", "preferred_batch_sizes", i),
                             f"preferred batch size {s} exceeds max_batch_size {r.max_batch_size}",
                             f"use sizes <= {r.max_batch_size} or raise max_batch_size"))

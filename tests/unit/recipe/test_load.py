@@ -77,6 +77,20 @@ def test_preferred_batch_size_over_max(write):
     assert "max_batch_size" in e.hint
 
 
+def test_dynamic_batching_without_batch_dimension_is_accepted(write):
+    """Triton loads dynamic_batching with max_batch_size 0 (a queue with priorities and timeouts, no batching):
+    refusing it was stricter than Triton (#13; the corpus' ok-dynamic-batching-nonbatching case)."""
+    text = PY_RECIPE.replace("max_batch_size: 4", "max_batch_size: 0")
+    loaded = load_recipe(write("r.yaml", text + "batching: {max_queue_delay_us: 100}\n"))
+    assert loaded.recipe.max_batch_size == 0 and loaded.recipe.batching is not None
+
+
+def test_preferred_batch_size_without_batch_dimension(write):
+    text = PY_RECIPE.replace("max_batch_size: 4", "max_batch_size: 0")
+    (e,) = _errors(write("r.yaml", text + "batching: {preferred_batch_sizes: [2]}\n"))
+    assert e.message == "batching.preferred_batch_sizes[0]: preferred batch size 2 exceeds max_batch_size 0"
+
+
 def test_gpu_instances_on_cpu_target(write):
     (e,) = _errors(write("r.yaml", PY_RECIPE + "instances: [{kind: gpu, count: 1}]\n"))
     assert e.message.startswith("instances[0].kind: kind gpu but the recipe's target is cpu")
