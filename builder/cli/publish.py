@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -112,8 +113,17 @@ def publish_command(repository: Path, target: str, endpoint_url: str | None, ski
                           notify=notify, dry_run=dry_run, break_lock=break_lock, reverify=reverify,
                           reporter=_TransferReporter(app()), require_reproducible=require_reproducible)
     failed = [n for n in receipt.notified if not n["ok"]]
+    error = PublishError(f"published, but {len(failed)} server(s) did not load the models",
+                         hint="see the notify lines above; the target itself is complete") if failed else None
     if as_json:
-        _json(receipt.model_dump(mode="json"))
+        # one JSON document on stdout: the receipt, with the error (exit 7) beside it when a notify failed
+        doc = receipt.model_dump(mode="json")
+        if error:
+            doc["error"] = error.to_dict()
+        _json(doc)
+        if error:
+            sys.exit(error.exit_code)
+        return
     else:
         table = Table("model", "version", "action", "path", "bytes", "detail", box=None)
         for a in receipt.actions:
@@ -128,9 +138,8 @@ def publish_command(repository: Path, target: str, endpoint_url: str | None, ski
         out.print(f"tritonserver --model-repository={receipt.triton_url}")
         for n in receipt.notified:
             out.print(f"notify {n['server']} load {n['model']}: {'ok' if n['ok'] else 'FAILED'} {n['message']}")
-    if failed:
-        raise PublishError(f"published, but {len(failed)} server(s) did not load the models",
-                           hint="see the notify lines above; the target itself is complete")
+    if error:
+        raise error
 
 
 @main.command("ls")

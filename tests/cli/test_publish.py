@@ -286,6 +286,40 @@ def test_notify_only_the_models_that_changed(cli, repo, tmp_path):
         srv.shutdown()
 
 
+def test_publish_json_with_a_failed_notify_is_one_document(cli, repo, tmp_path):
+    """--json prints ONE document even when a notify fails: the receipt (notify failures included) with the
+    error beside it; still exit 7. (It printed the receipt, then the error: two documents, unparseable.)"""
+    import http.server
+    import threading
+
+    class Refuses(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = b'{"error":"failed to load doubler"}'
+            self.send_response(400)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuses)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        out = repo(1)
+        _fake_verified(cli, out)
+        r = cli("publish", out, f"file://{tmp_path}/pub", "--json", "--notify",
+                f"http://127.0.0.1:{srv.server_address[1]}")
+    finally:
+        srv.shutdown()
+    assert r.exit_code == 7
+    doc = json.loads(r.stdout)
+    assert [n["ok"] for n in doc["notified"]] == [False] and doc["notified"][0]["model"] == "doubler"
+    assert doc["error"]["error"] == "publish" and doc["error"]["exit_code"] == 7
+    assert "did not load" in doc["error"]["message"] and doc["manifest_digest"]
+    assert (tmp_path / "pub" / "doubler").is_dir()  # the target itself is complete
+
+
 def test_version_policy_serves_versions_side_by_side(cli, repo, tmp_path):
     """A recipe's version_policy reaches the target: latest 2 pins the two newest complete versions (clients can
     pin either); an interface change between them is refused (Triton serves every version under one config)."""

@@ -184,8 +184,8 @@ def test_notify_credentials_are_sent_as_auth_and_never_shown(cli, repo, tmp_path
         assert f"notify http://***@127.0.0.1:{port} load doubler: ok" in r.stdout
         r = cli("publish", out, f"file://{tmp_path}/pub2", "--json", "--notify", f"http://ci:wrongPW@127.0.0.1:{port}")
         assert r.exit_code == 7 and "wrongPW" not in r.stdout + r.stderr
-        receipt, _ = json.JSONDecoder().raw_decode(r.stdout)  # then the error document
-        assert receipt["notified"][0]["status"] == 401
+        receipt = json.loads(r.stdout)  # one document: the receipt, the error beside it
+        assert receipt["notified"][0]["status"] == 401 and receipt["error"]["exit_code"] == 7
     finally:
         srv.shutdown()
 
