@@ -2,7 +2,8 @@
 classified by their codes.
 
 - Timeouts: connect 5 s, read TRITONBUILD_S3_READ_TIMEOUT (default 60 s) per request: an endpoint that
-  accepts connections and never answers fails in bounded time instead of hanging.
+  accepts connections and never answers fails in bounded time instead of hanging. gs:// (gcsfs) and az://
+  (adlfs) get the same two bounds through their own options (gcs_options, azure_options).
 - Retries: botocore's own 'standard' mode (exponential backoff with jitter, transient errors only: throttling,
   5xx, timeouts, connection resets) with ATTEMPTS attempts in all; s3fs's retry loop is set to one attempt
   and tritonbuild adds none, so a failing request is tried ATTEMPTS times, not dozens.
@@ -36,6 +37,37 @@ def s3_options(endpoint_url: str | None) -> dict:
             "config_kwargs": {"connect_timeout": CONNECT_TIMEOUT_S, "read_timeout": read_timeout(),
                               "retries": {"mode": "standard", "total_max_attempts": ATTEMPTS}},
             "skip_instance_cache": True}
+
+
+def gcs_options() -> dict:
+    """storage_options for gs:// (gcsfs): each HTTP request bounded by aiohttp's connect and between-reads
+    timeouts (gcsfs's requests_timeout; unset, aiohttp waits forever on an endpoint that never answers; a total
+    timeout would cut a large download short). Retries are gcsfs's own retry_request (a fixed 6 attempts in the
+    driver, backoff with jitter, transient errors only; 404 never retried): tritonbuild adds none."""
+    from aiohttp import ClientTimeout
+
+    return {"requests_timeout": ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=read_timeout()),
+            "skip_instance_cache": True}
+
+
+def azure_options() -> dict:
+    """storage_options for az:// and abfs:// (adlfs): its connection_timeout and read_timeout (seconds, handed to
+    the Azure SDK's transport on every blob transfer; the SDK's default is 300 s each). Retries are the Azure
+    storage SDK's own ExponentialRetry (3 retries, backoff with jitter, transient errors only): tritonbuild
+    adds none."""
+    return {"connection_timeout": CONNECT_TIMEOUT_S, "read_timeout": int(max(1, read_timeout())),
+            "skip_instance_cache": True}
+
+
+def storage_options(protocol: str, endpoint_url: str | None = None) -> dict:
+    """The bounded-time options for a target's or a remote cache's driver (none for file://)."""
+    if protocol == "s3":
+        return s3_options(endpoint_url)
+    if protocol in ("gs", "gcs"):
+        return gcs_options()
+    if protocol in ("az", "abfs", "abfss"):
+        return azure_options()
+    return {}
 
 
 def one_retry_layer(fs) -> None:

@@ -26,11 +26,10 @@ class RemoteCache:
         if self._fs is None:
             from fsspec.core import url_to_fs
 
-            from tritonbuild.core.objstore import one_retry_layer, s3_options
+            from tritonbuild.core.objstore import one_retry_layer, storage_options
 
-            options = {}
-            if self.url.startswith("s3://"):
-                options = s3_options(os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"))
+            options = storage_options(self.url.split("://", 1)[0] if "://" in self.url else "file",
+                                      os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"))
             self._fs, self._root = url_to_fs(self.url, **options)
             one_retry_layer(self._fs)
         return self._fs

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from tritonbuild.core.objstore import classify, one_retry_layer, s3_options
+from tritonbuild.core.objstore import classify, one_retry_layer, storage_options
 from tritonbuild.core.secrets import has_userinfo, redact
 from tritonbuild.errors import PublishError
 
@@ -64,9 +64,7 @@ def open_target(url: str, *, endpoint_url: str | None = None) -> Target:
                            hint="use file://, s3://, gs:// or az://")
     endpoint_url = endpoint_url or (os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
                                     if protocol == "s3" else None)
-    options: dict = {}
-    if protocol == "s3":
-        options = s3_options(endpoint_url)
+    options = storage_options(protocol, endpoint_url)
     if protocol == "file":
         path = url[len("file://"):]
         if not path.startswith("/"):
