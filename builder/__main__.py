@@ -1,3 +1,64 @@
-from tritonbuild.cli import main
+"""`python -m tritonbuild` and the `tritonbuild` console script: the CLI, with Ctrl-C always ending in exit 130."""
 
-main()
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import sys
+
+_interrupted = False
+_code: int | None = None  # the exit code run() settled on
+
+
+def _late_interrupt(_signum, _frame) -> None:
+    global _interrupted
+    _interrupted = True
+
+
+def _exit_now() -> None:
+    """Registered before anything else, so it runs last at exit, after every other handler: ends the process with
+    run()'s code, or 130 when a Ctrl-C arrived while Python was already exiting (joining threads, atexit
+    handlers). Python's own finalization after this point restores SIGINT's default action, and a Ctrl-C there
+    killed the process (signal 2): nothing is left to do, so it is skipped."""
+    if _code is None:  # run() did not get to the end (the interpreter is dying another way): leave it alone
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(130 if _interrupted else _code)
+
+
+def run() -> None:
+    """The CLI (it maps Ctrl-C during a command to 130). Around it: a Ctrl-C during the imports is 130 too, and one
+    arriving once the command is done no longer raises KeyboardInterrupt at exit (which ended the process by
+    signal 2): it only marks the exit 130."""
+    global _interrupted, _code
+    atexit.register(_exit_now)
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # a background job: leave it ignored
+    code: int | str | None = 130
+    try:
+        try:
+            from tritonbuild.cli import main
+
+            main()
+            code = 0
+        finally:
+            if not ignored:
+                signal.signal(signal.SIGINT, _late_interrupt)
+    except SystemExit as e:
+        code = e.code
+    except KeyboardInterrupt:
+        _interrupted = True
+        print("interrupted", file=sys.stderr)
+    if isinstance(code, str):  # sys.exit("message"): Python prints it and exits 1
+        print(code, file=sys.stderr)
+        code = 1
+    _code = code or 0
+    sys.exit(130 if _interrupted else _code)
+
+
+if __name__ == "__main__":
+    run()

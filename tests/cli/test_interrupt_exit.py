@@ -1,0 +1,47 @@
+"""Ctrl-C ends tritonbuild with exit 130 at every moment the CLI controls, also once Python is already exiting
+(#14: a SIGINT then showed a KeyboardInterrupt traceback or killed the process by signal 2)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+# The command runs and finishes; a non-daemon thread, which Python joins while exiting, then sends SIGINT.
+LATE = textwrap.dedent("""
+    import os, signal, sys, threading, time
+    from tritonbuild.__main__ import run
+    def late():
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGINT)
+    threading.Thread(target=late).start()
+    sys.argv = ["tritonbuild", *sys.argv[1:]]
+    run()
+""")
+
+
+def test_sigint_while_python_is_exiting_is_exit_130():
+    r = subprocess.run([sys.executable, "-c", LATE, "--version"], capture_output=True, text=True, timeout=60)
+    assert "tritonbuild, version" in r.stdout
+    assert r.returncode == 130, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr and "KeyboardInterrupt" not in r.stderr, r.stderr
+
+
+def test_sigint_after_a_failed_command_is_exit_130_too():
+    r = subprocess.run([sys.executable, "-c", LATE, "validate", "/nonexistent/r.yaml"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 130 and "Traceback" not in r.stderr, (r.returncode, r.stderr)
+
+
+def test_exit_codes_are_kept_without_an_interrupt(tmp_path):
+    ok = subprocess.run([sys.executable, "-m", "tritonbuild", "--version"], capture_output=True, text=True,
+                        timeout=60)
+    assert ok.returncode == 0 and "tritonbuild, version" in ok.stdout
+    usage = subprocess.run([sys.executable, "-m", "tritonbuild", "publish"], capture_output=True, text=True,
+                           timeout=60)
+    assert usage.returncode == 2 and "Traceback" not in usage.stderr
+    bad = tmp_path / "r.yaml"
+    bad.write_text("name: [unclosed\n")
+    recipe = subprocess.run([sys.executable, "-m", "tritonbuild", "validate", str(bad)], capture_output=True,
+                            text=True, timeout=60)
+    assert recipe.returncode == 3, (recipe.returncode, recipe.stderr)
