@@ -91,10 +91,11 @@ def _inputs_of(loaded: list[LoadedRecipe], cache: Path) -> tuple[dict[Path, str]
 
 def verify_repository(root: Path, *, server_url: str | None = None, record: bool = False,
                       progress: Progress | None = None, force: bool = False,
-                      rebuild: bool = False) -> VerificationReport:
+                      rebuild: bool = False, load_timeout: float | None = None) -> VerificationReport:
     from tritonbuild.verify.run import verify
 
-    report = verify(root, server_url=server_url, record=record, progress=progress, force=force)
+    report = verify(root, server_url=server_url, record=record, progress=progress, force=force,
+                    **({"load_timeout": load_timeout} if load_timeout else {}))
     if rebuild and report.manifest_digest:
         report = rebuild_and_compare(root, report, progress)
     return report

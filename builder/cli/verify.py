@@ -32,10 +32,13 @@ from tritonbuild.cli.common import (
 @click.option("--force", is_flag=True, help="With --record: replace committed goldens that differ.")
 @click.option("--rebuild", is_flag=True, help="Also rebuild the recipes in an isolated cache and compare every "
               "artefact's sha256 (run from where the build ran).")
+@click.option("--load-timeout", type=click.FloatRange(min=0, min_open=True), default=300.0, show_default=True,
+              metavar="SECONDS", help="A model the embedded tritonserver has not loaded by then fails (its row "
+              "names the server log's lines for it) instead of hanging verify.")
 @endpoint_option
 @json_option
 def verify_command(repository: str, server_url: str | None, record: bool, force: bool, rebuild: bool,
-                   endpoint_url: str | None,
+                   load_timeout: float, endpoint_url: str | None,
                    as_json: bool) -> None:
     """Static checks, live load, golden inferences compared bit for bit.
 
@@ -63,7 +66,7 @@ def verify_command(repository: str, server_url: str | None, record: bool, force:
         server_url = f"http://{server_url}"
     with _progress(not as_json) as progress:
         report = api.verify_repository(repository, server_url=server_url, record=record, progress=progress,
-                                       force=force, rebuild=rebuild)
+                                       force=force, rebuild=rebuild, load_timeout=load_timeout)
     if as_json:
         _json(report.model_dump(mode="json"))
     else:

@@ -27,6 +27,8 @@ from pathlib import Path
 from tritonbuild.errors import VerifyError
 
 READY_TIMEOUT_S = 60.0
+# A model load that never reports back (a Python stub stuck in initialize) would hold Triton's load API forever.
+LOAD_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 20.0
 
 
@@ -35,7 +37,7 @@ class ServerStartError(VerifyError):
 
 
 class ModelLoadError(VerifyError):
-    pass
+    timed_out = False  # the load did not answer in time (set by load_model)
 
 
 def pytriton_dir() -> Path:
@@ -203,8 +205,13 @@ class EmbeddedServer:
         except OSError:
             return ""
 
-    def load(self, model: str) -> None:
-        load_model(f"http://{self.http_url}", model)
+    def load(self, model: str, timeout: float = LOAD_TIMEOUT_S) -> None:
+        try:
+            load_model(f"http://{self.http_url}", model, timeout=timeout)
+        except ModelLoadError as e:
+            if e.timed_out:
+                e.message += f"; {load_log_cause(self.log_path, model)}"
+            raise
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
@@ -243,8 +250,9 @@ class EmbeddedServer:
         self.cleanup()
 
 
-def load_model(base_url: str, model: str, timeout: float = 300.0) -> None:
-    """POST v2/repository/models/<m>/load; a failure carries Triton's own error text."""
+def load_model(base_url: str, model: str, timeout: float = LOAD_TIMEOUT_S) -> None:
+    """POST v2/repository/models/<m>/load; a failure carries Triton's own error text; a load that has not
+    answered within timeout seconds is a ModelLoadError with timed_out set."""
     req = urllib.request.Request(f"{base_url}/v2/repository/models/{model}/load", data=b"{}", method="POST",
                                  headers={"Content-Type": "application/json"})
     try:
@@ -258,6 +266,33 @@ def load_model(base_url: str, model: str, timeout: float = 300.0) -> None:
             pass
         raise ModelLoadError(f"tritonserver failed to load {model!r}: {body}", where=model,
                              hint="fix the model (Triton's message above), rebuild, verify again") from None
-    except (urllib.error.URLError, OSError) as e:
+    except urllib.error.URLError as e:
+        if isinstance(e.reason, (TimeoutError, socket.timeout)):
+            raise _load_timed_out(model, timeout) from None
         raise ModelLoadError(f"cannot reach {base_url} to load {model!r}: {e}", hint="is the server running?") \
             from None
+    except (TimeoutError, socket.timeout):
+        raise _load_timed_out(model, timeout) from None
+    except OSError as e:
+        raise ModelLoadError(f"cannot reach {base_url} to load {model!r}: {e}", hint="is the server running?") \
+            from None
+
+
+def _load_timed_out(model: str, timeout: float) -> ModelLoadError:
+    e = ModelLoadError(f"tritonserver did not finish loading {model!r} within {timeout:g} s (a model whose "
+                       "initialize never returns, e.g. a Python stub waiting on a file it cannot find)", where=model,
+                       hint="fix the model's initialize (see the server log's lines), or raise --load-timeout "
+                            "if it is only slow to load")
+    e.timed_out = True
+    return e
+
+
+def load_log_cause(log_path: Path, model: str, n: int = 5) -> str:
+    """The server log's last lines naming model (what it was doing when its load stopped answering)."""
+    try:
+        lines = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if model in ln]
+    except OSError:
+        lines = []
+    if not lines:
+        return "the server log names no cause"
+    return "server log: " + " | ".join(lines[-n:])

@@ -30,7 +30,14 @@ from tritonbuild.repository.manifest import (
     version_identity,
 )
 from tritonbuild.repository.rules import check_model_dir
-from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError, ServerStartError, load_model
+from tritonbuild.server.embedded import (
+    LOAD_TIMEOUT_S,
+    EmbeddedServer,
+    ModelLoadError,
+    ServerStartError,
+    load_log_cause,
+    load_model,
+)
 from tritonbuild.verify.goldens import check_golden_names, compare, from_npz_arrays, generate_inputs, to_npz_arrays
 from tritonbuild.verify.models import Mismatch, ModelReport, StaticCheck, VerificationReport
 from tritonbuild.verify.runners import InferError, TritonRunner
@@ -252,7 +259,8 @@ def lint(root: Path, *, progress: Progress | None = None) -> VerificationReport:
 
 
 def verify(root: Path, *, server_url: str | None = None, record: bool = False,
-           progress: Progress | None = None, force: bool = False) -> VerificationReport:
+           progress: Progress | None = None, force: bool = False,
+           load_timeout: float = LOAD_TIMEOUT_S) -> VerificationReport:
     root = Path(root)
     if root.is_dir() and not (root / MANIFEST_NAME).exists() and not server_url and not record:
         return lint(root, progress=progress)
@@ -277,7 +285,7 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
         if server is not None:
             say("loading models")
             live = [m for m in manifest.models if paths[(m.name, m.version)][0] == "live-embedded"]
-            loads = _load_all(server, live)
+            loads = _load_all(server, live, load_timeout)
         for m in manifest.models:
             say(f"{m.name} v{m.version}")
             path, detail = paths[(m.name, m.version)]
@@ -309,7 +317,8 @@ def _write_report(root: Path, report: VerificationReport) -> VerificationReport:
     return report
 
 
-def _load_all(server: EmbeddedServer, models: list[ManifestModel]) -> dict[str, str | None]:
+def _load_all(server: EmbeddedServer, models: list[ManifestModel], timeout: float = LOAD_TIMEOUT_S
+              ) -> dict[str, str | None]:
     """Load models concurrently; name → Triton's load error or None. An ensemble's load loads its steps, and a
     second explicit load would reload them (the slow part: a Python stub importing torch), so an ensemble's
     steps are left to it; every other model (BLS included, whose calls Triton cannot see) is loaded itself."""
@@ -318,11 +327,15 @@ def _load_all(server: EmbeddedServer, models: list[ManifestModel]) -> dict[str, 
     by_ensemble = {d: m.name for m in models if m.backend == "ensemble" for d in m.depends_on}
     direct = [m.name for m in models if m.name not in by_ensemble]
 
+    timed_out = {}
+
     def one(name: str) -> str | None:
         try:
-            load_model(url, name)
+            load_model(url, name, timeout=timeout)
             return None
         except ModelLoadError as e:
+            if e.timed_out:  # a load that never answers: bounded, with what the server log says of it
+                timed_out[name] = f"{e.message}; {load_log_cause(server.log_path, name)}"
             return e.message
 
     url = f"http://{server.http_url}"
@@ -330,8 +343,8 @@ def _load_all(server: EmbeddedServer, models: list[ManifestModel]) -> dict[str, 
         result = dict(zip(direct, pool.map(one, direct)))
     if any(result.values()):
         log = server.log_path.read_text(errors="replace")
-        result = {n: e and f"tritonserver failed to load {n!r}: {explain_load_error(e, log, n)}"
-                  for n, e in result.items()}
+        result = {n: e and timed_out.get(n) or e and f"tritonserver failed to load {n!r}: "
+                  f"{explain_load_error(e, log, n)}" for n, e in result.items()}
     for step, ensemble in by_ensemble.items():
         result[step] = None if result.get(ensemble) is None else f"not loaded: its ensemble {ensemble!r} failed " \
                                                                   f"to load: {result[ensemble]}"
