@@ -10,7 +10,7 @@ from google.protobuf import text_format
 
 from tritonbuild.backends import REGISTRY
 from tritonbuild.repository.config import parse
-from tritonbuild.repository.triton_rules import ensemble_step_problems, model_problems
+from tritonbuild.repository.triton_rules import NAME_MISMATCH, ensemble_step_problems, model_problems
 
 VERSION_RE = re.compile(r"^[1-9][0-9]*$")
 
@@ -46,8 +46,10 @@ def check_model_dir(model_dir: Path, *, model_files: bool = False) -> list[Findi
         return out
     add("config.parse", [], "config.pbtxt parses as inference.ModelConfig")
 
-    add("name", [f"config name {mc.name!r} != directory name {name!r}"] if mc.name and mc.name != name else
-        ([f"{name!r} contains '/' or is '..'"] if "/" in name or name in (".", "..") else []),
+    triton = model_problems(mc, model_dir)
+    # the directory-name rule is reported once, in Triton's words, as this row (not again in "triton-rules")
+    misnamed = [p for p in triton if p.startswith(NAME_MISMATCH)]
+    add("name", misnamed or ([f"{name!r} contains '/' or is '..'"] if "/" in name or name in (".", "..") else []),
         f"directory name = model name = {name!r}")
 
     versions, bad = [], []
@@ -84,16 +86,14 @@ def check_model_dir(model_dir: Path, *, model_files: bool = False) -> list[Findi
     if mc.platform != "ensemble" and backend != "tensorrtllm":
         add("model_file", problems, f"{mc.default_model_filename or defaults.get(backend, {}).get('', '?')} "
             f"present in every version")
-    owner = REGISTRY.for_manifest(backend)  # the backend's own load checks (e.g. vLLM's)
-    for check, found, ok_detail in owner.offline_checks(mc, model_dir, versions) if owner else []:
-        add(check, found, ok_detail)
     if backend == "python" and any((model_dir / str(v) / "model.yaml").is_file() for v in versions):
         add("llmapi", _llmapi_problems(mc, model_dir, versions), "model.yaml consistent with config.pbtxt")
 
-    owner = REGISTRY.for_triton(backend) if backend else None
-    for check, found, ok in (owner.offline_checks(mc, model_dir, versions) if owner else []):
-        add(check, found, ok)
-    add("triton-rules", model_problems(mc, model_dir), "Triton's config rules (model_config_utils, ported) hold")
+    owner = REGISTRY.for_manifest(backend) if backend else None  # the backend's own load checks (e.g. vLLM's)
+    for check, found, ok_detail in (owner.offline_checks(mc, model_dir, versions) if owner else []):
+        add(check, found, ok_detail)
+    add("triton-rules", [p for p in triton if p not in misnamed], "Triton's config rules (model_config_utils, "
+        "ported) hold")
     if model_files and (backend == "onnxruntime" or (not backend and mc.platform == "onnxruntime_onnx")):
         from tritonbuild.repository.onnx_rules import onnx_problems
 

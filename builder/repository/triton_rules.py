@@ -80,6 +80,9 @@ def _backend_after_autofill(mc, model_dir: Path) -> tuple[str, str, list[str]]:
     return backend, platform, []
 
 
+NAME_MISMATCH = "unexpected directory name "  # model_repository_manager.cc
+
+
 def model_problems(mc, model_dir: Path) -> list[str]:
     """Triton's poll- and load-time checks of one model's config (not the ensemble-vs-steps ones)."""
     name = mc.name or model_dir.name
@@ -89,7 +92,7 @@ def model_problems(mc, model_dir: Path) -> list[str]:
         p.append(f"failed to read text proto: {', '.join(newer)} is not a field of tritonserver {TRITON_VERSION}'s "
                  "ModelConfig (tritonclient's newer proto accepts it; the server does not)")
     if mc.name and mc.name != model_dir.name:
-        p.append(f"unexpected directory name '{model_dir.name}' for model '{mc.name}', directory name must equal "
+        p.append(f"{NAME_MISMATCH}'{model_dir.name}' for model '{mc.name}', directory name must equal "
                  "model name")
     backend, platform, fill = _backend_after_autofill(mc, model_dir)
     p += fill

@@ -38,7 +38,7 @@ def test_good_model_passes(tmp_path):
 
 @pytest.mark.parametrize("config, versions, name, files, check, words", [
     (GOOD + "max_batch_szie: 2\n", ("1",), "m", ("model.py",), "config.parse", "max_batch_szie"),
-    (GOOD, ("1",), "other", ("model.py",), "name", "!= directory name"),
+    (GOOD, ("1",), "other", ("model.py",), "name", "directory name must equal model name"),
     (GOOD, ("01",), "m", ("model.py",), "versions", "not a plain number"),
     (GOOD, (), "m", ("model.py",), "versions", "no numeric version"),
     (GOOD + "version_policy { specific { versions: [2] } }\n", ("1",), "m", ("model.py",), "versions",
@@ -89,3 +89,18 @@ def test_ensemble_cycle_is_a_finding_not_a_crash(tmp_path):
             'output_map { key: "Y" value: "Y" } } }\n')
     failed = _failed(tmp_path / "a")
     assert "circular dependency between ensembles: a -> ... -> b -> a" in failed["model_file"]
+
+
+def test_name_mismatch_is_reported_once(tmp_path):
+    """It was reported twice: as the "name" row and again inside "triton-rules"."""
+    findings = [f for f in check_model_dir(_model(tmp_path, GOOD, name="other")) if not f.ok]
+    assert [f.check for f in findings] == ["name"], findings
+    assert findings[0].detail == ("unexpected directory name 'other' for model 'm', directory name must equal model "
+                                  "name")
+
+
+def test_backend_offline_checks_run_once(tmp_path):
+    """vLLM's own load checks were added twice (once through for_manifest, once through for_triton)."""
+    config = GOOD.replace('backend: "python"', 'backend: "vllm"')
+    checks = [f.check for f in check_model_dir(_model(tmp_path, config, files=("model.json",)))]
+    assert checks.count("vllm") == 1, checks
