@@ -251,16 +251,27 @@ def test_rollback_refuses_a_version_without_its_stored_config(cli, repo, tmp_pat
 
 
 def test_notify_only_the_models_that_changed(cli, repo, tmp_path):
+    """--notify loads the models whose config changed, and also those the server does not have READY (absent
+    from its repository index: restarted, or UNAVAILABLE after a failed load); a READY unchanged model is left
+    alone (#13, #14)."""
     import http.server
     import threading
 
-    seen = []
+    seen, index = [], {}
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self):
-            seen.append(self.path)
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = b""
+            if self.path == "/v2/repository/index":
+                body = json.dumps([{"name": n, "version": "1", "state": st} for n, st in index.items()]).encode()
+            else:
+                seen.append(self.path)
+                index[self.path.split("/")[-2]] = "READY"
             self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
             self.end_headers()
+            self.wfile.write(body)
 
         def log_message(self, *a):
             pass
@@ -268,20 +279,27 @@ def test_notify_only_the_models_that_changed(cli, repo, tmp_path):
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{srv.server_address[1]}"
+    load = "/v2/repository/models/doubler/load"
     try:
         target = f"file://{tmp_path}/pub"
         out = repo(1)
         _fake_verified(cli, out)
         assert cli("publish", out, target, "--notify", url).exit_code == 0
-        assert seen == ["/v2/repository/models/doubler/load"]
-        assert cli("publish", out, target, "--notify", url).exit_code == 0  # nothing changed: no load request
-        assert seen == ["/v2/repository/models/doubler/load"]
+        assert seen == [load]
+        assert cli("publish", out, target, "--notify", url).exit_code == 0  # unchanged and READY: no load
+        assert seen == [load]
+        index.clear()  # the server restarted without it
+        assert cli("publish", out, target, "--notify", url).exit_code == 0
+        assert seen == [load] * 2
+        index["doubler"] = "UNAVAILABLE"  # a failed load
+        assert cli("publish", out, target, "--notify", url).exit_code == 0
+        assert seen == [load] * 3
         out2 = repo(2)
         _fake_verified(cli, out2)
         assert cli("publish", out2, target).exit_code == 0
         r = cli("rollback", target, "doubler", "--to", "1", "--notify", url)
         assert r.exit_code == 0 and "loaded" in r.stdout
-        assert seen == ["/v2/repository/models/doubler/load"] * 2
+        assert seen == [load] * 4
     finally:
         srv.shutdown()
 

@@ -245,6 +245,19 @@ def test_serve_a_published_target_and_notify_an_explicit_server(doubler_repo, bu
         assert notified == [{"server": info["http"], "model": "doubler", "ok": True, "status": 200,
                              "message": "loaded"}]
         assert _infer(info["http"].removeprefix("http://"), [1, 2, 3]) == ("2", _expected(3))
+        # unchanged and READY in the server's repository index: no load request
+        assert json.loads(_tb("publish", v2, target, "--notify", info["http"], "--json").stdout)["notified"] == []
+        from tritonclient.http import InferenceServerClient
+
+        client = InferenceServerClient(info["http"].removeprefix("http://"))
+        client.unload_model("doubler")  # the server no longer has it: an unchanged publish loads it again
+        deadline = time.monotonic() + 30
+        while client.is_model_ready("doubler") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        client.close()
+        again = json.loads(_tb("publish", v2, target, "--notify", info["http"], "--json").stdout)["notified"]
+        assert [(n["model"], n["ok"]) for n in again] == [("doubler", True)]
+        assert _infer(info["http"].removeprefix("http://"), [1, 2, 3]) == ("2", _expected(3))
         v3 = doubler_repo(3, factor="4")  # a change: notify goes only to models this publish changed
         bad = _tb("publish", v3, target, "--notify", "http://127.0.0.1:9", check=False)
         assert bad.returncode == 7 and "did not load" in bad.stderr
