@@ -32,22 +32,22 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 MODELS_DIR = Path(__file__).parent / "models"
 
 
-def _dir(lr: LoadedRecipe, rel: str, loc: tuple) -> Path:
+def _resolve(lr: LoadedRecipe, rel: str, loc: tuple, *, directory: bool) -> Path:
+    """A recipe path (relative to the recipe's directory) that must exist; `directory` asks for a directory."""
     path = Path(rel)
     path = path if path.is_absolute() else lr.base_dir / path
-    if not path.is_dir():
-        raise PlanError(f"directory not found: {path}", where=lr.where(loc),
+    if not (path.is_dir() if directory else path.exists()):
+        raise PlanError(f"{'directory ' if directory else ''}not found: {path}", where=lr.where(loc),
                         hint="fix the path (relative paths start at the recipe's directory)")
     return path
+
+
+def _dir(lr: LoadedRecipe, rel: str, loc: tuple) -> Path:
+    return _resolve(lr, rel, loc, directory=True)
 
 
 def _path(lr: LoadedRecipe, rel: str, loc: tuple) -> Path:
-    path = Path(rel)
-    path = path if path.is_absolute() else lr.base_dir / path
-    if not path.exists():
-        raise PlanError(f"not found: {path}", where=lr.where(loc),
-                        hint="fix the path (relative paths start at the recipe's directory)")
-    return path
+    return _resolve(lr, rel, loc, directory=False)
 
 
 def _split_calibration(params: dict, inputs: dict[str, str]) -> tuple[dict[str, str], str | None]:
