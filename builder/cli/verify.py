@@ -95,12 +95,12 @@ def _render_report(report) -> None:
     for m in report.models:
         exact = "-" if not m.compared else (f"NO ({len(m.mismatches)} diffs)" if m.mismatches else
                                             "within tolerance" if m.tolerated else f"yes ({m.samples}×{m.repeats})")
-        table.add_row(m.name, str(m.version), how[m.path], "yes" if m.loaded else "no",
+        table.add_row(m.name, str(m.version), how[m.route], "yes" if m.loaded else "no",
                       "recorded" if report.recorded and m.goldens else ("yes" if m.goldens else "none"), exact,
                       m.batch_invariance, Text("PASS", style="green") if m.passed else Text("FAIL", style="red"))
     print_table(table)
     for m in report.models:
-        out.print(f"  {m.name}: {m.path_detail}")
+        out.print(f"  {m.name}: {m.route_detail}")
         if m.load_error:
             out.print(f"  {m.name}: load error: {m.load_error}")
         if m.infer_error:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 SCHEMA_VERSION = 1
 
@@ -36,9 +36,11 @@ class ModelReport(_Frozen):
     name: str
     version: int
     backend: str
-    path: Literal["live-embedded", "live-server", "in-process", "none"]
-    path_detail: str = Field(description="What ran it, e.g. 'tritonserver 2.51.0 (embedded)' or 'onnxruntime "
-                                         "1.32.0 in-process'.")
+    route: Literal["live-embedded", "live-server", "in-process", "none"] = Field(
+        description="How verify ran it: the embedded tritonserver, the server given with --server, in-process, or "
+                    "not at all.")
+    route_detail: str = Field(description="What ran it, e.g. 'tritonserver 2.51.0 (embedded)' or 'onnxruntime "
+                                          "1.32.0 in-process'.")
     loaded: bool
     load_error: str | None = None
     infer_error: str | None = Field(None, description="Loaded, then failed to answer: Triton's error (the model "
@@ -53,6 +55,34 @@ class ModelReport(_Frozen):
     batch_detail: str = ""
     passed: bool
     notes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_route_keys(cls, data: Any) -> Any:
+        """Reports also carry the route under its first names, 'path' and 'path_detail' (written below, for
+        readers of the JSON); they hold the same values, so reading keeps 'route' and refuses a report where they
+        differ. A report written before 'route' existed has only them."""
+        if isinstance(data, dict) and ("path" in data or "path_detail" in data):
+            data = dict(data)
+            for old, new in (("path", "route"), ("path_detail", "route_detail")):
+                value = data.pop(old, None)
+                if new not in data:
+                    data[new] = value
+                elif value is not None and value != data[new]:
+                    raise ValueError(f"{old!r} ({value!r}) differs from {new!r} ({data[new]!r}): the report was "
+                                     "edited")
+        return data
+
+    @computed_field(description="The route under its first name (same value as 'route'), kept for readers of the "
+                                "report.")
+    @property
+    def path(self) -> str:
+        return self.route
+
+    @computed_field(description="Same value as 'route_detail', kept for readers of the report.")
+    @property
+    def path_detail(self) -> str:
+        return self.route_detail
 
 
 class Reproducibility(_Frozen):

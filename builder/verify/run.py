@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from tritonbuild.backends import REGISTRY, runs_embedded
+from tritonbuild.backends.base import Route
 from tritonbuild.core.fsutil import write_atomic
 from tritonbuild.core.hashing import pretty_json, sha256_file
 from tritonbuild.core.npz import read_npz, write_npz
@@ -268,8 +269,8 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
     say = progress or (lambda _msg: None)
     say("static checks")
     static = static_checks(root, manifest)
-    paths = {(m.name, m.version): _path_for(m, server_url, manifest) for m in manifest.models}
-    not_live = sorted({m.name for m in manifest.models if paths[(m.name, m.version)][0] in ("in-process", "none")})
+    routes = {(m.name, m.version): _route_for(m, server_url, manifest) for m in manifest.models}
+    not_live = sorted({m.name for m in manifest.models if routes[(m.name, m.version)][0] in ("in-process", "none")})
     static += core_checks(root, not_live, say)
     if not all(c.ok for c in static):
         report = VerificationReport(manifest_digest=manifest.digest, toolchain=fingerprint(), static=static,
@@ -278,20 +279,20 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
     reports, updated = [], []
     with ExitStack() as stack:
         server = None
-        if any(p == "live-embedded" for p, _ in paths.values()):
+        if any(route == "live-embedded" for route, _ in routes.values()):
             say("starting the embedded tritonserver")
             server = stack.enter_context(EmbeddedServer(root))
         loads = {}
         if server is not None:
             say("loading models")
-            live = [m for m in manifest.models if paths[(m.name, m.version)][0] == "live-embedded"]
+            live = [m for m in manifest.models if routes[(m.name, m.version)][0] == "live-embedded"]
             loads = _load_all(server, live, load_timeout)
         for m in manifest.models:
             say(f"{m.name} v{m.version}")
-            path, detail = paths[(m.name, m.version)]
-            url = server_url if path == "live-server" else (f"http://{server.http_url}" if server else None)
-            rep, m2 = _verify_model(root, m, path, detail, url, record, loads.get(m.name, "not loaded"), force)
-            if path == "in-process":
+            route, detail = routes[(m.name, m.version)]
+            url = server_url if route == "live-server" else (f"http://{server.http_url}" if server else None)
+            rep, m2 = _verify_model(root, m, route, detail, url, record, loads.get(m.name, "not loaded"), force)
+            if route == "in-process":
                 rep = rep.model_copy(update={"notes": [*rep.notes, f"not loaded in tritonserver: the embedded "
                                                        f"server has no {m.backend} backend; pass --server URL"]})
             reports.append(rep)
@@ -357,8 +358,9 @@ def _remove_bytecode(root: Path) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def _path_for(m: ManifestModel, server_url: str | None, manifest: Manifest | None = None,
-              _seen: frozenset[str] = frozenset()) -> tuple[str, str]:
+def _route_for(m: ManifestModel, server_url: str | None, manifest: Manifest | None = None,
+               _seen: frozenset[str] = frozenset()) -> tuple[Route, str]:
+    """How verify runs this model (live-embedded, live-server, in-process, or none) and what runs it."""
     tc = fingerprint()
     if server_url:
         return "live-server", f"tritonserver at {redact(server_url)}"
@@ -367,7 +369,7 @@ def _path_for(m: ManifestModel, server_url: str | None, manifest: Manifest | Non
     if m.depends_on and manifest is not None:
         names = {x.name for x in manifest.models}
         blocked = [d for d in m.depends_on if d not in names or
-                   _path_for(manifest.model(d), None, manifest, _seen | {m.name})[0] != "live-embedded"]
+                   _route_for(manifest.model(d), None, manifest, _seen | {m.name})[0] != "live-embedded"]
         if blocked:
             return "none", f"not run here: calls {blocked}, which the embedded server cannot load (--server URL)"
     if m.target == "gpu" and not (tc.get("gpu_name") and runs_embedded(m.backend) and not m.llm):
@@ -420,17 +422,17 @@ def served_differences(url: str, root: Path, m: ManifestModel) -> list[str]:
     return out
 
 
-def _verify_model(root: Path, m: ManifestModel, path: str, detail: str, url: str | None,
+def _verify_model(root: Path, m: ManifestModel, route: Route, detail: str, url: str | None,
                   record: bool, load_error: str | None = None, force: bool = False
                   ) -> tuple[ModelReport, ManifestModel]:
-    base = {"name": m.name, "version": m.version, "backend": m.backend, "path": path, "path_detail": detail,
+    base = {"name": m.name, "version": m.version, "backend": m.backend, "route": route, "route_detail": detail,
             "goldens": m.goldens}
-    if path == "none":
-        return ModelReport(**{**base, "path_detail": "not run here"}, loaded=False, passed=False, notes=[detail]), m
+    if route == "none":
+        return ModelReport(**{**base, "route_detail": "not run here"}, loaded=False, passed=False, notes=[detail]), m
     try:
-        if path == "in-process":
+        if route == "in-process":
             runner = REGISTRY.for_manifest(m.backend).in_process_runner(root / m.name / str(m.version), m)
-        elif path == "live-embedded":
+        elif route == "live-embedded":
             if load_error:
                 raise ModelLoadError(load_error)
             runner = TritonRunner(url, m)
@@ -445,7 +447,7 @@ def _verify_model(root: Path, m: ManifestModel, path: str, detail: str, url: str
     except ModelLoadError as e:
         return ModelReport(**base, loaded=False, load_error=e.message, passed=False), m
     except ImportError as e:
-        extra = REGISTRY.for_manifest(m.backend).runner_extra() if path == "in-process" else "embedded"
+        extra = REGISTRY.for_manifest(m.backend).runner_extra() if route == "in-process" else "embedded"
         return ModelReport(**base, loaded=False, load_error=f"{e}: pip install 'tritonbuild[{extra}]'",
                            passed=False), m
     except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types on a bad model
@@ -455,7 +457,7 @@ def _verify_model(root: Path, m: ManifestModel, path: str, detail: str, url: str
     except InferError as e:
         return ModelReport(**base, loaded=True, passed=False, infer_error=str(e)), m
     except Exception as e:  # noqa: BLE001 - in-process runtimes (onnxruntime, torch) raise their own types
-        if path not in ("in-process",):
+        if route != "in-process":
             raise
         return ModelReport(**base, loaded=True, passed=False, infer_error=f"{type(e).__name__}: {e}"), m
     finally:

@@ -39,10 +39,10 @@ def test_has_userinfo():
 
 
 def test_the_report_records_a_server_url_without_its_credentials():
-    from tritonbuild.verify.run import _path_for
+    from tritonbuild.verify.run import _route_for
 
     class M:
         depends_on, target, backend, llm = [], "cpu", "python", None
 
-    path, detail = _path_for(M(), "http://ci:s3cr3tPW@triton.internal:8000")
-    assert path == "live-server" and "s3cr3tPW" not in detail and "triton.internal:8000" in detail
+    route, detail = _route_for(M(), "http://ci:s3cr3tPW@triton.internal:8000")
+    assert route == "live-server" and "s3cr3tPW" not in detail and "triton.internal:8000" in detail
