@@ -151,8 +151,8 @@ def serve(repository: str | Path, *, endpoint_url: str | None = None, **server_o
 
     if "://" in str(repository):
         from tritonbuild.publish.inspect import list_target
+        from tritonbuild.publish.objects import read_text
         from tritonbuild.publish.protocol import open_for_read
-        from tritonbuild.publish.store import read_text
         from tritonbuild.repository.config import parse
 
         target = open_for_read(str(repository), endpoint_url)

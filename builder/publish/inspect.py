@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tritonbuild.core.hashing import sha256_bytes
-from tritonbuild.publish import store
+from tritonbuild.publish import objects
 from tritonbuild.publish.lock import read_lock
 from tritonbuild.publish.protocol import live_version, open_for_read, pinned_config
 from tritonbuild.repository.rules import VERSION_RE
@@ -12,7 +12,7 @@ from tritonbuild.repository.rules import VERSION_RE
 def list_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
     """Models, versions present, complete and live, and anything an interrupted publish left behind."""
     target = open_for_read(target_url, endpoint_url)
-    state = store.read_state(target)
+    state = objects.read_state(target)
     try:
         entries = target.fs.ls(target.root, detail=True, refresh=True) if target.fs.exists(target.root) else []
     except FileNotFoundError:
@@ -20,8 +20,8 @@ def list_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
     dirs = sorted(e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory")
     models = []
     for name in sorted(set(dirs) | set(state.models)):
-        present = sorted(int(v) for v in store.subdirs(target, target.path(name)) if VERSION_RE.match(v))
-        config = store.read_text(target, target.path(name, "config.pbtxt"))
+        present = sorted(int(v) for v in objects.subdirs(target, target.path(name)) if VERSION_RE.match(v))
+        config = objects.read_text(target, target.path(name, "config.pbtxt"))
         pm = state.models.get(name)
         complete = sorted(pm.versions) if pm else []
         live = live_version(config, f"{target.url}/{name}/config.pbtxt")
@@ -46,7 +46,7 @@ def list_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
                        "published_from": pm.versions[pm.live].source_manifest if pm and pm.live in pm.versions
                        else None,
                        "verification": pm.versions[pm.live].verification if pm and pm.live in pm.versions else None})
-    manifest_bytes = store.read_text(target, target.path("tritonbuild-manifest.json"))
+    manifest_bytes = objects.read_text(target, target.path("tritonbuild-manifest.json"))
     lock = read_lock(target)
     if lock is not None:
         lock = {k: lock.get(k) for k in ("holder", "host", "pid", "since", "expires_at", "state")}
@@ -58,12 +58,12 @@ def list_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
 def verify_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
     """Every object the target manifest names: present, right size, right sha256; configs as recorded."""
     target = open_for_read(target_url, endpoint_url)
-    state = store.read_state(target)
+    state = objects.read_state(target)
     problems, checked = [], 0
     if not state.models:
         problems.append("no tritonbuild target manifest here (nothing published?)")
     for name, pm in sorted(state.models.items()):
-        config = store.read_text(target, target.path(name, "config.pbtxt"))
+        config = objects.read_text(target, target.path(name, "config.pbtxt"))
         if config is None:
             problems.append(f"{name}/config.pbtxt is missing")
         elif sha256_bytes(config) != pm.config_sha256:
@@ -71,20 +71,20 @@ def verify_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
         live = pm.versions.get(pm.live) if pm.live is not None else None
         if config is not None and live is not None and live.config_sha256 is not None:
             checked += 1
-            own = store.read_text(target, target.path(name, f"config-v{pm.live}.pbtxt"))
+            own = objects.read_text(target, target.path(name, f"config-v{pm.live}.pbtxt"))
             if own is None or sha256_bytes(own) != live.config_sha256 or \
                     pinned_config(own, []) != pinned_config(config, []):
                 problems.append(f"{name}/config.pbtxt is not the config version {pm.live} was verified with "
                                 f"({name}/config-v{pm.live}.pbtxt): Triton serves version {pm.live} under "
                                 "another config (run 'tritonbuild rollback TARGET MODEL --to N' to restore it)")
         for version, pv in sorted(pm.versions.items()):
-            remote = store.remote_sizes(target, target.path(name))
+            remote = objects.remote_sizes(target, target.path(name))
             for rel, entry in sorted(pv.files.items()):
                 checked += 1
                 if rel not in remote:
                     problems.append(f"{name}/{rel} is missing")
                 elif remote[rel] != entry.size:
                     problems.append(f"{name}/{rel} has size {remote[rel]}, expected {entry.size}")
-                elif store.remote_sha256(target, target.path(name, rel)) != entry.sha256:
+                elif objects.remote_sha256(target, target.path(name, rel)) != entry.sha256:
                     problems.append(f"{name}/{rel} sha256 differs from the manifest")
     return {"target": target.url, "objects_checked": checked, "problems": problems, "passed": not problems}

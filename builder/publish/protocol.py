@@ -23,7 +23,7 @@ from tritonbuild.core.secrets import redact
 from tritonbuild.core.signing import KEY_ENV, report_key
 from tritonbuild.core.signing import check as check_signature
 from tritonbuild.errors import PublishError, UsageError
-from tritonbuild.publish import store
+from tritonbuild.publish import objects
 from tritonbuild.publish.lock import TargetLock
 from tritonbuild.publish.models import (
     TARGET_MANIFEST,
@@ -175,11 +175,11 @@ class _Publisher:
             self.actions.append(Action(model=m.name, version=m.version, action="unchanged",
                                        detail="already published, identical"))
             return files, []
-        remote = store.remote_sizes(self.target, self.target.path(m.name))
+        remote = objects.remote_sizes(self.target, self.target.path(m.name))
         todo = []
         for rel, entry in sorted(files.items()):
             size = remote.get(rel)
-            same = size == entry.size and (self.dry_run or store.remote_sha256(
+            same = size == entry.size and (self.dry_run or objects.remote_sha256(
                 self.target, self.target.path(m.name, rel)) == entry.sha256)
             self.actions.append(Action(model=m.name, version=m.version, action="skip" if same else "upload",
                                        path=f"{m.name}/{rel}", bytes=entry.size,
@@ -193,14 +193,14 @@ class _Publisher:
         self.reporter.start_transfer(total, f"{m.name} v{m.version}")
         try:
             with ThreadPoolExecutor(max_workers=JOBS) as pool:
-                futures = [pool.submit(store.upload, self.target, self.root / m.name / rel,
+                futures = [pool.submit(objects.upload, self.target, self.root / m.name / rel,
                                        self.target.path(m.name, rel), self.reporter) for rel in todo]
                 for f in futures:
                     f.result()
         finally:
             self.reporter.end_transfer()
         self.uploaded += total
-        remote = store.remote_sizes(self.target, self.target.path(m.name))
+        remote = objects.remote_sizes(self.target, self.target.path(m.name))
         bad = [rel for rel, e in files.items() if remote.get(rel) != e.size]
         if bad:
             raise PublishError(f"{m.name} v{m.version}: after upload, {bad[:3]} are missing or the wrong size",
@@ -225,15 +225,15 @@ def publish(root: Path, target_url: str, *, endpoint_url: str | None = None, ski
     verification = _gate(root, manifest, skip_verify, require_reproducible)
     check_local_files(root, manifest)
     target = open_target(target_url, endpoint_url=endpoint_url)
-    store.check_reachable(target)
+    objects.check_reachable(target)
     p = _Publisher(root, manifest, target, verification, reporter, dry_run)
     if dry_run:
-        state = store.read_state(target)
+        state = objects.read_state(target)
         for name, versions in _group(manifest).items():
             for m in versions:
                 p.plan_uploads(m, state)
             live = versions[-1].version
-            current = store.read_text(target, target.path(name, "config.pbtxt"))
+            current = objects.read_text(target, target.path(name, "config.pbtxt"))
             if pinned_config((root / name / "config.pbtxt").read_bytes(), [live]) != current:
                 p.actions.append(Action(model=name, version=live, action="switch",
                                         detail=f"config.pbtxt would pin version {live}"))
@@ -241,15 +241,15 @@ def publish(root: Path, target_url: str, *, endpoint_url: str | None = None, ski
         return _receipt(p, manifest, verification, t0, True, [])
     with TargetLock(target, break_lock=break_lock) as lock:
         p.lock = lock
-        p.actions.extend(store.abort_multipart_uploads(target))
-        state = store.read_state(target)
+        p.actions.extend(objects.abort_multipart_uploads(target))
+        state = objects.read_state(target)
         models = dict(state.models)
         for name, versions in _group(manifest).items():
             reporter.status(f"publishing {name}")
             models[name] = _publish_model(p, name, versions, state)
         state = TargetManifest(models=models)
         lock.check_held()
-        store.write_bytes(target, target.path(TARGET_MANIFEST), pretty_json(state.model_dump(mode="json")))
+        objects.write_bytes(target, target.path(TARGET_MANIFEST), pretty_json(state.model_dump(mode="json")))
         if keep is not None:
             state = _prune(p, state, keep)
     # Only models whose config.pbtxt changed: an unchanged model needs no reload (and a load request for a
@@ -263,12 +263,12 @@ def publish(root: Path, target_url: str, *, endpoint_url: str | None = None, ski
 def _publish_model(p: _Publisher, name: str, versions: list[ManifestModel], state: TargetManifest) -> PublishedModel:
     target = p.target
     config_path = target.path(name, "config.pbtxt")
-    current = store.read_text(target, config_path)
+    current = objects.read_text(target, config_path)
     published = state.models.get(name)
     complete = dict(published.versions) if published else {}
     local_config = (p.root / name / "config.pbtxt").read_bytes()
     if current is None:
-        store.write_bytes(target, config_path, pinned_config(local_config, []))
+        objects.write_bytes(target, config_path, pinned_config(local_config, []))
         p.actions.append(Action(model=name, version=None, action="create",
                                 detail="config.pbtxt pinning no version (Triton loads nothing yet)"))
     for m in versions:
@@ -281,7 +281,7 @@ def _publish_model(p: _Publisher, name: str, versions: list[ManifestModel], stat
         if record.config_sha256 is None:
             # NOTE: stored before the switch, so a rollback to this version can restore its own interface.
             own = pinned_config(local_config, [m.version])
-            store.write_bytes(target, target.path(name, version_config_name(m.version)), own)
+            objects.write_bytes(target, target.path(name, version_config_name(m.version)), own)
             record = record.model_copy(update={"config_sha256": sha256_bytes(own)})
         complete[m.version] = record
     serving = _serving(p, name, local_config, versions[-1].version, complete)
@@ -290,7 +290,7 @@ def _publish_model(p: _Publisher, name: str, versions: list[ManifestModel], stat
     if new_config != current:
         if p.lock is not None:
             p.lock.check_held()
-        store.write_bytes(target, config_path, new_config)
+        objects.write_bytes(target, config_path, new_config)
         p.actions.append(Action(model=name, version=live, action="switch",
                                 detail=f"config.pbtxt now pins version{'s' if len(serving) > 1 else ''} "
                                        f"{', '.join(map(str, serving))}"))
@@ -319,7 +319,7 @@ def _serving(p: _Publisher, name: str, local_config: bytes, newest: int, complet
     if len(serving) > 1:
         mine = pinned_config(local_config, [])
         for v in serving:
-            own = store.read_text(p.target, p.target.path(name, version_config_name(v))) \
+            own = objects.read_text(p.target, p.target.path(name, version_config_name(v))) \
                 if complete[v].config_sha256 else None
             if own is None or pinned_config(own, []) != mine:
                 why = "has no stored config" if own is None else "has another config (inputs, outputs or settings)"
@@ -349,7 +349,7 @@ def _orphans(p: _Publisher, state: TargetManifest) -> list[Action]:
 
     out = []
     for name, pm in state.models.items():
-        present = {int(v) for v in store.subdirs(p.target, p.target.path(name)) if VERSION_RE.match(v)}
+        present = {int(v) for v in objects.subdirs(p.target, p.target.path(name)) if VERSION_RE.match(v)}
         for v in sorted(present - set(pm.versions)):
             if pm.live is not None and v < pm.live:
                 out.append(Action(model=name, version=v, action="prune", detail="left by an interrupted prune"))
@@ -359,8 +359,8 @@ def _orphans(p: _Publisher, state: TargetManifest) -> list[Action]:
 def _prune(p: _Publisher, state: TargetManifest, keep: int) -> TargetManifest:
     victims = _prune_actions(state, keep, {n: m.live for n, m in state.models.items() if m.live})
     for a in _orphans(p, state):
-        store.remove_tree(p.target, p.target.path(a.model, str(a.version)))
-        store.remove_tree(p.target, p.target.path(a.model, f"golden-v{a.version}.npz"))
+        objects.remove_tree(p.target, p.target.path(a.model, str(a.version)))
+        objects.remove_tree(p.target, p.target.path(a.model, f"golden-v{a.version}.npz"))
         p.actions.append(a)
     if not victims:
         return state
@@ -369,13 +369,13 @@ def _prune(p: _Publisher, state: TargetManifest, keep: int) -> TargetManifest:
               for n, m in state.models.items()}
     new_state = TargetManifest(models=models)
     # NOTE: forget the versions first, then delete: a crash in between leaves only unreferenced objects.
-    store.write_bytes(p.target, p.target.path(TARGET_MANIFEST), pretty_json(new_state.model_dump(mode="json")))
+    objects.write_bytes(p.target, p.target.path(TARGET_MANIFEST), pretty_json(new_state.model_dump(mode="json")))
     for a in victims:
         files = state.models[a.model].versions[a.version].files
-        store.remove_tree(p.target, p.target.path(a.model, str(a.version)))
+        objects.remove_tree(p.target, p.target.path(a.model, str(a.version)))
         for rel in [*files, version_config_name(a.version)]:
             if "/" not in rel:
-                store.remove_tree(p.target, p.target.path(a.model, rel))
+                objects.remove_tree(p.target, p.target.path(a.model, rel))
         p.actions.append(a)
     return new_state
 
@@ -447,7 +447,7 @@ def _receipt(p: _Publisher, manifest: Manifest, verification: str, t0: float, dr
 
 def open_for_read(target_url: str, endpoint_url: str | None) -> Target:
     target = open_target(target_url, endpoint_url=endpoint_url)
-    store.check_reachable(target)
+    objects.check_reachable(target)
     return target
 
 
@@ -457,7 +457,7 @@ def rollback(target_url: str, model: str, to: int, *, endpoint_url: str | None =
     publish as config-v<N>.pbtxt): one config.pbtxt write, then the manifest; then notify servers."""
     target = open_for_read(target_url, endpoint_url)
     with TargetLock(target, break_lock=break_lock):
-        state = store.read_state(target)
+        state = objects.read_state(target)
         pm = state.models.get(model)
         if pm is None:
             raise PublishError(f"model {model!r} is not published at this target", where=target.url,
@@ -465,20 +465,20 @@ def rollback(target_url: str, model: str, to: int, *, endpoint_url: str | None =
         if to not in pm.versions:
             raise PublishError(f"{model} version {to} is not a complete published version (complete: "
                                f"{sorted(pm.versions)})", where=target.url, hint="pick one of those versions")
-        remote = store.remote_sizes(target, target.path(model))
+        remote = objects.remote_sizes(target, target.path(model))
         missing = [rel for rel, e in pm.versions[to].files.items() if remote.get(rel) != e.size]
         if missing:
             raise PublishError(f"{model} version {to} is damaged at the target: {missing[:3]} missing or resized",
                                where=target.url, hint="publish that version again from its build")
         config_path = target.path(model, "config.pbtxt")
-        current = store.read_text(target, config_path)
+        current = objects.read_text(target, config_path)
         if current is None:
             raise PublishError(f"{model}/config.pbtxt is missing at the target", where=target.url,
                                hint="publish the model again")
         parse_remote(current, f"{target.url}/{model}/config.pbtxt")
         pv = pm.versions[to]
         own_name = f"{model}/{version_config_name(to)}"
-        own = store.read_text(target, target.path(model, version_config_name(to))) if pv.config_sha256 else None
+        own = objects.read_text(target, target.path(model, version_config_name(to))) if pv.config_sha256 else None
         if own is None:
             raise PublishError(f"{model} version {to} has no stored config at the target ({own_name}; published "
                                "before tritonbuild kept each version's config): re-pinning the current config "
@@ -489,10 +489,10 @@ def rollback(target_url: str, model: str, to: int, *, endpoint_url: str | None =
             raise PublishError(f"{own_name} at the target differs from the one recorded at publish",
                                where=target.url, hint=f"publish version {to} again from its build")
         parse_remote(own, f"{target.url}/{own_name}")
-        store.write_bytes(target, config_path, own)
+        objects.write_bytes(target, config_path, own)
         models = dict(state.models)
         models[model] = pm.model_copy(update={"live": to, "config_sha256": sha256_bytes(own)})
-        store.write_bytes(target, target.path(TARGET_MANIFEST),
+        objects.write_bytes(target, target.path(TARGET_MANIFEST),
                           pretty_json(TargetManifest(models=models).model_dump(mode="json")))
     notified = [notify_server(url, model) for url in notify]
     return {"target": target.url, "model": model, "live": to, "previous": live_version(current),

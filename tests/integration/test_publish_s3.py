@@ -151,14 +151,14 @@ def test_killed_publishes_never_expose_a_half_version(doubler_repo, bucket):
 def _complete_on_target(target: str, repo) -> bool:
     """Every file of repo's version is at the target with its size (killed after the switch, before the
     manifest write: the version is complete though not yet recorded)."""
-    from tritonbuild.publish import store
+    from tritonbuild.publish import objects
     from tritonbuild.publish.target import open_target
     from tritonbuild.repository.manifest import read_manifest
 
     m = read_manifest(repo)
     t = open_target(target)
     (model,) = m.models
-    remote = store.remote_sizes(t, t.path(model.name))
+    remote = objects.remote_sizes(t, t.path(model.name))
     prefix = f"{model.name}/"
     return all(remote.get(k[len(prefix):]) == e.size for k, e in m.files.items()
                if k.startswith(f"{model.name}/{model.version}/"))
