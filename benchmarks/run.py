@@ -132,8 +132,8 @@ def bench_publish_file(work: Path, repo: Path) -> dict:
 
     ours, theirs = [], []
     for i in range(4):  # alternate which goes first: same page cache, same machine state
-        runs = [("cp", lambda: subprocess.run(["cp", "-r", str(repo), str(work / f"cp{i}")], check=True)),
-                ("ours", lambda: api.publish(repo, f"file://{work}/pub{i}", skip_verify=True))]
+        runs = [("cp", lambda i=i: subprocess.run(["cp", "-r", str(repo), str(work / f"cp{i}")], check=True)),
+                ("ours", lambda i=i: api.publish(repo, f"file://{work}/pub{i}", skip_verify=True))]
         for name, fn in (runs if i % 2 == 0 else runs[::-1]):
             os.sync()  # start each copy with no dirty pages of the other's writeback pending
             t0 = time.perf_counter()
@@ -157,8 +157,8 @@ def bench_publish_s3(work: Path, repo: Path) -> dict | str:
         fs.mkdir("bench")
         ours, theirs = [], []
         for i in range(4):  # alternate which goes first
-            runs = [("s3fs", lambda: fs.put(str(repo), f"bench/s3fs{i}", recursive=True)),
-                    ("ours", lambda: api.publish(repo, f"s3://bench/ours{i}", skip_verify=True))]
+            runs = [("s3fs", lambda i=i: fs.put(str(repo), f"bench/s3fs{i}", recursive=True)),
+                    ("ours", lambda i=i: api.publish(repo, f"s3://bench/ours{i}", skip_verify=True))]
             for name, fn in (runs if i % 2 == 0 else runs[::-1]):
                 t0 = time.perf_counter()
                 fn()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import sys
@@ -24,10 +25,8 @@ def _exit_now() -> None:
     if _code is None:  # run() did not get to the end (the interpreter is dying another way): leave it alone
         return
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass
     os._exit(130 if _interrupted else _code)
 
 

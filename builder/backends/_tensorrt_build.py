@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
+from pathlib import Path
 
 
 def main(spec_path: str) -> int:
     import tensorrt as trt
 
-    spec = json.loads(open(spec_path).read())
+    spec = json.loads(Path(spec_path).read_text())
     logger = trt.Logger(trt.Logger.WARNING)
     builder = trt.Builder(logger)
     network = builder.create_network(0)
@@ -27,7 +27,8 @@ def main(spec_path: str) -> int:
         config.set_flag(trt.BuilderFlag.FP16)
     if spec["int8"]:
         config.set_flag(trt.BuilderFlag.INT8)
-    cache_bytes = open(spec["timing_cache"], "rb").read() if os.path.exists(spec["timing_cache"]) else b""
+    cache_path = Path(spec["timing_cache"])
+    cache_bytes = cache_path.read_bytes() if cache_path.exists() else b""
     cache = config.create_timing_cache(cache_bytes)
     config.set_timing_cache(cache, ignore_mismatch=False)
     for profile_spec in spec["profiles"]:

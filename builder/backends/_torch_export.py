@@ -18,7 +18,7 @@ TORCH_DTYPES = {"bool": "bool", "uint8": "uint8", "int8": "int8", "int16": "int1
 def example_inputs(torch, spec: dict):
     gen = torch.Generator().manual_seed(spec["seed"])
     out = []
-    for name, inp in spec["inputs"].items():
+    for _name, inp in spec["inputs"].items():
         dtype = getattr(torch, TORCH_DTYPES[inp["dtype"]])
         if dtype.is_floating_point:
             out.append(torch.rand(inp["shape"], generator=gen).to(dtype))
@@ -43,7 +43,7 @@ def import_user_module(name: str, root: str):
 
 
 def main(spec_path: str, out_path: str) -> int:
-    spec = json.loads(open(spec_path).read())
+    spec = json.loads(Path(spec_path).read_text())
     import torch
 
     torch.manual_seed(spec["seed"])

@@ -79,7 +79,7 @@ class Backend(ABC):
         """config.pbtxt's default_model_filename for the generic single-model writer."""
         return None
 
-    def configure(self, mc, recipe) -> None:
+    def configure(self, mc, recipe) -> None:  # noqa: B027 - an optional hook: most backends add nothing
         """Backend-specific ModelConfig fields, applied last by the generic single-model writer."""
 
     # Backends that write their own Triton models (several, or a non-default layout) set `emits` and

@@ -167,7 +167,7 @@ def _reconcile(key: str, graph: list[TensorSpec], given: list[TensorSpec]) -> li
         if s.dtype != g.dtype:
             raise BuildError(f"{key} {s.name!r}: recipe says {s.dtype}, the ONNX graph says {g.dtype}",
                              hint=f"set dtype: {g.dtype}")
-        if len(s.dims) != len(g.dims) or any(gd != -1 and sd != gd for sd, gd in zip(s.dims, g.dims)):
+        if len(s.dims) != len(g.dims) or any(gd != -1 and sd != gd for sd, gd in zip(s.dims, g.dims, strict=True)):
             raise BuildError(f"{key} {s.name!r}: recipe dims {s.dims} contradict the ONNX graph's {g.dims} "
                              "(batch dimension excluded)", hint=f"use dims compatible with {g.dims}")
         out.append(s)
@@ -202,7 +202,7 @@ class OnnxRunner:
 
     def infer(self, sample: dict) -> dict:
         names = [t.name for t in self.model.outputs]
-        return dict(zip(names, self.session.run(names, sample)))
+        return dict(zip(names, self.session.run(names, sample), strict=True))
 
     def infer_concurrent(self, samples: list[dict]) -> list[dict]:
         return [self.infer(s) for s in samples]

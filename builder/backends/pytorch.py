@@ -100,8 +100,8 @@ def derive_io(recipe: Recipe, files: dict[str, Path], recipe_dir=None) -> tuple[
         dims = list(t.shape[1:]) if batch else list(t.shape)
         return TensorSpec(name=f"{name}__{i}", dtype=TORCH_TO_DTYPE[str(t.dtype)], dims=dims)
 
-    inputs = [spec_of(n, a, i) for i, (n, a) in enumerate(zip(ex.inputs, args))]
-    outputs = [spec_of(n, t, i) for i, (n, t) in enumerate(zip(ex.outputs, results))]
+    inputs = [spec_of(n, a, i) for i, (n, a) in enumerate(zip(ex.inputs, args, strict=False))]
+    outputs = [spec_of(n, t, i) for i, (n, t) in enumerate(zip(ex.outputs, results, strict=False))]
     for given, derived in ((recipe.inputs, inputs), (recipe.outputs, outputs)):
         if given and [(g.name, g.dtype) for g in given] != [(d.name, d.dtype) for d in derived]:
             raise BuildError(f"recipe declares {[(g.name, g.dtype) for g in given]}, the module gives "
@@ -136,7 +136,7 @@ class TorchRunner:
         with self.torch.no_grad():
             result = self.module(*args)
         results = list(result) if isinstance(result, (tuple, list)) else [result]
-        return {t.name: out.numpy() for t, out in zip(self.model.outputs, results)}
+        return {t.name: out.numpy() for t, out in zip(self.model.outputs, results, strict=False)}
 
     def infer_concurrent(self, samples: list[dict]) -> list[dict]:
         return [self.infer(s) for s in samples]

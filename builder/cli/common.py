@@ -189,5 +189,5 @@ def print_table(table: Table) -> None:
         console.print(table)
         return
     headers = [str(col.header) for col in table.columns]
-    for row in zip(*(col._cells for col in table.columns)):
-        console.print("  ".join(f"{h}={c}" for h, c in zip(headers, (str(c) for c in row)) if str(c)))
+    for row in zip(*(col._cells for col in table.columns), strict=False):
+        console.print("  ".join(f"{h}={c}" for h, c in zip(headers, (str(c) for c in row), strict=True) if str(c)))

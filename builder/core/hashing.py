@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -85,10 +86,8 @@ class FileHashCache:
             return
         from tritonbuild.core.fsutil import write_atomic
 
-        try:
+        with contextlib.suppress(OSError):  # a cache of a cache: never fail a build over it
             write_atomic(self.path, json.dumps(self.entries, sort_keys=True).encode())
-        except OSError:
-            pass  # a cache of a cache: never fail a build over it
         self.dirty = False
 
 

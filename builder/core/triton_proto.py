@@ -25,7 +25,7 @@ def _pb2_source() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise TritonBuildError("tritonclient is not installed: it ships Triton's ModelConfig schema",
                                hint="pip install tritonbuild (it depends on tritonclient[http])")
-    path = Path(list(spec.submodule_search_locations)[0]) / "grpc" / "model_config_pb2.py"
+    path = Path(next(iter(spec.submodule_search_locations))) / "grpc" / "model_config_pb2.py"
     if not path.is_file():
         raise TritonBuildError(f"{path} is missing: this tritonclient does not ship model_config_pb2",
                                hint="pip install 'tritonclient[http]>=2.51'")

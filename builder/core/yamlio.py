@@ -117,15 +117,15 @@ def _build(loader: yaml.SafeLoader, node: yaml.Node, path: tuple, lines: dict, c
             if not isinstance(key, (str, int, float, bool)) or key is None:
                 raise YamlProblem("mapping keys must be plain scalars", key_node.start_mark.line + 1)
             if key in out:
-                raise YamlProblem(f"duplicate key {key!r} (first at line {lines[path + (key,)]})",
+                raise YamlProblem(f"duplicate key {key!r} (first at line {lines[(*path, key)]})",
                                   key_node.start_mark.line + 1, "remove one of the two entries")
-            lines[path + (key,)] = key_node.start_mark.line + 1
-            out[key] = _build(loader, value_node, path + (key,), lines, count)
+            lines[(*path, key)] = key_node.start_mark.line + 1
+            out[key] = _build(loader, value_node, (*path, key), lines, count)
         return out
     if isinstance(node, yaml.SequenceNode):
         items = []
         for i, item in enumerate(node.value):
-            lines[path + (i,)] = item.start_mark.line + 1
-            items.append(_build(loader, item, path + (i,), lines, count))
+            lines[(*path, i)] = item.start_mark.line + 1
+            items.append(_build(loader, item, (*path, i), lines, count))
         return items
     return loader.construct_object(node, deep=True)

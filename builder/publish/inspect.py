@@ -77,7 +77,7 @@ def verify_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
                 problems.append(f"{name}/config.pbtxt is not the config version {pm.live} was verified with "
                                 f"({name}/config-v{pm.live}.pbtxt): Triton serves version {pm.live} under "
                                 "another config (run 'tritonbuild rollback TARGET MODEL --to N' to restore it)")
-        for version, pv in sorted(pm.versions.items()):
+        for _version, pv in sorted(pm.versions.items()):
             remote = objects.remote_sizes(target, target.path(name))
             for rel, entry in sorted(pv.files.items()):
                 checked += 1

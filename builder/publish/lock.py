@@ -9,6 +9,7 @@ win. `--break-lock` breaks a live one.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
 import os
@@ -109,7 +110,7 @@ class TargetLock:
                 self.etag = self._s3("put_object", Body=body, IfNoneMatch="*").get("ETag")
             except FileExistsError:
                 raise
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 if _code(e) in ("PreconditionFailed", "ConditionalRequestConflict"):
                     raise FileExistsError(self.path) from None
                 raise
@@ -161,10 +162,8 @@ class TargetLock:
             with open(aside, "rb") as f:
                 moved = f.read()
             if moved != raw:  # renewed or replaced between our read and the rename: put it back
-                try:
+                with contextlib.suppress(FileExistsError):
                     os.link(aside, self.path)
-                except FileExistsError:
-                    pass
                 os.unlink(aside)
                 return False
             os.unlink(aside)
@@ -176,7 +175,7 @@ class TargetLock:
                 self._s3("delete_object", IfMatch=etag)
             except FileNotFoundError:
                 return True
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 if _code(e) in ("PreconditionFailed", "ConditionalRequestConflict"):
                     return False
                 raise

@@ -86,9 +86,9 @@ def composition_cycles(recipes: list) -> list[list[str]]:
         state[node] = "open"
         for nxt in graph.get(node, []):
             if state.get(nxt) == "open":
-                cycles.append(path[path.index(nxt):] + [nxt])
+                cycles.append([*path[path.index(nxt):], nxt])
             elif nxt in graph and nxt not in state:
-                visit(nxt, path + [nxt])
+                visit(nxt, [*path, nxt])
         state[node] = "done"
 
     for name in sorted(graph):

@@ -24,7 +24,7 @@ MAX_RECIPE_BYTES = 1 << 20  # a recipe is a few kB; the cap keeps /dev/zero-like
 class LoadedRecipe:
     """A validated recipe plus where it came from (its path and the digest of its bytes)."""
 
-    __slots__ = ("recipe", "path", "digest", "located")
+    __slots__ = ("digest", "located", "path", "recipe")
 
     def __init__(self, recipe: AnyRecipe, path: Path, digest: str, located: Located):
         self.recipe, self.path, self.digest, self.located = recipe, path, digest, located
@@ -125,11 +125,11 @@ def _nul_strings(data, loc: tuple = ()):
     elif isinstance(data, dict):
         for k, v in data.items():
             if isinstance(k, str) and "\0" in k:
-                yield loc + (k,)
-            yield from _nul_strings(v, loc + (k,))
+                yield (*loc, k)
+            yield from _nul_strings(v, (*loc, k))
     elif isinstance(data, list):
         for i, v in enumerate(data):
-            yield from _nul_strings(v, loc + (i,))
+            yield from _nul_strings(v, (*loc, i))
 
 
 def _out_of_range(data, loc: tuple = ()):
@@ -142,12 +142,12 @@ def _out_of_range(data, loc: tuple = ()):
             yield loc
     elif isinstance(data, dict):
         for k, v in data.items():
-            yield from _out_of_range(v, loc + (k,))
+            yield from _out_of_range(v, (*loc, k))
             if isinstance(k, int) and not isinstance(k, bool) and not INT64[0] <= k <= INT64[1]:
-                yield loc + (k,)
+                yield (*loc, k)
     elif isinstance(data, list):
         for i, v in enumerate(data):
-            yield from _out_of_range(v, loc + (i,))
+            yield from _out_of_range(v, (*loc, i))
 
 
 def load_recipe(path: Path) -> LoadedRecipe:

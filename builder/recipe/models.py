@@ -344,12 +344,12 @@ def check_rules(r: Recipe) -> list[Problem]:
         if r.source.export is not None:
             out.append((("source", "export"), "tensorrt plans are built from an ONNX file (source.path)",
                         "export to ONNX first (e.g. an onnxruntime recipe) and point source.path at it"))
-        for i, profile in enumerate((r.tensorrt.profiles if r.tensorrt else [])):
+        for i, profile in enumerate(r.tensorrt.profiles if r.tensorrt else []):
             for name, rng in profile.items():
                 loc = ("tensorrt", "profiles", i, name)
                 if not len(rng.min) == len(rng.opt) == len(rng.max):
                     out.append((loc, "min, opt and max must have the same rank", "give every shape the same rank"))
-                elif any(not (a <= b <= c) for a, b, c in zip(rng.min, rng.opt, rng.max)):
+                elif any(not (a <= b <= c) for a, b, c in zip(rng.min, rng.opt, rng.max, strict=True)):
                     out.append((loc, f"profile shapes must satisfy min <= opt <= max in every dim, got min "
                                      f"{rng.min}, opt {rng.opt}, max {rng.max}", "fix the shape ranges"))
                 elif r.max_batch_size and rng.max and rng.max[0] < r.max_batch_size:

@@ -131,7 +131,8 @@ def _golden_warmup(bm: BuiltModel, model_dir: Path, goldens: str | None, config:
     for t in bm.inputs:
         arr = arrays.get(f"input.0.{t.name}")
         shape = list(arr.shape[1:] if recipe.max_batch_size > 0 else arr.shape) if arr is not None else None
-        if arr is None or len(shape) != len(t.dims) or any(d != -1 and d != s for d, s in zip(t.dims, shape)):
+        if arr is None or len(shape) != len(t.dims) or any(d not in (-1, s)
+                                                            for d, s in zip(t.dims, shape, strict=True)):
             raise BuildError(f"model {recipe.name!r}: golden input {t.name!r} has shape {shape}, the config says "
                              f"{t.dims}: it cannot be warmup data", where=bm.plan.recipe_path,
                              hint="re-record goldens for the current inputs, or use warmup.data: zero")

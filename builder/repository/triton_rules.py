@@ -479,7 +479,7 @@ def _consistent(a, b, prefix: str) -> str | None:
     from tritonbuild.repository.config import model_config_pb2
 
     def same(x, y) -> bool:
-        return len(x) == len(y) and all(i == j or i == -1 or j == -1 for i, j in zip(x, y))
+        return len(x) == len(y) and all(i == j or i == -1 or j == -1 for i, j in zip(x, y, strict=True))
 
     if a[1] != b[1]:
         n = model_config_pb2().DataType.Name

@@ -8,6 +8,7 @@ which must be < 2.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import json
 import os
@@ -54,7 +55,7 @@ def pytriton_dir() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ServerStartError("nvidia-pytriton is not installed: it provides the embedded tritonserver",
                                hint="pip install 'tritonbuild[embedded]' (nvidia-pytriton), or pass --server URL")
-    return Path(list(spec.submodule_search_locations)[0]) / "tritonserver"
+    return Path(next(iter(spec.submodule_search_locations))) / "tritonserver"
 
 
 def free_port() -> int:
@@ -74,10 +75,8 @@ def _check_numpy() -> None:
 def _die_with_parent() -> None:
     # NOTE: PR_SET_PDEATHSIG: if tritonbuild is killed outright, the server gets SIGTERM instead of
     # becoming an orphan holding ports.
-    try:
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
-    except OSError:
-        pass
 
 
 class EmbeddedServer:
@@ -173,10 +172,9 @@ class EmbeddedServer:
             self._tmp = Path(tempfile.mkdtemp(prefix="tritonbuild-server-"))
         self.http_port, self.grpc_port, self.metrics_port = (p or free_port() for p in self.ports)
         argv = self.argv()
-        log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self._env(),
-                                     cwd=self._tmp, start_new_session=True, preexec_fn=_die_with_parent)
-        log.close()
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self._env(),
+                                         cwd=self._tmp, start_new_session=True, preexec_fn=_die_with_parent)
         atexit.register(self.stop)
         deadline = time.monotonic() + self.ready_timeout
         while time.monotonic() < deadline:
@@ -223,17 +221,13 @@ class EmbeddedServer:
                 pass
             except BaseException:
                 # NOTE: too slow, or a second Ctrl-C while it shuts down: kill the whole group, never leave it.
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 proc.wait()
                 if not isinstance(sys.exc_info()[1], subprocess.TimeoutExpired):
                     raise
-        try:
+        with contextlib.suppress(Exception):
             atexit.unregister(self.stop)
-        except Exception:  # noqa: BLE001
-            pass
 
     def cleanup(self) -> None:
         try:
@@ -260,10 +254,8 @@ def load_model(base_url: str, model: str, timeout: float = LOAD_TIMEOUT_S) -> No
             return
     except urllib.error.HTTPError as e:
         body = e.read().decode(errors="replace")
-        try:
+        with contextlib.suppress(ValueError):
             body = json.loads(body).get("error", body)
-        except ValueError:
-            pass
         raise ModelLoadError(f"tritonserver failed to load {model!r}: {body}", where=model,
                              hint="fix the model (Triton's message above), rebuild, verify again") from None
     except urllib.error.URLError as e:
@@ -271,7 +263,7 @@ def load_model(base_url: str, model: str, timeout: float = LOAD_TIMEOUT_S) -> No
             raise _load_timed_out(model, timeout) from None
         raise ModelLoadError(f"cannot reach {base_url} to load {model!r}: {e}", hint="is the server running?") \
             from None
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         raise _load_timed_out(model, timeout) from None
     except OSError as e:
         raise ModelLoadError(f"cannot reach {base_url} to load {model!r}: {e}", hint="is the server running?") \

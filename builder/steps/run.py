@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -152,11 +153,9 @@ def _derived_io(store: Store, mp: ModelPlan, files: dict[str, FileEntry]) -> tup
         raise BuildError(f"model {mp.name!r}: the built model's inputs/outputs break Triton's naming rules: "
                          f"{problems}", where=mp.recipe_path,
                          hint="rename the tensors in the model (e.g. the export's input/output names)") from None
-    try:
+    with contextlib.suppress(OSError):  # a memo: never fail a build over it
         write_atomic(memo, pretty_json({"inputs": [t.model_dump(mode="json") for t in inputs],
                                         "outputs": [t.model_dump(mode="json") for t in outputs]}))
-    except OSError:
-        pass  # a memo: never fail a build over it
     return inputs, outputs
 
 

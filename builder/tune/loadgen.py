@@ -11,6 +11,7 @@ A measurement is a series of windows; it ends when `stable_windows` consecutive 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing as mp
 import time
 from dataclasses import dataclass, field
@@ -66,17 +67,15 @@ class Result:
 
 def _worker(conn, url: str, model: str, samples: list[Sample], expected: list[Sample] | None,
             outputs: list[str]) -> None:
-    try:
+    with contextlib.suppress(KeyboardInterrupt, EOFError, BrokenPipeError):
         asyncio.run(_worker_main(conn, url, model, samples, expected, outputs))
-    except (KeyboardInterrupt, EOFError, BrokenPipeError):
-        pass
 
 
 def _first_diff(exp: np.ndarray, got: np.ndarray) -> dict:
     if exp.shape != got.shape or exp.dtype != got.dtype:
         return {"detail": f"shape/dtype {got.dtype.str}{list(got.shape)} != {exp.dtype.str}{list(exp.shape)}"}
-    a = np.ascontiguousarray(exp).view(np.uint8).reshape(exp.shape + (-1,))
-    b = np.ascontiguousarray(got).view(np.uint8).reshape(got.shape + (-1,))
+    a = np.ascontiguousarray(exp).view(np.uint8).reshape((*exp.shape, -1))
+    b = np.ascontiguousarray(got).view(np.uint8).reshape((*got.shape, -1))
     diff = (a != b).any(axis=-1)
     out = {"differing": int(diff.sum()), "total": int(diff.size), "first_index": [int(i) for i in np.argwhere(diff)[0]]}
     if exp.dtype != np.object_:
@@ -216,7 +215,7 @@ class LoadGenerator:
                 warmup_s: float | None = None) -> Result:
         shares = self._split(concurrency, True) if concurrency else self._split(rate, False)
         active = self.conns[:len(shares)]
-        for c, share in zip(active, shares):
+        for c, share in zip(active, shares, strict=False):
             c.send({"op": "run", "concurrency": share} if concurrency else {"op": "run", "rate": share})
         for c in active:
             c.recv()
@@ -261,10 +260,8 @@ class LoadGenerator:
 
     def close(self) -> None:
         for c in self.conns:
-            try:
+            with contextlib.suppress(BrokenPipeError, OSError):
                 c.send({"op": "stop"})
-            except (BrokenPipeError, OSError):
-                pass
         for p in self.procs:
             p.join(timeout=10)
             if p.is_alive():

@@ -10,12 +10,12 @@ def plot(report: dict, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker  # noqa: F401 (formatters below)
+    import matplotlib.ticker  # registers the formatters used below
 
     loads = report["loads"]
     fig, axes = plt.subplots(1, len(loads), figsize=(5.5 * len(loads), 4.6), squeeze=False)
     winner = (report.get("winner") or {}).get("label")
-    for ax, load in zip(axes[0], loads):
+    for ax, load in zip(axes[0], loads, strict=True):
         for c in report["candidates"]:
             pt = c["loads"].get(load)
             if not pt or pt["p99_ms"] is None:

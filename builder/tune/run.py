@@ -18,7 +18,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from importlib import metadata
 from pathlib import Path
 
@@ -76,10 +76,8 @@ def _post(url: str, path: str, body: dict, timeout: float = 600.0) -> None:
             return
     except urllib.error.HTTPError as e:
         text = e.read().decode(errors="replace")
-        try:
+        with suppress(ValueError):
             text = json.loads(text).get("error", text)
-        except ValueError:
-            pass
         raise ModelLoadError(text) from None
     except (urllib.error.URLError, OSError) as e:
         raise ModelLoadError(f"cannot reach {url}: {e}") from None
@@ -96,10 +94,8 @@ def load_with_config(url: str, name: str, mc, files: dict[str, bytes] | None = N
 
 
 def unload(url: str, name: str) -> None:
-    try:
+    with suppress(ModelLoadError):
         _post(url, f"/v2/repository/models/{name}/unload", {})
-    except ModelLoadError:
-        pass
 
 
 def _null_model(m: ManifestModel, mc):
@@ -140,10 +136,8 @@ def _server_version(url: str) -> str:
 def _versions() -> dict:
     out = {}
     for pkg in ("tritonclient", "grpcio", "numpy", "protobuf", "nvidia-pytriton", "torch"):
-        try:
+        with suppress(metadata.PackageNotFoundError):
             out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            pass
     return out
 
 

@@ -42,7 +42,7 @@ def generate_inputs(m: ManifestModel) -> list[Sample]:
 
 def to_npz_arrays(inputs: list[Sample], outputs: list[Sample]) -> dict[str, np.ndarray]:
     arrays = {}
-    for i, (x, y) in enumerate(zip(inputs, outputs)):
+    for i, (x, y) in enumerate(zip(inputs, outputs, strict=True)):
         arrays.update({f"input.{i}.{k}": v for k, v in x.items()})
         arrays.update({f"output.{i}.{k}": v for k, v in y.items()})
     return arrays
@@ -52,7 +52,7 @@ def from_npz_arrays(arrays: dict[str, np.ndarray]) -> tuple[list[Sample], list[S
     inputs: dict[int, Sample] = {}
     outputs: dict[int, Sample] = {}
     for key, arr in arrays.items():
-        kind, idx, name = (key.split(".", 2) + ["", ""])[:3]
+        kind, idx, name = ([*key.split(".", 2), "", ""])[:3]
         if kind not in ("input", "output") or not idx.isdigit() or not name:
             raise ValueError(f"member {key!r} is not input.N.NAME or output.N.NAME")
         (inputs if kind == "input" else outputs).setdefault(int(idx), {})[name] = arr
@@ -67,7 +67,7 @@ def check_golden_names(m: ManifestModel, inputs: list[Sample], outputs: list[Sam
     want_in, want_out = {t.name for t in m.inputs}, {t.name for t in m.outputs}
     if not inputs:
         raise ValueError("no samples")
-    for i, (x, y) in enumerate(zip(inputs, outputs)):
+    for i, (x, y) in enumerate(zip(inputs, outputs, strict=False)):
         if set(x) != want_in:
             raise ValueError(f"sample {i} has inputs {sorted(x)}, the model takes {sorted(want_in)}")
         if not y or not set(y) <= want_out:
@@ -102,11 +102,11 @@ def compare(expected: np.ndarray, got: np.ndarray, *, sample: int, output: str, 
                         context=f"{context}: shape/dtype {seen} != {(expected.dtype.str, expected.shape)}",
                         differing=int(expected.size), total=int(expected.size), max_abs_diff=None, first_index=None)
     if expected.dtype == np.object_:
-        diff = np.array([a != b for a, b in zip(expected.ravel(), got.ravel())]).reshape(expected.shape)
+        diff = np.array([a != b for a, b in zip(expected.ravel(), got.ravel(), strict=True)]).reshape(expected.shape)
         max_abs = None
     else:
-        a = np.ascontiguousarray(expected).view(np.uint8).reshape(expected.shape + (-1,))
-        b = np.ascontiguousarray(got).view(np.uint8).reshape(got.shape + (-1,))
+        a = np.ascontiguousarray(expected).view(np.uint8).reshape((*expected.shape, -1))
+        b = np.ascontiguousarray(got).view(np.uint8).reshape((*got.shape, -1))
         diff = (a != b).any(axis=-1)
         max_abs = float(np.max(np.abs(expected.astype(np.float64) - got.astype(np.float64)))) if diff.any() else 0.0
     if not diff.any():

@@ -143,9 +143,8 @@ def _check_model(m: ManifestModel, runner, root: Path, record: bool) -> dict:
         inputs = generate_inputs(m)
     mismatches: list[Mismatch] = []
     runs = []
-    for rep in range(m.verify.repeats):
-        outs = [runner.infer(s) for s in inputs]
-        runs.append(outs)
+    for _ in range(m.verify.repeats):
+        runs.append([runner.infer(s) for s in inputs])
     if record:
         reference = runs[0]
     for rep, outs in enumerate(runs):
@@ -341,11 +340,11 @@ def _load_all(server: EmbeddedServer, models: list[ManifestModel], timeout: floa
 
     url = f"http://{server.http_url}"
     with ThreadPoolExecutor(max_workers=max(1, len(direct))) as pool:
-        result = dict(zip(direct, pool.map(one, direct)))
+        result = dict(zip(direct, pool.map(one, direct), strict=True))
     if any(result.values()):
         log = server.log_path.read_text(errors="replace")
-        result = {n: e and timed_out.get(n) or e and f"tritonserver failed to load {n!r}: "
-                  f"{explain_load_error(e, log, n)}" for n, e in result.items()}
+        result = {n: (e and timed_out.get(n)) or (e and f"tritonserver failed to load {n!r}: "
+                  f"{explain_load_error(e, log, n)}") for n, e in result.items()}
     for step, ensemble in by_ensemble.items():
         result[step] = None if result.get(ensemble) is None else f"not loaded: its ensemble {ensemble!r} failed " \
                                                                   f"to load: {result[ensemble]}"
@@ -456,7 +455,7 @@ def _verify_model(root: Path, m: ManifestModel, route: Route, detail: str, url: 
         result = _check_model(m, runner, root, record)
     except InferError as e:
         return ModelReport(**base, loaded=True, passed=False, infer_error=str(e)), m
-    except Exception as e:  # noqa: BLE001 - in-process runtimes (onnxruntime, torch) raise their own types
+    except Exception as e:  # in-process runtimes (onnxruntime, torch) raise their own types
         if route != "in-process":
             raise
         return ModelReport(**base, loaded=True, passed=False, infer_error=f"{type(e).__name__}: {e}"), m

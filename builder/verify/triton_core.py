@@ -217,7 +217,7 @@ def check_with_triton(root: Path, names: list[str], *, progress: Progress | None
             for batch, workers in (([n for n in names if n not in ens], 8), ([n for n in names if n in ens], 1)):
                 if batch:
                     with ThreadPoolExecutor(max_workers=min(workers, len(batch))) as pool:
-                        result.update(zip(batch, pool.map(one, batch)))
+                        result.update(zip(batch, pool.map(one, batch), strict=True))
             log = server.log_path.read_text(errors="replace")
         for name, error in result.items():
             if error is not None:

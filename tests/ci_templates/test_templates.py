@@ -103,7 +103,7 @@ def test_healthcheck_infers_and_catches_a_wrong_answer(cli, tmp_path, in_root):
     script = [sys.executable, str(ROOT / "ci" / "docker" / "healthcheck.py"), "--repository", str(out)]
     with EmbeddedServer(out) as server:
         server.load("risk-scorer")
-        ok = subprocess.run(script + ["--url", f"http://{server.http_url}"], capture_output=True, text=True)
+        ok = subprocess.run([*script, "--url", f"http://{server.http_url}"], capture_output=True, text=True)
         assert ok.returncode == 0, ok.stderr
         import numpy as np
 
@@ -113,7 +113,7 @@ def test_healthcheck_infers_and_catches_a_wrong_answer(cli, tmp_path, in_root):
         arrays = read_npz(golden)
         arrays["output.0.PROBS"] = arrays["output.0.PROBS"] + np.float32(1e-7)
         write_npz(golden, arrays)
-        bad = subprocess.run(script + ["--url", f"http://{server.http_url}"], capture_output=True, text=True)
+        bad = subprocess.run([*script, "--url", f"http://{server.http_url}"], capture_output=True, text=True)
         assert bad.returncode == 1 and "output PROBS differs from its golden" in bad.stderr
-    down = subprocess.run(script + ["--url", "http://127.0.0.1:9", "--timeout", "2"], capture_output=True, text=True)
+    down = subprocess.run([*script, "--url", "http://127.0.0.1:9", "--timeout", "2"], capture_output=True, text=True)
     assert down.returncode == 1 and "not ready" in down.stderr

@@ -49,7 +49,7 @@ def test_damaged_entry_is_detected_evicted_and_rebuilt(cli, py_recipe, tmp_path,
 
     cli("build", py_recipe, "-o", tmp_path / "A")
     store = Store(default_cache_dir())
-    (key, record, _), = [r for r in store.records() if r[1]["model"] == "doubler"]
+    (_key, record, _), = [r for r in store.records() if r[1]["model"] == "doubler"]
     blob = store.blob_path(record["files"]["model.py"]["sha256"])
     os.chmod(blob, 0o644)
     data = blob.read_bytes()
@@ -88,7 +88,7 @@ def test_gc_keeps_the_most_recently_used(cli, write, tmp_path):
     from tritonbuild.core.cas import Store, default_cache_dir
 
     store = Store(default_cache_dir())
-    for i, (key, rec, _) in enumerate(sorted(store.records(), key=lambda r: r[1]["model"])):
+    for i, (key, _rec, _) in enumerate(sorted(store.records(), key=lambda r: r[1]["model"])):
         os.utime(store.record_path(key), (1_000_000 + i, 1_000_000 + i))  # m0 oldest … m2 newest
     ls = json.loads(cli("cache", "ls", "--json").stdout)["entries"]
     assert sorted(e["model"] for e in ls) == ["m0", "m1", "m2"]
@@ -136,9 +136,9 @@ def test_changed_since_builds_only_what_changed(cli, tmp_path, monkeypatch):
                                            "inputs: [{name: X, dtype: fp32, dims: [3]}]\n"
                                            "outputs: [{name: Y, dtype: fp32, dims: [3]}]\n")
     git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
-    subprocess.run(git + ["init", "-q"], check=True)
-    subprocess.run(git + ["add", "."], check=True)
-    subprocess.run(git + ["commit", "-qm", "one"], check=True)
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
     (repo / "b" / "model.py").write_text(PY_MODEL + "# changed\n")
     r = cli("build", "a.yaml", "b.yaml", "-o", "OUT", "--changed-since", "HEAD", "--json")
     assert r.exit_code == 0 and [m["name"] for m in json.loads(r.stdout)["models"]] == ["b"]

@@ -5,6 +5,7 @@ writes nothing outside OUT and the build cache (the directory tree around them i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -100,10 +101,10 @@ def _key_paths(node, loc: tuple = ()) -> list[tuple]:
     out = [loc] if loc else []
     if isinstance(node, dict):
         for k, v in node.items():
-            out += _key_paths(v, loc + (k,))
+            out += _key_paths(v, (*loc, k))
     elif isinstance(node, list):
         for i, v in enumerate(node):
-            out += _key_paths(v, loc + (i,))
+            out += _key_paths(v, (*loc, i))
     return out
 
 
@@ -113,10 +114,8 @@ def _mutated_example(draw):
     doc = yaml.safe_load(path.read_text())
     for _ in range(draw(st.integers(1, 3))):
         loc = draw(st.sampled_from(_key_paths(doc)))
-        try:
+        with contextlib.suppress(TypeError, IndexError, KeyError):  # an earlier edit replaced a parent
             _set(doc, loc, draw(VALUES))
-        except (TypeError, IndexError, KeyError):  # an earlier edit replaced a parent
-            pass
     return path, doc
 
 

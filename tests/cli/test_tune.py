@@ -86,7 +86,7 @@ def _project(tmp_path, cli, add_batch: bool):
 
 
 def test_sla_nobody_meets_exits_with_the_closest_and_the_miss(cli, invariant, monkeypatch):
-    tmp_path, recipe, out = invariant
+    tmp_path, _recipe, out = invariant
     monkeypatch.chdir(tmp_path)
     r = cli("tune", out, "slow", "--processes", "2", "--sla-ms", "1", "--report-dir", tmp_path / "rep-sla")
     assert r.exit_code == 6, r.output
@@ -132,7 +132,7 @@ def test_tune_picks_batching_writes_patch_and_the_rebuild_carries_it(cli, invari
 
 def test_config_that_changes_answers_is_rejected_not_chosen(cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    recipe, out = _project(tmp_path, cli, add_batch=True)
+    _recipe, out = _project(tmp_path, cli, add_batch=True)
     r = cli("tune", out, "slow", "--brute", "--processes", "2", "--report-dir", tmp_path / "rep")
     assert r.exit_code == 0, r.output
     report = json.loads((tmp_path / "rep" / "tune-report.json").read_text())

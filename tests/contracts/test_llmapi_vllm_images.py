@@ -96,7 +96,7 @@ def test_a_mismatched_image_is_a_recipe_error():
 def test_the_code_version_table_is_the_recorded_one():
     from tritonbuild.recipe.llm import TRITON_TRTLLM
 
-    assert TRITON_TRTLLM == {tag: v["trtllm"] for tag, v in IMAGES.items()}
+    assert {tag: v["trtllm"] for tag, v in IMAGES.items()} == TRITON_TRTLLM
 
 
 def test_llmapi_model_declares_upstreams_llmapi_tensors():

@@ -26,9 +26,9 @@ def _free_port() -> int:
 def moto_endpoint(tmp_path_factory):
     """A real S3 protocol endpoint (moto_server) on a free loopback port, stopped at the end."""
     port = _free_port()
-    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "wb")
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT)
+    with open(tmp_path_factory.mktemp("moto") / "moto.log", "wb") as log:  # the child keeps its own copy
+        proc = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p",
+                                 str(port)], stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         with socket.socket() as s:

@@ -219,7 +219,7 @@ def test_upstream_clients_non_streaming_requests_get_200(group, entry, client):
 @pytest.mark.parametrize("entry", ["tiny-stream", "tiny-stream_bls"])
 @pytest.mark.parametrize("client", ["openai", "genai-perf --streaming"])
 def test_streaming_requests_stream_token_by_token(group, entry, client):
-    server, tok = group
+    server, _tok = group
     kind = CLIENTS["openai_frontend"]["always"] if client == "openai" else CLIENTS["genai_perf"]["streaming"]
     text = TEXTS[0] if entry == "tiny-stream" else MULTIBYTE
     responses = _stream(server, entry, _request(kind, text, stream=True))

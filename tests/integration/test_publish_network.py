@@ -47,7 +47,7 @@ class _FakeS3(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def do_GET(self):
-        if "list-type" in self.path or self.path.rstrip("/").count("/") == 1 and "?" in self.path:
+        if "list-type" in self.path or (self.path.rstrip("/").count("/") == 1 and "?" in self.path):
             return self._send(200, EMPTY_LIST)
         if self.path.strip("/").count("/") == 0:
             return self._send(200, EMPTY_LIST)

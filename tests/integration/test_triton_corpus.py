@@ -35,7 +35,7 @@ def test_corpus_confirmed_by_tritonserver(tmp_path):
 
         for batch in ([n for n in {**refused, **accepted} if n not in ensembles], sorted(ensembles)):
             with ThreadPoolExecutor(8) as pool:
-                errors.update(zip(batch, pool.map(one, batch)))
+                errors.update(zip(batch, pool.map(one, batch), strict=True))
         log = server.log_path.read_text(errors="replace")
     wrong = {n: errors[n] and explain_load_error(errors[n], log, n) for n in refused}
     wrong = {n: e for n, e in wrong.items() if e is None or expected(refused[n], n) not in e}

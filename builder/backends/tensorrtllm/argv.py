@@ -79,7 +79,7 @@ def convert_argv(r: LLMRecipe, model_type: str, checkpoint: str, out: str, pytho
             argv += ["--qformat", "int4_awq", "--awq_block_size", "128"]
         else:
             argv += ["--qformat", "fp8"]
-        argv += ["--calib_size", str(calib_size)] + calib
+        argv += ["--calib_size", str(calib_size), *calib]
         if r.kv_cache.dtype != "auto":
             argv += ["--kv_cache_dtype", r.kv_cache.dtype]
         return argv + parallel

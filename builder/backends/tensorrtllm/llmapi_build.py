@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 
 def main(spec_path: str) -> int:
-    spec = json.loads(open(spec_path).read())
+    spec = json.loads(Path(spec_path).read_text())
     try:
         from tensorrt_llm._tensorrt_engine import LLM
     except ImportError:  # older releases: the TRT engine LLM is the default

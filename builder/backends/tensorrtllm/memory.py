@@ -93,9 +93,9 @@ class Architecture(BaseModel):
             qk = self.qk_nope_head_dim + self.qk_rope_head_dim
             q = [(self.hidden, self.q_lora_rank), (self.q_lora_rank, self.heads * qk)] if self.q_lora_rank \
                 else [(self.hidden, self.heads * qk)]
-            return q + [(self.hidden, self.kv_lora_rank + self.qk_rope_head_dim),
-                        (self.kv_lora_rank, self.heads * (self.qk_nope_head_dim + self.v_head_dim)),
-                        (self.heads * self.v_head_dim, self.hidden)]
+            return [*q, (self.hidden, self.kv_lora_rank + self.qk_rope_head_dim),
+                    (self.kv_lora_rank, self.heads * (self.qk_nope_head_dim + self.v_head_dim)),
+                    (self.heads * self.v_head_dim, self.hidden)]
         q_out, kv_out = self.heads * self.head_dim, self.kv_heads * self.head_dim
         return [(self.hidden, q_out), (self.hidden, kv_out), (self.hidden, kv_out), (q_out, self.hidden)]
 

@@ -30,7 +30,7 @@ def _copy_inputs(inputs: dict[str, str], dest: Path) -> dict[str, str]:
     paths = [Path(p).resolve() for p in inputs]
     common = Path(os.path.commonpath(paths)) if len(paths) > 1 else paths[0].parent
     copied = {}
-    for (src, digest), resolved in zip(inputs.items(), paths):
+    for (_src, digest), resolved in zip(inputs.items(), paths, strict=True):
         target = dest / resolved.relative_to(common)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(resolved, target)

@@ -37,7 +37,7 @@ def _le(model, field: str):
     metas = list(info.metadata)
     ann = info.annotation
     for arg in getattr(ann, "__args__", ()):  # list[Annotated[int, Field(le=...)]] or int | None
-        for inner in getattr(arg, "__args__", ()) + (arg,):
+        for inner in (*getattr(arg, "__args__", ()), arg):
             metas += list(getattr(inner, "__metadata__", ()))
     for m in metas:
         for sub in getattr(m, "metadata", [m]):

@@ -133,5 +133,6 @@ def test_grid_and_config_edit():
 @pytest.mark.parametrize("thr,p99,ok", [([100, 105, 98], [10, 10.5, 9.8], True), ([100, 130, 98], [10, 10, 10], False),
                                         ([100, 100, 100], [10, 10, 14], False)])
 def test_stability_rule(thr, p99, ok):
-    ws = [Window(seconds=1.0, count=t, errors=0, latencies_ms=[p] * 100, mismatches=0) for t, p in zip(thr, p99)]
+    ws = [Window(seconds=1.0, count=t, errors=0, latencies_ms=[p] * 100, mismatches=0)
+          for t, p in zip(thr, p99, strict=True)]
     assert is_stable(ws, 0.10) is ok

@@ -47,5 +47,5 @@ def test_a_report_written_before_route_is_read():
 
 
 def test_a_report_whose_path_and_route_differ_is_refused():
-    with pytest.raises(ValidationError, match="'path' .* differs from 'route'"):
+    with pytest.raises(ValidationError, match=r"'path' .* differs from 'route'"):
         ModelReport.model_validate(_report(route="none", route_detail="x", path="live-embedded", path_detail="x"))

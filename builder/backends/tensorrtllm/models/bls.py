@@ -100,8 +100,8 @@ class TritonPythonModel:
                     ids = pb_utils.get_output_tensor_by_name(llm, "output_ids").as_numpy()
                     lengths = pb_utils.get_output_tensor_by_name(llm, "sequence_length").as_numpy()
                     text = self._decode(ids, lengths).reshape(-1)
-                    responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("text_output", text)] +
-                                                                self._counts(llm, wanted)))
+                    responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("text_output", text),
+                                                                 *self._counts(llm, wanted)]))
                 except pb_utils.TritonModelException as e:
                     responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))))
             return responses
@@ -144,7 +144,7 @@ class TritonPythonModel:
             counts = self._counts(llm, wanted) or counts
             if not stream:
                 text = self._decode(ids.as_numpy(), lengths).reshape(-1)
-                sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("text_output", text)] + counts))
+                sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("text_output", text), *counts]))
                 continue
             new = ids.as_numpy().reshape(-1)[:int(lengths.reshape(-1)[0])].tolist()
             tokens += new
@@ -154,5 +154,5 @@ class TritonPythonModel:
             if len(complete) > len(sent) and complete.startswith(sent):
                 delta, sent = complete[len(sent):], complete
                 sender.send(pb_utils.InferenceResponse(
-                    [pb_utils.Tensor("text_output", np.array([delta.encode("utf-8")], dtype=np.object_))] + counts))
+                    [pb_utils.Tensor("text_output", np.array([delta.encode("utf-8")], dtype=np.object_)), *counts]))
         sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)

@@ -50,7 +50,7 @@ class TritonPythonModel:
         width = max(1, max(len(i) for i in ids))
         out = np.zeros((batch, 2, width), dtype=np.int32)
         out[:, 1, :] = -1
-        for b, (flat, ends) in enumerate(zip(ids, offsets)):
+        for b, (flat, ends) in enumerate(zip(ids, offsets, strict=True)):
             out[b, 0, :len(flat)] = flat
             out[b, 1, :len(ends)] = ends
         return out
