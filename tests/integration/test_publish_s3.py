@@ -164,21 +164,36 @@ def _complete_on_target(target: str, repo) -> bool:
                if k.startswith(f"{model.name}/{model.version}/"))
 
 
-def test_two_concurrent_publishes_one_wins(doubler_repo, bucket):
+def test_two_concurrent_publishes_one_wins(doubler_repo, bucket, s3fs_client):
+    """A second publish while the first holds the target's lease exits 7 and changes nothing; the first ends well.
+    The overlap is made certain (not left to the scheduler, which on a loaded machine let the first finish before
+    the second started): the first is frozen (SIGSTOP) once its lease object exists, the second runs to its end,
+    then the first resumes."""
     target = f"s3://{bucket}/race"
     a = doubler_repo(1, factor="2", verify=False, extra=os.urandom(24 << 20))
     b = doubler_repo(2, factor="3", verify=False, extra=os.urandom(24 << 20))
-    procs = [subprocess.Popen([sys.executable, "-m", "tritonbuild", "publish", str(r), target, "--skip-verify"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ})
-             for r in (a, b)]
-    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
-    codes = sorted(rc for rc, _ in results)
-    assert codes == [0, 7], results
-    loser = next(err for rc, err in results if rc == 7)
-    assert "another publish to this target is in progress" in loser
+    env = {**os.environ, "TRITONBUILD_LOCK_LEASE_S": "600"}  # the frozen holder's lease outlives the test
+    first = subprocess.Popen([sys.executable, "-m", "tritonbuild", "publish", str(a), target, "--skip-verify"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    lock = f"{bucket}/race/tritonbuild.lock"
+    deadline = time.monotonic() + 120
+    while not s3fs_client.exists(lock):
+        s3fs_client.invalidate_cache()
+        assert first.poll() is None, ("the first publish ended before its lease was seen", first.communicate())
+        assert time.monotonic() < deadline, "the first publish never created its lease"
+        time.sleep(0.02)
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        second = subprocess.run([sys.executable, "-m", "tritonbuild", "publish", str(b), target, "--skip-verify"],
+                                capture_output=True, text=True, env=env, timeout=300)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    _, first_err = first.communicate(timeout=300)
+    assert (first.returncode, second.returncode) == (0, 7), (first_err, second.stderr)
+    assert "another publish to this target is in progress" in second.stderr
     info = json.loads(_tb("ls", target, "--json").stdout)["models"][0]
     assert info["notes"] == [] or all("incomplete" in n for n in info["notes"])
-    assert info["live"] in info["complete"]
+    assert info["live"] == 1 and info["live"] in info["complete"]
     assert json.loads(_tb("verify", target, "--json").stdout)["passed"]
 
 
