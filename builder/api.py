@@ -195,7 +195,7 @@ def list_target(target: str, *, endpoint_url: str | None = None) -> dict:
 
 
 def rollback(target: str, model: str, to: int, **options) -> dict:
-    from tritonbuild.publish.protocol import rollback as _rollback
+    from tritonbuild.publish.rollback import rollback as _rollback
 
     return _rollback(target, model, to, **options)
 

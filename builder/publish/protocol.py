@@ -19,7 +19,6 @@ from pathlib import Path
 from tritonbuild.core.cas import FileEntry
 from tritonbuild.core.hashing import pretty_json, sha256_bytes, sha256_file
 from tritonbuild.core.progress import SILENT, Reporter
-from tritonbuild.core.secrets import redact
 from tritonbuild.core.signing import KEY_ENV, report_key
 from tritonbuild.core.signing import check as check_signature
 from tritonbuild.errors import PublishError, UsageError
@@ -33,6 +32,7 @@ from tritonbuild.publish.models import (
     PublishReceipt,
     TargetManifest,
 )
+from tritonbuild.publish.notify import not_ready_on, notify_server
 from tritonbuild.publish.target import Target, open_target
 from tritonbuild.repository.config import parse, render
 from tritonbuild.repository.manifest import MANIFEST_NAME, REPORT_NAME, Manifest, ManifestModel, read_repository
@@ -380,64 +380,6 @@ def _prune(p: _Publisher, state: TargetManifest, keep: int) -> TargetManifest:
     return new_state
 
 
-def _client_for(url: str, timeout: float):
-    """A tritonclient HTTP client for url, and the Basic Authorization its user:password@ asks for."""
-    import base64
-    from urllib.parse import unquote, urlsplit
-
-    from tritonclient.http import InferenceServerClient
-
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    headers = {}
-    if parts.username is not None:
-        cred = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
-        headers["Authorization"] = "Basic " + base64.b64encode(cred).decode()
-    host = parts.netloc.rsplit("@", 1)[-1] + parts.path.rstrip("/")
-    return InferenceServerClient(host, ssl=parts.scheme == "https", connection_timeout=10.0,
-                                 network_timeout=timeout), headers
-
-
-def not_ready_on(url: str, models: list[str], timeout: float = 30.0) -> set[str]:
-    """The published models the server at url does not have READY (absent from its repository index, or
-    UNAVAILABLE after a failed load): an unchanged config does not mean the server serves it. A server whose
-    index cannot be read gives the empty set (the load requests for changed models then report the problem)."""
-    try:
-        client, headers = _client_for(url, timeout)
-        try:
-            index = client.get_model_repository_index(headers=headers or None)
-        finally:
-            client.close()
-    except Exception:  # noqa: BLE001 - unreachable or refused: the per-model notify reports it
-        return set()
-    ready = {e.get("name") for e in index or [] if e.get("state") == "READY"}
-    return {m for m in models if m not in ready}
-
-
-def notify_server(url: str, model: str, timeout: float = 300.0) -> dict:
-    """Ask a tritonserver in explicit model-control mode to (re)load model, through tritonclient's HTTP client.
-    user:password@ in the URL becomes a Basic Authorization header; what we report shows the URL redacted."""
-    from urllib.parse import urlsplit
-
-    from tritonclient.utils import InferenceServerException
-
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    shown = redact(f"{parts.scheme}://{parts.netloc}{parts.path}".rstrip("/"))
-    result = {"server": shown, "model": model}
-    try:
-        client, headers = _client_for(url, timeout)
-        try:
-            client.load_model(model, headers=headers or None)
-        finally:
-            client.close()
-        return {**result, "ok": True, "status": 200, "message": "loaded"}
-    except InferenceServerException as e:
-        status = e.status()
-        return {**result, "ok": False, "status": int(status) if str(status).isdigit() else None,
-                "message": redact(e.message() or str(e))[:500]}
-    except Exception as e:  # noqa: BLE001 - refused, unreachable, timed out: reported per server, never raised
-        return {**result, "ok": False, "status": None, "message": redact(f"{type(e).__name__}: {e}")[:500]}
-
-
 def _receipt(p: _Publisher, manifest: Manifest, verification: str, t0: float, dry_run: bool,
              notified: list[dict]) -> PublishReceipt:
     return PublishReceipt(target=p.target.url, triton_url=p.target.triton_url(), manifest_digest=manifest.digest,
@@ -449,52 +391,3 @@ def open_for_read(target_url: str, endpoint_url: str | None) -> Target:
     target = open_target(target_url, endpoint_url=endpoint_url)
     objects.check_reachable(target)
     return target
-
-
-def rollback(target_url: str, model: str, to: int, *, endpoint_url: str | None = None,
-             break_lock: bool = False, notify: tuple[str, ...] = ()) -> dict:
-    """Make a complete, published version live again with ITS config (the one it was verified with, stored at
-    publish as config-v<N>.pbtxt): one config.pbtxt write, then the manifest; then notify servers."""
-    target = open_for_read(target_url, endpoint_url)
-    with TargetLock(target, break_lock=break_lock):
-        state = objects.read_state(target)
-        pm = state.models.get(model)
-        if pm is None:
-            raise PublishError(f"model {model!r} is not published at this target", where=target.url,
-                               hint="see 'tritonbuild ls TARGET'")
-        if to not in pm.versions:
-            raise PublishError(f"{model} version {to} is not a complete published version (complete: "
-                               f"{sorted(pm.versions)})", where=target.url, hint="pick one of those versions")
-        remote = objects.remote_sizes(target, target.path(model))
-        missing = [rel for rel, e in pm.versions[to].files.items() if remote.get(rel) != e.size]
-        if missing:
-            raise PublishError(f"{model} version {to} is damaged at the target: {missing[:3]} missing or resized",
-                               where=target.url, hint="publish that version again from its build")
-        config_path = target.path(model, "config.pbtxt")
-        current = objects.read_text(target, config_path)
-        if current is None:
-            raise PublishError(f"{model}/config.pbtxt is missing at the target", where=target.url,
-                               hint="publish the model again")
-        parse_remote(current, f"{target.url}/{model}/config.pbtxt")
-        pv = pm.versions[to]
-        own_name = f"{model}/{version_config_name(to)}"
-        own = objects.read_text(target, target.path(model, version_config_name(to))) if pv.config_sha256 else None
-        if own is None:
-            raise PublishError(f"{model} version {to} has no stored config at the target ({own_name}; published "
-                               "before tritonbuild kept each version's config): re-pinning the current config "
-                               f"would serve version {to} under version {live_version(current)}'s interface",
-                               where=target.url, hint=f"publish version {to} again from its build (its files are "
-                               "not re-sent), then roll back")
-        if sha256_bytes(own) != pv.config_sha256:
-            raise PublishError(f"{own_name} at the target differs from the one recorded at publish",
-                               where=target.url, hint=f"publish version {to} again from its build")
-        parse_remote(own, f"{target.url}/{own_name}")
-        objects.write_bytes(target, config_path, own)
-        models = dict(state.models)
-        models[model] = pm.model_copy(update={"live": to, "config_sha256": sha256_bytes(own)})
-        objects.write_bytes(target, target.path(TARGET_MANIFEST),
-                          pretty_json(TargetManifest(models=models).model_dump(mode="json")))
-    notified = [notify_server(url, model) for url in notify]
-    return {"target": target.url, "model": model, "live": to, "previous": live_version(current),
-            "config_restored": own_name, "interface_changed": own != pinned_config(current, [to]),
-            "notified": notified}

@@ -10,7 +10,8 @@ from google.protobuf import text_format
 
 from tritonbuild.backends import REGISTRY
 from tritonbuild.repository.config import parse
-from tritonbuild.repository.triton_rules import NAME_MISMATCH, ensemble_step_problems, model_problems
+from tritonbuild.repository.triton_ensemble_rules import ensemble_step_problems
+from tritonbuild.repository.triton_rules import NAME_MISMATCH, model_problems
 
 VERSION_RE = re.compile(r"^[1-9][0-9]*$")
 

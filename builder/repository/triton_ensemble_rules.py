@@ -1,0 +1,238 @@
+"""Triton's ensemble validation, ported rule for rule: an ensemble's own data flow, and the ensemble against
+the configs of its steps (the checks Triton makes when it loads an ensemble over models it has loaded).
+
+Source: triton-inference-server/core, commit bfec7c61dc0939433f64f14e89b1973073eac8ba (branch r24.10 =
+tritonserver 2.51): src/model_config_utils.cc (ValidateEnsembleSchedulingConfig, BuildEnsembleGraph),
+src/ensemble_scheduler/ensemble_utils.cc (ValidateEnsembleConfig),
+src/model_repository_manager/model_repository_manager.cc (ensemble cycles). Messages are Triton's own wording.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from google.protobuf import text_format
+
+
+def _parse(raw: bytes):
+    from tritonbuild.repository.config import parse
+
+    return parse(raw)
+
+
+def read_config(model_dir: Path):
+    try:
+        return _parse((model_dir / "config.pbtxt").read_bytes())
+    except (OSError, text_format.ParseError, UnicodeDecodeError):
+        return None
+
+
+def ensemble_scheduling_problems(mc, name: str, platform: str) -> list[str]:
+    """ValidateEnsembleSchedulingConfig + BuildEnsembleGraph: the ensemble's own data flow."""
+    if platform != "ensemble":
+        return [f"ensemble scheduling cannot be set for model '{name}' whose platform is not ensemble"]
+    if len(mc.instance_group):
+        return [f"instance group should not be specified for ensemble '{name}'"]
+    if mc.HasField("optimization"):
+        return [f"optimization should not be specified for ensemble '{name}'"]
+    if len(mc.model_warmup):
+        return [f"model_warmup can not be specified for ensemble '{name}'"]
+    steps = mc.ensemble_scheduling.step
+    if not steps:
+        return [f"must specify 'step' for ensemble '{name}'"]
+    # tensor → (producers (input tensors of the producing step), consumers)
+    prev: dict[str, list[str]] = {}
+    nxt: dict[str, list[str]] = {}
+    written: set[str] = set()
+    for i, s in enumerate(steps):
+        if not s.model_name:
+            return [f"must specify 'model_name' in step {i} of ensemble '{name}'"]
+        if not s.input_map:
+            return [f"must specify 'input_map' in step {i} of ensemble '{name}'"]
+        if not s.output_map:
+            return [f"must specify 'output_map' in step {i} of ensemble '{name}'"]
+        for out_t in s.output_map.values():
+            if out_t in written:
+                return [f"ensemble tensor '{out_t}' can appear in an output map only once for ensemble '{name}' "
+                        f"step {i}"]
+            written.add(out_t)
+            nxt.setdefault(out_t, [])
+            prev.setdefault(out_t, []).extend(s.input_map.values())
+        for in_t in s.input_map.values():
+            nxt.setdefault(in_t, []).extend(s.output_map.values())
+            prev.setdefault(in_t, [])
+    ready: set[str] = set()
+    for t in mc.input:
+        if t.name not in nxt:
+            return [f"ensemble input '{t.name}' for ensemble {name}' is not used"]
+        ready.add(t.name)
+    queue = list(ready)
+    while queue:
+        node = queue.pop(0)
+        for n in nxt.get(node, []):
+            if n not in ready and all(x in ready for x in prev.get(n, [])):
+                ready.add(n)
+                queue.append(n)
+    outputs = set()
+    for t in mc.output:
+        if t.name not in nxt:
+            return [f"ensemble output '{t.name}' for ensemble {name}' is not used"]
+        if t.name not in ready:
+            msg = f"output '{t.name}' for ensemble '{name}' is not written"
+            last, nodes, seen = t.name, prev.get(t.name, []), set()
+            while nodes:
+                cand = next((x for x in nodes if x not in ready and x not in seen), None)
+                if cand is None:
+                    break
+                seen.add(cand)
+                last, nodes = cand, prev.get(cand, [])
+            if last != t.name:
+                msg += f": at least one of its depending tensors, '{last}', is not connected"
+            return [msg]
+        outputs.add(t.name)
+    for t in nxt:
+        if t not in outputs and (t not in ready or not nxt[t]):
+            return [f"ensemble tensor '{t}' is unused in ensemble '{name}'"]
+    return []
+
+
+def ensemble_step_problems(mc, repo: Path) -> list[str]:
+    """ValidateEnsembleConfig (ensemble_utils.cc) against the step models' configs in repo, and the repository
+    manager's checks (step present, required version, cycles)."""
+    name = mc.name
+    cycle = _cycle(name, repo)
+    if cycle:
+        return [f"circular dependency between ensembles: {cycle[0]} -> ... -> {cycle[-2]} -> {cycle[-1]}"]
+    p = []
+    batching = mc.max_batch_size > 0
+    tensors: dict[str, tuple[str, int, list[int], list[int]]] = {}
+
+    def node(model: str, b: bool, dtype: int, dims) -> tuple[str, int, list[int], list[int]]:
+        return model, dtype, list(dims), ([-1, *dims] if b else list(dims))
+
+    for t in mc.input:
+        tensors[t.name] = node(name, batching, t.data_type, t.reshape.shape if t.HasField("reshape") else t.dims)
+    for t in mc.output:
+        tensors[t.name] = node(name, batching, t.data_type, t.reshape.shape if t.HasField("reshape") else t.dims)
+    parsed = []
+    for s in mc.ensemble_scheduling.step:
+        step_dir = repo / s.model_name
+        smc = read_config(step_dir)
+        if smc is None:
+            p.append(f"ensemble {name} contains models that are not available or ambiguous: {s.model_name}")
+            continue
+        if s.model_version != -1 and not (step_dir / str(s.model_version)).is_dir():
+            p.append(f"ensemble '{name}' depends on '{s.model_name}' whose required version {s.model_version} is "
+                     "not loaded.")
+        if smc.max_batch_size != 0 and smc.max_batch_size < mc.max_batch_size:
+            p.append(f"ensemble {name} allows maximum batch size {mc.max_batch_size}, but it contains model "
+                     f"{s.model_name} which only allows maximum batch size to be {smc.max_batch_size}")
+            continue
+        p += _tensor_mapping(name, s, smc, tensors, node)
+        parsed.append((s, smc))
+    if not p:
+        p += _decoupled_origins(mc, parsed)
+    return p
+
+
+def _decoupled_origins(mc, steps: list) -> list[str]:
+    """ValidateEnsembleConfig's walk: a step must not take inputs that come from different decoupled models."""
+    prev: dict[str, list[str]] = {}
+    nxt: dict[str, list[str]] = {}
+    producer: dict[str, tuple[int, str, bool]] = {}  # tensor → (step index, model, decoupled)
+    for i, (s, smc) in enumerate(steps):
+        for out_t in s.output_map.values():
+            producer[out_t] = (i, s.model_name, smc.model_transaction_policy.decoupled)
+            prev.setdefault(out_t, []).extend(s.input_map.values())
+        for in_t in s.input_map.values():
+            nxt.setdefault(in_t, []).extend(s.output_map.values())
+    label: dict[str, int] = {t.name: 0 for t in mc.input}
+    sibling: dict[int, int] = {}
+    counter = 0
+    queue = [t.name for t in mc.input]
+    while queue:
+        node = queue.pop(0)
+        for n in nxt.get(node, []):
+            if n in label or not all(x in label for x in prev.get(n, [])):
+                continue
+            labels = {label[x] for x in prev[n]}
+            if len(labels) > 1:
+                return [f"in ensemble {mc.name}, step of model '{producer[n][1]}' receives inputs originated from "
+                        "different decoupled models"]
+            step, _, decoupled = producer[n]
+            if step not in sibling:
+                counter += decoupled
+                sibling[step] = counter if decoupled else labels.pop()
+            label[n] = sibling[step]
+            queue.append(n)
+    return []
+
+
+def _consistent(a, b, prefix: str) -> str | None:
+    from tritonbuild.repository.config import model_config_pb2
+
+    def same(x, y) -> bool:
+        return len(x) == len(y) and all(i == j or i == -1 or j == -1 for i, j in zip(x, y, strict=True))
+
+    if a[1] != b[1]:
+        n = model_config_pb2().DataType.Name
+        return f"{prefix}inconsistent data type: {n(a[1])} is inferred from model {a[0]} while {n(b[1])} is " \
+               f"inferred from model {b[0]}"
+    if not same(a[2], b[2]) and not same(a[3], b[3]):
+        return f"{prefix}inconsistent shape: [{','.join(map(str, a[3]))}] is inferred from model {a[0]} while " \
+               f"[{','.join(map(str, b[3]))}] is inferred from model {b[0]}"
+    return None
+
+
+def _tensor_mapping(ens: str, s, smc, tensors: dict, node) -> list[str]:
+    step = s.model_name
+    b = smc.max_batch_size > 0
+    names = {t.name for t in smc.input}
+    for key, value in s.input_map.items():
+        if key not in names:
+            return [f"in ensemble {ens}, ensemble tensor {value} is mapping to non-existing input {key} in model "
+                    f"{step}"]
+    for t in smc.input:
+        if t.name not in s.input_map:
+            if t.optional:
+                continue
+            return [f"in ensemble {ens}, input {t.name} in model {step} is not mapped to any ensemble tensors"]
+        tensor = s.input_map[t.name]
+        mine = node(step, b, t.data_type, t.dims)
+        if tensor in tensors:
+            err = _consistent(tensors[tensor], mine, f"in ensemble {ens}, ensemble tensor {tensor}: ")
+            if err:
+                return [err]
+        else:
+            tensors[tensor] = mine
+    outs = {t.name: t for t in smc.output}
+    for key, value in s.output_map.items():
+        if key not in outs:
+            return [f"in ensemble {ens}, ensemble tensor {value} is mapped from non-existing output {key} in model "
+                    f"{step}"]
+        mine = node(step, b, outs[key].data_type, outs[key].dims)
+        if value in tensors:
+            err = _consistent(tensors[value], mine, f"in ensemble {ens}, ensemble tensor {value}: ")
+            if err:
+                return [err]
+        else:
+            tensors[value] = mine
+    return []
+
+
+def _cycle(start: str, repo: Path) -> list[str] | None:
+    """A path start → … → start through ensemble steps, if any (iterative: no recursion limit)."""
+    stack = [(start, [start])]
+    seen = set()
+    while stack:
+        name, path = stack.pop()
+        mc = read_config(repo / name)
+        if mc is None:
+            continue
+        for s in mc.ensemble_scheduling.step:
+            if s.model_name == start:
+                return [*path, start]
+            if s.model_name not in seen:
+                seen.add(s.model_name)
+                stack.append((s.model_name, [*path, s.model_name]))
+    return None
