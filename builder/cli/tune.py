@@ -67,7 +67,7 @@ def tune_command(repository: Path, model: str, recipe_path: Path | None, server_
         return
     w = report["winner"]
     out.print(f"{report['model']}: {w['label']}  ({report['search']} search, {report['measurements_made']} "
-              f"measurements of {report['grid_measurements']} in the grid)")
+              f"measurements of {report['grid_measurements']} in the grid, {report['measurement_share']:.0%})")
     for load, c in report["comparison"].items():
         out.print(f"  {load:>6}: {c['tuned']['throughput']:9.0f} req/s  p99 {c['tuned']['p99_ms']:.2f} ms   "
                   f"default {c['default']['throughput']:9.0f} req/s  p99 {c['default']['p99_ms']:.2f} ms   "

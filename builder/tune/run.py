@@ -294,8 +294,9 @@ def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None =
         lg = stack.enter_context(LoadGenerator(grpc_url, model, inputs, expected, [t.name for t in m.outputs],
                                                processes=procs))
         load_errors: dict[Candidate, str] = {}
-        budget = len({default, *grid.all()}) * len(loads)
-        guess = budget if brute else max(len(loads) * 2, budget // 4)
+        (report_dir / "tune-measurements.jsonl").unlink(missing_ok=True)
+        grid_size = len({default, *grid.all()}) * len(loads)
+        guess = grid_size if brute else search.quick_budget(grid_size, len(loads))
 
         def ensure(c: Candidate) -> str | None:
             if c in load_errors:
@@ -323,7 +324,12 @@ def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None =
             left = max(0, guess - state["done"]) * el / state["done"]
             say(f"[{state['done']}/~{guess}] {c.label} @ {load}: {r.throughput:.0f} req/s, p99 {r.p99_ms:.1f} ms"
                 f"{'' if r.stable else ' (unstable)'}; ~{left:.0f}s left")
-            return search.Point(load, r.throughput, r.p99_ms, r.errors, r.mismatches, extra=r.to_dict())
+            point = search.Point(load, r.throughput, r.p99_ms, r.errors, r.mismatches, extra=r.to_dict())
+            # every measurement as it is made: an interrupted run (Ctrl-C, a time limit) keeps what it measured
+            with open(report_dir / "tune-measurements.jsonl", "a") as f:
+                f.write(json.dumps(_finite({"candidate": c.label, "config": c.model_dump(exclude={"coords"}),
+                                            "elapsed_s": round(el, 1), **r.to_dict()})) + "\n")
+            return point
 
         verifier = None
         if reference is not None:
@@ -358,6 +364,7 @@ def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None =
         ev = search.Evaluator(measure, loads, sla_p99_ms=spec.sla_p99_ms, min_vs_default=spec.min_vs_default,
                               exact_under_load=exact_under_load)
         winner = (search.brute if brute else search.quick)(ev, grid, default, verify)
+        say(f"{ev.count} measurements of the grid's {grid_size} ({ev.count / grid_size:.0%})")
         server_version = _server_version(url)
         if server_url is not None:
             load_with_config(url, model, base_mc)  # leave the server serving the built config
@@ -418,6 +425,7 @@ def _report(m, spec, grid, loads, ev, default, winner, ceiling, verifications, l
             processes, server_version, elapsed, no_verify, base_instances) -> dict:
     tc = fingerprint()
     top = loads[-1]
+    grid_size = len({default, *grid.all()}) * len(loads)
     measurements = []
     for c, load in ev.order:
         p = ev.results[(c, load)]
@@ -489,7 +497,8 @@ def _report(m, spec, grid, loads, ev, default, winner, ceiling, verifications, l
     return {
         "schema_version": 1, "model": m.name, "version": m.version, "backend": m.backend, "target": m.target,
         "search": "brute" if brute else "quick", "measurements_made": ev.count,
-        "grid_measurements": len({default, *grid.all()}) * len(loads), "loads": loads, "top_load": top,
+        "grid_measurements": grid_size, "measurement_share": round(ev.count / grid_size, 4),
+        "loads": loads, "top_load": top,
         "sla_p99_ms": spec.sla_p99_ms, "min_vs_default": spec.min_vs_default,
         "batch_invariance": m.verify.batch_invariance, "verified_with_goldens": not no_verify,
         "tune": spec.model_dump(mode="json"),

@@ -23,6 +23,13 @@ from dataclasses import dataclass, field
 from tritonbuild.tune.space import Candidate, Grid
 
 IMPROVE = 1.02  # a step must gain 2 % at the top load (measurement noise is ~1-3 %)
+QUICK_SHARE = 0.25  # quick search's measurements, Triton's default's included, over the grid's (brute's)
+
+
+def quick_budget(grid_measurements: int, n_loads: int) -> int:
+    """The most measurements quick search makes: a quarter of the grid's, but on a tiny grid never fewer than
+    the default twice and two candidates at every load."""
+    return max(int(QUICK_SHARE * grid_measurements), 4 * n_loads)
 
 
 @dataclass
