@@ -50,10 +50,10 @@ Progress = Callable[[str], None]
 def static_checks(root: Path, manifest: Manifest) -> list[StaticCheck]:
     out = []
     # NOTE: a server that imported model.py may have left __pycache__/ behind; it is not part of the build.
-    present = {p.relative_to(root).as_posix() for p in root.rglob("*")
-               if p.is_file() and "__pycache__" not in p.parts} - NOT_IN_MANIFEST
-    problems = [f"missing {p}" for p in sorted(set(manifest.files) - present)]
-    problems += [f"not in manifest: {p}" for p in sorted(present - set(manifest.files))]
+    present = {file.relative_to(root).as_posix() for file in root.rglob("*")
+               if file.is_file() and "__pycache__" not in file.parts} - NOT_IN_MANIFEST
+    problems = [f"missing {missing}" for missing in sorted(set(manifest.files) - present)]
+    problems += [f"not in manifest: {extra}" for extra in sorted(present - set(manifest.files))]
     for rel, entry in manifest.files.items():
         if rel in present:
             path = root / rel
@@ -62,8 +62,8 @@ def static_checks(root: Path, manifest: Manifest) -> list[StaticCheck]:
     out.append(StaticCheck(model="*", check="manifest", ok=not problems,
                            detail="; ".join(problems) or f"{len(manifest.files)} files match their sha256"))
     out.extend(_binding_checks(manifest))
-    for name in sorted({m.name for m in manifest.models}):
-        out.extend(StaticCheck(**f.to_dict()) for f in check_model_dir(root / name, model_files=True))
+    for name in sorted({model.name for model in manifest.models}):
+        out.extend(StaticCheck(**finding.to_dict()) for finding in check_model_dir(root / name, model_files=True))
     return out
 
 
@@ -71,18 +71,18 @@ def _binding_checks(manifest: Manifest) -> list[StaticCheck]:
     """What the manifest claims about each model, recomputed from its file list (whose digests the manifest
     check compares with the bytes): the model identity, and goldens that are this model's own file."""
     out = []
-    for m in manifest.models:
+    for model in manifest.models:
         problems = []
-        if m.goldens is not None and (m.goldens != f"{m.name}/{golden_name(m.version)}"
-                                      or m.goldens not in manifest.files):
-            problems.append(f"goldens {m.goldens!r} is not this repository's {m.name}/{golden_name(m.version)}")
-        if identity_is_version_digest(m):
-            got = version_identity(manifest, m)
-            if got != m.model_identity:
-                problems.append(f"model identity {m.model_identity[:16]} is not the digest of the files in "
-                                f"{m.name}/{m.version}/ ({got[:16]}): the manifest was edited")
+        own = f"{model.name}/{golden_name(model.version)}"
+        if model.goldens is not None and (model.goldens != own or model.goldens not in manifest.files):
+            problems.append(f"goldens {model.goldens!r} is not this repository's {own}")
+        if identity_is_version_digest(model):
+            got = version_identity(manifest, model)
+            if got != model.model_identity:
+                problems.append(f"model identity {model.model_identity[:16]} is not the digest of the files in "
+                                f"{model.name}/{model.version}/ ({got[:16]}): the manifest was edited")
         if problems:
-            out.append(StaticCheck(model=m.name, check="manifest-binding", ok=False, detail="; ".join(problems)))
+            out.append(StaticCheck(model=model.name, check="manifest-binding", ok=False, detail="; ".join(problems)))
     return out
 
 
@@ -98,124 +98,128 @@ def _concat_groups(samples: list[dict], limit: int) -> list[list[int]]:
     return [g for g in groups if len(g) > 1]
 
 
-def _batch_invariance(m: ManifestModel, runner, inputs, reference) -> tuple[str, str, list[Mismatch]]:
-    if m.verify.batch_invariance == "skip":
+def _batch_invariance(model: ManifestModel, runner, inputs, reference) -> tuple[str, str, list[Mismatch]]:
+    if model.verify.batch_invariance == "skip":
         return "skipped", "batch_invariance: skip", []
-    if m.max_batch_size == 0 or len(inputs) < 2:
-        return "not-applicable", "model does not batch" if m.max_batch_size == 0 else "one sample", []
+    if model.max_batch_size == 0 or len(inputs) < 2:
+        return "not-applicable", "model does not batch" if model.max_batch_size == 0 else "one sample", []
     found: list[Mismatch] = []
-    for group in _concat_groups(inputs, m.max_batch_size):
+    for group in _concat_groups(inputs, model.max_batch_size):
         batch = {k: np.concatenate([inputs[i][k] for i in group]) for k in inputs[group[0]]}
         got = runner.infer(batch)
         for row, i in enumerate(group):
             for name, exp in reference[i].items():
-                mm = compare(exp, got[name][row:row + 1], sample=i, output=name,
-                             context=f"batched with {len(group) - 1} others", tolerance=m.verify.tolerance.get(name))
-                if mm and not mm.within_tolerance:
-                    found.append(mm)
+                mismatch = compare(exp, got[name][row:row + 1], sample=i, output=name,
+                                   context=f"batched with {len(group) - 1} others",
+                                   tolerance=model.verify.tolerance.get(name))
+                if mismatch and not mismatch.within_tolerance:
+                    found.append(mismatch)
     for i, got in enumerate(runner.infer_concurrent(inputs)):
         for name, exp in reference[i].items():
-            mm = compare(exp, got.get(name), sample=i, output=name, context="concurrent requests (dynamic batcher)",
-                         tolerance=m.verify.tolerance.get(name))
-            if mm and not mm.within_tolerance:
-                found.append(mm)
+            mismatch = compare(exp, got.get(name), sample=i, output=name,
+                               context="concurrent requests (dynamic batcher)",
+                               tolerance=model.verify.tolerance.get(name))
+            if mismatch and not mismatch.within_tolerance:
+                found.append(mismatch)
     if found:
-        worst = max((f.max_abs_diff or 0.0) for f in found)
+        worst = max((mismatch.max_abs_diff or 0.0) for mismatch in found)
         return "variant", f"{len(found)} output(s) changed when batched (max |diff| {worst:.3g})", found
-    same = "bit-identical" if not m.verify.tolerance else \
-        f"bit-identical ({', '.join(sorted(m.verify.tolerance))}: within tolerance)"
-    return "invariant", f"{same} alone, in batches of up to {m.max_batch_size}, and under concurrency", []
+    same = "bit-identical" if not model.verify.tolerance else \
+        f"bit-identical ({', '.join(sorted(model.verify.tolerance))}: within tolerance)"
+    return "invariant", f"{same} alone, in batches of up to {model.max_batch_size}, and under concurrency", []
 
 
-def _check_model(m: ManifestModel, runner, root: Path, record: bool) -> dict:
+def _check_model(model: ManifestModel, runner, root: Path, record: bool) -> dict:
     inputs = reference = None
-    if m.goldens and (root / m.goldens).is_file():
+    if model.goldens and (root / model.goldens).is_file():
         try:
-            inputs, reference = from_npz_arrays(read_npz(root / m.goldens))
-            check_golden_names(m, inputs, reference)
+            inputs, reference = from_npz_arrays(read_npz(root / model.goldens))
+            check_golden_names(model, inputs, reference)
         except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
-            return {"passed": False, "notes": [f"goldens {m.goldens} are not usable for this model: "
+            return {"passed": False, "notes": [f"goldens {model.goldens} are not usable for this model: "
                                                f"{type(e).__name__}: {e}"]}
     if inputs is None:
         if not record:
             return {"passed": False, "notes": ["no goldens recorded: run 'tritonbuild verify OUT --record', "
                                                "commit the .npz, rebuild"]}
-        inputs = generate_inputs(m)
+        inputs = generate_inputs(model)
     mismatches: list[Mismatch] = []
     runs = []
-    for _ in range(m.verify.repeats):
+    for _ in range(model.verify.repeats):
         runs.append([runner.infer(s) for s in inputs])
     if record:
         reference = runs[0]
     for rep, outs in enumerate(runs):
         for i, got in enumerate(outs):
             for name, exp in reference[i].items():
-                mm = compare(exp, got.get(name), sample=i, output=name, context=f"repeat {rep + 1}",
-                             tolerance=m.verify.tolerance.get(name))
-                if mm:
-                    mismatches.append(mm)
-    tolerated = [mm for mm in mismatches if mm.within_tolerance]
-    mismatches = [mm for mm in mismatches if not mm.within_tolerance]
-    status, detail, variant = _batch_invariance(m, runner, inputs, reference)
+                mismatch = compare(exp, got.get(name), sample=i, output=name, context=f"repeat {rep + 1}",
+                                   tolerance=model.verify.tolerance.get(name))
+                if mismatch:
+                    mismatches.append(mismatch)
+    tolerated = [mismatch for mismatch in mismatches if mismatch.within_tolerance]
+    mismatches = [mismatch for mismatch in mismatches if not mismatch.within_tolerance]
+    status, detail, variant = _batch_invariance(model, runner, inputs, reference)
     notes = []
-    for name in sorted({mm.output for mm in tolerated}):
-        t = m.verify.tolerance[name]
-        worst = max((mm.max_abs_diff or 0.0) for mm in tolerated if mm.output == name)
+    for name in sorted({mismatch.output for mismatch in tolerated}):
+        t = model.verify.tolerance[name]
+        worst = max((mismatch.max_abs_diff or 0.0) for mismatch in tolerated if mismatch.output == name)
         notes.append(f"output {name!r}: within tolerance (atol {t.atol:g}, rtol {t.rtol:g}, ulp {t.ulp}); not "
                      f"bit-exact: max |diff| {worst:.3g}")
     if status == "variant":
-        if m.verify.batch_invariance == "require":
+        if model.verify.batch_invariance == "require":
             mismatches.extend(variant)
         else:
             notes.append("outputs depend on batch composition; set verify.batch_invariance: require to fail on "
                          "this (and serve with a fixed batch shape)")
-    compared = sum(len(r) for r in reference) * m.verify.repeats
-    return {"samples": len(inputs), "repeats": m.verify.repeats, "compared": compared, "mismatches": mismatches,
+    compared = sum(len(sample_outputs) for sample_outputs in reference) * model.verify.repeats
+    return {"samples": len(inputs), "repeats": model.verify.repeats, "compared": compared, "mismatches": mismatches,
             "tolerated": tolerated, "batch_invariance": status, "batch_detail": detail, "passed": not mismatches,
             "notes": notes, "_record": (inputs, reference) if record else None}
 
 
-def _golden_destination(m: ManifestModel) -> Path:
+def _golden_destination(model: ManifestModel) -> Path:
     """Where --record writes a recipe's goldens: a .npz inside the directory of the recipe the manifest names, and
     only while that recipe is the one built (same sha256). A manifest is a file anyone with write access can edit;
     without this, goldens_source: /etc/x would make --record write anywhere."""
-    recipe, src = Path(m.recipe_path), Path(m.goldens_source)
+    recipe, src = Path(model.recipe_path), Path(model.goldens_source)
     try:
-        same = regular_file(recipe, "recipe") is not None and sha256_file(recipe) == m.recipe_sha256
+        same = regular_file(recipe, "recipe") is not None and sha256_file(recipe) == model.recipe_sha256
     except (OSError, PathProblem):
         same = False
     if not same:
-        raise VerifyError(f"model {m.name!r}: will not write goldens beside {recipe}: that recipe is missing or "
-                          "changed since the build", where=m.recipe_path,
+        raise VerifyError(f"model {model.name!r}: will not write goldens beside {recipe}: that recipe is missing or "
+                          "changed since the build", where=model.recipe_path,
                           hint="run 'verify --record' from the directory you built in, after rebuilding")
     if src.suffix != ".npz" or not is_inside(src, recipe.parent):
-        raise VerifyError(f"model {m.name!r}: the manifest's goldens_source {src} is not a .npz inside the recipe's "
-                          f"directory {recipe.parent}: refusing to write there", where=m.recipe_path,
+        raise VerifyError(f"model {model.name!r}: the manifest's goldens_source {src} is not a .npz inside the "
+                          f"recipe's directory {recipe.parent}: refusing to write there", where=model.recipe_path,
                           hint="rebuild the repository (the manifest was edited)")
     return src
 
 
-def _write_goldens(root: Path, m: ManifestModel, inputs, reference, force: bool = False
+def _write_goldens(root: Path, model: ManifestModel, inputs, reference, force: bool = False
                    ) -> tuple[ManifestModel, str | None, str | None]:
     """Goldens into OUT, and into the recipe's verify.goldens (committed goldens are replaced only with force):
     (model, a note, a refusal)."""
     arrays = to_npz_arrays(inputs, reference)
-    dest_rel = f"{m.name}/{golden_name(m.version)}"
+    dest_rel = f"{model.name}/{golden_name(model.version)}"
     write_npz(root / dest_rel, arrays)
-    m = m.model_copy(update={"goldens": dest_rel})
-    if not m.goldens_source:
-        return m, (f"goldens recorded into {root / dest_rel} only: the next build replaces OUT; set verify.goldens "
-                   f"in {m.recipe_path} (e.g. goldens/{m.name}.npz) to keep them with the recipe"), None
-    src = _golden_destination(m)
+    model = model.model_copy(update={"goldens": dest_rel})
+    if not model.goldens_source:
+        return model, (f"goldens recorded into {root / dest_rel} only: the next build replaces OUT; set "
+                       f"verify.goldens in {model.recipe_path} (e.g. goldens/{model.name}.npz) to keep them with the "
+                       "recipe"), None
+    src = _golden_destination(model)
     new = (root / dest_rel).read_bytes()
     if src.is_file() and src.read_bytes() != new and not force:
-        return m, None, (f"recorded goldens differ from the committed {src}: not overwritten (outputs changed, or "
-                         "recorded from another build); inspect, then 'verify OUT --record --force' to replace them")
+        return model, None, (f"recorded goldens differ from the committed {src}: not overwritten (outputs changed, "
+                             "or recorded from another build); inspect, then 'verify OUT --record --force' to replace "
+                             "them")
     if not src.is_file() or src.read_bytes() != new:
         src.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(src, new)
         write_atomic(src.with_name(src.name + ".sha256"), f"{sha256_file(src)}  {src.name}\n".encode())
-    return m, f"goldens recorded into {src} (commit it) and {root / dest_rel}", None
+    return model, f"goldens recorded into {src} (commit it) and {root / dest_rel}", None
 
 
 def _have_gpu() -> bool:
@@ -245,14 +249,14 @@ def lint(root: Path, *, progress: Progress | None = None) -> VerificationReport:
     """Any Triton model repository (hand-written too, no tritonbuild manifest): Triton's load rules offline, then
     Triton's own core on every config through stand-ins. Nothing is written into the repository."""
     say = progress or (lambda _msg: None)
-    names = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    names = sorted(child.name for child in root.iterdir() if child.is_dir() and not child.name.startswith("."))
     if not names:
         raise VerifyError(f"{root} is not a tritonbuild repository (no {MANIFEST_NAME}) and holds no model "
                           "directory to check", hint="build it with 'tritonbuild build RECIPES -o DIR', or pass a "
                           "Triton model repository (one directory per model)")
     say("static checks")
-    static = [StaticCheck(**f.to_dict()) for name in names
-              for f in check_model_dir(root / name, model_files=True)]
+    static = [StaticCheck(**finding.to_dict()) for name in names
+              for finding in check_model_dir(root / name, model_files=True)]
     static += core_checks(root, names, say)
     return VerificationReport(manifest_digest="", toolchain=fingerprint(), static=static, models=[],
                               passed=all(c.ok for c in static))
@@ -268,8 +272,9 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
     say = progress or (lambda _msg: None)
     say("static checks")
     static = static_checks(root, manifest)
-    routes = {(m.name, m.version): _route_for(m, server_url, manifest) for m in manifest.models}
-    not_live = sorted({m.name for m in manifest.models if routes[(m.name, m.version)][0] in ("in-process", "none")})
+    routes = {(model.name, model.version): _route_for(model, server_url, manifest) for model in manifest.models}
+    not_live = sorted({model.name for model in manifest.models
+                       if routes[(model.name, model.version)][0] in ("in-process", "none")})
     static += core_checks(root, not_live, say)
     if not all(c.ok for c in static):
         report = VerificationReport(manifest_digest=manifest.digest, toolchain=fingerprint(), static=static,
@@ -284,30 +289,32 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
         loads = {}
         if server is not None:
             say("loading models")
-            live = [m for m in manifest.models if routes[(m.name, m.version)][0] == "live-embedded"]
+            live = [model for model in manifest.models if routes[(model.name, model.version)][0] == "live-embedded"]
             loads = _load_all(server, live, load_timeout)
-        for m in manifest.models:
-            say(f"{m.name} v{m.version}")
-            route, detail = routes[(m.name, m.version)]
+        for model in manifest.models:
+            say(f"{model.name} v{model.version}")
+            route, detail = routes[(model.name, model.version)]
             url = server_url if route == "live-server" else (f"http://{server.http_url}" if server else None)
-            rep, m2 = _verify_model(root, m, route, detail, url, record, loads.get(m.name, "not loaded"), force)
+            model_report, updated_model = _verify_model(root, model, route, detail, url, record,
+                                                        loads.get(model.name, "not loaded"), force)
             if route == "in-process":
-                rep = rep.model_copy(update={"notes": [*rep.notes, f"not loaded in tritonserver: the embedded "
-                                                       f"server has no {m.backend} backend; pass --server URL"]})
-            reports.append(rep)
-            updated.append(m2)
+                note = (f"not loaded in tritonserver: the embedded server has no {model.backend} backend; pass "
+                        "--server URL")
+                model_report = model_report.model_copy(update={"notes": [*model_report.notes, note]})
+            reports.append(model_report)
+            updated.append(updated_model)
     _remove_bytecode(root)
     if record:
         manifest = write_manifest(root, manifest.toolchain, updated)
     report = VerificationReport(manifest_digest=manifest.digest, toolchain=fingerprint(), static=static,
-                                models=reports, recorded=record, passed=all(r.passed for r in reports))
+                                models=reports, recorded=record, passed=all(each.passed for each in reports))
     return _write_report(root, report)
 
 
-def with_reproducibility(root: Path, report: VerificationReport, rep) -> VerificationReport:
+def with_reproducibility(root: Path, report: VerificationReport, reproducibility) -> VerificationReport:
     """The report with verify --rebuild's result; a file that differs fails it."""
-    report = report.model_copy(update={"reproducibility": rep, "passed": report.passed and rep.reproducible,
-                                       "signature": None})
+    report = report.model_copy(update={"reproducibility": reproducibility,
+                                       "passed": report.passed and reproducibility.reproducible, "signature": None})
     return _write_report(root, report)
 
 
@@ -324,8 +331,9 @@ def _load_all(server: EmbeddedServer, models: list[ManifestModel], timeout: floa
     steps are left to it; every other model (BLS included, whose calls Triton cannot see) is loaded itself."""
     from concurrent.futures import ThreadPoolExecutor
 
-    by_ensemble = {d: m.name for m in models if m.backend == "ensemble" for d in m.depends_on}
-    direct = [m.name for m in models if m.name not in by_ensemble]
+    by_ensemble = {step_name: model.name for model in models if model.backend == "ensemble"
+                   for step_name in model.depends_on}
+    direct = [model.name for model in models if model.name not in by_ensemble]
 
     timed_out = {}
 
@@ -357,43 +365,43 @@ def _remove_bytecode(root: Path) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def _route_for(m: ManifestModel, server_url: str | None, manifest: Manifest | None = None,
+def _route_for(model: ManifestModel, server_url: str | None, manifest: Manifest | None = None,
                _seen: frozenset[str] = frozenset()) -> tuple[Route, str]:
     """How verify runs this model (live-embedded, live-server, in-process, or none) and what runs it."""
-    tc = fingerprint()
+    toolchain = fingerprint()
     if server_url:
         return "live-server", f"tritonserver at {redact(server_url)}"
-    if m.name in _seen:
-        return "none", f"not run: {m.name!r} depends on itself through {sorted(_seen)} (a cycle Triton refuses)"
-    if m.depends_on and manifest is not None:
-        names = {x.name for x in manifest.models}
-        blocked = [d for d in m.depends_on if d not in names or
-                   _route_for(manifest.model(d), None, manifest, _seen | {m.name})[0] != "live-embedded"]
+    if model.name in _seen:
+        return "none", f"not run: {model.name!r} depends on itself through {sorted(_seen)} (a cycle Triton refuses)"
+    if model.depends_on and manifest is not None:
+        names = {other.name for other in manifest.models}
+        blocked = [dependency for dependency in model.depends_on if dependency not in names or
+                   _route_for(manifest.model(dependency), None, manifest, _seen | {model.name})[0] != "live-embedded"]
         if blocked:
             return "none", f"not run here: calls {blocked}, which the embedded server cannot load (--server URL)"
-    if m.target == "gpu" and not (tc.get("gpu_name") and runs_embedded(m.backend) and not m.llm):
-        return "none", f"not run here: needs a GPU server with the {m.backend} backend (verify --server URL)"
-    if runs_embedded(m.backend):
-        gpu = f", {tc['gpu_name']}" if m.target == "gpu" else ""
-        return "live-embedded", f"tritonserver {tc.get('tritonserver', '?')} embedded{gpu}"
-    backend = REGISTRY.for_manifest(m.backend)
+    if model.target == "gpu" and not (toolchain.get("gpu_name") and runs_embedded(model.backend) and not model.llm):
+        return "none", f"not run here: needs a GPU server with the {model.backend} backend (verify --server URL)"
+    if runs_embedded(model.backend):
+        gpu = f", {toolchain['gpu_name']}" if model.target == "gpu" else ""
+        return "live-embedded", f"tritonserver {toolchain.get('tritonserver', '?')} embedded{gpu}"
+    backend = REGISTRY.for_manifest(model.backend)
     if backend is not None and backend.route == "in-process":
-        return "in-process", backend.route_detail(tc)
-    return "none", f"no way to run backend {m.backend} here"
+        return "in-process", backend.route_detail(toolchain)
+    return "none", f"no way to run backend {model.backend} here"
 
 
-def _served_projection(mc) -> dict:
+def _served_projection(config) -> dict:
     def tensors(ts) -> list:
-        return [(t.name, type(mc).DESCRIPTOR.fields_by_name["input"].message_type.fields_by_name["data_type"]
+        return [(t.name, type(config).DESCRIPTOR.fields_by_name["input"].message_type.fields_by_name["data_type"]
                  .enum_type.values_by_number[t.data_type].name, list(t.dims)) for t in ts]
 
-    return {"max_batch_size": mc.max_batch_size, "inputs": tensors(mc.input), "outputs": tensors(mc.output),
-            "backend": mc.backend or mc.platform}
+    return {"max_batch_size": config.max_batch_size, "inputs": tensors(config.input), "outputs": tensors(config.output),
+            "backend": config.backend or config.platform}
 
 
-def served_differences(url: str, root: Path, m: ManifestModel) -> list[str]:
-    """What the server at url serves under m's name, compared with OUT's config.pbtxt and version: a shared
-    staging server may hold another build of the same model (GET v2/models/<m>/config, .../versions/<v>/ready)."""
+def served_differences(url: str, root: Path, model: ManifestModel) -> list[str]:
+    """What the server at url serves under the model's name, compared with OUT's config.pbtxt and version: a shared
+    staging server may hold another build of the same model (GET v2/models/<model>/config, .../versions/<v>/ready)."""
     import json
     import urllib.error
     import urllib.request
@@ -403,68 +411,70 @@ def served_differences(url: str, root: Path, m: ManifestModel) -> list[str]:
     from tritonbuild.repository.config import model_config_pb2, parse
 
     try:
-        with urllib.request.urlopen(f"{url}/v2/models/{m.name}/config", timeout=30) as r:
-            served = json_format.ParseDict(json.loads(r.read()), model_config_pb2().ModelConfig(),
+        with urllib.request.urlopen(f"{url}/v2/models/{model.name}/config", timeout=30) as response:
+            served = json_format.ParseDict(json.loads(response.read()), model_config_pb2().ModelConfig(),
                                            ignore_unknown_fields=True)
     except (urllib.error.URLError, OSError, ValueError, json_format.ParseError) as e:
         return [f"cannot read its config ({e})"]
-    mine = _served_projection(parse((root / m.name / "config.pbtxt").read_bytes()))
+    mine = _served_projection(parse((root / model.name / "config.pbtxt").read_bytes()))
     theirs = _served_projection(served)
     if not (mine["backend"] and theirs["backend"]) or theirs["backend"] in (served.platform, served.backend):
         mine.pop("backend"), theirs.pop("backend")
     out = [f"{k}: served {theirs[k]}, this OUT {mine[k]}" for k in mine if mine[k] != theirs.get(k)]
     try:
-        with urllib.request.urlopen(f"{url}/v2/models/{m.name}/versions/{m.version}/ready", timeout=30):
+        with urllib.request.urlopen(f"{url}/v2/models/{model.name}/versions/{model.version}/ready", timeout=30):
             pass
     except (urllib.error.URLError, OSError):
-        out.append(f"version {m.version} is not ready there")
+        out.append(f"version {model.version} is not ready there")
     return out
 
 
-def _verify_model(root: Path, m: ManifestModel, route: Route, detail: str, url: str | None,
+def _verify_model(root: Path, model: ManifestModel, route: Route, detail: str, url: str | None,
                   record: bool, load_error: str | None = None, force: bool = False
                   ) -> tuple[ModelReport, ManifestModel]:
-    base = {"name": m.name, "version": m.version, "backend": m.backend, "route": route, "route_detail": detail,
-            "goldens": m.goldens}
+    base = {"name": model.name, "version": model.version, "backend": model.backend, "route": route,
+            "route_detail": detail, "goldens": model.goldens}
     if route == "none":
-        return ModelReport(**{**base, "route_detail": "not run here"}, loaded=False, passed=False, notes=[detail]), m
+        return ModelReport(**{**base, "route_detail": "not run here"}, loaded=False, passed=False,
+                           notes=[detail]), model
     try:
         if route == "in-process":
-            runner = REGISTRY.for_manifest(m.backend).in_process_runner(root / m.name / str(m.version), m)
+            version_dir = root / model.name / str(model.version)
+            runner = REGISTRY.for_manifest(model.backend).in_process_runner(version_dir, model)
         elif route == "live-embedded":
             if load_error:
                 raise ModelLoadError(load_error)
-            runner = TritonRunner(url, m)
+            runner = TritonRunner(url, model)
         else:
-            load_model(url, m.name)
-            served = served_differences(url, root, m)
+            load_model(url, model.name)
+            served = served_differences(url, root, model)
             if served:
                 return ModelReport(**base, loaded=True, passed=False,
-                                   load_error=f"the server at {url} does not serve this build of {m.name!r}: "
-                                              + "; ".join(served)), m
-            runner = TritonRunner(url, m)
+                                   load_error=f"the server at {url} does not serve this build of {model.name!r}: "
+                                              + "; ".join(served)), model
+            runner = TritonRunner(url, model)
     except ModelLoadError as e:
-        return ModelReport(**base, loaded=False, load_error=e.message, passed=False), m
+        return ModelReport(**base, loaded=False, load_error=e.message, passed=False), model
     except ImportError as e:
-        extra = REGISTRY.for_manifest(m.backend).runner_extra() if route == "in-process" else "embedded"
+        extra = REGISTRY.for_manifest(model.backend).runner_extra() if route == "in-process" else "embedded"
         return ModelReport(**base, loaded=False, load_error=f"{e}: pip install 'tritonbuild[{extra}]'",
-                           passed=False), m
+                           passed=False), model
     except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types on a bad model
-        return ModelReport(**base, loaded=False, load_error=f"{type(e).__name__}: {e}", passed=False), m
+        return ModelReport(**base, loaded=False, load_error=f"{type(e).__name__}: {e}", passed=False), model
     try:
-        result = _check_model(m, runner, root, record)
+        result = _check_model(model, runner, root, record)
     except InferError as e:
-        return ModelReport(**base, loaded=True, passed=False, infer_error=str(e)), m
+        return ModelReport(**base, loaded=True, passed=False, infer_error=str(e)), model
     except Exception as e:  # in-process runtimes (onnxruntime, torch) raise their own types
         if route != "in-process":
             raise
-        return ModelReport(**base, loaded=True, passed=False, infer_error=f"{type(e).__name__}: {e}"), m
+        return ModelReport(**base, loaded=True, passed=False, infer_error=f"{type(e).__name__}: {e}"), model
     finally:
         runner.close()
     recorded = result.pop("_record", None)
     if recorded is not None:
-        m, note, refusal = _write_goldens(root, m, *recorded, force=force)
-        base["goldens"] = m.goldens
+        model, note, refusal = _write_goldens(root, model, *recorded, force=force)
+        base["goldens"] = model.goldens
         result["notes"] = [*result["notes"], *(x for x in (note, refusal) if x)]
         result["passed"] = result["passed"] and refusal is None
-    return ModelReport(**base, loaded=True, **result), m
+    return ModelReport(**base, loaded=True, **result), model
