@@ -41,8 +41,8 @@ def build_repository(paths: list[Path], out: Path, *, force: bool = False, cache
         progress(f"planning {len(loaded)} recipe(s): hashing their inputs")
     with cachedir.using(cache_dir):
         the_plan = make_plan(loaded)
-    check_out_overlap(out, {Path(p): f"an input of model {m.name!r}" for m in the_plan.models for s in m.steps
-                            for p in s.inputs if "://" not in p})
+    check_out_overlap(out, {Path(path): f"an input of model {model_plan.name!r}" for model_plan in the_plan.models
+                            for step in model_plan.steps for path in step.inputs if "://" not in path})
     only = None
     if changed_since:
         from tritonbuild.plan.changes import models_changed_since
@@ -59,11 +59,11 @@ def build_repository(paths: list[Path], out: Path, *, force: bool = False, cache
 
 def _warn_missing_goldens(result: BuildResult, out: Path) -> BuildResult:
     """A declared verify.goldens that does not exist yet: said at build, not discovered at verify."""
-    missing = [f"{bm.plan.name}: verify.goldens {bm.plan.recipe.verify.goldens} does not exist (declared in "
-               f"{bm.plan.recipe_path}); record it with 'tritonbuild verify {out} --record' and commit it"
-               for bm in result.models if getattr(bm.plan.recipe, "verify", None) is not None
-               and bm.plan.recipe.verify.goldens
-               and not (Path(bm.plan.recipe_dir) / bm.plan.recipe.verify.goldens).is_file()]
+    missing = [f"{built.plan.name}: verify.goldens {built.plan.recipe.verify.goldens} does not exist (declared in "
+               f"{built.plan.recipe_path}); record it with 'tritonbuild verify {out} --record' and commit it"
+               for built in result.models if getattr(built.plan.recipe, "verify", None) is not None
+               and built.plan.recipe.verify.goldens
+               and not (Path(built.plan.recipe_dir) / built.plan.recipe.verify.goldens).is_file()]
     return result.model_copy(update={"warnings": [*result.warnings, *missing]}) if missing else result
 
 
@@ -71,21 +71,21 @@ def _inputs_of(loaded: list[LoadedRecipe], cache: Path) -> tuple[dict[Path, str]
     """What an OUT must not replace: (paths it must not be or hold, trees it must not overlap either way)."""
     held: dict[Path, str] = {}
     around: dict[Path, str] = {cache: "the build cache"}
-    for lr in loaded:
-        held[lr.path] = "the recipe"
-        held[lr.base_dir] = "the recipe directory"
-        goldens = getattr(getattr(lr.recipe, "verify", None), "goldens", None)
+    for loaded_recipe in loaded:
+        held[loaded_recipe.path] = "the recipe"
+        held[loaded_recipe.base_dir] = "the recipe directory"
+        goldens = getattr(getattr(loaded_recipe.recipe, "verify", None), "goldens", None)
         if goldens:
-            held[lr.base_dir / goldens] = f"the goldens of {lr.recipe.name!r}"
-        source = getattr(lr.recipe, "source", None)
+            held[loaded_recipe.base_dir / goldens] = f"the goldens of {loaded_recipe.recipe.name!r}"
+        source = getattr(loaded_recipe.recipe, "source", None)
         for rel in ([source.path] if getattr(source, "path", None) else []) + list(getattr(source, "files", [])):
             if "://" not in rel:
-                held[lr.base_dir / rel] = f"a source of {lr.recipe.name!r}"
+                held[loaded_recipe.base_dir / rel] = f"a source of {loaded_recipe.recipe.name!r}"
         for key in ("checkpoint", "tokenizer"):
-            value = getattr(lr.recipe, key, None)
+            value = getattr(loaded_recipe.recipe, key, None)
             rel = getattr(value, "path", value)
             if isinstance(rel, str) and "://" not in rel:
-                around[lr.base_dir / rel] = f"the {key} of {lr.recipe.name!r}"
+                around[loaded_recipe.base_dir / rel] = f"the {key} of {loaded_recipe.recipe.name!r}"
     return held, around
 
 
@@ -157,15 +157,16 @@ def serve(repository: str | Path, *, endpoint_url: str | None = None, **server_o
 
         target = open_for_read(str(repository), endpoint_url)
         info = list_target(str(repository), endpoint_url=endpoint_url)
-        names, loadable = [m["name"] for m in info["models"] if m["live"]], []
+        names, loadable = [entry["name"] for entry in info["models"] if entry["live"]], []
         for name in names:
             config = read_text(target, target.path(name, "config.pbtxt"))
             if config is not None and runs_embedded(parse(config).backend):
                 loadable.append(name)
         return EmbeddedServer(target.triton_url(), **server_options), loadable, sorted(set(names) - set(loadable))
     manifest = read_repository(Path(repository), VerifyError)
-    names = sorted({m.name for m in manifest.models})
-    loadable = sorted({m.name for m in manifest.models if runs_embedded(m.backend) and m.target == "cpu"})
+    names = sorted({model.name for model in manifest.models})
+    loadable = sorted({model.name for model in manifest.models
+                       if runs_embedded(model.backend) and model.target == "cpu"})
     return EmbeddedServer(Path(repository), **server_options), loadable, sorted(set(names) - set(loadable))
 
 
@@ -221,18 +222,18 @@ def build_matrix(paths: list[Path], *, cache_dir: Path | None = None, cache_url:
 
         only = models_changed_since(the_plan, changed_since, Path.cwd())
     out = []
-    for m in the_plan.models:
-        if only is not None and m.name not in only:
+    for model_plan in the_plan.models:
+        if only is not None and model_plan.name not in only:
             continue
-        missing = [s for s in m.steps if store.get_record(s.cache_key) is None and
-                   not (remote and remote.exists(s.cache_key))]
+        missing = [step for step in model_plan.steps if store.get_record(step.cache_key) is None and
+                   not (remote and remote.exists(step.cache_key))]
         if not missing:
             continue
-        r = m.recipe
-        gpu = getattr(r, "gpu", None) or ("gpu" if getattr(r, "target", "cpu") == "gpu" or any(
-            s.kind.endswith(".engine") for s in m.steps) else "cpu")
-        out.append({"recipe": m.recipe_path, "model": m.name, "backend": m.backend, "gpu": gpu,
-                    "runner": "cpu" if gpu == "cpu" else "gpu", "steps": [s.kind for s in missing]})
+        recipe = model_plan.recipe
+        gpu = getattr(recipe, "gpu", None) or ("gpu" if getattr(recipe, "target", "cpu") == "gpu" or any(
+            step.kind.endswith(".engine") for step in model_plan.steps) else "cpu")
+        out.append({"recipe": model_plan.recipe_path, "model": model_plan.name, "backend": model_plan.backend,
+                    "gpu": gpu, "runner": "cpu" if gpu == "cpu" else "gpu", "steps": [step.kind for step in missing]})
     return out
 
 
