@@ -12,14 +12,15 @@ from tritonbuild.plan.models import Plan
 
 def _git(args: list[str], cwd: Path) -> str:
     try:
-        res = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+        completed = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
         raise UsageError("--changed-since needs git, which is not installed", hint="install git") from None
-    if res.returncode != 0:
-        detail = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else "unknown revision or not a repository"
+    if completed.returncode != 0:
+        stderr = completed.stderr.strip()
+        detail = stderr.splitlines()[-1] if stderr else "unknown revision or not a repository"
         raise UsageError(f"git {' '.join(args)} failed: {detail}",
                          hint="pass a revision that exists here (git fetch it first in shallow CI clones)")
-    return res.stdout
+    return completed.stdout
 
 
 def changed_files(rev: str, cwd: Path) -> set[Path]:
@@ -27,21 +28,23 @@ def changed_files(rev: str, cwd: Path) -> set[Path]:
     _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd)
     names = _git(["diff", "--name-only", rev, "--"], top).splitlines()
     names += _git(["ls-files", "--others", "--exclude-standard"], top).splitlines()
-    return {(top / n).resolve() for n in names if n}
+    return {(top / name).resolve() for name in names if name}
 
 
 def models_changed_since(plan: Plan, rev: str, cwd: Path) -> set[str]:
     changed = changed_files(rev, cwd)
     out = set()
-    for m in plan.models:
-        paths = {(Path(m.recipe_dir) / Path(m.recipe_path).name).resolve(), Path(m.recipe_path).resolve()}
-        paths |= {Path(p).resolve() for s in m.steps for p in s.inputs if "://" not in p}
-        goldens = getattr(m.recipe.verify, "goldens", None)
+    for model_plan in plan.models:
+        recipe_path = Path(model_plan.recipe_path)
+        paths = {(Path(model_plan.recipe_dir) / recipe_path.name).resolve(), recipe_path.resolve()}
+        paths |= {Path(path).resolve() for step in model_plan.steps for path in step.inputs if "://" not in path}
+        goldens = getattr(model_plan.recipe.verify, "goldens", None)
         if goldens:
-            paths.add((Path(m.recipe_dir) / goldens).resolve())
+            paths.add((Path(model_plan.recipe_dir) / goldens).resolve())
         if paths & changed:
-            out.add(m.name)
-    calls = {m.name: {s.model for s in getattr(m.recipe, "steps", [])} for m in plan.models}
+            out.add(model_plan.name)
+    calls = {model_plan.name: {pipeline_step.model for pipeline_step in getattr(model_plan.recipe, "steps", [])}
+             for model_plan in plan.models}
     grew = True
     while grew:  # a pipeline changes when a model it calls changes
         more = {name for name, deps in calls.items() if deps & out} - out

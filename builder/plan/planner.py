@@ -25,19 +25,20 @@ def cache_key(kind: str, params: dict, inputs: dict[str, str], toolchain: dict[s
 def make_plan(recipes: list[LoadedRecipe]) -> Plan:
     toolchain = fingerprint()
     models = []
-    for lr in recipes:
-        backend = REGISTRY.get(lr.recipe.backend)
+    for loaded in recipes:
+        backend = REGISTRY.get(loaded.recipe.backend)
         try:
-            planned = list(backend.plan_steps(lr))
+            planned = list(backend.plan_steps(loaded))
         except PathProblem as e:  # an input that is a FIFO, a device, a symlink loop or leaves its root
-            raise PlanError(str(e), where=str(lr.path), hint="inputs must be regular files (or symlinks to them "
+            raise PlanError(str(e), where=str(loaded.path), hint="inputs must be regular files (or symlinks to them "
                             "inside the input's directory)") from None
-        steps = [PlannedStep(kind=kind, params=params, inputs=inputs, timeout_s=backend.step_timeout(lr.recipe, kind),
+        steps = [PlannedStep(kind=kind, params=params, inputs=inputs,
+                             timeout_s=backend.step_timeout(loaded.recipe, kind),
                              cache_key=cache_key(kind, params, inputs, toolchain))
                  for kind, params, inputs in planned]
-        extras = backend.describe(lr)
-        models.append(ModelPlan(name=lr.recipe.name, version=lr.recipe.version, backend=lr.recipe.backend,
-                                recipe_path=display_path(lr.path), recipe_dir=str(lr.base_dir.resolve()),
-                                recipe_digest=lr.digest, recipe=lr.recipe, steps=steps, extras=extras))
+        extras = backend.describe(loaded)
+        models.append(ModelPlan(name=loaded.recipe.name, version=loaded.recipe.version, backend=loaded.recipe.backend,
+                                recipe_path=display_path(loaded.path), recipe_dir=str(loaded.base_dir.resolve()),
+                                recipe_digest=loaded.digest, recipe=loaded.recipe, steps=steps, extras=extras))
     file_hashes().save()
     return Plan(toolchain=toolchain, models=models)
