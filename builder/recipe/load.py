@@ -48,14 +48,14 @@ def _loc_str(loc: tuple) -> str:
 
 
 def _hint_for(err: dict) -> str:
-    t = err["type"]
-    if t == "extra_forbidden":
+    error_type = err["type"]
+    if error_type == "extra_forbidden":
         return "remove this key or check its spelling (`tritonbuild schema` prints every key)"
-    if t == "missing":
+    if error_type == "missing":
         return "add this key"
-    if t in ("literal_error", "enum"):
+    if error_type in ("literal_error", "enum"):
         return "use one of the values listed"
-    if t.endswith("_type") or t.endswith("_parsing"):
+    if error_type.endswith("_type") or error_type.endswith("_parsing"):
         return "change the value's type"
     return "fix the value"
 
@@ -68,7 +68,7 @@ def _models_in(annotation) -> list[type]:
 
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
-    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+    return [model_class for arg in typing.get_args(annotation) for model_class in _models_in(arg)]
 
 
 def _did_you_mean(cls: type | None, loc: tuple) -> str:
@@ -81,10 +81,10 @@ def _did_you_mean(cls: type | None, loc: tuple) -> str:
     for part in loc[:-1]:
         if isinstance(part, int):
             continue
-        inner = [m for model in models if part in model.model_fields
-                 for m in _models_in(model.model_fields[part].annotation)]
+        inner = [model_class for model in models if part in model.model_fields
+                 for model_class in _models_in(model.model_fields[part].annotation)]
         models = inner or models  # not a field: a key of a dict of models (e.g. export.inputs.<name>)
-    keys = {f.alias or name for model in models for name, f in model.model_fields.items()}
+    keys = {field.alias or name for model in models for name, field in model.model_fields.items()}
     close = difflib.get_close_matches(loc[-1], sorted(keys), n=1, cutoff=0.6)
     return f"did you mean {close[0]!r}? " if close else ""
 
@@ -92,7 +92,7 @@ def _did_you_mean(cls: type | None, loc: tuple) -> str:
 def _pydantic_errors(e: ValidationError, located: Located, path: Path, cls: type | None = None) -> list[RecipeError]:
     out = []
     for err in e.errors():
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        loc = tuple(part for part in err["loc"] if not (isinstance(part, str) and part.startswith("function-")))
         line = located.line_of(loc)
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
@@ -162,8 +162,9 @@ def load_recipe(path: Path) -> LoadedRecipe:
         located = load_located(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise RecipeError("recipe is not UTF-8 text", where=str(path), hint="save the file as UTF-8") from None
-    except YamlProblem as p:
-        raise RecipeError(p.message, where=f"{path}:{p.line}" if p.line else str(path), hint=p.hint) from None
+    except YamlProblem as problem:
+        raise RecipeError(problem.message, where=f"{path}:{problem.line}" if problem.line else str(path),
+                          hint=problem.hint) from None
     if not isinstance(located.data, dict):
         raise RecipeError("a recipe must be a YAML mapping (name: ..., backend: ...)", where=f"{path}:1",
                           hint="`tritonbuild schema` prints the recipe's JSON Schema")
@@ -206,43 +207,44 @@ def load_recipe(path: Path) -> LoadedRecipe:
 def expand_paths(paths: list[Path]) -> list[Path]:
     """Recipe files named directly, or every *.yaml/*.yml in a named directory (not recursive)."""
     out: list[Path] = []
-    for p in paths:
-        if "\0" in str(p):
-            raise UsageError(f"path {str(p)!r} contains a NUL byte", hint="check the path")
-        if p.is_dir():
+    for path in paths:
+        if "\0" in str(path):
+            raise UsageError(f"path {str(path)!r} contains a NUL byte", hint="check the path")
+        if path.is_dir():
             # NOTE: entries that are not regular files (a symlink loop, a FIFO) are kept: load_recipe names the
             # problem instead of skipping them silently.
-            found = sorted(q for q in p.iterdir() if q.suffix in RECIPE_SUFFIXES and not q.is_dir())
+            found = sorted(entry for entry in path.iterdir() if entry.suffix in RECIPE_SUFFIXES and not entry.is_dir())
             if not found:
-                raise UsageError(f"no *.yaml recipes in directory {p}", hint="name recipe files or a folder of them")
+                raise UsageError(f"no *.yaml recipes in directory {path}", hint="name recipe files or a folder of them")
             out.extend(found)
-        elif p.exists() or p.is_symlink():
-            out.append(p)
+        elif path.exists() or path.is_symlink():
+            out.append(path)
         else:
-            raise UsageError(f"no such file or directory: {p}", hint="check the path")
+            raise UsageError(f"no such file or directory: {path}", hint="check the path")
     return out
 
 
 def load_recipes(paths: list[Path]) -> list[LoadedRecipe]:
     """Load every recipe, report all bad ones at once, and refuse duplicate (name, version)."""
     loaded, errors = [], []
-    for p in expand_paths(paths):
+    for path in expand_paths(paths):
         try:
-            loaded.append(load_recipe(p))
+            loaded.append(load_recipe(path))
         except MultipleErrors as e:
             errors.extend(e.errors)
         except RecipeError as e:
             errors.append(e)
     seen: dict = {}
-    for lr in loaded:
-        key = (lr.recipe.name, lr.recipe.version)
+    for loaded_recipe in loaded:
+        key = (loaded_recipe.recipe.name, loaded_recipe.recipe.version)
         if key in seen:
             errors.append(RecipeError(f"model {key[0]!r} version {key[1]} is also defined in {seen[key].path}",
-                                      where=f"{lr.path}:1", hint="give each recipe a distinct name or version"))
+                                      where=f"{loaded_recipe.path}:1",
+                                      hint="give each recipe a distinct name or version"))
         else:
-            seen[key] = lr
-    for cycle in composition_cycles([lr.recipe for lr in loaded]):
-        first = next(lr for lr in loaded if lr.recipe.name == cycle[0])
+            seen[key] = loaded_recipe
+    for cycle in composition_cycles([loaded_recipe.recipe for loaded_recipe in loaded]):
+        first = next(loaded_recipe for loaded_recipe in loaded if loaded_recipe.recipe.name == cycle[0])
         errors.append(RecipeError(f"composition cycle: {' → '.join(cycle)}", where=first.where(("steps",)),
                                   hint="a pipeline cannot call itself, directly or through another pipeline"))
     if errors:
