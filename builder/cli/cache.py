@@ -25,8 +25,8 @@ def cache_group() -> None:
 
 def _size(text: str) -> int:
     units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    num, unit = (t[:-1], t[-1]) if t and t[-1] in units else (t, "")
+    normalized = text.strip().upper().removesuffix("B").removesuffix("I")
+    num, unit = (normalized[:-1], normalized[-1]) if normalized and normalized[-1] in units else (normalized, "")
     try:
         return int(float(num) * units[unit])
     except ValueError:
@@ -41,16 +41,18 @@ def cache_ls_command(cache_dir: Path | None, as_json: bool) -> None:
     from tritonbuild import api
 
     store = api.cache_store(cache_dir)
-    rows = [{"key": key, "kind": rec.get("kind"), "model": rec.get("model"), "files": len(rec.get("files", {})),
-             "bytes": sum(e["size"] for e in rec.get("files", {}).values()),
+    rows = [{"key": key, "kind": record.get("kind"), "model": record.get("model"),
+             "files": len(record.get("files", {})),
+             "bytes": sum(entry["size"] for entry in record.get("files", {}).values()),
              "last_used": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(mtime))}
-            for key, rec, mtime in store.records()]
+            for key, record, mtime in store.records()]
     if as_json:
         _json({"cache": str(store.root), "entries": rows})
         return
     table = Table("key", "kind", "model", "files", "bytes", "last used", box=None)
-    for r in rows:
-        table.add_row(r["key"][:16], r["kind"], r["model"], str(r["files"]), str(r["bytes"]), r["last_used"])
+    for row in rows:
+        table.add_row(row["key"][:16], row["kind"], row["model"], str(row["files"]), str(row["bytes"]),
+                      row["last_used"])
     print_table(table)
     out.print(f"{len(rows)} entries in {store.root}")
 

@@ -46,7 +46,7 @@ class Group(click.Group):
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         """Every command also takes -q/--quiet and -v/--verbose after its name."""
-        names = {opt for p in cmd.params for opt in getattr(p, "opts", [])}
+        names = {opt for param in cmd.params for opt in getattr(param, "opts", [])}
         if "--quiet" not in names:
             cmd.params.append(click.Option(["-q", "--quiet"], is_flag=True, expose_value=False,
                                            callback=_set_verbosity(QUIET), help="Only errors (and --json output)."))

@@ -126,10 +126,11 @@ def publish_command(repository: Path, target: str, endpoint_url: str | None, ski
         return
     else:
         table = Table("model", "version", "action", "path", "bytes", "detail", box=None)
-        for a in receipt.actions:
-            if a.action == "skip" and not dry_run:
+        for action in receipt.actions:
+            if action.action == "skip" and not dry_run:
                 continue
-            table.add_row(a.model, str(a.version or "-"), a.action, a.path, str(a.bytes or ""), a.detail)
+            table.add_row(action.model, str(action.version or "-"), action.action, action.path,
+                          str(action.bytes or ""), action.detail)
         print_table(table)
         verb = "would publish" if dry_run else "published"
         out.print(f"{verb} manifest {receipt.manifest_digest[:16]} to {receipt.target} "
@@ -161,10 +162,10 @@ def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
             _print_lock(info["lock"])
         return
     table = Table("model", "live", "complete", "present", "verification", "notes", box=None)
-    for m in info["models"]:
-        live = ",".join(map(str, m.get("serving") or [])) or str(m["live"] or "-")
-        table.add_row(m["name"], live, ",".join(map(str, m["complete"])) or "-",
-                      ",".join(map(str, m["present"])) or "-", m["verification"] or "-", "; ".join(m["notes"]))
+    for row in info["models"]:
+        live = ",".join(map(str, row.get("serving") or [])) or str(row["live"] or "-")
+        table.add_row(row["name"], live, ",".join(map(str, row["complete"])) or "-",
+                      ",".join(map(str, row["present"])) or "-", row["verification"] or "-", "; ".join(row["notes"]))
     print_table(table)
     out.print(f"manifest sha256: {info['manifest_sha256'] or '-'}")
     _print_lock(info.get("lock"))

@@ -35,11 +35,12 @@ def validate_command(recipes: tuple[Path, ...], as_json: bool) -> None:
 
     loaded = api.validate(list(recipes))
     if as_json:
-        _json({"valid": [{"path": str(lr.path), "name": lr.recipe.name, "version": lr.recipe.version}
-                         for lr in loaded]})
+        _json({"valid": [{"path": str(loaded_recipe.path), "name": loaded_recipe.recipe.name,
+                          "version": loaded_recipe.recipe.version} for loaded_recipe in loaded]})
         return
-    for lr in loaded:
-        out.print(f"ok  {lr.path}  ({lr.recipe.name} v{lr.recipe.version}, {lr.recipe.backend})")
+    for loaded_recipe in loaded:
+        recipe = loaded_recipe.recipe
+        out.print(f"ok  {loaded_recipe.path}  ({recipe.name} v{recipe.version}, {recipe.backend})")
 
 
 @main.command("plan")
@@ -70,14 +71,14 @@ def plan_command(recipes: tuple[Path, ...], matrix: str | None, cache_dir: Path 
         _json(plan.model_dump(mode="json"))
         return
     table = Table("model", "version", "backend", "step", "cache key", box=None)
-    for m in plan.models:
-        for s in m.steps:
-            table.add_row(m.name, str(m.version), m.backend, s.kind, s.cache_key[:16])
+    for model_plan in plan.models:
+        for step in model_plan.steps:
+            table.add_row(model_plan.name, str(model_plan.version), model_plan.backend, step.kind, step.cache_key[:16])
     print_table(table)
-    for m in plan.models:
-        mem = m.extras.get("memory_plan")
+    for model_plan in plan.models:
+        mem = model_plan.extras.get("memory_plan")
         if mem:
-            _render_memory(m.name, m.extras.get("architecture", {}), mem)
+            _render_memory(model_plan.name, model_plan.extras.get("architecture", {}), mem)
     out.print("toolchain: " + ", ".join(f"{k} {v}" for k, v in sorted(plan.toolchain.items())))
 
 
@@ -134,13 +135,14 @@ def build_command(recipes: tuple[Path, ...], output: Path, force: bool, engines:
         err.print(f"[yellow]warning[/]: {escape(warning)}", markup=True)
     if as_json:
         _json({"output": str(output), "manifest_digest": manifest.digest, "warnings": result.warnings,
-               "models": [{"name": m.plan.name, "version": m.plan.version,
-                           "steps": [s.model_dump() for s in m.steps]} for m in result.models]})
+               "models": [{"name": built.plan.name, "version": built.plan.version,
+                           "steps": [outcome.model_dump() for outcome in built.steps]} for built in result.models]})
         return
     table = Table("model", "version", "step", "status", "why", "seconds", box=None)
-    for m in result.models:
-        for s in m.steps:
-            table.add_row(m.plan.name, str(m.plan.version), s.kind, s.status, s.reason, f"{s.seconds:.2f}")
+    for built in result.models:
+        for outcome in built.steps:
+            table.add_row(built.plan.name, str(built.plan.version), outcome.kind, outcome.status, outcome.reason,
+                          f"{outcome.seconds:.2f}")
     print_table(table)
     out.print(f"wrote {output} ({len(manifest.files)} files, manifest {manifest.digest[:16]})")
     app().detail("toolchain: " + ", ".join(f"{k} {v}" for k, v in sorted(result.toolchain.items())))

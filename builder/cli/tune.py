@@ -65,16 +65,16 @@ def tune_command(repository: Path, model: str, recipe_path: Path | None, server_
     if as_json:
         _json(report)
         return
-    w = report["winner"]
-    out.print(f"{report['model']}: {w['label']}  ({report['search']} search, {report['measurements_made']} "
+    winner = report["winner"]
+    out.print(f"{report['model']}: {winner['label']}  ({report['search']} search, {report['measurements_made']} "
               f"measurements of {report['grid_measurements']} in the grid, {report['measurement_share']:.0%})")
     for load, c in report["comparison"].items():
         out.print(f"  {load:>6}: {c['tuned']['throughput']:9.0f} req/s  p99 {c['tuned']['p99_ms']:.2f} ms   "
                   f"default {c['default']['throughput']:9.0f} req/s  p99 {c['default']['p99_ms']:.2f} ms   "
                   f"{c['ratio']}x")
     out.print(f"  load generator ceiling: {report['ceiling']['throughput']:.0f} req/s")
-    for r in report["rejected_not_bit_exact"]:
-        out.print(f"  rejected {r['label']}: {r['reason']}")
+    for rejected in report["rejected_not_bit_exact"]:
+        out.print(f"  rejected {rejected['label']}: {rejected['reason']}")
     for note in report["notes"]:
         out.print(f"  note: {note}")
     out.print(f"report: {report['report_dir']}/tune-report.json; patch: tune-patch.yaml"

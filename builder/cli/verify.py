@@ -54,8 +54,8 @@ def verify_command(repository: str, server_url: str | None, record: bool, force:
             _json(result)
         else:
             out.print(f"{result['target']}: {result['objects_checked']} objects checked")
-            for p in result["problems"]:
-                out.print(f"  FAIL {p}")
+            for problem in result["problems"]:
+                out.print(f"  FAIL {problem}")
             out.print("PASSED" if result["passed"] else "FAILED")
         if not result["passed"]:
             sys.exit(VerifyError.exit_code)
@@ -78,10 +78,10 @@ def verify_command(repository: str, server_url: str | None, record: bool, force:
 
 
 def _render_report(report) -> None:
-    bad = [c for c in report.static if not c.ok]
+    bad = [check for check in report.static if not check.ok]
     out.print(f"static checks: {len(report.static) - len(bad)}/{len(report.static)} passed")
-    for c in bad:
-        out.print(f"  FAIL {c.model}: {c.check}: {c.detail}")
+    for check in bad:
+        out.print(f"  FAIL {check.model}: {check.check}: {check.detail}")
     if not report.manifest_digest:
         out.print(f"{'PASSED' if report.passed else 'FAILED'} (no tritonbuild manifest: Triton's config rules and "
                   "Triton's core through stand-in models; nothing was run)")
@@ -92,29 +92,34 @@ def _render_report(report) -> None:
     table.columns[0].no_wrap = True
     how = {"live-embedded": "live, embedded", "live-server": "live, --server", "in-process": "in-process",
            "none": "not run"}
-    for m in report.models:
-        exact = "-" if not m.compared else (f"NO ({len(m.mismatches)} diffs)" if m.mismatches else
-                                            "within tolerance" if m.tolerated else f"yes ({m.samples}×{m.repeats})")
-        table.add_row(m.name, str(m.version), how[m.route], "yes" if m.loaded else "no",
-                      "recorded" if report.recorded and m.goldens else ("yes" if m.goldens else "none"), exact,
-                      m.batch_invariance, Text("PASS", style="green") if m.passed else Text("FAIL", style="red"))
+    for model_report in report.models:
+        exact = "-" if not model_report.compared else (
+            f"NO ({len(model_report.mismatches)} diffs)" if model_report.mismatches else
+            "within tolerance" if model_report.tolerated else f"yes ({model_report.samples}×{model_report.repeats})")
+        goldens = "recorded" if report.recorded and model_report.goldens else (
+            "yes" if model_report.goldens else "none")
+        table.add_row(model_report.name, str(model_report.version), how[model_report.route],
+                      "yes" if model_report.loaded else "no", goldens, exact, model_report.batch_invariance,
+                      Text("PASS", style="green") if model_report.passed else Text("FAIL", style="red"))
     print_table(table)
-    for m in report.models:
-        out.print(f"  {m.name}: {m.route_detail}")
-        if m.load_error:
-            out.print(f"  {m.name}: load error: {m.load_error}")
-        if m.infer_error:
-            out.print(f"  {m.name}: inference failed: {m.infer_error}")
-        for mm in m.mismatches[:5]:
-            out.print(f"  {m.name}: output {mm.output!r} sample {mm.sample} ({mm.context}): {mm.differing}/{mm.total} "
-                      f"elements differ, max |diff| {mm.max_abs_diff}, first at {mm.first_index}")
-        for note in m.notes:
-            out.print(f"  {m.name}: {note}")
-    rep = report.reproducibility
-    if rep is not None:
-        out.print(f"rebuild: {rep.identical} files byte-identical, {len(rep.differ)} differ, {len(rep.by_nature)} "
-                  "left to goldens")
-        for line in [*rep.differ, *rep.by_nature]:
+    for model_report in report.models:
+        name = model_report.name
+        out.print(f"  {name}: {model_report.route_detail}")
+        if model_report.load_error:
+            out.print(f"  {name}: load error: {model_report.load_error}")
+        if model_report.infer_error:
+            out.print(f"  {name}: inference failed: {model_report.infer_error}")
+        for mismatch in model_report.mismatches[:5]:
+            out.print(f"  {name}: output {mismatch.output!r} sample {mismatch.sample} ({mismatch.context}): "
+                      f"{mismatch.differing}/{mismatch.total} elements differ, max |diff| {mismatch.max_abs_diff}, "
+                      f"first at {mismatch.first_index}")
+        for note in model_report.notes:
+            out.print(f"  {name}: {note}")
+    rebuild = report.reproducibility
+    if rebuild is not None:
+        out.print(f"rebuild: {rebuild.identical} files byte-identical, {len(rebuild.differ)} differ, "
+                  f"{len(rebuild.by_nature)} left to goldens")
+        for line in [*rebuild.differ, *rebuild.by_nature]:
             out.print(f"  {line}")
     out.print(f"report: manifest {report.manifest_digest[:16]}, {'PASSED' if report.passed else 'FAILED'}")
 
@@ -222,17 +227,17 @@ def infer_command(target: str, model: str, input_files: tuple[str, ...], goldens
             raise click.BadParameter(f"{item!r}: expected NAME=FILE.npy", param_hint="--input")
         given[name] = Path(path)
     result = api.infer(target, model, inputs=given or None, goldens_from=goldens_from)
-    bad = [i for i, s in enumerate(result["samples"]) if s["golden"] not in (None, "bit-exact")]
+    bad = [i for i, sample in enumerate(result["samples"]) if sample["golden"] not in (None, "bit-exact")]
     if as_json:
-        _json({**result, "samples": [{"golden": s["golden"],
+        _json({**result, "samples": [{"golden": sample["golden"],
                                       "outputs": {k: {"dtype": str(v.dtype), "shape": list(v.shape),
-                                                      "data": v.tolist()} for k, v in s["outputs"].items()}}
-                                     for s in result["samples"]]})
+                                                      "data": v.tolist()} for k, v in sample["outputs"].items()}}
+                                     for sample in result["samples"]]})
     else:
         out.print(f"{result['model']} on {result['server']}: {len(result['samples'])} request(s)")
-        for i, s in enumerate(result["samples"]):
-            out.print(f"sample {i}" + (f"  (golden: {s['golden']})" if s["golden"] else ""))
-            for name, arr in s["outputs"].items():
+        for i, sample in enumerate(result["samples"]):
+            out.print(f"sample {i}" + (f"  (golden: {sample['golden']})" if sample["golden"] else ""))
+            for name, arr in sample["outputs"].items():
                 text = np.array2string(arr, threshold=20, max_line_width=100).replace("\n", "\n    ")
                 out.print(f"  {name}  {arr.dtype} {list(arr.shape)}\n    {text}")
     if bad:
