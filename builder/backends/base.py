@@ -42,6 +42,8 @@ class Backend(ABC):
 
     name: ClassVar[str]
     recipe_type: ClassVar[type]  # the pydantic class a recipe of this kind validates as
+    # recipe keys only this backend reads (e.g. 'tensorrt'): set on another backend's recipe, they are an error
+    recipe_keys: ClassVar[tuple[str, ...]] = ()
     # step kind → the toolchain keys (core/toolchain.fingerprint) its output depends on (None: all of them)
     step_toolchain: ClassVar[Mapping[str, tuple[str, ...] | None]]
     # Triton's backend name in config.pbtxt ('' for platform-only models such as ensembles)
@@ -65,7 +67,8 @@ class Backend(ABC):
         """(inputs, outputs) as TensorSpecs, from the built files (version-dir path → blob path)."""
 
     def check_recipe(self, recipe) -> list[Problem]:
-        """Cross-field rules only this backend knows (run at load, each named by its key path)."""
+        """Cross-field rules only this backend knows (run at load, each named by its key path; the registry
+        hands them to recipe.kinds, which reports them among the recipe type's generic rules)."""
         return []
 
     def describe(self, loaded) -> dict:

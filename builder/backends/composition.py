@@ -12,7 +12,7 @@ from pathlib import Path
 from tritonbuild.backends.base import Backend, StepContext
 from tritonbuild.errors import BuildError
 from tritonbuild.recipe.composition import CompositionRecipe
-from tritonbuild.recipe.models import TensorSpec
+from tritonbuild.recipe.models import InstanceGroup, TensorSpec
 
 BLS_MODEL = Path(__file__).parent / "models" / "bls_chain.py"
 KEEP = ".keep"
@@ -139,5 +139,20 @@ class CompositionBackend(Backend):
         return emit(bm, root, store, manifest_model, built)
 
 
-ENSEMBLE = CompositionBackend("ensemble", "ensemble")
+class EnsembleBackend(CompositionBackend):
+    """A composition run by Triton's ensemble scheduler: explicit step versions, no instances of its own."""
+
+    def check_recipe(self, recipe) -> list[tuple]:
+        out = []
+        for i, step in enumerate(recipe.steps):
+            if step.version == 0:
+                out.append((("steps", i, "version"), "version 0 does not exist (versions start at 1)",
+                            "use -1 (latest) or a real version"))
+        if len(recipe.instances) and recipe.instances != [InstanceGroup()]:
+            out.append((("instances",), "an ensemble has no instances of its own (Triton rejects instance_group)",
+                        "remove 'instances'"))
+        return out
+
+
+ENSEMBLE = EnsembleBackend("ensemble", "ensemble")
 BLS = CompositionBackend("bls", "python")

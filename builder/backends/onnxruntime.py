@@ -211,9 +211,30 @@ class OnnxRunner:
         pass
 
 
+def check_recipe(recipe: Recipe) -> list[tuple]:
+    """Execution accelerators the server can honour."""
+    out = []
+    accelerators = recipe.accelerators
+    if accelerators is None:
+        return out
+    if accelerators.gpu and recipe.target == "cpu":
+        out.append((("accelerators", "gpu"), "GPU execution accelerators on a cpu target",
+                    "set target: gpu or remove accelerators.gpu"))
+    for i, accelerator in enumerate(accelerators.gpu):
+        cache_path = getattr(accelerator, "trt_engine_cache_path", None)
+        if cache_path and not cache_path.startswith("/"):
+            out.append((("accelerators", "gpu", i, "trt_engine_cache_path"), "must be an absolute path on "
+                        "the server", "use e.g. /tmp/ort-trt-cache"))
+        if accelerator.name == "tensorrt" and accelerator.precision_mode == "INT8":
+            out.append((("accelerators", "gpu", i, "precision_mode"), "INT8 needs a calibration table, "
+                        "which tritonbuild does not ship", "use FP16 or FP32"))
+    return out
+
+
 class OnnxRuntimeBackend(Backend):
     name = NAME
     recipe_type = Recipe
+    recipe_keys = ("accelerators",)
     step_toolchain = {"onnx.fetch": ("tritonbuild", "onnx"), "onnx.export": ("tritonbuild", "python", "torch", "onnx")}
     triton_backend = "onnxruntime"
     model_files = {"": DEFAULT_FILENAME, PLATFORM: DEFAULT_FILENAME}
@@ -223,6 +244,7 @@ class OnnxRuntimeBackend(Backend):
     run_step = staticmethod(run_step)
     derive_io = staticmethod(derive_io)
     configure = staticmethod(configure)
+    check_recipe = staticmethod(check_recipe)
 
     def default_filename(self, recipe) -> str:
         return DEFAULT_FILENAME

@@ -51,6 +51,19 @@ def configure(mc, recipe: Recipe) -> None:
     mc.backend = "python"
 
 
+def check_recipe(recipe: Recipe) -> list[tuple]:
+    """A model.py, and its tensors declared: there is no graph to derive them from."""
+    out = []
+    if recipe.source.export is not None:
+        out.append((("source", "export"), "python models take source.path (model.py), not source.export",
+                    "point source.path at model.py"))
+    for key in ("inputs", "outputs"):
+        if not getattr(recipe, key):
+            out.append(((key,), f"python models must declare '{key}' (nothing to derive them from)",
+                        f"add '{key}:' with name, dtype and dims"))
+    return out
+
+
 class PythonBackend(Backend):
     name = NAME
     recipe_type = Recipe
@@ -63,6 +76,7 @@ class PythonBackend(Backend):
     run_step = staticmethod(run_step)
     derive_io = staticmethod(derive_io)
     configure = staticmethod(configure)
+    check_recipe = staticmethod(check_recipe)
 
     def default_filename(self, recipe) -> str:
         return DEFAULT_FILENAME

@@ -145,6 +145,13 @@ class TorchRunner:
         pass
 
 
+def check_recipe(recipe: Recipe) -> list[tuple]:
+    if recipe.source.export is None and not (recipe.inputs and recipe.outputs):
+        return [(("source",), "a saved TorchScript file needs 'inputs' and 'outputs' declared",
+                 "declare them, or use source.export so they are derived from the example inputs")]
+    return []
+
+
 class PyTorchBackend(Backend):
     name = NAME
     recipe_type = Recipe
@@ -157,6 +164,7 @@ class PyTorchBackend(Backend):
     run_step = staticmethod(run_step)
     derive_io = staticmethod(derive_io)
     configure = staticmethod(configure)
+    check_recipe = staticmethod(check_recipe)
 
     def default_filename(self, recipe) -> str:
         return filename(recipe)

@@ -1,7 +1,8 @@
 """The backend registry: recipe kind → Backend. Registration refuses duplicate names and step kinds.
 
 The built-in backends are registered on first use, from BUILTIN (one line per backend module). A plug-in
-(or a test) registers its own with `register`, or for a scope with `registered`."""
+(or a test) registers its own with `register`, or for a scope with `registered`. Either way each backend's
+recipe kind, its rules (check_recipe) and the recipe keys it owns reach the recipe loader (recipe.kinds)."""
 
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ class Registry:
                                    f"{self._by_step[taken[0]].name!r}")
         if backend.route not in ROUTES:
             raise ValueError(f"backend {backend.name!r}: route {backend.route!r} is not one of {ROUTES}")
-        if self._kinds_too and recipe_kinds.register_kind(backend.name, backend.recipe_type, backend.check_recipe):
+        if self._kinds_too and recipe_kinds.register_kind(backend.name, backend.recipe_type, backend.check_recipe,
+                                                          backend.recipe_keys):
             self._kinds_added.add(backend.name)
         self._by_name[backend.name] = backend
         for kind in backend.step_toolchain:
@@ -134,3 +136,5 @@ class Registry:
 
 
 REGISTRY = Registry(recipe_kinds_too=True)
+# The recipe loader asks for its kinds' rules: the built-in backends register theirs the first time it does.
+recipe_kinds.add_loader(REGISTRY._ensure)

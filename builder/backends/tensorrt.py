@@ -105,9 +105,32 @@ def configure(mc, recipe: Recipe) -> None:
             g.profile.extend(str(i) for i in range(len(profiles)))
 
 
+def check_recipe(recipe: Recipe) -> list[tuple]:
+    """A plan is built from an ONNX file, with optimization profiles Triton can fill."""
+    out = []
+    if recipe.source.export is not None:
+        out.append((("source", "export"), "tensorrt plans are built from an ONNX file (source.path)",
+                    "export to ONNX first (e.g. an onnxruntime recipe) and point source.path at it"))
+    for i, profile in enumerate(recipe.tensorrt.profiles if recipe.tensorrt else []):
+        for name, shapes in profile.items():
+            loc = ("tensorrt", "profiles", i, name)
+            if not len(shapes.min) == len(shapes.opt) == len(shapes.max):
+                out.append((loc, "min, opt and max must have the same rank", "give every shape the same rank"))
+            elif any(not (low <= opt <= high)
+                     for low, opt, high in zip(shapes.min, shapes.opt, shapes.max, strict=True)):
+                out.append((loc, f"profile shapes must satisfy min <= opt <= max in every dim, got min "
+                                 f"{shapes.min}, opt {shapes.opt}, max {shapes.max}", "fix the shape ranges"))
+            elif recipe.max_batch_size and shapes.max and shapes.max[0] < recipe.max_batch_size:
+                out.append((loc, f"profile max batch {shapes.max[0]} < max_batch_size {recipe.max_batch_size}: "
+                                 "Triton would send batches the engine cannot take",
+                            "raise max[0] or lower max_batch_size"))
+    return out
+
+
 class TensorRTBackend(Backend):
     name = NAME
     recipe_type = Recipe
+    recipe_keys = ("tensorrt",)
     step_toolchain = {"tensorrt.engine": ("tritonbuild", "tensorrt", "trtexec", *GPU_KEYS)}
     triton_backend = "tensorrt"
     model_files = {"": DEFAULT_FILENAME, PLATFORM: DEFAULT_FILENAME}
@@ -118,6 +141,7 @@ class TensorRTBackend(Backend):
     run_step = staticmethod(run_step)
     derive_io = staticmethod(derive_io)
     configure = staticmethod(configure)
+    check_recipe = staticmethod(check_recipe)
 
     def default_filename(self, recipe) -> str:
         return DEFAULT_FILENAME

@@ -31,9 +31,10 @@ class CompositionRecipe(_Named):
     verify: Verify = Field(default_factory=Verify)
 
 
-def check_composition_rules(r: CompositionRecipe) -> list[tuple]:
+def check_composition_rules(r: CompositionRecipe, backend_problems: list[tuple]) -> list[tuple]:
     """Data flow in step order: every tensor read is an input or written earlier; every output written;
-    nothing written and never read; no step calls the composition itself."""
+    nothing written and never read; no step calls the composition itself. Then the backend's own rules
+    (Backend.check_recipe, passed in by recipe.kinds)."""
     out = []
     available = {t.name for t in r.inputs}
     produced_by: dict[str, int] = {}
@@ -42,9 +43,6 @@ def check_composition_rules(r: CompositionRecipe) -> list[tuple]:
         if step.model == r.name:
             out.append((("steps", i, "model"), f"step {i} calls {r.name!r} itself: a cycle",
                         "remove the step or call another model"))
-        if r.backend == "ensemble" and step.version == 0:
-            out.append((("steps", i, "version"), "version 0 does not exist (versions start at 1)",
-                        "use -1 (latest) or a real version"))
         for model_input, tensor in step.inputs.items():
             read.add(tensor)
             if tensor not in available:
@@ -71,10 +69,7 @@ def check_composition_rules(r: CompositionRecipe) -> list[tuple]:
     for j, t in enumerate(r.inputs):
         if t.name not in read:
             out.append((("inputs", j, "name"), f"input {t.name!r} is not read by any step", "remove it or use it"))
-    if r.backend == "ensemble" and len(r.instances) and r.instances != [InstanceGroup()]:
-        out.append((("instances",), "an ensemble has no instances of its own (Triton rejects instance_group)",
-                    "remove 'instances'"))
-    return out
+    return out + backend_problems
 
 
 def composition_cycles(recipes: list) -> list[list[str]]:

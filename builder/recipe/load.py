@@ -11,7 +11,7 @@ from tritonbuild.core.paths import PathProblem, inside, read_regular
 from tritonbuild.core.yamlio import Located, YamlProblem, load_located
 from tritonbuild.errors import MultipleErrors, RecipeError, UsageError
 from tritonbuild.recipe.composition import CompositionRecipe, composition_cycles
-from tritonbuild.recipe.kinds import kinds
+from tritonbuild.recipe.kinds import check, kinds
 from tritonbuild.recipe.llm import LLMRecipe, VLLMRecipe
 from tritonbuild.recipe.models import Recipe
 
@@ -178,19 +178,18 @@ def load_recipe(path: Path) -> LoadedRecipe:
         raise _one_or_many(huge)
     backend = located.data.get("backend")
     known = kinds()
-    cls, check = known.get(backend, (None, None)) if isinstance(backend, str) else (None, None)
-    if cls is None:
+    kind = known.get(backend) if isinstance(backend, str) else None
+    if kind is None:
         line = located.line_of(("backend",))
         raise RecipeError("backend: required key is missing" if backend is None else
                           f"backend: unknown backend {backend!r}", where=f"{path}:{line}",
                           hint=f"use one of {', '.join(known)}")
     try:
-        recipe = cls.model_validate(located.data)
+        recipe = kind.recipe_type.model_validate(located.data)
     except ValidationError as e:
-        raise _one_or_many(_pydantic_errors(e, located, path, cls)) from None
-    rules = check(recipe) if check is not None else []
+        raise _one_or_many(_pydantic_errors(e, located, path, kind.recipe_type)) from None
     problems = [RecipeError(f"{_loc_str(loc)}: {msg}", where=f"{path}:{located.line_of(loc)}", hint=hint)
-                for loc, msg, hint in rules]
+                for loc, msg, hint in check(recipe)]
     goldens = getattr(getattr(recipe, "verify", None), "goldens", None)
     if goldens is not None:
         try:

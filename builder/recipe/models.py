@@ -296,109 +296,71 @@ class Recipe(_Strict):
 Problem = tuple  # (key path, message, hint)
 
 
-def check_rules(r: Recipe) -> list[Problem]:
-    """Cross-field rules, each tied to the key a user has to change (Triton's own load rules)."""
+def check_rules(recipe: Recipe, backend_problems: list[Problem]) -> list[Problem]:
+    """Cross-field rules, each tied to the key a user has to change (Triton's own load rules). The rules of
+    the recipe's backend (Backend.check_recipe, passed in by recipe.kinds) are reported after the serving
+    rules (batching, instances) and before the model-wide ones (warmup, tune, dims)."""
     out: list[Problem] = []
-    b = r.batching
-    if b is not None:
+    batching = recipe.batching
+    if batching is not None:
         # NOTE: Triton accepts dynamic_batching with max_batch_size 0 (queueing, priorities, timeouts without
         # batching); only a preferred size above max_batch_size is refused (ValidateModelConfig, core r24.10).
-        for i, s in enumerate(b.preferred_batch_sizes):
-            if s > r.max_batch_size:
+        for i, size in enumerate(batching.preferred_batch_sizes):
+            if size > recipe.max_batch_size:
                 out.append((("batching", "preferred_batch_sizes", i),
-                            f"preferred batch size {s} exceeds max_batch_size {r.max_batch_size}",
-                            f"use sizes <= {r.max_batch_size} or raise max_batch_size"))
-        if b.priority_levels and not 1 <= b.default_priority_level <= b.priority_levels:
+                            f"preferred batch size {size} exceeds max_batch_size {recipe.max_batch_size}",
+                            f"use sizes <= {recipe.max_batch_size} or raise max_batch_size"))
+        if batching.priority_levels and not 1 <= batching.default_priority_level <= batching.priority_levels:
             out.append((("batching", "default_priority_level"),
-                        f"default_priority_level {b.default_priority_level} is outside [1, {b.priority_levels}]",
-                        "set it between 1 and priority_levels"))
-        for level in b.priority_queue_policy:
-            if not 1 <= level <= b.priority_levels:
+                        f"default_priority_level {batching.default_priority_level} is outside "
+                        f"[1, {batching.priority_levels}]", "set it between 1 and priority_levels"))
+        for level in batching.priority_queue_policy:
+            if not 1 <= level <= batching.priority_levels:
                 out.append((("batching", "priority_queue_policy", level),
-                            f"priority level {level} is outside [1, {b.priority_levels}]", "fix the level"))
-        if b.preserve_ordering and b.priority_levels > 1:
+                            f"priority level {level} is outside [1, {batching.priority_levels}]", "fix the level"))
+        if batching.preserve_ordering and batching.priority_levels > 1:
             out.append((("batching", "preserve_ordering"), "preserve_ordering forbids more than one priority level",
                         "drop preserve_ordering or use priority_levels <= 1"))
-        if b.preserve_ordering:
+        if batching.preserve_ordering:
             # Triton (core r24.10 model_config_utils.cc ValidateModelConfig) refuses a DELAY action that can
             # trigger (a non-zero timeout) when responses must keep request order.
-            policies = [(("batching", "default_queue_policy"), b.default_queue_policy),
-                        *((("batching", "priority_queue_policy", k), q) for k, q in b.priority_queue_policy.items())]
-            for loc, q in policies:
-                if q is not None and q.timeout_action == "delay" and q.default_timeout_us:
+            policies = [(("batching", "default_queue_policy"), batching.default_queue_policy),
+                        *((("batching", "priority_queue_policy", level), policy)
+                          for level, policy in batching.priority_queue_policy.items())]
+            for loc, policy in policies:
+                if policy is not None and policy.timeout_action == "delay" and policy.default_timeout_us:
                     out.append(((*loc, "timeout_action"), "timeout_action delay with preserve_ordering: Triton "
                                 "refuses it ('Queue policy can not have DELAY as timeout action when "
                                 "'preserve_ordering' is true')", "use timeout_action: reject, or drop "
                                 "preserve_ordering"))
-    for i, g in enumerate(r.instances):
-        if g.kind in ("cpu", "model") and g.gpus:
-            out.append((("instances", i, "gpus"), f"kind {g.kind} cannot list gpus {g.gpus}",
+    for i, group in enumerate(recipe.instances):
+        if group.kind in ("cpu", "model") and group.gpus:
+            out.append((("instances", i, "gpus"), f"kind {group.kind} cannot list gpus {group.gpus}",
                         "remove 'gpus' or use kind: gpu"))
-        if g.kind == "gpu" and r.target == "cpu":
+        if group.kind == "gpu" and recipe.target == "cpu":
             out.append((("instances", i, "kind"), "kind gpu but the recipe's target is cpu (a CPU server fails "
                         "to load KIND_GPU instances)", "use kind: cpu, or set target: gpu"))
-    if r.tensorrt is not None and r.backend != "tensorrt":
-        out.append((("tensorrt",), f"'tensorrt' options apply to backend tensorrt, not {r.backend}",
-                    "remove them or change the backend"))
-    if r.backend == "tensorrt":
-        if r.source.export is not None:
-            out.append((("source", "export"), "tensorrt plans are built from an ONNX file (source.path)",
-                        "export to ONNX first (e.g. an onnxruntime recipe) and point source.path at it"))
-        for i, profile in enumerate(r.tensorrt.profiles if r.tensorrt else []):
-            for name, rng in profile.items():
-                loc = ("tensorrt", "profiles", i, name)
-                if not len(rng.min) == len(rng.opt) == len(rng.max):
-                    out.append((loc, "min, opt and max must have the same rank", "give every shape the same rank"))
-                elif any(not (a <= b <= c) for a, b, c in zip(rng.min, rng.opt, rng.max, strict=True)):
-                    out.append((loc, f"profile shapes must satisfy min <= opt <= max in every dim, got min "
-                                     f"{rng.min}, opt {rng.opt}, max {rng.max}", "fix the shape ranges"))
-                elif r.max_batch_size and rng.max and rng.max[0] < r.max_batch_size:
-                    out.append((loc, f"profile max batch {rng.max[0]} < max_batch_size {r.max_batch_size}: Triton "
-                                     "would send batches the engine cannot take", "raise max[0] or lower "
-                                                                                  "max_batch_size"))
-    if r.accelerators is not None:
-        if r.backend != "onnxruntime":
-            out.append((("accelerators",), "execution accelerators are an onnxruntime backend option",
-                        "remove them"))
-        if r.accelerators.gpu and r.target == "cpu":
-            out.append((("accelerators", "gpu"), "GPU execution accelerators on a cpu target",
-                        "set target: gpu or remove accelerators.gpu"))
-        for i, a in enumerate(r.accelerators.gpu):
-            if getattr(a, "trt_engine_cache_path", None) and not a.trt_engine_cache_path.startswith("/"):
-                out.append((("accelerators", "gpu", i, "trt_engine_cache_path"), "must be an absolute path on "
-                            "the server", "use e.g. /tmp/ort-trt-cache"))
-            if a.name == "tensorrt" and a.precision_mode == "INT8":
-                out.append((("accelerators", "gpu", i, "precision_mode"), "INT8 needs a calibration table, "
-                            "which tritonbuild does not ship", "use FP16 or FP32"))
-    if r.backend == "pytorch" and r.source.export is None and not (r.inputs and r.outputs):
-        out.append((("source",), "a saved TorchScript file needs 'inputs' and 'outputs' declared",
-                    "declare them, or use source.export so they are derived from the example inputs"))
-    if r.backend == "python":
-        if r.source.export is not None:
-            out.append((("source", "export"), "python models take source.path (model.py), not source.export",
-                        "point source.path at model.py"))
-        for key in ("inputs", "outputs"):
-            if not getattr(r, key):
-                out.append(((key,), f"python models must declare '{key}' (nothing to derive them from)",
-                            f"add '{key}:' with name, dtype and dims"))
-    if r.warmup is not None and r.warmup.batch_size > max(1, r.max_batch_size):
-        out.append((("warmup", "batch_size"), f"warmup batch_size {r.warmup.batch_size} exceeds max_batch_size "
-                    f"{r.max_batch_size}", f"use a batch_size <= {max(1, r.max_batch_size)}"))
-    if r.warmup is not None and r.warmup.data == "goldens" and not r.verify.goldens:
+    out += backend_problems
+    warmup = recipe.warmup
+    if warmup is not None and warmup.batch_size > max(1, recipe.max_batch_size):
+        out.append((("warmup", "batch_size"), f"warmup batch_size {warmup.batch_size} exceeds max_batch_size "
+                    f"{recipe.max_batch_size}", f"use a batch_size <= {max(1, recipe.max_batch_size)}"))
+    if warmup is not None and warmup.data == "goldens" and not recipe.verify.goldens:
         out.append((("warmup", "data"), "warmup from goldens needs verify.goldens", "set verify.goldens or use "
                     "data: zero"))
-    if r.tune is not None:
-        for i, b in enumerate(r.tune.batch_sizes or []):
-            if b > r.max_batch_size:
-                out.append((("tune", "batch_sizes", i), f"batch size {b} exceeds max_batch_size {r.max_batch_size} "
-                            "(the cap tune searches under)", f"use sizes <= {r.max_batch_size} or raise "
-                                                                "max_batch_size"))
-        if r.tune.instance_kind == "gpu" and r.target == "cpu":
+    tune = recipe.tune
+    if tune is not None:
+        for i, size in enumerate(tune.batch_sizes or []):
+            if size > recipe.max_batch_size:
+                out.append((("tune", "batch_sizes", i), f"batch size {size} exceeds max_batch_size "
+                            f"{recipe.max_batch_size} (the cap tune searches under)",
+                            f"use sizes <= {recipe.max_batch_size} or raise max_batch_size"))
+        if tune.instance_kind == "gpu" and recipe.target == "cpu":
             out.append((("tune", "instance_kind"), "kind gpu but the recipe's target is cpu", "set target: gpu"))
-    if r.max_batch_size > 0:
+    if recipe.max_batch_size > 0:
         for key in ("inputs", "outputs"):
-            for i, t in enumerate(getattr(r, key) or []):
-                if not t.dims:
+            for i, tensor in enumerate(getattr(recipe, key) or []):
+                if not tensor.dims:
                     out.append(((key, i, "dims"), "empty dims with max_batch_size > 0 (the tensor would be "
                                 "only the batch dimension)", "use dims: [1]"))
     return out

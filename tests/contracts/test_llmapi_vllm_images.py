@@ -11,8 +11,9 @@ import pytest
 from tests.conftest import ROOT
 from tests.contracts.facts import load
 from tritonbuild.backends import vllm
+from tritonbuild.backends.tensorrtllm.checks import check_recipe as check_llm_rules
 from tritonbuild.backends.tensorrtllm.llmapi import model_yaml
-from tritonbuild.recipe.llm import Image, LLMRecipe, VLLMRecipe, check_llm_rules
+from tritonbuild.recipe.llm import Image, LLMRecipe, VLLMRecipe
 from tritonbuild.recipe.load import load_recipe
 
 ARGS = load("llm_args")

@@ -11,7 +11,8 @@ import pytest
 
 from tests.contracts.facts import load, script_for
 from tritonbuild.backends.tensorrtllm import argv as cmd
-from tritonbuild.recipe.llm import LLMRecipe, check_llm_rules
+from tritonbuild.backends.tensorrtllm.checks import check_recipe as check_llm_rules
+from tritonbuild.recipe.llm import LLMRecipe
 
 SCRIPTS = load("trtllm_scripts")["scripts"]
 MODEL_TYPES = sorted({t for s in SCRIPTS.values() for t in s["model_types"]})

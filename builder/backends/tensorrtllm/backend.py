@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tritonbuild.backends.base import Backend
 from tritonbuild.backends.tensorrtllm import NAME, derive_io, describe, group, llmapi, plan_steps, run_step
+from tritonbuild.backends.tensorrtllm.checks import check_recipe
 from tritonbuild.core.toolchain import GPU_KEYS
 from tritonbuild.recipe.llm import LLMRecipe
 
@@ -31,6 +32,7 @@ class TensorRTLLMBackend(Backend):
     run_step = staticmethod(run_step)
     derive_io = staticmethod(derive_io)
     describe = staticmethod(describe)
+    check_recipe = staticmethod(check_recipe)
 
     def step_timeout(self, recipe, kind: str) -> int | None:
         return recipe.engine.timeout_s if kind == "trtllm.engine" else None

@@ -7,13 +7,65 @@ from __future__ import annotations
 
 import re
 
-from tritonbuild.recipe.llm import LLMRecipe
+from tritonbuild.recipe.llm import GPU_SM, NGC_TRTLLM_IMAGE, TRITON_TRTLLM, LLMRecipe
 
 QUANT_NAMES = {"int4_weight_only": {"W4A16"}, "int4_awq": {"W4A16_AWQ"}, "fp8": {"FP8"}, "none": {None, "", "None"}}
 
 
 def _major_minor(v: str) -> tuple[str, ...]:
     return tuple(re.findall(r"\d+", str(v))[:3])
+
+
+def check_recipe(recipe: LLMRecipe) -> list[tuple]:
+    """Cross-field rules of a TensorRT-LLM recipe, each tied to the key to change (run at load)."""
+    out = []
+    engine, kv_cache, serving = recipe.engine, recipe.kv_cache, recipe.serving
+    if engine.max_seq_len < engine.max_input_len:
+        out.append((("engine", "max_seq_len"),
+                    f"max_seq_len {engine.max_seq_len} < max_input_len {engine.max_input_len}",
+                    "max_seq_len counts input + output tokens: raise it to at least max_input_len"))
+    if kv_cache.enable_block_reuse and not engine.use_paged_context_fmha:
+        out.append((("kv_cache", "enable_block_reuse"), "KV block reuse needs an engine built with paged context "
+                    "FMHA (TensorRT-LLM asserts at load)", "set engine.use_paged_context_fmha: true"))
+    if serving.enable_chunked_context and not engine.use_paged_context_fmha:
+        out.append((("serving", "enable_chunked_context"), "chunked context needs paged context FMHA",
+                    "set engine.use_paged_context_fmha: true"))
+    world = engine.tp_size * engine.pp_size
+    if len(serving.gpu_device_ids) % world:
+        out.append((("serving", "gpu_device_ids"), f"{len(serving.gpu_device_ids)} GPUs is not a multiple of "
+                    f"tp_size × pp_size = {world}", f"list {world} GPU ids per instance"))
+    if kv_cache.max_tokens is not None and kv_cache.max_tokens < engine.max_seq_len:
+        out.append((("kv_cache", "max_tokens"), f"max_tokens {kv_cache.max_tokens} cannot hold one sequence of "
+                    f"max_seq_len {engine.max_seq_len}", "raise kv_cache.max_tokens or lower engine.max_seq_len"))
+    if recipe.runtime == "pytorch" and recipe.quantization == "int4_weight_only":
+        out.append((("quantization",), "int4_weight_only (RTN W4A16) exists only on the TensorRT engine path; the "
+                    "PyTorch/LLM-API runtime loads checkpoints that ModelOpt already quantized (hf_quant_config.json)",
+                    "use runtime: engine, or a ModelOpt-quantized checkpoint with quantization: int4_awq or fp8"))
+    if recipe.runtime == "pytorch" and kv_cache.dtype == "int8":
+        out.append((("kv_cache", "dtype"), "the PyTorch/LLM-API runtime applies only an fp8 KV cache "
+                    "(TorchLlmArgs syncs kv_cache_config.dtype fp8 alone)", "use kv_cache.dtype: fp8 or auto"))
+    sm = GPU_SM[recipe.gpu]
+    if sm < 8.9 and "fp8" in (recipe.quantization, kv_cache.dtype):
+        key = ("quantization",) if recipe.quantization == "fp8" else ("kv_cache", "dtype")
+        out.append((key, f"FP8 needs a GPU of compute capability 8.9 or newer; {recipe.gpu} is {sm}",
+                    "use quantization: int4_weight_only / int4_awq and kv_cache.dtype: int8 or auto, or an "
+                    "H100/H200/L40S/L4"))
+    if sm < 8.0 and recipe.dtype == "bfloat16":
+        out.append((("dtype",), f"bfloat16 needs compute capability 8.0 or newer; {recipe.gpu} is {sm}",
+                    "use dtype: float16"))
+    image_tag = NGC_TRTLLM_IMAGE.match(recipe.image.triton_image)
+    if image_tag and TRITON_TRTLLM.get(image_tag.group(1)) != recipe.image.trtllm_version:
+        ships = TRITON_TRTLLM.get(image_tag.group(1))
+        what = f"ships TensorRT-LLM {ships}" if ships else "is not in tritonbuild's version table " \
+                                                             f"({', '.join(sorted(TRITON_TRTLLM))})"
+        out.append((("image", "trtllm_version"), f"{recipe.image.triton_image} {what}, the recipe builds with "
+                    f"{recipe.image.trtllm_version}: the engine would not load there",
+                    f"set image.trtllm_version: \"{ships}\"" if ships else
+                    "use a tag from the table, or an image you built with the matching TensorRT-LLM"))
+    if recipe.quantization == "fp8" and kv_cache.dtype == "int8":
+        out.append((("kv_cache", "dtype"), "int8 KV cache with fp8 weights is not a TensorRT-LLM combination",
+                    "use kv_cache.dtype: fp8 or auto"))
+    return out
 
 
 def engine_problems(r: LLMRecipe, engine: dict, rank_files: list[str]) -> list[str]:
