@@ -79,8 +79,9 @@ class Backend(ABC):
         return None
 
     def default_filename(self, recipe) -> str | None:
-        """config.pbtxt's default_model_filename for the generic single-model writer."""
-        return None
+        """config.pbtxt's default_model_filename for the generic single-model writer: the load rule's file
+        when no platform is given (model_files['']); override when the recipe chooses the file."""
+        return (self.model_files or {}).get("") or None
 
     def configure(self, mc, recipe) -> None:  # noqa: B027 - an optional hook: most backends add nothing
         """Backend-specific ModelConfig fields, applied last by the generic single-model writer."""

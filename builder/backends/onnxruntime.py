@@ -246,9 +246,6 @@ class OnnxRuntimeBackend(Backend):
     configure = staticmethod(configure)
     check_recipe = staticmethod(check_recipe)
 
-    def default_filename(self, recipe) -> str:
-        return DEFAULT_FILENAME
-
     def route_detail(self, toolchain: dict[str, str]) -> str:
         return f"onnxruntime {toolchain.get('onnxruntime', '?')} in-process"
 

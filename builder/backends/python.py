@@ -78,8 +78,5 @@ class PythonBackend(Backend):
     configure = staticmethod(configure)
     check_recipe = staticmethod(check_recipe)
 
-    def default_filename(self, recipe) -> str:
-        return DEFAULT_FILENAME
-
 
 BACKEND = PythonBackend()

@@ -115,10 +115,6 @@ def configure(mc, recipe: Recipe) -> None:
     mc.backend = "pytorch"
 
 
-def default_filename(recipe: Recipe) -> str:
-    return filename(recipe)
-
-
 class TorchRunner:
     """torch in-process on the repository's own model.pt / model.pt2; tensors matched by their __index."""
 

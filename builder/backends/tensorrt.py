@@ -143,9 +143,6 @@ class TensorRTBackend(Backend):
     configure = staticmethod(configure)
     check_recipe = staticmethod(check_recipe)
 
-    def default_filename(self, recipe) -> str:
-        return DEFAULT_FILENAME
-
     def step_timeout(self, recipe, kind: str) -> int | None:
         return (recipe.tensorrt or TensorRTOptions()).timeout_s
 
