@@ -52,14 +52,15 @@ def not_ours(out: Path) -> str | None:
     except (OSError, ValueError) as e:
         return f"{MANIFEST_NAME} does not parse: {str(e).splitlines()[0]}"
     listed = set(manifest.files) | NOT_IN_MANIFEST
-    dirs = {p for f in manifest.files for p in Path(f).parents if p != Path(".")}
+    dirs = {parent for file in manifest.files for parent in Path(file).parents if parent != Path(".")}
     for dirpath, dirnames, filenames in os.walk(out):
         base = Path(dirpath).relative_to(out)
-        for d in dirnames:
-            rel = base / d
-            if d != "__pycache__" and (rel not in dirs or (out / rel).is_symlink()):
+        for dirname in dirnames:
+            rel = base / dirname
+            if dirname != "__pycache__" and (rel not in dirs or (out / rel).is_symlink()):
                 return f"{rel.as_posix()}/ is not in its manifest"
-        dirnames[:] = [d for d in dirnames if d != "__pycache__" and not (Path(dirpath) / d).is_symlink()]
+        dirnames[:] = [dirname for dirname in dirnames
+                       if dirname != "__pycache__" and not (Path(dirpath) / dirname).is_symlink()]
         for name in filenames:
             rel = (base / name).as_posix()
             if rel not in listed:
@@ -84,103 +85,105 @@ def check_out_overlap(out: Path, held: dict[Path, str], around: dict[Path, str] 
                               "and the build cache")
 
 
-def _goldens(bm: BuiltModel, model_dir: Path) -> tuple[str | None, str | None]:
-    rel = bm.plan.recipe.verify.goldens
+def _goldens(built: BuiltModel, model_dir: Path) -> tuple[str | None, str | None]:
+    rel = built.plan.recipe.verify.goldens
     if rel is None:
         return None, None
     try:
-        src = inside(Path(bm.plan.recipe_dir), rel, "verify.goldens")
+        src = inside(Path(built.plan.recipe_dir), rel, "verify.goldens")
     except PathProblem as e:
-        raise BuildError(str(e), where=bm.plan.recipe_path, hint="name a file in the recipe's directory") from None
+        raise BuildError(str(e), where=built.plan.recipe_path, hint="name a file in the recipe's directory") from None
     source = display_path(src)
     if not src.exists():
         return None, source
     try:
         regular_file(src, "golden file")
     except PathProblem as e:
-        raise BuildError(str(e), where=bm.plan.recipe_path, hint="verify.goldens must name a .npz file") from None
+        raise BuildError(str(e), where=built.plan.recipe_path, hint="verify.goldens must name a .npz file") from None
     pin = src.with_name(src.name + ".sha256")
     if pin.is_file() and pin.read_text().split()[0] != sha256_file(src):
-        raise BuildError(f"golden file {source} does not match {pin.name}", where=bm.plan.recipe_path,
+        raise BuildError(f"golden file {source} does not match {pin.name}", where=built.plan.recipe_path,
                          hint="re-record goldens with 'tritonbuild verify OUT --record', or restore the file")
-    dest = model_dir / golden_name(bm.plan.version)
+    dest = model_dir / golden_name(built.plan.version)
     shutil.copyfile(src, dest)
-    return f"{bm.plan.name}/{dest.name}", source
+    return f"{built.plan.name}/{dest.name}", source
 
 
-def _golden_warmup(bm: BuiltModel, model_dir: Path, goldens: str | None, config: bytes) -> bytes:
+def _golden_warmup(built: BuiltModel, model_dir: Path, goldens: str | None, config: bytes) -> bytes:
     """Warmup inputs = the first golden sample, as raw files in <model>/warmup/ (Triton's layout)."""
     import numpy as np
 
     from tritonbuild.core.npz import read_npz
     from tritonbuild.repository.config import add_warmup, model_config_pb2, parse
 
-    recipe = bm.plan.recipe
+    recipe = built.plan.recipe
     if goldens is None:
         raise BuildError(f"model {recipe.name!r}: warmup.data is goldens but no goldens are recorded",
-                         where=bm.plan.recipe_path, hint="run 'tritonbuild verify OUT --record' first, or use "
+                         where=built.plan.recipe_path, hint="run 'tritonbuild verify OUT --record' first, or use "
                          "warmup.data: zero")
     try:
         arrays = read_npz(model_dir.parent / goldens)
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
-        raise BuildError(f"model {recipe.name!r}: golden file {bm.plan.recipe.verify.goldens} is not a readable "
-                         f".npz ({type(e).__name__}: {e}): it cannot be warmup data", where=bm.plan.recipe_path,
+        raise BuildError(f"model {recipe.name!r}: golden file {built.plan.recipe.verify.goldens} is not a readable "
+                         f".npz ({type(e).__name__}: {e}): it cannot be warmup data", where=built.plan.recipe_path,
                          hint="re-record goldens with 'tritonbuild verify OUT --record', or use warmup.data: "
                               "zero") from None
     files = {}
-    for t in bm.inputs:
-        arr = arrays.get(f"input.0.{t.name}")
+    for tensor in built.inputs:
+        arr = arrays.get(f"input.0.{tensor.name}")
         shape = list(arr.shape[1:] if recipe.max_batch_size > 0 else arr.shape) if arr is not None else None
-        if arr is None or len(shape) != len(t.dims) or any(d not in (-1, s)
-                                                            for d, s in zip(t.dims, shape, strict=True)):
-            raise BuildError(f"model {recipe.name!r}: golden input {t.name!r} has shape {shape}, the config says "
-                             f"{t.dims}: it cannot be warmup data", where=bm.plan.recipe_path,
+        if arr is None or len(shape) != len(tensor.dims) or any(dim not in (-1, size)
+                                                                for dim, size in zip(tensor.dims, shape, strict=True)):
+            raise BuildError(f"model {recipe.name!r}: golden input {tensor.name!r} has shape {shape}, the config says "
+                             f"{tensor.dims}: it cannot be warmup data", where=built.plan.recipe_path,
                              hint="re-record goldens for the current inputs, or use warmup.data: zero")
-        if t.dtype == "bytes":
+        if tensor.dtype == "bytes":
             raw = b"".join(len(x).to_bytes(4, "little") + bytes(x) for x in arr.reshape(-1)[: int(np.prod(shape))])
         else:
             raw = np.ascontiguousarray(arr[0] if recipe.max_batch_size > 0 else arr).tobytes()
         (model_dir / "warmup").mkdir(exist_ok=True)
-        write_atomic(inside(model_dir / "warmup", t.name, "tensor name"), raw)
-        files[t.name] = (shape, t.name)
-    mc = parse(config)
-    add_warmup(mc, recipe.warmup, bm.inputs, recipe.verify.dynamic_size, model_config_pb2(), files)
-    return render(mc)
+        write_atomic(inside(model_dir / "warmup", tensor.name, "tensor name"), raw)
+        files[tensor.name] = (shape, tensor.name)
+    model_config = parse(config)
+    add_warmup(model_config, recipe.warmup, built.inputs, recipe.verify.dynamic_size, model_config_pb2(), files)
+    return render(model_config)
 
 
-def _write_model(store: Store, bm: BuiltModel, root: Path, configs: dict[str, tuple[int, bytes]],
+def _write_model(store: Store, built: BuiltModel, root: Path, configs: dict[str, tuple[int, bytes]],
                  known: dict[str, FileEntry]) -> ManifestModel:
-    mp, recipe = bm.plan, bm.plan.recipe
-    model_dir = root / mp.name
-    vdir = model_dir / str(mp.version)
-    for rel, entry in bm.files.items():
+    model_plan, recipe = built.plan, built.plan.recipe
+    model_dir = root / model_plan.name
+    vdir = model_dir / str(model_plan.version)
+    for rel, entry in built.files.items():
         store.materialize(entry.sha256, vdir / rel)
-        known[f"{mp.name}/{mp.version}/{rel}"] = entry
-    backend = REGISTRY.get(mp.backend)
-    config = render(build_model_config(recipe, bm.inputs, bm.outputs, backend))
-    if mp.name in configs and configs[mp.name][1] != config:
-        raise BuildError(f"model {mp.name!r}: versions {configs[mp.name][0]} and {mp.version} need different "
-                         "config.pbtxt files, and Triton has one per model", where=mp.recipe_path,
+        known[f"{model_plan.name}/{model_plan.version}/{rel}"] = entry
+    backend = REGISTRY.get(model_plan.backend)
+    config = render(build_model_config(recipe, built.inputs, built.outputs, backend))
+    if model_plan.name in configs and configs[model_plan.name][1] != config:
+        raise BuildError(f"model {model_plan.name!r}: versions {configs[model_plan.name][0]} and {model_plan.version} "
+                         "need different config.pbtxt files, and Triton has one per model",
+                         where=model_plan.recipe_path,
                          hint="make the recipes agree on everything but the source, or give them distinct names")
-    configs[mp.name] = (mp.version, config)
+    configs[model_plan.name] = (model_plan.version, config)
     write_atomic(model_dir / "config.pbtxt", config)
-    goldens, goldens_source = _goldens(bm, model_dir)
+    goldens, goldens_source = _goldens(built, model_dir)
     if recipe.warmup is not None and recipe.warmup.data == "goldens":
-        config = _golden_warmup(bm, model_dir, goldens, config)
+        config = _golden_warmup(built, model_dir, goldens, config)
         write_atomic(model_dir / "config.pbtxt", config)
     return ManifestModel(
-        name=mp.name, version=mp.version, backend=backend.triton_backend, target=recipe.target,
-        recipe_path=mp.recipe_path, recipe_sha256=mp.recipe_digest,
-        model_identity=sha256_json({k: v.sha256 for k, v in bm.files.items()}),
-        inputs=bm.inputs, outputs=bm.outputs, max_batch_size=recipe.max_batch_size, verify=recipe.verify,
-        goldens=goldens, goldens_source=goldens_source, steps={s.kind: s.cache_key for s in mp.steps})
+        name=model_plan.name, version=model_plan.version, backend=backend.triton_backend, target=recipe.target,
+        recipe_path=model_plan.recipe_path, recipe_sha256=model_plan.recipe_digest,
+        model_identity=sha256_json({k: v.sha256 for k, v in built.files.items()}),
+        inputs=built.inputs, outputs=built.outputs, max_batch_size=recipe.max_batch_size, verify=recipe.verify,
+        goldens=goldens, goldens_source=goldens_source, steps={step.kind: step.cache_key for step in model_plan.steps})
 
 
-def _manifest_model(bm: BuiltModel, **fields) -> ManifestModel:
-    """ManifestModel for one Triton model of a group emitted by a backend; provenance from bm."""
-    mp = bm.plan
-    return ManifestModel(recipe_path=mp.recipe_path, recipe_sha256=mp.recipe_digest, verify=mp.recipe.verify,
-                         steps={s.kind: s.cache_key for s in mp.steps}, **fields)
+def _manifest_model(built: BuiltModel, **fields) -> ManifestModel:
+    """ManifestModel for one Triton model of a group emitted by a backend; provenance from built."""
+    model_plan = built.plan
+    return ManifestModel(recipe_path=model_plan.recipe_path, recipe_sha256=model_plan.recipe_digest,
+                         verify=model_plan.recipe.verify,
+                         steps={step.kind: step.cache_key for step in model_plan.steps}, **fields)
 
 
 def write_manifest(root: Path, toolchain: dict, models: list[ManifestModel],
@@ -198,7 +201,8 @@ def write_manifest(root: Path, toolchain: dict, models: list[ManifestModel],
         entry = known.get(key)
         files[key] = entry if entry is not None and entry.size == size else FileEntry(sha256=sha256_file(path),
                                                                                      size=size)
-    manifest = Manifest(toolchain=toolchain, models=sorted(models, key=lambda m: (m.name, m.version)), files=files)
+    manifest = Manifest(toolchain=toolchain, models=sorted(models, key=lambda model: (model.name, model.version)),
+                        files=files)
     write_atomic(root / MANIFEST_NAME, manifest.to_bytes())
     return manifest
 
@@ -215,23 +219,25 @@ def assemble(result: BuildResult, out: Path, *, force: bool = False) -> Manifest
         known: dict[str, FileEntry] = {}
         models = []
         # NOTE: compositions last: they are checked against the models they call.
-        ordered = sorted(result.models, key=lambda bm: REGISTRY.get(bm.plan.backend).needs_built_models)
-        for bm in ordered:
-            backend = REGISTRY.get(bm.plan.backend)
-            if any(s.status == "skipped" for s in bm.steps) and not backend.emits:
+        ordered = sorted(result.models, key=lambda built: REGISTRY.get(built.plan.backend).needs_built_models)
+        for built in ordered:
+            backend = REGISTRY.get(built.plan.backend)
+            if any(outcome.status == "skipped" for outcome in built.steps) and not backend.emits:
                 continue  # a step that could not run here: nothing to assemble (build reported why)
             if backend.emits:
-                emitted = backend.emit(bm, staging, store, partial(_manifest_model, bm), {m.name: m for m in models})
-                if len(emitted) == 1 and emitted[0].name == bm.plan.name:  # goldens travel as for any model
-                    goldens, source = _goldens(bm, staging / bm.plan.name)
+                emitted = backend.emit(built, staging, store, partial(_manifest_model, built),
+                                       {model.name: model for model in models})
+                if len(emitted) == 1 and emitted[0].name == built.plan.name:  # goldens travel as for any model
+                    goldens, source = _goldens(built, staging / built.plan.name)
                     emitted = [emitted[0].model_copy(update={"goldens": goldens, "goldens_source": source})]
                 models.extend(emitted)
             else:
-                models.append(_write_model(store, bm, staging, configs, known))
-        failed = [f for m in sorted({m.name for m in models}) for f in check_model_dir(staging / m) if not f.ok]
+                models.append(_write_model(store, built, staging, configs, known))
+        failed = [finding for name in sorted({model.name for model in models})
+                  for finding in check_model_dir(staging / name) if not finding.ok]
         if failed:
             raise BuildError("the generated repository breaks Triton's load rules: " +
-                             "; ".join(f"{f.model}: {f.check}: {f.detail}" for f in failed),
+                             "; ".join(f"{finding.model}: {finding.check}: {finding.detail}" for finding in failed),
                              hint="this is a tritonbuild bug if the recipe validated; please report it")
         manifest = write_manifest(staging, result.toolchain, models, known)
         replace_dir(staging, out)

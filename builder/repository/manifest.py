@@ -57,21 +57,21 @@ class Manifest(_Frozen):
         return sha256_bytes(self.to_bytes())
 
     def model(self, name: str) -> ManifestModel:
-        return next(m for m in self.models if m.name == name)
+        return next(model for model in self.models if model.name == name)
 
 
-def version_identity(manifest: Manifest, m: ManifestModel) -> str:
+def version_identity(manifest: Manifest, model: ManifestModel) -> str:
     """sha256 over the version directory's files, from the manifest's entries (what assemble computes)."""
     from tritonbuild.core.hashing import sha256_json
 
-    prefix = f"{m.name}/{m.version}/"
+    prefix = f"{model.name}/{model.version}/"
     return sha256_json({k[len(prefix):]: e.sha256 for k, e in manifest.files.items() if k.startswith(prefix)})
 
 
-def identity_is_version_digest(m: ManifestModel) -> bool:
+def identity_is_version_digest(model: ManifestModel) -> bool:
     """Models whose identity is version_identity: not pipelines (whose identity covers their steps) nor LLM
     groups (whose identity is the engine's)."""
-    return m.llm is None and not m.depends_on and m.backend != "ensemble"
+    return model.llm is None and not model.depends_on and model.backend != "ensemble"
 
 
 def read_manifest(root: Path) -> Manifest:
