@@ -27,13 +27,13 @@ from tritonbuild.steps.models import BuildResult, BuiltModel, FileEntry, StepOut
 Progress = Callable[[str], None]
 
 
-def _prebuilt(store: Store, mp: ModelPlan, step: PlannedStep, path: Path,
+def _prebuilt(store: Store, model_plan: ModelPlan, step: PlannedStep, path: Path,
               t0: float) -> tuple[dict[str, FileEntry], StepOutcome]:
     """A step output made elsewhere (e.g. an engine from a GPU CI job): its files go into the store as given."""
     if not path.is_dir():
         raise BuildError(f"--engine {path}: not a directory", hint="pass the directory the engine build wrote")
     files = {}
-    prefix = REGISTRY.get(mp.backend).prebuilt_prefix
+    prefix = REGISTRY.get(model_plan.backend).prebuilt_prefix
     prefix = step.kind.split(".", 1)[1] + "/" if prefix is None else prefix
     rels = tree_files(path)
     try:
@@ -48,11 +48,11 @@ def _prebuilt(store: Store, mp: ModelPlan, step: PlannedStep, path: Path,
                               seconds=time.perf_counter() - t0)
 
 
-def _run_step(store: Store, mp: ModelPlan, step: PlannedStep, toolchain: dict[str, str],
+def _run_step(store: Store, model_plan: ModelPlan, step: PlannedStep, toolchain: dict[str, str],
               prebuilt: Path | None = None, remote=None) -> tuple[dict[str, FileEntry], StepOutcome]:
     t0 = time.perf_counter()
     if prebuilt is not None:
-        return _prebuilt(store, mp, step, prebuilt, t0)
+        return _prebuilt(store, model_plan, step, prebuilt, t0)
     material = key_material(step.kind, step.params, step.inputs, toolchain)
     record = store.get_record(step.cache_key)
     where = "same inputs, params and toolchain"
@@ -63,39 +63,39 @@ def _run_step(store: Store, mp: ModelPlan, step: PlannedStep, toolchain: dict[st
         files = {k: FileEntry(**v) for k, v in record["files"].items()}
         return files, StepOutcome(kind=step.kind, cache_key=step.cache_key, status="cached",
                                   reason=where, seconds=time.perf_counter() - t0)
-    reason = _why_rebuild(store, mp, step, material)
+    reason = _why_rebuild(store, model_plan, step, material)
     # NOTE: the name is cut: a model name may use all of NAME_MAX (255 bytes), the prefix must leave room
-    work = Path(tempfile.mkdtemp(prefix=f"tb-{mp.name[:64]}-", dir=store.root / "tmp"))
+    work = Path(tempfile.mkdtemp(prefix=f"tb-{model_plan.name[:64]}-", dir=store.root / "tmp"))
     try:
         out = work / "out"
         out.mkdir()
-        REGISTRY.get(mp.backend).run_step(StepContext(
+        REGISTRY.get(model_plan.backend).run_step(StepContext(
             kind=step.kind, params=step.params, inputs=step.inputs, out=out,
             log_dir=store.root / "logs" / step.cache_key[:16], shared_dir=store.root, timeout_s=step.timeout_s))
         files = {}
         for rel in tree_files(out):
             digest, size = store.put_file(out / rel)
             files[rel.as_posix()] = FileEntry(sha256=digest, size=size)
-        store.put_record(step.cache_key, {"kind": step.kind, "model": mp.name, "material": material,
+        store.put_record(step.cache_key, {"kind": step.kind, "model": model_plan.name, "material": material,
                                           "files": {k: v.model_dump() for k, v in files.items()}})
-        store.put_index(mp.name, step.kind, step.cache_key)
+        store.put_index(model_plan.name, step.kind, step.cache_key)
         if remote is not None:
             remote.push(store, step.cache_key)
     except StepSkipped as e:
         return {}, StepOutcome(kind=step.kind, cache_key=step.cache_key, status="skipped", reason=str(e),
                                seconds=time.perf_counter() - t0)
     except BuildError as e:
-        raise BuildError(f"model {mp.name!r}: step {step.kind}: {e.message}", where=e.where or mp.recipe_path,
-                         hint=e.hint) from None
+        raise BuildError(f"model {model_plan.name!r}: step {step.kind}: {e.message}",
+                         where=e.where or model_plan.recipe_path, hint=e.hint) from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return files, StepOutcome(kind=step.kind, cache_key=step.cache_key, status="built", reason=reason,
                               seconds=time.perf_counter() - t0)
 
 
-def _why_rebuild(store: Store, mp: ModelPlan, step: PlannedStep, material: dict) -> str:
+def _why_rebuild(store: Store, model_plan: ModelPlan, step: PlannedStep, material: dict) -> str:
     """Compare with the last build of the same model and step: which part of the key changed."""
-    last_key = store.get_index(mp.name, step.kind)
+    last_key = store.get_index(model_plan.name, step.kind)
     if last_key == step.cache_key:
         return "cache entry missing or corrupt"
     old = store.read_record(last_key) if last_key else None
@@ -132,30 +132,31 @@ def _usable(store: Store, warnings: list[str]) -> Store:
         return Store(fallback)
 
 
-def _derived_io(store: Store, mp: ModelPlan, files: dict[str, FileEntry]) -> tuple[list, list]:
+def _derived_io(store: Store, model_plan: ModelPlan, files: dict[str, FileEntry]) -> tuple[list, list]:
     """The backend's derive_io, memoised in the store under everything it reads (the recipe, the built files'
     digests, the steps' cache keys: their inputs and toolchain). A no-op rebuild then loads no torch or onnx."""
-    key = sha256_json({"derive_io": mp.backend, "recipe": mp.recipe.model_dump(mode="json"),
+    key = sha256_json({"derive_io": model_plan.backend, "recipe": model_plan.recipe.model_dump(mode="json"),
                        "files": {k: v.sha256 for k, v in sorted(files.items())},
-                       "steps": [s.cache_key for s in mp.steps]})
+                       "steps": [step.cache_key for step in model_plan.steps]})
     memo = store.root / "io" / key[:2] / f"{key}.json"
     try:
         cached = json.loads(memo.read_text())
-        return ([TensorSpec.model_validate(t) for t in cached["inputs"]],
-                [TensorSpec.model_validate(t) for t in cached["outputs"]])
+        return ([TensorSpec.model_validate(tensor) for tensor in cached["inputs"]],
+                [TensorSpec.model_validate(tensor) for tensor in cached["outputs"]])
     except (OSError, ValueError, KeyError, TypeError):
         pass
     try:
-        inputs, outputs = REGISTRY.get(mp.backend).derive_io(
-            mp.recipe, {k: store.blob_path(v.sha256) for k, v in files.items()}, recipe_dir=Path(mp.recipe_dir))
+        inputs, outputs = REGISTRY.get(model_plan.backend).derive_io(
+            model_plan.recipe, {k: store.blob_path(v.sha256) for k, v in files.items()},
+            recipe_dir=Path(model_plan.recipe_dir))
     except ValidationError as e:  # e.g. a graph input named 'a/b': not a tensor name a repository can hold
         problems = "; ".join(f"{err['msg']}" for err in e.errors())
-        raise BuildError(f"model {mp.name!r}: the built model's inputs/outputs break Triton's naming rules: "
-                         f"{problems}", where=mp.recipe_path,
+        raise BuildError(f"model {model_plan.name!r}: the built model's inputs/outputs break Triton's naming rules: "
+                         f"{problems}", where=model_plan.recipe_path,
                          hint="rename the tensors in the model (e.g. the export's input/output names)") from None
     with contextlib.suppress(OSError):  # a memo: never fail a build over it
-        write_atomic(memo, pretty_json({"inputs": [t.model_dump(mode="json") for t in inputs],
-                                        "outputs": [t.model_dump(mode="json") for t in outputs]}))
+        write_atomic(memo, pretty_json({"inputs": [tensor.model_dump(mode="json") for tensor in inputs],
+                                        "outputs": [tensor.model_dump(mode="json") for tensor in outputs]}))
     return inputs, outputs
 
 
@@ -171,30 +172,33 @@ def build(plan: Plan, store: Store, progress: Progress | None = None, *, engines
 
         remote = RemoteCache(cache_url, warnings.append)
     engines = dict(engines or {})
-    unknown = sorted(set(engines) - {m.name for m in plan.models if any(s.kind.endswith(".engine") for s in m.steps)})
+    unknown = sorted(set(engines) - {model_plan.name for model_plan in plan.models
+                                     if any(step.kind.endswith(".engine") for step in model_plan.steps)})
     if unknown:
         raise BuildError(f"--engine names {unknown}, which no engine-building recipe defines",
                          hint="use --engine MODEL=DIR with the recipe's name")
     models = []
-    for mp in plan.models:
-        if only is not None and mp.name not in only:
+    for model_plan in plan.models:
+        if only is not None and model_plan.name not in only:
             continue
         files: dict[str, FileEntry] = {}
         outcomes = []
-        for step in mp.steps:
+        for step in model_plan.steps:
             if progress:
-                progress(f"{mp.name}: {step.kind}")
-            given = engines.get(mp.name) if step.kind.endswith(".engine") else None
-            step_files, outcome = _run_step(store, mp, step, plan.toolchain, given, remote)
+                progress(f"{model_plan.name}: {step.kind}")
+            given = engines.get(model_plan.name) if step.kind.endswith(".engine") else None
+            step_files, outcome = _run_step(store, model_plan, step, plan.toolchain, given, remote)
             if outcome.status == "skipped" and strict:
-                raise BuildError(f"model {mp.name!r}: step {step.kind} skipped: {outcome.reason}",
-                                 where=mp.recipe_path, hint="run on a machine that has the tool, or drop --strict")
+                raise BuildError(f"model {model_plan.name!r}: step {step.kind} skipped: {outcome.reason}",
+                                 where=model_plan.recipe_path,
+                                 hint="run on a machine that has the tool, or drop --strict")
             files.update(step_files)
             outcomes.append(outcome)
         try:
-            inputs, outputs = _derived_io(store, mp, files)
+            inputs, outputs = _derived_io(store, model_plan, files)
         except BuildError as e:
-            raise BuildError(f"model {mp.name!r}: {e.message}", where=mp.recipe_path, hint=e.hint) from None
-        models.append(BuiltModel(plan=mp, files=dict(sorted(files.items())), inputs=inputs, outputs=outputs,
+            raise BuildError(f"model {model_plan.name!r}: {e.message}", where=model_plan.recipe_path,
+                             hint=e.hint) from None
+        models.append(BuiltModel(plan=model_plan, files=dict(sorted(files.items())), inputs=inputs, outputs=outputs,
                                  steps=outcomes))
     return BuildResult(store=str(store.root), toolchain=plan.toolchain, models=models, warnings=warnings)
