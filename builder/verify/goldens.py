@@ -14,37 +14,37 @@ NP_DTYPES = {"bool": np.bool_, "uint8": np.uint8, "uint16": np.uint16, "uint32":
 Sample = dict[str, np.ndarray]
 
 
-def generate_inputs(m: ManifestModel) -> list[Sample]:
+def generate_inputs(model: ManifestModel) -> list[Sample]:
     """One request per sample (batch 1 when the model batches), from a seeded generator."""
-    v = m.verify
-    rng = np.random.default_rng(v.seed)
+    spec = model.verify
+    rng = np.random.default_rng(spec.seed)
     samples = []
-    for i in range(v.samples):
+    for i in range(spec.samples):
         sample = {}
-        for t in m.inputs:
-            shape = [v.dynamic_size if d == -1 else d for d in t.dims]
-            if m.max_batch_size > 0:
+        for tensor in model.inputs:
+            shape = [spec.dynamic_size if dim == -1 else dim for dim in tensor.dims]
+            if model.max_batch_size > 0:
                 shape = [1, *shape]
-            dtype = NP_DTYPES[t.dtype]
-            if t.dtype == "bytes":
+            dtype = NP_DTYPES[tensor.dtype]
+            if tensor.dtype == "bytes":
                 arr = np.array([f"sample-{i}-{j}".encode() for j in range(int(np.prod(shape)))],
                                dtype=np.object_).reshape(shape)
-            elif t.dtype == "bool":
+            elif tensor.dtype == "bool":
                 arr = rng.integers(0, 2, size=shape).astype(np.bool_)
             elif np.issubdtype(dtype, np.integer):
-                arr = rng.integers(v.int_range[0], v.int_range[1], size=shape).astype(dtype)
+                arr = rng.integers(spec.int_range[0], spec.int_range[1], size=shape).astype(dtype)
             else:
                 arr = rng.random(size=shape, dtype=np.float64).astype(dtype)
-            sample[t.name] = arr
+            sample[tensor.name] = arr
         samples.append(sample)
     return samples
 
 
 def to_npz_arrays(inputs: list[Sample], outputs: list[Sample]) -> dict[str, np.ndarray]:
     arrays = {}
-    for i, (x, y) in enumerate(zip(inputs, outputs, strict=True)):
-        arrays.update({f"input.{i}.{k}": v for k, v in x.items()})
-        arrays.update({f"output.{i}.{k}": v for k, v in y.items()})
+    for i, (sample_inputs, sample_outputs) in enumerate(zip(inputs, outputs, strict=True)):
+        arrays.update({f"input.{i}.{k}": v for k, v in sample_inputs.items()})
+        arrays.update({f"output.{i}.{k}": v for k, v in sample_outputs.items()})
     return arrays
 
 
@@ -62,16 +62,16 @@ def from_npz_arrays(arrays: dict[str, np.ndarray]) -> tuple[list[Sample], list[S
     return [inputs[i] for i in range(n)], [outputs.get(i, {}) for i in range(n)]
 
 
-def check_golden_names(m: ManifestModel, inputs: list[Sample], outputs: list[Sample]) -> None:
+def check_golden_names(model: ManifestModel, inputs: list[Sample], outputs: list[Sample]) -> None:
     """Goldens that belong to this model: every sample carries exactly its inputs and only its outputs."""
-    want_in, want_out = {t.name for t in m.inputs}, {t.name for t in m.outputs}
+    want_in, want_out = {tensor.name for tensor in model.inputs}, {tensor.name for tensor in model.outputs}
     if not inputs:
         raise ValueError("no samples")
-    for i, (x, y) in enumerate(zip(inputs, outputs, strict=False)):
-        if set(x) != want_in:
-            raise ValueError(f"sample {i} has inputs {sorted(x)}, the model takes {sorted(want_in)}")
-        if not y or not set(y) <= want_out:
-            raise ValueError(f"sample {i} has outputs {sorted(y)}, the model gives {sorted(want_out)}")
+    for i, (sample_inputs, sample_outputs) in enumerate(zip(inputs, outputs, strict=False)):
+        if set(sample_inputs) != want_in:
+            raise ValueError(f"sample {i} has inputs {sorted(sample_inputs)}, the model takes {sorted(want_in)}")
+        if not sample_outputs or not set(sample_outputs) <= want_out:
+            raise ValueError(f"sample {i} has outputs {sorted(sample_outputs)}, the model gives {sorted(want_out)}")
 
 
 def _ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -16,15 +16,15 @@ def _goldens(root: Path, model: str) -> tuple[list[dict], list[dict]]:
     from tritonbuild.verify.goldens import from_npz_arrays
 
     manifest = read_repository(root, VerifyError)
-    found = [m for m in manifest.models if m.name == model]
+    found = [manifest_model for manifest_model in manifest.models if manifest_model.name == model]
     if not found:
-        raise UsageError(f"{root} has no model {model!r}",
-                         hint=f"one of: {', '.join(sorted({m.name for m in manifest.models})) or '-'}")
-    m = max(found, key=lambda m: m.version)
-    if not m.goldens or not (root / m.goldens).is_file():
+        names = sorted({manifest_model.name for manifest_model in manifest.models})
+        raise UsageError(f"{root} has no model {model!r}", hint=f"one of: {', '.join(names) or '-'}")
+    manifest_model = max(found, key=lambda manifest_model: manifest_model.version)
+    if not manifest_model.goldens or not (root / manifest_model.goldens).is_file():
         raise UsageError(f"{model} has no goldens in {root}",
                          hint=f"record them with 'tritonbuild verify {root} --record', or pass --input NAME=FILE.npy")
-    return from_npz_arrays(read_npz(root / m.goldens))
+    return from_npz_arrays(read_npz(root / manifest_model.goldens))
 
 
 def _arrays(files: dict[str, Path]) -> dict[str, np.ndarray]:
@@ -67,7 +67,7 @@ def _send(url: str, model: str, samples: list[dict], expected: list[dict] | None
     client = httpclient.InferenceServerClient(host, network_timeout=120.0)
     try:
         try:
-            outputs = [o["name"] for o in client.get_model_metadata(model)["outputs"]]
+            outputs = [output["name"] for output in client.get_model_metadata(model)["outputs"]]
         except InferenceServerException as e:
             raise VerifyError(f"{url}: model {model!r}: {e.message()}", hint="is it loaded? (tritonbuild serve OUT)") \
                 from None
@@ -77,16 +77,16 @@ def _send(url: str, model: str, samples: list[dict], expected: list[dict] | None
         for i, sample in enumerate(samples):
             request = []
             for name, arr in sample.items():
-                t = httpclient.InferInput(name, list(arr.shape), np_to_triton_dtype(arr.dtype))
-                t.set_data_from_numpy(arr, binary_data=True)
-                request.append(t)
+                infer_input = httpclient.InferInput(name, list(arr.shape), np_to_triton_dtype(arr.dtype))
+                infer_input.set_data_from_numpy(arr, binary_data=True)
+                request.append(infer_input)
             try:
-                res = client.infer(model, request, outputs=[httpclient.InferRequestedOutput(n, binary_data=True)
-                                                            for n in outputs])
+                response = client.infer(model, request, outputs=[
+                    httpclient.InferRequestedOutput(output_name, binary_data=True) for output_name in outputs])
             except InferenceServerException as e:
                 raise VerifyError(f"{model}: sample {i}: {e.message()}", where=url,
                                   hint="check the input names, dtypes and shapes (tritonbuild plan --json)") from None
-            got = {n: res.as_numpy(n) for n in outputs}
+            got = {output_name: response.as_numpy(output_name) for output_name in outputs}
             results.append({"outputs": got, "golden": _compare(got, expected[i]) if expected else None})
         return {"server": url, "model": model, "samples": results}
     finally:

@@ -38,14 +38,14 @@ class TritonRunner:
             i = self._http.InferInput(name, list(arr.shape), np_to_triton_dtype(arr.dtype))
             i.set_data_from_numpy(arr, binary_data=True)
             inputs.append(i)
-        outputs = [self._http.InferRequestedOutput(t.name, binary_data=True) for t in self.model.outputs]
+        outputs = [self._http.InferRequestedOutput(tensor.name, binary_data=True) for tensor in self.model.outputs]
         return inputs, outputs
 
-    def _result(self, res) -> Sample:
-        got = {t.name: res.as_numpy(t.name) for t in self.model.outputs}
+    def _result(self, response) -> Sample:
+        got = {tensor.name: response.as_numpy(tensor.name) for tensor in self.model.outputs}
         missing = sorted(n for n, a in got.items() if a is None)
         if missing:
-            returned = sorted(o["name"] for o in (res.get_response() or {}).get("outputs", []))
+            returned = sorted(output["name"] for output in (response.get_response() or {}).get("outputs", []))
             raise InferError(f"the model returned no output {missing} (it returned {returned})")
         return got
 
@@ -54,21 +54,22 @@ class TritonRunner:
 
         inputs, outputs = self._request(sample)
         try:
-            res = self.client.infer(self.model.name, inputs, outputs=outputs, model_version=str(self.model.version))
+            response = self.client.infer(self.model.name, inputs, outputs=outputs,
+                                         model_version=str(self.model.version))
         except InferenceServerException as e:
             raise InferError(f"tritonserver answered an error: {_server_message(e)}") from None
-        return self._result(res)
+        return self._result(response)
 
     def infer_concurrent(self, samples: list[Sample]) -> list[Sample]:
         pending = []
-        for s in samples:
-            inputs, outputs = self._request(s)
+        for sample in samples:
+            inputs, outputs = self._request(sample)
             pending.append(self.client.async_infer(self.model.name, inputs, outputs=outputs,
                                                    model_version=str(self.model.version)))
         from tritonclient.utils import InferenceServerException
 
         try:
-            return [self._result(p.get_result()) for p in pending]
+            return [self._result(request.get_result()) for request in pending]
         except InferenceServerException as e:
             raise InferError(f"tritonserver answered an error: {_server_message(e)}") from None
 

@@ -141,7 +141,7 @@ def _closure(root: Path, names: list[str]) -> list[str]:
             mc = _parse((root / name / "config.pbtxt").read_bytes())
         except (OSError, text_format.ParseError, UnicodeDecodeError):
             continue
-        todo.extend(s.model_name for s in mc.ensemble_scheduling.step)
+        todo.extend(step.model_name for step in mc.ensemble_scheduling.step)
     return seen
 
 
@@ -168,9 +168,9 @@ def poll_failure_cause(log_text: str, name: str) -> str | None:
     """Triton logs why a model directory failed to poll (the load API says only 'failed to poll')."""
     cause = None
     for line in log_text.splitlines():
-        m = _POLL_RE.search(line)
-        if m and m.group(1) == name:
-            cause = m.group(2).strip()
+        match = _POLL_RE.search(line)
+        if match and match.group(1) == name:
+            cause = match.group(2).strip()
     return cause
 
 
