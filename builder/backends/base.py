@@ -21,6 +21,8 @@ ROUTES: tuple[str, ...] = ("live-embedded", "live-server", "in-process", "none")
 StepSpec = tuple[str, dict, dict[str, str]]
 # (key path, message, hint): a recipe rule that does not hold.
 Problem = tuple[tuple, str, str]
+# (check, problems, ok detail): one row of the offline load rules (repository/rules.py reports it).
+CheckRow = tuple[str, list[str], str]
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,13 @@ class Backend(ABC):
     triton_backend: ClassVar[str]
     # Triton's load rule for this backend: platform ('' = none given) → default model file name
     model_files: ClassVar[Mapping[str, str] | None] = None
+    # Triton backends of other models this backend writes (TensorRT-LLM's LLM-API route writes Python models):
+    # its model_file_checks run on those models too, after their own backend's, and say [] for foreign ones
+    also_writes: ClassVar[tuple[str, ...]] = ()
     route: ClassVar[Route]
     needs_built_models: ClassVar[bool] = False  # emitted after the other models, checked against them
+    # Triton loads the models this one names (depends_on) when it loads it (an ensemble's steps; not BLS calls)
+    loads_dependencies: ClassVar[bool] = False
     prebuilt_prefix: ClassVar[str | None] = None  # where an --engine DIR's files go (None: '<step suffix>/')
 
     @abstractmethod
@@ -94,8 +101,25 @@ class Backend(ABC):
     def emit(self, bm, root: Path, store, manifest_model: Callable, built: dict) -> list:
         raise NotImplementedError(f"backend {self.name} has no emitter of its own")
 
-    def offline_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
+    def offline_checks(self, mc, model_dir: Path, versions: list[int]) -> list[CheckRow]:
         """Load rules beyond the generic ones, for a model of this Triton backend: (check, problems, ok detail)."""
+        return []
+
+    def model_file_checks(self, mc, model_dir: Path, versions: list[int]) -> list[CheckRow]:
+        """The load rule on the model's files, without opening them (every build runs it). Default: Triton's
+        rule from `model_files`, each version directory holds the default model file of the config's platform."""
+        files = self.model_files or {}
+        if mc.platform not in files:
+            return [("model_file", [], f"{mc.default_model_filename or files.get('', '?')} present in every "
+                                        "version")]
+        filename = mc.default_model_filename or files[mc.platform]
+        problems = [f"{v}/{filename} is missing (the {mc.backend or self.triton_backend} backend loads that file)"
+                    for v in versions if not (model_dir / str(v) / filename).exists()]
+        return [("model_file", problems, f"{filename} present in every version")]
+
+    def model_content_checks(self, mc, model_dir: Path, versions: list[int]) -> list[CheckRow]:
+        """Checks that open the model's files (verify runs them, after Triton's config rules; a build does not
+        pay for them), e.g. the config against the ONNX graph."""
         return []
 
     def route_detail(self, toolchain: dict[str, str]) -> str:

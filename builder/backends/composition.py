@@ -129,8 +129,8 @@ class CompositionBackend(Backend):
     plan_steps = staticmethod(plan_steps)
     derive_io = staticmethod(derive_io)
 
-    def __init__(self, name: str, triton_backend: str):
-        self.name, self.triton_backend = name, triton_backend
+    def __init__(self, name: str, triton_backend: str, *, loads_dependencies: bool = False):
+        self.name, self.triton_backend, self.loads_dependencies = name, triton_backend, loads_dependencies
 
     def run_step(self, ctx: StepContext) -> None:
         raise AssertionError(f"{self.name} has no build steps")
@@ -154,5 +154,5 @@ class EnsembleBackend(CompositionBackend):
         return out
 
 
-ENSEMBLE = EnsembleBackend("ensemble", "ensemble")
+ENSEMBLE = EnsembleBackend("ensemble", "ensemble", loads_dependencies=True)  # Triton loads its steps
 BLS = CompositionBackend("bls", "python")

@@ -246,6 +246,17 @@ class OnnxRuntimeBackend(Backend):
     configure = staticmethod(configure)
     check_recipe = staticmethod(check_recipe)
 
+    def model_content_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
+        """config.pbtxt against the ONNX graph, as the onnxruntime backend checks it at load (_onnx_rules)."""
+        from tritonbuild.backends._onnx_rules import onnx_problems
+
+        files = [model_dir / str(v) / (mc.default_model_filename or DEFAULT_FILENAME) for v in versions]
+        found = [f for f in files if f.is_file()]
+        if not found:
+            return []
+        return [("onnx", [f"{f.parent.name}/{f.name}: {e}" for f in found for e in onnx_problems(mc, f)],
+                 "config matches the ONNX graph (the onnxruntime backend's load checks, ported)")]
+
     def route_detail(self, toolchain: dict[str, str]) -> str:
         return f"onnxruntime {toolchain.get('onnxruntime', '?')} in-process"
 

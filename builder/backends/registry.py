@@ -121,6 +121,21 @@ class Registry:
         self._ensure()
         return self._by_name.get(backend_name) or self.for_triton(backend_name)
 
+    def for_config(self, triton_backend: str, platform: str) -> Backend | None:
+        """The backend answering for a config.pbtxt's load rules: by its backend field (as for_manifest), else,
+        for a platform-only config (Triton maps onnxruntime_onnx, tensorrt_plan, pytorch_libtorch ... to their
+        backend), the first backend whose `model_files` declares that platform."""
+        self._ensure()
+        if triton_backend:
+            return self.for_manifest(triton_backend)
+        return next((b for b in self._by_name.values() if platform and platform in (b.model_files or {})), None)
+
+    def also_writing(self, triton_backend: str) -> list[Backend]:
+        """The backends that also write models of this Triton backend (their `also_writes`), in registration
+        order: their model_file_checks run on such models after the owner's."""
+        self._ensure()
+        return [b for b in self._by_name.values() if triton_backend and triton_backend in b.also_writes]
+
     def route_for_triton(self, triton_backend: str) -> str:
         backend = self.for_manifest(triton_backend)
         return backend.route if backend is not None else "none"

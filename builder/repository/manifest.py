@@ -71,7 +71,10 @@ def version_identity(manifest: Manifest, model: ManifestModel) -> str:
 def identity_is_version_digest(model: ManifestModel) -> bool:
     """Models whose identity is version_identity: not pipelines (whose identity covers their steps) nor LLM
     groups (whose identity is the engine's)."""
-    return model.llm is None and not model.depends_on and model.backend != "ensemble"
+    from tritonbuild.backends import REGISTRY
+
+    owner = REGISTRY.for_manifest(model.backend)  # a pipeline's identity covers the models it calls
+    return model.llm is None and not model.depends_on and not (owner is not None and owner.needs_built_models)
 
 
 def read_manifest(root: Path) -> Manifest:

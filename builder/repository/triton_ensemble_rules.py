@@ -96,6 +96,12 @@ def ensemble_scheduling_problems(mc, name: str, platform: str) -> list[str]:
     return []
 
 
+def core_model_problems(mc, repo: Path) -> list[str] | None:
+    """The model-file rule of a platform Triton's core runs itself, with no backend library (the ensemble
+    scheduler): its steps against their configs in repo. None for a model a backend loads."""
+    return ensemble_step_problems(mc, repo) if mc.platform == "ensemble" else None
+
+
 def ensemble_step_problems(mc, repo: Path) -> list[str]:
     """ValidateEnsembleConfig (ensemble_utils.cc) against the step models' configs in repo, and the repository
     manager's checks (step present, required version, cycles)."""

@@ -324,6 +324,12 @@ def _write_report(root: Path, report: VerificationReport) -> VerificationReport:
     return report
 
 
+def _loads_dependencies(model: ManifestModel) -> bool:
+    """Triton loads this model's depends_on with it (an ensemble's steps), as its backend declares."""
+    backend = REGISTRY.for_manifest(model.backend)
+    return backend is not None and backend.loads_dependencies
+
+
 def _load_all(server: EmbeddedServer, models: list[ManifestModel], timeout: float = LOAD_TIMEOUT_S
               ) -> dict[str, str | None]:
     """Load models concurrently; name → Triton's load error or None. An ensemble's load loads its steps, and a
@@ -331,7 +337,7 @@ def _load_all(server: EmbeddedServer, models: list[ManifestModel], timeout: floa
     steps are left to it; every other model (BLS included, whose calls Triton cannot see) is loaded itself."""
     from concurrent.futures import ThreadPoolExecutor
 
-    by_ensemble = {step_name: model.name for model in models if model.backend == "ensemble"
+    by_ensemble = {step_name: model.name for model in models if _loads_dependencies(model)
                    for step_name in model.depends_on}
     direct = [model.name for model in models if model.name not in by_ensemble]
 

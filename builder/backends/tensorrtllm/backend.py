@@ -25,6 +25,7 @@ class TensorRTLLMBackend(Backend):
                       "trtllm.tokenizer": ("tritonbuild",), "trtllm.checkpoint": ("tritonbuild",)}
     triton_backend = "tensorrtllm"
     model_files = {"": ""}
+    also_writes = ("python",)  # runtime: pytorch writes an LLM-API Python model (model.yaml)
     route = "live-server"  # needs the tensorrtllm backend on a GPU server
     emits = True
 
@@ -51,6 +52,19 @@ class TensorRTLLMBackend(Backend):
         problems += [f"parameter {k} = {params[k]!r}, the backend accepts {', '.join(ok)}"
                      for k, ok in UNGUARDED_VALUES.items() if k in params and params[k] not in ok]
         return [("tensorrtllm.parameters", problems, "every parameter the backend reads unguarded is set")]
+
+    def model_file_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
+        """The engine group's model: its engine inside the version directory; an LLM-API Python model: its
+        model.yaml against config.pbtxt; any other Python model is not ours ([])."""
+        from tritonbuild.backends.tensorrtllm import load_rules
+
+        if mc.backend == self.triton_backend:
+            return [("model_file", load_rules.engine_problems(mc, model_dir, versions),
+                     "engine inside the version directory")]
+        if load_rules.is_llmapi_model(model_dir, versions):
+            return [("llmapi", load_rules.llmapi_problems(mc, model_dir, versions),
+                     "model.yaml consistent with config.pbtxt")]
+        return []
 
 
 BACKEND = TensorRTLLMBackend()

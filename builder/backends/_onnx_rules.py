@@ -136,7 +136,7 @@ def onnx_problems(mc, model_file: Path) -> list[str]:
 
 def _check_tensor(model: str, t, known: dict, kind: str, mbs: int, *, exact: bool, skip_dims: bool = False
                   ) -> str | None:
-    from tritonbuild.repository.config import model_config_pb2
+    from tritonbuild.triton.config import model_config_pb2
 
     if t.name not in known:
         allowed = ", ".join(sorted(known))
