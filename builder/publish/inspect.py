@@ -22,11 +22,11 @@ def list_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
     for name in sorted(set(dirs) | set(state.models)):
         present = sorted(int(v) for v in objects.subdirs(target, target.path(name)) if VERSION_RE.match(v))
         config = objects.read_text(target, target.path(name, "config.pbtxt"))
-        pm = state.models.get(name)
-        complete = sorted(pm.versions) if pm else []
+        published = state.models.get(name)
+        complete = sorted(published.versions) if published else []
         live = live_version(config, f"{target.url}/{name}/config.pbtxt")
         notes = []
-        if pm and config is not None and sha256_bytes(config) != pm.config_sha256:
+        if published and config is not None and sha256_bytes(config) != published.config_sha256:
             notes.append("config.pbtxt differs from the last recorded publish (interrupted after the switch? "
                          "re-run publish)")
         incomplete = [v for v in present if v not in complete]
@@ -40,12 +40,13 @@ def list_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
                          "--keep removes them)")
         if live is not None and live not in complete and live not in present:
             notes.append(f"config.pbtxt pins version {live}, which is not present")
-        serving = pm.serving if pm and pm.serving else ([live] if live is not None else [])
+        serving = published.serving if published and published.serving else ([live] if live is not None else [])
+        live_record = published.versions[published.live] if published and published.live in published.versions \
+            else None
         models.append({"name": name, "live": live, "serving": serving, "complete": complete, "present": present,
                        "notes": notes,
-                       "published_from": pm.versions[pm.live].source_manifest if pm and pm.live in pm.versions
-                       else None,
-                       "verification": pm.versions[pm.live].verification if pm and pm.live in pm.versions else None})
+                       "published_from": live_record.source_manifest if live_record is not None else None,
+                       "verification": live_record.verification if live_record is not None else None})
     manifest_bytes = objects.read_text(target, target.path("tritonbuild-manifest.json"))
     lock = read_lock(target)
     if lock is not None:
@@ -62,24 +63,24 @@ def verify_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
     problems, checked = [], 0
     if not state.models:
         problems.append("no tritonbuild target manifest here (nothing published?)")
-    for name, pm in sorted(state.models.items()):
+    for name, published in sorted(state.models.items()):
         config = objects.read_text(target, target.path(name, "config.pbtxt"))
         if config is None:
             problems.append(f"{name}/config.pbtxt is missing")
-        elif sha256_bytes(config) != pm.config_sha256:
+        elif sha256_bytes(config) != published.config_sha256:
             problems.append(f"{name}/config.pbtxt differs from the recorded one")
-        live = pm.versions.get(pm.live) if pm.live is not None else None
+        live = published.versions.get(published.live) if published.live is not None else None
         if config is not None and live is not None and live.config_sha256 is not None:
             checked += 1
-            own = objects.read_text(target, target.path(name, f"config-v{pm.live}.pbtxt"))
+            own = objects.read_text(target, target.path(name, f"config-v{published.live}.pbtxt"))
             if own is None or sha256_bytes(own) != live.config_sha256 or \
                     pinned_config(own, []) != pinned_config(config, []):
-                problems.append(f"{name}/config.pbtxt is not the config version {pm.live} was verified with "
-                                f"({name}/config-v{pm.live}.pbtxt): Triton serves version {pm.live} under "
-                                "another config (run 'tritonbuild rollback TARGET MODEL --to N' to restore it)")
-        for _version, pv in sorted(pm.versions.items()):
+                problems.append(f"{name}/config.pbtxt is not the config version {published.live} was verified with "
+                                f"({name}/config-v{published.live}.pbtxt): Triton serves version {published.live} "
+                                "under another config (run 'tritonbuild rollback TARGET MODEL --to N' to restore it)")
+        for _version, published_version in sorted(published.versions.items()):
             remote = objects.remote_sizes(target, target.path(name))
-            for rel, entry in sorted(pv.files.items()):
+            for rel, entry in sorted(published_version.files.items()):
                 checked += 1
                 if rel not in remote:
                     problems.append(f"{name}/{rel} is missing")

@@ -16,13 +16,13 @@ GIB = 1 << 30
 def startup_budget_s(manifest: Manifest) -> int:
     """Seconds a server may need to load this repository: a base minute plus 60 s per GiB of artifacts
     (an engine is read from disk, deserialised and warmed up)."""
-    size = sum(f.size for f in manifest.files.values())
+    size = sum(entry.size for entry in manifest.files.values())
     return 60 + math.ceil(size / GIB * 60)
 
 
 def deployment(manifest: Manifest, *, name: str, image: str, target: str | None, replicas: int) -> list[dict]:
     budget = startup_budget_s(manifest)
-    gpus = any(m.target == "gpu" for m in manifest.models)
+    gpus = any(model.target == "gpu" for model in manifest.models)
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "tritonbuild"}
     env = [{"name": "TRITON_MODEL_CONTROL", "value": "none"}]
     if target:
@@ -52,8 +52,8 @@ def deployment(manifest: Manifest, *, name: str, image: str, target: str | None,
                                                  "annotations": {"tritonbuild/manifest-sha256": manifest.digest}},
                                     "spec": {"containers": [container], "volumes": volumes}}}}
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "labels": labels},
-               "spec": {"selector": labels, "ports": [{"name": p["name"], "port": p["containerPort"],
-                                                       "targetPort": p["name"]} for p in container["ports"]]}}
+               "spec": {"selector": labels, "ports": [{"name": port["name"], "port": port["containerPort"],
+                                                       "targetPort": port["name"]} for port in container["ports"]]}}
     return [deploy, service]
 
 

@@ -35,8 +35,8 @@ def lease_seconds() -> float:
     return value if value > 0 else DEFAULT_LEASE_S
 
 
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _epoch(text: str | None) -> float | None:

@@ -36,7 +36,7 @@ def not_ready_on(url: str, models: list[str], timeout: float = 30.0) -> set[str]
     except Exception:  # noqa: BLE001 - unreachable or refused: the per-model notify reports it
         return set()
     ready = {e.get("name") for e in index or [] if e.get("state") == "READY"}
-    return {m for m in models if m not in ready}
+    return {name for name in models if name not in ready}
 
 
 def notify_server(url: str, model: str, timeout: float = 300.0) -> dict:

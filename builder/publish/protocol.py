@@ -48,12 +48,12 @@ def version_config_name(version: int) -> str:
 
 
 def pinned_config(config: bytes, live: list[int]) -> bytes:
-    mc = parse(config)
-    mc.ClearField("version_policy")
-    mc.version_policy.specific.versions.extend(live)
+    model_config = parse(config)
+    model_config.ClearField("version_policy")
+    model_config.version_policy.specific.versions.extend(live)
     if not live:
-        mc.version_policy.specific.SetInParent()
-    return render(mc)
+        model_config.version_policy.specific.SetInParent()
+    return render(model_config)
 
 
 def parse_remote(config: bytes, where: str):
@@ -101,13 +101,13 @@ def _gate(root: Path, manifest: Manifest, skip_verify: bool, require_reproducibl
         raise PublishError("the repository failed verification", where=str(root),
                            hint=f"fix what 'tritonbuild verify {root}' reports, rebuild, verify, then publish")
     if require_reproducible:
-        rep = report.reproducibility
-        if rep is None:
+        rebuild = report.reproducibility
+        if rebuild is None:
             raise PublishError("--require-reproducible: the verification report has no rebuild check",
                                where=str(root), hint=f"run 'tritonbuild verify {root} --rebuild' first")
-        if rep.differ:
-            raise PublishError(f"--require-reproducible: a rebuild differs: {rep.differ[0]}"
-                               + (f" (and {len(rep.differ) - 1} more)" if len(rep.differ) > 1 else ""),
+        if rebuild.differ:
+            raise PublishError(f"--require-reproducible: a rebuild differs: {rebuild.differ[0]}"
+                               + (f" (and {len(rebuild.differ) - 1} more)" if len(rebuild.differ) > 1 else ""),
                                where=str(root), hint="make the build deterministic (see the files named), rebuild, "
                                "verify --rebuild")
     return "passed"
@@ -116,8 +116,8 @@ def _gate(root: Path, manifest: Manifest, skip_verify: bool, require_reproducibl
 def check_local_files(root: Path, manifest: Manifest) -> None:
     """Every file we may send, hashed again now: bytes changed since verify (a flipped bit in a weight, an
     edited model.py) stop the publish before anything is written, naming the file."""
-    names = {m.name for m in manifest.models}
-    missing = [f"{n}/config.pbtxt" for n in sorted(names) if f"{n}/config.pbtxt" not in manifest.files]
+    names = {model.name for model in manifest.models}
+    missing = [f"{name}/config.pbtxt" for name in sorted(names) if f"{name}/config.pbtxt" not in manifest.files]
     if missing:
         raise PublishError(f"the manifest does not list {missing[0]}", where=str(root / MANIFEST_NAME),
                            hint=f"rebuild the repository, then 'tritonbuild verify {root}'")
@@ -137,7 +137,7 @@ def check_local_files(root: Path, manifest: Manifest) -> None:
         return None
 
     with ThreadPoolExecutor(max_workers=JOBS) as pool:
-        problems = [p for p in pool.map(one, sorted(manifest.files.items())) if p]
+        problems = [problem for problem in pool.map(one, sorted(manifest.files.items())) if problem]
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise PublishError(f"refusing to publish: {problems[0]}{more}", where=str(root / problems[0].split(" ")[0]),
@@ -145,12 +145,12 @@ def check_local_files(root: Path, manifest: Manifest) -> None:
                                 "nothing was written to the target")
 
 
-def _version_files(manifest: Manifest, m: ManifestModel) -> dict[str, FileEntry]:
+def _version_files(manifest: Manifest, model: ManifestModel) -> dict[str, FileEntry]:
     """Model-directory relative path → entry, for the files that belong to version m.version."""
-    prefix = f"{m.name}/{m.version}/"
-    files = {k[len(m.name) + 1:]: v for k, v in manifest.files.items() if k.startswith(prefix)}
-    if m.goldens:
-        files[m.goldens[len(m.name) + 1:]] = manifest.files[m.goldens]
+    prefix = f"{model.name}/{model.version}/"
+    files = {k[len(model.name) + 1:]: v for k, v in manifest.files.items() if k.startswith(prefix)}
+    if model.goldens:
+        files[model.goldens[len(model.name) + 1:]] = manifest.files[model.goldens]
     return files
 
 
@@ -163,55 +163,55 @@ class _Publisher:
         self.uploaded = 0
         self.lock: TargetLock | None = None
 
-    def plan_uploads(self, m: ManifestModel, state: TargetManifest) -> tuple[dict[str, FileEntry], list[str]]:
-        files = _version_files(self.manifest, m)
-        published = state.models.get(m.name)
-        if published and m.version in published.versions:
-            done = published.versions[m.version]
-            if done.model_identity != m.model_identity or done.files != files:
-                raise PublishError(f"{m.name} version {m.version} is already published with different content; "
+    def plan_uploads(self, model: ManifestModel, state: TargetManifest) -> tuple[dict[str, FileEntry], list[str]]:
+        files = _version_files(self.manifest, model)
+        published = state.models.get(model.name)
+        if published and model.version in published.versions:
+            done = published.versions[model.version]
+            if done.model_identity != model.model_identity or done.files != files:
+                raise PublishError(f"{model.name} version {model.version} is already published with different content; "
                                    "a published version is never rewritten", where=self.target.url,
-                                   hint=f"bump 'version' in {m.recipe_path}, rebuild, verify, publish")
-            self.actions.append(Action(model=m.name, version=m.version, action="unchanged",
+                                   hint=f"bump 'version' in {model.recipe_path}, rebuild, verify, publish")
+            self.actions.append(Action(model=model.name, version=model.version, action="unchanged",
                                        detail="already published, identical"))
             return files, []
-        remote = objects.remote_sizes(self.target, self.target.path(m.name))
+        remote = objects.remote_sizes(self.target, self.target.path(model.name))
         todo = []
         for rel, entry in sorted(files.items()):
             size = remote.get(rel)
             same = size == entry.size and (self.dry_run or objects.remote_sha256(
-                self.target, self.target.path(m.name, rel)) == entry.sha256)
-            self.actions.append(Action(model=m.name, version=m.version, action="skip" if same else "upload",
-                                       path=f"{m.name}/{rel}", bytes=entry.size,
+                self.target, self.target.path(model.name, rel)) == entry.sha256)
+            self.actions.append(Action(model=model.name, version=model.version, action="skip" if same else "upload",
+                                       path=f"{model.name}/{rel}", bytes=entry.size,
                                        detail="present with the same sha256" if same else ""))
             if not same:
                 todo.append(rel)
         return files, todo
 
-    def upload_version(self, m: ManifestModel, files: dict[str, FileEntry], todo: list[str]) -> None:
+    def upload_version(self, model: ManifestModel, files: dict[str, FileEntry], todo: list[str]) -> None:
         total = sum(files[rel].size for rel in todo)
-        self.reporter.start_transfer(total, f"{m.name} v{m.version}")
+        self.reporter.start_transfer(total, f"{model.name} v{model.version}")
         try:
             with ThreadPoolExecutor(max_workers=JOBS) as pool:
-                futures = [pool.submit(objects.upload, self.target, self.root / m.name / rel,
-                                       self.target.path(m.name, rel), self.reporter) for rel in todo]
-                for f in futures:
-                    f.result()
+                futures = [pool.submit(objects.upload, self.target, self.root / model.name / rel,
+                                       self.target.path(model.name, rel), self.reporter) for rel in todo]
+                for future in futures:
+                    future.result()
         finally:
             self.reporter.end_transfer()
         self.uploaded += total
-        remote = objects.remote_sizes(self.target, self.target.path(m.name))
+        remote = objects.remote_sizes(self.target, self.target.path(model.name))
         bad = [rel for rel, e in files.items() if remote.get(rel) != e.size]
         if bad:
-            raise PublishError(f"{m.name} v{m.version}: after upload, {bad[:3]} are missing or the wrong size",
+            raise PublishError(f"{model.name} v{model.version}: after upload, {bad[:3]} are missing or the wrong size",
                                where=self.target.url, hint="re-run publish: it resumes")
 
 
 def _group(manifest: Manifest) -> dict[str, list[ManifestModel]]:
     out: dict[str, list[ManifestModel]] = {}
-    for m in manifest.models:
-        out.setdefault(m.name, []).append(m)
-    return {k: sorted(v, key=lambda m: m.version) for k, v in sorted(out.items())}
+    for model in manifest.models:
+        out.setdefault(model.name, []).append(model)
+    return {k: sorted(v, key=lambda model: model.version) for k, v in sorted(out.items())}
 
 
 def publish(root: Path, target_url: str, *, endpoint_url: str | None = None, skip_verify: bool = False,
@@ -226,79 +226,81 @@ def publish(root: Path, target_url: str, *, endpoint_url: str | None = None, ski
     check_local_files(root, manifest)
     target = open_target(target_url, endpoint_url=endpoint_url)
     objects.check_reachable(target)
-    p = _Publisher(root, manifest, target, verification, reporter, dry_run)
+    publisher = _Publisher(root, manifest, target, verification, reporter, dry_run)
     if dry_run:
         state = objects.read_state(target)
         for name, versions in _group(manifest).items():
-            for m in versions:
-                p.plan_uploads(m, state)
+            for model in versions:
+                publisher.plan_uploads(model, state)
             live = versions[-1].version
             current = objects.read_text(target, target.path(name, "config.pbtxt"))
             if pinned_config((root / name / "config.pbtxt").read_bytes(), [live]) != current:
-                p.actions.append(Action(model=name, version=live, action="switch",
-                                        detail=f"config.pbtxt would pin version {live}"))
-        p.actions.extend(_prune_actions(state, keep, {n: v[-1].version for n, v in _group(manifest).items()}))
-        return _receipt(p, manifest, verification, t0, True, [])
+                publisher.actions.append(Action(model=name, version=live, action="switch",
+                                                detail=f"config.pbtxt would pin version {live}"))
+        newest = {name: versions[-1].version for name, versions in _group(manifest).items()}
+        publisher.actions.extend(_prune_actions(state, keep, newest))
+        return _receipt(publisher, manifest, verification, t0, True, [])
     with TargetLock(target, break_lock=break_lock) as lock:
-        p.lock = lock
-        p.actions.extend(objects.abort_multipart_uploads(target))
+        publisher.lock = lock
+        publisher.actions.extend(objects.abort_multipart_uploads(target))
         state = objects.read_state(target)
         models = dict(state.models)
         for name, versions in _group(manifest).items():
             reporter.status(f"publishing {name}")
-            models[name] = _publish_model(p, name, versions, state)
+            models[name] = _publish_model(publisher, name, versions, state)
         state = TargetManifest(models=models)
         lock.check_held()
         objects.write_bytes(target, target.path(TARGET_MANIFEST), pretty_json(state.model_dump(mode="json")))
         if keep is not None:
-            state = _prune(p, state, keep)
+            state = _prune(publisher, state, keep)
     # Only models whose config.pbtxt changed: an unchanged model needs no reload (and a load request for a
     # model the server cannot serve would flip it to not-ready).
-    changed = {a.model for a in p.actions if a.action in ("create", "switch")}
+    changed = {action.model for action in publisher.actions if action.action in ("create", "switch")}
     notified = [notify_server(url, name) for url in notify
                 for name in sorted(changed | not_ready_on(url, sorted(state.models)))]
-    return _receipt(p, manifest, verification, t0, False, notified)
+    return _receipt(publisher, manifest, verification, t0, False, notified)
 
 
-def _publish_model(p: _Publisher, name: str, versions: list[ManifestModel], state: TargetManifest) -> PublishedModel:
-    target = p.target
+def _publish_model(publisher: _Publisher, name: str, versions: list[ManifestModel],
+                   state: TargetManifest) -> PublishedModel:
+    target = publisher.target
     config_path = target.path(name, "config.pbtxt")
     current = objects.read_text(target, config_path)
     published = state.models.get(name)
     complete = dict(published.versions) if published else {}
-    local_config = (p.root / name / "config.pbtxt").read_bytes()
+    local_config = (publisher.root / name / "config.pbtxt").read_bytes()
     if current is None:
         objects.write_bytes(target, config_path, pinned_config(local_config, []))
-        p.actions.append(Action(model=name, version=None, action="create",
-                                detail="config.pbtxt pinning no version (Triton loads nothing yet)"))
-    for m in versions:
-        files, todo = p.plan_uploads(m, state)
+        publisher.actions.append(Action(model=name, version=None, action="create",
+                                        detail="config.pbtxt pinning no version (Triton loads nothing yet)"))
+    for model in versions:
+        files, todo = publisher.plan_uploads(model, state)
         if todo:
-            p.upload_version(m, files, todo)
-        record = complete.get(m.version) or PublishedVersion(
-            files=files, source_manifest=p.manifest.digest, verification=p.verification,
-            model_identity=m.model_identity)
+            publisher.upload_version(model, files, todo)
+        record = complete.get(model.version) or PublishedVersion(
+            files=files, source_manifest=publisher.manifest.digest, verification=publisher.verification,
+            model_identity=model.model_identity)
         if record.config_sha256 is None:
             # NOTE: stored before the switch, so a rollback to this version can restore its own interface.
-            own = pinned_config(local_config, [m.version])
-            objects.write_bytes(target, target.path(name, version_config_name(m.version)), own)
+            own = pinned_config(local_config, [model.version])
+            objects.write_bytes(target, target.path(name, version_config_name(model.version)), own)
             record = record.model_copy(update={"config_sha256": sha256_bytes(own)})
-        complete[m.version] = record
-    serving = _serving(p, name, local_config, versions[-1].version, complete)
+        complete[model.version] = record
+    serving = _serving(publisher, name, local_config, versions[-1].version, complete)
     live = serving[-1]
     new_config = pinned_config(local_config, serving)
     if new_config != current:
-        if p.lock is not None:
-            p.lock.check_held()
+        if publisher.lock is not None:
+            publisher.lock.check_held()
         objects.write_bytes(target, config_path, new_config)
-        p.actions.append(Action(model=name, version=live, action="switch",
-                                detail=f"config.pbtxt now pins version{'s' if len(serving) > 1 else ''} "
-                                       f"{', '.join(map(str, serving))}"))
+        publisher.actions.append(Action(model=name, version=live, action="switch",
+                                        detail=f"config.pbtxt now pins version{'s' if len(serving) > 1 else ''} "
+                                               f"{', '.join(map(str, serving))}"))
     return PublishedModel(live=live, serving=serving if len(serving) > 1 else [],
                           config_sha256=sha256_bytes(new_config), versions=complete)
 
 
-def _serving(p: _Publisher, name: str, local_config: bytes, newest: int, complete: dict) -> list[int]:
+def _serving(publisher: _Publisher, name: str, local_config: bytes, newest: int, complete: dict) -> list[int]:
     """The versions config.pbtxt pins: the recipe's version_policy (latest N up to the version published,
     specific, all) over the COMPLETE versions at the target, so nothing half-written is ever named. Triton serves
     every pinned version under one config.pbtxt: their own configs (config-v<N>.pbtxt) must match."""
@@ -309,7 +311,7 @@ def _serving(p: _Publisher, name: str, local_config: bytes, newest: int, complet
         missing = [v for v in serving if v not in complete]
         if missing:
             raise PublishError(f"{name}: version_policy.specific names versions {missing}, which are not complete at "
-                               f"the target (complete: {sorted(complete)})", where=p.target.url,
+                               f"the target (complete: {sorted(complete)})", where=publisher.target.url,
                                hint="publish those versions first (each from its build), or change the policy")
     elif kind == "all":
         serving = sorted(complete)
@@ -319,13 +321,13 @@ def _serving(p: _Publisher, name: str, local_config: bytes, newest: int, complet
     if len(serving) > 1:
         mine = pinned_config(local_config, [])
         for v in serving:
-            own = objects.read_text(p.target, p.target.path(name, version_config_name(v))) \
+            own = objects.read_text(publisher.target, publisher.target.path(name, version_config_name(v))) \
                 if complete[v].config_sha256 else None
             if own is None or pinned_config(own, []) != mine:
                 why = "has no stored config" if own is None else "has another config (inputs, outputs or settings)"
                 raise PublishError(f"{name}: version {v} {why}; Triton serves every version a version_policy names "
                                    f"under one config.pbtxt, so versions {serving} cannot be served side by side",
-                                   where=p.target.url, hint="serve one version (latest 1), or republish the "
+                                   where=publisher.target.url, hint="serve one version (latest 1), or republish the "
                                    "versions from builds with the same config")
     return serving
 
@@ -334,56 +336,61 @@ def _prune_actions(state: TargetManifest, keep: int | None, live: dict[str, int]
     if keep is None:
         return []
     out = []
-    for name, pm in state.models.items():
-        live_v = live.get(name, pm.live)
-        others = sorted((v for v in pm.versions if v != live_v and v not in pm.serving), reverse=True)
+    for name, published in state.models.items():
+        live_v = live.get(name, published.live)
+        others = sorted((v for v in published.versions if v != live_v and v not in published.serving), reverse=True)
         for v in others[keep - 1:]:
             out.append(Action(model=name, version=v, action="prune", detail=f"older than the {keep} kept"))
     return out
 
 
-def _orphans(p: _Publisher, state: TargetManifest) -> list[Action]:
+def _orphans(publisher: _Publisher, state: TargetManifest) -> list[Action]:
     """Version directories older than the live one that the manifest no longer lists: left by a prune that
     was interrupted between forgetting and deleting them."""
     from tritonbuild.repository.rules import VERSION_RE
 
     out = []
-    for name, pm in state.models.items():
-        present = {int(v) for v in objects.subdirs(p.target, p.target.path(name)) if VERSION_RE.match(v)}
-        for v in sorted(present - set(pm.versions)):
-            if pm.live is not None and v < pm.live:
+    for name, published in state.models.items():
+        present = {int(v) for v in objects.subdirs(publisher.target, publisher.target.path(name))
+                   if VERSION_RE.match(v)}
+        for v in sorted(present - set(published.versions)):
+            if published.live is not None and v < published.live:
                 out.append(Action(model=name, version=v, action="prune", detail="left by an interrupted prune"))
     return out
 
 
-def _prune(p: _Publisher, state: TargetManifest, keep: int) -> TargetManifest:
-    victims = _prune_actions(state, keep, {n: m.live for n, m in state.models.items() if m.live})
-    for a in _orphans(p, state):
-        objects.remove_tree(p.target, p.target.path(a.model, str(a.version)))
-        objects.remove_tree(p.target, p.target.path(a.model, f"golden-v{a.version}.npz"))
-        p.actions.append(a)
+def _prune(publisher: _Publisher, state: TargetManifest, keep: int) -> TargetManifest:
+    victims = _prune_actions(state, keep, {name: published.live for name, published in state.models.items()
+                                           if published.live})
+    for action in _orphans(publisher, state):
+        objects.remove_tree(publisher.target, publisher.target.path(action.model, str(action.version)))
+        objects.remove_tree(publisher.target, publisher.target.path(action.model, f"golden-v{action.version}.npz"))
+        publisher.actions.append(action)
     if not victims:
         return state
-    models = {n: m.model_copy(update={"versions": {v: pv for v, pv in m.versions.items()
-                                                    if not any(a.model == n and a.version == v for a in victims)}})
-              for n, m in state.models.items()}
+    models = {name: published.model_copy(update={
+                  "versions": {v: published_version for v, published_version in published.versions.items()
+                               if not any(action.model == name and action.version == v for action in victims)}})
+              for name, published in state.models.items()}
     new_state = TargetManifest(models=models)
     # NOTE: forget the versions first, then delete: a crash in between leaves only unreferenced objects.
-    objects.write_bytes(p.target, p.target.path(TARGET_MANIFEST), pretty_json(new_state.model_dump(mode="json")))
-    for a in victims:
-        files = state.models[a.model].versions[a.version].files
-        objects.remove_tree(p.target, p.target.path(a.model, str(a.version)))
-        for rel in [*files, version_config_name(a.version)]:
+    objects.write_bytes(publisher.target, publisher.target.path(TARGET_MANIFEST),
+                        pretty_json(new_state.model_dump(mode="json")))
+    for action in victims:
+        files = state.models[action.model].versions[action.version].files
+        objects.remove_tree(publisher.target, publisher.target.path(action.model, str(action.version)))
+        for rel in [*files, version_config_name(action.version)]:
             if "/" not in rel:
-                objects.remove_tree(p.target, p.target.path(a.model, rel))
-        p.actions.append(a)
+                objects.remove_tree(publisher.target, publisher.target.path(action.model, rel))
+        publisher.actions.append(action)
     return new_state
 
 
-def _receipt(p: _Publisher, manifest: Manifest, verification: str, t0: float, dry_run: bool,
+def _receipt(publisher: _Publisher, manifest: Manifest, verification: str, t0: float, dry_run: bool,
              notified: list[dict]) -> PublishReceipt:
-    return PublishReceipt(target=p.target.url, triton_url=p.target.triton_url(), manifest_digest=manifest.digest,
-                          verification=verification, dry_run=dry_run, actions=p.actions, uploaded_bytes=p.uploaded,
+    return PublishReceipt(target=publisher.target.url, triton_url=publisher.target.triton_url(),
+                          manifest_digest=manifest.digest, verification=verification, dry_run=dry_run,
+                          actions=publisher.actions, uploaded_bytes=publisher.uploaded,
                           seconds=round(time.perf_counter() - t0, 3), notified=notified)
 
 

@@ -18,15 +18,15 @@ def rollback(target_url: str, model: str, to: int, *, endpoint_url: str | None =
     target = open_for_read(target_url, endpoint_url)
     with TargetLock(target, break_lock=break_lock):
         state = objects.read_state(target)
-        pm = state.models.get(model)
-        if pm is None:
+        published = state.models.get(model)
+        if published is None:
             raise PublishError(f"model {model!r} is not published at this target", where=target.url,
                                hint="see 'tritonbuild ls TARGET'")
-        if to not in pm.versions:
+        if to not in published.versions:
             raise PublishError(f"{model} version {to} is not a complete published version (complete: "
-                               f"{sorted(pm.versions)})", where=target.url, hint="pick one of those versions")
+                               f"{sorted(published.versions)})", where=target.url, hint="pick one of those versions")
         remote = objects.remote_sizes(target, target.path(model))
-        missing = [rel for rel, e in pm.versions[to].files.items() if remote.get(rel) != e.size]
+        missing = [rel for rel, e in published.versions[to].files.items() if remote.get(rel) != e.size]
         if missing:
             raise PublishError(f"{model} version {to} is damaged at the target: {missing[:3]} missing or resized",
                                where=target.url, hint="publish that version again from its build")
@@ -36,22 +36,23 @@ def rollback(target_url: str, model: str, to: int, *, endpoint_url: str | None =
             raise PublishError(f"{model}/config.pbtxt is missing at the target", where=target.url,
                                hint="publish the model again")
         parse_remote(current, f"{target.url}/{model}/config.pbtxt")
-        pv = pm.versions[to]
+        published_version = published.versions[to]
         own_name = f"{model}/{version_config_name(to)}"
-        own = objects.read_text(target, target.path(model, version_config_name(to))) if pv.config_sha256 else None
+        own = objects.read_text(target, target.path(model, version_config_name(to))) \
+            if published_version.config_sha256 else None
         if own is None:
             raise PublishError(f"{model} version {to} has no stored config at the target ({own_name}; published "
                                "before tritonbuild kept each version's config): re-pinning the current config "
                                f"would serve version {to} under version {live_version(current)}'s interface",
                                where=target.url, hint=f"publish version {to} again from its build (its files are "
                                "not re-sent), then roll back")
-        if sha256_bytes(own) != pv.config_sha256:
+        if sha256_bytes(own) != published_version.config_sha256:
             raise PublishError(f"{own_name} at the target differs from the one recorded at publish",
                                where=target.url, hint=f"publish version {to} again from its build")
         parse_remote(own, f"{target.url}/{own_name}")
         objects.write_bytes(target, config_path, own)
         models = dict(state.models)
-        models[model] = pm.model_copy(update={"live": to, "config_sha256": sha256_bytes(own)})
+        models[model] = published.model_copy(update={"live": to, "config_sha256": sha256_bytes(own)})
         objects.write_bytes(target, target.path(TARGET_MANIFEST),
                           pretty_json(TargetManifest(models=models).model_dump(mode="json")))
     notified = [notify_server(url, model) for url in notify]
