@@ -55,6 +55,9 @@ class Backend(ABC):
     # Triton backends of other models this backend writes (TensorRT-LLM's LLM-API route writes Python models):
     # its model_file_checks run on those models too, after their own backend's, and say [] for foreign ones
     also_writes: ClassVar[tuple[str, ...]] = ()
+    # Repository paths (fnmatch patterns, '*' crosses '/') of files this backend's vendor cannot rebuild
+    # bit-identically (TensorRT engines): verify --rebuild leaves them to the goldens
+    unreproducible_files: ClassVar[tuple[str, ...]] = ()
     route: ClassVar[Route]
     needs_built_models: ClassVar[bool] = False  # emitted after the other models, checked against them
     # Triton loads the models this one names (depends_on) when it loads it (an ensemble's steps; not BLS calls)

@@ -6,6 +6,7 @@ recipe kind, its rules (check_recipe) and the recipe keys it owns reach the reci
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -135,6 +136,13 @@ class Registry:
         order: their model_file_checks run on such models after the owner's."""
         self._ensure()
         return [b for b in self._by_name.values() if triton_backend and triton_backend in b.also_writes]
+
+    def unreproducible(self, rel: str) -> Backend | None:
+        """The backend whose vendor cannot rebuild this repository file bit-identically (its
+        `unreproducible_files`), if any."""
+        self._ensure()
+        return next((b for b in self._by_name.values()
+                     if any(fnmatch.fnmatchcase(rel, pattern) for pattern in b.unreproducible_files)), None)
 
     def route_for_triton(self, triton_backend: str) -> str:
         backend = self.for_manifest(triton_backend)

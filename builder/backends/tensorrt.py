@@ -136,6 +136,7 @@ class TensorRTBackend(Backend):
     model_files = {"": DEFAULT_FILENAME, PLATFORM: DEFAULT_FILENAME}
     route = "live-server"  # needs TensorRT and a GPU: a tritonserver given with --server
     prebuilt_prefix = ""  # --engine DIR holds model.plan itself
+    unreproducible_files = ("*.plan",)  # a TensorRT engine: tactic timing differs between builds
 
     plan_steps = staticmethod(plan_steps)
     run_step = staticmethod(run_step)

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tritonbuild.backends import REGISTRY
 from tritonbuild.core.hashing import sha256_file
 from tritonbuild.errors import VerifyError
 from tritonbuild.repository.manifest import Manifest
 from tritonbuild.verify.models import Reproducibility
-
-# Artefacts their vendor cannot rebuild bit-identically (DESIGN: content-addressed, verified on goldens instead).
-BY_NATURE = (".plan", ".engine")
 
 
 def recipes_of(manifest: Manifest) -> list[Path]:
@@ -51,8 +49,9 @@ def compare(original: Manifest, rebuilt: Manifest) -> Reproducibility:
         elif model_name not in rebuilt_models:
             by_nature.append(f"{rel}: {model_name} was not rebuilt here (a build step was skipped: e.g. no GPU or "
                              "TensorRT-LLM); its goldens decide")
-        elif rel.endswith(BY_NATURE) or "/engine/" in rel:
-            by_nature.append(f"{rel}: an engine is not byte-reproducible by nature (TensorRT); its goldens decide")
+        elif (vendor := REGISTRY.unreproducible(rel)) is not None:  # DESIGN: content-addressed, goldens decide
+            by_nature.append(f"{rel}: not byte-reproducible by nature (a {vendor.name} build: its "
+                             f"unreproducible_files); its goldens decide")
         elif other is None:
             differ.append(f"{rel}: not produced by the rebuild")
         else:

@@ -25,6 +25,7 @@ class TensorRTLLMBackend(Backend):
                       "trtllm.tokenizer": ("tritonbuild",), "trtllm.checkpoint": ("tritonbuild",)}
     triton_backend = "tensorrtllm"
     model_files = {"": ""}
+    unreproducible_files = ("*.engine", "*/engine/*")  # TensorRT engines and what their build writes beside
     also_writes = ("python",)  # runtime: pytorch writes an LLM-API Python model (model.yaml)
     route = "live-server"  # needs the tensorrtllm backend on a GPU server
     emits = True
