@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tritonbuild.backends import REGISTRY
 from tritonbuild.core.fsutil import write_atomic
 from tritonbuild.core.hashing import pretty_json
 from tritonbuild.core.npz import read_npz
@@ -205,7 +206,8 @@ def _model_and_recipe(root: Path, model: str, recipe_path: Path | None):
     if not versions:
         raise UsageError(f"{root} has no model {model!r}", hint=f"one of: {sorted({m.name for m in manifest.models})}")
     m = max(versions, key=lambda x: x.version)
-    if m.backend == "ensemble" or m.llm or m.depends_on:
+    owner = REGISTRY.for_manifest(m.backend)  # a pipeline (ensemble, BLS) serves the models it calls
+    if (owner is not None and owner.needs_built_models) or m.llm or m.depends_on:
         raise UsageError(f"{model!r} is a {m.backend} pipeline/LLM model: tune serves one model's own config",
                          hint="tune the models it calls")
     rpath = Path(recipe_path or m.recipe_path)

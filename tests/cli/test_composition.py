@@ -46,6 +46,15 @@ def test_ensemble_config(cli, tmp_path, pipeline, py_recipe):
     assert {m["name"]: m["depends_on"] for m in manifest["models"]}["twice"] == ["doubler"]
 
 
+def test_tune_refuses_a_pipeline(cli, tmp_path, pipeline, py_recipe):
+    """tune serves one model's own config: the ensemble (whose backend the registry marks as composing the
+    models it calls) is refused, exit 2, naming what to tune instead."""
+    assert _build(cli, tmp_path, py_recipe, pipeline).exit_code == 0
+    r = cli("tune", tmp_path / "OUT", "twice")
+    assert r.exit_code == 2 and "'twice' is a ensemble pipeline/LLM model" in r.output, r.output
+    assert "tune the models it calls" in r.output and "Traceback" not in r.output
+
+
 def test_bls_config_carries_its_steps(cli, tmp_path, write, py_recipe):
     p = write("twice.yaml", ENSEMBLE.replace("backend: ensemble", "backend: bls"))
     assert _build(cli, tmp_path, py_recipe, p).exit_code == 0
