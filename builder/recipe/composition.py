@@ -31,50 +31,51 @@ class CompositionRecipe(_Named):
     verify: Verify = Field(default_factory=Verify)
 
 
-def check_composition_rules(r: CompositionRecipe, backend_problems: list[tuple]) -> list[tuple]:
+def check_composition_rules(recipe: CompositionRecipe, backend_problems: list[tuple]) -> list[tuple]:
     """Data flow in step order: every tensor read is an input or written earlier; every output written;
     nothing written and never read; no step calls the composition itself. Then the backend's own rules
     (Backend.check_recipe, passed in by recipe.kinds)."""
     out = []
-    available = {t.name for t in r.inputs}
+    available = {spec.name for spec in recipe.inputs}
     produced_by: dict[str, int] = {}
     read: set[str] = set()
-    for i, step in enumerate(r.steps):
-        if step.model == r.name:
-            out.append((("steps", i, "model"), f"step {i} calls {r.name!r} itself: a cycle",
+    for i, step in enumerate(recipe.steps):
+        if step.model == recipe.name:
+            out.append((("steps", i, "model"), f"step {i} calls {recipe.name!r} itself: a cycle",
                         "remove the step or call another model"))
         for model_input, tensor in step.inputs.items():
             read.add(tensor)
             if tensor not in available:
-                later = [j for j, s in enumerate(r.steps) if j >= i and tensor in s.outputs.values()]
+                later = [j for j, other in enumerate(recipe.steps) if j >= i and tensor in other.outputs.values()]
                 why = f"it is written only by step {later[0]}, not before (a cycle)" if later else \
                     "nothing provides it"
                 out.append((("steps", i, "inputs", model_input), f"step {i} ({step.model}) reads {tensor!r} but "
                             f"{why}", f"map {model_input!r} to one of {sorted(available)}"))
         for model_output, tensor in step.outputs.items():
-            if tensor in produced_by or tensor in {t.name for t in r.inputs}:
+            if tensor in produced_by or tensor in {spec.name for spec in recipe.inputs}:
                 out.append((("steps", i, "outputs", model_output), f"tensor {tensor!r} is written twice",
                             "give each step output its own name"))
             produced_by[tensor] = i
             available.add(tensor)
-    outputs = {t.name for t in r.outputs}
-    for j, t in enumerate(r.outputs):
-        if t.name not in produced_by:
-            out.append((("outputs", j, "name"), f"output {t.name!r} is not written by any step",
+    outputs = {spec.name for spec in recipe.outputs}
+    for j, spec in enumerate(recipe.outputs):
+        if spec.name not in produced_by:
+            out.append((("outputs", j, "name"), f"output {spec.name!r} is not written by any step",
                         "map a step output to it"))
     for tensor, i in produced_by.items():
         if tensor not in read and tensor not in outputs:
             out.append((("steps", i, "outputs"), f"tensor {tensor!r} is written by step {i} and never used",
                         "drop it from the step's outputs or make it a pipeline output"))
-    for j, t in enumerate(r.inputs):
-        if t.name not in read:
-            out.append((("inputs", j, "name"), f"input {t.name!r} is not read by any step", "remove it or use it"))
+    for j, spec in enumerate(recipe.inputs):
+        if spec.name not in read:
+            out.append((("inputs", j, "name"), f"input {spec.name!r} is not read by any step", "remove it or use it"))
     return out + backend_problems
 
 
 def composition_cycles(recipes: list) -> list[list[str]]:
     """Cycles among composition recipes (A's step calls B, B's step calls A), as lists of names."""
-    graph = {r.name: [s.model for s in r.steps] for r in recipes if isinstance(r, CompositionRecipe)}
+    graph = {recipe.name: [step.model for step in recipe.steps] for recipe in recipes
+             if isinstance(recipe, CompositionRecipe)}
     cycles, state = [], {}
 
     def visit(node: str, path: list[str]) -> None:
