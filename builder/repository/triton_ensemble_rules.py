@@ -109,7 +109,7 @@ def ensemble_step_problems(mc, repo: Path) -> list[str]:
     cycle = _cycle(name, repo)
     if cycle:
         return [f"circular dependency between ensembles: {cycle[0]} -> ... -> {cycle[-2]} -> {cycle[-1]}"]
-    p = []
+    problems = []
     batching = mc.max_batch_size > 0
     tensors: dict[str, tuple[str, int, list[int], list[int]]] = {}
 
@@ -125,20 +125,20 @@ def ensemble_step_problems(mc, repo: Path) -> list[str]:
         step_dir = repo / s.model_name
         smc = read_config(step_dir)
         if smc is None:
-            p.append(f"ensemble {name} contains models that are not available or ambiguous: {s.model_name}")
+            problems.append(f"ensemble {name} contains models that are not available or ambiguous: {s.model_name}")
             continue
         if s.model_version != -1 and not (step_dir / str(s.model_version)).is_dir():
-            p.append(f"ensemble '{name}' depends on '{s.model_name}' whose required version {s.model_version} is "
-                     "not loaded.")
+            problems.append(f"ensemble '{name}' depends on '{s.model_name}' whose required version {s.model_version} "
+                            "is not loaded.")
         if smc.max_batch_size != 0 and smc.max_batch_size < mc.max_batch_size:
-            p.append(f"ensemble {name} allows maximum batch size {mc.max_batch_size}, but it contains model "
-                     f"{s.model_name} which only allows maximum batch size to be {smc.max_batch_size}")
+            problems.append(f"ensemble {name} allows maximum batch size {mc.max_batch_size}, but it contains model "
+                            f"{s.model_name} which only allows maximum batch size to be {smc.max_batch_size}")
             continue
-        p += _tensor_mapping(name, s, smc, tensors, node)
+        problems += _tensor_mapping(name, s, smc, tensors, node)
         parsed.append((s, smc))
-    if not p:
-        p += _decoupled_origins(mc, parsed)
-    return p
+    if not problems:
+        problems += _decoupled_origins(mc, parsed)
+    return problems
 
 
 def _decoupled_origins(mc, steps: list) -> list[str]:

@@ -33,8 +33,8 @@ def _kind_name(msg, field: str, value: int) -> str:
 def _backend_after_autofill(mc, model_dir: Path) -> tuple[str, str, list[str]]:
     """AutoCompleteBackendFields: (backend, platform) as Triton completes them, and its refusal if any."""
     backend, platform, dmf = mc.backend, mc.platform, mc.default_model_filename
-    versions = sorted(p for p in model_dir.iterdir() if p.is_dir()) if model_dir.is_dir() else []
-    content = {p.name: p for p in versions[0].iterdir()} if versions else {}
+    versions = sorted(entry for entry in model_dir.iterdir() if entry.is_dir()) if model_dir.is_dir() else []
+    content = {entry.name: entry for entry in versions[0].iterdir()} if versions else {}
 
     def has_file(name: str) -> bool:
         return not platform and not dmf and name in content and not content[name].is_dir()
@@ -72,87 +72,88 @@ NAME_MISMATCH = "unexpected directory name "  # model_repository_manager.cc
 def model_problems(mc, model_dir: Path) -> list[str]:
     """Triton's poll- and load-time checks of one model's config (not the ensemble-vs-steps ones)."""
     name = mc.name or model_dir.name
-    p: list[str] = []
+    problems: list[str] = []
     newer = unknown_fields(mc)
     if newer:
-        p.append(f"failed to read text proto: {', '.join(newer)} is not a field of tritonserver {TRITON_VERSION}'s "
-                 "ModelConfig (tritonclient's newer proto accepts it; the server does not)")
+        problems.append(f"failed to read text proto: {', '.join(newer)} is not a field of tritonserver "
+                        f"{TRITON_VERSION}'s ModelConfig (tritonclient's newer proto accepts it; the server does not)")
     if mc.name and mc.name != model_dir.name:
-        p.append(f"{NAME_MISMATCH}'{model_dir.name}' for model '{mc.name}', directory name must equal "
-                 "model name")
+        problems.append(f"{NAME_MISMATCH}'{model_dir.name}' for model '{mc.name}', directory name must equal "
+                        "model name")
     backend, platform, fill = _backend_after_autofill(mc, model_dir)
-    p += fill
+    problems += fill
     ensemble = platform == "ensemble"
     if not fill:
         if not backend and not ensemble:
-            p.append(f"unexpected platform type '{platform}' for {name}")
+            problems.append(f"unexpected platform type '{platform}' for {name}")
         elif backend and ensemble:
-            p.append(f"Ensemble model '{name}' must have platform type '{platform}' and empty backend type")
+            problems.append(f"Ensemble model '{name}' must have platform type '{platform}' and empty backend type")
         elif backend in KNOWN_BACKENDS and LEGACY.get(platform) != backend:
-            p.append(f"unexpected 'platform' and 'backend' pair, got:{platform}, {backend}")
+            problems.append(f"unexpected 'platform' and 'backend' pair, got:{platform}, {backend}")
     if mc.max_batch_size < 0:
-        p.append(f"'max_batch_size' must be non-negative value for {name}")
+        problems.append(f"'max_batch_size' must be non-negative value for {name}")
     if mc.HasField("dynamic_batching"):
-        p += _dynamic_batching(mc, name)
+        problems += _dynamic_batching(mc, name)
     if mc.HasField("sequence_batching"):
-        p += _sequence_batching(mc, name)
+        problems += _sequence_batching(mc, name)
     if mc.HasField("ensemble_scheduling"):
-        p += ensemble_scheduling_problems(mc, name, platform)
+        problems += ensemble_scheduling_problems(mc, name, platform)
     elif ensemble:
-        p.append(f"ensemble scheduling must be set for ensemble {name} whose platform is ensemble")
+        problems.append(f"ensemble scheduling must be set for ensemble {name} whose platform is ensemble")
     if mc.model_transaction_policy.decoupled and mc.response_cache.enable:
-        p.append(f"Response Cache does not currently support model {name} with 'decoupled' transaction policy. "
-                 "Please disable the response cache.")
+        problems.append(f"Response Cache does not currently support model {name} with 'decoupled' transaction policy. "
+                        "Please disable the response cache.")
     if not mc.HasField("ensemble_scheduling"):
-        p += _instance_groups(mc, name, platform)
-    p += _io(mc, name, platform)
-    return p
+        problems += _instance_groups(mc, name, platform)
+    problems += _io(mc, name, platform)
+    return problems
 
 
 def _dynamic_batching(mc, name: str) -> list[str]:
-    p, db = [], mc.dynamic_batching
+    problems, db = [], mc.dynamic_batching
     for size in db.preferred_batch_size:
         if size <= 0:
-            p.append(f"dynamic batching preferred size must be positive for {name}")
+            problems.append(f"dynamic batching preferred size must be positive for {name}")
         elif size > mc.max_batch_size:
-            p.append(f"dynamic batching preferred size must be <= max batch size for {name}")
+            problems.append(f"dynamic batching preferred size must be <= max batch size for {name}")
     levels = db.priority_levels
     if levels:
         if db.default_priority_level == 0 or db.default_priority_level > levels:
-            p.append(f"default priority level must be in range [1, {levels}] for {name}")
+            problems.append(f"default priority level must be in range [1, {levels}] for {name}")
         for key in db.priority_queue_policy:
             if key == 0 or key > levels:
-                p.append(f"priority queue policy must have priority level in range [1, {levels}] for {name}")
+                problems.append(f"priority queue policy must have priority level in range [1, {levels}] for {name}")
     if db.preserve_ordering:
         if levels > 1:
-            p.append(f"Only one priority level is allowed when 'preserve_ordering' is true for {name}")
+            problems.append(f"Only one priority level is allowed when 'preserve_ordering' is true for {name}")
         delay = type(db.default_queue_policy).DELAY
         policies = [db.default_queue_policy, *db.priority_queue_policy.values()]
         if any(q.default_timeout_microseconds != 0 and q.timeout_action == delay for q in policies):
-            p.append(f"Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for {name}")
-    return p
+            problems.append("Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for "
+                            f"{name}")
+    return problems
 
 
 def _sequence_batching(mc, name: str) -> list[str]:
-    p, sb = [], mc.sequence_batching
+    problems, sb = [], mc.sequence_batching
     if mc.response_cache.enable:
-        p.append(f"Response Cache does not currently support model {name} with sequence batching scheduler. "
-                 "Please disable the response cache.")
+        problems.append(f"Response Cache does not currently support model {name} with sequence batching scheduler. "
+                        "Please disable the response cache.")
     kind = type(sb).Control.Kind
     for k in ("CONTROL_SEQUENCE_START", "CONTROL_SEQUENCE_END", "CONTROL_SEQUENCE_READY", "CONTROL_SEQUENCE_CORRID"):
         err = _control(sb, name, kind.Value(k), k)
         if err:
-            p.append(err)
-            return p
+            problems.append(err)
+            return problems
     if sb.HasField("oldest"):
         for size in sb.oldest.preferred_batch_size:
             if size <= 0:
-                p.append(f"sequence batching preferred batch size must be positive for {name}")
+                problems.append(f"sequence batching preferred batch size must be positive for {name}")
             elif size > mc.max_batch_size:
-                p.append(f"sequence batching preferred batch size must be <= max batch size for {name}")
+                problems.append(f"sequence batching preferred batch size must be <= max batch size for {name}")
     if sb.HasField("direct") and not 0.0 <= sb.direct.minimum_slot_utilization <= 1.0:
-        p.append(f"sequence batching minimum slot utilization must be in range (0.0, 1.0] for {name}")
-    return p
+        problems.append(f"sequence batching minimum slot utilization must be in range (0.0, 1.0] for {name}")
+    return problems
 
 
 def _control(sb, name: str, kind: int, kname: str) -> str | None:
@@ -197,29 +198,29 @@ def _control(sb, name: str, kind: int, kname: str) -> str | None:
 
 
 def _instance_groups(mc, name: str, platform: str) -> list[str]:
-    p = []
+    problems = []
     for i, g in enumerate(mc.instance_group):
         gname = g.name or f"{name}_{i}"
         kind = _kind_name(g, "kind", g.kind)
         if kind in ("KIND_MODEL", "KIND_CPU") and len(g.gpus):
-            p.append(f"instance group {gname} of model {name} has kind {kind} but specifies one or more GPUs")
+            problems.append(f"instance group {gname} of model {name} has kind {kind} but specifies one or more GPUs")
         if platform != "tensorrt_plan" and len(g.profile):
-            p.append(f"instance group {gname} of model {name} and platform {platform}specifies profile field which "
-                     "is only supported for TensorRT models")
+            problems.append(f"instance group {gname} of model {name} and platform {platform}specifies profile field "
+                            "which is only supported for TensorRT models")
         elif len(g.profile):
             for prof in g.profile:
                 if not prof:
-                    p.append("profile name must not be empty")
+                    problems.append("profile name must not be empty")
                     continue
-                m = re.match(r"\s*([+-]?\d+)", prof)  # std::stoi: leading integer, else invalid_argument
-                if not m:
-                    p.append(f"unable to parse '{prof}': stoi")
+                match = re.match(r"\s*([+-]?\d+)", prof)  # std::stoi: leading integer, else invalid_argument
+                if not match:
+                    problems.append(f"unable to parse '{prof}': stoi")
                     continue
-                if int(m.group(1)) < 0:
-                    p.append(f"instance group {gname} of model {name} and platform {platform} specifies invalid "
-                             f"profile {prof}. The field should contain the string representation of a "
-                             "non-negative integer.")
-    return p
+                if int(match.group(1)) < 0:
+                    problems.append(f"instance group {gname} of model {name} and platform {platform} specifies invalid "
+                                    f"profile {prof}. The field should contain the string representation of a "
+                                    "non-negative integer.")
+    return problems
 
 
 def _element_count(dims) -> int:
@@ -271,7 +272,7 @@ def _io_shape(t, mbs: int, prefix: str) -> str | None:
 
 
 def _io(mc, name: str, platform: str) -> list[str]:
-    p = []
+    problems = []
     trt = platform == "tensorrt_plan"
     for kind, tensors in (("input", mc.input), ("output", mc.output)):
         for t in tensors:
@@ -288,33 +289,33 @@ def _io(mc, name: str, platform: str) -> list[str]:
                 elif len(t.dims) != 3:
                     err = f"Non-linear IO format {kind} requires 3 dims"
             if err:
-                p.append(f"{err} for {name}")
-    p += [f"{e} for {name}" for e in _batch_io(mc)]
-    return p
+                problems.append(f"{err} for {name}")
+    problems += [f"{e} for {name}" for e in _batch_io(mc)]
+    return problems
 
 
 def _batch_io(mc) -> list[str]:
-    p = []
+    problems = []
     inputs, outputs = {t.name for t in mc.input}, {t.name for t in mc.output}
     for b in mc.batch_input:
         kind = _kind_name(b, "kind", b.kind)
         if len(b.source_input) != 1:
-            p.append(f"batch input kind '{kind}' expects 1 source input, got {len(b.source_input)}")
+            problems.append(f"batch input kind '{kind}' expects 1 source input, got {len(b.source_input)}")
         dtype = _kind_name(b, "data_type", b.data_type)
         if dtype not in ("TYPE_INT32", "TYPE_FP32"):
-            p.append(f"unexpected batch input data type '{dtype}'" if dtype == "TYPE_INVALID" else
-                     "batch input data type must be TYPE_INT32 or TYPE_FP32")
-        p += [f"unknown source input name '{s}'" for s in b.source_input if s not in inputs]
+            problems.append(f"unexpected batch input data type '{dtype}'" if dtype == "TYPE_INVALID" else
+                            "batch input data type must be TYPE_INT32 or TYPE_FP32")
+        problems += [f"unknown source input name '{s}'" for s in b.source_input if s not in inputs]
     for b in mc.batch_output:
         kind = _kind_name(b, "kind", b.kind)
         if len(b.source_input) != 1:
-            p.append(f"batch output kind '{kind}' expects 1 source input, got {len(b.source_input)}")
-        p += [f"unknown source input name '{s}'" for s in b.source_input if s not in inputs]
+            problems.append(f"batch output kind '{kind}' expects 1 source input, got {len(b.source_input)}")
+        problems += [f"unknown source input name '{s}'" for s in b.source_input if s not in inputs]
         seen = set()
         for t in b.target_name:
             if t not in outputs:
-                p.append(f"unknown target output name '{t}'")
+                problems.append(f"unknown target output name '{t}'")
             elif t in seen:
-                p.append(f"target output name '{t}' can only be specified once")
+                problems.append(f"target output name '{t}' can only be specified once")
             seen.add(t)
-    return p
+    return problems
