@@ -9,13 +9,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from tritonbuild.backends._libtorch_rules import TORCH_DTYPES
 from tritonbuild.backends.base import Backend, StepContext
 from tritonbuild.backends.common import local_source, pinned_digest
 from tritonbuild.backends.onnxruntime import _module_file, run_export
 from tritonbuild.core.hashing import sha256_input
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.load import LoadedRecipe
-from tritonbuild.recipe.models import Recipe, TensorSpec
+from tritonbuild.recipe.models import DTYPES, Recipe, TensorSpec
 
 NAME = "pytorch"
 FILES = {"torchscript": ("model.pt", "pytorch_libtorch"), "aoti": ("model.pt2", "torch_aoti")}
@@ -145,7 +146,19 @@ def check_recipe(recipe: Recipe) -> list[tuple]:
     if recipe.source.export is None and not (recipe.inputs and recipe.outputs):
         return [(("source",), "a saved TorchScript file needs 'inputs' and 'outputs' declared",
                  "declare them, or use source.export so they are derived from the example inputs")]
-    return []
+    if filename(recipe) != "model.pt":
+        return []
+    # The libtorch backend maps only these TYPE_s to torch dtypes (pytorch_backend r24.10 libtorch_utils.cc
+    # ModelConfigDataTypeToTorchType); any other refuses to load, though torch in-process would run it.
+    out = []
+    for key, tensors in (("inputs", recipe.inputs), ("outputs", recipe.outputs)):
+        for i, t in enumerate(tensors or []):  # None: derived from the export
+            if DTYPES[t.dtype].removeprefix("TYPE_") not in (*TORCH_DTYPES, "STRING"):
+                out.append(((key, i, "dtype"), f"dtype {t.dtype}: Triton's PyTorch backend (TorchScript) has no "
+                            f"torch type for {DTYPES[t.dtype]} and refuses to load the model",
+                            "use one of " + ", ".join(k for k, v in DTYPES.items()
+                                                      if v.removeprefix("TYPE_") in TORCH_DTYPES)))
+    return out
 
 
 class PyTorchBackend(Backend):
@@ -167,6 +180,30 @@ class PyTorchBackend(Backend):
 
     def route_detail(self, toolchain: dict[str, str]) -> str:
         return f"torch {toolchain.get('torch', '?')} in-process"
+
+    def model_content_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
+        """config.pbtxt against the TorchScript forward() schema, as the libtorch backend checks it at load
+        (_libtorch_rules). torch_aoti packages are not checked: 2.51's backend does not know that platform."""
+        if mc.platform == "torch_aoti":
+            return []
+        files = [model_dir / str(v) / (mc.default_model_filename or "model.pt") for v in versions]
+        found = [f for f in files if f.is_file()]
+        if not found:
+            return []
+        from tritonbuild.backends._libtorch_rules import libtorch_problems
+
+        problems = []
+        for f in found:
+            try:
+                problems += [f"{f.parent.name}/{f.name}: {e}" for e in libtorch_problems(mc, f)]
+            except ImportError:
+                return []  # no torch here: the in-process route says how to install it
+            except Exception as e:  # noqa: BLE001 - torch.jit.load raises RuntimeError and friends on a bad file
+                problems.append(f"{f.parent.name}/{f.name}: torch.jit.load cannot read it ({type(e).__name__}: "
+                                f"{str(e).splitlines()[0] if str(e) else ''}): the libtorch backend would fail "
+                                "to load it")
+        return [("libtorch", problems, "config matches the TorchScript forward() (the pytorch backend's load "
+                                       "checks, ported)")]
 
     def in_process_runner(self, version_dir: Path, model):
         archive = next(p for p in (version_dir / "model.pt2", version_dir / "model.pt") if p.is_file())
