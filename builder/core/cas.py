@@ -106,12 +106,12 @@ class Store:
         except (OSError, ValueError):
             return None
         for entry in record.get("files", {}).values():
-            p = self.blob_path(entry["sha256"])
-            ok = p.is_file() and p.stat().st_size == entry["size"]
+            blob = self.blob_path(entry["sha256"])
+            ok = blob.is_file() and blob.stat().st_size == entry["size"]
             if ok and entry["size"] <= HASH_ON_HIT_MAX:
                 from tritonbuild.core.hashing import sha256_file
 
-                ok = sha256_file(p) == entry["sha256"]
+                ok = sha256_file(blob) == entry["sha256"]
             if not ok:
                 self.evict(key, record)
                 return None
@@ -124,9 +124,9 @@ class Store:
 
         record = record or self.read_record(key) or {}
         for entry in record.get("files", {}).values():
-            p = self.blob_path(entry["sha256"])
-            if p.is_file() and (p.stat().st_size != entry["size"] or sha256_file(p) != entry["sha256"]):
-                p.unlink(missing_ok=True)
+            blob = self.blob_path(entry["sha256"])
+            if blob.is_file() and (blob.stat().st_size != entry["size"] or sha256_file(blob) != entry["sha256"]):
+                blob.unlink(missing_ok=True)
         self.record_path(key).unlink(missing_ok=True)
 
     def put_record(self, key: str, record: dict) -> None:
@@ -175,9 +175,9 @@ class Store:
 
     def records(self) -> list[tuple[str, dict, float]]:
         out = []
-        for p in sorted((self.root / "steps").glob("*/*.json")):
+        for record_file in sorted((self.root / "steps").glob("*/*.json")):
             try:
-                out.append((p.stem, json.loads(p.read_text()), p.stat().st_mtime))
+                out.append((record_file.stem, json.loads(record_file.read_text()), record_file.stat().st_mtime))
             except (OSError, ValueError):
                 continue
         return out
@@ -192,11 +192,11 @@ class Store:
             return self._gc(max_bytes)
 
     def _gc(self, max_bytes: int) -> dict:
-        recs = sorted(self.records(), key=lambda r: r[2], reverse=True)  # newest first
+        recs = sorted(self.records(), key=lambda row: row[2], reverse=True)  # newest first
         kept, size, evicted, full = set(), 0, [], False
         for key, record, _mtime in recs:
-            digests = {e["sha256"]: e["size"] for e in record.get("files", {}).values()}
-            extra = sum(sz for d, sz in digests.items() if d not in kept)
+            digests = {entry["sha256"]: entry["size"] for entry in record.get("files", {}).values()}
+            extra = sum(sz for digest, sz in digests.items() if digest not in kept)
             full = full or size + extra > max_bytes  # strict LRU: once one does not fit, everything older goes
             if not full:
                 kept |= set(digests)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 def display_path(path: Path) -> str:
     """Relative to the cwd when under it (so manifests do not depend on the checkout's location)."""
-    p = path.resolve()
-    rel = os.path.relpath(p, Path.cwd())
-    return p.as_posix() if rel.startswith("..") else Path(rel).as_posix()
+    absolute = path.resolve()
+    rel = os.path.relpath(absolute, Path.cwd())
+    return absolute.as_posix() if rel.startswith("..") else Path(rel).as_posix()
 
 
 class PathProblem(ValueError):
@@ -30,8 +30,8 @@ def resolved(path: str | os.PathLike) -> Path:
 
 def is_inside(path: str | os.PathLike, root: str | os.PathLike) -> bool:
     """path is root or below it, both after resolving symlinks."""
-    p, r = resolved(path), resolved(root)
-    return p == r or r in p.parents
+    real_path, real_root = resolved(path), resolved(root)
+    return real_path == real_root or real_root in real_path.parents
 
 
 def inside(root: str | os.PathLike, rel: str | os.PathLike, what: str = "path") -> Path:
@@ -103,8 +103,8 @@ def read_regular(path: str | os.PathLike, max_bytes: int, what: str = "file") ->
 def tree_root_for_links(root: Path) -> Path:
     """Where symlinks in an input tree may point: the tree itself, or for a Hugging Face hub snapshot
     (<repo>/snapshots/<rev>/, whose files are links to <repo>/blobs/) the hub's repository directory."""
-    r = resolved(root)
-    return r.parent.parent if r.parent.name == "snapshots" else r
+    real_root = resolved(root)
+    return real_root.parent.parent if real_root.parent.name == "snapshots" else real_root
 
 
 def check_tree(root: Path, rels: list[Path]) -> None:

@@ -72,14 +72,14 @@ def check_out_overlap(out: Path, held: dict[Path, str], around: dict[Path, str] 
     """Refuse an OUT that is or holds an input in held (recipes, their directories, sources, goldens), or that
     overlaps a tree in around (checkpoints, the build cache) either way: replacing OUT would delete it. Symlinks
     are resolved first; --force does not change this."""
-    def hit(test, p: Path) -> bool:
+    def hit(test, candidate: Path) -> bool:
         try:
-            return test(out, p)
+            return test(out, candidate)
         except PathProblem:  # a path that cannot exist (a NUL byte): nothing there to replace
             return False
 
-    for path, what in [*((p, w) for p, w in held.items() if hit(contains, p)),
-                       *((p, w) for p, w in (around or {}).items() if hit(overlaps, p))]:
+    for path, what in [*((candidate, w) for candidate, w in held.items() if hit(contains, candidate)),
+                       *((candidate, w) for candidate, w in (around or {}).items() if hit(overlaps, candidate))]:
         raise UsageError(f"-o {out} overlaps {what} {path}: building would replace it", where=str(out),
                          hint="choose an -o path outside every recipe directory, source, golden file, checkpoint "
                               "and the build cache")

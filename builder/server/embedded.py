@@ -59,9 +59,9 @@ def pytriton_dir() -> Path:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def _check_numpy() -> None:
@@ -144,17 +144,17 @@ class EmbeddedServer:
         return env
 
     def argv(self) -> list[str]:
-        a = [str(pytriton_dir() / "bin" / "tritonserver"), f"--model-repository={self.repository}",
-             f"--backend-directory={self._backend_dir()}",
-             "--http-address=127.0.0.1", f"--http-port={self.http_port}",
-             "--grpc-address=127.0.0.1", f"--grpc-port={self.grpc_port}",
-             "--metrics-address=127.0.0.1", f"--metrics-port={self.metrics_port}",
-             f"--model-control-mode={self.control}", "--exit-on-error=false", f"--log-verbose={self.log_verbose}",
-             # NOTE: a distinct shared-memory prefix per server, so concurrent servers never collide.
-             f"--backend-config=python,shm-region-prefix-name=tb{os.getpid()}x{self.http_port}"]
+        command = [str(pytriton_dir() / "bin" / "tritonserver"), f"--model-repository={self.repository}",
+                   f"--backend-directory={self._backend_dir()}",
+                   "--http-address=127.0.0.1", f"--http-port={self.http_port}",
+                   "--grpc-address=127.0.0.1", f"--grpc-port={self.grpc_port}",
+                   "--metrics-address=127.0.0.1", f"--metrics-port={self.metrics_port}",
+                   f"--model-control-mode={self.control}", "--exit-on-error=false", f"--log-verbose={self.log_verbose}",
+                   # NOTE: a distinct shared-memory prefix per server, so concurrent servers never collide.
+                   f"--backend-config=python,shm-region-prefix-name=tb{os.getpid()}x{self.http_port}"]
         if self.control == "poll":
-            a.append(f"--repository-poll-secs={self.poll_secs}")
-        return a
+            command.append(f"--repository-poll-secs={self.poll_secs}")
+        return command
 
     def start(self) -> EmbeddedServer:
         """Start and wait until live; on any failure or interrupt, nothing is left running or on disk."""
@@ -170,7 +170,7 @@ class EmbeddedServer:
         _check_numpy()
         if self._tmp is None:
             self._tmp = Path(tempfile.mkdtemp(prefix="tritonbuild-server-"))
-        self.http_port, self.grpc_port, self.metrics_port = (p or free_port() for p in self.ports)
+        self.http_port, self.grpc_port, self.metrics_port = (port or free_port() for port in self.ports)
         argv = self.argv()
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self._env(),
@@ -192,8 +192,8 @@ class EmbeddedServer:
 
     def _get(self, path: str) -> int:
         try:
-            with urllib.request.urlopen(f"http://{self.http_url}{path}", timeout=2) as r:
-                return r.status
+            with urllib.request.urlopen(f"http://{self.http_url}{path}", timeout=2) as response:
+                return response.status
         except (urllib.error.URLError, OSError, ConnectionError):
             return 0
 
