@@ -99,12 +99,13 @@ def unload(url: str, name: str) -> None:
         _post(url, f"/v2/repository/models/{name}/unload", {})
 
 
-def _null_model(m: ManifestModel, mc):
+def _null_model(manifest_model: ManifestModel, mc):
     from tritonbuild.tune.space import KINDS  # noqa: F401 (kind names)
     from tritonbuild.verify.goldens import NP_DTYPES
 
-    outputs = {t.name: (list(t.dims), np.dtype(NP_DTYPES[t.dtype]).str) for t in m.outputs}
-    code = NULL_PY.format(outputs=outputs, batched=m.max_batch_size > 0).encode()
+    outputs = {tensor.name: (list(tensor.dims), np.dtype(NP_DTYPES[tensor.dtype]).str)
+               for tensor in manifest_model.outputs}
+    code = NULL_PY.format(outputs=outputs, batched=manifest_model.max_batch_size > 0).encode()
     null = type(mc)()
     null.CopyFrom(mc)
     null.name = NULL_MODEL
@@ -114,12 +115,12 @@ def _null_model(m: ManifestModel, mc):
     null.ClearField("model_warmup")
     null.ClearField("parameters")
     null.ClearField("instance_group")
-    g = null.instance_group.add()
+    group = null.instance_group.add()
     from tritonbuild.repository.config import model_config_pb2
 
-    g.kind = model_config_pb2().ModelInstanceGroup.Kind.Value("KIND_CPU")
-    g.count = 2
-    if m.max_batch_size > 0:
+    group.kind = model_config_pb2().ModelInstanceGroup.Kind.Value("KIND_CPU")
+    group.count = 2
+    if manifest_model.max_batch_size > 0:
         null.dynamic_batching.SetInParent()
     else:
         null.ClearField("dynamic_batching")
@@ -146,12 +147,12 @@ class _Verifier:
     """Goldens through a plain gRPC client: each sample alone × repeats, then all at once × repeats (the
     dynamic batcher merges them)."""
 
-    def __init__(self, url: str, m: ManifestModel, inputs, reference):
+    def __init__(self, url: str, manifest_model: ManifestModel, inputs, reference):
         import tritonclient.grpc as grpcclient
 
         self.g = grpcclient
         self.client = grpcclient.InferenceServerClient(url)
-        self.m, self.inputs, self.reference = m, inputs, reference
+        self.manifest_model, self.inputs, self.reference = manifest_model, inputs, reference
 
     def infer(self, sample: dict) -> dict:
         from tritonclient.utils import np_to_triton_dtype
@@ -161,63 +162,69 @@ class _Verifier:
             i = self.g.InferInput(name, list(arr.shape), np_to_triton_dtype(arr.dtype))
             i.set_data_from_numpy(arr)
             ins.append(i)
-        res = self.client.infer(self.m.name, ins, outputs=[self.g.InferRequestedOutput(t.name) for t in self.m.outputs])
-        return {t.name: res.as_numpy(t.name) for t in self.m.outputs}
+        wanted = [self.g.InferRequestedOutput(tensor.name) for tensor in self.manifest_model.outputs]
+        response = self.client.infer(self.manifest_model.name, ins, outputs=wanted)
+        return {tensor.name: response.as_numpy(tensor.name) for tensor in self.manifest_model.outputs}
 
-    def check(self, c: Candidate) -> tuple[list, list]:
+    def check(self, candidate: Candidate) -> tuple[list, list]:
         """(mismatches alone, mismatches in batches) as verify's Mismatch objects."""
         alone, batched = [], []
-        for rep in range(self.m.verify.repeats):
+        for rep in range(self.manifest_model.verify.repeats):
             for i, s in enumerate(self.inputs):
                 got = self.infer(s)
                 for name, exp in self.reference[i].items():
-                    mm = compare(exp, got.get(name), sample=i, output=name, context=f"{c.label}: repeat {rep + 1}")
-                    if mm:
-                        alone.append(mm)
-        if c.batching and len(self.inputs) > 1:
+                    mismatch = compare(exp, got.get(name), sample=i, output=name,
+                                       context=f"{candidate.label}: repeat {rep + 1}")
+                    if mismatch:
+                        alone.append(mismatch)
+        if candidate.batching and len(self.inputs) > 1:
             # NOTE: the batch composition a config causes is the one its dynamic batcher forms from single
             # requests; a batch the client builds itself is the model's own property (verify checks it).
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(max_workers=len(self.inputs)) as pool:
-                for rep in range(self.m.verify.repeats):
+                for rep in range(self.manifest_model.verify.repeats):
                     for i, got in enumerate(pool.map(self.infer, self.inputs)):
                         for name, exp in self.reference[i].items():
-                            mm = compare(exp, got.get(name), sample=i, output=name,
-                                         context=f"{c.label}: {len(self.inputs)} concurrent requests, round "
-                                                 f"{rep + 1}")
-                            if mm:
-                                batched.append(mm)
+                            mismatch = compare(exp, got.get(name), sample=i, output=name,
+                                               context=f"{candidate.label}: {len(self.inputs)} concurrent requests, "
+                                                       f"round {rep + 1}")
+                            if mismatch:
+                                batched.append(mismatch)
         return alone, batched
 
     def close(self) -> None:
         self.client.close()
 
 
-def _loads(t: Tune) -> list[str]:
-    return [f"r{r:g}" for r in sorted(t.request_rates)] + [f"c{c}" for c in sorted(set(t.concurrency))]
+def _loads(tune_spec: Tune) -> list[str]:
+    return ([f"r{rate:g}" for rate in sorted(tune_spec.request_rates)]
+            + [f"c{clients}" for clients in sorted(set(tune_spec.concurrency))])
 
 
 def _model_and_recipe(root: Path, model: str, recipe_path: Path | None):
     from tritonbuild.recipe import load_recipes
 
     manifest = read_repository(root, VerifyError)
-    versions = [m for m in manifest.models if m.name == model]
+    versions = [manifest_model for manifest_model in manifest.models if manifest_model.name == model]
     if not versions:
-        raise UsageError(f"{root} has no model {model!r}", hint=f"one of: {sorted({m.name for m in manifest.models})}")
-    m = max(versions, key=lambda x: x.version)
-    owner = REGISTRY.for_manifest(m.backend)  # a pipeline (ensemble, BLS) serves the models it calls
-    if (owner is not None and owner.needs_built_models) or m.llm or m.depends_on:
-        raise UsageError(f"{model!r} is a {m.backend} pipeline/LLM model: tune serves one model's own config",
+        names = sorted({manifest_model.name for manifest_model in manifest.models})
+        raise UsageError(f"{root} has no model {model!r}", hint=f"one of: {names}")
+    manifest_model = max(versions, key=lambda version: version.version)
+    owner = REGISTRY.for_manifest(manifest_model.backend)  # a pipeline (ensemble, BLS) serves the models it calls
+    if (owner is not None and owner.needs_built_models) or manifest_model.llm or manifest_model.depends_on:
+        raise UsageError(f"{model!r} is a {manifest_model.backend} pipeline/LLM model: tune serves one model's own "
+                         "config",
                          hint="tune the models it calls")
-    rpath = Path(recipe_path or m.recipe_path)
+    rpath = Path(recipe_path or manifest_model.recipe_path)
     if not rpath.is_file():
         raise UsageError(f"the recipe of {model!r} is not at {rpath}", hint="run from where you built it, or pass "
                          "--recipe PATH")
-    loaded = next((x for x in load_recipes([rpath]) if getattr(x.recipe, "name", None) == model), None)
+    loaded = next((loaded_recipe for loaded_recipe in load_recipes([rpath])
+                   if getattr(loaded_recipe.recipe, "name", None) == model), None)
     if loaded is None:
         raise UsageError(f"{rpath} does not define model {model!r}", hint="pass --recipe PATH of that model")
-    return m, loaded, rpath
+    return manifest_model, loaded, rpath
 
 
 def recipe_for(root: Path, model: str, recipe_path: Path | None = None) -> tuple[Path, Tune]:
@@ -239,31 +246,31 @@ def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None =
         raise UsageError("tune's load generator needs tritonclient's gRPC client",
                          hint="pip install 'tritonbuild[tune]'") from None
     root = Path(root)
-    m, loaded, rpath = _model_and_recipe(root, model, recipe_path)
+    manifest_model, loaded, rpath = _model_and_recipe(root, model, recipe_path)
     recipe = loaded.recipe
     notes: list[str] = []
-    if loaded.digest != m.recipe_sha256:
+    if loaded.digest != manifest_model.recipe_sha256:
         notes.append(f"{rpath} changed since {root} was built: the candidates are edits of the built config")
     spec = tune_override or getattr(recipe, "tune", None) or Tune()
-    if server_url is None and m.target == "gpu" and not fingerprint().get("gpu_name"):
+    if server_url is None and manifest_model.target == "gpu" and not fingerprint().get("gpu_name"):
         raise UsageError(f"{model!r} targets a GPU and this machine has none", hint="run tune on the GPU machine "
                          "that will serve it, or pass --server URL")
     inputs = reference = None
-    if m.goldens and (root / m.goldens).is_file():
-        inputs, reference = from_npz_arrays(read_npz(root / m.goldens))
+    if manifest_model.goldens and (root / manifest_model.goldens).is_file():
+        inputs, reference = from_npz_arrays(read_npz(root / manifest_model.goldens))
     if inputs is None:
         if not no_verify:
             raise VerifyError(f"{model!r} has no goldens: tune would not know whether a faster config changes "
                               "its answers", where=str(root / model),
                               hint="record them ('tritonbuild verify OUT --record', commit, rebuild) or pass "
                                    "--no-verify (recorded in the report)")
-        inputs = generate_inputs(m)
+        inputs = generate_inputs(manifest_model)
         notes.append("NOT VERIFIED: --no-verify; candidates were not checked against goldens")
     base_mc = parse((root / model / "config.pbtxt").read_bytes())
     grid = Grid(spec, base_mc)
     default = grid.default
     loads = _loads(spec)
-    exact_under_load = reference is not None and m.verify.batch_invariance == "require"
+    exact_under_load = reference is not None and manifest_model.verify.batch_invariance == "require"
     report_dir = Path(report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
     procs = processes or max(1, min(8, (os.cpu_count() or 2) // 2))
@@ -283,39 +290,39 @@ def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None =
             grpc_url = grpc_url or _grpc_of(url)
         # the load generator's own ceiling: an empty Python model with the same tensors
         say("measuring the load generator's ceiling (empty model)")
-        null_mc, null_files = _null_model(m, base_mc)
+        null_mc, null_files = _null_model(manifest_model, base_mc)
         load_with_config(url, NULL_MODEL, null_mc, null_files)
         top = loads[-1]
-        with LoadGenerator(grpc_url, NULL_MODEL, inputs, None, [t.name for t in m.outputs], processes=procs) as lg:
+        output_names = [tensor.name for tensor in manifest_model.outputs]
+        with LoadGenerator(grpc_url, NULL_MODEL, inputs, None, output_names, processes=procs) as lg:
             ceiling = _measure(lg, top, spec)
         unload(url, NULL_MODEL)
         say(f"ceiling {ceiling.throughput:.0f} req/s at {top}")
 
         state: dict = {"loaded": None, "t0": time.monotonic(), "done": 0}
         expected = reference if reference is not None else None
-        lg = stack.enter_context(LoadGenerator(grpc_url, model, inputs, expected, [t.name for t in m.outputs],
-                                               processes=procs))
+        lg = stack.enter_context(LoadGenerator(grpc_url, model, inputs, expected, output_names, processes=procs))
         load_errors: dict[Candidate, str] = {}
         (report_dir / "tune-measurements.jsonl").unlink(missing_ok=True)
         grid_size = len({default, *grid.all()}) * len(loads)
         guess = grid_size if brute else search.quick_budget(grid_size, len(loads))
 
-        def ensure(c: Candidate) -> str | None:
-            if c in load_errors:
-                return load_errors[c]
-            if state["loaded"] != c:
+        def ensure(candidate: Candidate) -> str | None:
+            if candidate in load_errors:
+                return load_errors[candidate]
+            if state["loaded"] != candidate:
                 try:
-                    load_with_config(url, model, apply(base_mc, c))
-                    state["loaded"] = c
+                    load_with_config(url, model, apply(base_mc, candidate))
+                    state["loaded"] = candidate
                     state["fresh"] = True
                 except ModelLoadError as e:
                     state["loaded"] = None
-                    load_errors[c] = f"Triton refused the config: {e.message}"
-                    return load_errors[c]
+                    load_errors[candidate] = f"Triton refused the config: {e.message}"
+                    return load_errors[candidate]
             return None
 
-        def measure(c: Candidate, load: str) -> search.Point:
-            err = ensure(c)
+        def measure(candidate: Candidate, load: str) -> search.Point:
+            err = ensure(candidate)
             if err:
                 return search.Point(load, 0.0, float("inf"), errors=1, extra={"load_error": err})
             # NOTE: the first second after a (re)load is slow (seen on the H200: first windows at 20-50 %),
@@ -324,38 +331,40 @@ def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None =
             state["done"] += 1
             el = time.monotonic() - state["t0"]
             left = max(0, guess - state["done"]) * el / state["done"]
-            say(f"[{state['done']}/~{guess}] {c.label} @ {load}: {r.throughput:.0f} req/s, p99 {r.p99_ms:.1f} ms"
-                f"{'' if r.stable else ' (unstable)'}; ~{left:.0f}s left")
+            say(f"[{state['done']}/~{guess}] {candidate.label} @ {load}: {r.throughput:.0f} req/s, p99 "
+                f"{r.p99_ms:.1f} ms{'' if r.stable else ' (unstable)'}; ~{left:.0f}s left")
             point = search.Point(load, r.throughput, r.p99_ms, r.errors, r.mismatches, extra=r.to_dict())
             # every measurement as it is made: an interrupted run (Ctrl-C, a time limit) keeps what it measured
             with open(report_dir / "tune-measurements.jsonl", "a") as f:
-                f.write(json.dumps(_finite({"candidate": c.label, "config": c.model_dump(exclude={"coords"}),
+                f.write(json.dumps(_finite({"candidate": candidate.label,
+                                            "config": candidate.model_dump(exclude={"coords"}),
                                             "elapsed_s": round(el, 1), **r.to_dict()})) + "\n")
             return point
 
         verifier = None
         if reference is not None:
-            verifier = _Verifier(grpc_url, m, inputs, reference)
+            verifier = _Verifier(grpc_url, manifest_model, inputs, reference)
             stack.callback(verifier.close)
         verifications: dict[str, dict] = {}
 
-        def verify(c: Candidate) -> str | None:
+        def verify(candidate: Candidate) -> str | None:
             if verifier is None:
                 return None
-            err = ensure(c)
+            err = ensure(candidate)
             if err:
                 return err
-            say(f"verifying {c.label} with the goldens")
-            alone, batched = verifier.check(c)
-            under = [(load, ev.results[(c, load)].extra.get("first_mismatch"), ev.results[(c, load)].mismatches)
-                     for load in loads if (c, load) in ev.results and ev.results[(c, load)].mismatches]
-            verifications[c.label] = {
-                "repeats_alone": m.verify.repeats, "mismatches_alone": [x.model_dump() for x in alone],
+            say(f"verifying {candidate.label} with the goldens")
+            alone, batched = verifier.check(candidate)
+            under = [(load, ev.results[(candidate, load)].extra.get("first_mismatch"),
+                      ev.results[(candidate, load)].mismatches)
+                     for load in loads if (candidate, load) in ev.results and ev.results[(candidate, load)].mismatches]
+            verifications[candidate.label] = {
+                "repeats_alone": manifest_model.verify.repeats, "mismatches_alone": [x.model_dump() for x in alone],
                 "mismatches_batched": [x.model_dump() for x in batched],
                 "mismatches_under_load": [{"load": lo, "answers": n, "first": f} for lo, f, n in under]}
             if alone:
                 return f"answers differ from the goldens when sent alone ({len(alone)} outputs)"
-            if m.verify.batch_invariance == "require" and (batched or under):
+            if manifest_model.verify.batch_invariance == "require" and (batched or under):
                 worst = max([x.max_abs_diff or 0.0 for x in batched] +
                             [(f or {}).get("max_abs_diff") or 0.0 for _, f, _n in under] + [0.0])
                 return (f"outputs change with batch composition (batch_invariance: require): {len(batched)} "
@@ -372,7 +381,7 @@ def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None =
             load_with_config(url, model, base_mc)  # leave the server serving the built config
         elapsed = time.monotonic() - t_start
 
-    report = _report(m, spec, grid, loads, ev, default, winner, ceiling, verifications, load_errors, notes,
+    report = _report(manifest_model, spec, grid, loads, ev, default, winner, ceiling, verifications, load_errors, notes,
                      brute=brute, processes=procs, server_version=server_version, elapsed=elapsed,
                      no_verify=reference is None, base_instances=[g.model_dump() for g in recipe.instances])
     report = _finite(report)
@@ -419,33 +428,38 @@ def _measure(lg: LoadGenerator, load: str, spec: Tune, warmup_s: float | None = 
     return lg.measure(rate=float(load[1:]), **kw)
 
 
-def _cand_dict(c: Candidate, base_instances) -> dict:
-    return {"label": c.label, **c.model_dump(exclude={"coords"}), "recipe_values": c.recipe_values(base_instances)}
+def _cand_dict(candidate: Candidate, base_instances) -> dict:
+    return {"label": candidate.label, **candidate.model_dump(exclude={"coords"}),
+            "recipe_values": candidate.recipe_values(base_instances)}
 
 
-def _report(m, spec, grid, loads, ev, default, winner, ceiling, verifications, load_errors, notes, *, brute,
-            processes, server_version, elapsed, no_verify, base_instances) -> dict:
+def _report(manifest_model, spec, grid, loads, ev, default, winner, ceiling, verifications, load_errors, notes, *,
+            brute, processes, server_version, elapsed, no_verify, base_instances) -> dict:
     tc = fingerprint()
     top = loads[-1]
     grid_size = len({default, *grid.all()}) * len(loads)
     measurements = []
-    for c, load in ev.order:
-        p = ev.results[(c, load)]
-        measurements.append({"candidate": c.label, "load": load, **{k: v for k, v in p.extra.items() if k != "load"},
-                             "throughput": round(p.throughput, 3), "p99_ms": p.p99_ms, "errors": p.errors,
-                             "mismatches": p.mismatches})
-    for load, p in ev.default_again.items():
+    for candidate, load in ev.order:
+        point = ev.results[(candidate, load)]
+        measurements.append({"candidate": candidate.label, "load": load,
+                             **{k: v for k, v in point.extra.items() if k != "load"},
+                             "throughput": round(point.throughput, 3), "p99_ms": point.p99_ms, "errors": point.errors,
+                             "mismatches": point.mismatches})
+    for load, point in ev.default_again.items():
         measurements.append({"candidate": "default (again, after the search)", "load": load,
-                             **{k: v for k, v in p.extra.items() if k != "load"}, "throughput": round(p.throughput, 3),
-                             "p99_ms": p.p99_ms, "errors": p.errors, "mismatches": p.mismatches})
-    cands = sorted({c for c, _ in ev.order}, key=lambda c: (not c.is_default, c.label))
+                             **{k: v for k, v in point.extra.items() if k != "load"},
+                             "throughput": round(point.throughput, 3), "p99_ms": point.p99_ms, "errors": point.errors,
+                             "mismatches": point.mismatches})
+    cands = sorted({candidate for candidate, _ in ev.order},
+                   key=lambda candidate: (not candidate.is_default, candidate.label))
     per_cand = []
-    for c in cands:
-        v = ev.verdict(c) if all((c, lo) in ev.results for lo in loads) else None
-        per_cand.append({**_cand_dict(c, base_instances),
-                         "loads": {lo: _pt(ev.results[(c, lo)]) for lo in loads if (c, lo) in ev.results},
+    for candidate in cands:
+        v = ev.verdict(candidate) if all((candidate, lo) in ev.results for lo in loads) else None
+        per_cand.append({**_cand_dict(candidate, base_instances),
+                         "loads": {lo: _pt(ev.results[(candidate, lo)]) for lo in loads
+                                   if (candidate, lo) in ev.results},
                          "feasible": None if v is None else v.feasible, "reasons": [] if v is None else v.reasons,
-                         "load_error": load_errors.get(c)})
+                         "load_error": load_errors.get(candidate)})
     comparison = {}
     if winner is not None:
         for lo in loads:
@@ -476,33 +490,34 @@ def _report(m, spec, grid, loads, ev, default, winner, ceiling, verifications, l
     closest = None
     if winner is None:
         # the candidate that misses by the least: its worst relative shortfall over the SLA and the default
-        def shortfall(c) -> float:
+        def shortfall(candidate) -> float:
             worst = 0.0
             for lo in loads:
-                p = ev.results[(c, lo)]
-                if p.errors or (p.mismatches and ev.exact_under_load) or c in ev.rejected:
+                point = ev.results[(candidate, lo)]
+                if point.errors or (point.mismatches and ev.exact_under_load) or candidate in ev.rejected:
                     return float("inf")
                 if spec.sla_p99_ms:
-                    worst = max(worst, p.p99_ms / spec.sla_p99_ms - 1)
-                if not c.is_default and p.throughput > 0:
-                    worst = max(worst, spec.min_vs_default * ev.baseline(lo) / p.throughput - 1)
+                    worst = max(worst, point.p99_ms / spec.sla_p99_ms - 1)
+                if not candidate.is_default and point.throughput > 0:
+                    worst = max(worst, spec.min_vs_default * ev.baseline(lo) / point.throughput - 1)
             return worst
 
-        full = [c for c in cands if all((c, lo) in ev.results for lo in loads)]
+        full = [candidate for candidate in cands if all((candidate, lo) in ev.results for lo in loads)]
         if full:
-            c = min(full, key=shortfall)
-            worst = max(ev.results[(c, lo)].p99_ms for lo in loads)
-            closest = {"label": c.label, "reasons": ev.verdict(c).reasons, "worst_p99_ms": worst,
-                       "shortfall": round(shortfall(c), 4),
+            candidate = min(full, key=shortfall)
+            worst = max(ev.results[(candidate, lo)].p99_ms for lo in loads)
+            closest = {"label": candidate.label, "reasons": ev.verdict(candidate).reasons, "worst_p99_ms": worst,
+                       "shortfall": round(shortfall(candidate), 4),
                        "sla_miss_ms": round(worst - spec.sla_p99_ms, 3) if spec.sla_p99_ms else None}
-    rejected_unsafe = [{"label": c.label, "reason": why} for c, why in ev.rejected.items()]
+    rejected_unsafe = [{"label": candidate.label, "reason": why} for candidate, why in ev.rejected.items()]
     return {
-        "schema_version": 1, "model": m.name, "version": m.version, "backend": m.backend, "target": m.target,
+        "schema_version": 1, "model": manifest_model.name, "version": manifest_model.version,
+        "backend": manifest_model.backend, "target": manifest_model.target,
         "search": "brute" if brute else "quick", "measurements_made": ev.count,
         "grid_measurements": grid_size, "measurement_share": round(ev.count / grid_size, 4),
         "loads": loads, "top_load": top,
         "sla_p99_ms": spec.sla_p99_ms, "min_vs_default": spec.min_vs_default,
-        "batch_invariance": m.verify.batch_invariance, "verified_with_goldens": not no_verify,
+        "batch_invariance": manifest_model.verify.batch_invariance, "verified_with_goldens": not no_verify,
         "tune": spec.model_dump(mode="json"),
         "ceiling": {"model": "empty python model", **ceiling.to_dict()},
         "default": _cand_dict(default, base_instances),
@@ -530,8 +545,9 @@ def _finite(x):
     return x
 
 
-def _pt(p: search.Point) -> dict:
-    e = p.extra
-    return {"throughput": round(p.throughput, 2), "p50_ms": e.get("p50_ms"), "p95_ms": e.get("p95_ms"),
-            "p99_ms": p.p99_ms if np.isfinite(p.p99_ms) else None, "errors": p.errors, "mismatches": p.mismatches,
+def _pt(point: search.Point) -> dict:
+    e = point.extra
+    return {"throughput": round(point.throughput, 2), "p50_ms": e.get("p50_ms"), "p95_ms": e.get("p95_ms"),
+            "p99_ms": point.p99_ms if np.isfinite(point.p99_ms) else None, "errors": point.errors,
+            "mismatches": point.mismatches,
             "stable": e.get("stable")}
