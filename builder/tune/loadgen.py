@@ -193,14 +193,14 @@ class LoadGenerator:
         self.conns, self.procs = [], []
         for _ in range(self.processes):
             parent, child = ctx.Pipe()
-            p = ctx.Process(target=_worker, args=(child, url, model, samples, expected, outputs), daemon=True)
-            p.start()
+            proc = ctx.Process(target=_worker, args=(child, url, model, samples, expected, outputs), daemon=True)
+            proc.start()
             self.conns.append(parent)
-            self.procs.append(p)
-        for c in self.conns:
-            if not c.poll(120):
+            self.procs.append(proc)
+        for conn in self.conns:
+            if not conn.poll(120):
                 raise RuntimeError("load generator worker did not start within 120 s")
-            c.recv()
+            conn.recv()
 
     def _split(self, total: float, integer: bool) -> list[float]:
         n = min(self.processes, int(total)) if integer else self.processes
@@ -215,58 +215,61 @@ class LoadGenerator:
                 warmup_s: float | None = None) -> Result:
         shares = self._split(concurrency, True) if concurrency else self._split(rate, False)
         active = self.conns[:len(shares)]
-        for c, share in zip(active, shares, strict=False):
-            c.send({"op": "run", "concurrency": share} if concurrency else {"op": "run", "rate": share})
-        for c in active:
-            c.recv()
+        for conn, share in zip(active, shares, strict=False):
+            conn.send({"op": "run", "concurrency": share} if concurrency else {"op": "run", "rate": share})
+        for conn in active:
+            conn.recv()
         time.sleep(window_s / 2 if warmup_s is None else warmup_s)
-        for c in active:  # discard the warm-up
-            c.send({"op": "flush"})
-        last = max(c.recv()["t"] for c in active)
+        for conn in active:  # discard the warm-up
+            conn.send({"op": "flush"})
+        last = max(conn.recv()["t"] for conn in active)
         windows: list[Window] = []
         stable = False
         while len(windows) < max_windows:
             time.sleep(window_s)
-            for c in active:
-                c.send({"op": "flush"})
-            parts = [c.recv() for c in active]
-            now = max(p["t"] for p in parts)
-            w = Window(seconds=now - last, count=sum(len(p["lat"]) for p in parts),
-                       errors=sum(p["errors"] for p in parts), latencies_ms=[x for p in parts for x in p["lat"]],
-                       mismatches=sum(p["mm"] for p in parts),
-                       first_mismatch=next((p["first_mm"] for p in parts if p["first_mm"]), None),
-                       first_error=next((p["first_err"] for p in parts if p["first_err"]), None))
+            for conn in active:
+                conn.send({"op": "flush"})
+            parts = [conn.recv() for conn in active]
+            now = max(part["t"] for part in parts)
+            window = Window(seconds=now - last, count=sum(len(part["lat"]) for part in parts),
+                            errors=sum(part["errors"] for part in parts),
+                            latencies_ms=[x for part in parts for x in part["lat"]],
+                            mismatches=sum(part["mm"] for part in parts),
+                            first_mismatch=next((part["first_mm"] for part in parts if part["first_mm"]), None),
+                            first_error=next((part["first_err"] for part in parts if part["first_err"]), None))
             last = now
-            windows.append(w)
+            windows.append(window)
             if len(windows) >= stable_windows and is_stable(windows[-stable_windows:], stability):
                 stable = True
                 break
-        for c in active:
-            c.send({"op": "halt"})
-        for c in active:
-            c.recv()
+        for conn in active:
+            conn.send({"op": "halt"})
+        for conn in active:
+            conn.recv()
         used = windows[-stable_windows:]
-        lat = [x for w in used for x in w.latencies_ms]
-        secs = sum(w.seconds for w in used)
+        lat = [x for window in used for x in window.latencies_ms]
+        secs = sum(window.seconds for window in used)
         pct = (lambda q: float(np.percentile(lat, q))) if lat else (lambda q: float("inf"))
         return Result(load=f"c{concurrency}" if concurrency else f"r{rate:g}",
-                      throughput=sum(w.count for w in used) / secs if secs else 0.0,
-                      p50_ms=pct(50), p95_ms=pct(95), p99_ms=pct(99), requests=sum(w.count for w in windows),
-                      errors=sum(w.errors for w in windows), mismatches=sum(w.mismatches for w in windows),
-                      stable=stable, windows=len(windows), seconds=round(sum(w.seconds for w in windows), 3),
-                      first_mismatch=next((w.first_mismatch for w in windows if w.first_mismatch), None),
-                      first_error=next((w.first_error for w in windows if w.first_error), None),
-                      window_throughputs=[round(w.throughput, 2) for w in windows], offered_rate=rate)
+                      throughput=sum(window.count for window in used) / secs if secs else 0.0,
+                      p50_ms=pct(50), p95_ms=pct(95), p99_ms=pct(99), requests=sum(window.count for window in windows),
+                      errors=sum(window.errors for window in windows),
+                      mismatches=sum(window.mismatches for window in windows),
+                      stable=stable, windows=len(windows), seconds=round(sum(window.seconds for window in windows), 3),
+                      first_mismatch=next((window.first_mismatch for window in windows if window.first_mismatch), None),
+                      first_error=next((window.first_error for window in windows if window.first_error), None),
+                      window_throughputs=[round(window.throughput, 2) for window in windows],
+                      offered_rate=rate)
 
     def close(self) -> None:
-        for c in self.conns:
+        for conn in self.conns:
             with contextlib.suppress(BrokenPipeError, OSError):
-                c.send({"op": "stop"})
-        for p in self.procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.kill()
-                p.join()
+                conn.send({"op": "stop"})
+        for proc in self.procs:
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
         self.conns, self.procs = [], []
 
     def __enter__(self) -> LoadGenerator:

@@ -83,51 +83,51 @@ class Evaluator:
         again = self.default_again.get(load)
         return max(first, again.throughput) if again is not None else first
 
-    def get(self, c: Candidate, load: str) -> Point:
-        key = (c, load)
+    def get(self, candidate: Candidate, load: str) -> Point:
+        key = (candidate, load)
         if key not in self.results:
-            self.results[key] = self._measure(c, load)
+            self.results[key] = self._measure(candidate, load)
             self.order.append(key)
         return self.results[key]
 
-    def problems(self, c: Candidate, load: str) -> list[str]:
-        """Why c fails at this load (measuring it if needed); [] when it passes."""
-        p = self.get(c, load)
+    def problems(self, candidate: Candidate, load: str) -> list[str]:
+        """Why candidate fails at this load (measuring it if needed); [] when it passes."""
+        point = self.get(candidate, load)
         out = []
-        if p.errors:
-            out.append(f"{p.errors} failed requests at {load}")
-        if self.sla is not None and not p.p99_ms <= self.sla:
-            out.append(f"p99 {p.p99_ms:.2f} ms > SLA {self.sla:g} ms at {load}")
-        if p.mismatches and self.exact_under_load:
-            out.append(f"{p.mismatches} answers differ from the goldens at {load}")
-        if self.default is not None and c != self.default:
+        if point.errors:
+            out.append(f"{point.errors} failed requests at {load}")
+        if self.sla is not None and not point.p99_ms <= self.sla:
+            out.append(f"p99 {point.p99_ms:.2f} ms > SLA {self.sla:g} ms at {load}")
+        if point.mismatches and self.exact_under_load:
+            out.append(f"{point.mismatches} answers differ from the goldens at {load}")
+        if self.default is not None and candidate != self.default:
             base = self.baseline(load)
-            if p.throughput < self.min_vs_default * base:
-                out.append(f"{p.throughput:.0f} req/s < {self.min_vs_default:g} × default {base:.0f} at {load}")
+            if point.throughput < self.min_vs_default * base:
+                out.append(f"{point.throughput:.0f} req/s < {self.min_vs_default:g} × default {base:.0f} at {load}")
         return out
 
-    def top_score(self, c: Candidate) -> float | None:
-        """Throughput at the top load, or None when c already fails there."""
-        if c in self.rejected or self.problems(c, self.top):
+    def top_score(self, candidate: Candidate) -> float | None:
+        """Throughput at the top load, or None when candidate already fails there."""
+        if candidate in self.rejected or self.problems(candidate, self.top):
             return None
-        return self.get(c, self.top).throughput
+        return self.get(candidate, self.top).throughput
 
-    def verdict(self, c: Candidate) -> Verdict:
-        reasons = [r for load in self.loads for r in self.problems(c, load)]
-        if c in self.rejected:
-            reasons.append(self.rejected[c])
-        return Verdict(c, not reasons, reasons)
+    def verdict(self, candidate: Candidate) -> Verdict:
+        reasons = [reason for load in self.loads for reason in self.problems(candidate, load)]
+        if candidate in self.rejected:
+            reasons.append(self.rejected[candidate])
+        return Verdict(candidate, not reasons, reasons)
 
 
 def choose(ev: Evaluator, ranked: list[Candidate], verify: Callable[[Candidate], str | None]) -> Candidate | None:
     """The first of `ranked` (best first) feasible at every load whose goldens verification passes."""
-    for c in ranked:
-        if not ev.verdict(c).feasible:
+    for candidate in ranked:
+        if not ev.verdict(candidate).feasible:
             continue
-        why = verify(c)
+        why = verify(candidate)
         if why is None:
-            return c
-        ev.rejected[c] = why
+            return candidate
+        ev.rejected[candidate] = why
     return None
 
 
@@ -135,12 +135,12 @@ def brute(ev: Evaluator, grid: Grid, default: Candidate, verify) -> Candidate | 
     ev.default = default
     for load in ev.loads:
         ev.get(default, load)
-    cands = [default, *[c for c in grid.all() if c != default]]
-    for c in cands:
+    cands = [default, *[candidate for candidate in grid.all() if candidate != default]]
+    for candidate in cands:
         for load in ev.loads:
-            ev.get(c, load)
+            ev.get(candidate, load)
     ev.remeasure_default()
-    ranked = sorted(cands, key=lambda c: -ev.get(c, ev.top).throughput)
+    ranked = sorted(cands, key=lambda candidate: -ev.get(candidate, ev.top).throughput)
     return choose(ev, ranked, verify)
 
 
@@ -151,9 +151,9 @@ def quick(ev: Evaluator, grid: Grid, default: Candidate, verify) -> Candidate | 
     # 1. forward climb over (instances, batch size) at the top load, with the first delay / preferred value.
     #    The climb follows raw throughput (a point over the SLA can lead to one under it); the constraints
     #    decide among the finalists.
-    def raw(c: Candidate) -> float:
-        p = ev.get(c, ev.top)
-        return 0.0 if p.errors else p.throughput
+    def raw(candidate: Candidate) -> float:
+        point = ev.get(candidate, ev.top)
+        return 0.0 if point.errors else point.throughput
 
     cur = (0, 0)
     cur_score = raw(grid.at(*cur))
@@ -174,9 +174,9 @@ def quick(ev: Evaluator, grid: Grid, default: Candidate, verify) -> Candidate | 
     # 3. finalists: the best at the top load, checked at every other load against the default measured
     #    again, then verified with the goldens.
     ev.remeasure_default()
-    measured = {c for c, load in ev.order if load == ev.top and c != default}
-    ranked = sorted(measured, key=lambda c: -(ev.top_score(c) or -1.0))
-    ranked = [c for c in ranked if ev.top_score(c) is not None] + [default]
+    measured = {candidate for candidate, load in ev.order if load == ev.top and candidate != default}
+    ranked = sorted(measured, key=lambda candidate: -(ev.top_score(candidate) or -1.0))
+    ranked = [candidate for candidate in ranked if ev.top_score(candidate) is not None] + [default]
     choice = choose(ev, ranked, verify)
     if choice is ranked[0]:
         return choice
@@ -188,14 +188,14 @@ def quick(ev: Evaluator, grid: Grid, default: Candidate, verify) -> Candidate | 
     best = choice
     for i in range(len(grid.instances)):
         for b in range(1, len(grid.batch)):
-            c = grid.at(i, b)
-            score = ev.top_score(c)
+            candidate = grid.at(i, b)
+            score = ev.top_score(candidate)
             if score is None or (best is not None and score <= ev.get(best, ev.top).throughput):
                 continue
-            if ev.verdict(c).feasible:
-                why = verify(c)
+            if ev.verdict(candidate).feasible:
+                why = verify(candidate)
                 if why is None:
-                    best = c
+                    best = candidate
                 else:
-                    ev.rejected[c] = why
+                    ev.rejected[candidate] = why
     return best

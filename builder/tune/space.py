@@ -116,31 +116,32 @@ class Grid:
             and 0 <= p < len(self.preferred)
 
 
-def apply(mc, c: Candidate):
+def apply(mc, candidate: Candidate):
     """A copy of the built ModelConfig with the candidate's batching and instance groups."""
     from tritonbuild.repository.config import model_config_pb2
 
     pb2 = model_config_pb2()
     out = pb2.ModelConfig()
     out.CopyFrom(mc)
-    out.max_batch_size = c.max_batch_size
-    if c.batching:
+    out.max_batch_size = candidate.max_batch_size
+    if candidate.batching:
         db = out.dynamic_batching
         db.SetInParent()
-        db.max_queue_delay_microseconds = c.max_queue_delay_us
+        db.max_queue_delay_microseconds = candidate.max_queue_delay_us
         del db.preferred_batch_size[:]
-        if c.preferred:
-            db.preferred_batch_size.append(c.max_batch_size)
+        if candidate.preferred:
+            db.preferred_batch_size.append(candidate.max_batch_size)
     else:
         out.ClearField("dynamic_batching")
     out.ClearField("instance_group")
-    g = out.instance_group.add()
-    g.kind = pb2.ModelInstanceGroup.Kind.Value(KINDS[c.kind])
-    g.count = c.instances
-    gpus = c.gpus if c.gpus is not None else (list(mc.instance_group[0].gpus) if mc.instance_group else [])
-    if c.kind == "gpu":
-        g.gpus.extend(gpus)
-    for w in out.model_warmup:
-        if c.max_batch_size and w.batch_size > c.max_batch_size:
-            w.batch_size = c.max_batch_size
+    group = out.instance_group.add()
+    group.kind = pb2.ModelInstanceGroup.Kind.Value(KINDS[candidate.kind])
+    group.count = candidate.instances
+    gpus = candidate.gpus if candidate.gpus is not None else (
+        list(mc.instance_group[0].gpus) if mc.instance_group else [])
+    if candidate.kind == "gpu":
+        group.gpus.extend(gpus)
+    for warmup in out.model_warmup:
+        if candidate.max_batch_size and warmup.batch_size > candidate.max_batch_size:
+            warmup.batch_size = candidate.max_batch_size
     return out
