@@ -16,11 +16,11 @@ def plot(report: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, len(loads), figsize=(5.5 * len(loads), 4.6), squeeze=False)
     winner = (report.get("winner") or {}).get("label")
     for ax, load in zip(axes[0], loads, strict=True):
-        for c in report["candidates"]:
-            pt = c["loads"].get(load)
+        for candidate in report["candidates"]:
+            pt = candidate["loads"].get(load)
             if not pt or pt["p99_ms"] is None:
                 continue
-            label = c["label"]
+            label = candidate["label"]
             if label == "default":
                 ax.scatter(pt["p99_ms"], pt["throughput"], s=90, marker="s", color="tab:gray", zorder=3,
                            label="Triton default")
@@ -28,12 +28,14 @@ def plot(report: dict, path: Path) -> None:
                 ax.scatter(pt["p99_ms"], pt["throughput"], s=160, marker="*", color="tab:green", zorder=4,
                            label=f"tuned: {label}")
             else:
-                bad = c.get("feasible") is False
+                bad = candidate.get("feasible") is False
                 ax.scatter(pt["p99_ms"], pt["throughput"], s=22, color="tab:red" if bad else "tab:blue",
                            alpha=0.6, zorder=2)
-        for m in report.get("measurements", []):
-            if m["candidate"].startswith("default (again") and m["load"] == load and m.get("p99_ms"):
-                ax.scatter(m["p99_ms"], m["throughput"], s=90, marker="s", facecolors="none", edgecolors="tab:gray",
+        for measurement in report.get("measurements", []):
+            if measurement["candidate"].startswith("default (again") and measurement["load"] == load \
+                    and measurement.get("p99_ms"):
+                ax.scatter(measurement["p99_ms"], measurement["throughput"], s=90, marker="s", facecolors="none",
+                           edgecolors="tab:gray",
                            zorder=3, label="default, measured again")
         if report.get("sla_p99_ms"):
             ax.axvline(report["sla_p99_ms"], color="tab:orange", linestyle="--",

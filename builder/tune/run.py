@@ -129,8 +129,8 @@ def _null_model(manifest_model: ManifestModel, mc):
 
 def _server_version(url: str) -> str:
     try:
-        with urllib.request.urlopen(f"{url}/v2", timeout=5) as r:
-            return json.loads(r.read()).get("version", "?")
+        with urllib.request.urlopen(f"{url}/v2", timeout=5) as response:
+            return json.loads(response.read()).get("version", "?")
     except (urllib.error.URLError, OSError, ValueError):
         return "?"
 
@@ -170,8 +170,8 @@ class _Verifier:
         """(mismatches alone, mismatches in batches) as verify's Mismatch objects."""
         alone, batched = [], []
         for rep in range(self.manifest_model.verify.repeats):
-            for i, s in enumerate(self.inputs):
-                got = self.infer(s)
+            for i, sample in enumerate(self.inputs):
+                got = self.infer(sample)
                 for name, exp in self.reference[i].items():
                     mismatch = compare(exp, got.get(name), sample=i, output=name,
                                        context=f"{candidate.label}: repeat {rep + 1}")
@@ -327,18 +327,20 @@ def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None =
                 return search.Point(load, 0.0, float("inf"), errors=1, extra={"load_error": err})
             # NOTE: the first second after a (re)load is slow (seen on the H200: first windows at 20-50 %),
             # so a fresh load gets a longer warm-up than the next loads of the same candidate.
-            r = _measure(lg, load, spec, warmup_s=max(1.0, 2 * spec.window_s) if state.pop("fresh", False) else None)
+            warmup_s = max(1.0, 2 * spec.window_s) if state.pop("fresh", False) else None
+            result = _measure(lg, load, spec, warmup_s=warmup_s)
             state["done"] += 1
             el = time.monotonic() - state["t0"]
             left = max(0, guess - state["done"]) * el / state["done"]
-            say(f"[{state['done']}/~{guess}] {candidate.label} @ {load}: {r.throughput:.0f} req/s, p99 "
-                f"{r.p99_ms:.1f} ms{'' if r.stable else ' (unstable)'}; ~{left:.0f}s left")
-            point = search.Point(load, r.throughput, r.p99_ms, r.errors, r.mismatches, extra=r.to_dict())
+            say(f"[{state['done']}/~{guess}] {candidate.label} @ {load}: {result.throughput:.0f} req/s, p99 "
+                f"{result.p99_ms:.1f} ms{'' if result.stable else ' (unstable)'}; ~{left:.0f}s left")
+            point = search.Point(load, result.throughput, result.p99_ms, result.errors, result.mismatches,
+                                 extra=result.to_dict())
             # every measurement as it is made: an interrupted run (Ctrl-C, a time limit) keeps what it measured
             with open(report_dir / "tune-measurements.jsonl", "a") as f:
                 f.write(json.dumps(_finite({"candidate": candidate.label,
                                             "config": candidate.model_dump(exclude={"coords"}),
-                                            "elapsed_s": round(el, 1), **r.to_dict()})) + "\n")
+                                            "elapsed_s": round(el, 1), **result.to_dict()})) + "\n")
             return point
 
         verifier = None
@@ -463,14 +465,15 @@ def _report(manifest_model, spec, grid, loads, ev, default, winner, ceiling, ver
     comparison = {}
     if winner is not None:
         for lo in loads:
-            d, w = ev.results[(default, lo)], ev.results[(winner, lo)]
+            default_point, winner_point = ev.results[(default, lo)], ev.results[(winner, lo)]
             again = ev.default_again.get(lo)
-            if again is not None and again.throughput > d.throughput:
-                d = again  # the baseline is the better of the default's two measurements
-            comparison[lo] = {"default": _pt(d), "tuned": _pt(w),
+            if again is not None and again.throughput > default_point.throughput:
+                default_point = again  # the baseline is the better of the default's two measurements
+            comparison[lo] = {"default": _pt(default_point), "tuned": _pt(winner_point),
                               "default_measurements": [_pt(ev.results[(default, lo)])] +
                               ([_pt(again)] if again is not None else []),
-                              "ratio": round(w.throughput / d.throughput, 4) if d.throughput else None}
+                              "ratio": round(winner_point.throughput / default_point.throughput, 4)
+                              if default_point.throughput else None}
     low = loads[0]
     client_bound = [x["candidate"] + " @ " + x["load"] for x in measurements
                     if x["load"] == top and ceiling.throughput and x["throughput"] >= CLIENT_BOUND * ceiling.throughput]

@@ -161,10 +161,10 @@ def _check_model(model: ManifestModel, runner, root: Path, record: bool) -> dict
     status, detail, variant = _batch_invariance(model, runner, inputs, reference)
     notes = []
     for name in sorted({mismatch.output for mismatch in tolerated}):
-        t = model.verify.tolerance[name]
+        tolerance = model.verify.tolerance[name]
         worst = max((mismatch.max_abs_diff or 0.0) for mismatch in tolerated if mismatch.output == name)
-        notes.append(f"output {name!r}: within tolerance (atol {t.atol:g}, rtol {t.rtol:g}, ulp {t.ulp}); not "
-                     f"bit-exact: max |diff| {worst:.3g}")
+        notes.append(f"output {name!r}: within tolerance (atol {tolerance.atol:g}, rtol {tolerance.rtol:g}, "
+                     f"ulp {tolerance.ulp}); not bit-exact: max |diff| {worst:.3g}")
     if status == "variant":
         if model.verify.batch_invariance == "require":
             mismatches.extend(variant)
@@ -259,7 +259,7 @@ def lint(root: Path, *, progress: Progress | None = None) -> VerificationReport:
               for finding in check_model_dir(root / name, model_files=True)]
     static += core_checks(root, names, say)
     return VerificationReport(manifest_digest="", toolchain=fingerprint(), static=static, models=[],
-                              passed=all(c.ok for c in static))
+                              passed=all(check.ok for check in static))
 
 
 def verify(root: Path, *, server_url: str | None = None, record: bool = False,
@@ -276,7 +276,7 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
     not_live = sorted({model.name for model in manifest.models
                        if routes[(model.name, model.version)][0] in ("in-process", "none")})
     static += core_checks(root, not_live, say)
-    if not all(c.ok for c in static):
+    if not all(check.ok for check in static):
         report = VerificationReport(manifest_digest=manifest.digest, toolchain=fingerprint(), static=static,
                                     models=[], passed=False)
         return _write_report(root, report)
@@ -397,9 +397,9 @@ def _route_for(model: ManifestModel, server_url: str | None, manifest: Manifest 
 
 
 def _served_projection(config) -> dict:
-    def tensors(ts) -> list:
-        return [(t.name, type(config).DESCRIPTOR.fields_by_name["input"].message_type.fields_by_name["data_type"]
-                 .enum_type.values_by_number[t.data_type].name, list(t.dims)) for t in ts]
+    def tensors(tensor_list) -> list:
+        return [(tensor.name, type(config).DESCRIPTOR.fields_by_name["input"].message_type.fields_by_name["data_type"]
+                 .enum_type.values_by_number[tensor.data_type].name, list(tensor.dims)) for tensor in tensor_list]
 
     return {"max_batch_size": config.max_batch_size, "inputs": tensors(config.input), "outputs": tensors(config.output),
             "backend": config.backend or config.platform}
