@@ -44,28 +44,28 @@ def ensemble_scheduling_problems(mc, name: str, platform: str) -> list[str]:
     prev: dict[str, list[str]] = {}
     nxt: dict[str, list[str]] = {}
     written: set[str] = set()
-    for i, s in enumerate(steps):
-        if not s.model_name:
+    for i, step in enumerate(steps):
+        if not step.model_name:
             return [f"must specify 'model_name' in step {i} of ensemble '{name}'"]
-        if not s.input_map:
+        if not step.input_map:
             return [f"must specify 'input_map' in step {i} of ensemble '{name}'"]
-        if not s.output_map:
+        if not step.output_map:
             return [f"must specify 'output_map' in step {i} of ensemble '{name}'"]
-        for out_t in s.output_map.values():
+        for out_t in step.output_map.values():
             if out_t in written:
                 return [f"ensemble tensor '{out_t}' can appear in an output map only once for ensemble '{name}' "
                         f"step {i}"]
             written.add(out_t)
             nxt.setdefault(out_t, [])
-            prev.setdefault(out_t, []).extend(s.input_map.values())
-        for in_t in s.input_map.values():
-            nxt.setdefault(in_t, []).extend(s.output_map.values())
+            prev.setdefault(out_t, []).extend(step.input_map.values())
+        for in_t in step.input_map.values():
+            nxt.setdefault(in_t, []).extend(step.output_map.values())
             prev.setdefault(in_t, [])
     ready: set[str] = set()
-    for t in mc.input:
-        if t.name not in nxt:
-            return [f"ensemble input '{t.name}' for ensemble {name}' is not used"]
-        ready.add(t.name)
+    for tensor in mc.input:
+        if tensor.name not in nxt:
+            return [f"ensemble input '{tensor.name}' for ensemble {name}' is not used"]
+        ready.add(tensor.name)
     queue = list(ready)
     while queue:
         node = queue.pop(0)
@@ -74,25 +74,25 @@ def ensemble_scheduling_problems(mc, name: str, platform: str) -> list[str]:
                 ready.add(n)
                 queue.append(n)
     outputs = set()
-    for t in mc.output:
-        if t.name not in nxt:
-            return [f"ensemble output '{t.name}' for ensemble {name}' is not used"]
-        if t.name not in ready:
-            msg = f"output '{t.name}' for ensemble '{name}' is not written"
-            last, nodes, seen = t.name, prev.get(t.name, []), set()
+    for tensor in mc.output:
+        if tensor.name not in nxt:
+            return [f"ensemble output '{tensor.name}' for ensemble {name}' is not used"]
+        if tensor.name not in ready:
+            msg = f"output '{tensor.name}' for ensemble '{name}' is not written"
+            last, nodes, seen = tensor.name, prev.get(tensor.name, []), set()
             while nodes:
                 cand = next((x for x in nodes if x not in ready and x not in seen), None)
                 if cand is None:
                     break
                 seen.add(cand)
                 last, nodes = cand, prev.get(cand, [])
-            if last != t.name:
+            if last != tensor.name:
                 msg += f": at least one of its depending tensors, '{last}', is not connected"
             return [msg]
-        outputs.add(t.name)
-    for t in nxt:
-        if t not in outputs and (t not in ready or not nxt[t]):
-            return [f"ensemble tensor '{t}' is unused in ensemble '{name}'"]
+        outputs.add(tensor.name)
+    for tensor in nxt:
+        if tensor not in outputs and (tensor not in ready or not nxt[tensor]):
+            return [f"ensemble tensor '{tensor}' is unused in ensemble '{name}'"]
     return []
 
 
@@ -116,26 +116,27 @@ def ensemble_step_problems(mc, repo: Path) -> list[str]:
     def node(model: str, b: bool, dtype: int, dims) -> tuple[str, int, list[int], list[int]]:
         return model, dtype, list(dims), ([-1, *dims] if b else list(dims))
 
-    for t in mc.input:
-        tensors[t.name] = node(name, batching, t.data_type, t.reshape.shape if t.HasField("reshape") else t.dims)
-    for t in mc.output:
-        tensors[t.name] = node(name, batching, t.data_type, t.reshape.shape if t.HasField("reshape") else t.dims)
+    for tensor in [*mc.input, *mc.output]:
+        dims = tensor.reshape.shape if tensor.HasField("reshape") else tensor.dims
+        tensors[tensor.name] = node(name, batching, tensor.data_type, dims)
     parsed = []
-    for s in mc.ensemble_scheduling.step:
-        step_dir = repo / s.model_name
-        smc = read_config(step_dir)
-        if smc is None:
-            problems.append(f"ensemble {name} contains models that are not available or ambiguous: {s.model_name}")
+    for step in mc.ensemble_scheduling.step:
+        step_dir = repo / step.model_name
+        step_config = read_config(step_dir)
+        if step_config is None:
+            problems.append(f"ensemble {name} contains models that are not available or ambiguous: "
+                            f"{step.model_name}")
             continue
-        if s.model_version != -1 and not (step_dir / str(s.model_version)).is_dir():
-            problems.append(f"ensemble '{name}' depends on '{s.model_name}' whose required version {s.model_version} "
-                            "is not loaded.")
-        if smc.max_batch_size != 0 and smc.max_batch_size < mc.max_batch_size:
+        if step.model_version != -1 and not (step_dir / str(step.model_version)).is_dir():
+            problems.append(f"ensemble '{name}' depends on '{step.model_name}' whose required version "
+                            f"{step.model_version} is not loaded.")
+        if step_config.max_batch_size != 0 and step_config.max_batch_size < mc.max_batch_size:
             problems.append(f"ensemble {name} allows maximum batch size {mc.max_batch_size}, but it contains model "
-                            f"{s.model_name} which only allows maximum batch size to be {smc.max_batch_size}")
+                            f"{step.model_name} which only allows maximum batch size to be "
+                            f"{step_config.max_batch_size}")
             continue
-        problems += _tensor_mapping(name, s, smc, tensors, node)
-        parsed.append((s, smc))
+        problems += _tensor_mapping(name, step, step_config, tensors, node)
+        parsed.append((step, step_config))
     if not problems:
         problems += _decoupled_origins(mc, parsed)
     return problems
@@ -146,16 +147,16 @@ def _decoupled_origins(mc, steps: list) -> list[str]:
     prev: dict[str, list[str]] = {}
     nxt: dict[str, list[str]] = {}
     producer: dict[str, tuple[int, str, bool]] = {}  # tensor → (step index, model, decoupled)
-    for i, (s, smc) in enumerate(steps):
-        for out_t in s.output_map.values():
-            producer[out_t] = (i, s.model_name, smc.model_transaction_policy.decoupled)
-            prev.setdefault(out_t, []).extend(s.input_map.values())
-        for in_t in s.input_map.values():
-            nxt.setdefault(in_t, []).extend(s.output_map.values())
-    label: dict[str, int] = {t.name: 0 for t in mc.input}
+    for i, (step, step_config) in enumerate(steps):
+        for out_t in step.output_map.values():
+            producer[out_t] = (i, step.model_name, step_config.model_transaction_policy.decoupled)
+            prev.setdefault(out_t, []).extend(step.input_map.values())
+        for in_t in step.input_map.values():
+            nxt.setdefault(in_t, []).extend(step.output_map.values())
+    label: dict[str, int] = {tensor.name: 0 for tensor in mc.input}
     sibling: dict[int, int] = {}
     counter = 0
-    queue = [t.name for t in mc.input]
+    queue = [tensor.name for tensor in mc.input]
     while queue:
         node = queue.pop(0)
         for n in nxt.get(node, []):
@@ -165,11 +166,11 @@ def _decoupled_origins(mc, steps: list) -> list[str]:
             if len(labels) > 1:
                 return [f"in ensemble {mc.name}, step of model '{producer[n][1]}' receives inputs originated from "
                         "different decoupled models"]
-            step, _, decoupled = producer[n]
-            if step not in sibling:
+            step_index, _, decoupled = producer[n]
+            if step_index not in sibling:
                 counter += decoupled
-                sibling[step] = counter if decoupled else labels.pop()
-            label[n] = sibling[step]
+                sibling[step_index] = counter if decoupled else labels.pop()
+            label[n] = sibling[step_index]
             queue.append(n)
     return []
 
@@ -190,33 +191,34 @@ def _consistent(a, b, prefix: str) -> str | None:
     return None
 
 
-def _tensor_mapping(ens: str, s, smc, tensors: dict, node) -> list[str]:
-    step = s.model_name
-    b = smc.max_batch_size > 0
-    names = {t.name for t in smc.input}
-    for key, value in s.input_map.items():
+def _tensor_mapping(ens: str, step, step_config, tensors: dict, node) -> list[str]:
+    step_model = step.model_name
+    b = step_config.max_batch_size > 0
+    names = {tensor.name for tensor in step_config.input}
+    for key, value in step.input_map.items():
         if key not in names:
             return [f"in ensemble {ens}, ensemble tensor {value} is mapping to non-existing input {key} in model "
-                    f"{step}"]
-    for t in smc.input:
-        if t.name not in s.input_map:
-            if t.optional:
+                    f"{step_model}"]
+    for tensor in step_config.input:
+        if tensor.name not in step.input_map:
+            if tensor.optional:
                 continue
-            return [f"in ensemble {ens}, input {t.name} in model {step} is not mapped to any ensemble tensors"]
-        tensor = s.input_map[t.name]
-        mine = node(step, b, t.data_type, t.dims)
-        if tensor in tensors:
-            err = _consistent(tensors[tensor], mine, f"in ensemble {ens}, ensemble tensor {tensor}: ")
+            return [f"in ensemble {ens}, input {tensor.name} in model {step_model} is not mapped to any ensemble "
+                    "tensors"]
+        ensemble_tensor = step.input_map[tensor.name]
+        mine = node(step_model, b, tensor.data_type, tensor.dims)
+        if ensemble_tensor in tensors:
+            err = _consistent(tensors[ensemble_tensor], mine, f"in ensemble {ens}, ensemble tensor {ensemble_tensor}: ")
             if err:
                 return [err]
         else:
-            tensors[tensor] = mine
-    outs = {t.name: t for t in smc.output}
-    for key, value in s.output_map.items():
+            tensors[ensemble_tensor] = mine
+    outs = {tensor.name: tensor for tensor in step_config.output}
+    for key, value in step.output_map.items():
         if key not in outs:
             return [f"in ensemble {ens}, ensemble tensor {value} is mapped from non-existing output {key} in model "
-                    f"{step}"]
-        mine = node(step, b, outs[key].data_type, outs[key].dims)
+                    f"{step_model}"]
+        mine = node(step_model, b, outs[key].data_type, outs[key].dims)
         if value in tensors:
             err = _consistent(tensors[value], mine, f"in ensemble {ens}, ensemble tensor {value}: ")
             if err:
@@ -235,10 +237,10 @@ def _cycle(start: str, repo: Path) -> list[str] | None:
         mc = read_config(repo / name)
         if mc is None:
             continue
-        for s in mc.ensemble_scheduling.step:
-            if s.model_name == start:
+        for step in mc.ensemble_scheduling.step:
+            if step.model_name == start:
                 return [*path, start]
-            if s.model_name not in seen:
-                seen.add(s.model_name)
-                stack.append((s.model_name, [*path, s.model_name]))
+            if step.model_name not in seen:
+                seen.add(step.model_name)
+                stack.append((step.model_name, [*path, step.model_name]))
     return None

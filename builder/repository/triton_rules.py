@@ -244,26 +244,26 @@ def _chunks(dims) -> list[int]:
     return [*out, cur]
 
 
-def _io_shape(t, mbs: int, prefix: str) -> str | None:
-    if not t.name:
+def _io_shape(tensor, mbs: int, prefix: str) -> str | None:
+    if not tensor.name:
         return f"{prefix}must specify 'name'"
-    pre = f"{prefix}'{t.name}' "
-    if t.data_type == 0:
+    pre = f"{prefix}'{tensor.name}' "
+    if tensor.data_type == 0:
         return pre + "must specify 'data_type'"
-    if not len(t.dims):
+    if not len(tensor.dims):
         return pre + "must specify 'dims'"
-    if t.HasField("reshape") and not len(t.reshape.shape) and mbs == 0:
+    if tensor.HasField("reshape") and not len(tensor.reshape.shape) and mbs == 0:
         return pre + "cannot have empty reshape for non-batching model as scalar tensors are not supported"
-    if any(d < 1 and d != WILDCARD for d in t.dims):
+    if any(d < 1 and d != WILDCARD for d in tensor.dims):
         return pre + "dimension must be integer >= 1, or -1 to indicate a variable-size dimension"
-    if t.HasField("reshape"):
-        if any(d < 1 and d != WILDCARD for d in t.reshape.shape):
+    if tensor.HasField("reshape"):
+        if any(d < 1 and d != WILDCARD for d in tensor.reshape.shape):
             return pre + "reshape dimensions must be integer >= 1, or -1 to indicate a variable-size dimension"
-        ds, rs = _element_count(t.dims), _element_count(t.reshape.shape)
+        ds, rs = _element_count(tensor.dims), _element_count(tensor.reshape.shape)
         if ds != rs and (rs != 0 or ds != 1):
             return pre + "has different size for dims and reshape"
         if ds == -1:
-            a, b = _chunks(t.dims), _chunks(t.reshape.shape)
+            a, b = _chunks(tensor.dims), _chunks(tensor.reshape.shape)
             if len(a) != len(b):
                 return pre + "has different number of variable-size dimensions for dims and reshape"
             if a != b:
@@ -275,18 +275,18 @@ def _io(mc, name: str, platform: str) -> list[str]:
     problems = []
     trt = platform == "tensorrt_plan"
     for kind, tensors in (("input", mc.input), ("output", mc.output)):
-        for t in tensors:
-            err = _io_shape(t, mc.max_batch_size, f"model {kind} ")
+        for tensor in tensors:
+            err = _io_shape(tensor, mc.max_batch_size, f"model {kind} ")
             if err is None and kind == "input":
-                fmt = _kind_name(t, "format", t.format)
-                if fmt in ("FORMAT_NHWC", "FORMAT_NCHW") and len(t.dims) != 3:
+                fmt = _kind_name(tensor, "format", tensor.format)
+                if fmt in ("FORMAT_NHWC", "FORMAT_NCHW") and len(tensor.dims) != 3:
                     err = "model input NHWC/NCHW require 3 dims"
-            if err is None and not trt and t.is_shape_tensor:
+            if err is None and not trt and tensor.is_shape_tensor:
                 err = "shape tensors are only supported for TensorRT platform"
-            if err is None and t.is_non_linear_format_io:
+            if err is None and tensor.is_non_linear_format_io:
                 if not trt:
                     err = "Non-linear IO format is only supported for the TensorRT platform"
-                elif len(t.dims) != 3:
+                elif len(tensor.dims) != 3:
                     err = f"Non-linear IO format {kind} requires 3 dims"
             if err:
                 problems.append(f"{err} for {name}")
@@ -296,7 +296,7 @@ def _io(mc, name: str, platform: str) -> list[str]:
 
 def _batch_io(mc) -> list[str]:
     problems = []
-    inputs, outputs = {t.name for t in mc.input}, {t.name for t in mc.output}
+    inputs, outputs = {tensor.name for tensor in mc.input}, {tensor.name for tensor in mc.output}
     for b in mc.batch_input:
         kind = _kind_name(b, "kind", b.kind)
         if len(b.source_input) != 1:
@@ -312,10 +312,10 @@ def _batch_io(mc) -> list[str]:
             problems.append(f"batch output kind '{kind}' expects 1 source input, got {len(b.source_input)}")
         problems += [f"unknown source input name '{s}'" for s in b.source_input if s not in inputs]
         seen = set()
-        for t in b.target_name:
-            if t not in outputs:
-                problems.append(f"unknown target output name '{t}'")
-            elif t in seen:
-                problems.append(f"target output name '{t}' can only be specified once")
-            seen.add(t)
+        for tensor in b.target_name:
+            if tensor not in outputs:
+                problems.append(f"unknown target output name '{tensor}'")
+            elif tensor in seen:
+                problems.append(f"target output name '{tensor}' can only be specified once")
+            seen.add(tensor)
     return problems
