@@ -34,16 +34,16 @@ def _compare(model: str, tensor: str, model_shape: list[int], dims: list[int], m
                     "at least 1 dimension and the first dimension must be -1; but shape expected by the model is "
                     f"{_s(model_shape)}")
         full = [-1, *dims]
-        ok = len(model_shape) == len(full) and all(m == f for m, f in zip(model_shape, full, strict=True)
-                                                   if exact or m != -1)
+        ok = len(model_shape) == len(full) and all(got == f for got, f in zip(model_shape, full, strict=True)
+                                                   if exact or got != -1)
         if not ok:
             return (f"model '{model}', tensor '{tensor}': the model expects {len(model_shape)} dimensions (shape "
                     f"{_s(model_shape)}) but the model configuration specifies {len(full)} dimensions (an initial "
                     "batch dimension because max_batch_size > 0 followed by the explicit tensor shape, making "
                     f"complete shape {_s(full)})")
         return None
-    ok = len(model_shape) == len(dims) and all(m == d for m, d in zip(model_shape, dims, strict=True)
-                                               if exact or m != -1)
+    ok = len(model_shape) == len(dims) and all(got == d for got, d in zip(model_shape, dims, strict=True)
+                                               if exact or got != -1)
     if not ok:
         return (f"model '{model}', tensor '{tensor}': the model expects {len(model_shape)} dimensions (shape "
                 f"{_s(model_shape)}) but the model configuration specifies {len(dims)} dimensions (shape "

@@ -101,7 +101,7 @@ class Backend(ABC):
     # models emitted so far to their ManifestModel.
     emits: ClassVar[bool] = False
 
-    def emit(self, bm, root: Path, store, manifest_model: Callable, built: dict) -> list:
+    def emit(self, built_model, root: Path, store, manifest_model: Callable, built: dict) -> list:
         raise NotImplementedError(f"backend {self.name} has no emitter of its own")
 
     def offline_checks(self, mc, model_dir: Path, versions: list[int]) -> list[CheckRow]:

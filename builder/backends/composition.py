@@ -18,7 +18,7 @@ BLS_MODEL = Path(__file__).parent / "models" / "bls_chain.py"
 KEEP = ".keep"
 
 
-def plan_steps(lr) -> list:
+def plan_steps(loaded) -> list:
     return []
 
 
@@ -30,12 +30,12 @@ def _check(r: CompositionRecipe, known: dict) -> list[str]:
     problems = []
     dtypes = {t.name: t.dtype for t in r.inputs}
     for i, step in enumerate(r.steps):
-        m = known.get(step.model)
-        if m is None:
+        step_model = known.get(step.model)
+        if step_model is None:
             problems.append(f"steps[{i}].model: {step.model!r} is not built by these recipes (built: {sorted(known)})")
             continue
-        ins = {t.name: t for t in m.inputs}
-        outs = {t.name: t for t in m.outputs}
+        ins = {t.name: t for t in step_model.inputs}
+        outs = {t.name: t for t in step_model.outputs}
         for model_input, tensor in step.inputs.items():
             if model_input not in ins:
                 problems.append(f"steps[{i}].inputs.{model_input}: {step.model} has no input {model_input!r} "
@@ -52,8 +52,8 @@ def _check(r: CompositionRecipe, known: dict) -> list[str]:
                                 f"(outputs: {sorted(outs)})")
             else:
                 dtypes[tensor] = outs[model_output].dtype
-        if m.max_batch_size and r.max_batch_size > m.max_batch_size:
-            problems.append(f"max_batch_size {r.max_batch_size} exceeds {step.model}'s {m.max_batch_size}")
+        if step_model.max_batch_size and r.max_batch_size > step_model.max_batch_size:
+            problems.append(f"max_batch_size {r.max_batch_size} exceeds {step.model}'s {step_model.max_batch_size}")
         # NOTE: a batching ensemble may call a non-batching step (Triton compares full shapes, ensemble_utils.cc
         # ValidateTensorConsistency); verify's Triton core check judges the shapes.
     for j, t in enumerate(r.outputs):
@@ -62,13 +62,13 @@ def _check(r: CompositionRecipe, known: dict) -> list[str]:
     return problems
 
 
-def emit(bm, root: Path, store, manifest_model, known: dict) -> list:
+def emit(built_model, root: Path, store, manifest_model, known: dict) -> list:
     from tritonbuild.triton.config import add_tensors, model_config_pb2, render
 
-    r: CompositionRecipe = bm.plan.recipe
+    r: CompositionRecipe = built_model.plan.recipe
     problems = _check(r, known)
     if problems:
-        raise BuildError(f"{r.backend} {r.name!r}: " + "; ".join(problems), where=bm.plan.recipe_path,
+        raise BuildError(f"{r.backend} {r.name!r}: " + "; ".join(problems), where=built_model.plan.recipe_path,
                          hint="map tensors to the step models' real names and types (see their config.pbtxt)")
     pb2 = model_config_pb2()
     mc = pb2.ModelConfig()
@@ -135,8 +135,8 @@ class CompositionBackend(Backend):
     def run_step(self, ctx: StepContext) -> None:
         raise AssertionError(f"{self.name} has no build steps")
 
-    def emit(self, bm, root: Path, store, manifest_model, built: dict) -> list:
-        return emit(bm, root, store, manifest_model, built)
+    def emit(self, built_model, root: Path, store, manifest_model, built: dict) -> list:
+        return emit(built_model, root, store, manifest_model, built)
 
 
 class EnsembleBackend(CompositionBackend):

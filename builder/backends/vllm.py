@@ -35,12 +35,12 @@ OUTPUTS = [TensorSpec(name="text_output", dtype="bytes", dims=[-1]),
            TensorSpec(name="num_output_tokens", dtype="uint32", dims=[-1])]
 
 
-def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
+def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
     from tritonbuild.backends.tensorrtllm import read_checkpoint
 
-    ckpt, _config, files = read_checkpoint(lr)
+    ckpt, _config, files = read_checkpoint(loaded)
     if not (ckpt / "tokenizer.json").is_file() and not (ckpt / "tokenizer_config.json").is_file():
-        raise PlanError(f"{ckpt} has no tokenizer files", where=lr.where(("checkpoint", "path")),
+        raise PlanError(f"{ckpt} has no tokenizer files", where=loaded.where(("checkpoint", "path")),
                         hint="save the tokenizer into the checkpoint directory (vLLM loads it from there)")
     return [("vllm.package", {"layout": sorted(files)}, {str(ckpt / k): v for k, v in files.items()})]
 
@@ -58,12 +58,12 @@ def model_json(recipe) -> dict:
     return {"model": f"{recipe.serving.repository_mount}/{recipe.name}/{recipe.version}/model", **args}
 
 
-def emit(bm, root: Path, store, manifest_model) -> list:
+def emit(built_model, root: Path, store, manifest_model) -> list:
     from tritonbuild.triton.config import add_tensors, model_config_pb2, render
 
-    r = bm.plan.recipe
+    r = built_model.plan.recipe
     vdir = root / r.name / str(r.version)
-    for rel, entry in bm.files.items():
+    for rel, entry in built_model.files.items():
         store.materialize(entry.sha256, vdir / rel)
     (vdir / "model.json").write_bytes(pretty_json(model_json(r)))
     pb2 = model_config_pb2()
@@ -79,7 +79,7 @@ def emit(bm, root: Path, store, manifest_model) -> list:
     g.kind, g.count = pb2.ModelInstanceGroup.Kind.Value("KIND_MODEL"), 1
     (root / r.name / "config.pbtxt").write_bytes(render(mc))
     return [manifest_model(name=r.name, version=r.version, backend="vllm", target="gpu",
-                           model_identity=sha256_json({k: e.sha256 for k, e in bm.files.items()}),
+                           model_identity=sha256_json({k: e.sha256 for k, e in built_model.files.items()}),
                            inputs=INPUTS, outputs=OUTPUTS, max_batch_size=0,
                            llm={"engine_args": json.loads(pretty_json(model_json(r))),
                                 "serving_image": r.image.triton_image})]
@@ -116,8 +116,8 @@ class VLLMBackend(Backend):
     run_step = staticmethod(run_step)
     derive_io = staticmethod(derive_io)
 
-    def emit(self, bm, root: Path, store, manifest_model, built: dict) -> list:
-        return emit(bm, root, store, manifest_model)
+    def emit(self, built_model, root: Path, store, manifest_model, built: dict) -> list:
+        return emit(built_model, root, store, manifest_model)
 
     def offline_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
         return [("vllm", load_problems(mc, model_dir, versions), "decoupled, max_batch_size 0, KIND_MODEL, "

@@ -32,22 +32,22 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 MODELS_DIR = Path(__file__).parent / "models"
 
 
-def _resolve(lr: LoadedRecipe, rel: str, loc: tuple, *, directory: bool) -> Path:
+def _resolve(loaded: LoadedRecipe, rel: str, loc: tuple, *, directory: bool) -> Path:
     """A recipe path (relative to the recipe's directory) that must exist; `directory` asks for a directory."""
     path = Path(rel)
-    path = path if path.is_absolute() else lr.base_dir / path
+    path = path if path.is_absolute() else loaded.base_dir / path
     if not (path.is_dir() if directory else path.exists()):
-        raise PlanError(f"{'directory ' if directory else ''}not found: {path}", where=lr.where(loc),
+        raise PlanError(f"{'directory ' if directory else ''}not found: {path}", where=loaded.where(loc),
                         hint="fix the path (relative paths start at the recipe's directory)")
     return path
 
 
-def _dir(lr: LoadedRecipe, rel: str, loc: tuple) -> Path:
-    return _resolve(lr, rel, loc, directory=True)
+def _dir(loaded: LoadedRecipe, rel: str, loc: tuple) -> Path:
+    return _resolve(loaded, rel, loc, directory=True)
 
 
-def _path(lr: LoadedRecipe, rel: str, loc: tuple) -> Path:
-    return _resolve(lr, rel, loc, directory=False)
+def _path(loaded: LoadedRecipe, rel: str, loc: tuple) -> Path:
+    return _resolve(loaded, rel, loc, directory=False)
 
 
 def _split_calibration(params: dict, inputs: dict[str, str]) -> tuple[dict[str, str], str | None]:
@@ -62,16 +62,17 @@ def _split_calibration(params: dict, inputs: dict[str, str]) -> tuple[dict[str, 
     return {q: v for q, v in inputs.items() if q not in mine}, data
 
 
-def fetch_checkpoint(lr: LoadedRecipe) -> Path:
+def fetch_checkpoint(loaded: LoadedRecipe) -> Path:
     """A remote checkpoint (any fsspec URL), downloaded once into the build cache under its pin."""
     from fsspec.core import url_to_fs
 
     from tritonbuild.core.cachedir import resolve as cache_dir
     from tritonbuild.core.secrets import redact
 
-    r: LLMRecipe = lr.recipe
+    r: LLMRecipe = loaded.recipe
     if not r.checkpoint.sha256:
-        raise PlanError(f"{redact(r.checkpoint.path)} is remote and not pinned", where=lr.where(("checkpoint", "path")),
+        raise PlanError(f"{redact(r.checkpoint.path)} is remote and not pinned",
+                        where=loaded.where(("checkpoint", "path")),
                         hint="add checkpoint.sha256 (tritonbuild plan --json on a local copy shows it)")
     dest = cache_dir() / "checkpoints" / r.checkpoint.sha256
     if not (dest / "config.json").is_file():
@@ -82,7 +83,7 @@ def fetch_checkpoint(lr: LoadedRecipe) -> Path:
         except Exception as e:  # noqa: BLE001 - any driver failure: a plan error with the driver's words
             shutil.rmtree(tmp, ignore_errors=True)
             raise PlanError(f"cannot fetch {r.checkpoint.path}: {redact(str(e))}",
-                            where=lr.where(("checkpoint", "path")), hint="check the URL and credentials") from None
+                            where=loaded.where(("checkpoint", "path")), hint="check the URL and credentials") from None
         if dest.exists():  # another process won the race: keep its copy
             shutil.rmtree(tmp, ignore_errors=True)
         else:
@@ -94,26 +95,27 @@ def tree_digest(files: dict[str, str]) -> str:
     return sha256_json(dict(sorted(files.items())))
 
 
-def read_checkpoint(lr: LoadedRecipe) -> tuple[Path, dict, dict[str, str]]:
+def read_checkpoint(loaded: LoadedRecipe) -> tuple[Path, dict, dict[str, str]]:
     """(directory, its config.json, rel path → sha256), checked against the recipe's pin."""
-    r: LLMRecipe = lr.recipe
-    ckpt = fetch_checkpoint(lr) if "://" in r.checkpoint.path else _dir(lr, r.checkpoint.path, ("checkpoint", "path"))
+    r: LLMRecipe = loaded.recipe
+    ckpt = (fetch_checkpoint(loaded) if "://" in r.checkpoint.path
+            else _dir(loaded, r.checkpoint.path, ("checkpoint", "path")))
     cfg_path = ckpt / "config.json"
     if not cfg_path.is_file():
         raise PlanError(f"{ckpt} has no config.json: not a Hugging Face checkpoint",
-                        where=lr.where(("checkpoint", "path")),
+                        where=loaded.where(("checkpoint", "path")),
                         hint="point checkpoint.path at the directory holding config.json and the weights")
     try:
         config = json.loads(cfg_path.read_text())
         Architecture.from_hf_config(config)
     except (ValueError, KeyError) as e:
         raise PlanError(f"{cfg_path} is not a usable model config ({type(e).__name__}: {e})",
-                        where=lr.where(("checkpoint", "path")), hint="check the checkpoint") from None
+                        where=loaded.where(("checkpoint", "path")), hint="check the checkpoint") from None
     rels = tree_files(ckpt)
     try:
         check_tree(ckpt, rels)  # NOTE: a FIFO would block hashing; a link to /dev/zero would never end
     except PathProblem as e:
-        raise PlanError(str(e), where=lr.where(("checkpoint", "path")),
+        raise PlanError(str(e), where=loaded.where(("checkpoint", "path")),
                         hint="a checkpoint holds regular files (symlinks only to files inside it)") from None
     files = {rel.as_posix(): sha256_input(ckpt / rel) for rel in rels}
     pin = r.checkpoint.sha256
@@ -121,33 +123,33 @@ def read_checkpoint(lr: LoadedRecipe) -> tuple[Path, dict, dict[str, str]]:
         if "://" in r.checkpoint.path:
             shutil.rmtree(ckpt, ignore_errors=True)  # a bad download must not be reused
         raise PlanError(f"checkpoint {ckpt} has digest {tree_digest(files)}, the recipe pins {pin}",
-                        where=lr.where(("checkpoint", "sha256")),
+                        where=loaded.where(("checkpoint", "sha256")),
                         hint="restore the pinned checkpoint, or update checkpoint.sha256 if the change is intended")
     return ckpt, config, files
 
 
-def read_tokenizer(lr: LoadedRecipe, ckpt: Path) -> tuple[Path, dict[str, str]]:
-    r: LLMRecipe = lr.recipe
-    tok = _dir(lr, r.tokenizer, ("tokenizer",)) if r.tokenizer else ckpt
+def read_tokenizer(loaded: LoadedRecipe, ckpt: Path) -> tuple[Path, dict[str, str]]:
+    r: LLMRecipe = loaded.recipe
+    tok = _dir(loaded, r.tokenizer, ("tokenizer",)) if r.tokenizer else ckpt
     present = {name: sha256_input(tok / name) for name in TOKENIZER_FILES if (tok / name).is_file()}
     if "tokenizer.json" not in present:
         raise PlanError(f"{tok} has no tokenizer.json (found: {sorted(present) or 'no tokenizer files'})",
-                        where=lr.where(("tokenizer",) if r.tokenizer else ("checkpoint", "path")),
+                        where=loaded.where(("tokenizer",) if r.tokenizer else ("checkpoint", "path")),
                         hint="save the tokenizer with tokenizer.save_pretrained(DIR) (fast tokenizer) and set "
                              "'tokenizer: DIR'")
     return tok, present
 
 
-def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
-    r: LLMRecipe = lr.recipe
-    ckpt, config, files = read_checkpoint(lr)
-    tok, tok_files = read_tokenizer(lr, ckpt)
+def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
+    r: LLMRecipe = loaded.recipe
+    ckpt, config, files = read_checkpoint(loaded)
+    tok, tok_files = read_tokenizer(loaded, ckpt)
     if r.runtime == "pytorch":
         prequantized = (ckpt / "hf_quant_config.json").is_file() or "quantization_config" in config
         if r.quantization != "none" and not prequantized:
             raise RecipeError(f"quantization: runtime: pytorch loads {r.quantization} weights only from a checkpoint "
                               f"ModelOpt already quantized; {ckpt} has no hf_quant_config.json (TorchLlmArgs takes "
-                              "no quant_config)", where=lr.where(("quantization",)),
+                              "no quant_config)", where=loaded.where(("quantization",)),
                               hint="quantize with ModelOpt (examples/quantization/quantize.py --export_format hf) "
                                    "and point checkpoint.path at its output, or use quantization: none, or "
                                    "runtime: engine")
@@ -155,14 +157,14 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
     arch = Architecture.from_hf_config(config)
     plan = memory_plan(r, arch)
     if not plan.fits:
-        raise PlanError(f"the weights alone do not fit: {plan.notes[0]}", where=lr.where(("gpu",)),
+        raise PlanError(f"the weights alone do not fit: {plan.notes[0]}", where=loaded.where(("gpu",)),
                         hint="use a larger GPU, more tensor parallelism (engine.tp_size) or int4 quantization")
     if r.quantization in ("int4_weight_only", "none") and arch.model_type not in cmd.CONVERTERS and \
             r.engine.build_path == "cli":
         raise PlanError(f"no convert_checkpoint.py is known for model_type {arch.model_type!r}",
-                        where=lr.where(("checkpoint", "path")), hint="use engine.build_path: llmapi")
+                        where=loaded.where(("checkpoint", "path")), hint="use engine.build_path: llmapi")
     for loc, message, hint in cmd.family_problems(r, arch.model_type):
-        raise RecipeError(f"{'.'.join(loc)}: {message}", where=lr.where(loc), hint=hint)
+        raise RecipeError(f"{'.'.join(loc)}: {message}", where=loaded.where(loc), hint=hint)
     engine_params = {"model_type": arch.model_type, "dtype": r.dtype, "quantization": r.quantization,
                      "engine": r.engine.model_dump(exclude={"timeout_s"}),
                      "kv": {"type": r.kv_cache.type, "tokens_per_block": r.kv_cache.tokens_per_block,
@@ -170,7 +172,7 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
                      "trtllm_version": r.image.trtllm_version}
     inputs = {str(ckpt / k): v for k, v in files.items()}
     if r.calibration is not None:
-        data = _path(lr, r.calibration.dataset, ("calibration", "dataset"))
+        data = _path(loaded, r.calibration.dataset, ("calibration", "dataset"))
         root = data if data.is_dir() else data.parent
         calib = {rel.as_posix(): sha256_input(root / rel) for rel in (tree_files(data) if data.is_dir()
                                                                        else [Path(data.name)])}
@@ -180,15 +182,15 @@ def plan_steps(lr: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
             ("trtllm.tokenizer", {"files": sorted(tok_files)}, {str(tok / k): v for k, v in tok_files.items()})]
 
 
-def describe(lr: LoadedRecipe) -> dict:
+def describe(loaded: LoadedRecipe) -> dict:
     """Plan extras: the GPU memory plan (from the checkpoint's config.json only; no hashing)."""
-    path = lr.recipe.checkpoint.path
-    ckpt = fetch_checkpoint(lr) if "://" in path else _dir(lr, path, ("checkpoint", "path"))
+    path = loaded.recipe.checkpoint.path
+    ckpt = fetch_checkpoint(loaded) if "://" in path else _dir(loaded, path, ("checkpoint", "path"))
     try:
         arch = Architecture.from_hf_config(json.loads((ckpt / "config.json").read_text()))
     except (OSError, ValueError, KeyError):
         return {}
-    return {"architecture": arch.model_dump(), "memory_plan": memory_plan(lr.recipe, arch).model_dump()}
+    return {"architecture": arch.model_dump(), "memory_plan": memory_plan(loaded.recipe, arch).model_dump()}
 
 
 def _gpu_present() -> bool:

@@ -12,10 +12,10 @@ from tritonbuild.core.toolchain import GPU_KEYS
 from tritonbuild.recipe.llm import LLMRecipe
 
 
-def emit(bm, root: Path, store, manifest_model) -> list:
-    if bm.plan.recipe.runtime == "pytorch":
-        return llmapi.emit(bm, root, store, manifest_model)
-    return group.emit(bm, root, store, manifest_model)
+def emit(built_model, root: Path, store, manifest_model) -> list:
+    if built_model.plan.recipe.runtime == "pytorch":
+        return llmapi.emit(built_model, root, store, manifest_model)
+    return group.emit(built_model, root, store, manifest_model)
 
 
 class TensorRTLLMBackend(Backend):
@@ -39,8 +39,8 @@ class TensorRTLLMBackend(Backend):
     def step_timeout(self, recipe, kind: str) -> int | None:
         return recipe.engine.timeout_s if kind == "trtllm.engine" else None
 
-    def emit(self, bm, root: Path, store, manifest_model, built: dict) -> list:
-        return emit(bm, root, store, manifest_model)
+    def emit(self, built_model, root: Path, store, manifest_model, built: dict) -> list:
+        return emit(built_model, root, store, manifest_model)
 
     def offline_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
         """What the C++ backend's ModelInstanceState reads without a default (a repository built before #9, or

@@ -56,10 +56,10 @@ def _specs(mc) -> tuple[list[TensorSpec], list[TensorSpec]]:
     return conv(mc.input), conv(mc.output)
 
 
-def emit(bm, root: Path, store, manifest_model) -> list:
+def emit(built_model, root: Path, store, manifest_model) -> list:
     """Write every model of the group; returns their ManifestModel entries ([] when the engine was skipped)."""
-    r: LLMRecipe = bm.plan.recipe
-    engine_files = {k[len("engine/"):]: v for k, v in bm.files.items() if k.startswith("engine/")}
+    r: LLMRecipe = built_model.plan.recipe
+    engine_files = {k[len("engine/"):]: v for k, v in built_model.files.items() if k.startswith("engine/")}
     if not engine_files:
         return []
     names = cfg.Names.of(r.name)
@@ -68,7 +68,7 @@ def emit(bm, root: Path, store, manifest_model) -> list:
     for rel, entry in engine_files.items():
         store.materialize(entry.sha256, trt_dir / rel)
     engine = check_engine_dir(trt_dir, r)
-    tok_files = {k: e for k, e in bm.files.items() if k.startswith("tokenizer/")}
+    tok_files = {k: e for k, e in built_model.files.items() if k.startswith("tokenizer/")}
     for model in (names.preprocessing, names.postprocessing):
         for rel, entry in tok_files.items():
             store.materialize(entry.sha256, root / model / v / rel)
@@ -98,7 +98,7 @@ def emit(bm, root: Path, store, manifest_model) -> list:
                 "serving_image": r.image.triton_image, "engine_path": engine_path,
                 "world_size": r.engine.tp_size * r.engine.pp_size,
                 "server_env": cfg.ORCHESTRATOR_ENV if cfg.needs_orchestrator(r) else {},
-                "memory_plan": bm.plan.extras.get("memory_plan")}
+                "memory_plan": built_model.plan.extras.get("memory_plan")}
     identity = {names.tensorrt_llm: sha256_json({k: e.sha256 for k, e in engine_files.items()}),
                 names.preprocessing: sha256_json({k: e.sha256 for k, e in tok_files.items()}),
                 names.postprocessing: sha256_json({k: e.sha256 for k, e in tok_files.items()})}

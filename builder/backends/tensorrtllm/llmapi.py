@@ -47,12 +47,12 @@ def model_yaml(r: LLMRecipe) -> dict:
     return spec
 
 
-def emit(bm, root: Path, store, manifest_model) -> list:
+def emit(built_model, root: Path, store, manifest_model) -> list:
     from tritonbuild.triton.config import add_tensors, model_config_pb2, render
 
-    r: LLMRecipe = bm.plan.recipe
+    r: LLMRecipe = built_model.plan.recipe
     vdir = root / r.name / str(r.version)
-    files = {k: e for k, e in bm.files.items() if k.startswith("checkpoint/")}
+    files = {k: e for k, e in built_model.files.items() if k.startswith("checkpoint/")}
     for rel, entry in files.items():
         store.materialize(entry.sha256, vdir / rel)
     (vdir / "model.yaml").write_text(yaml.safe_dump(model_yaml(r), sort_keys=True))
@@ -72,5 +72,5 @@ def emit(bm, root: Path, store, manifest_model) -> list:
                            model_identity=sha256_json({k: e.sha256 for k, e in files.items()}),
                            inputs=INPUTS, outputs=OUTPUTS, max_batch_size=0,
                            llm={"group": r.name, "runtime": "pytorch", "model_yaml": model_yaml(r),
-                                "memory_plan": bm.plan.extras.get("memory_plan"),
+                                "memory_plan": built_model.plan.extras.get("memory_plan"),
                                 "serving_image": r.image.triton_image})]
