@@ -5,14 +5,15 @@ range, answered without errors, met the p99 SLA, served at least `min_vs_default
 (per the recipe's batch_invariance) gave the goldens' bits; the finalist is then verified with the goldens
 (repeats and batch composition) before it is chosen.
 
-Quick search (Model Analyzer's quick-search idea, adapted): a greedy climb at the top load that only walks
-forward (more instances, a larger dynamic batch), then the queue delays and preferred sizes at the best
-point, then the other loads only for the few candidates that could win; when the low-load constraint
-rejects all of them, a walk over the batch sizes of the fewest instances. The throughput surface of a
-serving config is close to unimodal along each of those axes (more instances or a larger batch help until
-the device or the scheduler saturates), which is what makes a forward walk sound; the low-load check is
-where the delay that pays at high load costs, so it is measured for every finalist. `--brute` measures
-every candidate at every load, to check the claim.
+Quick search (Model Analyzer's quick-search idea, adapted), within a hard budget of a quarter of the grid's
+measurements: at the top load, a forward walk over the batch sizes of one instance, then over the instance
+counts of the best bit-exact size; the default once more; then the other loads and the goldens for the
+finalists, best first; then, while the budget lasts, the queue delays and the neighbouring sizes and counts
+of the chosen point. The throughput surface is close to unimodal along each axis (a larger batch or more
+instances help until the device, the scheduler or the client saturates), which makes a forward walk sound;
+the bits depend on the batch shape, not on the instance count, so a size whose answers differed is not
+tried again; the low-load cost of a config grows with its instances and its delay, so the finalists are
+checked there best first and the delays last. `--brute` measures every candidate at every load.
 """
 
 from __future__ import annotations
@@ -144,58 +145,133 @@ def brute(ev: Evaluator, grid: Grid, default: Candidate, verify) -> Candidate | 
     return choose(ev, ranked, verify)
 
 
-def quick(ev: Evaluator, grid: Grid, default: Candidate, verify) -> Candidate | None:
+def quick(ev: Evaluator, grid: Grid, default: Candidate, verify, budget: int | None = None) -> Candidate | None:
+    """At most `budget` measurements (default: a quarter of the grid's, Triton's default and its re-measurement
+    included; quick_budget). See the module docstring for the walk and README's Tune section for why."""
+    loads = len(ev.loads)
+    budget = budget or quick_budget(len({default, *grid.all()}) * loads, loads)
     ev.default = default
     for load in ev.loads:
         ev.get(default, load)
-    # 1. forward climb over (instances, batch size) at the top load, with the first delay / preferred value.
-    #    The climb follows raw throughput (a point over the SLA can lead to one under it); the constraints
-    #    decide among the finalists.
+
+    def room(n: int = 1) -> bool:
+        return ev.count + n <= budget
+
     def raw(candidate: Candidate) -> float:
         point = ev.get(candidate, ev.top)
         return 0.0 if point.errors else point.throughput
 
-    cur = (0, 0)
-    cur_score = raw(grid.at(*cur))
-    while True:
-        steps = [s for s in [(cur[0] + 1, cur[1]), (cur[0], cur[1] + 1)] if grid.valid(*s)]
-        if not steps:
+    def unsafe(candidate: Candidate) -> bool:
+        """The candidate's answers differed from the goldens under load (when the recipe requires invariance)."""
+        return ev.exact_under_load and any(ev.results[(candidate, load)].mismatches for load in ev.loads
+                                           if (candidate, load) in ev.results)
+
+    def measured_top(candidate: Candidate) -> bool:
+        return (candidate, ev.top) in ev.results
+
+    # 1. the batch sizes of the first instance count (no delay), at the top load, smallest first, until one no
+    #    longer gains 2 % and a bit-exact one has been seen. The shape decides the kernels and so the bits
+    #    (on the H200 fixed-shape benchmark every max_batch_size below 128 changed them): a size whose answers
+    #    differ is never a finalist, and it is not tried again with more instances.
+    best_seen = raw(default)
+    delay = 0  # the walk's queue delay: the shortest (the others are measured at the best point, 2b)
+    for b in range(1, len(grid.batch)):
+        if not room():
             break
-        best_v, best_s = max((raw(grid.at(*s)), s) for s in steps)
-        if best_v < cur_score * IMPROVE:
+        candidate = grid.at(0, b, delay)
+        v = raw(candidate)
+        if v >= best_seen * IMPROVE:
+            best_seen = v
+            continue
+        if any(not unsafe(grid.at(0, x, delay)) for x in range(1, b + 1)):
             break
-        cur, cur_score = best_s, best_v
-    # 2. the queue delays and preferred sizes at that point.
-    i, b = cur
-    if b > 0:
+    shapes = [b for b in range(len(grid.batch))
+              if measured_top(grid.at(0, b, delay)) and not unsafe(grid.at(0, b, delay))]
+    shape = max(shapes, key=lambda b: raw(grid.at(0, b, delay)), default=0)
+    # 2. more instances of the best bit-exact size, while they gain 2 % at the top load.
+    for i in range(1, len(grid.instances)):
+        prev = raw(grid.at(i - 1, shape, delay))
+        if not room():
+            break
+        if raw(grid.at(i, shape, delay)) < prev * IMPROVE:
+            break
+    # 2b. the queue delays and preferred sizes of the best point so far, at the top load.
+    if shape > 0:
+        i_best = max(range(len(grid.instances)),
+                     key=lambda i: raw(grid.at(i, shape, delay)) if measured_top(grid.at(i, shape, delay)) else -1.0)
         for d in range(len(grid.delays)):
             for p in range(len(grid.preferred)):
-                raw(grid.at(i, b, d, p))
-    # 3. finalists: the best at the top load, checked at every other load against the default measured
-    #    again, then verified with the goldens.
-    ev.remeasure_default()
-    measured = {candidate for candidate, load in ev.order if load == ev.top and candidate != default}
-    ranked = sorted(measured, key=lambda candidate: -(ev.top_score(candidate) or -1.0))
-    ranked = [candidate for candidate in ranked if ev.top_score(candidate) is not None] + [default]
-    choice = choose(ev, ranked, verify)
-    if choice is ranked[0]:
-        return choice
-    # 4. the constraints rejected the best climbed finalists (the climb follows the top load, where more
-    #    instances win; at low load they cost most): walk the batch sizes (no delay) of each instance count,
-    #    fewest first, measuring the other loads only for points that would beat the best feasible one so far
-    #    (seen on the H200: 1 instance with batches <= 32 kept 0.85x of the default at 1 client where the
-    #    climbed 2- and 4-instance configs lost more).
-    best = choice
-    for i in range(len(grid.instances)):
-        for b in range(1, len(grid.batch)):
-            candidate = grid.at(i, b)
-            score = ev.top_score(candidate)
-            if score is None or (best is not None and score <= ev.get(best, ev.top).throughput):
-                continue
-            if ev.verdict(candidate).feasible:
-                why = verify(candidate)
-                if why is None:
-                    best = candidate
-                else:
-                    ev.rejected[candidate] = why
-    return best
+                if room(1 + loads):
+                    raw(grid.at(i_best, shape, d, p))
+    # 3. Triton's default once more (the baseline a finalist must not lose to is the better of the two).
+    if room(loads):
+        ev.remeasure_default()
+    # 4. finalists, best at the top load first: the other loads, then the goldens.
+    chosen: Candidate | None = None
+
+    slow: list[Candidate] = []  # lost to the default at a lower load
+
+    def doomed(candidate: Candidate) -> bool:
+        """A config of the same size with no more instances and no longer delay already lost to the default
+        at a lower load: more instances and a longer delay only add low-load cost (seen on the H200)."""
+        return any(lost.max_batch_size == candidate.max_batch_size and lost.batching == candidate.batching
+                   and lost.instances <= candidate.instances
+                   and lost.max_queue_delay_us <= candidate.max_queue_delay_us for lost in slow)
+
+    def accept(candidate: Candidate) -> bool:
+        nonlocal chosen
+        if unsafe(candidate) or candidate in ev.rejected or ev.top_score(candidate) is None or doomed(candidate):
+            return False
+        missing = sum(1 for lo in ev.loads if (candidate, lo) not in ev.results)
+        if not room(missing):
+            return False
+        if not ev.verdict(candidate).feasible:
+            reasons = ev.verdict(candidate).reasons
+            if any(reason.endswith(f" at {load}") and "default" in reason for reason in reasons
+                   for load in ev.loads[:-1]):
+                slow.append(candidate)
+            return False
+        why = verify(candidate)
+        if why is not None:
+            ev.rejected[candidate] = why
+            return False
+        chosen = candidate
+        return True
+
+    ranked = sorted({candidate for candidate, load in ev.order if load == ev.top and candidate != default},
+                    key=lambda candidate: -raw(candidate))
+    for candidate in ranked:
+        if accept(candidate):
+            break
+    # 5. around the chosen point, while the budget lasts: its queue delays and preferred sizes, then the
+    #    neighbouring batch sizes and instance counts, diagonals included (more instances of a smaller batch
+    #    often beat one instance of a larger; bit-exact sizes only); a point is checked at the other
+    #    loads only when it beats the chosen one by 2 % at the top load.
+    tried: set[Candidate] = set()
+    bad_shapes = {candidate.max_batch_size for candidate, _lo in ev.order if candidate.batching and unsafe(candidate)}
+    while chosen is not None and chosen.coords is not None:
+        i, b, d, p = chosen.coords
+        near = [grid.at(i, b, dd, pp) for dd in range(len(grid.delays)) for pp in range(len(grid.preferred))]
+        near += [grid.at(ii, bb, d, p) for ii, bb in ((i + 1, b), (i + 1, b - 1), (i, b + 1), (i, b - 1),
+                                                      (i - 1, b + 1), (i - 1, b))
+                 if grid.valid(ii, bb) and bb > 0]
+        near = [candidate for candidate in near
+                if candidate != chosen and candidate not in tried and candidate.max_batch_size not in bad_shapes]
+        moved = False
+        for candidate in near:
+            tried.add(candidate)
+            if not measured_top(candidate):
+                if not room():
+                    return chosen
+                raw(candidate)
+                if unsafe(candidate):
+                    bad_shapes.add(candidate.max_batch_size)
+                    continue
+            if raw(candidate) >= raw(chosen) * IMPROVE and accept(candidate):
+                moved = True
+                break
+        if not moved:
+            break
+    if chosen is None and ev.verdict(default).feasible:
+        return default
+    return chosen

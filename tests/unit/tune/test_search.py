@@ -136,3 +136,61 @@ def test_stability_rule(thr, p99, ok):
     ws = [Window(seconds=1.0, count=t, errors=0, latencies_ms=[p] * 100, mismatches=0)
           for t, p in zip(thr, p99, strict=True)]
     assert is_stable(ws, 0.10) is ok
+
+
+def _family(seed: int):
+    """A family of plausible GPU-serving surfaces (deterministic per seed): per-execute overhead, per-row
+    cost, a padded fixed shape or not, where extra instances stop helping, the batcher's hop and an extra
+    instance's cost at low load, sizes whose bits change, and ±3 % measurement noise."""
+    import random
+
+    rnd = random.Random(seed)
+    overhead = rnd.uniform(0.3, 3.0)
+    per_row = rnd.uniform(0.001, 0.05)
+    padded = rnd.random() < 0.5
+    sat = rnd.choice([1, 2, 4, 8])
+    hop, inst_cost = rnd.uniform(0.0, 0.2), rnd.uniform(0.0, 0.3)
+    unsafe_below = rnd.choice([0, 0, 16, 64])
+    cap = 64
+
+    def measure(c, load):
+        clients = int(load[1:])
+        mbs = c.max_batch_size if c.batching else cap
+        batch = min(clients, mbs) if c.batching else 1
+        if c.batching and c.max_queue_delay_us == 0:
+            batch = max(1, int(batch * 0.7))
+        rows = mbs if padded else batch
+        exec_ms = overhead + per_row * rows + (hop if c.batching else 0) + inst_cost * (c.instances - 1) / 2
+        par = min(c.instances, sat, max(1, clients // batch))
+        delay = c.max_queue_delay_us / 1000 if c.batching and clients < mbs else 0.0
+        latency = exec_ms + delay
+        thr = min(clients / (latency / 1000), par * batch / (exec_ms / 1000))
+        noise = 1 + 0.03 * (random.Random(f"{seed}{c.label}{load}").random() * 2 - 1)
+        p99 = latency * max(1.0, clients / (par * batch)) * 1.3
+        bad = c.batching and c.max_batch_size < unsafe_below and clients > 1
+        return search.Point(load, thr * noise, p99, mismatches=5 if bad else 0)
+
+    return measure
+
+
+def test_quick_on_a_family_of_surfaces_stays_in_budget_and_near_brute():
+    """40 surfaces: quick never exceeds a quarter of the grid's measurements, never picks an infeasible
+    config, and reaches 0.95x of brute's pick on most of those where brute finds one: 28 of 37 when written.
+    The misses, plainly: 7 surfaces where a 500 us queue delay with more instances wins at 64 clients (the walk
+    climbs with no delay and tries the delay only at its best point, then runs out of its quarter), and one
+    where every batch size changes the bits and more instances without the batcher win. On the H200's three
+    recorded surfaces (test_replay.py) it picks brute's own winner in all 12 settings."""
+    tune = Tune(instance_counts=[1, 2, 4], batch_sizes=[4, 8, 16, 32, 64], max_queue_delay_us=[0, 500],
+                concurrency=[1, 64], sla_p99_ms=50, min_vs_default=0.9)
+    near = solvable = 0
+    for seed in range(40):
+        measure = _family(seed)
+        best_b, ev_b, grid = _run("brute", tune, measure=measure)
+        best_q, ev_q, _ = _run("quick", tune, measure=measure)
+        assert ev_q.count <= 0.25 * len({grid.default, *grid.all()}) * 2, seed
+        assert best_q is None or ev_q.verdict(best_q).feasible, seed
+        if best_b is not None:
+            solvable += 1
+            top = ev_b.results[(best_b, "c64")].throughput
+            near += best_q is not None and ev_b.results[(best_q, "c64")].throughput >= 0.95 * top
+    assert solvable >= 30 and near >= 0.75 * solvable, (near, solvable)
