@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import shutil
-import zipfile
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-
-import numpy as np
 
 from tritonbuild.backends import REGISTRY, runs_embedded
 from tritonbuild.backends.base import Route
 from tritonbuild.core.fsutil import write_atomic
 from tritonbuild.core.hashing import pretty_json, sha256_file
-from tritonbuild.core.npz import read_npz, write_npz
-from tritonbuild.core.paths import PathProblem, is_inside, regular_file
 from tritonbuild.core.secrets import redact
 from tritonbuild.core.toolchain import fingerprint
 from tritonbuild.errors import VerifyError
@@ -39,8 +34,8 @@ from tritonbuild.server.embedded import (
     load_log_cause,
     load_model,
 )
-from tritonbuild.verify.goldens import check_golden_names, compare, from_npz_arrays, generate_inputs, to_npz_arrays
-from tritonbuild.verify.models import Mismatch, ModelReport, StaticCheck, VerificationReport
+from tritonbuild.verify.answers import check_model, write_goldens
+from tritonbuild.verify.models import ModelReport, StaticCheck, VerificationReport
 from tritonbuild.verify.runners import InferError, TritonRunner
 from tritonbuild.verify.triton_core import check_with_triton, explain_load_error
 
@@ -84,142 +79,6 @@ def _binding_checks(manifest: Manifest) -> list[StaticCheck]:
         if problems:
             out.append(StaticCheck(model=model.name, check="manifest-binding", ok=False, detail="; ".join(problems)))
     return out
-
-
-def _concat_groups(samples: list[dict], limit: int) -> list[list[int]]:
-    groups, cur = [], []
-    for i in range(len(samples)):
-        if cur and (len(cur) == limit or any(samples[i][k].shape != samples[cur[0]][k].shape for k in samples[i])):
-            groups.append(cur)
-            cur = []
-        cur.append(i)
-    if cur:
-        groups.append(cur)
-    return [g for g in groups if len(g) > 1]
-
-
-def _batch_invariance(model: ManifestModel, runner, inputs, reference) -> tuple[str, str, list[Mismatch]]:
-    if model.verify.batch_invariance == "skip":
-        return "skipped", "batch_invariance: skip", []
-    if model.max_batch_size == 0 or len(inputs) < 2:
-        return "not-applicable", "model does not batch" if model.max_batch_size == 0 else "one sample", []
-    found: list[Mismatch] = []
-    for group in _concat_groups(inputs, model.max_batch_size):
-        batch = {k: np.concatenate([inputs[i][k] for i in group]) for k in inputs[group[0]]}
-        got = runner.infer(batch)
-        for row, i in enumerate(group):
-            for name, exp in reference[i].items():
-                mismatch = compare(exp, got[name][row:row + 1], sample=i, output=name,
-                                   context=f"batched with {len(group) - 1} others",
-                                   tolerance=model.verify.tolerance.get(name))
-                if mismatch and not mismatch.within_tolerance:
-                    found.append(mismatch)
-    for i, got in enumerate(runner.infer_concurrent(inputs)):
-        for name, exp in reference[i].items():
-            mismatch = compare(exp, got.get(name), sample=i, output=name,
-                               context="concurrent requests (dynamic batcher)",
-                               tolerance=model.verify.tolerance.get(name))
-            if mismatch and not mismatch.within_tolerance:
-                found.append(mismatch)
-    if found:
-        worst = max((mismatch.max_abs_diff or 0.0) for mismatch in found)
-        return "variant", f"{len(found)} output(s) changed when batched (max |diff| {worst:.3g})", found
-    same = "bit-identical" if not model.verify.tolerance else \
-        f"bit-identical ({', '.join(sorted(model.verify.tolerance))}: within tolerance)"
-    return "invariant", f"{same} alone, in batches of up to {model.max_batch_size}, and under concurrency", []
-
-
-def _check_model(model: ManifestModel, runner, root: Path, record: bool) -> dict:
-    inputs = reference = None
-    if model.goldens and (root / model.goldens).is_file():
-        try:
-            inputs, reference = from_npz_arrays(read_npz(root / model.goldens))
-            check_golden_names(model, inputs, reference)
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
-            return {"passed": False, "notes": [f"goldens {model.goldens} are not usable for this model: "
-                                               f"{type(e).__name__}: {e}"]}
-    if inputs is None:
-        if not record:
-            return {"passed": False, "notes": ["no goldens recorded: run 'tritonbuild verify OUT --record', "
-                                               "commit the .npz, rebuild"]}
-        inputs = generate_inputs(model)
-    mismatches: list[Mismatch] = []
-    runs = []
-    for _ in range(model.verify.repeats):
-        runs.append([runner.infer(s) for s in inputs])
-    if record:
-        reference = runs[0]
-    for rep, outs in enumerate(runs):
-        for i, got in enumerate(outs):
-            for name, exp in reference[i].items():
-                mismatch = compare(exp, got.get(name), sample=i, output=name, context=f"repeat {rep + 1}",
-                                   tolerance=model.verify.tolerance.get(name))
-                if mismatch:
-                    mismatches.append(mismatch)
-    tolerated = [mismatch for mismatch in mismatches if mismatch.within_tolerance]
-    mismatches = [mismatch for mismatch in mismatches if not mismatch.within_tolerance]
-    status, detail, variant = _batch_invariance(model, runner, inputs, reference)
-    notes = []
-    for name in sorted({mismatch.output for mismatch in tolerated}):
-        tolerance = model.verify.tolerance[name]
-        worst = max((mismatch.max_abs_diff or 0.0) for mismatch in tolerated if mismatch.output == name)
-        notes.append(f"output {name!r}: within tolerance (atol {tolerance.atol:g}, rtol {tolerance.rtol:g}, "
-                     f"ulp {tolerance.ulp}); not bit-exact: max |diff| {worst:.3g}")
-    if status == "variant":
-        if model.verify.batch_invariance == "require":
-            mismatches.extend(variant)
-        else:
-            notes.append("outputs depend on batch composition; set verify.batch_invariance: require to fail on "
-                         "this (and serve with a fixed batch shape)")
-    compared = sum(len(sample_outputs) for sample_outputs in reference) * model.verify.repeats
-    return {"samples": len(inputs), "repeats": model.verify.repeats, "compared": compared, "mismatches": mismatches,
-            "tolerated": tolerated, "batch_invariance": status, "batch_detail": detail, "passed": not mismatches,
-            "notes": notes, "_record": (inputs, reference) if record else None}
-
-
-def _golden_destination(model: ManifestModel) -> Path:
-    """Where --record writes a recipe's goldens: a .npz inside the directory of the recipe the manifest names, and
-    only while that recipe is the one built (same sha256). A manifest is a file anyone with write access can edit;
-    without this, goldens_source: /etc/x would make --record write anywhere."""
-    recipe, src = Path(model.recipe_path), Path(model.goldens_source)
-    try:
-        same = regular_file(recipe, "recipe") is not None and sha256_file(recipe) == model.recipe_sha256
-    except (OSError, PathProblem):
-        same = False
-    if not same:
-        raise VerifyError(f"model {model.name!r}: will not write goldens beside {recipe}: that recipe is missing or "
-                          "changed since the build", where=model.recipe_path,
-                          hint="run 'verify --record' from the directory you built in, after rebuilding")
-    if src.suffix != ".npz" or not is_inside(src, recipe.parent):
-        raise VerifyError(f"model {model.name!r}: the manifest's goldens_source {src} is not a .npz inside the "
-                          f"recipe's directory {recipe.parent}: refusing to write there", where=model.recipe_path,
-                          hint="rebuild the repository (the manifest was edited)")
-    return src
-
-
-def _write_goldens(root: Path, model: ManifestModel, inputs, reference, force: bool = False
-                   ) -> tuple[ManifestModel, str | None, str | None]:
-    """Goldens into OUT, and into the recipe's verify.goldens (committed goldens are replaced only with force):
-    (model, a note, a refusal)."""
-    arrays = to_npz_arrays(inputs, reference)
-    dest_rel = f"{model.name}/{golden_name(model.version)}"
-    write_npz(root / dest_rel, arrays)
-    model = model.model_copy(update={"goldens": dest_rel})
-    if not model.goldens_source:
-        return model, (f"goldens recorded into {root / dest_rel} only: the next build replaces OUT; set "
-                       f"verify.goldens in {model.recipe_path} (e.g. goldens/{model.name}.npz) to keep them with the "
-                       "recipe"), None
-    src = _golden_destination(model)
-    new = (root / dest_rel).read_bytes()
-    if src.is_file() and src.read_bytes() != new and not force:
-        return model, None, (f"recorded goldens differ from the committed {src}: not overwritten (outputs changed, "
-                             "or recorded from another build); inspect, then 'verify OUT --record --force' to replace "
-                             "them")
-    if not src.is_file() or src.read_bytes() != new:
-        src.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(src, new)
-        write_atomic(src.with_name(src.name + ".sha256"), f"{sha256_file(src)}  {src.name}\n".encode())
-    return model, f"goldens recorded into {src} (commit it) and {root / dest_rel}", None
 
 
 def _have_gpu() -> bool:
@@ -468,7 +327,7 @@ def _verify_model(root: Path, model: ManifestModel, route: Route, detail: str, u
     except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types on a bad model
         return ModelReport(**base, loaded=False, load_error=f"{type(e).__name__}: {e}", passed=False), model
     try:
-        result = _check_model(model, runner, root, record)
+        result = check_model(model, runner, root, record)
     except InferError as e:
         return ModelReport(**base, loaded=True, passed=False, infer_error=str(e)), model
     except Exception as e:  # in-process runtimes (onnxruntime, torch) raise their own types
@@ -479,7 +338,7 @@ def _verify_model(root: Path, model: ManifestModel, route: Route, detail: str, u
         runner.close()
     recorded = result.pop("_record", None)
     if recorded is not None:
-        model, note, refusal = _write_goldens(root, model, *recorded, force=force)
+        model, note, refusal = write_goldens(root, model, *recorded, force=force)
         base["goldens"] = model.goldens
         result["notes"] = [*result["notes"], *(x for x in (note, refusal) if x)]
         result["passed"] = result["passed"] and refusal is None
