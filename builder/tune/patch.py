@@ -30,7 +30,7 @@ def patch_text(values: dict, report: dict) -> str:
              f"bit-exact checked: {report['verified_with_goldens']}"]
     for load, c in cmp.items():
         lines.append(f"#   {load}: {c['tuned']['throughput']:.0f} req/s vs default {c['default']['throughput']:.0f} "
-                     f"({c['ratio']}x), p99 {c['tuned']['p99_ms']} ms")
+                     f"({c['ratio']}x), p99 {c['tuned']['p99_ms']:.2f} ms")
     for k in KEYS:
         if k in values:
             lines.append(f"{k}: {_flow(values[k])}")

@@ -21,6 +21,7 @@ from tritonbuild.tune.space import Grid
 
 RUNS = ROOT / "docs" / "runs"
 FIXED = "2026-11-30-tune-h200-fixed/brute-fixed-report.json"
+FIXED2 = "2026-11-30-tune-h200-fixed/brute-fixed-2-report.json"
 OLD = ["2026-11-30-tune-h200/brute-strict-report-pre-b3cf2da.json",
        "2026-11-30-tune-h200/brute-relaxed-report-pre-b3cf2da.json"]
 
@@ -52,7 +53,7 @@ def _replay(report: str, mode: str, min_vs_default: float):
     return best, ev, grid_size, (lambda c: table[(c.label, "c64")]["throughput"])
 
 
-@pytest.mark.parametrize("report", [FIXED, *OLD])
+@pytest.mark.parametrize("report", [FIXED, FIXED2, *OLD])
 @pytest.mark.parametrize("min_vs_default", [1.0, 0.95, 0.85, 0.7])
 def test_quick_is_within_095_of_brute_with_a_quarter_of_the_measurements(report, min_vs_default):
     best_b, _ev_b, grid_size, top = _replay(report, "brute", min_vs_default)
