@@ -326,8 +326,9 @@ def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None =
             if err:
                 return search.Point(load, 0.0, float("inf"), errors=1, extra={"load_error": err})
             # NOTE: the first second after a (re)load is slow (seen on the H200: first windows at 20-50 %),
-            # so a fresh load gets a longer warm-up than the next loads of the same candidate.
-            warmup_s = max(1.0, 2 * spec.window_s) if state.pop("fresh", False) else None
+            # so a fresh load gets a longer warm-up than the next loads of the same candidate: two windows,
+            # at least 0.5 s (1 s with the H200 benchmark's 0.5 s windows).
+            warmup_s = max(0.5, 2 * spec.window_s) if state.pop("fresh", False) else None
             result = _measure(lg, load, spec, warmup_s=warmup_s)
             state["done"] += 1
             el = time.monotonic() - state["t0"]

@@ -46,6 +46,7 @@ tune:
   instance_counts: [1]
   concurrency: [1, 8]
   window_s: 0.3
+  stable_windows: 2
   max_windows: 5
   stability: 0.5
   min_vs_default: 0.7
@@ -88,7 +89,8 @@ def _project(tmp_path, cli, add_batch: bool):
 def test_sla_nobody_meets_exits_with_the_closest_and_the_miss(cli, invariant, monkeypatch):
     tmp_path, _recipe, out = invariant
     monkeypatch.chdir(tmp_path)
-    r = cli("tune", out, "slow", "--processes", "2", "--sla-ms", "1", "--report-dir", tmp_path / "rep-sla")
+    r = cli("tune", out, "slow", "--processes", "2", "--sla-ms", "1", "--concurrency", "1",
+            "--report-dir", tmp_path / "rep-sla")
     assert r.exit_code == 6, r.output
     assert "no candidate of 'slow' meets the constraints" in r.output and "SLA 1 ms" in r.output
     report = json.loads((tmp_path / "rep-sla" / "tune-report.json").read_text())
