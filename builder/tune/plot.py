@@ -28,9 +28,12 @@ def plot(report: dict, path: Path) -> None:
                 ax.scatter(pt["p99_ms"], pt["throughput"], s=160, marker="*", color="tab:green", zorder=4,
                            label=f"tuned: {label}")
             else:
-                bad = candidate.get("feasible") is False
-                ax.scatter(pt["p99_ms"], pt["throughput"], s=22, color="tab:red" if bad else "tab:blue",
-                           alpha=0.6, zorder=2)
+                # a quick search measures most candidates at the top load only (feasible is then None): one
+                # whose answers differed there, or that already failed there, is rejected all the same
+                differs = any(point.get("mismatches") for point in candidate["loads"].values())
+                bad = candidate.get("feasible") is False or differs or bool(pt.get("errors"))
+                ax.scatter(pt["p99_ms"], pt["throughput"], s=28 if differs else 22, marker="x" if differs else "o",
+                           color="tab:red" if bad else "tab:blue", alpha=0.7, zorder=2)
         for measurement in report.get("measurements", []):
             if measurement["candidate"].startswith("default (again") and measurement["load"] == load \
                     and measurement.get("p99_ms"):
@@ -51,8 +54,8 @@ def plot(report: dict, path: Path) -> None:
         ax.set_title(f"{report['model']} @ {load}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
-    fig.suptitle(f"tritonbuild tune ({report['search']}): blue = candidates, red = rejected at some load",
-                 fontsize=9)
+    fig.suptitle(f"tritonbuild tune ({report['search']}): blue = candidates, red = rejected at some load, "
+                 "x = answers differ from the goldens", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
