@@ -8,16 +8,13 @@ the recipe patch and the plot.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +30,7 @@ from tritonbuild.repository.config import parse
 from tritonbuild.repository.manifest import ManifestModel, read_repository
 from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
 from tritonbuild.tune import search
+from tritonbuild.tune.control import load_with_config, unload
 from tritonbuild.tune.loadgen import LoadGenerator, Result
 from tritonbuild.tune.report import build_report, finite, server_version_of
 from tritonbuild.tune.space import Candidate, Grid, apply
@@ -65,36 +63,6 @@ class TritonPythonModel:
 
 class TuneError(VerifyError):
     """Tuning found no candidate that meets the constraints (the report is still written)."""
-
-
-def _post(url: str, path: str, body: dict, timeout: float = 600.0) -> None:
-    req = urllib.request.Request(f"{url}{path}", data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout):
-            return
-    except urllib.error.HTTPError as e:
-        text = e.read().decode(errors="replace")
-        with suppress(ValueError):
-            text = json.loads(text).get("error", text)
-        raise ModelLoadError(text) from None
-    except (urllib.error.URLError, OSError) as e:
-        raise ModelLoadError(f"cannot reach {url}: {e}") from None
-
-
-def load_with_config(url: str, name: str, mc, files: dict[str, bytes] | None = None) -> None:
-    """Triton's load API with a config override (and files, for a model the server does not hold)."""
-    from google.protobuf import json_format
-
-    params = {"config": json_format.MessageToJson(mc, preserving_proto_field_name=True)}
-    for rel, data in (files or {}).items():
-        params[f"file:{rel}"] = base64.b64encode(data).decode()
-    _post(url, f"/v2/repository/models/{name}/load", {"parameters": params})
-
-
-def unload(url: str, name: str) -> None:
-    with suppress(ModelLoadError):
-        _post(url, f"/v2/repository/models/{name}/unload", {})
 
 
 def _null_model(manifest_model: ManifestModel, mc):
