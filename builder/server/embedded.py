@@ -244,19 +244,36 @@ class EmbeddedServer:
         self.cleanup()
 
 
-def load_model(base_url: str, model: str, timeout: float = LOAD_TIMEOUT_S) -> None:
-    """POST v2/repository/models/<m>/load; a failure carries Triton's own error text; a load that has not
-    answered within timeout seconds is a ModelLoadError with timed_out set."""
-    req = urllib.request.Request(f"{base_url}/v2/repository/models/{model}/load", data=b"{}", method="POST",
+class RepositoryRefusal(Exception):
+    """Triton's repository API answered with an error; `text` is Triton's own message."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.text = text
+
+
+def repository_post(base_url: str, path: str, body: dict, timeout: float) -> None:
+    """POST a JSON body to Triton's model-repository API (load, unload). An error answer raises
+    RepositoryRefusal with Triton's message; network failures and timeouts propagate (URLError, OSError)."""
+    req = urllib.request.Request(f"{base_url}{path}", data=json.dumps(body).encode(), method="POST",
                                  headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=timeout):
             return
     except urllib.error.HTTPError as e:
-        body = e.read().decode(errors="replace")
+        text = e.read().decode(errors="replace")
         with contextlib.suppress(ValueError):
-            body = json.loads(body).get("error", body)
-        raise ModelLoadError(f"tritonserver failed to load {model!r}: {body}", where=model,
+            text = json.loads(text).get("error", text)
+        raise RepositoryRefusal(text) from None
+
+
+def load_model(base_url: str, model: str, timeout: float = LOAD_TIMEOUT_S) -> None:
+    """POST v2/repository/models/<m>/load; a failure carries Triton's own error text; a load that has not
+    answered within timeout seconds is a ModelLoadError with timed_out set."""
+    try:
+        repository_post(base_url, f"/v2/repository/models/{model}/load", {}, timeout)
+    except RepositoryRefusal as e:
+        raise ModelLoadError(f"tritonserver failed to load {model!r}: {e.text}", where=model,
                              hint="fix the model (Triton's message above), rebuild, verify again") from None
     except urllib.error.URLError as e:
         if isinstance(e.reason, (TimeoutError, socket.timeout)):

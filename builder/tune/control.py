@@ -4,25 +4,17 @@ server does not hold), unload it. Works against the embedded server and any serv
 from __future__ import annotations
 
 import base64
-import json
 import urllib.error
-import urllib.request
 from contextlib import suppress
 
-from tritonbuild.server.embedded import ModelLoadError
+from tritonbuild.server.embedded import ModelLoadError, RepositoryRefusal, repository_post
 
 
 def _post(url: str, path: str, body: dict, timeout: float = 600.0) -> None:
-    req = urllib.request.Request(f"{url}{path}", data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=timeout):
-            return
-    except urllib.error.HTTPError as e:
-        text = e.read().decode(errors="replace")
-        with suppress(ValueError):
-            text = json.loads(text).get("error", text)
-        raise ModelLoadError(text) from None
+        repository_post(url, path, body, timeout)
+    except RepositoryRefusal as e:
+        raise ModelLoadError(e.text) from None
     except (urllib.error.URLError, OSError) as e:
         raise ModelLoadError(f"cannot reach {url}: {e}") from None
 
