@@ -120,6 +120,13 @@ class Backend(ABC):
                     for v in versions if not (model_dir / str(v) / filename).exists()]
         return [("model_file", problems, f"{filename} present in every version")]
 
+    def present_model_files(self, mc, model_dir: Path, versions: list[int]) -> list[Path]:
+        """Each version's model file that exists: the config's default_model_filename, else the load rule's
+        file for its platform (model_files); for model_content_checks."""
+        files = self.model_files or {}
+        name = mc.default_model_filename or files.get(mc.platform) or files.get("")
+        return [path for v in versions if (path := model_dir / str(v) / name).is_file()] if name else []
+
     def model_content_checks(self, mc, model_dir: Path, versions: list[int]) -> list[CheckRow]:
         """Checks that open the model's files (verify runs them, after Triton's config rules; a build does not
         pay for them), e.g. the config against the ONNX graph."""

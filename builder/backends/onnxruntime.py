@@ -250,8 +250,7 @@ class OnnxRuntimeBackend(Backend):
         """config.pbtxt against the ONNX graph, as the onnxruntime backend checks it at load (_onnx_rules)."""
         from tritonbuild.backends._onnx_rules import onnx_problems
 
-        files = [model_dir / str(v) / (mc.default_model_filename or DEFAULT_FILENAME) for v in versions]
-        found = [f for f in files if f.is_file()]
+        found = self.present_model_files(mc, model_dir, versions)
         if not found:
             return []
         return [("onnx", [f"{f.parent.name}/{f.name}: {e}" for f in found for e in onnx_problems(mc, f)],

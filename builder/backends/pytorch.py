@@ -186,8 +186,7 @@ class PyTorchBackend(Backend):
         (_libtorch_rules). torch_aoti packages are not checked: 2.51's backend does not know that platform."""
         if mc.platform == "torch_aoti":
             return []
-        files = [model_dir / str(v) / (mc.default_model_filename or "model.pt") for v in versions]
-        found = [f for f in files if f.is_file()]
+        found = self.present_model_files(mc, model_dir, versions)
         if not found:
             return []
         from tritonbuild.backends._libtorch_rules import libtorch_problems
