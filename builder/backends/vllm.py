@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
 
 from tritonbuild.backends.base import Backend, StepContext
 from tritonbuild.backends.common import copy_inputs
 from tritonbuild.core.hashing import pretty_json, sha256_json
 from tritonbuild.errors import PlanError
-from tritonbuild.recipe.llm import VLLMRecipe
 from tritonbuild.recipe.load import LoadedRecipe
-from tritonbuild.recipe.models import TensorSpec
+from tritonbuild.recipe.models import SCHEMA_VERSION, Checkpoint, Named, Strict, TensorSpec, Verify
 
 NAME = "vllm"
 DEFAULT_FILENAME = "model.json"
@@ -33,6 +35,55 @@ OUTPUTS = [TensorSpec(name="text_output", dtype="bytes", dims=[-1]),
            TensorSpec(name="logprobs", dtype="bytes", dims=[-1]),
            TensorSpec(name="num_input_tokens", dtype="uint32", dims=[1]),
            TensorSpec(name="num_output_tokens", dtype="uint32", dims=[-1])]
+
+
+
+class VLLMRecipe(Named):
+    """A vLLM-backend model: config.pbtxt (KIND_MODEL, decoupled, max_batch_size 0) + 1/model.json."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    backend: Literal["vllm"]
+    checkpoint: Checkpoint
+    engine_args: VLLMEngineArgs = Field(default_factory=lambda: VLLMEngineArgs())
+    serving: VLLMServing = Field(default_factory=lambda: VLLMServing())
+    image: VLLMImage = Field(default_factory=lambda: VLLMImage())
+    verify: Verify = Field(default_factory=Verify)
+
+
+class VLLMEngineArgs(Strict):
+    """Typed subset of vLLM's AsyncEngineArgs; written to model.json as is."""
+
+    dtype: Literal["auto", "float16", "bfloat16", "float32"] = "auto"
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    tensor_parallel_size: int = Field(1, ge=1)
+    pipeline_parallel_size: int = Field(1, ge=1)
+    max_model_len: int | None = Field(None, ge=1)
+    max_num_seqs: int | None = Field(None, ge=1)
+    enforce_eager: bool = False
+    enable_prefix_caching: bool | None = Field(None, description="None: vLLM's default (on).")
+    quantization: Literal["awq", "gptq", "fp8"] | None = None
+    seed: int = 0
+
+
+class VLLMImage(Strict):
+    triton_image: str = Field("nvcr.io/nvidia/tritonserver:25.12-vllm-python-py3",
+                              description="Serving image with Triton's vLLM backend (the *-vllm-python-py3 tags; "
+                                          "the trtllm images do not ship it).")
+
+    @field_validator("triton_image")
+    @classmethod
+    def _vllm_backend(cls, v: str) -> str:
+        if v.startswith("nvcr.io/nvidia/tritonserver:") and not v.endswith("-vllm-python-py3"):
+            raise ValueError(f"{v} has no vLLM backend: use a tritonserver:<tag>-vllm-python-py3 image")
+        return v
+
+
+class VLLMServing(Strict):
+    repository_mount: str = Field("/models", description="Where the server sees this repository; model.json "
+                                                         "points at the packaged weights under it.")
+
+
+VLLMRecipe.model_rebuild()
 
 
 def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:

@@ -6,18 +6,17 @@ from typing import Literal
 
 from pydantic import Field
 
-from tritonbuild.recipe.llm import _Named, _Strict
-from tritonbuild.recipe.models import SCHEMA_VERSION, InstanceGroup, TensorSpec, Verify
+from tritonbuild.recipe.models import SCHEMA_VERSION, InstanceGroup, Named, Strict, TensorSpec, Verify
 
 
-class Step(_Strict):
+class Step(Strict):
     model: str = Field(description="Name of a model built from another recipe in the same build.")
     version: int = Field(-1, description="-1 = the latest version (always written explicitly).")
     inputs: dict[str, str] = Field(description="Step model input name ← pipeline tensor name.")
     outputs: dict[str, str] = Field(description="Step model output name → pipeline tensor name.")
 
 
-class CompositionRecipe(_Named):
+class CompositionRecipe(Named):
     """Models chained by tensor mappings: backend ensemble (platform: ensemble) or bls (a Python model)."""
 
     schema_version: Literal[1] = SCHEMA_VERSION

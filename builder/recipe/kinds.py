@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import get_args
 
 from tritonbuild.recipe.composition import CompositionRecipe, check_composition_rules
-from tritonbuild.recipe.llm import LLMRecipe, VLLMRecipe
 from tritonbuild.recipe.models import Recipe, check_rules
 
 Problem = tuple[tuple, str, str]  # (key path, message, hint)
@@ -30,7 +29,7 @@ class Kind:
 
 
 _TYPE_RULES: dict[type, TypeRules] = {Recipe: check_rules, CompositionRecipe: check_composition_rules}
-_BUILTIN_TYPES = (Recipe, LLMRecipe, VLLMRecipe, CompositionRecipe)
+_BUILTIN_TYPES = (Recipe, CompositionRecipe)
 _KINDS: dict[str, Kind] = {
     name: Kind(cls) for cls in _BUILTIN_TYPES for name in get_args(cls.model_fields["backend"].annotation)}
 _BUILTIN_NAMES = frozenset(_KINDS)

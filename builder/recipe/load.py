@@ -10,12 +10,11 @@ from tritonbuild.core.hashing import sha256_bytes
 from tritonbuild.core.paths import PathProblem, inside, read_regular
 from tritonbuild.core.yamlio import Located, YamlProblem, load_located
 from tritonbuild.errors import MultipleErrors, RecipeError, UsageError
-from tritonbuild.recipe.composition import CompositionRecipe, composition_cycles
+from tritonbuild.recipe.composition import composition_cycles
 from tritonbuild.recipe.kinds import check, kinds
-from tritonbuild.recipe.llm import LLMRecipe, VLLMRecipe
-from tritonbuild.recipe.models import Recipe
+from tritonbuild.recipe.models import Named
 
-AnyRecipe = Recipe | LLMRecipe | VLLMRecipe | CompositionRecipe  # the built-in kinds (plug-ins add their own)
+AnyRecipe = Named  # every recipe type has a name and a version; its backend's module declares the rest
 
 RECIPE_SUFFIXES = (".yaml", ".yml")
 MAX_RECIPE_BYTES = 1 << 20  # a recipe is a few kB; the cap keeps /dev/zero-like inputs from filling memory

@@ -53,11 +53,11 @@ def valid_tensor_name(v: str) -> str:
     return v
 
 
-class _Strict(BaseModel):
+class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class TensorSpec(_Strict):
+class TensorSpec(Strict):
     name: str = Field(description="Tensor name as the model sees it.", min_length=1)
     dtype: DType = Field(description="Element type.")
     dims: list[Annotated[int, Field(le=INT64_MAX)]] = Field(
@@ -75,14 +75,14 @@ class TensorSpec(_Strict):
     _name = field_validator("name")(classmethod(lambda cls, v: valid_tensor_name(v)))
 
 
-class ExportInput(_Strict):
+class ExportInput(Strict):
     dtype: DType
     shape: list[int] = Field(description="Example shape, batch dimension first when the model batches.")
     low: int = Field(0, description="Lower bound of example integer values.")
     high: int = Field(100, description="Upper bound (exclusive) of example integer values.")
 
 
-class TorchExport(_Strict):
+class TorchExport(Strict):
     module: str = Field(description="'python.module:function' returning a torch.nn.Module; the module is "
                                     "imported with the recipe's directory on sys.path.",
                         pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -98,7 +98,7 @@ class TorchExport(_Strict):
     method: Literal["trace", "script"] = Field("trace", description="TorchScript: torch.jit.trace or script.")
 
 
-class Source(_Strict):
+class Source(Strict):
     path: str | None = Field(None, description="Local path (relative to the recipe) or fsspec URL of the model "
                                                "file: model.py for python, *.onnx for onnxruntime.")
     sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$", description="Pin: build fails on mismatch.")
@@ -115,14 +115,14 @@ class Source(_Strict):
         return self
 
 
-class QueuePolicy(_Strict):
+class QueuePolicy(Strict):
     timeout_action: Literal["reject", "delay"] = "reject"
     default_timeout_us: int = Field(0, ge=0, le=UINT64_MAX)
     allow_timeout_override: bool = False
     max_queue_size: int = Field(0, ge=0, le=UINT32_MAX, description="0 = unbounded.")
 
 
-class Batching(_Strict):
+class Batching(Strict):
     preferred_batch_sizes: list[Annotated[int, Field(ge=1, le=INT32_MAX)]] = Field(default_factory=list)
     max_queue_delay_us: int = Field(0, ge=0, le=UINT64_MAX)
     preserve_ordering: bool = False
@@ -132,13 +132,13 @@ class Batching(_Strict):
     priority_queue_policy: dict[int, QueuePolicy] = Field(default_factory=dict)
 
 
-class InstanceGroup(_Strict):
+class InstanceGroup(Strict):
     kind: Literal["cpu", "gpu", "auto", "model"] = "cpu"
     count: int = Field(1, ge=1, le=INT32_MAX)
     gpus: list[Annotated[int, Field(ge=0, le=INT32_MAX)]] = Field(default_factory=list)
 
 
-class VersionPolicy(_Strict):
+class VersionPolicy(Strict):
     latest: int | None = Field(None, ge=1, le=UINT32_MAX, description="Serve the newest N versions.")
     specific: list[Annotated[int, Field(ge=1, le=INT64_MAX)]] | None = Field(
         None, description="Serve exactly these versions.")
@@ -151,7 +151,7 @@ class VersionPolicy(_Strict):
         return self
 
 
-class Tolerance(_Strict):
+class Tolerance(Strict):
     """An element passes when its bits are equal, or |got - golden| <= atol + rtol * |golden|, or the two floats
     are at most ulp units in the last place apart. Reported as 'within tolerance', never as bit-exact."""
     atol: float = Field(0.0, ge=0.0)
@@ -159,7 +159,7 @@ class Tolerance(_Strict):
     ulp: int = Field(0, ge=0)
 
 
-class Verify(_Strict):
+class Verify(Strict):
     goldens: str | None = Field(None, description="Golden .npz (relative to the recipe); written by "
                                                   "'tritonbuild verify OUT --record'.")
     repeats: int = Field(3, ge=1, le=1000, description="Times each golden input is sent.")
@@ -182,7 +182,7 @@ class Verify(_Strict):
         return data
 
 
-class Tune(_Strict):
+class Tune(Strict):
     """`tritonbuild tune`: the serving configs to try, the load they must serve and the latency SLA."""
 
     batch_sizes: list[Annotated[int, Field(ge=1)]] | None = Field(
@@ -216,13 +216,13 @@ class Tune(_Strict):
                                                          "default's at every load.")
 
 
-class ShapeRange(_Strict):
+class ShapeRange(Strict):
     min: list[int]
     opt: list[int]
     max: list[int]
 
 
-class TensorRTOptions(_Strict):
+class TensorRTOptions(Strict):
     profiles: list[dict[str, ShapeRange]] = Field(
         default_factory=list, description="Optimization profiles: input name → full shapes (batch first when "
                                           "max_batch_size > 0) {min, opt, max}.")
@@ -233,7 +233,7 @@ class TensorRTOptions(_Strict):
     timeout_s: int = Field(3600, ge=60)
 
 
-class TRTAccelerator(_Strict):
+class TRTAccelerator(Strict):
     name: Literal["tensorrt"]
     precision_mode: Literal["FP32", "FP16", "INT8"] = "FP16"
     max_workspace_size_bytes: int = Field(1 << 30, ge=1 << 20)
@@ -242,20 +242,20 @@ class TRTAccelerator(_Strict):
                                                                 "per GPU and TensorRT version).")
 
 
-class CudaAccelerator(_Strict):
+class CudaAccelerator(Strict):
     name: Literal["cuda"]
 
 
-class OpenVINOAccelerator(_Strict):
+class OpenVINOAccelerator(Strict):
     name: Literal["openvino"]
 
 
-class Accelerators(_Strict):
+class Accelerators(Strict):
     gpu: list[Annotated[TRTAccelerator | CudaAccelerator, Field(discriminator="name")]] = Field(default_factory=list)
     cpu: list[OpenVINOAccelerator] = Field(default_factory=list)
 
 
-class Warmup(_Strict):
+class Warmup(Strict):
     data: Literal["zero", "random", "goldens"] = Field(
         "zero", description="zero/random data of the config's shapes, or the first golden sample's inputs.")
     batch_size: int = Field(1, ge=1, le=UINT32_MAX)
@@ -263,7 +263,24 @@ class Warmup(_Strict):
                        description="Times the warmup request is sent before the model reports ready.")
 
 
-class Recipe(_Strict):
+class Named(Strict):
+    """A recipe's model name and version (recipe types without the single-model fields of Recipe)."""
+
+    name: str = Field(description="Model name (= directory name); [A-Za-z0-9_.-].")
+    version: int = Field(ge=1, le=INT64_MAX, description="Numeric version directory (>= 1).")
+
+    # NOTE: the group's longest member is <name>_postprocessing: each name must fit NAME_MAX.
+    _name = field_validator("name")(classmethod(lambda cls, v: valid_name(v, NAME_MAX - len("_postprocessing"))))
+
+
+class Checkpoint(Strict):
+    path: str = Field(description="Hugging Face checkpoint directory (config.json + weights), relative to the "
+                                  "recipe, or an fsspec URL.")
+    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
+                               description="Pin: sha256 over the directory's files (see 'tritonbuild plan --json').")
+
+
+class Recipe(Strict):
     """One served model: a Triton model directory with one numeric version."""
 
     schema_version: Literal[1] = SCHEMA_VERSION

@@ -13,7 +13,8 @@ from tests.contracts.facts import load
 from tritonbuild.backends import vllm
 from tritonbuild.backends.tensorrtllm.checks import check_recipe as check_llm_rules
 from tritonbuild.backends.tensorrtllm.llmapi import model_yaml
-from tritonbuild.recipe.llm import Image, LLMRecipe, VLLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe import Image, LLMRecipe
+from tritonbuild.backends.vllm import VLLMRecipe
 from tritonbuild.recipe.load import load_recipe
 
 ARGS = load("llm_args")
@@ -95,7 +96,7 @@ def test_a_mismatched_image_is_a_recipe_error():
 
 
 def test_the_code_version_table_is_the_recorded_one():
-    from tritonbuild.recipe.llm import TRITON_TRTLLM
+    from tritonbuild.backends.tensorrtllm.recipe import TRITON_TRTLLM
 
     assert {tag: v["trtllm"] for tag, v in IMAGES.items()} == TRITON_TRTLLM
 

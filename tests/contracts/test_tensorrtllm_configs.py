@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.contracts.facts import load, template
 from tritonbuild.backends.tensorrtllm import configs as cfg
-from tritonbuild.recipe.llm import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.triton.config import model_config_pb2
 
 ENGINE = json.loads((ROOT / "tests/fixtures/engines/tiny-llama-w4a16/config.json").read_text())

@@ -12,7 +12,7 @@ import pytest
 from tests.contracts.facts import load, script_for
 from tritonbuild.backends.tensorrtllm import argv as cmd
 from tritonbuild.backends.tensorrtllm.checks import check_recipe as check_llm_rules
-from tritonbuild.recipe.llm import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 
 SCRIPTS = load("trtllm_scripts")["scripts"]
 MODEL_TYPES = sorted({t for s in SCRIPTS.values() for t in s["model_types"]})

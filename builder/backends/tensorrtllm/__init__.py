@@ -17,11 +17,11 @@ from tritonbuild.backends.base import StepContext
 from tritonbuild.backends.common import checkpoint_root, copy_inputs
 from tritonbuild.backends.tensorrtllm import argv as cmd
 from tritonbuild.backends.tensorrtllm.memory import Architecture, memory_plan
+from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.core.hashing import sha256_input, sha256_json, tree_files
 from tritonbuild.core.paths import PathProblem, check_tree
 from tritonbuild.core.proc import python_module_argv, run_logged
 from tritonbuild.errors import BuildError, PlanError, RecipeError
-from tritonbuild.recipe.llm import LLMRecipe
 from tritonbuild.recipe.load import LoadedRecipe
 
 NAME = "tensorrtllm"

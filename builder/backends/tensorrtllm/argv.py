@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from tritonbuild.recipe.llm import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from pathlib import Path
 from tritonbuild.backends.base import Backend
 from tritonbuild.backends.tensorrtllm import NAME, derive_io, describe, group, llmapi, plan_steps, run_step
 from tritonbuild.backends.tensorrtllm.checks import check_recipe
+from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.core.toolchain import GPU_KEYS
-from tritonbuild.recipe.llm import LLMRecipe
 
 
 def emit(built_model, root: Path, store, manifest_model) -> list:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from tritonbuild.recipe.llm import GPU_SM, NGC_TRTLLM_IMAGE, TRITON_TRTLLM, LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe import GPU_SM, NGC_TRTLLM_IMAGE, TRITON_TRTLLM, LLMRecipe
 
 QUANT_NAMES = {"int4_weight_only": {"W4A16"}, "int4_awq": {"W4A16_AWQ"}, "fp8": {"FP8"}, "none": {None, "", "None"}}
 

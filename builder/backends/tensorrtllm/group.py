@@ -9,9 +9,9 @@ from pathlib import Path
 from tritonbuild.backends.tensorrtllm import MODELS_DIR, check_engine_dir
 from tritonbuild.backends.tensorrtllm import configs as cfg
 from tritonbuild.backends.tensorrtllm.checks import config_problems
+from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.core.hashing import sha256_json
 from tritonbuild.errors import BuildError
-from tritonbuild.recipe.llm import LLMRecipe
 from tritonbuild.recipe.models import DTYPES, TensorSpec
 from tritonbuild.triton.config import render
 

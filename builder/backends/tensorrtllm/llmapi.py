@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
+from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.core.hashing import sha256_json
-from tritonbuild.recipe.llm import LLMRecipe
 from tritonbuild.recipe.models import TensorSpec
 
 # upstream's llmapi/tensorrt_llm interface (tensorrtllm_backend all_models/llmapi, recorded in tests/contracts)

@@ -14,7 +14,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict
 
-from tritonbuild.recipe.llm import GPU_MEMORY_GIB, GPU_MEMORY_MIB, LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe import GPU_MEMORY_GIB, GPU_MEMORY_MIB, LLMRecipe
 
 GIB = 1 << 30
 MIB = 1 << 20

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from tritonbuild.backends.tensorrtllm.memory import Architecture, kv_bytes_per_token, memory_plan, weight_bytes
-from tritonbuild.recipe.llm import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 
 LLAMA2_7B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 32,
              "num_hidden_layers": 32, "num_key_value_heads": 32, "vocab_size": 32000, "max_position_embeddings": 4096}

@@ -1,21 +1,22 @@
-"""LLM recipes: a decoder-only checkpoint served by TensorRT-LLM (engine + inflight batching) or vLLM."""
+"""The TensorRT-LLM recipe (`backend: tensorrtllm`): a decoder-only checkpoint served by TensorRT-LLM (engine +
+inflight batching, or the LLM-API Python model), and the tables its rules read (GPUs, NGC images)."""
 
 from __future__ import annotations
 
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from tritonbuild.recipe.models import (
     INT32_MAX,
-    INT64_MAX,
-    NAME_MAX,
     SCHEMA_VERSION,
     UINT32_MAX,
     UINT64_MAX,
+    Checkpoint,
+    Named,
+    Strict,
     Verify,
-    valid_name,
 )
 
 # Total device memory in MiB as nvidia-smi reports it (H200: 143,771 MiB, measured on the lent H200; the others
@@ -33,26 +34,8 @@ TRITON_TRTLLM = {"25.12": "1.1.0", "25.11": "1.0.3.2510", "25.10": "1.0.0", "25.
 NGC_TRTLLM_IMAGE = re.compile(r"^nvcr\.io/nvidia/tritonserver:(\d+\.\d+)-trtllm-python-py3$")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
-
-class _Named(_Strict):
-    name: str = Field(description="Model name (= directory name); [A-Za-z0-9_.-].")
-    version: int = Field(ge=1, le=INT64_MAX, description="Numeric version directory (>= 1).")
-
-    # NOTE: the group's longest member is <name>_postprocessing: each name must fit NAME_MAX.
-    _name = field_validator("name")(classmethod(lambda cls, v: valid_name(v, NAME_MAX - len("_postprocessing"))))
-
-
-class Checkpoint(_Strict):
-    path: str = Field(description="Hugging Face checkpoint directory (config.json + weights), relative to the "
-                                  "recipe, or an fsspec URL.")
-    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
-                               description="Pin: sha256 over the directory's files (see 'tritonbuild plan --json').")
-
-
-class EngineLimits(_Strict):
+class EngineLimits(Strict):
     max_batch_size: int = Field(64, ge=1, le=INT32_MAX)
     max_input_len: int = Field(1024, ge=1)
     max_seq_len: int = Field(2048, ge=2, description="Input + output tokens.")
@@ -67,7 +50,7 @@ class EngineLimits(_Strict):
     timeout_s: int = Field(4 * 3600, ge=60)
 
 
-class KVCache(_Strict):
+class KVCache(Strict):
     type: Literal["paged"] = "paged"
     free_gpu_mem_fraction: float = Field(0.9, gt=0, le=1)
     enable_block_reuse: bool = Field(True, description="KV block reuse across requests (upstream default: on).")
@@ -76,20 +59,20 @@ class KVCache(_Strict):
     dtype: Literal["auto", "fp8", "int8"] = Field("auto", description="auto = the model dtype.")
 
 
-class Calibration(_Strict):
+class Calibration(Strict):
     dataset: str = Field(description="Local calibration data (a directory or file, relative to the recipe) for "
                                      "ModelOpt's quantize.py (AWQ, FP8, KV cache) and the converters' int8 KV "
                                      "calibration; without it they download a Hugging Face dataset.")
     size: int = Field(32, ge=1, description="Calibration samples (quantize.py --calib_size).")
 
 
-class Instances(_Strict):
+class Instances(Strict):
     preprocessing: int = Field(4, ge=1)
     postprocessing: int = Field(4, ge=1)
     bls: int = Field(1, ge=1)
 
 
-class Serving(_Strict):
+class Serving(Strict):
     streaming: bool = Field(False, description="Decoupled mode on tensorrt_llm (and BLS): tokens stream out.")
     batching_strategy: Literal["inflight_fused_batching", "inflight_batching", "V1"] = "inflight_fused_batching"
     scheduler_policy: Literal["guaranteed_no_evict", "max_utilization"] = "guaranteed_no_evict"
@@ -113,7 +96,7 @@ class Serving(_Strict):
         return v.rstrip("/") or "/"
 
 
-class Image(_Strict):
+class Image(Strict):
     trtllm_version: str = Field("1.1.0", description="TensorRT-LLM in the serving image; engines must match it.")
     triton_image: str = Field("nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3",
                               description="NGC trtllm-python-py3 tags are checked against their TensorRT-LLM version; "
@@ -121,7 +104,7 @@ class Image(_Strict):
                                           "taken at its trtllm_version.")
 
 
-class LLMRecipe(_Named):
+class LLMRecipe(Named):
     """A TensorRT-LLM model group: <name> (ensemble), <name>_preprocessing, <name>_tensorrt_llm,
     <name>_postprocessing and optionally <name>_bls."""
 
@@ -149,51 +132,3 @@ class LLMRecipe(_Named):
         if v not in GPU_MEMORY_GIB:
             raise ValueError(f"unknown GPU {v!r}; known: {', '.join(GPU_MEMORY_GIB)}")
         return v
-
-
-class VLLMRecipe(_Named):
-    """A vLLM-backend model: config.pbtxt (KIND_MODEL, decoupled, max_batch_size 0) + 1/model.json."""
-
-    schema_version: Literal[1] = SCHEMA_VERSION
-    backend: Literal["vllm"]
-    checkpoint: Checkpoint
-    engine_args: VLLMEngineArgs = Field(default_factory=lambda: VLLMEngineArgs())
-    serving: VLLMServing = Field(default_factory=lambda: VLLMServing())
-    image: VLLMImage = Field(default_factory=lambda: VLLMImage())
-    verify: Verify = Field(default_factory=Verify)
-
-
-class VLLMEngineArgs(_Strict):
-    """Typed subset of vLLM's AsyncEngineArgs; written to model.json as is."""
-
-    dtype: Literal["auto", "float16", "bfloat16", "float32"] = "auto"
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
-    tensor_parallel_size: int = Field(1, ge=1)
-    pipeline_parallel_size: int = Field(1, ge=1)
-    max_model_len: int | None = Field(None, ge=1)
-    max_num_seqs: int | None = Field(None, ge=1)
-    enforce_eager: bool = False
-    enable_prefix_caching: bool | None = Field(None, description="None: vLLM's default (on).")
-    quantization: Literal["awq", "gptq", "fp8"] | None = None
-    seed: int = 0
-
-
-class VLLMImage(_Strict):
-    triton_image: str = Field("nvcr.io/nvidia/tritonserver:25.12-vllm-python-py3",
-                              description="Serving image with Triton's vLLM backend (the *-vllm-python-py3 tags; "
-                                          "the trtllm images do not ship it).")
-
-    @field_validator("triton_image")
-    @classmethod
-    def _vllm_backend(cls, v: str) -> str:
-        if v.startswith("nvcr.io/nvidia/tritonserver:") and not v.endswith("-vllm-python-py3"):
-            raise ValueError(f"{v} has no vLLM backend: use a tritonserver:<tag>-vllm-python-py3 image")
-        return v
-
-
-class VLLMServing(_Strict):
-    repository_mount: str = Field("/models", description="Where the server sees this repository; model.json "
-                                                         "points at the packaged weights under it.")
-
-
-VLLMRecipe.model_rebuild()
