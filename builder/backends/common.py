@@ -24,8 +24,9 @@ def local_source(loaded: LoadedRecipe, rel: str, loc: tuple) -> Path:
             try:
                 regular_file(path, "source")
             except (PathProblem, OSError) as e:
-                raise PlanError(str(e), where=loaded.where(loc), hint="name a regular file") from None
-        raise PlanError(f"source file not found: {path}", where=loaded.where(loc),
+                raise PlanError(f"{loaded.key(loc)}: {e}", where=loaded.where(loc),
+                                hint="name a regular file") from None
+        raise PlanError(f"{loaded.key(loc)}: source file not found: {path}", where=loaded.where(loc),
                         hint="fix the path (relative paths start at the recipe's directory)")
     return path
 
@@ -47,8 +48,8 @@ def relative_dest(loaded: LoadedRecipe, path: Path, model_dir: Path, loc: tuple)
     try:
         return path.resolve().relative_to(model_dir.resolve()).as_posix()
     except ValueError:
-        raise PlanError(f"{path} is not inside {model_dir} (model.py's directory), so model.py could not find it "
-                        "at the same relative path", where=loaded.where(loc),
+        raise PlanError(f"{loaded.key(loc)}: {path} is not inside {model_dir} (model.py's directory), so model.py "
+                        "could not find it at the same relative path", where=loaded.where(loc),
                         hint="move the file next to model.py or below it") from None
 
 

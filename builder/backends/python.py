@@ -28,7 +28,8 @@ def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
         path = local_source(loaded, rel, ("source", "files", i))
         dest = relative_dest(loaded, path, model_py.parent, ("source", "files", i))
         if dest in layout:
-            raise PlanError(f"{rel!r} is packaged twice", where=loaded.where(("source", "files", i)),
+            loc = ("source", "files", i)
+            raise PlanError(f"{loaded.key(loc)}: {rel!r} is packaged twice", where=loaded.where(loc),
                             hint="list each file once")
         layout[dest] = sha256_input(path)
         inputs[str(path)] = layout[dest]

@@ -205,6 +205,8 @@ def rollback_command(target: str, model: str, to: int, endpoint_url: str | None,
         out.print(f"{model}: live version {result['previous']} → {result['live']} at {result['target']} "
                   f"(config {result['config_restored']}"
                   f"{', a different interface' if result['interface_changed'] else ''})")
+        if result.get("lock_broken"):
+            err.print(f"warning: {result['lock_broken']}", markup=False)
         for n in result["notified"]:
             out.print(f"  notify {n['server']}: {'loaded' if n['ok'] else 'FAILED: ' + str(n['message'])}")
     if any(not n["ok"] for n in result["notified"]):

@@ -14,10 +14,12 @@ from pathlib import Path
 
 
 @contextmanager
-def atomic_writer(path: Path):
-    """A binary file that appears at path, complete, only when the block ends without error."""
+def atomic_writer(path: Path, tmp_dir: Path | None = None):
+    """A binary file that appears at path, complete, only when the block ends without error. tmp_dir (same
+    filesystem) holds the temporary meanwhile, where a reader of path's directory never sees it; by default
+    it is path's own directory."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=tmp_dir or path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
@@ -35,8 +37,8 @@ def is_temporary(name: str) -> bool:
     return name.startswith(".") and name.endswith(".tmp")
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    with atomic_writer(path) as f:
+def write_atomic(path: Path, data: bytes, tmp_dir: Path | None = None) -> None:
+    with atomic_writer(path, tmp_dir) as f:
         f.write(data)
 
 

@@ -79,6 +79,7 @@ class TargetLock:
         self.lease = lease_seconds()
         self.etag: str | None = None
         self.lost: str | None = None
+        self.broken: str | None = None  # whose lease this publish broke, and why (reported, never silent)
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
 
@@ -233,6 +234,7 @@ class TargetLock:
                 if attempt < 2 and (self.break_lock or state == "expired" or self._stale(holder)):
                     try:
                         if self._break(raw, etag):
+                            self.broken = _broken_note(holder, state, self.break_lock)
                             continue
                     except Exception as e:  # noqa: BLE001
                         raise storage_error(self.target, "break the expired publish lock", e) from None
@@ -270,3 +272,11 @@ def _code(e: BaseException) -> str:
     from tritonbuild.core.objstore import error_code
 
     return error_code(e) or ""
+
+
+def _broken_note(holder: dict, state: str, forced: bool) -> str:
+    """One line for the receipt and the log: whose lease was broken, and why it was breakable."""
+    who = f"{holder.get('holder') or holder.get('host', '?')} pid {holder.get('pid', '?')}"
+    why = ("--break-lock" if forced else f"its lease expired at {holder.get('expires_at')}" if state == "expired"
+           else "its process no longer exists on this host")
+    return f"broke the publish lock of {who} (since {holder.get('since', '?')}): {why}"

@@ -44,7 +44,8 @@ class TargetManifest(_Frozen):
 class Action(_Frozen):
     model: str
     version: int | None
-    action: Literal["upload", "skip", "switch", "prune", "create", "unchanged", "notify", "abort"]
+    action: Literal["upload", "skip", "switch", "prune", "create", "unchanged", "notify", "abort",
+                    "clean"]
     path: str = ""
     bytes: int = 0
     detail: str = ""

@@ -20,9 +20,18 @@ def write_bytes(target: Target, path: str, data: bytes) -> None:
     _retry(target, f"write {path}", lambda: _write_bytes_once(target, path, data))
 
 
+def _local_tmp_dir(target: Target) -> Path:
+    """Where a local target's temporaries live while written: the target root, as plain files. Triton reads
+    only the directories of a repository's root (each one a model), so a publish killed mid-write leaves
+    nothing inside a model or version directory; the next publish removes what is left (clean_temporaries)."""
+    root = Path(target.root)
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
 def _write_bytes_once(target: Target, path: str, data: bytes) -> None:
     if target.is_local:
-        write_atomic(Path(path), data)
+        write_atomic(Path(path), data, _local_tmp_dir(target))
     else:
         target.fs.pipe_file(path, data)
 
@@ -33,7 +42,7 @@ def upload(target: Target, local: Path, path: str, reporter: Reporter) -> None:
 
 def _upload_once(target: Target, local: Path, path: str, reporter: Reporter) -> None:
     if target.is_local:
-        with open(local, "rb") as src, atomic_writer(Path(path)) as dst:
+        with open(local, "rb") as src, atomic_writer(Path(path), _local_tmp_dir(target)) as dst:
             # NOTE: copy_file_range copies inside the kernel (and reflinks where the filesystem can);
             # 1 GiB steps: smaller ones measured 2x slower here; progress moves per GiB.
             while n := os.copy_file_range(src.fileno(), dst.fileno(), 1 << 30):
@@ -167,3 +176,37 @@ def abort_multipart_uploads(target: Target) -> list[Action]:
     except Exception as e:  # noqa: BLE001
         raise storage_error(target, "list or abort interrupted multipart uploads", e) from None
     return actions
+
+
+def clean_temporaries(target: Target) -> list[Action]:
+    """Temporaries a killed publish left at a local target: at the root (where they are written), and inside
+    model and version directories (where tritonbuild before this release wrote them). Called with the publish
+    lock held: no live publisher is writing one."""
+    if not target.is_local or not os.path.isdir(target.root):
+        return []
+    actions = []
+    for dirpath, _dirs, names in os.walk(target.root):
+        for name in sorted(n for n in names if is_temporary(n)):
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, target.root)
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                raise storage_error(target, f"remove the leftover temporary {rel}", e) from None
+            actions.append(Action(model=rel.split("/", 1)[0] if "/" in rel else "", version=None, action="clean",
+                                  path=rel, detail="temporary left by an interrupted publish"))
+    return actions
+
+
+def clean_leftovers(target: Target, broken_lock: str | None, reporter: Reporter) -> list[Action]:
+    """What an interrupted publish left behind, removed under the lock: its lease (broken while taking the lock:
+    said here, in the receipt and the log), S3 multipart uploads, local temporaries."""
+    from tritonbuild.publish.models import LOCK_NAME
+
+    actions = []
+    if broken_lock:
+        reporter.status(f"warning: {broken_lock}")
+        actions.append(Action(model="", version=None, action="clean", path=LOCK_NAME, detail=broken_lock))
+    return actions + abort_multipart_uploads(target) + clean_temporaries(target)

@@ -242,7 +242,7 @@ def publish(root: Path, target_url: str, *, endpoint_url: str | None = None, ski
         return _receipt(publisher, manifest, verification, t0, True, [])
     with TargetLock(target, break_lock=break_lock) as lock:
         publisher.lock = lock
-        publisher.actions.extend(objects.abort_multipart_uploads(target))
+        publisher.actions.extend(objects.clean_leftovers(target, lock.broken, reporter))
         state = objects.read_state(target)
         models = dict(state.models)
         for name, versions in _group(manifest).items():

@@ -16,7 +16,7 @@ def rollback(target_url: str, model: str, to: int, *, endpoint_url: str | None =
     """Make a complete, published version live again with ITS config (the one it was verified with, stored at
     publish as config-v<N>.pbtxt): one config.pbtxt write, then the manifest; then notify servers."""
     target = open_for_read(target_url, endpoint_url)
-    with TargetLock(target, break_lock=break_lock):
+    with TargetLock(target, break_lock=break_lock) as lock:
         state = objects.read_state(target)
         published = state.models.get(model)
         if published is None:
@@ -58,4 +58,4 @@ def rollback(target_url: str, model: str, to: int, *, endpoint_url: str | None =
     notified = [notify_server(url, model) for url in notify]
     return {"target": target.url, "model": model, "live": to, "previous": live_version(current),
             "config_restored": own_name, "interface_changed": own != pinned_config(current, [to]),
-            "notified": notified}
+            "notified": notified, **({"lock_broken": lock.broken} if lock.broken else {})}

@@ -33,6 +33,11 @@ class LoadedRecipe:
         line = self.located.line_of(loc)
         return f"{self.path}:{line}" if line else str(self.path)
 
+    @staticmethod
+    def key(loc: tuple) -> str:
+        """The key path as a user writes it ('source.files[0]'), for messages raised by later stages."""
+        return _loc_str(loc)
+
     @property
     def base_dir(self) -> Path:
         """The recipe's directory, absolute (paths in a plan never depend on the cwd a step runs in)."""

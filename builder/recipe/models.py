@@ -374,10 +374,29 @@ def check_rules(recipe: Recipe, backend_problems: list[Problem]) -> list[Problem
                             f"use sizes <= {recipe.max_batch_size} or raise max_batch_size"))
         if tune.instance_kind == "gpu" and recipe.target == "cpu":
             out.append((("tune", "instance_kind"), "kind gpu but the recipe's target is cpu", "set target: gpu"))
+    out += _duplicate_tensors(recipe)
     if recipe.max_batch_size > 0:
         for key in ("inputs", "outputs"):
             for i, tensor in enumerate(getattr(recipe, key) or []):
                 if not tensor.dims:
                     out.append(((key, i, "dims"), "empty dims with max_batch_size > 0 (the tensor would be "
                                 "only the batch dimension)", "use dims: [1]"))
+    return out
+
+
+def _duplicate_tensors(recipe: Recipe) -> list[Problem]:
+    """A tensor name listed twice among the inputs (or the outputs), refused at the second occurrence. Seen with
+    tritonserver 2.51 (embedded): a python model with inputs [X, X] loads, then refuses every request
+    ("expected 2 inputs but got 1 inputs"): a request carries one tensor per name, so the model cannot be
+    called; two outputs of one name cannot be told apart in a response."""
+    out: list[Problem] = []
+    for key in ("inputs", "outputs"):
+        first: dict[str, int] = {}
+        for i, tensor in enumerate(getattr(recipe, key) or []):
+            if tensor.name in first:
+                out.append(((key, i, "name"), f"{key[:-1]} name {tensor.name!r} is already used by {key}"
+                            f"[{first[tensor.name]}] (a request or response carries one tensor per name: "
+                            "Triton would refuse every request to this model)",
+                            f"rename one of them; each of a model's {key} needs its own name"))
+            first.setdefault(tensor.name, i)
     return out

@@ -223,3 +223,30 @@ def test_aoti_package_builds_and_verifies_in_process(cli, tmp_path, in_root):
     assert v.exit_code == 0, v.stdout
     (m,) = json.loads(v.stdout)["models"]
     assert m["path"] == "in-process" and m["passed"] and m["compared"] == 3 * 3
+
+
+@pytest.mark.parametrize("key", ["inputs", "outputs"])
+def test_a_tensor_name_listed_twice_is_refused_at_recipe_load(cli, write, tmp_path, key):
+    write("model.py", "x = 1\n")
+    line = {"inputs": "inputs: [{name: X, dtype: fp32, dims: [3]}]",
+            "outputs": "outputs: [{name: Y, dtype: fp32, dims: [3]}]"}[key]
+    name = line.split("name: ")[1].split(",")[0]
+    twice = f"{key}:\n  - {{name: {name}, dtype: fp32, dims: [3]}}\n  - {{name: {name}, dtype: fp32, dims: [3]}}"
+    p = write("dup.yaml", PY_RECIPE.replace(line, twice))
+    r = cli("build", p, "-o", tmp_path / "OUT")
+    assert r.exit_code == 3, r.stdout + r.stderr
+    where = p.read_text().splitlines().index(f"  - {{name: {name}, dtype: fp32, dims: [3]}}") + 2  # the second
+    assert f"{p}:{where}: {key}[1].name: {key[:-1]} name '{name}' is already used by {key}[0]" in r.stderr
+    assert "fix: rename one of them" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "OUT").exists()
+
+
+def test_an_extra_file_outside_the_model_directory_names_its_key(cli, write, tmp_path):
+    write("r/model.py", "x = 1\n")
+    write("outside/secret.txt", "s\n")
+    p = write("r/m.yaml", PY_RECIPE.replace("source: {path: model.py}",
+                                            'source: {path: model.py, files: ["../outside/secret.txt"]}'))
+    r = cli("build", p, "-o", tmp_path / "OUT")
+    assert r.exit_code == 4, r.stderr
+    assert f"{p}:4: source.files[0]: " in r.stderr and "is not inside" in r.stderr, r.stderr
+    assert not (tmp_path / "OUT").exists()

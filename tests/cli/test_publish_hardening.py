@@ -136,9 +136,15 @@ def test_an_expired_lease_of_a_killed_publisher_elsewhere_is_broken(cli, repo, t
     _fake_verified(cli, out)
     r = cli("publish", out, target)
     assert r.exit_code == 0, r.stderr
+    # never silently: the log says whose lease was broken and why it could be
+    assert "warning: broke the publish lock of ci@ci-runner-9 pid 4242" in r.stderr
+    assert "its lease expired at" in r.stderr and "tritonbuild.lock" in r.stdout  # and the receipt's table
     assert not (tmp_path / "pub" / "tritonbuild.lock").exists()
     assert [p.name for p in (tmp_path / "pub").iterdir() if "lock" in p.name] == []
     assert json.loads(cli("ls", target, "--json").stdout)["lock"] is None
+    (tmp_path / "pub" / "tritonbuild.lock").write_text(_lock_doc(-5, pid=4343))
+    r = cli("rollback", target, "doubler", "--to", "1")
+    assert r.exit_code == 0 and "warning: broke the publish lock of ci@ci-runner-9 pid 4343" in r.stderr
 
 
 def test_the_lease_is_renewed_while_held_and_a_renewed_lock_is_not_broken(tmp_path, monkeypatch):
@@ -175,3 +181,47 @@ def test_a_checkpoint_url_with_credentials_is_not_printed(cli, tmp_path):
     r = cli("plan", tmp_path / "llm.yaml")
     assert r.exit_code == 4, r.stderr
     assert "ckptSECRETvalue" not in r.stdout + r.stderr and "s3://***@bucket/ck" in r.stderr
+
+
+def test_a_publish_killed_mid_write_leaves_no_temporary_in_a_model_directory(cli, tmp_path):
+    """SIGKILL while a file is being written to a file:// target: the temporary is never inside a model or
+    version directory (the tree a polling Triton reads), and the next publish removes it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import PY_MODEL, PY_RECIPE
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "model.py").write_text(PY_MODEL)
+    with open(src / "weights.bin", "wb") as f:  # large enough that its copy takes a moment
+        f.truncate(0)
+        f.write(os.urandom(1 << 20) * 160)
+    recipe = PY_RECIPE.replace("source: {path: model.py}", "source: {path: model.py, files: [weights.bin]}")
+    (src / "r.yaml").write_text(recipe.lstrip())
+    out = tmp_path / "repo"
+    assert cli("build", src / "r.yaml", "-o", out).exit_code == 0
+    _fake_verified(cli, out)
+    pub = tmp_path / "pub"
+    proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "publish", str(out), f"file://{pub}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen, deadline = [], time.monotonic() + 60
+    while not seen and proc.poll() is None and time.monotonic() < deadline:
+        seen = [os.path.join(d, n) for d, _, names in os.walk(pub) for n in names if n.endswith(".tmp")]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert seen, "the publish finished before a temporary was seen: make weights.bin larger"
+    left = [os.path.relpath(os.path.join(d, n), pub) for d, _, names in os.walk(pub) for n in names
+            if n.endswith(".tmp")]
+    assert left and all("/" not in rel for rel in left), left  # at the root, never in doubler/ or doubler/1/
+    r = cli("publish", out, f"file://{pub}", "--json")
+    assert r.exit_code == 0, r.stderr
+    cleaned = {a["path"]: a["detail"] for a in json.loads(r.stdout)["actions"] if a["action"] == "clean"}
+    assert sorted(rel for rel in cleaned if rel.endswith(".tmp")) == sorted(left)
+    # the killed publisher's lease is broken, and the receipt says whose and why
+    assert f"pid {proc.pid}" in cleaned["tritonbuild.lock"] and "no longer exists" in cleaned["tritonbuild.lock"]
+    assert not [n for _, _, names in os.walk(pub) for n in names if n.endswith(".tmp")]
+    assert (pub / "doubler" / "1" / "weights.bin").stat().st_size == 160 << 20
