@@ -39,13 +39,18 @@ def _ints(_ctx, _param, value: str | None) -> list[int] | None:
               help="p99 SLA in ms (overrides tune.sla_p99_ms).")
 @click.option("--min-vs-default", type=click.FloatRange(min=0, min_open=True),
               help="The winner must serve >= this × Triton's default at every load (overrides tune.min_vs_default).")
+@click.option("--confidence", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+              help="Confidence of the paired interval the rules are decided on (overrides tune.confidence).")
+@click.option("--rounds", type=click.IntRange(1, 50),
+              help="Paired rounds of each finalist against the default (overrides tune.rounds; 1: single readings).")
 @click.option("--concurrency", callback=_ints, help="Load range, e.g. 1,64 (overrides tune.concurrency).")
 @click.option("--apply", "apply_patch", is_flag=True, help="Write the winner into the recipe file.")
 @json_option
 def tune_command(repository: Path, model: str, recipe_path: Path | None, server_url: str | None,
                  grpc_url: str | None, brute: bool,
                  no_verify: bool, report_dir: Path | None, processes: int | None, sla_ms: float | None,
-                 min_vs_default: float | None, concurrency: list[int] | None, apply_patch: bool,
+                 min_vs_default: float | None, confidence: float | None, rounds: int | None,
+                 concurrency: list[int] | None, apply_patch: bool,
                  as_json: bool) -> None:
     """Find MODEL's fastest serving config under a p99 SLA that is still bit-exact.
 
@@ -60,6 +65,7 @@ def tune_command(repository: Path, model: str, recipe_path: Path | None, server_
                           recipe_path=recipe_path, server_url=server_url, grpc_url=grpc_url, brute=brute,
                           no_verify=no_verify,
                           processes=processes, sla_ms=sla_ms, min_vs_default=min_vs_default,
+                          confidence=confidence, rounds=rounds,
                           concurrency=concurrency, apply=apply_patch,
                           progress=say)
     if as_json:
@@ -67,14 +73,21 @@ def tune_command(repository: Path, model: str, recipe_path: Path | None, server_
         return
     winner = report["winner"]
     out.print(f"{report['model']}: {winner['label']}  ({report['search']} search, {report['measurements_made']} "
-              f"measurements of {report['grid_measurements']} in the grid, {report['measurement_share']:.0%})")
+              f"measurements of {report['grid_measurements']} in the grid, {report['measurement_share']:.0%}; "
+              f"{report['paired_measurements']} paired)")
+    out.print(f"  {report['verdict']}")
     for load, c in report["comparison"].items():
+        interval = f" [{c['low']}–{c['high']}]" if c.get("low") is not None else ""
         out.print(f"  {load:>6}: {c['tuned']['throughput']:9.0f} req/s  p99 {c['tuned']['p99_ms']:.2f} ms   "
                   f"default {c['default']['throughput']:9.0f} req/s  p99 {c['default']['p99_ms']:.2f} ms   "
-                  f"{c['ratio']}x")
-    out.print(f"  load generator ceiling: {report['ceiling']['throughput']:.0f} req/s")
-    for rejected in report["rejected_not_bit_exact"]:
-        out.print(f"  rejected {rejected['label']}: {rejected['reason']}")
+                  f"{c['ratio']}x{interval}")
+    if report["pick"]["runner_up"]:
+        out.print(f"  pick: {report['pick']['text']}")
+    out.print(f"  load generator ceiling: {report['ceiling']['throughput']:.0f} req/s "
+              f"({report['machine']['load_processes']} processes)")
+    for rejected in report["rejections"]:
+        out.print(f"  not chosen {rejected['label']}: {rejected['cause']} ({rejected['decided_by']}): "
+                  f"{rejected['detail']}")
     for note in report["notes"]:
         out.print(f"  note: {note}")
     out.print(f"report: {report['report_dir']}/tune-report.json; patch: tune-patch.yaml"

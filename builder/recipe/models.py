@@ -213,7 +213,12 @@ class Tune(Strict):
                                                            "across the stable windows.")
     max_windows: int = Field(10, ge=2, le=100, description="Windows before a measurement is reported unstable.")
     min_vs_default: float = Field(1.0, gt=0, description="The winner's throughput must be >= this times Triton's "
-                                                         "default's at every load.")
+                                                         "default's at every load (decided on the paired rounds' "
+                                                         "interval: its lower end must reach it).")
+    rounds: int = Field(5, ge=1, le=50, description="Paired rounds of each finalist against Triton's default at every "
+                                                    "load, interleaved (A B, B A, ...); 1: decide on single readings.")
+    confidence: float = Field(0.9, gt=0, lt=1, description="Two-sided confidence of the bootstrap interval on the "
+                                                           "finalist/default throughput ratio.")
 
 
 class ShapeRange(Strict):

@@ -85,99 +85,116 @@ def _first_diff(exp: np.ndarray, got: np.ndarray) -> dict:
 
 async def _worker_main(conn, url, model, samples, expected, outputs) -> None:
     import tritonclient.grpc.aio as grpcclient
-    from tritonclient.utils import np_to_triton_dtype
 
     client = grpcclient.InferenceServerClient(url)
-    prepared = []
-    for s in samples:
-        ins = []
-        for name, arr in s.items():
-            i = grpcclient.InferInput(name, list(arr.shape), np_to_triton_dtype(arr.dtype))
-            i.set_data_from_numpy(arr)
-            ins.append(i)
-        prepared.append(ins)
-    want = [grpcclient.InferRequestedOutput(o) for o in outputs]
-    exp_bytes = None if expected is None else [{k: v.tobytes() for k, v in e.items()} for e in expected]
-    state = {"lat": [], "errors": 0, "mm": 0, "first_mm": None, "first_err": None}
-    loop = asyncio.get_running_loop()
-    running: list[asyncio.Task] = []
-    stop = asyncio.Event()
-    counter = [0]
+    try:
+        await _Worker(client, grpcclient, model, samples, expected, outputs).serve(conn)
+    finally:
+        await client.close()
 
-    async def one(t_sched: float | None = None) -> None:
-        i = counter[0] % len(prepared)
-        counter[0] += 1
+
+class _Worker:
+    """One worker process's load: closed or open loop over the samples, each answer compared with its golden."""
+
+    def __init__(self, client, grpcclient, model: str, samples, expected, outputs):
+        from tritonclient.utils import np_to_triton_dtype
+
+        self.client, self.model = client, model
+        self.prepared = []
+        for s in samples:
+            ins = []
+            for name, arr in s.items():
+                i = grpcclient.InferInput(name, list(arr.shape), np_to_triton_dtype(arr.dtype))
+                i.set_data_from_numpy(arr)
+                ins.append(i)
+            self.prepared.append(ins)
+        self.want = [grpcclient.InferRequestedOutput(o) for o in outputs]
+        self.expected = expected
+        self.exp_bytes = None if expected is None else [{k: v.tobytes() for k, v in e.items()} for e in expected]
+        self.state = {"lat": [], "errors": 0, "mm": 0, "first_mm": None, "first_err": None}
+        self.stop = asyncio.Event()
+        self.counter = 0
+
+    async def one(self, t_sched: float | None = None) -> None:
+        state = self.state
+        i = self.counter % len(self.prepared)
+        self.counter += 1
         t0 = time.perf_counter()
         try:
-            res = await client.infer(model, prepared[i], outputs=want, client_timeout=120)
+            res = await self.client.infer(self.model, self.prepared[i], outputs=self.want, client_timeout=120)
         except Exception as e:  # noqa: BLE001 - any failure of one request is counted, the load goes on
             state["errors"] += 1
             state["first_err"] = state["first_err"] or f"{type(e).__name__}: {e}"[:500]
             return
         t1 = time.perf_counter()
         state["lat"].append((t1 - (t_sched if t_sched is not None else t0)) * 1000.0)
-        if exp_bytes is not None:
-            for name, eb in exp_bytes[i].items():
-                got = res.as_numpy(name)
-                if got is None or got.tobytes() != eb:
-                    state["mm"] += 1
-                    if state["first_mm"] is None:
-                        d = _first_diff(expected[i][name], got) if got is not None else {"detail": "missing"}
-                        state["first_mm"] = {"sample": i, "output": name, **d}
-                    break
+        if self.exp_bytes is None:
+            return
+        for name, eb in self.exp_bytes[i].items():
+            got = res.as_numpy(name)
+            if got is None or got.tobytes() != eb:
+                state["mm"] += 1
+                if state["first_mm"] is None:
+                    d = _first_diff(self.expected[i][name], got) if got is not None else {"detail": "missing"}
+                    state["first_mm"] = {"sample": i, "output": name, **d}
+                break
 
-    async def closed(n: int) -> None:
+    async def closed(self, n: int) -> None:
         async def user() -> None:
-            while not stop.is_set():
-                await one()
+            while not self.stop.is_set():
+                await self.one()
         await asyncio.gather(*(user() for _ in range(n)))
 
-    async def opened(rate: float) -> None:
+    async def opened(self, rate: float) -> None:
         pending: set[asyncio.Task] = set()
         t_next = time.perf_counter()
-        while not stop.is_set():
+        while not self.stop.is_set():
             now = time.perf_counter()
             if now < t_next:
                 await asyncio.sleep(t_next - now)
                 continue
             if len(pending) < MAX_OUTSTANDING:
-                task = asyncio.ensure_future(one(t_next))
+                task = asyncio.ensure_future(self.one(t_next))
                 pending.add(task)
                 task.add_done_callback(pending.discard)
             else:
-                state["errors"] += 1
-                state["first_err"] = state["first_err"] or "client: too many requests in flight (open loop)"
+                self.state["errors"] += 1
+                self.state["first_err"] = self.state["first_err"] or "client: too many requests in flight (open loop)"
             t_next += 1.0 / rate
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
 
-    def take() -> dict:
+    def take(self) -> dict:
+        state = self.state
         out = {"lat": state["lat"], "errors": state["errors"], "mm": state["mm"], "first_mm": state["first_mm"],
                "first_err": state["first_err"], "t": time.perf_counter()}
         state.update(lat=[], errors=0, mm=0, first_mm=None, first_err=None)
         return out
 
-    conn.send({"ready": True})
-    while True:
-        cmd = await loop.run_in_executor(None, conn.recv)
-        op = cmd["op"]
-        if op == "run":
-            stop.clear()
-            take()
-            coro = closed(cmd["concurrency"]) if cmd.get("concurrency") else opened(cmd["rate"])
-            running = [asyncio.ensure_future(coro)]
-            conn.send({"t": time.perf_counter()})
-        elif op == "flush":
-            conn.send(take())
-        elif op == "halt":
-            stop.set()
-            if running:
-                await asyncio.gather(*running, return_exceptions=True)
-            running = []
-            conn.send(take())
-        elif op == "stop":
-            break
-    await client.close()
+    async def serve(self, conn) -> None:
+        """The parent's commands: run a load, flush a window, halt, stop."""
+        loop = asyncio.get_running_loop()
+        running: list[asyncio.Future] = []
+        conn.send({"ready": True})
+        while True:
+            cmd = await loop.run_in_executor(None, conn.recv)
+            op = cmd["op"]
+            if op == "run":
+                self.stop.clear()
+                self.take()
+                coro = self.closed(cmd["concurrency"]) if cmd.get("concurrency") else self.opened(cmd["rate"])
+                running = [asyncio.ensure_future(coro)]
+                conn.send({"t": time.perf_counter()})
+            elif op == "flush":
+                conn.send(self.take())
+            elif op == "halt":
+                self.stop.set()
+                if running:
+                    await asyncio.gather(*running, return_exceptions=True)
+                running = []
+                conn.send(self.take())
+            elif op == "stop":
+                break
 
 
 # ---------------------------------------------------------------- parent side

@@ -17,8 +17,6 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
-import numpy as np
-
 from tritonbuild.backends import REGISTRY
 from tritonbuild.core.fsutil import write_atomic
 from tritonbuild.core.hashing import pretty_json
@@ -27,124 +25,22 @@ from tritonbuild.core.toolchain import fingerprint
 from tritonbuild.errors import UsageError, VerifyError
 from tritonbuild.recipe.models import Tune
 from tritonbuild.repository.config import parse
-from tritonbuild.repository.manifest import ManifestModel, read_repository
+from tritonbuild.repository.manifest import read_repository
 from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
 from tritonbuild.tune import search
+from tritonbuild.tune.confidence import Decision, abba_order, ratio_interval
 from tritonbuild.tune.control import load_with_config, unload
 from tritonbuild.tune.loadgen import LoadGenerator, Result
+from tritonbuild.tune.probes import NULL_MODEL, GoldensCheck, null_model
 from tritonbuild.tune.report import build_report, finite, server_version_of
 from tritonbuild.tune.space import Candidate, Grid, apply
-from tritonbuild.verify.goldens import compare, from_npz_arrays, generate_inputs
+from tritonbuild.verify.goldens import from_npz_arrays, generate_inputs
 
 Progress = Callable[[str], None]
-NULL_MODEL = "tritonbuild_loadgen_ceiling"
-
-NULL_PY = '''
-import numpy as np
-import triton_python_backend_utils as pb_utils
-
-OUTPUTS = {outputs!r}
-
-
-class TritonPythonModel:
-    """Does nothing: answers zeros of the output shapes (the load generator's own ceiling)."""
-
-    def execute(self, requests):
-        out = []
-        for r in requests:
-            first = r.inputs()[0].as_numpy()
-            lead = [first.shape[0]] if {batched!r} else []
-            out.append(pb_utils.InferenceResponse([pb_utils.Tensor(n, np.zeros(lead + [max(1, d) for d in dims],
-                                                                                dtype=np.dtype(t)))
-                                                   for n, (dims, t) in OUTPUTS.items()]))
-        return out
-'''
-
+CEILING_GAIN = 1.10  # the load generator doubles its processes while that raises its ceiling by 10 %
 
 class TuneError(VerifyError):
     """Tuning found no candidate that meets the constraints (the report is still written)."""
-
-
-def _null_model(manifest_model: ManifestModel, mc):
-    from tritonbuild.tune.space import KINDS  # noqa: F401 (kind names)
-    from tritonbuild.verify.goldens import NP_DTYPES
-
-    outputs = {tensor.name: (list(tensor.dims), np.dtype(NP_DTYPES[tensor.dtype]).str)
-               for tensor in manifest_model.outputs}
-    code = NULL_PY.format(outputs=outputs, batched=manifest_model.max_batch_size > 0).encode()
-    null = type(mc)()
-    null.CopyFrom(mc)
-    null.name = NULL_MODEL
-    null.backend = "python"
-    null.ClearField("platform")
-    null.ClearField("default_model_filename")
-    null.ClearField("model_warmup")
-    null.ClearField("parameters")
-    null.ClearField("instance_group")
-    group = null.instance_group.add()
-    from tritonbuild.repository.config import model_config_pb2
-
-    group.kind = model_config_pb2().ModelInstanceGroup.Kind.Value("KIND_CPU")
-    group.count = 2
-    if manifest_model.max_batch_size > 0:
-        null.dynamic_batching.SetInParent()
-    else:
-        null.ClearField("dynamic_batching")
-    return null, {"1/model.py": code}
-
-
-class _Verifier:
-    """Goldens through a plain gRPC client: each sample alone × repeats, then all at once × repeats (the
-    dynamic batcher merges them)."""
-
-    def __init__(self, url: str, manifest_model: ManifestModel, inputs, reference):
-        import tritonclient.grpc as grpcclient
-
-        self.g = grpcclient
-        self.client = grpcclient.InferenceServerClient(url)
-        self.manifest_model, self.inputs, self.reference = manifest_model, inputs, reference
-
-    def infer(self, sample: dict) -> dict:
-        from tritonclient.utils import np_to_triton_dtype
-
-        ins = []
-        for name, arr in sample.items():
-            i = self.g.InferInput(name, list(arr.shape), np_to_triton_dtype(arr.dtype))
-            i.set_data_from_numpy(arr)
-            ins.append(i)
-        wanted = [self.g.InferRequestedOutput(tensor.name) for tensor in self.manifest_model.outputs]
-        response = self.client.infer(self.manifest_model.name, ins, outputs=wanted)
-        return {tensor.name: response.as_numpy(tensor.name) for tensor in self.manifest_model.outputs}
-
-    def check(self, candidate: Candidate) -> tuple[list, list]:
-        """(mismatches alone, mismatches in batches) as verify's Mismatch objects."""
-        alone, batched = [], []
-        for rep in range(self.manifest_model.verify.repeats):
-            for i, sample in enumerate(self.inputs):
-                got = self.infer(sample)
-                for name, exp in self.reference[i].items():
-                    mismatch = compare(exp, got.get(name), sample=i, output=name,
-                                       context=f"{candidate.label}: repeat {rep + 1}")
-                    if mismatch:
-                        alone.append(mismatch)
-        if candidate.batching and len(self.inputs) > 1:
-            # NOTE: the batch composition a config causes is the one its dynamic batcher forms from single
-            # requests; a batch the client builds itself is the model's own property (verify checks it).
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(max_workers=len(self.inputs)) as pool:
-                for rep in range(self.manifest_model.verify.repeats):
-                    for i, got in enumerate(pool.map(self.infer, self.inputs)):
-                        for name, exp in self.reference[i].items():
-                            mismatch = compare(exp, got.get(name), sample=i, output=name,
-                                               context=f"{candidate.label}: {len(self.inputs)} concurrent requests, "
-                                                       f"round {rep + 1}")
-                            if mismatch:
-                                batched.append(mismatch)
-        return alone, batched
-
-    def close(self) -> None:
-        self.client.close()
 
 
 def _loads(tune_spec: Tune) -> list[str]:
@@ -189,179 +85,256 @@ def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None =
          progress: Progress | None = None) -> dict:
     """Returns the report (also written to report_dir/tune-report.json); raises TuneError when no candidate
     meets the constraints (after writing the report)."""
-    say = progress or (lambda _m: None)
     try:
         import tritonclient.grpc.aio  # noqa: F401
     except ImportError:
         raise UsageError("tune's load generator needs tritonclient's gRPC client",
                          hint="pip install 'tritonbuild[tune]'") from None
-    root = Path(root)
-    manifest_model, loaded, rpath = _model_and_recipe(root, model, recipe_path)
-    recipe = loaded.recipe
-    notes: list[str] = []
-    if loaded.digest != manifest_model.recipe_sha256:
-        notes.append(f"{rpath} changed since {root} was built: the candidates are edits of the built config")
-    spec = tune_override or getattr(recipe, "tune", None) or Tune()
-    if server_url is None and manifest_model.target == "gpu" and not fingerprint().get("gpu_name"):
-        raise UsageError(f"{model!r} targets a GPU and this machine has none", hint="run tune on the GPU machine "
-                         "that will serve it, or pass --server URL")
-    inputs = reference = None
-    if manifest_model.goldens and (root / manifest_model.goldens).is_file():
-        inputs, reference = from_npz_arrays(read_npz(root / manifest_model.goldens))
-    if inputs is None:
+    session = TuneSession(Path(root), model, report_dir=Path(report_dir), recipe_path=recipe_path,
+                          server_url=server_url, grpc_url=grpc_url, brute=brute, no_verify=no_verify,
+                          processes=processes, tune_override=tune_override, progress=progress)
+    return session.run()
+
+
+class TuneSession:
+    """One tune run: the model and its goldens, the server, the load generator's ceiling, the measurements the
+    search asks for, the goldens check of its finalists, and the outputs. `run` is the order of the phases."""
+
+    def __init__(self, root: Path, model: str, *, report_dir: Path, recipe_path: Path | None,
+                 server_url: str | None, grpc_url: str | None, brute: bool, no_verify: bool,
+                 processes: int | None, tune_override: Tune | None, progress: Progress | None):
+        self.root, self.model, self.report_dir = root, model, report_dir
+        self.server_url, self.grpc_url, self.brute = server_url, grpc_url, brute
+        self.say = progress or (lambda _m: None)
+        self.manifest_model, loaded, rpath = _model_and_recipe(root, model, recipe_path)
+        self.recipe = loaded.recipe
+        self.notes: list[str] = []
+        if loaded.digest != self.manifest_model.recipe_sha256:
+            self.notes.append(f"{rpath} changed since {root} was built: the candidates are edits of the built config")
+        self.spec = tune_override or getattr(self.recipe, "tune", None) or Tune()
+        if server_url is None and self.manifest_model.target == "gpu" and not fingerprint().get("gpu_name"):
+            raise UsageError(f"{model!r} targets a GPU and this machine has none", hint="run tune on the GPU "
+                             "machine that will serve it, or pass --server URL")
+        self.inputs, self.reference = self._goldens(no_verify)
+        self.base_mc = parse((root / model / "config.pbtxt").read_bytes())
+        self.grid = Grid(self.spec, self.base_mc)
+        self.loads = _loads(self.spec)
+        self.exact_under_load = (self.reference is not None
+                                 and self.manifest_model.verify.batch_invariance == "require")
+        self.processes = processes or max(1, min(8, (os.cpu_count() or 2) // 2))
+        self.loaded: Candidate | None = None
+        self.fresh = False
+        self.done = 0
+        self.load_errors: dict[Candidate, str] = {}
+        self.verifications: dict[str, dict] = {}
+        self.answers: dict[str, dict[str, int]] = {}  # per config: answers compared with the goldens, differing
+        self.paired: dict[str, dict] = {}  # per finalist: its and the default's readings, round by round
+        self.ceiling_scaling: list[dict] = []
+        self.checker: GoldensCheck | None = None
+        self.ev: search.Evaluator | None = None
+
+    def _goldens(self, no_verify: bool):
+        manifest_model, root = self.manifest_model, self.root
+        if manifest_model.goldens and (root / manifest_model.goldens).is_file():
+            return from_npz_arrays(read_npz(root / manifest_model.goldens))
         if not no_verify:
-            raise VerifyError(f"{model!r} has no goldens: tune would not know whether a faster config changes "
-                              "its answers", where=str(root / model),
+            raise VerifyError(f"{self.model!r} has no goldens: tune would not know whether a faster config changes "
+                              "its answers", where=str(root / self.model),
                               hint="record them ('tritonbuild verify OUT --record', commit, rebuild) or pass "
                                    "--no-verify (recorded in the report)")
-        inputs = generate_inputs(manifest_model)
-        notes.append("NOT VERIFIED: --no-verify; candidates were not checked against goldens")
-    base_mc = parse((root / model / "config.pbtxt").read_bytes())
-    grid = Grid(spec, base_mc)
-    default = grid.default
-    loads = _loads(spec)
-    exact_under_load = reference is not None and manifest_model.verify.batch_invariance == "require"
-    report_dir = Path(report_dir)
-    report_dir.mkdir(parents=True, exist_ok=True)
-    procs = processes or max(1, min(8, (os.cpu_count() or 2) // 2))
-    t_start = time.monotonic()
+        self.notes.append("NOT VERIFIED: --no-verify; candidates were not checked against goldens")
+        return generate_inputs(manifest_model), None
 
-    with ExitStack() as stack:
-        scratch = Path(tempfile.mkdtemp(prefix="tritonbuild-tune-"))
-        stack.callback(shutil.rmtree, scratch, True)
-        if server_url is None:
+    def run(self) -> dict:
+        self.report_dir.mkdir(parents=True, exist_ok=True)
+        t_start = time.monotonic()
+        with ExitStack() as stack:
+            scratch = Path(tempfile.mkdtemp(prefix="tritonbuild-tune-"))
+            stack.callback(shutil.rmtree, scratch, True)
+            self.start_server(stack, scratch)
+            ceiling = self.measure_ceiling()
+            self.start_load(stack)
+            winner = self.search()
+            server_version = server_version_of(self.url)
+            if self.server_url is not None:
+                load_with_config(self.url, self.model, self.base_mc)  # leave the server serving the built config
+            elapsed = time.monotonic() - t_start
+        report = build_report(self.manifest_model, self.spec, self.grid, self.loads, self.ev, self.grid.default,
+                              winner, ceiling, self.verifications, self.load_errors, self.notes, brute=self.brute,
+                              processes=self.processes, server_version=server_version, elapsed=elapsed,
+                              no_verify=self.reference is None,
+                              base_instances=[g.model_dump() for g in self.recipe.instances],
+                              answers=self.answers, paired=self.paired, ceiling_scaling=self.ceiling_scaling)
+        return self.write_outputs(finite(report), winner)
+
+    def start_server(self, stack: ExitStack, scratch: Path) -> None:
+        """The embedded tritonserver on a scratch copy of the model (OUT is only read), or the given one."""
+        if self.server_url is None:
             repo = scratch / "repo"
-            shutil.copytree(root / model, repo / model, ignore=shutil.ignore_patterns("__pycache__"))
-            say("starting the embedded tritonserver")
-            server = stack.enter_context(EmbeddedServer(repo, log_path=report_dir / "tritonserver.log"))
-            url, grpc_url = f"http://{server.http_url}", server.grpc_url
+            shutil.copytree(self.root / self.model, repo / self.model, ignore=shutil.ignore_patterns("__pycache__"))
+            self.say("starting the embedded tritonserver")
+            server = stack.enter_context(EmbeddedServer(repo, log_path=self.report_dir / "tritonserver.log"))
+            self.url, self.grpc_url = f"http://{server.http_url}", server.grpc_url
         else:
-            url = server_url if "://" in server_url else f"http://{server_url}"
-            grpc_url = grpc_url or _grpc_of(url)
-        # the load generator's own ceiling: an empty Python model with the same tensors
-        say("measuring the load generator's ceiling (empty model)")
-        null_mc, null_files = _null_model(manifest_model, base_mc)
-        load_with_config(url, NULL_MODEL, null_mc, null_files)
-        top = loads[-1]
-        output_names = [tensor.name for tensor in manifest_model.outputs]
-        with LoadGenerator(grpc_url, NULL_MODEL, inputs, None, output_names, processes=procs) as lg:
-            ceiling = _measure(lg, top, spec)
-        unload(url, NULL_MODEL)
-        say(f"ceiling {ceiling.throughput:.0f} req/s at {top}")
+            self.url = self.server_url if "://" in self.server_url else f"http://{self.server_url}"
+            self.grpc_url = self.grpc_url or _grpc_of(self.url)
 
-        state: dict = {"loaded": None, "t0": time.monotonic(), "done": 0}
-        expected = reference if reference is not None else None
-        lg = stack.enter_context(LoadGenerator(grpc_url, model, inputs, expected, output_names, processes=procs))
-        load_errors: dict[Candidate, str] = {}
-        (report_dir / "tune-measurements.jsonl").unlink(missing_ok=True)
-        grid_size = len({default, *grid.all()}) * len(loads)
-        guess = grid_size if brute else search.quick_budget(grid_size, len(loads))
+    def measure_ceiling(self) -> Result:
+        """The load generator's own ceiling: an empty Python model with the same tensors, at the top load. The
+        generator doubles its processes (up to the machine's cores) while that raises the ceiling by 10 %, so the
+        candidates are measured as far from the client's limit as this machine allows."""
+        self.say("measuring the load generator's ceiling (empty model)")
+        null_mc, null_files = null_model(self.manifest_model, self.base_mc)
+        load_with_config(self.url, NULL_MODEL, null_mc, null_files)
+        ceiling = self._ceiling_with(self.processes)
+        while self.processes * 2 <= (os.cpu_count() or 1):
+            more = self._ceiling_with(self.processes * 2)
+            if more.throughput < CEILING_GAIN * ceiling.throughput:
+                break
+            self.processes, ceiling = self.processes * 2, more
+        unload(self.url, NULL_MODEL)
+        self.say(f"ceiling {ceiling.throughput:.0f} req/s at {self.loads[-1]} with {self.processes} processes")
+        return ceiling
 
-        def ensure(candidate: Candidate) -> str | None:
-            if candidate in load_errors:
-                return load_errors[candidate]
-            if state["loaded"] != candidate:
-                try:
-                    load_with_config(url, model, apply(base_mc, candidate))
-                    state["loaded"] = candidate
-                    state["fresh"] = True
-                except ModelLoadError as e:
-                    state["loaded"] = None
-                    load_errors[candidate] = f"Triton refused the config: {e.message}"
-                    return load_errors[candidate]
+    def _ceiling_with(self, processes: int) -> Result:
+        with LoadGenerator(self.grpc_url, NULL_MODEL, self.inputs, None, self.output_names,
+                           processes=processes) as generator:
+            result = _measure(generator, self.loads[-1], self.spec)
+        self.ceiling_scaling.append({"processes": processes, "throughput": round(result.throughput, 2)})
+        return result
+
+    @property
+    def output_names(self) -> list[str]:
+        return [tensor.name for tensor in self.manifest_model.outputs]
+
+    def start_load(self, stack: ExitStack) -> None:
+        self.generator = stack.enter_context(LoadGenerator(self.grpc_url, self.model, self.inputs, self.reference,
+                                                           self.output_names, processes=self.processes))
+        (self.report_dir / "tune-measurements.jsonl").unlink(missing_ok=True)
+        if self.reference is not None:
+            self.checker = GoldensCheck(self.grpc_url, self.manifest_model, self.inputs, self.reference)
+            stack.callback(self.checker.close)
+
+    def search(self) -> Candidate | None:
+        grid_size = len({self.grid.default, *self.grid.all()}) * len(self.loads)
+        self.guess = grid_size if self.brute else search.quick_budget(grid_size, len(self.loads))
+        self.t0 = time.monotonic()
+        self.ev = search.Evaluator(self.measure, self.loads, sla_p99_ms=self.spec.sla_p99_ms,
+                                   min_vs_default=self.spec.min_vs_default, exact_under_load=self.exact_under_load,
+                                   confirm=self.confirm if self.spec.rounds > 1 else None)
+        winner = (search.brute if self.brute else search.quick)(self.ev, self.grid, self.grid.default, self.verify)
+        self.say(f"{self.ev.count} measurements of the grid's {grid_size} ({self.ev.count / grid_size:.0%})")
+        return winner
+
+    def ensure(self, candidate: Candidate) -> str | None:
+        """Candidate loaded (a load with a config override); the reason when Triton refuses it."""
+        if candidate in self.load_errors:
+            return self.load_errors[candidate]
+        if self.loaded != candidate:
+            try:
+                load_with_config(self.url, self.model, apply(self.base_mc, candidate))
+                self.loaded, self.fresh = candidate, True
+            except ModelLoadError as e:
+                self.loaded = None
+                self.load_errors[candidate] = f"Triton refused the config: {e.message}"
+                return self.load_errors[candidate]
+        return None
+
+    def confirm(self, candidate: Candidate) -> list[Decision]:
+        """Candidate and Triton's default in paired rounds at every load, interleaved A B, B A, ...; each load's
+        throughput ratio decided on its bootstrap interval against min_vs_default."""
+        default, spec = self.grid.default, self.spec
+        readings = {load: {"candidate": [], "default": []} for load in self.loads}
+        self.say(f"confirming {candidate.label}: {spec.rounds} paired rounds with the default at {self.loads}")
+        for _round, candidate_first in abba_order(spec.rounds):
+            for who in ((candidate, default) if candidate_first else (default, candidate)):
+                for load in self.loads:
+                    point = self.measure(who, load, phase="paired")
+                    readings[load]["candidate" if who == candidate else "default"].append(round(point.throughput, 2))
+        self.paired[candidate.label] = readings
+        return [Decision("throughput", load, spec.min_vs_default,
+                         ratio_interval(pair["candidate"], pair["default"], spec.confidence))
+                for load, pair in readings.items()]
+
+    def measure(self, candidate: Candidate, load: str, phase: str = "screening") -> search.Point:
+        err = self.ensure(candidate)
+        if err:
+            return search.Point(load, 0.0, float("inf"), errors=1, extra={"load_error": err})
+        # NOTE: the first second after a (re)load is slow (seen on the H200: first windows at 20-50 %),
+        # so a fresh load gets a longer warm-up than the next loads of the same candidate: two windows,
+        # at least 0.5 s (1 s with the H200 benchmark's 0.5 s windows).
+        warmup_s = max(0.5, 2 * self.spec.window_s) if self.fresh else None
+        self.fresh = False
+        result = _measure(self.generator, load, self.spec, warmup_s=warmup_s)
+        self.done += 1
+        tally = self.answers.setdefault(candidate.label, {"compared": 0, "differing": 0})
+        if self.reference is not None:
+            tally["compared"] += result.requests
+            tally["differing"] += result.mismatches
+        elapsed = time.monotonic() - self.t0
+        left = max(0, self.guess - self.done) * elapsed / self.done
+        self.say(f"[{self.done}/~{self.guess}] {candidate.label} @ {load}: {result.throughput:.0f} req/s, p99 "
+                 f"{result.p99_ms:.1f} ms{'' if result.stable else ' (unstable)'}; ~{left:.0f}s left")
+        # every measurement as it is made: an interrupted run (Ctrl-C, a time limit) keeps what it measured
+        with open(self.report_dir / "tune-measurements.jsonl", "a") as f:
+            f.write(json.dumps(finite({"candidate": candidate.label, "phase": phase,
+                                        "config": candidate.model_dump(exclude={"coords"}),
+                                        "elapsed_s": round(elapsed, 1), **result.to_dict()})) + "\n")
+        return search.Point(load, result.throughput, result.p99_ms, result.errors, result.mismatches,
+                            extra=result.to_dict())
+
+    def verify(self, candidate: Candidate) -> str | None:
+        """None when candidate gives the goldens' bits (alone, and batched as the recipe requires); else why."""
+        if self.checker is None:
             return None
+        err = self.ensure(candidate)
+        if err:
+            return err
+        self.say(f"verifying {candidate.label} with the goldens")
+        alone, batched = self.checker.check(candidate)
+        results = self.ev.results
+        under = [(load, results[(candidate, load)].extra.get("first_mismatch"), results[(candidate, load)].mismatches)
+                 for load in self.loads if (candidate, load) in results and results[(candidate, load)].mismatches]
+        self.verifications[candidate.label] = {
+            "repeats_alone": self.manifest_model.verify.repeats,
+            "mismatches_alone": [x.model_dump() for x in alone],
+            "mismatches_batched": [x.model_dump() for x in batched],
+            "mismatches_under_load": [{"load": lo, "answers": n, "first": f} for lo, f, n in under]}
+        if alone:
+            return f"answers differ from the goldens when sent alone ({len(alone)} outputs)"
+        tally = self.answers.get(candidate.label, {"compared": 0, "differing": 0})
+        if self.manifest_model.verify.batch_invariance == "require" and (batched or tally["differing"]):
+            worst = max([x.max_abs_diff or 0.0 for x in batched] +
+                        [(f or {}).get("max_abs_diff") or 0.0 for _, f, _n in under] + [0.0])
+            return (f"outputs change with batch composition (batch_invariance: require): {len(batched)} "
+                    f"batched outputs and {tally['differing']} of {tally['compared']} answers under load differ, "
+                    f"max |diff| {worst:.3g}")
+        return None
 
-        def measure(candidate: Candidate, load: str) -> search.Point:
-            err = ensure(candidate)
-            if err:
-                return search.Point(load, 0.0, float("inf"), errors=1, extra={"load_error": err})
-            # NOTE: the first second after a (re)load is slow (seen on the H200: first windows at 20-50 %),
-            # so a fresh load gets a longer warm-up than the next loads of the same candidate: two windows,
-            # at least 0.5 s (1 s with the H200 benchmark's 0.5 s windows).
-            warmup_s = max(0.5, 2 * spec.window_s) if state.pop("fresh", False) else None
-            result = _measure(lg, load, spec, warmup_s=warmup_s)
-            state["done"] += 1
-            el = time.monotonic() - state["t0"]
-            left = max(0, guess - state["done"]) * el / state["done"]
-            say(f"[{state['done']}/~{guess}] {candidate.label} @ {load}: {result.throughput:.0f} req/s, p99 "
-                f"{result.p99_ms:.1f} ms{'' if result.stable else ' (unstable)'}; ~{left:.0f}s left")
-            point = search.Point(load, result.throughput, result.p99_ms, result.errors, result.mismatches,
-                                 extra=result.to_dict())
-            # every measurement as it is made: an interrupted run (Ctrl-C, a time limit) keeps what it measured
-            with open(report_dir / "tune-measurements.jsonl", "a") as f:
-                f.write(json.dumps(finite({"candidate": candidate.label,
-                                            "config": candidate.model_dump(exclude={"coords"}),
-                                            "elapsed_s": round(el, 1), **result.to_dict()})) + "\n")
-            return point
+    def write_outputs(self, report: dict, winner: Candidate | None) -> dict:
+        """The report, the recipe patch and the plot; TuneError (after writing them) when nothing won."""
+        report_dir = self.report_dir
+        write_atomic(report_dir / "tune-report.json", pretty_json(report))
+        if winner is not None:
+            from tritonbuild.tune.patch import patch_text
 
-        verifier = None
-        if reference is not None:
-            verifier = _Verifier(grpc_url, manifest_model, inputs, reference)
-            stack.callback(verifier.close)
-        verifications: dict[str, dict] = {}
+            write_atomic(report_dir / "tune-patch.yaml", patch_text(report["winner"]["recipe_values"], report).encode())
+        try:
+            from tritonbuild.tune.plot import plot
 
-        def verify(candidate: Candidate) -> str | None:
-            if verifier is None:
-                return None
-            err = ensure(candidate)
-            if err:
-                return err
-            say(f"verifying {candidate.label} with the goldens")
-            alone, batched = verifier.check(candidate)
-            under = [(load, ev.results[(candidate, load)].extra.get("first_mismatch"),
-                      ev.results[(candidate, load)].mismatches)
-                     for load in loads if (candidate, load) in ev.results and ev.results[(candidate, load)].mismatches]
-            verifications[candidate.label] = {
-                "repeats_alone": manifest_model.verify.repeats, "mismatches_alone": [x.model_dump() for x in alone],
-                "mismatches_batched": [x.model_dump() for x in batched],
-                "mismatches_under_load": [{"load": lo, "answers": n, "first": f} for lo, f, n in under]}
-            if alone:
-                return f"answers differ from the goldens when sent alone ({len(alone)} outputs)"
-            if manifest_model.verify.batch_invariance == "require" and (batched or under):
-                worst = max([x.max_abs_diff or 0.0 for x in batched] +
-                            [(f or {}).get("max_abs_diff") or 0.0 for _, f, _n in under] + [0.0])
-                return (f"outputs change with batch composition (batch_invariance: require): {len(batched)} "
-                        f"batched outputs and {sum(n for _, _, n in under)} answers under load differ, max "
-                        f"|diff| {worst:.3g}")
-            return None
-
-        ev = search.Evaluator(measure, loads, sla_p99_ms=spec.sla_p99_ms, min_vs_default=spec.min_vs_default,
-                              exact_under_load=exact_under_load)
-        winner = (search.brute if brute else search.quick)(ev, grid, default, verify)
-        say(f"{ev.count} measurements of the grid's {grid_size} ({ev.count / grid_size:.0%})")
-        server_version = server_version_of(url)
-        if server_url is not None:
-            load_with_config(url, model, base_mc)  # leave the server serving the built config
-        elapsed = time.monotonic() - t_start
-
-    report = build_report(manifest_model, spec, grid, loads, ev, default, winner, ceiling, verifications,
-                          load_errors, notes, brute=brute, processes=procs, server_version=server_version,
-                          elapsed=elapsed, no_verify=reference is None,
-                          base_instances=[g.model_dump() for g in recipe.instances])
-    report = finite(report)
-    write_atomic(report_dir / "tune-report.json", pretty_json(report))
-    patch = None
-    if winner is not None:
-        from tritonbuild.tune.patch import patch_text
-
-        patch = patch_text(report["winner"]["recipe_values"], report)
-        write_atomic(report_dir / "tune-patch.yaml", patch.encode())
-    try:
-        from tritonbuild.tune.plot import plot
-
-        plot(report, report_dir / "tune-plot.png")
-        report["plot"] = str(report_dir / "tune-plot.png")
-    except ImportError:
-        report["notes"].append("no plot: matplotlib is not installed (pip install 'tritonbuild[tune]')")
-    write_atomic(report_dir / "tune-report.json", pretty_json(report))
-    if winner is None:
-        best = report.get("closest")
-        miss = f"; closest: {best['label']} ({'; '.join(best['reasons'])})" if best else ""
-        raise TuneError(f"no candidate of {model!r} meets the constraints at every load {loads}{miss}",
-                        where=str(report_dir / "tune-report.json"),
-                        hint="see each candidate's reasons in the report; relax tune.sla_p99_ms, min_vs_default or "
-                             "the load range, or widen the search space")
-    return report
+            plot(report, report_dir / "tune-plot.png")
+            report["plot"] = str(report_dir / "tune-plot.png")
+        except ImportError:
+            report["notes"].append("no plot: matplotlib is not installed (pip install 'tritonbuild[tune]')")
+        write_atomic(report_dir / "tune-report.json", pretty_json(report))
+        if winner is None:
+            best = report.get("closest")
+            miss = f"; closest: {best['label']} ({'; '.join(best['reasons'])})" if best else ""
+            raise TuneError(f"no candidate of {self.model!r} meets the constraints at every load {self.loads}{miss}",
+                            where=str(report_dir / "tune-report.json"),
+                            hint="see each candidate's reasons in the report; relax tune.sla_p99_ms, min_vs_default "
+                                 "or the load range, or widen the search space")
+        return report
 
 
 def _grpc_of(http_url: str) -> str:

@@ -50,6 +50,7 @@ tune:
   max_windows: 5
   stability: 0.5
   min_vs_default: 0.7
+  rounds: 3
   sla_p99_ms: 2000
 """
 
@@ -109,8 +110,14 @@ def test_tune_picks_batching_writes_patch_and_the_rebuild_carries_it(cli, invari
     assert report["winner"]["batching"] and report["winner"]["max_batch_size"] == 8
     # default + batching at 2 loads, and the default again at both (the baseline is the better of the two)
     assert report["grid_measurements"] == 4 and report["measurements_made"] == 6
+    # then the finalist and the default in 3 paired rounds at both loads, the rule decided on the interval
+    assert report["paired_measurements"] == 12
     assert report["high_load_ratio"] > 2.0, report["comparison"]  # 8 clients share one 20 ms execute
-    assert report["low_load_ratio"] >= 0.7
+    assert report["comparison"]["c8"]["low"] > 2.0 and report["comparison"]["c8"]["decided_by"] == "paired interval"
+    assert report["comparison"]["c1"]["low"] >= 0.7 and report["comparison"]["c1"]["outcome"] == "passed"
+    assert report["default_is_best"] is False and report["rejections"] == []
+    winner = report["winner"]["label"]
+    assert report["answers"][winner]["compared"] > 100 and report["answers"][winner]["differing"] == 0
     assert report["ceiling"]["throughput"] > report["comparison"]["c8"]["tuned"]["throughput"]
     assert report["verifications"]["1xcpu mbs8 delay0us"]["mismatches_batched"] == []
     assert report["server"]["tritonserver"] == "2.51.0" and report["client"]["tritonclient"]
@@ -139,8 +146,17 @@ def test_config_that_changes_answers_is_rejected_not_chosen(cli, tmp_path, monke
     assert r.exit_code == 0, r.output
     report = json.loads((tmp_path / "rep" / "tune-report.json").read_text())
     assert report["winner"]["label"] == "default"
+    assert report["default_is_best"] and report["verdict"].startswith("the default is best")
+    assert report["comparison"] == {} and report["high_load_ratio"] is None  # no ratio of the default to itself
+    assert "the default is best" in r.output
     batching = next(c for c in report["candidates"] if c["batching"])
     assert batching["feasible"] is False
+    # every rejection with its cause, and the rule that decided it
+    assert [(x["label"], x["cause"], x["decided_by"]) for x in report["rejections"]] == \
+        [(batching["label"], "not_bit_exact", "screening reading")]
+    assert report["rejected_not_bit_exact"] == report["rejections"]
+    assert f"not chosen {batching['label']}: not_bit_exact" in r.output
+    assert 0 < report["answers"][batching["label"]]["differing"] <= report["answers"][batching["label"]]["compared"]
     # the exact difference is reported: answers under load, or the explicit batch of goldens
     why = " ".join(batching["reasons"])
     assert "differ from the goldens" in why or "batch composition" in why

@@ -23,7 +23,7 @@ ALLOWED = {
     "verify/triton_core.py": ({"python", "model.py", "ensemble"}, "the stand-in is a Python-backend model "
                               "(the embedded server has only that backend); ensembles are core's scheduler"),
     "server/embedded.py": ({"python"}, "the embedded server's Python backend library"),
-    "tune/run.py": ({"python"}, "the null model (the server's ceiling) is a Python-backend model"),
+    "tune/probes.py": ({"python"}, "the null model (the server's ceiling) is a Python-backend model"),
     "tune/report.py": ({"python"}, "the report's machine.python key: the interpreter's version, not a backend"),
 }
 

@@ -1,0 +1,143 @@
+"""The tune report on synthetic measurements (no server): every candidate that was not chosen is listed with its
+cause and what decided it, the per-config answers, the client-bound flag, and 'the default is best' said as
+such."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from tritonbuild.recipe.models import Tune
+from tritonbuild.repository.config import model_config_pb2
+from tritonbuild.tune import search
+from tritonbuild.tune.confidence import Decision, ratio_interval
+from tritonbuild.tune.loadgen import Result
+from tritonbuild.tune.report import RULES, build_report
+from tritonbuild.tune.space import Grid
+
+LOADS = ["c1", "c64"]
+
+
+def _grid(tune: Tune) -> Grid:
+    pb2 = model_config_pb2()
+    mc = pb2.ModelConfig(name="m", backend="python", max_batch_size=64)
+    group = mc.instance_group.add()
+    group.kind, group.count = pb2.ModelInstanceGroup.Kind.Value("KIND_GPU"), 1
+    return Grid(tune, mc)
+
+
+def _ceiling(throughput: float) -> Result:
+    return Result(load="c64", throughput=throughput, p50_ms=1, p95_ms=1, p99_ms=1, requests=1000, errors=0,
+                  mismatches=0, stable=True, windows=2, seconds=2)
+
+
+def _report(ev, grid, winner, tune, ceiling=20000.0, **extra):
+    manifest_model = SimpleNamespace(name="m", version=1, backend="python", target="gpu",
+                                     verify=SimpleNamespace(batch_invariance="require"))
+    return build_report(manifest_model, tune, grid, LOADS, ev, grid.default, winner, _ceiling(ceiling), {},
+                        extra.pop("load_errors", {}), [], brute=True, processes=2, server_version="2.51.0",
+                        elapsed=1.0, no_verify=False, base_instances=[], **extra)
+
+
+# batch size -> what goes wrong with it (4 instances of 16 is refused by the server, see load_errors)
+SURFACE = {  # label: (c1, c64, p99 at c64, errors, mismatches at c64)
+    "default": (600, 1000, 10, 0, 0),
+    "2xgpu no-batching": (660, 1900, 12, 0, 0),  # passes every rule: the runner-up
+    "1xgpu mbs8 delay0us": (620, 5000, 8, 0, 40),  # answers differ under load
+    "2xgpu mbs8 delay0us": (610, 6000, 80, 0, 0),  # misses the SLA
+    "1xgpu mbs16 delay0us": (700, 7000, 8, 0, 0),  # the winner
+    "2xgpu mbs16 delay0us": (605, 9000, 9, 0, 0),  # passes screening; the paired interval at c1 holds 1.0
+    "1xgpu mbs64 delay0us": (450, 19000, 9, 0, 0),  # slower at 1 client; near the client's ceiling at 64
+    "2xgpu mbs64 delay0us": (700, 8000, 9, 5, 0),  # failed requests
+}
+NOISE = {"2xgpu mbs16 delay0us": 0.06}  # its paired 1-client ratio (605 / 600) is inside that noise
+
+
+def _measure(candidate, load):
+    c1, c64, p99, errors, mismatches = SURFACE[candidate.label]
+    top = load == "c64"
+    return search.Point(load, c64 if top else c1, p99 if top else 2.0, errors=errors,
+                        mismatches=mismatches if top else 0, extra={"requests": 1000, "stable": True})
+
+
+def _confirm(candidate):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    noise = NOISE.get(candidate.label, 0.01)
+    decisions = []
+    for index, load in enumerate(LOADS):
+        true = SURFACE[candidate.label][index] / SURFACE["default"][index]
+        default = list(1000 * (1 + noise * rng.standard_normal(5)))
+        mine = list(1000 * true * (1 + noise * rng.standard_normal(5)))
+        decisions.append(Decision("throughput", load, 1.0, ratio_interval(mine, default, 0.9)))
+    return decisions
+
+
+TUNE = Tune(batch_sizes=[8, 16, 64], instance_counts=[1, 2], max_queue_delay_us=[0], concurrency=[1, 64],
+            sla_p99_ms=50)
+
+
+def test_every_candidate_not_chosen_is_listed_with_its_cause_and_what_decided_it():
+    grid = _grid(TUNE)
+    ev = search.Evaluator(_measure, LOADS, sla_p99_ms=50, min_vs_default=1.0, exact_under_load=True,
+                          confirm=_confirm)
+
+    def verify(candidate):
+        return None
+
+    winner = search.brute(ev, grid, grid.default, verify)
+    assert winner.label == "1xgpu mbs16 delay0us"
+    answers = {"1xgpu mbs8 delay0us": {"compared": 2000, "differing": 40}}
+    report = _report(ev, grid, winner, TUNE, answers=answers)
+    causes = {entry["label"]: entry for entry in report["rejections"]}
+    measured = {candidate.label for candidate, _load in ev.order}
+    assert set(causes) == measured - {winner.label, "default"}  # every one, none twice
+    assert causes["1xgpu mbs8 delay0us"]["cause"] == "not_bit_exact"
+    assert causes["2xgpu mbs8 delay0us"]["cause"] == "sla" and "SLA 50 ms" in causes["2xgpu mbs8 delay0us"]["detail"]
+    assert causes["2xgpu mbs64 delay0us"]["cause"] == "failed_requests"
+    assert causes["1xgpu mbs64 delay0us"]["cause"] == "slower_than_default"
+    assert causes["1xgpu mbs64 delay0us"]["decided_by"] == "screening reading"
+    noisy = causes["2xgpu mbs16 delay0us"]
+    assert noisy["cause"] == "slower_than_default" and noisy["decided_by"] == "paired interval"
+    assert noisy["decisions"][0]["outcome"] == "inside noise" and noisy["decisions"][0]["load"] == "c1"
+    assert "decided inside noise" in noisy["detail"] and "rounds" in noisy["detail"]
+    runner_up = causes["2xgpu no-batching"]
+    assert runner_up["cause"] == "outranked" and runner_up["decided_by"] == "paired interval"
+    assert "the runner-up" in runner_up["detail"] and report["pick"]["overlap"] is False
+    assert all(entry["rule"] in RULES.values() for entry in report["rejections"])
+    assert [entry["label"] for entry in report["rejected_not_bit_exact"]] == ["1xgpu mbs8 delay0us"]
+    # per config, not whole-run totals
+    assert report["answers"]["1xgpu mbs8 delay0us"] == {"compared": 2000, "differing": 40}
+    mbs8 = next(c for c in report["candidates"] if c["label"] == "1xgpu mbs8 delay0us")
+    assert mbs8["answers"]["differing"] == 40
+    # the winner's ratios come from its paired rounds, with the interval
+    assert report["comparison"]["c1"]["decided_by"] == "paired interval"
+    assert report["comparison"]["c1"]["low"] > 1.0 and report["default_is_best"] is False
+    # 19,000 req/s is within 10 % of the 20,000 req/s ceiling: flagged, and said in the notes
+    bound = [m for m in report["measurements"] if m["client_bound"]]
+    assert [m["candidate"] for m in bound] == ["1xgpu mbs64 delay0us"]
+    assert any(note.startswith("client-bound: 1 measurement") for note in report["notes"])
+
+
+def test_when_the_default_wins_the_report_says_so_instead_of_ratios_below_one():
+    tune = TUNE.model_copy(update={"batch_sizes": [8], "instance_counts": [1]})
+    grid = _grid(tune)
+    ev = search.Evaluator(_measure, LOADS, sla_p99_ms=50, min_vs_default=1.0, exact_under_load=True,
+                          confirm=_confirm)
+    winner = search.brute(ev, grid, grid.default, lambda c: None)
+    assert winner == grid.default
+    report = _report(ev, grid, winner, tune)
+    assert report["default_is_best"] is True and report["verdict"].startswith("the default is best")
+    assert report["comparison"] == {} and report["high_load_ratio"] is None and report["low_load_ratio"] is None
+    assert [(r["label"], r["cause"]) for r in report["rejections"]] == [("1xgpu mbs8 delay0us", "not_bit_exact")]
+
+
+def test_a_config_refused_by_triton_is_listed_as_such():
+    grid = _grid(TUNE.model_copy(update={"batch_sizes": [8], "instance_counts": [1]}))
+    refused = grid.at(0, 1)
+    ev = search.Evaluator(_measure, LOADS, sla_p99_ms=50, min_vs_default=1.0, exact_under_load=True)
+    search.brute(ev, grid, grid.default, lambda c: None)
+    report = _report(ev, grid, grid.default, TUNE, load_errors={refused: "Triton refused the config: bad"})
+    assert report["rejections"][0] == {"label": refused.label, "cause": "load_refused",
+                                       "rule": RULES["load_refused"], "decided_by": "Triton",
+                                       "detail": "Triton refused the config: bad"}
