@@ -7,6 +7,7 @@ Facts are names, types and flags read out of upstream's own files, never the fil
     python -m tests.contracts.refresh argparse FILE            # convert_checkpoint.py, quantize.py, build.py
     python -m tests.contracts.refresh fields FILE CLASS        # @dataclass / pydantic class fields (+ bases)
     python -m tests.contracts.refresh python-io FILE FUNCTION  # literal `inputs = [...]` / `outputs = [...]`
+    python -m tests.contracts.refresh compatibility FILE       # server docs/introduction/compatibility.md
 
 Each command prints JSON; compare it with the recorded fact (git diff after pasting) and update the fact's
 ``source`` (repository, commit, path) in the same change. Standard library only: runs in any checkout.
@@ -135,6 +136,32 @@ def python_io(text: str, function: str) -> dict:
     return out
 
 
+COMPAT_COLUMNS = {"trtllm-python-py3": {"TensorRT-LLM version": "trtllm", "TensorRT version": "tensorrt",
+                                        "CUDA version": "cuda"},
+                  "vllm-python-py3": {"vLLM version": "vllm", "CUDA version": "cuda"}}
+
+
+def compatibility(text: str) -> dict:
+    """The trtllm and vllm image tables of Triton's release compatibility matrix: container → tag → versions,
+    each row with the line it was read from (1-based)."""
+    out: dict = {}
+    container, header = None, None
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.startswith("#"):
+            m = re.match(r"^## Container Name: (\S+)", line)
+            container, header = (m.group(1) if m else None), None
+            out.setdefault(container, {})
+        elif container in COMPAT_COLUMNS and line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if header is None:
+                header = cells
+            elif re.fullmatch(r"\d\d\.\d\d", cells[0]):
+                row = dict(zip(header, cells, strict=False))
+                out[container][cells[0]] = {"line": n, **{key: row[col].split("+")[0].strip()
+                                                          for col, key in COMPAT_COLUMNS[container].items()}}
+    return {k: v for k, v in out.items() if k in COMPAT_COLUMNS}
+
+
 def main(argv: list[str]) -> int:
     cmd, *args = argv
     if cmd == "triton-templates":
@@ -151,6 +178,8 @@ def main(argv: list[str]) -> int:
         out = argparse_flags(Path(args[0]).read_text())
     elif cmd == "fields":
         out = class_fields(Path(args[0]).read_text(), args[1])
+    elif cmd == "compatibility":
+        out = compatibility(Path(args[0]).read_text())
     elif cmd == "python-io":
         out = python_io(Path(args[0]).read_text(), args[1])
     else:

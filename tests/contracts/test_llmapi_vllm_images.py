@@ -95,10 +95,40 @@ def test_a_mismatched_image_is_a_recipe_error():
     assert "1.1.0" in problem[1] and "1.2.1" in problem[1]
 
 
-def test_the_code_version_table_is_the_recorded_one():
-    from tritonbuild.backends.tensorrtllm.recipe import TRITON_TRTLLM
+def test_the_code_image_tables_are_the_recorded_ones():
+    from tritonbuild.backends.tensorrtllm.images import TRTLLM_IMAGES, VLLM_IMAGES
 
-    assert {tag: v["trtllm"] for tag, v in IMAGES.items()} == TRITON_TRTLLM
+    facts = load("triton_images")
+    assert {tag: (v["trtllm"], v["tensorrt"], v["cuda"]) for tag, v in IMAGES.items()} == TRTLLM_IMAGES
+    assert {tag: v["vllm"] for tag, v in facts["vllm_images"].items()} == VLLM_IMAGES
+    for key in ("source", "vllm_source"):  # repository, commit (not a description), path, lines
+        assert re.fullmatch(r"[0-9a-f]{40}", facts[key]["commit"]) and facts[key]["path"] and facts[key]["lines"]
+
+
+def _image_problems(**image) -> list:
+    r = LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"}, image=image)
+    return [p for p in check_llm_rules(r) if p[0][0] == "image"]
+
+
+@pytest.mark.parametrize("tag", sorted(t for t in IMAGES if t >= "26.01"))
+def test_every_2026_ngc_trtllm_image_validates_with_the_trtllm_it_ships(tag):
+    image = f"nvcr.io/nvidia/tritonserver:{tag}-trtllm-python-py3"
+    assert _image_problems(triton_image=image, trtllm_version=IMAGES[tag]["trtllm"]) == []
+    (problem,) = _image_problems(triton_image=image, trtllm_version="0.16.0")
+    assert IMAGES[tag]["trtllm"] in problem[1] and problem[2] == f'set image.trtllm_version: "{IMAGES[tag]["trtllm"]}"'
+
+
+def test_an_unknown_newer_ngc_tag_is_refused_with_how_to_declare_it():
+    image = "nvcr.io/nvidia/tritonserver:27.01-trtllm-python-py3"
+    (problem,) = _image_problems(triton_image=image, trtllm_version="1.3.0")
+    assert "newer than" in problem[1] and f"{max(IMAGES)}" in problem[1]
+    assert "image: {ships: {tensorrt_llm: X, tensorrt: Y, cuda: Z}}" in problem[2]
+    assert _image_problems(triton_image=image, trtllm_version="1.3.0", ships={"tensorrt_llm": "1.3.0"}) == []
+    (mismatch,) = _image_problems(triton_image=image, trtllm_version="1.2.1", ships={"tensorrt_llm": "1.3.0"})
+    assert "ships TensorRT-LLM 1.3.0" in mismatch[1]
+    (wrong,) = _image_problems(triton_image="nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3",
+                               trtllm_version="1.2.1", ships={"tensorrt_llm": "1.3.0"})
+    assert tuple(wrong[0]) == ("image", "ships") and "ships 1.2.1" in wrong[1]
 
 
 def test_llmapi_model_declares_upstreams_llmapi_tensors():
@@ -163,3 +193,16 @@ def test_verify_flags_a_model_yaml_the_pytorch_backend_refuses(cli, tmp_path, in
     bad = {f.check: f.detail for f in check_model_dir(out / "tiny-llama") if not f.ok}
     assert "specific to TensorRT backend" in bad["llmapi"]
     assert set(ARGS["TrtLlmArgs_only"]["fields"]) == {"quant_config", "calib_config", "build_config"}
+
+
+def test_a_2607_recipe_validates_and_a_newer_tag_is_a_recipe_error(cli, tmp_path):
+    text = (ROOT / "recipes/examples/tiny-llama-int4.yaml").read_text()
+    ok = text.replace('"1.1.0"', '"1.2.1"').replace(":25.12-trtllm", ":26.07-trtllm")
+    (tmp_path / "ok.yaml").write_text(ok)
+    r = cli("validate", tmp_path / "ok.yaml")
+    assert r.exit_code == 0, r.stderr
+    (tmp_path / "new.yaml").write_text(ok.replace(":26.07-trtllm", ":27.01-trtllm"))
+    r = cli("validate", tmp_path / "new.yaml")
+    assert r.exit_code == 3 and "new.yaml:" in r.stderr and "image.ships" not in r.stderr.split("\n")[0]
+    assert "27.01-trtllm-python-py3 is newer than" in r.stderr and "ships: {tensorrt_llm: X" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -35,7 +35,8 @@ def _group(r: LLMRecipe) -> dict:
     names = cfg.Names.of(r.name)
     mbs = int(ENGINE["build_config"]["max_batch_size"])
     return {"tensorrt_llm": cfg.tensorrt_llm(r, names, ENGINE, "/models/m_tensorrt_llm/1/engine"),
-            "ensemble": cfg.ensemble(r, names, mbs), "tensorrt_llm_bls": cfg.bls(r, names, mbs),
+            "ensemble": cfg.ensemble(r, names, mbs, cfg.logits_type(ENGINE)),
+            "tensorrt_llm_bls": cfg.bls(r, names, mbs, cfg.logits_type(ENGINE)),
             "preprocessing": cfg.preprocessing(r, names, mbs, 2, 2),
             "postprocessing": cfg.postprocessing(r, names, mbs)}
 
@@ -83,9 +84,15 @@ def test_tensorrt_llm_carries_every_parameter_the_cpp_backend_reads_unguarded(kw
 @pytest.mark.parametrize("kw", VARIANTS[:2])
 def test_every_declared_tensor_is_upstreams(model, kw):
     mc = _group(_recipe(**kw))[model]
+    sent = {n for client in CLIENTS.values() if isinstance(client, dict) for key, kind in client.items()
+            if key != "source" and isinstance(kind, dict) for n in kind}
     for kind, tensors in (("inputs", mc.input), ("outputs", mc.output)):
         upstream = _upstream(model, kind)
         for t in tensors:
+            if kind == "inputs" and t.name in cfg.CLIENT_ALIASES:  # a client's name for an upstream input
+                assert t.name in sent and t.name not in upstream, t.name
+                assert _spec(t) == {**upstream[cfg.CLIENT_ALIASES[t.name]], "name": t.name}, t.name
+                continue
             assert t.name in upstream, f"{model} {kind[:-1]} {t.name} is not in upstream's {model} template"
             assert _spec(t) == upstream[t.name], (model, t.name)
     upstream_required = {n for n, t in _upstream(model, "inputs").items() if not t.get("optional")}
@@ -97,7 +104,8 @@ def test_every_declared_tensor_is_upstreams(model, kw):
     ("openai_frontend+options", {**CLIENTS["openai_frontend"]["always"],
                                  **{k: v for k, v in CLIENTS["openai_frontend"]["optional"].items()
                                     if not k.startswith(("guided_", "lora_"))}}),
-    ("genai-perf", CLIENTS["genai_perf"]["default"]), ("genai-perf --streaming", CLIENTS["genai_perf"]["streaming"])])
+    ("genai-perf", CLIENTS["genai_perf"]["default"]), ("genai-perf --streaming", CLIENTS["genai_perf"]["streaming"]),
+    ("genai-perf --output-tokens-mean-deterministic", CLIENTS["genai_perf"]["deterministic"])])
 @pytest.mark.parametrize("model", ["ensemble", "tensorrt_llm_bls"])
 def test_client_input_sets_are_declared(model, client, inputs):
     mc = _group(_recipe(serving={"streaming": True, "bls": True}))[model]

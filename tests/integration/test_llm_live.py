@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import EXAMPLES, ROOT
-from tests.contracts.facts import load
+from tests.contracts.facts import load, template
+from tritonbuild.backends.tensorrtllm import configs as cfg
 from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
 from tritonbuild.triton.config import parse, render
 
@@ -135,7 +136,8 @@ def _request(kind: dict, text: str, **overrides) -> dict:
     """One request of a client's recorded input set (name → (dtype, shape)), with representative values."""
     values = {"text_input": text.encode(), "max_tokens": 64, "stream": False, "return_num_input_tokens": True,
               "return_num_output_tokens": True, "top_p": 0.9, "temperature": 0.7, "frequency_penalty": 0.0,
-              "presence_penalty": 0.0, "seed": 7, "exclude_input_in_output": True, "stop_words": b"zzz"}
+              "presence_penalty": 0.0, "seed": 7, "exclude_input_in_output": True, "stop_words": b"zzz",
+              "min_length": 64}
     values.update(overrides)
     out = {}
     for name, (dtype, shape) in kind.items():
@@ -188,16 +190,20 @@ def test_text_round_trips_through_the_pipeline_bit_exact(group, entry):
     assert [o.reshape(-1).tolist() for o in outs] == [[TEXTS[0].encode()]] * 5  # same bytes every time
     batch = _infer(server, entry, _text_inputs(TEXTS, **exclude), ["text_output"])["text_output"]
     assert batch.reshape(-1).tolist() == [t.encode() for t in TEXTS]
-    echoed = _infer(server, entry, _text_inputs(TEXTS[:1]), ["text_output"])["text_output"]  # upstream default
+    echoed = _infer(server, entry, _text_inputs(TEXTS[:1], exclude_input_in_output=False),
+                    ["text_output"])["text_output"]  # a completions request with echo: true
     ids = tok.encode(TEXTS[0]).ids
     assert echoed.reshape(-1)[0] == tok.decode(ids + ids).encode()
 
 
 @pytest.mark.parametrize("entry", ["tiny-llama", "tiny-llama_bls", "tiny-stream", "tiny-stream_bls"])
-@pytest.mark.parametrize("client", ["openai", "openai+options", "genai-perf"])
+@pytest.mark.parametrize("client", ["openai", "openai+options", "genai-perf", "genai-perf --deterministic"])
 def test_upstream_clients_non_streaming_requests_get_200(group, entry, client):
+    """Each recorded client input set is answered with the completion alone: a chat request ("openai", which
+    carries no exclude_input_in_output) included, as genai-perf and triton_cli ask for it."""
     server, tok = group
     kind = {"openai": CLIENTS["openai_frontend"]["always"], "genai-perf": CLIENTS["genai_perf"]["default"],
+            "genai-perf --deterministic": CLIENTS["genai_perf"]["deterministic"],
             "openai+options": {**CLIENTS["openai_frontend"]["always"],
                                **{k: v for k, v in CLIENTS["openai_frontend"]["optional"].items()
                                   if not k.startswith(("guided_", "lora_"))}}}[client]
@@ -208,9 +214,7 @@ def test_upstream_clients_non_streaming_requests_get_200(group, entry, client):
     else:
         got = _infer(server, entry, inputs, wanted)
     n = len(tok.encode(TEXTS[0]).ids)
-    text = got["text_output"].reshape(-1)[0]
-    assert text == (TEXTS[0].encode() if "exclude_input_in_output" in kind else tok.decode(tok.encode(
-        TEXTS[0]).ids * 2).encode())
+    assert got["text_output"].reshape(-1)[0] == TEXTS[0].encode()  # the stand-in's completion, no prompt
     if "num_input_tokens" in wanted:
         assert got["num_input_tokens"].reshape(-1).tolist() == [n]
         assert got["num_output_tokens"].reshape(-1).tolist() == [n]
@@ -255,3 +259,32 @@ def test_the_streaming_bls_keeps_concurrent_requests_in_flight(group):
     wall = time.monotonic() - start
     assert all(b"".join(r["text_output"].reshape(-1)[0] for r in res) == TEXTS[1].encode() for res in results)
     assert wall < 2.5 * one, f"4 requests took {wall:.2f}s, one takes {one:.2f}s: they were serialised"
+
+
+# inputs upstream's BLS template reshapes to scalars (its decoder re-expands them to [batch, 1] for tensorrt_llm),
+# of those the generated group declares (LoRA, draft logits and perf metrics are not generated)
+BLS_SCALAR_INPUTS = [t for t in template("tensorrt_llm_bls")["inputs"] if t.get("reshape") == []
+                     and t["name"] in {name for name, *_ in cfg.REQUEST_INPUTS}]
+ON_REQUEST = {"return_log_probs": ["cum_log_probs", "output_log_probs"], "return_context_logits": ["context_logits"],
+              "return_generation_logits": ["generation_logits"], "num_return_sequences": []}
+
+
+@pytest.mark.parametrize("entry", ["tiny-llama", "tiny-llama_bls", "tiny-stream_bls"])
+@pytest.mark.parametrize("spec", BLS_SCALAR_INPUTS, ids=lambda t: t["name"])
+def test_the_inputs_upstreams_bls_reshapes_are_answered(group, entry, spec):
+    """Each input upstream's BLS template declares with reshape [] reaches tensorrt_llm as [batch, 1] (Triton
+    checks dims before reshape) and the outputs it asks for come back, from the ensemble and the BLS alike."""
+    assert len(BLS_SCALAR_INPUTS) == 4
+    server, tok = group
+    value = np.array([[1 if spec["data_type"] == "TYPE_INT32" else True]],
+                     dtype=np.int32 if spec["data_type"] == "TYPE_INT32" else np.bool_)
+    inputs = {**_text_inputs(TEXTS[:1], exclude_input_in_output=True), spec["name"]: value}
+    wanted = ["text_output", *ON_REQUEST[spec["name"]]]
+    got = _stream(server, entry, inputs)[0] if entry.startswith("tiny-stream") else _infer(server, entry, inputs,
+                                                                                            wanted)
+    assert got["text_output"].reshape(-1)[0] == TEXTS[0].encode()
+    n = len(tok.encode(TEXTS[0]).ids)
+    for name in ON_REQUEST[spec["name"]]:
+        assert name in got, f"{entry} did not return {name}"
+        if name == "context_logits":
+            assert got[name].shape == (1, n, 384)  # [batch, prompt tokens, the engine's vocab_size]

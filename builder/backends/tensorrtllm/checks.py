@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 
-from tritonbuild.backends.tensorrtllm.recipe import GPU_SM, NGC_TRTLLM_IMAGE, TRITON_TRTLLM, LLMRecipe
+from tritonbuild.backends.tensorrtllm.images import image_problem
+from tritonbuild.backends.tensorrtllm.recipe import GPU_SM, LLMRecipe
 
 QUANT_NAMES = {"int4_weight_only": {"W4A16"}, "int4_awq": {"W4A16_AWQ"}, "fp8": {"FP8"}, "none": {None, "", "None"}}
 
@@ -53,15 +54,8 @@ def check_recipe(recipe: LLMRecipe) -> list[tuple]:
     if sm < 8.0 and recipe.dtype == "bfloat16":
         out.append((("dtype",), f"bfloat16 needs compute capability 8.0 or newer; {recipe.gpu} is {sm}",
                     "use dtype: float16"))
-    image_tag = NGC_TRTLLM_IMAGE.match(recipe.image.triton_image)
-    if image_tag and TRITON_TRTLLM.get(image_tag.group(1)) != recipe.image.trtllm_version:
-        ships = TRITON_TRTLLM.get(image_tag.group(1))
-        what = f"ships TensorRT-LLM {ships}" if ships else "is not in tritonbuild's version table " \
-                                                             f"({', '.join(sorted(TRITON_TRTLLM))})"
-        out.append((("image", "trtllm_version"), f"{recipe.image.triton_image} {what}, the recipe builds with "
-                    f"{recipe.image.trtllm_version}: the engine would not load there",
-                    f"set image.trtllm_version: \"{ships}\"" if ships else
-                    "use a tag from the table, or an image you built with the matching TensorRT-LLM"))
+    if (problem := image_problem(recipe.image)) is not None:
+        out.append((("image", "ships" if "image.ships" in problem[0] else "trtllm_version"), *problem))
     if recipe.quantization == "fp8" and kv_cache.dtype == "int8":
         out.append((("kv_cache", "dtype"), "int8 KV cache with fp8 weights is not a TensorRT-LLM combination",
                     "use kv_cache.dtype: fp8 or auto"))

@@ -87,6 +87,10 @@ REQUEST_INPUTS: list[tuple[str, str, list[int], str | None]] = [
     ("return_num_input_tokens", "TYPE_BOOL", [1], "return_num_input_tokens"),
     ("return_num_output_tokens", "TYPE_BOOL", [1], "return_num_output_tokens"),
 ]
+# Inputs a recorded client sends that upstream's templates lack, and the upstream input each one means:
+# genai-perf --output-tokens-mean-deterministic sends min_length (tensorrtllm_converter.py). The ensemble routes
+# min_tokens and min_length through preprocessing (a model input takes one source); the BLS forwards the first.
+CLIENT_ALIASES = {"min_length": "min_tokens"}
 # tensorrt_llm inputs fed by preprocessing (upstream: dims, optional, ragged)
 TOKEN_INPUTS = [("input_ids", "TYPE_INT32", [-1], True, None, True),
                 ("input_lengths", "TYPE_INT32", [1], False, [], False),
@@ -125,6 +129,9 @@ def _request_inputs(mc, pb2, *, bls: bool = False) -> None:
     for name, dtype, dims, _ in REQUEST_INPUTS:
         reshape = [] if bls and name in BLS_SCALARS else None
         _tensor(mc.input, pb2, name, dtype, dims, optional=True, reshape=reshape)
+    for alias, target in CLIENT_ALIASES.items():
+        _, dtype, dims, _ = next(i for i in REQUEST_INPUTS if i[3] == target)
+        _tensor(mc.input, pb2, alias, dtype, dims, optional=True)
 
 
 def preprocessing(r: LLMRecipe, names: Names, mbs: int, end_id: int, pad_id: int):
@@ -136,6 +143,8 @@ def preprocessing(r: LLMRecipe, names: Names, mbs: int, end_id: int, pad_id: int
         _tensor(mc.input, pb2, name, "TYPE_INT32", [1], optional=True)
     for name in ("stop_words", "bad_words"):
         _tensor(mc.input, pb2, name, "TYPE_STRING", [-1], optional=True)
+    for name in ("min_tokens", *CLIENT_ALIASES):
+        _tensor(mc.input, pb2, name, "TYPE_INT32", [1], optional=True)
     _tensor(mc.output, pb2, "input_ids", "TYPE_INT32", [-1])
     _tensor(mc.output, pb2, "input_lengths", "TYPE_INT32", [1])
     _tensor(mc.output, pb2, "request_output_len", "TYPE_INT32", [1])
@@ -143,6 +152,7 @@ def preprocessing(r: LLMRecipe, names: Names, mbs: int, end_id: int, pad_id: int
     _tensor(mc.output, pb2, "pad_id", "TYPE_INT32", [1])
     _tensor(mc.output, pb2, "stop_words_list", "TYPE_INT32", [2, -1])
     _tensor(mc.output, pb2, "bad_words_list", "TYPE_INT32", [2, -1])
+    _tensor(mc.output, pb2, "min_tokens", "TYPE_INT32", [1])  # only when the request gave min_tokens/min_length
     _instances(mc, pb2, r.serving.instances.preprocessing)
     _params(mc, {"tokenizer_file": "tokenizer/tokenizer.json", "add_special_tokens": r.serving.add_special_tokens,
                  "end_id": end_id, "pad_id": pad_id})
@@ -182,7 +192,7 @@ def tensorrt_llm(r: LLMRecipe, names: Names, engine: dict, engine_path: str):
     _tensor(mc.input, pb2, "stop", "TYPE_BOOL", [1], reshape=[], optional=True)  # cancel by request id
     _tensor(mc.output, pb2, "output_ids", "TYPE_INT32", [-1, -1])
     _tensor(mc.output, pb2, "sequence_length", "TYPE_INT32", [-1])
-    logits = LOGITS_TYPE[engine["pretrained_config"].get("logits_dtype", "float32")]
+    logits = logits_type(engine)
     for name, dtype, dims in PASSTHROUGH_OUTPUTS[:4]:
         _tensor(mc.output, pb2, name, dtype, dims)
     for name, dims in LOGITS_OUTPUTS:
@@ -212,22 +222,34 @@ def tensorrt_llm(r: LLMRecipe, names: Names, engine: dict, engine_path: str):
     return mc
 
 
-def ensemble(r: LLMRecipe, names: Names, mbs: int):
+def logits_type(engine: dict) -> str:
+    """The Triton type of the engine's logits outputs (upstream's ${logits_datatype})."""
+    return LOGITS_TYPE[engine["pretrained_config"].get("logits_dtype", "float32")]
+
+
+def _answer_outputs(mc, pb2, logits: str, passthrough) -> None:
+    """text_output, the passed-through outputs and upstream's two logits outputs (returned on request)."""
+    _tensor(mc.output, pb2, "text_output", "TYPE_STRING", [-1])
+    for name, dtype, dims in passthrough:
+        _tensor(mc.output, pb2, name, dtype, dims)
+    for name, dims in LOGITS_OUTPUTS:
+        _tensor(mc.output, pb2, name, logits, dims)
+
+
+def ensemble(r: LLMRecipe, names: Names, mbs: int, logits: str):
     pb2 = model_config_pb2()
     mc = _base(pb2, names.ensemble, mbs, platform="ensemble")
     _request_inputs(mc, pb2)
-    _tensor(mc.output, pb2, "text_output", "TYPE_STRING", [-1])
-    for name, dtype, dims in PASSTHROUGH_OUTPUTS:
-        _tensor(mc.output, pb2, name, dtype, dims)
-    pre_in = {"text_input": "text_input", "max_tokens": "max_tokens", "end_id": "end_id", "pad_id": "pad_id",
-              "stop_words": "stop_words", "bad_words": "bad_words"}
+    _answer_outputs(mc, pb2, logits, PASSTHROUGH_OUTPUTS)
+    pre_in = {n: n for n in ("text_input", "max_tokens", "end_id", "pad_id", "stop_words", "bad_words", "min_tokens",
+                             *CLIENT_ALIASES)}
     pre_out = {"input_ids": "_INPUT_ID", "input_lengths": "_INPUT_LEN", "request_output_len": "_REQUEST_OUTPUT_LEN",
                "end_id": "_END_ID", "pad_id": "_PAD_ID", "stop_words_list": "_STOP_WORDS_IDS",
-               "bad_words_list": "_BAD_WORDS_IDS"}
-    llm_in = {k: v for k, v in pre_out.items()}
-    llm_in.update({target: name for name, _, _, target in REQUEST_INPUTS if target is not None})
+               "bad_words_list": "_BAD_WORDS_IDS", "min_tokens": "_MIN_TOKENS"}
+    llm_in = {target: name for name, _, _, target in REQUEST_INPUTS if target is not None}
+    llm_in.update(pre_out)
     llm_out = {"output_ids": "_TOKENS_BATCH", "sequence_length": "_SEQUENCE_LENGTH",
-               **{name: name for name, _, _ in PASSTHROUGH_OUTPUTS}}
+               **{name: name for name, _, _ in PASSTHROUGH_OUTPUTS}, **{name: name for name, _ in LOGITS_OUTPUTS}}
     steps = [(names.preprocessing, pre_in, pre_out), (names.tensorrt_llm, llm_in, llm_out),
              (names.postprocessing, {"tokens_batch": "_TOKENS_BATCH", "sequence_length": "_SEQUENCE_LENGTH"},
               {"output": "text_output"})]
@@ -242,17 +264,16 @@ def ensemble(r: LLMRecipe, names: Names, mbs: int):
     return mc
 
 
-def bls(r: LLMRecipe, names: Names, mbs: int):
+def bls(r: LLMRecipe, names: Names, mbs: int, logits: str):
     pb2 = model_config_pb2()
     mc = _base(pb2, names.bls, mbs, backend="python")
     mc.model_transaction_policy.decoupled = r.serving.streaming
     _request_inputs(mc, pb2, bls=True)
-    _tensor(mc.output, pb2, "text_output", "TYPE_STRING", [-1])
-    for name, dtype, dims in PASSTHROUGH_OUTPUTS[4:]:
-        _tensor(mc.output, pb2, name, dtype, dims)
+    _answer_outputs(mc, pb2, logits, PASSTHROUGH_OUTPUTS[:2] + PASSTHROUGH_OUTPUTS[4:])
     _instances(mc, pb2, r.serving.instances.bls)
     _params(mc, {"preprocessing_model": names.preprocessing, "llm_model": names.tensorrt_llm,
                  "postprocessing_model": names.postprocessing,
-                 "request_inputs": ",".join(f"{n}:{t}" for n, _, _, t in REQUEST_INPUTS if t is not None)})
+                 "request_inputs": ",".join([f"{n}:{t}" for n, _, _, t in REQUEST_INPUTS if t is not None] +
+                                            [f"{n}:{t}" for n, t in CLIENT_ALIASES.items()])})
     mc.default_model_filename = "model.py"
     return mc

@@ -78,9 +78,9 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
     configs = {names.preprocessing: cfg.preprocessing(r, names, mbs, end_id, pad_id),
                names.postprocessing: cfg.postprocessing(r, names, mbs),
                names.tensorrt_llm: cfg.tensorrt_llm(r, names, engine, engine_path),
-               names.ensemble: cfg.ensemble(r, names, mbs)}
+               names.ensemble: cfg.ensemble(r, names, mbs, cfg.logits_type(engine))}
     if r.serving.bls:
-        configs[names.bls] = cfg.bls(r, names, mbs)
+        configs[names.bls] = cfg.bls(r, names, mbs, cfg.logits_type(engine))
     problems = config_problems(configs, names)
     if problems:
         raise BuildError("generated configs disagree: " + "; ".join(problems), hint="please report this bug")

@@ -3,7 +3,6 @@ inflight batching, or the LLM-API Python model), and the tables its rules read (
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import Field, field_validator
@@ -26,12 +25,6 @@ GPU_MEMORY_MIB = {"H200": 143771, "H100": 81559, "A100-80": 81920, "A100-40": 40
 GPU_MEMORY_GIB = {k: round(v / 1024, 1) for k, v in GPU_MEMORY_MIB.items()}
 # CUDA compute capability: FP8 needs SM 8.9+ (Ada, Hopper, Blackwell), bfloat16 SM 8.0+ (TensorRT-LLM support matrix)
 GPU_SM = {"H200": 9.0, "H100": 9.0, "A100-80": 8.0, "A100-40": 8.0, "L40S": 8.9, "L4": 8.9, "A10G": 8.6, "T4": 7.5}
-# NGC nvcr.io/nvidia/tritonserver:<tag>-trtllm-python-py3 → the TensorRT-LLM inside (NVIDIA's Triton release
-# compatibility matrix; recorded with its source in tests/contracts/facts/triton_images.json, which a test keeps
-# equal to this table). A TensorRT engine loads only under the TensorRT-LLM (and TensorRT) that built it.
-TRITON_TRTLLM = {"25.12": "1.1.0", "25.11": "1.0.3.2510", "25.10": "1.0.0", "25.09": "1.0.0", "25.08": "0.21.0",
-                 "25.07": "0.20.0", "25.06": "0.20.0", "25.01": "0.17.0", "24.12": "0.16.0"}
-NGC_TRTLLM_IMAGE = re.compile(r"^nvcr\.io/nvidia/tritonserver:(\d+\.\d+)-trtllm-python-py3$")
 
 
 
@@ -78,8 +71,10 @@ class Serving(Strict):
     scheduler_policy: Literal["guaranteed_no_evict", "max_utilization"] = "guaranteed_no_evict"
     bls: bool = Field(False, description="Also generate a BLS model (python) next to the ensemble.")
     instances: Instances = Field(default_factory=Instances)
-    exclude_input_in_output: bool = Field(False, description="Default for requests that do not say (upstream: "
-                                                             "false, the prompt is echoed before the completion).")
+    exclude_input_in_output: bool = Field(True, description="Default for requests that do not say: the answer "
+                                                            "holds the completion only. The OpenAI frontend sends it "
+                                                            "only with echo (chat never), genai-perf and triton_cli "
+                                                            "send true; false echoes the prompt first.")
     add_special_tokens: bool = Field(True, description="Tokenizer adds BOS etc. to prompts (upstream default).")
     enable_chunked_context: bool = False
     gpu_device_ids: list[int] = Field(default_factory=lambda: [0])
@@ -96,12 +91,20 @@ class Serving(Strict):
         return v.rstrip("/") or "/"
 
 
+class ImageShips(Strict):
+    tensorrt_llm: str = Field(description="TensorRT-LLM version the image ships.")
+    tensorrt: str | None = None
+    cuda: str | None = None
+
+
 class Image(Strict):
     trtllm_version: str = Field("1.1.0", description="TensorRT-LLM in the serving image; engines must match it.")
     triton_image: str = Field("nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3",
                               description="NGC trtllm-python-py3 tags are checked against their TensorRT-LLM version; "
                                           "another image (e.g. built with tensorrtllm_backend's Dockerfile) is "
                                           "taken at its trtllm_version.")
+    ships: ImageShips | None = Field(None, description="For an NGC tag newer than tritonbuild's image table: what "
+                                                       "it ships, from Triton's Release Compatibility Matrix.")
 
 
 class LLMRecipe(Named):

@@ -18,6 +18,9 @@ PRE_INPUTS = ("end_id", "pad_id", "stop_words", "bad_words")
 PRE_OUTPUTS = ["input_ids", "input_lengths", "request_output_len", "end_id", "pad_id", "stop_words_list",
                "bad_words_list"]
 COUNTS = ("num_input_tokens", "num_output_tokens")
+# outputs returned when the request asks for them (flag → tensorrt_llm outputs passed back unchanged)
+ON_REQUEST = {"return_log_probs": ("cum_log_probs", "output_log_probs"),
+              "return_context_logits": ("context_logits",), "return_generation_logits": ("generation_logits",)}
 
 
 def _get(request, name):
@@ -63,21 +66,28 @@ class TritonPythonModel:
             value = pb_utils.get_output_tensor_by_name(pre, n).as_numpy()
             if value.size or not n.endswith("_words_list"):  # an empty word list = none: leave it out
                 tensors.append(pb_utils.Tensor(n, value))
-        for name, target in self.forward.items():
-            if name != "stream" and (v := _get(request, name)) is not None:
-                tensors.append(pb_utils.Tensor(target, v))
+        given = set()
+        for name, target in self.forward.items():  # NOTE: an alias (min_length) after its target: the first wins
+            if name != "stream" and target not in given and (v := _get(request, name)) is not None:
+                given.add(target)
+                # NOTE: inputs this model reshapes to scalars arrive as [batch]; tensorrt_llm takes [batch, 1]
+                # (Triton checks dims before reshape), so each goes on as one column, like upstream's BLS
+                tensors.append(pb_utils.Tensor(target, v.reshape(-1, 1)))
         tensors.append(pb_utils.Tensor("streaming", np.full((len(text.reshape(-1)), 1), stream, dtype=np.bool_)))
         wanted = ["output_ids", "sequence_length"]
         wanted += [n for n in COUNTS if _flag(request, "return_" + n)]
+        wanted += [n for flag, names in ON_REQUEST.items() if _flag(request, flag) for n in names]
         return pb_utils.InferenceRequest(model_name=self.llm, requested_output_names=wanted, inputs=tensors), wanted
 
     @staticmethod
     def _counts(llm_response, wanted):
+        """The token counts and the log probs / logits the request asked for, as tensorrt_llm returned them."""
         out = []
-        for n in COUNTS:
-            t = pb_utils.get_output_tensor_by_name(llm_response, n) if n in wanted else None
+        for n in wanted[2:]:
+            t = pb_utils.get_output_tensor_by_name(llm_response, n)
             if t is not None:
-                out.append(pb_utils.Tensor(n, t.as_numpy().reshape(-1, 1).astype(np.int32)))
+                v = t.as_numpy()
+                out.append(pb_utils.Tensor(n, v.reshape(-1, 1).astype(np.int32) if n in COUNTS else v))
         return out
 
     def _answer(self, request):

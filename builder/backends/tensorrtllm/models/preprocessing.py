@@ -3,6 +3,7 @@
 The tokenizer travels inside this version directory (tokenizer/tokenizer.json) and is found relative to the
 model directory; nothing is downloaded. Per-request end_id / pad_id override the tokenizer's; stop_words and
 bad_words become TensorRT-LLM's word lists ([batch, 2, n]: token ids, then cumulative end offsets, -1 padded).
+min_tokens (or genai-perf's min_length, when min_tokens is absent) is passed on as min_tokens when given.
 """
 
 import json
@@ -73,6 +74,10 @@ class TritonPythonModel:
             for row, seq in enumerate(ids):
                 input_ids[row, :len(seq)] = seq
             lengths = np.array([[len(seq)] for seq in ids], dtype=np.int32)
+            minimum = _optional(request, "min_tokens")
+            minimum = _optional(request, "min_length") if minimum is None else minimum
+            extra = [] if minimum is None else [pb_utils.Tensor("min_tokens",
+                                                                minimum.reshape(batch, 1).astype(np.int32))]
             responses.append(pb_utils.InferenceResponse([
                 pb_utils.Tensor("input_ids", input_ids),
                 pb_utils.Tensor("input_lengths", lengths),
@@ -81,5 +86,6 @@ class TritonPythonModel:
                 pb_utils.Tensor("pad_id", pad),
                 pb_utils.Tensor("stop_words_list", self._word_lists(_optional(request, "stop_words"), batch)),
                 pb_utils.Tensor("bad_words_list", self._word_lists(_optional(request, "bad_words"), batch)),
+                *extra,
             ]))
         return responses
