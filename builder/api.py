@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from tritonbuild.backends import REGISTRY
 from tritonbuild.core import cachedir
 from tritonbuild.core.cas import Store
 from tritonbuild.errors import VerifyError
@@ -20,13 +21,13 @@ Progress = Callable[[str], None]
 
 
 def validate(paths: list[Path]) -> list[LoadedRecipe]:
-    return load_recipes(paths)
+    return load_recipes(paths, REGISTRY.recipe_kinds())
 
 
 def plan(paths: list[Path], *, cache_dir: Path | None = None) -> Plan:
     """cache_dir: where input digests are cached and remote checkpoints downloaded (default: the environment's)."""
     with cachedir.using(cache_dir):
-        return make_plan(load_recipes(paths))
+        return make_plan(load_recipes(paths, REGISTRY.recipe_kinds()))
 
 
 def build_repository(paths: list[Path], out: Path, *, force: bool = False, cache_dir: Path | None = None,
@@ -34,7 +35,7 @@ def build_repository(paths: list[Path], out: Path, *, force: bool = False, cache
                      strict: bool = False, cache_url: str | None = None,
                      changed_since: str | None = None) -> tuple[BuildResult, Manifest]:
     cache_dir = cachedir.resolve(cache_dir)
-    loaded = load_recipes(paths)
+    loaded = load_recipes(paths, REGISTRY.recipe_kinds())
     check_out_overlap(out, *_inputs_of(loaded, cache_dir))  # refuse before any work
     check_out_dir(out, force)
     if progress:
@@ -232,7 +233,7 @@ def build_matrix(paths: list[Path], *, cache_dir: Path | None = None, cache_url:
             continue
         recipe = model_plan.recipe
         gpu = getattr(recipe, "gpu", None) or ("gpu" if getattr(recipe, "target", "cpu") == "gpu" or any(
-            step.kind.endswith(".engine") for step in model_plan.steps) else "cpu")
+            REGISTRY.builds_engine(step.kind) for step in model_plan.steps) else "cpu")
         out.append({"recipe": model_plan.recipe_path, "model": model_plan.name, "backend": model_plan.backend,
                     "gpu": gpu, "runner": "cpu" if gpu == "cpu" else "gpu", "steps": [step.kind for step in missing]})
     return out
@@ -252,7 +253,7 @@ def deploy_snippets(repository: Path, out: Path, **options) -> tuple[Path, int]:
 def recipe_schema() -> bytes:
     from tritonbuild.recipe.schema import recipe_schema_bytes
 
-    return recipe_schema_bytes()
+    return recipe_schema_bytes(REGISTRY.recipe_kinds())
 
 
 def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None, goldens_from: Path | None = None) -> dict:

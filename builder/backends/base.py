@@ -43,11 +43,14 @@ class Backend(ABC):
     """One recipe kind (`name`, the recipe's `backend` key) and how it becomes Triton models."""
 
     name: ClassVar[str]
-    recipe_type: ClassVar[type]  # the pydantic class a recipe of this kind validates as
-    # recipe keys only this backend reads (e.g. 'tensorrt'): set on another backend's recipe, they are an error
-    recipe_keys: ClassVar[tuple[str, ...]] = ()
+    # the pydantic class a recipe of this kind validates as, declared in the backend's own module: a subclass of
+    # recipe.models.Named (Recipe for single-model backends) with `backend: Literal[name]` and its own options
+    recipe_type: ClassVar[type]
     # step kind → the toolchain keys (core/toolchain.fingerprint) its output depends on (None: all of them)
     step_toolchain: ClassVar[Mapping[str, tuple[str, ...] | None]]
+    # step kinds that build an engine (a GPU- and vendor-bound artefact): `build --engine MODEL=DIR` supplies
+    # one built elsewhere, and `build --matrix` sends a recipe with one missing to a GPU runner
+    engine_steps: ClassVar[tuple[str, ...]] = ()
     # Triton's backend name in config.pbtxt ('' for platform-only models such as ensembles)
     triton_backend: ClassVar[str]
     # Triton's load rule for this backend: platform ('' = none given) → default model file name
@@ -62,7 +65,8 @@ class Backend(ABC):
     needs_built_models: ClassVar[bool] = False  # emitted after the other models, checked against them
     # Triton loads the models this one names (depends_on) when it loads it (an ensemble's steps; not BLS calls)
     loads_dependencies: ClassVar[bool] = False
-    prebuilt_prefix: ClassVar[str | None] = None  # where an --engine DIR's files go (None: '<step suffix>/')
+    # where an --engine DIR's files go in the version directory (None: '<step kind's suffix>/')
+    prebuilt_prefix: ClassVar[str | None] = None
 
     @abstractmethod
     def plan_steps(self, loaded) -> list[StepSpec]:
@@ -78,7 +82,7 @@ class Backend(ABC):
 
     def check_recipe(self, recipe) -> list[Problem]:
         """Cross-field rules only this backend knows (run at load, each named by its key path; the registry
-        hands them to recipe.kinds, which reports them among the recipe type's generic rules)."""
+        hands them to the recipe loader, which reports them among the recipe type's generic rules)."""
         return []
 
     def describe(self, loaded) -> dict:

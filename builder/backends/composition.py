@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Literal
 
 from tritonbuild.backends.base import Backend, StepContext
 from tritonbuild.errors import BuildError
@@ -24,6 +25,18 @@ def plan_steps(loaded) -> list:
 
 def derive_io(recipe, files, recipe_dir=None):
     return recipe.inputs, recipe.outputs
+
+
+class EnsembleRecipe(CompositionRecipe):
+    """A pipeline run by Triton's ensemble scheduler (platform: ensemble)."""
+
+    backend: Literal["ensemble"]
+
+
+class BLSRecipe(CompositionRecipe):
+    """A pipeline run by a generated Python (BLS) model."""
+
+    backend: Literal["bls"]
 
 
 def _check(r: CompositionRecipe, known: dict) -> list[str]:
@@ -120,7 +133,6 @@ def _identity(steps: list, known: dict) -> str:
 class CompositionBackend(Backend):
     """Ensembles and BLS pipelines: no build step; emitted last, against the models they call."""
 
-    recipe_type = CompositionRecipe
     step_toolchain = {}
     route = "live-embedded"  # when every step model is (verify checks each model's dependencies)
     needs_built_models = True
@@ -129,8 +141,9 @@ class CompositionBackend(Backend):
     plan_steps = staticmethod(plan_steps)
     derive_io = staticmethod(derive_io)
 
-    def __init__(self, name: str, triton_backend: str, *, loads_dependencies: bool = False):
+    def __init__(self, name: str, triton_backend: str, recipe_type: type, *, loads_dependencies: bool = False):
         self.name, self.triton_backend, self.loads_dependencies = name, triton_backend, loads_dependencies
+        self.recipe_type = recipe_type
 
     def run_step(self, ctx: StepContext) -> None:
         raise AssertionError(f"{self.name} has no build steps")
@@ -154,5 +167,5 @@ class EnsembleBackend(CompositionBackend):
         return out
 
 
-ENSEMBLE = EnsembleBackend("ensemble", "ensemble", loads_dependencies=True)  # Triton loads its steps
-BLS = CompositionBackend("bls", "python")
+ENSEMBLE = EnsembleBackend("ensemble", "ensemble", EnsembleRecipe, loads_dependencies=True)  # Triton loads its steps
+BLS = CompositionBackend("bls", "python", BLSRecipe)

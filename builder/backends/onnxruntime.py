@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field
 
 from tritonbuild.backends.base import Backend, StepContext
 from tritonbuild.backends.common import fetch_url, is_url, local_source, pinned_digest
@@ -12,7 +15,7 @@ from tritonbuild.core.hashing import sha256_input
 from tritonbuild.core.proc import python_module_argv, run_logged
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.load import LoadedRecipe
-from tritonbuild.recipe.models import Recipe, TensorSpec
+from tritonbuild.recipe.models import Recipe, Strict, TensorSpec
 
 NAME = "onnxruntime"
 PLATFORM = "onnxruntime_onnx"
@@ -22,6 +25,36 @@ EXPORT_TIMEOUT_S = 1800
 # onnx.TensorProto element type → recipe dtype
 ONNX_DTYPES = {1: "fp32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 8: "bytes",
                9: "bool", 10: "fp16", 11: "fp64", 12: "uint32", 13: "uint64", 16: "bf16"}
+
+
+class TRTAccelerator(Strict):
+    name: Literal["tensorrt"]
+    precision_mode: Literal["FP32", "FP16", "INT8"] = "FP16"
+    max_workspace_size_bytes: int = Field(1 << 30, ge=1 << 20)
+    trt_engine_cache_enable: bool = True
+    trt_engine_cache_path: str | None = Field(None, description="Absolute path on the server (engines are "
+                                                                "per GPU and TensorRT version).")
+
+
+class CudaAccelerator(Strict):
+    name: Literal["cuda"]
+
+
+class OpenVINOAccelerator(Strict):
+    name: Literal["openvino"]
+
+
+class Accelerators(Strict):
+    gpu: list[Annotated[TRTAccelerator | CudaAccelerator, Field(discriminator="name")]] = Field(default_factory=list)
+    cpu: list[OpenVINOAccelerator] = Field(default_factory=list)
+
+
+class OnnxRuntimeRecipe(Recipe):
+    """An ONNX model (a file, or exported from a seeded torch module) served by the onnxruntime backend."""
+
+    backend: Literal["onnxruntime"]
+    accelerators: Accelerators | None = Field(None, description="Execution accelerators "
+                                                                "(optimization.execution_accelerators).")
 
 
 def _module_file(loaded: LoadedRecipe, module: str) -> Path:
@@ -233,8 +266,7 @@ def check_recipe(recipe: Recipe) -> list[tuple]:
 
 class OnnxRuntimeBackend(Backend):
     name = NAME
-    recipe_type = Recipe
-    recipe_keys = ("accelerators",)
+    recipe_type = OnnxRuntimeRecipe
     step_toolchain = {"onnx.fetch": ("tritonbuild", "onnx"), "onnx.export": ("tritonbuild", "python", "torch", "onnx")}
     triton_backend = "onnxruntime"
     model_files = {"": DEFAULT_FILENAME, PLATFORM: DEFAULT_FILENAME}

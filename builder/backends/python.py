@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Literal
 
 from tritonbuild.backends.base import Backend, StepContext
 from tritonbuild.backends.common import local_source, pinned_digest, relative_dest
@@ -14,6 +15,12 @@ from tritonbuild.recipe.models import Recipe, TensorSpec
 
 NAME = "python"
 DEFAULT_FILENAME = "model.py"
+
+
+class PythonRecipe(Recipe):
+    """A Python-backend model: model.py (and the files it reads) from the recipe's source."""
+
+    backend: Literal["python"]
 
 
 def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
@@ -67,7 +74,7 @@ def check_recipe(recipe: Recipe) -> list[tuple]:
 
 class PythonBackend(Backend):
     name = NAME
-    recipe_type = Recipe
+    recipe_type = PythonRecipe
     step_toolchain = {"python.package": ("tritonbuild",)}
     triton_backend = "python"
     model_files = {"": DEFAULT_FILENAME}

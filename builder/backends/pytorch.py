@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Literal
 
 from tritonbuild.backends._libtorch_rules import TORCH_DTYPES
 from tritonbuild.backends.base import Backend, StepContext
@@ -24,6 +25,12 @@ TORCH_TO_DTYPE = {"torch.float32": "fp32", "torch.float16": "fp16", "torch.float
                   "torch.int64": "int64", "torch.int32": "int32", "torch.int16": "int16", "torch.int8": "int8",
                   "torch.uint8": "uint8", "torch.bool": "bool"}
 DEFAULT_FILENAME = "model.pt"
+
+
+class PyTorchRecipe(Recipe):
+    """A TorchScript or AOTInductor export of a seeded torch module, served by the pytorch backend."""
+
+    backend: Literal["pytorch"]
 
 
 def filename(recipe: Recipe) -> str:
@@ -163,7 +170,7 @@ def check_recipe(recipe: Recipe) -> list[tuple]:
 
 class PyTorchBackend(Backend):
     name = NAME
-    recipe_type = Recipe
+    recipe_type = PyTorchRecipe
     step_toolchain = {"torch.fetch": ("tritonbuild",), "torch.export": ("tritonbuild", "python", "torch")}
     triton_backend = "pytorch"
     model_files = {"": "model.pt", "pytorch_libtorch": "model.pt", "torch_aoti": "model.pt2"}

@@ -2,7 +2,8 @@
 
 The built-in backends are registered on first use, from BUILTIN (one line per backend module). A plug-in
 (or a test) registers its own with `register`, or for a scope with `registered`. Either way each backend's
-recipe kind, its rules (check_recipe) and the recipe keys it owns reach the recipe loader (recipe.kinds)."""
+recipe type (declared in its own module) and its rules (check_recipe) reach the recipe loader and the JSON
+Schema through `recipe_kinds()`, which api passes down: recipe/ keeps no list of kinds."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from contextlib import contextmanager
 
 from tritonbuild.backends.base import ROUTES, Backend
 from tritonbuild.errors import PlanError
-from tritonbuild.recipe import kinds as recipe_kinds
+from tritonbuild.recipe.kinds import Kind, Kinds, kind_problem
 
 # module → the attribute holding its Backend instance(s)
 BUILTIN = (
@@ -33,13 +34,10 @@ class DuplicateBackend(ValueError):
 
 
 class Registry:
-    def __init__(self, *, recipe_kinds_too: bool = False) -> None:
-        """recipe_kinds_too: also teach the recipe loader each new backend's recipe kind (the global registry)."""
+    def __init__(self) -> None:
         self._by_name: dict[str, Backend] = {}
         self._by_step: dict[str, Backend] = {}
         self._loaded = False
-        self._kinds_too = recipe_kinds_too
-        self._kinds_added: set[str] = set()
 
     def _ensure(self) -> None:
         if not self._loaded:
@@ -48,7 +46,8 @@ class Registry:
                 self.register(getattr(importlib.import_module(module), attr))
 
     def register(self, backend: Backend) -> Backend:
-        """Add a backend; its name and step kinds must be new, its route one of ROUTES."""
+        """Add a backend; its name and step kinds must be new, its route one of ROUTES, its recipe type a
+        recipe kind of its name, its engine steps among its step kinds."""
         self._ensure()
         if not isinstance(backend, Backend):
             raise TypeError(f"{backend!r} is not a tritonbuild Backend")
@@ -59,21 +58,26 @@ class Registry:
         if taken:
             raise DuplicateBackend(f"backend {backend.name!r}: step kinds {taken} belong to "
                                    f"{self._by_step[taken[0]].name!r}")
-        if backend.route not in ROUTES:
-            raise ValueError(f"backend {backend.name!r}: route {backend.route!r} is not one of {ROUTES}")
-        if self._kinds_too and recipe_kinds.register_kind(backend.name, backend.recipe_type, backend.check_recipe,
-                                                          backend.recipe_keys):
-            self._kinds_added.add(backend.name)
+        self._check_declarations(backend)
         self._by_name[backend.name] = backend
         for kind in backend.step_toolchain:
             self._by_step[kind] = backend
         return backend
 
+    @staticmethod
+    def _check_declarations(backend: Backend) -> None:
+        if backend.route not in ROUTES:
+            raise ValueError(f"backend {backend.name!r}: route {backend.route!r} is not one of {ROUTES}")
+        problem = kind_problem(backend.name, backend.recipe_type)
+        if problem:
+            raise ValueError(f"backend {backend.name!r}: {problem}")
+        stray = sorted(set(backend.engine_steps) - set(backend.step_toolchain))
+        if stray:
+            raise ValueError(f"backend {backend.name!r}: engine_steps {stray} are not among its step kinds "
+                             f"{sorted(backend.step_toolchain)}")
+
     def unregister(self, name: str) -> None:
         backend = self._by_name.pop(name)
-        if name in self._kinds_added:
-            recipe_kinds.unregister_kind(name)
-            self._kinds_added.discard(name)
         for kind in backend.step_toolchain:
             self._by_step.pop(kind, None)
 
@@ -105,6 +109,16 @@ class Registry:
     def for_step(self, kind: str) -> Backend | None:
         self._ensure()
         return self._by_step.get(kind)
+
+    def builds_engine(self, kind: str) -> bool:
+        """Whether a step kind builds an engine (its backend's `engine_steps`)."""
+        backend = self.for_step(kind)
+        return backend is not None and kind in backend.engine_steps
+
+    def recipe_kinds(self) -> Kinds:
+        """Recipe `backend` value → its recipe type and rules, for the recipe loader and the JSON Schema."""
+        self._ensure()
+        return {name: Kind(backend.recipe_type, backend.check_recipe) for name, backend in self._by_name.items()}
 
     def step_toolchain(self, kind: str) -> tuple[str, ...] | None:
         """The toolchain keys a step kind depends on (None: unknown kind, keyed on the whole toolchain)."""
@@ -158,6 +172,4 @@ class Registry:
         return out
 
 
-REGISTRY = Registry(recipe_kinds_too=True)
-# The recipe loader asks for its kinds' rules: the built-in backends register theirs the first time it does.
-recipe_kinds.add_loader(REGISTRY._ensure)
+REGISTRY = Registry()

@@ -9,6 +9,9 @@ import importlib.util
 import json
 import shutil
 from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
 
 from tritonbuild.backends import StepSkipped
 from tritonbuild.backends.base import Backend, StepContext
@@ -18,11 +21,35 @@ from tritonbuild.core.proc import python_module_argv, run_logged
 from tritonbuild.core.toolchain import GPU_KEYS
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.load import LoadedRecipe
-from tritonbuild.recipe.models import Recipe, TensorRTOptions
+from tritonbuild.recipe.models import Recipe, Strict
 
 NAME = "tensorrt"
 PLATFORM = "tensorrt_plan"
 DEFAULT_FILENAME = "model.plan"
+
+
+class ShapeRange(Strict):
+    min: list[int]
+    opt: list[int]
+    max: list[int]
+
+
+class TensorRTOptions(Strict):
+    profiles: list[dict[str, ShapeRange]] = Field(
+        default_factory=list, description="Optimization profiles: input name → full shapes (batch first when "
+                                          "max_batch_size > 0) {min, opt, max}.")
+    fp16: bool = False
+    int8: bool = False
+    workspace_mib: int = Field(1024, ge=16)
+    builder_optimization_level: int = Field(3, ge=0, le=5)
+    timeout_s: int = Field(3600, ge=60)
+
+
+class TensorRTRecipe(Recipe):
+    """A TensorRT plan built from an ONNX model (trtexec or TensorRT's Python API)."""
+
+    backend: Literal["tensorrt"]
+    tensorrt: TensorRTOptions | None = Field(None, description="How the plan is built.")
 
 
 def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
@@ -129,9 +156,9 @@ def check_recipe(recipe: Recipe) -> list[tuple]:
 
 class TensorRTBackend(Backend):
     name = NAME
-    recipe_type = Recipe
-    recipe_keys = ("tensorrt",)
+    recipe_type = TensorRTRecipe
     step_toolchain = {"tensorrt.engine": ("tritonbuild", "tensorrt", "trtexec", *GPU_KEYS)}
+    engine_steps = ("tensorrt.engine",)
     triton_backend = "tensorrt"
     model_files = {"": DEFAULT_FILENAME, PLATFORM: DEFAULT_FILENAME}
     route = "live-server"  # needs TensorRT and a GPU: a tritonserver given with --server

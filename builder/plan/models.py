@@ -27,7 +27,7 @@ class ModelPlan(_Frozen):
     recipe_dir: str = Field(description="Absolute directory of the recipe; source paths resolve against it.")
     recipe_digest: str
     recipe: SerializeAsAny[BaseModel] = Field(description="The validated recipe; its class is its kind's "
-                                                          "(recipe.kinds), e.g. Recipe or LLMRecipe.")
+                                                          "(its backend's recipe_type), e.g. LLMRecipe.")
     steps: list[PlannedStep]
     extras: dict = Field(default_factory=dict, description="Backend facts for people, e.g. the GPU memory plan.")
 

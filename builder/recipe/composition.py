@@ -20,7 +20,7 @@ class CompositionRecipe(Named):
     """Models chained by tensor mappings: backend ensemble (platform: ensemble) or bls (a Python model)."""
 
     schema_version: Literal[1] = SCHEMA_VERSION
-    backend: Literal["ensemble", "bls"]
+    backend: str = Field(description="ensemble or bls (each declares its recipe type in backends/composition.py).")
     max_batch_size: int = Field(0, ge=0)
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]

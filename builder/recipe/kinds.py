@@ -1,16 +1,17 @@
 """Recipe kinds: a recipe's `backend` key → the class it validates as and the rules it is checked by.
 
 A recipe is checked by two sets of rules: its recipe type's generic ones (batching, instances, warmup, data
-flow: this package) and its backend's own (`Backend.check_recipe`). This package names no backend: the
-built-in kinds' types are read off the recipe classes' `backend` literals, and every backend, built-in or
-plug-in, brings its rules and the recipe keys it owns through `register_kind`, called by the backend registry
-(a layer above, which hooks itself in with `add_loader`)."""
+flow: this package) and its backend's own (`Backend.check_recipe`). This package names no backend and keeps
+no list of them: the backend registry (a layer above) hands the loader and the schema a `Kinds` mapping,
+each kind's recipe type declared in its backend's own module."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import get_args
+from typing import Literal, get_args, get_origin
+
+from pydantic import BaseModel
 
 from tritonbuild.recipe.composition import CompositionRecipe, check_composition_rules
 from tritonbuild.recipe.models import Recipe, check_rules
@@ -24,65 +25,44 @@ TypeRules = Callable[[object, list[Problem]], list[Problem]]
 @dataclass(frozen=True)
 class Kind:
     recipe_type: type
-    rules: Rules | None = None  # the backend's own rules (None until its backend is registered)
-    owned_keys: tuple[str, ...] = ()  # recipe keys only this kind reads: an error on any other kind's recipe
+    rules: Rules | None = None  # the backend's own rules
 
+
+Kinds = Mapping[str, Kind]  # recipe `backend` value → its kind, in registration order
 
 _TYPE_RULES: dict[type, TypeRules] = {Recipe: check_rules, CompositionRecipe: check_composition_rules}
-_BUILTIN_TYPES = (Recipe, CompositionRecipe)
-_KINDS: dict[str, Kind] = {
-    name: Kind(cls) for cls in _BUILTIN_TYPES for name in get_args(cls.model_fields["backend"].annotation)}
-_BUILTIN_NAMES = frozenset(_KINDS)
-_LOADERS: list[Callable[[], None]] = []
 
 
-def add_loader(load: Callable[[], None]) -> None:
-    """Call `load` before kinds are read (the backend registry registers the built-in backends there)."""
-    if load not in _LOADERS:
-        _LOADERS.append(load)
+def kind_problem(name: str, recipe_type: type) -> str | None:
+    """Why recipe_type cannot be the recipe type of kind `name` (None when it can): a recipe type is a pydantic
+    model (recipe.models.Recipe or Named and their subclasses) with a name, a version and a `backend` field of
+    Literal[name] (the schema's discriminator)."""
+    if not (isinstance(recipe_type, type) and issubclass(recipe_type, BaseModel)
+            and {"name", "version", "backend"} <= set(recipe_type.model_fields)):
+        return (f"recipe type {recipe_type!r} is not a recipe: subclass tritonbuild.recipe.models.Recipe (or "
+                "Named) and declare backend: Literal[<name>]")
+    field = recipe_type.model_fields.get("backend")
+    annotation = field.annotation if field is not None else None
+    if get_origin(annotation) is not Literal or get_args(annotation) != (name,):
+        return (f"{recipe_type.__qualname__}.backend must be Literal[{name!r}] (it is {annotation!r}): the loader "
+                "and the JSON Schema pick the recipe type by it")
+    return None
 
 
-def kinds() -> dict[str, Kind]:
-    for load in list(_LOADERS):
-        load()
-    return dict(_KINDS)
+def recipe_types(kinds: Kinds) -> tuple[type, ...]:
+    """Each kind's recipe type once, in registration order (ensemble and bls may share one)."""
+    return tuple(dict.fromkeys(kind.recipe_type for kind in kinds.values()))
 
 
-def register_kind(name: str, recipe_type: type, rules: Rules | None = None, owned_keys: tuple[str, ...] = ()) -> bool:
-    """Make `backend: name` load as recipe_type, checked by rules; True when the kind is new (not a built-in
-    recipe type's), so that unregister_kind may remove it again."""
-    known = _KINDS.get(name)
-    if known is not None and known.recipe_type is not recipe_type:
-        raise ValueError(f"recipe kind {name!r} is already {known.recipe_type.__qualname__}, not "
-                         f"{recipe_type.__qualname__}")
-    for other, kind in _KINDS.items():
-        shared = sorted(set(owned_keys) & set(kind.owned_keys))
-        if other != name and shared:
-            raise ValueError(f"recipe kind {name!r}: keys {shared} are already owned by {other!r}")
-    _KINDS[name] = Kind(recipe_type, rules, tuple(owned_keys))
-    return known is None
+def kinds_with_key(kinds: Kinds, key: str) -> list[str]:
+    """The kinds whose recipe type accepts a top-level key (for the hint on an unknown key)."""
+    return [name for name, kind in kinds.items() if key in kind.recipe_type.model_fields]
 
 
-def unregister_kind(name: str) -> None:
-    if name not in _BUILTIN_NAMES:
-        _KINDS.pop(name, None)
-
-
-def _foreign_keys(recipe, known: dict[str, Kind]) -> list[Problem]:
-    """Keys set on this recipe that another kind owns (e.g. 'tensorrt' options on a python recipe), in the
-    order of the recipe type's fields."""
-    fields = list(type(recipe).model_fields)
-    owned = sorted(((key, owner) for owner, kind in known.items() if owner != recipe.backend
-                    for key in kind.owned_keys if key in fields), key=lambda item: fields.index(item[0]))
-    return [((key,), f"'{key}' options apply to backend {owner}, not {recipe.backend}",
-             "remove them or change the backend") for key, owner in owned if getattr(recipe, key) is not None]
-
-
-def check(recipe) -> list[Problem]:
-    """Every cross-field rule of a validated recipe: keys another kind owns, then its backend's own rules,
-    placed by its recipe type's generic rules (the nearest in the class's MRO) among theirs."""
-    known = kinds()
-    kind = known[recipe.backend]
-    specific = _foreign_keys(recipe, known) + (kind.rules(recipe) if kind.rules is not None else [])
+def check(recipe, kinds: Kinds) -> list[Problem]:
+    """Every cross-field rule of a validated recipe: its backend's own rules, placed by its recipe type's
+    generic rules (the nearest in the class's MRO) among theirs."""
+    kind = kinds[recipe.backend]
+    specific = kind.rules(recipe) if kind.rules is not None else []
     type_rules = next((_TYPE_RULES[cls] for cls in type(recipe).__mro__ if cls in _TYPE_RULES), None)
     return type_rules(recipe, specific) if type_rules is not None else specific

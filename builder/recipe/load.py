@@ -11,7 +11,7 @@ from tritonbuild.core.paths import PathProblem, inside, read_regular
 from tritonbuild.core.yamlio import Located, YamlProblem, load_located
 from tritonbuild.errors import MultipleErrors, RecipeError, UsageError
 from tritonbuild.recipe.composition import composition_cycles
-from tritonbuild.recipe.kinds import check, kinds
+from tritonbuild.recipe.kinds import Kinds, check, kinds_with_key
 from tritonbuild.recipe.models import Named
 
 AnyRecipe = Named  # every recipe type has a name and a version; its backend's module declares the rest
@@ -93,7 +93,18 @@ def _did_you_mean(cls: type | None, loc: tuple) -> str:
     return f"did you mean {close[0]!r}? " if close else ""
 
 
-def _pydantic_errors(e: ValidationError, located: Located, path: Path, cls: type | None = None) -> list[RecipeError]:
+def _other_kinds_key(kinds: Kinds, backend: str, loc: tuple) -> str:
+    """'tensorrt' is a key of backend tensorrt's recipes, not python's: the hint for a top-level key another kind
+    accepts."""
+    owners = kinds_with_key(kinds, loc[0]) if len(loc) == 1 and isinstance(loc[0], str) else []
+    if not owners:
+        return ""
+    return f"'{loc[0]}' is a key of backend {' and '.join(owners)} recipes, not {backend}: remove it or change the " \
+           "backend"
+
+
+def _pydantic_errors(e: ValidationError, located: Located, path: Path, kinds: Kinds, backend: str) -> list[RecipeError]:
+    cls = kinds[backend].recipe_type
     out = []
     for err in e.errors():
         loc = tuple(part for part in err["loc"] if not (isinstance(part, str) and part.startswith("function-")))
@@ -107,7 +118,7 @@ def _pydantic_errors(e: ValidationError, located: Located, path: Path, cls: type
             msg = f"{msg} (got {err['input']!r})"
         hint = _hint_for(err)
         if err["type"] == "extra_forbidden":
-            hint = _did_you_mean(cls, loc) + hint
+            hint = _other_kinds_key(kinds, backend, loc) or _did_you_mean(cls, loc) + hint
         out.append(RecipeError(f"{_loc_str(loc)}: {msg}", where=f"{path}:{line}" if line else str(path),
                                hint=hint))
     return out
@@ -154,7 +165,9 @@ def _out_of_range(data, loc: tuple = ()):
             yield from _out_of_range(v, (*loc, i))
 
 
-def load_recipe(path: Path) -> LoadedRecipe:
+def load_recipe(path: Path, kinds: Kinds) -> LoadedRecipe:
+    """One recipe file, validated as the recipe type of its `backend` among kinds (the registry's recipe_kinds())
+    and checked by that type's and that backend's rules."""
     try:
         raw = read_regular(path, MAX_RECIPE_BYTES, "recipe")
     except PathProblem as e:
@@ -181,19 +194,18 @@ def load_recipe(path: Path) -> LoadedRecipe:
     if huge:
         raise _one_or_many(huge)
     backend = located.data.get("backend")
-    known = kinds()
-    kind = known.get(backend) if isinstance(backend, str) else None
+    kind = kinds.get(backend) if isinstance(backend, str) else None
     if kind is None:
         line = located.line_of(("backend",))
         raise RecipeError("backend: required key is missing" if backend is None else
                           f"backend: unknown backend {backend!r}", where=f"{path}:{line}",
-                          hint=f"use one of {', '.join(known)}")
+                          hint=f"use one of {', '.join(kinds)}")
     try:
         recipe = kind.recipe_type.model_validate(located.data)
     except ValidationError as e:
-        raise _one_or_many(_pydantic_errors(e, located, path, kind.recipe_type)) from None
+        raise _one_or_many(_pydantic_errors(e, located, path, kinds, backend)) from None
     problems = [RecipeError(f"{_loc_str(loc)}: {msg}", where=f"{path}:{located.line_of(loc)}", hint=hint)
-                for loc, msg, hint in check(recipe)]
+                for loc, msg, hint in check(recipe, kinds)]
     goldens = getattr(getattr(recipe, "verify", None), "goldens", None)
     if goldens is not None:
         try:
@@ -227,12 +239,12 @@ def expand_paths(paths: list[Path]) -> list[Path]:
     return out
 
 
-def load_recipes(paths: list[Path]) -> list[LoadedRecipe]:
-    """Load every recipe, report all bad ones at once, and refuse duplicate (name, version)."""
+def load_recipes(paths: list[Path], kinds: Kinds) -> list[LoadedRecipe]:
+    """Load every recipe (load_recipe), report all bad ones at once, and refuse duplicate (name, version)."""
     loaded, errors = [], []
     for path in expand_paths(paths):
         try:
-            loaded.append(load_recipe(path))
+            loaded.append(load_recipe(path, kinds))
         except MultipleErrors as e:
             errors.extend(e.errors)
         except RecipeError as e:

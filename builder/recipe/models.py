@@ -221,45 +221,6 @@ class Tune(Strict):
                                                            "finalist/default throughput ratio.")
 
 
-class ShapeRange(Strict):
-    min: list[int]
-    opt: list[int]
-    max: list[int]
-
-
-class TensorRTOptions(Strict):
-    profiles: list[dict[str, ShapeRange]] = Field(
-        default_factory=list, description="Optimization profiles: input name → full shapes (batch first when "
-                                          "max_batch_size > 0) {min, opt, max}.")
-    fp16: bool = False
-    int8: bool = False
-    workspace_mib: int = Field(1024, ge=16)
-    builder_optimization_level: int = Field(3, ge=0, le=5)
-    timeout_s: int = Field(3600, ge=60)
-
-
-class TRTAccelerator(Strict):
-    name: Literal["tensorrt"]
-    precision_mode: Literal["FP32", "FP16", "INT8"] = "FP16"
-    max_workspace_size_bytes: int = Field(1 << 30, ge=1 << 20)
-    trt_engine_cache_enable: bool = True
-    trt_engine_cache_path: str | None = Field(None, description="Absolute path on the server (engines are "
-                                                                "per GPU and TensorRT version).")
-
-
-class CudaAccelerator(Strict):
-    name: Literal["cuda"]
-
-
-class OpenVINOAccelerator(Strict):
-    name: Literal["openvino"]
-
-
-class Accelerators(Strict):
-    gpu: list[Annotated[TRTAccelerator | CudaAccelerator, Field(discriminator="name")]] = Field(default_factory=list)
-    cpu: list[OpenVINOAccelerator] = Field(default_factory=list)
-
-
 class Warmup(Strict):
     data: Literal["zero", "random", "goldens"] = Field(
         "zero", description="zero/random data of the config's shapes, or the first golden sample's inputs.")
@@ -286,13 +247,15 @@ class Checkpoint(Strict):
 
 
 class Recipe(Strict):
-    """One served model: a Triton model directory with one numeric version."""
+    """One served model: a Triton model directory with one numeric version. The fields every single-model
+    backend shares; a backend's recipe type subclasses it, names its `backend` and adds its own options."""
 
     schema_version: Literal[1] = SCHEMA_VERSION
     name: str = Field(description="Triton model name = directory name. [A-Za-z0-9_.-], not starting with '.' "
                                   "or '-'.")
     version: int = Field(ge=1, le=INT64_MAX, description="Numeric version directory (>= 1).")
-    backend: Literal["python", "onnxruntime", "pytorch", "tensorrt"]
+    backend: str = Field(description="The backend that builds it; each backend's module declares its recipe type "
+                                     "(a subclass with backend: Literal[<name>]).")
     source: Source
     max_batch_size: int = Field(0, ge=0, le=INT32_MAX,
                                 description="0 = the model does not batch; dims are full shapes.")
@@ -305,9 +268,6 @@ class Recipe(Strict):
     target: Literal["cpu", "gpu"] = Field("cpu", description="Hardware the model is served on; 'cpu' forbids "
                                                            "KIND_GPU instances (Triton fails to load them).")
     parameters: dict[str, str] = Field(default_factory=dict, description="config.pbtxt parameters.")
-    tensorrt: TensorRTOptions | None = Field(None, description="tensorrt backend: how the plan is built.")
-    accelerators: Accelerators | None = Field(None, description="onnxruntime: execution accelerators "
-                                                                "(optimization.execution_accelerators).")
     warmup: Warmup | None = Field(None, description="model_warmup: requests Triton runs before the model is ready.")
     verify: Verify = Field(default_factory=Verify)
     tune: Tune | None = Field(None, description="'tritonbuild tune': search space, load range and SLA.")

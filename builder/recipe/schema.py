@@ -7,13 +7,13 @@ from typing import Annotated, Union
 from pydantic import Field, TypeAdapter
 
 from tritonbuild.core.hashing import pretty_json
-from tritonbuild.recipe.kinds import kinds
+from tritonbuild.recipe.kinds import Kinds, recipe_types
 
 
-def recipe_schema_bytes() -> bytes:
-    # NOTE: one schema for every recipe kind; editors pick the branch by 'backend'.
-    types = tuple(dict.fromkeys(kind.recipe_type for kind in kinds().values()))
-    any_recipe = Annotated[Union[types], Field(discriminator="backend")]  # noqa: UP007 - a union built at run time
+def recipe_schema_bytes(kinds: Kinds) -> bytes:
+    """One schema for every registered recipe kind (the registry's recipe_kinds()): a union discriminated by
+    'backend', so editors offer each kind's own keys and no other's."""
+    any_recipe = Annotated[Union[recipe_types(kinds)], Field(discriminator="backend")]  # noqa: UP007 - a union built at run time
     schema = TypeAdapter(any_recipe).json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://tritonbuild.dev/recipe.schema.json"

@@ -173,7 +173,7 @@ def build(plan: Plan, store: Store, progress: Progress | None = None, *, engines
         remote = RemoteCache(cache_url, warnings.append)
     engines = dict(engines or {})
     unknown = sorted(set(engines) - {model_plan.name for model_plan in plan.models
-                                     if any(step.kind.endswith(".engine") for step in model_plan.steps)})
+                                     if any(REGISTRY.builds_engine(step.kind) for step in model_plan.steps)})
     if unknown:
         raise BuildError(f"--engine names {unknown}, which no engine-building recipe defines",
                          hint="use --engine MODEL=DIR with the recipe's name")
@@ -186,7 +186,7 @@ def build(plan: Plan, store: Store, progress: Progress | None = None, *, engines
         for step in model_plan.steps:
             if progress:
                 progress(f"{model_plan.name}: {step.kind}")
-            given = engines.get(model_plan.name) if step.kind.endswith(".engine") else None
+            given = engines.get(model_plan.name) if REGISTRY.builds_engine(step.kind) else None
             step_files, outcome = _run_step(store, model_plan, step, plan.toolchain, given, remote)
             if outcome.status == "skipped" and strict:
                 raise BuildError(f"model {model_plan.name!r}: step {step.kind} skipped: {outcome.reason}",

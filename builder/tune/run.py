@@ -66,7 +66,7 @@ def _model_and_recipe(root: Path, model: str, recipe_path: Path | None):
     if not rpath.is_file():
         raise UsageError(f"the recipe of {model!r} is not at {rpath}", hint="run from where you built it, or pass "
                          "--recipe PATH")
-    loaded = next((loaded_recipe for loaded_recipe in load_recipes([rpath])
+    loaded = next((loaded_recipe for loaded_recipe in load_recipes([rpath], REGISTRY.recipe_kinds())
                    if getattr(loaded_recipe.recipe, "name", None) == model), None)
     if loaded is None:
         raise UsageError(f"{rpath} does not define model {model!r}", hint="pass --recipe PATH of that model")

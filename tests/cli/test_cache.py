@@ -10,6 +10,8 @@ import sys
 import pytest
 
 from tests.conftest import PY_MODEL
+from tests.plugins.affine import AffineBackend, write_recipe
+from tritonbuild.backends import REGISTRY
 
 
 @pytest.fixture(autouse=True)
@@ -171,3 +173,28 @@ def test_large_artifacts_are_linked_not_copied(cli, write, tmp_path):
     assert os.path.samefile(a, b) or a.stat().st_ino != b.stat().st_ino  # hardlinked, or reflinked copies
     assert a.stat().st_mode & 0o222 == 0 or not os.path.samefile(a, b)  # a shared inode is read-only
     assert (tmp_path / "A" / "big" / "1" / "model.py").stat().st_nlink == 1  # small files are copies
+
+
+class _CompiledAffine(AffineBackend):
+    """The toy backend declaring its one step an engine (named like no other engine step)."""
+
+    engine_steps = ("affine.render",)
+    prebuilt_prefix = ""  # --engine DIR holds model.py itself
+
+
+def test_engine_steps_are_declared_by_the_backend_not_named(cli, tmp_path):
+    recipe = write_recipe(tmp_path)
+    with REGISTRY.registered(_CompiledAffine()):
+        (entry,) = json.loads(cli("plan", recipe, "--matrix").stdout)["include"]
+        assert (entry["gpu"], entry["runner"], entry["steps"]) == ("gpu", "gpu", ["affine.render"])
+        engine = tmp_path / "engine"
+        engine.mkdir()
+        (engine / "model.py").write_text("# built on a GPU runner\n")
+        result = cli("build", recipe, "-o", tmp_path / "out", "--engine", f"affine-demo={engine}", "--json")
+        assert result.exit_code == 0, result.stderr
+        assert [(s["kind"], s["status"]) for s in _steps(result)] == [("affine.render", "prebuilt")]
+        assert (tmp_path / "out" / "affine-demo" / "1" / "model.py").read_text() == "# built on a GPU runner\n"
+    with REGISTRY.registered(AffineBackend()):  # the same step, not declared an engine
+        assert json.loads(cli("plan", recipe, "--matrix").stdout)["include"][0]["gpu"] == "cpu"
+        result = cli("build", recipe, "-o", tmp_path / "out2", "--engine", f"affine-demo={engine}")
+        assert result.exit_code == 5 and "no engine-building recipe defines" in result.stderr

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.contracts.facts import load
-from tritonbuild.backends import vllm
+from tritonbuild.backends import REGISTRY, vllm
 from tritonbuild.backends.tensorrtllm.checks import check_recipe as check_llm_rules
 from tritonbuild.backends.tensorrtllm.llmapi import model_yaml
 from tritonbuild.backends.tensorrtllm.recipe import Image, LLMRecipe
@@ -57,7 +57,7 @@ def test_llmapi_defaults_follow_upstream():
 
 @pytest.mark.parametrize("path", sorted((ROOT / "recipes").rglob("*vllm*.yaml")))
 def test_model_json_is_a_subset_of_async_engine_args(path):
-    r = load_recipe(path).recipe
+    r = load_recipe(path, REGISTRY.recipe_kinds()).recipe
     doc = vllm.model_json(r)
     assert set(doc) <= set(VLLM["AsyncEngineArgs"]), set(doc) - set(VLLM["AsyncEngineArgs"])
     assert doc.get("quantization") in (None, *VLLM["quantization_methods_used"])
@@ -83,7 +83,7 @@ def test_default_image_ships_the_default_trtllm_version():
 @pytest.mark.parametrize("path", sorted(p for p in (ROOT / "recipes").rglob("*.yaml")
                                         if "backend: tensorrtllm" in p.read_text()))
 def test_example_recipes_pair_image_and_engine_versions(path):
-    r = load_recipe(path).recipe
+    r = load_recipe(path, REGISTRY.recipe_kinds()).recipe
     assert IMAGES[_tag(r.image.triton_image)]["trtllm"] == r.image.trtllm_version, path
 
 

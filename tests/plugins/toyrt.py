@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 from tritonbuild.backends.base import Backend, StepContext
 from tritonbuild.recipe.models import Recipe
@@ -18,8 +19,15 @@ from tritonbuild.recipe.models import Recipe
 HEADER = b"TOY"
 
 
+class ToyRecipe(Recipe):
+    backend: Literal["toy"]
+
+
+class ToyPythonRecipe(Recipe):
+    backend: Literal["toy-py"]
+
+
 class _NoBuild(Backend):
-    recipe_type = Recipe
     route = "none"
 
     def plan_steps(self, loaded) -> list:
@@ -34,6 +42,7 @@ class _NoBuild(Backend):
 
 class ToyBackend(_NoBuild):
     name = "toy"
+    recipe_type = ToyRecipe
     step_toolchain = {"toy.copy": ("tritonbuild",)}
     triton_backend = "toyrt"
     model_files = {"": "model.toy", "toy_graph": "model.toy"}
@@ -52,6 +61,7 @@ class ToyBackend(_NoBuild):
 
 class ToyPythonBackend(_NoBuild):
     name = "toy-py"
+    recipe_type = ToyPythonRecipe
     step_toolchain = {"toy-py.copy": ("tritonbuild",)}
     triton_backend = "python"
     also_writes = ("python",)

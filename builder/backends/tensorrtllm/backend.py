@@ -23,6 +23,7 @@ class TensorRTLLMBackend(Backend):
     recipe_type = LLMRecipe
     step_toolchain = {"trtllm.engine": ("tritonbuild", "tensorrt_llm", "tensorrt", *GPU_KEYS),
                       "trtllm.tokenizer": ("tritonbuild",), "trtllm.checkpoint": ("tritonbuild",)}
+    engine_steps = ("trtllm.engine",)
     triton_backend = "tensorrtllm"
     model_files = {"": ""}
     unreproducible_files = ("*.engine", "*/engine/*")  # TensorRT engines and what their build writes beside

@@ -56,7 +56,7 @@ class BackendContract:
 
     @pytest.fixture
     def loaded(self, backend, recipe_files):
-        by_name = {lr.recipe.name: lr for lr in load_recipes(recipe_files)}
+        by_name = {lr.recipe.name: lr for lr in load_recipes(recipe_files, REGISTRY.recipe_kinds())}
         return by_name[self.subject]
 
     @pytest.fixture(scope="class")

@@ -105,7 +105,7 @@ def test_the_contract_catches_a_step_that_reads_beyond_its_context(tmp_path, mon
     from tritonbuild.recipe.load import load_recipes
 
     with REGISTRY.registered(AffineBackend()):
-        (loaded,) = load_recipes([write_recipe(tmp_path)])
+        (loaded,) = load_recipes([write_recipe(tmp_path)], REGISTRY.recipe_kinds())
     (tmp_path / "notes.txt").write_text("beside the recipe, in no step's inputs")
 
     class Leaky(AffineBackend):

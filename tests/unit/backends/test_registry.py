@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 
 from tritonbuild.backends import REGISTRY, Backend, StepContext
@@ -13,9 +15,13 @@ from tritonbuild.recipe.models import Recipe
 BUILTIN = ["python", "onnxruntime", "pytorch", "tensorrt", "tensorrtllm", "vllm", "ensemble", "bls"]
 
 
+class EchoRecipe(Recipe):
+    backend: Literal["echo-test"]
+
+
 class _Echo(Backend):
     name = "echo-test"
-    recipe_type = Recipe
+    recipe_type = EchoRecipe
     step_toolchain = {"echo.copy": ("tritonbuild",)}
     triton_backend = "python"
     route = "live-embedded"

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from tritonbuild.backends.tensorrt import python_api_spec, trtexec_argv
-from tritonbuild.recipe.models import TensorRTOptions
+from tritonbuild.backends.tensorrt import TensorRTOptions, python_api_spec, trtexec_argv
 
 OPTS = TensorRTOptions(profiles=[{"x": {"min": [1, 8], "opt": [8, 8], "max": [16, 8]}},
                                  {"x": {"min": [1, 8], "opt": [1, 8], "max": [2, 8]}}],

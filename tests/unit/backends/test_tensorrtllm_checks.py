@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.conftest import EXAMPLES, ROOT
+from tritonbuild.backends import REGISTRY
 from tritonbuild.backends.tensorrtllm.checks import engine_problems
 from tritonbuild.recipe.load import load_recipe
 
@@ -16,7 +17,7 @@ ENGINE = json.loads((ROOT / "tests/fixtures/engines/tiny-llama-w4a16/config.json
 
 @pytest.fixture
 def recipe():
-    return load_recipe(EXAMPLES / "tiny-llama-int4.yaml").recipe
+    return load_recipe(EXAMPLES / "tiny-llama-int4.yaml", REGISTRY.recipe_kinds()).recipe
 
 
 def _with(path: str, value):

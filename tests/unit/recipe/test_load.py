@@ -3,19 +3,20 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import PY_RECIPE
+from tritonbuild.backends import REGISTRY
 from tritonbuild.errors import MultipleErrors, RecipeError, TritonBuildError
 from tritonbuild.recipe.load import load_recipe, load_recipes
 
 
 def _errors(path) -> list[RecipeError]:
     with pytest.raises(TritonBuildError) as info:
-        load_recipe(path)
+        load_recipe(path, REGISTRY.recipe_kinds())
     e = info.value
     return e.errors if isinstance(e, MultipleErrors) else [e]
 
 
 def test_valid_recipe_loads(py_recipe):
-    lr = load_recipe(py_recipe)
+    lr = load_recipe(py_recipe, REGISTRY.recipe_kinds())
     assert (lr.recipe.name, lr.recipe.version, lr.recipe.backend) == ("doubler", 1, "python")
     assert len(lr.digest) == 64
 
@@ -81,7 +82,7 @@ def test_dynamic_batching_without_batch_dimension_is_accepted(write):
     """Triton loads dynamic_batching with max_batch_size 0 (a queue with priorities and timeouts, no batching):
     refusing it was stricter than Triton (#13; the corpus' ok-dynamic-batching-nonbatching case)."""
     text = PY_RECIPE.replace("max_batch_size: 4", "max_batch_size: 0")
-    loaded = load_recipe(write("r.yaml", text + "batching: {max_queue_delay_us: 100}\n"))
+    loaded = load_recipe(write("r.yaml", text + "batching: {max_queue_delay_us: 100}\n"), REGISTRY.recipe_kinds())
     assert loaded.recipe.max_batch_size == 0 and loaded.recipe.batching is not None
 
 
@@ -116,7 +117,7 @@ def test_all_problems_reported_at_once(write):
 def test_same_name_and_version_twice(write, py_recipe):
     other = write("sub/again.yaml", PY_RECIPE)
     with pytest.raises(RecipeError) as info:
-        load_recipes([py_recipe, other])
+        load_recipes([py_recipe, other], REGISTRY.recipe_kinds())
     assert "model 'doubler' version 1 is also defined in" in info.value.message
 
 
@@ -139,4 +140,4 @@ def test_preserve_ordering_with_delay_and_no_timeout_is_valid(write):
     """A DELAY action that can never trigger (no timeout) is what Triton accepts."""
     p = write("r.yaml", PY_RECIPE + "batching: {preserve_ordering: true, default_queue_policy: "
                                     "{timeout_action: delay}}\n")
-    load_recipe(p)
+    load_recipe(p, REGISTRY.recipe_kinds())

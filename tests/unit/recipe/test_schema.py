@@ -1,8 +1,121 @@
+"""recipes/recipe.schema.json: current, built from the registered kinds, and in agreement with the loader: over a
+generated set (every registered backend's recipe × every top-level key any recipe kind has) the JSON Schema and
+`load_recipe` accept and refuse the same recipes, so an editor never offers a key `validate` refuses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined, to_jsonable_python
+
 from tests.conftest import ROOT
+from tests.plugins.affine import RECIPE as AFFINE_RECIPE
+from tests.plugins.affine import AffineBackend
+from tritonbuild.backends import REGISTRY
+from tritonbuild.errors import MultipleErrors, RecipeError
+from tritonbuild.recipe.load import load_recipe
 from tritonbuild.recipe.schema import recipe_schema_bytes
+
+RECIPE_DIRS = (ROOT / "recipes" / "examples", ROOT / "recipes" / "gpu")
+# Values for keys no example recipe sets and whose type has no default instance.
+GIVEN = {"calibration": {"dataset": "calibration.txt"}, "version_policy": {"latest": 1}, "tokenizer": "tokenizer",
+         "batching": {"max_queue_delay_us": 100}}
 
 
 def test_committed_schema_is_current():
     committed = (ROOT / "recipes" / "recipe.schema.json").read_bytes()
-    assert committed == recipe_schema_bytes(), "recipes/recipe.schema.json is stale: run " \
+    assert committed == recipe_schema_bytes(REGISTRY.recipe_kinds()), "recipes/recipe.schema.json is stale: run " \
         "'tritonbuild schema > recipes/recipe.schema.json'"
+
+
+def _examples() -> dict[str, dict]:
+    """backend → the data of the repository's first recipe of that backend (the plug-in's from its module)."""
+    out: dict[str, dict] = {"affine": yaml.safe_load(AFFINE_RECIPE)}
+    for path in sorted(p for d in RECIPE_DIRS for p in d.glob("*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        out.setdefault(data["backend"], data)
+    return out
+
+
+def _models_in(annotation) -> list[type]:
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for arg in typing.get_args(annotation) for model in _models_in(arg)]
+
+
+def _value_for(key: str, kinds, examples: dict[str, dict]):
+    """A value the kinds that have `key` accept: GIVEN's, else the field's default, else an example recipe's, else
+    the default instance of its model type."""
+    if key in GIVEN:
+        return GIVEN[key]
+    field = next(kind.recipe_type.model_fields[key] for kind in kinds.values() if key in kind.recipe_type.model_fields)
+    default = field.get_default(call_default_factory=True)
+    if default is None or default is PydanticUndefined:
+        default = next((data[key] for data in examples.values() if key in data), None)
+    if default is None:
+        models = _models_in(field.annotation)
+        assert models, f"no value for the key {key!r}: add one to GIVEN"
+        default = models[0]()
+    return to_jsonable_python(default)
+
+
+def _loader_accepts(data: dict, directory: Path, kinds) -> bool:
+    path = directory / "recipe.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    try:
+        load_recipe(path, kinds)
+    except (RecipeError, MultipleErrors):
+        return False
+    return True
+
+
+def test_schema_and_loader_accept_and_refuse_the_same_recipes(tmp_path):
+    with REGISTRY.registered(AffineBackend()):
+        kinds = REGISTRY.recipe_kinds()
+        schema = json.loads(recipe_schema_bytes(kinds))
+        examples = _examples()
+    assert set(kinds) <= set(examples), "add an example recipe for every backend (recipes/examples or recipes/gpu)"
+    keys = sorted({key for kind in kinds.values() for key in kind.recipe_type.model_fields})
+    validator = jsonschema.Draft202012Validator(schema)
+    disagreements, accepted, refused = [], 0, 0
+    with REGISTRY.registered(AffineBackend()):
+        for backend in kinds:
+            base = examples[backend]
+            cases = [("as written", base)] + [(key, {**base, key: _value_for(key, kinds, examples)})
+                                              for key in keys if key not in base]
+            for what, data in cases:
+                by_schema = validator.is_valid(data)
+                by_loader = _loader_accepts(data, tmp_path, kinds)
+                accepted, refused = accepted + by_loader, refused + (not by_loader)
+                if by_schema != by_loader:
+                    disagreements.append(f"{backend} + {what}: schema {'accepts' if by_schema else 'refuses'}, "
+                                         f"loader {'accepts' if by_loader else 'refuses'}")
+    assert disagreements == [], "\n".join(disagreements)
+    # the set holds both answers: every example as written, and other kinds' keys refused
+    assert accepted >= len(kinds) and refused > len(kinds)
+
+
+def test_the_schema_offers_each_kind_only_its_own_keys():
+    schema = json.loads(recipe_schema_bytes(REGISTRY.recipe_kinds()))
+    branches = {name: schema["$defs"][ref.split("/")[-1]]["properties"]
+                for name, ref in schema["discriminator"]["mapping"].items()}
+    assert "tensorrt" in branches["tensorrt"] and "tensorrt" not in branches["python"]
+    assert "accelerators" in branches["onnxruntime"] and "accelerators" not in branches["pytorch"]
+    assert "engine" in branches["tensorrtllm"] and "engine" not in branches["vllm"]
+
+
+@pytest.mark.parametrize("registered", [False, True])
+def test_a_registered_plugin_kind_is_in_the_schema(registered):
+    if registered:
+        with REGISTRY.registered(AffineBackend()):
+            schema = json.loads(recipe_schema_bytes(REGISTRY.recipe_kinds()))
+    else:
+        schema = json.loads(recipe_schema_bytes(REGISTRY.recipe_kinds()))
+    assert ("affine" in schema["discriminator"]["mapping"]) is registered

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import EXAMPLES, ROOT
-from tritonbuild.backends import backend_for
+from tritonbuild.backends import REGISTRY, backend_for
 from tritonbuild.recipe.load import load_recipe
 from tritonbuild.recipe.models import TensorSpec
 from tritonbuild.repository.config import build_model_config, parse, render
@@ -23,7 +23,7 @@ def test_config_matches_golden(backend, recipe, io):
     if backend == "pytorch":  # derived from the traced module; the golden was written from a real build
         io = ([TensorSpec(name="pixels__0", dtype="fp32", dims=[3, 8, 8])],
               [TensorSpec(name="embedding__0", dtype="fp32", dims=[8])])
-    r = load_recipe(EXAMPLES / recipe).recipe
+    r = load_recipe(EXAMPLES / recipe, REGISTRY.recipe_kinds()).recipe
     inputs, outputs = io or (r.inputs, r.outputs)
     data = render(build_model_config(r, inputs, outputs, backend_for(backend)))
     assert data == (GOLDEN / f"{backend}.pbtxt").read_bytes()
@@ -33,7 +33,7 @@ def test_config_matches_golden(backend, recipe, io):
 def test_max_batch_size_zero_is_written_and_policies_render(py_recipe, write):
     text = py_recipe.read_text().replace("max_batch_size: 4", "max_batch_size: 0")
     text += "version_policy: {specific: [1, 3]}\nparameters: {EXECUTION_ENV_PATH: env.tar.gz}\n"
-    r = load_recipe(write("r.yaml", text)).recipe
+    r = load_recipe(write("r.yaml", text), REGISTRY.recipe_kinds()).recipe
     data = render(build_model_config(r, r.inputs, r.outputs, backend_for("python")))
     assert b"max_batch_size: 0\n" in data
     mc = parse(data)
@@ -51,7 +51,7 @@ def test_queue_policy_and_priorities(py_recipe, write):
   priority_queue_policy:
     2: {timeout_action: reject, max_queue_size: 4}
 """
-    r = load_recipe(write("r.yaml", text)).recipe
+    r = load_recipe(write("r.yaml", text), REGISTRY.recipe_kinds()).recipe
     mc = parse(render(build_model_config(r, r.inputs, r.outputs, backend_for("python"))))
     db = mc.dynamic_batching
     assert list(db.preferred_batch_size) == [2, 4] and db.max_queue_delay_microseconds == 250
