@@ -12,7 +12,7 @@ from pydantic import Field, field_validator
 from tritonbuild.backends.base import Backend, StepContext
 from tritonbuild.backends.common import copy_inputs
 from tritonbuild.core.hashing import pretty_json, sha256_json
-from tritonbuild.errors import PlanError
+from tritonbuild.errors import PlanError, RecipeError
 from tritonbuild.recipe.load import LoadedRecipe
 from tritonbuild.recipe.models import SCHEMA_VERSION, Checkpoint, Named, Strict, TensorSpec, Verify
 
@@ -88,8 +88,14 @@ VLLMRecipe.model_rebuild()
 
 def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
     from tritonbuild.backends.tensorrtllm import read_checkpoint
+    from tritonbuild.backends.tensorrtllm.memory import Architecture, tp_heads_problem
 
-    ckpt, _config, files = read_checkpoint(loaded)
+    ckpt, config, files = read_checkpoint(loaded)
+    tp = loaded.recipe.engine_args.tensor_parallel_size
+    if (heads := tp_heads_problem(Architecture.from_hf_config(config), tp)) is not None:
+        raise RecipeError(f"engine_args.tensor_parallel_size: {heads}",
+                          where=loaded.where(("engine_args", "tensor_parallel_size")),
+                          hint="pick a tensor_parallel_size that divides the heads, or use pipeline_parallel_size")
     if not (ckpt / "tokenizer.json").is_file() and not (ckpt / "tokenizer_config.json").is_file():
         raise PlanError(f"{ckpt} has no tokenizer files", where=loaded.where(("checkpoint", "path")),
                         hint="save the tokenizer into the checkpoint directory (vLLM loads it from there)")

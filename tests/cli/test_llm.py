@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from tests.conftest import EXAMPLES, ROOT
+from tests.contracts.facts import load
 from tritonbuild.repository.config import parse
 
 ENGINE = ROOT / "tests" / "fixtures" / "engines" / "tiny-llama-w4a16"
@@ -205,3 +206,59 @@ def test_llmapi_pytorch_target(cli, llm_dir, tmp_path):
 
     bad = {f.check: f.detail for f in check_model_dir(out / "tiny-llama") if not f.ok}
     assert "triton_config.max_batch_size 8 != config max_batch_size 0" in bad["llmapi"]
+
+
+# Hugging Face config.json values of the published checkpoints (shapes only; weights stay the tiny example's)
+FALCON_7B = {"model_type": "falcon", "hidden_size": 4544, "num_attention_heads": 71, "num_hidden_layers": 32,
+             "multi_query": True, "new_decoder_architecture": False, "vocab_size": 65024, "bias": False}
+QWEN25_7B = {"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_attention_heads": 28,
+             "num_key_value_heads": 4, "num_hidden_layers": 28, "vocab_size": 152064,
+             "max_position_embeddings": 131072, "tie_word_embeddings": False}
+LLAMA3_8B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+             "num_key_value_heads": 8, "num_hidden_layers": 32, "vocab_size": 128256,
+             "max_position_embeddings": 8192}
+
+
+def _checkpoint_with(llm_dir, config: dict) -> None:
+    (llm_dir / "tiny-llama" / "config.json").write_text(json.dumps(config))
+
+
+def _with_tp(llm_dir, tp: int, extra: str = "") -> None:
+    text = (llm_dir / "llm.yaml").read_text().replace("max_beam_width: 1", f"max_beam_width: 1\n  tp_size: {tp}")
+    text = text.replace("repository_mount: /models", f"repository_mount: /models\n  gpu_device_ids: {list(range(tp))}")
+    (llm_dir / "llm.yaml").write_text(text.replace("quantization: int4_weight_only", extra or
+                                                   "quantization: int4_weight_only"))
+
+
+@pytest.mark.parametrize("config, tp, extra, heads", [
+    (FALCON_7B, 2, "", "falcon's 71 attention heads"),
+    (QWEN25_7B, 8, "", "qwen2's 28 attention heads"),
+    (QWEN25_7B, 8, "quantization: none\nruntime: pytorch", "qwen2's 28 attention heads"),  # LLM-API route
+])
+def test_tensor_parallel_sizes_the_heads_do_not_divide_are_refused_at_plan(cli, llm_dir, config, tp, extra, heads):
+    _checkpoint_with(llm_dir, config)
+    _with_tp(llm_dir, tp, extra)
+    r = cli("plan", llm_dir / "llm.yaml")
+    assert r.exit_code == 3, r.stderr
+    assert f"engine.tp_size: tensor parallel size {tp} does not divide" in r.stderr and heads in r.stderr
+    assert "llm.yaml:" in r.stderr and "Traceback" not in r.stderr
+    assert load("parallelism")["vllm"]["message"].format(heads=config["num_attention_heads"], tp=tp) in r.stderr
+
+
+def test_a_tensor_parallel_size_that_divides_the_heads_plans(cli, llm_dir):
+    _checkpoint_with(llm_dir, QWEN25_7B)
+    _with_tp(llm_dir, 4)  # 28 heads, 4 KV heads
+    assert cli("plan", llm_dir / "llm.yaml").exit_code == 0
+
+
+def test_vllm_tensor_parallel_size_the_heads_do_not_divide_is_refused_at_plan(cli, llm_dir):
+    _checkpoint_with(llm_dir, LLAMA3_8B)
+    text = (ROOT / "recipes/gpu/tiny-llama-vllm.yaml").read_text().replace("../examples/tiny-llama", "tiny-llama")
+    (llm_dir / "v.yaml").write_text(text.replace("seed: 0", "seed: 0\n  tensor_parallel_size: 3"))
+    r = cli("plan", llm_dir / "v.yaml")
+    assert r.exit_code == 3 and "engine_args.tensor_parallel_size" in r.stderr
+    # vLLM's own words (ModelConfig.verify_with_parallel_config, facts/parallelism.json)
+    fact = load("parallelism")["vllm"]["message"].format(heads=32, tp=3)
+    assert fact in r.stderr and "sizes that divide: 1, 2, 4, 8" in r.stderr
+    (llm_dir / "v.yaml").write_text(text.replace("seed: 0", "seed: 0\n  tensor_parallel_size: 8"))
+    assert cli("plan", llm_dir / "v.yaml").exit_code == 0

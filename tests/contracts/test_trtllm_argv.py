@@ -19,7 +19,8 @@ MODEL_TYPES = sorted({t for s in SCRIPTS.values() for t in s["model_types"]})
 QUANTS = ["int4_weight_only", "int4_awq", "fp8", "none"]
 KV = ["auto", "int8", "fp8"]
 PARALLEL = [(1, 1), (2, 1), (1, 2)]
-RECIPE_KEYS = {("quantization",), ("kv_cache", "dtype"), ("engine", "pp_size"), ("engine", "tp_size")}
+RECIPE_KEYS = {("quantization",), ("kv_cache", "dtype"), ("engine", "pp_size"), ("engine", "tp_size"),
+               ("engine", "use_parallel_embedding")}
 
 
 def _recipe(quant: str, kv: str, tp: int, pp: int) -> LLMRecipe:
@@ -152,3 +153,18 @@ def test_calibration_dataset_is_part_of_the_engine_step(cli, tmp_path, in_root):
     (tmp_path / "r.yaml").write_text(text + "calibration: {dataset: nowhere}\n")
     r = cli("plan", tmp_path / "r.yaml")
     assert r.exit_code == 4 and "not found" in r.stderr and "r.yaml" in r.stderr
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+@pytest.mark.parametrize("quant", ["int4_weight_only", "fp8"])
+def test_parallel_embedding_reaches_only_scripts_that_take_it(model_type, quant, monkeypatch):
+    monkeypatch.setenv("TRITONBUILD_TRTLLM_EXAMPLES", "/x/examples")
+    r = LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"}, quantization=quant,
+                  engine={"tp_size": 2, "use_parallel_embedding": True}, serving={"gpu_device_ids": [0, 1]})
+    script = "quantize" if quant == "fp8" else script_for(model_type)[0]
+    takes = "--use_parallel_embedding" in SCRIPTS[script]["flags"]
+    problems = cmd.family_problems(r, model_type)
+    assert [tuple(p[0]) for p in problems] == ([] if takes else [("engine", "use_parallel_embedding")])
+    if takes:
+        argv = cmd.convert_argv(r, model_type, "/ckpt", "/out")
+        assert "--use_parallel_embedding" in _check_flags(argv[2:], SCRIPTS[script], model_type)

@@ -16,7 +16,7 @@ from tritonbuild.backends import StepSkipped
 from tritonbuild.backends.base import StepContext
 from tritonbuild.backends.common import checkpoint_root, copy_inputs
 from tritonbuild.backends.tensorrtllm import argv as cmd
-from tritonbuild.backends.tensorrtllm.memory import Architecture, memory_plan
+from tritonbuild.backends.tensorrtllm.memory import Architecture, memory_plan, tp_heads_problem
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.core.hashing import sha256_input, sha256_json, tree_files
 from tritonbuild.core.paths import PathProblem, check_tree
@@ -144,6 +144,12 @@ def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
     r: LLMRecipe = loaded.recipe
     ckpt, config, files = read_checkpoint(loaded)
     tok, tok_files = read_tokenizer(loaded, ckpt)
+    arch = Architecture.from_hf_config(config)
+    if (heads := tp_heads_problem(arch, r.engine.tp_size)) is not None:
+        route = "LLM-API (runtime: pytorch)" if r.runtime == "pytorch" else "engine"
+        raise RecipeError(f"engine.tp_size: {heads}", where=loaded.where(("engine", "tp_size")),
+                          hint=f"pick a tensor parallel size that divides the heads ({route} route), or spread "
+                               "the GPUs with engine.pp_size")
     if r.runtime == "pytorch":
         prequantized = (ckpt / "hf_quant_config.json").is_file() or "quantization_config" in config
         if r.quantization != "none" and not prequantized:
@@ -154,7 +160,6 @@ def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
                                    "and point checkpoint.path at its output, or use quantization: none, or "
                                    "runtime: engine")
         return [("trtllm.checkpoint", {"files": sorted(files)}, {str(ckpt / k): v for k, v in files.items()})]
-    arch = Architecture.from_hf_config(config)
     plan = memory_plan(r, arch)
     if not plan.fits:
         raise PlanError(f"the weights alone do not fit: {plan.notes[0]}", where=loaded.where(("gpu",)),

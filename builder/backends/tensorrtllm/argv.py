@@ -18,15 +18,17 @@ class Family:
     kv_flags: frozenset[str]  # KV-cache quantizations it can calibrate: --int8_kv_cache / --fp8_kv_cache
     pipeline: bool  # --pp_size accepted and > 1 allowed
     gemma_cli: bool = False  # --world-size (tensor parallelism only) and a mandatory --ckpt-type
+    parallel_embedding: bool = True  # --use_parallel_embedding accepted
 
 
 _LLAMA = Family("models/core/llama", frozenset({"int8", "fp8"}), True)
 _QWEN = Family("models/core/qwen", frozenset({"int8"}), True)
-_PHI = Family("models/core/phi", frozenset(), False)
+_PHI = Family("models/core/phi", frozenset(), False, parallel_embedding=False)
 # model_type (HF config.json) → its converter
 FAMILIES = {"llama": _LLAMA, "mistral": _LLAMA, "qwen": _QWEN, "qwen2": _QWEN,
             "gpt2": Family("models/core/gpt", frozenset({"int8"}), True),
-            "gemma": Family("models/core/gemma", frozenset({"int8", "fp8"}), False, gemma_cli=True),
+            "gemma": Family("models/core/gemma", frozenset({"int8", "fp8"}), False, gemma_cli=True,
+                            parallel_embedding=False),
             "phi": _PHI, "phi3": _PHI, "falcon": Family("models/contrib/falcon", frozenset(), True)}
 CONVERTERS = {k: f.script for k, f in FAMILIES.items()}
 MODELOPT = ("int4_awq", "fp8")  # quantized through examples/quantization/quantize.py (every family)
@@ -48,7 +50,13 @@ def examples_dir() -> str:
 def family_problems(r: LLMRecipe, model_type: str) -> list[tuple]:
     """(key path, message, hint) for each recipe setting the family's convert_checkpoint.py cannot express."""
     fam = FAMILIES.get(model_type)
-    if fam is None or r.quantization in MODELOPT or r.engine.build_path == "llmapi" or r.runtime == "pytorch":
+    if r.engine.build_path == "llmapi" or r.runtime == "pytorch":
+        return []
+    if r.quantization in MODELOPT:
+        return [(("engine", "use_parallel_embedding"), f"{model_type}: ModelOpt's quantize.py (quantization: "
+                 f"{r.quantization}) has no --use_parallel_embedding", "remove engine.use_parallel_embedding")
+                ] if r.engine.use_parallel_embedding else []
+    if fam is None:
         return []
     out = []
     kv = r.kv_cache.dtype
@@ -58,6 +66,9 @@ def family_problems(r: LLMRecipe, model_type: str) -> list[tuple]:
                     f"KV cache to {kv} (it supports: {has})",
                     "use kv_cache.dtype: auto, or quantization: int4_awq / fp8 (ModelOpt's quantize.py calibrates "
                     "the KV cache for every family)"))
+    if r.engine.use_parallel_embedding and not fam.parallel_embedding:
+        out.append((("engine", "use_parallel_embedding"), f"{model_type}'s convert_checkpoint.py ({fam.script}) "
+                    "has no --use_parallel_embedding", "remove engine.use_parallel_embedding"))
     if r.engine.pp_size > 1 and not fam.pipeline:
         out.append((("engine", "pp_size"), f"{model_type}'s convert_checkpoint.py ({fam.script}) supports no "
                     f"pipeline parallelism (pp_size {r.engine.pp_size})",
@@ -93,6 +104,8 @@ def convert_argv(r: LLMRecipe, model_type: str, checkpoint: str, out: str, pytho
         argv = [python, script, "--model_dir", checkpoint, "--output_dir", out, "--dtype", r.dtype]
     if r.quantization == "int4_weight_only":
         argv += ["--use_weight_only", "--weight_only_precision", "int4"]
+    if e.use_parallel_embedding:
+        argv.append("--use_parallel_embedding")
     if r.kv_cache.dtype != "auto":
         argv.append(f"--{r.kv_cache.dtype}_kv_cache")
         argv += calib  # the converter calibrates the KV scales

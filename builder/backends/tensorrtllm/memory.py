@@ -115,6 +115,27 @@ class Architecture(BaseModel):
         return embed * (1 if self.tied_embeddings else 2) + (2 * self.layers + 1) * self.hidden
 
 
+def _splits(arch: Architecture, tp: int) -> tuple[bool, bool]:
+    """(query heads split evenly over tp, KV heads split evenly or replicate evenly over tp)."""
+    kv_ok = bool(arch.kv_lora_rank) or arch.kv_heads % tp == 0 or tp % arch.kv_heads == 0
+    return arch.heads % tp == 0, kv_ok
+
+
+def tp_heads_problem(arch: Architecture, tp: int) -> str | None:
+    """Why tensor parallelism tp cannot split this model's attention, or None. TensorRT-LLM (engine and LLM-API)
+    and vLLM give each rank heads / tp query heads, and kv_heads / tp KV heads or, when tp is a multiple of
+    kv_heads, tp / kv_heads copies of one (MLA keeps one latent per rank: only the query heads split)."""
+    q_ok, kv_ok = _splits(arch, tp)
+    if q_ok and kv_ok:
+        return None
+    works = [t for t in (1, 2, 4, 8, 16) if all(_splits(arch, t))]
+    what = f"{arch.heads} attention heads" if not q_ok else f"{arch.kv_heads} KV heads (of {arch.heads} heads)"
+    vllm = (f" (vLLM: 'Total number of attention heads ({arch.heads}) must be divisible by tensor parallel size "
+            f"({tp}).')") if not q_ok else ""
+    return (f"tensor parallel size {tp} does not divide {arch.model_type}'s {what}; each rank needs whole heads"
+            f"{vllm}; sizes that divide: {', '.join(map(str, works))}")
+
+
 class MemoryPlan(BaseModel):
     model_config = ConfigDict(frozen=True)
     gpu: str
@@ -166,7 +187,12 @@ def memory_plan(r: LLMRecipe, arch: Architecture) -> MemoryPlan:
     shards = e.tp_size * e.pp_size
     gpu_bytes = GPU_MEMORY_MIB[r.gpu] * MIB
     params, wbytes = weight_bytes(arch, r.quantization)
-    w_gpu = math.ceil(wbytes / shards)
+    # 16-bit tensors every rank holds whole: the norms, and the input embedding unless use_parallel_embedding
+    # (TensorRT-LLM's converters default it to false; lm_head is split over tp either way)
+    whole = (2 * arch.layers + 1) * arch.hidden * 2
+    if not e.use_parallel_embedding:
+        whole += arch.vocab * arch.hidden * 2
+    w_gpu = math.ceil((wbytes - whole) / shards) + whole if shards > 1 else wbytes
     kv_tok = kv_bytes_per_token(arch, kv.dtype)
     kv_tok_gpu = kv_bytes_per_token(arch, kv.dtype, e.tp_size, e.pp_size)
     free = gpu_bytes - w_gpu - RUNTIME_RESERVE

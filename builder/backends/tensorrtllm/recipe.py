@@ -36,6 +36,9 @@ class EngineLimits(Strict):
     max_beam_width: int = Field(1, ge=1)
     tp_size: int = Field(1, ge=1)
     pp_size: int = Field(1, ge=1)
+    use_parallel_embedding: bool = Field(False, description="Split the input embedding over tp_size (converters' "
+                                                            "--use_parallel_embedding; upstream default: every "
+                                                            "rank holds it whole).")
     use_paged_context_fmha: bool = Field(True, description="Needed by KV block reuse and chunked context.")
     logits_dtype: Literal["float16", "float32"] = "float32"
     build_path: Literal["cli", "llmapi"] = Field("cli", description="cli: convert_checkpoint/quantize + "

@@ -62,7 +62,8 @@ def test_tensor_parallel_splits_weights_and_kv():
     one = memory_plan(_recipe(gpu="H100", quantization="fp8", engine={"tp_size": 1}), arch)
     two = memory_plan(_recipe(gpu="H100", quantization="fp8", engine={"tp_size": 2},
                               serving={"gpu_device_ids": [0, 1]}), arch)
-    assert two.weight_bytes_per_gpu == pytest.approx(one.weight_bytes_per_gpu / 2, abs=1)
+    whole = 128256 * 8192 * 2 + (2 * 80 + 1) * 8192 * 2  # input embedding and norms stay whole on each rank
+    assert two.weight_bytes_per_gpu == pytest.approx((one.weight_bytes_per_gpu - whole) / 2 + whole, abs=1)
     assert two.kv_bytes_per_token_per_gpu == one.kv_bytes_per_token_per_gpu // 2
 
 
@@ -123,3 +124,41 @@ def test_mla_caches_one_latent_per_layer():
 def test_gpu_sizes_are_binary_gib():
     plan = memory_plan(_recipe(gpu="H200"), Architecture.from_hf_config(LLAMA2_7B))
     assert plan.gpu_bytes == 143_771 * 2**20  # nvidia-smi on the lent H200: 143,771 MiB = 140.4 GiB
+
+
+QWEN2_72B = {"model_type": "qwen2", "hidden_size": 8192, "intermediate_size": 29568, "num_attention_heads": 64,
+             "num_key_value_heads": 8, "num_hidden_layers": 80, "vocab_size": 152064, "tie_word_embeddings": False}
+
+
+def test_tensor_parallel_keeps_the_input_embedding_whole_on_every_rank_unless_parallel_embedding():
+    """TensorRT-LLM's converters default use_parallel_embedding to false: every rank holds the 16-bit input
+    embedding (and the norms) whole; the linears and lm_head split. Qwen2-72B int4 tp8, by hand."""
+    arch = Architecture.from_hf_config(QWEN2_72B)
+    r = _recipe(quantization="int4_weight_only", engine={"tp_size": 8}, serving={"gpu_device_ids": list(range(8))})
+    plan = memory_plan(r, arch)
+    assert plan.weight_bytes == 40_105_517_056  # the audit's hand figure for the whole model
+    embed, norms = 152064 * 8192 * 2, (2 * 80 + 1) * 8192 * 2
+    by_hand = (40_105_517_056 - embed - norms) / 8 + embed + norms  # = 7,195,487,232 B (6.70 GiB)
+    assert abs(plan.weight_bytes_per_gpu - by_hand) / by_hand < 0.01
+    split = memory_plan(_recipe(quantization="int4_weight_only", serving={"gpu_device_ids": list(range(8))},
+                                engine={"tp_size": 8, "use_parallel_embedding": True}), arch)
+    assert abs(split.weight_bytes_per_gpu - ((40_105_517_056 - norms) / 8 + norms)) < 8
+    assert split.max_kv_tokens > plan.max_kv_tokens
+
+
+@pytest.mark.parametrize("config, tp, ok", [
+    ({"model_type": "falcon", "hidden_size": 4544, "num_attention_heads": 71, "num_hidden_layers": 32,
+      "multi_query": True, "vocab_size": 65024}, 2, False),
+    (QWEN2_72B, 8, True), (QWEN2_72B, 16, True), (QWEN2_72B, 3, False),
+    ({**QWEN2_72B, "num_attention_heads": 32, "num_key_value_heads": 6}, 4, False),  # query heads split, KV not
+    (LLAMA3_70B, 1, True),
+])
+def test_heads_per_rank(config, tp, ok):
+    from tritonbuild.backends.tensorrtllm.memory import tp_heads_problem
+
+    problem = tp_heads_problem(Architecture.from_hf_config(config), tp)
+    assert (problem is None) == ok, problem
+    if problem and config["num_attention_heads"] % tp:
+        assert f"{config['num_attention_heads']} attention heads" in problem
+    elif problem:
+        assert "6 KV heads (of 32 heads)" in problem and "vLLM" not in problem
