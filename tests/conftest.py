@@ -46,6 +46,8 @@ def _isolate(tmp_path_factory, monkeypatch):
     """Each test its own build cache (and so its own file-hash cache, which lives beside it): no test sees
     another's steps, so results do not depend on which tests ran before."""
     monkeypatch.setenv("TRITONBUILD_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    # and its own machine key for verification reports (made by the first verify, in XDG_CONFIG_HOME)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
 
 
 @pytest.fixture

@@ -1,40 +1,108 @@
-"""How tritonbuild talks to object stores through fsspec drivers: bounded time, one retry layer, errors
+"""How tritonbuild talks to object stores through fsspec drivers: a deadline, one retry layer, errors
 classified by their codes.
 
-- Timeouts: connect 5 s, read TRITONBUILD_S3_READ_TIMEOUT (default 60 s) per request: an endpoint that
-  accepts connections and never answers fails in bounded time instead of hanging. gs:// (gcsfs) and az://
-  (adlfs) get the same two bounds through their own options (gcs_options, azure_options).
-- Retries: botocore's own 'standard' mode (exponential backoff with jitter, transient errors only: throttling,
-  5xx, timeouts, connection resets) with ATTEMPTS attempts in all; s3fs's retry loop is set to one attempt
-  and tritonbuild adds none, so a failing request is tried ATTEMPTS times, not dozens.
+- The deadline (TRITONBUILD_NET_DEADLINE_S, default 30 s) bounds every request that waits for an answer:
+  connect + first byte + the driver's retries and backoff, together. Two layers keep it: each driver's own
+  per-attempt timeouts are cut so that its attempts fit the deadline (S3 exactly; gcsfs's fixed 6 attempts
+  and the Azure SDK's long backoff do not fit, so for them the second layer decides), and BoundedFS runs
+  every metadata and small-object call (list, stat, read, write, delete, S3 API calls) against a wall
+  clock. A store that accepts connections and never answers therefore fails in at most the deadline, with
+  one message naming it. Transfers of files (put_file, open) are bounded by silence instead (each request's
+  read timeout): a 4 GiB upload that keeps moving is never cut short.
+- Retries: botocore's own 'standard' mode (exponential backoff with jitter, transient errors only) with
+  ATTEMPTS attempts in all; s3fs's retry loop is set to one attempt and tritonbuild adds none.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import threading
 
 CONNECT_TIMEOUT_S = 5
-READ_TIMEOUT_ENV = "TRITONBUILD_S3_READ_TIMEOUT"
+DEADLINE_ENV = "TRITONBUILD_NET_DEADLINE_S"
+DEFAULT_DEADLINE_S = 30.0
 ATTEMPTS = 3
+BACKOFF_S = 3.0  # botocore standard mode: at most 1 s, then 2 s, between its 3 attempts
 
-NO_BUCKET = {"NoSuchBucket"}
+NO_BUCKET = {"NoSuchBucket", "ContainerNotFound"}
 DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
-          "AllAccessDisabled", "AccountProblem", "InvalidClientTokenId", "UnrecognizedClientException"}
+          "AllAccessDisabled", "AccountProblem", "InvalidClientTokenId", "UnrecognizedClientException",
+          "AuthenticationFailed", "AuthorizationFailure"}
 
 
-def read_timeout() -> float:
+def deadline() -> float:
+    """Seconds one request may wait for a store's answer, retries included (TRITONBUILD_NET_DEADLINE_S)."""
     try:
-        value = float(os.environ.get(READ_TIMEOUT_ENV, "60"))
+        value = float(os.environ.get(DEADLINE_ENV, DEFAULT_DEADLINE_S))
     except ValueError:
-        value = 60.0
-    return value if value > 0 else 60.0
+        value = DEFAULT_DEADLINE_S
+    return value if value > 0 else DEFAULT_DEADLINE_S
+
+
+def deadline_words() -> str:
+    return f"the {deadline():g} s network deadline (connect + first byte + retries; {DEADLINE_ENV} sets it)"
+
+
+def attempt_timeouts(attempts: int = ATTEMPTS, backoff: float = BACKOFF_S) -> tuple[float, float]:
+    """(connect, read) seconds for one attempt, so that `attempts` of them and the backoff fit the deadline."""
+    budget = max(0.5, (deadline() - backoff) / attempts)
+    connect = min(CONNECT_TIMEOUT_S, budget / 3)
+    return connect, budget - connect
+
+
+class DeadlineExceeded(TimeoutError):
+    """The store gave no answer within the deadline."""
+
+
+def within_deadline(fn, what: str):
+    """fn() on a daemon thread, waited for at most deadline() seconds; past that DeadlineExceeded is raised
+    (the stuck request is abandoned: the thread holds no lock, and a CLI exiting does not wait for it)."""
+    box: dict = {}
+    done = threading.Event()
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = e
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="tritonbuild-net", daemon=True).start()
+    if not done.wait(deadline()):
+        raise DeadlineExceeded(f"no answer to {what} within {deadline_words()}")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+class BoundedFS:
+    """An fsspec filesystem whose metadata and small-object calls each wait at most the deadline."""
+
+    GUARDED = frozenset({"ls", "find", "info", "exists", "isdir", "isfile", "size", "cat_file", "pipe_file",
+                         "rm", "rm_file", "mkdir", "makedirs", "call_s3"})
+
+    def __init__(self, fs):
+        self._fs = fs
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._fs, name)
+        if name not in self.GUARDED or not callable(attr):
+            return attr
+
+        def call(*args, **kwargs):
+            first = args[0] if args else ""
+            return within_deadline(lambda: attr(*args, **kwargs), f"{name}({first})")
+
+        return call
 
 
 def s3_options(endpoint_url: str | None) -> dict:
-    """storage_options for fsspec's s3:// (s3fs)."""
+    """storage_options for fsspec's s3:// (s3fs): ATTEMPTS attempts whose timeouts fit the deadline."""
+    connect, read = attempt_timeouts()
     return {"client_kwargs": {"endpoint_url": endpoint_url} if endpoint_url else {},
-            "config_kwargs": {"connect_timeout": CONNECT_TIMEOUT_S, "read_timeout": read_timeout(),
+            "config_kwargs": {"connect_timeout": connect, "read_timeout": read,
                               "retries": {"mode": "standard", "total_max_attempts": ATTEMPTS}},
             "skip_instance_cache": True}
 
@@ -42,20 +110,21 @@ def s3_options(endpoint_url: str | None) -> dict:
 def gcs_options() -> dict:
     """storage_options for gs:// (gcsfs): each HTTP request bounded by aiohttp's connect and between-reads
     timeouts (gcsfs's requests_timeout; unset, aiohttp waits forever on an endpoint that never answers; a total
-    timeout would cut a large download short). Retries are gcsfs's own retry_request (a fixed 6 attempts in the
-    driver, backoff with jitter, transient errors only; 404 never retried): tritonbuild adds none."""
+    timeout would cut a large download short). gcsfs retries a fixed 6 times with 1+2+4+8+16 s of backoff:
+    past the deadline, so BoundedFS's wall clock is what bounds a gs:// request in the end."""
     from aiohttp import ClientTimeout
 
-    return {"requests_timeout": ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=read_timeout()),
+    connect, read = attempt_timeouts(6, 0.0)
+    return {"requests_timeout": ClientTimeout(total=None, sock_connect=connect, sock_read=read),
             "skip_instance_cache": True}
 
 
 def azure_options() -> dict:
     """storage_options for az:// and abfs:// (adlfs): its connection_timeout and read_timeout (seconds, handed to
-    the Azure SDK's transport on every blob transfer; the SDK's default is 300 s each). Retries are the Azure
-    storage SDK's own ExponentialRetry (3 retries, backoff with jitter, transient errors only): tritonbuild
-    adds none."""
-    return {"connection_timeout": CONNECT_TIMEOUT_S, "read_timeout": int(max(1, read_timeout())),
+    the Azure SDK's transport on blob transfers; the SDK's default is 300 s each). The SDK's own retries (3,
+    from 15 s of backoff up) do not fit the deadline: BoundedFS's wall clock bounds every other call."""
+    connect, read = attempt_timeouts()
+    return {"connection_timeout": max(1, int(connect)), "read_timeout": max(1, int(read)),
             "skip_instance_cache": True}
 
 
@@ -92,6 +161,9 @@ def error_code(e: BaseException) -> str | None:
             code = response.get("Error", {}).get("Code")
             if code:
                 return str(code)
+        code = getattr(x, "error_code", None)  # the Azure SDK's HttpResponseError
+        if isinstance(code, str) and code:
+            return code
     return None
 
 

@@ -26,12 +26,16 @@ class RemoteCache:
         if self._fs is None:
             from fsspec.core import url_to_fs
 
-            from tritonbuild.core.objstore import one_retry_layer, storage_options
+            from tritonbuild.core.objstore import BoundedFS, one_retry_layer, storage_options, within_deadline
 
-            options = storage_options(self.url.split("://", 1)[0] if "://" in self.url else "file",
-                                      os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"))
-            self._fs, self._root = url_to_fs(self.url, **options)
-            one_retry_layer(self._fs)
+            protocol = self.url.split("://", 1)[0] if "://" in self.url else "file"
+            options = storage_options(protocol, os.environ.get("AWS_ENDPOINT_URL_S3")
+                                      or os.environ.get("AWS_ENDPOINT_URL"))
+            fs, self._root = within_deadline(lambda: url_to_fs(self.url, **options), f"open {protocol}://")
+            one_retry_layer(fs)
+            # NOTE: every lookup and small write waits at most the network deadline; blob transfers are bounded
+            # by their drivers' per-request timeouts
+            self._fs = fs if protocol == "file" else BoundedFS(fs)
         return self._fs
 
     def _path(self, *parts: str) -> str:

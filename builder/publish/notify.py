@@ -3,6 +3,8 @@ READY, and the load request itself (tritonclient's HTTP client; user:password@ i
 
 from __future__ import annotations
 
+import os
+
 from tritonbuild.core.secrets import redact
 
 
@@ -19,36 +21,87 @@ def _client_for(url: str, timeout: float):
         cred = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
         headers["Authorization"] = "Basic " + base64.b64encode(cred).decode()
     host = parts.netloc.rsplit("@", 1)[-1] + parts.path.rstrip("/")
-    return InferenceServerClient(host, ssl=parts.scheme == "https", connection_timeout=10.0,
+    from tritonbuild.core.objstore import CONNECT_TIMEOUT_S
+
+    return InferenceServerClient(host, ssl=parts.scheme == "https", connection_timeout=min(CONNECT_TIMEOUT_S, timeout),
                                  network_timeout=timeout), headers
 
 
-def not_ready_on(url: str, models: list[str], timeout: float = 30.0) -> set[str]:
-    """The published models the server at url does not have READY (absent from its repository index, or
-    UNAVAILABLE after a failed load): an unchanged config does not mean the server serves it. A server whose
-    index cannot be read gives the empty set (the load requests for changed models then report the problem)."""
+LOAD_TIMEOUT_ENV = "TRITONBUILD_NOTIFY_LOAD_TIMEOUT_S"
+DEFAULT_LOAD_TIMEOUT_S = 300.0
+
+
+def load_timeout() -> float:
+    """How long a load request may take: the server answers only once the model is loaded (minutes for a
+    large one), so this is longer than the network deadline; the index request before it is not."""
     try:
-        client, headers = _client_for(url, timeout)
+        value = float(os.environ.get(LOAD_TIMEOUT_ENV, DEFAULT_LOAD_TIMEOUT_S))
+    except ValueError:
+        value = DEFAULT_LOAD_TIMEOUT_S
+    return value if value > 0 else DEFAULT_LOAD_TIMEOUT_S
+
+
+def repository_index(url: str) -> tuple[set[str] | None, str | None]:
+    """(the models the server at url has READY, None) or (None, why it could not be asked): the index request
+    waits at most the network deadline, so a server that never answers is found in that time and is sent no
+    load request."""
+    from tritonbuild.core.objstore import deadline, deadline_words, within_deadline
+
+    def ask():
+        client, headers = _client_for(url, deadline())
         try:
-            index = client.get_model_repository_index(headers=headers or None)
+            return client.get_model_repository_index(headers=headers or None)
         finally:
             client.close()
-    except Exception:  # noqa: BLE001 - unreachable or refused: the per-model notify reports it
-        return set()
-    ready = {e.get("name") for e in index or [] if e.get("state") == "READY"}
-    return {name for name in models if name not in ready}
+
+    try:
+        index = within_deadline(ask, "the repository index request")
+    except Exception as e:  # noqa: BLE001 - silent or unreachable: reported per model, never raised
+        if not _no_answer(e):
+            return set(), None  # it answered, with an error: the load requests report what it says
+        text = redact(f"{type(e).__name__}: {e}")[:400]
+        return None, text if "network deadline" in text else f"no answer within {deadline_words()}: {text}"
+    return {e.get("name") for e in index or [] if isinstance(e, dict) and e.get("state") == "READY"}, None
 
 
-def notify_server(url: str, model: str, timeout: float = 300.0) -> dict:
-    """Ask a tritonserver in explicit model-control mode to (re)load model, through tritonclient's HTTP client.
-    user:password@ in the URL becomes a Basic Authorization header; what we report shows the URL redacted."""
+def _no_answer(e: BaseException) -> bool:
+    """The server never answered (timed out, refused or unreachable), as opposed to answering an error."""
+    from tritonbuild.core.objstore import classify
+
+    return classify(e) == "network" or "timeout" in type(e).__name__.lower() or "timed out" in str(e).lower()
+
+
+def notify_all(urls: tuple[str, ...], changed: set[str], published: list[str]) -> list[dict]:
+    """Per server: load each model whose config.pbtxt changed and each published one it does not have READY
+    (absent, or UNAVAILABLE after a failed load); a server that does not answer its index is reported once
+    per changed model, with no load request sent."""
+    out = []
+    for url in urls:
+        ready, why = repository_index(url)
+        if ready is None:
+            shown = _shown(url)
+            out += [{"server": shown, "model": name, "ok": False, "status": None, "message": why}
+                    for name in sorted(changed or set(published))]
+            continue
+        wanted = changed | {name for name in published if name not in ready}
+        out += [notify_server(url, name) for name in sorted(wanted)]
+    return out
+
+
+def _shown(url: str) -> str:
     from urllib.parse import urlsplit
 
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    return redact(f"{parts.scheme}://{parts.netloc}{parts.path}".rstrip("/"))
+
+
+def notify_server(url: str, model: str, timeout: float | None = None) -> dict:
+    """Ask a tritonserver in explicit model-control mode to (re)load model, through tritonclient's HTTP client.
+    user:password@ in the URL becomes a Basic Authorization header; what we report shows the URL redacted."""
     from tritonclient.utils import InferenceServerException
 
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    shown = redact(f"{parts.scheme}://{parts.netloc}{parts.path}".rstrip("/"))
-    result = {"server": shown, "model": model}
+    result = {"server": _shown(url), "model": model}
+    timeout = timeout or load_timeout()
     try:
         client, headers = _client_for(url, timeout)
         try:
@@ -61,4 +114,7 @@ def notify_server(url: str, model: str, timeout: float = 300.0) -> dict:
         return {**result, "ok": False, "status": int(status) if str(status).isdigit() else None,
                 "message": redact(e.message() or str(e))[:500]}
     except Exception as e:  # noqa: BLE001 - refused, unreachable, timed out: reported per server, never raised
-        return {**result, "ok": False, "status": None, "message": redact(f"{type(e).__name__}: {e}")[:500]}
+        text = redact(f"{type(e).__name__}: {e}")[:400]
+        if isinstance(e, TimeoutError) or "timeout" in type(e).__name__.lower():
+            text = f"the load did not finish within {timeout:g} s ({LOAD_TIMEOUT_ENV} sets it): {text}"
+        return {**result, "ok": False, "status": None, "message": text}

@@ -19,10 +19,9 @@ from pathlib import Path
 from tritonbuild.core.cas import FileEntry
 from tritonbuild.core.hashing import pretty_json, sha256_bytes, sha256_file
 from tritonbuild.core.progress import SILENT, Reporter
-from tritonbuild.core.signing import KEY_ENV, report_key
-from tritonbuild.core.signing import check as check_signature
 from tritonbuild.errors import PublishError, UsageError
 from tritonbuild.publish import objects
+from tritonbuild.publish.gate import gate
 from tritonbuild.publish.lock import TargetLock
 from tritonbuild.publish.models import (
     TARGET_MANIFEST,
@@ -32,11 +31,10 @@ from tritonbuild.publish.models import (
     PublishReceipt,
     TargetManifest,
 )
-from tritonbuild.publish.notify import not_ready_on, notify_server
+from tritonbuild.publish.notify import notify_all
 from tritonbuild.publish.target import Target, open_target
 from tritonbuild.repository.config import parse, render
-from tritonbuild.repository.manifest import MANIFEST_NAME, REPORT_NAME, Manifest, ManifestModel, read_repository
-from tritonbuild.verify.models import VerificationReport
+from tritonbuild.repository.manifest import MANIFEST_NAME, Manifest, ManifestModel, read_repository
 
 JOBS = 8
 
@@ -73,44 +71,6 @@ def live_version(config: bytes | None, where: str = "config.pbtxt") -> int | Non
     vp = parse_remote(config, where).version_policy
     versions = list(vp.specific.versions) if vp.WhichOneof("policy_choice") == "specific" else []
     return max(versions) if versions else None
-
-
-def _gate(root: Path, manifest: Manifest, skip_verify: bool, require_reproducible: bool = False) -> str:
-    if skip_verify and require_reproducible:
-        raise UsageError("--require-reproducible needs the verification report: it cannot go with --skip-verify",
-                         hint="drop one of them")
-    if skip_verify:
-        return "skipped"
-    try:
-        report = VerificationReport.model_validate_json((root / REPORT_NAME).read_bytes())
-    except (FileNotFoundError, ValueError):
-        raise PublishError(f"{root} has no verification report", where=str(root),
-                           hint=f"run 'tritonbuild verify {root}' first (or --skip-verify, recorded at the target)") \
-            from None
-    key = report_key()
-    if key is not None and not check_signature(report.signed_payload(), report.signature, key):
-        what = "is not signed" if report.signature is None else "does not match its signature (edited after verify?)"
-        raise PublishError(f"the verification report {what}; {KEY_ENV} is set, so only a report signed with that "
-                           "key is accepted", where=str(root / REPORT_NAME),
-                           hint=f"run 'tritonbuild verify {root}' with the same {KEY_ENV} as this publish")
-    if report.manifest_digest != manifest.digest:
-        raise PublishError("the verification report is for another build of this repository (manifest digest "
-                           f"{report.manifest_digest[:16]} != {manifest.digest[:16]})", where=str(root),
-                           hint=f"run 'tritonbuild verify {root}' again")
-    if not report.passed:
-        raise PublishError("the repository failed verification", where=str(root),
-                           hint=f"fix what 'tritonbuild verify {root}' reports, rebuild, verify, then publish")
-    if require_reproducible:
-        rebuild = report.reproducibility
-        if rebuild is None:
-            raise PublishError("--require-reproducible: the verification report has no rebuild check",
-                               where=str(root), hint=f"run 'tritonbuild verify {root} --rebuild' first")
-        if rebuild.differ:
-            raise PublishError(f"--require-reproducible: a rebuild differs: {rebuild.differ[0]}"
-                               + (f" (and {len(rebuild.differ) - 1} more)" if len(rebuild.differ) > 1 else ""),
-                               where=str(root), hint="make the build deterministic (see the files named), rebuild, "
-                               "verify --rebuild")
-    return "passed"
 
 
 def check_local_files(root: Path, manifest: Manifest) -> None:
@@ -222,7 +182,7 @@ def publish(root: Path, target_url: str, *, endpoint_url: str | None = None, ski
         raise UsageError(f"--keep must be >= 1, not {keep} (the live version is always kept)",
                          hint="use --keep 1 or more")
     manifest = read_repository(root, PublishError)
-    verification = _gate(root, manifest, skip_verify, require_reproducible)
+    verification = gate(root, manifest, skip_verify, require_reproducible)
     check_local_files(root, manifest)
     target = open_target(target_url, endpoint_url=endpoint_url)
     objects.check_reachable(target)
@@ -256,8 +216,7 @@ def publish(root: Path, target_url: str, *, endpoint_url: str | None = None, ski
     # Only models whose config.pbtxt changed: an unchanged model needs no reload (and a load request for a
     # model the server cannot serve would flip it to not-ready).
     changed = {action.model for action in publisher.actions if action.action in ("create", "switch")}
-    notified = [notify_server(url, name) for url in notify
-                for name in sorted(changed | not_ready_on(url, sorted(state.models)))]
+    notified = notify_all(notify, changed, sorted(state.models))
     return _receipt(publisher, manifest, verification, t0, False, notified)
 
 

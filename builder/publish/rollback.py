@@ -7,7 +7,7 @@ from tritonbuild.errors import PublishError
 from tritonbuild.publish import objects
 from tritonbuild.publish.lock import TargetLock
 from tritonbuild.publish.models import TARGET_MANIFEST, TargetManifest
-from tritonbuild.publish.notify import notify_server
+from tritonbuild.publish.notify import notify_all
 from tritonbuild.publish.protocol import live_version, open_for_read, parse_remote, pinned_config, version_config_name
 
 
@@ -55,7 +55,7 @@ def rollback(target_url: str, model: str, to: int, *, endpoint_url: str | None =
         models[model] = published.model_copy(update={"live": to, "config_sha256": sha256_bytes(own)})
         objects.write_bytes(target, target.path(TARGET_MANIFEST),
                           pretty_json(TargetManifest(models=models).model_dump(mode="json")))
-    notified = [notify_server(url, model) for url in notify]
+    notified = notify_all(notify, {model}, [])
     return {"target": target.url, "model": model, "live": to, "previous": live_version(current),
             "config_restored": own_name, "interface_changed": own != pinned_config(current, [to]),
             "notified": notified, **({"lock_broken": lock.broken} if lock.broken else {})}

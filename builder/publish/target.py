@@ -10,7 +10,14 @@ import os
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from tritonbuild.core.objstore import classify, one_retry_layer, storage_options
+from tritonbuild.core.objstore import (
+    BoundedFS,
+    classify,
+    deadline_words,
+    one_retry_layer,
+    storage_options,
+    within_deadline,
+)
 from tritonbuild.core.secrets import has_userinfo, redact
 from tritonbuild.errors import PublishError
 
@@ -71,27 +78,37 @@ def open_target(url: str, *, endpoint_url: str | None = None) -> Target:
             raise PublishError(f"file target {url!r} needs an absolute path", where=url,
                                hint="write file:///absolute/path (three slashes)")
     try:
-        fs, root = url_to_fs(raw, **options)
+        # NOTE: under the deadline: a driver may ask the network for credentials while it is made (gcsfs)
+        fs, root = within_deadline(lambda: url_to_fs(raw, **options), f"open {protocol}://")
     except ImportError:
         driver = DRIVERS.get(protocol, "?")
         raise PublishError(f"the {protocol}:// driver ({driver}) is not installed", where=url,
                            hint=f"pip install 'tritonbuild[{protocol}]' (or pip install {driver})") from None
     except ValueError as e:
         raise PublishError(f"bad target URL: {redact(str(e))}", where=url, hint="check the URL") from None
+    except Exception as e:  # noqa: BLE001 - no answer within the deadline, or the driver refused its options
+        raise storage_error(Target(url, protocol, "", None, endpoint_url), f"open the {protocol}:// driver", e) \
+            from None
     one_retry_layer(fs)
     if protocol != "file" and not root.strip("/"):
         raise PublishError("the target names no bucket", where=url, hint=f"use {protocol}://bucket/prefix")
     del fsspec
-    return Target(url=url, protocol=protocol, root=root, fs=fs, endpoint_url=endpoint_url)
+    return Target(url=url, protocol=protocol, root=root, fs=fs if protocol == "file" else BoundedFS(fs),
+                  endpoint_url=endpoint_url)
 
 
 def storage_error(target: Target, action: str, e: BaseException) -> PublishError:
     """A driver exception as a PublishError that names the target and the likely fix, with no secrets; the
     fix is chosen by the service's error code and the exception's type, never by words in its message."""
     text = redact(f"{type(e).__name__}: {e}")
+    kind = classify(e)
     hint = {"no-bucket": "create the bucket first, or fix its name",
-            "denied": "check credentials (AWS_PROFILE / AWS_ACCESS_KEY_ID / instance role) and bucket permissions",
-            "network": "check --endpoint-url / AWS_ENDPOINT_URL and that the endpoint is reachable and answers "
-                       "(each request waits at most TRITONBUILD_S3_READ_TIMEOUT seconds)",
-            "not-found": "check the target URL"}.get(classify(e), "check the target URL and permissions")
+            "denied": "check credentials (AWS_PROFILE / AWS_ACCESS_KEY_ID / instance role, "
+                      "GOOGLE_APPLICATION_CREDENTIALS, AZURE_STORAGE_*) and bucket permissions",
+            "network": "check the endpoint (--endpoint-url / AWS_ENDPOINT_URL, STORAGE_EMULATOR_HOST, the Azure "
+                       "connection string) and that it is reachable and answers; a slow but working store may "
+                       "need a longer deadline",
+            "not-found": "check the target URL"}.get(kind, "check the target URL and permissions")
+    if kind == "network" and "network deadline" not in text:
+        text = f"no answer within {deadline_words()}: {text}"
     return PublishError(f"cannot {action}: {text}", where=target.url, hint=hint)

@@ -108,7 +108,7 @@ class VerificationReport(_Frozen):
     reproducibility: Reproducibility | None = None
     passed: bool
     signature: str | None = Field(None, description="HMAC-SHA256 of this report (without this field) with the "
-                                                    "key in TRITONBUILD_REPORT_KEY, when set at verify time.")
+                                                    "key in TRITONBUILD_REPORT_KEY, else this machine's key.")
 
     def signed_payload(self) -> bytes:
         """What the signature covers: the canonical JSON of every other field."""
@@ -117,8 +117,9 @@ class VerificationReport(_Frozen):
         return canonical_json(self.model_dump(mode="json", exclude={"signature"}))
 
     def signed(self) -> VerificationReport:
-        """This report with a signature, when a key is set (else unchanged)."""
-        from tritonbuild.core.signing import report_key, sign
+        """This report with a signature (TRITONBUILD_REPORT_KEY, else this machine's key; unchanged when
+        neither can be had)."""
+        from tritonbuild.core.signing import sign, signing_key
 
-        key = report_key()
+        key = signing_key()
         return self if key is None else self.model_copy(update={"signature": sign(self.signed_payload(), key)})

@@ -24,13 +24,14 @@ def repo(tmp_path, cli):
 
 
 def _fake_verified(cli, out):
-    """Write a passing report for out's manifest without running models (the gate only reads the report)."""
+    """Write a passing report for out's manifest without running models (the gate reads the report and checks
+    its signature: signed here with the test's own machine key)."""
     from tritonbuild.core.hashing import pretty_json
     from tritonbuild.repository.manifest import REPORT_NAME, read_manifest
     from tritonbuild.verify.models import VerificationReport
 
     m = read_manifest(out)
-    report = VerificationReport(manifest_digest=m.digest, toolchain={}, static=[], models=[], passed=True)
+    report = VerificationReport(manifest_digest=m.digest, toolchain={}, static=[], models=[], passed=True).signed()
     (out / REPORT_NAME).write_bytes(pretty_json(report.model_dump(mode="json")))
 
 

@@ -1,5 +1,6 @@
-"""Issue #14, publish side on file:// targets: tampered bytes never leave, forged reports are refused under a
-key, a file where a target should be, --keep out of range, a target config that does not parse."""
+"""The publish side on file:// targets: tampered bytes never leave, forged or foreign reports are refused (with
+a key set or not), a file where a target should be, --keep out of range, a target config that does not parse,
+leftovers of a killed publish."""
 
 from __future__ import annotations
 
@@ -59,6 +60,34 @@ def test_a_failed_report_edited_to_passed_is_refused_when_a_report_key_is_set(cl
     (out / REPORT_NAME).write_bytes(pretty_json(doc))
     r = cli("publish", out, f"file://{tmp_path}/pub")
     assert r.exit_code == 7 and "is not signed" in r.stderr
+    assert not (tmp_path / "pub").exists()
+
+
+def test_an_edited_or_foreign_report_never_publishes_with_no_key_set(cli, repo, tmp_path, monkeypatch):  # noqa: F811
+    """The default pipeline (no TRITONBUILD_REPORT_KEY): verify signs with this machine's key, and publish
+    refuses a FAILED report edited to PASSED, a report signed under another machine's key, and, with no key at
+    all, any report."""
+    from tritonbuild.core.signing import key_file
+
+    monkeypatch.delenv("TRITONBUILD_REPORT_KEY", raising=False)
+    out = repo(1)
+    (out / "doubler" / "1" / "extra.txt").write_text("not in the manifest\n")
+    assert cli("verify", out, "--json").exit_code == 6  # static failure: a FAILED report
+    (out / "doubler" / "1" / "extra.txt").unlink()
+    assert key_file().is_file() and oct(key_file().stat().st_mode & 0o777) == "0o600"
+    doc = _report(out)
+    doc["passed"] = True  # the forgery: same manifest digest, verdict flipped
+    (out / REPORT_NAME).write_bytes(pretty_json(doc))
+    r = cli("publish", out, f"file://{tmp_path}/pub")
+    assert r.exit_code == 7 and "does not match its signature with this machine's key" in r.stderr, r.stderr
+    assert "--reverify" in r.stderr and "TRITONBUILD_REPORT_KEY" in r.stderr
+    _fake_verified(cli, out)  # a genuine PASSED report, signed here ...
+    key_file().write_text("another machine's key\n")  # ... then checked under another key: a copied report
+    r = cli("publish", out, f"file://{tmp_path}/pub")
+    assert r.exit_code == 7 and "does not match its signature" in r.stderr
+    key_file().unlink()
+    r = cli("publish", out, f"file://{tmp_path}/pub")
+    assert r.exit_code == 7 and "cannot be checked: no key here" in r.stderr
     assert not (tmp_path / "pub").exists()
 
 

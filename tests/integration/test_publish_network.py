@@ -1,5 +1,6 @@
-"""Issue #14, network side: every request to an object store is bounded in time, tried a bounded number of
-times (the driver's retries only), and reported with the target named and no secret printed."""
+"""The network side of publish: every request to an object store or a notified server waits at most the
+network deadline (retries included), is tried a bounded number of times (the driver's retries only), and is
+reported with the target named, the deadline named, and no secret printed."""
 
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ def fake_s3(monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAFAKEFAKEFAKE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fakeSecretValue123")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("TRITONBUILD_S3_READ_TIMEOUT", "5")
+    monkeypatch.setenv("TRITONBUILD_NET_DEADLINE_S", "15")
     yield start
     for srv in servers:
         srv.shutdown()
@@ -133,24 +134,65 @@ def silent_endpoint():
     srv.close()
 
 
-@pytest.mark.parametrize("command", ["publish", "ls", "verify"])
-def test_an_endpoint_that_never_answers_fails_in_bounded_time(cli, repo, silent_endpoint, tmp_path,  # noqa: F811
-                                                              command):
-    out = repo(1)
-    _fake_verified(cli, out)
+def _silent_env(endpoint: str, deadline: str | None) -> dict:
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "AKIAFAKEFAKEFAKE", "AWS_SECRET_ACCESS_KEY": "fakeSecretValue123",
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": silent_endpoint,
-           "TRITONBUILD_S3_READ_TIMEOUT": "1"}
-    args = {"publish": ["publish", str(out), "s3://bucket/models"], "ls": ["ls", "s3://bucket/models"],
-            "verify": ["verify", "s3://bucket/models"]}[command]
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint, "STORAGE_EMULATOR_HOST": endpoint,
+           "AZURE_STORAGE_CONNECTION_STRING": "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
+           "AccountKey=ZmFrZUF6dXJlS2V5VmFsdWU=;BlobEndpoint=" + endpoint + "/devstoreaccount1;"}
+    env.pop("TRITONBUILD_NET_DEADLINE_S", None)
+    if deadline:
+        env["TRITONBUILD_NET_DEADLINE_S"] = deadline
+    return env
+
+
+def _run(args: list[str], env: dict) -> tuple[subprocess.CompletedProcess, float]:
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "tritonbuild", *args], capture_output=True, text=True, env=env,
                        timeout=120)
-    took = time.monotonic() - t0
+    return r, time.monotonic() - t0
+
+
+def test_an_s3_endpoint_that_never_answers_fails_within_the_default_deadline(cli, repo, silent_endpoint):  # noqa: F811
+    out = repo(1)
+    _fake_verified(cli, out)
+    r, took = _run(["publish", str(out), "s3://bucket/models"], _silent_env(silent_endpoint, None))
     assert r.returncode == 7, r.stderr
-    assert "cannot reach the target" in r.stderr and "timeout" in r.stderr.lower() and "Traceback" not in r.stderr
-    assert took < 40, took  # ATTEMPTS requests of 1 s each, plus backoff and the interpreter
-    assert "fakeSecretValue123" not in r.stderr
+    assert r.stderr.count("error (publish)") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "cannot reach the target: no answer within the 30 s network deadline" in r.stderr
+    assert "TRITONBUILD_NET_DEADLINE_S sets it" in r.stderr and "fakeSecretValue123" not in r.stderr
+    assert took < 30 + 5, took  # the deadline, plus the interpreter's start
+
+
+@pytest.mark.parametrize("args", [["ls", "s3://bucket/models"], ["verify", "s3://bucket/models"],
+                                  ["publish", "REPO", "gs://bucket/models"], ["ls", "gs://bucket/models"],
+                                  ["publish", "REPO", "az://container/models"], ["ls", "az://container/models"],
+                                  ["rollback", "az://container/models", "doubler", "--to", "1"]],
+                         ids=lambda a: f"{a[0]}-{a[-1].split(':')[0] if a[0] != 'rollback' else 'az'}")
+def test_each_store_that_never_answers_fails_within_the_deadline(cli, repo, silent_endpoint, args):  # noqa: F811
+    driver = {"gs": "gcsfs", "az": "adlfs"}.get(next(a for a in args if "://" in a).split(":")[0])
+    if driver:
+        pytest.importorskip(driver)
+    out = repo(1)
+    _fake_verified(cli, out)
+    r, took = _run([str(out) if a == "REPO" else a for a in args], _silent_env(silent_endpoint, "3"))
+    assert r.returncode == 7, r.stdout + r.stderr
+    assert "no answer" in r.stderr and "within the 3 s network deadline" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and "ZmFrZUF6dXJlS2V5VmFsdWU" not in r.stderr
+    assert took < 3 + 8, took  # the deadline, plus the interpreter's start and the drivers' imports
+
+
+def test_a_notified_server_that_never_answers_fails_within_the_deadline(cli, repo, silent_endpoint,  # noqa: F811
+                                                                       tmp_path):
+    out = repo(1)
+    _fake_verified(cli, out)
+    r, took = _run(["publish", str(out), f"file://{tmp_path}/pub", "--notify", silent_endpoint, "--json"],
+                   _silent_env(silent_endpoint, "3"))
+    assert r.returncode == 7, r.stderr
+    receipt = json.loads(r.stdout)
+    assert [(n["model"], n["ok"]) for n in receipt["notified"]] == [("doubler", False)]
+    assert "within the 3 s network deadline" in receipt["notified"][0]["message"]
+    assert (tmp_path / "pub" / "tritonbuild-manifest.json").is_file()  # the target is complete either way
+    assert took < 3 + 8, took
 
 
 def test_notify_credentials_are_sent_as_auth_and_never_shown(cli, repo, tmp_path):  # noqa: F811

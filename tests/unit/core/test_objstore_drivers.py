@@ -1,6 +1,7 @@
-"""gs:// and az:// targets and remote caches get bounded timeouts, like s3:// (#14): the options must reach the
+"""gs:// and az:// targets and remote caches get bounded timeouts, like s3://: the options must reach the
 driver's filesystem object, under the names gcsfs and adlfs read (gcsfs: requests_timeout, handed to aiohttp on
-every request; adlfs: connection_timeout/read_timeout, handed to the Azure SDK on every blob transfer)."""
+every request; adlfs: connection_timeout/read_timeout, handed to the Azure SDK on every blob transfer), cut from
+the network deadline; every other call runs against the deadline's wall clock (BoundedFS)."""
 
 from __future__ import annotations
 
@@ -22,26 +23,52 @@ def _gcs_credentials(monkeypatch, tmp_path):
 
 def test_gcs_target_requests_are_bounded(monkeypatch):
     pytest.importorskip("gcsfs")
-    monkeypatch.setenv(objstore.READ_TIMEOUT_ENV, "7")
+    monkeypatch.setenv(objstore.DEADLINE_ENV, "12")
     from tritonbuild.publish.target import open_target
 
     target = open_target("gs://bucket/models")
+    assert isinstance(target.fs, objstore.BoundedFS)
     timeout = target.fs.requests_timeout  # what GCSFileSystem._request passes to aiohttp as timeout=
     assert timeout is not None, "unbounded: aiohttp then waits forever on a silent endpoint"
-    assert timeout.sock_connect == objstore.CONNECT_TIMEOUT_S and timeout.sock_read == 7
+    assert timeout.sock_connect + timeout.sock_read == pytest.approx(12 / 6)  # gcsfs's 6 attempts
     assert timeout.total is None  # a large download is not cut short, silence is
 
 
 def test_azure_target_transfers_are_bounded(monkeypatch):
     pytest.importorskip("adlfs")
-    monkeypatch.setenv(objstore.READ_TIMEOUT_ENV, "9")
+    monkeypatch.setenv(objstore.DEADLINE_ENV, "30")
     monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_NAME", "tritonbuildtest")
     monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", "a2V5")
     from tritonbuild.publish.target import open_target
 
     target = open_target("az://container/models")
     # what AzureBlobFileSystem passes to upload_blob/download_blob (the Azure SDK's transport timeouts)
-    assert target.fs._timeout_kwargs == {"connection_timeout": objstore.CONNECT_TIMEOUT_S, "read_timeout": 9}
+    assert target.fs._timeout_kwargs == {"connection_timeout": 3, "read_timeout": 6}
+
+
+def test_s3_attempts_and_backoff_fit_the_deadline(monkeypatch):
+    monkeypatch.setenv(objstore.DEADLINE_ENV, "30")
+    config = objstore.s3_options(None)["config_kwargs"]
+    per_attempt = config["connect_timeout"] + config["read_timeout"]
+    assert config["retries"] == {"mode": "standard", "total_max_attempts": objstore.ATTEMPTS}
+    assert objstore.ATTEMPTS * per_attempt + objstore.BACKOFF_S <= 30
+
+
+def test_a_call_past_the_deadline_names_it(monkeypatch):
+    import threading
+
+    monkeypatch.setenv(objstore.DEADLINE_ENV, "0.3")
+    never = threading.Event()
+
+    class Silent:
+        def ls(self, path):
+            never.wait(5)
+
+    with pytest.raises(objstore.DeadlineExceeded, match=r"ls\(bucket\) within the 0.3 s network deadline .*"
+                                                         "TRITONBUILD_NET_DEADLINE_S"):
+        objstore.BoundedFS(Silent()).ls("bucket")
+    never.set()
+    assert objstore.classify(objstore.DeadlineExceeded("x")) == "network"
 
 
 def test_remote_cache_gets_the_same_bounds(monkeypatch):
@@ -49,7 +76,7 @@ def test_remote_cache_gets_the_same_bounds(monkeypatch):
     from tritonbuild.core.remote import RemoteCache
 
     fs = RemoteCache("gs://bucket/cache", warn=lambda *_: None)._filesystem()
-    assert fs.requests_timeout is not None and fs.requests_timeout.sock_connect == objstore.CONNECT_TIMEOUT_S
+    assert fs.requests_timeout is not None and fs.requests_timeout.sock_read > 0
 
 
 def test_options_per_protocol():
