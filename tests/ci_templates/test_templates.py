@@ -117,3 +117,17 @@ def test_healthcheck_infers_and_catches_a_wrong_answer(cli, tmp_path, in_root):
         assert bad.returncode == 1 and "output PROBS differs from its golden" in bad.stderr
     down = subprocess.run([*script, "--url", "http://127.0.0.1:9", "--timeout", "2"], capture_output=True, text=True)
     assert down.returncode == 1 and "not ready" in down.stderr
+
+
+@pytest.mark.parametrize("template, run_id", [("github-actions.yml", "${{ github.run_id }}"),
+                                              ("gitlab-ci.yml", "$CI_PIPELINE_ID")])
+def test_verify_and_publish_share_a_per_pipeline_report_key(template, run_id):
+    """The default pipeline signs its report with a key of this run (a secret + the run's id), visible to the
+    job that verifies and the job that publishes; publish refuses to run with the secret unset."""
+    doc = yaml.safe_load((ROOT / "ci" / "templates" / template).read_text())
+    env = doc["env"] if "env" in doc else doc["variables"]  # workflow-wide: every job sees it
+    key = env["TRITONBUILD_REPORT_KEY"]
+    assert "TRITONBUILD_REPORT_SECRET" in key and key.endswith(f":{run_id}")
+    publish = doc["jobs"]["publish"]["steps"] if "jobs" in doc else doc["publish"]["script"]
+    text = yaml.safe_dump(publish)
+    assert text.index("test -n") < text.index("tritonbuild publish")
