@@ -101,10 +101,72 @@ def export_pytorch(torch, model, spec: dict, out_path: str) -> int:
             torch._inductor.aoti_compile_and_package(program, package_path=out_path)
         else:
             module = torch.jit.trace(model, args) if spec["method"] == "trace" else torch.jit.script(model)
+            if spec.get("buckets"):
+                module = bucketed(torch, module, spec["buckets"], len(args), len(spec["outputs"]), out_path)
             torch.jit.save(module, out_path)
             normalize_torchscript(out_path)
     print(f"exported {spec['module']} ({spec['format']}, seed {spec['seed']}) to {out_path}")
     return 0
+
+
+BUCKETED = """
+from typing import List, Tuple
+
+import torch
+
+
+class Bucketed(torch.nn.Module):
+    \"\"\"tritonbuild batch_buckets: each batch padded with zero rows to the next bucket, answers sliced back.\"\"\"
+
+    def __init__(self, inner: torch.nn.Module, buckets: List[int]):
+        super().__init__()
+        self.inner = inner
+        self.buckets = buckets
+
+    def bucket(self, rows: int) -> int:
+        for size in self.buckets:
+            if size >= rows:
+                return size
+        return rows
+
+    def pad(self, x: torch.Tensor, size: int) -> torch.Tensor:
+        rows = x.size(0)
+        if size == rows:
+            return x
+        shape = [size - rows] + list(x.shape[1:])
+        return torch.cat([x, torch.zeros(shape, dtype=x.dtype, device=x.device)], 0)
+
+    def forward(self, {args}) -> {returns}:
+        rows = x0.size(0)
+        size = self.bucket(rows)
+        out = self.inner({padded})
+        return {sliced}
+"""
+
+
+def bucketed(torch, module, buckets: list[int], n_inputs: int, n_outputs: int, out_path: str):
+    """The exported module inside a scripted wrapper that pads every batch to its bucket (batch_buckets). The
+    wrapper's source is generated for the module's arity, written beside the output and imported (TorchScript
+    compiles from source files)."""
+    import importlib.util
+
+    names = [f"x{i}" for i in range(n_inputs)]
+    single = n_outputs == 1
+    code = BUCKETED.format(
+        args=", ".join(f"{name}: torch.Tensor" for name in names),
+        returns="torch.Tensor" if single else f"Tuple[{', '.join(['torch.Tensor'] * n_outputs)}]",
+        padded=", ".join(f"self.pad({name}, size)" for name in names),
+        sliced="out[:rows]" if single else ", ".join(f"out[{i}][:rows]" for i in range(n_outputs)))
+    path = Path(out_path).with_name("tritonbuild_buckets.py")
+    path.write_text(code)
+    spec = importlib.util.spec_from_file_location("tritonbuild_buckets", path)
+    generated = importlib.util.module_from_spec(spec)
+    sys.modules["tritonbuild_buckets"] = generated
+    spec.loader.exec_module(generated)
+    try:
+        return torch.jit.script(generated.Bucketed(module, list(buckets)))
+    finally:
+        path.unlink()
 
 
 if __name__ == "__main__":

@@ -10,17 +10,23 @@ from tritonbuild.backends.base import Backend, StepContext
 from tritonbuild.backends.common import local_source, pinned_digest, relative_dest
 from tritonbuild.core.hashing import sha256_input
 from tritonbuild.errors import PlanError
+from tritonbuild.recipe.buckets import Buckets, buckets_field
 from tritonbuild.recipe.load import LoadedRecipe
 from tritonbuild.recipe.models import Recipe, TensorSpec
 
 NAME = "python"
 DEFAULT_FILENAME = "model.py"
+# batch_buckets: the generated wrapper is model.py and the recipe's model.py is packaged beside it
+BUCKETED_MODEL = Path(__file__).parent / "models" / "bucketed.py"
+USER_FILENAME = "user_model.py"
+BUCKETS_PARAMETER = "tritonbuild_batch_buckets"
 
 
 class PythonRecipe(Recipe):
     """A Python-backend model: model.py (and the files it reads) from the recipe's source."""
 
     backend: Literal["python"]
+    batch_buckets: Buckets = buckets_field()
 
 
 def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
@@ -31,6 +37,9 @@ def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
     model_py = local_source(loaded, src.path, ("source", "path"))
     layout = {DEFAULT_FILENAME: pinned_digest(loaded, model_py)}
     inputs = {str(model_py): layout[DEFAULT_FILENAME]}
+    if loaded.recipe.batch_buckets:  # the wrapper pads each batch to its bucket, then runs the recipe's model.py
+        layout = {USER_FILENAME: layout[DEFAULT_FILENAME], DEFAULT_FILENAME: sha256_input(BUCKETED_MODEL)}
+        inputs[str(BUCKETED_MODEL)] = layout[DEFAULT_FILENAME]
     for i, rel in enumerate(src.files):
         path = local_source(loaded, rel, ("source", "files", i))
         dest = relative_dest(loaded, path, model_py.parent, ("source", "files", i))
@@ -57,6 +66,8 @@ def derive_io(recipe: Recipe, files: dict[str, Path], recipe_dir=None) -> tuple[
 
 def configure(mc, recipe: Recipe) -> None:
     mc.backend = "python"
+    if recipe.batch_buckets:
+        mc.parameters[BUCKETS_PARAMETER].string_value = ",".join(str(size) for size in recipe.batch_buckets)
 
 
 def check_recipe(recipe: Recipe) -> list[tuple]:
@@ -65,6 +76,9 @@ def check_recipe(recipe: Recipe) -> list[tuple]:
     if recipe.source.export is not None:
         out.append((("source", "export"), "python models take source.path (model.py), not source.export",
                     "point source.path at model.py"))
+    if recipe.batch_buckets and BUCKETS_PARAMETER in recipe.parameters:
+        out.append((("parameters", BUCKETS_PARAMETER), f"parameter {BUCKETS_PARAMETER} is written from "
+                    "batch_buckets", "remove it from parameters"))
     for key in ("inputs", "outputs"):
         if not getattr(recipe, key):
             out.append(((key,), f"python models must declare '{key}' (nothing to derive them from)",

@@ -16,6 +16,7 @@ from tritonbuild.backends.common import local_source, pinned_digest
 from tritonbuild.backends.onnxruntime import _module_file, run_export
 from tritonbuild.core.hashing import sha256_input
 from tritonbuild.errors import BuildError, PlanError
+from tritonbuild.recipe.buckets import Buckets, buckets_field
 from tritonbuild.recipe.load import LoadedRecipe
 from tritonbuild.recipe.models import DTYPES, Recipe, TensorSpec
 
@@ -31,6 +32,7 @@ class PyTorchRecipe(Recipe):
     """A TorchScript or AOTInductor export of a seeded torch module, served by the pytorch backend."""
 
     backend: Literal["pytorch"]
+    batch_buckets: Buckets = buckets_field()
 
 
 def filename(recipe: Recipe) -> str:
@@ -52,6 +54,8 @@ def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
               "outputs": list(ex.outputs), "inputs": {k: v.model_dump() for k, v in ex.inputs.items()},
               "max_batch_size": recipe.max_batch_size, "target": "pytorch", "dynamic_axes": {}, "opset": ex.opset,
               "archive": 2}  # 2: location-independent TorchScript (normalize_torchscript)
+    if recipe.batch_buckets:  # only then: the cache keys of models without buckets stay as they were
+        params["buckets"] = list(recipe.batch_buckets)
     return [("torch.export", params, {str(path): sha256_input(path)})]
 
 
@@ -153,6 +157,10 @@ def check_recipe(recipe: Recipe) -> list[tuple]:
     if recipe.source.export is None and not (recipe.inputs and recipe.outputs):
         return [(("source",), "a saved TorchScript file needs 'inputs' and 'outputs' declared",
                  "declare them, or use source.export so they are derived from the example inputs")]
+    if recipe.batch_buckets and (recipe.source.export is None or recipe.source.export.format != "torchscript"):
+        return [(("batch_buckets",), "batch_buckets are generated into a TorchScript export (source.export, "
+                 "format torchscript); not into a saved file or an AOTInductor package",
+                 "export with format: torchscript, or remove batch_buckets")]
     if filename(recipe) != "model.pt":
         return []
     # The libtorch backend maps only these TYPE_s to torch dtypes (pytorch_backend r24.10 libtorch_utils.cc

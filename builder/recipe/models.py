@@ -7,6 +7,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
+from tritonbuild.recipe.buckets import bucket_rules
+from tritonbuild.recipe.tune import Tune
+
 SCHEMA_VERSION = 1
 NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # NOTE: fullmatch: '$' would let a trailing newline pass
 # A model name is one directory name in the repository (and one path segment of an object key): Linux's NAME_MAX
@@ -182,43 +185,6 @@ class Verify(Strict):
         return data
 
 
-class Tune(Strict):
-    """`tritonbuild tune`: the serving configs to try, the load they must serve and the latency SLA."""
-
-    batch_sizes: list[Annotated[int, Field(ge=1)]] | None = Field(
-        None, description="max_batch_size values tried with dynamic batching on (<= the recipe's max_batch_size); "
-                          "default: powers of two from 4 up to it, and it.")
-    max_queue_delay_us: list[Annotated[int, Field(ge=0)]] = Field(
-        default_factory=lambda: [0, 500], description="Dynamic batcher queue delays tried (microseconds).")
-    preferred_batch_sizes: list[bool] = Field(
-        default_factory=lambda: [False], description="Try without (false) and/or with (true) preferred_batch_sizes "
-                                                     "[max_batch_size].")
-    instance_counts: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [1, 2, 4],
-                                                               description="Instances per group tried.")
-    instance_kind: Literal["cpu", "gpu", "auto", "model"] | None = Field(
-        None, description="Instance kind of the candidates; default: the recipe's first instance group's.")
-    gpus_per_group: list[Annotated[int, Field(ge=1)]] | None = Field(
-        None, description="kind gpu: GPUs each candidate's instance group spans (gpus [0..N-1]); default: as "
-                          "the recipe.")
-    concurrency: list[Annotated[int, Field(ge=1)]] = Field(
-        default_factory=lambda: [1, 64], description="Closed-loop load range: concurrent requests; the winner "
-                                                     "must meet the SLA and never lose to Triton's default at any.")
-    request_rates: list[Annotated[float, Field(gt=0)]] = Field(
-        default_factory=list, description="Open-loop loads (requests/s), measured like the concurrency levels.")
-    sla_p99_ms: float | None = Field(None, gt=0, description="p99 latency every load must meet (ms).")
-    window_s: float = Field(1.0, gt=0, le=60, description="Measurement window (s).")
-    stable_windows: int = Field(3, ge=2, le=10, description="Consecutive windows within 'stability' that end a "
-                                                            "measurement (perf_analyzer's rule).")
-    stability: float = Field(0.10, gt=0, le=1, description="Allowed relative spread of throughput and p99 "
-                                                           "across the stable windows.")
-    max_windows: int = Field(10, ge=2, le=100, description="Windows before a measurement is reported unstable.")
-    min_vs_default: float = Field(1.0, gt=0, description="The winner's throughput must be >= this times Triton's "
-                                                         "default's at every load (decided on the paired rounds' "
-                                                         "interval: its lower end must reach it).")
-    rounds: int = Field(5, ge=1, le=50, description="Paired rounds of each finalist against Triton's default at every "
-                                                    "load, interleaved (A B, B A, ...); 1: decide on single readings.")
-    confidence: float = Field(0.9, gt=0, lt=1, description="Two-sided confidence of the bootstrap interval on the "
-                                                           "finalist/default throughput ratio.")
 
 
 class Warmup(Strict):
@@ -315,6 +281,7 @@ def check_rules(recipe: Recipe, backend_problems: list[Problem]) -> list[Problem
                                 "refuses it ('Queue policy can not have DELAY as timeout action when "
                                 "'preserve_ordering' is true')", "use timeout_action: reject, or drop "
                                 "preserve_ordering"))
+    out += bucket_rules(recipe)
     for i, group in enumerate(recipe.instances):
         if group.kind in ("cpu", "model") and group.gpus:
             out.append((("instances", i, "gpus"), f"kind {group.kind} cannot list gpus {group.gpus}",
@@ -365,3 +332,4 @@ def _duplicate_tensors(recipe: Recipe) -> list[Problem]:
                             f"rename one of them; each of a model's {key} needs its own name"))
             first.setdefault(tensor.name, i)
     return out
+

@@ -24,7 +24,7 @@ from tritonbuild.recipe.schema import recipe_schema_bytes
 RECIPE_DIRS = (ROOT / "recipes" / "examples", ROOT / "recipes" / "gpu")
 # Values for keys no example recipe sets and whose type has no default instance.
 GIVEN = {"calibration": {"dataset": "calibration.txt"}, "version_policy": {"latest": 1}, "tokenizer": "tokenizer",
-         "batching": {"max_queue_delay_us": 100}}
+         "batching": {"max_queue_delay_us": 100}, "batch_buckets": [65536]}
 
 
 def test_committed_schema_is_current():
