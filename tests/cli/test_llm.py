@@ -262,3 +262,39 @@ def test_vllm_tensor_parallel_size_the_heads_do_not_divide_is_refused_at_plan(cl
     assert fact in r.stderr and "sizes that divide: 1, 2, 4, 8" in r.stderr
     (llm_dir / "v.yaml").write_text(text.replace("seed: 0", "seed: 0\n  tensor_parallel_size: 8"))
     assert cli("plan", llm_dir / "v.yaml").exit_code == 0
+
+
+MIXTRAL_8X7B = {"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+                "num_key_value_heads": 8, "num_hidden_layers": 32, "num_local_experts": 8, "num_experts_per_tok": 2,
+                "vocab_size": 32000, "max_position_embeddings": 32768}
+
+
+def test_mixtral_int4_weight_only_plans_on_the_converter_path(cli, llm_dir):
+    _checkpoint_with(llm_dir, MIXTRAL_8X7B)
+    r = cli("plan", llm_dir / "llm.yaml", "--json")
+    assert r.exit_code == 0, r.stderr
+    (m,) = json.loads(r.stdout)["models"]
+    engine = next(s for s in m["steps"] if s["kind"] == "trtllm.engine")
+    assert engine["params"]["model_type"] == "mixtral"
+
+
+def test_an_fp8_kv_cache_on_the_converter_path_is_refused_naming_quantize_py(cli, llm_dir):
+    """llama's convert_checkpoint.py would mark the KV cache FP8 and leave its scales uncalibrated."""
+    _edit(llm_dir / "llm.yaml", "tokens_per_block: 64", "tokens_per_block: 64\n  dtype: fp8")
+    r = cli("plan", llm_dir / "llm.yaml")
+    assert r.exit_code == 3 and "kv_cache.dtype" in r.stderr and "cannot calibrate a fp8 KV cache" in r.stderr
+    assert "quantize.py" in r.stderr
+
+
+def test_dtype_auto_keeps_a_bfloat16_checkpoint_and_is_refused_where_the_gpu_lacks_bfloat16(cli, llm_dir):
+    config = json.loads((llm_dir / "tiny-llama" / "config.json").read_text())
+    _checkpoint_with(llm_dir, {**config, "torch_dtype": "bfloat16"})
+    text = (llm_dir / "llm.yaml").read_text().replace("dtype: float16\n", "")
+    (llm_dir / "llm.yaml").write_text(text)
+    r = cli("plan", llm_dir / "llm.yaml", "--json")
+    assert r.exit_code == 0, r.stderr
+    (m,) = json.loads(r.stdout)["models"]
+    assert next(s for s in m["steps"] if s["kind"] == "trtllm.engine")["params"]["dtype"] == "auto"
+    (llm_dir / "llm.yaml").write_text(text.replace("gpu: H200", "gpu: T4"))
+    r = cli("plan", llm_dir / "llm.yaml")
+    assert r.exit_code == 3 and "dtype: auto keeps the checkpoint's bfloat16" in r.stderr

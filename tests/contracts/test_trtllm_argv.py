@@ -51,8 +51,8 @@ def _upstream_rejects(facts: dict, quant: str, kv: str, pp: int) -> bool:
     if quant not in ("int4_weight_only", "none"):
         return False  # ModelOpt quantize.py: every family, --kv_cache_dtype int8|fp8
     flags = set(facts["flags"])
-    if kv != "auto" and f"--{kv}_kv_cache" not in flags:
-        return True
+    if kv != "auto" and (f"--{kv}_kv_cache" not in flags or kv in facts.get("kv_uncalibrated", {}).get("kv", [])):
+        return True  # no flag, or a flag that leaves the KV scales uncalibrated
     no_pp = "--pp_size" not in flags or any("pp_size == 1" in a or "pipeline parallelism" in a.lower()
                                             for a in facts["asserts"])
     return pp > 1 and no_pp
@@ -168,3 +168,30 @@ def test_parallel_embedding_reaches_only_scripts_that_take_it(model_type, quant,
     if takes:
         argv = cmd.convert_argv(r, model_type, "/ckpt", "/out")
         assert "--use_parallel_embedding" in _check_flags(argv[2:], SCRIPTS[script], model_type)
+
+
+def test_dtype_defaults_to_upstreams_auto_on_every_route(monkeypatch):
+    """Every converter, quantize.py and the LLM API default --dtype / dtype to auto (the checkpoint's own):
+    a bfloat16 checkpoint stays bfloat16."""
+    from tritonbuild.backends.tensorrtllm.llmapi import model_yaml
+
+    monkeypatch.setenv("TRITONBUILD_TRTLLM_EXAMPLES", "/x/examples")
+    upstream = SCRIPTS["llama"]["defaults"]["--dtype"]
+    r = LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"})
+    assert r.dtype == upstream
+    for quant in ("int4_weight_only", "int4_awq"):
+        argv = cmd.convert_argv(r.model_copy(update={"quantization": quant}), "llama", "/ckpt", "/out")
+        assert argv[argv.index("--dtype") + 1] == upstream
+    assert cmd.llmapi_spec(r, "/ckpt", "/engine")["dtype"] == upstream
+    pt = LLMRecipe(name="m", version=1, backend="tensorrtllm", runtime="pytorch", quantization="none",
+                   checkpoint={"path": "c"})
+    assert model_yaml(pt)["dtype"] == upstream
+
+
+def test_mixtral_converts_with_the_llama_converter_as_upstream_documents(monkeypatch):
+    monkeypatch.setenv("TRITONBUILD_TRTLLM_EXAMPLES", "/x/examples")
+    assert "mixtral" in SCRIPTS["llama"]["model_types_source"]
+    r = _recipe("int4_weight_only", "auto", 2, 1)
+    argv = cmd.convert_argv(r, "mixtral", "/ckpt", "/out")
+    assert argv[1] == "/x/" + SCRIPTS["llama"]["source"]["path"]
+    _check_flags(argv[2:], SCRIPTS["llama"], "mixtral")

@@ -17,7 +17,7 @@ from tritonbuild.backends.base import StepContext
 from tritonbuild.backends.common import checkpoint_root, copy_inputs
 from tritonbuild.backends.tensorrtllm import argv as cmd
 from tritonbuild.backends.tensorrtllm.memory import Architecture, memory_plan, tp_heads_problem
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe import GPU_SM, LLMRecipe
 from tritonbuild.core.hashing import sha256_input, sha256_json, tree_files
 from tritonbuild.core.paths import PathProblem, check_tree
 from tritonbuild.core.proc import python_module_argv, run_logged
@@ -140,16 +140,26 @@ def read_tokenizer(loaded: LoadedRecipe, ckpt: Path) -> tuple[Path, dict[str, st
     return tok, present
 
 
-def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
+def _check_model(loaded: LoadedRecipe, arch: Architecture, config: dict) -> None:
+    """What the recipe asks of this checkpoint that TensorRT-LLM cannot do: heads split over tp_size, and the
+    checkpoint's own bfloat16 (dtype: auto keeps it) on a GPU without bfloat16."""
     r: LLMRecipe = loaded.recipe
-    ckpt, config, files = read_checkpoint(loaded)
-    tok, tok_files = read_tokenizer(loaded, ckpt)
-    arch = Architecture.from_hf_config(config)
     if (heads := tp_heads_problem(arch, r.engine.tp_size)) is not None:
         route = "LLM-API (runtime: pytorch)" if r.runtime == "pytorch" else "engine"
         raise RecipeError(f"engine.tp_size: {heads}", where=loaded.where(("engine", "tp_size")),
                           hint=f"pick a tensor parallel size that divides the heads ({route} route), or spread "
                                "the GPUs with engine.pp_size")
+    if r.dtype == "auto" and config.get("torch_dtype") == "bfloat16" and GPU_SM[r.gpu] < 8.0:
+        raise RecipeError(f"dtype: auto keeps the checkpoint's bfloat16, which {r.gpu} (compute capability "
+                          f"{GPU_SM[r.gpu]}) lacks", where=loaded.where(("dtype",)), hint="set dtype: float16")
+
+
+def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
+    r: LLMRecipe = loaded.recipe
+    ckpt, config, files = read_checkpoint(loaded)
+    tok, tok_files = read_tokenizer(loaded, ckpt)
+    arch = Architecture.from_hf_config(config)
+    _check_model(loaded, arch, config)
     if r.runtime == "pytorch":
         prequantized = (ckpt / "hf_quant_config.json").is_file() or "quantization_config" in config
         if r.quantization != "none" and not prequantized:

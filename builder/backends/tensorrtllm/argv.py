@@ -21,13 +21,15 @@ class Family:
     parallel_embedding: bool = True  # --use_parallel_embedding accepted
 
 
-_LLAMA = Family("models/core/llama", frozenset({"int8", "fp8"}), True)
+# NOTE: --fp8_kv_cache of the llama and gemma converters sets the FP8 algorithm but calibrates nothing (only int8 KV
+# and SmoothQuant are calibrated): an FP8 KV cache goes through ModelOpt's quantize.py (--kv_cache_dtype fp8)
+_LLAMA = Family("models/core/llama", frozenset({"int8"}), True)
 _QWEN = Family("models/core/qwen", frozenset({"int8"}), True)
 _PHI = Family("models/core/phi", frozenset(), False, parallel_embedding=False)
 # model_type (HF config.json) → its converter
-FAMILIES = {"llama": _LLAMA, "mistral": _LLAMA, "qwen": _QWEN, "qwen2": _QWEN,
+FAMILIES = {"llama": _LLAMA, "mistral": _LLAMA, "mixtral": _LLAMA, "qwen": _QWEN, "qwen2": _QWEN,
             "gpt2": Family("models/core/gpt", frozenset({"int8"}), True),
-            "gemma": Family("models/core/gemma", frozenset({"int8", "fp8"}), False, gemma_cli=True,
+            "gemma": Family("models/core/gemma", frozenset({"int8"}), False, gemma_cli=True,
                             parallel_embedding=False),
             "phi": _PHI, "phi3": _PHI, "falcon": Family("models/contrib/falcon", frozenset(), True)}
 CONVERTERS = {k: f.script for k, f in FAMILIES.items()}
@@ -62,8 +64,8 @@ def family_problems(r: LLMRecipe, model_type: str) -> list[tuple]:
     kv = r.kv_cache.dtype
     if kv != "auto" and kv not in fam.kv_flags:
         has = ", ".join(sorted(fam.kv_flags)) or "none"
-        out.append((("kv_cache", "dtype"), f"{model_type}'s convert_checkpoint.py ({fam.script}) cannot quantize the "
-                    f"KV cache to {kv} (it supports: {has})",
+        out.append((("kv_cache", "dtype"), f"{model_type}'s convert_checkpoint.py ({fam.script}) cannot calibrate a "
+                    f"{kv} KV cache (it calibrates: {has})",
                     "use kv_cache.dtype: auto, or quantization: int4_awq / fp8 (ModelOpt's quantize.py calibrates "
                     "the KV cache for every family)"))
     if r.engine.use_parallel_embedding and not fam.parallel_embedding:
@@ -106,9 +108,9 @@ def convert_argv(r: LLMRecipe, model_type: str, checkpoint: str, out: str, pytho
         argv += ["--use_weight_only", "--weight_only_precision", "int4"]
     if e.use_parallel_embedding:
         argv.append("--use_parallel_embedding")
-    if r.kv_cache.dtype != "auto":
+    if r.kv_cache.dtype != "auto":  # int8 only (family_problems): the converter calibrates its scales
         argv.append(f"--{r.kv_cache.dtype}_kv_cache")
-        argv += calib  # the converter calibrates the KV scales
+        argv += calib
     return argv + parallel
 
 

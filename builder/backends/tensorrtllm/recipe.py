@@ -122,7 +122,9 @@ class LLMRecipe(Named):
     checkpoint: Checkpoint
     tokenizer: str | None = Field(None, description="Tokenizer directory (tokenizer.json, tokenizer_config.json); "
                                                     "default: the checkpoint directory.")
-    dtype: Literal["float16", "bfloat16"] = "float16"
+    dtype: Literal["auto", "float16", "bfloat16"] = Field(
+        "auto", description="Weights and activations: auto = the checkpoint's torch_dtype (float32 → float16), "
+                            "upstream's default in every converter, quantize.py and the LLM API.")
     quantization: Literal["int4_weight_only", "int4_awq", "fp8", "none"] = "int4_weight_only"
     engine: EngineLimits = Field(default_factory=EngineLimits)
     kv_cache: KVCache = Field(default_factory=KVCache)

@@ -23,7 +23,7 @@ def test_awq_goes_through_modelopt():
     r = _recipe(quantization="int4_awq")
     assert cmd.convert_argv(r, "llama", "/ckpt", "/out") == [
         "python3", "/app/tensorrt_llm/examples/quantization/quantize.py", "--model_dir", "/ckpt", "--dtype",
-        "float16", "--output_dir", "/out", "--qformat", "int4_awq", "--awq_block_size", "128", "--calib_size", "32",
+        "auto", "--output_dir", "/out", "--qformat", "int4_awq", "--awq_block_size", "128", "--calib_size", "32",
         "--tp_size", "1", "--pp_size", "1"]
 
 
