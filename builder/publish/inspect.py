@@ -5,7 +5,8 @@ from __future__ import annotations
 from tritonbuild.core.hashing import sha256_bytes
 from tritonbuild.publish import objects
 from tritonbuild.publish.lock import read_lock
-from tritonbuild.publish.protocol import live_version, open_for_read, pinned_config
+from tritonbuild.publish.planner import live_version, pinned_config
+from tritonbuild.publish.protocol import open_for_read
 from tritonbuild.repository.rules import VERSION_RE
 
 

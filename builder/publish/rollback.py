@@ -8,7 +8,8 @@ from tritonbuild.publish import objects
 from tritonbuild.publish.lock import TargetLock
 from tritonbuild.publish.models import TARGET_MANIFEST, TargetManifest
 from tritonbuild.publish.notify import notify_all
-from tritonbuild.publish.protocol import live_version, open_for_read, parse_remote, pinned_config, version_config_name
+from tritonbuild.publish.planner import live_version, parse_remote, pinned_config, version_config_name
+from tritonbuild.publish.protocol import open_for_read
 
 
 def rollback(target_url: str, model: str, to: int, *, endpoint_url: str | None = None,

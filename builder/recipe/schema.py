@@ -13,7 +13,8 @@ from tritonbuild.recipe.kinds import Kinds, recipe_types
 def recipe_schema_bytes(kinds: Kinds) -> bytes:
     """One schema for every registered recipe kind (the registry's recipe_kinds()): a union discriminated by
     'backend', so editors offer each kind's own keys and no other's."""
-    any_recipe = Annotated[Union[recipe_types(kinds)], Field(discriminator="backend")]  # noqa: UP007 - a union built at run time
+    # NOTE: Union[...] (not X | Y): the members are known only at run time
+    any_recipe = Annotated[Union[recipe_types(kinds)], Field(discriminator="backend")]  # noqa: UP007
     schema = TypeAdapter(any_recipe).json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://tritonbuild.dev/recipe.schema.json"

@@ -163,7 +163,7 @@ def test_dry_run_changes_nothing(cli, repo, tmp_path):
     r = cli("publish", out, f"file://{tmp_path}/pub", "--dry-run", "--json")
     assert r.exit_code == 0
     doc = json.loads(r.stdout)
-    assert doc["dry_run"] and [a["action"] for a in doc["actions"]] == ["upload", "switch"]
+    assert doc["dry_run"] and [a["action"] for a in doc["actions"]] == ["create", "upload", "switch"]
     assert list((tmp_path / "pub").iterdir()) == []
 
 

@@ -1,0 +1,263 @@
+"""The publish planner: what a publish does at a target, computed read-only from the repository and the target's
+state. `publish --dry-run` prints the plan; the real publish computes it under the lock and carries it out
+(protocol.py), so the two cannot disagree. Every refusal that depends only on the repository and the target's
+state is raised here, before anything is written: a published version with other content, a version_policy
+naming versions that are not complete, versions that cannot be served side by side."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tritonbuild.core.cas import FileEntry
+from tritonbuild.core.hashing import sha256_bytes
+from tritonbuild.errors import PublishError
+from tritonbuild.publish import objects
+from tritonbuild.publish.models import Action, PublishedModel, PublishedVersion, TargetManifest
+from tritonbuild.publish.target import Target
+from tritonbuild.repository.config import parse, render
+from tritonbuild.repository.manifest import Manifest, ManifestModel
+
+JOBS = 8
+
+
+def version_config_name(version: int) -> str:
+    """Each version's own config, kept beside config.pbtxt (Triton reads only config.pbtxt and version
+    directories; files in the model directory are ignored, like golden-v<N>.npz)."""
+    return f"config-v{version}.pbtxt"
+
+
+def pinned_config(config: bytes, live: list[int]) -> bytes:
+    model_config = parse(config)
+    model_config.ClearField("version_policy")
+    model_config.version_policy.specific.versions.extend(live)
+    if not live:
+        model_config.version_policy.specific.SetInParent()
+    return render(model_config)
+
+
+def parse_remote(config: bytes, where: str):
+    """A config.pbtxt read from a target: one that does not parse is a PublishError naming the object."""
+    from google.protobuf import text_format
+
+    try:
+        return parse(config)
+    except (text_format.ParseError, UnicodeDecodeError) as e:
+        raise PublishError(f"{where} at the target is not a valid Triton model config: {e}", where=where,
+                           hint="restore that object (publish the model again, or put back the file)") from None
+
+
+def live_version(config: bytes | None, where: str = "config.pbtxt") -> int | None:
+    if config is None:
+        return None
+    vp = parse_remote(config, where).version_policy
+    versions = list(vp.specific.versions) if vp.WhichOneof("policy_choice") == "specific" else []
+    return max(versions) if versions else None
+
+
+@dataclass(frozen=True)
+class VersionStep:
+    """One version of one model: the files to upload, its own config to store, the record it becomes."""
+
+    model: ManifestModel
+    files: dict[str, FileEntry]  # model-directory relative path → entry
+    todo: list[str]  # the files missing at the target or different there
+    own_config: bytes | None  # config-v<N>.pbtxt to store (None: stored by an earlier publish)
+    record: PublishedVersion
+    actions: list[Action]
+
+
+@dataclass(frozen=True)
+class ModelStep:
+    """One model: a placeholder config for a new model, its versions, then the switch."""
+
+    name: str
+    placeholder: bytes | None  # config.pbtxt pinning nothing, written first (a model new at the target)
+    versions: list[VersionStep]
+    config: bytes | None  # the new config.pbtxt (None: unchanged)
+    published: PublishedModel
+    create: list[Action] = field(default_factory=list)
+    switch: list[Action] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PublishPlan:
+    models: list[ModelStep]
+    state: TargetManifest  # the target manifest after the switches
+    orphans: list[Action]  # version directories an interrupted prune left (removed)
+    prune: list[Action]  # versions beyond --keep (forgotten, then removed)
+
+    @property
+    def actions(self) -> list[Action]:
+        """Every action, in the order the publish takes them."""
+        out = []
+        for step in self.models:
+            out += step.create + [action for version in step.versions for action in version.actions] + step.switch
+        return out + self.orphans + self.prune
+
+    @property
+    def upload_bytes(self) -> int:
+        return sum(version.files[rel].size for step in self.models for version in step.versions
+                   for rel in version.todo)
+
+
+def version_files(manifest: Manifest, model: ManifestModel) -> dict[str, FileEntry]:
+    """Model-directory relative path → entry, for the files that belong to version model.version."""
+    prefix = f"{model.name}/{model.version}/"
+    files = {k[len(model.name) + 1:]: v for k, v in manifest.files.items() if k.startswith(prefix)}
+    if model.goldens:
+        files[model.goldens[len(model.name) + 1:]] = manifest.files[model.goldens]
+    return files
+
+
+def group(manifest: Manifest) -> dict[str, list[ManifestModel]]:
+    """Model name → its versions in the repository, oldest first."""
+    out: dict[str, list[ManifestModel]] = {}
+    for model in manifest.models:
+        out.setdefault(model.name, []).append(model)
+    return {k: sorted(v, key=lambda model: model.version) for k, v in sorted(out.items())}
+
+
+def plan_publish(root: Path, manifest: Manifest, target: Target, state: TargetManifest, *, verification: str,
+                 keep: int | None) -> PublishPlan:
+    """What publishing root's repository onto target (whose manifest is `state`) does, without writing."""
+    models = dict(state.models)
+    steps = []
+    for name, versions in group(manifest).items():
+        step = _plan_model(root, manifest, target, state, name, versions, verification)
+        steps.append(step)
+        models[name] = step.published
+    after = TargetManifest(models=models)
+    orphans = _orphans(target, after) if keep is not None else []
+    live = {name: published.live for name, published in after.models.items() if published.live}
+    return PublishPlan(models=steps, state=after, orphans=orphans, prune=prune_actions(after, keep, live))
+
+
+def _plan_model(root: Path, manifest: Manifest, target: Target, state: TargetManifest, name: str,
+                versions: list[ManifestModel], verification: str) -> ModelStep:
+    current = objects.read_text(target, target.path(name, "config.pbtxt"))
+    published = state.models.get(name)
+    complete = dict(published.versions) if published else {}
+    local_config = (root / name / "config.pbtxt").read_bytes()
+    version_steps = []
+    for model in versions:
+        version = _plan_version(manifest, target, model, complete.get(model.version), local_config, verification)
+        version_steps.append(version)
+        complete[model.version] = version.record
+    own = {version.model.version: version.own_config for version in version_steps if version.own_config}
+    serving = _serving(target, name, local_config, versions[-1].version, complete, own)
+    new_config = pinned_config(local_config, serving)
+    create = [] if current is not None else [Action(
+        model=name, version=None, action="create", detail="config.pbtxt pinning no version (Triton loads nothing yet)")]
+    switch = [] if new_config == current else [Action(
+        model=name, version=serving[-1], action="switch",
+        detail=f"config.pbtxt pins version{'s' if len(serving) > 1 else ''} {', '.join(map(str, serving))}")]
+    return ModelStep(name=name, placeholder=None if current is not None else pinned_config(local_config, []),
+                     versions=version_steps, config=new_config if switch else None,
+                     published=PublishedModel(live=serving[-1], serving=serving if len(serving) > 1 else [],
+                                              config_sha256=sha256_bytes(new_config), versions=complete),
+                     create=create, switch=switch)
+
+
+def _plan_version(manifest: Manifest, target: Target, model: ManifestModel, done: PublishedVersion | None,
+                  local_config: bytes, verification: str) -> VersionStep:
+    files = version_files(manifest, model)
+    if done is not None:
+        if done.model_identity != model.model_identity or done.files != files:
+            raise PublishError(f"{model.name} version {model.version} is already published with different content; "
+                               "a published version is never rewritten", where=target.url,
+                               hint=f"bump 'version' in {model.recipe_path}, rebuild, verify, publish")
+        actions = [Action(model=model.name, version=model.version, action="unchanged",
+                          detail="already published, identical")]
+        todo: list[str] = []
+    else:
+        actions, todo = _file_actions(target, model, files)
+    record = done or PublishedVersion(files=files, source_manifest=manifest.digest, verification=verification,
+                                      model_identity=model.model_identity)
+    own = None
+    if record.config_sha256 is None:
+        # NOTE: stored before the switch, so a rollback to this version can restore its own interface.
+        own = pinned_config(local_config, [model.version])
+        record = record.model_copy(update={"config_sha256": sha256_bytes(own)})
+    return VersionStep(model=model, files=files, todo=todo, own_config=own, record=record, actions=actions)
+
+
+def _file_actions(target: Target, model: ManifestModel, files: dict[str, FileEntry]) -> tuple[list[Action], list]:
+    """upload or skip for each file of an incomplete version: skipped only when the object at the target has the
+    same size and sha256 (an interrupted upload is completed, never trusted)."""
+    remote = objects.remote_sizes(target, target.path(model.name))
+
+    def same(item: tuple[str, FileEntry]) -> bool:
+        rel, entry = item
+        return remote.get(rel) == entry.size and \
+            objects.remote_sha256(target, target.path(model.name, rel)) == entry.sha256
+
+    items = sorted(files.items())
+    with ThreadPoolExecutor(max_workers=JOBS) as pool:
+        present = list(pool.map(same, items))
+    actions = [Action(model=model.name, version=model.version, action="skip" if ok else "upload",
+                      path=f"{model.name}/{rel}", bytes=entry.size, detail="present with the same sha256" if ok else "")
+               for (rel, entry), ok in zip(items, present, strict=True)]
+    return actions, [rel for (rel, _entry), ok in zip(items, present, strict=True) if not ok]
+
+
+def _serving(target: Target, name: str, local_config: bytes, newest: int, complete: dict[int, PublishedVersion],
+             own: dict[int, bytes]) -> list[int]:
+    """The versions config.pbtxt pins: the recipe's version_policy (latest N up to the version published,
+    specific, all) over the versions complete at the target once this publish's are, so nothing half-written is
+    ever named. Triton serves every pinned version under one config.pbtxt: their own configs (config-v<N>.pbtxt,
+    stored or about to be: `own`) must match."""
+    vp = parse(local_config).version_policy
+    kind = vp.WhichOneof("policy_choice")
+    if kind == "specific":
+        serving = sorted(set(vp.specific.versions))
+        missing = [v for v in serving if v not in complete]
+        if missing:
+            raise PublishError(f"{name}: version_policy.specific names versions {missing}, which are not complete at "
+                               f"the target (complete: {sorted(complete)})", where=target.url,
+                               hint="publish those versions first (each from its build), or change the policy")
+    elif kind == "all":
+        serving = sorted(complete)
+    else:
+        n = vp.latest.num_versions if kind == "latest" else 1
+        serving = sorted(v for v in complete if v <= newest)[-max(n, 1):]
+    if len(serving) > 1:
+        mine = pinned_config(local_config, [])
+        for v in serving:
+            config = own.get(v) or (objects.read_text(target, target.path(name, version_config_name(v)))
+                                    if complete[v].config_sha256 else None)
+            if config is None or pinned_config(config, []) != mine:
+                why = "has no stored config" if config is None else "has another config (inputs, outputs or settings)"
+                raise PublishError(f"{name}: version {v} {why}; Triton serves every version a version_policy names "
+                                   f"under one config.pbtxt, so versions {serving} cannot be served side by side",
+                                   where=target.url, hint="serve one version (latest 1), or republish the "
+                                   "versions from builds with the same config; nothing was written to the target")
+    return serving
+
+
+def prune_actions(state: TargetManifest, keep: int | None, live: dict[str, int]) -> list[Action]:
+    """The complete versions beyond --keep (besides the live and served ones), newest kept first."""
+    if keep is None:
+        return []
+    out = []
+    for name, published in state.models.items():
+        live_v = live.get(name, published.live)
+        others = sorted((v for v in published.versions if v != live_v and v not in published.serving), reverse=True)
+        for v in others[keep - 1:]:
+            out.append(Action(model=name, version=v, action="prune", detail=f"older than the {keep} kept"))
+    return out
+
+
+def _orphans(target: Target, state: TargetManifest) -> list[Action]:
+    """Version directories older than the live one that the manifest no longer lists: left by a prune that
+    was interrupted between forgetting and deleting them."""
+    from tritonbuild.repository.rules import VERSION_RE
+
+    out = []
+    for name, published in state.models.items():
+        present = {int(v) for v in objects.subdirs(target, target.path(name)) if VERSION_RE.match(v)}
+        for v in sorted(present - set(published.versions)):
+            if published.live is not None and v < published.live:
+                out.append(Action(model=name, version=v, action="prune", detail="left by an interrupted prune"))
+    return out

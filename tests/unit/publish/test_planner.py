@@ -1,0 +1,108 @@
+"""The publish planner: `publish --dry-run` says what the real publish then does, action for action, over the
+version-policy matrix (latest 1, latest N, all, specific) with --keep; and what the target's state refuses is
+refused before anything is written, by the dry run too."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PY_MODEL, PY_RECIPE
+from tritonbuild.publish.planner import parse_remote
+
+
+def _fake_verified(out: Path) -> None:
+    """A passing report for out's manifest (the gate only reads it; verify is not what is tested here)."""
+    from tritonbuild.core.hashing import pretty_json
+    from tritonbuild.repository.manifest import REPORT_NAME, read_manifest
+    from tritonbuild.verify.models import VerificationReport
+
+    report = VerificationReport(manifest_digest=read_manifest(out).digest, toolchain={}, static=[], models=[],
+                                passed=True)
+    (out / REPORT_NAME).write_bytes(pretty_json(report.model_dump(mode="json")))
+
+
+@pytest.fixture
+def build(cli, tmp_path):
+    """build(versions, policy, factor=...) → a verified OUT holding those versions of model 'doubler'."""
+
+    def _build(versions: tuple[int, ...], policy: str | None, factor: int = 2, tensor: str = "X") -> Path:
+        src = tmp_path / f"src-{'-'.join(map(str, versions))}-{factor}-{tensor}"
+        src.mkdir()
+        (src / "model.py").write_text(PY_MODEL.replace("x * 2", f"x * {factor}").replace('"X"', f'"{tensor}"'))
+        recipes = []
+        for v in versions:
+            text = PY_RECIPE.replace("version: 1", f"version: {v}").replace("name: X", f"name: {tensor}").lstrip()
+            recipes.append(src / f"r{v}.yaml")
+            recipes[-1].write_text(text + (f"version_policy: {policy}\n" if policy else ""))
+        out = src / "out"
+        result = cli("build", *recipes, "-o", out)
+        assert result.exit_code == 0, result.stderr
+        _fake_verified(out)
+        return out
+
+    return _build
+
+
+def _actions(result) -> list[tuple]:
+    assert result.exit_code == 0, result.stderr
+    return [(a["model"], a["version"], a["action"], a["path"], a["bytes"], a["detail"])
+            for a in json.loads(result.stdout)["actions"]]
+
+
+def _pinned(pub: Path) -> list[int]:
+    return sorted(parse_remote((pub / "doubler" / "config.pbtxt").read_bytes(), "config.pbtxt")
+                  .version_policy.specific.versions)
+
+
+# (version_policy, the versions each successive OUT holds, the versions config.pbtxt pins after each publish)
+MATRIX = [
+    (None, [(1,), (2,), (3,)], [[1], [2], [3]]),
+    ("{latest: 2}", [(1,), (2,), (3,)], [[1], [1, 2], [2, 3]]),
+    ("{all: true}", [(1,), (2,), (3,)], [[1], [1, 2], [1, 2, 3]]),
+    ("{specific: [1, 2]}", [(1, 2), (1, 2, 3)], [[1, 2], [1, 2]]),  # one model.py: 1 and 2 stay identical
+]
+
+
+@pytest.mark.parametrize(("policy", "outs", "pins"), MATRIX, ids=["latest-1", "latest-2", "all", "specific"])
+def test_dry_run_and_real_run_take_the_same_actions(cli, build, tmp_path, policy, outs, pins):
+    target, pub = f"file://{tmp_path}/pub", tmp_path / "pub"
+    for i, (versions, pinned) in enumerate(zip(outs, pins, strict=True)):
+        out = build(versions, policy, factor=2 if len(versions) > 1 else i + 2)
+        before = sorted(p.relative_to(pub).as_posix() for p in pub.rglob("*")) if pub.exists() else []
+        dry = _actions(cli("publish", out, target, "--keep", "1", "--dry-run", "--json"))
+        assert (sorted(p.relative_to(pub).as_posix() for p in pub.rglob("*")) if pub.exists() else []) == before
+        real = _actions(cli("publish", out, target, "--keep", "1", "--json"))
+        assert dry == real, f"publish {i + 1} ({versions}, version_policy {policy})"
+        assert _pinned(pub) == pinned
+        switches = [detail for _m, _v, action, _p, _b, detail in real if action == "switch"]
+        if switches:  # the switch says what config.pbtxt now pins
+            assert switches == [f"config.pbtxt pins version{'s' if len(pinned) > 1 else ''} "
+                                f"{', '.join(map(str, pinned))}"]
+        pruned = {v for _m, v, action, *_ in real if action == "prune"}
+        assert not any((pub / "doubler" / str(v)).exists() for v in pruned)
+        assert all((pub / "doubler" / str(v)).is_dir() for v in pinned)
+    # the last OUT again, without --keep (specific [1, 2] with --keep 1 pruned the unserved version 3): then once
+    # more, when every version is already there
+    for expected in (None, {"unchanged"}):
+        again = _actions(cli("publish", out, target, "--dry-run", "--json"))
+        assert again == _actions(cli("publish", out, target, "--json"))
+        assert expected is None or {action for _m, _v, action, *_ in again} == expected, again
+
+
+def test_versions_that_cannot_be_served_side_by_side_are_refused_before_any_upload(cli, build, tmp_path):
+    target, pub = f"file://{tmp_path}/pub", tmp_path / "pub"
+    for v in (1, 2):
+        assert cli("publish", build((v,), "{latest: 2}", factor=v + 1), target).exit_code == 0
+    other_interface = build((3,), "{latest: 2}", tensor="A")
+    before = {p.relative_to(pub).as_posix(): p.read_bytes() for p in pub.rglob("*") if p.is_file()}
+    for dry in (["--dry-run"], []):
+        result = cli("publish", other_interface, target, *dry)
+        assert result.exit_code == 7 and "cannot be served side by side" in result.stderr, result.stderr
+        assert "nothing was written to the target" in result.stderr
+        # NOTE: the lock is taken and released by the real run: compare everything else
+        after = {p.relative_to(pub).as_posix(): p.read_bytes() for p in pub.rglob("*") if p.is_file()}
+        assert after == before
+    assert not (pub / "doubler" / "3").exists() and _pinned(pub) == [1, 2]
