@@ -20,7 +20,7 @@ def _fake_verified(out: Path) -> None:
     from tritonbuild.verify.models import VerificationReport
 
     report = VerificationReport(manifest_digest=read_manifest(out).digest, toolchain={}, static=[], models=[],
-                                passed=True)
+                                passed=True).signed()  # with the test's own machine key
     (out / REPORT_NAME).write_bytes(pretty_json(report.model_dump(mode="json")))
 
 
