@@ -2,15 +2,36 @@
 # Serve /models: baked into the image, or pulled from a tritonbuild publish target at start
 # (TRITONBUILD_TARGET=s3://bucket/prefix; the TensorRT-LLM backend needs the engine on local disk).
 set -euo pipefail
+MODELS="${TRITONBUILD_MODELS:-/models}"
 if [ -n "${TRITONBUILD_TARGET:-}" ]; then
   case "$TRITONBUILD_TARGET" in
-    s3://*) aws s3 sync --no-progress --delete "$TRITONBUILD_TARGET" /models ${AWS_ENDPOINT_URL:+--endpoint-url "$AWS_ENDPOINT_URL"} ;;
+    s3://*) aws s3 sync --no-progress --delete "$TRITONBUILD_TARGET" "$MODELS" ${AWS_ENDPOINT_URL:+--endpoint-url "$AWS_ENDPOINT_URL"} ;;
     *) echo "entrypoint: only s3:// targets are synced here; got $TRITONBUILD_TARGET" >&2; exit 2 ;;
   esac
 fi
-# A multi-GPU (or multi-instance) TensorRT-LLM model runs in orchestrator mode: its manifest entry says so.
-if grep -Eq '"TRTLLM_ORCHESTRATOR": *"1"' /models/tritonbuild-manifest.json 2>/dev/null; then
-  export TRTLLM_ORCHESTRATOR=1
+# A multi-GPU (or multi-instance) TensorRT-LLM model runs in orchestrator mode; its manifest entry says how
+# upstream's launcher starts it (llm.server_launch: environment, `mpirun -n 1`, memory-pool arguments).
+launch=()
+extra=()
+if [ -f "$MODELS/tritonbuild-manifest.json" ]; then
+  while IFS=$'\t' read -r kind value; do
+    case "$kind" in
+      env) export "${value?}" ;;
+      launcher) read -r -a launch <<< "$value" ;;
+      arg) extra+=("$value") ;;
+    esac
+  done < <(python3 - "$MODELS/tritonbuild-manifest.json" <<'PY'
+import json, sys
+lines = []
+for m in json.load(open(sys.argv[1])).get("models", []):
+    spec = (m.get("llm") or {}).get("server_launch") or {}
+    lines += [("env", f"{k}={v}") for k, v in sorted(spec.get("env", {}).items())]
+    lines += [("launcher", " ".join(spec["launcher"]))] if spec.get("launcher") else []
+    lines += [("arg", a) for a in spec.get("args", [])]
+for line in dict.fromkeys(lines):
+    print(*line, sep="\t")
+PY
+)
 fi
-exec tritonserver --model-repository=/models --model-control-mode="${TRITON_MODEL_CONTROL:-none}" \
-  --strict-readiness=true "$@"
+exec "${launch[@]}" tritonserver --model-repository="$MODELS" --model-control-mode="${TRITON_MODEL_CONTROL:-none}" \
+  --strict-readiness=true "${extra[@]}" "$@"

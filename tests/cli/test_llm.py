@@ -298,3 +298,39 @@ def test_dtype_auto_keeps_a_bfloat16_checkpoint_and_is_refused_where_the_gpu_lac
     (llm_dir / "llm.yaml").write_text(text.replace("gpu: H200", "gpu: T4"))
     r = cli("plan", llm_dir / "llm.yaml")
     assert r.exit_code == 3 and "dtype: auto keeps the checkpoint's bfloat16" in r.stderr
+
+
+def test_the_serving_entrypoint_launches_orchestrator_mode_as_upstreams_launcher(cli, llm_dir, tmp_path):
+    """Four instances of a one-GPU engine run in orchestrator mode: the entrypoint of the serving image reads the
+    manifest and starts tritonserver the way tensorrtllm_backend's launch_triton_server.py --multi_model does."""
+    import os
+    import stat
+    import subprocess
+
+    _edit(llm_dir / "llm.yaml", "repository_mount: /models",
+          "repository_mount: /models\n  gpu_device_ids: [0, 1, 2, 3]")
+    out = tmp_path / "OUT"
+    assert cli("build", llm_dir / "llm.yaml", "-o", out, "--engine", f"tiny-llama={ENGINE}").exit_code == 0
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("mpirun", "tritonserver"):  # record argv and environment instead of starting anything
+        (bin_dir / name).write_text(f'#!/bin/sh\necho "{name} $* TRTLLM_ORCHESTRATOR=$TRTLLM_ORCHESTRATOR '
+                                    f'SPAWN=$TRTLLM_ORCHESTRATOR_SPAWN_PROCESSES"\n')
+        (bin_dir / name).chmod(stat.S_IRWXU)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TRITONBUILD_MODELS": str(out)}
+    got = subprocess.run(["bash", str(ROOT / "ci/docker/entrypoint.sh")], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    up = load("tensorrtllm_backend")["orchestrator_launch"]
+    assert got[:len(up["launcher"])] == up["launcher"] and got[len(up["launcher"])] == "tritonserver"
+    pools = [up["per_gpu_arg"].format(gpu=g) for g in range(4)]
+    assert set(up["args"] + pools) <= set(got) and f"--model-repository={out}" in got
+    assert f"TRTLLM_ORCHESTRATOR={up['env']['TRTLLM_ORCHESTRATOR']}" in got
+    assert f"SPAWN={up['env']['TRTLLM_ORCHESTRATOR_SPAWN_PROCESSES']}" in got
+    # one GPU, one instance: a plain start
+    single = tmp_path / "ONE"
+    assert cli("build", ROOT / "recipes/examples/tiny-llama-int4.yaml", "-o", single,
+               "--engine", f"tiny-llama={ENGINE}").exit_code == 0
+    env["TRITONBUILD_MODELS"] = str(single)
+    plain = subprocess.run(["bash", str(ROOT / "ci/docker/entrypoint.sh")], env=env, capture_output=True,
+                           text=True, check=True).stdout.split()
+    assert plain[0] == "tritonserver" and not set(up["args"]) & set(plain)

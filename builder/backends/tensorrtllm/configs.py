@@ -113,7 +113,19 @@ UNGUARDED_EMPTY = ("tokenizer_dir", "xgrammar_tokenizer_info_path", "guided_deco
 
 
 EXECUTOR_WORKER = "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker"  # upstream template's value
-ORCHESTRATOR_ENV = {"TRTLLM_ORCHESTRATOR": "1"}
+# How tensorrtllm_backend's launcher (scripts/launch_triton_server.py --multi_model) starts orchestrator mode: one
+# MPI rank, the spawned executor workers own the GPUs, so Triton keeps no pinned or CUDA memory pools on them
+ORCHESTRATOR_ENV = {"TRTLLM_ORCHESTRATOR": "1", "TRTLLM_ORCHESTRATOR_SPAWN_PROCESSES": "1"}
+ORCHESTRATOR_MPI = ["mpirun", "--allow-run-as-root", "-n", "1"]
+ORCHESTRATOR_ARGS = ["--pinned-memory-pool-byte-size=0", "--enable-peer-access=false"]
+
+
+def server_launch(r: LLMRecipe) -> dict:
+    """The environment, launcher prefix and tritonserver arguments this group needs ({} = a plain start)."""
+    if not needs_orchestrator(r):
+        return {}
+    pools = [f"--cuda-memory-pool-byte-size={gpu}:0" for gpu in sorted(set(r.serving.gpu_device_ids))]
+    return {"env": ORCHESTRATOR_ENV, "launcher": ORCHESTRATOR_MPI, "args": ORCHESTRATOR_ARGS + pools}
 
 
 def needs_orchestrator(r: LLMRecipe) -> bool:

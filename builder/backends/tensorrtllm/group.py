@@ -97,7 +97,7 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
                 quant.get("kv_cache_quant_algo"), "trtllm_version": engine.get("version"),
                 "serving_image": r.image.triton_image, "engine_path": engine_path,
                 "world_size": r.engine.tp_size * r.engine.pp_size,
-                "server_env": cfg.ORCHESTRATOR_ENV if cfg.needs_orchestrator(r) else {},
+                "server_env": cfg.server_launch(r).get("env", {}), "server_launch": cfg.server_launch(r),
                 "memory_plan": built_model.plan.extras.get("memory_plan")}
     identity = {names.tensorrt_llm: sha256_json({k: e.sha256 for k, e in engine_files.items()}),
                 names.preprocessing: sha256_json({k: e.sha256 for k, e in tok_files.items()}),
