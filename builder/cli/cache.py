@@ -8,12 +8,12 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from tritonbuild.cli.app import app
 from tritonbuild.cli.common import (
     _json,
     cache_dir_option,
     json_option,
     main,
-    out,
     print_table,
 )
 
@@ -54,7 +54,7 @@ def cache_ls_command(cache_dir: Path | None, as_json: bool) -> None:
         table.add_row(row["key"][:16], row["kind"], row["model"], str(row["files"]), str(row["bytes"]),
                       row["last_used"])
     print_table(table)
-    out.print(f"{len(rows)} entries in {store.root}")
+    app().out.print(f"{len(rows)} entries in {store.root}")
 
 
 @cache_group.command("gc")
@@ -70,8 +70,8 @@ def cache_gc_command(max_size: str, cache_dir: Path | None, as_json: bool) -> No
     if as_json:
         _json(result)
     else:
-        out.print(f"evicted {len(result['evicted_records'])} entries, freed {result['freed_bytes']} bytes, "
-                  f"kept {result['kept_bytes']} bytes")
+        app().out.print(f"evicted {len(result['evicted_records'])} entries, freed {result['freed_bytes']} bytes, "
+                        f"kept {result['kept_bytes']} bytes")
 
 
 @cache_group.command("verify")
@@ -85,5 +85,5 @@ def cache_verify_command(cache_dir: Path | None, as_json: bool) -> None:
     if as_json:
         _json(result)
     else:
-        out.print(f"{result['blobs_checked']} files checked, {len(result['corrupt_blobs'])} corrupt, "
-                  f"{len(result['evicted_records'])} entries evicted")
+        app().out.print(f"{result['blobs_checked']} files checked, {len(result['corrupt_blobs'])} corrupt, "
+                        f"{len(result['evicted_records'])} entries evicted")

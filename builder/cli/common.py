@@ -12,12 +12,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from tritonbuild import __version__
-from tritonbuild.cli.app import QUIET, VERBOSE, Application, _console, app
+from tritonbuild.cli.app import QUIET, VERBOSE, Application, app
 from tritonbuild.errors import MultipleErrors, TritonBuildError, UsageError
-
-# The consoles every command prints through; the Application of each invocation owns them (quiet, JSON).
-out = _console(False)
-err = _console(True)
 
 
 class Group(click.Group):
@@ -26,9 +22,8 @@ class Group(click.Group):
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         args = list(sys.argv[1:] if args is None else args)
-        application = Application(out, err)
+        application = Application()  # its own consoles: every line a command prints goes through it
         application.json = "--json" in args  # before parsing: a usage error must honour it too
-        out.quiet = False
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, obj=application, **extra)
         except click.UsageError as e:
@@ -38,7 +33,7 @@ class Group(click.Group):
             e.show()
             sys.exit(e.exit_code)
         except click.Abort:
-            err.print("interrupted")
+            application.err.print("interrupted")
             sys.exit(130)
         sys.exit(rv if isinstance(rv, int) else 0)
 
@@ -56,19 +51,20 @@ class Group(click.Group):
         super().add_command(cmd, name)
 
     def invoke(self, ctx: click.Context):
+        application = ctx.find_object(Application) or Application()
         try:
             return super().invoke(ctx)
         except TritonBuildError as e:
-            _emit_error(ctx.find_object(Application) or Application(out, err), e)
+            _emit_error(application, e)
             sys.exit(e.exit_code)
         except (KeyboardInterrupt, click.Abort):
-            err.print("interrupted")
+            application.err.print("interrupted")
             sys.exit(130)
         except (click.exceptions.Exit, click.ClickException):
             raise
         except Exception:  # noqa: BLE001 - a bug: show the traceback and ask for a report
-            err.print_exception()
-            err.print("[bold red]internal error[/]: this is a tritonbuild bug; please report it with the "
+            application.err.print_exception()
+            application.err.print("[bold red]internal error[/]: this is a tritonbuild bug; please report it with the "
                       "traceback above", markup=True)
             sys.exit(1)
 
@@ -89,9 +85,9 @@ def _emit_error(application: Application, e: TritonBuildError) -> None:
     errors = e.errors if isinstance(e, MultipleErrors) else [e]
     for one in errors:
         where = f"{one.where}: " if one.where else ""
-        err.print(f"[bold red]error[/] ({one.kind}): {escape(where + one.message)}", markup=True)
+        application.err.print(f"[bold red]error[/] ({one.kind}): {escape(where + one.message)}", markup=True)
         if one.hint:
-            err.print(f"  [dim]fix:[/] {escape(one.hint)}", markup=True)
+            application.err.print(f"  [dim]fix:[/] {escape(one.hint)}", markup=True)
 
 
 def _json(obj) -> None:

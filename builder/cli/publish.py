@@ -12,11 +12,9 @@ from tritonbuild.cli.app import Application, PlainProgress, app
 from tritonbuild.cli.common import (
     _json,
     endpoint_option,
-    err,
     existing_dir,
     json_option,
     main,
-    out,
     print_table,
 )
 
@@ -36,10 +34,10 @@ class _TransferReporter:
         )
 
         self.enabled = not (application.json or application.quiet)
-        self.rich = self.enabled and err.is_terminal
+        self.rich = self.enabled and application.err.is_terminal
         self.console = application.err
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                                 TransferSpeedColumn(), TimeRemainingColumn(), console=err, transient=True)
+                                 TransferSpeedColumn(), TimeRemainingColumn(), console=application.err, transient=True)
         self.task = None
         self.plain: PlainProgress | None = None
         self.total = self.done = 0
@@ -106,8 +104,8 @@ def publish_command(repository: Path, target: str, endpoint_url: str | None, ski
     from tritonbuild.errors import PublishError
 
     if skip_verify:
-        err.print("[bold yellow]WARNING[/]: --skip-verify: publishing an UNVERIFIED repository; the target "
-                  "manifest records it", markup=True)
+        app().err.print("[bold yellow]WARNING[/]: --skip-verify: publishing an UNVERIFIED repository; the target "
+                        "manifest records it", markup=True)
     existing_dir(repository)
     receipt = api.publish(repository, target, endpoint_url=endpoint_url, skip_verify=skip_verify, keep=keep,
                           notify=notify, dry_run=dry_run, break_lock=break_lock, reverify=reverify,
@@ -133,12 +131,12 @@ def publish_command(repository: Path, target: str, endpoint_url: str | None, ski
                           str(action.bytes or ""), action.detail)
         print_table(table)
         verb = "would publish" if dry_run else "published"
-        out.print(f"{verb} manifest {receipt.manifest_digest[:16]} to {receipt.target} "
-                  f"({receipt.uploaded_bytes} bytes uploaded in {receipt.seconds:.1f}s; verification "
-                  f"{receipt.verification})")
-        out.print(f"tritonserver --model-repository={receipt.triton_url}")
+        app().out.print(f"{verb} manifest {receipt.manifest_digest[:16]} to {receipt.target} "
+                        f"({receipt.uploaded_bytes} bytes uploaded in {receipt.seconds:.1f}s; verification "
+                        f"{receipt.verification})")
+        app().out.print(f"tritonserver --model-repository={receipt.triton_url}")
         for n in receipt.notified:
-            out.print(f"notify {n['server']} load {n['model']}: {'ok' if n['ok'] else 'FAILED'} {n['message']}")
+            app().out.print(f"notify {n['server']} load {n['model']}: {'ok' if n['ok'] else 'FAILED'} {n['message']}")
     if error:
         raise error
 
@@ -156,8 +154,8 @@ def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
         _json(info)
         return
     if not info["models"]:
-        out.print(f"nothing published here: {info['target']} holds no tritonbuild models")
-        out.print(f"publish one with: tritonbuild publish OUT {info['target']}")
+        app().out.print(f"nothing published here: {info['target']} holds no tritonbuild models")
+        app().out.print(f"publish one with: tritonbuild publish OUT {info['target']}")
         if info.get("lock"):
             _print_lock(info["lock"])
         return
@@ -167,18 +165,18 @@ def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
         table.add_row(row["name"], live, ",".join(map(str, row["complete"])) or "-",
                       ",".join(map(str, row["present"])) or "-", row["verification"] or "-", "; ".join(row["notes"]))
     print_table(table)
-    out.print(f"manifest sha256: {info['manifest_sha256'] or '-'}")
+    app().out.print(f"manifest sha256: {info['manifest_sha256'] or '-'}")
     _print_lock(info.get("lock"))
-    out.print(f"tritonserver --model-repository={info['triton_url']}")
+    app().out.print(f"tritonserver --model-repository={info['triton_url']}")
 
 
 def _print_lock(lock: dict | None) -> None:
     if not lock:
-        out.print("lock: none")
+        app().out.print("lock: none")
         return
     state = {"live": f"lease until {lock['expires_at']}", "expired": f"lease EXPIRED at {lock['expires_at']} "
              "(the next publish breaks it)", "no-expiry": "no expiry (--break-lock removes it)"}[lock["state"]]
-    out.print(f"lock: held by {lock['holder'] or lock['host']} pid {lock['pid']} since {lock['since']}, {state}")
+    app().out.print(f"lock: held by {lock['holder'] or lock['host']} pid {lock['pid']} since {lock['since']}, {state}")
 
 
 @main.command("rollback")
@@ -202,13 +200,13 @@ def rollback_command(target: str, model: str, to: int, endpoint_url: str | None,
     if as_json:
         _json(result)
     else:
-        out.print(f"{model}: live version {result['previous']} → {result['live']} at {result['target']} "
-                  f"(config {result['config_restored']}"
-                  f"{', a different interface' if result['interface_changed'] else ''})")
+        app().out.print(f"{model}: live version {result['previous']} → {result['live']} at {result['target']} "
+                        f"(config {result['config_restored']}"
+                        f"{', a different interface' if result['interface_changed'] else ''})")
         if result.get("lock_broken"):
-            err.print(f"warning: {result['lock_broken']}", markup=False)
+            app().err.print(f"warning: {result['lock_broken']}", markup=False)
         for n in result["notified"]:
-            out.print(f"  notify {n['server']}: {'loaded' if n['ok'] else 'FAILED: ' + str(n['message'])}")
+            app().out.print(f"  notify {n['server']}: {'loaded' if n['ok'] else 'FAILED: ' + str(n['message'])}")
     if any(not n["ok"] for n in result["notified"]):
         sys.exit(PublishError.exit_code)
 
@@ -233,4 +231,4 @@ def deploy_snippets_command(repository: Path, output: Path, name: str, image: st
     if as_json:
         _json({"path": str(path), "startup_budget_s": budget})
     else:
-        out.print(f"wrote {path} (startup budget {budget} s)")
+        app().out.print(f"wrote {path} (startup budget {budget} s)")

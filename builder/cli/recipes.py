@@ -17,10 +17,8 @@ from tritonbuild.cli.common import (
     cache_dir_option,
     cache_url_option,
     changed_since_option,
-    err,
     json_option,
     main,
-    out,
     print_table,
     recipes_arg,
 )
@@ -40,7 +38,7 @@ def validate_command(recipes: tuple[Path, ...], as_json: bool) -> None:
         return
     for loaded_recipe in loaded:
         recipe = loaded_recipe.recipe
-        out.print(f"ok  {loaded_recipe.path}  ({recipe.name} v{recipe.version}, {recipe.backend})")
+        app().out.print(f"ok  {loaded_recipe.path}  ({recipe.name} v{recipe.version}, {recipe.backend})")
 
 
 @main.command("plan")
@@ -79,7 +77,7 @@ def plan_command(recipes: tuple[Path, ...], matrix: str | None, cache_dir: Path 
         mem = model_plan.extras.get("memory_plan")
         if mem:
             _render_memory(model_plan.name, model_plan.extras.get("architecture", {}), mem)
-    out.print("toolchain: " + ", ".join(f"{k} {v}" for k, v in sorted(plan.toolchain.items())))
+    app().out.print("toolchain: " + ", ".join(f"{k} {v}" for k, v in sorted(plan.toolchain.items())))
 
 
 def _render_memory(name: str, arch: dict, mem: dict) -> None:
@@ -95,9 +93,9 @@ def _render_memory(name: str, arch: dict, mem: dict) -> None:
                                     f"({mem['kv_bytes_per_token']} bytes)")
     t.add_row("KV pool per GPU", f"{mem['kv_pool_bytes_per_gpu'] / gib:.2f} GiB → {mem['max_kv_tokens']:,} tokens")
     t.add_row("sequences at max_seq_len", str(mem["max_sequences_at_max_seq_len"]))
-    out.print(t)
+    app().out.print(t)
     for note in mem["notes"]:
-        out.print(f"  note: {note}")
+        app().out.print(f"  note: {note}")
 
 
 @main.command("build")
@@ -132,7 +130,7 @@ def build_command(recipes: tuple[Path, ...], output: Path, force: bool, engines:
                                                 progress=progress, engines=given, strict=strict,
                                                 cache_url=cache_url, changed_since=changed_since)
     for warning in result.warnings:
-        err.print(f"[yellow]warning[/]: {escape(warning)}", markup=True)
+        app().err.print(f"[yellow]warning[/]: {escape(warning)}", markup=True)
     if as_json:
         _json({"output": str(output), "manifest_digest": manifest.digest, "warnings": result.warnings,
                "models": [{"name": built.plan.name, "version": built.plan.version,
@@ -144,7 +142,7 @@ def build_command(recipes: tuple[Path, ...], output: Path, force: bool, engines:
             table.add_row(built.plan.name, str(built.plan.version), outcome.kind, outcome.status, outcome.reason,
                           f"{outcome.seconds:.2f}")
     print_table(table)
-    out.print(f"wrote {output} ({len(manifest.files)} files, manifest {manifest.digest[:16]})")
+    app().out.print(f"wrote {output} ({len(manifest.files)} files, manifest {manifest.digest[:16]})")
     app().detail("toolchain: " + ", ".join(f"{k} {v}" for k, v in sorted(result.toolchain.items())))
 
 

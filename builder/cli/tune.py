@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from tritonbuild.cli.common import _json, _progress, json_option, main, out
+from tritonbuild.cli.app import app
+from tritonbuild.cli.common import _json, _progress, json_option, main
 
 
 def _ints(_ctx, _param, value: str | None) -> list[int] | None:
@@ -72,23 +73,23 @@ def tune_command(repository: Path, model: str, recipe_path: Path | None, server_
         _json(report)
         return
     winner = report["winner"]
-    out.print(f"{report['model']}: {winner['label']}  ({report['search']} search, {report['measurements_made']} "
-              f"measurements of {report['grid_measurements']} in the grid, {report['measurement_share']:.0%}; "
-              f"{report['paired_measurements']} paired)")
-    out.print(f"  {report['verdict']}")
+    app().out.print(f"{report['model']}: {winner['label']}  ({report['search']} search, {report['measurements_made']} "
+                    f"measurements of {report['grid_measurements']} in the grid, {report['measurement_share']:.0%}; "
+                    f"{report['paired_measurements']} paired)")
+    app().out.print(f"  {report['verdict']}")
     for load, c in report["comparison"].items():
         interval = f" [{c['low']}–{c['high']}]" if c.get("low") is not None else ""
-        out.print(f"  {load:>6}: {c['tuned']['throughput']:9.0f} req/s  p99 {c['tuned']['p99_ms']:.2f} ms   "
-                  f"default {c['default']['throughput']:9.0f} req/s  p99 {c['default']['p99_ms']:.2f} ms   "
-                  f"{c['ratio']}x{interval}")
+        app().out.print(f"  {load:>6}: {c['tuned']['throughput']:9.0f} req/s  p99 {c['tuned']['p99_ms']:.2f} ms   "
+                        f"default {c['default']['throughput']:9.0f} req/s  p99 {c['default']['p99_ms']:.2f} ms   "
+                        f"{c['ratio']}x{interval}")
     if report["pick"]["runner_up"]:
-        out.print(f"  pick: {report['pick']['text']}")
-    out.print(f"  load generator ceiling: {report['ceiling']['throughput']:.0f} req/s "
-              f"({report['machine']['load_processes']} processes)")
+        app().out.print(f"  pick: {report['pick']['text']}")
+    app().out.print(f"  load generator ceiling: {report['ceiling']['throughput']:.0f} req/s "
+                    f"({report['machine']['load_processes']} processes)")
     for rejected in report["rejections"]:
-        out.print(f"  not chosen {rejected['label']}: {rejected['cause']} ({rejected['decided_by']}): "
-                  f"{rejected['detail']}")
+        app().out.print(f"  not chosen {rejected['label']}: {rejected['cause']} ({rejected['decided_by']}): "
+                        f"{rejected['detail']}")
     for note in report["notes"]:
-        out.print(f"  note: {note}")
-    out.print(f"report: {report['report_dir']}/tune-report.json; patch: tune-patch.yaml"
-              + ("; recipe updated" if report.get("applied_to") else ""))
+        app().out.print(f"  note: {note}")
+    app().out.print(f"report: {report['report_dir']}/tune-report.json; patch: tune-patch.yaml"
+                    + ("; recipe updated" if report.get("applied_to") else ""))

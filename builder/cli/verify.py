@@ -11,15 +11,14 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from tritonbuild.cli.app import app
 from tritonbuild.cli.common import (
     _json,
     _progress,
     endpoint_option,
-    err,
     existing_dir,
     json_option,
     main,
-    out,
     print_table,
 )
 
@@ -53,10 +52,10 @@ def verify_command(repository: str, server_url: str | None, record: bool, force:
         if as_json:
             _json(result)
         else:
-            out.print(f"{result['target']}: {result['objects_checked']} objects checked")
+            app().out.print(f"{result['target']}: {result['objects_checked']} objects checked")
             for problem in result["problems"]:
-                out.print(f"  FAIL {problem}")
-            out.print("PASSED" if result["passed"] else "FAILED")
+                app().out.print(f"  FAIL {problem}")
+            app().out.print("PASSED" if result["passed"] else "FAILED")
         if not result["passed"]:
             sys.exit(VerifyError.exit_code)
         return
@@ -73,11 +72,12 @@ def verify_command(repository: str, server_url: str | None, record: bool, force:
         _render_report(report)
     if not report.passed:
         if not as_json:
-            err.print("[bold red]verification failed[/]", markup=True)
+            app().err.print("[bold red]verification failed[/]", markup=True)
         sys.exit(VerifyError.exit_code)
 
 
 def _render_report(report) -> None:
+    out = app().out
     bad = [check for check in report.static if not check.ok]
     out.print(f"static checks: {len(report.static) - len(bad)}/{len(report.static)} passed")
     for check in bad:
@@ -174,20 +174,20 @@ def serve_command(repository: str, http_port: int, grpc_port: int, metrics_port:
         if as_json:
             _json(info)
         else:
-            out.print(f"tritonserver ready  HTTP {info['http']}  gRPC {info['grpc']}  metrics {info['metrics']}")
+            app().out.print(f"tritonserver ready  HTTP {info['http']}  gRPC {info['grpc']}  metrics {info['metrics']}")
             verb = "loaded" if control == "explicit" else f"polling every {poll_secs}s; loadable"
-            out.print(f"repository {server.repository}; {verb}: {', '.join(loadable) or '-'}")
+            app().out.print(f"repository {server.repository}; {verb}: {', '.join(loadable) or '-'}")
             if skipped:
-                out.print(f"not loaded (backend not in the embedded server): {', '.join(skipped)}")
-            out.print(f"server log {server.log_path}")
-            out.print("Ctrl-C to stop")
+                app().out.print(f"not loaded (backend not in the embedded server): {', '.join(skipped)}")
+            app().out.print(f"server log {server.log_path}")
+            app().out.print("Ctrl-C to stop")
         sys.stdout.flush()
         while server.proc is not None and server.proc.poll() is None:
             time.sleep(0.5)
         raise VerifyError(f"tritonserver exited unexpectedly:\n{server.log_tail()}",
                           hint=f"see the server log {server.log_path}")
     except KeyboardInterrupt:
-        err.print(f"stopping tritonserver (its log stays at {server.log_path})")
+        app().err.print(f"stopping tritonserver (its log stays at {server.log_path})")
     except VerifyError as e:
         if e.hint is None or str(server.log_path) not in e.hint:
             e.hint = f"{e.hint + '; ' if e.hint else ''}see the server log {server.log_path}"
@@ -234,12 +234,12 @@ def infer_command(target: str, model: str, input_files: tuple[str, ...], goldens
                                                       "data": v.tolist()} for k, v in sample["outputs"].items()}}
                                      for sample in result["samples"]]})
     else:
-        out.print(f"{result['model']} on {result['server']}: {len(result['samples'])} request(s)")
+        app().out.print(f"{result['model']} on {result['server']}: {len(result['samples'])} request(s)")
         for i, sample in enumerate(result["samples"]):
-            out.print(f"sample {i}" + (f"  (golden: {sample['golden']})" if sample["golden"] else ""))
+            app().out.print(f"sample {i}" + (f"  (golden: {sample['golden']})" if sample["golden"] else ""))
             for name, arr in sample["outputs"].items():
                 text = np.array2string(arr, threshold=20, max_line_width=100).replace("\n", "\n    ")
-                out.print(f"  {name}  {arr.dtype} {list(arr.shape)}\n    {text}")
+                app().out.print(f"  {name}  {arr.dtype} {list(arr.shape)}\n    {text}")
     if bad:
         raise VerifyError(f"{len(bad)} of {len(result['samples'])} answers differ from the goldens (samples {bad})",
                           hint=f"tritonbuild verify {target if '://' not in target else goldens_from} shows where")

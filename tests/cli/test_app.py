@@ -105,3 +105,29 @@ def test_logs_get_plain_progress_lines_for_build_and_publish(cli, py_recipe, tmp
     assert "KiB (100%) done" in r.stderr and "\x1b[" not in r.stderr
     r = cli("publish", tmp_path / "OUT", f"file://{tmp_path / 'target2'}", "--skip-verify", "-q")
     assert r.exit_code == 0 and "KiB" not in r.stderr
+
+
+def test_commands_print_only_through_the_application():
+    """No console of the CLI's own outside the Application: no module-level Console or console names (out, err)
+    in builder/cli, and a Console is made only by app.py's Application."""
+    import ast
+
+    from tests.conftest import ROOT
+
+    for path in sorted((ROOT / "builder" / "cli").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        module_names = {target.id for node in tree.body if isinstance(node, ast.Assign)
+                        for target in node.targets if isinstance(target, ast.Name)}
+        assert not module_names & {"out", "err", "console"}, f"{path.name}: a module-level console"
+        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                    and node.module == "tritonbuild.cli.common" for alias in node.names}
+        assert not imported & {"out", "err"}, f"{path.name} imports a console from cli.common"
+        makers = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+                  and isinstance(node.func, ast.Name) and node.func.id in ("Console", "_console")]
+        assert path.name == "app.py" or not makers, f"{path.name}:{makers} makes a console"
+
+
+def test_each_invocation_has_consoles_of_its_own(cli, py_recipe):
+    """-q on one invocation does not silence the next (the consoles were module globals, reset by hand)."""
+    assert cli("validate", py_recipe, "-q").stdout == ""
+    assert "ok  " in cli("validate", py_recipe).stdout
