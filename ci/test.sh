@@ -19,6 +19,12 @@ if [ "$FAST" = 0 ] || [ ! -x .venv/bin/tritonbuild ]; then
   # Exact versions from ci/constraints.txt (torch==2.13.0 is the CPU build on local disk on these machines).
   .venv/bin/python -m pip install -q --disable-pip-version-check -c ci/constraints.txt -e '.[test]'
 fi
+# Azure's own Blob emulator for the az:// publish tests (tests/integration/test_publish_gcs_azure.py skips
+# them without it): Azurite from npm, pinned, into .tritonbuild-node/ (ignored by git). Not in the fast lane.
+if [ "$FAST" = 0 ] && command -v npm >/dev/null && [ ! -x .tritonbuild-node/node_modules/.bin/azurite-blob ]; then
+  npm install --silent --no-audit --no-fund --prefix .tritonbuild-node azurite@3.37.0 \
+    || echo "ci/test.sh: azurite did not install; the az:// emulator tests will skip" >&2
+fi
 # NOTE: the embedded tritonserver's Python stub imports this venv's packages; keep the caller's
 # VIRTUAL_ENV (if any) from leaking into it.
 unset VIRTUAL_ENV

@@ -81,7 +81,7 @@ class BoundedFS:
     """An fsspec filesystem whose metadata and small-object calls each wait at most the deadline."""
 
     GUARDED = frozenset({"ls", "find", "info", "exists", "isdir", "isfile", "size", "cat_file", "pipe_file",
-                         "rm", "rm_file", "mkdir", "makedirs", "call_s3"})
+                         "rm", "rm_file", "mkdir", "makedirs", "call_s3", "call"})
 
     def __init__(self, fs):
         self._fs = fs
@@ -114,6 +114,9 @@ def gcs_options() -> dict:
     past the deadline, so BoundedFS's wall clock is what bounds a gs:// request in the end."""
     from aiohttp import ClientTimeout
 
+    # NOTE: gcsfs >= 2025.x probes every bucket for zonal/HNS support over gRPC (storage control API) with a
+    # 60 s timeout of its own, outside requests_timeout; publishing needs none of those experimental paths.
+    os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
     connect, read = attempt_timeouts(6, 0.0)
     return {"requests_timeout": ClientTimeout(total=None, sock_connect=connect, sock_read=read),
             "skip_instance_cache": True}

@@ -1,15 +1,16 @@
-"""One publisher per target: a lease object created only if absent (S3 If-None-Match, O_EXCL locally).
+"""One publisher per target: a lease object created only if absent, renewed and broken only by conditional
+writes (the store's own primitives, publish/leases.py: O_EXCL and checked renames locally, S3 If-None-Match /
+If-Match on the ETag, GCS ifGenerationMatch, Azure If-None-Match / If-Match).
 
 The lease names its holder (user@host, pid) and expires_at; a heartbeat renews it every lease/3 while the
-publish runs (conditional on it still being ours: S3 If-Match on its ETag). A lease past its expiry, or one
-held by a dead process on this host, is broken by a conditional delete (S3 If-Match on the ETag that was
-judged expired; locally a rename, checked afterwards), so two publishers breaking it at once cannot both
-win. `--break-lock` breaks a live one.
+publish runs (conditional on it still being the version this publisher wrote). A lease past its expiry, or
+one held by a dead process on this host, is broken by a conditional delete of the version that was judged
+expired, so two publishers breaking it at once cannot both win; `--break-lock` breaks a live one. Breaking a
+lease is always reported (TargetLock.broken).
 """
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import json
 import os
@@ -20,6 +21,7 @@ import uuid
 from datetime import datetime, timezone
 
 from tritonbuild.errors import PublishError
+from tritonbuild.publish.leases import Moved, lease_store
 from tritonbuild.publish.models import LOCK_NAME
 from tritonbuild.publish.target import Target, storage_error
 
@@ -77,7 +79,8 @@ class TargetLock:
         self.break_lock = break_lock
         self.token = uuid.uuid4().hex
         self.lease = lease_seconds()
-        self.etag: str | None = None
+        self.store = lease_store(target, self.path)
+        self.version: str | None = None  # of the lock object this publisher wrote last (ETag, generation...)
         self.lost: str | None = None
         self.broken: str | None = None  # whose lease this publish broke, and why (reported, never silent)
         self._stop = threading.Event()
@@ -94,43 +97,13 @@ class TargetLock:
                            "pid": os.getpid(), "token": self.token, "since": getattr(self, "_since", _iso(now)),
                            "expires_at": _iso(now + self.lease), "lease_s": self.lease}, sort_keys=True).encode()
 
-    def _s3(self, method: str, **kw):
-        bucket, key, _ = self.target.fs.split_path(self.path)
-        return self.target.fs.call_s3(method, Bucket=bucket, Key=key, **kw)
-
     def _create(self) -> None:
         self._since = _iso(time.time())
-        body = self._body()
-        if self.target.is_local:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            with os.fdopen(fd, "wb") as f:
-                f.write(body)
-        elif self.target.protocol == "s3":
-            try:
-                self.etag = self._s3("put_object", Body=body, IfNoneMatch="*").get("ETag")
-            except FileExistsError:
-                raise
-            except Exception as e:
-                if _code(e) in ("PreconditionFailed", "ConditionalRequestConflict"):
-                    raise FileExistsError(self.path) from None
-                raise
-        else:
-            self.target.fs.pipe_file(self.path, body, mode="create")
+        self.version = self.store.create(self._body())
 
     def _read(self) -> tuple[bytes | None, str | None]:
-        """(raw body, ETag) of the current lock, consistent with each other; (None, None) if there is none."""
-        try:
-            if self.target.protocol == "s3":
-                for _ in range(3):
-                    before = self.target.fs.info(self.path, refresh=True).get("ETag")
-                    raw = self.target.fs.cat_file(self.path)
-                    if self.target.fs.info(self.path, refresh=True).get("ETag") == before:
-                        return raw, before
-                return raw, None
-            return self.target.fs.cat_file(self.path), None
-        except FileNotFoundError:
-            return None, None
+        """(raw body, version) of the current lock, consistent with each other; (None, None) if there is none."""
+        return self.store.read()
 
     @staticmethod
     def _doc(raw: bytes | None) -> dict:
@@ -152,55 +125,22 @@ class TargetLock:
         except PermissionError:
             return False
 
-    def _break(self, raw: bytes, etag: str | None) -> bool:
-        """Remove the lock only if it is still the one judged breakable; False if someone else moved first."""
-        if self.target.is_local:
-            aside = f"{self.path}.broken-{self.token}"
-            try:
-                os.rename(self.path, aside)
-            except FileNotFoundError:
-                return True  # gone already: try to create
-            with open(aside, "rb") as f:
-                moved = f.read()
-            if moved != raw:  # renewed or replaced between our read and the rename: put it back
-                with contextlib.suppress(FileExistsError):
-                    os.link(aside, self.path)
-                os.unlink(aside)
-                return False
-            os.unlink(aside)
-            return True
-        if self.target.protocol == "s3":
-            if etag is None:
-                return False
-            try:
-                self._s3("delete_object", IfMatch=etag)
-            except FileNotFoundError:
-                return True
-            except Exception as e:
-                if _code(e) in ("PreconditionFailed", "ConditionalRequestConflict"):
-                    return False
-                raise
-            return True
-        self.target.fs.rm_file(self.path)
+    def _break(self, raw: bytes, version: str | None) -> bool:
+        """Remove the lock only if it is still the version judged breakable; False if someone else moved first."""
+        if version is None:
+            return False
+        try:
+            self.store.delete(version)
+        except Moved:
+            return False
         return True
 
     # -- the lease -------------------------------------------------------------------------------------------
     def _renew(self) -> None:
-        body = self._body()
-        if self.target.is_local:
-            from pathlib import Path
-
-            from tritonbuild.core.fsutil import write_atomic
-
-            if self._doc(self._read()[0]).get("token") != self.token:
-                raise RuntimeError("the lock is no longer ours")
-            write_atomic(Path(self.path), body)
-        elif self.target.protocol == "s3":
-            self.etag = self._s3("put_object", Body=body, IfMatch=self.etag).get("ETag")
-        else:
-            if self._doc(self._read()[0]).get("token") != self.token:
-                raise RuntimeError("the lock is no longer ours")
-            self.target.fs.pipe_file(self.path, body)
+        try:
+            self.version = self.store.replace(self._body(), self.version)
+        except Moved:
+            raise RuntimeError("the lock is no longer ours (replaced or broken by another publisher)") from None
 
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.lease / 3):
@@ -260,18 +200,10 @@ class TargetLock:
         if self._beat is not None:
             self._beat.join(timeout=30)
         try:
-            if self.target.protocol == "s3" and self.etag and not self.lost:
-                self._s3("delete_object", IfMatch=self.etag)
-            elif self._doc(self._read()[0]).get("token") == self.token:
-                self.target.fs.rm_file(self.path)
+            if self.version is not None and not self.lost:
+                self.store.delete(self.version)
         except Exception:  # noqa: BLE001 - never mask the real outcome; a leftover lease expires by itself
             pass
-
-
-def _code(e: BaseException) -> str:
-    from tritonbuild.core.objstore import error_code
-
-    return error_code(e) or ""
 
 
 def _broken_note(holder: dict, state: str, forced: bool) -> str:
