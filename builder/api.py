@@ -26,8 +26,7 @@ def validate(paths: list[Path]) -> list[LoadedRecipe]:
 
 def plan(paths: list[Path], *, cache_dir: Path | None = None) -> Plan:
     """cache_dir: where input digests are cached and remote checkpoints downloaded (default: the environment's)."""
-    with cachedir.using(cache_dir):
-        return make_plan(load_recipes(paths, REGISTRY.recipe_kinds()))
+    return make_plan(load_recipes(paths, REGISTRY.recipe_kinds()), cachedir.resolve(cache_dir))
 
 
 def build_repository(paths: list[Path], out: Path, *, force: bool = False, cache_dir: Path | None = None,
@@ -40,8 +39,7 @@ def build_repository(paths: list[Path], out: Path, *, force: bool = False, cache
     check_out_dir(out, force)
     if progress:
         progress(f"planning {len(loaded)} recipe(s): hashing their inputs")
-    with cachedir.using(cache_dir):
-        the_plan = make_plan(loaded)
+    the_plan = make_plan(loaded, cache_dir)
     check_out_overlap(out, {Path(path): f"an input of model {model_plan.name!r}" for model_plan in the_plan.models
                             for step in model_plan.steps for path in step.inputs if "://" not in path})
     only = None

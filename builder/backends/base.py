@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
 
+from tritonbuild.core.hashing import FileHashCache
+
 # How verify runs a model without --server: live in the embedded tritonserver, only on a tritonserver given
 # with --server (live-server), in-process in the backend's reference runtime, or not at all.
 Route = Literal["live-embedded", "live-server", "in-process", "none"]
@@ -23,6 +25,19 @@ StepSpec = tuple[str, dict, dict[str, str]]
 Problem = tuple[tuple, str, str]
 # (check, problems, ok detail): one row of the offline load rules (repository/rules.py reports it).
 CheckRow = tuple[str, list[str], str]
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What plan_steps and describe may use besides the recipe, passed by the planner: the build cache directory
+    (remote checkpoints are downloaded under it) and its stat-keyed digest cache of input files."""
+
+    cache_dir: Path
+    hashes: FileHashCache
+
+    def digest(self, path) -> str:
+        """sha256 of a build input (through the digest cache)."""
+        return self.hashes.sha256(path)
 
 
 @dataclass(frozen=True)
@@ -69,8 +84,8 @@ class Backend(ABC):
     prebuilt_prefix: ClassVar[str | None] = None
 
     @abstractmethod
-    def plan_steps(self, loaded) -> list[StepSpec]:
-        """The build steps of a LoadedRecipe (no heavy work: digests, not builds)."""
+    def plan_steps(self, loaded, ctx: PlanContext) -> list[StepSpec]:
+        """The build steps of a LoadedRecipe (no heavy work: digests, through ctx, not builds)."""
 
     @abstractmethod
     def run_step(self, ctx: StepContext) -> None:
@@ -85,7 +100,7 @@ class Backend(ABC):
         hands them to the recipe loader, which reports them among the recipe type's generic rules)."""
         return []
 
-    def describe(self, loaded) -> dict:
+    def describe(self, loaded, ctx: PlanContext) -> dict:
         """Facts for people attached to the plan (not part of any cache key)."""
         return {}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tritonbuild.core.hashing import sha256_file, sha256_input
+from tritonbuild.core.hashing import sha256_file
 from tritonbuild.core.paths import PathProblem, regular_file
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.load import LoadedRecipe
@@ -31,9 +31,9 @@ def local_source(loaded: LoadedRecipe, rel: str, loc: tuple) -> Path:
     return path
 
 
-def pinned_digest(loaded: LoadedRecipe, path: Path) -> str:
-    """sha256 of a source file, checked against the recipe's pin when there is one."""
-    digest = sha256_input(path)
+def pinned_digest(loaded: LoadedRecipe, path: Path, ctx) -> str:
+    """sha256 of a source file (through ctx, the PlanContext), checked against the recipe's pin when there is one."""
+    digest = ctx.digest(path)
     pin = loaded.recipe.source.sha256
     if pin and pin != digest:
         raise PlanError(f"sha256 of {path} is {digest}, the recipe pins {pin}",

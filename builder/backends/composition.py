@@ -19,7 +19,7 @@ BLS_MODEL = Path(__file__).parent / "models" / "bls_chain.py"
 KEEP = ".keep"
 
 
-def plan_steps(loaded) -> list:
+def plan_steps(loaded, ctx) -> list:
     return []
 
 

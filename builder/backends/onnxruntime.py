@@ -9,9 +9,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from tritonbuild.backends.base import Backend, StepContext
+from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import fetch_url, is_url, local_source, pinned_digest
-from tritonbuild.core.hashing import sha256_input
 from tritonbuild.core.proc import python_module_argv, run_logged
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.load import LoadedRecipe
@@ -67,7 +66,7 @@ def _module_file(loaded: LoadedRecipe, module: str) -> Path:
                     hint="put the module beside the recipe, or fix the 'module:function' name")
 
 
-def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
+def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
     recipe, src = loaded.recipe, loaded.recipe.source
     if src.export is not None:
         ex = src.export
@@ -79,14 +78,14 @@ def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
         params = {"module": ex.module, "seed": ex.seed, "opset": ex.opset, "outputs": list(ex.outputs),
                   "inputs": {k: v.model_dump() for k, v in ex.inputs.items()},
                   "dynamic_axes": {k: {str(a): n for a, n in v.items()} for k, v in (dyn or {}).items()}}
-        return [("onnx.export", params, {str(path): sha256_input(path)})]
+        return [("onnx.export", params, {str(path): ctx.digest(path)})]
     if is_url(src.path):
         if not src.sha256:
             raise PlanError(f"{src.path} is remote and not pinned", where=loaded.where(("source", "path")),
                             hint="add source.sha256 so that builds are reproducible and cacheable")
         return [("onnx.fetch", {"url": src.path}, {src.path: src.sha256})]
     path = local_source(loaded, src.path, ("source", "path"))
-    return [("onnx.fetch", {}, {str(path): pinned_digest(loaded, path)})]
+    return [("onnx.fetch", {}, {str(path): pinned_digest(loaded, path, ctx)})]
 
 
 def module_root(module: str, path: str) -> Path:

@@ -6,9 +6,8 @@ import shutil
 from pathlib import Path
 from typing import Literal
 
-from tritonbuild.backends.base import Backend, StepContext
+from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import local_source, pinned_digest, relative_dest
-from tritonbuild.core.hashing import sha256_input
 from tritonbuild.errors import PlanError
 from tritonbuild.recipe.buckets import Buckets, buckets_field
 from tritonbuild.recipe.load import LoadedRecipe
@@ -29,16 +28,16 @@ class PythonRecipe(Recipe):
     batch_buckets: Buckets = buckets_field()
 
 
-def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
+def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
     src = loaded.recipe.source
     if src.path is None or "://" in src.path:
         raise PlanError("python models take a local model.py as source.path", where=loaded.where(("source",)),
                         hint="point source.path at model.py next to the recipe")
     model_py = local_source(loaded, src.path, ("source", "path"))
-    layout = {DEFAULT_FILENAME: pinned_digest(loaded, model_py)}
+    layout = {DEFAULT_FILENAME: pinned_digest(loaded, model_py, ctx)}
     inputs = {str(model_py): layout[DEFAULT_FILENAME]}
     if loaded.recipe.batch_buckets:  # the wrapper pads each batch to its bucket, then runs the recipe's model.py
-        layout = {USER_FILENAME: layout[DEFAULT_FILENAME], DEFAULT_FILENAME: sha256_input(BUCKETED_MODEL)}
+        layout = {USER_FILENAME: layout[DEFAULT_FILENAME], DEFAULT_FILENAME: ctx.digest(BUCKETED_MODEL)}
         inputs[str(BUCKETED_MODEL)] = layout[DEFAULT_FILENAME]
     for i, rel in enumerate(src.files):
         path = local_source(loaded, rel, ("source", "files", i))
@@ -47,7 +46,7 @@ def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
             loc = ("source", "files", i)
             raise PlanError(f"{loaded.key(loc)}: {rel!r} is packaged twice", where=loaded.where(loc),
                             hint="list each file once")
-        layout[dest] = sha256_input(path)
+        layout[dest] = ctx.digest(path)
         inputs[str(path)] = layout[dest]
     return [("python.package", {"layout": layout}, inputs)]
 

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Literal
 
 from tritonbuild.backends._libtorch_rules import TORCH_DTYPES
-from tritonbuild.backends.base import Backend, StepContext
+from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import local_source, pinned_digest
 from tritonbuild.backends.onnxruntime import _module_file, run_export
-from tritonbuild.core.hashing import sha256_input
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.buckets import Buckets, buckets_field
 from tritonbuild.recipe.load import LoadedRecipe
@@ -40,14 +39,14 @@ def filename(recipe: Recipe) -> str:
     return FILES[ex.format][0] if ex is not None else "model.pt"
 
 
-def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
+def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
     recipe, src = loaded.recipe, loaded.recipe.source
     if src.export is None:
         if "://" in src.path:
             raise PlanError("pytorch sources must be local files", where=loaded.where(("source", "path")),
                             hint="download the TorchScript file first")
         path = local_source(loaded, src.path, ("source", "path"))
-        return [("torch.fetch", {}, {str(path): pinned_digest(loaded, path)})]
+        return [("torch.fetch", {}, {str(path): pinned_digest(loaded, path, ctx)})]
     ex = src.export
     path = _module_file(loaded, ex.module.split(":")[0])
     params = {"module": ex.module, "seed": ex.seed, "format": ex.format, "method": ex.method,
@@ -56,7 +55,7 @@ def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
               "archive": 2}  # 2: location-independent TorchScript (normalize_torchscript)
     if recipe.batch_buckets:  # only then: the cache keys of models without buckets stay as they were
         params["buckets"] = list(recipe.batch_buckets)
-    return [("torch.export", params, {str(path): sha256_input(path)})]
+    return [("torch.export", params, {str(path): ctx.digest(path)})]
 
 
 def run_step(ctx: StepContext) -> None:

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field
 
 from tritonbuild.backends import StepSkipped
-from tritonbuild.backends.base import Backend, StepContext
+from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import local_source, pinned_digest
 from tritonbuild.backends.onnxruntime import derive_io as onnx_derive_io
 from tritonbuild.core.proc import python_module_argv, run_logged
@@ -52,7 +52,7 @@ class TensorRTRecipe(Recipe):
     tensorrt: TensorRTOptions | None = Field(None, description="How the plan is built.")
 
 
-def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
+def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
     recipe = loaded.recipe
     if recipe.source.path is None or "://" in recipe.source.path:
         raise PlanError("tensorrt plans are built from a local ONNX file", where=loaded.where(("source",)),
@@ -60,7 +60,7 @@ def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
     onnx = local_source(loaded, recipe.source.path, ("source", "path"))
     opts = recipe.tensorrt or TensorRTOptions()
     params = {"options": opts.model_dump(exclude={"timeout_s"}), "max_batch_size": recipe.max_batch_size}
-    return [("tensorrt.engine", params, {str(onnx): pinned_digest(loaded, onnx)})]
+    return [("tensorrt.engine", params, {str(onnx): pinned_digest(loaded, onnx, ctx)})]
 
 
 def _shape(dims: list[int]) -> str:

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from tritonbuild.backends.base import Backend, StepContext
+from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import copy_inputs
 from tritonbuild.core.hashing import pretty_json, sha256_json
 from tritonbuild.errors import PlanError, RecipeError
@@ -86,11 +86,11 @@ class VLLMServing(Strict):
 VLLMRecipe.model_rebuild()
 
 
-def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
+def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
     from tritonbuild.backends.tensorrtllm import read_checkpoint
     from tritonbuild.backends.tensorrtllm.memory import Architecture, tp_heads_problem
 
-    ckpt, config, files = read_checkpoint(loaded)
+    ckpt, config, files = read_checkpoint(loaded, ctx)
     tp = loaded.recipe.engine_args.tensor_parallel_size
     if (heads := tp_heads_problem(Architecture.from_hf_config(config), tp)) is not None:
         raise RecipeError(f"engine_args.tensor_parallel_size: {heads}",

@@ -1,19 +1,15 @@
-"""Where the local build cache lives: resolved in one place, and scoped to the call that chose it.
+"""Where the local build cache lives, resolved in one place.
 
 The CLI's Application picks the directory once (--cache-dir, else TRITONBUILD_CACHE_DIR, else
-$XDG_CACHE_HOME/tritonbuild or ~/.cache/tritonbuild) and api runs each stage inside `using(path)`, so the step
-store, the file-hash cache and remote checkpoint downloads all land in the same directory.
+$XDG_CACHE_HOME/tritonbuild or ~/.cache/tritonbuild) and api passes it on: to the step store, and to the
+planner's PlanContext (the file-hash cache, remote checkpoint downloads), so all land in the same directory.
+Nothing reads it from ambient state.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from pathlib import Path
-
-_CURRENT: ContextVar[Path | None] = ContextVar("tritonbuild_cache_dir", default=None)
 
 
 def default_cache_dir() -> Path:
@@ -26,18 +22,5 @@ def default_cache_dir() -> Path:
 
 
 def resolve(explicit: Path | str | None = None) -> Path:
-    """An explicit directory, else the one in scope, else the environment's."""
-    if explicit is not None:
-        return Path(explicit)
-    return _CURRENT.get() or default_cache_dir()
-
-
-@contextmanager
-def using(path: Path | str | None) -> Iterator[Path]:
-    """Run the body with `path` (resolved) as the cache directory of every cache-dir user below."""
-    root = resolve(path)
-    token = _CURRENT.set(root)
-    try:
-        yield root
-    finally:
-        _CURRENT.reset(token)
+    """An explicit directory, else the environment's."""
+    return Path(explicit) if explicit is not None else default_cache_dir()

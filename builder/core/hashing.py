@@ -94,16 +94,9 @@ class FileHashCache:
 _HASHES: dict[Path, FileHashCache] = {}
 
 
-def file_hashes() -> FileHashCache:
-    """The FileHashCache of the cache directory in scope (core.cachedir), one per directory per process."""
-    from tritonbuild.core.cachedir import resolve
-
-    path = resolve() / "file-hashes.json"
+def file_hashes(cache_dir: Path) -> FileHashCache:
+    """The FileHashCache of a build cache directory (its file-hashes.json), one per directory per process."""
+    path = Path(cache_dir) / "file-hashes.json"
     if path not in _HASHES:
         _HASHES[path] = FileHashCache(path)
     return _HASHES[path]
-
-
-def sha256_input(path: str | os.PathLike) -> str:
-    """sha256 of a build input, through the stat-keyed cache."""
-    return file_hashes().sha256(path)

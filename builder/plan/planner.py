@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tritonbuild.backends import REGISTRY
+from tritonbuild.backends.base import PlanContext
 from tritonbuild.core.hashing import file_hashes, sha256_json
 from tritonbuild.core.paths import PathProblem, display_path
 from tritonbuild.core.toolchain import fingerprint, for_step
@@ -22,13 +25,15 @@ def cache_key(kind: str, params: dict, inputs: dict[str, str], toolchain: dict[s
     return sha256_json(key_material(kind, params, inputs, toolchain))
 
 
-def make_plan(recipes: list[LoadedRecipe]) -> Plan:
+def make_plan(recipes: list[LoadedRecipe], cache_dir: Path) -> Plan:
+    """Each recipe's steps keyed by content; cache_dir holds the input digest cache and downloaded checkpoints."""
+    ctx = PlanContext(cache_dir=Path(cache_dir), hashes=file_hashes(cache_dir))
     toolchain = fingerprint()
     models = []
     for loaded in recipes:
         backend = REGISTRY.get(loaded.recipe.backend)
         try:
-            planned = list(backend.plan_steps(loaded))
+            planned = list(backend.plan_steps(loaded, ctx))
         except PathProblem as e:  # an input that is a FIFO, a device, a symlink loop or leaves its root
             raise PlanError(str(e), where=str(loaded.path), hint="inputs must be regular files (or symlinks to them "
                             "inside the input's directory)") from None
@@ -36,9 +41,9 @@ def make_plan(recipes: list[LoadedRecipe]) -> Plan:
                              timeout_s=backend.step_timeout(loaded.recipe, kind),
                              cache_key=cache_key(kind, params, inputs, toolchain))
                  for kind, params, inputs in planned]
-        extras = backend.describe(loaded)
+        extras = backend.describe(loaded, ctx)
         models.append(ModelPlan(name=loaded.recipe.name, version=loaded.recipe.version, backend=loaded.recipe.backend,
                                 recipe_path=display_path(loaded.path), recipe_dir=str(loaded.base_dir.resolve()),
                                 recipe_digest=loaded.digest, recipe=loaded.recipe, steps=steps, extras=extras))
-    file_hashes().save()
+    ctx.hashes.save()
     return Plan(toolchain=toolchain, models=models)

@@ -48,9 +48,9 @@ class AffineBackend(Backend):
             return [(("inputs",), "an affine model has one input X and one output Y", "name them X and Y")]
         return []
 
-    def plan_steps(self, loaded) -> list:
+    def plan_steps(self, loaded, ctx) -> list:
         coefficients = local_source(loaded, loaded.recipe.source.path, ("source", "path"))
-        return [("affine.render", {"template": 1}, {str(coefficients): pinned_digest(loaded, coefficients)})]
+        return [("affine.render", {"template": 1}, {str(coefficients): pinned_digest(loaded, coefficients, ctx)})]
 
     def run_step(self, ctx: StepContext) -> None:
         (path, _digest), = ctx.inputs.items()

@@ -30,7 +30,7 @@ class ToyPythonRecipe(Recipe):
 class _NoBuild(Backend):
     route = "none"
 
-    def plan_steps(self, loaded) -> list:
+    def plan_steps(self, loaded, ctx) -> list:
         return []
 
     def run_step(self, ctx: StepContext) -> None:

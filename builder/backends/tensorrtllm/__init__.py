@@ -13,12 +13,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from tritonbuild.backends import StepSkipped
-from tritonbuild.backends.base import StepContext
+from tritonbuild.backends.base import PlanContext, StepContext
 from tritonbuild.backends.common import checkpoint_root, copy_inputs
 from tritonbuild.backends.tensorrtllm import argv as cmd
 from tritonbuild.backends.tensorrtllm.memory import Architecture, memory_plan, tp_heads_problem
 from tritonbuild.backends.tensorrtllm.recipe import GPU_SM, LLMRecipe
-from tritonbuild.core.hashing import sha256_input, sha256_json, tree_files
+from tritonbuild.core.hashing import sha256_json, tree_files
 from tritonbuild.core.paths import PathProblem, check_tree
 from tritonbuild.core.proc import python_module_argv, run_logged
 from tritonbuild.errors import BuildError, PlanError, RecipeError
@@ -62,11 +62,10 @@ def _split_calibration(params: dict, inputs: dict[str, str]) -> tuple[dict[str, 
     return {q: v for q, v in inputs.items() if q not in mine}, data
 
 
-def fetch_checkpoint(loaded: LoadedRecipe) -> Path:
-    """A remote checkpoint (any fsspec URL), downloaded once into the build cache under its pin."""
+def fetch_checkpoint(loaded: LoadedRecipe, ctx: PlanContext) -> Path:
+    """A remote checkpoint (any fsspec URL), downloaded once into the build cache (ctx.cache_dir) under its pin."""
     from fsspec.core import url_to_fs
 
-    from tritonbuild.core.cachedir import resolve as cache_dir
     from tritonbuild.core.secrets import redact
 
     r: LLMRecipe = loaded.recipe
@@ -74,7 +73,7 @@ def fetch_checkpoint(loaded: LoadedRecipe) -> Path:
         raise PlanError(f"{redact(r.checkpoint.path)} is remote and not pinned",
                         where=loaded.where(("checkpoint", "path")),
                         hint="add checkpoint.sha256 (tritonbuild plan --json on a local copy shows it)")
-    dest = cache_dir() / "checkpoints" / r.checkpoint.sha256
+    dest = ctx.cache_dir / "checkpoints" / r.checkpoint.sha256
     if not (dest / "config.json").is_file():
         tmp = dest.with_name(dest.name + f".part-{os.getpid()}")
         try:
@@ -95,10 +94,10 @@ def tree_digest(files: dict[str, str]) -> str:
     return sha256_json(dict(sorted(files.items())))
 
 
-def read_checkpoint(loaded: LoadedRecipe) -> tuple[Path, dict, dict[str, str]]:
+def read_checkpoint(loaded: LoadedRecipe, ctx: PlanContext) -> tuple[Path, dict, dict[str, str]]:
     """(directory, its config.json, rel path → sha256), checked against the recipe's pin."""
     r: LLMRecipe = loaded.recipe
-    ckpt = (fetch_checkpoint(loaded) if "://" in r.checkpoint.path
+    ckpt = (fetch_checkpoint(loaded, ctx) if "://" in r.checkpoint.path
             else _dir(loaded, r.checkpoint.path, ("checkpoint", "path")))
     cfg_path = ckpt / "config.json"
     if not cfg_path.is_file():
@@ -117,7 +116,7 @@ def read_checkpoint(loaded: LoadedRecipe) -> tuple[Path, dict, dict[str, str]]:
     except PathProblem as e:
         raise PlanError(str(e), where=loaded.where(("checkpoint", "path")),
                         hint="a checkpoint holds regular files (symlinks only to files inside it)") from None
-    files = {rel.as_posix(): sha256_input(ckpt / rel) for rel in rels}
+    files = {rel.as_posix(): ctx.digest(ckpt / rel) for rel in rels}
     pin = r.checkpoint.sha256
     if pin and pin != tree_digest(files):
         if "://" in r.checkpoint.path:
@@ -128,10 +127,10 @@ def read_checkpoint(loaded: LoadedRecipe) -> tuple[Path, dict, dict[str, str]]:
     return ckpt, config, files
 
 
-def read_tokenizer(loaded: LoadedRecipe, ckpt: Path) -> tuple[Path, dict[str, str]]:
+def read_tokenizer(loaded: LoadedRecipe, ckpt: Path, ctx: PlanContext) -> tuple[Path, dict[str, str]]:
     r: LLMRecipe = loaded.recipe
     tok = _dir(loaded, r.tokenizer, ("tokenizer",)) if r.tokenizer else ckpt
-    present = {name: sha256_input(tok / name) for name in TOKENIZER_FILES if (tok / name).is_file()}
+    present = {name: ctx.digest(tok / name) for name in TOKENIZER_FILES if (tok / name).is_file()}
     if "tokenizer.json" not in present:
         raise PlanError(f"{tok} has no tokenizer.json (found: {sorted(present) or 'no tokenizer files'})",
                         where=loaded.where(("tokenizer",) if r.tokenizer else ("checkpoint", "path")),
@@ -154,10 +153,10 @@ def _check_model(loaded: LoadedRecipe, arch: Architecture, config: dict) -> None
                           f"{GPU_SM[r.gpu]}) lacks", where=loaded.where(("dtype",)), hint="set dtype: float16")
 
 
-def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
+def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
     r: LLMRecipe = loaded.recipe
-    ckpt, config, files = read_checkpoint(loaded)
-    tok, tok_files = read_tokenizer(loaded, ckpt)
+    ckpt, config, files = read_checkpoint(loaded, ctx)
+    tok, tok_files = read_tokenizer(loaded, ckpt, ctx)
     arch = Architecture.from_hf_config(config)
     _check_model(loaded, arch, config)
     if r.runtime == "pytorch":
@@ -189,7 +188,7 @@ def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
     if r.calibration is not None:
         data = _path(loaded, r.calibration.dataset, ("calibration", "dataset"))
         root = data if data.is_dir() else data.parent
-        calib = {rel.as_posix(): sha256_input(root / rel) for rel in (tree_files(data) if data.is_dir()
+        calib = {rel.as_posix(): ctx.digest(root / rel) for rel in (tree_files(data) if data.is_dir()
                                                                        else [Path(data.name)])}
         engine_params["calibration"] = {"files": calib, "size": r.calibration.size, "is_dir": data.is_dir()}
         inputs.update({str(root / k): v for k, v in calib.items()})
@@ -197,10 +196,10 @@ def plan_steps(loaded: LoadedRecipe) -> list[tuple[str, dict, dict[str, str]]]:
             ("trtllm.tokenizer", {"files": sorted(tok_files)}, {str(tok / k): v for k, v in tok_files.items()})]
 
 
-def describe(loaded: LoadedRecipe) -> dict:
+def describe(loaded: LoadedRecipe, ctx: PlanContext) -> dict:
     """Plan extras: the GPU memory plan (from the checkpoint's config.json only; no hashing)."""
     path = loaded.recipe.checkpoint.path
-    ckpt = fetch_checkpoint(loaded) if "://" in path else _dir(loaded, path, ("checkpoint", "path"))
+    ckpt = fetch_checkpoint(loaded, ctx) if "://" in path else _dir(loaded, path, ("checkpoint", "path"))
     try:
         arch = Architecture.from_hf_config(json.loads((ckpt / "config.json").read_text()))
     except (OSError, ValueError, KeyError):

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tritonbuild.backends import REGISTRY, StepContext, StepSkipped
-from tritonbuild.backends.base import ROUTES
+from tritonbuild.backends.base import ROUTES, PlanContext
+from tritonbuild.core.hashing import FileHashCache
 from tritonbuild.recipe.load import load_recipes
 
 # What the embedded tritonserver (nvidia-pytriton's) can load: the Python backend and ensembles (FACTS).
@@ -55,6 +56,11 @@ class BackendContract:
         return list(cls.recipes)
 
     @pytest.fixture
+    def plan_ctx(self, tmp_path) -> PlanContext:
+        """What the planner passes plan_steps: a cache directory of the test's own, no saved digests."""
+        return PlanContext(cache_dir=tmp_path / "cache", hashes=FileHashCache(None))
+
+    @pytest.fixture
     def loaded(self, backend, recipe_files):
         by_name = {lr.recipe.name: lr for lr in load_recipes(recipe_files, REGISTRY.recipe_kinds())}
         return by_name[self.subject]
@@ -73,21 +79,21 @@ class BackendContract:
         assert backend.name == self.backend_name == loaded.recipe.backend
         assert isinstance(loaded.recipe, backend.recipe_type)
 
-    def test_plan_is_deterministic_and_declares_its_step_kinds(self, backend, loaded):
-        first, second = backend.plan_steps(loaded), backend.plan_steps(loaded)
+    def test_plan_is_deterministic_and_declares_its_step_kinds(self, backend, loaded, plan_ctx):
+        first, second = backend.plan_steps(loaded, plan_ctx), backend.plan_steps(loaded, plan_ctx)
         assert first == second
         for kind, _params, inputs in first:
             assert kind in backend.step_toolchain, f"step kind {kind} is not declared in step_toolchain"
             assert all(Path(p).is_file() or "://" in p for p in inputs), "inputs are files (or pinned URLs)"
 
-    def test_params_are_json_serialisable(self, backend, loaded):
-        for _kind, params, _inputs in backend.plan_steps(loaded):
+    def test_params_are_json_serialisable(self, backend, loaded, plan_ctx):
+        for _kind, params, _inputs in backend.plan_steps(loaded, plan_ctx):
             assert json.loads(json.dumps(params, sort_keys=True)) == params
 
-    def test_run_step_reads_only_its_context(self, backend, loaded, tmp_path, monkeypatch):
+    def test_run_step_reads_only_its_context(self, backend, loaded, plan_ctx, tmp_path, monkeypatch):
         """The same step run on its original inputs, and on copies elsewhere with another cwd, writes the same
         files: nothing of the recipe (or its directory) reaches the step except through the context."""
-        for i, (kind, params, inputs) in enumerate(backend.plan_steps(loaded)):
+        for i, (kind, params, inputs) in enumerate(backend.plan_steps(loaded, plan_ctx)):
             runs = []
             for variant in ("original", "copied"):
                 base = tmp_path / f"{i}-{variant}"

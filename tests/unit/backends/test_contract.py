@@ -11,6 +11,8 @@ from tests.conftest import EXAMPLES, ROOT
 from tests.plugins.affine import AffineBackend, write_recipe
 from tests.unit.backends.contract import BackendContract
 from tritonbuild.backends import REGISTRY
+from tritonbuild.backends.base import PlanContext
+from tritonbuild.core.hashing import FileHashCache
 
 NO_TENSORRT = shutil.which("trtexec") is None and importlib.util.find_spec("tensorrt") is None
 NO_TRTLLM = importlib.util.find_spec("tensorrt_llm") is None or shutil.which("nvidia-smi") is None
@@ -115,9 +117,12 @@ def test_the_contract_catches_a_step_that_reads_beyond_its_context(tmp_path, mon
             (ctx.out / "notes.txt").write_text(beside.read_text() if beside.is_file() else "")
 
     (tmp_path / "run").mkdir()
+    plan_ctx = PlanContext(cache_dir=tmp_path / "cache", hashes=FileHashCache(None))
     with pytest.raises(AssertionError, match="depends on more than its context"):
-        BackendContract().test_run_step_reads_only_its_context(Leaky(), loaded, tmp_path / "run", monkeypatch)
-    BackendContract().test_run_step_reads_only_its_context(AffineBackend(), loaded, tmp_path / "run2", monkeypatch)
+        BackendContract().test_run_step_reads_only_its_context(Leaky(), loaded, plan_ctx, tmp_path / "run",
+                                                               monkeypatch)
+    BackendContract().test_run_step_reads_only_its_context(AffineBackend(), loaded, plan_ctx, tmp_path / "run2",
+                                                           monkeypatch)
 
 
 def test_the_contract_catches_a_route_the_embedded_server_cannot_take(tmp_path):

@@ -26,7 +26,7 @@ class _Echo(Backend):
     triton_backend = "python"
     route = "live-embedded"
 
-    def plan_steps(self, loaded):
+    def plan_steps(self, loaded, ctx):
         return []
 
     def run_step(self, ctx: StepContext) -> None:

@@ -48,7 +48,7 @@ class RulesToyBackend(Backend):
                      "use an even max_batch_size")]
         return []
 
-    def plan_steps(self, loaded) -> list:
+    def plan_steps(self, loaded, ctx) -> list:
         return []
 
     def run_step(self, ctx) -> None:
