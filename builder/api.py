@@ -11,7 +11,7 @@ from tritonbuild.core.cas import Store
 from tritonbuild.errors import VerifyError
 from tritonbuild.plan import Plan, make_plan
 from tritonbuild.recipe import load_recipes
-from tritonbuild.recipe.load import LoadedRecipe
+from tritonbuild.recipe.load import LoadedRecipe, expand_paths
 from tritonbuild.repository.assemble import assemble, check_out_dir, check_out_overlap
 from tritonbuild.repository.manifest import Manifest, read_repository
 from tritonbuild.steps import BuildResult, build
@@ -20,13 +20,19 @@ from tritonbuild.verify.models import VerificationReport
 Progress = Callable[[str], None]
 
 
+def _load(paths: list[Path]) -> list[LoadedRecipe]:
+    """The recipes, validated as the registered kinds (a path that does not exist is a usage error before the
+    backends are imported)."""
+    return load_recipes(expand_paths(paths), REGISTRY.recipe_kinds())
+
+
 def validate(paths: list[Path]) -> list[LoadedRecipe]:
-    return load_recipes(paths, REGISTRY.recipe_kinds())
+    return _load(paths)
 
 
 def plan(paths: list[Path], *, cache_dir: Path | None = None) -> Plan:
     """cache_dir: where input digests are cached and remote checkpoints downloaded (default: the environment's)."""
-    return make_plan(load_recipes(paths, REGISTRY.recipe_kinds()), cachedir.resolve(cache_dir))
+    return make_plan(_load(paths), cachedir.resolve(cache_dir))
 
 
 def build_repository(paths: list[Path], out: Path, *, force: bool = False, cache_dir: Path | None = None,
@@ -34,7 +40,7 @@ def build_repository(paths: list[Path], out: Path, *, force: bool = False, cache
                      strict: bool = False, cache_url: str | None = None,
                      changed_since: str | None = None) -> tuple[BuildResult, Manifest]:
     cache_dir = cachedir.resolve(cache_dir)
-    loaded = load_recipes(paths, REGISTRY.recipe_kinds())
+    loaded = _load(paths)
     check_out_overlap(out, *_inputs_of(loaded, cache_dir))  # refuse before any work
     check_out_dir(out, force)
     if progress:
