@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tritonbuild.core.cas import FileEntry
-from tritonbuild.core.hashing import pretty_json, sha256_file
+from tritonbuild.core.hashing import file_hashes, pretty_json
 from tritonbuild.core.progress import SILENT, Reporter
 from tritonbuild.errors import PublishError, UsageError
 from tritonbuild.publish import objects
@@ -36,8 +36,12 @@ JOBS = 8
 
 
 def check_local_files(root: Path, manifest: Manifest) -> None:
-    """Every file we may send, hashed again now: bytes changed since verify (a flipped bit in a weight, an
-    edited model.py) stop the publish before anything is written, naming the file."""
+    """Every file we may send, checked again now: bytes changed since verify (a flipped bit in a weight, an
+    edited model.py) stop the publish before anything is written, naming the file. Through the stat-keyed
+    file-hash cache (core/hashing.py: size, mtime, inode and ctime, which any write moves and no user call sets
+    back): a file untouched since it was last hashed is not read again, so publishing an unchanged multi-GB
+    repository costs a stat per file."""
+    hashes = file_hashes()
     names = {model.name for model in manifest.models}
     missing = [f"{name}/config.pbtxt" for name in sorted(names) if f"{name}/config.pbtxt" not in manifest.files]
     if missing:
@@ -52,7 +56,7 @@ def check_local_files(root: Path, manifest: Manifest) -> None:
                 return f"{rel} is missing or not a regular file"
             if path.stat().st_size != entry.size:
                 return f"{rel} has {path.stat().st_size} bytes, the manifest says {entry.size}"
-            if sha256_file(path) != entry.sha256:
+            if hashes.sha256(path) != entry.sha256:
                 return f"{rel} changed since the build: its sha256 differs from the manifest"
         except OSError as e:
             return f"{rel} cannot be read: {e.strerror}"
@@ -60,6 +64,7 @@ def check_local_files(root: Path, manifest: Manifest) -> None:
 
     with ThreadPoolExecutor(max_workers=JOBS) as pool:
         problems = [problem for problem in pool.map(one, sorted(manifest.files.items())) if problem]
+    hashes.save()
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise PublishError(f"refusing to publish: {problems[0]}{more}", where=str(root / problems[0].split(" ")[0]),

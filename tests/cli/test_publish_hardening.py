@@ -254,3 +254,35 @@ def test_a_publish_killed_mid_write_leaves_no_temporary_in_a_model_directory(cli
     assert f"pid {proc.pid}" in cleaned["tritonbuild.lock"] and "no longer exists" in cleaned["tritonbuild.lock"]
     assert not [n for _, _, names in os.walk(pub) for n in names if n.endswith(".tmp")]
     assert (pub / "doubler" / "1" / "weights.bin").stat().st_size == 160 << 20
+
+
+def test_an_unchanged_repository_is_not_read_again_and_a_touched_file_is(cli, repo, tmp_path, monkeypatch):  # noqa: F811
+    """The publish-time check goes through the stat-keyed file-hash cache: the second publish of the same
+    repository reads no file; a file rewritten with its old mtime put back is read again (its ctime moved) and a
+    flipped bit in it is still caught."""
+    import os
+
+    from tritonbuild.core import hashing
+
+    out = repo(1)
+    _fake_verified(cli, out)
+    reads = []
+    real = hashing.sha256_file
+    monkeypatch.setattr(hashing, "sha256_file", lambda path: reads.append(os.path.relpath(path, out)) or real(path))
+    assert cli("publish", out, f"file://{tmp_path}/pub").exit_code == 0
+    assert sorted(reads) == sorted(_manifest_files(out))  # the first check reads every file once
+    reads.clear()
+    assert cli("publish", out, f"file://{tmp_path}/pub").exit_code == 0
+    assert reads == []
+    model = out / "doubler" / "1" / "model.py"
+    st = model.stat()
+    _flip_bit(model, 10)
+    os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns))  # mtime restored: only ctime tells
+    r = cli("publish", out, f"file://{tmp_path}/pub")
+    assert reads == ["doubler/1/model.py"] and r.exit_code == 7 and "changed since the build" in r.stderr
+
+
+def _manifest_files(out) -> list[str]:
+    from tritonbuild.repository.manifest import read_manifest
+
+    return list(read_manifest(out).files)
