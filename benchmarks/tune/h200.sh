@@ -9,7 +9,17 @@
 #   the first call is `setup-server` and the next, issued while the machine is warm (30 s), carries .whl/b:
 #   `setup-client brute-fixed`. A step whose setup is already on the machine (/tmp lives while it is warm) skips
 #   it, so `setup-server setup-client quick-fixed quick` is safe to repeat on a warm machine.
-#   -fixed: gpu-mlp-fixed.yaml (max_batch_size 512) instead of gpu-mlp.yaml (64); -relaxed: --min-vs-default 0.85.
+#   -fixed: gpu-mlp-fixed.yaml (max_batch_size 512) instead of gpu-mlp.yaml (64); -buckets: gpu-mlp-buckets.yaml
+#   (a model that does not pad, built with batch_buckets [128], tuned with determinism: invariant);
+#   -relaxed: --min-vs-default 0.85.
+# The next session's run (tune you can trust: three repeats and the bucket model), one call per tune step while
+# the machine stays warm (a quick run with paired rounds is estimated at 5-9 minutes on the H200: ~20 paired
+# measurements and ~10 reloads of ~11 s per finalist; not yet measured):
+#   h200.sh setup-server
+#   h200.sh setup-client quick-fixed@1        (carry .whl/b)
+#   h200.sh quick-fixed@2
+#   h200.sh quick-fixed@3 summary
+#   h200.sh quick-buckets
 # Every tune step is bounded by the call's deadline (H200_BUDGET_S, default 575 s from the script's start; it is
 # interrupted, exit 130, leaving its measurements so far in tune-measurements.jsonl). Each step's files come
 # back as one archive, $OUT/STEP.tgz (the tool returns at most 8 files).
@@ -41,10 +51,10 @@ for step in "$@"; do
         touch /tmp/site/.done
       fi
       mkdir -p /tmp/src && rm -rf /tmp/src/tritonbuild && cp -r builder /tmp/src/tritonbuild
-      mkdir -p $W && cp benchmarks/tune/model.py benchmarks/tune/gpu-mlp.yaml benchmarks/tune/gpu-mlp-fixed.yaml $W/ ;;
-    quick|brute|quick-*|brute-*)
+      mkdir -p $W && cp benchmarks/tune/model.py benchmarks/tune/model_nopad.py benchmarks/tune/gpu-mlp*.yaml $W/ ;;
+    quick|brute|quick-*|brute-*|quick@*|brute@*)
       export PYTHONPATH=/tmp/src:/tmp/site:/tmp/pyt
-      recipe=gpu-mlp; case $step in *-fixed*) recipe=gpu-mlp-fixed ;; esac
+      recipe=gpu-mlp; case $step in *-fixed*) recipe=gpu-mlp-fixed ;; *-buckets*) recipe=gpu-mlp-buckets ;; esac
       cd $W
       if [ ! -f goldens/$recipe.npz ]; then  # goldens recorded on this GPU by Triton's default config, then built in
         python3 -m tritonbuild build $recipe.yaml -o OUT-$recipe

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class Strict(BaseModel):  # NOTE: recipe.models' base (it imports this module, so this one cannot import it)
@@ -47,5 +47,22 @@ class Tune(Strict):
                                                          "interval: its lower end must reach it).")
     rounds: int = Field(5, ge=1, le=50, description="Paired rounds of each finalist against Triton's default at every "
                                                     "load, interleaved (A B, B A, ...); 1: decide on single readings.")
+    determinism: Literal["goldens", "invariant"] = Field(
+        "goldens", description="goldens: a config must give the recorded goldens' bits; invariant: a config may "
+                               "serve other bits (e.g. a smaller max_batch_size of a padding model), never bits "
+                               "that depend on batch composition or load; the patch then bumps version and the "
+                               "goldens are recorded again.")
+    buckets: list[Annotated[int, Field(ge=1)]] | None = Field(
+        None, description="A bucket set the batching candidates carry (a Python model built with batch_buckets: its "
+                          "wrapper reads them from the config); Triton's default is measured without them. Needs "
+                          "determinism: invariant (the bits change).")
     confidence: float = Field(0.9, gt=0, lt=1, description="Two-sided confidence of the bootstrap interval on the "
                                                            "finalist/default throughput ratio.")
+
+    @model_validator(mode="after")
+    def _buckets_change_bits(self):
+        if self.buckets and self.determinism != "invariant":
+            raise ValueError("tune.buckets changes the served bits: it needs determinism: invariant")
+        if self.buckets and self.buckets != sorted(set(self.buckets)):
+            raise ValueError(f"tune.buckets {self.buckets} are not strictly ascending")
+        return self

@@ -109,11 +109,14 @@ class _Worker:
                 ins.append(i)
             self.prepared.append(ins)
         self.want = [grpcclient.InferRequestedOutput(o) for o in outputs]
-        self.expected = expected
-        self.exp_bytes = None if expected is None else [{k: v.tobytes() for k, v in e.items()} for e in expected]
+        self.expect(expected)
         self.state = {"lat": [], "errors": 0, "mm": 0, "first_mm": None, "first_err": None}
         self.stop = asyncio.Event()
         self.counter = 0
+
+    def expect(self, expected) -> None:
+        self.expected = expected
+        self.exp_bytes = None if expected is None else [{k: v.tobytes() for k, v in e.items()} for e in expected]
 
     async def one(self, t_sched: float | None = None) -> None:
         state = self.state
@@ -185,6 +188,9 @@ class _Worker:
                 coro = self.closed(cmd["concurrency"]) if cmd.get("concurrency") else self.opened(cmd["rate"])
                 running = [asyncio.ensure_future(coro)]
                 conn.send({"t": time.perf_counter()})
+            elif op == "expect":  # the answers to compare with from now on (another config's own answers)
+                self.expect(cmd["expected"])
+                conn.send({"ok": True})
             elif op == "flush":
                 conn.send(self.take())
             elif op == "halt":
@@ -217,6 +223,13 @@ class LoadGenerator:
         for conn in self.conns:
             if not conn.poll(120):
                 raise RuntimeError("load generator worker did not start within 120 s")
+            conn.recv()
+
+    def expect(self, expected: list[Sample] | None) -> None:
+        """Compare every answer with these from now on (tune.determinism: invariant: the config's own)."""
+        for conn in self.conns:
+            conn.send({"op": "expect", "expected": expected})
+        for conn in self.conns:
             conn.recv()
 
     def _split(self, total: float, integer: bool) -> list[float]:

@@ -13,7 +13,7 @@ import yaml
 
 from tritonbuild.core.fsutil import write_atomic
 
-KEYS = ("max_batch_size", "batching", "instances")
+KEYS = ("version", "max_batch_size", "batch_buckets", "batching", "instances")
 
 
 def _flow(value) -> str:
@@ -31,6 +31,9 @@ def patch_text(values: dict, report: dict) -> str:
     for load, c in cmp.items():
         lines.append(f"#   {load}: {c['tuned']['throughput']:.0f} req/s vs default {c['default']['throughput']:.0f} "
                      f"({c['ratio']}x), p99 {c['tuned']['p99_ms']:.2f} ms")
+    bits = report.get("served_bits") or {}
+    if bits.get("changed"):
+        lines.append(f"# served bits change: {bits['text']}")
     for k in KEYS:
         if k in values:
             lines.append(f"{k}: {_flow(values[k])}")

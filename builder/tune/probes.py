@@ -83,13 +83,19 @@ class GoldensCheck:
         response = self.client.infer(self.manifest_model.name, ins, outputs=wanted)
         return {tensor.name: response.as_numpy(tensor.name) for tensor in self.manifest_model.outputs}
 
-    def check(self, candidate: Candidate) -> tuple[list, list]:
-        """(mismatches alone, mismatches in batches) as verify's Mismatch objects."""
+    def answers_alone(self) -> list[dict]:
+        """Each input sent alone once: the served config's own answers (tune.determinism: invariant)."""
+        return [self.infer(sample) for sample in self.inputs]
+
+    def check(self, candidate: Candidate, reference: list[dict] | None = None) -> tuple[list, list]:
+        """(mismatches alone, mismatches in batches) against the goldens (or the given reference) as verify's
+        Mismatch objects."""
+        reference = reference or self.reference
         alone, batched = [], []
         for rep in range(self.manifest_model.verify.repeats):
             for i, sample in enumerate(self.inputs):
                 got = self.infer(sample)
-                for name, exp in self.reference[i].items():
+                for name, exp in reference[i].items():
                     mismatch = compare(exp, got.get(name), sample=i, output=name,
                                        context=f"{candidate.label}: repeat {rep + 1}")
                     if mismatch:
@@ -102,7 +108,7 @@ class GoldensCheck:
             with ThreadPoolExecutor(max_workers=len(self.inputs)) as pool:
                 for rep in range(self.manifest_model.verify.repeats):
                     for i, got in enumerate(pool.map(self.infer, self.inputs)):
-                        for name, exp in self.reference[i].items():
+                        for name, exp in reference[i].items():
                             mismatch = compare(exp, got.get(name), sample=i, output=name,
                                                context=f"{candidate.label}: {len(self.inputs)} concurrent requests, "
                                                        f"round {rep + 1}")

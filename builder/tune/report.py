@@ -44,7 +44,7 @@ CLIENT_BOUND = 0.90  # a measurement within 10 % of the empty model's throughput
 
 def build_report(manifest_model, spec, grid, loads, ev, default, winner, ceiling, verifications, load_errors, notes, *,
                  brute, processes, server_version, elapsed, no_verify, base_instances, answers=None, paired=None,
-                 ceiling_scaling=None) -> dict:
+                 ceiling_scaling=None, new_bits=None) -> dict:
     answers, paired = answers or {}, paired or {}
     top = loads[-1]
     grid_size = len({default, *grid.all()}) * len(loads)
@@ -72,13 +72,14 @@ def build_report(manifest_model, spec, grid, loads, ev, default, winner, ceiling
         "default": candidate_dict(default, base_instances),
         "winner": None if winner is None else candidate_dict(winner, base_instances),
         "default_is_best": default_is_best,
+        "determinism": spec.determinism, "served_bits": served_bits(manifest_model, winner, new_bits),
         "verdict": _verdict(ev, winner, default, comparison),
         "pick": _pick(ev, winner),
         "comparison": comparison,
         "high_load_ratio": comparison.get(top, {}).get("ratio"),
         "low_load_ratio": comparison.get(loads[0], {}).get("ratio"),
         "closest": None if winner is not None else closest_of(ev, spec, loads, cands),
-        "rejections": rejections,
+        "rejections": rejections, "new_bits": new_bits,
         "rejected_not_bit_exact": [r for r in rejections if r["cause"] == "not_bit_exact"],
         "answers": answers, "verifications": verifications,
         "candidates": per_cand, "measurements": measurements,
@@ -86,6 +87,21 @@ def build_report(manifest_model, spec, grid, loads, ev, default, winner, ceiling
         "machine": _machine(processes), "server": {"tritonserver": server_version}, "client": client_versions(),
         "elapsed_s": round(elapsed, 1),
     }
+
+
+def served_bits(manifest_model, winner, new_bits) -> dict | None:
+    """tune.determinism: invariant: whether the winner serves other bits than the goldens (then the patch gives
+    the model a new version and the goldens are recorded again); None under goldens."""
+    if new_bits is None or winner is None:
+        return None
+    differing = new_bits.get(winner.label, 0)
+    if not differing:
+        return {"changed": False, "text": "the winner serves the goldens' bits"}
+    return {"changed": True, "golden_outputs_differing": differing, "version": manifest_model.version + 1,
+            "text": f"the winner serves other bits than the goldens ({differing} golden outputs differ; its answers "
+                    "do not depend on batch composition or load): a new model version "
+                    f"{manifest_model.version + 1}; after the rebuild record its goldens (tritonbuild verify OUT "
+                    "--record --force) and commit them"}
 
 
 def _machine(processes: int) -> dict:

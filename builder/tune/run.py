@@ -33,7 +33,7 @@ from tritonbuild.tune.control import load_with_config, unload
 from tritonbuild.tune.loadgen import LoadGenerator, Result
 from tritonbuild.tune.probes import NULL_MODEL, GoldensCheck, null_model
 from tritonbuild.tune.report import build_report, finite, server_version_of
-from tritonbuild.tune.space import Candidate, Grid, apply
+from tritonbuild.tune.space import BUCKETS_PARAMETER, Candidate, Grid, apply
 from tritonbuild.verify.goldens import from_npz_arrays, generate_inputs
 
 Progress = Callable[[str], None]
@@ -118,9 +118,15 @@ class TuneSession:
         self.inputs, self.reference = self._goldens(no_verify)
         self.base_mc = parse((root / model / "config.pbtxt").read_bytes())
         self.grid = Grid(self.spec, self.base_mc)
+        self._check_buckets()
         self.loads = _loads(self.spec)
-        self.exact_under_load = (self.reference is not None
-                                 and self.manifest_model.verify.batch_invariance == "require")
+        # invariant: a config's answers are compared with its own answers alone (it may serve new bits, never
+        # bits that depend on batch composition or load); goldens: with the recorded goldens
+        self.invariant = self.spec.determinism == "invariant" and self.reference is not None
+        self.exact_under_load = self.reference is not None and (
+            self.invariant or self.manifest_model.verify.batch_invariance == "require")
+        self.own: dict[Candidate, list[dict]] = {}  # invariant: each config's own answers to the inputs alone
+        self.new_bits: dict[str, int] = {}  # invariant: per config, golden outputs its own answers differ from
         self.processes = processes or max(1, min(8, (os.cpu_count() or 2) // 2))
         self.loaded: Candidate | None = None
         self.fresh = False
@@ -132,6 +138,19 @@ class TuneSession:
         self.ceiling_scaling: list[dict] = []
         self.checker: GoldensCheck | None = None
         self.ev: search.Evaluator | None = None
+
+    def _check_buckets(self) -> None:
+        """tune.buckets: the model's wrapper must read them (built with batch_buckets) and they must hold every
+        batch the candidates may form."""
+        buckets = self.grid.buckets
+        if buckets is None:
+            return
+        if BUCKETS_PARAMETER not in self.base_mc.parameters:
+            raise UsageError(f"tune.buckets: {self.model!r} was not built with batch_buckets (no bucket wrapper "
+                             "reads them)", hint="set batch_buckets in the recipe (a Python model), rebuild")
+        if buckets[-1] < self.grid.cap:
+            raise UsageError(f"tune.buckets {list(buckets)}: the largest is below max_batch_size {self.grid.cap}",
+                             hint=f"add {self.grid.cap} as the last bucket")
 
     def _goldens(self, no_verify: bool):
         manifest_model, root = self.manifest_model, self.root
@@ -164,7 +183,10 @@ class TuneSession:
                               processes=self.processes, server_version=server_version, elapsed=elapsed,
                               no_verify=self.reference is None,
                               base_instances=[g.model_dump() for g in self.recipe.instances],
-                              answers=self.answers, paired=self.paired, ceiling_scaling=self.ceiling_scaling)
+                              answers=self.answers, paired=self.paired, ceiling_scaling=self.ceiling_scaling,
+                              new_bits=self.new_bits if self.invariant else None)
+        if (report["served_bits"] or {}).get("changed"):  # a change of served bits is a new model version
+            report["winner"]["recipe_values"]["version"] = report["served_bits"]["version"]
         return self.write_outputs(finite(report), winner)
 
     def start_server(self, stack: ExitStack, scratch: Path) -> None:
@@ -234,11 +256,23 @@ class TuneSession:
             try:
                 load_with_config(self.url, self.model, apply(self.base_mc, candidate))
                 self.loaded, self.fresh = candidate, True
+                if self.invariant:
+                    self._expect_own(candidate)
             except ModelLoadError as e:
                 self.loaded = None
                 self.load_errors[candidate] = f"Triton refused the config: {e.message}"
                 return self.load_errors[candidate]
         return None
+
+    def _expect_own(self, candidate: Candidate) -> None:
+        """invariant: the loaded config's own answers (each input alone, recorded on its first load) become what
+        every answer under load is compared with; how many golden outputs they differ from is kept."""
+        if candidate not in self.own:
+            self.own[candidate] = self.checker.answers_alone()
+            self.new_bits[candidate.label] = sum(
+                1 for mine, golden in zip(self.own[candidate], self.reference, strict=True)
+                for name, expected in golden.items() if mine[name].tobytes() != expected.tobytes())
+        self.generator.expect(self.own[candidate])
 
     def confirm(self, candidate: Candidate) -> list[Decision]:
         """Candidate and Triton's default in paired rounds at every load, interleaved A B, B A, ...; each load's
@@ -290,8 +324,8 @@ class TuneSession:
         err = self.ensure(candidate)
         if err:
             return err
-        self.say(f"verifying {candidate.label} with the goldens")
-        alone, batched = self.checker.check(candidate)
+        self.say(f"verifying {candidate.label} with " + ("its own answers alone" if self.invariant else "the goldens"))
+        alone, batched = self.checker.check(candidate, self.own.get(candidate))
         results = self.ev.results
         under = [(load, results[(candidate, load)].extra.get("first_mismatch"), results[(candidate, load)].mismatches)
                  for load in self.loads if (candidate, load) in results and results[(candidate, load)].mismatches]
@@ -301,15 +335,20 @@ class TuneSession:
             "mismatches_batched": [x.model_dump() for x in batched],
             "mismatches_under_load": [{"load": lo, "answers": n, "first": f} for lo, f, n in under]}
         if alone:
-            return f"answers differ from the goldens when sent alone ({len(alone)} outputs)"
+            return (f"answers differ from {'its own first answers' if self.invariant else 'the goldens'} when sent "
+                    f"alone ({len(alone)} outputs)")
         tally = self.answers.get(candidate.label, {"compared": 0, "differing": 0})
-        if self.manifest_model.verify.batch_invariance == "require" and (batched or tally["differing"]):
+        if self.exact_under_load and (batched or tally["differing"]):
             worst = max([x.max_abs_diff or 0.0 for x in batched] +
                         [(f or {}).get("max_abs_diff") or 0.0 for _, f, _n in under] + [0.0])
-            return (f"outputs change with batch composition (batch_invariance: require): {len(batched)} "
+            return (f"outputs change with batch composition ({self._bit_rule}): {len(batched)} "
                     f"batched outputs and {tally['differing']} of {tally['compared']} answers under load differ, "
                     f"max |diff| {worst:.3g}")
         return None
+
+    @property
+    def _bit_rule(self) -> str:
+        return "tune.determinism: invariant" if self.invariant else "batch_invariance: require"
 
     def write_outputs(self, report: dict, winner: Candidate | None) -> dict:
         """The report, the recipe patch and the plot; TuneError (after writing them) when nothing won."""

@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tritonbuild.recipe.models import Tune
 
+BUCKETS_PARAMETER = "tritonbuild_batch_buckets"  # backends/models/bucketed.py reads it
 KINDS = {"cpu": "KIND_CPU", "gpu": "KIND_GPU", "auto": "KIND_AUTO", "model": "KIND_MODEL"}
 KIND_NAMES = {v: k for k, v in KINDS.items()}
 
@@ -25,6 +26,8 @@ class Candidate(BaseModel):
     preferred: bool = False
     coords: tuple[int, int, int, int] | None = None
     is_default: bool = False
+    # batch buckets the Python wrapper pads to (config parameter): None = as built, () = off (the plain model)
+    buckets: tuple[int, ...] | None = None
 
     @property
     def label(self) -> str:
@@ -35,7 +38,8 @@ class Candidate(BaseModel):
             s += f"@{len(self.gpus)}gpu"
         if not self.batching:
             return s + " no-batching"
-        return s + f" mbs{self.max_batch_size} delay{self.max_queue_delay_us}us" + (" pref" if self.preferred else "")
+        return (s + f" mbs{self.max_batch_size} delay{self.max_queue_delay_us}us" + (" pref" if self.preferred else "")
+                + (f" buckets{','.join(map(str, self.buckets))}" if self.buckets else ""))
 
     def recipe_values(self, base_instances: list[dict]) -> dict:
         """The recipe keys this candidate sets (the patch)."""
@@ -50,6 +54,8 @@ class Candidate(BaseModel):
                                "preferred_batch_sizes": [self.max_batch_size] if self.preferred else []}
         else:
             out["batching"] = None
+        if self.buckets is not None:
+            out["batch_buckets"] = list(self.buckets) or None
         return out
 
 
@@ -90,6 +96,10 @@ class Grid:
         if tune.gpus_per_group and self.kind == "gpu":
             self.gpus = list(range(max(tune.gpus_per_group)))
         self.default = default_candidate(mc, self.kind)
+        # tune.buckets: the batching candidates carry them, Triton's default is the model without them
+        self.buckets = tuple(tune.buckets) if tune.buckets else None
+        if self.buckets is not None:
+            self.default = self.default.model_copy(update={"buckets": ()})
 
     def at(self, i: int, b: int, d: int = 0, p: int = 0) -> Candidate:
         if b == 0:
@@ -98,7 +108,8 @@ class Grid:
                 return self.default  # one instance, no batcher: Triton's default itself
         return Candidate(instances=self.instances[i], kind=self.kind, gpus=self.gpus, batching=b > 0,
                          max_batch_size=self.batch[b] if b else self.cap, max_queue_delay_us=self.delays[d] if b else 0,
-                         preferred=bool(self.preferred[p]) if b else False, coords=(i, b, d, p))
+                         preferred=bool(self.preferred[p]) if b else False, coords=(i, b, d, p),
+                         buckets=None if self.buckets is None else (self.buckets if b else ()))
 
     def all(self) -> list[Candidate]:
         """Every distinct candidate (Triton's default included when the grid holds it)."""
@@ -141,6 +152,8 @@ def apply(mc, candidate: Candidate):
         list(mc.instance_group[0].gpus) if mc.instance_group else [])
     if candidate.kind == "gpu":
         group.gpus.extend(gpus)
+    if candidate.buckets is not None:  # the Python wrapper's parameter (batch_buckets); empty: no padding
+        out.parameters[BUCKETS_PARAMETER].string_value = ",".join(str(size) for size in candidate.buckets)
     for warmup in out.model_warmup:
         if candidate.max_batch_size and warmup.batch_size > candidate.max_batch_size:
             warmup.batch_size = candidate.max_batch_size

@@ -205,3 +205,90 @@ def test_tune_against_a_running_server_and_open_loop_rates(cli, invariant, monke
     built = (out / "slow" / "config.pbtxt").read_text()  # (the --apply test before made it batch)
     assert ("dynamic_batching" in served) == ("dynamic_batching" in built)  # the built config again
     assert served["instance_group"][0]["count"] == 1
+
+
+# Pads every batch to the config's max_batch_size (as an engine captured at one shape does): the cost is the
+# padded rows, and the answer depends on that shape only, never on who shared the batch.
+PADDING_MODEL = '''
+import json
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.rows = json.loads(args["model_config"])["max_batch_size"]
+
+    def execute(self, requests):
+        time.sleep(0.01 + 0.0025 * self.rows)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", (pb_utils.get_input_tensor_by_name(r, "X")
+                                                                  .as_numpy() * 2 + self.rows).astype(np.float32))])
+                for r in requests]
+'''
+
+
+def test_determinism_invariant_accepts_new_bits_that_never_depend_on_the_batch(cli, tmp_path, monkeypatch):
+    """goldens: a smaller max_batch_size changes the bits (2x + 4 instead of the goldens' 2x + 8) and is
+    rejected, with that cause; invariant: the same config is chosen (its answers equal its own answers alone,
+    under load too), the patch gives the model a new version, and the rebuilt model verifies after its goldens
+    are recorded again."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.py").write_text(PADDING_MODEL)
+    recipe = tmp_path / "slow.yaml"
+    text = RECIPE.lstrip().replace("batch_sizes: [8]", "batch_sizes: [4]").replace("concurrency: [1, 8]",
+                                                                                   "concurrency: [1, 4]")
+    recipe.write_text(text.replace("min_vs_default: 0.7", "min_vs_default: 1.0"))
+    out = tmp_path / "OUT"
+    assert cli("build", recipe, "-o", out).exit_code == 0
+    assert cli("verify", out, "--record").exit_code == 0
+    assert cli("build", recipe, "-o", out, "--force").exit_code == 0
+    r = cli("tune", out, "slow", "--processes", "2", "--report-dir", tmp_path / "rep-goldens")
+    assert r.exit_code == 0, r.output
+    report = json.loads((tmp_path / "rep-goldens" / "tune-report.json").read_text())
+    assert report["default_is_best"] and report["served_bits"] is None
+    assert [(x["label"], x["cause"]) for x in report["rejections"]] == [("1xcpu mbs4 delay0us", "not_bit_exact")]
+
+    (tmp_path / "inv.yaml").write_text(recipe.read_text().replace("tune:\n", "tune:\n  determinism: invariant\n"))
+    r = cli("tune", out, "slow", "--recipe", tmp_path / "inv.yaml", "--processes", "2", "--apply",
+            "--report-dir", tmp_path / "rep-inv")
+    assert r.exit_code == 0, r.output
+    report = json.loads((tmp_path / "rep-inv" / "tune-report.json").read_text())
+    assert report["winner"]["label"] == "1xcpu mbs4 delay0us" and report["determinism"] == "invariant"
+    assert report["served_bits"]["changed"] and report["served_bits"]["golden_outputs_differing"] == 4
+    assert report["new_bits"] == {"default": 0, "1xcpu mbs4 delay0us": 4}
+    winner = report["answers"]["1xcpu mbs4 delay0us"]
+    assert winner["compared"] > 100 and winner["differing"] == 0  # compared with its own answers alone
+    assert report["comparison"]["c1"]["low"] >= 1.0  # 20 ms instead of 30 ms per request, on paired rounds
+    patch = (tmp_path / "rep-inv" / "tune-patch.yaml").read_text()
+    assert "# served bits change:" in patch and "version: 2" in patch
+    assert "version: 2\n" in (tmp_path / "inv.yaml").read_text()  # --apply: a new model version
+    assert cli("build", tmp_path / "inv.yaml", "-o", out, "--force").exit_code == 0
+    assert cli("verify", out, "--record", "--force").exit_code == 0
+    assert cli("verify", out).exit_code == 0
+
+
+def test_tune_buckets_batch_a_batch_variant_model_without_changing_its_answers(cli, tmp_path, monkeypatch):
+    """A model whose answer depends on its batch's rows (y = 2x + rows - 1), built with batch_buckets [8]: tune
+    measures Triton's default as the plain model (no padding: its own bits, 2x) and the batching candidates with
+    the buckets (2x + 7 whatever the batch), each invariant at its own config; batching wins at 8 clients."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.py").write_text(MODEL.format(add_batch=True))
+    recipe = tmp_path / "slow.yaml"
+    recipe.write_text(RECIPE.lstrip().replace("tune:\n", "batch_buckets: [8]\ntune:\n  determinism: invariant\n"
+                                              "  buckets: [8]\n"))
+    out = tmp_path / "OUT"
+    assert cli("build", recipe, "-o", out).exit_code == 0
+    assert cli("verify", out, "--record").exit_code == 0  # invariant as built: every batch is computed at 8 rows
+    assert cli("build", recipe, "-o", out, "--force").exit_code == 0
+    r = cli("tune", out, "slow", "--processes", "2", "--report-dir", tmp_path / "rep")
+    assert r.exit_code == 0, r.output
+    report = json.loads((tmp_path / "rep" / "tune-report.json").read_text())
+    assert report["winner"]["label"] == "1xcpu mbs8 delay0us buckets8"
+    assert report["winner"]["recipe_values"]["batch_buckets"] == [8]
+    assert report["new_bits"] == {"default": 4, "1xcpu mbs8 delay0us buckets8": 0}  # the default: 2x, not 2x + 7
+    assert report["served_bits"] == {"changed": False, "text": "the winner serves the goldens' bits"}
+    assert all(m["mismatches"] == 0 for m in report["measurements"])  # each config against its own answers
+    assert report["comparison"]["c8"]["low"] > 2.0
+    assert "batch_buckets: [8]" in (tmp_path / "rep" / "tune-patch.yaml").read_text()

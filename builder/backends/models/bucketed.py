@@ -2,9 +2,9 @@
 
 Every batch the dynamic batcher forms is padded, before the model runs, to the next of the batch sizes in this
 model's config parameter "tritonbuild_batch_buckets" (one extra request of zero rows), and that request's answer
-is dropped: the model only ever computes at those batch sizes. With one bucket, a row's answer cannot depend on
-how many requests shared its batch; with several, on which bucket its batch fell in. The recipe's model.py is
-"user_model.py" beside this file.
+is dropped: the model only ever computes at those batch sizes (no parameter, or an empty one: no padding). With
+one bucket, a row's answer cannot depend on how many requests shared its batch; with several, on which bucket
+its batch fell in. The recipe's model.py is "user_model.py" beside this file.
 """
 
 import importlib.util
@@ -29,14 +29,16 @@ def _user_model():
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
-        text = config["parameters"][PARAMETER]["string_value"]
-        self.buckets = sorted(int(size) for size in text.split(","))
+        text = config.get("parameters", {}).get(PARAMETER, {}).get("string_value", "")
+        self.buckets = sorted(int(size) for size in text.split(",") if size.strip())  # none: no padding
         self.outputs = [output["name"] for output in config["output"]]
         self.model = _user_model()
         if hasattr(self.model, "initialize"):
             self.model.initialize(args)
 
     def execute(self, requests):
+        if not self.buckets:
+            return self.model.execute(requests)
         responses, group, rows = [], [], 0
         for request in requests:  # groups of at most the largest bucket's rows
             n = _rows(request)

@@ -79,3 +79,14 @@ def test_summarize_says_same_overlapping_or_different():
     apart = [*same[:2], _report("quick-fixed@3", "4x128", (15.0, 14.0, 16.0))]
     lines, agree = summarize(apart)
     assert not agree and lines[-1].startswith("DIFFERENT picks")
+
+
+@pytest.mark.parametrize("recipe", sorted((ROOT / "benchmarks" / "tune").glob("*.yaml")), ids=lambda p: p.name)
+def test_the_benchmark_recipes_load(recipe):
+    from tritonbuild.backends import REGISTRY
+    from tritonbuild.recipe.load import load_recipe
+
+    loaded = load_recipe(recipe, REGISTRY.recipe_kinds())
+    assert loaded.recipe.tune is not None and loaded.recipe.verify.batch_invariance == "require"
+    if loaded.recipe.batch_buckets:
+        assert loaded.recipe.tune.determinism == "invariant" and loaded.recipe.tune.buckets
