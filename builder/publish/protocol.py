@@ -41,7 +41,9 @@ def check_local_files(root: Path, manifest: Manifest) -> None:
     file-hash cache (core/hashing.py: size, mtime, inode and ctime, which any write moves and no user call sets
     back): a file untouched since it was last hashed is not read again, so publishing an unchanged multi-GB
     repository costs a stat per file."""
-    hashes = file_hashes()
+    from tritonbuild.core.cachedir import default_cache_dir
+
+    hashes = file_hashes(default_cache_dir())  # the build cache's, where build and plan keep theirs
     names = {model.name for model in manifest.models}
     missing = [f"{name}/config.pbtxt" for name in sorted(names) if f"{name}/config.pbtxt" not in manifest.files]
     if missing:
