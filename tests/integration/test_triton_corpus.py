@@ -43,17 +43,14 @@ def test_corpus_confirmed_by_tritonserver(tmp_path):
     assert {n: errors[n] for n in accepted if errors[n] is not None} == {}
 
 
-@pytest.mark.slow
-def test_verify_every_backend_kind(tmp_path):
-    """One repository holding the corpus once per backend kind (models '<id>.<kind>'); `tritonbuild verify` (no
-    manifest: Triton's rules offline + Triton's core through stand-ins, one server start) refuses each refused
+def _verify_every_case_as(kind: str, tmp_path) -> None:
+    """One repository holding the corpus as models of one backend kind (models '<id>.<kind>'); `tritonbuild verify`
+    (no manifest: Triton's rules offline + Triton's core through stand-ins, one server start) refuses each refused
     model with Triton's cause in its triton-core row, and passes every accepted one."""
     repo = tmp_path / "repo"
     repo.mkdir()
-    refused, accepted = {}, {}
-    for kind in KINDS:
-        refused.update(materialize(repo, cases("refused"), kind, "# model file of a python model\n", suffix=True))
-        accepted.update(materialize(repo, cases("accepted"), kind, "# model file of a python model\n", suffix=True))
+    refused = materialize(repo, cases("refused"), kind, "# model file of a python model\n", suffix=True)
+    accepted = materialize(repo, cases("accepted"), kind, "# model file of a python model\n", suffix=True)
     r = subprocess.run([sys.executable, "-m", "tritonbuild", "verify", str(repo), "--json"], capture_output=True,
                        text=True, timeout=1200)
     assert r.returncode == 6, r.stderr[-3000:]
@@ -74,4 +71,37 @@ def test_verify_every_backend_kind(tmp_path):
     # are tested in tests/unit/repository and tests/unit/backends)
     bad = {n: [c for c in rows[n] if not c["ok"] and c["check"] not in ("onnx", "libtorch")] for n in accepted}
     assert {n: b for n, b in bad.items() if b} == {}
-    assert len(refused) > 4 * 100 and len(accepted) > 4 * 40
+    assert len(refused) > 100 and len(accepted) > 40
+
+
+# One class per backend kind: the test runner keeps a class's tests on one worker and spreads the classes, so the
+# four verifications (each one server start over ~185 models) run side by side in the full suite.
+@pytest.mark.slow
+class TestVerifyEveryCaseAsPython:
+    def test_verify(self, tmp_path):
+        _verify_every_case_as("python", tmp_path)
+
+
+@pytest.mark.slow
+class TestVerifyEveryCaseAsOnnxruntime:
+    def test_verify(self, tmp_path):
+        _verify_every_case_as("onnxruntime", tmp_path)
+
+
+@pytest.mark.slow
+class TestVerifyEveryCaseAsPytorch:
+    def test_verify(self, tmp_path):
+        _verify_every_case_as("pytorch", tmp_path)
+
+
+@pytest.mark.slow
+class TestVerifyEveryCaseAsTensorrt:
+    def test_verify(self, tmp_path):
+        _verify_every_case_as("tensorrt", tmp_path)
+
+
+def test_every_backend_kind_has_its_verification():
+    """The four classes above cover KINDS exactly (a new kind in the corpus needs its class)."""
+    covered = {name.removeprefix("TestVerifyEveryCaseAs").lower() for name in globals()
+               if name.startswith("TestVerifyEveryCaseAs")}
+    assert covered == set(KINDS)
