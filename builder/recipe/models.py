@@ -244,44 +244,50 @@ class Recipe(Strict):
 Problem = tuple  # (key path, message, hint)
 
 
+def _batching_problems(recipe: Recipe) -> list[Problem]:
+    """The dynamic batcher's rules (Triton's ValidateModelConfig)."""
+    batching = recipe.batching
+    if batching is None:
+        return []
+    out: list[Problem] = []
+    # NOTE: Triton accepts dynamic_batching with max_batch_size 0 (queueing, priorities, timeouts without
+    # batching); only a preferred size above max_batch_size is refused (ValidateModelConfig, core r24.10).
+    for i, size in enumerate(batching.preferred_batch_sizes):
+        if size > recipe.max_batch_size:
+            out.append((("batching", "preferred_batch_sizes", i),
+                        f"preferred batch size {size} exceeds max_batch_size {recipe.max_batch_size}",
+                        f"use sizes <= {recipe.max_batch_size} or raise max_batch_size"))
+    if batching.priority_levels and not 1 <= batching.default_priority_level <= batching.priority_levels:
+        out.append((("batching", "default_priority_level"),
+                    f"default_priority_level {batching.default_priority_level} is outside "
+                    f"[1, {batching.priority_levels}]", "set it between 1 and priority_levels"))
+    for level in batching.priority_queue_policy:
+        if not 1 <= level <= batching.priority_levels:
+            out.append((("batching", "priority_queue_policy", level),
+                        f"priority level {level} is outside [1, {batching.priority_levels}]", "fix the level"))
+    if batching.preserve_ordering and batching.priority_levels > 1:
+        out.append((("batching", "preserve_ordering"), "preserve_ordering forbids more than one priority level",
+                    "drop preserve_ordering or use priority_levels <= 1"))
+    if batching.preserve_ordering:
+        # Triton (core r24.10 model_config_utils.cc ValidateModelConfig) refuses a DELAY action that can
+        # trigger (a non-zero timeout) when responses must keep request order.
+        policies = [(("batching", "default_queue_policy"), batching.default_queue_policy),
+                    *((("batching", "priority_queue_policy", level), policy)
+                      for level, policy in batching.priority_queue_policy.items())]
+        for loc, policy in policies:
+            if policy is not None and policy.timeout_action == "delay" and policy.default_timeout_us:
+                out.append(((*loc, "timeout_action"), "timeout_action delay with preserve_ordering: Triton "
+                            "refuses it ('Queue policy can not have DELAY as timeout action when "
+                            "'preserve_ordering' is true')", "use timeout_action: reject, or drop "
+                            "preserve_ordering"))
+    return out
+
+
 def check_rules(recipe: Recipe, backend_problems: list[Problem]) -> list[Problem]:
     """Cross-field rules, each tied to the key a user has to change (Triton's own load rules). The rules of
-    the recipe's backend (Backend.check_recipe, passed in by recipe.kinds) are reported after the serving
+    the recipe's backend (Backend.check_recipe, passed in by recipe.kinds.check) are reported after the serving
     rules (batching, instances) and before the model-wide ones (warmup, tune, dims)."""
-    out: list[Problem] = []
-    batching = recipe.batching
-    if batching is not None:
-        # NOTE: Triton accepts dynamic_batching with max_batch_size 0 (queueing, priorities, timeouts without
-        # batching); only a preferred size above max_batch_size is refused (ValidateModelConfig, core r24.10).
-        for i, size in enumerate(batching.preferred_batch_sizes):
-            if size > recipe.max_batch_size:
-                out.append((("batching", "preferred_batch_sizes", i),
-                            f"preferred batch size {size} exceeds max_batch_size {recipe.max_batch_size}",
-                            f"use sizes <= {recipe.max_batch_size} or raise max_batch_size"))
-        if batching.priority_levels and not 1 <= batching.default_priority_level <= batching.priority_levels:
-            out.append((("batching", "default_priority_level"),
-                        f"default_priority_level {batching.default_priority_level} is outside "
-                        f"[1, {batching.priority_levels}]", "set it between 1 and priority_levels"))
-        for level in batching.priority_queue_policy:
-            if not 1 <= level <= batching.priority_levels:
-                out.append((("batching", "priority_queue_policy", level),
-                            f"priority level {level} is outside [1, {batching.priority_levels}]", "fix the level"))
-        if batching.preserve_ordering and batching.priority_levels > 1:
-            out.append((("batching", "preserve_ordering"), "preserve_ordering forbids more than one priority level",
-                        "drop preserve_ordering or use priority_levels <= 1"))
-        if batching.preserve_ordering:
-            # Triton (core r24.10 model_config_utils.cc ValidateModelConfig) refuses a DELAY action that can
-            # trigger (a non-zero timeout) when responses must keep request order.
-            policies = [(("batching", "default_queue_policy"), batching.default_queue_policy),
-                        *((("batching", "priority_queue_policy", level), policy)
-                          for level, policy in batching.priority_queue_policy.items())]
-            for loc, policy in policies:
-                if policy is not None and policy.timeout_action == "delay" and policy.default_timeout_us:
-                    out.append(((*loc, "timeout_action"), "timeout_action delay with preserve_ordering: Triton "
-                                "refuses it ('Queue policy can not have DELAY as timeout action when "
-                                "'preserve_ordering' is true')", "use timeout_action: reject, or drop "
-                                "preserve_ordering"))
-    out += bucket_rules(recipe)
+    out = _batching_problems(recipe) + bucket_rules(recipe)
     for i, group in enumerate(recipe.instances):
         if group.kind in ("cpu", "model") and group.gpus:
             out.append((("instances", i, "gpus"), f"kind {group.kind} cannot list gpus {group.gpus}",
