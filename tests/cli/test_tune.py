@@ -88,14 +88,22 @@ def _project(tmp_path, cli, add_batch: bool):
 
 
 def test_sla_nobody_meets_exits_with_the_closest_and_the_miss(cli, invariant, monkeypatch):
+    import os
+
     tmp_path, _recipe, out = invariant
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)  # room to double the load generator's 2 processes once
     r = cli("tune", out, "slow", "--processes", "2", "--sla-ms", "1", "--concurrency", "1",
             "--report-dir", tmp_path / "rep-sla")
     assert r.exit_code == 6, r.output
     assert "no candidate of 'slow' meets the constraints" in r.output and "SLA 1 ms" in r.output
     report = json.loads((tmp_path / "rep-sla" / "tune-report.json").read_text())
     assert report["winner"] is None and report["closest"]["sla_miss_ms"] > 15  # a 20 ms model
+    # the generator tried 4 processes against the empty model and kept them only if the ceiling rose 10 %
+    scaling = report["ceiling"]["scaling"]
+    assert [step["processes"] for step in scaling] == [2, 4]
+    kept = 4 if scaling[1]["throughput"] >= 1.1 * scaling[0]["throughput"] else 2
+    assert report["machine"]["load_processes"] == kept and report["ceiling"]["client_bound_at"] == 0.9
     assert not (tmp_path / "rep-sla" / "tune-patch.yaml").exists()
 
 
