@@ -29,42 +29,59 @@ def read_config(model_dir: Path):
 
 def ensemble_scheduling_problems(mc, name: str, platform: str) -> list[str]:
     """ValidateEnsembleSchedulingConfig + BuildEnsembleGraph: the ensemble's own data flow."""
+    problem = _ensemble_header_problem(mc, name, platform)
+    if problem:
+        return [problem]
+    graph = _ensemble_graph(mc.ensemble_scheduling.step, name)
+    if isinstance(graph, str):
+        return [graph]
+    problem = _ensemble_flow_problem(mc, name, *graph)
+    return [problem] if problem else []
+
+
+def _ensemble_header_problem(mc, name: str, platform: str) -> str | None:
     if platform != "ensemble":
-        return [f"ensemble scheduling cannot be set for model '{name}' whose platform is not ensemble"]
+        return f"ensemble scheduling cannot be set for model '{name}' whose platform is not ensemble"
     if len(mc.instance_group):
-        return [f"instance group should not be specified for ensemble '{name}'"]
+        return f"instance group should not be specified for ensemble '{name}'"
     if mc.HasField("optimization"):
-        return [f"optimization should not be specified for ensemble '{name}'"]
+        return f"optimization should not be specified for ensemble '{name}'"
     if len(mc.model_warmup):
-        return [f"model_warmup can not be specified for ensemble '{name}'"]
-    steps = mc.ensemble_scheduling.step
-    if not steps:
-        return [f"must specify 'step' for ensemble '{name}'"]
-    # tensor → (producers (input tensors of the producing step), consumers)
+        return f"model_warmup can not be specified for ensemble '{name}'"
+    if not mc.ensemble_scheduling.step:
+        return f"must specify 'step' for ensemble '{name}'"
+    return None
+
+
+def _ensemble_graph(steps, name: str) -> tuple[dict[str, list[str]], dict[str, list[str]]] | str:
+    """(tensor → the input tensors of the step producing it, tensor → the tensors its consumers produce), or
+    Triton's message for a step that cannot be part of a graph."""
     prev: dict[str, list[str]] = {}
     nxt: dict[str, list[str]] = {}
     written: set[str] = set()
     for i, step in enumerate(steps):
-        if not step.model_name:
-            return [f"must specify 'model_name' in step {i} of ensemble '{name}'"]
-        if not step.input_map:
-            return [f"must specify 'input_map' in step {i} of ensemble '{name}'"]
-        if not step.output_map:
-            return [f"must specify 'output_map' in step {i} of ensemble '{name}'"]
+        for field in ("model_name", "input_map", "output_map"):
+            if not getattr(step, field):
+                return f"must specify '{field}' in step {i} of ensemble '{name}'"
         for out_t in step.output_map.values():
             if out_t in written:
-                return [f"ensemble tensor '{out_t}' can appear in an output map only once for ensemble '{name}' "
-                        f"step {i}"]
+                return f"ensemble tensor '{out_t}' can appear in an output map only once for ensemble '{name}' " \
+                       f"step {i}"
             written.add(out_t)
             nxt.setdefault(out_t, [])
             prev.setdefault(out_t, []).extend(step.input_map.values())
         for in_t in step.input_map.values():
             nxt.setdefault(in_t, []).extend(step.output_map.values())
             prev.setdefault(in_t, [])
+    return prev, nxt
+
+
+def _ensemble_flow_problem(mc, name: str, prev: dict[str, list[str]], nxt: dict[str, list[str]]) -> str | None:
+    """Every input used, every output written from the inputs, no tensor left unused."""
     ready: set[str] = set()
     for tensor in mc.input:
         if tensor.name not in nxt:
-            return [f"ensemble input '{tensor.name}' for ensemble {name}' is not used"]
+            return f"ensemble input '{tensor.name}' for ensemble {name}' is not used"
         ready.add(tensor.name)
     queue = list(ready)
     while queue:
@@ -76,24 +93,29 @@ def ensemble_scheduling_problems(mc, name: str, platform: str) -> list[str]:
     outputs = set()
     for tensor in mc.output:
         if tensor.name not in nxt:
-            return [f"ensemble output '{tensor.name}' for ensemble {name}' is not used"]
+            return f"ensemble output '{tensor.name}' for ensemble {name}' is not used"
         if tensor.name not in ready:
-            msg = f"output '{tensor.name}' for ensemble '{name}' is not written"
-            last, nodes, seen = tensor.name, prev.get(tensor.name, []), set()
-            while nodes:
-                cand = next((x for x in nodes if x not in ready and x not in seen), None)
-                if cand is None:
-                    break
-                seen.add(cand)
-                last, nodes = cand, prev.get(cand, [])
-            if last != tensor.name:
-                msg += f": at least one of its depending tensors, '{last}', is not connected"
-            return [msg]
+            return _unwritten_output(tensor.name, name, prev, ready)
         outputs.add(tensor.name)
     for tensor in nxt:
         if tensor not in outputs and (tensor not in ready or not nxt[tensor]):
-            return [f"ensemble tensor '{tensor}' is unused in ensemble '{name}'"]
-    return []
+            return f"ensemble tensor '{tensor}' is unused in ensemble '{name}'"
+    return None
+
+
+def _unwritten_output(output: str, name: str, prev: dict[str, list[str]], ready: set[str]) -> str:
+    """Triton's message for an output no path writes, naming the first tensor up its chain that is not connected."""
+    msg = f"output '{output}' for ensemble '{name}' is not written"
+    last, nodes, seen = output, prev.get(output, []), set()
+    while nodes:
+        cand = next((x for x in nodes if x not in ready and x not in seen), None)
+        if cand is None:
+            break
+        seen.add(cand)
+        last, nodes = cand, prev.get(cand, [])
+    if last != output:
+        msg += f": at least one of its depending tensors, '{last}', is not connected"
+    return msg
 
 
 def core_model_problems(mc, repo: Path) -> list[str] | None:
