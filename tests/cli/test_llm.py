@@ -128,7 +128,8 @@ def test_tokenizer_dir_without_tokenizer_files(cli, llm_dir, tmp_path):
     (llm_dir / "tok" / "README").write_text("no tokenizer here\n")
     _edit(llm_dir / "llm.yaml", "checkpoint: {path: tiny-llama}", "checkpoint: {path: tiny-llama}\ntokenizer: tok")
     r = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT")
-    assert r.exit_code == 4 and "has no tokenizer.json (found: no tokenizer files)" in r.stderr
+    assert r.exit_code == 4 and "has neither tokenizer.json nor a sentencepiece tokenizer.model (found: no " \
+        "tokenizer files)" in r.stderr
 
 
 def test_engine_from_another_trtllm_version(cli, llm_dir, tmp_path):

@@ -52,6 +52,21 @@ def _standin(trt_dir, contract: dict) -> None:
     (trt_dir / "1" / "contract.json").write_text(json.dumps(contract))
 
 
+def _train_sentencepiece(dest):
+    """A byte-fallback BPE sentencepiece model (as Llama-2's tokenizer.model is) written to dest/tokenizer.model."""
+    import io
+
+    import sentencepiece
+
+    buf = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(CORPUS * 20), model_writer=buf, vocab_size=300,
+                                             model_type="bpe", byte_fallback=True, unk_id=0, bos_id=1, eos_id=2,
+                                             pad_id=-1, minloglevel=2)
+    dest.mkdir()
+    (dest / "tokenizer.model").write_bytes(buf.getvalue())
+    return sentencepiece.SentencePieceProcessor(model_proto=buf.getvalue())
+
+
 @pytest.fixture(scope="module")
 def group(tmp_path_factory):
     from click.testing import CliRunner
@@ -67,7 +82,9 @@ def group(tmp_path_factory):
     (work / "llm.yaml").write_text(text)
     stream = text.replace("name: tiny-llama\n", "name: tiny-stream\n").replace("streaming: false", "streaming: true")
     (work / "stream.yaml").write_text(stream)
-    for recipe, name in (("llm.yaml", "tiny-llama"), ("stream.yaml", "tiny-stream")):
+    spm = _train_sentencepiece(work / "spm-tokenizer")  # a tokenizer.model alone, no tokenizer.json
+    (work / "spm.yaml").write_text(text.replace("name: tiny-llama\n", "name: tiny-spm\ntokenizer: spm-tokenizer\n"))
+    for recipe, name in (("llm.yaml", "tiny-llama"), ("stream.yaml", "tiny-stream"), ("spm.yaml", "tiny-spm")):
         r = CliRunner().invoke(main, ["build", str(work / recipe), "-o", str(work / recipe[:-5]), "--engine",
                                       f"{name}={ENGINE}"], catch_exceptions=False)
         assert r.exit_code == 0, r.stderr
@@ -76,6 +93,7 @@ def group(tmp_path_factory):
     contract = load("tensorrtllm_backend")["cpp_parameters"]
     _standin(repo / "tiny-llama_tensorrt_llm", contract)
     _standin(repo / "tiny-stream_tensorrt_llm", {**contract, "token_delay_s": TOKEN_DELAY_S})
+    _standin(repo / "tiny-spm_tensorrt_llm", contract)
     # the same model without one unguarded parameter: what every generated repository was before #9
     broken = repo / "broken_tensorrt_llm"
     shutil.copytree(repo / "tiny-llama_tensorrt_llm", broken)
@@ -84,9 +102,10 @@ def group(tmp_path_factory):
     del mc.parameters["tokenizer_dir"]
     (broken / "config.pbtxt").write_bytes(render(mc))
     with EmbeddedServer(repo) as server:
-        for name in ("tiny-llama", "tiny-stream"):
+        for name in ("tiny-llama", "tiny-stream", "tiny-spm"):
             for m in (f"{name}_preprocessing", f"{name}_tensorrt_llm", f"{name}_postprocessing", name, f"{name}_bls"):
                 server.load(m)
+        server.spm = spm
         yield server, tok
 
 
@@ -288,3 +307,16 @@ def test_the_inputs_upstreams_bls_reshapes_are_answered(group, entry, spec):
         assert name in got, f"{entry} did not return {name}"
         if name == "context_logits":
             assert got[name].shape == (1, n, 384)  # [batch, prompt tokens, the engine's vocab_size]
+
+
+@pytest.mark.parametrize("entry", ["tiny-spm", "tiny-spm_bls"])
+def test_a_sentencepiece_only_tokenizer_serves(group, entry):
+    """A checkpoint with tokenizer.model and no tokenizer.json (upstream's AutoTokenizer takes it): the prompt is
+    tokenized by sentencepiece, BOS first, and the completion decodes back to the text, multi-byte included."""
+    server, _ = group
+    sp = server.spm
+    got = _infer(server, "tiny-spm_preprocessing", _text_inputs([MULTIBYTE]), ["input_ids", "end_id"])
+    assert got["input_ids"].tolist() == [[sp.bos_id(), *sp.encode(MULTIBYTE)]]
+    assert got["end_id"].tolist() == [[sp.eos_id()]]
+    out = _infer(server, entry, _text_inputs([TEXTS[0], MULTIBYTE]), ["text_output"])["text_output"]
+    assert out.reshape(-1).tolist() == [TEXTS[0].encode(), MULTIBYTE.encode()]

@@ -131,11 +131,11 @@ def read_tokenizer(loaded: LoadedRecipe, ckpt: Path, ctx: PlanContext) -> tuple[
     r: LLMRecipe = loaded.recipe
     tok = _dir(loaded, r.tokenizer, ("tokenizer",)) if r.tokenizer else ckpt
     present = {name: ctx.digest(tok / name) for name in TOKENIZER_FILES if (tok / name).is_file()}
-    if "tokenizer.json" not in present:
-        raise PlanError(f"{tok} has no tokenizer.json (found: {sorted(present) or 'no tokenizer files'})",
+    if "tokenizer.json" not in present and "tokenizer.model" not in present:
+        raise PlanError(f"{tok} has neither tokenizer.json nor a sentencepiece tokenizer.model (found: "
+                        f"{sorted(present) or 'no tokenizer files'})",
                         where=loaded.where(("tokenizer",) if r.tokenizer else ("checkpoint", "path")),
-                        hint="save the tokenizer with tokenizer.save_pretrained(DIR) (fast tokenizer) and set "
-                             "'tokenizer: DIR'")
+                        hint="save the tokenizer with tokenizer.save_pretrained(DIR) and set 'tokenizer: DIR'")
     return tok, present
 
 

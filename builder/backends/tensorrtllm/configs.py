@@ -146,7 +146,8 @@ def _request_inputs(mc, pb2, *, bls: bool = False) -> None:
         _tensor(mc.input, pb2, alias, dtype, dims, optional=True)
 
 
-def preprocessing(r: LLMRecipe, names: Names, mbs: int, end_id: int, pad_id: int):
+def preprocessing(r: LLMRecipe, names: Names, mbs: int, end_id: int, pad_id: int,
+                  tokenizer_file: str = "tokenizer/tokenizer.json"):
     pb2 = model_config_pb2()
     mc = _base(pb2, names.preprocessing, mbs, backend="python")
     _tensor(mc.input, pb2, "text_input", "TYPE_STRING", [1])
@@ -166,13 +167,13 @@ def preprocessing(r: LLMRecipe, names: Names, mbs: int, end_id: int, pad_id: int
     _tensor(mc.output, pb2, "bad_words_list", "TYPE_INT32", [2, -1])
     _tensor(mc.output, pb2, "min_tokens", "TYPE_INT32", [1])  # only when the request gave min_tokens/min_length
     _instances(mc, pb2, r.serving.instances.preprocessing)
-    _params(mc, {"tokenizer_file": "tokenizer/tokenizer.json", "add_special_tokens": r.serving.add_special_tokens,
+    _params(mc, {"tokenizer_file": tokenizer_file, "add_special_tokens": r.serving.add_special_tokens,
                  "end_id": end_id, "pad_id": pad_id})
     mc.default_model_filename = "model.py"
     return mc
 
 
-def postprocessing(r: LLMRecipe, names: Names, mbs: int):
+def postprocessing(r: LLMRecipe, names: Names, mbs: int, tokenizer_file: str = "tokenizer/tokenizer.json"):
     pb2 = model_config_pb2()
     mc = _base(pb2, names.postprocessing, mbs, backend="python")
     _tensor(mc.input, pb2, "tokens_batch", "TYPE_INT32", [-1, -1])
@@ -180,7 +181,7 @@ def postprocessing(r: LLMRecipe, names: Names, mbs: int):
     _tensor(mc.output, pb2, "output", "TYPE_STRING", [-1])
     # NOTE: a streamed ensemble sends each token's text through here; more than one instance could reorder them
     _instances(mc, pb2, 1 if r.serving.streaming else r.serving.instances.postprocessing)
-    _params(mc, {"tokenizer_file": "tokenizer/tokenizer.json", "skip_special_tokens": True})
+    _params(mc, {"tokenizer_file": tokenizer_file, "skip_special_tokens": True})
     mc.default_model_filename = "model.py"
     return mc
 

@@ -18,14 +18,36 @@ from tritonbuild.triton.config import render
 KEEP = ".keep"  # an empty version directory must exist for an ensemble; object stores need an object in it
 
 
-def special_ids(tokenizer_dir: Path) -> tuple[int, int]:
-    """(end_id, pad_id) from tokenizer_config.json's eos/pad tokens, resolved through tokenizer.json."""
+def tokenizer_file(tokenizer_dir: Path) -> str:
+    """The file the pre/postprocessing models load: tokenizer.json, else the sentencepiece tokenizer.model
+    (upstream's AutoTokenizer takes either)."""
+    return "tokenizer.json" if (tokenizer_dir / "tokenizer.json").is_file() else "tokenizer.model"
+
+
+def _vocabulary(tokenizer_dir: Path):
+    """token → id (None when absent) and the sentencepiece <eos>/<pad> ids (None for tokenizer.json)."""
     try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        raise BuildError("the tokenizers package is not installed: LLM repositories read their tokenizer with it",
+        if tokenizer_file(tokenizer_dir) == "tokenizer.json":
+            from tokenizers import Tokenizer
+
+            return Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json")).token_to_id, None, None
+        import sentencepiece as spm
+    except ImportError as e:
+        raise BuildError(f"the {e.name} package is not installed: LLM repositories read their tokenizer with it",
                          hint="pip install 'tritonbuild[llm]'") from None
-    tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    sp = spm.SentencePieceProcessor(model_file=str(tokenizer_dir / "tokenizer.model"))
+
+    def to_id(piece: str) -> int | None:
+        i = sp.piece_to_id(piece)
+        return i if sp.id_to_piece(i) == piece else None
+
+    return to_id, (sp.eos_id() if sp.eos_id() >= 0 else None), (sp.pad_id() if sp.pad_id() >= 0 else None)
+
+
+def special_ids(tokenizer_dir: Path) -> tuple[int, int]:
+    """(end_id, pad_id) from tokenizer_config.json's eos/pad tokens, resolved through the vocabulary; a
+    sentencepiece model without tokenizer_config.json gives its own eos/pad ids."""
+    to_id, sp_eos, sp_pad = _vocabulary(tokenizer_dir)
     conf_path = tokenizer_dir / "tokenizer_config.json"
     conf = json.loads(conf_path.read_text()) if conf_path.is_file() else {}
 
@@ -34,12 +56,12 @@ def special_ids(tokenizer_dir: Path) -> tuple[int, int]:
         return v.get("content") if isinstance(v, dict) else v
 
     eos = token("eos_token")
-    end_id = tok.token_to_id(eos) if eos else None
+    end_id = to_id(eos) if eos else sp_eos
     if end_id is None:
         raise BuildError(f"tokenizer has no eos_token in tokenizer_config.json (or {eos!r} is not in its vocabulary)",
                          hint="save the tokenizer with its special tokens (tokenizer_config.json: eos_token)")
     pad = token("pad_token")
-    pad_id = tok.token_to_id(pad) if pad else None
+    pad_id = to_id(pad) if pad else sp_pad
     return end_id, end_id if pad_id is None else pad_id
 
 
@@ -75,8 +97,9 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
     end_id, pad_id = special_ids(root / names.preprocessing / v / "tokenizer")
     mbs = int(engine["build_config"]["max_batch_size"])
     engine_path = f"{r.serving.repository_mount}/{names.tensorrt_llm}/{v}/engine"
-    configs = {names.preprocessing: cfg.preprocessing(r, names, mbs, end_id, pad_id),
-               names.postprocessing: cfg.postprocessing(r, names, mbs),
+    tok_file = "tokenizer/" + tokenizer_file(root / names.preprocessing / v / "tokenizer")
+    configs = {names.preprocessing: cfg.preprocessing(r, names, mbs, end_id, pad_id, tok_file),
+               names.postprocessing: cfg.postprocessing(r, names, mbs, tok_file),
                names.tensorrt_llm: cfg.tensorrt_llm(r, names, engine, engine_path),
                names.ensemble: cfg.ensemble(r, names, mbs, cfg.logits_type(engine))}
     if r.serving.bls:

@@ -7,8 +7,10 @@ from tritonbuild.backends.tensorrtllm.group import special_ids
 from tritonbuild.errors import BuildError
 
 
-def test_missing_tokenizers_names_the_llm_extra(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "tokenizers", None)  # import fails as if not installed
+@pytest.mark.parametrize("module, file", [("tokenizers", "tokenizer.json"), ("sentencepiece", "tokenizer.model")])
+def test_missing_tokenizers_names_the_llm_extra(tmp_path, monkeypatch, module, file):
+    (tmp_path / file).write_text("{}")
+    monkeypatch.setitem(sys.modules, module, None)  # import fails as if not installed
     with pytest.raises(BuildError) as e:
         special_ids(tmp_path)
-    assert "tritonbuild[llm]" in e.value.hint
+    assert "tritonbuild[llm]" in e.value.hint and module in str(e.value)
