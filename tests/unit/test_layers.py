@@ -101,3 +101,15 @@ def test_the_checks_see_real_imports_and_rings():
     assert "tritonbuild.backends" in _imports(MODULES["tritonbuild.plan.planner"])
     assert "tritonbuild.repository.manifest" in _imports(MODULES["tritonbuild.verify.run"])
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_importing_the_package_wires_nothing():
+    """No import side effect: `import tritonbuild` (and a core module) loads only what it names, not the backend
+    registry (the recipe loader gets its kinds passed by api instead)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, tritonbuild.core.hashing; "
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('tritonbuild'))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert loaded == ["tritonbuild", "tritonbuild.core", "tritonbuild.core.hashing"]
