@@ -144,6 +144,7 @@ RULES = {
     "not_bit_exact": "the goldens' bits, alone and under load (verify.batch_invariance: require)",
     "slower_than_default": "at least min_vs_default × Triton's default at every load",
     "outranked": "the highest throughput at the top load among the configs that pass every rule",
+    "not_confirmed": "a finalist is chosen only after paired rounds against the default (at most 4 finalists)",
 }
 
 
@@ -164,6 +165,9 @@ def _rejection(ev, candidate, winner, load_errors) -> dict | None:
     if candidate in load_errors:
         return {**entry, "cause": "load_refused", "rule": RULES["load_refused"], "decided_by": "Triton",
                 "detail": load_errors[candidate]}
+    if ev.rules.get(candidate) == "unconfirmed":
+        return {**entry, "cause": "not_confirmed", "rule": RULES["not_confirmed"], "decided_by": "budget",
+                "detail": ev.rejected[candidate]}
     if candidate in ev.rejected:
         paired = ev.rules.get(candidate) == "paired"
         cause = "slower_than_default" if paired else (

@@ -29,6 +29,7 @@ QUICK_SHARE = 0.25  # quick search's measurements, Triton's default's included, 
 # With paired confirmation on, one screening reading only discards a config more than 10 % below the rule (the
 # H200's 1-client readings of one config moved by up to a third within a run); the interval decides the rest.
 SCREEN_SLACK = 0.10
+FINALISTS = 4  # candidates measured in paired rounds at most (each costs 2 x rounds x loads measurements)
 
 
 def quick_budget(grid_measurements: int, n_loads: int) -> int:
@@ -128,7 +129,13 @@ class Evaluator:
         return "; ".join(decision.describe() for decision in failed) or None
 
     def settled(self, candidate: Candidate, verify: Callable[[Candidate], str | None]) -> bool:
-        """The rules on paired rounds, then the goldens; a failure is kept in `rejected` with what decided it."""
+        """The rules on paired rounds, then the goldens; a failure is kept in `rejected` with what decided it.
+        At most FINALISTS candidates are measured in paired rounds: a later one is left unconfirmed (said so)."""
+        if (self.confirm is not None and not candidate.is_default and candidate not in self.decisions
+                and len(self.decisions) >= FINALISTS):
+            self.rejected[candidate], self.rules[candidate] = (
+                f"not confirmed: {FINALISTS} finalists were already measured in paired rounds"), "unconfirmed"
+            return False
         for rule, check in (("paired", self.confirmed), ("goldens", verify)):
             why = check(candidate)
             if why is not None:

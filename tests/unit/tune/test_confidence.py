@@ -125,3 +125,27 @@ def test_paired_rounds_pick_the_same_config_where_single_readings_did_not():
         else:  # one screening reading more than 10 % below the default: a clear loss even for one reading
             assert any("< 0.9 × default" in reason for reason in ev.verdict(four).reasons), seed
     assert paired >= len(seeds) // 2
+
+
+def test_paired_rounds_stop_after_four_finalists_and_the_rest_are_said_unconfirmed():
+    pb2 = model_config_pb2()
+    mc = pb2.ModelConfig(name="m", backend="python", max_batch_size=64)
+    grid = Grid(Tune(batch_sizes=[4, 8, 16, 32, 64], instance_counts=[1], max_queue_delay_us=[0],
+                     concurrency=[1, 64]), mc)
+
+    def measure(candidate, load):  # every batching config fast at 64 clients and level with the default at 1
+        fast = load == "c64" and candidate.batching
+        return search.Point(load, 1000.0 * (candidate.max_batch_size + 1) if fast else 1000.0, 5.0)
+
+    def confirm(candidate):  # ... where its paired interval holds 1.0: inside noise
+        return [Decision("throughput", load, 1.0, ratio_interval([990, 1010], [1000, 1000], 0.9))
+                for load in ("c1", "c64")]
+
+    ev = search.Evaluator(measure, ["c1", "c64"], sla_p99_ms=None, min_vs_default=1.0, exact_under_load=True,
+                          confirm=confirm)
+    assert search.brute(ev, grid, grid.default, lambda c: None) == grid.default  # the default is best
+    assert len(ev.decisions) == search.FINALISTS == 4
+    assert [c.max_batch_size for c in ev.decisions] == [64, 32, 16, 8]  # best first
+    unconfirmed = [c for c, rule in ev.rules.items() if rule == "unconfirmed"]
+    assert [c.max_batch_size for c in unconfirmed] == [4]
+    assert ev.rejected[unconfirmed[0]].startswith("not confirmed: 4 finalists")

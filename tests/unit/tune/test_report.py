@@ -141,3 +141,15 @@ def test_a_config_refused_by_triton_is_listed_as_such():
     assert report["rejections"][0] == {"label": refused.label, "cause": "load_refused",
                                        "rule": RULES["load_refused"], "decided_by": "Triton",
                                        "detail": "Triton refused the config: bad"}
+
+
+def test_a_finalist_left_unconfirmed_is_listed_as_such(monkeypatch):
+    monkeypatch.setattr(search, "FINALISTS", 1)
+    grid = _grid(TUNE)
+    ev = search.Evaluator(_measure, LOADS, sla_p99_ms=50, min_vs_default=1.0, exact_under_load=True,
+                          confirm=_confirm)
+    winner = search.brute(ev, grid, grid.default, lambda c: None)
+    report = _report(ev, grid, winner, TUNE)
+    left = [entry for entry in report["rejections"] if entry["cause"] == "not_confirmed"]
+    assert left and all(entry["decided_by"] == "budget" and entry["rule"] == RULES["not_confirmed"]
+                        for entry in left)
