@@ -74,6 +74,8 @@ def plan_command(recipes: tuple[Path, ...], matrix: str | None, cache_dir: Path 
             table.add_row(model_plan.name, str(model_plan.version), model_plan.backend, step.kind, step.cache_key[:16])
     print_table(table)
     for model_plan in plan.models:
+        if route := model_plan.extras.get("route"):
+            app().out.print(f"{model_plan.name}: {route['name']} — {route['why']}")
         mem = model_plan.extras.get("memory_plan")
         if mem:
             _render_memory(model_plan.name, model_plan.extras.get("architecture", {}), mem)

@@ -335,3 +335,17 @@ def test_the_serving_entrypoint_launches_orchestrator_mode_as_upstreams_launcher
     plain = subprocess.run(["bash", str(ROOT / "ci/docker/entrypoint.sh")], env=env, capture_output=True,
                            text=True, check=True).stdout.split()
     assert plain[0] == "tritonserver" and not set(up["args"]) & set(plain)
+
+
+def test_plan_says_which_route_and_why_and_an_unquantized_recipe_takes_the_llm_api_route(cli, llm_dir, tmp_path):
+    r = cli("plan", llm_dir / "llm.yaml")  # int4_weight_only (RTN): engine
+    assert r.exit_code == 0 and "tiny-llama: TensorRT engine (runtime: engine) — INT4 weight-only RTN" in r.stdout
+    _edit(llm_dir / "llm.yaml", "quantization: int4_weight_only", "quantization: none")
+    r = cli("plan", llm_dir / "llm.yaml", "--json")
+    (m,) = json.loads(r.stdout)["models"]
+    assert m["extras"]["route"]["name"] == "LLM API (runtime: pytorch)"
+    assert "TensorRT-LLM 1.1.0's default route" in m["extras"]["route"]["why"]
+    assert [s["kind"] for s in m["steps"]] == ["trtllm.checkpoint"]  # no engine build on this route
+    out = tmp_path / "OUT"
+    assert cli("build", llm_dir / "llm.yaml", "-o", out).exit_code == 0
+    assert (out / "tiny-llama" / "1" / "model.yaml").is_file() and not (out / "tiny-llama_tensorrt_llm").exists()

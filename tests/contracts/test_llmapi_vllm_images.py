@@ -206,3 +206,23 @@ def test_a_2607_recipe_validates_and_a_newer_tag_is_a_recipe_error(cli, tmp_path
     assert r.exit_code == 3 and "new.yaml:" in r.stderr and "image.ships" not in r.stderr.split("\n")[0]
     assert "27.01-trtllm-python-py3 is newer than" in r.stderr and "ships: {tensorrt_llm: X" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("kw, route, why", [
+    ({}, "engine", "INT4 weight-only RTN (W4A16) is built on the engine route only"),
+    ({"quantization": "none"}, "pytorch", "TensorRT-LLM 1.1.0's default route: the LLM API on its PyTorch backend"),
+    ({"quantization": "none", "image": {"trtllm_version": "0.16.0",
+                                        "triton_image": "nvcr.io/nvidia/tritonserver:24.12-trtllm-python-py3"}},
+     "engine", "predates the LLM-API PyTorch backend"),
+    ({"quantization": "int4_awq"}, "engine", "the engine route quantizes with ModelOpt's quantize.py"),
+    ({"quantization": "none", "kv_cache": {"dtype": "int8"}}, "engine", "int8 KV cache"),
+    ({"quantization": "none", "runtime": "engine"}, "engine", "runtime: engine is set in the recipe"),
+])
+def test_runtime_auto_takes_the_llm_api_route_where_the_image_and_recipe_allow(kw, route, why):
+    fact = ARGS["default_llm"]
+    r = LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"}, **kw)
+    assert r.runtime == route and why in r.route_why
+    from tritonbuild.backends.tensorrtllm.route import LLMAPI_SINCE
+
+    assert ".".join(map(str, LLMAPI_SINCE)) == fact["since"] and fact["backend_default"] == "pytorch"
+    assert check_llm_rules(r) == []

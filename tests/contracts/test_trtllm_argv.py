@@ -24,8 +24,8 @@ RECIPE_KEYS = {("quantization",), ("kv_cache", "dtype"), ("engine", "pp_size"), 
 
 
 def _recipe(quant: str, kv: str, tp: int, pp: int) -> LLMRecipe:
-    return LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"}, quantization=quant,
-                     kv_cache={"dtype": kv}, engine={"tp_size": tp, "pp_size": pp},
+    return LLMRecipe(name="m", version=1, backend="tensorrtllm", runtime="engine", checkpoint={"path": "c"},
+                     quantization=quant, kv_cache={"dtype": kv}, engine={"tp_size": tp, "pp_size": pp},
                      serving={"gpu_device_ids": list(range(tp * pp))})
 
 

@@ -197,14 +197,17 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
 
 
 def describe(loaded: LoadedRecipe, ctx: PlanContext) -> dict:
-    """Plan extras: the GPU memory plan (from the checkpoint's config.json only; no hashing)."""
-    path = loaded.recipe.checkpoint.path
-    ckpt = fetch_checkpoint(loaded, ctx) if "://" in path else _dir(loaded, path, ("checkpoint", "path"))
+    """Plan extras: the route and why, the GPU memory plan (from the checkpoint's config.json only; no hashing)."""
+    r: LLMRecipe = loaded.recipe
+    route = {"route": {"name": "LLM API (runtime: pytorch)" if r.runtime == "pytorch" else "TensorRT engine "
+                       "(runtime: engine)", "why": r.route_why}}
+    ckpt = fetch_checkpoint(loaded, ctx) if "://" in r.checkpoint.path else \
+        _dir(loaded, r.checkpoint.path, ("checkpoint", "path"))
     try:
         arch = Architecture.from_hf_config(json.loads((ckpt / "config.json").read_text()))
     except (OSError, ValueError, KeyError):
-        return {}
-    return {"architecture": arch.model_dump(), "memory_plan": memory_plan(loaded.recipe, arch).model_dump()}
+        return route
+    return {**route, "architecture": arch.model_dump(), "memory_plan": memory_plan(r, arch).model_dump()}
 
 
 def _gpu_present() -> bool:

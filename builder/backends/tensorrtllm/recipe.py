@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
+from tritonbuild.backends.tensorrtllm.route import choose
 from tritonbuild.recipe.models import (
     INT32_MAX,
     SCHEMA_VERSION,
@@ -116,9 +117,12 @@ class LLMRecipe(Named):
 
     schema_version: Literal[1] = SCHEMA_VERSION
     backend: Literal["tensorrtllm"]
-    runtime: Literal["engine", "pytorch"] = Field(
-        "engine", description="engine: a TensorRT engine served by the tensorrtllm C++ backend; pytorch: TRT-LLM's "
-                              "LLM-API (PyTorch) python model with model.yaml, no engine build.")
+    runtime: Literal["auto", "engine", "pytorch"] = Field(
+        "auto", description="engine: a TensorRT engine served by the tensorrtllm C++ backend; pytorch: TRT-LLM's "
+                            "LLM-API (PyTorch) python model with model.yaml, no engine build; auto: pytorch where "
+                            "the image's TensorRT-LLM and the recipe's quantization allow it, else engine "
+                            "('tritonbuild plan' says which and why).")
+    _route_why: str = PrivateAttr("")
     checkpoint: Checkpoint
     tokenizer: str | None = Field(None, description="Tokenizer directory (tokenizer.json, tokenizer_config.json); "
                                                     "default: the checkpoint directory.")
@@ -133,6 +137,16 @@ class LLMRecipe(Named):
     image: Image = Field(default_factory=Image)
     gpu: str = Field("H200", description=f"Target GPU for the memory plan: {', '.join(GPU_MEMORY_GIB)}.")
     verify: Verify = Field(default_factory=Verify)
+
+    @model_validator(mode="after")
+    def _route(self) -> LLMRecipe:
+        runtime, self._route_why = choose(self.runtime, self.quantization, self.kv_cache.dtype, self.image)
+        object.__setattr__(self, "runtime", runtime)  # NOTE: frozen; auto is resolved once, at load
+        return self
+
+    @property
+    def route_why(self) -> str:
+        return self._route_why
 
     @field_validator("gpu")
     @classmethod
