@@ -14,7 +14,7 @@ from tritonbuild.backends.common import fetch_url, is_url, local_source, pinned_
 from tritonbuild.core.proc import python_module_argv, run_logged
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.load import LoadedRecipe
-from tritonbuild.recipe.models import Recipe, Strict, TensorSpec
+from tritonbuild.recipe.models import Recipe, Source, Strict, TensorSpec, TorchExport
 
 NAME = "onnxruntime"
 PLATFORM = "onnxruntime_onnx"
@@ -48,10 +48,23 @@ class Accelerators(Strict):
     cpu: list[OpenVINOAccelerator] = Field(default_factory=list)
 
 
+class OnnxExport(TorchExport):
+    dynamic_axes: dict[str, dict[int, str]] | None = Field(
+        None, description="Axis names per tensor; default: axis 0 of every tensor when max_batch_size > 0.")
+    opset: int = Field(17, ge=7, le=23, description="ONNX opset.")
+
+
+class OnnxSource(Source):
+    path: str | None = Field(None, description="*.onnx: a local path (relative to the recipe) or an fsspec URL "
+                                               "(pinned by sha256).")
+    export: OnnxExport | None = Field(None, description="Export an ONNX model from a seeded torch module.")
+
+
 class OnnxRuntimeRecipe(Recipe):
     """An ONNX model (a file, or exported from a seeded torch module) served by the onnxruntime backend."""
 
     backend: Literal["onnxruntime"]
+    source: OnnxSource
     accelerators: Accelerators | None = Field(None, description="Execution accelerators "
                                                                 "(optimization.execution_accelerators).")
 

@@ -6,12 +6,14 @@ import shutil
 from pathlib import Path
 from typing import Literal
 
+from pydantic import Field
+
 from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import local_source, pinned_digest, relative_dest
 from tritonbuild.errors import PlanError
 from tritonbuild.recipe.buckets import Buckets, buckets_field
 from tritonbuild.recipe.load import LoadedRecipe
-from tritonbuild.recipe.models import Recipe, TensorSpec
+from tritonbuild.recipe.models import FileSource, Recipe, TensorSpec
 
 NAME = "python"
 DEFAULT_FILENAME = "model.py"
@@ -21,16 +23,23 @@ USER_FILENAME = "user_model.py"
 BUCKETS_PARAMETER = "tritonbuild_batch_buckets"
 
 
+class PythonSource(FileSource):
+    path: str = Field(description="model.py (relative to the recipe).")
+    files: list[str] = Field(default_factory=list,
+                             description="Extra files (relative to the recipe) copied next to model.py.")
+
+
 class PythonRecipe(Recipe):
     """A Python-backend model: model.py (and the files it reads) from the recipe's source."""
 
     backend: Literal["python"]
+    source: PythonSource
     batch_buckets: Buckets = buckets_field()
 
 
 def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
     src = loaded.recipe.source
-    if src.path is None or "://" in src.path:
+    if "://" in src.path:
         raise PlanError("python models take a local model.py as source.path", where=loaded.where(("source",)),
                         hint="point source.path at model.py next to the recipe")
     model_py = local_source(loaded, src.path, ("source", "path"))
@@ -72,9 +81,6 @@ def configure(mc, recipe: Recipe) -> None:
 def check_recipe(recipe: Recipe) -> list[tuple]:
     """A model.py, and its tensors declared: there is no graph to derive them from."""
     out = []
-    if recipe.source.export is not None:
-        out.append((("source", "export"), "python models take source.path (model.py), not source.export",
-                    "point source.path at model.py"))
     if recipe.batch_buckets and BUCKETS_PARAMETER in recipe.parameters:
         out.append((("parameters", BUCKETS_PARAMETER), f"parameter {BUCKETS_PARAMETER} is written from "
                     "batch_buckets", "remove it from parameters"))

@@ -10,6 +10,8 @@ import shutil
 from pathlib import Path
 from typing import Literal
 
+from pydantic import Field
+
 from tritonbuild.backends._libtorch_rules import TORCH_DTYPES
 from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import local_source, pinned_digest
@@ -17,7 +19,7 @@ from tritonbuild.backends.onnxruntime import _module_file, run_export
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.buckets import Buckets, buckets_field
 from tritonbuild.recipe.load import LoadedRecipe
-from tritonbuild.recipe.models import DTYPES, Recipe, TensorSpec
+from tritonbuild.recipe.models import DTYPES, Recipe, Source, TensorSpec, TorchExport
 
 NAME = "pytorch"
 FILES = {"torchscript": ("model.pt", "pytorch_libtorch"), "aoti": ("model.pt2", "torch_aoti")}
@@ -27,10 +29,23 @@ TORCH_TO_DTYPE = {"torch.float32": "fp32", "torch.float16": "fp16", "torch.float
 DEFAULT_FILENAME = "model.pt"
 
 
+class PyTorchExport(TorchExport):
+    format: Literal["torchscript", "aoti"] = Field(
+        "torchscript", description="TorchScript (model.pt) or torch.export + AOTInductor package (model.pt2).")
+    method: Literal["trace", "script"] = Field("trace", description="TorchScript: torch.jit.trace or script.")
+
+
+class PyTorchSource(Source):
+    path: str | None = Field(None, description="A saved TorchScript file (relative to the recipe).")
+    export: PyTorchExport | None = Field(None, description="Export a seeded torch module (TorchScript or "
+                                                           "AOTInductor).")
+
+
 class PyTorchRecipe(Recipe):
     """A TorchScript or AOTInductor export of a seeded torch module, served by the pytorch backend."""
 
     backend: Literal["pytorch"]
+    source: PyTorchSource
     batch_buckets: Buckets = buckets_field()
 
 
@@ -51,8 +66,11 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     path = _module_file(loaded, ex.module.split(":")[0])
     params = {"module": ex.module, "seed": ex.seed, "format": ex.format, "method": ex.method,
               "outputs": list(ex.outputs), "inputs": {k: v.model_dump() for k, v in ex.inputs.items()},
-              "max_batch_size": recipe.max_batch_size, "target": "pytorch", "dynamic_axes": {}, "opset": ex.opset,
+              "max_batch_size": recipe.max_batch_size, "target": "pytorch", "dynamic_axes": {}, "opset": 17,
               "archive": 2}  # 2: location-independent TorchScript (normalize_torchscript)
+    # NOTE: dynamic_axes and opset are the ONNX export's (onnxruntime's recipe options, not pytorch's): this
+    # export reads neither; they stay in the params with the values they always had so that cache keys (and
+    # the manifests that record them) do not change.
     if recipe.batch_buckets:  # only then: the cache keys of models without buckets stay as they were
         params["buckets"] = list(recipe.batch_buckets)
     return [("torch.export", params, {str(path): ctx.digest(path)})]

@@ -21,7 +21,7 @@ from tritonbuild.core.proc import python_module_argv, run_logged
 from tritonbuild.core.toolchain import GPU_KEYS
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.load import LoadedRecipe
-from tritonbuild.recipe.models import Recipe, Strict
+from tritonbuild.recipe.models import FileSource, Recipe, Strict
 
 NAME = "tensorrt"
 PLATFORM = "tensorrt_plan"
@@ -49,6 +49,8 @@ class TensorRTRecipe(Recipe):
     """A TensorRT plan built from an ONNX model (trtexec or TensorRT's Python API)."""
 
     backend: Literal["tensorrt"]
+    source: FileSource = Field(description="The ONNX model the plan is built from (export one with an "
+                                           "onnxruntime recipe).")
     tensorrt: TensorRTOptions | None = Field(None, description="How the plan is built.")
 
 
@@ -135,9 +137,6 @@ def configure(mc, recipe: Recipe) -> None:
 def check_recipe(recipe: Recipe) -> list[tuple]:
     """A plan is built from an ONNX file, with optimization profiles Triton can fill."""
     out = []
-    if recipe.source.export is not None:
-        out.append((("source", "export"), "tensorrt plans are built from an ONNX file (source.path)",
-                    "export to ONNX first (e.g. an onnxruntime recipe) and point source.path at it"))
     for i, profile in enumerate(recipe.tensorrt.profiles if recipe.tensorrt else []):
         for name, shapes in profile.items():
             loc = ("tensorrt", "profiles", i, name)

@@ -54,9 +54,29 @@ def recipe_types(kinds: Kinds) -> tuple[type, ...]:
     return tuple(dict.fromkeys(kind.recipe_type for kind in kinds.values()))
 
 
-def kinds_with_key(kinds: Kinds, key: str) -> list[str]:
-    """The kinds whose recipe type accepts a top-level key (for the hint on an unknown key)."""
-    return [name for name, kind in kinds.items() if key in kind.recipe_type.model_fields]
+def kinds_with_key(kinds: Kinds, loc: tuple) -> list[str]:
+    """The kinds whose recipe type accepts the key at loc (e.g. ('tensorrt',), ('source', 'export')), for the hint
+    on an unknown key."""
+    return [name for name, kind in kinds.items() if _has_key(kind.recipe_type, loc)]
+
+
+def _has_key(model: type, loc: tuple) -> bool:
+    for i, key in enumerate(loc):
+        field = model.model_fields.get(key) if isinstance(key, str) else None
+        if field is None:
+            return False
+        if i < len(loc) - 1:
+            inner = [arg for arg in _flat_args(field.annotation)
+                     if isinstance(arg, type) and issubclass(arg, BaseModel)]
+            if not inner:
+                return False
+            model = inner[0]
+    return True
+
+
+def _flat_args(annotation) -> list:
+    args = get_args(annotation)
+    return [annotation] if not args else [flat for arg in args for flat in _flat_args(arg)]
 
 
 def check(recipe, kinds: Kinds) -> list[Problem]:

@@ -94,13 +94,12 @@ def _did_you_mean(cls: type | None, loc: tuple) -> str:
 
 
 def _other_kinds_key(kinds: Kinds, backend: str, loc: tuple) -> str:
-    """'tensorrt' is a key of backend tensorrt's recipes, not python's: the hint for a top-level key another kind
-    accepts."""
-    owners = kinds_with_key(kinds, loc[0]) if len(loc) == 1 and isinstance(loc[0], str) else []
+    """'tensorrt' is a key of backend tensorrt's recipes, not python's: the hint for a key another kind accepts."""
+    owners = [name for name in kinds_with_key(kinds, loc) if name != backend]
     if not owners:
         return ""
-    return f"'{loc[0]}' is a key of backend {' and '.join(owners)} recipes, not {backend}: remove it or change the " \
-           "backend"
+    key = ".".join(str(part) for part in loc)
+    return f"'{key}' is a key of backend {' and '.join(owners)} recipes, not {backend}: remove it or change the backend"
 
 
 def _pydantic_errors(e: ValidationError, located: Located, path: Path, kinds: Kinds, backend: str) -> list[RecipeError]:

@@ -86,28 +86,37 @@ class ExportInput(Strict):
 
 
 class TorchExport(Strict):
+    """A seeded torch module to export; the backends that export add their own options (ONNX opset, TorchScript
+    method ...) in subclasses."""
+
     module: str = Field(description="'python.module:function' returning a torch.nn.Module; the module is "
                                     "imported with the recipe's directory on sys.path.",
                         pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
     inputs: dict[str, ExportInput] = Field(description="Example inputs by name, in forward() order.")
     outputs: list[str] = Field(default_factory=lambda: ["output"], description="Output names, in order.")
-    dynamic_axes: dict[str, dict[int, str]] | None = Field(
-        None, description="Axis names per tensor; default: axis 0 of every tensor when max_batch_size > 0.")
     seed: int = Field(0, description="torch.manual_seed before building the module.")
-    opset: int = Field(17, ge=7, le=23, description="onnxruntime: ONNX opset.")
-    format: Literal["torchscript", "aoti"] = Field(
-        "torchscript", description="pytorch backend: TorchScript (model.pt) or torch.export + AOTInductor "
-                                   "package (model.pt2).")
-    method: Literal["trace", "script"] = Field("trace", description="TorchScript: torch.jit.trace or script.")
+
+
+class FileSource(Strict):
+    """A model file (no export)."""
+
+    path: str = Field(description="Local path (relative to the recipe) or fsspec URL of the model file.")
+    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$", description="Pin: build fails on mismatch.")
 
 
 class Source(Strict):
+    """A model file, or a seeded torch module exported by the build; backends that export narrow `export` to
+    their own export type."""
+
+    # NOTE: _one_of below, for editors: exactly one of path and export; no sha256 beside an export.
+    model_config = ConfigDict(json_schema_extra={
+        "oneOf": [{"required": ["path"]}, {"required": ["export"]}],
+        "dependentSchemas": {"export": {"not": {"required": ["sha256"]}}}})
+
     path: str | None = Field(None, description="Local path (relative to the recipe) or fsspec URL of the model "
-                                               "file: model.py for python, *.onnx for onnxruntime.")
+                                               "file.")
     sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$", description="Pin: build fails on mismatch.")
-    files: list[str] = Field(default_factory=list,
-                             description="Extra files (relative to the recipe) copied next to model.py.")
-    export: TorchExport | None = Field(None, description="Export an ONNX model from a seeded torch module.")
+    export: TorchExport | None = Field(None, description="Export the model from a seeded torch module.")
 
     @model_validator(mode="after")
     def _one_of(self) -> Source:

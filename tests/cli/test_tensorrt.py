@@ -47,7 +47,7 @@ def test_prebuilt_plan_is_assembled_with_profiles_and_io_from_the_graph(cli, trt
     ("min: [1, 8]", "min: [1, 8, 1]", "min, opt and max must have the same rank"),
     ("max_batch_size: 16", "max_batch_size: 32", "profile max batch 16 < max_batch_size 32"),
     ("source: {path: scaler/model.onnx}", "source: {export: {module: 'x:y', inputs: {}}}",
-     "tensorrt plans are built from an ONNX file"),
+     "'source.export' is a key of backend onnxruntime and pytorch recipes, not tensorrt"),
 ])
 def test_bad_tensorrt_recipes(cli, trt_dir, old, new, words):
     text = (trt_dir / "trt.yaml").read_text()

@@ -1,9 +1,11 @@
 """recipes/recipe.schema.json: current, built from the registered kinds, and in agreement with the loader: over a
-generated set (every registered backend's recipe × every top-level key any recipe kind has) the JSON Schema and
-`load_recipe` accept and refuse the same recipes, so an editor never offers a key `validate` refuses."""
+generated set (every registered backend's recipe × every key any recipe kind has: the top-level keys and those
+of each backend's own source and export) the JSON Schema and `load_recipe` accept and refuse the same recipes,
+so an editor never offers a key `validate` refuses."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -24,7 +26,8 @@ from tritonbuild.recipe.schema import recipe_schema_bytes
 RECIPE_DIRS = (ROOT / "recipes" / "examples", ROOT / "recipes" / "gpu")
 # Values for keys no example recipe sets and whose type has no default instance.
 GIVEN = {"calibration": {"dataset": "calibration.txt"}, "version_policy": {"latest": 1}, "tokenizer": "tokenizer",
-         "batching": {"max_queue_delay_us": 100}, "batch_buckets": [65536]}
+         "batching": {"max_queue_delay_us": 100}, "batch_buckets": [65536], "image.ships": {"tensorrt_llm": "1.1.0"},
+         "source.export.dynamic_axes": {"x": {0: "batch"}}, "source.sha256": "0" * 64}
 
 
 def test_committed_schema_is_current():
@@ -50,18 +53,72 @@ def _models_in(annotation) -> list[type]:
     return [model for arg in typing.get_args(annotation) for model in _models_in(arg)]
 
 
-def _value_for(key: str, kinds, examples: dict[str, dict]):
-    """A value the kinds that have `key` accept: GIVEN's, else the field's default, else an example recipe's, else
+def _key_paths(kinds) -> dict[tuple, list]:
+    """Every key path any kind's recipe type has → its fields (one per type that has it): the top-level keys, and
+    the keys under a key whose type differs between kinds (source: each backend's own source and export)."""
+    paths: dict[tuple, list] = {}
+
+    def walk(types: list[type], prefix: tuple) -> None:
+        children: dict[str, list] = {}
+        for model in types:
+            for key, field in model.model_fields.items():
+                children.setdefault(key, []).append(field)
+        for key, fields in children.items():
+            paths[(*prefix, key)] = fields
+            inner = list(dict.fromkeys(model for field in fields for model in _models_in(field.annotation)))
+            if len(inner) > 1:  # a backend-specific shape: its keys are backend-specific too
+                walk(inner, (*prefix, key))
+
+    walk(list(dict.fromkeys(kind.recipe_type for kind in kinds.values())), ())
+    return paths
+
+
+def _own_field(recipe_type: type, path: tuple) -> list:
+    """[the field at path in recipe_type] when it has one (its default is a value it accepts), else []."""
+    model = recipe_type
+    for i, key in enumerate(path):
+        field = model.model_fields.get(key) if model is not None else None
+        if field is None:
+            return []
+        if i == len(path) - 1:
+            return [field]
+        model = next(iter(_models_in(field.annotation)), None)
+    return []
+
+
+def _at(data: dict, path: tuple):
+    for key in path:
+        if not isinstance(data, dict) or key not in data:
+            return None
+        data = data[key]
+    return data
+
+
+def _with(data: dict, path: tuple, value) -> dict | None:
+    """A copy of data with path set to value (None when a key on the way holds something else than a mapping)."""
+    out = copy.deepcopy(data)
+    node = out
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+        if not isinstance(node, dict):
+            return None
+    node[path[-1]] = value
+    return out
+
+
+def _value_for(path: tuple, fields: list, examples: dict[str, dict]):
+    """A value the types that have `path` accept: GIVEN's, else the field's default, else an example recipe's, else
     the default instance of its model type."""
-    if key in GIVEN:
-        return GIVEN[key]
-    field = next(kind.recipe_type.model_fields[key] for kind in kinds.values() if key in kind.recipe_type.model_fields)
-    default = field.get_default(call_default_factory=True)
-    if default is None or default is PydanticUndefined:
-        default = next((data[key] for data in examples.values() if key in data), None)
+    dotted = ".".join(path)
+    if dotted in GIVEN:
+        return GIVEN[dotted]
+    default = next((d for d in (f.get_default(call_default_factory=True) for f in fields)
+                    if d is not None and d is not PydanticUndefined), None)
     if default is None:
-        models = _models_in(field.annotation)
-        assert models, f"no value for the key {key!r}: add one to GIVEN"
+        default = next((found for data in examples.values() if (found := _at(data, path)) is not None), None)
+    if default is None:
+        models = [model for field in fields for model in _models_in(field.annotation)]
+        assert models, f"no value for the key {dotted!r}: add one to GIVEN"
         default = models[0]()
     return to_jsonable_python(default)
 
@@ -82,14 +139,16 @@ def test_schema_and_loader_accept_and_refuse_the_same_recipes(tmp_path):
         schema = json.loads(recipe_schema_bytes(kinds))
         examples = _examples()
     assert set(kinds) <= set(examples), "add an example recipe for every backend (recipes/examples or recipes/gpu)"
-    keys = sorted({key for kind in kinds.values() for key in kind.recipe_type.model_fields})
+    paths = _key_paths(kinds)
     validator = jsonschema.Draft202012Validator(schema)
     disagreements, accepted, refused = [], 0, 0
     with REGISTRY.registered(AffineBackend()):
         for backend in kinds:
-            base = examples[backend]
-            cases = [("as written", base)] + [(key, {**base, key: _value_for(key, kinds, examples)})
-                                              for key in keys if key not in base]
+            base, own = examples[backend], kinds[backend].recipe_type
+            cases = [("as written", base)] + [
+                (".".join(path), changed) for path, fields in sorted(paths.items()) if _at(base, path) is None
+                and (changed := _with(base, path, _value_for(path, _own_field(own, path) or fields, examples)))
+                is not None]
             for what, data in cases:
                 by_schema = validator.is_valid(data)
                 by_loader = _loader_accepts(data, tmp_path, kinds)
