@@ -8,6 +8,7 @@ Facts are names, types and flags read out of upstream's own files, never the fil
     python -m tests.contracts.refresh fields FILE CLASS        # @dataclass / pydantic class fields (+ bases)
     python -m tests.contracts.refresh python-io FILE FUNCTION  # literal `inputs = [...]` / `outputs = [...]`
     python -m tests.contracts.refresh compatibility FILE       # server docs/introduction/compatibility.md
+    python -m tests.contracts.refresh --check --mirror OWNER/NAME=GITDIR ...  # drift at recorded and newest
 
 Each command prints JSON; compare it with the recorded fact (git diff after pasting) and update the fact's
 ``source`` (repository, commit, path) in the same change. Standard library only: runs in any checkout.
@@ -164,6 +165,10 @@ def compatibility(text: str) -> dict:
 
 def main(argv: list[str]) -> int:
     cmd, *args = argv
+    if cmd == "--check":
+        from tests.contracts.drift import main as check
+
+        return check(args)
     if cmd == "triton-templates":
         root = Path(args[0])
         out = {p.parent.name: template_facts(p.read_text()) for p in sorted(root.glob("*/config.pbtxt"))}

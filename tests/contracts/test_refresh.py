@@ -48,3 +48,40 @@ parameters: { key: "k" value: { string_value: "${k}" } }
                                {"name": "b", "data_type": "${t}", "dims": [-1, -1], "allow_ragged_batch": True}]
     assert facts["outputs"] == [{"name": "o", "data_type": "TYPE_FP32", "dims": [-1]}]
     assert facts["parameters"] == ["k"]
+
+
+def test_check_reports_same_drift_and_gone_against_a_git_history(tmp_path, monkeypatch):
+    """--check reads upstream's files with git show at the recorded commit and at the newest tag."""
+    import subprocess
+
+    from tests.contracts import drift
+
+    repo = tmp_path / "perf_analyzer"
+    path = "genai-perf/genai_perf/inputs/converters/tensorrtllm_converter.py"
+    (repo / path).parent.mkdir(parents=True)
+
+    def commit(text: str, tag: str | None = None) -> str:
+        (repo / path).write_text(text)
+        subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+        subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"],
+                       check=True)
+        if tag:
+            subprocess.run(["git", "-C", str(repo), "tag", tag], check=True)
+        return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    same = commit('class TensorRTLLMConverter:\n    payload = {"text_input": [t], "max_tokens": [n], '
+                  '"exclude_input_in_output": [True]}\n    payload["stream"] = [True]\n'
+                  '    payload["min_length"] = [n]\n')
+    commit('class TensorRTLLMConverter:\n    payload = {"text_input": [t], "max_tokens": [n], "top_k": [1]}\n',
+           tag="v9.0.0")
+    monkeypatch.setattr(drift, "file_checks", lambda: [
+        ("clients.genai_perf", "triton-inference-server/perf_analyzer", path, same, drift._genai_perf_inputs,
+         drift._recorded_genai_perf)])
+    report = drift.check({"triton-inference-server/perf_analyzer": repo / ".git"})
+    by_ref = {r.get("ref"): r for r in report if r["fact"] == "clients.genai_perf"}
+    assert by_ref[same]["status"] == "same"
+    assert by_ref["v9.0.0"]["status"] == "drift" and "'top_k'" in by_ref["v9.0.0"]["detail"]
+    assert "'min_length'" in by_ref["v9.0.0"]["detail"]  # removed upstream
+    assert {r["status"] for r in report if r["fact"].startswith("tensorrtllm_backend")} == {"unread"}
