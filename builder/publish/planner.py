@@ -237,14 +237,16 @@ def _serving(target: Target, name: str, local_config: bytes, newest: int, comple
 
 
 def prune_actions(state: TargetManifest, keep: int | None, live: dict[str, int]) -> list[Action]:
-    """The complete versions beyond --keep (besides the live and served ones), newest kept first."""
+    """The complete versions older than the live one beyond --keep (the served ones never), newest kept first. A
+    version newer than the live one (published, not pinned: a specific policy) is not old: it stays."""
     if keep is None:
         return []
     out = []
     for name, published in state.models.items():
         live_v = live.get(name, published.live)
-        others = sorted((v for v in published.versions if v != live_v and v not in published.serving), reverse=True)
-        for v in others[keep - 1:]:
+        older = sorted((v for v in published.versions if live_v is not None and v < live_v
+                        and v not in published.serving), reverse=True)
+        for v in older[keep - 1:]:
             out.append(Action(model=name, version=v, action="prune", detail=f"older than the {keep} kept"))
     return out
 

@@ -84,12 +84,20 @@ def test_dry_run_and_real_run_take_the_same_actions(cli, build, tmp_path, policy
         pruned = {v for _m, v, action, *_ in real if action == "prune"}
         assert not any((pub / "doubler" / str(v)).exists() for v in pruned)
         assert all((pub / "doubler" / str(v)).is_dir() for v in pinned)
-    # the last OUT again, without --keep (specific [1, 2] with --keep 1 pruned the unserved version 3): then once
-    # more, when every version is already there
-    for expected in (None, {"unchanged"}):
-        again = _actions(cli("publish", out, target, "--dry-run", "--json"))
-        assert again == _actions(cli("publish", out, target, "--json"))
-        assert expected is None or {action for _m, _v, action, *_ in again} == expected, again
+    again = _actions(cli("publish", out, target, "--keep", "1", "--dry-run", "--json"))
+    assert again == _actions(cli("publish", out, target, "--keep", "1", "--json"))
+    assert {action for _m, _v, action, *_ in again} == {"unchanged"}, again
+
+
+def test_keep_never_prunes_a_version_newer_than_the_live_one(cli, build, tmp_path):
+    """specific [1, 2] serves 1 and 2; version 3, published beside them, is not old: --keep 1 keeps it (it was
+    uploaded and pruned in the same run, and again by every later publish)."""
+    target, pub = f"file://{tmp_path}/pub", tmp_path / "pub"
+    assert cli("publish", build((1, 2), "{specific: [1, 2]}"), target).exit_code == 0
+    first = _actions(cli("publish", build((1, 2, 3), "{specific: [1, 2]}"), target, "--keep", "1", "--json"))
+    assert ("doubler", 3, "upload") in {(m, v, action) for m, v, action, *_ in first}
+    assert not any(action == "prune" for _m, _v, action, *_ in first)
+    assert (pub / "doubler" / "3").is_dir() and _pinned(pub) == [1, 2]
 
 
 def test_versions_that_cannot_be_served_side_by_side_are_refused_before_any_upload(cli, build, tmp_path):
