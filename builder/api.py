@@ -8,6 +8,7 @@ from pathlib import Path
 from tritonbuild.backends import REGISTRY
 from tritonbuild.core import cachedir
 from tritonbuild.core.cas import Store
+from tritonbuild.core.stores import Location, as_location, is_url
 from tritonbuild.errors import VerifyError
 from tritonbuild.plan import Plan, make_plan
 from tritonbuild.recipe import load_recipes
@@ -155,14 +156,15 @@ def serve(repository: str | Path, *, endpoint_url: str | None = None, **server_o
     from tritonbuild.backends import runs_embedded
     from tritonbuild.server.embedded import EmbeddedServer
 
-    if "://" in str(repository):
+    if is_url(str(repository)):
         from tritonbuild.publish.inspect import list_target
         from tritonbuild.publish.objects import read_text
         from tritonbuild.publish.protocol import open_for_read
         from tritonbuild.repository.config import parse
 
-        target = open_for_read(str(repository), endpoint_url)
-        info = list_target(str(repository), endpoint_url=endpoint_url)
+        where = as_location(str(repository), endpoint_url)
+        target = open_for_read(where)
+        info = list_target(where)
         names, loadable = [entry["name"] for entry in info["models"] if entry["live"]], []
         for name in names:
             config = read_text(target, target.path(name, "config.pbtxt"))
@@ -176,7 +178,7 @@ def serve(repository: str | Path, *, endpoint_url: str | None = None, **server_o
     return EmbeddedServer(Path(repository), **server_options), loadable, sorted(set(names) - set(loadable))
 
 
-def publish(root: Path, target: str, *, reverify: bool = False, **options):
+def publish(root: Path, target: Location | str, *, reverify: bool = False, **options):
     """reverify: run verify (goldens bit for bit) again right before publishing, instead of trusting the
     report on disk; the fresh report is the one the gate reads."""
     from tritonbuild.errors import PublishError, UsageError
@@ -195,19 +197,19 @@ def publish(root: Path, target: str, *, reverify: bool = False, **options):
     return _publish(root, target, **options)
 
 
-def list_target(target: str, *, endpoint_url: str | None = None) -> dict:
+def list_target(target: Location | str, *, endpoint_url: str | None = None) -> dict:
     from tritonbuild.publish.inspect import list_target as _ls
 
     return _ls(target, endpoint_url=endpoint_url)
 
 
-def rollback(target: str, model: str, to: int, **options) -> dict:
+def rollback(target: Location | str, model: str, to: int, **options) -> dict:
     from tritonbuild.publish.rollback import rollback as _rollback
 
     return _rollback(target, model, to, **options)
 
 
-def verify_target(target: str, *, endpoint_url: str | None = None) -> dict:
+def verify_target(target: Location | str, *, endpoint_url: str | None = None) -> dict:
     from tritonbuild.publish.inspect import verify_target as _verify
 
     return _verify(target, endpoint_url=endpoint_url)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from tritonbuild.core import stores
 from tritonbuild.core.hashing import sha256_file
 from tritonbuild.core.paths import PathProblem, regular_file
 from tritonbuild.errors import BuildError, PlanError
@@ -12,7 +13,8 @@ from tritonbuild.recipe.load import LoadedRecipe
 
 
 def is_url(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
+    """A remote source (file:// is a local one)."""
+    return stores.is_url(path) and not path.startswith("file://")
 
 
 def local_source(loaded: LoadedRecipe, rel: str, loc: tuple) -> Path:

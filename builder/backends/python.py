@@ -10,6 +10,7 @@ from pydantic import Field
 
 from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import local_source, pinned_digest, relative_dest
+from tritonbuild.core.stores import is_url
 from tritonbuild.errors import PlanError
 from tritonbuild.recipe.buckets import Buckets, buckets_field
 from tritonbuild.recipe.load import LoadedRecipe
@@ -39,7 +40,7 @@ class PythonRecipe(Recipe):
 
 def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
     src = loaded.recipe.source
-    if "://" in src.path:
+    if is_url(src.path):
         raise PlanError("python models take a local model.py as source.path", where=loaded.where(("source",)),
                         hint="point source.path at model.py next to the recipe")
     model_py = local_source(loaded, src.path, ("source", "path"))

@@ -16,6 +16,7 @@ from tritonbuild.backends._libtorch_rules import TORCH_DTYPES
 from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import local_source, pinned_digest
 from tritonbuild.backends.onnxruntime import _module_file, run_export
+from tritonbuild.core.stores import is_url
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.buckets import Buckets, buckets_field
 from tritonbuild.recipe.load import LoadedRecipe
@@ -57,7 +58,7 @@ def filename(recipe: Recipe) -> str:
 def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
     recipe, src = loaded.recipe, loaded.recipe.source
     if src.export is None:
-        if "://" in src.path:
+        if is_url(src.path):
             raise PlanError("pytorch sources must be local files", where=loaded.where(("source", "path")),
                             hint="download the TorchScript file first")
         path = local_source(loaded, src.path, ("source", "path"))

@@ -18,6 +18,7 @@ from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import local_source, pinned_digest
 from tritonbuild.backends.onnxruntime import derive_io as onnx_derive_io
 from tritonbuild.core.proc import python_module_argv, run_logged
+from tritonbuild.core.stores import is_url
 from tritonbuild.core.toolchain import GPU_KEYS
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.load import LoadedRecipe
@@ -56,7 +57,7 @@ class TensorRTRecipe(Recipe):
 
 def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
     recipe = loaded.recipe
-    if recipe.source.path is None or "://" in recipe.source.path:
+    if recipe.source.path is None or is_url(recipe.source.path):
         raise PlanError("tensorrt plans are built from a local ONNX file", where=loaded.where(("source",)),
                         hint="point source.path at the .onnx file")
     onnx = local_source(loaded, recipe.source.path, ("source", "path"))

@@ -17,6 +17,7 @@ from tritonbuild.cli.common import (
     main,
     print_table,
 )
+from tritonbuild.core.stores import parse_location
 
 
 class _TransferReporter:
@@ -107,7 +108,8 @@ def publish_command(repository: Path, target: str, endpoint_url: str | None, ski
         app().err.print("[bold yellow]WARNING[/]: --skip-verify: publishing an UNVERIFIED repository; the target "
                         "manifest records it", markup=True)
     existing_dir(repository)
-    receipt = api.publish(repository, target, endpoint_url=endpoint_url, skip_verify=skip_verify, keep=keep,
+    where = parse_location(target, endpoint_url)
+    receipt = api.publish(repository, where, skip_verify=skip_verify, keep=keep,
                           notify=notify, dry_run=dry_run, break_lock=break_lock, reverify=reverify,
                           reporter=_TransferReporter(app()), require_reproducible=require_reproducible)
     failed = [n for n in receipt.notified if not n["ok"]]
@@ -149,7 +151,7 @@ def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
     """Models at a publish target: versions present and complete, the live one, notes on interrupted publishes."""
     from tritonbuild import api
 
-    info = api.list_target(target, endpoint_url=endpoint_url)
+    info = api.list_target(parse_location(target, endpoint_url))
     if as_json:
         _json(info)
         return
@@ -196,7 +198,7 @@ def rollback_command(target: str, model: str, to: int, endpoint_url: str | None,
     from tritonbuild import api
     from tritonbuild.errors import PublishError
 
-    result = api.rollback(target, model, to, endpoint_url=endpoint_url, break_lock=break_lock, notify=notify)
+    result = api.rollback(parse_location(target, endpoint_url), model, to, break_lock=break_lock, notify=notify)
     if as_json:
         _json(result)
     else:

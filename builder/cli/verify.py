@@ -21,6 +21,7 @@ from tritonbuild.cli.common import (
     main,
     print_table,
 )
+from tritonbuild.core.stores import is_url, parse_location
 
 
 @main.command("verify")
@@ -47,8 +48,8 @@ def verify_command(repository: str, server_url: str | None, record: bool, force:
     from tritonbuild import api
     from tritonbuild.errors import VerifyError
 
-    if "://" in repository:
-        result = api.verify_target(repository, endpoint_url=endpoint_url)
+    if is_url(repository):
+        result = api.verify_target(parse_location(repository, endpoint_url))
         if as_json:
             _json(result)
         else:

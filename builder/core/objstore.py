@@ -3,7 +3,8 @@ classified by their codes.
 
 - The deadline (TRITONBUILD_NET_DEADLINE_S, default 30 s) bounds every request that waits for an answer:
   connect + first byte + the driver's retries and backoff, together. Two layers keep it: each driver's own
-  per-attempt timeouts are cut so that its attempts fit the deadline (S3 exactly; gcsfs's fixed 6 attempts
+  per-attempt timeouts are cut so that its attempts fit the deadline (each driver's options in
+  core/stores.py; S3 exactly; gcsfs's fixed 6 attempts
   and the Azure SDK's long backoff do not fit, so for them the second layer decides), and BoundedFS runs
   every metadata and small-object call (list, stat, read, write, delete, S3 API calls) against a wall
   clock. A store that accepts connections and never answers therefore fails in at most the deadline, with
@@ -96,56 +97,6 @@ class BoundedFS:
             return within_deadline(lambda: attr(*args, **kwargs), f"{name}({first})")
 
         return call
-
-
-def s3_options(endpoint_url: str | None) -> dict:
-    """storage_options for fsspec's s3:// (s3fs): ATTEMPTS attempts whose timeouts fit the deadline."""
-    connect, read = attempt_timeouts()
-    return {"client_kwargs": {"endpoint_url": endpoint_url} if endpoint_url else {},
-            "config_kwargs": {"connect_timeout": connect, "read_timeout": read,
-                              "retries": {"mode": "standard", "total_max_attempts": ATTEMPTS}},
-            "skip_instance_cache": True}
-
-
-def gcs_options() -> dict:
-    """storage_options for gs:// (gcsfs): each HTTP request bounded by aiohttp's connect and between-reads
-    timeouts (gcsfs's requests_timeout; unset, aiohttp waits forever on an endpoint that never answers; a total
-    timeout would cut a large download short). gcsfs retries a fixed 6 times with 1+2+4+8+16 s of backoff:
-    past the deadline, so BoundedFS's wall clock is what bounds a gs:// request in the end."""
-    from aiohttp import ClientTimeout
-
-    # NOTE: gcsfs >= 2025.x probes every bucket for zonal/HNS support over gRPC (storage control API) with a
-    # 60 s timeout of its own, outside requests_timeout; publishing needs none of those experimental paths.
-    os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
-    connect, read = attempt_timeouts(6, 0.0)
-    return {"requests_timeout": ClientTimeout(total=None, sock_connect=connect, sock_read=read),
-            "skip_instance_cache": True}
-
-
-def azure_options() -> dict:
-    """storage_options for az:// and abfs:// (adlfs): its connection_timeout and read_timeout (seconds, handed to
-    the Azure SDK's transport on blob transfers; the SDK's default is 300 s each). The SDK's own retries (3,
-    from 15 s of backoff up) do not fit the deadline: BoundedFS's wall clock bounds every other call."""
-    connect, read = attempt_timeouts()
-    return {"connection_timeout": max(1, int(connect)), "read_timeout": max(1, int(read)),
-            "skip_instance_cache": True}
-
-
-def storage_options(protocol: str, endpoint_url: str | None = None) -> dict:
-    """The bounded-time options for a target's or a remote cache's driver (none for file://)."""
-    if protocol == "s3":
-        return s3_options(endpoint_url)
-    if protocol in ("gs", "gcs"):
-        return gcs_options()
-    if protocol in ("az", "abfs", "abfss"):
-        return azure_options()
-    return {}
-
-
-def one_retry_layer(fs) -> None:
-    """s3fs retries timeouts and some client errors itself (5 times by default) on top of botocore: off."""
-    if getattr(fs, "protocol", None) and "s3" in tuple(fs.protocol) and hasattr(fs, "retries"):
-        fs.retries = 1
 
 
 def _chain(e: BaseException):

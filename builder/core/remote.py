@@ -24,18 +24,12 @@ class RemoteCache:
 
     def _filesystem(self):
         if self._fs is None:
-            from fsspec.core import url_to_fs
+            from tritonbuild.core.stores import is_url, parse_location
 
-            from tritonbuild.core.objstore import BoundedFS, one_retry_layer, storage_options, within_deadline
-
-            protocol = self.url.split("://", 1)[0] if "://" in self.url else "file"
-            options = storage_options(protocol, os.environ.get("AWS_ENDPOINT_URL_S3")
-                                      or os.environ.get("AWS_ENDPOINT_URL"))
-            fs, self._root = within_deadline(lambda: url_to_fs(self.url, **options), f"open {protocol}://")
-            one_retry_layer(fs)
             # NOTE: every lookup and small write waits at most the network deadline; blob transfers are bounded
-            # by their drivers' per-request timeouts
-            self._fs = fs if protocol == "file" else BoundedFS(fs)
+            # by their drivers' per-request timeouts (core/stores.py)
+            location = parse_location(self.url if is_url(self.url) else f"file://{os.path.abspath(self.url)}")
+            self._fs, self._root = location.driver.open(location)
         return self._fs
 
     def _path(self, *parts: str) -> str:

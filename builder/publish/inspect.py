@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tritonbuild.core.hashing import sha256_bytes
+from tritonbuild.core.stores import Location
 from tritonbuild.publish import objects
 from tritonbuild.publish.lock import read_lock
 from tritonbuild.publish.planner import live_version, pinned_config
@@ -10,9 +11,9 @@ from tritonbuild.publish.protocol import open_for_read
 from tritonbuild.repository.rules import VERSION_RE
 
 
-def list_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
+def list_target(where: Location | str, *, endpoint_url: str | None = None) -> dict:
     """Models, versions present, complete and live, and anything an interrupted publish left behind."""
-    target = open_for_read(target_url, endpoint_url)
+    target = open_for_read(where, endpoint_url)
     state = objects.read_state(target)
     try:
         entries = target.fs.ls(target.root, detail=True, refresh=True) if target.fs.exists(target.root) else []
@@ -57,9 +58,9 @@ def list_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
             "lock": lock}
 
 
-def verify_target(target_url: str, *, endpoint_url: str | None = None) -> dict:
+def verify_target(where: Location | str, *, endpoint_url: str | None = None) -> dict:
     """Every object the target manifest names: present, right size, right sha256; configs as recorded."""
-    target = open_for_read(target_url, endpoint_url)
+    target = open_for_read(where, endpoint_url)
     state = objects.read_state(target)
     problems, checked = [], 0
     if not state.models:

@@ -1,6 +1,6 @@
 """One publisher per target: a lease object created only if absent, renewed and broken only by conditional
-writes (the store's own primitives, publish/leases.py: O_EXCL and checked renames locally, S3 If-None-Match /
-If-Match on the ETag, GCS ifGenerationMatch, Azure If-None-Match / If-Match).
+writes (the store's own primitives, core/leases.py, named by the target's driver: O_EXCL and checked renames
+locally, S3 If-None-Match / If-Match on the ETag, GCS ifGenerationMatch, Azure If-None-Match / If-Match).
 
 The lease names its holder (user@host, pid) and expires_at; a heartbeat renews it every lease/3 while the
 publish runs (conditional on it still being the version this publisher wrote). A lease past its expiry, or
@@ -20,8 +20,8 @@ import time
 import uuid
 from datetime import datetime, timezone
 
+from tritonbuild.core.leases import Moved
 from tritonbuild.errors import PublishError
-from tritonbuild.publish.leases import Moved, lease_store
 from tritonbuild.publish.models import LOCK_NAME
 from tritonbuild.publish.target import Target, storage_error
 
@@ -79,7 +79,7 @@ class TargetLock:
         self.break_lock = break_lock
         self.token = uuid.uuid4().hex
         self.lease = lease_seconds()
-        self.store = lease_store(target, self.path)
+        self.store = target.driver.lease(target, self.path)
         self.version: str | None = None  # of the lock object this publisher wrote last (ETag, generation...)
         self.lost: str | None = None
         self.broken: str | None = None  # whose lease this publish broke, and why (reported, never silent)

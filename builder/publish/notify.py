@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from tritonbuild.core.secrets import redact
+from tritonbuild.core.stores import with_scheme
 
 
 def _client_for(url: str, timeout: float):
@@ -15,7 +16,7 @@ def _client_for(url: str, timeout: float):
 
     from tritonclient.http import InferenceServerClient
 
-    parts = urlsplit(url if "://" in url else f"http://{url}")
+    parts = urlsplit(with_scheme(url))
     headers = {}
     if parts.username is not None:
         cred = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
@@ -91,7 +92,7 @@ def notify_all(urls: tuple[str, ...], changed: set[str], published: list[str]) -
 def _shown(url: str) -> str:
     from urllib.parse import urlsplit
 
-    parts = urlsplit(url if "://" in url else f"http://{url}")
+    parts = urlsplit(with_scheme(url))
     return redact(f"{parts.scheme}://{parts.netloc}{parts.path}".rstrip("/"))
 
 

@@ -160,7 +160,7 @@ def subdirs(target, path: str) -> list[str]:
 def abort_multipart_uploads(target: Target) -> list[Action]:
     """S3 multipart uploads left under the target's prefix by a killed publish (they are invisible to listings
     and billed until aborted). Called with the publish lock held: no live publisher owns one."""
-    if target.protocol != "s3":
+    if not target.driver.multipart:
         return []
     bucket, prefix, _ = target.fs.split_path(target.root)
     prefix = f"{prefix.rstrip('/')}/" if prefix else ""

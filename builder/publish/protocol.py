@@ -22,6 +22,7 @@ from pathlib import Path
 from tritonbuild.core.cas import FileEntry
 from tritonbuild.core.hashing import file_hashes, pretty_json
 from tritonbuild.core.progress import SILENT, Reporter
+from tritonbuild.core.stores import Location
 from tritonbuild.errors import PublishError, UsageError
 from tritonbuild.publish import objects
 from tritonbuild.publish.gate import gate
@@ -145,7 +146,7 @@ class _Publisher:
         return pruned
 
 
-def publish(root: Path, target_url: str, *, endpoint_url: str | None = None, skip_verify: bool = False,
+def publish(root: Path, where: Location | str, *, endpoint_url: str | None = None, skip_verify: bool = False,
             keep: int | None = None, notify: tuple[str, ...] = (), dry_run: bool = False, break_lock: bool = False,
             reporter: Reporter = SILENT, require_reproducible: bool = False) -> PublishReceipt:
     t0 = time.perf_counter()
@@ -155,7 +156,7 @@ def publish(root: Path, target_url: str, *, endpoint_url: str | None = None, ski
     manifest = read_repository(root, PublishError)
     verification = gate(root, manifest, skip_verify, require_reproducible)
     check_local_files(root, manifest)
-    target = open_target(target_url, endpoint_url=endpoint_url)
+    target = open_target(where, endpoint_url=endpoint_url)
     objects.check_reachable(target)
     if dry_run:
         plan = plan_publish(root, manifest, target, objects.read_state(target), verification=verification, keep=keep)
@@ -184,7 +185,7 @@ def _receipt(target: Target, manifest: Manifest, verification: str, t0: float, a
                           seconds=round(time.perf_counter() - t0, 3), notified=notified or [])
 
 
-def open_for_read(target_url: str, endpoint_url: str | None) -> Target:
-    target = open_target(target_url, endpoint_url=endpoint_url)
+def open_for_read(where: Location | str, endpoint_url: str | None = None) -> Target:
+    target = open_target(where, endpoint_url=endpoint_url)
     objects.check_reachable(target)
     return target

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tritonbuild.core.hashing import pretty_json, sha256_bytes
+from tritonbuild.core.stores import Location
 from tritonbuild.errors import PublishError
 from tritonbuild.publish import objects
 from tritonbuild.publish.lock import TargetLock
@@ -12,11 +13,11 @@ from tritonbuild.publish.planner import live_version, parse_remote, pinned_confi
 from tritonbuild.publish.protocol import open_for_read
 
 
-def rollback(target_url: str, model: str, to: int, *, endpoint_url: str | None = None,
+def rollback(where: Location | str, model: str, to: int, *, endpoint_url: str | None = None,
              break_lock: bool = False, notify: tuple[str, ...] = ()) -> dict:
     """Make a complete, published version live again with ITS config (the one it was verified with, stored at
     publish as config-v<N>.pbtxt): one config.pbtxt write, then the manifest; then notify servers."""
-    target = open_for_read(target_url, endpoint_url)
+    target = open_for_read(where, endpoint_url)
     with TargetLock(target, break_lock=break_lock) as lock:
         state = objects.read_state(target)
         published = state.models.get(model)

@@ -25,6 +25,7 @@ import urllib.request
 from importlib import metadata
 from pathlib import Path
 
+from tritonbuild.core.stores import is_url
 from tritonbuild.errors import VerifyError
 
 READY_TIMEOUT_S = 60.0
@@ -87,7 +88,7 @@ class EmbeddedServer:
                  ports: tuple[int, int, int] | None = None, log_verbose: int = 0):
         """ports: (http, grpc, metrics); 0 or None picks a free loopback port."""
         # A local directory, or a URL tritonserver reads itself (s3://http://host:port/bucket/prefix, gs://, as://).
-        self.repository = str(repository) if "://" in str(repository) else str(Path(repository).resolve())
+        self.repository = str(repository) if is_url(repository) else str(Path(repository).resolve())
         self.control = control
         self.poll_secs = poll_secs
         self.ready_timeout = ready_timeout

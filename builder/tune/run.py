@@ -21,6 +21,7 @@ from tritonbuild.backends import REGISTRY
 from tritonbuild.core.fsutil import write_atomic
 from tritonbuild.core.hashing import pretty_json
 from tritonbuild.core.npz import read_npz
+from tritonbuild.core.stores import with_scheme
 from tritonbuild.core.toolchain import fingerprint
 from tritonbuild.errors import UsageError, VerifyError
 from tritonbuild.recipe.models import Tune
@@ -198,7 +199,7 @@ class TuneSession:
             server = stack.enter_context(EmbeddedServer(repo, log_path=self.report_dir / "tritonserver.log"))
             self.url, self.grpc_url = f"http://{server.http_url}", server.grpc_url
         else:
-            self.url = self.server_url if "://" in self.server_url else f"http://{self.server_url}"
+            self.url = with_scheme(self.server_url)
             self.grpc_url = self.grpc_url or _grpc_of(self.url)
 
     def measure_ceiling(self) -> Result:

@@ -147,7 +147,7 @@ def test_publish_ls_rollback_and_verify_target(store, cli, tmp_path):
 def test_the_lease_is_created_renewed_and_broken_only_conditionally(store):
     """Eight takers race for the lease at once: exactly one creates it (create-if-absent at the store); a
     renewal from a stale version is refused; a takeover of a live lease is refused."""
-    from tritonbuild.publish.leases import Moved
+    from tritonbuild.core.leases import Moved
     from tritonbuild.publish.lock import TargetLock
     from tritonbuild.publish.target import open_target
 

@@ -21,6 +21,7 @@ from tritonbuild.backends.tensorrtllm.recipe import GPU_SM, LLMRecipe
 from tritonbuild.core.hashing import sha256_json, tree_files
 from tritonbuild.core.paths import PathProblem, check_tree
 from tritonbuild.core.proc import python_module_argv, run_logged
+from tritonbuild.core.stores import is_url
 from tritonbuild.errors import BuildError, PlanError, RecipeError
 from tritonbuild.recipe.load import LoadedRecipe
 
@@ -97,7 +98,7 @@ def tree_digest(files: dict[str, str]) -> str:
 def read_checkpoint(loaded: LoadedRecipe, ctx: PlanContext) -> tuple[Path, dict, dict[str, str]]:
     """(directory, its config.json, rel path → sha256), checked against the recipe's pin."""
     r: LLMRecipe = loaded.recipe
-    ckpt = (fetch_checkpoint(loaded, ctx) if "://" in r.checkpoint.path
+    ckpt = (fetch_checkpoint(loaded, ctx) if is_url(r.checkpoint.path)
             else _dir(loaded, r.checkpoint.path, ("checkpoint", "path")))
     cfg_path = ckpt / "config.json"
     if not cfg_path.is_file():
@@ -119,7 +120,7 @@ def read_checkpoint(loaded: LoadedRecipe, ctx: PlanContext) -> tuple[Path, dict,
     files = {rel.as_posix(): ctx.digest(ckpt / rel) for rel in rels}
     pin = r.checkpoint.sha256
     if pin and pin != tree_digest(files):
-        if "://" in r.checkpoint.path:
+        if is_url(r.checkpoint.path):
             shutil.rmtree(ckpt, ignore_errors=True)  # a bad download must not be reused
         raise PlanError(f"checkpoint {ckpt} has digest {tree_digest(files)}, the recipe pins {pin}",
                         where=loaded.where(("checkpoint", "sha256")),
@@ -201,7 +202,7 @@ def describe(loaded: LoadedRecipe, ctx: PlanContext) -> dict:
     r: LLMRecipe = loaded.recipe
     route = {"route": {"name": "LLM API (runtime: pytorch)" if r.runtime == "pytorch" else "TensorRT engine "
                        "(runtime: engine)", "why": r.route_why}}
-    ckpt = fetch_checkpoint(loaded, ctx) if "://" in r.checkpoint.path else \
+    ckpt = fetch_checkpoint(loaded, ctx) if is_url(r.checkpoint.path) else \
         _dir(loaded, r.checkpoint.path, ("checkpoint", "path"))
     try:
         arch = Architecture.from_hf_config(json.loads((ckpt / "config.json").read_text()))

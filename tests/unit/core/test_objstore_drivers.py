@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tritonbuild.core import objstore
+from tritonbuild.core import objstore, stores
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +48,7 @@ def test_azure_target_transfers_are_bounded(monkeypatch):
 
 def test_s3_attempts_and_backoff_fit_the_deadline(monkeypatch):
     monkeypatch.setenv(objstore.DEADLINE_ENV, "30")
-    config = objstore.s3_options(None)["config_kwargs"]
+    config = stores.S3Driver().options(stores.Location("s3", "b/p"))["config_kwargs"]
     per_attempt = config["connect_timeout"] + config["read_timeout"]
     assert config["retries"] == {"mode": "standard", "total_max_attempts": objstore.ATTEMPTS}
     assert objstore.ATTEMPTS * per_attempt + objstore.BACKOFF_S <= 30
@@ -79,7 +79,8 @@ def test_remote_cache_gets_the_same_bounds(monkeypatch):
     assert fs.requests_timeout is not None and fs.requests_timeout.sock_read > 0
 
 
-def test_options_per_protocol():
-    assert objstore.storage_options("file") == {}
-    assert objstore.storage_options("s3", "http://x")["client_kwargs"] == {"endpoint_url": "http://x"}
-    assert set(objstore.azure_options()) >= {"connection_timeout", "read_timeout"}
+def test_options_per_driver():
+    assert stores.LocalDriver().options(stores.Location("file", "/x")) == {}
+    s3 = stores.S3Driver().options(stores.Location("s3", "b/p", "http://x"))
+    assert s3["client_kwargs"] == {"endpoint_url": "http://x"}
+    assert set(stores.AzureDriver().options(stores.Location("az", "c/p"))) >= {"connection_timeout", "read_timeout"}

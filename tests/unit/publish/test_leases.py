@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tritonbuild.publish.leases import GCSLease, LocalLease, Moved
+from tritonbuild.core.leases import GCSLease, LocalLease, Moved
 
 
 class _Target:

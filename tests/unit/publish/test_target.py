@@ -46,3 +46,25 @@ def test_pinned_config_switches_versions():
     assert live_version(pinned_config(base, [3])) == 3
     assert live_version(pinned_config(base, [])) is None
     assert b"specific {\n  }" in pinned_config(base, [])
+
+
+def test_a_gcs_target_is_spelled_gs_for_tritonserver(monkeypatch):
+    """gcsfs takes gcs:// and gs://; tritonserver knows only gs:// (triton-inference-server/core 9987231
+    src/filesystem/api.cc, FileSystemManager::GetFileSystem) and reads anything else as a local path."""
+    import fsspec.core
+
+    monkeypatch.setattr(fsspec.core, "url_to_fs", lambda url, **options: (object(), url.split("://", 1)[1]))
+    assert open_target("gcs://bucket/models").triton_url() == "gs://bucket/models"
+
+
+@pytest.mark.parametrize("url, extra", [("gs://b/p", "gcs"), ("az://c/p", "azure"), ("s3://b/p", "s3")])
+def test_a_missing_driver_names_the_extra_that_installs_it(monkeypatch, url, extra):
+    import fsspec.core
+
+    def missing(url, **options):
+        raise ImportError("no driver")
+
+    monkeypatch.setattr(fsspec.core, "url_to_fs", missing)
+    with pytest.raises(PublishError) as info:
+        open_target(url)
+    assert f"pip install 'tritonbuild[{extra}]'" in info.value.hint and info.value.exit_code == 7

@@ -1,4 +1,5 @@
-"""The conditional-write primitives each kind of target offers the publish lock (lock.py), one class per store.
+"""The conditional-write primitives each kind of store offers the publish lock (publish/lock.py), one class per
+store; each store's driver (core/stores.py) names its class.
 
 Every store gives the same four operations on the lock object, each conditional on what the caller saw, so
 two publishers (or two breakers of an expired lease) can never both win:
@@ -248,10 +249,3 @@ class AzureLease(LeaseStore):
 
         self._conditional(lambda: self._blob().delete_blob(etag=version, match_condition=MatchConditions.IfNotModified),
                           "remove the lock")
-
-
-def lease_store(target, path: str) -> LeaseStore:
-    if target.is_local:
-        return LocalLease(target, path)
-    kind = {"s3": S3Lease, "gs": GCSLease, "gcs": GCSLease, "az": AzureLease, "abfs": AzureLease}
-    return kind[target.protocol](target, path)

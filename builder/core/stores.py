@@ -1,0 +1,267 @@
+"""Where models are published and caches are shared: one URL type, and one driver per kind of store.
+
+A `Location` is parsed once, where a command receives the URL, and travels typed from there. A `Driver` holds
+everything tritonbuild knows about one kind of store: its schemes, the fsspec filesystem it opens (its options
+cut to the network deadline, every small call bounded by it: core/objstore.py), the conditional-write
+primitives the publish lock is built on (core/leases.py), how tritonserver spells the same place, where its
+credentials come from, and what it can do (atomic renames on one host; multipart uploads a killed writer leaves
+behind). The publisher, the lock and the remote cache ask the driver; none of them tests a scheme.
+
+Credentials come only from each store's standard chain (env, profiles, instance metadata); tritonbuild never
+reads, prints or stores them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from tritonbuild.core import leases
+from tritonbuild.core.objstore import ATTEMPTS, BoundedFS, attempt_timeouts, within_deadline
+from tritonbuild.core.secrets import has_userinfo, redact
+from tritonbuild.errors import PublishError
+
+
+def split_url(text: str) -> tuple[str | None, str]:
+    """(scheme, rest) of 'scheme://rest'; (None, text) for a plain path. The one test of "is this a URL"."""
+    if "://" in text:
+        scheme, rest = text.split("://", 1)
+        return scheme, rest
+    return None, text
+
+
+def is_url(text: str) -> bool:
+    return split_url(str(text))[0] is not None
+
+
+def with_scheme(address: str, default: str = "http") -> str:
+    """A server address as a URL: 'host:port' gets default://; a URL is kept as it is."""
+    return address if is_url(address) else f"{default}://{address}"
+
+
+@dataclass(frozen=True)
+class Location:
+    """A place on a store: scheme, path (bucket/prefix, or an absolute path for file://; no trailing slash) and the
+    endpoint of an S3-compatible service. Never holds credentials."""
+
+    scheme: str
+    path: str
+    endpoint: str | None = None
+
+    @property
+    def raw(self) -> str:
+        """The URL for the driver (unredacted: a secret in an environment value may appear in it)."""
+        return f"{self.scheme}://{self.path}"
+
+    @property
+    def url(self) -> str:
+        """The URL to print and store."""
+        return redact(self.raw)
+
+    @property
+    def driver(self) -> Driver:
+        return driver_for(self.scheme, self.url)
+
+    def __str__(self) -> str:
+        return self.url
+
+
+def parse_location(text: str, endpoint: str | None = None) -> Location:
+    """The URL a user gave, checked (a scheme a driver serves, no credentials, what its store needs)."""
+    text = str(text)
+    if has_userinfo(text):
+        raise PublishError("credentials in the target URL are not accepted (they would end up in logs, receipts "
+                           "and the shell history)", where=redact(text),
+                           hint="drop 'user:secret@' from the URL; give credentials through the store's own chain "
+                                "(AWS_PROFILE / AWS_ACCESS_KEY_ID..., GOOGLE_APPLICATION_CREDENTIALS, AZURE_STORAGE_*)")
+    scheme, rest = split_url(text)
+    if scheme is None:
+        raise PublishError(f"target {redact(text)!r} is not a URL", where=redact(text), hint=f"use {_examples()}")
+    driver = driver_for(scheme, redact(text))
+    location = Location(scheme, rest.rstrip("/") if rest.strip("/") else "", driver.endpoint(endpoint))
+    driver.check(location)
+    return location
+
+
+def as_location(where: Location | str, endpoint: str | None = None) -> Location:
+    """A Location as it is (an endpoint given here replaces its own); a string parsed (the Python API's edge)."""
+    if isinstance(where, Location):
+        return dataclasses.replace(where, endpoint=endpoint) if endpoint else where
+    return parse_location(where, endpoint)
+
+
+class Driver:
+    """One kind of store. Subclasses set the facts and override what differs."""
+
+    name = "store"
+    schemes: tuple[str, ...] = ()
+    package: str | None = None  # the fsspec implementation, installed by the extra
+    extra: str | None = None  # pip install 'tritonbuild[extra]'
+    local = False  # a directory on this host: atomic renames, temporaries, O_EXCL
+    multipart = False  # a killed upload leaves invisible, billed parts behind
+    lease: type[leases.LeaseStore] = leases.LeaseStore
+    credentials = ""  # where its credentials come from (for the fix of a refused request)
+    endpoint_hint = ""  # what points it at an endpoint (for the fix of an unreachable one)
+
+    def example(self) -> str:
+        return f"{self.schemes[0]}://bucket/prefix"
+
+    def endpoint(self, given: str | None) -> str | None:
+        """The service endpoint this store is reached at, where it has a choice (S3-compatible ones)."""
+        return None
+
+    def check(self, location: Location) -> None:
+        if not location.path.strip("/"):
+            raise PublishError("the target names no bucket", where=location.url, hint=f"use {self.example()}")
+
+    def options(self, location: Location) -> dict:
+        """fsspec storage_options: this store's timeouts and retries, cut to the network deadline."""
+        return {}
+
+    def settle(self, fs):
+        """The filesystem as tritonbuild uses it (one retry layer, the deadline on every small call)."""
+        return BoundedFS(fs)
+
+    def open(self, location: Location):
+        """(filesystem, root path) for a location; the driver may ask the network for credentials while it is
+        made (gcsfs), so that is under the deadline too. ImportError when its package is missing."""
+        from fsspec.core import url_to_fs
+
+        options = self.options(location)
+        fs, root = within_deadline(lambda: url_to_fs(location.raw, **options), f"open {location.scheme}://")
+        return self.settle(fs), root
+
+    def triton_url(self, location: Location, root: str) -> str:
+        """The --model-repository string tritonserver understands for this place."""
+        return f"{location.scheme}://{root}"
+
+
+class LocalDriver(Driver):
+    name = "local directory"
+    schemes = ("file",)
+    local = True
+    lease = leases.LocalLease
+
+    def example(self) -> str:
+        return "file:///abs/path"
+
+    def check(self, location: Location) -> None:
+        if not location.path.startswith("/"):
+            raise PublishError(f"file target {location.url!r} needs an absolute path", where=location.url,
+                               hint="write file:///absolute/path (three slashes)")
+
+    def settle(self, fs):
+        return fs
+
+    def triton_url(self, location: Location, root: str) -> str:
+        return root
+
+
+class S3Driver(Driver):
+    name = "S3"
+    schemes = ("s3",)
+    package, extra = "s3fs", "s3"
+    multipart = True
+    lease = leases.S3Lease
+    credentials = "AWS_PROFILE / AWS_ACCESS_KEY_ID / instance role"
+    endpoint_hint = "--endpoint-url / AWS_ENDPOINT_URL"
+
+    def endpoint(self, given: str | None) -> str | None:
+        return given or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+
+    def options(self, location: Location) -> dict:
+        """ATTEMPTS attempts (botocore's standard mode) whose timeouts fit the deadline."""
+        connect, read = attempt_timeouts()
+        return {"client_kwargs": {"endpoint_url": location.endpoint} if location.endpoint else {},
+                "config_kwargs": {"connect_timeout": connect, "read_timeout": read,
+                                  "retries": {"mode": "standard", "total_max_attempts": ATTEMPTS}},
+                "skip_instance_cache": True}
+
+    def settle(self, fs):
+        fs.retries = 1  # s3fs retries timeouts and some errors itself (5 times) on top of botocore: off
+        return BoundedFS(fs)
+
+    def triton_url(self, location: Location, root: str) -> str:
+        if not location.endpoint:
+            return f"s3://{root}"
+        ep = urlparse(location.endpoint)
+        port = ep.port or (443 if ep.scheme == "https" else 80)
+        return f"s3://{ep.scheme}://{ep.hostname}:{port}/{root}"
+
+
+class GCSDriver(Driver):
+    name = "Google Cloud Storage"
+    schemes = ("gs", "gcs")
+    package, extra = "gcsfs", "gcs"
+    lease = leases.GCSLease
+    credentials = "GOOGLE_APPLICATION_CREDENTIALS"
+    endpoint_hint = "STORAGE_EMULATOR_HOST"
+
+    def options(self, location: Location) -> dict:
+        """Each HTTP request bounded by aiohttp's connect and between-reads timeouts (gcsfs's requests_timeout;
+        unset, aiohttp waits forever on an endpoint that never answers; a total timeout would cut a large
+        download short). gcsfs retries a fixed 6 times with 1+2+4+8+16 s of backoff: past the deadline, so
+        BoundedFS's wall clock is what bounds a gs:// request in the end."""
+        from aiohttp import ClientTimeout
+
+        # NOTE: gcsfs >= 2025.x probes every bucket for zonal/HNS support over gRPC (storage control API) with a
+        # 60 s timeout of its own, outside requests_timeout; publishing needs none of those experimental paths.
+        os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+        connect, read = attempt_timeouts(6, 0.0)
+        return {"requests_timeout": ClientTimeout(total=None, sock_connect=connect, sock_read=read),
+                "skip_instance_cache": True}
+
+    def triton_url(self, location: Location, root: str) -> str:
+        return f"gs://{root}"  # tritonserver knows gs:// only
+
+
+class AzureDriver(Driver):
+    name = "Azure Blob Storage"
+    schemes = ("az", "abfs")
+    package, extra = "adlfs", "azure"
+    lease = leases.AzureLease
+    credentials = ("AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT_NAME with AZURE_STORAGE_ACCOUNT_KEY or "
+                   "AZURE_STORAGE_SAS_TOKEN")
+    endpoint_hint = "AZURE_STORAGE_CONNECTION_STRING"
+
+    def example(self) -> str:
+        return "az://container/prefix"
+
+    def options(self, location: Location) -> dict:
+        """adlfs's connection_timeout and read_timeout (seconds, handed to the Azure SDK's transport on blob
+        transfers; the SDK's default is 300 s each). The SDK's own retries (3, from 15 s of backoff up) do not
+        fit the deadline: BoundedFS's wall clock bounds every other call."""
+        connect, read = attempt_timeouts()
+        return {"connection_timeout": max(1, int(connect)), "read_timeout": max(1, int(read)),
+                "skip_instance_cache": True}
+
+    def triton_url(self, location: Location, root: str) -> str:
+        account = os.environ.get("AZURE_STORAGE_ACCOUNT") or os.environ.get("AZURE_STORAGE_ACCOUNT_NAME", "ACCOUNT")
+        return f"as://{account}/{root}"
+
+
+DRIVERS: dict[str, Driver] = {}
+
+
+def register(driver: Driver) -> None:
+    for scheme in driver.schemes:
+        DRIVERS[scheme] = driver
+
+
+for _driver in (LocalDriver(), S3Driver(), GCSDriver(), AzureDriver()):
+    register(_driver)
+
+
+def _examples() -> str:
+    return ", ".join(dict.fromkeys(d.example() for d in DRIVERS.values()))
+
+
+def driver_for(scheme: str, where: str | None = None) -> Driver:
+    driver = DRIVERS.get(scheme)
+    if driver is None:
+        raise PublishError(f"unsupported target scheme {scheme!r} (known: "
+                           f"{', '.join(f'{s}://' for s in DRIVERS)})", where=where or f"{scheme}://",
+                           hint=f"use {_examples()}")
+    return driver
