@@ -27,6 +27,11 @@ Problem = tuple[tuple, str, str]
 CheckRow = tuple[str, list[str], str]
 
 
+class BuildPolicy(str):
+    """A problem that breaks tritonbuild's own build policy (e.g. a relocatable repository), not a Triton load
+    rule: a failure in a repository tritonbuild built, a note ("not checked: ...") in any other."""
+
+
 @dataclass(frozen=True)
 class PlanContext:
     """What plan_steps and describe may use besides the recipe, passed by the planner: the build cache directory

@@ -147,17 +147,28 @@ def load_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
     p = []
     if mc.max_batch_size != 0:
         p.append("the vLLM backend needs max_batch_size 0 (it batches internally)")
-    if not mc.model_transaction_policy.decoupled:
-        p.append("the vLLM backend needs model_transaction_policy.decoupled: true")
-    if any(type(g).Kind.Name(g.kind) != "KIND_MODEL" for g in mc.instance_group):
-        p.append("use instance_group kind KIND_MODEL (KIND_GPU fails with tensor/pipeline parallelism)")
+    # NOTE: the backend's auto_complete_config sets decoupled: true where the config leaves
+    # model_transaction_policy out, and refuses to change a decoupled: false written there
+    # (vllm_backend src/model.py, python_backend set_model_transaction_policy; tests/contracts/facts).
+    if mc.HasField("model_transaction_policy") and not mc.model_transaction_policy.decoupled:
+        p.append("the vLLM backend needs model_transaction_policy.decoupled: true (its auto_complete_config "
+                 "sets it only where the config leaves model_transaction_policy out)")
+    world = 1
     for v in versions:
         try:
             doc = json.loads((model_dir / str(v) / "model.json").read_text())
             if "model" not in doc:
                 p.append(f"{v}/model.json has no 'model'")
-        except (OSError, ValueError) as e:
+            world = max(world, int(doc.get("tensor_parallel_size", 1)) * int(doc.get("pipeline_parallel_size", 1)))
+        except (OSError, ValueError, TypeError, AttributeError) as e:
             p.append(f"{v}/model.json is not valid JSON: {e}")
+    kinds = {type(g).Kind.Name(g.kind) for g in mc.instance_group}
+    if "KIND_GPU" in kinds and world > 1:
+        p.append(f"use instance_group kind KIND_MODEL: the vLLM backend refuses KIND_GPU with tensor x pipeline "
+                 f"parallelism {world} > 1")
+    elif kinds - {"KIND_MODEL", "KIND_GPU"}:
+        p.append(f"instance_group kind {sorted(kinds - {'KIND_MODEL', 'KIND_GPU'})}: use KIND_MODEL (vLLM places "
+                 "its own devices) or KIND_GPU for one GPU")
     return p
 
 class VLLMBackend(Backend):

@@ -8,10 +8,15 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
-from tritonbuild.backends import REGISTRY
+from tritonbuild.backends import REGISTRY, BuildPolicy
 from tritonbuild.repository.config import parse
 from tritonbuild.repository.triton_ensemble_rules import core_model_problems
-from tritonbuild.repository.triton_rules import NAME_MISMATCH, model_problems
+from tritonbuild.repository.triton_rules import (
+    CORE_DEFAULT_FILES,
+    NAME_MISMATCH,
+    autocompleted_backend,
+    model_problems,
+)
 
 VERSION_RE = re.compile(r"^[1-9][0-9]*$")
 
@@ -27,26 +32,26 @@ class Finding:
         return {"model": self.model, "check": self.check, "ok": self.ok, "detail": self.detail}
 
 
-def check_model_dir(model_dir: Path, *, model_files: bool = False) -> list[Finding]:
+def check_model_dir(model_dir: Path, *, model_files: bool = False, ours: bool = True) -> list[Finding]:
     """Triton's load rules on one model directory; model_files: also open the model files (a backend's
     model_content_checks, e.g. the ONNX graph through onnxruntime: verify does, a build does not pay for it).
+    ours: a repository tritonbuild built; any other is judged as Triton would (a missing config.pbtxt is
+    autocompleted, tritonbuild's build policies are notes, not failures).
     No backend is named here: each backend's rules come from the registry (backends/base.py)."""
     name = model_dir.name
     out: list[Finding] = []
 
     def add(check: str, problems: list[str], ok_detail: str) -> None:
+        policy = [p for p in problems if isinstance(p, BuildPolicy)] if not ours else []
+        problems = [p for p in problems if p not in policy]
+        if policy:
+            ok_detail = "; ".join([ok_detail, *(f"not checked: {p} (tritonbuild's build policy, applied only "
+                                                f"to repositories it built)" for p in policy)])
         out.append(Finding(name, check, not problems, "; ".join(problems) if problems else ok_detail))
 
-    cfg_path = model_dir / "config.pbtxt"
-    try:
-        mc = parse(cfg_path.read_bytes())
-    except FileNotFoundError:
-        add("config.parse", ["config.pbtxt is missing"], "")
+    mc = _read_config(model_dir, ours, add)
+    if mc is None:
         return out
-    except (text_format.ParseError, UnicodeDecodeError) as e:
-        add("config.parse", [f"config.pbtxt:{e} (not a valid inference.ModelConfig)"], "")
-        return out
-    add("config.parse", [], "config.pbtxt parses as inference.ModelConfig")
 
     triton = model_problems(mc, model_dir)
     # the directory-name rule is reported once, in Triton's words, as this row (not again in "triton-rules")
@@ -86,7 +91,7 @@ def check_model_dir(model_dir: Path, *, model_files: bool = False) -> list[Findi
     elif owner is not None:
         rows(owner.model_file_checks(mc, model_dir, versions))
     else:
-        add("model_file", [], f"{mc.default_model_filename or '?'} present in every version")
+        rows([_unknown_backend_files(mc, model_dir, versions)])
     for other in others:
         rows(other.model_file_checks(mc, model_dir, versions))
     if owner is not None:
@@ -97,3 +102,40 @@ def check_model_dir(model_dir: Path, *, model_files: bool = False) -> list[Findi
         for backend in ([owner] if owner is not None else []) + others:
             rows(backend.model_content_checks(mc, model_dir, versions))
     return out
+
+
+def _read_config(model_dir: Path, ours: bool, add):
+    """The model's ModelConfig, its config.parse row added; None when there is nothing more to check. Without a
+    config.pbtxt Triton autocompletes one (unless started with --disable-auto-complete-config): the backend
+    found from the version directory's model file, the backend's own auto_complete_config for the rest."""
+    try:
+        mc = parse((model_dir / "config.pbtxt").read_bytes())
+    except FileNotFoundError:
+        backend, problems = autocompleted_backend(model_dir)
+        if ours or problems:
+            add("config.parse", problems or ["config.pbtxt is missing"], "")
+            return None
+        add("config.parse", [], f"no config.pbtxt: Triton autocompletes it (backend {backend} from the model "
+                                f"file; the {backend} backend fills inputs, outputs and batching)")
+        mc = parse(b"")
+        mc.backend = backend
+        return mc
+    except (text_format.ParseError, UnicodeDecodeError) as e:
+        add("config.parse", [f"config.pbtxt:{e} (not a valid inference.ModelConfig)"], "")
+        return None
+    add("config.parse", [], "config.pbtxt parses as inference.ModelConfig")
+    return mc
+
+
+def _unknown_backend_files(mc, model_dir: Path, versions: list[int]) -> tuple[str, list[str], str]:
+    """The model-file row of a backend tritonbuild has no plug-in for: Triton's core names the file of the
+    TensorFlow platforms (checked); any other backend decides itself which files it loads (not checked)."""
+    filename = mc.default_model_filename or CORE_DEFAULT_FILES.get(mc.platform, "")
+    if mc.platform in CORE_DEFAULT_FILES:
+        problems = [f"{v}/{filename} is missing (Triton's core names it for platform {mc.platform}; the backend "
+                    f"loads that file)" for v in versions if not (model_dir / str(v) / filename).exists()]
+        return "model_file", problems, f"{filename} present in every version"
+    what = mc.backend or mc.platform or "(none given)"
+    return "model_file", [], (f"not checked: tritonbuild has no rules for backend {what} (which files it "
+                              "loads, which instance kinds it takes are that backend's); Triton's core rules "
+                              "were checked: load it on a server that has the backend (verify --server URL)")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tritonbuild.repository.triton_ensemble_rules import ensemble_scheduling_problems
 from tritonbuild.repository.triton_proto import TRITON_VERSION, unknown_fields
+from tritonbuild.triton.config import parse
 
 WILDCARD = -1
 # GetBackendTypeFromPlatform. torch_aoti (AOTInductor packages) pairs with pytorch from core dabbddc (r26.03,
@@ -24,6 +25,8 @@ WILDCARD = -1
 LEGACY = {"tensorflow_graphdef": "tensorflow", "tensorflow_savedmodel": "tensorflow", "tensorrt_plan": "tensorrt",
           "onnxruntime_onnx": "onnxruntime", "pytorch_libtorch": "pytorch", "torch_aoti": "pytorch"}
 KNOWN_BACKENDS = {"tensorflow", "tensorrt", "onnxruntime", "pytorch"}  # GetBackendType; others are UNKNOWN
+# AutoCompleteBackendFields names the model file of the TensorFlow platforms itself (kTensorFlow*Filename)
+CORE_DEFAULT_FILES = {"tensorflow_graphdef": "model.graphdef", "tensorflow_savedmodel": "model.savedmodel"}
 
 
 def _kind_name(msg, field: str, value: int) -> str:
@@ -64,6 +67,21 @@ def _backend_after_autofill(mc, model_dir: Path) -> tuple[str, str, list[str]]:
                                   "'model.<backend_name>'."]
         backend = name.split(".", 1)[1]
     return backend, platform, []
+
+
+def autocompleted_backend(model_dir: Path) -> tuple[str, list[str]]:
+    """A model directory without config.pbtxt: the backend Triton's AutoCompleteBackendFields finds from the
+    first version directory's files (model.plan, model.onnx, model.xml, model.pt, model.py, a TensorFlow model),
+    or its refusal."""
+    backend, _platform, problems = _backend_after_autofill(parse(b""), model_dir)
+    versions = sorted(entry for entry in model_dir.iterdir() if entry.is_dir() and entry.name.isdigit())
+    if not backend and versions:
+        for platform_name, filename in CORE_DEFAULT_FILES.items():
+            if (versions[0] / filename).exists():
+                return LEGACY[platform_name], []
+    if not versions:
+        return "", ["no config.pbtxt and no version directory: Triton cannot autocomplete the config"]
+    return backend, problems
 
 
 NAME_MISMATCH = "unexpected directory name "  # model_repository_manager.cc

@@ -26,6 +26,7 @@ from tritonbuild.repository.manifest import (
     version_identity,
 )
 from tritonbuild.repository.rules import check_model_dir
+from tritonbuild.repository.triton_rules import autocompleted_backend
 from tritonbuild.server.embedded import (
     LOAD_TIMEOUT_S,
     EmbeddedServer,
@@ -85,12 +86,14 @@ def _have_gpu() -> bool:
     return bool(fingerprint().get("gpu_name"))
 
 
-def core_checks(root: Path, names: list[str], say: Progress) -> list[StaticCheck]:
-    """Triton's own core checks each config (any backend) through a stand-in model: one row per model."""
+def core_checks(root: Path, names: list[str], say: Progress, as_is: frozenset[str] = frozenset()
+                ) -> list[StaticCheck]:
+    """Triton's own core checks each config (any backend) through a stand-in model, or loads the model itself
+    (as_is: those the embedded server runs): one row per model."""
     if not names:
         return []
     try:
-        refusals, changes, _ = check_with_triton(root, names, progress=say, have_gpu=_have_gpu())
+        refusals, changes, _ = check_with_triton(root, names, progress=say, have_gpu=_have_gpu(), as_is=as_is)
     except ServerStartError as e:
         return [StaticCheck(model="*", check="triton-core", ok=True,
                             detail=f"not run: {e.message.splitlines()[0]} (static rules only)")]
@@ -98,10 +101,33 @@ def core_checks(root: Path, names: list[str], say: Progress) -> list[StaticCheck
     for name in names:
         cause = refusals.get(name)
         how = "; ".join(changes.get(name) or []) or "config as written"
+        if not (root / name / "config.pbtxt").is_file():
+            how += ", no config.pbtxt: what its backend autocompletes from the model file is not seen here"
+        accepted = (f"tritonserver {fingerprint().get('tritonserver', '?')} loaded the model itself (its "
+                    "initialize() ran)" if name in as_is else f"tritonserver's core accepted the config (stand-in: "
+                                                               f"{how})")
         rows.append(StaticCheck(model=name, check="triton-core", ok=cause is None,
-                                detail=f"tritonserver refused it: {cause}" if cause else
-                                f"tritonserver's core accepted the config (stand-in: {how})"))
+                                detail=f"tritonserver refused it: {cause}" if cause else accepted))
     return rows
+
+
+def _runs_as_written(model_dir: Path, have_gpu: bool) -> bool:
+    """A hand-written model the embedded server can load itself (its backend, its devices; no execution
+    environment to unpack): verify loads it, so its model.py is imported and its initialize() runs."""
+    from google.protobuf import text_format
+
+    from tritonbuild.repository.config import parse
+
+    try:
+        mc = parse((model_dir / "config.pbtxt").read_bytes())
+    except FileNotFoundError:
+        backend = autocompleted_backend(model_dir)[0]
+        return bool(backend) and runs_embedded(backend)
+    except (OSError, text_format.ParseError, UnicodeDecodeError):
+        return False
+    gpu = any(type(group).Kind.Name(group.kind) == "KIND_GPU" for group in mc.instance_group)
+    return (bool(mc.backend) and runs_embedded(mc.backend) and "EXECUTION_ENV_PATH" not in mc.parameters
+            and (have_gpu or not gpu))
 
 
 def lint(root: Path, *, progress: Progress | None = None) -> VerificationReport:
@@ -115,8 +141,10 @@ def lint(root: Path, *, progress: Progress | None = None) -> VerificationReport:
                           "Triton model repository (one directory per model)")
     say("static checks")
     static = [StaticCheck(**finding.to_dict()) for name in names
-              for finding in check_model_dir(root / name, model_files=True)]
-    static += core_checks(root, names, say)
+              for finding in check_model_dir(root / name, model_files=True, ours=False)]
+    have_gpu = _have_gpu()
+    as_is = frozenset(name for name in names if _runs_as_written(root / name, have_gpu))
+    static += core_checks(root, names, say, as_is)
     return VerificationReport(manifest_digest="", toolchain=fingerprint(), static=static, models=[],
                               passed=all(check.ok for check in static))
 

@@ -15,8 +15,10 @@ shapes). What the stand-in changes, and therefore cannot prove (see standin_conf
 - instance groups: KIND_GPU → KIND_CPU (gpus cleared) when this machine has no GPU, and count > 1 → 1 (the
   rule is count >= 1 after defaulting; stand-in instances are processes). GPU ids are not checked here.
 - autocomplete: the onnxruntime/tensorrt/pytorch backends fill missing inputs/outputs/max_batch_size from the
-  model file; the stand-in sees the config as written. A config that relies on autocomplete is checked as
-  written (tritonbuild writes full configs).
+  model file; the stand-in sees the config as written (or none: Triton then autocompletes a Python stand-in).
+  A model the embedded server runs itself (a hand-written Python model, `as_is`) is not stood in for: it is
+  copied whole, so its own auto_complete_config and initialize() run.
+- files beside config.pbtxt (label files, warmup data) are copied: Triton opens them at load.
 - a load that does not finish within LOAD_TIMEOUT_S is reported as such (a stub that cannot start can hang).
 - the model file itself (ONNX graph, engine, TorchScript) is not read: the backend's own checks of config vs
   file are out of reach here.
@@ -145,11 +147,18 @@ def _closure(root: Path, names: list[str]) -> list[str]:
     return seen
 
 
-def write_standins(root: Path, names: list[str], scratch: Path, *, have_gpu: bool) -> dict[str, list[str]]:
-    """Scratch repository of stand-ins for names (plus their ensemble steps): name → what the stand-in changed."""
+def write_standins(root: Path, names: list[str], scratch: Path, *, have_gpu: bool,
+                   as_is: frozenset[str] = frozenset()) -> dict[str, list[str]]:
+    """Scratch repository of stand-ins for names (plus their ensemble steps): name → what the stand-in changed.
+    Files beside config.pbtxt (label files, warmup data) come along: Triton opens them at load. A model in
+    as_is (one the embedded server runs) is copied whole, so its own model.py is imported and initialize() run."""
     changes = {}
     for name in _closure(root, names):
         src, dest = root / name, scratch / name
+        if name in as_is:
+            shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__"))
+            changes[name] = []
+            continue
         dest.mkdir(parents=True)
         cfg = src / "config.pbtxt"
         if cfg.is_file():
@@ -161,6 +170,8 @@ def write_standins(root: Path, names: list[str], scratch: Path, *, have_gpu: boo
             elif child.is_dir():
                 (dest / child.name).mkdir()
                 (dest / child.name / STANDIN_FILE).write_text(STANDIN_MODEL)
+            elif child.is_file() and child.name != "config.pbtxt":
+                shutil.copyfile(child, dest / child.name)
     return changes
 
 
@@ -187,10 +198,11 @@ def _ensembles(scratch: Path, names: list[str]) -> set[str]:
 
 
 def check_with_triton(root: Path, names: list[str], *, progress: Progress | None = None,
-                      have_gpu: bool = False) -> tuple[dict[str, str | None], dict[str, list[str]], str]:
-    """Load a stand-in of each model in one embedded-server start: (name → Triton's refusal or None, name → what
-    the stand-in changed, the server's version line). Plain models load first, concurrently; then ensembles, one at
-    a time (their steps are loaded already)."""
+                      have_gpu: bool = False, as_is: frozenset[str] = frozenset()
+                      ) -> tuple[dict[str, str | None], dict[str, list[str]], str]:
+    """Load a stand-in of each model (the model itself for those in as_is) in one embedded-server start:
+    (name → Triton's refusal or None, name → what the stand-in changed, the server's version line). Plain models
+    load first, concurrently; then ensembles, one at a time (their steps are loaded already)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError, load_model
@@ -198,7 +210,7 @@ def check_with_triton(root: Path, names: list[str], *, progress: Progress | None
     say = progress or (lambda _m: None)
     scratch = Path(tempfile.mkdtemp(prefix="tritonbuild-core-check-"))
     try:
-        changes = write_standins(Path(root), names, scratch, have_gpu=have_gpu)
+        changes = write_standins(Path(root), names, scratch, have_gpu=have_gpu, as_is=as_is)
         say(f"Triton core check of {len(names)} config(s) (stand-in models)")
         with EmbeddedServer(scratch) as server:
             url = f"http://{server.http_url}"
@@ -220,8 +232,8 @@ def check_with_triton(root: Path, names: list[str], *, progress: Progress | None
                         result.update(zip(batch, pool.map(one, batch), strict=True))
             log = server.log_path.read_text(errors="replace")
         for name, error in result.items():
-            if error is not None:
-                result[name] = explain_load_error(error, log, name)
+            if error is not None:  # a path Triton names is the user's, not the scratch copy's
+                result[name] = explain_load_error(error, log, name).replace(str(scratch), str(Path(root)))
         return result, changes, ""
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -49,8 +49,11 @@ def _verify_every_case_as(kind: str, tmp_path) -> None:
     model with Triton's cause in its triton-core row, and passes every accepted one."""
     repo = tmp_path / "repo"
     repo.mkdir()
-    refused = materialize(repo, cases("refused"), kind, "# model file of a python model\n", suffix=True)
-    accepted = materialize(repo, cases("accepted"), kind, "# model file of a python model\n", suffix=True)
+    # verify loads a hand-written Python model itself (its initialize() runs): that kind's model.py is a real model
+    # (the stand-in's, which answers any config); the other kinds' model.py files are never run
+    model_py = standin_model() if kind == "python" else "# model file of a python model\n"
+    refused = materialize(repo, cases("refused"), kind, model_py, suffix=True)
+    accepted = materialize(repo, cases("accepted"), kind, model_py, suffix=True)
     r = subprocess.run([sys.executable, "-m", "tritonbuild", "verify", str(repo), "--json"], capture_output=True,
                        text=True, timeout=1200)
     assert r.returncode == 6, r.stderr[-3000:]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tritonbuild.backends.base import BuildPolicy
+
 
 def engine_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
     """The C++ backend reads gpt_model_path verbatim: it must point at <mount>/<model>/<version>/engine."""
@@ -20,8 +22,8 @@ def engine_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
             if not list(engine.glob("rank*.engine")):
                 return [f"{v}/engine has no rank*.engine file"]
             return []
-    return [f"gpt_model_path {path!r} does not point inside this model's version directory "
-            f"(expected '<mount>/{model_dir.name}/<version>/engine'): the repository is not relocatable"]
+    return [BuildPolicy(f"gpt_model_path {path!r} does not point inside this model's version directory "
+                        f"(expected '<mount>/{model_dir.name}/<version>/engine'): the repository is not relocatable")]
 
 
 def is_llmapi_model(model_dir: Path, versions: list[int]) -> bool:

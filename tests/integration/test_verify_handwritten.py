@@ -1,0 +1,83 @@
+"""`tritonbuild verify DIR` of hand-written repositories, as Triton would judge them, in the real embedded
+tritonserver: upstream's quick-start models with their label files and an ensemble over one, a Python model with
+no config.pbtxt (its auto_complete_config runs), vLLM's sample, and a Python model whose initialize() raises."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.contracts import repositories
+
+pytestmark = pytest.mark.triton
+
+RAISES = '''import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        raise RuntimeError("weights.bin not found next to model.py")
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([]) for _ in requests]
+'''
+
+
+def _files(root) -> dict[str, int]:
+    return {p.relative_to(root).as_posix(): p.stat().st_mtime_ns for p in root.rglob("*")}
+
+
+def _verify(repo) -> tuple[int, dict[str, dict[str, dict]]]:
+    r = subprocess.run([sys.executable, "-m", "tritonbuild", "verify", str(repo), "--json"], capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode in (0, 6), r.stderr[-3000:]
+    rows: dict[str, dict[str, dict]] = {}
+    for row in json.loads(r.stdout)["static"]:
+        rows.setdefault(row["model"], {})[row["check"]] = row
+    return r.returncode, rows
+
+
+def test_upstream_structures_verify_as_triton_would(tmp_path):
+    pytest.importorskip("onnx")
+    repo = tmp_path / "models"
+    repo.mkdir()
+    repositories.write_densenet_onnx(repo)
+    repositories.write_inception_graphdef(repo)
+    repositories.write_ensemble_over(repo, "densenet_onnx")
+    repositories.write_batch_auto_complete(repo)
+    repositories.write_vllm_model(repo)
+    broken = repo / "broken_init"
+    (broken / "1").mkdir(parents=True)
+    (broken / "config.pbtxt").write_text('backend: "python"\nmax_batch_size: 0\ninput { name: "X" data_type: '
+                                         'TYPE_FP32 dims: [1] }\noutput { name: "Y" data_type: TYPE_FP32 dims: '
+                                         '[1] }\n')
+    (broken / "1" / "model.py").write_text(RAISES)
+    before = _files(repo)
+    code, rows = _verify(repo)
+    assert _files(repo) == before  # nothing written into the user's repository (no __pycache__, no report)
+    failed = {(model, check): row["detail"] for model, checks in rows.items() for check, row in checks.items()
+              if not row["ok"]}
+    assert code == 6 and list(failed) == [("broken_init", "triton-core")], failed
+    # the Python model was loaded itself: its initialize() ran, and Triton's refusal carries its error
+    assert "weights.bin not found next to model.py" in failed[("broken_init", "triton-core")]
+    # label files reach the stand-ins (Triton opens them at load: core src/model.cc Model::Init)
+    for name in ("densenet_onnx", "inception_graphdef", "densenet_ensemble"):
+        assert rows[name]["triton-core"]["ok"], rows[name]["triton-core"]
+    # no config.pbtxt: autocompleted, and the model's own auto_complete_config ran in the loaded model
+    assert rows["batch_auto_complete"]["config.parse"]["detail"].startswith("no config.pbtxt: Triton autocompletes")
+    assert "loaded the model itself" in rows["batch_auto_complete"]["triton-core"]["detail"]
+    assert rows["vllm_model"]["vllm"]["ok"]
+
+
+def test_a_missing_label_file_is_refused_in_tritons_words(tmp_path):
+    repo = tmp_path / "models"
+    repo.mkdir()
+    d = repositories.write_inception_graphdef(repo)
+    (d / "inception_labels.txt").unlink()
+    code, rows = _verify(repo)
+    row = rows["inception_graphdef"]["triton-core"]
+    assert code == 6 and not row["ok"] and "inception_labels.txt" in row["detail"], row
+    assert "tritonbuild-core-check" not in row["detail"]  # no scratch path: the user's model directory
