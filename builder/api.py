@@ -14,7 +14,7 @@ from tritonbuild.plan import Plan, make_plan
 from tritonbuild.recipe import load_recipes
 from tritonbuild.recipe.load import LoadedRecipe, expand_paths
 from tritonbuild.repository.assemble import assemble, check_out_dir, check_out_overlap
-from tritonbuild.repository.manifest import Manifest, read_repository
+from tritonbuild.repository.manifest import MANIFEST_NAME, Manifest, read_repository
 from tritonbuild.steps import BuildResult, build
 from tritonbuild.verify.models import VerificationReport
 
@@ -97,11 +97,15 @@ def _inputs_of(loaded: list[LoadedRecipe], cache: Path) -> tuple[dict[Path, str]
 
 def verify_repository(root: Path, *, server_url: str | None = None, record: bool = False,
                       progress: Progress | None = None, force: bool = False,
-                      rebuild: bool = False, load_timeout: float | None = None) -> VerificationReport:
+                      rebuild: bool = False, load_timeout: float | None = None,
+                      tritonserver: str | None = None) -> VerificationReport:
+    """tritonserver: a local tritonserver binary to verify with instead of the embedded one."""
+    from tritonbuild.server import launcher
     from tritonbuild.verify.run import verify
 
-    report = verify(root, server_url=server_url, record=record, progress=progress, force=force,
-                    **({"load_timeout": load_timeout} if load_timeout else {}))
+    with launcher.using(tritonserver):
+        report = verify(root, server_url=server_url, record=record, progress=progress, force=force,
+                        **({"load_timeout": load_timeout} if load_timeout else {}))
     if rebuild and report.manifest_digest:
         report = rebuild_and_compare(root, report, progress)
     return report
@@ -140,7 +144,10 @@ def tune(root: Path, model: str, *, report_dir: Path, sla_ms: float | None = Non
               if v is not None}
     if update:
         spec = Tune.model_validate({**spec.model_dump(), **update})
-    report = _tune(Path(root), model, report_dir=report_dir, tune_override=spec, **options)
+    from tritonbuild.server import launcher
+
+    with launcher.using(options.pop("tritonserver", None)):
+        report = _tune(Path(root), model, report_dir=report_dir, tune_override=spec, **options)
     report["report_dir"] = str(report_dir)
     if apply and report.get("winner"):
         from tritonbuild.tune.patch import apply_patch
@@ -150,9 +157,18 @@ def tune(root: Path, model: str, *, report_dir: Path, sla_ms: float | None = Non
     return report
 
 
-def serve(repository: str | Path, *, endpoint_url: str | None = None, **server_options):
+def serve(repository: str | Path, *, endpoint_url: str | None = None, tritonserver: str | None = None,
+          **server_options):
     """(EmbeddedServer not yet started, models it can load, models it cannot) for a directory or a target URL.
-    server_options: EmbeddedServer's (control, ports, log_path, log_verbose, poll_secs)."""
+    server_options: EmbeddedServer's (control, ports, log_path, log_verbose, poll_secs); tritonserver: a local
+    binary to run instead of the embedded one."""
+    from tritonbuild.server import launcher
+
+    with launcher.using(tritonserver):
+        return _serve(repository, endpoint_url=endpoint_url, **server_options)
+
+
+def _serve(repository: str | Path, *, endpoint_url: str | None = None, **server_options):
     from tritonbuild.backends import runs_embedded
     from tritonbuild.server.embedded import EmbeddedServer
 
@@ -165,25 +181,49 @@ def serve(repository: str | Path, *, endpoint_url: str | None = None, **server_o
         where = as_location(str(repository), endpoint_url)
         target = open_for_read(where)
         info = list_target(where)
-        names, loadable = [entry["name"] for entry in info["models"] if entry["live"]], []
-        for name in names:
-            config = read_text(target, target.path(name, "config.pbtxt"))
-            if config is not None and runs_embedded(parse(config).backend):
-                loadable.append(name)
+        names, loadable = [], []
+        for entry in info["models"]:
+            config = read_text(target, target.path(entry["name"], "config.pbtxt"))
+            model_config = parse(config) if config is not None else None
+            # published: config.pbtxt pins the live version; a plain directory (nothing published there):
+            # Triton loads by the config's own version_policy, so a config that pins nothing is loadable
+            plain = bool(entry["present"]) and not entry["complete"] and model_config is not None and \
+                not model_config.version_policy.HasField("specific")
+            if model_config is None or not (entry["live"] is not None or plain):
+                continue
+            names.append(entry["name"])
+            if runs_embedded(model_config.backend):
+                loadable.append(entry["name"])
         return EmbeddedServer(target.triton_url(), **server_options), loadable, sorted(set(names) - set(loadable))
-    manifest = read_repository(Path(repository), VerifyError)
+    root = Path(repository)
+    if not (root / MANIFEST_NAME).exists():  # hand-written: what Triton would load, by each model's config
+        from tritonbuild.core.toolchain import fingerprint
+        from tritonbuild.verify.run import model_dirs, runs_as_written
+
+        names = model_dirs(root)
+        if not names:
+            raise VerifyError(f"{root} is not a tritonbuild repository (no {MANIFEST_NAME}) and holds no model "
+                              "directory to serve", where=str(root), hint="build one with 'tritonbuild build "
+                              "RECIPES -o DIR', or pass a Triton model repository (one directory per model)")
+        gpu = bool(fingerprint().get("gpu_name"))
+        loadable = [name for name in names if runs_as_written(root / name, gpu)]
+        return EmbeddedServer(root, **server_options), loadable, sorted(set(names) - set(loadable))
+    manifest = read_repository(root, VerifyError)
     names = sorted({model.name for model in manifest.models})
     loadable = sorted({model.name for model in manifest.models
                        if runs_embedded(model.backend) and model.target == "cpu"})
-    return EmbeddedServer(Path(repository), **server_options), loadable, sorted(set(names) - set(loadable))
+    return EmbeddedServer(root, **server_options), loadable, sorted(set(names) - set(loadable))
 
 
 def publish(root: Path, target: Location | str, *, reverify: bool = False, **options):
     """reverify: run verify (goldens bit for bit) again right before publishing, instead of trusting the
-    report on disk; the fresh report is the one the gate reads."""
+    report on disk; the fresh report is the one the gate reads. A repository without our manifest (hand-written)
+    is verified as Triton would judge it and published through a manifest made from what is there."""
     from tritonbuild.errors import PublishError, UsageError
     from tritonbuild.publish.protocol import publish as _publish
 
+    if Path(root).is_dir() and not (Path(root) / MANIFEST_NAME).exists():
+        return _publish_existing(Path(root), target, **options)
     if reverify:
         if options.get("skip_verify"):
             raise UsageError("--reverify and --skip-verify contradict each other", hint="pass one of them")
@@ -195,6 +235,59 @@ def publish(root: Path, target: Location | str, *, reverify: bool = False, **opt
                                where=str(root), hint=f"see 'tritonbuild verify {root}'; fix, rebuild, publish")
     options.pop("progress", None)
     return _publish(root, target, **options)
+
+
+def _publish_existing(root: Path, target: Location | str, **options):
+    """Verify (Triton's rules, Triton's core, hand-written Python models loaded) unless skip_verify, then publish a
+    linked copy holding a manifest made from the files and the report for it: nothing is written into root."""
+    import shutil
+    import tempfile
+
+    from tritonbuild.core.fsutil import write_atomic
+    from tritonbuild.core.hashing import pretty_json
+    from tritonbuild.core.toolchain import fingerprint
+    from tritonbuild.errors import PublishError
+    from tritonbuild.publish.protocol import publish as _publish
+    from tritonbuild.repository.assemble import write_manifest
+    from tritonbuild.repository.existing import existing_models, file_entries
+    from tritonbuild.repository.manifest import NOT_IN_MANIFEST, REPORT_NAME
+    from tritonbuild.verify.run import lint, model_dirs
+
+    if not model_dirs(root):
+        raise PublishError(f"{root} is not a tritonbuild repository (no {MANIFEST_NAME}) and holds no model "
+                           "directory", where=str(root), hint="build one with 'tritonbuild build RECIPES -o DIR', "
+                           "or pass a Triton model repository (one directory per model)")
+    progress = options.pop("progress", None)
+    report = None if options.get("skip_verify") else lint(root, progress=progress)
+    if report is not None and not report.passed:
+        first = next(check for check in report.static if not check.ok)
+        raise PublishError(f"{root} fails verification as Triton would judge it: {first.model}: {first.check}: "
+                           f"{first.detail}", where=str(root), hint=f"'tritonbuild verify {root}' shows every finding")
+    staging = Path(tempfile.mkdtemp(prefix="tritonbuild-publish-"))
+    try:
+        copy = staging / "repository"
+        shutil.copytree(root, copy, copy_function=_link_or_copy,
+                        ignore=shutil.ignore_patterns("__pycache__", *NOT_IN_MANIFEST))
+        files = file_entries(copy)
+        manifest = write_manifest(copy, fingerprint(), existing_models(copy, files, PublishError), known=files)
+        if report is not None:
+            report = report.model_copy(update={"manifest_digest": manifest.digest, "signature": None}).signed()
+            write_atomic(copy / REPORT_NAME, pretty_json(report.model_dump(mode="json")))
+        return _publish(copy, target, **options)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _link_or_copy(src: str, dest: str) -> str:
+    """A hard link where the filesystem allows (publishing only reads), else a copy."""
+    import os
+    import shutil
+
+    try:
+        os.link(src, dest)
+        return dest
+    except OSError:
+        return shutil.copy2(src, dest)
 
 
 def list_target(target: Location | str, *, endpoint_url: str | None = None) -> dict:
@@ -262,9 +355,19 @@ def recipe_schema() -> bytes:
     return recipe_schema_bytes(REGISTRY.recipe_kinds())
 
 
-def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None, goldens_from: Path | None = None) -> dict:
+def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None, goldens_from: Path | None = None,
+          data: str | None = None, tritonserver: str | None = None) -> dict:
     """Send MODEL its goldens (or the given .npy inputs) on a server URL, or on a built directory served by the
     embedded tritonserver for the call; outputs come back with a bit-exact comparison against the goldens."""
+    from tritonbuild.server import launcher
     from tritonbuild.verify.infer import infer as _infer
 
-    return _infer(target, model, inputs=inputs, goldens_from=goldens_from)
+    with launcher.using(tritonserver):
+        return _infer(target, model, inputs=inputs, goldens_from=goldens_from, data=data)
+
+
+def status(url: str, metrics_url: str | None = None) -> dict:
+    """A running tritonserver: health, version, models (state, versions, config), inference counters."""
+    from tritonbuild.server.status import server_status
+
+    return server_status(url, metrics_url)

@@ -11,7 +11,7 @@ from pydantic import Field
 from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import local_source, pinned_digest, relative_dest
 from tritonbuild.core.stores import is_url
-from tritonbuild.errors import PlanError
+from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.buckets import Buckets, buckets_field
 from tritonbuild.recipe.load import LoadedRecipe
 from tritonbuild.recipe.models import FileSource, Recipe, TensorSpec
@@ -64,9 +64,25 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
 def run_step(ctx: StepContext) -> None:
     by_digest = {d: Path(p) for p, d in ctx.inputs.items()}
     for dest, digest in ctx.params["layout"].items():
+        if dest.endswith(".py"):
+            _compiles(by_digest[digest])
         target = ctx.out / dest
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(by_digest[digest], target)
+
+
+def _compiles(path: Path) -> None:
+    """A Python file the stub would fail to import (a syntax error) stops the build, at its file:line, instead of
+    surfacing as a load error at verify. Compiled by the Python running the build; nothing is written."""
+    import sys
+
+    try:
+        compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+    except SyntaxError as e:
+        where = f"{path}:{e.lineno}" + (f":{e.offset}" if e.offset else "")
+        raise BuildError(f"{where}: SyntaxError: {e.msg}", where=where,
+                         hint=f"fix the syntax (checked with Python {sys.version_info.major}."
+                              f"{sys.version_info.minor}, this build's interpreter)") from None
 
 
 def derive_io(recipe: Recipe, files: dict[str, Path], recipe_dir=None) -> tuple[list[TensorSpec], list[TensorSpec]]:

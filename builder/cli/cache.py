@@ -66,12 +66,15 @@ def cache_gc_command(max_size: str, cache_dir: Path | None, as_json: bool) -> No
     """Shrink the cache to --max-size."""
     from tritonbuild import api
 
-    result = api.cache_store(cache_dir).gc(_size(max_size))
+    store = api.cache_store(cache_dir)
+    result = store.gc(_size(max_size))
     if as_json:
         _json(result)
     else:
-        app().out.print(f"evicted {len(result['evicted_records'])} entries, freed {result['freed_bytes']} bytes, "
-                        f"kept {result['kept_bytes']} bytes")
+        removed = ", ".join(f"{what} {size}" for what, size in result["removed_bytes"].items() if size)
+        app().out.print(f"evicted {len(result['evicted_records'])} entries, freed {result['freed_bytes']} bytes"
+                        + (f" ({removed})" if removed else "") + f"; kept {result['kept_records']} entries, "
+                        f"{result['kept_bytes']} bytes in {store.root} (blobs {result['kept_blob_bytes']})")
 
 
 @cache_group.command("verify")

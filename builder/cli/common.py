@@ -128,6 +128,10 @@ endpoint_option = click.option("--endpoint-url", envvar="AWS_ENDPOINT_URL", meta
                                help="S3-compatible endpoint [env AWS_ENDPOINT_URL].")
 json_option = click.option("--json", "as_json", is_flag=True, callback=_remember_json,
                            help="Machine-readable output on stdout.")
+tritonserver_option = click.option(
+    "--tritonserver", "tritonserver", metavar="PATH", envvar="TRITONBUILD_TRITONSERVER",
+    help="Run this tritonserver binary (your fleet's, e.g. /opt/tritonserver/bin/tritonserver, with its own "
+         "backends) instead of the embedded one [env TRITONBUILD_TRITONSERVER].")
 recipes_arg = click.argument("recipes", nargs=-1, required=True, type=click.Path(path_type=Path))
 
 

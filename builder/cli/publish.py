@@ -138,7 +138,8 @@ def publish_command(repository: Path, target: str, endpoint_url: str | None, ski
                         f"{receipt.verification})")
         app().out.print(f"tritonserver --model-repository={receipt.triton_url}")
         for n in receipt.notified:
-            app().out.print(f"notify {n['server']} load {n['model']}: {'ok' if n['ok'] else 'FAILED'} {n['message']}")
+            verdict = "skipped" if n.get("skipped") else "ok" if n["ok"] else "FAILED"
+            app().out.print(f"notify {n['server']} load {n['model']}: {verdict} {n['message']}")
     if error:
         raise error
 
@@ -208,7 +209,9 @@ def rollback_command(target: str, model: str, to: int, endpoint_url: str | None,
         if result.get("lock_broken"):
             app().err.print(f"warning: {result['lock_broken']}", markup=False)
         for n in result["notified"]:
-            app().out.print(f"  notify {n['server']}: {'loaded' if n['ok'] else 'FAILED: ' + str(n['message'])}")
+            verdict = f"skipped: {n['message']}" if n.get("skipped") else "loaded" if n["ok"] else \
+                f"FAILED: {n['message']}"
+            app().out.print(f"  notify {n['server']}: {verdict}")
     if any(not n["ok"] for n in result["notified"]):
         sys.exit(PublishError.exit_code)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from tritonbuild.cli.app import app
-from tritonbuild.cli.common import _json, _progress, json_option, main
+from tritonbuild.cli.common import _json, _progress, json_option, main, tritonserver_option
 
 
 def _ints(_ctx, _param, value: str | None) -> list[int] | None:
@@ -46,13 +46,14 @@ def _ints(_ctx, _param, value: str | None) -> list[int] | None:
               help="Paired rounds of each finalist against the default (overrides tune.rounds; 1: single readings).")
 @click.option("--concurrency", callback=_ints, help="Load range, e.g. 1,64 (overrides tune.concurrency).")
 @click.option("--apply", "apply_patch", is_flag=True, help="Write the winner into the recipe file.")
+@tritonserver_option
 @json_option
 def tune_command(repository: Path, model: str, recipe_path: Path | None, server_url: str | None,
                  grpc_url: str | None, brute: bool,
                  no_verify: bool, report_dir: Path | None, processes: int | None, sla_ms: float | None,
                  min_vs_default: float | None, confidence: float | None, rounds: int | None,
                  concurrency: list[int] | None, apply_patch: bool,
-                 as_json: bool) -> None:
+                 tritonserver: str | None, as_json: bool) -> None:
     """Find MODEL's fastest serving config under a p99 SLA that is still bit-exact.
 
     Loads candidate configs of the built model (REPOSITORY is never modified), drives load with a
@@ -67,7 +68,7 @@ def tune_command(repository: Path, model: str, recipe_path: Path | None, server_
                           no_verify=no_verify,
                           processes=processes, sla_ms=sla_ms, min_vs_default=min_vs_default,
                           confidence=confidence, rounds=rounds,
-                          concurrency=concurrency, apply=apply_patch,
+                          concurrency=concurrency, apply=apply_patch, tritonserver=tritonserver,
                           progress=say)
     if as_json:
         _json(report)

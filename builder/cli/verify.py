@@ -1,4 +1,4 @@
-"""verify, serve."""
+"""verify, serve, infer, status."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from tritonbuild.cli.common import (
     json_option,
     main,
     print_table,
+    tritonserver_option,
 )
 from tritonbuild.core.stores import is_url, parse_location
 
@@ -36,9 +37,10 @@ from tritonbuild.core.stores import is_url, parse_location
               metavar="SECONDS", help="A model the embedded tritonserver has not loaded by then fails (its row "
               "names the server log's lines for it) instead of hanging verify.")
 @endpoint_option
+@tritonserver_option
 @json_option
 def verify_command(repository: str, server_url: str | None, record: bool, force: bool, rebuild: bool,
-                   load_timeout: float, endpoint_url: str | None,
+                   load_timeout: float, endpoint_url: str | None, tritonserver: str | None,
                    as_json: bool) -> None:
     """Static checks, live load, golden inferences compared bit for bit.
 
@@ -66,7 +68,8 @@ def verify_command(repository: str, server_url: str | None, record: bool, force:
         server_url = f"http://{server_url}"
     with _progress(not as_json) as progress:
         report = api.verify_repository(repository, server_url=server_url, record=record, progress=progress,
-                                       force=force, rebuild=rebuild, load_timeout=load_timeout)
+                                       force=force, rebuild=rebuild, load_timeout=load_timeout,
+                                       tritonserver=tritonserver)
     if as_json:
         _json(report.model_dump(mode="json"))
     else:
@@ -84,8 +87,8 @@ def _render_report(report) -> None:
     for check in bad:
         out.print(f"  FAIL {check.model}: {check.check}: {check.detail}")
     if not report.manifest_digest:
-        out.print(f"{'PASSED' if report.passed else 'FAILED'} (no tritonbuild manifest: Triton's config rules and "
-                  "Triton's core through stand-in models; nothing was run)")
+        out.print(f"{'PASSED' if report.passed else 'FAILED'} (no tritonbuild manifest: Triton's config rules, "
+                  "Triton's core through stand-in models, hand-written Python models loaded themselves; no goldens)")
         return
     if not report.models:
         return
@@ -144,9 +147,11 @@ def _render_report(report) -> None:
 @click.option("--log-verbose", type=click.IntRange(0), default=0, show_default=True,
               help="tritonserver's --log-verbose level.")
 @endpoint_option
+@tritonserver_option
 @json_option
 def serve_command(repository: str, http_port: int, grpc_port: int, metrics_port: int, control: str, poll_secs: int,
-                  log_file: Path | None, log_verbose: int, endpoint_url: str | None, as_json: bool) -> None:
+                  log_file: Path | None, log_verbose: int, endpoint_url: str | None, tritonserver: str | None,
+                  as_json: bool) -> None:
     """Serve a repository (a directory, or a publish target URL) with the embedded tritonserver in the
     foreground; Ctrl-C stops it. Then: tritonbuild infer http://127.0.0.1:8000 MODEL --goldens REPOSITORY."""
     import os
@@ -160,7 +165,7 @@ def serve_command(repository: str, http_port: int, grpc_port: int, metrics_port:
     log_file = log_file or Path(tempfile.gettempdir()) / f"tritonbuild-serve-{os.getpid()}.log"
     server, loadable, skipped = api.serve(repository, endpoint_url=endpoint_url, control=control,
                                           ports=(http_port, grpc_port, metrics_port), log_path=log_file,
-                                          log_verbose=log_verbose, poll_secs=poll_secs)
+                                          log_verbose=log_verbose, poll_secs=poll_secs, tritonserver=tritonserver)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     # NOTE: started in the background by a script, SIGINT arrives ignored; serve always stops on it.
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -170,12 +175,14 @@ def serve_command(repository: str, http_port: int, grpc_port: int, metrics_port:
             for name in loadable:
                 server.load(name)
         info = {"http": f"http://{server.http_url}", "grpc": server.grpc_url, "metrics": server.metrics_url,
+                "tritonserver": server.describe(), "version": server.version,
                 "repository": server.repository, "loaded": loadable, "not_loaded": skipped,
                 "model_control_mode": control, "log": str(server.log_path)}
         if as_json:
             _json(info)
         else:
-            app().out.print(f"tritonserver ready  HTTP {info['http']}  gRPC {info['grpc']}  metrics {info['metrics']}")
+            app().out.print(f"{info['tritonserver']} ready  HTTP {info['http']}  gRPC {info['grpc']}  metrics "
+                            f"{info['metrics']}")
             verb = "loaded" if control == "explicit" else f"polling every {poll_secs}s; loadable"
             app().out.print(f"repository {server.repository}; {verb}: {', '.join(loadable) or '-'}")
             if skipped:
@@ -190,7 +197,7 @@ def serve_command(repository: str, http_port: int, grpc_port: int, metrics_port:
     except KeyboardInterrupt:
         app().err.print(f"stopping tritonserver (its log stays at {server.log_path})")
     except VerifyError as e:
-        if e.hint is None or str(server.log_path) not in e.hint:
+        if server.log_path.exists() and (e.hint is None or str(server.log_path) not in e.hint):
             e.hint = f"{e.hint + '; ' if e.hint else ''}see the server log {server.log_path}"
         raise
     finally:
@@ -205,19 +212,28 @@ def serve_command(repository: str, http_port: int, grpc_port: int, metrics_port:
                    "Default: the model's goldens.")
 @click.option("--goldens", "goldens_from", type=click.Path(path_type=Path), metavar="OUT",
               help="With a server URL: take the goldens from this built repository.")
+@tritonserver_option
+@click.option("--data", type=click.Choice(["random", "zeros"]), default=None,
+              help="Send one request of generated data of the shapes the server declares (random: seeded; a "
+                   "variable dimension is 1) [default when there are no goldens and no --input: random].")
 @json_option
 def infer_command(target: str, model: str, input_files: tuple[str, ...], goldens_from: Path | None,
-                  as_json: bool) -> None:
-    """Send MODEL its goldens (or --input arrays) and print the outputs.
+                  tritonserver: str | None, data: str | None, as_json: bool) -> None:
+    """Send MODEL its goldens (or --input arrays, or --data) and print the outputs.
 
-    TARGET is a running server (http://host:8000, e.g. from 'tritonbuild serve') or a built directory, which
-    the embedded tritonserver serves for this one call."""
+    TARGET is a running server (http://host:8000, e.g. from 'tritonbuild serve') or a repository directory
+    (built or hand-written), which the embedded tritonserver serves for this one call."""
+    import re
+
     import numpy as np
 
     from tritonbuild import api
-    from tritonbuild.errors import VerifyError
+    from tritonbuild.errors import UsageError, VerifyError
 
     if "://" not in target:
+        if not Path(target).exists() and re.fullmatch(r"[A-Za-z0-9.\-]+:[0-9]{1,5}", target):
+            raise UsageError(f"{target!r} is not a directory; as a server address it needs its scheme",
+                             hint=f"tritonbuild infer http://{target} {model}")
         existing_dir(target)
     if goldens_from is not None:
         existing_dir(goldens_from)
@@ -227,7 +243,8 @@ def infer_command(target: str, model: str, input_files: tuple[str, ...], goldens
         if not sep or not name or not path:
             raise click.BadParameter(f"{item!r}: expected NAME=FILE.npy", param_hint="--input")
         given[name] = Path(path)
-    result = api.infer(target, model, inputs=given or None, goldens_from=goldens_from)
+    result = api.infer(target, model, inputs=given or None, goldens_from=goldens_from, data=data,
+                       tritonserver=tritonserver)
     bad = [i for i, sample in enumerate(result["samples"]) if sample["golden"] not in (None, "bit-exact")]
     if as_json:
         _json({**result, "samples": [{"golden": sample["golden"],
@@ -235,7 +252,9 @@ def infer_command(target: str, model: str, input_files: tuple[str, ...], goldens
                                                       "data": v.tolist()} for k, v in sample["outputs"].items()}}
                                      for sample in result["samples"]]})
     else:
-        app().out.print(f"{result['model']} on {result['server']}: {len(result['samples'])} request(s)")
+        app().out.print(f"{result['model']} on {result['server']}: {len(result['samples'])} request(s), inputs: "
+                        f"{result['inputs']}" + (" (seeded, generated from the model's metadata)"
+                                                 if result["inputs"] == "random" else ""))
         for i, sample in enumerate(result["samples"]):
             app().out.print(f"sample {i}" + (f"  (golden: {sample['golden']})" if sample["golden"] else ""))
             for name, arr in sample["outputs"].items():
@@ -244,3 +263,37 @@ def infer_command(target: str, model: str, input_files: tuple[str, ...], goldens
     if bad:
         raise VerifyError(f"{len(bad)} of {len(result['samples'])} answers differ from the goldens (samples {bad})",
                           hint=f"tritonbuild verify {target if '://' not in target else goldens_from} shows where")
+
+
+@main.command("status")
+@click.argument("url")
+@click.option("--metrics-url", metavar="URL", help="Triton's metrics endpoint [default: URL's host, port 8002].")
+@json_option
+def status_command(url: str, metrics_url: str | None, as_json: bool) -> None:
+    """A running tritonserver at URL (http://host:8000): health, version, its models with state and
+    versions, each ready model's config, and inference counters from the metrics endpoint."""
+    from tritonbuild import api
+    from tritonbuild.errors import VerifyError
+
+    result = api.status(url, metrics_url)
+    out = app().out
+    if as_json:
+        _json(result)
+    else:
+        out.print(f"{result['server']}: tritonserver {result['version'] or '?'}, live "
+                  f"{'yes' if result['live'] else 'NO'}, ready {'yes' if result['ready'] else 'NO'}")
+        table = Table("model", "ver", "state", "backend", "batch", "inputs", "outputs", "instances", "ok/failed",
+                      box=None)
+        for row in result["models"]:
+            config, counters = row.get("config") or {}, row["metrics"]
+            table.add_row(row["name"], str(row["version"] or "-"), row["state"] + (f" ({row['reason']})"
+                          if row["reason"] else ""), config.get("backend", ""), str(config.get("max_batch_size", "")),
+                          "; ".join(config.get("inputs", [])), "; ".join(config.get("outputs", [])),
+                          ", ".join(config.get("instances", [])),
+                          f"{counters.get('nv_inference_request_success', 0):.0f}/"
+                          f"{counters.get('nv_inference_request_failure', 0):.0f}" if counters else "-")
+        print_table(table)
+        for note in result["notes"]:
+            out.print(f"note: {note}")
+    if not (result["live"] and result["ready"]):
+        sys.exit(VerifyError.exit_code)

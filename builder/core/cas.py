@@ -193,7 +193,8 @@ class Store:
 
     def _gc(self, max_bytes: int) -> dict:
         recs = sorted(self.records(), key=lambda row: row[2], reverse=True)  # newest first
-        kept, size, evicted, full = set(), 0, [], False
+        kept, size, evicted, full, keys = set(), 0, [], False, set()
+        removed = {"blobs": 0, "records": 0, "logs": 0, "io": 0, "index": 0}
         for key, record, _mtime in recs:
             digests = {entry["sha256"]: entry["size"] for entry in record.get("files", {}).values()}
             extra = sum(sz for digest, sz in digests.items() if digest not in kept)
@@ -201,16 +202,42 @@ class Store:
             if not full:
                 kept |= set(digests)
                 size += extra
+                keys.add(key)
             else:
-                self.record_path(key).unlink(missing_ok=True)
+                removed["records"] += _remove(self.record_path(key))
                 evicted.append(key)
-        freed = 0
         for blob in self.blobs():
             if blob.name not in kept:
-                freed += blob.stat().st_size
-                blob.unlink()
-        shutil.rmtree(self.root / "tmp", ignore_errors=True)
-        return {"evicted_records": evicted, "freed_bytes": freed, "kept_bytes": size}
+                removed["blobs"] += _remove(blob)
+        removed.update(self._prune_beside(keys))
+        _remove(self.root / "tmp")
+        return {"evicted_records": evicted, "freed_bytes": sum(removed.values()), "removed_bytes": removed,
+                "kept_records": len(keys), "kept_blob_bytes": size, "kept_bytes": _tree_bytes(self.root)}
+
+    def _prune_beside(self, keys: set[str]) -> dict[str, int]:
+        """What lives beside the kept records, for evicted ones: step logs (logs/<key[:16]>), derived-I/O memos
+        (io/, each naming the step keys it was derived from; one that names none predates that and goes) and
+        the last-built index (index/<model>/<kind>.json → a key)."""
+        removed = {"logs": 0, "io": 0, "index": 0}
+        prefixes = {key[:16] for key in keys}
+        for log_dir in sorted((self.root / "logs").glob("*")):
+            if log_dir.name not in prefixes:
+                removed["logs"] += _remove(log_dir)
+        for memo in sorted((self.root / "io").glob("*/*.json")):
+            try:
+                steps = json.loads(memo.read_text()).get("steps")
+            except (OSError, ValueError, AttributeError):
+                steps = None
+            if steps is None or not set(steps) <= keys:
+                removed["io"] += _remove(memo)
+        for entry in sorted((self.root / "index").glob("*/*.json")):
+            try:
+                key = json.loads(entry.read_text()).get("key")
+            except (OSError, ValueError, AttributeError):
+                key = None
+            if key not in keys:
+                removed["index"] += _remove(entry)
+        return removed
 
     def verify(self) -> dict:
         """Re-hash every blob; a corrupt blob is deleted and every record using it evicted. Waits for running
@@ -229,3 +256,21 @@ class Store:
         for key in evicted:
             self.record_path(key).unlink(missing_ok=True)
         return {"blobs_checked": len(self.blobs()) + len(bad), "corrupt_blobs": bad, "evicted_records": evicted}
+
+
+def _tree_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def _remove(path: Path) -> int:
+    """Remove a file or a tree; the bytes it held (0 when it was already gone)."""
+    try:
+        if path.is_dir() and not path.is_symlink():
+            size = _tree_bytes(path)
+            shutil.rmtree(path, ignore_errors=True)
+            return size
+        size = path.stat().st_size
+        path.unlink()
+        return size
+    except OSError:
+        return 0

@@ -42,8 +42,9 @@ def load_timeout() -> float:
     return value if value > 0 else DEFAULT_LOAD_TIMEOUT_S
 
 
-def repository_index(url: str) -> tuple[set[str] | None, str | None]:
-    """(the models the server at url has READY, None) or (None, why it could not be asked): the index request
+def repository_index(url: str) -> tuple[dict[str, str] | None, str | None]:
+    """(model → state in the server's repository index, None) or (None, why it could not be asked); a model its
+    repository holds but it never loaded has state '' (Triton lists those without one). The index request
     waits at most the network deadline, so a server that never answers is found in that time and is sent no
     load request."""
     from tritonbuild.core.objstore import deadline, deadline_words, within_deadline
@@ -59,10 +60,10 @@ def repository_index(url: str) -> tuple[set[str] | None, str | None]:
         index = within_deadline(ask, "the repository index request")
     except Exception as e:  # noqa: BLE001 - silent or unreachable: reported per model, never raised
         if not _no_answer(e):
-            return set(), None  # it answered, with an error: the load requests report what it says
+            return {}, None  # it answered, with an error: the load requests report what it says
         text = redact(f"{type(e).__name__}: {e}")[:400]
         return None, text if "network deadline" in text else f"no answer within {deadline_words()}: {text}"
-    return {e.get("name") for e in index or [] if isinstance(e, dict) and e.get("state") == "READY"}, None
+    return {e["name"]: e.get("state") or "" for e in index or [] if isinstance(e, dict) and e.get("name")}, None
 
 
 def _no_answer(e: BaseException) -> bool:
@@ -75,17 +76,28 @@ def _no_answer(e: BaseException) -> bool:
 def notify_all(urls: tuple[str, ...], changed: set[str], published: list[str]) -> list[dict]:
     """Per server: load each model whose config.pbtxt changed and each published one it does not have READY
     (absent, or UNAVAILABLE after a failed load); a server that does not answer its index is reported once
-    per changed model, with no load request sent."""
+    per changed model, with no load request sent. In a mixed fleet a server is asked only for the models it
+    serves (its index shows a state for them: loaded, loading, or a failed load); a model no notified server
+    serves yet (new, or every server restarted) is asked of every server; one left out is reported as skipped,
+    with the servers that serve it."""
+    indexes = {url: repository_index(url) for url in urls}
+    served = {url: {name for name, state in (states or {}).items() if state} for url, (states, _) in indexes.items()}
     out = []
     for url in urls:
-        ready, why = repository_index(url)
-        if ready is None:
+        states, why = indexes[url]
+        if states is None:
             shown = _shown(url)
             out += [{"server": shown, "model": name, "ok": False, "status": None, "message": why}
                     for name in sorted(changed or set(published))]
             continue
-        wanted = changed | {name for name in published if name not in ready}
-        out += [notify_server(url, name) for name in sorted(wanted)]
+        for name in sorted(changed | {name for name in published if states.get(name) != "READY"}):
+            serving = [other for other in urls if name in served[other]]
+            if serving and url not in serving:
+                out.append({"server": _shown(url), "model": name, "ok": True, "status": None, "skipped": True,
+                            "message": f"not asked: this server does not serve {name!r} (its repository index "
+                                       f"shows no load of it); served by {', '.join(map(_shown, serving))}"})
+            else:
+                out.append(notify_server(url, name))
     return out
 
 

@@ -4,6 +4,7 @@ drivers' own: core/objstore.py)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from pathlib import Path
@@ -102,8 +103,26 @@ def read_state(target: Target) -> TargetManifest:
     try:
         return TargetManifest.model_validate_json(data)
     except ValueError as e:
-        raise PublishError(f"{TARGET_MANIFEST} at the target is not a tritonbuild target manifest: {e}",
+        if _is_build_manifest(data):
+            raise PublishError(f"{TARGET_MANIFEST} at {target.url} is a build manifest (what 'tritonbuild build' "
+                               "writes into OUT), not a publish target's: this prefix holds a built repository "
+                               "copied as it is", where=target.url,
+                               hint="publish the built directory there instead ('tritonbuild publish OUT URL' to "
+                                    "an empty prefix), or serve the directory itself ('tritonbuild serve OUT')"
+                               ) from None
+        first = e.errors()[0] if hasattr(e, "errors") and e.errors() else None
+        why = f"{'.'.join(map(str, first['loc'])) or 'document'}: {first['msg']}" if first else str(e)
+        raise PublishError(f"{TARGET_MANIFEST} at the target is not a tritonbuild target manifest ({why})",
                            where=target.url, hint="publish to an empty prefix, or restore that file") from None
+
+
+def _is_build_manifest(data: bytes) -> bool:
+    """The build manifest (repository/manifest.py: models as a list, files, toolchain), not the target's."""
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and isinstance(doc.get("models"), list) and "files" in doc and "toolchain" in doc
 
 
 def read_text(target: Target, path: str) -> bytes | None:

@@ -14,6 +14,7 @@ from tritonbuild.core.cas import FileEntry
 from tritonbuild.core.hashing import sha256_bytes
 from tritonbuild.errors import PublishError
 from tritonbuild.publish import objects
+from tritonbuild.publish.layout import in_version_dir, version_files
 from tritonbuild.publish.models import Action, PublishedModel, PublishedVersion, TargetManifest
 from tritonbuild.publish.target import Target
 from tritonbuild.repository.config import parse, render
@@ -102,15 +103,6 @@ class PublishPlan:
                    for rel in version.todo)
 
 
-def version_files(manifest: Manifest, model: ManifestModel) -> dict[str, FileEntry]:
-    """Model-directory relative path → entry, for the files that belong to version model.version."""
-    prefix = f"{model.name}/{model.version}/"
-    files = {k[len(model.name) + 1:]: v for k, v in manifest.files.items() if k.startswith(prefix)}
-    if model.goldens:
-        files[model.goldens[len(model.name) + 1:]] = manifest.files[model.goldens]
-    return files
-
-
 def group(manifest: Manifest) -> dict[str, list[ManifestModel]]:
     """Model name → its versions in the repository, oldest first."""
     out: dict[str, list[ManifestModel]] = {}
@@ -164,7 +156,8 @@ def _plan_version(manifest: Manifest, target: Target, model: ManifestModel, done
                   local_config: bytes, verification: str) -> VersionStep:
     files = version_files(manifest, model)
     if done is not None:
-        if done.model_identity != model.model_identity or done.files != files:
+        if done.model_identity != model.model_identity or \
+                in_version_dir(done.files, model.version) != in_version_dir(files, model.version):
             raise PublishError(f"{model.name} version {model.version} is already published with different content; "
                                "a published version is never rewritten", where=target.url,
                                hint=f"bump 'version' in {model.recipe_path}, rebuild, verify, publish")

@@ -138,9 +138,10 @@ class _Publisher:
         objects.write_bytes(target, target.path(TARGET_MANIFEST), pretty_json(pruned.model_dump(mode="json")))
         for action in plan.prune:
             files = state.models[action.model].versions[action.version].files
+            shared = {rel for kept in models[action.model].versions.values() for rel in kept.files}  # e.g. labels
             objects.remove_tree(target, target.path(action.model, str(action.version)))
             for rel in [*files, version_config_name(action.version)]:
-                if "/" not in rel:
+                if "/" not in rel and rel not in shared:
                     objects.remove_tree(target, target.path(action.model, rel))
             self.actions.append(action)
         return pruned

@@ -1,4 +1,5 @@
-"""Start and stop the tritonserver bundled in nvidia-pytriton: loopback ports, explicit model control.
+"""Start and stop a tritonserver (nvidia-pytriton's, or --tritonserver PATH: server/launcher.py): loopback ports,
+explicit model control.
 
 See docs/FACTS in the brief: the Python-backend stub for the running interpreter must sit in the backend
 directory, libpython must be on LD_LIBRARY_PATH, and the stub imports the active environment's numpy,
@@ -17,7 +18,6 @@ import signal
 import socket
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 import urllib.error
@@ -27,6 +27,7 @@ from pathlib import Path
 
 from tritonbuild.core.stores import is_url
 from tritonbuild.errors import VerifyError
+from tritonbuild.server.launcher import Launcher, ServerStartError, pytriton_dir
 
 READY_TIMEOUT_S = 60.0
 # A model load that never reports back (a Python stub stuck in initialize) would hold Triton's load API forever.
@@ -34,35 +35,30 @@ LOAD_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 20.0
 
 
-class ServerStartError(VerifyError):
-    pass
-
-
 class ModelLoadError(VerifyError):
     timed_out = False  # the load did not answer in time (set by load_model)
-
-
-def pytriton_dir() -> Path:
-    """nvidia-pytriton's bundled server, found without importing pytriton (its client stack needs gevent, zmq)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("pytriton")
-    if (spec is None or not spec.submodule_search_locations) and sys.version_info >= (3, 13):
-        raise ServerStartError("the embedded tritonserver is not available on Python 3.13: its Python-backend stub "
-                               "needs numpy < 2, which has no wheel for Python 3.13 (so tritonbuild[embedded] "
-                               "installs nothing here)",
-                               hint="verify against a running server with --server URL (e.g. 'tritonbuild serve OUT' "
-                                    "from a Python 3.10-3.12 environment), or use Python 3.10-3.12")
-    if spec is None or not spec.submodule_search_locations:
-        raise ServerStartError("nvidia-pytriton is not installed: it provides the embedded tritonserver",
-                               hint="pip install 'tritonbuild[embedded]' (nvidia-pytriton), or pass --server URL")
-    return Path(next(iter(spec.submodule_search_locations))) / "tritonserver"
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def taken_ports(ports: tuple[int, ...]) -> list[int]:
+    """The given ports (0: pick one, skipped) another process already listens on at the loopback address:
+    tritonserver would fail to bind them, and a health probe there would answer for the other server."""
+    taken = []
+    for port in ports:
+        if not port:
+            continue
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                taken.append(port)
+    return taken
 
 
 def _check_numpy() -> None:
@@ -99,6 +95,9 @@ class EmbeddedServer:
         self.http_port = self.grpc_port = self.metrics_port = 0
         self.ports = ports or (0, 0, 0)
         self.log_verbose = log_verbose
+        self.launcher = Launcher.current()  # the embedded binary, or --tritonserver PATH (launcher.using)
+        self.version: str | None = None  # GET /v2 once live
+        self._bytecode_before: set[Path] | None = None  # set at start: only what this server wrote is removed
 
     @property
     def log_path(self) -> Path:
@@ -116,46 +115,18 @@ class EmbeddedServer:
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
-    def _backend_dir(self) -> Path:
-        src = pytriton_dir()
-        stub = src / "python_backend_stubs" / f"{sys.version_info.major}.{sys.version_info.minor}" / \
-            "triton_python_backend_stub"
-        if not stub.is_file():
-            raise ServerStartError(f"no Python-backend stub for Python {sys.version_info[:2]} in nvidia-pytriton",
-                                   hint="use Python 3.8-3.13")
-        dest = self._tmp / "backends" / "python"
-        shutil.copytree(src / "backends" / "python", dest, ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copy2(stub, dest / "triton_python_backend_stub")
-        os.chmod(dest / "triton_python_backend_stub", 0o755)
-        return dest.parent
-
-    def _env(self) -> dict:
-        env = dict(os.environ)
-        libdirs = [sysconfig.get_config_var("LIBDIR") or "", str(pytriton_dir().parent.parent / "nvidia_pytriton.libs")]
-        env["LD_LIBRARY_PATH"] = ":".join([d for d in libdirs if d] + [env.get("LD_LIBRARY_PATH", "")]).rstrip(":")
-        env["PYTHONPATH"] = os.pathsep.join([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
-        # NOTE: the Python backend imports model.py from the version directory; without this it writes
-        # __pycache__/ into the repository, which changes what the manifest describes.
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-        if sys.prefix != sys.base_prefix:
-            env["VIRTUAL_ENV"] = sys.prefix
-        else:
-            env.pop("VIRTUAL_ENV", None)
-        return env
+    def describe(self) -> str:
+        """Which tritonserver answered, for every result: 'tritonserver 2.51.0 embedded' or '... at PATH'."""
+        return f"tritonserver {self.version or '?'} {self.launcher.describe()}"
 
     def argv(self) -> list[str]:
-        command = [str(pytriton_dir() / "bin" / "tritonserver"), f"--model-repository={self.repository}",
-                   f"--backend-directory={self._backend_dir()}",
-                   "--http-address=127.0.0.1", f"--http-port={self.http_port}",
-                   "--grpc-address=127.0.0.1", f"--grpc-port={self.grpc_port}",
-                   "--metrics-address=127.0.0.1", f"--metrics-port={self.metrics_port}",
-                   f"--model-control-mode={self.control}", "--exit-on-error=false", f"--log-verbose={self.log_verbose}",
+        options = [f"--model-control-mode={self.control}", "--exit-on-error=false", f"--log-verbose={self.log_verbose}",
                    # NOTE: a distinct shared-memory prefix per server, so concurrent servers never collide.
                    f"--backend-config=python,shm-region-prefix-name=tb{os.getpid()}x{self.http_port}"]
         if self.control == "poll":
-            command.append(f"--repository-poll-secs={self.poll_secs}")
-        return command
+            options.append(f"--repository-poll-secs={self.poll_secs}")
+        return self.launcher.command(self.repository, self._tmp, (self.http_port, self.grpc_port, self.metrics_port),
+                                     options)
 
     def start(self) -> EmbeddedServer:
         """Start and wait until live; on any failure or interrupt, nothing is left running or on disk."""
@@ -168,13 +139,23 @@ class EmbeddedServer:
             raise
 
     def _start(self) -> EmbeddedServer:
-        _check_numpy()
+        if self._bytecode_before is None:
+            self._bytecode_before = self._bytecode_dirs()
+        if self.launcher.bundled:
+            _check_numpy()
         if self._tmp is None:
             self._tmp = Path(tempfile.mkdtemp(prefix="tritonbuild-server-"))
+        taken = taken_ports(self.ports)
+        if taken:
+            names = dict(zip(self.ports, ("--http-port", "--grpc-port", "--metrics-port"), strict=True))
+            raise ServerStartError(f"port {', '.join(map(str, taken))} on 127.0.0.1 is already in use (another "
+                                   "tritonserver?): nothing was started",
+                                   hint=f"stop what listens there, or pass another port ({names[taken[0]]} 0 "
+                                        "picks a free one)")
         self.http_port, self.grpc_port, self.metrics_port = (port or free_port() for port in self.ports)
         argv = self.argv()
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self._env(),
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.launcher.env(),
                                          cwd=self._tmp, start_new_session=True, preexec_fn=_die_with_parent)
         atexit.register(self.stop)
         deadline = time.monotonic() + self.ready_timeout
@@ -185,6 +166,7 @@ class EmbeddedServer:
                 raise ServerStartError(f"tritonserver exited with code {code} while starting:\n{tail}",
                                        hint=f"see the server log {self.log_path}")
             if self._get("/v2/health/live") == 200:
+                self.version = self._server_version()
                 return self
             time.sleep(0.1)
         self.stop()
@@ -197,6 +179,13 @@ class EmbeddedServer:
                 return response.status
         except (urllib.error.URLError, OSError, ConnectionError):
             return 0
+
+    def _server_version(self) -> str | None:
+        try:
+            with urllib.request.urlopen(f"http://{self.http_url}/v2", timeout=5) as response:
+                return json.loads(response.read()).get("version")
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
 
     def log_tail(self, n: int = 30) -> str:
         try:
@@ -227,12 +216,25 @@ class EmbeddedServer:
                 proc.wait()
                 if not isinstance(sys.exc_info()[1], subprocess.TimeoutExpired):
                     raise
+        if proc is not None:
+            self.launcher.stopped((self.http_port, self.grpc_port, self.metrics_port))
         with contextlib.suppress(Exception):
             atexit.unregister(self.stop)
 
+    def _bytecode_dirs(self) -> set[Path]:
+        """The __pycache__/ directories under the models' version directories of a local repository."""
+        if "://" in self.repository:
+            return set()
+        return set(Path(self.repository).glob("*/*/**/__pycache__"))
+
     def cleanup(self) -> None:
+        """Stop; then remove the __pycache__/ the Python stub wrote beside model.py (its interpreter ignores
+        PYTHONDONTWRITEBYTECODE), so a served or inferred repository is left as it was found."""
         try:
             self.stop()
+            if self._bytecode_before is not None:
+                for made in self._bytecode_dirs() - self._bytecode_before:
+                    shutil.rmtree(made, ignore_errors=True)
         finally:
             tmp, self._tmp = self._tmp, None
             if tmp is not None:

@@ -156,7 +156,8 @@ def _derived_io(store: Store, model_plan: ModelPlan, files: dict[str, FileEntry]
                          hint="rename the tensors in the model (e.g. the export's input/output names)") from None
     with contextlib.suppress(OSError):  # a memo: never fail a build over it
         write_atomic(memo, pretty_json({"inputs": [tensor.model_dump(mode="json") for tensor in inputs],
-                                        "outputs": [tensor.model_dump(mode="json") for tensor in outputs]}))
+                                        "outputs": [tensor.model_dump(mode="json") for tensor in outputs],
+                                        "steps": [step.cache_key for step in model_plan.steps]}))  # for gc
     return inputs, outputs
 
 

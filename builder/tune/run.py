@@ -186,6 +186,8 @@ class TuneSession:
                               base_instances=[g.model_dump() for g in self.recipe.instances],
                               answers=self.answers, paired=self.paired, ceiling_scaling=self.ceiling_scaling,
                               new_bits=self.new_bits if self.invariant else None)
+        if self.server_url is None:
+            report["server"]["launched"] = self.launched
         if (report["served_bits"] or {}).get("changed"):  # a change of served bits is a new model version
             report["winner"]["recipe_values"]["version"] = report["served_bits"]["version"]
         return self.write_outputs(finite(report), winner)
@@ -198,6 +200,7 @@ class TuneSession:
             self.say("starting the embedded tritonserver")
             server = stack.enter_context(EmbeddedServer(repo, log_path=self.report_dir / "tritonserver.log"))
             self.url, self.grpc_url = f"http://{server.http_url}", server.grpc_url
+            self.launched = server.launcher.describe()  # the embedded binary, or --tritonserver PATH
         else:
             self.url = with_scheme(self.server_url)
             self.grpc_url = self.grpc_url or _grpc_of(self.url)

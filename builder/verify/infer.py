@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from tritonbuild.errors import UsageError, VerifyError
-from tritonbuild.repository.manifest import read_repository
+from tritonbuild.repository.manifest import MANIFEST_NAME, read_repository
 
 
 def _goldens(root: Path, model: str) -> tuple[list[dict], list[dict]]:
@@ -39,27 +39,92 @@ def _arrays(files: dict[str, Path]) -> dict[str, np.ndarray]:
 
 
 def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None,
-          goldens_from: Path | None = None) -> dict:
-    """target: a server URL (http://host:port) or a built directory. Inputs: the given .npy files, else the
-    model's goldens (from the directory, or from goldens_from when target is a URL)."""
+          goldens_from: Path | None = None, data: str | None = None) -> dict:
+    """target: a server URL (http://host:port) or a repository directory (built or hand-written). Inputs: the
+    given .npy files, else the model's goldens (from the directory, or from goldens_from when target is a URL),
+    else (data: 'random', seeded, or 'zeros') arrays of the shapes the server declares for the model."""
     local = "://" not in target
     root = Path(target) if local else goldens_from
     if inputs:
         samples, expected = [_arrays(inputs)], None
-    elif root is not None:
+    elif data is None and root is not None and _has_goldens(root, model):
         samples, expected = _goldens(root, model)
+    elif data is not None or root is None or not (root / MANIFEST_NAME).exists():
+        samples, expected = [], None  # generated from the model's metadata once it is served
+        data = data or "random"
     else:
-        raise UsageError("no inputs to send", hint="pass --input NAME=FILE.npy (repeatable), or --goldens OUT")
+        samples, expected = _goldens(root, model)  # raises: this model has no goldens
     if not local:
-        return _send(target, model, samples, expected)
-    from tritonbuild.server.embedded import EmbeddedServer
+        return _send(target, model, samples, expected, data)
+    from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
 
+    if not (root / model).is_dir():
+        from tritonbuild.verify.run import model_dirs
+
+        raise UsageError(f"{root} has no model {model!r}", hint=f"one of: {', '.join(model_dirs(root)) or '-'}")
+    refusal = _embedded_refusal(root, model)
+    if refusal:
+        raise VerifyError(refusal, where=str(root / model),
+                          hint=f"serve {root} on a tritonserver that has it, then 'tritonbuild infer "
+                               f"http://HOST:8000 {model}" + (f" --goldens {root}'" if expected else "'"))
     with EmbeddedServer(root) as server:
-        server.load(model)
-        return _send(f"http://{server.http_url}", model, samples, expected)
+        try:
+            server.load(model)
+        except ModelLoadError as e:
+            raise VerifyError(f"tritonserver failed to load {model!r} from {root}: {e.message}", where=str(root),
+                              hint=f"'tritonbuild verify {root}' shows why") from None
+        return _send(f"http://{server.http_url}", model, samples, expected, data)
 
 
-def _send(url: str, model: str, samples: list[dict], expected: list[dict] | None) -> dict:
+def _has_goldens(root: Path, model: str) -> bool:
+    if not (root / MANIFEST_NAME).exists():
+        return False
+    found = [each for each in read_repository(root, VerifyError).models if each.name == model]
+    return bool(found) and bool(max(found, key=lambda each: each.version).goldens)
+
+
+def _embedded_refusal(root: Path, model: str) -> str | None:
+    """Why the embedded tritonserver cannot serve this model (it has only the Python backend), or None."""
+    from tritonbuild.backends import runs_embedded
+    from tritonbuild.core.toolchain import fingerprint
+    from tritonbuild.verify.run import runs_as_written
+
+    if (root / MANIFEST_NAME).exists():
+        backends = {each.backend for each in read_repository(root, VerifyError).models if each.name == model}
+        if backends and not any(runs_embedded(backend) for backend in backends):
+            return (f"the embedded tritonserver has no {'/'.join(sorted(backends))} backend (only python): it "
+                    f"cannot load {model!r}")
+        return None
+    if not runs_as_written(root / model, bool(fingerprint().get("gpu_name"))):
+        return (f"the embedded tritonserver cannot load {model!r} as written (it has only the python backend, "
+                "and no GPU here for KIND_GPU)")
+    return None
+
+
+def generated_inputs(metadata: dict, data: str, seed: int = 0) -> dict[str, np.ndarray]:
+    """One request of the shapes the server declares (a variable dimension, the batch one included, is 1):
+    seeded uniform values in [0, 1) (integers in [0, 10)), or zeros; strings are b'' or short digits."""
+    from tritonclient.utils import triton_to_np_dtype
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    for tensor in metadata["inputs"]:
+        shape = [1 if int(dim) < 0 else int(dim) for dim in tensor["shape"]]
+        dtype = triton_to_np_dtype(tensor["datatype"])
+        if dtype in (np.object_, np.bytes_):
+            values = [b"" if data == "zeros" else str(int(x)).encode() for x in rng.integers(0, 10, size=shape).flat]
+            out[tensor["name"]] = np.array(values, dtype=np.object_).reshape(shape)
+        elif data == "zeros":
+            out[tensor["name"]] = np.zeros(shape, dtype=dtype)
+        elif np.issubdtype(dtype, np.floating):
+            out[tensor["name"]] = rng.random(shape).astype(dtype)
+        else:
+            out[tensor["name"]] = rng.integers(0, 10, size=shape).astype(dtype)
+    return out
+
+
+def _send(url: str, model: str, samples: list[dict], expected: list[dict] | None, data: str | None = None
+          ) -> dict:
     import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
@@ -67,12 +132,14 @@ def _send(url: str, model: str, samples: list[dict], expected: list[dict] | None
     client = httpclient.InferenceServerClient(host, network_timeout=120.0)
     try:
         try:
-            outputs = [output["name"] for output in client.get_model_metadata(model)["outputs"]]
+            metadata = client.get_model_metadata(model)
+            outputs = [output["name"] for output in metadata["outputs"]]
         except InferenceServerException as e:
             raise VerifyError(f"{url}: model {model!r}: {e.message()}", hint="is it loaded? (tritonbuild serve OUT)") \
                 from None
         except OSError as e:
             raise VerifyError(f"cannot reach {url}: {e}", hint="start it: tritonbuild serve OUT") from None
+        samples = samples or [generated_inputs(metadata, data or "random")]
         results = []
         for i, sample in enumerate(samples):
             request = []
@@ -88,7 +155,8 @@ def _send(url: str, model: str, samples: list[dict], expected: list[dict] | None
                                   hint="check the input names, dtypes and shapes (tritonbuild plan --json)") from None
             got = {output_name: response.as_numpy(output_name) for output_name in outputs}
             results.append({"outputs": got, "golden": _compare(got, expected[i]) if expected else None})
-        return {"server": url, "model": model, "samples": results}
+        return {"server": url, "model": model, "samples": results,
+                "inputs": data or ("goldens" if expected else "given")}
     finally:
         client.close()
 

@@ -93,7 +93,7 @@ def core_checks(root: Path, names: list[str], say: Progress, as_is: frozenset[st
     if not names:
         return []
     try:
-        refusals, changes, _ = check_with_triton(root, names, progress=say, have_gpu=_have_gpu(), as_is=as_is)
+        refusals, changes, which = check_with_triton(root, names, progress=say, have_gpu=_have_gpu(), as_is=as_is)
     except ServerStartError as e:
         return [StaticCheck(model="*", check="triton-core", ok=True,
                             detail=f"not run: {e.message.splitlines()[0]} (static rules only)")]
@@ -103,15 +103,14 @@ def core_checks(root: Path, names: list[str], say: Progress, as_is: frozenset[st
         how = "; ".join(changes.get(name) or []) or "config as written"
         if not (root / name / "config.pbtxt").is_file():
             how += ", no config.pbtxt: what its backend autocompletes from the model file is not seen here"
-        accepted = (f"tritonserver {fingerprint().get('tritonserver', '?')} loaded the model itself (its "
-                    "initialize() ran)" if name in as_is else f"tritonserver's core accepted the config (stand-in: "
-                                                               f"{how})")
+        accepted = (f"{which} loaded the model itself (its initialize() ran)" if name in as_is else
+                    f"{which}: Triton's core accepted the config (stand-in: {how})")
         rows.append(StaticCheck(model=name, check="triton-core", ok=cause is None,
                                 detail=f"tritonserver refused it: {cause}" if cause else accepted))
     return rows
 
 
-def _runs_as_written(model_dir: Path, have_gpu: bool) -> bool:
+def runs_as_written(model_dir: Path, have_gpu: bool) -> bool:
     """A hand-written model the embedded server can load itself (its backend, its devices; no execution
     environment to unpack): verify loads it, so its model.py is imported and its initialize() runs."""
     from google.protobuf import text_format
@@ -130,11 +129,16 @@ def _runs_as_written(model_dir: Path, have_gpu: bool) -> bool:
             and (have_gpu or not gpu))
 
 
+def model_dirs(root: Path) -> list[str]:
+    """The model directories of a hand-written repository (every directory Triton would poll)."""
+    return sorted(child.name for child in root.iterdir() if child.is_dir() and not child.name.startswith("."))
+
+
 def lint(root: Path, *, progress: Progress | None = None) -> VerificationReport:
     """Any Triton model repository (hand-written too, no tritonbuild manifest): Triton's load rules offline, then
     Triton's own core on every config through stand-ins. Nothing is written into the repository."""
     say = progress or (lambda _msg: None)
-    names = sorted(child.name for child in root.iterdir() if child.is_dir() and not child.name.startswith("."))
+    names = model_dirs(root)
     if not names:
         raise VerifyError(f"{root} is not a tritonbuild repository (no {MANIFEST_NAME}) and holds no model "
                           "directory to check", hint="build it with 'tritonbuild build RECIPES -o DIR', or pass a "
@@ -143,7 +147,7 @@ def lint(root: Path, *, progress: Progress | None = None) -> VerificationReport:
     static = [StaticCheck(**finding.to_dict()) for name in names
               for finding in check_model_dir(root / name, model_files=True, ours=False)]
     have_gpu = _have_gpu()
-    as_is = frozenset(name for name in names if _runs_as_written(root / name, have_gpu))
+    as_is = frozenset(name for name in names if runs_as_written(root / name, have_gpu))
     static += core_checks(root, names, say, as_is)
     return VerificationReport(manifest_digest="", toolchain=fingerprint(), static=static, models=[],
                               passed=all(check.ok for check in static))
@@ -173,6 +177,8 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
         if any(route == "live-embedded" for route, _ in routes.values()):
             say("starting the embedded tritonserver")
             server = stack.enter_context(EmbeddedServer(root))
+            routes = {key: (route, server.describe() + detail.split(" embedded", 1)[-1] if route == "live-embedded"
+                            else detail) for key, (route, detail) in routes.items()}
         loads = {}
         if server is not None:
             say("loading models")
@@ -355,7 +361,7 @@ def _verify_model(root: Path, model: ManifestModel, route: Route, detail: str, u
     except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types on a bad model
         return ModelReport(**base, loaded=False, load_error=f"{type(e).__name__}: {e}", passed=False), model
     try:
-        result = check_model(model, runner, root, record)
+        result = check_model(model, runner, root, record, force)
     except InferError as e:
         return ModelReport(**base, loaded=True, passed=False, infer_error=str(e)), model
     except Exception as e:  # in-process runtimes (onnxruntime, torch) raise their own types

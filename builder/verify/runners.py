@@ -42,7 +42,13 @@ class TritonRunner:
         return inputs, outputs
 
     def _result(self, response) -> Sample:
-        got = {tensor.name: response.as_numpy(tensor.name) for tensor in self.model.outputs}
+        got = {}
+        for tensor in self.model.outputs:
+            try:
+                got[tensor.name] = response.as_numpy(tensor.name)
+            except ValueError as e:  # e.g. no data for a non-empty shape (a stub whose numpy is 2.x answers so)
+                raise InferError(f"output {tensor.name!r}: the server's answer does not fit its own shape ({e}); "
+                                 "a Python-backend stub importing numpy >= 2 sends empty tensors") from None
         missing = sorted(n for n, a in got.items() if a is None)
         if missing:
             returned = sorted(output["name"] for output in (response.get_response() or {}).get("outputs", []))

@@ -231,10 +231,11 @@ def check_with_triton(root: Path, names: list[str], *, progress: Progress | None
                     with ThreadPoolExecutor(max_workers=min(workers, len(batch))) as pool:
                         result.update(zip(batch, pool.map(one, batch), strict=True))
             log = server.log_path.read_text(errors="replace")
+            which = server.describe()
         for name, error in result.items():
             if error is not None:  # a path Triton names is the user's, not the scratch copy's
                 result[name] = explain_load_error(error, log, name).replace(str(scratch), str(Path(root)))
-        return result, changes, ""
+        return result, changes, which
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

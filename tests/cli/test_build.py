@@ -59,6 +59,15 @@ def test_onnx_file_that_is_not_onnx_exit_5(cli, write, tmp_path):
     assert not (tmp_path / "OUT").exists()
 
 
+def test_model_py_syntax_error_exit_5_at_its_line(cli, py_recipe, write, tmp_path):
+    """A syntax error in model.py surfaced only at verify (a load error); the build stops at its file:line."""
+    write("model.py", "import numpy as np\n\n\ndef broken(:\n    pass\n")
+    r = cli("build", py_recipe, "-o", tmp_path / "OUT")
+    assert r.exit_code == 5, r.stderr
+    assert f"{tmp_path / 'model.py'}:4" in r.stderr and "SyntaxError: invalid syntax" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "OUT").exists()
+
+
 def test_out_exists_and_is_not_a_repository(cli, py_recipe, tmp_path):
     out = tmp_path / "OUT"
     out.mkdir()

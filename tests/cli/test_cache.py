@@ -102,6 +102,43 @@ def test_gc_keeps_the_most_recently_used(cli, write, tmp_path):
     assert cli("cache", "gc", "--max-size", "lots").exit_code == 2
 
 
+def test_gc_prunes_logs_memos_and_index_of_evicted_entries_and_reports_what_is_left(cli, py_recipe, tmp_path):
+    """gc left logs/, io/ and index/ behind and said 'kept 0 bytes' of a cache still holding them."""
+    from tritonbuild.core.cas import Store, default_cache_dir
+
+    cli("build", py_recipe, "-o", tmp_path / "A")
+    store = Store(default_cache_dir())
+    (key, _record, _), = store.records()
+    # a step's logs and reproduce.sh go to logs/<key[:16]>/ (steps/run.py; a Python package step writes none)
+    (store.root / "logs" / key[:16]).mkdir(parents=True)
+    (store.root / "logs" / key[:16] / "reproduce.sh").write_text("#!/bin/sh\n")
+    beside = {"logs": "logs/*", "io": "io/*/*.json", "index": "index/*/*.json"}
+    assert all(list(store.root.glob(pattern)) for pattern in beside.values())
+    r = json.loads(cli("cache", "gc", "--max-size", "0B", "--json").stdout)
+    assert r["evicted_records"] and r["kept_records"] == 0
+    assert {what: list(store.root.glob(pattern)) for what, pattern in beside.items()} == \
+        {"logs": [], "io": [], "index": []}
+    assert all(r["removed_bytes"][what] > 0 for what in ("blobs", "records", "logs", "io", "index"))
+    assert r["freed_bytes"] == sum(r["removed_bytes"].values())
+    on_disk = sum(f.stat().st_size for f in store.root.rglob("*") if f.is_file())
+    assert r["kept_bytes"] == on_disk  # what is really left (the lock, the file-hash cache)
+    text = cli("cache", "gc", "--max-size", "0B").stdout
+    assert f"kept 0 entries, {on_disk} bytes in {store.root}" in text
+
+
+def test_gc_keeps_what_belongs_to_kept_entries(cli, py_recipe, tmp_path):
+    from tritonbuild.core.cas import Store, default_cache_dir
+
+    cli("build", py_recipe, "-o", tmp_path / "A")
+    store = Store(default_cache_dir())
+    before = sorted(p.relative_to(store.root) for p in store.root.rglob("*.json") if "steps" not in p.parts)
+    r = json.loads(cli("cache", "gc", "--max-size", "1G", "--json").stdout)
+    assert r["evicted_records"] == [] and r["removed_bytes"]["logs"] == r["removed_bytes"]["io"] == 0
+    assert sorted(p.relative_to(store.root) for p in store.root.rglob("*.json") if "steps" not in p.parts) == before
+    step = _steps(cli("build", py_recipe, "-o", tmp_path / "A", "--json"))[0]
+    assert step["status"] == "cached"
+
+
 def test_unwritable_cache_dir_falls_back_with_a_warning(cli, py_recipe, tmp_path, monkeypatch):
     ro = tmp_path / "ro"
     ro.mkdir()

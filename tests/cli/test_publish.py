@@ -305,6 +305,67 @@ def test_notify_only_the_models_that_changed(cli, repo, tmp_path):
         srv.shutdown()
 
 
+def _fake_triton(index: dict[str, str], seen: list[str]):
+    """A stand-in for tritonserver's repository API: the index (name → state, '' for never loaded) and loads."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = b""
+            if self.path == "/v2/repository/index":
+                body = json.dumps([{"name": n, **({"version": "1", "state": st} if st else {})}
+                                   for n, st in index.items()]).encode()
+            else:
+                seen.append(self.path)
+                index[self.path.split("/")[-2]] = "READY"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, f"http://127.0.0.1:{srv.server_address[1]}"
+
+
+def test_notify_asks_each_server_of_a_mixed_fleet_only_for_the_models_it_serves(cli, repo, tmp_path):
+    """Two servers on one target: the GPU one serves 'llm', the CPU one 'doubler' (Triton lists every model of
+    the repository; a never-loaded one has no state). Every server was asked to load every model."""
+    seen_cpu, seen_gpu = [], []
+    cpu, cpu_url = _fake_triton({"doubler": "READY", "llm": ""}, seen_cpu)
+    gpu, gpu_url = _fake_triton({"doubler": "", "llm": "READY"}, seen_gpu)
+    try:
+        out = repo(1)
+        _fake_verified(cli, out)
+        r = cli("publish", out, f"file://{tmp_path}/pub", "--notify", cpu_url, "--notify", gpu_url, "--json")
+        assert r.exit_code == 0, r.stderr
+        assert seen_cpu == ["/v2/repository/models/doubler/load"] and seen_gpu == []
+        skipped = [n for n in json.loads(r.stdout)["notified"] if n.get("skipped")]
+        assert [(n["server"], n["model"]) for n in skipped] == [(gpu_url, "doubler")]
+        assert f"served by {cpu_url}" in skipped[0]["message"]
+        text = cli("publish", repo(2), f"file://{tmp_path}/pub", "--skip-verify", "--notify", cpu_url, "--notify",
+                   gpu_url).stdout
+        assert f"notify {gpu_url} load doubler: skipped not asked" in text
+        # a model no notified server serves yet is asked of every server
+        seen_cpu.clear()
+        cpu2, cpu2_url = _fake_triton({"doubler": ""}, seen_cpu)
+        try:
+            out3 = repo(3)
+            _fake_verified(cli, out3)
+            assert cli("publish", out3, f"file://{tmp_path}/pub2", "--notify", cpu2_url).exit_code == 0
+            assert seen_cpu == ["/v2/repository/models/doubler/load"]
+        finally:
+            cpu2.shutdown()
+    finally:
+        cpu.shutdown()
+        gpu.shutdown()
+
+
 def test_publish_json_with_a_failed_notify_is_one_document(cli, repo, tmp_path):
     """--json prints ONE document even when a notify fails: the receipt (notify failures included) with the
     error beside it; still exit 7. (It printed the receipt, then the error: two documents, unparseable.)"""
@@ -390,3 +451,14 @@ def test_version_policy_specific_serves_both_versions_of_one_build(cli, tmp_path
     assert cli("publish", out, target).exit_code == 0
     info = json.loads(cli("ls", target, "--json").stdout)["models"][0]
     assert info["serving"] == [1, 2] and info["complete"] == [1, 2]
+
+
+def test_a_built_repository_copied_to_a_prefix_is_named_as_such(cli, repo, tmp_path):
+    """A prefix holding a build's tritonbuild-manifest.json (OUT copied with 'aws s3 sync'): ls, serve and publish
+    failed with a pydantic error count; they say what the file is and what to do."""
+    out = repo(1)
+    for command in (["ls", f"file://{out}"], ["serve", f"file://{out}", "--http-port", "0"]):
+        r = cli(*command)
+        assert r.exit_code == 7, r.stderr
+        assert "is a build manifest" in r.stderr and "validation error" not in r.stderr
+        assert "tritonbuild publish OUT URL" in r.stderr and "tritonbuild serve OUT" in r.stderr

@@ -51,6 +51,27 @@ def test_record_does_not_replace_committed_goldens_without_force(cli, py_recipe,
     assert committed.read_bytes() != before
 
 
+def test_record_force_after_an_input_rename_records_the_new_inputs(cli, py_recipe, tmp_path, write):
+    """--record --force kept the old goldens' inputs (named X) for a model now taking Z, and FAILed with no hint."""
+    from tritonbuild.core.npz import read_npz
+    from tritonbuild.verify.goldens import from_npz_arrays
+
+    out = tmp_path / "OUT"
+    assert cli("build", py_recipe, "-o", out).exit_code == 0
+    assert cli("verify", out, "--record").exit_code == 0
+    write("model.py", PY_MODEL.replace('"X"', '"Z"'))
+    write("doubler.yaml", PY_RECIPE.replace("{name: X,", "{name: Z,"))
+    assert cli("build", py_recipe, "-o", out).exit_code == 0
+    r = cli("verify", out, "--record", "--json")
+    (m,) = json.loads(r.stdout)["models"]
+    assert r.exit_code == 6 and any("--record --force" in n for n in m["notes"]), m["notes"]
+    r = cli("verify", out, "--record", "--force", "--json")
+    assert r.exit_code == 0, r.stdout
+    inputs, _ = from_npz_arrays(read_npz(tmp_path / "goldens" / "doubler.npz"))
+    assert {name for sample in inputs for name in sample} == {"Z"}
+    assert cli("build", py_recipe, "-o", out).exit_code == 0 and cli("verify", out).exit_code == 0
+
+
 def test_tolerance_is_reported_as_within_tolerance_never_bit_exact(cli, py_recipe, tmp_path, write):
     out = tmp_path / "OUT"
     assert cli("build", py_recipe, "-o", out).exit_code == 0

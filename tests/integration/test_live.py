@@ -43,16 +43,23 @@ def test_record_then_verify_then_detect_a_changed_model(cli, py_recipe, tmp_path
     mm = m["mismatches"][0]
     assert mm["output"] == "Y" and mm["differing"] >= 1 and mm["max_abs_diff"] > 0
     assert mm["first_index"] is not None and m["passed"] is False
+    # the changed model differs from its goldens, alone and batched alike: it is still batch-invariant (its
+    # batched answers equal its own unbatched ones), and only the repeats' comparisons are mismatches
+    assert m["batch_invariance"] == "invariant", m["batch_detail"]
+    assert {x["context"].split()[0] for x in m["mismatches"]} == {"repeat"}
+    r = cli("verify", out)
+    assert "batching=invariant" in r.stdout or " invariant " in r.stdout, r.stdout
 
 
 def test_syntax_error_reported_from_triton(cli, py_recipe, tmp_path, write):
-    write("model.py", "def broken(:\n    pass\n")
+    """A model.py that fails only when the stub imports it (the build compiles it: syntax errors stop there)."""
+    write("model.py", "raise ImportError('no module named weights_loader')\n")
     out = tmp_path / "OUT"
     assert cli("build", py_recipe, "-o", out).exit_code == 0
     r = cli("verify", out, "--json")
     assert r.exit_code == 6
     (m,) = json.loads(r.stdout)["models"]
-    assert m["loaded"] is False and "SyntaxError" in m["load_error"]
+    assert m["loaded"] is False and "weights_loader" in m["load_error"]
     assert "failed to load 'doubler'" in m["load_error"]
 
 

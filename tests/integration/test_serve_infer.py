@@ -2,7 +2,6 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 
@@ -55,16 +54,119 @@ def test_infer_a_built_directory_serves_it_for_the_call(cli, py_recipe, tmp_path
     assert r.exit_code == 2 and "has no model 'nope'" in r.stderr
 
 
+def test_serve_on_a_taken_port_fails_before_claiming_ready(cli, py_recipe, tmp_path):
+    """Another tritonserver on the port: serve printed 'tritonserver ready ... loaded: doubler' (the other server
+    answered the health probe and the loads), then failed, and --json printed two documents."""
+    from tritonbuild.server.embedded import EmbeddedServer
+
+    out = tmp_path / "OUT"
+    assert cli("build", py_recipe, "-o", out).exit_code == 0
+    with EmbeddedServer(out) as other:
+        port = other.http_port
+        for extra in ([], ["--json"]):
+            res = subprocess.run([sys.executable, "-m", "tritonbuild", "serve", str(out), "--http-port", str(port),
+                                  "--grpc-port", "0", "--metrics-port", "0", *extra],
+                                 capture_output=True, text=True, timeout=120)
+            assert res.returncode == 6, res.stderr
+            assert " ready " not in res.stdout and "loaded:" not in res.stdout
+            if extra:
+                doc = json.loads(res.stdout)  # one document: the error
+                assert "loaded" not in doc and doc["error"] == "verify"
+                assert f"port {port}" in doc["message"] and "--http-port 0" in doc["hint"]
+            else:
+                assert f"port {port} on 127.0.0.1 is already in use" in res.stderr and "--http-port 0" in res.stderr
+
+
 def test_serve_failure_names_the_kept_log(cli, py_recipe, tmp_path):
     out = tmp_path / "OUT"
     assert cli("build", py_recipe, "-o", out).exit_code == 0
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        res = subprocess.run([sys.executable, "-m", "tritonbuild", "serve", str(out), "--http-port", str(port),
-                              "--grpc-port", "0", "--metrics-port", "0", "--log-file", str(tmp_path / "s.log")],
-                             capture_output=True, text=True, timeout=120)
+    (out / "doubler" / "config.pbtxt").write_text("not a config")  # the server starts, the load fails
+    res = subprocess.run([sys.executable, "-m", "tritonbuild", "serve", str(out), "--http-port", "0",
+                          "--grpc-port", "0", "--metrics-port", "0", "--log-file", str(tmp_path / "s.log")],
+                         capture_output=True, text=True, timeout=120)
     assert res.returncode == 6, res.stderr
     assert f"see the server log {tmp_path / 's.log'}" in res.stderr
     assert (tmp_path / "s.log").is_file() and (tmp_path / "s.log").stat().st_size > 0
+
+
+def _serve(args: list[str]) -> tuple[subprocess.Popen, dict]:
+    proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "serve", *args, "--json", "--http-port", "0",
+                             "--grpc-port", "0", "--metrics-port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    text = "".join(iter(proc.stdout.readline, "}\n")) + "}"
+    try:
+        return proc, json.loads(text)
+    except ValueError:
+        proc.kill()
+        raise AssertionError(text + proc.stderr.read()) from None
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGINT)
+    try:
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _snapshot(root) -> dict[str, int | None]:
+    """Every path under root, with each file's mtime (a directory's changes when the Python stub's __pycache__/
+    is made and removed: the stub's interpreter ignores PYTHONDONTWRITEBYTECODE)."""
+    return {p.relative_to(root).as_posix(): p.stat().st_mtime_ns if p.is_file() else None for p in root.rglob("*")}
+
+
+def test_a_hand_written_repository_is_served_and_inferred_and_left_untouched(cli, tmp_path):
+    """No tritonbuild manifest: serve DIR refused it, serve file://DIR loaded nothing in explicit mode, infer DIR
+    needed goldens; now they serve what Triton would load, infer sends generated data, and nothing is written."""
+    from tests.contracts import repositories
+
+    repo = tmp_path / "models"
+    repo.mkdir()
+    repositories.write_batch_auto_complete(repo)  # no config.pbtxt
+    adder = repositories.write_batch_auto_complete(tmp_path / "spare")
+    adder.rename(repo / "adder")
+    (repo / "adder" / "config.pbtxt").write_text('backend: "python"\nmax_batch_size: 4\n')
+    ort = repo / "ort"
+    (ort / "1").mkdir(parents=True)
+    (ort / "config.pbtxt").write_text('platform: "onnxruntime_onnx"\nmax_batch_size: 0\n')
+    (ort / "1" / "model.onnx").write_bytes(b"placeholder")
+    before = _snapshot(repo)
+
+    r = cli("infer", repo, "batch_auto_complete", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["inputs"] == "random" and set(doc["samples"][0]["outputs"]) == {"OUTPUT0", "OUTPUT1"}
+    r = cli("infer", repo, "adder", "--data", "zeros", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["samples"][0]["outputs"]["OUTPUT0"]["data"] == [[0.0] * 4]
+    r = cli("infer", repo, "ort")
+    assert r.exit_code == 6 and "the embedded tritonserver cannot load 'ort'" in r.stderr, r.stderr
+    r = cli("infer", "localhost:8000", "adder")
+    assert r.exit_code == 2 and "tritonbuild infer http://localhost:8000 adder" in r.stderr
+
+    proc, info = _serve([str(repo)])
+    try:
+        assert info["loaded"] == ["adder", "batch_auto_complete"] and info["not_loaded"] == ["ort"]
+        r = cli("infer", info["http"], "adder", "--json")
+        assert r.exit_code == 0 and json.loads(r.stdout)["inputs"] == "random", r.stderr
+        metrics = info["metrics"]
+        r = cli("status", info["http"], "--metrics-url", metrics, "--json")
+        assert r.exit_code == 0, r.stderr
+        status = json.loads(r.stdout)
+        assert status["live"] and status["ready"] and status["version"] and status["notes"] == []
+        rows = {row["name"]: row for row in status["models"]}
+        assert rows["adder"]["state"] == "READY" and rows["adder"]["config"]["max_batch_size"] == 4
+        assert rows["adder"]["config"]["inputs"] == ["INPUT0 FP32 [4]", "INPUT1 FP32 [4]"]
+        assert rows["adder"]["metrics"]["nv_inference_request_success"] >= 1
+        assert rows["ort"]["state"] == "not loaded"
+        assert "adder" in cli("status", info["http"], "--metrics-url", metrics).stdout
+    finally:
+        _stop(proc)
+    proc, info = _serve([f"file://{repo}"])
+    try:
+        assert info["loaded"] == ["adder"] and info["not_loaded"] == ["ort"]  # a config-less model is not listed
+        assert cli("infer", info["http"], "adder").exit_code == 0
+    finally:
+        _stop(proc)
+    assert _snapshot(repo) == before  # no __pycache__, no report, nothing

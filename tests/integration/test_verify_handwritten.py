@@ -81,3 +81,37 @@ def test_a_missing_label_file_is_refused_in_tritons_words(tmp_path):
     row = rows["inception_graphdef"]["triton-core"]
     assert code == 6 and not row["ok"] and "inception_labels.txt" in row["detail"], row
     assert "tritonbuild-core-check" not in row["detail"]  # no scratch path: the user's model directory
+
+
+def test_publish_a_hand_written_repository_then_a_new_version_and_roll_back(cli, tmp_path):
+    """publish refused any repository without our manifest (with --skip-verify too); now it verifies it as Triton
+    would and publishes through a manifest made from what is there, label files included (and kept by a prune:
+    the live version needs them). Nothing is written into the repository."""
+    repo = tmp_path / "models"
+    repo.mkdir()
+    d = repositories.write_inception_graphdef(repo)
+    target = f"file://{tmp_path / 'pub'}"
+    before = _files(repo)
+    r = cli("publish", repo, target, "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["verification"] == "passed" and _files(repo) == before
+    pub = tmp_path / "pub" / "inception_graphdef"
+    assert (pub / "inception_labels.txt").read_bytes() == (d / "inception_labels.txt").read_bytes()
+    assert "versions: 1" in (pub / "config.pbtxt").read_text()
+    (d / "2").mkdir()
+    (d / "2" / "model.graphdef").write_bytes(b"\x0a\x01")
+    assert cli("publish", repo, target).exit_code == 0
+    assert "versions: 2" in (pub / "config.pbtxt").read_text()
+    assert cli("rollback", target, "inception_graphdef", "--to", "1").exit_code == 0
+    assert "versions: 1" in (pub / "config.pbtxt").read_text()
+    (d / "3").mkdir()
+    (d / "3" / "model.graphdef").write_bytes(b"\x0a\x02")
+    assert cli("publish", repo, target, "--keep", "1").exit_code == 0
+    assert not (pub / "1").exists() and (pub / "inception_labels.txt").is_file()  # the prune kept the labels
+    assert cli("verify", target).exit_code == 0  # every published object as the target manifest records it
+    (d / "inception_labels.txt").unlink()
+    r = cli("publish", repo, f"file://{tmp_path / 'pub2'}")
+    assert r.exit_code == 7 and "inception_labels.txt" in r.stderr and "fails verification" in r.stderr
+    assert not (tmp_path / "pub2").exists()
+    r = cli("publish", repo, f"file://{tmp_path / 'pub3'}", "--skip-verify")
+    assert r.exit_code == 0, r.stderr

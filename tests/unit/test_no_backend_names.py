@@ -22,7 +22,7 @@ ALLOWED = {
     "repository/triton_ensemble_rules.py": ({"ensemble"}, "ensemble_utils.cc: core's scheduler, no backend"),
     "verify/triton_core.py": ({"python", "model.py", "ensemble"}, "the stand-in is a Python-backend model "
                               "(the embedded server has only that backend); ensembles are core's scheduler"),
-    "server/embedded.py": ({"python"}, "the embedded server's Python backend library"),
+    "server/launcher.py": ({"python"}, "the embedded server's Python backend library and its stub"),
     "tune/probes.py": ({"python"}, "the null model (the server's ceiling) is a Python-backend model"),
     "tune/report.py": ({"python"}, "the report's machine.python key: the interpreter's version, not a backend"),
 }
