@@ -100,12 +100,10 @@ def verify_repository(root: Path, *, server_url: str | None = None, record: bool
                       rebuild: bool = False, load_timeout: float | None = None,
                       tritonserver: str | None = None) -> VerificationReport:
     """tritonserver: a local tritonserver binary to verify with instead of the embedded one."""
-    from tritonbuild.server import launcher
     from tritonbuild.verify.run import verify
 
-    with launcher.using(tritonserver):
-        report = verify(root, server_url=server_url, record=record, progress=progress, force=force,
-                        **({"load_timeout": load_timeout} if load_timeout else {}))
+    report = verify(root, server_url=server_url, record=record, progress=progress, force=force,
+                    tritonserver=tritonserver, **({"load_timeout": load_timeout} if load_timeout else {}))
     if rebuild and report.manifest_digest:
         report = rebuild_and_compare(root, report, progress)
     return report
@@ -144,10 +142,7 @@ def tune(root: Path, model: str, *, report_dir: Path, sla_ms: float | None = Non
               if v is not None}
     if update:
         spec = Tune.model_validate({**spec.model_dump(), **update})
-    from tritonbuild.server import launcher
-
-    with launcher.using(options.pop("tritonserver", None)):
-        report = _tune(Path(root), model, report_dir=report_dir, tune_override=spec, **options)
+    report = _tune(Path(root), model, report_dir=report_dir, tune_override=spec, **options)
     report["report_dir"] = str(report_dir)
     if apply and report.get("winner"):
         from tritonbuild.tune.patch import apply_patch
@@ -162,10 +157,9 @@ def serve(repository: str | Path, *, endpoint_url: str | None = None, tritonserv
     """(EmbeddedServer not yet started, models it can load, models it cannot) for a directory or a target URL.
     server_options: EmbeddedServer's (control, ports, log_path, log_verbose, poll_secs); tritonserver: a local
     binary to run instead of the embedded one."""
-    from tritonbuild.server import launcher
+    from tritonbuild.server.launcher import launcher_for
 
-    with launcher.using(tritonserver):
-        return _serve(repository, endpoint_url=endpoint_url, **server_options)
+    return _serve(repository, endpoint_url=endpoint_url, launcher=launcher_for(tritonserver), **server_options)
 
 
 def _serve(repository: str | Path, *, endpoint_url: str | None = None, **server_options):
@@ -359,11 +353,9 @@ def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None, gol
           data: str | None = None, tritonserver: str | None = None) -> dict:
     """Send MODEL its goldens (or the given .npy inputs) on a server URL, or on a built directory served by the
     embedded tritonserver for the call; outputs come back with a bit-exact comparison against the goldens."""
-    from tritonbuild.server import launcher
     from tritonbuild.verify.infer import infer as _infer
 
-    with launcher.using(tritonserver):
-        return _infer(target, model, inputs=inputs, goldens_from=goldens_from, data=data)
+    return _infer(target, model, inputs=inputs, goldens_from=goldens_from, data=data, tritonserver=tritonserver)
 
 
 def status(url: str, metrics_url: str | None = None) -> dict:

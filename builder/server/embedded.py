@@ -27,7 +27,7 @@ from pathlib import Path
 
 from tritonbuild.core.stores import is_url
 from tritonbuild.errors import VerifyError
-from tritonbuild.server.launcher import Launcher, ServerStartError, pytriton_dir
+from tritonbuild.server.launcher import ContainerLauncher, Launcher, ServerStartError, launcher_for, pytriton_dir
 
 READY_TIMEOUT_S = 60.0
 # A model load that never reports back (a Python stub stuck in initialize) would hold Triton's load API forever.
@@ -81,8 +81,10 @@ class EmbeddedServer:
 
     def __init__(self, repository: Path | str, *, control: str = "explicit", log_path: Path | None = None,
                  ready_timeout: float = READY_TIMEOUT_S, poll_secs: int = 1,
-                 ports: tuple[int, int, int] | None = None, log_verbose: int = 0):
-        """ports: (http, grpc, metrics); 0 or None picks a free loopback port."""
+                 ports: tuple[int, int, int] | None = None, log_verbose: int = 0,
+                 launcher: Launcher | ContainerLauncher | None = None):
+        """ports: (http, grpc, metrics); 0 or None picks a free loopback port. launcher: which tritonserver runs
+        (server/launcher.py: launcher_for(--tritonserver)); None: the embedded one."""
         # A local directory, or a URL tritonserver reads itself (s3://http://host:port/bucket/prefix, gs://, as://).
         self.repository = str(repository) if is_url(repository) else str(Path(repository).resolve())
         self.control = control
@@ -95,7 +97,7 @@ class EmbeddedServer:
         self.http_port = self.grpc_port = self.metrics_port = 0
         self.ports = ports or (0, 0, 0)
         self.log_verbose = log_verbose
-        self.launcher = Launcher.current()  # the embedded binary, or --tritonserver PATH (launcher.using)
+        self.launcher = launcher or launcher_for(None)
         self.version: str | None = None  # GET /v2 once live
         self._bytecode_before: set[Path] | None = None  # set at start: only what this server wrote is removed
 

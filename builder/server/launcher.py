@@ -14,15 +14,11 @@ import os
 import shutil
 import sys
 import sysconfig
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
 from tritonbuild.errors import UsageError, VerifyError
 
-_CHOSEN: ContextVar = ContextVar("tritonserver_binary", default=None)  # Path | ContainerLauncher | None
 ENGINES = ("docker", "podman")
 # Inside the NGC image (server docs/getting_started/quickstart.md): the repository mounted at /models, the
 # image's tritonserver on its default ports; tests/contracts/facts/triton_container.json records the usage.
@@ -57,20 +53,15 @@ def pytriton_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "tritonserver"
 
 
-@contextmanager
-def using(binary: str | Path | None) -> Iterator[None]:
-    """Within the block every server started runs `binary`: a local tritonserver, or 'docker:IMAGE' /
-    'podman:IMAGE' for a container of that image (None: the embedded one)."""
-    engine, sep, image = str(binary).partition(":") if binary is not None else ("", "", "")
-    if sep and engine in ENGINES:
-        chosen = ContainerLauncher(engine, image)
-    else:
-        chosen = checked_binary(binary) if binary is not None else None
-    token = _CHOSEN.set(chosen)
-    try:
-        yield
-    finally:
-        _CHOSEN.reset(token)
+def launcher_for(tritonserver: str | Path | None) -> Launcher | ContainerLauncher:
+    """The launcher `--tritonserver` names: a local binary, 'docker:IMAGE' / 'podman:IMAGE' for a container of
+    that image, or None for the embedded one."""
+    if tritonserver is None:
+        return Launcher(pytriton_dir() / "bin" / "tritonserver", False)
+    engine, sep, image = str(tritonserver).partition(":")
+    if sep and engine in ENGINES and image:
+        return ContainerLauncher(engine, image)
+    return Launcher(checked_binary(tritonserver), True)
 
 
 def checked_binary(binary: str | Path) -> Path:
@@ -85,13 +76,6 @@ def checked_binary(binary: str | Path) -> Path:
 class Launcher:
     binary: Path
     chosen: bool  # given with --tritonserver (else the embedded one)
-
-    @classmethod
-    def current(cls) -> Launcher | ContainerLauncher:
-        chosen = _CHOSEN.get()
-        if isinstance(chosen, ContainerLauncher):
-            return chosen
-        return cls(chosen, True) if chosen is not None else cls(pytriton_dir() / "bin" / "tritonserver", False)
 
     def command(self, repository: str, scratch: Path, ports: tuple[int, int, int], options: list[str]) -> list[str]:
         """tritonserver's argv: this binary on the loopback ports."""

@@ -28,6 +28,7 @@ from tritonbuild.recipe.models import Tune
 from tritonbuild.repository.config import parse
 from tritonbuild.repository.manifest import read_repository
 from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
+from tritonbuild.server.launcher import launcher_for
 from tritonbuild.tune import search
 from tritonbuild.tune.confidence import Decision, abba_order, ratio_interval
 from tritonbuild.tune.control import load_with_config, unload
@@ -83,7 +84,7 @@ def recipe_for(root: Path, model: str, recipe_path: Path | None = None) -> tuple
 def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None = None,
          server_url: str | None = None, grpc_url: str | None = None, brute: bool = False, no_verify: bool = False,
          processes: int | None = None, tune_override: Tune | None = None,
-         progress: Progress | None = None) -> dict:
+         progress: Progress | None = None, tritonserver: str | None = None) -> dict:
     """Returns the report (also written to report_dir/tune-report.json); raises TuneError when no candidate
     meets the constraints (after writing the report)."""
     try:
@@ -93,7 +94,8 @@ def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None =
                          hint="pip install 'tritonbuild[tune]'") from None
     session = TuneSession(Path(root), model, report_dir=Path(report_dir), recipe_path=recipe_path,
                           server_url=server_url, grpc_url=grpc_url, brute=brute, no_verify=no_verify,
-                          processes=processes, tune_override=tune_override, progress=progress)
+                          processes=processes, tune_override=tune_override, progress=progress,
+                          tritonserver=tritonserver)
     return session.run()
 
 
@@ -103,8 +105,10 @@ class TuneSession:
 
     def __init__(self, root: Path, model: str, *, report_dir: Path, recipe_path: Path | None,
                  server_url: str | None, grpc_url: str | None, brute: bool, no_verify: bool,
-                 processes: int | None, tune_override: Tune | None, progress: Progress | None):
+                 processes: int | None, tune_override: Tune | None, progress: Progress | None,
+                 tritonserver: str | None = None):
         self.root, self.model, self.report_dir = root, model, report_dir
+        self.tritonserver = tritonserver  # --tritonserver: a local binary or container image (else the embedded)
         self.server_url, self.grpc_url, self.brute = server_url, grpc_url, brute
         self.say = progress or (lambda _m: None)
         self.manifest_model, loaded, rpath = _model_and_recipe(root, model, recipe_path)
@@ -198,7 +202,8 @@ class TuneSession:
             repo = scratch / "repo"
             shutil.copytree(self.root / self.model, repo / self.model, ignore=shutil.ignore_patterns("__pycache__"))
             self.say("starting the embedded tritonserver")
-            server = stack.enter_context(EmbeddedServer(repo, log_path=self.report_dir / "tritonserver.log"))
+            server = stack.enter_context(EmbeddedServer(repo, log_path=self.report_dir / "tritonserver.log",
+                                                        launcher=launcher_for(self.tritonserver)))
             self.url, self.grpc_url = f"http://{server.http_url}", server.grpc_url
             self.launched = server.launcher.describe()  # the embedded binary, or --tritonserver PATH
         else:

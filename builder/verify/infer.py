@@ -39,7 +39,7 @@ def _arrays(files: dict[str, Path]) -> dict[str, np.ndarray]:
 
 
 def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None,
-          goldens_from: Path | None = None, data: str | None = None) -> dict:
+          goldens_from: Path | None = None, data: str | None = None, tritonserver: str | None = None) -> dict:
     """target: a server URL (http://host:port) or a repository directory (built or hand-written). Inputs: the
     given .npy files, else the model's goldens (from the directory, or from goldens_from when target is a URL),
     else (data: 'random', seeded, or 'zeros') arrays of the shapes the server declares for the model."""
@@ -67,7 +67,9 @@ def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None,
         raise VerifyError(refusal, where=str(root / model),
                           hint=f"serve {root} on a tritonserver that has it, then 'tritonbuild infer "
                                f"http://HOST:8000 {model}" + (f" --goldens {root}'" if expected else "'"))
-    with EmbeddedServer(root) as server:
+    from tritonbuild.server.launcher import launcher_for
+
+    with EmbeddedServer(root, launcher=launcher_for(tritonserver)) as server:
         try:
             server.load(model)
         except ModelLoadError as e:

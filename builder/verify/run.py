@@ -35,6 +35,7 @@ from tritonbuild.server.embedded import (
     load_log_cause,
     load_model,
 )
+from tritonbuild.server.launcher import launcher_for
 from tritonbuild.verify.answers import check_model, write_goldens
 from tritonbuild.verify.models import ModelReport, StaticCheck, VerificationReport
 from tritonbuild.verify.runners import InferError, TritonRunner
@@ -86,14 +87,15 @@ def _have_gpu() -> bool:
     return bool(fingerprint().get("gpu_name"))
 
 
-def core_checks(root: Path, names: list[str], say: Progress, as_is: frozenset[str] = frozenset()
-                ) -> list[StaticCheck]:
+def core_checks(root: Path, names: list[str], say: Progress, as_is: frozenset[str] = frozenset(),
+                tritonserver: str | None = None) -> list[StaticCheck]:
     """Triton's own core checks each config (any backend) through a stand-in model, or loads the model itself
     (as_is: those the embedded server runs): one row per model."""
     if not names:
         return []
     try:
-        refusals, changes, which = check_with_triton(root, names, progress=say, have_gpu=_have_gpu(), as_is=as_is)
+        refusals, changes, which = check_with_triton(root, names, progress=say, have_gpu=_have_gpu(), as_is=as_is,
+                                                     launcher=launcher_for(tritonserver))
     except ServerStartError as e:
         return [StaticCheck(model="*", check="triton-core", ok=True,
                             detail=f"not run: {e.message.splitlines()[0]} (static rules only)")]
@@ -134,7 +136,7 @@ def model_dirs(root: Path) -> list[str]:
     return sorted(child.name for child in root.iterdir() if child.is_dir() and not child.name.startswith("."))
 
 
-def lint(root: Path, *, progress: Progress | None = None) -> VerificationReport:
+def lint(root: Path, *, progress: Progress | None = None, tritonserver: str | None = None) -> VerificationReport:
     """Any Triton model repository (hand-written too, no tritonbuild manifest): Triton's load rules offline, then
     Triton's own core on every config through stand-ins. Nothing is written into the repository."""
     say = progress or (lambda _msg: None)
@@ -148,17 +150,18 @@ def lint(root: Path, *, progress: Progress | None = None) -> VerificationReport:
               for finding in check_model_dir(root / name, model_files=True, ours=False)]
     have_gpu = _have_gpu()
     as_is = frozenset(name for name in names if runs_as_written(root / name, have_gpu))
-    static += core_checks(root, names, say, as_is)
+    static += core_checks(root, names, say, as_is, tritonserver)
     return VerificationReport(manifest_digest="", toolchain=fingerprint(), static=static, models=[],
                               passed=all(check.ok for check in static))
 
 
 def verify(root: Path, *, server_url: str | None = None, record: bool = False,
            progress: Progress | None = None, force: bool = False,
-           load_timeout: float = LOAD_TIMEOUT_S) -> VerificationReport:
+           load_timeout: float = LOAD_TIMEOUT_S, tritonserver: str | None = None) -> VerificationReport:
+    """tritonserver: a local binary or 'docker:IMAGE' to run instead of the embedded server (launcher_for)."""
     root = Path(root)
     if root.is_dir() and not (root / MANIFEST_NAME).exists() and not server_url and not record:
-        return lint(root, progress=progress)
+        return lint(root, progress=progress, tritonserver=tritonserver)
     manifest = read_repository(root, VerifyError)
     say = progress or (lambda _msg: None)
     say("static checks")
@@ -166,7 +169,7 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
     routes = {(model.name, model.version): _route_for(model, server_url, manifest) for model in manifest.models}
     not_live = sorted({model.name for model in manifest.models
                        if routes[(model.name, model.version)][0] in ("in-process", "none")})
-    static += core_checks(root, not_live, say)
+    static += core_checks(root, not_live, say, tritonserver=tritonserver)
     if not all(check.ok for check in static):
         report = VerificationReport(manifest_digest=manifest.digest, toolchain=fingerprint(), static=static,
                                     models=[], passed=False)
@@ -176,7 +179,7 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
         server = None
         if any(route == "live-embedded" for route, _ in routes.values()):
             say("starting the embedded tritonserver")
-            server = stack.enter_context(EmbeddedServer(root))
+            server = stack.enter_context(EmbeddedServer(root, launcher=launcher_for(tritonserver)))
             routes = {key: (route, server.describe() + detail.split(" embedded", 1)[-1] if route == "live-embedded"
                             else detail) for key, (route, detail) in routes.items()}
         loads = {}

@@ -198,7 +198,7 @@ def _ensembles(scratch: Path, names: list[str]) -> set[str]:
 
 
 def check_with_triton(root: Path, names: list[str], *, progress: Progress | None = None,
-                      have_gpu: bool = False, as_is: frozenset[str] = frozenset()
+                      have_gpu: bool = False, as_is: frozenset[str] = frozenset(), launcher=None
                       ) -> tuple[dict[str, str | None], dict[str, list[str]], str]:
     """Load a stand-in of each model (the model itself for those in as_is) in one embedded-server start:
     (name → Triton's refusal or None, name → what the stand-in changed, the server's version line). Plain models
@@ -212,7 +212,7 @@ def check_with_triton(root: Path, names: list[str], *, progress: Progress | None
     try:
         changes = write_standins(Path(root), names, scratch, have_gpu=have_gpu, as_is=as_is)
         say(f"Triton core check of {len(names)} config(s) (stand-in models)")
-        with EmbeddedServer(scratch) as server:
+        with EmbeddedServer(scratch, launcher=launcher) as server:
             url = f"http://{server.http_url}"
 
             def one(name: str) -> str | None:

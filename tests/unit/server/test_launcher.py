@@ -55,16 +55,14 @@ def test_a_cloud_repository_is_passed_through_with_its_credentials_by_name(tmp_p
     assert "-v" not in argv and "AWS_SECRET_ACCESS_KEY" in argv and "s3cr3t" not in " ".join(argv)
 
 
-def test_using_picks_the_launcher(tmp_path):
-    with launcher.using("docker:nvcr.io/nvidia/tritonserver:24.10-py3"):
-        chosen = launcher.Launcher.current()
-        assert isinstance(chosen, launcher.ContainerLauncher) and chosen.image.endswith(":24.10-py3")
+def test_launcher_for_picks_the_launcher(tmp_path):
+    chosen = launcher.launcher_for("docker:nvcr.io/nvidia/tritonserver:24.10-py3")
+    assert isinstance(chosen, launcher.ContainerLauncher) and chosen.image.endswith(":24.10-py3")
+    assert chosen.describe() == "in docker image nvcr.io/nvidia/tritonserver:24.10-py3"
     binary = tmp_path / "tritonserver"
     binary.write_text("#!/bin/sh\n")
     binary.chmod(0o755)
-    with launcher.using(binary):
-        assert launcher.Launcher.current().binary == binary.resolve()
+    assert launcher.launcher_for(binary).binary == binary.resolve() and launcher.launcher_for(binary).chosen
+    binary.chmod(0o644)
     with pytest.raises(launcher.UsageError, match="not an executable file"):
-        binary.chmod(0o644)
-        with launcher.using(binary):
-            pass
+        launcher.launcher_for(binary)
