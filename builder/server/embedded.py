@@ -225,7 +225,7 @@ class EmbeddedServer:
 
     def _bytecode_dirs(self) -> set[Path]:
         """The __pycache__/ directories under the models' version directories of a local repository."""
-        if "://" in self.repository:
+        if is_url(self.repository):
             return set()
         return set(Path(self.repository).glob("*/*/**/__pycache__"))
 

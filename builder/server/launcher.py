@@ -17,6 +17,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from tritonbuild.core.stores import is_url
 from tritonbuild.errors import UsageError, VerifyError
 
 ENGINES = ("docker", "podman")
@@ -160,7 +161,7 @@ class ContainerLauncher:
                 gpus: bool | None = None) -> list[str]:
         if gpus is None:
             gpus = shutil.which("nvidia-smi") is not None
-        local = "://" not in repository
+        local = not is_url(repository)
         published = [arg for host, inside in zip(ports, CONTAINER_PORTS, strict=True)
                      for arg in ("-p", f"127.0.0.1:{host}:{inside}")]
         return [self.engine, "run", "--rm", "--name", self.name(ports), *(["--gpus=all"] if gpus else []),
