@@ -226,3 +226,24 @@ def test_runtime_auto_takes_the_llm_api_route_where_the_image_and_recipe_allow(k
 
     assert ".".join(map(str, LLMAPI_SINCE)) == fact["since"] and fact["backend_default"] == "pytorch"
     assert check_llm_rules(r) == []
+
+
+def test_the_openai_adapter_speaks_the_clients_names_and_upstreams_llmapi_names():
+    from tests.contracts.facts import template
+    from tritonbuild.backends.tensorrtllm.llmapi import ADAPTER_MAP, adapter_inputs
+    from tritonbuild.recipe.models import DTYPES
+
+    clients = load("clients")
+    sent = set(clients["openai_frontend"]["always"]) | set(clients["openai_frontend"]["optional"]) | \
+        set(clients["genai_perf"]["default"]) | set(clients["genai_perf"]["streaming"])
+    ensemble = {t["name"]: t for t in template("ensemble")["inputs"]}
+    for t in adapter_inputs():  # upstream's ensemble names, which those clients speak
+        assert t.name in ensemble, f"{t.name} is not an input of upstream's ensemble"
+        assert (DTYPES[t.dtype], list(t.dims)) == (ensemble[t.name]["data_type"], ensemble[t.name]["dims"]), t.name
+    llmapi = {t["name"]: t for t in template("llmapi")["inputs"]}
+    for client_name, target in ADAPTER_MAP.items():
+        assert target in llmapi, f"{target} is not an input of upstream's llmapi model"
+        assert llmapi[target]["data_type"] == ensemble[client_name]["data_type"], client_name
+    missing = (set(clients["openai_frontend"]["always"]) | set(clients["genai_perf"]["streaming"])) - \
+        {t.name for t in adapter_inputs()}
+    assert not missing and sent, f"the clients always send {missing}"

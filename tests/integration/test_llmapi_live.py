@@ -13,7 +13,7 @@ import yaml
 
 from tests.conftest import EXAMPLES, ROOT
 from tests.contracts.facts import FACTS
-from tests.integration.test_llm_live import _stream
+from tests.integration.test_llm_live import CLIENTS, _infer, _request, _stream
 from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
@@ -52,8 +52,8 @@ def server(tmp_path_factory):
     spec = yaml.safe_load((repo / "pt-old" / "1" / "model.yaml").read_text())
     (repo / "pt-old" / "1" / "model.yaml").write_text(yaml.safe_dump({**spec, "quant_config": {"quant_algo": "FP8"}}))
     with EmbeddedServer(repo) as s:
-        s.load("pt")
-        s.load("pt-stream")
+        for name in ("pt", "pt-stream", "pt_openai", "pt-stream_openai"):
+            s.load(name)
         yield s
 
 
@@ -90,3 +90,29 @@ def test_streaming_sends_the_text_piece_by_piece(server):
     responses = _stream(server, "pt-stream", _inputs(streaming=np.array([True])))
     pieces = [r["text_output"].reshape(-1)[0].decode() for r in responses]
     assert len(pieces) > 1 and "".join(pieces) == PROMPT[:12]
+
+
+@pytest.mark.parametrize("client", ["openai chat", "openai completions+options", "genai-perf"])
+@pytest.mark.parametrize("entry", ["pt_openai", "pt-stream_openai"])
+def test_the_openai_adapter_answers_the_recorded_client_requests(server, client, entry):
+    """Upstream's llmapi model takes text_input/streaming/sampling_param_* without a batch dimension, so the
+    OpenAI frontend's and genai-perf's requests get 400 there; the generated <name>_openai model takes them
+    and asks the LLM-API model (here on the contract-enforcing stand-in of tensorrt_llm.LLM)."""
+    kind = {"openai chat": CLIENTS["openai_frontend"]["always"], "genai-perf": CLIENTS["genai_perf"]["default"],
+            "openai completions+options": {**CLIENTS["openai_frontend"]["always"],
+                                           **{k: v for k, v in CLIENTS["openai_frontend"]["optional"].items()
+                                              if not k.startswith(("guided_", "lora_"))}}}[client]
+    inputs = _request(kind, PROMPT, max_tokens=12, stop_words=b"zzz", top_p=0.9, temperature=0.5)
+    if entry.startswith("pt-stream"):
+        inputs["stream"] = np.array([[True]])
+        pieces = [r["text_output"].reshape(-1)[0] for r in _stream(server, entry, inputs)]
+        assert len(pieces) > 1 and b"".join(pieces).decode() == PROMPT[:12]
+    else:
+        got = _infer(server, entry, inputs, ["text_output"])
+        assert got["text_output"].reshape(-1)[0].decode() == PROMPT[:12]
+
+
+def test_the_llmapi_model_itself_refuses_the_openai_frontends_request(server):
+    """Why the adapter exists: upstream's interface (max_batch_size 0, sampling_param_*) refuses it."""
+    with pytest.raises(Exception, match="unexpected inference input"):
+        _infer(server, "pt", _request(CLIENTS["openai_frontend"]["always"], PROMPT), ["text_output"])

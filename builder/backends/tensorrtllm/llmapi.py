@@ -28,6 +28,15 @@ OUTPUTS = [TensorSpec(name="text_output", dtype="bytes", dims=[-1]),
            TensorSpec(name="stop_reason", dtype="bytes", dims=[-1]),
            TensorSpec(name="cumulative_logprob", dtype="fp32", dims=[-1])]
 MODEL_PY = Path(__file__).parent / "models" / "llmapi.py"
+ADAPTER_PY = Path(__file__).parent / "models" / "openai_adapter.py"
+# <name>_openai: what Triton's OpenAI frontend and genai-perf send (the ensemble's names and types, upstream's
+# inflight_batcher_llm ones) → the llmapi model's input it means
+ADAPTER_MAP = {"stream": "streaming", "max_tokens": "sampling_param_max_tokens",
+               **{k: f"sampling_param_{k}" for k in ("temperature", "top_k", "top_p", "frequency_penalty",
+                                                      "presence_penalty", "seed")},
+               "exclude_input_in_output": "sampling_param_exclude_input_from_output",
+               "stop_words": "sampling_param_stop"}
+ACCEPTED_ONLY = ("return_num_input_tokens", "return_num_output_tokens")  # taken, nothing to return for them
 
 
 def model_yaml(r: LLMRecipe) -> dict:
@@ -45,6 +54,43 @@ def model_yaml(r: LLMRecipe) -> dict:
     if kv.dtype != "auto":
         spec["kv_cache_config"]["dtype"] = kv.dtype
     return spec
+
+
+def adapter_inputs() -> list[TensorSpec]:
+    from tritonbuild.backends.tensorrtllm.configs import REQUEST_INPUTS
+    from tritonbuild.recipe.models import DTYPES
+
+    dtype = {v: k for k, v in DTYPES.items()}
+    known = {n: (dtype[t], dims) for n, t, dims, _ in REQUEST_INPUTS}
+    return [TensorSpec(name="text_input", dtype="bytes", dims=[1]),
+            TensorSpec(name="max_tokens", dtype="int32", dims=[1]),
+            *[TensorSpec(name=n, dtype=known[n][0], dims=known[n][1], optional=True)
+              for n in (*ADAPTER_MAP, *ACCEPTED_ONLY) if n != "max_tokens"]]
+
+
+def _adapter(r: LLMRecipe, root: Path, pb2):
+    """<name>_openai: the client-format front of the LLM-API model (see models/openai_adapter.py)."""
+    from tritonbuild.triton.config import add_tensors, render
+
+    name = f"{r.name}_openai"
+    (root / name / str(r.version)).mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(ADAPTER_PY, root / name / str(r.version) / "model.py")
+    mc = pb2.ModelConfig()
+    mc.name, mc.backend, mc.max_batch_size = name, "python", r.engine.max_batch_size
+    mc.version_policy.latest.num_versions = 1
+    mc.model_transaction_policy.decoupled = r.serving.streaming
+    add_tensors(mc.input, adapter_inputs(), pb2, True)
+    add_tensors(mc.output, ADAPTER_OUTPUTS, pb2, False)
+    g = mc.instance_group.add()
+    g.kind, g.count = pb2.ModelInstanceGroup.Kind.Value("KIND_CPU"), 1
+    mc.parameters["llm_model"].string_value = r.name
+    mc.parameters["input_map"].string_value = ",".join(f"{k}:{v}" for k, v in ADAPTER_MAP.items())
+    mc.default_model_filename = "model.py"
+    (root / name / "config.pbtxt").write_bytes(render(mc))
+    return name
+
+
+ADAPTER_OUTPUTS = [TensorSpec(name="text_output", dtype="bytes", dims=[-1])]
 
 
 def emit(built_model, root: Path, store, manifest_model) -> list:
@@ -68,9 +114,12 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
     g.kind, g.count = pb2.ModelInstanceGroup.Kind.Value("KIND_MODEL"), 1
     mc.default_model_filename = "model.py"
     (root / r.name / "config.pbtxt").write_bytes(render(mc))
-    return [manifest_model(name=r.name, version=r.version, backend="python", target="gpu",
-                           model_identity=sha256_json({k: e.sha256 for k, e in files.items()}),
-                           inputs=INPUTS, outputs=OUTPUTS, max_batch_size=0,
-                           llm={"group": r.name, "runtime": "pytorch", "model_yaml": model_yaml(r),
-                                "memory_plan": built_model.plan.extras.get("memory_plan"),
-                                "serving_image": r.image.triton_image})]
+    adapter = _adapter(r, root, pb2)
+    identity = sha256_json({k: e.sha256 for k, e in files.items()})
+    llm = {"group": r.name, "runtime": "pytorch", "model_yaml": model_yaml(r),
+           "memory_plan": built_model.plan.extras.get("memory_plan"), "serving_image": r.image.triton_image}
+    return [manifest_model(name=r.name, version=r.version, backend="python", target="gpu", model_identity=identity,
+                           inputs=INPUTS, outputs=OUTPUTS, max_batch_size=0, llm=llm),
+            manifest_model(name=adapter, version=r.version, backend="python", target="gpu", model_identity=identity,
+                           inputs=adapter_inputs(), outputs=ADAPTER_OUTPUTS, max_batch_size=r.engine.max_batch_size,
+                           llm=llm)]
