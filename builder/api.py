@@ -133,7 +133,7 @@ def tune(root: Path, model: str, *, report_dir: Path, sla_ms: float | None = Non
          confidence: float | None = None, rounds: int | None = None, **options) -> dict:
     """Measure serving configs of one built model; optionally write the winner into its recipe."""
     from tritonbuild.recipe.models import Tune
-    from tritonbuild.tune.run import recipe_for
+    from tritonbuild.tune.built import recipe_for
     from tritonbuild.tune.run import tune as _tune
 
     rpath, spec = recipe_for(Path(root), model, options.get("recipe_path"))

@@ -13,8 +13,8 @@
 #   (a model that does not pad, built with batch_buckets [128], tuned with determinism: invariant);
 #   -relaxed: --min-vs-default 0.85.
 # The next session's run (tune you can trust: three repeats and the bucket model), one call per tune step while
-# the machine stays warm (a quick run with paired rounds is estimated at 5-9 minutes on the H200: ~20 paired
-# measurements and ~10 reloads of ~11 s per finalist; not yet measured):
+# the machine stays warm (a quick run with paired rounds is estimated at 4-7 minutes on the H200: ~20 paired
+# measurements of ~2 s per finalist, at most 4 finalists, no reloads; not yet measured):
 #   h200.sh setup-server
 #   h200.sh setup-client quick-fixed@1        (carry .whl/b)
 #   h200.sh quick-fixed@2

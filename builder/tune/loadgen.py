@@ -183,6 +183,7 @@ class _Worker:
             cmd = await loop.run_in_executor(None, conn.recv)
             op = cmd["op"]
             if op == "run":
+                self.model = cmd.get("model", self.model)  # the name the config under test is loaded as
                 self.stop.clear()
                 self.take()
                 coro = self.closed(cmd["concurrency"]) if cmd.get("concurrency") else self.opened(cmd["rate"])
@@ -242,11 +243,12 @@ class LoadGenerator:
 
     def measure(self, *, concurrency: int | None = None, rate: float | None = None, window_s: float = 1.0,
                 stable_windows: int = 3, stability: float = 0.10, max_windows: int = 10,
-                warmup_s: float | None = None) -> Result:
+                warmup_s: float | None = None, model: str | None = None) -> Result:
         shares = self._split(concurrency, True) if concurrency else self._split(rate, False)
         active = self.conns[:len(shares)]
         for conn, share in zip(active, shares, strict=False):
-            conn.send({"op": "run", "concurrency": share} if concurrency else {"op": "run", "rate": share})
+            load = {"concurrency": share} if concurrency else {"rate": share}
+            conn.send({"op": "run", "model": model or self.model, **load})
         for conn in active:
             conn.recv()
         time.sleep(window_s / 2 if warmup_s is None else warmup_s)

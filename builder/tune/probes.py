@@ -70,6 +70,7 @@ class GoldensCheck:
         self.g = grpcclient
         self.client = grpcclient.InferenceServerClient(url)
         self.manifest_model, self.inputs, self.reference = manifest_model, inputs, reference
+        self.name = manifest_model.name  # the model name the config under test is loaded as
 
     def infer(self, sample: dict) -> dict:
         from tritonclient.utils import np_to_triton_dtype
@@ -80,7 +81,7 @@ class GoldensCheck:
             i.set_data_from_numpy(arr)
             ins.append(i)
         wanted = [self.g.InferRequestedOutput(tensor.name) for tensor in self.manifest_model.outputs]
-        response = self.client.infer(self.manifest_model.name, ins, outputs=wanted)
+        response = self.client.infer(self.name, ins, outputs=wanted)
         return {tensor.name: response.as_numpy(tensor.name) for tensor in self.manifest_model.outputs}
 
     def answers_alone(self) -> list[dict]:

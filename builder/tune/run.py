@@ -17,7 +17,6 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
-from tritonbuild.backends import REGISTRY
 from tritonbuild.core.fsutil import write_atomic
 from tritonbuild.core.hashing import pretty_json
 from tritonbuild.core.npz import read_npz
@@ -26,10 +25,10 @@ from tritonbuild.core.toolchain import fingerprint
 from tritonbuild.errors import UsageError, VerifyError
 from tritonbuild.recipe.models import Tune
 from tritonbuild.repository.config import parse
-from tritonbuild.repository.manifest import read_repository
 from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
 from tritonbuild.server.launcher import launcher_for
 from tritonbuild.tune import search
+from tritonbuild.tune.built import grpc_of, loads_of, model_and_recipe
 from tritonbuild.tune.confidence import Decision, abba_order, ratio_interval
 from tritonbuild.tune.control import load_with_config, unload
 from tritonbuild.tune.loadgen import LoadGenerator, Result
@@ -39,46 +38,11 @@ from tritonbuild.tune.space import BUCKETS_PARAMETER, Candidate, Grid, apply
 from tritonbuild.verify.goldens import from_npz_arrays, generate_inputs
 
 Progress = Callable[[str], None]
+TWIN_SUFFIX = "__tune_default"  # the second copy of the model that serves Triton's default config
 CEILING_GAIN = 1.10  # the load generator doubles its processes while that raises its ceiling by 10 %
 
 class TuneError(VerifyError):
     """Tuning found no candidate that meets the constraints (the report is still written)."""
-
-
-def _loads(tune_spec: Tune) -> list[str]:
-    return ([f"r{rate:g}" for rate in sorted(tune_spec.request_rates)]
-            + [f"c{clients}" for clients in sorted(set(tune_spec.concurrency))])
-
-
-def _model_and_recipe(root: Path, model: str, recipe_path: Path | None):
-    from tritonbuild.recipe import load_recipes
-
-    manifest = read_repository(root, VerifyError)
-    versions = [manifest_model for manifest_model in manifest.models if manifest_model.name == model]
-    if not versions:
-        names = sorted({manifest_model.name for manifest_model in manifest.models})
-        raise UsageError(f"{root} has no model {model!r}", hint=f"one of: {names}")
-    manifest_model = max(versions, key=lambda version: version.version)
-    owner = REGISTRY.for_manifest(manifest_model.backend)  # a pipeline (ensemble, BLS) serves the models it calls
-    if (owner is not None and owner.needs_built_models) or manifest_model.llm or manifest_model.depends_on:
-        raise UsageError(f"{model!r} is a {manifest_model.backend} pipeline/LLM model: tune serves one model's own "
-                         "config",
-                         hint="tune the models it calls")
-    rpath = Path(recipe_path or manifest_model.recipe_path)
-    if not rpath.is_file():
-        raise UsageError(f"the recipe of {model!r} is not at {rpath}", hint="run from where you built it, or pass "
-                         "--recipe PATH")
-    loaded = next((loaded_recipe for loaded_recipe in load_recipes([rpath], REGISTRY.recipe_kinds())
-                   if getattr(loaded_recipe.recipe, "name", None) == model), None)
-    if loaded is None:
-        raise UsageError(f"{rpath} does not define model {model!r}", hint="pass --recipe PATH of that model")
-    return manifest_model, loaded, rpath
-
-
-def recipe_for(root: Path, model: str, recipe_path: Path | None = None) -> tuple[Path, Tune]:
-    """The recipe file of a built model and its tune section (defaults when absent)."""
-    _m, loaded, rpath = _model_and_recipe(Path(root), model, recipe_path)
-    return rpath, getattr(loaded.recipe, "tune", None) or Tune()
 
 
 def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None = None,
@@ -111,7 +75,7 @@ class TuneSession:
         self.tritonserver = tritonserver  # --tritonserver: a local binary or container image (else the embedded)
         self.server_url, self.grpc_url, self.brute = server_url, grpc_url, brute
         self.say = progress or (lambda _m: None)
-        self.manifest_model, loaded, rpath = _model_and_recipe(root, model, recipe_path)
+        self.manifest_model, loaded, rpath = model_and_recipe(root, model, recipe_path)
         self.recipe = loaded.recipe
         self.notes: list[str] = []
         if loaded.digest != self.manifest_model.recipe_sha256:
@@ -124,7 +88,7 @@ class TuneSession:
         self.base_mc = parse((root / model / "config.pbtxt").read_bytes())
         self.grid = Grid(self.spec, self.base_mc)
         self._check_buckets()
-        self.loads = _loads(self.spec)
+        self.loads = loads_of(self.spec)
         # invariant: a config's answers are compared with its own answers alone (it may serve new bits, never
         # bits that depend on batch composition or load); goldens: with the recorded goldens
         self.invariant = self.spec.determinism == "invariant" and self.reference is not None
@@ -133,7 +97,10 @@ class TuneSession:
         self.own: dict[Candidate, list[dict]] = {}  # invariant: each config's own answers to the inputs alone
         self.new_bits: dict[str, int] = {}  # invariant: per config, golden outputs its own answers differ from
         self.processes = processes or max(1, min(8, (os.cpu_count() or 2) // 2))
-        self.loaded: Candidate | None = None
+        # what each model name serves: the model's own, and (embedded server) a second copy that keeps Triton's
+        # default loaded, so the paired rounds switch between the two without a reload
+        self.loaded: dict[str, Candidate | None] = {}
+        self.twin: str | None = None
         self.fresh = False
         self.done = 0
         self.load_errors: dict[Candidate, str] = {}
@@ -192,6 +159,7 @@ class TuneSession:
                               new_bits=self.new_bits if self.invariant else None)
         if self.server_url is None:
             report["server"]["launched"] = self.launched
+        report["default_served_as"] = self.twin or self.model
         if (report["served_bits"] or {}).get("changed"):  # a change of served bits is a new model version
             report["winner"]["recipe_values"]["version"] = report["served_bits"]["version"]
         return self.write_outputs(finite(report), winner)
@@ -201,6 +169,8 @@ class TuneSession:
         if self.server_url is None:
             repo = scratch / "repo"
             shutil.copytree(self.root / self.model, repo / self.model, ignore=shutil.ignore_patterns("__pycache__"))
+            self.twin = f"{self.model}{TWIN_SUFFIX}"
+            shutil.copytree(self.root / self.model, repo / self.twin, ignore=shutil.ignore_patterns("__pycache__"))
             self.say("starting the embedded tritonserver")
             server = stack.enter_context(EmbeddedServer(repo, log_path=self.report_dir / "tritonserver.log",
                                                         launcher=launcher_for(self.tritonserver)))
@@ -208,7 +178,7 @@ class TuneSession:
             self.launched = server.launcher.describe()  # the embedded binary, or --tritonserver PATH
         else:
             self.url = with_scheme(self.server_url)
-            self.grpc_url = self.grpc_url or _grpc_of(self.url)
+            self.grpc_url = self.grpc_url or grpc_of(self.url)
 
     def measure_ceiling(self) -> Result:
         """The load generator's own ceiling: an empty Python model with the same tensors, at the top load. The
@@ -257,31 +227,38 @@ class TuneSession:
         self.say(f"{self.ev.count} measurements of the grid's {grid_size} ({self.ev.count / grid_size:.0%})")
         return winner
 
+    def slot(self, candidate: Candidate) -> str:
+        """The model name candidate is served as: Triton's default as the second copy when there is one."""
+        return self.twin if candidate.is_default and self.twin else self.model
+
     def ensure(self, candidate: Candidate) -> str | None:
         """Candidate loaded (a load with a config override); the reason when Triton refuses it."""
         if candidate in self.load_errors:
             return self.load_errors[candidate]
-        if self.loaded != candidate:
+        name = self.slot(candidate)
+        if self.loaded.get(name) != candidate:
+            config = apply(self.base_mc, candidate)
+            config.name = name
             try:
-                load_with_config(self.url, self.model, apply(self.base_mc, candidate))
-                self.loaded, self.fresh = candidate, True
-                if self.invariant:
-                    self._expect_own(candidate)
+                load_with_config(self.url, name, config)
+                self.loaded[name], self.fresh = candidate, True
             except ModelLoadError as e:
-                self.loaded = None
+                self.loaded[name] = None
                 self.load_errors[candidate] = f"Triton refused the config: {e.message}"
                 return self.load_errors[candidate]
+        if self.checker is not None:
+            self.checker.name = name
+        if self.invariant and candidate not in self.own:
+            self._record_own(candidate)
         return None
 
-    def _expect_own(self, candidate: Candidate) -> None:
-        """invariant: the loaded config's own answers (each input alone, recorded on its first load) become what
-        every answer under load is compared with; how many golden outputs they differ from is kept."""
-        if candidate not in self.own:
-            self.own[candidate] = self.checker.answers_alone()
-            self.new_bits[candidate.label] = sum(
-                1 for mine, golden in zip(self.own[candidate], self.reference, strict=True)
-                for name, expected in golden.items() if mine[name].tobytes() != expected.tobytes())
-        self.generator.expect(self.own[candidate])
+    def _record_own(self, candidate: Candidate) -> None:
+        """invariant: the config's own answers (each input alone, on its first load) are what its answers under
+        load are compared with; how many golden outputs they differ from is kept."""
+        self.own[candidate] = self.checker.answers_alone()
+        self.new_bits[candidate.label] = sum(
+            1 for mine, golden in zip(self.own[candidate], self.reference, strict=True)
+            for name, expected in golden.items() if mine[name].tobytes() != expected.tobytes())
 
     def confirm(self, candidate: Candidate) -> list[Decision]:
         """Candidate and Triton's default in paired rounds at every load, interleaved A B, B A, ...; each load's
@@ -308,7 +285,9 @@ class TuneSession:
         # at least 0.5 s (1 s with the H200 benchmark's 0.5 s windows).
         warmup_s = max(0.5, 2 * self.spec.window_s) if self.fresh else None
         self.fresh = False
-        result = _measure(self.generator, load, self.spec, warmup_s=warmup_s)
+        if self.invariant:
+            self.generator.expect(self.own[candidate])
+        result = _measure(self.generator, load, self.spec, warmup_s=warmup_s, model=self.slot(candidate))
         self.done += 1
         tally = self.answers.setdefault(candidate.label, {"compared": 0, "differing": 0})
         if self.reference is not None:
@@ -385,19 +364,10 @@ class TuneSession:
         return report
 
 
-def _grpc_of(http_url: str) -> str:
-    """--server is Triton's HTTP URL; its gRPC endpoint is the same host on 8001 unless --grpc or
-    TRITONBUILD_GRPC_URL says otherwise."""
-    env = os.environ.get("TRITONBUILD_GRPC_URL")
-    if env:
-        return env
-    host = http_url.split("://", 1)[-1].rsplit(":", 1)[0]
-    return f"{host}:8001"
-
-
-def _measure(lg: LoadGenerator, load: str, spec: Tune, warmup_s: float | None = None) -> Result:
+def _measure(lg: LoadGenerator, load: str, spec: Tune, warmup_s: float | None = None,
+             model: str | None = None) -> Result:
     kw = {"window_s": spec.window_s, "stable_windows": spec.stable_windows, "stability": spec.stability,
-          "max_windows": spec.max_windows, "warmup_s": warmup_s}
+          "max_windows": spec.max_windows, "warmup_s": warmup_s, "model": model}
     if load.startswith("c"):
         return lg.measure(concurrency=int(load[1:]), **kw)
     return lg.measure(rate=float(load[1:]), **kw)

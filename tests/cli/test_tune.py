@@ -118,8 +118,12 @@ def test_tune_picks_batching_writes_patch_and_the_rebuild_carries_it(cli, invari
     assert report["winner"]["batching"] and report["winner"]["max_batch_size"] == 8
     # default + batching at 2 loads, and the default again at both (the baseline is the better of the two)
     assert report["grid_measurements"] == 4 and report["measurements_made"] == 6
-    # then the finalist and the default in 3 paired rounds at both loads, the rule decided on the interval
+    # then the finalist and the default in 3 paired rounds at both loads, the rule decided on the interval; the
+    # default stays loaded as a second copy of the model: loaded once, never reloaded between the rounds
     assert report["paired_measurements"] == 12
+    assert report["default_served_as"] == "slow__tune_default"
+    log = (tmp_path / "rep" / "tritonserver.log").read_text()
+    assert log.count("successfully loaded 'slow__tune_default'") == 1, log[-3000:]
     assert report["high_load_ratio"] > 2.0, report["comparison"]  # 8 clients share one 20 ms execute
     assert report["comparison"]["c8"]["low"] > 2.0 and report["comparison"]["c8"]["decided_by"] == "paired interval"
     assert report["comparison"]["c1"]["low"] >= 0.7 and report["comparison"]["c1"]["outcome"] == "passed"
@@ -206,7 +210,7 @@ def test_tune_against_a_running_server_and_open_loop_rates(cli, invariant, monke
         with urllib.request.urlopen(f"http://{server.http_url}/v2/models/slow/config") as resp:
             served = json.loads(resp.read())
     report = json.loads((tmp_path / "rep-server" / "tune-report.json").read_text())
-    assert report["loads"] == ["r30", "c1", "c8"]
+    assert report["loads"] == ["r30", "c1", "c8"] and report["default_served_as"] == "slow"  # reloaded each time
     rate = next(m for m in report["measurements"] if m["load"] == "r30" and m["candidate"] == "default")
     assert rate["offered_rate"] == 30 and 20 <= rate["throughput"] <= 40  # a 20 ms model keeps up with 30/s
     assert report["winner"]["batching"]

@@ -1,0 +1,57 @@
+"""What tune works on: the built model and its recipe, the loads of the range, the server's gRPC endpoint."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tritonbuild.backends import REGISTRY
+from tritonbuild.errors import UsageError, VerifyError
+from tritonbuild.recipe.models import Tune
+from tritonbuild.repository.manifest import read_repository
+
+
+def loads_of(tune_spec: Tune) -> list[str]:
+    return ([f"r{rate:g}" for rate in sorted(tune_spec.request_rates)]
+            + [f"c{clients}" for clients in sorted(set(tune_spec.concurrency))])
+
+
+def model_and_recipe(root: Path, model: str, recipe_path: Path | None):
+    from tritonbuild.recipe import load_recipes
+
+    manifest = read_repository(root, VerifyError)
+    versions = [manifest_model for manifest_model in manifest.models if manifest_model.name == model]
+    if not versions:
+        names = sorted({manifest_model.name for manifest_model in manifest.models})
+        raise UsageError(f"{root} has no model {model!r}", hint=f"one of: {names}")
+    manifest_model = max(versions, key=lambda version: version.version)
+    owner = REGISTRY.for_manifest(manifest_model.backend)  # a pipeline (ensemble, BLS) serves the models it calls
+    if (owner is not None and owner.needs_built_models) or manifest_model.llm or manifest_model.depends_on:
+        raise UsageError(f"{model!r} is a {manifest_model.backend} pipeline/LLM model: tune serves one model's own "
+                         "config",
+                         hint="tune the models it calls")
+    rpath = Path(recipe_path or manifest_model.recipe_path)
+    if not rpath.is_file():
+        raise UsageError(f"the recipe of {model!r} is not at {rpath}", hint="run from where you built it, or pass "
+                         "--recipe PATH")
+    loaded = next((loaded_recipe for loaded_recipe in load_recipes([rpath], REGISTRY.recipe_kinds())
+                   if getattr(loaded_recipe.recipe, "name", None) == model), None)
+    if loaded is None:
+        raise UsageError(f"{rpath} does not define model {model!r}", hint="pass --recipe PATH of that model")
+    return manifest_model, loaded, rpath
+
+
+def recipe_for(root: Path, model: str, recipe_path: Path | None = None) -> tuple[Path, Tune]:
+    """The recipe file of a built model and its tune section (defaults when absent)."""
+    _m, loaded, rpath = model_and_recipe(Path(root), model, recipe_path)
+    return rpath, getattr(loaded.recipe, "tune", None) or Tune()
+
+
+def grpc_of(http_url: str) -> str:
+    """--server is Triton's HTTP URL; its gRPC endpoint is the same host on 8001 unless --grpc or
+    TRITONBUILD_GRPC_URL says otherwise."""
+    env = os.environ.get("TRITONBUILD_GRPC_URL")
+    if env:
+        return env
+    host = http_url.split("://", 1)[-1].rsplit(":", 1)[0]
+    return f"{host}:8001"
