@@ -363,3 +363,24 @@ def status(url: str, metrics_url: str | None = None) -> dict:
     from tritonbuild.server.status import server_status
 
     return server_status(url, metrics_url)
+
+
+def adopt(root: Path, out: Path, *, record: bool = True, progress: Progress | None = None) -> dict:
+    """An existing repository → recipes in out (repository/adopt.py); record: build them in a scratch OUT and
+    record goldens from the models (verify --record), so the next build verifies bit for bit."""
+    import tempfile
+
+    from tritonbuild.repository.adopt import adopt as _adopt
+
+    out.mkdir(parents=True, exist_ok=True)
+    adopted = _adopt(Path(root), out)
+    _load([a.recipe for a in adopted])  # the recipe rules, now: a refusal names the file and key
+    result = {"recipes": [{"name": a.name, "version": a.version, "recipe": str(a.recipe)} for a in adopted],
+              "goldens": None}
+    if record:
+        with tempfile.TemporaryDirectory(prefix="tritonbuild-adopt-") as tmp:
+            _, _ = build_repository([a.recipe for a in adopted], Path(tmp) / "out", progress=progress)
+            report = verify_repository(Path(tmp) / "out", record=True, progress=progress)
+        result["goldens"] = {model_report.name: model_report.passed for model_report in report.models}
+        result["passed"] = report.passed
+    return result

@@ -1,4 +1,4 @@
-"""validate, plan, build, schema."""
+"""validate, plan, build, schema, adopt."""
 
 from __future__ import annotations
 
@@ -155,3 +155,31 @@ def schema_command() -> None:
     from tritonbuild import api
 
     sys.stdout.buffer.write(api.recipe_schema())
+
+
+@main.command("adopt")
+@click.argument("repository", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("-o", "--out", "out", type=click.Path(path_type=Path), required=True,
+              help="Where the recipes go (one YAML per model, its files beside it, goldens/ after recording).")
+@click.option("--no-record", is_flag=True, help="Write the recipes only (record goldens later: build, then "
+              "'verify OUT --record').")
+@json_option
+def adopt_command(repository: Path, out: Path, no_record: bool, as_json: bool) -> None:
+    """Turn an existing (hand-written) REPOSITORY into recipes that build the same configs, and record goldens
+    from its models, so it can be built, verified, published and rolled back like a built one."""
+    from tritonbuild import api
+    from tritonbuild.errors import VerifyError
+
+    with _progress(not as_json) as progress:
+        result = api.adopt(repository, out, record=not no_record, progress=progress)
+    if as_json:
+        _json(result)
+    else:
+        for item in result["recipes"]:
+            recorded = (result["goldens"] or {}).get(item["name"])
+            tail = "" if result["goldens"] is None else f"; goldens {'recorded' if recorded else 'NOT recorded'}"
+            app().out.print(f"{item['name']} v{item['version']}: {item['recipe']}{tail}")
+        app().out.print(f"next: tritonbuild build {out} -o OUT && tritonbuild verify OUT")
+    if result["goldens"] is not None and not result.get("passed"):
+        raise VerifyError("goldens were not recorded for every model (see the rows above)",
+                          hint=f"tritonbuild build {out} -o OUT && tritonbuild verify OUT --record shows why")

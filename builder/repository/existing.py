@@ -26,7 +26,7 @@ def file_entries(root: Path) -> dict[str, FileEntry]:
             for rel in tree_files(root) if rel.as_posix() not in NOT_IN_MANIFEST}
 
 
-def _tensors(mc, field: str) -> list[TensorSpec]:
+def config_tensors(mc, field: str) -> list[TensorSpec]:
     """The config's tensors as TensorSpecs; one our recipe types cannot express (a dtype such as TYPE_FP8) is left
     out: the manifest describes, Triton's config.pbtxt stays what is served."""
     out = []
@@ -63,7 +63,7 @@ def existing_models(root: Path, files: dict[str, FileEntry], error: type[TritonB
             out.append(ManifestModel(
                 name=name, version=version, backend=owner.name if owner else (mc.backend or mc.platform or "?"),
                 target="gpu" if "KIND_GPU" in kinds else "cpu", recipe_path="", recipe_sha256="",
-                model_identity=identity, inputs=_tensors(mc, "input"), outputs=_tensors(mc, "output"),
+                model_identity=identity, inputs=config_tensors(mc, "input"), outputs=config_tensors(mc, "output"),
                 max_batch_size=mc.max_batch_size, verify=Verify(), steps={},
                 depends_on=sorted({step.model_name for step in mc.ensemble_scheduling.step})))
     return out

@@ -133,3 +133,34 @@ def write_vllm_model(root: Path, **config) -> Path:
     (d / "config.pbtxt").write_bytes(_config("vllm_model", {**f["config"], **config}))
     (d / "1" / "model.json").write_text(json.dumps(f["model_json"]))
     return d
+
+
+ADD_SUB_MODEL = '''import json
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.dtypes = [pb_utils.triton_string_to_numpy(pb_utils.get_output_config_by_name(config, name)["data_type"])
+                       for name in ("OUTPUT0", "OUTPUT1")]
+
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            b = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", (a + b).astype(self.dtypes[0])),
+                                                   pb_utils.Tensor("OUTPUT1", (a - b).astype(self.dtypes[1]))]))
+        return out
+'''
+
+
+def write_add_sub(root: Path) -> Path:
+    """python_backend's add_sub: the recorded config, and a model.py of ours doing what upstream's does."""
+    d = root / "add_sub"
+    (d / "1").mkdir(parents=True)
+    (d / "config.pbtxt").write_bytes(_config("add_sub", fact("add_sub")["config"]))
+    (d / "1" / "model.py").write_text(ADD_SUB_MODEL)
+    return d
