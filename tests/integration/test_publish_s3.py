@@ -281,3 +281,13 @@ def test_serve_a_published_target_and_notify_an_explicit_server(doubler_repo, bu
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_serve_an_s3_prefix_holding_a_built_repository_names_it(doubler_repo, bucket, s3fs_client):
+    """OUT copied to S3 as it is ('aws s3 sync OUT s3://...'): serve failed with a pydantic error count."""
+    out = doubler_repo(1, verify=False)
+    s3fs_client.put(str(out), f"{bucket}/synced", recursive=True)
+    r = _tb("serve", f"s3://{bucket}/synced", "--http-port", "0", check=False, timeout=120)
+    assert r.returncode == 7, r.stderr
+    assert "is a build manifest" in r.stderr and "validation error" not in r.stderr and "Traceback" not in r.stderr
+    assert "tritonbuild publish OUT URL" in r.stderr
