@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -107,9 +108,19 @@ def core_checks(root: Path, names: list[str], say: Progress, as_is: frozenset[st
             how += ", no config.pbtxt: what its backend autocompletes from the model file is not seen here"
         accepted = (f"{which} loaded the model itself (its initialize() ran)" if name in as_is else
                     f"{which}: Triton's core accepted the config (stand-in: {how})")
+        missing = _MISSING_MODULE.search(cause or "") if name in as_is else None
+        if missing:  # this environment's packages are not the serving machine's: not a refusal of the model
+            rows.append(StaticCheck(model=name, check="triton-core", ok=True, detail=(
+                f"not loaded here: its Python code imports {missing.group(1)!r}, which this environment lacks "
+                f"(Triton's core accepted the config before the Python backend imported it); verify on a server "
+                f"that has it: --tritonserver PATH or --server URL")))
+            continue
         rows.append(StaticCheck(model=name, check="triton-core", ok=cause is None,
                                 detail=f"tritonserver refused it: {cause}" if cause else accepted))
     return rows
+
+
+_MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
 
 
 def runs_as_written(model_dir: Path, have_gpu: bool) -> bool:

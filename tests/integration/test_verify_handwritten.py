@@ -72,6 +72,22 @@ def test_upstream_structures_verify_as_triton_would(tmp_path):
     assert rows["vllm_model"]["vllm"]["ok"]
 
 
+def test_a_python_model_needing_a_package_this_environment_lacks_is_not_refused(tmp_path):
+    """The serving machine's Python may have what this one lacks: a ModuleNotFoundError is 'not loaded here',
+    not a refusal of the model (an ImportError of another kind, or any other error, still is)."""
+    repo = tmp_path / "models"
+    repo.mkdir()
+    for name, line in (("needs_pkg", "import tritonbuild_no_such_package"), ("raises", "raise ImportError('x')")):
+        d = repo / name
+        (d / "1").mkdir(parents=True)
+        (d / "config.pbtxt").write_text('backend: "python"\nmax_batch_size: 0\n')
+        (d / "1" / "model.py").write_text(line + "\n" + RAISES)
+    code, rows = _verify(repo)
+    row = rows["needs_pkg"]["triton-core"]
+    assert row["ok"] and "imports 'tritonbuild_no_such_package', which this environment lacks" in row["detail"]
+    assert code == 6 and not rows["raises"]["triton-core"]["ok"]
+
+
 def test_a_missing_label_file_is_refused_in_tritons_words(tmp_path):
     repo = tmp_path / "models"
     repo.mkdir()
