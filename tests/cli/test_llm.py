@@ -181,8 +181,11 @@ def test_vllm_target(cli, tmp_path, in_root):
 def test_llmapi_pytorch_target(cli, llm_dir, tmp_path):
     _edit(llm_dir / "llm.yaml", "quantization: int4_weight_only", "quantization: fp8\nruntime: pytorch")
     out = tmp_path / "OUT"
-    r = cli("build", llm_dir / "llm.yaml", "-o", out)
-    assert r.exit_code == 3 and "has no hf_quant_config.json" in r.stderr and not out.exists()
+    r = cli("build", llm_dir / "llm.yaml", "-o", out, "--json")  # not quantized yet: ModelOpt would, on a GPU
+    assert r.exit_code == 0
+    (m,) = json.loads(r.stdout)["models"]
+    assert [(s["kind"], s["status"]) for s in m["steps"]] == [("trtllm.quantize", "skipped")]
+    assert not (out / "tiny-llama").exists()
     (llm_dir / "tiny-llama" / "hf_quant_config.json").write_text(
         '{"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8"}}')
     r = cli("build", llm_dir / "llm.yaml", "-o", out)
@@ -349,3 +352,24 @@ def test_plan_says_which_route_and_why_and_an_unquantized_recipe_takes_the_llm_a
     out = tmp_path / "OUT"
     assert cli("build", llm_dir / "llm.yaml", "-o", out).exit_code == 0
     assert (out / "tiny-llama" / "1" / "model.yaml").is_file() and not (out / "tiny-llama_tensorrt_llm").exists()
+
+
+@pytest.mark.parametrize("quantization_config, recipe, code, words", [
+    ({"quant_method": "awq", "bits": 4, "group_size": 128}, "int4_awq", 0, None),
+    ({"quant_method": "awq", "bits": 4}, "fp8", 3, "already quantized (config.json quantization_config "
+                                                   "quant_method awq, 4 bits), the recipe says fp8"),
+    ({"quant_method": "gptq", "bits": 4}, "int4_awq", 3, "quant_method gptq, 4 bits"),
+    ({"quant_method": "awq", "bits": 4}, "none", 3, "set quantization: int4_awq"),
+])
+def test_a_quantized_checkpoint_is_detected_on_the_llm_api_route(cli, llm_dir, quantization_config, recipe, code,
+                                                                 words):
+    config = json.loads((llm_dir / "tiny-llama" / "config.json").read_text())
+    _checkpoint_with(llm_dir, {**config, "quantization_config": quantization_config})
+    _edit(llm_dir / "llm.yaml", "quantization: int4_weight_only", f"quantization: {recipe}\nruntime: pytorch")
+    r = cli("plan", llm_dir / "llm.yaml", *([] if code else ["--json"]))
+    assert r.exit_code == code, r.stderr
+    if code:
+        assert words in r.stderr and "llm.yaml:" in r.stderr
+    else:  # loaded as it is, no ModelOpt step
+        (m,) = json.loads(r.stdout)["models"]
+        assert [s["kind"] for s in m["steps"]] == ["trtllm.checkpoint"]

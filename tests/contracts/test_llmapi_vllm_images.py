@@ -214,7 +214,8 @@ def test_a_2607_recipe_validates_and_a_newer_tag_is_a_recipe_error(cli, tmp_path
     ({"quantization": "none", "image": {"trtllm_version": "0.16.0",
                                         "triton_image": "nvcr.io/nvidia/tritonserver:24.12-trtllm-python-py3"}},
      "engine", "predates the LLM-API PyTorch backend"),
-    ({"quantization": "int4_awq"}, "engine", "the engine route quantizes with ModelOpt's quantize.py"),
+    ({"quantization": "int4_awq"}, "pytorch", "W4A16 AWQ from a checkpoint already quantized, or quantized by "
+                                              "ModelOpt's quantize.py --export_format hf"),
     ({"quantization": "none", "kv_cache": {"dtype": "int8"}}, "engine", "int8 KV cache"),
     ({"quantization": "none", "runtime": "engine"}, "engine", "runtime: engine is set in the recipe"),
 ])

@@ -159,8 +159,9 @@ def test_calibration_dataset_is_part_of_the_engine_step(cli, tmp_path, in_root):
 @pytest.mark.parametrize("quant", ["int4_weight_only", "fp8"])
 def test_parallel_embedding_reaches_only_scripts_that_take_it(model_type, quant, monkeypatch):
     monkeypatch.setenv("TRITONBUILD_TRTLLM_EXAMPLES", "/x/examples")
-    r = LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"}, quantization=quant,
-                  engine={"tp_size": 2, "use_parallel_embedding": True}, serving={"gpu_device_ids": [0, 1]})
+    r = LLMRecipe(name="m", version=1, backend="tensorrtllm", runtime="engine", checkpoint={"path": "c"},
+                  quantization=quant, engine={"tp_size": 2, "use_parallel_embedding": True},
+                  serving={"gpu_device_ids": [0, 1]})
     script = "quantize" if quant == "fp8" else script_for(model_type)[0]
     takes = "--use_parallel_embedding" in SCRIPTS[script]["flags"]
     problems = cmd.family_problems(r, model_type)
@@ -195,3 +196,14 @@ def test_mixtral_converts_with_the_llama_converter_as_upstream_documents(monkeyp
     argv = cmd.convert_argv(r, "mixtral", "/ckpt", "/out")
     assert argv[1] == "/x/" + SCRIPTS["llama"]["source"]["path"]
     _check_flags(argv[2:], SCRIPTS["llama"], "mixtral")
+
+
+@pytest.mark.parametrize("quant, kv", [("int4_awq", "auto"), ("int4_awq", "fp8"), ("fp8", "fp8"), ("fp8", "auto")])
+def test_the_llmapi_routes_modelopt_export_is_accepted_by_quantize_py(quant, kv, monkeypatch):
+    monkeypatch.setenv("TRITONBUILD_TRTLLM_EXAMPLES", "/x/examples")
+    params = {"quantization": quant, "dtype": "auto", "kv": {"dtype": kv}, "calibration": {"size": 8}}
+    argv = cmd.quantize_hf_argv(params, "/ckpt", "/out", "python3", "/data")
+    assert argv[1] == "/x/" + SCRIPTS["quantize"]["source"]["path"]
+    seen = _check_flags(argv[2:], SCRIPTS["quantize"], quant)
+    assert seen["--export_format"] == "hf" and seen["--qformat"] == quant and seen["--calib_dataset"] == "/data"
+    assert seen.get("--kv_cache_dtype") == (None if kv == "auto" else kv)

@@ -63,3 +63,16 @@ def test_int4_engine_builds_and_generates(cli, tmp_path, build_path):
         assert len(result.outputs[0].token_ids) >= 1  # random weights: any tokens, but generated on the GPU
     finally:
         llm.shutdown()
+
+
+def test_llmapi_route_quantizes_w4a16_awq_with_modelopt(cli, tmp_path):
+    """runtime auto + int4_awq: the LLM-API route; ModelOpt's quantize.py exports a W4A16-AWQ Hugging Face
+    checkpoint (hf_quant_config.json) that the generated model.yaml points at."""
+    _checkpoint(tmp_path / "tiny-llama")
+    text = (EXAMPLES / "tiny-llama-int4.yaml").read_text().replace("quantization: int4_weight_only",
+                                                                   "quantization: int4_awq")
+    (tmp_path / "r.yaml").write_text(text)
+    r = cli("build", tmp_path / "r.yaml", "-o", tmp_path / "OUT", "--strict")
+    assert r.exit_code == 0, r.stderr
+    quant = json.loads((tmp_path / "OUT" / "tiny-llama" / "1" / "checkpoint" / "hf_quant_config.json").read_text())
+    assert quant["quantization"]["quant_algo"] == "W4A16_AWQ"

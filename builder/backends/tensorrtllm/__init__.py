@@ -154,6 +154,40 @@ def _check_model(loaded: LoadedRecipe, arch: Architecture, config: dict) -> None
                           f"{GPU_SM[r.gpu]}) lacks", where=loaded.where(("dtype",)), hint="set dtype: float16")
 
 
+def _add_calibration(loaded: LoadedRecipe, ctx: PlanContext, params: dict, inputs: dict[str, str]) -> None:
+    """The recipe's local calibration dataset, hashed into a quantizing step's params and inputs."""
+    r: LLMRecipe = loaded.recipe
+    if r.calibration is None:
+        return
+    data = _path(loaded, r.calibration.dataset, ("calibration", "dataset"))
+    root = data if data.is_dir() else data.parent
+    calib = {rel.as_posix(): ctx.digest(root / rel) for rel in (tree_files(data) if data.is_dir()
+                                                                   else [Path(data.name)])}
+    params["calibration"] = {"files": calib, "size": r.calibration.size, "is_dir": data.is_dir()}
+    inputs.update({str(root / k): v for k, v in calib.items()})
+
+
+def _llmapi_steps(loaded: LoadedRecipe, ctx: PlanContext, ckpt: Path, config: dict, files: dict[str, str]) -> list:
+    """runtime: pytorch: the checkpoint as it is, or quantized by ModelOpt into a Hugging Face checkpoint first
+    (int4_awq = W4A16 AWQ, fp8). A checkpoint already quantized is detected from its own files."""
+    from tritonbuild.backends.tensorrtllm.llmapi import detect_quantization
+
+    r: LLMRecipe = loaded.recipe
+    inputs = {str(ckpt / k): v for k, v in files.items()}
+    found, read = detect_quantization(ckpt, config)
+    if read and found != r.quantization:
+        raise RecipeError(f"quantization: {ckpt} is already quantized ({read}), the recipe says {r.quantization}",
+                          where=loaded.where(("quantization",)),
+                          hint=f"set quantization: {found}" if found else "use a checkpoint of a quantization "
+                               "tritonbuild offers (ModelOpt W4A16_AWQ or FP8, or AWQ 4-bit), or an unquantized one")
+    if read or r.quantization == "none":
+        return [("trtllm.checkpoint", {"files": sorted(files)}, inputs)]
+    params = {"quantization": r.quantization, "dtype": r.dtype, "kv": {"dtype": r.kv_cache.dtype},
+              "files": sorted(files), "trtllm_version": r.image.trtllm_version}
+    _add_calibration(loaded, ctx, params, inputs)
+    return [("trtllm.quantize", params, inputs)]
+
+
 def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
     r: LLMRecipe = loaded.recipe
     ckpt, config, files = read_checkpoint(loaded, ctx)
@@ -161,15 +195,7 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     arch = Architecture.from_hf_config(config)
     _check_model(loaded, arch, config)
     if r.runtime == "pytorch":
-        prequantized = (ckpt / "hf_quant_config.json").is_file() or "quantization_config" in config
-        if r.quantization != "none" and not prequantized:
-            raise RecipeError(f"quantization: runtime: pytorch loads {r.quantization} weights only from a checkpoint "
-                              f"ModelOpt already quantized; {ckpt} has no hf_quant_config.json (TorchLlmArgs takes "
-                              "no quant_config)", where=loaded.where(("quantization",)),
-                              hint="quantize with ModelOpt (examples/quantization/quantize.py --export_format hf) "
-                                   "and point checkpoint.path at its output, or use quantization: none, or "
-                                   "runtime: engine")
-        return [("trtllm.checkpoint", {"files": sorted(files)}, {str(ckpt / k): v for k, v in files.items()})]
+        return _llmapi_steps(loaded, ctx, ckpt, config, files)
     plan = memory_plan(r, arch)
     if not plan.fits:
         raise PlanError(f"the weights alone do not fit: {plan.notes[0]}", where=loaded.where(("gpu",)),
@@ -186,13 +212,7 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
                             "dtype": r.kv_cache.dtype},
                      "trtllm_version": r.image.trtllm_version}
     inputs = {str(ckpt / k): v for k, v in files.items()}
-    if r.calibration is not None:
-        data = _path(loaded, r.calibration.dataset, ("calibration", "dataset"))
-        root = data if data.is_dir() else data.parent
-        calib = {rel.as_posix(): ctx.digest(root / rel) for rel in (tree_files(data) if data.is_dir()
-                                                                       else [Path(data.name)])}
-        engine_params["calibration"] = {"files": calib, "size": r.calibration.size, "is_dir": data.is_dir()}
-        inputs.update({str(root / k): v for k, v in calib.items()})
+    _add_calibration(loaded, ctx, engine_params, inputs)
     return [("trtllm.engine", engine_params, inputs),
             ("trtllm.tokenizer", {"files": sorted(tok_files)}, {str(tok / k): v for k, v in tok_files.items()})]
 
@@ -233,10 +253,17 @@ def run_step(ctx: StepContext) -> None:
             shutil.copyfile(src, tok / Path(src).name)
         return
     if importlib.util.find_spec("tensorrt_llm") is None or not _gpu_present():
+        if kind == "trtllm.quantize":
+            raise StepSkipped("TensorRT-LLM (ModelOpt's quantize.py) and a GPU are not available here; build on a "
+                              "GPU runner in the NGC TensorRT-LLM image, or quantize there and point "
+                              "checkpoint.path at the quantized checkpoint")
         raise StepSkipped("TensorRT-LLM and a GPU are not available here; build on a GPU runner in the NGC "
                           "TensorRT-LLM image, or pass --engine DIR (a prebuilt engine) to assemble around it")
     inputs, calib_dataset = _split_calibration(params, inputs)
     ckpt = str(checkpoint_root(inputs))
+    if kind == "trtllm.quantize":
+        _quantize_hf(ctx, ckpt, calib_dataset)
+        return
     engine_dir = out / "engine"
     recipe = engine_view(params)
     timeout = ctx.timeout_s or DEFAULT_TIMEOUT_S
@@ -256,6 +283,19 @@ def run_step(ctx: StepContext) -> None:
     if not (engine_dir / "config.json").is_file():  # the engine is checked against the whole recipe at emit
         raise BuildError(f"the engine build wrote no {engine_dir / 'config.json'}",
                          hint=f"see the logs in {log_dir}")
+
+
+def _quantize_hf(ctx: StepContext, ckpt: str, calib_dataset: str | None) -> None:
+    """ModelOpt's quantize.py --export_format hf into out/checkpoint; the tokenizer files follow if it left them."""
+    out = ctx.out / "checkpoint"
+    ctx.log_dir.mkdir(parents=True, exist_ok=True)
+    _run(cmd.quantize_hf_argv(ctx.params, ckpt, str(out), sys.executable, calib_dataset), ctx.log_dir, "quantize",
+         ctx.timeout_s or DEFAULT_TIMEOUT_S)
+    for name in TOKENIZER_FILES:
+        if (Path(ckpt) / name).is_file() and not (out / name).exists():
+            shutil.copyfile(Path(ckpt) / name, out / name)
+    if not (out / "config.json").is_file():
+        raise BuildError(f"quantize.py wrote no {out / 'config.json'}", hint=f"see the logs in {ctx.log_dir}")
 
 
 def _run(argv: list[str], log_dir: Path, name: str, timeout: int) -> None:

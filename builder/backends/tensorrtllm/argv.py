@@ -142,3 +142,18 @@ def llmapi_spec(r: LLMRecipe, checkpoint: str, engine_dir: str) -> dict:
             "quant_algo": QUANT_ALGO[r.quantization],
             "kv_cache_quant_algo": {"fp8": "FP8", "int8": "INT8"}.get(kv.dtype),
             "tensor_parallel_size": e.tp_size, "pipeline_parallel_size": e.pp_size}
+
+
+def quantize_hf_argv(params: dict, checkpoint: str, out: str, python: str = "python3",
+                     calib_dataset: str | None = None) -> list[str]:
+    """ModelOpt's quantize.py exporting a Hugging Face checkpoint the LLM API loads (runtime: pytorch); params
+    are a trtllm.quantize step's. Parallelism is the LLM API's business, not the export's."""
+    argv = [python, f"{examples_dir()}/quantization/quantize.py", "--model_dir", checkpoint,
+            "--dtype", params["dtype"], "--output_dir", out, "--qformat", params["quantization"]]
+    if params["quantization"] == "int4_awq":
+        argv += ["--awq_block_size", "128"]
+    argv += ["--calib_size", str((params.get("calibration") or {}).get("size", 32))]
+    argv += ["--calib_dataset", calib_dataset] if calib_dataset else []
+    if params["kv"]["dtype"] != "auto":
+        argv += ["--kv_cache_dtype", params["kv"]["dtype"]]
+    return [*argv, "--export_format", "hf"]

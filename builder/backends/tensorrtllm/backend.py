@@ -22,6 +22,7 @@ class TensorRTLLMBackend(Backend):
     name = NAME
     recipe_type = LLMRecipe
     step_toolchain = {"trtllm.engine": ("tritonbuild", "tensorrt_llm", "tensorrt", *GPU_KEYS),
+                      "trtllm.quantize": ("tritonbuild", "tensorrt_llm", *GPU_KEYS),
                       "trtllm.tokenizer": ("tritonbuild",), "trtllm.checkpoint": ("tritonbuild",)}
     engine_steps = ("trtllm.engine",)
     triton_backend = "tensorrtllm"
@@ -38,7 +39,7 @@ class TensorRTLLMBackend(Backend):
     check_recipe = staticmethod(check_recipe)
 
     def step_timeout(self, recipe, kind: str) -> int | None:
-        return recipe.engine.timeout_s if kind == "trtllm.engine" else None
+        return recipe.engine.timeout_s if kind in ("trtllm.engine", "trtllm.quantize") else None
 
     def emit(self, built_model, root: Path, store, manifest_model, built: dict) -> list:
         return emit(built_model, root, store, manifest_model)

@@ -25,10 +25,10 @@ def choose(runtime: str, quantization: str, kv_dtype: str, image) -> tuple[str, 
     if quantization == "int4_weight_only":
         return "engine", ("INT4 weight-only RTN (W4A16) is built on the engine route only; the LLM-API route takes "
                           "a checkpoint ModelOpt already quantized (runtime: pytorch, quantization: int4_awq)")
-    if quantization in ("int4_awq", "fp8"):
-        return "engine", (f"{quantization}: the engine route quantizes with ModelOpt's quantize.py; the LLM-API "
-                          "route takes a checkpoint already quantized (set runtime: pytorch for one)")
     if kv_dtype == "int8":
         return "engine", "an int8 KV cache exists on the engine route only"
+    how = {"int4_awq": "; W4A16 AWQ", "fp8": "; FP8"}.get(quantization, "")
+    if how:
+        how += " from a checkpoint already quantized, or quantized by ModelOpt's quantize.py --export_format hf"
     return "pytorch", (f"TensorRT-LLM {trtllm}'s default route: the LLM API on its PyTorch backend (no engine "
-                       "build; upstream deprecated the converters, trtllm-build and the C++ backend)")
+                       f"build; upstream deprecated the converters, trtllm-build and the C++ backend){how}")
