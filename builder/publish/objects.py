@@ -6,10 +6,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from pathlib import Path
 
-from tritonbuild.core.fsutil import atomic_writer, is_temporary, write_atomic
+from tritonbuild.core.fsutil import is_temporary
 from tritonbuild.core.progress import Reporter
 from tritonbuild.errors import PublishError
 from tritonbuild.publish.models import TARGET_MANIFEST, Action, TargetManifest
@@ -17,46 +16,13 @@ from tritonbuild.publish.target import Target, storage_error
 
 
 def write_bytes(target: Target, path: str, data: bytes) -> None:
-    """One object, all or nothing: os.replace locally; a single PUT on object stores."""
-    _retry(target, f"write {path}", lambda: _write_bytes_once(target, path, data))
-
-
-def _local_tmp_dir(target: Target) -> Path:
-    """Where a local target's temporaries live while written: the target root, as plain files. Triton reads
-    only the directories of a repository's root (each one a model), so a publish killed mid-write leaves
-    nothing inside a model or version directory; the next publish removes what is left (clean_temporaries)."""
-    root = Path(target.root)
-    root.mkdir(parents=True, exist_ok=True)
-    return root
-
-
-def _write_bytes_once(target: Target, path: str, data: bytes) -> None:
-    if target.is_local:
-        write_atomic(Path(path), data, _local_tmp_dir(target))
-    else:
-        target.fs.pipe_file(path, data)
+    """One object, all or nothing (os.replace locally; a single PUT on object stores: the target's driver)."""
+    _retry(target, f"write {path}", lambda: target.driver.write(target.fs, target.root, path, data))
 
 
 def upload(target: Target, local: Path, path: str, reporter: Reporter) -> None:
-    _retry(target, f"upload {path}", lambda: _upload_once(target, local, path, reporter))
-
-
-def _upload_once(target: Target, local: Path, path: str, reporter: Reporter) -> None:
-    if target.is_local:
-        with open(local, "rb") as src, atomic_writer(Path(path), _local_tmp_dir(target)) as dst:
-            # NOTE: copy_file_range copies inside the kernel (and reflinks where the filesystem can);
-            # 1 GiB steps: smaller ones measured 2x slower here; progress moves per GiB.
-            while n := os.copy_file_range(src.fileno(), dst.fileno(), 1 << 30):
-                reporter.advance(n)
-        return
-    from fsspec.callbacks import Callback
-
-    class _Bytes(Callback):
-        def relative_update(self, inc=1):
-            reporter.advance(inc)
-
-    # NOTE: s3fs switches to multipart uploads above its chunk size (50 MiB) by itself.
-    target.fs.put_file(str(local), path, callback=_Bytes())
+    _retry(target, f"upload {path}",
+           lambda: target.driver.upload(target.fs, target.root, local, path, reporter.advance))
 
 
 def _retry(target: Target, action: str, fn) -> None:
@@ -136,13 +102,7 @@ def read_text(target: Target, path: str) -> bytes | None:
 
 def remove_tree(target: Target, path: str) -> None:
     try:
-        if target.is_local:
-            if os.path.isdir(path):
-                shutil.rmtree(path)
-            elif os.path.exists(path):
-                os.unlink(path)
-        elif target.fs.exists(path):
-            target.fs.rm(path, recursive=True)
+        target.driver.remove(target.fs, path)
     except Exception as e:  # noqa: BLE001
         raise storage_error(target, f"remove {path}", e) from None
 
@@ -150,17 +110,7 @@ def remove_tree(target: Target, path: str) -> None:
 def check_reachable(target: Target) -> None:
     """Fail before changing anything when the bucket is missing, credentials are bad, or the endpoint is down."""
     try:
-        if target.is_local:
-            root = Path(target.root)
-            if root.exists() and not root.is_dir():
-                raise PublishError(f"{root} is a file, not a directory: a target is a directory of models",
-                                   where=target.url, hint="pick another path, or move that file away")
-            parent = root.parent
-            if not parent.is_dir():
-                raise PublishError(f"{parent} does not exist", where=target.url, hint="create it first")
-            return
-        bucket = target.root.split("/", 1)[0]
-        target.fs.ls(bucket, refresh=True)
+        target.driver.reach(target.fs, target.root, target.url)
     except PublishError:
         raise
     except Exception as e:  # noqa: BLE001
@@ -177,31 +127,23 @@ def subdirs(target, path: str) -> list[str]:
 
 
 def abort_multipart_uploads(target: Target) -> list[Action]:
-    """S3 multipart uploads left under the target's prefix by a killed publish (they are invisible to listings
-    and billed until aborted). Called with the publish lock held: no live publisher owns one."""
-    if not target.driver.multipart:
-        return []
-    bucket, prefix, _ = target.fs.split_path(target.root)
-    prefix = f"{prefix.rstrip('/')}/" if prefix else ""
-    actions = []
+    """Unfinished uploads a killed publish left under the target's prefix (S3 multipart uploads: invisible to
+    listings, billed until aborted), aborted by the target's driver. Called with the publish lock held: no
+    live publisher owns one."""
     try:
-        found = target.fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix)
-        for up in found.get("Uploads", []):
-            target.fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=up["Key"], UploadId=up["UploadId"])
-            rel = up["Key"][len(prefix):]
-            actions.append(Action(model=rel.split("/", 1)[0], version=None, action="abort", path=rel,
-                                  detail=f"multipart upload left by an interrupted publish (started "
-                                         f"{up.get('Initiated', '?')})"))
+        aborted = target.driver.abort_uploads(target.fs, target.root)
     except Exception as e:  # noqa: BLE001
         raise storage_error(target, "list or abort interrupted multipart uploads", e) from None
-    return actions
+    return [Action(model=rel.split("/", 1)[0], version=None, action="abort", path=rel,
+                   detail=f"multipart upload left by an interrupted publish (started {started})")
+            for rel, started in aborted]
 
 
 def clean_temporaries(target: Target) -> list[Action]:
     """Temporaries a killed publish left at a local target: at the root (where they are written), and inside
     model and version directories (where tritonbuild before this release wrote them). Called with the publish
     lock held: no live publisher is writing one."""
-    if not target.is_local or not os.path.isdir(target.root):
+    if not target.driver.local or not os.path.isdir(target.root):
         return []
     actions = []
     for dirpath, _dirs, names in os.walk(target.root):

@@ -131,3 +131,36 @@ def test_the_remote_cache_opens_a_plain_path_through_the_local_driver(tmp_path):
     cache = RemoteCache(str(tmp_path / "shared"), warnings.append)
     assert cache.exists("ab" * 32) is False and warnings == []
     assert cache._root == str(tmp_path / "shared")
+
+
+def test_the_local_driver_writes_whole_files_through_temporaries_in_the_root(tmp_path):
+    local, root = driver_for("file"), tmp_path / "target"
+    path = root / "model" / "1" / "model.onnx"
+    path.parent.mkdir(parents=True)
+    local.write(None, str(root), str(path), b"weights")
+    src = tmp_path / "big.bin"
+    src.write_bytes(b"x" * 4096)
+    moved = []
+    local.upload(None, str(root), src, str(root / "model" / "1" / "big.bin"), moved.append)
+    assert path.read_bytes() == b"weights" and sum(moved) == 4096
+    assert sorted(p.name for p in root.rglob("*") if p.is_file()) == ["big.bin", "model.onnx"]  # no temporary
+    local.remove(None, str(root / "model"))
+    assert not (root / "model").exists()
+
+
+def test_the_local_driver_refuses_a_root_it_cannot_be(tmp_path):
+    (tmp_path / "file").write_text("")
+    cases = [(tmp_path / "file", "is a file, not a directory"), (tmp_path / "no" / "repo", "does not exist")]
+    for root, words in cases:
+        with pytest.raises(PublishError) as info:
+            driver_for("file").reach(None, str(root), f"file://{root}")
+        assert words in info.value.message and info.value.exit_code == 7
+
+
+def test_only_s3_has_unfinished_uploads_to_abort():
+    class Untouchable:
+        def __getattr__(self, name):
+            raise AssertionError(f"{name} called")
+
+    for scheme in ("gs", "az", "file"):
+        assert driver_for(scheme).abort_uploads(Untouchable(), "bucket/prefix") == []
