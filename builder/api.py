@@ -384,3 +384,14 @@ def adopt(root: Path, out: Path, *, record: bool = True, progress: Progress | No
         result["goldens"] = {model_report.name: model_report.passed for model_report in report.models}
         result["passed"] = report.passed
     return result
+
+def export_perf_data(root: Path, model: str, out: Path, *, validation: bool = True) -> dict:
+    """MODEL's goldens as perf_analyzer --input-data JSON at OUT (verify/interop.py)."""
+    from tritonbuild.verify.interop import write_perf_data
+    return write_perf_data(root, model, out, validation=validation)
+
+
+def export_model_analyzer(paths: list[Path], out: Path, **options) -> dict:
+    """The recipes' tune spaces as a Model Analyzer profile config at OUT (tune/analyzer.py)."""
+    from tritonbuild.tune.analyzer import write_profile_config
+    return write_profile_config([loaded.recipe for loaded in _load(paths)], out, **options)

@@ -25,6 +25,12 @@ if [ "$FAST" = 0 ] && command -v npm >/dev/null && [ ! -x .tritonbuild-node/node
   npm install --silent --no-audit --no-fund --prefix .tritonbuild-node azurite@3.37.0 \
     || echo "ci/test.sh: azurite did not install; the az:// emulator tests will skip" >&2
 fi
+# perf_analyzer (from tritonclient 2.51's wheel) for the test that runs `export perf-data` output through it;
+# that test skips without it. Not in the fast lane.
+if [ "$FAST" = 0 ] && [ -z "${TRITONBUILD_PERF_ANALYZER:-}" ]; then
+  TRITONBUILD_PERF_ANALYZER=$(ci/perf_analyzer.sh) && export TRITONBUILD_PERF_ANALYZER \
+    || echo "ci/test.sh: perf_analyzer did not install; its test will skip" >&2
+fi
 # NOTE: the embedded tritonserver's Python stub imports this venv's packages; keep the caller's
 # VIRTUAL_ENV (if any) from leaking into it.
 unset VIRTUAL_ENV
