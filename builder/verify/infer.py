@@ -49,11 +49,12 @@ def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None,
         samples, expected = [_arrays(inputs)], None
     elif data is None and root is not None and _has_goldens(root, model):
         samples, expected = _goldens(root, model)
-    elif data is not None or root is None or not (root / MANIFEST_NAME).exists():
-        samples, expected = [], None  # generated from the model's metadata once it is served
-        data = data or "random"
     else:
-        samples, expected = _goldens(root, model)  # raises: this model has no goldens
+        if root is not None and (root / MANIFEST_NAME).exists() and not any(
+                each.name == model for each in read_repository(root, VerifyError).models):
+            _goldens(root, model)  # raises: no such model (naming the ones there are)
+        samples, expected = [], None  # no goldens, no --input: generated from the served model's metadata
+        data = data or "random"
     if not local:
         return _send(target, model, samples, expected, data)
     from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError

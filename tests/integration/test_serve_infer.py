@@ -52,6 +52,18 @@ def test_infer_a_built_directory_serves_it_for_the_call(cli, py_recipe, tmp_path
     assert "golden: bit-exact" in r.stdout
     r = cli("infer", out, "nope")
     assert r.exit_code == 2 and "has no model 'nope'" in r.stderr
+    # a built model without goldens: one request of seeded random data, said so (it was an error)
+    other = tmp_path / "other"
+    other.mkdir()
+    for name in ("model.py", "doubler.yaml"):
+        (other / name).write_text((tmp_path / name).read_text())
+    assert cli("build", other / "doubler.yaml", "-o", other / "OUT").exit_code == 0
+    r = cli("infer", other / "OUT", "doubler", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["inputs"] == "random" and len(doc["samples"][0]["outputs"]["Y"]["data"][0]) == 3
+    r = cli("infer", other / "OUT", "doubler", "--data", "zeros", "--json")
+    assert json.loads(r.stdout)["samples"][0]["outputs"]["Y"]["data"] == [[1.0, 1.0, 1.0]]
 
 
 def test_serve_on_a_taken_port_fails_before_claiming_ready(cli, py_recipe, tmp_path):
