@@ -373,3 +373,20 @@ def test_a_quantized_checkpoint_is_detected_on_the_llm_api_route(cli, llm_dir, q
     else:  # loaded as it is, no ModelOpt step
         (m,) = json.loads(r.stdout)["models"]
         assert [s["kind"] for s in m["steps"]] == ["trtllm.checkpoint"]
+
+
+def test_a_checkpoint_modelopt_quantized_on_a_gpu_runner_is_assembled_with_engine(cli, llm_dir, tmp_path):
+    """The LLM-API route's quantize step is GPU-bound like an engine build: --matrix sends it to a GPU runner and
+    --engine NAME=DIR hands its output (the quantized Hugging Face checkpoint) back."""
+    _edit(llm_dir / "llm.yaml", "quantization: int4_weight_only", "quantization: int4_awq")
+    (entry,) = json.loads(cli("plan", llm_dir / "llm.yaml", "--matrix").stdout)["include"]
+    assert (entry["runner"], entry["steps"]) == ("gpu", ["trtllm.quantize"])
+    quantized = tmp_path / "quantized"
+    shutil.copytree(llm_dir / "tiny-llama", quantized)
+    (quantized / "hf_quant_config.json").write_text('{"quantization": {"quant_algo": "W4A16_AWQ"}}')
+    out = tmp_path / "OUT"
+    r = cli("build", llm_dir / "llm.yaml", "-o", out, "--engine", f"tiny-llama={quantized}")
+    assert r.exit_code == 0, r.stderr
+    vdir = out / "tiny-llama" / "1"
+    assert (vdir / "checkpoint" / "hf_quant_config.json").is_file() and (vdir / "model.yaml").is_file()
+    assert (out / "tiny-llama_openai" / "config.pbtxt").is_file()

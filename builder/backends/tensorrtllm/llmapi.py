@@ -121,7 +121,9 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
 
     r: LLMRecipe = built_model.plan.recipe
     vdir = root / r.name / str(r.version)
-    files = {k: e for k, e in built_model.files.items() if k.startswith("checkpoint/")}
+    # NOTE: a quantized checkpoint given with --engine NAME=DIR arrives under quantize/ (its step's name)
+    files = {"checkpoint/" + k.split("/", 1)[1]: e for k, e in built_model.files.items()
+             if k.startswith(("checkpoint/", "quantize/"))}
     if not files:  # the quantize step was skipped here
         return []
     for rel, entry in files.items():
