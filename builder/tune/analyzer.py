@@ -87,6 +87,19 @@ def profile_config(recipes: list[Recipe], model_repository: str, *,
             "profile_models": models}, notes
 
 
+def _tunable(recipes: list) -> tuple[list[Recipe], dict[str, list[str]]]:
+    """The single-model recipes (those with a serving space); pipelines and LLM groups are left out, as tune
+    leaves them, with a note, and refused when nothing else is given."""
+    tunable = [recipe for recipe in recipes if isinstance(recipe, Recipe)]
+    skipped = {recipe.name: [f"left out: its {recipe.backend} recipe has no serving space of its own (tune serves "
+                             "one model's config); profile the models it calls"]
+               for recipe in recipes if not isinstance(recipe, Recipe)}
+    if not tunable:
+        raise UsageError(f"{', '.join(sorted(skipped))}: a pipeline or LLM recipe has no serving space of its own "
+                         "to profile", hint="give the recipes of the models it calls")
+    return tunable, skipped
+
+
 def write_profile_config(recipes: list[Recipe], out: Path, *, model_repository: str,
                          input_data: dict[str, str] | str | None = None) -> dict:
     """profile_config written to OUT (atomically); input_data a bare path: the one recipe's."""
@@ -95,11 +108,13 @@ def write_profile_config(recipes: list[Recipe], out: Path, *, model_repository: 
             raise UsageError(f"--input-data {input_data} names no model, and {len(recipes)} recipes are given",
                              hint="write --input-data MODEL=FILE for each model")
         input_data = {recipes[0].name: input_data}
+    recipes, skipped = _tunable(recipes)
     unknown = sorted(set(input_data or {}) - {recipe.name for recipe in recipes})
     if unknown:
         raise UsageError(f"--input-data names {', '.join(unknown)}, which no recipe given defines",
                          hint=f"use MODEL=FILE with one of: {', '.join(r.name for r in recipes)}")
     document, notes = profile_config(recipes, model_repository, input_data=input_data)
+    notes.update(skipped)
     write_atomic(out, yaml.safe_dump(document, sort_keys=False).encode())
     return {"path": str(out), "models": sorted(document["profile_models"]), "notes": notes,
             "model_analyzer": f"model-analyzer profile -f {out}"}

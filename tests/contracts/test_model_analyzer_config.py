@@ -6,6 +6,7 @@ config loader."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 
 import pytest
@@ -121,8 +122,26 @@ def test_model_analyzers_own_loader_reads_the_export(tmp_path, cli):
     assert mcp["max_batch_size"] == [4, 8] and mcp["dynamic_batching"] == [{"max_queue_delay_microseconds": [0, 500]}]
     assert [group[0]["count"] for group in mcp["instance_group"]] == [[1], [2], [4]]
     assert spec.parameters()["concurrency"] == [1, 64]
+    every = tmp_path / "every.yaml"  # every example that has a serving space (GPU kinds, other backends)
+    assert cli("export", "model-analyzer", EXAMPLES, "-m", tmp_path, "-o", every).exit_code == 0
+    names = {spec.model_name() for spec in _model_analyzer_loads(every, sys.executable).profile_models}
+    assert names == set(yaml.safe_load(every.read_text())["profile_models"]) and len(names) >= 4
     # the same loader refuses a key that is not ModelConfig's (so the check above can fail)
     bad = tmp_path / "bad.yaml"
     bad.write_text(out.read_text().replace("max_queue_delay_microseconds", "max_queue_delay_us"))
     with pytest.raises((TritonModelAnalyzerException, SystemExit)):
         _model_analyzer_loads(bad, sys.executable)
+
+
+def test_pipelines_and_llm_groups_are_left_out_with_a_note_and_alone_refused(tmp_path, cli):
+    out = tmp_path / "ma.yaml"
+    r = cli("export", "model-analyzer", EXAMPLES / "risk-pipeline.yaml", "-m", tmp_path, "-o", out)
+    assert r.exit_code == UsageError.exit_code and "risk-pipeline" in r.stderr and "Traceback" not in r.stderr
+    assert not out.exists()
+    r = cli("export", "model-analyzer", EXAMPLES, "-m", tmp_path, "-o", out, "--json")
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.stdout)
+    assert {"risk-pipeline", "risk-pipeline-bls", "tiny-llama"}.isdisjoint(summary["models"])
+    assert {"feature-normalizer", "risk-scorer"} <= set(summary["models"])
+    assert "left out" in summary["notes"]["risk-pipeline"][0]
+    assert set(yaml.safe_load(out.read_text())["profile_models"]) == set(summary["models"])
