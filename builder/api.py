@@ -204,8 +204,9 @@ def _serve(repository: str | Path, *, endpoint_url: str | None = None, **server_
         return EmbeddedServer(root, **server_options), loadable, sorted(set(names) - set(loadable))
     manifest = read_repository(root, VerifyError)
     names = sorted({model.name for model in manifest.models})
+    extra = set(server_options.get("backends") or {})  # serve --backend: its models are loaded too
     loadable = sorted({model.name for model in manifest.models
-                       if runs_embedded(model.backend) and model.target == "cpu"})
+                       if (runs_embedded(model.backend) and model.target == "cpu") or model.backend in extra})
     return EmbeddedServer(root, **server_options), loadable, sorted(set(names) - set(loadable))
 
 

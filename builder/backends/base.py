@@ -87,6 +87,9 @@ class Backend(ABC):
     loads_dependencies: ClassVar[bool] = False
     # where an --engine DIR's files go in the version directory (None: '<step kind's suffix>/')
     prebuilt_prefix: ClassVar[str | None] = None
+    # how verify asks a live server: 'infer' (one response per request) or 'generate' (a decoupled model:
+    # Triton's generate / generate_stream endpoints; a streamed request compared as the client assembles it)
+    live_protocol: ClassVar[str] = "infer"
 
     @abstractmethod
     def plan_steps(self, loaded, ctx: PlanContext) -> list[StepSpec]:
@@ -163,6 +166,10 @@ class Backend(ABC):
     def in_process_runner(self, version_dir: Path, model):
         """A runner (infer, infer_concurrent, close) on the repository's own files, for route 'in-process'."""
         raise NotImplementedError(f"backend {self.name} has no in-process runner")
+
+    def golden_inputs(self, model) -> list[dict] | None:
+        """The requests verify records goldens for (None: seeded inputs generated from the model's tensors)."""
+        return None
 
     def runner_extra(self) -> str:
         """The pip extra whose absence makes the in-process runner fail to import."""

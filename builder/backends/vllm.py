@@ -11,12 +11,21 @@ from pydantic import Field, field_validator
 
 from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import copy_inputs
+from tritonbuild.backends.tensorrtllm.recipe import GPU_MEMORY_GIB, GPU_MEMORY_MIB
 from tritonbuild.core.hashing import pretty_json, sha256_json
 from tritonbuild.errors import PlanError, RecipeError
 from tritonbuild.recipe.load import LoadedRecipe
 from tritonbuild.recipe.models import SCHEMA_VERSION, Checkpoint, Named, Strict, TensorSpec, Verify
 
 NAME = "vllm"
+DEFAULT_FILENAME = "model.json"
+# What Worker.determine_available_memory takes beyond the weights before the KV cache: the profiling run's
+# activations and the CUDA/NCCL context growth (measured on the H200: docs/runs/2026-12-01-vllm-h200.json).
+VLLM_RUNTIME_RESERVE = int(1.5 * (1 << 30))
+GOLDEN_MAX_TOKENS = 16
+GOLDEN_PROMPTS = ["Triton serves models from", "The engine is built once and", "Paged KV cache blocks hold",
+                  "A golden inference is compared", "INT4 weight-only quantization keeps", "tritonbuild turns recipes",
+                  "Every sequence has", "The repository holds"]
 DEFAULT_FILENAME = "model.json"
 # Every tensor the vLLM backend declares (vllm_backend src/model.py, recorded in tests/contracts): written out, so
 # the manifest and verify know the whole interface and a server with --disable-auto-complete-config takes the
@@ -47,7 +56,15 @@ class VLLMRecipe(Named):
     engine_args: VLLMEngineArgs = Field(default_factory=lambda: VLLMEngineArgs())
     serving: VLLMServing = Field(default_factory=lambda: VLLMServing())
     image: VLLMImage = Field(default_factory=lambda: VLLMImage())
+    gpu: str = Field("H200", description=f"Target GPU for the memory plan: {', '.join(GPU_MEMORY_GIB)}.")
     verify: Verify = Field(default_factory=Verify)
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu(cls, v: str) -> str:
+        if v not in GPU_MEMORY_GIB:
+            raise ValueError(f"unknown GPU {v!r}; known: {', '.join(GPU_MEMORY_GIB)}")
+        return v
 
 
 class VLLMEngineArgs(Strict):
@@ -61,7 +78,12 @@ class VLLMEngineArgs(Strict):
     max_num_seqs: int | None = Field(None, ge=1)
     enforce_eager: bool = False
     enable_prefix_caching: bool | None = Field(None, description="None: vLLM's default (on).")
-    quantization: Literal["awq", "gptq", "fp8"] | None = None
+    block_size: Literal[8, 16, 32, 64, 128] = Field(16, description="Tokens per paged-KV block (vLLM's "
+                                                                     "CacheConfig.block_size; 16 is its CUDA default).")
+    quantization: Literal["awq", "gptq", "fp8", "compressed-tensors"] | None = Field(
+        None, description="vLLM's quantization method; must be the checkpoint's quantization_config.quant_method "
+                          "(compressed-tensors for a W4A16 pack-quantized INT4 checkpoint); None: vLLM reads it "
+                          "from config.json.")
     seed: int = 0
 
 
@@ -99,7 +121,94 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     if not (ckpt / "tokenizer.json").is_file() and not (ckpt / "tokenizer_config.json").is_file():
         raise PlanError(f"{ckpt} has no tokenizer files", where=loaded.where(("checkpoint", "path")),
                         hint="save the tokenizer into the checkpoint directory (vLLM loads it from there)")
+    _check_quantization(loaded, config)
     return [("vllm.package", {"layout": sorted(files)}, {str(ckpt / k): v for k, v in files.items()})]
+
+
+def _check_quantization(loaded: LoadedRecipe, config: dict) -> None:
+    """vLLM refuses a `quantization` other than the checkpoint's quant_method at load (ModelConfig.
+    _verify_quantization, recorded in tests/contracts): say so at plan time, naming both sides."""
+    wanted = loaded.recipe.engine_args.quantization
+    method = (config.get("quantization_config") or {}).get("quant_method")
+    if wanted is not None and method is not None and wanted != method:
+        raise PlanError(f"engine_args.quantization is {wanted!r} but the checkpoint's config.json says "
+                        f"quant_method {method!r}: vLLM refuses the load", hint=f"set quantization: {method} (or "
+                        "leave it out: vLLM reads it from config.json)",
+                        where=loaded.where(("engine_args", "quantization")))
+    if wanted is not None and method is None:
+        raise PlanError(f"engine_args.quantization is {wanted!r} but the checkpoint has no quantization_config: "
+                        "vLLM quantizes only checkpoints written in that format",
+                        hint="point checkpoint.path at the quantized checkpoint, or remove engine_args.quantization",
+                        where=loaded.where(("engine_args", "quantization")))
+
+
+def weight_bytes_on_disk(ckpt: Path) -> int:
+    """Bytes of the checkpoint's safetensors: what vLLM puts on the GPU for a dense or pre-quantized checkpoint."""
+    return sum(f.stat().st_size for f in ckpt.glob("*.safetensors"))
+
+
+def memory_plan(recipe: VLLMRecipe, config: dict, weights: int | None = None) -> dict:
+    """vLLM's KV budget (Worker.determine_available_memory): gpu_memory_utilization × the GPU's memory, less the
+    weights and what the profiling run adds (activations of max_num_batched_tokens, CUDA/NCCL context), split
+    into blocks of block_size tokens × layers × 2 × kv_heads × head_dim × dtype bytes."""
+    from tritonbuild.backends.tensorrtllm.memory import GIB, Architecture, MemoryPlan, kv_bytes_per_token
+    from tritonbuild.backends.tensorrtllm.memory import weight_bytes as computed_weight_bytes
+
+    arch = Architecture.from_hf_config(config)
+    e = recipe.engine_args
+    params, computed = computed_weight_bytes(arch, "none")
+    wbytes = computed if weights is None else weights
+    gpu = GPU_MEMORY_MIB[recipe.gpu] * (1 << 20)
+    kv_tok = kv_bytes_per_token(arch, "auto", e.tensor_parallel_size, e.pipeline_parallel_size)
+    w_gpu = -(-wbytes // (e.tensor_parallel_size * e.pipeline_parallel_size))
+    pool = max(0, int(gpu * e.gpu_memory_utilization) - w_gpu - VLLM_RUNTIME_RESERVE)
+    blocks = pool // (kv_tok * e.block_size)
+    seq = e.max_model_len or arch.max_position_embeddings or 0
+    seqs = blocks // -(-seq // e.block_size) if seq else 0
+    notes = [] if pool else [f"weights ({w_gpu / GIB:.2f} GiB) and vLLM's reserve exceed gpu_memory_utilization "
+                             f"{e.gpu_memory_utilization} of the {recipe.gpu}"]
+    plan = MemoryPlan(gpu=recipe.gpu, gpu_bytes=gpu, quantization=e.quantization or "none", params=params,
+                      weight_bytes=wbytes, weight_bytes_per_gpu=w_gpu, kv_bytes_per_token=kv_tok,
+                      kv_bytes_per_token_per_gpu=kv_tok, kv_pool_bytes_per_gpu=pool,
+                      max_kv_tokens=blocks * e.block_size, max_sequences_at_max_seq_len=seqs, fits=pool > 0,
+                      notes=notes)
+    return {**plan.model_dump(), "block_size": e.block_size, "kv_blocks": blocks}
+
+
+def describe(loaded: LoadedRecipe, ctx: PlanContext | None = None) -> dict:
+    """Plan extras: vLLM's KV blocks on the recipe's GPU (from config.json and the safetensors' sizes)."""
+    from tritonbuild.backends.tensorrtllm import _dir
+    from tritonbuild.backends.tensorrtllm.memory import Architecture
+
+    if "://" in loaded.recipe.checkpoint.path:
+        return {}
+    ckpt = _dir(loaded, loaded.recipe.checkpoint.path, ("checkpoint", "path"))
+    try:
+        config = json.loads((ckpt / "config.json").read_text())
+        arch = Architecture.from_hf_config(config)
+    except (OSError, ValueError, KeyError):
+        return {}
+    return {"architecture": arch.model_dump(),
+            "memory_plan": memory_plan(loaded.recipe, config, weight_bytes_on_disk(ckpt) or None)}
+
+
+def golden_inputs(model) -> list[dict]:
+    """The requests verify sends and records: for each prompt, the input set Triton's OpenAI frontend sends a
+    vLLM model (tests/contracts/facts/clients.json), not streamed and streamed, greedy, with the log-probs of
+    the chosen tokens, so goldens pin token ids and log-probs bit for bit."""
+    import numpy as np
+
+    params = json.dumps({"temperature": 0, "max_tokens": GOLDEN_MAX_TOKENS, "logprobs": 0, "ignore_eos": True},
+                        sort_keys=True)
+    samples = []
+    for prompt in GOLDEN_PROMPTS[:model.verify.samples]:
+        for stream in (False, True):
+            samples.append({"text_input": np.array([prompt.encode()], dtype=np.object_),
+                            "stream": np.array([stream]), "exclude_input_in_output": np.array([True]),
+                            "sampling_parameters": np.array([params.encode()], dtype=np.object_),
+                            "return_num_input_tokens": np.array([True]),
+                            "return_num_output_tokens": np.array([True]), "return_logprobs": np.array([True])})
+    return samples
 
 
 def run_step(ctx: StepContext) -> None:
@@ -178,11 +287,16 @@ class VLLMBackend(Backend):
     triton_backend = "vllm"
     model_files = {"": DEFAULT_FILENAME}
     route = "live-server"  # needs vllm and a GPU
+    live_protocol = "generate"
     emits = True
 
     plan_steps = staticmethod(plan_steps)
     run_step = staticmethod(run_step)
     derive_io = staticmethod(derive_io)
+    describe = staticmethod(describe)
+
+    def golden_inputs(self, model) -> list[dict]:
+        return golden_inputs(model)
 
     def emit(self, built_model, root: Path, store, manifest_model, built: dict) -> list:
         return emit(built_model, root, store, manifest_model)

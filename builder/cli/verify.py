@@ -146,12 +146,15 @@ def _render_report(report) -> None:
                    "printed at start].")
 @click.option("--log-verbose", type=click.IntRange(0), default=0, show_default=True,
               help="tritonserver's --log-verbose level.")
+@click.option("--backend", "backends", multiple=True, metavar="NAME=DIR",
+              help="Also serve this Python-based backend (DIR holds its model.py, e.g. Triton's vLLM backend) and "
+                   "load the repository's models of it. Repeatable; the embedded tritonserver only.")
 @endpoint_option
 @tritonserver_option
 @json_option
 def serve_command(repository: str, http_port: int, grpc_port: int, metrics_port: int, control: str, poll_secs: int,
-                  log_file: Path | None, log_verbose: int, endpoint_url: str | None, tritonserver: str | None,
-                  as_json: bool) -> None:
+                  log_file: Path | None, log_verbose: int, backends: tuple[str, ...], endpoint_url: str | None,
+                  tritonserver: str | None, as_json: bool) -> None:
     """Serve a repository (a directory, or a publish target URL) with the embedded tritonserver in the
     foreground; Ctrl-C stops it. Then: tritonbuild infer http://127.0.0.1:8000 MODEL --goldens REPOSITORY."""
     import os
@@ -165,7 +168,8 @@ def serve_command(repository: str, http_port: int, grpc_port: int, metrics_port:
     log_file = log_file or Path(tempfile.gettempdir()) / f"tritonbuild-serve-{os.getpid()}.log"
     server, loadable, skipped = api.serve(repository, endpoint_url=endpoint_url, control=control,
                                           ports=(http_port, grpc_port, metrics_port), log_path=log_file,
-                                          log_verbose=log_verbose, poll_secs=poll_secs, tritonserver=tritonserver)
+                                          log_verbose=log_verbose, poll_secs=poll_secs, tritonserver=tritonserver,
+                                          backends=_backend_dirs(backends))
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     # NOTE: started in the background by a script, SIGINT arrives ignored; serve always stops on it.
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -202,6 +206,20 @@ def serve_command(repository: str, http_port: int, grpc_port: int, metrics_port:
         raise
     finally:
         server.cleanup()
+
+
+def _backend_dirs(specs: tuple[str, ...]) -> dict[str, Path]:
+    from tritonbuild.errors import UsageError
+    from tritonbuild.server.launcher import BACKEND_ENTRY
+
+    out = {}
+    for spec in specs:
+        name, _, path = spec.partition("=")
+        if not name or not path or not (Path(path) / BACKEND_ENTRY).is_file():
+            raise UsageError(f"--backend {spec}: expected NAME=DIR with DIR/{BACKEND_ENTRY}",
+                             hint="e.g. --backend vllm=vllm_backend/src (Triton's vLLM backend)")
+        out[name] = Path(path)
+    return out
 
 
 @main.command("infer")

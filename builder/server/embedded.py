@@ -27,7 +27,14 @@ from pathlib import Path
 
 from tritonbuild.core.stores import is_url
 from tritonbuild.errors import VerifyError
-from tritonbuild.server.launcher import ContainerLauncher, Launcher, ServerStartError, launcher_for, pytriton_dir
+from tritonbuild.server.launcher import (
+    BACKEND_ENTRY,
+    ContainerLauncher,
+    Launcher,
+    ServerStartError,
+    launcher_for,
+    pytriton_dir,
+)
 
 READY_TIMEOUT_S = 60.0
 # A model load that never reports back (a Python stub stuck in initialize) would hold Triton's load API forever.
@@ -82,9 +89,11 @@ class EmbeddedServer:
     def __init__(self, repository: Path | str, *, control: str = "explicit", log_path: Path | None = None,
                  ready_timeout: float = READY_TIMEOUT_S, poll_secs: int = 1,
                  ports: tuple[int, int, int] | None = None, log_verbose: int = 0,
-                 launcher: Launcher | ContainerLauncher | None = None):
+                 launcher: Launcher | ContainerLauncher | None = None, backends: dict[str, Path] | None = None):
         """ports: (http, grpc, metrics); 0 or None picks a free loopback port. launcher: which tritonserver runs
-        (server/launcher.py: launcher_for(--tritonserver)); None: the embedded one."""
+        (server/launcher.py: launcher_for(--tritonserver)); None: the embedded one. backends: Python-based
+        backends served beside the python backend (name → a directory holding its model.py, e.g. Triton's vLLM
+        backend), placed as <backend-directory>/<name>/ (the embedded server only)."""
         # A local directory, or a URL tritonserver reads itself (s3://http://host:port/bucket/prefix, gs://, as://).
         self.repository = str(repository) if is_url(repository) else str(Path(repository).resolve())
         self.control = control
@@ -98,6 +107,7 @@ class EmbeddedServer:
         self.ports = ports or (0, 0, 0)
         self.log_verbose = log_verbose
         self.launcher = launcher or launcher_for(None)
+        self.backends = {name: Path(path) for name, path in (backends or {}).items()}
         self.version: str | None = None  # GET /v2 once live
         self._bytecode_before: set[Path] | None = None  # set at start: only what this server wrote is removed
 
@@ -127,8 +137,23 @@ class EmbeddedServer:
                    f"--backend-config=python,shm-region-prefix-name=tb{os.getpid()}x{self.http_port}"]
         if self.control == "poll":
             options.append(f"--repository-poll-secs={self.poll_secs}")
-        return self.launcher.command(self.repository, self._tmp, (self.http_port, self.grpc_port, self.metrics_port),
-                                     options)
+        command = self.launcher.command(self.repository, self._tmp,
+                                        (self.http_port, self.grpc_port, self.metrics_port), options)
+        self._place_backends()
+        return command
+
+    def _place_backends(self) -> None:
+        """The Python-based backends given (serve --backend NAME=DIR) beside the embedded server's python backend."""
+        if self.backends and not self.launcher.bundled:
+            raise ServerStartError(f"--backend {', '.join(self.backends)}: only the embedded tritonserver takes a "
+                                   "backend directory from here; this one uses its install's backends/",
+                                   hint=f"install it there as backends/<name>/{BACKEND_ENTRY}")
+        for name, path in self.backends.items():
+            if not (path / BACKEND_ENTRY).is_file():
+                raise ServerStartError(f"backend {name!r}: {path} holds no {BACKEND_ENTRY}",
+                                       hint="give the directory of a Python-based backend (its model.py and modules)")
+            shutil.copytree(path, self._tmp / "backends" / name, ignore=shutil.ignore_patterns("__pycache__"),
+                            dirs_exist_ok=True)
 
     def start(self) -> EmbeddedServer:
         """Start and wait until live; on any failure or interrupt, nothing is left running or on disk."""

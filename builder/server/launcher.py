@@ -31,6 +31,11 @@ _PASSED_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"
                "GOOGLE_APPLICATION_CREDENTIALS", "AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_KEY")
 
 
+# Triton's rule for a Python-based backend (e.g. the vLLM backend): <backend-directory>/<name>/model.py, run by the
+# Python backend's stub (core: a backend directory without libtriton_<name>.so but with a model.py)
+BACKEND_ENTRY = "model.py"
+
+
 class ServerStartError(VerifyError):
     pass
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tritonbuild.backends import REGISTRY
 from tritonbuild.core.fsutil import write_atomic
 from tritonbuild.core.hashing import sha256_file
 from tritonbuild.core.npz import read_npz, write_npz
@@ -82,7 +83,8 @@ def check_model(model: ManifestModel, runner, root: Path, record: bool, force: b
         if not record:
             return {"passed": False, "notes": ["no goldens recorded: run 'tritonbuild verify OUT --record', "
                                                "commit the .npz, rebuild"]}
-        inputs = generate_inputs(model)
+        backend = REGISTRY.for_manifest(model.backend)
+        inputs = (backend.golden_inputs(model) if backend is not None else None) or generate_inputs(model)
     mismatches: list[Mismatch] = []
     runs = []
     for _ in range(model.verify.repeats):

@@ -63,13 +63,16 @@ def from_npz_arrays(arrays: dict[str, np.ndarray]) -> tuple[list[Sample], list[S
 
 
 def check_golden_names(model: ManifestModel, inputs: list[Sample], outputs: list[Sample]) -> None:
-    """Goldens that belong to this model: every sample carries exactly its inputs and only its outputs."""
+    """Goldens that belong to this model: every sample carries its required inputs, only inputs it declares
+    (optional ones may be left out, as clients do) and only its outputs."""
     want_in, want_out = {tensor.name for tensor in model.inputs}, {tensor.name for tensor in model.outputs}
+    required = {tensor.name for tensor in model.inputs if not tensor.optional}
     if not inputs:
         raise ValueError("no samples")
     for i, (sample_inputs, sample_outputs) in enumerate(zip(inputs, outputs, strict=False)):
-        if set(sample_inputs) != want_in:
-            raise ValueError(f"sample {i} has inputs {sorted(sample_inputs)}, the model takes {sorted(want_in)}")
+        if not required <= set(sample_inputs) <= want_in:
+            raise ValueError(f"sample {i} has inputs {sorted(sample_inputs)}, the model takes {sorted(want_in)} "
+                             f"({sorted(required)} required)")
         if not sample_outputs or not set(sample_outputs) <= want_out:
             raise ValueError(f"sample {i} has outputs {sorted(sample_outputs)}, the model gives {sorted(want_out)}")
 

@@ -342,6 +342,16 @@ def served_differences(url: str, root: Path, model: ManifestModel) -> list[str]:
     return out
 
 
+def _live_runner(url: str, model: ManifestModel):
+    """HTTP infer, or Triton's generate endpoints for a backend whose models answer decoupled (vLLM)."""
+    backend = REGISTRY.for_manifest(model.backend)
+    if backend is not None and backend.live_protocol == "generate":
+        from tritonbuild.verify.generate import GenerateRunner
+
+        return GenerateRunner(url, model)
+    return TritonRunner(url, model)
+
+
 def _verify_model(root: Path, model: ManifestModel, route: Route, detail: str, url: str | None,
                   record: bool, load_error: str | None = None, force: bool = False
                   ) -> tuple[ModelReport, ManifestModel]:
@@ -357,7 +367,7 @@ def _verify_model(root: Path, model: ManifestModel, route: Route, detail: str, u
         elif route == "live-embedded":
             if load_error:
                 raise ModelLoadError(load_error)
-            runner = TritonRunner(url, model)
+            runner = _live_runner(url, model)
         else:
             load_model(url, model.name)
             served = served_differences(url, root, model)
@@ -365,7 +375,7 @@ def _verify_model(root: Path, model: ManifestModel, route: Route, detail: str, u
                 return ModelReport(**base, loaded=True, passed=False,
                                    load_error=f"the server at {url} does not serve this build of {model.name!r}: "
                                               + "; ".join(served)), model
-            runner = TritonRunner(url, model)
+            runner = _live_runner(url, model)
     except ModelLoadError as e:
         return ModelReport(**base, loaded=False, load_error=e.message, passed=False), model
     except ImportError as e:

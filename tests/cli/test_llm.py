@@ -171,7 +171,7 @@ def test_vllm_target(cli, tmp_path, in_root):
     model_json = json.loads((out / "tiny-llama-vllm" / "1" / "model.json").read_text())
     assert model_json == {"model": "/models/tiny-llama-vllm/1/model", "dtype": "float16",
                           "gpu_memory_utilization": 0.5, "max_model_len": 512, "enforce_eager": True, "seed": 0,
-                          "tensor_parallel_size": 1, "pipeline_parallel_size": 1}
+                          "tensor_parallel_size": 1, "pipeline_parallel_size": 1, "block_size": 16}
     assert (out / "tiny-llama-vllm" / "1" / "model" / "config.json").is_file()
     report = json.loads(cli("verify", out, "--json").stdout)
     assert all(c["ok"] for c in report["static"])

@@ -22,7 +22,8 @@ ALLOWED = {
     "repository/triton_ensemble_rules.py": ({"ensemble"}, "ensemble_utils.cc: core's scheduler, no backend"),
     "verify/triton_core.py": ({"python", "model.py", "ensemble"}, "the stand-in is a Python-backend model "
                               "(the embedded server has only that backend); ensembles are core's scheduler"),
-    "server/launcher.py": ({"python"}, "the embedded server's Python backend library and its stub"),
+    "server/launcher.py": ({"python", "model.py"}, "the embedded server's Python backend library and its stub, "
+                           "and Triton's rule for a Python-based backend's entry point (backends/<name>/model.py)"),
     "tune/probes.py": ({"python"}, "the null model (the server's ceiling) is a Python-backend model"),
     "tune/report.py": ({"python"}, "the report's machine.python key: the interpreter's version, not a backend"),
 }

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tritonbuild.core.npz import npz_bytes, read_npz, write_npz
 from tritonbuild.verify.goldens import compare, from_npz_arrays, to_npz_arrays
@@ -71,3 +72,32 @@ def test_a_recipe_without_tolerance_serializes_as_before():
 
     assert "tolerance" not in Verify().model_dump(mode="json")
     assert Verify(tolerance={"Y": {"atol": 1e-3}}).model_dump(mode="json")["tolerance"]["Y"]["atol"] == 1e-3
+
+
+def test_bytes_tensors_round_trip_through_npz_exactly(tmp_path):
+    """Triton's BYTES outputs (an LLM's text, its log-probs as JSON) are numpy object arrays; .npy stores those
+    only by pickling, which goldens refuse. They round-trip byte for byte: trailing NULs, empty elements, shape."""
+    arrays = {"output.0.text_output": np.array([b"ab\x00", b"", "\u00e9".encode()], dtype=np.object_).reshape(3, 1),
+              "output.0.n": np.arange(3, dtype=np.uint32)}
+    write_npz(tmp_path / "g.npz", arrays)
+    back = read_npz(tmp_path / "g.npz")
+    assert back["output.0.text_output"].dtype == np.object_ and back["output.0.text_output"].shape == (3, 1)
+    assert list(back["output.0.text_output"].ravel()) == [b"ab\x00", b"", b"\xc3\xa9"]
+    assert compare(arrays["output.0.text_output"], back["output.0.text_output"], sample=0, output="t",
+                   context="read back") is None
+    assert npz_bytes(arrays) == npz_bytes(back)
+
+
+def test_goldens_may_leave_out_optional_inputs_but_not_required_ones():
+    from tritonbuild.recipe.models import TensorSpec
+    from tritonbuild.verify.goldens import check_golden_names
+
+    model = type("M", (), {"inputs": [TensorSpec(name="text_input", dtype="bytes", dims=[1]),
+                                      TensorSpec(name="stream", dtype="bool", dims=[1], optional=True)],
+                           "outputs": [TensorSpec(name="text_output", dtype="bytes", dims=[-1])]})()
+    out = [{"text_output": np.array([b"x"], dtype=np.object_)}]
+    check_golden_names(model, [{"text_input": np.array([b"p"], dtype=np.object_)}], out)  # as a client sends it
+    with pytest.raises(ValueError, match="required"):
+        check_golden_names(model, [{"stream": np.array([True])}], out)
+    with pytest.raises(ValueError, match="takes"):
+        check_golden_names(model, [{"text_input": np.array([b"p"], dtype=np.object_), "x": np.zeros(1)}], out)

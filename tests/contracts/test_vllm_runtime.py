@@ -1,0 +1,130 @@
+"""The vLLM path against what vLLM 0.22.0, compressed-tensors 0.15.0.1 and vllm_backend r26.01 do
+(facts/vllm_runtime.json), and against what the H200 run measured (docs/runs/2026-12-01-vllm-h200.json): the INT4
+checkpoint's packing and names, the recipe's quantization choices and their match with the checkpoint, the
+memory plan within 5 % of vLLM's own KV figures, and the requests verify records goldens for."""
+
+from __future__ import annotations
+
+import json
+import typing
+
+import numpy as np
+import pytest
+
+from benchmarks.vllm import tiny_llama
+from tests.conftest import ROOT
+from tests.contracts.facts import load
+from tritonbuild.backends import REGISTRY, vllm
+from tritonbuild.backends.vllm import VLLMEngineArgs, VLLMRecipe
+from tritonbuild.recipe.load import load_recipe
+
+FACTS = load("vllm_runtime")
+BENCH = ROOT / "benchmarks" / "vllm"
+RUN = json.loads((ROOT / "docs" / "runs" / "2026-12-01-vllm-h200.json").read_text())
+
+
+def test_int4_packing_is_compressed_tensors_pack_to_int32():
+    example = FACTS["compressed_tensors"]["example"]
+    q = np.array(example["int8"], dtype=np.int8)
+    packed = tiny_llama.pack_int4(q)
+    assert packed.dtype == np.int32 and packed.tolist() == example["packed_int32"]
+    assert np.array_equal(tiny_llama.unpack_int4(packed, q.shape), q)
+
+
+def test_int4_checkpoint_holds_the_parameters_vllm_registers():
+    fp16 = tiny_llama.tensors(tiny_llama.CONFIG)
+    int4 = tiny_llama.int4_tensors(fp16)
+    names = FACTS["compressed_tensors"]["vllm_parameters"]["names"]
+    prefix = "model.layers.0.mlp.down_proj"
+    out, inp = fp16[f"{prefix}.weight"].shape
+    assert {f"{prefix}.{n}" for n in names} <= set(int4) and f"{prefix}.weight" not in int4
+    assert int4[f"{prefix}.weight_packed"].shape == (out, inp // 8)
+    assert int4[f"{prefix}.weight_scale"].shape == (out, inp // tiny_llama.GROUP)
+    assert int4[f"{prefix}.weight_shape"].tolist() == [out, inp]
+    assert int4["lm_head.weight"].dtype == np.float16  # ignore: [lm_head], as the config says
+    deq = tiny_llama.dequantize(int4[f"{prefix}.weight_packed"], int4[f"{prefix}.weight_scale"], (out, inp))
+    scale = np.repeat(int4[f"{prefix}.weight_scale"].astype(np.float32), tiny_llama.GROUP, axis=1)
+    # round to nearest: within half a step, plus the fp16 rounding of the scale itself (max|w| / 7.5 → 7.5 steps)
+    assert np.all(np.abs(deq - fp16[f"{prefix}.weight"].astype(np.float32)) <= scale * (0.5 + 7.5 * 2.0 ** -11))
+
+
+def test_checkpoints_are_deterministic_and_readable(tmp_path):
+    first, second = tiny_llama.write_all(tmp_path / "a"), tiny_llama.write_all(tmp_path / "b")
+    for kind in ("fp16", "int4"):
+        assert (first[kind] / "model.safetensors").read_bytes() == (second[kind] / "model.safetensors").read_bytes()
+        back = tiny_llama.read_safetensors(first[kind] / "model.safetensors")
+        assert back["model.embed_tokens.weight"].dtype == np.float16
+    config = json.loads((first["int4"] / "config.json").read_text())
+    assert config["quantization_config"]["quant_method"] == "compressed-tensors"
+    assert config["quantization_config"]["format"] == "pack-quantized"
+
+
+def test_recipe_quantization_choices_are_vllm_methods():
+    literal, _none = typing.get_args(VLLMEngineArgs.model_fields["quantization"].annotation)
+    methods = set(FACTS["vllm"]["quantization_methods"]["values"])
+    assert "compressed-tensors" in typing.get_args(literal) and set(typing.get_args(literal)) <= methods
+
+
+@pytest.mark.parametrize("recipe", ["tiny-llama-fp16.yaml", "tiny-llama-int4.yaml", "llama-3-8b.yaml"])
+def test_benchmark_model_json_is_a_subset_of_async_engine_args(recipe):
+    doc = vllm.model_json(load_recipe(BENCH / recipe, REGISTRY.recipe_kinds()).recipe)
+    assert set(doc) <= set(load("vllm_engine_args")["AsyncEngineArgs"])
+
+
+def _bench(tmp_path, recipe: str, **engine_args):
+    tiny_llama.write_all(tmp_path / "checkpoints")
+    text = (BENCH / recipe).read_text()
+    for key, value in engine_args.items():
+        text = text.replace("  seed: 0\n", f"  seed: 0\n  {key}: {value}\n")
+    path = tmp_path / recipe
+    path.write_text(text.replace("verify: {goldens: goldens/", "verify: {goldens: g/"))
+    return path
+
+
+def test_plan_refuses_a_quantization_the_checkpoint_does_not_have(cli, tmp_path):
+    """vLLM raises at load when `quantization` differs from the checkpoint's quant_method (facts); the plan says
+    so first, naming both."""
+    path = _bench(tmp_path, "tiny-llama-int4.yaml")
+    path.write_text(path.read_text().replace("quantization: compressed-tensors", "quantization: gptq"))
+    r = cli("plan", path)
+    assert r.exit_code == 4 and "'gptq'" in r.output and "compressed-tensors" in r.output
+    fp16 = _bench(tmp_path, "tiny-llama-fp16.yaml", quantization="awq")
+    r = cli("plan", fp16)
+    assert r.exit_code == 4 and "no quantization_config" in r.output
+
+
+@pytest.mark.parametrize("recipe,measured", [("tiny-llama-fp16.yaml", "tiny-llama-fp16"),
+                                             ("tiny-llama-int4.yaml", "tiny-llama-int4"),
+                                             ("llama-3-8b.yaml", "llama-3-8b")])
+def test_memory_plan_is_within_5_percent_of_vllms_kv_cache_on_the_h200(cli, tmp_path, recipe, measured):
+    path = _bench(tmp_path, recipe)
+    r = cli("plan", path, "--json")
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.stdout)["models"][0]["extras"]["memory_plan"]
+    real = RUN["memory_plan_vs_vllm"][measured]["vllm_kv_cache_tokens"]
+    assert plan["max_kv_tokens"] == plan["kv_blocks"] * plan["block_size"]
+    assert abs(plan["max_kv_tokens"] - real) / real <= 0.05, (plan["max_kv_tokens"], real)
+
+
+def test_golden_requests_are_the_openai_frontends_vllm_requests():
+    model = type("M", (), {"verify": VLLMRecipe(name="m", version=1, backend="vllm",
+                                                checkpoint={"path": "c"}).verify})()
+    samples = vllm.golden_inputs(model)
+    client = load("clients")["openai_frontend_vllm"]["always"]
+    declared = {t.name: t for t in vllm.INPUTS}
+    assert len(samples) == 2 * model.verify.samples and {bool(s["stream"][0]) for s in samples} == {False, True}
+    for sample in samples:
+        for name, (dtype, shape) in client.items():
+            assert sample[name].dtype == np.dtype(dtype) and list(sample[name].shape) == shape
+        assert set(sample) <= set(declared)
+        params = json.loads(sample["sampling_parameters"][0])
+        assert params["temperature"] == 0 and params["logprobs"] == 0  # greedy; the chosen token's log-prob
+
+
+def test_h200_script_patches_the_import_vllm_0_22_removed():
+    fact = FACTS["vllm_backend"]["import_removed_in_vllm_0_22"]
+    script = (BENCH / "h200.sh").read_text()
+    assert f"s/^{fact['line']}/from vllm.inputs import TokensPrompt/" in script
+    assert f"r{FACTS['vllm_backend']['source']['branch'][1:]}" in script
+    assert f"{FACTS['vllm']['batch_invariant_env']['name']}=1" in script
+    assert f"export {FACTS['vllm']['flashinfer_sampler_env']['name']}=0" in script
