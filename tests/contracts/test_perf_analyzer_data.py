@@ -61,6 +61,17 @@ def test_goldens_export_as_batch1_entries_with_every_output_as_validation(built)
     assert f"-b {FACTS['validation']['use_batch']}" in summary["perf_analyzer"]
 
 
+def test_a_golden_sample_of_several_rows_becomes_that_many_batch1_entries(built):
+    spec = read_repository(built, UsageError).models[0]
+    rows = np.arange(3 * 16, dtype=np.float32).reshape(3, 16)
+    write_npz(built / spec.goldens, to_npz_arrays([{"RAW": rows}], [{"NORMALIZED": -rows}]))
+    document, summary = perf_analyzer_data(built, MODEL)
+    assert summary["samples"] == 1 and summary["requests"] == len(document["data"]) == 3
+    for r in range(3):
+        assert _decode(document["data"][r]["RAW"]) == (rows[r].tobytes(), [16])
+        assert _decode(document["validation_data"][r]["NORMALIZED"])[0] == (-rows[r]).tobytes()
+
+
 def test_bytes_elements_carry_perf_analyzers_four_byte_length():
     assert FACTS["bytes"]["element"].startswith("4-byte length")
     raw = base64.b64decode(encode_tensor(np.array([[b"ab", b""], [b"\x00xyz", b"q"]], dtype=np.object_), "bytes"))
