@@ -248,3 +248,12 @@ def test_the_openai_adapter_speaks_the_clients_names_and_upstreams_llmapi_names(
     missing = (set(clients["openai_frontend"]["always"]) | set(clients["genai_perf"]["streaming"])) - \
         {t.name for t in adapter_inputs()}
     assert not missing and sent, f"the clients always send {missing}"
+
+
+def test_a_forced_llm_api_route_on_an_image_before_trtllm_1_0_is_a_recipe_error():
+    image = {"trtllm_version": IMAGES["25.01"]["trtllm"],
+             "triton_image": "nvcr.io/nvidia/tritonserver:25.01-trtllm-python-py3"}
+    r = LLMRecipe(name="m", version=1, backend="tensorrtllm", runtime="pytorch", quantization="none",
+                  checkpoint={"path": "c"}, image=image)
+    (problem,) = [p for p in check_llm_rules(r) if tuple(p[0]) == ("runtime",)]
+    assert "needs TensorRT-LLM 1.0 or newer" in problem[1] and "runtime: engine" in problem[2]

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import re
 
-from tritonbuild.backends.tensorrtllm.images import image_problem
+from tritonbuild.backends.tensorrtllm.images import image_problem, image_versions
 from tritonbuild.backends.tensorrtllm.recipe import GPU_SM, LLMRecipe
+from tritonbuild.backends.tensorrtllm.route import LLMAPI_SINCE, version_tuple
 
 QUANT_NAMES = {"int4_weight_only": {"W4A16"}, "int4_awq": {"W4A16_AWQ"}, "fp8": {"FP8"}, "none": {None, "", "None"}}
 
@@ -42,6 +43,11 @@ def check_recipe(recipe: LLMRecipe) -> list[tuple]:
         out.append((("quantization",), "int4_weight_only (RTN W4A16) exists only on the TensorRT engine path; the "
                     "PyTorch/LLM-API runtime loads checkpoints that ModelOpt already quantized (hf_quant_config.json)",
                     "use runtime: engine, or a ModelOpt-quantized checkpoint with quantization: int4_awq or fp8"))
+    trtllm = image_versions(recipe.image)["tensorrt_llm"]
+    if recipe.runtime == "pytorch" and version_tuple(trtllm) < LLMAPI_SINCE:
+        out.append((("runtime",), f"runtime: pytorch needs TensorRT-LLM 1.0 or newer (its LLM API on the PyTorch "
+                    f"backend); {recipe.image.triton_image} ships {trtllm}",
+                    "use runtime: engine, or an image with TensorRT-LLM 1.0+ (NGC 25.09 or newer)"))
     if recipe.runtime == "pytorch" and kv_cache.dtype == "int8":
         out.append((("kv_cache", "dtype"), "the PyTorch/LLM-API runtime applies only an fp8 KV cache "
                     "(TorchLlmArgs syncs kv_cache_config.dtype fp8 alone)", "use kv_cache.dtype: fp8 or auto"))

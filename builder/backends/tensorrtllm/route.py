@@ -11,7 +11,7 @@ from tritonbuild.backends.tensorrtllm.images import image_versions
 LLMAPI_SINCE = (1, 0)  # TensorRT-LLM version whose default LLM is the PyTorch backend
 
 
-def _version(v: str) -> tuple[int, ...]:
+def version_tuple(v: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v)[:2])
 
 
@@ -20,7 +20,7 @@ def choose(runtime: str, quantization: str, kv_dtype: str, image) -> tuple[str, 
     if runtime != "auto":
         return runtime, f"runtime: {runtime} is set in the recipe"
     trtllm = image_versions(image)["tensorrt_llm"]
-    if _version(trtllm) < LLMAPI_SINCE:
+    if version_tuple(trtllm) < LLMAPI_SINCE:
         return "engine", f"TensorRT-LLM {trtllm} in {image.triton_image} predates the LLM-API PyTorch backend (1.0)"
     if quantization == "int4_weight_only":
         return "engine", ("INT4 weight-only RTN (W4A16) is built on the engine route only; the LLM-API route takes "
