@@ -26,11 +26,6 @@ DEFAULT_DEADLINE_S = 30.0
 ATTEMPTS = 3
 BACKOFF_S = 3.0  # botocore standard mode: at most 1 s, then 2 s, between its 3 attempts
 
-NO_BUCKET = {"NoSuchBucket", "ContainerNotFound"}
-DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
-          "AllAccessDisabled", "AccountProblem", "InvalidClientTokenId", "UnrecognizedClientException",
-          "AuthenticationFailed", "AuthorizationFailure"}
-
 
 def deadline() -> float:
     """Seconds one request may wait for a store's answer, retries included (TRITONBUILD_NET_DEADLINE_S)."""
@@ -121,26 +116,17 @@ def error_code(e: BaseException) -> str | None:
     return None
 
 
-def classify(e: BaseException) -> str:
-    """'no-bucket', 'denied', 'not-found', 'network' or 'other', from codes and exception types only."""
+def classify(e: BaseException, *, no_bucket: frozenset[str] = frozenset(), denied: frozenset[str] = frozenset(),
+             network: tuple = (), nocreds: tuple = ()) -> str:
+    """'no-bucket', 'denied', 'not-found', 'network' or 'other', from codes and exception types only. A store's
+    driver (core/stores.py) names its service's codes and its SDK's exception types; Python's own network and
+    permission errors count for every caller."""
     code = error_code(e)
-    if code in NO_BUCKET:
+    if code in no_bucket:
         return "no-bucket"
-    if code in DENIED:
+    if code in denied:
         return "denied"
-    try:
-        from botocore.exceptions import ConnectionError as BotoConnectionError
-        from botocore.exceptions import HTTPClientError, NoCredentialsError
-        network: tuple = (BotoConnectionError, HTTPClientError, socket.timeout, TimeoutError, ConnectionError)
-        nocreds: tuple = (NoCredentialsError,)
-    except ImportError:
-        network, nocreds = (socket.timeout, TimeoutError, ConnectionError), ()
-    try:
-        import aiohttp
-
-        network += (aiohttp.ClientConnectionError,)
-    except ImportError:
-        pass
+    network = (*network, socket.timeout, TimeoutError, ConnectionError)
     for x in _chain(e):
         if nocreds and isinstance(x, nocreds):
             return "denied"

@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 
 from tritonbuild.core import leases
 from tritonbuild.core.fsutil import atomic_writer, write_atomic
-from tritonbuild.core.objstore import ATTEMPTS, BoundedFS, attempt_timeouts, within_deadline
+from tritonbuild.core.objstore import ATTEMPTS, BoundedFS, attempt_timeouts, classify, within_deadline
 from tritonbuild.core.secrets import has_userinfo, redact
 from tritonbuild.errors import PublishError
 
@@ -106,6 +106,8 @@ class Driver:
     lease: type[leases.LeaseStore] = leases.LeaseStore
     credentials = ""  # where its credentials come from (for the fix of a refused request)
     endpoint_hint = ""  # what points it at an endpoint (for the fix of an unreachable one)
+    no_bucket_codes: frozenset[str] = frozenset()  # the service's error codes for a missing bucket/container
+    denied_codes: frozenset[str] = frozenset()  # ... and for refused credentials
 
     def example(self) -> str:
         return f"{self.schemes[0]}://bucket/prefix"
@@ -138,6 +140,17 @@ class Driver:
     def triton_url(self, location: Location, root: str) -> str:
         """The --model-repository string tritonserver understands for this place."""
         return f"{location.scheme}://{root}"
+
+    def failure_types(self) -> tuple[tuple, tuple]:
+        """(network errors, missing-credentials errors) of its SDK, for classify; () where not installed."""
+        return (), ()
+
+    def classify(self, e: BaseException) -> str:
+        """'no-bucket', 'denied', 'not-found', 'network' or 'other' (core/objstore.classify, with this store's
+        codes and types)."""
+        network, nocreds = self.failure_types()
+        return classify(e, no_bucket=self.no_bucket_codes, denied=self.denied_codes, network=network,
+                        nocreds=nocreds)
 
     # -- objects: what differs between a directory on this host and an object store ------------------------
     def write(self, fs, root: str, path: str, data: bytes) -> None:
@@ -227,6 +240,18 @@ class S3Driver(Driver):
     lease = leases.S3Lease
     credentials = "AWS_PROFILE / AWS_ACCESS_KEY_ID / instance role"
     endpoint_hint = "--endpoint-url / AWS_ENDPOINT_URL"
+    no_bucket_codes = frozenset({"NoSuchBucket"})
+    denied_codes = frozenset({"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken",
+                              "InvalidToken", "AllAccessDisabled", "AccountProblem", "InvalidClientTokenId",
+                              "UnrecognizedClientException"})
+
+    def failure_types(self) -> tuple[tuple, tuple]:
+        try:
+            from botocore.exceptions import ConnectionError as BotoConnectionError
+            from botocore.exceptions import HTTPClientError, NoCredentialsError
+        except ImportError:
+            return (), ()
+        return (BotoConnectionError, HTTPClientError), (NoCredentialsError,)
 
     def endpoint(self, given: str | None) -> str | None:
         return given or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
@@ -269,6 +294,9 @@ class GCSDriver(Driver):
     credentials = "GOOGLE_APPLICATION_CREDENTIALS"
     endpoint_hint = "STORAGE_EMULATOR_HOST"
 
+    def failure_types(self) -> tuple[tuple, tuple]:
+        return _aiohttp_network(), ()
+
     def options(self, location: Location) -> dict:
         """Each HTTP request bounded by aiohttp's connect and between-reads timeouts (gcsfs's requests_timeout;
         unset, aiohttp waits forever on an endpoint that never answers; a total timeout would cut a large
@@ -295,6 +323,11 @@ class AzureDriver(Driver):
     credentials = ("AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT_NAME with AZURE_STORAGE_ACCOUNT_KEY or "
                    "AZURE_STORAGE_SAS_TOKEN")
     endpoint_hint = "AZURE_STORAGE_CONNECTION_STRING"
+    no_bucket_codes = frozenset({"ContainerNotFound"})
+    denied_codes = frozenset({"AuthenticationFailed", "AuthorizationFailure"})
+
+    def failure_types(self) -> tuple[tuple, tuple]:
+        return _aiohttp_network(), ()  # adlfs's transport
 
     def example(self) -> str:
         return "az://container/prefix"
@@ -310,6 +343,14 @@ class AzureDriver(Driver):
     def triton_url(self, location: Location, root: str) -> str:
         account = os.environ.get("AZURE_STORAGE_ACCOUNT") or os.environ.get("AZURE_STORAGE_ACCOUNT_NAME", "ACCOUNT")
         return f"as://{account}/{root}"
+
+
+def _aiohttp_network() -> tuple:
+    try:
+        from aiohttp import ClientConnectionError
+    except ImportError:
+        return ()
+    return (ClientConnectionError,)
 
 
 DRIVERS: dict[str, Driver] = {}

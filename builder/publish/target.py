@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tritonbuild.core.objstore import classify, deadline_words
+from tritonbuild.core.objstore import deadline_words
 from tritonbuild.core.secrets import redact
 from tritonbuild.core.stores import Driver, Location, as_location
 from tritonbuild.errors import PublishError
@@ -64,8 +64,8 @@ def storage_error(where: Target | Location, action: str, e: BaseException) -> Pu
     """A driver exception as a PublishError that names the target and the likely fix, with no secrets; the
     fix is chosen by the service's error code and the exception's type, never by words in its message."""
     text = redact(f"{type(e).__name__}: {e}")
-    kind = classify(e)
     driver = where.driver
+    kind = driver.classify(e)
     hint = {"no-bucket": "create the bucket first, or fix its name",
             "denied": f"check credentials ({driver.credentials or 'the store'}) and bucket permissions",
             "network": f"check the endpoint ({driver.endpoint_hint or 'the URL'}) and that it is reachable and "

@@ -164,3 +164,23 @@ def test_only_s3_has_unfinished_uploads_to_abort():
 
     for scheme in ("gs", "az", "file"):
         assert driver_for(scheme).abort_uploads(Untouchable(), "bucket/prefix") == []
+
+
+def test_each_driver_classifies_its_own_services_codes_and_sdk_errors():
+    botocore = pytest.importorskip("botocore.exceptions")
+
+    def s3(code):
+        return botocore.ClientError({"Error": {"Code": code, "Message": "m"}}, "ListObjectsV2")
+
+    class AzureError(Exception):
+        error_code = "ContainerNotFound"  # the Azure SDK's HttpResponseError carries the service's code here
+
+    assert driver_for("s3").classify(s3("NoSuchBucket")) == "no-bucket"
+    assert driver_for("s3").classify(s3("SignatureDoesNotMatch")) == "denied"
+    assert driver_for("s3").classify(botocore.NoCredentialsError()) == "denied"
+    assert driver_for("s3").classify(botocore.EndpointConnectionError(endpoint_url="http://x")) == "network"
+    assert driver_for("az").classify(AzureError()) == "no-bucket"
+    assert driver_for("s3").classify(AzureError()) == "other"  # another store's code means nothing here
+    for scheme in ("s3", "gs", "az", "file"):
+        assert driver_for(scheme).classify(TimeoutError()) == "network"
+        assert driver_for(scheme).classify(PermissionError()) == "denied"
