@@ -13,6 +13,7 @@ from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import copy_inputs
 from tritonbuild.backends.tensorrtllm.recipe import GPU_MEMORY_GIB, GPU_MEMORY_MIB
 from tritonbuild.core.hashing import pretty_json, sha256_json
+from tritonbuild.core.stores import is_url
 from tritonbuild.errors import PlanError, RecipeError
 from tritonbuild.recipe.load import LoadedRecipe
 from tritonbuild.recipe.models import SCHEMA_VERSION, Checkpoint, Named, Strict, TensorSpec, Verify
@@ -180,7 +181,7 @@ def describe(loaded: LoadedRecipe, ctx: PlanContext | None = None) -> dict:
     from tritonbuild.backends.tensorrtllm import _dir
     from tritonbuild.backends.tensorrtllm.memory import Architecture
 
-    if "://" in loaded.recipe.checkpoint.path:
+    if is_url(loaded.recipe.checkpoint.path):
         return {}
     ckpt = _dir(loaded, loaded.recipe.checkpoint.path, ("checkpoint", "path"))
     try:

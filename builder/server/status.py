@@ -11,6 +11,7 @@ import urllib.request
 from urllib.parse import urlsplit
 
 from tritonbuild.core.secrets import redact
+from tritonbuild.core.stores import with_scheme
 from tritonbuild.errors import VerifyError
 
 TIMEOUT_S = 10.0
@@ -64,7 +65,7 @@ def _metrics(metrics_url: str | None) -> tuple[dict[str, dict[str, float]], str 
 
 def server_status(url: str, metrics_url: str | None = None) -> dict:
     """Everything `tritonbuild status URL` shows. metrics_url defaults to the HTTP host on port 8002."""
-    base = url.rstrip("/") if "://" in url else f"http://{url.rstrip('/')}"
+    base = with_scheme(url.rstrip("/"))
     shown = redact(base)
     try:
         live = _request(f"{base}/v2/health/live")[0] == 200

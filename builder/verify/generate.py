@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from tritonbuild.core.stores import with_scheme
 from tritonbuild.repository.manifest import ManifestModel
 from tritonbuild.verify.goldens import NP_DTYPES
 from tritonbuild.verify.runners import InferError
@@ -66,7 +67,7 @@ class GenerateRunner:
     """infer / infer_concurrent / close over Triton's generate extension (HTTP, no client library)."""
 
     def __init__(self, url: str, model: ManifestModel, timeout: float = 120.0):
-        self.base = url.rstrip("/") if "://" in url else f"http://{url.rstrip('/')}"
+        self.base = with_scheme(url.rstrip("/"))
         self.model = model
         self.timeout = timeout
 

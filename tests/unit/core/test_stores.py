@@ -184,3 +184,11 @@ def test_each_driver_classifies_its_own_services_codes_and_sdk_errors():
     for scheme in ("s3", "gs", "az", "file"):
         assert driver_for(scheme).classify(TimeoutError()) == "network"
         assert driver_for(scheme).classify(PermissionError()) == "denied"
+
+
+def test_split_url_is_the_only_test_of_is_this_a_url():
+    """Every other module asks split_url / is_url / with_scheme, so a new scheme rule has one place to go."""
+    needle = '"://" ' + "in"
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "builder").rglob("*.py"))
+             for n, line in enumerate(p.read_text().splitlines(), 1) if needle in line]
+    assert [where.split(":")[0] for where in found] == ["builder/core/stores.py"], found
