@@ -462,3 +462,13 @@ def test_a_built_repository_copied_to_a_prefix_is_named_as_such(cli, repo, tmp_p
         assert r.exit_code == 7, r.stderr
         assert "is a build manifest" in r.stderr and "validation error" not in r.stderr
         assert "tritonbuild publish OUT URL" in r.stderr and "tritonbuild serve OUT" in r.stderr
+
+
+@pytest.mark.parametrize("verb", ["ls", "rollback", "verify", "publish"])
+def test_a_target_url_with_an_unknown_scheme_is_refused_where_the_cli_receives_it(cli, repo, verb):
+    url = "ftp://host/models"
+    args = {"ls": [url], "verify": [url], "rollback": [url, "doubler", "--to", "1"]}.get(verb) or [repo(1), url]
+    r = cli(verb, *args)
+    assert r.exit_code == 7, r.output
+    assert "unsupported target scheme 'ftp'" in r.stderr and "s3://bucket/prefix" in r.stderr
+    assert "Traceback" not in r.stderr
