@@ -1,4 +1,4 @@
-"""The CLI's Application owns the cache directory, the output mode and progress (issue #10's CLI part, #12)."""
+"""The CLI's Application owns the cache directory, the output mode and progress."""
 import io
 import json
 import shutil

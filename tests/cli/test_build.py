@@ -137,7 +137,7 @@ def test_onnx_recipe_contradicting_graph_names_both(cli, write, tmp_path):
 
 @pytest.mark.parametrize("command", ["verify", "serve"])
 def test_not_a_repository(cli, command, tmp_path):
-    """An existing directory without a manifest (a missing one is a usage error: tests/cli/test_daily.py)."""
+    """An existing directory without a manifest (a missing one is a usage error: tests/cli/test_cli_usage.py)."""
     r = cli(command, tmp_path)
     assert r.exit_code == 6 and "is not a tritonbuild repository" in r.stderr
 

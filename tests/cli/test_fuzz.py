@@ -1,4 +1,4 @@
-"""Property-based fuzzing of recipes, names and paths (issue #14), with a fixed seed and a small budget.
+"""Property-based fuzzing of recipes, names and paths, with a fixed seed and a small budget.
 
 Properties: the CLI never ends in a traceback (exit 1), a bad recipe is exit 3 with file:line, and a build
 writes nothing outside OUT and the build cache (the directory tree around them is compared before and after)."""

@@ -1,5 +1,5 @@
 """Ctrl-C ends tritonbuild with exit 130 at every moment the CLI controls, also once Python is already exiting
-(#14: a SIGINT then showed a KeyboardInterrupt traceback or killed the process by signal 2)."""
+(a SIGINT then showed a KeyboardInterrupt traceback or killed the process by signal 2)."""
 
 from __future__ import annotations
 

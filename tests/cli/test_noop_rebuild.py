@@ -1,4 +1,4 @@
-"""A no-op rebuild loads no torch or onnx (issue #12: they cost 1.1-1.6 s of a 2.3 s no-op rebuild)."""
+"""A no-op rebuild loads no torch or onnx (they cost 1.1-1.6 s of a 2.3 s no-op rebuild)."""
 import json
 import os
 import subprocess

@@ -254,7 +254,7 @@ def test_rollback_refuses_a_version_without_its_stored_config(cli, repo, tmp_pat
 def test_notify_only_the_models_that_changed(cli, repo, tmp_path):
     """--notify loads the models whose config changed, and also those the server does not have READY (absent
     from its repository index: restarted, or UNAVAILABLE after a failed load); a READY unchanged model is left
-    alone (#13, #14)."""
+    alone."""
     import http.server
     import threading
 

@@ -1,4 +1,4 @@
-"""Issue #12: a user's own `tritonbuild/` or `builder/` folder (or a module named like an installed one) beside
+"""A user's own `tritonbuild/` or `builder/` folder (or a module named like an installed one) beside
 the recipe must not shadow our packages in the export subprocess."""
 import subprocess
 import sys

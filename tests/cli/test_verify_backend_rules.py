@@ -1,4 +1,4 @@
-"""`tritonbuild verify` runs a registered backend's own model-file checks (#10): a backend registered only in
+"""`tritonbuild verify` runs a registered backend's own model-file checks: a backend registered only in
 this test (tests/plugins/toyrt.py) gets its rows, beside Triton's core checking the same config."""
 
 from __future__ import annotations

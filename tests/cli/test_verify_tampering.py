@@ -1,4 +1,4 @@
-"""Issue #14: a tampered repository fails verify (exit 6) with the reason; it never crashes it (exit 1)."""
+"""A tampered repository fails verify (exit 6) with the reason; it never crashes it (exit 1)."""
 
 from __future__ import annotations
 

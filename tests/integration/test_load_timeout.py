@@ -1,5 +1,5 @@
 """A model whose load never reports back (a Python stub stuck in initialize, e.g. waiting on a file it cannot
-find) no longer hangs verify (#14): --load-timeout bounds the load, its row FAILs naming the model and what the
+find) no longer hangs verify: --load-timeout bounds the load, its row FAILs naming the model and what the
 server log says of it, exit 6, and no tritonserver or stub is left running."""
 
 from __future__ import annotations

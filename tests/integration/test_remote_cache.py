@@ -36,7 +36,7 @@ def test_unreachable_remote_cache_warns_once_and_builds(cli, py_recipe, tmp_path
     monkeypatch.setenv("TRITONBUILD_CACHE_DIR", str(tmp_path / "own-cache"))  # a miss: the remote is asked
     r = cli("build", py_recipe, "-o", tmp_path / "A", "--cache-url", "s3://nowhere/cache", "--json")
     assert r.exit_code == 0
-    # NOTE: the build also warns that the recipe's declared goldens file is missing (#13); count the cache's own.
+    # NOTE: the build also warns that the recipe's declared goldens file is missing; count the cache's own.
     warnings = [w for w in json.loads(r.stdout)["warnings"] if "remote cache" in w]
     assert len(warnings) == 1 and "remote cache s3://nowhere/cache unavailable" in warnings[0]
 

@@ -1,4 +1,4 @@
-"""serve's ports, control mode and kept log; infer against a served URL and a built directory (issue #12)."""
+"""serve's ports, control mode and kept log; infer against a served URL and a built directory."""
 import json
 import os
 import signal

@@ -1,4 +1,4 @@
-"""Issue #14: Ctrl-C during verify never leaves a tritonserver (or its Python stubs) running, nor its temp dir."""
+"""Ctrl-C during verify never leaves a tritonserver (or its Python stubs) running, nor its temp dir."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
-"""Names a reader never has to look up (#10): the short names that meant a different type in each file (lr, bm,
+"""Names a reader never has to look up: the short names that meant a different type in each file (lr, bm,
 mp, pm, pv, mm, m) are not bound anywhere in the package."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,16 @@ def test_no_cryptic_names(path: Path):
     hits = [f"{path.relative_to(PACKAGE.parent)}:{line}: {name!r} -> {BANNED[name]}"
             for line, name in _bindings(ast.parse(path.read_text(), str(path))) if name in BANNED]
     assert not hits, "name what it holds:\n" + "\n".join(hits)
+
+
+# The tracker's numbers belong in commit messages and CHANGELOG.md: in code they go stale and say nothing.
+ISSUE_REF = re.compile(r"\((?:issue )?#\d+\b|\bissue #\d+|\bIssue #\d+")
+
+
+def test_no_issue_numbers_in_code_or_test_names():
+    root = PACKAGE.parent
+    sources = [*sorted(PACKAGE.rglob("*.py")), *sorted((root / "tests").rglob("*.py"))]
+    hits = [f"{path.relative_to(root)}:{n}" for path in sources
+            for n, line in enumerate(path.read_text().splitlines(), 1) if ISSUE_REF.search(line)]
+    named = [p.name for p in (root / "tests").rglob("test_*.py") if re.match(r"test_(harden|daily|issue)", p.name)]
+    assert (hits, named) == ([], [])

@@ -1,4 +1,4 @@
-"""No stage names a backend (#10): the stages ask the registry. Every string constant in their source that
+"""No stage names a backend: the stages ask the registry. Every string constant in their source that
 equals a registered backend's name, Triton backend, platform or default model file fails here (past ALLOWED);
 the names come from the registry itself, so a backend added later is covered too."""
 

@@ -32,7 +32,7 @@ def _reqs(specs):
 
 
 def test_core_takes_ranges_that_leave_an_existing_environment_alone():
-    """Issue #12: installing the core into numpy 2.2.6 / protobuf 5.29.5 / tritonclient 2.72.0 must not move them."""
+    """Installing the core into numpy 2.2.6 / protobuf 5.29.5 / tritonclient 2.72.0 must not move them."""
     core = _reqs(_meta()["dependencies"])
     assert not [r for r in core.values() if any(s.operator in ("==", "===") for s in r.specifier)], \
         "exact versions belong in ci/constraints.txt, not in library metadata"

@@ -1,5 +1,5 @@
 """On Python 3.13 the embedded server cannot exist (its stub needs numpy < 2: no cp313 wheel); the error says
-so at the point of failure, with the way out (issue #12)."""
+so at the point of failure, with the way out."""
 import importlib.util
 import sys
 

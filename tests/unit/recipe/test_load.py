@@ -80,7 +80,7 @@ def test_preferred_batch_size_over_max(write):
 
 def test_dynamic_batching_without_batch_dimension_is_accepted(write):
     """Triton loads dynamic_batching with max_batch_size 0 (a queue with priorities and timeouts, no batching):
-    refusing it was stricter than Triton (#13; the corpus' ok-dynamic-batching-nonbatching case)."""
+    refusing it was stricter than Triton (the corpus' ok-dynamic-batching-nonbatching case)."""
     text = PY_RECIPE.replace("max_batch_size: 4", "max_batch_size: 0")
     loaded = load_recipe(write("r.yaml", text + "batching: {max_queue_delay_us: 100}\n"), REGISTRY.recipe_kinds())
     assert loaded.recipe.max_batch_size == 0 and loaded.recipe.batching is not None

@@ -1,4 +1,4 @@
-"""Each backend's load rules on its model files come from the registry (#10): check_model_dir names no backend,
+"""Each backend's load rules on its model files come from the registry: check_model_dir names no backend,
 so a backend registered only here (tests/plugins/toyrt.py) gets its checks run, in the same places as the
 built-in ones (model_file → also_writes → offline_checks → triton-rules → model_content_checks)."""
 

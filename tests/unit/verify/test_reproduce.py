@@ -1,5 +1,5 @@
 """verify --rebuild's comparison: which differing files are left to the goldens is each backend's word
-(Backend.unreproducible_files through the registry), not a list of suffixes in verify/ (#10)."""
+(Backend.unreproducible_files through the registry), not a list of suffixes in verify/."""
 
 from __future__ import annotations
 

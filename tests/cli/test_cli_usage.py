@@ -1,4 +1,4 @@
-"""Daily-use CLI behaviour (issue #12): wrong paths, empty targets, unknown recipe keys, tables in logs."""
+"""Daily-use CLI behaviour: wrong paths, empty targets, unknown recipe keys, tables in logs."""
 import json
 
 import pytest

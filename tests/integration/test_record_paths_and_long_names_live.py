@@ -1,4 +1,4 @@
-"""Issue #14 against the real tritonserver: 'verify --record' writes goldens only beside the recipe that was
+"""Against the real tritonserver: 'verify --record' writes goldens only beside the recipe that was
 built, and the longest model name we accept (NAME_MAX, 255 bytes) loads and answers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue #14, inputs and OUT: no lost user files, no writes or reads outside their roots, no hangs, no tracebacks
+"""Inputs and OUT: no lost user files, no writes or reads outside their roots, no hangs, no tracebacks
 for hostile recipes. Each case failed (exit 0 with data lost, a traceback, or a hang) before the fix."""
 
 from __future__ import annotations
