@@ -56,10 +56,9 @@ def relative_dest(loaded: LoadedRecipe, path: Path, model_dir: Path, loc: tuple)
 
 
 def fetch_url(url: str, dest: Path, expected_sha256: str | None) -> None:
-    import fsspec
-
     try:
-        with fsspec.open(url, "rb") as src, open(dest, "wb") as out:
+        fs, path = stores.open_url(url)
+        with fs.open(path, "rb") as src, open(dest, "wb") as out:
             shutil.copyfileobj(src, out, 4 * 1024 * 1024)
     except Exception as e:  # noqa: BLE001 - any driver failure is a build failure with the driver's words
         raise BuildError(f"cannot fetch {url}: {e}", hint="check the URL and credentials (standard env/profile "

@@ -369,6 +369,18 @@ def _examples() -> str:
     return ", ".join(dict.fromkeys(d.example() for d in DRIVERS.values()))
 
 
+def open_url(url: str):
+    """(filesystem, path) for a source URL: through its store's driver where one is registered (its options
+    cut to the network deadline, one retry layer), else fsspec's own (https://, hf://...)."""
+    scheme, rest = split_url(url)
+    driver = DRIVERS.get(scheme or "")
+    if driver is None:
+        from fsspec.core import url_to_fs
+
+        return url_to_fs(url)
+    return driver.open(Location(scheme, rest, driver.endpoint(None)))
+
+
 def driver_for(scheme: str, where: str | None = None) -> Driver:
     driver = DRIVERS.get(scheme)
     if driver is None:

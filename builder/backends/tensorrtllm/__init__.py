@@ -65,9 +65,8 @@ def _split_calibration(params: dict, inputs: dict[str, str]) -> tuple[dict[str, 
 
 def fetch_checkpoint(loaded: LoadedRecipe, ctx: PlanContext) -> Path:
     """A remote checkpoint (any fsspec URL), downloaded once into the build cache (ctx.cache_dir) under its pin."""
-    from fsspec.core import url_to_fs
-
     from tritonbuild.core.secrets import redact
+    from tritonbuild.core.stores import open_url
 
     r: LLMRecipe = loaded.recipe
     if not r.checkpoint.sha256:
@@ -78,7 +77,7 @@ def fetch_checkpoint(loaded: LoadedRecipe, ctx: PlanContext) -> Path:
     if not (dest / "config.json").is_file():
         tmp = dest.with_name(dest.name + f".part-{os.getpid()}")
         try:
-            fs, root = url_to_fs(r.checkpoint.path)
+            fs, root = open_url(r.checkpoint.path)
             fs.get(root.rstrip("/") + "/", str(tmp) + "/", recursive=True)
         except Exception as e:  # noqa: BLE001 - any driver failure: a plan error with the driver's words
             shutil.rmtree(tmp, ignore_errors=True)
