@@ -103,7 +103,7 @@ def test_every_declared_tensor_is_upstreams(model, kw):
     ("openai_frontend", CLIENTS["openai_frontend"]["always"]),
     ("openai_frontend+options", {**CLIENTS["openai_frontend"]["always"],
                                  **{k: v for k, v in CLIENTS["openai_frontend"]["optional"].items()
-                                    if not k.startswith(("guided_", "lora_"))}}),
+                                    if not k.startswith("lora_")}}),
     ("genai-perf", CLIENTS["genai_perf"]["default"]), ("genai-perf --streaming", CLIENTS["genai_perf"]["streaming"]),
     ("genai-perf --output-tokens-mean-deterministic", CLIENTS["genai_perf"]["deterministic"])])
 @pytest.mark.parametrize("model", ["ensemble", "tensorrt_llm_bls"])
@@ -174,3 +174,61 @@ def test_verify_flags_a_repository_that_lacks_an_unguarded_parameter(cli, tmp_pa
     bad = {c["check"]: c["detail"] for c in report["static"] if not c["ok"]}
     assert set(bad) == {"tensorrtllm.parameters", "manifest"}  # the manifest notices the hand edit too
     assert "Cannot find parameter with name: xgrammar_tokenizer_info_path" in bad["tensorrtllm.parameters"]
+
+
+PERF = load("tensorrtllm_backend")["perf_metrics"]
+GUIDED = load("tensorrtllm_backend")["guided_decoding"]
+
+
+@pytest.mark.parametrize("model", ["tensorrt_llm", "ensemble", "tensorrt_llm_bls"])
+def test_perf_metrics_input_and_outputs_are_upstreams(model):
+    """return_perf_metrics and every output the C++ backend adds for it (utils.h), declared as the templates do."""
+    mc = _group(_recipe(serving={"bls": True}))[model]
+    inputs, outputs = {t.name: _spec(t) for t in mc.input}, {t.name: _spec(t) for t in mc.output}
+    assert inputs[PERF["input"]] == _upstream(model, "inputs")[PERF["input"]]
+    for name, dtype in PERF["outputs"].items():
+        assert name in outputs, f"{model} does not return {name}"
+        assert outputs[name] == _upstream(model, "outputs")[name] and outputs[name]["data_type"] == dtype
+    if model == "ensemble":
+        llm = next(s for s in mc.ensemble_scheduling.step if s.model_name == "m_tensorrt_llm")
+        assert llm.input_map[PERF["input"]] == PERF["input"]
+        assert {llm.output_map[n] for n in PERF["outputs"]} == set(PERF["outputs"])
+
+
+def test_guided_decoding_turns_on_upstreams_config_and_takes_the_tool_choice_inputs():
+    off = {k: v.string_value for k, v in _group(_recipe())["tensorrt_llm"].parameters.items()}
+    assert not (off["guided_decoding_backend"] and off["xgrammar_tokenizer_info_path"])  # line 424: off
+    r = _recipe(serving={"guided_decoding": {"backend": "xgrammar"}, "repository_mount": "/srv/models"})
+    group = _group(r)
+    params = {k: v.string_value for k, v in group["tensorrt_llm"].parameters.items()}
+    assert params["guided_decoding_backend"] in GUIDED["backends"]
+    assert params["xgrammar_tokenizer_info_path"].startswith("/srv/models/m_tensorrt_llm/1/")
+    tool = CLIENTS["openai_frontend"]["tool_choice_guide"]
+    for model in ("ensemble", "tensorrt_llm_bls", "tensorrt_llm"):
+        declared = {t.name: t for t in group[model].input}
+        for name in ("guided_decoding_guide_type", "guided_decoding_guide"):
+            assert name in tool and _spec(declared[name]) == _upstream(model, "inputs")[name], (model, name)
+    assert tool["guided_decoding_guide_type"] in GUIDED["guide_types"]
+
+
+def test_guided_decoding_off_the_engine_route_is_a_recipe_error():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=r"serving\.guided_decoding needs runtime: engine"):
+        _recipe(runtime="pytorch", quantization="none", serving={"guided_decoding": {"backend": "xgrammar"}})
+    with pytest.raises(ValidationError, match="xgrammar"):
+        _recipe(serving={"guided_decoding": {"backend": "outlines"}})
+
+
+def test_xgrammar_tokenizer_info_holds_what_the_cpp_backend_parses(tmp_path):
+    from tritonbuild.backends.tensorrtllm.group import xgrammar_info
+
+    tok = {"model": {"type": "BPE", "vocab": {"<s>": 0, "</s>": 1, "a": 2, "Ġb": 3}},
+           "added_tokens": [{"id": 4, "content": "<pad>"}]}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(tok))
+    info = xgrammar_info(tmp_path, 1)
+    assert set(info) == set(GUIDED["tokenizer_info_keys"])
+    vocab = {**tok["model"]["vocab"], **{t["content"]: t["id"] for t in tok.get("added_tokens", [])}}
+    assert len(info["encoded_vocab"]) == max(vocab.values()) + 1
+    assert all(info["encoded_vocab"][i] == t for t, i in vocab.items())
+    assert info["tokenizer_str"] == (tmp_path / "tokenizer.json").read_text() and info["stop_token_ids"] == [1]

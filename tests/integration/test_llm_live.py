@@ -84,16 +84,23 @@ def group(tmp_path_factory):
     (work / "stream.yaml").write_text(stream)
     spm = _train_sentencepiece(work / "spm-tokenizer")  # a tokenizer.model alone, no tokenizer.json
     (work / "spm.yaml").write_text(text.replace("name: tiny-llama\n", "name: tiny-spm\ntokenizer: spm-tokenizer\n"))
-    for recipe, name in (("llm.yaml", "tiny-llama"), ("stream.yaml", "tiny-stream"), ("spm.yaml", "tiny-spm")):
+    guided = text.replace("name: tiny-llama\n", "name: tiny-guided\n").replace(
+        "  streaming: false\n", "  streaming: false\n  guided_decoding: {backend: xgrammar}\n")
+    (work / "guided.yaml").write_text(guided)
+    for recipe, name in (("llm.yaml", "tiny-llama"), ("stream.yaml", "tiny-stream"), ("spm.yaml", "tiny-spm"),
+                         ("guided.yaml", "tiny-guided")):
         r = CliRunner().invoke(main, ["build", str(work / recipe), "-o", str(work / recipe[:-5]), "--engine",
                                       f"{name}={ENGINE}"], catch_exceptions=False)
         assert r.exit_code == 0, r.stderr
         shutil.copytree(work / recipe[:-5], repo, dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("tritonbuild-manifest.json"))
-    contract = load("tensorrtllm_backend")["cpp_parameters"]
+    facts = load("tensorrtllm_backend")
+    contract = {**facts["cpp_parameters"], "perf_metrics": facts["perf_metrics"],
+                "guided_decoding": facts["guided_decoding"]}
     _standin(repo / "tiny-llama_tensorrt_llm", contract)
     _standin(repo / "tiny-stream_tensorrt_llm", {**contract, "token_delay_s": TOKEN_DELAY_S})
     _standin(repo / "tiny-spm_tensorrt_llm", contract)
+    _standin(repo / "tiny-guided_tensorrt_llm", contract)
     # the same model without one unguarded parameter: what every generated repository was before #9
     broken = repo / "broken_tensorrt_llm"
     shutil.copytree(repo / "tiny-llama_tensorrt_llm", broken)
@@ -102,7 +109,7 @@ def group(tmp_path_factory):
     del mc.parameters["tokenizer_dir"]
     (broken / "config.pbtxt").write_bytes(render(mc))
     with EmbeddedServer(repo) as server:
-        for name in ("tiny-llama", "tiny-stream", "tiny-spm"):
+        for name in ("tiny-llama", "tiny-stream", "tiny-spm", "tiny-guided"):
             for m in (f"{name}_preprocessing", f"{name}_tensorrt_llm", f"{name}_postprocessing", name, f"{name}_bls"):
                 server.load(m)
         server.spm = spm
@@ -281,11 +288,12 @@ def test_the_streaming_bls_keeps_concurrent_requests_in_flight(group):
 
 
 # inputs upstream's BLS template reshapes to scalars (its decoder re-expands them to [batch, 1] for tensorrt_llm),
-# of those the generated group declares (LoRA, draft logits and perf metrics are not generated)
+# of those the generated group declares (LoRA and draft logits are not generated)
 BLS_SCALAR_INPUTS = [t for t in template("tensorrt_llm_bls")["inputs"] if t.get("reshape") == []
                      and t["name"] in {name for name, *_ in cfg.REQUEST_INPUTS}]
 ON_REQUEST = {"return_log_probs": ["cum_log_probs", "output_log_probs"], "return_context_logits": ["context_logits"],
-              "return_generation_logits": ["generation_logits"], "num_return_sequences": []}
+              "return_generation_logits": ["generation_logits"], "num_return_sequences": [],
+              "return_perf_metrics": list(load("tensorrtllm_backend")["perf_metrics"]["outputs"])}
 
 
 @pytest.mark.parametrize("entry", ["tiny-llama", "tiny-llama_bls", "tiny-stream_bls"])
@@ -293,7 +301,7 @@ ON_REQUEST = {"return_log_probs": ["cum_log_probs", "output_log_probs"], "return
 def test_the_inputs_upstreams_bls_reshapes_are_answered(group, entry, spec):
     """Each input upstream's BLS template declares with reshape [] reaches tensorrt_llm as [batch, 1] (Triton
     checks dims before reshape) and the outputs it asks for come back, from the ensemble and the BLS alike."""
-    assert len(BLS_SCALAR_INPUTS) == 4
+    assert len(BLS_SCALAR_INPUTS) == 5
     server, tok = group
     value = np.array([[1 if spec["data_type"] == "TYPE_INT32" else True]],
                      dtype=np.int32 if spec["data_type"] == "TYPE_INT32" else np.bool_)
@@ -307,6 +315,11 @@ def test_the_inputs_upstreams_bls_reshapes_are_answered(group, entry, spec):
         assert name in got, f"{entry} did not return {name}"
         if name == "context_logits":
             assert got[name].shape == (1, n, 384)  # [batch, prompt tokens, the engine's vocab_size]
+    if spec["name"] == "return_perf_metrics":  # upstream's timestamps are ordered, the KV blocks hold the tokens
+        t = [int(got[k].reshape(-1)[0]) for k in ("arrival_time_ns", "first_scheduled_time_ns",
+                                                  "first_token_time_ns", "last_token_time_ns")]
+        assert 0 < t[0] <= t[1] <= t[2] <= t[3]
+        assert got["kv_cache_alloc_total_blocks"].reshape(-1)[0] >= 1 and got["acceptance_rate"].dtype == np.float32
 
 
 @pytest.mark.parametrize("entry", ["tiny-spm", "tiny-spm_bls"])
@@ -320,3 +333,21 @@ def test_a_sentencepiece_only_tokenizer_serves(group, entry):
     assert got["end_id"].tolist() == [[sp.eos_id()]]
     out = _infer(server, entry, _text_inputs([TEXTS[0], MULTIBYTE]), ["text_output"])["text_output"]
     assert out.reshape(-1).tolist() == [TEXTS[0].encode(), MULTIBYTE.encode()]
+
+
+@pytest.mark.parametrize("entry", ["tiny-guided", "tiny-guided_bls"])
+def test_the_openai_frontends_tool_choice_request_is_answered_where_guided_decoding_is_on(group, entry):
+    """tool_choice "required" makes the frontend send a json_schema guide (clients.json); a recipe with
+    serving.guided_decoding answers it (the stand-in loaded the generated xgrammar tokenizer info as upstream's
+    C++ code reads it); the plain model refuses it."""
+    server, _tok = group
+    kind = {**CLIENTS["openai_frontend"]["always"],
+            **{k: v for k, v in CLIENTS["openai_frontend"]["optional"].items() if k.startswith("guided_")}}
+    tool = CLIENTS["openai_frontend"]["tool_choice_guide"]
+    schema = json.dumps({"type": "object", "properties": {"city": {"type": "string"}}}).encode()
+    inputs = _request(kind, TEXTS[0], guided_decoding_guide_type=tool["guided_decoding_guide_type"].encode(),
+                      guided_decoding_guide=schema)
+    got = _infer(server, entry, inputs, ["text_output", "num_input_tokens"])
+    assert got["text_output"].reshape(-1)[0] == TEXTS[0].encode()
+    with pytest.raises(Exception, match="no guided-decoding config"):
+        _infer(server, entry.replace("tiny-guided", "tiny-llama"), inputs, ["text_output"])

@@ -86,7 +86,12 @@ REQUEST_INPUTS: list[tuple[str, str, list[int], str | None]] = [
     ("return_generation_logits", "TYPE_BOOL", [1], "return_generation_logits"),
     ("return_num_input_tokens", "TYPE_BOOL", [1], "return_num_input_tokens"),
     ("return_num_output_tokens", "TYPE_BOOL", [1], "return_num_output_tokens"),
+    ("return_perf_metrics", "TYPE_BOOL", [1], "return_perf_metrics"),
+    ("guided_decoding_guide_type", "TYPE_STRING", [1], "guided_decoding_guide_type"),
+    ("guided_decoding_guide", "TYPE_STRING", [1], "guided_decoding_guide"),
 ]
+# request inputs upstream's ensemble and tensorrt_llm templates (not its BLS) declare with allow_ragged_batch
+RAGGED = ("guided_decoding_guide_type", "guided_decoding_guide")
 # Inputs a recorded client sends that upstream's templates lack, and the upstream input each one means:
 # genai-perf --output-tokens-mean-deterministic sends min_length (tensorrtllm_converter.py). The ensemble routes
 # min_tokens and min_length through preprocessing (a model input takes one source); the BLS forwards the first.
@@ -103,15 +108,24 @@ PASSTHROUGH_OUTPUTS = [("cum_log_probs", "TYPE_FP32", [-1]), ("output_log_probs"
                        ("batch_index", "TYPE_INT32", [1]), ("sequence_index", "TYPE_INT32", [1]),
                        ("num_input_tokens", "TYPE_INT32", [1]), ("num_output_tokens", "TYPE_INT32", [1])]
 LOGITS_OUTPUTS = [("context_logits", [-1, -1]), ("generation_logits", [-1, -1, -1])]
+# tensorrt_llm outputs returned when the request sets return_perf_metrics: KV-cache block counts, the request's
+# timestamps, speculative-decoding acceptance; passed straight to the ensemble's and the BLS's outputs
+PERF_OUTPUTS = [("kv_cache_alloc_new_blocks", "TYPE_INT32", [1]), ("kv_cache_reused_blocks", "TYPE_INT32", [1]),
+                ("kv_cache_alloc_total_blocks", "TYPE_INT32", [1]), ("arrival_time_ns", "TYPE_INT64", [1]),
+                ("first_scheduled_time_ns", "TYPE_INT64", [1]), ("first_token_time_ns", "TYPE_INT64", [1]),
+                ("last_token_time_ns", "TYPE_INT64", [1]), ("acceptance_rate", "TYPE_FP32", [1]),
+                ("total_accepted_draft_tokens", "TYPE_INT32", [1]), ("total_draft_tokens", "TYPE_INT32", [1])]
 # parameters the C++ backend reads outside any try block (model_instance_state.cc): a missing one fails the
 # load with "Cannot find parameter with name: …"; "" = the feature (guided decoding) is off
 UNGUARDED = ("gpt_model_type", "tokenizer_dir", "xgrammar_tokenizer_info_path", "guided_decoding_backend")
 UNGUARDED_VALUES = {"gpt_model_type": ("V1", "v1", "inflight_batching", "inflight_fused_batching")}
 # NOTE: upstream's BLS template (alone) reshapes these to scalars
-BLS_SCALARS = ("return_log_probs", "return_context_logits", "return_generation_logits", "num_return_sequences")
+BLS_SCALARS = ("return_log_probs", "return_context_logits", "return_generation_logits", "num_return_sequences",
+               "return_perf_metrics")
 UNGUARDED_EMPTY = ("tokenizer_dir", "xgrammar_tokenizer_info_path", "guided_decoding_backend")
 
 
+XGRAMMAR_INFO = "xgrammar_tokenizer_info.json"  # written next to the engine when guided decoding is on
 EXECUTOR_WORKER = "/opt/tritonserver/backends/tensorrtllm/trtllmExecutorWorker"  # upstream template's value
 # How tensorrtllm_backend's launcher (scripts/launch_triton_server.py --multi_model) starts orchestrator mode: one
 # MPI rank, the spawned executor workers own the GPUs, so Triton keeps no pinned or CUDA memory pools on them
@@ -140,7 +154,7 @@ def _request_inputs(mc, pb2, *, bls: bool = False) -> None:
     _tensor(mc.input, pb2, "max_tokens", "TYPE_INT32", [1])
     for name, dtype, dims, _ in REQUEST_INPUTS:
         reshape = [] if bls and name in BLS_SCALARS else None
-        _tensor(mc.input, pb2, name, dtype, dims, optional=True, reshape=reshape)
+        _tensor(mc.input, pb2, name, dtype, dims, optional=True, reshape=reshape, ragged=not bls and name in RAGGED)
     for alias, target in CLIENT_ALIASES.items():
         _, dtype, dims, _ = next(i for i in REQUEST_INPUTS if i[3] == target)
         _tensor(mc.input, pb2, alias, dtype, dims, optional=True)
@@ -201,7 +215,8 @@ def tensorrt_llm(r: LLMRecipe, names: Names, engine: dict, engine_path: str):
         _tensor(mc.input, pb2, name, dtype, dims, optional=optional, reshape=reshape, ragged=ragged)
     for _, dtype, dims, target in REQUEST_INPUTS:
         if target is not None:
-            _tensor(mc.input, pb2, target, dtype, dims, reshape=[], optional=True)
+            ragged = target in RAGGED  # upstream: ragged, no reshape
+            _tensor(mc.input, pb2, target, dtype, dims, reshape=None if ragged else [], optional=True, ragged=ragged)
     _tensor(mc.input, pb2, "stop", "TYPE_BOOL", [1], reshape=[], optional=True)  # cancel by request id
     _tensor(mc.output, pb2, "output_ids", "TYPE_INT32", [-1, -1])
     _tensor(mc.output, pb2, "sequence_length", "TYPE_INT32", [-1])
@@ -210,7 +225,7 @@ def tensorrt_llm(r: LLMRecipe, names: Names, engine: dict, engine_path: str):
         _tensor(mc.output, pb2, name, dtype, dims)
     for name, dims in LOGITS_OUTPUTS:
         _tensor(mc.output, pb2, name, logits, dims)
-    for name, dtype, dims in PASSTHROUGH_OUTPUTS[4:]:
+    for name, dtype, dims in PERF_OUTPUTS + PASSTHROUGH_OUTPUTS[4:]:
         _tensor(mc.output, pb2, name, dtype, dims)
     kv, s = r.kv_cache, r.serving
     world = r.engine.tp_size * r.engine.pp_size
@@ -226,6 +241,10 @@ def tensorrt_llm(r: LLMRecipe, names: Names, engine: dict, engine_path: str):
         "enable_chunked_context": s.enable_chunked_context, "normalize_log_probs": True,
         "FORCE_CPU_ONLY_INPUT_TENSORS": "no", **dict.fromkeys(UNGUARDED_EMPTY, ""),
     }
+    if s.guided_decoding is not None:  # upstream turns it on when both are non-empty
+        params["guided_decoding_backend"] = s.guided_decoding.backend
+        info = f"{s.repository_mount}/{names.tensorrt_llm}/{r.version}/{XGRAMMAR_INFO}"
+        params["xgrammar_tokenizer_info_path"] = info
     if kv.max_tokens is not None:
         params["max_tokens_in_paged_kv_cache"] = kv.max_tokens
     params["gpu_device_ids"] = ";".join(",".join(map(str, g)) for g in groups)
@@ -253,7 +272,7 @@ def ensemble(r: LLMRecipe, names: Names, mbs: int, logits: str):
     pb2 = model_config_pb2()
     mc = _base(pb2, names.ensemble, mbs, platform="ensemble")
     _request_inputs(mc, pb2)
-    _answer_outputs(mc, pb2, logits, PASSTHROUGH_OUTPUTS)
+    _answer_outputs(mc, pb2, logits, PASSTHROUGH_OUTPUTS + PERF_OUTPUTS)
     pre_in = {n: n for n in ("text_input", "max_tokens", "end_id", "pad_id", "stop_words", "bad_words", "min_tokens",
                              *CLIENT_ALIASES)}
     pre_out = {"input_ids": "_INPUT_ID", "input_lengths": "_INPUT_LEN", "request_output_len": "_REQUEST_OUTPUT_LEN",
@@ -262,7 +281,8 @@ def ensemble(r: LLMRecipe, names: Names, mbs: int, logits: str):
     llm_in = {target: name for name, _, _, target in REQUEST_INPUTS if target is not None}
     llm_in.update(pre_out)
     llm_out = {"output_ids": "_TOKENS_BATCH", "sequence_length": "_SEQUENCE_LENGTH",
-               **{name: name for name, _, _ in PASSTHROUGH_OUTPUTS}, **{name: name for name, _ in LOGITS_OUTPUTS}}
+               **{name: name for name, _, _ in PASSTHROUGH_OUTPUTS + PERF_OUTPUTS},
+               **{name: name for name, _ in LOGITS_OUTPUTS}}
     steps = [(names.preprocessing, pre_in, pre_out), (names.tensorrt_llm, llm_in, llm_out),
              (names.postprocessing, {"tokens_batch": "_TOKENS_BATCH", "sequence_length": "_SEQUENCE_LENGTH"},
               {"output": "text_output"})]
@@ -282,7 +302,7 @@ def bls(r: LLMRecipe, names: Names, mbs: int, logits: str):
     mc = _base(pb2, names.bls, mbs, backend="python")
     mc.model_transaction_policy.decoupled = r.serving.streaming
     _request_inputs(mc, pb2, bls=True)
-    _answer_outputs(mc, pb2, logits, PASSTHROUGH_OUTPUTS[:2] + PASSTHROUGH_OUTPUTS[4:])
+    _answer_outputs(mc, pb2, logits, PASSTHROUGH_OUTPUTS[:2] + PASSTHROUGH_OUTPUTS[4:] + PERF_OUTPUTS)
     _instances(mc, pb2, r.serving.instances.bls)
     _params(mc, {"preprocessing_model": names.preprocessing, "llm_model": names.tensorrt_llm,
                  "postprocessing_model": names.postprocessing,

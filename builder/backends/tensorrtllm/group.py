@@ -65,6 +65,23 @@ def special_ids(tokenizer_dir: Path) -> tuple[int, int]:
     return end_id, end_id if pad_id is None else pad_id
 
 
+def xgrammar_info(tokenizer_dir: Path, end_id: int) -> dict:
+    """The tokenizer info the C++ backend hands xgrammar (model_instance_state.cc: encoded_vocab, tokenizer_str,
+    stop_token_ids): the vocabulary's raw token strings by id, tokenizer.json itself, the eos id."""
+    path = tokenizer_dir / "tokenizer.json"
+    if not path.is_file():
+        raise BuildError("serving.guided_decoding needs tokenizer.json (xgrammar's tokenizer info is made from it); "
+                         "the tokenizer has only tokenizer.model",
+                         hint="save the tokenizer with a fast (tokenizers) tokenizer.json, or drop guided_decoding")
+    text = path.read_text()
+    vocab = json.loads(text)["model"]["vocab"]
+    pairs = vocab.items() if isinstance(vocab, dict) else ((tok, i) for i, (tok, _) in enumerate(vocab))
+    added = ((t["content"], t["id"]) for t in json.loads(text).get("added_tokens", []))
+    by_id = dict((i, tok) for tok, i in (*pairs, *added))
+    encoded = [by_id.get(i, "") for i in range(max(by_id) + 1)]
+    return {"encoded_vocab": encoded, "tokenizer_str": text, "stop_token_ids": [end_id]}
+
+
 def _specs(mc) -> tuple[list[TensorSpec], list[TensorSpec]]:
     from tritonbuild.triton.config import model_config_pb2
 
@@ -95,6 +112,8 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
         for rel, entry in tok_files.items():
             store.materialize(entry.sha256, root / model / v / rel)
     end_id, pad_id = special_ids(root / names.preprocessing / v / "tokenizer")
+    guided = (xgrammar_info(root / names.preprocessing / v / "tokenizer", end_id)
+              if r.serving.guided_decoding is not None else None)
     mbs = int(engine["build_config"]["max_batch_size"])
     engine_path = f"{r.serving.repository_mount}/{names.tensorrt_llm}/{v}/engine"
     tok_file = "tokenizer/" + tokenizer_file(root / names.preprocessing / v / "tokenizer")
@@ -115,6 +134,8 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
         if model in scripts:
             shutil.copyfile(MODELS_DIR / scripts[model], root / model / v / "model.py")
     (root / names.ensemble / v / KEEP).write_bytes(b"")
+    if guided is not None:
+        (root / names.tensorrt_llm / v / cfg.XGRAMMAR_INFO).write_text(json.dumps(guided))
     quant = (engine["pretrained_config"].get("quantization") or {})
     llm_info = {"group": r.name, "quant_algo": quant.get("quant_algo"), "kv_cache_quant_algo":
                 quant.get("kv_cache_quant_algo"), "trtllm_version": engine.get("version"),

@@ -69,6 +69,10 @@ class Instances(Strict):
     bls: int = Field(1, ge=1)
 
 
+class GuidedDecoding(Strict):
+    backend: Literal["xgrammar"] = Field("xgrammar", description="The C++ backend's guided_decoding_backend (xgrammar only).")
+
+
 class Serving(Strict):
     streaming: bool = Field(False, description="Decoupled mode on tensorrt_llm (and BLS): tokens stream out.")
     batching_strategy: Literal["inflight_fused_batching", "inflight_batching", "V1"] = "inflight_fused_batching"
@@ -81,6 +85,9 @@ class Serving(Strict):
                                                             "send true; false echoes the prompt first.")
     add_special_tokens: bool = Field(True, description="Tokenizer adds BOS etc. to prompts (upstream default).")
     enable_chunked_context: bool = False
+    guided_decoding: GuidedDecoding | None = Field(
+        None, description="JSON/regex/grammar-constrained output (the OpenAI frontend's tool_choice and "
+                          "response_format); the tokenizer info it needs is generated at build. Engine route only.")
     gpu_device_ids: list[int] = Field(default_factory=lambda: [0])
     max_queue_delay_us: int = Field(0, ge=0, le=UINT64_MAX)
     max_queue_size: int = Field(0, ge=0, le=UINT32_MAX)
@@ -142,6 +149,9 @@ class LLMRecipe(Named):
     def _route(self) -> LLMRecipe:
         runtime, self._route_why = choose(self.runtime, self.quantization, self.kv_cache.dtype, self.image)
         object.__setattr__(self, "runtime", runtime)  # NOTE: frozen; auto is resolved once, at load
+        if self.serving.guided_decoding is not None and runtime != "engine":
+            raise ValueError(f"serving.guided_decoding needs runtime: engine (the tensorrtllm C++ backend); the "
+                             f"{runtime} route's LLM-API model has no guided-decoding inputs")
         return self
 
     @property

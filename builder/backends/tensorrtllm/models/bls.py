@@ -20,7 +20,11 @@ PRE_OUTPUTS = ["input_ids", "input_lengths", "request_output_len", "end_id", "pa
 COUNTS = ("num_input_tokens", "num_output_tokens")
 # outputs returned when the request asks for them (flag → tensorrt_llm outputs passed back unchanged)
 ON_REQUEST = {"return_log_probs": ("cum_log_probs", "output_log_probs"),
-              "return_context_logits": ("context_logits",), "return_generation_logits": ("generation_logits",)}
+              "return_context_logits": ("context_logits",), "return_generation_logits": ("generation_logits",),
+              "return_perf_metrics": ("kv_cache_alloc_new_blocks", "kv_cache_reused_blocks",
+                                      "kv_cache_alloc_total_blocks", "arrival_time_ns", "first_scheduled_time_ns",
+                                      "first_token_time_ns", "last_token_time_ns", "acceptance_rate",
+                                      "total_accepted_draft_tokens", "total_draft_tokens")}
 
 
 def _get(request, name):
