@@ -70,7 +70,8 @@ class Instances(Strict):
 
 
 class GuidedDecoding(Strict):
-    backend: Literal["xgrammar"] = Field("xgrammar", description="The C++ backend's guided_decoding_backend (xgrammar only).")
+    backend: Literal["xgrammar"] = Field("xgrammar",
+                                         description="The C++ backend's guided_decoding_backend (xgrammar only).")
 
 
 class Serving(Strict):
