@@ -9,9 +9,9 @@ from pathlib import Path
 from google.protobuf import text_format
 
 from tritonbuild.backends import REGISTRY, BuildPolicy
-from tritonbuild.repository.config import parse
-from tritonbuild.repository.triton_ensemble_rules import core_model_problems
-from tritonbuild.repository.triton_rules import (
+from tritonbuild.triton.config import parse
+from tritonbuild.triton.ensemble_rules import core_model_problems
+from tritonbuild.triton.rules import (
     CORE_DEFAULT_FILES,
     NAME_MISMATCH,
     autocompleted_backend,

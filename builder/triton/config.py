@@ -1,28 +1,43 @@
 """config.pbtxt as Triton's ModelConfig proto, printed with text_format and parsed back: never string-templated.
-Shared by the repository stage and the backends (no stage imports here)."""
+Shared by the repository stage and the backends; it knows no recipe (tensors are anything shaped like one)."""
 
 from __future__ import annotations
 
-from google.protobuf import text_format
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
-from tritonbuild.recipe.models import DTYPES, TensorSpec
+from google.protobuf import text_format
 
 KINDS = {"cpu": "KIND_CPU", "gpu": "KIND_GPU", "auto": "KIND_AUTO", "model": "KIND_MODEL"}
 
 
 def model_config_pb2():
     """Triton's ModelConfig messages and enums (from tritonclient's schema, any protobuf >= 4.21)."""
-    from tritonbuild.core.triton_proto import model_config_pb2 as schema
+    from tritonbuild.triton.schema import model_config_pb2 as schema
 
     return schema()
 
 
-def add_tensors(field, specs: list[TensorSpec], pb2, is_input: bool) -> None:
+class Tensor(Protocol):
+    """What a ModelInput/ModelOutput is written from (a recipe's TensorSpec is one)."""
+
+    name: str
+    dtype: str
+    dims: Sequence[int]
+    optional: bool
+
+
+def data_type(dtype: str) -> str:
+    """Triton's DataType name for a short dtype name: fp16 -> TYPE_FP16; bytes is Triton's TYPE_STRING."""
+    return "TYPE_STRING" if dtype == "bytes" else f"TYPE_{dtype.upper()}"
+
+
+def add_tensors(field, specs: Iterable[Tensor], pb2, is_input: bool) -> None:
     """Append ModelInput/ModelOutput entries for specs (optional is an input-only field)."""
     for s in specs:
         t = field.add()
         t.name = s.name
-        t.data_type = pb2.DataType.Value(DTYPES[s.dtype])
+        t.data_type = pb2.DataType.Value(data_type(s.dtype))
         t.dims.extend(s.dims)
         if is_input and s.optional:
             t.optional = True

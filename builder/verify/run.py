@@ -27,7 +27,6 @@ from tritonbuild.repository.manifest import (
     version_identity,
 )
 from tritonbuild.repository.rules import check_model_dir
-from tritonbuild.repository.triton_rules import autocompleted_backend
 from tritonbuild.server.embedded import (
     LOAD_TIMEOUT_S,
     EmbeddedServer,
@@ -37,6 +36,7 @@ from tritonbuild.server.embedded import (
     load_model,
 )
 from tritonbuild.server.launcher import launcher_for
+from tritonbuild.triton.rules import autocompleted_backend
 from tritonbuild.verify.answers import check_model, write_goldens
 from tritonbuild.verify.models import ModelReport, StaticCheck, VerificationReport
 from tritonbuild.verify.runners import InferError, TritonRunner
@@ -128,7 +128,7 @@ def runs_as_written(model_dir: Path, have_gpu: bool) -> bool:
     environment to unpack): verify loads it, so its model.py is imported and its initialize() runs."""
     from google.protobuf import text_format
 
-    from tritonbuild.repository.config import parse
+    from tritonbuild.triton.config import parse
 
     try:
         mc = parse((model_dir / "config.pbtxt").read_bytes())

@@ -15,9 +15,9 @@ import yaml
 from tests.conftest import EXAMPLES
 from tests.contracts.facts import load
 from tritonbuild import api
-from tritonbuild.core.triton_proto import model_config_pb2
 from tritonbuild.errors import UsageError
 from tritonbuild.recipe.models import Tune
+from tritonbuild.triton.schema import model_config_pb2
 from tritonbuild.tune.analyzer import profile_config
 
 FACTS = load("model_analyzer")

@@ -12,14 +12,14 @@ from tests.conftest import ROOT
 from tritonbuild.backends import REGISTRY
 
 SOURCE = ROOT / "builder"
-# The stages (recipe/ has its own test, core/ is below the stages: its toolchain keys are distribution names).
-STAGES = ("plan", "steps", "repository", "server", "verify", "publish", "tune", "api.py", "cli")
+# The stages and triton/ (recipe/ has its own test; core/ is below them: its toolchain keys are distribution names).
+STAGES = ("triton", "plan", "steps", "repository", "server", "verify", "publish", "tune", "api.py", "cli")
 # file → (the words it may use, None = any; why). Ports of Triton's core name platforms themselves (Triton's
 # words are the contract there), and Triton's Python backend is the runtime of our stand-in and null models.
 ALLOWED = {
-    "repository/triton_rules.py": (None, "model_config_utils.cc GetBackendTypeFromPlatform and the "
+    "triton/rules.py": (None, "model_config_utils.cc GetBackendTypeFromPlatform and the "
                                          "default-backend guessing of GetNormalizedModelConfig"),
-    "repository/triton_ensemble_rules.py": ({"ensemble"}, "ensemble_utils.cc: core's scheduler, no backend"),
+    "triton/ensemble_rules.py": ({"ensemble"}, "ensemble_utils.cc: core's scheduler, no backend"),
     "verify/triton_core.py": ({"python", "model.py", "ensemble"}, "the stand-in is a Python-backend model "
                               "(the embedded server has only that backend); ensembles are core's scheduler"),
     "server/launcher.py": ({"python", "model.py"}, "the embedded server's Python backend library and its stub, "

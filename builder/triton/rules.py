@@ -4,7 +4,7 @@ Source: triton-inference-server/core, commit bfec7c61dc0939433f64f14e89b1973073e
 tritonserver 2.51): src/model_config_utils.cc (AutoCompleteBackendFields, ValidateModelConfig,
 ValidateInstanceGroup, ValidateModelIOConfig, ValidateIOShape, ValidateBatchIO, the sequence-control getters),
 src/model_repository_manager/model_repository_manager.cc (directory name); the ensemble rules are in
-triton_ensemble_rules.py. Messages are Triton's own wording, so a static finding reads like the server's refusal.
+ensemble_rules.py. Messages are Triton's own wording, so a static finding reads like the server's refusal.
 Triton stops at the first failure of a model; these functions report every one they find. What they cannot
 see: GPU ids (the serving machine's GPUs), what a backend autocompletes from the model file, the backend's own
 checks.
@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tritonbuild.repository.triton_ensemble_rules import ensemble_scheduling_problems
-from tritonbuild.repository.triton_proto import TRITON_VERSION, unknown_fields
 from tritonbuild.triton.config import parse
+from tritonbuild.triton.ensemble_rules import ensemble_scheduling_problems
+from tritonbuild.triton.fields import TRITON_VERSION, unknown_fields
 
 WILDCARD = -1
 # GetBackendTypeFromPlatform. torch_aoti (AOTInductor packages) pairs with pytorch from core dabbddc (r26.03,
@@ -207,7 +207,7 @@ def _control(sb, name: str, kind: int, kname: str) -> str | None:
                 return f"sequence batching control '{given[0]}' must have exactly 2 entries for {kname} for {name}"
     if typed and found:
         allowed = {"TYPE_UINT64", "TYPE_INT64", "TYPE_UINT32", "TYPE_INT32", "TYPE_STRING"}
-        from tritonbuild.repository.config import model_config_pb2
+        from tritonbuild.triton.config import model_config_pb2
 
         if model_config_pb2().DataType.Name(dtype) not in allowed:
             return (f"unexpected data type for control CONTROL_SEQUENCE_CORRID for {name}. Allowed data types are "

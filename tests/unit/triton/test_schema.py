@@ -4,7 +4,7 @@ import sys
 
 from google.protobuf import text_format
 
-from tritonbuild.core.triton_proto import model_config_pb2
+from tritonbuild.triton.schema import model_config_pb2
 
 
 def test_schema_is_tritonclients_descriptor_byte_for_byte():
@@ -29,7 +29,7 @@ def test_messages_print_and_parse_like_upstream():
 
 
 def test_loading_the_schema_imports_no_grpc():
-    code = ("import sys; from tritonbuild.core.triton_proto import model_config_pb2; model_config_pb2(); "
+    code = ("import sys; from tritonbuild.triton.schema import model_config_pb2; model_config_pb2(); "
             "print(sorted(m for m in sys.modules if m.startswith(('grpc', 'tritonclient.grpc'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -15,7 +15,7 @@ from google.protobuf import text_format
 
 
 def _parse(raw: bytes):
-    from tritonbuild.repository.config import parse
+    from tritonbuild.triton.config import parse
 
     return parse(raw)
 
@@ -198,7 +198,7 @@ def _decoupled_origins(mc, steps: list) -> list[str]:
 
 
 def _consistent(a, b, prefix: str) -> str | None:
-    from tritonbuild.repository.config import model_config_pb2
+    from tritonbuild.triton.config import model_config_pb2
 
     def same(x, y) -> bool:
         return len(x) == len(y) and all(i == j or i == -1 or j == -1 for i, j in zip(x, y, strict=True))
