@@ -237,9 +237,19 @@ def test_a_publish_killed_mid_write_leaves_no_temporary_in_a_model_directory(cli
     pub = tmp_path / "pub"
     proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "publish", str(out), f"file://{pub}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def temporaries() -> list[str]:
+        return [os.path.join(d, n) for d, _, names in os.walk(pub) for n in names if n.endswith(".tmp")]
+
+    # NOTE: a temporary seen, then the publisher stopped (SIGSTOP) and the temporary looked for again: a rename
+    # that finished between the two is not a kill mid-write, so the publisher goes on (SIGCONT) and we watch
+    # again. The kill then lands while a temporary is there, however loaded the machine.
     seen, deadline = [], time.monotonic() + 60
     while not seen and proc.poll() is None and time.monotonic() < deadline:
-        seen = [os.path.join(d, n) for d, _, names in os.walk(pub) for n in names if n.endswith(".tmp")]
+        if temporaries():
+            proc.send_signal(signal.SIGSTOP)
+            seen = temporaries()
+            if not seen:
+                proc.send_signal(signal.SIGCONT)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert seen, "the publish finished before a temporary was seen: make weights.bin larger"
