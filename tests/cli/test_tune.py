@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-pytestmark = pytest.mark.triton
+pytestmark = [pytest.mark.triton, pytest.mark.slow]
 
 # Each execute() costs 20 ms whatever its batch (a sleep, so a busy CI machine does not blur it): the
 # dynamic batcher multiplies throughput under concurrency. ADD_BATCH makes the answer depend on the batch

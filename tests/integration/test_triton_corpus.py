@@ -15,6 +15,7 @@ from tests.triton_corpus import KINDS, cases, expected, materialize, standin_mod
 pytestmark = pytest.mark.triton
 
 
+@pytest.mark.slow
 def test_corpus_confirmed_by_tritonserver(tmp_path):
     """Every case as written (python backend; raw cases whole), in one server start: refused ones with Triton's
     message (the log's poll cause, or the load error), accepted ones loaded."""
