@@ -390,3 +390,37 @@ def test_a_checkpoint_modelopt_quantized_on_a_gpu_runner_is_assembled_with_engin
     vdir = out / "tiny-llama" / "1"
     assert (vdir / "checkpoint" / "hf_quant_config.json").is_file() and (vdir / "model.yaml").is_file()
     assert (out / "tiny-llama_openai" / "config.pbtxt").is_file()
+
+
+def _lora(llm_dir, name, files=("model.lora_weights.npy", "model.lora_config.npy"), content=b"w"):
+    (llm_dir / name).mkdir(exist_ok=True)
+    for f in files:
+        (llm_dir / name / f).write_bytes(content)
+    with (llm_dir / "llm.yaml").open("a") as f:
+        f.write(f"lora:\n  adapters: {{fr: {name}}}\n")
+
+
+def test_a_lora_adapter_without_its_weights_is_a_plan_error(cli, llm_dir, tmp_path):
+    facts = load("clients")["openai_frontend"]["lora"]
+    _lora(llm_dir, "fr-lora", files=facts["files"][1:])
+    r = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT")
+    assert r.exit_code == 4 and f"LoRA adapter 'fr' at {llm_dir / 'fr-lora'} lacks {facts['files'][0]}" in r.stderr
+    assert "llm.yaml:" in r.stderr and not (tmp_path / "OUT").exists()
+
+
+def test_lora_adapters_are_keyed_by_content_not_path(cli, llm_dir, tmp_path):
+    """Moving an adapter keeps its step's cache key; changing one byte of it changes the key."""
+    _lora(llm_dir, "fr-lora")
+
+    def key():
+        r = cli("plan", llm_dir / "llm.yaml", "--json")
+        assert r.exit_code == 0, r.stderr
+        (m,) = json.loads(r.stdout)["models"]
+        return [s["cache_key"] for s in m["steps"] if s["kind"] == "trtllm.lora"]
+
+    first = key()
+    shutil.move(llm_dir / "fr-lora", llm_dir / "moved")
+    _edit(llm_dir / "llm.yaml", "fr: fr-lora", "fr: moved")
+    assert len(first) == 1 and key() == first
+    (llm_dir / "moved" / "model.lora_config.npy").write_bytes(b"x")
+    assert key() != first

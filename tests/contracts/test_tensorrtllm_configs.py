@@ -232,3 +232,32 @@ def test_xgrammar_tokenizer_info_holds_what_the_cpp_backend_parses(tmp_path):
     assert len(info["encoded_vocab"]) == max(vocab.values()) + 1
     assert all(info["encoded_vocab"][i] == t for t, i in vocab.items())
     assert info["tokenizer_str"] == (tmp_path / "tokenizer.json").read_text() and info["stop_token_ids"] == [1]
+
+
+LORA = load("tensorrtllm_backend")["lora"]
+
+
+@pytest.mark.parametrize("model", ["tensorrt_llm", "ensemble", "tensorrt_llm_bls"])
+def test_lora_inputs_are_upstreams_where_the_recipe_has_adapters(model):
+    plain = {t.name for t in _group(_recipe(serving={"bls": True}))[model].input}
+    assert not plain & set(LORA["inputs"])  # no adapters: a LoRA request is refused at the door
+    r = _recipe(serving={"bls": True}, lora={"adapters": {"fr": "a"}, "cache_gpu_memory_fraction": 0.1})
+    mc = _group(r)[model]
+    declared = {t.name: _spec(t) for t in mc.input}
+    for name in LORA["inputs"]:
+        assert declared[name] == _upstream(model, "inputs")[name], (model, name)
+        assert name in CLIENTS["openai_frontend"]["optional"]
+    if model == "tensorrt_llm":
+        params = {k: v.string_value for k, v in mc.parameters.items()}
+        assert params["lora_cache_gpu_memory_fraction"] == "0.1"
+        assert {k for k in params if k.startswith("lora_")} <= set(LORA["cache_parameters"])
+    if model == "ensemble":
+        llm = next(s for s in mc.ensemble_scheduling.step if s.model_name == "m_tensorrt_llm")
+        assert all(llm.input_map[n] == n for n in LORA["inputs"])
+
+
+def test_lora_off_the_engine_route_is_a_recipe_error():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="lora needs runtime: engine"):
+        _recipe(runtime="pytorch", quantization="none", lora={"adapters": {"fr": "a"}})

@@ -87,8 +87,14 @@ def group(tmp_path_factory):
     guided = text.replace("name: tiny-llama\n", "name: tiny-guided\n").replace(
         "  streaming: false\n", "  streaming: false\n  guided_decoding: {backend: xgrammar}\n")
     (work / "guided.yaml").write_text(guided)
+    for lora in ("fr", "de"):  # TensorRT-LLM's converted adapter files, as the OpenAI frontend np.loads them
+        (work / f"{lora}-lora").mkdir()
+        np.save(work / f"{lora}-lora" / "model.lora_weights.npy", np.ones((1, 2, 16), np.float16))
+        np.save(work / f"{lora}-lora" / "model.lora_config.npy", np.array([[[1, 0, 8], [2, 0, 8]]], np.int32))
+    (work / "lora.yaml").write_text(text.replace("name: tiny-llama\n", "name: tiny-lora\n") +
+                                    "lora:\n  adapters: {fr: fr-lora, de: de-lora}\n")
     for recipe, name in (("llm.yaml", "tiny-llama"), ("stream.yaml", "tiny-stream"), ("spm.yaml", "tiny-spm"),
-                         ("guided.yaml", "tiny-guided")):
+                         ("guided.yaml", "tiny-guided"), ("lora.yaml", "tiny-lora")):
         r = CliRunner().invoke(main, ["build", str(work / recipe), "-o", str(work / recipe[:-5]), "--engine",
                                       f"{name}={ENGINE}"], catch_exceptions=False)
         assert r.exit_code == 0, r.stderr
@@ -101,6 +107,7 @@ def group(tmp_path_factory):
     _standin(repo / "tiny-stream_tensorrt_llm", {**contract, "token_delay_s": TOKEN_DELAY_S})
     _standin(repo / "tiny-spm_tensorrt_llm", contract)
     _standin(repo / "tiny-guided_tensorrt_llm", contract)
+    _standin(repo / "tiny-lora_tensorrt_llm", contract)
     # the same model without one unguarded parameter: what every generated repository was before #9
     broken = repo / "broken_tensorrt_llm"
     shutil.copytree(repo / "tiny-llama_tensorrt_llm", broken)
@@ -109,10 +116,11 @@ def group(tmp_path_factory):
     del mc.parameters["tokenizer_dir"]
     (broken / "config.pbtxt").write_bytes(render(mc))
     with EmbeddedServer(repo) as server:
-        for name in ("tiny-llama", "tiny-stream", "tiny-spm", "tiny-guided"):
+        for name in ("tiny-llama", "tiny-stream", "tiny-spm", "tiny-guided", "tiny-lora"):
             for m in (f"{name}_preprocessing", f"{name}_tensorrt_llm", f"{name}_postprocessing", name, f"{name}_bls"):
                 server.load(m)
         server.spm = spm
+        server.repo = repo
         yield server, tok
 
 
@@ -351,3 +359,44 @@ def test_the_openai_frontends_tool_choice_request_is_answered_where_guided_decod
     assert got["text_output"].reshape(-1)[0] == TEXTS[0].encode()
     with pytest.raises(Exception, match="no guided-decoding config"):
         _infer(server, entry.replace("tiny-guided", "tiny-llama"), inputs, ["text_output"])
+
+
+def _frontend_loras(repo, model) -> dict:
+    """What Triton's OpenAI frontend finds for a model (clients.json openai_frontend.lora): multi_lora.json in its
+    version directory, each path relative to the repository, inside it, holding the two .npy files; task ids
+    from 1 in file order."""
+    import os
+
+    facts = CLIENTS["openai_frontend"]["lora"]
+    table = repo / model / "1" / "multi_lora.json"
+    if not table.is_file():
+        return {}
+    out = {}
+    for task_id, (name, rel) in enumerate(json.loads(table.read_text()).items(), start=facts["first_task_id"]):
+        assert not os.path.isabs(rel), rel
+        real = os.path.realpath(repo / rel)
+        assert os.path.commonpath([os.path.realpath(repo), real]) == os.path.realpath(repo), rel
+        out[name] = (task_id, *[np.load(os.path.join(real, f)) for f in facts["files"]])
+    return out
+
+
+@pytest.mark.parametrize("entry", ["tiny-lora", "tiny-lora_bls"])
+def test_the_openai_frontends_lora_request_is_answered(group, entry):
+    """The frontend's request for <model>/<lora>: lora_task_id with the adapter's weights and config on first use,
+    the task id alone after; the same request to a model without adapters is refused (400, as on main)."""
+    server, _tok = group
+    loras = _frontend_loras(server.repo, entry)
+    assert set(loras) == {"fr", "de"}
+    task_id, weights, config = loras["de"]
+    kind = CLIENTS["openai_frontend"]["always"]
+    first = {**_request(kind, TEXTS[0]), "lora_task_id": np.array([[task_id]], np.uint64),
+             "lora_weights": weights, "lora_config": config}
+    for inputs in (first, {**_request(kind, TEXTS[0]), "lora_task_id": np.array([[task_id]], np.uint64)}):
+        got = _infer(server, entry, inputs, ["text_output"])
+        assert got["text_output"].reshape(-1)[0] == TEXTS[0].encode()
+    with pytest.raises(Exception, match="not found in cache"):  # a task the backend never saw
+        _infer(server, entry, {**_request(kind, TEXTS[0]), "lora_task_id": np.array([[99]], np.uint64)},
+               ["text_output"])
+    assert _frontend_loras(server.repo, "tiny-llama") == {}
+    with pytest.raises(Exception, match="unexpected inference input 'lora_"):
+        _infer(server, entry.replace("tiny-lora", "tiny-llama"), first, ["text_output"])

@@ -139,6 +139,27 @@ def read_tokenizer(loaded: LoadedRecipe, ckpt: Path, ctx: PlanContext) -> tuple[
     return tok, present
 
 
+LORA_FILES = ("model.lora_weights.npy", "model.lora_config.npy")  # what the OpenAI frontend loads per LoRA
+
+
+def lora_step(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
+    """The recipe's LoRA adapters, content-hashed (their paths stay out of the cache key)."""
+    r: LLMRecipe = loaded.recipe
+    if r.lora is None:
+        return []
+    adapters, inputs = {}, {}
+    for name, rel in r.lora.adapters.items():
+        d = _dir(loaded, rel, ("lora", "adapters", name))
+        missing = [f for f in LORA_FILES if not (d / f).is_file()]
+        if missing:
+            raise PlanError(f"LoRA adapter {name!r} at {d} lacks {', '.join(missing)}",
+                            where=loaded.where(("lora", "adapters", name)),
+                            hint="convert the adapter with TensorRT-LLM's hf_lora_convert.py (it writes both .npy)")
+        adapters[name] = {f: ctx.digest(d / f) for f in LORA_FILES}
+        inputs.update({str(d / f): adapters[name][f] for f in LORA_FILES})
+    return [("trtllm.lora", {"adapters": adapters}, inputs)]
+
+
 def _check_model(loaded: LoadedRecipe, arch: Architecture, config: dict) -> None:
     """What the recipe asks of this checkpoint that TensorRT-LLM cannot do: heads split over tp_size, and the
     checkpoint's own bfloat16 (dtype: auto keeps it) on a GPU without bfloat16."""
@@ -213,7 +234,8 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     inputs = {str(ckpt / k): v for k, v in files.items()}
     _add_calibration(loaded, ctx, engine_params, inputs)
     return [("trtllm.engine", engine_params, inputs),
-            ("trtllm.tokenizer", {"files": sorted(tok_files)}, {str(tok / k): v for k, v in tok_files.items()})]
+            ("trtllm.tokenizer", {"files": sorted(tok_files)}, {str(tok / k): v for k, v in tok_files.items()}),
+            *lora_step(loaded, ctx)]
 
 
 def describe(loaded: LoadedRecipe, ctx: PlanContext) -> dict:
@@ -250,6 +272,13 @@ def run_step(ctx: StepContext) -> None:
         tok.mkdir(parents=True)
         for src in inputs:
             shutil.copyfile(src, tok / Path(src).name)
+        return
+    if kind == "trtllm.lora":
+        by_digest = {digest: src for src, digest in inputs.items()}
+        for name, files in params["adapters"].items():
+            (out / "lora" / name).mkdir(parents=True)
+            for f, digest in files.items():
+                shutil.copyfile(by_digest[digest], out / "lora" / name / f)
         return
     if importlib.util.find_spec("tensorrt_llm") is None or not _gpu_present():
         if kind == "trtllm.quantize":

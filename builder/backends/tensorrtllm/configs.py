@@ -92,6 +92,9 @@ REQUEST_INPUTS: list[tuple[str, str, list[int], str | None]] = [
 ]
 # request inputs upstream's ensemble and tensorrt_llm templates (not its BLS) declare with allow_ragged_batch
 RAGGED = ("guided_decoding_guide_type", "guided_decoding_guide")
+# a LoRA's inputs, declared where the recipe has adapters (name, dtype, dims, ragged everywhere)
+LORA_INPUTS = [("lora_task_id", "TYPE_UINT64", [1], False), ("lora_weights", "TYPE_FP16", [-1, -1], True),
+               ("lora_config", "TYPE_INT32", [-1, 3], True)]
 # Inputs a recorded client sends that upstream's templates lack, and the upstream input each one means:
 # genai-perf --output-tokens-mean-deterministic sends min_length (tensorrtllm_converter.py). The ensemble routes
 # min_tokens and min_length through preprocessing (a model input takes one source); the BLS forwards the first.
@@ -121,7 +124,7 @@ UNGUARDED = ("gpt_model_type", "tokenizer_dir", "xgrammar_tokenizer_info_path", 
 UNGUARDED_VALUES = {"gpt_model_type": ("V1", "v1", "inflight_batching", "inflight_fused_batching")}
 # NOTE: upstream's BLS template (alone) reshapes these to scalars
 BLS_SCALARS = ("return_log_probs", "return_context_logits", "return_generation_logits", "num_return_sequences",
-               "return_perf_metrics")
+               "return_perf_metrics", "lora_task_id")
 UNGUARDED_EMPTY = ("tokenizer_dir", "xgrammar_tokenizer_info_path", "guided_decoding_backend")
 
 
@@ -147,6 +150,15 @@ def needs_orchestrator(r: LLMRecipe) -> bool:
     (orchestrator mode, TRTLLM_ORCHESTRATOR=1) instead of one MPI-launched server per rank."""
     world = r.engine.tp_size * r.engine.pp_size
     return world > 1 or len(r.serving.gpu_device_ids) > world
+
+
+def _lora_inputs(r: LLMRecipe, mc, pb2, *, scalar_reshape: bool) -> None:
+    """lora_task_id (reshaped to a scalar where upstream does) and the ragged weights and config."""
+    if r.lora is None:
+        return
+    for name, dtype, dims, ragged in LORA_INPUTS:
+        _tensor(mc.input, pb2, name, dtype, dims, optional=True, ragged=ragged,
+                reshape=[] if scalar_reshape and not ragged else None)
 
 
 def _request_inputs(mc, pb2, *, bls: bool = False) -> None:
@@ -218,6 +230,7 @@ def tensorrt_llm(r: LLMRecipe, names: Names, engine: dict, engine_path: str):
             ragged = target in RAGGED  # upstream: ragged, no reshape
             _tensor(mc.input, pb2, target, dtype, dims, reshape=None if ragged else [], optional=True, ragged=ragged)
     _tensor(mc.input, pb2, "stop", "TYPE_BOOL", [1], reshape=[], optional=True)  # cancel by request id
+    _lora_inputs(r, mc, pb2, scalar_reshape=True)
     _tensor(mc.output, pb2, "output_ids", "TYPE_INT32", [-1, -1])
     _tensor(mc.output, pb2, "sequence_length", "TYPE_INT32", [-1])
     logits = logits_type(engine)
@@ -245,6 +258,10 @@ def tensorrt_llm(r: LLMRecipe, names: Names, engine: dict, engine_path: str):
         params["guided_decoding_backend"] = s.guided_decoding.backend
         info = f"{s.repository_mount}/{names.tensorrt_llm}/{r.version}/{XGRAMMAR_INFO}"
         params["xgrammar_tokenizer_info_path"] = info
+    if r.lora is not None:
+        for key in ("cache_gpu_memory_fraction", "cache_host_memory_bytes"):
+            if getattr(r.lora, key) is not None:
+                params[f"lora_{key}"] = getattr(r.lora, key)
     if kv.max_tokens is not None:
         params["max_tokens_in_paged_kv_cache"] = kv.max_tokens
     params["gpu_device_ids"] = ";".join(",".join(map(str, g)) for g in groups)
@@ -272,6 +289,7 @@ def ensemble(r: LLMRecipe, names: Names, mbs: int, logits: str):
     pb2 = model_config_pb2()
     mc = _base(pb2, names.ensemble, mbs, platform="ensemble")
     _request_inputs(mc, pb2)
+    _lora_inputs(r, mc, pb2, scalar_reshape=False)
     _answer_outputs(mc, pb2, logits, PASSTHROUGH_OUTPUTS + PERF_OUTPUTS)
     pre_in = {n: n for n in ("text_input", "max_tokens", "end_id", "pad_id", "stop_words", "bad_words", "min_tokens",
                              *CLIENT_ALIASES)}
@@ -280,6 +298,7 @@ def ensemble(r: LLMRecipe, names: Names, mbs: int, logits: str):
                "bad_words_list": "_BAD_WORDS_IDS", "min_tokens": "_MIN_TOKENS"}
     llm_in = {target: name for name, _, _, target in REQUEST_INPUTS if target is not None}
     llm_in.update(pre_out)
+    llm_in.update({name: name for name, *_ in LORA_INPUTS if r.lora is not None})
     llm_out = {"output_ids": "_TOKENS_BATCH", "sequence_length": "_SEQUENCE_LENGTH",
                **{name: name for name, _, _ in PASSTHROUGH_OUTPUTS + PERF_OUTPUTS},
                **{name: name for name, _ in LOGITS_OUTPUTS}}
@@ -302,11 +321,13 @@ def bls(r: LLMRecipe, names: Names, mbs: int, logits: str):
     mc = _base(pb2, names.bls, mbs, backend="python")
     mc.model_transaction_policy.decoupled = r.serving.streaming
     _request_inputs(mc, pb2, bls=True)
+    _lora_inputs(r, mc, pb2, scalar_reshape=True)
     _answer_outputs(mc, pb2, logits, PASSTHROUGH_OUTPUTS[:2] + PASSTHROUGH_OUTPUTS[4:] + PERF_OUTPUTS)
     _instances(mc, pb2, r.serving.instances.bls)
     _params(mc, {"preprocessing_model": names.preprocessing, "llm_model": names.tensorrt_llm,
                  "postprocessing_model": names.postprocessing,
                  "request_inputs": ",".join([f"{n}:{t}" for n, _, _, t in REQUEST_INPUTS if t is not None] +
-                                            [f"{n}:{t}" for n, t in CLIENT_ALIASES.items()])})
+                                            [f"{n}:{t}" for n, t in CLIENT_ALIASES.items()] +
+                                            [f"{n}:{n}" for n, *_ in LORA_INPUTS if r.lora is not None])})
     mc.default_model_filename = "model.py"
     return mc

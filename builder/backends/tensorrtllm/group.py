@@ -82,6 +82,21 @@ def xgrammar_info(tokenizer_dir: Path, end_id: int) -> dict:
     return {"encoded_vocab": encoded, "tokenizer_str": text, "stop_token_ids": [end_id]}
 
 
+def _write_loras(files: dict, root: Path, names, v: str, store) -> None:
+    """The adapters under <ensemble>/<v>/lora/<name>/ and multi_lora.json next to the ensemble and the BLS: the
+    OpenAI frontend reads it per model (name → directory relative to the repository) and gives each LoRA a
+    lora_task_id in file order."""
+    loras = {k[len("lora/"):]: e for k, e in files.items() if k.startswith("lora/")}
+    if not loras:
+        return
+    for rel, entry in loras.items():
+        store.materialize(entry.sha256, root / names.ensemble / v / "lora" / rel)
+    table = {name: f"{names.ensemble}/{v}/lora/{name}" for name in sorted({rel.split("/")[0] for rel in loras})}
+    for model in (names.ensemble, names.bls):
+        if (root / model / v).is_dir():
+            (root / model / v / "multi_lora.json").write_text(json.dumps(table, indent=1) + "\n")
+
+
 def _specs(mc) -> tuple[list[TensorSpec], list[TensorSpec]]:
     from tritonbuild.triton.config import model_config_pb2
 
@@ -136,6 +151,7 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
     (root / names.ensemble / v / KEEP).write_bytes(b"")
     if guided is not None:
         (root / names.tensorrt_llm / v / cfg.XGRAMMAR_INFO).write_text(json.dumps(guided))
+    _write_loras(built_model.files, root, names, v, store)
     quant = (engine["pretrained_config"].get("quantization") or {})
     llm_info = {"group": r.name, "quant_algo": quant.get("quant_algo"), "kv_cache_quant_algo":
                 quant.get("kv_cache_quant_algo"), "trtllm_version": engine.get("version"),

@@ -74,6 +74,16 @@ class GuidedDecoding(Strict):
                                          description="The C++ backend's guided_decoding_backend (xgrammar only).")
 
 
+class LoRA(Strict):
+    adapters: dict[str, str] = Field(min_length=1, description="LoRA name (what the OpenAI frontend's model name "
+                                     "<model><separator><name> selects) → directory holding TensorRT-LLM's "
+                                     "model.lora_weights.npy and model.lora_config.npy; content-hashed.")
+    cache_gpu_memory_fraction: float | None = Field(None, gt=0, le=1, description="lora_cache_gpu_memory_fraction "
+                                                    "(unset: the backend's default).")
+    cache_host_memory_bytes: int | None = Field(None, ge=0, description="lora_cache_host_memory_bytes (unset: the "
+                                                "backend's default).")
+
+
 class Serving(Strict):
     streaming: bool = Field(False, description="Decoupled mode on tensorrt_llm (and BLS): tokens stream out.")
     batching_strategy: Literal["inflight_fused_batching", "inflight_batching", "V1"] = "inflight_fused_batching"
@@ -141,6 +151,7 @@ class LLMRecipe(Named):
     engine: EngineLimits = Field(default_factory=EngineLimits)
     kv_cache: KVCache = Field(default_factory=KVCache)
     calibration: Calibration | None = None
+    lora: LoRA | None = None
     serving: Serving = Field(default_factory=Serving)
     image: Image = Field(default_factory=Image)
     gpu: str = Field("H200", description=f"Target GPU for the memory plan: {', '.join(GPU_MEMORY_GIB)}.")
@@ -150,6 +161,9 @@ class LLMRecipe(Named):
     def _route(self) -> LLMRecipe:
         runtime, self._route_why = choose(self.runtime, self.quantization, self.kv_cache.dtype, self.image)
         object.__setattr__(self, "runtime", runtime)  # NOTE: frozen; auto is resolved once, at load
+        if self.lora is not None and runtime != "engine":
+            raise ValueError(f"lora needs runtime: engine (the tensorrtllm C++ backend); the {runtime} route's "
+                             "LLM-API model has no LoRA inputs")
         if self.serving.guided_decoding is not None and runtime != "engine":
             raise ValueError(f"serving.guided_decoding needs runtime: engine (the tensorrtllm C++ backend); the "
                              f"{runtime} route's LLM-API model has no guided-decoding inputs")

@@ -27,7 +27,8 @@ RECIPE_DIRS = (ROOT / "recipes" / "examples", ROOT / "recipes" / "gpu")
 # Values for keys no example recipe sets and whose type has no default instance.
 GIVEN = {"calibration": {"dataset": "calibration.txt"}, "version_policy": {"latest": 1}, "tokenizer": "tokenizer",
          "batching": {"max_queue_delay_us": 100}, "batch_buckets": [65536], "image.ships": {"tensorrt_llm": "1.1.0"},
-         "source.export.dynamic_axes": {"x": {0: "batch"}}, "source.sha256": "0" * 64}
+         "source.export.dynamic_axes": {"x": {0: "batch"}}, "source.sha256": "0" * 64,
+         "lora": {"adapters": {"fr": "fr-lora"}}}
 
 
 def test_committed_schema_is_current():

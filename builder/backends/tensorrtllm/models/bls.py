@@ -75,8 +75,9 @@ class TritonPythonModel:
             if name != "stream" and target not in given and (v := _get(request, name)) is not None:
                 given.add(target)
                 # NOTE: inputs this model reshapes to scalars arrive as [batch]; tensorrt_llm takes [batch, 1]
-                # (Triton checks dims before reshape), so each goes on as one column, like upstream's BLS
-                tensors.append(pb_utils.Tensor(target, v.reshape(-1, 1)))
+                # (Triton checks dims before reshape), so each goes on as one column, like upstream's BLS;
+                # a LoRA's weights and config ([batch, rows, cols]) go on as they came
+                tensors.append(pb_utils.Tensor(target, v.reshape(-1, 1) if v.ndim <= 1 else v))
         tensors.append(pb_utils.Tensor("streaming", np.full((len(text.reshape(-1)), 1), stream, dtype=np.bool_)))
         wanted = ["output_ids", "sequence_length"]
         wanted += [n for n in COUNTS if _flag(request, "return_" + n)]
