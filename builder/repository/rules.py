@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from google.protobuf import text_format
@@ -11,6 +10,7 @@ from google.protobuf import text_format
 from tritonbuild.backends import REGISTRY, BuildPolicy
 from tritonbuild.triton.config import parse
 from tritonbuild.triton.ensemble_rules import core_model_problems
+from tritonbuild.triton.finding import Finding
 from tritonbuild.triton.rules import (
     CORE_DEFAULT_FILES,
     NAME_MISMATCH,
@@ -19,17 +19,6 @@ from tritonbuild.triton.rules import (
 )
 
 VERSION_RE = re.compile(r"^[1-9][0-9]*$")
-
-
-@dataclass(frozen=True)
-class Finding:
-    model: str
-    check: str
-    ok: bool
-    detail: str
-
-    def to_dict(self) -> dict:
-        return {"model": self.model, "check": self.check, "ok": self.ok, "detail": self.detail}
 
 
 def check_model_dir(model_dir: Path, *, model_files: bool = False, ours: bool = True) -> list[Finding]:
@@ -47,7 +36,8 @@ def check_model_dir(model_dir: Path, *, model_files: bool = False, ours: bool = 
         if policy:
             ok_detail = "; ".join([ok_detail, *(f"not checked: {p} (tritonbuild's build policy, applied only "
                                                 f"to repositories it built)" for p in policy)])
-        out.append(Finding(name, check, not problems, "; ".join(problems) if problems else ok_detail))
+        out.append(Finding(model=name, check=check, ok=not problems,
+                           detail="; ".join(problems) if problems else ok_detail))
 
     mc = _read_config(model_dir, ours, add)
     if mc is None:

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
+from tritonbuild.triton.finding import Finding
+
 SCHEMA_VERSION = 1
 
 
@@ -23,13 +25,6 @@ class Mismatch(_Frozen):
     first_index: list[int] | None
     within_tolerance: bool = Field(False, description="Bits differ but every element is within the output's "
                                                       "declared verify.tolerance: not a failure, never 'bit-exact'.")
-
-
-class StaticCheck(_Frozen):
-    model: str
-    check: str
-    ok: bool
-    detail: str
 
 
 class ModelReport(_Frozen):
@@ -102,7 +97,7 @@ class VerificationReport(_Frozen):
     schema_version: int = SCHEMA_VERSION
     manifest_digest: str
     toolchain: dict[str, str]
-    static: list[StaticCheck]
+    static: list[Finding]
     models: list[ModelReport]
     recorded: bool = False
     reproducibility: Reproducibility | None = None

@@ -36,16 +36,17 @@ from tritonbuild.server.embedded import (
     load_model,
 )
 from tritonbuild.server.launcher import launcher_for
+from tritonbuild.triton.finding import Finding
 from tritonbuild.triton.rules import autocompleted_backend
 from tritonbuild.verify.answers import check_model, write_goldens
-from tritonbuild.verify.models import ModelReport, StaticCheck, VerificationReport
+from tritonbuild.verify.models import ModelReport, VerificationReport
 from tritonbuild.verify.runners import InferError, TritonRunner
 from tritonbuild.verify.triton_core import check_with_triton, explain_load_error
 
 Progress = Callable[[str], None]
 
 
-def static_checks(root: Path, manifest: Manifest) -> list[StaticCheck]:
+def static_checks(root: Path, manifest: Manifest) -> list[Finding]:
     out = []
     # NOTE: a server that imported model.py may have left __pycache__/ behind; it is not part of the build.
     present = {file.relative_to(root).as_posix() for file in root.rglob("*")
@@ -57,15 +58,15 @@ def static_checks(root: Path, manifest: Manifest) -> list[StaticCheck]:
             path = root / rel
             if path.stat().st_size != entry.size or sha256_file(path) != entry.sha256:
                 problems.append(f"content differs from manifest: {rel}")
-    out.append(StaticCheck(model="*", check="manifest", ok=not problems,
+    out.append(Finding(model="*", check="manifest", ok=not problems,
                            detail="; ".join(problems) or f"{len(manifest.files)} files match their sha256"))
     out.extend(_binding_checks(manifest))
     for name in sorted({model.name for model in manifest.models}):
-        out.extend(StaticCheck(**finding.to_dict()) for finding in check_model_dir(root / name, model_files=True))
+        out.extend(check_model_dir(root / name, model_files=True))
     return out
 
 
-def _binding_checks(manifest: Manifest) -> list[StaticCheck]:
+def _binding_checks(manifest: Manifest) -> list[Finding]:
     """What the manifest claims about each model, recomputed from its file list (whose digests the manifest
     check compares with the bytes): the model identity, and goldens that are this model's own file."""
     out = []
@@ -80,7 +81,7 @@ def _binding_checks(manifest: Manifest) -> list[StaticCheck]:
                 problems.append(f"model identity {model.model_identity[:16]} is not the digest of the files in "
                                 f"{model.name}/{model.version}/ ({got[:16]}): the manifest was edited")
         if problems:
-            out.append(StaticCheck(model=model.name, check="manifest-binding", ok=False, detail="; ".join(problems)))
+            out.append(Finding(model=model.name, check="manifest-binding", ok=False, detail="; ".join(problems)))
     return out
 
 
@@ -89,7 +90,7 @@ def _have_gpu() -> bool:
 
 
 def core_checks(root: Path, names: list[str], say: Progress, as_is: frozenset[str] = frozenset(),
-                tritonserver: str | None = None) -> list[StaticCheck]:
+                tritonserver: str | None = None) -> list[Finding]:
     """Triton's own core checks each config (any backend) through a stand-in model, or loads the model itself
     (as_is: those the embedded server runs): one row per model."""
     if not names:
@@ -98,7 +99,7 @@ def core_checks(root: Path, names: list[str], say: Progress, as_is: frozenset[st
         refusals, changes, which = check_with_triton(root, names, progress=say, have_gpu=_have_gpu(), as_is=as_is,
                                                      launcher=launcher_for(tritonserver))
     except ServerStartError as e:
-        return [StaticCheck(model="*", check="triton-core", ok=True,
+        return [Finding(model="*", check="triton-core", ok=True,
                             detail=f"not run: {e.message.splitlines()[0]} (static rules only)")]
     rows = []
     for name in names:
@@ -110,12 +111,12 @@ def core_checks(root: Path, names: list[str], say: Progress, as_is: frozenset[st
                     f"{which}: Triton's core accepted the config (stand-in: {how})")
         missing = _MISSING_MODULE.search(cause or "") if name in as_is else None
         if missing:  # this environment's packages are not the serving machine's: not a refusal of the model
-            rows.append(StaticCheck(model=name, check="triton-core", ok=True, detail=(
+            rows.append(Finding(model=name, check="triton-core", ok=True, detail=(
                 f"not loaded here: its Python code imports {missing.group(1)!r}, which this environment lacks "
                 f"(Triton's core accepted the config before the Python backend imported it); verify on a server "
                 f"that has it: --tritonserver PATH or --server URL")))
             continue
-        rows.append(StaticCheck(model=name, check="triton-core", ok=cause is None,
+        rows.append(Finding(model=name, check="triton-core", ok=cause is None,
                                 detail=f"tritonserver refused it: {cause}" if cause else accepted))
     return rows
 
@@ -128,7 +129,7 @@ def runs_as_written(model_dir: Path, have_gpu: bool) -> bool:
     environment to unpack): verify loads it, so its model.py is imported and its initialize() runs."""
     from google.protobuf import text_format
 
-    from tritonbuild.triton.config import parse
+    from tritonbuild.repository.config import parse
 
     try:
         mc = parse((model_dir / "config.pbtxt").read_bytes())
@@ -157,8 +158,7 @@ def lint(root: Path, *, progress: Progress | None = None, tritonserver: str | No
                           "directory to check", hint="build it with 'tritonbuild build RECIPES -o DIR', or pass a "
                           "Triton model repository (one directory per model)")
     say("static checks")
-    static = [StaticCheck(**finding.to_dict()) for name in names
-              for finding in check_model_dir(root / name, model_files=True, ours=False)]
+    static = [finding for name in names for finding in check_model_dir(root / name, model_files=True, ours=False)]
     have_gpu = _have_gpu()
     as_is = frozenset(name for name in names if runs_as_written(root / name, have_gpu))
     static += core_checks(root, names, say, as_is, tritonserver)
