@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 from tritonbuild.core.hashing import FileHashCache
+from tritonbuild.recipe.problem import Problem
 
 # How verify runs a model without --server: live in the embedded tritonserver, only on a tritonserver given
 # with --server (live-server), in-process in the backend's reference runtime, or not at all.
@@ -21,8 +22,6 @@ ROUTES: tuple[str, ...] = ("live-embedded", "live-server", "in-process", "none")
 # (kind, params, inputs): a step's kind, everything besides input files that shapes its output, and its input
 # files (absolute path → sha256).
 StepSpec = tuple[str, dict, dict[str, str]]
-# (key path, message, hint): a recipe rule that does not hold.
-Problem = tuple[tuple, str, str]
 # (check, problems, ok detail): one row of the offline load rules (repository/rules.py reports it).
 CheckRow = tuple[str, list[str], str]
 

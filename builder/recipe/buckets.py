@@ -7,7 +7,8 @@ from typing import Annotated
 
 from pydantic import Field
 
-Problem = tuple  # (key path, message, hint)
+from tritonbuild.recipe.problem import Problem
+
 # The key, declared by the recipe types of the backends that honour it (PythonRecipe, PyTorchRecipe); any other
 # kind refuses it as an unknown key.
 Buckets = list[Annotated[int, Field(ge=1, le=2**31 - 1)]] | None

@@ -15,8 +15,8 @@ from pydantic import BaseModel
 
 from tritonbuild.recipe.composition import CompositionRecipe, check_composition_rules
 from tritonbuild.recipe.models import Recipe, check_rules
+from tritonbuild.recipe.problem import Problem
 
-Problem = tuple[tuple, str, str]  # (key path, message, hint)
 Rules = Callable[[object], list[Problem]]  # recipe → its backend's problems
 # (recipe, its backend's problems) → every problem, the backend's placed among the generic ones
 TypeRules = Callable[[object, list[Problem]], list[Problem]]

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 from tritonbuild.recipe.buckets import bucket_rules
+from tritonbuild.recipe.problem import Problem
 from tritonbuild.recipe.tune import Tune
 
 SCHEMA_VERSION = 1
@@ -249,8 +250,6 @@ class Recipe(Strict):
 
     _name = field_validator("name")(classmethod(lambda cls, v: valid_name(v)))
 
-
-Problem = tuple  # (key path, message, hint)
 
 
 def _batching_problems(recipe: Recipe) -> list[Problem]:
