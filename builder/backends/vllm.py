@@ -55,6 +55,7 @@ class VLLMRecipe(Named):
     backend: Literal["vllm"]
     checkpoint: Checkpoint
     engine_args: VLLMEngineArgs = Field(default_factory=lambda: VLLMEngineArgs())
+    lora: VLLMLoRA | None = None
     serving: VLLMServing = Field(default_factory=lambda: VLLMServing())
     image: VLLMImage = Field(default_factory=lambda: VLLMImage())
     gpu: str = Field("H200", description=f"Target GPU for the memory plan: {', '.join(GPU_MEMORY_GIB)}.")
@@ -101,6 +102,14 @@ class VLLMImage(Strict):
         return v
 
 
+class VLLMLoRA(Strict):
+    adapters: dict[str, str] = Field(min_length=1, description="LoRA name (the request's sampling parameter "
+                                     "lora_name; the OpenAI frontend's <model><separator><name>) → a PEFT adapter "
+                                     "directory (adapter_config.json + weights); content-hashed, packaged.")
+    max_lora_rank: int | None = Field(None, ge=1, description="vLLM's max_lora_rank (unset: vLLM's default).")
+    max_loras: int | None = Field(None, ge=1, description="vLLM's max_loras (unset: vLLM's default).")
+
+
 class VLLMServing(Strict):
     repository_mount: str = Field("/models", description="Where the server sees this repository; model.json "
                                                          "points at the packaged weights under it.")
@@ -123,7 +132,28 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
         raise PlanError(f"{ckpt} has no tokenizer files", where=loaded.where(("checkpoint", "path")),
                         hint="save the tokenizer into the checkpoint directory (vLLM loads it from there)")
     _check_quantization(loaded, config)
-    return [("vllm.package", {"layout": sorted(files)}, {str(ckpt / k): v for k, v in files.items()})]
+    return [("vllm.package", {"layout": sorted(files)}, {str(ckpt / k): v for k, v in files.items()}),
+            *_lora_step(loaded, ctx)]
+
+
+def _lora_step(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
+    """The recipe's PEFT adapters, keyed by content (paths out of the key)."""
+    from tritonbuild.backends.tensorrtllm import recipe_dir
+    from tritonbuild.core.hashing import tree_files
+
+    r = loaded.recipe
+    if r.lora is None:
+        return []
+    adapters, inputs = {}, {}
+    for name, rel in r.lora.adapters.items():
+        d = recipe_dir(loaded, rel, ("lora", "adapters", name))
+        if not (d / "adapter_config.json").is_file():
+            raise PlanError(f"LoRA adapter {name!r} at {d} has no adapter_config.json: not a PEFT adapter",
+                            where=loaded.where(("lora", "adapters", name)),
+                            hint="save the adapter with peft's save_pretrained(DIR)")
+        adapters[name] = {f.as_posix(): ctx.digest(d / f) for f in tree_files(d)}
+        inputs.update({str(d / f): digest for f, digest in adapters[name].items()})
+    return [("vllm.lora", {"adapters": adapters}, inputs)]
 
 
 def _check_quantization(loaded: LoadedRecipe, config: dict) -> None:
@@ -213,6 +243,15 @@ def golden_inputs(model) -> list[dict]:
 
 
 def run_step(ctx: StepContext) -> None:
+    if ctx.kind == "vllm.lora":
+        import shutil
+
+        by_digest = {digest: src for src, digest in ctx.inputs.items()}
+        for name, files in ctx.params["adapters"].items():
+            for rel, digest in files.items():
+                (ctx.out / "lora" / name / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(by_digest[digest], ctx.out / "lora" / name / rel)
+        return
     copy_inputs(ctx.inputs, ctx.out / "model")
 
 
@@ -222,7 +261,16 @@ def derive_io(recipe, files, recipe_dir=None):
 
 def model_json(recipe) -> dict:
     args = {k: v for k, v in recipe.engine_args.model_dump().items() if v is not None}
+    if recipe.lora is not None:  # the backend then reads multi_lora.json beside model.json
+        args["enable_lora"] = True
+        args.update({k: v for k, v in recipe.lora.model_dump(exclude={"adapters"}).items() if v is not None})
     return {"model": f"{recipe.serving.repository_mount}/{recipe.name}/{recipe.version}/model", **args}
+
+
+def multi_lora(recipe) -> dict[str, str]:
+    """multi_lora.json: LoRA name → the packaged adapter where the server sees it."""
+    base = f"{recipe.serving.repository_mount}/{recipe.name}/{recipe.version}/lora"
+    return {name: f"{base}/{name}" for name in sorted(recipe.lora.adapters)} if recipe.lora else {}
 
 
 def emit(built_model, root: Path, store, manifest_model) -> list:
@@ -233,6 +281,8 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
     for rel, entry in built_model.files.items():
         store.materialize(entry.sha256, vdir / rel)
     (vdir / "model.json").write_bytes(pretty_json(model_json(r)))
+    if r.lora is not None:
+        (vdir / "multi_lora.json").write_bytes(pretty_json(multi_lora(r)))
     pb2 = model_config_pb2()
     mc = pb2.ModelConfig()
     mc.name = r.name
@@ -284,7 +334,7 @@ def load_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
 class VLLMBackend(Backend):
     name = NAME
     recipe_type = VLLMRecipe
-    step_toolchain = {"vllm.package": ("tritonbuild",)}
+    step_toolchain = {"vllm.package": ("tritonbuild",), "vllm.lora": ("tritonbuild",)}
     triton_backend = "vllm"
     model_files = {"": DEFAULT_FILENAME}
     route = "live-server"  # needs vllm and a GPU

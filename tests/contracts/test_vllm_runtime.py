@@ -128,3 +128,46 @@ def test_h200_script_patches_the_import_vllm_0_22_removed():
     assert f"r{FACTS['vllm_backend']['source']['branch'][1:]}" in script
     assert f"{FACTS['vllm']['batch_invariant_env']['name']}=1" in script
     assert f"export {FACTS['vllm']['flashinfer_sampler_env']['name']}=0" in script
+
+
+def test_lora_adapters_become_what_the_vllm_backend_and_the_openai_frontend_read(cli, tmp_path):
+    """lora.adapters: model.json says enable_lora (an AsyncEngineArgs field, read as the backend reads it), and
+    multi_lora.json sits beside it (vllm_backend _setup_lora) mapping each name to the packaged adapter where
+    the server sees it; the OpenAI frontend lists the same names (clients.json)."""
+    facts = load("vllm_backend")["lora"]
+    path = _bench(tmp_path, "tiny-llama-fp16.yaml")
+    for name in ("fr", "de"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "adapter_config.json").write_text(json.dumps({"r": 8, "peft_type": "LORA", "id": name}))
+        (tmp_path / name / "adapter_model.safetensors").write_bytes(name.encode() * 8)
+    mount = tmp_path / "OUT"
+    text = path.read_text()
+    path.write_text(text.replace("repository_mount: /models", f"repository_mount: {mount}") if
+                    "repository_mount" in text else text + f"serving: {{repository_mount: {mount}}}\n")
+    with path.open("a") as f:
+        f.write(f"lora:\n  adapters: {{fr: {tmp_path / 'fr'}, de: {tmp_path / 'de'}}}\n  max_lora_rank: 8\n")
+    r = cli("build", path, "-o", mount)
+    assert r.exit_code == 0, r.output
+    (model,) = [d for d in mount.iterdir() if d.is_dir()]
+    version = model / "1"
+    doc = json.loads((version / "model.json").read_text())
+    assert set(doc) <= set(load("vllm_engine_args")["AsyncEngineArgs"])
+    assert str(doc[facts["enable_key"]]).lower() == "true" and doc["max_lora_rank"] == 8
+    table = json.loads((version / facts["table"]).read_text())
+    assert set(table) == {"fr", "de"}
+    for name, where in table.items():
+        assert (tmp_path / name / "adapter_config.json").read_bytes() == \
+            (mount / where[len(str(mount)) + 1:] / "adapter_config.json").read_bytes()
+    frontend = load("clients")["openai_frontend"]["lora"]
+    assert frontend["table"].endswith(f"/<version>/{facts['table']}")  # the frontend reads the same file
+
+
+def test_a_lora_adapter_that_is_not_peft_is_a_plan_error(cli, tmp_path):
+    path = _bench(tmp_path, "tiny-llama-fp16.yaml")
+    (tmp_path / "fr").mkdir()
+    (tmp_path / "fr" / "weights.bin").write_bytes(b"w")
+    with path.open("a") as f:
+        f.write(f"lora:\n  adapters: {{fr: {tmp_path / 'fr'}}}\n")
+    r = cli("build", path, "-o", tmp_path / "OUT")
+    assert r.exit_code == 4 and "LoRA adapter 'fr'" in r.output and "no adapter_config.json" in r.output
+    assert not (tmp_path / "OUT").exists()

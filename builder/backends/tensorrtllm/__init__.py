@@ -47,6 +47,11 @@ def _dir(loaded: LoadedRecipe, rel: str, loc: tuple) -> Path:
     return _resolve(loaded, rel, loc, directory=True)
 
 
+def recipe_dir(loaded: LoadedRecipe, rel: str, loc: tuple) -> Path:
+    """A directory the recipe names (relative to the recipe file), or a recipe error at loc."""
+    return _dir(loaded, rel, loc)
+
+
 def _path(loaded: LoadedRecipe, rel: str, loc: tuple) -> Path:
     return _resolve(loaded, rel, loc, directory=False)
 
