@@ -170,7 +170,7 @@ def _serve(repository: str | Path, *, endpoint_url: str | None = None, **server_
         from tritonbuild.publish.inspect import list_target
         from tritonbuild.publish.objects import read_text
         from tritonbuild.publish.protocol import open_for_read
-        from tritonbuild.repository.config import parse
+        from tritonbuild.triton.config import parse
 
         where = as_location(str(repository), endpoint_url)
         target = open_for_read(where)

@@ -17,8 +17,8 @@ from tritonbuild.publish import objects
 from tritonbuild.publish.layout import in_version_dir, version_files
 from tritonbuild.publish.models import Action, PublishedModel, PublishedVersion, TargetManifest
 from tritonbuild.publish.target import Target
-from tritonbuild.repository.config import parse, render
 from tritonbuild.repository.manifest import Manifest, ManifestModel
+from tritonbuild.triton.config import parse, render
 
 JOBS = 8
 

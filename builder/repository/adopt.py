@@ -15,9 +15,9 @@ from google.protobuf import text_format
 
 from tritonbuild.backends import REGISTRY
 from tritonbuild.errors import UsageError
-from tritonbuild.repository.config import parse
 from tritonbuild.repository.existing import config_tensors
 from tritonbuild.repository.rules import VERSION_RE
+from tritonbuild.triton.config import parse
 
 # ModelConfig fields a recipe expresses (the rest must be absent or at their default)
 _EXPRESSED = {"name", "backend", "max_batch_size", "input", "output", "instance_group", "dynamic_batching",

@@ -14,10 +14,11 @@ from tritonbuild.core.fsutil import replace_dir, write_atomic
 from tritonbuild.core.hashing import sha256_file, sha256_json, tree_files
 from tritonbuild.core.paths import PathProblem, contains, display_path, inside, overlaps, regular_file
 from tritonbuild.errors import BuildError, UsageError
-from tritonbuild.repository.config import build_model_config, render
+from tritonbuild.repository.config import build_model_config
 from tritonbuild.repository.manifest import MANIFEST_NAME, NOT_IN_MANIFEST, Manifest, ManifestModel
 from tritonbuild.repository.rules import check_model_dir
 from tritonbuild.steps.models import BuildResult, BuiltModel
+from tritonbuild.triton.config import render
 
 
 def golden_name(version: int) -> str:
@@ -114,7 +115,8 @@ def _golden_warmup(built: BuiltModel, model_dir: Path, goldens: str | None, conf
     import numpy as np
 
     from tritonbuild.core.npz import read_npz
-    from tritonbuild.repository.config import add_warmup, model_config_pb2, parse
+    from tritonbuild.repository.config import add_warmup
+    from tritonbuild.triton.config import model_config_pb2, parse
 
     recipe = built.plan.recipe
     if goldens is None:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from tritonbuild.recipe.models import DTYPES, Recipe, TensorSpec
-from tritonbuild.triton.config import KINDS, add_tensors, model_config_pb2, parse, render
-
-__all__ = ["KINDS", "add_tensors", "add_warmup", "build_model_config", "model_config_pb2", "parse", "render"]
+from tritonbuild.triton.config import KINDS, add_tensors, model_config_pb2
 
 
 def build_model_config(recipe: Recipe, inputs: list[TensorSpec], outputs: list[TensorSpec], backend):

@@ -13,9 +13,9 @@ from tritonbuild.core.cas import FileEntry
 from tritonbuild.core.hashing import sha256_file, sha256_json, tree_files
 from tritonbuild.errors import TritonBuildError
 from tritonbuild.recipe.models import DTYPES, TensorSpec, Verify
-from tritonbuild.repository.config import parse
 from tritonbuild.repository.manifest import NOT_IN_MANIFEST, ManifestModel
 from tritonbuild.repository.rules import VERSION_RE
+from tritonbuild.triton.config import parse
 
 _DTYPE_NAMES = {triton: ours for ours, triton in DTYPES.items()}
 

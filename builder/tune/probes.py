@@ -49,7 +49,7 @@ def null_model(manifest_model: ManifestModel, mc):
     null.ClearField("parameters")
     null.ClearField("instance_group")
     group = null.instance_group.add()
-    from tritonbuild.repository.config import model_config_pb2
+    from tritonbuild.triton.config import model_config_pb2
 
     group.kind = model_config_pb2().ModelInstanceGroup.Kind.Value("KIND_CPU")
     group.count = 2

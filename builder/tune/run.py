@@ -24,9 +24,9 @@ from tritonbuild.core.stores import with_scheme
 from tritonbuild.core.toolchain import fingerprint
 from tritonbuild.errors import UsageError, VerifyError
 from tritonbuild.recipe.models import Tune
-from tritonbuild.repository.config import parse
 from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
 from tritonbuild.server.launcher import launcher_for
+from tritonbuild.triton.config import parse
 from tritonbuild.tune import search
 from tritonbuild.tune.built import grpc_of, loads_of, model_and_recipe
 from tritonbuild.tune.confidence import Decision, abba_order, ratio_interval

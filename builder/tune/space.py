@@ -76,7 +76,7 @@ def default_candidate(mc, kind: str | None = None) -> Candidate:
 def _kind_of(mc) -> str:
     if not mc.instance_group:
         return "cpu"
-    from tritonbuild.repository.config import model_config_pb2
+    from tritonbuild.triton.config import model_config_pb2
 
     name = model_config_pb2().ModelInstanceGroup.Kind.Name(mc.instance_group[0].kind)
     return KIND_NAMES.get(name, "cpu")
@@ -129,7 +129,7 @@ class Grid:
 
 def apply(mc, candidate: Candidate):
     """A copy of the built ModelConfig with the candidate's batching and instance groups."""
-    from tritonbuild.repository.config import model_config_pb2
+    from tritonbuild.triton.config import model_config_pb2
 
     pb2 = model_config_pb2()
     out = pb2.ModelConfig()

@@ -129,7 +129,7 @@ def runs_as_written(model_dir: Path, have_gpu: bool) -> bool:
     environment to unpack): verify loads it, so its model.py is imported and its initialize() runs."""
     from google.protobuf import text_format
 
-    from tritonbuild.repository.config import parse
+    from tritonbuild.triton.config import parse
 
     try:
         mc = parse((model_dir / "config.pbtxt").read_bytes())
@@ -321,7 +321,7 @@ def served_differences(url: str, root: Path, model: ManifestModel) -> list[str]:
 
     from google.protobuf import json_format
 
-    from tritonbuild.repository.config import model_config_pb2, parse
+    from tritonbuild.triton.config import model_config_pb2, parse
 
     try:
         with urllib.request.urlopen(f"{url}/v2/models/{model.name}/config", timeout=30) as response:

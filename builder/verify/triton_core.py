@@ -88,7 +88,7 @@ _POLL_RE = re.compile(r"""Poll failed for model directory '([^']+)': (.*?)"?\s*$
 
 
 def _parse(raw: bytes):
-    from tritonbuild.repository.config import parse
+    from tritonbuild.triton.config import parse
 
     return parse(raw)
 

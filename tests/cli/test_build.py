@@ -204,7 +204,7 @@ def test_torchscript_names_and_script_method(cli, write, tmp_path):
                         "    inputs: {x: {dtype: fp32, shape: [2, 3]}}\n    outputs: [y]\n    method: script\n"
                         "max_batch_size: 2\n")
     assert cli("build", p, "-o", tmp_path / "OUT").exit_code == 0
-    from tritonbuild.repository.config import parse
+    from tritonbuild.triton.config import parse
 
     mc = parse((tmp_path / "OUT" / "t" / "config.pbtxt").read_bytes())
     assert (mc.platform, mc.input[0].name, mc.output[0].name) == ("pytorch_libtorch", "x__0", "y__0")
@@ -224,7 +224,7 @@ def test_aoti_package_builds_and_verifies_in_process(cli, tmp_path, in_root):
     out = tmp_path / "OUT"
     r = cli("build", tmp_path / "r.yaml", "-o", out)
     assert r.exit_code == 0, r.stderr
-    from tritonbuild.repository.config import parse
+    from tritonbuild.triton.config import parse
 
     mc = parse((out / "image-embedder" / "config.pbtxt").read_bytes())
     assert (mc.platform, mc.default_model_filename) == ("torch_aoti", "model.pt2")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.conftest import PY_MODEL, PY_RECIPE
-from tritonbuild.repository.config import parse
+from tritonbuild.triton.config import parse
 
 ENSEMBLE = """
 name: twice

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import EXAMPLES, ROOT
 from tests.contracts.facts import load
-from tritonbuild.repository.config import parse
+from tritonbuild.triton.config import parse
 
 ENGINE = ROOT / "tests" / "fixtures" / "engines" / "tiny-llama-w4a16"
 GOLDEN = ROOT / "tests" / "fixtures" / "configs" / "llm"

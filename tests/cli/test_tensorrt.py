@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from tests.conftest import EXAMPLES, ROOT
-from tritonbuild.repository.config import parse
+from tritonbuild.triton.config import parse
 
 
 @pytest.fixture

@@ -47,7 +47,7 @@ def test_two_builds_are_identical_and_equal_model_repository(built):
 
 @pytest.mark.slow
 def test_every_config_parses_as_model_config(built):
-    from tritonbuild.repository.config import parse
+    from tritonbuild.triton.config import parse
 
     configs = list(built[0].glob("*/config.pbtxt"))
     assert sorted(c.parent.name for c in configs) == ["feature-normalizer", "image-embedder", "risk-pipeline",

@@ -115,7 +115,7 @@ class BackendContract:
 
     def test_derive_io_agrees_with_the_written_config(self, built):
         from tritonbuild.recipe.models import DTYPES
-        from tritonbuild.repository.config import model_config_pb2, parse
+        from tritonbuild.triton.config import model_config_pb2, parse
 
         result, out = built
         bm = next(m for m in result.models if m.plan.name == self.subject)

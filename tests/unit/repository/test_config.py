@@ -8,7 +8,8 @@ from tests.conftest import EXAMPLES, ROOT
 from tritonbuild.backends import REGISTRY, backend_for
 from tritonbuild.recipe.load import load_recipe
 from tritonbuild.recipe.models import TensorSpec
-from tritonbuild.repository.config import build_model_config, parse, render
+from tritonbuild.repository.config import build_model_config
+from tritonbuild.triton.config import parse, render
 
 GOLDEN = ROOT / "tests" / "fixtures" / "configs"
 

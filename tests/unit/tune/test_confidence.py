@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tritonbuild.recipe.models import Tune
-from tritonbuild.repository.config import model_config_pb2
+from tritonbuild.triton.config import model_config_pb2
 from tritonbuild.tune import search
 from tritonbuild.tune.confidence import Decision, abba_order, overlap, ratio_interval
 from tritonbuild.tune.space import Grid

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tritonbuild.recipe.models import Tune
-from tritonbuild.repository.config import model_config_pb2
+from tritonbuild.triton.config import model_config_pb2
 from tritonbuild.tune import search
 from tritonbuild.tune.space import Grid
 

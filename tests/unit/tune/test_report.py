@@ -7,7 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from tritonbuild.recipe.models import Tune
-from tritonbuild.repository.config import model_config_pb2
+from tritonbuild.triton.config import model_config_pb2
 from tritonbuild.tune import search
 from tritonbuild.tune.confidence import Decision, ratio_interval
 from tritonbuild.tune.loadgen import Result

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tritonbuild.recipe.models import Tune
-from tritonbuild.repository.config import model_config_pb2
+from tritonbuild.triton.config import model_config_pb2
 from tritonbuild.tune import search
 from tritonbuild.tune.loadgen import Window, is_stable
 from tritonbuild.tune.space import Grid, apply
