@@ -261,3 +261,32 @@ def test_lora_off_the_engine_route_is_a_recipe_error():
 
     with pytest.raises(ValidationError, match="lora needs runtime: engine"):
         _recipe(runtime="pytorch", quantization="none", lora={"adapters": {"fr": "a"}})
+
+
+RUNTIME = load("tensorrtllm_backend")["runtime_defaults"]
+
+
+def test_runtime_knobs_are_written_with_the_cpp_backends_own_defaults():
+    """Every knob the recipe leaves alone is written with the value the backend would use without it."""
+    params = {k: v.string_value for k, v in _group(_recipe())["tensorrt_llm"].parameters.items()}
+    for key, fact in RUNTIME["values"].items():
+        assert key in template("tensorrt_llm")["parameters"] and key in CPP["guarded"], key
+        value = params[key]
+        if isinstance(fact["default"], bool):
+            assert value in CPP["bool_values"] and (value.lower() in ("true", "1")) == fact["default"], key
+        else:
+            assert float(value) == fact["default"], (key, value)
+    changed = _recipe(executor={"gpu_weights_percent": 0.5, "cuda_graph_mode": True},
+                      kv_cache={"host_memory_bytes": 1 << 30, "onboard_blocks": False})
+    params = {k: v.string_value for k, v in _group(changed)["tensorrt_llm"].parameters.items()}
+    assert (params["gpu_weights_percent"], params["cuda_graph_mode"]) == ("0.5", "true")
+    assert (params["kv_cache_host_memory_bytes"], params["kv_cache_onboard_blocks"]) == (str(1 << 30), "false")
+
+
+def test_runtime_knobs_off_the_engine_route_are_a_recipe_error():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="needs runtime: engine"):
+        _recipe(runtime="pytorch", quantization="none", executor={"cuda_graph_mode": True})
+    with pytest.raises(ValidationError, match=r"kv_cache\.host_memory_bytes"):
+        _recipe(runtime="pytorch", quantization="none", kv_cache={"host_memory_bytes": 1})

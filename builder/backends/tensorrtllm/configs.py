@@ -262,6 +262,8 @@ def tensorrt_llm(r: LLMRecipe, names: Names, engine: dict, engine_path: str):
         for key in ("cache_gpu_memory_fraction", "cache_host_memory_bytes"):
             if getattr(r.lora, key) is not None:
                 params[f"lora_{key}"] = getattr(r.lora, key)
+    params.update(r.executor.model_dump())
+    params.update(kv_cache_host_memory_bytes=kv.host_memory_bytes, kv_cache_onboard_blocks=kv.onboard_blocks)
     if kv.max_tokens is not None:
         params["max_tokens_in_paged_kv_cache"] = kv.max_tokens
     params["gpu_device_ids"] = ";".join(",".join(map(str, g)) for g in groups)

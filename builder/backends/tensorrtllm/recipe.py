@@ -54,6 +54,10 @@ class KVCache(Strict):
     tokens_per_block: Literal[8, 16, 32, 64, 128] = 32
     max_tokens: int | None = Field(None, ge=1, description="Cap on KV tokens (max_tokens_in_paged_kv_cache).")
     dtype: Literal["auto", "fp8", "int8"] = Field("auto", description="auto = the model dtype.")
+    host_memory_bytes: int = Field(0, ge=0, description="Host memory KV blocks are offloaded to (engine route; "
+                                   "the backend's default 0 = no offload).")
+    onboard_blocks: bool = Field(True, description="Bring offloaded blocks back to the GPU for reuse (engine "
+                                 "route; the backend's default).")
 
 
 class Calibration(Strict):
@@ -67,6 +71,18 @@ class Instances(Strict):
     preprocessing: int = Field(4, ge=1)
     postprocessing: int = Field(4, ge=1)
     bls: int = Field(1, ge=1)
+
+
+class Executor(Strict):
+    """The tensorrtllm C++ backend's executor knobs; defaults are the backend's own when the parameter is
+    missing (model_instance_state.cc), so leaving them changes nothing."""
+    gpu_weights_percent: float = Field(1.0, ge=0, le=1, description="Share of the weights kept on the GPU "
+                                       "(weight streaming below 1; the engine must be built for it).")
+    multi_block_mode: bool = True
+    enable_context_fmha_fp32_acc: bool = False
+    cuda_graph_mode: bool = False
+    cancellation_check_period_ms: int = Field(100, ge=1)
+    stats_check_period_ms: int = Field(100, ge=1)
 
 
 class GuidedDecoding(Strict):
@@ -152,6 +168,7 @@ class LLMRecipe(Named):
     kv_cache: KVCache = Field(default_factory=KVCache)
     calibration: Calibration | None = None
     lora: LoRA | None = None
+    executor: Executor = Field(default_factory=Executor, description="Engine route only.")
     serving: Serving = Field(default_factory=Serving)
     image: Image = Field(default_factory=Image)
     gpu: str = Field("H200", description=f"Target GPU for the memory plan: {', '.join(GPU_MEMORY_GIB)}.")
@@ -161,6 +178,11 @@ class LLMRecipe(Named):
     def _route(self) -> LLMRecipe:
         runtime, self._route_why = choose(self.runtime, self.quantization, self.kv_cache.dtype, self.image)
         object.__setattr__(self, "runtime", runtime)  # NOTE: frozen; auto is resolved once, at load
+        offload = {"host_memory_bytes", "onboard_blocks"} & self.kv_cache.model_fields_set
+        if runtime != "engine" and ("executor" in self.model_fields_set or offload):
+            key = "executor" if "executor" in self.model_fields_set else f"kv_cache.{sorted(offload)[0]}"
+            raise ValueError(f"{key} sets the tensorrtllm C++ backend's parameters: it needs runtime: engine, "
+                             f"the {runtime} route has none of them")
         if self.lora is not None and runtime != "engine":
             raise ValueError(f"lora needs runtime: engine (the tensorrtllm C++ backend); the {runtime} route's "
                              "LLM-API model has no LoRA inputs")
