@@ -424,3 +424,23 @@ def test_lora_adapters_are_keyed_by_content_not_path(cli, llm_dir, tmp_path):
     assert len(first) == 1 and key() == first
     (llm_dir / "moved" / "model.lora_config.npy").write_bytes(b"x")
     assert key() != first
+
+
+def test_changing_a_lora_adapter_changes_the_entry_points_identity(cli, llm_dir, tmp_path):
+    """The adapters and multi_lora.json sit with the ensemble and the BLS: their model_identity follows them (a
+    publish diff would otherwise call the changed repository unchanged); the engine's stays."""
+    _lora(llm_dir, "fr-lora")
+
+    def identities(out):
+        r = cli("build", llm_dir / "llm.yaml", "-o", out, "--engine", f"tiny-llama={ENGINE}")
+        assert r.exit_code == 0, r.stderr
+        manifest = json.loads((out / "tritonbuild-manifest.json").read_text())
+        return {m["name"]: m["model_identity"] for m in manifest["models"]}
+
+    first = identities(tmp_path / "A")
+    assert json.loads((tmp_path / "A" / "tiny-llama" / "1" / "multi_lora.json").read_text()) == \
+        {"fr": "tiny-llama/1/lora/fr"}
+    (llm_dir / "fr-lora" / "model.lora_config.npy").write_bytes(b"changed")
+    second = identities(tmp_path / "B")
+    assert first["tiny-llama"] != second["tiny-llama"] and first["tiny-llama_bls"] != second["tiny-llama_bls"]
+    assert first["tiny-llama_tensorrt_llm"] == second["tiny-llama_tensorrt_llm"]

@@ -159,7 +159,13 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
                 "world_size": r.engine.tp_size * r.engine.pp_size,
                 "server_env": cfg.server_launch(r).get("env", {}), "server_launch": cfg.server_launch(r),
                 "memory_plan": built_model.plan.extras.get("memory_plan")}
-    identity = {names.tensorrt_llm: sha256_json({k: e.sha256 for k, e in engine_files.items()}),
+    engine_id = {k: e.sha256 for k, e in engine_files.items()}
+    if guided is not None:  # the xgrammar tokenizer info beside the engine is made from the tokenizer
+        engine_id.update({f"xgrammar/{k}": e.sha256 for k, e in tok_files.items()})
+    loras = {k: e.sha256 for k, e in built_model.files.items() if k.startswith("lora/")}
+    identity = {names.tensorrt_llm: sha256_json(engine_id),
+                # the adapters and multi_lora.json live with the entry points
+                **dict.fromkeys((names.ensemble, names.bls), sha256_json({**engine_id, **loras})),
                 names.preprocessing: sha256_json({k: e.sha256 for k, e in tok_files.items()}),
                 names.postprocessing: sha256_json({k: e.sha256 for k, e in tok_files.items()})}
     out = []
