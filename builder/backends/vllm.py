@@ -320,6 +320,10 @@ def load_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
             if "model" not in doc:
                 p.append(f"{v}/model.json has no 'model'")
             world = max(world, int(doc.get("tensor_parallel_size", 1)) * int(doc.get("pipeline_parallel_size", 1)))
+            table = model_dir / str(v) / "multi_lora.json"
+            if str(doc.get("enable_lora", False)).lower() == "true" and not table.is_file():
+                p.append(f"{v}/model.json has enable_lora but {v}/multi_lora.json is missing: the backend fails the "
+                         f"load (Triton backend cannot find {table}.)")
         except (OSError, ValueError, TypeError, AttributeError) as e:
             p.append(f"{v}/model.json is not valid JSON: {e}")
     kinds = {type(g).Kind.Name(g.kind) for g in mc.instance_group}

@@ -160,6 +160,13 @@ def test_lora_adapters_become_what_the_vllm_backend_and_the_openai_frontend_read
             (mount / where[len(str(mount)) + 1:] / "adapter_config.json").read_bytes()
     frontend = load("clients")["openai_frontend"]["lora"]
     assert frontend["table"].endswith(f"/<version>/{facts['table']}")  # the frontend reads the same file
+    from tritonbuild.repository.rules import check_model_dir
+
+    assert {f.check: f for f in check_model_dir(model)}["vllm"].ok
+    (version / facts["table"]).unlink()
+    finding = {f.check: f for f in check_model_dir(model)}["vllm"]
+    expected = facts["missing_table_error"].format(path=version / facts["table"])
+    assert not finding.ok and expected in finding.detail
 
 
 def test_a_lora_adapter_that_is_not_peft_is_a_plan_error(cli, tmp_path):
