@@ -84,6 +84,6 @@ def materialize(root: Path, items: list[dict], kind: str, model_py: str, *, suff
 
 
 def standin_model() -> str:
-    from tritonbuild.verify.triton_core import STANDIN_MODEL
+    from tritonbuild.triton.standin import STANDIN_MODEL
 
     return STANDIN_MODEL

@@ -38,10 +38,11 @@ from tritonbuild.server.embedded import (
 from tritonbuild.server.launcher import launcher_for
 from tritonbuild.triton.finding import Finding
 from tritonbuild.triton.rules import autocompleted_backend
+from tritonbuild.triton.standin import explain_load_error
 from tritonbuild.verify.answers import check_model, write_goldens
 from tritonbuild.verify.models import ModelReport, VerificationReport
 from tritonbuild.verify.runners import InferError, TritonRunner
-from tritonbuild.verify.triton_core import check_with_triton, explain_load_error
+from tritonbuild.verify.triton_core import check_with_triton
 
 Progress = Callable[[str], None]
 

@@ -20,7 +20,7 @@ def test_corpus_confirmed_by_tritonserver(tmp_path):
     """Every case as written (python backend; raw cases whole), in one server start: refused ones with Triton's
     message (the log's poll cause, or the load error), accepted ones loaded."""
     from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError, load_model
-    from tritonbuild.verify.triton_core import explain_load_error
+    from tritonbuild.triton.standin import explain_load_error
 
     refused = materialize(tmp_path, cases("refused"), "python", standin_model())
     accepted = materialize(tmp_path, cases("accepted"), "python", standin_model())

@@ -20,7 +20,7 @@ ALLOWED = {
     "triton/rules.py": (None, "model_config_utils.cc GetBackendTypeFromPlatform and the "
                                          "default-backend guessing of GetNormalizedModelConfig"),
     "triton/ensemble_rules.py": ({"ensemble"}, "ensemble_utils.cc: core's scheduler, no backend"),
-    "verify/triton_core.py": ({"python", "model.py", "ensemble"}, "the stand-in is a Python-backend model "
+    "triton/standin.py": ({"python", "model.py", "ensemble"}, "the stand-in is a Python-backend model "
                               "(the embedded server has only that backend); ensembles are core's scheduler"),
     "server/launcher.py": ({"python", "model.py"}, "the embedded server's Python backend library and its stub, "
                            "and Triton's rule for a Python-based backend's entry point (backends/<name>/model.py)"),
