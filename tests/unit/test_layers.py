@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-# Lower first. triton: Triton's formats (ModelConfig); backends: the plug-ins every stage asks.
+# Lower first. triton: Triton's config knowledge (ModelConfig, its rules); backends: the plug-ins every stage asks.
 RANK = {"core": 0, "errors": 0, "recipe": 1, "triton": 2, "backends": 3, "plan": 4, "steps": 5, "repository": 6,
         "server": 7, "verify": 7, "publish": 8, "tune": 8, "api": 9, "cli": 10}
 SOURCE = ROOT / "builder"
