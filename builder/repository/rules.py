@@ -49,21 +49,7 @@ def check_model_dir(model_dir: Path, *, model_files: bool = False, ours: bool = 
     add("name", misnamed or ([f"{name!r} contains '/' or is '..'"] if "/" in name or name in (".", "..") else []),
         f"directory name = model name = {name!r}")
 
-    versions, bad = [], []
-    for child in sorted(model_dir.iterdir()):
-        if child.is_dir():
-            if VERSION_RE.match(child.name):
-                versions.append(int(child.name))
-            elif child.name[:1].isdigit():
-                bad.append(f"version directory {child.name!r} is not a plain number (Triton ignores a leading 0 "
-                           f"and reads '2_old' as 2)")
-    if not versions:
-        bad.append("no numeric version directory: Triton reports 'no version is available'")
-    pol = mc.version_policy
-    if pol.WhichOneof("policy_choice") == "specific":
-        missing = sorted(set(pol.specific.versions) - set(versions))
-        if missing:
-            bad.append(f"version_policy.specific names versions {missing} that are not present")
+    versions, bad = _versions(model_dir, mc.version_policy)
     add("versions", bad, f"versions {versions}")
 
     # every backend-specific rule comes from the registry: the backend owning the config (by its backend field,
@@ -92,6 +78,25 @@ def check_model_dir(model_dir: Path, *, model_files: bool = False, ours: bool = 
         for backend in ([owner] if owner is not None else []) + others:
             rows(backend.model_content_checks(mc, model_dir, versions))
     return out
+
+
+def _versions(model_dir: Path, policy) -> tuple[list[int], list[str]]:
+    """The numeric version directories, and what Triton would make of the others and of the version policy."""
+    versions, bad = [], []
+    for child in sorted(model_dir.iterdir()):
+        if child.is_dir():
+            if VERSION_RE.match(child.name):
+                versions.append(int(child.name))
+            elif child.name[:1].isdigit():
+                bad.append(f"version directory {child.name!r} is not a plain number (Triton ignores a leading 0 "
+                           f"and reads '2_old' as 2)")
+    if not versions:
+        bad.append("no numeric version directory: Triton reports 'no version is available'")
+    if policy.WhichOneof("policy_choice") == "specific":
+        missing = sorted(set(policy.specific.versions) - set(versions))
+        if missing:
+            bad.append(f"version_policy.specific names versions {missing} that are not present")
+    return versions, bad
 
 
 def _read_config(model_dir: Path, ours: bool, add):

@@ -42,6 +42,7 @@ from tritonbuild.triton.standin import explain_load_error
 from tritonbuild.verify.answers import check_model, write_goldens
 from tritonbuild.verify.models import ModelReport, VerificationReport
 from tritonbuild.verify.runners import InferError, TritonRunner
+from tritonbuild.verify.served import served_differences
 from tritonbuild.verify.triton_core import check_with_triton
 
 Progress = Callable[[str], None]
@@ -302,45 +303,6 @@ def _route_for(model: ManifestModel, server_url: str | None, manifest: Manifest 
     if backend is not None and backend.route == "in-process":
         return "in-process", backend.route_detail(toolchain)
     return "none", f"no way to run backend {model.backend} here"
-
-
-def _served_projection(config) -> dict:
-    def tensors(tensor_list) -> list:
-        return [(tensor.name, type(config).DESCRIPTOR.fields_by_name["input"].message_type.fields_by_name["data_type"]
-                 .enum_type.values_by_number[tensor.data_type].name, list(tensor.dims)) for tensor in tensor_list]
-
-    return {"max_batch_size": config.max_batch_size, "inputs": tensors(config.input), "outputs": tensors(config.output),
-            "backend": config.backend or config.platform}
-
-
-def served_differences(url: str, root: Path, model: ManifestModel) -> list[str]:
-    """What the server at url serves under the model's name, compared with OUT's config.pbtxt and version: a shared
-    staging server may hold another build of the same model (GET v2/models/<model>/config, .../versions/<v>/ready)."""
-    import json
-    import urllib.error
-    import urllib.request
-
-    from google.protobuf import json_format
-
-    from tritonbuild.triton.config import model_config_pb2, parse
-
-    try:
-        with urllib.request.urlopen(f"{url}/v2/models/{model.name}/config", timeout=30) as response:
-            served = json_format.ParseDict(json.loads(response.read()), model_config_pb2().ModelConfig(),
-                                           ignore_unknown_fields=True)
-    except (urllib.error.URLError, OSError, ValueError, json_format.ParseError) as e:
-        return [f"cannot read its config ({e})"]
-    mine = _served_projection(parse((root / model.name / "config.pbtxt").read_bytes()))
-    theirs = _served_projection(served)
-    if not (mine["backend"] and theirs["backend"]) or theirs["backend"] in (served.platform, served.backend):
-        mine.pop("backend"), theirs.pop("backend")
-    out = [f"{k}: served {theirs[k]}, this OUT {mine[k]}" for k in mine if mine[k] != theirs.get(k)]
-    try:
-        with urllib.request.urlopen(f"{url}/v2/models/{model.name}/versions/{model.version}/ready", timeout=30):
-            pass
-    except (urllib.error.URLError, OSError):
-        out.append(f"version {model.version} is not ready there")
-    return out
 
 
 def _live_runner(url: str, model: ManifestModel):

@@ -152,22 +152,8 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
     if guided is not None:
         (root / names.tensorrt_llm / v / cfg.XGRAMMAR_INFO).write_text(json.dumps(guided))
     _write_loras(built_model.files, root, names, v, store)
-    quant = (engine["pretrained_config"].get("quantization") or {})
-    llm_info = {"group": r.name, "quant_algo": quant.get("quant_algo"), "kv_cache_quant_algo":
-                quant.get("kv_cache_quant_algo"), "trtllm_version": engine.get("version"),
-                "serving_image": r.image.triton_image, "engine_path": engine_path,
-                "world_size": r.engine.tp_size * r.engine.pp_size,
-                "server_env": cfg.server_launch(r).get("env", {}), "server_launch": cfg.server_launch(r),
-                "memory_plan": built_model.plan.extras.get("memory_plan")}
-    engine_id = {k: e.sha256 for k, e in engine_files.items()}
-    if guided is not None:  # the xgrammar tokenizer info beside the engine is made from the tokenizer
-        engine_id.update({f"xgrammar/{k}": e.sha256 for k, e in tok_files.items()})
-    loras = {k: e.sha256 for k, e in built_model.files.items() if k.startswith("lora/")}
-    identity = {names.tensorrt_llm: sha256_json(engine_id),
-                # the adapters and multi_lora.json live with the entry points
-                **dict.fromkeys((names.ensemble, names.bls), sha256_json({**engine_id, **loras})),
-                names.preprocessing: sha256_json({k: e.sha256 for k, e in tok_files.items()}),
-                names.postprocessing: sha256_json({k: e.sha256 for k, e in tok_files.items()})}
+    llm_info = _llm_info(r, engine, engine_path, built_model.plan.extras.get("memory_plan"))
+    identity = _identities(names, built_model.files, engine_files, tok_files, guided is not None)
     out = []
     for model, mc in configs.items():
         inputs, outputs = _specs(mc)
@@ -177,3 +163,27 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
                                   model_identity=identity.get(model, identity[names.tensorrt_llm]),
                                   inputs=inputs, outputs=outputs, max_batch_size=mc.max_batch_size, llm=llm_info))
     return out
+
+
+def _llm_info(r: LLMRecipe, engine: dict, engine_path: str, memory_plan) -> dict:
+    """What the manifest says of the group: the engine's quantization and version, where it is served from."""
+    quant = (engine["pretrained_config"].get("quantization") or {})
+    return {"group": r.name, "quant_algo": quant.get("quant_algo"), "kv_cache_quant_algo":
+            quant.get("kv_cache_quant_algo"), "trtllm_version": engine.get("version"),
+            "serving_image": r.image.triton_image, "engine_path": engine_path,
+            "world_size": r.engine.tp_size * r.engine.pp_size,
+            "server_env": cfg.server_launch(r).get("env", {}), "server_launch": cfg.server_launch(r),
+            "memory_plan": memory_plan}
+
+
+def _identities(names, files: dict, engine_files: dict, tok_files: dict, guided: bool) -> dict[str, str]:
+    """Each model's identity: the bytes that make its answers (engine, tokenizer, adapters)."""
+    engine_id = {k: e.sha256 for k, e in engine_files.items()}
+    if guided:  # the xgrammar tokenizer info beside the engine is made from the tokenizer
+        engine_id.update({f"xgrammar/{k}": e.sha256 for k, e in tok_files.items()})
+    loras = {k: e.sha256 for k, e in files.items() if k.startswith("lora/")}
+    tokenizer = sha256_json({k: e.sha256 for k, e in tok_files.items()})
+    return {names.tensorrt_llm: sha256_json(engine_id),
+            # the adapters and multi_lora.json live with the entry points
+            **dict.fromkeys((names.ensemble, names.bls), sha256_json({**engine_id, **loras})),
+            names.preprocessing: tokenizer, names.postprocessing: tokenizer}
