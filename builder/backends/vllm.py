@@ -11,7 +11,7 @@ from pydantic import Field, field_validator
 
 from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import copy_inputs
-from tritonbuild.backends.tensorrtllm.recipe import GPU_MEMORY_GIB, GPU_MEMORY_MIB
+from tritonbuild.backends.tensorrtllm.recipe import GPU_MEMORY_MIB, TargetGPU
 from tritonbuild.core.hashing import pretty_json, sha256_json
 from tritonbuild.core.stores import is_url
 from tritonbuild.errors import PlanError, RecipeError
@@ -58,15 +58,8 @@ class VLLMRecipe(Named):
     lora: VLLMLoRA | None = None
     serving: VLLMServing = Field(default_factory=lambda: VLLMServing())
     image: VLLMImage = Field(default_factory=lambda: VLLMImage())
-    gpu: str = Field("H200", description=f"Target GPU for the memory plan: {', '.join(GPU_MEMORY_GIB)}.")
+    gpu: TargetGPU = "H200"
     verify: Verify = Field(default_factory=Verify)
-
-    @field_validator("gpu")
-    @classmethod
-    def _gpu(cls, v: str) -> str:
-        if v not in GPU_MEMORY_GIB:
-            raise ValueError(f"unknown GPU {v!r}; known: {', '.join(GPU_MEMORY_GIB)}")
-        return v
 
 
 class VLLMEngineArgs(Strict):

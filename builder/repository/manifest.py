@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tritonbuild.core.cas import FileEntry
 from tritonbuild.core.hashing import sha256_bytes
-from tritonbuild.errors import TritonBuildError
+from tritonbuild.errors import TritonBuildError, UsageError, VerifyError
 from tritonbuild.recipe.models import TensorSpec, Verify
 
 SCHEMA_VERSION = 1
@@ -91,3 +91,13 @@ def read_repository(root: Path, error: type[TritonBuildError]) -> Manifest:
                     hint="build it with 'tritonbuild build RECIPES -o DIR'") from None
     except ValueError as e:
         raise error(f"{root / MANIFEST_NAME} is not a valid manifest: {e}", hint="rebuild the repository") from None
+
+
+def newest_version(root: Path, model: str) -> ManifestModel:
+    """The newest version of model in the built repository at root; a usage error naming the models there."""
+    manifest = read_repository(root, VerifyError)
+    found = [entry for entry in manifest.models if entry.name == model]
+    if not found:
+        names = sorted({entry.name for entry in manifest.models})
+        raise UsageError(f"{root} has no model {model!r}", hint=f"one of: {', '.join(names) or '-'}")
+    return max(found, key=lambda entry: entry.version)

@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 from tritonbuild.backends import REGISTRY
-from tritonbuild.errors import UsageError, VerifyError
+from tritonbuild.errors import UsageError
 from tritonbuild.recipe.models import Tune
-from tritonbuild.repository.manifest import read_repository
+from tritonbuild.repository.manifest import newest_version
 
 
 def loads_of(tune_spec: Tune) -> list[str]:
@@ -19,12 +19,7 @@ def loads_of(tune_spec: Tune) -> list[str]:
 def model_and_recipe(root: Path, model: str, recipe_path: Path | None):
     from tritonbuild.recipe import load_recipes
 
-    manifest = read_repository(root, VerifyError)
-    versions = [manifest_model for manifest_model in manifest.models if manifest_model.name == model]
-    if not versions:
-        names = sorted({manifest_model.name for manifest_model in manifest.models})
-        raise UsageError(f"{root} has no model {model!r}", hint=f"one of: {names}")
-    manifest_model = max(versions, key=lambda version: version.version)
+    manifest_model = newest_version(root, model)
     owner = REGISTRY.for_manifest(manifest_model.backend)  # a pipeline (ensemble, BLS) serves the models it calls
     if (owner is not None and owner.needs_built_models) or manifest_model.llm or manifest_model.depends_on:
         raise UsageError(f"{model!r} is a {manifest_model.backend} pipeline/LLM model: tune serves one model's own "

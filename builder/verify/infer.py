@@ -8,19 +8,14 @@ from pathlib import Path
 import numpy as np
 
 from tritonbuild.errors import UsageError, VerifyError
-from tritonbuild.repository.manifest import MANIFEST_NAME, read_repository
+from tritonbuild.repository.manifest import MANIFEST_NAME, newest_version, read_repository
 
 
 def _goldens(root: Path, model: str) -> tuple[list[dict], list[dict]]:
     from tritonbuild.core.npz import read_npz
     from tritonbuild.verify.goldens import from_npz_arrays
 
-    manifest = read_repository(root, VerifyError)
-    found = [manifest_model for manifest_model in manifest.models if manifest_model.name == model]
-    if not found:
-        names = sorted({manifest_model.name for manifest_model in manifest.models})
-        raise UsageError(f"{root} has no model {model!r}", hint=f"one of: {', '.join(names) or '-'}")
-    manifest_model = max(found, key=lambda manifest_model: manifest_model.version)
+    manifest_model = newest_version(root, model)
     if not manifest_model.goldens or not (root / manifest_model.goldens).is_file():
         raise UsageError(f"{model} has no goldens in {root}",
                          hint=f"record them with 'tritonbuild verify {root} --record', or pass --input NAME=FILE.npy")

@@ -18,7 +18,7 @@ import numpy as np
 
 from tritonbuild.core.fsutil import write_atomic
 from tritonbuild.errors import UsageError, VerifyError
-from tritonbuild.repository.manifest import ManifestModel, read_repository
+from tritonbuild.repository.manifest import ManifestModel, newest_version
 from tritonbuild.verify.goldens import NP_DTYPES, Sample
 
 
@@ -77,11 +77,7 @@ def _entries(model: ManifestModel, samples: list[Sample], tensors, with_shape: b
 
 
 def _model(root: Path, model: str) -> ManifestModel:
-    found = [each for each in read_repository(root, VerifyError).models if each.name == model]
-    if not found:
-        names = sorted({each.name for each in read_repository(root, VerifyError).models})
-        raise UsageError(f"{root} has no model {model!r}", hint=f"one of: {', '.join(names) or '-'}")
-    return max(found, key=lambda each: each.version)
+    return newest_version(root, model)
 
 
 def _goldens(root: Path, spec: ManifestModel) -> tuple[list[Sample], list[Sample]]:

@@ -3,9 +3,9 @@ inflight batching, or the LLM-API Python model), and the tables its rules read (
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, field_validator, model_validator
 
 from tritonbuild.backends.tensorrtllm.route import choose
 from tritonbuild.recipe.models import (
@@ -26,6 +26,17 @@ GPU_MEMORY_MIB = {"H200": 143771, "H100": 81559, "A100-80": 81920, "A100-40": 40
 GPU_MEMORY_GIB = {k: round(v / 1024, 1) for k, v in GPU_MEMORY_MIB.items()}
 # CUDA compute capability: FP8 needs SM 8.9+ (Ada, Hopper, Blackwell), bfloat16 SM 8.0+ (TensorRT-LLM support matrix)
 GPU_SM = {"H200": 9.0, "H100": 9.0, "A100-80": 8.0, "A100-40": 8.0, "L40S": 8.9, "L4": 8.9, "A10G": 8.6, "T4": 7.5}
+
+
+def _known_gpu(name: str) -> str:
+    if name not in GPU_MEMORY_GIB:
+        raise ValueError(f"unknown GPU {name!r}; known: {', '.join(GPU_MEMORY_GIB)}")
+    return name
+
+
+# The GPU a memory plan is made for (LLM and vLLM recipes).
+TargetGPU = Annotated[str, AfterValidator(_known_gpu),
+                      Field(description=f"Target GPU for the memory plan: {', '.join(GPU_MEMORY_GIB)}.")]
 
 
 
@@ -171,7 +182,7 @@ class LLMRecipe(Named):
     executor: Executor = Field(default_factory=Executor, description="Engine route only.")
     serving: Serving = Field(default_factory=Serving)
     image: Image = Field(default_factory=Image)
-    gpu: str = Field("H200", description=f"Target GPU for the memory plan: {', '.join(GPU_MEMORY_GIB)}.")
+    gpu: TargetGPU = "H200"
     verify: Verify = Field(default_factory=Verify)
 
     @model_validator(mode="after")
@@ -194,10 +205,3 @@ class LLMRecipe(Named):
     @property
     def route_why(self) -> str:
         return self._route_why
-
-    @field_validator("gpu")
-    @classmethod
-    def _gpu(cls, v: str) -> str:
-        if v not in GPU_MEMORY_GIB:
-            raise ValueError(f"unknown GPU {v!r}; known: {', '.join(GPU_MEMORY_GIB)}")
-        return v
