@@ -3,7 +3,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import socket
 import textwrap
+import threading
 from importlib import metadata
 from pathlib import Path
 
@@ -78,6 +80,30 @@ def write(tmp_path):
         return p
 
     return _write
+
+
+@pytest.fixture
+def silent_endpoint():
+    """Accepts TCP connections and never answers a byte."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    held, stop = [], threading.Event()
+
+    def accept():
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])
+            except OSError:
+                continue
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.getsockname()[1]}"
+    stop.set()
+    for c in held:
+        c.close()
+    srv.close()
 
 
 PY_MODEL = '''

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -110,28 +109,6 @@ def test_a_failing_put_is_tried_by_the_driver_only(cli, repo, fake_s3, status, c
         assert "check credentials" in r.stderr
 
 
-@pytest.fixture
-def silent_endpoint():
-    """Accepts TCP connections and never answers a byte."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(64)
-    held, stop = [], threading.Event()
-
-    def accept():
-        srv.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(srv.accept()[0])
-            except OSError:
-                continue
-
-    threading.Thread(target=accept, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.getsockname()[1]}"
-    stop.set()
-    for c in held:
-        c.close()
-    srv.close()
 
 
 def _silent_env(endpoint: str, deadline: str | None) -> dict:

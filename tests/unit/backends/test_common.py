@@ -3,38 +3,12 @@ never answers fails the build within the network deadline instead of hanging it.
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 
 import pytest
 
 from tritonbuild.backends.common import fetch_url
 from tritonbuild.errors import BuildError
-
-
-@pytest.fixture
-def silent_endpoint():
-    """Accepts TCP connections and never answers a byte."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(16)
-    held, stop = [], threading.Event()
-
-    def accept():
-        srv.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(srv.accept()[0])
-            except OSError:
-                continue
-
-    threading.Thread(target=accept, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.getsockname()[1]}"
-    stop.set()
-    for c in held:
-        c.close()
-    srv.close()
 
 
 def test_an_s3_source_that_never_answers_fails_within_the_deadline(monkeypatch, tmp_path, silent_endpoint):
