@@ -255,31 +255,8 @@ def test_notify_only_the_models_that_changed(cli, repo, tmp_path):
     """--notify loads the models whose config changed, and also those the server does not have READY (absent
     from its repository index: restarted, or UNAVAILABLE after a failed load); a READY unchanged model is left
     alone."""
-    import http.server
-    import threading
-
     seen, index = [], {}
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            body = b""
-            if self.path == "/v2/repository/index":
-                body = json.dumps([{"name": n, "version": "1", "state": st} for n, st in index.items()]).encode()
-            else:
-                seen.append(self.path)
-                index[self.path.split("/")[-2]] = "READY"
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{srv.server_address[1]}"
+    srv, url = _fake_triton(index, seen)
     load = "/v2/repository/models/doubler/load"
     try:
         target = f"file://{tmp_path}/pub"
