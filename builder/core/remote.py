@@ -21,15 +21,25 @@ class RemoteCache:
         self.warn = warn
         self.disabled = False
         self._fs = None
+        self._location = self._parse(self.url)
+
+    @staticmethod
+    def _parse(url: str):
+        """The URL checked when the cache is named, not at its first miss: a build whose every step is cached
+        locally would otherwise never say that --cache-url (or TRITONBUILD_CACHE_URL) names nothing usable."""
+        from tritonbuild.core.stores import is_url, parse_location
+        from tritonbuild.errors import TritonBuildError, UsageError
+
+        try:
+            return parse_location(url if is_url(url) else f"file://{os.path.abspath(url)}")
+        except TritonBuildError as e:
+            raise UsageError(f"--cache-url: {e.message}", where=e.where, hint=e.hint) from None
 
     def _filesystem(self):
         if self._fs is None:
-            from tritonbuild.core.stores import is_url, parse_location
-
             # NOTE: every lookup and small write waits at most the network deadline; blob transfers are bounded
             # by their drivers' per-request timeouts (core/stores.py)
-            location = parse_location(self.url if is_url(self.url) else f"file://{os.path.abspath(self.url)}")
-            self._fs, self._root = location.driver.open(location)
+            self._fs, self._root = self._location.driver.open(self._location)
         return self._fs
 
     def _path(self, *parts: str) -> str:

@@ -4,13 +4,40 @@ that runs a golden inference (ci/docker/healthcheck.py in the Dockerfile.triton 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import yaml
 
+from tritonbuild.errors import TritonBuildError, UsageError
 from tritonbuild.repository.manifest import Manifest
 
 GIB = 1 << 30
+# What ci/docker/entrypoint.sh syncs into /models at the pod's start (any other target makes it exit 2).
+SYNCED_SCHEMES = ("s3",)
+DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")  # RFC 1035 label: Service names must be one
+
+
+def check_options(*, name: str, target: str | None, replicas: int, **_) -> None:
+    """Refuse what the cluster or the image's entrypoint would refuse later, after a rollout began."""
+    if not DNS_LABEL.fullmatch(name):
+        raise UsageError(f"--name {name!r} is not a DNS label (RFC 1035), which Deployment and Service names must "
+                         "be", hint="use lower-case letters, digits and '-', starting with a letter, at most 63")
+    if replicas < 0:
+        raise UsageError(f"--replicas {replicas}: expected 0 or more")
+    if target is None:
+        return
+    from tritonbuild.core.stores import parse_location
+
+    try:
+        location = parse_location(target)
+    except TritonBuildError as e:
+        raise UsageError(f"--target: {e.message}", where=e.where, hint=e.hint) from None
+    if location.scheme not in SYNCED_SCHEMES:
+        raise UsageError(f"--target {location}: the serving image's entrypoint syncs only "
+                         f"{', '.join(s + '://' for s in SYNCED_SCHEMES)} at start; the pod would exit 2",
+                         hint="publish to an s3:// target for the pods, or leave --target out to serve the "
+                              "repository baked into the image")
 
 
 def startup_budget_s(manifest: Manifest) -> int:
@@ -58,6 +85,7 @@ def deployment(manifest: Manifest, *, name: str, image: str, target: str | None,
 
 
 def write(manifest: Manifest, out: Path, **options) -> Path:
+    check_options(**options)
     docs = deployment(manifest, **options)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{options['name']}.yaml"

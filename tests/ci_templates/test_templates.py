@@ -131,3 +131,26 @@ def test_verify_and_publish_share_a_per_pipeline_report_key(template, run_id):
     publish = doc["jobs"]["publish"]["steps"] if "jobs" in doc else doc["publish"]["script"]
     text = yaml.safe_dump(publish)
     assert text.index("test -n") < text.index("tritonbuild publish")
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--target", "gs://bucket/models"], "s3://"),  # the image's entrypoint syncs s3:// only: the pod would exit 2
+    (["--target", "models/prod"], "not a URL"),
+    (["--target", "s3://AKIA:hunter2@bucket/models"], "credentials"),  # it would be written into the YAML
+    (["--name", "Triton_Server"], "DNS label"),
+    (["--replicas", "-1"], "--replicas"),
+])
+def test_kubernetes_snippets_refuse_what_the_pod_could_not_use(cli, tmp_path, in_root, args, words):
+    out = tmp_path / "deploy"
+    r = cli("deploy-snippets", "model_repository", "-o", out, "--image", "registry.example/models:1", *args)
+    assert r.exit_code == 2, r.stderr
+    assert words in r.stderr and "hunter2" not in r.stderr and "Traceback" not in r.stderr
+    assert not out.exists()
+
+
+def test_the_schemes_deploy_snippets_accepts_are_the_ones_the_entrypoint_syncs():
+    from tritonbuild.publish.k8s import SYNCED_SCHEMES
+
+    text = (ROOT / "ci" / "docker" / "entrypoint.sh").read_text()
+    synced = re.findall(r"^\s+([a-z0-9]+)://\*\)", text, re.MULTILINE)
+    assert synced and tuple(synced) == SYNCED_SCHEMES

@@ -259,3 +259,19 @@ def test_an_extra_file_outside_the_model_directory_names_its_key(cli, write, tmp
     assert r.exit_code == 4, r.stderr
     assert f"{p}:4: source.files[0]: " in r.stderr and "is not inside" in r.stderr, r.stderr
     assert not (tmp_path / "OUT").exists()
+
+
+@pytest.mark.parametrize("url, words", [
+    ("nosuch://bucket/cache", "nosuch"),
+    ("https://user:hunter2@example.com/cache", "credentials"),
+])
+def test_a_cache_url_no_driver_serves_is_a_usage_error_before_anything_is_built(cli, py_recipe, tmp_path, url,
+                                                                                 words):
+    # The first build fills the local cache, so the second never needs the remote: a bad URL must still be said.
+    assert cli("build", py_recipe, "-o", tmp_path / "A").exit_code == 0
+    out = tmp_path / "OUT"
+    r = cli("build", py_recipe, "-o", out, "--cache-url", url)
+    assert r.exit_code == 2, r.stderr
+    assert "--cache-url" in r.stderr and words in r.stderr and "hunter2" not in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not out.exists()
