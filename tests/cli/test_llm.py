@@ -355,7 +355,7 @@ def test_plan_says_which_route_and_why_and_an_unquantized_recipe_takes_the_llm_a
 
 
 @pytest.mark.parametrize("quantization_config, recipe, code, words", [
-    ({"quant_method": "awq", "bits": 4, "group_size": 128}, "int4_awq", 0, None),
+    ({"quant_method": "awq", "bits": 4, "group_size": 128}, "int4_awq", 3, "set runtime: engine"),  # LLM API
     ({"quant_method": "awq", "bits": 4}, "fp8", 3, "already quantized (config.json quantization_config "
                                                    "quant_method awq, 4 bits), the recipe says fp8"),
     ({"quant_method": "gptq", "bits": 4}, "int4_awq", 3, "quant_method gptq, 4 bits"),

@@ -12,21 +12,24 @@ import pytest
 from tests.contracts.facts import load, script_for
 from tritonbuild.backends.tensorrtllm import argv as cmd
 from tritonbuild.backends.tensorrtllm.checks import check_recipe as check_llm_rules
+from tritonbuild.backends.tensorrtllm.quant import NAMES as QUANTIZATIONS
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 
 SCRIPTS = load("trtllm_scripts")["scripts"]
 MODEL_TYPES = sorted({t for s in SCRIPTS.values() for t in s["model_types"]})
-QUANTS = ["int4_weight_only", "int4_awq", "fp8", "none"]
+QUANTS = list(QUANTIZATIONS)
+READS_QUANT_CONFIG = load("trtllm_quantization")["converters_read_quantization_config"]["scripts"]
 KV = ["auto", "int8", "fp8"]
 PARALLEL = [(1, 1), (2, 1), (1, 2)]
 RECIPE_KEYS = {("quantization",), ("kv_cache", "dtype"), ("engine", "pp_size"), ("engine", "tp_size"),
                ("engine", "use_parallel_embedding")}
 
 
-def _recipe(quant: str, kv: str, tp: int, pp: int) -> LLMRecipe:
+def _recipe(quantization: str, kv: str, tp: int, pp: int) -> LLMRecipe:
     return LLMRecipe(name="m", version=1, backend="tensorrtllm", runtime="engine", checkpoint={"path": "c"},
-                     quantization=quant, kv_cache={"dtype": kv}, engine={"tp_size": tp, "pp_size": pp},
-                     serving={"gpu_device_ids": list(range(tp * pp))})
+                     quantization=quantization, kv_cache={"dtype": kv}, engine={"tp_size": tp, "pp_size": pp},
+                     serving={"gpu_device_ids": list(range(tp * pp))},
+                     gpu="B200" if quantization == "nvfp4" else "H200")
 
 
 def _check_flags(argv: list[str], facts: dict, where: str) -> dict[str, str | None]:
@@ -46,11 +49,15 @@ def _check_flags(argv: list[str], facts: dict, where: str) -> dict[str, str | No
     return seen
 
 
-def _upstream_rejects(facts: dict, quant: str, kv: str, pp: int) -> bool:
+def _upstream_rejects(facts: dict, quantization: str, kv: str, pp: int) -> bool:
     """What the recorded flag set says about one combination on the convert_checkpoint.py path."""
-    if quant not in ("int4_weight_only", "none"):
+    if quantization in cmd.MODELOPT:
         return False  # ModelOpt quantize.py: every family, --kv_cache_dtype int8|fp8
     flags = set(facts["flags"])
+    if quantization.startswith("int8_sq") and "--smoothquant" not in flags:
+        return True
+    if quantization == "int4_gptq" and facts["source"]["path"].split("/")[-2] not in READS_QUANT_CONFIG:
+        return True  # no update_quant_config_from_hf recorded: the GPTQ checkpoint is read as plain weights
     if kv != "auto" and (f"--{kv}_kv_cache" not in flags or kv in facts.get("kv_uncalibrated", {}).get("kv", [])):
         return True  # no flag, or a flag that leaves the KV scales uncalibrated
     no_pp = "--pp_size" not in flags or any("pp_size == 1" in a or "pipeline parallelism" in a.lower()
@@ -63,19 +70,20 @@ def test_convert_argv_is_accepted_by_the_family_script(model_type, monkeypatch):
     monkeypatch.setenv("TRITONBUILD_TRTLLM_EXAMPLES", "/x/examples")
     name, facts = script_for(model_type)
     built = 0
-    for quant, kv, (tp, pp) in product(QUANTS, KV, PARALLEL):
-        r = _recipe(quant, kv, tp, pp)
+    for quantization, kv, (tp, pp) in product(QUANTS, KV, PARALLEL):
+        r = _recipe(quantization, kv, tp, pp)
         if check_llm_rules(r):
             continue  # refused for every family (e.g. fp8 weights + int8 KV)
-        where = f"{model_type} {quant} kv={kv} tp={tp} pp={pp}"
+        where = f"{model_type} {quantization} kv={kv} tp={tp} pp={pp}"
         problems = cmd.family_problems(r, model_type)
-        assert bool(problems) == _upstream_rejects(facts, quant, kv, pp), (where, problems)
+        assert bool(problems) == _upstream_rejects(facts, quantization, kv, pp), (where, problems)
         for loc, message, hint in problems:
             assert tuple(loc) in RECIPE_KEYS and model_type in message and hint, (where, loc, message, hint)
         if problems:
             continue
-        argv = cmd.convert_argv(r, model_type, "/ckpt", "/out")
-        script = "quantize" if quant in ("int4_awq", "fp8") else name
+        pre = {"source": "gptq", "group_size": 128, "zero_point": False} if quantization == "int4_gptq" else None
+        argv = cmd.convert_argv(r, model_type, "/ckpt", "/out", prequant=pre)
+        script = "quantize" if quantization in cmd.MODELOPT else name
         path = SCRIPTS[script]["source"]["path"]
         assert argv[1] == "/x/" + path, where
         seen = _check_flags(argv[2:], SCRIPTS[script], where)
@@ -121,6 +129,7 @@ def test_trtllm_build_argv_is_accepted_by_trtllm_build(kw):
 
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 @pytest.mark.parametrize("quant, kv", [("int4_awq", "auto"), ("fp8", "fp8"), ("int4_weight_only", "int8"),
+                                       ("int8_sq_per_token", "auto"), ("w4a8_awq", "auto"),
                                        ("none", "int8")])
 def test_a_local_calibration_dataset_reaches_every_calibrating_script(model_type, quant, kv, monkeypatch):
     """Offline runners: every step that calibrates gets --calib_dataset DIR, and only scripts that have it."""
@@ -129,7 +138,7 @@ def test_a_local_calibration_dataset_reaches_every_calibrating_script(model_type
     if check_llm_rules(r) or cmd.family_problems(r, model_type):
         return
     argv = cmd.convert_argv(r, model_type, "/ckpt", "/out", calib_dataset="/data/calib", calib_size=64)
-    script = "quantize" if quant in ("int4_awq", "fp8") else script_for(model_type)[0]
+    script = "quantize" if quant in cmd.MODELOPT else script_for(model_type)[0]
     seen = _check_flags(argv[2:], SCRIPTS[script], f"{model_type} {quant} {kv}")
     assert seen.get("--calib_dataset") == "/data/calib"
     if script == "quantize":
@@ -198,7 +207,8 @@ def test_mixtral_converts_with_the_llama_converter_as_upstream_documents(monkeyp
     _check_flags(argv[2:], SCRIPTS["llama"], "mixtral")
 
 
-@pytest.mark.parametrize("quant, kv", [("int4_awq", "auto"), ("int4_awq", "fp8"), ("fp8", "fp8"), ("fp8", "auto")])
+@pytest.mark.parametrize("quant, kv", [("int4_awq", "auto"), ("int4_awq", "fp8"), ("fp8", "fp8"), ("fp8", "auto"),
+                                       ("w4a8_awq", "auto"), ("nvfp4", "fp8")])
 def test_the_llmapi_routes_modelopt_export_is_accepted_by_quantize_py(quant, kv, monkeypatch):
     monkeypatch.setenv("TRITONBUILD_TRTLLM_EXAMPLES", "/x/examples")
     params = {"quantization": quant, "dtype": "auto", "kv": {"dtype": kv}, "calibration": {"size": 8}}

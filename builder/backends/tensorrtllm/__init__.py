@@ -17,6 +17,8 @@ from tritonbuild.backends.base import PlanContext, StepContext
 from tritonbuild.backends.common import checkpoint_root, copy_inputs
 from tritonbuild.backends.tensorrtllm import argv as cmd
 from tritonbuild.backends.tensorrtllm.memory import Architecture, memory_plan, tp_heads_problem
+from tritonbuild.backends.tensorrtllm.prequant import prequantized, quant_params
+from tritonbuild.backends.tensorrtllm.quant import FORMATS, read_prequantized
 from tritonbuild.backends.tensorrtllm.recipe import GPU_SM, LLMRecipe
 from tritonbuild.core.hashing import sha256_json, tree_files
 from tritonbuild.core.paths import PathProblem, check_tree
@@ -195,17 +197,9 @@ def _add_calibration(loaded: LoadedRecipe, ctx: PlanContext, params: dict, input
 def _llmapi_steps(loaded: LoadedRecipe, ctx: PlanContext, ckpt: Path, config: dict, files: dict[str, str]) -> list:
     """runtime: pytorch: the checkpoint as it is, or quantized by ModelOpt into a Hugging Face checkpoint first
     (int4_awq = W4A16 AWQ, fp8). A checkpoint already quantized is detected from its own files."""
-    from tritonbuild.backends.tensorrtllm.llmapi import detect_quantization
-
     r: LLMRecipe = loaded.recipe
     inputs = {str(ckpt / k): v for k, v in files.items()}
-    found, read = detect_quantization(ckpt, config)
-    if read and found != r.quantization:
-        raise RecipeError(f"quantization: {ckpt} is already quantized ({read}), the recipe says {r.quantization}",
-                          where=loaded.where(("quantization",)),
-                          hint=f"set quantization: {found}" if found else "use a checkpoint of a quantization "
-                               "tritonbuild offers (ModelOpt W4A16_AWQ or FP8, or AWQ 4-bit), or an unquantized one")
-    if read or r.quantization == "none":
+    if prequantized(loaded, ckpt, config) is not None or r.quantization == "none":
         return [("trtllm.checkpoint", {"files": sorted(files)}, inputs)]
     params = {"quantization": r.quantization, "dtype": r.dtype, "kv": {"dtype": r.kv_cache.dtype},
               "files": sorted(files), "trtllm_version": r.image.trtllm_version}
@@ -221,11 +215,12 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     _check_model(loaded, arch, config)
     if r.runtime == "pytorch":
         return _llmapi_steps(loaded, ctx, ckpt, config, files)
-    plan = memory_plan(r, arch)
+    pre = prequantized(loaded, ckpt, config)
+    plan = memory_plan(r, arch, pre.params() if pre else None)
     if not plan.fits:
         raise PlanError(f"the weights alone do not fit: {plan.notes[0]}", where=loaded.where(("gpu",)),
                         hint="use a larger GPU, more tensor parallelism (engine.tp_size) or int4 quantization")
-    if r.quantization in ("int4_weight_only", "none") and arch.model_type not in cmd.CONVERTERS and \
+    if (FORMATS[r.quantization].made_by != "modelopt" or pre) and arch.model_type not in cmd.CONVERTERS and \
             r.engine.build_path == "cli":
         raise PlanError(f"no convert_checkpoint.py is known for model_type {arch.model_type!r}",
                         where=loaded.where(("checkpoint", "path")), hint="use engine.build_path: llmapi")
@@ -235,7 +230,7 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
                      "engine": r.engine.model_dump(exclude={"timeout_s"}),
                      "kv": {"type": r.kv_cache.type, "tokens_per_block": r.kv_cache.tokens_per_block,
                             "dtype": r.kv_cache.dtype},
-                     "trtllm_version": r.image.trtllm_version}
+                     "trtllm_version": r.image.trtllm_version, **quant_params(r, pre)}
     inputs = {str(ckpt / k): v for k, v in files.items()}
     _add_calibration(loaded, ctx, engine_params, inputs)
     return [("trtllm.engine", engine_params, inputs),
@@ -251,10 +246,13 @@ def describe(loaded: LoadedRecipe, ctx: PlanContext) -> dict:
     ckpt = fetch_checkpoint(loaded, ctx) if is_url(r.checkpoint.path) else \
         _dir(loaded, r.checkpoint.path, ("checkpoint", "path"))
     try:
-        arch = Architecture.from_hf_config(json.loads((ckpt / "config.json").read_text()))
+        config = json.loads((ckpt / "config.json").read_text())
+        arch = Architecture.from_hf_config(config)
     except (OSError, ValueError, KeyError):
         return route
-    return {**route, "architecture": arch.model_dump(), "memory_plan": memory_plan(r, arch).model_dump()}
+    pre = read_prequantized(ckpt, config)
+    plan = memory_plan(r, arch, pre.params() if pre else None)
+    return {**route, "architecture": arch.model_dump(), "memory_plan": plan.model_dump()}
 
 
 def _gpu_present() -> bool:
@@ -309,7 +307,8 @@ def run_step(ctx: StepContext) -> None:
     else:
         trt_ckpt = out.parent / "trt-checkpoint"
         _run(cmd.convert_argv(recipe, params["model_type"], ckpt, str(trt_ckpt), sys.executable, calib_dataset,
-                              (params.get("calibration") or {}).get("size", 32)), log_dir, "convert", timeout)
+                              (params.get("calibration") or {}).get("size", 32), params.get("checkpoint_quantization")),
+             log_dir, "convert", timeout)
         _run(cmd.build_argv(recipe, str(trt_ckpt), str(engine_dir), str(log_dir / "timing.cache")), log_dir,
              "trtllm-build", timeout)
         shutil.rmtree(trt_ckpt, ignore_errors=True)
@@ -339,7 +338,7 @@ def _run(argv: list[str], log_dir: Path, name: str, timeout: int) -> None:
                          hint=f"reproduce with {log_dir / 'reproduce.sh'}")
 
 
-def check_engine_dir(engine_dir: Path, recipe: LLMRecipe) -> dict:
+def check_engine_dir(engine_dir: Path, recipe: LLMRecipe, prequant: dict | None = None) -> dict:
     """config.json present and parseable; rank*.engine count = tp × pp; cross-checks against the recipe."""
     from tritonbuild.backends.tensorrtllm.checks import engine_problems
 
@@ -349,7 +348,7 @@ def check_engine_dir(engine_dir: Path, recipe: LLMRecipe) -> dict:
                          hint="point --engine at the directory trtllm-build (or LLM.save) wrote")
     engine = json.loads(cfg.read_text())
     ranks = sorted(p.name for p in engine_dir.glob("rank*.engine"))
-    problems = engine_problems(recipe, engine, ranks)
+    problems = engine_problems(recipe, engine, ranks, prequant)
     if problems:
         raise BuildError("the engine does not match the recipe:\n  " + "\n  ".join(problems),
                          hint="rebuild the engine from this recipe, or change the recipe to the engine's values")

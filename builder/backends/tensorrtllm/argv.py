@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from tritonbuild.backends.tensorrtllm.quant import MODELOPT, SMOOTHQUANT_ALPHA, SQ_ALGOS
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 
 
@@ -19,22 +20,26 @@ class Family:
     pipeline: bool  # --pp_size accepted and > 1 allowed
     gemma_cli: bool = False  # --world-size (tensor parallelism only) and a mandatory --ckpt-type
     parallel_embedding: bool = True  # --use_parallel_embedding accepted
+    smoothquant: bool = True  # --smoothquant/--per_channel/--per_token accepted
+    reads_quant_config: bool = False  # converts AutoAWQ/GPTQ checkpoints (update_quant_config_from_hf)
 
 
 # NOTE: --fp8_kv_cache of the llama and gemma converters sets the FP8 algorithm but calibrates nothing (only int8 KV
 # and SmoothQuant are calibrated): an FP8 KV cache goes through ModelOpt's quantize.py (--kv_cache_dtype fp8)
-_LLAMA = Family("models/core/llama", frozenset({"int8"}), True)
-_QWEN = Family("models/core/qwen", frozenset({"int8"}), True)
-_PHI = Family("models/core/phi", frozenset(), False, parallel_embedding=False)
+_LLAMA = Family("models/core/llama", frozenset({"int8"}), True, reads_quant_config=True)
+_QWEN = Family("models/core/qwen", frozenset({"int8"}), True, reads_quant_config=True)
+_PHI = Family("models/core/phi", frozenset(), False, parallel_embedding=False, smoothquant=False)
 # model_type (HF config.json) → its converter
 FAMILIES = {"llama": _LLAMA, "mistral": _LLAMA, "mixtral": _LLAMA, "qwen": _QWEN, "qwen2": _QWEN,
             "gpt2": Family("models/core/gpt", frozenset({"int8"}), True),
             "gemma": Family("models/core/gemma", frozenset({"int8"}), False, gemma_cli=True,
                             parallel_embedding=False),
-            "phi": _PHI, "phi3": _PHI, "falcon": Family("models/contrib/falcon", frozenset(), True)}
+            "phi": _PHI, "phi3": _PHI,
+            "falcon": Family("models/contrib/falcon", frozenset(), True, smoothquant=False)}
 CONVERTERS = {k: f.script for k, f in FAMILIES.items()}
-MODELOPT = ("int4_awq", "fp8")  # quantized through examples/quantization/quantize.py (every family)
-QUANT_ALGO = {"int4_weight_only": "W4A16", "int4_awq": "W4A16_AWQ", "fp8": "FP8", "none": None}
+# quantization → the LLM API's QuantConfig.quant_algo (engine.build_path: llmapi)
+QUANT_ALGO = {"int4_weight_only": "W4A16", "int8_weight_only": "W8A16", "int4_awq": "W4A16_AWQ",
+              "int4_gptq": "W4A16_GPTQ", "w4a8_awq": "W4A8_AWQ", "fp8": "FP8", "nvfp4": "NVFP4", "none": None}
 
 
 EXAMPLES_DIRS = ("/app/tensorrt_llm/examples", "/app/examples")
@@ -68,6 +73,7 @@ def family_problems(r: LLMRecipe, model_type: str) -> list[tuple]:
                     f"{kv} KV cache (it calibrates: {has})",
                     "use kv_cache.dtype: auto, or quantization: int4_awq / fp8 (ModelOpt's quantize.py calibrates "
                     "the KV cache for every family)"))
+    out += _quant_problems(r, model_type, fam)
     if r.engine.use_parallel_embedding and not fam.parallel_embedding:
         out.append((("engine", "use_parallel_embedding"), f"{model_type}'s convert_checkpoint.py ({fam.script}) "
                     "has no --use_parallel_embedding", "remove engine.use_parallel_embedding"))
@@ -78,20 +84,47 @@ def family_problems(r: LLMRecipe, model_type: str) -> list[tuple]:
     return out
 
 
+def _quant_problems(r: LLMRecipe, model_type: str, fam: Family) -> list[tuple]:
+    """What of the recipe's quantization this family's converter cannot make."""
+    out = []
+    if r.quantization in SQ_ALGOS and not fam.smoothquant:
+        has = ", ".join(sorted(k for k, f in FAMILIES.items() if f.smoothquant))
+        out.append((("quantization",), f"{model_type}'s convert_checkpoint.py ({fam.script}) has no --smoothquant",
+                    f"use int8_weight_only, or int4_awq / fp8 (ModelOpt, every family); SmoothQuant: {has}"))
+    if r.quantization == "int4_gptq" and not fam.reads_quant_config:
+        has = ", ".join(sorted(k for k, f in FAMILIES.items() if f.reads_quant_config))
+        out.append((("quantization",), f"{model_type}'s convert_checkpoint.py ({fam.script}) does not read a GPTQ "
+                    "checkpoint's quantization_config", f"converters that do: {has}; or use an unquantized "
+                    "checkpoint with int4_awq"))
+    return out
+
+
+def _weight_flags(r: LLMRecipe, prequant: dict | None) -> list[str]:
+    """The converter's quantization flags (none for a checkpoint already quantized: it reads config.json)."""
+    if prequant:
+        return []
+    if r.quantization in ("int4_weight_only", "int8_weight_only"):
+        return ["--use_weight_only", "--weight_only_precision", r.quantization.split("_")[0]]
+    if r.quantization in SQ_ALGOS:
+        return ["--smoothquant", str(SMOOTHQUANT_ALPHA), *(["--per_channel"] if "per_channel" in r.quantization
+                                                           else []),
+                *(["--per_token"] if "per_token" in r.quantization else [])]
+    return []
+
+
 def convert_argv(r: LLMRecipe, model_type: str, checkpoint: str, out: str, python: str = "python3",
-                 calib_dataset: str | None = None, calib_size: int = 32) -> list[str]:
-    """HF checkpoint → TRT-LLM checkpoint (weight-only RTN via convert_checkpoint.py, AWQ/FP8 via ModelOpt).
+                 calib_dataset: str | None = None, calib_size: int = 32, prequant: dict | None = None) -> list[str]:
+    """HF checkpoint → TRT-LLM checkpoint (weight-only RTN and SmoothQuant via convert_checkpoint.py, AWQ/FP8/NVFP4
+    via ModelOpt; a checkpoint already quantized (prequant) through its converter, which reads its config.json).
     calib_dataset: a local dataset for every calibrating step (offline runners)."""
     e = r.engine
     calib = ["--calib_dataset", calib_dataset] if calib_dataset else []
     parallel = ["--tp_size", str(e.tp_size), "--pp_size", str(e.pp_size)]
-    if r.quantization in MODELOPT:
+    if r.quantization in MODELOPT and not prequant:
         argv = [python, f"{examples_dir()}/quantization/quantize.py", "--model_dir", checkpoint,
-                "--dtype", r.dtype, "--output_dir", out]
-        if r.quantization == "int4_awq":
-            argv += ["--qformat", "int4_awq", "--awq_block_size", "128"]
-        else:
-            argv += ["--qformat", "fp8"]
+                "--dtype", r.dtype, "--output_dir", out, "--qformat", r.quantization]
+        if r.quantization in ("int4_awq", "w4a8_awq"):
+            argv += ["--awq_block_size", "128"]
         argv += ["--calib_size", str(calib_size), *calib]
         if r.kv_cache.dtype != "auto":
             argv += ["--kv_cache_dtype", r.kv_cache.dtype]
@@ -104,12 +137,12 @@ def convert_argv(r: LLMRecipe, model_type: str, checkpoint: str, out: str, pytho
         parallel = []
     else:
         argv = [python, script, "--model_dir", checkpoint, "--output_dir", out, "--dtype", r.dtype]
-    if r.quantization == "int4_weight_only":
-        argv += ["--use_weight_only", "--weight_only_precision", "int4"]
+    argv += _weight_flags(r, prequant)
     if e.use_parallel_embedding:
         argv.append("--use_parallel_embedding")
     if r.kv_cache.dtype != "auto":  # int8 only (family_problems): the converter calibrates its scales
         argv.append(f"--{r.kv_cache.dtype}_kv_cache")
+    if r.kv_cache.dtype != "auto" or r.quantization in SQ_ALGOS:
         argv += calib
     return argv + parallel
 
@@ -139,7 +172,7 @@ def llmapi_spec(r: LLMRecipe, checkpoint: str, engine_dir: str) -> dict:
                              "max_beam_width": e.max_beam_width},
             "plugin_config": {"use_paged_context_fmha": e.use_paged_context_fmha,
                               "tokens_per_block": kv.tokens_per_block},
-            "quant_algo": QUANT_ALGO[r.quantization],
+            "quant_algo": SQ_ALGOS.get(r.quantization) or QUANT_ALGO[r.quantization],
             "kv_cache_quant_algo": {"fp8": "FP8", "int8": "INT8"}.get(kv.dtype),
             "tensor_parallel_size": e.tp_size, "pipeline_parallel_size": e.pp_size}
 
@@ -150,7 +183,7 @@ def quantize_hf_argv(params: dict, checkpoint: str, out: str, python: str = "pyt
     are a trtllm.quantize step's. Parallelism is the LLM API's business, not the export's."""
     argv = [python, f"{examples_dir()}/quantization/quantize.py", "--model_dir", checkpoint,
             "--dtype", params["dtype"], "--output_dir", out, "--qformat", params["quantization"]]
-    if params["quantization"] == "int4_awq":
+    if params["quantization"] in ("int4_awq", "w4a8_awq"):
         argv += ["--awq_block_size", "128"]
     argv += ["--calib_size", str((params.get("calibration") or {}).get("size", 32))]
     argv += ["--calib_dataset", calib_dataset] if calib_dataset else []

@@ -8,10 +8,9 @@ from __future__ import annotations
 import re
 
 from tritonbuild.backends.tensorrtllm.images import image_problem, image_versions
+from tritonbuild.backends.tensorrtllm.quant import FORMATS, LLMAPI_FORMATS, arch_problem, engine_algos
 from tritonbuild.backends.tensorrtllm.recipe import GPU_SM, LLMRecipe
 from tritonbuild.backends.tensorrtllm.route import LLMAPI_SINCE, version_tuple
-
-QUANT_NAMES = {"int4_weight_only": {"W4A16"}, "int4_awq": {"W4A16_AWQ"}, "fp8": {"FP8"}, "none": {None, "", "None"}}
 
 
 def _major_minor(v: str) -> tuple[str, ...]:
@@ -43,6 +42,7 @@ def check_recipe(recipe: LLMRecipe) -> list[tuple]:
         out.append((("quantization",), "int4_weight_only (RTN W4A16) exists only on the TensorRT engine path; the "
                     "PyTorch/LLM-API runtime loads checkpoints that ModelOpt already quantized (hf_quant_config.json)",
                     "use runtime: engine, or a ModelOpt-quantized checkpoint with quantization: int4_awq or fp8"))
+    out += quantization_rules(recipe)
     trtllm = image_versions(recipe.image)["tensorrt_llm"]
     if recipe.runtime == "pytorch" and version_tuple(trtllm) < LLMAPI_SINCE:
         out.append((("runtime",), f"runtime: pytorch needs TensorRT-LLM 1.0 or newer (its LLM API on the PyTorch "
@@ -68,8 +68,21 @@ def check_recipe(recipe: LLMRecipe) -> list[tuple]:
     return out
 
 
-def engine_problems(r: LLMRecipe, engine: dict, rank_files: list[str]) -> list[str]:
-    """engine config.json (as TensorRT-LLM writes it) vs the recipe."""
+def quantization_rules(recipe: LLMRecipe) -> list[tuple]:
+    """The quantization's route and GPU architecture (quant.FORMATS, from upstream's support matrices)."""
+    out = []
+    q = recipe.quantization
+    if recipe.runtime == "pytorch" and q not in LLMAPI_FORMATS and q != "int4_weight_only":
+        out.append((("quantization",), f"{q} ({FORMATS[q].what}) exists only on the TensorRT engine route; the "
+                    "PyTorch/LLM-API runtime has no such format", f"use runtime: engine, or one of "
+                    f"{', '.join(LLMAPI_FORMATS)}"))
+    elif (problem := arch_problem(q, recipe.runtime, recipe.gpu, GPU_SM[recipe.gpu])) is not None:
+        out.append((("quantization",), *problem))
+    return out
+
+
+def engine_problems(r: LLMRecipe, engine: dict, rank_files: list[str], prequant: dict | None = None) -> list[str]:
+    """engine config.json (as TensorRT-LLM writes it) vs the recipe (and the checkpoint's own quantization)."""
     out = []
     bc = engine.get("build_config") or {}
     pc = engine.get("pretrained_config") or {}
@@ -107,9 +120,9 @@ def engine_problems(r: LLMRecipe, engine: dict, rank_files: list[str]) -> list[s
     if logits != e.logits_dtype:
         out.append(f"engine pretrained_config.logits_dtype {logits}, recipe engine.logits_dtype {e.logits_dtype}")
     algo = (pc.get("quantization") or {}).get("quant_algo")
-    if algo not in QUANT_NAMES[r.quantization]:
+    if algo not in (expected := engine_algos(r.quantization, prequant)):
         out.append(f"engine quantization {algo!r}, recipe quantization {r.quantization} "
-                   f"(expects {sorted(x for x in QUANT_NAMES[r.quantization] if x)})")
+                   f"(expects {sorted(x for x in expected if x)})")
     version = engine.get("version")
     if version is None or _major_minor(version) != _major_minor(r.image.trtllm_version):
         out.append(f"engine built by TensorRT-LLM {version}, the serving image has {r.image.trtllm_version} "

@@ -121,7 +121,8 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
     trt_dir = root / names.tensorrt_llm / v / "engine"
     for rel, entry in engine_files.items():
         store.materialize(entry.sha256, trt_dir / rel)
-    engine = check_engine_dir(trt_dir, r)
+    engine_step = next((s.params for s in built_model.plan.steps if s.kind == "trtllm.engine"), {})
+    engine = check_engine_dir(trt_dir, r, engine_step.get("checkpoint_quantization"))
     tok_files = {k: e for k, e in built_model.files.items() if k.startswith("tokenizer/")}
     for model in (names.preprocessing, names.postprocessing):
         for rel, entry in tok_files.items():

@@ -39,29 +39,6 @@ ADAPTER_MAP = {"stream": "streaming", "max_tokens": "sampling_param_max_tokens",
 ACCEPTED_ONLY = ("return_num_input_tokens", "return_num_output_tokens")  # taken, nothing to return for them
 
 
-# what a quantized checkpoint says about itself → the recipe's quantization (W4A16 AWQ, FP8)
-MODELOPT_ALGOS = {"W4A16_AWQ": "int4_awq", "FP8": "fp8"}
-HF_METHODS = {("awq", 4): "int4_awq", ("fp8", None): "fp8"}
-
-
-def detect_quantization(ckpt: Path, config: dict) -> tuple[str | None, str]:
-    """(recipe quantization or None when tritonbuild offers none for it, what was read) of a checkpoint that is
-    already quantized: ModelOpt's hf_quant_config.json, else config.json's quantization_config; ("", "") when
-    the checkpoint is not quantized."""
-    import json
-
-    hq = ckpt / "hf_quant_config.json"
-    if hq.is_file():
-        algo = (json.loads(hq.read_text()).get("quantization") or {}).get("quant_algo")
-        return MODELOPT_ALGOS.get(algo), f"hf_quant_config.json quant_algo {algo}"
-    qc = config.get("quantization_config")
-    if isinstance(qc, dict) and qc:
-        method, bits = qc.get("quant_method"), qc.get("bits")
-        return HF_METHODS.get((method, bits if method != "fp8" else None)), \
-            f"config.json quantization_config quant_method {method}" + (f", {bits} bits" if bits else "")
-    return "", ""
-
-
 def model_yaml(r: LLMRecipe) -> dict:
     """LLM() constructor arguments; 'model' is relative to the version directory (relocatable)."""
     e, kv = r.engine, r.kv_cache

@@ -14,6 +14,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict
 
+from tritonbuild.backends.tensorrtllm.quant import linear_bytes
 from tritonbuild.backends.tensorrtllm.recipe import GPU_MEMORY_GIB, GPU_MEMORY_MIB, LLMRecipe
 
 GIB = 1 << 30
@@ -153,23 +154,13 @@ class MemoryPlan(BaseModel):
     notes: list[str]
 
 
-def weight_bytes(arch: Architecture, quantization: str, group_size: int = 128) -> tuple[int, int]:
-    """(parameter count, bytes): int4 = 0.5 B/weight + fp16 scales (per output channel for RTN, per group of
-    group_size inputs for AWQ, plus AWQ's per-input pre-quant scale); fp8 = 1 B/weight + per-tensor scales."""
+def weight_bytes(arch: Architecture, quantization: str, group_size: int = 128,
+                 zero_point: bool = False) -> tuple[int, int]:
+    """(parameter count, bytes): the linear layers in the quantization's format with its scales
+    (quant.linear_bytes), embeddings, lm_head and norms in 16-bit."""
     linears = arch.linear_shapes()
-    linear_params = sum(i * o for i, o in linears)
-    params = linear_params + arch.other_params()
-    other = arch.other_params() * 2
-    if quantization == "none":
-        return params, params * 2
-    if quantization == "int4_weight_only":
-        return params, other + linear_params // 2 + sum(o for _, o in linears) * 2
-    if quantization == "int4_awq":
-        scales = sum(math.ceil(i / group_size) * o for i, o in linears) * 2 + sum(i for i, _ in linears) * 2
-        return params, other + linear_params // 2 + scales
-    if quantization == "fp8":
-        return params, other + linear_params + len(linears) * 2 * 4
-    raise ValueError(quantization)
+    params = sum(i * o for i, o in linears) + arch.other_params()
+    return params, arch.other_params() * 2 + linear_bytes(linears, quantization, group_size, zero_point)
 
 
 def kv_bytes_per_token(arch: Architecture, kv_dtype: str, tp: int = 1, pp: int = 1) -> int:
@@ -182,11 +173,13 @@ def kv_bytes_per_token(arch: Architecture, kv_dtype: str, tp: int = 1, pp: int =
     return 2 * layers * math.ceil(arch.kv_heads / tp) * arch.head_dim * size
 
 
-def memory_plan(r: LLMRecipe, arch: Architecture) -> MemoryPlan:
+def memory_plan(r: LLMRecipe, arch: Architecture, prequant: dict | None = None) -> MemoryPlan:
+    """prequant: a checkpoint quantized already (quant.Prequantized.params()): its group size and zero points."""
     e, kv = r.engine, r.kv_cache
     shards = e.tp_size * e.pp_size
     gpu_bytes = GPU_MEMORY_MIB[r.gpu] * MIB
-    params, wbytes = weight_bytes(arch, r.quantization)
+    params, wbytes = weight_bytes(arch, r.quantization, **{k: v for k, v in (prequant or {}).items()
+                                                            if k in ("group_size", "zero_point")})
     # 16-bit tensors every rank holds whole: the norms, and the input embedding unless use_parallel_embedding
     # (TensorRT-LLM's converters default it to false; lm_head is split over tp either way)
     whole = (2 * arch.layers + 1) * arch.hidden * 2

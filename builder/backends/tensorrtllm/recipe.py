@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, PrivateAttr, field_validator, model_validator
 
+from tritonbuild.backends.tensorrtllm.quant import NAMES as QUANTIZATIONS
 from tritonbuild.backends.tensorrtllm.route import choose
 from tritonbuild.recipe.models import (
     INT32_MAX,
@@ -22,10 +23,12 @@ from tritonbuild.recipe.models import (
 # Total device memory in MiB as nvidia-smi reports it (H200: 143,771 MiB, measured on the lent H200; the others
 # as these boards report it). Marketing "141 GB" / "48 GB" are decimal gigabytes and over-state it.
 GPU_MEMORY_MIB = {"H200": 143771, "H100": 81559, "A100-80": 81920, "A100-40": 40960, "L40S": 46068, "L4": 23034,
-                  "A10G": 23028, "T4": 15360}
+                  "A10G": 23028, "T4": 15360, "B200": 183359}
 GPU_MEMORY_GIB = {k: round(v / 1024, 1) for k, v in GPU_MEMORY_MIB.items()}
+# (B200: 179 GiB as nvidia-smi's memory.total on HGX B200.)
 # CUDA compute capability: FP8 needs SM 8.9+ (Ada, Hopper, Blackwell), bfloat16 SM 8.0+ (TensorRT-LLM support matrix)
-GPU_SM = {"H200": 9.0, "H100": 9.0, "A100-80": 8.0, "A100-40": 8.0, "L40S": 8.9, "L4": 8.9, "A10G": 8.6, "T4": 7.5}
+GPU_SM = {"H200": 9.0, "H100": 9.0, "A100-80": 8.0, "A100-40": 8.0, "L40S": 8.9, "L4": 8.9, "A10G": 8.6, "T4": 7.5,
+          "B200": 10.0}
 
 
 def _known_gpu(name: str) -> str:
@@ -174,7 +177,11 @@ class LLMRecipe(Named):
     dtype: Literal["auto", "float16", "bfloat16"] = Field(
         "auto", description="Weights and activations: auto = the checkpoint's torch_dtype (float32 → float16), "
                             "upstream's default in every converter, quantize.py and the LLM API.")
-    quantization: Literal["int4_weight_only", "int4_awq", "fp8", "none"] = "int4_weight_only"
+    quantization: Literal[QUANTIZATIONS] = Field(
+        "int4_weight_only", description="int4_weight_only / int8_weight_only / int8_sq[_per_channel][_per_token] "
+        "(SmoothQuant, calibrated): a family converter, engine route; int4_awq / w4a8_awq / fp8 / nvfp4: ModelOpt's "
+        "quantize.py (both routes); int4_gptq: a GPTQ checkpoint (engine route). A checkpoint already quantized "
+        "must be named by its value.")
     engine: EngineLimits = Field(default_factory=EngineLimits)
     kv_cache: KVCache = Field(default_factory=KVCache)
     calibration: Calibration | None = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from tritonbuild.backends.tensorrtllm.images import image_versions
+from tritonbuild.backends.tensorrtllm.quant import FORMATS, LLMAPI_FORMATS
 
 LLMAPI_SINCE = (1, 0)  # TensorRT-LLM version whose default LLM is the PyTorch backend
 
@@ -25,9 +26,12 @@ def choose(runtime: str, quantization: str, kv_dtype: str, image) -> tuple[str, 
     if quantization == "int4_weight_only":
         return "engine", ("INT4 weight-only RTN (W4A16) is built on the engine route only; the LLM-API route takes "
                           "a checkpoint ModelOpt already quantized (runtime: pytorch, quantization: int4_awq)")
+    if quantization not in LLMAPI_FORMATS:
+        return "engine", (f"{FORMATS[quantization].what} exists on the engine route only (the LLM API's PyTorch "
+                          "backend has no such format)")
     if kv_dtype == "int8":
         return "engine", "an int8 KV cache exists on the engine route only"
-    how = {"int4_awq": "; W4A16 AWQ", "fp8": "; FP8"}.get(quantization, "")
+    how = {"int4_awq": "; W4A16 AWQ", "fp8": "; FP8", "none": ""}.get(quantization, f"; {FORMATS[quantization].what}")
     if how:
         how += " from a checkpoint already quantized, or quantized by ModelOpt's quantize.py --export_format hf"
     return "pytorch", (f"TensorRT-LLM {trtllm}'s default route: the LLM API on its PyTorch backend (no engine "

@@ -1,0 +1,63 @@
+"""A checkpoint quantized before it reached us (AutoAWQ, GPTQ, ModelOpt), planned as what it is: the recipe must
+name its format, and its route must be one that reads it (the engine route's llama and qwen converters read
+config.json's quantization_config; the LLM API reads ModelOpt's hf_quant_config.json). Facts:
+tests/contracts/facts/trtllm_quantization.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tritonbuild.backends.tensorrtllm import argv as cmd
+from tritonbuild.backends.tensorrtllm.quant import FORMATS, Prequantized, read_prequantized
+from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.errors import RecipeError
+from tritonbuild.recipe.load import LoadedRecipe
+
+
+def prequantized(loaded: LoadedRecipe, ckpt: Path, config: dict) -> Prequantized | None:
+    """The checkpoint's own quantization (None: not quantized), checked against the recipe and its route."""
+    r: LLMRecipe = loaded.recipe
+    pre = read_prequantized(ckpt, config)
+    where = loaded.where(("quantization",))
+    if pre is None:
+        if FORMATS[r.quantization].made_by == "checkpoint":
+            raise RecipeError(f"quantization: {r.quantization} takes a checkpoint already quantized with GPTQ "
+                              f"(config.json quantization_config quant_method gptq); {ckpt} is not quantized",
+                              where=where, hint="quantize it with GPTQModel or AutoGPTQ first, or use int4_awq "
+                                                "(ModelOpt) or int4_weight_only")
+        return None
+    if pre.format != r.quantization:
+        raise RecipeError(f"quantization: {ckpt} is already quantized ({pre.read}), the recipe says "
+                          f"{r.quantization}", where=where,
+                          hint=f"set quantization: {pre.format}" if pre.format else "use a checkpoint of a "
+                          "quantization tritonbuild offers (ModelOpt W4A16_AWQ, W4A8_AWQ, FP8 or NVFP4; AutoAWQ or "
+                          "GPTQ 4-bit), or an unquantized one")
+    if (problem := _route_problem(r, pre, config.get("model_type", ""))) is not None:
+        raise RecipeError(problem[0], where=loaded.where(("runtime",)), hint=problem[1])
+    return pre
+
+
+def _route_problem(r: LLMRecipe, pre: Prequantized, model_type: str) -> tuple[str, str] | None:
+    if r.runtime == "pytorch" and pre.source in ("awq", "gptq"):
+        return (f"runtime: the LLM API (PyTorch backend) does not read {pre.read}: its checkpoint loader takes "
+                "ModelOpt's hf_quant_config.json, and of quantization_config only fp8 block scales, mxfp4, nvfp4 "
+                "and compressed-tensors", "set runtime: engine (the llama and qwen converters read AutoAWQ and GPTQ "
+                "checkpoints; the engine records W4A16_GPTQ)")
+    if r.runtime != "engine" or r.engine.build_path != "cli":
+        return None
+    if pre.source == "modelopt":
+        return (f"runtime: engine: the converters and quantize.py take an unquantized checkpoint; this one is "
+                f"ModelOpt's export ({pre.read}), which the LLM API loads as it is", "set runtime: pytorch")
+    fam = cmd.FAMILIES.get(model_type)
+    if pre.source in ("awq", "gptq") and (fam is None or not fam.reads_quant_config):
+        has = ", ".join(sorted(k for k, f in cmd.FAMILIES.items() if f.reads_quant_config))
+        return (f"runtime: engine: {model_type}'s converter does not read {pre.read}", f"converters that do: {has}")
+    if pre.desc_act:
+        return ("runtime: engine: the converters refuse GPTQ with desc_act=True ('GPTQ with desc_act=True is not "
+                "implemented!')", "use a GPTQ checkpoint made with desc_act: false")
+    return None
+
+
+def quant_params(r: LLMRecipe, pre: Prequantized | None) -> dict:
+    """What of the quantization goes into the engine step beyond its name (absent keys: as before)."""
+    return {"checkpoint_quantization": pre.params()} if pre is not None else {}
