@@ -1,8 +1,11 @@
 """benchmarks/tune/: h200.sh fails loudly (a failed goldens recording stops it; a failed tune step is reported and
-becomes its exit code), and summarize.py says whether repeated runs picked the same config."""
+becomes its exit code), names its archives as the device tool returns them, runs only what is left and what fits
+the call's time; summarize.py says whether repeated runs picked the same config; soak.py soaks the config a
+report chose; plot_runs.py plots the paired decisions of reports."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,6 +18,9 @@ ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "benchmarks" / "tune" / "h200.sh"
 sys.path.insert(0, str(ROOT / "benchmarks" / "tune"))
 
+from plot_runs import finalists  # noqa: E402
+from plot_runs import main as plot_main  # noqa: E402
+from soak import winner_of  # noqa: E402
 from summarize import summarize  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None,
@@ -58,8 +64,31 @@ def test_a_failed_tune_step_is_reported_and_is_the_exit_code(tmp_path):
     result = _run(tmp_path, "quick-fixed@1", "quick-fixed@2", TUNE_RC="6")
     assert result.returncode == 6
     assert result.stderr.count("tune exited 6") == 2  # the second repeat still ran
-    assert (tmp_path / "out" / "quick-fixed@2.tgz").is_file()
+    # the device tool returns only files named in letters, digits, '.', '_' and '-'
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.tgz")) == ["quick-fixed-run1.tgz",
+                                                                          "quick-fixed-run2.tgz"]
     assert _run(tmp_path, "quick-fixed@3").returncode == 0
+
+
+def test_a_step_already_done_on_the_machine_is_not_run_again(tmp_path):
+    (tmp_path / "work" / "goldens").mkdir(parents=True)
+    (tmp_path / "work" / "goldens" / "gpu-mlp-fixed.npz").write_bytes(b"")
+    (tmp_path / "work" / "quick-fixed@1").mkdir()
+    (tmp_path / "work" / "quick-fixed@1" / "tune-report.json").write_text("{}")
+    result = _run(tmp_path, "quick-fixed@1", "quick-fixed@2")
+    assert result.returncode == 0, result.stderr
+    assert "quick-fixed@1: already done on this machine" in result.stdout
+    assert result.stdout.count("tune ran") == 1
+
+
+def test_a_step_that_does_not_fit_the_time_left_is_skipped_for_the_next_call(tmp_path):
+    (tmp_path / "work" / "goldens").mkdir(parents=True)
+    (tmp_path / "work" / "goldens" / "gpu-mlp-fixed.npz").write_bytes(b"")
+    result = _run(tmp_path, "quick-fixed@1", "quick-fixed@2", H200_BUDGET_S="200", H200_STEP_S="300")
+    assert result.returncode == 75
+    assert "tune ran" not in result.stdout
+    assert "SKIPPED (not run in this call, give them to the next): quick-fixed@1 quick-fixed@2" in result.stderr
+    assert _run(tmp_path, "quick-fixed@1", H200_BUDGET_S="200", H200_STEP_S="100").returncode == 0
 
 
 def _report(path: str, winner: str, top: tuple[float, float, float]) -> dict:
@@ -90,3 +119,45 @@ def test_the_benchmark_recipes_load(recipe):
     assert loaded.recipe.tune is not None and loaded.recipe.verify.batch_invariance == "require"
     if loaded.recipe.batch_buckets:
         assert loaded.recipe.tune.determinism == "invariant" and loaded.recipe.tune.buckets
+
+
+def _winner_report() -> dict:
+    from tritonbuild.tune.report import candidate_dict
+    from tritonbuild.tune.space import Candidate
+
+    chosen = Candidate(instances=4, kind="gpu", gpus=[0], batching=True, max_batch_size=128, coords=(2, 3, 0, 0),
+                       buckets=(128,))
+    decisions = [{"load": load, "outcome": "passed", "interval": {"ratio": r, "low": low, "high": high}}
+                 for load, r, low, high in (("c1", 1.2, 1.1, 1.3), ("c64", 9.0, 8.9, 9.1))]
+    return {"loads": ["c1", "c64"], "min_vs_default": 1.0, "winner": candidate_dict(chosen, []),
+            "default_is_best": False, "candidates": [{"label": chosen.label, "decisions": decisions},
+                                                     {"label": "default", "decisions": []}]}, chosen
+
+
+def test_soak_serves_the_config_the_report_chose(tmp_path):
+    report, chosen = _winner_report()
+    path = tmp_path / "tune-report.json"
+    path.write_text(json.dumps(report))
+    assert winner_of(path) == chosen.model_copy(update={"coords": None})
+    report["winner"] = {**report["winner"], "is_default": True, "label": "default"}
+    path.write_text(json.dumps(report))
+    with pytest.raises(SystemExit, match="nothing to soak"):
+        winner_of(path)
+
+
+def test_plot_runs_plots_every_finalist_of_every_report(tmp_path):
+    report, chosen = _winner_report()
+    assert finalists(report) == [{"label": chosen.label, "chosen": True,
+                                  "loads": {"c1": (1.2, 1.1, 1.3, "passed"), "c64": (9.0, 8.9, 9.1, "passed")}}]
+    paths = []
+    for run in (1, 2):
+        (tmp_path / f"quick@{run}").mkdir()
+        paths.append(tmp_path / f"quick@{run}" / "tune-report.json")
+        paths[-1].write_text(json.dumps(report))
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "plot.png"
+    assert plot_main([*map(str, paths), "--out", str(out), "--target", "c64=3"]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report["candidates"] = [{"label": "default", "decisions": []}]
+    paths[0].write_text(json.dumps(report))
+    assert plot_main([str(paths[0]), "--out", str(out)]) == 1  # nothing paired: nothing to plot
