@@ -101,9 +101,10 @@ for step in "$@"; do
       if [ $rc -ne 0 ] && [ ! -f $W/$step/tune-report.json ]; then rm -rf $W/$step.failed; mv $W/$step $W/$step.failed; fi
       tar czf $OUT/$(archive_of $step).tgz -C $W $( [ -d $W/$step ] && echo $step || echo $step.failed )
       cd "$here" ;;
-    soak-*)  # soak-buckets: quick-buckets' chosen config alone under load, >= 100k answers compared
+    soak-*)  # soak-buckets: quick-buckets' chosen config (soak.py says which) alone at 64 clients, >= 100k answers
       export PYTHONPATH=$pypath
       src=quick-${step#soak-}; recipe=$(recipe_of $src)
+      if [ -f $W/$step.json ]; then echo "$step: already done on this machine"; continue; fi
       left=$(( deadline - $(date +%s) - 10 ))
       if [ ! -f $W/$src/tune-report.json ] || [ $left -lt 60 ]; then
         echo "$step: skipped ($src has no report on this machine, or only $left s left)"; skipped="$skipped $step"
@@ -114,10 +115,11 @@ for step in "$@"; do
         $recipe $src/tune-report.json --answers ${H200_SOAK_ANSWERS:-100000} --processes 6 --max-s $(( left - 40 )) \
         --log $W/$step-tritonserver.log) > $OUT/$step.json || rc=$?
       cat $OUT/$step.json
+      [ $rc -ne 0 ] || cp $OUT/$step.json $W/$step.json
       if [ $rc -ne 0 ]; then
         echo "FAILED: $step exited $rc (1: an answer differed or failed, or too few answers)" >&2
         [ $status -ne 0 ] || status=$rc
-        tail -c 100000 $W/$step-tritonserver.log > $OUT/$step-tritonserver-tail.log || true
+        [ ! -f $W/$step-tritonserver.log ] || tail -c 100000 $W/$step-tritonserver.log > $OUT/$step-server-tail.log
       fi ;;
     summary)
       PYTHONPATH=$pypath python3 benchmarks/tune/summarize.py $W/*@*/tune-report.json | tee $OUT/summary.txt \

@@ -46,7 +46,7 @@ def plot(reports: list[tuple[str, dict]], out: Path, title: str, targets: dict[s
                 if load not in row["loads"]:
                     continue
                 ratio, low, high, _outcome = row["loads"][load]
-                dx = x + (k - (len(rows) - 1) / 2) * 0.12
+                dx = x + (k - (len(rows) - 1) / 2) * 0.15
                 colour = colours[row["label"]]
                 ax.errorbar([dx], [ratio], yerr=[[ratio - low], [high - ratio]], fmt="o", color=colour,
                             markerfacecolor=colour if row["chosen"] else "white", capsize=3, markersize=7)

@@ -1,4 +1,5 @@
-"""Soak the config a tune report chose: serve it alone in the embedded tritonserver, record its own answer to each
+"""Soak the config a tune report chose (or, when it kept Triton's default, its best clean batching config, said
+so): serve it alone in the embedded tritonserver, record its own answer to each
 input sent alone, then keep `--concurrency` clients busy until at least `--answers` answers came back (or
 `--max-s` passed), every answer compared bit for bit with that config's own answer alone. Prints one JSON object:
 answers compared and differing, throughput, p99, the config.
@@ -30,18 +31,31 @@ from tritonbuild.tune.space import Candidate, apply
 from tritonbuild.verify.goldens import from_npz_arrays
 
 
-def winner_of(report_path: Path) -> Candidate:
+def chosen_of(report_path: Path) -> tuple[Candidate, str]:
+    """The config the report chose; when tune kept Triton's default (or chose nothing), the batching candidate
+    with the highest top-load reading among those whose answers never differed, said so."""
     report = json.loads(report_path.read_text())
     winner = report.get("winner")
-    if not winner or winner.get("is_default"):
-        raise SystemExit(f"{report_path}: no batching config was chosen ({report.get('verdict')}): nothing to soak")
-    fields = {key: winner[key] for key in Candidate.model_fields if key in winner and key != "coords"}
+    if winner and not winner.get("is_default"):
+        return _candidate(winner), "the config tune chose"
+    top = report.get("top_load")
+    clean = [c for c in report.get("candidates", []) if c.get("batching") and top in c.get("loads", {})
+             and not c.get("answers", {}).get("differing") and not c.get("load_error")]
+    if not clean:
+        raise SystemExit(f"{report_path}: no batching config was chosen or measured cleanly at {top}: nothing to soak")
+    best = max(clean, key=lambda c: c["loads"][top]["throughput"])
+    return _candidate(best), (f"not chosen by tune ({report.get('verdict')}): the batching config with the highest "
+                              f"{top} reading and no differing answer ({best['loads'][top]['throughput']:.0f} req/s)")
+
+
+def _candidate(entry: dict) -> Candidate:
+    fields = {key: entry[key] for key in Candidate.model_fields if key in entry and key != "coords"}
     if fields.get("buckets") is not None:
         fields["buckets"] = tuple(fields["buckets"])
     return Candidate(**fields)
 
 
-def soak(root: Path, model: str, candidate: Candidate, args, log: Path) -> dict:
+def soak(root: Path, model: str, candidate: Candidate, which: str, args, log: Path) -> dict:
     manifest_model, _loaded, _rpath = model_and_recipe(root, model, None)
     inputs, _goldens = from_npz_arrays(read_npz(root / manifest_model.goldens))
     config = apply(parse((root / model / "config.pbtxt").read_bytes()), candidate)
@@ -68,9 +82,10 @@ def soak(root: Path, model: str, candidate: Candidate, args, log: Path) -> dict:
                     if result.first_mismatch and "first_mismatch" not in tally:
                         tally["first_mismatch"] = result.first_mismatch
             tally["seconds"] = round(time.monotonic() - t0, 1)
+            tally["throughput"] = round(sum(tally["windows"]) / max(1, len(tally["windows"])), 1)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return {"model": model, "config": candidate.label, "load": f"c{args.concurrency}",
+    return {"model": model, "config": candidate.label, "which": which, "load": f"c{args.concurrency}",
             "processes": args.processes, "inputs": len(inputs), "compare": "bit for bit with the config's own "
             "answer to the input sent alone", **tally}
 
@@ -89,7 +104,7 @@ def main(argv: list[str]) -> int:
     if not args.report.is_file():
         print(f"{args.report}: no tune report", file=sys.stderr)
         return 2
-    result = soak(args.root, args.model, winner_of(args.report), args, args.log)
+    result = soak(args.root, args.model, *chosen_of(args.report), args, args.log)
     print(json.dumps(result, indent=1))
     return 0 if not result["differing"] and not result["errors"] and result["compared"] >= args.answers else 1
 

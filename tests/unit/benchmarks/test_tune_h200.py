@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "tune"))
 
 from plot_runs import finalists  # noqa: E402
 from plot_runs import main as plot_main  # noqa: E402
-from soak import winner_of  # noqa: E402
+from soak import chosen_of  # noqa: E402
 from summarize import summarize  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None,
@@ -134,15 +134,26 @@ def _winner_report() -> dict:
                                                      {"label": "default", "decisions": []}]}, chosen
 
 
-def test_soak_serves_the_config_the_report_chose(tmp_path):
+def test_soak_serves_the_config_the_report_chose_or_its_best_clean_one(tmp_path):
     report, chosen = _winner_report()
     path = tmp_path / "tune-report.json"
     path.write_text(json.dumps(report))
-    assert winner_of(path) == chosen.model_copy(update={"coords": None})
-    report["winner"] = {**report["winner"], "is_default": True, "label": "default"}
+    assert chosen_of(path) == (chosen.model_copy(update={"coords": None}), "the config tune chose")
+    # tune kept the default: the batching config with the best top-load reading whose answers never differed
+    fast_but_variant = {**report["winner"], "label": "fast", "max_batch_size": 64,
+                        "loads": {"c64": {"throughput": 900.0}}, "answers": {"compared": 10, "differing": 1}}
+    clean = {**report["winner"], "max_batch_size": 32, "loads": {"c64": {"throughput": 500.0}},
+             "answers": {"compared": 10, "differing": 0}}
+    slow = {**clean, "max_batch_size": 16, "loads": {"c64": {"throughput": 100.0}}}
+    report.update(winner={"label": "default", "is_default": True}, top_load="c64", verdict="the default is best",
+                  candidates=[fast_but_variant, slow, clean])
+    path.write_text(json.dumps(report))
+    candidate, which = chosen_of(path)
+    assert candidate.max_batch_size == 32 and which.startswith("not chosen by tune (the default is best)")
+    report["candidates"] = [fast_but_variant]
     path.write_text(json.dumps(report))
     with pytest.raises(SystemExit, match="nothing to soak"):
-        winner_of(path)
+        chosen_of(path)
 
 
 def test_plot_runs_plots_every_finalist_of_every_report(tmp_path):
