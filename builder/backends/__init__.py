@@ -3,7 +3,7 @@ behind the typed interface in `base.py` and registered in `registry.py`. Stages 
 
 from __future__ import annotations
 
-from tritonbuild.backends.base import Backend, BuildPolicy, StepContext
+from tritonbuild.backends.base import Backend, BuildPolicy, ReleaseFact, StepContext
 from tritonbuild.backends.registry import REGISTRY
 
 
@@ -21,4 +21,5 @@ class StepSkipped(Exception):
     """A build step that cannot run here (missing tool or hardware); the message says why and what to do."""
 
 
-__all__ = ["REGISTRY", "Backend", "BuildPolicy", "StepContext", "StepSkipped", "backend_for", "runs_embedded"]
+__all__ = ["REGISTRY", "Backend", "BuildPolicy", "ReleaseFact", "StepContext", "StepSkipped", "backend_for",
+           "runs_embedded"]

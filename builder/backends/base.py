@@ -31,6 +31,12 @@ class BuildPolicy(str):
     rule: a failure in a repository tritonbuild built, a note ("not checked: ...") in any other."""
 
 
+class ReleaseFact(str):
+    """A problem with some releases of a backend only (a parameter newer releases read unguarded): a failure in
+    a repository tritonbuild built (it knows the image it targets), a note naming the releases in any other (which
+    release will load it is not written in the repository)."""
+
+
 @dataclass(frozen=True)
 class PlanContext:
     """What plan_steps and describe may use besides the recipe, passed by the planner: the build cache directory
@@ -89,6 +95,9 @@ class Backend(ABC):
     # how verify asks a live server: 'infer' (one response per request) or 'generate' (a decoupled model:
     # Triton's generate / generate_stream endpoints; a streamed request compared as the client assembles it)
     live_protocol: ClassVar[str] = "infer"
+    # what a server needs to load this backend's models, said where verify could not load one ('' = a server
+    # with the backend)
+    needs: ClassVar[str] = ""
 
     @abstractmethod
     def plan_steps(self, loaded, ctx: PlanContext) -> list[StepSpec]:

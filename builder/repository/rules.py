@@ -7,7 +7,7 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
-from tritonbuild.backends import REGISTRY, BuildPolicy
+from tritonbuild.backends import REGISTRY, BuildPolicy, ReleaseFact
 from tritonbuild.triton.config import parse
 from tritonbuild.triton.ensemble_rules import core_model_problems
 from tritonbuild.triton.finding import Finding
@@ -32,7 +32,10 @@ def check_model_dir(model_dir: Path, *, model_files: bool = False, ours: bool = 
 
     def add(check: str, problems: list[str], ok_detail: str) -> None:
         policy = [p for p in problems if isinstance(p, BuildPolicy)] if not ours else []
-        problems = [p for p in problems if p not in policy]
+        release = [p for p in problems if isinstance(p, ReleaseFact)] if not ours else []
+        problems = [p for p in problems if p not in policy and p not in release]
+        if release:  # the ok detail would claim what is not known
+            ok_detail = "; ".join(f"depends on the backend release: {p}" for p in release)
         if policy:
             ok_detail = "; ".join([ok_detail, *(f"not checked: {p} (tritonbuild's build policy, applied only "
                                                 f"to repositories it built)" for p in policy)])

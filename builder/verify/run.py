@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import shutil
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -43,7 +42,7 @@ from tritonbuild.verify.answers import check_model, write_goldens
 from tritonbuild.verify.models import ModelReport, VerificationReport
 from tritonbuild.verify.runners import InferError, TritonRunner
 from tritonbuild.verify.served import served_differences
-from tritonbuild.verify.triton_core import check_with_triton
+from tritonbuild.verify.triton_core import check_with_triton, not_here_cause, not_loaded_here
 
 Progress = Callable[[str], None]
 
@@ -104,26 +103,26 @@ def core_checks(root: Path, names: list[str], say: Progress, as_is: frozenset[st
         return [Finding(model="*", check="triton-core", ok=True,
                             detail=f"not run: {e.message.splitlines()[0]} (static rules only)")]
     rows = []
+    elsewhere = {name: why for name in names if name in as_is and refusals.get(name)
+                 and (why := not_here_cause(root / name, refusals[name]))}
     for name in names:
         cause = refusals.get(name)
         how = "; ".join(changes.get(name) or []) or "config as written"
         if not (root / name / "config.pbtxt").is_file():
             how += ", no config.pbtxt: what its backend autocompletes from the model file is not seen here"
         accepted = (f"{which} loaded the model itself (its initialize() ran)" if name in as_is else
-                    f"{which}: Triton's core accepted the config (stand-in: {how})")
-        missing = _MISSING_MODULE.search(cause or "") if name in as_is else None
-        if missing:  # this environment's packages are not the serving machine's: not a refusal of the model
+                    "; ".join(filter(None, [f"{which}: Triton's core accepted the config (stand-in: {how})",
+                                            not_loaded_here(root / name)])))
+        steps = [step for step in elsewhere if cause and f"depends on '{step}'" in cause]
+        if name in elsewhere or steps:  # this machine is not the serving one: not a refusal of the model
+            why = elsewhere.get(name) or f"its step {steps[0]!r} was not loaded here ({elsewhere[steps[0]]})"
             rows.append(Finding(model=name, check="triton-core", ok=True, detail=(
-                f"not loaded here: its Python code imports {missing.group(1)!r}, which this environment lacks "
-                f"(Triton's core accepted the config before the Python backend imported it); verify on a server "
-                f"that has it: --tritonserver PATH or --server URL")))
+                f"not loaded here: {why}; Triton's core accepted the config; verify on the serving machine: "
+                "--tritonserver PATH or --server URL")))
             continue
         rows.append(Finding(model=name, check="triton-core", ok=cause is None,
                                 detail=f"tritonserver refused it: {cause}" if cause else accepted))
     return rows
-
-
-_MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
 
 
 def runs_as_written(model_dir: Path, have_gpu: bool) -> bool:

@@ -6,11 +6,13 @@ LOAD_TIMEOUT_S is reported as such (a stub that cannot start can hang).
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from tritonbuild.backends import REGISTRY
 from tritonbuild.triton.standin import ensembles, explain_load_error, write_standins
 
 LOAD_TIMEOUT_S = 120.0
@@ -58,3 +60,48 @@ def check_with_triton(root: Path, names: list[str], *, progress: Progress | None
         return result, changes, which
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def not_loaded_here(model_dir: Path) -> str | None:
+    """For a model checked through a stand-in: why the model itself was not loaded (its backend is not in the
+    server verify started), or None for an ensemble (Triton's core runs it: there is nothing more to load)."""
+    from tritonbuild.triton.config import parse
+
+    try:
+        mc = parse((model_dir / "config.pbtxt").read_bytes())
+    except Exception:  # noqa: BLE001 - unreadable or absent: the config rows say why
+        return None
+    if mc.HasField("ensemble_scheduling"):  # Triton's core runs it: its steps are what loads
+        return None
+    owner = REGISTRY.for_config(mc.backend, mc.platform)
+    what = mc.backend or mc.platform
+    needs = (owner.needs if owner is not None else "") or f"a server with the {what} backend"
+    return (f"the model itself: not checked here (needs {needs}): the {what} backend is not in this server; "
+            "verify where it is (--server URL, --tritonserver PATH)")
+
+
+_MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
+_NO_FILE = re.compile(r"No such file or directory|FileNotFoundError|does not exist|not a directory", re.I)
+
+
+def not_here_cause(model_dir: Path, cause: str) -> str | None:
+    """Why a model that the embedded server loaded as written failed for want of this machine, not of its own:
+    its Python code imports a package this environment lacks, or a parameter names an absolute path absent here
+    (a tokenizer directory of upstream's docs) and initialize() failed on a missing file. None: a refusal."""
+    from tritonbuild.triton.config import parse
+
+    if (missing := _MISSING_MODULE.search(cause)) is not None:
+        return (f"its Python code imports {missing.group(1)!r}, which this environment lacks (Triton's core "
+                "accepted the config before the Python backend imported it)")
+    if not _NO_FILE.search(cause):
+        return None
+    try:
+        params = parse((model_dir / "config.pbtxt").read_bytes()).parameters
+    except Exception:  # noqa: BLE001 - the config rows say why
+        return None
+    absent = [(k, v.string_value) for k, v in sorted(params.items())
+              if v.string_value.startswith("/") and not Path(v.string_value).exists()]
+    if not absent:
+        return None
+    named = ", ".join(f"{k} {v!r}" for k, v in absent)
+    return f"its initialize() failed on a missing file, and its parameters name paths this machine lacks ({named})"

@@ -4,6 +4,7 @@ Facts are names, types and flags read out of upstream's own files, never the fil
 
     python -m tests.contracts.refresh triton-templates DIR   # DIR = .../inflight_batcher_llm (all_models)
     python -m tests.contracts.refresh cpp-parameters FILE...  # model_instance_state.cc, model_state.cc
+    python -m tests.contracts.refresh trtllm-release GITDIR TAG  # a tensorrtllm_backend release (templates...)
     python -m tests.contracts.refresh argparse FILE            # convert_checkpoint.py, quantize.py, build.py
     python -m tests.contracts.refresh fields FILE CLASS        # @dataclass / pydantic class fields (+ bases)
     python -m tests.contracts.refresh python-io FILE FUNCTION  # literal `inputs = [...]` / `outputs = [...]`
@@ -72,6 +73,55 @@ def template_facts(text: str) -> dict:
     return facts
 
 
+def _field(text: str, name: str) -> str | None:
+    m = re.search(rf"\b{name}\s*:\s*(\[[^\]]*\]|\"[^\"]*\"|\$\{{\w+\}}|[^\s{{}}]+)", text)
+    return m.group(1).strip('"') if m else None
+
+
+def _maps(entry: str, field: str) -> dict:
+    out = {}
+    for m in re.finditer(rf"\b{field}\s*\{{", entry):
+        body = _block(entry, m.end() - 1, "{", "}")[0]
+        out[_field(body, "key")] = _field(body, "value")
+    return out
+
+
+def template_structure(text: str) -> dict:
+    """One filled-by-fill_template config.pbtxt template as data: its scalar fields, batching, instance group,
+    parameters (key → value as written), tensors and ensemble steps; each ``${name}`` left as written, with the
+    lines (1-based) where it occurs."""
+    lines = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.lstrip().startswith("#"):
+            for name in re.findall(r"\$\{(\w+)\}", line):
+                lines.setdefault(name, []).append(n)
+    body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    head, _, scheduling = body.partition("ensemble_scheduling")
+    out = {key: _field(head.split("input", 1)[0], key) for key in ("name", "backend", "platform", "max_batch_size")}
+    out = {k: v for k, v in out.items() if v is not None}
+    out["decoupled"] = _field(head, "decoupled")
+    if (m := re.search(r"(?m)^dynamic_batching\s*\{", head)):
+        block = _block(head, m.end() - 1, "{", "}")[0]
+        out["dynamic_batching"] = {k: _field(block, k) for k in ("preferred_batch_size", "max_queue_delay_microseconds",
+                                                                 "max_queue_size") if _field(block, k) is not None}
+    if (m := re.search(r"(?m)^instance_group\s*\[", head)):
+        out["instance_group"] = [{k: _field(e, k) for k in ("count", "kind") if _field(e, k) is not None}
+                                 for e in _entries(_block(head, m.end() - 1, "[", "]")[0])]
+    out["parameters"] = {}
+    for m in re.finditer(r"(?m)^parameters\s*:?\s*\{", head):
+        block = _block(head, m.end() - 1, "{", "}")[0]
+        out["parameters"][_field(block, "key")] = _field(block, "string_value")
+    tensors = template_facts(head)
+    out["inputs"], out["outputs"] = tensors["inputs"], tensors["outputs"]
+    if scheduling:
+        steps = _block(scheduling, scheduling.index("["), "[", "]")[0]
+        out["steps"] = [{"model_name": _field(e, "model_name"), "model_version": int(_field(e, "model_version")),
+                         "input_map": _maps(e, "input_map"), "output_map": _maps(e, "output_map")}
+                        for e in _entries(steps)]
+    out["placeholder_lines"] = lines
+    return out
+
+
 def cpp_parameters(text: str) -> dict:
     """Every ``GetParameter<T>("name")`` of the tensorrtllm C++ backend, split by whether a try block encloses
     it (guarded: a default applies when the key is absent) or not (unguarded: a missing key fails the load)."""
@@ -137,6 +187,51 @@ def python_io(text: str, function: str) -> dict:
     return out
 
 
+def readme_fills(text: str) -> dict:
+    """The fill_template.py command lines of a README: model → {line, substitutions}, the shell variables the
+    README sets before them resolved (fill_template's own default max_queue_size: 0 is not added)."""
+    env = dict(re.findall(r"(?m)^([A-Z_]+)=(\S+)$", text))
+    out = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        m = re.search(r"(?:fill_template\.py|\{FILL_TEMPLATE_SCRIPT\})\s+-i\s+\S*?/(\w+)/config\.pbtxt\s+(\S+)", line)
+        if m:
+            subs = re.sub(r"\$\{(\w+)\}", lambda v: env.get(v.group(1), v.group(0)), m.group(2))
+            out[m.group(1)] = {"line": n, "substitutions": dict(s.split(":", 1) for s in subs.split(","))}
+    return out
+
+
+def trtllm_release(git_dir: str, tag: str) -> dict:
+    """One tensorrtllm_backend release: its commit, the C++ parameters it reads unguarded (with their lines),
+    the inflight_batcher_llm templates' structure, and the README's fill_template.py lines."""
+    import subprocess
+
+    def show(path: str) -> str:
+        return subprocess.run(["git", "--git-dir", git_dir, "show", f"{tag}:{path}"], capture_output=True,
+                              text=True, check=True).stdout
+
+    commit = subprocess.run(["git", "--git-dir", git_dir, "rev-parse", f"{tag}^{{commit}}"], capture_output=True,
+                            text=True, check=True).stdout.strip()
+    src = "inflight_batcher_llm/src/"
+    merged = {"unguarded": set(), "guarded": set()}
+    lines: dict = {}
+    for f in ("model_instance_state.cc", "model_state.cc"):
+        text = show(src + f)
+        facts = cpp_parameters(text)
+        for key in merged:
+            merged[key] |= set(facts[key])
+        for key in facts["unguarded"]:
+            lines.setdefault(key, []).extend(f"{src}{f}:{n}" for n, line in enumerate(text.splitlines(), 1)
+                                             if 'GetParameter<' in line and f'("{key}")' in line)
+    models = ("preprocessing", "tensorrt_llm", "postprocessing", "ensemble", "tensorrt_llm_bls")
+    root = "all_models/inflight_batcher_llm"
+    return {"repository": "triton-inference-server/tensorrtllm_backend", "tag": tag, "commit": commit,
+            "unguarded": {key: lines[key] for key in sorted(merged["unguarded"])},
+            "guarded": sorted(merged["guarded"] - merged["unguarded"]),
+            "templates": {m: {"path": f"{root}/{m}/config.pbtxt",
+                              **template_structure(show(f"{root}/{m}/config.pbtxt"))} for m in models},
+            "readme_fill": {"path": "README.md", "models": readme_fills(show("README.md"))}}
+
+
 COMPAT_COLUMNS = {"trtllm-python-py3": {"TensorRT-LLM version": "trtllm", "TensorRT version": "tensorrt",
                                         "CUDA version": "cuda"},
                   "vllm-python-py3": {"vLLM version": "vllm", "CUDA version": "cuda"}}
@@ -169,7 +264,9 @@ def main(argv: list[str]) -> int:
         from tests.contracts.drift import main as check
 
         return check(args)
-    if cmd == "triton-templates":
+    if cmd == "trtllm-release":
+        out = trtllm_release(args[0], args[1])
+    elif cmd == "triton-templates":
         root = Path(args[0])
         out = {p.parent.name: template_facts(p.read_text()) for p in sorted(root.glob("*/config.pbtxt"))}
     elif cmd == "cpp-parameters":

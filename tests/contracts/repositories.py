@@ -5,6 +5,7 @@ file is ours (a small real ONNX graph, a Python model implementing the recorded 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from google.protobuf import json_format
@@ -164,3 +165,126 @@ def write_add_sub(root: Path) -> Path:
     (d / "config.pbtxt").write_bytes(_config("add_sub", fact("add_sub")["config"]))
     (d / "1" / "model.py").write_text(ADD_SUB_MODEL)
     return d
+
+
+# --- a tensorrtllm_backend inflight_batcher_llm group, filled as fill_template.py fills it ---------------------
+
+_UNFILLED = 987654321  # an integer field whose placeholder stays: written, then replaced by the ${name} text
+
+
+def release(tag: str) -> dict:
+    return load("tensorrtllm_releases")["releases"][tag]
+
+
+def _substitute(value, subs: dict[str, str]):
+    """fill_template.py's safe_substitute on one recorded value: a placeholder it does not fill stays."""
+    if not isinstance(value, str):
+        return value
+    return re.sub(r"\$\{(\w+)\}", lambda m: str(subs.get(m.group(1), m.group(0))), value)
+
+
+def _int(value: str, unfilled: dict[int, str]) -> int:
+    if "${" in value:
+        unfilled[_UNFILLED + len(unfilled)] = value
+        return _UNFILLED + len(unfilled) - 1
+    return int(value)
+
+
+def _group_config(t: dict, subs: dict[str, str], unfilled: dict[int, str]) -> dict:
+    """The recorded template structure, filled, as a ModelConfig dict (tensors, batching, parameters, steps)."""
+    s = {k: _substitute(v, subs) for k, v in t.items() if isinstance(v, str)}
+    fields = {key: s[key] for key in ("backend", "platform") if key in s}
+    fields["max_batch_size"] = _int(s["max_batch_size"], unfilled)
+    if t.get("decoupled"):
+        fields["model_transaction_policy"] = {"decoupled": _substitute(t["decoupled"], subs).lower() == "true"}
+    if t.get("dynamic_batching") is not None:
+        db = {k: _substitute(v, subs) for k, v in t["dynamic_batching"].items()}
+        fields["dynamic_batching"] = {
+            **({"preferred_batch_size": [_int(v, unfilled) for v in db["preferred_batch_size"].strip("[] ").split(",")]}
+               if "preferred_batch_size" in db else {}),
+            **({"max_queue_delay_microseconds": _int(db["max_queue_delay_microseconds"], unfilled)}
+               if "max_queue_delay_microseconds" in db else {}),
+            **({"default_queue_policy": {"max_queue_size": _int(db["max_queue_size"], unfilled)}}
+               if "max_queue_size" in db else {})}
+    for kind in ("input", "output"):
+        fields[kind] = [{**{k: _substitute(v, subs) for k, v in x.items() if k != "reshape"},
+                         **({"reshape": {"shape": x["reshape"]}} if "reshape" in x else {})} for x in t[kind + "s"]]
+    if t.get("instance_group"):
+        fields["instance_group"] = [{"kind": g["kind"], "count": _int(_substitute(g["count"], subs), unfilled)}
+                                    for g in t["instance_group"]]
+    if t["parameters"]:
+        fields["parameters"] = {k: {"string_value": _substitute(v, subs)} for k, v in t["parameters"].items()}
+    if t.get("steps"):
+        fields["ensemble_scheduling"] = {"step": t["steps"]}
+    return fields
+
+
+TOKENIZING_MODEL = '''import json
+from pathlib import Path
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+from tokenizers import Tokenizer
+
+REQUIRED = {required}
+
+
+class TritonPythonModel:
+    """What upstream's {name} reads at initialize(): its required parameters (a missing key raises KeyError),
+    and the tokenizer it loads from tokenizer_dir (upstream: transformers' AutoTokenizer; here: tokenizers)."""
+
+    def initialize(self, args):
+        params = json.loads(args["model_config"])["parameters"]
+        values = {{key: params[key]["string_value"] for key in REQUIRED}}
+        self.tokenizer = Tokenizer.from_file(str(Path(values["tokenizer_dir"]) / "tokenizer.json"))
+
+    def execute(self, requests):
+        raise NotImplementedError("initialize() is what this stand-in of upstream's model shows")
+'''
+
+BLS_MODEL = '''import json
+
+import triton_python_backend_utils as pb_utils
+
+OPTIONAL = {optional}
+
+
+class TritonPythonModel:
+    """What upstream's tensorrt_llm_bls reads at initialize(): optional parameters, '' or ${{...}} = unset."""
+
+    def initialize(self, args):
+        params = json.loads(args["model_config"])["parameters"]
+        values = {{key: params.get(key, {{}}).get("string_value", "") for key in OPTIONAL}}
+        self.values = {{k: v for k, v in values.items() if v and not v.startswith("${{")}}
+
+    def execute(self, requests):
+        raise NotImplementedError("initialize() is what this stand-in of upstream's model shows")
+'''
+
+
+def write_trtllm_group(root: Path, tag: str, **overrides: dict[str, str]) -> Path:
+    """The five models of tensorrtllm_backend's inflight_batcher_llm at `tag`, each config filled with the
+    release's fill_template defaults and its README's substitutions (plus overrides[model]; None = a key the
+    command line does not fill); the Python models
+    are ours, reading what upstream's read at initialize(); tensorrt_llm/1/ is empty (the engine is elsewhere:
+    gpt_model_path)."""
+    r = release(tag)
+    for model, t in r["templates"].items():
+        line = {**r["readme_fill"]["models"].get(model, {}).get("substitutions", {}), **overrides.get(model, {})}
+        subs = {**r["fill_defaults"]["values"], **{k: v for k, v in line.items() if v is not None}}
+        unfilled: dict[int, str] = {}
+        mc = json_format.ParseDict({"name": model, **_group_config(t, subs, unfilled)},
+                                   model_config_pb2().ModelConfig())
+        text = render(mc).decode()
+        for sentinel, placeholder in unfilled.items():
+            text = text.replace(str(sentinel), placeholder)
+        d = root / model
+        (d / "1").mkdir(parents=True)
+        (d / "config.pbtxt").write_text(text)
+        py = r["python_models"].get(model)
+        if py is None:
+            continue
+        source = (BLS_MODEL.format(optional=sorted(py["optional_parameters"])) if model == "tensorrt_llm_bls" else
+                  TOKENIZING_MODEL.format(required=sorted(py["required_parameters"]), name=model))
+        (d / "1" / "model.py").write_text(source)
+    return root

@@ -290,3 +290,15 @@ def test_runtime_knobs_off_the_engine_route_are_a_recipe_error():
         _recipe(runtime="pytorch", quantization="none", executor={"cuda_graph_mode": True})
     with pytest.raises(ValidationError, match=r"kv_cache\.host_memory_bytes"):
         _recipe(runtime="pytorch", quantization="none", kv_cache={"host_memory_bytes": 1})
+
+
+def test_the_per_release_unguarded_table_is_the_recorded_one():
+    """load_rules.UNGUARDED_BY_RELEASE against what each release's C++ sources read outside a try block
+    (facts/tensorrtllm_releases.json, with file:line); main (c2e65b8) reads what r25.04 reads."""
+    from tritonbuild.backends.tensorrtllm.load_rules import GUIDED_DECODING, UNGUARDED_BY_RELEASE
+
+    releases = load("tensorrtllm_releases")["releases"]
+    assert {tag: set(keys) for tag, keys in UNGUARDED_BY_RELEASE.items()} == \
+        {tag: set(r["unguarded"]) for tag, r in releases.items()}
+    assert set(UNGUARDED_BY_RELEASE["r25.04"]) == set(CPP["unguarded"]) == set(cfg.UNGUARDED)
+    assert set(GUIDED_DECODING) == set(UNGUARDED_BY_RELEASE["r25.04"]) - set(UNGUARDED_BY_RELEASE["r24.10"])

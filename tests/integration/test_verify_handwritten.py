@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -86,6 +87,53 @@ def test_a_python_model_needing_a_package_this_environment_lacks_is_not_refused(
     row = rows["needs_pkg"]["triton-core"]
     assert row["ok"] and "imports 'tritonbuild_no_such_package', which this environment lacks" in row["detail"]
     assert code == 6 and not rows["raises"]["triton-core"]["ok"]
+
+
+TOKENIZER = Path(__file__).resolve().parents[2] / "recipes" / "examples" / "tiny-llama"
+
+
+@pytest.mark.parametrize("tag", ["r24.10", "r25.04"])
+def test_a_filled_tensorrtllm_group_verifies_as_triton_would(tmp_path, tag):
+    """tensorrtllm_backend's group at r24.10 / r25.04, filled as its README fills it, the tokenizer local: the
+    Python models are loaded themselves (initialize() reads the parameters upstream's reads and opens the
+    tokenizer), tensorrt_llm is checked by Triton's core through a stand-in and said not loaded here, the r24.10
+    config is not told it lacks what its backend never reads, the absolute engine path is accepted."""
+    pytest.importorskip("tokenizers")
+    local = {"tokenizer_dir": str(TOKENIZER)}
+    repo = repositories.write_trtllm_group(tmp_path, tag, preprocessing=local, postprocessing=local)
+    before = _files(repo)
+    code, rows = _verify(repo)
+    assert _files(repo) == before
+    failed = {(m, c): row["detail"] for m, checks in rows.items() for c, row in checks.items() if not row["ok"]}
+    assert code == 0 and failed == {}
+    for name in ("preprocessing", "postprocessing", "tensorrt_llm_bls"):
+        assert "loaded the model itself (its initialize() ran)" in rows[name]["triton-core"]["detail"]
+    assert "not checked here (needs GPU/TRT-LLM)" in rows["tensorrt_llm"]["triton-core"]["detail"]
+    assert "Triton's core accepted the config" in rows["ensemble"]["triton-core"]["detail"]
+
+
+def test_a_tensorrtllm_group_as_the_readme_fills_it_is_not_refused_for_this_machines_paths(tmp_path):
+    """The README's tokenizer_dir (/app/tensorrt_llm/examples/gpt/gpt2) is the serving machine's: initialize()
+    fails here on it, which is 'not loaded here', as is the ensemble over it; a tokenizer_dir the config lacks
+    (upstream's model.py reads it without a default) is Triton's refusal."""
+    pytest.importorskip("tokenizers")
+    repo = repositories.write_trtllm_group(tmp_path / "asis", "r25.04")
+    code, rows = _verify(repo)
+    tokenizer = repositories.release("r25.04")["readme_fill"]["models"]["preprocessing"]["substitutions"]
+    for name in ("preprocessing", "postprocessing", "ensemble"):
+        row = rows[name]["triton-core"]
+        assert row["ok"] and row["detail"].startswith("not loaded here:") and tokenizer["tokenizer_dir"] in \
+            row["detail"], row
+    assert code == 0
+    from tritonbuild.triton.config import parse, render
+
+    config = repo / "postprocessing" / "config.pbtxt"
+    mc = parse(config.read_bytes())
+    del mc.parameters["tokenizer_dir"]
+    config.write_bytes(render(mc))
+    code, rows = _verify(repo)
+    row = rows["postprocessing"]["triton-core"]
+    assert code == 6 and not row["ok"] and "KeyError: 'tokenizer_dir'" in row["detail"], row
 
 
 def test_a_missing_label_file_is_refused_in_tritons_words(tmp_path):

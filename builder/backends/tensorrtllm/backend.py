@@ -31,6 +31,7 @@ class TensorRTLLMBackend(Backend):
     unreproducible_files = ("*.engine", "*/engine/*")  # TensorRT engines and what their build writes beside
     also_writes = ("python",)  # runtime: pytorch writes an LLM-API Python model (model.yaml)
     route = "live-server"  # needs the tensorrtllm backend on a GPU server
+    needs = "GPU/TRT-LLM"
     emits = True
 
     plan_steps = staticmethod(plan_steps)
@@ -49,13 +50,11 @@ class TensorRTLLMBackend(Backend):
         """What the C++ backend's ModelInstanceState reads without a default (a repository built before #9, or
         hand-edited, fails to load otherwise)."""
         from tritonbuild.backends.tensorrtllm.configs import UNGUARDED, UNGUARDED_VALUES
+        from tritonbuild.backends.tensorrtllm.load_rules import parameter_problems
 
         params = {k: v.string_value for k, v in mc.parameters.items()}
-        problems = [f"parameter {k} is missing: the tensorrtllm backend fails the load with 'Cannot find "
-                    f"parameter with name: {k}' (set it, \"\" = off)" for k in UNGUARDED if k not in params]
-        problems += [f"parameter {k} = {params[k]!r}, the backend accepts {', '.join(ok)}"
-                     for k, ok in UNGUARDED_VALUES.items() if k in params and params[k] not in ok]
-        return [("tensorrtllm.parameters", problems, "every parameter the backend reads unguarded is set")]
+        return [("tensorrtllm.parameters", parameter_problems(params, UNGUARDED, UNGUARDED_VALUES),
+                 "every parameter the backend reads unguarded is set")]
 
     def model_file_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
         """The engine group's model: its engine inside the version directory; an LLM-API Python model: its

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tritonbuild.backends.base import BuildPolicy
+from tritonbuild.backends.base import BuildPolicy, ReleaseFact
+
+# The parameters the C++ backend reads with no default (GetParameter outside a try block), per release of
+# triton-inference-server/tensorrtllm_backend (tests/contracts/facts/tensorrtllm_releases.json): r24.10 (af89ec7)
+# reads only gpt_model_type (model_instance_state.cc:59); r25.04 (1a9fa20) adds the guided-decoding three
+# (model_instance_state.cc:401-403), as main (c2e65b8) still does.
+UNGUARDED_BY_RELEASE = {"r24.10": ("gpt_model_type",),
+                        "r25.04": ("gpt_model_type", "guided_decoding_backend", "tokenizer_dir",
+                                   "xgrammar_tokenizer_info_path")}
+GUIDED_DECODING = ("tokenizer_dir", "xgrammar_tokenizer_info_path", "guided_decoding_backend")
 
 
 def engine_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
@@ -57,3 +66,23 @@ def llmapi_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
                      "following arguments are specific to TensorRT backend and cannot be used with PyTorch "
                      "backend'); a quantized checkpoint carries its hf_quant_config.json instead")
     return p
+
+
+def parameter_problems(params: dict[str, str], unguarded: tuple[str, ...], values: dict) -> list[str]:
+    """What the C++ backend reads unguarded, on a config's parameters. The guided-decoding three are absent
+    together from configs filled from templates older than guided decoding (r24.10's): the backends of that age
+    never read them, r25.04 and later fail the load without them (a ReleaseFact); one or two of the three absent
+    is a failure for every release that reads them."""
+    missing = [k for k in unguarded if k not in params]
+    error = "the tensorrtllm backend fails the load with 'Cannot find parameter with name: {}'"
+    problems = []
+    if set(GUIDED_DECODING) <= set(missing):
+        missing = [k for k in missing if k not in GUIDED_DECODING]
+        problems.append(ReleaseFact(
+            f"parameters {', '.join(GUIDED_DECODING)} are absent, as in configs filled from templates before "
+            f"guided decoding: the r24.10 backend never reads them; r25.04 and later fail the load with "
+            f"'Cannot find parameter with name: tokenizer_dir' (add the three with \"\" to serve there)"))
+    problems += [f"parameter {k} is missing: {error.format(k)} (set it, \"\" = off)" for k in missing]
+    problems += [f"parameter {k} = {params[k]!r}, the backend accepts {', '.join(ok)}"
+                 for k, ok in values.items() if k in params and params[k] not in ok]
+    return problems

@@ -105,3 +105,64 @@ def test_relocatable_engine_paths_are_a_policy_of_our_own_repositories(tmp_path)
     ok, detail = _rows(d, ours=False)["model_file"]
     assert ok and "not checked: gpt_model_path '/engines/llama/1-gpu'" in detail
     assert "applied only to repositories it built" in detail
+
+
+TOKENIZER = Path(__file__).resolve().parents[3] / "recipes" / "examples" / "tiny-llama"
+
+
+def _group(tmp_path: Path, tag: str, **overrides) -> Path:
+    local = {"tokenizer_dir": str(TOKENIZER)}
+    return repositories.write_trtllm_group(tmp_path, tag, preprocessing=local, postprocessing=local, **overrides)
+
+
+@pytest.mark.parametrize("tag", ["r24.10", "r25.04"])
+def test_a_filled_tensorrtllm_group_passes_triton_s_rules(tmp_path, tag):
+    """tensorrtllm_backend's five models at r24.10 and r25.04, filled as fill_template.py fills them from the
+    README: no row fails (the r24.10 tensorrt_llm config was refused for three parameters that backend never
+    reads), the absolute engine path is a note."""
+    root = _group(tmp_path, tag)
+    rows = {(d.name, check): row for d in sorted(root.iterdir())
+            for check, row in _rows(d, ours=False, model_files=True).items()}
+    assert {key: detail for key, (ok, detail) in rows.items() if not ok} == {}
+    engine = repositories.release(tag)["readme_fill"]["models"]["tensorrt_llm"]["substitutions"]["engine_dir"]
+    assert f"not checked: gpt_model_path '{engine}'" in rows[("tensorrt_llm", "model_file")][1]
+    note = rows[("tensorrt_llm", "tensorrtllm.parameters")][1]
+    assert ("the r24.10 backend never reads them" in note) == (tag == "r24.10")
+
+
+def test_the_guided_decoding_parameters_depend_on_the_release_and_fail_in_our_own_repositories(tmp_path):
+    """What r24.10's backend reads unguarded is gpt_model_type alone; r25.04's adds the three (recorded facts):
+    in a repository tritonbuild built for its image the three stay required."""
+    facts = {tag: repositories.release(tag)["unguarded"] for tag in ("r24.10", "r25.04")}
+    assert set(facts["r25.04"]) - set(facts["r24.10"]) == {"tokenizer_dir", "xgrammar_tokenizer_info_path",
+                                                           "guided_decoding_backend"}
+    d = _group(tmp_path, "r24.10") / "tensorrt_llm"
+    assert "Cannot find parameter with name: tokenizer_dir" in _failed(d)["tensorrtllm.parameters"]
+
+
+def test_a_config_lacking_one_of_the_guided_decoding_three_is_refused_for_every_release(tmp_path):
+    """r25.04's template writes the three together; one removed by hand fails every release that reads them."""
+    from tritonbuild.triton.config import parse, render
+
+    d = _group(tmp_path, "r25.04") / "tensorrt_llm"
+    mc = parse((d / "config.pbtxt").read_bytes())
+    del mc.parameters["xgrammar_tokenizer_info_path"]
+    (d / "config.pbtxt").write_bytes(render(mc))
+    assert _failed(d, ours=False) == {"tensorrtllm.parameters": (
+        "parameter xgrammar_tokenizer_info_path is missing: the tensorrtllm backend fails the load with 'Cannot "
+        "find parameter with name: xgrammar_tokenizer_info_path' (set it, \"\" = off)")}
+
+
+def test_a_placeholder_fill_template_leaves_in_an_integer_field_is_a_parse_error(tmp_path):
+    """r24.10's fill_template.py fills max_queue_size alone by default (r25.04's also max_queue_delay_microseconds):
+    a command line without max_queue_delay_microseconds leaves '${max_queue_delay_microseconds}' in r24.10's
+    tensorrt_llm config, which Triton cannot parse."""
+    assert "max_queue_delay_microseconds" not in repositories.release("r24.10")["fill_defaults"]["values"]
+    subs = {"max_queue_delay_microseconds": None}
+    (tmp_path / "r24.10").mkdir()
+    (tmp_path / "r25.04").mkdir()
+    old = repositories.write_trtllm_group(tmp_path / "r24.10", "r24.10", tensorrt_llm=subs)
+    new = repositories.write_trtllm_group(tmp_path / "r25.04", "r25.04", tensorrt_llm=subs)
+    detail = _failed(old / "tensorrt_llm", ours=False)["config.parse"]
+    assert "max_queue_delay_microseconds" in detail and "not a valid inference.ModelConfig" in detail
+    assert "config.parse" not in _failed(new / "tensorrt_llm", ours=False)
