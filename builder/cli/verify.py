@@ -76,7 +76,10 @@ def verify_command(repository: str, server_url: str | None, record: bool, force:
         _render_report(report)
     if not report.passed:
         if not as_json:
-            app().err.print("[bold red]verification failed[/]", markup=True)
+            verdict = _verdict(report)
+            app().err.print("[bold yellow]verification incomplete: models not checked here; verify them with "
+                            "--server URL where their backend runs[/]" if verdict.startswith("NOT CHECKED") else
+                            "[bold red]verification failed[/]", markup=True)
         sys.exit(VerifyError.exit_code)
 
 
@@ -104,7 +107,7 @@ def _render_report(report) -> None:
             "yes" if model_report.goldens else "none")
         table.add_row(model_report.name, str(model_report.version), how[model_report.route],
                       "yes" if model_report.loaded else "no", goldens, exact, model_report.batch_invariance,
-                      Text("PASS", style="green") if model_report.passed else Text("FAIL", style="red"))
+                      _result_cell(model_report))
     print_table(table)
     for model_report in report.models:
         name = model_report.name
@@ -125,7 +128,26 @@ def _render_report(report) -> None:
                   f"{len(rebuild.by_nature)} left to goldens")
         for line in [*rebuild.differ, *rebuild.by_nature]:
             out.print(f"  {line}")
-    out.print(f"report: manifest {report.manifest_digest[:16]}, {'PASSED' if report.passed else 'FAILED'}")
+    out.print(f"report: manifest {report.manifest_digest[:16]}, {_verdict(report)}")
+
+
+def _result_cell(model_report) -> Text:
+    if not model_report.checked:
+        return Text("not checked here", style="yellow")
+    return Text("PASS", style="green") if model_report.passed else Text("FAIL", style="red")
+
+
+def _verdict(report) -> str:
+    """PASSED, FAILED (a check failed), or NOT CHECKED (nothing failed, but some models could not run here)."""
+    if report.passed:
+        return "PASSED"
+    unchecked = [each.name for each in report.models if not each.checked]
+    failed = [each for each in report.models if each.checked and not each.passed] or \
+        [check for check in report.static if not check.ok] or \
+        (report.reproducibility is not None and not report.reproducibility.reproducible)
+    if unchecked and not failed:
+        return f"NOT CHECKED ({len(unchecked)} of {len(report.models)} models could not run here: {unchecked})"
+    return "FAILED"
 
 
 @main.command("serve")

@@ -49,6 +49,8 @@ class ModelReport(_Frozen):
     batch_invariance: Literal["invariant", "variant", "not-applicable", "skipped"] = "skipped"
     batch_detail: str = ""
     passed: bool
+    checked: bool = Field(True, description="False: it could not run here (route 'none'; notes say why): neither "
+                                            "passed nor failed, and the report as a whole does not pass.")
     notes: list[str] = Field(default_factory=list)
 
     @model_validator(mode="before")

@@ -320,8 +320,8 @@ def _verify_model(root: Path, model: ManifestModel, route: Route, detail: str, u
     base = {"name": model.name, "version": model.version, "backend": model.backend, "route": route,
             "route_detail": detail, "goldens": model.goldens}
     if route == "none":
-        return ModelReport(**{**base, "route_detail": "not run here"}, loaded=False, passed=False,
-                           notes=[detail]), model
+        return ModelReport(**{**base, "route_detail": "not checked here"}, loaded=False, passed=False,
+                           checked=False, notes=[detail]), model
     try:
         if route == "in-process":
             version_dir = root / model.name / str(model.version)

@@ -75,6 +75,7 @@ def test_assembled_around_a_fixture_engine_matches_golden_configs(cli, tmp_path,
     assert all(c["ok"] for c in report["static"]), [c for c in report["static"] if not c["ok"]]
     by = {m["name"]: m for m in report["models"]}
     assert by["tiny-llama_tensorrt_llm"]["path"] == "none" and not by["tiny-llama_tensorrt_llm"]["loaded"]
+    assert by["tiny-llama_tensorrt_llm"]["checked"] is False
 
 
 def test_repository_is_relocatable_to_its_mount_path(cli, llm_dir, tmp_path):
@@ -210,6 +211,24 @@ def test_llmapi_pytorch_target(cli, llm_dir, tmp_path):
 
     bad = {f.check: f.detail for f in check_model_dir(out / "tiny-llama") if not f.ok}
     assert "triton_config.max_batch_size 8 != config max_batch_size 0" in bad["llmapi"]
+
+
+def test_verify_reports_an_llm_api_model_it_cannot_run_as_not_checked_here(cli, llm_dir, tmp_path):
+    """No TensorRT-LLM here: the LLM-API model's row is 'not checked here' with why, neither FAIL nor PASS; the
+    report does not pass (publish refuses it) and says NOT CHECKED, not FAILED."""
+    _edit(llm_dir / "llm.yaml", "quantization: int4_weight_only", "quantization: none\nruntime: pytorch")
+    out = tmp_path / "OUT"
+    assert cli("build", llm_dir / "llm.yaml", "-o", out).exit_code == 0
+    r = cli("verify", out)
+    assert r.exit_code == 6, r.output
+    rows = [line for line in r.stdout.splitlines() if "model=tiny-llama" in line or line.startswith(" tiny-llama ")]
+    assert rows and all("not checked here" in row and "FAIL" not in row and "PASS" not in row for row in rows), rows
+    assert "needs a GPU server with the python backend" in r.stdout or "verify --server URL" in r.stdout
+    assert "NOT CHECKED (" in r.stdout and "FAILED" not in r.stdout
+    assert "verification incomplete" in r.stderr and "Traceback" not in r.stderr
+    report = json.loads(cli("verify", out, "--json").stdout)
+    unchecked = [m for m in report["models"] if not m["checked"]]
+    assert unchecked and all(not m["passed"] and m["notes"] for m in unchecked) and report["passed"] is False
 
 
 # Hugging Face config.json values of the published checkpoints (shapes only; weights stay the tiny example's)

@@ -1,20 +1,37 @@
-"""`python -m tests.contracts.refresh --check --mirror OWNER/NAME=GITDIR ...`: re-derive the facts that have an
-extractor from upstream's own files, at the commit each fact records and at the repository's newest release
-(its newest v* tag, else its HEAD), and report per fact: same, drift (what differs), gone (the file no longer
-exists there) or unread (no mirror given). Git directories only (bare mirrors work): files are read with
-`git show COMMIT:PATH`, nothing is checked out. Exit 1 when a fact differs from its own recorded source."""
+"""`python -m tests.contracts.refresh --check SOURCES...`: re-derive the facts that have an extractor from upstream's
+own files, at the commit each fact records and at upstream's newest release, and report per fact and ref:
+
+- same: the extractor reads what the fact records;
+- drift: it reads something else (detail: what differs);
+- moved: the file is gone there, as the fact records (detail: where it went, which images still ship it);
+- gone: the file is gone there and the fact does not say so;
+- unread: no source was given for that repository (detail: how to give one).
+
+Sources, any number of each:
+    --mirror OWNER/NAME=GITDIR            a git directory (bare mirrors work); files are read with `git show`
+    --file OWNER/NAME@COMMIT:PATH=LOCAL   one upstream file read elsewhere (a repository too large to clone);
+                                          checked against the git blob id the fact records
+    --wheel FILE.whl                      a package's wheel (vLLM); checked against the sha256 the fact records
+Newest release of a mirror: its newest `v*` tag or `rYY.MM` release branch by commit date, else HEAD. For --file
+sources, every commit given besides the recorded one. Exit 1 when a fact differs from its own source or is stale
+at the newest release (drift or gone); 0 otherwise."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
 import sys
+import zipfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from tests.contracts import refresh
-from tests.contracts.facts import load
+
+def blob_id(data: bytes) -> str:
+    """git's object id of a file's content (`git hash-object`), the same for a clone and a copy of the file."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 class Mirror:
@@ -28,126 +45,165 @@ class Mirror:
     def show(self, commit: str, path: str) -> str | None:
         return self._git("show", f"{commit}:{path}")
 
-    def newest(self) -> str:
-        tags = (self._git("tag", "--list", "v*", "--sort=-creatordate") or "").split()
-        return tags[0] if tags else "HEAD"
+    def newest(self) -> list[str]:
+        refs = (self._git("for-each-ref", "--sort=-refname", "--sort=-committerdate", "--format=%(refname:short)",
+                          "refs/tags/v*",
+                          "refs/heads/r*", "refs/remotes/origin/r*") or "").split()
+        releases = [r for r in refs if re.fullmatch(r"(origin/)?r\d\d\.\d\d|v[\d.]+", r)]
+        return releases[:1] or ["HEAD"]
+
+
+class Files:
+    """Upstream files given one by one: (repository, commit, path) -> local copy."""
+
+    def __init__(self):
+        self.files: dict[tuple[str, str], Path] = {}
+
+    def add(self, commit: str, path: str, local: Path) -> None:
+        self.files[(commit, path)] = local
+
+    def show(self, commit: str, path: str) -> str | None:
+        local = self.files.get((commit, path))
+        return local.read_text() if local else None
+
+    def blob(self, commit: str, path: str) -> str | None:
+        local = self.files.get((commit, path))
+        return blob_id(local.read_bytes()) if local else None
+
+    def commits(self, path: str) -> list[str]:
+        return [c for c, p in self.files if p == path]
+
+
+@dataclass(frozen=True)
+class Check:
+    fact: str
+    repository: str
+    paths: tuple[str, ...]
+    commit: str
+    derive: Callable[..., object]  # derive(*texts) -> value
+    recorded: Callable[[], object]
+    moved: str | None = None  # where the files went, when upstream deleted them (the fact says so)
+    blobs: tuple[str, ...] = ()  # git blob ids of the files at the recorded commit, for --file sources
+
+
+def _named(items) -> dict | None:
+    """A list of tensors ({'name': ...}) keyed by name, else None."""
+    if isinstance(items, list) and all(isinstance(i, dict) and "name" in i for i in items):
+        return {i["name"]: i for i in items}
+    return None
 
 
 def _diff(recorded, derived) -> str:
     if isinstance(recorded, dict) and isinstance(derived, dict):
         keys = sorted(set(recorded) | set(derived))
-        parts = [f"{k}: {recorded.get(k)!r} -> {derived.get(k)!r}" for k in keys if recorded.get(k) != derived.get(k)]
+        parts = [f"{k}: {_diff(recorded.get(k), derived.get(k))}" for k in keys if recorded.get(k) != derived.get(k)]
         return "; ".join(parts[:8]) + (f" (+{len(parts) - 8} more)" if len(parts) > 8 else "")
-    added, removed = sorted(set(derived) - set(recorded)), sorted(set(recorded) - set(derived))
-    return f"upstream added {added}, removed {removed}"
+    old, new = _named(recorded), _named(derived)
+    if old is not None and new is not None:
+        changed = sorted(n for n in set(old) & set(new) if old[n] != new[n])
+        return (f"upstream added {sorted(set(new) - set(old))}, removed {sorted(set(old) - set(new))}"
+                + (f", changed {changed}" if changed else ""))
+    if isinstance(recorded, list) and isinstance(derived, list):
+        added, removed = sorted(set(map(str, derived)) - set(map(str, recorded))), \
+            sorted(set(map(str, recorded)) - set(map(str, derived)))
+        return f"upstream added {added}, removed {removed}"
+    return f"{recorded!r} -> {derived!r}"
 
 
-def _images(text: str) -> dict:
-    facts = load("triton_images")
-    table = refresh.compatibility(text)
-    oldest = min(facts["images"])
-    return {"images": {t: {k: v for k, v in r.items() if k != "line"} for t, r in
-                       table["trtllm-python-py3"].items() if t >= oldest},
-            "vllm_images": {t: {k: v for k, v in r.items() if k != "line"} for t, r in
-                            table["vllm-python-py3"].items() if t >= oldest}}
-
-
-def _recorded_images() -> dict:
-    facts = load("triton_images")
-    strip = lambda rows: {t: {k: v for k, v in r.items() if k != "line"} for t, r in rows.items()}  # noqa: E731
-    return {"images": strip(facts["images"]), "vllm_images": strip(facts["vllm_images"])}
-
-
-def _genai_perf_inputs(text: str) -> list[str]:
-    body = text[text.index("class TensorRTLLMConverter"):]
-    return sorted(set(re.findall(r'payload\["(\w+)"\]', body)) | set(re.findall(r'"(\w+)": \[', body)) - {"data"})
-
-
-def _recorded_genai_perf() -> list[str]:
-    g = load("clients")["genai_perf"]
-    return sorted({n for kind in ("default", "streaming", "deterministic") for n in g[kind]})
-
-
-def _openai_trtllm_inputs(text: str) -> list[str]:
-    body = text[text.index("def _create_trtllm_generate_request"):]
-    body = body[:body.index("\ndef ", 1)]
-    names = set(re.findall(r'inputs\["(\w+)"\]', body))
-    return sorted(names | ({"exclude_input_in_output"} if "inputs[echo_tensor_name]" in body else set()))
-
-
-def _recorded_openai() -> list[str]:
-    o = load("clients")["openai_frontend"]
-    return sorted(set(o["always"]) | set(o["optional"]))
-
-
-def _cpp(mirror: Mirror, commit: str) -> dict | None:
-    texts = [mirror.show(commit, s["path"]) for s in load("tensorrtllm_backend")["cpp_parameters"]["source"]]
+def _judge(check: Check, ref: str, texts: list[str | None]) -> dict:
+    row = {"fact": check.fact, "repository": check.repository, "ref": ref}
     if any(t is None for t in texts):
-        return None
-    merged = {"unguarded": set(), "guarded": set()}
-    for t in texts:
-        part = refresh.cpp_parameters(t)
-        merged["unguarded"] |= set(part["unguarded"])
-        merged["guarded"] |= set(part["guarded"])
-    return {"unguarded": sorted(merged["unguarded"])}
-
-
-# (fact, repository, path, commit recorded, derive(text) -> value, recorded value)
-FileCheck = tuple[str, str, str, str, Callable[[str], object], Callable[[], object]]
-
-
-def file_checks() -> list[FileCheck]:
-    images, clients = load("triton_images"), load("clients")
-    return [
-        ("triton_images", images["source"]["repository"], images["source"]["path"], images["source"]["commit"],
-         _images, _recorded_images),
-        ("clients.genai_perf", clients["genai_perf"]["source"]["repository"], clients["genai_perf"]["source"]["path"],
-         clients["genai_perf"]["source"]["commit"], _genai_perf_inputs, _recorded_genai_perf),
-        ("clients.openai_frontend", clients["openai_frontend"]["source"]["repository"],
-         clients["openai_frontend"]["source"]["path"], clients["openai_frontend"]["source"]["commit"],
-         _openai_trtllm_inputs, _recorded_openai),
-    ]
-
-
-def _judge(name: str, ref: str, value, recorded) -> dict:
-    if value is None:
-        return {"fact": name, "ref": ref, "status": "gone"}
+        if check.moved and ref != check.commit:
+            return {**row, "status": "moved", "detail": check.moved}
+        return {**row, "status": "gone"}
+    value, recorded = check.derive(*texts), check.recorded()
     if value == recorded:
-        return {"fact": name, "ref": ref, "status": "same"}
-    return {"fact": name, "ref": ref, "status": "drift", "detail": _diff(recorded, value)}
+        return {**row, "status": "same"}
+    return {**row, "status": "drift", "detail": _diff(recorded, value)}
 
 
-def check(mirrors: dict[str, Path]) -> list[dict]:
+def _run_files(check: Check, files: Files, recorded: set[str]) -> list[dict]:
+    """At the recorded commit, then at every other commit given for the same files that no fact records."""
     out = []
-    for name, repo, path, commit, derive, recorded in file_checks():
-        if repo not in mirrors:
-            out.append({"fact": name, "status": "unread", "detail": f"no mirror of {repo}"})
+    refs = [check.commit, *sorted({c for p in check.paths for c in files.commits(p)} - recorded)]
+    for ref in refs:
+        texts = [files.show(ref, p) for p in check.paths]
+        if ref == check.commit and check.blobs and None not in texts:
+            got = tuple(files.blob(ref, p) for p in check.paths)
+            if got != check.blobs:
+                out.append({"fact": check.fact, "repository": check.repository, "ref": ref, "status": "drift",
+                            "detail": f"the files given are not the recorded blobs {list(check.blobs)}: {list(got)}"})
+                continue
+        if any(t is None for t in texts) and ref == check.commit:
+            out.append({"fact": check.fact, "repository": check.repository, "ref": ref, "status": "unread",
+                        "detail": f"give --file {check.repository}@{ref}:PATH=LOCAL for {list(check.paths)}"})
             continue
-        m = Mirror(mirrors[repo])
-        for ref in (commit, m.newest()):
-            text = m.show(ref, path)
-            out.append(_judge(name, ref, None if text is None else derive(text), recorded()))
-    cpp_repo = load("tensorrtllm_backend")["cpp_parameters"]["source"][0]
-    if cpp_repo["repository"] in mirrors:
-        m = Mirror(mirrors[cpp_repo["repository"]])
-        recorded = {"unguarded": sorted(load("tensorrtllm_backend")["cpp_parameters"]["unguarded"])}
-        for ref in (cpp_repo["commit"], m.newest()):
-            out.append(_judge("tensorrtllm_backend.cpp_parameters", ref, _cpp(m, ref), recorded))
-    else:
-        out.append({"fact": "tensorrtllm_backend.cpp_parameters", "status": "unread",
-                    "detail": f"no mirror of {cpp_repo['repository']}"})
+        out.append(_judge(check, ref, texts))
     return out
 
 
-def main(args: list[str]) -> int:
-    mirrors = {}
-    for i, a in enumerate(args):
+def check(mirrors: dict[str, Path], files: dict[str, Files] | None = None,
+          wheels: list[Path] | None = None) -> list[dict]:
+    from tests.contracts.checks import all_checks, wheel_checks
+
+    files = files or {}
+    out: list[dict] = []
+    checks = all_checks()
+    for c in checks:
+        if c.repository in mirrors:
+            m = Mirror(mirrors[c.repository])
+            for ref in dict.fromkeys([c.commit, *m.newest()]):
+                out.append(_judge(c, ref, [m.show(ref, p) for p in c.paths]))
+        elif c.repository in files:
+            recorded = {o.commit for o in checks if o.repository == c.repository and o.paths == c.paths}
+            out.extend(_run_files(c, files[c.repository], recorded))
+        else:
+            out.append({"fact": c.fact, "repository": c.repository, "status": "unread",
+                        "detail": f"no source for {c.repository}: --mirror or --file"})
+    out.extend(wheel_checks(wheels or []))
+    return out
+
+
+def read_wheel(path: Path, member: str) -> str | None:
+    with zipfile.ZipFile(path) as z:
+        return z.read(member).decode() if member in z.namelist() else None
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def parse(args: list[str]) -> tuple[dict[str, Path], dict[str, Files], list[Path]]:
+    mirrors, files, wheels = {}, {}, []
+    it = iter(args)
+    for a in it:
+        value = next(it, None)
+        if value is None or a not in ("--mirror", "--file", "--wheel"):
+            raise SystemExit(f"usage: --check [--mirror OWNER/NAME=GITDIR | --file OWNER/NAME@COMMIT:PATH=LOCAL | "
+                             f"--wheel FILE.whl]... (at {a!r})")
         if a == "--mirror":
-            repo, _, path = args[i + 1].partition("=")
+            repo, _, path = value.partition("=")
             mirrors[repo] = Path(path)
-    report = check(mirrors)
+        elif a == "--file":
+            m = re.fullmatch(r"([^@]+)@([0-9a-f]{7,40}):([^=]+)=(.+)", value)
+            if not m:
+                raise SystemExit(f"--file {value!r}: expected OWNER/NAME@COMMIT:PATH=LOCAL")
+            files.setdefault(m.group(1), Files()).add(m.group(2), m.group(3), Path(m.group(4)))
+        else:
+            wheels.append(Path(value))
+    return mirrors, files, wheels
+
+
+def main(args: list[str]) -> int:
+    report = check(*parse(args))
     sys.stdout.write(json.dumps(report, indent=1) + "\n")
-    recorded_commits = {c[3] for c in file_checks()} | \
-        {load("tensorrtllm_backend")["cpp_parameters"]["source"][0]["commit"]}
-    wrong = [r for r in report if r["status"] != "same" and r.get("ref") in recorded_commits]
-    return 1 if wrong else 0
+    bad = [r for r in report if r["status"] in ("drift", "gone")]
+    for r in bad:
+        sys.stderr.write(f"STALE {r['fact']} at {r.get('ref')}: {r['status']} {r.get('detail', '')}\n")
+    counts = {s: sum(r["status"] == s for r in report) for s in ("same", "moved", "drift", "gone", "unread")}
+    sys.stderr.write("facts checked: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + "\n")
+    return 1 if bad else 0

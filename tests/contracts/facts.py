@@ -15,8 +15,11 @@ def load(name: str) -> dict:
 
 
 def template(model: str) -> dict:
-    """One upstream inflight_batcher_llm / llmapi template: {'inputs': [...], 'outputs': [...], 'parameters'}."""
-    return load("tensorrtllm_backend")["templates"]["models"][model]
+    """One upstream inflight_batcher_llm / llmapi template: {'inputs': [...], 'outputs': [...], 'parameters'}: the
+    recorded commit's, with the tensors TensorRT-LLM 1.x adds."""
+    templates = load("tensorrtllm_backend")["templates"]
+    base, extra = templates["models"][model], templates["additions_1x"]["models"].get(model, {})
+    return {**base, **{k: base[k] + extra.get(k, []) for k in ("inputs", "outputs")}}
 
 
 def script_for(model_type: str) -> tuple[str, dict]:
@@ -24,3 +27,19 @@ def script_for(model_type: str) -> tuple[str, dict]:
         if model_type in s["model_types"]:
             return name, s
     raise KeyError(model_type)
+
+
+def vllm_versions() -> dict[str, dict]:
+    """The vLLM versions whose AsyncEngineArgs are recorded: version → {source, images, AsyncEngineArgs, ...}."""
+    return load("vllm_engine_args")["versions"]
+
+
+def vllm_of_image(triton_image: str) -> str:
+    """The vLLM an NGC tritonserver:<tag>-vllm-python-py3 image ships (Triton's compatibility matrix)."""
+    tag = triton_image.rsplit(":", 1)[1].split("-", 1)[0]
+    return load("triton_images")["vllm_images"][tag]["vllm"]
+
+
+def engine_args_of_image(triton_image: str) -> set[str]:
+    """AsyncEngineArgs of the vLLM that image ships; KeyError when that version is not recorded."""
+    return set(vllm_versions()[vllm_of_image(triton_image)]["AsyncEngineArgs"])

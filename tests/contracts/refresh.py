@@ -8,8 +8,9 @@ Facts are names, types and flags read out of upstream's own files, never the fil
     python -m tests.contracts.refresh argparse FILE            # convert_checkpoint.py, quantize.py, build.py
     python -m tests.contracts.refresh fields FILE CLASS        # @dataclass / pydantic class fields (+ bases)
     python -m tests.contracts.refresh python-io FILE FUNCTION  # literal `inputs = [...]` / `outputs = [...]`
+    python -m tests.contracts.refresh engine-args FILE         # vLLM vllm/engine/arg_utils.py (from a wheel)
     python -m tests.contracts.refresh compatibility FILE       # server docs/introduction/compatibility.md
-    python -m tests.contracts.refresh --check --mirror OWNER/NAME=GITDIR ...  # drift at recorded and newest
+    python -m tests.contracts.refresh --check --mirror OWNER/NAME=GITDIR --file ... --wheel ...  # see drift.py
 
 Each command prints JSON; compare it with the recorded fact (git diff after pasting) and update the fact's
 ``source`` (repository, commit, path) in the same change. Standard library only: runs in any checkout.
@@ -174,6 +175,17 @@ def class_fields(text: str, name: str) -> list[str]:
     return sorted(out)
 
 
+def engine_args(text: str) -> dict:
+    """vLLM's ``AsyncEngineArgs`` fields (vllm/engine/arg_utils.py), the lines its classes start on, and how
+    EngineArgs writes the prefix-caching default (None: resolved later by vLLM itself)."""
+    tree = ast.parse(text)
+    classes = {n.name: n.lineno for n in tree.body if isinstance(n, ast.ClassDef)}
+    default = re.search(r"(?m)^    enable_prefix_caching: [^=\n]+= (.+)$", text)
+    return {"AsyncEngineArgs": class_fields(text, "AsyncEngineArgs"),
+            "lines": {"EngineArgs": classes["EngineArgs"], "AsyncEngineArgs": classes["AsyncEngineArgs"]},
+            "enable_prefix_caching": default.group(1).strip() if default else None}
+
+
 def python_io(text: str, function: str) -> dict:
     """The literal ``inputs = [...]`` / ``outputs = [...]`` lists of one function (e.g. vllm_backend's
     auto_complete_config, which declares the model's tensors)."""
@@ -280,6 +292,8 @@ def main(argv: list[str]) -> int:
         out = argparse_flags(Path(args[0]).read_text())
     elif cmd == "fields":
         out = class_fields(Path(args[0]).read_text(), args[1])
+    elif cmd == "engine-args":
+        out = engine_args(Path(args[0]).read_text())
     elif cmd == "compatibility":
         out = compatibility(Path(args[0]).read_text())
     elif cmd == "python-io":

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tests.conftest import ROOT
-from tests.contracts.facts import load
+from tests.contracts.facts import engine_args_of_image, load, vllm_of_image
 from tritonbuild.backends import REGISTRY, vllm
 from tritonbuild.backends.tensorrtllm.checks import check_recipe as check_llm_rules
 from tritonbuild.backends.tensorrtllm.llmapi import model_yaml
@@ -56,16 +56,47 @@ def test_llmapi_defaults_follow_upstream():
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "recipes").rglob("*vllm*.yaml")))
-def test_model_json_is_a_subset_of_async_engine_args(path):
+def test_model_json_is_a_subset_of_the_images_async_engine_args(path):
+    """vllm_backend does AsyncEngineArgs(**model.json) with the vLLM the serving image ships."""
     r = load_recipe(path, REGISTRY.recipe_kinds()).recipe
+    fields = engine_args_of_image(r.image.triton_image)
     doc = vllm.model_json(r)
-    assert set(doc) <= set(VLLM["AsyncEngineArgs"]), set(doc) - set(VLLM["AsyncEngineArgs"])
+    assert set(doc) <= fields, set(doc) - fields
     assert doc.get("quantization") in (None, *VLLM["quantization_methods_used"])
+
+
+def _full_vllm_recipe(image: str) -> VLLMRecipe:
+    return VLLMRecipe(name="v", version=1, backend="vllm", checkpoint={"path": "c"}, image={"triton_image": image},
+                      engine_args={"max_model_len": 4096, "max_num_seqs": 8, "enable_prefix_caching": False,
+                                   "quantization": "awq", "enforce_eager": True},
+                      lora={"adapters": {"a": "a"}, "max_lora_rank": 8, "max_loras": 2})
+
+
+@pytest.mark.parametrize("version", sorted(VLLM["versions"]))
+def test_every_key_tritonbuild_writes_is_a_field_of_each_recorded_vllm(version):
+    """Every model.json key tritonbuild can write (all engine_args set, LoRA on), per vLLM version recorded: the
+    default image's, the newest image's and the one that ran on the H200."""
+    images = VLLM["versions"][version]["images"] or ["25.12"]
+    doc = vllm.model_json(_full_vllm_recipe(f"nvcr.io/nvidia/tritonserver:{images[0]}-vllm-python-py3"))
+    fields = set(VLLM["versions"][version]["AsyncEngineArgs"])
+    assert set(doc) <= fields, set(doc) - fields
+
+
+def test_the_default_and_the_newest_vllm_images_have_their_engine_args_recorded():
+    from tritonbuild.backends.tensorrtllm.images import VLLM_IMAGES
+
+    default = VLLMRecipe(name="v", version=1, backend="vllm", checkpoint={"path": "c"}).image.triton_image
+    newest = max(VLLM_IMAGES)
+    assert vllm_of_image(default) in VLLM["versions"] and VLLM_IMAGES[newest] in VLLM["versions"]
+    for version, v in VLLM["versions"].items():
+        assert all(VLLM_IMAGES[tag] == version for tag in v["images"]), version
 
 
 def test_model_json_leaves_prefix_caching_to_vllms_default():
     r = VLLMRecipe(name="v", version=1, backend="vllm", checkpoint={"path": "c"})
-    assert "enable_prefix_caching" not in vllm.model_json(r)  # vLLM 0.33 resolves None to CacheConfig's True
+    assert "enable_prefix_caching" not in vllm.model_json(r)
+    for v in VLLM["versions"].values():  # EngineArgs leaves it unset; vLLM decides at engine creation
+        assert v["enable_prefix_caching"] in ("None", "CacheConfig.enable_prefix_caching"), v["source"]["version"]
     on = VLLMRecipe(name="v", version=1, backend="vllm", checkpoint={"path": "c"},
                     engine_args={"enable_prefix_caching": False})
     assert vllm.model_json(on)["enable_prefix_caching"] is False
@@ -136,16 +167,21 @@ def test_llmapi_model_declares_upstreams_llmapi_tensors():
     from tritonbuild.backends.tensorrtllm.llmapi import INPUTS, OUTPUTS
     from tritonbuild.recipe.models import DTYPES
 
-    upstream = template("llmapi")
-    for kind, ours in (("inputs", INPUTS), ("outputs", OUTPUTS)):
+    versions = load("tensorrtllm_backend")["templates"]["llmapi_versions"]
+    for upstream in (template("llmapi"), *versions.values()):  # tensorrtllm_backend's, then TensorRT-LLM's
+        _declared_in(upstream, {"inputs": INPUTS, "outputs": OUTPUTS}, DTYPES)
+
+
+def _declared_in(upstream: dict, ours_by_kind: dict, dtypes: dict) -> None:
+    for kind, ours in ours_by_kind.items():
         theirs = {t["name"]: t for t in upstream[kind]}
         for t in ours:
             assert t.name in theirs, f"{t.name} is not an input/output of upstream's llmapi model"
             u = theirs[t.name]
-            assert (DTYPES[t.dtype], list(t.dims), bool(t.optional)) == \
+            assert (dtypes[t.dtype], list(t.dims), bool(t.optional)) == \
                 (u["data_type"], u["dims"], bool(u.get("optional"))), t.name
-    assert {t.name for t in INPUTS if not t.optional} == {t["name"] for t in upstream["inputs"]
-                                                         if not t.get("optional")}
+    assert {t.name for t in ours_by_kind["inputs"] if not t.optional} == \
+        {t["name"] for t in upstream["inputs"] if not t.get("optional")}
 
 
 def test_vllm_models_get_an_image_with_the_vllm_backend():

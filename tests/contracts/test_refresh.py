@@ -3,6 +3,12 @@ argparse option strings, class fields, template tensors."""
 
 from __future__ import annotations
 
+import itertools
+import re
+from pathlib import Path
+
+import pytest
+
 from tests.contracts.refresh import argparse_flags, class_fields, cpp_parameters, template_facts
 
 CPP = '''
@@ -50,38 +56,150 @@ parameters: { key: "k" value: { string_value: "${k}" } }
     assert facts["parameters"] == ["k"]
 
 
-def test_check_reports_same_drift_and_gone_against_a_git_history(tmp_path, monkeypatch):
-    """--check reads upstream's files with git show at the recorded commit and at the newest tag."""
+_CLOCK = itertools.count(1_900_000_000, 60)  # one commit a minute: release order by date is unambiguous
+
+
+def _git(repo, *args) -> str:
+    import os
     import subprocess
 
-    from tests.contracts import drift
+    env = {**os.environ, "GIT_COMMITTER_DATE": f"{next(_CLOCK)} +0000"}
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          capture_output=True, text=True, check=True, env=env).stdout.strip()
+
+
+def _commit(repo, path: str, text: str | None, tag: str | None = None, branch: str | None = None) -> str:
+    if text is None:
+        (repo / path).unlink()
+    else:
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "c")
+    if tag:
+        _git(repo, "tag", tag)
+    if branch:
+        _git(repo, "branch", branch)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+def _rows(report: list[dict]) -> list[dict]:
+    """The rows of the checks under test (check() also lists the recorded vLLM versions, unread without wheels)."""
+    return [r for r in report if not r["fact"].startswith("vllm_engine_args")]
+
+
+GENAI = "genai-perf/genai_perf/inputs/converters/tensorrtllm_converter.py"
+
+
+def _genai_check(commit: str, moved: str | None = None):
+    from tests.contracts import checks
+    from tests.contracts.drift import Check
+
+    return Check("clients.genai_perf", "triton-inference-server/perf_analyzer", (GENAI,), commit,
+                 checks._genai_perf_inputs, checks._recorded_genai_perf, moved)
+
+
+def test_check_reports_same_drift_and_gone_against_a_git_history(tmp_path, monkeypatch):
+    """--check reads upstream's files with git show at the recorded commit and at the newest release: the newest
+    v* tag or rYY.MM release branch by date (here the branch r99.01, newer than tag v9.0.0)."""
+    from tests.contracts import checks, drift
 
     repo = tmp_path / "perf_analyzer"
-    path = "genai-perf/genai_perf/inputs/converters/tensorrtllm_converter.py"
-    (repo / path).parent.mkdir(parents=True)
+    _git(tmp_path, "init", "-q", str(repo))
+    same = _commit(repo, GENAI, 'class TensorRTLLMConverter:\n    payload = {"text_input": [t], "max_tokens": [n], '
+                                '"exclude_input_in_output": [True]}\n    payload["stream"] = [True]\n'
+                                '    payload["min_length"] = [n]\n', tag="v9.0.0")
+    _commit(repo, GENAI, 'class TensorRTLLMConverter:\n    payload = {"text_input": [t], "max_tokens": [n], '
+                         '"top_k": [1]}\n', branch="r99.01")
+    monkeypatch.setattr(checks, "all_checks", lambda: [_genai_check(same)])
+    report = _rows(drift.check({"triton-inference-server/perf_analyzer": repo / ".git"}))
+    by_ref = {r["ref"]: r for r in report}
+    assert set(by_ref) == {same, "r99.01"} and by_ref[same]["status"] == "same"
+    assert by_ref["r99.01"]["status"] == "drift" and "'top_k'" in by_ref["r99.01"]["detail"]
+    assert "'min_length'" in by_ref["r99.01"]["detail"]  # removed upstream
+    _commit(repo, GENAI, None, branch="r99.02")  # deleted: gone, unless the fact records where it went
+    assert [r["status"] for r in _rows(drift.check({"triton-inference-server/perf_analyzer": repo / ".git"}))] == \
+        ["same", "gone"]
+    monkeypatch.setattr(checks, "all_checks", lambda: [_genai_check(same, moved="moved to X; images A-B ship it")])
+    (_, newest) = _rows(drift.check({"triton-inference-server/perf_analyzer": repo / ".git"}))
+    assert (newest["ref"], newest["status"], newest["detail"]) == ("r99.02", "moved", "moved to X; images A-B ship it")
+    assert drift.check({})[0]["status"] == "unread"
 
-    def commit(text: str, tag: str | None = None) -> str:
-        (repo / path).write_text(text)
-        subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
-        subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"],
-                       check=True)
-        if tag:
-            subprocess.run(["git", "-C", str(repo), "tag", tag], check=True)
-        return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
 
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    same = commit('class TensorRTLLMConverter:\n    payload = {"text_input": [t], "max_tokens": [n], '
-                  '"exclude_input_in_output": [True]}\n    payload["stream"] = [True]\n'
-                  '    payload["min_length"] = [n]\n')
-    commit('class TensorRTLLMConverter:\n    payload = {"text_input": [t], "max_tokens": [n], "top_k": [1]}\n',
-           tag="v9.0.0")
-    monkeypatch.setattr(drift, "file_checks", lambda: [
-        ("clients.genai_perf", "triton-inference-server/perf_analyzer", path, same, drift._genai_perf_inputs,
-         drift._recorded_genai_perf)])
-    report = drift.check({"triton-inference-server/perf_analyzer": repo / ".git"})
-    by_ref = {r.get("ref"): r for r in report if r["fact"] == "clients.genai_perf"}
-    assert by_ref[same]["status"] == "same"
-    assert by_ref["v9.0.0"]["status"] == "drift" and "'top_k'" in by_ref["v9.0.0"]["detail"]
-    assert "'min_length'" in by_ref["v9.0.0"]["detail"]  # removed upstream
-    assert {r["status"] for r in report if r["fact"].startswith("tensorrtllm_backend")} == {"unread"}
+def test_check_reads_a_single_file_given_at_a_commit_and_checks_its_blob(tmp_path, monkeypatch):
+    """--file OWNER/NAME@COMMIT:PATH=LOCAL: the file must be the blob the fact records; another commit given for the
+    same path is compared too (a newer release read the same way)."""
+    from tests.contracts import checks, drift, refresh
+
+    pbtxt = 'input [ { name: "text_input" data_type: TYPE_STRING dims: [ -1 ] } ]\n'
+    (tmp_path / "a.pbtxt").write_text(pbtxt)
+    (tmp_path / "b.pbtxt").write_text(pbtxt.replace("text_input", "prompt"))
+    path, commit, newer = "triton_backend/x/config.pbtxt", "a" * 40, "b" * 40
+    recorded = refresh.template_facts(pbtxt)
+    check = drift.Check("t", "NVIDIA/TensorRT-LLM", (path,), commit, refresh.template_facts, lambda: recorded,
+                        blobs=(drift.blob_id(pbtxt.encode()),))
+    monkeypatch.setattr(checks, "all_checks", lambda: [check])
+    args = ["--file", f"NVIDIA/TensorRT-LLM@{commit}:{path}={tmp_path / 'a.pbtxt'}",
+            "--file", f"NVIDIA/TensorRT-LLM@{newer}:{path}={tmp_path / 'b.pbtxt'}"]
+    report = _rows(drift.check(*drift.parse(args)))
+    assert [(r["ref"], r["status"]) for r in report] == [(commit, "same"), (newer, "drift")]
+    assert "upstream added ['prompt'], removed ['text_input']" in report[1]["detail"]
+    wrong = _rows(drift.check(*drift.parse(["--file", f"NVIDIA/TensorRT-LLM@{commit}:{path}={tmp_path / 'b.pbtxt'}"])))
+    assert wrong[0]["status"] == "drift" and "not the recorded blobs" in wrong[0]["detail"]
+    assert drift.main(args) == 1 and drift.main(args[:2]) == 0  # the vLLM wheels not given: unread, not stale
+
+
+def test_check_re_derives_vllm_engine_args_from_the_recorded_wheel(tmp_path, monkeypatch):
+    import zipfile
+
+    from tests.contracts import checks, drift, refresh
+
+    src = "class EngineArgs:\n    model: str = 'm'\n    enable_prefix_caching: bool | None = None\n\n\n" \
+          "class AsyncEngineArgs(EngineArgs):\n    enable_log_requests: bool = False\n"
+    wheel = tmp_path / "vllm-9.9.9-cp38-abi3-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("vllm/engine/arg_utils.py", src)
+    facts = refresh.engine_args(src)
+    assert facts == {"AsyncEngineArgs": ["enable_log_requests", "enable_prefix_caching", "model"],
+                     "lines": {"EngineArgs": 1, "AsyncEngineArgs": 6}, "enable_prefix_caching": "None"}
+    recorded = {"source": {"path": "vllm/engine/arg_utils.py", "wheel": wheel.name, "lines": facts["lines"],
+                           "wheel_sha256": drift.sha256_file(wheel)},
+                "AsyncEngineArgs": ["enable_log_requests", "model"], "enable_prefix_caching": "None"}
+    monkeypatch.setattr(checks, "vllm_versions", lambda: {"9.9.9": recorded, "1.0.0": recorded})
+    by = {r["ref"]: r for r in checks.wheel_checks([wheel])}
+    assert by["9.9.9"]["status"] == "drift" and "enable_prefix_caching" in by["9.9.9"]["detail"]
+    assert by["1.0.0"]["status"] == "unread"
+    recorded["AsyncEngineArgs"] = facts["AsyncEngineArgs"]
+    assert checks.wheel_checks([wheel])[0]["status"] == "same"
+    recorded["source"]["wheel_sha256"] = "0" * 64
+    assert "not the recorded wheel" in checks.wheel_checks([wheel])[0]["detail"]
+
+
+MIRRORS = Path("/work/.mirror")
+
+
+@pytest.mark.skipif(not (MIRRORS / "triton-inference-server+tensorrtllm_backend/repo").is_dir(),
+                    reason="no upstream git mirrors on this machine")
+def test_recorded_facts_are_what_upstream_says_at_their_recorded_commits():
+    """The --check itself, on the recorded facts, against the upstream mirrors on this machine: every fact with an
+    extractor reads the same at the commit it records (what upstream's newest release says is reported, not
+    asserted: upstream moves on its own)."""
+    from tests.contracts import drift
+
+    mirrors = {f"triton-inference-server/{name}": MIRRORS / f"triton-inference-server+{name}" / "repo"
+               for name in ("server", "perf_analyzer", "tensorrtllm_backend", "vllm_backend")}
+    from tests.contracts.checks import all_checks
+
+    recorded = {c.commit for c in all_checks()}
+    report = [r for r in drift.check({k: v for k, v in mirrors.items() if v.is_dir()})
+              if r.get("ref") in recorded and r["repository"] != "NVIDIA/TensorRT-LLM"]
+    assert report and all(r["status"] == "same" for r in report), [r for r in report if r["status"] != "same"]
+
+
+def test_every_check_names_its_source_commit_and_every_moved_fact_says_which_images_ship_it():
+    from tests.contracts.checks import all_checks
+
+    for c in all_checks():
+        assert re.fullmatch(r"[0-9a-f]{40}", c.commit) and c.paths and c.repository.count("/") == 1, c.fact
+        if c.moved:
+            assert "images that still ship" in c.moved.lower() or "still ship" in c.moved, c.fact

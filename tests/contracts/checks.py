@@ -1,0 +1,121 @@
+"""What `--check` (drift.py) re-derives: one Check per recorded fact that has an extractor, built from the fact's own
+source (repository, commit, path), and the vLLM wheels' AsyncEngineArgs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.contracts import refresh
+from tests.contracts.drift import Check, read_wheel, sha256_file
+from tests.contracts.facts import load, vllm_versions
+
+IBL = "all_models/inflight_batcher_llm"
+
+
+def _strip_lines(rows: dict) -> dict:
+    return {t: {k: v for k, v in r.items() if k != "line"} for t, r in rows.items()}
+
+
+def _images(text: str) -> dict:
+    table, oldest = refresh.compatibility(text), min(load("triton_images")["images"])
+    return {"images": _strip_lines({t: r for t, r in table["trtllm-python-py3"].items() if t >= oldest}),
+            "vllm_images": _strip_lines({t: r for t, r in table["vllm-python-py3"].items() if t >= oldest})}
+
+
+def _recorded_images() -> dict:
+    facts = load("triton_images")
+    return {"images": _strip_lines(facts["images"]), "vllm_images": _strip_lines(facts["vllm_images"])}
+
+
+def _genai_perf_inputs(text: str) -> list[str]:
+    body = text[text.index("class TensorRTLLMConverter"):]
+    return sorted(set(re.findall(r'payload\["(\w+)"\]', body)) | set(re.findall(r'"(\w+)": \[', body)) - {"data"})
+
+
+def _recorded_genai_perf() -> list[str]:
+    g = load("clients")["genai_perf"]
+    return sorted({n for kind in ("default", "streaming", "deterministic") for n in g[kind]})
+
+
+def _openai_trtllm_inputs(text: str) -> list[str]:
+    body = text[text.index("def _create_trtllm_generate_request"):]
+    body = body[:body.index("\ndef ", 1)]
+    names = set(re.findall(r'inputs\["(\w+)"\]', body))
+    return sorted(names | ({"exclude_input_in_output"} if "inputs[echo_tensor_name]" in body else set()))
+
+
+def _recorded_openai() -> list[str]:
+    o = load("clients")["openai_frontend"]
+    return sorted(set(o["always"]) | set(o["optional"]))
+
+
+def _cpp_unguarded(*texts: str) -> dict:
+    return {"unguarded": sorted({k for t in texts for k in refresh.cpp_parameters(t)["unguarded"]})}
+
+
+def _template_checks() -> list[Check]:
+    t = load("tensorrtllm_backend")["templates"]
+    src, moved = t["source"], t["moved"]["note"]
+    paths = {m: f"{IBL}/{m}/config.pbtxt" for m in t["models"] if m != "llmapi"}
+    paths["llmapi"] = "all_models/llmapi/tensorrt_llm/config.pbtxt"
+    out = [Check(f"tensorrtllm_backend.templates.{m}", src["repository"], (path,), src["commit"],
+                 refresh.template_facts, lambda m=m: t["models"][m], moved) for m, path in paths.items()]
+    for commit, v in t["llmapi_versions"].items():
+        s = v["source"]
+        out.append(Check(f"tensorrtllm_backend.templates.llmapi@{commit[:8]}", s["repository"], (s["path"],), commit,
+                         refresh.template_facts, lambda v=v: {k: x for k, x in v.items() if k != "source"},
+                         blobs=(s["blob"],)))
+    return out
+
+
+def _vllm_backend_check() -> Check:
+    f = load("vllm_backend")
+    s = f["source"]
+    return Check("vllm_backend.inputs_outputs", s["repository"], ("src/model.py",), s["commit"],
+                 lambda text: refresh.python_io(text, "_auto_complete_inputs_and_outputs"),
+                 lambda: {"inputs": f["inputs"], "outputs": f["outputs"]})
+
+
+def all_checks() -> list[Check]:
+    images, clients, be = load("triton_images"), load("clients"), load("tensorrtllm_backend")
+    g, o = clients["genai_perf"]["source"], clients["openai_frontend"]["source"]
+    cpp = be["cpp_parameters"]
+    return [
+        Check("triton_images", images["source"]["repository"], (images["source"]["path"],),
+              images["source"]["commit"], _images, _recorded_images),
+        Check("clients.genai_perf", g["repository"], (g["path"],), g["commit"], _genai_perf_inputs,
+              _recorded_genai_perf),
+        Check("clients.openai_frontend", o["repository"], (o["path"],), o["commit"], _openai_trtllm_inputs,
+              _recorded_openai),
+        Check("tensorrtllm_backend.cpp_parameters", cpp["source"][0]["repository"],
+              tuple(s["path"] for s in cpp["source"]), cpp["source"][0]["commit"], _cpp_unguarded,
+              lambda: {"unguarded": sorted(cpp["unguarded"])}, be["templates"]["moved"]["note"]),
+        *_template_checks(),
+        _vllm_backend_check(),
+    ]
+
+
+def wheel_checks(wheels: list[Path]) -> list[dict]:
+    """Each recorded vLLM version against its wheel: the wheel's sha256, then AsyncEngineArgs re-derived."""
+    given = {p.name.split("-")[1]: p for p in wheels if p.name.startswith("vllm-")}
+    out = []
+    for version, v in vllm_versions().items():
+        row = {"fact": f"vllm_engine_args.versions.{version}", "repository": "vllm-project/vllm", "ref": version}
+        wheel = given.get(version)
+        if wheel is None:
+            out.append({**row, "status": "unread", "detail": f"give --wheel {v['source']['wheel']}"})
+            continue
+        if sha256_file(wheel) != v["source"]["wheel_sha256"]:
+            out.append({**row, "status": "drift", "detail": f"{wheel.name} is not the recorded wheel"})
+            continue
+        derived = refresh.engine_args(read_wheel(wheel, v["source"]["path"]))
+        recorded = {"AsyncEngineArgs": v["AsyncEngineArgs"], "lines": v["source"]["lines"],
+                    "enable_prefix_caching": v["enable_prefix_caching"]}
+        out.append({**row, "status": "same"} if derived == recorded else
+                   {**row, "status": "drift", "detail": f"{derived['lines']} {derived['enable_prefix_caching']} "
+                    f"{sorted(set(derived['AsyncEngineArgs']) ^ set(recorded['AsyncEngineArgs']))}"})
+    for version in sorted(set(given) - set(vllm_versions())):
+        out.append({"fact": "vllm_engine_args.versions", "repository": "vllm-project/vllm", "ref": version,
+                    "status": "unread", "detail": f"vLLM {version} is not recorded (no image in the table needs it?)"})
+    return out
