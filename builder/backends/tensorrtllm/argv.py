@@ -29,9 +29,10 @@ class Family:
 _LLAMA = Family("models/core/llama", frozenset({"int8"}), True, reads_quant_config=True)
 _QWEN = Family("models/core/qwen", frozenset({"int8"}), True, reads_quant_config=True)
 _PHI = Family("models/core/phi", frozenset(), False, parallel_embedding=False, smoothquant=False)
+_GPT = Family("models/core/gpt", frozenset({"int8"}), True)  # --gpt_variant inferred: gpt2, starcoder(2), santacoder
 # model_type (HF config.json) → its converter
 FAMILIES = {"llama": _LLAMA, "mistral": _LLAMA, "mixtral": _LLAMA, "qwen": _QWEN, "qwen2": _QWEN,
-            "gpt2": Family("models/core/gpt", frozenset({"int8"}), True),
+            "gpt2": _GPT, "gpt_bigcode": _GPT, "starcoder2": _GPT,
             "gemma": Family("models/core/gemma", frozenset({"int8"}), False, gemma_cli=True,
                             parallel_embedding=False),
             "phi": _PHI, "phi3": _PHI,

@@ -162,3 +162,12 @@ def test_heads_per_rank(config, tp, ok):
         assert f"{config['num_attention_heads']} attention heads" in problem
     elif problem:
         assert "6 KV heads (of 32 heads)" in problem and "vLLM" not in problem
+
+
+def test_starcoder_is_multi_query_with_a_plain_mlp():
+    """gpt_bigcode (StarCoder): one KV head (multi_query) and a two-matrix MLP (c_fc, c_proj)."""
+    arch = Architecture.from_hf_config({"model_type": "gpt_bigcode", "n_embd": 6144, "n_head": 48, "n_layer": 40,
+                                        "n_inner": 24576, "vocab_size": 49152, "multi_query": True})
+    assert arch.kv_heads == 1 and kv_bytes_per_token(arch, "auto") == 2 * 40 * 1 * 128 * 2
+    per_layer = 2 * 6144 * 6144 + 2 * 6144 * 128 + 2 * 6144 * 24576
+    assert sum(i * o for i, o in arch.linear_shapes()) == 40 * per_layer
