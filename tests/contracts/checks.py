@@ -96,8 +96,29 @@ def all_checks() -> list[Check]:
     ]
 
 
+def _wheel_facts(wheel: Path, v: dict) -> dict:
+    """What the recorded vLLM facts say, re-derived from the wheel's own files."""
+    args = refresh.engine_args(read_wheel(wheel, v["source"]["path"]))
+    quant = refresh.quantization_methods(read_wheel(wheel, v["quantization_methods"]["path"]))
+    model = read_wheel(wheel, v["tp_heads"]["path"])
+    start = next(n for n, line in enumerate(model.splitlines(), 1) if "def verify_with_parallel_config" in line)
+    end = next(n for n, line in enumerate(model.splitlines(), 1) if "must be divisible by tensor parallel" in line)
+    return {**args, "quantization_methods": quant, "tp_heads": {"lines": f"{start}-{end + 1}",
+                                                                "message": refresh.tp_heads_message(model)}}
+
+
+def _recorded_wheel_facts(v: dict) -> dict:
+    return {"AsyncEngineArgs": v["AsyncEngineArgs"], "lines": v["source"]["lines"],
+            "enable_prefix_caching": v["enable_prefix_caching"],
+            "quantization_methods": {k: v["quantization_methods"][k] for k in ("values", "lines")},
+            "tp_heads": {k: v["tp_heads"][k] for k in ("lines", "message")}}
+
+
 def wheel_checks(wheels: list[Path]) -> list[dict]:
-    """Each recorded vLLM version against its wheel: the wheel's sha256, then AsyncEngineArgs re-derived."""
+    """Each recorded vLLM version against its wheel: the wheel's sha256, then AsyncEngineArgs, the quantization
+    methods and the tensor-parallel heads message re-derived."""
+    from tests.contracts.drift import _diff
+
     given = {p.name.split("-")[1]: p for p in wheels if p.name.startswith("vllm-")}
     out = []
     for version, v in vllm_versions().items():
@@ -109,12 +130,9 @@ def wheel_checks(wheels: list[Path]) -> list[dict]:
         if sha256_file(wheel) != v["source"]["wheel_sha256"]:
             out.append({**row, "status": "drift", "detail": f"{wheel.name} is not the recorded wheel"})
             continue
-        derived = refresh.engine_args(read_wheel(wheel, v["source"]["path"]))
-        recorded = {"AsyncEngineArgs": v["AsyncEngineArgs"], "lines": v["source"]["lines"],
-                    "enable_prefix_caching": v["enable_prefix_caching"]}
+        derived, recorded = _wheel_facts(wheel, v), _recorded_wheel_facts(v)
         out.append({**row, "status": "same"} if derived == recorded else
-                   {**row, "status": "drift", "detail": f"{derived['lines']} {derived['enable_prefix_caching']} "
-                    f"{sorted(set(derived['AsyncEngineArgs']) ^ set(recorded['AsyncEngineArgs']))}"})
+                   {**row, "status": "drift", "detail": _diff(recorded, derived)})
     for version in sorted(set(given) - set(vllm_versions())):
         out.append({"fact": "vllm_engine_args.versions", "repository": "vllm-project/vllm", "ref": version,
                     "status": "unread", "detail": f"vLLM {version} is not recorded (no image in the table needs it?)"})

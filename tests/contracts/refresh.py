@@ -186,6 +186,27 @@ def engine_args(text: str) -> dict:
             "enable_prefix_caching": default.group(1).strip() if default else None}
 
 
+def quantization_methods(text: str) -> dict:
+    """vLLM's ``QuantizationMethods = Literal[...]`` (vllm/model_executor/layers/quantization/__init__.py): the
+    values model.json's ``quantization`` may take, and the lines they are written on."""
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "QuantizationMethods":
+            values = node.value.slice
+            items = values.elts if isinstance(values, ast.Tuple) else [values]
+            return {"values": [i.value for i in items], "lines": f"{node.lineno}-{node.end_lineno}"}
+    raise ValueError("no QuantizationMethods in this file")
+
+
+def tp_heads_message(text: str) -> str:
+    """The error vLLM raises when tensor parallelism does not divide the attention heads (vllm/config/model.py,
+    ModelConfig.verify_with_parallel_config), with its f-string fields named as the fact names them."""
+    m = re.search(r'f"Total number of attention heads \(\{\w+\}\)"\s*"( must be divisible by tensor parallel '
+                  r'size )"\s*f"\(\{\w+\}\)\."', text)
+    if not m:
+        raise ValueError("no tensor-parallel heads message in this file")
+    return "Total number of attention heads ({heads})" + m.group(1) + "({tp})."
+
+
 def python_io(text: str, function: str) -> dict:
     """The literal ``inputs = [...]`` / ``outputs = [...]`` lists of one function (e.g. vllm_backend's
     auto_complete_config, which declares the model's tensors)."""

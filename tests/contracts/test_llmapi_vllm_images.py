@@ -5,6 +5,7 @@ triton_images.json)."""
 from __future__ import annotations
 
 import re
+import typing
 
 import pytest
 
@@ -14,7 +15,7 @@ from tritonbuild.backends import REGISTRY, vllm
 from tritonbuild.backends.tensorrtllm.checks import check_recipe as check_llm_rules
 from tritonbuild.backends.tensorrtllm.llmapi import model_yaml
 from tritonbuild.backends.tensorrtllm.recipe import Image, LLMRecipe
-from tritonbuild.backends.vllm import VLLMRecipe
+from tritonbuild.backends.vllm import VLLMEngineArgs, VLLMRecipe
 from tritonbuild.recipe.load import load_recipe
 
 ARGS = load("llm_args")
@@ -62,7 +63,8 @@ def test_model_json_is_a_subset_of_the_images_async_engine_args(path):
     fields = engine_args_of_image(r.image.triton_image)
     doc = vllm.model_json(r)
     assert set(doc) <= fields, set(doc) - fields
-    assert doc.get("quantization") in (None, *VLLM["quantization_methods_used"])
+    quant = VLLM["versions"][vllm_of_image(r.image.triton_image)]["quantization_methods"]["values"]
+    assert doc.get("quantization") in (None, *quant)
 
 
 def _full_vllm_recipe(image: str) -> VLLMRecipe:
@@ -80,6 +82,8 @@ def test_every_key_tritonbuild_writes_is_a_field_of_each_recorded_vllm(version):
     doc = vllm.model_json(_full_vllm_recipe(f"nvcr.io/nvidia/tritonserver:{images[0]}-vllm-python-py3"))
     fields = set(VLLM["versions"][version]["AsyncEngineArgs"])
     assert set(doc) <= fields, set(doc) - fields
+    literal, _none = typing.get_args(VLLMEngineArgs.model_fields["quantization"].annotation)
+    assert set(typing.get_args(literal)) <= set(VLLM["versions"][version]["quantization_methods"]["values"])
 
 
 def test_the_default_and_the_newest_vllm_images_have_their_engine_args_recorded():

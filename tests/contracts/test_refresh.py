@@ -149,28 +149,44 @@ def test_check_reads_a_single_file_given_at_a_commit_and_checks_its_blob(tmp_pat
     assert drift.main(args) == 1 and drift.main(args[:2]) == 0  # the vLLM wheels not given: unread, not stale
 
 
-def test_check_re_derives_vllm_engine_args_from_the_recorded_wheel(tmp_path, monkeypatch):
+def test_check_re_derives_vllm_facts_from_the_recorded_wheel(tmp_path, monkeypatch):
+    """--wheel: the recorded sha256 first, then AsyncEngineArgs, QuantizationMethods and the tensor-parallel heads
+    message read out of the wheel's own files."""
     import zipfile
 
     from tests.contracts import checks, drift, refresh
 
     src = "class EngineArgs:\n    model: str = 'm'\n    enable_prefix_caching: bool | None = None\n\n\n" \
           "class AsyncEngineArgs(EngineArgs):\n    enable_log_requests: bool = False\n"
+    quant = 'from typing import Literal\nQuantizationMethods = Literal[\n    "awq",\n    "fp8",\n]\n'
+    model = ('class ModelConfig:\n    def verify_with_parallel_config(self, p):\n        if h % tp:\n'
+             '            raise ValueError(\n                f"Total number of attention heads ({h})"\n'
+             '                " must be divisible by tensor parallel size "\n                f"({tp})."\n'
+             '            )\n')
     wheel = tmp_path / "vllm-9.9.9-cp38-abi3-manylinux_2_28_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as z:
         z.writestr("vllm/engine/arg_utils.py", src)
+        z.writestr("vllm/model_executor/layers/quantization/__init__.py", quant)
+        z.writestr("vllm/config/model.py", model)
     facts = refresh.engine_args(src)
     assert facts == {"AsyncEngineArgs": ["enable_log_requests", "enable_prefix_caching", "model"],
                      "lines": {"EngineArgs": 1, "AsyncEngineArgs": 6}, "enable_prefix_caching": "None"}
     recorded = {"source": {"path": "vllm/engine/arg_utils.py", "wheel": wheel.name, "lines": facts["lines"],
                            "wheel_sha256": drift.sha256_file(wheel)},
-                "AsyncEngineArgs": ["enable_log_requests", "model"], "enable_prefix_caching": "None"}
+                "AsyncEngineArgs": ["enable_log_requests", "model"], "enable_prefix_caching": "None",
+                "quantization_methods": {"path": "vllm/model_executor/layers/quantization/__init__.py",
+                                         "lines": "2-5", "values": ["awq", "fp8"]},
+                "tp_heads": {"path": "vllm/config/model.py", "lines": "2-7",
+                             "message": "Total number of attention heads ({heads}) must be divisible by tensor "
+                                        "parallel size ({tp})."}}
     monkeypatch.setattr(checks, "vllm_versions", lambda: {"9.9.9": recorded, "1.0.0": recorded})
     by = {r["ref"]: r for r in checks.wheel_checks([wheel])}
     assert by["9.9.9"]["status"] == "drift" and "enable_prefix_caching" in by["9.9.9"]["detail"]
     assert by["1.0.0"]["status"] == "unread"
     recorded["AsyncEngineArgs"] = facts["AsyncEngineArgs"]
     assert checks.wheel_checks([wheel])[0]["status"] == "same"
+    recorded["quantization_methods"]["values"] = ["awq", "fp8", "gptq"]
+    assert "removed ['gptq']" in checks.wheel_checks([wheel])[0]["detail"]
     recorded["source"]["wheel_sha256"] = "0" * 64
     assert "not the recorded wheel" in checks.wheel_checks([wheel])[0]["detail"]
 
