@@ -15,6 +15,7 @@ from tritonbuild.recipe import load_recipes
 from tritonbuild.recipe.load import LoadedRecipe, expand_paths
 from tritonbuild.repository.assemble import assemble, check_out_dir, check_out_overlap
 from tritonbuild.repository.manifest import MANIFEST_NAME, Manifest, read_repository
+from tritonbuild.server.toolenv import summary as embedded_environment  # noqa: F401  (the CLI's: embedded)
 from tritonbuild.steps import BuildResult, build
 from tritonbuild.verify.models import VerificationReport
 

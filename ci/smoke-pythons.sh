@@ -4,10 +4,10 @@
 # Pythons are the GB-sized CUDA builds, only 3.11's CPU build is on local disk) with ci/constraints.txt into a
 # fresh venv per Python, then a
 # Python-backend model (live in the embedded tritonserver, goldens bit for bit) and an ONNX model from a file
-# (recorded, then verified in-process by onnxruntime).
-# Python 3.13 has no embedded server (its stub needs numpy < 2: no cp313 wheel), so there the README's way out
-# is what runs: verify --server against `tritonbuild serve` started from the 3.12 venv. Last, the core is
-# installed into an existing environment with numpy 2 / protobuf 5 / tritonclient 2.72, which must keep them.
+# (recorded, then verified in-process by onnxruntime). The embedded server's Python side is tritonbuild's own
+# environment (made here on first use, under $WORK/envs); on 3.13 it runs on a Python 3.12 found on the machine.
+# Last, tritonbuild[embedded] is installed into an existing environment with numpy 2 / protobuf 5 / tritonclient
+# 2.72, which must keep them, and verifies a Python-backend model live from there.
 # Usage: ci/smoke-pythons.sh [3.10 3.12 3.13]   (PYENV_ROOT/versions/3.X* or python3.X on PATH)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +16,10 @@ VERSIONS=("$@")
 [ ${#VERSIONS[@]} -gt 0 ] || VERSIONS=(3.10 3.12 3.13)
 WORK=${SMOKE_DIR:-$ROOT/.tritonbuild-smoke}
 export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$HOME/.cache/pip} PIP_DISABLE_PIP_VERSION_CHECK=1
+# The embedded server's environments (one per Python minor, shared by the venvs below); the exact versions of
+# ci/constraints.txt go into them (PIP_CONSTRAINT is set only where tritonbuild runs: it would pin the existing
+# environment's numpy 2 too).
+export TRITONBUILD_ENVS_DIR=$WORK/envs
 unset VIRTUAL_ENV
 mkdir -p "$WORK"
 
@@ -65,39 +69,20 @@ EOF
   export TRITONBUILD_CACHE_DIR="$D/cache"
   (
     cd "$D"
-    if [ "$v" = "3.13" ]; then
-      # ONNX: in-process (onnxruntime), no server needed.
-      "$TB" build scaler.yaml -o OUT-onnx
-      "$TB" verify OUT-onnx --record
-      "$TB" verify OUT-onnx
-      # Python backend: first the clear error, then the documented way out: verify against a server run from
-      # the 3.12 venv (whose stub has numpy < 2).
-      "$TB" build feature-normalizer.yaml -o OUT
-      if "$TB" verify OUT >verify.log 2>&1; then echo "verify on 3.13 passed without a server?"; exit 1; fi
-      grep -q "Python 3.13" verify.log || { cat verify.log; exit 1; }
-      SERVE_PY="$WORK/venv-3.12/bin/tritonbuild"
-      [ -x "$SERVE_PY" ] || { echo "3.13 needs the 3.12 venv's server: run with 3.12 first"; exit 1; }
-      "$SERVE_PY" serve OUT --http-port 0 --grpc-port 0 --metrics-port 0 --json >serve.json 2>serve.err &
-      echo $! >serve.pid
-      # NOTE: TERM, not INT: a background job of a non-interactive shell starts with SIGINT ignored.
-      trap 'kill -TERM "$(cat serve.pid)" 2>/dev/null; wait' EXIT  # never leave the server running
-      for _ in $(seq 1 600); do grep -q '"log"' serve.json 2>/dev/null && break; sleep 0.1; done
-      URL=$("$VENV/bin/python" -c "import json; print(json.load(open('serve.json'))['http'])")
-      "$TB" verify OUT --server "$URL"
-      "$TB" infer "$URL" feature-normalizer --goldens OUT -q
-    else
-      "$TB" build feature-normalizer.yaml scaler.yaml -o OUT
-      "$TB" verify OUT --record
-      "$TB" verify OUT
-      "$TB" infer OUT feature-normalizer -q
-    fi
+    export PIP_CONSTRAINT=$ROOT/ci/constraints.txt
+    "$TB" build feature-normalizer.yaml scaler.yaml -o OUT
+    "$TB" verify OUT --record
+    "$TB" verify OUT
+    "$TB" infer OUT feature-normalizer -q
   ) || { failed+=("$v"); continue; }
   echo "Python $v: build + verify passed ($((SECONDS - t0)) s in all)"
 done
-# An environment people already have (numpy 2, protobuf 5, tritonclient[http] 2.72): installing the core must
-# leave those versions alone, and the core must work with them (ModelConfig from tritonclient's own schema).
+# An environment people already have (numpy 2, protobuf 5, tritonclient[http] 2.72): installing tritonbuild[embedded]
+# must leave those versions alone, and the core and the embedded server must work with them (ModelConfig from
+# tritonclient's own schema; the server's Python side in tritonbuild's own environment).
 if PY=$(find_python 3.12); then
   echo "=== existing environment (Python 3.12: numpy 2.2.6, protobuf 5.29.5, tritonclient 2.72.0)"
+  t0=$SECONDS
   VENV="$WORK/venv-existing"
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --only-binary=:all: numpy==2.2.6 protobuf==5.29.5 \
@@ -105,18 +90,24 @@ if PY=$(find_python 3.12); then
   before=$("$VENV/bin/python" -m pip freeze 2>/dev/null | grep -iE '^(numpy|protobuf|tritonclient)==' | sort)
   "$VENV/bin/python" -m pip install -q --only-binary=:all: --force-reinstall --no-deps "$WHEEL" \
     2> >(grep -v "is ignored: it is neither" >&2)
-  "$VENV/bin/python" -m pip install -q --only-binary=:all: "$WHEEL" 2> >(grep -v "is ignored: it is neither" >&2)
+  "$VENV/bin/python" -m pip install -q --only-binary=:all: "$WHEEL[embedded]" 2> >(grep -v "is ignored: it is neither" >&2)
   after=$("$VENV/bin/python" -m pip freeze 2>/dev/null | grep -iE '^(numpy|protobuf|tritonclient)==' | sort)
   D="$WORK/existing"
-  rm -rf "$D" && mkdir -p "$D"
+  rm -rf "$D" && mkdir -p "$D/goldens"
   cp -r recipes/examples/feature_normalizer recipes/examples/feature-normalizer.yaml "$D/"
+  cp recipes/examples/goldens/feature-normalizer.npz "$D/goldens/"
+  TB="$VENV/bin/tritonbuild"
   if [ "$before" != "$after" ]; then
-    echo "installing tritonbuild changed the environment:"; diff <(echo "$before") <(echo "$after") || true
+    echo "installing tritonbuild[embedded] changed the environment:"; diff <(echo "$before") <(echo "$after") || true
     failed+=("existing environment (versions moved)")
-  elif ! (cd "$D" && TRITONBUILD_CACHE_DIR="$D/cache" "$VENV/bin/tritonbuild" build feature-normalizer.yaml -o OUT); then
-    failed+=("existing environment (build)")
+  elif ! (cd "$D" && export TRITONBUILD_CACHE_DIR="$D/cache" PIP_CONSTRAINT=$ROOT/ci/constraints.txt &&
+          "$TB" build feature-normalizer.yaml -o OUT && "$TB" verify OUT); then
+    failed+=("existing environment (build + verify)")
+  elif [ "$("$VENV/bin/python" -m pip freeze 2>/dev/null | grep -iE '^(numpy|protobuf|tritonclient)==' | sort)" \
+         != "$before" ]; then
+    failed+=("existing environment (versions moved by verify)")
   else
-    echo "existing environment kept $(echo "$after" | tr '\n' ' ')and built"
+    echo "existing environment kept $(echo "$after" | tr '\n' ' ')and built + verified live ($((SECONDS - t0)) s)"
   fi
 fi
 if [ ${#failed[@]} -gt 0 ]; then

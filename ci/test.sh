@@ -19,6 +19,9 @@ if [ "$FAST" = 0 ] || [ ! -x .venv/bin/tritonbuild ]; then
   # Exact versions from ci/constraints.txt (torch==2.13.0 is the CPU build on local disk on these machines).
   .venv/bin/python -m pip install -q --disable-pip-version-check -c ci/constraints.txt -e '.[test]'
 fi
+# The embedded tritonserver's own environment (nvidia-pytriton, numpy < 2: builder/server/toolenv.py), made before
+# the tests (they only find it; ~10 s the first time, nothing once made), with the exact versions of constraints.
+PIP_CONSTRAINT="$PWD/ci/constraints.txt" .venv/bin/tritonbuild embedded install
 # Azure's own Blob emulator for the az:// publish tests (tests/integration/test_publish_gcs_azure.py skips
 # them without it): Azurite from npm, pinned, into .tritonbuild-node/ (ignored by git). Not in the fast lane.
 if [ "$FAST" = 0 ] && command -v npm >/dev/null && [ ! -x .tritonbuild-node/node_modules/.bin/azurite-blob ]; then

@@ -3,7 +3,7 @@
 One module per command family; importing them registers their commands on `main`.
 """
 
-from tritonbuild.cli import cache, export, publish, recipes, tune, verify  # noqa: F401  (register commands)
+from tritonbuild.cli import cache, embedded, export, publish, recipes, tune, verify  # noqa: F401  (register commands)
 from tritonbuild.cli.common import main
 
 __all__ = ["main"]

@@ -1,9 +1,9 @@
 """Start and stop a tritonserver (nvidia-pytriton's, or --tritonserver PATH: server/launcher.py): loopback ports,
 explicit model control.
 
-See docs/FACTS in the brief: the Python-backend stub for the running interpreter must sit in the backend
-directory, libpython must be on LD_LIBRARY_PATH, and the stub imports the active environment's numpy,
-which must be < 2.
+See docs/FACTS in the brief: the Python-backend stub for its interpreter must sit in the backend directory,
+libpython must be on LD_LIBRARY_PATH, and the stub imports its environment's numpy, which must be < 2: the
+embedded server's Python side is an environment tritonbuild makes for it (server/toolenv.py), never the user's.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from importlib import metadata
 from pathlib import Path
 
 from tritonbuild.core.stores import is_url
@@ -33,7 +32,6 @@ from tritonbuild.server.launcher import (
     Launcher,
     ServerStartError,
     launcher_for,
-    pytriton_dir,
 )
 
 READY_TIMEOUT_S = 60.0
@@ -66,14 +64,6 @@ def taken_ports(ports: tuple[int, ...]) -> list[int]:
             except OSError:
                 taken.append(port)
     return taken
-
-
-def _check_numpy() -> None:
-    pytriton_dir()  # NOTE: first: without the server, numpy's version is not the problem to report
-    v = metadata.version("numpy")
-    if int(v.split(".")[0]) >= 2:
-        raise ServerStartError(f"numpy {v} is installed; the Python-backend stub returns empty tensors with "
-                               "numpy 2", hint="pip install 'numpy<2' in this environment")
 
 
 def _die_with_parent() -> None:
@@ -168,8 +158,6 @@ class EmbeddedServer:
     def _start(self) -> EmbeddedServer:
         if self._bytecode_before is None:
             self._bytecode_before = self._bytecode_dirs()
-        if self.launcher.bundled:
-            _check_numpy()
         if self._tmp is None:
             self._tmp = Path(tempfile.mkdtemp(prefix="tritonbuild-server-"))
         taken = taken_ports(self.ports)

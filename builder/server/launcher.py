@@ -3,8 +3,9 @@ server (nvidia-pytriton's bundled binary) and for the fleet's own (`--tritonserv
 /opt/tritonserver/bin/tritonserver), so verify, serve, tune and infer start either the same way.
 
 An install is recognised by its layout: nvidia-pytriton's (`<install>/python_backend_stubs/`) gets a private
-backend directory with the Python-backend stub built for the running interpreter, libpython on LD_LIBRARY_PATH and
-this environment's site-packages on PYTHONPATH; any other install (Triton's own: `<install>/bin/tritonserver`,
+backend directory with the Python-backend stub built for the interpreter of tritonbuild's own environment for it
+(server/toolenv.py: numpy < 2, never the user's), that interpreter's libpython on LD_LIBRARY_PATH and its venv
+first on PATH; any other install (Triton's own: `<install>/bin/tritonserver`,
 `<install>/backends/`) runs with its own backends and its own Python stub, in the caller's environment.
 """
 
@@ -18,7 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tritonbuild.core.stores import is_url
-from tritonbuild.errors import UsageError, VerifyError
+from tritonbuild.errors import UsageError
+from tritonbuild.server import toolenv
+from tritonbuild.server.toolenv import ServerStartError
 
 ENGINES = ("docker", "podman")
 # Inside the NGC image (server docs/getting_started/quickstart.md): the repository mounted at /models, the
@@ -36,38 +39,28 @@ _PASSED_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"
 BACKEND_ENTRY = "model.py"
 
 
-class ServerStartError(VerifyError):
-    pass
-
-
 def pytriton_dir() -> Path:
-    """nvidia-pytriton's bundled server, found without importing pytriton (its client stack needs gevent, zmq)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("pytriton")
-    if (spec is None or not spec.submodule_search_locations) and sys.version_info >= (3, 13):
-        raise ServerStartError("the embedded tritonserver is not available on Python 3.13: its Python-backend stub "
-                               "needs numpy < 2, which has no wheel for Python 3.13 (so tritonbuild[embedded] "
-                               "installs nothing here)",
-                               hint="verify against a running server with --server URL (e.g. 'tritonbuild serve OUT' "
-                                    "from a Python 3.10-3.12 environment), or pass --tritonserver PATH, or use "
-                                    "Python 3.10-3.12")
-    if spec is None or not spec.submodule_search_locations:
-        raise ServerStartError("nvidia-pytriton is not installed: it provides the embedded tritonserver",
-                               hint="pip install 'tritonbuild[embedded]' (nvidia-pytriton), pass --tritonserver PATH "
-                                    "(your own tritonserver), or --server URL")
-    return Path(next(iter(spec.submodule_search_locations))) / "tritonserver"
+    """nvidia-pytriton's bundled server, in the environment tritonbuild keeps for it (server/toolenv.py; made on
+    first use)."""
+    return toolenv.ensure().tritonserver
 
 
 def launcher_for(tritonserver: str | Path | None) -> Launcher | ContainerLauncher:
     """The launcher `--tritonserver` names: a local binary, 'docker:IMAGE' / 'podman:IMAGE' for a container of
     that image, or None for the embedded one."""
     if tritonserver is None:
-        return Launcher(pytriton_dir() / "bin" / "tritonserver", False)
+        env = toolenv.ensure()
+        return Launcher(env.tritonserver / "bin" / "tritonserver", False, env)
     engine, sep, image = str(tritonserver).partition(":")
     if sep and engine in ENGINES and image:
         return ContainerLauncher(engine, image)
-    return Launcher(checked_binary(tritonserver), True)
+    binary = checked_binary(tritonserver)
+    # A bundled layout's Python side is tritonbuild's environment too (the stub's numpy < 2)
+    return Launcher(binary, True, toolenv.ensure() if _bundled(binary.parent.parent) else None)
+
+
+def _bundled(install: Path) -> bool:
+    return (install / "python_backend_stubs").is_dir()
 
 
 def checked_binary(binary: str | Path) -> Path:
@@ -82,6 +75,7 @@ def checked_binary(binary: str | Path) -> Path:
 class Launcher:
     binary: Path
     chosen: bool  # given with --tritonserver (else the embedded one)
+    python: toolenv.ToolEnv | None = None  # the stub's environment (bundled layouts)
 
     def command(self, repository: str, scratch: Path, ports: tuple[int, int, int], options: list[str]) -> list[str]:
         """tritonserver's argv: this binary on the loopback ports."""
@@ -102,7 +96,7 @@ class Launcher:
     @property
     def bundled(self) -> bool:
         """nvidia-pytriton's layout: the Python stub is ours to place, for this interpreter."""
-        return (self.install / "python_backend_stubs").is_dir()
+        return _bundled(self.install)
 
     def describe(self) -> str:
         return "embedded" if not self.chosen else f"at {self.binary}"
@@ -112,11 +106,10 @@ class Launcher:
         if not self.bundled:
             own = self.install / "backends"
             return own if own.is_dir() else None
-        stub = self.install / "python_backend_stubs" / f"{sys.version_info.major}.{sys.version_info.minor}" / \
-            "triton_python_backend_stub"
+        stub = self.install / "python_backend_stubs" / self._python().python / "triton_python_backend_stub"
         if not stub.is_file():
-            raise ServerStartError(f"no Python-backend stub for Python {sys.version_info[:2]} in {self.install}",
-                                   hint="use Python 3.8-3.13")
+            raise ServerStartError(f"no Python-backend stub for Python {self._python().python} in {self.install}",
+                                   hint="name another interpreter with TRITONBUILD_EMBEDDED_PYTHON (3.10-3.12)")
         dest = scratch / "backends" / "python"
         shutil.copytree(self.install / "backends" / "python", dest, ignore=shutil.ignore_patterns("__pycache__"))
         shutil.copy2(stub, dest / "triton_python_backend_stub")
@@ -130,15 +123,24 @@ class Launcher:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         if not self.bundled:
             return env  # the install's own stub and Python, as the fleet runs it
-        libdirs = [sysconfig.get_config_var("LIBDIR") or "", str(self.install.parent.parent / "nvidia_pytriton.libs")]
-        env["LD_LIBRARY_PATH"] = ":".join([d for d in libdirs if d] + [env.get("LD_LIBRARY_PATH", "")]).rstrip(":")
-        env["PYTHONPATH"] = os.pathsep.join([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-        if sys.prefix != sys.base_prefix:
-            env["VIRTUAL_ENV"] = sys.prefix
-        else:
-            env.pop("VIRTUAL_ENV", None)
-        return env
+        return {**env, **stub_env(self._python(), self.install, env)}
+
+    def _python(self) -> toolenv.ToolEnv:
+        return self.python or toolenv.ensure()
+
+
+def stub_env(python: toolenv.ToolEnv, install: Path, env: dict) -> dict:
+    """The variables a bundled server needs for its Python stub: the stub finds its interpreter (the tool
+    environment's) through PATH and VIRTUAL_ENV, links libpython from LD_LIBRARY_PATH, and, on the same Python minor
+    as tritonbuild's, sees this environment's packages after the tool environment's (TRITONBUILD_STUB_PATH)."""
+    libdirs = [python.libdir, str(install.parent.parent / "nvidia_pytriton.libs")]
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    own = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]] if here == python.python else []
+    return {"LD_LIBRARY_PATH": ":".join([d for d in libdirs if d] + [env.get("LD_LIBRARY_PATH", "")]).rstrip(":"),
+            # NOTE: for the model's own subprocesses: the stub itself ignores PYTHONPATH (it runs with -E)
+            "PYTHONPATH": os.pathsep.join([str(python.site_packages), *own]),
+            toolenv.STUB_PATH_VAR: os.pathsep.join(dict.fromkeys(own)),
+            "PATH": f"{python.bin}{os.pathsep}{env.get('PATH', '')}", "VIRTUAL_ENV": str(python.path)}
 
 
 @dataclass(frozen=True)

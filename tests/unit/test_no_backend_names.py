@@ -24,6 +24,8 @@ ALLOWED = {
                               "(the embedded server has only that backend); ensembles are core's scheduler"),
     "server/launcher.py": ({"python", "model.py"}, "the embedded server's Python backend library and its stub, "
                            "and Triton's rule for a Python-based backend's entry point (backends/<name>/model.py)"),
+    "server/toolenv.py": ({"python"}, "the interpreter of the embedded server's own environment (bin/python, "
+                          "its record's python key), not a backend"),
     "tune/probes.py": ({"python"}, "the null model (the server's ceiling) is a Python-backend model"),
     "tune/report.py": ({"python"}, "the report's machine.python key: the interpreter's version, not a backend"),
 }

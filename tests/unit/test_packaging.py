@@ -90,3 +90,16 @@ def test_every_python_the_readme_names_is_smoke_tested_in_ci():
     assert "ci/smoke-pythons.sh" in (ROOT / "ci" / "test.sh").read_text()
     meta = _meta()
     assert meta["requires-python"] == f">=3.{lo},<3.{int(hi) + 1}"
+
+
+def test_no_extra_brings_the_embedded_servers_numpy_pin():
+    """nvidia-pytriton declares numpy < 2 and (through tritonclient[grpc]) protobuf >= 6: it goes into the
+    environment tritonbuild makes for the embedded server (server/toolenv.py), never through an extra."""
+    from packaging.requirements import Requirement
+
+    from tritonbuild.server import toolenv
+
+    extras = {k: _reqs(v) for k, v in _meta()["optional-dependencies"].items()}
+    assert [k for k, reqs in extras.items() if "nvidia-pytriton" in reqs] == []
+    assert not Requirement(toolenv.NUMPY).specifier.contains("2.0.0")
+    assert Requirement(toolenv.PYTRITON).specifier.contains("0.7.0")  # tritonserver 2.51.0 (FACTS)

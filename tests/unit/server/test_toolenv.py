@@ -1,0 +1,165 @@
+"""The embedded server's own environment (server/toolenv.py): where it lives, what keys it, which interpreter it
+gets, how a launch points the stub at it, and what a failure to make it says. Real interpreters and a real pip run
+offline (an empty find-links directory, no index): nothing downloads."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tritonbuild.server import launcher, toolenv
+
+PYENV = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+
+
+def _interpreter(minor: str) -> str | None:
+    found = sorted(PYENV.glob(f"{minor}.*/bin/python"))
+    return str(found[-1]) if found else None
+
+
+@pytest.fixture
+def envs(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITONBUILD_ENVS_DIR", str(tmp_path / "envs"))
+    monkeypatch.delenv("TRITONBUILD_EMBEDDED_PACKAGES", raising=False)
+    monkeypatch.delenv("TRITONBUILD_EMBEDDED_PYTHON", raising=False)
+    return tmp_path / "envs"
+
+
+def _fake_made(path: Path, python: str = "3.11") -> Path:
+    """A made environment's layout: the record, the venv's python, the bundled tritonserver."""
+    server = path / "lib" / f"python{python}" / "site-packages" / "pytriton" / "tritonserver" / "bin"
+    server.mkdir(parents=True)
+    (server / "tritonserver").write_text("")
+    (path / "bin").mkdir()
+    (path / "bin" / "python").symlink_to(sys.executable)
+    (path / toolenv.RECORD).write_text(json.dumps({"python": python, "libdir": "/lib", "versions": {"numpy": "1"}}))
+    return path
+
+
+def test_the_directory_is_the_cache_dirs_unless_named(tmp_path, monkeypatch):
+    monkeypatch.delenv("TRITONBUILD_ENVS_DIR", raising=False)
+    monkeypatch.setenv("TRITONBUILD_CACHE_DIR", str(tmp_path / "cache"))
+    assert toolenv.envs_dir() == tmp_path / "cache" / "envs"
+    monkeypatch.setenv("TRITONBUILD_ENVS_DIR", str(tmp_path / "elsewhere"))
+    assert toolenv.envs_dir() == tmp_path / "elsewhere"
+
+
+def test_the_key_changes_with_the_python_and_the_users_packages(envs, monkeypatch):
+    plain = toolenv.env_name("3.12", toolenv.extra_packages())
+    assert plain.startswith("embedded-py3.12-") and plain != toolenv.env_name("3.11", ())
+    monkeypatch.setenv("TRITONBUILD_EMBEDDED_PACKAGES", "tokenizers>=0.20  pyyaml")
+    assert toolenv.extra_packages() == ("pyyaml", "tokenizers>=0.20")
+    assert toolenv.env_name("3.12", toolenv.extra_packages()) != plain
+    monkeypatch.setenv("TRITONBUILD_EMBEDDED_PACKAGES", "tokenizers>=0.20 pyyaml pyyaml")  # same set, same env
+    assert toolenv.env_name("3.12", toolenv.extra_packages()) == toolenv.env_name("3.12", ("pyyaml",
+                                                                                           "tokenizers>=0.20"))
+
+
+def test_a_half_made_environment_is_not_used(envs):
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    target = envs / toolenv.env_name(here, ())
+    _fake_made(target, here)
+    assert toolenv.find(here) is not None
+    (target / "lib" / f"python{here}" / "site-packages" / "pytriton" / "tritonserver" / "bin" / "tritonserver").unlink()
+    assert toolenv.find(here) is None
+    (target / toolenv.RECORD).unlink()
+    assert toolenv.find(here) is None
+
+
+def test_this_interpreter_hosts_it_when_it_can(envs):
+    if sys.version_info[:2] not in toolenv.PYTHONS:
+        pytest.skip("this interpreter is not one of 3.10-3.12")
+    python, minor, libdir = toolenv.find_python()
+    assert python == sys.executable and minor == f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert (Path(libdir) / f"libpython{minor}.so").exists() or list(Path(libdir).glob(f"libpython{minor}*.so*"))
+
+
+def test_on_python_313_another_interpreter_is_found(envs, monkeypatch):
+    """A 3.13 tritonbuild (its numpy 2 has no numpy < 2 beside it) gets a 3.12 environment from pyenv/PATH."""
+    py313, py312 = _interpreter("3.13"), _interpreter("3.12")
+    if not (py313 and py312):
+        pytest.skip("needs Python 3.13 and 3.12 under pyenv")
+    monkeypatch.setattr(sys, "executable", py313)
+    monkeypatch.setenv("PATH", str(envs))  # nothing on PATH: pyenv's versions are searched
+    python, minor, _ = toolenv.find_python()
+    assert minor == "3.12" and python == py312
+
+
+def test_no_usable_interpreter_names_what_to_install(envs, monkeypatch, tmp_path):
+    py313 = _interpreter("3.13")
+    if not py313:
+        pytest.skip("needs Python 3.13 under pyenv")
+    monkeypatch.setattr(sys, "executable", py313)
+    monkeypatch.setattr(sys, "version_info", (3, 13, 0, "final", 0))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "no-pyenv"))
+    with pytest.raises(toolenv.ServerStartError) as e:
+        toolenv.find_python()
+    assert e.value.exit_code == 6
+    assert "Python 3.10-3.12" in e.value.message and "Python 3.13" in e.value.message
+    assert "install Python 3.12" in e.value.hint and "TRITONBUILD_EMBEDDED_PYTHON" in e.value.hint
+    monkeypatch.setenv("TRITONBUILD_EMBEDDED_PYTHON", py313)  # named, but unfit: said so
+    with pytest.raises(toolenv.ServerStartError, match=f"TRITONBUILD_EMBEDDED_PYTHON={py313} is not"):
+        toolenv.find_python()
+
+
+def test_pip_failing_leaves_nothing_and_says_where_pip_looks(envs, monkeypatch, tmp_path):
+    """A real venv and a real pip with no index and an empty find-links directory (a machine that has neither)."""
+    (tmp_path / "wheels").mkdir()
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "wheels"))
+    with pytest.raises(toolenv.ServerStartError) as e:
+        toolenv.ensure(progress=lambda _line: None)
+    assert "pip install exited with" in e.value.message and "numpy" in e.value.message
+    assert "PIP_FIND_LINKS" in e.value.hint and "tritonbuild embedded install" in e.value.hint
+    assert [p.name for p in envs.iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_makers_in_parallel_make_it_once(envs, monkeypatch):
+    """The lock: the second maker waits, then finds the first one's environment instead of making another."""
+    made, lines = [], []
+
+    def fake_make(python, minor, libdir, target):
+        made.append(target)
+        threading.Event().wait(0.3)
+        return toolenv._read(_fake_made(target, minor))
+
+    monkeypatch.setattr(toolenv, "_make", fake_make)
+    monkeypatch.setattr(toolenv, "find", lambda python=None: None)  # both start before either has made it
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(toolenv.ensure(lines.append))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(made) == 1 and len(lines) == 1 and results[0].path == results[1].path == made[0]
+
+
+def test_the_stub_runs_in_the_environment_and_sees_ours_after_it(envs, tmp_path):
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    env = toolenv._read(_fake_made(tmp_path / "made", here))
+    variables = launcher.stub_env(env, env.tritonserver, {"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/x"})
+    assert variables["PATH"] == f"{env.bin}{os.pathsep}/usr/bin" and variables["VIRTUAL_ENV"] == str(env.path)
+    assert variables["LD_LIBRARY_PATH"].startswith("/lib:") and variables["LD_LIBRARY_PATH"].endswith(":/x")
+    import sysconfig
+
+    assert sysconfig.get_paths()["purelib"] in variables[toolenv.STUB_PATH_VAR].split(os.pathsep)
+    other = toolenv.ToolEnv(env.path, "3.9" if here != "3.9" else "3.8", "/lib", {})
+    assert launcher.stub_env(other, env.tritonserver, {})[toolenv.STUB_PATH_VAR] == ""  # another minor: not ours
+
+
+def test_the_bundled_stub_is_the_environments_pythons(envs, tmp_path):
+    env = toolenv._read(_fake_made(tmp_path / "made", "3.12"))
+    install = env.tritonserver
+    (install / "python_backend_stubs" / "3.12").mkdir(parents=True)
+    (install / "python_backend_stubs" / "3.12" / "triton_python_backend_stub").write_text("stub 3.12")
+    (install / "backends" / "python").mkdir(parents=True)
+    chosen = launcher.Launcher(install / "bin" / "tritonserver", False, env)
+    scratch = tmp_path / "scratch"
+    backends = chosen.backend_dir(scratch)
+    assert (backends / "python" / "triton_python_backend_stub").read_text() == "stub 3.12"
