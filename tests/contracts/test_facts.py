@@ -48,6 +48,8 @@ def _problem(src: dict, fact) -> str | None:
     if not src.get("path") and not entries_have_lines:
         return "no path"
     line = str(src.get("line", src.get("lines", "")))
+    if src.get("at"):  # the declaration it was read at, where a code index gives no line numbers
+        return None
     if not WHERE.search(line) and not re.search(r":\d", str(src.get("path", ""))) and not entries_have_lines:
         return "no line"
     return None
@@ -71,3 +73,21 @@ def test_the_rule_catches_a_description_for_a_commit_and_a_missing_line():
     assert _problem({k: v for k, v in good.items() if k != "lines"}, {}) == "no line"
     assert _problem({"package": "vllm", "version": "0.11.1", "commit": "439368496", "path": "p"}, {}) == \
         "a wheel source needs its sha256"
+
+
+def test_facts_about_files_deleted_upstream_say_so_and_which_images_ship_them():
+    """TensorRT-LLM deleted the converters, quantize.py, trtllm-build and the Triton backend from its main; the
+    facts read from them say so, and name the images (the whole trtllm table) whose release still has them."""
+    from tests.contracts.facts import load
+
+    images = load("triton_images")["images"]
+    span = f"{min(images)}-{max(images)}"
+    scripts = load("trtllm_scripts")
+    note = scripts["on_main"]
+    assert note["status"] == "deleted" and span in note["still_shipped_by"]
+    for name, s in scripts["scripts"].items():
+        for src in s["source"] if isinstance(s["source"], list) else [s["source"]]:
+            if src["repository"] == "NVIDIA/TensorRT-LLM" and "plugin.py" not in src["path"]:
+                assert src["path"].startswith(tuple(note["paths"])), name
+    moved = load("tensorrtllm_backend")["templates"]["moved"]["note"]
+    assert "#15907" in moved and f"({span}" in moved
