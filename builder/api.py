@@ -381,11 +381,13 @@ def adopt(root: Path, out: Path, *, record: bool = True, progress: Progress | No
               "goldens": None}
     if record:
         with tempfile.TemporaryDirectory(prefix="tritonbuild-adopt-") as tmp:
-            _, _ = build_repository([a.recipe for a in adopted], Path(tmp) / "out", progress=progress)
+            build_repository([a.recipe for a in adopted], Path(tmp) / "out", progress=progress)
             report = verify_repository(Path(tmp) / "out", record=True, progress=progress)
-        result["goldens"] = {model_report.name: model_report.passed for model_report in report.models}
-        result["passed"] = report.passed
+        result["goldens"] = {each.name: each.passed for each in report.models}
+        result["recorded_by"] = {each.name: each.ran_by() for each in report.models}
+        result["passed"] = all(each.passed for each in report.models if each.route != "none")
     return result
+
 
 def export_perf_data(root: Path, model: str, out: Path, *, validation: bool = True) -> dict:
     """MODEL's goldens as perf_analyzer --input-data JSON at OUT (verify/interop.py)."""

@@ -182,3 +182,15 @@ class Backend(ABC):
     def runner_extra(self) -> str:
         """The pip extra whose absence makes the in-process runner fail to import."""
         return ""
+
+    # ModelConfig fields adopt_fields turns into recipe keys (for `tritonbuild adopt`)
+    adopt_consumes: ClassVar[frozenset[str]] = frozenset()
+
+    def adopt_fields(self, mc) -> dict:
+        """Recipe keys of this backend's own, from an existing config's adopt_consumes fields (adopt)."""
+        return {}
+
+    def adopt_recipe(self, mc, model_dir: Path, out: Path) -> tuple[dict, int] | None:
+        """An existing model directory as a recipe of this backend's own shape, its files copied under out, and
+        the version adopted; None: the generic adoption (source.path = the model file) applies."""
+        return None

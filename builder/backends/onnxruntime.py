@@ -276,6 +276,34 @@ def check_recipe(recipe: Recipe) -> list[tuple]:
     return out
 
 
+_TRT_PARAMETERS = {"precision_mode": str, "max_workspace_size_bytes": int, "trt_engine_cache_path": str,
+                   "trt_engine_cache_enable": lambda v: v.lower() == "true"}
+
+
+def adopt_accelerators(mc) -> dict:
+    """optimization.execution_accelerators of an existing config as the recipe's accelerators (tritonbuild adopt);
+    any other optimization field, accelerator or parameter is refused by name."""
+    from tritonbuild.errors import UsageError
+
+    if not mc.HasField("optimization"):
+        return {}
+    other = [f"optimization.{field.name}" for field, _ in mc.optimization.ListFields()
+             if field.name != "execution_accelerators"]
+    ea, out = mc.optimization.execution_accelerators, {"gpu": [], "cpu": []}
+    for a in ea.gpu_execution_accelerator:
+        params = {k: _TRT_PARAMETERS[k](v) for k, v in a.parameters.items() if k in _TRT_PARAMETERS}
+        other += [f"gpu accelerator {a.name} parameter {k}" for k in a.parameters
+                  if k not in params or a.name != "tensorrt"]
+        out["gpu"].append({"name": a.name, **params})
+    out["cpu"] = [{"name": a.name} for a in ea.cpu_execution_accelerator]
+    other += [f"accelerator {a['name']}" for kind in ("gpu", "cpu") for a in out[kind]
+              if a["name"] not in (("tensorrt", "cuda") if kind == "gpu" else ("openvino",))]
+    if other:
+        raise UsageError(f"{mc.name}: {sorted(other)} have no recipe key yet",
+                         hint="publish the repository as it is ('tritonbuild publish DIR URL')")
+    return {"accelerators": {kind: items for kind, items in out.items() if items}}
+
+
 class OnnxRuntimeBackend(Backend):
     name = NAME
     recipe_type = OnnxRuntimeRecipe
@@ -289,6 +317,10 @@ class OnnxRuntimeBackend(Backend):
     derive_io = staticmethod(derive_io)
     configure = staticmethod(configure)
     check_recipe = staticmethod(check_recipe)
+    adopt_consumes = frozenset({"optimization"})
+
+    def adopt_fields(self, mc) -> dict:
+        return adopt_accelerators(mc)
 
     def model_content_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
         """config.pbtxt against the ONNX graph, as the onnxruntime backend checks it at load (_onnx_rules)."""

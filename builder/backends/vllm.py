@@ -349,6 +349,11 @@ class VLLMBackend(Backend):
     def emit(self, built_model, root: Path, store, manifest_model, built: dict) -> list:
         return emit(built_model, root, store, manifest_model)
 
+    def adopt_recipe(self, mc, model_dir: Path, out: Path) -> tuple[dict, int]:
+        from tritonbuild.backends._vllm_adopt import adopt_vllm
+
+        return adopt_vllm(mc, model_dir, out, set(VLLMEngineArgs.model_fields))
+
     def offline_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
         return [("vllm", load_problems(mc, model_dir, versions), "decoupled, max_batch_size 0, KIND_MODEL, "
                  "model.json")]

@@ -177,7 +177,9 @@ def adopt_command(repository: Path, out: Path, no_record: bool, as_json: bool) -
     else:
         for item in result["recipes"]:
             recorded = (result["goldens"] or {}).get(item["name"])
-            tail = "" if result["goldens"] is None else f"; goldens {'recorded' if recorded else 'NOT recorded'}"
+            how = result.get("recorded_by", {}).get(item["name"], "")
+            tail = ("" if result["goldens"] is None else f"; goldens recorded ({how})" if recorded else
+                    f"; goldens {how if how.startswith('not recorded') else 'NOT recorded'}")
             app().out.print(f"{item['name']} v{item['version']}: {item['recipe']}{tail}")
         app().out.print(f"next: tritonbuild build {out} -o OUT && tritonbuild verify OUT")
     if result["goldens"] is not None and not result.get("passed"):

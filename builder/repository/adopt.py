@@ -1,8 +1,9 @@
 """`tritonbuild adopt DIR`: an existing repository becomes recipes that build the same Triton config, so that it
-can be built, verified with goldens, published and rolled back like ours. Python-backend models (their model.py
-and the files beside it in the version directory) are adopted; a config field no recipe can express is refused by
-name rather than dropped, and any other backend is refused with the reason (its model file is not rebuilt from a
-recipe here)."""
+can be built, verified with goldens, published and rolled back like ours. A model whose recipe takes its model
+file as `source.path` (the python backend's model.py and the files beside it, onnxruntime's model.onnx,
+pytorch's TorchScript model.pt) is adopted here, from its config; a backend with a recipe of another shape
+adopts its own models (Backend.adopt_recipe: vLLM's model.json). A config field no recipe can express is refused
+by name rather than dropped, and any other backend is refused with the reason."""
 
 from __future__ import annotations
 
@@ -20,9 +21,12 @@ from tritonbuild.repository.rules import VERSION_RE
 from tritonbuild.triton.config import parse
 
 # ModelConfig fields a recipe expresses (the rest must be absent or at their default)
-_EXPRESSED = {"name", "backend", "max_batch_size", "input", "output", "instance_group", "dynamic_batching",
-              "parameters", "version_policy", "default_model_filename"}
+_EXPRESSED = {"name", "backend", "platform", "max_batch_size", "input", "output", "instance_group",
+              "dynamic_batching", "parameters", "version_policy", "default_model_filename"}
+# ModelInput/ModelOutput fields a recipe's TensorSpec expresses
+_TENSOR_FIELDS = {"name", "data_type", "dims", "optional"}
 _KINDS = {"KIND_CPU": "cpu", "KIND_GPU": "gpu", "KIND_AUTO": "auto", "KIND_MODEL": "model"}
+_PUBLISH = "publish the repository as it is ('tritonbuild publish DIR URL'), or write this model's recipe by hand"
 
 
 @dataclass(frozen=True)
@@ -32,8 +36,12 @@ class Adopted:
     recipe: Path
 
 
-def _unexpressed(mc) -> list[str]:
-    return sorted(field.name for field, _ in mc.ListFields() if field.name not in _EXPRESSED)
+def _unexpressed(mc, extra: frozenset[str] = frozenset()) -> list[str]:
+    out = [field.name for field, _ in mc.ListFields() if field.name not in _EXPRESSED | extra]
+    for kind in ("input", "output"):
+        for i, tensor in enumerate(getattr(mc, kind)):
+            out += [f"{kind}[{i}].{field.name}" for field, _ in tensor.ListFields() if field.name not in _TENSOR_FIELDS]
+    return sorted(out)
 
 
 def _batching(mc) -> dict | None:
@@ -48,15 +56,16 @@ def _batching(mc) -> dict | None:
     return {key: value for key, value in out.items() if value}
 
 
-def _recipe(model_dir: Path, mc, version: int, files: list[str], owner) -> dict:
+def _tensors(mc, field: str) -> list[dict]:
+    return [t.model_dump(mode="json", exclude_defaults=True) | {"dims": t.dims} for t in config_tensors(mc, field)]
+
+
+def _recipe(model_dir: Path, mc, version: int, files: list[str], owner, filename: str) -> dict:
     recipe = {"name": model_dir.name, "version": version, "backend": owner.name,
-              "source": {"path": f"{model_dir.name}/{version}/{owner.model_files['']}",
+              "source": {"path": f"{model_dir.name}/{version}/{filename}",
                          **({"files": [f"{model_dir.name}/{version}/{f}" for f in files]} if files else {})},
               "max_batch_size": mc.max_batch_size,
-              "inputs": [t.model_dump(mode="json", exclude_defaults=True) | {"dims": t.dims}
-                         for t in config_tensors(mc, "input")],
-              "outputs": [t.model_dump(mode="json", exclude_defaults=True) | {"dims": t.dims}
-                          for t in config_tensors(mc, "output")],
+              "inputs": _tensors(mc, "input"), "outputs": _tensors(mc, "output"),
               "instances": [{"kind": _KINDS[type(g).Kind.Name(g.kind)], "count": g.count or 1,
                              **({"gpus": list(g.gpus)} if g.gpus else {})} for g in mc.instance_group]
               or [{"kind": "cpu", "count": 1}],
@@ -75,55 +84,87 @@ def _recipe(model_dir: Path, mc, version: int, files: list[str], owner) -> dict:
         recipe["version_policy"] = {"specific": list(mc.version_policy.specific.versions)}
     elif kind == "all":
         recipe["version_policy"] = {"all": True}
-    return recipe
+    return recipe | owner.adopt_fields(mc)
 
 
-def _adoptable(owner) -> bool:
-    """A backend whose recipe names its model file as source.path, declares its tensors, and that the embedded
-    server runs (so goldens can be recorded here): the python backend's models."""
-    return owner is not None and owner.route == "live-embedded" and bool((owner.model_files or {}).get(""))
+def _model_file(owner, mc) -> str | None:
+    """The file a recipe of this backend names as source.path, when this config loads that file: the load rule's
+    default (model_files['']) is also the file of the config's platform and of its default_model_filename."""
+    files = owner.model_files or {}
+    default = files.get("")
+    if not default or files.get(mc.platform, default) != default or mc.default_model_filename not in ("", default):
+        return None
+    return default
+
+
+def _source_path_recipe(owner) -> bool:
+    """A recipe type whose source is one model file (source.path) that declares the config's tensors, for a
+    backend whose models run here (embedded server or in-process): the config is reproduced, goldens recorded."""
+    source = getattr(owner.recipe_type, "model_fields", {}).get("source")
+    fields = getattr(source.annotation, "model_fields", {}) if source is not None else {}
+    return "path" in fields and owner.route in ("live-embedded", "in-process")
+
+
+def _read(model_dir: Path, root: Path):
+    try:
+        return parse((model_dir / "config.pbtxt").read_bytes())
+    except FileNotFoundError:
+        raise UsageError(f"{model_dir.name} has no config.pbtxt: adopt reads the config it reproduces",
+                         where=str(model_dir), hint="write its config.pbtxt (Triton's autocompleted one: "
+                         "GET v2/models/<name>/config on a server that loaded it)") from None
+    except (text_format.ParseError, UnicodeDecodeError) as e:
+        raise UsageError(f"{model_dir.name}/config.pbtxt does not parse: {e}", where=str(model_dir),
+                         hint=f"'tritonbuild verify {root}' shows Triton's refusal") from None
+
+
+def _newest(model_dir: Path, filename: str, owner) -> int:
+    versions = sorted(int(d.name) for d in model_dir.iterdir() if d.is_dir() and VERSION_RE.match(d.name))
+    if not versions or not (model_dir / str(versions[-1]) / filename).is_file():
+        raise UsageError(f"{model_dir.name}: no version directory with a {filename}", where=str(model_dir),
+                         hint=f"the {owner.name} backend loads <version>/{filename}")
+    return versions[-1]
+
+
+def _adopt_one(model_dir: Path, root: Path, out: Path) -> Adopted:
+    mc = _read(model_dir, root)
+    what = mc.backend or mc.platform or "(none)"
+    owner = REGISTRY.for_config(mc.backend, mc.platform)
+    if owner is None:
+        raise UsageError(f"{model_dir.name}: backend {what} is not adopted yet", where=str(model_dir),
+                         hint=_PUBLISH)
+    own = owner.adopt_recipe(mc, model_dir, out)
+    if own is not None:
+        recipe, version = own
+    else:
+        filename = _model_file(owner, mc)
+        if filename is None or not _source_path_recipe(owner):
+            raise UsageError(f"{model_dir.name}: backend {what} is not adopted yet (adopted: models whose model "
+                             "file is the recipe's source and that run here, and backends that adopt their own)",
+                             where=str(model_dir), hint=_PUBLISH)
+        extra = _unexpressed(mc, owner.adopt_consumes)
+        if extra:
+            raise UsageError(f"{model_dir.name}: config fields {extra} have no recipe key yet", where=str(model_dir),
+                             hint=_PUBLISH)
+        version = _newest(model_dir, filename, owner)
+        src = model_dir / str(version)
+        files = sorted(p.relative_to(src).as_posix() for p in src.rglob("*")
+                       if p.is_file() and p.name != filename and "__pycache__" not in p.parts)
+        if files and "files" not in getattr(owner.recipe_type.model_fields["source"].annotation, "model_fields", {}):
+            raise UsageError(f"{model_dir.name}: {version}/ holds {files} beside {filename}, which a {owner.name} "
+                             "recipe does not package", where=str(src), hint=_PUBLISH)
+        recipe = _recipe(model_dir, mc, version, files, owner, filename)
+        shutil.copytree(src, out / model_dir.name / str(version), ignore=shutil.ignore_patterns("__pycache__"),
+                        dirs_exist_ok=True)
+    path = out / f"{model_dir.name}.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    return Adopted(model_dir.name, version, path)
 
 
 def adopt(root: Path, out: Path) -> list[Adopted]:
     """Recipes for root's models in out (one YAML per model, its newest version; the model's files copied under
     out/<name>/<version>/). The caller loads them back (the recipe rules)."""
-    adopted = []
-    for model_dir in sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".")):
-        try:
-            mc = parse((model_dir / "config.pbtxt").read_bytes())
-        except FileNotFoundError:
-            raise UsageError(f"{model_dir.name} has no config.pbtxt: adopt reads the config it reproduces",
-                             where=str(model_dir), hint="write its config.pbtxt (Triton's autocompleted one: "
-                             "GET v2/models/<name>/config on a server that loaded it)") from None
-        except (text_format.ParseError, UnicodeDecodeError) as e:
-            raise UsageError(f"{model_dir.name}/config.pbtxt does not parse: {e}", where=str(model_dir),
-                             hint=f"'tritonbuild verify {root}' shows Triton's refusal") from None
-        owner = REGISTRY.for_config(mc.backend, mc.platform)
-        if not _adoptable(owner):
-            raise UsageError(f"{model_dir.name}: backend {mc.backend or mc.platform or '(none)'} is not adopted "
-                             "yet (models whose model file is the recipe's source and that the embedded server "
-                             "runs are: the python backend's)", where=str(model_dir),
-                             hint="publish the repository as it is ('tritonbuild publish DIR URL'), or write a "
-                                  "recipe for this model by hand")
-        filename = owner.model_files[""]
-        extra = _unexpressed(mc) + (["default_model_filename"] if mc.default_model_filename not in
-                                    ("", filename) else [])
-        if extra:
-            raise UsageError(f"{model_dir.name}: config fields {extra} have no recipe key yet", where=str(model_dir),
-                             hint="publish the repository as it is ('tritonbuild publish DIR URL')")
-        versions = sorted(int(d.name) for d in model_dir.iterdir() if d.is_dir() and VERSION_RE.match(d.name))
-        if not versions or not (model_dir / str(versions[-1]) / filename).is_file():
-            raise UsageError(f"{model_dir.name}: no version directory with a {filename}", where=str(model_dir),
-                             hint=f"the {owner.name} backend loads <version>/{filename}")
-        version = versions[-1]
-        src = model_dir / str(version)
-        files = sorted(p.relative_to(src).as_posix() for p in src.rglob("*")
-                       if p.is_file() and p.name != filename and "__pycache__" not in p.parts)
-        dest = out / model_dir.name / str(version)
-        shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
-        path = out / f"{model_dir.name}.yaml"
-        path.write_text(yaml.safe_dump(_recipe(model_dir, mc, version, files, owner), sort_keys=False))
-        adopted.append(Adopted(model_dir.name, version, path))
+    adopted = [_adopt_one(model_dir, root, out)
+               for model_dir in sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))]
     if not adopted:
         raise UsageError(f"{root} holds no model directory", hint="pass a Triton model repository")
     return adopted

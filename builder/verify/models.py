@@ -53,6 +53,11 @@ class ModelReport(_Frozen):
                                             "passed nor failed, and the report as a whole does not pass.")
     notes: list[str] = Field(default_factory=list)
 
+    def ran_by(self) -> str:
+        """What ran it (route_detail), or 'not recorded: why' for a model verify had no way to run here."""
+        why = "; ".join(self.notes) or self.route_detail
+        return self.route_detail if self.route != "none" else f"not recorded: {why}"
+
     @model_validator(mode="before")
     @classmethod
     def _legacy_route_keys(cls, data: Any) -> Any:

@@ -288,3 +288,48 @@ def write_trtllm_group(root: Path, tag: str, **overrides: dict[str, str]) -> Pat
                   TOKENIZING_MODEL.format(required=sorted(py["required_parameters"]), name=model))
         (d / "1" / "model.py").write_text(source)
     return root
+
+
+def _add_sub_onnx(path: Path, config: dict) -> None:
+    """OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1, the config's names and shapes."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    (a, b), (s, d) = [t["name"] for t in config["input"]], [t["name"] for t in config["output"]]
+    shape = config["input"][0]["dims"]
+    value = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, shape)  # noqa: E731
+    graph = helper.make_graph([helper.make_node("Add", [a, b], [s]), helper.make_node("Sub", [a, b], [d])],
+                              "add_sub", [value(a), value(b)], [value(s), value(d)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+def write_add_sub_onnx(root: Path, name: str = "add_sub_onnx", **fields) -> Path:
+    """add_sub's recorded config served as an ONNX graph of ours (platform onnxruntime_onnx, as the server's QA
+    add/sub models are): the same tensors, the same answers."""
+    config = {k: v for k, v in fact("add_sub")["config"].items() if k != "backend"}
+    d = root / name
+    (d / "1").mkdir(parents=True)
+    (d / "config.pbtxt").write_bytes(_config(name, {"platform": "onnxruntime_onnx", **config, **fields}))
+    _add_sub_onnx(d / "1" / "model.onnx", config)
+    return d
+
+
+def write_add_sub_torchscript(root: Path, name: str = "add_sub_torch") -> Path:
+    """add_sub as a TorchScript module of ours (platform pytorch_libtorch): the libtorch backend's INPUT__0 naming."""
+    import torch
+
+    class AddSub(torch.nn.Module):
+        def forward(self, a, b):
+            return a + b, a - b
+
+    config = fact("add_sub")["config"]
+    rename = lambda kind: [{**t, "name": f"{kind.upper()}__{i}"} for i, t in enumerate(config[kind])]  # noqa: E731
+    d = root / name
+    (d / "1").mkdir(parents=True)
+    (d / "config.pbtxt").write_bytes(_config(name, {"platform": "pytorch_libtorch", "input": rename("input"),
+                                                    "output": rename("output"),
+                                                    "instance_group": config["instance_group"]}))
+    torch.jit.script(AddSub()).save(str(d / "1" / "model.pt"))
+    return d

@@ -5,6 +5,8 @@ rollback, as for a repository we built."""
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 import yaml
@@ -61,3 +63,89 @@ def test_adopt_names_what_it_cannot_adopt(cli, tmp_path):
     r = cli("adopt", repo, "-o", tmp_path / "recipes")
     assert r.exit_code == 2 and "backend tensorflow_graphdef is not adopted yet" in r.stderr
     assert "tritonbuild publish DIR URL" in r.stderr
+
+
+def _same_semantics(original, built) -> None:
+    """The config Triton serves: the platform names its backend (onnxruntime_onnx → onnxruntime ...)."""
+    for field in ("max_batch_size", "input", "output", "optimization"):
+        assert getattr(built, field) == getattr(original, field), field
+    assert [(g.kind, g.count or 1) for g in built.instance_group] == \
+        [(g.kind, g.count or 1) for g in original.instance_group]
+    assert built.platform == original.platform or built.backend == original.backend
+
+
+@pytest.mark.parametrize("writer", ["write_add_sub_onnx", "write_add_sub_torchscript"])
+def test_adopt_an_onnx_or_torchscript_model_build_verify(cli, tmp_path, monkeypatch, writer):
+    """ONNX and TorchScript models become recipes (source.path = model.onnx / model.pt, the config's tensors,
+    instances, accelerators); goldens are recorded where the model runs here: in-process (onnxruntime, torch),
+    since the embedded server has neither backend, and said so; build → verify passes bit for bit."""
+    pytest.importorskip("onnx" if "onnx" in writer else "torch")
+    monkeypatch.chdir(tmp_path)
+    repo = tmp_path / "models"
+    repo.mkdir()
+    model_dir = getattr(repositories, writer)(repo)
+    original = parse((model_dir / "config.pbtxt").read_bytes())
+    r = cli("adopt", repo, "-o", tmp_path / "recipes", "--json")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout)
+    assert result["goldens"] == {model_dir.name: True}
+    assert "in-process" in result["recorded_by"][model_dir.name]
+    out = tmp_path / "OUT"
+    assert cli("build", tmp_path / "recipes", "-o", out).exit_code == 0
+    _same_semantics(original, parse((out / model_dir.name / "config.pbtxt").read_bytes()))
+    r = cli("verify", out, "--json")
+    assert r.exit_code == 0, r.stdout
+    (model,) = json.loads(r.stdout)["models"]
+    assert model["passed"] and model["compared"] > 0 and model["route"] == "in-process"
+    assert any("not loaded in tritonserver: the embedded server has no" in note for note in model["notes"])
+
+
+def test_adopt_keeps_onnxruntime_accelerators_and_refuses_what_no_recipe_key_holds(cli, tmp_path):
+    pytest.importorskip("onnx")
+    repo = tmp_path / "models"
+    repo.mkdir()
+    accel = {"optimization": {"execution_accelerators": {"cpu_execution_accelerator": [{"name": "openvino"}]}}}
+    repositories.write_add_sub_onnx(repo, **accel)
+    r = cli("adopt", repo, "-o", tmp_path / "recipes", "--no-record")
+    assert r.exit_code == 0, r.stderr
+    spec = yaml.safe_load((tmp_path / "recipes" / "add_sub_onnx.yaml").read_text())
+    assert spec["accelerators"] == {"cpu": [{"name": "openvino"}]} and spec["source"]["path"].endswith("model.onnx")
+    other = tmp_path / "other"
+    other.mkdir()
+    repositories.write_densenet_onnx(other)
+    r = cli("adopt", other, "-o", tmp_path / "recipes2", "--no-record")
+    assert r.exit_code == 2 and "input[0].format" in r.stderr and "output[0].label_filename" in r.stderr
+
+
+TINY_LLAMA = Path(__file__).resolve().parents[2] / "recipes" / "examples" / "tiny-llama"
+
+
+def test_adopt_a_vllm_model(cli, tmp_path):
+    """vllm_backend's sample names a Hub id (nothing downloads here): refused with the command that fetches it.
+    Its checkpoint inside the version directory, named under the server's mount as model.json does: a vllm
+    recipe with model.json's engine arguments; goldens not recorded here (no GPU/vLLM), said so; built, the
+    config and model.json say what the original's did."""
+    repo = tmp_path / "models"
+    repo.mkdir()
+    d = repositories.write_vllm_model(repo)
+    r = cli("adopt", repo, "-o", tmp_path / "r1")
+    sample = repositories.fact("vllm_model")["model_json"]["model"]
+    assert r.exit_code == 2 and f"huggingface-cli download {sample}" in r.stderr
+    shutil.copytree(TINY_LLAMA, d / "1" / "model", ignore=shutil.ignore_patterns("*.py"))
+    spec = {**json.loads((d / "1" / "model.json").read_text()), "model": "/models/vllm_model/1/model"}
+    (d / "1" / "model.json").write_text(json.dumps(spec))
+    r = cli("adopt", repo, "-o", tmp_path / "recipes", "--json")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout)
+    assert result["goldens"] == {"vllm_model": False}
+    assert result["recorded_by"]["vllm_model"].startswith("not recorded: ")
+    recipe = yaml.safe_load((tmp_path / "recipes" / "vllm_model.yaml").read_text())
+    assert recipe["engine_args"] == {k: v for k, v in spec.items() if k != "model"}
+    out = tmp_path / "OUT"
+    r = cli("build", tmp_path / "recipes", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    built = json.loads((out / "vllm_model" / "1" / "model.json").read_text())
+    assert built["model"] == spec["model"] and all(built[k] == v for k, v in spec.items())
+    original, ours = parse((d / "config.pbtxt").read_bytes()), parse((out / "vllm_model" / "config.pbtxt").read_bytes())
+    assert ours.backend == original.backend and [(g.kind, g.count) for g in ours.instance_group] == \
+        [(g.kind, g.count) for g in original.instance_group]
