@@ -50,6 +50,20 @@ def _recorded_openai() -> list[str]:
     return sorted(set(o["always"]) | set(o["optional"]))
 
 
+def _openai_vllm_inputs(text: str) -> list[str]:
+    body = text[text.index("def _create_vllm_generate_request"):]
+    body = body[:body.index("\ndef ", 1)]
+    names = set(re.findall(r'inputs\["(\w+)"\]', body))
+    return sorted(names | ({"exclude_input_in_output"} if "inputs[echo_tensor_name]" in body else set()))
+
+
+def _vllm_lora(text: str) -> dict:
+    """What vllm_backend reads to turn LoRA on: the model.json key, and the table's file name beside it."""
+    table = re.search(r'^_MULTI_LORA_ARGS_FILENAME = "([^"]+)"', text, re.M)
+    key = re.search(r'str\(self\.vllm_engine_config\["(\w+)"\]\)\.lower\(\) == "true"', text)
+    return {"enable_key": key.group(1) if key else None, "table": table.group(1) if table else None}
+
+
 def _cpp_unguarded(*texts: str) -> dict:
     return {"unguarded": sorted({k for t in texts for k in refresh.cpp_parameters(t)["unguarded"]})}
 
@@ -69,12 +83,16 @@ def _template_checks() -> list[Check]:
     return out
 
 
-def _vllm_backend_check() -> Check:
-    f = load("vllm_backend")
-    s = f["source"]
-    return Check("vllm_backend.inputs_outputs", s["repository"], ("src/model.py",), s["commit"],
-                 lambda text: refresh.python_io(text, "_auto_complete_inputs_and_outputs"),
-                 lambda: {"inputs": f["inputs"], "outputs": f["outputs"]})
+def _vllm_checks() -> list[Check]:
+    f, v = load("vllm_backend"), load("clients")["openai_frontend_vllm"]
+    s, lora, o = f["source"], f["lora"]["source"][0], v["source"]
+    return [Check("vllm_backend.inputs_outputs", s["repository"], ("src/model.py",), s["commit"],
+                  lambda text: refresh.python_io(text, "_auto_complete_inputs_and_outputs"),
+                  lambda: {"inputs": f["inputs"], "outputs": f["outputs"]}),
+            Check("vllm_backend.lora", lora["repository"], (lora["path"],), lora["commit"], _vllm_lora,
+                  lambda: {k: f["lora"][k] for k in ("enable_key", "table")}),
+            Check("clients.openai_frontend_vllm", o["repository"], (o["path"],), o["commit"], _openai_vllm_inputs,
+                  lambda: sorted(v["always"]))]
 
 
 def all_checks() -> list[Check]:
@@ -92,7 +110,7 @@ def all_checks() -> list[Check]:
               tuple(s["path"] for s in cpp["source"]), cpp["source"][0]["commit"], _cpp_unguarded,
               lambda: {"unguarded": sorted(cpp["unguarded"])}, be["templates"]["moved"]["note"]),
         *_template_checks(),
-        _vllm_backend_check(),
+        *_vllm_checks(),
     ]
 
 
