@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -114,8 +115,6 @@ def rebuild_and_compare(root: Path, report: VerificationReport, progress: Progre
                         ) -> VerificationReport:
     """verify --rebuild: build OUT's recipes again into a scratch OUT with an empty, isolated cache and compare
     every artefact's sha256 with OUT's (the recipes' paths are relative to where the build ran)."""
-    import tempfile
-
     from tritonbuild.repository.manifest import read_manifest
     from tritonbuild.verify import reproduce
     from tritonbuild.verify.run import with_reproducibility
@@ -237,7 +236,6 @@ def _publish_existing(root: Path, target: Location | str, **options):
     """Verify (Triton's rules, Triton's core, hand-written Python models loaded) unless skip_verify, then publish a
     linked copy holding a manifest made from the files and the report for it: nothing is written into root."""
     import shutil
-    import tempfile
 
     from tritonbuild.core.fsutil import write_atomic
     from tritonbuild.core.hashing import pretty_json
@@ -370,8 +368,6 @@ def status(url: str, metrics_url: str | None = None) -> dict:
 def adopt(root: Path, out: Path, *, record: bool = True, progress: Progress | None = None) -> dict:
     """An existing repository → recipes in out (repository/adopt.py); record: build them in a scratch OUT and
     record goldens from the models (verify --record), so the next build verifies bit for bit."""
-    import tempfile
-
     from tritonbuild.repository.adopt import adopt as _adopt
 
     out.mkdir(parents=True, exist_ok=True)
