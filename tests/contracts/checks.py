@@ -57,6 +57,21 @@ def _openai_vllm_inputs(text: str) -> list[str]:
     return sorted(names | ({"exclude_input_in_output"} if "inputs[echo_tensor_name]" in body else set()))
 
 
+def _usage(text: str) -> dict:
+    """The outputs the OpenAI frontend counts usage from, and the dtypes it reads them as."""
+    body = text[text.index("def _get_usage_from_response"):]
+    body = body[:body.index("\ndef ", 1)]
+    return {"outputs": sorted(set(re.findall(r'"(\w+)" in response\.outputs', body))),
+            "dtypes": sorted({f"TYPE_{t}" for t in re.findall(r"tritonserver\.DataType\.(\w+)", body)})}
+
+
+def _echo_names(text: str) -> list[str]:
+    """The model inputs the OpenAI frontend sends echo to (the first of them the model declares)."""
+    body = text[text.index("echo_tensor_name = None"):]
+    names = re.search(r'in \[([^\]]*)\]', body[:body.index("break")])
+    return re.findall(r'"(\w+)"', names.group(1)) if names else []
+
+
 def _vllm_lora(text: str) -> dict:
     """What vllm_backend reads to turn LoRA on: the model.json key, and the table's file name beside it."""
     table = re.search(r'^_MULTI_LORA_ARGS_FILENAME = "([^"]+)"', text, re.M)
@@ -98,6 +113,7 @@ def _vllm_checks() -> list[Check]:
 def all_checks() -> list[Check]:
     images, clients, be = load("triton_images"), load("clients"), load("tensorrtllm_backend")
     g, o = clients["genai_perf"]["source"], clients["openai_frontend"]["source"]
+    u, e = clients["openai_frontend"]["usage"]["source"], clients["openai_frontend"]["echo"]["source"]
     cpp = be["cpp_parameters"]
     return [
         Check("triton_images", images["source"]["repository"], (images["source"]["path"],),
@@ -106,6 +122,10 @@ def all_checks() -> list[Check]:
               _recorded_genai_perf),
         Check("clients.openai_frontend", o["repository"], (o["path"],), o["commit"], _openai_trtllm_inputs,
               _recorded_openai),
+        Check("clients.openai_frontend.usage", o["repository"], (u["path"],), u["commit"], _usage,
+              lambda: {k: sorted(clients["openai_frontend"]["usage"][k]) for k in ("outputs", "dtypes")}),
+        Check("clients.openai_frontend.echo", e["repository"], (e["path"],), e["commit"], _echo_names,
+              lambda: clients["openai_frontend"]["echo"]["input_names"]),
         Check("tensorrtllm_backend.cpp_parameters", cpp["source"][0]["repository"],
               tuple(s["path"] for s in cpp["source"]), cpp["source"][0]["commit"], _cpp_unguarded,
               lambda: {"unguarded": sorted(cpp["unguarded"])}, be["templates"]["moved"]["note"]),
