@@ -18,7 +18,7 @@ from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 SCRIPTS = load("trtllm_scripts")["scripts"]
 MODEL_TYPES = sorted({t for s in SCRIPTS.values() for t in s["model_types"]})
 QUANTS = list(QUANTIZATIONS)
-READS_QUANT_CONFIG = load("trtllm_quantization")["converters_read_quantization_config"]["scripts"]
+READS_QUANT_CONFIG = load("trtllm_quantization")["converters_read_quantization_config"]["model_types"]
 KV = ["auto", "int8", "fp8"]
 PARALLEL = [(1, 1), (2, 1), (1, 2)]
 RECIPE_KEYS = {("quantization",), ("kv_cache", "dtype"), ("engine", "pp_size"), ("engine", "tp_size"),
@@ -49,14 +49,14 @@ def _check_flags(argv: list[str], facts: dict, where: str) -> dict[str, str | No
     return seen
 
 
-def _upstream_rejects(facts: dict, quantization: str, kv: str, pp: int) -> bool:
+def _upstream_rejects(facts: dict, quantization: str, kv: str, pp: int, model_type: str) -> bool:
     """What the recorded flag set says about one combination on the convert_checkpoint.py path."""
     if quantization in cmd.MODELOPT:
         return False  # ModelOpt quantize.py: every family, --kv_cache_dtype int8|fp8
     flags = set(facts["flags"])
     if quantization.startswith("int8_sq") and "--smoothquant" not in flags:
         return True
-    if quantization == "int4_gptq" and facts["source"]["path"].split("/")[-2] not in READS_QUANT_CONFIG:
+    if quantization == "int4_gptq" and model_type not in READS_QUANT_CONFIG:
         return True  # no update_quant_config_from_hf recorded: the GPTQ checkpoint is read as plain weights
     if kv != "auto" and (f"--{kv}_kv_cache" not in flags or kv in facts.get("kv_uncalibrated", {}).get("kv", [])):
         return True  # no flag, or a flag that leaves the KV scales uncalibrated
@@ -76,7 +76,7 @@ def test_convert_argv_is_accepted_by_the_family_script(model_type, monkeypatch):
             continue  # refused for every family (e.g. fp8 weights + int8 KV)
         where = f"{model_type} {quantization} kv={kv} tp={tp} pp={pp}"
         problems = cmd.family_problems(r, model_type)
-        assert bool(problems) == _upstream_rejects(facts, quantization, kv, pp), (where, problems)
+        assert bool(problems) == _upstream_rejects(facts, quantization, kv, pp, model_type), (where, problems)
         for loc, message, hint in problems:
             assert tuple(loc) in RECIPE_KEYS and model_type in message and hint, (where, loc, message, hint)
         if problems:

@@ -220,12 +220,13 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     if not plan.fits:
         raise PlanError(f"the weights alone do not fit: {plan.notes[0]}", where=loaded.where(("gpu",)),
                         hint="use a larger GPU, more tensor parallelism (engine.tp_size) or int4 quantization")
+    for loc, message, hint in cmd.family_problems(r, arch.model_type):
+        raise RecipeError(f"{'.'.join(loc)}: {message}", where=loaded.where(loc), hint=hint)
     if (FORMATS[r.quantization].made_by != "modelopt" or pre) and arch.model_type not in cmd.CONVERTERS and \
             r.engine.build_path == "cli":
         raise PlanError(f"no convert_checkpoint.py is known for model_type {arch.model_type!r}",
-                        where=loaded.where(("checkpoint", "path")), hint="use engine.build_path: llmapi")
-    for loc, message, hint in cmd.family_problems(r, arch.model_type):
-        raise RecipeError(f"{'.'.join(loc)}: {message}", where=loaded.where(loc), hint=hint)
+                        where=loaded.where(("checkpoint", "path")),
+                        hint="use runtime: pytorch (the LLM API) or engine.build_path: llmapi")
     engine_params = {"model_type": arch.model_type, "dtype": r.dtype, "quantization": r.quantization,
                      "engine": r.engine.model_dump(exclude={"timeout_s"}),
                      "kv": {"type": r.kv_cache.type, "tokens_per_block": r.kv_cache.tokens_per_block,

@@ -28,16 +28,19 @@ class Family:
 # and SmoothQuant are calibrated): an FP8 KV cache goes through ModelOpt's quantize.py (--kv_cache_dtype fp8)
 _LLAMA = Family("models/core/llama", frozenset({"int8"}), True, reads_quant_config=True)
 _QWEN = Family("models/core/qwen", frozenset({"int8"}), True, reads_quant_config=True)
+_QWEN_NEWER = Family("models/core/qwen", frozenset({"int8"}), True)  # its GPTQ loader: qwen and qwen2 only
 _PHI = Family("models/core/phi", frozenset(), False, parallel_embedding=False, smoothquant=False)
+_GEMMA = Family("models/core/gemma", frozenset({"int8"}), False, gemma_cli=True, parallel_embedding=False)
 _GPT = Family("models/core/gpt", frozenset({"int8"}), True)  # --gpt_variant inferred: gpt2, starcoder(2), santacoder
 # model_type (HF config.json) → its converter
 FAMILIES = {"llama": _LLAMA, "mistral": _LLAMA, "mixtral": _LLAMA, "qwen": _QWEN, "qwen2": _QWEN,
+            "qwen2_moe": _QWEN_NEWER, "qwen3": _QWEN_NEWER, "qwen3_moe": _QWEN_NEWER,
             "gpt2": _GPT, "gpt_bigcode": _GPT, "starcoder2": _GPT,
-            "gemma": Family("models/core/gemma", frozenset({"int8"}), False, gemma_cli=True,
-                            parallel_embedding=False),
-            "phi": _PHI, "phi3": _PHI,
+            "gemma": _GEMMA, "gemma2": _GEMMA, "gemma3_text": _GEMMA, "phi": _PHI, "phi3": _PHI, "phimoe": _PHI,
             "falcon": Family("models/contrib/falcon", frozenset(), True, smoothquant=False)}
 CONVERTERS = {k: f.script for k, f in FAMILIES.items()}
+# model types the LLM API runs and no converter converts (its PyTorch backend's model matrix)
+LLMAPI_ONLY = {"deepseek_v3": "DeepSeek-V3/R1", "gemma3": "Gemma 3 (the multimodal config; gemma3_text converts)"}
 # quantization → the LLM API's QuantConfig.quant_algo (engine.build_path: llmapi)
 QUANT_ALGO = {"int4_weight_only": "W4A16", "int8_weight_only": "W8A16", "int4_awq": "W4A16_AWQ",
               "int4_gptq": "W4A16_GPTQ", "w4a8_awq": "W4A8_AWQ", "fp8": "FP8", "nvfp4": "NVFP4", "none": None}
@@ -60,6 +63,9 @@ def family_problems(r: LLMRecipe, model_type: str) -> list[tuple]:
     fam = FAMILIES.get(model_type)
     if r.engine.build_path == "llmapi" or r.runtime == "pytorch":
         return []
+    if model_type in LLMAPI_ONLY:
+        return [(("runtime",), f"{model_type} ({LLMAPI_ONLY[model_type]}) has no convert_checkpoint.py on the "
+                 "engine route; TensorRT-LLM's LLM API (PyTorch backend) runs it", "set runtime: pytorch")]
     if r.quantization in MODELOPT:
         return [(("engine", "use_parallel_embedding"), f"{model_type}: ModelOpt's quantize.py (quantization: "
                  f"{r.quantization}) has no --use_parallel_embedding", "remove engine.use_parallel_embedding")

@@ -21,7 +21,7 @@ GIB = 1 << 30
 MIB = 1 << 20
 RUNTIME_RESERVE = int(1.5 * GIB)  # CUDA context, activations, TRT workspace: a conservative allowance
 NON_GATED = {"gpt2", "gptj", "gpt_neox", "opt", "bloom", "falcon", "phi", "starcoder", "gpt_bigcode", "starcoder2"}
-TIED_BY_DEFAULT = {"gpt2", "falcon", "gemma", "gemma2", "phi"}  # their HF config classes default to tied
+TIED_BY_DEFAULT = {"gpt2", "falcon", "gemma", "gemma2", "gemma3_text", "phi"}  # their HF config classes default to tied
 
 
 def _first(cfg: dict, *keys, default=None):
