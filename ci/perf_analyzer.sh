@@ -2,7 +2,8 @@
 # perf_analyzer for the test that runs it against the embedded tritonserver with `export perf-data` output
 # (tests/contracts/test_perf_analyzer_data.py; it skips without one). PyPI's `perf-analyzer` package holds no
 # binary; tritonclient's manylinux wheels up to 2.51 ship one (the embedded server's release), which links
-# libb64.so.0d (nvidia-pytriton's wheel carries it) and libcudart.so.12. Unpacked into
+# libb64.so.0d (nvidia-pytriton's wheel carries it: in the embedded server's environment, `tritonbuild embedded
+# show`) and libcudart.so.12. Unpacked into
 # .tritonbuild-perf-analyzer/ (ignored by git), with a wrapper that finds those libraries; prints its path.
 # The versions are a tool's, not dependencies of tritonbuild: they live here, not in ci/constraints.txt.
 set -euo pipefail
@@ -28,7 +29,8 @@ for wheel in (dest / "wheels").glob("*.whl"):
                 target.write_bytes(z.read(name))
                 target.chmod(0o755)
 PY
-  libb64=$(ls .venv/lib/python3*/site-packages/nvidia_pytriton.libs/libb64-*.so.0d | head -1)
+  server_env=$(.venv/bin/tritonbuild embedded show --json | .venv/bin/python -c "import json, sys; print(json.load(sys.stdin)['path'] or '.venv')")
+  libb64=$(ls "$server_env"/lib/python3*/site-packages/nvidia_pytriton.libs/libb64-*.so.0d | head -1)
   ln -sf "$(realpath "$libb64")" "$DEST/lib/libb64.so.0d"
   cat > "$DEST/perf_analyzer" <<SH
 #!/usr/bin/env bash

@@ -22,7 +22,7 @@ os.environ.setdefault("TRITONBUILD_ENVS_DIR", str(toolenv.envs_dir()))
 
 
 def _triton_available() -> str | None:
-    if toolenv.find() is None:
+    if toolenv.available() is None:
         return f"the embedded server's environment is not made in {toolenv.envs_dir()}: tritonbuild embedded install"
     return None
 

@@ -123,7 +123,10 @@ class Launcher:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         if not self.bundled:
             return env  # the install's own stub and Python, as the fleet runs it
-        return {**env, **stub_env(self._python(), self.install, env)}
+        merged = {**env, **stub_env(self._python(), self.install, env)}
+        if not (self._python().path / "pyvenv.cfg").is_file():
+            merged.pop("VIRTUAL_ENV")  # this environment used as it is (toolenv.current()), and it is no venv
+        return merged
 
     def _python(self) -> toolenv.ToolEnv:
         return self.python or toolenv.ensure()

@@ -32,9 +32,11 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 from tritonbuild.core.cachedir import default_cache_dir
@@ -66,6 +68,7 @@ class ToolEnv:
     python: str
     libdir: str
     versions: dict
+    server: Path | None = None  # the bundled install, where it is not the venv's own (current())
 
     @property
     def site_packages(self) -> Path:
@@ -74,7 +77,7 @@ class ToolEnv:
     @property
     def tritonserver(self) -> Path:
         """The bundled install: bin/tritonserver, backends/, python_backend_stubs/."""
-        return self.site_packages / "pytriton" / "tritonserver"
+        return self.server or self.site_packages / "pytriton" / "tritonserver"
 
     @property
     def bin(self) -> Path:
@@ -155,6 +158,31 @@ def _read(path: Path) -> ToolEnv | None:
     return env if (env.bin / "python").exists() and (env.tritonserver / "bin" / "tritonserver").is_file() else None
 
 
+def current() -> ToolEnv | None:
+    """This environment, when it already holds nvidia-pytriton and numpy < 2 (a venv kept for the embedded server,
+    or a GPU machine's carried wheels on PYTHONPATH): used as it is, nothing is made."""
+    spec = importlib.util.find_spec("pytriton")
+    if spec is None or not spec.submodule_search_locations or _current_minor() is None:
+        return None
+    try:
+        numpy = metadata.version("numpy")
+    except metadata.PackageNotFoundError:
+        return None
+    if int(numpy.split(".")[0]) >= 2:
+        return None
+    server = Path(next(iter(spec.submodule_search_locations))) / "tritonserver"
+    versions = {"numpy": numpy}
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        versions["nvidia_pytriton"] = metadata.version("nvidia-pytriton")
+    return ToolEnv(Path(sys.prefix), _current_minor(), sysconfig.get_config_var("LIBDIR") or "", versions, server)
+
+
+def available() -> ToolEnv | None:
+    """What the embedded server's Python side runs in without making anything: this environment (current()) or a
+    made one (find())."""
+    return current() or find()
+
+
 def find(python: str | None = None) -> ToolEnv | None:
     """The made environment for this machine's choice of interpreter (or the given minor), if there is one."""
     minor = python or _current_minor()
@@ -170,7 +198,7 @@ def _current_minor() -> str | None:
 
 def ensure(progress: Callable[[str], None] | None = None) -> ToolEnv:
     """The environment, made now if it is missing (progress gets one line before pip runs)."""
-    made = find()
+    made = available()
     if made is not None:
         return made
     python, minor, libdir = find_python()
@@ -191,7 +219,7 @@ def ensure(progress: Callable[[str], None] | None = None) -> ToolEnv:
 
 def summary(*, make: bool = True, progress: Callable[[str], None] | None = None) -> dict:
     """Where the environment is and what it holds ({"path": None} when not made), made first when make."""
-    env = find()
+    env = available()
     was_there = env is not None
     if env is None and make:
         env = ensure(progress)

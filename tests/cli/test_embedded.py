@@ -9,7 +9,7 @@ from tritonbuild.server import toolenv
 
 def test_show_makes_nothing_and_says_where_it_would_go(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("TRITONBUILD_ENVS_DIR", str(tmp_path / "envs"))
-    monkeypatch.setattr(toolenv, "find", lambda python=None: None)  # whatever this interpreter is
+    monkeypatch.setattr(toolenv, "available", lambda: None)  # whatever this interpreter has
     r = cli("embedded", "show", "--json")
     assert r.exit_code == 0
     shown = json.loads(r.stdout)
@@ -23,7 +23,7 @@ def test_install_that_pip_cannot_serve_is_a_verify_error_without_traceback(cli, 
     """A real pip with no index and an empty find-links directory: exit 6, pip's last lines, where pip looks."""
     monkeypatch.setenv("TRITONBUILD_ENVS_DIR", str(tmp_path / "envs"))
     monkeypatch.delenv("TRITONBUILD_EMBEDDED_PACKAGES", raising=False)
-    monkeypatch.setattr(toolenv, "find", lambda python=None: None)
+    monkeypatch.setattr(toolenv, "available", lambda: None)
     (tmp_path / "wheels").mkdir()
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "wheels"))

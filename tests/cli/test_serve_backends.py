@@ -18,7 +18,7 @@ def test_a_backend_without_model_py_is_a_usage_error(cli, tmp_path):
 
 
 def test_backends_are_placed_in_the_servers_backend_directory(tmp_path):
-    if toolenv.find() is None:
+    if toolenv.available() is None:
         pytest.skip("the embedded server's environment is not made here (tritonbuild embedded install)")
     src = tmp_path / "vllm_backend"
     (src / "utils").mkdir(parents=True)

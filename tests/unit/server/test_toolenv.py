@@ -110,6 +110,7 @@ def test_no_usable_interpreter_names_what_to_install(envs, monkeypatch, tmp_path
 
 def test_pip_failing_leaves_nothing_and_says_where_pip_looks(envs, monkeypatch, tmp_path):
     """A real venv and a real pip with no index and an empty find-links directory (a machine that has neither)."""
+    monkeypatch.setattr(toolenv, "current", lambda: None)
     (tmp_path / "wheels").mkdir()
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "wheels"))
@@ -130,7 +131,7 @@ def test_makers_in_parallel_make_it_once(envs, monkeypatch):
         return toolenv._read(_fake_made(target, minor))
 
     monkeypatch.setattr(toolenv, "_make", fake_make)
-    monkeypatch.setattr(toolenv, "find", lambda python=None: None)  # both start before either has made it
+    monkeypatch.setattr(toolenv, "available", lambda: None)  # both start before either has made it
     results = []
     threads = [threading.Thread(target=lambda: results.append(toolenv.ensure(lines.append))) for _ in range(2)]
     for thread in threads:
@@ -163,3 +164,23 @@ def test_the_bundled_stub_is_the_environments_pythons(envs, tmp_path):
     scratch = tmp_path / "scratch"
     backends = chosen.backend_dir(scratch)
     assert (backends / "python" / "triton_python_backend_stub").read_text() == "stub 3.12"
+
+
+def test_an_environment_that_holds_the_server_and_numpy_1_is_used_as_it_is(envs, monkeypatch, tmp_path):
+    """A venv kept for the embedded server (nvidia-pytriton beside numpy < 2), or a GPU machine's carried wheels on
+    PYTHONPATH: nothing is made; with numpy 2 there, it is not used."""
+    from importlib import metadata
+
+    if sys.version_info[:2] not in toolenv.PYTHONS:
+        pytest.skip("this interpreter is not one of 3.10-3.12")
+    (tmp_path / "site" / "pytriton" / "tritonserver").mkdir(parents=True)
+    (tmp_path / "site" / "pytriton" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: "1.26.4" if name == "numpy" else real(name))
+    here = toolenv.available()
+    assert here.path == Path(sys.prefix) and here.tritonserver == tmp_path / "site" / "pytriton" / "tritonserver"
+    assert here.versions["numpy"] == "1.26.4" and toolenv.ensure(lambda _line: None) == here
+    assert not envs.exists()
+    monkeypatch.setattr(metadata, "version", lambda name: "2.2.6" if name == "numpy" else real(name))
+    assert toolenv.current() is None
