@@ -9,6 +9,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from tritonbuild.backends._vllm_quantization import ALL as QUANTIZATION_METHODS
+from tritonbuild.backends._vllm_quantization import quantization_problem
 from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import copy_inputs
 from tritonbuild.backends.tensorrtllm.recipe import GPU_MEMORY_MIB, TargetGPU
@@ -75,10 +77,10 @@ class VLLMEngineArgs(Strict):
     enable_prefix_caching: bool | None = Field(None, description="None: vLLM's default (on).")
     block_size: Literal[8, 16, 32, 64, 128] = Field(16, description="Tokens per paged-KV block (vLLM's "
                                                                      "CacheConfig.block_size; 16 is its CUDA default).")
-    quantization: Literal["awq", "gptq", "fp8", "compressed-tensors"] | None = Field(
-        None, description="vLLM's quantization method; must be the checkpoint's quantization_config.quant_method "
-                          "(compressed-tensors for a W4A16 pack-quantized INT4 checkpoint); None: vLLM reads it "
-                          "from config.json.")
+    quantization: Literal[QUANTIZATION_METHODS] | None = Field(
+        None, description="vLLM's quantization method, one the image's vLLM has (its QuantizationMethods); must be "
+                          "the checkpoint's quantization_config.quant_method (compressed-tensors for a W4A16 "
+                          "pack-quantized INT4 checkpoint); None: vLLM reads it from config.json.")
     seed: int = 0
 
 
@@ -345,6 +347,10 @@ class VLLMBackend(Backend):
 
     def golden_inputs(self, model) -> list[dict]:
         return golden_inputs(model)
+
+    def check_recipe(self, recipe) -> list:
+        problem = quantization_problem(recipe.engine_args.quantization, recipe.image.triton_image)
+        return [(("engine_args", "quantization"), *problem)] if problem else []
 
     def emit(self, built_model, root: Path, store, manifest_model, built: dict) -> list:
         return emit(built_model, root, store, manifest_model)

@@ -82,8 +82,11 @@ def test_every_key_tritonbuild_writes_is_a_field_of_each_recorded_vllm(version):
     doc = vllm.model_json(_full_vllm_recipe(f"nvcr.io/nvidia/tritonserver:{images[0]}-vllm-python-py3"))
     fields = set(VLLM["versions"][version]["AsyncEngineArgs"])
     assert set(doc) <= fields, set(doc) - fields
+    from tritonbuild.backends._vllm_quantization import BY_VERSION
+
     literal, _none = typing.get_args(VLLMEngineArgs.model_fields["quantization"].annotation)
-    assert set(typing.get_args(literal)) <= set(VLLM["versions"][version]["quantization_methods"]["values"])
+    assert BY_VERSION[version] == set(VLLM["versions"][version]["quantization_methods"]["values"])
+    assert BY_VERSION[version] <= set(typing.get_args(literal))
 
 
 def test_the_default_and_the_newest_vllm_images_have_their_engine_args_recorded():

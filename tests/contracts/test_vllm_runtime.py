@@ -62,7 +62,9 @@ def test_checkpoints_are_deterministic_and_readable(tmp_path):
 def test_recipe_quantization_choices_are_vllm_methods():
     literal, _none = typing.get_args(VLLMEngineArgs.model_fields["quantization"].annotation)
     methods = set(FACTS["vllm"]["quantization_methods"]["values"])
-    assert "compressed-tensors" in typing.get_args(literal) and set(typing.get_args(literal)) <= methods
+    versions = load("vllm_engine_args")["versions"].values()
+    recorded = set().union(*(v["quantization_methods"]["values"] for v in versions))
+    assert "compressed-tensors" in typing.get_args(literal) and methods <= set(typing.get_args(literal)) == recorded
 
 
 @pytest.mark.parametrize("recipe", ["tiny-llama-fp16.yaml", "tiny-llama-int4.yaml", "llama-3-8b.yaml"])
