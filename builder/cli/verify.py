@@ -112,6 +112,11 @@ def _render_report(report) -> None:
     for model_report in report.models:
         name = model_report.name
         out.print(f"  {name}: {model_report.route_detail}")
+        if (served := model_report.served) is not None:
+            same = "= ours" if served["config_sha256"] == served["ours_config_sha256"] else \
+                f"!= ours {served['ours_config_sha256'][:12]}"
+            out.print(f"  {name}: served by {served['server']}: versions {served['ready_versions']} ready, config "
+                      f"{served['config_sha256'][:12]} {same}")
         if model_report.load_error:
             out.print(f"  {name}: load error: {model_report.load_error}")
         if model_report.infer_error:

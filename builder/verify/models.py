@@ -52,6 +52,9 @@ class ModelReport(_Frozen):
     checked: bool = Field(True, description="False: it could not run here (route 'none'; notes say why): neither "
                                             "passed nor failed, and the report as a whole does not pass.")
     notes: list[str] = Field(default_factory=list)
+    served: dict | None = Field(None, description="verify --server: what the server says it loaded (server version, "
+                                                  "name, ready versions, digest of the served config's backend, "
+                                                  "batch size and tensors beside ours).")
 
     def ran_by(self) -> str:
         """What ran it (route_detail), or 'not recorded: why' for a model verify had no way to run here."""

@@ -332,7 +332,7 @@ def _verify_model(root: Path, model: ManifestModel, route: Route, detail: str, u
             runner = _live_runner(url, model)
         else:
             load_model(url, model.name)
-            served = served_differences(url, root, model)
+            served, base["served"] = served_differences(url, root, model)
             if served:
                 return ModelReport(**base, loaded=True, passed=False,
                                    load_error=f"the server at {url} does not serve this build of {model.name!r}: "

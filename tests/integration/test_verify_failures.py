@@ -63,6 +63,15 @@ def test_verify_server_refuses_a_server_serving_another_build(cli, py_recipe, tm
         (m,) = json.loads(r.stdout)["models"]
         assert "does not serve this build of 'doubler'" in m["load_error"] and "inputs: served [('A'" in \
             m["load_error"], m
+        # what the server says it loaded: another config (its digest is not ours), version 1 ready
+        served = m["served"]
+        assert served["name"] == "doubler" and served["ready_versions"] == [1]
+        assert served["config_sha256"] != served["ours_config_sha256"] and served["server"].startswith("triton ")
     with EmbeddedServer(out) as server:
         r = cli("verify", out, "--server", f"http://{server.http_url}", "--json")
         assert r.exit_code == 0, r.stdout
+        (m,) = json.loads(r.stdout)["models"]
+        assert m["served"]["config_sha256"] == m["served"]["ours_config_sha256"], m["served"]
+        assert m["served"]["server"] == f"triton {server.describe().split()[1]}"
+        text = cli("verify", out, "--server", f"http://{server.http_url}").stdout
+        assert f"doubler: served by {m['served']['server']}: versions [1] ready, config " in text and "= ours" in text
