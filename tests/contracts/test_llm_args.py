@@ -36,3 +36,21 @@ def test_the_trt_engine_only_arguments_are_no_pytorch_fields_on_main():
 def test_main_keeps_the_kv_cache_defaults_the_recipe_documents():
     assert ARGS["at_main"]["KvCacheConfig"]["defaults"] == {**ARGS["KvCacheConfig"]["defaults"], "dtype": "auto"}
     assert ARGS["at_main"]["BaseLlmArgs_defaults"]["dtype"] == "auto"
+
+
+def test_the_llmapi_models_extensions_rest_on_the_llm_apis_own_fields():
+    """What the generated LLM-API model has beyond upstream's llmapi template: min_tokens (SamplingParams) and the
+    token counts (RequestOutput.prompt_token_ids, CompletionOutput.token_ids), under the names the OpenAI frontend
+    reads usage from."""
+    from tests.contracts.facts import template
+    from tritonbuild.backends.tensorrtllm.llmapi import EXT_INPUTS, EXT_OUTPUTS, INPUTS, OUTPUTS
+
+    request, clients = ARGS["request"], load("clients")["openai_frontend"]
+    upstream = {t["name"] for t in template("llmapi")["inputs"] + template("llmapi")["outputs"]}
+    assert not {t.name for t in EXT_INPUTS + EXT_OUTPUTS} & upstream  # extensions, not upstream's names
+    assert not {t.name for t in EXT_INPUTS + EXT_OUTPUTS} & {t.name for t in INPUTS + OUTPUTS}
+    assert [t.name for t in EXT_INPUTS] == ["sampling_param_min_tokens"] and "min_tokens" in request["sampling_params"]
+    assert [t.name for t in EXT_OUTPUTS] == clients["usage"]["outputs"]
+    assert {t.dtype for t in EXT_OUTPUTS} == {"int32"} and "TYPE_INT32" in clients["usage"]["dtypes"]
+    assert "prompt_token_ids" in request["request_output"]["fields"]
+    assert "token_ids" in request["completion_output"]["fields"]

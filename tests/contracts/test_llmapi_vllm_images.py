@@ -280,11 +280,16 @@ def test_the_openai_adapter_speaks_the_clients_names_and_upstreams_llmapi_names(
     clients = load("clients")
     sent = set(clients["openai_frontend"]["always"]) | set(clients["openai_frontend"]["optional"]) | \
         set(clients["genai_perf"]["default"]) | set(clients["genai_perf"]["streaming"])
+    from tritonbuild.backends.tensorrtllm.configs import CLIENT_ALIASES
+    from tritonbuild.backends.tensorrtllm.llmapi import EXT_INPUTS
+
     ensemble = {t["name"]: t for t in template("ensemble")["inputs"]}
+    ensemble.update({alias: ensemble[name] for alias, name in CLIENT_ALIASES.items()})  # genai-perf's min_length
     for t in adapter_inputs():  # upstream's ensemble names, which those clients speak
         assert t.name in ensemble, f"{t.name} is not an input of upstream's ensemble"
         assert (DTYPES[t.dtype], list(t.dims)) == (ensemble[t.name]["data_type"], ensemble[t.name]["dims"]), t.name
     llmapi = {t["name"]: t for t in template("llmapi")["inputs"]}
+    llmapi.update({t.name: {"data_type": DTYPES[t.dtype]} for t in EXT_INPUTS})  # test_llm_args.py: LLM API facts
     for client_name, target in ADAPTER_MAP.items():
         assert target in llmapi, f"{target} is not an input of upstream's llmapi model"
         assert llmapi[target]["data_type"] == ensemble[client_name]["data_type"], client_name

@@ -116,3 +116,51 @@ def test_the_llmapi_model_itself_refuses_the_openai_frontends_request(server):
     """Why the adapter exists: upstream's interface (max_batch_size 0, sampling_param_*) refuses it."""
     with pytest.raises(Exception, match="unexpected inference input"):
         _infer(server, "pt", _request(CLIENTS["openai_frontend"]["always"], PROMPT), ["text_output"])
+
+
+def _adapter_answer(server, entry, inputs) -> tuple[str, list[dict]]:
+    """The text a client assembles, and every response (one, or a stream's pieces)."""
+    if entry.startswith("pt-stream"):
+        inputs["stream"] = np.array([[True]])
+        responses = _stream(server, entry, inputs)
+    else:
+        responses = [_infer(server, entry, inputs, ["text_output", "num_input_tokens", "num_output_tokens"])]
+    return b"".join(r["text_output"].reshape(-1)[0] for r in responses).decode(), responses
+
+
+@pytest.mark.parametrize("entry", ["pt_openai", "pt-stream_openai"])
+def test_the_adapter_returns_the_token_counts_the_openai_frontend_sums_as_usage(server, entry):
+    """return_num_input_tokens / return_num_output_tokens (always sent by the frontend): num_input_tokens is the
+    prompt's on every response, num_output_tokens the tokens new in each, so the frontend's sum is the whole
+    completion (the stand-in's token is a character)."""
+    inputs = _request(CLIENTS["openai_frontend"]["always"], PROMPT, max_tokens=12)
+    text, responses = _adapter_answer(server, entry, inputs)
+    assert text == PROMPT[:12]
+    assert {int(r["num_input_tokens"].reshape(-1)[0]) for r in responses} == {len(PROMPT)}
+    assert sum(int(r["num_output_tokens"].reshape(-1)[0]) for r in responses) == 12
+    assert all(r["num_output_tokens"].dtype == np.int32 for r in responses)
+
+
+@pytest.mark.parametrize("entry", ["pt_openai", "pt-stream_openai"])
+def test_genai_perfs_deterministic_request_gets_exactly_min_length_tokens(server, entry):
+    """--output-tokens-mean-deterministic sends min_length = max_tokens: answered, and held to that length where
+    the generation would stop sooner (the prompt ends, a stop word)."""
+    n = len(PROMPT) + 9
+    free = _request(CLIENTS["genai_perf"]["default"], PROMPT, max_tokens=n)
+    assert _adapter_answer(server, entry, free)[0] == PROMPT  # the stand-in stops where the prompt ends
+    held = _request(CLIENTS["genai_perf"]["deterministic"], PROMPT, max_tokens=n, min_length=n)
+    text, _ = _adapter_answer(server, entry, held)
+    assert len(text) == n and text == (PROMPT * 2)[:n]
+
+
+def test_echo_and_stop_words_of_the_openai_frontends_completions_request(server):
+    """echo: true → exclude_input_in_output false → the prompt comes back in front, and usage counts only what was
+    generated; stop → stop_words cut the text."""
+    kind = {**CLIENTS["openai_frontend"]["always"],
+            "exclude_input_in_output": CLIENTS["openai_frontend"]["optional"]["exclude_input_in_output"],
+            "stop_words": CLIENTS["openai_frontend"]["optional"]["stop_words"]}
+    echo = _request(kind, PROMPT, max_tokens=8, exclude_input_in_output=False)
+    text, (response,) = _adapter_answer(server, "pt_openai", echo)
+    assert text == PROMPT + PROMPT[:8] and int(response["num_output_tokens"].reshape(-1)[0]) == 8
+    stop = _request(kind, PROMPT, max_tokens=20, stop_words=b"ser")
+    assert _adapter_answer(server, "pt_openai", stop)[0] == PROMPT[:PROMPT.index("ser")]

@@ -27,6 +27,12 @@ OUTPUTS = [TensorSpec(name="text_output", dtype="bytes", dims=[-1]),
            TensorSpec(name="finish_reason", dtype="bytes", dims=[-1]),
            TensorSpec(name="stop_reason", dtype="bytes", dims=[-1]),
            TensorSpec(name="cumulative_logprob", dtype="fp32", dims=[-1])]
+# Beyond upstream's llmapi template, from the LLM API itself (facts/llm_args.json request): SamplingParams.min_tokens,
+# and the token counts of RequestOutput.prompt_token_ids / CompletionOutput.token_ids (newly generated in a
+# streamed response), which the OpenAI frontend reads as usage
+EXT_INPUTS = [TensorSpec(name="sampling_param_min_tokens", dtype="int32", dims=[1], optional=True)]
+EXT_OUTPUTS = [TensorSpec(name="num_input_tokens", dtype="int32", dims=[1]),
+               TensorSpec(name="num_output_tokens", dtype="int32", dims=[1])]
 MODEL_PY = Path(__file__).parent / "models" / "llmapi.py"
 ADAPTER_PY = Path(__file__).parent / "models" / "openai_adapter.py"
 # <name>_openai: what Triton's OpenAI frontend and genai-perf send (the ensemble's names and types, upstream's
@@ -35,8 +41,9 @@ ADAPTER_MAP = {"stream": "streaming", "max_tokens": "sampling_param_max_tokens",
                **{k: f"sampling_param_{k}" for k in ("temperature", "top_k", "top_p", "frequency_penalty",
                                                       "presence_penalty", "seed")},
                "exclude_input_in_output": "sampling_param_exclude_input_from_output",
-               "stop_words": "sampling_param_stop"}
-ACCEPTED_ONLY = ("return_num_input_tokens", "return_num_output_tokens")  # taken, nothing to return for them
+               "stop_words": "sampling_param_stop", "min_tokens": "sampling_param_min_tokens",
+               "min_length": "sampling_param_min_tokens"}  # genai-perf's name for min_tokens (configs.CLIENT_ALIASES)
+COUNTS = ("return_num_input_tokens", "return_num_output_tokens")  # ask for num_input_tokens / num_output_tokens
 
 
 def model_yaml(r: LLMRecipe) -> dict:
@@ -62,10 +69,11 @@ def adapter_inputs() -> list[TensorSpec]:
 
     dtype = {v: k for k, v in DTYPES.items()}
     known = {n: (dtype[t], dims) for n, t, dims, _ in REQUEST_INPUTS}
+    known["min_length"] = known["min_tokens"]
     return [TensorSpec(name="text_input", dtype="bytes", dims=[1]),
             TensorSpec(name="max_tokens", dtype="int32", dims=[1]),
             *[TensorSpec(name=n, dtype=known[n][0], dims=known[n][1], optional=True)
-              for n in (*ADAPTER_MAP, *ACCEPTED_ONLY) if n != "max_tokens"]]
+              for n in (*ADAPTER_MAP, *COUNTS) if n != "max_tokens"]]
 
 
 def _adapter(r: LLMRecipe, root: Path, pb2):
@@ -90,7 +98,7 @@ def _adapter(r: LLMRecipe, root: Path, pb2):
     return name
 
 
-ADAPTER_OUTPUTS = [TensorSpec(name="text_output", dtype="bytes", dims=[-1])]
+ADAPTER_OUTPUTS = [TensorSpec(name="text_output", dtype="bytes", dims=[-1]), *EXT_OUTPUTS]
 
 
 def emit(built_model, root: Path, store, manifest_model) -> list:
@@ -112,8 +120,8 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
     mc.name, mc.backend, mc.max_batch_size = r.name, "python", 0
     mc.version_policy.latest.num_versions = 1
     mc.model_transaction_policy.decoupled = r.serving.streaming
-    add_tensors(mc.input, INPUTS, pb2, True)
-    add_tensors(mc.output, OUTPUTS, pb2, False)
+    add_tensors(mc.input, [*INPUTS, *EXT_INPUTS], pb2, True)
+    add_tensors(mc.output, [*OUTPUTS, *EXT_OUTPUTS], pb2, False)
     g = mc.instance_group.add()
     g.kind, g.count = pb2.ModelInstanceGroup.Kind.Value("KIND_MODEL"), 1
     mc.default_model_filename = "model.py"
@@ -123,7 +131,8 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
     llm = {"group": r.name, "runtime": "pytorch", "model_yaml": model_yaml(r),
            "memory_plan": built_model.plan.extras.get("memory_plan"), "serving_image": r.image.triton_image}
     return [manifest_model(name=r.name, version=r.version, backend="python", target="gpu", model_identity=identity,
-                           inputs=INPUTS, outputs=OUTPUTS, max_batch_size=0, llm=llm),
+                           inputs=[*INPUTS, *EXT_INPUTS], outputs=[*OUTPUTS, *EXT_OUTPUTS], max_batch_size=0,
+                           llm=llm),
             manifest_model(name=adapter, version=r.version, backend="python", target="gpu", model_identity=identity,
                            inputs=adapter_inputs(), outputs=ADAPTER_OUTPUTS, max_batch_size=r.engine.max_batch_size,
                            llm=llm)]

@@ -3,7 +3,9 @@
 model.yaml next to this file holds the LLM() constructor arguments (written by tritonbuild from the recipe);
 the checkpoint is packaged in this version directory and found relative to it. Inputs and outputs are
 upstream's llmapi model's (text_input, streaming, sampling_param_*, return_finish_reason / stop_reason /
-cumulative_logprob). In decoupled mode every request runs on its own thread (the LLM API batches them) and
+cumulative_logprob), plus sampling_param_min_tokens (SamplingParams.min_tokens) and the token counts
+num_input_tokens / num_output_tokens (the prompt's, and the tokens new in this response). In decoupled mode
+every request runs on its own thread (the LLM API batches them) and
 answers through its response sender: with streaming, one response per new piece of text (`async for` over
 generate_async, as TensorRT-LLM's examples do); a request the client cancels is aborted.
 """
@@ -17,7 +19,7 @@ import triton_python_backend_utils as pb_utils
 import yaml
 
 SAMPLING = ("temperature", "top_k", "top_p", "frequency_penalty", "presence_penalty", "max_tokens", "seed",
-            "exclude_input_from_output")
+            "exclude_input_from_output", "min_tokens")
 EXTRAS = ("finish_reason", "stop_reason", "cumulative_logprob")
 
 
@@ -28,6 +30,14 @@ def _value(request, name):
 
 def _str(v):
     return v.decode("utf-8") if isinstance(v, bytes) else str(v)
+
+
+def _counts(result, output, params):
+    """(prompt tokens, generated tokens so far) from RequestOutput.prompt_token_ids and CompletionOutput.token_ids,
+    which hold the prompt too when exclude_input_from_output is false (echo)."""
+    prompt = len(result.prompt_token_ids or ())
+    echoed = prompt if not getattr(params, "exclude_input_from_output", True) else 0
+    return prompt, max(0, len(output.token_ids or ()) - echoed)
 
 
 class TritonPythonModel:
@@ -58,8 +68,10 @@ class TritonPythonModel:
         return prompt, SamplingParams(**kwargs), streaming, wanted
 
     @staticmethod
-    def _response(output, text, wanted):
-        tensors = [pb_utils.Tensor("text_output", np.array([text.encode("utf-8")], dtype=np.object_))]
+    def _response(output, text, wanted, counts=(0, 0)):
+        tensors = [pb_utils.Tensor("text_output", np.array([text.encode("utf-8")], dtype=np.object_)),
+                   *[pb_utils.Tensor(name, np.array([n], dtype=np.int32))
+                     for name, n in zip(("num_input_tokens", "num_output_tokens"), counts, strict=True)]]
         for name in wanted:
             v = getattr(output, name, None)
             if name == "cumulative_logprob":
@@ -77,8 +89,9 @@ class TritonPythonModel:
                     responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(
                         "streaming needs the model in decoupled mode (recipe serving.streaming: true)")))
                     continue
-                out = self.llm.generate(prompt, sampling_params=params).outputs[0]
-                responses.append(self._response(out, out.text, wanted))
+                result = self.llm.generate(prompt, sampling_params=params)
+                out = result.outputs[0]
+                responses.append(self._response(out, out.text, wanted, _counts(result, out, params)))
             return responses
         for request in requests:
             threading.Thread(target=self._serve, args=(request,), daemon=True).start()
@@ -91,8 +104,9 @@ class TritonPythonModel:
             if streaming:
                 asyncio.run(self._stream(prompt, params, wanted, sender))
             else:
-                out = self.llm.generate(prompt, sampling_params=params).outputs[0]
-                sender.send(self._response(out, out.text, wanted))
+                result = self.llm.generate(prompt, sampling_params=params)
+                out = result.outputs[0]
+                sender.send(self._response(out, out.text, wanted, _counts(result, out, params)))
             sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         except Exception as e:  # noqa: BLE001 - the client gets the error, the model stays up
             sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))),
@@ -100,15 +114,16 @@ class TritonPythonModel:
 
     async def _stream(self, prompt, params, wanted, sender):
         result = self.llm.generate_async(prompt, sampling_params=params, streaming=True)
-        sent = 0
+        sent, tokens = 0, 0
         async for step in result:
             if sender.is_cancelled():
                 result.abort()
                 return
             out = step.outputs[0]
             if len(out.text) > sent:
-                sender.send(self._response(out, out.text[sent:], wanted))
-                sent = len(out.text)
+                counts = _counts(step, out, params)
+                sender.send(self._response(out, out.text[sent:], wanted, (counts[0], counts[1] - tokens)))
+                sent, tokens = len(out.text), counts[1]
 
     def finalize(self):
         self.llm.shutdown()

@@ -3,13 +3,19 @@
 ensembles) in front of the LLM-API model, whose inputs are upstream's llmapi ones (text_input, streaming,
 sampling_param_*; max_batch_size 0). Each request row becomes one request to that model; its text_output
 comes back as this model's. The input map (client name → llmapi name) is this model's `input_map` parameter.
-num_input_tokens / num_output_tokens are not returned (the LLM-API model gives none)."""
+return_num_input_tokens / return_num_output_tokens ask for num_input_tokens / num_output_tokens, the LLM-API
+model's token counts (in a stream: the prompt's on every response, the tokens new in each), which the OpenAI
+frontend adds up as usage."""
 
 import json
 import threading
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
+
+COUNTS = ("num_input_tokens", "num_output_tokens")
+COUNT_FLAGS = ("return_num_input_tokens", "return_num_output_tokens")
+OUTPUTS = ("text_output", *COUNTS)
 
 
 class TritonPythonModel:
@@ -28,18 +34,39 @@ class TritonPythonModel:
             tensors = [pb_utils.Tensor("text_input", texts[b].reshape(-1)[:1])]
             for name, target in self.map.items():
                 t = pb_utils.get_input_tensor_by_name(request, name)
-                if t is not None:
+                if t is not None and target not in {x.name() for x in tensors}:  # min_tokens, then min_length
                     v = t.as_numpy()[b].reshape(-1)
                     tensors.append(pb_utils.Tensor(target, v if target == "sampling_param_stop" else v[:1]))
-            rows.append(pb_utils.InferenceRequest(model_name=self.llm, requested_output_names=["text_output"],
+            rows.append(pb_utils.InferenceRequest(model_name=self.llm, requested_output_names=[*OUTPUTS],
                                                   inputs=tensors))
         return rows
 
     @staticmethod
-    def _text(response) -> bytes:
+    def _counts_wanted(request) -> list:
+        """The count outputs the request asked for (return_num_input_tokens / return_num_output_tokens)."""
+        wanted = []
+        for flag, name in zip(COUNT_FLAGS, COUNTS, strict=True):
+            t = pb_utils.get_input_tensor_by_name(request, flag)
+            if t is not None and bool(t.as_numpy().reshape(-1)[0]):
+                wanted.append(name)
+        return wanted
+
+    @staticmethod
+    def _answer(response) -> dict:
+        """text_output and the token counts of one LLM-API response."""
         if response.has_error():
             raise pb_utils.TritonModelException(response.error().message())
-        return b"".join(pb_utils.get_output_tensor_by_name(response, "text_output").as_numpy().reshape(-1))
+        got = {"text_output": b"".join(pb_utils.get_output_tensor_by_name(response, "text_output").as_numpy()
+                                       .reshape(-1))}
+        for name in COUNTS:
+            t = pb_utils.get_output_tensor_by_name(response, name)
+            got[name] = int(t.as_numpy().reshape(-1)[0]) if t is not None else 0
+        return got
+
+    @staticmethod
+    def _tensors(answers: list, wanted: list) -> list:
+        out = [pb_utils.Tensor("text_output", np.array([[a["text_output"]] for a in answers], dtype=np.object_))]
+        return out + [pb_utils.Tensor(n, np.array([[a[n]] for a in answers], dtype=np.int32)) for n in wanted]
 
     def execute(self, requests):
         if self.decoupled:
@@ -49,9 +76,8 @@ class TritonPythonModel:
         responses = []
         for request in requests:
             try:
-                texts = [self._text(r.exec()) for r in self._requests(request)]
-                out = np.array([[t] for t in texts], dtype=np.object_)
-                responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("text_output", out)]))
+                answers = [self._answer(r.exec()) for r in self._requests(request)]
+                responses.append(pb_utils.InferenceResponse(self._tensors(answers, self._counts_wanted(request))))
             except pb_utils.TritonModelException as e:
                 responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))))
         return responses
@@ -60,11 +86,11 @@ class TritonPythonModel:
         sender = request.get_response_sender()
         try:
             (row,) = self._requests(request)  # decoupled: one row per request
+            wanted = self._counts_wanted(request)
             for response in row.exec(decoupled=True):
                 if pb_utils.get_output_tensor_by_name(response, "text_output") is None and not response.has_error():
                     continue  # the empty final-flag response
-                out = np.array([[self._text(response)]], dtype=np.object_)
-                sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("text_output", out)]))
+                sender.send(pb_utils.InferenceResponse(self._tensors([self._answer(response)], wanted)))
             sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         except Exception as e:  # noqa: BLE001 - the client gets the error, the model stays up
             sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))),
