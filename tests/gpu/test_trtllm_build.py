@@ -76,3 +76,23 @@ def test_llmapi_route_quantizes_w4a16_awq_with_modelopt(cli, tmp_path):
     assert r.exit_code == 0, r.stderr
     quant = json.loads((tmp_path / "OUT" / "tiny-llama" / "1" / "checkpoint" / "hf_quant_config.json").read_text())
     assert quant["quantization"]["quant_algo"] == "W4A16_AWQ"
+
+
+def test_int8_weight_only_engine_records_upstreams_w8a16(cli, tmp_path):
+    """int8_weight_only: the converter's --weight_only_precision int8; the engine records W8A16
+    (facts/trtllm_quantization.json weight_only) and assembles against the recipe."""
+    import tensorrt_llm
+
+    from tests.contracts.facts import load
+
+    _checkpoint(tmp_path / "tiny-llama")
+    text = (EXAMPLES / "tiny-llama-int4.yaml").read_text()
+    text = text.replace('trtllm_version: "1.1.0"', f'trtllm_version: "{tensorrt_llm.__version__}"')
+    text = text.replace("nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3", "local/triton-trtllm:test")
+    (tmp_path / "llm.yaml").write_text(text.replace("quantization: int4_weight_only", "quantization: int8_weight_only"))
+    out = tmp_path / "OUT"
+    r = cli("build", tmp_path / "llm.yaml", "-o", out, "--strict")
+    assert r.exit_code == 0, r.stderr
+    cfg = json.loads((out / "tiny-llama_tensorrt_llm" / "1" / "engine" / "config.json").read_text())
+    want = load("trtllm_quantization")["weight_only"]["quant_algo"]["int8"]
+    assert cfg["pretrained_config"]["quantization"]["quant_algo"] == want

@@ -100,3 +100,13 @@ def test_bytes_per_weight_by_format():
 def test_every_gpu_has_an_architecture():
     assert {quant.arch_of(sm) for sm in GPU_SM.values()} <= set(quant.ARCHS)
     assert quant.arch_of(GPU_SM["B200"]) == "Blackwell"
+
+
+@pytest.mark.parametrize("value", quant.NAMES)
+def test_the_llm_api_build_asks_for_the_algorithm_the_engine_check_expects(value):
+    """engine.build_path: llmapi passes QuantConfig(quant_algo) itself: the engine it builds must pass emit's check."""
+    from tritonbuild.backends.tensorrtllm import argv as cmd
+
+    spec = cmd.llmapi_spec(_recipe(quantization=value, runtime="engine", gpu="B200" if value == "nvfp4" else "H200"),
+                           "/c", "/e")
+    assert spec["quant_algo"] in quant.engine_algos(value, None)
