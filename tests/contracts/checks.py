@@ -131,7 +131,21 @@ def all_checks() -> list[Check]:
               lambda: {"unguarded": sorted(cpp["unguarded"])}, be["templates"]["moved"]["note"]),
         *_template_checks(),
         *_vllm_checks(),
+        *_release_checks(),
     ]
+
+
+def _release_checks() -> list[Check]:
+    """Each recorded tensorrtllm_backend release: its unguarded reads and its five templates, at its commit."""
+    out, moved = [], load("tensorrtllm_backend")["templates"]["moved"]["note"]
+    for tag, r in load("tensorrtllm_releases")["releases"].items():
+        src = ("inflight_batcher_llm/src/model_instance_state.cc", "inflight_batcher_llm/src/model_state.cc")
+        out.append(Check(f"tensorrtllm_releases.{tag}.unguarded", r["repository"], src, r["commit"], _cpp_unguarded,
+                         lambda r=r: {"unguarded": sorted(r["unguarded"])}, moved))
+        out += [Check(f"tensorrtllm_releases.{tag}.templates.{m}", r["repository"], (t["path"],), r["commit"],
+                      refresh.template_structure, lambda t=t: {k: v for k, v in t.items() if k != "path"}, moved)
+                for m, t in r["templates"].items()]
+    return out
 
 
 def _wheel_facts(wheel: Path, v: dict) -> dict:
