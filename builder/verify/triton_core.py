@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from tritonbuild.backends import REGISTRY
+from tritonbuild.backends import REGISTRY, runs_embedded
 from tritonbuild.triton.standin import ensembles, explain_load_error, write_standins
 
 LOAD_TIMEOUT_S = 120.0
@@ -71,7 +71,7 @@ def not_loaded_here(model_dir: Path) -> str | None:
         mc = parse((model_dir / "config.pbtxt").read_bytes())
     except Exception:  # noqa: BLE001 - unreadable or absent: the config rows say why
         return None
-    if mc.HasField("ensemble_scheduling"):  # Triton's core runs it: its steps are what loads
+    if mc.HasField("ensemble_scheduling") or runs_embedded(mc.backend):  # nothing to say of the backend
         return None
     owner = REGISTRY.for_config(mc.backend, mc.platform)
     what = mc.backend or mc.platform
@@ -101,7 +101,7 @@ def not_here_cause(model_dir: Path, cause: str) -> str | None:
         return None
     absent = [(k, v.string_value) for k, v in sorted(params.items())
               if v.string_value.startswith("/") and not Path(v.string_value).exists()]
-    if not absent:
-        return None
+    if not absent or (str(model_dir) in cause and not any(value in cause for _, value in absent)):
+        return None  # none named, or the missing file is the model's own
     named = ", ".join(f"{k} {v!r}" for k, v in absent)
     return f"its initialize() failed on a missing file, and its parameters name paths this machine lacks ({named})"

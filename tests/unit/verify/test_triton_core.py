@@ -1,0 +1,30 @@
+"""verify/triton_core.py without a server: which load failures of a model loaded as written are this machine's
+(not loaded here) rather than the model's (a refusal), and what a stand-in-checked model's row says."""
+
+from __future__ import annotations
+
+from tests.contracts import repositories
+from tritonbuild.verify.triton_core import not_here_cause, not_loaded_here
+
+MISSING = "version 1 is at UNAVAILABLE state: Internal: Exception: No such file or directory (os error 2)"
+
+
+def test_a_missing_file_named_by_an_absent_absolute_parameter_is_this_machines(tmp_path):
+    """The README's tokenizer_dir (/app/...) is the serving machine's."""
+    d = repositories.write_trtllm_group(tmp_path, "r25.04") / "preprocessing"
+    why = not_here_cause(d, MISSING)
+    assert why is not None and "tokenizer_dir '/app/tensorrt_llm/examples/gpt/gpt2'" in why
+
+
+def test_a_missing_file_of_the_models_own_or_another_error_is_a_refusal(tmp_path):
+    d = repositories.write_trtllm_group(tmp_path, "r25.04") / "preprocessing"
+    assert not_here_cause(d, f"FileNotFoundError: {d / '1' / 'weights.bin'}") is None
+    assert not_here_cause(d, "KeyError: 'tokenizer_dir'") is None
+    assert "imports 'transformers'" in not_here_cause(d, "ModuleNotFoundError: No module named 'transformers'")
+
+
+def test_only_a_model_whose_backend_the_server_lacks_says_not_checked_here(tmp_path):
+    root = repositories.write_trtllm_group(tmp_path, "r24.10")
+    assert "not checked here (needs GPU/TRT-LLM)" in not_loaded_here(root / "tensorrt_llm")
+    assert not_loaded_here(root / "ensemble") is None
+    assert not_loaded_here(root / "preprocessing") is None  # the python backend is there (stand-in: a GPU kind)
