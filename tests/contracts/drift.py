@@ -12,6 +12,7 @@ Sources, any number of each:
     --file OWNER/NAME@COMMIT:PATH=LOCAL   one upstream file read elsewhere (a repository too large to clone);
                                           checked against the git blob id the fact records
     --wheel FILE.whl                      a package's wheel (vLLM); checked against the sha256 the fact records
+    --mirrors DIR                         every DIR/OWNER+NAME/repo git directory (the fetch tool's layout)
 Newest release of a mirror: its newest `v*` tag or `rYY.MM` release branch by commit date, else HEAD. For --file
 sources, every commit given besides the recorded one. Exit 1 when a fact differs from its own source or is stale
 at the newest release (drift or gone); 0 otherwise."""
@@ -177,15 +178,22 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def mirrors_in(root: Path) -> dict[str, Path]:
+    """OWNER/NAME → git directory for every ROOT/OWNER+NAME/repo (how the fetch tool lays out its snapshots)."""
+    return {d.name.replace("+", "/", 1): d / "repo" for d in sorted(root.glob("*+*")) if (d / "repo").is_dir()}
+
+
 def parse(args: list[str]) -> tuple[dict[str, Path], dict[str, Files], list[Path]]:
     mirrors, files, wheels = {}, {}, []
     it = iter(args)
     for a in it:
         value = next(it, None)
-        if value is None or a not in ("--mirror", "--file", "--wheel"):
-            raise SystemExit(f"usage: --check [--mirror OWNER/NAME=GITDIR | --file OWNER/NAME@COMMIT:PATH=LOCAL | "
-                             f"--wheel FILE.whl]... (at {a!r})")
-        if a == "--mirror":
+        if value is None or a not in ("--mirror", "--mirrors", "--file", "--wheel"):
+            raise SystemExit(f"usage: --check [--mirror OWNER/NAME=GITDIR | --mirrors DIR | --file "
+                             f"OWNER/NAME@COMMIT:PATH=LOCAL | --wheel FILE.whl]... (at {a!r})")
+        if a == "--mirrors":
+            mirrors.update(mirrors_in(Path(value)))
+        elif a == "--mirror":
             repo, _, path = value.partition("=")
             mirrors[repo] = Path(path)
         elif a == "--file":

@@ -201,13 +201,12 @@ def test_recorded_facts_are_what_upstream_says_at_their_recorded_commits():
     extractor reads the same at the commit it records (what upstream's newest release says is reported, not
     asserted: upstream moves on its own)."""
     from tests.contracts import drift
-
-    mirrors = {f"triton-inference-server/{name}": MIRRORS / f"triton-inference-server+{name}" / "repo"
-               for name in ("server", "perf_analyzer", "tensorrtllm_backend", "vllm_backend")}
     from tests.contracts.checks import all_checks
 
+    mirrors = drift.mirrors_in(MIRRORS)
+    assert "triton-inference-server/server" in mirrors and drift.parse(["--mirrors", str(MIRRORS)])[0] == mirrors
     recorded = {c.commit for c in all_checks()}
-    report = [r for r in drift.check({k: v for k, v in mirrors.items() if v.is_dir()})
+    report = [r for r in drift.check(mirrors)
               if r.get("ref") in recorded and r["repository"] != "NVIDIA/TensorRT-LLM"]
     assert report and all(r["status"] == "same" for r in report), [r for r in report if r["status"] != "same"]
 
