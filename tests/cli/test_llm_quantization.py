@@ -108,6 +108,9 @@ def test_an_engine_built_from_an_autoawq_checkpoint_assembles_as_int4_awq(cli, l
     (GPTQ, "quantization: int4_awq\nruntime: engine", "quantization", "set quantization: int4_gptq"),
     (None, "quantization: nvfp4", "quantization", "SM 100"),
     (None, "quantization: int8_sq\nruntime: pytorch", "quantization", "use runtime: engine"),
+    ({"quant_method": "fp8"}, "quantization: fp8\nruntime: pytorch", "runtime", "neither route reads"),
+    ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "quantization: fp8\nruntime: engine", "runtime",
+     "set runtime: pytorch"),
 ])
 def test_a_quantization_the_route_or_gpu_cannot_take_is_a_recipe_error(cli, llm_dir, quantization_config, recipe,
                                                                       key, words):
@@ -115,6 +118,15 @@ def test_a_quantization_the_route_or_gpu_cannot_take_is_a_recipe_error(cli, llm_
     r = cli("plan", llm_dir / "llm.yaml")
     assert r.exit_code == 3, r.stderr
     assert words in r.stderr and "llm.yaml:" in r.stderr and key in r.stderr and "Traceback" not in r.stderr
+
+
+def test_an_fp8_block_checkpoint_plans_on_the_llm_api_route_of_a_gpu_that_has_its_kernels(cli, llm_dir):
+    _quantized(llm_dir, {"quant_method": "fp8", "weight_block_size": [128, 128]}, "quantization: fp8\nruntime: pytorch")
+    assert [s["kind"] for s in _plan(cli, llm_dir)["steps"]] == ["trtllm.checkpoint"]
+    text = (llm_dir / "llm.yaml").read_text()
+    (llm_dir / "llm.yaml").write_text(text.replace("gpu: H200", "gpu: L40S"))
+    r = cli("plan", llm_dir / "llm.yaml")
+    assert r.exit_code == 3 and "L40S (Ada) has no FP8 block-scaling kernels" in r.stderr and "llm.yaml:" in r.stderr
 
 
 def test_smoothquant_plans_on_the_engine_route(cli, llm_dir):

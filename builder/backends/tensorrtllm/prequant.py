@@ -8,10 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from tritonbuild.backends.tensorrtllm import argv as cmd
-from tritonbuild.backends.tensorrtllm.quant import FORMATS, Prequantized, read_prequantized
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.quant import FORMATS, Prequantized, arch_of, read_prequantized
+from tritonbuild.backends.tensorrtllm.recipe import GPU_SM, LLMRecipe
 from tritonbuild.errors import RecipeError
 from tritonbuild.recipe.load import LoadedRecipe
+
+FP8_BLOCK_ARCHS = ("Hopper", "Blackwell")  # the LLM API's FP8(block scaling) column (facts)
 
 
 def prequantized(loaded: LoadedRecipe, ckpt: Path, config: dict) -> Prequantized | None:
@@ -34,10 +36,22 @@ def prequantized(loaded: LoadedRecipe, ckpt: Path, config: dict) -> Prequantized
                           "GPTQ 4-bit), or an unquantized one")
     if (problem := _route_problem(r, pre, config.get("model_type", ""))) is not None:
         raise RecipeError(problem[0], where=loaded.where(("runtime",)), hint=problem[1])
+    if pre.source == "fp8_block" and arch_of(GPU_SM[r.gpu]) not in FP8_BLOCK_ARCHS:
+        raise RecipeError(f"gpu: {r.gpu} ({arch_of(GPU_SM[r.gpu])}) has no FP8 block-scaling kernels in the LLM API "
+                          f"({pre.read}); {', '.join(FP8_BLOCK_ARCHS)} do", where=loaded.where(("gpu",)),
+                          hint="pick an H100, H200 or B200")
     return pre
 
 
 def _route_problem(r: LLMRecipe, pre: Prequantized, model_type: str) -> tuple[str, str] | None:
+    if pre.source == "fp8":
+        return (f"runtime: neither route reads {pre.read}: the LLM API takes quant_method fp8 only with "
+                "weight_block_size (FP8 block scales), the converters read fbgemm_fp8, AutoAWQ and GPTQ",
+                "use ModelOpt's FP8 export (hf_quant_config.json) with runtime: pytorch, or the unquantized "
+                "checkpoint with quantization: fp8")
+    if pre.source == "fp8_block" and r.runtime != "pytorch":
+        return (f"runtime: {r.runtime}: the converters do not read {pre.read}; the LLM API does",
+                "set runtime: pytorch")
     if r.runtime == "pytorch" and pre.source in ("awq", "gptq"):
         return (f"runtime: the LLM API (PyTorch backend) does not read {pre.read}: its checkpoint loader takes "
                 "ModelOpt's hf_quant_config.json, and of quantization_config only fp8 block scales, mxfp4, nvfp4 "

@@ -118,6 +118,9 @@ def read_prequantized(ckpt: Path, config: dict) -> Prequantized | None:
     if method == "gptq":
         return Prequantized("int4_gptq" if bits in (4, None) else None, read, "gptq", group,
                             desc_act=bool(qc.get("desc_act")))
+    if method == "fp8" and qc.get("weight_block_size"):  # DeepSeek-style FP8 block scales
+        return Prequantized("fp8", read + f", weight_block_size {qc['weight_block_size']}", "fp8_block",
+                            int(qc["weight_block_size"][0]))
     return Prequantized("fp8" if method == "fp8" else None, read, method or "unknown", group)
 
 

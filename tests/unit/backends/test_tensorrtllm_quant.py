@@ -110,3 +110,11 @@ def test_the_llm_api_build_asks_for_the_algorithm_the_engine_check_expects(value
     spec = cmd.llmapi_spec(_recipe(quantization=value, runtime="engine", gpu="B200" if value == "nvfp4" else "H200"),
                            "/c", "/e")
     assert spec["quant_algo"] in quant.engine_algos(value, None)
+
+
+def test_fp8_block_scales_run_where_the_matrix_marks_them():
+    from tritonbuild.backends.tensorrtllm.prequant import FP8_BLOCK_ARCHS
+
+    hw = FACTS["llmapi_hardware"]
+    column = hw["checkpoint_formats"]["fp8_block"]
+    assert set(FP8_BLOCK_ARCHS) == {arch for arch, row in hw["rows"].items() if column in row["Y"]}
