@@ -160,9 +160,10 @@ def _read(path: Path) -> ToolEnv | None:
 
 def current() -> ToolEnv | None:
     """This environment, when it already holds nvidia-pytriton and numpy < 2 (a venv kept for the embedded server,
-    or a GPU machine's carried wheels on PYTHONPATH): used as it is, nothing is made."""
+    or a GPU machine's carried wheels on PYTHONPATH): used as it is, nothing is made. Not when packages are asked
+    for (TRITONBUILD_EMBEDDED_PACKAGES): those go into a made one."""
     spec = importlib.util.find_spec("pytriton")
-    if spec is None or not spec.submodule_search_locations or _current_minor() is None:
+    if spec is None or not spec.submodule_search_locations or _current_minor() is None or extra_packages():
         return None
     try:
         numpy = metadata.version("numpy")
@@ -186,7 +187,12 @@ def available() -> ToolEnv | None:
 def find(python: str | None = None) -> ToolEnv | None:
     """The made environment for this machine's choice of interpreter (or the given minor), if there is one."""
     minor = python or _current_minor()
-    return _read(envs_dir() / env_name(minor, extra_packages())) if minor else None
+    if minor is None:
+        try:
+            minor = find_python()[1]  # e.g. tritonbuild on 3.13: which 3.10-3.12 the environment got
+        except ServerStartError:
+            return None
+    return _read(envs_dir() / env_name(minor, extra_packages()))
 
 
 def _current_minor() -> str | None:

@@ -85,9 +85,13 @@ def test_on_python_313_another_interpreter_is_found(envs, monkeypatch):
     if not (py313 and py312):
         pytest.skip("needs Python 3.13 and 3.12 under pyenv")
     monkeypatch.setattr(sys, "executable", py313)
+    monkeypatch.setattr(sys, "version_info", (3, 13, 0, "final", 0))
     monkeypatch.setenv("PATH", str(envs))  # nothing on PATH: pyenv's versions are searched
     python, minor, _ = toolenv.find_python()
     assert minor == "3.12" and python == py312
+    assert toolenv.find() is None  # not made yet; once made, found under the 3.12 key
+    _fake_made(envs / toolenv.env_name("3.12", ()), "3.12")
+    assert toolenv.find().python == "3.12"
 
 
 def test_no_usable_interpreter_names_what_to_install(envs, monkeypatch, tmp_path):
@@ -182,5 +186,8 @@ def test_an_environment_that_holds_the_server_and_numpy_1_is_used_as_it_is(envs,
     assert here.path == Path(sys.prefix) and here.tritonserver == tmp_path / "site" / "pytriton" / "tritonserver"
     assert here.versions["numpy"] == "1.26.4" and toolenv.ensure(lambda _line: None) == here
     assert not envs.exists()
+    monkeypatch.setenv("TRITONBUILD_EMBEDDED_PACKAGES", "pyyaml")  # packages asked for: a made environment
+    assert toolenv.current() is None
+    monkeypatch.delenv("TRITONBUILD_EMBEDDED_PACKAGES")
     monkeypatch.setattr(metadata, "version", lambda name: "2.2.6" if name == "numpy" else real(name))
     assert toolenv.current() is None
