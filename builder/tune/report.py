@@ -145,6 +145,7 @@ RULES = {
     "slower_than_default": "at least min_vs_default × Triton's default at every load",
     "outranked": "the highest throughput at the top load among the configs that pass every rule",
     "not_confirmed": "a finalist is chosen only after paired rounds against the default (at most 4 finalists)",
+    "not_measured": "a config is chosen only when measured at every load",
 }
 
 
@@ -186,6 +187,10 @@ def _rejection(ev, candidate, winner, load_errors) -> dict | None:
     if candidate.is_default:
         return None
     measured = [load for load in ev.loads if (candidate, load) in ev.results]
+    if candidate in ev.skipped and len(measured) < len(ev.loads):  # not outranked: never measured at every load
+        return {**entry, "cause": "not_measured", "rule": RULES["not_measured"], "decided_by": "quick search",
+                "detail": f"{ev.get(candidate, ev.top).throughput:.0f} req/s at {ev.top}, not measured at "
+                          f"{', '.join(lo for lo in ev.loads if lo not in measured)}: {ev.skipped[candidate]}"}
     how = "paired interval" if candidate in ev.decisions else (
         "screening reading" if len(measured) == len(ev.loads) else f"screening reading at {', '.join(measured)} only")
     detail = (f"{ev.get(candidate, ev.top).throughput:.0f} req/s at {ev.top}"

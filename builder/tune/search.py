@@ -75,6 +75,7 @@ class Evaluator:
         self.default: Candidate | None = None
         self.rejected: dict[Candidate, str] = {}
         self.rules: dict[Candidate, str] = {}  # what decided a rejection: "paired" (interval) or "goldens"
+        self.skipped: dict[Candidate, str] = {}  # quick search: why a config was not measured at every load
         self.default_again: dict[str, Point] = {}
 
     @property
@@ -311,11 +312,13 @@ class QuickSearch:
     def accept(self, candidate: Candidate) -> bool:
         """Measure candidate at the other loads and verify it with the goldens; True when it is chosen."""
         ev = self.ev
-        if (self.unsafe(candidate) or candidate in ev.rejected or ev.top_score(candidate) is None
-                or self.doomed(candidate)):
+        if self.unsafe(candidate) or candidate in ev.rejected or ev.top_score(candidate) is None:
             return False
         missing = sum(1 for lo in ev.loads if (candidate, lo) not in ev.results)
-        if not self.room(missing):
+        if self.doomed(candidate) or not self.room(missing):
+            ev.skipped.setdefault(candidate, "a config of its batch size with no more instances and no longer delay "
+                                  "already lost to the default at a lower load" if self.doomed(candidate) else
+                                  f"quick search's budget of {self.budget} measurements ran out")
             return False
         if not ev.verdict(candidate).feasible:
             reasons = ev.verdict(candidate).reasons

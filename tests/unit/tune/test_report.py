@@ -153,3 +153,38 @@ def test_a_finalist_left_unconfirmed_is_listed_as_such(monkeypatch):
     left = [entry for entry in report["rejections"] if entry["cause"] == "not_confirmed"]
     assert left and all(entry["decided_by"] == "budget" and entry["rule"] == RULES["not_confirmed"]
                         for entry in left)
+
+
+def _scaling(candidate, load):
+    """Batching multiplies the top load's throughput; at 1 client one instance gains, two lose (the H200's shape)."""
+    if candidate.is_default:
+        value = 600 if load == "c1" else 1000
+    elif load == "c1":
+        value = 700 if candidate.instances == 1 else 500
+    else:
+        value = 1000 * (1 + candidate.max_batch_size / 8 * candidate.instances) - candidate.max_queue_delay_us
+    return search.Point(load, value, 5.0, extra={"requests": 1000, "stable": True})
+
+
+def test_a_config_quick_search_never_measured_at_every_load_is_not_called_outranked():
+    """A config faster than the winner at the top load that quick left unmeasured at a lower load (its budget ran
+    out, or a config of its size with fewer instances and no longer delay already lost there) is listed as
+    not measured, with the reason; it was not outranked."""
+    tune = TUNE.model_copy(update={"batch_sizes": [8, 16, 64], "instance_counts": [1, 2],
+                                   "max_queue_delay_us": [0, 500]})
+    grid = _grid(tune)
+    ev = search.Evaluator(_scaling, LOADS, sla_p99_ms=50, min_vs_default=1.0, exact_under_load=True)
+    winner = search.quick(ev, grid, grid.default, lambda c: None, budget=10)
+    report = _report(ev, grid, winner, tune)
+    causes = {entry["label"]: entry for entry in report["rejections"]}
+    assert winner.is_default  # 2 x 64 lost at 1 client, and the budget ran out before 1 x 64 was measured there
+    assert causes["2xgpu mbs64 delay0us"]["cause"] == "slower_than_default"
+    budget = causes["1xgpu mbs64 delay0us"]
+    assert (budget["cause"], budget["decided_by"], budget["rule"]) == ("not_measured", "quick search",
+                                                                       RULES["not_measured"])
+    assert budget["detail"] == "9000 req/s at c64, not measured at c1: quick search's budget of 10 measurements ran out"
+    doomed = causes["2xgpu mbs64 delay500us"]  # faster than every config but 2 x 64 at c64; that one lost at c1
+    assert doomed["cause"] == "not_measured" and doomed["detail"] == (
+        "16500 req/s at c64, not measured at c1: a config of its batch size with no more instances and no longer "
+        "delay already lost to the default at a lower load")
+    assert "outranked" not in {entry["cause"] for entry in causes.values()}  # nothing lost to the default there
