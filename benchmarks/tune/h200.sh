@@ -7,7 +7,9 @@
 #   configs whose paired intervals overlap, said so; exit 1 otherwise).
 #   -fixed: gpu-mlp-fixed.yaml (max_batch_size 512) instead of gpu-mlp.yaml (64); -buckets: gpu-mlp-buckets.yaml
 #   (a model that does not pad, built with batch_buckets [128], tuned with determinism: invariant);
-#   -relaxed: --min-vs-default 0.85. soak-buckets: quick-buckets' chosen config alone in a fresh server at 64
+#   -relaxed: --min-vs-default 0.85; -paired (quick-buckets-paired): the bucket recipe's grid cut to 1 and 4
+#   instances x batches of 128 x no delay and --min-vs-default 0.3, so that both reach paired rounds and their
+#   intervals are measured at every load (the 1.0 rule screens them out at 1 client first). soak-buckets: quick-buckets' chosen config alone in a fresh server at 64
 #   clients until >= 100k answers (H200_SOAK_ANSWERS) came back, each compared bit for bit with its answer alone
 #   (benchmarks/tune/soak.py).
 #   setup-server: the server wheel (carry .whl/a, 53 MiB); setup-client: numpy 1.26 (the Python stub's need), the
@@ -84,6 +86,11 @@ for step in "$@"; do
       fi
       flag=""; case $step in brute*) flag=--brute ;; esac
       case $step in *-relaxed*) flag="$flag --min-vs-default 0.85" ;; esac
+      case $step in *-paired*)  # the finalists' intervals at every load, whatever the 1-client rule decides
+        sed -e 's/instance_counts: \[1, 2, 4\]/instance_counts: [1, 4]/' -e 's/max_queue_delay_us: \[0, 500\]/max_queue_delay_us: [0]/' \
+          -e 's/batch_sizes: \[16, 32, 64, 128\]/batch_sizes: [128]/' $recipe.yaml > $recipe-paired.yaml
+        flag="$flag --recipe $recipe-paired.yaml --min-vs-default 0.3" ;;
+      esac
       left=$(( deadline - $(date +%s) - 10 ))
       start=$(date +%s); rm -rf $W/$step
       rc=0

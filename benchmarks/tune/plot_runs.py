@@ -58,6 +58,7 @@ def plot(reports: list[tuple[str, dict]], out: Path, title: str, targets: dict[s
         if load in targets:
             ax.axhline(targets[load], color="red", linestyle=":", linewidth=1, label=f"target {targets[load]:g}×")
         ax.set_xticks(range(len(reports)), [name for name, _ in reports], rotation=15, fontsize=8)
+        ax.set_xlim(-0.5, len(reports) - 0.5)
         ax.set_title(f"{load}: paired ratio to Triton's default", fontsize=10)
         ax.set_ylabel("throughput / default (interval: bootstrap)")
         ax.grid(axis="y", alpha=0.3)

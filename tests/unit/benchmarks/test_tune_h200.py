@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("ti
 PYTHON3 = """#!/usr/bin/env bash
 case "$*" in
   *" verify "*) echo '{"passed": false}'; exit "${VERIFY_RC:-0}" ;;
-  *" tune "*) echo "tune ran"; exit "${TUNE_RC:-0}" ;;
+  *" tune "*) echo "tune ran: $*"; exit "${TUNE_RC:-0}" ;;
   *) exit 0 ;;
 esac
 """
@@ -89,6 +89,19 @@ def test_a_step_that_does_not_fit_the_time_left_is_skipped_for_the_next_call(tmp
     assert "tune ran" not in result.stdout
     assert "SKIPPED (not run in this call, give them to the next): quick-fixed@1 quick-fixed@2" in result.stderr
     assert _run(tmp_path, "quick-fixed@1", H200_BUDGET_S="200", H200_STEP_S="100").returncode == 0
+
+
+def test_the_paired_bucket_step_cuts_the_grid_and_the_rule_so_both_finalists_are_measured(tmp_path):
+    work = tmp_path / "work"
+    (work / "goldens").mkdir(parents=True)
+    (work / "goldens" / "gpu-mlp-buckets.npz").write_bytes(b"")
+    shutil.copy(ROOT / "benchmarks" / "tune" / "gpu-mlp-buckets.yaml", work)
+    result = _run(tmp_path, "quick-buckets-paired")
+    assert result.returncode == 0, result.stderr
+    assert "--recipe gpu-mlp-buckets-paired.yaml --min-vs-default 0.3" in result.stdout
+    text = (work / "gpu-mlp-buckets-paired.yaml").read_text()
+    for line in ("instance_counts: [1, 4]", "max_queue_delay_us: [0]", "batch_sizes: [128]", "buckets: [128]"):
+        assert f"  {line}\n" in text
 
 
 def _report(path: str, winner: str, top: tuple[float, float, float]) -> dict:
