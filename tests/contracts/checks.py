@@ -3,6 +3,7 @@ source (repository, commit, path), and the vLLM wheels' AsyncEngineArgs."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -188,4 +189,69 @@ def wheel_checks(wheels: list[Path]) -> list[dict]:
     for version in sorted(set(given) - set(vllm_versions())):
         out.append({"fact": "vllm_engine_args.versions", "repository": "vllm-project/vllm", "ref": version,
                     "status": "unread", "detail": f"vLLM {version} is not recorded (no image in the table needs it?)"})
+    return out
+
+
+RANGE = re.compile(r"(?<![\w.])(\d+)(?:-(\d+))?(?![\w.])")
+WHERE = re.compile(r"([\w./-]+\.(?:cc|h|py|md|pbtxt|json)):([\d ,\-]+)")
+
+
+def cited_lines(node, source=None, at: str = "", inherited=None):
+    """(fact, repository, commit, path, [(first, last)], note) for every line range a fact cites: a source's path
+    and lines, and the 'where' entries (path:lines) read under the fact's source. note: the fact's own word that
+    the file moved or that it stays pinned to its commit: ('moved' | 'pinned' | 'on_main', text) or None."""
+    if isinstance(node, dict):
+        src = node.get("source") if isinstance(node.get("source"), dict) else source
+        own = next(((k, node[k]) for k in ("pinned", "moved", "on_main") if k in node), None)
+        note = (own[0], str(own[1].get("note", own[1]) if isinstance(own[1], dict) else own[1])) if own else inherited
+        sources = node.get("source") if isinstance(node.get("source"), list) else [node.get("source")]
+        for one in sources:
+            if isinstance(one, dict) and {"repository", "commit", "path", "lines"} <= set(one):
+                path = one["path"].split(" (")[0]
+                ranges = [(int(a), int(b or a)) for a, b in RANGE.findall(str(one["lines"]).split("(")[0])]
+                if ranges and "*" not in path and "," not in path:
+                    yield at, one["repository"], one["commit"], path, ranges, note
+        for key, value in node.items():
+            if key == "where" and isinstance(value, str) and src and "commit" in src:
+                for m in WHERE.finditer(value):
+                    ranges = [(int(a), int(b or a)) for a, b in RANGE.findall(m.group(2))]
+                    yield f"{at}.where", src["repository"], src["commit"], m.group(1), ranges, note
+            elif key != "source":
+                yield from cited_lines(value, src, f"{at}.{key}", note)
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from cited_lines(item, source, f"{at}[{i}]", inherited)
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def cited_checks(mirrors: dict, facts_dir: Path | None = None) -> list[dict]:
+    """Hand-read facts cite line ranges: each range's text at the recorded commit must still be in the file at the
+    newest release (whitespace aside), else the fact needs reading again, unless it says it moved or is pinned."""
+    from tests.contracts.drift import Mirror
+    from tests.contracts.facts import FACTS
+
+    out, opened = [], {}
+    for path in sorted((facts_dir or FACTS).glob("*.json")):
+        for at, repo, commit, file, ranges, note in cited_lines(json.loads(path.read_text()), None, path.stem):
+            if repo not in mirrors:
+                continue
+            m = opened.setdefault(repo, Mirror(mirrors[repo]))
+            file = m.resolve(commit, file)
+            old, ref = m.show(commit, file), m.newest()[0]
+            new = m.show(ref, file)
+            row = {"fact": f"{at} {file}:{','.join(f'{a}-{b}' for a, b in ranges)}", "repository": repo, "ref": ref}
+            if old is None:
+                out.append({**row, "ref": commit, "status": "gone", "detail": "not at the recorded commit"})
+                continue
+            lines = old.splitlines()
+            changed = [f"{a}-{b}" for a, b in ranges if new is None or _squash("\n".join(lines[a - 1:b]))
+                       not in _squash(new)]
+            status = "same" if not changed else "gone" if new is None else "drift"
+            if status != "same" and note:
+                status = "pinned" if note[0] == "pinned" else "moved"
+            detail = note[1] if note else f"lines {changed} changed"
+            out.append({**row, "status": status, **({"detail": detail} if status != "same" else {})})
     return out

@@ -38,13 +38,23 @@ def blob_id(data: bytes) -> str:
 class Mirror:
     def __init__(self, git_dir: Path):
         self.git_dir = git_dir
+        self._seen: dict[tuple[str, ...], str | None] = {}
 
     def _git(self, *args: str) -> str | None:
-        res = subprocess.run(["git", "--git-dir", str(self.git_dir), *args], capture_output=True, text=True)
-        return res.stdout if res.returncode == 0 else None
+        if args not in self._seen:
+            res = subprocess.run(["git", "--git-dir", str(self.git_dir), *args], capture_output=True, text=True)
+            self._seen[args] = res.stdout if res.returncode == 0 else None
+        return self._seen[args]
 
     def show(self, commit: str, path: str) -> str | None:
         return self._git("show", f"{commit}:{path}")
+
+    def resolve(self, commit: str, path: str) -> str:
+        """A path as the fact wrote it (sometimes a bare file name) → its path in the tree, when unique."""
+        if "/" in path or self.show(commit, path) is not None:
+            return path
+        hits = [p for p in (self._git("ls-tree", "-r", "--name-only", commit) or "").split() if p.endswith("/" + path)]
+        return hits[0] if len(hits) == 1 else path
 
     def newest(self) -> list[str]:
         refs = (self._git("for-each-ref", "--sort=-refname", "--sort=-committerdate", "--format=%(refname:short)",
@@ -145,7 +155,7 @@ def _run_files(check: Check, files: Files, recorded: set[str]) -> list[dict]:
 
 def check(mirrors: dict[str, Path], files: dict[str, Files] | None = None,
           wheels: list[Path] | None = None) -> list[dict]:
-    from tests.contracts.checks import all_checks, wheel_checks
+    from tests.contracts.checks import all_checks, cited_checks, wheel_checks
 
     files = files or {}
     out: list[dict] = []
@@ -161,6 +171,7 @@ def check(mirrors: dict[str, Path], files: dict[str, Files] | None = None,
         else:
             out.append({"fact": c.fact, "repository": c.repository, "status": "unread",
                         "detail": f"no source for {c.repository}: --mirror or --file"})
+    out.extend(cited_checks(mirrors))
     out.extend(wheel_checks(wheels or []))
     return out
 
@@ -212,6 +223,7 @@ def main(args: list[str]) -> int:
     bad = [r for r in report if r["status"] in ("drift", "gone")]
     for r in bad:
         sys.stderr.write(f"STALE {r['fact']} at {r.get('ref')}: {r['status']} {r.get('detail', '')}\n")
-    counts = {s: sum(r["status"] == s for r in report) for s in ("same", "moved", "drift", "gone", "unread")}
+    counts = {s: sum(r["status"] == s for r in report) for s in ("same", "moved", "pinned", "drift", "gone",
+                                                                 "unread")}
     sys.stderr.write("facts checked: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + "\n")
     return 1 if bad else 0

@@ -112,6 +112,7 @@ def test_check_reports_same_drift_and_gone_against_a_git_history(tmp_path, monke
     _commit(repo, GENAI, 'class TensorRTLLMConverter:\n    payload = {"text_input": [t], "max_tokens": [n], '
                          '"top_k": [1]}\n', branch="r99.01")
     monkeypatch.setattr(checks, "all_checks", lambda: [_genai_check(same)])
+    monkeypatch.setattr(checks, "cited_checks", lambda mirrors: [])  # the recorded facts' cited lines: below
     report = _rows(drift.check({"triton-inference-server/perf_analyzer": repo / ".git"}))
     by_ref = {r["ref"]: r for r in report}
     assert set(by_ref) == {same, "r99.01"} and by_ref[same]["status"] == "same"
@@ -191,6 +192,32 @@ def test_check_re_derives_vllm_facts_from_the_recorded_wheel(tmp_path, monkeypat
     assert "not the recorded wheel" in checks.wheel_checks([wheel])[0]["detail"]
 
 
+def test_cited_lines_are_checked_at_the_newest_release(tmp_path):
+    """A hand-read fact cites lines: still there (whitespace aside) → same; rewritten → drift, naming the range;
+    a fact that says it is pinned to its commit → pinned; a 'where' entry (path:lines) is read under the fact's
+    source."""
+    import json
+
+    from tests.contracts.checks import cited_checks
+
+    repo = tmp_path / "server"
+    _git(tmp_path, "init", "-q", str(repo))
+    first = _commit(repo, "a.py", "def f():\n    return 1\n\n\ndef g():\n    return 2\n", tag="v1.0.0")
+    _commit(repo, "a.py", "def f():  return 1\n\n\ndef g():\n    return 3\n", branch="r99.01")
+    facts = tmp_path / "facts"
+    facts.mkdir()
+    src = {"repository": "o/server", "commit": first, "path": "a.py"}
+    (facts / "x.json").write_text(json.dumps({
+        "f": {"source": {**src, "lines": "1-2 (f)"}}, "g": {"source": {**src, "lines": "5-6 (g)"}},
+        "g_pinned": {"source": {**src, "lines": "5-6"}, "pinned": "kept as it was"},
+        "h": {"source": {"repository": "o/server", "commit": first}, "rule": {"where": "a.py:5-6 (g)"}}}))
+    rows = {r["fact"].split()[0]: r for r in cited_checks({"o/server": repo / ".git"}, facts)}
+    assert rows["x.f"]["status"] == "same" and rows["x.f"]["ref"] == "r99.01"
+    assert rows["x.g"]["status"] == "drift" and "5-6" in rows["x.g"]["detail"]
+    assert (rows["x.g_pinned"]["status"], rows["x.g_pinned"]["detail"]) == ("pinned", "kept as it was")
+    assert rows["x.h.rule.where"]["status"] == "drift"
+
+
 MIRRORS = Path("/work/.mirror")
 
 
@@ -206,7 +233,10 @@ def test_recorded_facts_are_what_upstream_says_at_their_recorded_commits():
     mirrors = drift.mirrors_in(MIRRORS)
     assert "triton-inference-server/server" in mirrors and drift.parse(["--mirrors", str(MIRRORS)])[0] == mirrors
     recorded = {c.commit for c in all_checks()}
-    report = [r for r in drift.check(mirrors)
+    full = drift.check(mirrors)
+    cited = [r for r in full if " " in r["fact"]]  # a hand-read fact's cited lines exist at the commit it names
+    assert cited and not [r for r in cited if r["ref"] in recorded or r.get("detail") == "not at the recorded commit"]
+    report = [r for r in full
               if r.get("ref") in recorded and r["repository"] != "NVIDIA/TensorRT-LLM"]
     assert report and all(r["status"] == "same" for r in report), [r for r in report if r["status"] != "same"]
 
