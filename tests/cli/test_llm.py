@@ -463,3 +463,57 @@ def test_changing_a_lora_adapter_changes_the_entry_points_identity(cli, llm_dir,
     second = identities(tmp_path / "B")
     assert first["tiny-llama"] != second["tiny-llama"] and first["tiny-llama_bls"] != second["tiny-llama_bls"]
     assert first["tiny-llama_tensorrt_llm"] == second["tiny-llama_tensorrt_llm"]
+
+
+def _peft(llm_dir, name, rank=8):
+    """A Hugging Face PEFT adapter directory (what the LLM API loads with lora_ckpt_source hf)."""
+    (llm_dir / name / "sub").mkdir(parents=True)
+    (llm_dir / name / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": rank,
+                                                                    "target_modules": ["q_proj", "v_proj"]}))
+    (llm_dir / name / "adapter_model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")
+    (llm_dir / name / "sub" / "README.md").write_text(name)
+
+
+def test_llmapi_route_packages_peft_adapters_for_the_llm_api_and_the_openai_frontend(cli, llm_dir, tmp_path):
+    """runtime: pytorch takes PEFT adapters: packaged in the LLM-API model's version directory (model.yaml's
+    lora_config.lora_dir), multi_lora.json beside <name>_openai as the OpenAI frontend reads it."""
+    facts = load("clients")["openai_frontend"]["lora"]
+    _edit(llm_dir / "llm.yaml", "quantization: int4_weight_only", "quantization: none\nruntime: pytorch")
+    _peft(llm_dir, "fr-peft")
+    _peft(llm_dir, "de-peft", rank=16)
+    with (llm_dir / "llm.yaml").open("a") as f:
+        f.write("lora:\n  adapters: {fr: fr-peft, de: de-peft}\n  max_lora_rank: 16\n")
+    out = tmp_path / "OUT"
+    r = cli("build", llm_dir / "llm.yaml", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    import yaml
+
+    vdir = out / "tiny-llama" / "1"
+    spec = yaml.safe_load((vdir / "model.yaml").read_text())
+    assert spec["lora_config"] == {"lora_dir": ["lora/de", "lora/fr"], "max_lora_rank": 16}
+    assert all((vdir / d / "adapter_config.json").is_file() for d in spec["lora_config"]["lora_dir"])
+    assert (vdir / "lora" / "fr" / "sub" / "README.md").read_text() == "fr-peft"
+    table = json.loads((out / "tiny-llama_openai" / "1" / "multi_lora.json").read_text())
+    assert table == {"de": "tiny-llama_openai/1/lora/de", "fr": "tiny-llama_openai/1/lora/fr"}
+    assert all((out / rel / f).is_file() for rel in table.values() for f in facts["files"])
+    mc = parse((out / "tiny-llama_openai" / "config.pbtxt").read_bytes())
+    assert mc.parameters["loras"].string_value == "1:de,2:fr"  # the frontend's task ids, from 1 in file order
+    assert mc.parameters["lora_dir"].string_value == "tiny-llama/1/lora"
+    report = json.loads(cli("verify", out, "--json").stdout)
+    assert all(c["ok"] for c in report["static"]), [c for c in report["static"] if not c["ok"]]
+
+
+@pytest.mark.parametrize("case", ["npy adapter", "rank above the limit"])
+def test_an_adapter_the_llm_api_cannot_load_is_a_plan_error(cli, llm_dir, tmp_path, case):
+    _edit(llm_dir / "llm.yaml", "quantization: int4_weight_only", "quantization: none\nruntime: pytorch")
+    if case == "npy adapter":
+        _lora(llm_dir, "fr-lora")
+        expected = "has no adapter_config.json: the LLM API loads Hugging Face PEFT adapters"
+    else:
+        _peft(llm_dir, "fr-peft", rank=128)  # LoraConfig.max_lora_rank defaults to 64
+        with (llm_dir / "llm.yaml").open("a") as f:
+            f.write("lora:\n  adapters: {fr: fr-peft}\n")
+        expected = "has rank 128, above max_lora_rank 64"
+    r = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT")
+    assert r.exit_code == 4 and expected in r.stderr, r.stderr
+    assert "llm.yaml:" in r.stderr and not (tmp_path / "OUT").exists()

@@ -29,12 +29,14 @@ def _pt(**kw) -> LLMRecipe:
 
 @pytest.mark.parametrize("kw", [{"quantization": "none"}, {"quantization": "fp8"}, {"quantization": "int4_awq"},
                                 {"quantization": "fp8", "kv_cache": {"dtype": "fp8", "max_tokens": 4096}},
-                                {"quantization": "none", "serving": {"streaming": True}}])
+                                {"quantization": "none", "serving": {"streaming": True}},
+                                {"quantization": "none", "serving": {"guided_decoding": {"backend": "llguidance"}},
+                                 "lora": {"adapters": {"fr": "a"}, "max_lora_rank": 16, "max_cpu_loras": 2}}])
 def test_model_yaml_is_a_subset_of_torch_llm_args(kw):
     r = _pt(**kw)
     if check_llm_rules(r):
         pytest.skip("refused at load")
-    spec = model_yaml(r)
+    spec = model_yaml(r, ["fr"] if r.lora else [])
     allowed = set(ARGS["TorchLlmArgs"]) | set(ARGS["model_yaml_triton_keys"]["keys"])
     assert set(spec) <= allowed, set(spec) - allowed
     assert not set(spec) & set(ARGS["TrtLlmArgs_only"]["fields"]), "rejected by _TorchLLM at load"
@@ -169,26 +171,77 @@ def test_an_unknown_newer_ngc_tag_is_refused_with_how_to_declare_it():
     assert tuple(wrong[0]) == ("image", "ships") and "ships 1.2.1" in wrong[1]
 
 
-def test_llmapi_model_declares_upstreams_llmapi_tensors():
-    from tests.contracts.facts import template
-    from tritonbuild.backends.tensorrtllm.llmapi import INPUTS, OUTPUTS
+LLMAPI = load("trtllm_llmapi")
+# the newest llmapi template recorded (TensorRT-LLM 0a710573: LoRA inputs, perf-metrics input and outputs)
+NEWEST = load("tensorrtllm_backend")["templates"]["llmapi_versions"][LLMAPI["template_commit"]]
+
+
+def _declared(specs) -> dict:
     from tritonbuild.recipe.models import DTYPES
 
-    versions = load("tensorrtllm_backend")["templates"]["llmapi_versions"]
-    for upstream in (template("llmapi"), *versions.values()):  # tensorrtllm_backend's, then TensorRT-LLM's
-        _declared_in(upstream, {"inputs": INPUTS, "outputs": OUTPUTS}, DTYPES)
+    return {t.name: (DTYPES[t.dtype], list(t.dims), bool(t.optional)) for t in specs}
 
 
-def _declared_in(upstream: dict, ours_by_kind: dict, dtypes: dict) -> None:
-    for kind, ours in ours_by_kind.items():
-        theirs = {t["name"]: t for t in upstream[kind]}
-        for t in ours:
-            assert t.name in theirs, f"{t.name} is not an input/output of upstream's llmapi model"
-            u = theirs[t.name]
-            assert (dtypes[t.dtype], list(t.dims), bool(t.optional)) == \
-                (u["data_type"], u["dims"], bool(u.get("optional"))), t.name
-    assert {t.name for t in ours_by_kind["inputs"] if not t.optional} == \
-        {t["name"] for t in upstream["inputs"] if not t.get("optional")}
+def _recorded(tensors) -> dict:
+    return {t["name"]: (t["data_type"], t["dims"], bool(t.get("optional"))) for t in tensors}
+
+
+@pytest.mark.parametrize("features", [{}, {"lora": {"adapters": {"fr": "a"}},
+                                           "serving": {"guided_decoding": {"backend": "xgrammar"}}}])
+def test_llmapi_model_declares_upstreams_llmapi_tensors(features):
+    """Every tensor is upstream's LLM-API model's (newest template), except the guide, which upstream's has none of:
+    that one is the tensorrtllm backend's (what the OpenAI frontend sends), declared only with guided decoding.
+    The older templates (tensorrtllm_backend c2e65b8, TensorRT-LLM c8c6df08) lack LoRA and (c2e65b8) perf metrics:
+    an image that ships one of them takes the inputs they have."""
+    from tests.contracts.facts import template
+    from tritonbuild.backends.tensorrtllm.llmapi import EXT_INPUTS, OUTPUTS, llm_inputs
+
+    r = _pt(quantization="none", **features)
+    ext = {t.name for t in EXT_INPUTS}  # the LLM API's own, checked in test_llm_args.py
+    ours, theirs = _declared(llm_inputs(r)), _recorded(NEWEST["inputs"])
+    cpp = {k: (v[0], v[1], True) for k, v in _recorded(template("tensorrt_llm")["inputs"]).items()}
+    guide = {n for n in ours if n not in theirs and n not in ext}
+    assert guide == (set(load("clients")["openai_frontend"]["tool_choice_guide"]) - {"lines"}
+                     if r.serving.guided_decoding else set())
+    assert all(ours[n] == cpp[n] for n in guide), guide
+    assert all(ours[n] == theirs[n] for n in ours if n not in guide | ext)
+    assert {n for n, v in ours.items() if not v[2]} == {n for n, v in theirs.items() if not v[2]}
+    assert set(LLMAPI["lora"]["inputs"]) <= set(ours) if r.lora else not set(LLMAPI["lora"]["inputs"]) & set(ours)
+    assert _declared(OUTPUTS) == {k: v for k, v in _recorded(NEWEST["outputs"]).items()}
+    assert set(LLMAPI["perf_metrics"]["outputs"]) <= set(_declared(OUTPUTS))
+    assert f"sampling_param_{LLMAPI['perf_metrics']['sampling_param']}" in ours
+
+
+def test_llmapi_lora_and_guided_decoding_are_the_llm_apis_own_config():
+    """model.yaml: lora_config with LoraConfig's fields (the adapters' directories, the recipe's limits) and
+    guided_decoding_backend with one of the LLM API's choices; both TorchLlmArgs fields."""
+    r = _pt(quantization="none", lora={"adapters": {"fr": "a", "de": "b"}, "max_lora_rank": 8, "max_loras": 2},
+            serving={"guided_decoding": {"backend": "llguidance"}})
+    spec = model_yaml(r, ["fr", "de"])
+    assert {"lora_config", "guided_decoding_backend"} <= set(ARGS["TorchLlmArgs"])
+    assert set(spec["lora_config"]) <= set(LLMAPI["lora"]["lora_config_fields"])
+    assert spec["lora_config"] == {"lora_dir": ["lora/de", "lora/fr"], "max_lora_rank": 8, "max_loras": 2}
+    assert spec["guided_decoding_backend"] in LLMAPI["guided_decoding"]["backends"]
+    plain = model_yaml(_pt(quantization="none"))
+    assert not {"lora_config", "guided_decoding_backend"} & set(plain)
+    from tritonbuild.backends.tensorrtllm.llmapi import MAX_LORA_RANK
+
+    assert LLMAPI["lora"]["lora_config_defaults"]["max_lora_rank"] == MAX_LORA_RANK
+
+
+def test_what_one_route_cannot_do_is_a_recipe_error_naming_the_route_that_can():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=r"lora\.cache_gpu_memory_fraction needs runtime: engine"):
+        _pt(quantization="none", lora={"adapters": {"fr": "a"}, "cache_gpu_memory_fraction": 0.1})
+    with pytest.raises(ValidationError, match=r"lora\.max_lora_rank needs runtime: pytorch"):
+        LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"},
+                  lora={"adapters": {"fr": "a"}, "max_lora_rank": 8})
+    with pytest.raises(ValidationError, match="llguidance needs runtime: pytorch"):
+        LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"},
+                  serving={"guided_decoding": {"backend": "llguidance"}})
+    cpp = load("tensorrtllm_backend")["guided_decoding"]["backends"]
+    assert "llguidance" not in cpp and "llguidance" in LLMAPI["guided_decoding"]["backends"]
 
 
 def test_vllm_models_get_an_image_with_the_vllm_backend():
@@ -272,11 +325,14 @@ def test_runtime_auto_takes_the_llm_api_route_where_the_image_and_recipe_allow(k
     assert check_llm_rules(r) == []
 
 
-def test_the_openai_adapter_speaks_the_clients_names_and_upstreams_llmapi_names():
+@pytest.mark.parametrize("features", [{}, {"lora": {"adapters": {"fr": "a"}},
+                                           "serving": {"guided_decoding": {"backend": "xgrammar"}}}])
+def test_the_openai_adapter_speaks_the_clients_names_and_upstreams_llmapi_names(features):
     from tests.contracts.facts import template
-    from tritonbuild.backends.tensorrtllm.llmapi import ADAPTER_MAP, adapter_inputs
+    from tritonbuild.backends.tensorrtllm.llmapi import ADAPTER_MAP, ADAPTER_PERF, adapter_inputs, adapter_outputs
     from tritonbuild.recipe.models import DTYPES
 
+    r = _pt(quantization="none", **features)
     clients = load("clients")
     sent = set(clients["openai_frontend"]["always"]) | set(clients["openai_frontend"]["optional"]) | \
         set(clients["genai_perf"]["default"]) | set(clients["genai_perf"]["streaming"])
@@ -285,17 +341,29 @@ def test_the_openai_adapter_speaks_the_clients_names_and_upstreams_llmapi_names(
 
     ensemble = {t["name"]: t for t in template("ensemble")["inputs"]}
     ensemble.update({alias: ensemble[name] for alias, name in CLIENT_ALIASES.items()})  # genai-perf's min_length
-    for t in adapter_inputs():  # upstream's ensemble names, which those clients speak
+    for t in adapter_inputs(r):  # upstream's ensemble names, which those clients speak
         assert t.name in ensemble, f"{t.name} is not an input of upstream's ensemble"
         assert (DTYPES[t.dtype], list(t.dims)) == (ensemble[t.name]["data_type"], ensemble[t.name]["dims"]), t.name
-    llmapi = {t["name"]: t for t in template("llmapi")["inputs"]}
+    llmapi = {t["name"]: t for t in NEWEST["inputs"]}
     llmapi.update({t.name: {"data_type": DTYPES[t.dtype]} for t in EXT_INPUTS})  # test_llm_args.py: LLM API facts
     for client_name, target in ADAPTER_MAP.items():
         assert target in llmapi, f"{target} is not an input of upstream's llmapi model"
         assert llmapi[target]["data_type"] == ensemble[client_name]["data_type"], client_name
-    missing = (set(clients["openai_frontend"]["always"]) | set(clients["genai_perf"]["streaming"])) - \
-        {t.name for t in adapter_inputs()}
+    declared = {t.name for t in adapter_inputs(r)}
+    missing = (set(clients["openai_frontend"]["always"]) | set(clients["genai_perf"]["streaming"])) - declared
     assert not missing and sent, f"the clients always send {missing}"
+    optional = set(clients["openai_frontend"]["optional"])
+    assert {n for n in optional if n.startswith("lora_")} <= declared if r.lora else \
+        not {n for n in declared if n.startswith("lora_")}
+    assert {n for n in optional if n.startswith("guided_")} <= declared if r.serving.guided_decoding else \
+        not {n for n in declared if n.startswith("guided_")}
+    perf = load("tensorrtllm_backend")["perf_metrics"]
+    ens_out = {t["name"]: t for t in template("ensemble")["outputs"]}
+    out = {t.name: DTYPES[t.dtype] for t in adapter_outputs()}
+    for ours, theirs in ADAPTER_PERF.items():  # the ensemble's perf output ← the llmapi model's
+        assert ours in perf["outputs"] and theirs in LLMAPI["perf_metrics"]["outputs"], ours
+        assert out[ours] == ens_out[ours]["data_type"] == _recorded(NEWEST["outputs"])[theirs][0]
+    assert perf["input"] in declared
 
 
 def test_a_forced_llm_api_route_on_an_image_before_trtllm_1_0_is_a_recipe_error():

@@ -103,7 +103,7 @@ def test_every_declared_tensor_is_upstreams(model, kw):
     ("openai_frontend", CLIENTS["openai_frontend"]["always"]),
     ("openai_frontend+options", {**CLIENTS["openai_frontend"]["always"],
                                  **{k: v for k, v in CLIENTS["openai_frontend"]["optional"].items()
-                                    if not k.startswith("lora_")}}),
+                                    if not k.startswith(("lora_", "guided_"))}}),
     ("genai-perf", CLIENTS["genai_perf"]["default"]), ("genai-perf --streaming", CLIENTS["genai_perf"]["streaming"]),
     ("genai-perf --output-tokens-mean-deterministic", CLIENTS["genai_perf"]["deterministic"])])
 @pytest.mark.parametrize("model", ["ensemble", "tensorrt_llm_bls"])
@@ -196,14 +196,18 @@ def test_perf_metrics_input_and_outputs_are_upstreams(model):
 
 
 def test_guided_decoding_turns_on_upstreams_config_and_takes_the_tool_choice_inputs():
-    off = {k: v.string_value for k, v in _group(_recipe())["tensorrt_llm"].parameters.items()}
+    plain = _group(_recipe(serving={"bls": True}))
+    off = {k: v.string_value for k, v in plain["tensorrt_llm"].parameters.items()}
     assert not (off["guided_decoding_backend"] and off["xgrammar_tokenizer_info_path"])  # line 424: off
+    tool = CLIENTS["openai_frontend"]["tool_choice_guide"]
+    for model in ("ensemble", "tensorrt_llm_bls", "tensorrt_llm"):  # off: a guided request is a 400 at the door
+        assert not {t.name for t in plain[model].input} & set(tool), model
+    assert "guided_decoding_guide" not in plain["tensorrt_llm_bls"].parameters["request_inputs"].string_value
     r = _recipe(serving={"guided_decoding": {"backend": "xgrammar"}, "repository_mount": "/srv/models"})
     group = _group(r)
     params = {k: v.string_value for k, v in group["tensorrt_llm"].parameters.items()}
     assert params["guided_decoding_backend"] in GUIDED["backends"]
     assert params["xgrammar_tokenizer_info_path"].startswith("/srv/models/m_tensorrt_llm/1/")
-    tool = CLIENTS["openai_frontend"]["tool_choice_guide"]
     for model in ("ensemble", "tensorrt_llm_bls", "tensorrt_llm"):
         declared = {t.name: t for t in group[model].input}
         for name in ("guided_decoding_guide_type", "guided_decoding_guide"):
@@ -211,11 +215,9 @@ def test_guided_decoding_turns_on_upstreams_config_and_takes_the_tool_choice_inp
     assert tool["guided_decoding_guide_type"] in GUIDED["guide_types"]
 
 
-def test_guided_decoding_off_the_engine_route_is_a_recipe_error():
+def test_a_guided_decoding_backend_neither_route_has_is_a_recipe_error():
     from pydantic import ValidationError
 
-    with pytest.raises(ValidationError, match=r"serving\.guided_decoding needs runtime: engine"):
-        _recipe(runtime="pytorch", quantization="none", serving={"guided_decoding": {"backend": "xgrammar"}})
     with pytest.raises(ValidationError, match="xgrammar"):
         _recipe(serving={"guided_decoding": {"backend": "outlines"}})
 
@@ -254,13 +256,6 @@ def test_lora_inputs_are_upstreams_where_the_recipe_has_adapters(model):
     if model == "ensemble":
         llm = next(s for s in mc.ensemble_scheduling.step if s.model_name == "m_tensorrt_llm")
         assert all(llm.input_map[n] == n for n in LORA["inputs"])
-
-
-def test_lora_off_the_engine_route_is_a_recipe_error():
-    from pydantic import ValidationError
-
-    with pytest.raises(ValidationError, match="lora needs runtime: engine"):
-        _recipe(runtime="pytorch", quantization="none", lora={"adapters": {"fr": "a"}})
 
 
 RUNTIME = load("tensorrtllm_backend")["runtime_defaults"]

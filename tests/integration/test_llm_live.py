@@ -347,7 +347,7 @@ def test_a_sentencepiece_only_tokenizer_serves(group, entry):
 def test_the_openai_frontends_tool_choice_request_is_answered_where_guided_decoding_is_on(group, entry):
     """tool_choice "required" makes the frontend send a json_schema guide (clients.json); a recipe with
     serving.guided_decoding answers it (the stand-in loaded the generated xgrammar tokenizer info as upstream's
-    C++ code reads it); the plain model refuses it."""
+    C++ code reads it); the plain model, which declares no guide inputs, refuses it with a 400."""
     server, _tok = group
     kind = {**CLIENTS["openai_frontend"]["always"],
             **{k: v for k, v in CLIENTS["openai_frontend"]["optional"].items() if k.startswith("guided_")}}
@@ -357,7 +357,7 @@ def test_the_openai_frontends_tool_choice_request_is_answered_where_guided_decod
                       guided_decoding_guide=schema)
     got = _infer(server, entry, inputs, ["text_output", "num_input_tokens"])
     assert got["text_output"].reshape(-1)[0] == TEXTS[0].encode()
-    with pytest.raises(Exception, match="no guided-decoding config"):
+    with pytest.raises(Exception, match="unexpected inference input 'guided_decoding_guide"):  # 400 at the door
         _infer(server, entry.replace("tiny-guided", "tiny-llama"), inputs, ["text_output"])
 
 

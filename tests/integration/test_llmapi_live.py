@@ -5,6 +5,7 @@ Requests use upstream's llmapi interface; the streaming model is decoupled and a
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
@@ -12,8 +13,8 @@ import pytest
 import yaml
 
 from tests.conftest import EXAMPLES, ROOT
-from tests.contracts.facts import FACTS
-from tests.integration.test_llm_live import CLIENTS, _infer, _request, _stream
+from tests.contracts.facts import FACTS, load
+from tests.integration.test_llm_live import CLIENTS, _frontend_loras, _infer, _request, _stream
 from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
@@ -23,7 +24,22 @@ PROMPT = "Grüße, servers answer requests."
 
 def _fake(vdir) -> None:
     shutil.copytree(FAKE, vdir / "tensorrt_llm")
-    shutil.copy(FACTS / "llm_args.json", vdir / "tensorrt_llm" / "llm_args.json")
+    for facts in ("llm_args.json", "trtllm_llmapi.json"):
+        shutil.copy(FACTS / facts, vdir / "tensorrt_llm" / facts)
+
+
+def _peft(d, rank=8) -> str:
+    """A Hugging Face PEFT adapter directory (the LLM API's lora_ckpt_source hf)."""
+    d.mkdir()
+    (d / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": rank,
+                                                       "target_modules": ["q_proj", "v_proj"]}))
+    (d / "adapter_model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")
+    return d.name
+
+
+# name → what the recipe adds to the plain LLM-API recipe
+FEATURES = {"pt": "", "pt-stream": "", "pt-lora": "lora:\n  adapters: {fr: fr-peft, de: de-peft}\n",
+            "pt-guided": "serving:\n  guided_decoding: {backend: xgrammar}\n"}
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +53,14 @@ def server(tmp_path_factory):
     shutil.copytree(EXAMPLES / "tiny-llama", work / "tiny-llama")
     base = (EXAMPLES / "tiny-llama-int4.yaml").read_text().replace("quantization: int4_weight_only",
                                                                    "quantization: none\nruntime: pytorch")
-    for name, streaming in (("pt", "false"), ("pt-stream", "true")):
-        (work / f"{name}.yaml").write_text(base.replace("name: tiny-llama\n", f"name: {name}\n")
-                                           .replace("streaming: false", f"streaming: {streaming}"))
+    _peft(work / "fr-peft")
+    _peft(work / "de-peft", rank=16)
+    for name, extra in FEATURES.items():
+        text = base.replace("name: tiny-llama\n", f"name: {name}\n").replace(
+            "streaming: false", f"streaming: {'true' if name == 'pt-stream' else 'false'}")
+        if extra.startswith("serving:"):
+            text = text.replace("serving:\n", extra)
+        (work / f"{name}.yaml").write_text(text + (extra if extra.startswith("lora") else ""))
         r = CliRunner().invoke(main, ["build", str(work / f"{name}.yaml"), "-o", str(work / name)],
                                catch_exceptions=False)
         assert r.exit_code == 0, r.stderr
@@ -52,8 +73,10 @@ def server(tmp_path_factory):
     spec = yaml.safe_load((repo / "pt-old" / "1" / "model.yaml").read_text())
     (repo / "pt-old" / "1" / "model.yaml").write_text(yaml.safe_dump({**spec, "quant_config": {"quant_algo": "FP8"}}))
     with EmbeddedServer(repo) as s:
-        for name in ("pt", "pt-stream", "pt_openai", "pt-stream_openai"):
+        for name in FEATURES:
             s.load(name)
+            s.load(f"{name}_openai")
+        s.repo = repo
         yield s
 
 
@@ -164,3 +187,101 @@ def test_echo_and_stop_words_of_the_openai_frontends_completions_request(server)
     assert text == PROMPT + PROMPT[:8] and int(response["num_output_tokens"].reshape(-1)[0]) == 8
     stop = _request(kind, PROMPT, max_tokens=20, stop_words=b"ser")
     assert _adapter_answer(server, "pt_openai", stop)[0] == PROMPT[:PROMPT.index("ser")]
+
+
+def test_the_openai_frontends_lora_request_is_answered_through_the_llm_apis_lora_request(server):
+    """The frontend's request for pt-lora_openai/<lora> (lora_task_id, with the .npy pair of multi_lora.json on first
+    use) becomes the LLM-API model's lora_id / lora_name / lora_path: the stand-in LLM built with model.yaml's
+    lora_config loads the packaged PEFT adapter (a rank above max_lora_rank or a path without adapter_config.json
+    would fail). An unknown task, and any LoRA request to a model without adapters, are refused."""
+    loras = _frontend_loras(server.repo, "pt-lora_openai")
+    assert set(loras) == {"fr", "de"}
+    task_id, weights, config = loras["de"]
+    kind = CLIENTS["openai_frontend"]["always"]
+    first = {**_request(kind, PROMPT, max_tokens=12), "lora_task_id": np.array([[task_id]], np.uint64),
+             "lora_weights": weights, "lora_config": config}
+    for inputs in (first, {**_request(kind, PROMPT, max_tokens=12), "lora_task_id": np.array([[task_id]], np.uint64)}):
+        got = _infer(server, "pt-lora_openai", inputs, ["text_output"])
+        assert got["text_output"].reshape(-1)[0].decode() == PROMPT[:12]
+    with pytest.raises(Exception, match="LoRA task 99 is not one of this model's adapters"):
+        _infer(server, "pt-lora_openai", {**_request(kind, PROMPT), "lora_task_id": np.array([[99]], np.uint64)},
+               ["text_output"])
+    assert _frontend_loras(server.repo, "pt_openai") == {}
+    with pytest.raises(Exception, match="unexpected inference input 'lora_"):
+        _infer(server, "pt_openai", first, ["text_output"])
+
+
+def test_the_llmapi_model_takes_upstreams_lora_inputs_under_upstreams_rule(server):
+    facts = load("trtllm_llmapi")["lora"]
+    path = str(server.repo / "pt-lora" / "1" / "lora" / "fr")
+    lora = {"lora_id": np.array([3], np.uint64), "lora_name": np.array([b"fr"], np.object_),
+            "lora_path": np.array([path.encode()], np.object_)}
+    got = _infer(server, "pt-lora", {**_inputs(), **lora}, ["text_output"])
+    assert got["text_output"][0].decode() == PROMPT[:12]
+    with pytest.raises(Exception, match=facts["together_error"]):
+        _infer(server, "pt-lora", {**_inputs(), "lora_id": lora["lora_id"]}, ["text_output"])
+    with pytest.raises(Exception, match="lora_path does not exist on the Triton server's filesystem"):
+        _infer(server, "pt-lora", {**_inputs(), **lora, "lora_path": np.array([b"/nowhere"], np.object_)},
+               ["text_output"])
+
+
+@pytest.mark.parametrize("entry", ["pt-guided_openai", "pt-guided"])
+def test_the_openai_frontends_tool_choice_request_is_answered_where_guided_decoding_is_on(server, entry):
+    """tool_choice "required" makes the frontend send a json_schema guide (clients.json): it becomes
+    SamplingParams.guided_decoding (GuidedDecodingParams.json) of an LLM built with guided_decoding_backend; a
+    schema that is not JSON fails in the LLM API; the model without guided decoding refuses the guide (400)."""
+    tool = CLIENTS["openai_frontend"]["tool_choice_guide"]
+    schema = json.dumps({"type": "object", "properties": {"city": {"type": "string"}}}).encode()
+    guide = {"guided_decoding_guide_type": tool["guided_decoding_guide_type"].encode(),
+             "guided_decoding_guide": schema}
+    if entry.endswith("_openai"):
+        kind = {**CLIENTS["openai_frontend"]["always"],
+                **{k: v for k, v in CLIENTS["openai_frontend"]["optional"].items() if k.startswith("guided_")}}
+        inputs = _request(kind, PROMPT, max_tokens=12, **guide)
+    else:
+        inputs = _inputs(**{k: np.array([v], np.object_) for k, v in guide.items()})
+    got = _infer(server, entry, inputs, ["text_output"])
+    assert got["text_output"].reshape(-1)[0].decode() == PROMPT[:12]
+    bad = {k: (np.full_like(v, b"{not json") if k == "guided_decoding_guide" else v) for k, v in inputs.items()}
+    with pytest.raises(Exception, match="Expecting property name"):
+        _infer(server, entry, bad, ["text_output"])
+    with pytest.raises(Exception, match="unexpected inference input 'guided_decoding_guide"):
+        _infer(server, entry.replace("pt-guided", "pt"), inputs, ["text_output"])
+
+
+PERF = load("trtllm_llmapi")["perf_metrics"]
+TIMES = ("arrival_time_ns", "first_scheduled_time_ns", "first_token_time_ns", "last_token_time_ns")
+
+
+def test_a_return_perf_metrics_request_gets_upstreams_perf_outputs_from_the_llmapi_model(server):
+    want = ["text_output", *PERF["outputs"]]
+    got = _infer(server, "pt", _inputs(**{PERF["input"]: np.array([True])}), want)
+    newest = load("tensorrtllm_backend")["templates"]["llmapi_versions"][load("trtllm_llmapi")["template_commit"]]
+    declared = {t["name"]: t["data_type"] for t in newest["outputs"]}
+    np_type = {"TYPE_INT32": np.int32, "TYPE_INT64": np.int64, "TYPE_FP32": np.float32}
+    for name in PERF["outputs"]:
+        assert got[name].dtype == np_type[declared[name]], name
+    t = [int(got[k][0]) for k in TIMES]
+    assert 0 < t[0] <= t[1] <= t[2] <= t[3]
+    assert got["kv_cache_alloc_total_blocks"][0] >= 1
+
+
+@pytest.mark.parametrize("entry", ["pt_openai", "pt-stream_openai"])
+def test_a_return_perf_metrics_request_in_the_ensembles_format_is_answered_by_the_adapter(server, entry):
+    """The ensemble's return_perf_metrics input and its perf outputs (tensorrtllm_backend perf_metrics), from the
+    LLM-API model's (the adapter's output_map)."""
+    ensemble = load("tensorrtllm_backend")["perf_metrics"]
+    inputs = {**_request(CLIENTS["genai_perf"]["default"], PROMPT, max_tokens=12),
+              ensemble["input"]: np.array([[True]])}
+    names = [n for n in ensemble["outputs"] if n not in ("kv_cache_reused_blocks",)] + ["kv_cache_reused_blocks"]
+    if entry.startswith("pt-stream"):
+        inputs["stream"] = np.array([[True]])
+        responses = _stream(server, entry, inputs)
+        got = responses[-1]
+        assert b"".join(r["text_output"].reshape(-1)[0] for r in responses).decode() == PROMPT[:12]
+    else:
+        got = _infer(server, entry, inputs, ["text_output", *names])
+    assert set(names) <= set(got), set(names) - set(got)
+    t = [int(got[k].reshape(-1)[0]) for k in TIMES]
+    assert 0 < t[0] <= t[1] <= t[2] <= t[3]
+    assert got["acceptance_rate"].dtype == np.float32 and got["text_output"].shape == (1, 1)

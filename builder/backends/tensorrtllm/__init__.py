@@ -199,12 +199,14 @@ def _llmapi_steps(loaded: LoadedRecipe, ctx: PlanContext, ckpt: Path, config: di
     (int4_awq = W4A16 AWQ, fp8). A checkpoint already quantized is detected from its own files."""
     r: LLMRecipe = loaded.recipe
     inputs = {str(ckpt / k): v for k, v in files.items()}
+    from tritonbuild.backends.tensorrtllm.llmapi import peft_lora_step
+
     if prequantized(loaded, ckpt, config) is not None or r.quantization == "none":
-        return [("trtllm.checkpoint", {"files": sorted(files)}, inputs)]
+        return [("trtllm.checkpoint", {"files": sorted(files)}, inputs), *peft_lora_step(loaded, ctx, recipe_dir)]
     params = {"quantization": r.quantization, "dtype": r.dtype, "kv": {"dtype": r.kv_cache.dtype},
               "files": sorted(files), "trtllm_version": r.image.trtllm_version}
     _add_calibration(loaded, ctx, params, inputs)
-    return [("trtllm.quantize", params, inputs)]
+    return [("trtllm.quantize", params, inputs), *peft_lora_step(loaded, ctx, recipe_dir)]
 
 
 def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
@@ -280,8 +282,8 @@ def run_step(ctx: StepContext) -> None:
     if kind == "trtllm.lora":
         by_digest = {digest: src for src, digest in inputs.items()}
         for name, files in params["adapters"].items():
-            (out / "lora" / name).mkdir(parents=True)
-            for f, digest in files.items():
+            for f, digest in files.items():  # a PEFT adapter (LLM-API route) may hold subdirectories
+                (out / "lora" / name / f).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(by_digest[digest], out / "lora" / name / f)
         return
     if importlib.util.find_spec("tensorrt_llm") is None or not _gpu_present():

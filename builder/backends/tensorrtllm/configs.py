@@ -90,8 +90,10 @@ REQUEST_INPUTS: list[tuple[str, str, list[int], str | None]] = [
     ("guided_decoding_guide_type", "TYPE_STRING", [1], "guided_decoding_guide_type"),
     ("guided_decoding_guide", "TYPE_STRING", [1], "guided_decoding_guide"),
 ]
-# request inputs upstream's ensemble and tensorrt_llm templates (not its BLS) declare with allow_ragged_batch
-RAGGED = ("guided_decoding_guide_type", "guided_decoding_guide")
+# request inputs upstream's ensemble and tensorrt_llm templates (not its BLS) declare with allow_ragged_batch;
+# they are the guide of guided decoding, declared only where the recipe turns it on (else a guided request is a
+# 400 at the door instead of an error from a backend with no guided-decoding config)
+RAGGED = GUIDE_INPUTS = ("guided_decoding_guide_type", "guided_decoding_guide")
 # a LoRA's inputs, declared where the recipe has adapters (name, dtype, dims, ragged everywhere)
 LORA_INPUTS = [("lora_task_id", "TYPE_UINT64", [1], False), ("lora_weights", "TYPE_FP16", [-1, -1], True),
                ("lora_config", "TYPE_INT32", [-1, 3], True)]
@@ -161,10 +163,16 @@ def _lora_inputs(r: LLMRecipe, mc, pb2, *, scalar_reshape: bool) -> None:
                 reshape=[] if scalar_reshape and not ragged else None)
 
 
-def _request_inputs(mc, pb2, *, bls: bool = False) -> None:
+def request_inputs(r: LLMRecipe) -> list[tuple[str, str, list[int], str | None]]:
+    """REQUEST_INPUTS this recipe declares: the guide inputs only with serving.guided_decoding."""
+    guided = r.serving.guided_decoding is not None
+    return [i for i in REQUEST_INPUTS if guided or i[0] not in GUIDE_INPUTS]
+
+
+def _request_inputs(r: LLMRecipe, mc, pb2, *, bls: bool = False) -> None:
     _tensor(mc.input, pb2, "text_input", "TYPE_STRING", [1])
     _tensor(mc.input, pb2, "max_tokens", "TYPE_INT32", [1])
-    for name, dtype, dims, _ in REQUEST_INPUTS:
+    for name, dtype, dims, _ in request_inputs(r):
         reshape = [] if bls and name in BLS_SCALARS else None
         _tensor(mc.input, pb2, name, dtype, dims, optional=True, reshape=reshape, ragged=not bls and name in RAGGED)
     for alias, target in CLIENT_ALIASES.items():
@@ -225,7 +233,7 @@ def tensorrt_llm(r: LLMRecipe, names: Names, engine: dict, engine_path: str):
     db.default_queue_policy.max_queue_size = r.serving.max_queue_size
     for name, dtype, dims, optional, reshape, ragged in TOKEN_INPUTS:
         _tensor(mc.input, pb2, name, dtype, dims, optional=optional, reshape=reshape, ragged=ragged)
-    for _, dtype, dims, target in REQUEST_INPUTS:
+    for _, dtype, dims, target in request_inputs(r):
         if target is not None:
             ragged = target in RAGGED  # upstream: ragged, no reshape
             _tensor(mc.input, pb2, target, dtype, dims, reshape=None if ragged else [], optional=True, ragged=ragged)
@@ -290,7 +298,7 @@ def _answer_outputs(mc, pb2, logits: str, passthrough) -> None:
 def ensemble(r: LLMRecipe, names: Names, mbs: int, logits: str):
     pb2 = model_config_pb2()
     mc = _base(pb2, names.ensemble, mbs, platform="ensemble")
-    _request_inputs(mc, pb2)
+    _request_inputs(r, mc, pb2)
     _lora_inputs(r, mc, pb2, scalar_reshape=False)
     _answer_outputs(mc, pb2, logits, PASSTHROUGH_OUTPUTS + PERF_OUTPUTS)
     pre_in = {n: n for n in ("text_input", "max_tokens", "end_id", "pad_id", "stop_words", "bad_words", "min_tokens",
@@ -298,7 +306,7 @@ def ensemble(r: LLMRecipe, names: Names, mbs: int, logits: str):
     pre_out = {"input_ids": "_INPUT_ID", "input_lengths": "_INPUT_LEN", "request_output_len": "_REQUEST_OUTPUT_LEN",
                "end_id": "_END_ID", "pad_id": "_PAD_ID", "stop_words_list": "_STOP_WORDS_IDS",
                "bad_words_list": "_BAD_WORDS_IDS", "min_tokens": "_MIN_TOKENS"}
-    llm_in = {target: name for name, _, _, target in REQUEST_INPUTS if target is not None}
+    llm_in = {target: name for name, _, _, target in request_inputs(r) if target is not None}
     llm_in.update(pre_out)
     llm_in.update({name: name for name, *_ in LORA_INPUTS if r.lora is not None})
     llm_out = {"output_ids": "_TOKENS_BATCH", "sequence_length": "_SEQUENCE_LENGTH",
@@ -322,13 +330,13 @@ def bls(r: LLMRecipe, names: Names, mbs: int, logits: str):
     pb2 = model_config_pb2()
     mc = _base(pb2, names.bls, mbs, backend="python")
     mc.model_transaction_policy.decoupled = r.serving.streaming
-    _request_inputs(mc, pb2, bls=True)
+    _request_inputs(r, mc, pb2, bls=True)
     _lora_inputs(r, mc, pb2, scalar_reshape=True)
     _answer_outputs(mc, pb2, logits, PASSTHROUGH_OUTPUTS[:2] + PASSTHROUGH_OUTPUTS[4:] + PERF_OUTPUTS)
     _instances(mc, pb2, r.serving.instances.bls)
     _params(mc, {"preprocessing_model": names.preprocessing, "llm_model": names.tensorrt_llm,
                  "postprocessing_model": names.postprocessing,
-                 "request_inputs": ",".join([f"{n}:{t}" for n, _, _, t in REQUEST_INPUTS if t is not None] +
+                 "request_inputs": ",".join([f"{n}:{t}" for n, _, _, t in request_inputs(r) if t is not None] +
                                             [f"{n}:{t}" for n, t in CLIENT_ALIASES.items()] +
                                             [f"{n}:{n}" for n, *_ in LORA_INPUTS if r.lora is not None])})
     mc.default_model_filename = "model.py"

@@ -100,18 +100,37 @@ class Executor(Strict):
 
 
 class GuidedDecoding(Strict):
-    backend: Literal["xgrammar"] = Field("xgrammar",
-                                         description="The C++ backend's guided_decoding_backend (xgrammar only).")
+    backend: Literal["xgrammar", "llguidance"] = Field(
+        "xgrammar", description="engine route: the C++ backend's guided_decoding_backend (xgrammar only); LLM-API "
+                                "route: the LLM API's guided_decoding_backend (xgrammar or llguidance).")
 
 
 class LoRA(Strict):
     adapters: dict[str, str] = Field(min_length=1, description="LoRA name (what the OpenAI frontend's model name "
-                                     "<model><separator><name> selects) → directory holding TensorRT-LLM's "
-                                     "model.lora_weights.npy and model.lora_config.npy; content-hashed.")
+                                     "<model><separator><name> selects) → a directory, content-hashed: engine route, "
+                                     "TensorRT-LLM's model.lora_weights.npy and model.lora_config.npy; LLM-API "
+                                     "route, a Hugging Face PEFT adapter (adapter_config.json + weights).")
     cache_gpu_memory_fraction: float | None = Field(None, gt=0, le=1, description="lora_cache_gpu_memory_fraction "
-                                                    "(unset: the backend's default).")
-    cache_host_memory_bytes: int | None = Field(None, ge=0, description="lora_cache_host_memory_bytes (unset: the "
-                                                "backend's default).")
+                                                    "(engine route; unset: the backend's default).")
+    cache_host_memory_bytes: int | None = Field(None, ge=0, description="lora_cache_host_memory_bytes (engine "
+                                                "route; unset: the backend's default).")
+    max_lora_rank: int | None = Field(None, ge=1, description="LLM-API route: LoraConfig.max_lora_rank (unset: the "
+                                      "LLM API's 64); an adapter of a larger rank is a plan error.")
+    max_loras: int | None = Field(None, ge=1, description="LLM-API route: adapters kept on the GPU at once "
+                                  "(LoraConfig.max_loras; unset: the LLM API's default).")
+    max_cpu_loras: int | None = Field(None, ge=1, description="LLM-API route: adapters kept in host memory "
+                                      "(LoraConfig.max_cpu_loras; unset: the LLM API's default).")
+
+    def route_problem(self, runtime: str) -> str | None:
+        """The first key this route cannot honour, as a message naming the route that can."""
+        engine_only = ("cache_gpu_memory_fraction", "cache_host_memory_bytes")
+        llmapi_only = ("max_lora_rank", "max_loras", "max_cpu_loras")
+        wrong = [k for k in (engine_only if runtime != "engine" else llmapi_only) if getattr(self, k) is not None]
+        if not wrong:
+            return None
+        other = "runtime: engine (the tensorrtllm C++ backend's lora_cache_* parameters)" if runtime != "engine" \
+            else "runtime: pytorch (the LLM API's LoraConfig)"
+        return f"lora.{wrong[0]} needs {other}; the {runtime} route has no such setting"
 
 
 class Serving(Strict):
@@ -128,7 +147,8 @@ class Serving(Strict):
     enable_chunked_context: bool = False
     guided_decoding: GuidedDecoding | None = Field(
         None, description="JSON/regex/grammar-constrained output (the OpenAI frontend's tool_choice and "
-                          "response_format); the tokenizer info it needs is generated at build. Engine route only.")
+                          "response_format); declares the guide inputs. Engine route: the xgrammar tokenizer info is "
+                          "generated at build; LLM-API route: the LLM API's guided_decoding_backend.")
     gpu_device_ids: list[int] = Field(default_factory=lambda: [0])
     max_queue_delay_us: int = Field(0, ge=0, le=UINT64_MAX)
     max_queue_size: int = Field(0, ge=0, le=UINT32_MAX)
@@ -201,13 +221,19 @@ class LLMRecipe(Named):
             key = "executor" if "executor" in self.model_fields_set else f"kv_cache.{sorted(offload)[0]}"
             raise ValueError(f"{key} sets the tensorrtllm C++ backend's parameters: it needs runtime: engine, "
                              f"the {runtime} route has none of them")
-        if self.lora is not None and runtime != "engine":
-            raise ValueError(f"lora needs runtime: engine (the tensorrtllm C++ backend); the {runtime} route's "
-                             "LLM-API model has no LoRA inputs")
-        if self.serving.guided_decoding is not None and runtime != "engine":
-            raise ValueError(f"serving.guided_decoding needs runtime: engine (the tensorrtllm C++ backend); the "
-                             f"{runtime} route's LLM-API model has no guided-decoding inputs")
+        if (problem := self._feature_route_problem(runtime)) is not None:
+            raise ValueError(problem)
         return self
+
+    def _feature_route_problem(self, runtime: str) -> str | None:
+        """LoRA and guided decoding keys the chosen route cannot honour (both routes take both features)."""
+        if self.lora is not None and (problem := self.lora.route_problem(runtime)) is not None:
+            return problem
+        guided = self.serving.guided_decoding
+        if guided is not None and guided.backend != "xgrammar" and runtime == "engine":
+            return (f"serving.guided_decoding.backend {guided.backend} needs runtime: pytorch (the LLM API); the "
+                    "tensorrtllm C++ backend takes xgrammar only")
+        return None
 
     @property
     def route_why(self) -> str:

@@ -30,7 +30,7 @@ GIVEN = {"calibration": {"dataset": "calibration.txt"}, "version_policy": {"late
          "source.export.dynamic_axes": {"x": {0: "batch"}}, "source.sha256": "0" * 64,
          "lora": {"adapters": {"fr": "fr-lora"}}, "lora.adapters": {"fr": "fr-lora"},
          "lora.cache_gpu_memory_fraction": 0.1, "lora.cache_host_memory_bytes": 1 << 30, "lora.max_lora_rank": 8,
-         "lora.max_loras": 2}
+         "lora.max_loras": 2, "lora.max_cpu_loras": 2}
 
 
 def test_committed_schema_is_current():

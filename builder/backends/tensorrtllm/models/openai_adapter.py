@@ -2,12 +2,16 @@
 (text_input, max_tokens, stream, sampling inputs, batched [1, 1] tensors, as they send to TensorRT-LLM
 ensembles) in front of the LLM-API model, whose inputs are upstream's llmapi ones (text_input, streaming,
 sampling_param_*; max_batch_size 0). Each request row becomes one request to that model; its text_output
-comes back as this model's. The input map (client name → llmapi name) is this model's `input_map` parameter.
-return_num_input_tokens / return_num_output_tokens ask for num_input_tokens / num_output_tokens, the LLM-API
-model's token counts (in a stream: the prompt's on every response, the tokens new in each), which the OpenAI
-frontend adds up as usage."""
+comes back as this model's, with the perf-metrics outputs under the ensemble's names when the request set
+return_perf_metrics. The input map (client name → llmapi name) and the output map are this model's parameters.
+A LoRA request (the frontend's lora_task_id, numbered from 1 in multi_lora.json order; its lora_weights /
+lora_config arrays are taken and dropped) becomes the LLM-API model's lora_id / lora_name / lora_path, the
+adapter's PEFT directory packaged in that model's version directory. return_num_input_tokens /
+return_num_output_tokens ask for num_input_tokens / num_output_tokens, the LLM-API model's token counts (in a
+stream: the prompt's on every response, the tokens new in each), which the OpenAI frontend adds up as usage."""
 
 import json
+import os
 import threading
 
 import numpy as np
@@ -15,7 +19,10 @@ import triton_python_backend_utils as pb_utils
 
 COUNTS = ("num_input_tokens", "num_output_tokens")
 COUNT_FLAGS = ("return_num_input_tokens", "return_num_output_tokens")
-OUTPUTS = ("text_output", *COUNTS)
+
+
+def _pairs(text):
+    return dict(p.split(":", 1) for p in text.split(",") if p)
 
 
 class TritonPythonModel:
@@ -23,8 +30,27 @@ class TritonPythonModel:
         config = json.loads(args["model_config"])
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
         self.llm = params["llm_model"]
-        self.map = dict(p.split(":") for p in params["input_map"].split(",") if p)
+        self.map = _pairs(params["input_map"])
+        self.outputs = _pairs(params.get("output_map", ""))  # our name → the LLM-API model's
+        self.loras = {int(k): v for k, v in _pairs(params.get("loras", "")).items()}
+        repository = os.path.dirname(os.path.abspath(args["model_repository"]))
+        self.lora_root = os.path.join(repository, params["lora_dir"]) if self.loras else ""
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
+
+    def _lora_tensors(self, request, b):
+        t = pb_utils.get_input_tensor_by_name(request, "lora_task_id")
+        if t is None:
+            return []
+        task = int(t.as_numpy()[b].reshape(-1)[0])
+        if task not in self.loras:
+            raise pb_utils.TritonModelException(
+                f"LoRA task {task} is not one of this model's adapters ({', '.join(map(str, self.loras)) or 'none'}; "
+                "multi_lora.json numbers them from 1)")
+        name = self.loras[task]
+        return [pb_utils.Tensor("lora_id", np.array([task], dtype=np.uint64)),
+                pb_utils.Tensor("lora_name", np.array([name.encode()], dtype=np.object_)),
+                pb_utils.Tensor("lora_path", np.array([os.path.join(self.lora_root, name).encode()],
+                                                      dtype=np.object_))]
 
     def _requests(self, request):
         """One request to the LLM-API model per batch row, its tensors 1-D as that model declares them."""
@@ -37,36 +63,42 @@ class TritonPythonModel:
                 if t is not None and target not in {x.name() for x in tensors}:  # min_tokens, then min_length
                     v = t.as_numpy()[b].reshape(-1)
                     tensors.append(pb_utils.Tensor(target, v if target == "sampling_param_stop" else v[:1]))
-            rows.append(pb_utils.InferenceRequest(model_name=self.llm, requested_output_names=[*OUTPUTS],
-                                                  inputs=tensors))
+            tensors += self._lora_tensors(request, b)
+            rows.append(pb_utils.InferenceRequest(model_name=self.llm, inputs=tensors,
+                                                  requested_output_names=["text_output", *COUNTS,
+                                                                          *self.outputs.values()]))
         return rows
 
     @staticmethod
-    def _counts_wanted(request) -> list:
+    def _counts_wanted(request) -> set:
         """The count outputs the request asked for (return_num_input_tokens / return_num_output_tokens)."""
-        wanted = []
+        wanted = set()
         for flag, name in zip(COUNT_FLAGS, COUNTS, strict=True):
             t = pb_utils.get_input_tensor_by_name(request, flag)
             if t is not None and bool(t.as_numpy().reshape(-1)[0]):
-                wanted.append(name)
+                wanted.add(name)
         return wanted
 
-    @staticmethod
-    def _answer(response) -> dict:
-        """text_output and the token counts of one LLM-API response."""
+    def _answer(self, response, counts: set) -> dict:
+        """text_output, the token counts asked for and the perf outputs the LLM-API model returned, by this
+        model's names."""
         if response.has_error():
             raise pb_utils.TritonModelException(response.error().message())
-        got = {"text_output": b"".join(pb_utils.get_output_tensor_by_name(response, "text_output").as_numpy()
-                                       .reshape(-1))}
-        for name in COUNTS:
+        text = b"".join(pb_utils.get_output_tensor_by_name(response, "text_output").as_numpy().reshape(-1))
+        got = {"text_output": np.array([text], dtype=np.object_)}
+        for name in sorted(counts):
             t = pb_utils.get_output_tensor_by_name(response, name)
-            got[name] = int(t.as_numpy().reshape(-1)[0]) if t is not None else 0
+            got[name] = np.array([int(t.as_numpy().reshape(-1)[0]) if t is not None else 0], dtype=np.int32)
+        for ours, theirs in self.outputs.items():
+            t = pb_utils.get_output_tensor_by_name(response, theirs)
+            if t is not None:
+                got[ours] = t.as_numpy().reshape(-1)[:1]
         return got
 
     @staticmethod
-    def _tensors(answers: list, wanted: list) -> list:
-        out = [pb_utils.Tensor("text_output", np.array([[a["text_output"]] for a in answers], dtype=np.object_))]
-        return out + [pb_utils.Tensor(n, np.array([[a[n]] for a in answers], dtype=np.int32)) for n in wanted]
+    def _response(rows: list) -> "pb_utils.InferenceResponse":
+        names = [n for n in rows[0] if all(n in r for r in rows)]
+        return pb_utils.InferenceResponse([pb_utils.Tensor(n, np.stack([r[n] for r in rows])) for n in names])
 
     def execute(self, requests):
         if self.decoupled:
@@ -76,8 +108,8 @@ class TritonPythonModel:
         responses = []
         for request in requests:
             try:
-                answers = [self._answer(r.exec()) for r in self._requests(request)]
-                responses.append(pb_utils.InferenceResponse(self._tensors(answers, self._counts_wanted(request))))
+                counts = self._counts_wanted(request)
+                responses.append(self._response([self._answer(r.exec(), counts) for r in self._requests(request)]))
             except pb_utils.TritonModelException as e:
                 responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))))
         return responses
@@ -86,11 +118,11 @@ class TritonPythonModel:
         sender = request.get_response_sender()
         try:
             (row,) = self._requests(request)  # decoupled: one row per request
-            wanted = self._counts_wanted(request)
+            counts = self._counts_wanted(request)
             for response in row.exec(decoupled=True):
                 if pb_utils.get_output_tensor_by_name(response, "text_output") is None and not response.has_error():
                     continue  # the empty final-flag response
-                sender.send(pb_utils.InferenceResponse(self._tensors([self._answer(response)], wanted)))
+                sender.send(self._response([self._answer(response, counts)]))
             sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         except Exception as e:  # noqa: BLE001 - the client gets the error, the model stays up
             sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))),
