@@ -21,6 +21,11 @@ if [ "$FAST" = 0 ] || [ ! -x .venv/bin/tritonbuild ]; then
 fi
 # The embedded tritonserver's own environment (nvidia-pytriton, numpy < 2: builder/server/toolenv.py), made before
 # the tests (they only find it; ~10 s the first time, nothing once made), with the exact versions of constraints.
+# A .venv made before then still holds nvidia-pytriton (the test extra had it), which would be used as it is:
+# removed, so every run finds the server as a clean clone does.
+if .venv/bin/python -m pip show -q nvidia-pytriton >/dev/null 2>&1; then
+  .venv/bin/python -m pip uninstall -q -y --disable-pip-version-check nvidia-pytriton
+fi
 PIP_CONSTRAINT="$PWD/ci/constraints.txt" .venv/bin/tritonbuild embedded install
 # Azure's own Blob emulator for the az:// publish tests (tests/integration/test_publish_gcs_azure.py skips
 # them without it): Azurite from npm, pinned, into .tritonbuild-node/ (ignored by git). Not in the fast lane.
@@ -39,7 +44,7 @@ fi
 unset VIRTUAL_ENV
 .venv/bin/ruff check builder tests benchmarks
 # Every Python the README names (3.10, 3.12, 3.13; this venv is 3.11) and an existing numpy 2 environment: a
-# smoke build + verify from wheels only, in venvs of their own (about 4 minutes with fresh venvs and a warm pip
+# smoke build + verify from wheels only, in venvs of their own (about 5 minutes with fresh venvs and a warm pip
 # cache). It runs beside the test suite (most of its time is pip and server starts, not CPU) and its log is
 # printed when both have ended; either failing fails the run. Not in the fast lane; TRITONBUILD_SMOKE=0 skips it.
 smoke_pid=""
