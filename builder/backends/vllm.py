@@ -151,12 +151,16 @@ def _lora_step(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     return [("vllm.lora", {"adapters": adapters}, inputs)]
 
 
+# the Marlin kernels vLLM converts an AWQ / GPTQ checkpoint to when asked (override_quantization_method, facts)
+MARLIN = {"awq": "awq_marlin", "gptq": "gptq_marlin"}
+
+
 def _check_quantization(loaded: LoadedRecipe, config: dict) -> None:
     """vLLM refuses a `quantization` other than the checkpoint's quant_method at load (ModelConfig.
     _verify_quantization, recorded in tests/contracts): say so at plan time, naming both sides."""
     wanted = loaded.recipe.engine_args.quantization
     method = (config.get("quantization_config") or {}).get("quant_method")
-    if wanted is not None and method is not None and wanted != method:
+    if wanted is not None and method is not None and wanted not in (method, MARLIN.get(method)):
         raise PlanError(f"engine_args.quantization is {wanted!r} but the checkpoint's config.json says "
                         f"quant_method {method!r}: vLLM refuses the load", hint=f"set quantization: {method} (or "
                         "leave it out: vLLM reads it from config.json)",

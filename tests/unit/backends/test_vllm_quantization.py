@@ -50,3 +50,27 @@ def test_the_recipe_error_names_the_key(cli, tmp_path):
     (tmp_path / "v.yaml").write_text(text.replace("engine_args:", "engine_args:\n  quantization: fp8_per_block", 1))
     r = cli("plan", tmp_path / "v.yaml")
     assert r.exit_code == 3 and "engine_args.quantization" in r.stderr and "v.yaml:" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("method, wanted, code", [("awq", "awq_marlin", 0), ("gptq", "gptq_marlin", 0),
+                                                  ("awq", "gptq_marlin", 4), ("gptq", "awq", 4)])
+def test_a_marlin_method_is_taken_for_the_checkpoint_vllm_converts(cli, tmp_path, method, wanted, code):
+    """vLLM overrides an AWQ/GPTQ checkpoint to its Marlin kernel when asked (facts: vllm_quantization.json)."""
+    import json
+    import shutil
+
+    from tests.conftest import EXAMPLES, ROOT
+
+    facts = load("vllm_quantization")["marlin_override"]["accepted"]
+    assert (wanted in facts[method]) is (code == 0)
+    shutil.copytree(EXAMPLES / "tiny-llama", tmp_path / "ck")
+    config = json.loads((tmp_path / "ck" / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": method, "bits": 4, "group_size": 128}
+    (tmp_path / "ck" / "config.json").write_text(json.dumps(config))
+    text = (ROOT / "recipes" / "gpu" / "tiny-llama-vllm.yaml").read_text()
+    text = text.replace("checkpoint: {path: ../examples/tiny-llama}", f"checkpoint: {{path: {tmp_path / 'ck'}}}")
+    (tmp_path / "v.yaml").write_text(text.replace("engine_args:", f"engine_args:\n  quantization: {wanted}", 1))
+    r = cli("plan", tmp_path / "v.yaml")
+    assert r.exit_code == code, r.stderr
+    if code:
+        assert f"quant_method {method!r}" in r.stderr
