@@ -3,9 +3,13 @@ own files, at the commit each fact records and at upstream's newest release, and
 
 - same: the extractor reads what the fact records;
 - drift: it reads something else (detail: what differs);
-- moved: the file is gone there, as the fact records (detail: where it went, which images still ship it);
+- moved: the file is gone (or its cited lines changed) there, as the fact records (detail: where it went, which
+  images still ship it);
+- pinned: the cited lines changed there, and the fact says it stays at its commit (detail: why, what changed);
 - gone: the file is gone there and the fact does not say so;
 - unread: no source was given for that repository (detail: how to give one).
+Besides the extractors (checks.py all_checks), every line range a hand-read fact cites is looked up at the newest
+release (checks.py cited_checks): its text at the recorded commit, whitespace aside, must still be in the file.
 
 Sources, any number of each:
     --mirror OWNER/NAME=GITDIR            a git directory (bare mirrors work); files are read with `git show`
