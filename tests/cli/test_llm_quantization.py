@@ -135,3 +135,10 @@ def test_smoothquant_plans_on_the_engine_route(cli, llm_dir):
     assert m["extras"]["route"]["name"] == "TensorRT engine (runtime: engine)"
     (engine,) = [s for s in m["steps"] if s["kind"] == "trtllm.engine"]
     assert engine["params"]["quantization"] == "int8_sq_per_channel_per_token"
+
+
+def test_an_unreadable_quantization_description_is_a_plan_error(cli, llm_dir):
+    _quantized(llm_dir, None, "quantization: int4_awq\nruntime: pytorch")
+    (llm_dir / "tiny-llama" / "hf_quant_config.json").write_text("{not json")
+    r = cli("plan", llm_dir / "llm.yaml")
+    assert r.exit_code == 4 and "cannot be read" in r.stderr and "Traceback" not in r.stderr, r.stderr

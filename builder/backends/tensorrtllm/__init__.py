@@ -253,7 +253,10 @@ def describe(loaded: LoadedRecipe, ctx: PlanContext) -> dict:
         arch = Architecture.from_hf_config(config)
     except (OSError, ValueError, KeyError):
         return route
-    pre = read_prequantized(ckpt, config)
+    try:
+        pre = read_prequantized(ckpt, config)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        pre = None  # plan_steps says what is wrong with it
     plan = memory_plan(r, arch, pre.params() if pre else None)
     return {**route, "architecture": arch.model_dump(), "memory_plan": plan.model_dump()}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from tritonbuild.backends.tensorrtllm import argv as cmd
 from tritonbuild.backends.tensorrtllm.quant import FORMATS, Prequantized, arch_of, read_prequantized
 from tritonbuild.backends.tensorrtllm.recipe import GPU_SM, LLMRecipe
-from tritonbuild.errors import RecipeError
+from tritonbuild.errors import PlanError, RecipeError
 from tritonbuild.recipe.load import LoadedRecipe
 
 FP8_BLOCK_ARCHS = ("Hopper", "Blackwell")  # the LLM API's FP8(block scaling) column (facts)
@@ -19,7 +19,12 @@ FP8_BLOCK_ARCHS = ("Hopper", "Blackwell")  # the LLM API's FP8(block scaling) co
 def prequantized(loaded: LoadedRecipe, ckpt: Path, config: dict) -> Prequantized | None:
     """The checkpoint's own quantization (None: not quantized), checked against the recipe and its route."""
     r: LLMRecipe = loaded.recipe
-    pre = read_prequantized(ckpt, config)
+    try:
+        pre = read_prequantized(ckpt, config)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+        raise PlanError(f"{ckpt}: its quantization description (hf_quant_config.json or config.json "
+                        f"quantization_config) cannot be read ({type(e).__name__}: {e})",
+                        where=loaded.where(("checkpoint", "path")), hint="check the checkpoint's files") from None
     where = loaded.where(("quantization",))
     if pre is None:
         if FORMATS[r.quantization].made_by == "checkpoint":
