@@ -98,6 +98,14 @@ def test_adopt_an_onnx_or_torchscript_model_build_verify(cli, tmp_path, monkeypa
     (model,) = json.loads(r.stdout)["models"]
     assert model["passed"] and model["compared"] > 0 and model["route"] == "in-process"
     assert any("not loaded in tritonserver: the embedded server has no" in note for note in model["notes"])
+    target = f"file://{tmp_path / 'pub'}"  # published and rolled back like a model we built
+    assert cli("publish", out, target).exit_code == 0
+    recipe = tmp_path / "recipes" / f"{model_dir.name}.yaml"
+    recipe.write_text(recipe.read_text().replace("version: 1", "version: 2", 1))
+    assert cli("build", tmp_path / "recipes", "-o", out).exit_code == 0 and cli("verify", out).exit_code == 0
+    assert cli("publish", out, target).exit_code == 0
+    assert cli("rollback", target, model_dir.name, "--to", "1").exit_code == 0
+    assert "versions: 1" in (tmp_path / "pub" / model_dir.name / "config.pbtxt").read_text()
 
 
 def test_adopt_keeps_onnxruntime_accelerators_and_refuses_what_no_recipe_key_holds(cli, tmp_path):
