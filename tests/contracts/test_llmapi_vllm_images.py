@@ -30,6 +30,9 @@ def _pt(**kw) -> LLMRecipe:
 @pytest.mark.parametrize("kw", [{"quantization": "none"}, {"quantization": "fp8"}, {"quantization": "int4_awq"},
                                 {"quantization": "fp8", "kv_cache": {"dtype": "fp8", "max_tokens": 4096}},
                                 {"quantization": "none", "serving": {"streaming": True}},
+                                {"quantization": "none", "kv_cache": {"max_attention_window_size": [512],
+                                                                      "sink_token_length": 4},
+                                 "executor": {"iter_stats_max_iterations": 10, "request_stats_max_iterations": 5}},
                                 {"quantization": "none", "serving": {"guided_decoding": {"backend": "llguidance"}},
                                  "lora": {"adapters": {"fr": "a"}, "max_lora_rank": 16, "max_cpu_loras": 2}}])
 def test_model_yaml_is_a_subset_of_torch_llm_args(kw):
@@ -373,3 +376,13 @@ def test_a_forced_llm_api_route_on_an_image_before_trtllm_1_0_is_a_recipe_error(
                   checkpoint={"path": "c"}, image=image)
     (problem,) = [p for p in check_llm_rules(r) if tuple(p[0]) == ("runtime",)]
     assert "needs TensorRT-LLM 1.0 or newer" in problem[1] and "runtime: engine" in problem[2]
+
+
+def test_attention_window_sink_tokens_and_stats_reach_the_llm_api_under_its_names():
+    spec = model_yaml(_pt(quantization="none", kv_cache={"max_attention_window_size": [512], "sink_token_length": 4},
+                          executor={"request_stats_max_iterations": 5}))
+    kv = spec["kv_cache_config"]
+    assert kv["max_attention_window"] == [512] and kv["sink_token_length"] == 4
+    assert spec["request_stats_max_iterations"] == 5 and "iter_stats_max_iterations" not in spec  # unset: the API's
+    assert {"iter_stats_max_iterations", "request_stats_max_iterations"} <= set(ARGS["TorchLlmArgs"])
+    assert {"max_attention_window", "sink_token_length"} <= set(ARGS["KvCacheConfig"]["fields"])

@@ -281,10 +281,26 @@ def test_runtime_knobs_are_written_with_the_cpp_backends_own_defaults():
 def test_runtime_knobs_off_the_engine_route_are_a_recipe_error():
     from pydantic import ValidationError
 
-    with pytest.raises(ValidationError, match="needs runtime: engine"):
+    with pytest.raises(ValidationError, match=r"executor\.cuda_graph_mode .*needs runtime: engine"):
         _recipe(runtime="pytorch", quantization="none", executor={"cuda_graph_mode": True})
     with pytest.raises(ValidationError, match=r"kv_cache\.host_memory_bytes"):
         _recipe(runtime="pytorch", quantization="none", kv_cache={"host_memory_bytes": 1})
+
+
+def test_attention_window_and_sink_tokens_are_written_only_when_set():
+    """Upstream's default for both is the parameter missing (read in a try block with no value of its own); set,
+    they are the template's keys in the form the backend parses."""
+    optional = RUNTIME["optional"]["values"]
+    plain = _group(_recipe())["tensorrt_llm"].parameters
+    assert not set(optional) & set(plain)
+    r = _recipe(kv_cache={"max_attention_window_size": [1024, 4096], "sink_token_length": 4})
+    params = {k: v.string_value for k, v in _group(r)["tensorrt_llm"].parameters.items()}
+    for key in optional:
+        assert key in template("tensorrt_llm")["parameters"] and key in CPP["guarded"], key
+    assert params["max_attention_window_size"] == "1024,4096" and params["sink_token_length"] == "4"
+    stats = _recipe(executor={"iter_stats_max_iterations": 50, "request_stats_max_iterations": 10})
+    params = {k: v.string_value for k, v in _group(stats)["tensorrt_llm"].parameters.items()}
+    assert (params["iter_stats_max_iterations"], params["request_stats_max_iterations"]) == ("50", "10")
 
 
 def test_the_per_release_unguarded_table_is_the_recorded_one():

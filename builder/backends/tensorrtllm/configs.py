@@ -271,14 +271,25 @@ def tensorrt_llm(r: LLMRecipe, names: Names, engine: dict, engine_path: str):
             if getattr(r.lora, key) is not None:
                 params[f"lora_{key}"] = getattr(r.lora, key)
     params.update(r.executor.model_dump())
-    params.update(kv_cache_host_memory_bytes=kv.host_memory_bytes, kv_cache_onboard_blocks=kv.onboard_blocks)
-    if kv.max_tokens is not None:
-        params["max_tokens_in_paged_kv_cache"] = kv.max_tokens
+    params.update(_kv_params(kv))
     params["gpu_device_ids"] = ";".join(",".join(map(str, g)) for g in groups)
     if needs_orchestrator(r):
         params["executor_worker_path"] = EXECUTOR_WORKER
     _params(mc, params)
     return mc
+
+
+def _kv_params(kv) -> dict[str, object]:
+    """The KV-cache parameters: offload always (the backend's defaults), the others only when set."""
+    params: dict[str, object] = {"kv_cache_host_memory_bytes": kv.host_memory_bytes,
+                                 "kv_cache_onboard_blocks": kv.onboard_blocks}
+    if kv.max_tokens is not None:
+        params["max_tokens_in_paged_kv_cache"] = kv.max_tokens
+    if kv.max_attention_window_size is not None:  # the backend parses a comma-separated list
+        params["max_attention_window_size"] = ",".join(map(str, kv.max_attention_window_size))
+    if kv.sink_token_length is not None:
+        params["sink_token_length"] = kv.sink_token_length
+    return params
 
 
 def logits_type(engine: dict) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe import LLMAPI_EXECUTOR, LLMRecipe
 from tritonbuild.core.hashing import sha256_json
 from tritonbuild.recipe.models import TensorSpec
 
@@ -119,6 +119,11 @@ def model_yaml(r: LLMRecipe, loras: list[str] = ()) -> dict:
         spec["kv_cache_config"]["max_tokens"] = kv.max_tokens
     if kv.dtype != "auto":
         spec["kv_cache_config"]["dtype"] = kv.dtype
+    if kv.max_attention_window_size is not None:
+        spec["kv_cache_config"]["max_attention_window"] = list(kv.max_attention_window_size)
+    if kv.sink_token_length is not None:
+        spec["kv_cache_config"]["sink_token_length"] = kv.sink_token_length
+    spec.update({k: getattr(r.executor, k) for k in LLMAPI_EXECUTOR if k in r.executor.model_fields_set})
     if r.serving.guided_decoding is not None:
         spec["guided_decoding_backend"] = r.serving.guided_decoding.backend
     if r.lora is not None:  # LoraConfig: the adapters' directories and the limits the recipe sets

@@ -72,6 +72,11 @@ class KVCache(Strict):
                                    "the backend's default 0 = no offload).")
     onboard_blocks: bool = Field(True, description="Bring offloaded blocks back to the GPU for reuse (engine "
                                  "route; the backend's default).")
+    max_attention_window_size: list[Annotated[int, Field(ge=1)]] | None = Field(
+        None, min_length=1, description="Sliding attention window per layer, repeated over the layers (unset: "
+                                        "max_seq_len, upstream's default); LLM-API route: max_attention_window.")
+    sink_token_length: int | None = Field(None, ge=0, description="Tokens always kept at the start of the window "
+                                          "(StreamingLLM; unset: upstream's default).")
 
 
 class Calibration(Strict):
@@ -97,6 +102,14 @@ class Executor(Strict):
     cuda_graph_mode: bool = False
     cancellation_check_period_ms: int = Field(100, ge=1)
     stats_check_period_ms: int = Field(100, ge=1)
+    iter_stats_max_iterations: int = Field(1000, ge=0, description="Iterations whose statistics are kept (the "
+                                           "executor's kDefaultIterStatsMaxIterations); LLM-API route too.")
+    request_stats_max_iterations: int = Field(0, ge=0, description="Iterations whose per-request statistics are "
+                                              "kept (0 = off, the executor's default); LLM-API route too.")
+
+
+# executor knobs the LLM API also has (TorchLlmArgs fields of the same name): written to model.yaml when set
+LLMAPI_EXECUTOR = ("iter_stats_max_iterations", "request_stats_max_iterations")
 
 
 class GuidedDecoding(Strict):
@@ -217,8 +230,9 @@ class LLMRecipe(Named):
         runtime, self._route_why = choose(self.runtime, self.quantization, self.kv_cache.dtype, self.image)
         object.__setattr__(self, "runtime", runtime)  # NOTE: frozen; auto is resolved once, at load
         offload = {"host_memory_bytes", "onboard_blocks"} & self.kv_cache.model_fields_set
-        if runtime != "engine" and ("executor" in self.model_fields_set or offload):
-            key = "executor" if "executor" in self.model_fields_set else f"kv_cache.{sorted(offload)[0]}"
+        executor = sorted(self.executor.model_fields_set - set(LLMAPI_EXECUTOR))
+        if runtime != "engine" and (executor or offload):
+            key = f"executor.{executor[0]}" if executor else f"kv_cache.{sorted(offload)[0]}"
             raise ValueError(f"{key} sets the tensorrtllm C++ backend's parameters: it needs runtime: engine, "
                              f"the {runtime} route has none of them")
         if (problem := self._feature_route_problem(runtime)) is not None:
