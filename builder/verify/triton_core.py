@@ -101,7 +101,8 @@ def not_here_cause(model_dir: Path, cause: str) -> str | None:
         return None
     absent = [(k, v.string_value) for k, v in sorted(params.items())
               if v.string_value.startswith("/") and not Path(v.string_value).exists()]
-    if not absent or (str(model_dir) in cause and not any(value in cause for _, value in absent)):
-        return None  # none named, or the missing file is the model's own
+    own = [p for p in re.findall(re.escape(str(model_dir)) + r"/[^\s'\"():,;]+", cause) if not Path(p).exists()]
+    if not absent or own:
+        return None  # no such parameter, or the missing file Triton names is the model's own
     named = ", ".join(f"{k} {v!r}" for k, v in absent)
     return f"its initialize() failed on a missing file, and its parameters name paths this machine lacks ({named})"

@@ -12,7 +12,7 @@ MISSING = "version 1 is at UNAVAILABLE state: Internal: Exception: No such file 
 def test_a_missing_file_named_by_an_absent_absolute_parameter_is_this_machines(tmp_path):
     """The README's tokenizer_dir (/app/...) is the serving machine's."""
     d = repositories.write_trtllm_group(tmp_path, "r25.04") / "preprocessing"
-    why = not_here_cause(d, MISSING)
+    why = not_here_cause(d, f"{MISSING}\n\nAt:\n  {d}/1/model.py(18): initialize\n")  # the stub's traceback
     assert why is not None and "tokenizer_dir '/app/tensorrt_llm/examples/gpt/gpt2'" in why
 
 
