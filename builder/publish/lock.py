@@ -158,18 +158,24 @@ class TargetLock:
                                hint="re-run publish: it resumes; if another publish took over, let it finish")
 
     # -- context manager -------------------------------------------------------------------------------------
+    def _hold(self) -> TargetLock:
+        self._beat = threading.Thread(target=self._heartbeat, name="tritonbuild-lock", daemon=True)
+        self._beat.start()
+        return self
+
     def __enter__(self) -> TargetLock:
         for attempt in range(3):
             try:
                 self._create()
-                self._beat = threading.Thread(target=self._heartbeat, name="tritonbuild-lock", daemon=True)
-                self._beat.start()
-                return self
+                return self._hold()
             except FileExistsError:
                 raw, etag = self._read()
                 if raw is None:
                     continue  # released meanwhile
                 holder = self._doc(raw)
+                if holder.get("token") == self.token:  # a retried create whose first attempt landed: ours
+                    self.version = etag
+                    return self._hold()
                 state = lease_state(holder)
                 if attempt < 2 and (self.break_lock or state == "expired" or self._stale(holder)):
                     try:

@@ -198,6 +198,31 @@ def test_the_lease_is_renewed_while_held_and_a_renewed_lock_is_not_broken(tmp_pa
     assert read_lock(target) is None
 
 
+def test_a_lock_create_whose_first_attempt_landed_is_ours_not_another_publish(tmp_path, monkeypatch):
+    """A store client retries a create whose answer was lost (gcsfs and botocore do, e.g. after a read timeout
+    while the publisher was stopped): the retry meets the lock the first attempt wrote, with this publisher's own
+    token. That is this publisher's lock, not "another publish in progress" (it refused itself)."""
+    from tritonbuild.core.leases import LocalLease
+    from tritonbuild.publish.lock import TargetLock, read_lock
+    from tritonbuild.publish.target import open_target
+
+    create = LocalLease.create
+
+    def landed_then_retried(self, body):
+        create(self, body)
+        raise FileExistsError(self.path)  # the retry's 412: the object exists (it is the first attempt's)
+
+    (tmp_path / "pub").mkdir()
+    target = open_target(f"file://{tmp_path}/pub")
+    monkeypatch.setattr(LocalLease, "create", landed_then_retried)
+    with TargetLock(target) as lock:
+        held = read_lock(target)
+        assert held["token"] == lock.token and lock.version is not None
+        lock._renew()  # the version it adopted is the one on the store
+        lock.check_held()
+    assert read_lock(target) is None
+
+
 def test_a_checkpoint_url_with_credentials_is_not_printed(cli, tmp_path):
     import shutil
 
