@@ -411,12 +411,12 @@ def test_a_checkpoint_modelopt_quantized_on_a_gpu_runner_is_assembled_with_engin
     assert (out / "tiny-llama_openai" / "config.pbtxt").is_file()
 
 
-def _lora(llm_dir, name, files=("model.lora_weights.npy", "model.lora_config.npy"), content=b"w"):
+def _lora(llm_dir, name, files=("model.lora_weights.npy", "model.lora_config.npy"), content=b"w", engine=True):
     (llm_dir / name).mkdir(exist_ok=True)
     for f in files:
         (llm_dir / name / f).write_bytes(content)
-    with (llm_dir / "llm.yaml").open("a") as f:
-        f.write(f"lora:\n  adapters: {{fr: {name}}}\n")
+    with (llm_dir / "llm.yaml").open("a") as f:  # the engine route builds the LoRA plugin for target_modules
+        f.write(f"lora:\n  adapters: {{fr: {name}}}\n" + ("  target_modules: [attn_q, attn_v]\n" if engine else ""))
 
 
 def test_a_lora_adapter_without_its_weights_is_a_plan_error(cli, llm_dir, tmp_path):
@@ -507,7 +507,7 @@ def test_llmapi_route_packages_peft_adapters_for_the_llm_api_and_the_openai_fron
 def test_an_adapter_the_llm_api_cannot_load_is_a_plan_error(cli, llm_dir, tmp_path, case):
     _edit(llm_dir / "llm.yaml", "quantization: int4_weight_only", "quantization: none\nruntime: pytorch")
     if case == "npy adapter":
-        _lora(llm_dir, "fr-lora")
+        _lora(llm_dir, "fr-lora", engine=False)
         expected = "has no adapter_config.json: the LLM API loads Hugging Face PEFT adapters"
     else:
         _peft(llm_dir, "fr-peft", rank=128)  # LoraConfig.max_lora_rank defaults to 64
@@ -517,3 +517,55 @@ def test_an_adapter_the_llm_api_cannot_load_is_a_plan_error(cli, llm_dir, tmp_pa
     r = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT")
     assert r.exit_code == 4 and expected in r.stderr, r.stderr
     assert "llm.yaml:" in r.stderr and not (tmp_path / "OUT").exists()
+
+
+def test_the_lora_plugins_settings_and_build_adapter_key_the_engine_step(cli, llm_dir, tmp_path):
+    """The LoRA plugin is part of the engine: its settings are the trtllm.engine step's params and the PEFT adapter
+    given for --lora_dir is one of its inputs by content (a changed byte rebuilds the engine; a moved one does not)."""
+    _lora(llm_dir, "fr-lora")
+    _peft(llm_dir, "fr-peft")
+    _edit(llm_dir / "llm.yaml", "  target_modules: [attn_q, attn_v]\n",
+          "  build_adapter: fr-peft\n  max_lora_rank: 8\n")
+
+    def engine_step():
+        r = cli("plan", llm_dir / "llm.yaml", "--json")
+        assert r.exit_code == 0, r.stderr
+        (m,) = json.loads(r.stdout)["models"]
+        return next(s for s in m["steps"] if s["kind"] == "trtllm.engine")
+
+    first = engine_step()
+    assert first["params"]["lora"]["max_lora_rank"] == 8 and "adapter_config.json" in first["params"]["lora"]["adapter"]
+    shutil.move(llm_dir / "fr-peft", llm_dir / "moved")
+    _edit(llm_dir / "llm.yaml", "build_adapter: fr-peft", "build_adapter: moved")
+    assert engine_step()["cache_key"] == first["cache_key"]
+    (llm_dir / "moved" / "adapter_model.safetensors").write_bytes(b"changed")
+    assert engine_step()["cache_key"] != first["cache_key"]
+    (llm_dir / "moved" / "adapter_config.json").unlink()
+    r = cli("plan", llm_dir / "llm.yaml")
+    assert r.exit_code == 4 and "lora.build_adapter" in r.stderr and "adapter_config.json" in r.stderr
+
+
+@pytest.mark.parametrize("rank", [8, 128])
+def test_without_target_modules_the_plugin_is_built_for_what_the_adapters_adapt(cli, llm_dir, rank):
+    """model.lora_config.npy rows are [module id, layer, adapter size] in LoraManager.LORA_MODULE_IDS numbering
+    (trtllm_scripts.json trtllm-build.lora): the engine step's target modules are those ids' names; an adapter of
+    a rank above max_lora_rank (trtllm-build's default 64) is a plan error."""
+    import numpy as np
+
+    ids = load("trtllm_scripts")["scripts"]["trtllm-build"]["lora"]["target_modules"]
+    for name, modules in (("fr-lora", [1, 3]), ("de-lora", [1, 4])):
+        (llm_dir / name).mkdir()
+        np.save(llm_dir / name / "model.lora_weights.npy", np.zeros((1, 2, 16), np.float16))
+        np.save(llm_dir / name / "model.lora_config.npy",
+                np.array([[[m, layer, rank] for m in modules for layer in (0, 1)]], np.int32))
+    with (llm_dir / "llm.yaml").open("a") as f:
+        f.write("lora:\n  adapters: {fr: fr-lora, de: de-lora}\n")
+    if rank > 64:
+        r = cli("plan", llm_dir / "llm.yaml")
+        assert r.exit_code == 4 and "has rank 128, above max_lora_rank 64" in r.stderr, r.stderr
+        return
+    r = cli("plan", llm_dir / "llm.yaml", "--json")
+    assert r.exit_code == 0, r.stderr
+    (m,) = json.loads(r.stdout)["models"]
+    lora = next(s for s in m["steps"] if s["kind"] == "trtllm.engine")["params"]["lora"]
+    assert lora["target_modules"] == [ids[1], ids[3], ids[4]] == ["attn_q", "attn_v", "attn_dense"]

@@ -237,9 +237,11 @@ def test_what_one_route_cannot_do_is_a_recipe_error_naming_the_route_that_can():
 
     with pytest.raises(ValidationError, match=r"lora\.cache_gpu_memory_fraction needs runtime: engine"):
         _pt(quantization="none", lora={"adapters": {"fr": "a"}, "cache_gpu_memory_fraction": 0.1})
-    with pytest.raises(ValidationError, match=r"lora\.max_lora_rank needs runtime: pytorch"):
+    with pytest.raises(ValidationError, match=r"lora\.max_loras needs runtime: pytorch"):
         LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"},
-                  lora={"adapters": {"fr": "a"}, "max_lora_rank": 8})
+                  lora={"adapters": {"fr": "a"}, "max_loras": 8, "target_modules": ["attn_q"]})
+    with pytest.raises(ValidationError, match=r"lora\.target_modules needs runtime: engine"):
+        _pt(quantization="none", lora={"adapters": {"fr": "a"}, "target_modules": ["attn_q"]})
     with pytest.raises(ValidationError, match="llguidance needs runtime: pytorch"):
         LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"},
                   serving={"guided_decoding": {"backend": "llguidance"}})

@@ -243,7 +243,8 @@ LORA = load("tensorrtllm_backend")["lora"]
 def test_lora_inputs_are_upstreams_where_the_recipe_has_adapters(model):
     plain = {t.name for t in _group(_recipe(serving={"bls": True}))[model].input}
     assert not plain & set(LORA["inputs"])  # no adapters: a LoRA request is refused at the door
-    r = _recipe(serving={"bls": True}, lora={"adapters": {"fr": "a"}, "cache_gpu_memory_fraction": 0.1})
+    r = _recipe(serving={"bls": True}, lora={"adapters": {"fr": "a"}, "cache_gpu_memory_fraction": 0.1,
+                                             "target_modules": ["attn_qkv"]})
     mc = _group(r)[model]
     declared = {t.name: _spec(t) for t in mc.input}
     for name in LORA["inputs"]:

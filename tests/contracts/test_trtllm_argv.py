@@ -127,6 +127,40 @@ def test_trtllm_build_argv_is_accepted_by_trtllm_build(kw):
     assert seen["--kv_cache_type"] == "paged" and seen["--tokens_per_block"] == str(r.kv_cache.tokens_per_block)
 
 
+@pytest.mark.parametrize("lora", [{"target_modules": ["attn_q", "attn_v"], "max_lora_rank": 8, "adapter": {}},
+                                  {"target_modules": [], "max_lora_rank": 64, "adapter": {"adapter_config.json": "x"}}])
+def test_a_lora_engine_is_built_with_trtllm_builds_lora_plugin_arguments(lora):
+    """The LoRA plugin, the rank its workspace is sized for, and what configures it: the target modules (each one of
+    LoraManager.LORA_MODULE_IDS, build.py's choices) or a PEFT adapter for --lora_dir (source hf)."""
+    from tritonbuild.backends.tensorrtllm.lora_build import lora_build_argv
+
+    facts = SCRIPTS["trtllm-build"]
+    r = LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"})
+    adapter = "/peft" if lora["adapter"] else None
+    argv = cmd.build_argv(r, "/ck", "/eng", "/t.cache") + lora_build_argv(lora, adapter)
+    seen = _check_flags(argv[1:], facts, str(lora))
+    assert {"--lora_plugin", "--max_lora_rank"} <= set(seen) and seen["--max_lora_rank"] == str(lora["max_lora_rank"])
+    if adapter:
+        assert seen["--lora_dir"] == "/peft" and seen["--lora_ckpt_source"] == "hf"
+    else:
+        modules = argv[argv.index("--lora_target_modules") + 1:]
+        assert modules == lora["target_modules"] and set(modules) <= set(facts["lora"]["target_modules"])
+    assert lora_build_argv({}, None) == []
+
+
+def test_the_recipes_lora_modules_are_trtllm_builds_choices():
+    import typing
+
+    from tritonbuild.backends.tensorrtllm.lora_build import MAX_LORA_RANK
+    from tritonbuild.backends.tensorrtllm.recipe import LoraModule
+
+    assert list(typing.get_args(LoraModule)) == SCRIPTS["trtllm-build"]["lora"]["target_modules"]
+    assert SCRIPTS["trtllm-build"]["lora"]["max_lora_rank_default"] == MAX_LORA_RANK
+    with pytest.raises(ValueError, match=r"needs engine\.build_path: cli"):
+        LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"}, engine={"build_path": "llmapi"},
+                  lora={"adapters": {"a": "a"}, "target_modules": ["attn_q"]})
+
+
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 @pytest.mark.parametrize("quant, kv", [("int4_awq", "auto"), ("fp8", "fp8"), ("int4_weight_only", "int8"),
                                        ("int8_sq_per_token", "auto"), ("w4a8_awq", "auto"),

@@ -91,8 +91,8 @@ def group(tmp_path_factory):
         (work / f"{lora}-lora").mkdir()
         np.save(work / f"{lora}-lora" / "model.lora_weights.npy", np.ones((1, 2, 16), np.float16))
         np.save(work / f"{lora}-lora" / "model.lora_config.npy", np.array([[[1, 0, 8], [2, 0, 8]]], np.int32))
-    (work / "lora.yaml").write_text(text.replace("name: tiny-llama\n", "name: tiny-lora\n") +
-                                    "lora:\n  adapters: {fr: fr-lora, de: de-lora}\n")
+    (work / "lora.yaml").write_text(text.replace("name: tiny-llama\n", "name: tiny-lora\n") + "lora:\n"
+                                    "  adapters: {fr: fr-lora, de: de-lora}\n  target_modules: [attn_q, attn_v]\n")
     for recipe, name in (("llm.yaml", "tiny-llama"), ("stream.yaml", "tiny-stream"), ("spm.yaml", "tiny-spm"),
                          ("guided.yaml", "tiny-guided"), ("lora.yaml", "tiny-lora")):
         r = CliRunner().invoke(main, ["build", str(work / recipe), "-o", str(work / recipe[:-5]), "--engine",

@@ -16,6 +16,7 @@ from tritonbuild.backends import StepSkipped
 from tritonbuild.backends.base import PlanContext, StepContext
 from tritonbuild.backends.common import checkpoint_root, copy_inputs
 from tritonbuild.backends.tensorrtllm import argv as cmd
+from tritonbuild.backends.tensorrtllm.lora_build import lora_build_argv, lora_build_params, split_adapter
 from tritonbuild.backends.tensorrtllm.memory import Architecture, memory_plan, tp_heads_problem
 from tritonbuild.backends.tensorrtllm.prequant import prequantized, quant_params
 from tritonbuild.backends.tensorrtllm.quant import FORMATS, read_prequantized
@@ -236,6 +237,10 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
                      "trtllm_version": r.image.trtllm_version, **quant_params(r, pre)}
     inputs = {str(ckpt / k): v for k, v in files.items()}
     _add_calibration(loaded, ctx, engine_params, inputs)
+    lora, lora_inputs = lora_build_params(loaded, ctx, recipe_dir)
+    if lora:  # the LoRA plugin is part of the engine: its settings key the step
+        engine_params["lora"] = lora
+        inputs.update(lora_inputs)
     return [("trtllm.engine", engine_params, inputs),
             ("trtllm.tokenizer", {"files": sorted(tok_files)}, {str(tok / k): v for k, v in tok_files.items()}),
             *lora_step(loaded, ctx)]
@@ -296,6 +301,7 @@ def run_step(ctx: StepContext) -> None:
                               "checkpoint.path at the quantized checkpoint")
         raise StepSkipped("TensorRT-LLM and a GPU are not available here; build on a GPU runner in the NGC "
                           "TensorRT-LLM image, or pass --engine DIR (a prebuilt engine) to assemble around it")
+    inputs, lora_dir = split_adapter(params, inputs)
     inputs, calib_dataset = _split_calibration(params, inputs)
     ckpt = str(checkpoint_root(inputs))
     if kind == "trtllm.quantize":
@@ -315,8 +321,8 @@ def run_step(ctx: StepContext) -> None:
         _run(cmd.convert_argv(recipe, params["model_type"], ckpt, str(trt_ckpt), sys.executable, calib_dataset,
                               (params.get("calibration") or {}).get("size", 32), params.get("checkpoint_quantization")),
              log_dir, "convert", timeout)
-        _run(cmd.build_argv(recipe, str(trt_ckpt), str(engine_dir), str(log_dir / "timing.cache")), log_dir,
-             "trtllm-build", timeout)
+        _run(cmd.build_argv(recipe, str(trt_ckpt), str(engine_dir), str(log_dir / "timing.cache")) +
+             lora_build_argv(params.get("lora"), lora_dir), log_dir, "trtllm-build", timeout)
         shutil.rmtree(trt_ckpt, ignore_errors=True)
     if not (engine_dir / "config.json").is_file():  # the engine is checked against the whole recipe at emit
         raise BuildError(f"the engine build wrote no {engine_dir / 'config.json'}",

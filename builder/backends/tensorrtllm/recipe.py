@@ -118,6 +118,12 @@ class GuidedDecoding(Strict):
                                 "route: the LLM API's guided_decoding_backend (xgrammar or llguidance).")
 
 
+# trtllm-build --lora_target_modules choices: LoraManager.LORA_MODULE_IDS (tests/contracts/facts/trtllm_scripts.json)
+LoraModule = Literal["attn_qkv", "attn_q", "attn_k", "attn_v", "attn_dense", "mlp_h_to_4h", "mlp_4h_to_h", "mlp_gate",
+                     "cross_attn_qkv", "cross_attn_q", "cross_attn_k", "cross_attn_v", "cross_attn_dense",
+                     "moe_h_to_4h", "moe_4h_to_h", "moe_gate", "moe_router", "mlp_router", "mlp_gate_up"]
+
+
 class LoRA(Strict):
     adapters: dict[str, str] = Field(min_length=1, description="LoRA name (what the OpenAI frontend's model name "
                                      "<model><separator><name> selects) → a directory, content-hashed: engine route, "
@@ -127,8 +133,15 @@ class LoRA(Strict):
                                                     "(engine route; unset: the backend's default).")
     cache_host_memory_bytes: int | None = Field(None, ge=0, description="lora_cache_host_memory_bytes (engine "
                                                 "route; unset: the backend's default).")
-    max_lora_rank: int | None = Field(None, ge=1, description="LLM-API route: LoraConfig.max_lora_rank (unset: the "
-                                      "LLM API's 64); an adapter of a larger rank is a plan error.")
+    max_lora_rank: int | None = Field(None, ge=1, description="The largest adapter rank served (unset: 64, the "
+                                      "default of trtllm-build --max_lora_rank and LoraConfig.max_lora_rank); LLM-API "
+                                      "route: an adapter of a larger rank is a plan error.")
+    target_modules: list[LoraModule] | None = Field(None, min_length=1, description="Engine route: the modules the "
+                                                    "LoRA plugin is built for (trtllm-build --lora_target_modules; "
+                                                    "unset: those the adapters' model.lora_config.npy name).")
+    build_adapter: str | None = Field(None, description="Engine route: a Hugging Face PEFT adapter directory whose "
+                                      "adapter_config.json configures the plugin (trtllm-build --lora_dir); "
+                                      "content-hashed into the engine step.")
     max_loras: int | None = Field(None, ge=1, description="LLM-API route: adapters kept on the GPU at once "
                                   "(LoraConfig.max_loras; unset: the LLM API's default).")
     max_cpu_loras: int | None = Field(None, ge=1, description="LLM-API route: adapters kept in host memory "
@@ -136,13 +149,13 @@ class LoRA(Strict):
 
     def route_problem(self, runtime: str) -> str | None:
         """The first key this route cannot honour, as a message naming the route that can."""
-        engine_only = ("cache_gpu_memory_fraction", "cache_host_memory_bytes")
-        llmapi_only = ("max_lora_rank", "max_loras", "max_cpu_loras")
+        engine_only = ("cache_gpu_memory_fraction", "cache_host_memory_bytes", "target_modules", "build_adapter")
+        llmapi_only = ("max_loras", "max_cpu_loras")
         wrong = [k for k in (engine_only if runtime != "engine" else llmapi_only) if getattr(self, k) is not None]
         if not wrong:
             return None
-        other = "runtime: engine (the tensorrtllm C++ backend's lora_cache_* parameters)" if runtime != "engine" \
-            else "runtime: pytorch (the LLM API's LoraConfig)"
+        other = "runtime: engine (the tensorrtllm C++ backend and trtllm-build's LoRA plugin)" \
+            if runtime != "engine" else "runtime: pytorch (the LLM API's LoraConfig)"
         return f"lora.{wrong[0]} needs {other}; the {runtime} route has no such setting"
 
 
@@ -243,6 +256,8 @@ class LLMRecipe(Named):
         """LoRA and guided decoding keys the chosen route cannot honour (both routes take both features)."""
         if self.lora is not None and (problem := self.lora.route_problem(runtime)) is not None:
             return problem
+        if self.lora is not None and runtime == "engine" and self.engine.build_path != "cli":
+            return "lora on the engine route needs engine.build_path: cli (trtllm-build --lora_plugin)"
         guided = self.serving.guided_decoding
         if guided is not None and guided.backend != "xgrammar" and runtime == "engine":
             return (f"serving.guided_decoding.backend {guided.backend} needs runtime: pytorch (the LLM API); the "

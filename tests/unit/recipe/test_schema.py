@@ -28,9 +28,10 @@ RECIPE_DIRS = (ROOT / "recipes" / "examples", ROOT / "recipes" / "gpu")
 GIVEN = {"calibration": {"dataset": "calibration.txt"}, "version_policy": {"latest": 1}, "tokenizer": "tokenizer",
          "batching": {"max_queue_delay_us": 100}, "batch_buckets": [65536], "image.ships": {"tensorrt_llm": "1.1.0"},
          "source.export.dynamic_axes": {"x": {0: "batch"}}, "source.sha256": "0" * 64,
-         "lora": {"adapters": {"fr": "fr-lora"}}, "lora.adapters": {"fr": "fr-lora"},
+         "lora": {"adapters": {"fr": "fr-lora"}, "target_modules": ["attn_q"]}, "lora.adapters": {"fr": "fr-lora"},
          "lora.cache_gpu_memory_fraction": 0.1, "lora.cache_host_memory_bytes": 1 << 30, "lora.max_lora_rank": 8,
-         "lora.max_loras": 2, "lora.max_cpu_loras": 2}
+         "lora.max_loras": 2, "lora.max_cpu_loras": 2,
+         "lora.target_modules": ["attn_q"], "lora.build_adapter": "fr-peft"}
 
 
 def test_committed_schema_is_current():
