@@ -569,3 +569,40 @@ def test_without_target_modules_the_plugin_is_built_for_what_the_adapters_adapt(
     (m,) = json.loads(r.stdout)["models"]
     lora = next(s for s in m["steps"] if s["kind"] == "trtllm.engine")["params"]["lora"]
     assert lora["target_modules"] == [ids[1], ids[3], ids[4]] == ["attn_q", "attn_v", "attn_dense"]
+
+
+def test_an_llmapi_recipe_with_a_draft_model_packages_it_and_plans_its_memory(cli, llm_dir, tmp_path):
+    """speculative: the draft checkpoint is a content-keyed step packaged as <v>/draft/ (model.yaml's
+    speculative_model_dir), and the memory plan counts its 16-bit weights and its KV for every token."""
+    _edit(llm_dir / "llm.yaml", "quantization: int4_weight_only", "quantization: none\nruntime: pytorch")
+    plain = json.loads(cli("plan", llm_dir / "llm.yaml", "--json").stdout)["models"][0]["extras"]["memory_plan"]
+    shutil.copytree(llm_dir / "tiny-llama", llm_dir / "draft-llama")
+    with (llm_dir / "llm.yaml").open("a") as f:
+        f.write("speculative: {mode: draft_target, max_draft_len: 4, draft_checkpoint: draft-llama}\n")
+    r = cli("plan", llm_dir / "llm.yaml", "--json")
+    assert r.exit_code == 0, r.stderr
+    (m,) = json.loads(r.stdout)["models"]
+    mem = m["extras"]["memory_plan"]
+    assert mem["weight_bytes"] == 2 * plain["weight_bytes"]  # the same checkpoint, 16-bit, as its own draft
+    assert mem["kv_bytes_per_token"] == 2 * plain["kv_bytes_per_token"]
+    assert mem["max_kv_tokens"] < plain["max_kv_tokens"]
+    assert [s["kind"] for s in m["steps"]] == ["trtllm.checkpoint", "trtllm.draft"]
+    out = tmp_path / "OUT"
+    assert cli("build", llm_dir / "llm.yaml", "-o", out).exit_code == 0
+    import yaml
+
+    vdir = out / "tiny-llama" / "1"
+    spec = yaml.safe_load((vdir / "model.yaml").read_text())
+    assert spec["speculative_config"]["speculative_model_dir"] == "draft" and (vdir / "draft" / "config.json").is_file()
+    (llm_dir / "draft-llama" / "config.json").unlink()
+    r = cli("plan", llm_dir / "llm.yaml")
+    assert r.exit_code == 4 and "speculative.draft_checkpoint" in r.stderr and "config.json" in r.stderr
+
+
+def test_speculative_decoding_on_the_engine_route_is_a_recipe_error_naming_the_llm_api_route(cli, llm_dir, tmp_path):
+    shutil.copytree(llm_dir / "tiny-llama", llm_dir / "draft-llama")
+    with (llm_dir / "llm.yaml").open("a") as f:
+        f.write("speculative: {mode: eagle, max_draft_len: 3, draft_checkpoint: draft-llama}\n")
+    r = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT")
+    assert r.exit_code == 3 and "speculative needs runtime: pytorch" in r.stderr and "llm.yaml:" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "OUT").exists()

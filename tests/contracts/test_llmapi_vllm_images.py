@@ -388,3 +388,25 @@ def test_attention_window_sink_tokens_and_stats_reach_the_llm_api_under_its_name
     assert spec["request_stats_max_iterations"] == 5 and "iter_stats_max_iterations" not in spec  # unset: the API's
     assert {"iter_stats_max_iterations", "request_stats_max_iterations"} <= set(ARGS["TorchLlmArgs"])
     assert {"max_attention_window", "sink_token_length"} <= set(ARGS["KvCacheConfig"]["fields"])
+
+
+@pytest.mark.parametrize("mode", ["draft_target", "eagle"])
+def test_speculative_decoding_is_the_llm_apis_speculative_config(mode):
+    """speculative_config as DecodingBaseConfig.from_dict takes it (llm_args.json speculative_config): a decoding
+    type the PyTorch backend runs, base fields only, the draft checkpoint's directory (relative, packaged)."""
+    facts = ARGS["speculative_config"]
+    r = _pt(quantization="none", speculative={"mode": mode, "max_draft_len": 3, "draft_checkpoint": "d"})
+    spec = model_yaml(r)
+    cfg = spec["speculative_config"]
+    assert "speculative_config" in ARGS["TorchLlmArgs"] and cfg["decoding_type"] in facts["from_dict_types"]
+    assert cfg["decoding_type"] not in facts["not_pytorch"]
+    assert set(cfg) - {"decoding_type"} <= set(facts["base_fields"])
+    assert cfg == {"decoding_type": cfg["decoding_type"], "max_draft_len": 3, "speculative_model_dir": "draft"}
+    assert "speculative_config" not in model_yaml(_pt(quantization="none"))
+
+
+def test_a_speculative_mode_neither_route_generates_is_a_recipe_error():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="medusa"):
+        _pt(quantization="none", speculative={"mode": "medusa", "max_draft_len": 3, "draft_checkpoint": "d"})

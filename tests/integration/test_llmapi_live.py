@@ -39,7 +39,8 @@ def _peft(d, rank=8) -> str:
 
 # name → what the recipe adds to the plain LLM-API recipe
 FEATURES = {"pt": "", "pt-stream": "", "pt-lora": "lora:\n  adapters: {fr: fr-peft, de: de-peft}\n",
-            "pt-guided": "serving:\n  guided_decoding: {backend: xgrammar}\n"}
+            "pt-guided": "serving:\n  guided_decoding: {backend: xgrammar}\n",
+            "pt-spec": "speculative: {mode: eagle, max_draft_len: 3, draft_checkpoint: tiny-llama}\n"}
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +61,7 @@ def server(tmp_path_factory):
             "streaming: false", f"streaming: {'true' if name == 'pt-stream' else 'false'}")
         if extra.startswith("serving:"):
             text = text.replace("serving:\n", extra)
-        (work / f"{name}.yaml").write_text(text + (extra if extra.startswith("lora") else ""))
+        (work / f"{name}.yaml").write_text(text + (extra if extra.startswith(("lora", "spec")) else ""))
         r = CliRunner().invoke(main, ["build", str(work / f"{name}.yaml"), "-o", str(work / name)],
                                catch_exceptions=False)
         assert r.exit_code == 0, r.stderr
@@ -285,3 +286,14 @@ def test_a_return_perf_metrics_request_in_the_ensembles_format_is_answered_by_th
     t = [int(got[k].reshape(-1)[0]) for k in TIMES]
     assert 0 < t[0] <= t[1] <= t[2] <= t[3]
     assert got["acceptance_rate"].dtype == np.float32 and got["text_output"].shape == (1, 1)
+
+
+def test_the_llm_api_is_built_with_the_packaged_draft_for_speculative_decoding(server):
+    """pt-spec loaded: the stand-in LLM took model.yaml's speculative_config (decoding type, fields, the draft
+    checkpoint at speculative_model_dir, as DecodingBaseConfig.from_dict takes them) and answers."""
+    got = _infer(server, "pt-spec", _inputs(), ["text_output"])
+    assert got["text_output"][0].decode() == PROMPT[:12]
+    spec = yaml.safe_load((server.repo / "pt-spec" / "1" / "model.yaml").read_text())
+    assert spec["speculative_config"]["decoding_type"] == "Eagle"
+    draft = server.repo / "pt-spec" / "1" / spec["speculative_config"]["speculative_model_dir"]
+    assert (draft / "config.json").is_file()

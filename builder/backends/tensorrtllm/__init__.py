@@ -21,6 +21,7 @@ from tritonbuild.backends.tensorrtllm.memory import Architecture, memory_plan, t
 from tritonbuild.backends.tensorrtllm.prequant import prequantized, quant_params
 from tritonbuild.backends.tensorrtllm.quant import FORMATS, read_prequantized
 from tritonbuild.backends.tensorrtllm.recipe import GPU_SM, LLMRecipe
+from tritonbuild.backends.tensorrtllm.speculative import draft_config, draft_step, engine_route_problem
 from tritonbuild.core.hashing import sha256_json, tree_files
 from tritonbuild.core.paths import PathProblem, check_tree
 from tritonbuild.core.proc import python_module_argv, run_logged
@@ -202,12 +203,13 @@ def _llmapi_steps(loaded: LoadedRecipe, ctx: PlanContext, ckpt: Path, config: di
     inputs = {str(ckpt / k): v for k, v in files.items()}
     from tritonbuild.backends.tensorrtllm.llmapi import peft_lora_step
 
+    extra = [*peft_lora_step(loaded, ctx, recipe_dir), *draft_step(loaded, ctx, recipe_dir)]
     if prequantized(loaded, ckpt, config) is not None or r.quantization == "none":
-        return [("trtllm.checkpoint", {"files": sorted(files)}, inputs), *peft_lora_step(loaded, ctx, recipe_dir)]
+        return [("trtllm.checkpoint", {"files": sorted(files)}, inputs), *extra]
     params = {"quantization": r.quantization, "dtype": r.dtype, "kv": {"dtype": r.kv_cache.dtype},
               "files": sorted(files), "trtllm_version": r.image.trtllm_version}
     _add_calibration(loaded, ctx, params, inputs)
-    return [("trtllm.quantize", params, inputs), *peft_lora_step(loaded, ctx, recipe_dir)]
+    return [("trtllm.quantize", params, inputs), *extra]
 
 
 def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
@@ -218,6 +220,7 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     _check_model(loaded, arch, config)
     if r.runtime == "pytorch":
         return _llmapi_steps(loaded, ctx, ckpt, config, files)
+    engine_route_problem(loaded)
     pre = prequantized(loaded, ckpt, config)
     plan = memory_plan(r, arch, pre.params() if pre else None)
     if not plan.fits:
@@ -262,7 +265,8 @@ def describe(loaded: LoadedRecipe, ctx: PlanContext) -> dict:
         pre = read_prequantized(ckpt, config)
     except (ValueError, TypeError, KeyError, IndexError, AttributeError):
         pre = None  # plan_steps says what is wrong with it
-    plan = memory_plan(r, arch, pre.params() if pre else None)
+    draft = draft_config(loaded, recipe_dir)
+    plan = memory_plan(r, arch, pre.params() if pre else None, Architecture.from_hf_config(draft) if draft else None)
     return {**route, "architecture": arch.model_dump(), "memory_plan": plan.model_dump()}
 
 
@@ -278,8 +282,8 @@ def engine_view(params: dict) -> SimpleNamespace:
 
 def run_step(ctx: StepContext) -> None:
     kind, params, inputs, out, log_dir = ctx.kind, ctx.params, ctx.inputs, ctx.out, ctx.log_dir
-    if kind == "trtllm.checkpoint":
-        copy_inputs(inputs, out / "checkpoint")
+    if kind in ("trtllm.checkpoint", "trtllm.draft"):  # a checkpoint as it is: the model's, or the draft's
+        copy_inputs(inputs, out / kind.split(".")[1])
         return
     if kind == "trtllm.tokenizer":
         tok = out / "tokenizer"

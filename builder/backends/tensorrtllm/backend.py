@@ -24,7 +24,7 @@ class TensorRTLLMBackend(Backend):
     step_toolchain = {"trtllm.engine": ("tritonbuild", "tensorrt_llm", "tensorrt", *GPU_KEYS),
                       "trtllm.quantize": ("tritonbuild", "tensorrt_llm", *GPU_KEYS),
                       "trtllm.tokenizer": ("tritonbuild",), "trtllm.checkpoint": ("tritonbuild",),
-                      "trtllm.lora": ("tritonbuild",)}
+                      "trtllm.lora": ("tritonbuild",), "trtllm.draft": ("tritonbuild",)}
     engine_steps = ("trtllm.engine", "trtllm.quantize")  # GPU-bound: --engine supplies one, --matrix routes it
     triton_backend = "tensorrtllm"
     model_files = {"": ""}

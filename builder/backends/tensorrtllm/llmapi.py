@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from tritonbuild.backends.tensorrtllm.recipe import LLMAPI_EXECUTOR, LLMRecipe
+from tritonbuild.backends.tensorrtllm.speculative import DRAFT_DIR, speculative_config
 from tritonbuild.core.hashing import sha256_json
 from tritonbuild.recipe.models import TensorSpec
 
@@ -124,6 +125,8 @@ def model_yaml(r: LLMRecipe, loras: list[str] = ()) -> dict:
     if kv.sink_token_length is not None:
         spec["kv_cache_config"]["sink_token_length"] = kv.sink_token_length
     spec.update({k: getattr(r.executor, k) for k in LLMAPI_EXECUTOR if k in r.executor.model_fields_set})
+    if (spec_config := speculative_config(r)) is not None:
+        spec["speculative_config"] = spec_config
     if r.serving.guided_decoding is not None:
         spec["guided_decoding_backend"] = r.serving.guided_decoding.backend
     if r.lora is not None:  # LoraConfig: the adapters' directories and the limits the recipe sets
@@ -228,7 +231,7 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
              if k.startswith(("checkpoint/", "quantize/"))}
     if not files:  # the quantize step was skipped here
         return []
-    files.update({k: e for k, e in built_model.files.items() if k.startswith(f"{LORA_DIR}/")})
+    files.update({k: e for k, e in built_model.files.items() if k.startswith((f"{LORA_DIR}/", f"{DRAFT_DIR}/"))})
     loras = sorted({k.split("/")[1] for k in files if k.startswith(f"{LORA_DIR}/")})
     for rel, entry in files.items():
         store.materialize(entry.sha256, vdir / rel)

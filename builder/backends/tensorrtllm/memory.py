@@ -173,8 +173,11 @@ def kv_bytes_per_token(arch: Architecture, kv_dtype: str, tp: int = 1, pp: int =
     return 2 * layers * math.ceil(arch.kv_heads / tp) * arch.head_dim * size
 
 
-def memory_plan(r: LLMRecipe, arch: Architecture, prequant: dict | None = None) -> MemoryPlan:
-    """prequant: a checkpoint quantized already (quant.Prequantized.params()): its group size and zero points."""
+def memory_plan(r: LLMRecipe, arch: Architecture, prequant: dict | None = None,
+                draft: Architecture | None = None) -> MemoryPlan:
+    """prequant: a checkpoint quantized already (quant.Prequantized.params()): its group size and zero points.
+    draft: a speculative-decoding draft model (or EAGLE head), 16-bit, split like the target; its KV cache holds
+    the same tokens as the target's, so each token costs both."""
     e, kv = r.engine, r.kv_cache
     shards = e.tp_size * e.pp_size
     gpu_bytes = GPU_MEMORY_MIB[r.gpu] * MIB
@@ -188,6 +191,11 @@ def memory_plan(r: LLMRecipe, arch: Architecture, prequant: dict | None = None) 
     w_gpu = math.ceil((wbytes - whole) / shards) + whole if shards > 1 else wbytes
     kv_tok = kv_bytes_per_token(arch, kv.dtype)
     kv_tok_gpu = kv_bytes_per_token(arch, kv.dtype, e.tp_size, e.pp_size)
+    if draft is not None:
+        d_params, d_bytes = weight_bytes(draft, "none")
+        params, wbytes, w_gpu = params + d_params, wbytes + d_bytes, w_gpu + math.ceil(d_bytes / shards)
+        kv_tok += kv_bytes_per_token(draft, kv.dtype)
+        kv_tok_gpu += kv_bytes_per_token(draft, kv.dtype, e.tp_size, e.pp_size)
     free = gpu_bytes - w_gpu - RUNTIME_RESERVE
     pool = max(0, int(free * kv.free_gpu_mem_fraction))
     tokens = pool // kv_tok_gpu

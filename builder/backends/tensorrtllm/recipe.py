@@ -159,6 +159,15 @@ class LoRA(Strict):
         return f"lora.{wrong[0]} needs {other}; the {runtime} route has no such setting"
 
 
+class Speculative(Strict):
+    """Speculative decoding, LLM-API route: the LLM API's speculative_config."""
+    mode: Literal["draft_target", "eagle"] = Field(description="draft_target: a smaller draft model proposes tokens "
+                                                   "(DraftTarget); eagle: an EAGLE head does (Eagle).")
+    max_draft_len: int = Field(ge=1, le=64, description="Draft tokens proposed per step (max_draft_len).")
+    draft_checkpoint: str = Field(description="The draft model's (or EAGLE head's) Hugging Face checkpoint "
+                                              "directory, relative to the recipe; content-hashed, packaged.")
+
+
 class Serving(Strict):
     streaming: bool = Field(False, description="Decoupled mode on tensorrt_llm (and BLS): tokens stream out.")
     batching_strategy: Literal["inflight_fused_batching", "inflight_batching", "V1"] = "inflight_fused_batching"
@@ -233,6 +242,7 @@ class LLMRecipe(Named):
     calibration: Calibration | None = None
     lora: LoRA | None = None
     executor: Executor = Field(default_factory=Executor, description="Engine route only.")
+    speculative: Speculative | None = Field(None, description="Speculative decoding (LLM-API route).")
     serving: Serving = Field(default_factory=Serving)
     image: Image = Field(default_factory=Image)
     gpu: TargetGPU = "H200"

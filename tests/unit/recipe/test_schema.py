@@ -31,7 +31,9 @@ GIVEN = {"calibration": {"dataset": "calibration.txt"}, "version_policy": {"late
          "lora": {"adapters": {"fr": "fr-lora"}, "target_modules": ["attn_q"]}, "lora.adapters": {"fr": "fr-lora"},
          "lora.cache_gpu_memory_fraction": 0.1, "lora.cache_host_memory_bytes": 1 << 30, "lora.max_lora_rank": 8,
          "lora.max_loras": 2, "lora.max_cpu_loras": 2,
-         "lora.target_modules": ["attn_q"], "lora.build_adapter": "fr-peft"}
+         "lora.target_modules": ["attn_q"], "lora.build_adapter": "fr-peft",
+         "speculative": {"mode": "eagle", "max_draft_len": 3, "draft_checkpoint": "draft"},
+         "speculative.mode": "eagle", "speculative.max_draft_len": 3, "speculative.draft_checkpoint": "draft"}
 
 
 def test_committed_schema_is_current():

@@ -119,6 +119,9 @@ class TritonPythonModel:
         spec["model"] = os.path.join(here, spec["model"])
         if "lora_config" in spec:  # the packaged adapters, relative to this version directory
             spec["lora_config"]["lora_dir"] = [os.path.join(here, d) for d in spec["lora_config"]["lora_dir"]]
+        if "speculative_config" in spec:  # the packaged draft checkpoint, likewise
+            draft = spec["speculative_config"]
+            draft["speculative_model_dir"] = os.path.join(here, draft["speculative_model_dir"])
         self.llm = LLM(**spec)
 
     def _request(self, request):
