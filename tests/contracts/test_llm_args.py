@@ -54,3 +54,21 @@ def test_the_llmapi_models_extensions_rest_on_the_llm_apis_own_fields():
     assert {t.dtype for t in EXT_OUTPUTS} == {"int32"} and "TYPE_INT32" in clients["usage"]["dtypes"]
     assert "prompt_token_ids" in request["request_output"]["fields"]
     assert "token_ids" in request["completion_output"]["fields"]
+
+
+def test_model_yaml_needs_the_llm_api_of_1_0_which_the_route_requires():
+    """The one llm_args.py the code index names a commit for (stored_with_commit, before 1.0) has no
+    KvCacheConfig.tokens_per_block or dtype and would drop them silently; model.yaml writes tokens_per_block, so the
+    LLM-API route is refused below TensorRT-LLM 1.0 (runtime: pytorch) and never chosen there (runtime: auto)."""
+    old = ARGS["stored_with_commit"]
+    r = LLMRecipe(name="m", version=1, backend="tensorrtllm", runtime="pytorch", checkpoint={"path": "c"},
+                  quantization="fp8", kv_cache={"dtype": "fp8"})
+    assert {"tokens_per_block", "dtype"} <= set(model_yaml(r)["kv_cache_config"])
+    assert not {"tokens_per_block", "dtype"} & set(old["KvCacheConfig_fields"])
+    assert {"tokens_per_block", "dtype"} <= set(ARGS["KvCacheConfig"]["fields"])
+    image = {"triton_image": "nvcr.io/nvidia/tritonserver:25.08-trtllm-python-py3"}
+    pinned = LLMRecipe(name="m", version=1, backend="tensorrtllm", runtime="pytorch", checkpoint={"path": "c"},
+                       image=image)
+    assert [p for p in check_recipe(pinned) if p[0] == ("runtime",)]
+    auto = LLMRecipe(name="m", version=1, backend="tensorrtllm", runtime="auto", checkpoint={"path": "c"}, image=image)
+    assert auto.runtime == "engine" and "predates" in auto.route_why

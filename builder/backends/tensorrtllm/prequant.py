@@ -59,9 +59,10 @@ def _route_problem(r: LLMRecipe, pre: Prequantized, model_type: str) -> tuple[st
                 "set runtime: pytorch")
     if r.runtime == "pytorch" and pre.source in ("awq", "gptq"):
         return (f"runtime: the LLM API (PyTorch backend) does not read {pre.read}: its checkpoint loader takes "
-                "ModelOpt's hf_quant_config.json, and of quantization_config only fp8 block scales, mxfp4, nvfp4 "
-                "and compressed-tensors", "set runtime: engine (the llama and qwen converters read AutoAWQ and GPTQ "
-                "checkpoints; the engine records W4A16_GPTQ)")
+                "ModelOpt's hf_quant_config.json, and of quantization_config only fp8 block scales and mxfp4 "
+                "(newer releases add nvfp4, mxfp8 and compressed-tensors; none reads awq or gptq)",
+                "set runtime: engine (the llama and qwen converters read AutoAWQ and GPTQ checkpoints; the engine "
+                "records W4A16_GPTQ)")
     if r.runtime != "engine" or r.engine.build_path != "cli":
         return None
     if pre.source == "modelopt":
