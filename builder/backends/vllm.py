@@ -11,6 +11,7 @@ from pydantic import Field, field_validator
 
 from tritonbuild.backends._vllm_quantization import ALL as QUANTIZATION_METHODS
 from tritonbuild.backends._vllm_quantization import quantization_problem
+from tritonbuild.backends._vllm_speculative import VLLMSpeculative, draft_dir, draft_step, speculative_config
 from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import copy_inputs
 from tritonbuild.backends.tensorrtllm.recipe import GPU_MEMORY_MIB, TargetGPU
@@ -58,6 +59,8 @@ class VLLMRecipe(Named):
     checkpoint: Checkpoint
     engine_args: VLLMEngineArgs = Field(default_factory=lambda: VLLMEngineArgs())
     lora: VLLMLoRA | None = None
+    speculative: VLLMSpeculative | None = Field(None, description="Speculative decoding (model.json's "
+                                                "speculative_config).")
     serving: VLLMServing = Field(default_factory=lambda: VLLMServing())
     image: VLLMImage = Field(default_factory=lambda: VLLMImage())
     gpu: TargetGPU = "H200"
@@ -127,8 +130,10 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
         raise PlanError(f"{ckpt} has no tokenizer files", where=loaded.where(("checkpoint", "path")),
                         hint="save the tokenizer into the checkpoint directory (vLLM loads it from there)")
     _check_quantization(loaded, config)
+    from tritonbuild.backends.tensorrtllm import recipe_dir
+
     return [("vllm.package", {"layout": sorted(files)}, {str(ckpt / k): v for k, v in files.items()}),
-            *_lora_step(loaded, ctx)]
+            *_lora_step(loaded, ctx), *draft_step(loaded, ctx, recipe_dir)]
 
 
 def _lora_step(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
@@ -218,8 +223,9 @@ def describe(loaded: LoadedRecipe, ctx: PlanContext | None = None) -> dict:
         arch = Architecture.from_hf_config(config)
     except (OSError, ValueError, KeyError):
         return {}
-    return {"architecture": arch.model_dump(),
-            "memory_plan": memory_plan(loaded.recipe, config, weight_bytes_on_disk(ckpt) or None)}
+    draft = draft_dir(loaded, _dir)  # its weights share the GPU with the model's
+    weights = (weight_bytes_on_disk(ckpt) + (weight_bytes_on_disk(draft) if draft else 0)) or None
+    return {"architecture": arch.model_dump(), "memory_plan": memory_plan(loaded.recipe, config, weights)}
 
 
 def golden_inputs(model) -> list[dict]:
@@ -251,7 +257,7 @@ def run_step(ctx: StepContext) -> None:
                 (ctx.out / "lora" / name / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(by_digest[digest], ctx.out / "lora" / name / rel)
         return
-    copy_inputs(ctx.inputs, ctx.out / "model")
+    copy_inputs(ctx.inputs, ctx.out / ("draft" if ctx.kind == "vllm.draft" else "model"))
 
 
 def derive_io(recipe, files, recipe_dir=None):
@@ -263,6 +269,8 @@ def model_json(recipe) -> dict:
     if recipe.lora is not None:  # the backend then reads multi_lora.json beside model.json
         args["enable_lora"] = True
         args.update({k: v for k, v in recipe.lora.model_dump(exclude={"adapters"}).items() if v is not None})
+    if (spec := speculative_config(recipe)) is not None:
+        args["speculative_config"] = spec
     return {"model": f"{recipe.serving.repository_mount}/{recipe.name}/{recipe.version}/model", **args}
 
 
@@ -337,7 +345,7 @@ def load_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
 class VLLMBackend(Backend):
     name = NAME
     recipe_type = VLLMRecipe
-    step_toolchain = {"vllm.package": ("tritonbuild",), "vllm.lora": ("tritonbuild",)}
+    step_toolchain = {"vllm.package": ("tritonbuild",), "vllm.lora": ("tritonbuild",), "vllm.draft": ("tritonbuild",)}
     triton_backend = "vllm"
     model_files = {"": DEFAULT_FILENAME}
     route = "live-server"  # needs vllm and a GPU

@@ -184,3 +184,36 @@ def test_a_lora_adapter_that_is_not_peft_is_a_plan_error(cli, tmp_path):
     r = cli("build", path, "-o", tmp_path / "OUT")
     assert r.exit_code == 4 and "LoRA adapter 'fr'" in r.output and "no adapter_config.json" in r.output
     assert not (tmp_path / "OUT").exists()
+
+
+@pytest.mark.parametrize("method", ["draft_model", "eagle3"])
+def test_speculative_decoding_is_model_jsons_speculative_config_for_every_recorded_vllm(cli, tmp_path, method):
+    """speculative: model.json's speculative_config (an AsyncEngineArgs field) holds SpeculativeConfig's fields
+    with a method every recorded vLLM accepts (facts/vllm_speculative.json), and model names the packaged draft
+    where the server sees it; the draft's weights join the model's in the memory plan."""
+    facts = load("vllm_speculative")["versions"]
+    path = _bench(tmp_path, "tiny-llama-fp16.yaml")
+    mount = tmp_path / "OUT"
+    text = path.read_text()
+    path.write_text(text.replace("repository_mount: /models", f"repository_mount: {mount}") if
+                    "repository_mount" in text else text + f"serving: {{repository_mount: {mount}}}\n")
+    plain = json.loads(cli("plan", path, "--json").stdout)["models"][0]["extras"]["memory_plan"]
+    import shutil
+
+    import yaml
+
+    ckpt = (path.parent / yaml.safe_load(path.read_text())["checkpoint"]["path"]).resolve()
+    shutil.copytree(ckpt, tmp_path / "draft")
+    with path.open("a") as f:
+        f.write(f"speculative: {{method: {method}, num_speculative_tokens: 3, model: {tmp_path / 'draft'}}}\n")
+    planned = json.loads(cli("plan", path, "--json").stdout)["models"][0]["extras"]["memory_plan"]
+    assert planned["weight_bytes"] == 2 * plain["weight_bytes"] > 0
+    r = cli("build", path, "-o", mount)
+    assert r.exit_code == 0, r.output
+    (model,) = [d for d in mount.iterdir() if d.is_dir()]
+    spec = json.loads((model / "1" / "model.json").read_text())["speculative_config"]
+    for version, v in vllm_versions().items():
+        assert "speculative_config" in v["AsyncEngineArgs"], version
+        assert set(spec) <= set(facts[version]["fields"]) and spec["method"] in facts[version]["methods"], version
+    assert spec["num_speculative_tokens"] == 3 and spec["model"] == f"{mount}/{model.name}/1/draft"
+    assert (model / "1" / "draft" / "config.json").read_bytes() == (ckpt / "config.json").read_bytes()

@@ -33,7 +33,8 @@ GIVEN = {"calibration": {"dataset": "calibration.txt"}, "version_policy": {"late
          "lora.max_loras": 2, "lora.max_cpu_loras": 2,
          "lora.target_modules": ["attn_q"], "lora.build_adapter": "fr-peft",
          "speculative": {"mode": "eagle", "max_draft_len": 3, "draft_checkpoint": "draft"},
-         "speculative.mode": "eagle", "speculative.max_draft_len": 3, "speculative.draft_checkpoint": "draft"}
+         "speculative.mode": "eagle", "speculative.max_draft_len": 3, "speculative.draft_checkpoint": "draft",
+         "speculative.method": "eagle", "speculative.num_speculative_tokens": 3, "speculative.model": "draft"}
 
 
 def test_committed_schema_is_current():
