@@ -60,3 +60,16 @@ def quantization_problem(quantization: str | None, triton_image: str) -> tuple[s
     return (f"{quantization!r} is not a quantization method of every vLLM tritonbuild has recorded, and the methods "
             f"of {what} are not recorded (it is in vLLM {', '.join(has)})",
             f"use an image shipping vLLM {', '.join(has)}, or one of: {', '.join(sorted(IN_EVERY_RECORDED))}")
+
+
+# what vLLM's AWQ / GPTQ override_quantization_method turns a checkpoint of that quant_method into, beside the
+# method itself: its Marlin method in every recorded vLLM, and auto_awq / auto_gptq where the version has them
+# (tests/contracts/facts/vllm_quantization.json, per vLLM wheel)
+MARLIN = {"awq": "awq_marlin", "gptq": "gptq_marlin"}
+
+
+def checkpoint_methods(quant_method: str, triton_image: str) -> set[str]:
+    """The engine_args.quantization values the image's vLLM loads a checkpoint of this quant_method with."""
+    known = BY_VERSION.get(image_vllm(triton_image), IN_EVERY_RECORDED)
+    auto = {f"auto_{quant_method}"} & known if quant_method in MARLIN else set()
+    return {quant_method, *([MARLIN[quant_method]] if quant_method in MARLIN else []), *auto}

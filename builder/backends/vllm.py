@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from tritonbuild.backends._vllm_quantization import ALL as QUANTIZATION_METHODS
-from tritonbuild.backends._vllm_quantization import quantization_problem
+from tritonbuild.backends._vllm_quantization import checkpoint_methods, quantization_problem
 from tritonbuild.backends._vllm_speculative import VLLMSpeculative, draft_dir, draft_step, speculative_config
 from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import copy_inputs
@@ -156,16 +156,13 @@ def _lora_step(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     return [("vllm.lora", {"adapters": adapters}, inputs)]
 
 
-# the Marlin kernels vLLM converts an AWQ / GPTQ checkpoint to when asked (override_quantization_method, facts)
-MARLIN = {"awq": "awq_marlin", "gptq": "gptq_marlin"}
-
-
 def _check_quantization(loaded: LoadedRecipe, config: dict) -> None:
     """vLLM refuses a `quantization` other than the checkpoint's quant_method at load (ModelConfig.
     _verify_quantization, recorded in tests/contracts): say so at plan time, naming both sides."""
     wanted = loaded.recipe.engine_args.quantization
     method = (config.get("quantization_config") or {}).get("quant_method")
-    if wanted is not None and method is not None and wanted not in (method, MARLIN.get(method)):
+    image = loaded.recipe.image.triton_image
+    if wanted is not None and method is not None and wanted not in checkpoint_methods(method, image):
         raise PlanError(f"engine_args.quantization is {wanted!r} but the checkpoint's config.json says "
                         f"quant_method {method!r}: vLLM refuses the load", hint=f"set quantization: {method} (or "
                         "leave it out: vLLM reads it from config.json)",

@@ -74,3 +74,41 @@ def test_a_marlin_method_is_taken_for_the_checkpoint_vllm_converts(cli, tmp_path
     assert r.exit_code == code, r.stderr
     if code:
         assert f"quant_method {method!r}" in r.stderr
+
+
+def test_the_methods_a_quantized_checkpoint_loads_with_are_those_of_the_images_vllm():
+    """AWQ / GPTQ checkpoints: each recorded vLLM wheel's override_quantization_method (vllm_quantization.json
+    by_version) accepts the method, its Marlin name, and auto_awq / auto_gptq where the version has them."""
+    from tritonbuild.backends._vllm_quantization import checkpoint_methods
+    from tritonbuild.backends.tensorrtllm.images import VLLM_IMAGES
+
+    by_version = load("vllm_quantization")["marlin_override"]["by_version"]
+    seen = set()
+    for tag, version in VLLM_IMAGES.items():
+        if version in by_version:
+            seen.add(version)
+            for method, accepted in by_version[version]["accepted"].items():
+                assert checkpoint_methods(method, _image(tag)) == set(accepted) - {"marlin"}, (tag, method)
+    assert {"0.11.1", "0.24.0"} <= seen  # the default image's and 26.07's
+    assert checkpoint_methods("fp8", _image("26.07")) == {"fp8"}
+
+
+@pytest.mark.parametrize("tag, code", [("26.07", 0), ("25.12", 3)])
+def test_auto_awq_plans_for_an_awq_checkpoint_where_the_images_vllm_has_it(cli, tmp_path, tag, code):
+    import json
+    import shutil
+
+    from tests.conftest import EXAMPLES, ROOT
+
+    shutil.copytree(EXAMPLES / "tiny-llama", tmp_path / "ck")
+    config = json.loads((tmp_path / "ck" / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": 128}
+    (tmp_path / "ck" / "config.json").write_text(json.dumps(config))
+    text = (ROOT / "recipes" / "gpu" / "tiny-llama-vllm.yaml").read_text()
+    text = text.replace("checkpoint: {path: ../examples/tiny-llama}", f"checkpoint: {{path: {tmp_path / 'ck'}}}"
+                        f"\nimage: {{triton_image: {_image(tag)}}}")
+    (tmp_path / "v.yaml").write_text(text.replace("engine_args:", "engine_args:\n  quantization: auto_awq", 1))
+    r = cli("plan", tmp_path / "v.yaml")
+    assert r.exit_code == code, r.stderr
+    if code:
+        assert "vLLM 0.11.1" in r.stderr and "auto_awq" in r.stderr
