@@ -12,6 +12,7 @@ from tests.contracts.facts import load
 from tritonbuild.triton.config import parse
 
 ENGINE = ROOT / "tests" / "fixtures" / "engines" / "tiny-llama-w4a16"
+LORA_ENGINE = ROOT / "tests" / "fixtures" / "engines" / "tiny-llama-w4a16-lora"  # built with the LoRA plugin
 GOLDEN = ROOT / "tests" / "fixtures" / "configs" / "llm"
 GROUP = ["tiny-llama", "tiny-llama_bls", "tiny-llama_postprocessing", "tiny-llama_preprocessing",
          "tiny-llama_tensorrt_llm"]
@@ -451,7 +452,7 @@ def test_changing_a_lora_adapter_changes_the_entry_points_identity(cli, llm_dir,
     _lora(llm_dir, "fr-lora")
 
     def identities(out):
-        r = cli("build", llm_dir / "llm.yaml", "-o", out, "--engine", f"tiny-llama={ENGINE}")
+        r = cli("build", llm_dir / "llm.yaml", "-o", out, "--engine", f"tiny-llama={LORA_ENGINE}")
         assert r.exit_code == 0, r.stderr
         manifest = json.loads((out / "tritonbuild-manifest.json").read_text())
         return {m["name"]: m["model_identity"] for m in manifest["models"]}
@@ -606,3 +607,14 @@ def test_speculative_decoding_on_the_engine_route_is_a_recipe_error_naming_the_l
     r = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT")
     assert r.exit_code == 3 and "speculative needs runtime: pytorch" in r.stderr and "llm.yaml:" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "OUT").exists()
+
+
+def test_a_lora_recipe_around_an_engine_without_the_lora_plugin_is_refused(cli, llm_dir, tmp_path):
+    """The C++ backend can serve no adapter on an engine built without the plugin: the engine check says so
+    (build_config.plugin_config.lora_plugin, trtllm_scripts.json trtllm-build.lora.engine_config)."""
+    _lora(llm_dir, "fr-lora")
+    r = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT", "--engine", f"tiny-llama={ENGINE}")
+    assert r.exit_code != 0 and "built without (build_config.plugin_config.lora_plugin unset)" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "OUT").exists()
+    ok = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OK", "--engine", f"tiny-llama={LORA_ENGINE}")
+    assert ok.exit_code == 0, ok.stderr

@@ -24,6 +24,7 @@ from tritonbuild.triton.config import parse, render
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
 ENGINE = ROOT / "tests" / "fixtures" / "engines" / "tiny-llama-w4a16"
+LORA_ENGINE = ROOT / "tests" / "fixtures" / "engines" / "tiny-llama-w4a16-lora"
 STANDIN = ROOT / "tests" / "fixtures" / "llm" / "tensorrt_llm_standin.py"
 CORPUS = ["Recipes become repositories.", "Repositories become servers.", "Servers answer requests quickly.",
           "Every answer is checked against its golden bytes."]
@@ -95,8 +96,9 @@ def group(tmp_path_factory):
                                     "  adapters: {fr: fr-lora, de: de-lora}\n  target_modules: [attn_q, attn_v]\n")
     for recipe, name in (("llm.yaml", "tiny-llama"), ("stream.yaml", "tiny-stream"), ("spm.yaml", "tiny-spm"),
                          ("guided.yaml", "tiny-guided"), ("lora.yaml", "tiny-lora")):
+        engine = LORA_ENGINE if name == "tiny-lora" else ENGINE  # built with the LoRA plugin
         r = CliRunner().invoke(main, ["build", str(work / recipe), "-o", str(work / recipe[:-5]), "--engine",
-                                      f"{name}={ENGINE}"], catch_exceptions=False)
+                                      f"{name}={engine}"], catch_exceptions=False)
         assert r.exit_code == 0, r.stderr
         shutil.copytree(work / recipe[:-5], repo, dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("tritonbuild-manifest.json"))

@@ -81,6 +81,25 @@ def quantization_rules(recipe: LLMRecipe) -> list[tuple]:
     return out
 
 
+def _lora_problems(r: LLMRecipe, bc: dict) -> list[str]:
+    """A recipe with LoRA adapters needs an engine built with the LoRA plugin, for the modules it asks for."""
+    if r.lora is None:
+        return []
+    if not (bc.get("plugin_config") or {}).get("lora_plugin"):
+        return ["recipe lora needs an engine built with the LoRA plugin; this one was built without "
+                "(build_config.plugin_config.lora_plugin unset): build it with trtllm-build --lora_plugin, as "
+                "tritonbuild does"]
+    lc = bc.get("lora_config") or {}
+    out = []
+    if r.lora.target_modules and lc.get("lora_target_modules") is not None and \
+            set(r.lora.target_modules) - set(lc["lora_target_modules"]):
+        out.append(f"recipe lora.target_modules {r.lora.target_modules}, the engine's LoRA plugin has "
+                   f"{lc['lora_target_modules']}")
+    if r.lora.max_lora_rank and lc.get("max_lora_rank") is not None and r.lora.max_lora_rank > lc["max_lora_rank"]:
+        out.append(f"recipe lora.max_lora_rank {r.lora.max_lora_rank} > the engine's {lc['max_lora_rank']}")
+    return out
+
+
 def engine_problems(r: LLMRecipe, engine: dict, rank_files: list[str], prequant: dict | None = None) -> list[str]:
     """engine config.json (as TensorRT-LLM writes it) vs the recipe (and the checkpoint's own quantization)."""
     out = []
@@ -111,6 +130,7 @@ def engine_problems(r: LLMRecipe, engine: dict, rank_files: list[str], prequant:
     kv_type = str(bc.get("kv_cache_type", "PAGED")).upper()
     if kv_type != "PAGED" and s.batching_strategy != "V1":
         out.append(f"engine kv_cache_type {kv_type} cannot serve {s.batching_strategy} (needs PAGED)")
+    out += _lora_problems(r, bc)
     tpb = plugin.get("tokens_per_block")
     if tpb is not None and int(tpb) != kv.tokens_per_block:
         out.append(f"engine tokens_per_block {tpb}, recipe kv_cache.tokens_per_block {kv.tokens_per_block}")

@@ -56,3 +56,19 @@ def test_each_mismatch_names_both_sides(recipe, path, value, words):
 def test_rank_files_must_match_world_size(recipe):
     e = _with("pretrained_config.mapping", {"world_size": 2, "tp_size": 1, "pp_size": 1})
     assert any("needs rank0..rank1.engine" in p for p in engine_problems(recipe, e, ["rank0.engine"]))
+
+
+def test_lora_needs_the_engines_lora_plugin_for_its_modules_and_rank():
+    from tests.contracts.facts import load
+    from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+
+    keys = load("trtllm_scripts")["scripts"]["trtllm-build"]["lora"]["engine_config"]
+    assert keys["plugin"] == "build_config.plugin_config.lora_plugin"
+    r = LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"},
+                  lora={"adapters": {"fr": "a"}, "target_modules": ["attn_q", "attn_k"], "max_lora_rank": 128})
+    assert any("built without" in p for p in engine_problems(r, ENGINE, ["rank0.engine"]))
+    built = json.loads(json.dumps(ENGINE))
+    built["build_config"]["plugin_config"]["lora_plugin"] = "auto"
+    built["build_config"]["lora_config"] = {"lora_target_modules": ["attn_q", "attn_v"], "max_lora_rank": 64}
+    problems = [p for p in engine_problems(r, built, ["rank0.engine"]) if "lora" in p]
+    assert len(problems) == 2 and "attn_k" in problems[0] and "128 > the engine's 64" in problems[1]
