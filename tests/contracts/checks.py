@@ -186,9 +186,45 @@ def wheel_checks(wheels: list[Path]) -> list[dict]:
         derived, recorded = _wheel_facts(wheel, v), _recorded_wheel_facts(v)
         out.append({**row, "status": "same"} if derived == recorded else
                    {**row, "status": "drift", "detail": _diff(recorded, derived)})
+    out += marlin_checks(given)
     for version in sorted(set(given) - set(vllm_versions())):
         out.append({"fact": "vllm_engine_args.versions", "repository": "vllm-project/vllm", "ref": version,
                     "status": "unread", "detail": f"vLLM {version} is not recorded (no image in the table needs it?)"})
+    return out
+
+
+def _override(text: str, method: str) -> dict:
+    """override_quantization_method's lines and the quantization values it accepts for a checkpoint of method."""
+    rows = text.splitlines()
+    start = next(i for i, line in enumerate(rows) if "def override_quantization_method" in line)
+    end = next(i for i in range(start + 1, len(rows)) if rows[i].startswith(("    def ", "    @")))
+    while not rows[end - 1].strip():
+        end -= 1
+    body = "\n".join(rows[start:end])
+    body = body[body.index("is_valid_user_quant"):]
+    return {"lines": f"{start + 1}-{end}", "accepted": sorted({method, *re.findall(r'"([a-z_]+)"', body)})}
+
+
+def marlin_checks(given: dict) -> list[dict]:
+    """vllm_quantization.json by_version against each given wheel: the sha256, then what each AWQ / GPTQ
+    override_quantization_method accepts, and its lines."""
+    from tests.contracts.drift import _diff
+
+    out = []
+    for version, v in load("vllm_quantization")["marlin_override"]["by_version"].items():
+        row = {"fact": f"vllm_quantization.marlin_override.by_version.{version}", "repository": "vllm-project/vllm",
+               "ref": version}
+        wheel = given.get(version)
+        if wheel is None or sha256_file(wheel) != v["source"][0]["wheel_sha256"]:
+            out.append({**row, "status": "unread" if wheel is None else "drift",
+                        "detail": f"give --wheel {v['source'][0]['wheel']}" if wheel is None else
+                        f"{wheel.name} is not the recorded wheel"})
+            continue
+        pairs = list(zip(("awq", "gptq"), v["source"], strict=True))
+        recorded = {m: {"lines": src["lines"].split()[0], "accepted": v["accepted"][m]} for m, src in pairs}
+        derived = {m: _override(read_wheel(wheel, src["path"]), m) for m, src in pairs}
+        out.append({**row, "status": "same"} if derived == recorded else
+                   {**row, "status": "drift", "detail": _diff(recorded, derived)})
     return out
 
 

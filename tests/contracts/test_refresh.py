@@ -85,7 +85,7 @@ def _commit(repo, path: str, text: str | None, tag: str | None = None, branch: s
 
 def _rows(report: list[dict]) -> list[dict]:
     """The rows of the checks under test (check() also lists the recorded vLLM versions, unread without wheels)."""
-    return [r for r in report if not r["fact"].startswith("vllm_engine_args")]
+    return [r for r in report if not r["fact"].startswith(("vllm_engine_args", "vllm_quantization"))]
 
 
 GENAI = "genai-perf/genai_perf/inputs/converters/tensorrtllm_converter.py"
@@ -248,3 +248,34 @@ def test_every_check_names_its_source_commit_and_every_moved_fact_says_which_ima
         assert re.fullmatch(r"[0-9a-f]{40}", c.commit) and c.paths and c.repository.count("/") == 1, c.fact
         if c.moved:
             assert "images that still ship" in c.moved.lower() or "still ship" in c.moved, c.fact
+
+
+def test_check_re_derives_the_marlin_overrides_from_each_wheel(tmp_path, monkeypatch):
+    """--wheel: what a vLLM's AWQ / GPTQ override_quantization_method accepts, and its lines, read from the wheel."""
+    import zipfile
+
+    from tests.contracts import checks, drift
+
+    awq = ('class AutoAWQConfig:\n    @classmethod\n    def override_quantization_method(cls, cfg, user_quant):\n'
+           '        is_valid_user_quant = user_quant is None or user_quant in ("awq", "auto_awq")\n'
+           '        return "auto_awq" if is_valid_user_quant else None\n\n    def get_name(cls):\n'
+           '        return "auto_awq"\n')
+    gptq = awq.replace("awq", "gptq").replace("AWQ", "GPTQ")
+    wheel = tmp_path / "vllm-9.9.9-cp38-abi3-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("vllm/q/auto_awq.py", awq)
+        z.writestr("vllm/q/auto_gptq.py", gptq)
+    one = {"wheel": wheel.name, "wheel_sha256": drift.sha256_file(wheel)}
+    recorded = {"source": [{**one, "path": "vllm/q/auto_awq.py", "lines": "3-5 (AutoAWQConfig)"},
+                           {**one, "path": "vllm/q/auto_gptq.py", "lines": "3-5"}],
+                "accepted": {"awq": ["auto_awq", "awq"], "gptq": ["auto_gptq", "gptq"]}}
+    facts = {"marlin_override": {"by_version": {"9.9.9": recorded, "1.0.0": recorded}}}
+    monkeypatch.setattr(checks, "load", lambda name: facts)
+    by = {r["ref"]: r for r in checks.marlin_checks({"9.9.9": wheel})}
+    assert by["9.9.9"]["status"] == "same" and by["1.0.0"]["status"] == "unread"
+    recorded["accepted"]["awq"] = ["auto_awq", "awq", "awq_marlin"]
+    assert "awq_marlin" in checks.marlin_checks({"9.9.9": wheel})[0]["detail"]
+    recorded["accepted"]["awq"], recorded["source"][1]["lines"] = ["auto_awq", "awq"], "4-5"
+    assert "4-5" in checks.marlin_checks({"9.9.9": wheel})[0]["detail"]
+    recorded["source"][0]["wheel_sha256"] = "0" * 64
+    assert "not the recorded wheel" in checks.marlin_checks({"9.9.9": wheel})[0]["detail"]
