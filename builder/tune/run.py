@@ -266,6 +266,8 @@ class TuneSession:
         default, spec = self.grid.default, self.spec
         readings = {load: {"candidate": [], "default": []} for load in self.loads}
         self.say(f"confirming {candidate.label}: {spec.rounds} paired rounds with the default at {self.loads}")
+        # the estimate counted the search's measurements only: these rounds come on top of what is left of it
+        self.guess = max(self.guess, self.done) + 2 * spec.rounds * len(self.loads)
         for _round, candidate_first in abba_order(spec.rounds):
             for who in ((candidate, default) if candidate_first else (default, candidate)):
                 for load in self.loads:

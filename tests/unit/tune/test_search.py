@@ -194,3 +194,30 @@ def test_quick_on_a_family_of_surfaces_stays_in_budget_and_near_brute():
             top = ev_b.results[(best_b, "c64")].throughput
             near += best_q is not None and ev_b.results[(best_q, "c64")].throughput >= 0.95 * top
     assert solvable >= 30 and near >= 0.75 * solvable, (near, solvable)
+
+
+def test_paired_rounds_are_counted_in_the_progress_estimate():
+    """The progress line's '[done/~expected] ... ~Ns left' counted the search's measurements only: during the
+    paired rounds it read '[30/~8] ... ~0s left' (seen on the H200)."""
+    from types import SimpleNamespace
+
+    from tritonbuild.tune.run import TuneSession
+    from tritonbuild.tune.search import Point
+
+    session = object.__new__(TuneSession)
+    lines, seen = [], []
+    session.say, session.loads, session.paired = lines.append, ["c1", "c64"], {}
+    default, candidate = SimpleNamespace(label="default"), SimpleNamespace(label="4 x 128")
+    session.grid = SimpleNamespace(default=default)
+    session.spec = SimpleNamespace(rounds=5, min_vs_default=1.0, confidence=0.9)
+    session.done, session.guess = 10, 8
+
+    def measure(who, load, phase="screening"):
+        session.done += 1
+        seen.append(session.guess - session.done)
+        return Point(load, 100.0 if who is default else 120.0, 1.0)
+
+    session.measure = measure
+    session.confirm(candidate)
+    assert session.done == 30 and session.guess == 30  # 2 configs x 5 rounds x 2 loads on top of 10 made
+    assert seen == sorted(seen, reverse=True) and seen[-1] == 0  # what is left counts down to the last one
