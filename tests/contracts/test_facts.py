@@ -12,7 +12,8 @@ SHA = re.compile(r"[0-9a-f]{40}")
 WHERE = re.compile(r"\d|^whole file|^per value")  # a line, a range, or the extractor's whole file
 # Read through a code index that names no commit for the version read, and no other stored version with a commit
 # holds the content (each fact says why in its source's why_no_commit; README.md, 'What is checked').
-NO_COMMIT_HERE = {"llm_args.json.source", "trtllm_quantization.json.llmapi_reads.newer.source"}
+NO_COMMIT_HERE = {"llm_args.json.source", "llm_args.json.speculative_config.source",
+                  "trtllm_quantization.json.llmapi_reads.newer.source"}
 
 
 def _sources(node, where: str):
