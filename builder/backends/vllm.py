@@ -11,7 +11,14 @@ from pydantic import Field, field_validator
 
 from tritonbuild.backends._vllm_quantization import ALL as QUANTIZATION_METHODS
 from tritonbuild.backends._vllm_quantization import checkpoint_methods, quantization_problem
-from tritonbuild.backends._vllm_speculative import VLLMSpeculative, draft_dir, draft_step, speculative_config
+from tritonbuild.backends._vllm_speculative import (
+    VLLMSpeculative,
+    draft_dir,
+    draft_kv_config,
+    draft_step,
+    speculative_config,
+    speculative_problem,
+)
 from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import copy_inputs
 from tritonbuild.backends.tensorrtllm.recipe import GPU_MEMORY_MIB, TargetGPU
@@ -179,10 +186,11 @@ def weight_bytes_on_disk(ckpt: Path) -> int:
     return sum(f.stat().st_size for f in ckpt.glob("*.safetensors"))
 
 
-def memory_plan(recipe: VLLMRecipe, config: dict, weights: int | None = None) -> dict:
+def memory_plan(recipe: VLLMRecipe, config: dict, weights: int | None = None, draft: dict | None = None) -> dict:
     """vLLM's KV budget (Worker.determine_available_memory): gpu_memory_utilization × the GPU's memory, less the
     weights and what the profiling run adds (activations of max_num_batched_tokens, CUDA/NCCL context), split
-    into blocks of block_size tokens × layers × 2 × kv_heads × head_dim × dtype bytes."""
+    into blocks of block_size tokens × layers × 2 × kv_heads × head_dim × dtype bytes; draft: the drafter's
+    config.json, whose attention layers take KV in the same blocks (split across GPUs as the target's)."""
     from tritonbuild.backends.tensorrtllm.memory import GIB, Architecture, MemoryPlan, kv_bytes_per_token
     from tritonbuild.backends.tensorrtllm.memory import weight_bytes as computed_weight_bytes
 
@@ -192,6 +200,9 @@ def memory_plan(recipe: VLLMRecipe, config: dict, weights: int | None = None) ->
     wbytes = computed if weights is None else weights
     gpu = GPU_MEMORY_MIB[recipe.gpu] * (1 << 20)
     kv_tok = kv_bytes_per_token(arch, "auto", e.tensor_parallel_size, e.pipeline_parallel_size)
+    if draft is not None:
+        kv_tok += kv_bytes_per_token(Architecture.from_hf_config(draft), "auto", e.tensor_parallel_size,
+                                     e.pipeline_parallel_size)
     w_gpu = -(-wbytes // (e.tensor_parallel_size * e.pipeline_parallel_size))
     pool = max(0, int(gpu * e.gpu_memory_utilization) - w_gpu - VLLM_RUNTIME_RESERVE)
     blocks = pool // (kv_tok * e.block_size)
@@ -222,7 +233,8 @@ def describe(loaded: LoadedRecipe, ctx: PlanContext | None = None) -> dict:
         return {}
     draft = draft_dir(loaded, _dir)  # its weights share the GPU with the model's
     weights = (weight_bytes_on_disk(ckpt) + (weight_bytes_on_disk(draft) if draft else 0)) or None
-    return {"architecture": arch.model_dump(), "memory_plan": memory_plan(loaded.recipe, config, weights)}
+    plan = memory_plan(loaded.recipe, config, weights, draft_kv_config(loaded, _dir))
+    return {"architecture": arch.model_dump(), "memory_plan": plan}
 
 
 def golden_inputs(model) -> list[dict]:
@@ -358,8 +370,12 @@ class VLLMBackend(Backend):
         return golden_inputs(model)
 
     def check_recipe(self, recipe) -> list:
-        problem = quantization_problem(recipe.engine_args.quantization, recipe.image.triton_image)
-        return [(("engine_args", "quantization"), *problem)] if problem else []
+        problems = []
+        if problem := quantization_problem(recipe.engine_args.quantization, recipe.image.triton_image):
+            problems.append((("engine_args", "quantization"), *problem))
+        if problem := speculative_problem(recipe.speculative, recipe.image.triton_image):
+            problems.append((("speculative", "method"), *problem))
+        return problems
 
     def emit(self, built_model, root: Path, store, manifest_model, built: dict) -> list:
         return emit(built_model, root, store, manifest_model)

@@ -204,10 +204,13 @@ def test_speculative_decoding_is_model_jsons_speculative_config_for_every_record
 
     ckpt = (path.parent / yaml.safe_load(path.read_text())["checkpoint"]["path"]).resolve()
     shutil.copytree(ckpt, tmp_path / "draft")
-    with path.open("a") as f:
-        f.write(f"speculative: {{method: {method}, num_speculative_tokens: 3, model: {tmp_path / 'draft'}}}\n")
+    with path.open("a") as f:  # an image whose vLLM runs draft_model (vllm_draft.json)
+        f.write(f"speculative: {{method: {method}, num_speculative_tokens: 3, model: {tmp_path / 'draft'}}}\n"
+                "image: {triton_image: 'nvcr.io/nvidia/tritonserver:26.07-vllm-python-py3'}\n")
     planned = json.loads(cli("plan", path, "--json").stdout)["models"][0]["extras"]["memory_plan"]
     assert planned["weight_bytes"] == 2 * plain["weight_bytes"] > 0
+    # the drafter's attention layers take KV blocks beside the target's (vllm_draft.json draft_layers)
+    assert planned["kv_bytes_per_token"] == 2 * plain["kv_bytes_per_token"] > 0
     r = cli("build", path, "-o", mount)
     assert r.exit_code == 0, r.output
     (model,) = [d for d in mount.iterdir() if d.is_dir()]
@@ -217,3 +220,48 @@ def test_speculative_decoding_is_model_jsons_speculative_config_for_every_record
         assert set(spec) <= set(facts[version]["fields"]) and spec["method"] in facts[version]["methods"], version
     assert spec["num_speculative_tokens"] == 3 and spec["model"] == f"{mount}/{model.name}/1/draft"
     assert (model / "1" / "draft" / "config.json").read_bytes() == (ckpt / "config.json").read_bytes()
+
+
+def test_draft_facts_are_the_ones_speculative_decoding_follows():
+    from tritonbuild.backends._vllm_speculative import DRAFT_MODEL_REFUSED, DRAFT_MODEL_RUNS
+
+    versions = load("vllm_draft")["versions"]
+    assert {v for v, f in versions.items() if f["draft_model_runs"]} == DRAFT_MODEL_RUNS
+    assert {v for v, f in versions.items() if not f["draft_model_runs"]} == DRAFT_MODEL_REFUSED
+
+
+@pytest.mark.parametrize(("tag", "code"), [("25.12", 3), ("26.01", 3), ("26.07", 0)])
+def test_a_draft_model_on_an_image_whose_vllm_refuses_it_is_a_recipe_error(cli, tmp_path, tag, code):
+    """vLLM 0.11.1 (the 25.12 image, the default) raises NotImplementedError for method draft_model at engine
+    start; a vLLM not recorded (26.01 ships 0.13.0) is not assumed to run it; 26.07's 0.24.0 does."""
+    import shutil
+
+    import yaml
+
+    path = _bench(tmp_path, "tiny-llama-fp16.yaml")
+    ckpt = (path.parent / yaml.safe_load(path.read_text())["checkpoint"]["path"]).resolve()
+    shutil.copytree(ckpt, tmp_path / "draft")
+    with path.open("a") as f:
+        f.write(f"speculative: {{method: draft_model, num_speculative_tokens: 3, model: {tmp_path / 'draft'}}}\n"
+                f"image: {{triton_image: 'nvcr.io/nvidia/tritonserver:{tag}-vllm-python-py3'}}\n")
+    r = cli("plan", path)
+    assert r.exit_code == code, r.output
+    if code:
+        assert "speculative.method" in r.stderr and "draft_model" in r.stderr and "eagle" in r.stderr
+
+
+def test_medusa_heads_add_weights_and_no_kv(cli, tmp_path):
+    """Medusa's heads have no attention layers (vllm_draft.json _about): the plan adds their weights only."""
+    import shutil
+
+    import yaml
+
+    path = _bench(tmp_path, "tiny-llama-fp16.yaml")
+    plain = json.loads(cli("plan", path, "--json").stdout)["models"][0]["extras"]["memory_plan"]
+    ckpt = (path.parent / yaml.safe_load(path.read_text())["checkpoint"]["path"]).resolve()
+    shutil.copytree(ckpt, tmp_path / "heads")
+    with path.open("a") as f:
+        f.write(f"speculative: {{method: medusa, num_speculative_tokens: 3, model: {tmp_path / 'heads'}}}\n")
+    planned = json.loads(cli("plan", path, "--json").stdout)["models"][0]["extras"]["memory_plan"]
+    assert planned["weight_bytes"] == 2 * plain["weight_bytes"] > 0
+    assert planned["kv_bytes_per_token"] == plain["kv_bytes_per_token"]
