@@ -190,6 +190,11 @@ class Backend(ABC):
         """Recipe keys of this backend's own, from an existing config's adopt_consumes fields (adopt)."""
         return {}
 
+    def adopt_calls(self, mc) -> list[str]:
+        """The models an existing config of this backend calls, in step order (adopt takes them first, and
+        refuses this one naming the step whose model it cannot take)."""
+        return []
+
     def adopt_recipe(self, mc, model_dir: Path, out: Path) -> tuple[dict, int] | None:
         """An existing model directory as a recipe of this backend's own shape, its files copied under out, and
         the version adopted; None: the generic adoption (source.path = the model file) applies."""

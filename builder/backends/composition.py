@@ -166,6 +166,14 @@ class EnsembleBackend(CompositionBackend):
                         "remove 'instances'"))
         return out
 
+    def adopt_calls(self, mc) -> list[str]:
+        return [step.model_name for step in mc.ensemble_scheduling.step]
+
+    def adopt_recipe(self, mc, model_dir: Path, out: Path) -> tuple[dict, int]:
+        from tritonbuild.backends._ensemble_adopt import ensemble_recipe
+
+        return ensemble_recipe(mc, model_dir)
+
 
 ENSEMBLE = EnsembleBackend("ensemble", "ensemble", EnsembleRecipe, loads_dependencies=True)  # Triton loads its steps
 BLS = CompositionBackend("bls", "python", BLSRecipe)

@@ -2,12 +2,15 @@
 can be built, verified with goldens, published and rolled back like ours. A model whose recipe takes its model
 file as `source.path` (the python backend's model.py and the files beside it, onnxruntime's model.onnx,
 pytorch's TorchScript model.pt) is adopted here, from its config; a backend with a recipe of another shape
-adopts its own models (Backend.adopt_recipe: vLLM's model.json). A config field no recipe can express is refused
-by name rather than dropped, and any other backend is refused with the reason."""
+adopts its own models (Backend.adopt_recipe: vLLM's model.json, an ensemble's steps); a model that calls others
+(Backend.adopt_calls: an ensemble) is adopted after them, and refused naming the step whose model adopt cannot
+take. A config field no
+recipe can express is refused by name rather than dropped, and any other backend is refused with the reason."""
 
 from __future__ import annotations
 
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,13 +128,24 @@ def _newest(model_dir: Path, filename: str, owner) -> int:
     return versions[-1]
 
 
+def _find(mc):
+    """The backend answering for the config: by backend, by a platform its model files declare, or by a platform
+    that names a backend (core's ensemble scheduler)."""
+    return REGISTRY.for_config(mc.backend, mc.platform) or (REGISTRY.for_triton(mc.platform) if mc.platform else None)
+
+
+def _owner(mc, model_dir: Path):
+    owner = _find(mc)
+    if owner is None:
+        raise UsageError(f"{model_dir.name}: backend {mc.backend or mc.platform or '(none)'} is not adopted yet",
+                         where=str(model_dir), hint=_PUBLISH)
+    return owner
+
+
 def _adopt_one(model_dir: Path, root: Path, out: Path) -> Adopted:
     mc = _read(model_dir, root)
     what = mc.backend or mc.platform or "(none)"
-    owner = REGISTRY.for_config(mc.backend, mc.platform)
-    if owner is None:
-        raise UsageError(f"{model_dir.name}: backend {what} is not adopted yet", where=str(model_dir),
-                         hint=_PUBLISH)
+    owner = _owner(mc, model_dir)
     own = owner.adopt_recipe(mc, model_dir, out)
     if own is not None:
         recipe, version = own
@@ -155,16 +169,91 @@ def _adopt_one(model_dir: Path, root: Path, out: Path) -> Adopted:
         recipe = _recipe(model_dir, mc, version, files, owner, filename)
         shutil.copytree(src, out / model_dir.name / str(version), ignore=shutil.ignore_patterns("__pycache__"),
                         dirs_exist_ok=True)
-    path = out / f"{model_dir.name}.yaml"
+    return _write(model_dir.name, version, recipe, out)
+
+
+def _write(name: str, version: int, recipe: dict, out: Path) -> Adopted:
+    path = out / f"{name}.yaml"
     path.write_text(yaml.safe_dump(recipe, sort_keys=False))
-    return Adopted(model_dir.name, version, path)
+    return Adopted(name, version, path)
+
+
+def _callers(root: Path, model_dirs: list[Path]) -> dict[str, list[str]]:
+    """The models that call others (an ensemble's steps), by name: the models each calls, in step order."""
+    out = {}
+    for model_dir in model_dirs:
+        if (model_dir / "config.pbtxt").is_file():
+            mc = _read(model_dir, root)
+            owner = _find(mc)
+            calls = owner.adopt_calls(mc) if owner is not None else []
+            if calls:
+                out[model_dir.name] = calls
+    return out
+
+
+def _step_refusal(model_dir: Path, calls: list[str], refused: dict[str, UsageError], held: set[str]
+                  ) -> UsageError | None:
+    """Why a caller cannot be adopted: its first step whose model adopt refused, or that root does not hold."""
+    name = model_dir.name
+    for i, called in enumerate(calls):
+        if called in refused:
+            return UsageError(f"{name}: step {i} calls {called!r}, which adopt cannot take: "
+                              f"{refused[called].message}", where=refused[called].where,
+                              hint=refused[called].hint or _PUBLISH)
+        if called not in held:
+            return UsageError(f"{name}: step {i} calls {called!r}, which this repository does not hold (it holds "
+                              f"{sorted(held)})", where=str(model_dir / "config.pbtxt"),
+                              hint="adopt the repository that holds every model it calls")
+    return None
 
 
 def adopt(root: Path, out: Path) -> list[Adopted]:
+    """_adopt_all into a scratch directory inside out, moved into out only when every model is adopted: a refusal
+    leaves nothing behind."""
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out, prefix=".adopt-") as tmp:
+        stage = Path(tmp)
+        adopted = _adopt_all(root, stage)
+        for entry in sorted(stage.iterdir()):
+            target = out / entry.name
+            if entry.is_dir():
+                shutil.copytree(entry, target, dirs_exist_ok=True)
+            else:
+                shutil.copyfile(entry, target)
+    return [Adopted(a.name, a.version, out / a.recipe.name) for a in adopted]
+
+
+def _adopt_all(root: Path, out: Path) -> list[Adopted]:
     """Recipes for root's models in out (one YAML per model, its newest version; the model's files copied under
-    out/<name>/<version>/). The caller loads them back (the recipe rules)."""
-    adopted = [_adopt_one(model_dir, root, out)
-               for model_dir in sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))]
-    if not adopted:
+    out/<name>/<version>/). Models that call none first; then each caller once the models it calls are judged,
+    refused naming its first step whose model was refused (or is not in root). The caller loads them back (the
+    recipe rules)."""
+    model_dirs = sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
+    if not model_dirs:
         raise UsageError(f"{root} holds no model directory", hint="pass a Triton model repository")
+    pending = _callers(root, model_dirs)
+    callers = set(pending)
+    adopted, refused = [], {}
+    for model_dir in model_dirs:
+        if model_dir.name not in pending:
+            try:
+                adopted.append(_adopt_one(model_dir, root, out))
+            except UsageError as e:
+                refused[model_dir.name] = e
+    held = {d.name for d in model_dirs}
+    while pending:  # a caller may call a caller: each is judged after the models it calls
+        ready = [name for name, calls in pending.items() if not set(calls) & (set(pending) - {name})]
+        for name in ready or sorted(pending):  # none ready: a cycle, which the recipe rules name
+            calls = pending.pop(name)
+            why = _step_refusal(root / name, calls, refused, held)
+            try:
+                if why is not None:
+                    raise why
+                adopted.append(_adopt_one(root / name, root, out))
+            except UsageError as e:
+                refused[name] = e
+    if refused:
+        called = {model for calls in _callers(root, model_dirs).values() for model in calls}
+        top = [e for name, e in refused.items() if name in callers and name not in called]  # names the chain
+        raise (top or list(refused.values()))[0]
     return adopted

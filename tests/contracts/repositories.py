@@ -158,12 +158,31 @@ class TritonPythonModel:
 '''
 
 
-def write_add_sub(root: Path) -> Path:
+def write_add_sub(root: Path, name: str = "add_sub") -> Path:
     """python_backend's add_sub: the recorded config, and a model.py of ours doing what upstream's does."""
-    d = root / "add_sub"
+    d = root / name
     (d / "1").mkdir(parents=True)
-    (d / "config.pbtxt").write_bytes(_config("add_sub", fact("add_sub")["config"]))
+    (d / "config.pbtxt").write_bytes(_config(name, fact("add_sub")["config"]))
     (d / "1" / "model.py").write_text(ADD_SUB_MODEL)
+    return d
+
+
+def write_add_sub_ensemble(root: Path, steps: tuple[str, str] = ("add_sub", "add_sub"),
+                           name: str = "add_sub_twice", **fields) -> Path:
+    """An ensemble (the recorded ensemble platform, Triton's ensemble_scheduling fields) of two add_sub-shaped
+    steps: the first's sum and difference feed the second, whose outputs are the ensemble's (2*a and 2*b). The
+    step models are not written here."""
+    tensors = fact("add_sub")["config"]
+    first, second = steps
+    mapping = [{"model_name": first, "model_version": -1, "input_map": {"INPUT0": "INPUT0", "INPUT1": "INPUT1"},
+                "output_map": {"OUTPUT0": "sum", "OUTPUT1": "difference"}},
+               {"model_name": second, "model_version": -1, "input_map": {"INPUT0": "sum", "INPUT1": "difference"},
+                "output_map": {"OUTPUT0": "OUTPUT0", "OUTPUT1": "OUTPUT1"}}]
+    config = {"platform": fact("preprocess_resnet50_ensemble")["config"]["platform"], "input": tensors["input"],
+              "output": tensors["output"], "ensemble_scheduling": {"step": mapping}, **fields}
+    d = root / name
+    (d / "1").mkdir(parents=True)
+    (d / "config.pbtxt").write_bytes(_config(name, config))
     return d
 
 

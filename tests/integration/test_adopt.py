@@ -56,6 +56,41 @@ def test_adopt_build_verify_publish_rollback(cli, tmp_path, monkeypatch):
     assert "versions: 1" in (tmp_path / "pub" / "add_sub" / "config.pbtxt").read_text()
 
 
+def test_adopt_an_ensemble_over_python_models_build_verify(cli, tmp_path, monkeypatch):
+    """An ensemble over add_sub (called twice: sum and difference, then again) becomes an ensemble recipe; its
+    goldens are recorded through the ensemble in the embedded server ((a+b)+(a-b), (a+b)-(a-b)); built,
+    the ensemble_scheduling is the original's, and verify passes bit for bit, the ensemble included."""
+    import numpy as np
+
+    from tritonbuild.core.npz import read_npz
+    from tritonbuild.verify.goldens import from_npz_arrays
+
+    monkeypatch.chdir(tmp_path)
+    repo = tmp_path / "models"
+    repo.mkdir()
+    repositories.write_add_sub(repo)
+    original = parse((repositories.write_add_sub_ensemble(repo) / "config.pbtxt").read_bytes())
+    r = cli("adopt", repo, "-o", tmp_path / "recipes", "--json")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout)
+    assert result["goldens"] == {"add_sub": True, "add_sub_twice": True}
+    assert "tritonserver" in result["recorded_by"]["add_sub_twice"]
+    inputs, outputs = from_npz_arrays(read_npz(tmp_path / "recipes" / "goldens" / "add_sub_twice.npz"))
+    for sample_in, sample_out in zip(inputs, outputs, strict=True):  # add_sub twice, in float32 as the steps run
+        total, difference = sample_in["INPUT0"] + sample_in["INPUT1"], sample_in["INPUT0"] - sample_in["INPUT1"]
+        assert np.array_equal(sample_out["OUTPUT0"], total + difference)
+        assert np.array_equal(sample_out["OUTPUT1"], total - difference)
+    assert inputs
+    out = tmp_path / "OUT"
+    assert cli("build", tmp_path / "recipes", "-o", out).exit_code == 0
+    built = parse((out / "add_sub_twice" / "config.pbtxt").read_bytes())
+    assert built.ensemble_scheduling == original.ensemble_scheduling and built.input == original.input
+    r = cli("verify", out, "--json")
+    assert r.exit_code == 0, r.stdout
+    rows = {row["name"]: row for row in json.loads(r.stdout)["models"]}
+    assert rows["add_sub_twice"]["passed"] and rows["add_sub_twice"]["compared"] > 0
+
+
 def test_adopt_names_what_it_cannot_adopt(cli, tmp_path):
     repo = tmp_path / "models"
     repo.mkdir()
