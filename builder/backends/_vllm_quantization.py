@@ -1,36 +1,22 @@
-"""vLLM's quantization methods (its QuantizationMethods literal) per vLLM version a serving image ships, the values
-engine_args.quantization may take; kept equal to tests/contracts/facts/vllm_engine_args.json by a test. An image
-whose vLLM is not recorded here takes the methods every recorded version has."""
+"""What each vLLM a serving image ships takes, per recorded version (vllm_versions.json beside this file, derived
+from the vLLM wheels by tests/contracts/vllm_wheels.py, which also records them in tests/contracts/facts): the
+model.json keys (AsyncEngineArgs), the quantization methods (QuantizationMethods) and the quantization values it
+loads an AWQ / GPTQ checkpoint with (override_quantization_method). An image whose vLLM is not recorded (a tag
+outside the image table, or a version the registry has no wheel of) takes what every recorded version has."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from tritonbuild.backends.tensorrtllm.images import VLLM_IMAGES
 
-IN_EVERY_RECORDED = frozenset({
-    "awq", "awq_marlin", "bitsandbytes", "compressed-tensors", "experts_int8", "fbgemm_fp8", "fp8", "fp_quant",
-    "gptq", "gptq_marlin", "inc", "modelopt", "modelopt_fp4", "moe_wna16", "mxfp4", "quark", "torchao"
-})
-# vLLM version: the methods beyond IN_EVERY_RECORDED
-BY_VERSION = {
-    "0.11.1": IN_EVERY_RECORDED | {
-        "auto-round", "bitblas", "deepspeedfp", "gguf", "gptq_bitblas", "gptq_marlin_24", "hqq", "ipex",
-        "petit_nvfp4", "ptpc_fp8", "rtn", "tpu_int8"
-    },
-    "0.22.0": IN_EVERY_RECORDED | {
-        "auto_gptq", "cpu_awq", "deepseek_v4_fp8", "fp8_per_block", "fp8_per_tensor", "gguf", "gpt_oss_mxfp4",
-        "humming", "int8_per_channel_weight_only", "modelopt_mixed", "modelopt_mxfp8", "mxfp8", "online"
-    },
-    "0.24.0": IN_EVERY_RECORDED | {
-        "auto_awq", "auto_gptq", "deepseek_v4_fp8", "fp8_per_block", "fp8_per_channel", "fp8_per_tensor",
-        "gpt_oss_mxfp4", "humming", "int8_per_channel_weight_only", "modelopt_mixed", "modelopt_mxfp8",
-        "mxfp8", "online"
-    },
-    "0.27.1": IN_EVERY_RECORDED | {
-        "auto_awq", "auto_gptq", "deepseek_v4_fp8", "fp8_per_block", "fp8_per_channel", "fp8_per_tensor",
-        "gpt_oss_mxfp4", "humming", "int8_per_channel_weight_only", "modelopt_mixed", "modelopt_mxfp8",
-        "mxfp8", "nvfp4_per_token", "online"
-    },
-}
+TABLE = json.loads((Path(__file__).parent / "vllm_versions.json").read_text())["versions"]
+# vLLM version: its quantization methods / AsyncEngineArgs fields
+BY_VERSION = {v: frozenset(t["quantization"]) for v, t in TABLE.items()}
+ENGINE_ARGS = {v: frozenset(t["engine_args"]) for v, t in TABLE.items()}
+IN_EVERY_RECORDED = frozenset.intersection(*BY_VERSION.values())
+ARGS_IN_EVERY_RECORDED = frozenset.intersection(*ENGINE_ARGS.values())
 ALL = tuple(sorted(set().union(*BY_VERSION.values())))
 
 
@@ -62,14 +48,33 @@ def quantization_problem(quantization: str | None, triton_image: str) -> tuple[s
             f"use an image shipping vLLM {', '.join(has)}, or one of: {', '.join(sorted(IN_EVERY_RECORDED))}")
 
 
-# what vLLM's AWQ / GPTQ override_quantization_method turns a checkpoint of that quant_method into, beside the
-# method itself: its Marlin method in every recorded vLLM, and auto_awq / auto_gptq where the version has them
-# (tests/contracts/facts/vllm_quantization.json, per vLLM wheel)
-MARLIN = {"awq": "awq_marlin", "gptq": "gptq_marlin"}
-
-
 def checkpoint_methods(quant_method: str, triton_image: str) -> set[str]:
-    """The engine_args.quantization values the image's vLLM loads a checkpoint of this quant_method with."""
-    known = BY_VERSION.get(image_vllm(triton_image), IN_EVERY_RECORDED)
-    auto = {f"auto_{quant_method}"} & known if quant_method in MARLIN else set()
-    return {quant_method, *([MARLIN[quant_method]] if quant_method in MARLIN else []), *auto}
+    """The engine_args.quantization values the image's vLLM loads a checkpoint of this quant_method with: what its
+    override_quantization_method accepts (the method itself, its Marlin kernel, auto_awq / auto_gptq where the
+    version has them), or what every recorded vLLM accepts when the image's is not recorded."""
+    version = image_vllm(triton_image)
+    tables = [TABLE[version]] if version in TABLE else list(TABLE.values())
+    accepted = [set(t["checkpoint"].get(quant_method, [quant_method])) for t in tables]
+    return set.intersection(*accepted) - {"marlin"}
+
+
+def engine_args_problems(keys: set[str], triton_image: str, engine_args: set[str]) -> list:
+    """(recipe key path, message, hint) per model.json key the image's vLLM AsyncEngineArgs lacks (vllm_backend
+    passes model.json to AsyncEngineArgs(**...), which refuses it at load): engine_args.<key> for the keys of
+    engine_args, else the recipe key that writes it (speculative, lora)."""
+    version = image_vllm(triton_image)
+    fields = ENGINE_ARGS.get(version, ARGS_IN_EVERY_RECORDED)
+    what = f"vLLM {version}" if version in ENGINE_ARGS else f"every recorded vLLM (that of {triton_image} is not)"
+    out = []
+    for key in sorted(keys - fields):
+        has = sorted((v for v, f in ENGINE_ARGS.items() if key in f), key=_vkey)
+        at = ("engine_args", key) if key in engine_args else ("speculative",) if key == "speculative_config" \
+            else ("lora",)
+        out.append((at, f"model.json would carry {key}, which {what} does not take (AsyncEngineArgs)",
+                    f"use an image whose vLLM has it ({(has or ['none recorded'])[0]} or newer), or leave the "
+                    "setting out"))
+    return out
+
+
+def _vkey(version: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else -1 for p in version.replace("rc", ".rc.").replace("post", "").split("."))

@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from tritonbuild.backends._vllm_quantization import ALL as QUANTIZATION_METHODS
-from tritonbuild.backends._vllm_quantization import checkpoint_methods, quantization_problem
+from tritonbuild.backends._vllm_quantization import checkpoint_methods, engine_args_problems, quantization_problem
 from tritonbuild.backends._vllm_speculative import (
     VLLMSpeculative,
     draft_dir,
@@ -84,7 +84,8 @@ class VLLMEngineArgs(Strict):
     max_model_len: int | None = Field(None, ge=1)
     max_num_seqs: int | None = Field(None, ge=1)
     enforce_eager: bool = False
-    enable_prefix_caching: bool | None = Field(None, description="None: vLLM's default (on).")
+    enable_prefix_caching: bool | None = Field(None, description="None: the image's vLLM's default (on; off in "
+                                               "the 24.12 and 25.01 images' vLLM 0.5.5 / 0.6.3.post1).")
     block_size: Literal[8, 16, 32, 64, 128] = Field(16, description="Tokens per paged-KV block (vLLM's "
                                                                      "CacheConfig.block_size; 16 is its CUDA default).")
     quantization: Literal[QUANTIZATION_METHODS] | None = Field(
@@ -375,7 +376,8 @@ class VLLMBackend(Backend):
             problems.append((("engine_args", "quantization"), *problem))
         if problem := speculative_problem(recipe.speculative, recipe.image.triton_image):
             problems.append((("speculative", "method"), *problem))
-        return problems
+        keys = set(model_json(recipe)) - {"model"}
+        return problems + engine_args_problems(keys, recipe.image.triton_image, set(VLLMEngineArgs.model_fields))
 
     def emit(self, built_model, root: Path, store, manifest_model, built: dict) -> list:
         return emit(built_model, root, store, manifest_model)

@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from tests.contracts import refresh
+from tests.contracts import refresh, vllm_wheels
 from tests.contracts.drift import Check, read_wheel, sha256_file
 from tests.contracts.facts import load, vllm_versions
 
@@ -152,12 +152,9 @@ def _release_checks() -> list[Check]:
 def _wheel_facts(wheel: Path, v: dict) -> dict:
     """What the recorded vLLM facts say, re-derived from the wheel's own files."""
     args = refresh.engine_args(read_wheel(wheel, v["source"]["path"]))
-    quant = refresh.quantization_methods(read_wheel(wheel, v["quantization_methods"]["path"]))
-    model = read_wheel(wheel, v["tp_heads"]["path"])
-    start = next(n for n, line in enumerate(model.splitlines(), 1) if "def verify_with_parallel_config" in line)
-    end = next(n for n, line in enumerate(model.splitlines(), 1) if "must be divisible by tensor parallel" in line)
-    return {**args, "quantization_methods": quant, "tp_heads": {"lines": f"{start}-{end + 1}",
-                                                                "message": refresh.tp_heads_message(model)}}
+    quant = vllm_wheels.quantization_methods(read_wheel(wheel, v["quantization_methods"]["path"]))
+    return {**args, "quantization_methods": quant,
+            "tp_heads": vllm_wheels.tp_heads(read_wheel(wheel, v["tp_heads"]["path"]))}
 
 
 def _recorded_wheel_facts(v: dict) -> dict:
@@ -193,18 +190,6 @@ def wheel_checks(wheels: list[Path]) -> list[dict]:
     return out
 
 
-def _override(text: str, method: str) -> dict:
-    """override_quantization_method's lines and the quantization values it accepts for a checkpoint of method."""
-    rows = text.splitlines()
-    start = next(i for i, line in enumerate(rows) if "def override_quantization_method" in line)
-    end = next(i for i in range(start + 1, len(rows)) if rows[i].startswith(("    def ", "    @")))
-    while not rows[end - 1].strip():
-        end -= 1
-    body = "\n".join(rows[start:end])
-    body = body[body.index("is_valid_user_quant"):]
-    return {"lines": f"{start + 1}-{end}", "accepted": sorted({method, *re.findall(r'"([a-z_]+)"', body)})}
-
-
 def marlin_checks(given: dict) -> list[dict]:
     """vllm_quantization.json by_version against each given wheel: the sha256, then what each AWQ / GPTQ
     override_quantization_method accepts, and its lines."""
@@ -222,7 +207,7 @@ def marlin_checks(given: dict) -> list[dict]:
             continue
         pairs = list(zip(("awq", "gptq"), v["source"], strict=True))
         recorded = {m: {"lines": src["lines"].split()[0], "accepted": v["accepted"][m]} for m, src in pairs}
-        derived = {m: _override(read_wheel(wheel, src["path"]), m) for m, src in pairs}
+        derived = {m: vllm_wheels.override(read_wheel(wheel, src["path"]), m) for m, src in pairs}
         out.append({**row, "status": "same"} if derived == recorded else
                    {**row, "status": "drift", "detail": _diff(recorded, derived)})
     return out

@@ -10,6 +10,7 @@ Facts are names, types and flags read out of upstream's own files, never the fil
     python -m tests.contracts.refresh python-io FILE FUNCTION  # literal `inputs = [...]` / `outputs = [...]`
     python -m tests.contracts.refresh engine-args FILE         # vLLM vllm/engine/arg_utils.py (from a wheel)
     python -m tests.contracts.refresh compatibility FILE       # server docs/introduction/compatibility.md
+    python -m tests.contracts.refresh vllm-wheel WHEEL... [--write]  # every vLLM fact of each wheel (vllm_wheels.py)
     python -m tests.contracts.refresh --check --mirror OWNER/NAME=GITDIR --file ... --wheel ...  # see drift.py
 
 Each command prints JSON; compare it with the recorded fact (git diff after pasting) and update the fact's
@@ -297,6 +298,10 @@ def main(argv: list[str]) -> int:
         from tests.contracts.drift import main as check
 
         return check(args)
+    if cmd == "vllm-wheel":
+        from tests.contracts.vllm_wheels import main as vllm_wheel
+
+        return vllm_wheel(args)
     if cmd == "trtllm-release":
         out = trtllm_release(args[0], args[1])
     elif cmd == "triton-templates":

@@ -80,18 +80,67 @@ def _full_vllm_recipe(image: str) -> VLLMRecipe:
 
 
 @pytest.mark.parametrize("version", sorted(VLLM["versions"]))
-def test_every_key_tritonbuild_writes_is_a_field_of_each_recorded_vllm(version):
-    """Every model.json key tritonbuild can write (all engine_args set, LoRA on), per vLLM version recorded: the
-    default image's, the newest image's and the one that ran on the H200."""
-    images = VLLM["versions"][version]["images"] or ["25.12"]
-    doc = vllm.model_json(_full_vllm_recipe(f"nvcr.io/nvidia/tritonserver:{images[0]}-vllm-python-py3"))
-    fields = set(VLLM["versions"][version]["AsyncEngineArgs"])
-    assert set(doc) <= fields, set(doc) - fields
-    from tritonbuild.backends._vllm_quantization import BY_VERSION
+def test_every_key_tritonbuild_writes_is_a_field_of_each_recorded_vllm_or_refused(version):
+    """Every model.json key tritonbuild can write (all engine_args set, LoRA on), per recorded vLLM: a field of
+    that version's AsyncEngineArgs, or refused at load for each image shipping it, naming the key and version."""
+    from tritonbuild.backends._vllm_quantization import BY_VERSION, ENGINE_ARGS
 
+    fields = set(VLLM["versions"][version]["AsyncEngineArgs"])
+    assert ENGINE_ARGS[version] == fields
+    for tag in VLLM["versions"][version]["images"] or ["25.12"]:
+        r = _full_vllm_recipe(f"nvcr.io/nvidia/tritonserver:{tag}-vllm-python-py3")
+        doc = vllm.model_json(r)
+        refused = [p for p in vllm.BACKEND.check_recipe(r) if "AsyncEngineArgs" in p[1]]
+        if vllm_of_image(r.image.triton_image) == version:
+            assert {p[1].split()[3].rstrip(",") for p in refused} == set(doc) - fields, refused
+            assert all(f"vLLM {version} " in p[1] for p in refused)
+        else:
+            assert set(doc) <= fields, set(doc) - fields
     literal, _none = typing.get_args(VLLMEngineArgs.model_fields["quantization"].annotation)
     assert BY_VERSION[version] == set(VLLM["versions"][version]["quantization_methods"]["values"])
     assert BY_VERSION[version] <= set(typing.get_args(literal))
+
+
+@pytest.mark.parametrize("tag, refused", [("24.12", True), ("25.04", True), ("25.05", False), ("26.07", False)])
+def test_speculative_config_is_refused_where_the_images_vllm_lacks_it(tag, refused):
+    """speculative_config entered AsyncEngineArgs in vLLM 0.8 (24.12-25.04 ship 0.5.5-0.8.1, which lack it)."""
+    r = VLLMRecipe(name="v", version=1, backend="vllm", checkpoint={"path": "c"},
+                   image={"triton_image": f"nvcr.io/nvidia/tritonserver:{tag}-vllm-python-py3"},
+                   speculative={"method": "draft_model", "num_speculative_tokens": 2, "model": "d"})
+    fields = set(VLLM["versions"][vllm_of_image(r.image.triton_image)]["AsyncEngineArgs"])
+    assert ("speculative_config" not in fields) is refused
+    problems = [p for p in vllm.BACKEND.check_recipe(r) if p[0] == ("speculative",)]
+    assert bool(problems) is refused
+    if refused:
+        assert "speculative_config" in problems[0][1] and "AsyncEngineArgs" in problems[0][1]
+
+
+def test_builder_tables_are_the_ones_derived_from_the_recorded_wheels():
+    """builder/backends/vllm_versions.json is vllm_wheels.builder_table of the two fact files, not edited by hand."""
+    import json
+
+    from tests.contracts.vllm_wheels import BUILDER_TABLE, builder_table
+
+    assert json.loads(BUILDER_TABLE.read_text()) == builder_table(VLLM, load("vllm_quantization"))
+
+
+def test_every_vllm_image_has_its_own_vllm_recorded_or_says_why_not():
+    """Each image of the table is checked against the vLLM it ships; a version the registry has no wheel of is
+    listed in `unrecorded` with the reason and its images (which take what every recorded version has)."""
+    from tritonbuild.backends.tensorrtllm.images import VLLM_IMAGES
+
+    missing = {tag: v for tag, v in VLLM_IMAGES.items() if v not in VLLM["versions"]}
+    assert set(missing.values()) == set(VLLM["unrecorded"]) == {"0.9.0rc1"}
+    for version, why in VLLM["unrecorded"].items():
+        assert why["why"] and sorted(why["images"]) == sorted(t for t, v in missing.items() if v == version)
+    assert all(VLLM_IMAGES[t] in VLLM["versions"] for t in VLLM_IMAGES if t >= "25.08" or t <= "25.05")
+
+
+def test_the_heads_message_is_the_same_in_every_recorded_vllm():
+    """The plan refuses a tensor_parallel_size the heads do not divide quoting vLLM's message (parallelism.json):
+    every recorded version raises that same message."""
+    message = load("parallelism")["vllm"]["message"]
+    assert {v["tp_heads"]["message"] for v in VLLM["versions"].values()} == {message}
 
 
 def test_the_default_and_the_newest_vllm_images_have_their_engine_args_recorded():
@@ -107,8 +156,11 @@ def test_the_default_and_the_newest_vllm_images_have_their_engine_args_recorded(
 def test_model_json_leaves_prefix_caching_to_vllms_default():
     r = VLLMRecipe(name="v", version=1, backend="vllm", checkpoint={"path": "c"})
     assert "enable_prefix_caching" not in vllm.model_json(r)
-    for v in VLLM["versions"].values():  # EngineArgs leaves it unset; vLLM decides at engine creation
-        assert v["enable_prefix_caching"] in ("None", "CacheConfig.enable_prefix_caching"), v["source"]["version"]
+    off = {version for version, v in VLLM["versions"].items() if v["enable_prefix_caching"] == "False"}
+    for version, v in VLLM["versions"].items():  # else EngineArgs leaves it unset: vLLM decides at engine creation
+        assert version in off or v["enable_prefix_caching"] in ("None", "CacheConfig.enable_prefix_caching"), version
+    assert off == {"0.5.5", "0.6.3.post1"}  # the 24.12 and 25.01 images: off unless the recipe turns it on
+    assert "24.12 and 25.01" in VLLMEngineArgs.model_fields["enable_prefix_caching"].description
     on = VLLMRecipe(name="v", version=1, backend="vllm", checkpoint={"path": "c"},
                     engine_args={"enable_prefix_caching": False})
     assert vllm.model_json(on)["enable_prefix_caching"] is False

@@ -279,3 +279,45 @@ def test_check_re_derives_the_marlin_overrides_from_each_wheel(tmp_path, monkeyp
     assert "4-5" in checks.marlin_checks({"9.9.9": wheel})[0]["detail"]
     recorded["source"][0]["wheel_sha256"] = "0" * 64
     assert "not the recorded wheel" in checks.marlin_checks({"9.9.9": wheel})[0]["detail"]
+
+
+def test_a_wheel_is_derived_whole_in_either_source_layout(tmp_path):
+    """vllm-wheel: AsyncEngineArgs, the quantization methods (QuantizationMethods, or the older QUANTIZATION_METHODS
+    dict), the heads message (vllm/config/model.py, or vllm/config.py before the split) and the AWQ / GPTQ
+    overrides (auto_*.py, or *_marlin.py before the rename), with the wheel's sha256 and _version.py commit."""
+    import zipfile
+
+    from tests.contracts import drift
+    from tests.contracts.vllm_wheels import derive
+
+    args = "class EngineArgs:\n    model: str = 'm'\n    enable_prefix_caching: bool = False\n\n\n" \
+           "class AsyncEngineArgs(EngineArgs):\n    disable_log_requests: bool = False\n"
+    old_quant = 'QUANTIZATION_METHODS: Dict[str, Type[QuantizationConfig]] = {\n    "awq": A,\n    "marlin": M,\n}\n'
+    model = ('class ModelConfig:\n    def verify_with_parallel_config(self, p):\n        if h % tp:\n'
+             '            raise ValueError(\n                f"Total number of attention heads ({h})"\n'
+             '                " must be divisible by tensor parallel size "\n                f"({tp})."\n'
+             '            )\n')
+    marlin = ('class AWQMarlinConfig:\n    @classmethod\n    def override_quantization_method(cls, cfg, user_quant):\n'
+              '        is_valid_user_quant = (user_quant is None or user_quant == "marlin"\n'
+              '                               or user_quant == "awq_marlin")\n        return None\n')
+    wheel = tmp_path / "vllm-0.5.5-cp38-abi3-manylinux1_x86_64.whl"
+    q = "vllm/model_executor/layers/quantization/"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("vllm/_version.py", "__commit_id__ = commit_id = 'g09c7792'\n")
+        z.writestr("vllm/engine/arg_utils.py", args)
+        z.writestr(q + "__init__.py", old_quant)
+        z.writestr("vllm/config.py", model)
+        z.writestr(q + "awq_marlin.py", marlin)
+        z.writestr(q + "gptq_marlin.py", marlin.replace("awq", "gptq").replace("AWQ", "GPTQ"))
+    entry, overrides = derive(wheel, ["24.12"])
+    assert entry["source"]["wheel_sha256"] == drift.sha256_file(wheel) and entry["source"]["commit"] == "09c7792"
+    assert entry["AsyncEngineArgs"] == ["disable_log_requests", "enable_prefix_caching", "model"]
+    assert entry["enable_prefix_caching"] == "False" and entry["images"] == ["24.12"]
+    assert entry["quantization_methods"] == {"path": q + "__init__.py", "lines": "1-4", "values": ["awq", "marlin"]}
+    assert entry["tp_heads"]["path"] == "vllm/config.py" and entry["tp_heads"]["lines"] == "2-7"
+    assert overrides["accepted"] == {"awq": ["awq", "awq_marlin", "marlin"], "gptq": ["gptq", "gptq_marlin",
+                                                                                      "marlin"]}
+    assert overrides["source"][0]["lines"] == "3-6 (AWQMarlinConfig.override_quantization_method)"
+    with zipfile.ZipFile(wheel, "a") as z:  # the newer file wins where both are there
+        z.writestr(q + "auto_gptq.py", marlin.replace("awq_marlin", "auto_gptq").replace("AWQMarlin", "AutoGPTQ"))
+    assert derive(wheel, [])[1]["accepted"]["gptq"] == ["auto_gptq", "gptq", "marlin"]

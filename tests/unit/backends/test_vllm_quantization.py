@@ -33,13 +33,40 @@ def test_methods_beyond_awq_gptq_fp8_are_taken_where_the_images_vllm_has_them():
 
 @pytest.mark.parametrize("method, ok", [("awq_marlin", True), ("online", False)])
 def test_an_image_whose_vllm_is_not_recorded_takes_the_methods_every_recorded_vllm_has(method, ok):
-    """26.05 ships vLLM 0.19.0, whose QuantizationMethods is not recorded."""
-    assert vllm_of_image(_image("26.05")) not in VERSIONS
+    """25.06 ships vLLM 0.9.0rc1, which the registry has no wheel of (vllm_engine_args.json unrecorded)."""
+    assert vllm_of_image(_image("25.06")) not in VERSIONS and "0.9.0rc1" in load("vllm_engine_args")["unrecorded"]
     assert (method in IN_EVERY_RECORDED) is ok
-    problem = quantization_problem(method, _image("26.05"))
+    problem = quantization_problem(method, _image("25.06"))
     assert (problem is None) is ok
     if problem:
-        assert "vLLM 0.19.0" in problem[0] and "not recorded" in problem[0]
+        assert "vLLM 0.9.0rc1" in problem[0] and "not recorded" in problem[0]
+
+
+@pytest.mark.parametrize("tag, code", [("26.06", 0), ("26.05", 3)])
+def test_auto_gptq_plans_for_a_gptq_checkpoint_where_the_images_vllm_has_it(cli, tmp_path, tag, code):
+    """26.06 ships vLLM 0.22.1, whose QuantizationMethods and AutoGPTQConfig.override_quantization_method take
+    auto_gptq (recorded from its wheel); 26.05's 0.19.0 has neither."""
+    import json
+    import shutil
+
+    from tests.conftest import EXAMPLES, ROOT
+
+    version = vllm_of_image(_image(tag))
+    by_version = load("vllm_quantization")["marlin_override"]["by_version"]
+    assert ("auto_gptq" in by_version[version]["accepted"]["gptq"]) is (code == 0)
+    assert ("auto_gptq" in _methods(tag)) is (code == 0)
+    shutil.copytree(EXAMPLES / "tiny-llama", tmp_path / "ck")
+    config = json.loads((tmp_path / "ck" / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "gptq", "bits": 4, "group_size": 128}
+    (tmp_path / "ck" / "config.json").write_text(json.dumps(config))
+    text = (ROOT / "recipes" / "gpu" / "tiny-llama-vllm.yaml").read_text()
+    text = text.replace("checkpoint: {path: ../examples/tiny-llama}", f"checkpoint: {{path: {tmp_path / 'ck'}}}"
+                        f"\nimage: {{triton_image: {_image(tag)}}}")
+    (tmp_path / "v.yaml").write_text(text.replace("engine_args:", "engine_args:\n  quantization: auto_gptq", 1))
+    r = cli("plan", tmp_path / "v.yaml")
+    assert r.exit_code == code, r.stderr
+    if code:
+        assert f"vLLM {version}" in r.stderr and "auto_gptq" in r.stderr
 
 
 def test_the_recipe_error_names_the_key(cli, tmp_path):
