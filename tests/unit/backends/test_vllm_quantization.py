@@ -139,3 +139,17 @@ def test_auto_awq_plans_for_an_awq_checkpoint_where_the_images_vllm_has_it(cli, 
     assert r.exit_code == code, r.stderr
     if code:
         assert "vLLM 0.11.1" in r.stderr and "auto_awq" in r.stderr
+
+
+def test_a_model_json_key_the_images_vllm_lacks_is_a_recipe_error_at_its_key(cli, tmp_path):
+    """24.12 ships vLLM 0.5.5, whose AsyncEngineArgs has no speculative_config (recorded from its wheel)."""
+    from tests.conftest import ROOT
+
+    assert "speculative_config" not in load("vllm_engine_args")["versions"]["0.5.5"]["AsyncEngineArgs"]
+    text = (ROOT / "recipes" / "gpu" / "tiny-llama-vllm.yaml").read_text()
+    text += (f"image: {{triton_image: {_image('24.12')}}}\n"
+             "speculative: {method: eagle, num_speculative_tokens: 2, model: ../examples/tiny-llama}\n")
+    (tmp_path / "v.yaml").write_text(text)
+    r = cli("plan", tmp_path / "v.yaml")
+    assert r.exit_code == 3 and "v.yaml:" in r.stderr and "speculative" in r.stderr, r.stderr
+    assert "speculative_config, which vLLM 0.5.5 does not take" in r.stderr and "0.8.4 or newer" in r.stderr
