@@ -370,17 +370,20 @@ def adopt(root: Path, out: Path, *, record: bool = True, progress: Progress | No
     record goldens from the models (verify --record), so the next build verifies bit for bit."""
     from tritonbuild.repository.adopt import adopt as _adopt
 
-    out.mkdir(parents=True, exist_ok=True)
-    adopted = _adopt(Path(root), out)
-    _load([a.recipe for a in adopted])  # the recipe rules, now: a refusal names the file and key
-    result = {"recipes": [{"name": a.name, "version": a.version, "recipe": str(a.recipe)} for a in adopted],
-              "goldens": None}
+    adopted = _adopt(Path(root), Path(out))  # made here if missing
+    loaded = _load([a.recipe for a in adopted])  # the recipe rules, now: a refusal names the file and key
+    engines = {a.name: a.engine for a in adopted if a.engine is not None}  # copied by adopt: build --engine
+    result = {"recipes": [a.row() for a in adopted], "goldens": None}
     if record:
         with tempfile.TemporaryDirectory(prefix="tritonbuild-adopt-") as tmp:
-            build_repository([a.recipe for a in adopted], Path(tmp) / "out", progress=progress)
+            build_repository([a.recipe for a in adopted], Path(tmp) / "out", progress=progress, engines=engines)
             report = verify_repository(Path(tmp) / "out", record=True, progress=progress)
         result["goldens"] = {each.name: each.passed for each in report.models}
         result["recorded_by"] = {each.name: each.ran_by() for each in report.models}
+        unrun = {each.name for each in report.models if each.route == "none"}
+        for each in loaded:  # a recipe whose models need a machine this is not: said in the backend's words
+            if each.recipe.name in unrun and (needs := REGISTRY.get(each.recipe.backend).needs):
+                result["recorded_by"][each.recipe.name] = f"not recorded: needs {needs}"
         result["passed"] = all(each.passed for each in report.models if each.route != "none")
     return result
 

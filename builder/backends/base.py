@@ -195,6 +195,10 @@ class Backend(ABC):
         refuses this one naming the step whose model it cannot take)."""
         return []
 
+    def adopt_members(self, mc, model_dir: Path) -> list[str]:
+        """Other models of the repository this model's recipe writes too (a group): adopt takes them with it."""
+        return []
+
     def adopt_recipe(self, mc, model_dir: Path, out: Path) -> tuple[dict, int] | None:
         """An existing model directory as a recipe of this backend's own shape, its files copied under out, and
         the version adopted; None: the generic adoption (source.path = the model file) applies."""

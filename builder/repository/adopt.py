@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -37,6 +37,11 @@ class Adopted:
     name: str
     version: int
     recipe: Path
+    engine: Path | None = None  # a prebuilt engine adopt copied (out/<name>/engine): `build --engine NAME=DIR`
+
+    def row(self) -> dict:
+        return {"name": self.name, "version": self.version, "recipe": str(self.recipe)} | (
+            {"engine": str(self.engine)} if self.engine else {})
 
 
 def _unexpressed(mc, extra: frozenset[str] = frozenset()) -> list[str]:
@@ -169,7 +174,9 @@ def _adopt_one(model_dir: Path, root: Path, out: Path) -> Adopted:
         recipe = _recipe(model_dir, mc, version, files, owner, filename)
         shutil.copytree(src, out / model_dir.name / str(version), ignore=shutil.ignore_patterns("__pycache__"),
                         dirs_exist_ok=True)
-    return _write(model_dir.name, version, recipe, out)
+    adopted = _write(recipe["name"], version, recipe, out)
+    engine = out / adopted.name / "engine"
+    return replace(adopted, engine=engine) if owner.engine_steps and engine.is_dir() else adopted
 
 
 def _write(name: str, version: int, recipe: dict, out: Path) -> Adopted:
@@ -178,9 +185,10 @@ def _write(name: str, version: int, recipe: dict, out: Path) -> Adopted:
     return Adopted(name, version, path)
 
 
-def _callers(root: Path, model_dirs: list[Path]) -> dict[str, list[str]]:
-    """The models that call others (an ensemble's steps), by name: the models each calls, in step order."""
-    out = {}
+def _callers(root: Path, model_dirs: list[Path]) -> tuple[dict[str, list[str]], set[str]]:
+    """The models that call others (an ensemble's steps), by name: the models each calls, in step order; and the
+    models another model's recipe writes too (Backend.adopt_members: a group), which are not adopted alone."""
+    out, members = {}, set()
     for model_dir in model_dirs:
         if (model_dir / "config.pbtxt").is_file():
             mc = _read(model_dir, root)
@@ -188,7 +196,8 @@ def _callers(root: Path, model_dirs: list[Path]) -> dict[str, list[str]]:
             calls = owner.adopt_calls(mc) if owner is not None else []
             if calls:
                 out[model_dir.name] = calls
-    return out
+            members |= set(owner.adopt_members(mc, model_dir)) if owner is not None else set()
+    return out, members
 
 
 def _step_refusal(model_dir: Path, calls: list[str], refused: dict[str, UsageError], held: set[str]
@@ -220,7 +229,8 @@ def adopt(root: Path, out: Path) -> list[Adopted]:
                 shutil.copytree(entry, target, dirs_exist_ok=True)
             else:
                 shutil.copyfile(entry, target)
-    return [Adopted(a.name, a.version, out / a.recipe.name) for a in adopted]
+    return [Adopted(a.name, a.version, out / a.recipe.name, a.engine and out / a.engine.relative_to(stage))
+            for a in adopted]
 
 
 def _adopt_all(root: Path, out: Path) -> list[Adopted]:
@@ -231,11 +241,12 @@ def _adopt_all(root: Path, out: Path) -> list[Adopted]:
     model_dirs = sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
     if not model_dirs:
         raise UsageError(f"{root} holds no model directory", hint="pass a Triton model repository")
-    pending = _callers(root, model_dirs)
+    pending, members = _callers(root, model_dirs)
+    pending = {name: calls for name, calls in pending.items() if name not in members}
     callers = set(pending)
     adopted, refused = [], {}
     for model_dir in model_dirs:
-        if model_dir.name not in pending:
+        if model_dir.name not in pending and model_dir.name not in members:
             try:
                 adopted.append(_adopt_one(model_dir, root, out))
             except UsageError as e:
@@ -253,7 +264,7 @@ def _adopt_all(root: Path, out: Path) -> list[Adopted]:
             except UsageError as e:
                 refused[name] = e
     if refused:
-        called = {model for calls in _callers(root, model_dirs).values() for model in calls}
+        called = {model for calls in _callers(root, model_dirs)[0].values() for model in calls}
         top = [e for name, e in refused.items() if name in callers and name not in called]  # names the chain
         raise (top or list(refused.values()))[0]
     return adopted

@@ -192,3 +192,23 @@ def test_adopt_a_vllm_model(cli, tmp_path):
     original, ours = parse((d / "config.pbtxt").read_bytes()), parse((out / "vllm_model" / "config.pbtxt").read_bytes())
     assert ours.backend == original.backend and [(g.kind, g.count) for g in ours.instance_group] == \
         [(g.kind, g.count) for g in original.instance_group]
+
+
+def test_adopt_a_filled_tensorrtllm_group_records_what_runs_here(cli, tmp_path, monkeypatch):
+    """A filled r25.04 group around a prebuilt engine: adopt builds it with that engine (the group assembled, its
+    models checked by Triton's core in the embedded server) and says the goldens need GPU/TRT-LLM; the next
+    command it prints names the engine."""
+    from tests.unit.backends.test_tensorrtllm_adopt import _group
+
+    monkeypatch.chdir(tmp_path)
+    _group(tmp_path / "models")
+    r = cli("adopt", tmp_path / "models", "-o", tmp_path / "recipes", "--json")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout)
+    assert result["recorded_by"]["ensemble"] == "not recorded: needs GPU/TRT-LLM"
+    assert result["goldens"]["ensemble_tensorrt_llm"] is False
+    recipes = tmp_path / "recipes"
+    assert result["recipes"] == [{"name": "ensemble", "version": 1, "recipe": str(recipes / "ensemble.yaml"),
+                                  "engine": str(recipes / "ensemble" / "engine")}]
+    r = cli("adopt", tmp_path / "models", "-o", tmp_path / "again", "--no-record")
+    assert f"--engine ensemble={tmp_path / 'again' / 'ensemble' / 'engine'}" in r.stdout

@@ -69,5 +69,15 @@ class TensorRTLLMBackend(Backend):
                      "model.yaml consistent with config.pbtxt")]
         return []
 
+    def adopt_members(self, mc, model_dir: Path) -> list[str]:
+        from tritonbuild.backends.tensorrtllm.adopt import group_of
+
+        return sorted(group_of(model_dir).values()) if mc.backend == self.triton_backend else []
+
+    def adopt_recipe(self, mc, model_dir: Path, out: Path) -> tuple[dict, int] | None:
+        from tritonbuild.backends.tensorrtllm.adopt import adopt_group
+
+        return adopt_group(mc, model_dir, out) if mc.backend == self.triton_backend else None
+
 
 BACKEND = TensorRTLLMBackend()

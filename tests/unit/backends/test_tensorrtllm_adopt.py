@@ -1,0 +1,82 @@
+"""adopt of a filled tensorrtllm_backend group (backends/tensorrtllm/adopt.py): the group, filled from the recorded
+templates as fill_template.py fills them, becomes one LLM recipe assembled around the prebuilt engine its
+tensorrt_llm model serves; built with --engine, the serving settings the original set are the ones served; what
+the recipe cannot hold, an engine or tokenizer not here, is refused by name and leaves nothing behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.contracts import repositories
+from tritonbuild.triton.config import parse
+
+ROOT = Path(__file__).resolve().parents[3]
+CHECKPOINT = str(ROOT / "recipes" / "examples" / "tiny-llama")
+ENGINE = str(ROOT / "tests" / "fixtures" / "engines" / "tiny-llama-w4a16")
+# what a user fills beyond the README's line (fill_template.py key:value pairs)
+SETTINGS = {"kv_cache_free_gpu_mem_fraction": "0.5", "enable_kv_cache_reuse": "true",
+            "batch_scheduler_policy": "max_utilization", "exclude_input_in_output": "true",
+            "max_tokens_in_paged_kv_cache": "4096", "iter_stats_max_iterations": "50"}
+
+
+def _group(root: Path, tag: str = "r25.04", engine: str = ENGINE, tokenizer: str = CHECKPOINT, **llm) -> Path:
+    root.mkdir()
+    return repositories.write_trtllm_group(
+        root, tag, tensorrt_llm={"engine_dir": engine, "tokenizer_dir": tokenizer, **SETTINGS, **llm},
+        preprocessing={"tokenizer_dir": tokenizer, "preprocessing_instance_count": "2"},
+        postprocessing={"tokenizer_dir": tokenizer, "postprocessing_instance_count": "3"})
+
+
+@pytest.mark.parametrize("tag", ["r24.10", "r25.04"])
+def test_a_filled_group_becomes_an_llm_recipe_around_its_engine(cli, tmp_path, tag):
+    repo = _group(tmp_path / "models", tag)
+    r = cli("adopt", repo, "-o", tmp_path / "recipes", "--no-record", "--json")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert sorted(p.name for p in (tmp_path / "recipes").iterdir()) == ["ensemble", "ensemble.yaml"]
+    spec = yaml.safe_load((tmp_path / "recipes" / "ensemble.yaml").read_text())
+    assert spec["backend"] == "tensorrtllm" and spec["runtime"] == "engine"
+    assert spec["quantization"] == "int4_weight_only" and spec["engine"]["max_batch_size"] == 8  # engine config
+    assert spec["serving"]["instances"] == {"preprocessing": 2, "postprocessing": 3, "bls": 1}
+    assert spec["serving"]["bls"] is True
+    out = tmp_path / "OUT"
+    r = cli("build", tmp_path / "recipes", "-o", out, "--engine",
+            f"ensemble={tmp_path / 'recipes' / 'ensemble' / 'engine'}")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    original = parse((repo / "tensorrt_llm" / "config.pbtxt").read_bytes())
+    built = parse((out / "ensemble_tensorrt_llm" / "config.pbtxt").read_bytes())
+    for key in SETTINGS:  # served as the original set them
+        assert built.parameters[key].string_value == original.parameters[key].string_value, key
+    assert built.parameters["gpt_model_type"].string_value == original.parameters["gpt_model_type"].string_value
+    assert built.model_transaction_policy.decoupled == original.model_transaction_policy.decoupled
+    pre = parse((out / "ensemble_preprocessing" / "config.pbtxt").read_bytes())
+    assert [g.count for g in pre.instance_group] == [2]
+
+
+def _refused(cli, tmp_path, repo) -> str:
+    out = tmp_path / "recipes"
+    r = cli("adopt", repo, "-o", out, "--no-record")
+    assert r.exit_code == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    assert not out.exists() or not any(out.iterdir()), "a refusal leaves nothing behind"
+    return r.stderr
+
+
+def test_a_parameter_the_recipe_cannot_hold_is_refused_by_name(cli, tmp_path):
+    err = _refused(cli, tmp_path, _group(tmp_path / "models", decoding_mode="top_k_top_p",
+                                         participant_ids="1,2"))
+    assert "tensorrt_llm: parameters ['decoding_mode', 'participant_ids'] have no recipe key yet" in err
+
+
+def test_the_readme_fills_engine_path_not_here_is_refused_naming_it(cli, tmp_path):
+    engine = repositories.release("r25.04")["readme_fill"]["models"]["tensorrt_llm"]["substitutions"]["engine_dir"]
+    err = _refused(cli, tmp_path, _group(tmp_path / "models", engine=engine))
+    assert f"gpt_model_path {engine!r} is not an engine directory here" in err
+
+
+def test_a_tokenizer_dir_without_the_checkpoint_is_refused(cli, tmp_path):
+    tokenizer = repositories.release("r25.04")["readme_fill"]["models"]["preprocessing"]["substitutions"]
+    err = _refused(cli, tmp_path, _group(tmp_path / "models", tokenizer=tokenizer["tokenizer_dir"]))
+    assert f"tokenizer_dir {tokenizer['tokenizer_dir']!r} is not a Hugging Face checkpoint directory here" in err
