@@ -212,3 +212,19 @@ def test_adopt_a_filled_tensorrtllm_group_records_what_runs_here(cli, tmp_path, 
                                   "engine": str(recipes / "ensemble" / "engine")}]
     r = cli("adopt", tmp_path / "models", "-o", tmp_path / "again", "--no-record")
     assert f"--engine ensemble={tmp_path / 'again' / 'ensemble' / 'engine'}" in r.stdout
+
+
+def test_an_ensemble_step_without_model_version_is_refused_as_triton_refuses_it(cli, tmp_path):
+    """model_version left out is the proto's 0, a version Triton never serves: the embedded server refuses the
+    ensemble ("required version 0 is not loaded"), and adopt refuses it with the fix instead of a recipe that
+    could not load."""
+    repo = tmp_path / "models"
+    repo.mkdir()
+    repositories.write_add_sub(repo)
+    config = repositories.write_add_sub_ensemble(repo) / "config.pbtxt"
+    config.write_text(config.read_text().replace("model_version: -1\n", ""))
+    r = cli("verify", repo)
+    assert r.exit_code != 0 and "required version 0 is not loaded" in r.stdout + r.stderr
+    r = cli("adopt", repo, "-o", tmp_path / "recipes", "--no-record")
+    assert r.exit_code == 2 and "step 0 (add_sub) has no model_version" in r.stderr
+    assert "model_version: -1" in r.stderr

@@ -80,3 +80,13 @@ def test_a_tokenizer_dir_without_the_checkpoint_is_refused(cli, tmp_path):
     tokenizer = repositories.release("r25.04")["readme_fill"]["models"]["preprocessing"]["substitutions"]
     err = _refused(cli, tmp_path, _group(tmp_path / "models", tokenizer=tokenizer["tokenizer_dir"]))
     assert f"tokenizer_dir {tokenizer['tokenizer_dir']!r} is not a Hugging Face checkpoint directory here" in err
+
+
+def test_a_parameter_fill_template_left_unset_takes_the_backends_default(cli, tmp_path):
+    """exclude_input_in_output left as ${exclude_input_in_output} is unset: the C++ backend's default (false),
+    not the recipe's own (true)."""
+    repo = _group(tmp_path / "models", exclude_input_in_output=None)
+    assert "${exclude_input_in_output}" in (repo / "tensorrt_llm" / "config.pbtxt").read_text()
+    assert cli("adopt", repo, "-o", tmp_path / "recipes", "--no-record").exit_code == 0
+    spec = yaml.safe_load((tmp_path / "recipes" / "ensemble.yaml").read_text())
+    assert spec["serving"]["exclude_input_in_output"] is False
