@@ -204,9 +204,13 @@ class EmbeddedServer:
 
     def log_tail(self, n: int = 30) -> str:
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+            lines = self.log_path.read_text(errors="replace").splitlines()
         except OSError:
             return ""
+        usage = next((i for i, line in enumerate(lines) if line.startswith("Usage: tritonserver")), None)
+        if usage is not None:  # a refused command line: its reason is above the usage text, which tells nothing
+            return "\n".join([*lines[max(0, usage - n):usage], "(then tritonserver's usage text)"])
+        return "\n".join(lines[-n:])
 
     def load(self, model: str, timeout: float = LOAD_TIMEOUT_S) -> None:
         try:
