@@ -10,6 +10,8 @@ import json
 import shutil
 from pathlib import Path
 
+from google.protobuf import text_format
+
 from tritonbuild.backends.tensorrtllm.quant import ENGINE_ALGOS
 from tritonbuild.errors import UsageError
 from tritonbuild.triton.config import parse
@@ -67,7 +69,7 @@ def _siblings(root: Path) -> dict[str, object]:
     for model_dir in sorted(d for d in root.iterdir() if (d / "config.pbtxt").is_file()):
         try:
             out[model_dir.name] = parse((model_dir / "config.pbtxt").read_bytes())
-        except Exception:  # noqa: BLE001 - the stage reports a config that does not parse, with Triton's words
+        except (text_format.ParseError, UnicodeDecodeError):  # the stage refuses it, naming the file
             continue
     return out
 
