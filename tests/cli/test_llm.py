@@ -618,3 +618,36 @@ def test_a_lora_recipe_around_an_engine_without_the_lora_plugin_is_refused(cli, 
     assert "Traceback" not in r.stderr and not (tmp_path / "OUT").exists()
     ok = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OK", "--engine", f"tiny-llama={LORA_ENGINE}")
     assert ok.exit_code == 0, ok.stderr
+
+
+def test_a_lookahead_recipe_keys_the_engine_and_is_checked_against_the_built_engine(cli, llm_dir, tmp_path):
+    """speculative.mode lookahead: the engine step carries trtllm-build's mode and max_draft_len (a new cache key);
+    an engine built without it is refused naming both sides; one whose config.json records it is assembled with
+    decoding_mode lookahead (facts/trtllm_speculative.json engine_config)."""
+    def engine_step():
+        r = cli("plan", llm_dir / "llm.yaml", "--json")
+        assert r.exit_code == 0, r.stderr
+        return next(s for s in json.loads(r.stdout)["models"][0]["steps"] if s["kind"] == "trtllm.engine")
+
+    before = engine_step()
+    with (llm_dir / "llm.yaml").open("a") as f:
+        f.write("speculative: {mode: lookahead, window_size: 4, ngram_size: 3, verification_set_size: 2}\n")
+    after = engine_step()
+    facts = load("trtllm_speculative")
+    draft_len = eval(facts["lookahead"]["max_draft_len"]["formula_python"], {}, {"w": 4, "n": 3, "g": 2})
+    assert after["params"]["speculative"] == {"mode": "lookahead_decoding", "max_draft_len": draft_len}
+    assert after["cache_key"] != before["cache_key"]
+    r = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT", "--engine", f"tiny-llama={ENGINE}")
+    assert r.exit_code != 0 and "speculative_decoding_mode none, the recipe asks for lookahead_decoding" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "OUT").exists()
+    built = tmp_path / "lookahead-engine"
+    shutil.copytree(ENGINE, built)
+    cfg = json.loads((built / "config.json").read_text())
+    modes = {v: int(k) for k, v in facts["engine_config"]["values"].items()}
+    cfg["build_config"].update(speculative_decoding_mode=modes["lookahead_decoding"], max_draft_len=draft_len)
+    (built / "config.json").write_text(json.dumps(cfg))
+    ok = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OK", "--engine", f"tiny-llama={built}")
+    assert ok.exit_code == 0, ok.stderr
+    mc = parse((tmp_path / "OK" / "tiny-llama_tensorrt_llm" / "config.pbtxt").read_bytes())
+    assert mc.parameters["decoding_mode"].string_value == "lookahead"
+    assert mc.parameters["lookahead_window_size"].string_value == "4"

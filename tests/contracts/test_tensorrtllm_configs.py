@@ -314,3 +314,17 @@ def test_the_per_release_unguarded_table_is_the_recorded_one():
         {tag: set(r["unguarded"]) for tag, r in releases.items()}
     assert set(UNGUARDED_BY_RELEASE["r25.04"]) == set(CPP["unguarded"]) == set(cfg.UNGUARDED)
     assert set(GUIDED_DECODING) == set(UNGUARDED_BY_RELEASE["r25.04"]) - set(UNGUARDED_BY_RELEASE["r24.10"])
+
+
+def test_lookahead_sets_the_cpp_backends_decoding_mode_and_its_three_parameters():
+    """decoding_mode lookahead (one of the values model_instance_state.cc parses) and the (W, N, G) it reads only in
+    lookahead mode (a missing one fails the load); every key a template parameter the backend reads guarded."""
+    facts = load("trtllm_speculative")["backend"]
+    plain = {k: v.string_value for k, v in _group(_recipe())["tensorrt_llm"].parameters.items()}
+    assert "decoding_mode" not in plain and not {k for k in plain if k.startswith("lookahead_")}
+    r = _recipe(speculative={"mode": "lookahead", "window_size": 4, "ngram_size": 3, "verification_set_size": 2})
+    params = {k: v.string_value for k, v in _group(r)["tensorrt_llm"].parameters.items()}
+    assert params["decoding_mode"] in facts["decoding_mode_values"] and params["decoding_mode"] == "lookahead"
+    assert [params[k] for k in facts["lookahead_parameters"]] == ["4", "3", "2"]
+    for key in ("decoding_mode", *facts["lookahead_parameters"]):
+        assert key in template("tensorrt_llm")["parameters"] and key in CPP["guarded"], key

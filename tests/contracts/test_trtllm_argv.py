@@ -251,3 +251,26 @@ def test_the_llmapi_routes_modelopt_export_is_accepted_by_quantize_py(quant, kv,
     seen = _check_flags(argv[2:], SCRIPTS["quantize"], quant)
     assert seen["--export_format"] == "hf" and seen["--qformat"] == quant and seen["--calib_dataset"] == "/data"
     assert seen.get("--kv_cache_dtype") == (None if kv == "auto" else kv)
+
+
+
+SPECULATIVE = load("trtllm_speculative")
+
+
+@pytest.mark.parametrize("w, n, g", [(4, 3, 2), (7, 7, 7), (2, 2, 1), (1, 2, 0)])
+def test_a_lookahead_engine_is_built_with_trtllm_builds_speculative_arguments(w, n, g):
+    """--speculative_decoding_mode lookahead_decoding (one of build.py's choices) and --max_draft_len from (W, N, G)
+    by TensorRT-LLM's own formula (calculateSpeculativeResourceTuple, facts/trtllm_speculative.json)."""
+    from tritonbuild.backends.tensorrtllm import speculative as spec
+
+    facts, formula = SCRIPTS["trtllm-build"], SPECULATIVE["lookahead"]["max_draft_len"]
+    r = LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"},
+                  speculative={"mode": "lookahead", "window_size": w, "ngram_size": n, "verification_set_size": g})
+    argv = cmd.build_argv(r, "/ck", "/eng", "/t.cache") + spec.build_argv(spec.engine_params_of(r))
+    seen = _check_flags(argv[1:], facts, f"lookahead {w},{n},{g}")
+    assert seen["--speculative_decoding_mode"] == "lookahead_decoding"
+    assert seen["--max_draft_len"] == str(eval(formula["formula_python"], {}, {"w": w, "n": n, "g": g}))
+    for case in formula["examples"]:  # README's engine for [7, 7, 7]: --max_draft_len=83
+        if (case["w"], case["n"], case["g"]) == (w, n, g):
+            assert seen["--max_draft_len"] == str(case["max_draft_len"])
+    assert spec.build_argv(None) == [] and spec.engine_params_of(r.model_copy(update={"speculative": None})) is None

@@ -21,7 +21,8 @@ from tritonbuild.backends.tensorrtllm.memory import Architecture, memory_plan, t
 from tritonbuild.backends.tensorrtllm.prequant import prequantized, quant_params
 from tritonbuild.backends.tensorrtllm.quant import FORMATS, read_prequantized
 from tritonbuild.backends.tensorrtllm.recipe import GPU_SM, LLMRecipe
-from tritonbuild.backends.tensorrtllm.speculative import draft_config, draft_step, engine_route_problem
+from tritonbuild.backends.tensorrtllm.speculative import build_argv as speculative_argv
+from tritonbuild.backends.tensorrtllm.speculative import draft_config, draft_step, engine_params_of
 from tritonbuild.core.hashing import sha256_json, tree_files
 from tritonbuild.core.paths import PathProblem, check_tree
 from tritonbuild.core.proc import python_module_argv, run_logged
@@ -220,7 +221,6 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     _check_model(loaded, arch, config)
     if r.runtime == "pytorch":
         return _llmapi_steps(loaded, ctx, ckpt, config, files)
-    engine_route_problem(loaded)
     pre = prequantized(loaded, ckpt, config)
     plan = memory_plan(r, arch, pre.params() if pre else None)
     if not plan.fits:
@@ -244,6 +244,8 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     if lora:  # the LoRA plugin is part of the engine: its settings key the step
         engine_params["lora"] = lora
         inputs.update(lora_inputs)
+    if speculative := engine_params_of(r):  # so is the speculative decoding mode and its draft length
+        engine_params["speculative"] = speculative
     return [("trtllm.engine", engine_params, inputs),
             ("trtllm.tokenizer", {"files": sorted(tok_files)}, {str(tok / k): v for k, v in tok_files.items()}),
             *lora_step(loaded, ctx)]
@@ -326,7 +328,8 @@ def run_step(ctx: StepContext) -> None:
                               (params.get("calibration") or {}).get("size", 32), params.get("checkpoint_quantization")),
              log_dir, "convert", timeout)
         _run(cmd.build_argv(recipe, str(trt_ckpt), str(engine_dir), str(log_dir / "timing.cache")) +
-             lora_build_argv(params.get("lora"), lora_dir), log_dir, "trtllm-build", timeout)
+             lora_build_argv(params.get("lora"), lora_dir) + speculative_argv(params.get("speculative")), log_dir,
+             "trtllm-build", timeout)
         shutil.rmtree(trt_ckpt, ignore_errors=True)
     if not (engine_dir / "config.json").is_file():  # the engine is checked against the whole recipe at emit
         raise BuildError(f"the engine build wrote no {engine_dir / 'config.json'}",

@@ -11,6 +11,8 @@ from tritonbuild.backends.tensorrtllm.images import image_problem, image_version
 from tritonbuild.backends.tensorrtllm.quant import FORMATS, LLMAPI_FORMATS, arch_problem, engine_algos
 from tritonbuild.backends.tensorrtllm.recipe import GPU_SM, LLMRecipe
 from tritonbuild.backends.tensorrtllm.route import LLMAPI_SINCE, version_tuple
+from tritonbuild.backends.tensorrtllm.speculative import engine_problems as speculative_problems
+from tritonbuild.backends.tensorrtllm.speculative import recipe_rules as speculative_rules
 
 
 def _major_minor(v: str) -> tuple[str, ...]:
@@ -42,7 +44,7 @@ def check_recipe(recipe: LLMRecipe) -> list[tuple]:
         out.append((("quantization",), "int4_weight_only (RTN W4A16) exists only on the TensorRT engine path; the "
                     "PyTorch/LLM-API runtime loads checkpoints that ModelOpt already quantized (hf_quant_config.json)",
                     "use runtime: engine, or a ModelOpt-quantized checkpoint with quantization: int4_awq or fp8"))
-    out += quantization_rules(recipe)
+    out += quantization_rules(recipe) + speculative_rules(recipe)
     trtllm = image_versions(recipe.image)["tensorrt_llm"]
     if recipe.runtime == "pytorch" and version_tuple(trtllm) < LLMAPI_SINCE:
         out.append((("runtime",), f"runtime: pytorch needs TensorRT-LLM 1.0 or newer (its LLM API on the PyTorch "
@@ -131,6 +133,7 @@ def engine_problems(r: LLMRecipe, engine: dict, rank_files: list[str], prequant:
     if kv_type != "PAGED" and s.batching_strategy != "V1":
         out.append(f"engine kv_cache_type {kv_type} cannot serve {s.batching_strategy} (needs PAGED)")
     out += _lora_problems(r, bc)
+    out += speculative_problems(r, bc)
     tpb = plugin.get("tokens_per_block")
     if tpb is not None and int(tpb) != kv.tokens_per_block:
         out.append(f"engine tokens_per_block {tpb}, recipe kv_cache.tokens_per_block {kv.tokens_per_block}")

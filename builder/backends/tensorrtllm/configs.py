@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.speculative import backend_params as speculative_params
 from tritonbuild.triton.config import model_config_pb2
 
 
@@ -272,6 +273,7 @@ def tensorrt_llm(r: LLMRecipe, names: Names, engine: dict, engine_path: str):
                 params[f"lora_{key}"] = getattr(r.lora, key)
     params.update(r.executor.model_dump())
     params.update(_kv_params(kv))
+    params.update(speculative_params(r))
     params["gpu_device_ids"] = ";".join(",".join(map(str, g)) for g in groups)
     if needs_orchestrator(r):
         params["executor_worker_path"] = EXECUTOR_WORKER

@@ -159,13 +159,58 @@ class LoRA(Strict):
         return f"lora.{wrong[0]} needs {other}; the {runtime} route has no such setting"
 
 
-class Speculative(Strict):
-    """Speculative decoding, LLM-API route: the LLM API's speculative_config."""
+def lookahead_draft_len(window: int, ngram: int, verification: int) -> int:
+    """The engine's max_draft_len a lookahead (W, N, G) needs: TensorRT-LLM's
+    LookaheadDecodingConfig::calculateSpeculativeResourceTuple (facts/trtllm_speculative.json)."""
+    return (0 if ngram == 1 else ngram - 2) + (window - 1 + verification) * (ngram - 1)
+
+
+class DraftSpeculative(Strict):
+    """Speculative decoding on the LLM-API route (runtime: pytorch): the LLM API's speculative_config."""
     mode: Literal["draft_target", "eagle"] = Field(description="draft_target: a smaller draft model proposes tokens "
                                                    "(DraftTarget); eagle: an EAGLE head does (Eagle).")
     max_draft_len: int = Field(ge=1, le=64, description="Draft tokens proposed per step (max_draft_len).")
     draft_checkpoint: str = Field(description="The draft model's (or EAGLE head's) Hugging Face checkpoint "
                                               "directory, relative to the recipe; content-hashed, packaged.")
+
+    def route_problem(self, runtime: str) -> str | None:
+        if runtime == "engine":
+            return (f"speculative needs runtime: pytorch for mode {self.mode} (the LLM API's speculative_config); on "
+                    "the engine route tritonbuild generates mode lookahead only (no second engine or head)")
+        return None
+
+    @property
+    def draft_len(self) -> int:
+        return self.max_draft_len
+
+
+class LookaheadSpeculative(Strict):
+    """Lookahead decoding on the engine route: the model drafts its own n-grams, no extra checkpoint; the engine is
+    built for max_draft_len = f(W, N, G) (TensorRT-LLM's formula) and the backend runs (W, N, G)."""
+    mode: Literal["lookahead"]
+    window_size: int = Field(ge=1, description="W, the Jacobi window (n-grams explored per step).")
+    ngram_size: int = Field(ge=2, description="N, the n-gram size (1 drafts nothing: upstream's meaningful "
+                                              "minimum is (2, 2, 1)).")
+    verification_set_size: int = Field(ge=0, description="G, the n-grams verified per step.")
+
+    def route_problem(self, runtime: str) -> str | None:
+        if runtime != "engine":
+            return ("speculative.mode lookahead needs runtime: engine (trtllm-build --speculative_decoding_mode "
+                    f"lookahead_decoding, the backend's decoding_mode); tritonbuild generates none on the {runtime} "
+                    "route")
+        return None
+
+    @property
+    def draft_checkpoint(self) -> None:
+        return None
+
+    @property
+    def draft_len(self) -> int:
+        """max_draft_len as the engine is built with it."""
+        return lookahead_draft_len(self.window_size, self.ngram_size, self.verification_set_size)
+
+
+Speculative = Annotated[DraftSpeculative | LookaheadSpeculative, Field(discriminator="mode")]
 
 
 class Serving(Strict):
@@ -242,7 +287,8 @@ class LLMRecipe(Named):
     calibration: Calibration | None = None
     lora: LoRA | None = None
     executor: Executor = Field(default_factory=Executor, description="Engine route only.")
-    speculative: Speculative | None = Field(None, description="Speculative decoding (LLM-API route).")
+    speculative: Speculative | None = Field(None, description="Speculative decoding: draft_target / eagle on the "
+                                            "LLM-API route, lookahead on the engine route.")
     serving: Serving = Field(default_factory=Serving)
     image: Image = Field(default_factory=Image)
     gpu: TargetGPU = "H200"
@@ -250,7 +296,8 @@ class LLMRecipe(Named):
 
     @model_validator(mode="after")
     def _route(self) -> LLMRecipe:
-        runtime, self._route_why = choose(self.runtime, self.quantization, self.kv_cache.dtype, self.image)
+        runtime, self._route_why = choose(self.runtime, self.quantization, self.kv_cache.dtype, self.image,
+                                          self.speculative.mode if self.speculative else None)
         object.__setattr__(self, "runtime", runtime)  # NOTE: frozen; auto is resolved once, at load
         offload = {"host_memory_bytes", "onboard_blocks"} & self.kv_cache.model_fields_set
         executor = sorted(self.executor.model_fields_set - set(LLMAPI_EXECUTOR))
@@ -263,11 +310,13 @@ class LLMRecipe(Named):
         return self
 
     def _feature_route_problem(self, runtime: str) -> str | None:
-        """LoRA and guided decoding keys the chosen route cannot honour (both routes take both features)."""
+        """LoRA, speculative decoding and guided decoding keys the chosen route cannot honour."""
         if self.lora is not None and (problem := self.lora.route_problem(runtime)) is not None:
             return problem
         if self.lora is not None and runtime == "engine" and self.engine.build_path != "cli":
             return "lora on the engine route needs engine.build_path: cli (trtllm-build --lora_plugin)"
+        if self.speculative is not None and (problem := self.speculative.route_problem(runtime)) is not None:
+            return problem
         guided = self.serving.guided_decoding
         if guided is not None and guided.backend != "xgrammar" and runtime == "engine":
             return (f"serving.guided_decoding.backend {guided.backend} needs runtime: pytorch (the LLM API); the "

@@ -16,13 +16,16 @@ def version_tuple(v: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v)[:2])
 
 
-def choose(runtime: str, quantization: str, kv_dtype: str, image) -> tuple[str, str]:
+def choose(runtime: str, quantization: str, kv_dtype: str, image, speculative: str | None = None) -> tuple[str, str]:
     """(engine | pytorch, why) for a recipe's runtime field (auto, engine or pytorch) and what it asks."""
     if runtime != "auto":
         return runtime, f"runtime: {runtime} is set in the recipe"
     trtllm = image_versions(image)["tensorrt_llm"]
     if version_tuple(trtllm) < LLMAPI_SINCE:
         return "engine", f"TensorRT-LLM {trtllm} in {image.triton_image} predates the LLM-API PyTorch backend (1.0)"
+    if speculative == "lookahead":
+        return "engine", ("lookahead decoding is generated for the engine route (trtllm-build "
+                          "--speculative_decoding_mode lookahead_decoding, the backend's decoding_mode lookahead)")
     if quantization == "int4_weight_only":
         return "engine", ("INT4 weight-only RTN (W4A16) is built on the engine route only; the LLM-API route takes "
                           "a checkpoint ModelOpt already quantized (runtime: pytorch, quantization: int4_awq)")

@@ -1,7 +1,9 @@
-"""Speculative decoding on the LLM-API route (runtime: pytorch): the LLM API's speculative_config (a draft model,
+"""Speculative decoding. LLM-API route (runtime: pytorch): the LLM API's speculative_config (a draft model,
 DraftTarget, or an EAGLE head, Eagle; max_draft_len) in model.yaml, the draft checkpoint packaged beside the
-model, and what the draft adds to the GPU memory plan. The engine route's (trtllm-build
---speculative_decoding_mode, the backend's decoding_mode) is not generated; the recipe says so."""
+model, and what the draft adds to the GPU memory plan. Engine route: lookahead decoding, built into the engine
+(trtllm-build --speculative_decoding_mode lookahead_decoding --max_draft_len from W, N, G) and switched on in the
+tensorrtllm C++ backend (decoding_mode lookahead, lookahead_window_size/ngram_size/verification_set_size).
+Medusa, EAGLE and draft-target engines are not generated; the recipe says so (route_problem in recipe.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import json
 
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.core.hashing import tree_files
-from tritonbuild.errors import PlanError, RecipeError
+from tritonbuild.errors import PlanError
 
 # recipe mode → the LLM API's decoding_type (DecodingBaseConfig.from_dict, tests/contracts/facts/llm_args.json)
 DECODING_TYPES = {"draft_target": "DraftTarget", "eagle": "Eagle"}
@@ -25,13 +27,63 @@ def speculative_config(r: LLMRecipe) -> dict | None:
             "speculative_model_dir": DRAFT_DIR}
 
 
-def engine_route_problem(loaded) -> None:
-    """speculative on the engine route: a recipe error naming the route tritonbuild generates it for."""
-    if loaded.recipe.speculative is not None:
-        raise RecipeError("speculative needs runtime: pytorch (the LLM API's speculative_config); on the engine "
-                          "route (trtllm-build --speculative_decoding_mode, the backend's decoding_mode) tritonbuild "
-                          "generates none", where=loaded.where(("speculative",)),
-                          hint="set runtime: pytorch, or remove speculative")
+# recipe mode → trtllm-build's --speculative_decoding_mode choice and the C++ backend's decoding_mode value
+ENGINE_MODES = {"lookahead": ("lookahead_decoding", "lookahead")}
+# build_config.speculative_decoding_mode in an engine's config.json: SpeculativeDecodingMode, an IntFlag of auto()
+# members in this order, written as its int (facts/trtllm_speculative.json engine_config)
+SPECULATIVE_DECODING_MODES = {1: "none", 2: "draft_tokens_external", 4: "medusa", 8: "lookahead_decoding",
+                              16: "explicit_draft_tokens", 32: "eagle"}
+
+
+def engine_params_of(r: LLMRecipe) -> dict | None:
+    """What the engine is built with (keys the trtllm.engine step), or None without speculative decoding."""
+    s = r.speculative
+    if s is None or s.mode not in ENGINE_MODES:
+        return None
+    return {"mode": ENGINE_MODES[s.mode][0], "max_draft_len": s.draft_len}
+
+
+def recipe_rules(r: LLMRecipe) -> list[tuple]:
+    """(key path, message, hint) for what lookahead's support matrix (examples/lookahead/README.md) excludes:
+    it runs with a paged KV cache under in-flight fused batching (facts/trtllm_speculative.json)."""
+    if r.speculative is None or r.speculative.mode != "lookahead":
+        return []
+    out = []  # the paged KV cache it needs is the only kind the recipe takes
+    if r.serving.batching_strategy != "inflight_fused_batching":
+        out.append((("serving", "batching_strategy"), "lookahead decoding runs under in-flight fused batching; "
+                    f"serving.batching_strategy is {r.serving.batching_strategy}",
+                    "set serving.batching_strategy: inflight_fused_batching"))
+    return out
+
+
+def build_argv(spec: dict | None) -> list[str]:
+    """trtllm-build's speculative-decoding arguments for a trtllm.engine step's speculative params."""
+    if not spec:
+        return []
+    return ["--speculative_decoding_mode", spec["mode"], "--max_draft_len", str(spec["max_draft_len"])]
+
+
+def backend_params(r: LLMRecipe) -> dict[str, object]:
+    """The tensorrt_llm model's parameters: decoding_mode and lookahead's (W, N, G) executor config."""
+    s = r.speculative
+    if s is None or s.mode not in ENGINE_MODES:
+        return {}
+    return {"decoding_mode": ENGINE_MODES[s.mode][1], "lookahead_window_size": s.window_size,
+            "lookahead_ngram_size": s.ngram_size, "lookahead_verification_set_size": s.verification_set_size}
+
+
+def engine_problems(r: LLMRecipe, build_config: dict) -> list[str]:
+    """What a built engine's config.json says against the recipe's speculative decoding (mode and draft length)."""
+    want = engine_params_of(r) or {"mode": "none", "max_draft_len": 0}
+    have = build_config.get("speculative_decoding_mode", 1)
+    have = SPECULATIVE_DECODING_MODES.get(have, f"{have} (unknown)") if isinstance(have, int) else str(have)
+    if have != want["mode"]:
+        return [f"the engine was built with speculative_decoding_mode {have}, the recipe asks for {want['mode']}"
+                f"{' (speculative.mode lookahead)' if want['mode'] != 'none' else ' (no speculative)'}"]
+    if want["mode"] != "none" and int(build_config.get("max_draft_len") or 0) != want["max_draft_len"]:
+        return [f"the engine's max_draft_len {build_config.get('max_draft_len')} differs from the "
+                f"{want['max_draft_len']} the recipe's lookahead (W, N, G) needs"]
+    return []
 
 
 def _draft_dir(loaded, recipe_dir):
@@ -47,7 +99,7 @@ def _draft_dir(loaded, recipe_dir):
 
 def draft_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, str]]]:
     """The draft checkpoint keyed by content (its path out of the key), packaged as <v>/draft/."""
-    if loaded.recipe.speculative is None:
+    if loaded.recipe.speculative is None or loaded.recipe.speculative.draft_checkpoint is None:
         return []
     d = _draft_dir(loaded, recipe_dir)
     files = {f.as_posix(): ctx.digest(d / f) for f in tree_files(d)}
@@ -56,6 +108,6 @@ def draft_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, str]]
 
 def draft_config(loaded, recipe_dir) -> dict | None:
     """The draft checkpoint's config.json (for the memory plan), or None without speculative decoding."""
-    if loaded.recipe.speculative is None:
+    if loaded.recipe.speculative is None or loaded.recipe.speculative.draft_checkpoint is None:
         return None
     return json.loads((_draft_dir(loaded, recipe_dir) / "config.json").read_text())

@@ -32,8 +32,9 @@ GIVEN = {"calibration": {"dataset": "calibration.txt"}, "version_policy": {"late
          "lora.cache_gpu_memory_fraction": 0.1, "lora.cache_host_memory_bytes": 1 << 30, "lora.max_lora_rank": 8,
          "lora.max_loras": 2, "lora.max_cpu_loras": 2,
          "lora.target_modules": ["attn_q"], "lora.build_adapter": "fr-peft",
-         "speculative": {"mode": "eagle", "max_draft_len": 3, "draft_checkpoint": "draft"},
+         "speculative": {"mode": "lookahead", "window_size": 4, "ngram_size": 3, "verification_set_size": 2},
          "speculative.mode": "eagle", "speculative.max_draft_len": 3, "speculative.draft_checkpoint": "draft",
+         "speculative.window_size": 4, "speculative.ngram_size": 3, "speculative.verification_set_size": 2,
          "speculative.method": "eagle", "speculative.num_speculative_tokens": 3, "speculative.model": "draft"}
 
 

@@ -1,0 +1,78 @@
+"""Speculative decoding's recipe keys per route and the engine check (speculative.py, recipe.Speculative): lookahead
+on the engine route, draft_target / eagle on the LLM-API route, each elsewhere a recipe error naming the route that
+has it; an engine's config.json is held to the recipe's mode and draft length (facts/trtllm_speculative.json)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from tests.conftest import ROOT
+from tests.contracts.facts import load
+from tritonbuild.backends.tensorrtllm import speculative as spec
+from tritonbuild.backends.tensorrtllm.checks import check_recipe
+from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe, lookahead_draft_len
+
+FACTS = load("trtllm_speculative")
+ENGINE = json.loads((ROOT / "tests/fixtures/engines/tiny-llama-w4a16/config.json").read_text())
+LOOKAHEAD = {"mode": "lookahead", "window_size": 4, "ngram_size": 3, "verification_set_size": 2}
+
+
+def _recipe(**kw) -> LLMRecipe:
+    return LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"}, **kw)
+
+
+@pytest.mark.parametrize("case", FACTS["lookahead"]["max_draft_len"]["examples"])
+def test_lookahead_draft_length_is_tensorrt_llms_formula(case):
+    assert lookahead_draft_len(case["w"], case["n"], case["g"]) == case["max_draft_len"]
+    assert FACTS["lookahead"]["max_draft_len"]["minimum"]["meaningful"][1] == 2  # the recipe's ngram_size minimum
+
+
+def test_lookahead_takes_the_engine_route_and_elsewhere_is_a_recipe_error_naming_it():
+    assert _recipe(speculative=LOOKAHEAD).runtime == "engine"  # runtime: auto goes where lookahead is generated
+    assert "lookahead" in _recipe(speculative=LOOKAHEAD).route_why
+    with pytest.raises(ValidationError, match=r"speculative\.mode lookahead needs runtime: engine"):
+        _recipe(runtime="pytorch", quantization="none", speculative=LOOKAHEAD)
+    with pytest.raises(ValidationError, match="speculative needs runtime: pytorch for mode draft_target"):
+        _recipe(runtime="engine", speculative={"mode": "draft_target", "max_draft_len": 3, "draft_checkpoint": "d"})
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"mode": "lookahead", "window_size": 4, "ngram_size": 3}, r"lookahead\.verification_set_size\n +Field required"),
+    ({**LOOKAHEAD, "draft_checkpoint": "d"}, r"lookahead\.draft_checkpoint\n +Extra inputs are not permitted"),
+    ({**LOOKAHEAD, "max_draft_len": 3}, r"lookahead\.max_draft_len\n +Extra inputs are not permitted"),
+    ({**LOOKAHEAD, "ngram_size": 1}, "greater than or equal to 2"),
+    ({"mode": "eagle", "max_draft_len": 3}, r"eagle\.draft_checkpoint\n +Field required"),
+    ({"mode": "eagle", "max_draft_len": 3, "draft_checkpoint": "d", "ngram_size": 3}, r"eagle\.ngram_size\n +Extra"),
+])
+def test_a_speculative_block_missing_or_mixing_a_modes_keys_is_a_recipe_error(bad, words):
+    with pytest.raises(ValidationError, match=words):
+        _recipe(speculative=bad)
+
+
+def test_lookahead_outside_in_flight_fused_batching_is_a_recipe_error():
+    rules = check_recipe(_recipe(speculative=LOOKAHEAD, serving={"batching_strategy": "V1"}))
+    assert [loc for loc, *_ in rules] == [("serving", "batching_strategy")]
+    assert "Inflight-fused-batching" in FACTS["lookahead"]["support_matrix"]["entries"]
+    assert check_recipe(_recipe(speculative=LOOKAHEAD)) == []
+
+
+def _built(mode: int, draft_len: int) -> dict:
+    return {**ENGINE["build_config"], "speculative_decoding_mode": mode, "max_draft_len": draft_len}
+
+
+def test_the_engine_check_reads_the_speculative_mode_trtllm_build_recorded():
+    values = {int(k): v for k, v in FACTS["engine_config"]["values"].items()}
+    assert values == spec.SPECULATIVE_DECODING_MODES
+    assert ENGINE["build_config"]["speculative_decoding_mode"] == 1  # the fixture, built without
+    r = _recipe(speculative=LOOKAHEAD)
+    n = lookahead_draft_len(4, 3, 2)
+    lookahead = next(k for k, v in values.items() if v == "lookahead_decoding")
+    assert spec.engine_problems(_recipe(), ENGINE["build_config"]) == []
+    assert "speculative_decoding_mode none, the recipe asks for lookahead_decoding" in \
+        spec.engine_problems(r, ENGINE["build_config"])[0]
+    assert spec.engine_problems(r, _built(lookahead, n)) == []
+    assert f"max_draft_len {n + 1} differs from the {n}" in spec.engine_problems(r, _built(lookahead, n + 1))[0]
+    assert "built with speculative_decoding_mode medusa" in spec.engine_problems(_recipe(), _built(4, 63))[0]
