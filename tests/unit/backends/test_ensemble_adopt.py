@@ -7,6 +7,7 @@ from __future__ import annotations
 import yaml
 
 from tests.contracts import repositories
+from tests.unit.backends.adopting import adopt_refused
 from tritonbuild.triton.config import parse
 
 
@@ -32,14 +33,6 @@ def test_an_ensemble_becomes_an_ensemble_recipe_with_its_steps_mappings(cli, tmp
         assert getattr(built, field) == getattr(original, field), field
 
 
-def _refused(cli, tmp_path, repo):
-    out = tmp_path / "recipes"
-    r = cli("adopt", repo, "-o", out, "--no-record")
-    assert r.exit_code == 2, r.stdout + r.stderr
-    assert "Traceback" not in r.stderr
-    assert not out.exists() or not any(out.iterdir()), "a refusal leaves nothing behind"
-    return r.stderr
-
 
 def test_an_ensemble_over_a_model_adopt_cannot_take_is_refused_naming_that_step(cli, tmp_path):
     repo = tmp_path / "models"
@@ -47,7 +40,7 @@ def test_an_ensemble_over_a_model_adopt_cannot_take_is_refused_naming_that_step(
     repositories.write_add_sub(repo)
     graphdef = repositories.write_inception_graphdef(repo)
     repositories.write_add_sub_ensemble(repo, steps=("add_sub", graphdef.name))
-    err = _refused(cli, tmp_path, repo)
+    err = adopt_refused(cli, tmp_path, repo)
     assert "add_sub_twice: step 1 calls 'inception_graphdef', which adopt cannot take" in err
     assert "backend tensorflow_graphdef is not adopted yet" in err
 
@@ -57,7 +50,7 @@ def test_an_ensemble_calling_a_model_the_repository_lacks_is_refused(cli, tmp_pa
     repo.mkdir()
     repositories.write_add_sub(repo)
     repositories.write_add_sub_ensemble(repo, steps=("add_sub", "elsewhere"))
-    assert "step 1 calls 'elsewhere', which this repository does not hold" in _refused(cli, tmp_path, repo)
+    assert "step 1 calls 'elsewhere', which this repository does not hold" in adopt_refused(cli, tmp_path, repo)
 
 
 def test_an_ensemble_over_a_refused_ensemble_is_refused_naming_the_step(cli, tmp_path):
@@ -66,7 +59,7 @@ def test_an_ensemble_over_a_refused_ensemble_is_refused_naming_the_step(cli, tmp
     repositories.write_add_sub(repo)
     repositories.write_add_sub_ensemble(repo, name="z_inner", parameters={"k": {"string_value": "v"}})
     repositories.write_add_sub_ensemble(repo, steps=("z_inner", "add_sub"), name="outer")
-    err = _refused(cli, tmp_path, repo)
+    err = adopt_refused(cli, tmp_path, repo)
     assert "outer: step 0 calls 'z_inner', which adopt cannot take" in err
     assert "config fields ['parameters'] have no ensemble recipe key yet" in err
 
@@ -76,7 +69,7 @@ def test_ensemble_fields_no_recipe_key_holds_are_refused_by_name(cli, tmp_path):
     repo.mkdir()
     repositories.write_add_sub(repo)
     repositories.write_add_sub_ensemble(repo, version_policy={"all": {}})
-    err = _refused(cli, tmp_path, repo)
+    err = adopt_refused(cli, tmp_path, repo)
     assert "version_policy (other than Triton's default, latest 1" in err
 
 

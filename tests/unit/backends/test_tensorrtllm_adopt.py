@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from tests.contracts import repositories
+from tests.unit.backends.adopting import adopt_refused
 from tritonbuild.triton.config import parse
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -55,30 +56,22 @@ def test_a_filled_group_becomes_an_llm_recipe_around_its_engine(cli, tmp_path, t
     assert [g.count for g in pre.instance_group] == [2]
 
 
-def _refused(cli, tmp_path, repo) -> str:
-    out = tmp_path / "recipes"
-    r = cli("adopt", repo, "-o", out, "--no-record")
-    assert r.exit_code == 2, r.stdout + r.stderr
-    assert "Traceback" not in r.stderr
-    assert not out.exists() or not any(out.iterdir()), "a refusal leaves nothing behind"
-    return r.stderr
-
 
 def test_a_parameter_the_recipe_cannot_hold_is_refused_by_name(cli, tmp_path):
-    err = _refused(cli, tmp_path, _group(tmp_path / "models", decoding_mode="top_k_top_p",
+    err = adopt_refused(cli, tmp_path, _group(tmp_path / "models", decoding_mode="top_k_top_p",
                                          participant_ids="1,2"))
     assert "tensorrt_llm: parameters ['decoding_mode', 'participant_ids'] have no recipe key yet" in err
 
 
 def test_the_readme_fills_engine_path_not_here_is_refused_naming_it(cli, tmp_path):
     engine = repositories.release("r25.04")["readme_fill"]["models"]["tensorrt_llm"]["substitutions"]["engine_dir"]
-    err = _refused(cli, tmp_path, _group(tmp_path / "models", engine=engine))
+    err = adopt_refused(cli, tmp_path, _group(tmp_path / "models", engine=engine))
     assert f"gpt_model_path {engine!r} is not an engine directory here" in err
 
 
 def test_a_tokenizer_dir_without_the_checkpoint_is_refused(cli, tmp_path):
     tokenizer = repositories.release("r25.04")["readme_fill"]["models"]["preprocessing"]["substitutions"]
-    err = _refused(cli, tmp_path, _group(tmp_path / "models", tokenizer=tokenizer["tokenizer_dir"]))
+    err = adopt_refused(cli, tmp_path, _group(tmp_path / "models", tokenizer=tokenizer["tokenizer_dir"]))
     assert f"tokenizer_dir {tokenizer['tokenizer_dir']!r} is not a Hugging Face checkpoint directory here" in err
 
 
