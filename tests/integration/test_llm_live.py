@@ -53,6 +53,32 @@ def _standin(trt_dir, contract: dict) -> None:
     (trt_dir / "1" / "contract.json").write_text(json.dumps(contract))
 
 
+def _variant(repo, model: str, name: str, edit) -> None:
+    """A copy of a generated model under another name, its config edited by hand."""
+    shutil.copytree(repo / model, repo / name)
+    mc = parse((repo / name / "config.pbtxt").read_bytes())
+    mc.name = name
+    edit(mc)
+    (repo / name / "config.pbtxt").write_bytes(render(mc))
+
+
+def _wider_window(mc) -> None:
+    mc.parameters["lookahead_window_size"].string_value = "5"  # W the engine's max_draft_len was not built for
+
+
+def _lookahead_engine(work, w: int, n: int, g: int):
+    """The fixture engine's files with config.json recording a lookahead build (trtllm_speculative.json)."""
+    facts = load("trtllm_speculative")
+    engine = work / "lookahead-engine"
+    shutil.copytree(ENGINE, engine)
+    cfg = json.loads((engine / "config.json").read_text())
+    mode = next(int(k) for k, v in facts["engine_config"]["values"].items() if v == "lookahead_decoding")
+    draft_len = eval(facts["lookahead"]["max_draft_len"]["formula_python"], {}, {"w": w, "n": n, "g": g})
+    cfg["build_config"].update(speculative_decoding_mode=mode, max_draft_len=draft_len)
+    (engine / "config.json").write_text(json.dumps(cfg))
+    return engine
+
+
 def _train_sentencepiece(dest):
     """A byte-fallback BPE sentencepiece model (as Llama-2's tokenizer.model is) written to dest/tokenizer.model."""
     import io
@@ -94,9 +120,13 @@ def group(tmp_path_factory):
         np.save(work / f"{lora}-lora" / "model.lora_config.npy", np.array([[[1, 0, 8], [2, 0, 8]]], np.int32))
     (work / "lora.yaml").write_text(text.replace("name: tiny-llama\n", "name: tiny-lora\n") + "lora:\n"
                                     "  adapters: {fr: fr-lora, de: de-lora}\n  target_modules: [attn_q, attn_v]\n")
+    lookahead = "speculative: {mode: lookahead, window_size: 4, ngram_size: 3, verification_set_size: 2}\n"
+    (work / "lookahead.yaml").write_text(text.replace("name: tiny-llama\n", "name: tiny-lookahead\n") + lookahead)
+    lookahead_engine = _lookahead_engine(work, 4, 3, 2)
     for recipe, name in (("llm.yaml", "tiny-llama"), ("stream.yaml", "tiny-stream"), ("spm.yaml", "tiny-spm"),
-                         ("guided.yaml", "tiny-guided"), ("lora.yaml", "tiny-lora")):
-        engine = LORA_ENGINE if name == "tiny-lora" else ENGINE  # built with the LoRA plugin
+                         ("guided.yaml", "tiny-guided"), ("lora.yaml", "tiny-lora"),
+                         ("lookahead.yaml", "tiny-lookahead")):
+        engine = {"tiny-lora": LORA_ENGINE, "tiny-lookahead": lookahead_engine}.get(name, ENGINE)
         r = CliRunner().invoke(main, ["build", str(work / recipe), "-o", str(work / recipe[:-5]), "--engine",
                                       f"{name}={engine}"], catch_exceptions=False)
         assert r.exit_code == 0, r.stderr
@@ -104,21 +134,20 @@ def group(tmp_path_factory):
                         ignore=shutil.ignore_patterns("tritonbuild-manifest.json"))
     facts = load("tensorrtllm_backend")
     contract = {**facts["cpp_parameters"], "perf_metrics": facts["perf_metrics"],
-                "guided_decoding": facts["guided_decoding"]}
+                "guided_decoding": facts["guided_decoding"], "speculative": load("trtllm_speculative")}
     _standin(repo / "tiny-llama_tensorrt_llm", contract)
     _standin(repo / "tiny-stream_tensorrt_llm", {**contract, "token_delay_s": TOKEN_DELAY_S})
     _standin(repo / "tiny-spm_tensorrt_llm", contract)
     _standin(repo / "tiny-guided_tensorrt_llm", contract)
     _standin(repo / "tiny-lora_tensorrt_llm", contract)
+    _standin(repo / "tiny-lookahead_tensorrt_llm", contract)
+    _variant(repo, "tiny-lookahead_tensorrt_llm", "nongram_tensorrt_llm",
+             lambda mc: mc.parameters.pop("lookahead_ngram_size"))
+    _variant(repo, "tiny-lookahead_tensorrt_llm", "wider_tensorrt_llm", _wider_window)
     # the same model without one unguarded parameter: what every generated repository was before #9
-    broken = repo / "broken_tensorrt_llm"
-    shutil.copytree(repo / "tiny-llama_tensorrt_llm", broken)
-    mc = parse((broken / "config.pbtxt").read_bytes())
-    mc.name = "broken_tensorrt_llm"
-    del mc.parameters["tokenizer_dir"]
-    (broken / "config.pbtxt").write_bytes(render(mc))
+    _variant(repo, "tiny-llama_tensorrt_llm", "broken_tensorrt_llm", lambda mc: mc.parameters.pop("tokenizer_dir"))
     with EmbeddedServer(repo) as server:
-        for name in ("tiny-llama", "tiny-stream", "tiny-spm", "tiny-guided", "tiny-lora"):
+        for name in ("tiny-llama", "tiny-stream", "tiny-spm", "tiny-guided", "tiny-lora", "tiny-lookahead"):
             for m in (f"{name}_preprocessing", f"{name}_tensorrt_llm", f"{name}_postprocessing", name, f"{name}_bls"):
                 server.load(m)
         server.spm = spm
@@ -193,6 +222,18 @@ def test_a_missing_unguarded_parameter_fails_the_load_with_upstreams_message(gro
     server, _ = group
     with pytest.raises(ModelLoadError, match="Cannot find parameter with name: tokenizer_dir"):
         server.load("broken_tensorrt_llm")
+
+
+def test_a_lookahead_model_is_answered_and_its_parameters_are_held_to_the_backends_reads(group):
+    """decoding_mode lookahead with the three lookahead_* parameters loads and answers through the ensemble; without
+    one the load fails with upstream's message, with a W the engine's max_draft_len was not built for it fails."""
+    server, _ = group
+    got = _infer(server, "tiny-lookahead", _text_inputs(TEXTS[:1]), ["text_output"])
+    assert got["text_output"].shape[0] == 1
+    with pytest.raises(ModelLoadError, match="lookahead parameters are not specified"):
+        server.load("nongram_tensorrt_llm")
+    with pytest.raises(ModelLoadError, match="needs an engine of max_draft_len"):
+        server.load("wider_tensorrt_llm")
 
 
 def test_preprocessing_tokenizes_with_the_packaged_tokenizer(group):
