@@ -317,6 +317,9 @@ class LLMRecipe(Named):
             return "lora on the engine route needs engine.build_path: cli (trtllm-build --lora_plugin)"
         if self.speculative is not None and (problem := self.speculative.route_problem(runtime)) is not None:
             return problem
+        if self.speculative is not None and runtime == "engine" and self.engine.build_path != "cli":
+            return ("speculative.mode lookahead needs engine.build_path: cli (trtllm-build "
+                    "--speculative_decoding_mode); the llmapi build path builds no speculative engine")
         guided = self.serving.guided_decoding
         if guided is not None and guided.backend != "xgrammar" and runtime == "engine":
             return (f"serving.guided_decoding.backend {guided.backend} needs runtime: pytorch (the LLM API); the "

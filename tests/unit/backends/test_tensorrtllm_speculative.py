@@ -35,6 +35,8 @@ def test_lookahead_takes_the_engine_route_and_elsewhere_is_a_recipe_error_naming
     assert "lookahead" in _recipe(speculative=LOOKAHEAD).route_why
     with pytest.raises(ValidationError, match=r"speculative\.mode lookahead needs runtime: engine"):
         _recipe(runtime="pytorch", quantization="none", speculative=LOOKAHEAD)
+    with pytest.raises(ValidationError, match=r"lookahead needs engine\.build_path: cli"):
+        _recipe(speculative=LOOKAHEAD, engine={"build_path": "llmapi"})
     with pytest.raises(ValidationError, match="speculative needs runtime: pytorch for mode draft_target"):
         _recipe(runtime="engine", speculative={"mode": "draft_target", "max_draft_len": 3, "draft_checkpoint": "d"})
 
