@@ -651,3 +651,49 @@ def test_a_lookahead_recipe_keys_the_engine_and_is_checked_against_the_built_eng
     mc = parse((tmp_path / "OK" / "tiny-llama_tensorrt_llm" / "config.pbtxt").read_bytes())
     assert mc.parameters["decoding_mode"].string_value == "lookahead"
     assert mc.parameters["lookahead_window_size"].string_value == "4"
+
+
+def _medusa(llm_dir, heads=b"\0" * 4096):
+    d = llm_dir / "medusa-heads"
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text('{"medusa_num_heads": 3, "medusa_num_layers": 1}')
+    (d / "model.safetensors").write_bytes(heads)
+    _edit(llm_dir / "llm.yaml", "quantization: int4_weight_only", "quantization: int4_weight_only\ndtype: float16")
+    with (llm_dir / "llm.yaml").open("a") as f:
+        f.write("speculative: {mode: medusa, heads_checkpoint: medusa-heads, num_medusa_heads: 3, max_draft_len: 4,"
+                " medusa_choices: [[0], [0, 0], [1]]}\n")
+
+
+def _plan(cli, llm_dir):
+    r = cli("plan", llm_dir / "llm.yaml", "--json")
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout)["models"][0]
+
+
+def test_medusa_heads_key_the_engine_step_by_content_and_count_in_the_memory_plan(cli, llm_dir, tmp_path):
+    """speculative.mode medusa: the engine step carries trtllm-build's mode and max_draft_len, the converter's
+    head settings and the heads' files by digest (a changed head is a new engine); the memory plan adds the heads'
+    safetensors; the built engine is held to mode medusa (facts/trtllm_speculative.json engine_config)."""
+    plain = _plan(cli, llm_dir)
+    _medusa(llm_dir)
+    first = _plan(cli, llm_dir)
+    step = next(s for s in first["steps"] if s["kind"] == "trtllm.engine")
+    assert {k: v for k, v in step["params"]["speculative"].items() if k != "heads"} == \
+        {"mode": "medusa", "max_draft_len": 4, "num_medusa_heads": 3, "num_medusa_layers": 1}
+    assert sorted(step["params"]["speculative"]["heads"]) == ["config.json", "model.safetensors"]
+    assert first["extras"]["memory_plan"]["weight_bytes"] == plain["extras"]["memory_plan"]["weight_bytes"] + 4096
+    (llm_dir / "medusa-heads" / "model.safetensors").write_bytes(b"\1" * 4096)
+    again = next(s for s in _plan(cli, llm_dir)["steps"] if s["kind"] == "trtllm.engine")
+    assert again["cache_key"] != step["cache_key"]
+    r = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT", "--engine", f"tiny-llama={ENGINE}")
+    assert r.exit_code != 0 and "speculative_decoding_mode none, the recipe asks for medusa" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "OUT").exists()
+
+
+def test_medusa_on_a_family_its_converter_does_not_take_is_a_recipe_error(cli, llm_dir, tmp_path):
+    _medusa(llm_dir)
+    cfg = json.loads((llm_dir / "tiny-llama" / "config.json").read_text())
+    (llm_dir / "tiny-llama" / "config.json").write_text(json.dumps({**cfg, "model_type": "qwen2"}))
+    r = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT")
+    assert r.exit_code == 3 and "speculative.mode" in r.stderr and "llama, mixtral" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "OUT").exists()

@@ -328,3 +328,33 @@ def test_lookahead_sets_the_cpp_backends_decoding_mode_and_its_three_parameters(
     assert [params[k] for k in facts["lookahead_parameters"]] == ["4", "3", "2"]
     for key in ("decoding_mode", *facts["lookahead_parameters"]):
         assert key in template("tensorrt_llm")["parameters"] and key in CPP["guarded"], key
+
+
+def _csv_str_to_vec_vec_int(text: str) -> list[list[int]]:
+    """The backend's csvStrToVecVecInt as facts/trtllm_speculative.json medusa.choices_format records it: read up to
+    each '}', drop a leading '{', the rest comma-separated ints; skip the separator and whitespace."""
+    assert text, "TLLM_CHECK: Cannot convert empty string to vector of vector of ints"
+    out, rest = [], text
+    while "}" in rest:
+        group, rest = rest.split("}", 1)
+        if not group:
+            break
+        group = group[1:] if group.startswith("{") else group
+        out.append([int(x) for x in group.split(",")])
+        rest = rest.lstrip().removeprefix(",").lstrip()
+    return out
+
+
+def test_medusa_sets_decoding_mode_medusa_and_the_choices_in_the_backends_format():
+    facts = load("trtllm_speculative")
+    choices = [[0], [0, 0], [1], [0, 1, 2]]
+    r = _recipe(dtype="float16", speculative={"mode": "medusa", "heads_checkpoint": "h", "max_draft_len": 4,
+                                              "medusa_choices": choices})
+    params = {k: v.string_value for k, v in _group(r)["tensorrt_llm"].parameters.items()}
+    assert params["decoding_mode"] == "medusa" and "medusa" in facts["backend"]["decoding_mode_values"]
+    fmt = facts["medusa"]["choices_format"]
+    assert "no outer braces" in fmt["grammar"]
+    assert _csv_str_to_vec_vec_int(params[fmt["parameter"]]) == choices
+    assert not {k for k in params if k.startswith("lookahead_")}
+    for key in ("decoding_mode", fmt["parameter"]):
+        assert key in template("tensorrt_llm")["parameters"], key

@@ -274,3 +274,33 @@ def test_a_lookahead_engine_is_built_with_trtllm_builds_speculative_arguments(w,
         if (case["w"], case["n"], case["g"]) == (w, n, g):
             assert seen["--max_draft_len"] == str(case["max_draft_len"])
     assert spec.build_argv(None) == [] and spec.engine_params_of(r.model_copy(update={"speculative": None})) is None
+
+
+@pytest.mark.parametrize("quant, kv, tp", [("none", "auto", 1), ("int8_weight_only", "auto", 2),
+                                           ("int4_weight_only", "int8", 1)])
+def test_a_medusa_checkpoint_is_converted_by_the_medusa_converter_with_arguments_it_accepts(quant, kv, tp):
+    """examples/medusa/convert_checkpoint.py replaces the family's converter: every flag in its argparse
+    (facts/trtllm_speculative.json medusa.converter), the heads directory and the recipe's head settings passed;
+    trtllm-build then takes --speculative_decoding_mode medusa (one of build.py's choices)."""
+    from tritonbuild.backends.tensorrtllm import speculative as spec
+
+    facts = SPECULATIVE["medusa"]["converter"]
+    r = LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"}, dtype="bfloat16",
+                  quantization=quant, kv_cache={"dtype": kv}, engine={"tp_size": tp},
+                  speculative={"mode": "medusa", "heads_checkpoint": "h", "num_medusa_heads": 3,
+                               "max_draft_len": 5, "medusa_choices": [[0], [0, 1], [1, 0, 2]]})
+    params = spec.engine_params_of(r)
+    argv = cmd.convert_argv(r, "llama", "/ck", "/out", "python3", "/calib", 32, None,
+                            spec.medusa_convert_flags(params, "/heads"))
+    assert argv[1].endswith("/" + facts["source"]["path"].removeprefix("examples/"))
+    seen = _check_flags(argv[2:], facts, f"medusa {quant} {kv}")
+    assert (seen["--medusa_model_dir"], seen["--num_medusa_heads"], seen["--max_medusa_token_len"]) == \
+        ("/heads", "3", "5")
+    assert seen["--tp_size"] == str(tp) and seen["--dtype"] == "bfloat16"
+    if quant != "none":
+        assert seen["--weight_only_precision"] == quant.split("_")[0]
+    built = _check_flags(cmd.build_argv(r, "/ck", "/eng", "/t.cache")[1:] + spec.build_argv(params),
+                         SCRIPTS["trtllm-build"], "medusa build")
+    assert (built["--speculative_decoding_mode"], built["--max_draft_len"]) == ("medusa", "5")
+    assert spec.medusa_convert_flags(None, None) == [] and "--medusa_model_dir" not in \
+        cmd.convert_argv(r.model_copy(update={"speculative": None}), "llama", "/ck", "/out")

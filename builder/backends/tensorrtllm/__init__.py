@@ -16,6 +16,7 @@ from tritonbuild.backends import StepSkipped
 from tritonbuild.backends.base import PlanContext, StepContext
 from tritonbuild.backends.common import checkpoint_root, copy_inputs
 from tritonbuild.backends.tensorrtllm import argv as cmd
+from tritonbuild.backends.tensorrtllm import speculative as specdec
 from tritonbuild.backends.tensorrtllm.lora_build import lora_build_argv, lora_build_params, split_adapter
 from tritonbuild.backends.tensorrtllm.memory import Architecture, memory_plan, tp_heads_problem
 from tritonbuild.backends.tensorrtllm.prequant import prequantized, quant_params
@@ -222,11 +223,12 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     if r.runtime == "pytorch":
         return _llmapi_steps(loaded, ctx, ckpt, config, files)
     pre = prequantized(loaded, ckpt, config)
-    plan = memory_plan(r, arch, pre.params() if pre else None)
+    plan = memory_plan(r, arch, pre.params() if pre else None, heads_bytes=specdec.heads_bytes(loaded, recipe_dir))
     if not plan.fits:
         raise PlanError(f"the weights alone do not fit: {plan.notes[0]}", where=loaded.where(("gpu",)),
                         hint="use a larger GPU, more tensor parallelism (engine.tp_size) or int4 quantization")
-    for loc, message, hint in cmd.family_problems(r, arch.model_type):
+    for loc, message, hint in [*cmd.family_problems(r, arch.model_type),
+                               *filter(None, [specdec.medusa_family_problem(r, arch.model_type)])]:
         raise RecipeError(f"{'.'.join(loc)}: {message}", where=loaded.where(loc), hint=hint)
     if (FORMATS[r.quantization].made_by != "modelopt" or pre) and arch.model_type not in cmd.CONVERTERS and \
             r.engine.build_path == "cli":
@@ -245,7 +247,9 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
         engine_params["lora"] = lora
         inputs.update(lora_inputs)
     if speculative := engine_params_of(r):  # so is the speculative decoding mode and its draft length
-        engine_params["speculative"] = speculative
+        heads, heads_in = specdec.heads_inputs(loaded, ctx, recipe_dir)  # and Medusa's heads, by content
+        engine_params["speculative"] = {**speculative, **({"heads": heads} if heads else {})}
+        inputs.update(heads_in)
     return [("trtllm.engine", engine_params, inputs),
             ("trtllm.tokenizer", {"files": sorted(tok_files)}, {str(tok / k): v for k, v in tok_files.items()}),
             *lora_step(loaded, ctx)]
@@ -268,7 +272,8 @@ def describe(loaded: LoadedRecipe, ctx: PlanContext) -> dict:
     except (ValueError, TypeError, KeyError, IndexError, AttributeError):
         pre = None  # plan_steps says what is wrong with it
     draft = draft_config(loaded, recipe_dir)
-    plan = memory_plan(r, arch, pre.params() if pre else None, Architecture.from_hf_config(draft) if draft else None)
+    plan = memory_plan(r, arch, pre.params() if pre else None, Architecture.from_hf_config(draft) if draft else None,
+                       specdec.heads_bytes(loaded, recipe_dir))
     return {**route, "architecture": arch.model_dump(), "memory_plan": plan.model_dump()}
 
 
@@ -308,6 +313,7 @@ def run_step(ctx: StepContext) -> None:
         raise StepSkipped("TensorRT-LLM and a GPU are not available here; build on a GPU runner in the NGC "
                           "TensorRT-LLM image, or pass --engine DIR (a prebuilt engine) to assemble around it")
     inputs, lora_dir = split_adapter(params, inputs)
+    inputs, heads_dir = specdec.split_heads(params, inputs)
     inputs, calib_dataset = _split_calibration(params, inputs)
     ckpt = str(checkpoint_root(inputs))
     if kind == "trtllm.quantize":
@@ -325,7 +331,8 @@ def run_step(ctx: StepContext) -> None:
     else:
         trt_ckpt = out.parent / "trt-checkpoint"
         _run(cmd.convert_argv(recipe, params["model_type"], ckpt, str(trt_ckpt), sys.executable, calib_dataset,
-                              (params.get("calibration") or {}).get("size", 32), params.get("checkpoint_quantization")),
+                              (params.get("calibration") or {}).get("size", 32), params.get("checkpoint_quantization"),
+                              specdec.medusa_convert_flags(params.get("speculative"), heads_dir)),
              log_dir, "convert", timeout)
         _run(cmd.build_argv(recipe, str(trt_ckpt), str(engine_dir), str(log_dir / "timing.cache")) +
              lora_build_argv(params.get("lora"), lora_dir) + speculative_argv(params.get("speculative")), log_dir,

@@ -120,10 +120,12 @@ def _weight_flags(r: LLMRecipe, prequant: dict | None) -> list[str]:
 
 
 def convert_argv(r: LLMRecipe, model_type: str, checkpoint: str, out: str, python: str = "python3",
-                 calib_dataset: str | None = None, calib_size: int = 32, prequant: dict | None = None) -> list[str]:
+                 calib_dataset: str | None = None, calib_size: int = 32, prequant: dict | None = None,
+                 medusa: list[str] | None = None) -> list[str]:
     """HF checkpoint → TRT-LLM checkpoint (weight-only RTN and SmoothQuant via convert_checkpoint.py, AWQ/FP8/NVFP4
     via ModelOpt; a checkpoint already quantized (prequant) through its converter, which reads its config.json).
-    calib_dataset: a local dataset for every calibrating step (offline runners)."""
+    calib_dataset: a local dataset for every calibrating step (offline runners). medusa: the Medusa converter's
+    flags (speculative.medusa_convert_flags): examples/medusa/convert_checkpoint.py replaces the family's."""
     e = r.engine
     calib = ["--calib_dataset", calib_dataset] if calib_dataset else []
     parallel = ["--tp_size", str(e.tp_size), "--pp_size", str(e.pp_size)]
@@ -138,12 +140,14 @@ def convert_argv(r: LLMRecipe, model_type: str, checkpoint: str, out: str, pytho
         return argv + parallel
     fam = FAMILIES[model_type]
     script = f"{examples_dir()}/{fam.script}/convert_checkpoint.py"
-    if fam.gemma_cli:
+    if medusa:
+        script = f"{examples_dir()}/medusa/convert_checkpoint.py"
+    if fam.gemma_cli and not medusa:
         argv = [python, script, "--ckpt-type", "hf", "--model-dir", checkpoint, "--output-model-dir", out,
                 "--dtype", r.dtype, "--world-size", str(e.tp_size * e.pp_size)]
         parallel = []
     else:
-        argv = [python, script, "--model_dir", checkpoint, "--output_dir", out, "--dtype", r.dtype]
+        argv = [python, script, "--model_dir", checkpoint, "--output_dir", out, "--dtype", r.dtype, *(medusa or [])]
     argv += _weight_flags(r, prequant)
     if e.use_parallel_embedding:
         argv.append("--use_parallel_embedding")

@@ -174,10 +174,11 @@ def kv_bytes_per_token(arch: Architecture, kv_dtype: str, tp: int = 1, pp: int =
 
 
 def memory_plan(r: LLMRecipe, arch: Architecture, prequant: dict | None = None,
-                draft: Architecture | None = None) -> MemoryPlan:
+                draft: Architecture | None = None, heads_bytes: int = 0) -> MemoryPlan:
     """prequant: a checkpoint quantized already (quant.Prequantized.params()): its group size and zero points.
     draft: a speculative-decoding draft model (or EAGLE head), 16-bit, split like the target; its KV cache holds
-    the same tokens as the target's, so each token costs both."""
+    the same tokens as the target's, so each token costs both. heads_bytes: Medusa heads' weights (their
+    safetensors), split like the target's; they keep no KV cache."""
     e, kv = r.engine, r.kv_cache
     shards = e.tp_size * e.pp_size
     gpu_bytes = GPU_MEMORY_MIB[r.gpu] * MIB
@@ -196,6 +197,7 @@ def memory_plan(r: LLMRecipe, arch: Architecture, prequant: dict | None = None,
         params, wbytes, w_gpu = params + d_params, wbytes + d_bytes, w_gpu + math.ceil(d_bytes / shards)
         kv_tok += kv_bytes_per_token(draft, kv.dtype)
         kv_tok_gpu += kv_bytes_per_token(draft, kv.dtype, e.tp_size, e.pp_size)
+    wbytes, w_gpu = wbytes + heads_bytes, w_gpu + math.ceil(heads_bytes / shards)
     free = gpu_bytes - w_gpu - RUNTIME_RESERVE
     pool = max(0, int(free * kv.free_gpu_mem_fraction))
     tokens = pool // kv_tok_gpu

@@ -176,7 +176,7 @@ class DraftSpeculative(Strict):
     def route_problem(self, runtime: str) -> str | None:
         if runtime == "engine":
             return (f"speculative needs runtime: pytorch for mode {self.mode} (the LLM API's speculative_config); on "
-                    "the engine route tritonbuild generates mode lookahead only (no second engine or head)")
+                    "the engine route tritonbuild generates modes lookahead and medusa (no second engine)")
         return None
 
     @property
@@ -210,7 +210,46 @@ class LookaheadSpeculative(Strict):
         return lookahead_draft_len(self.window_size, self.ngram_size, self.verification_set_size)
 
 
-Speculative = Annotated[DraftSpeculative | LookaheadSpeculative, Field(discriminator="mode")]
+class MedusaSpeculative(Strict):
+    """Medusa heads on the engine route: examples/medusa/convert_checkpoint.py folds the heads into the TensorRT-LLM
+    checkpoint, trtllm-build --speculative_decoding_mode medusa, the backend runs the medusa_choices tree."""
+    mode: Literal["medusa"]
+    heads_checkpoint: str = Field(description="The Medusa heads' directory (--medusa_model_dir), relative to the "
+                                              "recipe; content-hashed into the engine step.")
+    num_medusa_heads: int = Field(4, ge=1, description="--num_medusa_heads (upstream's default 4).")
+    num_medusa_layers: int = Field(1, ge=1, description="--num_medusa_layers (upstream's default 1).")
+    max_draft_len: int = Field(63, ge=1, description="The engine's max_draft_len (--max_medusa_token_len).")
+    medusa_choices: list[list[int]] = Field(min_length=1, description="The token tree: each path a list of head "
+                                                                      "top-k indices, e.g. [[0], [0, 0], [1]].")
+
+    @model_validator(mode="after")
+    def _tree(self) -> MedusaSpeculative:
+        if len(self.medusa_choices) > self.max_draft_len:
+            raise ValueError(f"medusa_choices has {len(self.medusa_choices)} paths, more than max_draft_len "
+                             f"{self.max_draft_len} (one draft token per path)")
+        for path in self.medusa_choices:
+            if not path or len(path) > self.num_medusa_heads or min(path) < 0:
+                raise ValueError(f"medusa_choices path {path}: 1 to num_medusa_heads ({self.num_medusa_heads}) "
+                                 "indices, each >= 0")
+        return self
+
+    def route_problem(self, runtime: str) -> str | None:
+        if runtime != "engine":
+            return ("speculative.mode medusa needs runtime: engine (examples/medusa/convert_checkpoint.py, "
+                    "trtllm-build --speculative_decoding_mode medusa); on the pytorch route use mode eagle or "
+                    "draft_target")
+        return None
+
+    @property
+    def draft_checkpoint(self) -> None:
+        return None
+
+    @property
+    def draft_len(self) -> int:
+        return self.max_draft_len
+
+
+Speculative = Annotated[DraftSpeculative | LookaheadSpeculative | MedusaSpeculative, Field(discriminator="mode")]
 
 
 class Serving(Strict):
@@ -288,7 +327,7 @@ class LLMRecipe(Named):
     lora: LoRA | None = None
     executor: Executor = Field(default_factory=Executor, description="Engine route only.")
     speculative: Speculative | None = Field(None, description="Speculative decoding: draft_target / eagle on the "
-                                            "LLM-API route, lookahead on the engine route.")
+                                            "LLM-API route, lookahead and medusa on the engine route.")
     serving: Serving = Field(default_factory=Serving)
     image: Image = Field(default_factory=Image)
     gpu: TargetGPU = "H200"
@@ -318,7 +357,7 @@ class LLMRecipe(Named):
         if self.speculative is not None and (problem := self.speculative.route_problem(runtime)) is not None:
             return problem
         if self.speculative is not None and runtime == "engine" and self.engine.build_path != "cli":
-            return ("speculative.mode lookahead needs engine.build_path: cli (trtllm-build "
+            return (f"speculative.mode {self.speculative.mode} needs engine.build_path: cli (trtllm-build "
                     "--speculative_decoding_mode); the llmapi build path builds no speculative engine")
         guided = self.serving.guided_decoding
         if guided is not None and guided.backend != "xgrammar" and runtime == "engine":

@@ -23,9 +23,9 @@ def choose(runtime: str, quantization: str, kv_dtype: str, image, speculative: s
     trtllm = image_versions(image)["tensorrt_llm"]
     if version_tuple(trtllm) < LLMAPI_SINCE:
         return "engine", f"TensorRT-LLM {trtllm} in {image.triton_image} predates the LLM-API PyTorch backend (1.0)"
-    if speculative == "lookahead":
-        return "engine", ("lookahead decoding is generated for the engine route (trtllm-build "
-                          "--speculative_decoding_mode lookahead_decoding, the backend's decoding_mode lookahead)")
+    if speculative in ("lookahead", "medusa"):
+        return "engine", (f"speculative mode {speculative} is generated for the engine route (trtllm-build "
+                          "--speculative_decoding_mode, the backend's decoding_mode)")
     if quantization == "int4_weight_only":
         return "engine", ("INT4 weight-only RTN (W4A16) is built on the engine route only; the LLM-API route takes "
                           "a checkpoint ModelOpt already quantized (runtime: pytorch, quantization: int4_awq)")

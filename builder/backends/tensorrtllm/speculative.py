@@ -3,11 +3,14 @@ DraftTarget, or an EAGLE head, Eagle; max_draft_len) in model.yaml, the draft ch
 model, and what the draft adds to the GPU memory plan. Engine route: lookahead decoding, built into the engine
 (trtllm-build --speculative_decoding_mode lookahead_decoding --max_draft_len from W, N, G) and switched on in the
 tensorrtllm C++ backend (decoding_mode lookahead, lookahead_window_size/ngram_size/verification_set_size).
-Medusa, EAGLE and draft-target engines are not generated; the recipe says so (route_problem in recipe.py)."""
+Medusa: examples/medusa/convert_checkpoint.py folds the heads into the checkpoint, the engine is built with
+--speculative_decoding_mode medusa, the backend gets decoding_mode medusa and medusa_choices.
+EAGLE and draft-target engines are not generated; the recipe says so (route_problem in recipe.py)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.core.hashing import tree_files
@@ -28,7 +31,10 @@ def speculative_config(r: LLMRecipe) -> dict | None:
 
 
 # recipe mode → trtllm-build's --speculative_decoding_mode choice and the C++ backend's decoding_mode value
-ENGINE_MODES = {"lookahead": ("lookahead_decoding", "lookahead")}
+ENGINE_MODES = {"lookahead": ("lookahead_decoding", "lookahead"), "medusa": ("medusa", "medusa")}
+# what examples/medusa/convert_checkpoint.py converts (Llama/Mixtral classes) and quantizes (weight-only only)
+MEDUSA_MODEL_TYPES = ("llama", "mixtral")
+MEDUSA_QUANTIZATIONS = ("none", "int8_weight_only", "int4_weight_only")
 # build_config.speculative_decoding_mode in an engine's config.json: SpeculativeDecodingMode, an IntFlag of auto()
 # members in this order, written as its int (facts/trtllm_speculative.json engine_config)
 SPECULATIVE_DECODING_MODES = {1: "none", 2: "draft_tokens_external", 4: "medusa", 8: "lookahead_decoding",
@@ -40,12 +46,17 @@ def engine_params_of(r: LLMRecipe) -> dict | None:
     s = r.speculative
     if s is None or s.mode not in ENGINE_MODES:
         return None
-    return {"mode": ENGINE_MODES[s.mode][0], "max_draft_len": s.draft_len}
+    out = {"mode": ENGINE_MODES[s.mode][0], "max_draft_len": s.draft_len}
+    if s.mode == "medusa":
+        out.update(num_medusa_heads=s.num_medusa_heads, num_medusa_layers=s.num_medusa_layers)
+    return out
 
 
 def recipe_rules(r: LLMRecipe) -> list[tuple]:
     """(key path, message, hint) for what lookahead's support matrix (examples/lookahead/README.md) excludes:
     it runs with a paged KV cache under in-flight fused batching (facts/trtllm_speculative.json)."""
+    if r.speculative is not None and r.speculative.mode == "medusa":
+        return _medusa_rules(r)
     if r.speculative is None or r.speculative.mode != "lookahead":
         return []
     out = []  # the paged KV cache it needs is the only kind the recipe takes
@@ -56,6 +67,66 @@ def recipe_rules(r: LLMRecipe) -> list[tuple]:
     return out
 
 
+def _medusa_rules(r: LLMRecipe) -> list[tuple]:
+    """examples/medusa/convert_checkpoint.py quantizes weight-only and has no --dtype auto (facts/trtllm_scripts.json
+    medusa)."""
+    out = []
+    if r.quantization not in MEDUSA_QUANTIZATIONS:
+        out.append((("quantization",), f"examples/medusa/convert_checkpoint.py cannot make {r.quantization}",
+                    f"use one of {', '.join(MEDUSA_QUANTIZATIONS)} with speculative.mode medusa"))
+    if r.dtype == "auto":
+        out.append((("dtype",), "examples/medusa/convert_checkpoint.py's --dtype has no auto",
+                    "set dtype: float16 or bfloat16 (the checkpoint's torch_dtype)"))
+    return out
+
+
+def medusa_family_problem(r: LLMRecipe, model_type: str) -> tuple | None:
+    """(key path, message, hint) when the Medusa converter cannot convert this family."""
+    if r.speculative is None or r.speculative.mode != "medusa" or model_type in MEDUSA_MODEL_TYPES:
+        return None
+    return (("speculative", "mode"), f"examples/medusa/convert_checkpoint.py converts {', '.join(MEDUSA_MODEL_TYPES)}"
+            f", not {model_type}", "use speculative.mode lookahead, or runtime: pytorch with mode eagle")
+
+
+def medusa_convert_flags(spec: dict | None, heads_dir: str | None) -> list[str]:
+    """The Medusa converter's own arguments for a trtllm.engine step's speculative params ([] for other modes)."""
+    if not spec or spec["mode"] != "medusa":
+        return []
+    return ["--medusa_model_dir", str(heads_dir), "--num_medusa_heads", str(spec["num_medusa_heads"]),
+            "--num_medusa_layers", str(spec["num_medusa_layers"]), "--max_medusa_token_len",
+            str(spec["max_draft_len"])]
+
+
+def heads_inputs(loaded, ctx, recipe_dir) -> tuple[dict[str, str], dict[str, str]]:
+    """(relative file → digest, step inputs) of the recipe's Medusa heads directory; ({}, {}) without one."""
+    s = loaded.recipe.speculative
+    if s is None or s.mode != "medusa":
+        return {}, {}
+    d = recipe_dir(loaded, s.heads_checkpoint, ("speculative", "heads_checkpoint"))
+    files = {f.as_posix(): ctx.digest(d / f) for f in tree_files(d)}
+    return files, {str(d / rel): digest for rel, digest in files.items()}
+
+
+def heads_bytes(loaded, recipe_dir) -> int:
+    """The Medusa heads' weights: their safetensors' size (0 without heads)."""
+    s = loaded.recipe.speculative
+    if s is None or s.mode != "medusa":
+        return 0
+    d = recipe_dir(loaded, s.heads_checkpoint, ("speculative", "heads_checkpoint"))
+    return sum(f.stat().st_size for f in d.glob("*.safetensors"))
+
+
+def split_heads(params: dict, inputs: dict[str, str]) -> tuple[dict[str, str], str | None]:
+    """(the other inputs, the heads' directory) of a trtllm.engine step."""
+    files = (params.get("speculative") or {}).get("heads") or {}
+    mine = {p: rel for p, sha in inputs.items() for rel, want in files.items()
+            if sha == want and Path(p).as_posix().endswith("/" + rel)}
+    if not mine:
+        return inputs, None
+    p, rel = next(iter(mine.items()))
+    return {q: v for q, v in inputs.items() if q not in mine}, Path(p).as_posix()[:-len(rel) - 1]
+
+
 def build_argv(spec: dict | None) -> list[str]:
     """trtllm-build's speculative-decoding arguments for a trtllm.engine step's speculative params."""
     if not spec:
@@ -64,10 +135,13 @@ def build_argv(spec: dict | None) -> list[str]:
 
 
 def backend_params(r: LLMRecipe) -> dict[str, object]:
-    """The tensorrt_llm model's parameters: decoding_mode and lookahead's (W, N, G) executor config."""
+    """The tensorrt_llm model's parameters: decoding_mode and lookahead's (W, N, G) or Medusa's token tree."""
     s = r.speculative
     if s is None or s.mode not in ENGINE_MODES:
         return {}
+    if s.mode == "medusa":  # csvStrToVecVecInt (utils.cc): {a, b} groups, comma-separated, no outer braces
+        return {"decoding_mode": "medusa",
+                "medusa_choices": ", ".join("{" + ", ".join(map(str, p)) + "}" for p in s.medusa_choices)}
     return {"decoding_mode": ENGINE_MODES[s.mode][1], "lookahead_window_size": s.window_size,
             "lookahead_ngram_size": s.ngram_size, "lookahead_verification_set_size": s.verification_set_size}
 
@@ -79,10 +153,10 @@ def engine_problems(r: LLMRecipe, build_config: dict) -> list[str]:
     have = SPECULATIVE_DECODING_MODES.get(have, f"{have} (unknown)") if isinstance(have, int) else str(have)
     if have != want["mode"]:
         return [f"the engine was built with speculative_decoding_mode {have}, the recipe asks for {want['mode']}"
-                f"{' (speculative.mode lookahead)' if want['mode'] != 'none' else ' (no speculative)'}"]
+                f"{f' (speculative.mode {r.speculative.mode})' if want['mode'] != 'none' else ' (no speculative)'}"]
     if want["mode"] != "none" and int(build_config.get("max_draft_len") or 0) != want["max_draft_len"]:
         return [f"the engine's max_draft_len {build_config.get('max_draft_len')} differs from the "
-                f"{want['max_draft_len']} the recipe's lookahead (W, N, G) needs"]
+                f"{want['max_draft_len']} the recipe's speculative.{r.speculative.mode} needs"]
     return []
 
 

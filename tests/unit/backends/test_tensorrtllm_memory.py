@@ -171,3 +171,13 @@ def test_starcoder_is_multi_query_with_a_plain_mlp():
     assert arch.kv_heads == 1 and kv_bytes_per_token(arch, "auto") == 2 * 40 * 1 * 128 * 2
     per_layer = 2 * 6144 * 6144 + 2 * 6144 * 128 + 2 * 6144 * 24576
     assert sum(i * o for i, o in arch.linear_shapes()) == 40 * per_layer
+
+
+def test_medusa_heads_weights_are_added_to_the_plan():
+    """Their safetensors' size, split over the ranks like the target's (tests/cli/test_llm.py reads it from disk)."""
+    arch = Architecture.from_hf_config(LLAMA2_7B)
+    r = _recipe(quantization="none", engine={"tp_size": 2})
+    plain, medusa = memory_plan(r, arch), memory_plan(r, arch, heads_bytes=3 * 2**20)
+    assert medusa.weight_bytes == plain.weight_bytes + 3 * 2**20
+    assert medusa.weight_bytes_per_gpu == plain.weight_bytes_per_gpu + 3 * 2**20 // 2
+    assert medusa.kv_bytes_per_token == plain.kv_bytes_per_token  # heads keep no KV cache

@@ -78,3 +78,79 @@ def test_the_engine_check_reads_the_speculative_mode_trtllm_build_recorded():
     assert spec.engine_problems(r, _built(lookahead, n)) == []
     assert f"max_draft_len {n + 1} differs from the {n}" in spec.engine_problems(r, _built(lookahead, n + 1))[0]
     assert "built with speculative_decoding_mode medusa" in spec.engine_problems(_recipe(), _built(4, 63))[0]
+
+
+MEDUSA = {"mode": "medusa", "heads_checkpoint": "heads", "max_draft_len": 4, "medusa_choices": [[0], [0, 0], [1]]}
+MEDUSA_FACTS = FACTS["medusa"]["converter"]
+
+
+def test_medusa_takes_the_engine_route_and_elsewhere_is_a_recipe_error_naming_it():
+    assert _recipe(speculative=MEDUSA, dtype="float16").runtime == "engine"
+    with pytest.raises(ValidationError, match=r"speculative\.mode medusa needs runtime: engine"):
+        _recipe(runtime="pytorch", quantization="none", speculative=MEDUSA)
+    with pytest.raises(ValidationError, match=r"speculative\.mode medusa needs engine\.build_path: cli"):
+        _recipe(speculative=MEDUSA, engine={"build_path": "llmapi"})
+
+
+@pytest.mark.parametrize("choices, words", [
+    ([[0]] * 5, "5 paths, more than max_draft_len 4"),
+    ([[0, 0, 0, 0, 0]], r"1 to num_medusa_heads \(4\) indices"),
+    ([[]], r"1 to num_medusa_heads"),
+    ([[0, -1]], ">= 0"),
+])
+def test_a_medusa_tree_the_engine_cannot_hold_is_a_recipe_error(choices, words):
+    with pytest.raises(ValidationError, match=words):
+        _recipe(speculative={**MEDUSA, "medusa_choices": choices})
+
+
+def test_medusa_defaults_are_the_converters():
+    s = _recipe(speculative={k: v for k, v in MEDUSA.items() if k != "max_draft_len"}).speculative
+    want = MEDUSA_FACTS["defaults"]
+    assert (s.num_medusa_heads, s.num_medusa_layers, s.max_draft_len) == \
+        (want["--num_medusa_heads"], want["--num_medusa_layers"], want["--max_medusa_token_len"])
+
+
+@pytest.mark.parametrize("quantization", ["int8_sq", "fp8", "int4_awq", "int4_gptq"])
+def test_a_quantization_the_medusa_converter_cannot_make_is_a_recipe_error_naming_those_it_can(quantization):
+    rules = check_recipe(_recipe(speculative=MEDUSA, dtype="float16", quantization=quantization))
+    (_, message, hint), = [x for x in rules if x[0] == ("quantization",)]
+    assert "medusa/convert_checkpoint.py" in message and all(q in hint for q in MEDUSA_FACTS["weight_only"])
+    assert set(spec.MEDUSA_QUANTIZATIONS) == {"none", *MEDUSA_FACTS["weight_only"]}
+    for q in MEDUSA_FACTS["weight_only"]:
+        assert check_recipe(_recipe(speculative=MEDUSA, dtype="float16", quantization=q)) == []
+
+
+def test_dtype_auto_with_medusa_is_a_recipe_error_the_converter_has_no_auto():
+    assert "auto" not in MEDUSA_FACTS["choices"]["--dtype"]
+    rules = check_recipe(_recipe(speculative=MEDUSA, quantization="none"))
+    assert [loc for loc, *_ in rules] == [("dtype",)] and "float16" in rules[0][2]
+
+
+def test_a_family_the_medusa_converter_does_not_convert_is_named():
+    assert set(spec.MEDUSA_MODEL_TYPES) == set(MEDUSA_FACTS["converts"])
+    r = _recipe(speculative=MEDUSA, dtype="float16")
+    loc, message, hint = spec.medusa_family_problem(r, "qwen2")
+    assert "lookahead" in hint
+    assert loc == ("speculative", "mode") and "llama, mixtral" in message and "qwen2" in message
+    assert spec.medusa_family_problem(r, "llama") is None and spec.medusa_family_problem(_recipe(), "qwen2") is None
+
+
+def test_the_engine_check_holds_a_medusa_engine_to_the_recipes_mode_and_draft_length():
+    values = {v: int(k) for k, v in FACTS["engine_config"]["values"].items()}
+    r = _recipe(speculative=MEDUSA, dtype="float16")
+    assert spec.engine_problems(r, _built(values["medusa"], 4)) == []
+    assert "speculative_decoding_mode none, the recipe asks for medusa (speculative.mode medusa)" in \
+        spec.engine_problems(r, ENGINE["build_config"])[0]
+    assert "max_draft_len 63 differs from the 4" in spec.engine_problems(r, _built(values["medusa"], 63))[0]
+    assert "asks for medusa" in spec.engine_problems(r, _built(values["lookahead_decoding"], 4))[0]
+
+
+def test_the_engine_step_finds_the_heads_directory_among_its_inputs_by_digest():
+    params = {"speculative": {"mode": "medusa", "heads": {"config.json": "a", "sub/model.safetensors": "b"}}}
+    inputs = {"/ck/config.json": "c", "/ck/model.safetensors": "d", "/h/config.json": "a",
+              "/h/sub/model.safetensors": "b"}
+    rest, heads = spec.split_heads(params, inputs)
+    assert heads == "/h" and rest == {"/ck/config.json": "c", "/ck/model.safetensors": "d"}
+    assert spec.split_heads({"speculative": {"mode": "lookahead_decoding"}}, inputs) == (inputs, None)
+    assert spec.medusa_convert_flags({**params["speculative"], "num_medusa_heads": 2, "num_medusa_layers": 1,
+                                      "max_draft_len": 3}, heads)[:2] == ["--medusa_model_dir", "/h"]

@@ -35,7 +35,9 @@ GIVEN = {"calibration": {"dataset": "calibration.txt"}, "version_policy": {"late
          "speculative": {"mode": "lookahead", "window_size": 4, "ngram_size": 3, "verification_set_size": 2},
          "speculative.mode": "eagle", "speculative.max_draft_len": 3, "speculative.draft_checkpoint": "draft",
          "speculative.window_size": 4, "speculative.ngram_size": 3, "speculative.verification_set_size": 2,
-         "speculative.method": "eagle", "speculative.num_speculative_tokens": 3, "speculative.model": "draft"}
+         "speculative.method": "eagle", "speculative.num_speculative_tokens": 3, "speculative.model": "draft",
+         "speculative.heads_checkpoint": "heads", "speculative.medusa_choices": [[0]],
+         "speculative.num_medusa_heads": 4, "speculative.num_medusa_layers": 1}
 
 
 def test_committed_schema_is_current():
