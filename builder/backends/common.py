@@ -83,3 +83,14 @@ def copy_inputs(inputs: dict[str, str], dest: Path) -> None:
         target = dest / Path(src).relative_to(root)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, target)
+
+
+def split_tree(files: dict[str, str], inputs: dict[str, str]) -> tuple[dict[str, str], str | None]:
+    """(the step's other inputs, the directory holding `files`) where files (relative path -> sha256) is a tree
+    hashed into a step beside its checkpoint; None when the step's inputs do not hold it."""
+    mine = {p: rel for p, sha in inputs.items() for rel, want in files.items()
+            if sha == want and Path(p).as_posix().endswith("/" + rel)}
+    if not mine:
+        return inputs, None
+    p, rel = next(iter(mine.items()))
+    return {q: v for q, v in inputs.items() if q not in mine}, Path(p).as_posix()[:-len(rel) - 1]

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 from tritonbuild.backends import StepSkipped
 from tritonbuild.backends.base import PlanContext, StepContext
-from tritonbuild.backends.common import checkpoint_root, copy_inputs
+from tritonbuild.backends.common import checkpoint_root, copy_inputs, split_tree
 from tritonbuild.backends.tensorrtllm import argv as cmd
 from tritonbuild.backends.tensorrtllm import speculative as specdec
 from tritonbuild.backends.tensorrtllm.lora_build import lora_build_argv, lora_build_params, split_adapter
@@ -67,11 +67,8 @@ def _split_calibration(params: dict, inputs: dict[str, str]) -> tuple[dict[str, 
     calib = params.get("calibration")
     if not calib:
         return inputs, None
-    mine = {p: rel for p, sha in inputs.items() for rel, want in calib["files"].items()
-            if sha == want and Path(p).as_posix().endswith("/" + rel)}
-    p, rel = next(iter(mine.items()))
-    data = Path(p).as_posix()[:-len(rel) - 1] if calib["is_dir"] else p
-    return {q: v for q, v in inputs.items() if q not in mine}, data
+    rest, root = split_tree(calib["files"], inputs)
+    return rest, root if calib["is_dir"] else f"{root}/{next(iter(calib['files']))}"
 
 
 def fetch_checkpoint(loaded: LoadedRecipe, ctx: PlanContext) -> Path:

@@ -6,8 +6,8 @@ themselves are TensorRT-LLM's converted .npy pairs (the trtllm.lora step); the e
 from __future__ import annotations
 
 import typing
-from pathlib import Path
 
+from tritonbuild.backends.common import split_tree
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe, LoraModule
 from tritonbuild.core.hashing import tree_files
 from tritonbuild.errors import PlanError
@@ -65,13 +65,7 @@ def _adapters_modules(loaded, recipe_dir, max_rank: int) -> list[str]:
 
 def split_adapter(params: dict, inputs: dict[str, str]) -> tuple[dict[str, str], str | None]:
     """(the other inputs, the build adapter's directory) of a trtllm.engine step."""
-    files = (params.get("lora") or {}).get("adapter") or {}
-    mine = {p: rel for p, sha in inputs.items() for rel, want in files.items()
-            if sha == want and Path(p).as_posix().endswith("/" + rel)}
-    if not mine:
-        return inputs, None
-    p, rel = next(iter(mine.items()))
-    return {q: v for q, v in inputs.items() if q not in mine}, Path(p).as_posix()[:-len(rel) - 1]
+    return split_tree((params.get("lora") or {}).get("adapter") or {}, inputs)
 
 
 def lora_build_argv(lora: dict | None, adapter_dir: str | None) -> list[str]:

@@ -10,8 +10,8 @@ EAGLE and draft-target engines are not generated; the recipe says so (route_prob
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
+from tritonbuild.backends.common import split_tree
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.core.hashing import tree_files
 from tritonbuild.errors import PlanError
@@ -118,13 +118,7 @@ def heads_bytes(loaded, recipe_dir) -> int:
 
 def split_heads(params: dict, inputs: dict[str, str]) -> tuple[dict[str, str], str | None]:
     """(the other inputs, the heads' directory) of a trtllm.engine step."""
-    files = (params.get("speculative") or {}).get("heads") or {}
-    mine = {p: rel for p, sha in inputs.items() for rel, want in files.items()
-            if sha == want and Path(p).as_posix().endswith("/" + rel)}
-    if not mine:
-        return inputs, None
-    p, rel = next(iter(mine.items()))
-    return {q: v for q, v in inputs.items() if q not in mine}, Path(p).as_posix()[:-len(rel) - 1]
+    return split_tree((params.get("speculative") or {}).get("heads") or {}, inputs)
 
 
 def build_argv(spec: dict | None) -> list[str]:
