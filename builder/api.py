@@ -130,18 +130,14 @@ def rebuild_and_compare(root: Path, report: VerificationReport, progress: Progre
 
 def tune(root: Path, model: str, *, report_dir: Path, sla_ms: float | None = None,
          min_vs_default: float | None = None, concurrency: list[int] | None = None, apply: bool = False,
-         confidence: float | None = None, rounds: int | None = None, **options) -> dict:
+         confidence: float | None = None, rounds: int | None = None, baseline: str | None = None, **options) -> dict:
     """Measure serving configs of one built model; optionally write the winner into its recipe."""
-    from tritonbuild.recipe.models import Tune
-    from tritonbuild.tune.built import recipe_for
+    from tritonbuild.tune.built import recipe_for, with_flags
     from tritonbuild.tune.run import tune as _tune
 
     rpath, spec = recipe_for(Path(root), model, options.get("recipe_path"))
-    update = {k: v for k, v in (("sla_p99_ms", sla_ms), ("min_vs_default", min_vs_default),
-                                ("concurrency", concurrency), ("confidence", confidence), ("rounds", rounds))
-              if v is not None}
-    if update:
-        spec = Tune.model_validate({**spec.model_dump(), **update})
+    spec = with_flags(spec, sla_p99_ms=sla_ms, min_vs_default=min_vs_default, concurrency=concurrency,
+                      confidence=confidence, rounds=rounds, baseline=baseline)
     report = _tune(Path(root), model, report_dir=report_dir, tune_override=spec, **options)
     report["report_dir"] = str(report_dir)
     if apply and report.get("winner"):

@@ -6,7 +6,9 @@
 #   compares the picks of every repeat on the machine (benchmarks/tune/summarize.py: the same config, or
 #   configs whose paired intervals overlap, said so; exit 1 otherwise).
 #   -fixed: gpu-mlp-fixed.yaml (max_batch_size 512) instead of gpu-mlp.yaml (64); -buckets: gpu-mlp-buckets.yaml
-#   (a model that does not pad, built with batch_buckets [128], tuned with determinism: invariant);
+#   (a model that does not pad, built with batch_buckets [128], tuned with determinism: invariant: bucket sizes
+#   16..128 searched with the batch sizes, Triton's default serving the model as built; -plain: --baseline plain,
+#   the default serving it without its padding);
 #   -relaxed: --min-vs-default 0.85; -paired (quick-buckets-paired): the bucket recipe's grid cut to 1 and 4
 #   instances x batches of 128 x no delay and --min-vs-default 0.3, so that both reach paired rounds and their
 #   intervals are measured at every load (the 1.0 rule screens them out at 1 client first). soak-buckets: quick-buckets' chosen config alone in a fresh server at 64
@@ -86,9 +88,11 @@ for step in "$@"; do
       fi
       flag=""; case $step in brute*) flag=--brute ;; esac
       case $step in *-relaxed*) flag="$flag --min-vs-default 0.85" ;; esac
+      case $step in *-plain*) flag="$flag --baseline plain" ;; esac
       case $step in *-paired*)  # the finalists' intervals at every load, whatever the 1-client rule decides
         sed -e 's/instance_counts: \[1, 2, 4\]/instance_counts: [1, 4]/' -e 's/max_queue_delay_us: \[0, 500\]/max_queue_delay_us: [0]/' \
-          -e 's/batch_sizes: \[16, 32, 64, 128\]/batch_sizes: [128]/' $recipe.yaml > $recipe-paired.yaml
+          -e 's/batch_sizes: \[16, 32, 64, 128\]/batch_sizes: [128]/' -e 's/buckets: \[16, 32, 64, 128\]/buckets: [128]/' \
+          $recipe.yaml > $recipe-paired.yaml
         flag="$flag --recipe $recipe-paired.yaml --min-vs-default 0.3" ;;
       esac
       left=$(( deadline - $(date +%s) - 10 ))

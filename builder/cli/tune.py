@@ -44,6 +44,9 @@ def _ints(_ctx, _param, value: str | None) -> list[int] | None:
               help="Confidence of the paired interval the rules are decided on (overrides tune.confidence).")
 @click.option("--rounds", type=click.IntRange(1, 50),
               help="Paired rounds of each finalist against the default (overrides tune.rounds; 1: single readings).")
+@click.option("--baseline", type=click.Choice(["built", "plain"]),
+              help="With tune.buckets: Triton's default serves the model as built or without its buckets "
+                   "(overrides tune.baseline).")
 @click.option("--concurrency", callback=_ints, help="Load range, e.g. 1,64 (overrides tune.concurrency).")
 @click.option("--apply", "apply_patch", is_flag=True, help="Write the winner into the recipe file.")
 @tritonserver_option
@@ -52,7 +55,7 @@ def tune_command(repository: Path, model: str, recipe_path: Path | None, server_
                  grpc_url: str | None, brute: bool,
                  no_verify: bool, report_dir: Path | None, processes: int | None, sla_ms: float | None,
                  min_vs_default: float | None, confidence: float | None, rounds: int | None,
-                 concurrency: list[int] | None, apply_patch: bool,
+                 baseline: str | None, concurrency: list[int] | None, apply_patch: bool,
                  tritonserver: str | None, as_json: bool) -> None:
     """Find MODEL's fastest serving config under a p99 SLA that is still bit-exact.
 
@@ -67,7 +70,7 @@ def tune_command(repository: Path, model: str, recipe_path: Path | None, server_
                           recipe_path=recipe_path, server_url=server_url, grpc_url=grpc_url, brute=brute,
                           no_verify=no_verify,
                           processes=processes, sla_ms=sla_ms, min_vs_default=min_vs_default,
-                          confidence=confidence, rounds=rounds,
+                          confidence=confidence, rounds=rounds, baseline=baseline,
                           concurrency=concurrency, apply=apply_patch, tritonserver=tritonserver,
                           progress=say)
     if as_json:

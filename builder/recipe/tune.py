@@ -53,9 +53,14 @@ class Tune(Strict):
                                "that depend on batch composition or load; the patch then bumps version and the "
                                "goldens are recorded again.")
     buckets: list[Annotated[int, Field(ge=1)]] | None = Field(
-        None, description="A bucket set the batching candidates carry (a Python model built with batch_buckets: its "
-                          "wrapper reads them from the config); Triton's default is measured without them. Needs "
-                          "determinism: invariant (the bits change).")
+        None, description="Bucket sizes searched with the batch sizes (a Python model built with batch_buckets: its "
+                          "wrapper reads them from the config): a batching candidate of max_batch_size B pads every "
+                          "batch to the smallest of them >= B, one shape per config. Needs determinism: invariant "
+                          "(the bits change); batch_sizes default to them.")
+    baseline: Literal["built", "plain"] = Field(
+        "built", description="With buckets, what Triton's default config serves: built (the model as built, every "
+                             "request padded to its batch_buckets: as invariant as the candidates) or plain (the "
+                             "padding off: a row computes at the rows it was sent with, its bits may depend on them).")
     confidence: float = Field(0.9, gt=0, lt=1, description="Two-sided confidence of the bootstrap interval on the "
                                                            "finalist/default throughput ratio.")
 
@@ -65,4 +70,6 @@ class Tune(Strict):
             raise ValueError("tune.buckets changes the served bits: it needs determinism: invariant")
         if self.buckets and self.buckets != sorted(set(self.buckets)):
             raise ValueError(f"tune.buckets {self.buckets} are not strictly ascending")
+        if self.baseline == "plain" and not self.buckets:
+            raise ValueError("tune.baseline: plain compares with the model without its buckets: it needs tune.buckets")
         return self

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from tritonbuild.backends import REGISTRY
 from tritonbuild.errors import UsageError
 from tritonbuild.recipe.models import Tune
@@ -40,6 +42,18 @@ def recipe_for(root: Path, model: str, recipe_path: Path | None = None) -> tuple
     """The recipe file of a built model and its tune section (defaults when absent)."""
     _m, loaded, rpath = model_and_recipe(Path(root), model, recipe_path)
     return rpath, getattr(loaded.recipe, "tune", None) or Tune()
+
+
+def with_flags(spec: Tune, **flags) -> Tune:
+    """The recipe's tune section with the command line's flags (those given) in place of its keys."""
+    update = {key: value for key, value in flags.items() if value is not None}
+    if not update:
+        return spec
+    try:
+        return Tune.model_validate({**spec.model_dump(), **update})
+    except ValidationError as e:  # a flag the recipe's tune section cannot take with its other keys
+        raise UsageError(f"tune: {e.errors()[0]['msg']}", hint="set the keys it names in the recipe's tune section, "
+                         "or drop the flag") from None
 
 
 def grpc_of(http_url: str) -> str:

@@ -160,6 +160,7 @@ class TuneSession:
         if self.server_url is None:
             report["server"]["launched"] = self.launched
         report["default_served_as"] = self.twin or self.model
+        report["baseline"] = self.grid.baseline()
         if (report["served_bits"] or {}).get("changed"):  # a change of served bits is a new model version
             report["winner"]["recipe_values"]["version"] = report["served_bits"]["version"]
         return self.write_outputs(finite(report), winner)

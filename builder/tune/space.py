@@ -26,7 +26,7 @@ class Candidate(BaseModel):
     preferred: bool = False
     coords: tuple[int, int, int, int] | None = None
     is_default: bool = False
-    # batch buckets the Python wrapper pads to (config parameter): None = as built, () = off (the plain model)
+    # the batch bucket the Python wrapper pads to (config parameter): None = as built, () = off (the plain model)
     buckets: tuple[int, ...] | None = None
 
     @property
@@ -89,17 +89,19 @@ class Grid:
         self.cap = mc.max_batch_size
         self.kind = tune.instance_kind or _kind_of(mc)
         self.instances = sorted(set(tune.instance_counts))
-        self.batch = [0] + (sorted(set(tune.batch_sizes or default_batch_sizes(self.cap))) if self.cap > 0 else [])
+        self.buckets = tuple(tune.buckets) if tune.buckets else None
+        sizes = tune.batch_sizes or [b for b in self.buckets or () if b <= self.cap] or default_batch_sizes(self.cap)
+        self.batch = [0] + (sorted(set(sizes)) if self.cap > 0 else [])
         self.delays = sorted(set(tune.max_queue_delay_us))
         self.preferred = sorted(set(tune.preferred_batch_sizes))
         self.gpus = None
         if tune.gpus_per_group and self.kind == "gpu":
             self.gpus = list(range(max(tune.gpus_per_group)))
         self.default = default_candidate(mc, self.kind)
-        # tune.buckets: the batching candidates carry them, Triton's default is the model without them
-        self.buckets = tuple(tune.buckets) if tune.buckets else None
-        if self.buckets is not None:
-            self.default = self.default.model_copy(update={"buckets": ()})
+        # tune.buckets: each batching candidate pads to one bucket; Triton's default (and any config without the
+        # batcher) serves the model as built, or without its padding under baseline: plain
+        self.unbatched = () if self.buckets is not None and tune.baseline == "plain" else None
+        self.default = self.default.model_copy(update={"buckets": self.unbatched})
 
     def at(self, i: int, b: int, d: int = 0, p: int = 0) -> Candidate:
         if b == 0:
@@ -109,7 +111,23 @@ class Grid:
         return Candidate(instances=self.instances[i], kind=self.kind, gpus=self.gpus, batching=b > 0,
                          max_batch_size=self.batch[b] if b else self.cap, max_queue_delay_us=self.delays[d] if b else 0,
                          preferred=bool(self.preferred[p]) if b else False, coords=(i, b, d, p),
-                         buckets=None if self.buckets is None else (self.buckets if b else ()))
+                         buckets=self.bucket_of(self.batch[b]) if b else self.unbatched)
+
+    def baseline(self) -> dict | None:
+        """With tune.buckets, what Triton's default config served (the report's "baseline")."""
+        if self.buckets is None:
+            return None
+        if self.unbatched is None:
+            return {"served": "built", "text": "Triton's default config of the model as built: every request padded "
+                    "to its batch_buckets, as invariant as every candidate"}
+        return {"served": "plain", "text": "Triton's default config of the model without its buckets: a row "
+                "computes at the rows it was sent with (its bits may depend on them)"}
+
+    def bucket_of(self, max_batch_size: int) -> tuple[int, ...] | None:
+        """The one bucket a batching candidate pads to: the smallest that holds its largest batch."""
+        if self.buckets is None:
+            return None
+        return (next((size for size in self.buckets if size >= max_batch_size), self.buckets[-1]),)
 
     def all(self) -> list[Candidate]:
         """Every distinct candidate (Triton's default included when the grid holds it)."""

@@ -289,9 +289,10 @@ def test_determinism_invariant_accepts_new_bits_that_never_depend_on_the_batch(c
 
 
 def test_tune_buckets_batch_a_batch_variant_model_without_changing_its_answers(cli, tmp_path, monkeypatch):
-    """A model whose answer depends on its batch's rows (y = 2x + rows - 1), built with batch_buckets [8]: tune
-    measures Triton's default as the plain model (no padding: its own bits, 2x) and the batching candidates with
-    the buckets (2x + 7 whatever the batch), each invariant at its own config; batching wins at 8 clients."""
+    """A model whose answer depends on its batch's rows (y = 2x + rows - 1), built with batch_buckets [8]: every
+    batching candidate pads to its bucket (2x + 7 whatever the batch), each invariant at its own config, and
+    batching wins at 8 clients. Triton's default serves the model as built (padded too: the goldens' bits), or
+    with --baseline plain the model without its padding (its own bits, 2x: a row alone computes at one row)."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "model.py").write_text(MODEL.format(add_batch=True))
     recipe = tmp_path / "slow.yaml"
@@ -301,13 +302,16 @@ def test_tune_buckets_batch_a_batch_variant_model_without_changing_its_answers(c
     assert cli("build", recipe, "-o", out).exit_code == 0
     assert cli("verify", out, "--record").exit_code == 0  # invariant as built: every batch is computed at 8 rows
     assert cli("build", recipe, "-o", out, "--force").exit_code == 0
-    r = cli("tune", out, "slow", "--processes", "2", "--report-dir", tmp_path / "rep")
-    assert r.exit_code == 0, r.output
-    report = json.loads((tmp_path / "rep" / "tune-report.json").read_text())
-    assert report["winner"]["label"] == "1xcpu mbs8 delay0us buckets8"
-    assert report["winner"]["recipe_values"]["batch_buckets"] == [8]
-    assert report["new_bits"] == {"default": 4, "1xcpu mbs8 delay0us buckets8": 0}  # the default: 2x, not 2x + 7
-    assert report["served_bits"] == {"changed": False, "text": "the winner serves the goldens' bits"}
-    assert all(m["mismatches"] == 0 for m in report["measurements"])  # each config against its own answers
-    assert report["comparison"]["c8"]["low"] > 2.0
-    assert "batch_buckets: [8]" in (tmp_path / "rep" / "tune-patch.yaml").read_text()
+    for baseline, default_bits in (("built", 0), ("plain", 4)):
+        rep = tmp_path / f"rep-{baseline}"
+        r = cli("tune", out, "slow", "--processes", "2", "--report-dir", rep, "--baseline", baseline)
+        assert r.exit_code == 0, r.output
+        report = json.loads((rep / "tune-report.json").read_text())
+        assert report["baseline"]["served"] == baseline
+        assert report["winner"]["label"] == "1xcpu mbs8 delay0us buckets8"
+        assert report["winner"]["recipe_values"]["batch_buckets"] == [8]
+        assert report["new_bits"] == {"default": default_bits, "1xcpu mbs8 delay0us buckets8": 0}
+        assert report["served_bits"] == {"changed": False, "text": "the winner serves the goldens' bits"}
+        assert all(m["mismatches"] == 0 for m in report["measurements"])  # each config against its own answers
+        assert report["comparison"]["c8"]["low"] > 2.0
+        assert "batch_buckets: [8]" in (rep / "tune-patch.yaml").read_text()

@@ -221,3 +221,52 @@ def test_paired_rounds_are_counted_in_the_progress_estimate():
     session.confirm(candidate)
     assert session.done == 30 and session.guess == 30  # 2 configs x 5 rounds x 2 loads on top of 10 made
     assert seen == sorted(seen, reverse=True) and seen[-1] == 0  # what is left counts down to the last one
+
+
+def _bucket_param(mc) -> str | None:
+    from tritonbuild.tune.space import BUCKETS_PARAMETER
+
+    return mc.parameters[BUCKETS_PARAMETER].string_value if BUCKETS_PARAMETER in mc.parameters else None
+
+
+def test_each_batching_candidate_pads_to_one_bucket_its_batches_fit():
+    """tune.buckets is searched with the batch sizes: a candidate of max_batch_size B pads every batch to the
+    smallest bucket >= B, so it computes at one shape (invariant by construction), never at several."""
+    mc = _mc(128)
+    mc.parameters["tritonbuild_batch_buckets"].string_value = "128"
+    g = Grid(Tune(determinism="invariant", buckets=[16, 32, 128], batch_sizes=[16, 24, 128]), mc)
+    by_mbs = {g.at(0, b).max_batch_size: g.at(0, b).buckets for b in range(1, len(g.batch))}
+    assert by_mbs == {16: (16,), 24: (32,), 128: (128,)}
+    assert _bucket_param(apply(mc, g.at(0, 2))) == "32"
+
+
+def test_the_default_is_the_model_as_built_unless_the_baseline_is_plain():
+    """baseline built (the default): Triton's default config serves the built model, padded to its buckets like
+    every candidate (both sides invariant); plain: the wrapper's padding off (a row computes at the rows it came
+    with), the comparison the issue's first bucket runs made."""
+    mc = _mc(128)
+    mc.parameters["tritonbuild_batch_buckets"].string_value = "128"
+    built = Grid(Tune(determinism="invariant", buckets=[16, 128]), mc)
+    assert built.default.buckets is None and _bucket_param(apply(mc, built.default)) == "128"
+    assert built.at(1, 0).buckets is None  # more instances, no batcher: the built model too
+    assert built.batch == [0, 16, 128]  # batch sizes default to the buckets
+    plain = Grid(Tune(determinism="invariant", buckets=[16, 128], baseline="plain"), mc)
+    assert plain.default.buckets == () and _bucket_param(apply(mc, plain.default)) == ""
+    assert plain.at(1, 0).buckets == ()
+
+
+def test_a_plain_baseline_without_buckets_is_a_recipe_error():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="baseline: plain"):
+        Tune(baseline="plain")
+
+
+def test_a_flag_the_tune_section_cannot_take_is_a_usage_error():
+    from tritonbuild.errors import UsageError
+    from tritonbuild.tune.built import with_flags
+
+    assert with_flags(TUNE, rounds=None) is TUNE
+    assert with_flags(TUNE, rounds=3).rounds == 3
+    with pytest.raises(UsageError, match=r"baseline: plain .* needs tune\.buckets"):
+        with_flags(TUNE, baseline="plain")
