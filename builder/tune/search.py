@@ -6,14 +6,14 @@ range, answered without errors, met the p99 SLA, served at least `min_vs_default
 (repeats and batch composition) before it is chosen.
 
 Quick search (Model Analyzer's quick-search idea, adapted), within a hard budget of a quarter of the grid's
-measurements: at the top load, a forward walk over the batch sizes of one instance, then over the instance
-counts of the best bit-exact size; the default once more; then the other loads and the goldens for the
-finalists, best first; then, while the budget lasts, the queue delays and the neighbouring sizes and counts
-of the chosen point. The throughput surface is close to unimodal along each axis (a larger batch or more
-instances help until the device, the scheduler or the client saturates), which makes a forward walk sound;
-the bits depend on the batch shape, not on the instance count, so a size whose answers differed is not
-tried again; the low-load cost of a config grows with its instances and its delay, so the finalists are
-checked there best first and the delays last. `--brute` measures every candidate at every load.
+measurements: at the top load, a forward walk over the batch sizes of one instance, then over the instance counts of
+the best bit-exact size (these walks leave room for four finalists' other loads); the default once more; then the
+other loads and the goldens for the finalists, best first; then, while the budget lasts, the queue delays and the
+neighbouring sizes and counts of the chosen point. The throughput surface is close to unimodal along each axis (a
+larger batch or more instances help until the device, the scheduler or the client saturates), which makes a forward
+walk sound; the bits depend on the batch shape, not on the instance count, so a size whose answers differed is not
+tried again; the low-load cost of a config grows with its instances and its delay, so the finalists are checked
+there best first and the delays last. `--brute` measures every candidate at every load.
 """
 
 from __future__ import annotations
@@ -221,6 +221,10 @@ class QuickSearch:
         n_loads = len(ev.loads)
         self.ev, self.grid, self.default, self.verify = ev, grid, default, verify
         self.budget = budget or quick_budget(len({default, *grid.all()}) * n_loads, n_loads)
+        # the screening walks leave room for FINALISTS candidates' other loads: when the fastest at the top
+        # load lose at a lower one, the next ones are still measured there (on the H200 a run whose walks used
+        # the budget found no config at all, its neighbours passing)
+        self.reserve = min(FINALISTS * (n_loads - 1), max(0, self.budget - 3 * n_loads))
         self.delay = 0  # the walk's queue delay: the shortest (the others are measured at the best point)
         self.shape = 0
         self.chosen: Candidate | None = None
@@ -234,7 +238,7 @@ class QuickSearch:
         self.walk_batch_sizes()
         self.walk_instances()
         self.try_delays()
-        if self.room(len(ev.loads)):  # Triton's default once more: the baseline is the better of the two
+        if self.room(len(ev.loads) + self.reserve):  # Triton's default once more: the better of the two is the baseline
             ev.remeasure_default()
         self.pick_finalist()
         self.improve_around_chosen()
@@ -245,6 +249,10 @@ class QuickSearch:
     # measurements and what they say
     def room(self, n: int = 1) -> bool:
         return self.ev.count + n <= self.budget
+
+    def screening_room(self, n: int = 1) -> bool:
+        """Room for a screening measurement at the top load, the finalists' reserve kept."""
+        return self.room(n + self.reserve)
 
     def raw(self, candidate: Candidate) -> float:
         point = self.ev.get(candidate, self.ev.top)
@@ -267,7 +275,7 @@ class QuickSearch:
         grid, delay = self.grid, self.delay
         best_seen = self.raw(self.default)
         for b in range(1, len(grid.batch)):
-            if not self.room():
+            if not self.screening_room():
                 break
             v = self.raw(grid.at(0, b, delay))
             if v >= best_seen * IMPROVE:
@@ -284,7 +292,7 @@ class QuickSearch:
         grid, shape, delay = self.grid, self.shape, self.delay
         for i in range(1, len(grid.instances)):
             prev = self.raw(grid.at(i - 1, shape, delay))
-            if not self.room():
+            if not self.screening_room():
                 break
             if self.raw(grid.at(i, shape, delay)) < prev * IMPROVE:
                 break
@@ -299,7 +307,7 @@ class QuickSearch:
                      if self.measured_top(grid.at(i, shape, delay)) else -1.0)
         for d in range(len(grid.delays)):
             for p in range(len(grid.preferred)):
-                if self.room(1 + len(self.ev.loads)):
+                if self.screening_room(1 + len(self.ev.loads)):
                     self.raw(grid.at(i_best, shape, d, p))
 
     def doomed(self, candidate: Candidate) -> bool:

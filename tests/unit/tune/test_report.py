@@ -174,7 +174,7 @@ def test_a_config_quick_search_never_measured_at_every_load_is_not_called_outran
                                    "max_queue_delay_us": [0, 500]})
     grid = _grid(tune)
     ev = search.Evaluator(_scaling, LOADS, sla_p99_ms=50, min_vs_default=1.0, exact_under_load=True)
-    winner = search.quick(ev, grid, grid.default, lambda c: None, budget=10)
+    winner = search.quick(ev, grid, grid.default, lambda c: None, budget=7)
     report = _report(ev, grid, winner, tune)
     causes = {entry["label"]: entry for entry in report["rejections"]}
     assert winner.is_default  # 2 x 64 lost at 1 client, and the budget ran out before 1 x 64 was measured there
@@ -182,9 +182,30 @@ def test_a_config_quick_search_never_measured_at_every_load_is_not_called_outran
     budget = causes["1xgpu mbs64 delay0us"]
     assert (budget["cause"], budget["decided_by"], budget["rule"]) == ("not_measured", "quick search",
                                                                        RULES["not_measured"])
-    assert budget["detail"] == "9000 req/s at c64, not measured at c1: quick search's budget of 10 measurements ran out"
-    doomed = causes["2xgpu mbs64 delay500us"]  # faster than every config but 2 x 64 at c64; that one lost at c1
+    assert budget["detail"] == "9000 req/s at c64, not measured at c1: quick search's budget of 7 measurements ran out"
+
+
+def test_quick_keeps_room_for_the_next_finalists_when_the_fastest_lose_at_a_lower_load():
+    """The H200's bucket run: the walks at the top load used quick search's budget, the fastest configs (more
+    instances) lost at 1 client, and no config was chosen although one instance of the same size passed. The
+    walks now leave room for the finalists' other loads: 1 x 64 is measured at 1 client and chosen (with a
+    budget of 10 the walks took all of it before)."""
+    tune = TUNE.model_copy(update={"batch_sizes": [8, 16, 64], "instance_counts": [1, 2],
+                                   "max_queue_delay_us": [0, 500]})
+    for budget in (10, 13):
+        grid = _grid(tune)
+        ev = search.Evaluator(_scaling, LOADS, sla_p99_ms=50, min_vs_default=1.0, exact_under_load=True)
+        winner = search.quick(ev, grid, grid.default, lambda c: None, budget=budget)
+        assert winner.label == "1xgpu mbs64 delay0us" and ev.count <= budget
+        causes = {entry["label"]: entry for entry in _report(ev, grid, winner, tune)["rejections"]}
+        assert causes["2xgpu mbs64 delay0us"]["cause"] == "slower_than_default"  # faster at c64, lost at c1
+        assert all(entry["cause"] != "outranked" for entry in causes.values()  # only slower ones are outranked
+                   if _scaling(grid.at(*_coords(grid, entry["label"])), "c64").throughput > 9000)
+    doomed = causes["2xgpu mbs64 delay500us"]  # budget 13: the delays measured at c64, then left out at c1
     assert doomed["cause"] == "not_measured" and doomed["detail"] == (
         "16500 req/s at c64, not measured at c1: a config of its batch size with no more instances and no longer "
         "delay already lost to the default at a lower load")
-    assert "outranked" not in {entry["cause"] for entry in causes.values()}  # nothing lost to the default there
+
+
+def _coords(grid, label: str) -> tuple[int, int, int, int]:
+    return next(candidate.coords for candidate in grid.all() if candidate.label == label)
