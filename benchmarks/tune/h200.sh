@@ -124,13 +124,13 @@ for step in "$@"; do
       rc=0
       (cd $W && timeout --signal=INT --kill-after=15 $left python3 "$here/benchmarks/tune/soak.py" OUT-$recipe \
         $recipe $src/tune-report.json --answers ${H200_SOAK_ANSWERS:-100000} --processes 6 --max-s $(( left - 40 )) \
-        --log $W/$step-tritonserver.log) > $OUT/$step.json || rc=$?
-      cat $OUT/$step.json
-      [ $rc -ne 0 ] || cp $OUT/$step.json $W/$step.json
+        --log $W/$step-tritonserver.log) > $OUT/$(archive_of $step).json || rc=$?
+      cat $OUT/$(archive_of $step).json
+      [ $rc -ne 0 ] || cp $OUT/$(archive_of $step).json $W/$step.json
       if [ $rc -ne 0 ]; then
         echo "FAILED: $step exited $rc (1: an answer differed or failed, or too few answers)" >&2
         [ $status -ne 0 ] || status=$rc
-        [ ! -f $W/$step-tritonserver.log ] || tail -c 100000 $W/$step-tritonserver.log > $OUT/$step-server-tail.log
+        [ ! -f $W/$step-tritonserver.log ] || tail -c 100000 $W/$step-tritonserver.log > $OUT/$(archive_of $step)-server-tail.log
       fi ;;
     summary)
       PYTHONPATH=$pypath python3 benchmarks/tune/summarize.py $W/*@*/tune-report.json | tee $OUT/summary.txt \

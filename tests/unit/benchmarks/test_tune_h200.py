@@ -70,6 +70,16 @@ def test_a_failed_tune_step_is_reported_and_is_the_exit_code(tmp_path):
     assert _run(tmp_path, "quick-fixed@3").returncode == 0
 
 
+def test_a_repeat_s_soak_is_named_as_the_device_tool_returns_it(tmp_path):
+    """soak-buckets@1 (the soak of quick-buckets@1's pick): its JSON comes back as soak-buckets-run1.json (the
+    tool left soak-buckets@1.json out: '@' is not in the names it returns)."""
+    (tmp_path / "work" / "quick-buckets@1").mkdir(parents=True)
+    (tmp_path / "work" / "quick-buckets@1" / "tune-report.json").write_text("{}")
+    result = _run(tmp_path, "soak-buckets@1")
+    assert result.returncode == 0, result.stderr
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["soak-buckets-run1.json"]
+
+
 def test_a_step_already_done_on_the_machine_is_not_run_again(tmp_path):
     (tmp_path / "work" / "goldens").mkdir(parents=True)
     (tmp_path / "work" / "goldens" / "gpu-mlp-fixed.npz").write_bytes(b"")
