@@ -163,14 +163,14 @@ def _serve(repository: str | Path, *, endpoint_url: str | None = None, **server_
     from tritonbuild.server.embedded import EmbeddedServer
 
     if is_url(str(repository)):
-        from tritonbuild.publish.inspect import list_target
+        from tritonbuild.publish.inspect import list_opened
         from tritonbuild.publish.objects import read_text
         from tritonbuild.publish.protocol import open_for_read
         from tritonbuild.triton.config import parse
 
         where = as_location(str(repository), endpoint_url)
         target = open_for_read(where)
-        info = list_target(where)
+        info = list_opened(target)
         names, loadable = [], []
         for entry in info["models"]:
             config = read_text(target, target.path(entry["name"], "config.pbtxt"))

@@ -8,12 +8,17 @@ from tritonbuild.publish import objects
 from tritonbuild.publish.lock import read_lock
 from tritonbuild.publish.planner import live_version, pinned_config
 from tritonbuild.publish.protocol import open_for_read
+from tritonbuild.publish.target import Target
 from tritonbuild.repository.rules import VERSION_RE
 
 
 def list_target(where: Location | str, *, endpoint_url: str | None = None) -> dict:
     """Models, versions present, complete and live, and anything an interrupted publish left behind."""
-    target = open_for_read(where, endpoint_url)
+    return list_opened(open_for_read(where, endpoint_url))
+
+
+def list_opened(target: Target) -> dict:
+    """list_target of a target already opened (and reached) by the caller."""
     state = objects.read_state(target)
     try:
         entries = target.fs.ls(target.root, detail=True, refresh=True) if target.fs.exists(target.root) else []

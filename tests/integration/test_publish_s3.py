@@ -283,6 +283,19 @@ def test_serve_a_published_target_and_notify_an_explicit_server(doubler_repo, bu
             proc.kill()
 
 
+def test_serve_opens_a_published_target_once(doubler_repo, bucket, monkeypatch):
+    """serve reads what it may load through the target it opened: one open (and one reach of the bucket)."""
+    from tritonbuild.publish import protocol
+
+    target = f"s3://{bucket}/served-once"
+    api.publish(doubler_repo(1, verify=False), target, skip_verify=True)
+    opened, real = [], protocol.open_target
+    monkeypatch.setattr(protocol, "open_target", lambda *args, **kwargs: opened.append(args) or real(*args, **kwargs))
+    server, loadable, not_loadable = api.serve(target)
+    assert len(opened) == 1 and loadable == ["doubler"] and not_loadable == []
+    assert server.repository.startswith("s3://http://127.0.0.1:") and server.repository.endswith("/served-once")
+
+
 def test_serve_an_s3_prefix_holding_a_built_repository_names_it(doubler_repo, bucket, s3fs_client):
     """OUT copied to S3 as it is ('aws s3 sync OUT s3://...'): serve failed with a pydantic error count."""
     out = doubler_repo(1, verify=False)
