@@ -14,7 +14,9 @@ its own configuration (index, find-links, PIP_* variables), so a machine without
 index. A lock file serialises makers (parallel CI jobs); the venv is made under a temporary name and renamed into
 place with its record written, so a half-made one is never used. Its interpreter is this one when it is Python
 3.10-3.12, else (3.13: numpy < 2 has no wheel there) TRITONBUILD_EMBEDDED_PYTHON or a python3.12/3.11/3.10 found on
-PATH or under pyenv.
+PATH or under pyenv. Each candidate is asked by running it (-I); a binary's answer is kept in
+<envs>/interpreters.json under its resolved path with the file's identity (device, inode, size, mtime, ctime),
+and asked again once the file is replaced or rewritten; a script (a pyenv shim) is run every time.
 
 The stub runs with the venv's interpreter and ignores PYTHONPATH (it starts with -E); a model sees the venv's
 packages, then, when tritonbuild runs on the same Python minor, the packages of the environment tritonbuild runs
@@ -49,6 +51,7 @@ NUMPY = "numpy>=1.24,<2"
 # numpy < 2 has wheels for these; the bundled stubs cover 3.8-3.13
 PYTHONS = ((3, 12), (3, 11), (3, 10))
 RECORD = "tritonbuild-env.json"
+PROBES = "interpreters.json"  # in envs_dir(): what each candidate interpreter said about itself (find_python)
 STUB_PATH_VAR = "TRITONBUILD_STUB_PATH"
 _PTH = ("tritonbuild-stub-path.pth", "import os, sys; sys.path.extend(p for p in "
         f"os.environ.get('{STUB_PATH_VAR}', '').split(os.pathsep) if p and p not in sys.path)\n")
@@ -102,19 +105,78 @@ def env_name(python: str, packages: tuple[str, ...]) -> str:
     return f"embedded-py{python}-{hashlib.sha256(spec.encode()).hexdigest()[:12]}"
 
 
-def _probe(python: str) -> tuple[str, str] | None:
+def _probe(python: str, known: dict) -> tuple[str, str] | None:
     """(minor, libdir) of a working interpreter whose minor numpy < 2 serves and that has a shared libpython
-    (the stub links it); None otherwise (a pyenv shim for a version not selected exits non-zero)."""
+    (the stub links it); None otherwise (a pyenv shim for a version not selected exits non-zero). What a binary
+    said about itself is reused while the binary is the same file (known: PROBES' entries, updated here)."""
+    identity = _identity(python)
+    facts = known.get(identity[0]) if identity else None
+    if not (isinstance(facts, dict) and facts.get("identity") == identity[1] and isinstance(facts.get("minor"), str)
+            and isinstance(facts.get("libdir"), str)):
+        facts = _ask(python)
+        if facts is None:
+            return None  # not cached: a failure may be passing (a timeout, a busy disk)
+        if identity:
+            known[identity[0]] = {**facts, "identity": identity[1]}
+            _save_probes(known)
+    if facts.get("minor") not in {f"{major}.{minor}" for major, minor in PYTHONS} or not facts.get("shared"):
+        return None
+    return facts["minor"], facts["libdir"]
+
+
+def _ask(python: str) -> dict | None:
+    """The interpreter's own answer (-I: PYTHON* variables and user site do not change it), None if it fails."""
     code = ("import sys, sysconfig; print('%d.%d' % sys.version_info[:2]); print(sysconfig.get_config_var('LIBDIR')"
             " or ''); print(int(bool(sysconfig.get_config_var('Py_ENABLE_SHARED'))))")
     try:
-        out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=30, check=True).stdout
+        out = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=30,
+                             check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     minor, libdir, shared = [*out.splitlines(), "", "", ""][:3]
-    if minor not in {f"{major}.{minor}" for major, minor in PYTHONS} or shared != "1":
+    return {"minor": minor, "libdir": libdir, "shared": shared == "1"}
+
+
+def _identity(python: str) -> tuple[str, list[int]] | None:
+    """The resolved binary and what changes when it is replaced or rewritten (device, inode, size, mtime, ctime);
+    None for a script: a pyenv shim picks its interpreter at each run (PYENV_VERSION, .python-version), so its
+    answer is not the file's and it is run every time."""
+    resolved = os.path.realpath(shutil.which(python) or python)
+    try:
+        with open(resolved, "rb") as handle:
+            if handle.read(2) == b"#!":
+                return None
+            st = os.fstat(handle.fileno())
+    except OSError:
         return None
-    return minor, libdir
+    return resolved, [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _load_probes() -> dict:
+    """PROBES' entries by resolved binary; {} when the file is missing, unreadable or not ours."""
+    try:
+        found = json.loads((envs_dir() / PROBES).read_text())
+    except (OSError, ValueError):
+        return {}
+    entries = found.get("interpreters") if isinstance(found, dict) and found.get("layout") == 1 else None
+    return dict(entries) if isinstance(entries, dict) else {}
+
+
+def _save_probes(known: dict) -> None:
+    """Written whole under a temporary name, then renamed: a reader sees the old file or the new one. A cache
+    directory that cannot be written costs the probe next time, nothing else."""
+    root = envs_dir()
+    with contextlib.suppress(OSError):
+        root.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix=f".{PROBES}-", dir=root)
+        try:
+            kept = {path: facts for path, facts in known.items() if os.path.exists(path)}  # uninstalled: dropped
+            with os.fdopen(handle, "w") as out:
+                json.dump({"layout": 1, "interpreters": kept}, out, indent=1)
+            os.replace(name, root / PROBES)
+        except BaseException:
+            os.unlink(name)
+            raise
 
 
 def _candidates() -> Iterator[str]:
@@ -133,8 +195,9 @@ def _candidates() -> Iterator[str]:
 
 def find_python() -> tuple[str, str, str]:
     """(interpreter, minor, libdir) for the environment; a clear error naming what to install when none fits."""
+    known = _load_probes()
     for python in _candidates():
-        probed = _probe(python)
+        probed = _probe(python, known)
         if probed:
             return python, *probed
     named = os.environ.get("TRITONBUILD_EMBEDDED_PYTHON")

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 import sys
+import sysconfig
 import threading
 from pathlib import Path
 
@@ -112,6 +115,96 @@ def test_no_usable_interpreter_names_what_to_install(envs, monkeypatch, tmp_path
         toolenv.find_python()
 
 
+def _own_binary(tmp_path: Path) -> Path:
+    """A copy of this interpreter's binary in a venv of its own (--copies: a file the test may replace)."""
+    if sys.version_info[:2] not in toolenv.PYTHONS or not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        pytest.skip("this interpreter is not a 3.10-3.12 with a shared libpython")
+    subprocess.run([sys.executable, "-m", "venv", "--copies", "--without-pip", str(tmp_path / "venv")], check=True,
+                   timeout=120)
+    return tmp_path / "venv" / "bin" / "python"
+
+
+def _counting_runs(monkeypatch, binary: Path) -> list:
+    """The real subprocess.run, counting the runs of binary."""
+    runs, real = [], subprocess.run
+
+    def run(argv, *args, **kwargs):
+        if str(argv[0]) == str(binary):
+            runs.append(argv)
+        return real(argv, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    return runs
+
+
+def _replace(binary: Path) -> None:
+    """What an upgrade does: a new file renamed over the old one."""
+    shutil.copy2(binary, binary.with_name("python.new"))
+    os.replace(binary.with_name("python.new"), binary)
+
+
+def test_an_interpreters_answer_is_kept_until_its_binary_is_replaced(envs, monkeypatch, tmp_path):
+    binary = _own_binary(tmp_path)
+    monkeypatch.setenv("TRITONBUILD_EMBEDDED_PYTHON", str(binary))
+    runs = _counting_runs(monkeypatch, binary)
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert toolenv.find_python()[:2] == (str(binary), here) and len(runs) == 1
+    assert toolenv.find_python()[:2] == (str(binary), here) and len(runs) == 1  # kept: not run again
+    kept = json.loads((envs / toolenv.PROBES).read_text())["interpreters"]
+    assert list(kept) == [str(binary.resolve())] and kept[str(binary.resolve())]["minor"] == here
+    _replace(binary)
+    assert toolenv.find_python()[:2] == (str(binary), here) and len(runs) == 2
+    binary.write_bytes(binary.read_bytes())  # rewritten in place (same inode): asked again too
+    toolenv.find_python()
+    assert len(runs) == 3
+    toolenv.find_python()
+    assert len(runs) == 3
+
+
+def test_a_kept_answer_is_the_binarys_only_while_it_is_the_same_file(envs, monkeypatch, tmp_path):
+    """The kept answer is what find_python uses (an answer the binary never gave is believed), and an upgrade
+    makes it stale: what the new binary says wins."""
+    binary = _own_binary(tmp_path)
+    monkeypatch.setenv("TRITONBUILD_EMBEDDED_PYTHON", str(binary))
+    toolenv.find_python()
+    record = json.loads((envs / toolenv.PROBES).read_text())
+    record["interpreters"][str(binary.resolve())]["minor"] = "3.13"  # as if it were 3.13 before an upgrade
+    (envs / toolenv.PROBES).write_text(json.dumps(record))
+    with pytest.raises(toolenv.ServerStartError, match="is not a working Python"):
+        toolenv.find_python()
+    _replace(binary)
+    assert toolenv.find_python()[1] == f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def test_an_unreadable_record_of_answers_is_asked_again_and_rewritten(envs, monkeypatch, tmp_path):
+    binary = _own_binary(tmp_path)
+    monkeypatch.setenv("TRITONBUILD_EMBEDDED_PYTHON", str(binary))
+    runs = _counting_runs(monkeypatch, binary)
+    toolenv.find_python()
+    identity = json.loads((envs / toolenv.PROBES).read_text())["interpreters"][str(binary.resolve())]["identity"]
+    entry = json.dumps({"layout": 1, "interpreters": {str(binary.resolve()): {"identity": identity, "minor": [3]}}})
+    for garbage in (b"\x00not json", b"[]", b'{"layout": 1, "interpreters": 7}', entry.encode()):
+        (envs / toolenv.PROBES).write_bytes(garbage)
+        toolenv.find_python()
+    assert len(runs) == 5
+    assert str(binary.resolve()) in json.loads((envs / toolenv.PROBES).read_text())["interpreters"]
+    assert [p.name for p in envs.iterdir()] == [toolenv.PROBES]  # no temporary file left
+
+
+def test_a_script_that_picks_its_interpreter_is_run_every_time(envs, monkeypatch, tmp_path):
+    """A pyenv shim chooses by the selected version at each run: its answer is not the file's."""
+    if sys.version_info[:2] not in toolenv.PYTHONS or not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        pytest.skip("this interpreter is not a 3.10-3.12 with a shared libpython")
+    shim = tmp_path / "python3"
+    shim.write_text(f'#!/bin/sh\necho run >> {tmp_path / "runs.log"}\nexec {sys.executable} "$@"\n')
+    shim.chmod(0o755)
+    monkeypatch.setenv("TRITONBUILD_EMBEDDED_PYTHON", str(shim))
+    toolenv.find_python()
+    toolenv.find_python()
+    assert (tmp_path / "runs.log").read_text().split() == ["run", "run"]
+    assert not (envs / toolenv.PROBES).exists()
+
+
 def test_pip_failing_leaves_nothing_and_says_where_pip_looks(envs, monkeypatch, tmp_path):
     """A real venv and a real pip with no index and an empty find-links directory (a machine that has neither)."""
     monkeypatch.setattr(toolenv, "current", lambda: None)
@@ -122,7 +215,7 @@ def test_pip_failing_leaves_nothing_and_says_where_pip_looks(envs, monkeypatch, 
         toolenv.ensure(progress=lambda _line: None)
     assert "pip install exited with" in e.value.message and "numpy" in e.value.message
     assert "PIP_FIND_LINKS" in e.value.hint and "tritonbuild embedded install" in e.value.hint
-    assert [p.name for p in envs.iterdir() if not p.name.endswith(".lock")] == []
+    assert [p.name for p in envs.iterdir() if not p.name.endswith(".lock") and p.name != toolenv.PROBES] == []
 
 
 def test_makers_in_parallel_make_it_once(envs, monkeypatch):
