@@ -11,7 +11,9 @@ Prints ratios measured side by side in the same run (the machines are noisy):
 - no-op rebuild of the bundled examples through the CLI (a fresh process, as a user runs it) ÷ their full
   build, target < 1 s and <= 10 %, and which of torch/onnx/onnxruntime it imported (target: none);
 - assembling a repository holding a 4 GiB artifact from the cache ÷ `cp` of that artifact, target <= 0.05;
-- a cache hit from the remote cache (moto S3) ÷ rebuilding an ONNX export step.
+- a cache hit from the remote cache (moto S3) ÷ rebuilding an ONNX export step;
+- choosing the embedded server's interpreter on Python 3.13, as a verify's two server starts do, with the
+  interpreters' answers kept (<envs>/interpreters.json) ÷ every candidate run (`--only interpreters`).
 """
 
 from __future__ import annotations
@@ -331,11 +333,52 @@ def bench_noop_examples(work: Path) -> dict:
             "passed": best < 1.0 and best / full <= 0.1 and runs[0][1] == "[]"}
 
 
+# A verify's two server starts, as far as choosing the embedded server's interpreter (toolenv.find each); ms.
+INTERPRETER_CHOICE = ("import time; from tritonbuild.server import toolenv; t0 = time.perf_counter(); "
+                      "toolenv.find(); toolenv.find(); print(round((time.perf_counter() - t0) * 1000, 1))")
+
+
+def bench_interpreter_choice(work: Path, rounds: int = 9) -> dict | str:
+    """In fresh Python 3.13 processes (numpy < 2 has no wheel there: the candidates are probed), the answers kept
+    ÷ dropped before each run; alternating which goes first. PATH as it is (pyenv shims, which are scripts, run
+    every time), then without pyenv's shims (binaries only, as with a python3.12 from the OS)."""
+    pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    found = sorted(pyenv.glob("versions/3.13.*/bin/python")) or [shutil.which("python3.13")]
+    if found[-1] is None:
+        return "skipped: no Python 3.13 here"
+    (work / "path").mkdir()
+    (work / "path" / "tritonbuild").symlink_to(ROOT / "builder")  # toolenv needs the standard library only
+    shims = str(pyenv / "shims")
+    results = {}
+    for name, path in (("path_as_is", os.environ["PATH"]),
+                       ("without_pyenv_shims", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
+                                                                if p.rstrip("/") != shims))):
+        env = {**os.environ, "PYTHONPATH": str(work / "path"), "TRITONBUILD_ENVS_DIR": str(work / name),
+               "PATH": path}
+        env.pop("TRITONBUILD_EMBEDDED_PYTHON", None)
+
+        def once(drop: bool, env=env, name=name) -> float:
+            if drop:
+                (work / name / "interpreters.json").unlink(missing_ok=True)
+            return float(subprocess.run([str(found[-1]), "-c", INTERPRETER_CHOICE], env=env, capture_output=True,
+                                        text=True, check=True).stdout)
+
+        once(False)
+        dropped, kept = [], []
+        for i in range(rounds):
+            for drop in ((True, False) if i % 2 == 0 else (False, True)):
+                (dropped if drop else kept).append(once(drop))
+        results[name] = {"probing_ms": statistics.median(dropped), "kept_ms": statistics.median(kept),
+                         "ratio_kept_over_probing": round(statistics.median(kept) / statistics.median(dropped), 3)}
+    return {"python": str(found[-1]), "rounds": rounds, **results}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mib", type=int, default=1024)
     ap.add_argument("--s3-size-mib", type=int, default=256, help="Artifact size for the S3 publish benchmark.")
-    ap.add_argument("--only", choices=["verify", "hashing", "publish", "publish-unchanged", "cache", "noop"])
+    ap.add_argument("--only", choices=["verify", "hashing", "publish", "publish-unchanged", "cache", "noop",
+                                            "interpreters"])
     ap.add_argument("--recipes", type=int, default=50, help="Recipes in the no-op rebuild benchmark.")
     ap.add_argument("--big-mib", type=int, default=4096, help="Artifact size in the assemble benchmark.")
     args = ap.parse_args()
@@ -363,6 +406,9 @@ def main() -> int:
             repo = _big_repository(work / "file", args.size_mib)
             results["publish_unchanged"] = bench_publish_unchanged(work / "file", repo)
             shutil.rmtree(work / "file")
+        if args.only in (None, "interpreters"):
+            (work / "interpreters").mkdir()
+            results["interpreter_choice_py313"] = bench_interpreter_choice(work / "interpreters")
         if args.only in (None, "noop"):
             (work / "examples").mkdir()
             results["noop_rebuild_examples"] = bench_noop_examples(work / "examples")
