@@ -81,6 +81,8 @@ def tune_command(repository: Path, model: str, recipe_path: Path | None, server_
                     f"measurements of {report['grid_measurements']} in the grid, {report['measurement_share']:.0%}; "
                     f"{report['paired_measurements']} paired)")
     app().out.print(f"  {report['verdict']}")
+    if report.get("baseline"):
+        app().out.print(f"  baseline: {report['baseline']['text']}")
     for load, c in report["comparison"].items():
         interval = f" [{c['low']}–{c['high']}]" if c.get("low") is not None else ""
         app().out.print(f"  {load:>6}: {c['tuned']['throughput']:9.0f} req/s  p99 {c['tuned']['p99_ms']:.2f} ms   "

@@ -304,10 +304,14 @@ def test_tune_buckets_batch_a_batch_variant_model_without_changing_its_answers(c
     assert cli("build", recipe, "-o", out, "--force").exit_code == 0
     for baseline, default_bits in (("built", 0), ("plain", 4)):
         rep = tmp_path / f"rep-{baseline}"
-        r = cli("tune", out, "slow", "--processes", "2", "--report-dir", rep, "--baseline", baseline)
+        # about bits and the baseline, not the 1-client rule: on a loaded 2-core machine one 1-client reading of
+        # the 20 ms model came out at 10 req/s against the default's 39 (the rule itself: test_search, test_report)
+        r = cli("tune", out, "slow", "--processes", "2", "--report-dir", rep, "--baseline", baseline,
+                "--min-vs-default", "0.3")
         assert r.exit_code == 0, r.output
         report = json.loads((rep / "tune-report.json").read_text())
         assert report["baseline"]["served"] == baseline
+        assert f"baseline: {report['baseline']['text']}" in " ".join(r.output.split())
         assert report["winner"]["label"] == "1xcpu mbs8 delay0us buckets8"
         assert report["winner"]["recipe_values"]["batch_buckets"] == [8]
         assert report["new_bits"] == {"default": default_bits, "1xcpu mbs8 delay0us buckets8": 0}
