@@ -1,7 +1,8 @@
 """What each vLLM a serving image ships takes, per recorded version (vllm_versions.json beside this file, derived
 from the vLLM wheels by tests/contracts/vllm_wheels.py, which also records them in tests/contracts/facts): the
-model.json keys (AsyncEngineArgs), the quantization methods (QuantizationMethods) and the quantization values it
-loads an AWQ / GPTQ checkpoint with (override_quantization_method). An image whose vLLM is not recorded (a tag
+model.json keys (AsyncEngineArgs), the quantization methods (QuantizationMethods), the quantization values it
+loads an AWQ / GPTQ checkpoint with (override_quantization_method) and its speculative methods (SpeculativeConfig;
+None where AsyncEngineArgs has no speculative_config). An image whose vLLM is not recorded (a tag
 outside the image table, or a version the registry has no wheel of) takes what every recorded version has."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ TABLE = json.loads((Path(__file__).parent / "vllm_versions.json").read_text())["
 # vLLM version: its quantization methods / AsyncEngineArgs fields
 BY_VERSION = {v: frozenset(t["quantization"]) for v, t in TABLE.items()}
 ENGINE_ARGS = {v: frozenset(t["engine_args"]) for v, t in TABLE.items()}
+SPECULATIVE = {v: t["speculative"] for v, t in TABLE.items() if t["speculative"] is not None}
 IN_EVERY_RECORDED = frozenset.intersection(*BY_VERSION.values())
 ARGS_IN_EVERY_RECORDED = frozenset.intersection(*ENGINE_ARGS.values())
 ALL = tuple(sorted(set().union(*BY_VERSION.values())))
@@ -26,6 +28,14 @@ def image_vllm(triton_image: str) -> str | None:
     if triton_image.startswith(prefix) and triton_image.endswith(suffix):
         return VLLM_IMAGES.get(triton_image[len(prefix):-len(suffix)])
     return None
+
+
+def images_where(has) -> str:
+    """The image tags (newest first, each with its vLLM) whose recorded vLLM satisfies has(version), for a hint."""
+    tags = sorted((t for t, v in VLLM_IMAGES.items() if v in TABLE and has(v)), key=_vkey, reverse=True)
+    if not tags:
+        return "none of the recorded images (tritonserver:<tag>-vllm-python-py3)"
+    return "tritonserver:<tag>-vllm-python-py3 with <tag> " + ", ".join(f"{t} (vLLM {VLLM_IMAGES[t]})" for t in tags)
 
 
 def quantization_problem(quantization: str | None, triton_image: str) -> tuple[str, str] | None:
@@ -67,12 +77,11 @@ def engine_args_problems(keys: set[str], triton_image: str, engine_args: set[str
     what = f"vLLM {version}" if version in ENGINE_ARGS else f"every recorded vLLM (that of {triton_image} is not)"
     out = []
     for key in sorted(keys - fields):
-        has = sorted((v for v, f in ENGINE_ARGS.items() if key in f), key=_vkey)
         at = ("engine_args", key) if key in engine_args else ("speculative",) if key == "speculative_config" \
             else ("lora",)
+        where = images_where(lambda v, k=key: k in ENGINE_ARGS[v])
         out.append((at, f"model.json would carry {key}, which {what} does not take (AsyncEngineArgs)",
-                    f"use an image whose vLLM has it ({(has or ['none recorded'])[0]} or newer), or leave the "
-                    "setting out"))
+                    f"use an image whose vLLM has it, newest first: {where}; or leave the setting out"))
     return out
 
 

@@ -1,8 +1,9 @@
 """vLLM speculative decoding: the recipe's speculative key as model.json's speculative_config (AsyncEngineArgs
 takes a dict of SpeculativeConfig's fields: method, model, num_speculative_tokens), the draft model or head packaged
 as <v>/draft/ and named where the server sees it, its weights and its attention layers' KV counted in the memory
-plan. Per vLLM version (tests/contracts/facts/vllm_draft.json, read from the wheels; kept equal by a test): whether
-the V1 engine runs method draft_model at all, and which methods load a drafter whose attention layers get KV."""
+plan. Per vLLM version an image ships (vllm_versions.json `speculative`, derived from the wheels' SpeculativeConfig:
+tests/contracts/facts/vllm_speculative.json): the methods it takes and whether its engine runs method draft_model;
+which methods load a drafter whose attention layers get KV (tests/contracts/facts/vllm_draft.json)."""
 
 from __future__ import annotations
 
@@ -15,16 +16,15 @@ from tritonbuild.errors import PlanError
 from tritonbuild.recipe.models import Strict
 
 DRAFT_DIR = "draft"
-# vLLM versions whose V1 engine runs method draft_model (0.11.1's EngineArgs raises NotImplementedError for it);
-# an image whose vLLM is not recorded is taken not to (what every recorded version does)
-DRAFT_MODEL_RUNS = frozenset({"0.22.0", "0.22.1", "0.24.0", "0.27.1"})
-DRAFT_MODEL_REFUSED = frozenset({"0.11.1"})
 # the methods whose drafter is a model with attention layers: they join the target's in the KV cache spec
 WITH_DRAFT_KV = frozenset({"draft_model", "eagle", "eagle3"})
 
 
+METHODS = ("draft_model", "eagle", "eagle3", "medusa")
+
+
 class VLLMSpeculative(Strict):
-    method: Literal["draft_model", "eagle", "eagle3", "medusa"] = Field(
+    method: Literal[METHODS] = Field(
         description="SpeculativeConfig.method: a draft model, an EAGLE / EAGLE-3 head or Medusa heads.")
     num_speculative_tokens: int = Field(ge=1, le=64, description="Tokens proposed per step.")
     model: str = Field(description="The draft model's (or heads') checkpoint directory, relative to the recipe; "
@@ -60,19 +60,30 @@ def draft_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, str]]
 
 
 def speculative_problem(speculative, triton_image: str) -> tuple[str, str] | None:
-    """(message, hint) when the image's vLLM cannot run the recipe's speculative method, else None."""
-    from tritonbuild.backends._vllm_quantization import image_vllm
+    """(message, hint) when the image's vLLM takes no such speculative method, or refuses (or is not recorded to
+    run) method draft_model; else None. An image whose vLLM has no speculative_config (or is not recorded) is
+    engine_args_problems' (the key itself)."""
+    from tritonbuild.backends._vllm_quantization import SPECULATIVE, image_vllm, images_where
 
-    if speculative is None or speculative.method != "draft_model":
-        return None
     version = image_vllm(triton_image)
-    if version in DRAFT_MODEL_RUNS:
+    if speculative is None or version not in SPECULATIVE:
         return None
-    what = (f"{triton_image} ships vLLM {version}, whose V1 engine refuses method draft_model (EngineArgs: "
-            "'Draft model speculative decoding is not supported yet')" if version in DRAFT_MODEL_REFUSED else
-            f"whether the vLLM of {triton_image} ({version or 'not in the image table'}) runs method draft_model "
-            "is not recorded (vLLM 0.11.1 refuses it)")
-    return what, (f"use eagle, eagle3 or medusa, or an image shipping vLLM {', '.join(sorted(DRAFT_MODEL_RUNS))}")
+    method, spec = speculative.method, SPECULATIVE[version]
+    ours = [name for name in spec["methods"] if name in METHODS]
+    if method not in spec["methods"]:
+        return (f"{triton_image} ships vLLM {version}, whose SpeculativeConfig takes no method {method!r} (it "
+                f"takes {', '.join(ours)} of tritonbuild's)",
+                f"use an image whose vLLM takes it, newest first: "
+                f"{images_where(lambda v: v in SPECULATIVE and method in SPECULATIVE[v]['methods'])}")
+    if method != "draft_model" or spec["draft_model_runs"]:
+        return None
+    what = ("whose engine refuses method draft_model (EngineArgs raises NotImplementedError)"
+            if spec["draft_model_runs"] is False else "and whether its engine runs method draft_model is not "
+            "recorded (no NotImplementedError for it, no V1 draft-model proposer: the V0 fallback is not checked)")
+    runs = images_where(lambda v: v in SPECULATIVE and SPECULATIVE[v]["draft_model_runs"] is True)
+    others = [name for name in ours if name != "draft_model"]
+    return (f"{triton_image} ships vLLM {version}, {what}",
+            f"use {' or '.join(others) or 'another method'}, or an image whose vLLM runs it, newest first: {runs}")
 
 
 def draft_kv_config(loaded, recipe_dir) -> dict | None:

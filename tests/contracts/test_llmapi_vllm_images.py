@@ -115,13 +115,82 @@ def test_speculative_config_is_refused_where_the_images_vllm_lacks_it(tag, refus
         assert "speculative_config" in problems[0][1] and "AsyncEngineArgs" in problems[0][1]
 
 
+SPECULATIVE = load("vllm_speculative")
+
+
+def _tags_named(hint: str) -> list[str]:
+    return re.findall(r"(\d\d\.\d\d) \(vLLM ", hint)
+
+
+def _tags_where(has) -> list[str]:
+    """The image tags whose vLLM's recorded speculative facts satisfy has(entry), newest first."""
+    from tritonbuild.backends.tensorrtllm.images import VLLM_IMAGES
+
+    versions = SPECULATIVE["versions"]
+    return sorted((t for t, v in VLLM_IMAGES.items() if v in versions and versions[v]["speculative_config"]
+                   and has(versions[v])), reverse=True)
+
+
+@pytest.mark.parametrize("method", ["draft_model", "eagle", "eagle3", "medusa"])
+@pytest.mark.parametrize("tag", sorted(load("triton_images")["vllm_images"]))
+def test_each_images_vllm_decides_the_speculative_method_from_its_own_wheel(tag, method):
+    """Every image's vLLM has its SpeculativeConfig recorded (or no speculative_config, or no wheel: said why);
+    the method is taken where its wheel's SpeculativeConfig lists it and, for draft_model, its engine runs it
+    (vllm_speculative.json draft_model.runs); a refused one is a recipe error naming the images that take it,
+    newest first."""
+    from tritonbuild.backends.tensorrtllm.images import VLLM_IMAGES
+
+    version = VLLM_IMAGES[tag]
+    fact = SPECULATIVE["versions"].get(version)
+    assert fact is not None or tag in SPECULATIVE["unrecorded"][version]["images"], version
+    r = VLLMRecipe(name="v", version=1, backend="vllm", checkpoint={"path": "c"},
+                   image={"triton_image": f"nvcr.io/nvidia/tritonserver:{tag}-vllm-python-py3"},
+                   speculative={"method": method, "num_speculative_tokens": 2, "model": "d"})
+    problems = vllm.BACKEND.check_recipe(r)
+    if fact is None or not fact["speculative_config"]:  # the key itself is refused (AsyncEngineArgs)
+        assert [p[0] for p in problems] == [("speculative",)], problems
+        return
+
+    def takes(f: dict) -> bool:
+        return method in f["methods"] and (method != "draft_model" or f["draft_model"]["runs"] is True)
+
+    assert set(fact["fields"]) >= {"method", "model", "num_speculative_tokens"}
+    if takes(fact):
+        assert problems == [], problems
+        return
+    ((at, message, hint),) = problems
+    assert at == ("speculative", "method") and f"vLLM {version}" in message and method in message
+    assert _tags_named(hint) == _tags_where(takes) != [] and "or newer" not in hint
+
+
+def test_a_key_a_later_vllm_dropped_is_hinted_with_the_images_that_take_it():
+    """The hint names the images whose recorded vLLM has the key, newest first: a key an older vLLM took and a
+    newer one dropped is no '<oldest> or newer'."""
+    from tritonbuild.backends._vllm_quantization import engine_args_problems
+    from tritonbuild.backends.tensorrtllm.images import VLLM_IMAGES
+
+    versions = VLLM["versions"]
+    newest = max(VLLM_IMAGES)
+    dropped = sorted(set(versions[VLLM_IMAGES[min(VLLM_IMAGES)]]["AsyncEngineArgs"])
+                     - set(versions[VLLM_IMAGES[newest]]["AsyncEngineArgs"]))
+    assert dropped  # the oldest image's vLLM takes keys the newest's no longer does
+    (at, message, hint), = engine_args_problems({dropped[0]}, IMAGE.format(newest), {dropped[0]})
+    assert at == ("engine_args", dropped[0]) and f"vLLM {VLLM_IMAGES[newest]}" in message
+    has = sorted((t for t, v in VLLM_IMAGES.items() if v in versions and dropped[0] in versions[v]["AsyncEngineArgs"]),
+                 reverse=True)
+    assert _tags_named(hint) == has and newest not in has and "or newer" not in hint
+
+
+IMAGE = "nvcr.io/nvidia/tritonserver:{}-vllm-python-py3"
+
+
 def test_builder_tables_are_the_ones_derived_from_the_recorded_wheels():
-    """builder/backends/vllm_versions.json is vllm_wheels.builder_table of the two fact files, not edited by hand."""
+    """builder/backends/vllm_versions.json is vllm_wheels.builder_table of the three fact files, not edited by hand."""
     import json
 
     from tests.contracts.vllm_wheels import BUILDER_TABLE, builder_table
 
-    assert json.loads(BUILDER_TABLE.read_text()) == builder_table(VLLM, load("vllm_quantization"))
+    assert json.loads(BUILDER_TABLE.read_text()) == builder_table(VLLM, load("vllm_quantization"), SPECULATIVE)
 
 
 def test_every_vllm_image_has_its_own_vllm_recorded_or_says_why_not():

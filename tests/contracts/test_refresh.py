@@ -321,3 +321,48 @@ def test_a_wheel_is_derived_whole_in_either_source_layout(tmp_path):
     with zipfile.ZipFile(wheel, "a") as z:  # the newer file wins where both are there
         z.writestr(q + "auto_gptq.py", marlin.replace("awq_marlin", "auto_gptq").replace("AWQMarlin", "AutoGPTQ"))
     assert derive(wheel, [])[1]["accepted"]["gptq"] == ["auto_gptq", "gptq", "marlin"]
+
+
+def test_a_wheels_speculative_config_is_derived_in_each_layout(tmp_path):
+    """vllm-wheel: speculative_config absent from AsyncEngineArgs; SpeculativeConfig.method as a Literal through
+    aliases (vllm/config/speculative.py) or a plain str set in the class (vllm/config.py); draft_model refused by
+    EngineArgs' NotImplementedError, run by the V1 DraftModelProposer, or neither (not known)."""
+    import zipfile
+
+    from tests.contracts import drift
+    from tests.contracts.vllm_spec_wheel import derive
+
+    args = "class EngineArgs:\n    model: str = 'm'\n\n\nclass AsyncEngineArgs(EngineArgs):\n    x: bool = False\n"
+    spec_args = args.replace("    model: str = 'm'\n", "    model: str = 'm'\n    speculative_config: dict = None\n")
+    refuse = spec_args + ("    def f(self):\n        if method == 'draft_model':\n"
+                          "            raise NotImplementedError(\n"
+                          '                "Draft model speculative decoding is not supported yet. ")\n')
+    literal = ('A = Literal["m1", "m2"]\nEagle = Literal["eagle", "eagle3", A]\nSpeculativeMethod = Literal['
+               '"ngram", "draft_model", Eagle]\n\n\nclass SpeculativeConfig:\n    num_speculative_tokens: int = 1\n'
+               '    model: str | None = None\n    method: SpeculativeMethod | None = None\n')
+    plain = ('class SpeculativeConfig:\n    num_speculative_tokens: int = 1\n    model: Optional[str] = None\n'
+             '    method: Optional[str] = None\n\n    def __post_init__(self):\n        self.method = "medusa"\n'
+             '        if x:\n            self.method = "draft_model"\n')
+
+    def wheel(name: str, files: dict):
+        w = tmp_path / f"vllm-{name}-cp38-abi3-manylinux1_x86_64.whl"
+        with zipfile.ZipFile(w, "w") as z:
+            for path, text in files.items():
+                z.writestr(path, text)
+        return w
+
+    old = derive(wheel("0.5.5", {"vllm/engine/arg_utils.py": args}), ["24.12"])
+    assert old["speculative_config"] is False and old["source"]["lines"] == "5 (AsyncEngineArgs)"
+    assert old["source"]["wheel_sha256"] == drift.sha256_file(tmp_path / "vllm-0.5.5-cp38-abi3-manylinux1_x86_64.whl")
+    new = derive(wheel("9.9.9", {"vllm/engine/arg_utils.py": refuse, "vllm/config/speculative.py": literal}), [])
+    assert new["methods"] == ["draft_model", "eagle", "eagle3", "m1", "m2", "ngram"]
+    assert new["fields"] == ["method", "model", "num_speculative_tokens"] and new["methods_from"] == "Literal"
+    assert new["source"]["lines"] == "6 (SpeculativeConfig), 3 (SpeculativeMethod), 2 (Eagle), 1 (A), 9 (method), " \
+                                     "8 (model), 7 (num_speculative_tokens)"
+    assert new["draft_model"]["runs"] is False and new["draft_model"]["source"]["lines"] == "10"
+    runs = derive(wheel("9.9.10", {"vllm/engine/arg_utils.py": spec_args, "vllm/config/speculative.py": literal,
+                                   "vllm/v1/spec_decode/draft_model.py": "\n\nclass DraftModelProposer(B):\n"}), [])
+    assert runs["draft_model"]["runs"] is True and runs["draft_model"]["source"]["lines"] == "3"
+    v0 = derive(wheel("0.8.4", {"vllm/engine/arg_utils.py": spec_args, "vllm/config.py": plain}), [])
+    assert v0["methods"] == ["draft_model", "medusa"] and v0["methods_from"].startswith("method: Optional[str]")
+    assert v0["draft_model"]["runs"] is None and v0["source"]["path"] == "vllm/config.py"

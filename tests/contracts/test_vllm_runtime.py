@@ -189,7 +189,7 @@ def test_a_lora_adapter_that_is_not_peft_is_a_plan_error(cli, tmp_path):
 @pytest.mark.parametrize("method", ["draft_model", "eagle3"])
 def test_speculative_decoding_is_model_jsons_speculative_config(cli, tmp_path, method):
     """speculative: model.json's speculative_config (an AsyncEngineArgs field) holds SpeculativeConfig's fields
-    with a method each vLLM whose SpeculativeConfig is recorded accepts (facts/vllm_speculative.json), and model
+    with a method the image's vLLM accepts (facts/vllm_speculative.json, read from its wheel), and model
     names the packaged draft where the server sees it; the draft's weights join the model's in the memory plan."""
     facts = load("vllm_speculative")["versions"]
     path = _bench(tmp_path, "tiny-llama-fp16.yaml")
@@ -215,25 +215,29 @@ def test_speculative_decoding_is_model_jsons_speculative_config(cli, tmp_path, m
     assert r.exit_code == 0, r.output
     (model,) = [d for d in mount.iterdir() if d.is_dir()]
     spec = json.loads((model / "1" / "model.json").read_text())["speculative_config"]
-    for version, v in facts.items():  # the versions whose SpeculativeConfig is recorded (vllm_speculative.json)
-        assert "speculative_config" in vllm_versions()[version]["AsyncEngineArgs"], version
-        assert set(spec) <= set(v["fields"]) and spec["method"] in v["methods"], version
+    for version, v in facts.items():  # every recorded vLLM: speculative_config as its AsyncEngineArgs has it
+        assert ("speculative_config" in vllm_versions()[version]["AsyncEngineArgs"]) is v["speculative_config"]
+        assert not v["speculative_config"] or set(spec) <= set(v["fields"]), version
+    v = facts["0.24.0"]  # the 26.07 image's (triton_images.json)
+    assert spec["method"] in v["methods"] and v["draft_model"]["runs"] is True
     assert spec["num_speculative_tokens"] == 3 and spec["model"] == f"{mount}/{model.name}/1/draft"
     assert (model / "1" / "draft" / "config.json").read_bytes() == (ckpt / "config.json").read_bytes()
 
 
-def test_draft_facts_are_the_ones_speculative_decoding_follows():
-    from tritonbuild.backends._vllm_speculative import DRAFT_MODEL_REFUSED, DRAFT_MODEL_RUNS
+def test_draft_facts_agree_with_the_speculative_facts_of_each_wheel():
+    """vllm_draft.json (the drafter's KV layers, read by hand) and vllm_speculative.json (derived from the same
+    wheels) say the same of each version's draft_model, from the same wheel."""
+    spec = load("vllm_speculative")["versions"]
+    for version, f in load("vllm_draft")["versions"].items():
+        assert spec[version]["draft_model"]["runs"] is f["draft_model_runs"], version
+        assert spec[version]["source"]["wheel_sha256"] == f["source"]["wheel_sha256"], version
 
-    versions = load("vllm_draft")["versions"]
-    assert {v for v, f in versions.items() if f["draft_model_runs"]} == DRAFT_MODEL_RUNS
-    assert {v for v, f in versions.items() if not f["draft_model_runs"]} == DRAFT_MODEL_REFUSED
 
-
-@pytest.mark.parametrize(("tag", "code"), [("25.12", 3), ("26.01", 3), ("26.07", 0)])
+@pytest.mark.parametrize(("tag", "code"), [("25.12", 3), ("26.01", 3), ("26.02", 0), ("26.03", 0), ("26.07", 0)])
 def test_a_draft_model_on_an_image_whose_vllm_refuses_it_is_a_recipe_error(cli, tmp_path, tag, code):
-    """vLLM 0.11.1 (the 25.12 image, the default) raises NotImplementedError for method draft_model at engine
-    start; a vLLM not recorded (26.01 ships 0.13.0) is not assumed to run it; 26.07's 0.24.0 does."""
+    """vLLM 0.11.1 (the 25.12 image, the default) and 0.13.0 (26.01) raise NotImplementedError for method
+    draft_model at engine start; 0.15.1 (26.02), 0.17.1 (26.03) and 0.24.0 (26.07) run it (vllm_speculative.json,
+    from each wheel). The refusal names the images that run it, newest first."""
     import shutil
 
     import yaml
@@ -248,6 +252,8 @@ def test_a_draft_model_on_an_image_whose_vllm_refuses_it_is_a_recipe_error(cli, 
     assert r.exit_code == code, r.output
     if code:
         assert "speculative.method" in r.stderr and "draft_model" in r.stderr and "eagle" in r.stderr
+        assert "26.08 (vLLM 0.27.1), 26.07 (vLLM 0.24.0)" in r.stderr and "26.02 (vLLM 0.15.1)" in r.stderr
+        assert "Traceback" not in r.output and "or newer" not in r.output
 
 
 def test_medusa_heads_add_weights_and_no_kv(cli, tmp_path):

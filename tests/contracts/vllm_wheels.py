@@ -4,10 +4,11 @@ For each wheel (`pip download vllm==X --no-deps --only-binary :all:`): its versi
 commit; AsyncEngineArgs (vllm/engine/arg_utils.py); the quantization methods (QuantizationMethods, or the older
 QUANTIZATION_METHODS list / dict); the tensor-parallel heads message (vllm/config/model.py, or vllm/config.py
 before vLLM split it); what the AWQ / GPTQ override_quantization_method accepts (auto_awq.py / auto_gptq.py, or
-awq_marlin.py / gptq_marlin.py before the rename). Prints the entries of facts/vllm_engine_args.json `versions`
-and facts/vllm_quantization.json `marlin_override.by_version`; --write puts them there (a version the wheel cannot
-give a fact for goes to `unrecorded` with the reason) and writes builder/backends/vllm_versions.json, the tables
-the builder reads. Standard library only."""
+awq_marlin.py / gptq_marlin.py before the rename); SpeculativeConfig (vllm_spec_wheel.py). Prints the entries of
+facts/vllm_engine_args.json `versions`, facts/vllm_quantization.json `marlin_override.by_version` and
+facts/vllm_speculative.json `versions`; --write puts them there (a version the wheel cannot give a fact for goes
+to `unrecorded` with the reason) and writes builder/backends/vllm_versions.json, the tables the builder reads.
+Standard library only."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from tests.contracts import refresh
+from tests.contracts import refresh, vllm_spec_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 FACTS = Path(__file__).parent / "facts"
@@ -126,11 +127,15 @@ def _vkey(version: str) -> tuple:
     return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.]|(?<=\d)(?=[a-z])", version))
 
 
-def write(derived: dict[str, tuple[dict, dict]], failed: dict[str, str]) -> None:
-    """Put the derived entries into the two fact files (keeping each version's hand-written note) and write the
+def write(derived: dict[str, tuple[dict, dict]], failed: dict[str, str], speculative: dict[str, dict]) -> None:
+    """Put the derived entries into the three fact files (keeping each version's hand-written note) and write the
     builder's table from them."""
-    ea_path, q_path = FACTS / "vllm_engine_args.json", FACTS / "vllm_quantization.json"
-    ea, q = json.loads(ea_path.read_text()), json.loads(q_path.read_text())
+    ea_path, q_path, s_path = (FACTS / f"vllm_{n}.json" for n in ("engine_args", "quantization", "speculative"))
+    ea, q, s = (json.loads(p.read_text()) for p in (ea_path, q_path, s_path))
+    s["versions"] = dict(sorted({**s["versions"], **speculative}.items(), key=lambda kv: _vkey(kv[0])))
+    s["unrecorded"] = {**s.get("unrecorded", {}), **failed}
+    for version in speculative:
+        s["unrecorded"].pop(version, None)
     for version, (entry, marlin) in derived.items():
         note = ea["versions"].get(version, {}).get("note")
         ea["versions"][version] = {**entry, **({"note": note} if note else {})}
@@ -143,19 +148,27 @@ def write(derived: dict[str, tuple[dict, dict]], failed: dict[str, str]) -> None
                                         for m in ("awq", "gptq")}
     if failed:
         ea["unrecorded"] = {**ea.get("unrecorded", {}), **failed}
-    for path, doc in ((ea_path, ea), (q_path, q)):
+    for path, doc in ((ea_path, ea), (q_path, q), (s_path, s)):
         path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
-    BUILDER_TABLE.write_text(json.dumps(builder_table(ea, q), indent=1) + "\n")
+    BUILDER_TABLE.write_text(json.dumps(builder_table(ea, q, s), indent=1) + "\n")
 
 
-def builder_table(ea: dict, q: dict) -> dict:
-    """What the builder needs per recorded vLLM: the model.json keys it takes, its quantization methods, and the
-    quantization values it loads an AWQ / GPTQ checkpoint with."""
-    by = q["marlin_override"]["by_version"]
-    return {"_about": "Derived from tests/contracts/facts/vllm_engine_args.json and vllm_quantization.json by "
-                      "`python -m tests.contracts.refresh vllm-wheel WHEEL... --write`; do not edit by hand.",
+def builder_table(ea: dict, q: dict, s: dict) -> dict:
+    """What the builder needs per recorded vLLM: the model.json keys it takes, its quantization methods, the
+    quantization values it loads an AWQ / GPTQ checkpoint with, and its speculative methods (None without
+    speculative_config) with whether it runs draft_model (None: not known)."""
+    by, spec = q["marlin_override"]["by_version"], s["versions"]
+
+    def speculative(v: str) -> dict | None:
+        return {"methods": spec[v]["methods"], "fields": spec[v]["fields"],
+                "draft_model_runs": spec[v]["draft_model"]["runs"]} if spec[v]["speculative_config"] else None
+
+    return {"_about": "Derived from tests/contracts/facts/vllm_engine_args.json, vllm_quantization.json and "
+                      "vllm_speculative.json by `python -m tests.contracts.refresh vllm-wheel WHEEL... --write`; "
+                      "do not edit by hand.",
             "versions": {v: {"engine_args": e["AsyncEngineArgs"], "quantization": sorted(e["quantization_methods"][
-                "values"]), "checkpoint": by[v]["accepted"]} for v, e in ea["versions"].items()}}
+                "values"]), "checkpoint": by[v]["accepted"], "speculative": speculative(v)}
+                for v, e in ea["versions"].items()}}
 
 
 def main(args: list[str]) -> int:
@@ -166,7 +179,7 @@ def main(args: list[str]) -> int:
     def tags(version: str) -> list[str]:
         return sorted((t for t, row in images.items() if row["vllm"] == version), reverse=True)
 
-    derived, failed, it = {}, {}, iter(args)
+    derived, speculative, failed, it = {}, {}, {}, iter(args)
     for a in it:
         if a == "--no-wheel":
             version, _, why = next(it).partition("=")
@@ -178,11 +191,12 @@ def main(args: list[str]) -> int:
         version = wheel.name.split("-")[1]
         try:
             derived[version] = derive(wheel, tags(version))
+            speculative[version] = vllm_spec_wheel.derive(wheel, tags(version))
         except (ValueError, StopIteration, KeyError, SyntaxError) as e:
             failed[version] = {"wheel": wheel.name, "images": tags(version), "why": f"{type(e).__name__}: {e}"}
-    json.dump({"derived": {v: {"engine_args": e, "quantization": q} for v, (e, q) in derived.items()},
-               "failed": failed}, sys.stdout, indent=1)
+    json.dump({"derived": {v: {"engine_args": e, "quantization": q, "speculative": speculative[v]}
+                           for v, (e, q) in derived.items()}, "failed": failed}, sys.stdout, indent=1)
     sys.stdout.write("\n")
     if "--write" in args:
-        write(derived, failed)
+        write(derived, failed, speculative)
     return 0

@@ -152,4 +152,7 @@ def test_a_model_json_key_the_images_vllm_lacks_is_a_recipe_error_at_its_key(cli
     (tmp_path / "v.yaml").write_text(text)
     r = cli("plan", tmp_path / "v.yaml")
     assert r.exit_code == 3 and "v.yaml:" in r.stderr and "speculative" in r.stderr, r.stderr
-    assert "speculative_config, which vLLM 0.5.5 does not take" in r.stderr and "0.8.4 or newer" in r.stderr
+    assert "speculative_config, which vLLM 0.5.5 does not take" in r.stderr and "or newer" not in r.stderr
+    # the images whose vLLM's AsyncEngineArgs has it, newest first: 26.08's 0.27.1 … 25.05's 0.8.4
+    assert "26.08 (vLLM 0.27.1), 26.07 (vLLM 0.24.0)" in r.stderr and "leave the setting out" in r.stderr
+    assert "25.05 (vLLM 0.8.4)" in r.stderr and "25.04" not in r.stderr
