@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from tests.contracts import refresh, vllm_wheels
+from tests.contracts import refresh, vllm_spec_wheel, vllm_wheels
 from tests.contracts.drift import Check, read_wheel, sha256_file
 from tests.contracts.facts import load, vllm_versions
 
@@ -183,7 +183,7 @@ def wheel_checks(wheels: list[Path]) -> list[dict]:
         derived, recorded = _wheel_facts(wheel, v), _recorded_wheel_facts(v)
         out.append({**row, "status": "same"} if derived == recorded else
                    {**row, "status": "drift", "detail": _diff(recorded, derived)})
-    out += marlin_checks(given)
+    out += marlin_checks(given) + speculative_checks(given)
     for version in sorted(set(given) - set(vllm_versions())):
         out.append({"fact": "vllm_engine_args.versions", "repository": "vllm-project/vllm", "ref": version,
                     "status": "unread", "detail": f"vLLM {version} is not recorded (no image in the table needs it?)"})
@@ -210,6 +210,26 @@ def marlin_checks(given: dict) -> list[dict]:
         derived = {m: vllm_wheels.override(read_wheel(wheel, src["path"]), m) for m, src in pairs}
         out.append({**row, "status": "same"} if derived == recorded else
                    {**row, "status": "drift", "detail": _diff(recorded, derived)})
+    return out
+
+
+def speculative_checks(given: dict) -> list[dict]:
+    """vllm_speculative.json against each given wheel: the sha256, then the whole entry re-derived (whether
+    AsyncEngineArgs has speculative_config, SpeculativeConfig's fields and methods, draft_model, and their lines)."""
+    from tests.contracts.drift import _diff
+
+    out = []
+    for version, v in load("vllm_speculative")["versions"].items():
+        row = {"fact": f"vllm_speculative.versions.{version}", "repository": "vllm-project/vllm", "ref": version}
+        wheel = given.get(version)
+        if wheel is None or sha256_file(wheel) != v["source"]["wheel_sha256"]:
+            out.append({**row, "status": "unread" if wheel is None else "drift",
+                        "detail": f"give --wheel {v['source']['wheel']}" if wheel is None else
+                        f"{wheel.name} is not the recorded wheel"})
+            continue
+        derived = vllm_spec_wheel.derive(wheel, v["images"])
+        out.append({**row, "status": "same"} if derived == v else
+                   {**row, "status": "drift", "detail": _diff(v, derived)})
     return out
 
 

@@ -85,7 +85,8 @@ def _commit(repo, path: str, text: str | None, tag: str | None = None, branch: s
 
 def _rows(report: list[dict]) -> list[dict]:
     """The rows of the checks under test (check() also lists the recorded vLLM versions, unread without wheels)."""
-    return [r for r in report if not r["fact"].startswith(("vllm_engine_args", "vllm_quantization"))]
+    return [r for r in report if not r["fact"].startswith(("vllm_engine_args", "vllm_quantization",
+                                                           "vllm_speculative"))]
 
 
 GENAI = "genai-perf/genai_perf/inputs/converters/tensorrtllm_converter.py"
@@ -366,3 +367,32 @@ def test_a_wheels_speculative_config_is_derived_in_each_layout(tmp_path):
     v0 = derive(wheel("0.8.4", {"vllm/engine/arg_utils.py": spec_args, "vllm/config.py": plain}), [])
     assert v0["methods"] == ["draft_model", "medusa"] and v0["methods_from"].startswith("method: Optional[str]")
     assert v0["draft_model"]["runs"] is None and v0["source"]["path"] == "vllm/config.py"
+
+
+def test_check_re_derives_the_speculative_facts_from_each_wheel(tmp_path, monkeypatch):
+    """--wheel: a vLLM's speculative entry re-derived whole from the recorded wheel (fields, methods, draft_model
+    and lines); another wheel, or a changed method, is drift; a version not given is unread."""
+    import zipfile
+
+    from tests.contracts import checks
+    from tests.contracts.vllm_spec_wheel import derive
+
+    args = ("class EngineArgs:\n    speculative_config: dict = None\n\n\nclass AsyncEngineArgs(EngineArgs):\n"
+            "    x: bool = False\n")
+    config = ('SpeculativeMethod = Literal["ngram", "eagle"]\n\n\nclass SpeculativeConfig:\n'
+              "    num_speculative_tokens: int = 1\n    model: str | None = None\n"
+              "    method: SpeculativeMethod | None = None\n")
+    wheel = tmp_path / "vllm-9.9.9-cp38-abi3-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("vllm/engine/arg_utils.py", args)
+        z.writestr("vllm/config/speculative.py", config)
+    recorded = derive(wheel, ["99.01"])
+    assert recorded["methods"] == ["eagle", "ngram"] and recorded["draft_model"]["runs"] is None
+    facts = {"versions": {"9.9.9": recorded, "1.0.0": recorded}}
+    monkeypatch.setattr(checks, "load", lambda name: facts)
+    by = {r["ref"]: r for r in checks.speculative_checks({"9.9.9": wheel})}
+    assert by["9.9.9"]["status"] == "same" and by["1.0.0"]["status"] == "unread"
+    recorded["methods"] = ["eagle", "eagle3", "ngram"]
+    assert "eagle3" in checks.speculative_checks({"9.9.9": wheel})[0]["detail"]
+    recorded["source"]["wheel_sha256"] = "0" * 64
+    assert "not the recorded wheel" in checks.speculative_checks({"9.9.9": wheel})[0]["detail"]
