@@ -647,17 +647,39 @@ def test_a_lookahead_recipe_keys_the_engine_and_is_checked_against_the_built_eng
     cfg["build_config"].update(speculative_decoding_mode=modes["lookahead_decoding"], max_draft_len=draft_len)
     (built / "config.json").write_text(json.dumps(cfg))
     ok = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OK", "--engine", f"tiny-llama={built}")
+    assert ok.exit_code != 0 and "(which trtllm-build records as" in ok.stderr  # upstream adds the draft length
+    cfg["build_config"]["max_seq_len"] = eval(facts["draft_limits"]["max_seq_len"]["formula_python"], {}, {
+        "max_seq_len": cfg["build_config"]["max_seq_len"], "max_draft_len": draft_len})
+    (built / "config.json").write_text(json.dumps(cfg))
+    ok = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OK", "--engine", f"tiny-llama={built}")
     assert ok.exit_code == 0, ok.stderr
     mc = parse((tmp_path / "OK" / "tiny-llama_tensorrt_llm" / "config.pbtxt").read_bytes())
     assert mc.parameters["decoding_mode"].string_value == "lookahead"
     assert mc.parameters["lookahead_window_size"].string_value == "4"
 
 
-def _medusa(llm_dir, heads=b"\0" * 4096):
+def _safetensors(path, names, fill=0):
+    """A safetensors file (8-byte little-endian header length, JSON header, data) of one F16 value per name."""
+    header = {n: {"dtype": "F16", "shape": [1], "data_offsets": [2 * i, 2 * i + 2]} for i, n in enumerate(names)}
+    raw = json.dumps(header).encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + bytes([fill]) * (2 * len(names)))
+    return path.stat().st_size
+
+
+def _heads(d, heads=3, layers=1, fill=0):
+    """The tensors the Medusa converter's load_medusa_hf reads, named by the recorded patterns."""
+    patterns = load("trtllm_speculative")["medusa"]["heads_dir"]["weights"]["tensors_python"]
+    name = lambda p, h, layer: eval(p, {}, {"h": h, "l": layer, "num_medusa_layers": layers})  # noqa: E731
+    names = [name(p, h, layer) for h in range(heads) for layer in range(layers) for p in patterns if "{l}" in p]
+    names += [name(p, h, None) for h in range(heads) for p in patterns if "{l}" not in p]
+    return _safetensors(d / "medusa_lm_head.safetensors", names, fill)
+
+
+def _medusa(llm_dir, config='{"medusa_num_heads": 3, "medusa_num_layers": 1}'):
     d = llm_dir / "medusa-heads"
     d.mkdir(exist_ok=True)
-    (d / "config.json").write_text('{"medusa_num_heads": 3, "medusa_num_layers": 1}')
-    (d / "model.safetensors").write_bytes(heads)
+    (d / "config.json").write_text(config)
+    _heads(d)
     _edit(llm_dir / "llm.yaml", "quantization: int4_weight_only", "quantization: int4_weight_only\ndtype: float16")
     with (llm_dir / "llm.yaml").open("a") as f:
         f.write("speculative: {mode: medusa, heads_checkpoint: medusa-heads, num_medusa_heads: 3, max_draft_len: 4,"
@@ -680,14 +702,52 @@ def test_medusa_heads_key_the_engine_step_by_content_and_count_in_the_memory_pla
     step = next(s for s in first["steps"] if s["kind"] == "trtllm.engine")
     assert {k: v for k, v in step["params"]["speculative"].items() if k != "heads"} == \
         {"mode": "medusa", "max_draft_len": 4, "num_medusa_heads": 3, "num_medusa_layers": 1}
-    assert sorted(step["params"]["speculative"]["heads"]) == ["config.json", "model.safetensors"]
-    assert first["extras"]["memory_plan"]["weight_bytes"] == plain["extras"]["memory_plan"]["weight_bytes"] + 4096
-    (llm_dir / "medusa-heads" / "model.safetensors").write_bytes(b"\1" * 4096)
+    assert sorted(step["params"]["speculative"]["heads"]) == ["config.json", "medusa_lm_head.safetensors"]
+    size = (llm_dir / "medusa-heads" / "medusa_lm_head.safetensors").stat().st_size
+    assert first["extras"]["memory_plan"]["weight_bytes"] == plain["extras"]["memory_plan"]["weight_bytes"] + size
+    _heads(llm_dir / "medusa-heads", fill=1)
     again = next(s for s in _plan(cli, llm_dir)["steps"] if s["kind"] == "trtllm.engine")
     assert again["cache_key"] != step["cache_key"]
     r = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT", "--engine", f"tiny-llama={ENGINE}")
     assert r.exit_code != 0 and "speculative_decoding_mode none, the recipe asks for medusa" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "OUT").exists()
+
+
+@pytest.mark.parametrize("change, code, words", [
+    (lambda d: (d / "config.json").unlink(), 4, "has no config.json: examples/medusa/convert_checkpoint.py opens"),
+    (lambda d: (d / "medusa_lm_head.safetensors").unlink(), 4,
+     "has neither medusa_lm_head.pt nor medusa_lm_head.safetensors"),
+    (lambda d: (d / "medusa_lm_head.safetensors").write_bytes(b"\0" * 64), 4, "has no safetensors header"),
+    (lambda d: _heads(d, heads=2), 3, "holds the tensors of 2 heads (no 2.0.linear.weight"),
+    (lambda d: _heads(d, layers=2), 4, "lacks 0.1.weight"),
+    (lambda d: (d / "config.json").write_text('{"medusa_num_heads": 3, "medusa_num_layers": 2}'), 3,
+     "speculative.num_medusa_layers 1, but"),
+    (lambda d: (d / "config.json").write_text('{"medusa_num_heads": 2, "medusa_num_layers": 1}'), 3,
+     "speculative.num_medusa_heads 3, but"),
+])
+def test_a_medusa_heads_directory_the_converter_cannot_read_fails_the_plan_naming_the_key(
+        cli, llm_dir, tmp_path, change, code, words):
+    """What examples/medusa/convert_checkpoint.py reads from --medusa_model_dir (facts/trtllm_speculative.json
+    medusa.heads_dir): config.json, medusa_lm_head.pt or .safetensors holding each head's tensors; a heads
+    directory that lacks them is a plan error, counts that contradict the recipe a recipe error, before any
+    conversion or engine build."""
+    _medusa(llm_dir)
+    change(llm_dir / "medusa-heads")
+    for args in (("plan", llm_dir / "llm.yaml"), ("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT")):
+        r = cli(*args)
+        assert r.exit_code == code and words in r.stderr and "llm.yaml:" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr and not (tmp_path / "OUT").exists()
+
+
+def test_medusa_heads_saved_as_a_pt_file_are_taken_as_the_converter_takes_them(cli, llm_dir):
+    """medusa_lm_head.pt first, the .safetensors only without it: a .pt is read (and counted in the memory plan)
+    though its tensor names, inside a pickle, are not checked."""
+    plain = _plan(cli, llm_dir)
+    _medusa(llm_dir)
+    (llm_dir / "medusa-heads" / "medusa_lm_head.safetensors").unlink()
+    (llm_dir / "medusa-heads" / "medusa_lm_head.pt").write_bytes(b"PK" + b"\0" * 1000)
+    first = _plan(cli, llm_dir)
+    assert first["extras"]["memory_plan"]["weight_bytes"] == plain["extras"]["memory_plan"]["weight_bytes"] + 1002
 
 
 def test_medusa_on_a_family_its_converter_does_not_take_is_a_recipe_error(cli, llm_dir, tmp_path):

@@ -304,3 +304,38 @@ def test_a_medusa_checkpoint_is_converted_by_the_medusa_converter_with_arguments
     assert (built["--speculative_decoding_mode"], built["--max_draft_len"]) == ("medusa", "5")
     assert spec.medusa_convert_flags(None, None) == [] and "--medusa_model_dir" not in \
         cmd.convert_argv(r.model_copy(update={"speculative": None}), "llama", "/ck", "/out")
+
+
+@pytest.mark.parametrize("batch, tokens, seq", [(1, 8192, 2048), (8, 64, 512), (64, 4096, 2048), (64, 8192, 2048),
+                                                (256, 8192, 4096), (4, 40, 10), (2, 16, 8)])
+@pytest.mark.parametrize("speculative", [
+    {"mode": "lookahead", "window_size": 4, "ngram_size": 3, "verification_set_size": 2},
+    {"mode": "lookahead", "window_size": 7, "ngram_size": 7, "verification_set_size": 7},
+    {"mode": "medusa", "heads_checkpoint": "h", "max_draft_len": 63, "medusa_choices": [[0], [1]]}])
+def test_a_speculative_engine_recipe_passes_load_only_if_trtllm_build_keeps_its_limits(batch, tokens, seq, speculative):
+    """trtllm-build's flags as build_argv spells them run upstream's padding-removed, context-FMHA branch of
+    check_max_num_tokens, then build()'s draft-token rules (facts/trtllm_speculative.json draft_limits): a recipe
+    whose max_num_tokens those rules would change is a recipe error at load; one that loads is built as written
+    (max_seq_len aside, which upstream increases by max_draft_len); no flag that build.py refuses with a draft
+    length (gather_context_logits) is passed."""
+    from tritonbuild.backends.tensorrtllm import speculative as spec
+
+    facts = SPECULATIVE["draft_limits"]
+    r = LLMRecipe(name="m", version=1, backend="tensorrtllm", checkpoint={"path": "c"}, dtype="float16",
+                  quantization="none", speculative=speculative,
+                  engine={"max_batch_size": batch, "max_num_tokens": tokens, "max_seq_len": seq,
+                          "max_input_len": min(seq, 1024)})
+    params = spec.engine_params_of(r)
+    seen = _check_flags((cmd.build_argv(r, "/ck", "/eng", "/t.cache") + spec.build_argv(params))[1:],
+                        SCRIPTS["trtllm-build"], "speculative build")
+    assert seen["--remove_input_padding"] == seen["--context_fmha"] == "enable"
+    assert not set(facts["gather_context_logits"]["flags"]) & set(seen)
+    env = {"max_num_tokens": tokens, "max_seq_len": seq, "max_batch_size": batch, "min": min, "max": max,
+           "tokens_per_block": int(seen["--tokens_per_block"]), "max_draft_len": int(seen["--max_draft_len"])}
+    for rule in facts["check_max_num_tokens"]["with_padding_removed_and_context_fmha"]:
+        env["max_num_tokens"] = eval(rule["formula_python"], {}, env)
+    env["max_seq_len"] = eval(facts["max_seq_len"]["formula_python"], {}, env)
+    env["max_num_tokens"] = eval(facts["max_num_tokens"]["formula_python"], {}, env)
+    refused = [loc for loc, *_ in check_llm_rules(r) if loc[0] == "engine"]
+    assert bool(refused) == (env["max_num_tokens"] != tokens), (refused, env)
+    assert spec.built_limits(r) == {"max_seq_len": env["max_seq_len"], "max_num_tokens": env["max_num_tokens"]}

@@ -74,7 +74,9 @@ def _lookahead_engine(work, w: int, n: int, g: int):
     cfg = json.loads((engine / "config.json").read_text())
     mode = next(int(k) for k, v in facts["engine_config"]["values"].items() if v == "lookahead_decoding")
     draft_len = eval(facts["lookahead"]["max_draft_len"]["formula_python"], {}, {"w": w, "n": n, "g": g})
-    cfg["build_config"].update(speculative_decoding_mode=mode, max_draft_len=draft_len)
+    seq = eval(facts["draft_limits"]["max_seq_len"]["formula_python"], {}, {  # trtllm-build adds the draft length
+        "max_seq_len": cfg["build_config"]["max_seq_len"], "max_draft_len": draft_len})
+    cfg["build_config"].update(speculative_decoding_mode=mode, max_draft_len=draft_len, max_seq_len=seq)
     (engine / "config.json").write_text(json.dumps(cfg))
     return engine
 

@@ -11,6 +11,7 @@ from tritonbuild.backends.tensorrtllm.images import image_problem, image_version
 from tritonbuild.backends.tensorrtllm.quant import FORMATS, LLMAPI_FORMATS, arch_problem, engine_algos
 from tritonbuild.backends.tensorrtllm.recipe import GPU_SM, LLMRecipe
 from tritonbuild.backends.tensorrtllm.route import LLMAPI_SINCE, version_tuple
+from tritonbuild.backends.tensorrtllm.speculative import built_limits
 from tritonbuild.backends.tensorrtllm.speculative import engine_problems as speculative_problems
 from tritonbuild.backends.tensorrtllm.speculative import recipe_rules as speculative_rules
 
@@ -37,9 +38,12 @@ def check_recipe(recipe: LLMRecipe) -> list[tuple]:
     if len(serving.gpu_device_ids) % world:
         out.append((("serving", "gpu_device_ids"), f"{len(serving.gpu_device_ids)} GPUs is not a multiple of "
                     f"tp_size × pp_size = {world}", f"list {world} GPU ids per instance"))
-    if kv_cache.max_tokens is not None and kv_cache.max_tokens < engine.max_seq_len:
+    seq = built_limits(recipe)["max_seq_len"] if recipe.runtime == "engine" else engine.max_seq_len
+    if kv_cache.max_tokens is not None and kv_cache.max_tokens < seq:
         out.append((("kv_cache", "max_tokens"), f"max_tokens {kv_cache.max_tokens} cannot hold one sequence of "
-                    f"max_seq_len {engine.max_seq_len}", "raise kv_cache.max_tokens or lower engine.max_seq_len"))
+                    f"max_seq_len {seq}" + (f" ({engine.max_seq_len} + max_draft_len, as trtllm-build builds it)"
+                                            if seq != engine.max_seq_len else ""),
+                    "raise kv_cache.max_tokens or lower engine.max_seq_len"))
     if recipe.runtime == "pytorch" and recipe.quantization == "int4_weight_only":
         out.append((("quantization",), "int4_weight_only (RTN W4A16) exists only on the TensorRT engine path; the "
                     "PyTorch/LLM-API runtime loads checkpoints that ModelOpt already quantized (hf_quant_config.json)",
@@ -108,10 +112,12 @@ def engine_problems(r: LLMRecipe, engine: dict, rank_files: list[str], prequant:
     bc = engine.get("build_config") or {}
     pc = engine.get("pretrained_config") or {}
     e, kv, s = r.engine, r.kv_cache, r.serving
+    built = built_limits(r)  # what trtllm-build records for the recipe's limits (draft tokens included)
     for key in ("max_batch_size", "max_input_len", "max_seq_len", "max_num_tokens", "max_beam_width"):
-        got = bc.get(key)
-        if got is not None and int(got) != getattr(e, key):
-            out.append(f"engine build_config.{key} = {got}, recipe engine.{key} = {getattr(e, key)}")
+        got, want = bc.get(key), built.get(key, getattr(e, key))
+        if got is not None and int(got) != want:
+            out.append(f"engine build_config.{key} = {got}, recipe engine.{key} = {getattr(e, key)}"
+                       + (f" (which trtllm-build records as {want})" if want != getattr(e, key) else ""))
     mapping = pc.get("mapping") or {}
     tp, pp = int(mapping.get("tp_size", 1)), int(mapping.get("pp_size", 1))
     world = int(mapping.get("world_size", tp * pp))

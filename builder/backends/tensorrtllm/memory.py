@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tritonbuild.backends.tensorrtllm.quant import linear_bytes
 from tritonbuild.backends.tensorrtllm.recipe import GPU_MEMORY_GIB, GPU_MEMORY_MIB, LLMRecipe
+from tritonbuild.backends.tensorrtllm.speculative import built_limits
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -204,13 +205,15 @@ def memory_plan(r: LLMRecipe, arch: Architecture, prequant: dict | None = None,
     if kv.max_tokens is not None:
         tokens = min(tokens, kv.max_tokens)
     blocks = tokens // kv.tokens_per_block
-    seqs = blocks // math.ceil(e.max_seq_len / kv.tokens_per_block)
+    # an engine built with speculative decoding holds max_seq_len + max_draft_len tokens per sequence
+    seq_len = built_limits(r)["max_seq_len"] if r.runtime == "engine" else e.max_seq_len
+    seqs = blocks // math.ceil(seq_len / kv.tokens_per_block)
     notes = []
     if free <= 0:
         notes.append(f"weights ({w_gpu / GIB:.1f} GiB per GPU) + runtime reserve ({RUNTIME_RESERVE / GIB:.1f} GiB) "
                      f"exceed the {r.gpu}'s {GPU_MEMORY_GIB[r.gpu]} GiB")
     elif seqs < e.max_batch_size:
-        notes.append(f"only {seqs} sequences of max_seq_len {e.max_seq_len} fit in the KV cache, fewer than "
+        notes.append(f"only {seqs} sequences of max_seq_len {seq_len} fit in the KV cache, fewer than "
                      f"engine.max_batch_size {e.max_batch_size}: the scheduler will queue the rest")
     if arch.max_position_embeddings and e.max_seq_len > arch.max_position_embeddings:
         notes.append(f"max_seq_len {e.max_seq_len} exceeds the checkpoint's max_position_embeddings "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 from tritonbuild.backends.common import split_tree
+from tritonbuild.backends.tensorrtllm import medusa_heads
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.core.hashing import tree_files
 from tritonbuild.errors import PlanError
@@ -52,14 +53,50 @@ def engine_params_of(r: LLMRecipe) -> dict | None:
     return out
 
 
+def built_limits(r: LLMRecipe) -> dict[str, int]:
+    """max_seq_len and max_num_tokens as trtllm-build records them in the engine's build_config for the recipe's
+    limits (argv.build_argv removes padding and enables context FMHA): check_max_num_tokens keeps max_num_tokens
+    within [tokens_per_block, max_seq_len × max_batch_size]; then, with speculative decoding, build() adds
+    max_draft_len to max_seq_len and raises max_num_tokens to max_batch_size × (max_draft_len + 1)
+    (facts/trtllm_speculative.json draft_limits)."""
+    e = r.engine
+    tokens = max(min(e.max_num_tokens, e.max_seq_len * e.max_batch_size), r.kv_cache.tokens_per_block)
+    spec = engine_params_of(r)
+    if spec is None:
+        return {"max_seq_len": e.max_seq_len, "max_num_tokens": tokens}
+    step = e.max_batch_size * (spec["max_draft_len"] + 1)
+    return {"max_seq_len": e.max_seq_len + spec["max_draft_len"], "max_num_tokens": max(tokens, step)}
+
+
+def limit_rules(r: LLMRecipe) -> list[tuple]:
+    """A max_num_tokens trtllm-build would change under speculative decoding (each sequence's generation step
+    carries max_draft_len + 1 tokens): a recipe error before the build, not an engine that differs from it."""
+    spec, e = engine_params_of(r), r.engine
+    built = built_limits(r)["max_num_tokens"]
+    if spec is None or built == e.max_num_tokens:
+        return []
+    d = spec["max_draft_len"]
+    low, high = max(e.max_batch_size * (d + 1), r.kv_cache.tokens_per_block), e.max_seq_len * e.max_batch_size
+    why = (f"max_num_tokens {e.max_num_tokens} would be built as {built}: with speculative.mode {r.speculative.mode}"
+           f" (max_draft_len {d}) trtllm-build raises it to max_batch_size × (max_draft_len + 1) = "
+           f"{e.max_batch_size} × {d + 1} = {e.max_batch_size * (d + 1)} after keeping it within [tokens_per_block "
+           f"{r.kv_cache.tokens_per_block}, max_seq_len × max_batch_size = {high}] (tensorrt_llm/builder.py build)")
+    if low > high:
+        return [(("engine", "max_seq_len"), why, f"raise engine.max_seq_len to at least {-(-low // e.max_batch_size)}"
+                 f" so that max_seq_len × max_batch_size reaches {low}, or lower the draft length")]
+    return [(("engine", "max_num_tokens"), why, f"set engine.max_num_tokens between {low} and {high}, or lower "
+             "engine.max_batch_size or the draft length")]
+
+
 def recipe_rules(r: LLMRecipe) -> list[tuple]:
-    """(key path, message, hint) for what lookahead's support matrix (examples/lookahead/README.md) excludes:
-    it runs with a paged KV cache under in-flight fused batching (facts/trtllm_speculative.json)."""
+    """(key path, message, hint): the limits trtllm-build would change (limit_rules), Medusa's converter rules,
+    and what lookahead's support matrix (examples/lookahead/README.md) excludes: it runs with a paged KV cache
+    under in-flight fused batching (facts/trtllm_speculative.json)."""
     if r.speculative is not None and r.speculative.mode == "medusa":
-        return _medusa_rules(r)
+        return limit_rules(r) + _medusa_rules(r)
     if r.speculative is None or r.speculative.mode != "lookahead":
         return []
-    out = []  # the paged KV cache it needs is the only kind the recipe takes
+    out = limit_rules(r)  # the paged KV cache it needs is the only kind the recipe takes
     if r.serving.batching_strategy != "inflight_fused_batching":
         out.append((("serving", "batching_strategy"), "lookahead decoding runs under in-flight fused batching; "
                     f"serving.batching_strategy is {r.serving.batching_strategy}",
@@ -99,21 +136,28 @@ def medusa_convert_flags(spec: dict | None, heads_dir: str | None) -> list[str]:
 
 def heads_inputs(loaded, ctx, recipe_dir) -> tuple[dict[str, str], dict[str, str]]:
     """(relative file → digest, step inputs) of the recipe's Medusa heads directory; ({}, {}) without one."""
-    s = loaded.recipe.speculative
-    if s is None or s.mode != "medusa":
+    d = _heads_dir(loaded, recipe_dir)
+    if d is None:
         return {}, {}
-    d = recipe_dir(loaded, s.heads_checkpoint, ("speculative", "heads_checkpoint"))
     files = {f.as_posix(): ctx.digest(d / f) for f in tree_files(d)}
     return files, {str(d / rel): digest for rel, digest in files.items()}
 
 
 def heads_bytes(loaded, recipe_dir) -> int:
-    """The Medusa heads' weights: their safetensors' size (0 without heads)."""
+    """The Medusa heads' weights: the size of the file the converter reads (0 without heads)."""
+    d = _heads_dir(loaded, recipe_dir)
+    return 0 if d is None else medusa_heads.weights_file(d).stat().st_size
+
+
+def _heads_dir(loaded, recipe_dir):
+    """The recipe's Medusa heads directory, laid out as the converter reads it (medusa_heads.check); None
+    without Medusa."""
     s = loaded.recipe.speculative
     if s is None or s.mode != "medusa":
-        return 0
+        return None
     d = recipe_dir(loaded, s.heads_checkpoint, ("speculative", "heads_checkpoint"))
-    return sum(f.stat().st_size for f in d.glob("*.safetensors"))
+    medusa_heads.check(loaded, d)
+    return d
 
 
 def split_heads(params: dict, inputs: dict[str, str]) -> tuple[dict[str, str], str | None]:

@@ -50,6 +50,22 @@ def test_plan_counts_tokens_and_sequences():
     assert plan.max_sequences_at_max_seq_len == (plan.max_kv_tokens // 64) // 64
 
 
+def test_a_speculative_engines_sequences_hold_the_draft_tokens_trtllm_build_adds():
+    """trtllm-build adds max_draft_len to max_seq_len (facts/trtllm_speculative.json draft_limits.max_seq_len): each
+    sequence's KV blocks are counted at that length."""
+    from tests.contracts.facts import load
+
+    arch = Architecture.from_hf_config(LLAMA2_7B)
+    kw = {"gpu": "A100-80", "quantization": "int4_weight_only", "engine": {"max_seq_len": 4096, "max_input_len": 2048},
+          "kv_cache": {"free_gpu_mem_fraction": 0.9, "tokens_per_block": 64}}
+    plan = memory_plan(_recipe(**kw, speculative={"mode": "lookahead", "window_size": 7, "ngram_size": 7,
+                                                  "verification_set_size": 7}), arch)
+    seq = eval(load("trtllm_speculative")["draft_limits"]["max_seq_len"]["formula_python"], {},
+               {"max_seq_len": 4096, "max_draft_len": 83})
+    assert plan.max_sequences_at_max_seq_len == (plan.max_kv_tokens // 64) // -(-seq // 64)
+    assert plan.max_sequences_at_max_seq_len < memory_plan(_recipe(**kw), arch).max_sequences_at_max_seq_len
+
+
 def test_weights_that_do_not_fit():
     arch = Architecture.from_hf_config(LLAMA3_70B)
     plan = memory_plan(_recipe(gpu="T4", quantization="none"), arch)

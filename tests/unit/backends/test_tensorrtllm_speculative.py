@@ -154,3 +154,39 @@ def test_the_engine_step_finds_the_heads_directory_among_its_inputs_by_digest():
     assert spec.split_heads({"speculative": {"mode": "lookahead_decoding"}}, inputs) == (inputs, None)
     assert spec.medusa_convert_flags({**params["speculative"], "num_medusa_heads": 2, "num_medusa_layers": 1,
                                       "max_draft_len": 3}, heads)[:2] == ["--medusa_model_dir", "/h"]
+
+
+LIMITS = FACTS["draft_limits"]
+
+
+@pytest.mark.parametrize("speculative", [LOOKAHEAD, MEDUSA])
+def test_a_max_num_tokens_below_one_step_of_draft_tokens_is_a_recipe_error_before_the_build(speculative):
+    """trtllm-build raises max_num_tokens to max_batch_size × (max_draft_len + 1) without a warning (builder.py
+    build(), facts draft_limits.max_num_tokens): a recipe below that is refused at the key, naming the figure."""
+    r = _recipe(speculative=speculative, dtype="float16", quantization="none", engine={"max_batch_size": 64})
+    d = r.speculative.draft_len
+    need = eval(LIMITS["max_num_tokens"]["formula_python"], {"max": max}, {
+        "max_num_tokens": 0, "max_batch_size": 64, "max_draft_len": d})
+    assert LIMITS["max_num_tokens"]["silent"] and need == 64 * (d + 1)
+    low = r.model_copy(update={"engine": r.engine.model_copy(update={"max_num_tokens": need - 1})})
+    [(loc, message, hint)] = [p for p in check_recipe(low) if p[0][0] == "engine"]
+    assert loc == ("engine", "max_num_tokens") and f"would be built as {need}" in message
+    assert f"max_draft_len {d}" in message and f"set engine.max_num_tokens between {need} and" in hint
+    ok = r.model_copy(update={"engine": r.engine.model_copy(update={"max_num_tokens": need})})
+    assert [p for p in check_recipe(ok) if p[0][0] == "engine"] == []
+    assert spec.built_limits(ok) == {"max_seq_len": r.engine.max_seq_len + d, "max_num_tokens": need}
+
+
+def test_a_max_seq_len_too_short_for_one_draft_step_is_a_recipe_error_at_max_seq_len():
+    """max_num_tokens is first kept within max_seq_len × max_batch_size, then raised to max_batch_size ×
+    (max_draft_len + 1): with max_seq_len <= max_draft_len no max_num_tokens comes through unchanged."""
+    r = _recipe(speculative=LOOKAHEAD, engine={"max_batch_size": 4, "max_input_len": 8, "max_seq_len": 10,
+                                               "max_num_tokens": 40})
+    [(loc, message, hint)] = [p for p in check_recipe(r) if p[0][0] == "engine"]
+    assert loc == ("engine", "max_seq_len") and "would be built as 48" in message and "at least 12" in hint
+
+
+def test_without_speculative_decoding_the_limits_trtllm_build_records_are_the_recipes():
+    r = _recipe(engine={"max_batch_size": 8, "max_seq_len": 512, "max_num_tokens": 2048})
+    assert spec.built_limits(r) == {"max_seq_len": 512, "max_num_tokens": 2048}
+    assert spec.limit_rules(r) == []

@@ -1,0 +1,114 @@
+"""The Medusa heads' directory as examples/medusa/convert_checkpoint.py reads it through --medusa_model_dir
+(facts/trtllm_speculative.json medusa.heads_dir): it always opens config.json, whose medusa_num_layers overrides
+--num_medusa_layers for loading the weights (after the checkpoint's config.json was written with the flag's value),
+and load_medusa_hf reads medusa_lm_head.pt, else medusa_lm_head.safetensors: for each head h < --num_medusa_heads
+and layer l < the layer count, '{h}.{l}.linear.weight' and '{h}.{l}.linear.bias', then '{h}.{layers}.weight' (the
+head's lm_head). Checked when the plan is made, so that a directory the converter would die on fails before the
+engine build: missing files are a plan error at the heads' key, counts the recipe contradicts a recipe error at the
+count's key. A .pt file is checked for presence only (its names are inside a pickle, which is not opened)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tritonbuild.errors import PlanError, RecipeError
+
+CONFIG = "config.json"
+WEIGHTS = ("medusa_lm_head.pt", "medusa_lm_head.safetensors")  # in the order the converter tries them
+HEADS_KEY, LAYERS_KEY, DIR_KEY = (("speculative", k) for k in ("num_medusa_heads", "num_medusa_layers",
+                                                               "heads_checkpoint"))
+LAYOUT = ("the Medusa heads' directory: config.json (medusa_num_heads, medusa_num_layers) and "
+          "medusa_lm_head.safetensors (or .pt), as the Medusa training code saves them")
+
+
+def tensor_names(head: int, layers: int) -> list[str]:
+    """The tensors load_medusa_hf reads for one head."""
+    return [f"{head}.{layer}.linear.{part}" for layer in range(layers) for part in ("weight", "bias")] + \
+        [f"{head}.{layers}.weight"]
+
+
+def weights_file(heads_dir: Path) -> Path | None:
+    """The weights file the converter reads: medusa_lm_head.pt when it exists, else the .safetensors."""
+    return next((heads_dir / name for name in WEIGHTS if (heads_dir / name).is_file()), None)
+
+
+def safetensors_names(path: Path) -> set[str] | None:
+    """The tensor names in a safetensors header (an 8-byte little-endian length, then JSON), or None when the
+    file holds no such header."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        head = f.read(8)
+        length = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if not 0 < length <= size - 8:
+            return None
+        try:
+            header = json.loads(f.read(length))
+        except (UnicodeDecodeError, ValueError):
+            return None
+    return set(header) - {"__metadata__"} if isinstance(header, dict) else None
+
+
+def _config(loaded, heads_dir: Path) -> dict:
+    path = heads_dir / CONFIG
+    if not path.is_file():
+        raise PlanError(f"speculative.heads_checkpoint {heads_dir} has no config.json: "
+                        "examples/medusa/convert_checkpoint.py opens <medusa_model_dir>/config.json",
+                        where=loaded.where(DIR_KEY), hint=f"point it at {LAYOUT}")
+    try:
+        config = json.loads(path.read_text())
+    except (UnicodeDecodeError, ValueError):
+        config = None
+    if not isinstance(config, dict):
+        raise PlanError(f"{path} is not a JSON object: the Medusa converter reads medusa_num_layers from it",
+                        where=loaded.where(DIR_KEY), hint=f"point it at {LAYOUT}")
+    return config
+
+
+def _counts(loaded, config: dict, path: Path) -> None:
+    """The recipe's head and layer counts against the ones the heads' config.json declares."""
+    s = loaded.recipe.speculative
+    layers, heads = config.get("medusa_num_layers"), config.get("medusa_num_heads")
+    if isinstance(layers, int) and layers != s.num_medusa_layers:
+        raise RecipeError(f"speculative.num_medusa_layers {s.num_medusa_layers}, but {path} has medusa_num_layers "
+                          f"{layers}: the converter loads {layers} layers per head while the checkpoint it writes "
+                          f"declares {s.num_medusa_layers}", where=loaded.where(LAYERS_KEY),
+                          hint=f"set speculative.num_medusa_layers: {layers}")
+    if isinstance(heads, int) and heads < s.num_medusa_heads:
+        raise RecipeError(f"speculative.num_medusa_heads {s.num_medusa_heads}, but {path} has medusa_num_heads "
+                          f"{heads}: the converter loads the recipe's count (--num_medusa_heads) and finds no "
+                          f"weights for head {heads}", where=loaded.where(HEADS_KEY),
+                          hint=f"set speculative.num_medusa_heads to at most {heads} (medusa_choices paths then "
+                               f"at most {heads} deep)")
+
+
+def _weights(loaded, heads_dir: Path, layers: int) -> None:
+    s = loaded.recipe.speculative
+    path = weights_file(heads_dir)
+    if path is None:
+        raise PlanError(f"speculative.heads_checkpoint {heads_dir} has neither {' nor '.join(WEIGHTS)}: the "
+                        "weights load_medusa_hf reads", where=loaded.where(DIR_KEY), hint=f"point it at {LAYOUT}")
+    if path.suffix != ".safetensors":
+        return
+    names = safetensors_names(path)
+    if names is None:
+        raise PlanError(f"{path} has no safetensors header", where=loaded.where(DIR_KEY), hint=f"point it at {LAYOUT}")
+    complete = next((h for h in range(s.num_medusa_heads) if not set(tensor_names(h, layers)) <= names),
+                    s.num_medusa_heads)
+    if complete == s.num_medusa_heads:
+        return
+    missing = [n for n in tensor_names(complete, layers) if n not in names]
+    if complete:
+        raise RecipeError(f"speculative.num_medusa_heads {s.num_medusa_heads}, but {path} holds the tensors of "
+                          f"{complete} heads (no {', '.join(missing[:3])})", where=loaded.where(HEADS_KEY),
+                          hint=f"set speculative.num_medusa_heads to at most {complete}")
+    raise PlanError(f"{path} lacks {', '.join(missing[:3])}: the tensors of head 0 with {layers} layer(s) that "
+                    "load_medusa_hf reads", where=loaded.where(DIR_KEY),
+                    hint=f"point it at {LAYOUT}, and set speculative.num_medusa_layers to its layer count")
+
+
+def check(loaded, heads_dir: Path) -> None:
+    """Raise what the Medusa converter would die on (or silently change) with this heads directory."""
+    config = _config(loaded, heads_dir)
+    _counts(loaded, config, heads_dir / CONFIG)
+    _weights(loaded, heads_dir, loaded.recipe.speculative.num_medusa_layers)
