@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
@@ -20,8 +21,15 @@ LATE = textwrap.dedent("""
 """)
 
 
+def sigint_default() -> None:
+    """The child gets Ctrl-C's default action even when the tests run with SIGINT ignored (a background job of a
+    non-interactive shell inherits SIG_IGN, and tritonbuild rightly leaves an ignored SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_sigint_while_python_is_exiting_is_exit_130():
-    r = subprocess.run([sys.executable, "-c", LATE, "--version"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-c", LATE, "--version"], capture_output=True, text=True, timeout=60,
+                       preexec_fn=sigint_default)
     assert "tritonbuild, version" in r.stdout
     assert r.returncode == 130, (r.returncode, r.stderr)
     assert "Traceback" not in r.stderr and "KeyboardInterrupt" not in r.stderr, r.stderr
@@ -29,7 +37,7 @@ def test_sigint_while_python_is_exiting_is_exit_130():
 
 def test_sigint_after_a_failed_command_is_exit_130_too():
     r = subprocess.run([sys.executable, "-c", LATE, "validate", "/nonexistent/r.yaml"], capture_output=True,
-                       text=True, timeout=60)
+                       text=True, timeout=60, preexec_fn=sigint_default)
     assert r.returncode == 130 and "Traceback" not in r.stderr, (r.returncode, r.stderr)
 
 

@@ -28,6 +28,13 @@ def _servers_for(repository: Path) -> list[int]:
     return found
 
 
+
+def sigint_default() -> None:
+    """The child gets Ctrl-C's default action even when this test runs with SIGINT ignored (a background job of a
+    non-interactive shell inherits SIG_IGN, and tritonbuild rightly leaves an ignored SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_sigint_at_any_moment_of_verify_leaves_no_server_and_no_temp_dir(cli, py_recipe, tmp_path):
     out = tmp_path / "out"
     assert cli("build", py_recipe, "-o", out).exit_code == 0
@@ -44,7 +51,7 @@ def test_sigint_at_any_moment_of_verify_leaves_no_server_and_no_temp_dir(cli, py
         tmp.mkdir()
         proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "verify", str(out)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                env={**os.environ, "TMPDIR": str(tmp)})
+                                env={**os.environ, "TMPDIR": str(tmp)}, preexec_fn=sigint_default)
         time.sleep(took * frac)
         proc.send_signal(signal.SIGINT)
         try:
