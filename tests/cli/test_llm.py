@@ -666,13 +666,16 @@ def _safetensors(path, names, fill=0):
     return path.stat().st_size
 
 
-def _heads(d, heads=3, layers=1, fill=0):
+def _head_names(heads=3, layers=1):
     """The tensors the Medusa converter's load_medusa_hf reads, named by the recorded patterns."""
     patterns = load("trtllm_speculative")["medusa"]["heads_dir"]["weights"]["tensors_python"]
     name = lambda p, h, layer: eval(p, {}, {"h": h, "l": layer, "num_medusa_layers": layers})  # noqa: E731
     names = [name(p, h, layer) for h in range(heads) for layer in range(layers) for p in patterns if "{l}" in p]
-    names += [name(p, h, None) for h in range(heads) for p in patterns if "{l}" not in p]
-    return _safetensors(d / "medusa_lm_head.safetensors", names, fill)
+    return names + [name(p, h, None) for h in range(heads) for p in patterns if "{l}" not in p]
+
+
+def _heads(d, heads=3, layers=1, fill=0):
+    return _safetensors(d / "medusa_lm_head.safetensors", _head_names(heads, layers), fill)
 
 
 def _medusa(llm_dir, config='{"medusa_num_heads": 3, "medusa_num_layers": 1}'):
@@ -739,15 +742,26 @@ def test_a_medusa_heads_directory_the_converter_cannot_read_fails_the_plan_namin
         assert "Traceback" not in r.stderr and not (tmp_path / "OUT").exists()
 
 
-def test_medusa_heads_saved_as_a_pt_file_are_taken_as_the_converter_takes_them(cli, llm_dir):
-    """medusa_lm_head.pt first, the .safetensors only without it: a .pt is read (and counted in the memory plan)
-    though its tensor names, inside a pickle, are not checked."""
+def test_medusa_heads_saved_as_a_pt_file_are_taken_as_the_converter_takes_them(cli, llm_dir, tmp_path):
+    """medusa_lm_head.pt first, the .safetensors only without it: a torch.save file's tensor names are read from its
+    pickle without executing it (and the file is counted in the memory plan); a legacy-format .pt is taken as is."""
+    torch = pytest.importorskip("torch")
     plain = _plan(cli, llm_dir)
     _medusa(llm_dir)
-    (llm_dir / "medusa-heads" / "medusa_lm_head.safetensors").unlink()
-    (llm_dir / "medusa-heads" / "medusa_lm_head.pt").write_bytes(b"PK" + b"\0" * 1000)
+    d = llm_dir / "medusa-heads"
+    names = _head_names()
+    (d / "medusa_lm_head.safetensors").write_bytes(b"not read: the .pt comes first")
+    torch.save({n: torch.zeros(2, dtype=torch.float16) for n in names}, d / "medusa_lm_head.pt")
     first = _plan(cli, llm_dir)
-    assert first["extras"]["memory_plan"]["weight_bytes"] == plain["extras"]["memory_plan"]["weight_bytes"] + 1002
+    assert first["extras"]["memory_plan"]["weight_bytes"] == \
+        plain["extras"]["memory_plan"]["weight_bytes"] + (d / "medusa_lm_head.pt").stat().st_size
+    torch.save({n: torch.zeros(2) for n in names if not n.startswith("2.")}, d / "medusa_lm_head.pt")
+    r = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OUT")
+    assert r.exit_code == 3 and "holds the tensors of 2 heads (no 2.0.linear.weight" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "OUT").exists()
+    (d / "medusa_lm_head.pt").write_bytes(b"\x80\x02}q\x00.")  # a legacy (non-zip) pickle: names not listed
+    assert _plan(cli, llm_dir)["extras"]["memory_plan"]["weight_bytes"] == \
+        plain["extras"]["memory_plan"]["weight_bytes"] + 6
 
 
 def test_medusa_on_a_family_its_converter_does_not_take_is_a_recipe_error(cli, llm_dir, tmp_path):

@@ -5,11 +5,14 @@ and load_medusa_hf reads medusa_lm_head.pt, else medusa_lm_head.safetensors: for
 and layer l < the layer count, '{h}.{l}.linear.weight' and '{h}.{l}.linear.bias', then '{h}.{layers}.weight' (the
 head's lm_head). Checked when the plan is made, so that a directory the converter would die on fails before the
 engine build: missing files are a plan error at the heads' key, counts the recipe contradicts a recipe error at the
-count's key. A .pt file is checked for presence only (its names are inside a pickle, which is not opened)."""
+count's key. A .pt file's names are the strings of its pickle, listed by pickletools (which executes nothing); a
+.pt in torch's legacy (non-zip) format is checked for presence only."""
 
 from __future__ import annotations
 
 import json
+import pickletools
+import zipfile
 from pathlib import Path
 
 from tritonbuild.errors import PlanError, RecipeError
@@ -47,6 +50,20 @@ def safetensors_names(path: Path) -> set[str] | None:
         except (UnicodeDecodeError, ValueError):
             return None
     return set(header) - {"__metadata__"} if isinstance(header, dict) else None
+
+
+def pt_strings(path: Path) -> set[str] | None:
+    """The strings of a torch.save zip's pickle (the state dict's keys among them), or None for a file in another
+    format. pickletools lists opcodes without executing any."""
+    if not zipfile.is_zipfile(path):
+        return None
+    with zipfile.ZipFile(path) as archive:
+        pickle = next((n for n in archive.namelist() if n.rsplit("/", 1)[-1] == "data.pkl"), None)
+        data = archive.read(pickle) if pickle else b""
+    try:
+        return {arg for op, arg, _ in pickletools.genops(data) if isinstance(arg, str) and "UNICODE" in op.name}
+    except ValueError:
+        return None
 
 
 def _config(loaded, heads_dir: Path) -> dict:
@@ -88,9 +105,9 @@ def _weights(loaded, heads_dir: Path, layers: int) -> None:
     if path is None:
         raise PlanError(f"speculative.heads_checkpoint {heads_dir} has neither {' nor '.join(WEIGHTS)}: the "
                         "weights load_medusa_hf reads", where=loaded.where(DIR_KEY), hint=f"point it at {LAYOUT}")
-    if path.suffix != ".safetensors":
-        return
-    names = safetensors_names(path)
+    names = safetensors_names(path) if path.suffix == ".safetensors" else pt_strings(path)
+    if names is None and path.suffix != ".safetensors":
+        return  # a legacy torch.save file: torch.load reads it, its names are not listed here
     if names is None:
         raise PlanError(f"{path} has no safetensors header", where=loaded.where(DIR_KEY), hint=f"point it at {LAYOUT}")
     complete = next((h for h in range(s.num_medusa_heads) if not set(tensor_names(h, layers)) <= names),
