@@ -1,8 +1,9 @@
 """`tritonbuild adopt` of a filled tensorrtllm_backend group (preprocessing / tensorrt_llm / postprocessing /
 ensemble / tensorrt_llm_bls, as fill_template.py fills them): an LLM recipe assembled around the prebuilt engine
 the tensorrt_llm model serves (gpt_model_path; `build --engine NAME=DIR`). The engine's config.json gives the
-engine limits and quantization; the group's configs give the serving settings the recipe has keys for; a set
-parameter it has none for is refused by name. The recipe is named after the group's ensemble."""
+engine limits and quantization (and lookahead decoding, its limits less the draft trtllm-build added); the group's
+configs give the serving settings the recipe has keys for; a set parameter it has none for is refused by name.
+The recipe is named after the group's ensemble."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pathlib import Path
 from google.protobuf import text_format
 
 from tritonbuild.backends.tensorrtllm.quant import ENGINE_ALGOS
+from tritonbuild.backends.tensorrtllm.recipe import lookahead_draft_len
+from tritonbuild.backends.tensorrtllm.speculative import SPECULATIVE_DECODING_MODES
 from tritonbuild.errors import UsageError
 from tritonbuild.triton.config import parse
 
@@ -99,7 +102,8 @@ def _refuse(model: str, what: str, where: Path, hint: str = _HINT) -> UsageError
 def _serving(mc, model_dir: Path, recipe: dict) -> None:
     """tensorrt_llm's parameters and config fields into the recipe's sections."""
     params = _params(mc)
-    unheld = sorted(k for k in params if k not in PARAMETERS and k not in CONSUMED)
+    taken = LOOKAHEAD_PARAMETERS if (recipe.get("speculative") or {}).get("mode") == "lookahead" else ()
+    unheld = sorted(k for k in params if k not in PARAMETERS and k not in CONSUMED and k not in taken)
     if unheld:
         raise _refuse(model_dir.name, f"parameters {unheld} have no recipe key yet", model_dir)
     for key, value in sorted(params.items()):
@@ -176,6 +180,56 @@ def _engine_keys(engine: dict) -> dict:
     return out
 
 
+# the tensorrt_llm parameters that run lookahead decoding (facts/trtllm_speculative.json backend)
+LOOKAHEAD_PARAMETERS = ("decoding_mode", "lookahead_window_size", "lookahead_ngram_size",
+                        "lookahead_verification_set_size")
+
+
+def _engine_mode(engine: dict) -> tuple[str, int]:
+    """(build_config.speculative_decoding_mode as trtllm-build's choice name, max_draft_len) of config.json."""
+    bc = engine.get("build_config") or {}
+    mode = bc.get("speculative_decoding_mode", 1)
+    name = SPECULATIVE_DECODING_MODES.get(mode, f"{mode} (unknown)") if isinstance(mode, int) else str(mode)
+    return name, int(bc.get("max_draft_len") or 0)
+
+
+def _speculative(mc, model_dir: Path, engine_dir: Path, engine: dict) -> dict | None:
+    """The recipe's speculative section for an engine built with speculative decoding (None without): lookahead's
+    (W, N, G) from the tensorrt_llm parameters that run it, checked against the engine's max_draft_len. A mode the
+    engine route's recipe cannot express is refused naming it."""
+    mode, draft = _engine_mode(engine)
+    if mode == "none":
+        return None
+    where = engine_dir / "config.json"
+    if mode != "lookahead_decoding":
+        why = ("speculative.mode medusa needs heads_checkpoint, the Medusa heads directory the engine was "
+               "converted from, which neither the engine nor the group records" if mode == "medusa" else
+               "the engine route's recipe builds lookahead_decoding and medusa engines only")
+        raise UsageError(f"the engine was built with build_config.speculative_decoding_mode {mode} (max_draft_len "
+                         f"{draft}): {why}", where=str(where), hint=_HINT)
+    params = _params(mc)
+    if params.get("decoding_mode", "lookahead") != "lookahead":
+        raise _refuse(model_dir.name, f"decoding_mode {params['decoding_mode']!r} does not run the engine's "
+                      "lookahead_decoding", model_dir, "set decoding_mode lookahead, or adopt a non-speculative "
+                      "engine")
+    missing = [k for k in LOOKAHEAD_PARAMETERS[1:] if k not in params]
+    if missing:
+        raise _refuse(model_dir.name, f"the engine was built with lookahead_decoding (max_draft_len {draft}) but "
+                      f"parameters {missing} are unset: the recipe's speculative.lookahead needs (W, N, G)",
+                      model_dir, "fill lookahead_window_size, lookahead_ngram_size and "
+                      "lookahead_verification_set_size as the engine was built for, and adopt again")
+    try:
+        w, n, g = (int(params[k]) for k in LOOKAHEAD_PARAMETERS[1:])
+    except ValueError:
+        raise _refuse(model_dir.name, f"lookahead parameters {[params[k] for k in LOOKAHEAD_PARAMETERS[1:]]} are "
+                      "not integers", model_dir, "numbers for W, N and G") from None
+    if lookahead_draft_len(w, n, g) != draft:
+        raise _refuse(model_dir.name, f"lookahead (W, N, G) = ({w}, {n}, {g}) needs max_draft_len "
+                      f"{lookahead_draft_len(w, n, g)}, the engine ({where}) was built with {draft}", model_dir,
+                      "fill the (W, N, G) the engine was built for, or rebuild the engine")
+    return {"mode": "lookahead", "window_size": w, "ngram_size": n, "verification_set_size": g}
+
+
 def adopt_group(mc, model_dir: Path, out: Path) -> tuple[dict, int]:
     """(the LLM recipe, named after the group's ensemble, and its version) for the tensorrt_llm model at model_dir;
     the engine is copied to out/<name>/engine (`build --engine <name>=...`), the checkpoint the tokenizer_dir
@@ -191,6 +245,9 @@ def adopt_group(mc, model_dir: Path, out: Path) -> tuple[dict, int]:
               "runtime": "engine"}
     for section, values in _engine_keys(engine).items():
         recipe[section] = values if not isinstance(values, dict) else {**recipe.get(section, {}), **values}
+    if (speculative := _speculative(mc, model_dir, engine_dir, engine)) is not None:
+        recipe["speculative"] = speculative  # trtllm-build added max_draft_len to the recipe's max_seq_len
+        recipe["engine"]["max_seq_len"] -= _engine_mode(engine)[1]  # max_num_tokens: as recorded (draft_limits)
     _serving(mc, model_dir, recipe)
     tokenizer = _python_models(model_dir.parent, group, recipe) or _params(mc).get("tokenizer_dir")
     if not tokenizer or not (Path(tokenizer) / "config.json").is_file():

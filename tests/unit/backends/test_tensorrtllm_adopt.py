@@ -83,3 +83,68 @@ def test_a_parameter_fill_template_left_unset_takes_the_backends_default(cli, tm
     assert cli("adopt", repo, "-o", tmp_path / "recipes", "--no-record").exit_code == 0
     spec = yaml.safe_load((tmp_path / "recipes" / "ensemble.yaml").read_text())
     assert spec["serving"]["exclude_input_in_output"] is False
+
+
+def _speculative_engine(tmp_path: Path, mode: int, draft: int, seq: int, tokens: int) -> str:
+    """The fixture engine as trtllm-build writes it with --speculative_decoding_mode (the IntFlag's int) and
+    --max_draft_len: build_config.max_seq_len already holds max_draft_len, max_num_tokens as raised
+    (facts/trtllm_speculative.json draft_limits)."""
+    import json
+    import shutil
+
+    d = tmp_path / "engine"
+    shutil.copytree(ENGINE, d)
+    config = json.loads((d / "config.json").read_text())
+    config["build_config"] |= {"speculative_decoding_mode": mode, "max_draft_len": draft, "max_seq_len": seq,
+                               "max_num_tokens": tokens}
+    (d / "config.json").write_text(json.dumps(config))
+    return str(d)
+
+
+LOOKAHEAD = {"decoding_mode": "lookahead", "lookahead_window_size": "3", "lookahead_ngram_size": "3",
+             "lookahead_verification_set_size": "2"}  # max_draft_len 1 + (3 - 1 + 2) × (3 - 1) = 9
+
+
+def test_a_lookahead_engine_becomes_a_recipe_whose_engine_check_passes(cli, tmp_path):
+    """max_seq_len 512 recorded = 503 + max_draft_len 9; max_num_tokens 80 = max_batch_size 8 × (9 + 1), as
+    trtllm-build raised it: the recipe's built limits are the engine's, so build --engine accepts the engine."""
+    from tritonbuild.backends.tensorrtllm.speculative import SPECULATIVE_DECODING_MODES
+
+    mode = {v: k for k, v in SPECULATIVE_DECODING_MODES.items()}["lookahead_decoding"]
+    engine = _speculative_engine(tmp_path, mode, 9, 512, 80)
+    repo = _group(tmp_path / "models", engine=engine, **LOOKAHEAD)
+    r = cli("adopt", repo, "-o", tmp_path / "recipes", "--no-record")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    spec = yaml.safe_load((tmp_path / "recipes" / "ensemble.yaml").read_text())
+    assert spec["speculative"] == {"mode": "lookahead", "window_size": 3, "ngram_size": 3,
+                                   "verification_set_size": 2}
+    assert (spec["engine"]["max_seq_len"], spec["engine"]["max_num_tokens"]) == (503, 80)
+    out = tmp_path / "OUT"
+    r = cli("build", tmp_path / "recipes", "-o", out, "--engine",
+            f"ensemble={tmp_path / 'recipes' / 'ensemble' / 'engine'}")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    original = parse((repo / "tensorrt_llm" / "config.pbtxt").read_bytes())
+    built = parse((out / "ensemble_tensorrt_llm" / "config.pbtxt").read_bytes())
+    for key in LOOKAHEAD:  # the lookahead decoding the original ran, served again
+        assert built.parameters[key].string_value == original.parameters[key].string_value, key
+
+
+def test_a_lookahead_engine_whose_window_differs_from_its_draft_length_is_refused(cli, tmp_path):
+    engine = _speculative_engine(tmp_path, 8, 7, 512, 80)
+    err = adopt_refused(cli, tmp_path, _group(tmp_path / "models", engine=engine, **LOOKAHEAD))
+    assert "lookahead (W, N, G) = (3, 3, 2) needs max_draft_len 9" in err and "was built with 7" in err
+
+
+def test_a_lookahead_engine_without_its_window_parameters_is_refused(cli, tmp_path):
+    """Without (W, N, G) the recipe would build an engine without lookahead: refused, not a recipe that differs."""
+    engine = _speculative_engine(tmp_path, 8, 9, 512, 80)
+    err = adopt_refused(cli, tmp_path, _group(tmp_path / "models", engine=engine))
+    assert "built with lookahead_decoding (max_draft_len 9) but parameters ['lookahead_window_size'" in err
+
+
+@pytest.mark.parametrize(("mode", "name"), [(32, "eagle"), (2, "draft_tokens_external"), (4, "medusa")])
+def test_an_engine_speculative_mode_the_recipe_cannot_express_is_refused_naming_it(cli, tmp_path, mode, name):
+    engine = _speculative_engine(tmp_path, mode, 4, 512, 64)
+    err = adopt_refused(cli, tmp_path, _group(tmp_path / "models", engine=engine))
+    assert f"the engine was built with build_config.speculative_decoding_mode {name} (max_draft_len 4)" in err
+    assert "config.json" in err
