@@ -205,8 +205,11 @@ def _speculative(mc, model_dir: Path, engine_dir: Path, engine: dict) -> dict | 
         why = ("speculative.mode medusa needs heads_checkpoint, the Medusa heads directory the engine was "
                "converted from, which neither the engine nor the group records" if mode == "medusa" else
                "the engine route's recipe builds lookahead_decoding and medusa engines only")
+        hint = (f"write the recipe by hand with speculative: {{mode: medusa, heads_checkpoint: <the heads "
+                f"directory>, max_draft_len: {draft}, medusa_choices: <tensorrt_llm's medusa_choices>}}, or "
+                "publish the repository as it is ('tritonbuild publish DIR URL')") if mode == "medusa" else _HINT
         raise UsageError(f"the engine was built with build_config.speculative_decoding_mode {mode} (max_draft_len "
-                         f"{draft}): {why}", where=str(where), hint=_HINT)
+                         f"{draft}): {why}", where=str(where), hint=hint)
     params = _params(mc)
     if params.get("decoding_mode", "lookahead") != "lookahead":
         raise _refuse(model_dir.name, f"decoding_mode {params['decoding_mode']!r} does not run the engine's "

@@ -148,3 +148,5 @@ def test_an_engine_speculative_mode_the_recipe_cannot_express_is_refused_naming_
     err = adopt_refused(cli, tmp_path, _group(tmp_path / "models", engine=engine))
     assert f"the engine was built with build_config.speculative_decoding_mode {name} (max_draft_len 4)" in err
     assert "config.json" in err
+    if name == "medusa":  # the heads the recipe would build from are nowhere in the engine or the group
+        assert "needs heads_checkpoint" in err and "max_draft_len: 4" in err
