@@ -43,11 +43,7 @@ def test_a_filled_group_becomes_an_llm_recipe_around_its_engine(cli, tmp_path, t
     assert spec["serving"]["instances"] == {"preprocessing": 2, "postprocessing": 3, "bls": 1}
     assert spec["serving"]["bls"] is True
     out = tmp_path / "OUT"
-    r = cli("build", tmp_path / "recipes", "-o", out, "--engine",
-            f"ensemble={tmp_path / 'recipes' / 'ensemble' / 'engine'}")
-    assert r.exit_code == 0, r.stdout + r.stderr
-    original = parse((repo / "tensorrt_llm" / "config.pbtxt").read_bytes())
-    built = parse((out / "ensemble_tensorrt_llm" / "config.pbtxt").read_bytes())
+    original, built = _build_adopted(cli, tmp_path, repo, out)
     for key in SETTINGS:  # served as the original set them
         assert built.parameters[key].string_value == original.parameters[key].string_value, key
     assert built.parameters["gpt_model_type"].string_value == original.parameters["gpt_model_type"].string_value
@@ -120,11 +116,7 @@ def test_a_lookahead_engine_becomes_a_recipe_whose_engine_check_passes(cli, tmp_
                                    "verification_set_size": 2}
     assert (spec["engine"]["max_seq_len"], spec["engine"]["max_num_tokens"]) == (503, 80)
     out = tmp_path / "OUT"
-    r = cli("build", tmp_path / "recipes", "-o", out, "--engine",
-            f"ensemble={tmp_path / 'recipes' / 'ensemble' / 'engine'}")
-    assert r.exit_code == 0, r.stdout + r.stderr
-    original = parse((repo / "tensorrt_llm" / "config.pbtxt").read_bytes())
-    built = parse((out / "ensemble_tensorrt_llm" / "config.pbtxt").read_bytes())
+    original, built = _build_adopted(cli, tmp_path, repo, out)
     for key in LOOKAHEAD:  # the lookahead decoding the original ran, served again
         assert built.parameters[key].string_value == original.parameters[key].string_value, key
 
@@ -150,3 +142,12 @@ def test_an_engine_speculative_mode_the_recipe_cannot_express_is_refused_naming_
     assert "config.json" in err
     if name == "medusa":  # the heads the recipe would build from are nowhere in the engine or the group
         assert "needs heads_checkpoint" in err and "max_draft_len: 4" in err
+
+
+def _build_adopted(cli, tmp_path, repo, out):
+    """Build the adopted recipes around the original engine: (the original tensorrt_llm config, the built one)."""
+    r = cli("build", tmp_path / "recipes", "-o", out, "--engine",
+            f"ensemble={tmp_path / 'recipes' / 'ensemble' / 'engine'}")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    return (parse((repo / "tensorrt_llm" / "config.pbtxt").read_bytes()),
+            parse((out / "ensemble_tensorrt_llm" / "config.pbtxt").read_bytes()))
