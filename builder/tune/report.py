@@ -97,9 +97,14 @@ def served_bits(manifest_model, winner, new_bits) -> dict | None:
     differing = new_bits.get(winner.label, 0)
     if not differing:
         return {"changed": False, "text": "the winner serves the goldens' bits"}
+    # the plain model (tune.baseline: plain, no buckets, no batcher): invariant only as measured, for the requests
+    # tune sent (one row each); a request of k rows computes at k rows
+    how = ("its answers matched its own answers alone under tune's one-row requests, but without buckets a request "
+           "of several rows computes at its own row count" if winner.is_default and winner.buckets == () else
+           "its answers do not depend on batch composition or load")
     return {"changed": True, "golden_outputs_differing": differing, "version": manifest_model.version + 1,
-            "text": f"the winner serves other bits than the goldens ({differing} golden outputs differ; its answers "
-                    "do not depend on batch composition or load): a new model version "
+            "text": f"the winner serves other bits than the goldens ({differing} golden outputs differ; {how}): "
+                    "a new model version "
                     f"{manifest_model.version + 1}; after the rebuild record its goldens (tritonbuild verify OUT "
                     "--record --force) and commit them"}
 

@@ -11,7 +11,7 @@ from tritonbuild.triton.config import model_config_pb2
 from tritonbuild.tune import search
 from tritonbuild.tune.confidence import Decision, ratio_interval
 from tritonbuild.tune.loadgen import Result
-from tritonbuild.tune.report import RULES, build_report
+from tritonbuild.tune.report import RULES, build_report, served_bits
 from tritonbuild.tune.space import Grid
 
 LOADS = ["c1", "c64"]
@@ -209,3 +209,14 @@ def test_quick_keeps_room_for_the_next_finalists_when_the_fastest_lose_at_a_lowe
 
 def _coords(grid, label: str) -> tuple[int, int, int, int]:
     return next(candidate.coords for candidate in grid.all() if candidate.label == label)
+
+
+def test_served_bits_of_the_plain_default_do_not_claim_invariance_by_construction():
+    """--baseline plain, the default wins: the model without its buckets serves other bits than the bucketed
+    goldens (a new version), invariant only as measured for one-row requests, and the text says so."""
+    grid = _grid(Tune(determinism="invariant", buckets=[64], baseline="plain"))
+    bits = served_bits(SimpleNamespace(version=1), grid.default, {"default": 8})
+    assert bits["changed"] and bits["version"] == 2
+    assert "one-row requests" in bits["text"] and "do not depend on batch composition" not in bits["text"]
+    batching = served_bits(SimpleNamespace(version=1), grid.at(0, 1), {grid.at(0, 1).label: 3})
+    assert "do not depend on batch composition or load" in batching["text"]
