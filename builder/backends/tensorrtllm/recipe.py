@@ -3,7 +3,7 @@ inflight batching, or the LLM-API Python model), and the tables its rules read (
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, PrivateAttr, field_validator, model_validator
 
@@ -184,7 +184,22 @@ class DraftSpeculative(Strict):
         return self.max_draft_len
 
 
-class LookaheadSpeculative(Strict):
+class EngineSpeculative(Strict):
+    """A speculative mode only the engine route generates (no draft checkpoint of its own): route_problem names
+    what it needs there (ENGINE_ONLY, per mode)."""
+    ENGINE_ONLY: ClassVar[str]
+
+    def route_problem(self, runtime: str) -> str | None:
+        if runtime != "engine":
+            return self.ENGINE_ONLY.format(runtime=runtime)
+        return None
+
+    @property
+    def draft_checkpoint(self) -> None:
+        return None
+
+
+class LookaheadSpeculative(EngineSpeculative):
     """Lookahead decoding on the engine route: the model drafts its own n-grams, no extra checkpoint; the engine is
     built for max_draft_len = f(W, N, G) (TensorRT-LLM's formula) and the backend runs (W, N, G)."""
     mode: Literal["lookahead"]
@@ -193,16 +208,9 @@ class LookaheadSpeculative(Strict):
                                               "minimum is (2, 2, 1)).")
     verification_set_size: int = Field(ge=0, description="G, the n-grams verified per step.")
 
-    def route_problem(self, runtime: str) -> str | None:
-        if runtime != "engine":
-            return ("speculative.mode lookahead needs runtime: engine (trtllm-build --speculative_decoding_mode "
-                    f"lookahead_decoding, the backend's decoding_mode); tritonbuild generates none on the {runtime} "
-                    "route")
-        return None
-
-    @property
-    def draft_checkpoint(self) -> None:
-        return None
+    ENGINE_ONLY = ("speculative.mode lookahead needs runtime: engine (trtllm-build --speculative_decoding_mode "
+                   "lookahead_decoding, the backend's decoding_mode); tritonbuild generates none on the {runtime} "
+                   "route")
 
     @property
     def draft_len(self) -> int:
@@ -210,7 +218,7 @@ class LookaheadSpeculative(Strict):
         return lookahead_draft_len(self.window_size, self.ngram_size, self.verification_set_size)
 
 
-class MedusaSpeculative(Strict):
+class MedusaSpeculative(EngineSpeculative):
     """Medusa heads on the engine route: examples/medusa/convert_checkpoint.py folds the heads into the TensorRT-LLM
     checkpoint, trtllm-build --speculative_decoding_mode medusa, the backend runs the medusa_choices tree."""
     mode: Literal["medusa"]
@@ -233,16 +241,9 @@ class MedusaSpeculative(Strict):
                                  "indices, each >= 0")
         return self
 
-    def route_problem(self, runtime: str) -> str | None:
-        if runtime != "engine":
-            return ("speculative.mode medusa needs runtime: engine (examples/medusa/convert_checkpoint.py, "
-                    "trtllm-build --speculative_decoding_mode medusa); on the pytorch route use mode eagle or "
-                    "draft_target")
-        return None
-
-    @property
-    def draft_checkpoint(self) -> None:
-        return None
+    ENGINE_ONLY = ("speculative.mode medusa needs runtime: engine (examples/medusa/convert_checkpoint.py, "
+                   "trtllm-build --speculative_decoding_mode medusa); on the pytorch route use mode eagle or "
+                   "draft_target")
 
     @property
     def draft_len(self) -> int:
