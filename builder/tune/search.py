@@ -224,6 +224,7 @@ class QuickSearch:
         # the screening walks leave room for FINALISTS candidates' other loads: when the fastest at the top
         # load lose at a lower one, the next ones are still measured there (on the H200 a run whose walks used
         # the budget found no config at all, its neighbours passing)
+        # (never so much that the walks lose the default and two candidates at every load: 3 x n_loads)
         self.reserve = min(FINALISTS * (n_loads - 1), max(0, self.budget - 3 * n_loads))
         self.delay = 0  # the walk's queue delay: the shortest (the others are measured at the best point)
         self.shape = 0
