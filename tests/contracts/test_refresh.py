@@ -100,6 +100,16 @@ def _genai_check(commit: str, moved: str | None = None):
                  checks._genai_perf_inputs, checks._recorded_genai_perf, moved)
 
 
+def _wheel(path, files: dict):
+    """A wheel (a zip) at path holding files (archive path: text)."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+    return path
+
+
 def test_check_reports_same_drift_and_gone_against_a_git_history(tmp_path, monkeypatch):
     """--check reads upstream's files with git show at the recorded commit and at the newest release: the newest
     v* tag or rYY.MM release branch by date (here the branch r99.01, newer than tag v9.0.0)."""
@@ -154,8 +164,6 @@ def test_check_reads_a_single_file_given_at_a_commit_and_checks_its_blob(tmp_pat
 def test_check_re_derives_vllm_facts_from_the_recorded_wheel(tmp_path, monkeypatch):
     """--wheel: the recorded sha256 first, then AsyncEngineArgs, QuantizationMethods and the tensor-parallel heads
     message read out of the wheel's own files."""
-    import zipfile
-
     from tests.contracts import checks, drift, refresh
 
     src = "class EngineArgs:\n    model: str = 'm'\n    enable_prefix_caching: bool | None = None\n\n\n" \
@@ -165,11 +173,9 @@ def test_check_re_derives_vllm_facts_from_the_recorded_wheel(tmp_path, monkeypat
              '            raise ValueError(\n                f"Total number of attention heads ({h})"\n'
              '                " must be divisible by tensor parallel size "\n                f"({tp})."\n'
              '            )\n')
-    wheel = tmp_path / "vllm-9.9.9-cp38-abi3-manylinux_2_28_x86_64.whl"
-    with zipfile.ZipFile(wheel, "w") as z:
-        z.writestr("vllm/engine/arg_utils.py", src)
-        z.writestr("vllm/model_executor/layers/quantization/__init__.py", quant)
-        z.writestr("vllm/config/model.py", model)
+    wheel = _wheel(tmp_path / "vllm-9.9.9-cp38-abi3-manylinux_2_28_x86_64.whl", {
+        "vllm/engine/arg_utils.py": src, "vllm/model_executor/layers/quantization/__init__.py": quant,
+        "vllm/config/model.py": model})
     facts = refresh.engine_args(src)
     assert facts == {"AsyncEngineArgs": ["enable_log_requests", "enable_prefix_caching", "model"],
                      "lines": {"EngineArgs": 1, "AsyncEngineArgs": 6}, "enable_prefix_caching": "None"}
@@ -253,8 +259,6 @@ def test_every_check_names_its_source_commit_and_every_moved_fact_says_which_ima
 
 def test_check_re_derives_the_marlin_overrides_from_each_wheel(tmp_path, monkeypatch):
     """--wheel: what a vLLM's AWQ / GPTQ override_quantization_method accepts, and its lines, read from the wheel."""
-    import zipfile
-
     from tests.contracts import checks, drift
 
     awq = ('class AutoAWQConfig:\n    @classmethod\n    def override_quantization_method(cls, cfg, user_quant):\n'
@@ -262,10 +266,8 @@ def test_check_re_derives_the_marlin_overrides_from_each_wheel(tmp_path, monkeyp
            '        return "auto_awq" if is_valid_user_quant else None\n\n    def get_name(cls):\n'
            '        return "auto_awq"\n')
     gptq = awq.replace("awq", "gptq").replace("AWQ", "GPTQ")
-    wheel = tmp_path / "vllm-9.9.9-cp38-abi3-manylinux_2_28_x86_64.whl"
-    with zipfile.ZipFile(wheel, "w") as z:
-        z.writestr("vllm/q/auto_awq.py", awq)
-        z.writestr("vllm/q/auto_gptq.py", gptq)
+    wheel = _wheel(tmp_path / "vllm-9.9.9-cp38-abi3-manylinux_2_28_x86_64.whl",
+                   {"vllm/q/auto_awq.py": awq, "vllm/q/auto_gptq.py": gptq})
     one = {"wheel": wheel.name, "wheel_sha256": drift.sha256_file(wheel)}
     recorded = {"source": [{**one, "path": "vllm/q/auto_awq.py", "lines": "3-5 (AutoAWQConfig)"},
                            {**one, "path": "vllm/q/auto_gptq.py", "lines": "3-5"}],
@@ -301,15 +303,11 @@ def test_a_wheel_is_derived_whole_in_either_source_layout(tmp_path):
     marlin = ('class AWQMarlinConfig:\n    @classmethod\n    def override_quantization_method(cls, cfg, user_quant):\n'
               '        is_valid_user_quant = (user_quant is None or user_quant == "marlin"\n'
               '                               or user_quant == "awq_marlin")\n        return None\n')
-    wheel = tmp_path / "vllm-0.5.5-cp38-abi3-manylinux1_x86_64.whl"
     q = "vllm/model_executor/layers/quantization/"
-    with zipfile.ZipFile(wheel, "w") as z:
-        z.writestr("vllm/_version.py", "__commit_id__ = commit_id = 'g09c7792'\n")
-        z.writestr("vllm/engine/arg_utils.py", args)
-        z.writestr(q + "__init__.py", old_quant)
-        z.writestr("vllm/config.py", model)
-        z.writestr(q + "awq_marlin.py", marlin)
-        z.writestr(q + "gptq_marlin.py", marlin.replace("awq", "gptq").replace("AWQ", "GPTQ"))
+    wheel = _wheel(tmp_path / "vllm-0.5.5-cp38-abi3-manylinux1_x86_64.whl", {
+        "vllm/_version.py": "__commit_id__ = commit_id = 'g09c7792'\n", "vllm/engine/arg_utils.py": args,
+        q + "__init__.py": old_quant, "vllm/config.py": model, q + "awq_marlin.py": marlin,
+        q + "gptq_marlin.py": marlin.replace("awq", "gptq").replace("AWQ", "GPTQ")})
     entry, overrides = derive(wheel, ["24.12"])
     assert entry["source"]["wheel_sha256"] == drift.sha256_file(wheel) and entry["source"]["commit"] == "09c7792"
     assert entry["AsyncEngineArgs"] == ["disable_log_requests", "enable_prefix_caching", "model"]
@@ -328,8 +326,6 @@ def test_a_wheels_speculative_config_is_derived_in_each_layout(tmp_path):
     """vllm-wheel: speculative_config absent from AsyncEngineArgs; SpeculativeConfig.method as a Literal through
     aliases (vllm/config/speculative.py) or a plain str set in the class (vllm/config.py); draft_model refused by
     EngineArgs' NotImplementedError, run by the V1 DraftModelProposer, or neither (not known)."""
-    import zipfile
-
     from tests.contracts import drift
     from tests.contracts.vllm_spec_wheel import derive
 
@@ -346,11 +342,7 @@ def test_a_wheels_speculative_config_is_derived_in_each_layout(tmp_path):
              '        if x:\n            self.method = "draft_model"\n')
 
     def wheel(name: str, files: dict):
-        w = tmp_path / f"vllm-{name}-cp38-abi3-manylinux1_x86_64.whl"
-        with zipfile.ZipFile(w, "w") as z:
-            for path, text in files.items():
-                z.writestr(path, text)
-        return w
+        return _wheel(tmp_path / f"vllm-{name}-cp38-abi3-manylinux1_x86_64.whl", files)
 
     old = derive(wheel("0.5.5", {"vllm/engine/arg_utils.py": args}), ["24.12"])
     assert old["speculative_config"] is False and old["source"]["lines"] == "5 (AsyncEngineArgs)"
@@ -372,8 +364,6 @@ def test_a_wheels_speculative_config_is_derived_in_each_layout(tmp_path):
 def test_check_re_derives_the_speculative_facts_from_each_wheel(tmp_path, monkeypatch):
     """--wheel: a vLLM's speculative entry re-derived whole from the recorded wheel (fields, methods, draft_model
     and lines); another wheel, or a changed method, is drift; a version not given is unread."""
-    import zipfile
-
     from tests.contracts import checks
     from tests.contracts.vllm_spec_wheel import derive
 
@@ -382,10 +372,8 @@ def test_check_re_derives_the_speculative_facts_from_each_wheel(tmp_path, monkey
     config = ('SpeculativeMethod = Literal["ngram", "eagle"]\n\n\nclass SpeculativeConfig:\n'
               "    num_speculative_tokens: int = 1\n    model: str | None = None\n"
               "    method: SpeculativeMethod | None = None\n")
-    wheel = tmp_path / "vllm-9.9.9-cp38-abi3-manylinux_2_28_x86_64.whl"
-    with zipfile.ZipFile(wheel, "w") as z:
-        z.writestr("vllm/engine/arg_utils.py", args)
-        z.writestr("vllm/config/speculative.py", config)
+    wheel = _wheel(tmp_path / "vllm-9.9.9-cp38-abi3-manylinux_2_28_x86_64.whl",
+                   {"vllm/engine/arg_utils.py": args, "vllm/config/speculative.py": config})
     recorded = derive(wheel, ["99.01"])
     assert recorded["methods"] == ["eagle", "ngram"] and recorded["draft_model"]["runs"] is None
     facts = {"versions": {"9.9.9": recorded, "1.0.0": recorded}}

@@ -19,6 +19,25 @@ def _methods(tag: str) -> set:
     return set(VERSIONS[vllm_of_image(_image(tag))]["quantization_methods"]["values"])
 
 
+def _plan_quantized(cli, tmp_path, quant_method: str, quantization: str, tag: str | None = None):
+    """plan of the GPU tiny-llama vLLM recipe on a copy of its checkpoint whose config.json says quant_method,
+    with engine_args.quantization (and the image of tag, when given)."""
+    import json
+    import shutil
+
+    from tests.conftest import EXAMPLES, ROOT
+
+    shutil.copytree(EXAMPLES / "tiny-llama", tmp_path / "ck")
+    config = json.loads((tmp_path / "ck" / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": quant_method, "bits": 4, "group_size": 128}
+    (tmp_path / "ck" / "config.json").write_text(json.dumps(config))
+    text = (ROOT / "recipes" / "gpu" / "tiny-llama-vllm.yaml").read_text()
+    image = f"\nimage: {{triton_image: {_image(tag)}}}" if tag else ""
+    text = text.replace("checkpoint: {path: ../examples/tiny-llama}", f"checkpoint: {{path: {tmp_path / 'ck'}}}{image}")
+    (tmp_path / "v.yaml").write_text(text.replace("engine_args:", f"engine_args:\n  quantization: {quantization}", 1))
+    return cli("plan", tmp_path / "v.yaml")
+
+
 def test_a_method_only_a_newer_vllm_has_is_refused_on_an_older_image():
     assert "fp8_per_block" in _methods("26.07") and "fp8_per_block" not in _methods("25.12")
     assert quantization_problem("fp8_per_block", _image("26.07")) is None
@@ -46,24 +65,11 @@ def test_an_image_whose_vllm_is_not_recorded_takes_the_methods_every_recorded_vl
 def test_auto_gptq_plans_for_a_gptq_checkpoint_where_the_images_vllm_has_it(cli, tmp_path, tag, code):
     """26.06 ships vLLM 0.22.1, whose QuantizationMethods and AutoGPTQConfig.override_quantization_method take
     auto_gptq (recorded from its wheel); 26.05's 0.19.0 has neither."""
-    import json
-    import shutil
-
-    from tests.conftest import EXAMPLES, ROOT
-
     version = vllm_of_image(_image(tag))
     by_version = load("vllm_quantization")["marlin_override"]["by_version"]
     assert ("auto_gptq" in by_version[version]["accepted"]["gptq"]) is (code == 0)
     assert ("auto_gptq" in _methods(tag)) is (code == 0)
-    shutil.copytree(EXAMPLES / "tiny-llama", tmp_path / "ck")
-    config = json.loads((tmp_path / "ck" / "config.json").read_text())
-    config["quantization_config"] = {"quant_method": "gptq", "bits": 4, "group_size": 128}
-    (tmp_path / "ck" / "config.json").write_text(json.dumps(config))
-    text = (ROOT / "recipes" / "gpu" / "tiny-llama-vllm.yaml").read_text()
-    text = text.replace("checkpoint: {path: ../examples/tiny-llama}", f"checkpoint: {{path: {tmp_path / 'ck'}}}"
-                        f"\nimage: {{triton_image: {_image(tag)}}}")
-    (tmp_path / "v.yaml").write_text(text.replace("engine_args:", "engine_args:\n  quantization: auto_gptq", 1))
-    r = cli("plan", tmp_path / "v.yaml")
+    r = _plan_quantized(cli, tmp_path, "gptq", "auto_gptq", tag)
     assert r.exit_code == code, r.stderr
     if code:
         assert f"vLLM {version}" in r.stderr and "auto_gptq" in r.stderr
@@ -83,21 +89,9 @@ def test_the_recipe_error_names_the_key(cli, tmp_path):
                                                   ("awq", "gptq_marlin", 4), ("gptq", "awq", 4)])
 def test_a_marlin_method_is_taken_for_the_checkpoint_vllm_converts(cli, tmp_path, method, wanted, code):
     """vLLM overrides an AWQ/GPTQ checkpoint to its Marlin kernel when asked (facts: vllm_quantization.json)."""
-    import json
-    import shutil
-
-    from tests.conftest import EXAMPLES, ROOT
-
     facts = load("vllm_quantization")["marlin_override"]["accepted"]
     assert (wanted in facts[method]) is (code == 0)
-    shutil.copytree(EXAMPLES / "tiny-llama", tmp_path / "ck")
-    config = json.loads((tmp_path / "ck" / "config.json").read_text())
-    config["quantization_config"] = {"quant_method": method, "bits": 4, "group_size": 128}
-    (tmp_path / "ck" / "config.json").write_text(json.dumps(config))
-    text = (ROOT / "recipes" / "gpu" / "tiny-llama-vllm.yaml").read_text()
-    text = text.replace("checkpoint: {path: ../examples/tiny-llama}", f"checkpoint: {{path: {tmp_path / 'ck'}}}")
-    (tmp_path / "v.yaml").write_text(text.replace("engine_args:", f"engine_args:\n  quantization: {wanted}", 1))
-    r = cli("plan", tmp_path / "v.yaml")
+    r = _plan_quantized(cli, tmp_path, method, wanted)
     assert r.exit_code == code, r.stderr
     if code:
         assert f"quant_method {method!r}" in r.stderr
@@ -122,20 +116,7 @@ def test_the_methods_a_quantized_checkpoint_loads_with_are_those_of_the_images_v
 
 @pytest.mark.parametrize("tag, code", [("26.07", 0), ("25.12", 3)])
 def test_auto_awq_plans_for_an_awq_checkpoint_where_the_images_vllm_has_it(cli, tmp_path, tag, code):
-    import json
-    import shutil
-
-    from tests.conftest import EXAMPLES, ROOT
-
-    shutil.copytree(EXAMPLES / "tiny-llama", tmp_path / "ck")
-    config = json.loads((tmp_path / "ck" / "config.json").read_text())
-    config["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": 128}
-    (tmp_path / "ck" / "config.json").write_text(json.dumps(config))
-    text = (ROOT / "recipes" / "gpu" / "tiny-llama-vllm.yaml").read_text()
-    text = text.replace("checkpoint: {path: ../examples/tiny-llama}", f"checkpoint: {{path: {tmp_path / 'ck'}}}"
-                        f"\nimage: {{triton_image: {_image(tag)}}}")
-    (tmp_path / "v.yaml").write_text(text.replace("engine_args:", "engine_args:\n  quantization: auto_awq", 1))
-    r = cli("plan", tmp_path / "v.yaml")
+    r = _plan_quantized(cli, tmp_path, "awq", "auto_awq", tag)
     assert r.exit_code == code, r.stderr
     if code:
         assert "vLLM 0.11.1" in r.stderr and "auto_awq" in r.stderr
