@@ -160,8 +160,8 @@ def builder_table(ea: dict, q: dict, s: dict) -> dict:
     by, spec = q["marlin_override"]["by_version"], s["versions"]
 
     def speculative(v: str) -> dict | None:
-        return {"methods": spec[v]["methods"], "fields": spec[v]["fields"],
-                "draft_model_runs": spec[v]["draft_model"]["runs"]} if spec[v]["speculative_config"] else None
+        return {"methods": spec[v]["methods"], "draft_model_runs": spec[v]["draft_model"]["runs"]} \
+            if spec[v]["speculative_config"] else None
 
     return {"_about": "Derived from tests/contracts/facts/vllm_engine_args.json, vllm_quantization.json and "
                       "vllm_speculative.json by `python -m tests.contracts.refresh vllm-wheel WHEEL... --write`; "
