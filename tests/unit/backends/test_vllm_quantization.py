@@ -116,10 +116,16 @@ def test_the_methods_a_quantized_checkpoint_loads_with_are_those_of_the_images_v
 
 @pytest.mark.parametrize("tag, code", [("26.07", 0), ("25.12", 3)])
 def test_auto_awq_plans_for_an_awq_checkpoint_where_the_images_vllm_has_it(cli, tmp_path, tag, code):
+    """26.07 ships vLLM 0.24.0, whose QuantizationMethods and AutoAWQConfig.override_quantization_method take
+    auto_awq (recorded from its wheel); 25.12's 0.11.1 has neither."""
+    version = vllm_of_image(_image(tag))
+    by_version = load("vllm_quantization")["marlin_override"]["by_version"]
+    assert ("auto_awq" in by_version[version]["accepted"]["awq"]) is (code == 0)
+    assert ("auto_awq" in _methods(tag)) is (code == 0)
     r = _plan_quantized(cli, tmp_path, "awq", "auto_awq", tag)
     assert r.exit_code == code, r.stderr
     if code:
-        assert "vLLM 0.11.1" in r.stderr and "auto_awq" in r.stderr
+        assert "vLLM 0.11.1" in r.stderr and "auto_awq" in r.stderr and f"vLLM {version}" in r.stderr
 
 
 def test_a_model_json_key_the_images_vllm_lacks_is_a_recipe_error_at_its_key(cli, tmp_path):
