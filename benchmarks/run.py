@@ -369,6 +369,7 @@ def bench_interpreter_choice(work: Path, rounds: int = 9) -> dict | str:
             for drop in ((True, False) if i % 2 == 0 else (False, True)):
                 (dropped if drop else kept).append(once(drop))
         results[name] = {"probing_ms": statistics.median(dropped), "kept_ms": statistics.median(kept),
+                         "probing_range_ms": [min(dropped), max(dropped)], "kept_range_ms": [min(kept), max(kept)],
                          "ratio_kept_over_probing": round(statistics.median(kept) / statistics.median(dropped), 3)}
     return {"python": str(found[-1]), "rounds": rounds, **results}
 
