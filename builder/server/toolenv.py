@@ -42,6 +42,7 @@ from importlib import metadata
 from pathlib import Path
 
 from tritonbuild.core.cachedir import default_cache_dir
+from tritonbuild.core.fsutil import write_atomic
 from tritonbuild.errors import VerifyError
 
 # What the embedded server's Python side needs: the bundled server and stubs (without pytriton's own client stack:
@@ -163,20 +164,11 @@ def _load_probes() -> dict:
 
 
 def _save_probes(known: dict) -> None:
-    """Written whole under a temporary name, then renamed: a reader sees the old file or the new one. A cache
-    directory that cannot be written costs the probe next time, nothing else."""
-    root = envs_dir()
+    """Written whole (write_atomic): a reader sees the old file or the new one. A cache directory that cannot be
+    written costs the probe next time, nothing else."""
+    kept = {path: facts for path, facts in known.items() if os.path.exists(path)}  # uninstalled: dropped
     with contextlib.suppress(OSError):
-        root.mkdir(parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(prefix=f".{PROBES}-", dir=root)
-        try:
-            kept = {path: facts for path, facts in known.items() if os.path.exists(path)}  # uninstalled: dropped
-            with os.fdopen(handle, "w") as out:
-                json.dump({"layout": 1, "interpreters": kept}, out, indent=1)
-            os.replace(name, root / PROBES)
-        except BaseException:
-            os.unlink(name)
-            raise
+        write_atomic(envs_dir() / PROBES, json.dumps({"layout": 1, "interpreters": kept}, indent=1).encode())
 
 
 def _candidates() -> Iterator[str]:
