@@ -220,7 +220,8 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     if r.runtime == "pytorch":
         return _llmapi_steps(loaded, ctx, ckpt, config, files)
     pre = prequantized(loaded, ckpt, config)
-    plan = memory_plan(r, arch, pre.params() if pre else None, heads_bytes=specdec.heads_bytes(loaded, recipe_dir))
+    heads = specdec.heads_dir(loaded, recipe_dir)  # checked once; its size and its files both come from here
+    plan = memory_plan(r, arch, pre.params() if pre else None, heads_bytes=specdec.heads_bytes(heads))
     if not plan.fits:
         raise PlanError(f"the weights alone do not fit: {plan.notes[0]}", where=loaded.where(("gpu",)),
                         hint="use a larger GPU, more tensor parallelism (engine.tp_size) or int4 quantization")
@@ -244,8 +245,8 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
         engine_params["lora"] = lora
         inputs.update(lora_inputs)
     if speculative := engine_params_of(r):  # so is the speculative decoding mode and its draft length
-        heads, heads_in = specdec.heads_inputs(loaded, ctx, recipe_dir)  # and Medusa's heads, by content
-        engine_params["speculative"] = {**speculative, **({"heads": heads} if heads else {})}
+        heads_files, heads_in = specdec.heads_inputs(ctx, heads)  # and Medusa's heads, by content
+        engine_params["speculative"] = {**speculative, **({"heads": heads_files} if heads_files else {})}
         inputs.update(heads_in)
     return [("trtllm.engine", engine_params, inputs),
             ("trtllm.tokenizer", {"files": sorted(tok_files)}, {str(tok / k): v for k, v in tok_files.items()}),
@@ -270,7 +271,7 @@ def describe(loaded: LoadedRecipe, ctx: PlanContext) -> dict:
         pre = None  # plan_steps says what is wrong with it
     draft = draft_config(loaded, recipe_dir)
     plan = memory_plan(r, arch, pre.params() if pre else None, Architecture.from_hf_config(draft) if draft else None,
-                       specdec.heads_bytes(loaded, recipe_dir))
+                       specdec.heads_bytes(specdec.heads_dir(loaded, recipe_dir)))
     return {**route, "architecture": arch.model_dump(), "memory_plan": plan.model_dump()}
 
 

@@ -134,24 +134,22 @@ def medusa_convert_flags(spec: dict | None, heads_dir: str | None) -> list[str]:
             str(spec["max_draft_len"])]
 
 
-def heads_inputs(loaded, ctx, recipe_dir) -> tuple[dict[str, str], dict[str, str]]:
-    """(relative file → digest, step inputs) of the recipe's Medusa heads directory; ({}, {}) without one."""
-    d = _heads_dir(loaded, recipe_dir)
-    if d is None:
+def heads_inputs(ctx, heads_dir) -> tuple[dict[str, str], dict[str, str]]:
+    """(relative file → digest, step inputs) of the Medusa heads directory; ({}, {}) without one."""
+    if heads_dir is None:
         return {}, {}
-    files = {f.as_posix(): ctx.digest(d / f) for f in tree_files(d)}
-    return files, {str(d / rel): digest for rel, digest in files.items()}
+    files = {f.as_posix(): ctx.digest(heads_dir / f) for f in tree_files(heads_dir)}
+    return files, {str(heads_dir / rel): digest for rel, digest in files.items()}
 
 
-def heads_bytes(loaded, recipe_dir) -> int:
+def heads_bytes(heads_dir) -> int:
     """The Medusa heads' weights: the size of the file the converter reads (0 without heads)."""
-    d = _heads_dir(loaded, recipe_dir)
-    return 0 if d is None else medusa_heads.weights_file(d).stat().st_size
+    return 0 if heads_dir is None else medusa_heads.weights_file(heads_dir).stat().st_size
 
 
-def _heads_dir(loaded, recipe_dir):
-    """The recipe's Medusa heads directory, laid out as the converter reads it (medusa_heads.check); None
-    without Medusa."""
+def heads_dir(loaded, recipe_dir):
+    """The recipe's Medusa heads directory, checked as the converter reads it (medusa_heads.check, once per
+    plan: heads_bytes and heads_inputs take what it returns); None without Medusa."""
     s = loaded.recipe.speculative
     if s is None or s.mode != "medusa":
         return None
