@@ -241,8 +241,8 @@ def _adopt_all(root: Path, out: Path) -> list[Adopted]:
     model_dirs = sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
     if not model_dirs:
         raise UsageError(f"{root} holds no model directory", hint="pass a Triton model repository")
-    pending, members = _callers(root, model_dirs)
-    pending = {name: calls for name, calls in pending.items() if name not in members}
+    calls_of, members = _callers(root, model_dirs)
+    pending = {name: calls for name, calls in calls_of.items() if name not in members}
     callers = set(pending)
     adopted, refused = [], {}
     for model_dir in model_dirs:
@@ -264,7 +264,7 @@ def _adopt_all(root: Path, out: Path) -> list[Adopted]:
             except UsageError as e:
                 refused[name] = e
     if refused:
-        called = {model for calls in _callers(root, model_dirs)[0].values() for model in calls}
+        called = {model for calls in calls_of.values() for model in calls}
         top = [e for name, e in refused.items() if name in callers and name not in called]  # names the chain
         raise (top or list(refused.values()))[0]
     return adopted
