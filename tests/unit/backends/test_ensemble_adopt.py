@@ -11,10 +11,16 @@ from tests.unit.backends.adopting import adopt_refused
 from tritonbuild.triton.config import parse
 
 
-def test_an_ensemble_becomes_an_ensemble_recipe_with_its_steps_mappings(cli, tmp_path):
+def _add_sub_repository(tmp_path):
+    """A model repository holding add_sub, the model the ensembles below call."""
     repo = tmp_path / "models"
     repo.mkdir()
     repositories.write_add_sub(repo)
+    return repo
+
+
+def test_an_ensemble_becomes_an_ensemble_recipe_with_its_steps_mappings(cli, tmp_path):
+    repo = _add_sub_repository(tmp_path)
     ens = repositories.write_add_sub_ensemble(repo)
     original = parse((ens / "config.pbtxt").read_bytes())
     r = cli("adopt", repo, "-o", tmp_path / "recipes", "--no-record")
@@ -33,11 +39,8 @@ def test_an_ensemble_becomes_an_ensemble_recipe_with_its_steps_mappings(cli, tmp
         assert getattr(built, field) == getattr(original, field), field
 
 
-
 def test_an_ensemble_over_a_model_adopt_cannot_take_is_refused_naming_that_step(cli, tmp_path):
-    repo = tmp_path / "models"
-    repo.mkdir()
-    repositories.write_add_sub(repo)
+    repo = _add_sub_repository(tmp_path)
     graphdef = repositories.write_inception_graphdef(repo)
     repositories.write_add_sub_ensemble(repo, steps=("add_sub", graphdef.name))
     err = adopt_refused(cli, tmp_path, repo)
@@ -46,17 +49,13 @@ def test_an_ensemble_over_a_model_adopt_cannot_take_is_refused_naming_that_step(
 
 
 def test_an_ensemble_calling_a_model_the_repository_lacks_is_refused(cli, tmp_path):
-    repo = tmp_path / "models"
-    repo.mkdir()
-    repositories.write_add_sub(repo)
+    repo = _add_sub_repository(tmp_path)
     repositories.write_add_sub_ensemble(repo, steps=("add_sub", "elsewhere"))
     assert "step 1 calls 'elsewhere', which this repository does not hold" in adopt_refused(cli, tmp_path, repo)
 
 
 def test_an_ensemble_over_a_refused_ensemble_is_refused_naming_the_step(cli, tmp_path):
-    repo = tmp_path / "models"
-    repo.mkdir()
-    repositories.write_add_sub(repo)
+    repo = _add_sub_repository(tmp_path)
     repositories.write_add_sub_ensemble(repo, name="z_inner", parameters={"k": {"string_value": "v"}})
     repositories.write_add_sub_ensemble(repo, steps=("z_inner", "add_sub"), name="outer")
     err = adopt_refused(cli, tmp_path, repo)
@@ -65,18 +64,14 @@ def test_an_ensemble_over_a_refused_ensemble_is_refused_naming_the_step(cli, tmp
 
 
 def test_ensemble_fields_no_recipe_key_holds_are_refused_by_name(cli, tmp_path):
-    repo = tmp_path / "models"
-    repo.mkdir()
-    repositories.write_add_sub(repo)
+    repo = _add_sub_repository(tmp_path)
     repositories.write_add_sub_ensemble(repo, version_policy={"all": {}})
     err = adopt_refused(cli, tmp_path, repo)
     assert "version_policy (other than Triton's default, latest 1" in err
 
 
 def test_an_ensemble_over_an_ensemble_is_adopted_after_the_models_it_calls(cli, tmp_path):
-    repo = tmp_path / "models"
-    repo.mkdir()
-    repositories.write_add_sub(repo)
+    repo = _add_sub_repository(tmp_path)
     repositories.write_add_sub_ensemble(repo, name="z_inner")
     repositories.write_add_sub_ensemble(repo, steps=("z_inner", "add_sub"), name="outer")
     r = cli("adopt", repo, "-o", tmp_path / "recipes", "--no-record", "--json")
