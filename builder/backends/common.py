@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from tritonbuild.core import stores
-from tritonbuild.core.hashing import sha256_file
+from tritonbuild.core.hashing import sha256_file, tree_files
 from tritonbuild.core.paths import PathProblem, regular_file
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.load import LoadedRecipe
@@ -83,6 +83,12 @@ def copy_inputs(inputs: dict[str, str], dest: Path) -> None:
         target = dest / Path(src).relative_to(root)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, target)
+
+
+def tree_inputs(root: Path, ctx) -> tuple[dict[str, str], dict[str, str]]:
+    """(relative path -> digest, step inputs: path -> digest) of every file under root, digested once."""
+    files = {f.as_posix(): ctx.digest(root / f) for f in tree_files(root)}
+    return files, {str(root / rel): digest for rel, digest in files.items()}
 
 
 def split_tree(files: dict[str, str], inputs: dict[str, str]) -> tuple[dict[str, str], str | None]:

@@ -77,7 +77,7 @@ def peft_lora_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, s
     """runtime: pytorch: the recipe's LoRA adapters as the LLM API loads them (Hugging Face PEFT directories,
     lora_ckpt_source hf), keyed by content; an adapter whose rank exceeds LoraConfig.max_lora_rank is refused.
     recipe_dir(loaded, rel, key) resolves a directory of the recipe."""
-    from tritonbuild.core.hashing import tree_files
+    from tritonbuild.backends.common import tree_inputs
     from tritonbuild.errors import PlanError
 
     r: LLMRecipe = loaded.recipe
@@ -97,8 +97,8 @@ def peft_lora_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, s
         if isinstance(rank, int) and rank > limit:
             raise PlanError(f"LoRA adapter {name!r} has rank {rank}, above max_lora_rank {limit}", where=where,
                             hint=f"set lora.max_lora_rank: {rank}")
-        adapters[name] = {f.as_posix(): ctx.digest(d / f) for f in tree_files(d)}
-        inputs.update({str(d / f): digest for f, digest in adapters[name].items()})
+        adapters[name], files = tree_inputs(d, ctx)
+        inputs.update(files)
     return [("trtllm.lora", {"adapters": adapters}, inputs)]
 
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import typing
 
-from tritonbuild.backends.common import split_tree
+from tritonbuild.backends.common import split_tree, tree_inputs
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe, LoraModule
-from tritonbuild.core.hashing import tree_files
 from tritonbuild.errors import PlanError
 
 MAX_LORA_RANK = 64  # trtllm-build --max_lora_rank's default (tensorrt_llm/commands/build.py)
@@ -34,8 +33,8 @@ def lora_build_params(loaded, ctx, recipe_dir) -> tuple[dict, dict[str, str]]:
                         where=loaded.where(("lora", "build_adapter")),
                         hint="point it at the PEFT directory the .npy adapters were converted from, or set "
                              "lora.target_modules instead")
-    params["adapter"] = {f.as_posix(): ctx.digest(d / f) for f in tree_files(d)}
-    return params, {str(d / rel): digest for rel, digest in params["adapter"].items()}
+    params["adapter"], inputs = tree_inputs(d, ctx)
+    return params, inputs
 
 
 def _adapters_modules(loaded, recipe_dir, max_rank: int) -> list[str]:

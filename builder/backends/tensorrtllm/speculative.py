@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import json
 
-from tritonbuild.backends.common import split_tree
+from tritonbuild.backends.common import split_tree, tree_inputs
 from tritonbuild.backends.tensorrtllm import medusa_heads
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
-from tritonbuild.core.hashing import tree_files
 from tritonbuild.errors import PlanError
 
 # recipe mode → the LLM API's decoding_type (DecodingBaseConfig.from_dict, tests/contracts/facts/llm_args.json)
@@ -138,8 +137,7 @@ def heads_inputs(ctx, heads_dir) -> tuple[dict[str, str], dict[str, str]]:
     """(relative file → digest, step inputs) of the Medusa heads directory; ({}, {}) without one."""
     if heads_dir is None:
         return {}, {}
-    files = {f.as_posix(): ctx.digest(heads_dir / f) for f in tree_files(heads_dir)}
-    return files, {str(heads_dir / rel): digest for rel, digest in files.items()}
+    return tree_inputs(heads_dir, ctx)
 
 
 def heads_bytes(heads_dir) -> int:
@@ -212,8 +210,8 @@ def draft_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, str]]
     if loaded.recipe.speculative is None or loaded.recipe.speculative.draft_checkpoint is None:
         return []
     d = _draft_dir(loaded, recipe_dir)
-    files = {f.as_posix(): ctx.digest(d / f) for f in tree_files(d)}
-    return [("trtllm.draft", {"files": sorted(files)}, {str(d / rel): digest for rel, digest in files.items()})]
+    files, inputs = tree_inputs(d, ctx)
+    return [("trtllm.draft", {"files": sorted(files)}, inputs)]
 
 
 def draft_config(loaded, recipe_dir) -> dict | None:
