@@ -654,7 +654,9 @@ def test_a_lookahead_recipe_keys_the_engine_and_is_checked_against_the_built_eng
     ok = cli("build", llm_dir / "llm.yaml", "-o", tmp_path / "OK", "--engine", f"tiny-llama={built}")
     assert ok.exit_code == 0, ok.stderr
     mc = parse((tmp_path / "OK" / "tiny-llama_tensorrt_llm" / "config.pbtxt").read_bytes())
-    assert mc.parameters["decoding_mode"].string_value == "lookahead"
+    backend = facts["backend"]  # what the tensorrtllm backend's model_instance_state.cc reads
+    assert mc.parameters["decoding_mode"].string_value == "lookahead" and "lookahead" in backend["decoding_mode_values"]
+    assert set(backend["lookahead_parameters"]) <= set(mc.parameters)
     assert mc.parameters["lookahead_window_size"].string_value == "4"
 
 
