@@ -4,13 +4,12 @@ adopted by the stage first (Backend.adopt_calls); a config field the recipe cann
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from tritonbuild.errors import UsageError
 from tritonbuild.recipe.models import DTYPES
+from tritonbuild.triton.rules import VERSION_RE
 
-VERSION_RE = re.compile(r"^[1-9][0-9]*$")  # Triton's numeric version directories
 _TRITON_DTYPES = {triton: ours for ours, triton in DTYPES.items()}
 # ModelConfig fields the ensemble recipe reproduces (its emitter writes the platform and version_policy latest 1)
 _EXPRESSED = {"name", "platform", "max_batch_size", "input", "output", "ensemble_scheduling", "version_policy"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from google.protobuf import text_format
@@ -14,11 +13,10 @@ from tritonbuild.triton.finding import Finding
 from tritonbuild.triton.rules import (
     CORE_DEFAULT_FILES,
     NAME_MISMATCH,
+    VERSION_RE,
     autocompleted_backend,
     model_problems,
 )
-
-VERSION_RE = re.compile(r"^[1-9][0-9]*$")
 
 
 def check_model_dir(model_dir: Path, *, model_files: bool = False, ours: bool = True) -> list[Finding]:

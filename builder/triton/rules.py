@@ -20,6 +20,7 @@ from tritonbuild.triton.ensemble_rules import ensemble_scheduling_problems
 from tritonbuild.triton.fields import TRITON_VERSION, unknown_fields
 
 WILDCARD = -1
+VERSION_RE = re.compile(r"^[1-9][0-9]*$")  # the version directories Triton serves
 # GetBackendTypeFromPlatform. torch_aoti (AOTInductor packages) pairs with pytorch from core dabbddc (r26.03,
 # "Add Support for Torch AOTI"); 2.51 does not know it: such models target a newer server, as tritonbuild writes them.
 LEGACY = {"tensorflow_graphdef": "tensorflow", "tensorflow_savedmodel": "tensorflow", "tensorrt_plan": "tensorrt",
