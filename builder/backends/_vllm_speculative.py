@@ -11,8 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tritonbuild.core.hashing import tree_files
-from tritonbuild.errors import PlanError
+from tritonbuild.backends.common import draft_checkpoint_dir, tree_inputs
 from tritonbuild.recipe.models import Strict
 
 DRAFT_DIR = "draft"
@@ -43,20 +42,15 @@ def draft_dir(loaded, recipe_dir):
     """The recipe's draft checkpoint directory (it must hold config.json), or None without speculative."""
     if loaded.recipe.speculative is None:
         return None
-    d = recipe_dir(loaded, loaded.recipe.speculative.model, ("speculative", "model"))
-    if not (d / "config.json").is_file():
-        raise PlanError(f"speculative.model {d} has no config.json: vLLM loads the draft as a Hugging Face "
-                        "checkpoint", where=loaded.where(("speculative", "model")),
-                        hint="point it at the draft checkpoint directory (save_pretrained)")
-    return d
+    return draft_checkpoint_dir(loaded, recipe_dir, ("speculative", "model"), "vLLM loads the draft")
 
 
 def draft_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, str]]]:
     d = draft_dir(loaded, recipe_dir)
     if d is None:
         return []
-    files = {f.as_posix(): ctx.digest(d / f) for f in tree_files(d)}
-    return [("vllm.draft", {"files": sorted(files)}, {str(d / rel): digest for rel, digest in files.items()})]
+    files, inputs = tree_inputs(d, ctx)
+    return [("vllm.draft", {"files": sorted(files)}, inputs)]
 
 
 def speculative_problem(speculative, triton_image: str) -> tuple[str, str] | None:

@@ -100,3 +100,13 @@ def split_tree(files: dict[str, str], inputs: dict[str, str]) -> tuple[dict[str,
         return inputs, None
     p, rel = next(iter(mine.items()))
     return {q: v for q, v in inputs.items() if q not in mine}, Path(p).as_posix()[:-len(rel) - 1]
+
+
+def draft_checkpoint_dir(loaded: LoadedRecipe, recipe_dir, key: tuple[str, str], loads: str) -> Path:
+    """The draft checkpoint directory the recipe names at key; it must hold config.json (loads: who loads it as
+    what, for the message)."""
+    d = recipe_dir(loaded, getattr(loaded.recipe.speculative, key[1]), key)
+    if not (d / "config.json").is_file():
+        raise PlanError(f"{'.'.join(key)} {d} has no config.json: {loads} as a Hugging Face checkpoint",
+                        where=loaded.where(key), hint="point it at the draft checkpoint directory (save_pretrained)")
+    return d

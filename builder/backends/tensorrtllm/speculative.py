@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import json
 
-from tritonbuild.backends.common import split_tree, tree_inputs
+from tritonbuild.backends.common import draft_checkpoint_dir, split_tree, tree_inputs
 from tritonbuild.backends.tensorrtllm import medusa_heads
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
-from tritonbuild.errors import PlanError
 
 # recipe mode → the LLM API's decoding_type (DecodingBaseConfig.from_dict, tests/contracts/facts/llm_args.json)
 DECODING_TYPES = {"draft_target": "DraftTarget", "eagle": "Eagle"}
@@ -195,14 +194,9 @@ def engine_problems(r: LLMRecipe, build_config: dict) -> list[str]:
 
 
 def _draft_dir(loaded, recipe_dir):
-    r: LLMRecipe = loaded.recipe
-    d = recipe_dir(loaded, r.speculative.draft_checkpoint, ("speculative", "draft_checkpoint"))
-    if not (d / "config.json").is_file():
-        raise PlanError(f"speculative.draft_checkpoint {d} has no config.json: the LLM API loads the draft "
-                        f"{'model' if r.speculative.mode == 'draft_target' else 'EAGLE head'} as a Hugging Face "
-                        "checkpoint", where=loaded.where(("speculative", "draft_checkpoint")),
-                        hint="point it at the draft checkpoint directory (save_pretrained)")
-    return d
+    what = "model" if loaded.recipe.speculative.mode == "draft_target" else "EAGLE head"
+    return draft_checkpoint_dir(loaded, recipe_dir, ("speculative", "draft_checkpoint"),
+                                f"the LLM API loads the draft {what}")
 
 
 def draft_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, str]]]:
