@@ -80,9 +80,9 @@ def speculative_problem(speculative, triton_image: str) -> tuple[str, str] | Non
             f"use {' or '.join(others) or 'another method'}, or an image whose vLLM runs it, newest first: {runs}")
 
 
-def draft_kv_config(loaded, recipe_dir) -> dict | None:
-    """The drafter's config.json when its attention layers get KV blocks beside the target's, else None."""
-    d = draft_dir(loaded, recipe_dir)
+def draft_kv_config(loaded, d) -> dict | None:
+    """The drafter's config.json (d: draft_dir's answer) when its attention layers get KV blocks beside the
+    target's, else None."""
     if d is None or loaded.recipe.speculative.method not in WITH_DRAFT_KV:
         return None
     import json

@@ -234,7 +234,7 @@ def describe(loaded: LoadedRecipe, ctx: PlanContext | None = None) -> dict:
         return {}
     draft = draft_dir(loaded, _dir)  # its weights share the GPU with the model's
     weights = (weight_bytes_on_disk(ckpt) + (weight_bytes_on_disk(draft) if draft else 0)) or None
-    plan = memory_plan(loaded.recipe, config, weights, draft_kv_config(loaded, _dir))
+    plan = memory_plan(loaded.recipe, config, weights, draft_kv_config(loaded, draft))
     return {"architecture": arch.model_dump(), "memory_plan": plan}
 
 
