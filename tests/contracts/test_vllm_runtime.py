@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks.vllm import tiny_llama
 from tests.conftest import ROOT
-from tests.contracts.facts import engine_args_of_image, load, vllm_versions
+from tests.contracts.facts import engine_args_of_image, load, vllm_of_image, vllm_versions
 from tritonbuild.backends import REGISTRY, vllm
 from tritonbuild.backends.vllm import VLLMEngineArgs, VLLMRecipe
 from tritonbuild.recipe.load import load_recipe
@@ -218,7 +218,7 @@ def test_speculative_decoding_is_model_jsons_speculative_config(cli, tmp_path, m
     for version, v in facts.items():  # every recorded vLLM: speculative_config as its AsyncEngineArgs has it
         assert ("speculative_config" in vllm_versions()[version]["AsyncEngineArgs"]) is v["speculative_config"]
         assert not v["speculative_config"] or set(spec) <= set(v["fields"]), version
-    v = facts["0.24.0"]  # the 26.07 image's (triton_images.json)
+    v = facts[vllm_of_image("nvcr.io/nvidia/tritonserver:26.07-vllm-python-py3")]  # triton_images.json
     assert spec["method"] in v["methods"] and v["draft_model"]["runs"] is True
     assert spec["num_speculative_tokens"] == 3 and spec["model"] == f"{mount}/{model.name}/1/draft"
     assert (model / "1" / "draft" / "config.json").read_bytes() == (ckpt / "config.json").read_bytes()
