@@ -118,8 +118,7 @@ def _probe(python: str, known: dict) -> tuple[str, str] | None:
         if facts is None:
             return None  # not cached: a failure may be passing (a timeout, a busy disk)
         if identity:
-            known[identity[0]] = {**facts, "identity": identity[1]}
-            _save_probes(known)
+            known[identity[0]] = {**facts, "identity": identity[1]}  # written once by find_python
     if facts.get("minor") not in {f"{major}.{minor}" for major, minor in PYTHONS} or not facts.get("shared"):
         return None
     return facts["minor"], facts["libdir"]
@@ -188,10 +187,15 @@ def _candidates() -> Iterator[str]:
 def find_python() -> tuple[str, str, str]:
     """(interpreter, minor, libdir) for the environment; a clear error naming what to install when none fits."""
     known = _load_probes()
-    for python in _candidates():
-        probed = _probe(python, known)
-        if probed:
-            return python, *probed
+    before = dict(known)
+    try:
+        for python in _candidates():
+            probed = _probe(python, known)
+            if probed:
+                return python, *probed
+    finally:
+        if known != before:  # the new answers, in one write however many candidates were asked
+            _save_probes(known)
     named = os.environ.get("TRITONBUILD_EMBEDDED_PYTHON")
     raise ServerStartError(
         (f"TRITONBUILD_EMBEDDED_PYTHON={named} is not a working Python 3.10-3.12 with a shared libpython"
