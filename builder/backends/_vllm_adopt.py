@@ -5,13 +5,12 @@ server's mount, or an absolute path): a Hugging Face Hub id is not a build input
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
 from tritonbuild.errors import UsageError
+from tritonbuild.triton.rules import VERSION_RE
 
-VERSION_RE = re.compile(r"^[1-9][0-9]*$")  # Triton's numeric version directories
 # config.pbtxt fields the vllm recipe reproduces (its emitter writes them: decoupled, KIND_MODEL, batch size 0)
 _CONFIG_FIELDS = {"name", "backend", "max_batch_size", "instance_group", "model_transaction_policy"}
 _HINT = "publish the repository as it is ('tritonbuild publish DIR URL'), or write this model's recipe by hand"

@@ -146,8 +146,8 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
 
 def _lora_step(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
     """The recipe's PEFT adapters, keyed by content (paths out of the key)."""
+    from tritonbuild.backends.common import tree_inputs
     from tritonbuild.backends.tensorrtllm import recipe_dir
-    from tritonbuild.core.hashing import tree_files
 
     r = loaded.recipe
     if r.lora is None:
@@ -159,8 +159,8 @@ def _lora_step(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
             raise PlanError(f"LoRA adapter {name!r} at {d} has no adapter_config.json: not a PEFT adapter",
                             where=loaded.where(("lora", "adapters", name)),
                             hint="save the adapter with peft's save_pretrained(DIR)")
-        adapters[name] = {f.as_posix(): ctx.digest(d / f) for f in tree_files(d)}
-        inputs.update({str(d / f): digest for f, digest in adapters[name].items()})
+        adapters[name], files = tree_inputs(d, ctx)
+        inputs.update(files)
     return [("vllm.lora", {"adapters": adapters}, inputs)]
 
 
