@@ -15,7 +15,7 @@ from tritonbuild.plan import Plan, make_plan
 from tritonbuild.recipe import load_recipes
 from tritonbuild.recipe.load import LoadedRecipe, expand_paths
 from tritonbuild.repository.assemble import assemble, check_out_dir, check_out_overlap
-from tritonbuild.repository.manifest import MANIFEST_NAME, Manifest, read_repository
+from tritonbuild.repository.manifest import MANIFEST_NAME, Manifest, read_repository, serving_needs
 from tritonbuild.server.toolenv import summary as embedded_environment  # noqa: F401  (the CLI's: embedded)
 from tritonbuild.steps import BuildResult, build
 from tritonbuild.verify.models import VerificationReport
@@ -203,7 +203,10 @@ def _serve(repository: str | Path, *, endpoint_url: str | None = None, **server_
     extra = set(server_options.get("backends") or {})  # serve --backend: its models are loaded too
     loadable = sorted({model.name for model in manifest.models
                        if (runs_embedded(model.backend) and model.target == "cpu") or model.backend in extra})
-    return EmbeddedServer(root, **server_options), loadable, sorted(set(names) - set(loadable))
+    env, wheels = serving_needs(root, [model for model in manifest.models if model.name in loadable])
+    options = {**server_options, "env": {**env, **(server_options.get("env") or {})},
+               "wheels": [*wheels, *(server_options.get("wheels") or [])]}
+    return EmbeddedServer(root, **options), loadable, sorted(set(names) - set(loadable))
 
 
 def publish(root: Path, target: Location | str, *, reverify: bool = False, **options):

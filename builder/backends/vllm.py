@@ -9,8 +9,10 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from tritonbuild.backends import _vllm_invariant
 from tritonbuild.backends._vllm_quantization import ALL as QUANTIZATION_METHODS
 from tritonbuild.backends._vllm_quantization import checkpoint_methods, engine_args_problems, quantization_problem
+from tritonbuild.backends._vllm_rules import load_problems
 from tritonbuild.backends._vllm_speculative import (
     VLLMSpeculative,
     draft_dir,
@@ -119,6 +121,12 @@ class VLLMLoRA(Strict):
 class VLLMServing(Strict):
     repository_mount: str = Field("/models", description="Where the server sees this repository; model.json "
                                                          "points at the packaged weights under it.")
+    determinism: Literal["default", "invariant"] = Field(
+        "default", description="invariant: an answer never depends on the other requests in flight (fp16 and INT4 "
+                               "weight-only): the server runs vLLM's batch-invariant mode (VLLM_BATCH_INVARIANT=1) "
+                               "with tritonbuild's batch-invariant W4A16 plugin, shipped in the version directory "
+                               "(plugins/) and installed by serve, Dockerfile.triton and deploy-snippets. Slower: "
+                               "see README. default: vLLM's fastest kernels, whose bits depend on the batch.")
 
 
 VLLMRecipe.model_rebuild()
@@ -300,6 +308,9 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
     (vdir / "model.json").write_bytes(pretty_json(model_json(r)))
     if r.lora is not None:
         (vdir / "multi_lora.json").write_bytes(pretty_json(multi_lora(r)))
+    serving = _vllm_invariant.serving(r)
+    if serving:
+        _vllm_invariant.plugin_wheel(vdir / _vllm_invariant.PLUGIN_DIR)
     pb2 = model_config_pb2()
     mc = pb2.ModelConfig()
     mc.name = r.name
@@ -316,41 +327,8 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
                            model_identity=sha256_json({k: e.sha256 for k, e in built_model.files.items()}),
                            inputs=INPUTS, outputs=OUTPUTS, max_batch_size=0,
                            llm={"engine_args": json.loads(pretty_json(model_json(r))),
-                                "serving_image": r.image.triton_image})]
+                                "serving_image": r.image.triton_image, **({"serving": serving} if serving else {})})]
 
-
-def load_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
-    """What the vLLM backend needs to load a model (offline, from config.pbtxt and model.json)."""
-    p = []
-    if mc.max_batch_size != 0:
-        p.append("the vLLM backend needs max_batch_size 0 (it batches internally)")
-    # NOTE: the backend's auto_complete_config sets decoupled: true where the config leaves
-    # model_transaction_policy out, and refuses to change a decoupled: false written there
-    # (vllm_backend src/model.py, python_backend set_model_transaction_policy; tests/contracts/facts).
-    if mc.HasField("model_transaction_policy") and not mc.model_transaction_policy.decoupled:
-        p.append("the vLLM backend needs model_transaction_policy.decoupled: true (its auto_complete_config "
-                 "sets it only where the config leaves model_transaction_policy out)")
-    world = 1
-    for v in versions:
-        try:
-            doc = json.loads((model_dir / str(v) / "model.json").read_text())
-            if "model" not in doc:
-                p.append(f"{v}/model.json has no 'model'")
-            world = max(world, int(doc.get("tensor_parallel_size", 1)) * int(doc.get("pipeline_parallel_size", 1)))
-            table = model_dir / str(v) / "multi_lora.json"
-            if str(doc.get("enable_lora", False)).lower() == "true" and not table.is_file():
-                p.append(f"{v}/model.json has enable_lora but {v}/multi_lora.json is missing: the backend fails the "
-                         f"load (Triton backend cannot find {table}.)")
-        except (OSError, ValueError, TypeError, AttributeError) as e:
-            p.append(f"{v}/model.json is not valid JSON: {e}")
-    kinds = {type(g).Kind.Name(g.kind) for g in mc.instance_group}
-    if "KIND_GPU" in kinds and world > 1:
-        p.append(f"use instance_group kind KIND_MODEL: the vLLM backend refuses KIND_GPU with tensor x pipeline "
-                 f"parallelism {world} > 1")
-    elif kinds - {"KIND_MODEL", "KIND_GPU"}:
-        p.append(f"instance_group kind {sorted(kinds - {'KIND_MODEL', 'KIND_GPU'})}: use KIND_MODEL (vLLM places "
-                 "its own devices) or KIND_GPU for one GPU")
-    return p
 
 class VLLMBackend(Backend):
     name = NAME

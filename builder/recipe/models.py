@@ -172,6 +172,15 @@ class Tolerance(Strict):
     ulp: int = Field(0, ge=0)
 
 
+class UnderLoad(Strict):
+    """A generative model's answers under concurrent load: each golden request sent again amid `others` concurrent
+    requests, `repeats` times, and compared bit for bit with its answer alone (token ids and log-probs apart)."""
+
+    others: int | None = Field(None, ge=1, le=1024, description="Concurrent other requests in flight around each "
+                               "golden request (unset: the model's max concurrent sequences less one, at most 63).")
+    repeats: int = Field(3, ge=1, le=1000, description="Rounds per golden request.")
+
+
 class Verify(Strict):
     goldens: str | None = Field(None, description="Golden .npz (relative to the recipe); written by "
                                                   "'tritonbuild verify OUT --record'.")
@@ -185,13 +194,18 @@ class Verify(Strict):
     tolerance: dict[str, Tolerance] = Field(
         default_factory=dict, description="Output name → allowed difference from the goldens (GPU fp16/TensorRT "
                                           "across GPU types); outputs not named must be bit-exact.")
+    under_load: UnderLoad | None = Field(None, description="Generative (decoupled, generate-endpoint) models: how "
+                                         "their answers are checked under concurrent load (unset: the defaults of "
+                                         "UnderLoad); batch_invariance: require fails on any difference.")
 
     @model_serializer(mode="wrap")
     def _drop_empty_tolerance(self, handler):
-        # NOTE: a recipe without tolerances serializes as before (manifests stay byte-identical).
+        # NOTE: a recipe without tolerances or under_load serializes as before (manifests stay byte-identical).
         data = handler(self)
-        if isinstance(data, dict) and not data.get("tolerance"):
-            data.pop("tolerance", None)
+        if isinstance(data, dict):
+            for key in ("tolerance", "under_load"):
+                if not data.get(key):
+                    data.pop(key, None)
         return data
 
 

@@ -101,3 +101,16 @@ def newest_version(root: Path, model: str) -> ManifestModel:
         names = sorted({entry.name for entry in manifest.models})
         raise UsageError(f"{root} has no model {model!r}", hint=f"one of: {', '.join(names) or '-'}")
     return max(found, key=lambda entry: entry.version)
+
+
+def serving_needs(root: Path, models) -> tuple[dict[str, str], list[Path]]:
+    """What the models' runtime needs from the server process (the manifest's llm.serving: a vLLM model's
+    determinism: invariant): environment variables and plugin wheels shipped in the version directories. One
+    server process serves every model: the variables apply to all (invariant is then everyone's mode)."""
+    env, wheels = {}, []
+    for model in models:
+        serving = (model.llm or {}).get("serving") or {}
+        env.update(serving.get("env") or {})
+        wheels += [root / model.name / str(model.version) / rel for rel in serving.get("plugins") or []]
+    return env, sorted(set(wheels))
+

@@ -79,11 +79,14 @@ class EmbeddedServer:
     def __init__(self, repository: Path | str, *, control: str = "explicit", log_path: Path | None = None,
                  ready_timeout: float = READY_TIMEOUT_S, poll_secs: int = 1,
                  ports: tuple[int, int, int] | None = None, log_verbose: int = 0,
-                 launcher: Launcher | ContainerLauncher | None = None, backends: dict[str, Path] | None = None):
+                 launcher: Launcher | ContainerLauncher | None = None, backends: dict[str, Path] | None = None,
+                 env: dict[str, str] | None = None, wheels: list[Path] | None = None):
         """ports: (http, grpc, metrics); 0 or None picks a free loopback port. launcher: which tritonserver runs
         (server/launcher.py: launcher_for(--tritonserver)); None: the embedded one. backends: Python-based
         backends served beside the python backend (name → a directory holding its model.py, e.g. Triton's vLLM
-        backend), placed as <backend-directory>/<name>/ (the embedded server only)."""
+        backend), placed as <backend-directory>/<name>/ (the embedded server only). env: variables the models'
+        runtime needs (a vLLM model's VLLM_BATCH_INVARIANT); wheels: pure-Python wheels its Python must import (a
+        vLLM plugin), unpacked for this server into a directory its interpreters see (the embedded server only)."""
         # A local directory, or a URL tritonserver reads itself (s3://http://host:port/bucket/prefix, gs://, as://).
         self.repository = str(repository) if is_url(repository) else str(Path(repository).resolve())
         self.control = control
@@ -98,6 +101,8 @@ class EmbeddedServer:
         self.log_verbose = log_verbose
         self.launcher = launcher or launcher_for(None)
         self.backends = {name: Path(path) for name, path in (backends or {}).items()}
+        self.env = dict(env or {})
+        self.wheels = [Path(wheel) for wheel in (wheels or [])]
         self.version: str | None = None  # GET /v2 once live
         self._bytecode_before: set[Path] | None = None  # set at start: only what this server wrote is removed
 
@@ -145,6 +150,29 @@ class EmbeddedServer:
             shutil.copytree(path, self._tmp / "backends" / name, ignore=shutil.ignore_patterns("__pycache__"),
                             dirs_exist_ok=True)
 
+    def _env(self) -> dict:
+        """The launcher's environment, with the models' variables and the unpacked wheels on the stub's path (the
+        stub ignores PYTHONPATH: the tool environment's .pth reads TRITONBUILD_STUB_PATH; PYTHONPATH for the model's
+        own subprocesses, e.g. vLLM's engine core)."""
+        env = {**self.launcher.env(), **self.env}
+        if self.wheels:
+            if not self.launcher.bundled:
+                raise ServerStartError(f"{', '.join(w.name for w in self.wheels)}: only the embedded tritonserver "
+                                       "takes packages from here; this one uses its install's Python",
+                                       hint="pip install those wheels (in the model's plugins/ directory) into it")
+            from tritonbuild.server.toolenv import STUB_PATH_VAR, sees_stub_path, unpack_wheels
+
+            python = self.launcher.tool_env()
+            if not sees_stub_path(python):
+                raise ServerStartError(f"{', '.join(w.name for w in self.wheels)}: the server's Python environment "
+                                       f"{python.path} is used as it is and does not import from here",
+                                       hint=f"pip install --no-deps {' '.join(str(w) for w in self.wheels)} into it")
+
+            site = str(unpack_wheels(self.wheels, self._tmp / "site"))
+            for var in (STUB_PATH_VAR, "PYTHONPATH"):
+                env[var] = os.pathsep.join(filter(None, [site, env.get(var, "")]))
+        return env
+
     def start(self) -> EmbeddedServer:
         """Start and wait until live; on any failure or interrupt, nothing is left running or on disk."""
         try:
@@ -170,7 +198,7 @@ class EmbeddedServer:
         self.http_port, self.grpc_port, self.metrics_port = (port or free_port() for port in self.ports)
         argv = self.argv()
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.launcher.env(),
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self._env(),
                                          cwd=self._tmp, start_new_session=True, preexec_fn=_die_with_parent)
         atexit.register(self.stop)
         deadline = time.monotonic() + self.ready_timeout

@@ -128,6 +128,10 @@ class Launcher:
             merged.pop("VIRTUAL_ENV")  # this environment used as it is (toolenv.current()), and it is no venv
         return merged
 
+    def tool_env(self) -> toolenv.ToolEnv:
+        """The Python environment the stub runs in."""
+        return self._python()
+
     def _python(self) -> toolenv.ToolEnv:
         return self.python or toolenv.ensure()
 

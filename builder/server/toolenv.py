@@ -354,3 +354,21 @@ def _run(argv: list[str], what: str) -> None:
                                hint="pip reads its own index settings (pip.conf, PIP_INDEX_URL, PIP_FIND_LINKS): "
                                     f"make {PYTRITON} and {NUMPY} reachable there (a wheel directory works offline), "
                                     "then run 'tritonbuild embedded install'")
+
+
+def unpack_wheels(wheels: list[Path], site: Path) -> Path:
+    """Pure-Python wheels unpacked into one directory a Python can import from (a wheel is a zip laid out as
+    site-packages, dist-info included, so importlib.metadata finds their entry points there)."""
+    import zipfile
+
+    site.mkdir(parents=True, exist_ok=True)
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as z:
+            z.extractall(site)
+    return site
+
+
+def sees_stub_path(env: ToolEnv) -> bool:
+    """Whether the environment's interpreters add TRITONBUILD_STUB_PATH to sys.path (one tritonbuild made); an
+    environment used as it is (current()) does not."""
+    return (Path(env.site_packages) / _PTH[0]).is_file()

@@ -64,6 +64,78 @@ def _batch_invariance(model: ManifestModel, runner, inputs, reference) -> tuple[
     return "invariant", f"{same} alone, in batches of up to {model.max_batch_size}, and under concurrency", []
 
 
+DEFAULT_CONCURRENCY = 64  # a generative model's check under load: at most this many requests in flight by default
+
+
+def load_settings(model: ManifestModel) -> tuple[int, int]:
+    """(others, repeats) of a generative model's check under load: verify.under_load, else its max concurrent
+    sequences (vLLM's max_num_seqs) less one, at most DEFAULT_CONCURRENCY - 1, and 3 rounds."""
+    spec = model.verify.under_load
+    engine = (model.llm or {}).get("engine_args") or {}
+    others = (spec.others if spec is not None and spec.others is not None else
+              min(int(engine.get("max_num_seqs") or DEFAULT_CONCURRENCY), DEFAULT_CONCURRENCY) - 1)
+    return max(1, others), spec.repeats if spec is not None else 3
+
+
+def _under_load(model: ManifestModel, runner, inputs, alone) -> tuple[str, str, list[Mismatch], dict | None]:
+    """A generative model (no batch dimension: its runtime batches the requests in flight): each input sent amid
+    `others` concurrent requests, `repeats` times, its answer compared bit for bit with its answer alone; what
+    differed is told per token (ids, or only log-probs; first position) where the answer carries log-probs."""
+    from tritonbuild.verify.generate import token_difference
+
+    if model.verify.batch_invariance == "skip":
+        return "skipped", "batch_invariance: skip", [], None
+    others, repeats = load_settings(model)
+    found: list[Mismatch] = []
+    summary = {"others": others, "repeats": repeats, "answers": 0, "differing": 0, "ids_differing": 0,
+               "logprobs_only_differing": 0, "first_differing_position": None, "max_logprob_diff": 0.0}
+    for rep in range(repeats):
+        for i, sample in enumerate(inputs):
+            got = runner.infer_amid(sample, others)
+            summary["answers"] += 1
+            here = []
+            for name, exp in alone[i].items():
+                mismatch = compare(exp, got.get(name), sample=i, output=name,
+                                   context=f"amid {others} concurrent requests, round {rep + 1}",
+                                   tolerance=model.verify.tolerance.get(name))
+                if mismatch and not mismatch.within_tolerance:
+                    here.append(mismatch)
+            if not here:
+                continue
+            found += here
+            summary["differing"] += 1
+            tokens = token_difference(alone[i], got)
+            if tokens is None:
+                continue
+            summary["ids_differing" if tokens["ids_differ"] else "logprobs_only_differing"] += 1
+            first = [p for p in (summary["first_differing_position"], tokens["first_position"]) if p is not None]
+            summary["first_differing_position"] = min(first) if first else None
+            summary["max_logprob_diff"] = max(summary["max_logprob_diff"], tokens["max_logprob_diff"])
+    where = f"amid {others} concurrent requests ({repeats} round(s) x {len(inputs)} request(s))"
+    if not found:
+        return "invariant", f"bit-identical alone and {where}", [], summary
+    what = (f"token ids differ in {summary['ids_differing']}, only log-probs in "
+            f"{summary['logprobs_only_differing']}" if summary["ids_differing"] or summary["logprobs_only_differing"]
+            else f"outputs {sorted({mismatch.output for mismatch in found})}")
+    first = summary["first_differing_position"]
+    detail = (f"{summary['differing']} of {summary['answers']} answers {where} differ from the answer alone: {what}"
+              + (f"; first at generated token {first}, max |log-prob diff| {summary['max_logprob_diff']:.3g}"
+                 if first is not None else ""))
+    return "variant", detail, found, summary
+
+
+def _repeat_mismatches(model: ManifestModel, runs, reference) -> list[Mismatch]:
+    found = []
+    for rep, outs in enumerate(runs):
+        for i, got in enumerate(outs):
+            for name, exp in reference[i].items():
+                mismatch = compare(exp, got.get(name), sample=i, output=name, context=f"repeat {rep + 1}",
+                                   tolerance=model.verify.tolerance.get(name))
+                if mismatch:
+                    found.append(mismatch)
+    return found
+
+
 def check_model(model: ManifestModel, runner, root: Path, record: bool, force: bool = False) -> dict:
     """record: answers on the goldens' inputs become the goldens; with force, goldens that no longer fit the model
     (an input renamed, added or dropped) are recorded anew from fresh inputs."""
@@ -85,24 +157,19 @@ def check_model(model: ManifestModel, runner, root: Path, record: bool, force: b
                                                "commit the .npz, rebuild"]}
         backend = REGISTRY.for_manifest(model.backend)
         inputs = (backend.golden_inputs(model) if backend is not None else None) or generate_inputs(model)
-    mismatches: list[Mismatch] = []
-    runs = []
-    for _ in range(model.verify.repeats):
-        runs.append([runner.infer(s) for s in inputs])
+    runs = [[runner.infer(sample) for sample in inputs] for _ in range(model.verify.repeats)]
     if record:
         reference = runs[0]
-    for rep, outs in enumerate(runs):
-        for i, got in enumerate(outs):
-            for name, exp in reference[i].items():
-                mismatch = compare(exp, got.get(name), sample=i, output=name, context=f"repeat {rep + 1}",
-                                   tolerance=model.verify.tolerance.get(name))
-                if mismatch:
-                    mismatches.append(mismatch)
+    mismatches = _repeat_mismatches(model, runs, reference)
     tolerated = [mismatch for mismatch in mismatches if mismatch.within_tolerance]
     mismatches = [mismatch for mismatch in mismatches if not mismatch.within_tolerance]
     # NOTE: batched answers are compared with this run's own unbatched ones, not the goldens: a model that
     # answers differently from its goldens is not thereby batch-variant
-    status, detail, variant = _batch_invariance(model, runner, inputs, runs[0] if runs else reference)
+    under_load = None
+    if model.max_batch_size == 0 and hasattr(runner, "infer_amid"):
+        status, detail, variant, under_load = _under_load(model, runner, inputs, runs[0] if runs else reference)
+    else:
+        status, detail, variant = _batch_invariance(model, runner, inputs, runs[0] if runs else reference)
     notes = []
     for name in sorted({mismatch.output for mismatch in tolerated}):
         tolerance = model.verify.tolerance[name]
@@ -112,12 +179,17 @@ def check_model(model: ManifestModel, runner, root: Path, record: bool, force: b
     if status == "variant":
         if model.verify.batch_invariance == "require":
             mismatches.extend(variant)
+        elif under_load is not None:
+            notes.append(f"answers depend on the other requests in flight ({detail}); set verify.batch_invariance: "
+                         "require to fail on this, and serve it invariant (a vLLM model: serving.determinism: "
+                         "invariant)")
         else:
             notes.append("outputs depend on batch composition; set verify.batch_invariance: require to fail on "
                          "this (and serve with a fixed batch shape)")
     compared = sum(len(sample_outputs) for sample_outputs in reference) * model.verify.repeats
     return {"samples": len(inputs), "repeats": model.verify.repeats, "compared": compared, "mismatches": mismatches,
             "tolerated": tolerated, "batch_invariance": status, "batch_detail": detail, "passed": not mismatches,
+            "under_load": under_load,
             "notes": notes, "_record": (inputs, reference) if record else None}
 
 

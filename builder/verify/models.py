@@ -48,6 +48,10 @@ class ModelReport(_Frozen):
     tolerated: list[Mismatch] = Field(default_factory=list, description="Differences within a declared tolerance.")
     batch_invariance: Literal["invariant", "variant", "not-applicable", "skipped"] = "skipped"
     batch_detail: str = ""
+    under_load: dict | None = Field(None, description="A generative model's check under load: others (requests in "
+                                    "flight around each golden one), repeats, answers compared, differing, "
+                                    "ids_differing, logprobs_only_differing, first_differing_position (generated "
+                                    "token), max_logprob_diff.")
     passed: bool
     checked: bool = Field(True, description="False: it could not run here (route 'none'; notes say why): neither "
                                             "passed nor failed, and the report as a whole does not pass.")

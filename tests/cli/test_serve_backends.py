@@ -44,8 +44,11 @@ def test_backends_are_placed_in_the_servers_backend_directory(tmp_path):
 def test_api_serve_loads_the_models_of_a_given_backend(tmp_path, monkeypatch):
     from tritonbuild import api
 
-    manifest = type("Mf", (), {"models": [type("M", (), {"name": "llm", "backend": "vllm", "target": "gpu"})(),
-                                          type("M", (), {"name": "py", "backend": "python", "target": "cpu"})()]})()
+    def model(**fields):
+        return type("M", (), fields)()
+
+    manifest = type("Mf", (), {"models": [model(name="llm", backend="vllm", target="gpu", llm={}),
+                                          model(name="py", backend="python", target="cpu", llm=None)]})()
     from tritonbuild.repository.manifest import MANIFEST_NAME
 
     (tmp_path / MANIFEST_NAME).write_text("{}")  # read_repository is replaced: only its presence counts

@@ -1,0 +1,177 @@
+"""tritonbuild's batch-invariant W4A16 linear for vLLM: a vLLM general plugin (entry point group
+`vllm.general_plugins`) that, when vLLM runs in batch-invariant mode (VLLM_BATCH_INVARIANT=1), makes the
+compressed-tensors INT4 weight-only layers compute every row the same way whatever else is in the batch.
+
+Why: in batch-invariant mode vLLM 0.22 keeps its unquantized linears, attention, norms and log-softmax invariant, but
+a W4A16 layer still goes to the mixed-precision kernel vLLM picks (Machete on Hopper), whose tiling and split-K
+depend on the number of rows: an INT4 model's answers then change with the batch (docs/runs, FACTS round 4).
+
+The kernel here: one Triton GEMM with tiles fixed per layer shape (never per row count), no split-K, the K loop in
+one fixed order, fp32 accumulation. A row's output is a function of that row and the layer alone: alone or amid 63
+other requests, prefill or decode, eager or in a CUDA graph, the bits are the same. Layout: compressed-tensors'
+pack-quantized W4A16 as vLLM loads it (weight_packed int32 [N, K/8], eight 4-bit values per int32 along K, low
+nibble first, stored with a +8 bias; weight_scale [N, K/G]); nothing is repacked.
+
+This file is copied into the serving environment (it never imports tritonbuild): `tritonbuild` writes it with a
+dist-info into the plugin wheel (backends/_vllm_invariant.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+PLUGIN_NAME = "tritonbuild_invariant_w4a16"
+KERNEL_NAME = "TritonbuildInvariantW4A16Kernel"
+# Tiles (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages), chosen by the layer's shape (N, K) only; BLOCK_K must
+# divide the quantization group. Measured on the H200 at Llama-3-8B's shapes (benchmarks/vllm/w4a16_bench.py).
+DEFAULT_TILES = (16, 64, 128, 4, 4)
+TILES: dict[tuple[int, int], tuple[int, int, int, int, int]] = {}
+
+_log = logging.getLogger(__name__)
+
+
+def tiles_for(n: int, k: int, group: int) -> tuple[int, int, int, int, int]:
+    """The layer's tiles: a function of its shape alone, so every batch size runs the same reduction."""
+    block_m, block_n, block_k, warps, stages = TILES.get((n, k), DEFAULT_TILES)
+    while group % block_k:
+        block_k //= 2
+    return block_m, block_n, block_k, warps, stages
+
+
+def _build():
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _w4a16(x_ptr, w_ptr, s_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_sn, stride_ym,
+               GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+        # axis 0 walks the row tiles so that CTAs sharing a weight tile run together (L2 reuse)
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        row_ok = rows < M
+        col_ok = cols < N
+        words = tl.arange(0, BLOCK_K // 8)
+        ks = tl.arange(0, BLOCK_K)
+        nibble = (ks % 8) * 4
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            x = tl.load(x_ptr + rows[:, None] * stride_xm + (k0 + ks)[None, :], mask=row_ok[:, None], other=0.0)
+            packed = tl.load(w_ptr + cols[:, None] * stride_wn + (k0 // 8 + words)[None, :],
+                             mask=col_ok[:, None], other=0)
+            # each int32 to its eight K positions: three self-interleaves repeat every word 8 times in a row
+            packed = tl.interleave(packed, packed)
+            packed = tl.interleave(packed, packed)
+            packed = tl.interleave(packed, packed)
+            q = (packed >> nibble[None, :]) & 0xF
+            scale = tl.load(s_ptr + cols * stride_sn + k0 // GROUP, mask=col_ok, other=0.0)
+            w = (q - 8).to(x.dtype) * scale[:, None]
+            acc += tl.dot(x, tl.trans(w), out_dtype=tl.float32)
+        tl.store(y_ptr + rows[:, None] * stride_ym + cols[None, :], acc.to(y_ptr.dtype.element_ty),
+                 mask=row_ok[:, None] & col_ok[None, :])
+
+    def launch(x: torch.Tensor, w: torch.Tensor, s: torch.Tensor, group: int) -> torch.Tensor:
+        rows, k = x.shape
+        n = w.shape[0]
+        y = torch.empty((rows, n), dtype=x.dtype, device=x.device)
+        if rows == 0:
+            return y
+        block_m, block_n, block_k, warps, stages = tiles_for(n, k, group)
+        grid = (triton.cdiv(rows, block_m), triton.cdiv(n, block_n))
+        _w4a16[grid](x, w, s, y, rows, n, k, x.stride(0), w.stride(0), s.stride(0), y.stride(0), GROUP=group,
+                     BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps, num_stages=stages)
+        return y
+
+    return launch
+
+
+_LAUNCH = None
+
+
+def w4a16_matmul(x, weight_packed, weight_scale, group: int):
+    """y[M, N] = x[M, K] @ dequant(weight_packed, weight_scale).T, batch-invariant (see the module docstring)."""
+    global _LAUNCH
+    if _LAUNCH is None:
+        _LAUNCH = _build()
+    return _LAUNCH(x.contiguous(), weight_packed, weight_scale, group)
+
+
+def _custom_op():
+    """The kernel as a torch custom op, so vLLM's torch.compile treats it as one opaque call (fake: shapes only)."""
+    import torch
+
+    @torch.library.custom_op("tritonbuild::w4a16_invariant", mutates_args=())
+    def op(x: torch.Tensor, weight_packed: torch.Tensor, weight_scale: torch.Tensor, group: int) -> torch.Tensor:
+        return w4a16_matmul(x, weight_packed, weight_scale, group)
+
+    @op.register_fake
+    def _(x, weight_packed, weight_scale, group):
+        return x.new_empty((x.shape[0], weight_packed.shape[0]))
+
+    return op
+
+
+def _kernel_class():
+    import torch
+    from vllm.model_executor.kernels.linear.mixed_precision.MPLinearKernel import MPLinearKernel
+    from vllm.model_executor.parameter import permute_param_layout_
+    from vllm.scalar_type import scalar_types
+
+    op = _custom_op()
+
+    class TritonbuildInvariantW4A16Kernel(MPLinearKernel):
+        @classmethod
+        def get_min_capability(cls) -> int:
+            return 80
+
+        @classmethod
+        def can_implement(cls, c) -> tuple[bool, str | None]:
+            k, _n = c.partition_weight_shape
+            group = c.group_size if c.group_size != -1 else k
+            problems = [
+                c.weight_type != scalar_types.uint4b8 and f"weight type {c.weight_type} (needs symmetric uint4b8)",
+                c.zero_points and "zero points (asymmetric)",
+                c.has_g_idx and "activation reordering (g_idx)",
+                c.act_type not in (torch.float16, torch.bfloat16) and f"activations {c.act_type}",
+                (group % 16 or k % group) and f"group size {group} with K {k}",
+            ]
+            problems = [p for p in problems if p]
+            return (not problems, "; ".join(problems) or None)
+
+        def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
+            def as_nk(param):
+                permute_param_layout_(param, input_dim=1, output_dim=0, **(
+                    {"packed_dim": 1} if param.dtype == torch.int32 else {}))
+                param.data = param.data.contiguous()
+                return param
+
+            self._transform_param(layer, self.w_q_name, as_nk)
+            self._transform_param(layer, self.w_s_name, as_nk)
+
+        def apply_weights(self, layer, x, bias=None):
+            c = self.config
+            k = c.partition_weight_shape[0]
+            w_q, w_s, _, _ = self._get_weight_params(layer)
+            y = op(x.reshape(-1, x.shape[-1]), w_q, w_s, c.group_size if c.group_size != -1 else k)
+            if bias is not None:
+                y = y + bias
+            return y.reshape(*x.shape[:-1], c.partition_weight_shape[1])
+
+    return TritonbuildInvariantW4A16Kernel
+
+
+def register() -> None:
+    """vLLM's general-plugin hook (every vLLM process calls it at start): in batch-invariant mode, put this kernel
+    first among the CUDA mixed-precision kernels. Outside that mode it changes nothing."""
+    if os.environ.get("VLLM_BATCH_INVARIANT", "0") in ("", "0"):
+        return
+    from vllm.model_executor.kernels.linear import _POSSIBLE_KERNELS
+    from vllm.platforms import PlatformEnum
+
+    kernels = _POSSIBLE_KERNELS.setdefault(PlatformEnum.CUDA, [])
+    if not any(k.__name__ == KERNEL_NAME for k in kernels):
+        kernels.insert(0, _kernel_class())
+        _log.info("tritonbuild: %s first among the W4A16 kernels (VLLM_BATCH_INVARIANT)", KERNEL_NAME)

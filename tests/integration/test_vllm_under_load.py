@@ -1,0 +1,97 @@
+"""verify --server checks a generative model's answers under concurrent load, against Triton's vLLM backend as the
+embedded tritonserver runs it — with a stand-in for vLLM (tests/fixtures/llm/vllm_standin/model.py) whose engine
+batches every request in flight and, like a GPU GEMM, reduces a row differently with the batch size, unless
+VLLM_BATCH_INVARIANT=1 is in the server's environment. A recipe asking for invariant answers fails on a server
+that does not serve them, and passes when served as `serving.determinism: invariant` makes `serve` serve it (the
+variable set, the plugin wheel shipped in the version directory found through vLLM's entry points)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import EXAMPLES, ROOT
+from tritonbuild import api
+from tritonbuild.backends import _vllm_invariant
+from tritonbuild.repository.manifest import read_repository
+
+pytestmark = [pytest.mark.triton, pytest.mark.slow]
+STANDIN = ROOT / "tests" / "fixtures" / "llm" / "vllm_standin"
+RECIPE = """\
+name: chat
+version: 1
+backend: vllm
+checkpoint: {{path: {ckpt}}}
+engine_args: {{dtype: float16, max_num_seqs: 16, enforce_eager: true}}
+serving: {{determinism: {determinism}}}
+verify: {{goldens: goldens/chat.npz, samples: 2, repeats: 2, batch_invariance: {require},
+          under_load: {{others: 12, repeats: 2}}}}
+"""
+
+
+def _build(tmp_path, determinism: str, require: str, out: str):
+    recipe = tmp_path / f"{out}.yaml"
+    recipe.write_text(RECIPE.format(ckpt=EXAMPLES / "tiny-llama", determinism=determinism, require=require))
+    api.build_repository([recipe], tmp_path / out)
+    return tmp_path / out
+
+
+def _serve(root):
+    server, loadable, _ = api.serve(root, backends={"vllm": STANDIN})
+    assert loadable == ["chat"]
+    return server
+
+
+def _verify(cli, root, url, *extra):
+    r = cli("verify", str(root), "--server", url, "--json", *extra)
+    return r.exit_code, json.loads(r.stdout)
+
+
+def test_answers_that_change_under_load_fail_a_recipe_that_requires_invariance(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    root = _build(tmp_path, "default", "require", "default")
+    with _serve(root) as server:
+        url = f"http://{server.http_url}"
+        code, recorded = _verify(cli, root, url, "--record")
+        assert code == 6, recorded  # recorded alone; under load the stand-in's batched rows differ
+        model = recorded["models"][0]
+        assert model["batch_invariance"] == "variant"
+        load = model["under_load"]
+        assert load["others"] == 12 and load["repeats"] == 2 and load["answers"] == 2 * 4
+        assert load["differing"] > 0 and load["first_differing_position"] is not None
+        assert load["ids_differing"] + load["logprobs_only_differing"] == load["differing"]
+        assert "differ from the answer alone" in model["batch_detail"]
+        assert all(m["context"].startswith("amid 12 concurrent requests") for m in model["mismatches"])
+        assert "VLLM_BATCH_INVARIANT" not in server.env
+
+
+def test_a_model_served_invariant_answers_bit_for_bit_under_load(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    root = _build(tmp_path, "invariant", "require", "inv")
+    manifest = read_repository(root, AssertionError)
+    serving = manifest.models[0].llm["serving"]
+    wheel = root / "chat" / "1" / serving["plugins"][0]
+    assert serving["env"] == {"VLLM_BATCH_INVARIANT": "1"} and wheel.is_file()
+    assert f"chat/1/{serving['plugins'][0]}" in manifest.files  # verified and published with the model
+    with _serve(root) as server:
+        assert server.env == {"VLLM_BATCH_INVARIANT": "1"} and server.wheels == [wheel]
+        code, recorded = _verify(cli, root, f"http://{server.http_url}", "--record")
+        log = server.log_path.read_text(errors="replace")
+    assert code == 0, recorded
+    model = recorded["models"][0]
+    assert model["batch_invariance"] == "invariant" and model["under_load"]["differing"] == 0
+    assert model["under_load"]["answers"] == 8
+    assert "batch invariant True" in log and f"general plugins ['{_vllm_invariant.ENTRY_POINT_NAME}']" in log
+
+
+def test_a_model_not_asked_to_be_invariant_passes_and_says_what_differed(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    root = _build(tmp_path, "default", "report", "rep")
+    with _serve(root) as server:
+        code, report = _verify(cli, root, f"http://{server.http_url}", "--record")
+    assert code == 0, report
+    model = report["models"][0]
+    assert model["batch_invariance"] == "variant" and model["mismatches"] == []
+    assert any("depend on the other requests in flight" in note and "serving.determinism: invariant" in note
+               for note in model["notes"])

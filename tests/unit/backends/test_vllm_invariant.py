@@ -1,0 +1,64 @@
+"""The batch-invariant W4A16 kernel of the vLLM plugin (backends/models/vllm_invariant.py), run on the CPU by
+Triton's interpreter (TRITON_INTERPRET=1) on weights packed by the project's compressed-tensors packer: it computes
+x @ dequant(W).T, and a row's bits do not depend on the rows beside it. On the GPU the same checks run at
+Llama-3-8B's shapes in benchmarks/vllm/w4a16_bench.py (docs/runs/*-llm-determinism-h200.json)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+from benchmarks.vllm import tiny_llama
+from tritonbuild.backends import _vllm_invariant
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton", reason="triton (the kernel's compiler; its interpreter runs it on the CPU)")
+pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available(),
+                                reason="triton imported without its interpreter and no GPU here")
+
+
+def _plugin():
+    spec = importlib.util.spec_from_file_location("tritonbuild_vllm_invariant_test", _vllm_invariant.PLUGIN_SOURCE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def layer():
+    rng = np.random.default_rng(0)
+    n, k, group = 48, 256, 128
+    w = (rng.standard_normal((n, k)) * 0.05).astype(np.float16)
+    q, scale = tiny_llama.quantize_int4(w, group)
+    packed = tiny_llama.pack_int4(q)
+    dense = tiny_llama.dequantize(packed, scale, (n, k), group)
+    x = (rng.standard_normal((40, k))).astype(np.float16)
+    return torch.from_numpy(x), torch.from_numpy(packed), torch.from_numpy(scale), dense, group
+
+
+def test_kernel_computes_x_times_the_dequantized_weight(layer):
+    x, packed, scale, dense, group = layer
+    got = _plugin().w4a16_matmul(x, packed, scale, group).float().numpy()
+    want = x.float().numpy() @ dense.T
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
+
+
+def test_a_rows_bits_do_not_depend_on_the_rows_beside_it(layer):
+    x, packed, scale, _, group = layer
+    plugin = _plugin()
+    alone = torch.cat([plugin.w4a16_matmul(x[i:i + 1], packed, scale, group) for i in range(x.shape[0])])
+    for m in (2, 3, 17, 40):
+        batch = plugin.w4a16_matmul(x[:m], packed, scale, group)
+        assert torch.equal(batch.view(torch.int16), alone[:m].view(torch.int16)), m
+
+
+def test_tiles_depend_on_the_layer_shape_only():
+    plugin = _plugin()
+    assert plugin.tiles_for(4096, 4096, 128) == plugin.tiles_for(4096, 4096, 128)
+    bm, bn, bk, _, _ = plugin.tiles_for(4096, 4096, 32)
+    assert 32 % bk == 0 and bm >= 16 and bn >= 16
