@@ -23,55 +23,88 @@ import os
 
 PLUGIN_NAME = "tritonbuild_invariant_w4a16"
 KERNEL_NAME = "TritonbuildInvariantW4A16Kernel"
-# Tiles (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages), chosen by the layer's shape (N, K) only; BLOCK_K must
-# divide the quantization group. Measured on the H200 at Llama-3-8B's shapes (benchmarks/vllm/w4a16_bench.py).
-DEFAULT_TILES = (16, 64, 128, 4, 4)
-TILES: dict[tuple[int, int], tuple[int, int, int, int, int]] = {}
+# Tiles (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, SPLIT, GATHER), chosen by the layer's shape (N, K) only:
+# SPLIT > 1 cuts K into that many fixed slices whose fp32 partial sums are added in slice order by a second kernel
+# (more memory in flight for decode, and the same reduction for every row count). BLOCK_K must divide the
+# quantization group. Measured on the H200 at Llama-3-8B's shapes (benchmarks/vllm/w4a16_bench.py).
+# GATHER: how a tile's int4 values reach their K positions (1: one load per position, 0: one per word, then
+# interleaved). Neither changes a row's arithmetic.
+DEFAULT_TILES = (16, 64, 128, 4, 4, 1, 0)
+# Llama-3-8B's linears (qkv, o, gate_up, down; N x K), the fastest of benchmarks/vllm/w4a16_bench.py --quick over
+# decode at 1 and 64 rows, in CUDA graphs (docs/runs/2026-12-04-w4a16-kernel-h200-graphs.json)
+TILES: dict[tuple[int, int], tuple[int, ...]] = {
+    (6144, 4096): (16, 128, 64, 4, 4, 8, 0), (4096, 4096): (16, 32, 128, 4, 4, 4, 0),
+    (28672, 4096): (64, 128, 64, 4, 4, 1, 0), (4096, 14336): (16, 128, 64, 4, 4, 8, 0)}
 
 _log = logging.getLogger(__name__)
 
 
-def tiles_for(n: int, k: int, group: int) -> tuple[int, int, int, int, int]:
+def tiles_for(n: int, k: int, group: int) -> tuple[int, ...]:
     """The layer's tiles: a function of its shape alone, so every batch size runs the same reduction."""
-    block_m, block_n, block_k, warps, stages = TILES.get((n, k), DEFAULT_TILES)
+    block_m, block_n, block_k, warps, stages, split, gather = TILES.get((n, k), DEFAULT_TILES)
     while group % block_k:
         block_k //= 2
-    return block_m, block_n, block_k, warps, stages
+    while split > 1 and (k % split or (k // split) % group):
+        split //= 2
+    return block_m, block_n, block_k, warps, stages, split, gather
+
+
+def _kernels():
+    """The two Triton kernels: the W4A16 GEMM over one K slice per program, and the slices' sum."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _w4a16(x_ptr, w_ptr, s_ptr, y_ptr, M, N, K_SLICE, stride_xm, stride_wn, stride_sn, stride_ym, stride_ys,
+               GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+               GATHER: tl.constexpr):
+        # axis 0 walks the row tiles so that CTAs sharing a weight tile run together (L2 reuse); axis 2: K slice
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        k_start = tl.program_id(2) * K_SLICE
+        rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        row_ok = rows < M
+        col_ok = cols < N
+        ks = tl.arange(0, BLOCK_K)
+        nibble = (ks % 8) * 4
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(k_start, k_start + K_SLICE, BLOCK_K):
+            x = tl.load(x_ptr + rows[:, None] * stride_xm + (k0 + ks)[None, :], mask=row_ok[:, None], other=0.0)
+            if GATHER:  # each K position reads its int32 word (eight share one: cache hits)
+                packed = tl.load(w_ptr + cols[:, None] * stride_wn + ((k0 + ks) // 8)[None, :],
+                                 mask=col_ok[:, None], other=0)
+            else:  # each word read once, then repeated to its eight K positions by three self-interleaves
+                packed = tl.load(w_ptr + cols[:, None] * stride_wn + (k0 // 8 + tl.arange(0, BLOCK_K // 8))[None, :],
+                                 mask=col_ok[:, None], other=0)
+                packed = tl.interleave(packed, packed)
+                packed = tl.interleave(packed, packed)
+                packed = tl.interleave(packed, packed)
+            q = (packed >> nibble[None, :]) & 0xF
+            scale = tl.load(s_ptr + cols * stride_sn + k0 // GROUP, mask=col_ok, other=0.0)
+            w = (q - 8).to(x.dtype) * scale[:, None]
+            acc += tl.dot(x, tl.trans(w), out_dtype=tl.float32)
+        out = y_ptr + tl.program_id(2) * stride_ys + rows[:, None] * stride_ym + cols[None, :]
+        tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
+
+    @triton.jit
+    def _slices_sum(p_ptr, y_ptr, SIZE, stride_s, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
+        # the K slices' fp32 partial sums added in slice order: the same order for every element and row count
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        ok = offs < SIZE
+        acc = tl.load(p_ptr + offs, mask=ok, other=0.0)
+        for s in tl.static_range(1, SPLIT):
+            acc += tl.load(p_ptr + s * stride_s + offs, mask=ok, other=0.0)
+        tl.store(y_ptr + offs, acc.to(y_ptr.dtype.element_ty), mask=ok)
+
+    return _w4a16, _slices_sum
 
 
 def _build():
     import torch
     import triton
-    import triton.language as tl
 
-    @triton.jit
-    def _w4a16(x_ptr, w_ptr, s_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_sn, stride_ym,
-               GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-        # axis 0 walks the row tiles so that CTAs sharing a weight tile run together (L2 reuse)
-        pid_m = tl.program_id(0)
-        pid_n = tl.program_id(1)
-        rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        row_ok = rows < M
-        col_ok = cols < N
-        words = tl.arange(0, BLOCK_K // 8)
-        ks = tl.arange(0, BLOCK_K)
-        nibble = (ks % 8) * 4
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            x = tl.load(x_ptr + rows[:, None] * stride_xm + (k0 + ks)[None, :], mask=row_ok[:, None], other=0.0)
-            packed = tl.load(w_ptr + cols[:, None] * stride_wn + (k0 // 8 + words)[None, :],
-                             mask=col_ok[:, None], other=0)
-            # each int32 to its eight K positions: three self-interleaves repeat every word 8 times in a row
-            packed = tl.interleave(packed, packed)
-            packed = tl.interleave(packed, packed)
-            packed = tl.interleave(packed, packed)
-            q = (packed >> nibble[None, :]) & 0xF
-            scale = tl.load(s_ptr + cols * stride_sn + k0 // GROUP, mask=col_ok, other=0.0)
-            w = (q - 8).to(x.dtype) * scale[:, None]
-            acc += tl.dot(x, tl.trans(w), out_dtype=tl.float32)
-        tl.store(y_ptr + rows[:, None] * stride_ym + cols[None, :], acc.to(y_ptr.dtype.element_ty),
-                 mask=row_ok[:, None] & col_ok[None, :])
+    _w4a16, _slices_sum = _kernels()
 
     def launch(x: torch.Tensor, w: torch.Tensor, s: torch.Tensor, group: int) -> torch.Tensor:
         rows, k = x.shape
@@ -79,10 +112,14 @@ def _build():
         y = torch.empty((rows, n), dtype=x.dtype, device=x.device)
         if rows == 0:
             return y
-        block_m, block_n, block_k, warps, stages = tiles_for(n, k, group)
-        grid = (triton.cdiv(rows, block_m), triton.cdiv(n, block_n))
-        _w4a16[grid](x, w, s, y, rows, n, k, x.stride(0), w.stride(0), s.stride(0), y.stride(0), GROUP=group,
-                     BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps, num_stages=stages)
+        block_m, block_n, block_k, warps, stages, split, gather = tiles_for(n, k, group)
+        grid = (triton.cdiv(rows, block_m), triton.cdiv(n, block_n), split)
+        target = y if split == 1 else torch.empty((split, rows, n), dtype=torch.float32, device=x.device)
+        _w4a16[grid](x, w, s, target, rows, n, k // split, x.stride(0), w.stride(0), s.stride(0), n,
+                     rows * n, GROUP=group, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GATHER=gather,
+                     num_warps=warps, num_stages=stages)
+        if split > 1:
+            _slices_sum[(triton.cdiv(rows * n, 1024),)](target, y, rows * n, rows * n, SPLIT=split, BLOCK=1024)
         return y
 
     return launch
