@@ -11,14 +11,18 @@ if [ -n "${TRITONBUILD_TARGET:-}" ]; then
 fi
 # A multi-GPU (or multi-instance) TensorRT-LLM model runs in orchestrator mode; its manifest entry says how
 # upstream's launcher starts it (llm.server_launch: environment, `mpirun -n 1`, memory-pool arguments).
+# A vLLM model served invariant (llm.serving) needs its environment (VLLM_BATCH_INVARIANT=1) and its plugin wheels
+# (shipped in its version directory) installed into the image's Python before the server starts.
 launch=()
 extra=()
+wheels=()
 if [ -f "$MODELS/tritonbuild-manifest.json" ]; then
   while IFS=$'\t' read -r kind value; do
     case "$kind" in
       env) export "${value?}" ;;
       launcher) read -r -a launch <<< "$value" ;;
       arg) extra+=("$value") ;;
+      wheel) wheels+=("$MODELS/$value") ;;
     esac
   done < <(python3 - "$MODELS/tritonbuild-manifest.json" <<'PY'
 import json, sys
@@ -28,10 +32,16 @@ for m in json.load(open(sys.argv[1])).get("models", []):
     lines += [("env", f"{k}={v}") for k, v in sorted(spec.get("env", {}).items())]
     lines += [("launcher", " ".join(spec["launcher"]))] if spec.get("launcher") else []
     lines += [("arg", a) for a in spec.get("args", [])]
+    serving = (m.get("llm") or {}).get("serving") or {}
+    lines += [("env", f"{k}={v}") for k, v in sorted(serving.get("env", {}).items())]
+    lines += [("wheel", f"{m['name']}/{m['version']}/{rel}") for rel in serving.get("plugins", [])]
 for line in dict.fromkeys(lines):
     print(*line, sep="\t")
 PY
 )
+fi
+if [ "${#wheels[@]}" -gt 0 ]; then
+  "${TRITONBUILD_PIP:-pip}" install --no-cache-dir --no-deps --no-index "${wheels[@]}"
 fi
 exec "${launch[@]}" tritonserver --model-repository="$MODELS" --model-control-mode="${TRITON_MODEL_CONTROL:-none}" \
   --strict-readiness=true "${extra[@]}" "$@"

@@ -95,3 +95,26 @@ def test_a_model_not_asked_to_be_invariant_passes_and_says_what_differed(cli, tm
     assert model["batch_invariance"] == "variant" and model["mismatches"] == []
     assert any("depend on the other requests in flight" in note and "serving.determinism: invariant" in note
                for note in model["notes"])
+
+
+def test_the_serving_images_entrypoint_installs_the_plugin_and_sets_the_mode(tmp_path, monkeypatch):
+    """Dockerfile.triton's entrypoint (the Kubernetes snippet runs that image) gives a fleet what serve gives the
+    embedded server: the manifest's environment, and the plugin wheels pip-installed before tritonserver starts."""
+    import os
+    import stat
+    import subprocess
+
+    monkeypatch.chdir(tmp_path)
+    root = _build(tmp_path, "invariant", "require", "inv")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("pip", "tritonserver"):  # record argv and environment instead of installing or serving
+        (bin_dir / name).write_text(f'#!/bin/sh\necho "{name} $* VLLM_BATCH_INVARIANT=$VLLM_BATCH_INVARIANT"\n')
+        (bin_dir / name).chmod(stat.S_IRWXU)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TRITONBUILD_MODELS": str(root)}
+    lines = subprocess.run(["bash", str(ROOT / "ci/docker/entrypoint.sh")], env=env, capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    wheel = root / "chat" / "1" / "plugins" / _vllm_invariant.wheel_name()
+    assert lines[0].split() == ["pip", "install", "--no-cache-dir", "--no-deps", "--no-index", str(wheel),
+                                "VLLM_BATCH_INVARIANT=1"]
+    assert lines[1].startswith("tritonserver ") and lines[1].endswith("VLLM_BATCH_INVARIANT=1")
