@@ -54,8 +54,13 @@ PYTHONS = ((3, 12), (3, 11), (3, 10))
 RECORD = "tritonbuild-env.json"
 PROBES = "interpreters.json"  # in envs_dir(): what each candidate interpreter said about itself (find_python)
 STUB_PATH_VAR = "TRITONBUILD_STUB_PATH"
+# NOTE: the stub embeds Python with an isolated configuration (no locale set, PYTHONIOENCODING ignored): its stdout
+# is ASCII whatever LANG says, and a model that prints non-ASCII text fails (vLLM's engine prints '…': a
+# UnicodeEncodeError at every start, seen on the H200). The .pth line also makes ASCII stdio UTF-8.
 _PTH = ("tritonbuild-stub-path.pth", "import os, sys; sys.path.extend(p for p in "
-        f"os.environ.get('{STUB_PATH_VAR}', '').split(os.pathsep) if p and p not in sys.path)\n")
+        f"os.environ.get('{STUB_PATH_VAR}', '').split(os.pathsep) if p and p not in sys.path); "
+        "[s.reconfigure(encoding='utf-8', errors='backslashreplace') for s in (sys.stdout, sys.stderr) "
+        "if getattr(s, 'encoding', 'utf-8').lower() in ('ascii', 'ansi_x3.4-1968')]\n")
 PIP_TIMEOUT_S = 900
 
 
@@ -214,7 +219,13 @@ def _read(path: Path) -> ToolEnv | None:
         return None
     env = ToolEnv(path, record["python"], record["libdir"], record["versions"])
     # NOTE: the venv's python links to the interpreter it was made from: gone (uninstalled) means unusable
-    return env if (env.bin / "python").exists() and (env.tritonserver / "bin" / "tritonserver").is_file() else None
+    if not ((env.bin / "python").exists() and (env.tritonserver / "bin" / "tritonserver").is_file()):
+        return None
+    pth = env.site_packages / _PTH[0]
+    with contextlib.suppress(OSError):  # an environment made by an earlier tritonbuild gets today's line
+        if pth.is_file() and pth.read_text() != _PTH[1]:
+            write_atomic(pth, _PTH[1].encode())
+    return env
 
 
 def current() -> ToolEnv | None:
