@@ -4,6 +4,8 @@ them on the GPU machine; stdlib + numpy only, through Triton's generate endpoint
     measure.py determinism URL MODEL      same prompt 20x alone and 20x amid 64 concurrent other prompts
     measure.py throughput URL MODEL       output tokens/s at 1, 16 and 64 concurrent streams
     measure.py kv-log LOG                 vLLM's own KV figures from a server or engine log
+    measure.py soak URL MODEL [SECONDS [STREAMS]]   STREAMS concurrent greedy streams for SECONDS (default 120, 64):
+                                          every answer compared with its prompt's answer alone
 
 Greedy decoding (temperature 0); token ids and log-probs come from the vLLM backend's `logprobs` output (the
 chosen token's id and log-prob at each step, as vLLM computed them), compared bit for bit as JSON text.
@@ -42,6 +44,7 @@ def generate(url: str, model: str, prompt: str, max_tokens: int) -> dict:
 
 
 def determinism(url: str, model: str, repeats: int = 20, load: int = 64, max_tokens: int = 32) -> dict:
+    repeats, load = int(repeats), int(load)
     alone = [generate(url, model, TARGET, max_tokens) for _ in range(repeats)]
     ref = alone[0]
     under = []
@@ -67,6 +70,8 @@ def determinism(url: str, model: str, repeats: int = 20, load: int = 64, max_tok
 
 
 def throughput(url: str, model: str, streams=(1, 16, 64), max_tokens: int = 128, per_stream: int = 4) -> dict:
+    if isinstance(streams, str):  # from the command line: "1,64"
+        streams = tuple(int(n) for n in streams.split(","))
     generate(url, model, OTHERS[0], 8)  # warm-up
     rows = []
     for n in streams:
@@ -82,6 +87,41 @@ def throughput(url: str, model: str, streams=(1, 16, 64), max_tokens: int = 128,
     return {"model": model, "max_tokens": max_tokens, "greedy": True, "rows": rows}
 
 
+def soak(url: str, model: str, seconds: float = 120, streams: int = 64, max_tokens: int = 32) -> dict:
+    """STREAMS workers send prompts round robin for SECONDS; each answer's ids and log-probs are compared with the
+    same prompt's answer alone (taken first, one request at a time): counts of answers and of differing ones."""
+    seconds, streams = float(seconds), int(streams)
+    prompts = [OTHERS[i % len(OTHERS)] + f" {i}" for i in range(streams)]
+    alone = {p: generate(url, model, p, max_tokens) for p in prompts}
+    deadline = time.monotonic() + seconds
+
+    def worker(i: int) -> tuple[int, int, int, int | None]:
+        answers = differing = ids_differing = 0
+        first = None
+        n = i
+        while time.monotonic() < deadline:
+            prompt = prompts[n % streams]
+            n += 1
+            got, ref = generate(url, model, prompt, max_tokens), alone[prompt]
+            answers += 1
+            if got["raw"] != ref["raw"]:
+                differing += 1
+                if got["ids"] != ref["ids"]:
+                    ids_differing += 1
+                    pos = next((j for j, (a, b) in enumerate(zip(got["ids"], ref["ids"], strict=False)) if a != b),
+                               None)
+                    first = pos if first is None or (pos is not None and pos < first) else first
+        return answers, differing, ids_differing, first
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=streams) as pool:
+        rows = list(pool.map(worker, range(streams)))
+    firsts = [r[3] for r in rows if r[3] is not None]
+    return {"model": model, "seconds": round(time.perf_counter() - start, 1), "streams": streams,
+            "max_tokens": max_tokens, "answers": sum(r[0] for r in rows), "differing": sum(r[1] for r in rows),
+            "ids_differing": sum(r[2] for r in rows), "first_differing_token": min(firsts) if firsts else None}
+
+
 KV_PATTERNS = {"kv_cache_tokens": r"GPU KV cache size: ([\d,]+) tokens",
                "available_kv_gib": r"Available KV cache memory: ([\d.]+) GiB",
                "model_weights_gib": r"[Mm]odel loading took ([\d.]+) GiB"}
@@ -95,5 +135,5 @@ def kv_log(path: str) -> dict:
 
 if __name__ == "__main__":
     cmd, *args = sys.argv[1:]
-    result = {"determinism": determinism, "throughput": throughput, "kv-log": kv_log}[cmd](*args)
+    result = {"determinism": determinism, "throughput": throughput, "kv-log": kv_log, "soak": soak}[cmd](*args)
     print(json.dumps(result))

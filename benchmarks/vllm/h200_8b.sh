@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The 8B-geometry determinism run (benchmarks/vllm/README.md, "8B run"): Llama-3-8B-shaped fp16 and INT4 W4A16
+# models (random weights made on the GPU) served by real vLLM 0.22.0 in the embedded tritonserver, default vs
+# invariant (serving.determinism: invariant: VLLM_BATCH_INVARIANT=1 + tritonbuild's W4A16 plugin), CUDA graphs on.
+#   h200_8b.sh STEP...   from the repository root, after `h200.sh .gpu/partsN ... setup` (same /tmp/vw)
+# Steps:
+#   ckpt-8b          ckpt_8b.py: /tmp/vw/ckpt/llama-3-8b-fp16 and -int4 (timed: results/ckpt-8b.json)
+#   build-8b         tritonbuild build: /tmp/vw/OUT8-default (the two default recipes), /tmp/vw/OUT8-invariant (the
+#                    two invariant ones); the source checkpoints' weights are then removed (the repositories hold
+#                    them; /tmp is 64 GiB). PLUGIN_PREINSTALL=1: also pip install the plugin wheel into python3
+#   serve-8b CONFIG  CONFIG default|invariant: tritonbuild serve of that repository (both models in one server)
+#   determinism-8b   measure.py determinism, each model: 10x alone, 10x amid 63 others
+#   throughput-8b    measure.py throughput, each model: 1 and 64 streams
+#   verify-8b        tritonbuild verify --server --record --json on a hardlinked copy of the served repository
+#   soak-8b          measure.py soak, both models at once: 64 streams for SOAK_S (default 120) s each
+#   stop             stop the server
+# Each step is skipped when less than its need is left before H200_BUDGET_S (default 570 s) from the start.
+# Results accumulate in /tmp/vw/results (while the machine stays warm); every call packs them all into
+# $OUT/results-8b.tgz. Then: python3 benchmarks/vllm/summarize_8b.py results/ > docs/runs/DATE-llm-determinism-h200.json
+set -uo pipefail
+export PYTHONUNBUFFERED=1 PYTHONIOENCODING=utf-8 LANG=C.UTF-8
+W=/tmp/vw
+SRC=${TRITONBUILD_SRC:-.}
+OUT=${OUT:-$PWD/vllm-out}
+R=$W/results
+mkdir -p "$OUT" "$R" "$W/bench8"
+here=$PWD
+deadline=$(( $(date +%s) + ${H200_BUDGET_S:-570} ))
+export PYTHONPATH=/tmp/src:/tmp/pyt
+export VLLM_USE_FLASHINFER_SAMPLER=0
+TB="python3 -m tritonbuild"
+URL=http://127.0.0.1:8000
+SOAK_S=${SOAK_S:-120}
+
+left() { echo $(( deadline - $(date +%s) )); }
+need() { [ "$(left)" -gt "$1" ] || { echo "skipped: $2 needs $1 s, $(left) s left"; return 1; }; }
+config() { cat $W/config8 2>/dev/null || echo none; }
+models() {  # the served config's models
+  case $(config) in
+    default) echo "llama-3-8b-fp16 llama-3-8b-int4" ;;
+    invariant) echo "llama-3-8b-fp16-invariant llama-3-8b-int4-invariant" ;;
+  esac
+}
+
+serve() {  # $1: config
+  rm -f /models && ln -sfn "$W/OUT8-$1" /models && echo "$1" > $W/config8
+  setsid $TB serve /models --backend vllm=/tmp/vllm_backend --http-port 8000 --grpc-port 8001 \
+    --metrics-port 8002 --log-file "$W/server-8b-$1.log" > "$W/serve-8b-$1.out" 2>&1 &
+  echo $! > $W/server.pid
+  local t0; t0=$(date +%s)
+  until grep -q " ready  HTTP" "$W/serve-8b-$1.out"; do
+    if ! kill -0 "$(cat $W/server.pid)" 2>/dev/null || [ "$(left)" -lt 20 ]; then
+      echo "server did not come up"; tail -c 6000 "$W/server-8b-$1.log"; cat "$W/serve-8b-$1.out"
+      echo "{\"config\": \"$1\", \"ready\": false}" > "$R/serve-8b-$1.json"; return 1
+    fi
+    sleep 2
+  done
+  echo "{\"config\": \"$1\", \"ready\": true, \"seconds\": $(( $(date +%s) - t0 ))}" > "$R/serve-8b-$1.json"
+  echo "server ready with both models after $(( $(date +%s) - t0 )) s"
+  grep -h "Using .* for CompressedTensorsWNA16" "$W/server-8b-$1.log" | sort -u
+}
+
+stop() {
+  [ -f $W/server.pid ] || return 0
+  kill "$(cat $W/server.pid)" 2>/dev/null
+  for _ in $(seq 60); do kill -0 "$(cat $W/server.pid)" 2>/dev/null || break; sleep 1; done
+  rm -f $W/server.pid
+  for _ in $(seq 30); do  # NOTE: the vLLM engine processes exit after their stubs; wait for the GPU memory
+    used=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+    [ "${used:-0}" -lt 2000 ] && break; sleep 1
+  done
+}
+
+set -- "$@" ""
+while [ $# -gt 1 ]; do
+  step=$1; shift
+  echo "== $step at $(date -u +%H:%M:%S), $(left) s left"
+  t0=$(date +%s)
+  case $step in
+    ckpt-8b)
+      need 150 ckpt-8b || continue
+      python3 "$SRC/benchmarks/vllm/ckpt_8b.py" $W/ckpt > $R/ckpt-8b.json || exit 4
+      cat $R/ckpt-8b.json; df -h /tmp | tail -1 ;;
+    build-8b)
+      need 150 build-8b || continue
+      rm -rf $W/bench8/*.yaml && cp "$SRC"/benchmarks/vllm/llama-3-8b-{fp16,int4}{,-invariant}.yaml $W/bench8/
+      ln -sfn $W/ckpt $W/bench8/checkpoints
+      (cd $W/bench8 && $TB build llama-3-8b-fp16.yaml llama-3-8b-int4.yaml -o $W/OUT8-default &&
+        $TB build llama-3-8b-fp16-invariant.yaml llama-3-8b-int4-invariant.yaml -o $W/OUT8-invariant) || exit 4
+      rm -f $W/ckpt/*/*.safetensors  # NOTE: the repositories hold the weights (hardlinks into the build cache)
+      if [ "${PLUGIN_PREINSTALL:-0}" = 1 ]; then
+        python3 -m pip install -q --no-index --no-deps $W/OUT8-invariant/llama-3-8b-int4-invariant/1/plugins/*.whl
+      fi
+      du -sh $W/OUT8-default $W/OUT8-invariant; df -h /tmp | tail -1 ;;
+    serve-8b)
+      cfg=$1; shift
+      case $cfg in default|invariant) ;; *) echo "serve-8b needs default|invariant, got '$cfg'" >&2; exit 2 ;; esac
+      need 150 "serve-8b $cfg" || continue
+      serve "$cfg" || { stop; continue; } ;;
+    determinism-8b)
+      need 60 determinism-8b || continue
+      for m in $(models); do
+        python3 $SRC/benchmarks/vllm/measure.py determinism $URL "$m" 10 63 >> $R/determinism-8b.jsonl ||
+          echo "$m failed"
+      done
+      cut -c1-400 $R/determinism-8b.jsonl | tail -2 ;;
+    throughput-8b)
+      need 50 throughput-8b || continue
+      for m in $(models); do
+        python3 $SRC/benchmarks/vllm/measure.py throughput $URL "$m" 1,64 >> $R/throughput-8b.jsonl ||
+          echo "$m failed"
+      done
+      tail -2 $R/throughput-8b.jsonl ;;
+    verify-8b)
+      need 180 verify-8b || continue
+      cfg=$(config)
+      rm -rf $W/OUT8-rec && cp -al $W/OUT8-$cfg $W/OUT8-rec  # hardlinks: --record writes goldens beside, not into
+      (cd $W/bench8 && $TB verify $W/OUT8-rec --server $URL --record --json > $R/verify-8b-$cfg.json)
+      echo "verify exit $?"
+      python3 - "$R/verify-8b-$cfg.json" <<'PY'
+import json, sys
+for m in json.load(open(sys.argv[1])).get("models", []):
+    print(m["name"], "passed" if m["passed"] else "FAILED", m["batch_invariance"], m.get("batch_detail", ""))
+PY
+      ;;
+    soak-8b)
+      need $(( SOAK_S + 40 )) soak-8b || continue
+      pids=""
+      for m in $(models); do
+        python3 $SRC/benchmarks/vllm/measure.py soak $URL "$m" "$SOAK_S" 64 > "$W/soak-$m.json" & pids="$pids $!"
+      done
+      wait $pids
+      for m in $(models); do cat "$W/soak-$m.json" >> $R/soak-8b.jsonl; done
+      tail -2 $R/soak-8b.jsonl ;;
+    stop) stop ;;
+    *) echo "unknown step $step" >&2; exit 2 ;;
+  esac
+  echo "$step took $(( $(date +%s) - t0 )) s"
+done
+for c in default invariant; do
+  f=$W/server-8b-$c.log
+  [ -f $f ] || continue
+  grep -h "Using .* for CompressedTensorsWNA16\|KV cache\|[Mm]odel loading took\|Graph capturing finished\|tritonbuild_invariant" $f |
+    cut -c1-400 > $R/server-8b-$c.lines
+  tail -c 300000 $f > $R/server-8b-$c.log
+done
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > $R/gpu.txt 2>/dev/null
+python3 -c "import importlib.metadata as m; print(m.version('vllm'))" > $R/vllm-version.txt 2>/dev/null
+cd "$here"
+tar czf $OUT/results-8b.tgz -C $W results 2>/dev/null
+ls $R
