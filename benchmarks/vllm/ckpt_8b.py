@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import tiny_llama  # the CPU reference: config, quantization_config, tokenizer path, layer names)
+import tiny_llama  # the CPU reference: config, quantization_config, tokenizer path, layer names
 
 STD = 0.02
 SHARD_BYTES = 4 << 30
