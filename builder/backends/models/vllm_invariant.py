@@ -19,7 +19,6 @@ dist-info into the plugin wheel (backends/_vllm_invariant.py).
 from __future__ import annotations
 
 import logging
-import os
 
 PLUGIN_NAME = "tritonbuild_invariant_w4a16"
 KERNEL_NAME = "TritonbuildInvariantW4A16Kernel"
@@ -36,7 +35,9 @@ TILES: dict[tuple[int, int], tuple[int, ...]] = {
     (6144, 4096): (16, 128, 64, 4, 4, 8, 0), (4096, 4096): (16, 32, 128, 4, 4, 4, 0),
     (28672, 4096): (64, 128, 64, 4, 4, 1, 0), (4096, 14336): (16, 128, 64, 4, 4, 8, 0)}
 
-_log = logging.getLogger(__name__)
+# NOTE: a child of vLLM's "vllm" logger, the one vLLM configures (vllm 0.22.0 vllm/logger.py DEFAULT_LOGGING_CONFIG:
+# a handler on "vllm" only); under this module's own name an INFO record has no handler and is never printed
+_log = logging.getLogger("vllm.tritonbuild_invariant")
 
 
 def tiles_for(n: int, k: int, group: int) -> tuple[int, ...]:
@@ -54,7 +55,9 @@ def _kernels():
     import triton
     import triton.language as tl
 
-    @triton.jit
+    # NOTE: M (the row count) not specialized: Triton compiles a separate variant for an int argument equal to 1 or
+    # divisible by 16; with this one binary per layer shape, every row count runs the same compiled code
+    @triton.jit(do_not_specialize=["M"])
     def _w4a16(x_ptr, w_ptr, s_ptr, y_ptr, M, N, K_SLICE, stride_xm, stride_wn, stride_sn, stride_ym, stride_ys,
                GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                GATHER: tl.constexpr):
@@ -203,7 +206,9 @@ def _kernel_class():
 def register() -> None:
     """vLLM's general-plugin hook (every vLLM process calls it at start): in batch-invariant mode, put this kernel
     first among the CUDA mixed-precision kernels. Outside that mode it changes nothing."""
-    if os.environ.get("VLLM_BATCH_INVARIANT", "0") in ("", "0"):
+    import vllm.envs as envs
+
+    if not envs.VLLM_BATCH_INVARIANT:  # vLLM's own parse of the variable (bool(int(...))), so both agree on the mode
         return
     from vllm.model_executor.kernels.linear import _POSSIBLE_KERNELS
     from vllm.platforms import PlatformEnum
