@@ -160,15 +160,17 @@ class EmbeddedServer:
                 raise ServerStartError(f"{', '.join(w.name for w in self.wheels)}: only the embedded tritonserver "
                                        "takes packages from here; this one uses its install's Python",
                                        hint="pip install those wheels (in the model's plugins/ directory) into it")
-            from tritonbuild.server.toolenv import STUB_PATH_VAR, sees_stub_path, unpack_wheels
+            from tritonbuild.server.toolenv import STUB_PATH_VAR, installed_wheel, sees_stub_path, unpack_wheels
 
             python = self.launcher.tool_env()
-            if not sees_stub_path(python):
-                raise ServerStartError(f"{', '.join(w.name for w in self.wheels)}: the server's Python environment "
+            missing = [wheel for wheel in self.wheels if not installed_wheel(python, wheel)]
+            if missing and not sees_stub_path(python):
+                raise ServerStartError(f"{', '.join(w.name for w in missing)}: the server's Python environment "
                                        f"{python.path} is used as it is and does not import from here",
-                                       hint=f"pip install --no-deps {' '.join(str(w) for w in self.wheels)} into it")
-
-            site = str(unpack_wheels(self.wheels, self._tmp / "site"))
+                                       hint=f"pip install --no-deps {' '.join(str(w) for w in missing)} into it")
+            if not missing:
+                return env  # installed there already (pip install of the same wheel)
+            site = str(unpack_wheels(missing, self._tmp / "site"))
             for var in (STUB_PATH_VAR, "PYTHONPATH"):
                 env[var] = os.pathsep.join(filter(None, [site, env.get(var, "")]))
         return env

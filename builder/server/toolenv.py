@@ -383,3 +383,9 @@ def sees_stub_path(env: ToolEnv) -> bool:
     """Whether the environment's interpreters add TRITONBUILD_STUB_PATH to sys.path (one tritonbuild made); an
     environment used as it is (current()) does not."""
     return (Path(env.site_packages) / _PTH[0]).is_file()
+
+
+def installed_wheel(env: ToolEnv, wheel: Path) -> bool:
+    """Whether the wheel's distribution, at the wheel's version, is installed in the environment (its dist-info)."""
+    dist, version = wheel.name.split("-")[:2]
+    return (Path(env.site_packages) / f"{dist}-{version}.dist-info").is_dir()
