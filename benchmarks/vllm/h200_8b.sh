@@ -31,6 +31,8 @@ export VLLM_USE_FLASHINFER_SAMPLER=0
 TB="python3 -m tritonbuild"
 URL=http://127.0.0.1:8000
 SOAK_S=${SOAK_S:-120}
+# NOTE: the build cache on the same filesystem as the repositories, so materialised weights are hardlinks (64 GB disk)
+export TRITONBUILD_CACHE_DIR=${TRITONBUILD_CACHE_DIR:-$W/cache}
 
 left() { echo $(( deadline - $(date +%s) )); }
 need() { [ "$(left)" -gt "$1" ] || { echo "skipped: $2 needs $1 s, $(left) s left"; return 1; }; }
