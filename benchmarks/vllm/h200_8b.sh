@@ -114,7 +114,7 @@ while [ $# -gt 1 ]; do
       done
       tail -2 $R/throughput-8b.jsonl ;;
     verify-8b)
-      need 180 verify-8b || continue
+      need ${VERIFY_NEED_S:-180} verify-8b || continue
       cfg=$(config)
       rm -rf $W/OUT8-rec && cp -al $W/OUT8-$cfg $W/OUT8-rec  # hardlinks: --record writes goldens beside, not into
       (cd $W/bench8 && $TB verify $W/OUT8-rec --server $URL --record --json > $R/verify-8b-$cfg.json)

@@ -118,3 +118,26 @@ def test_the_serving_images_entrypoint_installs_the_plugin_and_sets_the_mode(tmp
     assert lines[0].split() == ["pip", "install", "--no-cache-dir", "--no-deps", "--no-index", str(wheel),
                                 "VLLM_BATCH_INVARIANT=1"]
     assert lines[1].startswith("tritonserver ") and lines[1].endswith("VLLM_BATCH_INVARIANT=1")
+
+
+def test_verify_does_not_reload_a_model_the_server_already_serves(cli, tmp_path, monkeypatch):
+    """Triton's load API reloads a model it already serves: for a vLLM model, a second engine beside the first (on
+    the H200 an 8B model served at 0.42 of the GPU failed 'Engine core initialization failed', and verify failed
+    a model the server was serving). verify --server loads only what is not ready."""
+    import os
+    import shutil
+
+    from tritonbuild.server.embedded import load_model
+
+    monkeypatch.chdir(tmp_path)
+    root = _build(tmp_path, "default", "report", "served")
+    with _serve(root) as server:
+        url = f"http://{server.http_url}"
+        load_model(url, "chat")
+        # NOTE: verified as h200.sh does, on a hardlinked copy: new links change the files' ctime, and Triton then
+        # reloads a model it is asked to load again
+        shutil.copytree(root, tmp_path / "rec", copy_function=os.link)
+        code, report = _verify(cli, tmp_path / "rec", url, "--record")
+        log = server.log_path.read_text(errors="replace")
+    assert code == 0, report
+    assert log.count("loading: chat:1") == 1, log[-3000:]

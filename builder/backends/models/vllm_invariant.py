@@ -16,7 +16,6 @@ This file is copied into the serving environment (it never imports tritonbuild):
 dist-info into the plugin wheel (backends/_vllm_invariant.py).
 """
 
-from __future__ import annotations
 
 import logging
 

@@ -71,3 +71,12 @@ def test_tiles_depend_on_the_layer_shape_only():
     assert (4096 // split) % 32 == 0
     *_, split, _ = plugin.tiles_for(4096, 4096 + 128 * 3, 128)  # slices of whole groups only
     assert (4096 + 128 * 3) % split == 0 and ((4096 + 128 * 3) // split) % 128 == 0
+
+
+def test_the_kernel_registers_as_a_torch_custom_op():
+    """vLLM compiles the model with torch.compile: the kernel is one opaque custom op, whose schema torch infers from
+    the annotations. String annotations (from __future__ import annotations) made torch refuse it: every invariant
+    vLLM model failed to load on the H200 ('infer_schema(func): Unsupported type annotation torch.Tensor')."""
+    plugin = _plugin()
+    op = plugin._custom_op()
+    assert "tritonbuild::w4a16_invariant" in str(op._qualname if hasattr(op, "_qualname") else op)
