@@ -66,6 +66,8 @@ class VLLMRecipe(Named):
     checkpoint: Checkpoint
     engine_args: VLLMEngineArgs = Field(default_factory=lambda: VLLMEngineArgs())
     lora: VLLMLoRA | None = None
+    quantize: VLLMQuantize | None = Field(None, description="Quantize an fp16/bf16 checkpoint at build time (the "
+                                          "vllm.quantize step); None: the checkpoint is packaged as it is.")
     speculative: VLLMSpeculative | None = Field(None, description="Speculative decoding (model.json's "
                                                 "speculative_config).")
     serving: VLLMServing = Field(default_factory=lambda: VLLMServing())
@@ -93,6 +95,15 @@ class VLLMEngineArgs(Strict):
                           "the checkpoint's quantization_config.quant_method (compressed-tensors for a W4A16 "
                           "pack-quantized INT4 checkpoint); None: vLLM reads it from config.json.")
     seed: int = 0
+
+
+class VLLMQuantize(Strict):
+    """INT4 weight-only at build time: compressed-tensors' W4A16 pack-quantized checkpoint (round to nearest,
+    symmetric, one scale per group), which vLLM loads with quantization: compressed-tensors."""
+
+    scheme: Literal["w4a16"] = Field("w4a16", description="w4a16: INT4 weights, 16-bit activations.")
+    group_size: Literal[32, 64, 128] = Field(128, description="Inputs per scale; must divide every decoder "
+                                             "linear's in_features (per tensor-parallel rank for o_proj/down_proj).")
 
 
 class VLLMImage(Strict):
@@ -137,11 +148,16 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     if not (ckpt / "tokenizer.json").is_file() and not (ckpt / "tokenizer_config.json").is_file():
         raise PlanError(f"{ckpt} has no tokenizer files", where=loaded.where(("checkpoint", "path")),
                         hint="save the tokenizer into the checkpoint directory (vLLM loads it from there)")
-    _check_quantization(loaded, config)
     from tritonbuild.backends.tensorrtllm import recipe_dir
 
-    return [("vllm.package", {"layout": sorted(files)}, {str(ckpt / k): v for k, v in files.items()}),
-            *_lora_step(loaded, ctx), *draft_step(loaded, ctx, recipe_dir)]
+    if loaded.recipe.quantize is not None:  # the quantized checkpoint is what gets packaged
+        from tritonbuild.backends._vllm_quantize import plan_step
+
+        weights = plan_step(loaded, ckpt, config, files)
+    else:
+        _check_quantization(loaded, config)
+        weights = ("vllm.package", {"layout": sorted(files)}, {str(ckpt / k): v for k, v in files.items()})
+    return [weights, *_lora_step(loaded, ctx), *draft_step(loaded, ctx, recipe_dir)]
 
 
 def _lora_step(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
@@ -211,7 +227,8 @@ def memory_plan(recipe: VLLMRecipe, config: dict, weights: int | None = None, dr
     seqs = blocks // -(-seq // e.block_size) if seq else 0
     notes = [] if pool else [f"weights ({w_gpu / GIB:.2f} GiB) and vLLM's reserve exceed gpu_memory_utilization "
                              f"{e.gpu_memory_utilization} of the {recipe.gpu}"]
-    plan = MemoryPlan(gpu=recipe.gpu, gpu_bytes=gpu, quantization=e.quantization or "none", params=params,
+    quantization = e.quantization or ("compressed-tensors" if recipe.quantize is not None else "none")
+    plan = MemoryPlan(gpu=recipe.gpu, gpu_bytes=gpu, quantization=quantization, params=params,
                       weight_bytes=wbytes, weight_bytes_per_gpu=w_gpu, kv_bytes_per_token=kv_tok,
                       kv_bytes_per_token_per_gpu=kv_tok, kv_pool_bytes_per_gpu=pool,
                       max_kv_tokens=blocks * e.block_size, max_sequences_at_max_seq_len=seqs, fits=pool > 0,
@@ -234,6 +251,11 @@ def describe(loaded: LoadedRecipe, ctx: PlanContext | None = None) -> dict:
         return {}
     draft = draft_dir(loaded, _dir)  # its weights share the GPU with the model's
     weights = (weight_bytes_on_disk(ckpt) + (weight_bytes_on_disk(draft) if draft else 0)) or None
+    if loaded.recipe.quantize is not None:  # what the vllm.quantize step will write
+        from tritonbuild.backends._vllm_quantize import quantized_weight_bytes
+
+        quantized = quantized_weight_bytes(ckpt, loaded.recipe.quantize.group_size)
+        weights = weights if quantized is None else quantized + (weight_bytes_on_disk(draft) if draft else 0)
     plan = memory_plan(loaded.recipe, config, weights, draft_kv_config(loaded, draft))
     return {"architecture": arch.model_dump(), "memory_plan": plan}
 
@@ -258,6 +280,11 @@ def golden_inputs(model) -> list[dict]:
 
 
 def run_step(ctx: StepContext) -> None:
+    if ctx.kind == "vllm.quantize":
+        from tritonbuild.backends._vllm_quantize import run
+
+        run(ctx)
+        return
     if ctx.kind == "vllm.lora":
         import shutil
 
@@ -276,6 +303,8 @@ def derive_io(recipe, files, recipe_dir=None):
 
 def model_json(recipe) -> dict:
     args = {k: v for k, v in recipe.engine_args.model_dump().items() if v is not None}
+    if recipe.quantize is not None:  # explicit: vLLM checks it against the quantized checkpoint's config.json
+        args.setdefault("quantization", "compressed-tensors")  # _vllm_quantize.METHOD (numpy left unimported)
     if recipe.lora is not None:  # the backend then reads multi_lora.json beside model.json
         args["enable_lora"] = True
         args.update({k: v for k, v in recipe.lora.model_dump(exclude={"adapters"}).items() if v is not None})
@@ -355,7 +384,8 @@ def load_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
 class VLLMBackend(Backend):
     name = NAME
     recipe_type = VLLMRecipe
-    step_toolchain = {"vllm.package": ("tritonbuild",), "vllm.lora": ("tritonbuild",), "vllm.draft": ("tritonbuild",)}
+    step_toolchain = {"vllm.package": ("tritonbuild",), "vllm.lora": ("tritonbuild",), "vllm.draft": ("tritonbuild",),
+                      "vllm.quantize": ("numpy",)}  # its algorithm's version is in its params (QUANTIZER_VERSION)
     triton_backend = "vllm"
     model_files = {"": DEFAULT_FILENAME}
     route = "live-server"  # needs vllm and a GPU
@@ -376,6 +406,10 @@ class VLLMBackend(Backend):
             problems.append((("engine_args", "quantization"), *problem))
         if problem := speculative_problem(recipe.speculative, recipe.image.triton_image):
             problems.append((("speculative", "method"), *problem))
+        if recipe.quantize is not None:
+            from tritonbuild.backends._vllm_quantize import recipe_problems
+
+            problems += recipe_problems(recipe)
         keys = set(model_json(recipe)) - {"model"}
         return problems + engine_args_problems(keys, recipe.image.triton_image, set(VLLMEngineArgs.model_fields))
 
