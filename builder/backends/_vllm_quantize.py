@@ -24,7 +24,6 @@ import numpy as np
 # Bump when anything here changes what the step writes (the `vllm.quantize` cache key carries it).
 QUANTIZER_VERSION = 1
 SCHEME = "w4a16"
-METHOD = "compressed-tensors"  # vLLM's quantization method for the output
 GROUP = 128
 GROUP_SIZES = (32, 64, 128)
 SHARD_BYTES = 4 << 30  # output shards hold at most this (a larger single tensor gets a shard of its own)
@@ -228,7 +227,8 @@ def layout(headers: dict[str, dict], group: int, shard_bytes: int = SHARD_BYTES)
 
 def output_bytes(headers: dict[str, dict], group: int) -> int:
     """Bytes of the quantized weights (the GPU's weights, for the memory plan)."""
-    return sum(_nbytes(d, s) for h in headers.values() for n, m in h.items() for _, d, s in _out_tensors(n, m, group))
+    return sum(_nbytes(dtype, shape) for header in headers.values() for name, meta in header.items()
+               for _, dtype, shape, in _out_tensors(name, meta, group))
 
 
 def _header_bytes(entries: list) -> tuple[bytes, dict[str, int]]:
@@ -347,78 +347,3 @@ def quantize_checkpoint(ckpt_files: dict[str, Path], dest: Path, group: int, sha
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, dest / rel)
 
-
-# --- the vllm.quantize step: plan and run ----------------------------------------------------------------------
-
-def recipe_problems(recipe) -> list:
-    """check_recipe's (key path, message, hint) for a VLLMRecipe's quantize: the image's vLLM must have
-    compressed-tensors, and engine_args.quantization must be that or unset."""
-    from tritonbuild.backends._vllm_quantization import quantization_problem
-
-    if recipe.quantize is None:
-        return []
-    wanted = recipe.engine_args.quantization
-    if wanted not in (None, METHOD):
-        return [(("engine_args", "quantization"), f"engine_args.quantization is {wanted!r} but quantize writes a "
-                 f"{METHOD} checkpoint (W4A16 pack-quantized), which vLLM loads only as {METHOD}",
-                 f"set engine_args.quantization: {METHOD} (or leave it out), or remove quantize")]
-    if wanted is None and (problem := quantization_problem(METHOD, recipe.image.triton_image)):
-        return [(("quantize",), f"quantize writes a {METHOD} checkpoint: {problem[0]}", problem[1])]
-    return []
-
-
-def plan_step(loaded, ckpt: Path, config: dict, files: dict[str, str]) -> tuple[str, dict, dict[str, str]]:
-    """The vllm.quantize step of a recipe with quantize: refuses a checkpoint already quantized, weights that are not
-    safetensors, and a group size that does not divide a linear's inputs (per tensor-parallel rank for the
-    row-parallel ones), each a plan error at the recipe's key."""
-    from tritonbuild.errors import PlanError
-
-    q = loaded.recipe.quantize
-    if "quantization_config" in config:
-        method = config["quantization_config"].get("quant_method", "?")
-        raise PlanError(f"quantize: {ckpt}/config.json already has a quantization_config (quant_method {method!r}): "
-                        "the checkpoint is quantized", where=loaded.where(("quantize",)),
-                        hint="remove quantize (vLLM loads the checkpoint as it is), or point checkpoint.path at "
-                             "the fp16/bf16 checkpoint")
-    try:
-        weights = weight_files(sorted(files), lambda rel: json.loads((ckpt / rel).read_text()))
-        headers = {w: read_header(ckpt / w)[1] for w in weights}
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise PlanError(f"quantize: cannot read the checkpoint's weights ({type(e).__name__}: {e})",
-                        where=loaded.where(("checkpoint", "path")), hint="check the checkpoint's safetensors") from None
-    if not weights:
-        raise PlanError(f"quantize: {ckpt} has no *.safetensors weights (found: {', '.join(sorted(files))})",
-                        where=loaded.where(("checkpoint", "path")),
-                        hint="save the checkpoint with safe_serialization=True (save_pretrained's default)")
-    if bad := problems(headers, q.group_size, loaded.recipe.engine_args.tensor_parallel_size):
-        more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
-        raise PlanError(f"quantize: {'; '.join(bad[:3])}{more}", where=loaded.where(("quantize", "group_size")),
-                        hint=f"pick a group_size of {', '.join(map(str, GROUP_SIZES))} that divides every linear's "
-                             "in_features, or leave quantize out")
-    params = {"scheme": q.scheme, "group_size": q.group_size, "format": "pack-quantized",
-              "quantizer": QUANTIZER_VERSION, "shard_bytes": SHARD_BYTES, "layout": sorted(files)}
-    return "vllm.quantize", params, {str(ckpt / k): v for k, v in files.items()}
-
-
-def quantized_weight_bytes(ckpt: Path, group: int) -> int | None:
-    """Bytes the quantized weights will take (the memory plan's), None when the headers cannot be read."""
-    try:
-        rels = sorted(p.relative_to(ckpt).as_posix() for p in ckpt.iterdir() if p.is_file())
-        weights = weight_files(rels, lambda rel: json.loads((ckpt / rel).read_text()))
-        return output_bytes({w: read_header(ckpt / w)[1] for w in weights}, group) or None
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def run(ctx) -> None:
-    """The step: ctx.inputs (the checkpoint's files) → ctx.out/model, the quantized checkpoint."""
-    from tritonbuild.backends.common import checkpoint_root
-    from tritonbuild.errors import BuildError
-
-    root = checkpoint_root(ctx.inputs)
-    files = {rel: root / rel for rel in ctx.params["layout"]}
-    try:
-        quantize_checkpoint(files, ctx.out / "model", ctx.params["group_size"], ctx.params["shard_bytes"])
-    except (FormatError, KeyError) as e:
-        raise BuildError(f"cannot quantize the checkpoint {root}: {e}", hint="check the checkpoint's safetensors "
-                         "(the plan read their headers; did they change since?)") from None
