@@ -37,6 +37,7 @@ ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 
 FLOATS = ("F16", "BF16", "F32")
 BLOCK_ELEMENTS = 1 << 24  # rows of a linear quantized at once: at most this many weights (64 MiB as float32)
 CHUNK = 16 << 20
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".gguf", ".bin.index.json")
 
 
 def quantization_config(group_size: int = GROUP) -> dict:
@@ -325,7 +326,8 @@ def quantize_weights(src: dict[str, Path], dest: Path, group: int, shard_bytes: 
 def quantize_checkpoint(ckpt_files: dict[str, Path], dest: Path, group: int, shard_bytes: int = SHARD_BYTES) -> None:
     """The whole step: ckpt_files (relative name → path) → dest holding the quantized checkpoint: its weights,
     config.json with quantization_config, every other file (tokenizer, generation config, ...) as it is. The input
-    weights' own index and any .safetensors it does not map are left out."""
+    weights' own index, any .safetensors it does not map and other weight files (.bin, .pth: e.g. Llama 3's
+    original/consolidated.00.pth) are left out."""
     import shutil
 
     def read_json(rel: str) -> dict:
@@ -342,7 +344,7 @@ def quantize_checkpoint(ckpt_files: dict[str, Path], dest: Path, group: int, sha
     config["quantization_config"] = quantization_config(group)
     (dest / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     for rel, path in sorted(ckpt_files.items()):
-        if rel in ("config.json", INDEX) or rel.endswith(".safetensors"):
+        if rel in ("config.json", INDEX) or rel.endswith(WEIGHT_SUFFIXES):  # the fp16 weights stay behind
             continue
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, dest / rel)

@@ -144,12 +144,16 @@ def test_sharded_bf16_input_gives_sharded_deterministic_output(tmp_path):
                                                                              for k in ks}}))
     (src / "config.json").write_text(json.dumps({**tiny_llama.CONFIG, "torch_dtype": "bfloat16"}))
     (src / "stray.safetensors").write_bytes(b"not in the index")
-    files = {p.name: p for p in src.iterdir()}
+    (src / "original").mkdir()
+    (src / "original/consolidated.00.pth").write_bytes(b"fp16 weights, another format")
+    (src / "generation_config.json").write_text("{}")
+    files = {p.relative_to(src).as_posix(): p for p in src.rglob("*") if p.is_file()}
     for out in ("q1", "q2"):
         vq.quantize_checkpoint(files, tmp_path / out, 64, shard_bytes=150_000)
     listing = sorted(p.name for p in (tmp_path / "q1").iterdir())
     shards = [n for n in listing if n.startswith("model-")]
-    assert len(shards) > 1 and vq.INDEX in listing and "stray.safetensors" not in listing
+    assert len(shards) > 1 and vq.INDEX in listing and "generation_config.json" in listing
+    assert "stray.safetensors" not in listing and "original" not in listing
     for name in listing:
         assert (tmp_path / "q1" / name).read_bytes() == (tmp_path / "q2" / name).read_bytes(), name
     index = json.loads((tmp_path / "q1" / vq.INDEX).read_text())
