@@ -20,9 +20,21 @@ from pathlib import Path
 
 import numpy as np
 
+# The quantizer is the builder's (the vllm.quantize step); its names stay importable from here.
+from tritonbuild.backends._vllm_quantize import (  # noqa: F401 - re-exported
+    GROUP,
+    LINEARS,
+    QUANTIZATION_CONFIG,
+    SAFETENSORS_DTYPES,
+    dequantize,
+    int4_tensors,
+    pack_int4,
+    quantize_int4,
+    unpack_int4,
+)
+
 ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER = ROOT / "recipes" / "examples" / "tiny-llama"
-GROUP = 128
 CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
           "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
           "num_hidden_layers": 2, "vocab_size": 384, "max_position_embeddings": 1024, "rms_norm_eps": 1e-5,
@@ -33,18 +45,6 @@ LLAMA3_8B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidd
              "num_hidden_layers": 32, "vocab_size": 128256, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5,
              "rope_theta": 500000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
              "bos_token_id": 128000, "eos_token_id": 128001}
-LINEARS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
-           "mlp.up_proj", "mlp.down_proj")
-SAFETENSORS_DTYPES = {np.dtype(np.float16): "F16", np.dtype(np.int32): "I32", np.dtype(np.int64): "I64"}
-# compressed-tensors' own config of a W4A16 group-128 scheme (QuantizationConfig, format pack-quantized)
-QUANTIZATION_CONFIG = {
-    "quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
-    "ignore": ["lm_head"], "kv_cache_scheme": None,
-    "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None, "output_activations": None,
-                                  "format": "pack-quantized",
-                                  "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
-                                              "group_size": GROUP, "dynamic": False, "actorder": None,
-                                              "observer": "minmax"}}}}
 
 
 def tensors(cfg: dict, seed: int = 0) -> dict[str, np.ndarray]:
@@ -92,48 +92,6 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
         if name != "__metadata__":
             a, b = meta["data_offsets"]
             out[name] = np.frombuffer(raw[8 + n + a:8 + n + b], dtype=dtypes[meta["dtype"]]).reshape(meta["shape"])
-    return out
-
-
-def quantize_int4(w: np.ndarray, group: int = GROUP) -> tuple[np.ndarray, np.ndarray]:
-    """(int8 values in [-8, 7], fp16 scales [out, in / group]): symmetric round to nearest per group, the scale
-    max|w| / 7.5 as compressed-tensors' min-max observer takes it for a signed 4-bit range."""
-    out, inp = w.shape
-    groups = w.astype(np.float32).reshape(out, inp // group, group)
-    scale = (np.abs(groups).max(axis=-1) / 7.5).astype(np.float16)
-    scale[scale == 0] = 1
-    q = np.clip(np.rint(groups / scale.astype(np.float32)[..., None]), -8, 7).astype(np.int8)
-    return q.reshape(out, inp), scale
-
-
-def pack_int4(q: np.ndarray) -> np.ndarray:
-    """compressed-tensors' pack_to_int32 (packed_dim 1): value + 8, eight per int32, element j in bits 4j..4j+3."""
-    out, inp = q.shape
-    u = (q.astype(np.int32) + 8).astype(np.uint32).reshape(out, inp // 8, 8)
-    return (u << (np.arange(8, dtype=np.uint32) * 4)).sum(axis=-1, dtype=np.uint32).view(np.int32)
-
-
-def unpack_int4(packed: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    u = packed.view(np.uint32)[..., None] >> (np.arange(8, dtype=np.uint32) * 4) & 0xF
-    return (u.reshape(packed.shape[0], -1)[:, :shape[1]].astype(np.int16) - 8).astype(np.int8)
-
-
-def dequantize(packed: np.ndarray, scale: np.ndarray, shape: tuple[int, int], group: int = GROUP) -> np.ndarray:
-    q = unpack_int4(packed, shape).astype(np.float32).reshape(shape[0], -1, group)
-    return (q * scale.astype(np.float32)[..., None]).reshape(shape)
-
-
-def int4_tensors(fp16: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every decoder linear as weight_packed / weight_scale / weight_shape; embeddings, norms, lm_head stay fp16."""
-    out = {}
-    for name, arr in fp16.items():
-        prefix = name.removesuffix(".weight")
-        if prefix.split("layers.")[-1].split(".", 1)[-1] in LINEARS and name.endswith(".weight"):
-            q, scale = quantize_int4(arr)
-            out.update({f"{prefix}.weight_packed": pack_int4(q), f"{prefix}.weight_scale": scale,
-                        f"{prefix}.weight_shape": np.array(arr.shape, dtype=np.int64)})
-        else:
-            out[name] = arr
     return out
 
 

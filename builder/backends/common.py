@@ -77,12 +77,15 @@ def checkpoint_root(inputs: dict[str, str]) -> Path:
 
 
 def copy_inputs(inputs: dict[str, str], dest: Path) -> None:
-    """Copy a step's input files under dest, keeping their layout relative to checkpoint_root."""
+    """Copy a step's input files under dest, keeping their layout relative to checkpoint_root (reflinks where the
+    filesystem has them; the step runner then moves them into the store, uncopied)."""
+    from tritonbuild.core.cas import clone_or_copy
+
     root = checkpoint_root(inputs)
     for src in sorted(inputs):
         target = dest / Path(src).relative_to(root)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, target)
+        clone_or_copy(Path(src), target)
 
 
 def tree_inputs(root: Path, ctx) -> tuple[dict[str, str], dict[str, str]]:

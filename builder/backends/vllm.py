@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from tritonbuild.backends import _vllm_invariant
+from tritonbuild.backends import _vllm_quantize_step as quant
 from tritonbuild.backends._vllm_quantization import ALL as QUANTIZATION_METHODS
 from tritonbuild.backends._vllm_quantization import checkpoint_methods, engine_args_problems, quantization_problem
 from tritonbuild.backends._vllm_rules import load_problems
@@ -39,7 +40,6 @@ GOLDEN_MAX_TOKENS = 16
 GOLDEN_PROMPTS = ["Triton serves models from", "The engine is built once and", "Paged KV cache blocks hold",
                   "A golden inference is compared", "INT4 weight-only quantization keeps", "tritonbuild turns recipes",
                   "Every sequence has", "The repository holds"]
-DEFAULT_FILENAME = "model.json"
 # Every tensor the vLLM backend declares (vllm_backend src/model.py, recorded in tests/contracts): written out, so
 # the manifest and verify know the whole interface and a server with --disable-auto-complete-config takes the
 # OpenAI frontend's requests (return_num_*_tokens, return_logprobs, ...).
@@ -59,7 +59,6 @@ OUTPUTS = [TensorSpec(name="text_output", dtype="bytes", dims=[-1]),
            TensorSpec(name="num_output_tokens", dtype="uint32", dims=[-1])]
 
 
-
 class VLLMRecipe(Named):
     """A vLLM-backend model: config.pbtxt (KIND_MODEL, decoupled, max_batch_size 0) + 1/model.json."""
 
@@ -68,6 +67,7 @@ class VLLMRecipe(Named):
     checkpoint: Checkpoint
     engine_args: VLLMEngineArgs = Field(default_factory=lambda: VLLMEngineArgs())
     lora: VLLMLoRA | None = None
+    quantize: quant.VLLMQuantize | None = None  # the vllm.quantize step; None: the checkpoint packaged as it is
     speculative: VLLMSpeculative | None = Field(None, description="Speculative decoding (model.json's "
                                                 "speculative_config).")
     serving: VLLMServing = Field(default_factory=lambda: VLLMServing())
@@ -145,11 +145,12 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     if not (ckpt / "tokenizer.json").is_file() and not (ckpt / "tokenizer_config.json").is_file():
         raise PlanError(f"{ckpt} has no tokenizer files", where=loaded.where(("checkpoint", "path")),
                         hint="save the tokenizer into the checkpoint directory (vLLM loads it from there)")
-    _check_quantization(loaded, config)
     from tritonbuild.backends.tensorrtllm import recipe_dir
 
-    return [("vllm.package", {"layout": sorted(files)}, {str(ckpt / k): v for k, v in files.items()}),
-            *_lora_step(loaded, ctx), *draft_step(loaded, ctx, recipe_dir)]
+    weights = quant.quantize_step(loaded, ckpt, config, files) if loaded.recipe.quantize else \
+        ("vllm.package", {"layout": sorted(files)}, {str(ckpt / k): v for k, v in files.items()})  # what is packaged
+    _check_quantization(loaded, config)
+    return [weights, *_lora_step(loaded, ctx), *draft_step(loaded, ctx, recipe_dir)]
 
 
 def _lora_step(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
@@ -183,7 +184,7 @@ def _check_quantization(loaded: LoadedRecipe, config: dict) -> None:
                         f"quant_method {method!r}: vLLM refuses the load", hint=f"set quantization: {method} (or "
                         "leave it out: vLLM reads it from config.json)",
                         where=loaded.where(("engine_args", "quantization")))
-    if wanted is not None and method is None:
+    if wanted is not None and method is None and loaded.recipe.quantize is None:
         raise PlanError(f"engine_args.quantization is {wanted!r} but the checkpoint has no quantization_config: "
                         "vLLM quantizes only checkpoints written in that format",
                         hint="point checkpoint.path at the quantized checkpoint, or remove engine_args.quantization",
@@ -219,8 +220,8 @@ def memory_plan(recipe: VLLMRecipe, config: dict, weights: int | None = None, dr
     seqs = blocks // -(-seq // e.block_size) if seq else 0
     notes = [] if pool else [f"weights ({w_gpu / GIB:.2f} GiB) and vLLM's reserve exceed gpu_memory_utilization "
                              f"{e.gpu_memory_utilization} of the {recipe.gpu}"]
-    plan = MemoryPlan(gpu=recipe.gpu, gpu_bytes=gpu, quantization=e.quantization or "none", params=params,
-                      weight_bytes=wbytes, weight_bytes_per_gpu=w_gpu, kv_bytes_per_token=kv_tok,
+    plan = MemoryPlan(gpu=recipe.gpu, gpu_bytes=gpu, quantization=model_json(recipe).get("quantization", "none"),
+                      params=params, weight_bytes=wbytes, weight_bytes_per_gpu=w_gpu, kv_bytes_per_token=kv_tok,
                       kv_bytes_per_token_per_gpu=kv_tok, kv_pool_bytes_per_gpu=pool,
                       max_kv_tokens=blocks * e.block_size, max_sequences_at_max_seq_len=seqs, fits=pool > 0,
                       notes=notes)
@@ -241,7 +242,8 @@ def describe(loaded: LoadedRecipe, ctx: PlanContext | None = None) -> dict:
     except (OSError, ValueError, KeyError):
         return {}
     draft = draft_dir(loaded, _dir)  # its weights share the GPU with the model's
-    weights = (weight_bytes_on_disk(ckpt) + (weight_bytes_on_disk(draft) if draft else 0)) or None
+    draft_bytes = weight_bytes_on_disk(draft) if draft else 0
+    weights = (quant.weight_bytes(loaded.recipe, ckpt, weight_bytes_on_disk) + draft_bytes) or None
     plan = memory_plan(loaded.recipe, config, weights, draft_kv_config(loaded, draft))
     return {"architecture": arch.model_dump(), "memory_plan": plan}
 
@@ -266,6 +268,8 @@ def golden_inputs(model) -> list[dict]:
 
 
 def run_step(ctx: StepContext) -> None:
+    if ctx.kind == "vllm.quantize":
+        return quant.quantize_run(ctx)
     if ctx.kind == "vllm.lora":
         import shutil
 
@@ -283,7 +287,8 @@ def derive_io(recipe, files, recipe_dir=None):
 
 
 def model_json(recipe) -> dict:
-    args = {k: v for k, v in recipe.engine_args.model_dump().items() if v is not None}
+    args = {"quantization": quant.METHOD} if recipe.quantize else {}  # explicit: vLLM checks it with config.json
+    args.update({k: v for k, v in recipe.engine_args.model_dump().items() if v is not None})
     if recipe.lora is not None:  # the backend then reads multi_lora.json beside model.json
         args["enable_lora"] = True
         args.update({k: v for k, v in recipe.lora.model_dump(exclude={"adapters"}).items() if v is not None})
@@ -333,7 +338,7 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
 class VLLMBackend(Backend):
     name = NAME
     recipe_type = VLLMRecipe
-    step_toolchain = {"vllm.package": ("tritonbuild",), "vllm.lora": ("tritonbuild",), "vllm.draft": ("tritonbuild",)}
+    step_toolchain = dict.fromkeys(("vllm.package", "vllm.lora", "vllm.draft"), ("tritonbuild",)) | quant.TOOLCHAIN
     triton_backend = "vllm"
     model_files = {"": DEFAULT_FILENAME}
     route = "live-server"  # needs vllm and a GPU
@@ -349,7 +354,7 @@ class VLLMBackend(Backend):
         return golden_inputs(model)
 
     def check_recipe(self, recipe) -> list:
-        problems = []
+        problems = quant.quantize_problems(recipe)
         if problem := quantization_problem(recipe.engine_args.quantization, recipe.image.triton_image):
             problems.append((("engine_args", "quantization"), *problem))
         if problem := speculative_problem(recipe.speculative, recipe.image.triton_image):

@@ -17,7 +17,7 @@ from tritonbuild.core.cachedir import default_cache_dir
 from tritonbuild.core.fsutil import write_atomic
 from tritonbuild.core.hashing import CHUNK, pretty_json
 
-__all__ = ["FileEntry", "Store", "default_cache_dir"]
+__all__ = ["FileEntry", "Store", "clone_or_copy", "default_cache_dir"]
 
 HASH_ON_HIT_MAX = 64 << 20  # blobs up to this size are re-hashed on every cache hit; larger ones are linked
 FICLONE = 0x40049409  # ioctl: reflink (copy-on-write clone) on btrfs/xfs
@@ -33,6 +33,14 @@ def _reflink(src: Path, dest: Path) -> bool:
     except OSError:
         dest.unlink(missing_ok=True)
         return False
+
+
+def clone_or_copy(src: Path, dest: Path) -> str:
+    """Copy a file, as a reflink (copy-on-write: no bytes written) where the filesystem has them; returns how."""
+    if _reflink(src, dest):
+        return "reflink"
+    shutil.copyfile(src, dest)
+    return "copy"
 
 
 class FileEntry(BaseModel):
@@ -71,8 +79,14 @@ class Store:
     def record_path(self, key: str) -> Path:
         return self.root / "steps" / key[:2] / f"{key}.json"
 
-    def put_file(self, src: Path) -> tuple[str, int]:
-        """Copy src into the store while hashing it; returns (sha256, size)."""
+    def put_file(self, src: Path, move: bool = False) -> tuple[str, int]:
+        """Copy src into the store while hashing it; returns (sha256, size). move: src is a file of ours (a step's
+        output in its workdir under the store's tmp/): hashed, then renamed into place, never copied, so a
+        multi-GB step output takes its size once on disk."""
+        if move:
+            moved = self._move_in(src)
+            if moved is not None:
+                return moved
         tmp_dir = self.root / "tmp"
         tmp_dir.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=tmp_dir)
@@ -97,6 +111,29 @@ class Store:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+    def _move_in(self, src: Path) -> tuple[str, int] | None:
+        """put_file's move: None where src cannot be renamed into the store (another filesystem, a link)."""
+        if src.is_symlink() or not src.is_file() or src.stat().st_nlink > 1:  # a link to a file not ours: copy
+            return None
+        h, size = hashlib.sha256(), 0
+        with open(src, "rb+") as f:
+            while chunk := f.read(CHUNK):
+                h.update(chunk)
+                size += len(chunk)
+            os.fsync(f.fileno())
+        digest = h.hexdigest()
+        dest = self.blob_path(digest)
+        if dest.exists() and dest.stat().st_size == size:
+            return digest, size
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(src, 0o444)
+        try:
+            os.replace(src, dest)
+        except OSError:
+            os.chmod(src, 0o644)
+            return None
+        return digest, size
 
     def get_record(self, key: str) -> dict | None:
         """A step record whose blobs are intact (sizes; and sha256 for blobs up to HASH_ON_HIT_MAX), else None.

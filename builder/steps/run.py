@@ -74,7 +74,7 @@ def _run_step(store: Store, model_plan: ModelPlan, step: PlannedStep, toolchain:
             log_dir=store.root / "logs" / step.cache_key[:16], shared_dir=store.root, timeout_s=step.timeout_s))
         files = {}
         for rel in tree_files(out):
-            digest, size = store.put_file(out / rel)
+            digest, size = store.put_file(out / rel, move=True)  # the workdir goes: its files move, uncopied
             files[rel.as_posix()] = FileEntry(sha256=digest, size=size)
         store.put_record(step.cache_key, {"kind": step.kind, "model": model_plan.name, "material": material,
                                           "files": {k: v.model_dump() for k, v in files.items()}})
