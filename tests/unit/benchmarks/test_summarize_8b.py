@@ -20,11 +20,11 @@ def _module():
 
 def test_the_record_has_exactly_the_agreed_fields():
     record = _module().summarize(FIXTURE)
-    assert set(record) == {"machine", "vllm", "geometry", "configs", "verify"}
+    assert set(record) == {"machine", "vllm", "geometry", "configs", "verify", "verify_notes"}
     assert record["machine"] == {"gpu": "NVIDIA H200"} and record["vllm"] == "0.22.0"
     assert record["geometry"] == "llama-3-8b"
     keys = {"name", "quantization", "invariant", "kernel", "loaded_runs", "ids_identical", "logprobs_identical",
-            "soak_answers", "soak_differing", "tok_s_1", "tok_s_64"}
+            "soak_answers", "soak_differing", "tok_s_1", "tok_s_64", "loaded_source"}
     assert all(set(c) == keys for c in record["configs"])
     assert json.loads(json.dumps(record)) == record
 
@@ -53,3 +53,22 @@ def test_missing_results_are_null_not_errors(tmp_path):
     assert record["verify"] == {"default_under_load": None, "invariant_under_load": None}
     int4 = next(c for c in record["configs"] if c["name"] == "llama-3-8b-int4")
     assert int4["kernel"] is None and int4["soak_answers"] is None and int4["tok_s_64"] is None
+
+
+def test_a_model_verify_could_not_load_is_no_verdict_and_says_why(tmp_path):
+    """A verify run where the models failed to load says nothing about answers under load: no FAIL, a note (on the
+    H200 verify's reload of served models failed both default models; the verdict must not read as a FAIL)."""
+    import shutil
+
+    results = tmp_path / "results"
+    shutil.copytree(FIXTURE, results)
+    (results / "determinism-8b.jsonl").unlink()
+    report = {"passed": False, "models": [{"name": n, "passed": False, "loaded": False, "batch_invariance": "skipped",
+                                          "load_error": "tritonserver failed to load: Engine core initialization failed"}
+                                         for n in ("llama-3-8b-fp16", "llama-3-8b-int4")]}
+    (results / "verify-8b-default.json").write_text(json.dumps(report))
+    record = _module().summarize(results)
+    assert record["verify"]["default_under_load"] is None
+    assert any("llama-3-8b-fp16: not checked under load" in note for note in record["verify_notes"])
+    fp16 = next(c for c in record["configs"] if c["name"] == "llama-3-8b-fp16")
+    assert fp16["loaded_runs"] is None and fp16["loaded_source"] is None
