@@ -27,6 +27,10 @@ DIST = "tritonbuild_vllm_invariant"
 ENTRY_POINT_GROUP = "vllm.general_plugins"
 ENTRY_POINT_NAME = "tritonbuild_invariant_w4a16"
 SERVING_ENV = {"VLLM_BATCH_INVARIANT": "1"}
+# The vLLM releases (major.minor) whose batch-invariant mode and kernel registry the plugin is recorded against
+# (tests/contracts/facts/vllm_plugin.json: the 0.22.0 wheel) and ran with on the H200 (docs/runs, 2026-12-04). Its
+# registry moved between releases (0.11: layers/quantization/kernels/mixed_precision), so others are refused.
+RECORDED_VLLM = ("0.22",)
 PLUGIN_DIR = "plugins"  # in the version directory
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # zip timestamps fixed: the same source gives the same wheel bytes
 
@@ -69,6 +73,22 @@ def plugin_wheel(dest_dir: Path) -> Path:
             entry.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(entry, data)
     return path
+
+
+def determinism_problem(recipe) -> tuple[str, str] | None:
+    """(message, hint) when the recipe asks for invariant answers from an image whose vLLM the plugin is not
+    recorded for, else None."""
+    from tritonbuild.backends._vllm_quantization import image_vllm, images_where
+
+    if recipe.serving.determinism != "invariant":
+        return None
+    version = image_vllm(recipe.image.triton_image)
+    if version is not None and ".".join(version.split(".")[:2]) in RECORDED_VLLM:
+        return None
+    ships = f"ships vLLM {version}" if version else "ships a vLLM tritonbuild has not recorded"
+    return (f"invariant needs vLLM {' or '.join(RECORDED_VLLM)} (its batch-invariant mode and "
+            f"the kernel registry tritonbuild's plugin joins); {recipe.image.triton_image} {ships}",
+            f"set image.triton_image to {images_where(lambda v: '.'.join(v.split('.')[:2]) in RECORDED_VLLM)}")
 
 
 def serving(recipe) -> dict:

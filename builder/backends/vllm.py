@@ -359,6 +359,8 @@ class VLLMBackend(Backend):
             problems.append((("engine_args", "quantization"), *problem))
         if problem := speculative_problem(recipe.speculative, recipe.image.triton_image):
             problems.append((("speculative", "method"), *problem))
+        if problem := _vllm_invariant.determinism_problem(recipe):
+            problems.append((("serving", "determinism"), *problem))
         keys = set(model_json(recipe)) - {"model"}
         return problems + engine_args_problems(keys, recipe.image.triton_image, set(VLLMEngineArgs.model_fields))
 

@@ -25,6 +25,7 @@ backend: vllm
 checkpoint: {{path: {ckpt}}}
 engine_args: {{dtype: float16, max_num_seqs: 16, enforce_eager: true}}
 serving: {{determinism: {determinism}}}
+image: {{triton_image: "nvcr.io/nvidia/tritonserver:26.06-vllm-python-py3"}}
 verify: {{goldens: goldens/chat.npz, samples: 2, repeats: 2, batch_invariance: {require},
           under_load: {{others: 12, repeats: 2}}}}
 """
