@@ -63,9 +63,9 @@ def test_a_model_verify_could_not_load_is_no_verdict_and_says_why(tmp_path):
     results = tmp_path / "results"
     shutil.copytree(FIXTURE, results)
     (results / "determinism-8b.jsonl").unlink()
+    failed = "tritonserver failed to load: Engine core initialization failed"
     report = {"passed": False, "models": [{"name": n, "passed": False, "loaded": False, "batch_invariance": "skipped",
-                                          "load_error": "tritonserver failed to load: Engine core initialization failed"}
-                                         for n in ("llama-3-8b-fp16", "llama-3-8b-int4")]}
+                                          "load_error": failed} for n in ("llama-3-8b-fp16", "llama-3-8b-int4")]}
     (results / "verify-8b-default.json").write_text(json.dumps(report))
     record = _module().summarize(results)
     assert record["verify"]["default_under_load"] is None
