@@ -100,12 +100,13 @@ def _inputs_of(loaded: list[LoadedRecipe], cache: Path) -> tuple[dict[Path, str]
 def verify_repository(root: Path, *, server_url: str | None = None, record: bool = False,
                       progress: Progress | None = None, force: bool = False,
                       rebuild: bool = False, load_timeout: float | None = None,
-                      tritonserver: str | None = None) -> VerificationReport:
-    """tritonserver: a local tritonserver binary to verify with instead of the embedded one."""
+                      tritonserver: str | None = None, backends: dict | None = None) -> VerificationReport:
+    """tritonserver: a local binary instead of the embedded one; backends: as serve's (their models run live)."""
     from tritonbuild.verify.run import verify
 
     report = verify(root, server_url=server_url, record=record, progress=progress, force=force,
-                    tritonserver=tritonserver, **({"load_timeout": load_timeout} if load_timeout else {}))
+                    tritonserver=tritonserver, backends=backends,
+                    **({"load_timeout": load_timeout} if load_timeout else {}))
     if rebuild and report.manifest_digest:
         report = rebuild_and_compare(root, report, progress)
     return report

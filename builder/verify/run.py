@@ -23,6 +23,7 @@ from tritonbuild.repository.manifest import (
     ManifestModel,
     identity_is_version_digest,
     read_repository,
+    serving_needs,
     version_identity,
 )
 from tritonbuild.repository.rules import check_model_dir
@@ -169,8 +170,12 @@ def lint(root: Path, *, progress: Progress | None = None, tritonserver: str | No
 
 def verify(root: Path, *, server_url: str | None = None, record: bool = False,
            progress: Progress | None = None, force: bool = False,
-           load_timeout: float = LOAD_TIMEOUT_S, tritonserver: str | None = None) -> VerificationReport:
-    """tritonserver: a local binary or 'docker:IMAGE' to run instead of the embedded server (launcher_for)."""
+           load_timeout: float = LOAD_TIMEOUT_S, tritonserver: str | None = None,
+           backends: dict[str, Path] | None = None) -> VerificationReport:
+    """tritonserver: a local binary or 'docker:IMAGE' to run instead of the embedded server (launcher_for).
+    backends: Python-based backends (name → directory with model.py, e.g. Triton's vLLM backend) the embedded server
+    serves beside its python backend: their models are verified live there, with what their runtime needs from the
+    server (the manifest's llm.serving: environment, plugin wheels), as serve runs them."""
     root = Path(root)
     if root.is_dir() and not (root / MANIFEST_NAME).exists() and not server_url and not record:
         return lint(root, progress=progress, tritonserver=tritonserver)
@@ -178,7 +183,9 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
     say = progress or (lambda _msg: None)
     say("static checks")
     static = static_checks(root, manifest)
-    routes = {(model.name, model.version): _route_for(model, server_url, manifest) for model in manifest.models}
+    given = frozenset(backends or {})
+    routes = {(model.name, model.version): _route_for(model, server_url, manifest, given=given)
+              for model in manifest.models}
     not_live = sorted({model.name for model in manifest.models
                        if routes[(model.name, model.version)][0] in ("in-process", "none")})
     static += core_checks(root, not_live, say, tritonserver=tritonserver)
@@ -191,7 +198,10 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
         server = None
         if any(route == "live-embedded" for route, _ in routes.values()):
             say("starting the embedded tritonserver")
-            server = stack.enter_context(EmbeddedServer(root, launcher=launcher_for(tritonserver)))
+            live = [model for model in manifest.models if routes[(model.name, model.version)][0] == "live-embedded"]
+            env, wheels = serving_needs(root, live)
+            server = stack.enter_context(EmbeddedServer(root, launcher=launcher_for(tritonserver), backends=backends,
+                                                        env=env, wheels=wheels))
             routes = {key: (route, server.describe() + detail.split(" embedded", 1)[-1] if route == "live-embedded"
                             else detail) for key, (route, detail) in routes.items()}
         loads = {}
@@ -280,11 +290,15 @@ def _remove_bytecode(root: Path) -> None:
 
 
 def _route_for(model: ManifestModel, server_url: str | None, manifest: Manifest | None = None,
-               _seen: frozenset[str] = frozenset()) -> tuple[Route, str]:
-    """How verify runs this model (live-embedded, live-server, in-process, or none) and what runs it."""
+               _seen: frozenset[str] = frozenset(), given: frozenset[str] = frozenset()) -> tuple[Route, str]:
+    """How verify runs this model (live-embedded, live-server, in-process, or none) and what runs it. given: the
+    backends handed to the embedded server (verify --backend), whose models it runs."""
     toolchain = fingerprint()
     if server_url:
         return "live-server", f"tritonserver at {redact(server_url)}"
+    if model.backend in given:
+        version = toolchain.get("tritonserver", "?")
+        return "live-embedded", f"tritonserver {version} embedded, {model.backend} backend given"
     if model.name in _seen:
         return "none", f"not run: {model.name!r} depends on itself through {sorted(_seen)} (a cycle Triton refuses)"
     if model.depends_on and manifest is not None:

@@ -142,3 +142,17 @@ def test_verify_does_not_reload_a_model_the_server_already_serves(cli, tmp_path,
         log = server.log_path.read_text(errors="replace")
     assert code == 0, report
     assert log.count("loading: chat:1") == 1, log[-3000:]
+
+
+@pytest.mark.parametrize("determinism, passed", [("invariant", True), ("default", False)])
+def test_verify_runs_a_given_backends_models_in_the_embedded_server_as_serve_does(tmp_path, monkeypatch,
+                                                                                  determinism, passed):
+    """verify --backend vllm=DIR: no separate server; the embedded one serves the model with the environment and
+    plugin its manifest records, so a model served invariant passes under load and a default one fails."""
+    monkeypatch.chdir(tmp_path)
+    root = _build(tmp_path, determinism, "require", determinism)
+    report = api.verify_repository(root, record=True, backends={"vllm": STANDIN})
+    (model,) = report.models
+    assert model.route == "live-embedded" and "vllm backend given" in model.route_detail
+    assert report.passed is passed and model.under_load["answers"] == 8
+    assert (model.under_load["differing"] == 0) is passed
