@@ -36,12 +36,15 @@ from tritonbuild.core.stores import is_url, parse_location
 @click.option("--load-timeout", type=click.FloatRange(min=0, min_open=True), default=300.0, show_default=True,
               metavar="SECONDS", help="A model the embedded tritonserver has not loaded by then fails (its row "
               "names the server log's lines for it) instead of hanging verify.")
+@click.option("--backend", "backends", multiple=True, metavar="NAME=DIR",
+              help="Serve this Python-based backend (DIR holds its model.py, e.g. Triton's vLLM backend) in the "
+                   "embedded tritonserver and verify its models there, as serve runs them. Repeatable.")
 @endpoint_option
 @tritonserver_option
 @json_option
 def verify_command(repository: str, server_url: str | None, record: bool, force: bool, rebuild: bool,
-                   load_timeout: float, endpoint_url: str | None, tritonserver: str | None,
-                   as_json: bool) -> None:
+                   load_timeout: float, backends: tuple[str, ...], endpoint_url: str | None,
+                   tritonserver: str | None, as_json: bool) -> None:
     """Static checks, live load, golden inferences compared bit for bit.
 
     REPOSITORY is a built directory, or a publish target URL (s3://, gs://, az://, file://): then every
@@ -69,7 +72,7 @@ def verify_command(repository: str, server_url: str | None, record: bool, force:
     with _progress(not as_json) as progress:
         report = api.verify_repository(repository, server_url=server_url, record=record, progress=progress,
                                        force=force, rebuild=rebuild, load_timeout=load_timeout,
-                                       tritonserver=tritonserver)
+                                       tritonserver=tritonserver, backends=_backend_dirs(backends) or None)
     if as_json:
         _json(report.model_dump(mode="json"))
     else:

@@ -15,6 +15,7 @@ from tests.conftest import EXAMPLES, ROOT
 from tritonbuild import api
 from tritonbuild.backends import _vllm_invariant
 from tritonbuild.repository.manifest import read_repository
+from tritonbuild.verify.models import VerificationReport
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
 STANDIN = ROOT / "tests" / "fixtures" / "llm" / "vllm_standin"
@@ -145,13 +146,15 @@ def test_verify_does_not_reload_a_model_the_server_already_serves(cli, tmp_path,
 
 
 @pytest.mark.parametrize("determinism, passed", [("invariant", True), ("default", False)])
-def test_verify_runs_a_given_backends_models_in_the_embedded_server_as_serve_does(tmp_path, monkeypatch,
+def test_verify_runs_a_given_backends_models_in_the_embedded_server_as_serve_does(cli, tmp_path, monkeypatch,
                                                                                   determinism, passed):
     """verify --backend vllm=DIR: no separate server; the embedded one serves the model with the environment and
     plugin its manifest records, so a model served invariant passes under load and a default one fails."""
     monkeypatch.chdir(tmp_path)
     root = _build(tmp_path, determinism, "require", determinism)
-    report = api.verify_repository(root, record=True, backends={"vllm": STANDIN})
+    r = cli("verify", str(root), "--record", "--backend", f"vllm={STANDIN}", "--json")
+    assert r.exit_code == (0 if passed else 6), r.output[-2000:]
+    report = VerificationReport.model_validate_json(r.stdout)
     (model,) = report.models
     assert model.route == "live-embedded" and "vllm backend given" in model.route_detail
     assert report.passed is passed and model.under_load["answers"] == 8
