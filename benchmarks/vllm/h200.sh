@@ -54,16 +54,8 @@ serve() {  # $1: log suffix; env passes through (VLLM_BATCH_INVARIANT)
   echo "server ready with both models after $(( $(date +%s) - t0 )) s"
 }
 
-stop() {
-  [ -f $W/server.pid ] || return 0
-  kill "$(cat $W/server.pid)" 2>/dev/null
-  for _ in $(seq 60); do kill -0 "$(cat $W/server.pid)" 2>/dev/null || break; sleep 1; done
-  rm -f $W/server.pid
-  for _ in $(seq 30); do  # NOTE: the vLLM engine process exits after its stub; wait for the GPU memory
-    used=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
-    [ "${used:-0}" -lt 2000 ] && break; sleep 1
-  done
-}
+# shellcheck source=server.sh
+source "$(dirname "${BASH_SOURCE[0]}")/server.sh"
 
 for step in "$@"; do
   echo "== $step at $(date -u +%H:%M:%S), $(left) s left"

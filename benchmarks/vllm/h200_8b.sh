@@ -62,16 +62,8 @@ serve() {  # $1: config
   grep -h "Using .* for CompressedTensorsWNA16" "$W/server-8b-$1.log" | sort -u
 }
 
-stop() {
-  [ -f $W/server.pid ] || return 0
-  kill "$(cat $W/server.pid)" 2>/dev/null
-  for _ in $(seq 60); do kill -0 "$(cat $W/server.pid)" 2>/dev/null || break; sleep 1; done
-  rm -f $W/server.pid
-  for _ in $(seq 30); do  # NOTE: the vLLM engine processes exit after their stubs; wait for the GPU memory
-    used=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
-    [ "${used:-0}" -lt 2000 ] && break; sleep 1
-  done
-}
+# shellcheck source=server.sh
+source "$(dirname "${BASH_SOURCE[0]}")/server.sh"
 
 set -- "$@" ""
 while [ $# -gt 1 ]; do
