@@ -24,7 +24,7 @@ from tritonbuild.backends._vllm_speculative import (
 )
 from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import copy_inputs
-from tritonbuild.backends.tensorrtllm.recipe import GPU_MEMORY_MIB, TargetGPU
+from tritonbuild.backends.llm.gpus import GPU_MEMORY_MIB, TargetGPU
 from tritonbuild.core.hashing import pretty_json, sha256_json
 from tritonbuild.core.stores import is_url
 from tritonbuild.errors import PlanError, RecipeError

@@ -14,8 +14,9 @@ import math
 
 from pydantic import BaseModel, ConfigDict
 
+from tritonbuild.backends.llm.gpus import GPU_MEMORY_GIB, GPU_MEMORY_MIB
 from tritonbuild.backends.tensorrtllm.quant import linear_bytes
-from tritonbuild.backends.tensorrtllm.recipe import GPU_MEMORY_GIB, GPU_MEMORY_MIB, LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.backends.tensorrtllm.speculative import built_limits
 
 GIB = 1 << 30
