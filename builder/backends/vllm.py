@@ -133,8 +133,8 @@ VLLMRecipe.model_rebuild()
 
 
 def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
+    from tritonbuild.backends.llm.memory import Architecture, tp_heads_problem
     from tritonbuild.backends.tensorrtllm import read_checkpoint
-    from tritonbuild.backends.tensorrtllm.memory import Architecture, tp_heads_problem
 
     ckpt, config, files = read_checkpoint(loaded, ctx)
     tp = loaded.recipe.engine_args.tensor_parallel_size
@@ -201,12 +201,11 @@ def memory_plan(recipe: VLLMRecipe, config: dict, weights: int | None = None, dr
     weights and what the profiling run adds (activations of max_num_batched_tokens, CUDA/NCCL context), split
     into blocks of block_size tokens × layers × 2 × kv_heads × head_dim × dtype bytes; draft: the drafter's
     config.json, whose attention layers take KV in the same blocks (split across GPUs as the target's)."""
-    from tritonbuild.backends.tensorrtllm.memory import GIB, Architecture, MemoryPlan, kv_bytes_per_token
-    from tritonbuild.backends.tensorrtllm.memory import weight_bytes as computed_weight_bytes
+    from tritonbuild.backends.llm.memory import GIB, Architecture, MemoryPlan, kv_bytes_per_token, model_weight_bytes
 
     arch = Architecture.from_hf_config(config)
     e = recipe.engine_args
-    params, computed = computed_weight_bytes(arch, "none")
+    params, computed = model_weight_bytes(arch)
     wbytes = computed if weights is None else weights
     gpu = GPU_MEMORY_MIB[recipe.gpu] * (1 << 20)
     kv_tok = kv_bytes_per_token(arch, "auto", e.tensor_parallel_size, e.pipeline_parallel_size)
@@ -230,8 +229,8 @@ def memory_plan(recipe: VLLMRecipe, config: dict, weights: int | None = None, dr
 
 def describe(loaded: LoadedRecipe, ctx: PlanContext | None = None) -> dict:
     """Plan extras: vLLM's KV blocks on the recipe's GPU (from config.json and the safetensors' sizes)."""
+    from tritonbuild.backends.llm.memory import Architecture
     from tritonbuild.backends.tensorrtllm import _dir
-    from tritonbuild.backends.tensorrtllm.memory import Architecture
 
     if is_url(loaded.recipe.checkpoint.path):
         return {}

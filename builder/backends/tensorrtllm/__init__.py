@@ -16,10 +16,11 @@ from tritonbuild.backends import StepSkipped
 from tritonbuild.backends.base import PlanContext, StepContext
 from tritonbuild.backends.common import checkpoint_root, copy_inputs, split_tree
 from tritonbuild.backends.llm.gpus import GPU_SM
+from tritonbuild.backends.llm.memory import Architecture, tp_heads_problem
 from tritonbuild.backends.tensorrtllm import argv as cmd
 from tritonbuild.backends.tensorrtllm import speculative as specdec
 from tritonbuild.backends.tensorrtllm.lora_build import lora_build_argv, lora_build_params, split_adapter
-from tritonbuild.backends.tensorrtllm.memory import Architecture, memory_plan, tp_heads_problem
+from tritonbuild.backends.tensorrtllm.memory import memory_plan
 from tritonbuild.backends.tensorrtllm.prequant import prequantized, quant_params
 from tritonbuild.backends.tensorrtllm.quant import FORMATS, read_prequantized
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
