@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tritonbuild.backends.tensorrtllm.images import VLLM_IMAGES
+from tritonbuild.backends.llm.images import VLLM_IMAGES
 
 TABLE = json.loads((Path(__file__).parent / "vllm_versions.json").read_text())["versions"]
 # vLLM version: its quantization methods / AsyncEngineArgs fields
@@ -23,7 +23,7 @@ ALL = tuple(sorted(set().union(*BY_VERSION.values())))
 
 
 def image_vllm(triton_image: str) -> str | None:
-    """The vLLM an NGC tritonserver:<tag>-vllm-python-py3 image ships (images.py), else None."""
+    """The vLLM an NGC tritonserver:<tag>-vllm-python-py3 image ships (llm/images.py), else None."""
     prefix, suffix = "nvcr.io/nvidia/tritonserver:", "-vllm-python-py3"
     if triton_image.startswith(prefix) and triton_image.endswith(suffix):
         return VLLM_IMAGES.get(triton_image[len(prefix):-len(suffix)])

@@ -24,7 +24,16 @@ from tritonbuild.backends._vllm_speculative import (
 )
 from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import copy_inputs
-from tritonbuild.backends.tensorrtllm.recipe import GPU_MEMORY_MIB, TargetGPU
+from tritonbuild.backends.llm.checkpoint import read_checkpoint, recipe_dir
+from tritonbuild.backends.llm.gpus import GPU_MEMORY_MIB, TargetGPU
+from tritonbuild.backends.llm.memory import (
+    GIB,
+    Architecture,
+    MemoryPlan,
+    kv_bytes_per_token,
+    model_weight_bytes,
+    tp_heads_problem,
+)
 from tritonbuild.core.hashing import pretty_json, sha256_json
 from tritonbuild.core.stores import is_url
 from tritonbuild.errors import PlanError, RecipeError
@@ -133,9 +142,6 @@ VLLMRecipe.model_rebuild()
 
 
 def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
-    from tritonbuild.backends.tensorrtllm import read_checkpoint
-    from tritonbuild.backends.tensorrtllm.memory import Architecture, tp_heads_problem
-
     ckpt, config, files = read_checkpoint(loaded, ctx)
     tp = loaded.recipe.engine_args.tensor_parallel_size
     if (heads := tp_heads_problem(Architecture.from_hf_config(config), tp)) is not None:
@@ -145,7 +151,6 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     if not (ckpt / "tokenizer.json").is_file() and not (ckpt / "tokenizer_config.json").is_file():
         raise PlanError(f"{ckpt} has no tokenizer files", where=loaded.where(("checkpoint", "path")),
                         hint="save the tokenizer into the checkpoint directory (vLLM loads it from there)")
-    from tritonbuild.backends.tensorrtllm import recipe_dir
 
     weights = quant.quantize_step(loaded, ckpt, config, files) if loaded.recipe.quantize else \
         ("vllm.package", {"layout": sorted(files)}, {str(ckpt / k): v for k, v in files.items()})  # what is packaged
@@ -156,7 +161,6 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
 def _lora_step(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
     """The recipe's PEFT adapters, keyed by content (paths out of the key)."""
     from tritonbuild.backends.common import tree_inputs
-    from tritonbuild.backends.tensorrtllm import recipe_dir
 
     r = loaded.recipe
     if r.lora is None:
@@ -201,12 +205,9 @@ def memory_plan(recipe: VLLMRecipe, config: dict, weights: int | None = None, dr
     weights and what the profiling run adds (activations of max_num_batched_tokens, CUDA/NCCL context), split
     into blocks of block_size tokens × layers × 2 × kv_heads × head_dim × dtype bytes; draft: the drafter's
     config.json, whose attention layers take KV in the same blocks (split across GPUs as the target's)."""
-    from tritonbuild.backends.tensorrtllm.memory import GIB, Architecture, MemoryPlan, kv_bytes_per_token
-    from tritonbuild.backends.tensorrtllm.memory import weight_bytes as computed_weight_bytes
-
     arch = Architecture.from_hf_config(config)
     e = recipe.engine_args
-    params, computed = computed_weight_bytes(arch, "none")
+    params, computed = model_weight_bytes(arch)
     wbytes = computed if weights is None else weights
     gpu = GPU_MEMORY_MIB[recipe.gpu] * (1 << 20)
     kv_tok = kv_bytes_per_token(arch, "auto", e.tensor_parallel_size, e.pipeline_parallel_size)
@@ -230,18 +231,15 @@ def memory_plan(recipe: VLLMRecipe, config: dict, weights: int | None = None, dr
 
 def describe(loaded: LoadedRecipe, ctx: PlanContext | None = None) -> dict:
     """Plan extras: vLLM's KV blocks on the recipe's GPU (from config.json and the safetensors' sizes)."""
-    from tritonbuild.backends.tensorrtllm import _dir
-    from tritonbuild.backends.tensorrtllm.memory import Architecture
-
     if is_url(loaded.recipe.checkpoint.path):
         return {}
-    ckpt = _dir(loaded, loaded.recipe.checkpoint.path, ("checkpoint", "path"))
+    ckpt = recipe_dir(loaded, loaded.recipe.checkpoint.path, ("checkpoint", "path"))
     try:
         config = json.loads((ckpt / "config.json").read_text())
         arch = Architecture.from_hf_config(config)
     except (OSError, ValueError, KeyError):
         return {}
-    draft = draft_dir(loaded, _dir)  # its weights share the GPU with the model's
+    draft = draft_dir(loaded, recipe_dir)  # its weights share the GPU with the model's
     draft_bytes = weight_bytes_on_disk(draft) if draft else 0
     weights = (quant.weight_bytes(loaded.recipe, ckpt, weight_bytes_on_disk) + draft_bytes) or None
     plan = memory_plan(loaded.recipe, config, weights, draft_kv_config(loaded, draft))

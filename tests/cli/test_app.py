@@ -27,7 +27,7 @@ def test_cache_dir_moves_steps_and_the_file_hash_cache(cli, py_recipe, tmp_path,
 
 
 def test_remote_checkpoint_downloads_land_in_the_chosen_cache_dir(cli, tmp_path, monkeypatch):
-    from tritonbuild.backends.tensorrtllm import tree_digest
+    from tritonbuild.backends.llm.checkpoint import tree_digest
     from tritonbuild.core.hashing import sha256_file, tree_files
 
     ckpt = EXAMPLES / "tiny-llama"

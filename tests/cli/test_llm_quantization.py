@@ -10,7 +10,8 @@ import pytest
 
 from tests.conftest import EXAMPLES, ROOT
 from tests.contracts.facts import load
-from tritonbuild.backends.tensorrtllm.memory import Architecture, weight_bytes
+from tritonbuild.backends.llm.memory import Architecture
+from tritonbuild.backends.tensorrtllm.memory import weight_bytes
 
 ENGINE = ROOT / "tests" / "fixtures" / "engines" / "tiny-llama-w4a16"
 FACTS = load("trtllm_quantization")

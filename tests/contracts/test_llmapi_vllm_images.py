@@ -124,7 +124,7 @@ def _tags_named(hint: str) -> list[str]:
 
 def _tags_where(has) -> list[str]:
     """The image tags whose vLLM's recorded speculative facts satisfy has(entry), newest first."""
-    from tritonbuild.backends.tensorrtllm.images import VLLM_IMAGES
+    from tritonbuild.backends.llm.images import VLLM_IMAGES
 
     versions = SPECULATIVE["versions"]
     return sorted((t for t, v in VLLM_IMAGES.items() if v in versions and versions[v]["speculative_config"]
@@ -138,7 +138,7 @@ def test_each_images_vllm_decides_the_speculative_method_from_its_own_wheel(tag,
     the method is taken where its wheel's SpeculativeConfig lists it and, for draft_model, its engine runs it
     (vllm_speculative.json draft_model.runs); a refused one is a recipe error naming the images that take it,
     newest first."""
-    from tritonbuild.backends.tensorrtllm.images import VLLM_IMAGES
+    from tritonbuild.backends.llm.images import VLLM_IMAGES
 
     version = VLLM_IMAGES[tag]
     fact = SPECULATIVE["versions"].get(version)
@@ -167,7 +167,7 @@ def test_a_key_a_later_vllm_dropped_is_hinted_with_the_images_that_take_it():
     """The hint names the images whose recorded vLLM has the key, newest first: a key an older vLLM took and a
     newer one dropped is no '<oldest> or newer'."""
     from tritonbuild.backends._vllm_quantization import engine_args_problems
-    from tritonbuild.backends.tensorrtllm.images import VLLM_IMAGES
+    from tritonbuild.backends.llm.images import VLLM_IMAGES
 
     versions = VLLM["versions"]
     newest = max(VLLM_IMAGES)
@@ -196,7 +196,7 @@ def test_builder_tables_are_the_ones_derived_from_the_recorded_wheels():
 def test_every_vllm_image_has_its_own_vllm_recorded_or_says_why_not():
     """Each image of the table is checked against the vLLM it ships; a version the registry has no wheel of is
     listed in `unrecorded` with the reason and its images (which take what every recorded version has)."""
-    from tritonbuild.backends.tensorrtllm.images import VLLM_IMAGES
+    from tritonbuild.backends.llm.images import VLLM_IMAGES
 
     missing = {tag: v for tag, v in VLLM_IMAGES.items() if v not in VLLM["versions"]}
     assert set(missing.values()) == set(VLLM["unrecorded"]) == {"0.9.0rc1"}
@@ -213,7 +213,7 @@ def test_the_heads_message_is_the_same_in_every_recorded_vllm():
 
 
 def test_the_default_and_the_newest_vllm_images_have_their_engine_args_recorded():
-    from tritonbuild.backends.tensorrtllm.images import VLLM_IMAGES
+    from tritonbuild.backends.llm.images import VLLM_IMAGES
 
     default = VLLMRecipe(name="v", version=1, backend="vllm", checkpoint={"path": "c"}).image.triton_image
     newest = max(VLLM_IMAGES)
@@ -260,7 +260,7 @@ def test_a_mismatched_image_is_a_recipe_error():
 
 
 def test_the_code_image_tables_are_the_recorded_ones():
-    from tritonbuild.backends.tensorrtllm.images import TRTLLM_IMAGES, VLLM_IMAGES
+    from tritonbuild.backends.llm.images import TRTLLM_IMAGES, VLLM_IMAGES
 
     facts = load("triton_images")
     assert {tag: (v["trtllm"], v["tensorrt"], v["cuda"]) for tag, v in IMAGES.items()} == TRTLLM_IMAGES

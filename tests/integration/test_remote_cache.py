@@ -67,7 +67,7 @@ def test_llm_checkpoint_from_s3_pinned(cli, bucket, s3fs_client, tmp_path, in_ro
     ckpt = ROOT / "recipes" / "examples" / "tiny-llama"
     s3fs_client.put(str(ckpt) + "/", f"{bucket}/ckpt/tiny-llama/", recursive=True)
     local = json.loads(cli("plan", "recipes/examples/tiny-llama-int4.yaml", "--json").stdout)["models"][0]
-    from tritonbuild.backends.tensorrtllm import tree_digest
+    from tritonbuild.backends.llm.checkpoint import tree_digest
     from tritonbuild.core.hashing import sha256_file, tree_files
 
     pin = tree_digest({rel.as_posix(): sha256_file(ckpt / rel) for rel in tree_files(ckpt)})

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -15,17 +14,26 @@ from types import SimpleNamespace
 from tritonbuild.backends import StepSkipped
 from tritonbuild.backends.base import PlanContext, StepContext
 from tritonbuild.backends.common import checkpoint_root, copy_inputs, split_tree
+from tritonbuild.backends.llm.checkpoint import (
+    TOKENIZER_FILES,
+    fetch_checkpoint,
+    read_checkpoint,
+    read_tokenizer,
+    recipe_dir,
+    recipe_path,
+)
+from tritonbuild.backends.llm.gpus import GPU_SM
+from tritonbuild.backends.llm.memory import Architecture, tp_heads_problem
 from tritonbuild.backends.tensorrtllm import argv as cmd
 from tritonbuild.backends.tensorrtllm import speculative as specdec
 from tritonbuild.backends.tensorrtllm.lora_build import lora_build_argv, lora_build_params, split_adapter
-from tritonbuild.backends.tensorrtllm.memory import Architecture, memory_plan, tp_heads_problem
+from tritonbuild.backends.tensorrtllm.memory import memory_plan
 from tritonbuild.backends.tensorrtllm.prequant import prequantized, quant_params
 from tritonbuild.backends.tensorrtllm.quant import FORMATS, read_prequantized
-from tritonbuild.backends.tensorrtllm.recipe import GPU_SM, LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.backends.tensorrtllm.speculative import build_argv as speculative_argv
 from tritonbuild.backends.tensorrtllm.speculative import draft_config, draft_step, engine_params_of
-from tritonbuild.core.hashing import sha256_json, tree_files
-from tritonbuild.core.paths import PathProblem, check_tree
+from tritonbuild.core.hashing import tree_files
 from tritonbuild.core.proc import python_module_argv, run_logged
 from tritonbuild.core.stores import is_url
 from tritonbuild.errors import BuildError, PlanError, RecipeError
@@ -34,32 +42,7 @@ from tritonbuild.recipe.load import LoadedRecipe
 NAME = "tensorrtllm"
 DEFAULT_FILENAME = None
 DEFAULT_TIMEOUT_S = 4 * 3600  # EngineLimits.timeout_s default
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-                   "vocab.json", "merges.txt", "generation_config.json")
 MODELS_DIR = Path(__file__).parent / "models"
-
-
-def _resolve(loaded: LoadedRecipe, rel: str, loc: tuple, *, directory: bool) -> Path:
-    """A recipe path (relative to the recipe's directory) that must exist; `directory` asks for a directory."""
-    path = Path(rel)
-    path = path if path.is_absolute() else loaded.base_dir / path
-    if not (path.is_dir() if directory else path.exists()):
-        raise PlanError(f"{'directory ' if directory else ''}not found: {path}", where=loaded.where(loc),
-                        hint="fix the path (relative paths start at the recipe's directory)")
-    return path
-
-
-def _dir(loaded: LoadedRecipe, rel: str, loc: tuple) -> Path:
-    return _resolve(loaded, rel, loc, directory=True)
-
-
-def recipe_dir(loaded: LoadedRecipe, rel: str, loc: tuple) -> Path:
-    """A directory the recipe names (relative to the recipe file), or a recipe error at loc."""
-    return _dir(loaded, rel, loc)
-
-
-def _path(loaded: LoadedRecipe, rel: str, loc: tuple) -> Path:
-    return _resolve(loaded, rel, loc, directory=False)
 
 
 def _split_calibration(params: dict, inputs: dict[str, str]) -> tuple[dict[str, str], str | None]:
@@ -69,82 +52,6 @@ def _split_calibration(params: dict, inputs: dict[str, str]) -> tuple[dict[str, 
         return inputs, None
     rest, root = split_tree(calib["files"], inputs)
     return rest, root if calib["is_dir"] else f"{root}/{next(iter(calib['files']))}"
-
-
-def fetch_checkpoint(loaded: LoadedRecipe, ctx: PlanContext) -> Path:
-    """A remote checkpoint (any fsspec URL), downloaded once into the build cache (ctx.cache_dir) under its pin."""
-    from tritonbuild.core.secrets import redact
-    from tritonbuild.core.stores import open_url
-
-    r: LLMRecipe = loaded.recipe
-    if not r.checkpoint.sha256:
-        raise PlanError(f"{redact(r.checkpoint.path)} is remote and not pinned",
-                        where=loaded.where(("checkpoint", "path")),
-                        hint="add checkpoint.sha256 (tritonbuild plan --json on a local copy shows it)")
-    dest = ctx.cache_dir / "checkpoints" / r.checkpoint.sha256
-    if not (dest / "config.json").is_file():
-        tmp = dest.with_name(dest.name + f".part-{os.getpid()}")
-        try:
-            fs, root = open_url(r.checkpoint.path)
-            fs.get(root.rstrip("/") + "/", str(tmp) + "/", recursive=True)
-        except Exception as e:  # noqa: BLE001 - any driver failure: a plan error with the driver's words
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise PlanError(f"cannot fetch {r.checkpoint.path}: {redact(str(e))}",
-                            where=loaded.where(("checkpoint", "path")), hint="check the URL and credentials") from None
-        if dest.exists():  # another process won the race: keep its copy
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            os.replace(tmp, dest)
-    return dest
-
-
-def tree_digest(files: dict[str, str]) -> str:
-    return sha256_json(dict(sorted(files.items())))
-
-
-def read_checkpoint(loaded: LoadedRecipe, ctx: PlanContext) -> tuple[Path, dict, dict[str, str]]:
-    """(directory, its config.json, rel path → sha256), checked against the recipe's pin."""
-    r: LLMRecipe = loaded.recipe
-    ckpt = (fetch_checkpoint(loaded, ctx) if is_url(r.checkpoint.path)
-            else _dir(loaded, r.checkpoint.path, ("checkpoint", "path")))
-    cfg_path = ckpt / "config.json"
-    if not cfg_path.is_file():
-        raise PlanError(f"{ckpt} has no config.json: not a Hugging Face checkpoint",
-                        where=loaded.where(("checkpoint", "path")),
-                        hint="point checkpoint.path at the directory holding config.json and the weights")
-    try:
-        config = json.loads(cfg_path.read_text())
-        Architecture.from_hf_config(config)
-    except (ValueError, KeyError) as e:
-        raise PlanError(f"{cfg_path} is not a usable model config ({type(e).__name__}: {e})",
-                        where=loaded.where(("checkpoint", "path")), hint="check the checkpoint") from None
-    rels = tree_files(ckpt)
-    try:
-        check_tree(ckpt, rels)  # NOTE: a FIFO would block hashing; a link to /dev/zero would never end
-    except PathProblem as e:
-        raise PlanError(str(e), where=loaded.where(("checkpoint", "path")),
-                        hint="a checkpoint holds regular files (symlinks only to files inside it)") from None
-    files = {rel.as_posix(): ctx.digest(ckpt / rel) for rel in rels}
-    pin = r.checkpoint.sha256
-    if pin and pin != tree_digest(files):
-        if is_url(r.checkpoint.path):
-            shutil.rmtree(ckpt, ignore_errors=True)  # a bad download must not be reused
-        raise PlanError(f"checkpoint {ckpt} has digest {tree_digest(files)}, the recipe pins {pin}",
-                        where=loaded.where(("checkpoint", "sha256")),
-                        hint="restore the pinned checkpoint, or update checkpoint.sha256 if the change is intended")
-    return ckpt, config, files
-
-
-def read_tokenizer(loaded: LoadedRecipe, ckpt: Path, ctx: PlanContext) -> tuple[Path, dict[str, str]]:
-    r: LLMRecipe = loaded.recipe
-    tok = _dir(loaded, r.tokenizer, ("tokenizer",)) if r.tokenizer else ckpt
-    present = {name: ctx.digest(tok / name) for name in TOKENIZER_FILES if (tok / name).is_file()}
-    if "tokenizer.json" not in present and "tokenizer.model" not in present:
-        raise PlanError(f"{tok} has neither tokenizer.json nor a sentencepiece tokenizer.model (found: "
-                        f"{sorted(present) or 'no tokenizer files'})",
-                        where=loaded.where(("tokenizer",) if r.tokenizer else ("checkpoint", "path")),
-                        hint="save the tokenizer with tokenizer.save_pretrained(DIR) and set 'tokenizer: DIR'")
-    return tok, present
 
 
 LORA_FILES = ("model.lora_weights.npy", "model.lora_config.npy")  # what the OpenAI frontend loads per LoRA
@@ -157,7 +64,7 @@ def lora_step(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, d
         return []
     adapters, inputs = {}, {}
     for name, rel in r.lora.adapters.items():
-        d = _dir(loaded, rel, ("lora", "adapters", name))
+        d = recipe_dir(loaded, rel, ("lora", "adapters", name))
         missing = [f for f in LORA_FILES if not (d / f).is_file()]
         if missing:
             raise PlanError(f"LoRA adapter {name!r} at {d} lacks {', '.join(missing)}",
@@ -187,7 +94,7 @@ def _add_calibration(loaded: LoadedRecipe, ctx: PlanContext, params: dict, input
     r: LLMRecipe = loaded.recipe
     if r.calibration is None:
         return
-    data = _path(loaded, r.calibration.dataset, ("calibration", "dataset"))
+    data = recipe_path(loaded, r.calibration.dataset, ("calibration", "dataset"))
     root = data if data.is_dir() else data.parent
     calib = {rel.as_posix(): ctx.digest(root / rel) for rel in (tree_files(data) if data.is_dir()
                                                                    else [Path(data.name)])}
@@ -259,7 +166,7 @@ def describe(loaded: LoadedRecipe, ctx: PlanContext) -> dict:
     route = {"route": {"name": "LLM API (runtime: pytorch)" if r.runtime == "pytorch" else "TensorRT engine "
                        "(runtime: engine)", "why": r.route_why}}
     ckpt = fetch_checkpoint(loaded, ctx) if is_url(r.checkpoint.path) else \
-        _dir(loaded, r.checkpoint.path, ("checkpoint", "path"))
+        recipe_dir(loaded, r.checkpoint.path, ("checkpoint", "path"))
     try:
         config = json.loads((ckpt / "config.json").read_text())
         arch = Architecture.from_hf_config(config)

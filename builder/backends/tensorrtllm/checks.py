@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import re
 
-from tritonbuild.backends.tensorrtllm.images import image_problem, image_versions
+from tritonbuild.backends.llm.gpus import GPU_SM
+from tritonbuild.backends.llm.images import image_problem, image_versions
 from tritonbuild.backends.tensorrtllm.quant import FORMATS, LLMAPI_FORMATS, arch_problem, engine_algos
-from tritonbuild.backends.tensorrtllm.recipe import GPU_SM, LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.backends.tensorrtllm.route import LLMAPI_SINCE, version_tuple
 from tritonbuild.backends.tensorrtllm.speculative import built_limits
 from tritonbuild.backends.tensorrtllm.speculative import engine_problems as speculative_problems

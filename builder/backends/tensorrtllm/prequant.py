@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tritonbuild.backends.llm.gpus import GPU_SM
 from tritonbuild.backends.tensorrtllm import argv as cmd
 from tritonbuild.backends.tensorrtllm.quant import FORMATS, Prequantized, arch_of, read_prequantized
-from tritonbuild.backends.tensorrtllm.recipe import GPU_SM, LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.errors import PlanError, RecipeError
 from tritonbuild.recipe.load import LoadedRecipe
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from tritonbuild.backends.tensorrtllm.images import image_versions
+from tritonbuild.backends.llm.images import image_versions
 from tritonbuild.backends.tensorrtllm.quant import FORMATS, LLMAPI_FORMATS
 
 LLMAPI_SINCE = (1, 0)  # TensorRT-LLM version whose default LLM is the PyTorch backend

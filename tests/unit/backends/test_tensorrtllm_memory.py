@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from tritonbuild.backends.tensorrtllm.memory import Architecture, kv_bytes_per_token, memory_plan, weight_bytes
+from tritonbuild.backends.llm.memory import Architecture, kv_bytes_per_token
+from tritonbuild.backends.tensorrtllm.memory import memory_plan, weight_bytes
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 
 LLAMA2_7B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 32,
@@ -170,7 +171,7 @@ def test_tensor_parallel_keeps_the_input_embedding_whole_on_every_rank_unless_pa
     (LLAMA3_70B, 1, True),
 ])
 def test_heads_per_rank(config, tp, ok):
-    from tritonbuild.backends.tensorrtllm.memory import tp_heads_problem
+    from tritonbuild.backends.llm.memory import tp_heads_problem
 
     problem = tp_heads_problem(Architecture.from_hf_config(config), tp)
     assert (problem is None) == ok, problem

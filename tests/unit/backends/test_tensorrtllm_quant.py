@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from tests.contracts.facts import load
+from tritonbuild.backends.llm.gpus import GPU_SM
 from tritonbuild.backends.tensorrtllm import quant
 from tritonbuild.backends.tensorrtllm.checks import check_recipe
-from tritonbuild.backends.tensorrtllm.recipe import GPU_SM, LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 
 FACTS = load("trtllm_quantization")
 

@@ -1,5 +1,5 @@
 """engine_args.quantization takes the quantization methods of the vLLM the serving image ships (facts:
-vllm_engine_args.json quantization_methods per version; the image table in tensorrtllm/images.py)."""
+vllm_engine_args.json quantization_methods per version; the image table in llm/images.py)."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def test_the_methods_a_quantized_checkpoint_loads_with_are_those_of_the_images_v
     """AWQ / GPTQ checkpoints: each recorded vLLM wheel's override_quantization_method (vllm_quantization.json
     by_version) accepts the method, its Marlin name, and auto_awq / auto_gptq where the version has them."""
     from tritonbuild.backends._vllm_quantization import checkpoint_methods
-    from tritonbuild.backends.tensorrtllm.images import VLLM_IMAGES
+    from tritonbuild.backends.llm.images import VLLM_IMAGES
 
     by_version = load("vllm_quantization")["marlin_override"]["by_version"]
     seen = set()
