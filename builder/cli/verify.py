@@ -70,8 +70,9 @@ def verify_command(repository: str, server_url: str | None, record: bool, force:
         report = api.verify_repository(repository, server_url=server_url, record=record, progress=progress,
                                        force=force, rebuild=rebuild, load_timeout=load_timeout,
                                        tritonserver=tritonserver)
+    hint = report.accept_hint(str(repository))
     if as_json:
-        _json(report.model_dump(mode="json"))
+        _json({**report.model_dump(mode="json"), **({"hint": hint} if hint else {})})
     else:
         _render_report(report)
     if not report.passed:
@@ -80,6 +81,8 @@ def verify_command(repository: str, server_url: str | None, record: bool, force:
             app().err.print("[bold yellow]verification incomplete: models not checked here; verify them with "
                             "--server URL where their backend runs[/]" if verdict.startswith("NOT CHECKED") else
                             "[bold red]verification failed[/]", markup=True)
+            if hint:
+                app().err.print(f"  hint: {hint}", markup=False)
         sys.exit(VerifyError.exit_code)
 
 

@@ -119,6 +119,14 @@ class VerificationReport(_Frozen):
     signature: str | None = Field(None, description="HMAC-SHA256 of this report (without this field) with the "
                                                     "key in TRITONBUILD_REPORT_KEY, else this machine's key.")
 
+    def accept_hint(self, shown: str) -> str | None:
+        """How to accept outputs that changed on purpose, when goldens differ; shown: the repository as the user
+        named it."""
+        if not any(each.mismatches for each in self.models):
+            return None
+        return (f"if the outputs changed on purpose: 'tritonbuild verify {shown} --record --force' rewrites the "
+                f"committed goldens (commit them); then rebuild ('tritonbuild build RECIPES -o {shown}')")
+
     def signed_payload(self) -> bytes:
         """What the signature covers: the canonical JSON of every other field."""
         from tritonbuild.core.hashing import canonical_json
