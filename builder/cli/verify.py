@@ -106,8 +106,8 @@ def _render_report(report) -> None:
         exact = "-" if not model_report.compared else (
             f"NO ({len(model_report.mismatches)} diffs)" if model_report.mismatches else
             "within tolerance" if model_report.tolerated else f"yes ({model_report.samples}×{model_report.repeats})")
-        goldens = "recorded" if report.recorded and model_report.goldens else (
-            "yes" if model_report.goldens else "none")
+        goldens = "refused" if model_report.goldens_refused else \
+            "recorded" if report.recorded and model_report.goldens else "yes" if model_report.goldens else "none"
         table.add_row(model_report.name, str(model_report.version), how[model_report.route],
                       "yes" if model_report.loaded else "no", goldens, exact, model_report.batch_invariance,
                       _result_cell(model_report))

@@ -56,6 +56,8 @@ class ModelReport(_Frozen):
     checked: bool = Field(True, description="False: it could not run here (route 'none'; notes say why): neither "
                                             "passed nor failed, and the report as a whole does not pass.")
     notes: list[str] = Field(default_factory=list)
+    goldens_refused: str | None = Field(None, description="verify --record: why the recorded goldens were not "
+                                                          "written over the committed ones (they differ; no --force).")
     served: dict | None = Field(None, description="verify --server: what the server says it loaded (server version, "
                                                   "name, ready versions, digest of the served config's backend, "
                                                   "batch size and tensors beside ours).")
@@ -120,9 +122,9 @@ class VerificationReport(_Frozen):
                                                     "key in TRITONBUILD_REPORT_KEY, else this machine's key.")
 
     def accept_hint(self, shown: str) -> str | None:
-        """How to accept outputs that changed on purpose, when goldens differ; shown: the repository as the user
-        named it."""
-        if not any(each.mismatches for each in self.models):
+        """How to accept outputs that changed on purpose, when goldens differ (or a record was refused); shown: the
+        repository as the user named it."""
+        if not any(each.mismatches or each.goldens_refused for each in self.models):
             return None
         return (f"if the outputs changed on purpose: 'tritonbuild verify {shown} --record --force' rewrites the "
                 f"committed goldens (commit them); then rebuild ('tritonbuild build RECIPES -o {shown}')")

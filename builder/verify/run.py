@@ -378,4 +378,5 @@ def _verify_model(root: Path, model: ManifestModel, route: Route, detail: str, u
         base["goldens"] = model.goldens
         result["notes"] = [*result["notes"], *(x for x in (note, refusal) if x)]
         result["passed"] = result["passed"] and refusal is None
+        result["goldens_refused"] = refusal
     return ModelReport(**base, loaded=True, **result), model

@@ -137,3 +137,14 @@ def test_a_golden_mismatch_says_how_to_accept_an_intended_change(cli, py_recipe,
     hint = json.loads(r.stdout)["hint"]
     assert f"tritonbuild verify {out} --record --force" in hint and "rebuild" in hint, hint
 
+
+def test_a_refused_record_row_does_not_say_recorded(cli, py_recipe, tmp_path, write):
+    """issue 31.4 (2): verify --record that refused to overwrite committed goldens still said goldens=recorded."""
+    out = _changed_on_purpose(cli, py_recipe, tmp_path, write)
+    r = cli("verify", out, "--record")
+    assert r.exit_code == 6
+    (row,) = [line for line in r.stdout.splitlines() if line.startswith("model=doubler ")]
+    assert "goldens=refused " in row, row
+    r = cli("verify", out, "--record", "--json")
+    (model,) = json.loads(r.stdout)["models"]
+    assert r.exit_code == 6 and "not overwritten" in model["goldens_refused"], model
