@@ -141,3 +141,30 @@ def test_preserve_ordering_with_delay_and_no_timeout_is_valid(write):
     p = write("r.yaml", PY_RECIPE + "batching: {preserve_ordering: true, default_queue_policy: "
                                     "{timeout_action: delay}}\n")
     load_recipe(p, REGISTRY.recipe_kinds())
+
+
+def test_schema_and_semantic_errors_come_in_one_run(write):
+    """issue 31.4 (3): a recipe with an unknown key and a rule broken elsewhere reported the unknown key, and only
+    after the user fixed it, the rule: both now, each with file:line and key, exit 3."""
+    text = PY_RECIPE.replace("max_batch_size: 4", "max_batch_size: 4\nbatching: {preferred_batch_sizes: [8]}")
+    p = write("r.yaml", text + "max_batch_szie: 8\n")
+    errs = _errors(p)
+    assert [(e.message.split(":")[0], e.where) for e in errs] == [
+        ("max_batch_szie", f"{p}:10"), ("batching.preferred_batch_sizes[0]", f"{p}:6")], [str(e) for e in errs]
+    assert all(e.exit_code == 3 for e in errs)
+
+
+def test_a_bad_value_and_a_backend_rule_come_in_one_run(write):
+    """A wrong value type (the key is dropped for the second pass) beside a backend's check_recipe problem."""
+    text = PY_RECIPE.replace("outputs: [{name: Y, dtype: fp32, dims: [3]}]\n", "").replace(
+        "repeats: 2", "repeats: two")
+    errs = _errors(write("r.yaml", text))
+    assert [e.message.split(":")[0] for e in errs] == ["verify.repeats", "outputs"], [str(e) for e in errs]
+
+
+def test_a_semantic_rule_on_a_key_with_a_schema_error_is_not_guessed(write):
+    """The second pass leaves out rules about what the first pass refused (no rule judges a dropped key)."""
+    text = PY_RECIPE.replace("max_batch_size: 4", "max_batch_size: four\nbatching: {preferred_batch_sizes: [8]}")
+    errs = _errors(write("r.yaml", text))
+    assert [e.message.split(":")[0] for e in errs] == ["max_batch_size"], [str(e) for e in errs]
+
