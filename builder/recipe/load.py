@@ -12,7 +12,7 @@ from tritonbuild.core.yamlio import Located, YamlProblem, load_located
 from tritonbuild.errors import MultipleErrors, RecipeError, UsageError
 from tritonbuild.recipe.composition import composition_cycles
 from tritonbuild.recipe.kinds import Kinds, check, kinds_with_key
-from tritonbuild.recipe.models import Named
+from tritonbuild.recipe.models import DTYPE_SPELLINGS, Named
 from tritonbuild.recipe.problem import Problem
 
 AnyRecipe = Named  # every recipe type has a name and a version; its backend's module declares the rest
@@ -94,6 +94,26 @@ def _did_you_mean(cls: type | None, loc: tuple) -> str:
     return f"did you mean {close[0]!r}? " if close else ""
 
 
+def _value_suggestion(err: dict) -> str:
+    """'did you mean 'fp32'? ' for a value outside a Literal's choices (float32, half, TYPE_FP32, fp23), from the
+    other spellings of a dtype (DTYPE_SPELLINGS) or the closest choice."""
+    import difflib
+    import re
+
+    value = err.get("input")
+    choices = re.findall(r"'([^']*)'", str(err.get("ctx", {}).get("expected", "")))
+    if not isinstance(value, str) or not choices:
+        return ""
+    plain = value.strip().lower()
+    for prefix in ("type_", "torch.", "numpy.", "np."):
+        plain = plain.removeprefix(prefix)
+    meant = DTYPE_SPELLINGS.get(plain) if "fp32" in choices else None
+    if meant is None:
+        close = difflib.get_close_matches(plain, choices, n=1, cutoff=0.6)
+        meant = close[0] if close else None
+    return f"did you mean {' or '.join(map(repr, meant.split(' or ')))}? " if meant and meant != value else ""
+
+
 def _other_kinds_key(kinds: Kinds, backend: str, loc: tuple) -> str:
     """'tensorrt' is a key of backend tensorrt's recipes, not python's: the hint for a key another kind accepts."""
     owners = [name for name in kinds_with_key(kinds, loc) if name != backend]
@@ -119,6 +139,8 @@ def _pydantic_errors(e: ValidationError, located: Located, path: Path, kinds: Ki
         hint = _hint_for(err)
         if err["type"] == "extra_forbidden":
             hint = _other_kinds_key(kinds, backend, loc) or _did_you_mean(cls, loc) + hint
+        elif err["type"] == "literal_error":
+            hint = _value_suggestion(err) + hint
         out.append(RecipeError(f"{_loc_str(loc)}: {msg}", where=f"{path}:{line}" if line else str(path),
                                hint=hint))
     return out

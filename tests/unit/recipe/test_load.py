@@ -168,3 +168,17 @@ def test_a_semantic_rule_on_a_key_with_a_schema_error_is_not_guessed(write):
     errs = _errors(write("r.yaml", text))
     assert [e.message.split(":")[0] for e in errs] == ["max_batch_size"], [str(e) for e in errs]
 
+
+@pytest.mark.parametrize(("written", "meant"), [("float32", "fp32"), ("float16", "fp16"), ("half", "fp16"),
+                                                 ("int", "int32"), ("TYPE_FP32", "fp32"), ("fp23", "fp32"),
+                                                 ("string", "bytes"), ("double", "fp64")])
+def test_a_dtype_by_another_name_gets_did_you_mean(write, written, meant):
+    """issue 31.4 (4): float32 gave 'Input should be ...' with no suggestion of Triton's name."""
+    (e,) = _errors(write("r.yaml", PY_RECIPE.replace("{name: X, dtype: fp32", f"{{name: X, dtype: {written}")))
+    assert e.message.startswith("inputs[0].dtype:") and e.where.endswith(":6")
+    assert f"did you mean '{meant}'" in e.hint, e.hint
+
+
+def test_an_enum_value_gets_did_you_mean(write):
+    (e,) = _errors(write("r.yaml", PY_RECIPE + "target: gpus\n"))
+    assert "did you mean 'gpu'" in e.hint, e.hint
