@@ -191,7 +191,7 @@ def serve_command(repository: str, http_port: int, grpc_port: int, metrics_port:
     import tempfile
 
     from tritonbuild import api
-    from tritonbuild.errors import VerifyError
+    from tritonbuild.errors import ServerError, VerifyError
 
     if "://" not in repository:
         existing_dir(repository)
@@ -226,14 +226,15 @@ def serve_command(repository: str, http_port: int, grpc_port: int, metrics_port:
         sys.stdout.flush()
         while server.proc is not None and server.proc.poll() is None:
             time.sleep(0.5)
-        raise VerifyError(f"tritonserver exited unexpectedly:\n{server.log_tail()}",
+        raise ServerError(f"tritonserver exited unexpectedly:\n{server.log_tail()}",
                           hint=f"see the server log {server.log_path}")
     except KeyboardInterrupt:
         app().err.print(f"stopping tritonserver (its log stays at {server.log_path})")
-    except VerifyError as e:
-        if server.log_path.exists() and (e.hint is None or str(server.log_path) not in e.hint):
-            e.hint = f"{e.hint + '; ' if e.hint else ''}see the server log {server.log_path}"
-        raise
+    except (ServerError, VerifyError) as e:  # the server's start and loads raise verify's errors: serve's here
+        hint = e.hint
+        if server.log_path.exists() and (hint is None or str(server.log_path) not in hint):
+            hint = f"{hint + '; ' if hint else ''}see the server log {server.log_path}"
+        raise ServerError(e.message, where=e.where, hint=hint) from None
     finally:
         server.cleanup()
 
@@ -276,7 +277,7 @@ def infer_command(target: str, model: str, input_files: tuple[str, ...], goldens
     import numpy as np
 
     from tritonbuild import api
-    from tritonbuild.errors import UsageError, VerifyError
+    from tritonbuild.errors import InferenceError, UsageError, VerifyError
 
     if "://" not in target:
         if not Path(target).exists() and re.fullmatch(r"[A-Za-z0-9.\-]+:[0-9]{1,5}", target):
@@ -291,8 +292,11 @@ def infer_command(target: str, model: str, input_files: tuple[str, ...], goldens
         if not sep or not name or not path:
             raise click.BadParameter(f"{item!r}: expected NAME=FILE.npy", param_hint="--input")
         given[name] = Path(path)
-    result = api.infer(target, model, inputs=given or None, goldens_from=goldens_from, data=data,
-                       tritonserver=tritonserver)
+    try:
+        result = api.infer(target, model, inputs=given or None, goldens_from=goldens_from, data=data,
+                           tritonserver=tritonserver)
+    except VerifyError as e:  # the embedded server's start (for a directory) raises verify's error: infer's here
+        raise InferenceError(e.message, where=e.where, hint=e.hint) from None
     bad = [i for i, sample in enumerate(result["samples"]) if sample["golden"] not in (None, "bit-exact")]
     if as_json:
         _json({**result, "samples": [{"golden": sample["golden"],
@@ -309,8 +313,9 @@ def infer_command(target: str, model: str, input_files: tuple[str, ...], goldens
                 text = np.array2string(arr, threshold=20, max_line_width=100).replace("\n", "\n    ")
                 app().out.print(f"  {name}  {arr.dtype} {list(arr.shape)}\n    {text}")
     if bad:
-        raise VerifyError(f"{len(bad)} of {len(result['samples'])} answers differ from the goldens (samples {bad})",
-                          hint=f"tritonbuild verify {target if '://' not in target else goldens_from} shows where")
+        raise InferenceError(f"{len(bad)} of {len(result['samples'])} answers differ from the goldens "
+                             f"(samples {bad})",
+                             hint=f"tritonbuild verify {target if '://' not in target else goldens_from} shows where")
 
 
 @main.command("status")
@@ -321,7 +326,7 @@ def status_command(url: str, metrics_url: str | None, as_json: bool) -> None:
     """A running tritonserver at URL (http://host:8000): health, version, its models with state and
     versions, each ready model's config, and inference counters from the metrics endpoint."""
     from tritonbuild import api
-    from tritonbuild.errors import VerifyError
+    from tritonbuild.errors import ServerError
 
     result = api.status(url, metrics_url)
     out = app().out
@@ -344,4 +349,4 @@ def status_command(url: str, metrics_url: str | None, as_json: bool) -> None:
         for note in result["notes"]:
             out.print(f"note: {note}")
     if not (result["live"] and result["ready"]):
-        sys.exit(VerifyError.exit_code)
+        sys.exit(ServerError.exit_code)

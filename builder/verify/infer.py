@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tritonbuild.errors import UsageError, VerifyError
+from tritonbuild.errors import InferenceError, UsageError
 from tritonbuild.repository.manifest import MANIFEST_NAME, newest_version, read_repository
 
 
@@ -46,7 +46,7 @@ def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None,
         samples, expected = _goldens(root, model)
     else:
         if root is not None and (root / MANIFEST_NAME).exists() and not any(
-                each.name == model for each in read_repository(root, VerifyError).models):
+                each.name == model for each in read_repository(root, InferenceError).models):
             _goldens(root, model)  # raises: no such model (naming the ones there are)
         samples, expected = [], None  # no goldens, no --input: generated from the served model's metadata
         data = data or "random"
@@ -60,24 +60,24 @@ def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None,
         raise UsageError(f"{root} has no model {model!r}", hint=f"one of: {', '.join(model_dirs(root)) or '-'}")
     refusal = _embedded_refusal(root, model)
     if refusal:
-        raise VerifyError(refusal, where=str(root / model),
-                          hint=f"serve {root} on a tritonserver that has it, then 'tritonbuild infer "
-                               f"http://HOST:8000 {model}" + (f" --goldens {root}'" if expected else "'"))
+        raise InferenceError(refusal, where=str(root / model),
+                             hint=f"serve {root} on a tritonserver that has it, then 'tritonbuild infer "
+                                  f"http://HOST:8000 {model}" + (f" --goldens {root}'" if expected else "'"))
     from tritonbuild.server.launcher import launcher_for
 
     with EmbeddedServer(root, launcher=launcher_for(tritonserver)) as server:
         try:
             server.load(model)
         except ModelLoadError as e:
-            raise VerifyError(f"tritonserver failed to load {model!r} from {root}: {e.message}", where=str(root),
-                              hint=f"'tritonbuild verify {root}' shows why") from None
+            raise InferenceError(f"tritonserver failed to load {model!r} from {root}: {e.message}",
+                                 where=str(root), hint=f"'tritonbuild verify {root}' shows why") from None
         return _send(f"http://{server.http_url}", model, samples, expected, data)
 
 
 def _has_goldens(root: Path, model: str) -> bool:
     if not (root / MANIFEST_NAME).exists():
         return False
-    found = [each for each in read_repository(root, VerifyError).models if each.name == model]
+    found = [each for each in read_repository(root, InferenceError).models if each.name == model]
     return bool(found) and bool(max(found, key=lambda each: each.version).goldens)
 
 
@@ -88,7 +88,7 @@ def _embedded_refusal(root: Path, model: str) -> str | None:
     from tritonbuild.verify.run import runs_as_written
 
     if (root / MANIFEST_NAME).exists():
-        backends = {each.backend for each in read_repository(root, VerifyError).models if each.name == model}
+        backends = {each.backend for each in read_repository(root, InferenceError).models if each.name == model}
         if backends and not any(runs_embedded(backend) for backend in backends):
             return (f"the embedded tritonserver has no {'/'.join(sorted(backends))} backend (only python): it "
                     f"cannot load {model!r}")
@@ -133,10 +133,10 @@ def _send(url: str, model: str, samples: list[dict], expected: list[dict] | None
             metadata = client.get_model_metadata(model)
             outputs = [output["name"] for output in metadata["outputs"]]
         except InferenceServerException as e:
-            raise VerifyError(f"{url}: model {model!r}: {e.message()}", hint="is it loaded? (tritonbuild serve OUT)") \
-                from None
+            raise InferenceError(f"{url}: model {model!r}: {e.message()}",
+                                 hint="is it loaded? (tritonbuild serve OUT)") from None
         except OSError as e:
-            raise VerifyError(f"cannot reach {url}: {e}", hint="start it: tritonbuild serve OUT") from None
+            raise InferenceError(f"cannot reach {url}: {e}", hint="start it: tritonbuild serve OUT") from None
         samples = samples or [generated_inputs(metadata, data or "random")]
         results = []
         for i, sample in enumerate(samples):
@@ -149,8 +149,9 @@ def _send(url: str, model: str, samples: list[dict], expected: list[dict] | None
                 response = client.infer(model, request, outputs=[
                     httpclient.InferRequestedOutput(output_name, binary_data=True) for output_name in outputs])
             except InferenceServerException as e:
-                raise VerifyError(f"{model}: sample {i}: {e.message()}", where=url,
-                                  hint="check the input names, dtypes and shapes (tritonbuild plan --json)") from None
+                raise InferenceError(f"{model}: sample {i}: {e.message()}", where=url,
+                                     hint="check the input names, dtypes and shapes (tritonbuild plan --json)"
+                                     ) from None
             got = {output_name: response.as_numpy(output_name) for output_name in outputs}
             results.append({"outputs": got, "golden": _compare(got, expected[i]) if expected else None})
         return {"server": url, "model": model, "samples": results,
