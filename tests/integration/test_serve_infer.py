@@ -182,3 +182,26 @@ def test_a_hand_written_repository_is_served_and_inferred_and_left_untouched(cli
     finally:
         _stop(proc)
     assert _snapshot(repo) == before  # no __pycache__, no report, nothing
+
+
+def test_infer_a_wrong_model_or_input_name_lists_what_the_server_has(cli, py_recipe, tmp_path):
+    """issue 31.4 (5): a wrong model or input name against a running server said only Triton's refusal, not the
+    names the server has."""
+    out = _built(cli, py_recipe, tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "serve", str(out), "--json", "--http-port", "0",
+                             "--grpc-port", "0", "--metrics-port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ})
+    try:
+        info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
+        r = cli("infer", info["http"], "dobler")
+        assert r.exit_code == 9 and "the server's models: doubler (READY, version 1)" in r.stderr, r.stderr
+        r = cli("infer", info["http"], "dobler", "--json")
+        assert r.exit_code == 9 and "doubler (READY, version 1)" in json.loads(r.stdout)["hint"], r.stdout
+        np.save(tmp_path / "x.npy", np.array([[1, 2, 3]], np.float32))
+        r = cli("infer", info["http"], "doubler", "--input", f"Z={tmp_path / 'x.npy'}")
+        assert r.exit_code == 9 and "'Z'" in r.stderr and "doubler's inputs: X (FP32 [-1, 3])" in r.stderr, r.stderr
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
