@@ -133,7 +133,11 @@ class VerificationReport(_Frozen):
         """What the signature covers: the canonical JSON of every other field."""
         from tritonbuild.core.hashing import canonical_json
 
-        return canonical_json(self.model_dump(mode="json", exclude={"signature"}))
+        payload = self.model_dump(mode="json", exclude={"signature"})
+        for model in payload["models"]:  # NOTE: absent from reports signed before it was added: unset, not signed
+            if model.get("goldens_refused") is None:
+                model.pop("goldens_refused", None)
+        return canonical_json(payload)
 
     def signed(self) -> VerificationReport:
         """This report with a signature (TRITONBUILD_REPORT_KEY, else this machine's key; unchanged when
