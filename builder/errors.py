@@ -1,4 +1,5 @@
-"""One root error, one subclass per stage. The CLI maps ``exit_code``; nothing else prints them."""
+"""One root error, one subclass per stage (serve/status and infer included). The CLI maps ``exit_code``; nothing
+else prints them."""
 
 from __future__ import annotations
 
@@ -57,6 +58,20 @@ class VerifyError(TritonBuildError):
 class PublishError(TritonBuildError):
     exit_code = 7
     kind = "publish"
+
+
+class ServerError(TritonBuildError):
+    """serve and status: the server did not start, exited, cannot be reached, or is not live and ready."""
+
+    exit_code = 8
+    kind = "server"
+
+
+class InferenceError(TritonBuildError):
+    """infer: no such model or input on the server, a request refused, answers that differ from the goldens."""
+
+    exit_code = 9
+    kind = "infer"
 
 
 class MultipleErrors(TritonBuildError):

@@ -73,8 +73,9 @@ def verify_command(repository: str, server_url: str | None, record: bool, force:
         report = api.verify_repository(repository, server_url=server_url, record=record, progress=progress,
                                        force=force, rebuild=rebuild, load_timeout=load_timeout,
                                        tritonserver=tritonserver, backends=_backend_dirs(backends) or None)
+    hint = report.accept_hint(str(repository))
     if as_json:
-        _json(report.model_dump(mode="json"))
+        _json({**report.model_dump(mode="json"), **({"hint": hint} if hint else {})})
     else:
         _render_report(report)
     if not report.passed:
@@ -83,6 +84,8 @@ def verify_command(repository: str, server_url: str | None, record: bool, force:
             app().err.print("[bold yellow]verification incomplete: models not checked here; verify them with "
                             "--server URL where their backend runs[/]" if verdict.startswith("NOT CHECKED") else
                             "[bold red]verification failed[/]", markup=True)
+            if hint:
+                app().err.print(f"  hint: {hint}", markup=False)
         sys.exit(VerifyError.exit_code)
 
 
@@ -106,8 +109,8 @@ def _render_report(report) -> None:
         exact = "-" if not model_report.compared else (
             f"NO ({len(model_report.mismatches)} diffs)" if model_report.mismatches else
             "within tolerance" if model_report.tolerated else f"yes ({model_report.samples}×{model_report.repeats})")
-        goldens = "recorded" if report.recorded and model_report.goldens else (
-            "yes" if model_report.goldens else "none")
+        goldens = "refused" if model_report.goldens_refused else \
+            "recorded" if report.recorded and model_report.goldens else "yes" if model_report.goldens else "none"
         table.add_row(model_report.name, str(model_report.version), how[model_report.route],
                       "yes" if model_report.loaded else "no", goldens, exact, model_report.batch_invariance,
                       _result_cell(model_report))
@@ -191,7 +194,7 @@ def serve_command(repository: str, http_port: int, grpc_port: int, metrics_port:
     import tempfile
 
     from tritonbuild import api
-    from tritonbuild.errors import VerifyError
+    from tritonbuild.errors import ServerError, VerifyError
 
     if "://" not in repository:
         existing_dir(repository)
@@ -226,14 +229,15 @@ def serve_command(repository: str, http_port: int, grpc_port: int, metrics_port:
         sys.stdout.flush()
         while server.proc is not None and server.proc.poll() is None:
             time.sleep(0.5)
-        raise VerifyError(f"tritonserver exited unexpectedly:\n{server.log_tail()}",
+        raise ServerError(f"tritonserver exited unexpectedly:\n{server.log_tail()}",
                           hint=f"see the server log {server.log_path}")
     except KeyboardInterrupt:
         app().err.print(f"stopping tritonserver (its log stays at {server.log_path})")
-    except VerifyError as e:
-        if server.log_path.exists() and (e.hint is None or str(server.log_path) not in e.hint):
-            e.hint = f"{e.hint + '; ' if e.hint else ''}see the server log {server.log_path}"
-        raise
+    except (ServerError, VerifyError) as e:  # the server's start and loads raise verify's errors: serve's here
+        hint = e.hint
+        if server.log_path.exists() and (hint is None or str(server.log_path) not in hint):
+            hint = f"{hint + '; ' if hint else ''}see the server log {server.log_path}"
+        raise ServerError(e.message, where=e.where, hint=hint) from None
     finally:
         server.cleanup()
 
@@ -276,7 +280,7 @@ def infer_command(target: str, model: str, input_files: tuple[str, ...], goldens
     import numpy as np
 
     from tritonbuild import api
-    from tritonbuild.errors import UsageError, VerifyError
+    from tritonbuild.errors import InferenceError, UsageError, VerifyError
 
     if "://" not in target:
         if not Path(target).exists() and re.fullmatch(r"[A-Za-z0-9.\-]+:[0-9]{1,5}", target):
@@ -291,8 +295,11 @@ def infer_command(target: str, model: str, input_files: tuple[str, ...], goldens
         if not sep or not name or not path:
             raise click.BadParameter(f"{item!r}: expected NAME=FILE.npy", param_hint="--input")
         given[name] = Path(path)
-    result = api.infer(target, model, inputs=given or None, goldens_from=goldens_from, data=data,
-                       tritonserver=tritonserver)
+    try:
+        result = api.infer(target, model, inputs=given or None, goldens_from=goldens_from, data=data,
+                           tritonserver=tritonserver)
+    except VerifyError as e:  # the embedded server's start (for a directory) raises verify's error: infer's here
+        raise InferenceError(e.message, where=e.where, hint=e.hint) from None
     bad = [i for i, sample in enumerate(result["samples"]) if sample["golden"] not in (None, "bit-exact")]
     if as_json:
         _json({**result, "samples": [{"golden": sample["golden"],
@@ -309,8 +316,9 @@ def infer_command(target: str, model: str, input_files: tuple[str, ...], goldens
                 text = np.array2string(arr, threshold=20, max_line_width=100).replace("\n", "\n    ")
                 app().out.print(f"  {name}  {arr.dtype} {list(arr.shape)}\n    {text}")
     if bad:
-        raise VerifyError(f"{len(bad)} of {len(result['samples'])} answers differ from the goldens (samples {bad})",
-                          hint=f"tritonbuild verify {target if '://' not in target else goldens_from} shows where")
+        raise InferenceError(f"{len(bad)} of {len(result['samples'])} answers differ from the goldens "
+                             f"(samples {bad})",
+                             hint=f"tritonbuild verify {target if '://' not in target else goldens_from} shows where")
 
 
 @main.command("status")
@@ -321,7 +329,7 @@ def status_command(url: str, metrics_url: str | None, as_json: bool) -> None:
     """A running tritonserver at URL (http://host:8000): health, version, its models with state and
     versions, each ready model's config, and inference counters from the metrics endpoint."""
     from tritonbuild import api
-    from tritonbuild.errors import VerifyError
+    from tritonbuild.errors import ServerError
 
     result = api.status(url, metrics_url)
     out = app().out
@@ -344,4 +352,4 @@ def status_command(url: str, metrics_url: str | None, as_json: bool) -> None:
         for note in result["notes"]:
             out.print(f"note: {note}")
     if not (result["live"] and result["ready"]):
-        sys.exit(VerifyError.exit_code)
+        sys.exit(ServerError.exit_code)

@@ -12,7 +12,8 @@ from tritonbuild.core.yamlio import Located, YamlProblem, load_located
 from tritonbuild.errors import MultipleErrors, RecipeError, UsageError
 from tritonbuild.recipe.composition import composition_cycles
 from tritonbuild.recipe.kinds import Kinds, check, kinds_with_key
-from tritonbuild.recipe.models import Named
+from tritonbuild.recipe.models import DTYPE_SPELLINGS, Named
+from tritonbuild.recipe.problem import Problem
 
 AnyRecipe = Named  # every recipe type has a name and a version; its backend's module declares the rest
 
@@ -93,6 +94,26 @@ def _did_you_mean(cls: type | None, loc: tuple) -> str:
     return f"did you mean {close[0]!r}? " if close else ""
 
 
+def _value_suggestion(err: dict) -> str:
+    """'did you mean 'fp32'? ' for a value outside a Literal's choices (float32, half, TYPE_FP32, fp23), from the
+    other spellings of a dtype (DTYPE_SPELLINGS) or the closest choice."""
+    import difflib
+    import re
+
+    value = err.get("input")
+    choices = re.findall(r"'([^']*)'", str(err.get("ctx", {}).get("expected", "")))
+    if not isinstance(value, str) or not choices:
+        return ""
+    plain = value.strip().lower()
+    for prefix in ("type_", "torch.", "numpy.", "np."):
+        plain = plain.removeprefix(prefix)
+    meant = DTYPE_SPELLINGS.get(plain) if "fp32" in choices else None
+    if meant is None:
+        close = difflib.get_close_matches(plain, choices, n=1, cutoff=0.6)
+        meant = close[0] if close else None
+    return f"did you mean {' or '.join(map(repr, meant.split(' or ')))}? " if meant and meant != value else ""
+
+
 def _other_kinds_key(kinds: Kinds, backend: str, loc: tuple) -> str:
     """'tensorrt' is a key of backend tensorrt's recipes, not python's: the hint for a key another kind accepts."""
     owners = [name for name in kinds_with_key(kinds, loc) if name != backend]
@@ -118,9 +139,62 @@ def _pydantic_errors(e: ValidationError, located: Located, path: Path, kinds: Ki
         hint = _hint_for(err)
         if err["type"] == "extra_forbidden":
             hint = _other_kinds_key(kinds, backend, loc) or _did_you_mean(cls, loc) + hint
+        elif err["type"] == "literal_error":
+            hint = _value_suggestion(err) + hint
         out.append(RecipeError(f"{_loc_str(loc)}: {msg}", where=f"{path}:{line}" if line else str(path),
                                hint=hint))
     return out
+
+
+def _rule_errors(problems: list[Problem], located: Located, path: Path) -> list[RecipeError]:
+    return [RecipeError(f"{_loc_str(loc)}: {msg}", where=f"{path}:{located.line_of(loc)}", hint=hint)
+            for loc, msg, hint in problems]
+
+
+def _existing_prefix(data, loc: tuple) -> tuple:
+    """The longest prefix of loc that names a value in data (an error's loc may go on into a union's member)."""
+    found: tuple = ()
+    for part in loc:
+        if (isinstance(data, dict) and not isinstance(part, int) and part in data) or \
+                (isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)):
+            found, data = (*found, part), data[part]
+        else:
+            break
+    return found
+
+
+def _second_pass(data: dict, error: ValidationError, kind, kinds: Kinds, rounds: int = 5) -> list[Problem]:
+    """The recipe's rules (its type's and its backend's) on what the schema accepted, so one run reports both
+    kinds of error: each refused key is left out (its default applies; a refused list item goes with its list's
+    rules) and the rest validated again. A rule on a left-out key or naming one is not reported (it would judge a
+    default the user did not write); none are when the recipe still does not validate."""
+    import copy
+
+    data, dropped, names = copy.deepcopy(data), [], set()
+    for _ in range(rounds):
+        for err in error.errors():
+            loc = tuple(part for part in err["loc"] if not (isinstance(part, str) and part.startswith("function-")))
+            cut = _existing_prefix(data, loc[:-1] if err["type"] == "missing" else loc)
+            if not cut:
+                return []  # a top-level key is missing, or a whole-recipe rule failed: nothing sound to check
+            if isinstance(cut[-1], int):
+                cut = cut[:-1]  # the list's items shift: its rules would name the wrong index
+            parent = data
+            for part in cut[:-1]:
+                parent = parent[part]
+            if err["type"] != "extra_forbidden":  # an unknown key changes nothing a rule reads
+                names.update(part for part in cut if isinstance(part, str))
+            parent.pop(cut[-1], None)
+            dropped.append(cut)
+        try:
+            recipe = kind.recipe_type.model_validate(data)
+        except ValidationError as again:
+            error = again
+            continue
+        return [(loc, msg, hint) for loc, msg, hint in check(recipe, kinds)
+                if not any(loc[:len(cut)] == cut or cut[:len(loc)] == loc for cut in dropped)
+                and not any(name in f"{msg} {hint}" for name in names)]
+    return []
 
 
 def _one_or_many(errors: list[RecipeError]) -> RecipeError | MultipleErrors:
@@ -202,9 +276,10 @@ def load_recipe(path: Path, kinds: Kinds) -> LoadedRecipe:
     try:
         recipe = kind.recipe_type.model_validate(located.data)
     except ValidationError as e:
-        raise _one_or_many(_pydantic_errors(e, located, path, kinds, backend)) from None
-    problems = [RecipeError(f"{_loc_str(loc)}: {msg}", where=f"{path}:{located.line_of(loc)}", hint=hint)
-                for loc, msg, hint in check(recipe, kinds)]
+        schema = _pydantic_errors(e, located, path, kinds, backend)
+        raise _one_or_many(schema + _rule_errors(_second_pass(located.data, e, kind, kinds), located, path)) \
+            from None
+    problems = _rule_errors(check(recipe, kinds), located, path)
     goldens = getattr(getattr(recipe, "verify", None), "goldens", None)
     if goldens is not None:
         try:

@@ -30,6 +30,13 @@ DTYPES = {
     "int64": "TYPE_INT64", "fp16": "TYPE_FP16", "fp32": "TYPE_FP32", "fp64": "TYPE_FP64",
     "bf16": "TYPE_BF16", "bytes": "TYPE_STRING",
 }
+# Other spellings of a dtype (numpy/torch names, C names, Triton's TYPE_ names): the recipe's name, for the hint.
+DTYPE_SPELLINGS = {
+    "float32": "fp32", "float": "fp32", "single": "fp32", "float16": "fp16", "half": "fp16", "float64": "fp64",
+    "double": "fp64", "bfloat16": "bf16", "int": "int32 or int64", "long": "int64", "string": "bytes",
+    "str": "bytes", "object": "bytes", "boolean": "bool", "bool_": "bool",
+    **{triton.removeprefix("TYPE_").lower(): name for name, triton in DTYPES.items()},
+}
 DType = Literal["bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
                 "fp16", "fp32", "fp64", "bf16", "bytes"]
 

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from tritonbuild.core.secrets import redact
 from tritonbuild.core.stores import with_scheme
-from tritonbuild.errors import VerifyError
+from tritonbuild.errors import ServerError
 
 TIMEOUT_S = 10.0
 # nv_inference_request_success{model="m",version="1"} 12
@@ -70,7 +70,7 @@ def server_status(url: str, metrics_url: str | None = None) -> dict:
     try:
         live = _request(f"{base}/v2/health/live")[0] == 200
     except (urllib.error.URLError, OSError) as e:
-        raise VerifyError(f"cannot reach tritonserver at {shown}: {getattr(e, 'reason', e)}", where=shown,
+        raise ServerError(f"cannot reach tritonserver at {shown}: {getattr(e, 'reason', e)}", where=shown,
                           hint="is it running? (tritonbuild serve DIR starts one on :8000)") from None
     ready = _request(f"{base}/v2/health/ready")[0] == 200
     code, body = _request(base + "/v2")

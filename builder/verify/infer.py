@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tritonbuild.errors import UsageError, VerifyError
+from tritonbuild.errors import InferenceError, UsageError
 from tritonbuild.repository.manifest import MANIFEST_NAME, newest_version, read_repository
 
 
@@ -46,7 +46,7 @@ def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None,
         samples, expected = _goldens(root, model)
     else:
         if root is not None and (root / MANIFEST_NAME).exists() and not any(
-                each.name == model for each in read_repository(root, VerifyError).models):
+                each.name == model for each in read_repository(root, InferenceError).models):
             _goldens(root, model)  # raises: no such model (naming the ones there are)
         samples, expected = [], None  # no goldens, no --input: generated from the served model's metadata
         data = data or "random"
@@ -60,24 +60,24 @@ def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None,
         raise UsageError(f"{root} has no model {model!r}", hint=f"one of: {', '.join(model_dirs(root)) or '-'}")
     refusal = _embedded_refusal(root, model)
     if refusal:
-        raise VerifyError(refusal, where=str(root / model),
-                          hint=f"serve {root} on a tritonserver that has it, then 'tritonbuild infer "
-                               f"http://HOST:8000 {model}" + (f" --goldens {root}'" if expected else "'"))
+        raise InferenceError(refusal, where=str(root / model),
+                             hint=f"serve {root} on a tritonserver that has it, then 'tritonbuild infer "
+                                  f"http://HOST:8000 {model}" + (f" --goldens {root}'" if expected else "'"))
     from tritonbuild.server.launcher import launcher_for
 
     with EmbeddedServer(root, launcher=launcher_for(tritonserver)) as server:
         try:
             server.load(model)
         except ModelLoadError as e:
-            raise VerifyError(f"tritonserver failed to load {model!r} from {root}: {e.message}", where=str(root),
-                              hint=f"'tritonbuild verify {root}' shows why") from None
+            raise InferenceError(f"tritonserver failed to load {model!r} from {root}: {e.message}",
+                                 where=str(root), hint=f"'tritonbuild verify {root}' shows why") from None
         return _send(f"http://{server.http_url}", model, samples, expected, data)
 
 
 def _has_goldens(root: Path, model: str) -> bool:
     if not (root / MANIFEST_NAME).exists():
         return False
-    found = [each for each in read_repository(root, VerifyError).models if each.name == model]
+    found = [each for each in read_repository(root, InferenceError).models if each.name == model]
     return bool(found) and bool(max(found, key=lambda each: each.version).goldens)
 
 
@@ -88,7 +88,7 @@ def _embedded_refusal(root: Path, model: str) -> str | None:
     from tritonbuild.verify.run import runs_as_written
 
     if (root / MANIFEST_NAME).exists():
-        backends = {each.backend for each in read_repository(root, VerifyError).models if each.name == model}
+        backends = {each.backend for each in read_repository(root, InferenceError).models if each.name == model}
         if backends and not any(runs_embedded(backend) for backend in backends):
             return (f"the embedded tritonserver has no {'/'.join(sorted(backends))} backend (only python): it "
                     f"cannot load {model!r}")
@@ -129,15 +129,14 @@ def _send(url: str, model: str, samples: list[dict], expected: list[dict] | None
     host = url.split("://", 1)[1].rstrip("/")
     client = httpclient.InferenceServerClient(host, network_timeout=120.0)
     try:
-        try:
-            metadata = client.get_model_metadata(model)
-            outputs = [output["name"] for output in metadata["outputs"]]
-        except InferenceServerException as e:
-            raise VerifyError(f"{url}: model {model!r}: {e.message()}", hint="is it loaded? (tritonbuild serve OUT)") \
-                from None
-        except OSError as e:
-            raise VerifyError(f"cannot reach {url}: {e}", hint="start it: tritonbuild serve OUT") from None
+        metadata = _metadata(client, url, model)
+        outputs = [output["name"] for output in metadata["outputs"]]
         samples = samples or [generated_inputs(metadata, data or "random")]
+        declared = {tensor["name"] for tensor in metadata["inputs"]}
+        unknown = sorted({name for sample in samples for name in sample} - declared)
+        if unknown:
+            raise InferenceError(f"{model} has no input {', '.join(map(repr, unknown))}", where=url,
+                                 hint=f"{_inputs_of(metadata)}; name them with --input NAME=FILE.npy")
         results = []
         for i, sample in enumerate(samples):
             request = []
@@ -149,14 +148,46 @@ def _send(url: str, model: str, samples: list[dict], expected: list[dict] | None
                 response = client.infer(model, request, outputs=[
                     httpclient.InferRequestedOutput(output_name, binary_data=True) for output_name in outputs])
             except InferenceServerException as e:
-                raise VerifyError(f"{model}: sample {i}: {e.message()}", where=url,
-                                  hint="check the input names, dtypes and shapes (tritonbuild plan --json)") from None
+                raise InferenceError(f"{model}: sample {i}: {e.message()}", where=url,
+                                     hint=f"check the dtypes and shapes: {_inputs_of(metadata)}") from None
             got = {output_name: response.as_numpy(output_name) for output_name in outputs}
             results.append({"outputs": got, "golden": _compare(got, expected[i]) if expected else None})
         return {"server": url, "model": model, "samples": results,
                 "inputs": data or ("goldens" if expected else "given")}
     finally:
         client.close()
+
+
+def _metadata(client, url: str, model: str) -> dict:
+    """The served model's metadata; a model the server does not have is an error listing the ones it has."""
+    import difflib
+
+    from tritonclient.utils import InferenceServerException
+
+    try:
+        return client.get_model_metadata(model)
+    except InferenceServerException as e:
+        message = e.message()
+    except OSError as e:
+        raise InferenceError(f"cannot reach {url}: {e}", hint="start it: tritonbuild serve OUT") from None
+    try:
+        index = client.get_model_repository_index()
+    except (InferenceServerException, OSError):
+        index = []
+    listing = ", ".join(f"{entry['name']} ({entry.get('state') or 'not loaded'}"
+                        + (f", version {entry['version']})" if entry.get("version") else ")") for entry in index)
+    close = difflib.get_close_matches(model, [entry["name"] for entry in index], n=1)
+    raise InferenceError(f"{url}: model {model!r}: {message}",
+                         hint=(f"did you mean {close[0]!r}? " if close else "") +
+                         (f"the server's models: {listing}" if listing else "the server has no models (tritonbuild "
+                          "serve OUT)") + "; is it loaded? (tritonbuild status URL)") from None
+
+
+def _inputs_of(metadata: dict) -> str:
+    """"doubler's inputs: X (FP32 [-1, 3])", as the server declares them."""
+    tensors = ", ".join(f"{tensor['name']} ({tensor['datatype']} {[int(dim) for dim in tensor['shape']]})"
+                        for tensor in metadata["inputs"])
+    return f"{metadata['name']}'s inputs: {tensors or 'none'}"
 
 
 def _compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> str:

@@ -56,6 +56,8 @@ class ModelReport(_Frozen):
     checked: bool = Field(True, description="False: it could not run here (route 'none'; notes say why): neither "
                                             "passed nor failed, and the report as a whole does not pass.")
     notes: list[str] = Field(default_factory=list)
+    goldens_refused: str | None = Field(None, description="verify --record: why the recorded goldens were not "
+                                                          "written over the committed ones (they differ; no --force).")
     served: dict | None = Field(None, description="verify --server: what the server says it loaded (server version, "
                                                   "name, ready versions, digest of the served config's backend, "
                                                   "batch size and tensors beside ours).")
@@ -119,11 +121,23 @@ class VerificationReport(_Frozen):
     signature: str | None = Field(None, description="HMAC-SHA256 of this report (without this field) with the "
                                                     "key in TRITONBUILD_REPORT_KEY, else this machine's key.")
 
+    def accept_hint(self, shown: str) -> str | None:
+        """How to accept outputs that changed on purpose, when goldens differ (or a record was refused); shown: the
+        repository as the user named it."""
+        if not any(each.mismatches or each.goldens_refused for each in self.models):
+            return None
+        return (f"if the outputs changed on purpose: 'tritonbuild verify {shown} --record --force' rewrites the "
+                f"committed goldens (commit them); then rebuild ('tritonbuild build RECIPES -o {shown}')")
+
     def signed_payload(self) -> bytes:
         """What the signature covers: the canonical JSON of every other field."""
         from tritonbuild.core.hashing import canonical_json
 
-        return canonical_json(self.model_dump(mode="json", exclude={"signature"}))
+        payload = self.model_dump(mode="json", exclude={"signature"})
+        for model in payload["models"]:  # NOTE: absent from reports signed before it was added: unset, not signed
+            if model.get("goldens_refused") is None:
+                model.pop("goldens_refused", None)
+        return canonical_json(payload)
 
     def signed(self) -> VerificationReport:
         """This report with a signature (TRITONBUILD_REPORT_KEY, else this machine's key; unchanged when

@@ -43,7 +43,7 @@ from tritonbuild.verify.answers import check_model, write_goldens
 from tritonbuild.verify.models import ModelReport, VerificationReport
 from tritonbuild.verify.runners import InferError, TritonRunner
 from tritonbuild.verify.served import served_differences
-from tritonbuild.verify.triton_core import check_with_triton, not_here_cause, not_loaded_here
+from tritonbuild.verify.triton_core import check_with_triton, not_here_cause, not_loaded_here, without_repeats
 
 Progress = Callable[[str], None]
 
@@ -163,7 +163,7 @@ def lint(root: Path, *, progress: Progress | None = None, tritonserver: str | No
     static = [finding for name in names for finding in check_model_dir(root / name, model_files=True, ours=False)]
     have_gpu = _have_gpu()
     as_is = frozenset(name for name in names if runs_as_written(root / name, have_gpu))
-    static += core_checks(root, names, say, as_is, tritonserver)
+    static = without_repeats(static, core_checks(root, names, say, as_is, tritonserver))
     return VerificationReport(manifest_digest="", toolchain=fingerprint(), static=static, models=[],
                               passed=all(check.ok for check in static))
 
@@ -188,7 +188,7 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
               for model in manifest.models}
     not_live = sorted({model.name for model in manifest.models
                        if routes[(model.name, model.version)][0] in ("in-process", "none")})
-    static += core_checks(root, not_live, say, tritonserver=tritonserver)
+    static = without_repeats(static, core_checks(root, not_live, say, tritonserver=tritonserver))
     if not all(check.ok for check in static):
         report = VerificationReport(manifest_digest=manifest.digest, toolchain=fingerprint(), static=static,
                                     models=[], passed=False)
@@ -392,4 +392,5 @@ def _verify_model(root: Path, model: ManifestModel, route: Route, detail: str, u
         base["goldens"] = model.goldens
         result["notes"] = [*result["notes"], *(x for x in (note, refusal) if x)]
         result["passed"] = result["passed"] and refusal is None
+        result["goldens_refused"] = refusal
     return ModelReport(**base, loaded=True, **result), model

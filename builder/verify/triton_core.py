@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tritonbuild.backends import REGISTRY, runs_embedded
+from tritonbuild.triton.finding import Finding
 from tritonbuild.triton.standin import ensembles, explain_load_error, write_standins
 
 LOAD_TIMEOUT_S = 120.0
@@ -106,3 +107,20 @@ def not_here_cause(model_dir: Path, cause: str) -> str | None:
         return None  # no such parameter, or the missing file Triton names is the model's own
     named = ", ".join(f"{k} {v!r}" for k, v in absent)
     return f"its initialize() failed on a missing file, and its parameters name paths this machine lacks ({named})"
+
+
+def without_repeats(offline: list[Finding], core: list[Finding]) -> list[Finding]:
+    """Both lists, each finding once: a refusal by Triton's core that repeats, in Triton's words, what an offline
+    rule already found for that model is not a second row; the offline row says the server refused it the same way.
+    """
+    out, rest = list(offline), []
+    for row in core:
+        same = None if row.ok else next((i for i, finding in enumerate(out) if finding.model == row.model and
+                                         not finding.ok and any(part and part in row.detail
+                                                                for part in finding.detail.split("; "))), None)
+        if same is None:
+            rest.append(row)
+        else:
+            out[same] = out[same].model_copy(update={"detail": f"{out[same].detail} (tritonserver refused it the "
+                                                               "same way)"})
+    return out + rest

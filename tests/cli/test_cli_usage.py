@@ -43,3 +43,32 @@ def test_long_rows_become_whole_lines_instead_of_truncated_cells(cli, py_recipe,
     assert "…" not in r.stdout and f"model={name}" in r.stdout
     r = cli("cache", "ls")
     assert r.exit_code == 0 and "…" not in r.stdout
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_serve_infer_and_status_have_exit_codes_of_their_own():
+    """issue 31.4 (6): serve, infer and status failures exited 6, as a failed verify does."""
+    from tritonbuild import errors
+
+    codes = {cls.__name__: cls.exit_code for cls in vars(errors).values()
+             if isinstance(cls, type) and issubclass(cls, errors.TritonBuildError) and cls is not errors.MultipleErrors}
+    assert (codes["ServerError"], codes["InferenceError"]) == (8, 9)
+    assert len(set(codes.values())) == len(codes), codes  # no two stages share a code
+    assert codes["VerifyError"] == 6 and codes["PublishError"] == 7
+
+
+@pytest.mark.parametrize(("command", "code", "kind"), [("status", 8, "server"), ("infer", 9, "infer")])
+def test_an_unreachable_server_is_the_commands_own_exit_code(cli, command, code, kind):
+    url = f"http://127.0.0.1:{_closed_port()}"
+    argv = [command, url] + (["m"] if command == "infer" else [])
+    r = cli(*argv)
+    assert r.exit_code == code and "cannot reach" in r.stderr, r.stderr
+    r = cli(*argv, "--json")
+    assert r.exit_code == code and json.loads(r.stdout)["error"] == kind, r.stdout

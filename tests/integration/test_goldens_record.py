@@ -114,3 +114,37 @@ def test_verify_rebuild_compares_every_artefact_and_gates_publish(cli, py_recipe
     assert any(d.startswith("doubler/1/model.py: its inputs changed since the build") for d in rep["differ"]), rep
     r = cli("verify", out, "--rebuild")
     assert "rebuild:" in r.stdout and "doubler/1/model.py" in r.stdout
+
+
+def _changed_on_purpose(cli, py_recipe, tmp_path, write):
+    """Goldens committed, then the model changed on purpose and rebuilt: OUT's goldens no longer match."""
+    out = tmp_path / "OUT"
+    assert cli("build", py_recipe, "-o", out).exit_code == 0
+    assert cli("verify", out, "--record").exit_code == 0
+    write("model.py", PY_MODEL.replace("x * 2 + 1", "x * 3 + 1"))
+    assert cli("build", py_recipe, "-o", out).exit_code == 0
+    return out
+
+
+def test_a_golden_mismatch_says_how_to_accept_an_intended_change(cli, py_recipe, tmp_path, write):
+    """issue 31.4 (1): a failed verify gave no hint how to accept outputs that changed on purpose."""
+    out = _changed_on_purpose(cli, py_recipe, tmp_path, write)
+    r = cli("verify", out)
+    assert r.exit_code == 6
+    assert f"tritonbuild verify {out} --record --force" in r.stderr and "rebuild" in r.stderr, r.stderr
+    r = cli("verify", out, "--json")
+    assert r.exit_code == 6
+    hint = json.loads(r.stdout)["hint"]
+    assert f"tritonbuild verify {out} --record --force" in hint and "rebuild" in hint, hint
+
+
+def test_a_refused_record_row_does_not_say_recorded(cli, py_recipe, tmp_path, write):
+    """issue 31.4 (2): verify --record that refused to overwrite committed goldens still said goldens=recorded."""
+    out = _changed_on_purpose(cli, py_recipe, tmp_path, write)
+    r = cli("verify", out, "--record")
+    assert r.exit_code == 6
+    (row,) = [line for line in r.stdout.splitlines() if line.startswith("model=doubler ")]
+    assert "goldens=refused " in row, row
+    r = cli("verify", out, "--record", "--json")
+    (model,) = json.loads(r.stdout)["models"]
+    assert r.exit_code == 6 and "not overwritten" in model["goldens_refused"], model

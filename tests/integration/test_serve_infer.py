@@ -79,11 +79,11 @@ def test_serve_on_a_taken_port_fails_before_claiming_ready(cli, py_recipe, tmp_p
             res = subprocess.run([sys.executable, "-m", "tritonbuild", "serve", str(out), "--http-port", str(port),
                                   "--grpc-port", "0", "--metrics-port", "0", *extra],
                                  capture_output=True, text=True, timeout=120)
-            assert res.returncode == 6, res.stderr
+            assert res.returncode == 8, res.stderr  # ServerError
             assert " ready " not in res.stdout and "loaded:" not in res.stdout
             if extra:
                 doc = json.loads(res.stdout)  # one document: the error
-                assert "loaded" not in doc and doc["error"] == "verify"
+                assert "loaded" not in doc and doc["error"] == "server"
                 assert f"port {port}" in doc["message"] and "--http-port 0" in doc["hint"]
             else:
                 assert f"port {port} on 127.0.0.1 is already in use" in res.stderr and "--http-port 0" in res.stderr
@@ -96,7 +96,7 @@ def test_serve_failure_names_the_kept_log(cli, py_recipe, tmp_path):
     res = subprocess.run([sys.executable, "-m", "tritonbuild", "serve", str(out), "--http-port", "0",
                           "--grpc-port", "0", "--metrics-port", "0", "--log-file", str(tmp_path / "s.log")],
                          capture_output=True, text=True, timeout=120)
-    assert res.returncode == 6, res.stderr
+    assert res.returncode == 8, res.stderr  # ServerError
     assert f"see the server log {tmp_path / 's.log'}" in res.stderr
     assert (tmp_path / "s.log").is_file() and (tmp_path / "s.log").stat().st_size > 0
 
@@ -153,7 +153,7 @@ def test_a_hand_written_repository_is_served_and_inferred_and_left_untouched(cli
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["samples"][0]["outputs"]["OUTPUT0"]["data"] == [[0.0] * 4]
     r = cli("infer", repo, "ort")
-    assert r.exit_code == 6 and "the embedded tritonserver cannot load 'ort'" in r.stderr, r.stderr
+    assert r.exit_code == 9 and "the embedded tritonserver cannot load 'ort'" in r.stderr, r.stderr
     r = cli("infer", "localhost:8000", "adder")
     assert r.exit_code == 2 and "tritonbuild infer http://localhost:8000 adder" in r.stderr
 
@@ -182,3 +182,26 @@ def test_a_hand_written_repository_is_served_and_inferred_and_left_untouched(cli
     finally:
         _stop(proc)
     assert _snapshot(repo) == before  # no __pycache__, no report, nothing
+
+
+def test_infer_a_wrong_model_or_input_name_lists_what_the_server_has(cli, py_recipe, tmp_path):
+    """issue 31.4 (5): a wrong model or input name against a running server said only Triton's refusal, not the
+    names the server has."""
+    out = _built(cli, py_recipe, tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "serve", str(out), "--json", "--http-port", "0",
+                             "--grpc-port", "0", "--metrics-port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ})
+    try:
+        info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
+        r = cli("infer", info["http"], "dobler")
+        assert r.exit_code == 9 and "the server's models: doubler (READY, version 1)" in r.stderr, r.stderr
+        r = cli("infer", info["http"], "dobler", "--json")
+        assert r.exit_code == 9 and "doubler (READY, version 1)" in json.loads(r.stdout)["hint"], r.stdout
+        np.save(tmp_path / "x.npy", np.array([[1, 2, 3]], np.float32))
+        r = cli("infer", info["http"], "doubler", "--input", f"Z={tmp_path / 'x.npy'}")
+        assert r.exit_code == 9 and "'Z'" in r.stderr and "doubler's inputs: X (FP32 [-1, 3])" in r.stderr, r.stderr
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -179,3 +179,21 @@ def test_publish_a_hand_written_repository_then_a_new_version_and_roll_back(cli,
     assert not (tmp_path / "pub2").exists()
     r = cli("publish", repo, f"file://{tmp_path / 'pub3'}", "--skip-verify")
     assert r.exit_code == 0, r.stderr
+
+
+def test_a_finding_of_a_hand_written_repository_is_listed_once(cli, tmp_path):
+    """issue 31.4 (7): Triton's offline rules and Triton's core (the stand-in's load) both refused the model with
+    the same words, and verify listed the finding twice."""
+    repo = tmp_path / "models"
+    bad = repo / "bad"
+    (bad / "1").mkdir(parents=True)
+    (bad / "config.pbtxt").write_text('backend: "python"\nmax_batch_size: 0\ninput { name: "X" data_type: '
+                                      'TYPE_FP32 dims: [-2] }\noutput { name: "Y" data_type: TYPE_FP32 dims: [1] }\n')
+    (bad / "1" / "model.py").write_text(RAISES.replace("raise RuntimeError", "pass  #"))
+    words = "model input 'X' dimension must be integer >= 1"
+    r = cli("verify", repo)
+    assert r.exit_code == 6 and r.stdout.count(words) == 1, r.stdout
+    r = cli("verify", repo, "--json")
+    failed = [row for row in json.loads(r.stdout)["static"] if not row["ok"]]
+    assert r.exit_code == 6 and [words in row["detail"] for row in failed] == [True], failed
+    assert "tritonserver refused it the same way" in failed[0]["detail"], failed

@@ -101,3 +101,20 @@ def test_goldens_may_leave_out_optional_inputs_but_not_required_ones():
         check_golden_names(model, [{"stream": np.array([True])}], out)
     with pytest.raises(ValueError, match="takes"):
         check_golden_names(model, [{"text_input": np.array([b"p"], dtype=np.object_), "x": np.zeros(1)}], out)
+
+
+def test_a_report_signed_before_goldens_refused_existed_still_checks(monkeypatch):
+    """goldens_refused (issue 31.4 item 2) is left out of the signed payload while unset, so a report written by
+    the version before it keeps its signature."""
+    from tritonbuild.core.hashing import canonical_json
+    from tritonbuild.verify.models import ModelReport, VerificationReport
+
+    monkeypatch.setenv("TRITONBUILD_REPORT_KEY", "k" * 32)
+    model = ModelReport(name="m", version=1, backend="python", route="live-embedded", route_detail="x",
+                        loaded=True, passed=True)
+    report = VerificationReport(manifest_digest="d", toolchain={}, static=[], models=[model], passed=True)
+    old = report.model_dump(mode="json", exclude={"signature"})
+    del old["models"][0]["goldens_refused"]
+    assert report.signed_payload() == canonical_json(old)
+    refused = report.model_copy(update={"models": [model.model_copy(update={"goldens_refused": "no"})]})
+    assert b"goldens_refused" in refused.signed_payload()
