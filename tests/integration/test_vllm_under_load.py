@@ -154,7 +154,9 @@ def test_verify_runs_a_given_backends_models_in_the_embedded_server_as_serve_doe
     root = _build(tmp_path, determinism, "require", determinism)
     r = cli("verify", str(root), "--record", "--backend", f"vllm={STANDIN}", "--json")
     assert r.exit_code == (0 if passed else 6), r.output[-2000:]
-    report = VerificationReport.model_validate_json(r.stdout)
+    printed = json.loads(r.stdout)
+    assert "hint" not in printed  # answers that change under load are not accepted by recording them
+    report = VerificationReport.model_validate({k: v for k, v in printed.items() if k != "hint"})
     (model,) = report.models
     assert model.route == "live-embedded" and "vllm backend given" in model.route_detail
     assert report.passed is passed and model.under_load["answers"] == 8
