@@ -24,12 +24,17 @@ SHAPES = [("qkv_proj", 6144, 4096), ("o_proj", 4096, 4096), ("gate_up_proj", 286
 LAYERS = 32
 GROUP = 128
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, SPLIT, GATHER): the plugin's TILES rows to try
-CANDIDATES = [(16, bn, bk, 4, 4, split, gather) for bn in (16, 32, 64, 128) for bk in (64, 128)
-              for split in (1, 2, 4, 8) for gather in (0, 1)] + [(64, 128, 64, 4, 4, 1, 0), (128, 128, 64, 8, 3, 1, 0)]
-# --quick: the candidates worth a short device call (the full list takes about two minutes per shape)
-QUICK = [(16, 32, 128, 4, 4, 1, 0), (16, 32, 128, 4, 4, 4, 0), (16, 64, 128, 4, 4, 1, 1), (16, 64, 128, 4, 4, 4, 1),
-         (16, 32, 128, 4, 4, 4, 1), (16, 64, 128, 4, 4, 2, 0), (16, 16, 128, 4, 4, 4, 0), (16, 128, 64, 4, 4, 8, 0),
-         (16, 64, 64, 4, 4, 8, 1), (64, 128, 64, 4, 4, 1, 0)]
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, SPLIT, GATHER, KN): the plugin's TILES rows to try
+CANDIDATES = [(16, bn, bk, 4, 4, split, gather, 0) for bn in (16, 32, 64, 128) for bk in (64, 128)
+              for split in (1, 2, 4, 8) for gather in (0, 1)] + \
+             [(16, bn, bk, warps, 4, split, 0, 1) for bn in (32, 64, 128, 256) for bk in (64, 128) for warps in (4, 8)
+              for split in (1, 4)] + [(64, 128, 64, 4, 4, 1, 0, 0), (128, 128, 64, 8, 3, 1, 0, 0)]
+# --quick: the candidates worth a short device call: the fastest of 2026-12-04's run per shape, and the KN layout
+# (weights [K/8, N], loads along N) untried on a GPU then
+QUICK = [(16, 128, 64, 4, 4, 8, 0, 0), (16, 32, 128, 4, 4, 4, 0, 0), (64, 128, 64, 4, 4, 1, 0, 0),
+         (16, 64, 128, 4, 4, 4, 0, 1), (16, 128, 128, 4, 4, 4, 0, 1), (16, 128, 64, 8, 4, 1, 0, 1),
+         (16, 256, 64, 8, 4, 1, 0, 1), (16, 64, 64, 4, 4, 8, 0, 1), (64, 128, 64, 4, 4, 1, 0, 1),
+         (16, 128, 128, 8, 4, 8, 0, 1)]
 INVARIANCE_M = [1, 2, 3, 5, 8, 13, 16, 17, 31, 64, 100, 256, 1024, 2048]
 
 
@@ -72,6 +77,7 @@ def timed(fn, iters: int, per_graph: int = 20) -> float:
 
 
 def check_layer(plugin, packed, scale, dense, k: int) -> dict:
+    packed, scale = plugin.prepare_weights(packed, scale, GROUP)  # the layout the shape's TILES row reads
     gen = torch.Generator(device="cuda").manual_seed(1)
     x = torch.randn((max(INVARIANCE_M), k), generator=gen, device="cuda", dtype=torch.float16)
     ref = (x[:64].float() @ dense.float().T)
@@ -103,8 +109,9 @@ def bench_layer(plugin, packed, scale, dense, n: int, k: int, ms: list[int], can
         for tiles in candidates:
             plugin.TILES[(n, k)] = tiles
             try:
+                weights, scales = plugin.prepare_weights(packed, scale, GROUP)
                 row["x".join(map(str, tiles))] = timed(
-                    lambda x=x: plugin.w4a16_matmul(x, packed, scale, GROUP), 20)
+                    lambda x=x, weights=weights, scales=scales: plugin.w4a16_matmul(x, weights, scales, GROUP), 20)
             except Exception as e:  # noqa: BLE001 - a tile config the compiler refuses (shared memory) is reported
                 row["x".join(map(str, tiles))] = f"{type(e).__name__}: {str(e)[:120]}"
         plugin.TILES.pop((n, k), None)

@@ -26,13 +26,15 @@ KERNEL_NAME = "TritonbuildInvariantW4A16Kernel"
 # (more memory in flight for decode, and the same reduction for every row count). BLOCK_K must divide the
 # quantization group. Measured on the H200 at Llama-3-8B's shapes (benchmarks/vllm/w4a16_bench.py).
 # GATHER: how a tile's int4 values reach their K positions (1: one load per position, 0: one per word, then
-# interleaved). Neither changes a row's arithmetic.
-DEFAULT_TILES = (16, 64, 128, 4, 4, 1, 0)
+# interleaved). KN: 1 keeps the weights as [K/8, N] words and scales as [K/G, N] (transposed once when vLLM hands
+# them over: loads contiguous along N), 0 as compressed-tensors lays them out ([N, K/8], [N, K/G]). None of them
+# changes a row's arithmetic.
+DEFAULT_TILES = (16, 64, 128, 4, 4, 1, 0, 0)
 # Llama-3-8B's linears (qkv, o, gate_up, down; N x K), the fastest of benchmarks/vllm/w4a16_bench.py --quick over
 # decode at 1 and 64 rows, in CUDA graphs (docs/runs/2026-12-04-w4a16-kernel-h200-graphs.json)
 TILES: dict[tuple[int, int], tuple[int, ...]] = {
-    (6144, 4096): (16, 128, 64, 4, 4, 8, 0), (4096, 4096): (16, 32, 128, 4, 4, 4, 0),
-    (28672, 4096): (64, 128, 64, 4, 4, 1, 0), (4096, 14336): (16, 128, 64, 4, 4, 8, 0)}
+    (6144, 4096): (16, 128, 64, 4, 4, 8, 0, 0), (4096, 4096): (16, 32, 128, 4, 4, 4, 0, 0),
+    (28672, 4096): (64, 128, 64, 4, 4, 1, 0, 0), (4096, 14336): (16, 128, 64, 4, 4, 8, 0, 0)}
 
 # NOTE: a child of vLLM's "vllm" logger, the one vLLM configures (vllm 0.22.0 vllm/logger.py DEFAULT_LOGGING_CONFIG:
 # a handler on "vllm" only); under this module's own name an INFO record has no handler and is never printed
@@ -41,12 +43,21 @@ _log = logging.getLogger("vllm.tritonbuild_invariant")
 
 def tiles_for(n: int, k: int, group: int) -> tuple[int, ...]:
     """The layer's tiles: a function of its shape alone, so every batch size runs the same reduction."""
-    block_m, block_n, block_k, warps, stages, split, gather = TILES.get((n, k), DEFAULT_TILES)
+    block_m, block_n, block_k, warps, stages, split, gather, kn = TILES.get((n, k), DEFAULT_TILES)
     while group % block_k:
         block_k //= 2
     while split > 1 and (k % split or (k // split) % group):
         split //= 2
-    return block_m, block_n, block_k, warps, stages, split, gather
+    return block_m, block_n, block_k, warps, stages, split, gather, kn
+
+
+def prepare_weights(weight_packed, weight_scale, group: int):
+    """compressed-tensors' [N, K/8] words and [N, K/G] scales in the layout the layer's tiles read (KN: transposed,
+    contiguous)."""
+    n, k = weight_packed.shape[0], weight_packed.shape[1] * 8
+    if tiles_for(n, k, group)[7]:
+        return weight_packed.t().contiguous(), weight_scale.t().contiguous()
+    return weight_packed.contiguous(), weight_scale.contiguous()
 
 
 def _kernels():
@@ -57,9 +68,9 @@ def _kernels():
     # NOTE: M (the row count) not specialized: Triton compiles a separate variant for an int argument equal to 1 or
     # divisible by 16; with this one binary per layer shape, every row count runs the same compiled code
     @triton.jit(do_not_specialize=["M"])
-    def _w4a16(x_ptr, w_ptr, s_ptr, y_ptr, M, N, K_SLICE, stride_xm, stride_wn, stride_sn, stride_ym, stride_ys,
-               GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-               GATHER: tl.constexpr):
+    def _w4a16(x_ptr, w_ptr, s_ptr, y_ptr, M, N, K_SLICE, stride_xm, stride_wn, stride_wk, stride_sn, stride_sk,
+               stride_ym, stride_ys, GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+               BLOCK_K: tl.constexpr, GATHER: tl.constexpr, KN: tl.constexpr):
         # axis 0 walks the row tiles so that CTAs sharing a weight tile run together (L2 reuse); axis 2: K slice
         pid_m = tl.program_id(0)
         pid_n = tl.program_id(1)
@@ -73,19 +84,24 @@ def _kernels():
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k0 in range(k_start, k_start + K_SLICE, BLOCK_K):
             x = tl.load(x_ptr + rows[:, None] * stride_xm + (k0 + ks)[None, :], mask=row_ok[:, None], other=0.0)
-            if GATHER:  # each K position reads its int32 word (eight share one: cache hits)
-                packed = tl.load(w_ptr + cols[:, None] * stride_wn + ((k0 + ks) // 8)[None, :],
-                                 mask=col_ok[:, None], other=0)
-            else:  # each word read once, then repeated to its eight K positions by three self-interleaves
-                packed = tl.load(w_ptr + cols[:, None] * stride_wn + (k0 // 8 + tl.arange(0, BLOCK_K // 8))[None, :],
-                                 mask=col_ok[:, None], other=0)
-                packed = tl.interleave(packed, packed)
-                packed = tl.interleave(packed, packed)
-                packed = tl.interleave(packed, packed)
-            q = (packed >> nibble[None, :]) & 0xF
-            scale = tl.load(s_ptr + cols * stride_sn + k0 // GROUP, mask=col_ok, other=0.0)
-            w = (q - 8).to(x.dtype) * scale[:, None]
-            acc += tl.dot(x, tl.trans(w), out_dtype=tl.float32)
+            scale = tl.load(s_ptr + cols * stride_sn + (k0 // GROUP) * stride_sk, mask=col_ok, other=0.0)
+            if KN:  # a [BLOCK_K, BLOCK_N] tile, each K row reading its words along N (eight rows share a word row)
+                packed = tl.load(w_ptr + ((k0 + ks) // 8)[:, None] * stride_wk + cols[None, :] * stride_wn,
+                                 mask=col_ok[None, :], other=0)
+                w = (((packed >> nibble[:, None]) & 0xF) - 8).to(x.dtype) * scale[None, :]
+            else:
+                if GATHER:  # each K position reads its int32 word (eight share one: cache hits)
+                    packed = tl.load(w_ptr + cols[:, None] * stride_wn + ((k0 + ks) // 8)[None, :] * stride_wk,
+                                     mask=col_ok[:, None], other=0)
+                else:  # each word read once, then repeated to its eight K positions by three self-interleaves
+                    words = k0 // 8 + tl.arange(0, BLOCK_K // 8)
+                    packed = tl.load(w_ptr + cols[:, None] * stride_wn + words[None, :] * stride_wk,
+                                     mask=col_ok[:, None], other=0)
+                    packed = tl.interleave(packed, packed)
+                    packed = tl.interleave(packed, packed)
+                    packed = tl.interleave(packed, packed)
+                w = tl.trans((((packed >> nibble[None, :]) & 0xF) - 8).to(x.dtype) * scale[:, None])
+            acc += tl.dot(x, w, out_dtype=tl.float32)
         out = y_ptr + tl.program_id(2) * stride_ys + rows[:, None] * stride_ym + cols[None, :]
         tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
 
@@ -110,16 +126,20 @@ def _build():
 
     def launch(x: torch.Tensor, w: torch.Tensor, s: torch.Tensor, group: int) -> torch.Tensor:
         rows, k = x.shape
-        n = w.shape[0]
+        # NOTE: [K/8, N] when the shape's tiles say KN (prepare_weights made it so), else [N, K/8]
+        kn = w.shape[0] == k // 8 and tiles_for(w.shape[1], k, group)[7]
+        n = w.shape[1] if kn else w.shape[0]
         y = torch.empty((rows, n), dtype=x.dtype, device=x.device)
         if rows == 0:
             return y
-        block_m, block_n, block_k, warps, stages, split, gather = tiles_for(n, k, group)
+        block_m, block_n, block_k, warps, stages, split, gather, _ = tiles_for(n, k, group)
         grid = (triton.cdiv(rows, block_m), triton.cdiv(n, block_n), split)
         target = y if split == 1 else torch.empty((split, rows, n), dtype=torch.float32, device=x.device)
-        _w4a16[grid](x, w, s, target, rows, n, k // split, x.stride(0), w.stride(0), s.stride(0), n,
-                     rows * n, GROUP=group, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GATHER=gather,
-                     num_warps=warps, num_stages=stages)
+        (stride_wn, stride_wk), (stride_sn, stride_sk) = (w.stride()[::-1], s.stride()[::-1]) if kn else \
+            (w.stride(), s.stride())
+        _w4a16[grid](x, w, s, target, rows, n, k // split, x.stride(0), stride_wn, stride_wk, stride_sn, stride_sk,
+                     n, rows * n, GROUP=group, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GATHER=gather,
+                     KN=int(kn), num_warps=warps, num_stages=stages)
         if split > 1:
             _slices_sum[(triton.cdiv(rows * n, 1024),)](target, y, rows * n, rows * n, SPLIT=split, BLOCK=1024)
         return y
@@ -181,10 +201,14 @@ def _kernel_class():
             return (not problems, "; ".join(problems) or None)
 
         def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
-            def as_nk(param):
+            k, n = self.config.partition_weight_shape
+            group = self.config.group_size if self.config.group_size != -1 else k
+            kn = tiles_for(n, k, group)[7]
+
+            def as_nk(param):  # then [K/8, N] / [K/G, N] where the shape's tiles read KN (prepare_weights)
                 permute_param_layout_(param, input_dim=1, output_dim=0, **(
                     {"packed_dim": 1} if param.dtype == torch.int32 else {}))
-                param.data = param.data.contiguous()
+                param.data = param.data.t().contiguous() if kn else param.data.contiguous()
                 return param
 
             self._transform_param(layer, self.w_q_name, as_nk)

@@ -48,13 +48,15 @@ def test_kernel_computes_x_times_the_dequantized_weight(layer):
     np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
 
 
-@pytest.mark.parametrize("tiles", [None, (16, 16, 64, 4, 4, 2, 1), (16, 32, 128, 4, 4, 1, 0)],
-                         ids=["default", "split-k-gather", "interleave"])
+@pytest.mark.parametrize("tiles", [None, (16, 16, 64, 4, 4, 2, 1, 0), (16, 32, 128, 4, 4, 1, 0, 0),
+                                   (16, 16, 64, 4, 4, 2, 0, 1)],
+                         ids=["default", "split-k-gather", "interleave", "kn-layout-split-k"])
 def test_a_rows_bits_do_not_depend_on_the_rows_beside_it(layer, tiles):
     x, packed, scale, dense, group = layer
     plugin = _plugin()
     if tiles is not None:
         plugin.TILES[(packed.shape[0], x.shape[1])] = tiles
+        packed, scale = plugin.prepare_weights(packed, scale, group)
         got = plugin.w4a16_matmul(x, packed, scale, group).float().numpy()
         np.testing.assert_allclose(got, x.float().numpy() @ dense.T, rtol=2e-2, atol=2e-2 * np.abs(got).max())
     alone = torch.cat([plugin.w4a16_matmul(x[i:i + 1], packed, scale, group) for i in range(x.shape[0])])
@@ -66,10 +68,10 @@ def test_a_rows_bits_do_not_depend_on_the_rows_beside_it(layer, tiles):
 def test_tiles_depend_on_the_layer_shape_only():
     plugin = _plugin()
     assert plugin.tiles_for(4096, 4096, 128) == plugin.tiles_for(4096, 4096, 128)
-    block_m, block_n, block_k, _, _, split, _ = plugin.tiles_for(4096, 4096, 32)
+    block_m, block_n, block_k, _, _, split, _, _ = plugin.tiles_for(4096, 4096, 32)
     assert 32 % block_k == 0 and block_m >= 16 and block_n >= 16
     assert (4096 // split) % 32 == 0
-    *_, split, _ = plugin.tiles_for(4096, 4096 + 128 * 3, 128)  # slices of whole groups only
+    *_, split, _, _ = plugin.tiles_for(4096, 4096 + 128 * 3, 128)  # slices of whole groups only
     assert (4096 + 128 * 3) % split == 0 and ((4096 + 128 * 3) // split) % 128 == 0
 
 
