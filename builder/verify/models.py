@@ -126,7 +126,7 @@ class VerificationReport(_Frozen):
         repository as the user named it."""
         # NOTE: only answers that differ from the goldens; answers that change when batched or under load are not
         # fixed by recording them (the model's notes say how to serve it invariant)
-        if not any(each.goldens_refused or any(m.context.startswith("repeat") for m in each.mismatches)
+        if not any(each.goldens_refused or any(mismatch.context.startswith("repeat") for mismatch in each.mismatches)
                    for each in self.models):
             return None
         return (f"if the outputs changed on purpose: 'tritonbuild verify {shown} --record --force' rewrites the "
