@@ -11,6 +11,7 @@ from pydantic import Field, field_validator
 
 from tritonbuild.backends import _vllm_invariant
 from tritonbuild.backends import _vllm_quantize_step as quant
+from tritonbuild.backends._vllm_lora import VLLMLoRA, lora_step, rank_problem
 from tritonbuild.backends._vllm_quantization import ALL as QUANTIZATION_METHODS
 from tritonbuild.backends._vllm_quantization import checkpoint_methods, engine_args_problems, quantization_problem
 from tritonbuild.backends._vllm_rules import load_problems
@@ -119,14 +120,6 @@ class VLLMImage(Strict):
         return v
 
 
-class VLLMLoRA(Strict):
-    adapters: dict[str, str] = Field(min_length=1, description="LoRA name (the request's sampling parameter "
-                                     "lora_name; the OpenAI frontend's <model><separator><name>) → a PEFT adapter "
-                                     "directory (adapter_config.json + weights); content-hashed, packaged.")
-    max_lora_rank: int | None = Field(None, ge=1, description="vLLM's max_lora_rank (unset: vLLM's default).")
-    max_loras: int | None = Field(None, ge=1, description="vLLM's max_loras (unset: vLLM's default).")
-
-
 class VLLMServing(Strict):
     repository_mount: str = Field("/models", description="Where the server sees this repository; model.json "
                                                          "points at the packaged weights under it.")
@@ -155,26 +148,7 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     weights = quant.quantize_step(loaded, ckpt, config, files) if loaded.recipe.quantize else \
         ("vllm.package", {"layout": sorted(files)}, {str(ckpt / k): v for k, v in files.items()})  # what is packaged
     _check_quantization(loaded, config)
-    return [weights, *_lora_step(loaded, ctx), *draft_step(loaded, ctx, recipe_dir)]
-
-
-def _lora_step(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
-    """The recipe's PEFT adapters, keyed by content (paths out of the key)."""
-    from tritonbuild.backends.common import tree_inputs
-
-    r = loaded.recipe
-    if r.lora is None:
-        return []
-    adapters, inputs = {}, {}
-    for name, rel in r.lora.adapters.items():
-        d = recipe_dir(loaded, rel, ("lora", "adapters", name))
-        if not (d / "adapter_config.json").is_file():
-            raise PlanError(f"LoRA adapter {name!r} at {d} has no adapter_config.json: not a PEFT adapter",
-                            where=loaded.where(("lora", "adapters", name)),
-                            hint="save the adapter with peft's save_pretrained(DIR)")
-        adapters[name], files = tree_inputs(d, ctx)
-        inputs.update(files)
-    return [("vllm.lora", {"adapters": adapters}, inputs)]
+    return [weights, *lora_step(loaded, ctx, recipe_dir), *draft_step(loaded, ctx, recipe_dir)]
 
 
 def _check_quantization(loaded: LoadedRecipe, config: dict) -> None:
@@ -355,6 +329,8 @@ class VLLMBackend(Backend):
         problems = quant.quantize_problems(recipe)
         if problem := quantization_problem(recipe.engine_args.quantization, recipe.image.triton_image):
             problems.append((("engine_args", "quantization"), *problem))
+        if problem := rank_problem(recipe.lora, recipe.image.triton_image):
+            problems.append((("lora", "max_lora_rank"), *problem))
         if problem := speculative_problem(recipe.speculative, recipe.image.triton_image):
             problems.append((("speculative", "method"), *problem))
         if problem := _vllm_invariant.determinism_problem(recipe):
