@@ -8,6 +8,7 @@ a rank vLLM lacks as a recipe error (`rank_problem`, from check_recipe), an adap
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 from pydantic import Field
@@ -55,6 +56,27 @@ def rank_problem(lora: VLLMLoRA | None, triton_image: str) -> tuple[str, str] | 
             + (f" (the next above is {above[0]})" if above else ""))
 
 
+def _adapter_rank(loaded, name: str, config_path) -> None:
+    """A PlanError when the adapter's rank exceeds the max_lora_rank vLLM will run with."""
+    try:
+        rank = json.loads(config_path.read_text()).get("r")
+    except (OSError, ValueError, AttributeError):
+        return  # vLLM's own error at load names the file; nothing to compare
+    lora, image = loaded.recipe.lora, loaded.recipe.image.triton_image
+    _what, ranks, default = _ranks(image)
+    limit = lora.max_lora_rank or default
+    if isinstance(rank, int) and rank > limit:
+        fits = [r for r in ranks if r >= rank]
+        set_by = "lora.max_lora_rank" if lora.max_lora_rank else \
+            "vLLM's default max_lora_rank (lora.max_lora_rank unset)"
+        raise PlanError(f"LoRA adapter {name!r} has rank {rank} (adapter_config.json r) but {set_by} is {limit}: "
+                        "vLLM refuses every request to it ('LoRA rank ... is greater than max_lora_rank')",
+                        where=loaded.where(("lora", "max_lora_rank") if lora.max_lora_rank else ("lora", "adapters",
+                                                                                                  name)),
+                        hint=f"set lora.max_lora_rank to {fits[0]} (a rank vLLM takes, >= {rank})" if fits else
+                        f"no rank vLLM takes is >= {rank} (at most {ranks[-1]}): retrain the adapter with a lower r")
+
+
 def lora_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, str]]]:
     """The recipe's PEFT adapters, keyed by content (paths out of the key)."""
     from tritonbuild.backends.common import tree_inputs
@@ -69,6 +91,7 @@ def lora_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, str]]]
             raise PlanError(f"LoRA adapter {name!r} at {d} has no adapter_config.json: not a PEFT adapter",
                             where=loaded.where(("lora", "adapters", name)),
                             hint="save the adapter with peft's save_pretrained(DIR)")
+        _adapter_rank(loaded, name, d / "adapter_config.json")
         adapters[name], files = tree_inputs(d, ctx)
         inputs.update(files)
     return [("vllm.lora", {"adapters": adapters}, inputs)]

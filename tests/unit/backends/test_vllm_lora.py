@@ -60,3 +60,26 @@ def test_a_max_lora_rank_vllm_does_not_take_is_a_recipe_error(cli, tmp_path, tag
     assert "next above is 32" in r.stderr and "Traceback" not in r.output
     path.write_text(path.read_text().replace("max_lora_rank: 24", "max_lora_rank: 32"))
     assert cli("plan", path).exit_code == 0
+
+
+@pytest.mark.parametrize(("setting", "limit", "fix"), [("", 16, 32), ("  max_lora_rank: 8\n", 8, 32)])
+def test_an_adapter_whose_rank_exceeds_max_lora_rank_is_a_plan_error(cli, tmp_path, setting, limit, fix):
+    """vLLM's PEFTHelper.validate_legal refuses it on every request (facts: rank_check); unset, the limit is
+    LoRAConfig's default (16)."""
+    check = FACT["versions"]["0.22.0"]["rank_check"]
+    assert check["where"].startswith("vllm/lora/peft_helper.py:") and "greater than max_lora_rank" in check["message"]
+    lora = f"lora:\n  adapters: {{fr: {_adapter(tmp_path, 'fr', 8)}, de: {_adapter(tmp_path, 'de', 32)}}}\n"
+    path = _recipe(tmp_path, lora + setting)
+    r = cli("build", path, "-o", tmp_path / "OUT")
+    assert r.exit_code == 4, r.output
+    assert "LoRA adapter 'de' has rank 32" in r.stderr and f"is {limit}" in r.stderr
+    assert f"set lora.max_lora_rank to {fix}" in r.stderr and re.search(rf"{re.escape(str(path))}:\d+", r.stderr)
+    assert not (tmp_path / "OUT").exists()
+    path.write_text(path.read_text().replace(setting, "") + "  max_lora_rank: 32\n")
+    assert cli("plan", path).exit_code == 0
+
+
+def test_an_adapter_above_every_rank_vllm_takes_says_so(cli, tmp_path):
+    lora = f"lora:\n  adapters: {{big: {_adapter(tmp_path, 'big', 1024)}}}\n  max_lora_rank: 512\n"
+    r = cli("plan", _recipe(tmp_path, lora))
+    assert r.exit_code == 4 and "rank 1024" in r.stderr and "at most 512" in r.stderr
