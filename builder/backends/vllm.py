@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, JsonValue, field_validator
 
 from tritonbuild.backends import _vllm_invariant
 from tritonbuild.backends import _vllm_quantize_step as quant
+from tritonbuild.backends._vllm_extra import extra_problems
 from tritonbuild.backends._vllm_lora import VLLMLoRA, lora_step, rank_problem
 from tritonbuild.backends._vllm_quantization import ALL as QUANTIZATION_METHODS
 from tritonbuild.backends._vllm_quantization import checkpoint_methods, engine_args_problems, quantization_problem
@@ -105,6 +106,13 @@ class VLLMEngineArgs(Strict):
                           "the checkpoint's quantization_config.quant_method (compressed-tensors for a W4A16 "
                           "pack-quantized INT4 checkpoint); None: vLLM reads it from config.json.")
     seed: int = 0
+    extra: dict[str, JsonValue] = Field(
+        default_factory=dict, description="Any other AsyncEngineArgs field of the image's vLLM (e.g. kv_cache_dtype, "
+        "max_num_batched_tokens, enable_chunked_prefill, served_model_name), written into model.json as given; "
+        "not a typed field above, nor one tritonbuild writes (model, LoRA's, speculative_config).")
+
+
+TYPED_ENGINE_ARGS = frozenset(VLLMEngineArgs.model_fields) - {"extra"}
 
 
 class VLLMImage(Strict):
@@ -184,7 +192,8 @@ def memory_plan(recipe: VLLMRecipe, config: dict, weights: int | None = None, dr
     params, computed = model_weight_bytes(arch)
     wbytes = computed if weights is None else weights
     gpu = GPU_MEMORY_MIB[recipe.gpu] * (1 << 20)
-    kv_tok = kv_bytes_per_token(arch, "auto", e.tensor_parallel_size, e.pipeline_parallel_size)
+    kv_dtype = "fp8" if str(e.extra.get("kv_cache_dtype", "auto")).startswith("fp8") else "auto"
+    kv_tok = kv_bytes_per_token(arch, kv_dtype, e.tensor_parallel_size, e.pipeline_parallel_size)
     if draft is not None:
         kv_tok += kv_bytes_per_token(Architecture.from_hf_config(draft), "auto", e.tensor_parallel_size,
                                      e.pipeline_parallel_size)
@@ -260,7 +269,8 @@ def derive_io(recipe, files, recipe_dir=None):
 
 def model_json(recipe) -> dict:
     args = {"quantization": quant.METHOD} if recipe.quantize else {}  # explicit: vLLM checks it with config.json
-    args.update({k: v for k, v in recipe.engine_args.model_dump().items() if v is not None})
+    args.update({k: v for k, v in recipe.engine_args.model_dump(exclude={"extra"}).items() if v is not None})
+    args.update(recipe.engine_args.extra)  # check_recipe refuses a key set above or below
     if recipe.lora is not None:  # the backend then reads multi_lora.json beside model.json
         args["enable_lora"] = True
         args.update({k: v for k, v in recipe.lora.model_dump(exclude={"adapters"}).items() if v is not None})
@@ -335,8 +345,10 @@ class VLLMBackend(Backend):
             problems.append((("speculative", "method"), *problem))
         if problem := _vllm_invariant.determinism_problem(recipe):
             problems.append((("serving", "determinism"), *problem))
-        keys = set(model_json(recipe)) - {"model"}
-        return problems + engine_args_problems(keys, recipe.image.triton_image, set(VLLMEngineArgs.model_fields))
+        extra = recipe.engine_args.extra
+        problems += extra_problems(extra, recipe.image.triton_image, set(TYPED_ENGINE_ARGS))
+        keys = set(model_json(recipe)) - {"model"} - (set(extra) - TYPED_ENGINE_ARGS)  # checked above
+        return problems + engine_args_problems(keys, recipe.image.triton_image, set(TYPED_ENGINE_ARGS))
 
     def emit(self, built_model, root: Path, store, manifest_model, built: dict) -> list:
         return emit(built_model, root, store, manifest_model)
@@ -344,7 +356,7 @@ class VLLMBackend(Backend):
     def adopt_recipe(self, mc, model_dir: Path, out: Path) -> tuple[dict, int]:
         from tritonbuild.backends._vllm_adopt import adopt_vllm
 
-        return adopt_vllm(mc, model_dir, out, set(VLLMEngineArgs.model_fields))
+        return adopt_vllm(mc, model_dir, out, set(TYPED_ENGINE_ARGS))
 
     def offline_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
         return [("vllm", load_problems(mc, model_dir, versions), "decoupled, max_batch_size 0, KIND_MODEL, "
