@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+from tritonbuild.backends._vllm_extra import OWNED
 from tritonbuild.errors import UsageError
 from tritonbuild.triton.rules import VERSION_RE
 
@@ -39,13 +40,15 @@ def adopt_vllm(mc, model_dir: Path, out: Path, engine_fields: set[str]) -> tuple
     version = versions[-1]
     spec = json.loads((model_dir / str(version) / "model.json").read_text())
     other = sorted([f.name for f, _ in mc.ListFields() if f.name not in _CONFIG_FIELDS] +
-                   [f"model.json {k}" for k in spec if k != "model" and k not in engine_fields])
+                   [f"model.json {k}" for k in spec if k != "model" and k in OWNED])
     if other:
         raise UsageError(f"{model_dir.name}: {other} have no vllm recipe key yet", where=str(model_dir), hint=_HINT)
     ckpt, mount = _checkpoint(str(spec.get("model", "")), model_dir, version)
     shutil.copytree(ckpt, out / model_dir.name / "checkpoint", dirs_exist_ok=True)
     recipe = {"name": model_dir.name, "version": version, "backend": "vllm",
               "checkpoint": {"path": f"{model_dir.name}/checkpoint"},
-              "engine_args": {k: v for k, v in spec.items() if k != "model"},
+              "engine_args": {k: v for k, v in spec.items() if k in engine_fields},
               "serving": {"repository_mount": mount}, "verify": {"goldens": f"goldens/{model_dir.name}.npz"}}
+    if extra := {k: v for k, v in spec.items() if k != "model" and k not in engine_fields}:
+        recipe["engine_args"]["extra"] = extra  # any other AsyncEngineArgs field, checked at load
     return recipe, version

@@ -7,10 +7,12 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, JsonValue, field_validator
 
 from tritonbuild.backends import _vllm_invariant
 from tritonbuild.backends import _vllm_quantize_step as quant
+from tritonbuild.backends._vllm_extra import extra_problems
+from tritonbuild.backends._vllm_lora import VLLMLoRA, lora_step, rank_problem
 from tritonbuild.backends._vllm_quantization import ALL as QUANTIZATION_METHODS
 from tritonbuild.backends._vllm_quantization import checkpoint_methods, engine_args_problems, quantization_problem
 from tritonbuild.backends._vllm_rules import load_problems
@@ -104,6 +106,13 @@ class VLLMEngineArgs(Strict):
                           "the checkpoint's quantization_config.quant_method (compressed-tensors for a W4A16 "
                           "pack-quantized INT4 checkpoint); None: vLLM reads it from config.json.")
     seed: int = 0
+    extra: dict[str, JsonValue] = Field(
+        default_factory=dict, description="Any other AsyncEngineArgs field of the image's vLLM (e.g. kv_cache_dtype, "
+        "max_num_batched_tokens, enable_chunked_prefill, served_model_name), written into model.json as given; "
+        "not a typed field above, nor one tritonbuild writes (model, LoRA's, speculative_config).")
+
+
+TYPED_ENGINE_ARGS = frozenset(VLLMEngineArgs.model_fields) - {"extra"}
 
 
 class VLLMImage(Strict):
@@ -117,14 +126,6 @@ class VLLMImage(Strict):
         if v.startswith("nvcr.io/nvidia/tritonserver:") and not v.endswith("-vllm-python-py3"):
             raise ValueError(f"{v} has no vLLM backend: use a tritonserver:<tag>-vllm-python-py3 image")
         return v
-
-
-class VLLMLoRA(Strict):
-    adapters: dict[str, str] = Field(min_length=1, description="LoRA name (the request's sampling parameter "
-                                     "lora_name; the OpenAI frontend's <model><separator><name>) → a PEFT adapter "
-                                     "directory (adapter_config.json + weights); content-hashed, packaged.")
-    max_lora_rank: int | None = Field(None, ge=1, description="vLLM's max_lora_rank (unset: vLLM's default).")
-    max_loras: int | None = Field(None, ge=1, description="vLLM's max_loras (unset: vLLM's default).")
 
 
 class VLLMServing(Strict):
@@ -155,26 +156,7 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     weights = quant.quantize_step(loaded, ckpt, config, files) if loaded.recipe.quantize else \
         ("vllm.package", {"layout": sorted(files)}, {str(ckpt / k): v for k, v in files.items()})  # what is packaged
     _check_quantization(loaded, config)
-    return [weights, *_lora_step(loaded, ctx), *draft_step(loaded, ctx, recipe_dir)]
-
-
-def _lora_step(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
-    """The recipe's PEFT adapters, keyed by content (paths out of the key)."""
-    from tritonbuild.backends.common import tree_inputs
-
-    r = loaded.recipe
-    if r.lora is None:
-        return []
-    adapters, inputs = {}, {}
-    for name, rel in r.lora.adapters.items():
-        d = recipe_dir(loaded, rel, ("lora", "adapters", name))
-        if not (d / "adapter_config.json").is_file():
-            raise PlanError(f"LoRA adapter {name!r} at {d} has no adapter_config.json: not a PEFT adapter",
-                            where=loaded.where(("lora", "adapters", name)),
-                            hint="save the adapter with peft's save_pretrained(DIR)")
-        adapters[name], files = tree_inputs(d, ctx)
-        inputs.update(files)
-    return [("vllm.lora", {"adapters": adapters}, inputs)]
+    return [weights, *lora_step(loaded, ctx, recipe_dir), *draft_step(loaded, ctx, recipe_dir)]
 
 
 def _check_quantization(loaded: LoadedRecipe, config: dict) -> None:
@@ -210,7 +192,8 @@ def memory_plan(recipe: VLLMRecipe, config: dict, weights: int | None = None, dr
     params, computed = model_weight_bytes(arch)
     wbytes = computed if weights is None else weights
     gpu = GPU_MEMORY_MIB[recipe.gpu] * (1 << 20)
-    kv_tok = kv_bytes_per_token(arch, "auto", e.tensor_parallel_size, e.pipeline_parallel_size)
+    kv_dtype = "fp8" if str(e.extra.get("kv_cache_dtype", "auto")).startswith("fp8") else "auto"
+    kv_tok = kv_bytes_per_token(arch, kv_dtype, e.tensor_parallel_size, e.pipeline_parallel_size)
     if draft is not None:
         kv_tok += kv_bytes_per_token(Architecture.from_hf_config(draft), "auto", e.tensor_parallel_size,
                                      e.pipeline_parallel_size)
@@ -286,7 +269,8 @@ def derive_io(recipe, files, recipe_dir=None):
 
 def model_json(recipe) -> dict:
     args = {"quantization": quant.METHOD} if recipe.quantize else {}  # explicit: vLLM checks it with config.json
-    args.update({k: v for k, v in recipe.engine_args.model_dump().items() if v is not None})
+    args.update({k: v for k, v in recipe.engine_args.model_dump(exclude={"extra"}).items() if v is not None})
+    args.update(recipe.engine_args.extra)  # check_recipe refuses a key set above or below
     if recipe.lora is not None:  # the backend then reads multi_lora.json beside model.json
         args["enable_lora"] = True
         args.update({k: v for k, v in recipe.lora.model_dump(exclude={"adapters"}).items() if v is not None})
@@ -355,12 +339,16 @@ class VLLMBackend(Backend):
         problems = quant.quantize_problems(recipe)
         if problem := quantization_problem(recipe.engine_args.quantization, recipe.image.triton_image):
             problems.append((("engine_args", "quantization"), *problem))
+        if problem := rank_problem(recipe.lora, recipe.image.triton_image):
+            problems.append((("lora", "max_lora_rank"), *problem))
         if problem := speculative_problem(recipe.speculative, recipe.image.triton_image):
             problems.append((("speculative", "method"), *problem))
         if problem := _vllm_invariant.determinism_problem(recipe):
             problems.append((("serving", "determinism"), *problem))
-        keys = set(model_json(recipe)) - {"model"}
-        return problems + engine_args_problems(keys, recipe.image.triton_image, set(VLLMEngineArgs.model_fields))
+        extra = recipe.engine_args.extra
+        problems += extra_problems(extra, recipe.image.triton_image, set(TYPED_ENGINE_ARGS))
+        keys = set(model_json(recipe)) - {"model"} - (set(extra) - TYPED_ENGINE_ARGS)  # checked above
+        return problems + engine_args_problems(keys, recipe.image.triton_image, set(TYPED_ENGINE_ARGS))
 
     def emit(self, built_model, root: Path, store, manifest_model, built: dict) -> list:
         return emit(built_model, root, store, manifest_model)
@@ -368,7 +356,7 @@ class VLLMBackend(Backend):
     def adopt_recipe(self, mc, model_dir: Path, out: Path) -> tuple[dict, int]:
         from tritonbuild.backends._vllm_adopt import adopt_vllm
 
-        return adopt_vllm(mc, model_dir, out, set(VLLMEngineArgs.model_fields))
+        return adopt_vllm(mc, model_dir, out, set(TYPED_ENGINE_ARGS))
 
     def offline_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
         return [("vllm", load_problems(mc, model_dir, versions), "decoupled, max_batch_size 0, KIND_MODEL, "

@@ -175,7 +175,8 @@ def test_adopt_a_vllm_model(cli, tmp_path):
     sample = repositories.fact("vllm_model")["model_json"]["model"]
     assert r.exit_code == 2 and f"huggingface-cli download {sample}" in r.stderr
     shutil.copytree(TINY_LLAMA, d / "1" / "model", ignore=shutil.ignore_patterns("*.py"))
-    spec = {**json.loads((d / "1" / "model.json").read_text()), "model": "/models/vllm_model/1/model"}
+    spec = {**json.loads((d / "1" / "model.json").read_text()), "model": "/models/vllm_model/1/model",
+            "max_num_batched_tokens": 1024}  # no typed recipe key: engine_args.extra
     (d / "1" / "model.json").write_text(json.dumps(spec))
     r = cli("adopt", repo, "-o", tmp_path / "recipes", "--json")
     assert r.exit_code == 0, r.stdout + r.stderr
@@ -183,7 +184,8 @@ def test_adopt_a_vllm_model(cli, tmp_path):
     assert result["goldens"] == {"vllm_model": False}
     assert result["recorded_by"]["vllm_model"].startswith("not recorded: ")
     recipe = yaml.safe_load((tmp_path / "recipes" / "vllm_model.yaml").read_text())
-    assert recipe["engine_args"] == {k: v for k, v in spec.items() if k != "model"}
+    assert recipe["engine_args"] == {**{k: v for k, v in spec.items() if k not in ("model", "max_num_batched_tokens")},
+                                     "extra": {"max_num_batched_tokens": 1024}}
     out = tmp_path / "OUT"
     r = cli("build", tmp_path / "recipes", "-o", out)
     assert r.exit_code == 0, r.stderr

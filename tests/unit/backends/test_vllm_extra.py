@@ -1,0 +1,83 @@
+"""engine_args.extra: any other AsyncEngineArgs field of the image's vLLM, written into model.json (vllm_backend
+passes it to AsyncEngineArgs(**...)); checked against the fields recorded for that vLLM
+(tests/contracts/facts/vllm_engine_args.json), never a typed field twice, never a field tritonbuild writes."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.contracts.facts import engine_args_of_image, vllm_versions
+
+
+def _recipe(tmp_path, extra: str, tag: str | None = None, more: str = ""):
+    from tests.conftest import EXAMPLES, ROOT
+
+    text = (ROOT / "recipes" / "gpu" / "tiny-llama-vllm.yaml").read_text()
+    text = text.replace("../examples/tiny-llama", str(EXAMPLES / "tiny-llama"))
+    text = text.replace("  seed: 0\n", f"  seed: 0\n  extra: {extra}\n")
+    image = f"image: {{triton_image: 'nvcr.io/nvidia/tritonserver:{tag}-vllm-python-py3'}}\n" if tag else ""
+    text = text.replace("serving: {repository_mount: /models}", f"serving: {{repository_mount: {tmp_path / 'OUT'}}}")
+    (tmp_path / "v.yaml").write_text(text + image + more)
+    return tmp_path / "v.yaml"
+
+
+EXTRA = {"kv_cache_dtype": "fp8", "max_num_batched_tokens": 1024, "enable_chunked_prefill": True,
+         "served_model_name": ["tiny"]}
+
+
+def test_extra_engine_args_are_written_into_model_json(cli, tmp_path):
+    path = _recipe(tmp_path, json.dumps(EXTRA))
+    (tmp_path / "plain").mkdir()
+    plain = _recipe(tmp_path / "plain", "{}")
+    r = cli("build", path, "-o", tmp_path / "OUT")
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "OUT" / "tiny-llama-vllm" / "1" / "model.json").read_text())
+    assert {k: doc[k] for k in EXTRA} == EXTRA and doc["dtype"] == "float16"
+    assert set(doc) <= engine_args_of_image("nvcr.io/nvidia/tritonserver:25.12-vllm-python-py3")
+    # an fp8 KV cache holds twice the tokens of the 16-bit one in the memory plan
+    fp8, half = (json.loads(cli("plan", p, "--json").stdout)["models"][0]["extras"]["memory_plan"]
+                 for p in (path, plain))
+    assert 2 * fp8["kv_bytes_per_token"] == half["kv_bytes_per_token"]
+
+
+def test_a_field_the_images_vllm_lacks_is_a_recipe_error_with_did_you_mean(cli, tmp_path):
+    r = cli("plan", _recipe(tmp_path, "{kv_cache_dtyp: fp8}"))
+    assert r.exit_code == 3, r.output
+    assert re.search(r"v\.yaml:\d+", r.stderr) and "engine_args.extra.kv_cache_dtyp" in r.stderr
+    assert "did you mean kv_cache_dtype" in r.stderr and "Traceback" not in r.output
+
+
+def test_a_field_only_newer_vllms_have_names_the_images_that_have_it(cli, tmp_path):
+    """A field of 0.27.1's AsyncEngineArgs (26.08) that 0.11.1's (25.12, the default image) lacks."""
+    new, old = (set(vllm_versions()[v]["AsyncEngineArgs"]) for v in ("0.27.1", "0.11.1"))
+    field = sorted(new - old)[0]
+    path = _recipe(tmp_path, json.dumps({field: None}))
+    r = cli("plan", path)
+    assert r.exit_code == 3 and f"engine_args.extra.{field}" in r.stderr and "vLLM 0.11.1" in r.stderr
+    assert "26.08 (vLLM 0.27.1)" in r.stderr
+    path.write_text(path.read_text() + "image: {triton_image: 'nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3'}\n")
+    assert cli("plan", path).exit_code == 0
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    ("{dtype: float16}", "move it to engine_args.dtype"),
+    ("{max_model_len: 128}", "move it to engine_args.max_model_len"),
+    ("{model: /elsewhere}", "checkpoint.path"),
+    ("{max_lora_rank: 64}", "lora.max_lora_rank"),
+    ("{enable_lora: true}", "lora.adapters"),
+    ("{speculative_config: {method: eagle}}", "set speculative"),
+    ("{extra: {}}", "no recorded vLLM has extra")])
+def test_typed_and_owned_fields_cannot_be_set_through_extra(cli, tmp_path, extra, says):
+    r = cli("plan", _recipe(tmp_path, extra))
+    assert r.exit_code == 3, r.output
+    assert says in r.stderr and "engine_args.extra." in r.stderr
+
+
+def test_the_schema_takes_extra_as_an_object_of_json_values():
+    from tritonbuild.backends.vllm import VLLMEngineArgs
+
+    prop = VLLMEngineArgs.model_json_schema()["properties"]["extra"]
+    assert prop["type"] == "object" and "AsyncEngineArgs" in prop["description"]

@@ -1,0 +1,85 @@
+"""vLLM's LoRA as its runtime behaves (tests/contracts/facts/vllm_lora.json, read from the vLLM wheel): max_lora_rank
+takes only MaxLoRARanks' values (a recipe error), and an adapter whose rank exceeds max_lora_rank (LoRAConfig's
+default when unset) is a plan error instead of a server whose every request to it fails."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.contracts.facts import load, vllm_versions
+from tritonbuild.backends import _vllm_lora
+from tritonbuild.backends.vllm import VLLMRecipe
+
+FACT = load("vllm_lora")
+
+
+def _recipe(tmp_path, lora: str, tag: str | None = None):
+    """The GPU tiny-llama vLLM recipe with a lora section (and the image of tag, when given)."""
+    from tests.conftest import EXAMPLES, ROOT
+
+    text = (ROOT / "recipes" / "gpu" / "tiny-llama-vllm.yaml").read_text()
+    text = text.replace("../examples/tiny-llama", str(EXAMPLES / "tiny-llama"))
+    image = f"image: {{triton_image: 'nvcr.io/nvidia/tritonserver:{tag}-vllm-python-py3'}}\n" if tag else ""
+    (tmp_path / "v.yaml").write_text(text + image + lora)
+    return tmp_path / "v.yaml"
+
+
+def _adapter(tmp_path, name: str, rank: int) -> str:
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "adapter_config.json").write_text(json.dumps({"r": rank, "peft_type": "LORA"}))
+    (tmp_path / name / "adapter_model.safetensors").write_bytes(b"w" * 8)
+    return str(tmp_path / name)
+
+
+def test_the_ranks_tritonbuild_allows_are_vllms_max_lora_ranks_as_recorded():
+    """The code's table is the fact's, version by version, with its default; every recorded vLLM is either
+    recorded here or listed as unrecorded (its images take what every recorded version takes)."""
+    recorded = FACT["versions"]
+    assert {v: list(r) for v, r in _vllm_lora.MAX_LORA_RANKS.items()} == \
+        {v: f["max_lora_ranks"] for v, f in recorded.items()}
+    assert {v: f["default_max_lora_rank"] for v, f in recorded.items()} == _vllm_lora.DEFAULT_MAX_LORA_RANK
+    assert set(recorded) | set(FACT["unrecorded"]) == set(vllm_versions()) and not set(recorded) & set(
+        FACT["unrecorded"])
+    for version, fact in recorded.items():
+        assert fact["source"]["version"] == version and fact["source"]["path"] == "vllm/config/lora.py"
+        assert fact["source"]["wheel_sha256"] == vllm_versions()[version]["source"]["wheel_sha256"]
+    schema = VLLMRecipe.model_json_schema()["$defs"]["VLLMLoRA"]["properties"]["max_lora_rank"]
+    assert list(_vllm_lora.RANKS_IN_EVERY_RECORDED) in [s.get("enum") for s in schema["anyOf"]]
+
+
+@pytest.mark.parametrize("tag", [None, "26.01"])  # the default image (vLLM unrecorded here) and 26.01 (0.13.0)
+def test_a_max_lora_rank_vllm_does_not_take_is_a_recipe_error(cli, tmp_path, tag):
+    path = _recipe(tmp_path, f"lora:\n  adapters: {{fr: {_adapter(tmp_path, 'fr', 8)}}}\n  max_lora_rank: 24\n", tag)
+    r = cli("plan", path)
+    assert r.exit_code == 3, r.output
+    assert re.search(rf"{re.escape(str(path))}:\d+", r.stderr) and "lora.max_lora_rank" in r.stderr
+    assert "max_lora_rank 24" in r.stderr and "1, 8, 16, 32, 64, 128, 256, 320, 512" in r.stderr
+    assert "next above is 32" in r.stderr and "Traceback" not in r.output
+    path.write_text(path.read_text().replace("max_lora_rank: 24", "max_lora_rank: 32"))
+    assert cli("plan", path).exit_code == 0
+
+
+@pytest.mark.parametrize(("setting", "limit", "fix"), [("", 16, 32), ("  max_lora_rank: 8\n", 8, 32)])
+def test_an_adapter_whose_rank_exceeds_max_lora_rank_is_a_plan_error(cli, tmp_path, setting, limit, fix):
+    """vLLM's PEFTHelper.validate_legal refuses it on every request (facts: rank_check); unset, the limit is
+    LoRAConfig's default (16)."""
+    check = FACT["versions"]["0.22.0"]["rank_check"]
+    assert check["where"].startswith("vllm/lora/peft_helper.py:") and "greater than max_lora_rank" in check["message"]
+    lora = f"lora:\n  adapters: {{fr: {_adapter(tmp_path, 'fr', 8)}, de: {_adapter(tmp_path, 'de', 32)}}}\n"
+    path = _recipe(tmp_path, lora + setting)
+    r = cli("build", path, "-o", tmp_path / "OUT")
+    assert r.exit_code == 4, r.output
+    assert "LoRA adapter 'de' has rank 32" in r.stderr and f"is {limit}" in r.stderr
+    assert f"set lora.max_lora_rank to {fix}" in r.stderr and re.search(rf"{re.escape(str(path))}:\d+", r.stderr)
+    assert not (tmp_path / "OUT").exists()
+    path.write_text(path.read_text().replace(setting, "") + "  max_lora_rank: 32\n")
+    assert cli("plan", path).exit_code == 0
+
+
+def test_an_adapter_above_every_rank_vllm_takes_says_so(cli, tmp_path):
+    lora = f"lora:\n  adapters: {{big: {_adapter(tmp_path, 'big', 1024)}}}\n  max_lora_rank: 512\n"
+    r = cli("plan", _recipe(tmp_path, lora))
+    assert r.exit_code == 4 and "rank 1024" in r.stderr and "at most 512" in r.stderr
