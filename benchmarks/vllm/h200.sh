@@ -40,19 +40,6 @@ export PYTHONIOENCODING=utf-8 LANG=C.UTF-8  # NOTE: vLLM's engine process logs n
 left() { echo $(( deadline - $(date +%s) )); }
 need() { [ "$(left)" -gt "$1" ] || { echo "skipped: $2 needs $1 s, $(left) s left"; return 1; }; }
 
-serve() {  # $1: log suffix; env passes through (VLLM_BATCH_INVARIANT)
-  setsid $TB serve /models --backend vllm=/tmp/vllm_backend --http-port 8000 --grpc-port 8001 \
-    --metrics-port 8002 --log-file "$W/server$1.log" > "$W/serve$1.out" 2>&1 &
-  echo $! > $W/server.pid
-  local t0; t0=$(date +%s)
-  until grep -q " ready  HTTP" "$W/serve$1.out"; do
-    if ! kill -0 "$(cat $W/server.pid)" 2>/dev/null || [ "$(left)" -lt 20 ]; then
-      echo "server did not come up"; tail -c 6000 "$W/server$1.log"; cat "$W/serve$1.out"; return 1
-    fi
-    sleep 2
-  done
-  echo "server ready with both models after $(( $(date +%s) - t0 )) s"
-}
 
 # shellcheck source=server.sh
 source "$(dirname "${BASH_SOURCE[0]}")/server.sh"
@@ -89,12 +76,12 @@ for step in "$@"; do
       ln -sfn $W/OUT /models ;;
     serve)
       need 150 serve || continue
-      if ! serve ""; then  # NOTE: then the fp16 model alone, so that one failure leaves the other checks
+      if ! start_server ""; then  # NOTE: then the fp16 model alone, so that one failure leaves the other checks
         stop; echo "retrying with tiny-llama-fp16 alone"
         MODELS=tiny-llama-fp16 RECIPES=tiny-llama-fp16.yaml REPO=$W/OUT-fp16
-        (cd $W/bench && $TB build $RECIPES -o $REPO >/dev/null) && ln -sfn $REPO /models && serve -fp16
+        (cd $W/bench && $TB build $RECIPES -o $REPO >/dev/null) && ln -sfn $REPO /models && start_server -fp16
       fi ;;
-    serve-bi) need 150 serve-bi && VLLM_BATCH_INVARIANT=1 serve -bi ;;
+    serve-bi) need 150 serve-bi && VLLM_BATCH_INVARIANT=1 start_server -bi ;;
     verify)
       need 60 verify || continue
       rm -rf $W/OUT-rec && cp -r $REPO $W/OUT-rec

@@ -46,19 +46,10 @@ models() {  # the served config's models
 
 serve() {  # $1: config
   rm -f /models && ln -sfn "$W/OUT8-$1" /models && echo "$1" > $W/config8
-  setsid $TB serve /models --backend vllm=/tmp/vllm_backend --http-port 8000 --grpc-port 8001 \
-    --metrics-port 8002 --log-file "$W/server-8b-$1.log" > "$W/serve-8b-$1.out" 2>&1 &
-  echo $! > $W/server.pid
-  local t0; t0=$(date +%s)
-  until grep -q " ready  HTTP" "$W/serve-8b-$1.out"; do
-    if ! kill -0 "$(cat $W/server.pid)" 2>/dev/null || [ "$(left)" -lt 20 ]; then
-      echo "server did not come up"; tail -c 6000 "$W/server-8b-$1.log"; cat "$W/serve-8b-$1.out"
-      echo "{\"config\": \"$1\", \"ready\": false}" > "$R/serve-8b-$1.json"; return 1
-    fi
-    sleep 2
-  done
-  echo "{\"config\": \"$1\", \"ready\": true, \"seconds\": $(( $(date +%s) - t0 ))}" > "$R/serve-8b-$1.json"
-  echo "server ready with both models after $(( $(date +%s) - t0 )) s"
+  if ! start_server "-8b-$1"; then
+    echo "{\"config\": \"$1\", \"ready\": false}" > "$R/serve-8b-$1.json"; return 1
+  fi
+  echo "{\"config\": \"$1\", \"ready\": true, \"seconds\": $ready_s}" > "$R/serve-8b-$1.json"
   grep -h "Using .* for CompressedTensorsWNA16" "$W/server-8b-$1.log" | sort -u
 }
 
