@@ -42,7 +42,7 @@ from tritonbuild.triton.standin import explain_load_error
 from tritonbuild.verify.answers import check_model, write_goldens
 from tritonbuild.verify.models import ModelReport, VerificationReport
 from tritonbuild.verify.runners import InferError, TritonRunner
-from tritonbuild.verify.served import served_differences
+from tritonbuild.verify.served import served_differences, version_ready
 from tritonbuild.verify.triton_core import check_with_triton, not_here_cause, not_loaded_here, without_repeats
 
 Progress = Callable[[str], None]
@@ -318,21 +318,6 @@ def _route_for(model: ManifestModel, server_url: str | None, manifest: Manifest 
     return "none", f"no way to run backend {model.backend} here"
 
 
-def model_ready(url: str, model: ManifestModel) -> bool:
-    """Whether the server already serves this version (GET .../ready answers 200)."""
-    import urllib.error
-    import urllib.request
-
-    from tritonbuild.core.stores import with_scheme
-
-    try:
-        with urllib.request.urlopen(f"{with_scheme(url.rstrip('/'))}/v2/models/{model.name}/versions/{model.version}"
-                                    "/ready", timeout=10) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
 def _live_runner(url: str, model: ManifestModel):
     """HTTP infer, or Triton's generate endpoints for a backend whose models answer decoupled (vLLM)."""
     backend = REGISTRY.for_manifest(model.backend)
@@ -360,7 +345,7 @@ def _verify_model(root: Path, model: ManifestModel, route: Route, detail: str, u
                 raise ModelLoadError(load_error)
             runner = _live_runner(url, model)
         else:
-            if not model_ready(url, model):  # NOTE: a load of a served model reloads it (a second vLLM engine)
+            if not version_ready(url, model):  # NOTE: a load of a served model reloads it (a second vLLM engine)
                 load_model(url, model.name)
             served, base["served"] = served_differences(url, root, model)
             if served:

@@ -69,9 +69,18 @@ def served_differences(url: str, root: Path, model: ManifestModel) -> tuple[list
     if not (mine["backend"] and theirs["backend"]) or theirs["backend"] in (served.platform, served.backend):
         mine.pop("backend"), theirs.pop("backend")
     out = [f"{k}: served {theirs[k]}, this OUT {mine[k]}" for k in mine if mine[k] != theirs.get(k)]
-    try:
-        with urllib.request.urlopen(f"{url}/v2/models/{model.name}/versions/{model.version}/ready", timeout=30):
-            pass
-    except (urllib.error.URLError, OSError):
+    if not version_ready(url, model):
         out.append(f"version {model.version} is not ready there")
     return out, _identity(url, model.name, mine, theirs)
+
+
+def version_ready(url: str, model: ManifestModel) -> bool:
+    """Whether the server at url serves this version (GET v2/models/<model>/versions/<v>/ready answers 200)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{url}/v2/models/{model.name}/versions/{model.version}/ready", timeout=30):
+            return True
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
