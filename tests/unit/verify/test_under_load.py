@@ -1,5 +1,6 @@
 """A generative model's check under load, without a server: the token-level account of what differed (ids or only
-log-probs, first position) and the concurrency verify uses (verify.under_load, else the model's max_num_seqs)."""
+log-probs, first position) and the concurrency verify uses (verify.under_load, else the model's max_num_seqs). Answers
+are written as Triton's vLLM backend writes its `logprobs` output (tests/contracts/facts/vllm_backend.json)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,19 @@ import json
 
 import numpy as np
 
+from tests.contracts.facts import load
 from tritonbuild.recipe.models import UnderLoad, Verify
 from tritonbuild.verify.answers import _under_load, load_settings
 from tritonbuild.verify.generate import _filler, token_difference
 
+FORMAT = load("vllm_backend")["logprobs_output"]
+
 
 def _answer(steps):
-    text = json.dumps([{str(token): {"logprob": lp, "rank": 1, "decoded_token": "x"}} for token, lp in steps])
+    fields = {"rank": 1, "decoded_token": "x"}
+    assert set(FORMAT["fields"]) == {"logprob", *fields}
+    # NOTE: token ids as ints, as vLLM hands them to the backend; json.dumps makes them string keys, as upstream's does
+    text = json.dumps([{token: {**fields, "logprob": lp}} for token, lp in steps])
     return {"logprobs": np.array([text.encode()], dtype=np.object_),
             "text_output": np.array(["".join(str(t) for t, _ in steps).encode()], dtype=np.object_)}
 
@@ -27,6 +34,11 @@ def test_only_log_probs_differ():
 def test_token_ids_differ_from_a_position_on():
     diff = token_difference(_answer([(5, -0.5), (7, -1.0), (9, -2.0)]), _answer([(5, -0.5), (8, -1.1), (2, -3.0)]))
     assert diff["ids_differ"] is True and diff["first_id_position"] == 1 and diff["positions"] == 2
+
+
+def test_an_output_without_log_probs_is_no_token_account():
+    null = {"logprobs": np.array([b"null"], dtype=np.object_)}  # FORMAT["absent"]
+    assert "null" in FORMAT["absent"] and token_difference(null, null) is None
 
 
 def test_identical_answers_and_answers_without_log_probs():
