@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tritonbuild.backends.llm.safetensors import raw_header
+
 # Bump when anything here changes what the step writes (the `vllm.quantize` cache key carries it).
 QUANTIZER_VERSION = 1
 SCHEME = "w4a16"
@@ -135,26 +137,18 @@ class FormatError(ValueError):
 def read_header(path: Path) -> tuple[int, dict]:
     """(where the data starts, {name: {dtype, shape, data_offsets}}) of a safetensors file, checked against its
     size; __metadata__ left out."""
+    found = raw_header(path)
+    if found is None:
+        raise FormatError(f"{path.name}: not a safetensors file (no 8-byte length and JSON header that fit it)")
+    start, header = found
     size = path.stat().st_size
-    with open(path, "rb") as f:
-        raw = f.read(8)
-        if len(raw) != 8:
-            raise FormatError(f"{path.name}: shorter than a safetensors header")
-        (n,) = struct.unpack("<Q", raw)
-        if n > min(size - 8, 100 << 20):
-            raise FormatError(f"{path.name}: header length {n} does not fit the file")
-        try:
-            header = json.loads(f.read(n))
-        except ValueError as e:
-            raise FormatError(f"{path.name}: header is not JSON ({e})") from None
-    header.pop("__metadata__", None)
     for name, meta in header.items():
         a, b = meta["data_offsets"]
         count = int(np.prod(meta["shape"], dtype=np.int64))
-        if meta["dtype"] not in ITEMSIZE or b - a != count * ITEMSIZE[meta["dtype"]] or 8 + n + b > size:
+        if meta["dtype"] not in ITEMSIZE or b - a != count * ITEMSIZE[meta["dtype"]] or start + b > size:
             raise FormatError(f"{path.name}: tensor {name} ({meta['dtype']} {meta['shape']}) does not match its "
                               f"data_offsets {meta['data_offsets']}")
-    return 8 + n, header
+    return start, header
 
 
 def weight_files(rels: list[str], read_json) -> list[str]:

@@ -15,6 +15,7 @@ import pickletools
 import zipfile
 from pathlib import Path
 
+from tritonbuild.backends.llm.safetensors import raw_header
 from tritonbuild.errors import PlanError, RecipeError
 
 CONFIG = "config.json"
@@ -37,19 +38,9 @@ def weights_file(heads_dir: Path) -> Path | None:
 
 
 def safetensors_names(path: Path) -> set[str] | None:
-    """The tensor names in a safetensors header (an 8-byte little-endian length, then JSON), or None when the
-    file holds no such header."""
-    size = path.stat().st_size
-    with path.open("rb") as f:
-        head = f.read(8)
-        length = int.from_bytes(head, "little") if len(head) == 8 else -1
-        if not 0 < length <= size - 8:
-            return None
-        try:
-            header = json.loads(f.read(length))
-        except (UnicodeDecodeError, ValueError):
-            return None
-    return set(header) - {"__metadata__"} if isinstance(header, dict) else None
+    """The tensor names in a safetensors header, or None when the file holds no such header."""
+    found = raw_header(path)
+    return None if found is None else set(found[1])
 
 
 def pt_strings(path: Path) -> set[str] | None:
