@@ -40,7 +40,10 @@ def _peft(d, rank=8) -> str:
 # name → what the recipe adds to the plain LLM-API recipe
 FEATURES = {"pt": "", "pt-stream": "", "pt-lora": "lora:\n  adapters: {fr: fr-peft, de: de-peft}\n",
             "pt-guided": "serving:\n  guided_decoding: {backend: xgrammar}\n",
-            "pt-spec": "speculative: {mode: eagle, max_draft_len: 3, draft_checkpoint: tiny-llama}\n"}
+            "pt-spec": "speculative: {mode: eagle, max_draft_len: 3, draft_checkpoint: tiny-llama}\n",
+            "pt-draft": "speculative: {mode: draft_target, max_draft_len: 4, draft_checkpoint: tiny-llama}\n",
+            "pt-slow": ""}
+LATENCY_S = 0.5  # what one request takes on pt-slow's stand-in LLM (standin.json)
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +70,7 @@ def server(tmp_path_factory):
         assert r.exit_code == 0, r.stderr
         shutil.copytree(work / name, repo, dirs_exist_ok=True, ignore=shutil.ignore_patterns("tritonbuild-*"))
         _fake(repo / name / "1")
+    (repo / "pt-slow" / "1" / "tensorrt_llm" / "standin.json").write_text(json.dumps({"latency_s": LATENCY_S}))
     # what runtime: pytorch wrote before #9: quant_config, which the PyTorch backend refuses at LLM()
     shutil.copytree(repo / "pt", repo / "pt-old")
     (repo / "pt-old" / "config.pbtxt").write_text((repo / "pt" / "config.pbtxt").read_text()
@@ -288,12 +292,40 @@ def test_a_return_perf_metrics_request_in_the_ensembles_format_is_answered_by_th
     assert got["acceptance_rate"].dtype == np.float32 and got["text_output"].shape == (1, 1)
 
 
-def test_the_llm_api_is_built_with_the_packaged_draft_for_speculative_decoding(server):
-    """pt-spec loaded: the stand-in LLM took model.yaml's speculative_config (decoding type, fields, the draft
-    checkpoint at speculative_model_dir, as DecodingBaseConfig.from_dict takes them) and answers."""
-    got = _infer(server, "pt-spec", _inputs(), ["text_output"])
+@pytest.mark.parametrize(("model", "tag"), [("pt-spec", "Eagle"), ("pt-draft", "DraftTarget")])
+def test_the_llm_api_is_built_with_the_packaged_draft_for_speculative_decoding(server, model, tag):
+    """pt-spec / pt-draft loaded: the generated model turned model.yaml's speculative_config into a decoding config
+    through update_llm_args_with_extra_dict (DecodingBaseConfig.from_dict), which the stand-in LLM requires as the
+    1.x TorchLlmArgs does (a dict holding decoding_type is refused), with the draft checkpoint it loads."""
+    got = _infer(server, model, _inputs(), ["text_output"])
     assert got["text_output"][0].decode() == PROMPT[:12]
-    spec = yaml.safe_load((server.repo / "pt-spec" / "1" / "model.yaml").read_text())
-    assert spec["speculative_config"]["decoding_type"] == "Eagle"
-    draft = server.repo / "pt-spec" / "1" / spec["speculative_config"]["speculative_model_dir"]
+    spec = yaml.safe_load((server.repo / model / "1" / "model.yaml").read_text())
+    assert spec["speculative_config"]["decoding_type"] == tag
+    assert tag in load("llm_args")["speculative_config"]["from_dict_types"]
+    draft = server.repo / model / "1" / spec["speculative_config"]["speculative_model_dir"]
     assert (draft / "config.json").is_file()
+
+
+def _concurrently(server, model, inputs, n) -> tuple[float, list[dict]]:
+    """n requests sent together (one client each); the seconds until the last answer, and the answers."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(n) as pool:
+        answers = list(pool.map(lambda _: _infer(server, model, inputs, ["text_output"]), range(n)))
+    return time.monotonic() - started, answers
+
+
+@pytest.mark.parametrize("entry", ["pt-slow", "pt-slow_openai"])
+def test_concurrent_requests_to_a_non_streaming_model_are_served_concurrently(server, entry):
+    """32 overlapping requests to a non-streaming LLM-API model (and its <name>_openai front) on a stand-in LLM that
+    takes LATENCY_S per request: scheduled on the LLM's event loop as upstream's model does, they are answered in
+    about one request's time, not 32 × LATENCY_S, and the stand-in saw them in flight together."""
+    n = 32
+    inputs = _inputs() if entry == "pt-slow" else _request(CLIENTS["genai_perf"]["default"], PROMPT, max_tokens=12)
+    took, answers = _concurrently(server, entry, inputs, n)
+    assert {a["text_output"].reshape(-1)[0].decode() for a in answers} == {PROMPT[:12]}
+    assert took < n * LATENCY_S / 4, f"{n} requests took {took:.1f} s; one at a time they take {n * LATENCY_S} s"
+    peak = json.loads((server.repo / "pt-slow" / "1" / "tensorrt_llm" / "in_flight.json").read_text())["peak"]
+    assert peak >= n // 2

@@ -15,8 +15,13 @@ from tritonbuild.backends.common import draft_checkpoint_dir, split_tree, tree_i
 from tritonbuild.backends.tensorrtllm import medusa_heads
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 
-# recipe mode → the LLM API's decoding_type (DecodingBaseConfig.from_dict, tests/contracts/facts/llm_args.json)
+# recipe mode → model.yaml's speculative_config.decoding_type (tests/contracts/facts/llm_args.json speculative_config).
+# TensorRT-LLM 1.x (every image of the table): DecodingBaseConfig.from_dict's keys, which the generated model applies
+# through update_llm_args_with_extra_dict as upstream's LLM-API model does (a raw dict is refused there: the classes
+# declare decoding_type as a ClassVar and forbid extra fields); newer (main): the tags of the union discriminated on
+# decoding_type, draft-target's being Draft_Target.
 DECODING_TYPES = {"draft_target": "DraftTarget", "eagle": "Eagle"}
+DISCRIMINATED_TYPES = {"draft_target": "Draft_Target", "eagle": "Eagle"}
 DRAFT_DIR = "draft"  # where the draft checkpoint lives in the LLM-API model's version directory
 
 
@@ -25,8 +30,20 @@ def speculative_config(r: LLMRecipe) -> dict | None:
     s = r.speculative
     if s is None:
         return None
-    return {"decoding_type": DECODING_TYPES[s.mode], "max_draft_len": s.max_draft_len,
-            "speculative_model_dir": DRAFT_DIR}
+    tags = DECODING_TYPES if from_dict_release(r) else DISCRIMINATED_TYPES
+    return {"decoding_type": tags[s.mode], "max_draft_len": s.max_draft_len, "speculative_model_dir": DRAFT_DIR}
+
+
+def from_dict_release(r: LLMRecipe) -> bool:
+    """Whether the image's TensorRT-LLM is a release of the image table (1.x, DecodingBaseConfig.from_dict), not
+    newer (an image declared with image.ships beyond the table)."""
+    from tritonbuild.backends.llm.images import TRTLLM_IMAGES, image_versions
+
+    def key(version: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in version.split(".")[:3] if p.isdigit())
+
+    newest = max(key(v[0]) for v in TRTLLM_IMAGES.values())
+    return key(image_versions(r.image).get("tensorrt_llm", "0")) <= newest
 
 
 # recipe mode → trtllm-build's --speculative_decoding_mode choice and the C++ backend's decoding_mode value

@@ -7,13 +7,19 @@ return_finish_reason / stop_reason / cumulative_logprob, lora_id / lora_name / l
 perf-metrics outputs), plus the tensorrtllm backend's guided_decoding_guide_type / guided_decoding_guide where
 the recipe turns guided decoding on (they become SamplingParams.guided_decoding), sampling_param_min_tokens
 (SamplingParams.min_tokens) and the token counts num_input_tokens / num_output_tokens (the prompt's, and the
-tokens new in this response). In decoupled mode every request
-runs on its own thread (the LLM API batches them) and answers through its response sender: with streaming, one
-response per new piece of text (`async for` over generate_async, as TensorRT-LLM's examples do); a request the
-client cancels is aborted.
+tokens new in this response).
+
+model.yaml becomes LLM() arguments as upstream's LLM-API model makes them: update_llm_args_with_extra_dict({}, ...)
+(TensorRT-LLM llmapi/llm_utils), which turns speculative_config into a decoding config through
+DecodingBaseConfig.from_dict (TensorRT-LLM 1.x; a plain dict is refused there) and lora_config into a LoraConfig.
+Every request, streaming or not, is scheduled on one asyncio event loop (the thread that built the LLM) and
+runs as generate_async there, as upstream's model does, so the LLM API batches concurrent requests in flight:
+`execute` returns at once and each request answers through its response sender (one response with the final flag
+when not decoupled; with streaming, one response per new piece of text). A request the client cancels is aborted.
 """
 
 import asyncio
+import concurrent.futures
 import os
 import threading
 
@@ -108,10 +114,15 @@ def _perf_tensors(metrics):
     return tensors
 
 
+def _llm_args(spec):
+    """LLM() keyword arguments from model.yaml (less triton_config), as upstream's LLM-API model builds them."""
+    from tensorrt_llm.llmapi.llm_utils import update_llm_args_with_extra_dict
+
+    return update_llm_args_with_extra_dict({}, spec)
+
+
 class TritonPythonModel:
     def initialize(self, args):
-        from tensorrt_llm import LLM
-
         here = os.path.join(args["model_repository"], args["model_version"])
         with open(os.path.join(here, "model.yaml")) as f:
             spec = yaml.safe_load(f)
@@ -122,7 +133,24 @@ class TritonPythonModel:
         if "speculative_config" in spec:  # the packaged draft checkpoint, likewise
             draft = spec["speculative_config"]
             draft["speculative_model_dir"] = os.path.join(here, draft["speculative_model_dir"])
-        self.llm = LLM(**spec)
+        self.loop = asyncio.new_event_loop()
+        started = concurrent.futures.Future()
+        self.loop_thread = threading.Thread(target=self._run_loop, args=(spec, started), daemon=True)
+        self.loop_thread.start()
+        started.result()  # the LLM is built, or its error is raised here (the load fails)
+
+    def _run_loop(self, spec, started):
+        """The event loop's thread: builds the LLM, then runs every request's coroutine until finalize."""
+        asyncio.set_event_loop(self.loop)
+        try:
+            from tensorrt_llm import LLM
+
+            self.llm = LLM(**_llm_args(spec))
+        except Exception as e:  # noqa: BLE001 - handed to initialize, which raises it
+            started.set_exception(e)
+            return
+        started.set_result(None)
+        self.loop.run_forever()
 
     def _request(self, request):
         from tensorrt_llm import SamplingParams
@@ -160,44 +188,32 @@ class TritonPythonModel:
         return pb_utils.InferenceResponse(tensors)
 
     def execute(self, requests):
-        if not self.decoupled:
-            responses = []
-            for request in requests:
-                try:
-                    responses.append(self._answer(request))
-                except Exception as e:  # noqa: BLE001 - this request's error, the others are answered
-                    responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))))
-            return responses
         for request in requests:
-            threading.Thread(target=self._serve, args=(request,), daemon=True).start()
+            asyncio.run_coroutine_threadsafe(self._serve(request), self.loop)
         return None
 
-    def _answer(self, request):
-        prompt, params, streaming, wanted, lora = self._request(request)
-        if streaming:
-            return pb_utils.InferenceResponse(error=pb_utils.TritonError(
-                "streaming needs the model in decoupled mode (recipe serving.streaming: true)"))
-        result = self.llm.generate(prompt, sampling_params=params, lora_request=lora)
-        out = result.outputs[0]
-        return self._response(out, out.text, wanted, _counts(result, out, params))
-
-    def _serve(self, request):
+    async def _serve(self, request):
         sender = request.get_response_sender()
         try:
             prompt, params, streaming, wanted, lora = self._request(request)
+            if streaming and not self.decoupled:
+                raise pb_utils.TritonModelException(
+                    "streaming needs the model in decoupled mode (recipe serving.streaming: true)")
+            result = self.llm.generate_async(prompt, sampling_params=params, lora_request=lora, streaming=streaming)
             if streaming:
-                asyncio.run(self._stream(prompt, params, wanted, lora, sender))
-            else:
-                result = self.llm.generate(prompt, sampling_params=params, lora_request=lora)
-                out = result.outputs[0]
-                sender.send(self._response(out, out.text, wanted, _counts(result, out, params)))
-            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                await self._stream(result, params, wanted, sender)
+                sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                return
+            outputs = [step async for step in result]  # not streaming: one output, the finished one
+            final = outputs[-1]
+            out = final.outputs[0]
+            sender.send(self._response(out, out.text, wanted, _counts(final, out, params)),
+                        flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         except Exception as e:  # noqa: BLE001 - the client gets the error, the model stays up
             sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))),
                         flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
-    async def _stream(self, prompt, params, wanted, lora, sender):
-        result = self.llm.generate_async(prompt, sampling_params=params, lora_request=lora, streaming=True)
+    async def _stream(self, result, params, wanted, sender):
         sent, tokens = 0, 0
         async for step in result:
             if sender.is_cancelled():
@@ -210,4 +226,6 @@ class TritonPythonModel:
                 sent, tokens = len(out.text), counts[1]
 
     def finalize(self):
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.loop_thread.join(timeout=30)
         self.llm.shutdown()

@@ -4,6 +4,8 @@ ensembles) in front of the LLM-API model, whose inputs are upstream's llmapi one
 sampling_param_*; max_batch_size 0). Each request row becomes one request to that model; its text_output
 comes back as this model's, with the perf-metrics outputs under the ensemble's names when the request set
 return_perf_metrics. The input map (client name → llmapi name) and the output map are this model's parameters.
+Every request, streamed or not, is served on its own thread and answered through its response sender (one
+response with the final flag when not decoupled), so concurrent requests reach the LLM-API model together.
 A LoRA request (the frontend's lora_task_id, numbered from 1 in multi_lora.json order; its lora_weights /
 lora_config arrays are taken and dropped) becomes the LLM-API model's lora_id / lora_name / lora_path, the
 adapter's PEFT directory packaged in that model's version directory. return_num_input_tokens /
@@ -101,29 +103,24 @@ class TritonPythonModel:
         return pb_utils.InferenceResponse([pb_utils.Tensor(n, np.stack([r[n] for r in rows])) for n in names])
 
     def execute(self, requests):
-        if self.decoupled:
-            for request in requests:
-                threading.Thread(target=self._serve, args=(request,), daemon=True).start()
-            return None
-        responses = []
-        for request in requests:
-            try:
-                counts = self._counts_wanted(request)
-                responses.append(self._response([self._answer(r.exec(), counts) for r in self._requests(request)]))
-            except pb_utils.TritonModelException as e:
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))))
-        return responses
+        for request in requests:  # each on its own thread: the LLM-API model answers them concurrently
+            threading.Thread(target=self._serve, args=(request,), daemon=True).start()
+        return None
 
     def _serve(self, request):
         sender = request.get_response_sender()
+        final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
         try:
-            (row,) = self._requests(request)  # decoupled: one row per request
             counts = self._counts_wanted(request)
+            rows = self._requests(request)
+            if not self.decoupled:  # one response, every row's answer, sent with the final flag
+                sender.send(self._response([self._answer(row.exec(), counts) for row in rows]), flags=final)
+                return
+            (row,) = rows  # decoupled: one row per request
             for response in row.exec(decoupled=True):
                 if pb_utils.get_output_tensor_by_name(response, "text_output") is None and not response.has_error():
                     continue  # the empty final-flag response
                 sender.send(self._response([self._answer(response, counts)]))
-            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            sender.send(flags=final)
         except Exception as e:  # noqa: BLE001 - the client gets the error, the model stays up
-            sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))),
-                        flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))), flags=final)
