@@ -14,6 +14,22 @@ from tritonbuild.server import toolenv
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "recipes" / "examples"
+# the example LLM recipe's keys for the engine route's own models (BLS, pre/postprocessing instances), which the
+# LLM-API route refuses (backends/tensorrtllm/llmapi_keys.py): gone where a test turns it into an LLM-API recipe
+ENGINE_ROUTE_SERVING = ("  bls: true\n", "  instances: {preprocessing: 2, postprocessing: 2, bls: 1}\n")
+
+
+def llmapi_recipe(text: str) -> str:
+    """The example LLM recipe's text without its engine-route serving keys (see ENGINE_ROUTE_SERVING)."""
+    for line in ENGINE_ROUTE_SERVING:
+        assert line in text, line
+        text = text.replace(line, "")
+    return text
+
+
+def route_recipe(text: str) -> str:
+    """llmapi_recipe where the text asks for runtime: pytorch, the text as it is otherwise."""
+    return llmapi_recipe(text) if "\nruntime: pytorch" in text else text
 
 
 # The embedded server's environment (server/toolenv.py) is found where it was made before the run

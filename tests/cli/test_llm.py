@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import EXAMPLES, ROOT, llmapi_recipe, route_recipe
 from tests.contracts.facts import load
 from tritonbuild.triton.config import parse
 
@@ -26,10 +26,13 @@ def llm_dir(tmp_path):
     return tmp_path
 
 
-def _edit(path, old, new):
+def _edit(path, old, new, llmapi: bool = False):
+    """Replace old by new; llmapi (or new asking for runtime: pytorch): without the example's engine-route serving
+    keys, which the LLM-API route refuses."""
     text = path.read_text()
     assert old in text
-    path.write_text(text.replace(old, new))
+    text = text.replace(old, new)
+    path.write_text(llmapi_recipe(text) if llmapi or "runtime: pytorch" in new else text)
 
 
 def test_plan_shows_the_memory_plan(cli, llm_dir):
@@ -200,7 +203,7 @@ def test_llmapi_pytorch_target(cli, llm_dir, tmp_path):
     assert "quant_config" not in spec  # TorchLlmArgs has none: the LLM API reads hf_quant_config.json
     assert spec["kv_cache_config"] == {"free_gpu_memory_fraction": 0.5, "enable_block_reuse": True,
                                        "tokens_per_block": 64}
-    assert spec["triton_config"] == {"max_batch_size": 0, "decoupled": False}
+    assert spec["triton_config"] == {"max_batch_size": 0, "decoupled": False, "exclude_input_in_output": True}
     assert (vdir / "checkpoint" / "config.json").is_file() and (vdir / "model.py").is_file()
     mc = parse((out / "tiny-llama" / "config.pbtxt").read_bytes())
     assert (mc.backend, mc.max_batch_size) == ("python", 0)
@@ -250,8 +253,8 @@ def _checkpoint_with(llm_dir, config: dict) -> None:
 def _with_tp(llm_dir, tp: int, extra: str = "") -> None:
     text = (llm_dir / "llm.yaml").read_text().replace("max_beam_width: 1", f"max_beam_width: 1\n  tp_size: {tp}")
     text = text.replace("repository_mount: /models", f"repository_mount: /models\n  gpu_device_ids: {list(range(tp))}")
-    (llm_dir / "llm.yaml").write_text(text.replace("quantization: int4_weight_only", extra or
-                                                   "quantization: int4_weight_only"))
+    (llm_dir / "llm.yaml").write_text(route_recipe(text.replace("quantization: int4_weight_only", extra or
+                                                                "quantization: int4_weight_only")))
 
 
 @pytest.mark.parametrize("config, tp, extra, heads", [
@@ -363,7 +366,7 @@ def test_the_serving_entrypoint_launches_orchestrator_mode_as_upstreams_launcher
 def test_plan_says_which_route_and_why_and_an_unquantized_recipe_takes_the_llm_api_route(cli, llm_dir, tmp_path):
     r = cli("plan", llm_dir / "llm.yaml")  # int4_weight_only (RTN): engine
     assert r.exit_code == 0 and "tiny-llama: TensorRT engine (runtime: engine) — INT4 weight-only RTN" in r.stdout
-    _edit(llm_dir / "llm.yaml", "quantization: int4_weight_only", "quantization: none")
+    _edit(llm_dir / "llm.yaml", "quantization: int4_weight_only", "quantization: none", llmapi=True)
     r = cli("plan", llm_dir / "llm.yaml", "--json")
     (m,) = json.loads(r.stdout)["models"]
     assert m["extras"]["route"]["name"] == "LLM API (runtime: pytorch)"
@@ -398,7 +401,7 @@ def test_a_quantized_checkpoint_is_detected_on_the_llm_api_route(cli, llm_dir, q
 def test_a_checkpoint_modelopt_quantized_on_a_gpu_runner_is_assembled_with_engine(cli, llm_dir, tmp_path):
     """The LLM-API route's quantize step is GPU-bound like an engine build: --matrix sends it to a GPU runner and
     --engine NAME=DIR hands its output (the quantized Hugging Face checkpoint) back."""
-    _edit(llm_dir / "llm.yaml", "quantization: int4_weight_only", "quantization: int4_awq")
+    _edit(llm_dir / "llm.yaml", "quantization: int4_weight_only", "quantization: int4_awq", llmapi=True)
     (entry,) = json.loads(cli("plan", llm_dir / "llm.yaml", "--matrix").stdout)["include"]
     assert (entry["runner"], entry["steps"]) == ("gpu", ["trtllm.quantize"])
     quantized = tmp_path / "quantized"

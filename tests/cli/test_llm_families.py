@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, route_recipe
 from tests.contracts.facts import load, script_for
 
 BASE = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
@@ -40,7 +40,7 @@ def _family(llm_dir, model_type: str, extra: dict, recipe: str = "") -> None:
     (llm_dir / "tiny-llama" / "config.json").write_text(json.dumps({**BASE, **extra, "model_type": model_type}))
     if recipe:
         text = (llm_dir / "llm.yaml").read_text()
-        (llm_dir / "llm.yaml").write_text(text.replace("quantization: int4_weight_only", recipe))
+        (llm_dir / "llm.yaml").write_text(route_recipe(text.replace("quantization: int4_weight_only", recipe)))
 
 
 @pytest.mark.parametrize("model_type", sorted(CONFIGS))
@@ -82,8 +82,8 @@ def test_a_family_without_an_engine_converter_names_the_llm_api(cli, llm_dir):
     r = cli("plan", llm_dir / "llm.yaml")
     assert r.exit_code == 3 and "set runtime: pytorch" in r.stderr and "deepseek_v3" in r.stderr, r.stderr
     text = (llm_dir / "llm.yaml").read_text()
-    (llm_dir / "llm.yaml").write_text(text.replace("quantization: int4_weight_only",
-                                                   "quantization: none\nruntime: pytorch"))
+    (llm_dir / "llm.yaml").write_text(route_recipe(text.replace("quantization: int4_weight_only",
+                                                                "quantization: none\nruntime: pytorch")))
     r = cli("plan", llm_dir / "llm.yaml", "--json")
     assert r.exit_code == 0, r.stderr
     (m,) = json.loads(r.stdout)["models"]

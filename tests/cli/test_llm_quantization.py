@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import EXAMPLES, ROOT, route_recipe
 from tests.contracts.facts import load
 from tritonbuild.backends.llm.memory import Architecture
 from tritonbuild.backends.tensorrtllm.memory import weight_bytes
@@ -34,7 +34,7 @@ def _quantized(llm_dir, quantization_config: dict | None, recipe: str) -> dict:
         config["quantization_config"] = quantization_config
         path.write_text(json.dumps(config))
     text = (llm_dir / "llm.yaml").read_text()
-    (llm_dir / "llm.yaml").write_text(text.replace("quantization: int4_weight_only", recipe))
+    (llm_dir / "llm.yaml").write_text(route_recipe(text.replace("quantization: int4_weight_only", recipe)))
     return config
 
 

@@ -13,7 +13,7 @@ WHERE = re.compile(r"\d|^whole file|^per value")  # a line, a range, or the extr
 # Read through a code index that names no commit for the version read, and no other stored version with a commit
 # holds the content (each fact says why in its source's why_no_commit; README.md, 'What is checked').
 NO_COMMIT_HERE = {"llm_args.json.source", "llm_args.json.speculative_config.source",
-                  "llm_args.json.speculative_config.at_main.source",
+                  "llm_args.json.speculative_config.at_main.source", "llm_args.json.route_keys.source",
                   "trtllm_quantization.json.llmapi_reads.newer.source",
                   "trtllm_speculative.json.medusa.heads_dir.weights.newer_source"}
 

@@ -400,11 +400,11 @@ def test_verify_flags_a_model_yaml_the_pytorch_backend_refuses(cli, tmp_path, in
 
     import yaml
 
-    from tests.conftest import EXAMPLES
+    from tests.conftest import EXAMPLES, llmapi_recipe
 
     shutil.copytree(EXAMPLES / "tiny-llama", tmp_path / "tiny-llama")
-    text = (EXAMPLES / "tiny-llama-int4.yaml").read_text().replace("quantization: int4_weight_only",
-                                                                 "quantization: none\nruntime: pytorch")
+    text = llmapi_recipe((EXAMPLES / "tiny-llama-int4.yaml").read_text().replace("quantization: int4_weight_only",
+                                                                               "quantization: none\nruntime: pytorch"))
     (tmp_path / "r.yaml").write_text(text)
     out = tmp_path / "OUT"
     assert cli("build", tmp_path / "r.yaml", "-o", out).exit_code == 0

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import EXAMPLES, ROOT, llmapi_recipe
 from tests.contracts.facts import FACTS, load
 from tests.integration.test_llm_live import CLIENTS, _frontend_loras, _infer, _request, _stream
 from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
@@ -42,7 +42,8 @@ FEATURES = {"pt": "", "pt-stream": "", "pt-lora": "lora:\n  adapters: {fr: fr-pe
             "pt-guided": "serving:\n  guided_decoding: {backend: xgrammar}\n",
             "pt-spec": "speculative: {mode: eagle, max_draft_len: 3, draft_checkpoint: tiny-llama}\n",
             "pt-draft": "speculative: {mode: draft_target, max_draft_len: 4, draft_checkpoint: tiny-llama}\n",
-            "pt-slow": ""}
+            "pt-slow": "", "pt-multi": "serving:\n  gpu_device_ids: [0, 1]\n",
+            "pt-echo": "serving:\n  exclude_input_in_output: false\n"}
 LATENCY_S = 0.5  # what one request takes on pt-slow's stand-in LLM (standin.json)
 
 
@@ -55,8 +56,8 @@ def server(tmp_path_factory):
     work = tmp_path_factory.mktemp("llmapi")
     repo = work / "REPO"
     shutil.copytree(EXAMPLES / "tiny-llama", work / "tiny-llama")
-    base = (EXAMPLES / "tiny-llama-int4.yaml").read_text().replace("quantization: int4_weight_only",
-                                                                   "quantization: none\nruntime: pytorch")
+    base = llmapi_recipe((EXAMPLES / "tiny-llama-int4.yaml").read_text().replace(
+        "quantization: int4_weight_only", "quantization: none\nruntime: pytorch"))
     _peft(work / "fr-peft")
     _peft(work / "de-peft", rank=16)
     for name, extra in FEATURES.items():
@@ -329,3 +330,22 @@ def test_concurrent_requests_to_a_non_streaming_model_are_served_concurrently(se
     assert took < n * LATENCY_S / 4, f"{n} requests took {took:.1f} s; one at a time they take {n * LATENCY_S} s"
     peak = json.loads((server.repo / "pt-slow" / "1" / "tensorrt_llm" / "in_flight.json").read_text())["peak"]
     assert peak >= n // 2
+
+
+def test_each_instance_of_a_multi_instance_model_runs_on_its_own_gpus(server):
+    """serving.gpu_device_ids [0, 1] at tp_size 1: two instances, each built its LLM with CUDA_VISIBLE_DEVICES set to
+    its GPU and gpus_per_node 1 (upstream's multi-instance LLM-API model, facts llm_args.json route_keys)."""
+    here = server.repo / "pt-multi" / "1" / "tensorrt_llm"
+    seen = sorted(json.loads(f.read_text())["CUDA_VISIBLE_DEVICES"] for f in here.glob("placement-*.json"))
+    assert seen == ["0", "1"]
+    assert {json.loads(f.read_text())["gpus_per_node"] for f in here.glob("placement-*.json")} == {1}
+    plain = [json.loads(f.read_text()) for f in (server.repo / "pt" / "1" / "tensorrt_llm").glob("placement-*.json")]
+    assert [p["gpus_per_node"] for p in plain] == [None]  # one instance on the server's GPUs: left as it is
+
+
+def test_the_recipes_exclude_input_in_output_is_the_default_of_requests_that_do_not_say(server):
+    """serving.exclude_input_in_output: false → the prompt comes back in front unless the request says otherwise."""
+    assert _infer(server, "pt-echo", _inputs(), ["text_output"])["text_output"][0].decode() == PROMPT + PROMPT[:12]
+    said = _inputs(sampling_param_exclude_input_from_output=np.array([True]))
+    assert _infer(server, "pt-echo", said, ["text_output"])["text_output"][0].decode() == PROMPT[:12]
+    assert _infer(server, "pt", _inputs(), ["text_output"])["text_output"][0].decode() == PROMPT[:12]

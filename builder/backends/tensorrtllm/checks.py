@@ -9,6 +9,7 @@ import re
 
 from tritonbuild.backends.llm.gpus import GPU_SM
 from tritonbuild.backends.llm.images import image_problem, image_versions
+from tritonbuild.backends.tensorrtllm.llmapi_keys import route_problems
 from tritonbuild.backends.tensorrtllm.quant import FORMATS, LLMAPI_FORMATS, arch_problem, engine_algos
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.backends.tensorrtllm.route import LLMAPI_SINCE, version_tuple
@@ -49,7 +50,7 @@ def check_recipe(recipe: LLMRecipe) -> list[tuple]:
         out.append((("quantization",), "int4_weight_only (RTN W4A16) exists only on the TensorRT engine path; the "
                     "PyTorch/LLM-API runtime loads checkpoints that ModelOpt already quantized (hf_quant_config.json)",
                     "use runtime: engine, or a ModelOpt-quantized checkpoint with quantization: int4_awq or fp8"))
-    out += quantization_rules(recipe) + speculative_rules(recipe)
+    out += quantization_rules(recipe) + speculative_rules(recipe) + route_problems(recipe)
     trtllm = image_versions(recipe.image)["tensorrt_llm"]
     if recipe.runtime == "pytorch" and version_tuple(trtllm) < LLMAPI_SINCE:
         out.append((("runtime",), f"runtime: pytorch needs TensorRT-LLM 1.0 or newer (its LLM API on the PyTorch "

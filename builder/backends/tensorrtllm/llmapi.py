@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from tritonbuild.backends.tensorrtllm.llmapi_keys import instance_groups, llm_api_args
 from tritonbuild.backends.tensorrtllm.recipe import LLMAPI_EXECUTOR, LLMRecipe
 from tritonbuild.backends.tensorrtllm.speculative import DRAFT_DIR, speculative_config
 from tritonbuild.core.hashing import sha256_json
@@ -107,7 +108,8 @@ MAX_LORA_RANK = 64  # LoraConfig.max_lora_rank's default (tensorrt_llm/lora_help
 
 def model_yaml(r: LLMRecipe, loras: list[str] = ()) -> dict:
     """LLM() constructor arguments; 'model' and lora_config.lora_dir are relative to the version directory
-    (relocatable). loras: the packaged LoRA adapters' names."""
+    (relocatable). loras: the packaged LoRA adapters' names. triton_config is the generated model's own (popped
+    before LLM(), as upstream's model does): decoupled, and the default of exclude_input_from_output."""
     e, kv = r.engine, r.kv_cache
     spec = {"model": "checkpoint", "backend": "pytorch", "dtype": r.dtype,
             "tensor_parallel_size": e.tp_size, "pipeline_parallel_size": e.pp_size,
@@ -115,7 +117,9 @@ def model_yaml(r: LLMRecipe, loras: list[str] = ()) -> dict:
             "kv_cache_config": {"free_gpu_memory_fraction": kv.free_gpu_mem_fraction,
                                 "enable_block_reuse": kv.enable_block_reuse,
                                 "tokens_per_block": kv.tokens_per_block},
-            "triton_config": {"max_batch_size": 0, "decoupled": r.serving.streaming}}
+            "triton_config": {"max_batch_size": 0, "decoupled": r.serving.streaming,
+                              "exclude_input_in_output": r.serving.exclude_input_in_output},
+            **llm_api_args(r)}
     if kv.max_tokens is not None:
         spec["kv_cache_config"]["max_tokens"] = kv.max_tokens
     if kv.dtype != "auto":
@@ -244,8 +248,9 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
     mc.model_transaction_policy.decoupled = r.serving.streaming
     add_tensors(mc.input, llm_inputs(r), pb2, True)
     add_tensors(mc.output, [*OUTPUTS, *EXT_OUTPUTS], pb2, False)
-    g = mc.instance_group.add()
-    g.kind, g.count = pb2.ModelInstanceGroup.Kind.Value("KIND_MODEL"), 1
+    g = mc.instance_group.add()  # one instance per GPU group; the model places itself (gpu_device_ids)
+    g.kind, g.count = pb2.ModelInstanceGroup.Kind.Value("KIND_MODEL"), len(instance_groups(r))
+    mc.parameters["gpu_device_ids"].string_value = ";".join(",".join(map(str, g)) for g in instance_groups(r))
     mc.default_model_filename = "model.py"
     (root / r.name / "config.pbtxt").write_bytes(render(mc))
     adapter = _adapter(r, root, pb2, loras)

@@ -16,11 +16,17 @@ Every request, streaming or not, is scheduled on one asyncio event loop (the thr
 runs as generate_async there, as upstream's model does, so the LLM API batches concurrent requests in flight:
 `execute` returns at once and each request answers through its response sender (one response with the final flag
 when not decoupled; with streaming, one response per new piece of text). A request the client cancels is aborted.
+model.yaml's triton_config also gives the default of exclude_input_from_output (the recipe's
+serving.exclude_input_in_output) for requests that do not say. With several instances, each runs on its group of
+the gpu_device_ids parameter ("0,1;2,3"), set as CUDA_VISIBLE_DEVICES before tensorrt_llm is imported, as
+upstream's multi-instance LLM-API model does.
 """
 
 import asyncio
 import concurrent.futures
+import json
 import os
+import re
 import threading
 
 import numpy as np
@@ -114,6 +120,22 @@ def _perf_tensors(metrics):
     return tensors
 
 
+def _placement(config, instance_name):
+    """The GPUs of this instance (CUDA_VISIBLE_DEVICES) from the gpu_device_ids parameter, one group per instance
+    separated by ';' as upstream's multi-instance LLM-API model reads it, its index the instance name's suffix; ids
+    count within what the server sees. None where the model keeps the server's GPUs (one instance on the first)."""
+    groups = [g.split(",") for g in config.get("parameters", {}).get("gpu_device_ids", {}).get("string_value",
+                                                                                               "").split(";") if g]
+    if not groups:
+        return None
+    match = re.search(r"_(\d+)$", instance_name or "")
+    ids = [int(i) for i in groups[int(match.group(1)) if match and len(groups) > 1 else 0]]
+    if len(groups) == 1 and ids == list(range(len(ids))):
+        return None
+    seen = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return ",".join(seen.split(",")[i] for i in ids) if seen else ",".join(map(str, ids))
+
+
 def _llm_args(spec):
     """LLM() keyword arguments from model.yaml (less triton_config), as upstream's LLM-API model builds them."""
     from tensorrt_llm.llmapi.llm_utils import update_llm_args_with_extra_dict
@@ -126,7 +148,13 @@ class TritonPythonModel:
         here = os.path.join(args["model_repository"], args["model_version"])
         with open(os.path.join(here, "model.yaml")) as f:
             spec = yaml.safe_load(f)
-        self.decoupled = bool(spec.pop("triton_config", {}).get("decoupled", False))
+        triton_config = spec.pop("triton_config", {})
+        self.decoupled = bool(triton_config.get("decoupled", False))
+        self.exclude_input = bool(triton_config.get("exclude_input_in_output", True))
+        gpus = _placement(json.loads(args["model_config"]), args.get("model_instance_name"))
+        if gpus is not None:  # before tensorrt_llm is imported (it starts CUDA): this instance's GPUs only
+            os.environ["CUDA_VISIBLE_DEVICES"] = os.environ["TRTLLM_VISIBLE_DEVICES"] = gpus
+            spec["gpus_per_node"] = len(gpus.split(","))
         spec["model"] = os.path.join(here, spec["model"])
         if "lora_config" in spec:  # the packaged adapters, relative to this version directory
             spec["lora_config"]["lora_dir"] = [os.path.join(here, d) for d in spec["lora_config"]["lora_dir"]]
@@ -156,7 +184,7 @@ class TritonPythonModel:
         from tensorrt_llm import SamplingParams
 
         prompt = _str(_value(request, "text_input")[0])
-        kwargs = {}
+        kwargs = {} if self.exclude_input else {"exclude_input_from_output": False}  # the recipe's default
         for name in SAMPLING:
             v = _value(request, f"sampling_param_{name}")
             if v is not None:
