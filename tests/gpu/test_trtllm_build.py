@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, llmapi_recipe
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(importlib.util.find_spec("tensorrt_llm") is None,
                                                   reason="tensorrt_llm is not installed")]
@@ -69,8 +69,8 @@ def test_llmapi_route_quantizes_w4a16_awq_with_modelopt(cli, tmp_path):
     """runtime auto + int4_awq: the LLM-API route; ModelOpt's quantize.py exports a W4A16-AWQ Hugging Face
     checkpoint (hf_quant_config.json) that the generated model.yaml points at."""
     _checkpoint(tmp_path / "tiny-llama")
-    text = (EXAMPLES / "tiny-llama-int4.yaml").read_text().replace("quantization: int4_weight_only",
-                                                                   "quantization: int4_awq")
+    text = llmapi_recipe((EXAMPLES / "tiny-llama-int4.yaml").read_text().replace("quantization: int4_weight_only",
+                                                                                 "quantization: int4_awq"))
     (tmp_path / "r.yaml").write_text(text)
     r = cli("build", tmp_path / "r.yaml", "-o", tmp_path / "OUT", "--strict")
     assert r.exit_code == 0, r.stderr
