@@ -408,8 +408,10 @@ def test_the_openai_frontends_tool_choice_request_is_answered_where_guided_decod
 
 def _frontend_loras(repo, model) -> dict:
     """What Triton's OpenAI frontend finds for a model (clients.json openai_frontend.lora): multi_lora.json in its
-    version directory, each path relative to the repository, inside it, holding the two .npy files; task ids
-    from 1 in file order."""
+    version directory, each path relative to the repository, inside it, holding the two .npy files, which it then
+    loads relative to its working directory (loaded_from): here, as there, run in the repository; task ids from 1
+    in file order."""
+    import contextlib
     import os
 
     facts = CLIENTS["openai_frontend"]["lora"]
@@ -421,7 +423,9 @@ def _frontend_loras(repo, model) -> dict:
         assert not os.path.isabs(rel), rel
         real = os.path.realpath(repo / rel)
         assert os.path.commonpath([os.path.realpath(repo), real]) == os.path.realpath(repo), rel
-        out[name] = (task_id, *[np.load(os.path.join(real, f)) for f in facts["files"]])
+        assert all(os.path.exists(os.path.join(real, f)) for f in facts["files"]), rel
+        with contextlib.chdir(repo):  # np.load(os.path.join(path, file)) with the path as the table writes it
+            out[name] = (task_id, *[np.load(os.path.join(rel, f)) for f in facts["files"]])
     return out
 
 

@@ -349,3 +349,17 @@ def test_the_recipes_exclude_input_in_output_is_the_default_of_requests_that_do_
     said = _inputs(sampling_param_exclude_input_from_output=np.array([True]))
     assert _infer(server, "pt-echo", said, ["text_output"])["text_output"][0].decode() == PROMPT[:12]
     assert _infer(server, "pt", _inputs(), ["text_output"])["text_output"][0].decode() == PROMPT[:12]
+
+
+def test_the_frontends_lora_files_resolve_only_from_the_repository(server, tmp_path, monkeypatch):
+    """multi_lora.json's paths are relative to the repository (the frontend refuses absolute ones) and the frontend
+    loads them relative to its working directory (clients.json openai_frontend.lora loaded_from): started anywhere
+    but the repository, its first LoRA request finds no files. The README says to start it there."""
+    import os
+
+    facts = CLIENTS["openai_frontend"]["lora"]
+    table = json.loads((server.repo / "pt-lora_openai" / "1" / "multi_lora.json").read_text())
+    monkeypatch.chdir(tmp_path)
+    assert not any(os.path.exists(os.path.join(rel, f)) for rel in table.values() for f in facts["files"])
+    monkeypatch.chdir(server.repo)
+    assert all(os.path.exists(os.path.join(rel, f)) for rel in table.values() for f in facts["files"])
