@@ -49,7 +49,10 @@ def test_the_llmapi_models_extensions_rest_on_the_llm_apis_own_fields():
     upstream = {t["name"] for t in template("llmapi")["inputs"] + template("llmapi")["outputs"]}
     assert not {t.name for t in EXT_INPUTS + EXT_OUTPUTS} & upstream  # extensions, not upstream's names
     assert not {t.name for t in EXT_INPUTS + EXT_OUTPUTS} & {t.name for t in INPUTS + OUTPUTS}
-    assert [t.name for t in EXT_INPUTS] == ["sampling_param_min_tokens"] and "min_tokens" in request["sampling_params"]
+    assert EXT_INPUTS[0].name == "sampling_param_min_tokens" and "min_tokens" in request["sampling_params"]
+    fields = set(request["sampling_params"]["fields"])  # each extension input sets the SamplingParams field it names
+    assert all(t.name.startswith("sampling_param_") for t in EXT_INPUTS)
+    assert {t.name.removeprefix("sampling_param_") for t in EXT_INPUTS} <= fields
     assert [t.name for t in EXT_OUTPUTS] == clients["usage"]["outputs"]
     assert {t.dtype for t in EXT_OUTPUTS} == {"int32"} and "TYPE_INT32" in clients["usage"]["dtypes"]
     assert "prompt_token_ids" in request["request_output"]["fields"]

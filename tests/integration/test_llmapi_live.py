@@ -363,3 +363,18 @@ def test_the_frontends_lora_files_resolve_only_from_the_repository(server, tmp_p
     assert not any(os.path.exists(os.path.join(rel, f)) for rel in table.values() for f in facts["files"])
     monkeypatch.chdir(server.repo)
     assert all(os.path.exists(os.path.join(rel, f)) for rel in table.values() for f in facts["files"])
+
+
+def test_genai_perfs_extra_inputs_of_the_ensembles_sampling_names_reach_the_llm_apis_sampling_params(server):
+    """--extra-inputs k:v adds any input (clients.json genai_perf note): the ensemble's repetition_penalty,
+    length_penalty, end_id, pad_id and bad_words are taken by <name>_openai and become the SamplingParams fields of
+    those names (facts/llm_args.json request.sampling_params.fields; bad a list of strings)."""
+    extra = {"repetition_penalty": np.array([[1.25]], np.float32), "length_penalty": np.array([[0.5]], np.float32),
+             "end_id": np.array([[2]], np.int32), "pad_id": np.array([[0]], np.int32),
+             "bad_words": np.array([[b"zz", b"yy"]], np.object_)}
+    inputs = {**_request(CLIENTS["genai_perf"]["default"], PROMPT, max_tokens=12), **extra}
+    got = _infer(server, "pt_openai", inputs, ["text_output"])
+    assert got["text_output"].reshape(-1)[0].decode() == PROMPT[:12]
+    passed = json.loads((server.repo / "pt" / "1" / "tensorrt_llm" / "last_sampling.json").read_text())
+    assert {k: passed[k] for k in ("repetition_penalty", "length_penalty", "end_id", "pad_id", "bad")} == \
+        {"repetition_penalty": 1.25, "length_penalty": 0.5, "end_id": 2, "pad_id": 0, "bad": ["zz", "yy"]}

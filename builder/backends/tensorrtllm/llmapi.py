@@ -51,9 +51,14 @@ OUTPUTS = [TensorSpec(name="text_output", dtype="bytes", dims=[-1]),
            TensorSpec(name="stop_reason", dtype="bytes", dims=[-1]),
            TensorSpec(name="cumulative_logprob", dtype="fp32", dims=[-1]), *PERF_OUTPUTS]
 # Beyond upstream's llmapi template, from the LLM API itself (facts/llm_args.json request): SamplingParams.min_tokens,
-# and the token counts of RequestOutput.prompt_token_ids / CompletionOutput.token_ids (newly generated in a
-# streamed response), which the OpenAI frontend reads as usage
-EXT_INPUTS = [TensorSpec(name="sampling_param_min_tokens", dtype="int32", dims=[1], optional=True)]
+# repetition_penalty, length_penalty, end_id, pad_id and bad (the ensemble's sampling inputs a client such as
+# genai-perf --extra-inputs sends to <name>_openai), and the token counts of RequestOutput.prompt_token_ids /
+# CompletionOutput.token_ids (newly generated in a streamed response), which the OpenAI frontend reads as usage
+EXT_INPUTS = [TensorSpec(name="sampling_param_min_tokens", dtype="int32", dims=[1], optional=True),
+              *[TensorSpec(name=f"sampling_param_{k}", dtype=v, dims=[1], optional=True) for k, v in
+                (("repetition_penalty", "fp32"), ("length_penalty", "fp32"), ("end_id", "int32"),
+                 ("pad_id", "int32"))],
+              TensorSpec(name="sampling_param_bad", dtype="bytes", dims=[-1], optional=True)]
 EXT_OUTPUTS = [TensorSpec(name="num_input_tokens", dtype="int32", dims=[1]),
                TensorSpec(name="num_output_tokens", dtype="int32", dims=[1])]
 MODEL_PY = Path(__file__).parent / "models" / "llmapi.py"
@@ -65,7 +70,9 @@ ADAPTER_MAP = {"stream": "streaming", "max_tokens": "sampling_param_max_tokens",
                                                       "presence_penalty", "seed", "return_perf_metrics")},
                "exclude_input_in_output": "sampling_param_exclude_input_from_output",
                "stop_words": "sampling_param_stop", "min_tokens": "sampling_param_min_tokens",
-               "min_length": "sampling_param_min_tokens"}  # genai-perf's name for min_tokens (configs.CLIENT_ALIASES)
+               "min_length": "sampling_param_min_tokens",  # genai-perf's name for min_tokens (configs.CLIENT_ALIASES)
+               **{k: f"sampling_param_{k}" for k in ("repetition_penalty", "length_penalty", "end_id", "pad_id")},
+               "bad_words": "sampling_param_bad"}
 # the ensemble's perf outputs the adapter returns, from the llmapi model's output of (mostly) the same name
 ADAPTER_PERF = {"kv_cache_reused_blocks": "kv_cache_reused_block",
                 **{n: n for n in ("kv_cache_alloc_new_blocks", "kv_cache_alloc_total_blocks", "arrival_time_ns",

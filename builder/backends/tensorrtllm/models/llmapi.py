@@ -6,8 +6,9 @@ outputs are upstream's llmapi model's (text_input, streaming, sampling_param_* w
 return_finish_reason / stop_reason / cumulative_logprob, lora_id / lora_name / lora_path / lora_ckpt_source, the
 perf-metrics outputs), plus the tensorrtllm backend's guided_decoding_guide_type / guided_decoding_guide where
 the recipe turns guided decoding on (they become SamplingParams.guided_decoding), sampling_param_min_tokens
-(SamplingParams.min_tokens) and the token counts num_input_tokens / num_output_tokens (the prompt's, and the
-tokens new in this response).
+(SamplingParams.min_tokens), sampling_param_repetition_penalty / _length_penalty / _end_id / _pad_id / _bad (the
+SamplingParams fields of those names, bad a list of strings) and the token counts num_input_tokens /
+num_output_tokens (the prompt's, and the tokens new in this response).
 
 model.yaml becomes LLM() arguments as upstream's LLM-API model makes them: update_llm_args_with_extra_dict({}, ...)
 (TensorRT-LLM llmapi/llm_utils), which turns speculative_config into a decoding config through
@@ -34,7 +35,9 @@ import triton_python_backend_utils as pb_utils
 import yaml
 
 SAMPLING = ("temperature", "top_k", "top_p", "frequency_penalty", "presence_penalty", "max_tokens", "seed",
-            "exclude_input_from_output", "return_perf_metrics", "min_tokens")
+            "exclude_input_from_output", "return_perf_metrics", "min_tokens", "repetition_penalty", "length_penalty",
+            "end_id", "pad_id")
+WORD_LISTS = ("stop", "bad")  # sampling_param_stop / _bad: SamplingParams.stop / .bad, lists of strings
 EXTRAS = ("finish_reason", "stop_reason", "cumulative_logprob")
 LORA_SOURCES = ("hf", "nemo")
 # guide type (the tensorrtllm backend's names, as the OpenAI frontend sends them) → GuidedDecodingParams field
@@ -189,9 +192,10 @@ class TritonPythonModel:
             v = _value(request, f"sampling_param_{name}")
             if v is not None:
                 kwargs[name] = v[0].item()
-        stop = _value(request, "sampling_param_stop")
-        if stop is not None:
-            kwargs["stop"] = [_str(s) for s in stop]
+        for name in WORD_LISTS:
+            words = _value(request, f"sampling_param_{name}")
+            if words is not None:
+                kwargs[name] = [_str(w) for w in words]
         guide = _guide(request)
         if guide is not None:
             kwargs["guided_decoding"] = guide

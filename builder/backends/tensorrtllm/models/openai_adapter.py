@@ -21,6 +21,7 @@ import triton_python_backend_utils as pb_utils
 
 COUNTS = ("num_input_tokens", "num_output_tokens")
 COUNT_FLAGS = ("return_num_input_tokens", "return_num_output_tokens")
+WORD_LISTS = ("sampling_param_stop", "sampling_param_bad")  # lists of strings, passed whole
 
 
 def _pairs(text):
@@ -64,7 +65,7 @@ class TritonPythonModel:
                 t = pb_utils.get_input_tensor_by_name(request, name)
                 if t is not None and target not in {x.name() for x in tensors}:  # min_tokens, then min_length
                     v = t.as_numpy()[b].reshape(-1)
-                    tensors.append(pb_utils.Tensor(target, v if target == "sampling_param_stop" else v[:1]))
+                    tensors.append(pb_utils.Tensor(target, v if target in WORD_LISTS else v[:1]))
             tensors += self._lora_tensors(request, b)
             rows.append(pb_utils.InferenceRequest(model_name=self.llm, inputs=tensors,
                                                   requested_output_names=["text_output", *COUNTS,
