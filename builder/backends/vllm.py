@@ -193,10 +193,12 @@ def memory_plan(recipe: VLLMRecipe, config: dict, weights: int | None = None, dr
     wbytes = computed if weights is None else weights
     gpu = GPU_MEMORY_MIB[recipe.gpu] * (1 << 20)
     kv_dtype = "fp8" if str(e.extra.get("kv_cache_dtype", "auto")).startswith("fp8") else "auto"
-    kv_tok = kv_bytes_per_token(arch, kv_dtype, e.tensor_parallel_size, e.pipeline_parallel_size)
-    if draft is not None:
-        kv_tok += kv_bytes_per_token(Architecture.from_hf_config(draft), "auto", e.tensor_parallel_size,
-                                     e.pipeline_parallel_size)
+    drafter = [(Architecture.from_hf_config(draft), "auto")] if draft is not None else []
+    # one GPU's KV per token (what the blocks are cut by), and the whole model's (the plan's kv_bytes_per_token, as
+    # on the TensorRT-LLM routes)
+    kv_tok = sum(kv_bytes_per_token(a, d, e.tensor_parallel_size, e.pipeline_parallel_size)
+                 for a, d in [(arch, kv_dtype), *drafter])
+    kv_whole = sum(kv_bytes_per_token(a, d) for a, d in [(arch, kv_dtype), *drafter])
     w_gpu = -(-wbytes // (e.tensor_parallel_size * e.pipeline_parallel_size))
     pool = max(0, int(gpu * e.gpu_memory_utilization) - w_gpu - VLLM_RUNTIME_RESERVE)
     blocks = pool // (kv_tok * e.block_size)
@@ -205,7 +207,7 @@ def memory_plan(recipe: VLLMRecipe, config: dict, weights: int | None = None, dr
     notes = [] if pool else [f"weights ({w_gpu / GIB:.2f} GiB) and vLLM's reserve exceed gpu_memory_utilization "
                              f"{e.gpu_memory_utilization} of the {recipe.gpu}"]
     plan = MemoryPlan(gpu=recipe.gpu, gpu_bytes=gpu, quantization=model_json(recipe).get("quantization", "none"),
-                      params=params, weight_bytes=wbytes, weight_bytes_per_gpu=w_gpu, kv_bytes_per_token=kv_tok,
+                      params=params, weight_bytes=wbytes, weight_bytes_per_gpu=w_gpu, kv_bytes_per_token=kv_whole,
                       kv_bytes_per_token_per_gpu=kv_tok, kv_pool_bytes_per_gpu=pool,
                       max_kv_tokens=blocks * e.block_size, max_sequences_at_max_seq_len=seqs, fits=pool > 0,
                       notes=notes)

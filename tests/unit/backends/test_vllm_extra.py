@@ -81,3 +81,19 @@ def test_the_schema_takes_extra_as_an_object_of_json_values():
 
     prop = VLLMEngineArgs.model_json_schema()["properties"]["extra"]
     assert prop["type"] == "object" and "AsyncEngineArgs" in prop["description"]
+
+
+def test_the_memory_plans_kv_bytes_per_token_means_the_whole_model_on_both_runtimes(cli, tmp_path):
+    """kv_bytes_per_token is the whole model's (as on the TensorRT-LLM routes), kv_bytes_per_token_per_gpu one
+    GPU's: at tensor_parallel_size 2 the first is twice the second (tiny-llama's KV heads split evenly)."""
+    from tests.conftest import EXAMPLES
+    from tritonbuild.backends.llm.memory import Architecture, kv_bytes_per_token
+
+    config = json.loads((EXAMPLES / "tiny-llama" / "config.json").read_text())
+    path = _recipe(tmp_path, "{}")
+    path.write_text(path.read_text().replace("  seed: 0\n", "  seed: 0\n  tensor_parallel_size: 2\n"))
+    r = cli("plan", path, "--json")
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.stdout)["models"][0]["extras"]["memory_plan"]
+    arch = Architecture.from_hf_config(config)
+    assert plan["kv_bytes_per_token"] == kv_bytes_per_token(arch, "auto") == 2 * plan["kv_bytes_per_token_per_gpu"]
