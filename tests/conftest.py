@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+import math
 import os
 import shutil
 import socket
@@ -165,3 +167,22 @@ def in_root(monkeypatch):
 
 
 os.environ.setdefault("PYTHONHASHSEED", "0")
+
+
+def write_eagle_head(d: Path, like: Path, fc_in_multiple: int = 3) -> int:
+    """A one-layer EAGLE head of the model at `like` (its config.json, 1 layer) in d, whose fc.weight is
+    [hidden, fc_in_multiple × hidden] (3: an EAGLE-3 head, 2: an EAGLE-1/2 head), float16 zeros; its tensors' bytes."""
+    config = json.loads((like / "config.json").read_text())
+    hidden = config["hidden_size"]
+    shapes = {"fc.weight": [hidden, fc_in_multiple * hidden], "midlayer.self_attn.q_proj.weight": [hidden, hidden],
+              "norm.weight": [hidden]}
+    header, offset = {}, 0
+    for name, shape in shapes.items():
+        size = 2 * math.prod(shape)
+        header[name] = {"dtype": "F16", "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    d.mkdir(parents=True)
+    (d / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 1}))
+    raw = json.dumps(header).encode()
+    (d / "model.safetensors").write_bytes(len(raw).to_bytes(8, "little") + raw + bytes(offset))
+    return offset

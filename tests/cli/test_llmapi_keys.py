@@ -5,6 +5,7 @@ fix, where the engine route takes the same value."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -81,3 +82,23 @@ def test_no_batching_type_exists_on_the_pytorch_backend_of_any_recorded_version(
     assert "batching_type" not in args["TorchLlmArgs"] and "batching_type" not in args["at_main"]["TorchLlmArgs"]
     for field in LLM_API_FIELDS.values():
         assert field in args["TorchLlmArgs"] and field in args["at_main"]["TorchLlmArgs"]
+
+
+@pytest.mark.parametrize("multiple", [3, 2])
+def test_an_eagle_head_must_be_the_eagle3_head_the_pytorch_backend_runs(cli, tmp_path, multiple):
+    """Eagle3DraftModel's fc takes 3 captured layers of the target's hidden states (facts/llm_args.json
+    speculative_config.eagle3_head): an EAGLE-1/2 head (fc over 2 × hidden) is a plan error; an EAGLE-3 head is
+    planned with its own tensors' bytes, not a whole model's embedding and lm_head."""
+    from tests.conftest import write_eagle_head
+
+    head_bytes = write_eagle_head(tmp_path / "head", EXAMPLES / "tiny-llama", multiple)
+    spec = {("speculative",): {"mode": "eagle", "max_draft_len": 3, "draft_checkpoint": "head"}}
+    r = cli("plan", _recipe(tmp_path, "pytorch", spec), *(["--json"] if multiple == 3 else []))
+    if multiple != 3:
+        assert r.exit_code == 4 and "runs EAGLE-3 heads only" in r.stderr and "fc.weight [64, 128]" in r.stderr
+        assert "llm.yaml:" in r.stderr and "Traceback" not in r.stderr
+        return
+    assert r.exit_code == 0, r.stderr
+    plain = cli("plan", _recipe(tmp_path / "plain", "pytorch", {}), "--json")
+    weights = [json.loads(x.stdout)["models"][0]["extras"]["memory_plan"]["weight_bytes"] for x in (r, plain)]
+    assert weights[0] - weights[1] == head_bytes

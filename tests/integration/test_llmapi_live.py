@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.conftest import EXAMPLES, ROOT, llmapi_recipe
+from tests.conftest import EXAMPLES, ROOT, llmapi_recipe, write_eagle_head
 from tests.contracts.facts import FACTS, load
 from tests.integration.test_llm_live import CLIENTS, _frontend_loras, _infer, _request, _stream
 from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
@@ -40,7 +40,7 @@ def _peft(d, rank=8) -> str:
 # name → what the recipe adds to the plain LLM-API recipe
 FEATURES = {"pt": "", "pt-stream": "", "pt-lora": "lora:\n  adapters: {fr: fr-peft, de: de-peft}\n",
             "pt-guided": "serving:\n  guided_decoding: {backend: xgrammar}\n",
-            "pt-spec": "speculative: {mode: eagle, max_draft_len: 3, draft_checkpoint: tiny-llama}\n",
+            "pt-spec": "speculative: {mode: eagle, max_draft_len: 3, draft_checkpoint: eagle3-head}\n",
             "pt-draft": "speculative: {mode: draft_target, max_draft_len: 4, draft_checkpoint: tiny-llama}\n",
             "pt-slow": "", "pt-multi": "serving:\n  gpu_device_ids: [0, 1]\n",
             "pt-echo": "serving:\n  exclude_input_in_output: false\n"}
@@ -58,6 +58,7 @@ def server(tmp_path_factory):
     shutil.copytree(EXAMPLES / "tiny-llama", work / "tiny-llama")
     base = llmapi_recipe((EXAMPLES / "tiny-llama-int4.yaml").read_text().replace(
         "quantization: int4_weight_only", "quantization: none\nruntime: pytorch"))
+    write_eagle_head(work / "eagle3-head", work / "tiny-llama")
     _peft(work / "fr-peft")
     _peft(work / "de-peft", rank=16)
     for name, extra in FEATURES.items():

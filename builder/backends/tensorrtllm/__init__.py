@@ -178,7 +178,8 @@ def describe(loaded: LoadedRecipe, ctx: PlanContext) -> dict:
         pre = None  # plan_steps says what is wrong with it
     draft = draft_config(loaded, recipe_dir)
     plan = memory_plan(r, arch, pre.params() if pre else None, Architecture.from_hf_config(draft) if draft else None,
-                       specdec.heads_bytes(specdec.heads_dir(loaded, recipe_dir)))
+                       specdec.heads_bytes(specdec.heads_dir(loaded, recipe_dir)),
+                       specdec.eagle_head_bytes(loaded, recipe_dir))
     return {**route, "architecture": arch.model_dump(), "memory_plan": plan.model_dump()}
 
 

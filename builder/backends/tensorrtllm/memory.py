@@ -25,11 +25,12 @@ def weight_bytes(arch: Architecture, quantization: str, group_size: int = 128,
 
 
 def memory_plan(r: LLMRecipe, arch: Architecture, prequant: dict | None = None,
-                draft: Architecture | None = None, heads_bytes: int = 0) -> MemoryPlan:
+                draft: Architecture | None = None, heads_bytes: int = 0, draft_bytes: int | None = None) -> MemoryPlan:
     """prequant: a checkpoint quantized already (quant.Prequantized.params()): its group size and zero points.
     draft: a speculative-decoding draft model (or EAGLE head), 16-bit, split like the target; its KV cache holds
     the same tokens as the target's, so each token costs both. heads_bytes: Medusa heads' weights (their
-    safetensors), split like the target's; they keep no KV cache."""
+    safetensors), split like the target's; they keep no KV cache. draft_bytes: the draft's weights as its files
+    hold them, where they are not a whole model's (an EAGLE head: no embedding, maybe no lm_head)."""
     e, kv = r.engine, r.kv_cache
     shards = e.tp_size * e.pp_size
     gpu_bytes = GPU_MEMORY_MIB[r.gpu] * MIB
@@ -45,6 +46,7 @@ def memory_plan(r: LLMRecipe, arch: Architecture, prequant: dict | None = None,
     kv_tok_gpu = kv_bytes_per_token(arch, kv.dtype, e.tp_size, e.pp_size)
     if draft is not None:
         d_params, d_bytes = weight_bytes(draft, "none")
+        d_params, d_bytes = (d_params, d_bytes) if draft_bytes is None else (draft_bytes // 2, draft_bytes)
         params, wbytes, w_gpu = params + d_params, wbytes + d_bytes, w_gpu + math.ceil(d_bytes / shards)
         kv_tok += kv_bytes_per_token(draft, kv.dtype)
         kv_tok_gpu += kv_bytes_per_token(draft, kv.dtype, e.tp_size, e.pp_size)

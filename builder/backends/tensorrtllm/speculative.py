@@ -216,10 +216,43 @@ def _draft_dir(loaded, recipe_dir):
                                 f"the LLM API loads the draft {what}")
 
 
+EAGLE3_CAPTURED_LAYERS = 3  # EagleDecodingConfig.num_capture_layers without eagle3_layers_to_capture
+
+
+def eagle_head_bytes(loaded, recipe_dir) -> int | None:
+    """An EAGLE head's weights as its safetensors hold them (it shares the target's embedding and, without its own,
+    its lm_head), after checking it is the EAGLE-3 head the PyTorch backend runs: Eagle3DraftModel's fc takes the
+    target's hidden states of 3 captured layers (fc.weight [hidden, 3 × hidden_in], facts/llm_args.json
+    speculative_config.eagle3_head). None for other modes."""
+    from tritonbuild.backends.llm.safetensors import raw_header
+    from tritonbuild.errors import PlanError
+
+    if loaded.recipe.speculative is None or loaded.recipe.speculative.mode != "eagle":
+        return None
+    d = _draft_dir(loaded, recipe_dir)
+    config = json.loads((d / "config.json").read_text())
+    tensors = {}
+    for f in sorted(d.glob("*.safetensors")):
+        tensors.update((raw_header(f) or (0, {}))[1])
+    hidden = config.get("hidden_size")
+    want = [hidden, EAGLE3_CAPTURED_LAYERS * config.get("target_hidden_size", hidden or 0)]
+    got = (tensors.get("fc.weight") or {}).get("shape")
+    if got != want:
+        what = "no fc.weight (not an EAGLE head)" if got is None else f"fc.weight {got}, not {want}"
+        raise PlanError(f"speculative.draft_checkpoint {d}: {what}: the LLM API's PyTorch backend runs EAGLE-3 heads "
+                        "only (Eagle3DraftModel: fc over 3 captured layers; an EAGLE-1/2 head's fc takes 2 × hidden)",
+                        where=loaded.where(("speculative", "draft_checkpoint")),
+                        hint="use an EAGLE-3 head trained for this model, or speculative.mode draft_target with a "
+                             "smaller model of the same tokenizer")
+    return sum(t["data_offsets"][1] - t["data_offsets"][0] for t in tensors.values())
+
+
 def draft_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, str]]]:
-    """The draft checkpoint keyed by content (its path out of the key), packaged as <v>/draft/."""
+    """The draft checkpoint keyed by content (its path out of the key), packaged as <v>/draft/; an EAGLE head is
+    checked first (eagle_head_bytes)."""
     if loaded.recipe.speculative is None or loaded.recipe.speculative.draft_checkpoint is None:
         return []
+    eagle_head_bytes(loaded, recipe_dir)
     d = _draft_dir(loaded, recipe_dir)
     files, inputs = tree_inputs(d, ctx)
     return [("trtllm.draft", {"files": sorted(files)}, inputs)]
