@@ -76,9 +76,9 @@ def variables(text: str) -> dict[str, str]:
 
 def problem(requirement: str, defined: dict[str, str], known: set[str]) -> str | None:
     """Why this requirement would not install from what exists, or None."""
-    if requirement.startswith(("$", ".", "/", "~")) or requirement.endswith(".whl"):
-        return None  # a local clone, wheel or a path the document sets (TRITONBUILD_SRC)
     name, _, url = requirement.partition("@")
+    if requirement.startswith(("$", ".", "/", "~")) or ".whl" in name or "/" in name:
+        return None  # a local clone, wheel or a path the document sets (TRITONBUILD_SRC)
     if url:
         url = url.strip()
         ref = re.fullmatch(r"\$\{?([A-Z][A-Z0-9_]*)\}?", url)
