@@ -120,7 +120,7 @@ def exit_codes() -> list[tuple[int, str, str]]:
         if error is errors.TritonBuildError:
             what = "an internal error: a tritonbuild bug (the traceback is shown; please report it)"
         rows.append((error.exit_code, error.kind if error is not errors.TritonBuildError else "bug",
-                     what or f"{error.__name__}"))
+                     what or f"the {error.kind} stage refused (its examples: [Errors](../explanation/errors.md))"))
     rows.append((130, "interrupted", "Ctrl-C (SIGINT)"))
     return sorted(rows)
 
