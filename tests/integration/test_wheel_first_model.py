@@ -97,3 +97,22 @@ def test_the_built_wheel_runs_the_readme_first_model(tmp_path):
     assert installed, "tritonbuild is not installed as files in the fresh venv"
     assert not list(venv.glob("lib/python3*/site-packages/__editable__*")), "an editable install"
     assert f"tritonbuild-{version}.dist-info" in {p.name for p in installed[0].parents[1].iterdir()}
+
+
+def test_a_tree_without_git_metadata_builds_the_fallback_version(tmp_path):
+    """An unpacked archive of the sources (no .git, no PKG-INFO) still builds, as pyproject's fallback_version."""
+    tomllib = pytest.importorskip("tomllib")  # 3.11+
+
+    fallback = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools_scm"]["fallback_version"]
+    tree = tmp_path / "tree"
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            (tree / name).write_bytes(source.read_bytes())
+    env = {**os.environ, "PIP_CONSTRAINT": str(ROOT / "ci" / "constraints.txt"), "GIT_DIR": str(tmp_path / "none")}
+    r = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path / "dist"), str(tree)],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert [p.name for p in (tmp_path / "dist").glob("*.whl")] == [f"tritonbuild-{fallback}-py3-none-any.whl"]
