@@ -5,11 +5,15 @@ through its DevTools protocol: the home page renders, the navigation reaches a h
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import http.server
 import json
+import os
+import queue
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -48,19 +52,30 @@ def devtools():
     profile = tempfile.mkdtemp(prefix="tritonbuild-chromium-")
     process = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                                 "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read_stderr():
         for line in process.stderr:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read_stderr, daemon=True).start()
+    try:
+        deadline, endpoint = time.monotonic() + 60, None
+        while endpoint is None:
+            try:
+                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                pytest.fail("chromium printed no DevTools endpoint in 60 s")
+            if line is None:
+                pytest.fail(f"chromium exited ({process.wait()}) before its DevTools endpoint came up")
             found = re.search(r"DevTools listening on (ws://\S+)", line)
-            if found:
-                break
-            assert time.monotonic() < deadline, "chromium printed no DevTools endpoint in 60 s"
-        else:
-            pytest.fail(f"chromium exited ({process.wait()}) before its DevTools endpoint came up")
-        yield found.group(1)
+            endpoint = found.group(1) if found else None
+        yield endpoint
     finally:
-        process.terminate()
+        with contextlib.suppress(ProcessLookupError):  # the browser and its renderer processes
+            os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
         shutil.rmtree(profile, ignore_errors=True)
 
