@@ -6,6 +6,7 @@ Markdown: a page cannot fall behind the code it describes."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
@@ -36,7 +37,9 @@ def option_row(param: click.Parameter) -> str:
     names = ", ".join(f"`{name}`" for name in [*param.opts, *param.secondary_opts])
     if isinstance(param, click.Argument):
         return f"| `{param.human_readable_name}` (argument) | {cell(param.type.name)} | | |"
-    default = "" if param.default is None or getattr(param, "is_flag", False) else f"`{cell(param.default)}`"
+    default = param.default
+    unset = default is None or type(default).__name__ == "Sentinel" or default in ((), [])  # click's UNSET too
+    default = "" if unset or getattr(param, "is_flag", False) else f"`{cell(default)}`"
     help_text = getattr(param, "help", None) or ""
     kind = "flag" if getattr(param, "is_flag", False) else cell(param.type.name)
     return f"| {names} | {kind} | {default} | {cell(help_text)} |"
@@ -50,7 +53,7 @@ def cli_page() -> str:
     for path, command in walk_commands(main):
         context = click.Context(command, info_name=" ".join(path))
         lines.append(f"## `{' '.join(path)}`\n")
-        lines.append(f"{command.help or command.short_help or ''}\n")
+        lines.append(f"{inspect.cleandoc(command.help or command.short_help or '')}\n")
         lines.append(f"```\n{command.get_usage(context)}\n```\n")
         if isinstance(command, click.Group):
             lines.append("Commands: " + ", ".join(f"`{name}`" for name in sorted(command.commands)) + "\n")
@@ -67,7 +70,7 @@ def schema_type(node: dict) -> str:
     if "const" in node:
         return f"`{json.dumps(node['const'])}`"
     if "enum" in node:
-        return " \\| ".join(f"`{json.dumps(value)}`" for value in node["enum"])
+        return " | ".join(f"`{json.dumps(value)}`" for value in node["enum"])
     if "anyOf" in node or "oneOf" in node:
         return " or ".join(schema_type(sub) for sub in node.get("anyOf", node.get("oneOf")))
     if node.get("type") == "array" and "items" in node:
