@@ -105,7 +105,7 @@ class Page:
             await self.call("Input.dispatchKeyEvent", type="keyDown", key=char, text=char)
             await self.call("Input.dispatchKeyEvent", type="keyUp", key=char)
 
-    async def wait_for(self, expression: str, seconds: float = 30):
+    async def wait_for(self, expression: str, seconds: float = 60):
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             value = await self.evaluate(expression)
