@@ -48,7 +48,7 @@ for v in "${VERSIONS[@]}"; do
       "$WHEEL[embedded,onnx,llm,s3,gcs,azure]" 2> >(grep -v "is ignored: it is neither" >&2); then
     failed+=("$v (install)"); continue
   fi
-  # A kept venv already has a tritonbuild 0.1.0: make it this checkout's.
+  # A kept venv already has a tritonbuild of an earlier commit: make it this checkout's.
   "$VENV/bin/python" -m pip install -q --no-deps --force-reinstall "$WHEEL" 2> >(grep -v "is ignored: it is neither" >&2)
   echo "installed from wheels in $((SECONDS - t0)) s: $("$VENV/bin/python" -m pip list 2>/dev/null |
     grep -iE '^(numpy|onnxruntime|nvidia-pytriton|tritonclient|protobuf) ' | tr -s ' ' | tr '\n' ',')"

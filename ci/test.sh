@@ -10,7 +10,7 @@ FAST=0
 if [ "${1:-}" = "--fast" ]; then
   FAST=1
   shift
-  set -- -m "not slow and not triton and not s3 and not gpu" tests/unit tests/cli tests/contracts "$@"
+  set -- -m "not slow and not triton and not s3 and not gpu" tests/unit tests/cli tests/contracts tests/docs "$@"
 fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
@@ -33,6 +33,13 @@ if [ "$FAST" = 0 ] && command -v npm >/dev/null && [ ! -x .tritonbuild-node/node
   npm install --silent --no-audit --no-fund --prefix .tritonbuild-node azurite@3.37.0 \
     || echo "ci/test.sh: azurite did not install; the az:// emulator tests will skip" >&2
 fi
+# Chromium from the system's packages for the docs site's browser test (tests/docs/test_browser.py skips without
+# it, saying so). Not in the fast lane; only where apt-get can install (root).
+if [ "$FAST" = 0 ] && ! command -v chromium >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  { apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 &&
+      apt-get install -y -q chromium >/dev/null 2>&1; }; } \
+    || echo "ci/test.sh: chromium did not install; the docs site's browser test will skip" >&2
+fi
 # perf_analyzer (from tritonclient 2.51's wheel) for the test that runs `export perf-data` output through it;
 # that test skips without it. Not in the fast lane.
 if [ "$FAST" = 0 ] && [ -z "${TRITONBUILD_PERF_ANALYZER:-}" ]; then
@@ -42,7 +49,7 @@ fi
 # NOTE: the embedded tritonserver's Python stub imports this venv's packages; keep the caller's
 # VIRTUAL_ENV (if any) from leaking into it.
 unset VIRTUAL_ENV
-.venv/bin/ruff check builder tests benchmarks
+.venv/bin/ruff check builder tests benchmarks ci/docs_reference.py
 # Every Python the README names (3.10, 3.12, 3.13; this venv is 3.11) and an existing numpy 2 environment: a
 # smoke build + verify from wheels only, in venvs of their own (about 5 minutes with fresh venvs and a warm pip
 # cache). It runs beside the test suite (most of its time is pip and server starts, not CPU) and its log is

@@ -126,7 +126,7 @@ def write(dest: Path, cfg: dict, tensors: dict, torch) -> int:
     return total
 
 
-def main(root: Path, seed: int = 0) -> dict:
+def main(root: Path, seed: int = 0, int4: bool = True) -> dict:
     import torch
 
     cfg = config(tokenizer_size(tiny_llama.TOKENIZER))
@@ -136,6 +136,9 @@ def main(root: Path, seed: int = 0) -> dict:
     t_make = time.perf_counter() - t0
     fp16_bytes = write(root / "llama-3-8b-fp16", cfg, fp16, torch)
     t_fp16 = time.perf_counter() - t0
+    if not int4:  # the recipes quantize with the vllm.quantize build step
+        return {"fp16_s": round(t_fp16, 1), "fp16_make_s": round(t_make, 1), "fp16_bytes": fp16_bytes,
+                "tokenizer_size": cfg["_tokenizer_size"], "vocab_size": cfg["vocab_size"], "seed": seed, "std": STD}
     t1 = time.perf_counter()
     int4 = int4_tensors(fp16, torch)
     torch.cuda.synchronize()
@@ -149,4 +152,5 @@ def main(root: Path, seed: int = 0) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/vw/ckpt"))))
+    args = [a for a in sys.argv[1:] if a != "--no-int4"]
+    print(json.dumps(main(Path(args[0] if args else "/tmp/vw/ckpt"), int4="--no-int4" not in sys.argv)))

@@ -4,7 +4,8 @@
 # invariant (serving.determinism: invariant: VLLM_BATCH_INVARIANT=1 + tritonbuild's W4A16 plugin), CUDA graphs on.
 #   h200_8b.sh STEP...   from the repository root, after `h200.sh .gpu/partsN ... setup` (same /tmp/vw)
 # Steps:
-#   ckpt-8b          ckpt_8b.py: /tmp/vw/ckpt/llama-3-8b-fp16 and -int4 (timed: results/ckpt-8b.json)
+#   ckpt-8b          ckpt_8b.py: /tmp/vw/ckpt/llama-3-8b-fp16 (timed: results/ckpt-8b.json); the INT4 recipes
+#                    quantize it in the build (vllm.quantize); CKPT_INT4=1 also writes ckpt_8b's own -int4 copy
 #   build-8b         tritonbuild build: /tmp/vw/OUT8-default (the two default recipes), /tmp/vw/OUT8-invariant (the
 #                    two invariant ones); the source checkpoints' weights are then removed (the repositories hold
 #                    them; /tmp is 64 GiB). PLUGIN_PREINSTALL=1: also pip install the plugin wheel into python3
@@ -64,7 +65,8 @@ while [ $# -gt 1 ]; do
   case $step in
     ckpt-8b)
       need 150 ckpt-8b || continue
-      python3 "$SRC/benchmarks/vllm/ckpt_8b.py" $W/ckpt > $R/ckpt-8b.json || exit 4
+      python3 "$SRC/benchmarks/vllm/ckpt_8b.py" $W/ckpt $([ "${CKPT_INT4:-0}" = 1 ] || echo --no-int4) \
+        > $R/ckpt-8b.json || exit 4
       cat $R/ckpt-8b.json; df -h /tmp | tail -1 ;;
     build-8b)
       need 150 build-8b || continue
@@ -72,6 +74,8 @@ while [ $# -gt 1 ]; do
       ln -sfn $W/ckpt $W/bench8/checkpoints
       (cd $W/bench8 && $TB build llama-3-8b-fp16.yaml llama-3-8b-int4.yaml -o $W/OUT8-default &&
         $TB build llama-3-8b-fp16-invariant.yaml llama-3-8b-int4-invariant.yaml -o $W/OUT8-invariant) || exit 4
+      echo "{\"build_s\": $(( $(date +%s) - t0 )), \"quantize_threads\": \"${TRITONBUILD_QUANTIZE_THREADS:-auto}\"}" \
+        > $R/build-8b.json
       rm -f $W/ckpt/*/*.safetensors  # NOTE: the repositories hold the weights (hardlinks into the build cache)
       if [ "${PLUGIN_PREINSTALL:-0}" = 1 ]; then
         python3 -m pip install -q --no-index --no-deps $W/OUT8-invariant/llama-3-8b-int4-invariant/1/plugins/*.whl

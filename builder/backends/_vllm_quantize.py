@@ -237,45 +237,96 @@ def _header_bytes(entries: list) -> tuple[bytes, dict[str, int]]:
     return struct.pack("<Q", len(head) + (-len(head) % 8)) + head + b" " * (-len(head) % 8), at
 
 
-def _read_rows(f, start: int, meta: dict, r0: int, r1: int) -> np.ndarray:
-    """Rows r0..r1 of a 2-D float tensor as float32."""
+def _read_rows(fd: int, start: int, meta: dict, r0: int, r1: int) -> np.ndarray:
+    """Rows r0..r1 of a 2-D float tensor as float32 (pread: safe from several threads on one descriptor)."""
     inp = meta["shape"][1]
     size = ITEMSIZE[meta["dtype"]]
-    f.seek(start + meta["data_offsets"][0] + r0 * inp * size)
-    raw = np.fromfile(f, dtype={"F16": np.float16, "BF16": np.uint16, "F32": np.float32}[meta["dtype"]],
-                      count=(r1 - r0) * inp).reshape(r1 - r0, inp)
-    return bf16_to_f32(raw) if meta["dtype"] == "BF16" else raw
+    raw = _pread_exact(fd, (r1 - r0) * inp * size, start + meta["data_offsets"][0] + r0 * inp * size)
+    arr = np.frombuffer(raw, dtype={"F16": np.float16, "BF16": np.uint16, "F32": np.float32}[meta["dtype"]])
+    arr = arr.reshape(r1 - r0, inp)
+    return bf16_to_f32(arr) if meta["dtype"] == "BF16" else arr
 
 
-def _write_linear(f, start: int, meta: dict, out, base: int, at: dict, prefix: str, group: int) -> None:
+def _pread_exact(fd: int, n: int, pos: int) -> bytes:
+    parts = []
+    while n:
+        chunk = os.pread(fd, min(n, 1 << 30), pos)
+        if not chunk:
+            raise FormatError("weights file ended early")
+        parts.append(chunk)
+        n -= len(chunk)
+        pos += len(chunk)
+    return b"".join(parts) if len(parts) != 1 else parts[0]
+
+
+def _pwrite_all(fd: int, data: bytes, pos: int) -> None:
+    view = memoryview(data)
+    while view:
+        done = os.pwrite(fd, view, pos)
+        view, pos = view[done:], pos + done
+
+
+def _write_linear(src_fd: int, start: int, meta: dict, out_fd: int, at: dict, prefix: str, group: int) -> None:
+    """One linear quantized block of rows by block (at: absolute offsets of its outputs in the output file)."""
     rows, inp = meta["shape"]
     scale_dtype = "BF16" if meta["dtype"] == "BF16" else "F16"
     step = max(1, BLOCK_ELEMENTS // inp)
     for r0 in range(0, rows, step):
         r1 = min(rows, r0 + step)
-        q, scale = quantize_int4(_read_rows(f, start, meta, r0, r1), group, scale_dtype)
-        out.seek(base + at[f"{prefix}.weight_packed"] + r0 * (inp // 8) * 4)
-        out.write(pack_int4(q).tobytes())
-        out.seek(base + at[f"{prefix}.weight_scale"] + r0 * (inp // group) * 2)
-        out.write(scale.tobytes())
-    out.seek(base + at[f"{prefix}.weight_shape"])
-    out.write(np.array([rows, inp], dtype="<i8").tobytes())
+        q, scale = quantize_int4(_read_rows(src_fd, start, meta, r0, r1), group, scale_dtype)
+        _pwrite_all(out_fd, pack_int4(q).tobytes(), at[f"{prefix}.weight_packed"] + r0 * (inp // 8) * 4)
+        _pwrite_all(out_fd, scale.tobytes(), at[f"{prefix}.weight_scale"] + r0 * (inp // group) * 2)
+    _pwrite_all(out_fd, np.array([rows, inp], dtype="<i8").tobytes(), at[f"{prefix}.weight_shape"])
 
 
-def _copy_bytes(f, pos: int, n: int, out, dest: int) -> None:
-    f.seek(pos)
-    out.seek(dest)
+def _copy_bytes(src_fd: int, pos: int, n: int, out_fd: int, dest: int) -> None:
     while n:
-        chunk = f.read(min(n, CHUNK))
-        if not chunk:
-            raise FormatError("weights file ended early")
-        out.write(chunk)
-        n -= len(chunk)
+        chunk = _pread_exact(src_fd, min(n, CHUNK), pos)
+        _pwrite_all(out_fd, chunk, dest)
+        n, pos, dest = n - len(chunk), pos + len(chunk), dest + len(chunk)
+
+
+def workers() -> int:
+    """Threads quantizing linears at once (numpy releases the GIL on whole-array work): the CPUs this process may
+    use, at most 8 (each holds a block of up to BLOCK_ELEMENTS weights and its temporaries, ~0.4 GB);
+    TRITONBUILD_QUANTIZE_THREADS overrides."""
+    if env := os.environ.get("TRITONBUILD_QUANTIZE_THREADS"):
+        return max(1, int(env))
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(8, cpus))
+
+
+def _write_shard(path: Path, entries: list, headers: dict, starts: dict, fds: dict, group: int, pool) -> int:
+    """One output file: its header, then every tensor (copies here, linears on the pool); returns its bytes."""
+    head, at = _header_bytes(entries)
+    out_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _pwrite_all(out_fd, head, 0)
+        absolute = {name: len(head) + offset for name, offset in at.items()}
+        jobs = []
+        for name, dtype, shape, source in entries:
+            meta = headers[source].get(name)
+            if meta is not None:
+                _copy_bytes(fds[source], starts[source] + meta["data_offsets"][0], _nbytes(dtype, shape), out_fd,
+                            absolute[name])
+            elif name.endswith(".weight_packed"):  # with its weight_scale and weight_shape
+                prefix = name[:-len(".weight_packed")]
+                jobs.append(pool.submit(_write_linear, fds[source], starts[source],
+                                        headers[source][prefix + ".weight"], out_fd, absolute, prefix, group))
+        for job in jobs:
+            job.result()
+        os.fsync(out_fd)
+    finally:
+        os.close(out_fd)
+    return sum(_nbytes(dtype, shape) for _, dtype, shape, _ in entries)
 
 
 def quantize_weights(src: dict[str, Path], dest: Path, group: int, shard_bytes: int = SHARD_BYTES) -> list[str]:
-    """Quantize the weight files src (name → path) into dest, one tensor (and of a linear, a block of rows) in
-    memory at a time; returns the files written (with model.safetensors.index.json when sharded)."""
+    """Quantize the weight files src (name → path) into dest, the linears on workers() threads, each holding one
+    block of rows in memory at a time; returns the files written (with model.safetensors.index.json when
+    sharded). The bytes do not depend on the thread count: every block lands at its own offset."""
+    from concurrent.futures import ThreadPoolExecutor
+
     starts, headers, seen = {}, {}, set()
     for name, path in src.items():
         starts[name], headers[name] = read_header(path)
@@ -285,32 +336,17 @@ def quantize_weights(src: dict[str, Path], dest: Path, group: int, shard_bytes: 
     if bad := problems(headers, group):
         raise FormatError("; ".join(bad))
     files = layout(headers, group, shard_bytes)
-    handles = {name: open(path, "rb") for name, path in src.items()}  # noqa: SIM115 - closed below
+    fds = {name: os.open(path, os.O_RDONLY) for name, path in src.items()}
     try:
-        weight_map, total = {}, 0
-        for fname, entries in files:
-            head, at = _header_bytes(entries)
-            with open(dest / fname, "wb") as out:
-                out.write(head)
-                base = len(head)
-                for name, dtype, shape, source in entries:
-                    weight_map[name] = fname
-                    total += _nbytes(dtype, shape)
-                    meta = headers[source].get(name)
-                    if meta is not None:
-                        _copy_bytes(handles[source], starts[source] + meta["data_offsets"][0],
-                                    _nbytes(dtype, shape), out, base + at[name])
-                    elif name.endswith(".weight_packed"):  # with its weight_scale and weight_shape
-                        prefix = name[:-len(".weight_packed")]
-                        _write_linear(handles[source], starts[source], headers[source][prefix + ".weight"], out,
-                                      base, at, prefix, group)
-                out.flush()
-                os.fsync(out.fileno())
+        with ThreadPoolExecutor(workers(), thread_name_prefix="quantize") as pool:
+            total = sum(_write_shard(dest / fname, entries, headers, starts, fds, group, pool)
+                        for fname, entries in files)
     finally:
-        for h in handles.values():
-            h.close()
+        for fd in fds.values():
+            os.close(fd)
     written = [f for f, _ in files]
     if len(files) > 1:
+        weight_map = {name: fname for fname, entries in files for name, *_ in entries}
         (dest / INDEX).write_text(json.dumps({"metadata": {"total_size": total},
                                               "weight_map": dict(sorted(weight_map.items()))}, indent=2) + "\n")
         written.append(INDEX)

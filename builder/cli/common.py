@@ -11,7 +11,6 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from tritonbuild import __version__
 from tritonbuild.cli.app import QUIET, VERBOSE, Application, app
 from tritonbuild.errors import MultipleErrors, TritonBuildError, UsageError
 
@@ -147,7 +146,7 @@ verbose_option = click.option("-v", "--verbose", is_flag=True, expose_value=Fals
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="tritonbuild")
+@click.version_option(package_name="tritonbuild", prog_name="tritonbuild")
 @quiet_option
 @verbose_option
 @click.option("--json", "as_json", is_flag=True, callback=_remember_json, expose_value=False,

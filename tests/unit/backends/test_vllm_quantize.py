@@ -129,9 +129,10 @@ def test_group_128_is_the_benchmarks_int4_checkpoint_byte_for_byte(tmp_path):
         assert (tmp_path / "q" / f.name).read_bytes() == f.read_bytes(), f.name
 
 
-def test_sharded_bf16_input_gives_sharded_deterministic_output(tmp_path):
+def test_sharded_bf16_input_gives_sharded_deterministic_output(tmp_path, monkeypatch):
     """Input in two shards with an index, bf16: read through its bits; output cut into shards with an index; the
-    same inputs give the same bytes; each linear's three tensors stay in one shard."""
+    same inputs give the same bytes, on one thread or four with many blocks per linear; each linear's three
+    tensors stay in one shard."""
     fp16 = tiny_llama.tensors(tiny_llama.CONFIG)
     bf16 = {k: vq.f32_to_bf16(v.astype(np.float32)) for k, v in fp16.items()}
     src = tmp_path / "src"
@@ -148,7 +149,9 @@ def test_sharded_bf16_input_gives_sharded_deterministic_output(tmp_path):
     (src / "original/consolidated.00.pth").write_bytes(b"fp16 weights, another format")
     (src / "generation_config.json").write_text("{}")
     files = {p.relative_to(src).as_posix(): p for p in src.rglob("*") if p.is_file()}
-    for out in ("q1", "q2"):
+    for out, threads, block in (("q1", "1", vq.BLOCK_ELEMENTS), ("q2", "4", 2048)):
+        monkeypatch.setenv("TRITONBUILD_QUANTIZE_THREADS", threads)
+        monkeypatch.setattr(vq, "BLOCK_ELEMENTS", block)
         vq.quantize_checkpoint(files, tmp_path / out, 64, shard_bytes=150_000)
     listing = sorted(p.name for p in (tmp_path / "q1").iterdir())
     shards = [n for n in listing if n.startswith("model-")]

@@ -1,0 +1,134 @@
+"""The documentation site: `mkdocs build --strict` passes; the generated reference pages list every command, option,
+recipe key and exit code of the code; the README stays short and its two commands stay as they are."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from html import unescape
+from pathlib import Path
+from urllib.parse import unquote
+
+import click
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def generator():
+    spec = importlib.util.spec_from_file_location("docs_reference", ROOT / "ci" / "docs_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site as CI builds it: strict (a broken link, a missing nav page or snippet fails the build)."""
+    out = tmp_path_factory.mktemp("site")
+    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    return out
+
+
+def text_of(html: str) -> str:
+    return unescape(re.sub(r"<[^>]+>", "", html))
+
+
+def test_the_cli_page_lists_every_command_and_option(site):
+    from tritonbuild.cli import main
+
+    page = text_of((site / "reference" / "cli.html").read_text())
+    commands = list(generator().walk_commands(main))
+    assert len(commands) >= 18  # the group and its 17 commands, cache's subcommands on top
+    for path, command in commands:
+        assert f"{' '.join(path)}" in page, f"{' '.join(path)} is missing from the CLI reference"
+        section = page.split(" ".join(path), 1)[1]
+        for param in command.params:
+            if isinstance(param, click.Option) and not param.hidden:
+                assert param.opts[0] in section, f"{' '.join(path)} {param.opts[0]}"
+
+
+def test_the_recipe_page_lists_every_key_of_the_schema(site):
+    schema = json.loads((ROOT / "recipes" / "recipe.schema.json").read_text())
+    html = (site / "reference" / "recipe.html").read_text()
+    page = text_of(html)
+    for name, definition in schema["$defs"].items():
+        assert f'id="{name.lower()}"' in html, f"{name} has no section"
+        section = page.split(name, 1)[1]
+        for key in definition.get("properties", {}):
+            assert key in section, f"{name}.{key} is missing from the recipe reference"
+    assert set(schema["discriminator"]["mapping"]) <= set(re.findall(r"\b[a-z]+\b", page))
+
+
+def table_rows(html: str) -> list[list[str]]:
+    return [[text_of(cell).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+            for row in re.findall(r"<tr>(.*?)</tr>", html, re.S)]
+
+
+def code_kinds() -> dict[int, str]:
+    from tritonbuild import errors
+
+    classes = [cls for cls in errors.TritonBuildError.__subclasses__() if cls is not errors.MultipleErrors]
+    assert len({cls.exit_code for cls in classes}) == len(classes), "two error classes share an exit code"
+    return {0: "ok", 1: "bug", 130: "interrupted", **{cls.exit_code: cls.kind for cls in classes}}
+
+
+def test_the_exit_code_page_matches_the_error_classes(site):
+    rows = table_rows((site / "reference" / "exit-codes.html").read_text())
+    assert {int(row[0]): row[1] for row in rows if row} == code_kinds()
+
+
+def test_the_errors_explanation_names_the_same_codes(site):
+    """The hand-written page (examples per code) cannot drift from the classes either."""
+    rows = table_rows((site / "explanation" / "errors.html").read_text())
+    documented = {int(row[0]) for row in rows if row and row[0].isdigit()}
+    assert documented == set(code_kinds())
+
+
+def test_the_image_page_holds_the_recorded_tables(site):
+    from tritonbuild.backends.llm.images import TRTLLM_IMAGES, VLLM_IMAGES
+
+    rows = table_rows((site / "reference" / "images.html").read_text())
+    assert {row[0]: tuple(row[1:]) for row in rows if len(row) == 4} == TRTLLM_IMAGES
+    assert {row[0]: row[1] for row in rows if len(row) == 2} == VLLM_IMAGES
+    source = json.loads((ROOT / "tests" / "contracts" / "facts" / "triton_images.json").read_text())["source"]
+    assert source["commit"] in (site / "reference" / "images.html").read_text()
+
+
+def test_every_run_record_is_linked(site):
+    links = {unquote(href) for href in re.findall(r'href="([^"]+)"', (site / "runs.html").read_text())}
+    for record in (ROOT / "docs" / "runs").rglob("*"):
+        if record.is_file():
+            relative = record.relative_to(ROOT / "docs" / "runs")
+            if relative.suffix == ".md":  # a note: a page of the site
+                relative = relative.with_suffix(".html")
+            assert f"runs/{relative}" in links, relative
+            assert (site / "runs" / relative).is_file(), relative
+
+
+def test_a_how_to_page_per_task():
+    nav = (ROOT / "mkdocs.yml").read_text()
+    for task in ("onnx", "pytorch", "python-model", "vllm", "tensorrt-llm", "ensembles", "verify-goldens",
+                 "publish", "rollback", "serve-infer", "tune", "ci", "kubernetes", "adopt"):
+        assert f"howto/{task}.md" in nav and (ROOT / "docs" / "howto" / f"{task}.md").is_file(), task
+
+
+def test_reference_pages_are_generated_not_committed():
+    for uri in generator().PAGES:
+        assert not (ROOT / "docs" / uri).exists(), f"docs/{uri} is generated at build time; remove the file"
+
+
+def test_readme_is_short_and_keeps_the_two_commands():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250, "the README is an entry point; reference text goes to docs/"
+    block = re.search(r"## Two commands\n.*?```sh\n(.*?)```", readme, re.S).group(1).splitlines()
+    assert [line.split("#")[0].split() for line in block] == [["ci/examples.sh"], ["ci/test.sh"],
+                                                             ["ci/test.sh", "--fast"]]
+    assert "exec ci/test.sh" in (ROOT / ".ci" / "run").read_text()
+    assert "<!-- --8<-- [start:first-model] -->" in readme and "<!-- --8<-- [end:first-model] -->" in readme
