@@ -336,11 +336,14 @@ def cache_store(cache_dir: Path | None = None) -> Store:
     return Store(cachedir.resolve(cache_dir))
 
 
-def deploy_snippets(repository: Path, out: Path, **options) -> tuple[Path, int]:
-    """Write Kubernetes YAML for a built repository; returns (path, startup budget in seconds)."""
+def deploy_snippets(repository: Path, out: Path, **options) -> tuple[Path, int, list[str]]:
+    """Write Kubernetes YAML for a built repository; returns (path, startup budget in seconds, models whose
+    goldens the readiness probe could not carry)."""
     from tritonbuild.publish.k8s import startup_budget_s, write
+
     manifest = read_repository(repository, VerifyError)
-    return write(manifest, out, **options), startup_budget_s(manifest)
+    path, left_out = write(Path(repository), manifest, out, **options)
+    return path, startup_budget_s(manifest), left_out
 
 
 def recipe_schema() -> bytes:
