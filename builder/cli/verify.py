@@ -190,8 +190,8 @@ def _verdict(report) -> str:
 @tritonserver_option
 @json_option
 def serve_command(repository: str, http_port: int, grpc_port: int, metrics_port: int, control: str, poll_secs: int,
-                  strict_readiness: bool, log_file: Path | None, log_verbose: int, backends: tuple[str, ...], endpoint_url: str | None,
-                  tritonserver: str | None, as_json: bool) -> None:
+                  strict_readiness: bool, log_file: Path | None, log_verbose: int, backends: tuple[str, ...],
+                  endpoint_url: str | None, tritonserver: str | None, as_json: bool) -> None:
     """Serve a repository (a directory, or a publish target URL) with the embedded tritonserver in the
     foreground; Ctrl-C stops it. Then: tritonbuild infer http://127.0.0.1:8000 MODEL --goldens REPOSITORY."""
     import os

@@ -109,8 +109,7 @@ def main() -> int:
         problems = check(args.folder, args.url.rstrip("/"), args.timeout)
     except (OSError, ValueError, KeyError) as e:
         problems = [f"cannot check: {e}"]
-    for problem in problems:
-        print(f"not ready: {problem}", file=sys.stderr)
+    sys.stderr.writelines(f"not ready: {problem}\n" for problem in problems)
     return 1 if problems else 0
 
 
