@@ -87,8 +87,10 @@ class _TransferReporter:
               "the target).")
 @click.option("--keep", type=click.IntRange(min=1), metavar="K", help="After publishing, keep only the K newest "
               "complete versions of each model (never the live one); K >= 1.")
-@click.option("--notify", multiple=True, metavar="URL", help="Ask this tritonserver (explicit model control) to "
-              "load each published model. Repeatable.")
+@click.option("--notify", multiple=True, metavar="URL[#MODEL,...]",
+              help="Ask this tritonserver (explicit model control) to load each published model it serves (#MODEL,... "
+                   "names them; else what its repository index shows). One that cannot run a model another server "
+                   "serves is reported, not a failure. Repeatable.")
 @click.option("--dry-run", is_flag=True, help="Show what would be uploaded, skipped, switched and pruned.")
 @click.option("--break-lock", is_flag=True, help="Remove a lock left by a publish that died on another machine.")
 @click.option("--reverify", is_flag=True, help="Run verify again (live, goldens bit for bit) right before "
@@ -112,7 +114,9 @@ def publish_command(repository: Path, target: str, endpoint_url: str | None, ski
     receipt = api.publish(repository, where, skip_verify=skip_verify, keep=keep,
                           notify=notify, dry_run=dry_run, break_lock=break_lock, reverify=reverify,
                           reporter=_TransferReporter(app()), require_reproducible=require_reproducible)
-    failed = [n for n in receipt.notified if not n["ok"]]
+    from tritonbuild.publish.notify import failures
+
+    failed = failures(receipt.notified)
     error = PublishError(f"published, but {len(failed)} server(s) did not load the models",
                          hint="see the notify lines above; the target itself is complete") if failed else None
     if as_json:
@@ -138,7 +142,8 @@ def publish_command(repository: Path, target: str, endpoint_url: str | None, ski
                         f"{receipt.verification})")
         app().out.print(f"tritonserver --model-repository={receipt.triton_url}")
         for n in receipt.notified:
-            verdict = "skipped" if n.get("skipped") else "ok" if n["ok"] else "FAILED"
+            verdict = "skipped" if n.get("skipped") else "ok" if n["ok"] else \
+                "cannot run here" if n.get("cannot_run") else "FAILED"
             app().out.print(f"notify {n['server']} load {n['model']}: {verdict} {n['message']}")
     if error:
         raise error
@@ -210,9 +215,12 @@ def rollback_command(target: str, model: str, to: int, endpoint_url: str | None,
             app().err.print(f"warning: {result['lock_broken']}", markup=False)
         for n in result["notified"]:
             verdict = f"skipped: {n['message']}" if n.get("skipped") else "loaded" if n["ok"] else \
+                f"cannot run here: {n['message']}" if n.get("cannot_run") else \
                 f"FAILED: {n['message']}"
             app().out.print(f"  notify {n['server']}: {verdict}")
-    if any(not n["ok"] for n in result["notified"]):
+    from tritonbuild.publish.notify import failures
+
+    if failures(result["notified"]):
         sys.exit(PublishError.exit_code)
 
 
