@@ -7,6 +7,7 @@ from pathlib import Path
 from google.protobuf import text_format
 
 from tritonbuild.backends import REGISTRY, BuildPolicy, ReleaseFact
+from tritonbuild.triton.backend_kinds import ACCEPTED_KINDS, instance_kind_problems
 from tritonbuild.triton.config import parse
 from tritonbuild.triton.ensemble_rules import core_model_problems
 from tritonbuild.triton.finding import Finding
@@ -15,6 +16,7 @@ from tritonbuild.triton.rules import (
     NAME_MISMATCH,
     VERSION_RE,
     autocompleted_backend,
+    backend_after_autofill,
     model_problems,
 )
 
@@ -69,6 +71,10 @@ def check_model_dir(model_dir: Path, *, model_files: bool = False, ours: bool = 
         rows(owner.model_file_checks(mc, model_dir, versions))
     else:
         rows([_unknown_backend_files(mc, model_dir, versions)])
+        backend = backend_after_autofill(mc, model_dir)
+        if backend in ACCEPTED_KINDS:
+            add("instance_kind", instance_kind_problems(mc, backend),
+                f"every instance group of a kind the {backend} backend takes ({', '.join(ACCEPTED_KINDS[backend][0])})")
     for other in others:
         rows(other.model_file_checks(mc, model_dir, versions))
     if owner is not None:
