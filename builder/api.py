@@ -337,13 +337,9 @@ def cache_store(cache_dir: Path | None = None) -> Store:
 
 
 def deploy_snippets(repository: Path, out: Path, **options) -> tuple[Path, int, list[str]]:
-    """Write Kubernetes YAML for a built repository; returns (path, startup budget in seconds, models whose
-    goldens the readiness probe could not carry)."""
-    from tritonbuild.publish.k8s import startup_budget_s, write
-
-    manifest = read_repository(repository, VerifyError)
-    path, left_out = write(Path(repository), manifest, out, **options)
-    return path, startup_budget_s(manifest), left_out
+    """Kubernetes YAML for a built repository: (path, startup budget s, models the probe has no golden of)."""
+    from tritonbuild.publish.k8s import write
+    return write(Path(repository), read_repository(repository, VerifyError), out, **options)
 
 
 def recipe_schema() -> bytes:

@@ -241,12 +241,13 @@ def render(docs: list[dict]) -> str:
     return yaml.dump_all(docs, Dumper=NoAliasDumper, sort_keys=False, allow_unicode=True)
 
 
-def write(root: Path, manifest: Manifest, out: Path, **options) -> tuple[Path, list[str]]:
-    """Check the options, then write OUT/NAME.yaml; (its path, models whose goldens the probe leaves out)."""
+def write(root: Path, manifest: Manifest, out: Path, **options) -> tuple[Path, int, list[str]]:
+    """Check the options, then write OUT/NAME.yaml: (its path, the startup budget in seconds, models whose
+    goldens the probe leaves out)."""
     check_options(**options)
     docs, left_out = documents(root, manifest, **options)
     text = render(docs)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{options['name']}.yaml"
     path.write_text(text)
-    return path, left_out
+    return path, startup_budget_s(manifest), left_out

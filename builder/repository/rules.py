@@ -70,11 +70,7 @@ def check_model_dir(model_dir: Path, *, model_files: bool = False, ours: bool = 
     elif owner is not None:
         rows(owner.model_file_checks(mc, model_dir, versions))
     else:
-        rows([_unknown_backend_files(mc, model_dir, versions)])
-        backend = backend_after_autofill(mc, model_dir)
-        if backend in ACCEPTED_KINDS:
-            add("instance_kind", instance_kind_problems(mc, backend),
-                f"every instance group of a kind the {backend} backend takes ({', '.join(ACCEPTED_KINDS[backend][0])})")
+        rows(_unknown_backend_rows(mc, model_dir, versions))
     for other in others:
         rows(other.model_file_checks(mc, model_dir, versions))
     if owner is not None:
@@ -127,6 +123,17 @@ def _read_config(model_dir: Path, ours: bool, add):
         return None
     add("config.parse", [], "config.pbtxt parses as inference.ModelConfig")
     return mc
+
+
+def _unknown_backend_rows(mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
+    """A backend tritonbuild has no plug-in for: its model-file row, and the instance kinds it refuses where
+    they are recorded (triton/backend_kinds.py)."""
+    found = [_unknown_backend_files(mc, model_dir, versions)]
+    backend = backend_after_autofill(mc, model_dir)
+    if backend in ACCEPTED_KINDS:
+        found.append(("instance_kind", instance_kind_problems(mc, backend), "every instance group of a kind the "
+                      f"{backend} backend takes ({', '.join(ACCEPTED_KINDS[backend][0])})"))
+    return found
 
 
 def _unknown_backend_files(mc, model_dir: Path, versions: list[int]) -> tuple[str, list[str], str]:
