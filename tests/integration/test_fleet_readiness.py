@@ -5,11 +5,14 @@ under traffic through a publish and a rollback."""
 from __future__ import annotations
 
 import base64
+import json
 import re
+import signal
 import subprocess
 import sys
 import threading
 import time
+import types
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -168,3 +171,45 @@ def _errors_after_start(log: str, pruned: tuple[str, ...]) -> list[str]:
     race = "Failed to determine modification time for"
     return [line for line in log[started:].splitlines() if re.match(r"E\d{4} ", line) and
             not (race in line and any(re.search(f"/{re.escape(path)}['/]", line) for path in pruned))]
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_serve_strict_readiness_switch_while_a_publish_loads(doubler_repo, tmp_path, strict):
+    """serve --no-strict-readiness: Triton's default (strict) reports the whole server not-ready while a
+    published version loads, though the model keeps answering; without it the server stays ready."""
+    target = f"file://{tmp_path}/pub"
+    api.publish(doubler_repo(1, verify=False), target, skip_verify=True)
+    proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "serve", target, "--model-control-mode", "poll",
+                             "--repository-poll-secs", "1", "--json", "--http-port", "0", "--grpc-port", "0",
+                             "--metrics-port", "0", *([] if strict else ["--no-strict-readiness"])],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    samples, stop = [], threading.Event()
+    try:
+        info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
+        assert info["strict_readiness"] is strict
+        server = types.SimpleNamespace(http_url=info["http"].removeprefix("http://"))
+        deadline = time.monotonic() + 60
+        while _status(server, "/v2/models/doubler/ready") != 200:
+            assert time.monotonic() < deadline, "doubler never became ready"
+            time.sleep(0.2)
+
+        def sample():
+            while not stop.is_set():
+                samples.append((_status(server, "/v2/health/ready"), _status(server, "/v2/models/doubler/ready")))
+                time.sleep(0.05)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        started = time.monotonic()
+        api.publish(doubler_repo(2, factor="3", verify=False), target, skip_verify=True)
+        _converge([server], "2", started)
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    sampler.join()
+    server_ready = {status for status, _ in samples}
+    assert len(samples) > 20
+    assert {model for _, model in samples} == {200}  # the model answers throughout, strict or not
+    assert server_ready == ({200, 400} if strict else {200}), server_ready
