@@ -181,7 +181,8 @@ def test_serve_strict_readiness_switch_while_a_publish_loads(doubler_repo, tmp_p
     api.publish(doubler_repo(1, verify=False), target, skip_verify=True)
     proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "serve", target, "--model-control-mode", "poll",
                              "--repository-poll-secs", "1", "--json", "--http-port", "0", "--grpc-port", "0",
-                             "--metrics-port", "0", *([] if strict else ["--no-strict-readiness"])],
+                             "--metrics-port", "0", "--log-file", str(tmp_path / "server.log"),
+                             *([] if strict else ["--no-strict-readiness"])],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     samples, stop = [], threading.Event()
     try:
@@ -213,3 +214,7 @@ def test_serve_strict_readiness_switch_while_a_publish_loads(doubler_repo, tmp_p
     assert len(samples) > 20
     assert {model for _, model in samples} == {200}  # the model answers throughout, strict or not
     assert server_ready == ({200, 400} if strict else {200}), server_ready
+    # a local target: each version loads once (the Python stub wrote __pycache__/ into the version directory it
+    # imported model.py from, and Triton's next poll saw the model modified and loaded it again)
+    log = (tmp_path / "server.log").read_text()
+    assert log.count("TRITONBACKEND_ModelInstanceInitialize: doubler_") == 2, log[-3000:]  # version 1, version 2
