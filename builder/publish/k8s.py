@@ -52,7 +52,7 @@ def _text(dumper: yaml.SafeDumper, data: str):
 NoAliasDumper.add_representer(str, _text)
 
 
-def check_options(*, name: str, target: str | None, replicas: int, max_replicas: int | None = None,
+def check_options(*, name: str, image: str, target: str | None, replicas: int, max_replicas: int | None = None,
                   control: str = "poll", poll_secs: int = 15, **_) -> None:
     """Refuse what the cluster or tritonserver would refuse later, after a rollout began."""
     if not DNS_LABEL.fullmatch(name):
@@ -69,6 +69,10 @@ def check_options(*, name: str, target: str | None, replicas: int, max_replicas:
         raise UsageError(f"--repository-poll-secs {poll_secs}: expected 1 or more")
     if target is not None:
         repository_url(target)
+    elif image.startswith("nvcr.io/nvidia/tritonserver:"):
+        raise UsageError(f"--image {image} holds no model repository, and no --target was given for it to read",
+                         hint="give --target (the publish target the pods serve), or an image built from "
+                              "Dockerfile.triton with the repository baked in")
 
 
 def repository_url(target: str) -> tuple[str, str]:
@@ -102,7 +106,8 @@ def startup_budget_s(manifest: Manifest) -> int:
 
 def gpus_per_pod(root: Path, manifest: Manifest) -> int:
     """GPUs one server needs: the most any model's instance groups name (KIND_GPU with gpus [0, 2] needs 3;
-    without a list, or a GPU-target model, at least one), and an LLM engine's world size."""
+    without a list, or a GPU-target model, at least one), the TensorRT-LLM backend's own gpu_device_ids (its
+    instance kind stays CPU), a vLLM model.json's tensor x pipeline parallelism, an LLM engine's world size."""
     from tritonbuild.triton.config import parse
 
     needed = 0
@@ -115,10 +120,24 @@ def gpus_per_pod(root: Path, manifest: Manifest) -> int:
         config = root / model.name / "config.pbtxt"
         if not config.is_file():
             continue
-        for group in parse(config.read_bytes()).instance_group:
+        mc = parse(config.read_bytes())
+        for group in mc.instance_group:
             if group.kind == group.KIND_GPU:
                 needed = max(needed, max(group.gpus) + 1 if group.gpus else 1)
+        device_ids = re.findall(r"\d+", mc.parameters["gpu_device_ids"].string_value) \
+            if "gpu_device_ids" in mc.parameters else []
+        needed = max([needed, *(int(gpu) + 1 for gpu in device_ids)])
+        needed = max(needed, _vllm_world(root / model.name / str(model.version) / "model.json"))
     return needed
+
+
+def _vllm_world(path: Path) -> int:
+    """tensor x pipeline parallelism of a vLLM model.json (0 when there is none)."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return 0
+    return int(doc.get("tensor_parallel_size", 1)) * int(doc.get("pipeline_parallel_size", 1))
 
 
 def probe_files(root: Path, manifest: Manifest) -> tuple[dict, dict, list[str]]:
@@ -157,9 +176,44 @@ def server_args(target: str | None, control: str, poll_secs: int) -> list[str]:
     return [f"--model-repository={url}", "--model-control-mode=explicit", "--load-model=*", *common]
 
 
-def _container(args: list[str], image: str, budget: int, gpus: int, secret_env: dict) -> dict:
+def launch_needs(manifest: Manifest) -> tuple[dict[str, str], list[str], list[str]]:
+    """(environment, launcher prefix, extra tritonserver arguments) the models need at start, read from the
+    manifest as the serving image's entrypoint reads it (ci/docker/entrypoint.sh): a TensorRT-LLM orchestrator's
+    `mpirun -n 1` and memory pools, a vLLM model's invariant-serving variables. Plugin wheels must be installed
+    into the image's Python before the start, which the stock image cannot: refused, with the custom image."""
+    env, launcher, extra = {}, [], []
+    for model in manifest.models:
+        launch = (model.llm or {}).get("server_launch") or {}
+        serving = (model.llm or {}).get("serving") or {}
+        if serving.get("plugins"):
+            raise UsageError(f"{model.name}: its plugin wheels ({', '.join(serving['plugins'])}) are installed into "
+                             "the serving image's Python before tritonserver starts; the stock image cannot",
+                             hint="build the serving image from Dockerfile.triton (its entrypoint installs them) "
+                                  "and leave --target out, or publish the model without determinism: invariant")
+        env |= launch.get("env", {}) | serving.get("env", {})
+        launcher = list(launch.get("launcher") or launcher)
+        extra += [arg for arg in launch.get("args", []) if arg not in extra]
+    return env, launcher, extra
+
+
+def start(manifest: Manifest, target: str | None, control: str, poll_secs: int) -> dict:
+    """The container's command, args and env. The stock image (a target): tritonserver itself, with what the
+    models' start needs (launch_needs). The custom image (no target): its entrypoint, which reads the same from
+    the baked manifest, told to serve without strict readiness."""
+    if target is None:
+        return {"args": ["--exit-on-error=false"],
+                "env": [{"name": "TRITON_MODEL_CONTROL", "value": "none"},
+                        {"name": "TRITONBUILD_STRICT_READINESS", "value": "false"}]}
+    env, launcher, extra = launch_needs(manifest)
+    return {"command": [*launcher, "tritonserver"], "args": server_args(target, control, poll_secs) + extra,
+            "env": [{"name": key, "value": value} for key, value in sorted(env.items())]}
+
+
+def _container(launch: dict, image: str, budget: int, gpus: int, secret_env: dict) -> dict:
+    env = launch.pop("env") + secret_env.get("env", [])
     return {
-        "name": "tritonserver", "image": image, "command": ["tritonserver"], "args": args, **secret_env,
+        "name": "tritonserver", "image": image, **launch, **({"env": env} if env else {}),
+        **{key: value for key, value in secret_env.items() if key != "env"},
         "ports": [{"name": "http", "containerPort": 8000}, {"name": "grpc", "containerPort": 8001},
                   {"name": "metrics", "containerPort": 8002}],
         "startupProbe": {"httpGet": {"path": "/v2/health/live", "port": "http"}, "periodSeconds": 10,
@@ -194,7 +248,7 @@ def documents(root: Path, manifest: Manifest, *, name: str, image: str, target: 
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "tritonbuild"}
     data, binary, left_out = probe_files(root, manifest)
     secret_env, volumes, mounts = _credentials(target, secret or f"{name}-store")
-    container = _container(server_args(target, control, poll_secs), image, startup_budget_s(manifest),
+    container = _container(start(manifest, target, control, poll_secs), image, startup_budget_s(manifest),
                            gpus_per_pod(root, manifest), secret_env)
     container["volumeMounts"] += mounts
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-probe", "labels": labels},

@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import subprocess
 
 import pytest
@@ -120,6 +122,10 @@ def test_gpu_resources_come_from_the_instance_groups(tmp_path, in_root):
     config = root / "risk-scorer" / "config.pbtxt"
     config.write_text(config.read_text().replace("kind: KIND_CPU", "kind: KIND_GPU\n  gpus: [0, 2]"))
     assert gpus_per_pod(root, manifest) == 3
+    (model,) = [model for model in manifest.models if model.name == "risk-scorer"]  # a vLLM model's own file
+    (root / "risk-scorer" / str(model.version) / "model.json").write_text(
+        '{"tensor_parallel_size": 2, "pipeline_parallel_size": 2}')
+    assert gpus_per_pod(root, manifest) == 4
 
 
 @pytest.mark.parametrize("args, words", [
@@ -129,6 +135,7 @@ def test_gpu_resources_come_from_the_instance_groups(tmp_path, in_root):
     (["--name", "Triton_Server"], "DNS label"),
     (["--replicas", "0"], "--replicas"),
     (["--replicas", "3", "--max-replicas", "2"], "--max-replicas"),
+    ([], "holds no model repository"),  # the stock image, and no target to read
 ])
 def test_manifests_refuse_what_the_pod_could_not_use(cli, tmp_path, in_root, args, words):
     out = tmp_path / "deploy"
@@ -136,3 +143,22 @@ def test_manifests_refuse_what_the_pod_could_not_use(cli, tmp_path, in_root, arg
     assert r.exit_code == 2, r.stderr
     assert words in r.stderr and "hunter2" not in r.stderr and "Traceback" not in r.stderr
     assert not out.exists()
+
+
+def test_the_custom_image_variant_runs_its_entrypoint_without_strict_readiness(cli, tmp_path, in_root):
+    """No --target: the image built from Dockerfile.triton serves its baked /models through its entrypoint (which
+    applies the models' launch needs), told by the manifest to leave strict readiness off."""
+    docs, _ = _generate(cli, tmp_path, *MODES["baked"])
+    (container,) = _by_kind(docs)["Deployment"]["spec"]["template"]["spec"]["containers"]
+    assert "command" not in container  # the image's ENTRYPOINT
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "tritonserver").write_text('#!/bin/sh\necho "$*"\n')
+    (fake / "tritonserver").chmod(stat.S_IRWXU)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", **{item["name"]: item["value"] for item in
+                                                                     container["env"]},
+           "TRITONBUILD_MODELS": str(in_root / "model_repository")}
+    got = subprocess.run(["bash", str(in_root / "ci/docker/entrypoint.sh"), *container["args"]], env=env,
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert "--strict-readiness=false" in got and "--model-control-mode=none" in got
+    assert "--exit-on-error=false" in got
