@@ -106,8 +106,9 @@ def startup_budget_s(manifest: Manifest) -> int:
 
 def gpus_per_pod(root: Path, manifest: Manifest) -> int:
     """GPUs one server needs: the most any model's instance groups name (KIND_GPU with gpus [0, 2] needs 3;
-    without a list, or a GPU-target model, at least one), the TensorRT-LLM backend's own gpu_device_ids (its
-    instance kind stays CPU), a vLLM model.json's tensor x pipeline parallelism, an LLM engine's world size."""
+    without a list, or a GPU-target model, at least one), what a backend that places its own devices says
+    (Backend.gpus_needed), an LLM engine's world size."""
+    from tritonbuild.backends import REGISTRY
     from tritonbuild.triton.config import parse
 
     needed = 0
@@ -124,20 +125,10 @@ def gpus_per_pod(root: Path, manifest: Manifest) -> int:
         for group in mc.instance_group:
             if group.kind == group.KIND_GPU:
                 needed = max(needed, max(group.gpus) + 1 if group.gpus else 1)
-        device_ids = re.findall(r"\d+", mc.parameters["gpu_device_ids"].string_value) \
-            if "gpu_device_ids" in mc.parameters else []
-        needed = max([needed, *(int(gpu) + 1 for gpu in device_ids)])
-        needed = max(needed, _vllm_world(root / model.name / str(model.version) / "model.json"))
+        backend = REGISTRY.for_config(mc.backend, mc.platform)
+        if backend is not None:
+            needed = max(needed, backend.gpus_needed(mc, root / model.name / str(model.version)))
     return needed
-
-
-def _vllm_world(path: Path) -> int:
-    """tensor x pipeline parallelism of a vLLM model.json (0 when there is none)."""
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return 0
-    return int(doc.get("tensor_parallel_size", 1)) * int(doc.get("pipeline_parallel_size", 1))
 
 
 def probe_files(root: Path, manifest: Manifest) -> tuple[dict, dict, list[str]]:

@@ -122,9 +122,11 @@ def test_gpu_resources_come_from_the_instance_groups(tmp_path, in_root):
     config = root / "risk-scorer" / "config.pbtxt"
     config.write_text(config.read_text().replace("kind: KIND_CPU", "kind: KIND_GPU\n  gpus: [0, 2]"))
     assert gpus_per_pod(root, manifest) == 3
-    (model,) = [model for model in manifest.models if model.name == "risk-scorer"]  # a vLLM model's own file
+    # a backend that places its own devices says how many (Backend.gpus_needed): vLLM's model.json
+    (model,) = [model for model in manifest.models if model.name == "risk-scorer"]
     (root / "risk-scorer" / str(model.version) / "model.json").write_text(
         '{"tensor_parallel_size": 2, "pipeline_parallel_size": 2}')
+    config.write_text(config.read_text().replace('backend: "python"', 'backend: "vllm"'))
     assert gpus_per_pod(root, manifest) == 4
 
 
