@@ -52,8 +52,8 @@ def _text(dumper: yaml.SafeDumper, data: str):
 NoAliasDumper.add_representer(str, _text)
 
 
-def check_options(*, name: str, image: str, target: str | None, replicas: int, max_replicas: int | None = None,
-                  control: str = "poll", poll_secs: int = 15, **_) -> None:
+def check_options(*, name: str, target: str | None, replicas: int, image: str = STOCK_IMAGE,
+                  max_replicas: int | None = None, control: str = "poll", poll_secs: int = 15, **_) -> None:
     """Refuse what the cluster or tritonserver would refuse later, after a rollout began."""
     if not DNS_LABEL.fullmatch(name):
         raise UsageError(f"--name {name!r} is not a DNS label (RFC 1035), which Deployment and Service names must "
@@ -232,8 +232,8 @@ def _credentials(target: str | None, secret: str) -> tuple[dict, list[dict], lis
     return {"envFrom": [{"secretRef": {"name": secret}}]}, [], []
 
 
-def documents(root: Path, manifest: Manifest, *, name: str, image: str, target: str | None, replicas: int,
-              max_replicas: int | None = None, control: str = "poll", poll_secs: int = 15,
+def documents(root: Path, manifest: Manifest, *, name: str, target: str | None, replicas: int,
+              image: str = STOCK_IMAGE, max_replicas: int | None = None, control: str = "poll", poll_secs: int = 15,
               secret: str | None = None, queue_target: int = 8) -> tuple[list[dict], list[str]]:
     """(the manifests, models whose goldens the probe could not carry)."""
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "tritonbuild"}

@@ -52,6 +52,9 @@ def test_the_pod_needs_nothing_but_the_stock_image_and_what_it_mounts(cli, tmp_p
     kinds = _by_kind(docs)
     pod = kinds["Deployment"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
+    from tritonbuild.publish.k8s import STOCK_IMAGE
+
+    assert container["image"] == STOCK_IMAGE  # the CLI's default is the module's
     assert container["image"].startswith("nvcr.io/nvidia/tritonserver:") and container["image"].endswith("-py3")
     assert container["command"] == ["tritonserver"]
     probe = container["readinessProbe"]["exec"]["command"]
