@@ -103,7 +103,7 @@ def notify_all(urls: tuple[str, ...], changed: set[str], published: list[str]) -
         if states is None:
             shown = _shown(url)
             out += [{"server": shown, "model": name, "ok": False, "status": None, "message": why}
-                    for name in sorted(changed or set(published))]
+                    for name in sorted(changed or set(published)) if name in served[url] or not mapped_models(url)]
             continue
         for name in sorted(changed | {name for name in published if states.get(name) != "READY"}):
             serving = [other for other in urls if name in served[other]]
