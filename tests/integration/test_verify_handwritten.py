@@ -231,3 +231,6 @@ def test_a_model_that_needs_the_network_and_its_ensemble_are_not_checked_here_no
     fetches, pipeline = rows["fetches"]["triton-core"], rows["pipeline"]["triton-core"]
     assert fetches["ok"] and "needs network" in fetches["detail"] and "refused" not in fetches["detail"]
     assert pipeline["ok"] and "needs network" in pipeline["detail"] and "'fetches'" in pipeline["detail"]
+    shown = subprocess.run([sys.executable, "-m", "tritonbuild", "verify", str(repo)], capture_output=True, text=True,
+                           timeout=600).stdout
+    assert "NOT CHECKED HERE fetches: not loaded here: needs network" in shown  # said, not only in --json
