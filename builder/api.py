@@ -336,11 +336,10 @@ def cache_store(cache_dir: Path | None = None) -> Store:
     return Store(cachedir.resolve(cache_dir))
 
 
-def deploy_snippets(repository: Path, out: Path, **options) -> tuple[Path, int]:
-    """Write Kubernetes YAML for a built repository; returns (path, startup budget in seconds)."""
-    from tritonbuild.publish.k8s import startup_budget_s, write
-    manifest = read_repository(repository, VerifyError)
-    return write(manifest, out, **options), startup_budget_s(manifest)
+def deploy_snippets(repository: Path, out: Path, **options) -> tuple[Path, int, list[str]]:
+    """Kubernetes YAML for a built repository: (path, startup budget s, models the probe has no golden of)."""
+    from tritonbuild.publish.k8s import write
+    return write(Path(repository), read_repository(repository, VerifyError), out, **options)
 
 
 def recipe_schema() -> bytes:

@@ -143,6 +143,11 @@ class Backend(ABC):
         """Load rules beyond the generic ones, for a model of this Triton backend: (check, problems, ok detail)."""
         return []
 
+    def gpus_needed(self, mc, version_dir: Path) -> int:
+        """GPUs one server needs for this model beyond what its instance groups name (a backend that places its
+        own devices); 0: nothing beyond them."""
+        return 0
+
     def model_file_checks(self, mc, model_dir: Path, versions: list[int]) -> list[CheckRow]:
         """The load rule on the model's files, without opening them (every build runs it). Default: Triton's
         rule from `model_files`, each version directory holds the default model file of the config's platform."""

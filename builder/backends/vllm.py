@@ -364,5 +364,13 @@ class VLLMBackend(Backend):
         return [("vllm", load_problems(mc, model_dir, versions), "decoupled, max_batch_size 0, KIND_MODEL, "
                  "model.json")]
 
+    def gpus_needed(self, mc, version_dir: Path) -> int:
+        """vLLM places its own devices (KIND_MODEL): model.json's tensor x pipeline parallelism."""
+        try:
+            doc = json.loads((version_dir / "model.json").read_text())
+            return int(doc.get("tensor_parallel_size", 1)) * int(doc.get("pipeline_parallel_size", 1))
+        except (OSError, ValueError, TypeError, AttributeError):
+            return 0
+
 
 BACKEND = VLLMBackend()

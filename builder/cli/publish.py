@@ -87,8 +87,10 @@ class _TransferReporter:
               "the target).")
 @click.option("--keep", type=click.IntRange(min=1), metavar="K", help="After publishing, keep only the K newest "
               "complete versions of each model (never the live one); K >= 1.")
-@click.option("--notify", multiple=True, metavar="URL", help="Ask this tritonserver (explicit model control) to "
-              "load each published model. Repeatable.")
+@click.option("--notify", multiple=True, metavar="URL[#MODEL,...]",
+              help="Ask this tritonserver (explicit model control) to load each published model it serves (#MODEL,... "
+                   "names them; else what its repository index shows). One that cannot run a model another server "
+                   "serves is reported, not a failure. Repeatable.")
 @click.option("--dry-run", is_flag=True, help="Show what would be uploaded, skipped, switched and pruned.")
 @click.option("--break-lock", is_flag=True, help="Remove a lock left by a publish that died on another machine.")
 @click.option("--reverify", is_flag=True, help="Run verify again (live, goldens bit for bit) right before "
@@ -112,7 +114,9 @@ def publish_command(repository: Path, target: str, endpoint_url: str | None, ski
     receipt = api.publish(repository, where, skip_verify=skip_verify, keep=keep,
                           notify=notify, dry_run=dry_run, break_lock=break_lock, reverify=reverify,
                           reporter=_TransferReporter(app()), require_reproducible=require_reproducible)
-    failed = [n for n in receipt.notified if not n["ok"]]
+    from tritonbuild.publish.notify import failures
+
+    failed = failures(receipt.notified)
     error = PublishError(f"published, but {len(failed)} server(s) did not load the models",
                          hint="see the notify lines above; the target itself is complete") if failed else None
     if as_json:
@@ -138,7 +142,8 @@ def publish_command(repository: Path, target: str, endpoint_url: str | None, ski
                         f"{receipt.verification})")
         app().out.print(f"tritonserver --model-repository={receipt.triton_url}")
         for n in receipt.notified:
-            verdict = "skipped" if n.get("skipped") else "ok" if n["ok"] else "FAILED"
+            verdict = "skipped" if n.get("skipped") else "ok" if n["ok"] else \
+                "cannot run here" if n.get("cannot_run") else "FAILED"
             app().out.print(f"notify {n['server']} load {n['model']}: {verdict} {n['message']}")
     if error:
         raise error
@@ -210,9 +215,12 @@ def rollback_command(target: str, model: str, to: int, endpoint_url: str | None,
             app().err.print(f"warning: {result['lock_broken']}", markup=False)
         for n in result["notified"]:
             verdict = f"skipped: {n['message']}" if n.get("skipped") else "loaded" if n["ok"] else \
+                f"cannot run here: {n['message']}" if n.get("cannot_run") else \
                 f"FAILED: {n['message']}"
             app().out.print(f"  notify {n['server']}: {verdict}")
-    if any(not n["ok"] for n in result["notified"]):
+    from tritonbuild.publish.notify import failures
+
+    if failures(result["notified"]):
         sys.exit(PublishError.exit_code)
 
 
@@ -221,19 +229,42 @@ def rollback_command(target: str, model: str, to: int, endpoint_url: str | None,
 @click.option("-o", "--output", "output", type=click.Path(path_type=Path), default=Path("deploy"),
               show_default=True, help="Directory for the generated YAML.")
 @click.option("--name", default="tritonserver", show_default=True, help="Deployment/Service name (DNS label).")
-@click.option("--image", required=True, help="Serving image, e.g. one built from Dockerfile.triton.")
-@click.option("--target", help="Publish target the pods sync at start (else the image's baked repository).")
-@click.option("--replicas", type=int, default=1, show_default=True)
+@click.option("--image", default="nvcr.io/nvidia/tritonserver:25.12-py3", show_default=True,
+              help="Serving image: the stock NGC tritonserver image (the flavour with your models' backends), or "
+                   "one built from Dockerfile.triton with the repository baked in (then leave --target out).")
+@click.option("--target", help="Publish target tritonserver reads itself (s3://, gs://, az://); without it the "
+                                "image's own /models is served.")
+@click.option("--model-control-mode", "control", type=click.Choice(["poll", "explicit"]), default="poll",
+              show_default=True, help="poll: the pods follow each publish to --target; explicit: they load what "
+                                      "'publish --notify' names (a headless Service NAME-pods reaches each pod).")
+@click.option("--repository-poll-secs", "poll_secs", type=click.IntRange(1), default=15, show_default=True,
+              help="With poll: how often tritonserver re-reads the target.")
+@click.option("--credentials-secret", "secret", help="Secret holding the store's credentials [default: NAME-store].")
+@click.option("--replicas", type=int, default=1, show_default=True, help="Pods, and the autoscaler's minimum.")
+@click.option("--max-replicas", type=int, help="The autoscaler's maximum [default: 3 x --replicas].")
+@click.option("--queue-target", type=click.IntRange(1), default=8, show_default=True,
+              help="Requests waiting in Triton's queues per pod the autoscaler aims at.")
 @json_option
-def deploy_snippets_command(repository: Path, output: Path, name: str, image: str, target: str | None,
-                            replicas: int, as_json: bool) -> None:
-    """Write a Kubernetes Deployment + Service for REPOSITORY (startup probe sized from it, readiness that infers)."""
+def deploy_snippets_command(repository: Path, output: Path, name: str, image: str, target: str | None, control: str,
+                            poll_secs: int, secret: str | None, replicas: int, max_replicas: int | None,
+                            queue_target: int, as_json: bool) -> None:
+    """Write Kubernetes manifests for REPOSITORY that run on the stock tritonserver image: a ConfigMap with the
+    readiness probe (golden inference) and its goldens, Deployment, Service, autoscaler, disruption budget."""
     from tritonbuild import api
+    from tritonbuild.publish.k8s import SECRET_KEYS, repository_url
 
     existing_dir(repository)
-    path, budget = api.deploy_snippets(repository, output, name=name, image=image, target=target,
-                                       replicas=replicas)
+    path, budget, left_out = api.deploy_snippets(repository, output, name=name, image=image, target=target,
+                                                 replicas=replicas, max_replicas=max_replicas, control=control,
+                                                 poll_secs=poll_secs, secret=secret, queue_target=queue_target)
+    secret_keys = SECRET_KEYS[repository_url(target)[0]] if target else None
     if as_json:
-        _json({"path": str(path), "startup_budget_s": budget})
-    else:
-        app().out.print(f"wrote {path} (startup budget {budget} s)")
+        _json({"path": str(path), "startup_budget_s": budget, "goldens_left_out": left_out,
+               "secret": (secret or f"{name}-store") if target else None, "secret_keys": secret_keys})
+        return
+    app().out.print(f"wrote {path} (startup budget {budget} s)")
+    if target:
+        app().out.print(f"create the Secret {secret or name + '-store'} first, holding {secret_keys}")
+    if left_out:
+        app().err.print(f"warning: the probe checks readiness only (no golden: over the ConfigMap's 1 MiB) for "
+                        f"{', '.join(left_out)}", markup=False)

@@ -95,6 +95,9 @@ def _render_report(report) -> None:
     out.print(f"static checks: {len(report.static) - len(bad)}/{len(report.static)} passed")
     for check in bad:
         out.print(f"  FAIL {check.model}: {check.check}: {check.detail}")
+    for check in report.static:  # this machine's lack (a package, the network, a path), not the model's fault
+        if check.ok and check.detail.startswith("not loaded here"):
+            out.print(f"  NOT CHECKED HERE {check.model}: {check.detail}")
     if not report.manifest_digest:
         out.print(f"{'PASSED' if report.passed else 'FAILED'} (no tritonbuild manifest: Triton's config rules, "
                   "Triton's core through stand-in models, hand-written Python models loaded themselves; no goldens)")
@@ -174,6 +177,10 @@ def _verdict(report) -> str:
                                       "repository holds and follows changes (e.g. a publish to the target).")
 @click.option("--repository-poll-secs", "poll_secs", type=click.IntRange(1), default=5, show_default=True,
               help="With --model-control-mode poll: how often the server re-reads the repository.")
+@click.option("--strict-readiness/--no-strict-readiness", "strict_readiness", default=True, show_default=True,
+              help="tritonserver's --strict-readiness: with it, /v2/health/ready is false while any model loads "
+                   "(every polling server at once during a publish); without it, ready once the server answers, "
+                   "and each model's own /v2/models/NAME/ready tells what it serves.")
 @click.option("--log-file", type=click.Path(path_type=Path), default=None,
               help="Where the server log goes (kept after the server stops) [default: a file in the temp dir, "
                    "printed at start].")
@@ -186,8 +193,8 @@ def _verdict(report) -> str:
 @tritonserver_option
 @json_option
 def serve_command(repository: str, http_port: int, grpc_port: int, metrics_port: int, control: str, poll_secs: int,
-                  log_file: Path | None, log_verbose: int, backends: tuple[str, ...], endpoint_url: str | None,
-                  tritonserver: str | None, as_json: bool) -> None:
+                  strict_readiness: bool, log_file: Path | None, log_verbose: int, backends: tuple[str, ...],
+                  endpoint_url: str | None, tritonserver: str | None, as_json: bool) -> None:
     """Serve a repository (a directory, or a publish target URL) with the embedded tritonserver in the
     foreground; Ctrl-C stops it. Then: tritonbuild infer http://127.0.0.1:8000 MODEL --goldens REPOSITORY."""
     import os
@@ -202,7 +209,7 @@ def serve_command(repository: str, http_port: int, grpc_port: int, metrics_port:
     server, loadable, skipped = api.serve(repository, endpoint_url=endpoint_url, control=control,
                                           ports=(http_port, grpc_port, metrics_port), log_path=log_file,
                                           log_verbose=log_verbose, poll_secs=poll_secs, tritonserver=tritonserver,
-                                          backends=_backend_dirs(backends))
+                                          backends=_backend_dirs(backends), strict_readiness=strict_readiness)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     # NOTE: started in the background by a script, SIGINT arrives ignored; serve always stops on it.
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -214,7 +221,7 @@ def serve_command(repository: str, http_port: int, grpc_port: int, metrics_port:
         info = {"http": f"http://{server.http_url}", "grpc": server.grpc_url, "metrics": server.metrics_url,
                 "tritonserver": server.describe(), "version": server.version,
                 "repository": server.repository, "loaded": loadable, "not_loaded": skipped,
-                "model_control_mode": control, "log": str(server.log_path)}
+                "model_control_mode": control, "strict_readiness": strict_readiness, "log": str(server.log_path)}
         if as_json:
             _json(info)
         else:

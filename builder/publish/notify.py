@@ -63,7 +63,10 @@ def repository_index(url: str) -> tuple[dict[str, str] | None, str | None]:
             return {}, None  # it answered, with an error: the load requests report what it says
         text = redact(f"{type(e).__name__}: {e}")[:400]
         return None, text if "network deadline" in text else f"no answer within {deadline_words()}: {text}"
-    return {e["name"]: e.get("state") or "" for e in index or [] if isinstance(e, dict) and e.get("name")}, None
+    # NOTE: a model unloaded from this server (reason 'unloaded': by its operator, or by us after it could not
+    # load it) is one it does not serve, as one never loaded: neither is asked for it while another serves it
+    return {e["name"]: "" if e.get("reason") == "unloaded" else e.get("state") or ""
+            for e in index or [] if isinstance(e, dict) and e.get("name")}, None
 
 
 def _no_answer(e: BaseException) -> bool:
@@ -73,34 +76,79 @@ def _no_answer(e: BaseException) -> bool:
     return classify(e) == "network" or "timeout" in type(e).__name__.lower() or "timed out" in str(e).lower()
 
 
+def mapped_models(url: str) -> set[str] | None:
+    """The models the operator maps to a server (--notify URL#MODEL,MODEL), or None: not mapped."""
+    from urllib.parse import urlsplit
+
+    fragment = urlsplit(url).fragment
+    return {name for name in fragment.split(",") if name} if fragment else None
+
+
 def notify_all(urls: tuple[str, ...], changed: set[str], published: list[str]) -> list[dict]:
     """Per server: load each model whose config.pbtxt changed and each published one it does not have READY
     (absent, or UNAVAILABLE after a failed load); a server that does not answer its index is reported once
     per changed model, with no load request sent. In a mixed fleet a server is asked only for the models it
-    serves (its index shows a state for them: loaded, loading, or a failed load); a model no notified server
-    serves yet (new, or every server restarted) is asked of every server; one left out is reported as skipped,
-    with the servers that serve it."""
+    serves: those the operator maps to it (URL#MODEL,MODEL), else those its index shows a state for (loaded,
+    loading, or a failed load); a model no notified server serves yet (new, or every server restarted) is asked
+    of every unmapped server; one left out is reported as skipped, with the servers that serve it. A server
+    whose load of a model failed while another serves it is asked again only when that model changes."""
     indexes = {url: repository_index(url) for url in urls}
-    served = {url: {name for name, state in (states or {}).items() if state} for url, (states, _) in indexes.items()}
+    served = {url: mapped_models(url) if mapped_models(url) is not None else
+              {name for name, state in (states or {}).items() if state} for url, (states, _) in indexes.items()}
+    ready = {(name, url) for url, (states, _) in indexes.items() for name, state in (states or {}).items()
+             if state == "READY"}
     out = []
     for url in urls:
         states, why = indexes[url]
         if states is None:
             shown = _shown(url)
             out += [{"server": shown, "model": name, "ok": False, "status": None, "message": why}
-                    for name in sorted(changed or set(published))]
+                    for name in sorted(changed or set(published)) if name in served[url] or not mapped_models(url)]
             continue
         for name in sorted(changed | {name for name in published if states.get(name) != "READY"}):
             serving = [other for other in urls if name in served[other]]
-            if serving and url not in serving:
-                out.append({"server": _shown(url), "model": name, "ok": True, "status": None, "skipped": True,
-                            "message": f"not asked: this server does not serve {name!r} (its repository index "
-                                       f"shows no load of it); served by {', '.join(map(_shown, serving))}"})
+            elsewhere = [other for other in urls if (name, other) in ready and other != url]
+            failed_here = states.get(name) == "UNAVAILABLE" and name not in changed and elsewhere
+            if (serving and url not in serving) or (mapped_models(url) is not None and name not in served[url]):
+                out.append(_skipped(url, name, serving, "this server does not serve it (not mapped to it, or its "
+                                                        "repository index shows no load of it)"))
+            elif failed_here:
+                out.append(_skipped(url, name, elsewhere, "its last load failed here and it has not changed since"))
             else:
-                out.append(notify_server(url, name))
-    return out
+                out.append({**notify_server(url, name), "was_ready": states.get(name) == "READY"})
+    loaded = {(result["model"], result["server"]) for result in out if result["ok"] and not result.get("skipped")}
+    loaded |= {(name, _shown(url)) for name, url in ready}
+    return [_settle(result, loaded) for result in out]
 
 
+def _skipped(url: str, name: str, serving: list[str], why: str) -> dict:
+    by = f"; served by {', '.join(map(_shown, serving))}" if serving else ""
+    return {"server": _shown(url), "model": name, "ok": True, "status": None, "skipped": True,
+            "message": f"not asked for {name!r}: {why}{by}"}
+
+
+def _settle(result: dict, loaded: set[tuple[str, str]]) -> dict:
+    """A load this server refused (it answered an error) of a model it did not serve, which another server
+    loaded: this server cannot run it; reported, and not a failure of the publish. Triton keeps the failed
+    version's state (an unload leaves a version that is not READY as it is: core model_lifecycle.cc
+    AsyncUnload), so under strict readiness the server reports not-ready until a load of it succeeds: run the
+    fleet with --strict-readiness=false (deploy-snippets does) or map models to servers (URL#MODEL,...)."""
+    was_ready = result.pop("was_ready", True)
+    if result["ok"] or result.get("status") is None or was_ready:
+        return result
+    loaded_elsewhere = sorted(server for model, server in loaded
+                              if model == result["model"] and server != result["server"])
+    if not loaded_elsewhere:
+        return result
+    return {**result, "cannot_run": True,
+            "message": f"this server cannot run {result['model']!r} ({', '.join(loaded_elsewhere)} serves it; "
+                       f"not asked again until it changes): {result['message']}"}
+
+
+def failures(results: list[dict]) -> list[dict]:
+    """The notify results that fail a publish or rollback: a server that did not answer, or a model no server
+    could load; one server that cannot run a model others serve is reported, not a failure."""
+    return [result for result in results if not result["ok"] and not result.get("cannot_run")]
 def _shown(url: str) -> str:
     from urllib.parse import urlsplit
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from google.protobuf import text_format
 
 from tritonbuild.backends import REGISTRY, BuildPolicy, ReleaseFact
+from tritonbuild.triton.backend_kinds import ACCEPTED_KINDS, instance_kind_problems
 from tritonbuild.triton.config import parse
 from tritonbuild.triton.ensemble_rules import core_model_problems
 from tritonbuild.triton.finding import Finding
@@ -15,6 +16,7 @@ from tritonbuild.triton.rules import (
     NAME_MISMATCH,
     VERSION_RE,
     autocompleted_backend,
+    backend_after_autofill,
     model_problems,
 )
 
@@ -68,7 +70,7 @@ def check_model_dir(model_dir: Path, *, model_files: bool = False, ours: bool = 
     elif owner is not None:
         rows(owner.model_file_checks(mc, model_dir, versions))
     else:
-        rows([_unknown_backend_files(mc, model_dir, versions)])
+        rows(_unknown_backend_rows(mc, model_dir, versions))
     for other in others:
         rows(other.model_file_checks(mc, model_dir, versions))
     if owner is not None:
@@ -121,6 +123,17 @@ def _read_config(model_dir: Path, ours: bool, add):
         return None
     add("config.parse", [], "config.pbtxt parses as inference.ModelConfig")
     return mc
+
+
+def _unknown_backend_rows(mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
+    """A backend tritonbuild has no plug-in for: its model-file row, and the instance kinds it refuses where
+    they are recorded (triton/backend_kinds.py)."""
+    found = [_unknown_backend_files(mc, model_dir, versions)]
+    backend = backend_after_autofill(mc, model_dir)
+    if backend in ACCEPTED_KINDS:
+        found.append(("instance_kind", instance_kind_problems(mc, backend), "every instance group of a kind the "
+                      f"{backend} backend takes ({', '.join(ACCEPTED_KINDS[backend][0])})"))
+    return found
 
 
 def _unknown_backend_files(mc, model_dir: Path, versions: list[int]) -> tuple[str, list[str], str]:

@@ -80,13 +80,15 @@ class EmbeddedServer:
                  ready_timeout: float = READY_TIMEOUT_S, poll_secs: int = 1,
                  ports: tuple[int, int, int] | None = None, log_verbose: int = 0,
                  launcher: Launcher | ContainerLauncher | None = None, backends: dict[str, Path] | None = None,
-                 env: dict[str, str] | None = None, wheels: list[Path] | None = None):
+                 env: dict[str, str] | None = None, wheels: list[Path] | None = None, strict_readiness: bool = True):
         """ports: (http, grpc, metrics); 0 or None picks a free loopback port. launcher: which tritonserver runs
         (server/launcher.py: launcher_for(--tritonserver)); None: the embedded one. backends: Python-based
         backends served beside the python backend (name → a directory holding its model.py, e.g. Triton's vLLM
         backend), placed as <backend-directory>/<name>/ (the embedded server only). env: variables the models'
         runtime needs (a vLLM model's VLLM_BATCH_INVARIANT); wheels: pure-Python wheels its Python must import (a
-        vLLM plugin), unpacked for this server into a directory its interpreters see (the embedded server only)."""
+        vLLM plugin), unpacked for this server into a directory its interpreters see (the embedded server only).
+        strict_readiness: False passes --strict-readiness=false, so /v2/health/ready does not drop while a model
+        loads (a publish reaching a polling server); the models' own readiness then tells what is served."""
         # A local directory, or a URL tritonserver reads itself (s3://http://host:port/bucket/prefix, gs://, as://).
         self.repository = str(repository) if is_url(repository) else str(Path(repository).resolve())
         self.control = control
@@ -103,6 +105,7 @@ class EmbeddedServer:
         self.backends = {name: Path(path) for name, path in (backends or {}).items()}
         self.env = dict(env or {})
         self.wheels = [Path(wheel) for wheel in (wheels or [])]
+        self.strict_readiness = strict_readiness
         self.version: str | None = None  # GET /v2 once live
         self._bytecode_before: set[Path] | None = None  # set at start: only what this server wrote is removed
 
@@ -132,6 +135,8 @@ class EmbeddedServer:
                    f"--backend-config=python,shm-region-prefix-name=tb{os.getpid()}x{self.http_port}"]
         if self.control == "poll":
             options.append(f"--repository-poll-secs={self.poll_secs}")
+        if not self.strict_readiness:
+            options.append("--strict-readiness=false")
         command = self.launcher.command(self.repository, self._tmp,
                                         (self.http_port, self.grpc_port, self.metrics_port), options)
         self._place_backends()

@@ -56,9 +56,12 @@ PROBES = "interpreters.json"  # in envs_dir(): what each candidate interpreter s
 STUB_PATH_VAR = "TRITONBUILD_STUB_PATH"
 # NOTE: the stub embeds Python with an isolated configuration (no locale set, PYTHONIOENCODING ignored): its stdout
 # is ASCII whatever LANG says, and a model that prints non-ASCII text fails (vLLM's engine prints '…': a
-# UnicodeEncodeError at every start, seen on the H200). The .pth line also makes ASCII stdio UTF-8.
+# UnicodeEncodeError at every start, seen on the H200). The .pth line also makes ASCII stdio UTF-8, and honours
+# PYTHONDONTWRITEBYTECODE, which the isolated stub ignores: a model.py imported from a polled local repository wrote
+# __pycache__/ into its version directory, and Triton's next poll saw the model modified and loaded it again.
 _PTH = ("tritonbuild-stub-path.pth", "import os, sys; sys.path.extend(p for p in "
         f"os.environ.get('{STUB_PATH_VAR}', '').split(os.pathsep) if p and p not in sys.path); "
+        "sys.dont_write_bytecode = sys.dont_write_bytecode or bool(os.environ.get('PYTHONDONTWRITEBYTECODE')); "
         "[s.reconfigure(encoding='utf-8', errors='backslashreplace') for s in (sys.stdout, sys.stderr) "
         "if getattr(s, 'encoding', 'utf-8').lower() in ('ascii', 'ansi_x3.4-1968')]\n")
 PIP_TIMEOUT_S = 900

@@ -70,6 +70,11 @@ def _backend_after_autofill(mc, model_dir: Path) -> tuple[str, str, list[str]]:
     return backend, platform, []
 
 
+def backend_after_autofill(mc, model_dir: Path) -> str:
+    """The backend Triton's AutoCompleteBackendFields settles on for this config ('' when it cannot)."""
+    return _backend_after_autofill(mc, model_dir)[0]
+
+
 def autocompleted_backend(model_dir: Path) -> tuple[str, list[str]]:
     """A model directory without config.pbtxt: the backend Triton's AutoCompleteBackendFields finds from the
     first version directory's files (model.plan, model.onnx, model.xml, model.pt, model.py, a TensorFlow model),

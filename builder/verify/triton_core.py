@@ -82,18 +82,30 @@ def not_loaded_here(model_dir: Path) -> str | None:
 
 
 _MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
+# What Python's network stack (socket, urllib, requests/urllib3, huggingface_hub) says when a host cannot be reached
+_NETWORK = re.compile(r"Temporary failure in name resolution|Name or service not known|nodename nor servname|"
+                      r"Failed to resolve|NameResolutionError|Network is unreachable|Max retries exceeded|"
+                      r"couldn't connect to|socket\.gaierror|Connection refused|timed out", re.I)
+_HOST = re.compile(r"host='([^']+)'|Failed to resolve '([^']+)'|couldn't connect to '(?:https?://)?([^'/]+)|"
+                   r"https?://([^/\s'\"]+)")
 _NO_FILE = re.compile(r"No such file or directory|FileNotFoundError|does not exist|not a directory", re.I)
 
 
 def not_here_cause(model_dir: Path, cause: str) -> str | None:
     """Why a model that the embedded server loaded as written failed for want of this machine, not of its own:
-    its Python code imports a package this environment lacks, or a parameter names an absolute path absent here
-    (a tokenizer directory of upstream's docs) and initialize() failed on a missing file. None: a refusal."""
+    its Python code imports a package this environment lacks, its initialize() fetches from the network (weights
+    from a hub) and none is here, or a parameter names an absolute path absent here (a tokenizer directory of
+    upstream's docs) and initialize() failed on a missing file. None: a refusal."""
     from tritonbuild.triton.config import parse
 
     if (missing := _MISSING_MODULE.search(cause)) is not None:
         return (f"its Python code imports {missing.group(1)!r}, which this environment lacks (Triton's core "
                 "accepted the config before the Python backend imported it)")
+    if _NETWORK.search(cause) and "initialize" in cause:
+        host = next((group for match in _HOST.finditer(cause) for group in match.groups() if group), None)
+        where = f" ({host})" if host else ""
+        return (f"needs network: its initialize() could not reach the network{where}, which this machine does not "
+                f"have; the serving machine may")
     if not _NO_FILE.search(cause):
         return None
     try:

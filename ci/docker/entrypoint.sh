@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Serve /models: baked into the image, or pulled from a tritonbuild publish target at start
 # (TRITONBUILD_TARGET=s3://bucket/prefix; the TensorRT-LLM backend needs the engine on local disk).
+# TRITONBUILD_STRICT_READINESS=false (deploy-snippets' custom-image variant): /v2/health/ready stays true while a
+# model loads; the readiness probe judges the models.
 set -euo pipefail
 MODELS="${TRITONBUILD_MODELS:-/models}"
 if [ -n "${TRITONBUILD_TARGET:-}" ]; then
@@ -44,4 +46,4 @@ if [ "${#wheels[@]}" -gt 0 ]; then
   "${TRITONBUILD_PIP:-pip}" install --no-cache-dir --no-deps --no-index "${wheels[@]}"
 fi
 exec "${launch[@]}" tritonserver --model-repository="$MODELS" --model-control-mode="${TRITON_MODEL_CONTROL:-none}" \
-  --strict-readiness=true "${extra[@]}" "$@"
+  --strict-readiness="${TRITONBUILD_STRICT_READINESS:-true}" "${extra[@]}" "$@"

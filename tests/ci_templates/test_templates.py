@@ -1,4 +1,4 @@
-"""The CI templates, Dockerfile.triton, the healthcheck and the Kubernetes snippets: validated by the tools of
+"""The CI templates, Dockerfile.triton and its healthcheck: validated by the tools of
 their own ecosystems, and every tritonbuild command they run exists with those options."""
 
 from __future__ import annotations
@@ -78,21 +78,6 @@ def test_dockerfile_passes_hadolint():
     assert "healthcheck.py" in text.split("HEALTHCHECK", 1)[1]  # a real inference, not just /health/ready
 
 
-def test_kubernetes_snippets_validate(cli, tmp_path, in_root):
-    out = tmp_path / "deploy"
-    r = cli("deploy-snippets", "model_repository", "-o", out, "--image", "registry.example/models:1", "--target",
-            "s3://bucket/models", "--json")
-    assert r.exit_code == 0, r.stderr
-    path = out / "tritonserver.yaml"
-    docs = list(yaml.safe_load_all(path.read_text()))
-    assert [d["kind"] for d in docs] == ["Deployment", "Service"]
-    c = docs[0]["spec"]["template"]["spec"]["containers"][0]
-    assert "healthcheck.py" in c["readinessProbe"]["exec"]["command"][1]
-    assert c["startupProbe"]["failureThreshold"] * c["startupProbe"]["periodSeconds"] >= 60
-    v = subprocess.run([_tool("kubernetes-validate"), str(path)], capture_output=True, text=True)
-    assert v.returncode == 0, v.stdout + v.stderr
-
-
 @pytest.mark.triton
 @pytest.mark.slow
 def test_healthcheck_infers_and_catches_a_wrong_answer(cli, tmp_path, in_root):
@@ -131,26 +116,3 @@ def test_verify_and_publish_share_a_per_pipeline_report_key(template, run_id):
     publish = doc["jobs"]["publish"]["steps"] if "jobs" in doc else doc["publish"]["script"]
     text = yaml.safe_dump(publish)
     assert text.index("test -n") < text.index("tritonbuild publish")
-
-
-@pytest.mark.parametrize("args, words", [
-    (["--target", "gs://bucket/models"], "s3://"),  # the image's entrypoint syncs s3:// only: the pod would exit 2
-    (["--target", "models/prod"], "not a URL"),
-    (["--target", "s3://AKIA:hunter2@bucket/models"], "credentials"),  # it would be written into the YAML
-    (["--name", "Triton_Server"], "DNS label"),
-    (["--replicas", "-1"], "--replicas"),
-])
-def test_kubernetes_snippets_refuse_what_the_pod_could_not_use(cli, tmp_path, in_root, args, words):
-    out = tmp_path / "deploy"
-    r = cli("deploy-snippets", "model_repository", "-o", out, "--image", "registry.example/models:1", *args)
-    assert r.exit_code == 2, r.stderr
-    assert words in r.stderr and "hunter2" not in r.stderr and "Traceback" not in r.stderr
-    assert not out.exists()
-
-
-def test_the_schemes_deploy_snippets_accepts_are_the_ones_the_entrypoint_syncs():
-    from tritonbuild.publish.k8s import SYNCED_SCHEMES
-
-    text = (ROOT / "ci" / "docker" / "entrypoint.sh").read_text()
-    synced = re.findall(r"^\s+([a-z0-9]+)://\*\)", text, re.MULTILINE)
-    assert synced and tuple(synced) == SYNCED_SCHEMES

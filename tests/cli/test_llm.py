@@ -6,6 +6,7 @@ import json
 import shutil
 
 import pytest
+import yaml
 
 from tests.conftest import EXAMPLES, ROOT, llmapi_recipe, route_recipe
 from tests.contracts.facts import load
@@ -361,6 +362,14 @@ def test_the_serving_entrypoint_launches_orchestrator_mode_as_upstreams_launcher
     plain = subprocess.run(["bash", str(ROOT / "ci/docker/entrypoint.sh")], env=env, capture_output=True,
                            text=True, check=True).stdout.split()
     assert plain[0] == "tritonserver" and not set(up["args"]) & set(plain)
+    # the stock-image manifests start it the same way, and ask for the four GPUs its instance groups name
+    assert cli("deploy-snippets", out, "-o", tmp_path / "deploy", "--target", "s3://bucket/models").exit_code == 0
+    docs = {d["kind"]: d for d in yaml.safe_load_all((tmp_path / "deploy" / "tritonserver.yaml").read_text())}
+    (container,) = docs["Deployment"]["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == [*up["launcher"], "tritonserver"] and set(up["args"] + pools) <= set(
+        container["args"])
+    assert {e["name"]: e["value"] for e in container["env"]} == up["env"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 4
 
 
 def test_plan_says_which_route_and_why_and_an_unquantized_recipe_takes_the_llm_api_route(cli, llm_dir, tmp_path):

@@ -343,6 +343,55 @@ def test_notify_asks_each_server_of_a_mixed_fleet_only_for_the_models_it_serves(
         gpu.shutdown()
 
 
+def _refusing_triton(seen: list[str]):
+    """A tritonserver that lists every model as never loaded and answers each load with Triton's 400."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.path == "/v2/repository/index":
+                status, body = 200, json.dumps([{"name": "doubler"}]).encode()
+            else:
+                seen.append(self.path)
+                status, body = 400, b'{"error":"load failed for model \'doubler\': needs a GPU"}'
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, f"http://127.0.0.1:{srv.server_address[1]}"
+
+
+def test_notify_reports_a_server_that_cannot_run_a_model_others_loaded_and_honours_a_mapping(cli, repo, tmp_path):
+    """One server refuses the model another loaded: reported 'cannot run here', exit 0 (it was exit 7 for every
+    publish); a server mapped to other models (URL#MODEL) is never asked; refused everywhere, it is a failure."""
+    refused, loaded, mapped_seen = [], [], []
+    bad, bad_url = _refusing_triton(refused)
+    good, good_url = _fake_triton({"doubler": ""}, loaded)
+    mapped, mapped_url = _refusing_triton(mapped_seen)
+    try:
+        out = repo(1)
+        _fake_verified(cli, out)
+        r = cli("publish", out, f"file://{tmp_path}/pub", "--notify", bad_url, "--notify", good_url, "--notify",
+                f"{mapped_url}#other", "--json")
+        assert r.exit_code == 0, r.stdout
+        notified = {n["server"]: n for n in json.loads(r.stdout)["notified"]}
+        assert notified[bad_url]["cannot_run"] and "needs a GPU" in notified[bad_url]["message"]
+        assert notified[good_url]["ok"] and notified[mapped_url]["skipped"] and mapped_seen == []
+        alone = cli("publish", repo(2), f"file://{tmp_path}/pub2", "--skip-verify", "--notify", bad_url)
+        assert alone.exit_code == 7 and "FAILED" in alone.stdout  # no server loaded it: not one server's problem
+    finally:
+        for server in (bad, good, mapped):
+            server.shutdown()
+
+
 def test_publish_json_with_a_failed_notify_is_one_document(cli, repo, tmp_path):
     """--json prints ONE document even when a notify fails: the receipt (notify failures included) with the
     error beside it; still exit 7. (It printed the receipt, then the error: two documents, unparseable.)"""

@@ -197,3 +197,40 @@ def test_a_finding_of_a_hand_written_repository_is_listed_once(cli, tmp_path):
     failed = [row for row in json.loads(r.stdout)["static"] if not row["ok"]]
     assert r.exit_code == 6 and [words in row["detail"] for row in failed] == [True], failed
     assert "tritonserver refused it the same way" in failed[0]["detail"], failed
+
+
+NEEDS_NETWORK = '''import urllib.request
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):  # weights from a hub, as upstream model code does
+        urllib.request.urlopen("https://huggingface.co/api/models/gpt2", timeout=10)
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([]) for _ in requests]
+'''
+TENSORS = ('input [{ name: "X" data_type: TYPE_FP32 dims: [3] }]\n'
+           'output [{ name: "Y" data_type: TYPE_FP32 dims: [3] }]\n')
+
+
+def test_a_model_that_needs_the_network_and_its_ensemble_are_not_checked_here_not_refused(tmp_path):
+    """No network here (the serving fleet has one): a model whose initialize() fetches from a hub, and an
+    ensemble failing only through it, were reported as refused by Triton (false rejects of the corpus)."""
+    repo = tmp_path / "models"
+    (repo / "fetches" / "1").mkdir(parents=True)
+    (repo / "fetches" / "config.pbtxt").write_text(f'backend: "python"\nmax_batch_size: 0\n{TENSORS}')
+    (repo / "fetches" / "1" / "model.py").write_text(NEEDS_NETWORK)
+    (repo / "pipeline" / "1").mkdir(parents=True)
+    (repo / "pipeline" / "config.pbtxt").write_text(
+        'platform: "ensemble"\nmax_batch_size: 0\n' + TENSORS.replace('"X"', '"IN"').replace('"Y"', '"OUT"') +
+        'ensemble_scheduling { step [{ model_name: "fetches" model_version: -1 input_map { key: "X" value: "IN" } '
+        'output_map { key: "Y" value: "OUT" } }] }\n')
+    _, rows = _verify(repo)
+    fetches, pipeline = rows["fetches"]["triton-core"], rows["pipeline"]["triton-core"]
+    assert fetches["ok"] and "needs network" in fetches["detail"] and "refused" not in fetches["detail"]
+    assert pipeline["ok"] and "needs network" in pipeline["detail"] and "'fetches'" in pipeline["detail"]
+    shown = subprocess.run([sys.executable, "-m", "tritonbuild", "verify", str(repo)], capture_output=True, text=True,
+                           timeout=600).stdout
+    assert "NOT CHECKED HERE fetches: not loaded here: needs network" in shown  # said, not only in --json

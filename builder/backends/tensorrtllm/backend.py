@@ -3,6 +3,7 @@ the LLM-API Python model."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tritonbuild.backends.base import Backend
@@ -55,6 +56,12 @@ class TensorRTLLMBackend(Backend):
         params = {k: v.string_value for k, v in mc.parameters.items()}
         return [("tensorrtllm.parameters", parameter_problems(params, UNGUARDED, UNGUARDED_VALUES),
                  "every parameter the backend reads unguarded is set")]
+
+    def gpus_needed(self, mc, version_dir: Path) -> int:
+        """The C++ backend places its own devices (gpu_device_ids, '0,1;2,3'); its instance kind stays CPU."""
+        param = mc.parameters.get("gpu_device_ids")
+        ids = [int(gpu) for gpu in re.findall(r"\d+", param.string_value)] if param is not None else []
+        return max(ids) + 1 if ids else 0
 
     def model_file_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
         """The engine group's model: its engine inside the version directory; an LLM-API Python model: its

@@ -166,3 +166,25 @@ def test_a_placeholder_fill_template_leaves_in_an_integer_field_is_a_parse_error
     detail = _failed(old / "tensorrt_llm", ours=False)["config.parse"]
     assert "max_queue_delay_microseconds" in detail and "not a valid inference.ModelConfig" in detail
     assert "config.parse" not in _failed(new / "tensorrt_llm", ours=False)
+
+
+@pytest.mark.parametrize("groups, refused", [
+    ("instance_group { kind: KIND_GPU }", "is KIND_GPU"),
+    ("instance_group { kind: KIND_AUTO gpus: [0] }", "KIND_AUTO with gpus [0]"),
+    ("instance_group { kind: KIND_CPU count: 2 }", None),
+    ("", None),  # no group: the backend's preferred group is KIND_CPU
+])
+def test_an_openvino_model_with_a_gpu_instance_group_is_refused_as_the_backend_refuses_it(tmp_path, groups, refused):
+    """Triton's core accepts it; the OpenVINO backend refuses every instance kind but CPU when it creates the
+    instance (facts/kubernetes.json openvino_instance_kind): verify passed it (a false accept)."""
+    facts = load("kubernetes")["openvino_instance_kind"]
+    d = tmp_path / "ov"
+    (d / "1").mkdir(parents=True)
+    (d / "1" / "model.xml").write_text("<net/>")
+    (d / "config.pbtxt").write_text(f'name: "ov"\n{groups}\n')  # the backend found from model.xml, as Triton does
+    rows = _rows(d, ours=False)
+    ok, detail = rows["instance_kind"]
+    if refused is None:
+        assert ok and facts["accepted_kinds"] == ["KIND_CPU"]
+    else:
+        assert not ok and refused in detail and facts["message"] in detail

@@ -330,3 +330,21 @@ def test_the_pth_appends_the_stub_path_after_site_packages_under_minus_e(tmp_pat
                          timeout=60).stdout.splitlines()
     assert str(tmp_path / "no") not in out  # -E: PYTHONPATH ignored
     assert out.index(str(site)) < out.index(str(extra)) and out.count(str(site)) == 1
+
+
+def test_the_pth_keeps_the_stub_from_writing_bytecode_into_a_polled_repository(tmp_path):
+    """The stub ignores PYTHONDONTWRITEBYTECODE (as -E does): a model.py imported from a local repository in poll
+    mode left __pycache__/ in its version directory, and Triton's next poll loaded the model a second time."""
+    import subprocess
+
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    (site / toolenv._PTH[0]).write_text(toolenv._PTH[1])
+    version = tmp_path / "repo" / "model" / "1"
+    version.mkdir(parents=True)
+    (version / "model.py").write_text("VALUE = 1\n")
+    code = f"import site, sys; site.addsitedir({str(site)!r}); sys.path.insert(0, {str(version)!r}); import model"
+    for variable, written in (("1", False), ("", True)):
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": variable}
+        subprocess.run([sys.executable, "-E", "-c", code], env=env, check=True, timeout=60)
+        assert (version / "__pycache__").exists() is written

@@ -28,3 +28,16 @@ def test_only_a_model_whose_backend_the_server_lacks_says_not_checked_here(tmp_p
     assert "not checked here (needs GPU/TRT-LLM)" in not_loaded_here(root / "tensorrt_llm")
     assert not_loaded_here(root / "ensemble") is None
     assert not_loaded_here(root / "preprocessing") is None  # the python backend is there (stand-in: a GPU kind)
+
+
+def test_an_initialize_that_cannot_reach_the_network_is_this_machines(tmp_path):
+    """Model code that fetches weights at initialize() fails here (no network) and not on the fleet."""
+    d = repositories.write_trtllm_group(tmp_path, "r25.04") / "preprocessing"
+    hub = ("version 1 is at UNAVAILABLE state: Internal: ConnectionError: HTTPSConnectionPool(host='huggingface.co', "
+           "port=443): Max retries exceeded with url: /gpt2/resolve/main/config.json (Caused by NameResolutionError("
+           "\"Failed to resolve 'huggingface.co' ([Errno -3] Temporary failure in name resolution)\"))\n\nAt:\n"
+           f"  {d}/1/model.py(12): initialize\n")
+    why = not_here_cause(d, hub)
+    assert why is not None and why.startswith("needs network") and "(huggingface.co)" in why
+    # the same words outside initialize() (a config refusal quoting a URL) stay a refusal
+    assert not_here_cause(d, "unexpected platform type 'x' (see https://example.com)") is None

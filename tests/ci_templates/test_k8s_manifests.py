@@ -1,0 +1,169 @@
+"""deploy-snippets' Kubernetes manifests: strict against three Kubernetes releases' OpenAPI schemas
+(kubernetes-validate), plain YAML, and built on what tritonserver and the stock image have
+(tests/contracts/facts/kubernetes.json)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+
+import pytest
+import yaml
+
+from tests.ci_templates.test_templates import _tool
+from tests.contracts.facts import load
+
+RELEASES = ("1.30.0", "1.33.0", "1.37.0")
+MODES = {"poll": ["--target", "s3://bucket/models"],
+         "explicit": ["--target", "s3://bucket/models", "--model-control-mode", "explicit"],
+         "gcs": ["--target", "gs://bucket/models"],
+         "baked": ["--image", "registry.example/models:1"]}
+
+
+def _generate(cli, tmp_path, *args) -> tuple[list[dict], str]:
+    out = tmp_path / "deploy"
+    r = cli("deploy-snippets", "model_repository", "-o", out, "--replicas", "2", *args, "--json")
+    assert r.exit_code == 0, r.stderr
+    text = (out / "tritonserver.yaml").read_text()
+    return list(yaml.safe_load_all(text)), text
+
+
+def _by_kind(docs: list[dict]) -> dict[str, dict]:
+    return {doc["kind"]: doc for doc in docs}
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_manifests_validate_strictly_against_three_kubernetes_releases(cli, tmp_path, in_root, mode):
+    docs, text = _generate(cli, tmp_path, *MODES[mode])
+    assert {"ConfigMap", "Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"} <= \
+        {doc["kind"] for doc in docs}
+    assert "&id" not in text and "*id" not in text  # the labels, used five times, are written out each time
+    path = tmp_path / "deploy" / "tritonserver.yaml"
+    for release in RELEASES:
+        checked = subprocess.run([_tool("kubernetes-validate"), "--strict", "-k", release, str(path)],
+                                 capture_output=True, text=True)
+        assert checked.returncode == 0, (release, checked.stdout + checked.stderr)
+
+
+def test_the_pod_needs_nothing_but_the_stock_image_and_what_it_mounts(cli, tmp_path, in_root):
+    docs, _ = _generate(cli, tmp_path, *MODES["poll"])
+    kinds = _by_kind(docs)
+    pod = kinds["Deployment"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    from tritonbuild.publish.k8s import STOCK_IMAGE
+
+    assert container["image"] == STOCK_IMAGE  # the CLI's default is the module's
+    assert container["image"].startswith("nvcr.io/nvidia/tritonserver:") and container["image"].endswith("-py3")
+    assert container["command"] == ["tritonserver"]
+    probe = container["readinessProbe"]["exec"]["command"]
+    assert probe[0] == "python3"  # the stock image's (facts: build.py installs python3 and numpy for its backend)
+    assert "python3" in load("kubernetes")["stock_image_python"]["python_backend_installs"]
+    mounts = {mount["name"]: mount["mountPath"] for mount in container["volumeMounts"]}
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    (script,) = [word for word in probe if word.endswith(".py")]
+    folder = script.rsplit("/", 1)[0]
+    (probe_volume,) = [name for name, path in mounts.items() if path == folder]
+    config_map = kinds["ConfigMap"]
+    assert volumes[probe_volume]["configMap"]["name"] == config_map["metadata"]["name"]
+    assert script.rsplit("/", 1)[1] in config_map["data"] and "expect.json" in config_map["data"]
+    expected = yaml.safe_load(config_map["data"]["expect.json"])
+    assert {model["name"] for model in expected["models"]} == {path.name for path in
+                                                               (in_root / "model_repository").iterdir()
+                                                               if path.is_dir()}
+    assert all(key in config_map.get("binaryData", {}) for model in expected["models"]
+               for key in model["goldens"].values())
+    assert container["envFrom"] == [{"secretRef": {"name": "tritonserver-store"}}]
+
+
+@pytest.mark.parametrize("mode", ["poll", "explicit"])
+def test_the_command_line_is_tritonservers_own_flags(cli, tmp_path, in_root, mode):
+    docs, _ = _generate(cli, tmp_path, *MODES[mode])
+    (container,) = _by_kind(docs)["Deployment"]["spec"]["template"]["spec"]["containers"]
+    facts = load("kubernetes")["server_flags"]
+    flags = dict(arg[2:].split("=", 1) for arg in container["args"])
+    assert set(flags) <= set(facts["flags"])
+    assert all(flags[name] in ("true", "false") for name in facts["bool_flags"] if name in flags)
+    assert flags["model-control-mode"] == mode and mode in facts["model_control_modes"]
+    assert flags["model-repository"] == "s3://bucket/models"
+    # strict readiness is what takes every polling pod out of its Service while a publish loads
+    assert flags["strict-readiness"] == "false" and load("kubernetes")["strict_readiness"]["default"] is True
+    if mode == "explicit":
+        assert f"--load-model={flags['load-model']}" == facts["load_all_in_explicit"]
+
+
+def test_scaling_rolls_out_without_taking_the_last_ready_pod(cli, tmp_path, in_root):
+    docs, _ = _generate(cli, tmp_path, *MODES["poll"], "--max-replicas", "5", "--queue-target", "4")
+    kinds = _by_kind(docs)
+    rolling = kinds["Deployment"]["spec"]["strategy"]["rollingUpdate"]
+    assert rolling["maxUnavailable"] == 0 and rolling["maxSurge"] >= 1
+    hpa = kinds["HorizontalPodAutoscaler"]["spec"]
+    assert (hpa["minReplicas"], hpa["maxReplicas"]) == (2, 5)
+    (metric,) = hpa["metrics"]
+    assert metric["pods"]["metric"]["name"] == load("kubernetes")["queue_metric"]["name"]
+    assert metric["pods"]["target"]["averageValue"] == "4"
+    assert kinds["PodDisruptionBudget"]["spec"]["minAvailable"] == 1
+    selector = kinds["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"]
+    assert selector == kinds["Deployment"]["spec"]["template"]["metadata"]["labels"]
+
+
+def test_explicit_mode_adds_a_headless_service_that_reaches_every_pod(cli, tmp_path, in_root):
+    docs, _ = _generate(cli, tmp_path, *MODES["explicit"])
+    services = [doc for doc in docs if doc["kind"] == "Service"]
+    assert [service["spec"].get("clusterIP") for service in services] == [None, "None"]
+
+
+def test_gpu_resources_come_from_the_instance_groups(tmp_path, in_root):
+    from tritonbuild.publish.k8s import gpus_per_pod
+    from tritonbuild.repository.manifest import read_manifest
+
+    root = tmp_path / "repo"
+    shutil.copytree(in_root / "model_repository", root)
+    manifest = read_manifest(root)
+    assert gpus_per_pod(root, manifest) == 0  # every group KIND_CPU: no GPU asked for
+    config = root / "risk-scorer" / "config.pbtxt"
+    config.write_text(config.read_text().replace("kind: KIND_CPU", "kind: KIND_GPU\n  gpus: [0, 2]"))
+    assert gpus_per_pod(root, manifest) == 3
+    # a backend that places its own devices says how many (Backend.gpus_needed): vLLM's model.json
+    (model,) = [model for model in manifest.models if model.name == "risk-scorer"]
+    (root / "risk-scorer" / str(model.version) / "model.json").write_text(
+        '{"tensor_parallel_size": 2, "pipeline_parallel_size": 2}')
+    config.write_text(config.read_text().replace('backend: "python"', 'backend: "vllm"'))
+    assert gpus_per_pod(root, manifest) == 4
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--target", "file:///srv/models"], "s3://, gs://"),  # tritonserver cannot read that store itself
+    (["--target", "models/prod"], "not a URL"),
+    (["--target", "s3://AKIA:hunter2@bucket/models"], "credentials"),  # it would be written into the YAML
+    (["--name", "Triton_Server"], "DNS label"),
+    (["--replicas", "0"], "--replicas"),
+    (["--replicas", "3", "--max-replicas", "2"], "--max-replicas"),
+    ([], "holds no model repository"),  # the stock image, and no target to read
+])
+def test_manifests_refuse_what_the_pod_could_not_use(cli, tmp_path, in_root, args, words):
+    out = tmp_path / "deploy"
+    r = cli("deploy-snippets", "model_repository", "-o", out, *args)
+    assert r.exit_code == 2, r.stderr
+    assert words in r.stderr and "hunter2" not in r.stderr and "Traceback" not in r.stderr
+    assert not out.exists()
+
+
+def test_the_custom_image_variant_runs_its_entrypoint_without_strict_readiness(cli, tmp_path, in_root):
+    """No --target: the image built from Dockerfile.triton serves its baked /models through its entrypoint (which
+    applies the models' launch needs), told by the manifest to leave strict readiness off."""
+    docs, _ = _generate(cli, tmp_path, *MODES["baked"])
+    (container,) = _by_kind(docs)["Deployment"]["spec"]["template"]["spec"]["containers"]
+    assert "command" not in container  # the image's ENTRYPOINT
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "tritonserver").write_text('#!/bin/sh\necho "$*"\n')
+    (fake / "tritonserver").chmod(stat.S_IRWXU)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", **{item["name"]: item["value"] for item in
+                                                                     container["env"]},
+           "TRITONBUILD_MODELS": str(in_root / "model_repository")}
+    got = subprocess.run(["bash", str(in_root / "ci/docker/entrypoint.sh"), *container["args"]], env=env,
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert "--strict-readiness=false" in got and "--model-control-mode=none" in got
+    assert "--exit-on-error=false" in got
