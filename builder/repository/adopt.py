@@ -15,13 +15,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
-from google.protobuf import text_format
 
 from tritonbuild.backends import REGISTRY
 from tritonbuild.errors import UsageError
 from tritonbuild.repository.existing import config_tensors
 from tritonbuild.repository.rules import VERSION_RE
-from tritonbuild.triton.config import parse
+from tritonbuild.triton.config import ConfigParseError, read_config
 
 # ModelConfig fields a recipe expresses (the rest must be absent or at their default)
 _EXPRESSED = {"name", "backend", "platform", "max_batch_size", "input", "output", "instance_group",
@@ -115,12 +114,12 @@ def _source_path_recipe(owner) -> bool:
 
 def _read(model_dir: Path, root: Path):
     try:
-        return parse((model_dir / "config.pbtxt").read_bytes())
+        return read_config(model_dir)
     except FileNotFoundError:
         raise UsageError(f"{model_dir.name} has no config.pbtxt: adopt reads the config it reproduces",
                          where=str(model_dir), hint="write its config.pbtxt (Triton's autocompleted one: "
                          "GET v2/models/<name>/config on a server that loaded it)") from None
-    except (text_format.ParseError, UnicodeDecodeError) as e:
+    except ConfigParseError as e:
         raise UsageError(f"{model_dir.name}/config.pbtxt does not parse: {e}", where=str(model_dir),
                          hint=f"'tritonbuild verify {root}' shows Triton's refusal") from None
 

@@ -26,7 +26,7 @@ from tritonbuild.errors import UsageError, VerifyError
 from tritonbuild.recipe.models import Tune
 from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
 from tritonbuild.server.launcher import launcher_for
-from tritonbuild.triton.config import parse
+from tritonbuild.triton.config import read_config
 from tritonbuild.tune import search
 from tritonbuild.tune.built import grpc_of, loads_of, model_and_recipe
 from tritonbuild.tune.confidence import Decision, abba_order, ratio_interval
@@ -85,7 +85,7 @@ class TuneSession:
             raise UsageError(f"{model!r} targets a GPU and this machine has none", hint="run tune on the GPU "
                              "machine that will serve it, or pass --server URL")
         self.inputs, self.reference = self._goldens(no_verify)
-        self.base_mc = parse((root / model / "config.pbtxt").read_bytes())
+        self.base_mc = read_config(root / model)
         self.grid = Grid(self.spec, self.base_mc)
         self._check_buckets()
         self.loads = loads_of(self.spec)

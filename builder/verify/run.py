@@ -129,16 +129,14 @@ def core_checks(root: Path, names: list[str], say: Progress, as_is: frozenset[st
 def runs_as_written(model_dir: Path, have_gpu: bool) -> bool:
     """A hand-written model the embedded server can load itself (its backend, its devices; no execution
     environment to unpack): verify loads it, so its model.py is imported and its initialize() runs."""
-    from google.protobuf import text_format
-
-    from tritonbuild.triton.config import parse
+    from tritonbuild.triton.config import ConfigParseError, read_config
 
     try:
-        mc = parse((model_dir / "config.pbtxt").read_bytes())
+        mc = read_config(model_dir)
     except FileNotFoundError:
         backend = autocompleted_backend(model_dir)[0]
         return bool(backend) and runs_embedded(backend)
-    except (OSError, text_format.ParseError, UnicodeDecodeError):
+    except (OSError, ConfigParseError):
         return False
     gpu = any(type(group).Kind.Name(group.kind) == "KIND_GPU" for group in mc.instance_group)
     return (bool(mc.backend) and runs_embedded(mc.backend) and "EXECUTION_ENV_PATH" not in mc.parameters

@@ -44,7 +44,7 @@ def served_differences(url: str, root: Path, model: ManifestModel) -> tuple[list
     and the served identity (_identity; None when the config could not be read)."""
     from google.protobuf import json_format
 
-    from tritonbuild.triton.config import model_config_pb2, parse
+    from tritonbuild.triton.config import model_config_pb2, read_config
 
     try:
         with Server(url, TIMEOUT_S) as asked:
@@ -52,7 +52,7 @@ def served_differences(url: str, root: Path, model: ManifestModel) -> tuple[list
                                            ignore_unknown_fields=True)
     except Exception as e:  # noqa: BLE001 - unreachable, refused or not a ModelConfig: reported, never raised
         return [f"cannot read its config ({e})"], None
-    mine = _served_projection(parse((root / model.name / "config.pbtxt").read_bytes()))
+    mine = _served_projection(read_config(root / model.name))
     theirs = _served_projection(served)
     if not (mine["backend"] and theirs["backend"]) or theirs["backend"] in (served.platform, served.backend):
         mine.pop("backend"), theirs.pop("backend")

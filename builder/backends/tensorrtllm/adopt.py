@@ -11,13 +11,11 @@ import json
 import shutil
 from pathlib import Path
 
-from google.protobuf import text_format
-
 from tritonbuild.backends.tensorrtllm.quant import ENGINE_ALGOS
 from tritonbuild.backends.tensorrtllm.recipe import lookahead_draft_len
 from tritonbuild.backends.tensorrtllm.speculative import SPECULATIVE_DECODING_MODES
 from tritonbuild.errors import UsageError
-from tritonbuild.triton.config import parse
+from tritonbuild.triton.config import ConfigParseError, read_config
 
 _HINT = "publish the repository as it is ('tritonbuild publish DIR URL'), or write the group's recipe by hand"
 _BOOL = {"true": True, "false": False}
@@ -71,8 +69,8 @@ def _siblings(root: Path) -> dict[str, object]:
     out = {}
     for model_dir in sorted(d for d in root.iterdir() if (d / "config.pbtxt").is_file()):
         try:
-            out[model_dir.name] = parse((model_dir / "config.pbtxt").read_bytes())
-        except (text_format.ParseError, UnicodeDecodeError):  # the stage refuses it, naming the file
+            out[model_dir.name] = read_config(model_dir)
+        except ConfigParseError:  # the stage refuses it, naming the file
             continue
     return out
 
@@ -134,7 +132,7 @@ def _python_models(root: Path, group: dict[str, str], recipe: dict) -> str | Non
         if role not in group:
             continue
         model_dir = root / group[role]
-        mc = parse((model_dir / "config.pbtxt").read_bytes())
+        mc = read_config(model_dir)
         serving.setdefault("instances", {})[role] = sum(g.count or 1 for g in mc.instance_group) or 1
         params = _params(mc)
         unheld = sorted(k for k in params if k not in PYTHON_CONSUMED)

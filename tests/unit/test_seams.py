@@ -1,0 +1,78 @@
+"""The seams ARCHITECTURE.md names, guarded: one module speaks raw HTTP to Triton (the endpoints tritonclient has
+no call for), one reads and parses config.pbtxt, one maps dynamic batching between recipe and config. Each test
+also breaks its seam on purpose (a copy of a module with the forbidden call added) and sees the check fail."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+SOURCE = ROOT / "builder"
+
+
+def _sources() -> dict[str, str]:
+    return {str(p.relative_to(SOURCE)): p.read_text() for p in sorted(SOURCE.rglob("*.py"))
+            if p.parent.name != "models"}  # the Python models we ship run inside Triton, not in our process
+
+
+def _imports_of(text: str) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+    return out
+
+
+def raw_http_modules(sources: dict[str, str]) -> list[str]:
+    return sorted(path for path, text in sources.items()
+                  if {"urllib.request", "urllib.error", "http.client", "requests"} & _imports_of(text))
+
+
+CONFIG_READ = re.compile(r"""config\.pbtxt["']\)?\s*\)?\.read_(bytes|text)\(|text_format\.(Parse|Merge)\(""")
+
+
+def config_parsers(sources: dict[str, str]) -> list[str]:
+    return sorted(path for path, text in sources.items() if CONFIG_READ.search(text))
+
+
+def test_only_plain_http_speaks_http_without_tritonclient():
+    assert raw_http_modules(_sources()) == ["triton/plain_http.py"]
+
+
+def test_config_pbtxt_is_read_and_parsed_in_one_module():
+    assert config_parsers(_sources()) == ["triton/config.py"]
+
+
+@pytest.mark.parametrize(("module", "added", "check"), [
+    ("server/status.py", "import urllib.request\n", raw_http_modules),
+    ("tune/run.py", "mc = parse((root / 'm' / 'config.pbtxt').read_bytes())\n", config_parsers),
+    ("verify/served.py", "text_format.Parse(raw, mc)\n", config_parsers),
+])
+def test_each_seam_check_fails_when_the_seam_is_broken(module, added, check):
+    sources = _sources()
+    before = check(sources)
+    sources[module] += added
+    assert check(sources) != before and module in check(sources)
+
+
+def test_read_config_tells_absent_from_invalid(tmp_path: Path):
+    from tritonbuild.triton.config import ConfigParseError, read_config, read_config_or_none
+
+    with pytest.raises(FileNotFoundError):
+        read_config(tmp_path)
+    (tmp_path / "config.pbtxt").write_text('name: "m"\nmax_batch_size: x\n')
+    with pytest.raises(ConfigParseError, match=r"^2:\d+ "):
+        read_config(tmp_path)
+    (tmp_path / "config.pbtxt").write_bytes(b'name: "\xff"\n')
+    with pytest.raises(ConfigParseError, match="utf-8"):
+        read_config(tmp_path)
+    assert read_config_or_none(tmp_path) is None
+    (tmp_path / "config.pbtxt").write_text('name: "m"\nbackend: "python"\n')
+    assert read_config(tmp_path).backend == "python"
