@@ -20,6 +20,7 @@ from tritonbuild.backends import REGISTRY
 from tritonbuild.errors import UsageError
 from tritonbuild.repository.existing import config_tensors
 from tritonbuild.repository.rules import VERSION_RE
+from tritonbuild.triton.batching import read_dynamic_batching
 from tritonbuild.triton.config import ConfigParseError, read_config
 
 # ModelConfig fields a recipe expresses (the rest must be absent or at their default)
@@ -52,15 +53,11 @@ def _unexpressed(mc, extra: frozenset[str] = frozenset()) -> list[str]:
 
 
 def _batching(mc) -> dict | None:
-    if not mc.HasField("dynamic_batching"):
-        return None
-    db = mc.dynamic_batching
-    out = {"preferred_batch_sizes": list(db.preferred_batch_size),
-           "max_queue_delay_us": db.max_queue_delay_microseconds, "preserve_ordering": db.preserve_ordering}
-    if db.priority_levels or db.HasField("default_queue_policy") or db.priority_queue_policy:
+    batching = read_dynamic_batching(mc)
+    if batching is not None and {"priority_levels", "default_queue_policy", "priority_queue_policy"} & set(batching):
         raise UsageError(f"{mc.name}: dynamic_batching priorities and queue policies are not adopted yet",
                          hint="adopt the model without them, then add 'batching:' to its recipe by hand")
-    return {key: value for key, value in out.items() if value}
+    return batching
 
 
 def _tensors(mc, field: str) -> list[dict]:

@@ -18,6 +18,7 @@ import yaml
 from tritonbuild.core.fsutil import write_atomic
 from tritonbuild.errors import UsageError
 from tritonbuild.recipe.models import Recipe, Tune
+from tritonbuild.triton.batching import FIELDS
 from tritonbuild.tune.space import KINDS, default_batch_sizes
 
 
@@ -27,10 +28,10 @@ def _batching(recipe: Recipe, tune: Tune, notes: list[str]) -> dict:
         return {}
     sizes = sorted({b for b in (tune.batch_sizes or default_batch_sizes(recipe.max_batch_size))
                     if b <= recipe.max_batch_size})
-    batcher: dict = {"max_queue_delay_microseconds": sorted(set(tune.max_queue_delay_us))}
+    batcher: dict = {FIELDS["max_queue_delay_us"]: sorted(set(tune.max_queue_delay_us))}
     if True in tune.preferred_batch_sizes:
         if len(sizes) == 1 and False not in tune.preferred_batch_sizes:
-            batcher["preferred_batch_size"] = [[sizes[0]]]
+            batcher[FIELDS["preferred_batch_sizes"]] = [[sizes[0]]]
         else:
             notes.append("preferred_batch_sizes [max_batch_size] is left out: Model Analyzer sweeps "
                          "preferred_batch_size apart from max_batch_size and cannot tie the two")

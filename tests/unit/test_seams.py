@@ -76,3 +76,48 @@ def test_read_config_tells_absent_from_invalid(tmp_path: Path):
     assert read_config_or_none(tmp_path) is None
     (tmp_path / "config.pbtxt").write_text('name: "m"\nbackend: "python"\n')
     assert read_config(tmp_path).backend == "python"
+
+
+BATCHING_FIELD = re.compile(r"\.(preferred_batch_size|max_queue_delay_microseconds|default_timeout_microseconds)\b")
+
+
+def batching_mappers(sources: dict[str, str]) -> list[str]:
+    return sorted(path for path, text in sources.items() if BATCHING_FIELD.search(text))
+
+
+def test_dynamic_batching_is_mapped_in_one_module():
+    # triton/rules.py checks a config against Triton's own rules: it reads the fields, it maps nothing.
+    assert batching_mappers(_sources()) == ["triton/batching.py", "triton/rules.py"]
+    sources = _sources()
+    sources["tune/space.py"] += "db.max_queue_delay_microseconds = 5\n"
+    assert "tune/space.py" in batching_mappers(sources)
+
+
+def test_the_batching_mapping_covers_every_recipe_key_and_names_real_config_fields():
+    from tritonbuild.recipe.models import Batching, QueuePolicy
+    from tritonbuild.triton.batching import FIELDS, QUEUE_FIELDS
+    from tritonbuild.triton.config import model_config_pb2
+
+    pb2 = model_config_pb2()
+    assert set(Batching.model_fields) == set(FIELDS) | {"default_queue_policy", "priority_queue_policy"}
+    assert set(QueuePolicy.model_fields) == set(QUEUE_FIELDS)
+    assert set(FIELDS.values()) <= set(pb2.ModelDynamicBatching.DESCRIPTOR.fields_by_name)
+    assert set(QUEUE_FIELDS.values()) <= set(pb2.ModelQueuePolicy.DESCRIPTOR.fields_by_name)
+
+
+def test_recipe_batching_round_trips_through_the_config():
+    from tritonbuild.recipe.models import Batching
+    from tritonbuild.triton.batching import read_dynamic_batching, write_dynamic_batching
+    from tritonbuild.triton.config import model_config_pb2, parse, render
+
+    batching = Batching(preferred_batch_sizes=[4, 8], max_queue_delay_us=100, preserve_ordering=True,
+                        priority_levels=2, default_priority_level=1,
+                        default_queue_policy={"timeout_action": "delay", "default_timeout_us": 7, "max_queue_size": 3},
+                        priority_queue_policy={2: {"allow_timeout_override": True}})
+    mc = model_config_pb2().ModelConfig()
+    write_dynamic_batching(mc, batching.model_dump())
+    text = render(mc).decode()
+    assert "max_queue_delay_microseconds: 100" in text and "TimeoutAction" not in text and "DELAY" in text
+    assert Batching.model_validate(read_dynamic_batching(parse(text.encode()))) == batching
+    write_dynamic_batching(mc, None)
+    assert read_dynamic_batching(mc) is None

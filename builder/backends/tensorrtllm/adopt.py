@@ -15,6 +15,7 @@ from tritonbuild.backends.tensorrtllm.quant import ENGINE_ALGOS
 from tritonbuild.backends.tensorrtllm.recipe import lookahead_draft_len
 from tritonbuild.backends.tensorrtllm.speculative import SPECULATIVE_DECODING_MODES
 from tritonbuild.errors import UsageError
+from tritonbuild.triton.batching import read_dynamic_batching
 from tritonbuild.triton.config import ConfigParseError, read_config
 
 _HINT = "publish the repository as it is ('tritonbuild publish DIR URL'), or write the group's recipe by hand"
@@ -116,9 +117,9 @@ def _serving(mc, model_dir: Path, recipe: dict) -> None:
     # unset: the C++ backend's default, false (the recipe's own default is true; README, TensorRT-LLM section)
     serving.setdefault("exclude_input_in_output", False)
     serving["streaming"] = mc.model_transaction_policy.decoupled
-    db = mc.dynamic_batching
-    serving["max_queue_delay_us"] = db.max_queue_delay_microseconds
-    serving["max_queue_size"] = db.default_queue_policy.max_queue_size
+    batching = read_dynamic_batching(mc) or {}
+    serving["max_queue_delay_us"] = batching.get("max_queue_delay_us", 0)
+    serving["max_queue_size"] = batching.get("default_queue_policy", {}).get("max_queue_size", 0)
     if any(g.count > 1 for g in mc.instance_group):
         raise _refuse(model_dir.name, "instance_group count > 1 has no recipe key (the group serves one "
                       "tensorrt_llm instance; serving.gpu_device_ids places more)", model_dir)
