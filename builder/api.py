@@ -237,9 +237,9 @@ def _publish_existing(root: Path, target: Location | str, **options):
     linked copy holding a manifest made from the files and the report for it: nothing is written into root."""
     import shutil
 
+    from tritonbuild.backends import REGISTRY
     from tritonbuild.core.fsutil import write_atomic
     from tritonbuild.core.hashing import pretty_json
-    from tritonbuild.core.toolchain import fingerprint
     from tritonbuild.errors import PublishError
     from tritonbuild.publish.protocol import publish as _publish
     from tritonbuild.repository.assemble import write_manifest
@@ -263,7 +263,7 @@ def _publish_existing(root: Path, target: Location | str, **options):
         shutil.copytree(root, copy, copy_function=_link_or_copy,
                         ignore=shutil.ignore_patterns("__pycache__", *NOT_IN_MANIFEST))
         files = file_entries(copy)
-        manifest = write_manifest(copy, fingerprint(), existing_models(copy, files, PublishError), known=files)
+        manifest = write_manifest(copy, REGISTRY.toolchain(), existing_models(copy, files, PublishError), known=files)
         if report is not None:
             report = report.model_copy(update={"manifest_digest": manifest.digest, "signature": None}).signed()
             write_atomic(copy / REPORT_NAME, pretty_json(report.model_dump(mode="json")))

@@ -309,6 +309,7 @@ class OnnxRuntimeBackend(Backend):
     name = NAME
     recipe_type = OnnxRuntimeRecipe
     step_toolchain = {"onnx.fetch": ("tritonbuild", "onnx"), "onnx.export": ("tritonbuild", "python", "torch", "onnx")}
+    tools = {"onnx": "onnx", "onnxruntime": "onnxruntime", "torch": "torch"}
     triton_backend = "onnxruntime"
     model_files = {"": DEFAULT_FILENAME, PLATFORM: DEFAULT_FILENAME}
     route = "in-process"  # the embedded tritonserver has only the python backend (docs/FACTS)

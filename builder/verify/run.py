@@ -162,7 +162,7 @@ def lint(root: Path, *, progress: Progress | None = None, tritonserver: str | No
     have_gpu = _have_gpu()
     as_is = frozenset(name for name in names if runs_as_written(root / name, have_gpu))
     static = without_repeats(static, core_checks(root, names, say, as_is, tritonserver))
-    return VerificationReport(manifest_digest="", toolchain=fingerprint(), static=static, models=[],
+    return VerificationReport(manifest_digest="", toolchain=REGISTRY.toolchain(), static=static, models=[],
                               passed=all(check.ok for check in static))
 
 
@@ -188,7 +188,7 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
                        if routes[(model.name, model.version)][0] in ("in-process", "none")})
     static = without_repeats(static, core_checks(root, not_live, say, tritonserver=tritonserver))
     if not all(check.ok for check in static):
-        report = VerificationReport(manifest_digest=manifest.digest, toolchain=fingerprint(), static=static,
+        report = VerificationReport(manifest_digest=manifest.digest, toolchain=REGISTRY.toolchain(), static=static,
                                     models=[], passed=False)
         return _write_report(root, report)
     reports, updated = [], []
@@ -222,7 +222,7 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
     _remove_bytecode(root)
     if record:
         manifest = write_manifest(root, manifest.toolchain, updated)
-    report = VerificationReport(manifest_digest=manifest.digest, toolchain=fingerprint(), static=static,
+    report = VerificationReport(manifest_digest=manifest.digest, toolchain=REGISTRY.toolchain(), static=static,
                                 models=reports, recorded=record, passed=all(each.passed for each in reports))
     return _write_report(root, report)
 
