@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from tritonbuild.cli.app import app
-from tritonbuild.cli.common import _json, json_option, main
+from tritonbuild.cli.common import _json, json_option, key_values, main
 
 
 @main.group("export")
@@ -49,13 +49,7 @@ def _input_data(_ctx, _param, values: tuple[str, ...]) -> dict[str, str] | str |
         return None
     if len(values) == 1 and "=" not in values[0]:
         return values[0]
-    pairs = {}
-    for value in values:
-        name, sep, path = value.partition("=")
-        if not sep or not name or not path:
-            raise click.BadParameter(f"expected MODEL=FILE, got {value!r}")
-        pairs[name] = path
-    return pairs
+    return key_values(values, "--input-data", "MODEL=FILE")
 
 
 @export_group.command("model-analyzer")

@@ -18,6 +18,7 @@ from tritonbuild.cli.common import (
     cache_url_option,
     changed_since_option,
     json_option,
+    key_values,
     main,
     print_table,
     recipes_arg,
@@ -118,12 +119,7 @@ def build_command(recipes: tuple[Path, ...], output: Path, force: bool, engines:
     """Build a Triton model repository from recipes (files or folders of *.yaml)."""
     from tritonbuild import api
 
-    given = {}
-    for item in engines:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise click.BadParameter(f"{item!r}: expected MODEL=DIR", param_hint="--engine")
-        given[name] = Path(path)
+    given = {name: Path(path) for name, path in key_values(engines, "--engine", "MODEL=DIR").items()}
     from tritonbuild.core.secrets import redact
 
     app().detail(f"build cache {cache_dir}" + (f", remote cache {redact(cache_url)}" if cache_url else ""))

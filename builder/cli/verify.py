@@ -18,6 +18,7 @@ from tritonbuild.cli.common import (
     endpoint_option,
     existing_dir,
     json_option,
+    key_values,
     main,
     print_table,
     tritonserver_option,
@@ -246,13 +247,11 @@ def _backend_dirs(specs: tuple[str, ...]) -> dict[str, Path]:
     from tritonbuild.errors import UsageError
     from tritonbuild.server.launcher import BACKEND_ENTRY
 
-    out = {}
-    for spec in specs:
-        name, _, path = spec.partition("=")
-        if not name or not path or not (Path(path) / BACKEND_ENTRY).is_file():
-            raise UsageError(f"--backend {spec}: expected NAME=DIR with DIR/{BACKEND_ENTRY}",
+    out = {name: Path(path) for name, path in key_values(specs, "--backend", "NAME=DIR").items()}
+    for name, path in out.items():
+        if not (path / BACKEND_ENTRY).is_file():
+            raise UsageError(f"--backend {name}={path}: expected NAME=DIR with DIR/{BACKEND_ENTRY}",
                              hint="e.g. --backend vllm=vllm_backend/src (Triton's vLLM backend)")
-        out[name] = Path(path)
     return out
 
 
@@ -289,12 +288,7 @@ def infer_command(target: str, model: str, input_files: tuple[str, ...], goldens
         existing_dir(target)
     if goldens_from is not None:
         existing_dir(goldens_from)
-    given = {}
-    for item in input_files:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise click.BadParameter(f"{item!r}: expected NAME=FILE.npy", param_hint="--input")
-        given[name] = Path(path)
+    given = {name: Path(path) for name, path in key_values(input_files, "--input", "NAME=FILE.npy").items()}
     try:
         result = api.infer(target, model, inputs=given or None, goldens_from=goldens_from, data=data,
                            tritonserver=tritonserver)
