@@ -121,3 +121,19 @@ def test_recipe_batching_round_trips_through_the_config():
     assert Batching.model_validate(read_dynamic_batching(parse(text.encode()))) == batching
     write_dynamic_batching(mc, None)
     assert read_dynamic_batching(mc) is None
+
+
+MACHINE_PATH = re.compile(r"""Path\(\s*["'](/work|/home|/root|/tmp)\b|=\s*["'](/work|/home|/root)/""")
+
+
+def machine_paths(texts: dict[str, str]) -> list[str]:
+    return sorted(path for path, text in texts.items() if MACHINE_PATH.search(text))
+
+
+def test_no_test_names_a_directory_of_one_machine():
+    # a machine's directories reach tests through tmp_path or an environment variable, never as a literal
+    tests = {str(p.relative_to(ROOT)): p.read_text() for p in sorted((ROOT / "tests").rglob("*.py"))
+             if p.name != "test_seams.py"}  # this file names one, to break the check on purpose
+    assert machine_paths(tests) == []
+    tests["tests/contracts/test_refresh.py"] += 'MIRRORS = Path("/work/.mirror")\n'
+    assert machine_paths(tests) == ["tests/contracts/test_refresh.py"]
