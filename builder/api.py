@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tritonbuild.backends import REGISTRY
 from tritonbuild.core import cachedir
@@ -19,6 +20,10 @@ from tritonbuild.repository.manifest import MANIFEST_NAME, Manifest, read_reposi
 from tritonbuild.server.toolenv import summary as embedded_environment  # noqa: F401  (the CLI's: embedded)
 from tritonbuild.steps import BuildResult, build
 from tritonbuild.verify.models import VerificationReport
+
+if TYPE_CHECKING:
+    from tritonbuild.plan.matrix import MatrixEntry
+    from tritonbuild.publish.inspect import TargetCheck, TargetListing
 
 Progress = Callable[[str], None]
 
@@ -173,16 +178,16 @@ def _serve(repository: str | Path, *, endpoint_url: str | None = None, **server_
         target = open_for_read(where)
         info = list_opened(target)
         names, loadable = [], []
-        for entry in info["models"]:
-            config = read_text(target, target.path(entry["name"], "config.pbtxt"))
+        for entry in info.models:
+            config = read_text(target, target.path(entry.name, "config.pbtxt"))
             model_config = parse(config) if config is not None else None
             # published: config.pbtxt pins the live version; a plain directory (nothing published there):
             # Triton loads by the config's own version_policy, so a config that pins nothing is loadable
-            plain = bool(entry["present"]) and not entry["complete"] and model_config is not None and \
+            plain = bool(entry.present) and not entry.complete and model_config is not None and \
                 not model_config.version_policy.HasField("specific")
-            if model_config is None or not (entry["live"] is not None or plain):
+            if model_config is None or not (entry.live is not None or plain):
                 continue
-            names.append(entry["name"])
+            names.append(entry.name)
             if runs_embedded(model_config.backend):
                 loadable.append(entry["name"])
         return EmbeddedServer(target.triton_url(), **server_options), loadable, sorted(set(names) - set(loadable))
@@ -284,7 +289,7 @@ def _link_or_copy(src: str, dest: str) -> str:
         return shutil.copy2(src, dest)
 
 
-def list_target(target: Location | str, *, endpoint_url: str | None = None) -> dict:
+def list_target(target: Location | str, *, endpoint_url: str | None = None) -> TargetListing:
     from tritonbuild.publish.inspect import list_target as _ls
 
     return _ls(target, endpoint_url=endpoint_url)
@@ -296,40 +301,28 @@ def rollback(target: Location | str, model: str, to: int, **options) -> dict:
     return _rollback(target, model, to, **options)
 
 
-def verify_target(target: Location | str, *, endpoint_url: str | None = None) -> dict:
+def verify_target(target: Location | str, *, endpoint_url: str | None = None) -> TargetCheck:
     from tritonbuild.publish.inspect import verify_target as _verify
 
     return _verify(target, endpoint_url=endpoint_url)
 
 
 def build_matrix(paths: list[Path], *, cache_dir: Path | None = None, cache_url: str | None = None,
-                 changed_since: str | None = None) -> list[dict]:
+                 changed_since: str | None = None) -> list[MatrixEntry]:
     """One entry per recipe that has a step missing from the local (and remote) cache: what CI fans out."""
     from tritonbuild.core.remote import RemoteCache
+    from tritonbuild.plan.changes import models_changed_since
+    from tritonbuild.plan.matrix import matrix_entries
 
     cache_dir = cachedir.resolve(cache_dir)
     the_plan = plan(paths, cache_dir=cache_dir)
     store = Store(cache_dir)
     remote = RemoteCache(cache_url, lambda _msg: None) if cache_url else None
-    only = None
-    if changed_since:
-        from tritonbuild.plan.changes import models_changed_since
+    only = models_changed_since(the_plan, changed_since, Path.cwd()) if changed_since else None
+    def cached(key: str) -> bool:
+        return store.get_record(key) is not None or bool(remote and remote.exists(key))
 
-        only = models_changed_since(the_plan, changed_since, Path.cwd())
-    out = []
-    for model_plan in the_plan.models:
-        if only is not None and model_plan.name not in only:
-            continue
-        missing = [step for step in model_plan.steps if store.get_record(step.cache_key) is None and
-                   not (remote and remote.exists(step.cache_key))]
-        if not missing:
-            continue
-        recipe = model_plan.recipe
-        gpu = getattr(recipe, "gpu", None) or ("gpu" if getattr(recipe, "target", "cpu") == "gpu" or any(
-            REGISTRY.builds_engine(step.kind) for step in model_plan.steps) else "cpu")
-        out.append({"recipe": model_plan.recipe_path, "model": model_plan.name, "backend": model_plan.backend,
-                    "gpu": gpu, "runner": "cpu" if gpu == "cpu" else "gpu", "steps": [step.kind for step in missing]})
-    return out
+    return matrix_entries(the_plan, cached, only)
 
 
 def cache_store(cache_dir: Path | None = None) -> Store:

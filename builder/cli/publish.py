@@ -156,17 +156,17 @@ def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
     if as_json:
         _json(info)
         return
-    if not info["models"]:
-        app().out.print(f"nothing published here: {info['target']} holds no tritonbuild models")
-        app().out.print(f"publish one with: tritonbuild publish OUT {info['target']}")
-        if info.get("lock"):
-            _print_lock(info["lock"])
+    if not info.models:
+        app().out.print(f"nothing published here: {info.target} holds no tritonbuild models")
+        app().out.print(f"publish one with: tritonbuild publish OUT {info.target}")
+        if info.lock:
+            _print_lock(info.lock)
         return
     table = Table("model", "live", "complete", "present", "verification", "notes", box=None)
-    for row in info["models"]:
-        live = ",".join(map(str, row.get("serving") or [])) or str(row["live"] or "-")
-        table.add_row(row["name"], live, ",".join(map(str, row["complete"])) or "-",
-                      ",".join(map(str, row["present"])) or "-", row["verification"] or "-", "; ".join(row["notes"]))
+    for row in info.models:
+        live = ",".join(map(str, row.serving)) or str(row.live or "-")
+        table.add_row(row.name, live, ",".join(map(str, row.complete)) or "-",
+                      ",".join(map(str, row.present)) or "-", row.verification or "-", "; ".join(row.notes))
     print_table(table)
     app().out.print(f"manifest sha256: {info['manifest_sha256'] or '-'}")
     _print_lock(info.get("lock"))

@@ -60,9 +60,9 @@ def plan_command(recipes: tuple[Path, ...], matrix: str | None, cache_dir: Path 
         entries = api.build_matrix(list(recipes), cache_dir=cache_dir, cache_url=cache_url,
                                    changed_since=changed_since)
         if matrix == "github":
-            click.echo(json.dumps({"include": entries}, sort_keys=True))
+            click.echo(json.dumps({"include": [entry.to_dict() for entry in entries]}, sort_keys=True))
         else:
-            click.echo(json.dumps({"parallel": {"matrix": [{"RECIPE": e["recipe"], "GPU": e["gpu"]}
+            click.echo(json.dumps({"parallel": {"matrix": [{"RECIPE": e.recipe, "GPU": e.gpu}
                                                            for e in entries]}}, sort_keys=True))
         return
     plan = api.plan(list(recipes), cache_dir=cache_dir)

@@ -59,11 +59,11 @@ def verify_command(repository: str, server_url: str | None, record: bool, force:
         if as_json:
             _json(result)
         else:
-            app().out.print(f"{result['target']}: {result['objects_checked']} objects checked")
-            for problem in result["problems"]:
+            app().out.print(f"{result.target}: {result.objects_checked} objects checked")
+            for problem in result.problems:
                 app().out.print(f"  FAIL {problem}")
-            app().out.print("PASSED" if result["passed"] else "FAILED")
-        if not result["passed"]:
+            app().out.print("PASSED" if result.passed else "FAILED")
+        if not result.passed:
             sys.exit(VerifyError.exit_code)
         return
     repository = existing_dir(repository)
