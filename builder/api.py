@@ -24,6 +24,9 @@ from tritonbuild.verify.models import VerificationReport
 if TYPE_CHECKING:
     from tritonbuild.plan.matrix import MatrixEntry
     from tritonbuild.publish.inspect import TargetCheck, TargetListing
+    from tritonbuild.publish.rollback import RollbackResult
+    from tritonbuild.repository.adopt import AdoptResult
+    from tritonbuild.server.status import ServerStatus
 
 Progress = Callable[[str], None]
 
@@ -295,7 +298,7 @@ def list_target(target: Location | str, *, endpoint_url: str | None = None) -> T
     return _ls(target, endpoint_url=endpoint_url)
 
 
-def rollback(target: Location | str, model: str, to: int, **options) -> dict:
+def rollback(target: Location | str, model: str, to: int, **options) -> RollbackResult:
     from tritonbuild.publish.rollback import rollback as _rollback
 
     return _rollback(target, model, to, **options)
@@ -351,33 +354,34 @@ def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None, gol
     return _infer(target, model, inputs=inputs, goldens_from=goldens_from, data=data, tritonserver=tritonserver)
 
 
-def status(url: str, metrics_url: str | None = None) -> dict:
+def status(url: str, metrics_url: str | None = None) -> ServerStatus:
     """A running tritonserver: health, version, models (state, versions, config), inference counters."""
     from tritonbuild.server.status import server_status
 
     return server_status(url, metrics_url)
 
 
-def adopt(root: Path, out: Path, *, record: bool = True, progress: Progress | None = None) -> dict:
+def adopt(root: Path, out: Path, *, record: bool = True, progress: Progress | None = None) -> AdoptResult:
     """An existing repository → recipes in out (repository/adopt.py); record: build them in a scratch OUT and
     record goldens from the models (verify --record), so the next build verifies bit for bit."""
+    from tritonbuild.repository.adopt import AdoptResult
     from tritonbuild.repository.adopt import adopt as _adopt
 
     adopted = _adopt(Path(root), Path(out))  # made here if missing
     loaded = _load([a.recipe for a in adopted])  # the recipe rules, now: a refusal names the file and key
     engines = {a.name: a.engine for a in adopted if a.engine is not None}  # copied by adopt: build --engine
-    result = {"recipes": [a.row() for a in adopted], "goldens": None}
+    result = AdoptResult(recipes=[a.row() for a in adopted])
     if record:
         with tempfile.TemporaryDirectory(prefix="tritonbuild-adopt-") as tmp:
             build_repository([a.recipe for a in adopted], Path(tmp) / "out", progress=progress, engines=engines)
             report = verify_repository(Path(tmp) / "out", record=True, progress=progress)
-        result["goldens"] = {each.name: each.passed for each in report.models}
-        result["recorded_by"] = {each.name: each.ran_by() for each in report.models}
+        result.goldens = {each.name: each.passed for each in report.models}
+        result.recorded_by = {each.name: each.ran_by() for each in report.models}
         unrun = {each.name for each in report.models if each.route == "none"}
         for each in loaded:  # a recipe whose models need a machine this is not: said in the backend's words
             if each.recipe.name in unrun and (needs := REGISTRY.get(each.recipe.backend).needs):
-                result["recorded_by"][each.recipe.name] = f"not recorded: needs {needs}"
-        result["passed"] = all(each.passed for each in report.models if each.route != "none")
+                result.recorded_by[each.recipe.name] = f"not recorded: needs {needs}"
+        result.passed = all(each.passed for each in report.models if each.route != "none")
     return result
 
 

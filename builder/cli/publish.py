@@ -203,16 +203,16 @@ def rollback_command(target: str, model: str, to: int, endpoint_url: str | None,
     if as_json:
         _json(result)
     else:
-        app().out.print(f"{model}: live version {result['previous']} → {result['live']} at {result['target']} "
-                        f"(config {result['config_restored']}"
-                        f"{', a different interface' if result['interface_changed'] else ''})")
-        if result.get("lock_broken"):
-            app().err.print(f"warning: {result['lock_broken']}", markup=False)
-        for n in result["notified"]:
+        app().out.print(f"{model}: live version {result.previous} → {result.live} at {result.target} "
+                        f"(config {result.config_restored}"
+                        f"{', a different interface' if result.interface_changed else ''})")
+        if result.lock_broken:
+            app().err.print(f"warning: {result.lock_broken}", markup=False)
+        for n in result.notified:
             verdict = f"skipped: {n['message']}" if n.get("skipped") else "loaded" if n["ok"] else \
                 f"FAILED: {n['message']}"
             app().out.print(f"  notify {n['server']}: {verdict}")
-    if any(not n["ok"] for n in result["notified"]):
+    if any(not n["ok"] for n in result.notified):
         sys.exit(PublishError.exit_code)
 
 

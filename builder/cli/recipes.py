@@ -171,15 +171,15 @@ def adopt_command(repository: Path, out: Path, no_record: bool, as_json: bool) -
     if as_json:
         _json(result)
     else:
-        for item in result["recipes"]:
-            recorded = (result["goldens"] or {}).get(item["name"])
-            how = result.get("recorded_by", {}).get(item["name"], "")
-            tail = ("" if result["goldens"] is None else f"; goldens recorded ({how})" if recorded else
+        for item in result.recipes:
+            recorded = (result.goldens or {}).get(item["name"])
+            how = (result.recorded_by or {}).get(item["name"], "")
+            tail = ("" if result.goldens is None else f"; goldens recorded ({how})" if recorded else
                     f"; goldens {how if how.startswith('not recorded') else 'NOT recorded'}")
             app().out.print(f"{item['name']} v{item['version']}: {item['recipe']}{tail}")
-        engines = "".join(f" --engine {item['name']}={item['engine']}" for item in result["recipes"]
+        engines = "".join(f" --engine {item['name']}={item['engine']}" for item in result.recipes
                           if item.get("engine"))
         app().out.print(f"next: tritonbuild build {out} -o OUT{engines} && tritonbuild verify OUT")
-    if result["goldens"] is not None and not result.get("passed"):
+    if result.goldens is not None and not result.passed:
         raise VerifyError("goldens were not recorded for every model (see the rows above)",
                           hint=f"tritonbuild build {out} -o OUT && tritonbuild verify OUT --record shows why")

@@ -330,20 +330,20 @@ def status_command(url: str, metrics_url: str | None, as_json: bool) -> None:
     if as_json:
         _json(result)
     else:
-        out.print(f"{result['server']}: tritonserver {result['version'] or '?'}, live "
-                  f"{'yes' if result['live'] else 'NO'}, ready {'yes' if result['ready'] else 'NO'}")
+        out.print(f"{result.server}: tritonserver {result.version or '?'}, live "
+                  f"{'yes' if result.live else 'NO'}, ready {'yes' if result.ready else 'NO'}")
         table = Table("model", "ver", "state", "backend", "batch", "inputs", "outputs", "instances", "ok/failed",
                       box=None)
-        for row in result["models"]:
-            config, counters = row.get("config") or {}, row["metrics"]
-            table.add_row(row["name"], str(row["version"] or "-"), row["state"] + (f" ({row['reason']})"
-                          if row["reason"] else ""), config.get("backend", ""), str(config.get("max_batch_size", "")),
+        for row in result.models:
+            config, counters = row.config or {}, row.metrics
+            table.add_row(row.name, str(row.version or "-"), row.state + (f" ({row.reason})"
+                          if row.reason else ""), config.get("backend", ""), str(config.get("max_batch_size", "")),
                           "; ".join(config.get("inputs", [])), "; ".join(config.get("outputs", [])),
                           ", ".join(config.get("instances", [])),
                           f"{counters.get('nv_inference_request_success', 0):.0f}/"
                           f"{counters.get('nv_inference_request_failure', 0):.0f}" if counters else "-")
         print_table(table)
-        for note in result["notes"]:
+        for note in result.notes:
             out.print(f"note: {note}")
-    if not (result["live"] and result["ready"]):
+    if not (result.live and result.ready):
         sys.exit(ServerError.exit_code)

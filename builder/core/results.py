@@ -1,15 +1,13 @@
 """Typed results of the api functions: dataclasses whose to_dict() is the JSON the CLI prints with --json (keys
-are the fields; a field made with optional() is left out while it is None, as the dicts it replaces left the
+are the fields; a field with OMIT_NONE metadata is left out while it is None, as the dicts it replaces left the
 key out when it did not apply)."""
 
 from __future__ import annotations
 
-from dataclasses import field, fields
+from dataclasses import fields
 
-
-def optional(default=None):
-    """A field whose key the JSON form has only when it is set."""
-    return field(default=default, metadata={"omit_none": True})
+# field(default=None, metadata=OMIT_NONE): a field whose key the JSON form has only when it is set
+OMIT_NONE = {"omit_none": True}
 
 
 class Result:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
 
 from tritonbuild.backends import REGISTRY
+from tritonbuild.core.results import OMIT_NONE, Result
 from tritonbuild.errors import UsageError
 from tritonbuild.repository.existing import config_tensors
 from tritonbuild.repository.rules import VERSION_RE
@@ -43,6 +44,17 @@ class Adopted:
         return {"name": self.name, "version": self.version, "recipe": str(self.recipe)} | (
             {"engine": str(self.engine)} if self.engine else {})
 
+
+
+@dataclass
+class AdoptResult(Result):
+    """adopt: one row per recipe written; goldens: model → recorded (None: not recorded, --no-record); how each
+    was recorded, and whether all were, when they were."""
+
+    recipes: list[dict]
+    goldens: dict[str, bool] | None = None
+    recorded_by: dict[str, str] | None = field(default=None, metadata=OMIT_NONE)
+    passed: bool | None = field(default=None, metadata=OMIT_NONE)
 
 def _unexpressed(mc, extra: frozenset[str] = frozenset()) -> list[str]:
     out = [field.name for field, _ in mc.ListFields() if field.name not in _EXPRESSED | extra]

@@ -5,8 +5,10 @@ from the metrics endpoint. Read-only: Triton's HTTP API (KServe v2 + repository 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from tritonbuild.core.results import OMIT_NONE, Result
 from tritonbuild.core.secrets import redact
 from tritonbuild.core.stores import with_scheme
 from tritonbuild.errors import ServerError
@@ -16,6 +18,32 @@ from tritonbuild.triton.plain_http import ErrorAnswer, get_text
 TIMEOUT_S = 10.0
 # nv_inference_request_success{model="m",version="1"} 12
 _METRIC_RE = re.compile(r'^(nv_inference_(?:request_success|request_failure|count|exec_count))\{([^}]*)\}\s+(\S+)')
+
+
+@dataclass
+class ModelStatus(Result):
+    """One entry of the server's repository index; config: a ready model's config summary."""
+
+    name: str
+    version: str | None
+    state: str
+    reason: str
+    config: dict | None = field(default=None, metadata=OMIT_NONE)
+    metrics: dict[str, float] | None = None  # counter → value, summed over versions
+
+
+@dataclass(frozen=True)
+class ServerStatus(Result):
+    """`tritonbuild status URL`: health, version, extensions, models, the metrics URL read, notes."""
+
+    server: str
+    live: bool
+    ready: bool
+    version: str | None
+    extensions: list[str]
+    models: list[ModelStatus]
+    metrics: str
+    notes: list[str]
 
 
 def _tensors(items: list[dict]) -> list[str]:
@@ -60,17 +88,14 @@ def _asked(call, otherwise):
         return otherwise
 
 
-def _model_row(server: Server, entry: dict) -> dict:
+def _model_row(server: Server, entry: dict) -> ModelStatus:
     name, state = entry.get("name", ""), entry.get("state") or "not loaded"
-    row = {"name": name, "version": entry.get("version"), "state": state, "reason": entry.get("reason") or ""}
-    if state == "READY":
-        config = _asked(lambda: server.model_config(name), None)
-        if config is not None:
-            row["config"] = _config_summary(config)
-    return row
+    config = _asked(lambda: server.model_config(name), None) if state == "READY" else None
+    return ModelStatus(name=name, version=entry.get("version"), state=state, reason=entry.get("reason") or "",
+                       config=_config_summary(config) if config is not None else None)
 
 
-def server_status(url: str, metrics_url: str | None = None) -> dict:
+def server_status(url: str, metrics_url: str | None = None) -> ServerStatus:
     """Everything `tritonbuild status URL` shows. metrics_url defaults to the HTTP host on port 8002."""
     base = with_scheme(url.rstrip("/"))
     shown = redact(base)
@@ -86,11 +111,11 @@ def server_status(url: str, metrics_url: str | None = None) -> dict:
     metrics_url = metrics_url or f"{parts.scheme}://{parts.hostname}:8002/metrics"
     counters, metrics_note = _metrics(metrics_url)
     for row in models:
-        row["metrics"] = counters.get(row["name"], {})
+        row.metrics = counters.get(row.name, {})
     notes = [] if index is not None else ["repository index not readable (the server does not expose the "
                                           "model-repository extension to this client)"]
     if metrics_note:
         notes.append(metrics_note)
-    return {"server": shown, "live": live, "ready": ready, "version": server_info.get("version"),
-            "extensions": server_info.get("extensions", []), "models": models, "metrics": redact(metrics_url),
-            "notes": notes}
+    return ServerStatus(server=shown, live=live, ready=ready, version=server_info.get("version"),
+                        extensions=server_info.get("extensions", []), models=models, metrics=redact(metrics_url),
+                        notes=notes)
