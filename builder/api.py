@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from tritonbuild.publish.rollback import RollbackResult
     from tritonbuild.repository.adopt import AdoptResult
     from tritonbuild.server.status import ServerStatus
+    from tritonbuild.tune.analyzer import ProfileExport
+    from tritonbuild.verify.infer import InferResult
+    from tritonbuild.verify.interop import PerfDataExport
 
 Progress = Callable[[str], None]
 
@@ -346,7 +349,7 @@ def recipe_schema() -> bytes:
 
 
 def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None, goldens_from: Path | None = None,
-          data: str | None = None, tritonserver: str | None = None) -> dict:
+          data: str | None = None, tritonserver: str | None = None) -> InferResult:
     """Send MODEL its goldens (or the given .npy inputs) on a server URL, or on a built directory served by the
     embedded tritonserver for the call; outputs come back with a bit-exact comparison against the goldens."""
     from tritonbuild.verify.infer import infer as _infer
@@ -385,13 +388,13 @@ def adopt(root: Path, out: Path, *, record: bool = True, progress: Progress | No
     return result
 
 
-def export_perf_data(root: Path, model: str, out: Path, *, validation: bool = True) -> dict:
+def export_perf_data(root: Path, model: str, out: Path, *, validation: bool = True) -> PerfDataExport:
     """MODEL's goldens as perf_analyzer --input-data JSON at OUT (verify/interop.py)."""
     from tritonbuild.verify.interop import write_perf_data
     return write_perf_data(root, model, out, validation=validation)
 
 
-def export_model_analyzer(paths: list[Path], out: Path, **options) -> dict:
+def export_model_analyzer(paths: list[Path], out: Path, **options) -> ProfileExport:
     """The recipes' tune spaces as a Model Analyzer profile config at OUT (tune/analyzer.py)."""
     from tritonbuild.tune.analyzer import write_profile_config
     return write_profile_config([loaded.recipe for loaded in _load(paths)], out, **options)

@@ -294,23 +294,23 @@ def infer_command(target: str, model: str, input_files: tuple[str, ...], goldens
                            tritonserver=tritonserver)
     except VerifyError as e:  # the embedded server's start (for a directory) raises verify's error: infer's here
         raise InferenceError(e.message, where=e.where, hint=e.hint) from None
-    bad = [i for i, sample in enumerate(result["samples"]) if sample["golden"] not in (None, "bit-exact")]
+    bad = [i for i, sample in enumerate(result.samples) if sample["golden"] not in (None, "bit-exact")]
     if as_json:
-        _json({**result, "samples": [{"golden": sample["golden"],
+        _json({**result.to_dict(), "samples": [{"golden": sample["golden"],
                                       "outputs": {k: {"dtype": str(v.dtype), "shape": list(v.shape),
                                                       "data": v.tolist()} for k, v in sample["outputs"].items()}}
-                                     for sample in result["samples"]]})
+                                     for sample in result.samples]})
     else:
-        app().out.print(f"{result['model']} on {result['server']}: {len(result['samples'])} request(s), inputs: "
-                        f"{result['inputs']}" + (" (seeded, generated from the model's metadata)"
-                                                 if result["inputs"] == "random" else ""))
-        for i, sample in enumerate(result["samples"]):
+        app().out.print(f"{result.model} on {result.server}: {len(result.samples)} request(s), inputs: "
+                        f"{result.inputs}" + (" (seeded, generated from the model's metadata)"
+                                              if result.inputs == "random" else ""))
+        for i, sample in enumerate(result.samples):
             app().out.print(f"sample {i}" + (f"  (golden: {sample['golden']})" if sample["golden"] else ""))
             for name, arr in sample["outputs"].items():
                 text = np.array2string(arr, threshold=20, max_line_width=100).replace("\n", "\n    ")
                 app().out.print(f"  {name}  {arr.dtype} {list(arr.shape)}\n    {text}")
     if bad:
-        raise InferenceError(f"{len(bad)} of {len(result['samples'])} answers differ from the goldens "
+        raise InferenceError(f"{len(bad)} of {len(result.samples)} answers differ from the goldens "
                              f"(samples {bad})",
                              hint=f"tritonbuild verify {target if '://' not in target else goldens_from} shows where")
 

@@ -11,11 +11,13 @@ is built from the ModelConfig protobuf), a list sweeps a value, and a field that
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from tritonbuild.core.fsutil import write_atomic
+from tritonbuild.core.results import Result
 from tritonbuild.errors import UsageError
 from tritonbuild.recipe.models import Recipe, Tune
 from tritonbuild.triton.batching import FIELDS
@@ -101,8 +103,18 @@ def _tunable(recipes: list) -> tuple[list[Recipe], dict[str, list[str]]]:
     return tunable, skipped
 
 
+@dataclass(frozen=True)
+class ProfileExport(Result):
+    """export model-analyzer: the profile config written, its models, notes per model, the command that runs it."""
+
+    path: str
+    models: list[str]
+    notes: dict[str, list[str]]
+    model_analyzer: str
+
+
 def write_profile_config(recipes: list[Recipe], out: Path, *, model_repository: str,
-                         input_data: dict[str, str] | str | None = None) -> dict:
+                         input_data: dict[str, str] | str | None = None) -> ProfileExport:
     """profile_config written to OUT (atomically); input_data a bare path: the one recipe's."""
     if isinstance(input_data, str):
         if len(recipes) != 1:
@@ -117,5 +129,5 @@ def write_profile_config(recipes: list[Recipe], out: Path, *, model_repository: 
     document, notes = profile_config(recipes, model_repository, input_data=input_data)
     notes.update(skipped)
     write_atomic(out, yaml.safe_dump(document, sort_keys=False).encode())
-    return {"path": str(out), "models": sorted(document["profile_models"]), "notes": notes,
-            "model_analyzer": f"model-analyzer profile -f {out}"}
+    return ProfileExport(path=str(out), models=sorted(document["profile_models"]), notes=notes,
+                         model_analyzer=f"model-analyzer profile -f {out}")
