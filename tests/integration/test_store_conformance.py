@@ -17,9 +17,10 @@ from tritonbuild.publish import objects
 from tritonbuild.publish.target import open_target
 
 pytestmark = [pytest.mark.s3]
+SCHEMES = ("file", "s3", "gs", "az")  # one per driver: tests/unit/core/test_stores.py checks none is left out
 
 
-@pytest.fixture(params=["file", "s3", "gs", "az"])
+@pytest.fixture(params=SCHEMES)
 def target(request, tmp_path, monkeypatch):
     """A Target on an empty place of each driver's store."""
     scheme = request.param
