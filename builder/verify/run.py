@@ -291,7 +291,7 @@ def _route_for(model: ManifestModel, server_url: str | None, manifest: Manifest 
                _seen: frozenset[str] = frozenset(), given: frozenset[str] = frozenset()) -> tuple[Route, str]:
     """How verify runs this model (live-embedded, live-server, in-process, or none) and what runs it. given: the
     backends handed to the embedded server (verify --backend), whose models it runs."""
-    toolchain = fingerprint()
+    toolchain = REGISTRY.toolchain()  # the backends' tools too (route_detail names them)
     if server_url:
         return "live-server", f"tritonserver at {redact(server_url)}"
     if model.backend in given:
