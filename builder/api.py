@@ -195,7 +195,7 @@ def _serve(repository: str | Path, *, endpoint_url: str | None = None, **server_
                 continue
             names.append(entry.name)
             if runs_embedded(model_config.backend):
-                loadable.append(entry["name"])
+                loadable.append(entry.name)
         return EmbeddedServer(target.triton_url(), **server_options), loadable, sorted(set(names) - set(loadable))
     root = Path(repository)
     if not (root / MANIFEST_NAME).exists():  # hand-written: what Triton would load, by each model's config
