@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tritonbuild.backends import REGISTRY
 from tritonbuild.core import cachedir
@@ -19,6 +20,16 @@ from tritonbuild.repository.manifest import MANIFEST_NAME, Manifest, read_reposi
 from tritonbuild.server.toolenv import summary as embedded_environment  # noqa: F401  (the CLI's: embedded)
 from tritonbuild.steps import BuildResult, build
 from tritonbuild.verify.models import VerificationReport
+
+if TYPE_CHECKING:
+    from tritonbuild.plan.matrix import MatrixEntry
+    from tritonbuild.publish.inspect import TargetCheck, TargetListing
+    from tritonbuild.publish.rollback import RollbackResult
+    from tritonbuild.repository.adopt import AdoptResult
+    from tritonbuild.server.status import ServerStatus
+    from tritonbuild.tune.analyzer import ProfileExport
+    from tritonbuild.verify.infer import InferResult
+    from tritonbuild.verify.interop import PerfDataExport
 
 Progress = Callable[[str], None]
 
@@ -173,18 +184,18 @@ def _serve(repository: str | Path, *, endpoint_url: str | None = None, **server_
         target = open_for_read(where)
         info = list_opened(target)
         names, loadable = [], []
-        for entry in info["models"]:
-            config = read_text(target, target.path(entry["name"], "config.pbtxt"))
+        for entry in info.models:
+            config = read_text(target, target.path(entry.name, "config.pbtxt"))
             model_config = parse(config) if config is not None else None
             # published: config.pbtxt pins the live version; a plain directory (nothing published there):
             # Triton loads by the config's own version_policy, so a config that pins nothing is loadable
-            plain = bool(entry["present"]) and not entry["complete"] and model_config is not None and \
+            plain = bool(entry.present) and not entry.complete and model_config is not None and \
                 not model_config.version_policy.HasField("specific")
-            if model_config is None or not (entry["live"] is not None or plain):
+            if model_config is None or not (entry.live is not None or plain):
                 continue
-            names.append(entry["name"])
+            names.append(entry.name)
             if runs_embedded(model_config.backend):
-                loadable.append(entry["name"])
+                loadable.append(entry.name)
         return EmbeddedServer(target.triton_url(), **server_options), loadable, sorted(set(names) - set(loadable))
     root = Path(repository)
     if not (root / MANIFEST_NAME).exists():  # hand-written: what Triton would load, by each model's config
@@ -237,9 +248,9 @@ def _publish_existing(root: Path, target: Location | str, **options):
     linked copy holding a manifest made from the files and the report for it: nothing is written into root."""
     import shutil
 
+    from tritonbuild.backends import REGISTRY
     from tritonbuild.core.fsutil import write_atomic
     from tritonbuild.core.hashing import pretty_json
-    from tritonbuild.core.toolchain import fingerprint
     from tritonbuild.errors import PublishError
     from tritonbuild.publish.protocol import publish as _publish
     from tritonbuild.repository.assemble import write_manifest
@@ -263,7 +274,7 @@ def _publish_existing(root: Path, target: Location | str, **options):
         shutil.copytree(root, copy, copy_function=_link_or_copy,
                         ignore=shutil.ignore_patterns("__pycache__", *NOT_IN_MANIFEST))
         files = file_entries(copy)
-        manifest = write_manifest(copy, fingerprint(), existing_models(copy, files, PublishError), known=files)
+        manifest = write_manifest(copy, REGISTRY.toolchain(), existing_models(copy, files, PublishError), known=files)
         if report is not None:
             report = report.model_copy(update={"manifest_digest": manifest.digest, "signature": None}).signed()
             write_atomic(copy / REPORT_NAME, pretty_json(report.model_dump(mode="json")))
@@ -284,52 +295,40 @@ def _link_or_copy(src: str, dest: str) -> str:
         return shutil.copy2(src, dest)
 
 
-def list_target(target: Location | str, *, endpoint_url: str | None = None) -> dict:
+def list_target(target: Location | str, *, endpoint_url: str | None = None) -> TargetListing:
     from tritonbuild.publish.inspect import list_target as _ls
 
     return _ls(target, endpoint_url=endpoint_url)
 
 
-def rollback(target: Location | str, model: str, to: int, **options) -> dict:
+def rollback(target: Location | str, model: str, to: int, **options) -> RollbackResult:
     from tritonbuild.publish.rollback import rollback as _rollback
 
     return _rollback(target, model, to, **options)
 
 
-def verify_target(target: Location | str, *, endpoint_url: str | None = None) -> dict:
+def verify_target(target: Location | str, *, endpoint_url: str | None = None) -> TargetCheck:
     from tritonbuild.publish.inspect import verify_target as _verify
 
     return _verify(target, endpoint_url=endpoint_url)
 
 
 def build_matrix(paths: list[Path], *, cache_dir: Path | None = None, cache_url: str | None = None,
-                 changed_since: str | None = None) -> list[dict]:
+                 changed_since: str | None = None) -> list[MatrixEntry]:
     """One entry per recipe that has a step missing from the local (and remote) cache: what CI fans out."""
     from tritonbuild.core.remote import RemoteCache
+    from tritonbuild.plan.changes import models_changed_since
+    from tritonbuild.plan.matrix import matrix_entries
 
     cache_dir = cachedir.resolve(cache_dir)
     the_plan = plan(paths, cache_dir=cache_dir)
     store = Store(cache_dir)
     remote = RemoteCache(cache_url, lambda _msg: None) if cache_url else None
-    only = None
-    if changed_since:
-        from tritonbuild.plan.changes import models_changed_since
+    only = models_changed_since(the_plan, changed_since, Path.cwd()) if changed_since else None
+    def cached(key: str) -> bool:
+        return store.get_record(key) is not None or bool(remote and remote.exists(key))
 
-        only = models_changed_since(the_plan, changed_since, Path.cwd())
-    out = []
-    for model_plan in the_plan.models:
-        if only is not None and model_plan.name not in only:
-            continue
-        missing = [step for step in model_plan.steps if store.get_record(step.cache_key) is None and
-                   not (remote and remote.exists(step.cache_key))]
-        if not missing:
-            continue
-        recipe = model_plan.recipe
-        gpu = getattr(recipe, "gpu", None) or ("gpu" if getattr(recipe, "target", "cpu") == "gpu" or any(
-            REGISTRY.builds_engine(step.kind) for step in model_plan.steps) else "cpu")
-        out.append({"recipe": model_plan.recipe_path, "model": model_plan.name, "backend": model_plan.backend,
-                    "gpu": gpu, "runner": "cpu" if gpu == "cpu" else "gpu", "steps": [step.kind for step in missing]})
-    return out
+    return matrix_entries(the_plan, cached, only)
 
 
 def cache_store(cache_dir: Path | None = None) -> Store:
@@ -349,7 +348,7 @@ def recipe_schema() -> bytes:
 
 
 def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None, goldens_from: Path | None = None,
-          data: str | None = None, tritonserver: str | None = None) -> dict:
+          data: str | None = None, tritonserver: str | None = None) -> InferResult:
     """Send MODEL its goldens (or the given .npy inputs) on a server URL, or on a built directory served by the
     embedded tritonserver for the call; outputs come back with a bit-exact comparison against the goldens."""
     from tritonbuild.verify.infer import infer as _infer
@@ -357,43 +356,44 @@ def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None, gol
     return _infer(target, model, inputs=inputs, goldens_from=goldens_from, data=data, tritonserver=tritonserver)
 
 
-def status(url: str, metrics_url: str | None = None) -> dict:
+def status(url: str, metrics_url: str | None = None) -> ServerStatus:
     """A running tritonserver: health, version, models (state, versions, config), inference counters."""
     from tritonbuild.server.status import server_status
 
     return server_status(url, metrics_url)
 
 
-def adopt(root: Path, out: Path, *, record: bool = True, progress: Progress | None = None) -> dict:
+def adopt(root: Path, out: Path, *, record: bool = True, progress: Progress | None = None) -> AdoptResult:
     """An existing repository → recipes in out (repository/adopt.py); record: build them in a scratch OUT and
     record goldens from the models (verify --record), so the next build verifies bit for bit."""
+    from tritonbuild.repository.adopt import AdoptResult
     from tritonbuild.repository.adopt import adopt as _adopt
 
     adopted = _adopt(Path(root), Path(out))  # made here if missing
     loaded = _load([a.recipe for a in adopted])  # the recipe rules, now: a refusal names the file and key
     engines = {a.name: a.engine for a in adopted if a.engine is not None}  # copied by adopt: build --engine
-    result = {"recipes": [a.row() for a in adopted], "goldens": None}
+    result = AdoptResult(recipes=[a.row() for a in adopted])
     if record:
         with tempfile.TemporaryDirectory(prefix="tritonbuild-adopt-") as tmp:
             build_repository([a.recipe for a in adopted], Path(tmp) / "out", progress=progress, engines=engines)
             report = verify_repository(Path(tmp) / "out", record=True, progress=progress)
-        result["goldens"] = {each.name: each.passed for each in report.models}
-        result["recorded_by"] = {each.name: each.ran_by() for each in report.models}
+        result.goldens = {each.name: each.passed for each in report.models}
+        result.recorded_by = {each.name: each.ran_by() for each in report.models}
         unrun = {each.name for each in report.models if each.route == "none"}
         for each in loaded:  # a recipe whose models need a machine this is not: said in the backend's words
             if each.recipe.name in unrun and (needs := REGISTRY.get(each.recipe.backend).needs):
-                result["recorded_by"][each.recipe.name] = f"not recorded: needs {needs}"
-        result["passed"] = all(each.passed for each in report.models if each.route != "none")
+                result.recorded_by[each.recipe.name] = f"not recorded: needs {needs}"
+        result.passed = all(each.passed for each in report.models if each.route != "none")
     return result
 
 
-def export_perf_data(root: Path, model: str, out: Path, *, validation: bool = True) -> dict:
+def export_perf_data(root: Path, model: str, out: Path, *, validation: bool = True) -> PerfDataExport:
     """MODEL's goldens as perf_analyzer --input-data JSON at OUT (verify/interop.py)."""
     from tritonbuild.verify.interop import write_perf_data
     return write_perf_data(root, model, out, validation=validation)
 
 
-def export_model_analyzer(paths: list[Path], out: Path, **options) -> dict:
+def export_model_analyzer(paths: list[Path], out: Path, **options) -> ProfileExport:
     """The recipes' tune spaces as a Model Analyzer profile config at OUT (tune/analyzer.py)."""
     from tritonbuild.tune.analyzer import write_profile_config
     return write_profile_config([loaded.recipe for loaded in _load(paths)], out, **options)

@@ -1,5 +1,6 @@
-"""One root error, one subclass per stage (serve/status and infer included). The CLI maps ``exit_code``; nothing
-else prints them."""
+"""One root error, one subclass per stage (serve/status and infer included), each with its own ``exit_code``: the
+exit-code table is ERROR_CLASSES here (exit_codes() lists it, with the codes that are no error class). The CLI
+maps ``exit_code``; nothing else prints them."""
 
 from __future__ import annotations
 
@@ -72,6 +73,34 @@ class InferenceError(TritonBuildError):
 
     exit_code = 9
     kind = "infer"
+
+
+class TuneError(VerifyError):
+    """tune: no candidate meets the constraints (the report is still written)."""
+
+    exit_code = 10
+    kind = "tune"
+
+
+class ServerStartError(VerifyError):
+    """verify's own embedded server (or the environment it runs in) could not be made or started."""
+
+    exit_code = 11
+    kind = "server-start"
+
+
+# The exit-code table: one class per code (subclasses not listed here share their parent's code).
+ERROR_CLASSES: tuple[type[TritonBuildError], ...] = (
+    UsageError, RecipeError, PlanError, BuildError, VerifyError, PublishError, ServerError, InferenceError, TuneError,
+    ServerStartError)
+OK, INTERNAL, INTERRUPTED = 0, 1, 130
+
+
+def exit_codes() -> dict[int, str]:
+    """Every exit code of the CLI → what it means (the docs' exit-code page is generated from this)."""
+    table = {OK: "ok", INTERNAL: "internal bug (traceback shown, please report)"}
+    table |= {cls.exit_code: cls.kind for cls in ERROR_CLASSES}
+    return table | {INTERRUPTED: "interrupted (Ctrl-C)"}
 
 
 class MultipleErrors(TritonBuildError):

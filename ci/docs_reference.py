@@ -112,13 +112,12 @@ def recipe_page() -> str:
 
 
 def exit_codes() -> list[tuple[int, str, str]]:
-    """(code, kind, what) for success, each error class in builder/errors.py, and an interrupt."""
+    """(code, kind, what) for success, each error class of errors.ERROR_CLASSES (builder/errors.py: the one
+    table), and an interrupt."""
     from tritonbuild import errors
 
     rows = [(0, "ok", "the command did what it was asked")]
-    for error in (errors.TritonBuildError, *errors.TritonBuildError.__subclasses__()):
-        if error is errors.MultipleErrors:
-            continue
+    for error in (errors.TritonBuildError, *errors.ERROR_CLASSES):
         what = (error.__doc__ or "").strip().split("\n\n")[0] if error.__doc__ else ""
         if error is errors.TritonBuildError:
             what = "an internal error: a tritonbuild bug (the traceback is shown; please report it)"
@@ -143,8 +142,7 @@ def exit_codes_page() -> str:
 def error_class_names() -> dict[int, str]:
     from tritonbuild import errors
 
-    return {error.exit_code: error.__name__ for error in errors.TritonBuildError.__subclasses__()
-            if error is not errors.MultipleErrors}
+    return {error.exit_code: error.__name__ for error in errors.ERROR_CLASSES}
 
 
 def images_page() -> str:

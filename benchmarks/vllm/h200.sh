@@ -17,7 +17,7 @@
 # Every step is skipped when less than its need is left before H200_BUDGET_S (default 570 s) from the start.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
-W=/tmp/vw
+W=${H200_WORK:-/tmp/vw}  # scratch: the wheel parts, the repositories, results/
 SRC=${TRITONBUILD_SRC:-.gpu/src}                      # this repository's tree (a copy, or the clone itself: .)
 BACKEND_SRC=${VLLM_BACKEND_SRC:-.gpu/vllm_backend/src}  # vllm_backend's src/ (model.py, utils/), branch r26.01
 OUT=${OUT:-$PWD/vllm-out}

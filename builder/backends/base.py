@@ -73,6 +73,10 @@ class Backend(ABC):
     recipe_type: ClassVar[type]
     # step kind → the toolchain keys (core/toolchain.fingerprint) its output depends on (None: all of them)
     step_toolchain: ClassVar[Mapping[str, tuple[str, ...] | None]]
+    # toolchain key → the pip distribution whose version it is (the tools this backend's steps run): registering
+    # the backend adds them to the fingerprint; a step keyed on a key neither declared here nor known to the core
+    # (core/toolchain.known_keys) is refused at registration, so its version cannot silently leave the cache key
+    tools: ClassVar[Mapping[str, str]] = {}
     # step kinds that build an engine (a GPU- and vendor-bound artefact): `build --engine MODEL=DIR` supplies
     # one built elsewhere, and `build --matrix` sends a recipe with one missing to a GPU runner
     engine_steps: ClassVar[tuple[str, ...]] = ()

@@ -12,11 +12,6 @@ from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.load import LoadedRecipe
 
 
-def is_url(path: str) -> bool:
-    """A remote source (file:// is a local one)."""
-    return stores.is_url(path) and not path.startswith("file://")
-
-
 def local_source(loaded: LoadedRecipe, rel: str, loc: tuple) -> Path:
     """A local file named by the recipe (relative to the recipe's directory); it must exist."""
     path = Path(rel[len("file://"):] if rel.startswith("file://") else rel)

@@ -10,8 +10,9 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from tritonbuild.backends.base import Backend, PlanContext, StepContext
-from tritonbuild.backends.common import fetch_url, is_url, local_source, pinned_digest
+from tritonbuild.backends.common import fetch_url, local_source, pinned_digest
 from tritonbuild.core.proc import python_module_argv, run_logged
+from tritonbuild.core.stores import is_url
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.load import LoadedRecipe
 from tritonbuild.recipe.models import Recipe, Source, Strict, TensorSpec, TorchExport
@@ -308,6 +309,7 @@ class OnnxRuntimeBackend(Backend):
     name = NAME
     recipe_type = OnnxRuntimeRecipe
     step_toolchain = {"onnx.fetch": ("tritonbuild", "onnx"), "onnx.export": ("tritonbuild", "python", "torch", "onnx")}
+    tools = {"onnx": "onnx", "onnxruntime": "onnxruntime", "torch": "torch"}
     triton_backend = "onnxruntime"
     model_files = {"": DEFAULT_FILENAME, PLATFORM: DEFAULT_FILENAME}
     route = "in-process"  # the embedded tritonserver has only the python backend (docs/FACTS)

@@ -198,6 +198,7 @@ class PyTorchBackend(Backend):
     name = NAME
     recipe_type = PyTorchRecipe
     step_toolchain = {"torch.fetch": ("tritonbuild",), "torch.export": ("tritonbuild", "python", "torch")}
+    tools = {"torch": "torch"}
     triton_backend = "pytorch"
     model_files = {"": "model.pt", "pytorch_libtorch": "model.pt", "torch_aoti": "model.pt2"}
     route = "in-process"  # the embedded tritonserver has only the python backend

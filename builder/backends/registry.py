@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from tritonbuild.backends.base import ROUTES, Backend
+from tritonbuild.core.toolchain import declare_tools, fingerprint, known_keys
 from tritonbuild.errors import PlanError
 from tritonbuild.recipe.kinds import Kind, Kinds, kind_problem
 
@@ -59,6 +60,7 @@ class Registry:
             raise DuplicateBackend(f"backend {backend.name!r}: step kinds {taken} belong to "
                                    f"{self._by_step[taken[0]].name!r}")
         self._check_declarations(backend)
+        declare_tools(dict(backend.tools))
         self._by_name[backend.name] = backend
         for kind in backend.step_toolchain:
             self._by_step[kind] = backend
@@ -71,6 +73,11 @@ class Registry:
         problem = kind_problem(backend.name, backend.recipe_type)
         if problem:
             raise ValueError(f"backend {backend.name!r}: {problem}")
+        known = known_keys() | set(backend.tools)
+        unkeyed = sorted({key for keys in backend.step_toolchain.values() for key in keys or () if key not in known})
+        if unkeyed:
+            raise ValueError(f"backend {backend.name!r}: its steps key on {unkeyed}, which the toolchain fingerprint "
+                             "does not hold: declare them in the backend's tools (key → pip distribution)")
         stray = sorted(set(backend.engine_steps) - set(backend.step_toolchain))
         if stray:
             raise ValueError(f"backend {backend.name!r}: engine_steps {stray} are not among its step kinds "
@@ -119,6 +126,11 @@ class Registry:
         """Recipe `backend` value → its recipe type and rules, for the recipe loader and the JSON Schema."""
         self._ensure()
         return {name: Kind(backend.recipe_type, backend.check_recipe) for name, backend in self._by_name.items()}
+
+    def toolchain(self) -> dict[str, str]:
+        """The fingerprint with every registered backend's tools (core/toolchain.fingerprint after registering)."""
+        self._ensure()
+        return fingerprint()
 
     def step_toolchain(self, kind: str) -> tuple[str, ...] | None:
         """The toolchain keys a step kind depends on (None: unknown kind, keyed on the whole toolchain)."""

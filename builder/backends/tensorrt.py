@@ -158,6 +158,7 @@ class TensorRTBackend(Backend):
     name = NAME
     recipe_type = TensorRTRecipe
     step_toolchain = {"tensorrt.engine": ("tritonbuild", "tensorrt", "trtexec", *GPU_KEYS)}
+    tools = {"tensorrt": "tensorrt"}
     engine_steps = ("tensorrt.engine",)
     triton_backend = "tensorrt"
     model_files = {"": DEFAULT_FILENAME, PLATFORM: DEFAULT_FILENAME}

@@ -46,7 +46,9 @@ class Application:
         return self.verbosity <= QUIET
 
     def emit_json(self, obj) -> None:
-        click.echo(json.dumps(obj, indent=2, sort_keys=True))
+        from tritonbuild.core.results import plain
+
+        click.echo(json.dumps(plain(obj), indent=2, sort_keys=True))
 
     def detail(self, message: str) -> None:
         """A line for --verbose only (stderr)."""

@@ -166,6 +166,18 @@ changed_since_option = click.option("--changed-since", metavar="REV",
 
 
 
+def key_values(items: tuple[str, ...] | list[str], option: str, metavar: str) -> dict[str, str]:
+    """KEY=VALUE options (--engine MODEL=DIR, --input NAME=FILE.npy, --backend NAME=DIR, --input-data MODEL=FILE)
+    as a dict; an item without a key, an '=' or a value is a usage error naming the option and the form."""
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value:
+            raise click.BadParameter(f"{item!r}: expected {metavar}", param_hint=option)
+        pairs[key] = value
+    return pairs
+
+
 def existing_dir(value: str | Path, what: str = "repository") -> Path:
     """A local directory argument that must exist: a usage error (exit 2) naming it, not a stage's error."""
     path = Path(value)

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from tritonbuild.cli.app import app
-from tritonbuild.cli.common import _json, json_option, main
+from tritonbuild.cli.common import _json, json_option, key_values, main
 
 
 @main.group("export")
@@ -39,9 +39,9 @@ def perf_data_command(repository: Path, model: str, out: Path, no_validation: bo
     if as_json:
         _json(summary)
         return
-    checked = "with validation data" if summary["validation"] else "inputs only"
-    app().out.print(f"{out}: {summary['requests']} requests of {model} v{summary['version']} ({checked})")
-    app().out.print(f"  run: {summary['perf_analyzer']}")
+    checked = "with validation data" if summary.validation else "inputs only"
+    app().out.print(f"{out}: {summary.requests} requests of {model} v{summary.version} ({checked})")
+    app().out.print(f"  run: {summary.perf_analyzer}")
 
 
 def _input_data(_ctx, _param, values: tuple[str, ...]) -> dict[str, str] | str | None:
@@ -49,13 +49,7 @@ def _input_data(_ctx, _param, values: tuple[str, ...]) -> dict[str, str] | str |
         return None
     if len(values) == 1 and "=" not in values[0]:
         return values[0]
-    pairs = {}
-    for value in values:
-        name, sep, path = value.partition("=")
-        if not sep or not name or not path:
-            raise click.BadParameter(f"expected MODEL=FILE, got {value!r}")
-        pairs[name] = path
-    return pairs
+    return key_values(values, "--input-data", "MODEL=FILE")
 
 
 @export_group.command("model-analyzer")
@@ -80,8 +74,8 @@ def model_analyzer_command(recipes: tuple[Path, ...], out: Path, model_repositor
     if as_json:
         _json(summary)
         return
-    app().out.print(f"{out}: profile_models {', '.join(summary['models'])}")
-    for model, notes in summary["notes"].items():
+    app().out.print(f"{out}: profile_models {', '.join(summary.models)}")
+    for model, notes in summary.notes.items():
         for note in notes:
             app().out.print(f"  note: {model}: {note}")
-    app().out.print(f"  run: {summary['model_analyzer']}")
+    app().out.print(f"  run: {summary.model_analyzer}")

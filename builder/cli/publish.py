@@ -161,17 +161,17 @@ def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
     if as_json:
         _json(info)
         return
-    if not info["models"]:
-        app().out.print(f"nothing published here: {info['target']} holds no tritonbuild models")
-        app().out.print(f"publish one with: tritonbuild publish OUT {info['target']}")
-        if info.get("lock"):
-            _print_lock(info["lock"])
+    if not info.models:
+        app().out.print(f"nothing published here: {info.target} holds no tritonbuild models")
+        app().out.print(f"publish one with: tritonbuild publish OUT {info.target}")
+        if info.lock:
+            _print_lock(info.lock)
         return
     table = Table("model", "live", "complete", "present", "verification", "notes", box=None)
-    for row in info["models"]:
-        live = ",".join(map(str, row.get("serving") or [])) or str(row["live"] or "-")
-        table.add_row(row["name"], live, ",".join(map(str, row["complete"])) or "-",
-                      ",".join(map(str, row["present"])) or "-", row["verification"] or "-", "; ".join(row["notes"]))
+    for row in info.models:
+        live = ",".join(map(str, row.serving)) or str(row.live or "-")
+        table.add_row(row.name, live, ",".join(map(str, row.complete)) or "-",
+                      ",".join(map(str, row.present)) or "-", row.verification or "-", "; ".join(row.notes))
     print_table(table)
     app().out.print(f"manifest sha256: {info['manifest_sha256'] or '-'}")
     _print_lock(info.get("lock"))
@@ -208,19 +208,19 @@ def rollback_command(target: str, model: str, to: int, endpoint_url: str | None,
     if as_json:
         _json(result)
     else:
-        app().out.print(f"{model}: live version {result['previous']} → {result['live']} at {result['target']} "
-                        f"(config {result['config_restored']}"
-                        f"{', a different interface' if result['interface_changed'] else ''})")
-        if result.get("lock_broken"):
-            app().err.print(f"warning: {result['lock_broken']}", markup=False)
-        for n in result["notified"]:
+        app().out.print(f"{model}: live version {result.previous} → {result.live} at {result.target} "
+                        f"(config {result.config_restored}"
+                        f"{', a different interface' if result.interface_changed else ''})")
+        if result.lock_broken:
+            app().err.print(f"warning: {result.lock_broken}", markup=False)
+        for n in result.notified:
             verdict = f"skipped: {n['message']}" if n.get("skipped") else "loaded" if n["ok"] else \
                 f"cannot run here: {n['message']}" if n.get("cannot_run") else \
                 f"FAILED: {n['message']}"
             app().out.print(f"  notify {n['server']}: {verdict}")
     from tritonbuild.publish.notify import failures
 
-    if failures(result["notified"]):
+    if failures(result.notified):
         sys.exit(PublishError.exit_code)
 
 

@@ -18,6 +18,7 @@ from tritonbuild.cli.common import (
     cache_url_option,
     changed_since_option,
     json_option,
+    key_values,
     main,
     print_table,
     recipes_arg,
@@ -59,9 +60,9 @@ def plan_command(recipes: tuple[Path, ...], matrix: str | None, cache_dir: Path 
         entries = api.build_matrix(list(recipes), cache_dir=cache_dir, cache_url=cache_url,
                                    changed_since=changed_since)
         if matrix == "github":
-            click.echo(json.dumps({"include": entries}, sort_keys=True))
+            click.echo(json.dumps({"include": [entry.to_dict() for entry in entries]}, sort_keys=True))
         else:
-            click.echo(json.dumps({"parallel": {"matrix": [{"RECIPE": e["recipe"], "GPU": e["gpu"]}
+            click.echo(json.dumps({"parallel": {"matrix": [{"RECIPE": e.recipe, "GPU": e.gpu}
                                                            for e in entries]}}, sort_keys=True))
         return
     plan = api.plan(list(recipes), cache_dir=cache_dir)
@@ -118,12 +119,7 @@ def build_command(recipes: tuple[Path, ...], output: Path, force: bool, engines:
     """Build a Triton model repository from recipes (files or folders of *.yaml)."""
     from tritonbuild import api
 
-    given = {}
-    for item in engines:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise click.BadParameter(f"{item!r}: expected MODEL=DIR", param_hint="--engine")
-        given[name] = Path(path)
+    given = {name: Path(path) for name, path in key_values(engines, "--engine", "MODEL=DIR").items()}
     from tritonbuild.core.secrets import redact
 
     app().detail(f"build cache {cache_dir}" + (f", remote cache {redact(cache_url)}" if cache_url else ""))
@@ -175,15 +171,15 @@ def adopt_command(repository: Path, out: Path, no_record: bool, as_json: bool) -
     if as_json:
         _json(result)
     else:
-        for item in result["recipes"]:
-            recorded = (result["goldens"] or {}).get(item["name"])
-            how = result.get("recorded_by", {}).get(item["name"], "")
-            tail = ("" if result["goldens"] is None else f"; goldens recorded ({how})" if recorded else
+        for item in result.recipes:
+            recorded = (result.goldens or {}).get(item["name"])
+            how = (result.recorded_by or {}).get(item["name"], "")
+            tail = ("" if result.goldens is None else f"; goldens recorded ({how})" if recorded else
                     f"; goldens {how if how.startswith('not recorded') else 'NOT recorded'}")
             app().out.print(f"{item['name']} v{item['version']}: {item['recipe']}{tail}")
-        engines = "".join(f" --engine {item['name']}={item['engine']}" for item in result["recipes"]
+        engines = "".join(f" --engine {item['name']}={item['engine']}" for item in result.recipes
                           if item.get("engine"))
         app().out.print(f"next: tritonbuild build {out} -o OUT{engines} && tritonbuild verify OUT")
-    if result["goldens"] is not None and not result.get("passed"):
+    if result.goldens is not None and not result.passed:
         raise VerifyError("goldens were not recorded for every model (see the rows above)",
                           hint=f"tritonbuild build {out} -o OUT && tritonbuild verify OUT --record shows why")

@@ -18,6 +18,7 @@ from tritonbuild.cli.common import (
     endpoint_option,
     existing_dir,
     json_option,
+    key_values,
     main,
     print_table,
     tritonserver_option,
@@ -58,11 +59,11 @@ def verify_command(repository: str, server_url: str | None, record: bool, force:
         if as_json:
             _json(result)
         else:
-            app().out.print(f"{result['target']}: {result['objects_checked']} objects checked")
-            for problem in result["problems"]:
+            app().out.print(f"{result.target}: {result.objects_checked} objects checked")
+            for problem in result.problems:
                 app().out.print(f"  FAIL {problem}")
-            app().out.print("PASSED" if result["passed"] else "FAILED")
-        if not result["passed"]:
+            app().out.print("PASSED" if result.passed else "FAILED")
+        if not result.passed:
             sys.exit(VerifyError.exit_code)
         return
     repository = existing_dir(repository)
@@ -253,13 +254,11 @@ def _backend_dirs(specs: tuple[str, ...]) -> dict[str, Path]:
     from tritonbuild.errors import UsageError
     from tritonbuild.server.launcher import BACKEND_ENTRY
 
-    out = {}
-    for spec in specs:
-        name, _, path = spec.partition("=")
-        if not name or not path or not (Path(path) / BACKEND_ENTRY).is_file():
-            raise UsageError(f"--backend {spec}: expected NAME=DIR with DIR/{BACKEND_ENTRY}",
+    out = {name: Path(path) for name, path in key_values(specs, "--backend", "NAME=DIR").items()}
+    for name, path in out.items():
+        if not (path / BACKEND_ENTRY).is_file():
+            raise UsageError(f"--backend {name}={path}: expected NAME=DIR with DIR/{BACKEND_ENTRY}",
                              hint="e.g. --backend vllm=vllm_backend/src (Triton's vLLM backend)")
-        out[name] = Path(path)
     return out
 
 
@@ -296,34 +295,29 @@ def infer_command(target: str, model: str, input_files: tuple[str, ...], goldens
         existing_dir(target)
     if goldens_from is not None:
         existing_dir(goldens_from)
-    given = {}
-    for item in input_files:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise click.BadParameter(f"{item!r}: expected NAME=FILE.npy", param_hint="--input")
-        given[name] = Path(path)
+    given = {name: Path(path) for name, path in key_values(input_files, "--input", "NAME=FILE.npy").items()}
     try:
         result = api.infer(target, model, inputs=given or None, goldens_from=goldens_from, data=data,
                            tritonserver=tritonserver)
     except VerifyError as e:  # the embedded server's start (for a directory) raises verify's error: infer's here
         raise InferenceError(e.message, where=e.where, hint=e.hint) from None
-    bad = [i for i, sample in enumerate(result["samples"]) if sample["golden"] not in (None, "bit-exact")]
+    bad = [i for i, sample in enumerate(result.samples) if sample["golden"] not in (None, "bit-exact")]
     if as_json:
-        _json({**result, "samples": [{"golden": sample["golden"],
+        _json({**result.to_dict(), "samples": [{"golden": sample["golden"],
                                       "outputs": {k: {"dtype": str(v.dtype), "shape": list(v.shape),
                                                       "data": v.tolist()} for k, v in sample["outputs"].items()}}
-                                     for sample in result["samples"]]})
+                                     for sample in result.samples]})
     else:
-        app().out.print(f"{result['model']} on {result['server']}: {len(result['samples'])} request(s), inputs: "
-                        f"{result['inputs']}" + (" (seeded, generated from the model's metadata)"
-                                                 if result["inputs"] == "random" else ""))
-        for i, sample in enumerate(result["samples"]):
+        app().out.print(f"{result.model} on {result.server}: {len(result.samples)} request(s), inputs: "
+                        f"{result.inputs}" + (" (seeded, generated from the model's metadata)"
+                                              if result.inputs == "random" else ""))
+        for i, sample in enumerate(result.samples):
             app().out.print(f"sample {i}" + (f"  (golden: {sample['golden']})" if sample["golden"] else ""))
             for name, arr in sample["outputs"].items():
                 text = np.array2string(arr, threshold=20, max_line_width=100).replace("\n", "\n    ")
                 app().out.print(f"  {name}  {arr.dtype} {list(arr.shape)}\n    {text}")
     if bad:
-        raise InferenceError(f"{len(bad)} of {len(result['samples'])} answers differ from the goldens "
+        raise InferenceError(f"{len(bad)} of {len(result.samples)} answers differ from the goldens "
                              f"(samples {bad})",
                              hint=f"tritonbuild verify {target if '://' not in target else goldens_from} shows where")
 
@@ -343,20 +337,20 @@ def status_command(url: str, metrics_url: str | None, as_json: bool) -> None:
     if as_json:
         _json(result)
     else:
-        out.print(f"{result['server']}: tritonserver {result['version'] or '?'}, live "
-                  f"{'yes' if result['live'] else 'NO'}, ready {'yes' if result['ready'] else 'NO'}")
+        out.print(f"{result.server}: tritonserver {result.version or '?'}, live "
+                  f"{'yes' if result.live else 'NO'}, ready {'yes' if result.ready else 'NO'}")
         table = Table("model", "ver", "state", "backend", "batch", "inputs", "outputs", "instances", "ok/failed",
                       box=None)
-        for row in result["models"]:
-            config, counters = row.get("config") or {}, row["metrics"]
-            table.add_row(row["name"], str(row["version"] or "-"), row["state"] + (f" ({row['reason']})"
-                          if row["reason"] else ""), config.get("backend", ""), str(config.get("max_batch_size", "")),
+        for row in result.models:
+            config, counters = row.config or {}, row.metrics
+            table.add_row(row.name, str(row.version or "-"), row.state + (f" ({row.reason})"
+                          if row.reason else ""), config.get("backend", ""), str(config.get("max_batch_size", "")),
                           "; ".join(config.get("inputs", [])), "; ".join(config.get("outputs", [])),
                           ", ".join(config.get("instances", [])),
                           f"{counters.get('nv_inference_request_success', 0):.0f}/"
                           f"{counters.get('nv_inference_request_failure', 0):.0f}" if counters else "-")
         print_table(table)
-        for note in result["notes"]:
+        for note in result.notes:
             out.print(f"note: {note}")
-    if not (result["live"] and result["ready"]):
+    if not (result.live and result.ready):
         sys.exit(ServerError.exit_code)

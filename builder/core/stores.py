@@ -36,6 +36,8 @@ def split_url(text: str) -> tuple[str | None, str]:
 
 
 def is_url(text: str) -> bool:
+    """Whether text names a store by URL (scheme://...). file:// is one, the file store's: a recipe source or
+    checkpoint given as file://PATH is fetched and pinned like s3://, a plain path is read where it lies."""
     return split_url(str(text))[0] is not None
 
 

@@ -17,10 +17,27 @@ import tritonbuild
 
 # NOTE: the bundled tritonserver prints no version (no --version flag); nvidia-pytriton pins one per release.
 PYTRITON_TRITONSERVER = {"0.7.0": "2.51.0", "0.6.0": "2.50.0", "0.5.6": "2.49.0"}
-DISTRIBUTIONS = {"numpy": "numpy", "onnx": "onnx", "onnxruntime": "onnxruntime", "torch": "torch",
-                 "tritonclient": "tritonclient", "protobuf": "protobuf", "nvidia-pytriton": "nvidia-pytriton",
-                 "tensorrt": "tensorrt", "tensorrt_llm": "tensorrt_llm", "tokenizers": "tokenizers"}
+# The core's own distributions; a backend's tools come from its `tools` declaration (backends/base.py), which
+# the registry hands to declare_tools when the backend is registered.
+DISTRIBUTIONS = {"numpy": "numpy", "tritonclient": "tritonclient", "protobuf": "protobuf",
+                 "nvidia-pytriton": "nvidia-pytriton", "tokenizers": "tokenizers"}
 GPU_KEYS = ("cuda", "driver", "gpu_name", "gpu_sm")
+# keys fingerprint() finds by probing the machine, not from a distribution's version
+PROBED = ("tritonbuild", "python", "tritonserver", "trtexec", *GPU_KEYS)
+_DECLARED: dict[str, str] = {}
+
+
+def declare_tools(tools: dict[str, str]) -> None:
+    """Add a backend's tools (toolchain key → distribution) to what fingerprint() reads."""
+    new = {key: dist for key, dist in tools.items() if _DECLARED.get(key) != dist}
+    if new:
+        _DECLARED.update(new)
+        fingerprint.cache_clear()
+
+
+def known_keys() -> set[str]:
+    """Every toolchain key fingerprint() can hold: a step keyed on another one would silently leave it out."""
+    return {*PROBED, *DISTRIBUTIONS, *_DECLARED}
 
 
 def _version(dist: str) -> str | None:
@@ -62,7 +79,7 @@ def _trtexec() -> str | None:
 def fingerprint() -> dict[str, str]:
     """Everything that shapes our outputs; absent tools are left out, not guessed."""
     fp = {"tritonbuild": tritonbuild.__version__, "python": platform.python_version()}
-    for key, dist in DISTRIBUTIONS.items():
+    for key, dist in {**DISTRIBUTIONS, **_DECLARED}.items():
         v = _version(dist)
         if v:
             fp[key] = v

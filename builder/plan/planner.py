@@ -8,7 +8,7 @@ from tritonbuild.backends import REGISTRY
 from tritonbuild.backends.base import PlanContext
 from tritonbuild.core.hashing import file_hashes, sha256_json
 from tritonbuild.core.paths import PathProblem, display_path
-from tritonbuild.core.toolchain import fingerprint, for_step
+from tritonbuild.core.toolchain import for_step
 from tritonbuild.errors import PlanError
 from tritonbuild.plan.models import ModelPlan, Plan, PlannedStep
 from tritonbuild.recipe.load import LoadedRecipe
@@ -28,7 +28,7 @@ def cache_key(kind: str, params: dict, inputs: dict[str, str], toolchain: dict[s
 def make_plan(recipes: list[LoadedRecipe], cache_dir: Path) -> Plan:
     """Each recipe's steps keyed by content; cache_dir holds the input digest cache and downloaded checkpoints."""
     ctx = PlanContext(cache_dir=Path(cache_dir), hashes=file_hashes(cache_dir))
-    toolchain = fingerprint()
+    toolchain = REGISTRY.toolchain()
     models = []
     for loaded in recipes:
         backend = REGISTRY.get(loaded.recipe.backend)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tritonbuild.core.hashing import sha256_bytes
+from tritonbuild.core.results import Result
 from tritonbuild.core.stores import Location
 from tritonbuild.publish import objects
 from tritonbuild.publish.lock import read_lock
@@ -12,12 +15,12 @@ from tritonbuild.publish.target import Target
 from tritonbuild.repository.rules import VERSION_RE
 
 
-def list_target(where: Location | str, *, endpoint_url: str | None = None) -> dict:
+def list_target(where: Location | str, *, endpoint_url: str | None = None) -> TargetListing:
     """Models, versions present, complete and live, and anything an interrupted publish left behind."""
     return list_opened(open_for_read(where, endpoint_url))
 
 
-def list_opened(target: Target) -> dict:
+def list_opened(target: Target) -> TargetListing:
     """list_target of a target already opened (and reached) by the caller."""
     state = objects.read_state(target)
     try:
@@ -50,20 +53,55 @@ def list_opened(target: Target) -> dict:
         serving = published.serving if published and published.serving else ([live] if live is not None else [])
         live_record = published.versions[published.live] if published and published.live in published.versions \
             else None
-        models.append({"name": name, "live": live, "serving": serving, "complete": complete, "present": present,
-                       "notes": notes,
-                       "published_from": live_record.source_manifest if live_record is not None else None,
-                       "verification": live_record.verification if live_record is not None else None})
+        models.append(TargetModel(
+            name=name, live=live, serving=serving, complete=complete, present=present, notes=notes,
+            published_from=live_record.source_manifest if live_record is not None else None,
+            verification=live_record.verification if live_record is not None else None))
     manifest_bytes = objects.read_text(target, target.path("tritonbuild-manifest.json"))
     lock = read_lock(target)
     if lock is not None:
         lock = {k: lock.get(k) for k in ("holder", "host", "pid", "since", "expires_at", "state")}
-    return {"target": target.url, "triton_url": target.triton_url(),
-            "manifest_sha256": sha256_bytes(manifest_bytes) if manifest_bytes else None, "models": models,
-            "lock": lock}
+    return TargetListing(target=target.url, triton_url=target.triton_url(),
+                         manifest_sha256=sha256_bytes(manifest_bytes) if manifest_bytes else None, models=models,
+                         lock=lock)
 
 
-def verify_target(where: Location | str, *, endpoint_url: str | None = None) -> dict:
+@dataclass(frozen=True)
+class TargetCheck(Result):
+    """verify TARGET: every object the target manifest names checked (present, size, sha256, configs)."""
+
+    target: str
+    objects_checked: int
+    problems: list[str]
+    passed: bool
+
+
+@dataclass(frozen=True)
+class TargetModel(Result):
+    """One model at a target, as `ls` shows it."""
+
+    name: str
+    live: int | None
+    serving: list[int]
+    complete: list[int]
+    present: list[int]
+    notes: list[str]
+    published_from: str | None
+    verification: str | None
+
+
+@dataclass(frozen=True)
+class TargetListing(Result):
+    """ls TARGET: its models, the manifest's digest and the publish lock, if held."""
+
+    target: str
+    triton_url: str
+    manifest_sha256: str | None
+    models: list[TargetModel]
+    lock: dict | None
+
+
+def verify_target(where: Location | str, *, endpoint_url: str | None = None) -> TargetCheck:
     """Every object the target manifest names: present, right size, right sha256; configs as recorded."""
     target = open_for_read(where, endpoint_url)
     state = objects.read_state(target)
@@ -95,4 +133,4 @@ def verify_target(where: Location | str, *, endpoint_url: str | None = None) -> 
                     problems.append(f"{name}/{rel} has size {remote[rel]}, expected {entry.size}")
                 elif objects.remote_sha256(target, target.path(name, rel)) != entry.sha256:
                     problems.append(f"{name}/{rel} sha256 differs from the manifest")
-    return {"target": target.url, "objects_checked": checked, "problems": problems, "passed": not problems}
+    return TargetCheck(target=target.url, objects_checked=checked, problems=problems, passed=not problems)

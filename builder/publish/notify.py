@@ -7,26 +7,7 @@ import os
 
 from tritonbuild.core.secrets import redact
 from tritonbuild.core.stores import with_scheme
-
-
-def _client_for(url: str, timeout: float):
-    """A tritonclient HTTP client for url, and the Basic Authorization its user:password@ asks for."""
-    import base64
-    from urllib.parse import unquote, urlsplit
-
-    from tritonclient.http import InferenceServerClient
-
-    parts = urlsplit(with_scheme(url))
-    headers = {}
-    if parts.username is not None:
-        cred = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
-        headers["Authorization"] = "Basic " + base64.b64encode(cred).decode()
-    host = parts.netloc.rsplit("@", 1)[-1] + parts.path.rstrip("/")
-    from tritonbuild.core.objstore import CONNECT_TIMEOUT_S
-
-    return InferenceServerClient(host, ssl=parts.scheme == "https", connection_timeout=min(CONNECT_TIMEOUT_S, timeout),
-                                 network_timeout=timeout), headers
-
+from tritonbuild.triton.client import Server, refused
 
 LOAD_TIMEOUT_ENV = "TRITONBUILD_NOTIFY_LOAD_TIMEOUT_S"
 DEFAULT_LOAD_TIMEOUT_S = 300.0
@@ -50,11 +31,8 @@ def repository_index(url: str) -> tuple[dict[str, str] | None, str | None]:
     from tritonbuild.core.objstore import deadline, deadline_words, within_deadline
 
     def ask():
-        client, headers = _client_for(url, deadline())
-        try:
-            return client.get_model_repository_index(headers=headers or None)
-        finally:
-            client.close()
+        with Server(url, deadline()) as server:
+            return server.index()
 
     try:
         index = within_deadline(ask, "the repository index request")
@@ -159,22 +137,17 @@ def _shown(url: str) -> str:
 def notify_server(url: str, model: str, timeout: float | None = None) -> dict:
     """Ask a tritonserver in explicit model-control mode to (re)load model, through tritonclient's HTTP client.
     user:password@ in the URL becomes a Basic Authorization header; what we report shows the URL redacted."""
-    from tritonclient.utils import InferenceServerException
-
     result = {"server": _shown(url), "model": model}
     timeout = timeout or load_timeout()
     try:
-        client, headers = _client_for(url, timeout)
-        try:
-            client.load_model(model, headers=headers or None)
-        finally:
-            client.close()
+        with Server(url, timeout) as server:
+            server.load(model)
         return {**result, "ok": True, "status": 200, "message": "loaded"}
-    except InferenceServerException as e:
-        status = e.status()
-        return {**result, "ok": False, "status": int(status) if str(status).isdigit() else None,
-                "message": redact(e.message() or str(e))[:500]}
     except Exception as e:  # noqa: BLE001 - refused, unreachable, timed out: reported per server, never raised
+        if refused(e) is not None:
+            status = e.status()
+            return {**result, "ok": False, "status": int(status) if str(status).isdigit() else None,
+                    "message": redact(refused(e))[:500]}
         text = redact(f"{type(e).__name__}: {e}")[:400]
         if isinstance(e, TimeoutError) or "timeout" in type(e).__name__.lower():
             text = f"the load did not finish within {timeout:g} s ({LOAD_TIMEOUT_ENV} sets it): {text}"

@@ -18,7 +18,7 @@ from tritonbuild.publish.layout import in_version_dir, version_files
 from tritonbuild.publish.models import Action, PublishedModel, PublishedVersion, TargetManifest
 from tritonbuild.publish.target import Target
 from tritonbuild.repository.manifest import Manifest, ManifestModel
-from tritonbuild.triton.config import parse, render
+from tritonbuild.triton.config import ConfigParseError, config_bytes, parse, render
 
 JOBS = 8
 
@@ -40,11 +40,9 @@ def pinned_config(config: bytes, live: list[int]) -> bytes:
 
 def parse_remote(config: bytes, where: str):
     """A config.pbtxt read from a target: one that does not parse is a PublishError naming the object."""
-    from google.protobuf import text_format
-
     try:
         return parse(config)
-    except (text_format.ParseError, UnicodeDecodeError) as e:
+    except ConfigParseError as e:
         raise PublishError(f"{where} at the target is not a valid Triton model config: {e}", where=where,
                            hint="restore that object (publish the model again, or put back the file)") from None
 
@@ -131,7 +129,7 @@ def _plan_model(root: Path, manifest: Manifest, target: Target, state: TargetMan
     current = objects.read_text(target, target.path(name, "config.pbtxt"))
     published = state.models.get(name)
     complete = dict(published.versions) if published else {}
-    local_config = (root / name / "config.pbtxt").read_bytes()
+    local_config = config_bytes(root / name)
     version_steps = []
     for model in versions:
         version = _plan_version(manifest, target, model, complete.get(model.version), local_config, verification)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from tritonbuild.core.hashing import pretty_json, sha256_bytes
+from tritonbuild.core.results import OMIT_NONE, Result
 from tritonbuild.core.stores import Location
 from tritonbuild.errors import PublishError
 from tritonbuild.publish import objects
@@ -13,8 +16,22 @@ from tritonbuild.publish.planner import live_version, parse_remote, pinned_confi
 from tritonbuild.publish.protocol import open_for_read
 
 
+@dataclass(frozen=True)
+class RollbackResult(Result):
+    """rollback: the version made live, the one it replaced, the config restored, the servers told."""
+
+    target: str
+    model: str
+    live: int
+    previous: int | None
+    config_restored: str
+    interface_changed: bool
+    notified: list[dict]  # one row per server and model (publish/notify.py)
+    lock_broken: str | None = field(default=None, metadata=OMIT_NONE)  # what breaking an expired lock said
+
+
 def rollback(where: Location | str, model: str, to: int, *, endpoint_url: str | None = None,
-             break_lock: bool = False, notify: tuple[str, ...] = ()) -> dict:
+             break_lock: bool = False, notify: tuple[str, ...] = ()) -> RollbackResult:
     """Make a complete, published version live again with ITS config (the one it was verified with, stored at
     publish as config-v<N>.pbtxt): one config.pbtxt write, then the manifest; then notify servers."""
     target = open_for_read(where, endpoint_url)
@@ -58,6 +75,6 @@ def rollback(where: Location | str, model: str, to: int, *, endpoint_url: str | 
         objects.write_bytes(target, target.path(TARGET_MANIFEST),
                           pretty_json(TargetManifest(models=models).model_dump(mode="json")))
     notified = notify_all(notify, {model}, [])
-    return {"target": target.url, "model": model, "live": to, "previous": live_version(current),
-            "config_restored": own_name, "interface_changed": own != pinned_config(current, [to]),
-            "notified": notified, **({"lock_broken": lock.broken} if lock.broken else {})}
+    return RollbackResult(target=target.url, model=model, live=to, previous=live_version(current),
+                          config_restored=own_name, interface_changed=own != pinned_config(current, [to]),
+                          notified=notified, lock_broken=lock.broken or None)

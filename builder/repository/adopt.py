@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
-from google.protobuf import text_format
 
 from tritonbuild.backends import REGISTRY
+from tritonbuild.core.results import OMIT_NONE, Result
 from tritonbuild.errors import UsageError
 from tritonbuild.repository.existing import config_tensors
 from tritonbuild.repository.rules import VERSION_RE
-from tritonbuild.triton.config import parse
+from tritonbuild.triton.batching import read_dynamic_batching
+from tritonbuild.triton.config import ConfigParseError, read_config
 
 # ModelConfig fields a recipe expresses (the rest must be absent or at their default)
 _EXPRESSED = {"name", "backend", "platform", "max_batch_size", "input", "output", "instance_group",
@@ -44,6 +45,17 @@ class Adopted:
             {"engine": str(self.engine)} if self.engine else {})
 
 
+
+@dataclass
+class AdoptResult(Result):
+    """adopt: one row per recipe written; goldens: model → recorded (None: not recorded, --no-record); how each
+    was recorded, and whether all were, when they were."""
+
+    recipes: list[dict]
+    goldens: dict[str, bool] | None = None
+    recorded_by: dict[str, str] | None = field(default=None, metadata=OMIT_NONE)
+    passed: bool | None = field(default=None, metadata=OMIT_NONE)
+
 def _unexpressed(mc, extra: frozenset[str] = frozenset()) -> list[str]:
     out = [field.name for field, _ in mc.ListFields() if field.name not in _EXPRESSED | extra]
     for kind in ("input", "output"):
@@ -53,15 +65,11 @@ def _unexpressed(mc, extra: frozenset[str] = frozenset()) -> list[str]:
 
 
 def _batching(mc) -> dict | None:
-    if not mc.HasField("dynamic_batching"):
-        return None
-    db = mc.dynamic_batching
-    out = {"preferred_batch_sizes": list(db.preferred_batch_size),
-           "max_queue_delay_us": db.max_queue_delay_microseconds, "preserve_ordering": db.preserve_ordering}
-    if db.priority_levels or db.HasField("default_queue_policy") or db.priority_queue_policy:
+    batching = read_dynamic_batching(mc)
+    if batching is not None and {"priority_levels", "default_queue_policy", "priority_queue_policy"} & set(batching):
         raise UsageError(f"{mc.name}: dynamic_batching priorities and queue policies are not adopted yet",
                          hint="adopt the model without them, then add 'batching:' to its recipe by hand")
-    return {key: value for key, value in out.items() if value}
+    return batching
 
 
 def _tensors(mc, field: str) -> list[dict]:
@@ -115,12 +123,12 @@ def _source_path_recipe(owner) -> bool:
 
 def _read(model_dir: Path, root: Path):
     try:
-        return parse((model_dir / "config.pbtxt").read_bytes())
+        return read_config(model_dir)
     except FileNotFoundError:
         raise UsageError(f"{model_dir.name} has no config.pbtxt: adopt reads the config it reproduces",
                          where=str(model_dir), hint="write its config.pbtxt (Triton's autocompleted one: "
                          "GET v2/models/<name>/config on a server that loaded it)") from None
-    except (text_format.ParseError, UnicodeDecodeError) as e:
+    except ConfigParseError as e:
         raise UsageError(f"{model_dir.name}/config.pbtxt does not parse: {e}", where=str(model_dir),
                          hint=f"'tritonbuild verify {root}' shows Triton's refusal") from None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tritonbuild.recipe.models import DTYPES, Recipe, TensorSpec
+from tritonbuild.triton.batching import write_dynamic_batching
 from tritonbuild.triton.config import KINDS, add_tensors, model_config_pb2
 
 
@@ -26,7 +27,7 @@ def build_model_config(recipe: Recipe, inputs: list[TensorSpec], outputs: list[T
         ig.count = g.count
         ig.gpus.extend(g.gpus)
     if recipe.batching is not None:
-        _batching(mc.dynamic_batching, recipe.batching, pb2)
+        write_dynamic_batching(mc, recipe.batching.model_dump())
     for k in sorted(recipe.parameters):
         mc.parameters[k].string_value = recipe.parameters[k]
     filename = backend.default_filename(recipe)
@@ -59,22 +60,3 @@ def add_warmup(mc, warmup, inputs: list[TensorSpec], dynamic_size: int, pb2, fil
             else:
                 wi.zero_data = True
 
-
-def _queue_policy(qp, policy, pb2) -> None:
-    qp.timeout_action = pb2.ModelQueuePolicy.TimeoutAction.Value(policy.timeout_action.upper())
-    qp.default_timeout_microseconds = policy.default_timeout_us
-    qp.allow_timeout_override = policy.allow_timeout_override
-    qp.max_queue_size = policy.max_queue_size
-
-
-def _batching(db, b, pb2) -> None:
-    db.SetInParent()
-    db.preferred_batch_size.extend(b.preferred_batch_sizes)
-    db.max_queue_delay_microseconds = b.max_queue_delay_us
-    db.preserve_ordering = b.preserve_ordering
-    db.priority_levels = b.priority_levels
-    db.default_priority_level = b.default_priority_level
-    if b.default_queue_policy is not None:
-        _queue_policy(db.default_queue_policy, b.default_queue_policy, pb2)
-    for level in sorted(b.priority_queue_policy):
-        _queue_policy(db.priority_queue_policy[level], b.priority_queue_policy[level], pb2)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from google.protobuf import text_format
-
 from tritonbuild.backends import REGISTRY
 from tritonbuild.core.cas import FileEntry
 from tritonbuild.core.hashing import sha256_file, sha256_json, tree_files
@@ -15,7 +13,7 @@ from tritonbuild.errors import TritonBuildError
 from tritonbuild.recipe.models import DTYPES, TensorSpec, Verify
 from tritonbuild.repository.manifest import NOT_IN_MANIFEST, ManifestModel
 from tritonbuild.repository.rules import VERSION_RE
-from tritonbuild.triton.config import parse
+from tritonbuild.triton.config import ConfigParseError, read_config
 
 _DTYPE_NAMES = {triton: ours for ours, triton in DTYPES.items()}
 
@@ -47,12 +45,12 @@ def existing_models(root: Path, files: dict[str, FileEntry], error: type[TritonB
     for model_dir in sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".")):
         name = model_dir.name
         try:
-            mc = parse((model_dir / "config.pbtxt").read_bytes())
+            mc = read_config(model_dir)
         except FileNotFoundError:
             raise error(f"{name} has no config.pbtxt (Triton autocompletes it), but publishing pins the live version "
                         "in config.pbtxt", where=str(model_dir),
                         hint=f"write {model_dir / 'config.pbtxt'} (at least backend and max_batch_size)") from None
-        except (text_format.ParseError, UnicodeDecodeError) as e:
+        except ConfigParseError as e:
             raise error(f"{name}/config.pbtxt is not a valid Triton model config: {e}", where=str(model_dir),
                         hint=f"tritonbuild verify {root} shows Triton's own refusal") from None
         owner = REGISTRY.for_config(mc.backend, mc.platform)

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from google.protobuf import text_format
-
 from tritonbuild.backends import REGISTRY, BuildPolicy, ReleaseFact
 from tritonbuild.triton.backend_kinds import ACCEPTED_KINDS, instance_kind_problems
-from tritonbuild.triton.config import parse
+from tritonbuild.triton.config import ConfigParseError, parse, read_config
 from tritonbuild.triton.ensemble_rules import core_model_problems
 from tritonbuild.triton.finding import Finding
 from tritonbuild.triton.rules import (
@@ -107,7 +105,7 @@ def _read_config(model_dir: Path, ours: bool, add):
     config.pbtxt Triton autocompletes one (unless started with --disable-auto-complete-config): the backend
     found from the version directory's model file, the backend's own auto_complete_config for the rest."""
     try:
-        mc = parse((model_dir / "config.pbtxt").read_bytes())
+        mc = read_config(model_dir)
     except FileNotFoundError:
         backend, problems = autocompleted_backend(model_dir)
         if ours or problems:
@@ -118,7 +116,7 @@ def _read_config(model_dir: Path, ours: bool, add):
         mc = parse(b"")
         mc.backend = backend
         return mc
-    except (text_format.ParseError, UnicodeDecodeError) as e:
+    except ConfigParseError as e:
         add("config.parse", [f"config.pbtxt:{e} (not a valid inference.ModelConfig)"], "")
         return None
     add("config.parse", [], "config.pbtxt parses as inference.ModelConfig")

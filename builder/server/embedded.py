@@ -11,7 +11,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
-import json
 import os
 import shutil
 import signal
@@ -20,8 +19,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from tritonbuild.core.stores import is_url
@@ -33,6 +30,7 @@ from tritonbuild.server.launcher import (
     ServerStartError,
     launcher_for,
 )
+from tritonbuild.triton.client import Server, is_live, refused, server_version, timed_out
 
 READY_TIMEOUT_S = 60.0
 # A model load that never reports back (a Python stub stuck in initialize) would hold Triton's load API forever.
@@ -215,27 +213,13 @@ class EmbeddedServer:
                 self.stop()
                 raise ServerStartError(f"tritonserver exited with code {code} while starting:\n{tail}",
                                        hint=f"see the server log {self.log_path}")
-            if self._get("/v2/health/live") == 200:
-                self.version = self._server_version()
+            if is_live(self.http_url):
+                self.version = server_version(self.http_url)
                 return self
             time.sleep(0.1)
         self.stop()
         raise ServerStartError(f"tritonserver not live after {self.ready_timeout:.0f}s:\n{self.log_tail()}",
                                hint=f"see the server log {self.log_path}")
-
-    def _get(self, path: str) -> int:
-        try:
-            with urllib.request.urlopen(f"http://{self.http_url}{path}", timeout=2) as response:
-                return response.status
-        except (urllib.error.URLError, OSError, ConnectionError):
-            return 0
-
-    def _server_version(self) -> str | None:
-        try:
-            with urllib.request.urlopen(f"http://{self.http_url}/v2", timeout=5) as response:
-                return json.loads(response.read()).get("version")
-        except (urllib.error.URLError, OSError, ValueError):
-            return None
 
     def log_tail(self, n: int = 30) -> str:
         try:
@@ -301,45 +285,19 @@ class EmbeddedServer:
         self.cleanup()
 
 
-class RepositoryRefusal(Exception):
-    """Triton's repository API answered with an error; `text` is Triton's own message."""
-
-    def __init__(self, text: str):
-        super().__init__(text)
-        self.text = text
-
-
-def repository_post(base_url: str, path: str, body: dict, timeout: float) -> None:
-    """POST a JSON body to Triton's model-repository API (load, unload). An error answer raises
-    RepositoryRefusal with Triton's message; network failures and timeouts propagate (URLError, OSError)."""
-    req = urllib.request.Request(f"{base_url}{path}", data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout):
-            return
-    except urllib.error.HTTPError as e:
-        text = e.read().decode(errors="replace")
-        with contextlib.suppress(ValueError):
-            text = json.loads(text).get("error", text)
-        raise RepositoryRefusal(text) from None
-
-
 def load_model(base_url: str, model: str, timeout: float = LOAD_TIMEOUT_S) -> None:
     """POST v2/repository/models/<m>/load; a failure carries Triton's own error text; a load that has not
     answered within timeout seconds is a ModelLoadError with timed_out set."""
     try:
-        repository_post(base_url, f"/v2/repository/models/{model}/load", {}, timeout)
-    except RepositoryRefusal as e:
-        raise ModelLoadError(f"tritonserver failed to load {model!r}: {e.text}", where=model,
-                             hint="fix the model (Triton's message above), rebuild, verify again") from None
-    except urllib.error.URLError as e:
-        if isinstance(e.reason, (TimeoutError, socket.timeout)):
+        with Server(base_url, timeout) as server:
+            server.load(model)
+    except Exception as e:  # noqa: BLE001 - Triton's refusal, a timeout, or no server: each told apart below
+        text = refused(e)
+        if text is not None:
+            raise ModelLoadError(f"tritonserver failed to load {model!r}: {text}", where=model,
+                                 hint="fix the model (Triton's message above), rebuild, verify again") from None
+        if timed_out(e):
             raise _load_timed_out(model, timeout) from None
-        raise ModelLoadError(f"cannot reach {base_url} to load {model!r}: {e}", hint="is the server running?") \
-            from None
-    except TimeoutError:
-        raise _load_timed_out(model, timeout) from None
-    except OSError as e:
         raise ModelLoadError(f"cannot reach {base_url} to load {model!r}: {e}", hint="is the server running?") \
             from None
 

@@ -4,29 +4,46 @@ from the metrics endpoint. Read-only: Triton's HTTP API (KServe v2 + repository 
 
 from __future__ import annotations
 
-import json
 import re
-import urllib.error
-import urllib.request
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from tritonbuild.core.results import OMIT_NONE, Result
 from tritonbuild.core.secrets import redact
 from tritonbuild.core.stores import with_scheme
 from tritonbuild.errors import ServerError
+from tritonbuild.triton.client import Server
+from tritonbuild.triton.plain_http import ErrorAnswer, get_text
 
 TIMEOUT_S = 10.0
 # nv_inference_request_success{model="m",version="1"} 12
 _METRIC_RE = re.compile(r'^(nv_inference_(?:request_success|request_failure|count|exec_count))\{([^}]*)\}\s+(\S+)')
 
 
-def _request(url: str, method: str = "GET", body: bytes | None = None) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, data=body, method=method,
-                                     headers={"Content-Type": "application/json"} if body is not None else {})
-    try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
+@dataclass
+class ModelStatus(Result):
+    """One entry of the server's repository index; config: a ready model's config summary."""
+
+    name: str
+    version: str | None
+    state: str
+    reason: str
+    config: dict | None = field(default=None, metadata=OMIT_NONE)
+    metrics: dict[str, float] | None = None  # counter → value, summed over versions
+
+
+@dataclass(frozen=True)
+class ServerStatus(Result):
+    """`tritonbuild status URL`: health, version, extensions, models, the metrics URL read, notes."""
+
+    server: str
+    live: bool
+    ready: bool
+    version: str | None
+    extensions: list[str]
+    models: list[ModelStatus]
+    metrics: str
+    notes: list[str]
 
 
 def _tensors(items: list[dict]) -> list[str]:
@@ -48,13 +65,13 @@ def _metrics(metrics_url: str | None) -> tuple[dict[str, dict[str, float]], str 
     if not metrics_url:
         return {}, None
     try:
-        code, body = _request(metrics_url)
-    except (urllib.error.URLError, OSError) as e:
+        text = get_text(metrics_url, TIMEOUT_S)
+    except ErrorAnswer as e:
+        return {}, f"metrics {redact(metrics_url)} answered HTTP {e.status}"
+    except OSError as e:
         return {}, f"metrics {redact(metrics_url)} not reachable ({e})"
-    if code != 200:
-        return {}, f"metrics {redact(metrics_url)} answered HTTP {code}"
     out: dict[str, dict[str, float]] = {}
-    for line in body.decode(errors="replace").splitlines():
+    for line in text.splitlines():
         match = _METRIC_RE.match(line)
         if match:
             labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2)))
@@ -63,38 +80,42 @@ def _metrics(metrics_url: str | None) -> tuple[dict[str, dict[str, float]], str 
     return out, None
 
 
-def server_status(url: str, metrics_url: str | None = None) -> dict:
+def _asked(call, otherwise):
+    """call()'s answer, or otherwise when the server answered it with an error (or not at all)."""
+    try:
+        return call()
+    except Exception:  # noqa: BLE001 - shown as not ready / not readable, as Triton's HTTP API would say
+        return otherwise
+
+
+def _model_row(server: Server, entry: dict) -> ModelStatus:
+    name, state = entry.get("name", ""), entry.get("state") or "not loaded"
+    config = _asked(lambda: server.model_config(name), None) if state == "READY" else None
+    return ModelStatus(name=name, version=entry.get("version"), state=state, reason=entry.get("reason") or "",
+                       config=_config_summary(config) if config is not None else None)
+
+
+def server_status(url: str, metrics_url: str | None = None) -> ServerStatus:
     """Everything `tritonbuild status URL` shows. metrics_url defaults to the HTTP host on port 8002."""
     base = with_scheme(url.rstrip("/"))
     shown = redact(base)
-    try:
-        live = _request(f"{base}/v2/health/live")[0] == 200
-    except (urllib.error.URLError, OSError) as e:
-        raise ServerError(f"cannot reach tritonserver at {shown}: {getattr(e, 'reason', e)}", where=shown,
-                          hint="is it running? (tritonbuild serve DIR starts one on :8000)") from None
-    ready = _request(f"{base}/v2/health/ready")[0] == 200
-    code, body = _request(base + "/v2")
-    server = json.loads(body) if code == 200 else {}
-    code, body = _request(f"{base}/v2/repository/index", "POST", b"{}")
-    index = json.loads(body) if code == 200 else None
-    models = []
-    for entry in index or []:
-        name, state = entry.get("name", ""), entry.get("state") or "not loaded"
-        row = {"name": name, "version": entry.get("version"), "state": state, "reason": entry.get("reason") or ""}
-        if state == "READY":
-            code, body = _request(f"{base}/v2/models/{name}/config")
-            if code == 200:
-                row["config"] = _config_summary(json.loads(body))
-        models.append(row)
+    with Server(base, TIMEOUT_S) as server:
+        try:
+            live = server.live()
+        except Exception as e:  # noqa: BLE001 - refused, unreachable, timed out
+            raise ServerError(f"cannot reach tritonserver at {shown}: {getattr(e, 'reason', e)}", where=shown,
+                              hint="is it running? (tritonbuild serve DIR starts one on :8000)") from None
+        ready, server_info, index = _asked(server.ready, False), _asked(server.metadata, {}), _asked(server.index, None)
+        models = [_model_row(server, entry) for entry in index or []]
     parts = urlsplit(base)
     metrics_url = metrics_url or f"{parts.scheme}://{parts.hostname}:8002/metrics"
     counters, metrics_note = _metrics(metrics_url)
     for row in models:
-        row["metrics"] = counters.get(row["name"], {})
+        row.metrics = counters.get(row.name, {})
     notes = [] if index is not None else ["repository index not readable (the server does not expose the "
                                           "model-repository extension to this client)"]
     if metrics_note:
         notes.append(metrics_note)
-    return {"server": shown, "live": live, "ready": ready, "version": server.get("version"),
-            "extensions": server.get("extensions", []), "models": models, "metrics": redact(metrics_url),
-            "notes": notes}
+    return ServerStatus(server=shown, live=live, ready=ready, version=server_info.get("version"),
+                        extensions=server_info.get("extensions", []), models=models, metrics=redact(metrics_url),
+                        notes=notes)

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from tritonbuild.core.cachedir import default_cache_dir
 from tritonbuild.core.fsutil import write_atomic
-from tritonbuild.errors import VerifyError
+from tritonbuild.errors import ServerStartError
 
 # What the embedded server's Python side needs: the bundled server and stubs (without pytriton's own client stack:
 # --no-deps), and the numpy the stub needs.
@@ -65,10 +65,6 @@ _PTH = ("tritonbuild-stub-path.pth", "import os, sys; sys.path.extend(p for p in
         "[s.reconfigure(encoding='utf-8', errors='backslashreplace') for s in (sys.stdout, sys.stderr) "
         "if getattr(s, 'encoding', 'utf-8').lower() in ('ascii', 'ansi_x3.4-1968')]\n")
 PIP_TIMEOUT_S = 900
-
-
-class ServerStartError(VerifyError):
-    pass
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,12 @@ Shared by the repository stage and the backends; it knows no recipe (tensors are
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Protocol
 
 from google.protobuf import text_format
 
+CONFIG_FILE = "config.pbtxt"
 KINDS = {"cpu": "KIND_CPU", "gpu": "KIND_GPU", "auto": "KIND_AUTO", "model": "KIND_MODEL"}
 
 
@@ -58,8 +60,36 @@ def render(mc) -> bytes:
     return data
 
 
+class ConfigParseError(text_format.ParseError):
+    """config.pbtxt text that is not a ModelConfig (or not UTF-8); str() is the reason, with line:col when the
+    text format parser gives them."""
+
+
 def parse(data: bytes):
-    """Parse config.pbtxt text as Triton's ModelConfig; raises text_format.ParseError with line:col."""
+    """Parse config.pbtxt text as Triton's ModelConfig; raises ConfigParseError with line:col."""
     mc = model_config_pb2().ModelConfig()
-    text_format.Parse(data.decode(), mc)
+    try:
+        text_format.Parse(data.decode(), mc)
+    except (text_format.ParseError, UnicodeDecodeError) as e:
+        raise ConfigParseError(str(e)) from None
     return mc
+
+
+def config_bytes(model_dir: Path) -> bytes:
+    """model_dir's config.pbtxt as written (what publish copies and compares byte for byte)."""
+    return (model_dir / CONFIG_FILE).read_bytes()
+
+
+def read_config(model_dir: Path):
+    """model_dir's config.pbtxt as ModelConfig: the one reader of a model's config file. FileNotFoundError when
+    there is none (Triton autocompletes one); ConfigParseError when it is not a ModelConfig."""
+    return parse(config_bytes(model_dir))
+
+
+def read_config_or_none(model_dir: Path):
+    """read_config, or None when the file cannot be read or parsed (the caller leaves such a model to the check
+    that reports it)."""
+    try:
+        return read_config(model_dir)
+    except (OSError, ConfigParseError):
+        return None

@@ -11,20 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from google.protobuf import text_format
-
-
-def _parse(raw: bytes):
-    from tritonbuild.triton.config import parse
-
-    return parse(raw)
-
-
-def read_config(model_dir: Path):
-    try:
-        return _parse((model_dir / "config.pbtxt").read_bytes())
-    except (OSError, text_format.ParseError, UnicodeDecodeError):
-        return None
+from tritonbuild.triton.config import read_config_or_none
 
 
 def ensemble_scheduling_problems(mc, name: str, platform: str) -> list[str]:
@@ -144,7 +131,7 @@ def ensemble_step_problems(mc, repo: Path) -> list[str]:
     parsed = []
     for step in mc.ensemble_scheduling.step:
         step_dir = repo / step.model_name
-        step_config = read_config(step_dir)
+        step_config = read_config_or_none(step_dir)
         if step_config is None:
             problems.append(f"ensemble {name} contains models that are not available or ambiguous: "
                             f"{step.model_name}")
@@ -256,7 +243,7 @@ def _cycle(start: str, repo: Path) -> list[str] | None:
     seen = set()
     while stack:
         name, path = stack.pop()
-        mc = read_config(repo / name)
+        mc = read_config_or_none(repo / name)
         if mc is None:
             continue
         for step in mc.ensemble_scheduling.step:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
-from tritonbuild.triton.config import parse
+from tritonbuild.triton.config import ConfigParseError, parse, read_config
 
 STANDIN_FILE = "model.py"
 # The model.py every stand-in runs: it declares, and answers zeros of the declared output shapes (warmup runs it).
@@ -89,7 +89,7 @@ def standin_config(raw: bytes, *, have_gpu: bool) -> tuple[bytes, list[str]]:
     written: Triton then reports its own parse error."""
     try:
         mc = parse(raw)
-    except (text_format.ParseError, UnicodeDecodeError):
+    except ConfigParseError:
         return raw, []
     changed = []
     if mc.platform == "ensemble" or mc.HasField("ensemble_scheduling"):
@@ -131,8 +131,8 @@ def _closure(root: Path, names: list[str]) -> list[str]:
             continue
         seen.append(name)
         try:
-            mc = parse((root / name / "config.pbtxt").read_bytes())
-        except (OSError, text_format.ParseError, UnicodeDecodeError):
+            mc = read_config(root / name)
+        except (OSError, ConfigParseError):
             continue
         todo.extend(step.model_name for step in mc.ensemble_scheduling.step)
     return seen
@@ -180,8 +180,8 @@ def ensembles(scratch: Path, names: list[str]) -> set[str]:
     out = set()
     for name in names:
         try:
-            mc = parse((scratch / name / "config.pbtxt").read_bytes())
-        except (OSError, text_format.ParseError, UnicodeDecodeError):
+            mc = read_config(scratch / name)
+        except (OSError, ConfigParseError):
             continue
         if mc.platform == "ensemble" or mc.HasField("ensemble_scheduling"):
             out.add(name)

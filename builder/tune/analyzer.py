@@ -11,13 +11,16 @@ is built from the ModelConfig protobuf), a list sweeps a value, and a field that
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from tritonbuild.core.fsutil import write_atomic
+from tritonbuild.core.results import Result
 from tritonbuild.errors import UsageError
 from tritonbuild.recipe.models import Recipe, Tune
+from tritonbuild.triton.batching import FIELDS
 from tritonbuild.tune.space import KINDS, default_batch_sizes
 
 
@@ -27,10 +30,10 @@ def _batching(recipe: Recipe, tune: Tune, notes: list[str]) -> dict:
         return {}
     sizes = sorted({b for b in (tune.batch_sizes or default_batch_sizes(recipe.max_batch_size))
                     if b <= recipe.max_batch_size})
-    batcher: dict = {"max_queue_delay_microseconds": sorted(set(tune.max_queue_delay_us))}
+    batcher: dict = {FIELDS["max_queue_delay_us"]: sorted(set(tune.max_queue_delay_us))}
     if True in tune.preferred_batch_sizes:
         if len(sizes) == 1 and False not in tune.preferred_batch_sizes:
-            batcher["preferred_batch_size"] = [[sizes[0]]]
+            batcher[FIELDS["preferred_batch_sizes"]] = [[sizes[0]]]
         else:
             notes.append("preferred_batch_sizes [max_batch_size] is left out: Model Analyzer sweeps "
                          "preferred_batch_size apart from max_batch_size and cannot tie the two")
@@ -100,8 +103,18 @@ def _tunable(recipes: list) -> tuple[list[Recipe], dict[str, list[str]]]:
     return tunable, skipped
 
 
+@dataclass(frozen=True)
+class ProfileExport(Result):
+    """export model-analyzer: the profile config written, its models, notes per model, the command that runs it."""
+
+    path: str
+    models: list[str]
+    notes: dict[str, list[str]]
+    model_analyzer: str
+
+
 def write_profile_config(recipes: list[Recipe], out: Path, *, model_repository: str,
-                         input_data: dict[str, str] | str | None = None) -> dict:
+                         input_data: dict[str, str] | str | None = None) -> ProfileExport:
     """profile_config written to OUT (atomically); input_data a bare path: the one recipe's."""
     if isinstance(input_data, str):
         if len(recipes) != 1:
@@ -116,5 +129,5 @@ def write_profile_config(recipes: list[Recipe], out: Path, *, model_repository: 
     document, notes = profile_config(recipes, model_repository, input_data=input_data)
     notes.update(skipped)
     write_atomic(out, yaml.safe_dump(document, sort_keys=False).encode())
-    return {"path": str(out), "models": sorted(document["profile_models"]), "notes": notes,
-            "model_analyzer": f"model-analyzer profile -f {out}"}
+    return ProfileExport(path=str(out), models=sorted(document["profile_models"]), notes=notes,
+                         model_analyzer=f"model-analyzer profile -f {out}")

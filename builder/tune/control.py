@@ -3,32 +3,27 @@ server does not hold), unload it. Works against the embedded server and any serv
 
 from __future__ import annotations
 
-import base64
-import urllib.error
 from contextlib import suppress
 
-from tritonbuild.server.embedded import ModelLoadError, RepositoryRefusal, repository_post
+from tritonbuild.server.embedded import ModelLoadError
+from tritonbuild.triton.client import Server, refused
 
-
-def _post(url: str, path: str, body: dict, timeout: float = 600.0) -> None:
-    try:
-        repository_post(url, path, body, timeout)
-    except RepositoryRefusal as e:
-        raise ModelLoadError(e.text) from None
-    except (urllib.error.URLError, OSError) as e:
-        raise ModelLoadError(f"cannot reach {url}: {e}") from None
+LOAD_TIMEOUT_S = 600.0
 
 
 def load_with_config(url: str, name: str, mc, files: dict[str, bytes] | None = None) -> None:
     """Triton's load API with a config override (and files, for a model the server does not hold)."""
     from google.protobuf import json_format
 
-    params = {"config": json_format.MessageToJson(mc, preserving_proto_field_name=True)}
-    for rel, data in (files or {}).items():
-        params[f"file:{rel}"] = base64.b64encode(data).decode()
-    _post(url, f"/v2/repository/models/{name}/load", {"parameters": params})
+    config = json_format.MessageToJson(mc, preserving_proto_field_name=True)
+    try:
+        with Server(url, LOAD_TIMEOUT_S) as server:
+            server.load(name, config=config, files=files)
+    except Exception as e:  # noqa: BLE001 - Triton's refusal carries its text; anything else: no answer
+        text = refused(e)
+        raise ModelLoadError(text if text is not None else f"cannot reach {url}: {e}") from None
 
 
 def unload(url: str, name: str) -> None:
-    with suppress(ModelLoadError):
-        _post(url, f"/v2/repository/models/{name}/unload", {})
+    with suppress(Exception), Server(url, LOAD_TIMEOUT_S) as server:
+        server.unload(name)

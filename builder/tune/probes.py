@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tritonbuild.repository.manifest import ManifestModel
+from tritonbuild.triton.batching import write_dynamic_batching
 from tritonbuild.tune.space import Candidate
 from tritonbuild.verify.goldens import compare
 
@@ -53,10 +54,7 @@ def null_model(manifest_model: ManifestModel, mc):
 
     group.kind = model_config_pb2().ModelInstanceGroup.Kind.Value("KIND_CPU")
     group.count = 2
-    if manifest_model.max_batch_size > 0:
-        null.dynamic_batching.SetInParent()
-    else:
-        null.ClearField("dynamic_batching")
+    write_dynamic_batching(null, {} if manifest_model.max_batch_size > 0 else None)
     return null, {"1/model.py": code}
 
 

@@ -2,28 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import os
 import platform
-import urllib.error
-import urllib.request
 from contextlib import suppress
 from importlib import metadata
 
 import numpy as np
 
 from tritonbuild.core.toolchain import fingerprint
+from tritonbuild.triton.client import server_version
 from tritonbuild.tune import search
 from tritonbuild.tune.confidence import overlap
 from tritonbuild.tune.space import Candidate
 
 
 def server_version_of(url: str) -> str:
-    try:
-        with urllib.request.urlopen(f"{url}/v2", timeout=5) as response:
-            return json.loads(response.read()).get("version", "?")
-    except (urllib.error.URLError, OSError, ValueError):
-        return "?"
+    return server_version(url) or "?"
 
 
 def client_versions() -> dict:

@@ -22,11 +22,11 @@ from tritonbuild.core.hashing import pretty_json
 from tritonbuild.core.npz import read_npz
 from tritonbuild.core.stores import with_scheme
 from tritonbuild.core.toolchain import fingerprint
-from tritonbuild.errors import UsageError, VerifyError
+from tritonbuild.errors import TuneError, UsageError, VerifyError
 from tritonbuild.recipe.models import Tune
 from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
 from tritonbuild.server.launcher import launcher_for
-from tritonbuild.triton.config import parse
+from tritonbuild.triton.config import read_config
 from tritonbuild.tune import search
 from tritonbuild.tune.built import grpc_of, loads_of, model_and_recipe
 from tritonbuild.tune.confidence import Decision, abba_order, ratio_interval
@@ -40,10 +40,6 @@ from tritonbuild.verify.goldens import from_npz_arrays, generate_inputs
 Progress = Callable[[str], None]
 TWIN_SUFFIX = "__tune_default"  # the second copy of the model that serves Triton's default config
 CEILING_GAIN = 1.10  # the load generator doubles its processes while that raises its ceiling by 10 %
-
-class TuneError(VerifyError):
-    """Tuning found no candidate that meets the constraints (the report is still written)."""
-
 
 def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None = None,
          server_url: str | None = None, grpc_url: str | None = None, brute: bool = False, no_verify: bool = False,
@@ -85,7 +81,7 @@ class TuneSession:
             raise UsageError(f"{model!r} targets a GPU and this machine has none", hint="run tune on the GPU "
                              "machine that will serve it, or pass --server URL")
         self.inputs, self.reference = self._goldens(no_verify)
-        self.base_mc = parse((root / model / "config.pbtxt").read_bytes())
+        self.base_mc = read_config(root / model)
         self.grid = Grid(self.spec, self.base_mc)
         self._check_buckets()
         self.loads = loads_of(self.spec)

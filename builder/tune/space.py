@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from tritonbuild.recipe.models import Tune
+from tritonbuild.triton.batching import write_dynamic_batching
 
 BUCKETS_PARAMETER = "tritonbuild_batch_buckets"  # backends/models/bucketed.py reads it
 KINDS = {"cpu": "KIND_CPU", "gpu": "KIND_GPU", "auto": "KIND_AUTO", "model": "KIND_MODEL"}
@@ -41,6 +42,13 @@ class Candidate(BaseModel):
         return (s + f" mbs{self.max_batch_size} delay{self.max_queue_delay_us}us" + (" pref" if self.preferred else "")
                 + (f" buckets{','.join(map(str, self.buckets))}" if self.buckets else ""))
 
+    def batching_values(self) -> dict | None:
+        """The recipe's `batching:` this candidate sets; None: no dynamic batcher."""
+        if not self.batching:
+            return None
+        return {"max_queue_delay_us": self.max_queue_delay_us,
+                "preferred_batch_sizes": [self.max_batch_size] if self.preferred else []}
+
     def recipe_values(self, base_instances: list[dict]) -> dict:
         """The recipe keys this candidate sets (the patch)."""
         group = {"kind": self.kind, "count": self.instances}
@@ -49,11 +57,7 @@ class Candidate(BaseModel):
         elif base_instances and base_instances[0].get("gpus"):
             group["gpus"] = list(base_instances[0]["gpus"])
         out = {"max_batch_size": self.max_batch_size, "instances": [group]}
-        if self.batching:
-            out["batching"] = {"max_queue_delay_us": self.max_queue_delay_us,
-                               "preferred_batch_sizes": [self.max_batch_size] if self.preferred else []}
-        else:
-            out["batching"] = None
+        out["batching"] = self.batching_values()
         if self.buckets is not None:
             out["batch_buckets"] = list(self.buckets) or None
         return out
@@ -153,15 +157,7 @@ def apply(mc, candidate: Candidate):
     out = pb2.ModelConfig()
     out.CopyFrom(mc)
     out.max_batch_size = candidate.max_batch_size
-    if candidate.batching:
-        db = out.dynamic_batching
-        db.SetInParent()
-        db.max_queue_delay_microseconds = candidate.max_queue_delay_us
-        del db.preferred_batch_size[:]
-        if candidate.preferred:
-            db.preferred_batch_size.append(candidate.max_batch_size)
-    else:
-        out.ClearField("dynamic_batching")
+    write_dynamic_batching(out, candidate.batching_values())
     out.ClearField("instance_group")
     group = out.instance_group.add()
     group.kind = pb2.ModelInstanceGroup.Kind.Value(KINDS[candidate.kind])

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from tritonbuild.core.stores import with_scheme
 from tritonbuild.repository.manifest import ManifestModel
+from tritonbuild.triton.plain_http import ErrorAnswer, post_json
 from tritonbuild.verify.goldens import NP_DTYPES
 from tritonbuild.verify.runners import InferError
 
@@ -128,15 +127,12 @@ class GenerateRunner:
         body = {name: _json_value(arr) for name, arr in sample.items()}
         stream = bool(body.get("stream", False))
         path = f"/v2/models/{self.model.name}/versions/{self.model.version}/generate{'_stream' if stream else ''}"
-        request = urllib.request.Request(self.base + path, data=json.dumps(body).encode(), method="POST",
-                                         headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with post_json(self.base + path, body, self.timeout) as response:
                 events = _events(response) if stream else [json.loads(response.read())]
-        except urllib.error.HTTPError as e:
-            text = e.read().decode(errors="replace")
-            raise InferError(f"tritonserver answered an error: {text}") from None
-        except (urllib.error.URLError, OSError, ValueError) as e:
+        except ErrorAnswer as e:
+            raise InferError(f"tritonserver answered an error: {e.text}") from None
+        except (OSError, ValueError) as e:
             raise InferError(f"generate request to {self.base}{path} failed: {e}") from None
         errors = [event["error"] for event in events if "error" in event]
         if errors or not events:

@@ -3,10 +3,12 @@ for the call by the embedded one, and return what came back (compared bit for bi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from tritonbuild.core.results import Result
 from tritonbuild.errors import InferenceError, UsageError
 from tritonbuild.repository.manifest import MANIFEST_NAME, newest_version, read_repository
 
@@ -33,8 +35,18 @@ def _arrays(files: dict[str, Path]) -> dict[str, np.ndarray]:
     return out
 
 
+@dataclass(frozen=True)
+class InferResult(Result):
+    """infer: per request its outputs (name → numpy array) and how they compare with the goldens (None: none)."""
+
+    server: str
+    model: str
+    samples: list[dict]
+    inputs: str  # goldens, given, or the --data mode (random)
+
+
 def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None,
-          goldens_from: Path | None = None, data: str | None = None, tritonserver: str | None = None) -> dict:
+          goldens_from: Path | None = None, data: str | None = None, tritonserver: str | None = None) -> InferResult:
     """target: a server URL (http://host:port) or a repository directory (built or hand-written). Inputs: the
     given .npy files, else the model's goldens (from the directory, or from goldens_from when target is a URL),
     else (data: 'random', seeded, or 'zeros') arrays of the shapes the server declares for the model."""
@@ -122,7 +134,7 @@ def generated_inputs(metadata: dict, data: str, seed: int = 0) -> dict[str, np.n
 
 
 def _send(url: str, model: str, samples: list[dict], expected: list[dict] | None, data: str | None = None
-          ) -> dict:
+          ) -> InferResult:
     import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
@@ -152,8 +164,8 @@ def _send(url: str, model: str, samples: list[dict], expected: list[dict] | None
                                      hint=f"check the dtypes and shapes: {_inputs_of(metadata)}") from None
             got = {output_name: response.as_numpy(output_name) for output_name in outputs}
             results.append({"outputs": got, "golden": _compare(got, expected[i]) if expected else None})
-        return {"server": url, "model": model, "samples": results,
-                "inputs": data or ("goldens" if expected else "given")}
+        return InferResult(server=url, model=model, samples=results,
+                           inputs=data or ("goldens" if expected else "given"))
     finally:
         client.close()
 

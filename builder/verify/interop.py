@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from tritonbuild.core.fsutil import write_atomic
+from tritonbuild.core.results import Result
 from tritonbuild.errors import UsageError, VerifyError
 from tritonbuild.repository.manifest import ManifestModel, newest_version
 from tritonbuild.verify.goldens import NP_DTYPES, Sample
@@ -120,8 +122,24 @@ def perf_analyzer_data(root: Path, model: str, *, validation: bool = True) -> tu
     return document, summary
 
 
-def write_perf_data(root: Path, model: str, out: Path, *, validation: bool = True) -> dict:
+@dataclass(frozen=True)
+class PerfDataExport(Result):
+    """export perf-data: what was written where, and the perf_analyzer command line that reads it."""
+
+    model: str
+    version: int
+    samples: int
+    requests: int
+    validation: bool
+    goldens: str
+    max_batch_size: int
+    perf_analyzer: str
+    path: str
+
+
+def write_perf_data(root: Path, model: str, out: Path, *, validation: bool = True) -> PerfDataExport:
     """perf_analyzer_data written to OUT (atomically); the summary with OUT in its command line."""
     document, summary = perf_analyzer_data(root, model, validation=validation)
     write_atomic(out, (json.dumps(document, indent=1) + "\n").encode())
-    return {**summary, "path": str(out), "perf_analyzer": summary["perf_analyzer"].replace("FILE", str(out))}
+    return PerfDataExport(**{**summary, "path": str(out),
+                             "perf_analyzer": summary["perf_analyzer"].replace("FILE", str(out))})

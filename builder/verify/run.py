@@ -129,16 +129,14 @@ def core_checks(root: Path, names: list[str], say: Progress, as_is: frozenset[st
 def runs_as_written(model_dir: Path, have_gpu: bool) -> bool:
     """A hand-written model the embedded server can load itself (its backend, its devices; no execution
     environment to unpack): verify loads it, so its model.py is imported and its initialize() runs."""
-    from google.protobuf import text_format
-
-    from tritonbuild.triton.config import parse
+    from tritonbuild.triton.config import ConfigParseError, read_config
 
     try:
-        mc = parse((model_dir / "config.pbtxt").read_bytes())
+        mc = read_config(model_dir)
     except FileNotFoundError:
         backend = autocompleted_backend(model_dir)[0]
         return bool(backend) and runs_embedded(backend)
-    except (OSError, text_format.ParseError, UnicodeDecodeError):
+    except (OSError, ConfigParseError):
         return False
     gpu = any(type(group).Kind.Name(group.kind) == "KIND_GPU" for group in mc.instance_group)
     return (bool(mc.backend) and runs_embedded(mc.backend) and "EXECUTION_ENV_PATH" not in mc.parameters
@@ -164,7 +162,7 @@ def lint(root: Path, *, progress: Progress | None = None, tritonserver: str | No
     have_gpu = _have_gpu()
     as_is = frozenset(name for name in names if runs_as_written(root / name, have_gpu))
     static = without_repeats(static, core_checks(root, names, say, as_is, tritonserver))
-    return VerificationReport(manifest_digest="", toolchain=fingerprint(), static=static, models=[],
+    return VerificationReport(manifest_digest="", toolchain=REGISTRY.toolchain(), static=static, models=[],
                               passed=all(check.ok for check in static))
 
 
@@ -190,7 +188,7 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
                        if routes[(model.name, model.version)][0] in ("in-process", "none")})
     static = without_repeats(static, core_checks(root, not_live, say, tritonserver=tritonserver))
     if not all(check.ok for check in static):
-        report = VerificationReport(manifest_digest=manifest.digest, toolchain=fingerprint(), static=static,
+        report = VerificationReport(manifest_digest=manifest.digest, toolchain=REGISTRY.toolchain(), static=static,
                                     models=[], passed=False)
         return _write_report(root, report)
     reports, updated = [], []
@@ -224,7 +222,7 @@ def verify(root: Path, *, server_url: str | None = None, record: bool = False,
     _remove_bytecode(root)
     if record:
         manifest = write_manifest(root, manifest.toolchain, updated)
-    report = VerificationReport(manifest_digest=manifest.digest, toolchain=fingerprint(), static=static,
+    report = VerificationReport(manifest_digest=manifest.digest, toolchain=REGISTRY.toolchain(), static=static,
                                 models=reports, recorded=record, passed=all(each.passed for each in reports))
     return _write_report(root, report)
 
@@ -293,7 +291,7 @@ def _route_for(model: ManifestModel, server_url: str | None, manifest: Manifest 
                _seen: frozenset[str] = frozenset(), given: frozenset[str] = frozenset()) -> tuple[Route, str]:
     """How verify runs this model (live-embedded, live-server, in-process, or none) and what runs it. given: the
     backends handed to the embedded server (verify --backend), whose models it runs."""
-    toolchain = fingerprint()
+    toolchain = REGISTRY.toolchain()  # the backends' tools too (route_detail names them)
     if server_url:
         return "live-server", f"tritonserver at {redact(server_url)}"
     if model.backend in given:

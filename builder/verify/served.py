@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from tritonbuild.repository.manifest import ManifestModel
+from tritonbuild.triton.client import Server
+
+TIMEOUT_S = 30.0
 
 
 def _served_projection(config) -> dict:
@@ -16,27 +19,16 @@ def _served_projection(config) -> dict:
             "backend": config.backend or config.platform}
 
 
-def _get(url: str, method: str = "GET") -> dict | list:
-    import json
-    import urllib.request
-
-    request = urllib.request.Request(url, method=method, data=b"{}" if method == "POST" else None)
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
-
-
 def _identity(url: str, name: str, mine: dict, theirs: dict) -> dict:
     """What the server says it loaded under the name: its version, the model's ready versions (repository index),
     and a digest of the served config's {backend, max_batch_size, inputs, outputs} beside ours (Triton reports no
     digest of the model's files: the bytes are proved by the goldens, bit for bit)."""
-    import urllib.error
-
     from tritonbuild.core.hashing import sha256_json
 
     try:
-        server = _get(f"{url}/v2")
-        index = _get(f"{url}/v2/repository/index", "POST")
-    except (urllib.error.URLError, OSError, ValueError):
+        with Server(url, TIMEOUT_S) as asked:
+            server, index = asked.metadata(), asked.index()
+    except Exception:  # noqa: BLE001 - the identity is then unknown, the comparison above still stands
         server, index = {}, []
     as_json = lambda projection: {k: [list(t) for t in v] if isinstance(v, list) else v  # noqa: E731
                                   for k, v in projection.items()}
@@ -50,21 +42,17 @@ def served_differences(url: str, root: Path, model: ManifestModel) -> tuple[list
     """What the server at url serves under the model's name, compared with OUT's config.pbtxt and version: a shared
     staging server may hold another build of the same model (GET v2/models/<model>/config, .../versions/<v>/ready);
     and the served identity (_identity; None when the config could not be read)."""
-    import json
-    import urllib.error
-    import urllib.request
-
     from google.protobuf import json_format
 
-    from tritonbuild.triton.config import model_config_pb2, parse
+    from tritonbuild.triton.config import model_config_pb2, read_config
 
     try:
-        with urllib.request.urlopen(f"{url}/v2/models/{model.name}/config", timeout=30) as response:
-            served = json_format.ParseDict(json.loads(response.read()), model_config_pb2().ModelConfig(),
+        with Server(url, TIMEOUT_S) as asked:
+            served = json_format.ParseDict(asked.model_config(model.name), model_config_pb2().ModelConfig(),
                                            ignore_unknown_fields=True)
-    except (urllib.error.URLError, OSError, ValueError, json_format.ParseError) as e:
+    except Exception as e:  # noqa: BLE001 - unreachable, refused or not a ModelConfig: reported, never raised
         return [f"cannot read its config ({e})"], None
-    mine = _served_projection(parse((root / model.name / "config.pbtxt").read_bytes()))
+    mine = _served_projection(read_config(root / model.name))
     theirs = _served_projection(served)
     if not (mine["backend"] and theirs["backend"]) or theirs["backend"] in (served.platform, served.backend):
         mine.pop("backend"), theirs.pop("backend")
@@ -76,11 +64,8 @@ def served_differences(url: str, root: Path, model: ManifestModel) -> tuple[list
 
 def version_ready(url: str, model: ManifestModel) -> bool:
     """Whether the server at url serves this version (GET v2/models/<model>/versions/<v>/ready answers 200)."""
-    import urllib.error
-    import urllib.request
-
     try:
-        with urllib.request.urlopen(f"{url}/v2/models/{model.name}/versions/{model.version}/ready", timeout=30):
-            return True
-    except (urllib.error.URLError, OSError, ValueError):
+        with Server(url, TIMEOUT_S) as asked:
+            return asked.version_ready(model.name, model.version)
+    except Exception:  # noqa: BLE001 - not reachable: not served
         return False

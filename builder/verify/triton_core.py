@@ -66,10 +66,10 @@ def check_with_triton(root: Path, names: list[str], *, progress: Progress | None
 def not_loaded_here(model_dir: Path) -> str | None:
     """For a model checked through a stand-in: why the model itself was not loaded (its backend is not in the
     server verify started), or None for an ensemble (Triton's core runs it: there is nothing more to load)."""
-    from tritonbuild.triton.config import parse
+    from tritonbuild.triton.config import read_config
 
     try:
-        mc = parse((model_dir / "config.pbtxt").read_bytes())
+        mc = read_config(model_dir)
     except Exception:  # noqa: BLE001 - unreadable or absent: the config rows say why
         return None
     if mc.HasField("ensemble_scheduling") or runs_embedded(mc.backend):  # nothing to say of the backend
@@ -96,7 +96,7 @@ def not_here_cause(model_dir: Path, cause: str) -> str | None:
     its Python code imports a package this environment lacks, its initialize() fetches from the network (weights
     from a hub) and none is here, or a parameter names an absolute path absent here (a tokenizer directory of
     upstream's docs) and initialize() failed on a missing file. None: a refusal."""
-    from tritonbuild.triton.config import parse
+    from tritonbuild.triton.config import read_config
 
     if (missing := _MISSING_MODULE.search(cause)) is not None:
         return (f"its Python code imports {missing.group(1)!r}, which this environment lacks (Triton's core "
@@ -109,7 +109,7 @@ def not_here_cause(model_dir: Path, cause: str) -> str | None:
     if not _NO_FILE.search(cause):
         return None
     try:
-        params = parse((model_dir / "config.pbtxt").read_bytes()).parameters
+        params = read_config(model_dir).parameters
     except Exception:  # noqa: BLE001 - the config rows say why
         return None
     absent = [(k, v.string_value) for k, v in sorted(params.items())

@@ -19,8 +19,9 @@ def test_show_makes_nothing_and_says_where_it_would_go(cli, tmp_path, monkeypatc
     assert r.exit_code == 0 and "not made yet" in r.stdout and "tritonbuild embedded install" in r.stdout
 
 
-def test_install_that_pip_cannot_serve_is_a_verify_error_without_traceback(cli, tmp_path, monkeypatch):
-    """A real pip with no index and an empty find-links directory: exit 6, pip's last lines, where pip looks."""
+def test_install_that_pip_cannot_serve_is_a_server_start_error_without_traceback(cli, tmp_path, monkeypatch):
+    """A real pip with no index and an empty find-links directory: exit 11 (ServerStartError's own code), pip's
+    last lines, where pip looks."""
     monkeypatch.setenv("TRITONBUILD_ENVS_DIR", str(tmp_path / "envs"))
     monkeypatch.delenv("TRITONBUILD_EMBEDDED_PACKAGES", raising=False)
     monkeypatch.setattr(toolenv, "available", lambda: None)
@@ -28,6 +29,6 @@ def test_install_that_pip_cannot_serve_is_a_verify_error_without_traceback(cli, 
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "wheels"))
     r = cli("embedded", "install")
-    assert r.exit_code == 6, r.output
+    assert r.exit_code == 11, r.output
     assert "cannot make the embedded server's environment" in r.stderr and "Traceback" not in r.output
     assert "pip.conf" in r.stderr and "making the embedded tritonserver's environment" in r.stderr

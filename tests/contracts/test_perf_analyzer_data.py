@@ -207,7 +207,7 @@ def test_perf_analyzer_checks_bytes_and_fp16_of_a_model_that_does_not_batch(writ
     data = tmp_path / "data.json"
     summary = api.export_perf_data(out, "mixed", data)
     document = json.loads(data.read_text())
-    assert summary["requests"] == 3 and "-b" not in summary["perf_analyzer"]
+    assert summary.requests == 3 and "-b" not in summary.perf_analyzer
     assert document["data"][0]["X"]["shape"] == [2, 3]  # no batch dimension to leave out: the full shape
     with EmbeddedServer(out) as server:
         server.load("mixed")

@@ -74,7 +74,7 @@ def table_rows(html: str) -> list[list[str]]:
 def code_kinds() -> dict[int, str]:
     from tritonbuild import errors
 
-    classes = [cls for cls in errors.TritonBuildError.__subclasses__() if cls is not errors.MultipleErrors]
+    classes = errors.ERROR_CLASSES
     assert len({cls.exit_code for cls in classes}) == len(classes), "two error classes share an exit code"
     return {0: "ok", 1: "bug", 130: "interrupted", **{cls.exit_code: cls.kind for cls in classes}}
 

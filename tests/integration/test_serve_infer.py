@@ -105,7 +105,10 @@ def _serve(args: list[str]) -> tuple[subprocess.Popen, dict]:
     proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "serve", *args, "--json", "--http-port", "0",
                              "--grpc-port", "0", "--metrics-port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    text = "".join(iter(proc.stdout.readline, "}\n")) + "}"
+    lines = []
+    while (line := proc.stdout.readline()) not in ("}\n", ""):  # "": serve exited (it spun forever on that before)
+        lines.append(line)
+    text = "".join(lines) + "}"
     try:
         return proc, json.loads(text)
     except ValueError:

@@ -11,13 +11,12 @@ import json
 import shutil
 from pathlib import Path
 
-from google.protobuf import text_format
-
 from tritonbuild.backends.tensorrtllm.quant import ENGINE_ALGOS
 from tritonbuild.backends.tensorrtllm.recipe import lookahead_draft_len
 from tritonbuild.backends.tensorrtllm.speculative import SPECULATIVE_DECODING_MODES
 from tritonbuild.errors import UsageError
-from tritonbuild.triton.config import parse
+from tritonbuild.triton.batching import read_dynamic_batching
+from tritonbuild.triton.config import ConfigParseError, read_config
 
 _HINT = "publish the repository as it is ('tritonbuild publish DIR URL'), or write the group's recipe by hand"
 _BOOL = {"true": True, "false": False}
@@ -71,8 +70,8 @@ def _siblings(root: Path) -> dict[str, object]:
     out = {}
     for model_dir in sorted(d for d in root.iterdir() if (d / "config.pbtxt").is_file()):
         try:
-            out[model_dir.name] = parse((model_dir / "config.pbtxt").read_bytes())
-        except (text_format.ParseError, UnicodeDecodeError):  # the stage refuses it, naming the file
+            out[model_dir.name] = read_config(model_dir)
+        except ConfigParseError:  # the stage refuses it, naming the file
             continue
     return out
 
@@ -118,9 +117,9 @@ def _serving(mc, model_dir: Path, recipe: dict) -> None:
     # unset: the C++ backend's default, false (the recipe's own default is true; README, TensorRT-LLM section)
     serving.setdefault("exclude_input_in_output", False)
     serving["streaming"] = mc.model_transaction_policy.decoupled
-    db = mc.dynamic_batching
-    serving["max_queue_delay_us"] = db.max_queue_delay_microseconds
-    serving["max_queue_size"] = db.default_queue_policy.max_queue_size
+    batching = read_dynamic_batching(mc) or {}
+    serving["max_queue_delay_us"] = batching.get("max_queue_delay_us", 0)
+    serving["max_queue_size"] = batching.get("default_queue_policy", {}).get("max_queue_size", 0)
     if any(g.count > 1 for g in mc.instance_group):
         raise _refuse(model_dir.name, "instance_group count > 1 has no recipe key (the group serves one "
                       "tensorrt_llm instance; serving.gpu_device_ids places more)", model_dir)
@@ -134,7 +133,7 @@ def _python_models(root: Path, group: dict[str, str], recipe: dict) -> str | Non
         if role not in group:
             continue
         model_dir = root / group[role]
-        mc = parse((model_dir / "config.pbtxt").read_bytes())
+        mc = read_config(model_dir)
         serving.setdefault("instances", {})[role] = sum(g.count or 1 for g in mc.instance_group) or 1
         params = _params(mc)
         unheld = sorted(k for k in params if k not in PYTHON_CONSUMED)

@@ -26,6 +26,7 @@ class TensorRTLLMBackend(Backend):
                       "trtllm.quantize": ("tritonbuild", "tensorrt_llm", *GPU_KEYS),
                       "trtllm.tokenizer": ("tritonbuild",), "trtllm.checkpoint": ("tritonbuild",),
                       "trtllm.lora": ("tritonbuild",), "trtllm.draft": ("tritonbuild",)}
+    tools = {"tensorrt_llm": "tensorrt_llm", "tensorrt": "tensorrt"}
     engine_steps = ("trtllm.engine", "trtllm.quantize")  # GPU-bound: --engine supplies one, --matrix routes it
     triton_backend = "tensorrtllm"
     model_files = {"": ""}

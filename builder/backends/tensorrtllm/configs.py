@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.backends.tensorrtllm.speculative import backend_params as speculative_params
+from tritonbuild.triton.batching import write_dynamic_batching
 from tritonbuild.triton.config import model_config_pb2
 
 
@@ -228,10 +229,8 @@ def tensorrt_llm(r: LLMRecipe, names: Names, engine: dict, engine_path: str):
     mbs = int(bc["max_batch_size"])
     mc = _base(pb2, names.tensorrt_llm, mbs, backend="tensorrtllm")
     mc.model_transaction_policy.decoupled = r.serving.streaming
-    db = mc.dynamic_batching
-    db.preferred_batch_size.append(mbs)
-    db.max_queue_delay_microseconds = r.serving.max_queue_delay_us
-    db.default_queue_policy.max_queue_size = r.serving.max_queue_size
+    write_dynamic_batching(mc, {"preferred_batch_sizes": [mbs], "max_queue_delay_us": r.serving.max_queue_delay_us,
+                                "default_queue_policy": {"max_queue_size": r.serving.max_queue_size}})
     for name, dtype, dims, optional, reshape, ragged in TOKEN_INPUTS:
         _tensor(mc.input, pb2, name, dtype, dims, optional=optional, reshape=reshape, ragged=ragged)
     for _, dtype, dims, target in request_inputs(r):

@@ -192,3 +192,18 @@ def test_split_url_is_the_only_test_of_is_this_a_url():
     found = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "builder").rglob("*.py"))
              for n, line in enumerate(p.read_text().splitlines(), 1) if needle in line]
     assert [where.split(":")[0] for where in found] == ["builder/core/stores.py"], found
+
+
+def test_every_driver_runs_the_store_conformance_suite(monkeypatch):
+    from tests.integration.test_store_conformance import SCHEMES
+
+    def covered() -> bool:
+        return {type(driver_for(scheme)) for scheme in SCHEMES} == {type(d) for d in stores.DRIVERS.values()}
+
+    assert covered()
+
+    class Unsuited(stores.LocalDriver):
+        schemes = ("unsuited",)
+
+    monkeypatch.setitem(stores.DRIVERS, "unsuited", Unsuited())  # broken on purpose: a driver the suite skips
+    assert not covered()

@@ -107,7 +107,7 @@ def test_no_usable_interpreter_names_what_to_install(envs, monkeypatch, tmp_path
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "no-pyenv"))
     with pytest.raises(toolenv.ServerStartError) as e:
         toolenv.find_python()
-    assert e.value.exit_code == 6
+    assert e.value.exit_code == 11  # ServerStartError's own code (it shared verify's 6)
     assert "Python 3.10-3.12" in e.value.message and "Python 3.13" in e.value.message
     assert "install Python 3.12" in e.value.hint and "TRITONBUILD_EMBEDDED_PYTHON" in e.value.hint
     monkeypatch.setenv("TRITONBUILD_EMBEDDED_PYTHON", py313)  # named, but unfit: said so
