@@ -15,9 +15,15 @@ from tests.conftest import ROOT
 SOURCE = ROOT / "builder"
 
 
+# Shipped to run inside the serving image, where tritonclient is not installed: the probe deploy-snippets puts in
+# its ConfigMap (standard library + numpy only)
+IN_THE_SERVING_IMAGE = {"publish/k8s_probe.py"}
+
+
 def _sources() -> dict[str, str]:
-    return {str(p.relative_to(SOURCE)): p.read_text() for p in sorted(SOURCE.rglob("*.py"))
-            if p.parent.name != "models"}  # the Python models we ship run inside Triton, not in our process
+    return {path: p.read_text() for p in sorted(SOURCE.rglob("*.py"))
+            if p.parent.name != "models"  # the Python models we ship run inside Triton, not in our process
+            and (path := str(p.relative_to(SOURCE))) not in IN_THE_SERVING_IMAGE}
 
 
 def _imports_of(text: str) -> set[str]:
