@@ -173,9 +173,9 @@ def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
         table.add_row(row.name, live, ",".join(map(str, row.complete)) or "-",
                       ",".join(map(str, row.present)) or "-", row.verification or "-", "; ".join(row.notes))
     print_table(table)
-    app().out.print(f"manifest sha256: {info['manifest_sha256'] or '-'}")
-    _print_lock(info.get("lock"))
-    app().out.print(f"tritonserver --model-repository={info['triton_url']}")
+    app().out.print(f"manifest sha256: {info.manifest_sha256 or '-'}")
+    _print_lock(info.lock)
+    app().out.print(f"tritonserver --model-repository={info.triton_url}")
 
 
 def _print_lock(lock: dict | None) -> None:

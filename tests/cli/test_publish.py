@@ -64,6 +64,16 @@ def test_skip_verify_is_loud_and_recorded(cli, repo, tmp_path):
     assert ls["models"][0]["verification"] == "skipped"
 
 
+def test_ls_prints_the_table_digest_lock_and_server_line(cli, repo, tmp_path):
+    """ls's human output reads the typed listing (it once indexed it as a dict: an internal error, exit 1)."""
+    out = repo(1)
+    assert cli("publish", out, f"file://{tmp_path}/pub", "--skip-verify").exit_code == 0
+    r = cli("ls", f"file://{tmp_path}/pub")
+    assert r.exit_code == 0, r.stderr
+    assert "doubler" in r.stdout and "manifest sha256: " in r.stdout and "lock: none" in r.stdout
+    assert f"tritonserver --model-repository={tmp_path}/pub" in r.stdout
+
+
 def test_publish_switch_rollback_prune_and_verify_target(cli, repo, tmp_path):
     target = f"file://{tmp_path}/pub"
     pub = tmp_path / "pub" / "doubler"
