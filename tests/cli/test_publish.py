@@ -292,22 +292,17 @@ def test_notify_only_the_models_that_changed(cli, repo, tmp_path):
         srv.shutdown()
 
 
-def _fake_triton(index: dict[str, str], seen: list[str]):
-    """A stand-in for tritonserver's repository API: the index (name → state, '' for never loaded) and loads."""
+def _stand_in(answer) -> tuple:
+    """A tritonserver stand-in on a free port whose every POST (body read) gets answer(path) -> (status, body):
+    (server, its URL); shut it down after."""
     import http.server
     import threading
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self):
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            body = b""
-            if self.path == "/v2/repository/index":
-                body = json.dumps([{"name": n, **({"version": "1", "state": st} if st else {})}
-                                   for n, st in index.items()]).encode()
-            else:
-                seen.append(self.path)
-                index[self.path.split("/")[-2]] = "READY"
-            self.send_response(200)
+            status, body = answer(self.path)
+            self.send_response(status)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -318,6 +313,20 @@ def _fake_triton(index: dict[str, str], seen: list[str]):
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv, f"http://127.0.0.1:{srv.server_address[1]}"
+
+
+def _fake_triton(index: dict[str, str], seen: list[str]):
+    """A stand-in for tritonserver's repository API: the index (name → state, '' for never loaded) and loads."""
+
+    def answer(path: str) -> tuple[int, bytes]:
+        if path == "/v2/repository/index":
+            return 200, json.dumps([{"name": n, **({"version": "1", "state": st} if st else {})}
+                                    for n, st in index.items()]).encode()
+        seen.append(path)
+        index[path.split("/")[-2]] = "READY"
+        return 200, b""
+
+    return _stand_in(answer)
 
 
 def test_notify_asks_each_server_of_a_mixed_fleet_only_for_the_models_it_serves(cli, repo, tmp_path):
@@ -355,28 +364,14 @@ def test_notify_asks_each_server_of_a_mixed_fleet_only_for_the_models_it_serves(
 
 def _refusing_triton(seen: list[str]):
     """A tritonserver that lists every model as never loaded and answers each load with Triton's 400."""
-    import http.server
-    import threading
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if self.path == "/v2/repository/index":
-                status, body = 200, json.dumps([{"name": "doubler"}]).encode()
-            else:
-                seen.append(self.path)
-                status, body = 400, b'{"error":"load failed for model \'doubler\': needs a GPU"}'
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(path: str) -> tuple[int, bytes]:
+        if path == "/v2/repository/index":
+            return 200, json.dumps([{"name": "doubler"}]).encode()
+        seen.append(path)
+        return 400, b'{"error":"load failed for model \'doubler\': needs a GPU"}'
 
-        def log_message(self, *a):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv, f"http://127.0.0.1:{srv.server_address[1]}"
+    return _stand_in(answer)
 
 
 def test_notify_reports_a_server_that_cannot_run_a_model_others_loaded_and_honours_a_mapping(cli, repo, tmp_path):
@@ -405,27 +400,11 @@ def test_notify_reports_a_server_that_cannot_run_a_model_others_loaded_and_honou
 def test_publish_json_with_a_failed_notify_is_one_document(cli, repo, tmp_path):
     """--json prints ONE document even when a notify fails: the receipt (notify failures included) with the
     error beside it; still exit 7. (It printed the receipt, then the error: two documents, unparseable.)"""
-    import http.server
-    import threading
-
-    class Refuses(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = b'{"error":"failed to load doubler"}'
-            self.send_response(400)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuses)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    srv, url = _stand_in(lambda path: (400, b'{"error":"failed to load doubler"}'))
     try:
         out = repo(1)
         _fake_verified(cli, out)
-        r = cli("publish", out, f"file://{tmp_path}/pub", "--json", "--notify",
-                f"http://127.0.0.1:{srv.server_address[1]}")
+        r = cli("publish", out, f"file://{tmp_path}/pub", "--json", "--notify", url)
     finally:
         srv.shutdown()
     assert r.exit_code == 7
