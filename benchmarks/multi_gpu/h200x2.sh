@@ -35,8 +35,6 @@ TB="python3 -m tritonbuild"
 URL=http://127.0.0.1:8000
 LOAD_S=${LOAD_S:-120}
 
-left() { echo $(( deadline - $(date +%s) )); }
-need() { [ "$(left)" -gt "$1" ] || { echo "skipped: $2 needs $1 s, $(left) s left"; return 1; }; }
 config() { cat $W/config-mg 2>/dev/null || echo none; }
 llms() {
   case $(config) in

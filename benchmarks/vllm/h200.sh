@@ -37,8 +37,6 @@ RECIPES="tiny-llama-fp16.yaml tiny-llama-int4.yaml"
 REPO=$W/OUT
 export PYTHONIOENCODING=utf-8 LANG=C.UTF-8  # NOTE: vLLM's engine process logs non-ASCII text
 
-left() { echo $(( deadline - $(date +%s) )); }
-need() { [ "$(left)" -gt "$1" ] || { echo "skipped: $2 needs $1 s, $(left) s left"; return 1; }; }
 
 
 # shellcheck source=server.sh

@@ -35,8 +35,6 @@ SOAK_S=${SOAK_S:-120}
 # NOTE: the build cache on the same filesystem as the repositories, so materialised weights are hardlinks (64 GB disk)
 export TRITONBUILD_CACHE_DIR=${TRITONBUILD_CACHE_DIR:-$W/cache}
 
-left() { echo $(( deadline - $(date +%s) )); }
-need() { [ "$(left)" -gt "$1" ] || { echo "skipped: $2 needs $1 s, $(left) s left"; return 1; }; }
 config() { cat $W/config8 2>/dev/null || echo none; }
 models() {  # the served config's models
   case $(config) in

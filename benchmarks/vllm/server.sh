@@ -1,4 +1,6 @@
-# Sourced by h200.sh and h200_8b.sh (W: their work directory; TB, left: theirs).
+# Sourced by h200.sh, h200_8b.sh and ../multi_gpu/h200x2.sh (W: their work directory; TB and deadline: theirs).
+left() { echo $(( deadline - $(date +%s) )); }  # seconds to the caller's deadline
+need() { [ "$(left)" -gt "$1" ] || { echo "skipped: $2 needs $1 s, $(left) s left"; return 1; }; }
 start_server() {  # $1: log name; tritonbuild serve /models with the vLLM backend, until ready (0) or not (1)
   setsid $TB serve /models --backend vllm=/tmp/vllm_backend --http-port 8000 --grpc-port 8001 \
     --metrics-port 8002 --log-file "$W/server$1.log" > "$W/serve$1.out" 2>&1 &
