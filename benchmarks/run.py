@@ -46,12 +46,19 @@ def moto_endpoint():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(moto), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         endpoint = f"http://127.0.0.1:{port}"
-        os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1",
-                          AWS_ENDPOINT_URL=endpoint)
+        os.environ.update(
+            AWS_ACCESS_KEY_ID="bench",
+            AWS_SECRET_ACCESS_KEY="bench",
+            AWS_DEFAULT_REGION="us-east-1",
+            AWS_ENDPOINT_URL=endpoint,
+        )
         for _ in range(100):
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", port)) == 0:
@@ -78,8 +85,12 @@ def bench_verify(work: Path) -> dict:
         report = api.verify_repository(out)
         times.append(time.perf_counter() - t0)
         assert report.passed, report.model_dump_json(indent=2)
-    return {"build_cold_s": round(build_s, 2), "verify_s": [round(t, 2) for t in times],
-            "verify_median_s": round(statistics.median(times), 2), "target_s": 15.0}
+    return {
+        "build_cold_s": round(build_s, 2),
+        "verify_s": [round(t, 2) for t in times],
+        "verify_median_s": round(statistics.median(times), 2),
+        "target_s": 15.0,
+    }
 
 
 def bench_hashing(work: Path, size_mib: int) -> dict:
@@ -100,13 +111,21 @@ def bench_hashing(work: Path, size_mib: int) -> dict:
         mine = [sha256_file(p) for p in paths]
         ours.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        res = subprocess.run(["sha256sum", *map(str, paths)], capture_output=True, text=True, check=True)
+        res = subprocess.run(
+            ["sha256sum", *map(str, paths)], capture_output=True, text=True, check=True
+        )
         theirs.append(time.perf_counter() - t0)
         assert [line.split()[0] for line in res.stdout.splitlines()] == mine
     o, t = min(ours), min(theirs)
-    return {"bytes": size_mib << 20, "ours_s": round(o, 3), "sha256sum_s": round(t, 3),
-            "ours_MiB_s": round(size_mib / o, 1), "sha256sum_MiB_s": round(size_mib / t, 1),
-            "throughput_ratio": round(t / o, 3), "target_ratio": 0.9}
+    return {
+        "bytes": size_mib << 20,
+        "ours_s": round(o, 3),
+        "sha256sum_s": round(t, 3),
+        "ours_MiB_s": round(size_mib / o, 1),
+        "sha256sum_MiB_s": round(size_mib / t, 1),
+        "throughput_ratio": round(t / o, 3),
+        "target_ratio": 0.9,
+    }
 
 
 def _big_repository(work: Path, size_mib: int, keep_source: bool = False) -> Path:
@@ -115,13 +134,17 @@ def _big_repository(work: Path, size_mib: int, keep_source: bool = False) -> Pat
 
     src = work / "bigsrc"
     src.mkdir()
-    (src / "model.py").write_text("class TritonPythonModel:\n    def execute(self, requests):\n        return []\n")
+    (src / "model.py").write_text(
+        "class TritonPythonModel:\n    def execute(self, requests):\n        return []\n"
+    )
     with open(src / "weights.bin", "wb") as f:
         for _ in range(size_mib):
             f.write(os.urandom(1 << 20))
-    (src / "big.yaml").write_text("name: big\nversion: 1\nbackend: python\nsource: {path: model.py, files: "
-                                  "[weights.bin]}\ninputs: [{name: X, dtype: fp32, dims: [1]}]\n"
-                                  "outputs: [{name: Y, dtype: fp32, dims: [1]}]\n")
+    (src / "big.yaml").write_text(
+        "name: big\nversion: 1\nbackend: python\nsource: {path: model.py, files: "
+        "[weights.bin]}\ninputs: [{name: X, dtype: fp32, dims: [1]}]\n"
+        "outputs: [{name: Y, dtype: fp32, dims: [1]}]\n"
+    )
     os.environ["TRITONBUILD_CACHE_DIR"] = str(work / "bigcache")
     out = work / "bigrepo"
     api.build_repository([src / "big.yaml"], out)
@@ -136,9 +159,16 @@ def bench_publish_file(work: Path, repo: Path) -> dict:
 
     ours, theirs = [], []
     for i in range(4):  # alternate which goes first: same page cache, same machine state
-        runs = [("cp", lambda i=i: subprocess.run(["cp", "-r", str(repo), str(work / f"cp{i}")], check=True)),
-                ("ours", lambda i=i: api.publish(repo, f"file://{work}/pub{i}", skip_verify=True))]
-        for name, fn in (runs if i % 2 == 0 else runs[::-1]):
+        runs = [
+            (
+                "cp",
+                lambda i=i: subprocess.run(
+                    ["cp", "-r", str(repo), str(work / f"cp{i}")], check=True
+                ),
+            ),
+            ("ours", lambda i=i: api.publish(repo, f"file://{work}/pub{i}", skip_verify=True)),
+        ]
+        for name, fn in runs if i % 2 == 0 else runs[::-1]:
             os.sync()  # start each copy with no dirty pages of the other's writeback pending
             t0 = time.perf_counter()
             fn()
@@ -146,7 +176,11 @@ def bench_publish_file(work: Path, repo: Path) -> dict:
         shutil.rmtree(work / f"cp{i}")
         shutil.rmtree(work / f"pub{i}")
     o, t = min(ours), min(theirs)
-    return {"publish_s": round(o, 3), "cp_r_s": round(t, 3), "time_ratio_publish_over_cp": round(o / t, 3)}
+    return {
+        "publish_s": round(o, 3),
+        "cp_r_s": round(t, 3),
+        "time_ratio_publish_over_cp": round(o / t, 3),
+    }
 
 
 def bench_publish_unchanged(work: Path, repo: Path) -> dict:
@@ -171,15 +205,23 @@ def bench_publish_unchanged(work: Path, repo: Path) -> dict:
     unchanged = min(timed(lambda: api.publish(repo, target, skip_verify=True)) for _ in range(3))
     touched, hash_big = [], []
     for _ in range(3):  # alternating, so both see the same page cache
-        os.utime(big)  # same bytes, new ctime: the cache cannot vouch for it, the check reads it again
+        os.utime(
+            big
+        )  # same bytes, new ctime: the cache cannot vouch for it, the check reads it again
         touched.append(timed(lambda: api.publish(repo, target, skip_verify=True)))
         hash_big.append(timed(lambda: sha256_file(big)))
     hash_big = min(hash_big)
-    return {"repository_bytes": sum(p.stat().st_size for p in files), "hash_repository_s": round(hash_all, 3),
-            "publish_first_s": round(first, 3), "publish_unchanged_s": round(unchanged, 3),
-            "ratio_unchanged_over_hashing": round(unchanged / hash_all, 4),
-            "hash_changed_file_s": round(hash_big, 3), "publish_one_file_changed_s": round(min(touched), 3),
-            "ratio_one_changed_over_hashing_it": round(min(touched) / hash_big, 3), "target_ratio": 1.2}
+    return {
+        "repository_bytes": sum(p.stat().st_size for p in files),
+        "hash_repository_s": round(hash_all, 3),
+        "publish_first_s": round(first, 3),
+        "publish_unchanged_s": round(unchanged, 3),
+        "ratio_unchanged_over_hashing": round(unchanged / hash_all, 4),
+        "hash_changed_file_s": round(hash_big, 3),
+        "publish_one_file_changed_s": round(min(touched), 3),
+        "ratio_one_changed_over_hashing_it": round(min(touched) / hash_big, 3),
+        "target_ratio": 1.2,
+    }
 
 
 def bench_publish_s3(work: Path, repo: Path) -> dict | str:
@@ -194,17 +236,22 @@ def bench_publish_s3(work: Path, repo: Path) -> dict | str:
         fs.mkdir("bench")
         ours, theirs = [], []
         for i in range(4):  # alternate which goes first
-            runs = [("s3fs", lambda i=i: fs.put(str(repo), f"bench/s3fs{i}", recursive=True)),
-                    ("ours", lambda i=i: api.publish(repo, f"s3://bench/ours{i}", skip_verify=True))]
-            for name, fn in (runs if i % 2 == 0 else runs[::-1]):
+            runs = [
+                ("s3fs", lambda i=i: fs.put(str(repo), f"bench/s3fs{i}", recursive=True)),
+                ("ours", lambda i=i: api.publish(repo, f"s3://bench/ours{i}", skip_verify=True)),
+            ]
+            for name, fn in runs if i % 2 == 0 else runs[::-1]:
                 t0 = time.perf_counter()
                 fn()
                 (theirs if name == "s3fs" else ours).append(time.perf_counter() - t0)
             fs.rm(f"bench/s3fs{i}", recursive=True)
             fs.rm(f"bench/ours{i}", recursive=True)
         o, t = min(ours), min(theirs)
-        return {"publish_s": round(o, 3), "s3fs_put_recursive_s": round(t, 3),
-                "time_ratio_publish_over_s3fs": round(o / t, 3)}
+        return {
+            "publish_s": round(o, 3),
+            "s3fs_put_recursive_s": round(t, 3),
+            "time_ratio_publish_over_s3fs": round(o / t, 3),
+        }
 
 
 ENCODER = """
@@ -222,9 +269,11 @@ def _onnx_recipes(src: Path, n: int) -> list[Path]:
     paths = []
     for i in range(n):
         p = src / f"m{i:02d}.yaml"
-        p.write_text(f"name: m{i:02d}\nversion: 1\nbackend: onnxruntime\nsource:\n  export:\n"
-                     f"    module: 'enc:build_model'\n    inputs: {{ids: {{dtype: int64, shape: [2, 4]}}}}\n"
-                     f"    seed: {i}\nmax_batch_size: 8\n")
+        p.write_text(
+            f"name: m{i:02d}\nversion: 1\nbackend: onnxruntime\nsource:\n  export:\n"
+            f"    module: 'enc:build_model'\n    inputs: {{ids: {{dtype: int64, shape: [2, 4]}}}}\n"
+            f"    seed: {i}\nmax_batch_size: 8\n"
+        )
         paths.append(p)
     return paths
 
@@ -244,13 +293,31 @@ def bench_noop_rebuild(work: Path, n: int) -> dict:
         noop_inproc.append(time.perf_counter() - t0)
         assert all(s.status == "cached" for m in result.models for s in m.steps)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "tritonbuild", "build", str(work / "src"), "-o", str(work / "out"), "--json"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tritonbuild",
+            "build",
+            str(work / "src"),
+            "-o",
+            str(work / "out"),
+            "--json",
+        ],
+        check=True,
+        capture_output=True,
+    )
     noop_cli = time.perf_counter() - t0
     best = min(noop_inproc)
-    return {"recipes": len(recipes), "full_build_s": round(full, 2), "noop_rebuild_s": round(best, 3),
-            "noop_rebuild_cli_s": round(noop_cli, 3), "ratio": round(best / full, 4), "target_ratio": 0.01,
-            "target_s": 1.0}
+    return {
+        "recipes": len(recipes),
+        "full_build_s": round(full, 2),
+        "noop_rebuild_s": round(best, 3),
+        "noop_rebuild_cli_s": round(noop_cli, 3),
+        "ratio": round(best / full, 4),
+        "target_ratio": 0.01,
+        "target_s": 1.0,
+    }
 
 
 def bench_assemble_big(work: Path, size_mib: int) -> dict:
@@ -259,9 +326,13 @@ def bench_assemble_big(work: Path, size_mib: int) -> dict:
     from tritonbuild.repository.assemble import assemble
     from tritonbuild.steps import build
 
-    repo = _big_repository(work, size_mib, keep_source=True)  # built once: the artifact is now in the cache
+    repo = _big_repository(
+        work, size_mib, keep_source=True
+    )  # built once: the artifact is now in the cache
     artifact = work / "bigsrc" / "weights.bin"
-    result = build(api.plan([work / "bigsrc" / "big.yaml"]), Store(work / "bigcache"))  # every step cached
+    result = build(
+        api.plan([work / "bigsrc" / "big.yaml"]), Store(work / "bigcache")
+    )  # every step cached
     assert all(s.status == "cached" for m in result.models for s in m.steps)
     shutil.rmtree(repo)
     ours, theirs = [], []
@@ -277,8 +348,13 @@ def bench_assemble_big(work: Path, size_mib: int) -> dict:
         shutil.rmtree(work / f"assembled{i}")
         (work / f"copy{i}.bin").unlink()
     o, t = min(ours), min(theirs)
-    return {"artifact_MiB": size_mib, "assemble_s": round(o, 4), "cp_s": round(t, 3), "ratio": round(o / t, 4),
-            "target_ratio": 0.05}
+    return {
+        "artifact_MiB": size_mib,
+        "assemble_s": round(o, 4),
+        "cp_s": round(t, 3),
+        "ratio": round(o / t, 4),
+        "target_ratio": 0.05,
+    }
 
 
 def bench_remote_cache(work: Path) -> dict | str:
@@ -301,19 +377,30 @@ def bench_remote_cache(work: Path) -> dict | str:
         result, _ = api.build_repository([recipe], work / "b", cache_url="s3://cache/tb")
         hit = time.perf_counter() - t0
         assert result.models[0].steps[0].reason.startswith("remote cache")
-        return {"rebuild_s": round(rebuild, 2), "remote_hit_s": round(hit, 3), "ratio": round(hit / rebuild, 3)}
+        return {
+            "rebuild_s": round(rebuild, 2),
+            "remote_hit_s": round(hit, 3),
+            "ratio": round(hit / rebuild, 3),
+        }
 
 
 # Runs the CLI in a fresh interpreter and says on stderr which heavy modules it imported.
-CLI_WITH_IMPORTS = ("import atexit, sys; atexit.register(lambda: print('HEAVY', sorted(m for m in ('torch', 'onnx', "
-                    "'onnxruntime') if m in sys.modules), file=sys.stderr)); "
-                    "from tritonbuild.cli import main; sys.argv[0] = 'tritonbuild'; main()")
+CLI_WITH_IMPORTS = (
+    "import atexit, sys; atexit.register(lambda: print('HEAVY', sorted(m for m in ('torch', 'onnx', "
+    "'onnxruntime') if m in sys.modules), file=sys.stderr)); "
+    "from tritonbuild.cli import main; sys.argv[0] = 'tritonbuild'; main()"
+)
 
 
 def _cli(args: list[str], env: dict) -> tuple[float, str]:
     t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, "-c", CLI_WITH_IMPORTS, *args], env=env, capture_output=True, text=True,
-                         cwd=ROOT)
+    res = subprocess.run(
+        [sys.executable, "-c", CLI_WITH_IMPORTS, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     wall = time.perf_counter() - t0
     if res.returncode != 0:
         raise RuntimeError(f"tritonbuild {' '.join(args)} failed:\n{res.stderr}")
@@ -328,14 +415,23 @@ def bench_noop_examples(work: Path) -> dict:
     full, full_heavy = _cli(args, env)
     runs = [_cli(args, env) for _ in range(3)]
     best = min(w for w, _ in runs)
-    return {"full_build_s": round(full, 2), "noop_rebuild_s": round(best, 3), "ratio": round(best / full, 4),
-            "noop_imported": runs[0][1], "full_build_imported": full_heavy, "target_s": 1.0, "target_ratio": 0.1,
-            "passed": best < 1.0 and best / full <= 0.1 and runs[0][1] == "[]"}
+    return {
+        "full_build_s": round(full, 2),
+        "noop_rebuild_s": round(best, 3),
+        "ratio": round(best / full, 4),
+        "noop_imported": runs[0][1],
+        "full_build_imported": full_heavy,
+        "target_s": 1.0,
+        "target_ratio": 0.1,
+        "passed": best < 1.0 and best / full <= 0.1 and runs[0][1] == "[]",
+    }
 
 
 # A verify's two server starts, as far as choosing the embedded server's interpreter (toolenv.find each); ms.
-INTERPRETER_CHOICE = ("import time; from tritonbuild.server import toolenv; t0 = time.perf_counter(); "
-                      "toolenv.find(); toolenv.find(); print(round((time.perf_counter() - t0) * 1000, 1))")
+INTERPRETER_CHOICE = (
+    "import time; from tritonbuild.server import toolenv; t0 = time.perf_counter(); "
+    "toolenv.find(); toolenv.find(); print(round((time.perf_counter() - t0) * 1000, 1))"
+)
 
 
 def bench_interpreter_choice(work: Path, rounds: int = 9) -> dict | str:
@@ -347,41 +443,82 @@ def bench_interpreter_choice(work: Path, rounds: int = 9) -> dict | str:
     if found[-1] is None:
         return "skipped: no Python 3.13 here"
     (work / "path").mkdir()
-    (work / "path" / "tritonbuild").symlink_to(ROOT / "builder")  # toolenv needs the standard library only
+    (work / "path" / "tritonbuild").symlink_to(
+        ROOT / "builder"
+    )  # toolenv needs the standard library only
     shims = str(pyenv / "shims")
     results = {}
-    for name, path in (("path_as_is", os.environ["PATH"]),
-                       ("without_pyenv_shims", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
-                                                                if p.rstrip("/") != shims))):
-        env = {**os.environ, "PYTHONPATH": str(work / "path"), "TRITONBUILD_ENVS_DIR": str(work / name),
-               "PATH": path}
+    for name, path in (
+        ("path_as_is", os.environ["PATH"]),
+        (
+            "without_pyenv_shims",
+            os.pathsep.join(
+                p for p in os.environ["PATH"].split(os.pathsep) if p.rstrip("/") != shims
+            ),
+        ),
+    ):
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(work / "path"),
+            "TRITONBUILD_ENVS_DIR": str(work / name),
+            "PATH": path,
+        }
         env.pop("TRITONBUILD_EMBEDDED_PYTHON", None)
 
         def once(drop: bool, env=env, name=name) -> float:
             if drop:
                 (work / name / "interpreters.json").unlink(missing_ok=True)
-            return float(subprocess.run([str(found[-1]), "-c", INTERPRETER_CHOICE], env=env, capture_output=True,
-                                        text=True, check=True).stdout)
+            return float(
+                subprocess.run(
+                    [str(found[-1]), "-c", INTERPRETER_CHOICE],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
+            )
 
         once(False)
         dropped, kept = [], []
         for i in range(rounds):
-            for drop in ((True, False) if i % 2 == 0 else (False, True)):
+            for drop in (True, False) if i % 2 == 0 else (False, True):
                 (dropped if drop else kept).append(once(drop))
-        results[name] = {"probing_ms": statistics.median(dropped), "kept_ms": statistics.median(kept),
-                         "probing_range_ms": [min(dropped), max(dropped)], "kept_range_ms": [min(kept), max(kept)],
-                         "ratio_kept_over_probing": round(statistics.median(kept) / statistics.median(dropped), 3)}
+        results[name] = {
+            "probing_ms": statistics.median(dropped),
+            "kept_ms": statistics.median(kept),
+            "probing_range_ms": [min(dropped), max(dropped)],
+            "kept_range_ms": [min(kept), max(kept)],
+            "ratio_kept_over_probing": round(
+                statistics.median(kept) / statistics.median(dropped), 3
+            ),
+        }
     return {"python": str(found[-1]), "rounds": rounds, **results}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mib", type=int, default=1024)
-    ap.add_argument("--s3-size-mib", type=int, default=256, help="Artifact size for the S3 publish benchmark.")
-    ap.add_argument("--only", choices=["verify", "hashing", "publish", "publish-unchanged", "cache", "noop",
-                                            "interpreters"])
-    ap.add_argument("--recipes", type=int, default=50, help="Recipes in the no-op rebuild benchmark.")
-    ap.add_argument("--big-mib", type=int, default=4096, help="Artifact size in the assemble benchmark.")
+    ap.add_argument(
+        "--s3-size-mib", type=int, default=256, help="Artifact size for the S3 publish benchmark."
+    )
+    ap.add_argument(
+        "--only",
+        choices=[
+            "verify",
+            "hashing",
+            "publish",
+            "publish-unchanged",
+            "cache",
+            "noop",
+            "interpreters",
+        ],
+    )
+    ap.add_argument(
+        "--recipes", type=int, default=50, help="Recipes in the no-op rebuild benchmark."
+    )
+    ap.add_argument(
+        "--big-mib", type=int, default=4096, help="Artifact size in the assemble benchmark."
+    )
     args = ap.parse_args()
     results = {}
     with tempfile.TemporaryDirectory(prefix="tb-bench-") as tmp:
@@ -394,13 +531,18 @@ def main() -> int:
         if args.only in (None, "publish"):
             (work / "file").mkdir()
             repo = _big_repository(work / "file", args.size_mib)
-            results["publish_file"] = {"artifact_MiB": args.size_mib, **bench_publish_file(work / "file", repo)}
+            results["publish_file"] = {
+                "artifact_MiB": args.size_mib,
+                **bench_publish_file(work / "file", repo),
+            }
             results["publish_unchanged"] = bench_publish_unchanged(work / "file", repo)
             shutil.rmtree(work / "file")
             (work / "s3").mkdir()
             repo = _big_repository(work / "s3", args.s3_size_mib)
             res = bench_publish_s3(work / "s3", repo)
-            results["publish_s3"] = {"artifact_MiB": args.s3_size_mib, **res} if isinstance(res, dict) else res
+            results["publish_s3"] = (
+                {"artifact_MiB": args.s3_size_mib, **res} if isinstance(res, dict) else res
+            )
             shutil.rmtree(work / "s3")
         if args.only == "publish-unchanged":
             (work / "file").mkdir()

@@ -22,7 +22,9 @@ def _exit_now() -> None:
     run()'s code, or 130 when a Ctrl-C arrived while Python was already exiting (joining threads, atexit
     handlers). Python's own finalization after this point restores SIGINT's default action, and a Ctrl-C there
     killed the process (signal 2): nothing is left to do, so it is skipped."""
-    if _code is None:  # run() did not get to the end (the interpreter is dying another way): leave it alone
+    if (
+        _code is None
+    ):  # run() did not get to the end (the interpreter is dying another way): leave it alone
         return
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
@@ -36,7 +38,9 @@ def run() -> None:
     signal 2): it only marks the exit 130."""
     global _interrupted, _code
     atexit.register(_exit_now)
-    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # a background job: leave it ignored
+    ignored = (
+        signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    )  # a background job: leave it ignored
     code: int | str | None = 130
     try:
         try:

@@ -23,8 +23,13 @@ class TritonBuildError(Exception):
         self.hint = hint
 
     def to_dict(self) -> dict:
-        return {"error": self.kind, "message": self.message, "where": self.where, "hint": self.hint,
-                "exit_code": self.exit_code}
+        return {
+            "error": self.kind,
+            "message": self.message,
+            "where": self.where,
+            "hint": self.hint,
+            "exit_code": self.exit_code,
+        }
 
     def __str__(self) -> str:
         head = f"{self.where}: {self.message}" if self.where else self.message
@@ -91,8 +96,17 @@ class ServerStartError(VerifyError):
 
 # The exit-code table: one class per code (subclasses not listed here share their parent's code).
 ERROR_CLASSES: tuple[type[TritonBuildError], ...] = (
-    UsageError, RecipeError, PlanError, BuildError, VerifyError, PublishError, ServerError, InferenceError, TuneError,
-    ServerStartError)
+    UsageError,
+    RecipeError,
+    PlanError,
+    BuildError,
+    VerifyError,
+    PublishError,
+    ServerError,
+    InferenceError,
+    TuneError,
+    ServerStartError,
+)
 OK, INTERNAL, INTERRUPTED = 0, 1, 130
 
 
@@ -114,4 +128,8 @@ class MultipleErrors(TritonBuildError):
         super().__init__("\n".join(str(e) for e in errors))
 
     def to_dict(self) -> dict:
-        return {"error": self.kind, "exit_code": self.exit_code, "errors": [e.to_dict() for e in self.errors]}
+        return {
+            "error": self.kind,
+            "exit_code": self.exit_code,
+            "errors": [e.to_dict() for e in self.errors],
+        }

@@ -18,7 +18,10 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "recipes" / "examples"
 # the example LLM recipe's keys for the engine route's own models (BLS, pre/postprocessing instances), which the
 # LLM-API route refuses (backends/tensorrtllm/llmapi_keys.py): gone where a test turns it into an LLM-API recipe
-ENGINE_ROUTE_SERVING = ("  bls: true\n", "  instances: {preprocessing: 2, postprocessing: 2, bls: 1}\n")
+ENGINE_ROUTE_SERVING = (
+    "  bls: true\n",
+    "  instances: {preprocessing: 2, postprocessing: 2, bls: 1}\n",
+)
 
 
 def llmapi_recipe(text: str) -> str:
@@ -46,9 +49,11 @@ def _triton_available() -> str | None:
 
 
 def pytest_collection_modifyitems(config, items):
-    reasons = {"triton": _triton_available(),
-               "s3": None if shutil.which("moto_server") else "moto_server is not installed",
-               "gpu": None if shutil.which("nvidia-smi") else "no NVIDIA GPU here"}
+    reasons = {
+        "triton": _triton_available(),
+        "s3": None if shutil.which("moto_server") else "moto_server is not installed",
+        "gpu": None if shutil.which("nvidia-smi") else "no NVIDIA GPU here",
+    }
     for item in items:
         for marker, reason in reasons.items():
             if reason and marker in item.keywords:
@@ -127,7 +132,7 @@ def silent_endpoint():
     srv.close()
 
 
-PY_MODEL = '''
+PY_MODEL = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -139,7 +144,7 @@ class TritonPythonModel:
             x = pb_utils.get_input_tensor_by_name(r, "X").as_numpy()
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", (x * 2 + 1).astype(np.float32))]))
         return out
-'''
+"""
 
 PY_RECIPE = """
 name: doubler
@@ -174,8 +179,11 @@ def write_eagle_head(d: Path, like: Path, fc_in_multiple: int = 3) -> int:
     [hidden, fc_in_multiple × hidden] (3: an EAGLE-3 head, 2: an EAGLE-1/2 head), float16 zeros; its tensors' bytes."""
     config = json.loads((like / "config.json").read_text())
     hidden = config["hidden_size"]
-    shapes = {"fc.weight": [hidden, fc_in_multiple * hidden], "midlayer.self_attn.q_proj.weight": [hidden, hidden],
-              "norm.weight": [hidden]}
+    shapes = {
+        "fc.weight": [hidden, fc_in_multiple * hidden],
+        "midlayer.self_attn.q_proj.weight": [hidden, hidden],
+        "norm.weight": [hidden],
+    }
     header, offset = {}, 0
     for name, shape in shapes.items():
         size = 2 * math.prod(shape)

@@ -8,12 +8,16 @@ from pathlib import Path
 import yaml
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "triton_corpus"
-KINDS = {"python": ('backend: "python"', "model.py"),
-         "onnxruntime": ('backend: "onnxruntime"\nplatform: "onnxruntime_onnx"', "model.onnx"),
-         "pytorch": ('backend: "pytorch"\nplatform: "pytorch_libtorch"', "model.pt"),
-         "tensorrt": ('backend: "tensorrt"\nplatform: "tensorrt_plan"', "model.plan")}
-DEFAULT_IO = ('input [{name: "x", data_type: TYPE_FP32, dims: [4]}]\n'
-              'output [{name: "y", data_type: TYPE_FP32, dims: [4]}]\n')
+KINDS = {
+    "python": ('backend: "python"', "model.py"),
+    "onnxruntime": ('backend: "onnxruntime"\nplatform: "onnxruntime_onnx"', "model.onnx"),
+    "pytorch": ('backend: "pytorch"\nplatform: "pytorch_libtorch"', "model.pt"),
+    "tensorrt": ('backend: "tensorrt"\nplatform: "tensorrt_plan"', "model.plan"),
+}
+DEFAULT_IO = (
+    'input [{name: "x", data_type: TYPE_FP32, dims: [4]}]\n'
+    'output [{name: "y", data_type: TYPE_FP32, dims: [4]}]\n'
+)
 # What a model file of each kind holds here: the stand-in never reads it; the static rules check it is present.
 PLACEHOLDER = b"tritonbuild corpus placeholder\n"
 
@@ -54,7 +58,9 @@ def expected(case: dict, name: str) -> str:
     return case["expect"].replace("{name}", name).replace("@", f"{name}_")
 
 
-def materialize(root: Path, items: list[dict], kind: str, model_py: str, *, suffix: bool = False) -> dict[str, dict]:
+def materialize(
+    root: Path, items: list[dict], kind: str, model_py: str, *, suffix: bool = False
+) -> dict[str, dict]:
     """Write every case applicable to kind into root; model name → case. model_py is what model.py files hold.
     suffix: name models '<id>.<kind>' so that several kinds share one repository. Raw cases (written whole,
     backend included) go with the python kind only."""
@@ -65,17 +71,38 @@ def materialize(root: Path, items: list[dict], kind: str, model_py: str, *, suff
             continue
         name = model_name(case, kind, suffix)
         if case.get("raw"):
-            _model(root, name, _body(case["config"], name=name, head=""), case.get("files", []), model_py)
+            _model(
+                root,
+                name,
+                _body(case["config"], name=name, head=""),
+                case.get("files", []),
+                model_py,
+            )
         elif case.get("ensemble"):
             for step, text in (case.get("steps") or {}).items():
                 sname = f"{name}_{step}"
                 text = (text or "").replace("{name}", name)
                 if 'platform: "ensemble"' in text:
-                    _model(root, sname, _body(text.replace("@", f"{name}_"), name=sname, head=""), ["1"], model_py)
+                    _model(
+                        root,
+                        sname,
+                        _body(text.replace("@", f"{name}_"), name=sname, head=""),
+                        ["1"],
+                        model_py,
+                    )
                 else:
-                    _model(root, sname, _body(text, name=sname, head=head), [f"1/{filename}"], model_py)
-            _model(root, name, _body(case["config"].replace("@", f"{name}_"), name=name, head='platform: "ensemble"'),
-                   ["1"], model_py)
+                    _model(
+                        root, sname, _body(text, name=sname, head=head), [f"1/{filename}"], model_py
+                    )
+            _model(
+                root,
+                name,
+                _body(
+                    case["config"].replace("@", f"{name}_"), name=name, head='platform: "ensemble"'
+                ),
+                ["1"],
+                model_py,
+            )
         else:
             files = [f"{v}/{filename}" for v in case.get("files", ["1"])]
             _model(root, name, _body(case["config"], name=name, head=head), files, model_py)

@@ -24,10 +24,18 @@ ROWS, FEATURES, SEED = 64, 256, 0
 
 
 def infer(url: str, model: str, x: np.ndarray) -> np.ndarray:
-    body = {"inputs": [{"name": "X", "shape": list(x.shape), "datatype": "FP32", "data": x.ravel().tolist()}],
-            "outputs": [{"name": "Y"}]}
-    req = urllib.request.Request(f"{url}/v2/models/{model}/infer", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")
+    body = {
+        "inputs": [
+            {"name": "X", "shape": list(x.shape), "datatype": "FP32", "data": x.ravel().tolist()}
+        ],
+        "outputs": [{"name": "Y"}],
+    }
+    req = urllib.request.Request(
+        f"{url}/v2/models/{model}/infer",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
     with urllib.request.urlopen(req, timeout=120) as response:
         out = json.loads(response.read())["outputs"][0]
     return np.asarray(out["data"], dtype=np.float32).reshape(out["shape"])
@@ -36,7 +44,7 @@ def infer(url: str, model: str, x: np.ndarray) -> np.ndarray:
 def load(url: str, model: str, seconds: float = 120, streams: int = 64) -> dict:
     seconds, streams = float(seconds), int(streams)
     rows = np.random.default_rng(SEED).standard_normal((ROWS, FEATURES)).astype(np.float32)
-    reference = [infer(url, model, rows[i:i + 1])[0] for i in range(ROWS)]
+    reference = [infer(url, model, rows[i : i + 1])[0] for i in range(ROWS)]
     lock = threading.Lock()
     tally = {"requests": 0, "rows": 0, "differing_rows": 0, "first_difference": None}
     deadline = time.monotonic() + seconds
@@ -46,21 +54,33 @@ def load(url: str, model: str, seconds: float = 120, streams: int = 64) -> dict:
         while time.monotonic() < deadline:
             chosen = [pick.randrange(ROWS) for _ in range(pick.randint(1, 4))]
             answer = infer(url, model, rows[chosen])
-            bad = [i for i, row in zip(chosen, answer, strict=True) if row.tobytes() != reference[i].tobytes()]
+            bad = [
+                i
+                for i, row in zip(chosen, answer, strict=True)
+                if row.tobytes() != reference[i].tobytes()
+            ]
             with lock:
                 tally["requests"] += 1
                 tally["rows"] += len(chosen)
                 tally["differing_rows"] += len(bad)
                 if bad and tally["first_difference"] is None:
                     row = answer[chosen.index(bad[0])]
-                    tally["first_difference"] = {"row": bad[0], "max_abs": float(np.abs(row - reference[bad[0]]).max())}
+                    tally["first_difference"] = {
+                        "row": bad[0],
+                        "max_abs": float(np.abs(row - reference[bad[0]]).max()),
+                    }
 
     t0 = time.monotonic()
     with ThreadPoolExecutor(max_workers=streams) as pool:
         for future in [pool.submit(stream, i) for i in range(streams)]:
             future.result()
-    return {"model": model, "seconds": round(time.monotonic() - t0, 1), "streams": streams, "reference_rows": ROWS,
-            **tally}
+    return {
+        "model": model,
+        "seconds": round(time.monotonic() - t0, 1),
+        "streams": streams,
+        "reference_rows": ROWS,
+        **tally,
+    }
 
 
 if __name__ == "__main__":

@@ -17,8 +17,10 @@ import re
 import sys
 from pathlib import Path
 
-CONFIGS = {"tp2": ["llama-3-8b-fp16-tp2-invariant", "llama-3-8b-int4-tp2-invariant"],
-           "tp1": ["llama-3-8b-fp16-invariant", "llama-3-8b-int4-invariant"]}
+CONFIGS = {
+    "tp2": ["llama-3-8b-fp16-tp2-invariant", "llama-3-8b-int4-tp2-invariant"],
+    "tp1": ["llama-3-8b-fp16-invariant", "llama-3-8b-int4-invariant"],
+}
 KERNEL = re.compile(r"Using (\w+) for CompressedTensorsWNA16")
 KV = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
 
@@ -31,18 +33,26 @@ def _json(path: Path):
 
 
 def _jsonl(path: Path) -> dict[str, dict]:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{")] \
-        if path.is_file() else []
+    rows = (
+        [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{")]
+        if path.is_file()
+        else []
+    )
     return {row["model"]: row for row in rows}
 
 
 def _rate(row: dict | None, streams: int) -> float | None:
-    return next((r["tokens_per_s"] for r in (row or {}).get("rows", []) if r["streams"] == streams), None)
+    return next(
+        (r["tokens_per_s"] for r in (row or {}).get("rows", []) if r["streams"] == streams), None
+    )
 
 
 def _planned(plan: dict | None) -> dict[str, int]:
-    return {m["name"]: m["extras"]["memory_plan"]["max_kv_tokens"] for m in (plan or {}).get("models", [])
-            if m.get("extras", {}).get("memory_plan")}
+    return {
+        m["name"]: m["extras"]["memory_plan"]["max_kv_tokens"]
+        for m in (plan or {}).get("models", [])
+        if m.get("extras", {}).get("memory_plan")
+    }
 
 
 def _server_lines(results: Path, cfg: str) -> tuple[list[str], list[int]]:
@@ -68,16 +78,25 @@ def tensor_parallel(results: Path) -> dict:
         # NOTE: the engines start in name order (fp16 before int4), one KV line per engine (rank 0 logs it)
         for i, name in enumerate(names):
             d, vllm_kv = det.get(name), kv[i] if i < len(kv) else None
-            out["configs"].append({
-                "name": name, "tensor_parallel_size": 2 if cfg == "tp2" else 1,
-                "quantization": "int4-w4a16" if "int4" in name else "fp16", "invariant": True,
-                "kernel": ("+".join(kernels) or None) if "int4" in name else "unquantized",
-                "loaded_runs": d and d["repeats"], "ids_identical": d and d["under_load_ids_identical"],
-                "logprobs_identical": d and d["under_load_logprobs_identical"],
-                "tok_s_1": _rate(tput.get(name), 1), "tok_s_64": _rate(tput.get(name), 64),
-                "kv_tokens_vllm": vllm_kv, "kv_tokens_planned": planned.get(name),
-                "plan_vs_vllm_pct": round(100 * (planned[name] / vllm_kv - 1), 2)
-                if vllm_kv and planned.get(name) else None})
+            out["configs"].append(
+                {
+                    "name": name,
+                    "tensor_parallel_size": 2 if cfg == "tp2" else 1,
+                    "quantization": "int4-w4a16" if "int4" in name else "fp16",
+                    "invariant": True,
+                    "kernel": ("+".join(kernels) or None) if "int4" in name else "unquantized",
+                    "loaded_runs": d and d["repeats"],
+                    "ids_identical": d and d["under_load_ids_identical"],
+                    "logprobs_identical": d and d["under_load_logprobs_identical"],
+                    "tok_s_1": _rate(tput.get(name), 1),
+                    "tok_s_64": _rate(tput.get(name), 64),
+                    "kv_tokens_vllm": vllm_kv,
+                    "kv_tokens_planned": planned.get(name),
+                    "plan_vs_vllm_pct": round(100 * (planned[name] / vllm_kv - 1), 2)
+                    if vllm_kv and planned.get(name)
+                    else None,
+                }
+            )
         out["verify"][cfg] = _verdict(_json(results / f"verify-{cfg}.json"), names)
     return out
 
@@ -99,20 +118,34 @@ def instance_groups(results: Path) -> dict:
         if instance.get("kind") == "GPU":
             key = str(instance["device"])
             rows_per_gpu[key] = rows_per_gpu.get(key, 0) + instance["rows"]
-    return {"model": "gpu-scorer", "instances": counts, "rows_per_gpu": rows_per_gpu,
-            "gpus_serving": sorted(k for k, v in rows_per_gpu.items() if v > 0),
-            "peak_utilization_pct": _gpu_peaks(results),
-            "loaded_rows": load.get("rows"), "differing_rows": load.get("differing_rows"),
-            "load_seconds": load.get("seconds"), "streams": load.get("streams"),
-            "verify": _verdict(_json(results / "verify-scorer.json"), ["gpu-scorer"])}
+    return {
+        "model": "gpu-scorer",
+        "instances": counts,
+        "rows_per_gpu": rows_per_gpu,
+        "gpus_serving": sorted(k for k, v in rows_per_gpu.items() if v > 0),
+        "peak_utilization_pct": _gpu_peaks(results),
+        "loaded_rows": load.get("rows"),
+        "differing_rows": load.get("differing_rows"),
+        "load_seconds": load.get("seconds"),
+        "streams": load.get("streams"),
+        "verify": _verdict(_json(results / "verify-scorer.json"), ["gpu-scorer"]),
+    }
 
 
 def summarize(results: Path) -> dict:
     gpu = (results / "gpu.txt").read_text().splitlines() if (results / "gpu.txt").is_file() else []
-    vllm = (results / "vllm-version.txt").read_text().strip() if (results / "vllm-version.txt").is_file() else None
-    return {"machine": {"gpu": gpu[0].split(",")[0].strip() if gpu else None, "gpus": len(gpu)}, "vllm": vllm,
-            "geometry": "llama-3-8b", "tensor_parallel": tensor_parallel(results),
-            "instance_groups": instance_groups(results)}
+    vllm = (
+        (results / "vllm-version.txt").read_text().strip()
+        if (results / "vllm-version.txt").is_file()
+        else None
+    )
+    return {
+        "machine": {"gpu": gpu[0].split(",")[0].strip() if gpu else None, "gpus": len(gpu)},
+        "vllm": vllm,
+        "geometry": "llama-3-8b",
+        "tensor_parallel": tensor_parallel(results),
+        "instance_groups": instance_groups(results),
+    }
 
 
 if __name__ == "__main__":

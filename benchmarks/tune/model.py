@@ -15,8 +15,14 @@ class TritonPythonModel:
         self.rows = max(1, json.loads(args["model_config"]).get("max_batch_size", 0))
         torch.manual_seed(0)
         self.device = f"cuda:{args['model_instance_device_id']}"
-        self.net = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(),
-                                       torch.nn.Linear(4096, 1024)).to(self.device).half().eval()
+        self.net = (
+            torch.nn.Sequential(
+                torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)
+            )
+            .to(self.device)
+            .half()
+            .eval()
+        )
 
     def execute(self, requests):
         xs = [pb_utils.get_input_tensor_by_name(r, "X").as_numpy() for r in requests]
@@ -28,6 +34,10 @@ class TritonPythonModel:
             y = self.net(torch.from_numpy(padded).to(self.device)).float().cpu().numpy()[:n]
         out, i = [], 0
         for k in sizes:
-            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", np.ascontiguousarray(y[i:i + k]))]))
+            out.append(
+                pb_utils.InferenceResponse(
+                    [pb_utils.Tensor("Y", np.ascontiguousarray(y[i : i + k]))]
+                )
+            )
             i += k
         return out

@@ -12,8 +12,14 @@ class TritonPythonModel:
     def initialize(self, args):
         torch.manual_seed(0)
         self.device = f"cuda:{args['model_instance_device_id']}"
-        self.net = torch.nn.Sequential(torch.nn.Linear(4096, 16384), torch.nn.GELU(),
-                                       torch.nn.Linear(16384, 4096)).to(self.device).half().eval()
+        self.net = (
+            torch.nn.Sequential(
+                torch.nn.Linear(4096, 16384), torch.nn.GELU(), torch.nn.Linear(16384, 4096)
+            )
+            .to(self.device)
+            .half()
+            .eval()
+        )
 
     def execute(self, requests):
         xs = [pb_utils.get_input_tensor_by_name(r, "X").as_numpy() for r in requests]
@@ -22,6 +28,10 @@ class TritonPythonModel:
             y = self.net(torch.from_numpy(np.concatenate(xs)).to(self.device)).float().cpu().numpy()
         out, i = [], 0
         for k in sizes:
-            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", np.ascontiguousarray(y[i:i + k]))]))
+            out.append(
+                pb_utils.InferenceResponse(
+                    [pb_utils.Tensor("Y", np.ascontiguousarray(y[i : i + k]))]
+                )
+            )
             i += k
         return out

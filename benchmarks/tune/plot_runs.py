@@ -23,9 +23,18 @@ def finalists(report: dict) -> list[dict]:
     for candidate in report.get("candidates", []):
         if not candidate.get("decisions"):
             continue
-        loads = {d["load"]: (d["interval"]["ratio"], d["interval"]["low"], d["interval"]["high"], d["outcome"])
-                 for d in candidate["decisions"]}
-        out.append({"label": candidate["label"], "chosen": candidate["label"] == chosen, "loads": loads})
+        loads = {
+            d["load"]: (
+                d["interval"]["ratio"],
+                d["interval"]["low"],
+                d["interval"]["high"],
+                d["outcome"],
+            )
+            for d in candidate["decisions"]
+        }
+        out.append(
+            {"label": candidate["label"], "chosen": candidate["label"] == chosen, "loads": loads}
+        )
     return out
 
 
@@ -48,24 +57,59 @@ def plot(reports: list[tuple[str, dict]], out: Path, title: str, targets: dict[s
                 ratio, low, high, _outcome = row["loads"][load]
                 dx = x + (k - (len(rows) - 1) / 2) * 0.15
                 colour = colours[row["label"]]
-                ax.errorbar([dx], [ratio], yerr=[[ratio - low], [high - ratio]], fmt="o", color=colour,
-                            markerfacecolor=colour if row["chosen"] else "white", capsize=3, markersize=7)
+                ax.errorbar(
+                    [dx],
+                    [ratio],
+                    yerr=[[ratio - low], [high - ratio]],
+                    fmt="o",
+                    color=colour,
+                    markerfacecolor=colour if row["chosen"] else "white",
+                    capsize=3,
+                    markersize=7,
+                )
             if report.get("default_is_best") or not report.get("winner"):
                 said = "default kept" if report.get("default_is_best") else "no pick"
-                ax.annotate(said, (x, 1.0), textcoords="offset points", xytext=(0, -14), ha="center", fontsize=8)
-        ax.axhline(reports[0][1].get("min_vs_default", 1.0), color="grey", linestyle="--", linewidth=1,
-                   label=f"rule: >= {reports[0][1].get('min_vs_default', 1.0):g}× the default")
+                ax.annotate(
+                    said,
+                    (x, 1.0),
+                    textcoords="offset points",
+                    xytext=(0, -14),
+                    ha="center",
+                    fontsize=8,
+                )
+        ax.axhline(
+            reports[0][1].get("min_vs_default", 1.0),
+            color="grey",
+            linestyle="--",
+            linewidth=1,
+            label=f"rule: >= {reports[0][1].get('min_vs_default', 1.0):g}× the default",
+        )
         if load in targets:
-            ax.axhline(targets[load], color="red", linestyle=":", linewidth=1, label=f"target {targets[load]:g}×")
+            ax.axhline(
+                targets[load],
+                color="red",
+                linestyle=":",
+                linewidth=1,
+                label=f"target {targets[load]:g}×",
+            )
         ax.set_xticks(range(len(reports)), [name for name, _ in reports], rotation=15, fontsize=8)
         ax.set_xlim(-0.5, len(reports) - 0.5)
         ax.set_title(f"{load}: paired ratio to Triton's default", fontsize=10)
         ax.set_ylabel("throughput / default (interval: bootstrap)")
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=7, loc="best")
-    handles = [plt.Line2D([], [], marker="o", linestyle="", color=colours[label], label=label) for label in labels]
-    fig.legend(handles=handles, loc="lower center", ncol=min(3, max(1, len(labels))), fontsize=8,
-               title="finalists (filled: chosen)", title_fontsize=8)
+    handles = [
+        plt.Line2D([], [], marker="o", linestyle="", color=colours[label], label=label)
+        for label in labels
+    ]
+    fig.legend(
+        handles=handles,
+        loc="lower center",
+        ncol=min(3, max(1, len(labels))),
+        fontsize=8,
+        title="finalists (filled: chosen)",
+        title_fontsize=8,
+    )
     fig.suptitle(title, fontsize=11)
     fig.tight_layout(rect=(0, 0.08 + 0.04 * ((len(labels) - 1) // 3), 1, 0.95))
     fig.savefig(out, dpi=110)
@@ -77,7 +121,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("reports", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--title", default="tune: finalists against Triton's default")
-    parser.add_argument("--target", action="append", default=[], help="LOAD=RATIO, a line drawn at that load")
+    parser.add_argument(
+        "--target", action="append", default=[], help="LOAD=RATIO, a line drawn at that load"
+    )
     args = parser.parse_args(argv)
     reports = [(path.parent.name, json.loads(path.read_text())) for path in args.reports]
     try:

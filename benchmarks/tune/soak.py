@@ -39,13 +39,23 @@ def chosen_of(report_path: Path) -> tuple[Candidate, str]:
     if winner and not winner.get("is_default"):
         return _candidate(winner), "the config tune chose"
     top = report.get("top_load")
-    clean = [c for c in report.get("candidates", []) if c.get("batching") and top in c.get("loads", {})
-             and not c.get("answers", {}).get("differing") and not c.get("load_error")]
+    clean = [
+        c
+        for c in report.get("candidates", [])
+        if c.get("batching")
+        and top in c.get("loads", {})
+        and not c.get("answers", {}).get("differing")
+        and not c.get("load_error")
+    ]
     if not clean:
-        raise SystemExit(f"{report_path}: no batching config was chosen or measured cleanly at {top}: nothing to soak")
+        raise SystemExit(
+            f"{report_path}: no batching config was chosen or measured cleanly at {top}: nothing to soak"
+        )
     best = max(clean, key=lambda c: c["loads"][top]["throughput"])
-    return _candidate(best), (f"not chosen by tune ({report.get('verdict')}): the batching config with the highest "
-                              f"{top} reading and no differing answer ({best['loads'][top]['throughput']:.0f} req/s)")
+    return _candidate(best), (
+        f"not chosen by tune ({report.get('verdict')}): the batching config with the highest "
+        f"{top} reading and no differing answer ({best['loads'][top]['throughput']:.0f} req/s)"
+    )
 
 
 def _candidate(entry: dict) -> Candidate:
@@ -70,10 +80,13 @@ def soak(root: Path, model: str, candidate: Candidate, which: str, args, log: Pa
             check.close()
             tally = {"compared": 0, "differing": 0, "errors": 0, "windows": [], "p99_ms": []}
             t0 = time.monotonic()
-            with LoadGenerator(server.grpc_url, model, inputs, own, outputs, processes=args.processes) as generator:
+            with LoadGenerator(
+                server.grpc_url, model, inputs, own, outputs, processes=args.processes
+            ) as generator:
                 while tally["compared"] < args.answers and time.monotonic() - t0 < args.max_s:
-                    result = generator.measure(concurrency=args.concurrency, window_s=2.0, stable_windows=5,
-                                               max_windows=5)
+                    result = generator.measure(
+                        concurrency=args.concurrency, window_s=2.0, stable_windows=5, max_windows=5
+                    )
                     tally["compared"] += result.requests
                     tally["differing"] += result.mismatches
                     tally["errors"] += result.errors
@@ -85,9 +98,16 @@ def soak(root: Path, model: str, candidate: Candidate, which: str, args, log: Pa
             tally["throughput"] = round(sum(tally["windows"]) / max(1, len(tally["windows"])), 1)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return {"model": model, "config": candidate.label, "which": which, "load": f"c{args.concurrency}",
-            "processes": args.processes, "inputs": len(inputs), "compare": "bit for bit with the config's own "
-            "answer to the input sent alone", **tally}
+    return {
+        "model": model,
+        "config": candidate.label,
+        "which": which,
+        "load": f"c{args.concurrency}",
+        "processes": args.processes,
+        "inputs": len(inputs),
+        "compare": "bit for bit with the config's own answer to the input sent alone",
+        **tally,
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -106,7 +126,11 @@ def main(argv: list[str]) -> int:
         return 2
     result = soak(args.root, args.model, *chosen_of(args.report), args, args.log)
     print(json.dumps(result, indent=1))
-    return 0 if not result["differing"] and not result["errors"] and result["compared"] >= args.answers else 1
+    return (
+        0
+        if not result["differing"] and not result["errors"] and result["compared"] >= args.answers
+        else 1
+    )
 
 
 if __name__ == "__main__":

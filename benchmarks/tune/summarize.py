@@ -25,10 +25,16 @@ def summarize(reports: list[dict]) -> tuple[list[str], bool]:
     for report in reports:
         winner = (report.get("winner") or {}).get("label", "none")
         interval = _interval(report)
-        said = f"{interval[0]}× [{interval[1]}–{interval[2]}]" if interval else report.get("verdict", "")
+        said = (
+            f"{interval[0]}× [{interval[1]}–{interval[2]}]"
+            if interval
+            else report.get("verdict", "")
+        )
         low = report.get("comparison", {}).get(report["loads"][0], {})
         low_said = f"{low['ratio']}× [{low.get('low')}–{low.get('high')}]" if low else ""
-        lines.append(f"{report['_path']}: {winner}: {report['top_load']} {said}; {report['loads'][0]} {low_said}")
+        lines.append(
+            f"{report['_path']}: {winner}: {report['top_load']} {said}; {report['loads'][0]} {low_said}"
+        )
         picks.append((winner, interval))
     labels = {winner for winner, _ in picks}
     if len(labels) == 1:
@@ -36,8 +42,10 @@ def summarize(reports: list[dict]) -> tuple[list[str], bool]:
         return lines, True
     intervals = [interval for _, interval in picks]
     if all(intervals) and max(i[1] for i in intervals) <= min(i[2] for i in intervals):
-        lines.append(f"different picks {sorted(labels)}, but their top-load intervals overlap: the choice between "
-                     "them is within noise")
+        lines.append(
+            f"different picks {sorted(labels)}, but their top-load intervals overlap: the choice between "
+            "them is within noise"
+        )
         return lines, True
     lines.append(f"DIFFERENT picks {sorted(labels)} with intervals that do not all overlap")
     return lines, False

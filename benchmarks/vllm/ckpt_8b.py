@@ -35,20 +35,34 @@ def tokenizer_size(path: Path) -> int:
 
 def config(tok_size: int) -> dict:
     # NOTE: fp16 (the tiny models' dtype, Machete's and the plugin's activations); bos/eos the tokenizer's
-    return {**tiny_llama.LLAMA3_8B, "torch_dtype": "float16", "bos_token_id": 1, "eos_token_id": 2,
-            "_tokenizer_size": tok_size}
+    return {
+        **tiny_llama.LLAMA3_8B,
+        "torch_dtype": "float16",
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "_tokenizer_size": tok_size,
+    }
 
 
 def shapes(cfg: dict) -> dict[str, tuple[int, ...]]:
     h, i, v, hd = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"], cfg["head_dim"]
     q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
-    lin = {"self_attn.q_proj": (q, h), "self_attn.k_proj": (kv, h), "self_attn.v_proj": (kv, h),
-           "self_attn.o_proj": (h, q), "mlp.gate_proj": (i, h), "mlp.up_proj": (i, h), "mlp.down_proj": (h, i)}
+    lin = {
+        "self_attn.q_proj": (q, h),
+        "self_attn.k_proj": (kv, h),
+        "self_attn.v_proj": (kv, h),
+        "self_attn.o_proj": (h, q),
+        "mlp.gate_proj": (i, h),
+        "mlp.up_proj": (i, h),
+        "mlp.down_proj": (h, i),
+    }
     out = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,), "lm_head.weight": (v, h)}
     for n in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{n}."
         out.update({p + f"{name}.weight": s for name, s in lin.items()})
-        out.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,)})
+        out.update(
+            {p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,)}
+        )
     return out
 
 
@@ -60,8 +74,10 @@ def make_fp16(cfg: dict, seed: int, torch) -> dict:
             out[name] = torch.ones(shape, dtype=torch.float16, device="cuda")
             continue
         g = torch.Generator(device="cuda").manual_seed(seed * 100003 + idx)
-        out[name] = (torch.randn(shape, generator=g, device="cuda", dtype=torch.float32) * STD).to(torch.float16)
-    out["lm_head.weight"][cfg["_tokenizer_size"]:] = 0
+        out[name] = (torch.randn(shape, generator=g, device="cuda", dtype=torch.float32) * STD).to(
+            torch.float16
+        )
+    out["lm_head.weight"][cfg["_tokenizer_size"] :] = 0
     return out
 
 
@@ -88,10 +104,17 @@ def int4_tensors(fp16: dict, torch) -> dict:
     out = {}
     for name, arr in fp16.items():
         prefix = name.removesuffix(".weight")
-        if prefix.split("layers.")[-1].split(".", 1)[-1] in tiny_llama.LINEARS and name.endswith(".weight"):
+        if prefix.split("layers.")[-1].split(".", 1)[-1] in tiny_llama.LINEARS and name.endswith(
+            ".weight"
+        ):
             q, scale = quantize_int4(arr, torch)
-            out.update({f"{prefix}.weight_packed": pack_int4(q, torch), f"{prefix}.weight_scale": scale,
-                        f"{prefix}.weight_shape": torch.tensor(list(arr.shape), dtype=torch.int64)})
+            out.update(
+                {
+                    f"{prefix}.weight_packed": pack_int4(q, torch),
+                    f"{prefix}.weight_scale": scale,
+                    f"{prefix}.weight_shape": torch.tensor(list(arr.shape), dtype=torch.int64),
+                }
+            )
         else:
             out[name] = arr
     return out
@@ -118,11 +141,19 @@ def write(dest: Path, cfg: dict, tensors: dict, torch) -> int:
     weight_map, total = {}, 0
     for n, shard in enumerate(shards, 1):
         fname = f"model-{n:05d}-of-{len(shards):05d}.safetensors"
-        save_file({k: v.contiguous().cpu() for k, v in shard.items()}, str(dest / fname), metadata={"format": "pt"})
+        save_file(
+            {k: v.contiguous().cpu() for k, v in shard.items()},
+            str(dest / fname),
+            metadata={"format": "pt"},
+        )
         weight_map.update(dict.fromkeys(shard, fname))
         total += (dest / fname).stat().st_size
     (dest / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=1, sort_keys=True) + "\n")
+        json.dumps(
+            {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=1, sort_keys=True
+        )
+        + "\n"
+    )
     return total
 
 
@@ -137,20 +168,44 @@ def main(root: Path, seed: int = 0, int4: bool = True) -> dict:
     fp16_bytes = write(root / "llama-3-8b-fp16", cfg, fp16, torch)
     t_fp16 = time.perf_counter() - t0
     if not int4:  # the recipes quantize with the vllm.quantize build step
-        return {"fp16_s": round(t_fp16, 1), "fp16_make_s": round(t_make, 1), "fp16_bytes": fp16_bytes,
-                "tokenizer_size": cfg["_tokenizer_size"], "vocab_size": cfg["vocab_size"], "seed": seed, "std": STD}
+        return {
+            "fp16_s": round(t_fp16, 1),
+            "fp16_make_s": round(t_make, 1),
+            "fp16_bytes": fp16_bytes,
+            "tokenizer_size": cfg["_tokenizer_size"],
+            "vocab_size": cfg["vocab_size"],
+            "seed": seed,
+            "std": STD,
+        }
     t1 = time.perf_counter()
     int4 = int4_tensors(fp16, torch)
     torch.cuda.synchronize()
     t_quant = time.perf_counter() - t1
-    int4_bytes = write(root / "llama-3-8b-int4", {**cfg, "quantization_config": tiny_llama.QUANTIZATION_CONFIG},
-                       int4, torch)
+    int4_bytes = write(
+        root / "llama-3-8b-int4",
+        {**cfg, "quantization_config": tiny_llama.QUANTIZATION_CONFIG},
+        int4,
+        torch,
+    )
     t_int4 = time.perf_counter() - t1
-    return {"fp16_s": round(t_fp16, 1), "fp16_make_s": round(t_make, 1), "fp16_bytes": fp16_bytes,
-            "int4_s": round(t_int4, 1), "int4_quantize_s": round(t_quant, 1), "int4_bytes": int4_bytes,
-            "tokenizer_size": cfg["_tokenizer_size"], "vocab_size": cfg["vocab_size"], "seed": seed, "std": STD}
+    return {
+        "fp16_s": round(t_fp16, 1),
+        "fp16_make_s": round(t_make, 1),
+        "fp16_bytes": fp16_bytes,
+        "int4_s": round(t_int4, 1),
+        "int4_quantize_s": round(t_quant, 1),
+        "int4_bytes": int4_bytes,
+        "tokenizer_size": cfg["_tokenizer_size"],
+        "vocab_size": cfg["vocab_size"],
+        "seed": seed,
+        "std": STD,
+    }
 
 
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if a != "--no-int4"]
-    print(json.dumps(main(Path(args[0] if args else "/tmp/vw/ckpt"), int4="--no-int4" not in sys.argv)))
+    print(
+        json.dumps(
+            main(Path(args[0] if args else "/tmp/vw/ckpt"), int4="--no-int4" not in sys.argv)
+        )
+    )

@@ -15,8 +15,12 @@ import re
 import sys
 from pathlib import Path
 
-CONFIGS = [("llama-3-8b-fp16", "fp16", False), ("llama-3-8b-int4", "int4-w4a16", False),
-           ("llama-3-8b-fp16-invariant", "fp16", True), ("llama-3-8b-int4-invariant", "int4-w4a16", True)]
+CONFIGS = [
+    ("llama-3-8b-fp16", "fp16", False),
+    ("llama-3-8b-int4", "int4-w4a16", False),
+    ("llama-3-8b-fp16-invariant", "fp16", True),
+    ("llama-3-8b-int4-invariant", "int4-w4a16", True),
+]
 KERNEL_LINE = re.compile(r"Using (\w+) for CompressedTensorsWNA16")
 
 
@@ -67,15 +71,20 @@ def _under_load(report: dict | None, names: list[str]) -> str | None:
     models = {m["name"]: m for m in report.get("models", [])}
     if not all(n in models and models[n].get("under_load") for n in names):
         return None
-    ok = all(models[n]["batch_invariance"] == "invariant" and not models[n].get("mismatches") for n in names)
+    ok = all(
+        models[n]["batch_invariance"] == "invariant" and not models[n].get("mismatches")
+        for n in names
+    )
     return "PASS" if ok else "FAIL"
 
 
 def _verify_notes(report: dict | None) -> list[str]:
     """Why a model of a verify run was not checked under load (its load error's first line)."""
-    return [f"{m['name']}: not checked under load: {(m.get('load_error') or m.get('infer_error')).splitlines()[0]}"
-            for m in (report or {}).get("models", []) if not m.get("under_load")
-            and (m.get("load_error") or m.get("infer_error"))]
+    return [
+        f"{m['name']}: not checked under load: {(m.get('load_error') or m.get('infer_error')).splitlines()[0]}"
+        for m in (report or {}).get("models", [])
+        if not m.get("under_load") and (m.get("load_error") or m.get("infer_error"))
+    ]
 
 
 def _loaded(report: dict | None, name: str) -> dict | None:
@@ -84,35 +93,70 @@ def _loaded(report: dict | None, name: str) -> dict | None:
     load = (model or {}).get("under_load")
     if not load:
         return None
-    return {"loaded_runs": load["answers"], "ids_identical": load["answers"] - load["ids_differing"],
-            "logprobs_identical": load["answers"] - load["differing"], "others": load["others"]}
+    return {
+        "loaded_runs": load["answers"],
+        "ids_identical": load["answers"] - load["ids_differing"],
+        "logprobs_identical": load["answers"] - load["differing"],
+        "others": load["others"],
+    }
 
 
 def summarize(results: Path) -> dict:
     det = _jsonl(results / "determinism-8b.jsonl")
     soak = _jsonl(results / "soak-8b.jsonl")
     tput = _jsonl(results / "throughput-8b.jsonl")
-    reports = {False: _json(results / "verify-8b-default.json"), True: _json(results / "verify-8b-invariant.json")}
+    reports = {
+        False: _json(results / "verify-8b-default.json"),
+        True: _json(results / "verify-8b-invariant.json"),
+    }
     configs = []
     for name, quantization, invariant in CONFIGS:
         d, s, t = det.get(name), soak.get(name), tput.get(name)
         # NOTE: measure.py determinism when it ran, else verify --server's own under-load rounds
         v = None if d else _loaded(reports[invariant], name)
-        configs.append({
-            "name": name, "quantization": quantization, "invariant": invariant,
-            "kernel": kernel(results, invariant, quantization),
-            "loaded_runs": d["repeats"] if d else v and v["loaded_runs"],
-            "ids_identical": d["under_load_ids_identical"] if d else v and v["ids_identical"],
-            "logprobs_identical": d["under_load_logprobs_identical"] if d else v and v["logprobs_identical"],
-            "loaded_source": "measure.py determinism" if d else "verify --server under_load" if v else None,
-            "soak_answers": s["answers"] if s else None, "soak_differing": s["differing"] if s else None,
-            "tok_s_1": _rate(t, 1), "tok_s_64": _rate(t, 64)})
-    gpu = (results / "gpu.txt").read_text().split(",")[0].strip() if (results / "gpu.txt").is_file() else None
-    vllm = (results / "vllm-version.txt").read_text().strip() if (results / "vllm-version.txt").is_file() else None
-    return {"machine": {"gpu": gpu}, "vllm": vllm, "geometry": "llama-3-8b", "configs": configs,
-            "verify": {"default_under_load": _under_load(reports[False], [c[0] for c in CONFIGS if not c[2]]),
-                       "invariant_under_load": _under_load(reports[True], [c[0] for c in CONFIGS if c[2]])},
-            "verify_notes": _verify_notes(reports[False]) + _verify_notes(reports[True])}
+        configs.append(
+            {
+                "name": name,
+                "quantization": quantization,
+                "invariant": invariant,
+                "kernel": kernel(results, invariant, quantization),
+                "loaded_runs": d["repeats"] if d else v and v["loaded_runs"],
+                "ids_identical": d["under_load_ids_identical"] if d else v and v["ids_identical"],
+                "logprobs_identical": d["under_load_logprobs_identical"]
+                if d
+                else v and v["logprobs_identical"],
+                "loaded_source": "measure.py determinism"
+                if d
+                else "verify --server under_load"
+                if v
+                else None,
+                "soak_answers": s["answers"] if s else None,
+                "soak_differing": s["differing"] if s else None,
+                "tok_s_1": _rate(t, 1),
+                "tok_s_64": _rate(t, 64),
+            }
+        )
+    gpu = (
+        (results / "gpu.txt").read_text().split(",")[0].strip()
+        if (results / "gpu.txt").is_file()
+        else None
+    )
+    vllm = (
+        (results / "vllm-version.txt").read_text().strip()
+        if (results / "vllm-version.txt").is_file()
+        else None
+    )
+    return {
+        "machine": {"gpu": gpu},
+        "vllm": vllm,
+        "geometry": "llama-3-8b",
+        "configs": configs,
+        "verify": {
+            "default_under_load": _under_load(reports[False], [c[0] for c in CONFIGS if not c[2]]),
+            "invariant_under_load": _under_load(reports[True], [c[0] for c in CONFIGS if c[2]]),
+        },
+        "verify_notes": _verify_notes(reports[False]) + _verify_notes(reports[True]),
+    }
 
 
 if __name__ == "__main__":

@@ -35,16 +35,42 @@ from tritonbuild.backends._vllm_quantize import (  # noqa: F401 - re-exported
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER = ROOT / "recipes" / "examples" / "tiny-llama"
-CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
-          "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
-          "num_hidden_layers": 2, "vocab_size": 384, "max_position_embeddings": 1024, "rms_norm_eps": 1e-5,
-          "rope_theta": 10000.0, "tie_word_embeddings": False, "torch_dtype": "float16", "bos_token_id": 1,
-          "eos_token_id": 2}
-LLAMA3_8B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
-             "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
-             "num_hidden_layers": 32, "vocab_size": 128256, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5,
-             "rope_theta": 500000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
-             "bos_token_id": 128000, "eos_token_id": 128001}
+CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "num_hidden_layers": 2,
+    "vocab_size": 384,
+    "max_position_embeddings": 1024,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "tie_word_embeddings": False,
+    "torch_dtype": "float16",
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+}
+LLAMA3_8B = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "num_hidden_layers": 32,
+    "vocab_size": 128256,
+    "max_position_embeddings": 8192,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 500000.0,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "bos_token_id": 128000,
+    "eos_token_id": 128001,
+}
 
 
 def tensors(cfg: dict, seed: int = 0) -> dict[str, np.ndarray]:
@@ -56,15 +82,29 @@ def tensors(cfg: dict, seed: int = 0) -> dict[str, np.ndarray]:
     def w(out: int, inp: int) -> np.ndarray:
         return (rng.standard_normal((out, inp)) / np.sqrt(inp)).astype(np.float16)
 
-    shapes = {"self_attn.q_proj": (q, h), "self_attn.k_proj": (kv, h), "self_attn.v_proj": (kv, h),
-              "self_attn.o_proj": (h, q), "mlp.gate_proj": (i, h), "mlp.up_proj": (i, h), "mlp.down_proj": (h, i)}
-    out = {"model.embed_tokens.weight": (rng.standard_normal((v, h))).astype(np.float16),
-           "model.norm.weight": np.ones(h, np.float16), "lm_head.weight": w(v, h)}
+    shapes = {
+        "self_attn.q_proj": (q, h),
+        "self_attn.k_proj": (kv, h),
+        "self_attn.v_proj": (kv, h),
+        "self_attn.o_proj": (h, q),
+        "mlp.gate_proj": (i, h),
+        "mlp.up_proj": (i, h),
+        "mlp.down_proj": (h, i),
+    }
+    out = {
+        "model.embed_tokens.weight": (rng.standard_normal((v, h))).astype(np.float16),
+        "model.norm.weight": np.ones(h, np.float16),
+        "lm_head.weight": w(v, h),
+    }
     for n in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{n}."
         out.update({p + f"{name}.weight": w(*shapes[name]) for name in LINEARS})
-        out.update({p + "input_layernorm.weight": np.ones(h, np.float16),
-                    p + "post_attention_layernorm.weight": np.ones(h, np.float16)})
+        out.update(
+            {
+                p + "input_layernorm.weight": np.ones(h, np.float16),
+                p + "post_attention_layernorm.weight": np.ones(h, np.float16),
+            }
+        )
     return out
 
 
@@ -73,8 +113,11 @@ def write_safetensors(path: Path, arrays: dict[str, np.ndarray]) -> None:
     for name in sorted(arrays):
         arr = np.ascontiguousarray(arrays[name])
         data = arr.tobytes()
-        header[name] = {"dtype": SAFETENSORS_DTYPES[arr.dtype], "shape": list(arr.shape),
-                        "data_offsets": [offset, offset + len(data)]}
+        header[name] = {
+            "dtype": SAFETENSORS_DTYPES[arr.dtype],
+            "shape": list(arr.shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
         blobs.append(data)
         offset += len(data)
     head = json.dumps(header, separators=(",", ":")).encode()
@@ -85,13 +128,15 @@ def write_safetensors(path: Path, arrays: dict[str, np.ndarray]) -> None:
 def read_safetensors(path: Path) -> dict[str, np.ndarray]:
     raw = path.read_bytes()
     (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
+    header = json.loads(raw[8 : 8 + n])
     dtypes = {v: k for k, v in SAFETENSORS_DTYPES.items()}
     out = {}
     for name, meta in header.items():
         if name != "__metadata__":
             a, b = meta["data_offsets"]
-            out[name] = np.frombuffer(raw[8 + n + a:8 + n + b], dtype=dtypes[meta["dtype"]]).reshape(meta["shape"])
+            out[name] = np.frombuffer(
+                raw[8 + n + a : 8 + n + b], dtype=dtypes[meta["dtype"]]
+            ).reshape(meta["shape"])
     return out
 
 
@@ -108,10 +153,15 @@ def _write(dest: Path, config: dict, arrays: dict[str, np.ndarray] | None) -> Pa
 def write_all(root: Path, seed: int = 0) -> dict[str, Path]:
     """tiny-llama-fp16, tiny-llama-int4 (from the fp16 weights) and llama-3-8b (config only) under root."""
     fp16 = tensors(CONFIG, seed)
-    return {"fp16": _write(root / "tiny-llama-fp16", CONFIG, fp16),
-            "int4": _write(root / "tiny-llama-int4", {**CONFIG, "quantization_config": QUANTIZATION_CONFIG},
-                           int4_tensors(fp16)),
-            "llama-3-8b": _write(root / "llama-3-8b", LLAMA3_8B, None)}
+    return {
+        "fp16": _write(root / "tiny-llama-fp16", CONFIG, fp16),
+        "int4": _write(
+            root / "tiny-llama-int4",
+            {**CONFIG, "quantization_config": QUANTIZATION_CONFIG},
+            int4_tensors(fp16),
+        ),
+        "llama-3-8b": _write(root / "llama-3-8b", LLAMA3_8B, None),
+    }
 
 
 if __name__ == "__main__":

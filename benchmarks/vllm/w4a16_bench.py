@@ -20,21 +20,47 @@ import torch
 HERE = Path(__file__).resolve().parent
 PLUGIN = HERE.parents[1] / "builder" / "backends" / "models" / "vllm_invariant.py"
 # Llama-3-8B (hidden 4096, 32 heads / 8 KV heads x 128, intermediate 14336): (name, N, K) of each linear per layer
-SHAPES = [("qkv_proj", 6144, 4096), ("o_proj", 4096, 4096), ("gate_up_proj", 28672, 4096), ("down_proj", 4096, 14336)]
+SHAPES = [
+    ("qkv_proj", 6144, 4096),
+    ("o_proj", 4096, 4096),
+    ("gate_up_proj", 28672, 4096),
+    ("down_proj", 4096, 14336),
+]
 LAYERS = 32
 GROUP = 128
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, SPLIT, GATHER): the plugin's TILES rows to try
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, SPLIT, GATHER, KN): the plugin's TILES rows to try
-CANDIDATES = [(16, bn, bk, 4, 4, split, gather, 0) for bn in (16, 32, 64, 128) for bk in (64, 128)
-              for split in (1, 2, 4, 8) for gather in (0, 1)] + \
-             [(16, bn, bk, warps, 4, split, 0, 1) for bn in (32, 64, 128, 256) for bk in (64, 128) for warps in (4, 8)
-              for split in (1, 4)] + [(64, 128, 64, 4, 4, 1, 0, 0), (128, 128, 64, 8, 3, 1, 0, 0)]
+CANDIDATES = (
+    [
+        (16, bn, bk, 4, 4, split, gather, 0)
+        for bn in (16, 32, 64, 128)
+        for bk in (64, 128)
+        for split in (1, 2, 4, 8)
+        for gather in (0, 1)
+    ]
+    + [
+        (16, bn, bk, warps, 4, split, 0, 1)
+        for bn in (32, 64, 128, 256)
+        for bk in (64, 128)
+        for warps in (4, 8)
+        for split in (1, 4)
+    ]
+    + [(64, 128, 64, 4, 4, 1, 0, 0), (128, 128, 64, 8, 3, 1, 0, 0)]
+)
 # --quick: the candidates worth a short device call: the fastest of 2026-12-04's run per shape, and the KN layout
 # (weights [K/8, N], loads along N) untried on a GPU then
-QUICK = [(16, 128, 64, 4, 4, 8, 0, 0), (16, 32, 128, 4, 4, 4, 0, 0), (64, 128, 64, 4, 4, 1, 0, 0),
-         (16, 64, 128, 4, 4, 4, 0, 1), (16, 128, 128, 4, 4, 4, 0, 1), (16, 128, 64, 8, 4, 1, 0, 1),
-         (16, 256, 64, 8, 4, 1, 0, 1), (16, 64, 64, 4, 4, 8, 0, 1), (64, 128, 64, 4, 4, 1, 0, 1),
-         (16, 128, 128, 8, 4, 8, 0, 1)]
+QUICK = [
+    (16, 128, 64, 4, 4, 8, 0, 0),
+    (16, 32, 128, 4, 4, 4, 0, 0),
+    (64, 128, 64, 4, 4, 1, 0, 0),
+    (16, 64, 128, 4, 4, 4, 0, 1),
+    (16, 128, 128, 4, 4, 4, 0, 1),
+    (16, 128, 64, 8, 4, 1, 0, 1),
+    (16, 256, 64, 8, 4, 1, 0, 1),
+    (16, 64, 64, 4, 4, 8, 0, 1),
+    (64, 128, 64, 4, 4, 1, 0, 1),
+    (16, 128, 128, 8, 4, 8, 0, 1),
+]
 INVARIANCE_M = [1, 2, 3, 5, 8, 13, 16, 17, 31, 64, 100, 256, 1024, 2048]
 
 
@@ -77,18 +103,22 @@ def timed(fn, iters: int, per_graph: int = 20) -> float:
 
 
 def check_layer(plugin, packed, scale, dense, k: int) -> dict:
-    packed, scale = plugin.prepare_weights(packed, scale, GROUP)  # the layout the shape's TILES row reads
+    packed, scale = plugin.prepare_weights(
+        packed, scale, GROUP
+    )  # the layout the shape's TILES row reads
     gen = torch.Generator(device="cuda").manual_seed(1)
     x = torch.randn((max(INVARIANCE_M), k), generator=gen, device="cuda", dtype=torch.float16)
-    ref = (x[:64].float() @ dense.float().T)
+    ref = x[:64].float() @ dense.float().T
     got = plugin.w4a16_matmul(x[:64], packed, scale, GROUP).float()
     err = ((got - ref).abs().max() / ref.abs().max()).item()
-    alone = torch.cat([plugin.w4a16_matmul(x[i:i + 1], packed, scale, GROUP) for i in range(16)])
+    alone = torch.cat([plugin.w4a16_matmul(x[i : i + 1], packed, scale, GROUP) for i in range(16)])
     differing = {}
     for m in INVARIANCE_M:
         y = plugin.w4a16_matmul(x[:m], packed, scale, GROUP)
         rows = min(m, 16)
-        differing[m] = int((y[:rows].view(torch.int16) != alone[:rows].view(torch.int16)).any(-1).sum())
+        differing[m] = int(
+            (y[:rows].view(torch.int16) != alone[:rows].view(torch.int16)).any(-1).sum()
+        )
     # inside a CUDA graph: the padded batch of a graph replay must give the eager row's bits
     static = x[:8].clone()
     graph = torch.cuda.CUDAGraph()
@@ -97,8 +127,11 @@ def check_layer(plugin, packed, scale, dense, k: int) -> dict:
     graph.replay()
     torch.cuda.synchronize()
     graph_rows = int((out.view(torch.int16) != alone[:8].view(torch.int16)).any(-1).sum())
-    return {"max_rel_err_vs_dequant_fp32": err, "rows_differing_from_alone": differing,
-            "graph_rows_differing": graph_rows}
+    return {
+        "max_rel_err_vs_dequant_fp32": err,
+        "rows_differing_from_alone": differing,
+        "graph_rows_differing": graph_rows,
+    }
 
 
 def bench_layer(plugin, packed, scale, dense, n: int, k: int, ms: list[int], candidates) -> dict:
@@ -111,7 +144,11 @@ def bench_layer(plugin, packed, scale, dense, n: int, k: int, ms: list[int], can
             try:
                 weights, scales = plugin.prepare_weights(packed, scale, GROUP)
                 row["x".join(map(str, tiles))] = timed(
-                    lambda x=x, weights=weights, scales=scales: plugin.w4a16_matmul(x, weights, scales, GROUP), 20)
+                    lambda x=x, weights=weights, scales=scales: plugin.w4a16_matmul(
+                        x, weights, scales, GROUP
+                    ),
+                    20,
+                )
             except Exception as e:  # noqa: BLE001 - a tile config the compiler refuses (shared memory) is reported
                 row["x".join(map(str, tiles))] = f"{type(e).__name__}: {str(e)[:120]}"
         plugin.TILES.pop((n, k), None)
@@ -121,6 +158,7 @@ def bench_layer(plugin, packed, scale, dense, n: int, k: int, ms: list[int], can
 
 def best_tiles(rows: dict, candidates) -> tuple:
     """The candidate with the least time summed over the measured row counts (decode at 1 and at 64 streams)."""
+
     def total(tiles):
         values = [row.get("x".join(map(str, tiles))) for row in rows.values()]
         return sum(values) if all(isinstance(v, float) for v in values) else float("inf")
@@ -137,23 +175,39 @@ def main() -> int:
     gen = torch.Generator().manual_seed(0)
     ms = [1, 64] if args.quick else [1, 64, 256]
     candidates = QUICK if args.quick else CANDIDATES
-    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "triton": __import__("triton").__version__, "group": GROUP, "layers": {}}
+    result = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": __import__("triton").__version__,
+        "group": GROUP,
+        "layers": {},
+    }
     t0 = time.time()
     for name, n, k in SHAPES:
         packed, scale, dense = random_layer(n, k, gen)
-        entry = {"N": n, "K": k, "ms": bench_layer(plugin, packed, scale, dense, n, k, ms, candidates)}
+        entry = {
+            "N": n,
+            "K": k,
+            "ms": bench_layer(plugin, packed, scale, dense, n, k, ms, candidates),
+        }
         entry["best"] = best_tiles(entry["ms"], candidates)
-        plugin.TILES[(n, k)] = entry["best"]  # the shape's row: invariance and correctness checked with it
+        plugin.TILES[(n, k)] = entry[
+            "best"
+        ]  # the shape's row: invariance and correctness checked with it
         entry["check"] = check_layer(plugin, packed, scale, dense, k)
         result["layers"][name] = entry
         print(name, json.dumps(entry["check"]), flush=True)
         for m, row in entry["ms"].items():
             best = "x".join(map(str, entry["best"]))
-            print(f"  M={m} cuBLAS fp16 {row['cublas_fp16_ms']:.4f} ms, best {best} {row[best]:.4f} ms", flush=True)
+            print(
+                f"  M={m} cuBLAS fp16 {row['cublas_fp16_ms']:.4f} ms, best {best} {row[best]:.4f} ms",
+                flush=True,
+            )
         del packed, scale, dense
         torch.cuda.empty_cache()
-        Path(args.out).write_text(json.dumps(result, indent=1))  # what is measured so far survives a timeout
+        Path(args.out).write_text(
+            json.dumps(result, indent=1)
+        )  # what is measured so far survives a timeout
     # per token at 1 stream: the best config of each shape, over 32 layers, vs cuBLAS fp16
     for m in ms:
         best = cublas = 0.0
@@ -161,15 +215,25 @@ def main() -> int:
             row = entry["ms"][m]
             best += row["x".join(map(str, entry["best"]))] * LAYERS
             cublas += row["cublas_fp16_ms"] * LAYERS
-        result[f"linears_ms_per_step_M{m}"] = {"int4_invariant_best": best, "fp16_cublas": cublas,
-                                               "speedup": cublas / best if best else None}
-        print(f"M={m}: linears per step int4 invariant {best:.3f} ms, fp16 cuBLAS {cublas:.3f} ms", flush=True)
+        result[f"linears_ms_per_step_M{m}"] = {
+            "int4_invariant_best": best,
+            "fp16_cublas": cublas,
+            "speedup": cublas / best if best else None,
+        }
+        print(
+            f"M={m}: linears per step int4 invariant {best:.3f} ms, fp16 cuBLAS {cublas:.3f} ms",
+            flush=True,
+        )
     result["tiles"] = {f"{e['N']}x{e['K']}": e["best"] for e in result["layers"].values()}
     print("TILES", json.dumps(result["tiles"]), flush=True)
     result["seconds"] = time.time() - t0
     Path(args.out).write_text(json.dumps(result, indent=1))
-    ok = all(not any(e["check"]["rows_differing_from_alone"].values()) and not e["check"]["graph_rows_differing"]
-             and e["check"]["max_rel_err_vs_dequant_fp32"] < 1e-2 for e in result["layers"].values())
+    ok = all(
+        not any(e["check"]["rows_differing_from_alone"].values())
+        and not e["check"]["graph_rows_differing"]
+        and e["check"]["max_rel_err_vs_dequant_fp32"] < 1e-2
+        for e in result["layers"].values()
+    )
     print("invariant and correct:", ok)
     return 0 if ok else 1
 

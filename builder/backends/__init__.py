@@ -21,5 +21,13 @@ class StepSkipped(Exception):
     """A build step that cannot run here (missing tool or hardware); the message says why and what to do."""
 
 
-__all__ = ["REGISTRY", "Backend", "BuildPolicy", "ReleaseFact", "StepContext", "StepSkipped", "backend_for",
-           "runs_embedded"]
+__all__ = [
+    "REGISTRY",
+    "Backend",
+    "BuildPolicy",
+    "ReleaseFact",
+    "StepContext",
+    "StepSkipped",
+    "backend_for",
+    "runs_embedded",
+]

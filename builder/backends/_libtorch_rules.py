@@ -15,18 +15,33 @@ from pathlib import Path
 
 # ModelConfigDataTypeToTorchType: the TYPE_ names the backend maps to a torch dtype (TYPE_STRING is handled apart).
 TORCH_DTYPES = ("BOOL", "UINT8", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64")
-SEQUENCE_CONTROLS = ("CONTROL_SEQUENCE_START", "CONTROL_SEQUENCE_END", "CONTROL_SEQUENCE_READY",
-                     "CONTROL_SEQUENCE_CORRID")
+SEQUENCE_CONTROLS = (
+    "CONTROL_SEQUENCE_START",
+    "CONTROL_SEQUENCE_END",
+    "CONTROL_SEQUENCE_READY",
+    "CONTROL_SEQUENCE_CORRID",
+)
 
 
 def _dtype_name(mc, value: int) -> str:
-    return type(mc).DESCRIPTOR.fields_by_name["input"].message_type.fields_by_name["data_type"].enum_type \
-        .values_by_number[value].name
+    return (
+        type(mc)
+        .DESCRIPTOR.fields_by_name["input"]
+        .message_type.fields_by_name["data_type"]
+        .enum_type.values_by_number[value]
+        .name
+    )
 
 
 def _control_names(mc) -> set[str]:
-    enum = mc.sequence_batching.DESCRIPTOR.nested_types_by_name["Control"].enum_types_by_name["Kind"]
-    return {enum.values_by_number[c.kind].name for ci in mc.sequence_batching.control_input for c in ci.control}
+    enum = mc.sequence_batching.DESCRIPTOR.nested_types_by_name["Control"].enum_types_by_name[
+        "Kind"
+    ]
+    return {
+        enum.values_by_number[c.kind].name
+        for ci in mc.sequence_batching.control_input
+        for c in ci.control
+    }
 
 
 def expected_input_count(mc) -> int:
@@ -48,12 +63,16 @@ def config_problems(mc) -> list[str]:
         for t in tensors:
             dtype = _dtype_name(mc, t.data_type)
             if dtype.removeprefix("TYPE_") not in TORCH_DTYPES and dtype != "TYPE_STRING":
-                out.append(f"unsupported datatype {dtype} for {kind} '{t.name}' for model '{model}'")
+                out.append(
+                    f"unsupported datatype {dtype} for {kind} '{t.name}' for model '{model}'"
+                )
             elif dtype == "TYPE_STRING":
                 dims = list(t.reshape.shape) if t.HasField("reshape") else list(t.dims)
                 if len(dims) + (1 if mc.max_batch_size > 0 else 0) > 1:
-                    out.append(f"Triton only supports 1 dimensional List of String as {kind} for '{t.name}' for "
-                               f"model '{model}'")
+                    out.append(
+                        f"Triton only supports 1 dimensional List of String as {kind} for '{t.name}' for "
+                        f"model '{model}'"
+                    )
     return out
 
 
@@ -66,16 +85,22 @@ def forward_problems(mc, arguments: list[tuple[str, str]]) -> list[str]:
         return []  # one Dict(str, Tensor) input: the config's names are its keys, any count
     out = []
     if any(kind == "DictType" for kind, _ in args[1:]):
-        out.append("Multiple inputs of kind DictType were detected. Only a single input of type Dict(str, Tensor) "
-                   "is supported.")
+        out.append(
+            "Multiple inputs of kind DictType were detected. Only a single input of type Dict(str, Tensor) "
+            "is supported."
+        )
     for kind, text in args:
         if kind not in ("TensorType", "ListType"):
-            out.append(f"An input of type '{text}' was detected in the model. Only a single input of type "
-                       "Dict(str, Tensor) or input(s) of type Tensor are supported.")
+            out.append(
+                f"An input of type '{text}' was detected in the model. Only a single input of type "
+                "Dict(str, Tensor) or input(s) of type Tensor are supported."
+            )
     expected = expected_input_count(mc)
     if args and len(args) != expected:
-        out.append(f"unable to load model '{mc.name}', configuration expects {expected} inputs, model provides "
-                   f"{len(args)}")
+        out.append(
+            f"unable to load model '{mc.name}', configuration expects {expected} inputs, model provides "
+            f"{len(args)}"
+        )
     return out
 
 

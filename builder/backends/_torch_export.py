@@ -11,8 +11,18 @@ import json
 import sys
 from pathlib import Path
 
-TORCH_DTYPES = {"bool": "bool", "uint8": "uint8", "int8": "int8", "int16": "int16", "int32": "int32",
-                "int64": "int64", "fp16": "float16", "fp32": "float32", "fp64": "float64", "bf16": "bfloat16"}
+TORCH_DTYPES = {
+    "bool": "bool",
+    "uint8": "uint8",
+    "int8": "int8",
+    "int16": "int16",
+    "int32": "int32",
+    "int64": "int64",
+    "fp16": "float16",
+    "fp32": "float32",
+    "fp64": "float64",
+    "bf16": "bfloat16",
+}
 
 
 def example_inputs(torch, spec: dict):
@@ -23,7 +33,9 @@ def example_inputs(torch, spec: dict):
         if dtype.is_floating_point:
             out.append(torch.rand(inp["shape"], generator=gen).to(dtype))
         else:
-            out.append(torch.randint(inp["low"], inp["high"], inp["shape"], generator=gen).to(dtype))
+            out.append(
+                torch.randint(inp["low"], inp["high"], inp["shape"], generator=gen).to(dtype)
+            )
     return tuple(out)
 
 
@@ -36,8 +48,11 @@ def import_user_module(name: str, root: str):
     file = getattr(module, "__file__", None)
     where = Path(file).resolve() if file else None
     if where is None or not where.is_relative_to(Path(root).resolve()):
-        print(f"module {name!r} resolved to {where or 'a built-in module'}, not to a file under {root}: an "
-              "installed module has that name; rename your module", file=sys.stderr)
+        print(
+            f"module {name!r} resolved to {where or 'a built-in module'}, not to a file under {root}: an "
+            "installed module has that name; rename your module",
+            file=sys.stderr,
+        )
         return None
     return module
 
@@ -54,17 +69,30 @@ def main(spec_path: str, out_path: str) -> int:
         return 3
     model = getattr(module, fn_name)()
     if not isinstance(model, torch.nn.Module):
-        print(f"{spec['module']} returned {type(model).__name__}, not a torch.nn.Module", file=sys.stderr)
+        print(
+            f"{spec['module']} returned {type(model).__name__}, not a torch.nn.Module",
+            file=sys.stderr,
+        )
         return 3
     model.eval()
     if spec.get("target") == "pytorch":
         return export_pytorch(torch, model, spec, out_path)
     names = list(spec["inputs"])
-    dynamic_axes = {t: {int(a): n for a, n in axes.items()} for t, axes in spec["dynamic_axes"].items()}
+    dynamic_axes = {
+        t: {int(a): n for a, n in axes.items()} for t, axes in spec["dynamic_axes"].items()
+    }
     with torch.no_grad():
-        torch.onnx.export(model, example_inputs(torch, spec), out_path, input_names=names,
-                          output_names=spec["outputs"], dynamic_axes=dynamic_axes or None,
-                          opset_version=spec["opset"], do_constant_folding=True, dynamo=False)
+        torch.onnx.export(
+            model,
+            example_inputs(torch, spec),
+            out_path,
+            input_names=names,
+            output_names=spec["outputs"],
+            dynamic_axes=dynamic_axes or None,
+            opset_version=spec["opset"],
+            do_constant_folding=True,
+            dynamo=False,
+        )
     print(f"exported {spec['module']} (seed {spec['seed']}, opset {spec['opset']}) to {out_path}")
     return 0
 
@@ -78,8 +106,14 @@ def normalize_torchscript(path: str) -> None:
     import zipfile
 
     with zipfile.ZipFile(path) as zin:
-        items = [(i.filename, zin.read(i.filename)) for i in zin.infolist() if not i.filename.endswith(".debug_pkl")]
-    digest = hashlib.sha256(b"".join(n.encode() + d for n, d in items if not n.endswith("/serialization_id")))
+        items = [
+            (i.filename, zin.read(i.filename))
+            for i in zin.infolist()
+            if not i.filename.endswith(".debug_pkl")
+        ]
+    digest = hashlib.sha256(
+        b"".join(n.encode() + d for n, d in items if not n.endswith("/serialization_id"))
+    )
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zout:
         for name, data in items:
@@ -96,13 +130,23 @@ def export_pytorch(torch, model, spec: dict, out_path: str) -> int:
     with torch.no_grad():
         if spec["format"] == "aoti":
             batch = torch.export.Dim("batch", min=1, max=max(2, spec["max_batch_size"]))
-            dynamic = {name: {0: batch} for name in spec["inputs"]} if spec["max_batch_size"] > 0 else None
+            dynamic = (
+                {name: {0: batch} for name in spec["inputs"]}
+                if spec["max_batch_size"] > 0
+                else None
+            )
             program = torch.export.export(model, args, dynamic_shapes=dynamic)
             torch._inductor.aoti_compile_and_package(program, package_path=out_path)
         else:
-            module = torch.jit.trace(model, args) if spec["method"] == "trace" else torch.jit.script(model)
+            module = (
+                torch.jit.trace(model, args)
+                if spec["method"] == "trace"
+                else torch.jit.script(model)
+            )
             if spec.get("buckets"):
-                module = bucketed(torch, module, spec["buckets"], len(args), len(spec["outputs"]), out_path)
+                module = bucketed(
+                    torch, module, spec["buckets"], len(args), len(spec["outputs"]), out_path
+                )
             torch.jit.save(module, out_path)
             normalize_torchscript(out_path)
     print(f"exported {spec['module']} ({spec['format']}, seed {spec['seed']}) to {out_path}")
@@ -156,7 +200,8 @@ def bucketed(torch, module, buckets: list[int], n_inputs: int, n_outputs: int, o
         args=", ".join(f"{name}: torch.Tensor" for name in names),
         returns="torch.Tensor" if single else f"Tuple[{', '.join(['torch.Tensor'] * n_outputs)}]",
         padded=", ".join(f"self.pad({name}, size)" for name in names),
-        sliced="out[:rows]" if single else ", ".join(f"out[{i}][:rows]" for i in range(n_outputs)))
+        sliced="out[:rows]" if single else ", ".join(f"out[{i}][:rows]" for i in range(n_outputs)),
+    )
     path = Path(out_path).with_name("tritonbuild_buckets.py")
     path.write_text(code)
     spec = importlib.util.spec_from_file_location("tritonbuild_buckets", path)

@@ -24,31 +24,49 @@ def _checkpoint(model: str, model_dir: Path, version: int) -> tuple[Path, str]:
         return model_dir / str(version) / model.split(tail, 1)[1], model.split(tail, 1)[0] or "/"
     if model.startswith("/") and Path(model).is_dir():
         return Path(model), "/models"
-    raise UsageError(f"{model_dir.name}: model.json's model {model!r} is not a checkpoint directory here (a Hugging "
-                     "Face Hub id, or a path this machine lacks): tritonbuild builds from a checkpoint directory",
-                     where=str(model_dir / str(version) / "model.json"),
-                     hint=f"download it (huggingface-cli download {model} --local-dir DIR), point model.json's "
-                          "model at DIR, and adopt again")
+    raise UsageError(
+        f"{model_dir.name}: model.json's model {model!r} is not a checkpoint directory here (a Hugging "
+        "Face Hub id, or a path this machine lacks): tritonbuild builds from a checkpoint directory",
+        where=str(model_dir / str(version) / "model.json"),
+        hint=f"download it (huggingface-cli download {model} --local-dir DIR), point model.json's "
+        "model at DIR, and adopt again",
+    )
 
 
 def adopt_vllm(mc, model_dir: Path, out: Path, engine_fields: set[str]) -> tuple[dict, int]:
     """The recipe of a vLLM model directory (its newest version), the checkpoint copied under out."""
-    versions = sorted(int(d.name) for d in model_dir.iterdir() if d.is_dir() and VERSION_RE.match(d.name))
+    versions = sorted(
+        int(d.name) for d in model_dir.iterdir() if d.is_dir() and VERSION_RE.match(d.name)
+    )
     if not versions or not (model_dir / str(versions[-1]) / "model.json").is_file():
-        raise UsageError(f"{model_dir.name}: no version directory with a model.json", where=str(model_dir),
-                         hint="the vllm backend loads <version>/model.json")
+        raise UsageError(
+            f"{model_dir.name}: no version directory with a model.json",
+            where=str(model_dir),
+            hint="the vllm backend loads <version>/model.json",
+        )
     version = versions[-1]
     spec = json.loads((model_dir / str(version) / "model.json").read_text())
-    other = sorted([f.name for f, _ in mc.ListFields() if f.name not in _CONFIG_FIELDS] +
-                   [f"model.json {k}" for k in spec if k != "model" and k in OWNED])
+    other = sorted(
+        [f.name for f, _ in mc.ListFields() if f.name not in _CONFIG_FIELDS]
+        + [f"model.json {k}" for k in spec if k != "model" and k in OWNED]
+    )
     if other:
-        raise UsageError(f"{model_dir.name}: {other} have no vllm recipe key yet", where=str(model_dir), hint=_HINT)
+        raise UsageError(
+            f"{model_dir.name}: {other} have no vllm recipe key yet",
+            where=str(model_dir),
+            hint=_HINT,
+        )
     ckpt, mount = _checkpoint(str(spec.get("model", "")), model_dir, version)
     shutil.copytree(ckpt, out / model_dir.name / "checkpoint", dirs_exist_ok=True)
-    recipe = {"name": model_dir.name, "version": version, "backend": "vllm",
-              "checkpoint": {"path": f"{model_dir.name}/checkpoint"},
-              "engine_args": {k: v for k, v in spec.items() if k in engine_fields},
-              "serving": {"repository_mount": mount}, "verify": {"goldens": f"goldens/{model_dir.name}.npz"}}
+    recipe = {
+        "name": model_dir.name,
+        "version": version,
+        "backend": "vllm",
+        "checkpoint": {"path": f"{model_dir.name}/checkpoint"},
+        "engine_args": {k: v for k, v in spec.items() if k in engine_fields},
+        "serving": {"repository_mount": mount},
+        "verify": {"goldens": f"goldens/{model_dir.name}.npz"},
+    }
     if extra := {k: v for k, v in spec.items() if k != "model" and k not in engine_fields}:
         recipe["engine_args"]["extra"] = extra  # any other AsyncEngineArgs field, checked at load
     return recipe, version

@@ -9,12 +9,21 @@ from __future__ import annotations
 
 import difflib
 
-from tritonbuild.backends._vllm_quantization import ARGS_IN_EVERY_RECORDED, ENGINE_ARGS, image_vllm, images_where
+from tritonbuild.backends._vllm_quantization import (
+    ARGS_IN_EVERY_RECORDED,
+    ENGINE_ARGS,
+    image_vllm,
+    images_where,
+)
 
 # model.json keys tritonbuild writes from other recipe keys → the recipe key that sets them
-OWNED = {"model": "checkpoint.path (model.json's model is the packaged checkpoint where the server sees it)",
-         "enable_lora": "lora.adapters", "max_lora_rank": "lora.max_lora_rank", "max_loras": "lora.max_loras",
-         "speculative_config": "speculative"}
+OWNED = {
+    "model": "checkpoint.path (model.json's model is the packaged checkpoint where the server sees it)",
+    "enable_lora": "lora.adapters",
+    "max_lora_rank": "lora.max_lora_rank",
+    "max_loras": "lora.max_loras",
+    "speculative_config": "speculative",
+}
 
 
 def extra_problems(extra: dict, triton_image: str, typed: set[str]) -> list:
@@ -22,19 +31,38 @@ def extra_problems(extra: dict, triton_image: str, typed: set[str]) -> list:
     or that the image's vLLM's AsyncEngineArgs lacks."""
     version = image_vllm(triton_image)
     fields = ENGINE_ARGS.get(version, ARGS_IN_EVERY_RECORDED)
-    what = f"vLLM {version}" if version in ENGINE_ARGS else f"every recorded vLLM (that of {triton_image} is not)"
+    what = (
+        f"vLLM {version}"
+        if version in ENGINE_ARGS
+        else f"every recorded vLLM (that of {triton_image} is not)"
+    )
     out = []
     for key in sorted(extra):
         at = ("engine_args", "extra", key)
         if key in OWNED:
-            out.append((at, f"model.json's {key} is written by tritonbuild from {OWNED[key]}",
-                        f"remove engine_args.extra.{key}; set {OWNED[key].split(' ')[0]} instead"))
+            out.append(
+                (
+                    at,
+                    f"model.json's {key} is written by tritonbuild from {OWNED[key]}",
+                    f"remove engine_args.extra.{key}; set {OWNED[key].split(' ')[0]} instead",
+                )
+            )
         elif key in typed:
-            out.append((at, f"{key} is a typed engine_args field: it would be set twice",
-                        f"move it to engine_args.{key} and remove engine_args.extra.{key}"))
+            out.append(
+                (
+                    at,
+                    f"{key} is a typed engine_args field: it would be set twice",
+                    f"move it to engine_args.{key} and remove engine_args.extra.{key}",
+                )
+            )
         elif key not in fields:
-            out.append((at, f"{key} is not a field of {what}'s AsyncEngineArgs: vLLM refuses model.json at load",
-                        _hint(key, fields)))
+            out.append(
+                (
+                    at,
+                    f"{key} is not a field of {what}'s AsyncEngineArgs: vLLM refuses model.json at load",
+                    _hint(key, fields),
+                )
+            )
     return out
 
 
@@ -42,6 +70,8 @@ def _hint(key: str, fields: frozenset[str]) -> str:
     close = difflib.get_close_matches(key, sorted(fields), n=3)
     mean = f"did you mean {' or '.join(close)}? " if close else ""
     if any(key in args for args in ENGINE_ARGS.values()):
-        return f"{mean}use an image whose vLLM has it, newest first: " \
-               f"{images_where(lambda v: key in ENGINE_ARGS[v])}"
+        return (
+            f"{mean}use an image whose vLLM has it, newest first: "
+            f"{images_where(lambda v: key in ENGINE_ARGS[v])}"
+        )
     return f"{mean}no recorded vLLM has {key} (tests/contracts/facts/vllm_engine_args.json)"

@@ -56,9 +56,11 @@ def plugin_wheel(dest_dir: Path) -> Path:
     info = f"{DIST}-{version}.dist-info"
     files = {
         f"{DIST}.py": PLUGIN_SOURCE.read_bytes(),
-        f"{info}/METADATA": (f"Metadata-Version: 2.1\nName: {DIST}\nVersion: {version}\n"
-                             "Summary: tritonbuild's batch-invariant W4A16 linear for vLLM (a vLLM general plugin)\n"
-                             "Requires-Python: >=3.9\n").encode(),
+        f"{info}/METADATA": (
+            f"Metadata-Version: 2.1\nName: {DIST}\nVersion: {version}\n"
+            "Summary: tritonbuild's batch-invariant W4A16 linear for vLLM (a vLLM general plugin)\n"
+            "Requires-Python: >=3.9\n"
+        ).encode(),
         f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: tritonbuild\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
         f"{info}/entry_points.txt": f"[{ENTRY_POINT_GROUP}]\n{ENTRY_POINT_NAME} = {DIST}:register\n".encode(),
     }
@@ -86,9 +88,11 @@ def determinism_problem(recipe) -> tuple[str, str] | None:
     if version is not None and ".".join(version.split(".")[:2]) in RECORDED_VLLM:
         return None
     ships = f"ships vLLM {version}" if version else "ships a vLLM tritonbuild has not recorded"
-    return (f"invariant needs vLLM {' or '.join(RECORDED_VLLM)} (its batch-invariant mode and "
-            f"the kernel registry tritonbuild's plugin joins); {recipe.image.triton_image} {ships}",
-            f"set image.triton_image to {images_where(lambda v: '.'.join(v.split('.')[:2]) in RECORDED_VLLM)}")
+    return (
+        f"invariant needs vLLM {' or '.join(RECORDED_VLLM)} (its batch-invariant mode and "
+        f"the kernel registry tritonbuild's plugin joins); {recipe.image.triton_image} {ships}",
+        f"set image.triton_image to {images_where(lambda v: '.'.join(v.split('.')[:2]) in RECORDED_VLLM)}",
+    )
 
 
 def serving(recipe) -> dict:
@@ -96,4 +100,8 @@ def serving(recipe) -> dict:
     relative to the version directory); empty for the default determinism."""
     if recipe.serving.determinism != "invariant":
         return {}
-    return {"determinism": "invariant", "env": dict(SERVING_ENV), "plugins": [f"{PLUGIN_DIR}/{wheel_name()}"]}
+    return {
+        "determinism": "invariant",
+        "env": dict(SERVING_ENV),
+        "plugins": [f"{PLUGIN_DIR}/{wheel_name()}"],
+    }

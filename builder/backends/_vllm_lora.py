@@ -20,18 +20,30 @@ from tritonbuild.recipe.models import Strict
 # vLLM version: its MaxLoRARanks (vllm/config/lora.py), and LoRAConfig.max_lora_rank's default
 MAX_LORA_RANKS = {"0.22.0": (1, 8, 16, 32, 64, 128, 256, 320, 512)}
 DEFAULT_MAX_LORA_RANK = {"0.22.0": 16}
-RANKS_IN_EVERY_RECORDED = tuple(sorted(set.intersection(*(set(r) for r in MAX_LORA_RANKS.values()))))
+RANKS_IN_EVERY_RECORDED = tuple(
+    sorted(set.intersection(*(set(r) for r in MAX_LORA_RANKS.values())))
+)
 DEFAULT_IN_EVERY_RECORDED = min(DEFAULT_MAX_LORA_RANK.values())
 
 
 class VLLMLoRA(Strict):
-    adapters: dict[str, str] = Field(min_length=1, description="LoRA name (the request's sampling parameter "
-                                     "lora_name; the OpenAI frontend's <model><separator><name>) → a PEFT adapter "
-                                     "directory (adapter_config.json + weights); content-hashed, packaged.")
-    max_lora_rank: Annotated[int, Field(json_schema_extra={"enum": list(RANKS_IN_EVERY_RECORDED)})] | None = Field(
-        None, ge=1, description="vLLM's max_lora_rank, one of the image's vLLM's MaxLoRARanks (unset: vLLM's "
-                                "default, 16); at least every adapter's rank (adapter_config.json r).")
-    max_loras: int | None = Field(None, ge=1, description="vLLM's max_loras (unset: vLLM's default).")
+    adapters: dict[str, str] = Field(
+        min_length=1,
+        description="LoRA name (the request's sampling parameter "
+        "lora_name; the OpenAI frontend's <model><separator><name>) → a PEFT adapter "
+        "directory (adapter_config.json + weights); content-hashed, packaged.",
+    )
+    max_lora_rank: (
+        Annotated[int, Field(json_schema_extra={"enum": list(RANKS_IN_EVERY_RECORDED)})] | None
+    ) = Field(
+        None,
+        ge=1,
+        description="vLLM's max_lora_rank, one of the image's vLLM's MaxLoRARanks (unset: vLLM's "
+        "default, 16); at least every adapter's rank (adapter_config.json r).",
+    )
+    max_loras: int | None = Field(
+        None, ge=1, description="vLLM's max_loras (unset: vLLM's default)."
+    )
 
 
 def _ranks(triton_image: str) -> tuple[str, tuple[int, ...], int]:
@@ -39,8 +51,11 @@ def _ranks(triton_image: str) -> tuple[str, tuple[int, ...], int]:
     version = image_vllm(triton_image)
     if version in MAX_LORA_RANKS:
         return f"vLLM {version}", MAX_LORA_RANKS[version], DEFAULT_MAX_LORA_RANK[version]
-    return (f"every recorded vLLM ({', '.join(MAX_LORA_RANKS)}; that of {triton_image} is not)",
-            RANKS_IN_EVERY_RECORDED, DEFAULT_IN_EVERY_RECORDED)
+    return (
+        f"every recorded vLLM ({', '.join(MAX_LORA_RANKS)}; that of {triton_image} is not)",
+        RANKS_IN_EVERY_RECORDED,
+        DEFAULT_IN_EVERY_RECORDED,
+    )
 
 
 def rank_problem(lora: VLLMLoRA | None, triton_image: str) -> tuple[str, str] | None:
@@ -51,9 +66,12 @@ def rank_problem(lora: VLLMLoRA | None, triton_image: str) -> tuple[str, str] | 
     if lora.max_lora_rank in ranks:
         return None
     above = [r for r in ranks if r > lora.max_lora_rank]
-    return (f"max_lora_rank {lora.max_lora_rank} is not a rank {what} takes (its MaxLoRARanks): the engine "
-            "refuses to start", f"use one of {', '.join(map(str, ranks))}"
-            + (f" (the next above is {above[0]})" if above else ""))
+    return (
+        f"max_lora_rank {lora.max_lora_rank} is not a rank {what} takes (its MaxLoRARanks): the engine "
+        "refuses to start",
+        f"use one of {', '.join(map(str, ranks))}"
+        + (f" (the next above is {above[0]})" if above else ""),
+    )
 
 
 def _adapter_rank(loaded, name: str, config_path) -> None:
@@ -67,14 +85,21 @@ def _adapter_rank(loaded, name: str, config_path) -> None:
     limit = lora.max_lora_rank or default
     if isinstance(rank, int) and rank > limit:
         fits = [r for r in ranks if r >= rank]
-        set_by = "lora.max_lora_rank" if lora.max_lora_rank else \
-            "vLLM's default max_lora_rank (lora.max_lora_rank unset)"
-        raise PlanError(f"LoRA adapter {name!r} has rank {rank} (adapter_config.json r) but {set_by} is {limit}: "
-                        "vLLM refuses every request to it ('LoRA rank ... is greater than max_lora_rank')",
-                        where=loaded.where(("lora", "max_lora_rank") if lora.max_lora_rank else ("lora", "adapters",
-                                                                                                  name)),
-                        hint=f"set lora.max_lora_rank to {fits[0]} (a rank vLLM takes, >= {rank})" if fits else
-                        f"no rank vLLM takes is >= {rank} (at most {ranks[-1]}): retrain the adapter with a lower r")
+        set_by = (
+            "lora.max_lora_rank"
+            if lora.max_lora_rank
+            else "vLLM's default max_lora_rank (lora.max_lora_rank unset)"
+        )
+        raise PlanError(
+            f"LoRA adapter {name!r} has rank {rank} (adapter_config.json r) but {set_by} is {limit}: "
+            "vLLM refuses every request to it ('LoRA rank ... is greater than max_lora_rank')",
+            where=loaded.where(
+                ("lora", "max_lora_rank") if lora.max_lora_rank else ("lora", "adapters", name)
+            ),
+            hint=f"set lora.max_lora_rank to {fits[0]} (a rank vLLM takes, >= {rank})"
+            if fits
+            else f"no rank vLLM takes is >= {rank} (at most {ranks[-1]}): retrain the adapter with a lower r",
+        )
 
 
 def lora_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, str]]]:
@@ -88,9 +113,11 @@ def lora_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, str]]]
     for name, rel in r.lora.adapters.items():
         d = recipe_dir(loaded, rel, ("lora", "adapters", name))
         if not (d / "adapter_config.json").is_file():
-            raise PlanError(f"LoRA adapter {name!r} at {d} has no adapter_config.json: not a PEFT adapter",
-                            where=loaded.where(("lora", "adapters", name)),
-                            hint="save the adapter with peft's save_pretrained(DIR)")
+            raise PlanError(
+                f"LoRA adapter {name!r} at {d} has no adapter_config.json: not a PEFT adapter",
+                where=loaded.where(("lora", "adapters", name)),
+                hint="save the adapter with peft's save_pretrained(DIR)",
+            )
         _adapter_rank(loaded, name, d / "adapter_config.json")
         adapters[name], files = tree_inputs(d, ctx)
         inputs.update(files)

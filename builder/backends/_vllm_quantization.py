@@ -26,16 +26,20 @@ def image_vllm(triton_image: str) -> str | None:
     """The vLLM an NGC tritonserver:<tag>-vllm-python-py3 image ships (llm/images.py), else None."""
     prefix, suffix = "nvcr.io/nvidia/tritonserver:", "-vllm-python-py3"
     if triton_image.startswith(prefix) and triton_image.endswith(suffix):
-        return VLLM_IMAGES.get(triton_image[len(prefix):-len(suffix)])
+        return VLLM_IMAGES.get(triton_image[len(prefix) : -len(suffix)])
     return None
 
 
 def images_where(has) -> str:
     """The image tags (newest first, each with its vLLM) whose recorded vLLM satisfies has(version), for a hint."""
-    tags = sorted((t for t, v in VLLM_IMAGES.items() if v in TABLE and has(v)), key=_vkey, reverse=True)
+    tags = sorted(
+        (t for t, v in VLLM_IMAGES.items() if v in TABLE and has(v)), key=_vkey, reverse=True
+    )
     if not tags:
         return "none of the recorded images (tritonserver:<tag>-vllm-python-py3)"
-    return "tritonserver:<tag>-vllm-python-py3 with <tag> " + ", ".join(f"{t} (vLLM {VLLM_IMAGES[t]})" for t in tags)
+    return "tritonserver:<tag>-vllm-python-py3 with <tag> " + ", ".join(
+        f"{t} (vLLM {VLLM_IMAGES[t]})" for t in tags
+    )
 
 
 def quantization_problem(quantization: str | None, triton_image: str) -> tuple[str, str] | None:
@@ -47,15 +51,19 @@ def quantization_problem(quantization: str | None, triton_image: str) -> tuple[s
     if known is not None:
         if quantization in known:
             return None
-        return (f"{triton_image} ships vLLM {version}, whose QuantizationMethods has no {quantization!r}",
-                f"one of: {', '.join(sorted(known))}")
+        return (
+            f"{triton_image} ships vLLM {version}, whose QuantizationMethods has no {quantization!r}",
+            f"one of: {', '.join(sorted(known))}",
+        )
     if quantization in IN_EVERY_RECORDED:
         return None
     what = f"vLLM {version}" if version else "the vLLM of this image"
     has = [v for v, methods in BY_VERSION.items() if quantization in methods]
-    return (f"{quantization!r} is not a quantization method of every vLLM tritonbuild has recorded, and the methods "
-            f"of {what} are not recorded (it is in vLLM {', '.join(has)})",
-            f"use an image shipping vLLM {', '.join(has)}, or one of: {', '.join(sorted(IN_EVERY_RECORDED))}")
+    return (
+        f"{quantization!r} is not a quantization method of every vLLM tritonbuild has recorded, and the methods "
+        f"of {what} are not recorded (it is in vLLM {', '.join(has)})",
+        f"use an image shipping vLLM {', '.join(has)}, or one of: {', '.join(sorted(IN_EVERY_RECORDED))}",
+    )
 
 
 def checkpoint_methods(quant_method: str, triton_image: str) -> set[str]:
@@ -74,16 +82,33 @@ def engine_args_problems(keys: set[str], triton_image: str, engine_args: set[str
     engine_args, else the recipe key that writes it (speculative, lora)."""
     version = image_vllm(triton_image)
     fields = ENGINE_ARGS.get(version, ARGS_IN_EVERY_RECORDED)
-    what = f"vLLM {version}" if version in ENGINE_ARGS else f"every recorded vLLM (that of {triton_image} is not)"
+    what = (
+        f"vLLM {version}"
+        if version in ENGINE_ARGS
+        else f"every recorded vLLM (that of {triton_image} is not)"
+    )
     out = []
     for key in sorted(keys - fields):
-        at = ("engine_args", key) if key in engine_args else ("speculative",) if key == "speculative_config" \
+        at = (
+            ("engine_args", key)
+            if key in engine_args
+            else ("speculative",)
+            if key == "speculative_config"
             else ("lora",)
+        )
         where = images_where(lambda v, k=key: k in ENGINE_ARGS[v])
-        out.append((at, f"model.json would carry {key}, which {what} does not take (AsyncEngineArgs)",
-                    f"use an image whose vLLM has it, newest first: {where}; or leave the setting out"))
+        out.append(
+            (
+                at,
+                f"model.json would carry {key}, which {what} does not take (AsyncEngineArgs)",
+                f"use an image whose vLLM has it, newest first: {where}; or leave the setting out",
+            )
+        )
     return out
 
 
 def _vkey(version: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else -1 for p in version.replace("rc", ".rc.").replace("post", "").split("."))
+    return tuple(
+        int(p) if p.isdigit() else -1
+        for p in version.replace("rc", ".rc.").replace("post", "").split(".")
+    )

@@ -22,9 +22,14 @@ class VLLMQuantize(Strict):
     """INT4 weight-only at build time: compressed-tensors' W4A16 pack-quantized checkpoint (round to nearest,
     symmetric, one scale per group), which vLLM loads with quantization: compressed-tensors."""
 
-    scheme: Literal["w4a16"] = Field("w4a16", description="w4a16: INT4 weights, 16-bit activations.")
-    group_size: Literal[32, 64, 128] = Field(128, description="Inputs per scale; must divide every decoder "
-                                             "linear's in_features (per tensor-parallel rank for o_proj/down_proj).")
+    scheme: Literal["w4a16"] = Field(
+        "w4a16", description="w4a16: INT4 weights, 16-bit activations."
+    )
+    group_size: Literal[32, 64, 128] = Field(
+        128,
+        description="Inputs per scale; must divide every decoder "
+        "linear's in_features (per tensor-parallel rank for o_proj/down_proj).",
+    )
 
 
 def quantize_problems(recipe) -> list:
@@ -36,15 +41,22 @@ def quantize_problems(recipe) -> list:
         return []
     wanted = recipe.engine_args.quantization
     if wanted not in (None, METHOD):
-        return [(("engine_args", "quantization"), f"engine_args.quantization is {wanted!r} but quantize writes a "
-                 f"{METHOD} checkpoint (W4A16 pack-quantized), which vLLM loads only as {METHOD}",
-                 f"set engine_args.quantization: {METHOD} (or leave it out), or remove quantize")]
+        return [
+            (
+                ("engine_args", "quantization"),
+                f"engine_args.quantization is {wanted!r} but quantize writes a "
+                f"{METHOD} checkpoint (W4A16 pack-quantized), which vLLM loads only as {METHOD}",
+                f"set engine_args.quantization: {METHOD} (or leave it out), or remove quantize",
+            )
+        ]
     if wanted is None and (problem := quantization_problem(METHOD, recipe.image.triton_image)):
         return [(("quantize",), f"quantize writes a {METHOD} checkpoint: {problem[0]}", problem[1])]
     return []
 
 
-def quantize_step(loaded, ckpt: Path, config: dict, files: dict[str, str]) -> tuple[str, dict, dict[str, str]]:
+def quantize_step(
+    loaded, ckpt: Path, config: dict, files: dict[str, str]
+) -> tuple[str, dict, dict[str, str]]:
     """The vllm.quantize step of a recipe with quantize: refuses a checkpoint already quantized, weights that are not
     safetensors, and a group size that does not divide a linear's inputs (per tensor-parallel rank for the
     row-parallel ones), each a plan error at the recipe's key."""
@@ -60,27 +72,44 @@ def quantize_step(loaded, ckpt: Path, config: dict, files: dict[str, str]) -> tu
     q = loaded.recipe.quantize
     if "quantization_config" in config:
         method = config["quantization_config"].get("quant_method", "?")
-        raise PlanError(f"quantize: {ckpt}/config.json already has a quantization_config (quant_method {method!r}): "
-                        "the checkpoint is quantized", where=loaded.where(("quantize",)),
-                        hint="remove quantize (vLLM loads the checkpoint as it is), or point checkpoint.path at "
-                             "the fp16/bf16 checkpoint")
+        raise PlanError(
+            f"quantize: {ckpt}/config.json already has a quantization_config (quant_method {method!r}): "
+            "the checkpoint is quantized",
+            where=loaded.where(("quantize",)),
+            hint="remove quantize (vLLM loads the checkpoint as it is), or point checkpoint.path at "
+            "the fp16/bf16 checkpoint",
+        )
     try:
         weights = weight_files(sorted(files), lambda rel: json.loads((ckpt / rel).read_text()))
         headers = {w: read_header(ckpt / w)[1] for w in weights}
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise PlanError(f"quantize: cannot read the checkpoint's weights ({type(e).__name__}: {e})",
-                        where=loaded.where(("checkpoint", "path")), hint="check the checkpoint's safetensors") from None
+        raise PlanError(
+            f"quantize: cannot read the checkpoint's weights ({type(e).__name__}: {e})",
+            where=loaded.where(("checkpoint", "path")),
+            hint="check the checkpoint's safetensors",
+        ) from None
     if not weights:
-        raise PlanError(f"quantize: {ckpt} has no *.safetensors weights (found: {', '.join(sorted(files))})",
-                        where=loaded.where(("checkpoint", "path")),
-                        hint="save the checkpoint with safe_serialization=True (save_pretrained's default)")
+        raise PlanError(
+            f"quantize: {ckpt} has no *.safetensors weights (found: {', '.join(sorted(files))})",
+            where=loaded.where(("checkpoint", "path")),
+            hint="save the checkpoint with safe_serialization=True (save_pretrained's default)",
+        )
     if bad := problems(headers, q.group_size, loaded.recipe.engine_args.tensor_parallel_size):
         more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
-        raise PlanError(f"quantize: {'; '.join(bad[:3])}{more}", where=loaded.where(("quantize", "group_size")),
-                        hint=f"pick a group_size of {', '.join(map(str, GROUP_SIZES))} that divides every linear's "
-                             "in_features, or leave quantize out")
-    params = {"scheme": q.scheme, "group_size": q.group_size, "format": "pack-quantized",
-              "quantizer": QUANTIZER_VERSION, "shard_bytes": SHARD_BYTES, "layout": sorted(files)}
+        raise PlanError(
+            f"quantize: {'; '.join(bad[:3])}{more}",
+            where=loaded.where(("quantize", "group_size")),
+            hint=f"pick a group_size of {', '.join(map(str, GROUP_SIZES))} that divides every linear's "
+            "in_features, or leave quantize out",
+        )
+    params = {
+        "scheme": q.scheme,
+        "group_size": q.group_size,
+        "format": "pack-quantized",
+        "quantizer": QUANTIZER_VERSION,
+        "shard_bytes": SHARD_BYTES,
+        "layout": sorted(files),
+    }
     return "vllm.quantize", params, {str(ckpt / k): v for k, v in files.items()}
 
 
@@ -94,8 +123,9 @@ def weight_bytes(recipe, ckpt: Path, on_disk) -> int:
     try:
         rels = sorted(p.relative_to(ckpt).as_posix() for p in ckpt.iterdir() if p.is_file())
         weights = weight_files(rels, lambda rel: json.loads((ckpt / rel).read_text()))
-        return output_bytes({w: read_header(ckpt / w)[1] for w in weights}, recipe.quantize.group_size) or \
-            on_disk(ckpt)
+        return output_bytes(
+            {w: read_header(ckpt / w)[1] for w in weights}, recipe.quantize.group_size
+        ) or on_disk(ckpt)
     except (OSError, ValueError, KeyError, TypeError):
         return on_disk(ckpt)
 
@@ -108,7 +138,12 @@ def quantize_run(ctx) -> None:
     root = checkpoint_root(ctx.inputs)
     files = {rel: root / rel for rel in ctx.params["layout"]}
     try:
-        quantize_checkpoint(files, ctx.out / "model", ctx.params["group_size"], ctx.params["shard_bytes"])
+        quantize_checkpoint(
+            files, ctx.out / "model", ctx.params["group_size"], ctx.params["shard_bytes"]
+        )
     except (FormatError, KeyError) as e:
-        raise BuildError(f"cannot quantize the checkpoint {root}: {e}", hint="check the checkpoint's safetensors "
-                         "(the plan read their headers; did they change since?)") from None
+        raise BuildError(
+            f"cannot quantize the checkpoint {root}: {e}",
+            hint="check the checkpoint's safetensors "
+            "(the plan read their headers; did they change since?)",
+        ) from None

@@ -24,25 +24,33 @@ METHODS = ("draft_model", "eagle", "eagle3", "medusa")
 
 class VLLMSpeculative(Strict):
     method: Literal[METHODS] = Field(
-        description="SpeculativeConfig.method: a draft model, an EAGLE / EAGLE-3 head or Medusa heads.")
+        description="SpeculativeConfig.method: a draft model, an EAGLE / EAGLE-3 head or Medusa heads."
+    )
     num_speculative_tokens: int = Field(ge=1, le=64, description="Tokens proposed per step.")
-    model: str = Field(description="The draft model's (or heads') checkpoint directory, relative to the recipe; "
-                                   "content-hashed, packaged as <v>/draft/.")
+    model: str = Field(
+        description="The draft model's (or heads') checkpoint directory, relative to the recipe; "
+        "content-hashed, packaged as <v>/draft/."
+    )
 
 
 def speculative_config(recipe) -> dict | None:
     s = recipe.speculative
     if s is None:
         return None
-    return {"method": s.method, "num_speculative_tokens": s.num_speculative_tokens,
-            "model": f"{recipe.serving.repository_mount}/{recipe.name}/{recipe.version}/{DRAFT_DIR}"}
+    return {
+        "method": s.method,
+        "num_speculative_tokens": s.num_speculative_tokens,
+        "model": f"{recipe.serving.repository_mount}/{recipe.name}/{recipe.version}/{DRAFT_DIR}",
+    }
 
 
 def draft_dir(loaded, recipe_dir):
     """The recipe's draft checkpoint directory (it must hold config.json), or None without speculative."""
     if loaded.recipe.speculative is None:
         return None
-    return draft_checkpoint_dir(loaded, recipe_dir, ("speculative", "model"), "vLLM loads the draft")
+    return draft_checkpoint_dir(
+        loaded, recipe_dir, ("speculative", "model"), "vLLM loads the draft"
+    )
 
 
 def draft_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, str]]]:
@@ -65,19 +73,26 @@ def speculative_problem(speculative, triton_image: str) -> tuple[str, str] | Non
     method, spec = speculative.method, SPECULATIVE[version]
     ours = [name for name in spec["methods"] if name in METHODS]
     if method not in spec["methods"]:
-        return (f"{triton_image} ships vLLM {version}, whose SpeculativeConfig takes no method {method!r} (it "
-                f"takes {', '.join(ours)} of tritonbuild's)",
-                f"use an image whose vLLM takes it, newest first: "
-                f"{images_where(lambda v: v in SPECULATIVE and method in SPECULATIVE[v]['methods'])}")
+        return (
+            f"{triton_image} ships vLLM {version}, whose SpeculativeConfig takes no method {method!r} (it "
+            f"takes {', '.join(ours)} of tritonbuild's)",
+            f"use an image whose vLLM takes it, newest first: "
+            f"{images_where(lambda v: v in SPECULATIVE and method in SPECULATIVE[v]['methods'])}",
+        )
     if method != "draft_model" or spec["draft_model_runs"]:
         return None
-    what = ("whose engine refuses method draft_model (EngineArgs raises NotImplementedError)"
-            if spec["draft_model_runs"] is False else "and whether its engine runs method draft_model is not "
-            "recorded (no NotImplementedError for it, no V1 draft-model proposer: the V0 fallback is not checked)")
+    what = (
+        "whose engine refuses method draft_model (EngineArgs raises NotImplementedError)"
+        if spec["draft_model_runs"] is False
+        else "and whether its engine runs method draft_model is not "
+        "recorded (no NotImplementedError for it, no V1 draft-model proposer: the V0 fallback is not checked)"
+    )
     runs = images_where(lambda v: v in SPECULATIVE and SPECULATIVE[v]["draft_model_runs"] is True)
     others = [name for name in ours if name != "draft_model"]
-    return (f"{triton_image} ships vLLM {version}, {what}",
-            f"use {' or '.join(others) or 'another method'}, or an image whose vLLM runs it, newest first: {runs}")
+    return (
+        f"{triton_image} ships vLLM {version}, {what}",
+        f"use {' or '.join(others) or 'another method'}, or an image whose vLLM runs it, newest first: {runs}",
+    )
 
 
 def draft_kv_config(loaded, d) -> dict | None:

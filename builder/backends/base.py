@@ -60,7 +60,9 @@ class StepContext:
     inputs: dict[str, str]  # absolute path → sha256
     out: Path  # the step writes its files here (its version-directory layout)
     log_dir: Path  # logs and reproduce.sh; may not exist yet
-    shared_dir: Path  # per-machine state that never shapes the output (e.g. TensorRT's timing cache)
+    shared_dir: (
+        Path  # per-machine state that never shapes the output (e.g. TensorRT's timing cache)
+    )
     timeout_s: int | None = None  # how long a tool may run (not part of the cache key)
 
 
@@ -91,7 +93,9 @@ class Backend(ABC):
     # bit-identically (TensorRT engines): verify --rebuild leaves them to the goldens
     unreproducible_files: ClassVar[tuple[str, ...]] = ()
     route: ClassVar[Route]
-    needs_built_models: ClassVar[bool] = False  # emitted after the other models, checked against them
+    needs_built_models: ClassVar[bool] = (
+        False  # emitted after the other models, checked against them
+    )
     # Triton loads the models this one names (depends_on) when it loads it (an ensemble's steps; not BLS calls)
     loads_dependencies: ClassVar[bool] = False
     # where an --engine DIR's files go in the version directory (None: '<step kind's suffix>/')
@@ -157,11 +161,19 @@ class Backend(ABC):
         rule from `model_files`, each version directory holds the default model file of the config's platform."""
         files = self.model_files or {}
         if mc.platform not in files:
-            return [("model_file", [], f"{mc.default_model_filename or files.get('', '?')} present in every "
-                                        "version")]
+            return [
+                (
+                    "model_file",
+                    [],
+                    f"{mc.default_model_filename or files.get('', '?')} present in every version",
+                )
+            ]
         filename = mc.default_model_filename or files[mc.platform]
-        problems = [f"{v}/{filename} is missing (the {mc.backend or self.triton_backend} backend loads that file)"
-                    for v in versions if not (model_dir / str(v) / filename).exists()]
+        problems = [
+            f"{v}/{filename} is missing (the {mc.backend or self.triton_backend} backend loads that file)"
+            for v in versions
+            if not (model_dir / str(v) / filename).exists()
+        ]
         return [("model_file", problems, f"{filename} present in every version")]
 
     def present_model_files(self, mc, model_dir: Path, versions: list[int]) -> list[Path]:
@@ -169,7 +181,11 @@ class Backend(ABC):
         file for its platform (model_files); for model_content_checks."""
         files = self.model_files or {}
         name = mc.default_model_filename or files.get(mc.platform) or files.get("")
-        return [path for v in versions if (path := model_dir / str(v) / name).is_file()] if name else []
+        return (
+            [path for v in versions if (path := model_dir / str(v) / name).is_file()]
+            if name
+            else []
+        )
 
     def model_content_checks(self, mc, model_dir: Path, versions: list[int]) -> list[CheckRow]:
         """Checks that open the model's files (verify runs them, after Triton's config rules; a build does not

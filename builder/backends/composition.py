@@ -45,33 +45,49 @@ def _check(r: CompositionRecipe, known: dict) -> list[str]:
     for i, step in enumerate(r.steps):
         step_model = known.get(step.model)
         if step_model is None:
-            problems.append(f"steps[{i}].model: {step.model!r} is not built by these recipes (built: {sorted(known)})")
+            problems.append(
+                f"steps[{i}].model: {step.model!r} is not built by these recipes (built: {sorted(known)})"
+            )
             continue
         ins = {t.name: t for t in step_model.inputs}
         outs = {t.name: t for t in step_model.outputs}
         for model_input, tensor in step.inputs.items():
             if model_input not in ins:
-                problems.append(f"steps[{i}].inputs.{model_input}: {step.model} has no input {model_input!r} "
-                                f"(inputs: {sorted(ins)})")
+                problems.append(
+                    f"steps[{i}].inputs.{model_input}: {step.model} has no input {model_input!r} "
+                    f"(inputs: {sorted(ins)})"
+                )
             elif tensor in dtypes and dtypes[tensor] != ins[model_input].dtype:
-                problems.append(f"steps[{i}].inputs.{model_input}: tensor {tensor!r} is {dtypes[tensor]} but "
-                                f"{step.model} input {model_input!r} is {ins[model_input].dtype}")
-        missing_required = sorted(n for n, t in ins.items() if not t.optional and n not in step.inputs)
+                problems.append(
+                    f"steps[{i}].inputs.{model_input}: tensor {tensor!r} is {dtypes[tensor]} but "
+                    f"{step.model} input {model_input!r} is {ins[model_input].dtype}"
+                )
+        missing_required = sorted(
+            n for n, t in ins.items() if not t.optional and n not in step.inputs
+        )
         if missing_required:
-            problems.append(f"steps[{i}].inputs: {step.model} needs {missing_required}, which are not mapped")
+            problems.append(
+                f"steps[{i}].inputs: {step.model} needs {missing_required}, which are not mapped"
+            )
         for model_output, tensor in step.outputs.items():
             if model_output not in outs:
-                problems.append(f"steps[{i}].outputs.{model_output}: {step.model} has no output {model_output!r} "
-                                f"(outputs: {sorted(outs)})")
+                problems.append(
+                    f"steps[{i}].outputs.{model_output}: {step.model} has no output {model_output!r} "
+                    f"(outputs: {sorted(outs)})"
+                )
             else:
                 dtypes[tensor] = outs[model_output].dtype
         if step_model.max_batch_size and r.max_batch_size > step_model.max_batch_size:
-            problems.append(f"max_batch_size {r.max_batch_size} exceeds {step.model}'s {step_model.max_batch_size}")
+            problems.append(
+                f"max_batch_size {r.max_batch_size} exceeds {step.model}'s {step_model.max_batch_size}"
+            )
         # NOTE: a batching ensemble may call a non-batching step (Triton compares full shapes, ensemble_utils.cc
         # ValidateTensorConsistency); verify's Triton core check judges the shapes.
     for j, t in enumerate(r.outputs):
         if t.name in dtypes and dtypes[t.name] != t.dtype:
-            problems.append(f"outputs[{j}]: {t.name!r} is declared {t.dtype} but its step writes {dtypes[t.name]}")
+            problems.append(
+                f"outputs[{j}]: {t.name!r} is declared {t.dtype} but its step writes {dtypes[t.name]}"
+            )
     return problems
 
 
@@ -81,8 +97,11 @@ def emit(built_model, root: Path, store, manifest_model, known: dict) -> list:
     r: CompositionRecipe = built_model.plan.recipe
     problems = _check(r, known)
     if problems:
-        raise BuildError(f"{r.backend} {r.name!r}: " + "; ".join(problems), where=built_model.plan.recipe_path,
-                         hint="map tensors to the step models' real names and types (see their config.pbtxt)")
+        raise BuildError(
+            f"{r.backend} {r.name!r}: " + "; ".join(problems),
+            where=built_model.plan.recipe_path,
+            hint="map tensors to the step models' real names and types (see their config.pbtxt)",
+        )
     pb2 = model_config_pb2()
     mc = pb2.ModelConfig()
     mc.name = r.name
@@ -96,8 +115,15 @@ def emit(built_model, root: Path, store, manifest_model, known: dict) -> list:
     mc.version_policy.latest.num_versions = 1
     add_tensors(mc.input, r.inputs, pb2, True)
     add_tensors(mc.output, r.outputs, pb2, False)
-    steps = [{"model": s.model, "version": s.version, "inputs": dict(sorted(s.inputs.items())),
-              "outputs": dict(sorted(s.outputs.items()))} for s in r.steps]
+    steps = [
+        {
+            "model": s.model,
+            "version": s.version,
+            "inputs": dict(sorted(s.inputs.items())),
+            "outputs": dict(sorted(s.outputs.items())),
+        }
+        for s in r.steps
+    ]
     if r.backend == "ensemble":
         for s in steps:
             step = mc.ensemble_scheduling.step.add()
@@ -112,22 +138,34 @@ def emit(built_model, root: Path, store, manifest_model, known: dict) -> list:
             ig = mc.instance_group.add()
             ig.kind = pb2.ModelInstanceGroup.Kind.Value(f"KIND_{g.kind.upper()}")
             ig.count = g.count
-        mc.parameters["steps"].string_value = json.dumps(steps, sort_keys=True, separators=(",", ":"))
+        mc.parameters["steps"].string_value = json.dumps(
+            steps, sort_keys=True, separators=(",", ":")
+        )
         mc.default_model_filename = "model.py"
         shutil.copyfile(BLS_MODEL, vdir / "model.py")
     (root / r.name / "config.pbtxt").write_bytes(render(mc))
     deps = sorted({s.model for s in r.steps})
-    return [manifest_model(name=r.name, version=r.version, backend="ensemble" if r.backend == "ensemble" else
-                           "python", target="cpu", model_identity=_identity(steps, known),
-                           inputs=[TensorSpec(**t.model_dump()) for t in r.inputs],
-                           outputs=[TensorSpec(**t.model_dump()) for t in r.outputs],
-                           max_batch_size=r.max_batch_size, depends_on=deps)]
+    return [
+        manifest_model(
+            name=r.name,
+            version=r.version,
+            backend="ensemble" if r.backend == "ensemble" else "python",
+            target="cpu",
+            model_identity=_identity(steps, known),
+            inputs=[TensorSpec(**t.model_dump()) for t in r.inputs],
+            outputs=[TensorSpec(**t.model_dump()) for t in r.outputs],
+            max_batch_size=r.max_batch_size,
+            depends_on=deps,
+        )
+    ]
 
 
 def _identity(steps: list, known: dict) -> str:
     from tritonbuild.core.hashing import sha256_json
 
-    return sha256_json({"steps": steps, "models": {s["model"]: known[s["model"]].model_identity for s in steps}})
+    return sha256_json(
+        {"steps": steps, "models": {s["model"]: known[s["model"]].model_identity for s in steps}}
+    )
 
 
 class CompositionBackend(Backend):
@@ -141,8 +179,14 @@ class CompositionBackend(Backend):
     plan_steps = staticmethod(plan_steps)
     derive_io = staticmethod(derive_io)
 
-    def __init__(self, name: str, triton_backend: str, recipe_type: type, *, loads_dependencies: bool = False):
-        self.name, self.triton_backend, self.loads_dependencies = name, triton_backend, loads_dependencies
+    def __init__(
+        self, name: str, triton_backend: str, recipe_type: type, *, loads_dependencies: bool = False
+    ):
+        self.name, self.triton_backend, self.loads_dependencies = (
+            name,
+            triton_backend,
+            loads_dependencies,
+        )
         self.recipe_type = recipe_type
 
     def run_step(self, ctx: StepContext) -> None:
@@ -159,11 +203,21 @@ class EnsembleBackend(CompositionBackend):
         out = []
         for i, step in enumerate(recipe.steps):
             if step.version == 0:
-                out.append((("steps", i, "version"), "version 0 does not exist (versions start at 1)",
-                            "use -1 (latest) or a real version"))
+                out.append(
+                    (
+                        ("steps", i, "version"),
+                        "version 0 does not exist (versions start at 1)",
+                        "use -1 (latest) or a real version",
+                    )
+                )
         if len(recipe.instances) and recipe.instances != [InstanceGroup()]:
-            out.append((("instances",), "an ensemble has no instances of its own (Triton rejects instance_group)",
-                        "remove 'instances'"))
+            out.append(
+                (
+                    ("instances",),
+                    "an ensemble has no instances of its own (Triton rejects instance_group)",
+                    "remove 'instances'",
+                )
+            )
         return out
 
     def adopt_calls(self, mc) -> list[str]:
@@ -175,5 +229,7 @@ class EnsembleBackend(CompositionBackend):
         return ensemble_recipe(mc, model_dir)
 
 
-ENSEMBLE = EnsembleBackend("ensemble", "ensemble", EnsembleRecipe, loads_dependencies=True)  # Triton loads its steps
+ENSEMBLE = EnsembleBackend(
+    "ensemble", "ensemble", EnsembleRecipe, loads_dependencies=True
+)  # Triton loads its steps
 BLS = CompositionBackend("bls", "python", BLSRecipe)

@@ -23,8 +23,22 @@ DEFAULT_FILENAME = "model.onnx"
 EXPORT_TIMEOUT_S = 1800
 
 # onnx.TensorProto element type → recipe dtype
-ONNX_DTYPES = {1: "fp32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 8: "bytes",
-               9: "bool", 10: "fp16", 11: "fp64", 12: "uint32", 13: "uint64", 16: "bf16"}
+ONNX_DTYPES = {
+    1: "fp32",
+    2: "uint8",
+    3: "int8",
+    4: "uint16",
+    5: "int16",
+    6: "int32",
+    7: "int64",
+    8: "bytes",
+    9: "bool",
+    10: "fp16",
+    11: "fp64",
+    12: "uint32",
+    13: "uint64",
+    16: "bf16",
+}
 
 
 class TRTAccelerator(Strict):
@@ -32,8 +46,9 @@ class TRTAccelerator(Strict):
     precision_mode: Literal["FP32", "FP16", "INT8"] = "FP16"
     max_workspace_size_bytes: int = Field(1 << 30, ge=1 << 20)
     trt_engine_cache_enable: bool = True
-    trt_engine_cache_path: str | None = Field(None, description="Absolute path on the server (engines are "
-                                                                "per GPU and TensorRT version).")
+    trt_engine_cache_path: str | None = Field(
+        None, description="Absolute path on the server (engines are per GPU and TensorRT version)."
+    )
 
 
 class CudaAccelerator(Strict):
@@ -45,20 +60,29 @@ class OpenVINOAccelerator(Strict):
 
 
 class Accelerators(Strict):
-    gpu: list[Annotated[TRTAccelerator | CudaAccelerator, Field(discriminator="name")]] = Field(default_factory=list)
+    gpu: list[Annotated[TRTAccelerator | CudaAccelerator, Field(discriminator="name")]] = Field(
+        default_factory=list
+    )
     cpu: list[OpenVINOAccelerator] = Field(default_factory=list)
 
 
 class OnnxExport(TorchExport):
     dynamic_axes: dict[str, dict[int, str]] | None = Field(
-        None, description="Axis names per tensor; default: axis 0 of every tensor when max_batch_size > 0.")
+        None,
+        description="Axis names per tensor; default: axis 0 of every tensor when max_batch_size > 0.",
+    )
     opset: int = Field(17, ge=7, le=23, description="ONNX opset.")
 
 
 class OnnxSource(Source):
-    path: str | None = Field(None, description="*.onnx: a local path (relative to the recipe) or an fsspec URL "
-                                               "(pinned by sha256).")
-    export: OnnxExport | None = Field(None, description="Export an ONNX model from a seeded torch module.")
+    path: str | None = Field(
+        None,
+        description="*.onnx: a local path (relative to the recipe) or an fsspec URL "
+        "(pinned by sha256).",
+    )
+    export: OnnxExport | None = Field(
+        None, description="Export an ONNX model from a seeded torch module."
+    )
 
 
 class OnnxRuntimeRecipe(Recipe):
@@ -66,8 +90,9 @@ class OnnxRuntimeRecipe(Recipe):
 
     backend: Literal["onnxruntime"]
     source: OnnxSource
-    accelerators: Accelerators | None = Field(None, description="Execution accelerators "
-                                                                "(optimization.execution_accelerators).")
+    accelerators: Accelerators | None = Field(
+        None, description="Execution accelerators (optimization.execution_accelerators)."
+    )
 
 
 def _module_file(loaded: LoadedRecipe, module: str) -> Path:
@@ -75,9 +100,11 @@ def _module_file(loaded: LoadedRecipe, module: str) -> Path:
     for cand in (loaded.base_dir / rel.with_suffix(".py"), loaded.base_dir / rel / "__init__.py"):
         if cand.is_file():
             return cand
-    raise PlanError(f"export module {module!r} not found next to the recipe ({rel}.py)",
-                    where=loaded.where(("source", "export", "module")),
-                    hint="put the module beside the recipe, or fix the 'module:function' name")
+    raise PlanError(
+        f"export module {module!r} not found next to the recipe ({rel}.py)",
+        where=loaded.where(("source", "export", "module")),
+        hint="put the module beside the recipe, or fix the 'module:function' name",
+    )
 
 
 def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
@@ -89,14 +116,22 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
         dyn = ex.dynamic_axes
         if dyn is None and recipe.max_batch_size > 0:
             dyn = {n: {0: "batch"} for n in [*ex.inputs, *ex.outputs]}
-        params = {"module": ex.module, "seed": ex.seed, "opset": ex.opset, "outputs": list(ex.outputs),
-                  "inputs": {k: v.model_dump() for k, v in ex.inputs.items()},
-                  "dynamic_axes": {k: {str(a): n for a, n in v.items()} for k, v in (dyn or {}).items()}}
+        params = {
+            "module": ex.module,
+            "seed": ex.seed,
+            "opset": ex.opset,
+            "outputs": list(ex.outputs),
+            "inputs": {k: v.model_dump() for k, v in ex.inputs.items()},
+            "dynamic_axes": {k: {str(a): n for a, n in v.items()} for k, v in (dyn or {}).items()},
+        }
         return [("onnx.export", params, {str(path): ctx.digest(path)})]
     if is_url(src.path):
         if not src.sha256:
-            raise PlanError(f"{src.path} is remote and not pinned", where=loaded.where(("source", "path")),
-                            hint="add source.sha256 so that builds are reproducible and cacheable")
+            raise PlanError(
+                f"{src.path} is remote and not pinned",
+                where=loaded.where(("source", "path")),
+                hint="add source.sha256 so that builds are reproducible and cacheable",
+            )
         return [("onnx.fetch", {"url": src.path}, {src.path: src.sha256})]
     path = local_source(loaded, src.path, ("source", "path"))
     return [("onnx.fetch", {}, {str(path): pinned_digest(loaded, path, ctx)})]
@@ -112,14 +147,20 @@ def module_root(module: str, path: str) -> Path:
 def run_export(ctx: StepContext, target: Path, log_name: str) -> object:
     """Run _torch_export in a subprocess on the step's module (its only input), writing target."""
     require_torch()
-    (module_file, _digest), = ctx.inputs.items()
+    ((module_file, _digest),) = ctx.inputs.items()
     # NOTE: absolute: the subprocess runs in this directory and puts it on sys.path itself (not via its cwd).
     root = module_root(ctx.params["module"], module_file).resolve()
     ctx.log_dir.mkdir(parents=True, exist_ok=True)
     spec_path = ctx.log_dir / "export-spec.json"
-    spec_path.write_text(json.dumps({**ctx.params, "recipe_dir": str(root)}, sort_keys=True, indent=2))
-    return run_logged(python_module_argv("tritonbuild.backends._torch_export", str(spec_path), str(target)),
-                      cwd=root, log_path=ctx.log_dir / log_name, timeout=ctx.timeout_s or EXPORT_TIMEOUT_S)
+    spec_path.write_text(
+        json.dumps({**ctx.params, "recipe_dir": str(root)}, sort_keys=True, indent=2)
+    )
+    return run_logged(
+        python_module_argv("tritonbuild.backends._torch_export", str(spec_path), str(target)),
+        cwd=root,
+        log_path=ctx.log_dir / log_name,
+        timeout=ctx.timeout_s or EXPORT_TIMEOUT_S,
+    )
 
 
 def run_step(ctx: StepContext) -> None:
@@ -127,7 +168,7 @@ def run_step(ctx: StepContext) -> None:
     target = ctx.out / DEFAULT_FILENAME
     ctx.out.mkdir(parents=True, exist_ok=True)
     if ctx.kind == "onnx.fetch":
-        (src, digest), = ctx.inputs.items()
+        ((src, digest),) = ctx.inputs.items()
         if "url" in params:
             fetch_url(params["url"], target, digest)
         else:
@@ -137,8 +178,11 @@ def run_step(ctx: StepContext) -> None:
     res = run_export(ctx, target, "onnx.export.log")
     if res.returncode != 0:
         why = "timed out" if res.timed_out else f"exit {res.returncode}"
-        raise BuildError(f"torch → ONNX export of {params['module']} failed ({why}):\n{res.tail()}",
-                         where=str(res.log_path), hint=f"reproduce with {res.log_path.with_name('reproduce.sh')}")
+        raise BuildError(
+            f"torch → ONNX export of {params['module']} failed ({why}):\n{res.tail()}",
+            where=str(res.log_path),
+            hint=f"reproduce with {res.log_path.with_name('reproduce.sh')}",
+        )
     _check_onnx(target, params["module"])
 
 
@@ -146,7 +190,9 @@ def _onnx():
     try:
         import onnx
     except ImportError:
-        raise BuildError("the onnx package is not installed", hint="pip install 'tritonbuild[onnx]'") from None
+        raise BuildError(
+            "the onnx package is not installed", hint="pip install 'tritonbuild[onnx]'"
+        ) from None
     return onnx
 
 
@@ -154,8 +200,10 @@ def require_torch() -> None:
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:
-        raise BuildError("exporting from a torch module needs torch, which is not installed",
-                         hint="pip install 'tritonbuild[torch]' (and [onnx] for ONNX exports)")
+        raise BuildError(
+            "exporting from a torch module needs torch, which is not installed",
+            hint="pip install 'tritonbuild[torch]' (and [onnx] for ONNX exports)",
+        )
 
 
 def _check_onnx(path: Path, origin: str) -> None:
@@ -166,8 +214,10 @@ def _check_onnx(path: Path, origin: str) -> None:
         onnx.checker.check_model(model)
     except Exception as e:  # noqa: BLE001 - onnx raises DecodeError, ValidationError, ...
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise BuildError(f"{origin} is not a valid ONNX model ({type(e).__name__}: {first})",
-                         hint="point source.path at an .onnx file written by an ONNX exporter") from None
+        raise BuildError(
+            f"{origin} is not a valid ONNX model ({type(e).__name__}: {first})",
+            hint="point source.path at an .onnx file written by an ONNX exporter",
+        ) from None
 
 
 def _graph_specs(values, initializers: set[str]) -> list[TensorSpec]:
@@ -176,12 +226,16 @@ def _graph_specs(values, initializers: set[str]) -> list[TensorSpec]:
         if v.name in initializers:
             continue
         tt = v.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1 for d in tt.shape.dim]
+        dims = [
+            d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1 for d in tt.shape.dim
+        ]
         out.append(TensorSpec(name=v.name, dtype=ONNX_DTYPES.get(tt.elem_type, "fp32"), dims=dims))
     return out
 
 
-def derive_io(recipe: Recipe, files: dict[str, Path], recipe_dir=None) -> tuple[list[TensorSpec], list[TensorSpec]]:
+def derive_io(
+    recipe: Recipe, files: dict[str, Path], recipe_dir=None
+) -> tuple[list[TensorSpec], list[TensorSpec]]:
     """Config I/O from the graph; batch dim stripped when max_batch_size > 0; recipe I/O must agree."""
     onnx = _onnx()
 
@@ -189,13 +243,18 @@ def derive_io(recipe: Recipe, files: dict[str, Path], recipe_dir=None) -> tuple[
     graph = onnx.shape_inference.infer_shapes(model).graph
     inits = {i.name for i in graph.initializer}
     result = []
-    for key, specs in (("inputs", _graph_specs(graph.input, inits)), ("outputs", _graph_specs(graph.output, inits))):
+    for key, specs in (
+        ("inputs", _graph_specs(graph.input, inits)),
+        ("outputs", _graph_specs(graph.output, inits)),
+    ):
         if recipe.max_batch_size > 0:
             for s in specs:
                 if not s.dims or s.dims[0] != -1:
-                    raise BuildError(f"graph {key[:-1]} {s.name!r} has shape {s.dims}: its first dimension must be "
-                                     f"variable when max_batch_size is {recipe.max_batch_size}",
-                                     hint="export with a dynamic batch axis (dynamic_axes) or set max_batch_size: 0")
+                    raise BuildError(
+                        f"graph {key[:-1]} {s.name!r} has shape {s.dims}: its first dimension must be "
+                        f"variable when max_batch_size is {recipe.max_batch_size}",
+                        hint="export with a dynamic batch axis (dynamic_axes) or set max_batch_size: 0",
+                    )
             specs = [s.model_copy(update={"dims": s.dims[1:]}) for s in specs]
         given = getattr(recipe, key)
         result.append(_reconcile(key, specs, given) if given else specs)
@@ -205,17 +264,27 @@ def derive_io(recipe: Recipe, files: dict[str, Path], recipe_dir=None) -> tuple[
 def _reconcile(key: str, graph: list[TensorSpec], given: list[TensorSpec]) -> list[TensorSpec]:
     by_name = {s.name: s for s in graph}
     if sorted(by_name) != sorted(s.name for s in given):
-        raise BuildError(f"recipe {key} {sorted(s.name for s in given)} do not match the ONNX graph's "
-                         f"{sorted(by_name)}", hint=f"use the graph's names in '{key}' or drop '{key}' to derive them")
+        raise BuildError(
+            f"recipe {key} {sorted(s.name for s in given)} do not match the ONNX graph's "
+            f"{sorted(by_name)}",
+            hint=f"use the graph's names in '{key}' or drop '{key}' to derive them",
+        )
     out = []
     for s in given:
         g = by_name[s.name]
         if s.dtype != g.dtype:
-            raise BuildError(f"{key} {s.name!r}: recipe says {s.dtype}, the ONNX graph says {g.dtype}",
-                             hint=f"set dtype: {g.dtype}")
-        if len(s.dims) != len(g.dims) or any(gd != -1 and sd != gd for sd, gd in zip(s.dims, g.dims, strict=True)):
-            raise BuildError(f"{key} {s.name!r}: recipe dims {s.dims} contradict the ONNX graph's {g.dims} "
-                             "(batch dimension excluded)", hint=f"use dims compatible with {g.dims}")
+            raise BuildError(
+                f"{key} {s.name!r}: recipe says {s.dtype}, the ONNX graph says {g.dtype}",
+                hint=f"set dtype: {g.dtype}",
+            )
+        if len(s.dims) != len(g.dims) or any(
+            gd != -1 and sd != gd for sd, gd in zip(s.dims, g.dims, strict=True)
+        ):
+            raise BuildError(
+                f"{key} {s.name!r}: recipe dims {s.dims} contradict the ONNX graph's {g.dims} "
+                "(batch dimension excluded)",
+                hint=f"use dims compatible with {g.dims}",
+            )
         out.append(s)
     return out
 
@@ -223,7 +292,9 @@ def _reconcile(key: str, graph: list[TensorSpec], given: list[TensorSpec]) -> li
 def configure(mc, recipe: Recipe) -> None:
     mc.platform = PLATFORM
     mc.backend = "onnxruntime"
-    if recipe.accelerators is not None:  # onnxruntime's execution providers (TensorRT, CUDA, OpenVINO)
+    if (
+        recipe.accelerators is not None
+    ):  # onnxruntime's execution providers (TensorRT, CUDA, OpenVINO)
         ea = mc.optimization.execution_accelerators
         for acc in recipe.accelerators.gpu:
             a = ea.gpu_execution_accelerator.add()
@@ -264,21 +335,40 @@ def check_recipe(recipe: Recipe) -> list[tuple]:
     if accelerators is None:
         return out
     if accelerators.gpu and recipe.target == "cpu":
-        out.append((("accelerators", "gpu"), "GPU execution accelerators on a cpu target",
-                    "set target: gpu or remove accelerators.gpu"))
+        out.append(
+            (
+                ("accelerators", "gpu"),
+                "GPU execution accelerators on a cpu target",
+                "set target: gpu or remove accelerators.gpu",
+            )
+        )
     for i, accelerator in enumerate(accelerators.gpu):
         cache_path = getattr(accelerator, "trt_engine_cache_path", None)
         if cache_path and not cache_path.startswith("/"):
-            out.append((("accelerators", "gpu", i, "trt_engine_cache_path"), "must be an absolute path on "
-                        "the server", "use e.g. /tmp/ort-trt-cache"))
+            out.append(
+                (
+                    ("accelerators", "gpu", i, "trt_engine_cache_path"),
+                    "must be an absolute path on the server",
+                    "use e.g. /tmp/ort-trt-cache",
+                )
+            )
         if accelerator.name == "tensorrt" and accelerator.precision_mode == "INT8":
-            out.append((("accelerators", "gpu", i, "precision_mode"), "INT8 needs a calibration table, "
-                        "which tritonbuild does not ship", "use FP16 or FP32"))
+            out.append(
+                (
+                    ("accelerators", "gpu", i, "precision_mode"),
+                    "INT8 needs a calibration table, which tritonbuild does not ship",
+                    "use FP16 or FP32",
+                )
+            )
     return out
 
 
-_TRT_PARAMETERS = {"precision_mode": str, "max_workspace_size_bytes": int, "trt_engine_cache_path": str,
-                   "trt_engine_cache_enable": lambda v: v.lower() == "true"}
+_TRT_PARAMETERS = {
+    "precision_mode": str,
+    "max_workspace_size_bytes": int,
+    "trt_engine_cache_path": str,
+    "trt_engine_cache_enable": lambda v: v.lower() == "true",
+}
 
 
 def adopt_accelerators(mc) -> dict:
@@ -288,27 +378,42 @@ def adopt_accelerators(mc) -> dict:
 
     if not mc.HasField("optimization"):
         return {}
-    other = [f"optimization.{field.name}" for field, _ in mc.optimization.ListFields()
-             if field.name != "execution_accelerators"]
+    other = [
+        f"optimization.{field.name}"
+        for field, _ in mc.optimization.ListFields()
+        if field.name != "execution_accelerators"
+    ]
     ea, out = mc.optimization.execution_accelerators, {"gpu": [], "cpu": []}
     for a in ea.gpu_execution_accelerator:
         params = {k: _TRT_PARAMETERS[k](v) for k, v in a.parameters.items() if k in _TRT_PARAMETERS}
-        other += [f"gpu accelerator {a.name} parameter {k}" for k in a.parameters
-                  if k not in params or a.name != "tensorrt"]
+        other += [
+            f"gpu accelerator {a.name} parameter {k}"
+            for k in a.parameters
+            if k not in params or a.name != "tensorrt"
+        ]
         out["gpu"].append({"name": a.name, **params})
     out["cpu"] = [{"name": a.name} for a in ea.cpu_execution_accelerator]
-    other += [f"accelerator {a['name']}" for kind in ("gpu", "cpu") for a in out[kind]
-              if a["name"] not in (("tensorrt", "cuda") if kind == "gpu" else ("openvino",))]
+    other += [
+        f"accelerator {a['name']}"
+        for kind in ("gpu", "cpu")
+        for a in out[kind]
+        if a["name"] not in (("tensorrt", "cuda") if kind == "gpu" else ("openvino",))
+    ]
     if other:
-        raise UsageError(f"{mc.name}: {sorted(other)} have no recipe key yet",
-                         hint="publish the repository as it is ('tritonbuild publish DIR URL')")
+        raise UsageError(
+            f"{mc.name}: {sorted(other)} have no recipe key yet",
+            hint="publish the repository as it is ('tritonbuild publish DIR URL')",
+        )
     return {"accelerators": {kind: items for kind, items in out.items() if items}}
 
 
 class OnnxRuntimeBackend(Backend):
     name = NAME
     recipe_type = OnnxRuntimeRecipe
-    step_toolchain = {"onnx.fetch": ("tritonbuild", "onnx"), "onnx.export": ("tritonbuild", "python", "torch", "onnx")}
+    step_toolchain = {
+        "onnx.fetch": ("tritonbuild", "onnx"),
+        "onnx.export": ("tritonbuild", "python", "torch", "onnx"),
+    }
     tools = {"onnx": "onnx", "onnxruntime": "onnxruntime", "torch": "torch"}
     triton_backend = "onnxruntime"
     model_files = {"": DEFAULT_FILENAME, PLATFORM: DEFAULT_FILENAME}
@@ -324,15 +429,22 @@ class OnnxRuntimeBackend(Backend):
     def adopt_fields(self, mc) -> dict:
         return adopt_accelerators(mc)
 
-    def model_content_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
+    def model_content_checks(
+        self, mc, model_dir: Path, versions: list[int]
+    ) -> list[tuple[str, list[str], str]]:
         """config.pbtxt against the ONNX graph, as the onnxruntime backend checks it at load (_onnx_rules)."""
         from tritonbuild.backends._onnx_rules import onnx_problems
 
         found = self.present_model_files(mc, model_dir, versions)
         if not found:
             return []
-        return [("onnx", [f"{f.parent.name}/{f.name}: {e}" for f in found for e in onnx_problems(mc, f)],
-                 "config matches the ONNX graph (the onnxruntime backend's load checks, ported)")]
+        return [
+            (
+                "onnx",
+                [f"{f.parent.name}/{f.name}: {e}" for f in found for e in onnx_problems(mc, f)],
+                "config matches the ONNX graph (the onnxruntime backend's load checks, ported)",
+            )
+        ]
 
     def route_detail(self, toolchain: dict[str, str]) -> str:
         return f"onnxruntime {toolchain.get('onnxruntime', '?')} in-process"

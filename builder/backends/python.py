@@ -26,8 +26,10 @@ BUCKETS_PARAMETER = "tritonbuild_batch_buckets"
 
 class PythonSource(FileSource):
     path: str = Field(description="model.py (relative to the recipe).")
-    files: list[str] = Field(default_factory=list,
-                             description="Extra files (relative to the recipe) copied next to model.py.")
+    files: list[str] = Field(
+        default_factory=list,
+        description="Extra files (relative to the recipe) copied next to model.py.",
+    )
 
 
 class PythonRecipe(Recipe):
@@ -41,21 +43,32 @@ class PythonRecipe(Recipe):
 def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
     src = loaded.recipe.source
     if is_url(src.path):
-        raise PlanError("python models take a local model.py as source.path", where=loaded.where(("source",)),
-                        hint="point source.path at model.py next to the recipe")
+        raise PlanError(
+            "python models take a local model.py as source.path",
+            where=loaded.where(("source",)),
+            hint="point source.path at model.py next to the recipe",
+        )
     model_py = local_source(loaded, src.path, ("source", "path"))
     layout = {DEFAULT_FILENAME: pinned_digest(loaded, model_py, ctx)}
     inputs = {str(model_py): layout[DEFAULT_FILENAME]}
-    if loaded.recipe.batch_buckets:  # the wrapper pads each batch to its bucket, then runs the recipe's model.py
-        layout = {USER_FILENAME: layout[DEFAULT_FILENAME], DEFAULT_FILENAME: ctx.digest(BUCKETED_MODEL)}
+    if (
+        loaded.recipe.batch_buckets
+    ):  # the wrapper pads each batch to its bucket, then runs the recipe's model.py
+        layout = {
+            USER_FILENAME: layout[DEFAULT_FILENAME],
+            DEFAULT_FILENAME: ctx.digest(BUCKETED_MODEL),
+        }
         inputs[str(BUCKETED_MODEL)] = layout[DEFAULT_FILENAME]
     for i, rel in enumerate(src.files):
         path = local_source(loaded, rel, ("source", "files", i))
         dest = relative_dest(loaded, path, model_py.parent, ("source", "files", i))
         if dest in layout:
             loc = ("source", "files", i)
-            raise PlanError(f"{loaded.key(loc)}: {rel!r} is packaged twice", where=loaded.where(loc),
-                            hint="list each file once")
+            raise PlanError(
+                f"{loaded.key(loc)}: {rel!r} is packaged twice",
+                where=loaded.where(loc),
+                hint="list each file once",
+            )
         layout[dest] = ctx.digest(path)
         inputs[str(path)] = layout[dest]
     return [("python.package", {"layout": layout}, inputs)]
@@ -80,31 +93,48 @@ def _compiles(path: Path) -> None:
         compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
     except SyntaxError as e:
         where = f"{path}:{e.lineno}" + (f":{e.offset}" if e.offset else "")
-        raise BuildError(f"{where}: SyntaxError: {e.msg}", where=where,
-                         hint=f"fix the syntax (checked with Python {sys.version_info.major}."
-                              f"{sys.version_info.minor}, this build's interpreter)") from None
+        raise BuildError(
+            f"{where}: SyntaxError: {e.msg}",
+            where=where,
+            hint=f"fix the syntax (checked with Python {sys.version_info.major}."
+            f"{sys.version_info.minor}, this build's interpreter)",
+        ) from None
 
 
-def derive_io(recipe: Recipe, files: dict[str, Path], recipe_dir=None) -> tuple[list[TensorSpec], list[TensorSpec]]:
+def derive_io(
+    recipe: Recipe, files: dict[str, Path], recipe_dir=None
+) -> tuple[list[TensorSpec], list[TensorSpec]]:
     return list(recipe.inputs or []), list(recipe.outputs or [])
 
 
 def configure(mc, recipe: Recipe) -> None:
     mc.backend = "python"
     if recipe.batch_buckets:
-        mc.parameters[BUCKETS_PARAMETER].string_value = ",".join(str(size) for size in recipe.batch_buckets)
+        mc.parameters[BUCKETS_PARAMETER].string_value = ",".join(
+            str(size) for size in recipe.batch_buckets
+        )
 
 
 def check_recipe(recipe: Recipe) -> list[tuple]:
     """A model.py, and its tensors declared: there is no graph to derive them from."""
     out = []
     if recipe.batch_buckets and BUCKETS_PARAMETER in recipe.parameters:
-        out.append((("parameters", BUCKETS_PARAMETER), f"parameter {BUCKETS_PARAMETER} is written from "
-                    "batch_buckets", "remove it from parameters"))
+        out.append(
+            (
+                ("parameters", BUCKETS_PARAMETER),
+                f"parameter {BUCKETS_PARAMETER} is written from batch_buckets",
+                "remove it from parameters",
+            )
+        )
     for key in ("inputs", "outputs"):
         if not getattr(recipe, key):
-            out.append(((key,), f"python models must declare '{key}' (nothing to derive them from)",
-                        f"add '{key}:' with name, dtype and dims"))
+            out.append(
+                (
+                    (key,),
+                    f"python models must declare '{key}' (nothing to derive them from)",
+                    f"add '{key}:' with name, dtype and dims",
+                )
+            )
     return out
 
 

@@ -24,22 +24,36 @@ from tritonbuild.recipe.models import DTYPES, Recipe, Source, TensorSpec, TorchE
 
 NAME = "pytorch"
 FILES = {"torchscript": ("model.pt", "pytorch_libtorch"), "aoti": ("model.pt2", "torch_aoti")}
-TORCH_TO_DTYPE = {"torch.float32": "fp32", "torch.float16": "fp16", "torch.float64": "fp64", "torch.bfloat16": "bf16",
-                  "torch.int64": "int64", "torch.int32": "int32", "torch.int16": "int16", "torch.int8": "int8",
-                  "torch.uint8": "uint8", "torch.bool": "bool"}
+TORCH_TO_DTYPE = {
+    "torch.float32": "fp32",
+    "torch.float16": "fp16",
+    "torch.float64": "fp64",
+    "torch.bfloat16": "bf16",
+    "torch.int64": "int64",
+    "torch.int32": "int32",
+    "torch.int16": "int16",
+    "torch.int8": "int8",
+    "torch.uint8": "uint8",
+    "torch.bool": "bool",
+}
 DEFAULT_FILENAME = "model.pt"
 
 
 class PyTorchExport(TorchExport):
     format: Literal["torchscript", "aoti"] = Field(
-        "torchscript", description="TorchScript (model.pt) or torch.export + AOTInductor package (model.pt2).")
-    method: Literal["trace", "script"] = Field("trace", description="TorchScript: torch.jit.trace or script.")
+        "torchscript",
+        description="TorchScript (model.pt) or torch.export + AOTInductor package (model.pt2).",
+    )
+    method: Literal["trace", "script"] = Field(
+        "trace", description="TorchScript: torch.jit.trace or script."
+    )
 
 
 class PyTorchSource(Source):
     path: str | None = Field(None, description="A saved TorchScript file (relative to the recipe).")
-    export: PyTorchExport | None = Field(None, description="Export a seeded torch module (TorchScript or "
-                                                           "AOTInductor).")
+    export: PyTorchExport | None = Field(
+        None, description="Export a seeded torch module (TorchScript or AOTInductor)."
+    )
 
 
 class PyTorchRecipe(Recipe):
@@ -59,20 +73,34 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     recipe, src = loaded.recipe, loaded.recipe.source
     if src.export is None:
         if is_url(src.path):
-            raise PlanError("pytorch sources must be local files", where=loaded.where(("source", "path")),
-                            hint="download the TorchScript file first")
+            raise PlanError(
+                "pytorch sources must be local files",
+                where=loaded.where(("source", "path")),
+                hint="download the TorchScript file first",
+            )
         path = local_source(loaded, src.path, ("source", "path"))
         return [("torch.fetch", {}, {str(path): pinned_digest(loaded, path, ctx)})]
     ex = src.export
     path = _module_file(loaded, ex.module.split(":")[0])
-    params = {"module": ex.module, "seed": ex.seed, "format": ex.format, "method": ex.method,
-              "outputs": list(ex.outputs), "inputs": {k: v.model_dump() for k, v in ex.inputs.items()},
-              "max_batch_size": recipe.max_batch_size, "target": "pytorch", "dynamic_axes": {}, "opset": 17,
-              "archive": 2}  # 2: location-independent TorchScript (normalize_torchscript)
+    params = {
+        "module": ex.module,
+        "seed": ex.seed,
+        "format": ex.format,
+        "method": ex.method,
+        "outputs": list(ex.outputs),
+        "inputs": {k: v.model_dump() for k, v in ex.inputs.items()},
+        "max_batch_size": recipe.max_batch_size,
+        "target": "pytorch",
+        "dynamic_axes": {},
+        "opset": 17,
+        "archive": 2,
+    }  # 2: location-independent TorchScript (normalize_torchscript)
     # NOTE: dynamic_axes and opset are the ONNX export's (onnxruntime's recipe options, not pytorch's): this
     # export reads neither; they stay in the params with the values they always had so that cache keys (and
     # the manifests that record them) do not change.
-    if recipe.batch_buckets:  # only then: the cache keys of models without buckets stay as they were
+    if (
+        recipe.batch_buckets
+    ):  # only then: the cache keys of models without buckets stay as they were
         params["buckets"] = list(recipe.batch_buckets)
     return [("torch.export", params, {str(path): ctx.digest(path)})]
 
@@ -81,17 +109,20 @@ def run_step(ctx: StepContext) -> None:
     params = ctx.params
     ctx.out.mkdir(parents=True, exist_ok=True)
     if ctx.kind == "torch.fetch":
-        (src, _digest), = ctx.inputs.items()
+        ((src, _digest),) = ctx.inputs.items()
         shutil.copyfile(src, ctx.out / "model.pt")
         return
     target = ctx.out / FILES[params["format"]][0]
     res = run_export(ctx, target, "torch.export.log")
     if res.returncode != 0:
         why = "timed out" if res.timed_out else f"exit {res.returncode}"
-        raise BuildError(f"torch export ({params['format']}) of {params['module']} failed ({why}); the exporter "
-                         f"said:\n{res.tail()}", where=str(res.log_path),
-                         hint="make the module traceable/scriptable (no data-dependent Python control flow for "
-                              f"trace), or try method: script; reproduce with {ctx.log_dir / 'reproduce.sh'}")
+        raise BuildError(
+            f"torch export ({params['format']}) of {params['module']} failed ({why}); the exporter "
+            f"said:\n{res.tail()}",
+            where=str(res.log_path),
+            hint="make the module traceable/scriptable (no data-dependent Python control flow for "
+            f"trace), or try method: script; reproduce with {ctx.log_dir / 'reproduce.sh'}",
+        )
 
 
 def load(path: Path, fmt: str):
@@ -103,7 +134,9 @@ def load(path: Path, fmt: str):
     return torch.jit.load(str(path), map_location="cpu")
 
 
-def derive_io(recipe: Recipe, files: dict[str, Path], recipe_dir=None) -> tuple[list[TensorSpec], list[TensorSpec]]:
+def derive_io(
+    recipe: Recipe, files: dict[str, Path], recipe_dir=None
+) -> tuple[list[TensorSpec], list[TensorSpec]]:
     if recipe.source.export is None:
         return list(recipe.inputs), list(recipe.outputs)
     import torch
@@ -117,13 +150,18 @@ def derive_io(recipe: Recipe, files: dict[str, Path], recipe_dir=None) -> tuple[
         with torch.no_grad():
             result = load(files[filename(recipe)], ex.format)(*args)
     except Exception as e:  # noqa: BLE001 - torch raises many types; the export is unusable either way
-        raise BuildError(f"the exported {ex.format} model does not run on its example inputs: {type(e).__name__}: "
-                         f"{str(e).splitlines()[0] if str(e) else ''}", hint="check the module and example inputs") \
-            from None
+        raise BuildError(
+            f"the exported {ex.format} model does not run on its example inputs: {type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''}",
+            hint="check the module and example inputs",
+        ) from None
     results = list(result) if isinstance(result, (tuple, list)) else [result]
     if len(results) != len(ex.outputs):
-        raise BuildError(f"the module returns {len(results)} tensors, the recipe names {len(ex.outputs)} outputs "
-                         f"{ex.outputs}", hint="list one name per returned tensor in source.export.outputs")
+        raise BuildError(
+            f"the module returns {len(results)} tensors, the recipe names {len(ex.outputs)} outputs "
+            f"{ex.outputs}",
+            hint="list one name per returned tensor in source.export.outputs",
+        )
     batch = recipe.max_batch_size > 0
 
     def spec_of(name: str, t, i: int) -> TensorSpec:
@@ -134,9 +172,14 @@ def derive_io(recipe: Recipe, files: dict[str, Path], recipe_dir=None) -> tuple[
     outputs = [spec_of(n, t, i) for i, (n, t) in enumerate(zip(ex.outputs, results, strict=False))]
     for given, derived in ((recipe.inputs, inputs), (recipe.outputs, outputs)):
         if given and [(g.name, g.dtype) for g in given] != [(d.name, d.dtype) for d in derived]:
-            raise BuildError(f"recipe declares {[(g.name, g.dtype) for g in given]}, the module gives "
-                             f"{[(d.name, d.dtype) for d in derived]}", hint="drop the declaration or match it")
-    return (list(recipe.inputs) if recipe.inputs else inputs), (list(recipe.outputs) if recipe.outputs else outputs)
+            raise BuildError(
+                f"recipe declares {[(g.name, g.dtype) for g in given]}, the module gives "
+                f"{[(d.name, d.dtype) for d in derived]}",
+                hint="drop the declaration or match it",
+            )
+    return (list(recipe.inputs) if recipe.inputs else inputs), (
+        list(recipe.outputs) if recipe.outputs else outputs
+    )
 
 
 def configure(mc, recipe: Recipe) -> None:
@@ -158,7 +201,10 @@ class TorchRunner:
         self.model = model
 
     def infer(self, sample: dict) -> dict:
-        args = [self.torch.from_numpy(self.np.ascontiguousarray(sample[t.name])) for t in self.model.inputs]
+        args = [
+            self.torch.from_numpy(self.np.ascontiguousarray(sample[t.name]))
+            for t in self.model.inputs
+        ]
         with self.torch.no_grad():
             result = self.module(*args)
         results = list(result) if isinstance(result, (tuple, list)) else [result]
@@ -173,12 +219,24 @@ class TorchRunner:
 
 def check_recipe(recipe: Recipe) -> list[tuple]:
     if recipe.source.export is None and not (recipe.inputs and recipe.outputs):
-        return [(("source",), "a saved TorchScript file needs 'inputs' and 'outputs' declared",
-                 "declare them, or use source.export so they are derived from the example inputs")]
-    if recipe.batch_buckets and (recipe.source.export is None or recipe.source.export.format != "torchscript"):
-        return [(("batch_buckets",), "batch_buckets are generated into a TorchScript export (source.export, "
-                 "format torchscript); not into a saved file or an AOTInductor package",
-                 "export with format: torchscript, or remove batch_buckets")]
+        return [
+            (
+                ("source",),
+                "a saved TorchScript file needs 'inputs' and 'outputs' declared",
+                "declare them, or use source.export so they are derived from the example inputs",
+            )
+        ]
+    if recipe.batch_buckets and (
+        recipe.source.export is None or recipe.source.export.format != "torchscript"
+    ):
+        return [
+            (
+                ("batch_buckets",),
+                "batch_buckets are generated into a TorchScript export (source.export, "
+                "format torchscript); not into a saved file or an AOTInductor package",
+                "export with format: torchscript, or remove batch_buckets",
+            )
+        ]
     if filename(recipe) != "model.pt":
         return []
     # The libtorch backend maps only these TYPE_s to torch dtypes (pytorch_backend r24.10 libtorch_utils.cc
@@ -187,17 +245,27 @@ def check_recipe(recipe: Recipe) -> list[tuple]:
     for key, tensors in (("inputs", recipe.inputs), ("outputs", recipe.outputs)):
         for i, t in enumerate(tensors or []):  # None: derived from the export
             if DTYPES[t.dtype].removeprefix("TYPE_") not in (*TORCH_DTYPES, "STRING"):
-                out.append(((key, i, "dtype"), f"dtype {t.dtype}: Triton's PyTorch backend (TorchScript) has no "
-                            f"torch type for {DTYPES[t.dtype]} and refuses to load the model",
-                            "use one of " + ", ".join(k for k, v in DTYPES.items()
-                                                      if v.removeprefix("TYPE_") in TORCH_DTYPES)))
+                out.append(
+                    (
+                        (key, i, "dtype"),
+                        f"dtype {t.dtype}: Triton's PyTorch backend (TorchScript) has no "
+                        f"torch type for {DTYPES[t.dtype]} and refuses to load the model",
+                        "use one of "
+                        + ", ".join(
+                            k for k, v in DTYPES.items() if v.removeprefix("TYPE_") in TORCH_DTYPES
+                        ),
+                    )
+                )
     return out
 
 
 class PyTorchBackend(Backend):
     name = NAME
     recipe_type = PyTorchRecipe
-    step_toolchain = {"torch.fetch": ("tritonbuild",), "torch.export": ("tritonbuild", "python", "torch")}
+    step_toolchain = {
+        "torch.fetch": ("tritonbuild",),
+        "torch.export": ("tritonbuild", "python", "torch"),
+    }
     tools = {"torch": "torch"}
     triton_backend = "pytorch"
     model_files = {"": "model.pt", "pytorch_libtorch": "model.pt", "torch_aoti": "model.pt2"}
@@ -215,7 +283,9 @@ class PyTorchBackend(Backend):
     def route_detail(self, toolchain: dict[str, str]) -> str:
         return f"torch {toolchain.get('torch', '?')} in-process"
 
-    def model_content_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
+    def model_content_checks(
+        self, mc, model_dir: Path, versions: list[int]
+    ) -> list[tuple[str, list[str], str]]:
         """config.pbtxt against the TorchScript forward() schema, as the libtorch backend checks it at load
         (_libtorch_rules). torch_aoti packages are not checked: 2.51's backend does not know that platform."""
         if mc.platform == "torch_aoti":
@@ -232,14 +302,24 @@ class PyTorchBackend(Backend):
             except ImportError:
                 return []  # no torch here: the in-process route says how to install it
             except Exception as e:  # noqa: BLE001 - torch.jit.load raises RuntimeError and friends on a bad file
-                problems.append(f"{f.parent.name}/{f.name}: torch.jit.load cannot read it ({type(e).__name__}: "
-                                f"{str(e).splitlines()[0] if str(e) else ''}): the libtorch backend would fail "
-                                "to load it")
-        return [("libtorch", problems, "config matches the TorchScript forward() (the pytorch backend's load "
-                                       "checks, ported)")]
+                problems.append(
+                    f"{f.parent.name}/{f.name}: torch.jit.load cannot read it ({type(e).__name__}: "
+                    f"{str(e).splitlines()[0] if str(e) else ''}): the libtorch backend would fail "
+                    "to load it"
+                )
+        return [
+            (
+                "libtorch",
+                problems,
+                "config matches the TorchScript forward() (the pytorch backend's load "
+                "checks, ported)",
+            )
+        ]
 
     def in_process_runner(self, version_dir: Path, model):
-        archive = next(p for p in (version_dir / "model.pt2", version_dir / "model.pt") if p.is_file())
+        archive = next(
+            p for p in (version_dir / "model.pt2", version_dir / "model.pt") if p.is_file()
+        )
         return TorchRunner(archive, model)
 
     def runner_extra(self) -> str:

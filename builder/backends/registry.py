@@ -53,12 +53,16 @@ class Registry:
         if not isinstance(backend, Backend):
             raise TypeError(f"{backend!r} is not a tritonbuild Backend")
         if backend.name in self._by_name:
-            raise DuplicateBackend(f"a backend named {backend.name!r} is already registered "
-                                   f"({type(self._by_name[backend.name]).__qualname__})")
+            raise DuplicateBackend(
+                f"a backend named {backend.name!r} is already registered "
+                f"({type(self._by_name[backend.name]).__qualname__})"
+            )
         taken = sorted(k for k in backend.step_toolchain if k in self._by_step)
         if taken:
-            raise DuplicateBackend(f"backend {backend.name!r}: step kinds {taken} belong to "
-                                   f"{self._by_step[taken[0]].name!r}")
+            raise DuplicateBackend(
+                f"backend {backend.name!r}: step kinds {taken} belong to "
+                f"{self._by_step[taken[0]].name!r}"
+            )
         self._check_declarations(backend)
         declare_tools(dict(backend.tools))
         self._by_name[backend.name] = backend
@@ -69,19 +73,32 @@ class Registry:
     @staticmethod
     def _check_declarations(backend: Backend) -> None:
         if backend.route not in ROUTES:
-            raise ValueError(f"backend {backend.name!r}: route {backend.route!r} is not one of {ROUTES}")
+            raise ValueError(
+                f"backend {backend.name!r}: route {backend.route!r} is not one of {ROUTES}"
+            )
         problem = kind_problem(backend.name, backend.recipe_type)
         if problem:
             raise ValueError(f"backend {backend.name!r}: {problem}")
         known = known_keys() | set(backend.tools)
-        unkeyed = sorted({key for keys in backend.step_toolchain.values() for key in keys or () if key not in known})
+        unkeyed = sorted(
+            {
+                key
+                for keys in backend.step_toolchain.values()
+                for key in keys or ()
+                if key not in known
+            }
+        )
         if unkeyed:
-            raise ValueError(f"backend {backend.name!r}: its steps key on {unkeyed}, which the toolchain fingerprint "
-                             "does not hold: declare them in the backend's tools (key → pip distribution)")
+            raise ValueError(
+                f"backend {backend.name!r}: its steps key on {unkeyed}, which the toolchain fingerprint "
+                "does not hold: declare them in the backend's tools (key → pip distribution)"
+            )
         stray = sorted(set(backend.engine_steps) - set(backend.step_toolchain))
         if stray:
-            raise ValueError(f"backend {backend.name!r}: engine_steps {stray} are not among its step kinds "
-                             f"{sorted(backend.step_toolchain)}")
+            raise ValueError(
+                f"backend {backend.name!r}: engine_steps {stray} are not among its step kinds "
+                f"{sorted(backend.step_toolchain)}"
+            )
 
     def unregister(self, name: str) -> None:
         backend = self._by_name.pop(name)
@@ -102,8 +119,9 @@ class Registry:
         try:
             return self._by_name[name]
         except KeyError:
-            raise PlanError(f"backend {name!r} is not supported yet",
-                            hint=f"use one of {sorted(self._by_name)}") from None
+            raise PlanError(
+                f"backend {name!r} is not supported yet", hint=f"use one of {sorted(self._by_name)}"
+            ) from None
 
     def names(self) -> list[str]:
         self._ensure()
@@ -125,7 +143,10 @@ class Registry:
     def recipe_kinds(self) -> Kinds:
         """Recipe `backend` value → its recipe type and rules, for the recipe loader and the JSON Schema."""
         self._ensure()
-        return {name: Kind(backend.recipe_type, backend.check_recipe) for name, backend in self._by_name.items()}
+        return {
+            name: Kind(backend.recipe_type, backend.check_recipe)
+            for name, backend in self._by_name.items()
+        }
 
     def toolchain(self) -> dict[str, str]:
         """The fingerprint with every registered backend's tools (core/toolchain.fingerprint after registering)."""
@@ -155,20 +176,31 @@ class Registry:
         self._ensure()
         if triton_backend:
             return self.for_manifest(triton_backend)
-        return next((b for b in self._by_name.values() if platform and platform in (b.model_files or {})), None)
+        return next(
+            (b for b in self._by_name.values() if platform and platform in (b.model_files or {})),
+            None,
+        )
 
     def also_writing(self, triton_backend: str) -> list[Backend]:
         """The backends that also write models of this Triton backend (their `also_writes`), in registration
         order: their model_file_checks run on such models after the owner's."""
         self._ensure()
-        return [b for b in self._by_name.values() if triton_backend and triton_backend in b.also_writes]
+        return [
+            b for b in self._by_name.values() if triton_backend and triton_backend in b.also_writes
+        ]
 
     def unreproducible(self, rel: str) -> Backend | None:
         """The backend whose vendor cannot rebuild this repository file bit-identically (its
         `unreproducible_files`), if any."""
         self._ensure()
-        return next((b for b in self._by_name.values()
-                     if any(fnmatch.fnmatchcase(rel, pattern) for pattern in b.unreproducible_files)), None)
+        return next(
+            (
+                b
+                for b in self._by_name.values()
+                if any(fnmatch.fnmatchcase(rel, pattern) for pattern in b.unreproducible_files)
+            ),
+            None,
+        )
 
     def route_for_triton(self, triton_backend: str) -> str:
         backend = self.for_manifest(triton_backend)

@@ -17,7 +17,9 @@ from rich.console import Console
 from tritonbuild.core import cachedir
 
 QUIET, NORMAL, VERBOSE = -1, 0, 1
-HEARTBEAT_S = 5.0  # in a non-TTY, a plain progress line at most this often (and at least, during long work)
+HEARTBEAT_S = (
+    5.0  # in a non-TTY, a plain progress line at most this often (and at least, during long work)
+)
 
 
 def _console(stderr: bool) -> Console:
@@ -81,7 +83,9 @@ class Application:
                 yield lambda msg: status.update(msg)
             return
         # --verbose: every message as it comes; else at most one line per HEARTBEAT_S.
-        with PlainProgress(self.err, interval=0.0 if self.verbosity >= VERBOSE else HEARTBEAT_S) as progress:
+        with PlainProgress(
+            self.err, interval=0.0 if self.verbosity >= VERBOSE else HEARTBEAT_S
+        ) as progress:
             yield progress
 
 
@@ -89,9 +93,19 @@ class PlainProgress:
     """Plain progress lines for logs: the newest message at most every `interval` seconds, and a heartbeat
     with the elapsed time when one step runs long."""
 
-    def __init__(self, console: Console, interval: float = HEARTBEAT_S, clock: Callable[[], float] = time.monotonic,
-                 heartbeat: float = HEARTBEAT_S):
-        self.console, self.interval, self.clock, self.heartbeat = console, interval, clock, heartbeat
+    def __init__(
+        self,
+        console: Console,
+        interval: float = HEARTBEAT_S,
+        clock: Callable[[], float] = time.monotonic,
+        heartbeat: float = HEARTBEAT_S,
+    ):
+        self.console, self.interval, self.clock, self.heartbeat = (
+            console,
+            interval,
+            clock,
+            heartbeat,
+        )
         self.start = self.last_print = clock()
         self.message: str | None = None
         self.printed: str | None = None

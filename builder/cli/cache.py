@@ -9,13 +9,7 @@ import click
 from rich.table import Table
 
 from tritonbuild.cli.app import app
-from tritonbuild.cli.common import (
-    _json,
-    cache_dir_option,
-    json_option,
-    main,
-    print_table,
-)
+from tritonbuild.cli.common import _json, cache_dir_option, json_option, main, print_table
 
 
 @main.group("cache")
@@ -26,11 +20,17 @@ def cache_group() -> None:
 def _size(text: str) -> int:
     units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
     normalized = text.strip().upper().removesuffix("B").removesuffix("I")
-    num, unit = (normalized[:-1], normalized[-1]) if normalized and normalized[-1] in units else (normalized, "")
+    num, unit = (
+        (normalized[:-1], normalized[-1])
+        if normalized and normalized[-1] in units
+        else (normalized, "")
+    )
     try:
         return int(float(num) * units[unit])
     except ValueError:
-        raise click.BadParameter(f"{text!r}: expected a size like 500M or 20G", param_hint="--max-size") from None
+        raise click.BadParameter(
+            f"{text!r}: expected a size like 500M or 20G", param_hint="--max-size"
+        ) from None
 
 
 @cache_group.command("ls")
@@ -41,25 +41,41 @@ def cache_ls_command(cache_dir: Path | None, as_json: bool) -> None:
     from tritonbuild import api
 
     store = api.cache_store(cache_dir)
-    rows = [{"key": key, "kind": record.get("kind"), "model": record.get("model"),
-             "files": len(record.get("files", {})),
-             "bytes": sum(entry["size"] for entry in record.get("files", {}).values()),
-             "last_used": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(mtime))}
-            for key, record, mtime in store.records()]
+    rows = [
+        {
+            "key": key,
+            "kind": record.get("kind"),
+            "model": record.get("model"),
+            "files": len(record.get("files", {})),
+            "bytes": sum(entry["size"] for entry in record.get("files", {}).values()),
+            "last_used": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(mtime)),
+        }
+        for key, record, mtime in store.records()
+    ]
     if as_json:
         _json({"cache": str(store.root), "entries": rows})
         return
     table = Table("key", "kind", "model", "files", "bytes", "last used", box=None)
     for row in rows:
-        table.add_row(row["key"][:16], row["kind"], row["model"], str(row["files"]), str(row["bytes"]),
-                      row["last_used"])
+        table.add_row(
+            row["key"][:16],
+            row["kind"],
+            row["model"],
+            str(row["files"]),
+            str(row["bytes"]),
+            row["last_used"],
+        )
     print_table(table)
     app().out.print(f"{len(rows)} entries in {store.root}")
 
 
 @cache_group.command("gc")
-@click.option("--max-size", required=True, metavar="SIZE", help="Keep at most this much (e.g. 20G), least "
-              "recently used entries go first.")
+@click.option(
+    "--max-size",
+    required=True,
+    metavar="SIZE",
+    help="Keep at most this much (e.g. 20G), least recently used entries go first.",
+)
 @cache_dir_option
 @json_option
 def cache_gc_command(max_size: str, cache_dir: Path | None, as_json: bool) -> None:
@@ -71,10 +87,15 @@ def cache_gc_command(max_size: str, cache_dir: Path | None, as_json: bool) -> No
     if as_json:
         _json(result)
     else:
-        removed = ", ".join(f"{what} {size}" for what, size in result["removed_bytes"].items() if size)
-        app().out.print(f"evicted {len(result['evicted_records'])} entries, freed {result['freed_bytes']} bytes"
-                        + (f" ({removed})" if removed else "") + f"; kept {result['kept_records']} entries, "
-                        f"{result['kept_bytes']} bytes in {store.root} (blobs {result['kept_blob_bytes']})")
+        removed = ", ".join(
+            f"{what} {size}" for what, size in result["removed_bytes"].items() if size
+        )
+        app().out.print(
+            f"evicted {len(result['evicted_records'])} entries, freed {result['freed_bytes']} bytes"
+            + (f" ({removed})" if removed else "")
+            + f"; kept {result['kept_records']} entries, "
+            f"{result['kept_bytes']} bytes in {store.root} (blobs {result['kept_blob_bytes']})"
+        )
 
 
 @cache_group.command("verify")
@@ -88,5 +109,7 @@ def cache_verify_command(cache_dir: Path | None, as_json: bool) -> None:
     if as_json:
         _json(result)
     else:
-        app().out.print(f"{result['blobs_checked']} files checked, {len(result['corrupt_blobs'])} corrupt, "
-                        f"{len(result['evicted_records'])} entries evicted")
+        app().out.print(
+            f"{result['blobs_checked']} files checked, {len(result['corrupt_blobs'])} corrupt, "
+            f"{len(result['evicted_records'])} entries evicted"
+        )

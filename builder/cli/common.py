@@ -24,7 +24,9 @@ class Group(click.Group):
         application = Application()  # its own consoles: every line a command prints goes through it
         application.json = "--json" in args  # before parsing: a usage error must honour it too
         try:
-            rv = super().main(args, prog_name, complete_var, standalone_mode=False, obj=application, **extra)
+            rv = super().main(
+                args, prog_name, complete_var, standalone_mode=False, obj=application, **extra
+            )
         except click.UsageError as e:
             _usage_error(application, e)
             sys.exit(e.exit_code)
@@ -42,11 +44,25 @@ class Group(click.Group):
         """Every command also takes -q/--quiet and -v/--verbose after its name."""
         names = {opt for param in cmd.params for opt in getattr(param, "opts", [])}
         if "--quiet" not in names:
-            cmd.params.append(click.Option(["-q", "--quiet"], is_flag=True, expose_value=False,
-                                           callback=_set_verbosity(QUIET), help="Only errors (and --json output)."))
+            cmd.params.append(
+                click.Option(
+                    ["-q", "--quiet"],
+                    is_flag=True,
+                    expose_value=False,
+                    callback=_set_verbosity(QUIET),
+                    help="Only errors (and --json output).",
+                )
+            )
         if "--verbose" not in names:
-            cmd.params.append(click.Option(["-v", "--verbose"], is_flag=True, expose_value=False,
-                                           callback=_set_verbosity(VERBOSE), help="More detail on stderr."))
+            cmd.params.append(
+                click.Option(
+                    ["-v", "--verbose"],
+                    is_flag=True,
+                    expose_value=False,
+                    callback=_set_verbosity(VERBOSE),
+                    help="More detail on stderr.",
+                )
+            )
         super().add_command(cmd, name)
 
     def invoke(self, ctx: click.Context):
@@ -63,16 +79,30 @@ class Group(click.Group):
             raise
         except Exception:  # noqa: BLE001 - a bug: show the traceback and ask for a report
             application.err.print_exception()
-            application.err.print("[bold red]internal error[/]: this is a tritonbuild bug; please report it with the "
-                      "traceback above", markup=True)
+            application.err.print(
+                "[bold red]internal error[/]: this is a tritonbuild bug; please report it with the "
+                "traceback above",
+                markup=True,
+            )
             sys.exit(1)
 
 
 def _usage_error(application: Application, e: click.UsageError) -> None:
     if application.json:
         command = e.ctx.command_path if e.ctx else "tritonbuild"
-        click.echo(json.dumps({"error": "usage", "message": e.format_message(), "where": command,
-                               "hint": f"{command} --help", "exit_code": e.exit_code}, indent=2, sort_keys=True))
+        click.echo(
+            json.dumps(
+                {
+                    "error": "usage",
+                    "message": e.format_message(),
+                    "where": command,
+                    "hint": f"{command} --help",
+                    "exit_code": e.exit_code,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
         return
     e.show()
 
@@ -84,7 +114,9 @@ def _emit_error(application: Application, e: TritonBuildError) -> None:
     errors = e.errors if isinstance(e, MultipleErrors) else [e]
     for one in errors:
         where = f"{one.where}: " if one.where else ""
-        application.err.print(f"[bold red]error[/] ({one.kind}): {escape(where + one.message)}", markup=True)
+        application.err.print(
+            f"[bold red]error[/] ({one.kind}): {escape(where + one.message)}", markup=True
+        )
         if one.hint:
             application.err.print(f"  [dim]fix:[/] {escape(one.hint)}", markup=True)
 
@@ -123,47 +155,91 @@ def _set_verbosity(level: int):
     return callback
 
 
-endpoint_option = click.option("--endpoint-url", envvar="AWS_ENDPOINT_URL", metavar="URL",
-                               help="S3-compatible endpoint [env AWS_ENDPOINT_URL].")
-json_option = click.option("--json", "as_json", is_flag=True, callback=_remember_json,
-                           help="Machine-readable output on stdout.")
+endpoint_option = click.option(
+    "--endpoint-url",
+    envvar="AWS_ENDPOINT_URL",
+    metavar="URL",
+    help="S3-compatible endpoint [env AWS_ENDPOINT_URL].",
+)
+json_option = click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    callback=_remember_json,
+    help="Machine-readable output on stdout.",
+)
 tritonserver_option = click.option(
-    "--tritonserver", "tritonserver", metavar="PATH", envvar="TRITONBUILD_TRITONSERVER",
+    "--tritonserver",
+    "tritonserver",
+    metavar="PATH",
+    envvar="TRITONBUILD_TRITONSERVER",
     help="Run this tritonserver binary (your fleet's, e.g. /opt/tritonserver/bin/tritonserver, with its own "
-         "backends) instead of the embedded one [env TRITONBUILD_TRITONSERVER].")
+    "backends) instead of the embedded one [env TRITONBUILD_TRITONSERVER].",
+)
 recipes_arg = click.argument("recipes", nargs=-1, required=True, type=click.Path(path_type=Path))
 
 
 # NOTE: no envvar= here: the Application reads TRITONBUILD_CACHE_DIR only when no --cache-dir was given
 # (before or after the command), so the environment never overrides an option.
-cache_dir_option = click.option("--cache-dir", type=click.Path(path_type=Path), callback=_remember_cache_dir,
-                                help="Local build cache: steps, input digests, downloaded checkpoints "
-                                     "[env TRITONBUILD_CACHE_DIR; default ~/.cache/tritonbuild].")
-quiet_option = click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_set_verbosity(QUIET),
-                            help="Only errors (and --json output).")
-verbose_option = click.option("-v", "--verbose", is_flag=True, expose_value=False,
-                              callback=_set_verbosity(VERBOSE), help="More detail on stderr.")
+cache_dir_option = click.option(
+    "--cache-dir",
+    type=click.Path(path_type=Path),
+    callback=_remember_cache_dir,
+    help="Local build cache: steps, input digests, downloaded checkpoints "
+    "[env TRITONBUILD_CACHE_DIR; default ~/.cache/tritonbuild].",
+)
+quiet_option = click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    expose_value=False,
+    callback=_set_verbosity(QUIET),
+    help="Only errors (and --json output).",
+)
+verbose_option = click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    expose_value=False,
+    callback=_set_verbosity(VERBOSE),
+    help="More detail on stderr.",
+)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="tritonbuild", prog_name="tritonbuild")
 @quiet_option
 @verbose_option
-@click.option("--json", "as_json", is_flag=True, callback=_remember_json, expose_value=False,
-              help="Machine-readable output on stdout (also accepted after the command).")
-@click.option("--cache-dir", type=click.Path(path_type=Path), callback=_remember_cache_dir, expose_value=False,
-              help="Local build cache (also accepted after the command) [env TRITONBUILD_CACHE_DIR].")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    callback=_remember_json,
+    expose_value=False,
+    help="Machine-readable output on stdout (also accepted after the command).",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(path_type=Path),
+    callback=_remember_cache_dir,
+    expose_value=False,
+    help="Local build cache (also accepted after the command) [env TRITONBUILD_CACHE_DIR].",
+)
 def main() -> None:
     """Build, verify and serve versioned Triton model repositories from recipes."""
 
 
-cache_url_option = click.option("--cache-url", envvar="TRITONBUILD_CACHE_URL", metavar="URL",
-                                help="Shared remote build cache (s3://, gs://, az://, file://) "
-                                     "[env TRITONBUILD_CACHE_URL].")
-changed_since_option = click.option("--changed-since", metavar="REV",
-                                    help="Only recipes whose inputs changed since this git revision.")
-
-
+cache_url_option = click.option(
+    "--cache-url",
+    envvar="TRITONBUILD_CACHE_URL",
+    metavar="URL",
+    help="Shared remote build cache (s3://, gs://, az://, file://) [env TRITONBUILD_CACHE_URL].",
+)
+changed_since_option = click.option(
+    "--changed-since",
+    metavar="REV",
+    help="Only recipes whose inputs changed since this git revision.",
+)
 
 
 def key_values(items: tuple[str, ...] | list[str], option: str, metavar: str) -> dict[str, str]:
@@ -183,8 +259,10 @@ def existing_dir(value: str | Path, what: str = "repository") -> Path:
     path = Path(value)
     if not path.is_dir():
         problem = "not a directory" if path.exists() else "no such directory"
-        raise UsageError(f"{problem}: {path}",
-                         hint=f"pass the {what} directory `tritonbuild build RECIPES -o DIR` wrote, or a target URL")
+        raise UsageError(
+            f"{problem}: {path}",
+            hint=f"pass the {what} directory `tritonbuild build RECIPES -o DIR` wrote, or a target URL",
+        )
     return path
 
 
@@ -192,7 +270,9 @@ def print_table(table: Table) -> None:
     """A rich table when it fits the console without truncating a cell; else one plain line per row (paths in
     logs and 80-column terminals stay whole and greppable)."""
     console = app().out
-    widths = [max((len(str(c)) for c in [col.header, *col._cells]), default=0) for col in table.columns]
+    widths = [
+        max((len(str(c)) for c in [col.header, *col._cells]), default=0) for col in table.columns
+    ]
     needed = sum(widths) + 2 * max(len(widths) - 1, 0) + 2 * table.padding[1] * len(widths)
     if needed <= console.width:
         for col in table.columns:
@@ -201,4 +281,8 @@ def print_table(table: Table) -> None:
         return
     headers = [str(col.header) for col in table.columns]
     for row in zip(*(col._cells for col in table.columns), strict=False):
-        console.print("  ".join(f"{h}={c}" for h, c in zip(headers, (str(c) for c in row), strict=True) if str(c)))
+        console.print(
+            "  ".join(
+                f"{h}={c}" for h, c in zip(headers, (str(c) for c in row), strict=True) if str(c)
+            )
+        )

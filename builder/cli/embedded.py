@@ -17,11 +17,16 @@ def _render(result: dict, as_json: bool) -> None:
         return
     out = app().out
     if result["path"] is None:
-        out.print(f"not made yet (it would go under {result['envs_dir']}); 'tritonbuild embedded install' makes it")
+        out.print(
+            f"not made yet (it would go under {result['envs_dir']}); 'tritonbuild embedded install' makes it"
+        )
         return
     versions = ", ".join(f"{name} {version}" for name, version in result["versions"].items())
-    out.print(f"{'made' if result['made'] else 'ready'}: {result['path']} (Python {result['python_minor']}, {versions}"
-              + (f"; packages {' '.join(result['packages'])}" if result["packages"] else "") + ")")
+    out.print(
+        f"{'made' if result['made'] else 'ready'}: {result['path']} (Python {result['python_minor']}, {versions}"
+        + (f"; packages {' '.join(result['packages'])}" if result["packages"] else "")
+        + ")"
+    )
 
 
 @embedded_group.command("install")
@@ -31,7 +36,9 @@ def embedded_install_command(as_json: bool) -> None:
     settings, plus TRITONBUILD_EMBEDDED_PACKAGES for your Python models."""
     from tritonbuild import api
 
-    _render(api.embedded_environment(make=True, progress=lambda line: app().err.print(line)), as_json)
+    _render(
+        api.embedded_environment(make=True, progress=lambda line: app().err.print(line)), as_json
+    )
 
 
 @embedded_group.command("show")
@@ -41,4 +48,3 @@ def embedded_show_command(as_json: bool) -> None:
     from tritonbuild import api
 
     _render(api.embedded_environment(make=False), as_json)
-

@@ -16,18 +16,29 @@ def export_group() -> None:
 
 
 def _out_option(what: str):
-    return click.option("-o", "--output", "out", required=True, type=click.Path(path_type=Path, dir_okay=False),
-                        help=f"Where the {what} is written (replaced whole, never left half-written).")
+    return click.option(
+        "-o",
+        "--output",
+        "out",
+        required=True,
+        type=click.Path(path_type=Path, dir_okay=False),
+        help=f"Where the {what} is written (replaced whole, never left half-written).",
+    )
 
 
 @export_group.command("perf-data")
 @click.argument("repository", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.argument("model")
 @_out_option("perf_analyzer --input-data JSON")
-@click.option("--no-validation", is_flag=True,
-              help="Inputs only: no validation_data (perf_analyzer then does not check the answers).")
+@click.option(
+    "--no-validation",
+    is_flag=True,
+    help="Inputs only: no validation_data (perf_analyzer then does not check the answers).",
+)
 @json_option
-def perf_data_command(repository: Path, model: str, out: Path, no_validation: bool, as_json: bool) -> None:
+def perf_data_command(
+    repository: Path, model: str, out: Path, no_validation: bool, as_json: bool
+) -> None:
     """MODEL's goldens in the built REPOSITORY as perf_analyzer --input-data JSON.
 
     Every golden request goes in "data"; its recorded outputs go in "validation_data", which perf_analyzer
@@ -55,13 +66,28 @@ def _input_data(_ctx, _param, values: tuple[str, ...]) -> dict[str, str] | str |
 @export_group.command("model-analyzer")
 @click.argument("recipes", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
 @_out_option("Model Analyzer profile config (YAML)")
-@click.option("-m", "--model-repository", required=True, metavar="PATH",
-              help="The repository Model Analyzer profiles (the built one, as its tritonserver sees it).")
-@click.option("--input-data", multiple=True, callback=_input_data, metavar="[MODEL=]FILE",
-              help="perf_analyzer data for a model (from 'export perf-data'); FILE alone with one recipe.")
+@click.option(
+    "-m",
+    "--model-repository",
+    required=True,
+    metavar="PATH",
+    help="The repository Model Analyzer profiles (the built one, as its tritonserver sees it).",
+)
+@click.option(
+    "--input-data",
+    multiple=True,
+    callback=_input_data,
+    metavar="[MODEL=]FILE",
+    help="perf_analyzer data for a model (from 'export perf-data'); FILE alone with one recipe.",
+)
 @json_option
-def model_analyzer_command(recipes: tuple[Path, ...], out: Path, model_repository: str,
-                           input_data: dict[str, str] | str | None, as_json: bool) -> None:
+def model_analyzer_command(
+    recipes: tuple[Path, ...],
+    out: Path,
+    model_repository: str,
+    input_data: dict[str, str] | str | None,
+    as_json: bool,
+) -> None:
     """The RECIPES' serving spaces (their tune sections) as a Model Analyzer profile config.
 
     A manual sweep (run_config_search_disable) of max_batch_size, dynamic batcher delays and preferred sizes,
@@ -69,8 +95,9 @@ def model_analyzer_command(recipes: tuple[Path, ...], out: Path, model_repositor
     """
     from tritonbuild import api
 
-    summary = api.export_model_analyzer(list(recipes), out, model_repository=model_repository,
-                                        input_data=input_data)
+    summary = api.export_model_analyzer(
+        list(recipes), out, model_repository=model_repository, input_data=input_data
+    )
     if as_json:
         _json(summary)
         return

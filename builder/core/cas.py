@@ -19,7 +19,9 @@ from tritonbuild.core.hashing import CHUNK, pretty_json
 
 __all__ = ["FileEntry", "Store", "clone_or_copy", "default_cache_dir"]
 
-HASH_ON_HIT_MAX = 64 << 20  # blobs up to this size are re-hashed on every cache hit; larger ones are linked
+HASH_ON_HIT_MAX = (
+    64 << 20
+)  # blobs up to this size are re-hashed on every cache hit; larger ones are linked
 FICLONE = 0x40049409  # ioctl: reflink (copy-on-write clone) on btrfs/xfs
 
 
@@ -61,7 +63,9 @@ class Store:
         a running build has written but not yet recorded or materialised. Waits for the holders."""
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            fd = os.open(
+                self.root / "lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644
+            )
         except OSError:
             if not shared:
                 raise
@@ -114,7 +118,9 @@ class Store:
 
     def _move_in(self, src: Path) -> tuple[str, int] | None:
         """put_file's move: None where src cannot be renamed into the store (another filesystem, a link)."""
-        if src.is_symlink() or not src.is_file() or src.stat().st_nlink > 1:  # a link to a file not ours: copy
+        if (
+            src.is_symlink() or not src.is_file() or src.stat().st_nlink > 1
+        ):  # a link to a file not ours: copy
             return None
         h, size = hashlib.sha256(), 0
         with open(src, "rb+") as f:
@@ -162,7 +168,9 @@ class Store:
         record = record or self.read_record(key) or {}
         for entry in record.get("files", {}).values():
             blob = self.blob_path(entry["sha256"])
-            if blob.is_file() and (blob.stat().st_size != entry["size"] or sha256_file(blob) != entry["sha256"]):
+            if blob.is_file() and (
+                blob.stat().st_size != entry["size"] or sha256_file(blob) != entry["sha256"]
+            ):
                 blob.unlink(missing_ok=True)
         self.record_path(key).unlink(missing_ok=True)
 
@@ -214,7 +222,13 @@ class Store:
         out = []
         for record_file in sorted((self.root / "steps").glob("*/*.json")):
             try:
-                out.append((record_file.stem, json.loads(record_file.read_text()), record_file.stat().st_mtime))
+                out.append(
+                    (
+                        record_file.stem,
+                        json.loads(record_file.read_text()),
+                        record_file.stat().st_mtime,
+                    )
+                )
             except (OSError, ValueError):
                 continue
         return out
@@ -235,7 +249,9 @@ class Store:
         for key, record, _mtime in recs:
             digests = {entry["sha256"]: entry["size"] for entry in record.get("files", {}).values()}
             extra = sum(sz for digest, sz in digests.items() if digest not in kept)
-            full = full or size + extra > max_bytes  # strict LRU: once one does not fit, everything older goes
+            full = (
+                full or size + extra > max_bytes
+            )  # strict LRU: once one does not fit, everything older goes
             if not full:
                 kept |= set(digests)
                 size += extra
@@ -248,8 +264,14 @@ class Store:
                 removed["blobs"] += _remove(blob)
         removed.update(self._prune_beside(keys))
         _remove(self.root / "tmp")
-        return {"evicted_records": evicted, "freed_bytes": sum(removed.values()), "removed_bytes": removed,
-                "kept_records": len(keys), "kept_blob_bytes": size, "kept_bytes": _tree_bytes(self.root)}
+        return {
+            "evicted_records": evicted,
+            "freed_bytes": sum(removed.values()),
+            "removed_bytes": removed,
+            "kept_records": len(keys),
+            "kept_blob_bytes": size,
+            "kept_bytes": _tree_bytes(self.root),
+        }
 
     def _prune_beside(self, keys: set[str]) -> dict[str, int]:
         """What lives beside the kept records, for evicted ones: step logs (logs/<key[:16]>), derived-I/O memos
@@ -288,11 +310,18 @@ class Store:
         bad = [b.name for b in self.blobs() if sha256_file(b) != b.name]
         for name in bad:
             self.blob_path(name).unlink(missing_ok=True)
-        evicted = [key for key, record, _ in self.records()
-                   if any(e["sha256"] in bad for e in record.get("files", {}).values())]
+        evicted = [
+            key
+            for key, record, _ in self.records()
+            if any(e["sha256"] in bad for e in record.get("files", {}).values())
+        ]
         for key in evicted:
             self.record_path(key).unlink(missing_ok=True)
-        return {"blobs_checked": len(self.blobs()) + len(bad), "corrupt_blobs": bad, "evicted_records": evicted}
+        return {
+            "blobs_checked": len(self.blobs()) + len(bad),
+            "corrupt_blobs": bad,
+            "evicted_records": evicted,
+        }
 
 
 def _tree_bytes(path: Path) -> int:

@@ -24,7 +24,9 @@ def atomic_writer(path: Path, tmp_dir: Path | None = None):
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
-            os.fsync(f.fileno())  # NOTE: data on disk before the rename makes it visible (a crash leaves old or new)
+            os.fsync(
+                f.fileno()
+            )  # NOTE: data on disk before the rename makes it visible (a crash leaves old or new)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:

@@ -85,7 +85,9 @@ class LocalLease(LeaseStore):
         except FileNotFoundError:
             return
         moved = Path(aside).read_bytes()
-        if _digest(moved) != version:  # renewed or replaced between the read and the rename: put it back
+        if (
+            _digest(moved) != version
+        ):  # renewed or replaced between the read and the rename: put it back
             with contextlib.suppress(FileExistsError):
                 os.link(aside, self.path)
             os.unlink(aside)
@@ -121,7 +123,10 @@ class S3Lease(LeaseStore):
                     return raw, before
             except FileNotFoundError:
                 return None, None
-        return raw, None  # changing under us: no version, so no conditional call can succeed with it
+        return (
+            raw,
+            None,
+        )  # changing under us: no version, so no conditional call can succeed with it
 
     def replace(self, body: bytes, version: str | None) -> str | None:
         try:
@@ -156,10 +161,22 @@ class GCSLease(LeaseStore):
 
         bucket, key = self._names()
         location = f"{self.fs._location}/upload/storage/v1/b/{bucket}/o"
-        data = (b"--==0==\nContent-Type: application/json; charset=UTF-8\n\n" + json.dumps({"name": key}).encode()
-                + b"\n--==0==\nContent-Type: application/json\n\n" + body + b"\n--==0==--")
-        meta = self.fs.call("POST", location, uploadType="multipart", ifGenerationMatch=generation, data=data,
-                            headers={"Content-Type": 'multipart/related; boundary="==0=="'}, json_out=True)
+        data = (
+            b"--==0==\nContent-Type: application/json; charset=UTF-8\n\n"
+            + json.dumps({"name": key}).encode()
+            + b"\n--==0==\nContent-Type: application/json\n\n"
+            + body
+            + b"\n--==0==--"
+        )
+        meta = self.fs.call(
+            "POST",
+            location,
+            uploadType="multipart",
+            ifGenerationMatch=generation,
+            data=data,
+            headers={"Content-Type": 'multipart/related; boundary="==0=="'},
+            json_out=True,
+        )
         return str(meta.get("generation")) if meta.get("generation") is not None else None
 
     def create(self, body: bytes) -> str | None:
@@ -170,7 +187,9 @@ class GCSLease(LeaseStore):
         for _ in range(3):
             try:
                 generation = str(self.fs.info(self.path, refresh=True).get("generation"))
-                _, raw = self.fs.call("GET", "b/{}/o/{}", bucket, key, alt="media", generation=generation)
+                _, raw = self.fs.call(
+                    "GET", "b/{}/o/{}", bucket, key, alt="media", generation=generation
+                )
                 return raw, generation
             except FileNotFoundError:
                 continue  # gone, or replaced between the two requests: look again
@@ -209,7 +228,9 @@ class AzureLease(LeaseStore):
         from azure.core.exceptions import ResourceExistsError
 
         try:
-            return self._run(lambda: self._blob().upload_blob(body, overwrite=False), "create the lock")["etag"]
+            return self._run(
+                lambda: self._blob().upload_blob(body, overwrite=False), "create the lock"
+            )["etag"]
         except ResourceExistsError:
             raise FileExistsError(self.path) from None
 
@@ -238,8 +259,12 @@ class AzureLease(LeaseStore):
     def replace(self, body: bytes, version: str | None) -> str | None:
         from azure.core import MatchConditions
 
-        got = self._conditional(lambda: self._blob().upload_blob(
-            body, overwrite=True, etag=version, match_condition=MatchConditions.IfNotModified), "renew the lock")
+        got = self._conditional(
+            lambda: self._blob().upload_blob(
+                body, overwrite=True, etag=version, match_condition=MatchConditions.IfNotModified
+            ),
+            "renew the lock",
+        )
         if got is None:
             raise Moved(self.path)
         return got["etag"]
@@ -247,5 +272,9 @@ class AzureLease(LeaseStore):
     def delete(self, version: str | None) -> None:
         from azure.core import MatchConditions
 
-        self._conditional(lambda: self._blob().delete_blob(etag=version, match_condition=MatchConditions.IfNotModified),
-                          "remove the lock")
+        self._conditional(
+            lambda: self._blob().delete_blob(
+                etag=version, match_condition=MatchConditions.IfNotModified
+            ),
+            "remove the lock",
+        )

@@ -19,11 +19,14 @@ BYTES_FIELDS = ("nbytes", "data")
 
 
 def _encode_bytes(arr: np.ndarray) -> np.ndarray:
-    items = [bytes(x) if isinstance(x, (bytes, bytearray, np.bytes_)) else str(x).encode() for x in arr.ravel()]
+    items = [
+        bytes(x) if isinstance(x, (bytes, bytearray, np.bytes_)) else str(x).encode()
+        for x in arr.ravel()
+    ]
     width = max([1, *(len(b) for b in items)])
     data = np.zeros((len(items), width), dtype=np.uint8)
     for i, item in enumerate(items):
-        data[i, :len(item)] = np.frombuffer(item, dtype=np.uint8)
+        data[i, : len(item)] = np.frombuffer(item, dtype=np.uint8)
     flat = np.zeros(len(items), dtype=[(BYTES_FIELDS[0], "<u4"), (BYTES_FIELDS[1], f"S{width}")])
     flat[BYTES_FIELDS[0]] = [len(b) for b in items]
     flat[BYTES_FIELDS[1]] = data.view(f"S{width}").reshape(len(items))
@@ -38,7 +41,7 @@ def _decode_bytes(arr: np.ndarray) -> np.ndarray:
     data = np.ascontiguousarray(flat[BYTES_FIELDS[1]]).view(np.uint8).reshape(len(flat), width)
     out = np.empty(len(flat), dtype=np.object_)
     for i, n in enumerate(flat[BYTES_FIELDS[0]]):
-        out[i] = data[i, :int(n)].tobytes()
+        out[i] = data[i, : int(n)].tobytes()
     return out.reshape(arr.shape)
 
 

@@ -76,8 +76,25 @@ def within_deadline(fn, what: str):
 class BoundedFS:
     """An fsspec filesystem whose metadata and small-object calls each wait at most the deadline."""
 
-    GUARDED = frozenset({"ls", "find", "info", "exists", "isdir", "isfile", "size", "cat_file", "pipe_file",
-                         "rm", "rm_file", "mkdir", "makedirs", "call_s3", "call"})
+    GUARDED = frozenset(
+        {
+            "ls",
+            "find",
+            "info",
+            "exists",
+            "isdir",
+            "isfile",
+            "size",
+            "cat_file",
+            "pipe_file",
+            "rm",
+            "rm_file",
+            "mkdir",
+            "makedirs",
+            "call_s3",
+            "call",
+        }
+    )
 
     def __init__(self, fs):
         self._fs = fs
@@ -116,8 +133,14 @@ def error_code(e: BaseException) -> str | None:
     return None
 
 
-def classify(e: BaseException, *, no_bucket: frozenset[str] = frozenset(), denied: frozenset[str] = frozenset(),
-             network: tuple = (), nocreds: tuple = ()) -> str:
+def classify(
+    e: BaseException,
+    *,
+    no_bucket: frozenset[str] = frozenset(),
+    denied: frozenset[str] = frozenset(),
+    network: tuple = (),
+    nocreds: tuple = (),
+) -> str:
     """'no-bucket', 'denied', 'not-found', 'network' or 'other', from codes and exception types only. A store's
     driver (core/stores.py) names its service's codes and its SDK's exception types; Python's own network and
     permission errors count for every caller."""

@@ -75,9 +75,14 @@ def regular_file(path: str | os.PathLike, what: str = "file") -> os.stat_result:
 
 
 def kind_of(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character "
-                       "device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISLNK, "a symlink")):
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISLNK, "a symlink"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -90,7 +95,9 @@ def read_regular(path: str | os.PathLike, max_bytes: int, what: str = "file") ->
     try:
         st = os.fstat(fd)  # NOTE: the path may have been swapped for a FIFO between stat and open
         if not stat.S_ISREG(st.st_mode):
-            raise PathProblem(f"{what} {os.fspath(path)} is not a regular file ({kind_of(st.st_mode)})")
+            raise PathProblem(
+                f"{what} {os.fspath(path)} is not a regular file ({kind_of(st.st_mode)})"
+            )
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(max_bytes + 1)
     finally:

@@ -21,19 +21,34 @@ class ProcResult:
         return "\n".join(lines[-n:])
 
 
-def run_logged(argv: list[str], *, cwd: Path, log_path: Path, env: dict | None = None,
-               timeout: float | None = None) -> ProcResult:
+def run_logged(
+    argv: list[str],
+    *,
+    cwd: Path,
+    log_path: Path,
+    env: dict | None = None,
+    timeout: float | None = None,
+) -> ProcResult:
     """Run argv with stdout+stderr going to log_path; write reproduce.sh beside the log."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     repro = log_path.with_name("reproduce.sh")
-    env_part = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted((env or {}).items())
-                        if k.startswith(("PYTHON", "TRITONBUILD")))
+    env_part = " ".join(
+        f"{k}={shlex.quote(v)}"
+        for k, v in sorted((env or {}).items())
+        if k.startswith(("PYTHON", "TRITONBUILD"))
+    )
     repro.write_text(f"#!/bin/sh\ncd {shlex.quote(str(cwd))}\n{env_part} {shlex.join(argv)}\n")
     repro.chmod(0o755)
     full_env = {**os.environ, **(env or {})}
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=full_env,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+            start_new_session=True,
+        )
         try:
             rc = proc.wait(timeout=timeout)
             return ProcResult(rc, log_path, False)
@@ -48,8 +63,10 @@ def run_logged(argv: list[str], *, cwd: Path, log_path: Path, env: dict | None =
 
 
 # NOTE: Python 3.10 has no -P: drop sys.path[0] (the cwd, for -c) before running the module.
-_NO_CWD_BOOTSTRAP = ("import runpy, sys; del sys.path[0]; module = sys.argv.pop(1); "
-                     "runpy.run_module(module, run_name='__main__', alter_sys=True)")
+_NO_CWD_BOOTSTRAP = (
+    "import runpy, sys; del sys.path[0]; module = sys.argv.pop(1); "
+    "runpy.run_module(module, run_name='__main__', alter_sys=True)"
+)
 
 
 def python_module_argv(module: str, *args: str) -> list[str]:

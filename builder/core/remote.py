@@ -58,16 +58,23 @@ class RemoteCache:
 
             self.disabled = True
             detail = redact(f"{type(e).__name__}: {e}")
-            self.warn(f"remote cache {redact(self.url)} unavailable ({action}: {detail}); "
-                      "building with the local cache only")
+            self.warn(
+                f"remote cache {redact(self.url)} unavailable ({action}: {detail}); "
+                "building with the local cache only"
+            )
             return None
 
     def exists(self, key: str) -> bool:
-        return bool(self._guard("look up", lambda: self._filesystem().exists(self._path("steps", key[:2],
-                                                                                       f"{key}.json"))))
+        return bool(
+            self._guard(
+                "look up",
+                lambda: self._filesystem().exists(self._path("steps", key[:2], f"{key}.json")),
+            )
+        )
 
     def pull(self, store: Store, key: str) -> dict | None:
         """Copy a record and its blobs into the local store (blobs re-hashed on the way in)."""
+
         def fetch():
             fs = self._filesystem()
             record = json.loads(fs.cat_file(self._path("steps", key[:2], f"{key}.json")))
@@ -104,6 +111,9 @@ class RemoteCache:
                     pass
                 fs.put_file(str(store.blob_path(entry["sha256"])), remote)
             # NOTE: the record goes last: a reader that sees it finds every blob.
-            fs.pipe_file(self._path("steps", key[:2], f"{key}.json"), json.dumps(record, sort_keys=True).encode())
+            fs.pipe_file(
+                self._path("steps", key[:2], f"{key}.json"),
+                json.dumps(record, sort_keys=True).encode(),
+            )
 
         self._guard("push", send)

@@ -14,8 +14,11 @@ class Result:
     """Mixed into an api result dataclass: to_dict() for the JSON form, nested results included."""
 
     def to_dict(self) -> dict:
-        return {each.name: plain(getattr(self, each.name)) for each in fields(self)
-                if not (each.metadata.get("omit_none") and getattr(self, each.name) is None)}
+        return {
+            each.name: plain(getattr(self, each.name))
+            for each in fields(self)
+            if not (each.metadata.get("omit_none") and getattr(self, each.name) is None)
+        }
 
 
 def plain(value):

@@ -9,10 +9,19 @@ import re
 USERINFO_RE = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]+@")
 # query or form parameters whose name says secret: AWS presigned (X-Amz-Signature, X-Amz-Credential,
 # X-Amz-Security-Token, AWSAccessKeyId, Signature), Azure SAS (sig), GCS (X-Goog-Signature), OAuth tokens...
-SECRET_RE = re.compile(r"(?i)([\w.-]*(?:secret|token|password|passwd|pwd|signature|credential|key|keyid|sig|"
-                       r"auth|sas)[\w.-]*)=([^&\s#\"']+)")
-SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN",
-              "AZURE_STORAGE_CONNECTION_STRING", "GOOGLE_APPLICATION_CREDENTIALS_JSON", "TRITONBUILD_REPORT_KEY")
+SECRET_RE = re.compile(
+    r"(?i)([\w.-]*(?:secret|token|password|passwd|pwd|signature|credential|key|keyid|sig|"
+    r"auth|sas)[\w.-]*)=([^&\s#\"']+)"
+)
+SECRET_ENV = (
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AZURE_STORAGE_KEY",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "AZURE_STORAGE_CONNECTION_STRING",
+    "GOOGLE_APPLICATION_CREDENTIALS_JSON",
+    "TRITONBUILD_REPORT_KEY",
+)
 
 
 def redact(text: str) -> str:

@@ -22,7 +22,13 @@ from urllib.parse import urlparse
 
 from tritonbuild.core import leases
 from tritonbuild.core.fsutil import atomic_writer, write_atomic
-from tritonbuild.core.objstore import ATTEMPTS, BoundedFS, attempt_timeouts, classify, within_deadline
+from tritonbuild.core.objstore import (
+    ATTEMPTS,
+    BoundedFS,
+    attempt_timeouts,
+    classify,
+    within_deadline,
+)
 from tritonbuild.core.secrets import has_userinfo, redact
 from tritonbuild.errors import PublishError
 
@@ -77,15 +83,22 @@ def parse_location(text: str, endpoint: str | None = None) -> Location:
     """The URL a user gave, checked (a scheme a driver serves, no credentials, what its store needs)."""
     text = str(text)
     if has_userinfo(text):
-        raise PublishError("credentials in the target URL are not accepted (they would end up in logs, receipts "
-                           "and the shell history)", where=redact(text),
-                           hint="drop 'user:secret@' from the URL; give credentials through the store's own chain "
-                                "(AWS_PROFILE / AWS_ACCESS_KEY_ID..., GOOGLE_APPLICATION_CREDENTIALS, AZURE_STORAGE_*)")
+        raise PublishError(
+            "credentials in the target URL are not accepted (they would end up in logs, receipts "
+            "and the shell history)",
+            where=redact(text),
+            hint="drop 'user:secret@' from the URL; give credentials through the store's own chain "
+            "(AWS_PROFILE / AWS_ACCESS_KEY_ID..., GOOGLE_APPLICATION_CREDENTIALS, AZURE_STORAGE_*)",
+        )
     scheme, rest = split_url(text)
     if scheme is None:
-        raise PublishError(f"target {redact(text)!r} is not a URL", where=redact(text), hint=f"use {_examples()}")
+        raise PublishError(
+            f"target {redact(text)!r} is not a URL", where=redact(text), hint=f"use {_examples()}"
+        )
     driver = driver_for(scheme, redact(text))
-    location = Location(scheme, rest.rstrip("/") if rest.strip("/") else "", driver.endpoint(endpoint))
+    location = Location(
+        scheme, rest.rstrip("/") if rest.strip("/") else "", driver.endpoint(endpoint)
+    )
     driver.check(location)
     return location
 
@@ -108,7 +121,9 @@ class Driver:
     lease: type[leases.LeaseStore] = leases.LeaseStore
     credentials = ""  # where its credentials come from (for the fix of a refused request)
     endpoint_hint = ""  # what points it at an endpoint (for the fix of an unreachable one)
-    no_bucket_codes: frozenset[str] = frozenset()  # the service's error codes for a missing bucket/container
+    no_bucket_codes: frozenset[str] = (
+        frozenset()
+    )  # the service's error codes for a missing bucket/container
     denied_codes: frozenset[str] = frozenset()  # ... and for refused credentials
 
     def example(self) -> str:
@@ -120,7 +135,9 @@ class Driver:
 
     def check(self, location: Location) -> None:
         if not location.path.strip("/"):
-            raise PublishError("the target names no bucket", where=location.url, hint=f"use {self.example()}")
+            raise PublishError(
+                "the target names no bucket", where=location.url, hint=f"use {self.example()}"
+            )
 
     def options(self, location: Location) -> dict:
         """fsspec storage_options: this store's timeouts and retries, cut to the network deadline."""
@@ -136,7 +153,9 @@ class Driver:
         from fsspec.core import url_to_fs
 
         options = self.options(location)
-        fs, root = within_deadline(lambda: url_to_fs(location.raw, **options), f"open {location.scheme}://")
+        fs, root = within_deadline(
+            lambda: url_to_fs(location.raw, **options), f"open {location.scheme}://"
+        )
         return self.settle(fs), root
 
     def triton_url(self, location: Location, root: str) -> str:
@@ -151,8 +170,13 @@ class Driver:
         """'no-bucket', 'denied', 'not-found', 'network' or 'other' (core/objstore.classify, with this store's
         codes and types)."""
         network, nocreds = self.failure_types()
-        return classify(e, no_bucket=self.no_bucket_codes, denied=self.denied_codes, network=network,
-                        nocreds=nocreds)
+        return classify(
+            e,
+            no_bucket=self.no_bucket_codes,
+            denied=self.denied_codes,
+            network=network,
+            nocreds=nocreds,
+        )
 
     # -- objects: what differs between a directory on this host and an object store ------------------------
     def write(self, fs, root: str, path: str, data: bytes) -> None:
@@ -194,8 +218,11 @@ class LocalDriver(Driver):
 
     def check(self, location: Location) -> None:
         if not location.path.startswith("/"):
-            raise PublishError(f"file target {location.url!r} needs an absolute path", where=location.url,
-                               hint="write file:///absolute/path (three slashes)")
+            raise PublishError(
+                f"file target {location.url!r} needs an absolute path",
+                where=location.url,
+                hint="write file:///absolute/path (three slashes)",
+            )
 
     def settle(self, fs):
         return fs
@@ -229,10 +256,15 @@ class LocalDriver(Driver):
 
     def reach(self, fs, root: str, where: str) -> None:
         if Path(root).exists() and not Path(root).is_dir():
-            raise PublishError(f"{root} is a file, not a directory: a target is a directory of models",
-                               where=where, hint="pick another path, or move that file away")
+            raise PublishError(
+                f"{root} is a file, not a directory: a target is a directory of models",
+                where=where,
+                hint="pick another path, or move that file away",
+            )
         if not Path(root).parent.is_dir():
-            raise PublishError(f"{Path(root).parent} does not exist", where=where, hint="create it first")
+            raise PublishError(
+                f"{Path(root).parent} does not exist", where=where, hint="create it first"
+            )
 
 
 class S3Driver(Driver):
@@ -243,9 +275,19 @@ class S3Driver(Driver):
     credentials = "AWS_PROFILE / AWS_ACCESS_KEY_ID / instance role"
     endpoint_hint = "--endpoint-url / AWS_ENDPOINT_URL"
     no_bucket_codes = frozenset({"NoSuchBucket"})
-    denied_codes = frozenset({"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken",
-                              "InvalidToken", "AllAccessDisabled", "AccountProblem", "InvalidClientTokenId",
-                              "UnrecognizedClientException"})
+    denied_codes = frozenset(
+        {
+            "AccessDenied",
+            "InvalidAccessKeyId",
+            "SignatureDoesNotMatch",
+            "ExpiredToken",
+            "InvalidToken",
+            "AllAccessDisabled",
+            "AccountProblem",
+            "InvalidClientTokenId",
+            "UnrecognizedClientException",
+        }
+    )
 
     def failure_types(self) -> tuple[tuple, tuple]:
         try:
@@ -261,13 +303,20 @@ class S3Driver(Driver):
     def options(self, location: Location) -> dict:
         """ATTEMPTS attempts (botocore's standard mode) whose timeouts fit the deadline."""
         connect, read = attempt_timeouts()
-        return {"client_kwargs": {"endpoint_url": location.endpoint} if location.endpoint else {},
-                "config_kwargs": {"connect_timeout": connect, "read_timeout": read,
-                                  "retries": {"mode": "standard", "total_max_attempts": ATTEMPTS}},
-                "skip_instance_cache": True}
+        return {
+            "client_kwargs": {"endpoint_url": location.endpoint} if location.endpoint else {},
+            "config_kwargs": {
+                "connect_timeout": connect,
+                "read_timeout": read,
+                "retries": {"mode": "standard", "total_max_attempts": ATTEMPTS},
+            },
+            "skip_instance_cache": True,
+        }
 
     def settle(self, fs):
-        fs.retries = 1  # s3fs retries timeouts and some errors itself (5 times) on top of botocore: off
+        fs.retries = (
+            1  # s3fs retries timeouts and some errors itself (5 times) on top of botocore: off
+        )
         return BoundedFS(fs)
 
     def triton_url(self, location: Location, root: str) -> str:
@@ -282,9 +331,13 @@ class S3Driver(Driver):
         bucket, prefix, _ = fs.split_path(root)
         prefix = f"{prefix.rstrip('/')}/" if prefix else ""
         aborted = []
-        for up in fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix).get("Uploads", []):
-            fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=up["Key"], UploadId=up["UploadId"])
-            aborted.append((up["Key"][len(prefix):], str(up.get("Initiated", "?"))))
+        for up in fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix).get(
+            "Uploads", []
+        ):
+            fs.call_s3(
+                "abort_multipart_upload", Bucket=bucket, Key=up["Key"], UploadId=up["UploadId"]
+            )
+            aborted.append((up["Key"][len(prefix) :], str(up.get("Initiated", "?"))))
         return aborted
 
 
@@ -310,8 +363,10 @@ class GCSDriver(Driver):
         # 60 s timeout of its own, outside requests_timeout; publishing needs none of those experimental paths.
         os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
         connect, read = attempt_timeouts(6, 0.0)
-        return {"requests_timeout": ClientTimeout(total=None, sock_connect=connect, sock_read=read),
-                "skip_instance_cache": True}
+        return {
+            "requests_timeout": ClientTimeout(total=None, sock_connect=connect, sock_read=read),
+            "skip_instance_cache": True,
+        }
 
     def triton_url(self, location: Location, root: str) -> str:
         return f"gs://{root}"  # tritonserver knows gs:// only
@@ -322,8 +377,10 @@ class AzureDriver(Driver):
     schemes = ("az", "abfs")
     package, extra = "adlfs", "azure"
     lease = leases.AzureLease
-    credentials = ("AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT_NAME with AZURE_STORAGE_ACCOUNT_KEY or "
-                   "AZURE_STORAGE_SAS_TOKEN")
+    credentials = (
+        "AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT_NAME with AZURE_STORAGE_ACCOUNT_KEY or "
+        "AZURE_STORAGE_SAS_TOKEN"
+    )
     endpoint_hint = "AZURE_STORAGE_CONNECTION_STRING"
     no_bucket_codes = frozenset({"ContainerNotFound"})
     denied_codes = frozenset({"AuthenticationFailed", "AuthorizationFailure"})
@@ -339,11 +396,16 @@ class AzureDriver(Driver):
         transfers; the SDK's default is 300 s each). The SDK's own retries (3, from 15 s of backoff up) do not
         fit the deadline: BoundedFS's wall clock bounds every other call."""
         connect, read = attempt_timeouts()
-        return {"connection_timeout": max(1, int(connect)), "read_timeout": max(1, int(read)),
-                "skip_instance_cache": True}
+        return {
+            "connection_timeout": max(1, int(connect)),
+            "read_timeout": max(1, int(read)),
+            "skip_instance_cache": True,
+        }
 
     def triton_url(self, location: Location, root: str) -> str:
-        account = os.environ.get("AZURE_STORAGE_ACCOUNT") or os.environ.get("AZURE_STORAGE_ACCOUNT_NAME", "ACCOUNT")
+        account = os.environ.get("AZURE_STORAGE_ACCOUNT") or os.environ.get(
+            "AZURE_STORAGE_ACCOUNT_NAME", "ACCOUNT"
+        )
         return f"as://{account}/{root}"
 
 
@@ -386,7 +448,10 @@ def open_url(url: str):
 def driver_for(scheme: str, where: str | None = None) -> Driver:
     driver = DRIVERS.get(scheme)
     if driver is None:
-        raise PublishError(f"unsupported target scheme {scheme!r} (known: "
-                           f"{', '.join(f'{s}://' for s in DRIVERS)})", where=where or f"{scheme}://",
-                           hint=f"use {_examples()}")
+        raise PublishError(
+            f"unsupported target scheme {scheme!r} (known: "
+            f"{', '.join(f'{s}://' for s in DRIVERS)})",
+            where=where or f"{scheme}://",
+            hint=f"use {_examples()}",
+        )
     return driver

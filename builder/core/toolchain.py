@@ -19,8 +19,13 @@ import tritonbuild
 PYTRITON_TRITONSERVER = {"0.7.0": "2.51.0", "0.6.0": "2.50.0", "0.5.6": "2.49.0"}
 # The core's own distributions; a backend's tools come from its `tools` declaration (backends/base.py), which
 # the registry hands to declare_tools when the backend is registered.
-DISTRIBUTIONS = {"numpy": "numpy", "tritonclient": "tritonclient", "protobuf": "protobuf",
-                 "nvidia-pytriton": "nvidia-pytriton", "tokenizers": "tokenizers"}
+DISTRIBUTIONS = {
+    "numpy": "numpy",
+    "tritonclient": "tritonclient",
+    "protobuf": "protobuf",
+    "nvidia-pytriton": "nvidia-pytriton",
+    "tokenizers": "tokenizers",
+}
 GPU_KEYS = ("cuda", "driver", "gpu_name", "gpu_sm")
 # keys fingerprint() finds by probing the machine, not from a distribution's version
 PROBED = ("tritonbuild", "python", "tritonserver", "trtexec", *GPU_KEYS)
@@ -53,8 +58,17 @@ def _gpu() -> dict[str, str]:
     if not exe:
         return {}
     try:
-        out = subprocess.run([exe, "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20, check=True).stdout.strip().splitlines()
+        out = (
+            subprocess.run(
+                [exe, "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+                check=True,
+            )
+            .stdout.strip()
+            .splitlines()
+        )
     except (OSError, subprocess.SubprocessError):
         return {}
     if not out:

@@ -55,19 +55,28 @@ def _precheck(text: str) -> None:
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    raise YamlProblem(f"the document nests deeper than {MAX_DEPTH} levels",
-                                      event.start_mark.line + 1, "flatten the structure; a recipe needs a few levels")
+                    raise YamlProblem(
+                        f"the document nests deeper than {MAX_DEPTH} levels",
+                        event.start_mark.line + 1,
+                        "flatten the structure; a recipe needs a few levels",
+                    )
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
             elif isinstance(event, yaml.AliasEvent):
                 aliases += 1
                 if aliases > MAX_ALIASES:
-                    raise YamlProblem(f"more than {MAX_ALIASES} aliases (*name)", event.start_mark.line + 1,
-                                      "write the values out instead of repeating anchors")
+                    raise YamlProblem(
+                        f"more than {MAX_ALIASES} aliases (*name)",
+                        event.start_mark.line + 1,
+                        "write the values out instead of repeating anchors",
+                    )
     except yaml.reader.ReaderError as e:
-        raise YamlProblem(f"character {e.character!r} is not allowed in YAML (NUL and control characters are "
-                          "not)", _line(e, text), "remove the character, or write it as an escape in a double-"
-                          "quoted string") from None
+        raise YamlProblem(
+            f"character {e.character!r} is not allowed in YAML (NUL and control characters are "
+            "not)",
+            _line(e, text),
+            "remove the character, or write it as an escape in a double-quoted string",
+        ) from None
     except yaml.YAMLError:
         return  # syntax errors are reported, with their line, by the loader
 
@@ -79,9 +88,11 @@ def load_located(text: str) -> Located:
         node = loader.get_single_node()
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        raise YamlProblem(f"YAML syntax error: {e.problem or e.context}",
-                          mark.line + 1 if mark else None,
-                          "fix the YAML syntax at that line (indentation, a missing ':' or quote)") from None
+        raise YamlProblem(
+            f"YAML syntax error: {e.problem or e.context}",
+            mark.line + 1 if mark else None,
+            "fix the YAML syntax at that line (indentation, a missing ':' or quote)",
+        ) from None
     except yaml.YAMLError as e:
         raise YamlProblem(f"YAML error: {e}", _line(e, text), "fix the YAML at that line") from None
     finally:
@@ -94,31 +105,48 @@ def load_located(text: str) -> Located:
     try:
         located.data = _build(loader, node, (), located.lines, [0])
     except yaml.YAMLError as e:  # e.g. a merge key ('<<') whose value is not a mapping
-        raise YamlProblem(f"YAML error: {getattr(e, 'problem', None) or e}", _line(e, text),
-                          "fix the YAML at that line") from None
+        raise YamlProblem(
+            f"YAML error: {getattr(e, 'problem', None) or e}",
+            _line(e, text),
+            "fix the YAML at that line",
+        ) from None
     return located
 
 
 def _build(loader: yaml.SafeLoader, node: yaml.Node, path: tuple, lines: dict, count: list):
     count[0] += 1
     if count[0] > MAX_NODES:
-        raise YamlProblem(f"the document expands to more than {MAX_NODES} values (aliases repeat their anchor's "
-                          "whole value)", node.start_mark.line + 1, "write the values out instead of nesting aliases")
+        raise YamlProblem(
+            f"the document expands to more than {MAX_NODES} values (aliases repeat their anchor's "
+            "whole value)",
+            node.start_mark.line + 1,
+            "write the values out instead of nesting aliases",
+        )
     if len(path) > MAX_DEPTH:  # aliases can nest deeper than the text does
-        raise YamlProblem(f"the document nests deeper than {MAX_DEPTH} levels", node.start_mark.line + 1,
-                          "flatten the structure")
+        raise YamlProblem(
+            f"the document nests deeper than {MAX_DEPTH} levels",
+            node.start_mark.line + 1,
+            "flatten the structure",
+        )
     if isinstance(node, yaml.MappingNode):
         loader.flatten_mapping(node)
         out: dict = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
-                raise YamlProblem("mapping keys must be plain scalars", key_node.start_mark.line + 1)
+                raise YamlProblem(
+                    "mapping keys must be plain scalars", key_node.start_mark.line + 1
+                )
             key = loader.construct_object(key_node, deep=True)
             if not isinstance(key, (str, int, float, bool)) or key is None:
-                raise YamlProblem("mapping keys must be plain scalars", key_node.start_mark.line + 1)
+                raise YamlProblem(
+                    "mapping keys must be plain scalars", key_node.start_mark.line + 1
+                )
             if key in out:
-                raise YamlProblem(f"duplicate key {key!r} (first at line {lines[(*path, key)]})",
-                                  key_node.start_mark.line + 1, "remove one of the two entries")
+                raise YamlProblem(
+                    f"duplicate key {key!r} (first at line {lines[(*path, key)]})",
+                    key_node.start_mark.line + 1,
+                    "remove one of the two entries",
+                )
             lines[(*path, key)] = key_node.start_mark.line + 1
             out[key] = _build(loader, value_node, (*path, key), lines, count)
         return out

@@ -30,8 +30,20 @@ def matrix_entries(plan: Plan, cached, only: set[str] | None = None) -> list[Mat
         if not missing:
             continue
         recipe = model_plan.recipe
-        gpu = getattr(recipe, "gpu", None) or ("gpu" if getattr(recipe, "target", "cpu") == "gpu" or any(
-            REGISTRY.builds_engine(step.kind) for step in model_plan.steps) else "cpu")
-        out.append(MatrixEntry(recipe=model_plan.recipe_path, model=model_plan.name, backend=model_plan.backend,
-                               gpu=gpu, runner="cpu" if gpu == "cpu" else "gpu", steps=[step.kind for step in missing]))
+        gpu = getattr(recipe, "gpu", None) or (
+            "gpu"
+            if getattr(recipe, "target", "cpu") == "gpu"
+            or any(REGISTRY.builds_engine(step.kind) for step in model_plan.steps)
+            else "cpu"
+        )
+        out.append(
+            MatrixEntry(
+                recipe=model_plan.recipe_path,
+                model=model_plan.name,
+                backend=model_plan.backend,
+                gpu=gpu,
+                runner="cpu" if gpu == "cpu" else "gpu",
+                steps=[step.kind for step in missing],
+            )
+        )
     return out

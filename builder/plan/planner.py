@@ -14,10 +14,16 @@ from tritonbuild.plan.models import ModelPlan, Plan, PlannedStep
 from tritonbuild.recipe.load import LoadedRecipe
 
 
-def key_material(kind: str, params: dict, inputs: dict[str, str], toolchain: dict[str, str]) -> dict:
+def key_material(
+    kind: str, params: dict, inputs: dict[str, str], toolchain: dict[str, str]
+) -> dict:
     """What a step's output depends on: kind, params, input digests, its part of the toolchain (not paths)."""
-    return {"kind": kind, "params": params, "inputs": sorted(inputs.values()),
-            "toolchain": for_step(REGISTRY.step_toolchain(kind), toolchain)}
+    return {
+        "kind": kind,
+        "params": params,
+        "inputs": sorted(inputs.values()),
+        "toolchain": for_step(REGISTRY.step_toolchain(kind), toolchain),
+    }
 
 
 def cache_key(kind: str, params: dict, inputs: dict[str, str], toolchain: dict[str, str]) -> str:
@@ -34,16 +40,38 @@ def make_plan(recipes: list[LoadedRecipe], cache_dir: Path) -> Plan:
         backend = REGISTRY.get(loaded.recipe.backend)
         try:
             planned = list(backend.plan_steps(loaded, ctx))
-        except PathProblem as e:  # an input that is a FIFO, a device, a symlink loop or leaves its root
-            raise PlanError(str(e), where=str(loaded.path), hint="inputs must be regular files (or symlinks to them "
-                            "inside the input's directory)") from None
-        steps = [PlannedStep(kind=kind, params=params, inputs=inputs,
-                             timeout_s=backend.step_timeout(loaded.recipe, kind),
-                             cache_key=cache_key(kind, params, inputs, toolchain))
-                 for kind, params, inputs in planned]
+        except (
+            PathProblem
+        ) as e:  # an input that is a FIFO, a device, a symlink loop or leaves its root
+            raise PlanError(
+                str(e),
+                where=str(loaded.path),
+                hint="inputs must be regular files (or symlinks to them "
+                "inside the input's directory)",
+            ) from None
+        steps = [
+            PlannedStep(
+                kind=kind,
+                params=params,
+                inputs=inputs,
+                timeout_s=backend.step_timeout(loaded.recipe, kind),
+                cache_key=cache_key(kind, params, inputs, toolchain),
+            )
+            for kind, params, inputs in planned
+        ]
         extras = backend.describe(loaded, ctx)
-        models.append(ModelPlan(name=loaded.recipe.name, version=loaded.recipe.version, backend=loaded.recipe.backend,
-                                recipe_path=display_path(loaded.path), recipe_dir=str(loaded.base_dir.resolve()),
-                                recipe_digest=loaded.digest, recipe=loaded.recipe, steps=steps, extras=extras))
+        models.append(
+            ModelPlan(
+                name=loaded.recipe.name,
+                version=loaded.recipe.version,
+                backend=loaded.recipe.backend,
+                recipe_path=display_path(loaded.path),
+                recipe_dir=str(loaded.base_dir.resolve()),
+                recipe_digest=loaded.digest,
+                recipe=loaded.recipe,
+                steps=steps,
+                extras=extras,
+            )
+        )
     ctx.hashes.save()
     return Plan(toolchain=toolchain, models=models)

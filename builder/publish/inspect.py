@@ -24,46 +24,79 @@ def list_opened(target: Target) -> TargetListing:
     """list_target of a target already opened (and reached) by the caller."""
     state = objects.read_state(target)
     try:
-        entries = target.fs.ls(target.root, detail=True, refresh=True) if target.fs.exists(target.root) else []
+        entries = (
+            target.fs.ls(target.root, detail=True, refresh=True)
+            if target.fs.exists(target.root)
+            else []
+        )
     except FileNotFoundError:
         entries = []
-    dirs = sorted(e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory")
+    dirs = sorted(
+        e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory"
+    )
     models = []
     for name in sorted(set(dirs) | set(state.models)):
-        present = sorted(int(v) for v in objects.subdirs(target, target.path(name)) if VERSION_RE.match(v))
+        present = sorted(
+            int(v) for v in objects.subdirs(target, target.path(name)) if VERSION_RE.match(v)
+        )
         config = objects.read_text(target, target.path(name, "config.pbtxt"))
         published = state.models.get(name)
         complete = sorted(published.versions) if published else []
         live = live_version(config, f"{target.url}/{name}/config.pbtxt")
         notes = []
         if published and config is not None and sha256_bytes(config) != published.config_sha256:
-            notes.append("config.pbtxt differs from the last recorded publish (interrupted after the switch? "
-                         "re-run publish)")
+            notes.append(
+                "config.pbtxt differs from the last recorded publish (interrupted after the switch? "
+                "re-run publish)"
+            )
         incomplete = [v for v in present if v not in complete]
         orphans = [v for v in incomplete if live is not None and v < live]
         uploads = [v for v in incomplete if v not in orphans]
         if uploads:
-            notes.append(f"incomplete versions {uploads} (an interrupted upload; not served; the next publish "
-                         "of that version completes it)")
+            notes.append(
+                f"incomplete versions {uploads} (an interrupted upload; not served; the next publish "
+                "of that version completes it)"
+            )
         if orphans:
-            notes.append(f"versions {orphans} left by an interrupted prune (not served; the next publish "
-                         "--keep removes them)")
+            notes.append(
+                f"versions {orphans} left by an interrupted prune (not served; the next publish "
+                "--keep removes them)"
+            )
         if live is not None and live not in complete and live not in present:
             notes.append(f"config.pbtxt pins version {live}, which is not present")
-        serving = published.serving if published and published.serving else ([live] if live is not None else [])
-        live_record = published.versions[published.live] if published and published.live in published.versions \
+        serving = (
+            published.serving
+            if published and published.serving
+            else ([live] if live is not None else [])
+        )
+        live_record = (
+            published.versions[published.live]
+            if published and published.live in published.versions
             else None
-        models.append(TargetModel(
-            name=name, live=live, serving=serving, complete=complete, present=present, notes=notes,
-            published_from=live_record.source_manifest if live_record is not None else None,
-            verification=live_record.verification if live_record is not None else None))
+        )
+        models.append(
+            TargetModel(
+                name=name,
+                live=live,
+                serving=serving,
+                complete=complete,
+                present=present,
+                notes=notes,
+                published_from=live_record.source_manifest if live_record is not None else None,
+                verification=live_record.verification if live_record is not None else None,
+            )
+        )
     manifest_bytes = objects.read_text(target, target.path("tritonbuild-manifest.json"))
     lock = read_lock(target)
     if lock is not None:
         lock = {k: lock.get(k) for k in ("holder", "host", "pid", "since", "expires_at", "state")}
-    return TargetListing(target=target.url, triton_url=target.triton_url(),
-                         manifest_sha256=sha256_bytes(manifest_bytes) if manifest_bytes else None, models=models,
-                         lock=lock)
+    return TargetListing(
+        target=target.url,
+        triton_url=target.triton_url(),
+        manifest_sha256=sha256_bytes(manifest_bytes) if manifest_bytes else None,
+        models=models,
+        lock=lock,
+    )
 
 
 @dataclass(frozen=True)
@@ -118,11 +151,16 @@ def verify_target(where: Location | str, *, endpoint_url: str | None = None) -> 
         if config is not None and live is not None and live.config_sha256 is not None:
             checked += 1
             own = objects.read_text(target, target.path(name, f"config-v{published.live}.pbtxt"))
-            if own is None or sha256_bytes(own) != live.config_sha256 or \
-                    pinned_config(own, []) != pinned_config(config, []):
-                problems.append(f"{name}/config.pbtxt is not the config version {published.live} was verified with "
-                                f"({name}/config-v{published.live}.pbtxt): Triton serves version {published.live} "
-                                "under another config (run 'tritonbuild rollback TARGET MODEL --to N' to restore it)")
+            if (
+                own is None
+                or sha256_bytes(own) != live.config_sha256
+                or pinned_config(own, []) != pinned_config(config, [])
+            ):
+                problems.append(
+                    f"{name}/config.pbtxt is not the config version {published.live} was verified with "
+                    f"({name}/config-v{published.live}.pbtxt): Triton serves version {published.live} "
+                    "under another config (run 'tritonbuild rollback TARGET MODEL --to N' to restore it)"
+                )
         for _version, published_version in sorted(published.versions.items()):
             remote = objects.remote_sizes(target, target.path(name))
             for rel, entry in sorted(published_version.files.items()):
@@ -133,4 +171,6 @@ def verify_target(where: Location | str, *, endpoint_url: str | None = None) -> 
                     problems.append(f"{name}/{rel} has size {remote[rel]}, expected {entry.size}")
                 elif objects.remote_sha256(target, target.path(name, rel)) != entry.sha256:
                     problems.append(f"{name}/{rel} sha256 differs from the manifest")
-    return TargetCheck(target=target.url, objects_checked=checked, problems=problems, passed=not problems)
+    return TargetCheck(
+        target=target.url, objects_checked=checked, problems=problems, passed=not problems
+    )

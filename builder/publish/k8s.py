@@ -24,16 +24,24 @@ from tritonbuild.errors import TritonBuildError, UsageError
 from tritonbuild.repository.manifest import Manifest
 
 GIB = 1 << 30
-DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")  # RFC 1035 label: Service names must be one
+DNS_LABEL = re.compile(
+    r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
+)  # RFC 1035 label: Service names must be one
 PROBE_FOLDER = "/etc/tritonbuild"
 STOCK_IMAGE = "nvcr.io/nvidia/tritonserver:25.12-py3"
-QUEUE_METRIC = "nv_inference_pending_request_count"  # a gauge per model: requests waiting for a backend
-CONFIGMAP_BUDGET = 900 * 1024  # a ConfigMap holds at most 1 MiB; goldens past this stay out of the probe
+QUEUE_METRIC = (
+    "nv_inference_pending_request_count"  # a gauge per model: requests waiting for a backend
+)
+CONFIGMAP_BUDGET = (
+    900 * 1024
+)  # a ConfigMap holds at most 1 MiB; goldens past this stay out of the probe
 CONTROL_MODES = ("poll", "explicit")
 # Where tritonserver reads each store's credentials (its own SDK chains), as the Secret must provide them.
-SECRET_KEYS = {"s3": "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION (and AWS_SESSION_TOKEN)",
-               "gs": "key.json (a service account key; GOOGLE_APPLICATION_CREDENTIALS points at it)",
-               "az": "AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY"}
+SECRET_KEYS = {
+    "s3": "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION (and AWS_SESSION_TOKEN)",
+    "gs": "key.json (a service account key; GOOGLE_APPLICATION_CREDENTIALS points at it)",
+    "az": "AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY",
+}
 GCS_KEY_FOLDER = "/var/run/secrets/tritonbuild-gcs"
 
 
@@ -46,33 +54,55 @@ class NoAliasDumper(yaml.SafeDumper):
 
 def _text(dumper: yaml.SafeDumper, data: str):
     """A multi-line string (the probe script) as a literal block, readable in the manifest."""
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
+    return dumper.represent_scalar(
+        "tag:yaml.org,2002:str", data, style="|" if "\n" in data else None
+    )
 
 
 NoAliasDumper.add_representer(str, _text)
 
 
-def check_options(*, name: str, target: str | None, replicas: int, image: str = STOCK_IMAGE,
-                  max_replicas: int | None = None, control: str = "poll", poll_secs: int = 15, **_) -> None:
+def check_options(
+    *,
+    name: str,
+    target: str | None,
+    replicas: int,
+    image: str = STOCK_IMAGE,
+    max_replicas: int | None = None,
+    control: str = "poll",
+    poll_secs: int = 15,
+    **_,
+) -> None:
     """Refuse what the cluster or tritonserver would refuse later, after a rollout began."""
     if not DNS_LABEL.fullmatch(name):
-        raise UsageError(f"--name {name!r} is not a DNS label (RFC 1035), which Deployment and Service names must "
-                         "be", hint="use lower-case letters, digits and '-', starting with a letter, at most 63")
+        raise UsageError(
+            f"--name {name!r} is not a DNS label (RFC 1035), which Deployment and Service names must "
+            "be",
+            hint="use lower-case letters, digits and '-', starting with a letter, at most 63",
+        )
     if replicas < 1:
-        raise UsageError(f"--replicas {replicas}: expected 1 or more (the autoscaler's minimum)",
-                         hint="scale a deployment to 0 with kubectl scale, not in its manifest")
+        raise UsageError(
+            f"--replicas {replicas}: expected 1 or more (the autoscaler's minimum)",
+            hint="scale a deployment to 0 with kubectl scale, not in its manifest",
+        )
     if max_replicas is not None and max_replicas < replicas:
-        raise UsageError(f"--max-replicas {max_replicas}: expected at least --replicas ({replicas})")
+        raise UsageError(
+            f"--max-replicas {max_replicas}: expected at least --replicas ({replicas})"
+        )
     if control not in CONTROL_MODES:
-        raise UsageError(f"--model-control-mode {control!r}: expected one of {', '.join(CONTROL_MODES)}")
+        raise UsageError(
+            f"--model-control-mode {control!r}: expected one of {', '.join(CONTROL_MODES)}"
+        )
     if poll_secs < 1:
         raise UsageError(f"--repository-poll-secs {poll_secs}: expected 1 or more")
     if target is not None:
         repository_url(target)
     elif image.startswith("nvcr.io/nvidia/tritonserver:"):
-        raise UsageError(f"--image {image} holds no model repository, and no --target was given for it to read",
-                         hint="give --target (the publish target the pods serve), or an image built from "
-                              "Dockerfile.triton with the repository baked in")
+        raise UsageError(
+            f"--image {image} holds no model repository, and no --target was given for it to read",
+            hint="give --target (the publish target the pods serve), or an image built from "
+            "Dockerfile.triton with the repository baked in",
+        )
 
 
 def repository_url(target: str) -> tuple[str, str]:
@@ -86,14 +116,19 @@ def repository_url(target: str) -> tuple[str, str]:
         raise UsageError(f"--target: {e.message}", where=e.where, hint=e.hint) from None
     scheme = {"gcs": "gs", "abfs": "az"}.get(location.scheme, location.scheme)
     if scheme not in SECRET_KEYS:
-        raise UsageError(f"--target {location}: tritonserver reads a repository from s3://, gs:// or Azure "
-                         "storage, not from this store; the pods could not start",
-                         hint="publish to an object store for the pods, or leave --target out to serve the "
-                              "repository baked into the image")
+        raise UsageError(
+            f"--target {location}: tritonserver reads a repository from s3://, gs:// or Azure "
+            "storage, not from this store; the pods could not start",
+            hint="publish to an object store for the pods, or leave --target out to serve the "
+            "repository baked into the image",
+        )
     url = location.driver.triton_url(location, location.path)
     if url.startswith("as://ACCOUNT/"):
-        raise UsageError(f"--target {location}: tritonserver names the Azure storage account in its repository "
-                         "URL (as://ACCOUNT/container/path)", hint="set AZURE_STORAGE_ACCOUNT to the account")
+        raise UsageError(
+            f"--target {location}: tritonserver names the Azure storage account in its repository "
+            "URL (as://ACCOUNT/container/path)",
+            hint="set AZURE_STORAGE_ACCOUNT to the account",
+        )
     return scheme, url
 
 
@@ -149,7 +184,11 @@ def probe_files(root: Path, manifest: Manifest) -> tuple[dict, dict, list[str]]:
                 left_out.append(model.name)
         models.append(entry)
     script = (Path(__file__).with_name("k8s_probe.py")).read_text()
-    return {"probe.py": script, "expect.json": json.dumps({"models": models}, indent=1)}, binary, left_out
+    return (
+        {"probe.py": script, "expect.json": json.dumps({"models": models}, indent=1)},
+        binary,
+        left_out,
+    )
 
 
 def server_args(target: str | None, control: str, poll_secs: int) -> list[str]:
@@ -162,8 +201,12 @@ def server_args(target: str | None, control: str, poll_secs: int) -> list[str]:
         return ["--model-repository=/models", "--model-control-mode=none", *common]
     _, url = repository_url(target)
     if control == "poll":
-        return [f"--model-repository={url}", "--model-control-mode=poll", f"--repository-poll-secs={poll_secs}",
-                *common]
+        return [
+            f"--model-repository={url}",
+            "--model-control-mode=poll",
+            f"--repository-poll-secs={poll_secs}",
+            *common,
+        ]
     return [f"--model-repository={url}", "--model-control-mode=explicit", "--load-model=*", *common]
 
 
@@ -177,10 +220,12 @@ def launch_needs(manifest: Manifest) -> tuple[dict[str, str], list[str], list[st
         launch = (model.llm or {}).get("server_launch") or {}
         serving = (model.llm or {}).get("serving") or {}
         if serving.get("plugins"):
-            raise UsageError(f"{model.name}: its plugin wheels ({', '.join(serving['plugins'])}) are installed into "
-                             "the serving image's Python before tritonserver starts; the stock image cannot",
-                             hint="build the serving image from Dockerfile.triton (its entrypoint installs them) "
-                                  "and leave --target out, or publish the model without determinism: invariant")
+            raise UsageError(
+                f"{model.name}: its plugin wheels ({', '.join(serving['plugins'])}) are installed into "
+                "the serving image's Python before tritonserver starts; the stock image cannot",
+                hint="build the serving image from Dockerfile.triton (its entrypoint installs them) "
+                "and leave --target out, or publish the model without determinism: invariant",
+            )
         env |= launch.get("env", {}) | serving.get("env", {})
         launcher = list(launch.get("launcher") or launcher)
         extra += [arg for arg in launch.get("args", []) if arg not in extra]
@@ -192,31 +237,68 @@ def start(manifest: Manifest, target: str | None, control: str, poll_secs: int) 
     models' start needs (launch_needs). The custom image (no target): its entrypoint, which reads the same from
     the baked manifest, told to serve without strict readiness."""
     if target is None:
-        return {"args": ["--exit-on-error=false"],
-                "env": [{"name": "TRITON_MODEL_CONTROL", "value": "none"},
-                        {"name": "TRITONBUILD_STRICT_READINESS", "value": "false"}]}
+        return {
+            "args": ["--exit-on-error=false"],
+            "env": [
+                {"name": "TRITON_MODEL_CONTROL", "value": "none"},
+                {"name": "TRITONBUILD_STRICT_READINESS", "value": "false"},
+            ],
+        }
     env, launcher, extra = launch_needs(manifest)
-    return {"command": [*launcher, "tritonserver"], "args": server_args(target, control, poll_secs) + extra,
-            "env": [{"name": key, "value": value} for key, value in sorted(env.items())]}
+    return {
+        "command": [*launcher, "tritonserver"],
+        "args": server_args(target, control, poll_secs) + extra,
+        "env": [{"name": key, "value": value} for key, value in sorted(env.items())],
+    }
 
 
 def _container(launch: dict, image: str, budget: int, gpus: int, secret_env: dict) -> dict:
     env = launch.pop("env") + secret_env.get("env", [])
     return {
-        "name": "tritonserver", "image": image, **launch, **({"env": env} if env else {}),
+        "name": "tritonserver",
+        "image": image,
+        **launch,
+        **({"env": env} if env else {}),
         **{key: value for key, value in secret_env.items() if key != "env"},
-        "ports": [{"name": "http", "containerPort": 8000}, {"name": "grpc", "containerPort": 8001},
-                  {"name": "metrics", "containerPort": 8002}],
-        "startupProbe": {"httpGet": {"path": "/v2/health/live", "port": "http"}, "periodSeconds": 10,
-                         "failureThreshold": math.ceil(budget / 10)},
-        "readinessProbe": {"exec": {"command": ["python3", f"{PROBE_FOLDER}/probe.py", "--folder", PROBE_FOLDER,
-                                                "--url", "http://127.0.0.1:8000", "--timeout", "8"]},
-                           "periodSeconds": 10, "timeoutSeconds": 20, "failureThreshold": 2},
-        "livenessProbe": {"httpGet": {"path": "/v2/health/live", "port": "http"}, "periodSeconds": 15,
-                          "failureThreshold": 4},
-        "resources": {"limits": {"nvidia.com/gpu": gpus}} if gpus else {"requests": {"cpu": "2", "memory": "4Gi"}},
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
-                         {"name": "probe", "mountPath": PROBE_FOLDER, "readOnly": True}],
+        "ports": [
+            {"name": "http", "containerPort": 8000},
+            {"name": "grpc", "containerPort": 8001},
+            {"name": "metrics", "containerPort": 8002},
+        ],
+        "startupProbe": {
+            "httpGet": {"path": "/v2/health/live", "port": "http"},
+            "periodSeconds": 10,
+            "failureThreshold": math.ceil(budget / 10),
+        },
+        "readinessProbe": {
+            "exec": {
+                "command": [
+                    "python3",
+                    f"{PROBE_FOLDER}/probe.py",
+                    "--folder",
+                    PROBE_FOLDER,
+                    "--url",
+                    "http://127.0.0.1:8000",
+                    "--timeout",
+                    "8",
+                ]
+            },
+            "periodSeconds": 10,
+            "timeoutSeconds": 20,
+            "failureThreshold": 2,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/v2/health/live", "port": "http"},
+            "periodSeconds": 15,
+            "failureThreshold": 4,
+        },
+        "resources": {"limits": {"nvidia.com/gpu": gpus}}
+        if gpus
+        else {"requests": {"cpu": "2", "memory": "4Gi"}},
+        "volumeMounts": [
+            {"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": "probe", "mountPath": PROBE_FOLDER, "readOnly": True},
+        ],
     }
 
 
@@ -226,59 +308,143 @@ def _credentials(target: str | None, secret: str) -> tuple[dict, list[dict], lis
         return {}, [], []
     scheme, _ = repository_url(target)
     if scheme == "gs":
-        return ({"env": [{"name": "GOOGLE_APPLICATION_CREDENTIALS", "value": f"{GCS_KEY_FOLDER}/key.json"}]},
-                [{"name": "store-credentials", "secret": {"secretName": secret}}],
-                [{"name": "store-credentials", "mountPath": GCS_KEY_FOLDER, "readOnly": True}])
+        return (
+            {
+                "env": [
+                    {
+                        "name": "GOOGLE_APPLICATION_CREDENTIALS",
+                        "value": f"{GCS_KEY_FOLDER}/key.json",
+                    }
+                ]
+            },
+            [{"name": "store-credentials", "secret": {"secretName": secret}}],
+            [{"name": "store-credentials", "mountPath": GCS_KEY_FOLDER, "readOnly": True}],
+        )
     return {"envFrom": [{"secretRef": {"name": secret}}]}, [], []
 
 
-def documents(root: Path, manifest: Manifest, *, name: str, target: str | None, replicas: int,
-              image: str = STOCK_IMAGE, max_replicas: int | None = None, control: str = "poll", poll_secs: int = 15,
-              secret: str | None = None, queue_target: int = 8) -> tuple[list[dict], list[str]]:
+def documents(
+    root: Path,
+    manifest: Manifest,
+    *,
+    name: str,
+    target: str | None,
+    replicas: int,
+    image: str = STOCK_IMAGE,
+    max_replicas: int | None = None,
+    control: str = "poll",
+    poll_secs: int = 15,
+    secret: str | None = None,
+    queue_target: int = 8,
+) -> tuple[list[dict], list[str]]:
     """(the manifests, models whose goldens the probe could not carry)."""
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "tritonbuild"}
     data, binary, left_out = probe_files(root, manifest)
     secret_env, volumes, mounts = _credentials(target, secret or f"{name}-store")
-    container = _container(start(manifest, target, control, poll_secs), image, startup_budget_s(manifest),
-                           gpus_per_pod(root, manifest), secret_env)
+    container = _container(
+        start(manifest, target, control, poll_secs),
+        image,
+        startup_budget_s(manifest),
+        gpus_per_pod(root, manifest),
+        secret_env,
+    )
     container["volumeMounts"] += mounts
-    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-probe", "labels": labels},
-                  "data": data, **({"binaryData": binary} if binary else {})}
-    pod = {"containers": [container], "terminationGracePeriodSeconds": 60,
-           "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
-                       {"name": "probe", "configMap": {"name": f"{name}-probe"}}, *volumes]}
-    deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": labels},
-              "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                       # NOTE: a new pod comes up (and passes its probe) before an old one goes: never the last
-                       "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-                       "template": {"metadata": {"labels": labels,
-                                                 "annotations": {"tritonbuild/manifest-sha256": manifest.digest}},
-                                    "spec": pod}}}
-    ports = [{"name": port["name"], "port": port["containerPort"], "targetPort": port["name"]}
-             for port in container["ports"]]
-    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "labels": labels},
-               "spec": {"selector": labels, "ports": ports}}
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{name}-probe", "labels": labels},
+        "data": data,
+        **({"binaryData": binary} if binary else {}),
+    }
+    pod = {
+        "containers": [container],
+        "terminationGracePeriodSeconds": 60,
+        "volumes": [
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
+            {"name": "probe", "configMap": {"name": f"{name}-probe"}},
+            *volumes,
+        ],
+    }
+    deploy = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            # NOTE: a new pod comes up (and passes its probe) before an old one goes: never the last
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+            },
+            "template": {
+                "metadata": {
+                    "labels": labels,
+                    "annotations": {"tritonbuild/manifest-sha256": manifest.digest},
+                },
+                "spec": pod,
+            },
+        },
+    }
+    ports = [
+        {"name": port["name"], "port": port["containerPort"], "targetPort": port["name"]}
+        for port in container["ports"]
+    ]
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"selector": labels, "ports": ports},
+    }
     out = [config_map, deploy, service]
-    if control == "explicit" and target is not None:  # publish --notify must reach every pod, not one of them
-        out.append({"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"{name}-pods", "labels": labels},
-                    "spec": {"clusterIP": "None", "selector": labels, "ports": ports}})
-    return out + _scaling(name, labels, replicas, max_replicas or replicas * 3, queue_target), left_out
+    if (
+        control == "explicit" and target is not None
+    ):  # publish --notify must reach every pod, not one of them
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": f"{name}-pods", "labels": labels},
+                "spec": {"clusterIP": "None", "selector": labels, "ports": ports},
+            }
+        )
+    return out + _scaling(
+        name, labels, replicas, max_replicas or replicas * 3, queue_target
+    ), left_out
 
 
-def _scaling(name: str, labels: dict, replicas: int, max_replicas: int, queue_target: int) -> list[dict]:
+def _scaling(
+    name: str, labels: dict, replicas: int, max_replicas: int, queue_target: int
+) -> list[dict]:
     """An autoscaler on the requests waiting in Triton's queues (per pod, through a custom-metrics adapter
     such as prometheus-adapter scraping port 'metrics'), and a disruption budget that keeps a ready pod."""
-    hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-           "metadata": {"name": name, "labels": labels},
-           "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
-                    "minReplicas": replicas, "maxReplicas": max_replicas,
-                    "metrics": [{"type": "Pods", "pods": {"metric": {"name": QUEUE_METRIC},
-                                                          "target": {"type": "AverageValue",
-                                                                     "averageValue": str(queue_target)}}}],
-                    "behavior": {"scaleDown": {"stabilizationWindowSeconds": 300}}}}
+    hpa = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+            "minReplicas": replicas,
+            "maxReplicas": max_replicas,
+            "metrics": [
+                {
+                    "type": "Pods",
+                    "pods": {
+                        "metric": {"name": QUEUE_METRIC},
+                        "target": {"type": "AverageValue", "averageValue": str(queue_target)},
+                    },
+                }
+            ],
+            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 300}},
+        },
+    }
     budget = {"minAvailable": 1} if replicas <= 2 else {"maxUnavailable": 1}
-    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name, "labels": labels},
-           "spec": {**budget, "selector": {"matchLabels": labels}}}
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {**budget, "selector": {"matchLabels": labels}},
+    }
     return [hpa, pdb]
 
 

@@ -23,14 +23,30 @@ import urllib.request
 from pathlib import Path
 
 EXPECT = "expect.json"
-TRITON_TYPES = {"bool": "BOOL", "uint8": "UINT8", "uint16": "UINT16", "uint32": "UINT32", "uint64": "UINT64",
-                "int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64", "float16": "FP16",
-                "float32": "FP32", "float64": "FP64", "object": "BYTES"}
+TRITON_TYPES = {
+    "bool": "BOOL",
+    "uint8": "UINT8",
+    "uint16": "UINT16",
+    "uint32": "UINT32",
+    "uint64": "UINT64",
+    "int8": "INT8",
+    "int16": "INT16",
+    "int32": "INT32",
+    "int64": "INT64",
+    "float16": "FP16",
+    "float32": "FP32",
+    "float64": "FP64",
+    "object": "BYTES",
+}
 
 
 def _post(url: str, body: dict, timeout: float):
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=timeout) as response:
         return json.loads(response.read() or b"null")
 
@@ -46,7 +62,12 @@ def ready_versions(url: str, timeout: float) -> dict:
 
 def _tensor(name: str, array) -> dict:
     data = [x.decode() if isinstance(x, bytes) else x for x in array.reshape(-1).tolist()]
-    return {"name": name, "shape": list(array.shape), "datatype": TRITON_TYPES[str(array.dtype)], "data": data}
+    return {
+        "name": name,
+        "shape": list(array.shape),
+        "datatype": TRITON_TYPES[str(array.dtype)],
+        "data": data,
+    }
 
 
 def golden_problems(url: str, name: str, version: int, golden: Path, timeout: float) -> list:
@@ -54,12 +75,21 @@ def golden_problems(url: str, name: str, version: int, golden: Path, timeout: fl
     import numpy as np
 
     with np.load(golden, allow_pickle=False) as arrays:
-        inputs = {key.split(".", 2)[2]: arrays[key] for key in arrays.files if key.startswith("input.0.")}
-        outputs = {key.split(".", 2)[2]: arrays[key] for key in arrays.files if key.startswith("output.0.")}
+        inputs = {
+            key.split(".", 2)[2]: arrays[key] for key in arrays.files if key.startswith("input.0.")
+        }
+        outputs = {
+            key.split(".", 2)[2]: arrays[key] for key in arrays.files if key.startswith("output.0.")
+        }
     try:
-        reply = _post(f"{url}/v2/models/{name}/versions/{version}/infer",
-                      {"inputs": [_tensor(key, value) for key, value in inputs.items()],
-                       "outputs": [{"name": key} for key in outputs]}, timeout)
+        reply = _post(
+            f"{url}/v2/models/{name}/versions/{version}/infer",
+            {
+                "inputs": [_tensor(key, value) for key, value in inputs.items()],
+                "outputs": [{"name": key} for key in outputs],
+            },
+            timeout,
+        )
     except (urllib.error.URLError, OSError, ValueError) as e:
         return [f"{name} v{version}: golden inference failed: {e}"]
     got = {output["name"]: output for output in reply.get("outputs", [])}
@@ -70,9 +100,15 @@ def golden_problems(url: str, name: str, version: int, golden: Path, timeout: fl
             problems.append(f"{name} v{version}: output {key} missing")
             continue
         if expected.dtype == np.object_:
-            same = [x.encode() if isinstance(x, str) else x for x in answer["data"]] == expected.reshape(-1).tolist()
+            same = [
+                x.encode() if isinstance(x, str) else x for x in answer["data"]
+            ] == expected.reshape(-1).tolist()
         else:
-            array = np.array(answer["data"], dtype=np.float64).astype(expected.dtype).reshape(answer["shape"])
+            array = (
+                np.array(answer["data"], dtype=np.float64)
+                .astype(expected.dtype)
+                .reshape(answer["shape"])
+            )
             same = array.shape == expected.shape and array.tobytes() == expected.tobytes()
         if not same:
             problems.append(f"{name} v{version}: output {key} differs from its golden")

@@ -20,12 +20,16 @@ def version_files(manifest: Manifest, model: ManifestModel) -> dict[str, FileEnt
     for key, entry in manifest.files.items():
         if not key.startswith(f"{model.name}/"):
             continue
-        rel = key[len(model.name) + 1:]
+        rel = key[len(model.name) + 1 :]
         top = rel.split("/", 1)[0]
-        if top == str(model.version) or ("/" in rel and not top.isdigit()) or ("/" not in rel and not _OWN.match(rel)):
+        if (
+            top == str(model.version)
+            or ("/" in rel and not top.isdigit())
+            or ("/" not in rel and not _OWN.match(rel))
+        ):
             files[rel] = entry
     if model.goldens:
-        files[model.goldens[len(model.name) + 1:]] = manifest.files[model.goldens]
+        files[model.goldens[len(model.name) + 1 :]] = manifest.files[model.goldens]
     return files
 
 

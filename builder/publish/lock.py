@@ -43,7 +43,11 @@ def _iso(timestamp: float) -> str:
 
 def _epoch(text: str | None) -> float | None:
     try:
-        return datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+        return (
+            datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ")
+            .replace(tzinfo=timezone.utc)
+            .timestamp()
+        )
     except ValueError:
         return None
 
@@ -80,9 +84,13 @@ class TargetLock:
         self.token = uuid.uuid4().hex
         self.lease = lease_seconds()
         self.store = target.driver.lease(target, self.path)
-        self.version: str | None = None  # of the lock object this publisher wrote last (ETag, generation...)
+        self.version: str | None = (
+            None  # of the lock object this publisher wrote last (ETag, generation...)
+        )
         self.lost: str | None = None
-        self.broken: str | None = None  # whose lease this publish broke, and why (reported, never silent)
+        self.broken: str | None = (
+            None  # whose lease this publish broke, and why (reported, never silent)
+        )
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
 
@@ -93,9 +101,18 @@ class TargetLock:
         except Exception:  # noqa: BLE001 - no passwd entry in some containers
             user = "?"
         now = time.time()
-        return json.dumps({"holder": f"{user}@{socket.gethostname()}", "host": socket.gethostname(),
-                           "pid": os.getpid(), "token": self.token, "since": getattr(self, "_since", _iso(now)),
-                           "expires_at": _iso(now + self.lease), "lease_s": self.lease}, sort_keys=True).encode()
+        return json.dumps(
+            {
+                "holder": f"{user}@{socket.gethostname()}",
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "token": self.token,
+                "since": getattr(self, "_since", _iso(now)),
+                "expires_at": _iso(now + self.lease),
+                "lease_s": self.lease,
+            },
+            sort_keys=True,
+        ).encode()
 
     def _create(self) -> None:
         self._since = _iso(time.time())
@@ -140,7 +157,9 @@ class TargetLock:
         try:
             self.version = self.store.replace(self._body(), self.version)
         except Moved:
-            raise RuntimeError("the lock is no longer ours (replaced or broken by another publisher)") from None
+            raise RuntimeError(
+                "the lock is no longer ours (replaced or broken by another publisher)"
+            ) from None
 
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.lease / 3):
@@ -153,9 +172,12 @@ class TargetLock:
     def check_held(self) -> None:
         """Before an irreversible step (the switch, the manifest): the lease must still be ours."""
         if self.lost:
-            raise PublishError(f"lost the publish lock while publishing ({self.lost}); nothing was switched "
-                               "after that", where=self.target.url,
-                               hint="re-run publish: it resumes; if another publish took over, let it finish")
+            raise PublishError(
+                f"lost the publish lock while publishing ({self.lost}); nothing was switched "
+                "after that",
+                where=self.target.url,
+                hint="re-run publish: it resumes; if another publish took over, let it finish",
+            )
 
     # -- context manager -------------------------------------------------------------------------------------
     def _hold(self) -> TargetLock:
@@ -173,7 +195,9 @@ class TargetLock:
                 if raw is None:
                     continue  # released meanwhile
                 holder = self._doc(raw)
-                if holder.get("token") == self.token:  # a retried create whose first attempt landed: ours
+                if (
+                    holder.get("token") == self.token
+                ):  # a retried create whose first attempt landed: ours
                     self.version = etag
                     return self._hold()
                 state = lease_state(holder)
@@ -183,23 +207,39 @@ class TargetLock:
                             self.broken = _broken_note(holder, state, self.break_lock)
                             continue
                     except Exception as e:  # noqa: BLE001
-                        raise storage_error(self.target, "break the expired publish lock", e) from None
-                who = (f"{holder.get('holder') or holder.get('host', '?')} pid {holder.get('pid', '?')} since "
-                       f"{holder.get('since', '?')}")
-                until = (f"; its lease runs until {holder['expires_at']}" if state == "live" else
-                         "; it has no expiry (written by an older tritonbuild)" if state == "no-expiry" else "")
-                raise PublishError(f"another publish to this target is in progress ({who}{until})",
-                                   where=self.target.url,
-                                   hint="wait for it to finish (a killed publisher's lease expires by itself); "
-                                        "--break-lock removes it now") from None
+                        raise storage_error(
+                            self.target, "break the expired publish lock", e
+                        ) from None
+                who = (
+                    f"{holder.get('holder') or holder.get('host', '?')} pid {holder.get('pid', '?')} since "
+                    f"{holder.get('since', '?')}"
+                )
+                until = (
+                    f"; its lease runs until {holder['expires_at']}"
+                    if state == "live"
+                    else "; it has no expiry (written by an older tritonbuild)"
+                    if state == "no-expiry"
+                    else ""
+                )
+                raise PublishError(
+                    f"another publish to this target is in progress ({who}{until})",
+                    where=self.target.url,
+                    hint="wait for it to finish (a killed publisher's lease expires by itself); "
+                    "--break-lock removes it now",
+                ) from None
             except (NotADirectoryError, IsADirectoryError) as e:
-                raise PublishError(f"cannot create the publish lock: {e.strerror}: {self.path}",
-                                   where=self.target.url, hint="the target must be a directory") from None
+                raise PublishError(
+                    f"cannot create the publish lock: {e.strerror}: {self.path}",
+                    where=self.target.url,
+                    hint="the target must be a directory",
+                ) from None
             except PublishError:
                 raise
             except Exception as e:  # noqa: BLE001
                 raise storage_error(self.target, "take the publish lock", e) from None
-        raise PublishError("could not take the publish lock", where=self.target.url, hint="try again")
+        raise PublishError(
+            "could not take the publish lock", where=self.target.url, hint="try again"
+        )
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
@@ -215,6 +255,11 @@ class TargetLock:
 def _broken_note(holder: dict, state: str, forced: bool) -> str:
     """One line for the receipt and the log: whose lease was broken, and why it was breakable."""
     who = f"{holder.get('holder') or holder.get('host', '?')} pid {holder.get('pid', '?')}"
-    why = ("--break-lock" if forced else f"its lease expired at {holder.get('expires_at')}" if state == "expired"
-           else "its process no longer exists on this host")
+    why = (
+        "--break-lock"
+        if forced
+        else f"its lease expired at {holder.get('expires_at')}"
+        if state == "expired"
+        else "its process no longer exists on this host"
+    )
     return f"broke the publish lock of {who} (since {holder.get('since', '?')}): {why}"

@@ -18,20 +18,32 @@ class _Frozen(BaseModel):
 
 
 class PublishedVersion(_Frozen):
-    files: dict[str, FileEntry] = Field(description="Model-directory relative path → digest and size.")
-    source_manifest: str = Field(description="sha256 of the repository manifest it was published from.")
+    files: dict[str, FileEntry] = Field(
+        description="Model-directory relative path → digest and size."
+    )
+    source_manifest: str = Field(
+        description="sha256 of the repository manifest it was published from."
+    )
     verification: Literal["passed", "skipped"]
     model_identity: str
-    config_sha256: str | None = Field(None, description="sha256 of <model>/config-v<N>.pbtxt at the target: the "
-                                                        "config this version was built and verified with, pinned "
-                                                        "to it (restored by rollback). None: published before "
-                                                        "tritonbuild stored it.")
+    config_sha256: str | None = Field(
+        None,
+        description="sha256 of <model>/config-v<N>.pbtxt at the target: the "
+        "config this version was built and verified with, pinned "
+        "to it (restored by rollback). None: published before "
+        "tritonbuild stored it.",
+    )
 
 
 class PublishedModel(_Frozen):
-    live: int | None = Field(description="The newest version config.pbtxt pins (the one Triton serves).")
-    serving: list[int] = Field(default_factory=list, description="Every version config.pbtxt pins, when the "
-                                                                 "recipe's version_policy serves several.")
+    live: int | None = Field(
+        description="The newest version config.pbtxt pins (the one Triton serves)."
+    )
+    serving: list[int] = Field(
+        default_factory=list,
+        description="Every version config.pbtxt pins, when the "
+        "recipe's version_policy serves several.",
+    )
     config_sha256: str
     versions: dict[int, PublishedVersion] = Field(description="Complete versions only.")
 
@@ -44,8 +56,9 @@ class TargetManifest(_Frozen):
 class Action(_Frozen):
     model: str
     version: int | None
-    action: Literal["upload", "skip", "switch", "prune", "create", "unchanged", "notify", "abort",
-                    "clean"]
+    action: Literal[
+        "upload", "skip", "switch", "prune", "create", "unchanged", "notify", "abort", "clean"
+    ]
     path: str = ""
     bytes: int = 0
     detail: str = ""

@@ -40,18 +40,28 @@ def repository_index(url: str) -> tuple[dict[str, str] | None, str | None]:
         if not _no_answer(e):
             return {}, None  # it answered, with an error: the load requests report what it says
         text = redact(f"{type(e).__name__}: {e}")[:400]
-        return None, text if "network deadline" in text else f"no answer within {deadline_words()}: {text}"
+        return (
+            None,
+            text if "network deadline" in text else f"no answer within {deadline_words()}: {text}",
+        )
     # NOTE: a model unloaded from this server (reason 'unloaded': by its operator, or by us after it could not
     # load it) is one it does not serve, as one never loaded: neither is asked for it while another serves it
-    return {e["name"]: "" if e.get("reason") == "unloaded" else e.get("state") or ""
-            for e in index or [] if isinstance(e, dict) and e.get("name")}, None
+    return {
+        e["name"]: "" if e.get("reason") == "unloaded" else e.get("state") or ""
+        for e in index or []
+        if isinstance(e, dict) and e.get("name")
+    }, None
 
 
 def _no_answer(e: BaseException) -> bool:
     """The server never answered (timed out, refused or unreachable), as opposed to answering an error."""
     from tritonbuild.core.objstore import classify
 
-    return classify(e) == "network" or "timeout" in type(e).__name__.lower() or "timed out" in str(e).lower()
+    return (
+        classify(e) == "network"
+        or "timeout" in type(e).__name__.lower()
+        or "timed out" in str(e).lower()
+    )
 
 
 def mapped_models(url: str) -> set[str] | None:
@@ -71,38 +81,75 @@ def notify_all(urls: tuple[str, ...], changed: set[str], published: list[str]) -
     of every unmapped server; one left out is reported as skipped, with the servers that serve it. A server
     whose load of a model failed while another serves it is asked again only when that model changes."""
     indexes = {url: repository_index(url) for url in urls}
-    served = {url: mapped_models(url) if mapped_models(url) is not None else
-              {name for name, state in (states or {}).items() if state} for url, (states, _) in indexes.items()}
-    ready = {(name, url) for url, (states, _) in indexes.items() for name, state in (states or {}).items()
-             if state == "READY"}
+    served = {
+        url: mapped_models(url)
+        if mapped_models(url) is not None
+        else {name for name, state in (states or {}).items() if state}
+        for url, (states, _) in indexes.items()
+    }
+    ready = {
+        (name, url)
+        for url, (states, _) in indexes.items()
+        for name, state in (states or {}).items()
+        if state == "READY"
+    }
     out = []
     for url in urls:
         states, why = indexes[url]
         if states is None:
             shown = _shown(url)
-            out += [{"server": shown, "model": name, "ok": False, "status": None, "message": why}
-                    for name in sorted(changed or set(published)) if name in served[url] or not mapped_models(url)]
+            out += [
+                {"server": shown, "model": name, "ok": False, "status": None, "message": why}
+                for name in sorted(changed or set(published))
+                if name in served[url] or not mapped_models(url)
+            ]
             continue
         for name in sorted(changed | {name for name in published if states.get(name) != "READY"}):
             serving = [other for other in urls if name in served[other]]
             elsewhere = [other for other in urls if (name, other) in ready and other != url]
             failed_here = states.get(name) == "UNAVAILABLE" and name not in changed and elsewhere
-            if (serving and url not in serving) or (mapped_models(url) is not None and name not in served[url]):
-                out.append(_skipped(url, name, serving, "this server does not serve it (not mapped to it, or its "
-                                                        "repository index shows no load of it)"))
+            if (serving and url not in serving) or (
+                mapped_models(url) is not None and name not in served[url]
+            ):
+                out.append(
+                    _skipped(
+                        url,
+                        name,
+                        serving,
+                        "this server does not serve it (not mapped to it, or its "
+                        "repository index shows no load of it)",
+                    )
+                )
             elif failed_here:
-                out.append(_skipped(url, name, elsewhere, "its last load failed here and it has not changed since"))
+                out.append(
+                    _skipped(
+                        url,
+                        name,
+                        elsewhere,
+                        "its last load failed here and it has not changed since",
+                    )
+                )
             else:
                 out.append({**notify_server(url, name), "was_ready": states.get(name) == "READY"})
-    loaded = {(result["model"], result["server"]) for result in out if result["ok"] and not result.get("skipped")}
+    loaded = {
+        (result["model"], result["server"])
+        for result in out
+        if result["ok"] and not result.get("skipped")
+    }
     loaded |= {(name, _shown(url)) for name, url in ready}
     return [_settle(result, loaded) for result in out]
 
 
 def _skipped(url: str, name: str, serving: list[str], why: str) -> dict:
     by = f"; served by {', '.join(map(_shown, serving))}" if serving else ""
-    return {"server": _shown(url), "model": name, "ok": True, "status": None, "skipped": True,
-            "message": f"not asked for {name!r}: {why}{by}"}
+    return {
+        "server": _shown(url),
+        "model": name,
+        "ok": True,
+        "status": None,
+        "skipped": True,
+        "message": f"not asked for {name!r}: {why}{by}",
+    }
 
 
 def _settle(result: dict, loaded: set[tuple[str, str]]) -> dict:
@@ -114,19 +161,27 @@ def _settle(result: dict, loaded: set[tuple[str, str]]) -> dict:
     was_ready = result.pop("was_ready", True)
     if result["ok"] or result.get("status") is None or was_ready:
         return result
-    loaded_elsewhere = sorted(server for model, server in loaded
-                              if model == result["model"] and server != result["server"])
+    loaded_elsewhere = sorted(
+        server
+        for model, server in loaded
+        if model == result["model"] and server != result["server"]
+    )
     if not loaded_elsewhere:
         return result
-    return {**result, "cannot_run": True,
-            "message": f"this server cannot run {result['model']!r} ({', '.join(loaded_elsewhere)} serves it; "
-                       f"not asked again until it changes): {result['message']}"}
+    return {
+        **result,
+        "cannot_run": True,
+        "message": f"this server cannot run {result['model']!r} ({', '.join(loaded_elsewhere)} serves it; "
+        f"not asked again until it changes): {result['message']}",
+    }
 
 
 def failures(results: list[dict]) -> list[dict]:
     """The notify results that fail a publish or rollback: a server that did not answer, or a model no server
     could load; one server that cannot run a model others serve is reported, not a failure."""
     return [result for result in results if not result["ok"] and not result.get("cannot_run")]
+
+
 def _shown(url: str) -> str:
     from urllib.parse import urlsplit
 
@@ -146,9 +201,15 @@ def notify_server(url: str, model: str, timeout: float | None = None) -> dict:
     except Exception as e:  # noqa: BLE001 - refused, unreachable, timed out: reported per server, never raised
         if refused(e) is not None:
             status = e.status()
-            return {**result, "ok": False, "status": int(status) if str(status).isdigit() else None,
-                    "message": redact(refused(e))[:500]}
+            return {
+                **result,
+                "ok": False,
+                "status": int(status) if str(status).isdigit() else None,
+                "message": redact(refused(e))[:500],
+            }
         text = redact(f"{type(e).__name__}: {e}")[:400]
         if isinstance(e, TimeoutError) or "timeout" in type(e).__name__.lower():
-            text = f"the load did not finish within {timeout:g} s ({LOAD_TIMEOUT_ENV} sets it): {text}"
+            text = (
+                f"the load did not finish within {timeout:g} s ({LOAD_TIMEOUT_ENV} sets it): {text}"
+            )
         return {**result, "ok": False, "status": None, "message": text}

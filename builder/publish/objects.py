@@ -21,8 +21,11 @@ def write_bytes(target: Target, path: str, data: bytes) -> None:
 
 
 def upload(target: Target, local: Path, path: str, reporter: Reporter) -> None:
-    _retry(target, f"upload {path}",
-           lambda: target.driver.upload(target.fs, target.root, local, path, reporter.advance))
+    _retry(
+        target,
+        f"upload {path}",
+        lambda: target.driver.upload(target.fs, target.root, local, path, reporter.advance),
+    )
 
 
 def _retry(target: Target, action: str, fn) -> None:
@@ -45,7 +48,7 @@ def remote_sizes(target: Target, prefix: str) -> dict[str, int]:
     base = prefix.rstrip("/") + "/"
     out = {}
     for path, info in found.items():
-        rel = path[len(base):] if path.startswith(base) else path.split(base, 1)[-1]
+        rel = path[len(base) :] if path.startswith(base) else path.split(base, 1)[-1]
         if info.get("type", "file") == "file" and not is_temporary(os.path.basename(rel)):
             out[rel] = int(info.get("size") or 0)
     return out
@@ -70,16 +73,23 @@ def read_state(target: Target) -> TargetManifest:
         return TargetManifest.model_validate_json(data)
     except ValueError as e:
         if _is_build_manifest(data):
-            raise PublishError(f"{TARGET_MANIFEST} at {target.url} is a build manifest (what 'tritonbuild build' "
-                               "writes into OUT), not a publish target's: this prefix holds a built repository "
-                               "copied as it is", where=target.url,
-                               hint="publish the built directory there instead ('tritonbuild publish OUT URL' to "
-                                    "an empty prefix), or serve the directory itself ('tritonbuild serve OUT')"
-                               ) from None
+            raise PublishError(
+                f"{TARGET_MANIFEST} at {target.url} is a build manifest (what 'tritonbuild build' "
+                "writes into OUT), not a publish target's: this prefix holds a built repository "
+                "copied as it is",
+                where=target.url,
+                hint="publish the built directory there instead ('tritonbuild publish OUT URL' to "
+                "an empty prefix), or serve the directory itself ('tritonbuild serve OUT')",
+            ) from None
         first = e.errors()[0] if hasattr(e, "errors") and e.errors() else None
-        why = f"{'.'.join(map(str, first['loc'])) or 'document'}: {first['msg']}" if first else str(e)
-        raise PublishError(f"{TARGET_MANIFEST} at the target is not a tritonbuild target manifest ({why})",
-                           where=target.url, hint="publish to an empty prefix, or restore that file") from None
+        why = (
+            f"{'.'.join(map(str, first['loc'])) or 'document'}: {first['msg']}" if first else str(e)
+        )
+        raise PublishError(
+            f"{TARGET_MANIFEST} at the target is not a tritonbuild target manifest ({why})",
+            where=target.url,
+            hint="publish to an empty prefix, or restore that file",
+        ) from None
 
 
 def _is_build_manifest(data: bytes) -> bool:
@@ -88,7 +98,12 @@ def _is_build_manifest(data: bytes) -> bool:
         doc = json.loads(data)
     except ValueError:
         return False
-    return isinstance(doc, dict) and isinstance(doc.get("models"), list) and "files" in doc and "toolchain" in doc
+    return (
+        isinstance(doc, dict)
+        and isinstance(doc.get("models"), list)
+        and "files" in doc
+        and "toolchain" in doc
+    )
 
 
 def read_text(target: Target, path: str) -> bytes | None:
@@ -120,8 +135,11 @@ def check_reachable(target: Target) -> None:
 def subdirs(target, path: str) -> list[str]:
     """Names of the directories directly under path ([] when path does not exist)."""
     try:
-        return [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in target.fs.ls(path, detail=True, refresh=True)
-                if e.get("type") == "directory"]
+        return [
+            e["name"].rstrip("/").rsplit("/", 1)[-1]
+            for e in target.fs.ls(path, detail=True, refresh=True)
+            if e.get("type") == "directory"
+        ]
     except FileNotFoundError:
         return []
 
@@ -134,9 +152,16 @@ def abort_multipart_uploads(target: Target) -> list[Action]:
         aborted = target.driver.abort_uploads(target.fs, target.root)
     except Exception as e:  # noqa: BLE001
         raise storage_error(target, "list or abort interrupted multipart uploads", e) from None
-    return [Action(model=rel.split("/", 1)[0], version=None, action="abort", path=rel,
-                   detail=f"multipart upload left by an interrupted publish (started {started})")
-            for rel, started in aborted]
+    return [
+        Action(
+            model=rel.split("/", 1)[0],
+            version=None,
+            action="abort",
+            path=rel,
+            detail=f"multipart upload left by an interrupted publish (started {started})",
+        )
+        for rel, started in aborted
+    ]
 
 
 def clean_temporaries(target: Target) -> list[Action]:
@@ -156,8 +181,15 @@ def clean_temporaries(target: Target) -> list[Action]:
                 continue
             except OSError as e:
                 raise storage_error(target, f"remove the leftover temporary {rel}", e) from None
-            actions.append(Action(model=rel.split("/", 1)[0] if "/" in rel else "", version=None, action="clean",
-                                  path=rel, detail="temporary left by an interrupted publish"))
+            actions.append(
+                Action(
+                    model=rel.split("/", 1)[0] if "/" in rel else "",
+                    version=None,
+                    action="clean",
+                    path=rel,
+                    detail="temporary left by an interrupted publish",
+                )
+            )
     return actions
 
 
@@ -169,5 +201,7 @@ def clean_leftovers(target: Target, broken_lock: str | None, reporter: Reporter)
     actions = []
     if broken_lock:
         reporter.status(f"warning: {broken_lock}")
-        actions.append(Action(model="", version=None, action="clean", path=LOCK_NAME, detail=broken_lock))
+        actions.append(
+            Action(model="", version=None, action="clean", path=LOCK_NAME, detail=broken_lock)
+        )
     return actions + abort_multipart_uploads(target) + clean_temporaries(target)

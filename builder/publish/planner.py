@@ -43,8 +43,11 @@ def parse_remote(config: bytes, where: str):
     try:
         return parse(config)
     except ConfigParseError as e:
-        raise PublishError(f"{where} at the target is not a valid Triton model config: {e}", where=where,
-                           hint="restore that object (publish the model again, or put back the file)") from None
+        raise PublishError(
+            f"{where} at the target is not a valid Triton model config: {e}",
+            where=where,
+            hint="restore that object (publish the model again, or put back the file)",
+        ) from None
 
 
 def live_version(config: bytes | None, where: str = "config.pbtxt") -> int | None:
@@ -72,7 +75,9 @@ class ModelStep:
     """One model: a placeholder config for a new model, its versions, then the switch."""
 
     name: str
-    placeholder: bytes | None  # config.pbtxt pinning nothing, written first (a model new at the target)
+    placeholder: (
+        bytes | None
+    )  # config.pbtxt pinning nothing, written first (a model new at the target)
     versions: list[VersionStep]
     config: bytes | None  # the new config.pbtxt (None: unchanged)
     published: PublishedModel
@@ -92,13 +97,21 @@ class PublishPlan:
         """Every action, in the order the publish takes them."""
         out = []
         for step in self.models:
-            out += step.create + [action for version in step.versions for action in version.actions] + step.switch
+            out += (
+                step.create
+                + [action for version in step.versions for action in version.actions]
+                + step.switch
+            )
         return out + self.orphans + self.prune
 
     @property
     def upload_bytes(self) -> int:
-        return sum(version.files[rel].size for step in self.models for version in step.versions
-                   for rel in version.todo)
+        return sum(
+            version.files[rel].size
+            for step in self.models
+            for version in step.versions
+            for rel in version.todo
+        )
 
 
 def group(manifest: Manifest) -> dict[str, list[ManifestModel]]:
@@ -109,8 +122,15 @@ def group(manifest: Manifest) -> dict[str, list[ManifestModel]]:
     return {k: sorted(v, key=lambda model: model.version) for k, v in sorted(out.items())}
 
 
-def plan_publish(root: Path, manifest: Manifest, target: Target, state: TargetManifest, *, verification: str,
-                 keep: int | None) -> PublishPlan:
+def plan_publish(
+    root: Path,
+    manifest: Manifest,
+    target: Target,
+    state: TargetManifest,
+    *,
+    verification: str,
+    keep: int | None,
+) -> PublishPlan:
     """What publishing root's repository onto target (whose manifest is `state`) does, without writing."""
     models = dict(state.models)
     steps = []
@@ -121,80 +141,161 @@ def plan_publish(root: Path, manifest: Manifest, target: Target, state: TargetMa
     after = TargetManifest(models=models)
     orphans = _orphans(target, after) if keep is not None else []
     live = {name: published.live for name, published in after.models.items() if published.live}
-    return PublishPlan(models=steps, state=after, orphans=orphans, prune=prune_actions(after, keep, live))
+    return PublishPlan(
+        models=steps, state=after, orphans=orphans, prune=prune_actions(after, keep, live)
+    )
 
 
-def _plan_model(root: Path, manifest: Manifest, target: Target, state: TargetManifest, name: str,
-                versions: list[ManifestModel], verification: str) -> ModelStep:
+def _plan_model(
+    root: Path,
+    manifest: Manifest,
+    target: Target,
+    state: TargetManifest,
+    name: str,
+    versions: list[ManifestModel],
+    verification: str,
+) -> ModelStep:
     current = objects.read_text(target, target.path(name, "config.pbtxt"))
     published = state.models.get(name)
     complete = dict(published.versions) if published else {}
     local_config = config_bytes(root / name)
     version_steps = []
     for model in versions:
-        version = _plan_version(manifest, target, model, complete.get(model.version), local_config, verification)
+        version = _plan_version(
+            manifest, target, model, complete.get(model.version), local_config, verification
+        )
         version_steps.append(version)
         complete[model.version] = version.record
-    own = {version.model.version: version.own_config for version in version_steps if version.own_config}
+    own = {
+        version.model.version: version.own_config for version in version_steps if version.own_config
+    }
     serving = _serving(target, name, local_config, versions[-1].version, complete, own)
     new_config = pinned_config(local_config, serving)
-    create = [] if current is not None else [Action(
-        model=name, version=None, action="create", detail="config.pbtxt pinning no version (Triton loads nothing yet)")]
-    switch = [] if new_config == current else [Action(
-        model=name, version=serving[-1], action="switch",
-        detail=f"config.pbtxt pins version{'s' if len(serving) > 1 else ''} {', '.join(map(str, serving))}")]
-    return ModelStep(name=name, placeholder=None if current is not None else pinned_config(local_config, []),
-                     versions=version_steps, config=new_config if switch else None,
-                     published=PublishedModel(live=serving[-1], serving=serving if len(serving) > 1 else [],
-                                              config_sha256=sha256_bytes(new_config), versions=complete),
-                     create=create, switch=switch)
+    create = (
+        []
+        if current is not None
+        else [
+            Action(
+                model=name,
+                version=None,
+                action="create",
+                detail="config.pbtxt pinning no version (Triton loads nothing yet)",
+            )
+        ]
+    )
+    switch = (
+        []
+        if new_config == current
+        else [
+            Action(
+                model=name,
+                version=serving[-1],
+                action="switch",
+                detail=f"config.pbtxt pins version{'s' if len(serving) > 1 else ''} {', '.join(map(str, serving))}",
+            )
+        ]
+    )
+    return ModelStep(
+        name=name,
+        placeholder=None if current is not None else pinned_config(local_config, []),
+        versions=version_steps,
+        config=new_config if switch else None,
+        published=PublishedModel(
+            live=serving[-1],
+            serving=serving if len(serving) > 1 else [],
+            config_sha256=sha256_bytes(new_config),
+            versions=complete,
+        ),
+        create=create,
+        switch=switch,
+    )
 
 
-def _plan_version(manifest: Manifest, target: Target, model: ManifestModel, done: PublishedVersion | None,
-                  local_config: bytes, verification: str) -> VersionStep:
+def _plan_version(
+    manifest: Manifest,
+    target: Target,
+    model: ManifestModel,
+    done: PublishedVersion | None,
+    local_config: bytes,
+    verification: str,
+) -> VersionStep:
     files = version_files(manifest, model)
     if done is not None:
-        if done.model_identity != model.model_identity or \
-                in_version_dir(done.files, model.version) != in_version_dir(files, model.version):
-            raise PublishError(f"{model.name} version {model.version} is already published with different content; "
-                               "a published version is never rewritten", where=target.url,
-                               hint=f"bump 'version' in {model.recipe_path}, rebuild, verify, publish")
-        actions = [Action(model=model.name, version=model.version, action="unchanged",
-                          detail="already published, identical")]
+        if done.model_identity != model.model_identity or in_version_dir(
+            done.files, model.version
+        ) != in_version_dir(files, model.version):
+            raise PublishError(
+                f"{model.name} version {model.version} is already published with different content; "
+                "a published version is never rewritten",
+                where=target.url,
+                hint=f"bump 'version' in {model.recipe_path}, rebuild, verify, publish",
+            )
+        actions = [
+            Action(
+                model=model.name,
+                version=model.version,
+                action="unchanged",
+                detail="already published, identical",
+            )
+        ]
         todo: list[str] = []
     else:
         actions, todo = _file_actions(target, model, files)
-    record = done or PublishedVersion(files=files, source_manifest=manifest.digest, verification=verification,
-                                      model_identity=model.model_identity)
+    record = done or PublishedVersion(
+        files=files,
+        source_manifest=manifest.digest,
+        verification=verification,
+        model_identity=model.model_identity,
+    )
     own = None
     if record.config_sha256 is None:
         # NOTE: stored before the switch, so a rollback to this version can restore its own interface.
         own = pinned_config(local_config, [model.version])
         record = record.model_copy(update={"config_sha256": sha256_bytes(own)})
-    return VersionStep(model=model, files=files, todo=todo, own_config=own, record=record, actions=actions)
+    return VersionStep(
+        model=model, files=files, todo=todo, own_config=own, record=record, actions=actions
+    )
 
 
-def _file_actions(target: Target, model: ManifestModel, files: dict[str, FileEntry]) -> tuple[list[Action], list]:
+def _file_actions(
+    target: Target, model: ManifestModel, files: dict[str, FileEntry]
+) -> tuple[list[Action], list]:
     """upload or skip for each file of an incomplete version: skipped only when the object at the target has the
     same size and sha256 (an interrupted upload is completed, never trusted)."""
     remote = objects.remote_sizes(target, target.path(model.name))
 
     def same(item: tuple[str, FileEntry]) -> bool:
         rel, entry = item
-        return remote.get(rel) == entry.size and \
-            objects.remote_sha256(target, target.path(model.name, rel)) == entry.sha256
+        return (
+            remote.get(rel) == entry.size
+            and objects.remote_sha256(target, target.path(model.name, rel)) == entry.sha256
+        )
 
     items = sorted(files.items())
     with ThreadPoolExecutor(max_workers=JOBS) as pool:
         present = list(pool.map(same, items))
-    actions = [Action(model=model.name, version=model.version, action="skip" if ok else "upload",
-                      path=f"{model.name}/{rel}", bytes=entry.size, detail="present with the same sha256" if ok else "")
-               for (rel, entry), ok in zip(items, present, strict=True)]
+    actions = [
+        Action(
+            model=model.name,
+            version=model.version,
+            action="skip" if ok else "upload",
+            path=f"{model.name}/{rel}",
+            bytes=entry.size,
+            detail="present with the same sha256" if ok else "",
+        )
+        for (rel, entry), ok in zip(items, present, strict=True)
+    ]
     return actions, [rel for (rel, _entry), ok in zip(items, present, strict=True) if not ok]
 
 
-def _serving(target: Target, name: str, local_config: bytes, newest: int, complete: dict[int, PublishedVersion],
-             own: dict[int, bytes]) -> list[int]:
+def _serving(
+    target: Target,
+    name: str,
+    local_config: bytes,
+    newest: int,
+    complete: dict[int, PublishedVersion],
+    own: dict[int, bytes],
+) -> list[int]:
     """The versions config.pbtxt pins: the recipe's version_policy (latest N up to the version published,
     specific, all) over the versions complete at the target once this publish's are, so nothing half-written is
     ever named. Triton serves every pinned version under one config.pbtxt: their own configs (config-v<N>.pbtxt,
@@ -205,25 +306,38 @@ def _serving(target: Target, name: str, local_config: bytes, newest: int, comple
         serving = sorted(set(vp.specific.versions))
         missing = [v for v in serving if v not in complete]
         if missing:
-            raise PublishError(f"{name}: version_policy.specific names versions {missing}, which are not complete at "
-                               f"the target (complete: {sorted(complete)})", where=target.url,
-                               hint="publish those versions first (each from its build), or change the policy")
+            raise PublishError(
+                f"{name}: version_policy.specific names versions {missing}, which are not complete at "
+                f"the target (complete: {sorted(complete)})",
+                where=target.url,
+                hint="publish those versions first (each from its build), or change the policy",
+            )
     elif kind == "all":
         serving = sorted(complete)
     else:
         n = vp.latest.num_versions if kind == "latest" else 1
-        serving = sorted(v for v in complete if v <= newest)[-max(n, 1):]
+        serving = sorted(v for v in complete if v <= newest)[-max(n, 1) :]
     if len(serving) > 1:
         mine = pinned_config(local_config, [])
         for v in serving:
-            config = own.get(v) or (objects.read_text(target, target.path(name, version_config_name(v)))
-                                    if complete[v].config_sha256 else None)
+            config = own.get(v) or (
+                objects.read_text(target, target.path(name, version_config_name(v)))
+                if complete[v].config_sha256
+                else None
+            )
             if config is None or pinned_config(config, []) != mine:
-                why = "has no stored config" if config is None else "has another config (inputs, outputs or settings)"
-                raise PublishError(f"{name}: version {v} {why}; Triton serves every version a version_policy names "
-                                   f"under one config.pbtxt, so versions {serving} cannot be served side by side",
-                                   where=target.url, hint="serve one version (latest 1), or republish the "
-                                   "versions from builds with the same config; nothing was written to the target")
+                why = (
+                    "has no stored config"
+                    if config is None
+                    else "has another config (inputs, outputs or settings)"
+                )
+                raise PublishError(
+                    f"{name}: version {v} {why}; Triton serves every version a version_policy names "
+                    f"under one config.pbtxt, so versions {serving} cannot be served side by side",
+                    where=target.url,
+                    hint="serve one version (latest 1), or republish the "
+                    "versions from builds with the same config; nothing was written to the target",
+                )
     return serving
 
 
@@ -235,10 +349,18 @@ def prune_actions(state: TargetManifest, keep: int | None, live: dict[str, int])
     out = []
     for name, published in state.models.items():
         live_v = live.get(name, published.live)
-        older = sorted((v for v in published.versions if live_v is not None and v < live_v
-                        and v not in published.serving), reverse=True)
-        for v in older[keep - 1:]:
-            out.append(Action(model=name, version=v, action="prune", detail=f"older than the {keep} kept"))
+        older = sorted(
+            (
+                v
+                for v in published.versions
+                if live_v is not None and v < live_v and v not in published.serving
+            ),
+            reverse=True,
+        )
+        for v in older[keep - 1 :]:
+            out.append(
+                Action(model=name, version=v, action="prune", detail=f"older than the {keep} kept")
+            )
     return out
 
 
@@ -249,8 +371,14 @@ def _orphans(target: Target, state: TargetManifest) -> list[Action]:
 
     out = []
     for name, published in state.models.items():
-        present = {int(v) for v in objects.subdirs(target, target.path(name)) if VERSION_RE.match(v)}
+        present = {
+            int(v) for v in objects.subdirs(target, target.path(name)) if VERSION_RE.match(v)
+        }
         for v in sorted(present - set(published.versions)):
             if published.live is not None and v < published.live:
-                out.append(Action(model=name, version=v, action="prune", detail="left by an interrupted prune"))
+                out.append(
+                    Action(
+                        model=name, version=v, action="prune", detail="left by an interrupted prune"
+                    )
+                )
     return out

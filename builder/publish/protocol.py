@@ -46,10 +46,17 @@ def check_local_files(root: Path, manifest: Manifest) -> None:
 
     hashes = file_hashes(default_cache_dir())  # the build cache's, where build and plan keep theirs
     names = {model.name for model in manifest.models}
-    missing = [f"{name}/config.pbtxt" for name in sorted(names) if f"{name}/config.pbtxt" not in manifest.files]
+    missing = [
+        f"{name}/config.pbtxt"
+        for name in sorted(names)
+        if f"{name}/config.pbtxt" not in manifest.files
+    ]
     if missing:
-        raise PublishError(f"the manifest does not list {missing[0]}", where=str(root / MANIFEST_NAME),
-                           hint=f"rebuild the repository, then 'tritonbuild verify {root}'")
+        raise PublishError(
+            f"the manifest does not list {missing[0]}",
+            where=str(root / MANIFEST_NAME),
+            hint=f"rebuild the repository, then 'tritonbuild verify {root}'",
+        )
 
     def one(item: tuple[str, FileEntry]) -> str | None:
         rel, entry = item
@@ -70,9 +77,12 @@ def check_local_files(root: Path, manifest: Manifest) -> None:
     hashes.save()
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise PublishError(f"refusing to publish: {problems[0]}{more}", where=str(root / problems[0].split(" ")[0]),
-                           hint=f"rebuild (tritonbuild build RECIPES -o {root}), verify, then publish; "
-                                "nothing was written to the target")
+        raise PublishError(
+            f"refusing to publish: {problems[0]}{more}",
+            where=str(root / problems[0].split(" ")[0]),
+            hint=f"rebuild (tritonbuild build RECIPES -o {root}), verify, then publish; "
+            "nothing was written to the target",
+        )
 
 
 class _Publisher:
@@ -94,20 +104,33 @@ class _Publisher:
                 self.upload_version(version.model, version.files, version.todo)
             self.actions += version.actions
             if version.own_config is not None:
-                objects.write_bytes(target, target.path(step.name, version_config_name(version.model.version)),
-                                    version.own_config)
+                objects.write_bytes(
+                    target,
+                    target.path(step.name, version_config_name(version.model.version)),
+                    version.own_config,
+                )
         if step.config is not None:
             self.lock.check_held()
             objects.write_bytes(target, config_path, step.config)
             self.actions += step.switch
 
-    def upload_version(self, model: ManifestModel, files: dict[str, FileEntry], todo: list[str]) -> None:
+    def upload_version(
+        self, model: ManifestModel, files: dict[str, FileEntry], todo: list[str]
+    ) -> None:
         total = sum(files[rel].size for rel in todo)
         self.reporter.start_transfer(total, f"{model.name} v{model.version}")
         try:
             with ThreadPoolExecutor(max_workers=JOBS) as pool:
-                futures = [pool.submit(objects.upload, self.target, self.root / model.name / rel,
-                                       self.target.path(model.name, rel), self.reporter) for rel in todo]
+                futures = [
+                    pool.submit(
+                        objects.upload,
+                        self.target,
+                        self.root / model.name / rel,
+                        self.target.path(model.name, rel),
+                        self.reporter,
+                    )
+                    for rel in todo
+                ]
                 for future in futures:
                     future.result()
         finally:
@@ -116,8 +139,11 @@ class _Publisher:
         remote = objects.remote_sizes(self.target, self.target.path(model.name))
         bad = [rel for rel, e in files.items() if remote.get(rel) != e.size]
         if bad:
-            raise PublishError(f"{model.name} v{model.version}: after upload, {bad[:3]} are missing or the wrong size",
-                               where=self.target.url, hint="re-run publish: it resumes")
+            raise PublishError(
+                f"{model.name} v{model.version}: after upload, {bad[:3]} are missing or the wrong size",
+                where=self.target.url,
+                hint="re-run publish: it resumes",
+            )
 
     def prune(self, plan: PublishPlan) -> TargetManifest:
         """Orphans removed; then the versions beyond --keep forgotten (the manifest written), then removed: a
@@ -130,15 +156,27 @@ class _Publisher:
         if not plan.prune:
             return state
         victims = {(action.model, action.version) for action in plan.prune}
-        models = {name: published.model_copy(update={
-                      "versions": {v: published_version for v, published_version in published.versions.items()
-                                   if (name, v) not in victims}})
-                  for name, published in state.models.items()}
+        models = {
+            name: published.model_copy(
+                update={
+                    "versions": {
+                        v: published_version
+                        for v, published_version in published.versions.items()
+                        if (name, v) not in victims
+                    }
+                }
+            )
+            for name, published in state.models.items()
+        }
         pruned = TargetManifest(models=models)
-        objects.write_bytes(target, target.path(TARGET_MANIFEST), pretty_json(pruned.model_dump(mode="json")))
+        objects.write_bytes(
+            target, target.path(TARGET_MANIFEST), pretty_json(pruned.model_dump(mode="json"))
+        )
         for action in plan.prune:
             files = state.models[action.model].versions[action.version].files
-            shared = {rel for kept in models[action.model].versions.values() for rel in kept.files}  # e.g. labels
+            shared = {
+                rel for kept in models[action.model].versions.values() for rel in kept.files
+            }  # e.g. labels
             objects.remove_tree(target, target.path(action.model, str(action.version)))
             for rel in [*files, version_config_name(action.version)]:
                 if "/" not in rel and rel not in shared:
@@ -147,43 +185,82 @@ class _Publisher:
         return pruned
 
 
-def publish(root: Path, where: Location | str, *, endpoint_url: str | None = None, skip_verify: bool = False,
-            keep: int | None = None, notify: tuple[str, ...] = (), dry_run: bool = False, break_lock: bool = False,
-            reporter: Reporter = SILENT, require_reproducible: bool = False) -> PublishReceipt:
+def publish(
+    root: Path,
+    where: Location | str,
+    *,
+    endpoint_url: str | None = None,
+    skip_verify: bool = False,
+    keep: int | None = None,
+    notify: tuple[str, ...] = (),
+    dry_run: bool = False,
+    break_lock: bool = False,
+    reporter: Reporter = SILENT,
+    require_reproducible: bool = False,
+) -> PublishReceipt:
     t0 = time.perf_counter()
     if keep is not None and keep < 1:
-        raise UsageError(f"--keep must be >= 1, not {keep} (the live version is always kept)",
-                         hint="use --keep 1 or more")
+        raise UsageError(
+            f"--keep must be >= 1, not {keep} (the live version is always kept)",
+            hint="use --keep 1 or more",
+        )
     manifest = read_repository(root, PublishError)
     verification = gate(root, manifest, skip_verify, require_reproducible)
     check_local_files(root, manifest)
     target = open_target(where, endpoint_url=endpoint_url)
     objects.check_reachable(target)
     if dry_run:
-        plan = plan_publish(root, manifest, target, objects.read_state(target), verification=verification, keep=keep)
+        plan = plan_publish(
+            root, manifest, target, objects.read_state(target), verification=verification, keep=keep
+        )
         return _receipt(target, manifest, verification, t0, plan.actions, 0, dry_run=True)
     with TargetLock(target, break_lock=break_lock) as lock:
         publisher = _Publisher(root, target, lock, reporter)
         publisher.actions += objects.clean_leftovers(target, lock.broken, reporter)
-        plan = plan_publish(root, manifest, target, objects.read_state(target), verification=verification, keep=keep)
+        plan = plan_publish(
+            root, manifest, target, objects.read_state(target), verification=verification, keep=keep
+        )
         for step in plan.models:
             reporter.status(f"publishing {step.name}")
             publisher.model(step)
         lock.check_held()
-        objects.write_bytes(target, target.path(TARGET_MANIFEST), pretty_json(plan.state.model_dump(mode="json")))
+        objects.write_bytes(
+            target, target.path(TARGET_MANIFEST), pretty_json(plan.state.model_dump(mode="json"))
+        )
         state = publisher.prune(plan)
     # Only models whose config.pbtxt changed: an unchanged model needs no reload (and a load request for a
     # model the server cannot serve would flip it to not-ready).
-    changed = {action.model for action in publisher.actions if action.action in ("create", "switch")}
+    changed = {
+        action.model for action in publisher.actions if action.action in ("create", "switch")
+    }
     notified = notify_all(notify, changed, sorted(state.models))
-    return _receipt(target, manifest, verification, t0, publisher.actions, publisher.uploaded, notified=notified)
+    return _receipt(
+        target, manifest, verification, t0, publisher.actions, publisher.uploaded, notified=notified
+    )
 
 
-def _receipt(target: Target, manifest: Manifest, verification: str, t0: float, actions: list[Action],
-             uploaded: int, *, dry_run: bool = False, notified: list[dict] | None = None) -> PublishReceipt:
-    return PublishReceipt(target=target.url, triton_url=target.triton_url(), manifest_digest=manifest.digest,
-                          verification=verification, dry_run=dry_run, actions=actions, uploaded_bytes=uploaded,
-                          seconds=round(time.perf_counter() - t0, 3), notified=notified or [])
+def _receipt(
+    target: Target,
+    manifest: Manifest,
+    verification: str,
+    t0: float,
+    actions: list[Action],
+    uploaded: int,
+    *,
+    dry_run: bool = False,
+    notified: list[dict] | None = None,
+) -> PublishReceipt:
+    return PublishReceipt(
+        target=target.url,
+        triton_url=target.triton_url(),
+        manifest_digest=manifest.digest,
+        verification=verification,
+        dry_run=dry_run,
+        actions=actions,
+        uploaded_bytes=uploaded,
+        seconds=round(time.perf_counter() - t0, 3),
+        notified=notified or [],
+    )
 
 
 def open_for_read(where: Location | str, endpoint_url: str | None = None) -> Target:

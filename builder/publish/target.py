@@ -48,15 +48,21 @@ def open_target(where: Location | str, *, endpoint_url: str | None = None) -> Ta
     try:
         fs, root = driver.open(location)
     except ImportError:
-        raise PublishError(f"the {location.scheme}:// driver ({driver.package}) is not installed",
-                           where=location.url, hint=f"pip install 'tritonbuild[{driver.extra}]' "
-                                                    f"(or pip install {driver.package})") from None
+        raise PublishError(
+            f"the {location.scheme}:// driver ({driver.package}) is not installed",
+            where=location.url,
+            hint=f"pip install 'tritonbuild[{driver.extra}]' (or pip install {driver.package})",
+        ) from None
     except ValueError as e:
-        raise PublishError(f"bad target URL: {redact(str(e))}", where=location.url, hint="check the URL") from None
+        raise PublishError(
+            f"bad target URL: {redact(str(e))}", where=location.url, hint="check the URL"
+        ) from None
     except Exception as e:  # noqa: BLE001 - no answer within the deadline, or the driver refused its options
         raise storage_error(location, f"open the {location.scheme}:// driver", e) from None
     if not driver.local and not root.strip("/"):
-        raise PublishError("the target names no bucket", where=location.url, hint=f"use {driver.example()}")
+        raise PublishError(
+            "the target names no bucket", where=location.url, hint=f"use {driver.example()}"
+        )
     return Target(location=location, root=root, fs=fs)
 
 
@@ -66,11 +72,13 @@ def storage_error(where: Target | Location, action: str, e: BaseException) -> Pu
     text = redact(f"{type(e).__name__}: {e}")
     driver = where.driver
     kind = driver.classify(e)
-    hint = {"no-bucket": "create the bucket first, or fix its name",
-            "denied": f"check credentials ({driver.credentials or 'the store'}) and bucket permissions",
-            "network": f"check the endpoint ({driver.endpoint_hint or 'the URL'}) and that it is reachable and "
-                       "answers; a slow but working store may need a longer deadline",
-            "not-found": "check the target URL"}.get(kind, "check the target URL and permissions")
+    hint = {
+        "no-bucket": "create the bucket first, or fix its name",
+        "denied": f"check credentials ({driver.credentials or 'the store'}) and bucket permissions",
+        "network": f"check the endpoint ({driver.endpoint_hint or 'the URL'}) and that it is reachable and "
+        "answers; a slow but working store may need a longer deadline",
+        "not-found": "check the target URL",
+    }.get(kind, "check the target URL and permissions")
     if kind == "network" and "network deadline" not in text:
         text = f"no answer within {deadline_words()}: {text}"
     return PublishError(f"cannot {action}: {text}", where=where.url, hint=hint)

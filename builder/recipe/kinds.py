@@ -30,22 +30,32 @@ class Kind:
 
 Kinds = Mapping[str, Kind]  # recipe `backend` value → its kind, in registration order
 
-_TYPE_RULES: dict[type, TypeRules] = {Recipe: check_rules, CompositionRecipe: check_composition_rules}
+_TYPE_RULES: dict[type, TypeRules] = {
+    Recipe: check_rules,
+    CompositionRecipe: check_composition_rules,
+}
 
 
 def kind_problem(name: str, recipe_type: type) -> str | None:
     """Why recipe_type cannot be the recipe type of kind `name` (None when it can): a recipe type is a pydantic
     model (recipe.models.Recipe or Named and their subclasses) with a name, a version and a `backend` field of
     Literal[name] (the schema's discriminator)."""
-    if not (isinstance(recipe_type, type) and issubclass(recipe_type, BaseModel)
-            and {"name", "version", "backend"} <= set(recipe_type.model_fields)):
-        return (f"recipe type {recipe_type!r} is not a recipe: subclass tritonbuild.recipe.models.Recipe (or "
-                "Named) and declare backend: Literal[<name>]")
+    if not (
+        isinstance(recipe_type, type)
+        and issubclass(recipe_type, BaseModel)
+        and {"name", "version", "backend"} <= set(recipe_type.model_fields)
+    ):
+        return (
+            f"recipe type {recipe_type!r} is not a recipe: subclass tritonbuild.recipe.models.Recipe (or "
+            "Named) and declare backend: Literal[<name>]"
+        )
     field = recipe_type.model_fields.get("backend")
     annotation = field.annotation if field is not None else None
     if get_origin(annotation) is not Literal or get_args(annotation) != (name,):
-        return (f"{recipe_type.__qualname__}.backend must be Literal[{name!r}] (it is {annotation!r}): the loader "
-                "and the JSON Schema pick the recipe type by it")
+        return (
+            f"{recipe_type.__qualname__}.backend must be Literal[{name!r}] (it is {annotation!r}): the loader "
+            "and the JSON Schema pick the recipe type by it"
+        )
     return None
 
 
@@ -66,8 +76,11 @@ def _has_key(model: type, loc: tuple) -> bool:
         if field is None:
             return False
         if i < len(loc) - 1:
-            inner = [arg for arg in _flat_args(field.annotation)
-                     if isinstance(arg, type) and issubclass(arg, BaseModel)]
+            inner = [
+                arg
+                for arg in _flat_args(field.annotation)
+                if isinstance(arg, type) and issubclass(arg, BaseModel)
+            ]
             if not inner:
                 return False
             model = inner[0]
@@ -84,5 +97,7 @@ def check(recipe, kinds: Kinds) -> list[Problem]:
     generic rules (the nearest in the class's MRO) among theirs."""
     kind = kinds[recipe.backend]
     specific = kind.rules(recipe) if kind.rules is not None else []
-    type_rules = next((_TYPE_RULES[cls] for cls in type(recipe).__mro__ if cls in _TYPE_RULES), None)
+    type_rules = next(
+        (_TYPE_RULES[cls] for cls in type(recipe).__mro__ if cls in _TYPE_RULES), None
+    )
     return type_rules(recipe, specific) if type_rules is not None else specific

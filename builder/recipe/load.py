@@ -15,10 +15,14 @@ from tritonbuild.recipe.kinds import Kinds, check, kinds_with_key
 from tritonbuild.recipe.models import DTYPE_SPELLINGS, Named
 from tritonbuild.recipe.problem import Problem
 
-AnyRecipe = Named  # every recipe type has a name and a version; its backend's module declares the rest
+AnyRecipe = (
+    Named  # every recipe type has a name and a version; its backend's module declares the rest
+)
 
 RECIPE_SUFFIXES = (".yaml", ".yml")
-MAX_RECIPE_BYTES = 1 << 20  # a recipe is a few kB; the cap keeps /dev/zero-like inputs from filling memory
+MAX_RECIPE_BYTES = (
+    1 << 20
+)  # a recipe is a few kB; the cap keeps /dev/zero-like inputs from filling memory
 
 
 class LoadedRecipe:
@@ -86,9 +90,15 @@ def _did_you_mean(cls: type | None, loc: tuple) -> str:
     for part in loc[:-1]:
         if isinstance(part, int):
             continue
-        inner = [model_class for model in models if part in model.model_fields
-                 for model_class in _models_in(model.model_fields[part].annotation)]
-        models = inner or models  # not a field: a key of a dict of models (e.g. export.inputs.<name>)
+        inner = [
+            model_class
+            for model in models
+            if part in model.model_fields
+            for model_class in _models_in(model.model_fields[part].annotation)
+        ]
+        models = (
+            inner or models
+        )  # not a field: a key of a dict of models (e.g. export.inputs.<name>)
     keys = {field.alias or name for model in models for name, field in model.model_fields.items()}
     close = difflib.get_close_matches(loc[-1], sorted(keys), n=1, cutoff=0.6)
     return f"did you mean {close[0]!r}? " if close else ""
@@ -111,7 +121,11 @@ def _value_suggestion(err: dict) -> str:
     if meant is None:
         close = difflib.get_close_matches(plain, choices, n=1, cutoff=0.6)
         meant = close[0] if close else None
-    return f"did you mean {' or '.join(map(repr, meant.split(' or ')))}? " if meant and meant != value else ""
+    return (
+        f"did you mean {' or '.join(map(repr, meant.split(' or ')))}? "
+        if meant and meant != value
+        else ""
+    )
 
 
 def _other_kinds_key(kinds: Kinds, backend: str, loc: tuple) -> str:
@@ -123,47 +137,65 @@ def _other_kinds_key(kinds: Kinds, backend: str, loc: tuple) -> str:
     return f"'{key}' is a key of backend {' and '.join(owners)} recipes, not {backend}: remove it or change the backend"
 
 
-def _pydantic_errors(e: ValidationError, located: Located, path: Path, kinds: Kinds, backend: str) -> list[RecipeError]:
+def _pydantic_errors(
+    e: ValidationError, located: Located, path: Path, kinds: Kinds, backend: str
+) -> list[RecipeError]:
     cls = kinds[backend].recipe_type
     out = []
     for err in e.errors():
-        loc = tuple(part for part in err["loc"] if not (isinstance(part, str) and part.startswith("function-")))
+        loc = tuple(
+            part
+            for part in err["loc"]
+            if not (isinstance(part, str) and part.startswith("function-"))
+        )
         line = located.line_of(loc)
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         elif err["type"] == "missing":
             msg = "required key is missing"
-        elif "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], dict):
+        elif (
+            "input" in err
+            and err["type"] not in ("missing",)
+            and not isinstance(err["input"], dict)
+        ):
             msg = f"{msg} (got {err['input']!r})"
         hint = _hint_for(err)
         if err["type"] == "extra_forbidden":
             hint = _other_kinds_key(kinds, backend, loc) or _did_you_mean(cls, loc) + hint
         elif err["type"] == "literal_error":
             hint = _value_suggestion(err) + hint
-        out.append(RecipeError(f"{_loc_str(loc)}: {msg}", where=f"{path}:{line}" if line else str(path),
-                               hint=hint))
+        out.append(
+            RecipeError(
+                f"{_loc_str(loc)}: {msg}", where=f"{path}:{line}" if line else str(path), hint=hint
+            )
+        )
     return out
 
 
 def _rule_errors(problems: list[Problem], located: Located, path: Path) -> list[RecipeError]:
-    return [RecipeError(f"{_loc_str(loc)}: {msg}", where=f"{path}:{located.line_of(loc)}", hint=hint)
-            for loc, msg, hint in problems]
+    return [
+        RecipeError(f"{_loc_str(loc)}: {msg}", where=f"{path}:{located.line_of(loc)}", hint=hint)
+        for loc, msg, hint in problems
+    ]
 
 
 def _existing_prefix(data, loc: tuple) -> tuple:
     """The longest prefix of loc that names a value in data (an error's loc may go on into a union's member)."""
     found: tuple = ()
     for part in loc:
-        if (isinstance(data, dict) and not isinstance(part, int) and part in data) or \
-                (isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)):
+        if (isinstance(data, dict) and not isinstance(part, int) and part in data) or (
+            isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+        ):
             found, data = (*found, part), data[part]
         else:
             break
     return found
 
 
-def _second_pass(data: dict, error: ValidationError, kind, kinds: Kinds, rounds: int = 5) -> list[Problem]:
+def _second_pass(
+    data: dict, error: ValidationError, kind, kinds: Kinds, rounds: int = 5
+) -> list[Problem]:
     """The recipe's rules (its type's and its backend's) on what the schema accepted, so one run reports both
     kinds of error: each refused key is left out (its default applies; a refused list item goes with its list's
     rules) and the rest validated again. A rule on a left-out key or naming one is not reported (it would judge a
@@ -173,7 +205,11 @@ def _second_pass(data: dict, error: ValidationError, kind, kinds: Kinds, rounds:
     data, dropped, names = copy.deepcopy(data), [], set()
     for _ in range(rounds):
         for err in error.errors():
-            loc = tuple(part for part in err["loc"] if not (isinstance(part, str) and part.startswith("function-")))
+            loc = tuple(
+                part
+                for part in err["loc"]
+                if not (isinstance(part, str) and part.startswith("function-"))
+            )
             cut = _existing_prefix(data, loc[:-1] if err["type"] == "missing" else loc)
             if not cut:
                 return []  # a top-level key is missing, or a whole-recipe rule failed: nothing sound to check
@@ -191,9 +227,12 @@ def _second_pass(data: dict, error: ValidationError, kind, kinds: Kinds, rounds:
         except ValidationError as again:
             error = again
             continue
-        return [(loc, msg, hint) for loc, msg, hint in check(recipe, kinds)
-                if not any(loc[:len(cut)] == cut or cut[:len(loc)] == loc for cut in dropped)
-                and not any(name in f"{msg} {hint}" for name in names)]
+        return [
+            (loc, msg, hint)
+            for loc, msg, hint in check(recipe, kinds)
+            if not any(loc[: len(cut)] == cut or cut[: len(loc)] == loc for cut in dropped)
+            and not any(name in f"{msg} {hint}" for name in names)
+        ]
     return []
 
 
@@ -244,50 +283,82 @@ def load_recipe(path: Path, kinds: Kinds) -> LoadedRecipe:
     try:
         raw = read_regular(path, MAX_RECIPE_BYTES, "recipe")
     except PathProblem as e:
-        raise RecipeError(str(e), where=str(path), hint="name a recipe file (YAML, at most 1 MiB)") from None
+        raise RecipeError(
+            str(e), where=str(path), hint="name a recipe file (YAML, at most 1 MiB)"
+        ) from None
     except OSError as e:
-        raise RecipeError(f"cannot read recipe: {e.strerror}", where=str(path),
-                          hint="check the path") from None
+        raise RecipeError(
+            f"cannot read recipe: {e.strerror}", where=str(path), hint="check the path"
+        ) from None
     try:
         located = load_located(raw.decode("utf-8"))
     except UnicodeDecodeError:
-        raise RecipeError("recipe is not UTF-8 text", where=str(path), hint="save the file as UTF-8") from None
+        raise RecipeError(
+            "recipe is not UTF-8 text", where=str(path), hint="save the file as UTF-8"
+        ) from None
     except YamlProblem as problem:
-        raise RecipeError(problem.message, where=f"{path}:{problem.line}" if problem.line else str(path),
-                          hint=problem.hint) from None
+        raise RecipeError(
+            problem.message,
+            where=f"{path}:{problem.line}" if problem.line else str(path),
+            hint=problem.hint,
+        ) from None
     if not isinstance(located.data, dict):
-        raise RecipeError("a recipe must be a YAML mapping (name: ..., backend: ...)", where=f"{path}:1",
-                          hint="`tritonbuild schema` prints the recipe's JSON Schema")
-    huge = [RecipeError(f"{_loc_str(loc)}: integer out of range (the limit is a signed 64-bit integer, "
-                        f"{INT64[0]}..{INT64[1]})", where=f"{path}:{located.line_of(loc)}",
-                        hint="use a smaller number") for loc in _out_of_range(located.data)]
-    huge += [RecipeError(f"{_loc_str(loc)}: a NUL character (\\0) is not allowed in a recipe value",
-                         where=f"{path}:{located.line_of(loc)}", hint="remove it")
-             for loc in _nul_strings(located.data)]
+        raise RecipeError(
+            "a recipe must be a YAML mapping (name: ..., backend: ...)",
+            where=f"{path}:1",
+            hint="`tritonbuild schema` prints the recipe's JSON Schema",
+        )
+    huge = [
+        RecipeError(
+            f"{_loc_str(loc)}: integer out of range (the limit is a signed 64-bit integer, "
+            f"{INT64[0]}..{INT64[1]})",
+            where=f"{path}:{located.line_of(loc)}",
+            hint="use a smaller number",
+        )
+        for loc in _out_of_range(located.data)
+    ]
+    huge += [
+        RecipeError(
+            f"{_loc_str(loc)}: a NUL character (\\0) is not allowed in a recipe value",
+            where=f"{path}:{located.line_of(loc)}",
+            hint="remove it",
+        )
+        for loc in _nul_strings(located.data)
+    ]
     if huge:
         raise _one_or_many(huge)
     backend = located.data.get("backend")
     kind = kinds.get(backend) if isinstance(backend, str) else None
     if kind is None:
         line = located.line_of(("backend",))
-        raise RecipeError("backend: required key is missing" if backend is None else
-                          f"backend: unknown backend {backend!r}", where=f"{path}:{line}",
-                          hint=f"use one of {', '.join(kinds)}")
+        raise RecipeError(
+            "backend: required key is missing"
+            if backend is None
+            else f"backend: unknown backend {backend!r}",
+            where=f"{path}:{line}",
+            hint=f"use one of {', '.join(kinds)}",
+        )
     try:
         recipe = kind.recipe_type.model_validate(located.data)
     except ValidationError as e:
         schema = _pydantic_errors(e, located, path, kinds, backend)
-        raise _one_or_many(schema + _rule_errors(_second_pass(located.data, e, kind, kinds), located, path)) \
-            from None
+        raise _one_or_many(
+            schema + _rule_errors(_second_pass(located.data, e, kind, kinds), located, path)
+        ) from None
     problems = _rule_errors(check(recipe, kinds), located, path)
     goldens = getattr(getattr(recipe, "verify", None), "goldens", None)
     if goldens is not None:
         try:
             inside(path.parent, goldens, "verify.goldens")
         except PathProblem as e:
-            problems.append(RecipeError(str(e), where=f"{path}:{located.line_of(('verify', 'goldens'))}",
-                                        hint="name a file in the recipe's directory or below it ('verify --record' "
-                                             "writes there)"))
+            problems.append(
+                RecipeError(
+                    str(e),
+                    where=f"{path}:{located.line_of(('verify', 'goldens'))}",
+                    hint="name a file in the recipe's directory or below it ('verify --record' "
+                    "writes there)",
+                )
+            )
     if problems:
         raise _one_or_many(problems)
     return LoadedRecipe(recipe, path, sha256_bytes(raw), located)
@@ -302,9 +373,16 @@ def expand_paths(paths: list[Path]) -> list[Path]:
         if path.is_dir():
             # NOTE: entries that are not regular files (a symlink loop, a FIFO) are kept: load_recipe names the
             # problem instead of skipping them silently.
-            found = sorted(entry for entry in path.iterdir() if entry.suffix in RECIPE_SUFFIXES and not entry.is_dir())
+            found = sorted(
+                entry
+                for entry in path.iterdir()
+                if entry.suffix in RECIPE_SUFFIXES and not entry.is_dir()
+            )
             if not found:
-                raise UsageError(f"no *.yaml recipes in directory {path}", hint="name recipe files or a folder of them")
+                raise UsageError(
+                    f"no *.yaml recipes in directory {path}",
+                    hint="name recipe files or a folder of them",
+                )
             out.extend(found)
         elif path.exists() or path.is_symlink():
             out.append(path)
@@ -327,15 +405,26 @@ def load_recipes(paths: list[Path], kinds: Kinds) -> list[LoadedRecipe]:
     for loaded_recipe in loaded:
         key = (loaded_recipe.recipe.name, loaded_recipe.recipe.version)
         if key in seen:
-            errors.append(RecipeError(f"model {key[0]!r} version {key[1]} is also defined in {seen[key].path}",
-                                      where=f"{loaded_recipe.path}:1",
-                                      hint="give each recipe a distinct name or version"))
+            errors.append(
+                RecipeError(
+                    f"model {key[0]!r} version {key[1]} is also defined in {seen[key].path}",
+                    where=f"{loaded_recipe.path}:1",
+                    hint="give each recipe a distinct name or version",
+                )
+            )
         else:
             seen[key] = loaded_recipe
     for cycle in composition_cycles([loaded_recipe.recipe for loaded_recipe in loaded]):
-        first = next(loaded_recipe for loaded_recipe in loaded if loaded_recipe.recipe.name == cycle[0])
-        errors.append(RecipeError(f"composition cycle: {' → '.join(cycle)}", where=first.where(("steps",)),
-                                  hint="a pipeline cannot call itself, directly or through another pipeline"))
+        first = next(
+            loaded_recipe for loaded_recipe in loaded if loaded_recipe.recipe.name == cycle[0]
+        )
+        errors.append(
+            RecipeError(
+                f"composition cycle: {' → '.join(cycle)}",
+                where=first.where(("steps",)),
+                hint="a pipeline cannot call itself, directly or through another pipeline",
+            )
+        )
     if errors:
         raise _one_or_many(errors)
     return loaded

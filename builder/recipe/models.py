@@ -5,14 +5,23 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from tritonbuild.recipe.buckets import bucket_rules
 from tritonbuild.recipe.problem import Problem
 from tritonbuild.recipe.tune import Tune
 
 SCHEMA_VERSION = 1
-NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # NOTE: fullmatch: '$' would let a trailing newline pass
+NAME_RE = re.compile(
+    r"[A-Za-z0-9_][A-Za-z0-9_.-]*"
+)  # NOTE: fullmatch: '$' would let a trailing newline pass
 # A model name is one directory name in the repository (and one path segment of an object key): Linux's NAME_MAX
 # (255 bytes, <linux/limits.h>; os.pathconf(dir, "PC_NAME_MAX") says the same on ext4/xfs/tmpfs) bounds it.
 NAME_MAX = 255
@@ -25,30 +34,70 @@ INT32_MAX, INT64_MAX, UINT32_MAX, UINT64_MAX = 2**31 - 1, 2**63 - 1, 2**32 - 1, 
 
 # Recipe dtype name → Triton data type (model_config.proto DataType).
 DTYPES = {
-    "bool": "TYPE_BOOL", "uint8": "TYPE_UINT8", "uint16": "TYPE_UINT16", "uint32": "TYPE_UINT32",
-    "uint64": "TYPE_UINT64", "int8": "TYPE_INT8", "int16": "TYPE_INT16", "int32": "TYPE_INT32",
-    "int64": "TYPE_INT64", "fp16": "TYPE_FP16", "fp32": "TYPE_FP32", "fp64": "TYPE_FP64",
-    "bf16": "TYPE_BF16", "bytes": "TYPE_STRING",
+    "bool": "TYPE_BOOL",
+    "uint8": "TYPE_UINT8",
+    "uint16": "TYPE_UINT16",
+    "uint32": "TYPE_UINT32",
+    "uint64": "TYPE_UINT64",
+    "int8": "TYPE_INT8",
+    "int16": "TYPE_INT16",
+    "int32": "TYPE_INT32",
+    "int64": "TYPE_INT64",
+    "fp16": "TYPE_FP16",
+    "fp32": "TYPE_FP32",
+    "fp64": "TYPE_FP64",
+    "bf16": "TYPE_BF16",
+    "bytes": "TYPE_STRING",
 }
 # Other spellings of a dtype (numpy/torch names, C names, Triton's TYPE_ names): the recipe's name, for the hint.
 DTYPE_SPELLINGS = {
-    "float32": "fp32", "float": "fp32", "single": "fp32", "float16": "fp16", "half": "fp16", "float64": "fp64",
-    "double": "fp64", "bfloat16": "bf16", "int": "int32 or int64", "long": "int64", "string": "bytes",
-    "str": "bytes", "object": "bytes", "boolean": "bool", "bool_": "bool",
+    "float32": "fp32",
+    "float": "fp32",
+    "single": "fp32",
+    "float16": "fp16",
+    "half": "fp16",
+    "float64": "fp64",
+    "double": "fp64",
+    "bfloat16": "bf16",
+    "int": "int32 or int64",
+    "long": "int64",
+    "string": "bytes",
+    "str": "bytes",
+    "object": "bytes",
+    "boolean": "bool",
+    "bool_": "bool",
     **{triton.removeprefix("TYPE_").lower(): name for name, triton in DTYPES.items()},
 }
-DType = Literal["bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
-                "fp16", "fp32", "fp64", "bf16", "bytes"]
+DType = Literal[
+    "bool",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "fp16",
+    "fp32",
+    "fp64",
+    "bf16",
+    "bytes",
+]
 
 
 def valid_name(v: str, max_bytes: int = NAME_MAX) -> str:
     """A Triton model name that is also a safe directory name."""
     if not NAME_RE.fullmatch(v) or v in (".", ".."):
-        raise ValueError(f"{v!r} is not a valid model name: use letters, digits, '_', '.', '-' and start with "
-                         "a letter, digit or '_' (no '/', '..', spaces, quotes or line breaks)")
+        raise ValueError(
+            f"{v!r} is not a valid model name: use letters, digits, '_', '.', '-' and start with "
+            "a letter, digit or '_' (no '/', '..', spaces, quotes or line breaks)"
+        )
     if len(v.encode()) > max_bytes:
-        raise ValueError(f"model name is {len(v.encode())} bytes long; the limit is {max_bytes} (it is a directory "
-                         f"name, and NAME_MAX is {NAME_MAX})")
+        raise ValueError(
+            f"model name is {len(v.encode())} bytes long; the limit is {max_bytes} (it is a directory "
+            f"name, and NAME_MAX is {NAME_MAX})"
+        )
     return v
 
 
@@ -56,9 +105,17 @@ def valid_tensor_name(v: str) -> str:
     """A tensor name that is safe as a file name (warmup data) and in config.pbtxt."""
     bad = TENSOR_NAME_BAD.search(v)
     if bad or v in (".", "..") or v != v.strip():
-        what = f"character {bad.group()!r}" if bad else "surrounding spaces" if v != v.strip() else "a dot name"
-        raise ValueError(f"{v!r} is not a valid tensor name ({what}): no '/', '\\', control characters, "
-                         "surrounding spaces, '.' or '..'")
+        what = (
+            f"character {bad.group()!r}"
+            if bad
+            else "surrounding spaces"
+            if v != v.strip()
+            else "a dot name"
+        )
+        raise ValueError(
+            f"{v!r} is not a valid tensor name ({what}): no '/', '\\', control characters, "
+            "surrounding spaces, '.' or '..'"
+        )
     if len(v.encode()) > NAME_MAX:
         raise ValueError(f"tensor name is {len(v.encode())} bytes long; the limit is {NAME_MAX}")
     return v
@@ -72,7 +129,8 @@ class TensorSpec(Strict):
     name: str = Field(description="Tensor name as the model sees it.", min_length=1)
     dtype: DType = Field(description="Element type.")
     dims: list[Annotated[int, Field(le=INT64_MAX)]] = Field(
-        description="Shape without the batch dimension when max_batch_size > 0; -1 marks a variable dimension.")
+        description="Shape without the batch dimension when max_batch_size > 0; -1 marks a variable dimension."
+    )
     optional: bool = Field(False, description="Input may be omitted by clients (inputs only).")
 
     @field_validator("dims")
@@ -88,7 +146,9 @@ class TensorSpec(Strict):
 
 class ExportInput(Strict):
     dtype: DType
-    shape: list[int] = Field(description="Example shape, batch dimension first when the model batches.")
+    shape: list[int] = Field(
+        description="Example shape, batch dimension first when the model batches."
+    )
     low: int = Field(0, description="Lower bound of example integer values.")
     high: int = Field(100, description="Upper bound (exclusive) of example integer values.")
 
@@ -97,19 +157,29 @@ class TorchExport(Strict):
     """A seeded torch module to export; the backends that export add their own options (ONNX opset, TorchScript
     method ...) in subclasses."""
 
-    module: str = Field(description="'python.module:function' returning a torch.nn.Module; the module is "
-                                    "imported with the recipe's directory on sys.path.",
-                        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-    inputs: dict[str, ExportInput] = Field(description="Example inputs by name, in forward() order.")
-    outputs: list[str] = Field(default_factory=lambda: ["output"], description="Output names, in order.")
+    module: str = Field(
+        description="'python.module:function' returning a torch.nn.Module; the module is "
+        "imported with the recipe's directory on sys.path.",
+        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+    )
+    inputs: dict[str, ExportInput] = Field(
+        description="Example inputs by name, in forward() order."
+    )
+    outputs: list[str] = Field(
+        default_factory=lambda: ["output"], description="Output names, in order."
+    )
     seed: int = Field(0, description="torch.manual_seed before building the module.")
 
 
 class FileSource(Strict):
     """A model file (no export)."""
 
-    path: str = Field(description="Local path (relative to the recipe) or fsspec URL of the model file.")
-    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$", description="Pin: build fails on mismatch.")
+    path: str = Field(
+        description="Local path (relative to the recipe) or fsspec URL of the model file."
+    )
+    sha256: str | None = Field(
+        None, pattern=r"^[0-9a-f]{64}$", description="Pin: build fails on mismatch."
+    )
 
 
 class Source(Strict):
@@ -117,14 +187,22 @@ class Source(Strict):
     their own export type."""
 
     # NOTE: _one_of below, for editors: exactly one of path and export; no sha256 beside an export.
-    model_config = ConfigDict(json_schema_extra={
-        "oneOf": [{"required": ["path"]}, {"required": ["export"]}],
-        "dependentSchemas": {"export": {"not": {"required": ["sha256"]}}}})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [{"required": ["path"]}, {"required": ["export"]}],
+            "dependentSchemas": {"export": {"not": {"required": ["sha256"]}}},
+        }
+    )
 
-    path: str | None = Field(None, description="Local path (relative to the recipe) or fsspec URL of the model "
-                                               "file.")
-    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$", description="Pin: build fails on mismatch.")
-    export: TorchExport | None = Field(None, description="Export the model from a seeded torch module.")
+    path: str | None = Field(
+        None, description="Local path (relative to the recipe) or fsspec URL of the model file."
+    )
+    sha256: str | None = Field(
+        None, pattern=r"^[0-9a-f]{64}$", description="Pin: build fails on mismatch."
+    )
+    export: TorchExport | None = Field(
+        None, description="Export the model from a seeded torch module."
+    )
 
     @model_validator(mode="after")
     def _one_of(self) -> Source:
@@ -143,7 +221,9 @@ class QueuePolicy(Strict):
 
 
 class Batching(Strict):
-    preferred_batch_sizes: list[Annotated[int, Field(ge=1, le=INT32_MAX)]] = Field(default_factory=list)
+    preferred_batch_sizes: list[Annotated[int, Field(ge=1, le=INT32_MAX)]] = Field(
+        default_factory=list
+    )
     max_queue_delay_us: int = Field(0, ge=0, le=UINT64_MAX)
     preserve_ordering: bool = False
     priority_levels: int = Field(0, ge=0, le=UINT64_MAX)
@@ -159,9 +239,12 @@ class InstanceGroup(Strict):
 
 
 class VersionPolicy(Strict):
-    latest: int | None = Field(None, ge=1, le=UINT32_MAX, description="Serve the newest N versions.")
+    latest: int | None = Field(
+        None, ge=1, le=UINT32_MAX, description="Serve the newest N versions."
+    )
     specific: list[Annotated[int, Field(ge=1, le=INT64_MAX)]] | None = Field(
-        None, description="Serve exactly these versions.")
+        None, description="Serve exactly these versions."
+    )
     all: bool = Field(False, description="Serve every version present.")
 
     @model_validator(mode="after")
@@ -174,6 +257,7 @@ class VersionPolicy(Strict):
 class Tolerance(Strict):
     """An element passes when its bits are equal, or |got - golden| <= atol + rtol * |golden|, or the two floats
     are at most ulp units in the last place apart. Reported as 'within tolerance', never as bit-exact."""
+
     atol: float = Field(0.0, ge=0.0)
     rtol: float = Field(0.0, ge=0.0)
     ulp: int = Field(0, ge=0)
@@ -183,27 +267,44 @@ class UnderLoad(Strict):
     """A generative model's answers under concurrent load: each golden request sent again amid `others` concurrent
     requests, `repeats` times, and compared bit for bit with its answer alone (token ids and log-probs apart)."""
 
-    others: int | None = Field(None, ge=1, le=1024, description="Concurrent other requests in flight around each "
-                               "golden request (unset: the model's max concurrent sequences less one, at most 63).")
+    others: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="Concurrent other requests in flight around each "
+        "golden request (unset: the model's max concurrent sequences less one, at most 63).",
+    )
     repeats: int = Field(3, ge=1, le=1000, description="Rounds per golden request.")
 
 
 class Verify(Strict):
-    goldens: str | None = Field(None, description="Golden .npz (relative to the recipe); written by "
-                                                  "'tritonbuild verify OUT --record'.")
+    goldens: str | None = Field(
+        None,
+        description="Golden .npz (relative to the recipe); written by "
+        "'tritonbuild verify OUT --record'.",
+    )
     repeats: int = Field(3, ge=1, le=1000, description="Times each golden input is sent.")
     samples: int = Field(4, ge=1, le=256, description="Generated golden inputs when recording.")
     seed: int = Field(0, description="Seed of generated golden inputs.")
     dynamic_size: int = Field(4, ge=1, description="Size used for -1 dims in generated inputs.")
-    int_range: tuple[int, int] = Field((0, 100), description="[low, high) of generated integer inputs.")
+    int_range: tuple[int, int] = Field(
+        (0, 100), description="[low, high) of generated integer inputs."
+    )
     batch_invariance: Literal["require", "report", "skip"] = Field(
-        "report", description="Whether outputs must stay bit-identical when an input is batched with others.")
+        "report",
+        description="Whether outputs must stay bit-identical when an input is batched with others.",
+    )
     tolerance: dict[str, Tolerance] = Field(
-        default_factory=dict, description="Output name → allowed difference from the goldens (GPU fp16/TensorRT "
-                                          "across GPU types); outputs not named must be bit-exact.")
-    under_load: UnderLoad | None = Field(None, description="Generative (decoupled, generate-endpoint) models: how "
-                                         "their answers are checked under concurrent load (unset: the defaults of "
-                                         "UnderLoad); batch_invariance: require fails on any difference.")
+        default_factory=dict,
+        description="Output name → allowed difference from the goldens (GPU fp16/TensorRT "
+        "across GPU types); outputs not named must be bit-exact.",
+    )
+    under_load: UnderLoad | None = Field(
+        None,
+        description="Generative (decoupled, generate-endpoint) models: how "
+        "their answers are checked under concurrent load (unset: the defaults of "
+        "UnderLoad); batch_invariance: require fails on any difference.",
+    )
 
     @model_serializer(mode="wrap")
     def _drop_empty_tolerance(self, handler):
@@ -216,14 +317,18 @@ class Verify(Strict):
         return data
 
 
-
-
 class Warmup(Strict):
     data: Literal["zero", "random", "goldens"] = Field(
-        "zero", description="zero/random data of the config's shapes, or the first golden sample's inputs.")
+        "zero",
+        description="zero/random data of the config's shapes, or the first golden sample's inputs.",
+    )
     batch_size: int = Field(1, ge=1, le=UINT32_MAX)
-    count: int = Field(1, ge=1, le=UINT32_MAX,
-                       description="Times the warmup request is sent before the model reports ready.")
+    count: int = Field(
+        1,
+        ge=1,
+        le=UINT32_MAX,
+        description="Times the warmup request is sent before the model reports ready.",
+    )
 
 
 class Named(Strict):
@@ -233,14 +338,21 @@ class Named(Strict):
     version: int = Field(ge=1, le=INT64_MAX, description="Numeric version directory (>= 1).")
 
     # NOTE: the group's longest member is <name>_postprocessing: each name must fit NAME_MAX.
-    _name = field_validator("name")(classmethod(lambda cls, v: valid_name(v, NAME_MAX - len("_postprocessing"))))
+    _name = field_validator("name")(
+        classmethod(lambda cls, v: valid_name(v, NAME_MAX - len("_postprocessing")))
+    )
 
 
 class Checkpoint(Strict):
-    path: str = Field(description="Hugging Face checkpoint directory (config.json + weights), relative to the "
-                                  "recipe, or an fsspec URL.")
-    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
-                               description="Pin: sha256 over the directory's files (see 'tritonbuild plan --json').")
+    path: str = Field(
+        description="Hugging Face checkpoint directory (config.json + weights), relative to the "
+        "recipe, or an fsspec URL."
+    )
+    sha256: str | None = Field(
+        None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="Pin: sha256 over the directory's files (see 'tritonbuild plan --json').",
+    )
 
 
 class Recipe(Strict):
@@ -248,29 +360,43 @@ class Recipe(Strict):
     backend shares; a backend's recipe type subclasses it, names its `backend` and adds its own options."""
 
     schema_version: Literal[1] = SCHEMA_VERSION
-    name: str = Field(description="Triton model name = directory name. [A-Za-z0-9_.-], not starting with '.' "
-                                  "or '-'.")
+    name: str = Field(
+        description="Triton model name = directory name. [A-Za-z0-9_.-], not starting with '.' "
+        "or '-'."
+    )
     version: int = Field(ge=1, le=INT64_MAX, description="Numeric version directory (>= 1).")
-    backend: str = Field(description="The backend that builds it; each backend's module declares its recipe type "
-                                     "(a subclass with backend: Literal[<name>]).")
+    backend: str = Field(
+        description="The backend that builds it; each backend's module declares its recipe type "
+        "(a subclass with backend: Literal[<name>])."
+    )
     source: Source
-    max_batch_size: int = Field(0, ge=0, le=INT32_MAX,
-                                description="0 = the model does not batch; dims are full shapes.")
-    inputs: list[TensorSpec] | None = Field(None, description="Required for python; derived from the graph "
-                                                              "for onnxruntime (given ones must match it).")
+    max_batch_size: int = Field(
+        0, ge=0, le=INT32_MAX, description="0 = the model does not batch; dims are full shapes."
+    )
+    inputs: list[TensorSpec] | None = Field(
+        None,
+        description="Required for python; derived from the graph "
+        "for onnxruntime (given ones must match it).",
+    )
     outputs: list[TensorSpec] | None = None
     batching: Batching | None = Field(None, description="Dynamic batching; absent = off.")
     instances: list[InstanceGroup] = Field(default_factory=lambda: [InstanceGroup()])
     version_policy: VersionPolicy | None = None
-    target: Literal["cpu", "gpu"] = Field("cpu", description="Hardware the model is served on; 'cpu' forbids "
-                                                           "KIND_GPU instances (Triton fails to load them).")
+    target: Literal["cpu", "gpu"] = Field(
+        "cpu",
+        description="Hardware the model is served on; 'cpu' forbids "
+        "KIND_GPU instances (Triton fails to load them).",
+    )
     parameters: dict[str, str] = Field(default_factory=dict, description="config.pbtxt parameters.")
-    warmup: Warmup | None = Field(None, description="model_warmup: requests Triton runs before the model is ready.")
+    warmup: Warmup | None = Field(
+        None, description="model_warmup: requests Triton runs before the model is ready."
+    )
     verify: Verify = Field(default_factory=Verify)
-    tune: Tune | None = Field(None, description="'tritonbuild tune': search space, load range and SLA.")
+    tune: Tune | None = Field(
+        None, description="'tritonbuild tune': search space, load range and SLA."
+    )
 
     _name = field_validator("name")(classmethod(lambda cls, v: valid_name(v)))
-
 
 
 def _batching_problems(recipe: Recipe) -> list[Problem]:
@@ -283,32 +409,67 @@ def _batching_problems(recipe: Recipe) -> list[Problem]:
     # batching); only a preferred size above max_batch_size is refused (ValidateModelConfig, core r24.10).
     for i, size in enumerate(batching.preferred_batch_sizes):
         if size > recipe.max_batch_size:
-            out.append((("batching", "preferred_batch_sizes", i),
-                        f"preferred batch size {size} exceeds max_batch_size {recipe.max_batch_size}",
-                        f"use sizes <= {recipe.max_batch_size} or raise max_batch_size"))
-    if batching.priority_levels and not 1 <= batching.default_priority_level <= batching.priority_levels:
-        out.append((("batching", "default_priority_level"),
-                    f"default_priority_level {batching.default_priority_level} is outside "
-                    f"[1, {batching.priority_levels}]", "set it between 1 and priority_levels"))
+            out.append(
+                (
+                    ("batching", "preferred_batch_sizes", i),
+                    f"preferred batch size {size} exceeds max_batch_size {recipe.max_batch_size}",
+                    f"use sizes <= {recipe.max_batch_size} or raise max_batch_size",
+                )
+            )
+    if (
+        batching.priority_levels
+        and not 1 <= batching.default_priority_level <= batching.priority_levels
+    ):
+        out.append(
+            (
+                ("batching", "default_priority_level"),
+                f"default_priority_level {batching.default_priority_level} is outside "
+                f"[1, {batching.priority_levels}]",
+                "set it between 1 and priority_levels",
+            )
+        )
     for level in batching.priority_queue_policy:
         if not 1 <= level <= batching.priority_levels:
-            out.append((("batching", "priority_queue_policy", level),
-                        f"priority level {level} is outside [1, {batching.priority_levels}]", "fix the level"))
+            out.append(
+                (
+                    ("batching", "priority_queue_policy", level),
+                    f"priority level {level} is outside [1, {batching.priority_levels}]",
+                    "fix the level",
+                )
+            )
     if batching.preserve_ordering and batching.priority_levels > 1:
-        out.append((("batching", "preserve_ordering"), "preserve_ordering forbids more than one priority level",
-                    "drop preserve_ordering or use priority_levels <= 1"))
+        out.append(
+            (
+                ("batching", "preserve_ordering"),
+                "preserve_ordering forbids more than one priority level",
+                "drop preserve_ordering or use priority_levels <= 1",
+            )
+        )
     if batching.preserve_ordering:
         # Triton (core r24.10 model_config_utils.cc ValidateModelConfig) refuses a DELAY action that can
         # trigger (a non-zero timeout) when responses must keep request order.
-        policies = [(("batching", "default_queue_policy"), batching.default_queue_policy),
-                    *((("batching", "priority_queue_policy", level), policy)
-                      for level, policy in batching.priority_queue_policy.items())]
+        policies = [
+            (("batching", "default_queue_policy"), batching.default_queue_policy),
+            *(
+                (("batching", "priority_queue_policy", level), policy)
+                for level, policy in batching.priority_queue_policy.items()
+            ),
+        ]
         for loc, policy in policies:
-            if policy is not None and policy.timeout_action == "delay" and policy.default_timeout_us:
-                out.append(((*loc, "timeout_action"), "timeout_action delay with preserve_ordering: Triton "
-                            "refuses it ('Queue policy can not have DELAY as timeout action when "
-                            "'preserve_ordering' is true')", "use timeout_action: reject, or drop "
-                            "preserve_ordering"))
+            if (
+                policy is not None
+                and policy.timeout_action == "delay"
+                and policy.default_timeout_us
+            ):
+                out.append(
+                    (
+                        (*loc, "timeout_action"),
+                        "timeout_action delay with preserve_ordering: Triton "
+                        "refuses it ('Queue policy can not have DELAY as timeout action when "
+                        "'preserve_ordering' is true')",
+                        "use timeout_action: reject, or drop preserve_ordering",
+                    )
+                )
     return out
 
 
@@ -319,35 +480,74 @@ def check_rules(recipe: Recipe, backend_problems: list[Problem]) -> list[Problem
     out = _batching_problems(recipe) + bucket_rules(recipe)
     for i, group in enumerate(recipe.instances):
         if group.kind in ("cpu", "model") and group.gpus:
-            out.append((("instances", i, "gpus"), f"kind {group.kind} cannot list gpus {group.gpus}",
-                        "remove 'gpus' or use kind: gpu"))
+            out.append(
+                (
+                    ("instances", i, "gpus"),
+                    f"kind {group.kind} cannot list gpus {group.gpus}",
+                    "remove 'gpus' or use kind: gpu",
+                )
+            )
         if group.kind == "gpu" and recipe.target == "cpu":
-            out.append((("instances", i, "kind"), "kind gpu but the recipe's target is cpu (a CPU server fails "
-                        "to load KIND_GPU instances)", "use kind: cpu, or set target: gpu"))
+            out.append(
+                (
+                    ("instances", i, "kind"),
+                    "kind gpu but the recipe's target is cpu (a CPU server fails "
+                    "to load KIND_GPU instances)",
+                    "use kind: cpu, or set target: gpu",
+                )
+            )
     out += backend_problems
     warmup = recipe.warmup
     if warmup is not None and warmup.batch_size > max(1, recipe.max_batch_size):
-        out.append((("warmup", "batch_size"), f"warmup batch_size {warmup.batch_size} exceeds max_batch_size "
-                    f"{recipe.max_batch_size}", f"use a batch_size <= {max(1, recipe.max_batch_size)}"))
+        out.append(
+            (
+                ("warmup", "batch_size"),
+                f"warmup batch_size {warmup.batch_size} exceeds max_batch_size "
+                f"{recipe.max_batch_size}",
+                f"use a batch_size <= {max(1, recipe.max_batch_size)}",
+            )
+        )
     if warmup is not None and warmup.data == "goldens" and not recipe.verify.goldens:
-        out.append((("warmup", "data"), "warmup from goldens needs verify.goldens", "set verify.goldens or use "
-                    "data: zero"))
+        out.append(
+            (
+                ("warmup", "data"),
+                "warmup from goldens needs verify.goldens",
+                "set verify.goldens or use data: zero",
+            )
+        )
     tune = recipe.tune
     if tune is not None:
         for i, size in enumerate(tune.batch_sizes or []):
             if size > recipe.max_batch_size:
-                out.append((("tune", "batch_sizes", i), f"batch size {size} exceeds max_batch_size "
-                            f"{recipe.max_batch_size} (the cap tune searches under)",
-                            f"use sizes <= {recipe.max_batch_size} or raise max_batch_size"))
+                out.append(
+                    (
+                        ("tune", "batch_sizes", i),
+                        f"batch size {size} exceeds max_batch_size "
+                        f"{recipe.max_batch_size} (the cap tune searches under)",
+                        f"use sizes <= {recipe.max_batch_size} or raise max_batch_size",
+                    )
+                )
         if tune.instance_kind == "gpu" and recipe.target == "cpu":
-            out.append((("tune", "instance_kind"), "kind gpu but the recipe's target is cpu", "set target: gpu"))
+            out.append(
+                (
+                    ("tune", "instance_kind"),
+                    "kind gpu but the recipe's target is cpu",
+                    "set target: gpu",
+                )
+            )
     out += _duplicate_tensors(recipe)
     if recipe.max_batch_size > 0:
         for key in ("inputs", "outputs"):
             for i, tensor in enumerate(getattr(recipe, key) or []):
                 if not tensor.dims:
-                    out.append(((key, i, "dims"), "empty dims with max_batch_size > 0 (the tensor would be "
-                                "only the batch dimension)", "use dims: [1]"))
+                    out.append(
+                        (
+                            (key, i, "dims"),
+                            "empty dims with max_batch_size > 0 (the tensor would be "
+                            "only the batch dimension)",
+                            "use dims: [1]",
+                        )
+                    )
     return out
 
 
@@ -361,10 +561,14 @@ def _duplicate_tensors(recipe: Recipe) -> list[Problem]:
         first: dict[str, int] = {}
         for i, tensor in enumerate(getattr(recipe, key) or []):
             if tensor.name in first:
-                out.append(((key, i, "name"), f"{key[:-1]} name {tensor.name!r} is already used by {key}"
-                            f"[{first[tensor.name]}] (a request or response carries one tensor per name: "
-                            "Triton would refuse every request to this model)",
-                            f"rename one of them; each of a model's {key} needs its own name"))
+                out.append(
+                    (
+                        (key, i, "name"),
+                        f"{key[:-1]} name {tensor.name!r} is already used by {key}"
+                        f"[{first[tensor.name]}] (a request or response carries one tensor per name: "
+                        "Triton would refuse every request to this model)",
+                        f"rename one of them; each of a model's {key} needs its own name",
+                    )
+                )
             first.setdefault(tensor.name, i)
     return out
-

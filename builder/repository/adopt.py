@@ -25,8 +25,19 @@ from tritonbuild.triton.batching import read_dynamic_batching
 from tritonbuild.triton.config import ConfigParseError, read_config
 
 # ModelConfig fields a recipe expresses (the rest must be absent or at their default)
-_EXPRESSED = {"name", "backend", "platform", "max_batch_size", "input", "output", "instance_group",
-              "dynamic_batching", "parameters", "version_policy", "default_model_filename"}
+_EXPRESSED = {
+    "name",
+    "backend",
+    "platform",
+    "max_batch_size",
+    "input",
+    "output",
+    "instance_group",
+    "dynamic_batching",
+    "parameters",
+    "version_policy",
+    "default_model_filename",
+}
 # ModelInput/ModelOutput fields a recipe's TensorSpec expresses
 _TENSOR_FIELDS = {"name", "data_type", "dims", "optional"}
 _KINDS = {"KIND_CPU": "cpu", "KIND_GPU": "gpu", "KIND_AUTO": "auto", "KIND_MODEL": "model"}
@@ -38,12 +49,14 @@ class Adopted:
     name: str
     version: int
     recipe: Path
-    engine: Path | None = None  # a prebuilt engine adopt copied (out/<name>/engine): `build --engine NAME=DIR`
+    engine: Path | None = (
+        None  # a prebuilt engine adopt copied (out/<name>/engine): `build --engine NAME=DIR`
+    )
 
     def row(self) -> dict:
         return {"name": self.name, "version": self.version, "recipe": str(self.recipe)} | (
-            {"engine": str(self.engine)} if self.engine else {})
-
+            {"engine": str(self.engine)} if self.engine else {}
+        )
 
 
 @dataclass
@@ -56,43 +69,72 @@ class AdoptResult(Result):
     recorded_by: dict[str, str] | None = field(default=None, metadata=OMIT_NONE)
     passed: bool | None = field(default=None, metadata=OMIT_NONE)
 
+
 def _unexpressed(mc, extra: frozenset[str] = frozenset()) -> list[str]:
     out = [field.name for field, _ in mc.ListFields() if field.name not in _EXPRESSED | extra]
     for kind in ("input", "output"):
         for i, tensor in enumerate(getattr(mc, kind)):
-            out += [f"{kind}[{i}].{field.name}" for field, _ in tensor.ListFields() if field.name not in _TENSOR_FIELDS]
+            out += [
+                f"{kind}[{i}].{field.name}"
+                for field, _ in tensor.ListFields()
+                if field.name not in _TENSOR_FIELDS
+            ]
     return sorted(out)
 
 
 def _batching(mc) -> dict | None:
     batching = read_dynamic_batching(mc)
-    if batching is not None and {"priority_levels", "default_queue_policy", "priority_queue_policy"} & set(batching):
-        raise UsageError(f"{mc.name}: dynamic_batching priorities and queue policies are not adopted yet",
-                         hint="adopt the model without them, then add 'batching:' to its recipe by hand")
+    if batching is not None and {
+        "priority_levels",
+        "default_queue_policy",
+        "priority_queue_policy",
+    } & set(batching):
+        raise UsageError(
+            f"{mc.name}: dynamic_batching priorities and queue policies are not adopted yet",
+            hint="adopt the model without them, then add 'batching:' to its recipe by hand",
+        )
     return batching
 
 
 def _tensors(mc, field: str) -> list[dict]:
-    return [t.model_dump(mode="json", exclude_defaults=True) | {"dims": t.dims} for t in config_tensors(mc, field)]
+    return [
+        t.model_dump(mode="json", exclude_defaults=True) | {"dims": t.dims}
+        for t in config_tensors(mc, field)
+    ]
 
 
 def _recipe(model_dir: Path, mc, version: int, files: list[str], owner, filename: str) -> dict:
-    recipe = {"name": model_dir.name, "version": version, "backend": owner.name,
-              "source": {"path": f"{model_dir.name}/{version}/{filename}",
-                         **({"files": [f"{model_dir.name}/{version}/{f}" for f in files]} if files else {})},
-              "max_batch_size": mc.max_batch_size,
-              "inputs": _tensors(mc, "input"), "outputs": _tensors(mc, "output"),
-              "instances": [{"kind": _KINDS[type(g).Kind.Name(g.kind)], "count": g.count or 1,
-                             **({"gpus": list(g.gpus)} if g.gpus else {})} for g in mc.instance_group]
-              or [{"kind": "cpu", "count": 1}],
-              "verify": {"goldens": f"goldens/{model_dir.name}.npz"}}
+    recipe = {
+        "name": model_dir.name,
+        "version": version,
+        "backend": owner.name,
+        "source": {
+            "path": f"{model_dir.name}/{version}/{filename}",
+            **({"files": [f"{model_dir.name}/{version}/{f}" for f in files]} if files else {}),
+        },
+        "max_batch_size": mc.max_batch_size,
+        "inputs": _tensors(mc, "input"),
+        "outputs": _tensors(mc, "output"),
+        "instances": [
+            {
+                "kind": _KINDS[type(g).Kind.Name(g.kind)],
+                "count": g.count or 1,
+                **({"gpus": list(g.gpus)} if g.gpus else {}),
+            }
+            for g in mc.instance_group
+        ]
+        or [{"kind": "cpu", "count": 1}],
+        "verify": {"goldens": f"goldens/{model_dir.name}.npz"},
+    }
     if any(g["kind"] == "gpu" for g in recipe["instances"]):
         recipe["target"] = "gpu"
     batching = _batching(mc)
     if batching is not None:
         recipe["batching"] = batching
     if mc.parameters:
-        recipe["parameters"] = {key: value.string_value for key, value in sorted(mc.parameters.items())}
+        recipe["parameters"] = {
+            key: value.string_value for key, value in sorted(mc.parameters.items())
+        }
     kind = mc.version_policy.WhichOneof("policy_choice")
     if kind == "latest":
         recipe["version_policy"] = {"latest": mc.version_policy.latest.num_versions}
@@ -108,7 +150,11 @@ def _model_file(owner, mc) -> str | None:
     default (model_files['']) is also the file of the config's platform and of its default_model_filename."""
     files = owner.model_files or {}
     default = files.get("")
-    if not default or files.get(mc.platform, default) != default or mc.default_model_filename not in ("", default):
+    if (
+        not default
+        or files.get(mc.platform, default) != default
+        or mc.default_model_filename not in ("", default)
+    ):
         return None
     return default
 
@@ -125,33 +171,49 @@ def _read(model_dir: Path, root: Path):
     try:
         return read_config(model_dir)
     except FileNotFoundError:
-        raise UsageError(f"{model_dir.name} has no config.pbtxt: adopt reads the config it reproduces",
-                         where=str(model_dir), hint="write its config.pbtxt (Triton's autocompleted one: "
-                         "GET v2/models/<name>/config on a server that loaded it)") from None
+        raise UsageError(
+            f"{model_dir.name} has no config.pbtxt: adopt reads the config it reproduces",
+            where=str(model_dir),
+            hint="write its config.pbtxt (Triton's autocompleted one: "
+            "GET v2/models/<name>/config on a server that loaded it)",
+        ) from None
     except ConfigParseError as e:
-        raise UsageError(f"{model_dir.name}/config.pbtxt does not parse: {e}", where=str(model_dir),
-                         hint=f"'tritonbuild verify {root}' shows Triton's refusal") from None
+        raise UsageError(
+            f"{model_dir.name}/config.pbtxt does not parse: {e}",
+            where=str(model_dir),
+            hint=f"'tritonbuild verify {root}' shows Triton's refusal",
+        ) from None
 
 
 def _newest(model_dir: Path, filename: str, owner) -> int:
-    versions = sorted(int(d.name) for d in model_dir.iterdir() if d.is_dir() and VERSION_RE.match(d.name))
+    versions = sorted(
+        int(d.name) for d in model_dir.iterdir() if d.is_dir() and VERSION_RE.match(d.name)
+    )
     if not versions or not (model_dir / str(versions[-1]) / filename).is_file():
-        raise UsageError(f"{model_dir.name}: no version directory with a {filename}", where=str(model_dir),
-                         hint=f"the {owner.name} backend loads <version>/{filename}")
+        raise UsageError(
+            f"{model_dir.name}: no version directory with a {filename}",
+            where=str(model_dir),
+            hint=f"the {owner.name} backend loads <version>/{filename}",
+        )
     return versions[-1]
 
 
 def _find(mc):
     """The backend answering for the config: by backend, by a platform its model files declare, or by a platform
     that names a backend (core's ensemble scheduler)."""
-    return REGISTRY.for_config(mc.backend, mc.platform) or (REGISTRY.for_triton(mc.platform) if mc.platform else None)
+    return REGISTRY.for_config(mc.backend, mc.platform) or (
+        REGISTRY.for_triton(mc.platform) if mc.platform else None
+    )
 
 
 def _owner(mc, model_dir: Path):
     owner = _find(mc)
     if owner is None:
-        raise UsageError(f"{model_dir.name}: backend {mc.backend or mc.platform or '(none)'} is not adopted yet",
-                         where=str(model_dir), hint=_PUBLISH)
+        raise UsageError(
+            f"{model_dir.name}: backend {mc.backend or mc.platform or '(none)'} is not adopted yet",
+            where=str(model_dir),
+            hint=_PUBLISH,
+        )
     return owner
 
 
@@ -165,23 +227,42 @@ def _adopt_one(model_dir: Path, root: Path, out: Path) -> Adopted:
     else:
         filename = _model_file(owner, mc)
         if filename is None or not _source_path_recipe(owner):
-            raise UsageError(f"{model_dir.name}: backend {what} is not adopted yet (adopted: models whose model "
-                             "file is the recipe's source and that run here, and backends that adopt their own)",
-                             where=str(model_dir), hint=_PUBLISH)
+            raise UsageError(
+                f"{model_dir.name}: backend {what} is not adopted yet (adopted: models whose model "
+                "file is the recipe's source and that run here, and backends that adopt their own)",
+                where=str(model_dir),
+                hint=_PUBLISH,
+            )
         extra = _unexpressed(mc, owner.adopt_consumes)
         if extra:
-            raise UsageError(f"{model_dir.name}: config fields {extra} have no recipe key yet", where=str(model_dir),
-                             hint=_PUBLISH)
+            raise UsageError(
+                f"{model_dir.name}: config fields {extra} have no recipe key yet",
+                where=str(model_dir),
+                hint=_PUBLISH,
+            )
         version = _newest(model_dir, filename, owner)
         src = model_dir / str(version)
-        files = sorted(p.relative_to(src).as_posix() for p in src.rglob("*")
-                       if p.is_file() and p.name != filename and "__pycache__" not in p.parts)
-        if files and "files" not in getattr(owner.recipe_type.model_fields["source"].annotation, "model_fields", {}):
-            raise UsageError(f"{model_dir.name}: {version}/ holds {files} beside {filename}, which a {owner.name} "
-                             "recipe does not package", where=str(src), hint=_PUBLISH)
+        files = sorted(
+            p.relative_to(src).as_posix()
+            for p in src.rglob("*")
+            if p.is_file() and p.name != filename and "__pycache__" not in p.parts
+        )
+        if files and "files" not in getattr(
+            owner.recipe_type.model_fields["source"].annotation, "model_fields", {}
+        ):
+            raise UsageError(
+                f"{model_dir.name}: {version}/ holds {files} beside {filename}, which a {owner.name} "
+                "recipe does not package",
+                where=str(src),
+                hint=_PUBLISH,
+            )
         recipe = _recipe(model_dir, mc, version, files, owner, filename)
-        shutil.copytree(src, out / model_dir.name / str(version), ignore=shutil.ignore_patterns("__pycache__"),
-                        dirs_exist_ok=True)
+        shutil.copytree(
+            src,
+            out / model_dir.name / str(version),
+            ignore=shutil.ignore_patterns("__pycache__"),
+            dirs_exist_ok=True,
+        )
     adopted = _write(recipe["name"], version, recipe, out)
     engine = out / adopted.name / "engine"
     return replace(adopted, engine=engine) if owner.engine_steps and engine.is_dir() else adopted
@@ -208,19 +289,26 @@ def _callers(root: Path, model_dirs: list[Path]) -> tuple[dict[str, list[str]], 
     return out, members
 
 
-def _step_refusal(model_dir: Path, calls: list[str], refused: dict[str, UsageError], held: set[str]
-                  ) -> UsageError | None:
+def _step_refusal(
+    model_dir: Path, calls: list[str], refused: dict[str, UsageError], held: set[str]
+) -> UsageError | None:
     """Why a caller cannot be adopted: its first step whose model adopt refused, or that root does not hold."""
     name = model_dir.name
     for i, called in enumerate(calls):
         if called in refused:
-            return UsageError(f"{name}: step {i} calls {called!r}, which adopt cannot take: "
-                              f"{refused[called].message}", where=refused[called].where,
-                              hint=refused[called].hint or _PUBLISH)
+            return UsageError(
+                f"{name}: step {i} calls {called!r}, which adopt cannot take: "
+                f"{refused[called].message}",
+                where=refused[called].where,
+                hint=refused[called].hint or _PUBLISH,
+            )
         if called not in held:
-            return UsageError(f"{name}: step {i} calls {called!r}, which this repository does not hold (it holds "
-                              f"{sorted(held)})", where=str(model_dir / "config.pbtxt"),
-                              hint="adopt the repository that holds every model it calls")
+            return UsageError(
+                f"{name}: step {i} calls {called!r}, which this repository does not hold (it holds "
+                f"{sorted(held)})",
+                where=str(model_dir / "config.pbtxt"),
+                hint="adopt the repository that holds every model it calls",
+            )
     return None
 
 
@@ -237,8 +325,12 @@ def adopt(root: Path, out: Path) -> list[Adopted]:
                 shutil.copytree(entry, target, dirs_exist_ok=True)
             else:
                 shutil.copyfile(entry, target)
-    return [Adopted(a.name, a.version, out / a.recipe.name, a.engine and out / a.engine.relative_to(stage))
-            for a in adopted]
+    return [
+        Adopted(
+            a.name, a.version, out / a.recipe.name, a.engine and out / a.engine.relative_to(stage)
+        )
+        for a in adopted
+    ]
 
 
 def _adopt_all(root: Path, out: Path) -> list[Adopted]:
@@ -261,7 +353,9 @@ def _adopt_all(root: Path, out: Path) -> list[Adopted]:
                 refused[model_dir.name] = e
     held = {d.name for d in model_dirs}
     while pending:  # a caller may call a caller: each is judged after the models it calls
-        ready = [name for name, calls in pending.items() if not set(calls) & (set(pending) - {name})]
+        ready = [
+            name for name, calls in pending.items() if not set(calls) & (set(pending) - {name})
+        ]
         for name in ready or sorted(pending):  # none ready: a cycle, which the recipe rules name
             calls = pending.pop(name)
             why = _step_refusal(root / name, calls, refused, held)
@@ -273,6 +367,8 @@ def _adopt_all(root: Path, out: Path) -> list[Adopted]:
                 refused[name] = e
     if refused:
         called = {model for calls in calls_of.values() for model in calls}
-        top = [e for name, e in refused.items() if name in callers and name not in called]  # names the chain
+        top = [
+            e for name, e in refused.items() if name in callers and name not in called
+        ]  # names the chain
         raise (top or list(refused.values()))[0]
     return adopted

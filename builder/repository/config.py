@@ -7,7 +7,9 @@ from tritonbuild.triton.batching import write_dynamic_batching
 from tritonbuild.triton.config import KINDS, add_tensors, model_config_pb2
 
 
-def build_model_config(recipe: Recipe, inputs: list[TensorSpec], outputs: list[TensorSpec], backend):
+def build_model_config(
+    recipe: Recipe, inputs: list[TensorSpec], outputs: list[TensorSpec], backend
+):
     pb2 = model_config_pb2()
     mc = pb2.ModelConfig()
     mc.name = recipe.name
@@ -33,13 +35,17 @@ def build_model_config(recipe: Recipe, inputs: list[TensorSpec], outputs: list[T
     filename = backend.default_filename(recipe)
     if filename:
         mc.default_model_filename = filename
-    backend.configure(mc, recipe)  # last: it may refine what the generic fields set (e.g. TensorRT profiles)
+    backend.configure(
+        mc, recipe
+    )  # last: it may refine what the generic fields set (e.g. TensorRT profiles)
     if recipe.warmup is not None:
         add_warmup(mc, recipe.warmup, inputs, recipe.verify.dynamic_size, pb2)
     return mc
 
 
-def add_warmup(mc, warmup, inputs: list[TensorSpec], dynamic_size: int, pb2, files: dict | None = None) -> None:
+def add_warmup(
+    mc, warmup, inputs: list[TensorSpec], dynamic_size: int, pb2, files: dict | None = None
+) -> None:
     """model_warmup: one sample; -1 dims become dynamic_size (or the golden sample's shape via files)."""
     mc.ClearField("model_warmup")
     w = mc.model_warmup.add()
@@ -59,4 +65,3 @@ def add_warmup(mc, warmup, inputs: list[TensorSpec], dynamic_size: int, pb2, fil
                 wi.random_data = True
             else:
                 wi.zero_data = True
-

@@ -28,17 +28,26 @@ class ManifestModel(_Frozen):
     target: str
     recipe_path: str
     recipe_sha256: str
-    model_identity: str = Field(description="sha256 over the version directory's files (the weights).")
+    model_identity: str = Field(
+        description="sha256 over the version directory's files (the weights)."
+    )
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
     max_batch_size: int
     verify: Verify
     goldens: str | None = Field(None, description="Repository-relative golden .npz, when present.")
-    goldens_source: str | None = Field(None, description="Where 'verify --record' writes goldens (recipe's path).")
+    goldens_source: str | None = Field(
+        None, description="Where 'verify --record' writes goldens (recipe's path)."
+    )
     steps: dict[str, str] = Field(description="Step kind → cache key.")
-    depends_on: list[str] = Field(default_factory=list, description="Models this one calls (ensembles, BLS).")
-    llm: dict | None = Field(None, description="LLM group facts: group, quant_algo (e.g. W4A16), TRT-LLM "
-                                               "version, engine path, world size, memory plan.")
+    depends_on: list[str] = Field(
+        default_factory=list, description="Models this one calls (ensembles, BLS)."
+    )
+    llm: dict | None = Field(
+        None,
+        description="LLM group facts: group, quant_algo (e.g. W4A16), TRT-LLM "
+        "version, engine path, world size, memory plan.",
+    )
 
 
 class Manifest(_Frozen):
@@ -65,7 +74,9 @@ def version_identity(manifest: Manifest, model: ManifestModel) -> str:
     from tritonbuild.core.hashing import sha256_json
 
     prefix = f"{model.name}/{model.version}/"
-    return sha256_json({k[len(prefix):]: e.sha256 for k, e in manifest.files.items() if k.startswith(prefix)})
+    return sha256_json(
+        {k[len(prefix) :]: e.sha256 for k, e in manifest.files.items() if k.startswith(prefix)}
+    )
 
 
 def identity_is_version_digest(model: ManifestModel) -> bool:
@@ -74,7 +85,11 @@ def identity_is_version_digest(model: ManifestModel) -> bool:
     from tritonbuild.backends import REGISTRY
 
     owner = REGISTRY.for_manifest(model.backend)  # a pipeline's identity covers the models it calls
-    return model.llm is None and not model.depends_on and not (owner is not None and owner.needs_built_models)
+    return (
+        model.llm is None
+        and not model.depends_on
+        and not (owner is not None and owner.needs_built_models)
+    )
 
 
 def read_manifest(root: Path) -> Manifest:
@@ -87,10 +102,14 @@ def read_repository(root: Path, error: type[TritonBuildError]) -> Manifest:
     try:
         return read_manifest(root)
     except FileNotFoundError:
-        raise error(f"{root} is not a tritonbuild repository (no {MANIFEST_NAME})",
-                    hint="build it with 'tritonbuild build RECIPES -o DIR'") from None
+        raise error(
+            f"{root} is not a tritonbuild repository (no {MANIFEST_NAME})",
+            hint="build it with 'tritonbuild build RECIPES -o DIR'",
+        ) from None
     except ValueError as e:
-        raise error(f"{root / MANIFEST_NAME} is not a valid manifest: {e}", hint="rebuild the repository") from None
+        raise error(
+            f"{root / MANIFEST_NAME} is not a valid manifest: {e}", hint="rebuild the repository"
+        ) from None
 
 
 def newest_version(root: Path, model: str) -> ManifestModel:
@@ -99,7 +118,9 @@ def newest_version(root: Path, model: str) -> ManifestModel:
     found = [entry for entry in manifest.models if entry.name == model]
     if not found:
         names = sorted({entry.name for entry in manifest.models})
-        raise UsageError(f"{root} has no model {model!r}", hint=f"one of: {', '.join(names) or '-'}")
+        raise UsageError(
+            f"{root} has no model {model!r}", hint=f"one of: {', '.join(names) or '-'}"
+        )
     return max(found, key=lambda entry: entry.version)
 
 
@@ -111,6 +132,7 @@ def serving_needs(root: Path, models) -> tuple[dict[str, str], list[Path]]:
     for model in models:
         serving = (model.llm or {}).get("serving") or {}
         env.update(serving.get("env") or {})
-        wheels += [root / model.name / str(model.version) / rel for rel in serving.get("plugins") or []]
+        wheels += [
+            root / model.name / str(model.version) / rel for rel in serving.get("plugins") or []
+        ]
     return env, sorted(set(wheels))
-

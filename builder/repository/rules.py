@@ -19,7 +19,9 @@ from tritonbuild.triton.rules import (
 )
 
 
-def check_model_dir(model_dir: Path, *, model_files: bool = False, ours: bool = True) -> list[Finding]:
+def check_model_dir(
+    model_dir: Path, *, model_files: bool = False, ours: bool = True
+) -> list[Finding]:
     """Triton's load rules on one model directory; model_files: also open the model files (a backend's
     model_content_checks, e.g. the ONNX graph through onnxruntime: verify does, a build does not pay for it).
     ours: a repository tritonbuild built; any other is judged as Triton would (a missing config.pbtxt is
@@ -35,10 +37,24 @@ def check_model_dir(model_dir: Path, *, model_files: bool = False, ours: bool = 
         if release:  # the ok detail would claim what is not known
             ok_detail = "; ".join(f"depends on the backend release: {p}" for p in release)
         if policy:
-            ok_detail = "; ".join([ok_detail, *(f"not checked: {p} (tritonbuild's build policy, applied only "
-                                                f"to repositories it built)" for p in policy)])
-        out.append(Finding(model=name, check=check, ok=not problems,
-                           detail="; ".join(problems) if problems else ok_detail))
+            ok_detail = "; ".join(
+                [
+                    ok_detail,
+                    *(
+                        f"not checked: {p} (tritonbuild's build policy, applied only "
+                        f"to repositories it built)"
+                        for p in policy
+                    ),
+                ]
+            )
+        out.append(
+            Finding(
+                model=name,
+                check=check,
+                ok=not problems,
+                detail="; ".join(problems) if problems else ok_detail,
+            )
+        )
 
     mc = _read_config(model_dir, ours, add)
     if mc is None:
@@ -47,8 +63,12 @@ def check_model_dir(model_dir: Path, *, model_files: bool = False, ours: bool = 
     triton = model_problems(mc, model_dir)
     # the directory-name rule is reported once, in Triton's words, as this row (not again in "triton-rules")
     misnamed = [p for p in triton if p.startswith(NAME_MISMATCH)]
-    add("name", misnamed or ([f"{name!r} contains '/' or is '..'"] if "/" in name or name in (".", "..") else []),
-        f"directory name = model name = {name!r}")
+    add(
+        "name",
+        misnamed
+        or ([f"{name!r} contains '/' or is '..'"] if "/" in name or name in (".", "..") else []),
+        f"directory name = model name = {name!r}",
+    )
 
     versions, bad = _versions(model_dir, mc.version_policy)
     add("versions", bad, f"versions {versions}")
@@ -64,7 +84,11 @@ def check_model_dir(model_dir: Path, *, model_files: bool = False, ours: bool = 
 
     core = core_model_problems(mc, model_dir.parent)
     if core is not None:
-        add("model_file", core, "ensemble steps match their models' configs (Triton's ensemble_utils rules)")
+        add(
+            "model_file",
+            core,
+            "ensemble steps match their models' configs (Triton's ensemble_utils rules)",
+        )
     elif owner is not None:
         rows(owner.model_file_checks(mc, model_dir, versions))
     else:
@@ -73,8 +97,11 @@ def check_model_dir(model_dir: Path, *, model_files: bool = False, ours: bool = 
         rows(other.model_file_checks(mc, model_dir, versions))
     if owner is not None:
         rows(owner.offline_checks(mc, model_dir, versions))
-    add("triton-rules", [p for p in triton if p not in misnamed], "Triton's config rules (model_config_utils, "
-        "ported) hold")
+    add(
+        "triton-rules",
+        [p for p in triton if p not in misnamed],
+        "Triton's config rules (model_config_utils, ported) hold",
+    )
     if model_files:
         for backend in ([owner] if owner is not None else []) + others:
             rows(backend.model_content_checks(mc, model_dir, versions))
@@ -89,8 +116,10 @@ def _versions(model_dir: Path, policy) -> tuple[list[int], list[str]]:
             if VERSION_RE.match(child.name):
                 versions.append(int(child.name))
             elif child.name[:1].isdigit():
-                bad.append(f"version directory {child.name!r} is not a plain number (Triton ignores a leading 0 "
-                           f"and reads '2_old' as 2)")
+                bad.append(
+                    f"version directory {child.name!r} is not a plain number (Triton ignores a leading 0 "
+                    f"and reads '2_old' as 2)"
+                )
     if not versions:
         bad.append("no numeric version directory: Triton reports 'no version is available'")
     if policy.WhichOneof("policy_choice") == "specific":
@@ -111,8 +140,12 @@ def _read_config(model_dir: Path, ours: bool, add):
         if ours or problems:
             add("config.parse", problems or ["config.pbtxt is missing"], "")
             return None
-        add("config.parse", [], f"no config.pbtxt: Triton autocompletes it (backend {backend} from the model "
-                                f"file; the {backend} backend fills inputs, outputs and batching)")
+        add(
+            "config.parse",
+            [],
+            f"no config.pbtxt: Triton autocompletes it (backend {backend} from the model "
+            f"file; the {backend} backend fills inputs, outputs and batching)",
+        )
         mc = parse(b"")
         mc.backend = backend
         return mc
@@ -123,14 +156,22 @@ def _read_config(model_dir: Path, ours: bool, add):
     return mc
 
 
-def _unknown_backend_rows(mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
+def _unknown_backend_rows(
+    mc, model_dir: Path, versions: list[int]
+) -> list[tuple[str, list[str], str]]:
     """A backend tritonbuild has no plug-in for: its model-file row, and the instance kinds it refuses where
     they are recorded (triton/backend_kinds.py)."""
     found = [_unknown_backend_files(mc, model_dir, versions)]
     backend = backend_after_autofill(mc, model_dir)
     if backend in ACCEPTED_KINDS:
-        found.append(("instance_kind", instance_kind_problems(mc, backend), "every instance group of a kind the "
-                      f"{backend} backend takes ({', '.join(ACCEPTED_KINDS[backend][0])})"))
+        found.append(
+            (
+                "instance_kind",
+                instance_kind_problems(mc, backend),
+                "every instance group of a kind the "
+                f"{backend} backend takes ({', '.join(ACCEPTED_KINDS[backend][0])})",
+            )
+        )
     return found
 
 
@@ -139,10 +180,20 @@ def _unknown_backend_files(mc, model_dir: Path, versions: list[int]) -> tuple[st
     TensorFlow platforms (checked); any other backend decides itself which files it loads (not checked)."""
     filename = mc.default_model_filename or CORE_DEFAULT_FILES.get(mc.platform, "")
     if mc.platform in CORE_DEFAULT_FILES:
-        problems = [f"{v}/{filename} is missing (Triton's core names it for platform {mc.platform}; the backend "
-                    f"loads that file)" for v in versions if not (model_dir / str(v) / filename).exists()]
+        problems = [
+            f"{v}/{filename} is missing (Triton's core names it for platform {mc.platform}; the backend "
+            f"loads that file)"
+            for v in versions
+            if not (model_dir / str(v) / filename).exists()
+        ]
         return "model_file", problems, f"{filename} present in every version"
     what = mc.backend or mc.platform or "(none given)"
-    return "model_file", [], (f"not checked: tritonbuild has no rules for backend {what} (which files it "
-                              "loads, which instance kinds it takes are that backend's); Triton's core rules "
-                              "were checked: load it on a server that has the backend (verify --server URL)")
+    return (
+        "model_file",
+        [],
+        (
+            f"not checked: tritonbuild has no rules for backend {what} (which files it "
+            "loads, which instance kinds it takes are that backend's); Triton's core rules "
+            "were checked: load it on a server that has the backend (verify --server URL)"
+        ),
+    )

@@ -74,11 +74,22 @@ def _die_with_parent() -> None:
 class EmbeddedServer:
     """Context manager: tritonserver on free loopback ports; always stopped on exit (errors and Ctrl-C too)."""
 
-    def __init__(self, repository: Path | str, *, control: str = "explicit", log_path: Path | None = None,
-                 ready_timeout: float = READY_TIMEOUT_S, poll_secs: int = 1,
-                 ports: tuple[int, int, int] | None = None, log_verbose: int = 0,
-                 launcher: Launcher | ContainerLauncher | None = None, backends: dict[str, Path] | None = None,
-                 env: dict[str, str] | None = None, wheels: list[Path] | None = None, strict_readiness: bool = True):
+    def __init__(
+        self,
+        repository: Path | str,
+        *,
+        control: str = "explicit",
+        log_path: Path | None = None,
+        ready_timeout: float = READY_TIMEOUT_S,
+        poll_secs: int = 1,
+        ports: tuple[int, int, int] | None = None,
+        log_verbose: int = 0,
+        launcher: Launcher | ContainerLauncher | None = None,
+        backends: dict[str, Path] | None = None,
+        env: dict[str, str] | None = None,
+        wheels: list[Path] | None = None,
+        strict_readiness: bool = True,
+    ):
         """ports: (http, grpc, metrics); 0 or None picks a free loopback port. launcher: which tritonserver runs
         (server/launcher.py: launcher_for(--tritonserver)); None: the embedded one. backends: Python-based
         backends served beside the python backend (name → a directory holding its model.py, e.g. Triton's vLLM
@@ -105,7 +116,9 @@ class EmbeddedServer:
         self.wheels = [Path(wheel) for wheel in (wheels or [])]
         self.strict_readiness = strict_readiness
         self.version: str | None = None  # GET /v2 once live
-        self._bytecode_before: set[Path] | None = None  # set at start: only what this server wrote is removed
+        self._bytecode_before: set[Path] | None = (
+            None  # set at start: only what this server wrote is removed
+        )
 
     @property
     def log_path(self) -> Path:
@@ -128,30 +141,43 @@ class EmbeddedServer:
         return f"tritonserver {self.version or '?'} {self.launcher.describe()}"
 
     def argv(self) -> list[str]:
-        options = [f"--model-control-mode={self.control}", "--exit-on-error=false", f"--log-verbose={self.log_verbose}",
-                   # NOTE: a distinct shared-memory prefix per server, so concurrent servers never collide.
-                   f"--backend-config=python,shm-region-prefix-name=tb{os.getpid()}x{self.http_port}"]
+        options = [
+            f"--model-control-mode={self.control}",
+            "--exit-on-error=false",
+            f"--log-verbose={self.log_verbose}",
+            # NOTE: a distinct shared-memory prefix per server, so concurrent servers never collide.
+            f"--backend-config=python,shm-region-prefix-name=tb{os.getpid()}x{self.http_port}",
+        ]
         if self.control == "poll":
             options.append(f"--repository-poll-secs={self.poll_secs}")
         if not self.strict_readiness:
             options.append("--strict-readiness=false")
-        command = self.launcher.command(self.repository, self._tmp,
-                                        (self.http_port, self.grpc_port, self.metrics_port), options)
+        command = self.launcher.command(
+            self.repository, self._tmp, (self.http_port, self.grpc_port, self.metrics_port), options
+        )
         self._place_backends()
         return command
 
     def _place_backends(self) -> None:
         """The Python-based backends given (serve --backend NAME=DIR) beside the embedded server's python backend."""
         if self.backends and not self.launcher.bundled:
-            raise ServerStartError(f"--backend {', '.join(self.backends)}: only the embedded tritonserver takes a "
-                                   "backend directory from here; this one uses its install's backends/",
-                                   hint=f"install it there as backends/<name>/{BACKEND_ENTRY}")
+            raise ServerStartError(
+                f"--backend {', '.join(self.backends)}: only the embedded tritonserver takes a "
+                "backend directory from here; this one uses its install's backends/",
+                hint=f"install it there as backends/<name>/{BACKEND_ENTRY}",
+            )
         for name, path in self.backends.items():
             if not (path / BACKEND_ENTRY).is_file():
-                raise ServerStartError(f"backend {name!r}: {path} holds no {BACKEND_ENTRY}",
-                                       hint="give the directory of a Python-based backend (its model.py and modules)")
-            shutil.copytree(path, self._tmp / "backends" / name, ignore=shutil.ignore_patterns("__pycache__"),
-                            dirs_exist_ok=True)
+                raise ServerStartError(
+                    f"backend {name!r}: {path} holds no {BACKEND_ENTRY}",
+                    hint="give the directory of a Python-based backend (its model.py and modules)",
+                )
+            shutil.copytree(
+                path,
+                self._tmp / "backends" / name,
+                ignore=shutil.ignore_patterns("__pycache__"),
+                dirs_exist_ok=True,
+            )
 
     def _env(self) -> dict:
         """The launcher's environment, with the models' variables and the unpacked wheels on the stub's path (the
@@ -160,17 +186,26 @@ class EmbeddedServer:
         env = {**self.launcher.env(), **self.env}
         if self.wheels:
             if not self.launcher.bundled:
-                raise ServerStartError(f"{', '.join(w.name for w in self.wheels)}: only the embedded tritonserver "
-                                       "takes packages from here; this one uses its install's Python",
-                                       hint="pip install those wheels (in the model's plugins/ directory) into it")
-            from tritonbuild.server.toolenv import STUB_PATH_VAR, installed_wheel, sees_stub_path, unpack_wheels
+                raise ServerStartError(
+                    f"{', '.join(w.name for w in self.wheels)}: only the embedded tritonserver "
+                    "takes packages from here; this one uses its install's Python",
+                    hint="pip install those wheels (in the model's plugins/ directory) into it",
+                )
+            from tritonbuild.server.toolenv import (
+                STUB_PATH_VAR,
+                installed_wheel,
+                sees_stub_path,
+                unpack_wheels,
+            )
 
             python = self.launcher.tool_env()
             missing = [wheel for wheel in self.wheels if not installed_wheel(python, wheel)]
             if missing and not sees_stub_path(python):
-                raise ServerStartError(f"{', '.join(w.name for w in missing)}: the server's Python environment "
-                                       f"{python.path} is used as it is and does not import from here",
-                                       hint=f"pip install --no-deps {' '.join(str(w) for w in missing)} into it")
+                raise ServerStartError(
+                    f"{', '.join(w.name for w in missing)}: the server's Python environment "
+                    f"{python.path} is used as it is and does not import from here",
+                    hint=f"pip install --no-deps {' '.join(str(w) for w in missing)} into it",
+                )
             if not missing:
                 return env  # installed there already (pip install of the same wheel)
             site = str(unpack_wheels(missing, self._tmp / "site"))
@@ -195,40 +230,66 @@ class EmbeddedServer:
             self._tmp = Path(tempfile.mkdtemp(prefix="tritonbuild-server-"))
         taken = taken_ports(self.ports)
         if taken:
-            names = dict(zip(self.ports, ("--http-port", "--grpc-port", "--metrics-port"), strict=True))
-            raise ServerStartError(f"port {', '.join(map(str, taken))} on 127.0.0.1 is already in use (another "
-                                   "tritonserver?): nothing was started",
-                                   hint=f"stop what listens there, or pass another port ({names[taken[0]]} 0 "
-                                        "picks a free one)")
-        self.http_port, self.grpc_port, self.metrics_port = (port or free_port() for port in self.ports)
+            names = dict(
+                zip(self.ports, ("--http-port", "--grpc-port", "--metrics-port"), strict=True)
+            )
+            raise ServerStartError(
+                f"port {', '.join(map(str, taken))} on 127.0.0.1 is already in use (another "
+                "tritonserver?): nothing was started",
+                hint=f"stop what listens there, or pass another port ({names[taken[0]]} 0 "
+                "picks a free one)",
+            )
+        self.http_port, self.grpc_port, self.metrics_port = (
+            port or free_port() for port in self.ports
+        )
         argv = self.argv()
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self._env(),
-                                         cwd=self._tmp, start_new_session=True, preexec_fn=_die_with_parent)
+            self.proc = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self._env(),
+                cwd=self._tmp,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
         atexit.register(self.stop)
         deadline = time.monotonic() + self.ready_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                tail, code = self.log_tail(), self.proc.returncode  # NOTE: read before stop() drops self.proc
+                tail, code = (
+                    self.log_tail(),
+                    self.proc.returncode,
+                )  # NOTE: read before stop() drops self.proc
                 self.stop()
-                raise ServerStartError(f"tritonserver exited with code {code} while starting:\n{tail}",
-                                       hint=f"see the server log {self.log_path}")
+                raise ServerStartError(
+                    f"tritonserver exited with code {code} while starting:\n{tail}",
+                    hint=f"see the server log {self.log_path}",
+                )
             if is_live(self.http_url):
                 self.version = server_version(self.http_url)
                 return self
             time.sleep(0.1)
         self.stop()
-        raise ServerStartError(f"tritonserver not live after {self.ready_timeout:.0f}s:\n{self.log_tail()}",
-                               hint=f"see the server log {self.log_path}")
+        raise ServerStartError(
+            f"tritonserver not live after {self.ready_timeout:.0f}s:\n{self.log_tail()}",
+            hint=f"see the server log {self.log_path}",
+        )
 
     def log_tail(self, n: int = 30) -> str:
         try:
             lines = self.log_path.read_text(errors="replace").splitlines()
         except OSError:
             return ""
-        usage = next((i for i, line in enumerate(lines) if line.startswith("Usage: tritonserver")), None)
-        if usage is not None:  # a refused command line: its reason is above the usage text, which tells nothing
-            return "\n".join([*lines[max(0, usage - n):usage], "(then tritonserver's usage text)"])
+        usage = next(
+            (i for i, line in enumerate(lines) if line.startswith("Usage: tritonserver")), None
+        )
+        if (
+            usage is not None
+        ):  # a refused command line: its reason is above the usage text, which tells nothing
+            return "\n".join(
+                [*lines[max(0, usage - n) : usage], "(then tritonserver's usage text)"]
+            )
         return "\n".join(lines[-n:])
 
     def load(self, model: str, timeout: float = LOAD_TIMEOUT_S) -> None:
@@ -294,19 +355,26 @@ def load_model(base_url: str, model: str, timeout: float = LOAD_TIMEOUT_S) -> No
     except Exception as e:  # noqa: BLE001 - Triton's refusal, a timeout, or no server: each told apart below
         text = refused(e)
         if text is not None:
-            raise ModelLoadError(f"tritonserver failed to load {model!r}: {text}", where=model,
-                                 hint="fix the model (Triton's message above), rebuild, verify again") from None
+            raise ModelLoadError(
+                f"tritonserver failed to load {model!r}: {text}",
+                where=model,
+                hint="fix the model (Triton's message above), rebuild, verify again",
+            ) from None
         if timed_out(e):
             raise _load_timed_out(model, timeout) from None
-        raise ModelLoadError(f"cannot reach {base_url} to load {model!r}: {e}", hint="is the server running?") \
-            from None
+        raise ModelLoadError(
+            f"cannot reach {base_url} to load {model!r}: {e}", hint="is the server running?"
+        ) from None
 
 
 def _load_timed_out(model: str, timeout: float) -> ModelLoadError:
-    e = ModelLoadError(f"tritonserver did not finish loading {model!r} within {timeout:g} s (a model whose "
-                       "initialize never returns, e.g. a Python stub waiting on a file it cannot find)", where=model,
-                       hint="fix the model's initialize (see the server log's lines), or raise --load-timeout "
-                            "if it is only slow to load")
+    e = ModelLoadError(
+        f"tritonserver did not finish loading {model!r} within {timeout:g} s (a model whose "
+        "initialize never returns, e.g. a Python stub waiting on a file it cannot find)",
+        where=model,
+        hint="fix the model's initialize (see the server log's lines), or raise --load-timeout "
+        "if it is only slow to load",
+    )
     e.timed_out = True
     return e
 
@@ -314,7 +382,9 @@ def _load_timed_out(model: str, timeout: float) -> ModelLoadError:
 def load_log_cause(log_path: Path, model: str, n: int = 5) -> str:
     """The server log's last lines naming model (what it was doing when its load stopped answering)."""
     try:
-        lines = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if model in ln]
+        lines = [
+            ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if model in ln
+        ]
     except OSError:
         lines = []
     if not lines:

@@ -30,8 +30,16 @@ CONTAINER_REPOSITORY = "/models"
 CONTAINER_PORTS = (8000, 8001, 8002)
 # Credentials a cloud repository needs inside the container, passed by name (docker -e NAME: the value never
 # appears on the command line)
-_PASSED_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION", "AWS_PROFILE",
-               "GOOGLE_APPLICATION_CREDENTIALS", "AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_KEY")
+_PASSED_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_DEFAULT_REGION",
+    "AWS_PROFILE",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "AZURE_STORAGE_ACCOUNT",
+    "AZURE_STORAGE_KEY",
+)
 
 
 # Triton's rule for a Python-based backend (e.g. the vLLM backend): <backend-directory>/<name>/model.py, run by the
@@ -66,8 +74,10 @@ def _bundled(install: Path) -> bool:
 def checked_binary(binary: str | Path) -> Path:
     path = Path(binary).expanduser()
     if not path.is_file() or not os.access(path, os.X_OK):
-        raise UsageError(f"--tritonserver {binary}: {'not an executable file' if path.exists() else 'no such file'}",
-                         hint="pass the tritonserver binary itself, e.g. /opt/tritonserver/bin/tritonserver")
+        raise UsageError(
+            f"--tritonserver {binary}: {'not an executable file' if path.exists() else 'no such file'}",
+            hint="pass the tritonserver binary itself, e.g. /opt/tritonserver/bin/tritonserver",
+        )
     return path.resolve()
 
 
@@ -77,14 +87,24 @@ class Launcher:
     chosen: bool  # given with --tritonserver (else the embedded one)
     python: toolenv.ToolEnv | None = None  # the stub's environment (bundled layouts)
 
-    def command(self, repository: str, scratch: Path, ports: tuple[int, int, int], options: list[str]) -> list[str]:
+    def command(
+        self, repository: str, scratch: Path, ports: tuple[int, int, int], options: list[str]
+    ) -> list[str]:
         """tritonserver's argv: this binary on the loopback ports."""
         backends = self.backend_dir(scratch)
         http, grpc, metrics = ports
-        return [str(self.binary), f"--model-repository={repository}",
-                *([f"--backend-directory={backends}"] if backends is not None else []),
-                "--http-address=127.0.0.1", f"--http-port={http}", "--grpc-address=127.0.0.1",
-                f"--grpc-port={grpc}", "--metrics-address=127.0.0.1", f"--metrics-port={metrics}", *options]
+        return [
+            str(self.binary),
+            f"--model-repository={repository}",
+            *([f"--backend-directory={backends}"] if backends is not None else []),
+            "--http-address=127.0.0.1",
+            f"--http-port={http}",
+            "--grpc-address=127.0.0.1",
+            f"--grpc-port={grpc}",
+            "--metrics-address=127.0.0.1",
+            f"--metrics-port={metrics}",
+            *options,
+        ]
 
     def stopped(self, ports: tuple[int, int, int]) -> None:
         """Nothing outlives the process group a local binary runs in."""
@@ -106,12 +126,21 @@ class Launcher:
         if not self.bundled:
             own = self.install / "backends"
             return own if own.is_dir() else None
-        stub = self.install / "python_backend_stubs" / self._python().python / "triton_python_backend_stub"
+        stub = (
+            self.install
+            / "python_backend_stubs"
+            / self._python().python
+            / "triton_python_backend_stub"
+        )
         if not stub.is_file():
-            raise ServerStartError(f"no Python-backend stub for Python {self._python().python} in {self.install}",
-                                   hint="name another interpreter with TRITONBUILD_EMBEDDED_PYTHON (3.10-3.12)")
+            raise ServerStartError(
+                f"no Python-backend stub for Python {self._python().python} in {self.install}",
+                hint="name another interpreter with TRITONBUILD_EMBEDDED_PYTHON (3.10-3.12)",
+            )
         dest = scratch / "backends" / "python"
-        shutil.copytree(self.install / "backends" / "python", dest, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            self.install / "backends" / "python", dest, ignore=shutil.ignore_patterns("__pycache__")
+        )
         shutil.copy2(stub, dest / "triton_python_backend_stub")
         os.chmod(dest / "triton_python_backend_stub", 0o755)
         return dest.parent
@@ -125,7 +154,9 @@ class Launcher:
             return env  # the install's own stub and Python, as the fleet runs it
         merged = {**env, **stub_env(self._python(), self.install, env)}
         if not (self._python().path / "pyvenv.cfg").is_file():
-            merged.pop("VIRTUAL_ENV")  # this environment used as it is (toolenv.current()), and it is no venv
+            merged.pop(
+                "VIRTUAL_ENV"
+            )  # this environment used as it is (toolenv.current()), and it is no venv
         return merged
 
     def tool_env(self) -> toolenv.ToolEnv:
@@ -142,12 +173,21 @@ def stub_env(python: toolenv.ToolEnv, install: Path, env: dict) -> dict:
     as tritonbuild's, sees this environment's packages after the tool environment's (TRITONBUILD_STUB_PATH)."""
     libdirs = [python.libdir, str(install.parent.parent / "nvidia_pytriton.libs")]
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    own = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]] if here == python.python else []
-    return {"LD_LIBRARY_PATH": ":".join([d for d in libdirs if d] + [env.get("LD_LIBRARY_PATH", "")]).rstrip(":"),
-            # NOTE: for the model's own subprocesses: the stub itself ignores PYTHONPATH (it runs with -E)
-            "PYTHONPATH": os.pathsep.join([str(python.site_packages), *own]),
-            toolenv.STUB_PATH_VAR: os.pathsep.join(dict.fromkeys(own)),
-            "PATH": f"{python.bin}{os.pathsep}{env.get('PATH', '')}", "VIRTUAL_ENV": str(python.path)}
+    own = (
+        [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+        if here == python.python
+        else []
+    )
+    return {
+        "LD_LIBRARY_PATH": ":".join(
+            [d for d in libdirs if d] + [env.get("LD_LIBRARY_PATH", "")]
+        ).rstrip(":"),
+        # NOTE: for the model's own subprocesses: the stub itself ignores PYTHONPATH (it runs with -E)
+        "PYTHONPATH": os.pathsep.join([str(python.site_packages), *own]),
+        toolenv.STUB_PATH_VAR: os.pathsep.join(dict.fromkeys(own)),
+        "PATH": f"{python.bin}{os.pathsep}{env.get('PATH', '')}",
+        "VIRTUAL_ENV": str(python.path),
+    }
 
 
 @dataclass(frozen=True)
@@ -171,18 +211,40 @@ class ContainerLauncher:
     def name(self, ports: tuple[int, int, int]) -> str:
         return f"tritonbuild-{os.getpid()}-{ports[0]}"
 
-    def command(self, repository: str, scratch: Path, ports: tuple[int, int, int], options: list[str],
-                gpus: bool | None = None) -> list[str]:
+    def command(
+        self,
+        repository: str,
+        scratch: Path,
+        ports: tuple[int, int, int],
+        options: list[str],
+        gpus: bool | None = None,
+    ) -> list[str]:
         if gpus is None:
             gpus = shutil.which("nvidia-smi") is not None
         local = not is_url(repository)
-        published = [arg for host, inside in zip(ports, CONTAINER_PORTS, strict=True)
-                     for arg in ("-p", f"127.0.0.1:{host}:{inside}")]
-        return [self.engine, "run", "--rm", "--name", self.name(ports), *(["--gpus=all"] if gpus else []),
-                "--shm-size=1g", "-e", "PYTHONDONTWRITEBYTECODE=1",
-                *(arg for name in _PASSED_ENV if name in os.environ for arg in ("-e", name)), *published,
-                *(["-v", f"{repository}:{CONTAINER_REPOSITORY}:ro"] if local else []), self.image,
-                "tritonserver", f"--model-repository={CONTAINER_REPOSITORY if local else repository}", *options]
+        published = [
+            arg
+            for host, inside in zip(ports, CONTAINER_PORTS, strict=True)
+            for arg in ("-p", f"127.0.0.1:{host}:{inside}")
+        ]
+        return [
+            self.engine,
+            "run",
+            "--rm",
+            "--name",
+            self.name(ports),
+            *(["--gpus=all"] if gpus else []),
+            "--shm-size=1g",
+            "-e",
+            "PYTHONDONTWRITEBYTECODE=1",
+            *(arg for name in _PASSED_ENV if name in os.environ for arg in ("-e", name)),
+            *published,
+            *(["-v", f"{repository}:{CONTAINER_REPOSITORY}:ro"] if local else []),
+            self.image,
+            "tritonserver",
+            f"--model-repository={CONTAINER_REPOSITORY if local else repository}",
+            *options,
+        ]
 
     def env(self) -> dict:
         return dict(os.environ)
@@ -191,4 +253,9 @@ class ContainerLauncher:
         """A docker CLI killed before the server stopped would leave the container running: remove it by name."""
         import subprocess
 
-        subprocess.run([self.engine, "rm", "-f", self.name(ports)], capture_output=True, timeout=60, check=False)
+        subprocess.run(
+            [self.engine, "rm", "-f", self.name(ports)],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )

@@ -17,7 +17,9 @@ from tritonbuild.triton.plain_http import ErrorAnswer, get_text
 
 TIMEOUT_S = 10.0
 # nv_inference_request_success{model="m",version="1"} 12
-_METRIC_RE = re.compile(r'^(nv_inference_(?:request_success|request_failure|count|exec_count))\{([^}]*)\}\s+(\S+)')
+_METRIC_RE = re.compile(
+    r"^(nv_inference_(?:request_success|request_failure|count|exec_count))\{([^}]*)\}\s+(\S+)"
+)
 
 
 @dataclass
@@ -47,17 +49,25 @@ class ServerStatus(Result):
 
 
 def _tensors(items: list[dict]) -> list[str]:
-    return [f"{t.get('name')} {t.get('data_type', '').removeprefix('TYPE_')} {t.get('dims', [])}" for t in items]
+    return [
+        f"{t.get('name')} {t.get('data_type', '').removeprefix('TYPE_')} {t.get('dims', [])}"
+        for t in items
+    ]
 
 
 def _config_summary(config: dict) -> dict:
-    return {"backend": config.get("backend") or config.get("platform") or "",
-            "max_batch_size": int(config.get("max_batch_size", 0)),
-            "dynamic_batching": "dynamic_batching" in config,
-            "decoupled": bool((config.get("model_transaction_policy") or {}).get("decoupled")),
-            "inputs": _tensors(config.get("input", [])), "outputs": _tensors(config.get("output", [])),
-            "instances": [f"{g.get('count', 1)}x {g.get('kind', 'KIND_AUTO').removeprefix('KIND_')}"
-                          for g in config.get("instance_group", [])]}
+    return {
+        "backend": config.get("backend") or config.get("platform") or "",
+        "max_batch_size": int(config.get("max_batch_size", 0)),
+        "dynamic_batching": "dynamic_batching" in config,
+        "decoupled": bool((config.get("model_transaction_policy") or {}).get("decoupled")),
+        "inputs": _tensors(config.get("input", [])),
+        "outputs": _tensors(config.get("output", [])),
+        "instances": [
+            f"{g.get('count', 1)}x {g.get('kind', 'KIND_AUTO').removeprefix('KIND_')}"
+            for g in config.get("instance_group", [])
+        ],
+    }
 
 
 def _metrics(metrics_url: str | None) -> tuple[dict[str, dict[str, float]], str | None]:
@@ -91,8 +101,13 @@ def _asked(call, otherwise):
 def _model_row(server: Server, entry: dict) -> ModelStatus:
     name, state = entry.get("name", ""), entry.get("state") or "not loaded"
     config = _asked(lambda: server.model_config(name), None) if state == "READY" else None
-    return ModelStatus(name=name, version=entry.get("version"), state=state, reason=entry.get("reason") or "",
-                       config=_config_summary(config) if config is not None else None)
+    return ModelStatus(
+        name=name,
+        version=entry.get("version"),
+        state=state,
+        reason=entry.get("reason") or "",
+        config=_config_summary(config) if config is not None else None,
+    )
 
 
 def server_status(url: str, metrics_url: str | None = None) -> ServerStatus:
@@ -103,19 +118,39 @@ def server_status(url: str, metrics_url: str | None = None) -> ServerStatus:
         try:
             live = server.live()
         except Exception as e:  # noqa: BLE001 - refused, unreachable, timed out
-            raise ServerError(f"cannot reach tritonserver at {shown}: {getattr(e, 'reason', e)}", where=shown,
-                              hint="is it running? (tritonbuild serve DIR starts one on :8000)") from None
-        ready, server_info, index = _asked(server.ready, False), _asked(server.metadata, {}), _asked(server.index, None)
+            raise ServerError(
+                f"cannot reach tritonserver at {shown}: {getattr(e, 'reason', e)}",
+                where=shown,
+                hint="is it running? (tritonbuild serve DIR starts one on :8000)",
+            ) from None
+        ready, server_info, index = (
+            _asked(server.ready, False),
+            _asked(server.metadata, {}),
+            _asked(server.index, None),
+        )
         models = [_model_row(server, entry) for entry in index or []]
     parts = urlsplit(base)
     metrics_url = metrics_url or f"{parts.scheme}://{parts.hostname}:8002/metrics"
     counters, metrics_note = _metrics(metrics_url)
     for row in models:
         row.metrics = counters.get(row.name, {})
-    notes = [] if index is not None else ["repository index not readable (the server does not expose the "
-                                          "model-repository extension to this client)"]
+    notes = (
+        []
+        if index is not None
+        else [
+            "repository index not readable (the server does not expose the "
+            "model-repository extension to this client)"
+        ]
+    )
     if metrics_note:
         notes.append(metrics_note)
-    return ServerStatus(server=shown, live=live, ready=ready, version=server_info.get("version"),
-                        extensions=server_info.get("extensions", []), models=models, metrics=redact(metrics_url),
-                        notes=notes)
+    return ServerStatus(
+        server=shown,
+        live=live,
+        ready=ready,
+        version=server_info.get("version"),
+        extensions=server_info.get("extensions", []),
+        models=models,
+        metrics=redact(metrics_url),
+        notes=notes,
+    )

@@ -59,11 +59,14 @@ STUB_PATH_VAR = "TRITONBUILD_STUB_PATH"
 # UnicodeEncodeError at every start, seen on the H200). The .pth line also makes ASCII stdio UTF-8, and honours
 # PYTHONDONTWRITEBYTECODE, which the isolated stub ignores: a model.py imported from a polled local repository wrote
 # __pycache__/ into its version directory, and Triton's next poll saw the model modified and loaded it again.
-_PTH = ("tritonbuild-stub-path.pth", "import os, sys; sys.path.extend(p for p in "
-        f"os.environ.get('{STUB_PATH_VAR}', '').split(os.pathsep) if p and p not in sys.path); "
-        "sys.dont_write_bytecode = sys.dont_write_bytecode or bool(os.environ.get('PYTHONDONTWRITEBYTECODE')); "
-        "[s.reconfigure(encoding='utf-8', errors='backslashreplace') for s in (sys.stdout, sys.stderr) "
-        "if getattr(s, 'encoding', 'utf-8').lower() in ('ascii', 'ansi_x3.4-1968')]\n")
+_PTH = (
+    "tritonbuild-stub-path.pth",
+    "import os, sys; sys.path.extend(p for p in "
+    f"os.environ.get('{STUB_PATH_VAR}', '').split(os.pathsep) if p and p not in sys.path); "
+    "sys.dont_write_bytecode = sys.dont_write_bytecode or bool(os.environ.get('PYTHONDONTWRITEBYTECODE')); "
+    "[s.reconfigure(encoding='utf-8', errors='backslashreplace') for s in (sys.stdout, sys.stderr) "
+    "if getattr(s, 'encoding', 'utf-8').lower() in ('ascii', 'ansi_x3.4-1968')]\n",
+)
 PIP_TIMEOUT_S = 900
 
 
@@ -92,7 +95,11 @@ class ToolEnv:
         return self.path / "bin"
 
     def describe(self) -> str:
-        return f"{self.path} (Python {self.python}, " + ", ".join(f"{k} {v}" for k, v in self.versions.items()) + ")"
+        return (
+            f"{self.path} (Python {self.python}, "
+            + ", ".join(f"{k} {v}" for k, v in self.versions.items())
+            + ")"
+        )
 
 
 def envs_dir() -> Path:
@@ -106,7 +113,9 @@ def extra_packages() -> tuple[str, ...]:
 
 
 def env_name(python: str, packages: tuple[str, ...]) -> str:
-    spec = json.dumps({"python": python, "requires": [PYTRITON, NUMPY, *packages], "layout": 1}, sort_keys=True)
+    spec = json.dumps(
+        {"python": python, "requires": [PYTRITON, NUMPY, *packages], "layout": 1}, sort_keys=True
+    )
     return f"embedded-py{python}-{hashlib.sha256(spec.encode()).hexdigest()[:12]}"
 
 
@@ -116,25 +125,34 @@ def _probe(python: str, known: dict) -> tuple[str, str] | None:
     said about itself is reused while the binary is the same file (known: PROBES' entries, updated here)."""
     identity = _identity(python)
     facts = known.get(identity[0]) if identity else None
-    if not (isinstance(facts, dict) and facts.get("identity") == identity[1] and isinstance(facts.get("minor"), str)
-            and isinstance(facts.get("libdir"), str)):
+    if not (
+        isinstance(facts, dict)
+        and facts.get("identity") == identity[1]
+        and isinstance(facts.get("minor"), str)
+        and isinstance(facts.get("libdir"), str)
+    ):
         facts = _ask(python)
         if facts is None:
             return None  # not cached: a failure may be passing (a timeout, a busy disk)
         if identity:
             known[identity[0]] = {**facts, "identity": identity[1]}  # written once by find_python
-    if facts.get("minor") not in {f"{major}.{minor}" for major, minor in PYTHONS} or not facts.get("shared"):
+    if facts.get("minor") not in {f"{major}.{minor}" for major, minor in PYTHONS} or not facts.get(
+        "shared"
+    ):
         return None
     return facts["minor"], facts["libdir"]
 
 
 def _ask(python: str) -> dict | None:
     """The interpreter's own answer (-I: PYTHON* variables and user site do not change it), None if it fails."""
-    code = ("import sys, sysconfig; print('%d.%d' % sys.version_info[:2]); print(sysconfig.get_config_var('LIBDIR')"
-            " or ''); print(int(bool(sysconfig.get_config_var('Py_ENABLE_SHARED'))))")
+    code = (
+        "import sys, sysconfig; print('%d.%d' % sys.version_info[:2]); print(sysconfig.get_config_var('LIBDIR')"
+        " or ''); print(int(bool(sysconfig.get_config_var('Py_ENABLE_SHARED'))))"
+    )
     try:
-        out = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=30,
-                             check=True).stdout
+        out = subprocess.run(
+            [python, "-I", "-c", code], capture_output=True, text=True, timeout=30, check=True
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     minor, libdir, shared = [*out.splitlines(), "", "", ""][:3]
@@ -162,16 +180,22 @@ def _load_probes() -> dict:
         found = json.loads((envs_dir() / PROBES).read_text())
     except (OSError, ValueError):
         return {}
-    entries = found.get("interpreters") if isinstance(found, dict) and found.get("layout") == 1 else None
+    entries = (
+        found.get("interpreters") if isinstance(found, dict) and found.get("layout") == 1 else None
+    )
     return dict(entries) if isinstance(entries, dict) else {}
 
 
 def _save_probes(known: dict) -> None:
     """Written whole (write_atomic): a reader sees the old file or the new one. A cache directory that cannot be
     written costs the probe next time, nothing else."""
-    kept = {path: facts for path, facts in known.items() if os.path.exists(path)}  # uninstalled: dropped
+    kept = {
+        path: facts for path, facts in known.items() if os.path.exists(path)
+    }  # uninstalled: dropped
     with contextlib.suppress(OSError):
-        write_atomic(envs_dir() / PROBES, json.dumps({"layout": 1, "interpreters": kept}, indent=1).encode())
+        write_atomic(
+            envs_dir() / PROBES, json.dumps({"layout": 1, "interpreters": kept}, indent=1).encode()
+        )
 
 
 def _candidates() -> Iterator[str]:
@@ -185,7 +209,9 @@ def _candidates() -> Iterator[str]:
         found = shutil.which(f"python{major}.{minor}")
         if found:
             yield found
-        yield from (str(p) for p in sorted(pyenv.glob(f"{major}.{minor}.*/bin/python"), reverse=True))
+        yield from (
+            str(p) for p in sorted(pyenv.glob(f"{major}.{minor}.*/bin/python"), reverse=True)
+        )
 
 
 def find_python() -> tuple[str, str, str]:
@@ -202,13 +228,17 @@ def find_python() -> tuple[str, str, str]:
             _save_probes(known)
     named = os.environ.get("TRITONBUILD_EMBEDDED_PYTHON")
     raise ServerStartError(
-        (f"TRITONBUILD_EMBEDDED_PYTHON={named} is not a working Python 3.10-3.12 with a shared libpython"
-         if named else f"the embedded tritonserver needs a Python 3.10-3.12 (its stub needs numpy < 2, which has no "
-         f"wheel for Python {sys.version_info[0]}.{sys.version_info[1]}); none was found on PATH (python3.12, "
-         "python3.11, python3.10) or under pyenv"),
+        (
+            f"TRITONBUILD_EMBEDDED_PYTHON={named} is not a working Python 3.10-3.12 with a shared libpython"
+            if named
+            else f"the embedded tritonserver needs a Python 3.10-3.12 (its stub needs numpy < 2, which has no "
+            f"wheel for Python {sys.version_info[0]}.{sys.version_info[1]}); none was found on PATH (python3.12, "
+            "python3.11, python3.10) or under pyenv"
+        ),
         hint="install Python 3.12 (e.g. 'apt install python3.12 libpython3.12' or 'pyenv install 3.12' built with "
-             "--enable-shared), or name one with TRITONBUILD_EMBEDDED_PYTHON=/path/to/python3.12; or verify against "
-             "a running server with --server URL")
+        "--enable-shared), or name one with TRITONBUILD_EMBEDDED_PYTHON=/path/to/python3.12; or verify against "
+        "a running server with --server URL",
+    )
 
 
 def _read(path: Path) -> ToolEnv | None:
@@ -218,10 +248,14 @@ def _read(path: Path) -> ToolEnv | None:
         return None
     env = ToolEnv(path, record["python"], record["libdir"], record["versions"])
     # NOTE: the venv's python links to the interpreter it was made from: gone (uninstalled) means unusable
-    if not ((env.bin / "python").exists() and (env.tritonserver / "bin" / "tritonserver").is_file()):
+    if not (
+        (env.bin / "python").exists() and (env.tritonserver / "bin" / "tritonserver").is_file()
+    ):
         return None
     pth = env.site_packages / _PTH[0]
-    with contextlib.suppress(OSError):  # an environment made by an earlier tritonbuild gets today's line
+    with contextlib.suppress(
+        OSError
+    ):  # an environment made by an earlier tritonbuild gets today's line
         if pth.is_file() and pth.read_text() != _PTH[1]:
             write_atomic(pth, _PTH[1].encode())
     return env
@@ -232,7 +266,12 @@ def current() -> ToolEnv | None:
     or a GPU machine's carried wheels on PYTHONPATH): used as it is, nothing is made. Not when packages are asked
     for (TRITONBUILD_EMBEDDED_PACKAGES): those go into a made one."""
     spec = importlib.util.find_spec("pytriton")
-    if spec is None or not spec.submodule_search_locations or _current_minor() is None or extra_packages():
+    if (
+        spec is None
+        or not spec.submodule_search_locations
+        or _current_minor() is None
+        or extra_packages()
+    ):
         return None
     try:
         numpy = metadata.version("numpy")
@@ -244,7 +283,13 @@ def current() -> ToolEnv | None:
     versions = {"numpy": numpy}
     with contextlib.suppress(metadata.PackageNotFoundError):
         versions["nvidia_pytriton"] = metadata.version("nvidia-pytriton")
-    return ToolEnv(Path(sys.prefix), _current_minor(), sysconfig.get_config_var("LIBDIR") or "", versions, server)
+    return ToolEnv(
+        Path(sys.prefix),
+        _current_minor(),
+        sysconfig.get_config_var("LIBDIR") or "",
+        versions,
+        server,
+    )
 
 
 def available() -> ToolEnv | None:
@@ -258,7 +303,9 @@ def find(python: str | None = None) -> ToolEnv | None:
     minor = python or _current_minor()
     if minor is None:
         try:
-            minor = find_python()[1]  # e.g. tritonbuild on 3.13: which 3.10-3.12 the environment got
+            minor = find_python()[
+                1
+            ]  # e.g. tritonbuild on 3.13: which 3.10-3.12 the environment got
         except ServerStartError:
             return None
     return _read(envs_dir() / env_name(minor, extra_packages()))
@@ -268,7 +315,9 @@ def _current_minor() -> str | None:
     """This interpreter's minor when it hosts the environment, else None (the choice needs a probe)."""
     if os.environ.get("TRITONBUILD_EMBEDDED_PYTHON"):
         return None
-    return f"{sys.version_info[0]}.{sys.version_info[1]}" if sys.version_info[:2] in PYTHONS else None
+    return (
+        f"{sys.version_info[0]}.{sys.version_info[1]}" if sys.version_info[:2] in PYTHONS else None
+    )
 
 
 def ensure(progress: Callable[[str], None] | None = None) -> ToolEnv:
@@ -287,8 +336,10 @@ def ensure(progress: Callable[[str], None] | None = None) -> ToolEnv:
         made = _read(target)  # another process may have made it while this one waited
         if made is not None:
             return made
-        (progress or _stderr)(f"making the embedded tritonserver's environment (nvidia-pytriton, numpy < 2, Python "
-                              f"{minor}) in {target}: once, with pip's own index settings")
+        (progress or _stderr)(
+            f"making the embedded tritonserver's environment (nvidia-pytriton, numpy < 2, Python "
+            f"{minor}) in {target}: once, with pip's own index settings"
+        )
         return _make(python, minor, libdir, target)
 
 
@@ -298,9 +349,14 @@ def summary(*, make: bool = True, progress: Callable[[str], None] | None = None)
     was_there = env is not None
     if env is None and make:
         env = ensure(progress)
-    return {"path": str(env.path) if env else None, "python_minor": env.python if env else None,
-            "versions": env.versions if env else {}, "packages": list(extra_packages()),
-            "envs_dir": str(envs_dir()), "made": bool(env) and not was_there}
+    return {
+        "path": str(env.path) if env else None,
+        "python_minor": env.python if env else None,
+        "versions": env.versions if env else {},
+        "packages": list(extra_packages()),
+        "envs_dir": str(envs_dir()),
+        "made": bool(env) and not was_there,
+    }
 
 
 def _stderr(line: str) -> None:
@@ -322,9 +378,15 @@ def _make(python: str, minor: str, libdir: str, target: Path) -> ToolEnv:
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         own_pip = importlib.util.find_spec("pip") is not None
-        _run([python, "-m", "venv", *([] if not own_pip else ["--without-pip"]), str(work)], "python -m venv")
-        pip = [sys.executable, "-m", "pip", "--python", str(work / "bin" / "python")] if own_pip \
+        _run(
+            [python, "-m", "venv", *([] if not own_pip else ["--without-pip"]), str(work)],
+            "python -m venv",
+        )
+        pip = (
+            [sys.executable, "-m", "pip", "--python", str(work / "bin" / "python")]
+            if own_pip
             else [str(work / "bin" / "python"), "-m", "pip"]
+        )
         # NOTE: numpy (and the user's packages, with their dependencies) first, pytriton without its client stack
         # last, so pip never reports pytriton's undeclared-here requirements as conflicts.
         # NOTE: wheels only for these two: numpy 1.26 from source takes minutes and a compiler
@@ -334,36 +396,54 @@ def _make(python: str, minor: str, libdir: str, target: Path) -> ToolEnv:
         site = work / "lib" / f"python{minor}" / "site-packages"
         (site / _PTH[0]).write_text(_PTH[1])
         versions = {name: _version(site, name) for name in ("nvidia_pytriton", "numpy")}
-        (work / RECORD).write_text(json.dumps({"python": minor, "libdir": libdir, "interpreter": python,
-                                               "packages": list(extra_packages()), "versions": versions}, indent=1))
+        (work / RECORD).write_text(
+            json.dumps(
+                {
+                    "python": minor,
+                    "libdir": libdir,
+                    "interpreter": python,
+                    "packages": list(extra_packages()),
+                    "versions": versions,
+                },
+                indent=1,
+            )
+        )
         work.rename(target)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
     made = _read(target)
     if made is None:
-        raise ServerStartError(f"{target}: made, but it holds no tritonserver", hint=f"remove {target} and retry")
+        raise ServerStartError(
+            f"{target}: made, but it holds no tritonserver", hint=f"remove {target} and retry"
+        )
     return made
 
 
 def _version(site: Path, dist: str) -> str:
     found = sorted(site.glob(f"{dist}-*.dist-info"))
-    return found[0].name[len(dist) + 1:].removesuffix(".dist-info") if found else "?"
+    return found[0].name[len(dist) + 1 :].removesuffix(".dist-info") if found else "?"
 
 
 def _run(argv: list[str], what: str) -> None:
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False)
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False
+        )
     except (OSError, subprocess.SubprocessError) as e:
-        raise ServerStartError(f"cannot make the embedded server's environment: {what} failed: {e}",
-                               hint="check the Python install named above") from None
+        raise ServerStartError(
+            f"cannot make the embedded server's environment: {what} failed: {e}",
+            hint="check the Python install named above",
+        ) from None
     if done.returncode != 0:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-8:])
-        raise ServerStartError(f"cannot make the embedded server's environment: {what} exited with "
-                               f"{done.returncode}:\n{tail}",
-                               hint="pip reads its own index settings (pip.conf, PIP_INDEX_URL, PIP_FIND_LINKS): "
-                                    f"make {PYTRITON} and {NUMPY} reachable there (a wheel directory works offline), "
-                                    "then run 'tritonbuild embedded install'")
+        raise ServerStartError(
+            f"cannot make the embedded server's environment: {what} exited with "
+            f"{done.returncode}:\n{tail}",
+            hint="pip reads its own index settings (pip.conf, PIP_INDEX_URL, PIP_FIND_LINKS): "
+            f"make {PYTRITON} and {NUMPY} reachable there (a wheel directory works offline), "
+            "then run 'tritonbuild embedded install'",
+        )
 
 
 def unpack_wheels(wheels: list[Path], site: Path) -> Path:

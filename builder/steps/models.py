@@ -28,7 +28,9 @@ class StepOutcome(_Frozen):
 
 class BuiltModel(_Frozen):
     plan: ModelPlan
-    files: dict[str, FileEntry] = Field(description="Version-directory relative path → blob in the store.")
+    files: dict[str, FileEntry] = Field(
+        description="Version-directory relative path → blob in the store."
+    )
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
     steps: list[StepOutcome]
@@ -39,4 +41,6 @@ class BuildResult(_Frozen):
     store: str = Field(description="Root of the content-addressed store holding every file's blob.")
     toolchain: dict[str, str]
     models: list[BuiltModel]
-    warnings: list[str] = Field(default_factory=list, description="Degradations the user should know about.")
+    warnings: list[str] = Field(
+        default_factory=list, description="Degradations the user should know about."
+    )

@@ -27,29 +27,47 @@ from tritonbuild.steps.models import BuildResult, BuiltModel, FileEntry, StepOut
 Progress = Callable[[str], None]
 
 
-def _prebuilt(store: Store, model_plan: ModelPlan, step: PlannedStep, path: Path,
-              t0: float) -> tuple[dict[str, FileEntry], StepOutcome]:
+def _prebuilt(
+    store: Store, model_plan: ModelPlan, step: PlannedStep, path: Path, t0: float
+) -> tuple[dict[str, FileEntry], StepOutcome]:
     """A step output made elsewhere (e.g. an engine from a GPU CI job): its files go into the store as given."""
     if not path.is_dir():
-        raise BuildError(f"--engine {path}: not a directory", hint="pass the directory the engine build wrote")
+        raise BuildError(
+            f"--engine {path}: not a directory", hint="pass the directory the engine build wrote"
+        )
     files = {}
     prefix = REGISTRY.get(model_plan.backend).prebuilt_prefix
     prefix = step.kind.split(".", 1)[1] + "/" if prefix is None else prefix
     rels = tree_files(path)
     try:
-        check_tree(path, rels)  # NOTE: a FIFO would block the copy; a link to /dev/zero would never end
+        check_tree(
+            path, rels
+        )  # NOTE: a FIFO would block the copy; a link to /dev/zero would never end
     except (PathProblem, OSError) as e:
-        raise BuildError(f"--engine {path}: {e}", hint="an engine directory holds regular files (symlinks only to "
-                         "files inside it)") from None
+        raise BuildError(
+            f"--engine {path}: {e}",
+            hint="an engine directory holds regular files (symlinks only to files inside it)",
+        ) from None
     for rel in rels:
         digest, size = store.put_file(path / rel)
         files[f"{prefix}{rel.as_posix()}"] = FileEntry(sha256=digest, size=size)
-    return files, StepOutcome(kind=step.kind, cache_key=step.cache_key, status="prebuilt", reason=f"--engine {path}",
-                              seconds=time.perf_counter() - t0)
+    return files, StepOutcome(
+        kind=step.kind,
+        cache_key=step.cache_key,
+        status="prebuilt",
+        reason=f"--engine {path}",
+        seconds=time.perf_counter() - t0,
+    )
 
 
-def _run_step(store: Store, model_plan: ModelPlan, step: PlannedStep, toolchain: dict[str, str],
-              prebuilt: Path | None = None, remote=None) -> tuple[dict[str, FileEntry], StepOutcome]:
+def _run_step(
+    store: Store,
+    model_plan: ModelPlan,
+    step: PlannedStep,
+    toolchain: dict[str, str],
+    prebuilt: Path | None = None,
+    remote=None,
+) -> tuple[dict[str, FileEntry], StepOutcome]:
     t0 = time.perf_counter()
     if prebuilt is not None:
         return _prebuilt(store, model_plan, step, prebuilt, t0)
@@ -61,36 +79,71 @@ def _run_step(store: Store, model_plan: ModelPlan, step: PlannedStep, toolchain:
         where = "remote cache: same inputs, params and toolchain"
     if record is not None:
         files = {k: FileEntry(**v) for k, v in record["files"].items()}
-        return files, StepOutcome(kind=step.kind, cache_key=step.cache_key, status="cached",
-                                  reason=where, seconds=time.perf_counter() - t0)
+        return files, StepOutcome(
+            kind=step.kind,
+            cache_key=step.cache_key,
+            status="cached",
+            reason=where,
+            seconds=time.perf_counter() - t0,
+        )
     reason = _why_rebuild(store, model_plan, step, material)
     # NOTE: the name is cut: a model name may use all of NAME_MAX (255 bytes), the prefix must leave room
     work = Path(tempfile.mkdtemp(prefix=f"tb-{model_plan.name[:64]}-", dir=store.root / "tmp"))
     try:
         out = work / "out"
         out.mkdir()
-        REGISTRY.get(model_plan.backend).run_step(StepContext(
-            kind=step.kind, params=step.params, inputs=step.inputs, out=out,
-            log_dir=store.root / "logs" / step.cache_key[:16], shared_dir=store.root, timeout_s=step.timeout_s))
+        REGISTRY.get(model_plan.backend).run_step(
+            StepContext(
+                kind=step.kind,
+                params=step.params,
+                inputs=step.inputs,
+                out=out,
+                log_dir=store.root / "logs" / step.cache_key[:16],
+                shared_dir=store.root,
+                timeout_s=step.timeout_s,
+            )
+        )
         files = {}
         for rel in tree_files(out):
-            digest, size = store.put_file(out / rel, move=True)  # the workdir goes: its files move, uncopied
+            digest, size = store.put_file(
+                out / rel, move=True
+            )  # the workdir goes: its files move, uncopied
             files[rel.as_posix()] = FileEntry(sha256=digest, size=size)
-        store.put_record(step.cache_key, {"kind": step.kind, "model": model_plan.name, "material": material,
-                                          "files": {k: v.model_dump() for k, v in files.items()}})
+        store.put_record(
+            step.cache_key,
+            {
+                "kind": step.kind,
+                "model": model_plan.name,
+                "material": material,
+                "files": {k: v.model_dump() for k, v in files.items()},
+            },
+        )
         store.put_index(model_plan.name, step.kind, step.cache_key)
         if remote is not None:
             remote.push(store, step.cache_key)
     except StepSkipped as e:
-        return {}, StepOutcome(kind=step.kind, cache_key=step.cache_key, status="skipped", reason=str(e),
-                               seconds=time.perf_counter() - t0)
+        return {}, StepOutcome(
+            kind=step.kind,
+            cache_key=step.cache_key,
+            status="skipped",
+            reason=str(e),
+            seconds=time.perf_counter() - t0,
+        )
     except BuildError as e:
-        raise BuildError(f"model {model_plan.name!r}: step {step.kind}: {e.message}",
-                         where=e.where or model_plan.recipe_path, hint=e.hint) from None
+        raise BuildError(
+            f"model {model_plan.name!r}: step {step.kind}: {e.message}",
+            where=e.where or model_plan.recipe_path,
+            hint=e.hint,
+        ) from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return files, StepOutcome(kind=step.kind, cache_key=step.cache_key, status="built", reason=reason,
-                              seconds=time.perf_counter() - t0)
+    return files, StepOutcome(
+        kind=step.kind,
+        cache_key=step.cache_key,
+        status="built",
+        reason=reason,
+        seconds=time.perf_counter() - t0,
+    )
 
 
 def _why_rebuild(store: Store, model_plan: ModelPlan, step: PlannedStep, material: dict) -> str:
@@ -104,8 +157,11 @@ def _why_rebuild(store: Store, model_plan: ModelPlan, step: PlannedStep, materia
     before = old["material"]
     changes = []
     if before.get("params") != material["params"]:
-        keys = sorted(k for k in set(before.get("params", {})) | set(material["params"])
-                      if before.get("params", {}).get(k) != material["params"].get(k))
+        keys = sorted(
+            k
+            for k in set(before.get("params", {})) | set(material["params"])
+            if before.get("params", {}).get(k) != material["params"].get(k)
+        )
         changes.append("params " + ", ".join(keys))
     if before.get("inputs") != material["inputs"]:
         changes.append("input files")
@@ -127,42 +183,75 @@ def _usable(store: Store, warnings: list[str]) -> Store:
     except OSError as e:
         fallback = Path(tempfile.mkdtemp(prefix="tritonbuild-cache-"))
         (fallback / "tmp").mkdir()
-        warnings.append(f"build cache {store.root} is not writable ({e.strerror}); using {fallback} for this run "
-                        "(set --cache-dir or TRITONBUILD_CACHE_DIR)")
+        warnings.append(
+            f"build cache {store.root} is not writable ({e.strerror}); using {fallback} for this run "
+            "(set --cache-dir or TRITONBUILD_CACHE_DIR)"
+        )
         return Store(fallback)
 
 
-def _derived_io(store: Store, model_plan: ModelPlan, files: dict[str, FileEntry]) -> tuple[list, list]:
+def _derived_io(
+    store: Store, model_plan: ModelPlan, files: dict[str, FileEntry]
+) -> tuple[list, list]:
     """The backend's derive_io, memoised in the store under everything it reads (the recipe, the built files'
     digests, the steps' cache keys: their inputs and toolchain). A no-op rebuild then loads no torch or onnx."""
-    key = sha256_json({"derive_io": model_plan.backend, "recipe": model_plan.recipe.model_dump(mode="json"),
-                       "files": {k: v.sha256 for k, v in sorted(files.items())},
-                       "steps": [step.cache_key for step in model_plan.steps]})
+    key = sha256_json(
+        {
+            "derive_io": model_plan.backend,
+            "recipe": model_plan.recipe.model_dump(mode="json"),
+            "files": {k: v.sha256 for k, v in sorted(files.items())},
+            "steps": [step.cache_key for step in model_plan.steps],
+        }
+    )
     memo = store.root / "io" / key[:2] / f"{key}.json"
     try:
         cached = json.loads(memo.read_text())
-        return ([TensorSpec.model_validate(tensor) for tensor in cached["inputs"]],
-                [TensorSpec.model_validate(tensor) for tensor in cached["outputs"]])
+        return (
+            [TensorSpec.model_validate(tensor) for tensor in cached["inputs"]],
+            [TensorSpec.model_validate(tensor) for tensor in cached["outputs"]],
+        )
     except (OSError, ValueError, KeyError, TypeError):
         pass
     try:
         inputs, outputs = REGISTRY.get(model_plan.backend).derive_io(
-            model_plan.recipe, {k: store.blob_path(v.sha256) for k, v in files.items()},
-            recipe_dir=Path(model_plan.recipe_dir))
-    except ValidationError as e:  # e.g. a graph input named 'a/b': not a tensor name a repository can hold
+            model_plan.recipe,
+            {k: store.blob_path(v.sha256) for k, v in files.items()},
+            recipe_dir=Path(model_plan.recipe_dir),
+        )
+    except (
+        ValidationError
+    ) as e:  # e.g. a graph input named 'a/b': not a tensor name a repository can hold
         problems = "; ".join(f"{err['msg']}" for err in e.errors())
-        raise BuildError(f"model {model_plan.name!r}: the built model's inputs/outputs break Triton's naming rules: "
-                         f"{problems}", where=model_plan.recipe_path,
-                         hint="rename the tensors in the model (e.g. the export's input/output names)") from None
+        raise BuildError(
+            f"model {model_plan.name!r}: the built model's inputs/outputs break Triton's naming rules: "
+            f"{problems}",
+            where=model_plan.recipe_path,
+            hint="rename the tensors in the model (e.g. the export's input/output names)",
+        ) from None
     with contextlib.suppress(OSError):  # a memo: never fail a build over it
-        write_atomic(memo, pretty_json({"inputs": [tensor.model_dump(mode="json") for tensor in inputs],
-                                        "outputs": [tensor.model_dump(mode="json") for tensor in outputs],
-                                        "steps": [step.cache_key for step in model_plan.steps]}))  # for gc
+        write_atomic(
+            memo,
+            pretty_json(
+                {
+                    "inputs": [tensor.model_dump(mode="json") for tensor in inputs],
+                    "outputs": [tensor.model_dump(mode="json") for tensor in outputs],
+                    "steps": [step.cache_key for step in model_plan.steps],
+                }
+            ),
+        )  # for gc
     return inputs, outputs
 
 
-def build(plan: Plan, store: Store, progress: Progress | None = None, *, engines: dict[str, Path] | None = None,
-          strict: bool = False, cache_url: str | None = None, only: set[str] | None = None) -> BuildResult:
+def build(
+    plan: Plan,
+    store: Store,
+    progress: Progress | None = None,
+    *,
+    engines: dict[str, Path] | None = None,
+    strict: bool = False,
+    cache_url: str | None = None,
+    only: set[str] | None = None,
+) -> BuildResult:
     """Run every step. engines: model name → prebuilt engine directory. strict: a skipped step is an error.
     cache_url: a shared remote cache. only: build just these models (the rest are left out)."""
     warnings: list[str] = []
@@ -173,11 +262,19 @@ def build(plan: Plan, store: Store, progress: Progress | None = None, *, engines
 
         remote = RemoteCache(cache_url, warnings.append)
     engines = dict(engines or {})
-    unknown = sorted(set(engines) - {model_plan.name for model_plan in plan.models
-                                     if any(REGISTRY.builds_engine(step.kind) for step in model_plan.steps)})
+    unknown = sorted(
+        set(engines)
+        - {
+            model_plan.name
+            for model_plan in plan.models
+            if any(REGISTRY.builds_engine(step.kind) for step in model_plan.steps)
+        }
+    )
     if unknown:
-        raise BuildError(f"--engine names {unknown}, which no engine-building recipe defines",
-                         hint="use --engine MODEL=DIR with the recipe's name")
+        raise BuildError(
+            f"--engine names {unknown}, which no engine-building recipe defines",
+            hint="use --engine MODEL=DIR with the recipe's name",
+        )
     models = []
     for model_plan in plan.models:
         if only is not None and model_plan.name not in only:
@@ -190,16 +287,28 @@ def build(plan: Plan, store: Store, progress: Progress | None = None, *, engines
             given = engines.get(model_plan.name) if REGISTRY.builds_engine(step.kind) else None
             step_files, outcome = _run_step(store, model_plan, step, plan.toolchain, given, remote)
             if outcome.status == "skipped" and strict:
-                raise BuildError(f"model {model_plan.name!r}: step {step.kind} skipped: {outcome.reason}",
-                                 where=model_plan.recipe_path,
-                                 hint="run on a machine that has the tool, or drop --strict")
+                raise BuildError(
+                    f"model {model_plan.name!r}: step {step.kind} skipped: {outcome.reason}",
+                    where=model_plan.recipe_path,
+                    hint="run on a machine that has the tool, or drop --strict",
+                )
             files.update(step_files)
             outcomes.append(outcome)
         try:
             inputs, outputs = _derived_io(store, model_plan, files)
         except BuildError as e:
-            raise BuildError(f"model {model_plan.name!r}: {e.message}", where=model_plan.recipe_path,
-                             hint=e.hint) from None
-        models.append(BuiltModel(plan=model_plan, files=dict(sorted(files.items())), inputs=inputs, outputs=outputs,
-                                 steps=outcomes))
-    return BuildResult(store=str(store.root), toolchain=plan.toolchain, models=models, warnings=warnings)
+            raise BuildError(
+                f"model {model_plan.name!r}: {e.message}", where=model_plan.recipe_path, hint=e.hint
+            ) from None
+        models.append(
+            BuiltModel(
+                plan=model_plan,
+                files=dict(sorted(files.items())),
+                inputs=inputs,
+                outputs=outputs,
+                steps=outcomes,
+            )
+        )
+    return BuildResult(
+        store=str(store.root), toolchain=plan.toolchain, models=models, warnings=warnings
+    )

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 # Triton backend → (the kinds its instances accept, its refusal in its own words; {model} is the model's name)
 ACCEPTED_KINDS = {
-    "openvino": (("KIND_CPU",), "unable to load model '{model}', Triton OpenVINO backend supports only Kind CPU and "
-                                "AUTO"),
+    "openvino": (
+        ("KIND_CPU",),
+        "unable to load model '{model}', Triton OpenVINO backend supports only Kind CPU and AUTO",
+    )
 }
 
 
@@ -26,8 +28,10 @@ def instance_kind_problems(mc, backend: str) -> list[str]:
         kind = group.DESCRIPTOR.fields_by_name["kind"].enum_type.values_by_number[group.kind].name
         name = group.name or f"{mc.name}_{index}"
         if kind == "KIND_AUTO" and group.gpus:
-            problems.append(f"instance group {name} is KIND_AUTO with gpus {list(group.gpus)}: on a server with "
-                            f"those GPUs Triton makes it KIND_GPU, and then: {refusal.format(model=mc.name)}")
+            problems.append(
+                f"instance group {name} is KIND_AUTO with gpus {list(group.gpus)}: on a server with "
+                f"those GPUs Triton makes it KIND_GPU, and then: {refusal.format(model=mc.name)}"
+            )
         elif kind not in accepted and kind != "KIND_AUTO":
             problems.append(f"instance group {name} is {kind}: {refusal.format(model=mc.name)}")
     return problems

@@ -8,12 +8,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 # recipe key → ModelDynamicBatching field (Triton's model_config.proto)
-FIELDS = {"preferred_batch_sizes": "preferred_batch_size", "max_queue_delay_us": "max_queue_delay_microseconds",
-          "preserve_ordering": "preserve_ordering", "priority_levels": "priority_levels",
-          "default_priority_level": "default_priority_level"}
+FIELDS = {
+    "preferred_batch_sizes": "preferred_batch_size",
+    "max_queue_delay_us": "max_queue_delay_microseconds",
+    "preserve_ordering": "preserve_ordering",
+    "priority_levels": "priority_levels",
+    "default_priority_level": "default_priority_level",
+}
 # recipe key → ModelQueuePolicy field
-QUEUE_FIELDS = {"timeout_action": "timeout_action", "default_timeout_us": "default_timeout_microseconds",
-                "allow_timeout_override": "allow_timeout_override", "max_queue_size": "max_queue_size"}
+QUEUE_FIELDS = {
+    "timeout_action": "timeout_action",
+    "default_timeout_us": "default_timeout_microseconds",
+    "allow_timeout_override": "allow_timeout_override",
+    "max_queue_size": "max_queue_size",
+}
 
 
 def write_dynamic_batching(mc, values: Mapping | None) -> None:
@@ -39,7 +47,9 @@ def write_dynamic_batching(mc, values: Mapping | None) -> None:
 def _write_queue_policy(queue_policy, values: Mapping) -> None:
     for recipe_key, field in QUEUE_FIELDS.items():
         if recipe_key == "timeout_action" and recipe_key in values:
-            queue_policy.timeout_action = type(queue_policy).TimeoutAction.Value(values[recipe_key].upper())
+            queue_policy.timeout_action = type(queue_policy).TimeoutAction.Value(
+                values[recipe_key].upper()
+            )
         elif recipe_key in values:
             setattr(queue_policy, field, values[recipe_key])
 
@@ -54,12 +64,16 @@ def read_dynamic_batching(mc) -> dict | None:
     if db.HasField("default_queue_policy"):
         out["default_queue_policy"] = _read_queue_policy(db.default_queue_policy)
     if db.priority_queue_policy:
-        out["priority_queue_policy"] = {level: _read_queue_policy(policy)
-                                        for level, policy in sorted(db.priority_queue_policy.items())}
+        out["priority_queue_policy"] = {
+            level: _read_queue_policy(policy)
+            for level, policy in sorted(db.priority_queue_policy.items())
+        }
     return {key: value for key, value in out.items() if value}
 
 
 def _read_queue_policy(queue_policy) -> dict:
     out = {recipe_key: getattr(queue_policy, field) for recipe_key, field in QUEUE_FIELDS.items()}
-    out["timeout_action"] = type(queue_policy).TimeoutAction.Name(queue_policy.timeout_action).lower()
+    out["timeout_action"] = (
+        type(queue_policy).TimeoutAction.Name(queue_policy.timeout_action).lower()
+    )
     return out

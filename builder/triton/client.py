@@ -26,8 +26,12 @@ class Server:
             credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
             self.headers = {"Authorization": "Basic " + base64.b64encode(credentials).decode()}
         host = parts.netloc.rsplit("@", 1)[-1] + parts.path.rstrip("/")
-        self.client = InferenceServerClient(host, ssl=parts.scheme == "https", network_timeout=timeout,
-                                            connection_timeout=min(CONNECT_TIMEOUT_S, timeout))
+        self.client = InferenceServerClient(
+            host,
+            ssl=parts.scheme == "https",
+            network_timeout=timeout,
+            connection_timeout=min(CONNECT_TIMEOUT_S, timeout),
+        )
 
     def __enter__(self) -> Server:
         return self
@@ -56,7 +60,9 @@ class Server:
     def version_ready(self, name: str, version: int | str) -> bool:
         return bool(self.client.is_model_ready(name, str(version), headers=self.headers))
 
-    def load(self, name: str, config: str | None = None, files: dict[str, bytes] | None = None) -> None:
+    def load(
+        self, name: str, config: str | None = None, files: dict[str, bytes] | None = None
+    ) -> None:
         """POST v2/repository/models/<name>/load, with a JSON config override and files (relative path → bytes)
         the server does not hold; answers once the model is loaded."""
         prefixed = {f"file:{rel}": data for rel, data in files.items()} if files else None
@@ -77,8 +83,11 @@ def refused(error: BaseException) -> str | None:
 
 def timed_out(error: BaseException) -> bool:
     """The request got no answer in its time (tritonclient's gevent transport raises its own timeout types)."""
-    return (isinstance(error, TimeoutError) or "timeout" in type(error).__name__.lower()
-            or "timed out" in str(error).lower())
+    return (
+        isinstance(error, TimeoutError)
+        or "timeout" in type(error).__name__.lower()
+        or "timed out" in str(error).lower()
+    )
 
 
 def server_version(url: str, timeout: float = 5.0) -> str | None:

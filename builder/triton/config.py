@@ -50,8 +50,14 @@ def render(mc) -> bytes:
     text = text_format.MessageToString(mc)
     if mc.max_batch_size == 0:
         lines = text.splitlines(keepends=True)
-        at = next((i for i, line in enumerate(lines) if line.startswith(("input", "output", "version_policy"))),
-                  len(lines))
+        at = next(
+            (
+                i
+                for i, line in enumerate(lines)
+                if line.startswith(("input", "output", "version_policy"))
+            ),
+            len(lines),
+        )
         lines.insert(at, "max_batch_size: 0\n")
         text = "".join(lines)
     data = text.encode()

@@ -28,7 +28,9 @@ def ensemble_scheduling_problems(mc, name: str, platform: str) -> list[str]:
 
 def _ensemble_header_problem(mc, name: str, platform: str) -> str | None:
     if platform != "ensemble":
-        return f"ensemble scheduling cannot be set for model '{name}' whose platform is not ensemble"
+        return (
+            f"ensemble scheduling cannot be set for model '{name}' whose platform is not ensemble"
+        )
     if len(mc.instance_group):
         return f"instance group should not be specified for ensemble '{name}'"
     if mc.HasField("optimization"):
@@ -52,8 +54,10 @@ def _ensemble_graph(steps, name: str) -> tuple[dict[str, list[str]], dict[str, l
                 return f"must specify '{field}' in step {i} of ensemble '{name}'"
         for out_t in step.output_map.values():
             if out_t in written:
-                return f"ensemble tensor '{out_t}' can appear in an output map only once for ensemble '{name}' " \
-                       f"step {i}"
+                return (
+                    f"ensemble tensor '{out_t}' can appear in an output map only once for ensemble '{name}' "
+                    f"step {i}"
+                )
             written.add(out_t)
             nxt.setdefault(out_t, [])
             prev.setdefault(out_t, []).extend(step.input_map.values())
@@ -63,7 +67,9 @@ def _ensemble_graph(steps, name: str) -> tuple[dict[str, list[str]], dict[str, l
     return prev, nxt
 
 
-def _ensemble_flow_problem(mc, name: str, prev: dict[str, list[str]], nxt: dict[str, list[str]]) -> str | None:
+def _ensemble_flow_problem(
+    mc, name: str, prev: dict[str, list[str]], nxt: dict[str, list[str]]
+) -> str | None:
     """Every input used, every output written from the inputs, no tensor left unused."""
     ready: set[str] = set()
     for tensor in mc.input:
@@ -117,7 +123,9 @@ def ensemble_step_problems(mc, repo: Path) -> list[str]:
     name = mc.name
     cycle = _cycle(name, repo)
     if cycle:
-        return [f"circular dependency between ensembles: {cycle[0]} -> ... -> {cycle[-2]} -> {cycle[-1]}"]
+        return [
+            f"circular dependency between ensembles: {cycle[0]} -> ... -> {cycle[-2]} -> {cycle[-1]}"
+        ]
     problems = []
     batching = mc.max_batch_size > 0
     tensors: dict[str, tuple[str, int, list[int], list[int]]] = {}
@@ -133,16 +141,22 @@ def ensemble_step_problems(mc, repo: Path) -> list[str]:
         step_dir = repo / step.model_name
         step_config = read_config_or_none(step_dir)
         if step_config is None:
-            problems.append(f"ensemble {name} contains models that are not available or ambiguous: "
-                            f"{step.model_name}")
+            problems.append(
+                f"ensemble {name} contains models that are not available or ambiguous: "
+                f"{step.model_name}"
+            )
             continue
         if step.model_version != -1 and not (step_dir / str(step.model_version)).is_dir():
-            problems.append(f"ensemble '{name}' depends on '{step.model_name}' whose required version "
-                            f"{step.model_version} is not loaded.")
+            problems.append(
+                f"ensemble '{name}' depends on '{step.model_name}' whose required version "
+                f"{step.model_version} is not loaded."
+            )
         if step_config.max_batch_size != 0 and step_config.max_batch_size < mc.max_batch_size:
-            problems.append(f"ensemble {name} allows maximum batch size {mc.max_batch_size}, but it contains model "
-                            f"{step.model_name} which only allows maximum batch size to be "
-                            f"{step_config.max_batch_size}")
+            problems.append(
+                f"ensemble {name} allows maximum batch size {mc.max_batch_size}, but it contains model "
+                f"{step.model_name} which only allows maximum batch size to be "
+                f"{step_config.max_batch_size}"
+            )
             continue
         problems += _tensor_mapping(name, step, step_config, tensors, node)
         parsed.append((step, step_config))
@@ -173,8 +187,10 @@ def _decoupled_origins(mc, steps: list) -> list[str]:
                 continue
             labels = {label[x] for x in prev[n]}
             if len(labels) > 1:
-                return [f"in ensemble {mc.name}, step of model '{producer[n][1]}' receives inputs originated from "
-                        "different decoupled models"]
+                return [
+                    f"in ensemble {mc.name}, step of model '{producer[n][1]}' receives inputs originated from "
+                    "different decoupled models"
+                ]
             step_index, _, decoupled = producer[n]
             if step_index not in sibling:
                 counter += decoupled
@@ -188,15 +204,21 @@ def _consistent(a, b, prefix: str) -> str | None:
     from tritonbuild.triton.config import model_config_pb2
 
     def same(x, y) -> bool:
-        return len(x) == len(y) and all(i == j or i == -1 or j == -1 for i, j in zip(x, y, strict=True))
+        return len(x) == len(y) and all(
+            i == j or i == -1 or j == -1 for i, j in zip(x, y, strict=True)
+        )
 
     if a[1] != b[1]:
         n = model_config_pb2().DataType.Name
-        return f"{prefix}inconsistent data type: {n(a[1])} is inferred from model {a[0]} while {n(b[1])} is " \
-               f"inferred from model {b[0]}"
+        return (
+            f"{prefix}inconsistent data type: {n(a[1])} is inferred from model {a[0]} while {n(b[1])} is "
+            f"inferred from model {b[0]}"
+        )
     if not same(a[2], b[2]) and not same(a[3], b[3]):
-        return f"{prefix}inconsistent shape: [{','.join(map(str, a[3]))}] is inferred from model {a[0]} while " \
-               f"[{','.join(map(str, b[3]))}] is inferred from model {b[0]}"
+        return (
+            f"{prefix}inconsistent shape: [{','.join(map(str, a[3]))}] is inferred from model {a[0]} while "
+            f"[{','.join(map(str, b[3]))}] is inferred from model {b[0]}"
+        )
     return None
 
 
@@ -206,18 +228,26 @@ def _tensor_mapping(ens: str, step, step_config, tensors: dict, node) -> list[st
     names = {tensor.name for tensor in step_config.input}
     for key, value in step.input_map.items():
         if key not in names:
-            return [f"in ensemble {ens}, ensemble tensor {value} is mapping to non-existing input {key} in model "
-                    f"{step_model}"]
+            return [
+                f"in ensemble {ens}, ensemble tensor {value} is mapping to non-existing input {key} in model "
+                f"{step_model}"
+            ]
     for tensor in step_config.input:
         if tensor.name not in step.input_map:
             if tensor.optional:
                 continue
-            return [f"in ensemble {ens}, input {tensor.name} in model {step_model} is not mapped to any ensemble "
-                    "tensors"]
+            return [
+                f"in ensemble {ens}, input {tensor.name} in model {step_model} is not mapped to any ensemble "
+                "tensors"
+            ]
         ensemble_tensor = step.input_map[tensor.name]
         mine = node(step_model, b, tensor.data_type, tensor.dims)
         if ensemble_tensor in tensors:
-            err = _consistent(tensors[ensemble_tensor], mine, f"in ensemble {ens}, ensemble tensor {ensemble_tensor}: ")
+            err = _consistent(
+                tensors[ensemble_tensor],
+                mine,
+                f"in ensemble {ens}, ensemble tensor {ensemble_tensor}: ",
+            )
             if err:
                 return [err]
         else:
@@ -225,8 +255,10 @@ def _tensor_mapping(ens: str, step, step_config, tensors: dict, node) -> list[st
     outs = {tensor.name: tensor for tensor in step_config.output}
     for key, value in step.output_map.items():
         if key not in outs:
-            return [f"in ensemble {ens}, ensemble tensor {value} is mapped from non-existing output {key} in model "
-                    f"{step_model}"]
+            return [
+                f"in ensemble {ens}, ensemble tensor {value} is mapped from non-existing output {key} in model "
+                f"{step_model}"
+            ]
         mine = node(step_model, b, outs[key].data_type, outs[key].dims)
         if value in tensors:
             err = _consistent(tensors[value], mine, f"in ensemble {ens}, ensemble tensor {value}: ")

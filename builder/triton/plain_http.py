@@ -23,8 +23,12 @@ class ErrorAnswer(Exception):
 def post_json(url: str, body: dict, timeout: float) -> Iterator:
     """POST body as JSON; yields the open response (read it whole, or line by line for server-sent events).
     An error status raises ErrorAnswer; no answer raises OSError (URLError is one)."""
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     try:
         response = urllib.request.urlopen(request, timeout=timeout)
     except urllib.error.HTTPError as e:

@@ -23,11 +23,25 @@ WILDCARD = -1
 VERSION_RE = re.compile(r"^[1-9][0-9]*$")  # the version directories Triton serves
 # GetBackendTypeFromPlatform. torch_aoti (AOTInductor packages) pairs with pytorch from core dabbddc (r26.03,
 # "Add Support for Torch AOTI"); 2.51 does not know it: such models target a newer server, as tritonbuild writes them.
-LEGACY = {"tensorflow_graphdef": "tensorflow", "tensorflow_savedmodel": "tensorflow", "tensorrt_plan": "tensorrt",
-          "onnxruntime_onnx": "onnxruntime", "pytorch_libtorch": "pytorch", "torch_aoti": "pytorch"}
-KNOWN_BACKENDS = {"tensorflow", "tensorrt", "onnxruntime", "pytorch"}  # GetBackendType; others are UNKNOWN
+LEGACY = {
+    "tensorflow_graphdef": "tensorflow",
+    "tensorflow_savedmodel": "tensorflow",
+    "tensorrt_plan": "tensorrt",
+    "onnxruntime_onnx": "onnxruntime",
+    "pytorch_libtorch": "pytorch",
+    "torch_aoti": "pytorch",
+}
+KNOWN_BACKENDS = {
+    "tensorflow",
+    "tensorrt",
+    "onnxruntime",
+    "pytorch",
+}  # GetBackendType; others are UNKNOWN
 # AutoCompleteBackendFields names the model file of the TensorFlow platforms itself (kTensorFlow*Filename)
-CORE_DEFAULT_FILES = {"tensorflow_graphdef": "model.graphdef", "tensorflow_savedmodel": "model.savedmodel"}
+CORE_DEFAULT_FILES = {
+    "tensorflow_graphdef": "model.graphdef",
+    "tensorflow_savedmodel": "model.savedmodel",
+}
 
 
 def _kind_name(msg, field: str, value: int) -> str:
@@ -37,7 +51,11 @@ def _kind_name(msg, field: str, value: int) -> str:
 def _backend_after_autofill(mc, model_dir: Path) -> tuple[str, str, list[str]]:
     """AutoCompleteBackendFields: (backend, platform) as Triton completes them, and its refusal if any."""
     backend, platform, dmf = mc.backend, mc.platform, mc.default_model_filename
-    versions = sorted(entry for entry in model_dir.iterdir() if entry.is_dir()) if model_dir.is_dir() else []
+    versions = (
+        sorted(entry for entry in model_dir.iterdir() if entry.is_dir())
+        if model_dir.is_dir()
+        else []
+    )
     content = {entry.name: entry for entry in versions[0].iterdir()} if versions else {}
 
     def has_file(name: str) -> bool:
@@ -48,8 +66,11 @@ def _backend_after_autofill(mc, model_dir: Path) -> tuple[str, str, list[str]]:
     if not backend:
         if platform == "tensorrt_plan" or dmf == "model.plan" or has_file("model.plan"):
             backend = "tensorrt"
-        elif platform == "onnxruntime_onnx" or dmf == "model.onnx" or \
-                (not platform and not dmf and "model.onnx" in content):
+        elif (
+            platform == "onnxruntime_onnx"
+            or dmf == "model.onnx"
+            or (not platform and not dmf and "model.onnx" in content)
+        ):
             backend = "onnxruntime"
         elif dmf == "model.xml" or (not platform and not dmf and "model.xml" in content):
             backend = "openvino"
@@ -58,14 +79,23 @@ def _backend_after_autofill(mc, model_dir: Path) -> tuple[str, str, list[str]]:
         elif dmf == "model.py" or (not platform and not dmf and "model.py" in content):
             backend = "python"
     if backend in ("tensorrt", "onnxruntime", "pytorch") and not platform:
-        platform = {"tensorrt": "tensorrt_plan", "onnxruntime": "onnxruntime_onnx",
-                    "pytorch": "pytorch_libtorch"}[backend]
+        platform = {
+            "tensorrt": "tensorrt_plan",
+            "onnxruntime": "onnxruntime_onnx",
+            "pytorch": "pytorch_libtorch",
+        }[backend]
     if not backend and not platform and not dmf:
         name = model_dir.name
         if "." not in name:
-            return "", platform, [f"Invalid model name: Could not determine backend for model '{name}' with no "
-                                  "backend in model configuration. Expected model name of the form "
-                                  "'model.<backend_name>'."]
+            return (
+                "",
+                platform,
+                [
+                    f"Invalid model name: Could not determine backend for model '{name}' with no "
+                    "backend in model configuration. Expected model name of the form "
+                    "'model.<backend_name>'."
+                ],
+            )
         backend = name.split(".", 1)[1]
     return backend, platform, []
 
@@ -80,13 +110,17 @@ def autocompleted_backend(model_dir: Path) -> tuple[str, list[str]]:
     first version directory's files (model.plan, model.onnx, model.xml, model.pt, model.py, a TensorFlow model),
     or its refusal."""
     backend, _platform, problems = _backend_after_autofill(parse(b""), model_dir)
-    versions = sorted(entry for entry in model_dir.iterdir() if entry.is_dir() and entry.name.isdigit())
+    versions = sorted(
+        entry for entry in model_dir.iterdir() if entry.is_dir() and entry.name.isdigit()
+    )
     if not backend and versions:
         for platform_name, filename in CORE_DEFAULT_FILES.items():
             if (versions[0] / filename).exists():
                 return LEGACY[platform_name], []
     if not versions:
-        return "", ["no config.pbtxt and no version directory: Triton cannot autocomplete the config"]
+        return "", [
+            "no config.pbtxt and no version directory: Triton cannot autocomplete the config"
+        ]
     return backend, problems
 
 
@@ -99,11 +133,15 @@ def model_problems(mc, model_dir: Path) -> list[str]:
     problems: list[str] = []
     newer = unknown_fields(mc)
     if newer:
-        problems.append(f"failed to read text proto: {', '.join(newer)} is not a field of tritonserver "
-                        f"{TRITON_VERSION}'s ModelConfig (tritonclient's newer proto accepts it; the server does not)")
+        problems.append(
+            f"failed to read text proto: {', '.join(newer)} is not a field of tritonserver "
+            f"{TRITON_VERSION}'s ModelConfig (tritonclient's newer proto accepts it; the server does not)"
+        )
     if mc.name and mc.name != model_dir.name:
-        problems.append(f"{NAME_MISMATCH}'{model_dir.name}' for model '{mc.name}', directory name must equal "
-                        "model name")
+        problems.append(
+            f"{NAME_MISMATCH}'{model_dir.name}' for model '{mc.name}', directory name must equal "
+            "model name"
+        )
     backend, platform, fill = _backend_after_autofill(mc, model_dir)
     problems += fill
     ensemble = platform == "ensemble"
@@ -111,7 +149,9 @@ def model_problems(mc, model_dir: Path) -> list[str]:
         if not backend and not ensemble:
             problems.append(f"unexpected platform type '{platform}' for {name}")
         elif backend and ensemble:
-            problems.append(f"Ensemble model '{name}' must have platform type '{platform}' and empty backend type")
+            problems.append(
+                f"Ensemble model '{name}' must have platform type '{platform}' and empty backend type"
+            )
         elif backend in KNOWN_BACKENDS and LEGACY.get(platform) != backend:
             problems.append(f"unexpected 'platform' and 'backend' pair, got:{platform}, {backend}")
     if mc.max_batch_size < 0:
@@ -123,10 +163,14 @@ def model_problems(mc, model_dir: Path) -> list[str]:
     if mc.HasField("ensemble_scheduling"):
         problems += ensemble_scheduling_problems(mc, name, platform)
     elif ensemble:
-        problems.append(f"ensemble scheduling must be set for ensemble {name} whose platform is ensemble")
+        problems.append(
+            f"ensemble scheduling must be set for ensemble {name} whose platform is ensemble"
+        )
     if mc.model_transaction_policy.decoupled and mc.response_cache.enable:
-        problems.append(f"Response Cache does not currently support model {name} with 'decoupled' transaction policy. "
-                        "Please disable the response cache.")
+        problems.append(
+            f"Response Cache does not currently support model {name} with 'decoupled' transaction policy. "
+            "Please disable the response cache."
+        )
     if not mc.HasField("ensemble_scheduling"):
         problems += _instance_groups(mc, name, platform)
     problems += _io(mc, name, platform)
@@ -146,25 +190,38 @@ def _dynamic_batching(mc, name: str) -> list[str]:
             problems.append(f"default priority level must be in range [1, {levels}] for {name}")
         for key in db.priority_queue_policy:
             if key == 0 or key > levels:
-                problems.append(f"priority queue policy must have priority level in range [1, {levels}] for {name}")
+                problems.append(
+                    f"priority queue policy must have priority level in range [1, {levels}] for {name}"
+                )
     if db.preserve_ordering:
         if levels > 1:
-            problems.append(f"Only one priority level is allowed when 'preserve_ordering' is true for {name}")
+            problems.append(
+                f"Only one priority level is allowed when 'preserve_ordering' is true for {name}"
+            )
         delay = type(db.default_queue_policy).DELAY
         policies = [db.default_queue_policy, *db.priority_queue_policy.values()]
         if any(q.default_timeout_microseconds != 0 and q.timeout_action == delay for q in policies):
-            problems.append("Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for "
-                            f"{name}")
+            problems.append(
+                "Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for "
+                f"{name}"
+            )
     return problems
 
 
 def _sequence_batching(mc, name: str) -> list[str]:
     problems, sb = [], mc.sequence_batching
     if mc.response_cache.enable:
-        problems.append(f"Response Cache does not currently support model {name} with sequence batching scheduler. "
-                        "Please disable the response cache.")
+        problems.append(
+            f"Response Cache does not currently support model {name} with sequence batching scheduler. "
+            "Please disable the response cache."
+        )
     kind = type(sb).Control.Kind
-    for k in ("CONTROL_SEQUENCE_START", "CONTROL_SEQUENCE_END", "CONTROL_SEQUENCE_READY", "CONTROL_SEQUENCE_CORRID"):
+    for k in (
+        "CONTROL_SEQUENCE_START",
+        "CONTROL_SEQUENCE_END",
+        "CONTROL_SEQUENCE_READY",
+        "CONTROL_SEQUENCE_CORRID",
+    ):
         err = _control(sb, name, kind.Value(k), k)
         if err:
             problems.append(err)
@@ -172,11 +229,17 @@ def _sequence_batching(mc, name: str) -> list[str]:
     if sb.HasField("oldest"):
         for size in sb.oldest.preferred_batch_size:
             if size <= 0:
-                problems.append(f"sequence batching preferred batch size must be positive for {name}")
+                problems.append(
+                    f"sequence batching preferred batch size must be positive for {name}"
+                )
             elif size > mc.max_batch_size:
-                problems.append(f"sequence batching preferred batch size must be <= max batch size for {name}")
+                problems.append(
+                    f"sequence batching preferred batch size must be <= max batch size for {name}"
+                )
     if sb.HasField("direct") and not 0.0 <= sb.direct.minimum_slot_utilization <= 1.0:
-        problems.append(f"sequence batching minimum slot utilization must be in range (0.0, 1.0] for {name}")
+        problems.append(
+            f"sequence batching minimum slot utilization must be in range (0.0, 1.0] for {name}"
+        )
     return problems
 
 
@@ -196,19 +259,29 @@ def _control(sb, name: str, kind: int, kname: str) -> str | None:
             if found:
                 return f"sequence batching specifies multiple {kname} tensors for {name}"
             found = True
-            given = [f for f in ("int32_false_true", "fp32_false_true", "bool_false_true") if len(getattr(c, f))]
+            given = [
+                f
+                for f in ("int32_false_true", "fp32_false_true", "bool_false_true")
+                if len(getattr(c, f))
+            ]
             if typed:
                 dtype = c.data_type
                 if given:
-                    return ("sequence batching must not specify either 'int32_false_true', 'fp32_false_true' or "
-                            f"'bool_false_true' for {kname} for {name}")
+                    return (
+                        "sequence batching must not specify either 'int32_false_true', 'fp32_false_true' or "
+                        f"'bool_false_true' for {kname} for {name}"
+                    )
                 continue
             if not given:
-                return ("sequence batching must specify either 'int32_false_true', 'fp32_false_true' or "
-                        f"'bool_false_true' for {kname} for {name}")
+                return (
+                    "sequence batching must specify either 'int32_false_true', 'fp32_false_true' or "
+                    f"'bool_false_true' for {kname} for {name}"
+                )
             if len(given) > 1:
-                return ("sequence batching specifies more than one from 'int32_false_true', 'fp32_false_true' and "
-                        f"'bool_false_true' for {kname} for {name}")
+                return (
+                    "sequence batching specifies more than one from 'int32_false_true', 'fp32_false_true' and "
+                    f"'bool_false_true' for {kname} for {name}"
+                )
             if len(getattr(c, given[0])) != 2:
                 return f"sequence batching control '{given[0]}' must have exactly 2 entries for {kname} for {name}"
     if typed and found:
@@ -216,8 +289,10 @@ def _control(sb, name: str, kind: int, kname: str) -> str | None:
         from tritonbuild.triton.config import model_config_pb2
 
         if model_config_pb2().DataType.Name(dtype) not in allowed:
-            return (f"unexpected data type for control CONTROL_SEQUENCE_CORRID for {name}. Allowed data types are "
-                    "TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 and TYPE_STRING")
+            return (
+                f"unexpected data type for control CONTROL_SEQUENCE_CORRID for {name}. Allowed data types are "
+                "TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 and TYPE_STRING"
+            )
     return None
 
 
@@ -227,23 +302,31 @@ def _instance_groups(mc, name: str, platform: str) -> list[str]:
         gname = g.name or f"{name}_{i}"
         kind = _kind_name(g, "kind", g.kind)
         if kind in ("KIND_MODEL", "KIND_CPU") and len(g.gpus):
-            problems.append(f"instance group {gname} of model {name} has kind {kind} but specifies one or more GPUs")
+            problems.append(
+                f"instance group {gname} of model {name} has kind {kind} but specifies one or more GPUs"
+            )
         if platform != "tensorrt_plan" and len(g.profile):
-            problems.append(f"instance group {gname} of model {name} and platform {platform}specifies profile field "
-                            "which is only supported for TensorRT models")
+            problems.append(
+                f"instance group {gname} of model {name} and platform {platform}specifies profile field "
+                "which is only supported for TensorRT models"
+            )
         elif len(g.profile):
             for prof in g.profile:
                 if not prof:
                     problems.append("profile name must not be empty")
                     continue
-                match = re.match(r"\s*([+-]?\d+)", prof)  # std::stoi: leading integer, else invalid_argument
+                match = re.match(
+                    r"\s*([+-]?\d+)", prof
+                )  # std::stoi: leading integer, else invalid_argument
                 if not match:
                     problems.append(f"unable to parse '{prof}': stoi")
                     continue
                 if int(match.group(1)) < 0:
-                    problems.append(f"instance group {gname} of model {name} and platform {platform} specifies invalid "
-                                    f"profile {prof}. The field should contain the string representation of a "
-                                    "non-negative integer.")
+                    problems.append(
+                        f"instance group {gname} of model {name} and platform {platform} specifies invalid "
+                        f"profile {prof}. The field should contain the string representation of a "
+                        "non-negative integer."
+                    )
     return problems
 
 
@@ -277,12 +360,18 @@ def _io_shape(tensor, mbs: int, prefix: str) -> str | None:
     if not len(tensor.dims):
         return pre + "must specify 'dims'"
     if tensor.HasField("reshape") and not len(tensor.reshape.shape) and mbs == 0:
-        return pre + "cannot have empty reshape for non-batching model as scalar tensors are not supported"
+        return (
+            pre
+            + "cannot have empty reshape for non-batching model as scalar tensors are not supported"
+        )
     if any(d < 1 and d != WILDCARD for d in tensor.dims):
         return pre + "dimension must be integer >= 1, or -1 to indicate a variable-size dimension"
     if tensor.HasField("reshape"):
         if any(d < 1 and d != WILDCARD for d in tensor.reshape.shape):
-            return pre + "reshape dimensions must be integer >= 1, or -1 to indicate a variable-size dimension"
+            return (
+                pre
+                + "reshape dimensions must be integer >= 1, or -1 to indicate a variable-size dimension"
+            )
         ds, rs = _element_count(tensor.dims), _element_count(tensor.reshape.shape)
         if ds != rs and (rs != 0 or ds != 1):
             return pre + "has different size for dims and reshape"
@@ -324,16 +413,23 @@ def _batch_io(mc) -> list[str]:
     for b in mc.batch_input:
         kind = _kind_name(b, "kind", b.kind)
         if len(b.source_input) != 1:
-            problems.append(f"batch input kind '{kind}' expects 1 source input, got {len(b.source_input)}")
+            problems.append(
+                f"batch input kind '{kind}' expects 1 source input, got {len(b.source_input)}"
+            )
         dtype = _kind_name(b, "data_type", b.data_type)
         if dtype not in ("TYPE_INT32", "TYPE_FP32"):
-            problems.append(f"unexpected batch input data type '{dtype}'" if dtype == "TYPE_INVALID" else
-                            "batch input data type must be TYPE_INT32 or TYPE_FP32")
+            problems.append(
+                f"unexpected batch input data type '{dtype}'"
+                if dtype == "TYPE_INVALID"
+                else "batch input data type must be TYPE_INT32 or TYPE_FP32"
+            )
         problems += [f"unknown source input name '{s}'" for s in b.source_input if s not in inputs]
     for b in mc.batch_output:
         kind = _kind_name(b, "kind", b.kind)
         if len(b.source_input) != 1:
-            problems.append(f"batch output kind '{kind}' expects 1 source input, got {len(b.source_input)}")
+            problems.append(
+                f"batch output kind '{kind}' expects 1 source input, got {len(b.source_input)}"
+            )
         problems += [f"unknown source input name '{s}'" for s in b.source_input if s not in inputs]
         seen = set()
         for tensor in b.target_name:

@@ -23,23 +23,34 @@ PROTO_NAME = "model_config.proto"
 def _pb2_source() -> Path:
     spec = importlib.util.find_spec("tritonclient")
     if spec is None or not spec.submodule_search_locations:
-        raise TritonBuildError("tritonclient is not installed: it ships Triton's ModelConfig schema",
-                               hint="pip install tritonbuild (it depends on tritonclient[http])")
+        raise TritonBuildError(
+            "tritonclient is not installed: it ships Triton's ModelConfig schema",
+            hint="pip install tritonbuild (it depends on tritonclient[http])",
+        )
     path = Path(next(iter(spec.submodule_search_locations))) / "grpc" / "model_config_pb2.py"
     if not path.is_file():
-        raise TritonBuildError(f"{path} is missing: this tritonclient does not ship model_config_pb2",
-                               hint="pip install 'tritonclient[http]>=2.51'")
+        raise TritonBuildError(
+            f"{path} is missing: this tritonclient does not ship model_config_pb2",
+            hint="pip install 'tritonclient[http]>=2.51'",
+        )
     return path
 
 
 def serialized_descriptor(source: Path) -> bytes:
     """The bytes literal the generated module hands to AddSerializedFile (the FileDescriptorProto)."""
     for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
-        if (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "AddSerializedFile" and node.args
-                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, bytes)):
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", None) == "AddSerializedFile"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, bytes)
+        ):
             return node.args[0].value
-    raise TritonBuildError(f"{source}: no serialized descriptor found (not a protoc-generated module)",
-                           hint="reinstall tritonclient: pip install --force-reinstall 'tritonclient[http]'")
+    raise TritonBuildError(
+        f"{source}: no serialized descriptor found (not a protoc-generated module)",
+        hint="reinstall tritonclient: pip install --force-reinstall 'tritonclient[http]'",
+    )
 
 
 def _message_class(descriptor):
@@ -47,7 +58,9 @@ def _message_class(descriptor):
 
     if hasattr(message_factory, "GetMessageClass"):  # protobuf >= 4.22
         return message_factory.GetMessageClass(descriptor)
-    return message_factory.MessageFactory(descriptor.file.pool).GetPrototype(descriptor)  # pragma: no cover
+    return message_factory.MessageFactory(descriptor.file.pool).GetPrototype(
+        descriptor
+    )  # pragma: no cover
 
 
 @functools.lru_cache(maxsize=1)
@@ -58,8 +71,12 @@ def model_config_pb2() -> SimpleNamespace:
 
     pool = descriptor_pool.DescriptorPool()
     file = pool.AddSerializedFile(serialized_descriptor(_pb2_source()))
-    if not hasattr(file, "message_types_by_name"):  # older runtimes return the FileDescriptorProto's bytes
+    if not hasattr(
+        file, "message_types_by_name"
+    ):  # older runtimes return the FileDescriptorProto's bytes
         file = pool.FindFileByName(PROTO_NAME)
     names = {name: _message_class(d) for name, d in file.message_types_by_name.items()}
-    names.update({name: enum_type_wrapper.EnumTypeWrapper(d) for name, d in file.enum_types_by_name.items()})
+    names.update(
+        {name: enum_type_wrapper.EnumTypeWrapper(d) for name, d in file.enum_types_by_name.items()}
+    )
     return SimpleNamespace(DESCRIPTOR=file, **names)

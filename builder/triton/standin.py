@@ -127,7 +127,13 @@ def _closure(root: Path, names: list[str]) -> list[str]:
     todo = list(names)
     while todo:
         name = todo.pop(0)
-        if not name or "/" in name or name in (".", "..") or name in seen or not (root / name).is_dir():
+        if (
+            not name
+            or "/" in name
+            or name in (".", "..")
+            or name in seen
+            or not (root / name).is_dir()
+        ):
             continue
         seen.append(name)
         try:
@@ -138,8 +144,14 @@ def _closure(root: Path, names: list[str]) -> list[str]:
     return seen
 
 
-def write_standins(root: Path, names: list[str], scratch: Path, *, have_gpu: bool,
-                   as_is: frozenset[str] = frozenset()) -> dict[str, list[str]]:
+def write_standins(
+    root: Path,
+    names: list[str],
+    scratch: Path,
+    *,
+    have_gpu: bool,
+    as_is: frozenset[str] = frozenset(),
+) -> dict[str, list[str]]:
     """Scratch repository of stand-ins for names (plus their ensemble steps): name → what the stand-in changed.
     Files beside config.pbtxt (label files, warmup data) come along: Triton opens them at load. A model in
     as_is (one the embedded server runs) is copied whole, so its own model.py is imported and initialize() run."""
@@ -192,7 +204,7 @@ def explain_load_error(error: str, log_text: str, name: str) -> str:
     """Triton's load error, with the server log's cause where the API says only 'failed to poll'."""
     prefix = f"tritonserver failed to load {name!r}: "
     if error.startswith(prefix):
-        error = error[len(prefix):]
+        error = error[len(prefix) :]
     if POLL_FAILED in error:
         cause = poll_failure_cause(log_text, name)
         if cause:

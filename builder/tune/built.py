@@ -14,27 +14,46 @@ from tritonbuild.repository.manifest import newest_version
 
 
 def loads_of(tune_spec: Tune) -> list[str]:
-    return ([f"r{rate:g}" for rate in sorted(tune_spec.request_rates)]
-            + [f"c{clients}" for clients in sorted(set(tune_spec.concurrency))])
+    return [f"r{rate:g}" for rate in sorted(tune_spec.request_rates)] + [
+        f"c{clients}" for clients in sorted(set(tune_spec.concurrency))
+    ]
 
 
 def model_and_recipe(root: Path, model: str, recipe_path: Path | None):
     from tritonbuild.recipe import load_recipes
 
     manifest_model = newest_version(root, model)
-    owner = REGISTRY.for_manifest(manifest_model.backend)  # a pipeline (ensemble, BLS) serves the models it calls
-    if (owner is not None and owner.needs_built_models) or manifest_model.llm or manifest_model.depends_on:
-        raise UsageError(f"{model!r} is a {manifest_model.backend} pipeline/LLM model: tune serves one model's own "
-                         "config",
-                         hint="tune the models it calls")
+    owner = REGISTRY.for_manifest(
+        manifest_model.backend
+    )  # a pipeline (ensemble, BLS) serves the models it calls
+    if (
+        (owner is not None and owner.needs_built_models)
+        or manifest_model.llm
+        or manifest_model.depends_on
+    ):
+        raise UsageError(
+            f"{model!r} is a {manifest_model.backend} pipeline/LLM model: tune serves one model's own "
+            "config",
+            hint="tune the models it calls",
+        )
     rpath = Path(recipe_path or manifest_model.recipe_path)
     if not rpath.is_file():
-        raise UsageError(f"the recipe of {model!r} is not at {rpath}", hint="run from where you built it, or pass "
-                         "--recipe PATH")
-    loaded = next((loaded_recipe for loaded_recipe in load_recipes([rpath], REGISTRY.recipe_kinds())
-                   if getattr(loaded_recipe.recipe, "name", None) == model), None)
+        raise UsageError(
+            f"the recipe of {model!r} is not at {rpath}",
+            hint="run from where you built it, or pass --recipe PATH",
+        )
+    loaded = next(
+        (
+            loaded_recipe
+            for loaded_recipe in load_recipes([rpath], REGISTRY.recipe_kinds())
+            if getattr(loaded_recipe.recipe, "name", None) == model
+        ),
+        None,
+    )
     if loaded is None:
-        raise UsageError(f"{rpath} does not define model {model!r}", hint="pass --recipe PATH of that model")
+        raise UsageError(
+            f"{rpath} does not define model {model!r}", hint="pass --recipe PATH of that model"
+        )
     return manifest_model, loaded, rpath
 
 
@@ -52,8 +71,10 @@ def with_flags(spec: Tune, **flags) -> Tune:
     try:
         return Tune.model_validate({**spec.model_dump(), **update})
     except ValidationError as e:  # a flag the recipe's tune section cannot take with its other keys
-        raise UsageError(f"tune: {e.errors()[0]['msg']}", hint="set the keys it names in the recipe's tune section, "
-                         "or drop the flag") from None
+        raise UsageError(
+            f"tune: {e.errors()[0]['msg']}",
+            hint="set the keys it names in the recipe's tune section, or drop the flag",
+        ) from None
 
 
 def grpc_of(http_url: str) -> str:

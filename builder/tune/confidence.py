@@ -58,23 +58,37 @@ class Decision:
         return self.outcome == "passed"
 
     def describe(self) -> str:
-        said = {"passed": "met", "failed": "missed", "inside noise": "not met with this confidence, decided inside "
-                                                                   "noise"}[self.outcome]
-        return (f"{self.rule} >= {self.threshold:g}× the default at {self.load}: {said}; paired ratio "
-                f"{self.interval}")
+        said = {
+            "passed": "met",
+            "failed": "missed",
+            "inside noise": "not met with this confidence, decided inside noise",
+        }[self.outcome]
+        return (
+            f"{self.rule} >= {self.threshold:g}× the default at {self.load}: {said}; paired ratio "
+            f"{self.interval}"
+        )
 
     def to_dict(self) -> dict:
-        return {"rule": self.rule, "load": self.load, "threshold": self.threshold, "outcome": self.outcome,
-                "interval": self.interval.to_dict(), "text": self.describe()}
+        return {
+            "rule": self.rule,
+            "load": self.load,
+            "threshold": self.threshold,
+            "outcome": self.outcome,
+            "interval": self.interval.to_dict(),
+            "text": self.describe(),
+        }
 
 
-def ratio_interval(candidate: list[float], default: list[float], confidence: float,
-                   seed: int = SEED) -> Interval:
+def ratio_interval(
+    candidate: list[float], default: list[float], confidence: float, seed: int = SEED
+) -> Interval:
     """The ratio of mean throughputs (candidate / default) over paired rounds, with its percentile bootstrap
     interval at `confidence` (two-sided)."""
     cand, base = np.asarray(candidate, dtype=float), np.asarray(default, dtype=float)
     if cand.shape != base.shape or cand.size == 0:
-        raise ValueError(f"paired rounds must match: {cand.size} candidate vs {base.size} default readings")
+        raise ValueError(
+            f"paired rounds must match: {cand.size} candidate vs {base.size} default readings"
+        )
     ratio = _ratio(cand.mean(), base.mean())
     if cand.size == 1:
         return Interval(ratio, ratio, ratio, confidence, 1)

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 Sample = dict[str, np.ndarray]
-MAX_OUTSTANDING = 4096  # open loop: requests in flight per worker before sends are counted as dropped
+MAX_OUTSTANDING = (
+    4096  # open loop: requests in flight per worker before sends are counted as dropped
+)
 
 
 @dataclass
@@ -59,25 +61,40 @@ class Result:
     offered_rate: float | None = None
 
     def to_dict(self) -> dict:
-        return {k: (round(v, 4) if isinstance(v, float) and np.isfinite(v) else v) for k, v in self.__dict__.items()}
+        return {
+            k: (round(v, 4) if isinstance(v, float) and np.isfinite(v) else v)
+            for k, v in self.__dict__.items()
+        }
 
 
 # ---------------------------------------------------------------- worker process
 
 
-def _worker(conn, url: str, model: str, samples: list[Sample], expected: list[Sample] | None,
-            outputs: list[str]) -> None:
+def _worker(
+    conn,
+    url: str,
+    model: str,
+    samples: list[Sample],
+    expected: list[Sample] | None,
+    outputs: list[str],
+) -> None:
     with contextlib.suppress(KeyboardInterrupt, EOFError, BrokenPipeError):
         asyncio.run(_worker_main(conn, url, model, samples, expected, outputs))
 
 
 def _first_diff(exp: np.ndarray, got: np.ndarray) -> dict:
     if exp.shape != got.shape or exp.dtype != got.dtype:
-        return {"detail": f"shape/dtype {got.dtype.str}{list(got.shape)} != {exp.dtype.str}{list(exp.shape)}"}
+        return {
+            "detail": f"shape/dtype {got.dtype.str}{list(got.shape)} != {exp.dtype.str}{list(exp.shape)}"
+        }
     a = np.ascontiguousarray(exp).view(np.uint8).reshape((*exp.shape, -1))
     b = np.ascontiguousarray(got).view(np.uint8).reshape((*got.shape, -1))
     diff = (a != b).any(axis=-1)
-    out = {"differing": int(diff.sum()), "total": int(diff.size), "first_index": [int(i) for i in np.argwhere(diff)[0]]}
+    out = {
+        "differing": int(diff.sum()),
+        "total": int(diff.size),
+        "first_index": [int(i) for i in np.argwhere(diff)[0]],
+    }
     if exp.dtype != np.object_:
         out["max_abs_diff"] = float(np.max(np.abs(exp.astype(np.float64) - got.astype(np.float64))))
     return out
@@ -116,7 +133,9 @@ class _Worker:
 
     def expect(self, expected) -> None:
         self.expected = expected
-        self.exp_bytes = None if expected is None else [{k: v.tobytes() for k, v in e.items()} for e in expected]
+        self.exp_bytes = (
+            None if expected is None else [{k: v.tobytes() for k, v in e.items()} for e in expected]
+        )
 
     async def one(self, t_sched: float | None = None) -> None:
         state = self.state
@@ -124,7 +143,9 @@ class _Worker:
         self.counter += 1
         t0 = time.perf_counter()
         try:
-            res = await self.client.infer(self.model, self.prepared[i], outputs=self.want, client_timeout=120)
+            res = await self.client.infer(
+                self.model, self.prepared[i], outputs=self.want, client_timeout=120
+            )
         except Exception as e:  # noqa: BLE001 - any failure of one request is counted, the load goes on
             state["errors"] += 1
             state["first_err"] = state["first_err"] or f"{type(e).__name__}: {e}"[:500]
@@ -138,7 +159,11 @@ class _Worker:
             if got is None or got.tobytes() != eb:
                 state["mm"] += 1
                 if state["first_mm"] is None:
-                    d = _first_diff(self.expected[i][name], got) if got is not None else {"detail": "missing"}
+                    d = (
+                        _first_diff(self.expected[i][name], got)
+                        if got is not None
+                        else {"detail": "missing"}
+                    )
                     state["first_mm"] = {"sample": i, "output": name, **d}
                 break
 
@@ -146,6 +171,7 @@ class _Worker:
         async def user() -> None:
             while not self.stop.is_set():
                 await self.one()
+
         await asyncio.gather(*(user() for _ in range(n)))
 
     async def opened(self, rate: float) -> None:
@@ -162,15 +188,23 @@ class _Worker:
                 task.add_done_callback(pending.discard)
             else:
                 self.state["errors"] += 1
-                self.state["first_err"] = self.state["first_err"] or "client: too many requests in flight (open loop)"
+                self.state["first_err"] = (
+                    self.state["first_err"] or "client: too many requests in flight (open loop)"
+                )
             t_next += 1.0 / rate
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
 
     def take(self) -> dict:
         state = self.state
-        out = {"lat": state["lat"], "errors": state["errors"], "mm": state["mm"], "first_mm": state["first_mm"],
-               "first_err": state["first_err"], "t": time.perf_counter()}
+        out = {
+            "lat": state["lat"],
+            "errors": state["errors"],
+            "mm": state["mm"],
+            "first_mm": state["first_mm"],
+            "first_err": state["first_err"],
+            "t": time.perf_counter(),
+        }
         state.update(lat=[], errors=0, mm=0, first_mm=None, first_err=None)
         return out
 
@@ -183,13 +217,21 @@ class _Worker:
             cmd = await loop.run_in_executor(None, conn.recv)
             op = cmd["op"]
             if op == "run":
-                self.model = cmd.get("model", self.model)  # the name the config under test is loaded as
+                self.model = cmd.get(
+                    "model", self.model
+                )  # the name the config under test is loaded as
                 self.stop.clear()
                 self.take()
-                coro = self.closed(cmd["concurrency"]) if cmd.get("concurrency") else self.opened(cmd["rate"])
+                coro = (
+                    self.closed(cmd["concurrency"])
+                    if cmd.get("concurrency")
+                    else self.opened(cmd["rate"])
+                )
                 running = [asyncio.ensure_future(coro)]
                 conn.send({"t": time.perf_counter()})
-            elif op == "expect":  # the answers to compare with from now on (another config's own answers)
+            elif (
+                op == "expect"
+            ):  # the answers to compare with from now on (another config's own answers)
                 self.expect(cmd["expected"])
                 conn.send({"ok": True})
             elif op == "flush":
@@ -210,14 +252,24 @@ class _Worker:
 class LoadGenerator:
     """Worker processes with a gRPC client each; `measure()` one load level at a time."""
 
-    def __init__(self, url: str, model: str, samples: list[Sample], expected: list[Sample] | None,
-                 outputs: list[str], *, processes: int = 2):
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        samples: list[Sample],
+        expected: list[Sample] | None,
+        outputs: list[str],
+        *,
+        processes: int = 2,
+    ):
         self.url, self.model, self.processes = url, model, max(1, processes)
         ctx = mp.get_context("spawn")  # NOTE: never fork a process that may hold gRPC state
         self.conns, self.procs = [], []
         for _ in range(self.processes):
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker, args=(child, url, model, samples, expected, outputs), daemon=True)
+            proc = ctx.Process(
+                target=_worker, args=(child, url, model, samples, expected, outputs), daemon=True
+            )
             proc.start()
             self.conns.append(parent)
             self.procs.append(proc)
@@ -241,11 +293,20 @@ class LoadGenerator:
             return [base + (1 if i < extra else 0) for i in range(n)]
         return [total / n] * n
 
-    def measure(self, *, concurrency: int | None = None, rate: float | None = None, window_s: float = 1.0,
-                stable_windows: int = 3, stability: float = 0.10, max_windows: int = 10,
-                warmup_s: float | None = None, model: str | None = None) -> Result:
+    def measure(
+        self,
+        *,
+        concurrency: int | None = None,
+        rate: float | None = None,
+        window_s: float = 1.0,
+        stable_windows: int = 3,
+        stability: float = 0.10,
+        max_windows: int = 10,
+        warmup_s: float | None = None,
+        model: str | None = None,
+    ) -> Result:
         shares = self._split(concurrency, True) if concurrency else self._split(rate, False)
-        active = self.conns[:len(shares)]
+        active = self.conns[: len(shares)]
         for conn, share in zip(active, shares, strict=False):
             load = {"concurrency": share} if concurrency else {"rate": share}
             conn.send({"op": "run", "model": model or self.model, **load})
@@ -263,12 +324,15 @@ class LoadGenerator:
                 conn.send({"op": "flush"})
             parts = [conn.recv() for conn in active]
             now = max(part["t"] for part in parts)
-            window = Window(seconds=now - last, count=sum(len(part["lat"]) for part in parts),
-                            errors=sum(part["errors"] for part in parts),
-                            latencies_ms=[x for part in parts for x in part["lat"]],
-                            mismatches=sum(part["mm"] for part in parts),
-                            first_mismatch=next((part["first_mm"] for part in parts if part["first_mm"]), None),
-                            first_error=next((part["first_err"] for part in parts if part["first_err"]), None))
+            window = Window(
+                seconds=now - last,
+                count=sum(len(part["lat"]) for part in parts),
+                errors=sum(part["errors"] for part in parts),
+                latencies_ms=[x for part in parts for x in part["lat"]],
+                mismatches=sum(part["mm"] for part in parts),
+                first_mismatch=next((part["first_mm"] for part in parts if part["first_mm"]), None),
+                first_error=next((part["first_err"] for part in parts if part["first_err"]), None),
+            )
             last = now
             windows.append(window)
             if len(windows) >= stable_windows and is_stable(windows[-stable_windows:], stability):
@@ -282,16 +346,27 @@ class LoadGenerator:
         lat = [x for window in used for x in window.latencies_ms]
         secs = sum(window.seconds for window in used)
         pct = (lambda q: float(np.percentile(lat, q))) if lat else (lambda q: float("inf"))
-        return Result(load=f"c{concurrency}" if concurrency else f"r{rate:g}",
-                      throughput=sum(window.count for window in used) / secs if secs else 0.0,
-                      p50_ms=pct(50), p95_ms=pct(95), p99_ms=pct(99), requests=sum(window.count for window in windows),
-                      errors=sum(window.errors for window in windows),
-                      mismatches=sum(window.mismatches for window in windows),
-                      stable=stable, windows=len(windows), seconds=round(sum(window.seconds for window in windows), 3),
-                      first_mismatch=next((window.first_mismatch for window in windows if window.first_mismatch), None),
-                      first_error=next((window.first_error for window in windows if window.first_error), None),
-                      window_throughputs=[round(window.throughput, 2) for window in windows],
-                      offered_rate=rate)
+        return Result(
+            load=f"c{concurrency}" if concurrency else f"r{rate:g}",
+            throughput=sum(window.count for window in used) / secs if secs else 0.0,
+            p50_ms=pct(50),
+            p95_ms=pct(95),
+            p99_ms=pct(99),
+            requests=sum(window.count for window in windows),
+            errors=sum(window.errors for window in windows),
+            mismatches=sum(window.mismatches for window in windows),
+            stable=stable,
+            windows=len(windows),
+            seconds=round(sum(window.seconds for window in windows), 3),
+            first_mismatch=next(
+                (window.first_mismatch for window in windows if window.first_mismatch), None
+            ),
+            first_error=next(
+                (window.first_error for window in windows if window.first_error), None
+            ),
+            window_throughputs=[round(window.throughput, 2) for window in windows],
+            offered_rate=rate,
+        )
 
     def close(self) -> None:
         for conn in self.conns:

@@ -24,13 +24,17 @@ def _flow(value) -> str:
 def patch_text(values: dict, report: dict) -> str:
     """YAML the user can commit: a comment saying where the values come from, then the keys."""
     cmp = report.get("comparison", {})
-    lines = [f"# tritonbuild tune ({report['search']} search, {report['measurements_made']} measurements): "
-             f"{report['winner']['label']} for model {report['model']}",
-             f"# loads {', '.join(report['loads'])}; SLA p99 {report['sla_p99_ms']} ms; "
-             f"bit-exact checked: {report['verified_with_goldens']}"]
+    lines = [
+        f"# tritonbuild tune ({report['search']} search, {report['measurements_made']} measurements): "
+        f"{report['winner']['label']} for model {report['model']}",
+        f"# loads {', '.join(report['loads'])}; SLA p99 {report['sla_p99_ms']} ms; "
+        f"bit-exact checked: {report['verified_with_goldens']}",
+    ]
     for load, c in cmp.items():
-        lines.append(f"#   {load}: {c['tuned']['throughput']:.0f} req/s vs default {c['default']['throughput']:.0f} "
-                     f"({c['ratio']}x), p99 {c['tuned']['p99_ms']:.2f} ms")
+        lines.append(
+            f"#   {load}: {c['tuned']['throughput']:.0f} req/s vs default {c['default']['throughput']:.0f} "
+            f"({c['ratio']}x), p99 {c['tuned']['p99_ms']:.2f} ms"
+        )
     bits = report.get("served_bits") or {}
     if bits.get("changed"):
         lines.append(f"# served bits change: {bits['text']}")
@@ -56,16 +60,22 @@ def apply_patch(recipe: Path, values: dict) -> str:
         if key not in values:
             continue
         new = f"{key}: {_flow(values[key])}\n"
-        start = next((i for i, line in enumerate(lines) if re.match(rf"^{re.escape(key)}\s*:", line)), None)
+        start = next(
+            (i for i, line in enumerate(lines) if re.match(rf"^{re.escape(key)}\s*:", line)), None
+        )
         if start is None:
             if lines and not lines[-1].endswith("\n"):
                 lines[-1] += "\n"
             lines.append(new)
             continue
         end = start + 1
-        while end < len(lines) and (lines[end].startswith((" ", "\t", "-")) or not lines[end].strip()):
+        while end < len(lines) and (
+            lines[end].startswith((" ", "\t", "-")) or not lines[end].strip()
+        ):
             end += 1
-        while end > start + 1 and not lines[end - 1].strip():  # keep blank lines that separate blocks
+        while (
+            end > start + 1 and not lines[end - 1].strip()
+        ):  # keep blank lines that separate blocks
             end -= 1
         lines[start:end] = [new]
     out = "".join(lines)

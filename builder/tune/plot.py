@@ -22,30 +22,67 @@ def plot(report: dict, path: Path) -> None:
                 continue
             label = candidate["label"]
             if label == "default":
-                ax.scatter(pt["p99_ms"], pt["throughput"], s=90, marker="s", color="tab:gray", zorder=3,
-                           label="Triton default")
+                ax.scatter(
+                    pt["p99_ms"],
+                    pt["throughput"],
+                    s=90,
+                    marker="s",
+                    color="tab:gray",
+                    zorder=3,
+                    label="Triton default",
+                )
             elif label == winner:
-                ax.scatter(pt["p99_ms"], pt["throughput"], s=160, marker="*", color="tab:green", zorder=4,
-                           label=f"tuned: {label}")
+                ax.scatter(
+                    pt["p99_ms"],
+                    pt["throughput"],
+                    s=160,
+                    marker="*",
+                    color="tab:green",
+                    zorder=4,
+                    label=f"tuned: {label}",
+                )
             else:
                 # a quick search measures most candidates at the top load only (feasible is then None): one
                 # whose answers differed there, or that already failed there, is rejected all the same
                 differs = any(point.get("mismatches") for point in candidate["loads"].values())
                 bad = candidate.get("feasible") is False or differs or bool(pt.get("errors"))
-                ax.scatter(pt["p99_ms"], pt["throughput"], s=28 if differs else 22, marker="x" if differs else "o",
-                           color="tab:red" if bad else "tab:blue", alpha=0.7, zorder=2)
+                ax.scatter(
+                    pt["p99_ms"],
+                    pt["throughput"],
+                    s=28 if differs else 22,
+                    marker="x" if differs else "o",
+                    color="tab:red" if bad else "tab:blue",
+                    alpha=0.7,
+                    zorder=2,
+                )
         for measurement in report.get("measurements", []):
-            if measurement["candidate"].startswith("default (again") and measurement["load"] == load \
-                    and measurement.get("p99_ms"):
-                ax.scatter(measurement["p99_ms"], measurement["throughput"], s=90, marker="s", facecolors="none",
-                           edgecolors="tab:gray",
-                           zorder=3, label="default, measured again")
+            if (
+                measurement["candidate"].startswith("default (again")
+                and measurement["load"] == load
+                and measurement.get("p99_ms")
+            ):
+                ax.scatter(
+                    measurement["p99_ms"],
+                    measurement["throughput"],
+                    s=90,
+                    marker="s",
+                    facecolors="none",
+                    edgecolors="tab:gray",
+                    zorder=3,
+                    label="default, measured again",
+                )
         if report.get("sla_p99_ms"):
-            ax.axvline(report["sla_p99_ms"], color="tab:orange", linestyle="--",
-                       label=f"SLA p99 {report['sla_p99_ms']} ms")
+            ax.axvline(
+                report["sla_p99_ms"],
+                color="tab:orange",
+                linestyle="--",
+                label=f"SLA p99 {report['sla_p99_ms']} ms",
+            )
         ceiling = report.get("ceiling", {}).get("throughput")
         if ceiling and load == report["top_load"]:
-            ax.axhline(ceiling, color="black", linestyle=":", linewidth=1, label="load generator ceiling")
+            ax.axhline(
+                ceiling, color="black", linestyle=":", linewidth=1, label="load generator ceiling"
+            )
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
@@ -54,8 +91,11 @@ def plot(report: dict, path: Path) -> None:
         ax.set_title(f"{report['model']} @ {load}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
-    fig.suptitle(f"tritonbuild tune ({report['search']}): blue = candidates, red = rejected at some load, "
-                 "x = answers differ from the goldens", fontsize=9)
+    fig.suptitle(
+        f"tritonbuild tune ({report['search']}): blue = candidates, red = rejected at some load, "
+        "x = answers differ from the goldens",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

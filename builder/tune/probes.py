@@ -37,8 +37,10 @@ class TritonPythonModel:
 def null_model(manifest_model: ManifestModel, mc):
     from tritonbuild.verify.goldens import NP_DTYPES
 
-    outputs = {tensor.name: (list(tensor.dims), np.dtype(NP_DTYPES[tensor.dtype]).str)
-               for tensor in manifest_model.outputs}
+    outputs = {
+        tensor.name: (list(tensor.dims), np.dtype(NP_DTYPES[tensor.dtype]).str)
+        for tensor in manifest_model.outputs
+    }
     code = NULL_PY.format(outputs=outputs, batched=manifest_model.max_batch_size > 0).encode()
     null = type(mc)()
     null.CopyFrom(mc)
@@ -78,9 +80,13 @@ class GoldensCheck:
             i = self.g.InferInput(name, list(arr.shape), np_to_triton_dtype(arr.dtype))
             i.set_data_from_numpy(arr)
             ins.append(i)
-        wanted = [self.g.InferRequestedOutput(tensor.name) for tensor in self.manifest_model.outputs]
+        wanted = [
+            self.g.InferRequestedOutput(tensor.name) for tensor in self.manifest_model.outputs
+        ]
         response = self.client.infer(self.name, ins, outputs=wanted)
-        return {tensor.name: response.as_numpy(tensor.name) for tensor in self.manifest_model.outputs}
+        return {
+            tensor.name: response.as_numpy(tensor.name) for tensor in self.manifest_model.outputs
+        }
 
     def answers_alone(self) -> list[dict]:
         """Each input sent alone once: the served config's own answers (tune.determinism: invariant)."""
@@ -95,8 +101,13 @@ class GoldensCheck:
             for i, sample in enumerate(self.inputs):
                 got = self.infer(sample)
                 for name, exp in reference[i].items():
-                    mismatch = compare(exp, got.get(name), sample=i, output=name,
-                                       context=f"{candidate.label}: repeat {rep + 1}")
+                    mismatch = compare(
+                        exp,
+                        got.get(name),
+                        sample=i,
+                        output=name,
+                        context=f"{candidate.label}: repeat {rep + 1}",
+                    )
                     if mismatch:
                         alone.append(mismatch)
         if candidate.batching and len(self.inputs) > 1:
@@ -108,9 +119,14 @@ class GoldensCheck:
                 for rep in range(self.manifest_model.verify.repeats):
                     for i, got in enumerate(pool.map(self.infer, self.inputs)):
                         for name, exp in reference[i].items():
-                            mismatch = compare(exp, got.get(name), sample=i, output=name,
-                                               context=f"{candidate.label}: {len(self.inputs)} concurrent requests, "
-                                                       f"round {rep + 1}")
+                            mismatch = compare(
+                                exp,
+                                got.get(name),
+                                sample=i,
+                                output=name,
+                                context=f"{candidate.label}: {len(self.inputs)} concurrent requests, "
+                                f"round {rep + 1}",
+                            )
                             if mismatch:
                                 batched.append(mismatch)
         return alone, batched

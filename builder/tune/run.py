@@ -39,23 +39,49 @@ from tritonbuild.verify.goldens import from_npz_arrays, generate_inputs
 
 Progress = Callable[[str], None]
 TWIN_SUFFIX = "__tune_default"  # the second copy of the model that serves Triton's default config
-CEILING_GAIN = 1.10  # the load generator doubles its processes while that raises its ceiling by 10 %
+CEILING_GAIN = (
+    1.10  # the load generator doubles its processes while that raises its ceiling by 10 %
+)
 
-def tune(root: Path, model: str, *, report_dir: Path, recipe_path: Path | None = None,
-         server_url: str | None = None, grpc_url: str | None = None, brute: bool = False, no_verify: bool = False,
-         processes: int | None = None, tune_override: Tune | None = None,
-         progress: Progress | None = None, tritonserver: str | None = None) -> dict:
+
+def tune(
+    root: Path,
+    model: str,
+    *,
+    report_dir: Path,
+    recipe_path: Path | None = None,
+    server_url: str | None = None,
+    grpc_url: str | None = None,
+    brute: bool = False,
+    no_verify: bool = False,
+    processes: int | None = None,
+    tune_override: Tune | None = None,
+    progress: Progress | None = None,
+    tritonserver: str | None = None,
+) -> dict:
     """Returns the report (also written to report_dir/tune-report.json); raises TuneError when no candidate
     meets the constraints (after writing the report)."""
     try:
         import tritonclient.grpc.aio  # noqa: F401
     except ImportError:
-        raise UsageError("tune's load generator needs tritonclient's gRPC client",
-                         hint="pip install 'tritonbuild[tune]'") from None
-    session = TuneSession(Path(root), model, report_dir=Path(report_dir), recipe_path=recipe_path,
-                          server_url=server_url, grpc_url=grpc_url, brute=brute, no_verify=no_verify,
-                          processes=processes, tune_override=tune_override, progress=progress,
-                          tritonserver=tritonserver)
+        raise UsageError(
+            "tune's load generator needs tritonclient's gRPC client",
+            hint="pip install 'tritonbuild[tune]'",
+        ) from None
+    session = TuneSession(
+        Path(root),
+        model,
+        report_dir=Path(report_dir),
+        recipe_path=recipe_path,
+        server_url=server_url,
+        grpc_url=grpc_url,
+        brute=brute,
+        no_verify=no_verify,
+        processes=processes,
+        tune_override=tune_override,
+        progress=progress,
+        tritonserver=tritonserver,
+    )
     return session.run()
 
 
@@ -63,23 +89,45 @@ class TuneSession:
     """One tune run: the model and its goldens, the server, the load generator's ceiling, the measurements the
     search asks for, the goldens check of its finalists, and the outputs. `run` is the order of the phases."""
 
-    def __init__(self, root: Path, model: str, *, report_dir: Path, recipe_path: Path | None,
-                 server_url: str | None, grpc_url: str | None, brute: bool, no_verify: bool,
-                 processes: int | None, tune_override: Tune | None, progress: Progress | None,
-                 tritonserver: str | None = None):
+    def __init__(
+        self,
+        root: Path,
+        model: str,
+        *,
+        report_dir: Path,
+        recipe_path: Path | None,
+        server_url: str | None,
+        grpc_url: str | None,
+        brute: bool,
+        no_verify: bool,
+        processes: int | None,
+        tune_override: Tune | None,
+        progress: Progress | None,
+        tritonserver: str | None = None,
+    ):
         self.root, self.model, self.report_dir = root, model, report_dir
-        self.tritonserver = tritonserver  # --tritonserver: a local binary or container image (else the embedded)
+        self.tritonserver = (
+            tritonserver  # --tritonserver: a local binary or container image (else the embedded)
+        )
         self.server_url, self.grpc_url, self.brute = server_url, grpc_url, brute
         self.say = progress or (lambda _m: None)
         self.manifest_model, loaded, rpath = model_and_recipe(root, model, recipe_path)
         self.recipe = loaded.recipe
         self.notes: list[str] = []
         if loaded.digest != self.manifest_model.recipe_sha256:
-            self.notes.append(f"{rpath} changed since {root} was built: the candidates are edits of the built config")
+            self.notes.append(
+                f"{rpath} changed since {root} was built: the candidates are edits of the built config"
+            )
         self.spec = tune_override or getattr(self.recipe, "tune", None) or Tune()
-        if server_url is None and self.manifest_model.target == "gpu" and not fingerprint().get("gpu_name"):
-            raise UsageError(f"{model!r} targets a GPU and this machine has none", hint="run tune on the GPU "
-                             "machine that will serve it, or pass --server URL")
+        if (
+            server_url is None
+            and self.manifest_model.target == "gpu"
+            and not fingerprint().get("gpu_name")
+        ):
+            raise UsageError(
+                f"{model!r} targets a GPU and this machine has none",
+                hint="run tune on the GPU machine that will serve it, or pass --server URL",
+            )
         self.inputs, self.reference = self._goldens(no_verify)
         self.base_mc = read_config(root / model)
         self.grid = Grid(self.spec, self.base_mc)
@@ -89,9 +137,14 @@ class TuneSession:
         # bits that depend on batch composition or load); goldens: with the recorded goldens
         self.invariant = self.spec.determinism == "invariant" and self.reference is not None
         self.exact_under_load = self.reference is not None and (
-            self.invariant or self.manifest_model.verify.batch_invariance == "require")
-        self.own: dict[Candidate, list[dict]] = {}  # invariant: each config's own answers to the inputs alone
-        self.new_bits: dict[str, int] = {}  # invariant: per config, golden outputs its own answers differ from
+            self.invariant or self.manifest_model.verify.batch_invariance == "require"
+        )
+        self.own: dict[
+            Candidate, list[dict]
+        ] = {}  # invariant: each config's own answers to the inputs alone
+        self.new_bits: dict[
+            str, int
+        ] = {}  # invariant: per config, golden outputs its own answers differ from
         self.processes = processes or max(1, min(8, (os.cpu_count() or 2) // 2))
         # what each model name serves: the model's own, and (embedded server) a second copy that keeps Triton's
         # default loaded, so the paired rounds switch between the two without a reload
@@ -101,8 +154,12 @@ class TuneSession:
         self.done = 0
         self.load_errors: dict[Candidate, str] = {}
         self.verifications: dict[str, dict] = {}
-        self.answers: dict[str, dict[str, int]] = {}  # per config: answers compared with the goldens, differing
-        self.paired: dict[str, dict] = {}  # per finalist: its and the default's readings, round by round
+        self.answers: dict[
+            str, dict[str, int]
+        ] = {}  # per config: answers compared with the goldens, differing
+        self.paired: dict[
+            str, dict
+        ] = {}  # per finalist: its and the default's readings, round by round
         self.ceiling_scaling: list[dict] = []
         self.checker: GoldensCheck | None = None
         self.ev: search.Evaluator | None = None
@@ -114,21 +171,29 @@ class TuneSession:
         if buckets is None:
             return
         if BUCKETS_PARAMETER not in self.base_mc.parameters:
-            raise UsageError(f"tune.buckets: {self.model!r} was not built with batch_buckets (no bucket wrapper "
-                             "reads them)", hint="set batch_buckets in the recipe (a Python model), rebuild")
+            raise UsageError(
+                f"tune.buckets: {self.model!r} was not built with batch_buckets (no bucket wrapper "
+                "reads them)",
+                hint="set batch_buckets in the recipe (a Python model), rebuild",
+            )
         if buckets[-1] < self.grid.cap:
-            raise UsageError(f"tune.buckets {list(buckets)}: the largest is below max_batch_size {self.grid.cap}",
-                             hint=f"add {self.grid.cap} as the last bucket")
+            raise UsageError(
+                f"tune.buckets {list(buckets)}: the largest is below max_batch_size {self.grid.cap}",
+                hint=f"add {self.grid.cap} as the last bucket",
+            )
 
     def _goldens(self, no_verify: bool):
         manifest_model, root = self.manifest_model, self.root
         if manifest_model.goldens and (root / manifest_model.goldens).is_file():
             return from_npz_arrays(read_npz(root / manifest_model.goldens))
         if not no_verify:
-            raise VerifyError(f"{self.model!r} has no goldens: tune would not know whether a faster config changes "
-                              "its answers", where=str(root / self.model),
-                              hint="record them ('tritonbuild verify OUT --record', commit, rebuild) or pass "
-                                   "--no-verify (recorded in the report)")
+            raise VerifyError(
+                f"{self.model!r} has no goldens: tune would not know whether a faster config changes "
+                "its answers",
+                where=str(root / self.model),
+                hint="record them ('tritonbuild verify OUT --record', commit, rebuild) or pass "
+                "--no-verify (recorded in the report)",
+            )
         self.notes.append("NOT VERIFIED: --no-verify; candidates were not checked against goldens")
         return generate_inputs(manifest_model), None
 
@@ -144,20 +209,40 @@ class TuneSession:
             winner = self.search()
             server_version = server_version_of(self.url)
             if self.server_url is not None:
-                load_with_config(self.url, self.model, self.base_mc)  # leave the server serving the built config
+                load_with_config(
+                    self.url, self.model, self.base_mc
+                )  # leave the server serving the built config
             elapsed = time.monotonic() - t_start
-        report = build_report(self.manifest_model, self.spec, self.grid, self.loads, self.ev, self.grid.default,
-                              winner, ceiling, self.verifications, self.load_errors, self.notes, brute=self.brute,
-                              processes=self.processes, server_version=server_version, elapsed=elapsed,
-                              no_verify=self.reference is None,
-                              base_instances=[g.model_dump() for g in self.recipe.instances],
-                              answers=self.answers, paired=self.paired, ceiling_scaling=self.ceiling_scaling,
-                              new_bits=self.new_bits if self.invariant else None)
+        report = build_report(
+            self.manifest_model,
+            self.spec,
+            self.grid,
+            self.loads,
+            self.ev,
+            self.grid.default,
+            winner,
+            ceiling,
+            self.verifications,
+            self.load_errors,
+            self.notes,
+            brute=self.brute,
+            processes=self.processes,
+            server_version=server_version,
+            elapsed=elapsed,
+            no_verify=self.reference is None,
+            base_instances=[g.model_dump() for g in self.recipe.instances],
+            answers=self.answers,
+            paired=self.paired,
+            ceiling_scaling=self.ceiling_scaling,
+            new_bits=self.new_bits if self.invariant else None,
+        )
         if self.server_url is None:
             report["server"]["launched"] = self.launched
         report["default_served_as"] = self.twin or self.model
         report["baseline"] = self.grid.baseline()
-        if (report["served_bits"] or {}).get("changed"):  # a change of served bits is a new model version
+        if (report["served_bits"] or {}).get(
+            "changed"
+        ):  # a change of served bits is a new model version
             report["winner"]["recipe_values"]["version"] = report["served_bits"]["version"]
         return self.write_outputs(finite(report), winner)
 
@@ -165,14 +250,29 @@ class TuneSession:
         """The embedded tritonserver on a scratch copy of the model (OUT is only read), or the given one."""
         if self.server_url is None:
             repo = scratch / "repo"
-            shutil.copytree(self.root / self.model, repo / self.model, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(
+                self.root / self.model,
+                repo / self.model,
+                ignore=shutil.ignore_patterns("__pycache__"),
+            )
             self.twin = f"{self.model}{TWIN_SUFFIX}"
-            shutil.copytree(self.root / self.model, repo / self.twin, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(
+                self.root / self.model,
+                repo / self.twin,
+                ignore=shutil.ignore_patterns("__pycache__"),
+            )
             self.say("starting the embedded tritonserver")
-            server = stack.enter_context(EmbeddedServer(repo, log_path=self.report_dir / "tritonserver.log",
-                                                        launcher=launcher_for(self.tritonserver)))
+            server = stack.enter_context(
+                EmbeddedServer(
+                    repo,
+                    log_path=self.report_dir / "tritonserver.log",
+                    launcher=launcher_for(self.tritonserver),
+                )
+            )
             self.url, self.grpc_url = f"http://{server.http_url}", server.grpc_url
-            self.launched = server.launcher.describe()  # the embedded binary, or --tritonserver PATH
+            self.launched = (
+                server.launcher.describe()
+            )  # the embedded binary, or --tritonserver PATH
         else:
             self.url = with_scheme(self.server_url)
             self.grpc_url = self.grpc_url or grpc_of(self.url)
@@ -191,14 +291,19 @@ class TuneSession:
                 break
             self.processes, ceiling = self.processes * 2, more
         unload(self.url, NULL_MODEL)
-        self.say(f"ceiling {ceiling.throughput:.0f} req/s at {self.loads[-1]} with {self.processes} processes")
+        self.say(
+            f"ceiling {ceiling.throughput:.0f} req/s at {self.loads[-1]} with {self.processes} processes"
+        )
         return ceiling
 
     def _ceiling_with(self, processes: int) -> Result:
-        with LoadGenerator(self.grpc_url, NULL_MODEL, self.inputs, None, self.output_names,
-                           processes=processes) as generator:
+        with LoadGenerator(
+            self.grpc_url, NULL_MODEL, self.inputs, None, self.output_names, processes=processes
+        ) as generator:
             result = _measure(generator, self.loads[-1], self.spec)
-        self.ceiling_scaling.append({"processes": processes, "throughput": round(result.throughput, 2)})
+        self.ceiling_scaling.append(
+            {"processes": processes, "throughput": round(result.throughput, 2)}
+        )
         return result
 
     @property
@@ -206,22 +311,41 @@ class TuneSession:
         return [tensor.name for tensor in self.manifest_model.outputs]
 
     def start_load(self, stack: ExitStack) -> None:
-        self.generator = stack.enter_context(LoadGenerator(self.grpc_url, self.model, self.inputs, self.reference,
-                                                           self.output_names, processes=self.processes))
+        self.generator = stack.enter_context(
+            LoadGenerator(
+                self.grpc_url,
+                self.model,
+                self.inputs,
+                self.reference,
+                self.output_names,
+                processes=self.processes,
+            )
+        )
         (self.report_dir / "tune-measurements.jsonl").unlink(missing_ok=True)
         if self.reference is not None:
-            self.checker = GoldensCheck(self.grpc_url, self.manifest_model, self.inputs, self.reference)
+            self.checker = GoldensCheck(
+                self.grpc_url, self.manifest_model, self.inputs, self.reference
+            )
             stack.callback(self.checker.close)
 
     def search(self) -> Candidate | None:
         grid_size = len({self.grid.default, *self.grid.all()}) * len(self.loads)
         self.guess = grid_size if self.brute else search.quick_budget(grid_size, len(self.loads))
         self.t0 = time.monotonic()
-        self.ev = search.Evaluator(self.measure, self.loads, sla_p99_ms=self.spec.sla_p99_ms,
-                                   min_vs_default=self.spec.min_vs_default, exact_under_load=self.exact_under_load,
-                                   confirm=self.confirm if self.spec.rounds > 1 else None)
-        winner = (search.brute if self.brute else search.quick)(self.ev, self.grid, self.grid.default, self.verify)
-        self.say(f"{self.ev.count} measurements of the grid's {grid_size} ({self.ev.count / grid_size:.0%})")
+        self.ev = search.Evaluator(
+            self.measure,
+            self.loads,
+            sla_p99_ms=self.spec.sla_p99_ms,
+            min_vs_default=self.spec.min_vs_default,
+            exact_under_load=self.exact_under_load,
+            confirm=self.confirm if self.spec.rounds > 1 else None,
+        )
+        winner = (search.brute if self.brute else search.quick)(
+            self.ev, self.grid, self.grid.default, self.verify
+        )
+        self.say(
+            f"{self.ev.count} measurements of the grid's {grid_size} ({self.ev.count / grid_size:.0%})"
+        )
         return winner
 
     def slot(self, candidate: Candidate) -> str:
@@ -254,26 +378,39 @@ class TuneSession:
         load are compared with; how many golden outputs they differ from is kept."""
         self.own[candidate] = self.checker.answers_alone()
         self.new_bits[candidate.label] = sum(
-            1 for mine, golden in zip(self.own[candidate], self.reference, strict=True)
-            for name, expected in golden.items() if mine[name].tobytes() != expected.tobytes())
+            1
+            for mine, golden in zip(self.own[candidate], self.reference, strict=True)
+            for name, expected in golden.items()
+            if mine[name].tobytes() != expected.tobytes()
+        )
 
     def confirm(self, candidate: Candidate) -> list[Decision]:
         """Candidate and Triton's default in paired rounds at every load, interleaved A B, B A, ...; each load's
         throughput ratio decided on its bootstrap interval against min_vs_default."""
         default, spec = self.grid.default, self.spec
         readings = {load: {"candidate": [], "default": []} for load in self.loads}
-        self.say(f"confirming {candidate.label}: {spec.rounds} paired rounds with the default at {self.loads}")
+        self.say(
+            f"confirming {candidate.label}: {spec.rounds} paired rounds with the default at {self.loads}"
+        )
         # the estimate counted the search's measurements only: these rounds come on top of what is left of it
         self.guess = max(self.guess, self.done) + 2 * spec.rounds * len(self.loads)
         for _round, candidate_first in abba_order(spec.rounds):
-            for who in ((candidate, default) if candidate_first else (default, candidate)):
+            for who in (candidate, default) if candidate_first else (default, candidate):
                 for load in self.loads:
                     point = self.measure(who, load, phase="paired")
-                    readings[load]["candidate" if who == candidate else "default"].append(round(point.throughput, 2))
+                    readings[load]["candidate" if who == candidate else "default"].append(
+                        round(point.throughput, 2)
+                    )
         self.paired[candidate.label] = readings
-        return [Decision("throughput", load, spec.min_vs_default,
-                         ratio_interval(pair["candidate"], pair["default"], spec.confidence))
-                for load, pair in readings.items()]
+        return [
+            Decision(
+                "throughput",
+                load,
+                spec.min_vs_default,
+                ratio_interval(pair["candidate"], pair["default"], spec.confidence),
+            )
+            for load, pair in readings.items()
+        ]
 
     def measure(self, candidate: Candidate, load: str, phase: str = "screening") -> search.Point:
         err = self.ensure(candidate)
@@ -286,7 +423,9 @@ class TuneSession:
         self.fresh = False
         if self.invariant:
             self.generator.expect(self.own[candidate])
-        result = _measure(self.generator, load, self.spec, warmup_s=warmup_s, model=self.slot(candidate))
+        result = _measure(
+            self.generator, load, self.spec, warmup_s=warmup_s, model=self.slot(candidate)
+        )
         self.done += 1
         tally = self.answers.setdefault(candidate.label, {"compared": 0, "differing": 0})
         if self.reference is not None:
@@ -294,15 +433,34 @@ class TuneSession:
             tally["differing"] += result.mismatches
         elapsed = time.monotonic() - self.t0
         left = max(0, self.guess - self.done) * elapsed / self.done
-        self.say(f"[{self.done}/~{self.guess}] {candidate.label} @ {load}: {result.throughput:.0f} req/s, p99 "
-                 f"{result.p99_ms:.1f} ms{'' if result.stable else ' (unstable)'}; ~{left:.0f}s left")
+        self.say(
+            f"[{self.done}/~{self.guess}] {candidate.label} @ {load}: {result.throughput:.0f} req/s, p99 "
+            f"{result.p99_ms:.1f} ms{'' if result.stable else ' (unstable)'}; ~{left:.0f}s left"
+        )
         # every measurement as it is made: an interrupted run (Ctrl-C, a time limit) keeps what it measured
         with open(self.report_dir / "tune-measurements.jsonl", "a") as f:
-            f.write(json.dumps(finite({"candidate": candidate.label, "phase": phase,
-                                        "config": candidate.model_dump(exclude={"coords"}),
-                                        "elapsed_s": round(elapsed, 1), **result.to_dict()})) + "\n")
-        return search.Point(load, result.throughput, result.p99_ms, result.errors, result.mismatches,
-                            extra=result.to_dict())
+            f.write(
+                json.dumps(
+                    finite(
+                        {
+                            "candidate": candidate.label,
+                            "phase": phase,
+                            "config": candidate.model_dump(exclude={"coords"}),
+                            "elapsed_s": round(elapsed, 1),
+                            **result.to_dict(),
+                        }
+                    )
+                )
+                + "\n"
+            )
+        return search.Point(
+            load,
+            result.throughput,
+            result.p99_ms,
+            result.errors,
+            result.mismatches,
+            extra=result.to_dict(),
+        )
 
     def verify(self, candidate: Candidate) -> str | None:
         """None when candidate gives the goldens' bits (alone, and batched as the recipe requires); else why."""
@@ -311,26 +469,44 @@ class TuneSession:
         err = self.ensure(candidate)
         if err:
             return err
-        self.say(f"verifying {candidate.label} with " + ("its own answers alone" if self.invariant else "the goldens"))
+        self.say(
+            f"verifying {candidate.label} with "
+            + ("its own answers alone" if self.invariant else "the goldens")
+        )
         alone, batched = self.checker.check(candidate, self.own.get(candidate))
         results = self.ev.results
-        under = [(load, results[(candidate, load)].extra.get("first_mismatch"), results[(candidate, load)].mismatches)
-                 for load in self.loads if (candidate, load) in results and results[(candidate, load)].mismatches]
+        under = [
+            (
+                load,
+                results[(candidate, load)].extra.get("first_mismatch"),
+                results[(candidate, load)].mismatches,
+            )
+            for load in self.loads
+            if (candidate, load) in results and results[(candidate, load)].mismatches
+        ]
         self.verifications[candidate.label] = {
             "repeats_alone": self.manifest_model.verify.repeats,
             "mismatches_alone": [x.model_dump() for x in alone],
             "mismatches_batched": [x.model_dump() for x in batched],
-            "mismatches_under_load": [{"load": lo, "answers": n, "first": f} for lo, f, n in under]}
+            "mismatches_under_load": [{"load": lo, "answers": n, "first": f} for lo, f, n in under],
+        }
         if alone:
-            return (f"answers differ from {'its own first answers' if self.invariant else 'the goldens'} when sent "
-                    f"alone ({len(alone)} outputs)")
+            return (
+                f"answers differ from {'its own first answers' if self.invariant else 'the goldens'} when sent "
+                f"alone ({len(alone)} outputs)"
+            )
         tally = self.answers.get(candidate.label, {"compared": 0, "differing": 0})
         if self.exact_under_load and (batched or tally["differing"]):
-            worst = max([x.max_abs_diff or 0.0 for x in batched] +
-                        [(f or {}).get("max_abs_diff") or 0.0 for _, f, _n in under] + [0.0])
-            return (f"outputs change with batch composition ({self._bit_rule}): {len(batched)} "
-                    f"batched outputs and {tally['differing']} of {tally['compared']} answers under load differ, "
-                    f"max |diff| {worst:.3g}")
+            worst = max(
+                [x.max_abs_diff or 0.0 for x in batched]
+                + [(f or {}).get("max_abs_diff") or 0.0 for _, f, _n in under]
+                + [0.0]
+            )
+            return (
+                f"outputs change with batch composition ({self._bit_rule}): {len(batched)} "
+                f"batched outputs and {tally['differing']} of {tally['compared']} answers under load differ, "
+                f"max |diff| {worst:.3g}"
+            )
         return None
 
     @property
@@ -344,29 +520,47 @@ class TuneSession:
         if winner is not None:
             from tritonbuild.tune.patch import patch_text
 
-            write_atomic(report_dir / "tune-patch.yaml", patch_text(report["winner"]["recipe_values"], report).encode())
+            write_atomic(
+                report_dir / "tune-patch.yaml",
+                patch_text(report["winner"]["recipe_values"], report).encode(),
+            )
         try:
             from tritonbuild.tune.plot import plot
 
             plot(report, report_dir / "tune-plot.png")
             report["plot"] = str(report_dir / "tune-plot.png")
         except ImportError:
-            report["notes"].append("no plot: matplotlib is not installed (pip install 'tritonbuild[tune]')")
+            report["notes"].append(
+                "no plot: matplotlib is not installed (pip install 'tritonbuild[tune]')"
+            )
         write_atomic(report_dir / "tune-report.json", pretty_json(report))
         if winner is None:
             best = report.get("closest")
             miss = f"; closest: {best['label']} ({'; '.join(best['reasons'])})" if best else ""
-            raise TuneError(f"no candidate of {self.model!r} meets the constraints at every load {self.loads}{miss}",
-                            where=str(report_dir / "tune-report.json"),
-                            hint="see each candidate's reasons in the report; relax tune.sla_p99_ms, min_vs_default "
-                                 "or the load range, or widen the search space")
+            raise TuneError(
+                f"no candidate of {self.model!r} meets the constraints at every load {self.loads}{miss}",
+                where=str(report_dir / "tune-report.json"),
+                hint="see each candidate's reasons in the report; relax tune.sla_p99_ms, min_vs_default "
+                "or the load range, or widen the search space",
+            )
         return report
 
 
-def _measure(lg: LoadGenerator, load: str, spec: Tune, warmup_s: float | None = None,
-             model: str | None = None) -> Result:
-    kw = {"window_s": spec.window_s, "stable_windows": spec.stable_windows, "stability": spec.stability,
-          "max_windows": spec.max_windows, "warmup_s": warmup_s, "model": model}
+def _measure(
+    lg: LoadGenerator,
+    load: str,
+    spec: Tune,
+    warmup_s: float | None = None,
+    model: str | None = None,
+) -> Result:
+    kw = {
+        "window_s": spec.window_s,
+        "stable_windows": spec.stable_windows,
+        "stability": spec.stability,
+        "max_windows": spec.max_windows,
+        "warmup_s": warmup_s,
+        "model": model,
+    }
     if load.startswith("c"):
         return lg.measure(concurrency=int(load[1:]), **kw)
     return lg.measure(rate=float(load[1:]), **kw)

@@ -25,11 +25,15 @@ from tritonbuild.tune.confidence import Decision
 from tritonbuild.tune.space import Candidate, Grid
 
 IMPROVE = 1.02  # a step must gain 2 % at the top load (measurement noise is ~1-3 %)
-QUICK_SHARE = 0.25  # quick search's measurements, Triton's default's included, over the grid's (brute's)
+QUICK_SHARE = (
+    0.25  # quick search's measurements, Triton's default's included, over the grid's (brute's)
+)
 # With paired confirmation on, one screening reading only discards a config more than 10 % below the rule (the
 # H200's 1-client readings of one config moved by up to a third within a run); the interval decides the rest.
 SCREEN_SLACK = 0.10
-FINALISTS = 4  # candidates measured in paired rounds at most (each costs 2 x rounds x loads measurements)
+FINALISTS = (
+    4  # candidates measured in paired rounds at most (each costs 2 x rounds x loads measurements)
+)
 
 
 def quick_budget(grid_measurements: int, n_loads: int) -> int:
@@ -58,11 +62,20 @@ class Verdict:
 class Evaluator:
     """Caches measurements; `count` is the number of (candidate, load) measurements made."""
 
-    def __init__(self, measure: Callable[[Candidate, str], Point], loads: list[str], *, sla_p99_ms: float | None,
-                 min_vs_default: float, exact_under_load: bool,
-                 confirm: Callable[[Candidate], list[Decision]] | None = None):
+    def __init__(
+        self,
+        measure: Callable[[Candidate, str], Point],
+        loads: list[str],
+        *,
+        sla_p99_ms: float | None,
+        min_vs_default: float,
+        exact_under_load: bool,
+        confirm: Callable[[Candidate], list[Decision]] | None = None,
+    ):
         self._measure = measure
-        self.confirm = confirm  # paired, interleaved rounds against the default at every load (None: off)
+        self.confirm = (
+            confirm  # paired, interleaved rounds against the default at every load (None: off)
+        )
         self.decisions: dict[Candidate, list[Decision]] = {}
         self.runner_up: Candidate | None = None
         self.loads = loads
@@ -74,8 +87,12 @@ class Evaluator:
         self.order: list[tuple[Candidate, str]] = []
         self.default: Candidate | None = None
         self.rejected: dict[Candidate, str] = {}
-        self.rules: dict[Candidate, str] = {}  # what decided a rejection: "paired" (interval) or "goldens"
-        self.skipped: dict[Candidate, str] = {}  # quick search: why a config was not measured at every load
+        self.rules: dict[
+            Candidate, str
+        ] = {}  # what decided a rejection: "paired" (interval) or "goldens"
+        self.skipped: dict[
+            Candidate, str
+        ] = {}  # quick search: why a config was not measured at every load
         self.default_again: dict[str, Point] = {}
 
     @property
@@ -116,7 +133,9 @@ class Evaluator:
             base = self.baseline(load)
             floor = self.min_vs_default * (1 - SCREEN_SLACK if self.confirm is not None else 1)
             if point.throughput < floor * base:
-                out.append(f"{point.throughput:.0f} req/s < {floor:.3g} × default {base:.0f} at {load}")
+                out.append(
+                    f"{point.throughput:.0f} req/s < {floor:.3g} × default {base:.0f} at {load}"
+                )
         return out
 
     def confirmed(self, candidate: Candidate) -> str | None:
@@ -132,10 +151,16 @@ class Evaluator:
     def settled(self, candidate: Candidate, verify: Callable[[Candidate], str | None]) -> bool:
         """The rules on paired rounds, then the goldens; a failure is kept in `rejected` with what decided it.
         At most FINALISTS candidates are measured in paired rounds: a later one is left unconfirmed (said so)."""
-        if (self.confirm is not None and not candidate.is_default and candidate not in self.decisions
-                and len(self.decisions) >= FINALISTS):
+        if (
+            self.confirm is not None
+            and not candidate.is_default
+            and candidate not in self.decisions
+            and len(self.decisions) >= FINALISTS
+        ):
             self.rejected[candidate], self.rules[candidate] = (
-                f"not confirmed: {FINALISTS} finalists were already measured in paired rounds"), "unconfirmed"
+                (f"not confirmed: {FINALISTS} finalists were already measured in paired rounds"),
+                "unconfirmed",
+            )
             return False
         for rule, check in (("paired", self.confirmed), ("goldens", verify)):
             why = check(candidate)
@@ -165,7 +190,9 @@ class Evaluator:
         return Verdict(candidate, not reasons, reasons)
 
 
-def choose(ev: Evaluator, ranked: list[Candidate], verify: Callable[[Candidate], str | None]) -> Candidate | None:
+def choose(
+    ev: Evaluator, ranked: list[Candidate], verify: Callable[[Candidate], str | None]
+) -> Candidate | None:
     """The first of `ranked` (best first) feasible at every load, confirmed against the default on paired
     rounds and verified with the goldens; then the next such one, and the better of the two on paired rounds."""
     chosen = None
@@ -208,7 +235,9 @@ def brute(ev: Evaluator, grid: Grid, default: Candidate, verify) -> Candidate | 
     return choose(ev, ranked, verify)
 
 
-def quick(ev: Evaluator, grid: Grid, default: Candidate, verify, budget: int | None = None) -> Candidate | None:
+def quick(
+    ev: Evaluator, grid: Grid, default: Candidate, verify, budget: int | None = None
+) -> Candidate | None:
     """At most `budget` measurements (default: a quarter of the grid's, Triton's default and its re-measurement
     included; quick_budget). See the module docstring for the walk and README's Tune section for why."""
     return QuickSearch(ev, grid, default, verify, budget).run()
@@ -217,7 +246,9 @@ def quick(ev: Evaluator, grid: Grid, default: Candidate, verify, budget: int | N
 class QuickSearch:
     """Quick search's state and its phases, one method each (the order is `run`)."""
 
-    def __init__(self, ev: Evaluator, grid: Grid, default: Candidate, verify, budget: int | None = None):
+    def __init__(
+        self, ev: Evaluator, grid: Grid, default: Candidate, verify, budget: int | None = None
+    ):
         n_loads = len(ev.loads)
         self.ev, self.grid, self.default, self.verify = ev, grid, default, verify
         self.budget = budget or quick_budget(len({default, *grid.all()}) * n_loads, n_loads)
@@ -226,7 +257,9 @@ class QuickSearch:
         # the budget found no config at all, its neighbours passing)
         # (never so much that the walks lose the default and two candidates at every load: 3 x n_loads)
         self.reserve = min(FINALISTS * (n_loads - 1), max(0, self.budget - 3 * n_loads))
-        self.delay = 0  # the walk's queue delay: the shortest (the others are measured at the best point)
+        self.delay = (
+            0  # the walk's queue delay: the shortest (the others are measured at the best point)
+        )
         self.shape = 0
         self.chosen: Candidate | None = None
         self.slow: list[Candidate] = []  # lost to the default at a lower load
@@ -239,7 +272,9 @@ class QuickSearch:
         self.walk_batch_sizes()
         self.walk_instances()
         self.try_delays()
-        if self.room(len(ev.loads) + self.reserve):  # Triton's default once more: the better of the two is the baseline
+        if self.room(
+            len(ev.loads) + self.reserve
+        ):  # Triton's default once more: the better of the two is the baseline
             ev.remeasure_default()
         self.pick_finalist()
         self.improve_around_chosen()
@@ -262,8 +297,11 @@ class QuickSearch:
     def unsafe(self, candidate: Candidate) -> bool:
         """The candidate's answers differed from the goldens under load (when the recipe requires invariance)."""
         ev = self.ev
-        return ev.exact_under_load and any(ev.results[(candidate, load)].mismatches for load in ev.loads
-                                           if (candidate, load) in ev.results)
+        return ev.exact_under_load and any(
+            ev.results[(candidate, load)].mismatches
+            for load in ev.loads
+            if (candidate, load) in ev.results
+        )
 
     def measured_top(self, candidate: Candidate) -> bool:
         return (candidate, self.ev.top) in self.ev.results
@@ -284,8 +322,11 @@ class QuickSearch:
                 continue
             if any(not self.unsafe(grid.at(0, x, delay)) for x in range(1, b + 1)):
                 break
-        shapes = [b for b in range(len(grid.batch))
-                  if self.measured_top(grid.at(0, b, delay)) and not self.unsafe(grid.at(0, b, delay))]
+        shapes = [
+            b
+            for b in range(len(grid.batch))
+            if self.measured_top(grid.at(0, b, delay)) and not self.unsafe(grid.at(0, b, delay))
+        ]
         self.shape = max(shapes, key=lambda b: self.raw(grid.at(0, b, delay)), default=0)
 
     # 2. more instances of the best bit-exact size, while they gain 2 % at the top load.
@@ -303,9 +344,14 @@ class QuickSearch:
         grid, shape, delay = self.grid, self.shape, self.delay
         if shape == 0:
             return
-        i_best = max(range(len(grid.instances)),
-                     key=lambda i: self.raw(grid.at(i, shape, delay))
-                     if self.measured_top(grid.at(i, shape, delay)) else -1.0)
+        i_best = max(
+            range(len(grid.instances)),
+            key=lambda i: (
+                self.raw(grid.at(i, shape, delay))
+                if self.measured_top(grid.at(i, shape, delay))
+                else -1.0
+            ),
+        )
         for d in range(len(grid.delays)):
             for p in range(len(grid.preferred)):
                 if self.screening_room(1 + len(self.ev.loads)):
@@ -314,9 +360,13 @@ class QuickSearch:
     def doomed(self, candidate: Candidate) -> bool:
         """A config of the same size with no more instances and no longer delay already lost to the default
         at a lower load: more instances and a longer delay only add low-load cost (seen on the H200)."""
-        return any(lost.max_batch_size == candidate.max_batch_size and lost.batching == candidate.batching
-                   and lost.instances <= candidate.instances
-                   and lost.max_queue_delay_us <= candidate.max_queue_delay_us for lost in self.slow)
+        return any(
+            lost.max_batch_size == candidate.max_batch_size
+            and lost.batching == candidate.batching
+            and lost.instances <= candidate.instances
+            and lost.max_queue_delay_us <= candidate.max_queue_delay_us
+            for lost in self.slow
+        )
 
     def accept(self, candidate: Candidate) -> bool:
         """Measure candidate at the other loads and verify it with the goldens; True when it is chosen."""
@@ -325,19 +375,27 @@ class QuickSearch:
             return False
         missing = sum(1 for lo in ev.loads if (candidate, lo) not in ev.results)
         if self.doomed(candidate) or not self.room(missing):
-            ev.skipped.setdefault(candidate, "a config of its batch size with no more instances and no longer delay "
-                                  "already lost to the default at a lower load" if self.doomed(candidate) else
-                                  f"quick search's budget of {self.budget} measurements ran out")
+            ev.skipped.setdefault(
+                candidate,
+                "a config of its batch size with no more instances and no longer delay "
+                "already lost to the default at a lower load"
+                if self.doomed(candidate)
+                else f"quick search's budget of {self.budget} measurements ran out",
+            )
             return False
         if not ev.verdict(candidate).feasible:
             reasons = ev.verdict(candidate).reasons
-            if any(reason.endswith(f" at {load}") and "default" in reason for reason in reasons
-                   for load in ev.loads[:-1]):
+            if any(
+                reason.endswith(f" at {load}") and "default" in reason
+                for reason in reasons
+                for load in ev.loads[:-1]
+            ):
                 self.slow.append(candidate)
             return False
         if not ev.settled(candidate, self.verify):
-            if ev.rules.get(candidate) == "paired" and any(f" at {load}:" in ev.rejected[candidate]
-                                                          for load in ev.loads[:-1]):
+            if ev.rules.get(candidate) == "paired" and any(
+                f" at {load}:" in ev.rejected[candidate] for load in ev.loads[:-1]
+            ):
                 self.slow.append(candidate)
             return False
         self.chosen = candidate
@@ -346,35 +404,66 @@ class QuickSearch:
     # 4. finalists, best at the top load first: the other loads, then the goldens.
     def pick_finalist(self) -> None:
         ev = self.ev
-        ranked = sorted({candidate for candidate, load in ev.order if load == ev.top and candidate != self.default},
-                        key=lambda candidate: -self.raw(candidate))
+        ranked = sorted(
+            {
+                candidate
+                for candidate, load in ev.order
+                if load == ev.top and candidate != self.default
+            },
+            key=lambda candidate: -self.raw(candidate),
+        )
         accepted = next((n for n, candidate in enumerate(ranked) if self.accept(candidate)), None)
         if accepted is None or ev.confirm is None:
             return
-        first = self.chosen  # with paired confirmation: the next finalist too, and the better of the two
-        for candidate in ranked[accepted + 1:]:
+        first = (
+            self.chosen
+        )  # with paired confirmation: the next finalist too, and the better of the two
+        for candidate in ranked[accepted + 1 :]:
             if self.accept(candidate):
                 self.chosen = settle(ev, first, candidate)
                 return
 
-    def neighbours(self, chosen: Candidate, tried: set[Candidate], bad_shapes: set[int]) -> list[Candidate]:
+    def neighbours(
+        self, chosen: Candidate, tried: set[Candidate], bad_shapes: set[int]
+    ) -> list[Candidate]:
         """The chosen point's queue delays and preferred sizes, then the neighbouring batch sizes and instance
         counts, diagonals included (more instances of a smaller batch often beat one instance of a larger)."""
         grid = self.grid
         i, b, d, p = chosen.coords
-        near = [grid.at(i, b, dd, pp) for dd in range(len(grid.delays)) for pp in range(len(grid.preferred))]
-        near += [grid.at(ii, bb, d, p) for ii, bb in ((i + 1, b), (i + 1, b - 1), (i, b + 1), (i, b - 1),
-                                                      (i - 1, b + 1), (i - 1, b))
-                 if grid.valid(ii, bb) and bb > 0]
-        return [candidate for candidate in near
-                if candidate != chosen and candidate not in tried and candidate.max_batch_size not in bad_shapes]
+        near = [
+            grid.at(i, b, dd, pp)
+            for dd in range(len(grid.delays))
+            for pp in range(len(grid.preferred))
+        ]
+        near += [
+            grid.at(ii, bb, d, p)
+            for ii, bb in (
+                (i + 1, b),
+                (i + 1, b - 1),
+                (i, b + 1),
+                (i, b - 1),
+                (i - 1, b + 1),
+                (i - 1, b),
+            )
+            if grid.valid(ii, bb) and bb > 0
+        ]
+        return [
+            candidate
+            for candidate in near
+            if candidate != chosen
+            and candidate not in tried
+            and candidate.max_batch_size not in bad_shapes
+        ]
 
     # 5. around the chosen point, while the budget lasts (bit-exact sizes only); a point is checked at the
     #    other loads only when it beats the chosen one by 2 % at the top load.
     def improve_around_chosen(self) -> None:
         tried: set[Candidate] = set()
-        bad_shapes = {candidate.max_batch_size for candidate, _lo in self.ev.order
-                      if candidate.batching and self.unsafe(candidate)}
+        bad_shapes = {
+            candidate.max_batch_size
+            for candidate, _lo in self.ev.order
+            if candidate.batching and self.unsafe(candidate)
+        }
         while self.chosen is not None and self.chosen.coords is not None:
             chosen, moved = self.chosen, False
             for candidate in self.neighbours(chosen, tried, bad_shapes):
@@ -387,7 +476,9 @@ class QuickSearch:
                         bad_shapes.add(candidate.max_batch_size)
                         continue
                 if self.raw(candidate) >= self.raw(chosen) * IMPROVE and self.accept(candidate):
-                    self.chosen = settle(self.ev, chosen, candidate) if self.ev.confirm else candidate
+                    self.chosen = (
+                        settle(self.ev, chosen, candidate) if self.ev.confirm else candidate
+                    )
                     moved = self.chosen != chosen
                     break
             if not moved:

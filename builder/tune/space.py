@@ -39,15 +39,21 @@ class Candidate(BaseModel):
             s += f"@{len(self.gpus)}gpu"
         if not self.batching:
             return s + " no-batching"
-        return (s + f" mbs{self.max_batch_size} delay{self.max_queue_delay_us}us" + (" pref" if self.preferred else "")
-                + (f" buckets{','.join(map(str, self.buckets))}" if self.buckets else ""))
+        return (
+            s
+            + f" mbs{self.max_batch_size} delay{self.max_queue_delay_us}us"
+            + (" pref" if self.preferred else "")
+            + (f" buckets{','.join(map(str, self.buckets))}" if self.buckets else "")
+        )
 
     def batching_values(self) -> dict | None:
         """The recipe's `batching:` this candidate sets; None: no dynamic batcher."""
         if not self.batching:
             return None
-        return {"max_queue_delay_us": self.max_queue_delay_us,
-                "preferred_batch_sizes": [self.max_batch_size] if self.preferred else []}
+        return {
+            "max_queue_delay_us": self.max_queue_delay_us,
+            "preferred_batch_sizes": [self.max_batch_size] if self.preferred else [],
+        }
 
     def recipe_values(self, base_instances: list[dict]) -> dict:
         """The recipe keys this candidate sets (the patch)."""
@@ -74,7 +80,9 @@ def default_batch_sizes(cap: int) -> list[int]:
 def default_candidate(mc, kind: str | None = None) -> Candidate:
     """Triton's default: no dynamic batcher, one instance (the built model's kind and max_batch_size)."""
     kind = kind or _kind_of(mc)
-    return Candidate(instances=1, kind=kind, batching=False, max_batch_size=mc.max_batch_size, is_default=True)
+    return Candidate(
+        instances=1, kind=kind, batching=False, max_batch_size=mc.max_batch_size, is_default=True
+    )
 
 
 def _kind_of(mc) -> str:
@@ -94,7 +102,11 @@ class Grid:
         self.kind = tune.instance_kind or _kind_of(mc)
         self.instances = sorted(set(tune.instance_counts))
         self.buckets = tuple(tune.buckets) if tune.buckets else None
-        sizes = tune.batch_sizes or [b for b in self.buckets or () if b <= self.cap] or default_batch_sizes(self.cap)
+        sizes = (
+            tune.batch_sizes
+            or [b for b in self.buckets or () if b <= self.cap]
+            or default_batch_sizes(self.cap)
+        )
         self.batch = [0] + (sorted(set(sizes)) if self.cap > 0 else [])
         self.delays = sorted(set(tune.max_queue_delay_us))
         self.preferred = sorted(set(tune.preferred_batch_sizes))
@@ -112,20 +124,33 @@ class Grid:
             d = p = 0
             if self.instances[i] == 1 and self.gpus is None:
                 return self.default  # one instance, no batcher: Triton's default itself
-        return Candidate(instances=self.instances[i], kind=self.kind, gpus=self.gpus, batching=b > 0,
-                         max_batch_size=self.batch[b] if b else self.cap, max_queue_delay_us=self.delays[d] if b else 0,
-                         preferred=bool(self.preferred[p]) if b else False, coords=(i, b, d, p),
-                         buckets=self.bucket_of(self.batch[b]) if b else self.unbatched)
+        return Candidate(
+            instances=self.instances[i],
+            kind=self.kind,
+            gpus=self.gpus,
+            batching=b > 0,
+            max_batch_size=self.batch[b] if b else self.cap,
+            max_queue_delay_us=self.delays[d] if b else 0,
+            preferred=bool(self.preferred[p]) if b else False,
+            coords=(i, b, d, p),
+            buckets=self.bucket_of(self.batch[b]) if b else self.unbatched,
+        )
 
     def baseline(self) -> dict | None:
         """With tune.buckets, what Triton's default config served (the report's "baseline")."""
         if self.buckets is None:
             return None
         if self.unbatched is None:
-            return {"served": "built", "text": "Triton's default config of the model as built: every request padded "
-                    "to its batch_buckets, as invariant as every candidate"}
-        return {"served": "plain", "text": "Triton's default config of the model without its buckets: a row "
-                "computes at the rows it was sent with (its bits may depend on them)"}
+            return {
+                "served": "built",
+                "text": "Triton's default config of the model as built: every request padded "
+                "to its batch_buckets, as invariant as every candidate",
+            }
+        return {
+            "served": "plain",
+            "text": "Triton's default config of the model without its buckets: a row "
+            "computes at the rows it was sent with (its bits may depend on them)",
+        }
 
     def bucket_of(self, max_batch_size: int) -> tuple[int, ...] | None:
         """The one bucket a batching candidate pads to: the smallest that holds its largest batch."""
@@ -145,8 +170,12 @@ class Grid:
         return out
 
     def valid(self, i: int, b: int, d: int = 0, p: int = 0) -> bool:
-        return 0 <= i < len(self.instances) and 0 <= b < len(self.batch) and 0 <= d < len(self.delays) \
+        return (
+            0 <= i < len(self.instances)
+            and 0 <= b < len(self.batch)
+            and 0 <= d < len(self.delays)
             and 0 <= p < len(self.preferred)
+        )
 
 
 def apply(mc, candidate: Candidate):
@@ -162,12 +191,19 @@ def apply(mc, candidate: Candidate):
     group = out.instance_group.add()
     group.kind = pb2.ModelInstanceGroup.Kind.Value(KINDS[candidate.kind])
     group.count = candidate.instances
-    gpus = candidate.gpus if candidate.gpus is not None else (
-        list(mc.instance_group[0].gpus) if mc.instance_group else [])
+    gpus = (
+        candidate.gpus
+        if candidate.gpus is not None
+        else (list(mc.instance_group[0].gpus) if mc.instance_group else [])
+    )
     if candidate.kind == "gpu":
         group.gpus.extend(gpus)
-    if candidate.buckets is not None:  # the Python wrapper's parameter (batch_buckets); empty: no padding
-        out.parameters[BUCKETS_PARAMETER].string_value = ",".join(str(size) for size in candidate.buckets)
+    if (
+        candidate.buckets is not None
+    ):  # the Python wrapper's parameter (batch_buckets); empty: no padding
+        out.parameters[BUCKETS_PARAMETER].string_value = ",".join(
+            str(size) for size in candidate.buckets
+        )
     for warmup in out.model_warmup:
         if candidate.max_batch_size and warmup.batch_size > candidate.max_batch_size:
             warmup.batch_size = candidate.max_batch_size

@@ -17,14 +17,23 @@ from tritonbuild.core.paths import PathProblem, is_inside, regular_file
 from tritonbuild.errors import VerifyError
 from tritonbuild.repository.assemble import golden_name
 from tritonbuild.repository.manifest import ManifestModel
-from tritonbuild.verify.goldens import check_golden_names, compare, from_npz_arrays, generate_inputs, to_npz_arrays
+from tritonbuild.verify.goldens import (
+    check_golden_names,
+    compare,
+    from_npz_arrays,
+    generate_inputs,
+    to_npz_arrays,
+)
 from tritonbuild.verify.models import Mismatch
 
 
 def _concat_groups(samples: list[dict], limit: int) -> list[list[int]]:
     groups, cur = [], []
     for i in range(len(samples)):
-        if cur and (len(cur) == limit or any(samples[i][k].shape != samples[cur[0]][k].shape for k in samples[i])):
+        if cur and (
+            len(cur) == limit
+            or any(samples[i][k].shape != samples[cur[0]][k].shape for k in samples[i])
+        ):
             groups.append(cur)
             cur = []
         cur.append(i)
@@ -33,38 +42,67 @@ def _concat_groups(samples: list[dict], limit: int) -> list[list[int]]:
     return [g for g in groups if len(g) > 1]
 
 
-def _batch_invariance(model: ManifestModel, runner, inputs, reference) -> tuple[str, str, list[Mismatch]]:
+def _batch_invariance(
+    model: ManifestModel, runner, inputs, reference
+) -> tuple[str, str, list[Mismatch]]:
     if model.verify.batch_invariance == "skip":
         return "skipped", "batch_invariance: skip", []
     if model.max_batch_size == 0 or len(inputs) < 2:
-        return "not-applicable", "model does not batch" if model.max_batch_size == 0 else "one sample", []
+        return (
+            "not-applicable",
+            "model does not batch" if model.max_batch_size == 0 else "one sample",
+            [],
+        )
     found: list[Mismatch] = []
     for group in _concat_groups(inputs, model.max_batch_size):
         batch = {k: np.concatenate([inputs[i][k] for i in group]) for k in inputs[group[0]]}
         got = runner.infer(batch)
         for row, i in enumerate(group):
             for name, exp in reference[i].items():
-                mismatch = compare(exp, got[name][row:row + 1], sample=i, output=name,
-                                   context=f"batched with {len(group) - 1} others",
-                                   tolerance=model.verify.tolerance.get(name))
+                mismatch = compare(
+                    exp,
+                    got[name][row : row + 1],
+                    sample=i,
+                    output=name,
+                    context=f"batched with {len(group) - 1} others",
+                    tolerance=model.verify.tolerance.get(name),
+                )
                 if mismatch and not mismatch.within_tolerance:
                     found.append(mismatch)
     for i, got in enumerate(runner.infer_concurrent(inputs)):
         for name, exp in reference[i].items():
-            mismatch = compare(exp, got.get(name), sample=i, output=name,
-                               context="concurrent requests (dynamic batcher)",
-                               tolerance=model.verify.tolerance.get(name))
+            mismatch = compare(
+                exp,
+                got.get(name),
+                sample=i,
+                output=name,
+                context="concurrent requests (dynamic batcher)",
+                tolerance=model.verify.tolerance.get(name),
+            )
             if mismatch and not mismatch.within_tolerance:
                 found.append(mismatch)
     if found:
         worst = max((mismatch.max_abs_diff or 0.0) for mismatch in found)
-        return "variant", f"{len(found)} output(s) changed when batched (max |diff| {worst:.3g})", found
-    same = "bit-identical" if not model.verify.tolerance else \
-        f"bit-identical ({', '.join(sorted(model.verify.tolerance))}: within tolerance)"
-    return "invariant", f"{same} alone, in batches of up to {model.max_batch_size}, and under concurrency", []
+        return (
+            "variant",
+            f"{len(found)} output(s) changed when batched (max |diff| {worst:.3g})",
+            found,
+        )
+    same = (
+        "bit-identical"
+        if not model.verify.tolerance
+        else f"bit-identical ({', '.join(sorted(model.verify.tolerance))}: within tolerance)"
+    )
+    return (
+        "invariant",
+        f"{same} alone, in batches of up to {model.max_batch_size}, and under concurrency",
+        [],
+    )
 
 
-DEFAULT_CONCURRENCY = 64  # a generative model's check under load: at most this many requests in flight by default
+DEFAULT_CONCURRENCY = (
+    64  # a generative model's check under load: at most this many requests in flight by default
+)
 
 
 def load_settings(model: ManifestModel) -> tuple[int, int]:
@@ -72,12 +110,17 @@ def load_settings(model: ManifestModel) -> tuple[int, int]:
     sequences (vLLM's max_num_seqs) less one, at most DEFAULT_CONCURRENCY - 1, and 3 rounds."""
     spec = model.verify.under_load
     engine = (model.llm or {}).get("engine_args") or {}
-    others = (spec.others if spec is not None and spec.others is not None else
-              min(int(engine.get("max_num_seqs") or DEFAULT_CONCURRENCY), DEFAULT_CONCURRENCY) - 1)
+    others = (
+        spec.others
+        if spec is not None and spec.others is not None
+        else min(int(engine.get("max_num_seqs") or DEFAULT_CONCURRENCY), DEFAULT_CONCURRENCY) - 1
+    )
     return max(1, others), spec.repeats if spec is not None else 3
 
 
-def _under_load(model: ManifestModel, runner, inputs, alone) -> tuple[str, str, list[Mismatch], dict | None]:
+def _under_load(
+    model: ManifestModel, runner, inputs, alone
+) -> tuple[str, str, list[Mismatch], dict | None]:
     """A generative model (no batch dimension: its runtime batches the requests in flight): each input sent amid
     `others` concurrent requests, `repeats` times, its answer compared bit for bit with its answer alone; what
     differed is told per token (ids, or only log-probs; first position) where the answer carries log-probs."""
@@ -87,17 +130,30 @@ def _under_load(model: ManifestModel, runner, inputs, alone) -> tuple[str, str, 
         return "skipped", "batch_invariance: skip", [], None
     others, repeats = load_settings(model)
     found: list[Mismatch] = []
-    summary = {"others": others, "repeats": repeats, "answers": 0, "differing": 0, "ids_differing": 0,
-               "logprobs_only_differing": 0, "first_differing_position": None, "max_logprob_diff": 0.0}
+    summary = {
+        "others": others,
+        "repeats": repeats,
+        "answers": 0,
+        "differing": 0,
+        "ids_differing": 0,
+        "logprobs_only_differing": 0,
+        "first_differing_position": None,
+        "max_logprob_diff": 0.0,
+    }
     for rep in range(repeats):
         for i, sample in enumerate(inputs):
             got = runner.infer_amid(sample, others)
             summary["answers"] += 1
             here = []
             for name, exp in alone[i].items():
-                mismatch = compare(exp, got.get(name), sample=i, output=name,
-                                   context=f"amid {others} concurrent requests, round {rep + 1}",
-                                   tolerance=model.verify.tolerance.get(name))
+                mismatch = compare(
+                    exp,
+                    got.get(name),
+                    sample=i,
+                    output=name,
+                    context=f"amid {others} concurrent requests, round {rep + 1}",
+                    tolerance=model.verify.tolerance.get(name),
+                )
                 if mismatch and not mismatch.within_tolerance:
                     here.append(mismatch)
             if not here:
@@ -108,19 +164,33 @@ def _under_load(model: ManifestModel, runner, inputs, alone) -> tuple[str, str, 
             if tokens is None:
                 continue
             summary["ids_differing" if tokens["ids_differ"] else "logprobs_only_differing"] += 1
-            first = [p for p in (summary["first_differing_position"], tokens["first_position"]) if p is not None]
+            first = [
+                p
+                for p in (summary["first_differing_position"], tokens["first_position"])
+                if p is not None
+            ]
             summary["first_differing_position"] = min(first) if first else None
-            summary["max_logprob_diff"] = max(summary["max_logprob_diff"], tokens["max_logprob_diff"])
+            summary["max_logprob_diff"] = max(
+                summary["max_logprob_diff"], tokens["max_logprob_diff"]
+            )
     where = f"amid {others} concurrent requests ({repeats} round(s) x {len(inputs)} request(s))"
     if not found:
         return "invariant", f"bit-identical alone and {where}", [], summary
-    what = (f"token ids differ in {summary['ids_differing']}, only log-probs in "
-            f"{summary['logprobs_only_differing']}" if summary["ids_differing"] or summary["logprobs_only_differing"]
-            else f"outputs {sorted({mismatch.output for mismatch in found})}")
+    what = (
+        f"token ids differ in {summary['ids_differing']}, only log-probs in "
+        f"{summary['logprobs_only_differing']}"
+        if summary["ids_differing"] or summary["logprobs_only_differing"]
+        else f"outputs {sorted({mismatch.output for mismatch in found})}"
+    )
     first = summary["first_differing_position"]
-    detail = (f"{summary['differing']} of {summary['answers']} answers {where} differ from the answer alone: {what}"
-              + (f"; first at generated token {first}, max |log-prob diff| {summary['max_logprob_diff']:.3g}"
-                 if first is not None else ""))
+    detail = (
+        f"{summary['differing']} of {summary['answers']} answers {where} differ from the answer alone: {what}"
+        + (
+            f"; first at generated token {first}, max |log-prob diff| {summary['max_logprob_diff']:.3g}"
+            if first is not None
+            else ""
+        )
+    )
     return "variant", detail, found, summary
 
 
@@ -129,14 +199,22 @@ def _repeat_mismatches(model: ManifestModel, runs, reference) -> list[Mismatch]:
     for rep, outs in enumerate(runs):
         for i, got in enumerate(outs):
             for name, exp in reference[i].items():
-                mismatch = compare(exp, got.get(name), sample=i, output=name, context=f"repeat {rep + 1}",
-                                   tolerance=model.verify.tolerance.get(name))
+                mismatch = compare(
+                    exp,
+                    got.get(name),
+                    sample=i,
+                    output=name,
+                    context=f"repeat {rep + 1}",
+                    tolerance=model.verify.tolerance.get(name),
+                )
                 if mismatch:
                     found.append(mismatch)
     return found
 
 
-def check_model(model: ManifestModel, runner, root: Path, record: bool, force: bool = False) -> dict:
+def check_model(
+    model: ManifestModel, runner, root: Path, record: bool, force: bool = False
+) -> dict:
     """record: answers on the goldens' inputs become the goldens; with force, goldens that no longer fit the model
     (an input renamed, added or dropped) are recorded anew from fresh inputs."""
     inputs = reference = None
@@ -146,17 +224,32 @@ def check_model(model: ManifestModel, runner, root: Path, record: bool, force: b
             check_golden_names(model, inputs, reference)
         except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
             if not (record and force):
-                fix = ("'verify OUT --record --force' records new goldens from fresh inputs" if record else
-                       "if the model's tensors changed on purpose, 'verify OUT --record --force' records new ones")
-                return {"passed": False, "notes": [f"goldens {model.goldens} are not usable for this model: "
-                                                   f"{type(e).__name__}: {e}; {fix}"]}
+                fix = (
+                    "'verify OUT --record --force' records new goldens from fresh inputs"
+                    if record
+                    else "if the model's tensors changed on purpose, 'verify OUT --record --force' records new ones"
+                )
+                return {
+                    "passed": False,
+                    "notes": [
+                        f"goldens {model.goldens} are not usable for this model: "
+                        f"{type(e).__name__}: {e}; {fix}"
+                    ],
+                }
             inputs = reference = None
     if inputs is None:
         if not record:
-            return {"passed": False, "notes": ["no goldens recorded: run 'tritonbuild verify OUT --record', "
-                                               "commit the .npz, rebuild"]}
+            return {
+                "passed": False,
+                "notes": [
+                    "no goldens recorded: run 'tritonbuild verify OUT --record', "
+                    "commit the .npz, rebuild"
+                ],
+            }
         backend = REGISTRY.for_manifest(model.backend)
-        inputs = (backend.golden_inputs(model) if backend is not None else None) or generate_inputs(model)
+        inputs = (backend.golden_inputs(model) if backend is not None else None) or generate_inputs(
+            model
+        )
     runs = [[runner.infer(sample) for sample in inputs] for _ in range(model.verify.repeats)]
     if record:
         reference = runs[0]
@@ -167,30 +260,51 @@ def check_model(model: ManifestModel, runner, root: Path, record: bool, force: b
     # answers differently from its goldens is not thereby batch-variant
     under_load = None
     if model.max_batch_size == 0 and hasattr(runner, "infer_amid"):
-        status, detail, variant, under_load = _under_load(model, runner, inputs, runs[0] if runs else reference)
+        status, detail, variant, under_load = _under_load(
+            model, runner, inputs, runs[0] if runs else reference
+        )
     else:
-        status, detail, variant = _batch_invariance(model, runner, inputs, runs[0] if runs else reference)
+        status, detail, variant = _batch_invariance(
+            model, runner, inputs, runs[0] if runs else reference
+        )
     notes = []
     for name in sorted({mismatch.output for mismatch in tolerated}):
         tolerance = model.verify.tolerance[name]
-        worst = max((mismatch.max_abs_diff or 0.0) for mismatch in tolerated if mismatch.output == name)
-        notes.append(f"output {name!r}: within tolerance (atol {tolerance.atol:g}, rtol {tolerance.rtol:g}, "
-                     f"ulp {tolerance.ulp}); not bit-exact: max |diff| {worst:.3g}")
+        worst = max(
+            (mismatch.max_abs_diff or 0.0) for mismatch in tolerated if mismatch.output == name
+        )
+        notes.append(
+            f"output {name!r}: within tolerance (atol {tolerance.atol:g}, rtol {tolerance.rtol:g}, "
+            f"ulp {tolerance.ulp}); not bit-exact: max |diff| {worst:.3g}"
+        )
     if status == "variant":
         if model.verify.batch_invariance == "require":
             mismatches.extend(variant)
         elif under_load is not None:
-            notes.append(f"answers depend on the other requests in flight ({detail}); set verify.batch_invariance: "
-                         "require to fail on this, and serve it invariant (a vLLM model: serving.determinism: "
-                         "invariant)")
+            notes.append(
+                f"answers depend on the other requests in flight ({detail}); set verify.batch_invariance: "
+                "require to fail on this, and serve it invariant (a vLLM model: serving.determinism: "
+                "invariant)"
+            )
         else:
-            notes.append("outputs depend on batch composition; set verify.batch_invariance: require to fail on "
-                         "this (and serve with a fixed batch shape)")
+            notes.append(
+                "outputs depend on batch composition; set verify.batch_invariance: require to fail on "
+                "this (and serve with a fixed batch shape)"
+            )
     compared = sum(len(sample_outputs) for sample_outputs in reference) * model.verify.repeats
-    return {"samples": len(inputs), "repeats": model.verify.repeats, "compared": compared, "mismatches": mismatches,
-            "tolerated": tolerated, "batch_invariance": status, "batch_detail": detail, "passed": not mismatches,
-            "under_load": under_load,
-            "notes": notes, "_record": (inputs, reference) if record else None}
+    return {
+        "samples": len(inputs),
+        "repeats": model.verify.repeats,
+        "compared": compared,
+        "mismatches": mismatches,
+        "tolerated": tolerated,
+        "batch_invariance": status,
+        "batch_detail": detail,
+        "passed": not mismatches,
+        "under_load": under_load,
+        "notes": notes,
+        "_record": (inputs, reference) if record else None,
+    }
 
 
 def _golden_destination(model: ManifestModel) -> Path:
@@ -199,22 +313,32 @@ def _golden_destination(model: ManifestModel) -> Path:
     without this, goldens_source: /etc/x would make --record write anywhere."""
     recipe, src = Path(model.recipe_path), Path(model.goldens_source)
     try:
-        same = regular_file(recipe, "recipe") is not None and sha256_file(recipe) == model.recipe_sha256
+        same = (
+            regular_file(recipe, "recipe") is not None
+            and sha256_file(recipe) == model.recipe_sha256
+        )
     except (OSError, PathProblem):
         same = False
     if not same:
-        raise VerifyError(f"model {model.name!r}: will not write goldens beside {recipe}: that recipe is missing or "
-                          "changed since the build", where=model.recipe_path,
-                          hint="run 'verify --record' from the directory you built in, after rebuilding")
+        raise VerifyError(
+            f"model {model.name!r}: will not write goldens beside {recipe}: that recipe is missing or "
+            "changed since the build",
+            where=model.recipe_path,
+            hint="run 'verify --record' from the directory you built in, after rebuilding",
+        )
     if src.suffix != ".npz" or not is_inside(src, recipe.parent):
-        raise VerifyError(f"model {model.name!r}: the manifest's goldens_source {src} is not a .npz inside the "
-                          f"recipe's directory {recipe.parent}: refusing to write there", where=model.recipe_path,
-                          hint="rebuild the repository (the manifest was edited)")
+        raise VerifyError(
+            f"model {model.name!r}: the manifest's goldens_source {src} is not a .npz inside the "
+            f"recipe's directory {recipe.parent}: refusing to write there",
+            where=model.recipe_path,
+            hint="rebuild the repository (the manifest was edited)",
+        )
     return src
 
 
-def write_goldens(root: Path, model: ManifestModel, inputs, reference, force: bool = False
-                   ) -> tuple[ManifestModel, str | None, str | None]:
+def write_goldens(
+    root: Path, model: ManifestModel, inputs, reference, force: bool = False
+) -> tuple[ManifestModel, str | None, str | None]:
     """Goldens into OUT, and into the recipe's verify.goldens (committed goldens are replaced only with force):
     (model, a note, a refusal)."""
     arrays = to_npz_arrays(inputs, reference)
@@ -222,17 +346,31 @@ def write_goldens(root: Path, model: ManifestModel, inputs, reference, force: bo
     write_npz(root / dest_rel, arrays)
     model = model.model_copy(update={"goldens": dest_rel})
     if not model.goldens_source:
-        return model, (f"goldens recorded into {root / dest_rel} only: the next build replaces OUT; set "
-                       f"verify.goldens in {model.recipe_path} (e.g. goldens/{model.name}.npz) to keep them with the "
-                       "recipe"), None
+        return (
+            model,
+            (
+                f"goldens recorded into {root / dest_rel} only: the next build replaces OUT; set "
+                f"verify.goldens in {model.recipe_path} (e.g. goldens/{model.name}.npz) to keep them with the "
+                "recipe"
+            ),
+            None,
+        )
     src = _golden_destination(model)
     new = (root / dest_rel).read_bytes()
     if src.is_file() and src.read_bytes() != new and not force:
-        return model, None, (f"recorded goldens differ from the committed {src}: not overwritten (outputs changed, "
-                             "or recorded from another build); inspect, then 'verify OUT --record --force' to replace "
-                             "them")
+        return (
+            model,
+            None,
+            (
+                f"recorded goldens differ from the committed {src}: not overwritten (outputs changed, "
+                "or recorded from another build); inspect, then 'verify OUT --record --force' to replace "
+                "them"
+            ),
+        )
     if not src.is_file() or src.read_bytes() != new:
         src.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(src, new)
-        write_atomic(src.with_name(src.name + ".sha256"), f"{sha256_file(src)}  {src.name}\n".encode())
+        write_atomic(
+            src.with_name(src.name + ".sha256"), f"{sha256_file(src)}  {src.name}\n".encode()
+        )
     return model, f"goldens recorded into {src} (commit it) and {root / dest_rel}", None

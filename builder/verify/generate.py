@@ -23,9 +23,14 @@ from tritonbuild.verify.runners import InferError
 Sample = dict[str, np.ndarray]
 # The other requests of an under-load check: prompts of several lengths, each asking for a number of tokens that
 # differs from the golden's, so requests join and leave the running batch while the golden one decodes.
-FILLER_PROMPTS = ["Once", "The server keeps every version it published until", "A batch of requests",
-                  "Weights are quantized to four bits per value with one scale for each group of",
-                  "Concurrency changes", "Answers must not depend on who else is asking, so that"]
+FILLER_PROMPTS = [
+    "Once",
+    "The server keeps every version it published until",
+    "A batch of requests",
+    "Weights are quantized to four bits per value with one scale for each group of",
+    "Concurrency changes",
+    "Answers must not depend on who else is asking, so that",
+]
 FILLER_TOKENS = (8, 48)
 LOAD_HEAD_START_S = 0.05  # the others are admitted before the golden request arrives
 
@@ -42,7 +47,9 @@ def _filler(sample: Sample, i: int) -> Sample:
         params = json.loads(_json_value(sample["sampling_parameters"]))
         low, high = FILLER_TOKENS
         params["max_tokens"] = low + (i * 7) % (high - low)
-        filler["sampling_parameters"] = np.array([json.dumps(params, sort_keys=True).encode()], dtype=np.object_)
+        filler["sampling_parameters"] = np.array(
+            [json.dumps(params, sort_keys=True).encode()], dtype=np.object_
+        )
     return filler
 
 
@@ -66,18 +73,28 @@ def token_difference(alone: Sample, loaded: Sample) -> dict | None:
     a, b = _steps(alone), _steps(loaded)
     if a is None or b is None:
         return None
-    ids_at = [i for i in range(max(len(a), len(b))) if i >= min(len(a), len(b)) or a[i][0] != b[i][0]]
+    ids_at = [
+        i for i in range(max(len(a), len(b))) if i >= min(len(a), len(b)) or a[i][0] != b[i][0]
+    ]
     same_ids = [i for i in range(min(len(a), len(b))) if a[i][0] == b[i][0]]
     lp_at = [i for i in same_ids if a[i][1] != b[i][1]]
-    return {"ids_differ": bool(ids_at), "logprobs_differ": bool(lp_at) or bool(ids_at),
-            "first_position": min(ids_at + lp_at) if ids_at or lp_at else None,
-            "first_id_position": ids_at[0] if ids_at else None, "positions": len(set(ids_at + lp_at)),
-            "tokens": len(a), "max_logprob_diff": max((abs(a[i][1] - b[i][1]) for i in lp_at), default=0.0)}
+    return {
+        "ids_differ": bool(ids_at),
+        "logprobs_differ": bool(lp_at) or bool(ids_at),
+        "first_position": min(ids_at + lp_at) if ids_at or lp_at else None,
+        "first_id_position": ids_at[0] if ids_at else None,
+        "positions": len(set(ids_at + lp_at)),
+        "tokens": len(a),
+        "max_logprob_diff": max((abs(a[i][1] - b[i][1]) for i in lp_at), default=0.0),
+    }
 
 
 def _json_value(arr: np.ndarray):
     """One request input as the generate endpoint takes it: a scalar for one element, else a list."""
-    values = [v.decode() if isinstance(v, bytes) else v.item() if hasattr(v, "item") else v for v in arr.ravel()]
+    values = [
+        v.decode() if isinstance(v, bytes) else v.item() if hasattr(v, "item") else v
+        for v in arr.ravel()
+    ]
     return values[0] if len(values) == 1 else values
 
 
@@ -87,7 +104,7 @@ def _events(response) -> list[dict]:
     for raw in response:
         line = raw.decode().strip()
         if line.startswith("data:"):
-            out.append(json.loads(line[len("data:"):]))
+            out.append(json.loads(line[len("data:") :]))
     return out
 
 
@@ -102,7 +119,11 @@ def _joined_json_lists(values: list[str]) -> str | None:
         parts = [json.loads(v) for v in values]
     except ValueError:
         return None
-    return json.dumps([x for part in parts for x in part]) if all(isinstance(p, list) for p in parts) else None
+    return (
+        json.dumps([x for part in parts for x in part])
+        if all(isinstance(p, list) for p in parts)
+        else None
+    )
 
 
 def _assembled(tensor, values: list) -> np.ndarray:
@@ -136,7 +157,9 @@ class GenerateRunner:
             raise InferError(f"generate request to {self.base}{path} failed: {e}") from None
         errors = [event["error"] for event in events if "error" in event]
         if errors or not events:
-            raise InferError(f"tritonserver answered an error: {errors[0] if errors else 'no response'}")
+            raise InferError(
+                f"tritonserver answered an error: {errors[0] if errors else 'no response'}"
+            )
         return events
 
     def infer(self, sample: Sample) -> Sample:
@@ -149,9 +172,13 @@ class GenerateRunner:
                     value = event[tensor.name]
                     values.extend(value if isinstance(value, list) else [value])
             if values:
-                got[tensor.name] = _assembled(tensor, values) if len(events) > 1 else _array(tensor, values)
+                got[tensor.name] = (
+                    _assembled(tensor, values) if len(events) > 1 else _array(tensor, values)
+                )
         if not got:
-            raise InferError(f"the model returned none of its outputs {[t.name for t in self.model.outputs]}")
+            raise InferError(
+                f"the model returned none of its outputs {[t.name for t in self.model.outputs]}"
+            )
         return got
 
     def infer_amid(self, sample: Sample, others: int) -> Sample:

@@ -19,8 +19,10 @@ def _goldens(root: Path, model: str) -> tuple[list[dict], list[dict]]:
 
     manifest_model = newest_version(root, model)
     if not manifest_model.goldens or not (root / manifest_model.goldens).is_file():
-        raise UsageError(f"{model} has no goldens in {root}",
-                         hint=f"record them with 'tritonbuild verify {root} --record', or pass --input NAME=FILE.npy")
+        raise UsageError(
+            f"{model} has no goldens in {root}",
+            hint=f"record them with 'tritonbuild verify {root} --record', or pass --input NAME=FILE.npy",
+        )
     return from_npz_arrays(read_npz(root / manifest_model.goldens))
 
 
@@ -30,8 +32,10 @@ def _arrays(files: dict[str, Path]) -> dict[str, np.ndarray]:
         try:
             out[name] = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as e:
-            raise UsageError(f"--input {name}={path}: not a readable .npy file ({e})",
-                             hint="write it with numpy.save (batch dimension first when the model batches)") from None
+            raise UsageError(
+                f"--input {name}={path}: not a readable .npy file ({e})",
+                hint="write it with numpy.save (batch dimension first when the model batches)",
+            ) from None
     return out
 
 
@@ -45,8 +49,15 @@ class InferResult(Result):
     inputs: str  # goldens, given, or the --data mode (random)
 
 
-def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None,
-          goldens_from: Path | None = None, data: str | None = None, tritonserver: str | None = None) -> InferResult:
+def infer(
+    target: str,
+    model: str,
+    *,
+    inputs: dict[str, Path] | None = None,
+    goldens_from: Path | None = None,
+    data: str | None = None,
+    tritonserver: str | None = None,
+) -> InferResult:
     """target: a server URL (http://host:port) or a repository directory (built or hand-written). Inputs: the
     given .npy files, else the model's goldens (from the directory, or from goldens_from when target is a URL),
     else (data: 'random', seeded, or 'zeros') arrays of the shapes the server declares for the model."""
@@ -57,10 +68,16 @@ def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None,
     elif data is None and root is not None and _has_goldens(root, model):
         samples, expected = _goldens(root, model)
     else:
-        if root is not None and (root / MANIFEST_NAME).exists() and not any(
-                each.name == model for each in read_repository(root, InferenceError).models):
+        if (
+            root is not None
+            and (root / MANIFEST_NAME).exists()
+            and not any(each.name == model for each in read_repository(root, InferenceError).models)
+        ):
             _goldens(root, model)  # raises: no such model (naming the ones there are)
-        samples, expected = [], None  # no goldens, no --input: generated from the served model's metadata
+        samples, expected = (
+            [],
+            None,
+        )  # no goldens, no --input: generated from the served model's metadata
         data = data or "random"
     if not local:
         return _send(target, model, samples, expected, data)
@@ -69,20 +86,28 @@ def infer(target: str, model: str, *, inputs: dict[str, Path] | None = None,
     if not (root / model).is_dir():
         from tritonbuild.verify.run import model_dirs
 
-        raise UsageError(f"{root} has no model {model!r}", hint=f"one of: {', '.join(model_dirs(root)) or '-'}")
+        raise UsageError(
+            f"{root} has no model {model!r}", hint=f"one of: {', '.join(model_dirs(root)) or '-'}"
+        )
     refusal = _embedded_refusal(root, model)
     if refusal:
-        raise InferenceError(refusal, where=str(root / model),
-                             hint=f"serve {root} on a tritonserver that has it, then 'tritonbuild infer "
-                                  f"http://HOST:8000 {model}" + (f" --goldens {root}'" if expected else "'"))
+        raise InferenceError(
+            refusal,
+            where=str(root / model),
+            hint=f"serve {root} on a tritonserver that has it, then 'tritonbuild infer "
+            f"http://HOST:8000 {model}" + (f" --goldens {root}'" if expected else "'"),
+        )
     from tritonbuild.server.launcher import launcher_for
 
     with EmbeddedServer(root, launcher=launcher_for(tritonserver)) as server:
         try:
             server.load(model)
         except ModelLoadError as e:
-            raise InferenceError(f"tritonserver failed to load {model!r} from {root}: {e.message}",
-                                 where=str(root), hint=f"'tritonbuild verify {root}' shows why") from None
+            raise InferenceError(
+                f"tritonserver failed to load {model!r} from {root}: {e.message}",
+                where=str(root),
+                hint=f"'tritonbuild verify {root}' shows why",
+            ) from None
         return _send(f"http://{server.http_url}", model, samples, expected, data)
 
 
@@ -100,14 +125,22 @@ def _embedded_refusal(root: Path, model: str) -> str | None:
     from tritonbuild.verify.run import runs_as_written
 
     if (root / MANIFEST_NAME).exists():
-        backends = {each.backend for each in read_repository(root, InferenceError).models if each.name == model}
+        backends = {
+            each.backend
+            for each in read_repository(root, InferenceError).models
+            if each.name == model
+        }
         if backends and not any(runs_embedded(backend) for backend in backends):
-            return (f"the embedded tritonserver has no {'/'.join(sorted(backends))} backend (only python): it "
-                    f"cannot load {model!r}")
+            return (
+                f"the embedded tritonserver has no {'/'.join(sorted(backends))} backend (only python): it "
+                f"cannot load {model!r}"
+            )
         return None
     if not runs_as_written(root / model, bool(fingerprint().get("gpu_name"))):
-        return (f"the embedded tritonserver cannot load {model!r} as written (it has only the python backend, "
-                "and no GPU here for KIND_GPU)")
+        return (
+            f"the embedded tritonserver cannot load {model!r} as written (it has only the python backend, "
+            "and no GPU here for KIND_GPU)"
+        )
     return None
 
 
@@ -122,7 +155,10 @@ def generated_inputs(metadata: dict, data: str, seed: int = 0) -> dict[str, np.n
         shape = [1 if int(dim) < 0 else int(dim) for dim in tensor["shape"]]
         dtype = triton_to_np_dtype(tensor["datatype"])
         if dtype in (np.object_, np.bytes_):
-            values = [b"" if data == "zeros" else str(int(x)).encode() for x in rng.integers(0, 10, size=shape).flat]
+            values = [
+                b"" if data == "zeros" else str(int(x)).encode()
+                for x in rng.integers(0, 10, size=shape).flat
+            ]
             out[tensor["name"]] = np.array(values, dtype=np.object_).reshape(shape)
         elif data == "zeros":
             out[tensor["name"]] = np.zeros(shape, dtype=dtype)
@@ -133,8 +169,9 @@ def generated_inputs(metadata: dict, data: str, seed: int = 0) -> dict[str, np.n
     return out
 
 
-def _send(url: str, model: str, samples: list[dict], expected: list[dict] | None, data: str | None = None
-          ) -> InferResult:
+def _send(
+    url: str, model: str, samples: list[dict], expected: list[dict] | None, data: str | None = None
+) -> InferResult:
     import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
@@ -147,25 +184,45 @@ def _send(url: str, model: str, samples: list[dict], expected: list[dict] | None
         declared = {tensor["name"] for tensor in metadata["inputs"]}
         unknown = sorted({name for sample in samples for name in sample} - declared)
         if unknown:
-            raise InferenceError(f"{model} has no input {', '.join(map(repr, unknown))}", where=url,
-                                 hint=f"{_inputs_of(metadata)}; name them with --input NAME=FILE.npy")
+            raise InferenceError(
+                f"{model} has no input {', '.join(map(repr, unknown))}",
+                where=url,
+                hint=f"{_inputs_of(metadata)}; name them with --input NAME=FILE.npy",
+            )
         results = []
         for i, sample in enumerate(samples):
             request = []
             for name, arr in sample.items():
-                infer_input = httpclient.InferInput(name, list(arr.shape), np_to_triton_dtype(arr.dtype))
+                infer_input = httpclient.InferInput(
+                    name, list(arr.shape), np_to_triton_dtype(arr.dtype)
+                )
                 infer_input.set_data_from_numpy(arr, binary_data=True)
                 request.append(infer_input)
             try:
-                response = client.infer(model, request, outputs=[
-                    httpclient.InferRequestedOutput(output_name, binary_data=True) for output_name in outputs])
+                response = client.infer(
+                    model,
+                    request,
+                    outputs=[
+                        httpclient.InferRequestedOutput(output_name, binary_data=True)
+                        for output_name in outputs
+                    ],
+                )
             except InferenceServerException as e:
-                raise InferenceError(f"{model}: sample {i}: {e.message()}", where=url,
-                                     hint=f"check the dtypes and shapes: {_inputs_of(metadata)}") from None
+                raise InferenceError(
+                    f"{model}: sample {i}: {e.message()}",
+                    where=url,
+                    hint=f"check the dtypes and shapes: {_inputs_of(metadata)}",
+                ) from None
             got = {output_name: response.as_numpy(output_name) for output_name in outputs}
-            results.append({"outputs": got, "golden": _compare(got, expected[i]) if expected else None})
-        return InferResult(server=url, model=model, samples=results,
-                           inputs=data or ("goldens" if expected else "given"))
+            results.append(
+                {"outputs": got, "golden": _compare(got, expected[i]) if expected else None}
+            )
+        return InferResult(
+            server=url,
+            model=model,
+            samples=results,
+            inputs=data or ("goldens" if expected else "given"),
+        )
     finally:
         client.close()
 
@@ -181,24 +238,37 @@ def _metadata(client, url: str, model: str) -> dict:
     except InferenceServerException as e:
         message = e.message()
     except OSError as e:
-        raise InferenceError(f"cannot reach {url}: {e}", hint="start it: tritonbuild serve OUT") from None
+        raise InferenceError(
+            f"cannot reach {url}: {e}", hint="start it: tritonbuild serve OUT"
+        ) from None
     try:
         index = client.get_model_repository_index()
     except (InferenceServerException, OSError):
         index = []
-    listing = ", ".join(f"{entry['name']} ({entry.get('state') or 'not loaded'}"
-                        + (f", version {entry['version']})" if entry.get("version") else ")") for entry in index)
+    listing = ", ".join(
+        f"{entry['name']} ({entry.get('state') or 'not loaded'}"
+        + (f", version {entry['version']})" if entry.get("version") else ")")
+        for entry in index
+    )
     close = difflib.get_close_matches(model, [entry["name"] for entry in index], n=1)
-    raise InferenceError(f"{url}: model {model!r}: {message}",
-                         hint=(f"did you mean {close[0]!r}? " if close else "") +
-                         (f"the server's models: {listing}" if listing else "the server has no models (tritonbuild "
-                          "serve OUT)") + "; is it loaded? (tritonbuild status URL)") from None
+    raise InferenceError(
+        f"{url}: model {model!r}: {message}",
+        hint=(f"did you mean {close[0]!r}? " if close else "")
+        + (
+            f"the server's models: {listing}"
+            if listing
+            else "the server has no models (tritonbuild serve OUT)"
+        )
+        + "; is it loaded? (tritonbuild status URL)",
+    ) from None
 
 
 def _inputs_of(metadata: dict) -> str:
-    """"doubler's inputs: X (FP32 [-1, 3])", as the server declares them."""
-    tensors = ", ".join(f"{tensor['name']} ({tensor['datatype']} {[int(dim) for dim in tensor['shape']]})"
-                        for tensor in metadata["inputs"])
+    """ "doubler's inputs: X (FP32 [-1, 3])", as the server declares them."""
+    tensors = ", ".join(
+        f"{tensor['name']} ({tensor['datatype']} {[int(dim) for dim in tensor['shape']]})"
+        for tensor in metadata["inputs"]
+    )
     return f"{metadata['name']}'s inputs: {tensors or 'none'}"
 
 
@@ -212,6 +282,12 @@ def _compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> str:
             diffs.append(f"{name}: {seen} vs golden {ref.dtype} {list(ref.shape)}")
         elif arr.tobytes() != ref.tobytes():
             num = np.issubdtype(ref.dtype, np.number)
-            worst = float(np.max(np.abs(arr.astype(np.float64) - ref.astype(np.float64)))) if num else None
-            diffs.append(f"{name}: differs" + (f" (max |diff| {worst:.3g})" if worst is not None else ""))
+            worst = (
+                float(np.max(np.abs(arr.astype(np.float64) - ref.astype(np.float64))))
+                if num
+                else None
+            )
+            diffs.append(
+                f"{name}: differs" + (f" (max |diff| {worst:.3g})" if worst is not None else "")
+            )
     return "bit-exact" if not diffs else "; ".join(diffs)

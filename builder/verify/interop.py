@@ -33,7 +33,9 @@ def encode_tensor(arr: np.ndarray, dtype: str) -> str:
             parts += [len(raw).to_bytes(4, "little"), raw]
         return base64.b64encode(b"".join(parts)).decode("ascii")
     want = np.dtype(NP_DTYPES[dtype]).newbyteorder("<")
-    return base64.b64encode(np.ascontiguousarray(arr, dtype=want).tobytes(order="C")).decode("ascii")
+    return base64.b64encode(np.ascontiguousarray(arr, dtype=want).tobytes(order="C")).decode(
+        "ascii"
+    )
 
 
 def _rows(arr: np.ndarray, batched: bool) -> list[np.ndarray]:
@@ -45,26 +47,37 @@ def _validation_refusal(model: ManifestModel, outputs: list[Sample]) -> str | No
     """Why perf_analyzer cannot check this model's answers from the goldens, or None."""
     variable = [t.name for t in model.outputs if any(dim == -1 for dim in t.dims)]
     if variable:
-        return (f"output {', '.join(variable)} has a variable dimension: perf_analyzer checks an output only "
-                "against the shape the model declares, never one given in the file")
+        return (
+            f"output {', '.join(variable)} has a variable dimension: perf_analyzer checks an output only "
+            "against the shape the model declares, never one given in the file"
+        )
     names = {t.name for t in model.outputs}
     for i, sample in enumerate(outputs):
         if set(sample) != names:
-            return (f"golden sample {i} holds outputs {sorted(sample)}, not all of {sorted(names)}: perf_analyzer "
-                    "needs every output of the model in each validation entry")
+            return (
+                f"golden sample {i} holds outputs {sorted(sample)}, not all of {sorted(names)}: perf_analyzer "
+                "needs every output of the model in each validation entry"
+            )
     return None
 
 
-def _entries(model: ManifestModel, samples: list[Sample], tensors, with_shape: bool) -> list[list[dict]]:
+def _entries(
+    model: ManifestModel, samples: list[Sample], tensors, with_shape: bool
+) -> list[list[dict]]:
     """Per sample, its batch-1 requests: {tensor name: {"content": {"b64"}, "shape"} or {"b64"}}."""
     batched = model.max_batch_size > 0
     out = []
     for i, sample in enumerate(samples):
-        rows = {t.name: _rows(np.asarray(sample[t.name]), batched) for t in tensors if t.name in sample}
+        rows = {
+            t.name: _rows(np.asarray(sample[t.name]), batched) for t in tensors if t.name in sample
+        }
         counts = {len(r) for r in rows.values()}
         if len(counts) != 1:
-            raise VerifyError(f"golden sample {i} of {model.name} has tensors of different batch sizes",
-                              where=model.goldens, hint="record the goldens again with 'tritonbuild verify --record'")
+            raise VerifyError(
+                f"golden sample {i} of {model.name} has tensors of different batch sizes",
+                where=model.goldens,
+                hint="record the goldens again with 'tritonbuild verify --record'",
+            )
         requests = []
         for r in range(counts.pop()):
             entry = {}
@@ -87,15 +100,20 @@ def _goldens(root: Path, spec: ManifestModel) -> tuple[list[Sample], list[Sample
     from tritonbuild.verify.goldens import check_golden_names, from_npz_arrays
 
     if not spec.goldens or not (root / spec.goldens).is_file():
-        raise UsageError(f"{spec.name} has no goldens in {root}: there is nothing to export",
-                         where=str(root / spec.name),
-                         hint=f"record them with 'tritonbuild verify {root} --record', then export again")
+        raise UsageError(
+            f"{spec.name} has no goldens in {root}: there is nothing to export",
+            where=str(root / spec.name),
+            hint=f"record them with 'tritonbuild verify {root} --record', then export again",
+        )
     try:
         inputs, outputs = from_npz_arrays(read_npz(root / spec.goldens))
         check_golden_names(spec, inputs, outputs)
     except (OSError, ValueError) as e:
-        raise VerifyError(f"golden file of {spec.name} is unusable: {e}", where=str(root / spec.goldens),
-                          hint=f"record the goldens again with 'tritonbuild verify {root} --record --force'") from None
+        raise VerifyError(
+            f"golden file of {spec.name} is unusable: {e}",
+            where=str(root / spec.goldens),
+            hint=f"record the goldens again with 'tritonbuild verify {root} --record --force'",
+        ) from None
     return inputs, outputs
 
 
@@ -105,20 +123,33 @@ def perf_analyzer_data(root: Path, model: str, *, validation: bool = True) -> tu
     inputs, outputs = _goldens(root, spec)
     refusal = _validation_refusal(spec, outputs) if validation else None
     if refusal:
-        raise UsageError(f"{model}: cannot export validation data: {refusal}", where=str(root / spec.goldens),
-                         hint="export the inputs alone with --no-validation")
+        raise UsageError(
+            f"{model}: cannot export validation data: {refusal}",
+            where=str(root / spec.goldens),
+            hint="export the inputs alone with --no-validation",
+        )
     data = _entries(spec, inputs, spec.inputs, with_shape=True)
     document = {"data": [request for sample in data for request in sample]}
     if validation:
         expected = _entries(spec, outputs, spec.outputs, with_shape=False)
         if [len(s) for s in expected] != [len(s) for s in data]:
-            raise VerifyError(f"{model}: golden outputs do not have the batch sizes of their inputs",
-                              where=str(root / spec.goldens), hint="record the goldens again")
+            raise VerifyError(
+                f"{model}: golden outputs do not have the batch sizes of their inputs",
+                where=str(root / spec.goldens),
+                hint="record the goldens again",
+            )
         document["validation_data"] = [request for sample in expected for request in sample]
-    summary = {"model": model, "version": spec.version, "samples": len(inputs), "requests": len(document["data"]),
-               "validation": validation, "goldens": spec.goldens, "max_batch_size": spec.max_batch_size,
-               "perf_analyzer": f"perf_analyzer -m {model} --input-data FILE"
-                                + (" -b 1" if spec.max_batch_size > 0 else "")}
+    summary = {
+        "model": model,
+        "version": spec.version,
+        "samples": len(inputs),
+        "requests": len(document["data"]),
+        "validation": validation,
+        "goldens": spec.goldens,
+        "max_batch_size": spec.max_batch_size,
+        "perf_analyzer": f"perf_analyzer -m {model} --input-data FILE"
+        + (" -b 1" if spec.max_batch_size > 0 else ""),
+    }
     return document, summary
 
 
@@ -137,9 +168,16 @@ class PerfDataExport(Result):
     path: str
 
 
-def write_perf_data(root: Path, model: str, out: Path, *, validation: bool = True) -> PerfDataExport:
+def write_perf_data(
+    root: Path, model: str, out: Path, *, validation: bool = True
+) -> PerfDataExport:
     """perf_analyzer_data written to OUT (atomically); the summary with OUT in its command line."""
     document, summary = perf_analyzer_data(root, model, validation=validation)
     write_atomic(out, (json.dumps(document, indent=1) + "\n").encode())
-    return PerfDataExport(**{**summary, "path": str(out),
-                             "perf_analyzer": summary["perf_analyzer"].replace("FILE", str(out))})
+    return PerfDataExport(
+        **{
+            **summary,
+            "path": str(out),
+            "perf_analyzer": summary["perf_analyzer"].replace("FILE", str(out)),
+        }
+    )

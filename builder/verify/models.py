@@ -23,8 +23,11 @@ class Mismatch(_Frozen):
     total: int
     max_abs_diff: float | None
     first_index: list[int] | None
-    within_tolerance: bool = Field(False, description="Bits differ but every element is within the output's "
-                                                      "declared verify.tolerance: not a failure, never 'bit-exact'.")
+    within_tolerance: bool = Field(
+        False,
+        description="Bits differ but every element is within the output's "
+        "declared verify.tolerance: not a failure, never 'bit-exact'.",
+    )
 
 
 class ModelReport(_Frozen):
@@ -33,34 +36,54 @@ class ModelReport(_Frozen):
     backend: str
     route: Literal["live-embedded", "live-server", "in-process", "none"] = Field(
         description="How verify ran it: the embedded tritonserver, the server given with --server, in-process, or "
-                    "not at all.")
-    route_detail: str = Field(description="What ran it, e.g. 'tritonserver 2.51.0 (embedded)' or 'onnxruntime "
-                                          "1.32.0 in-process'.")
+        "not at all."
+    )
+    route_detail: str = Field(
+        description="What ran it, e.g. 'tritonserver 2.51.0 (embedded)' or 'onnxruntime "
+        "1.32.0 in-process'."
+    )
     loaded: bool
     load_error: str | None = None
-    infer_error: str | None = Field(None, description="Loaded, then failed to answer: Triton's error (the model "
-                                                       "raised, or returned no declared output).")
+    infer_error: str | None = Field(
+        None,
+        description="Loaded, then failed to answer: Triton's error (the model "
+        "raised, or returned no declared output).",
+    )
     goldens: str | None = None
     samples: int = 0
     repeats: int = 0
     compared: int = Field(0, description="Output tensors compared bit for bit.")
     mismatches: list[Mismatch] = Field(default_factory=list)
-    tolerated: list[Mismatch] = Field(default_factory=list, description="Differences within a declared tolerance.")
+    tolerated: list[Mismatch] = Field(
+        default_factory=list, description="Differences within a declared tolerance."
+    )
     batch_invariance: Literal["invariant", "variant", "not-applicable", "skipped"] = "skipped"
     batch_detail: str = ""
-    under_load: dict | None = Field(None, description="A generative model's check under load: others (requests in "
-                                    "flight around each golden one), repeats, answers compared, differing, "
-                                    "ids_differing, logprobs_only_differing, first_differing_position (generated "
-                                    "token), max_logprob_diff.")
+    under_load: dict | None = Field(
+        None,
+        description="A generative model's check under load: others (requests in "
+        "flight around each golden one), repeats, answers compared, differing, "
+        "ids_differing, logprobs_only_differing, first_differing_position (generated "
+        "token), max_logprob_diff.",
+    )
     passed: bool
-    checked: bool = Field(True, description="False: it could not run here (route 'none'; notes say why): neither "
-                                            "passed nor failed, and the report as a whole does not pass.")
+    checked: bool = Field(
+        True,
+        description="False: it could not run here (route 'none'; notes say why): neither "
+        "passed nor failed, and the report as a whole does not pass.",
+    )
     notes: list[str] = Field(default_factory=list)
-    goldens_refused: str | None = Field(None, description="verify --record: why the recorded goldens were not "
-                                                          "written over the committed ones (they differ; no --force).")
-    served: dict | None = Field(None, description="verify --server: what the server says it loaded (server version, "
-                                                  "name, ready versions, digest of the served config's backend, "
-                                                  "batch size and tensors beside ours).")
+    goldens_refused: str | None = Field(
+        None,
+        description="verify --record: why the recorded goldens were not "
+        "written over the committed ones (they differ; no --force).",
+    )
+    served: dict | None = Field(
+        None,
+        description="verify --server: what the server says it loaded (server version, "
+        "name, ready versions, digest of the served config's backend, "
+        "batch size and tensors beside ours).",
+    )
 
     def ran_by(self) -> str:
         """What ran it (route_detail), or 'not recorded: why' for a model verify had no way to run here."""
@@ -80,12 +103,16 @@ class ModelReport(_Frozen):
                 if new not in data:
                     data[new] = value
                 elif value is not None and value != data[new]:
-                    raise ValueError(f"{old!r} ({value!r}) differs from {new!r} ({data[new]!r}): the report was "
-                                     "edited")
+                    raise ValueError(
+                        f"{old!r} ({value!r}) differs from {new!r} ({data[new]!r}): the report was "
+                        "edited"
+                    )
         return data
 
-    @computed_field(description="The route under its first name (same value as 'route'), kept for readers of the "
-                                "report.")
+    @computed_field(
+        description="The route under its first name (same value as 'route'), kept for readers of the "
+        "report."
+    )
     @property
     def path(self) -> str:
         return self.route
@@ -98,11 +125,17 @@ class ModelReport(_Frozen):
 
 class Reproducibility(_Frozen):
     """verify --rebuild: the recipes rebuilt in an isolated cache, every artefact's sha256 compared."""
+
     identical: int = Field(description="Files whose rebuilt bytes equal OUT's.")
-    differ: list[str] = Field(default_factory=list, description="'path: why' for each file that differs.")
-    by_nature: list[str] = Field(default_factory=list, description="Files that cannot be byte-identical (TensorRT "
-                                                                   "engines) or were not rebuilt here: goldens "
-                                                                   "decide for them.")
+    differ: list[str] = Field(
+        default_factory=list, description="'path: why' for each file that differs."
+    )
+    by_nature: list[str] = Field(
+        default_factory=list,
+        description="Files that cannot be byte-identical (TensorRT "
+        "engines) or were not rebuilt here: goldens "
+        "decide for them.",
+    )
 
     @property
     def reproducible(self) -> bool:
@@ -118,26 +151,36 @@ class VerificationReport(_Frozen):
     recorded: bool = False
     reproducibility: Reproducibility | None = None
     passed: bool
-    signature: str | None = Field(None, description="HMAC-SHA256 of this report (without this field) with the "
-                                                    "key in TRITONBUILD_REPORT_KEY, else this machine's key.")
+    signature: str | None = Field(
+        None,
+        description="HMAC-SHA256 of this report (without this field) with the "
+        "key in TRITONBUILD_REPORT_KEY, else this machine's key.",
+    )
 
     def accept_hint(self, shown: str) -> str | None:
         """How to accept outputs that changed on purpose, when goldens differ (or a record was refused); shown: the
         repository as the user named it."""
         # NOTE: only answers that differ from the goldens; answers that change when batched or under load are not
         # fixed by recording them (the model's notes say how to serve it invariant)
-        if not any(each.goldens_refused or any(mismatch.context.startswith("repeat") for mismatch in each.mismatches)
-                   for each in self.models):
+        if not any(
+            each.goldens_refused
+            or any(mismatch.context.startswith("repeat") for mismatch in each.mismatches)
+            for each in self.models
+        ):
             return None
-        return (f"if the outputs changed on purpose: 'tritonbuild verify {shown} --record --force' rewrites the "
-                f"committed goldens (commit them); then rebuild ('tritonbuild build RECIPES -o {shown}')")
+        return (
+            f"if the outputs changed on purpose: 'tritonbuild verify {shown} --record --force' rewrites the "
+            f"committed goldens (commit them); then rebuild ('tritonbuild build RECIPES -o {shown}')"
+        )
 
     def signed_payload(self) -> bytes:
         """What the signature covers: the canonical JSON of every other field."""
         from tritonbuild.core.hashing import canonical_json
 
         payload = self.model_dump(mode="json", exclude={"signature"})
-        for model in payload["models"]:  # NOTE: absent from reports signed before it was added: unset, not signed
+        for model in payload[
+            "models"
+        ]:  # NOTE: absent from reports signed before it was added: unset, not signed
             if model.get("goldens_refused") is None:
                 model.pop("goldens_refused", None)
         return canonical_json(payload)
@@ -148,4 +191,8 @@ class VerificationReport(_Frozen):
         from tritonbuild.core.signing import sign, signing_key
 
         key = signing_key()
-        return self if key is None else self.model_copy(update={"signature": sign(self.signed_payload(), key)})
+        return (
+            self
+            if key is None
+            else self.model_copy(update={"signature": sign(self.signed_payload(), key)})
+        )

@@ -27,8 +27,9 @@ class TritonRunner:
 
         self._http = httpclient
         self.model = model
-        self.client = httpclient.InferenceServerClient(url.removeprefix("http://"), concurrency=concurrency,
-                                                       network_timeout=120.0)
+        self.client = httpclient.InferenceServerClient(
+            url.removeprefix("http://"), concurrency=concurrency, network_timeout=120.0
+        )
 
     def _request(self, sample: Sample):
         from tritonclient.utils import np_to_triton_dtype
@@ -38,7 +39,10 @@ class TritonRunner:
             i = self._http.InferInput(name, list(arr.shape), np_to_triton_dtype(arr.dtype))
             i.set_data_from_numpy(arr, binary_data=True)
             inputs.append(i)
-        outputs = [self._http.InferRequestedOutput(tensor.name, binary_data=True) for tensor in self.model.outputs]
+        outputs = [
+            self._http.InferRequestedOutput(tensor.name, binary_data=True)
+            for tensor in self.model.outputs
+        ]
         return inputs, outputs
 
     def _result(self, response) -> Sample:
@@ -46,12 +50,18 @@ class TritonRunner:
         for tensor in self.model.outputs:
             try:
                 got[tensor.name] = response.as_numpy(tensor.name)
-            except ValueError as e:  # e.g. no data for a non-empty shape (a stub whose numpy is 2.x answers so)
-                raise InferError(f"output {tensor.name!r}: the server's answer does not fit its own shape ({e}); "
-                                 "a Python-backend stub importing numpy >= 2 sends empty tensors") from None
+            except (
+                ValueError
+            ) as e:  # e.g. no data for a non-empty shape (a stub whose numpy is 2.x answers so)
+                raise InferError(
+                    f"output {tensor.name!r}: the server's answer does not fit its own shape ({e}); "
+                    "a Python-backend stub importing numpy >= 2 sends empty tensors"
+                ) from None
         missing = sorted(n for n, a in got.items() if a is None)
         if missing:
-            returned = sorted(output["name"] for output in (response.get_response() or {}).get("outputs", []))
+            returned = sorted(
+                output["name"] for output in (response.get_response() or {}).get("outputs", [])
+            )
             raise InferError(f"the model returned no output {missing} (it returned {returned})")
         return got
 
@@ -60,8 +70,9 @@ class TritonRunner:
 
         inputs, outputs = self._request(sample)
         try:
-            response = self.client.infer(self.model.name, inputs, outputs=outputs,
-                                         model_version=str(self.model.version))
+            response = self.client.infer(
+                self.model.name, inputs, outputs=outputs, model_version=str(self.model.version)
+            )
         except InferenceServerException as e:
             raise InferError(f"tritonserver answered an error: {_server_message(e)}") from None
         return self._result(response)
@@ -70,8 +81,11 @@ class TritonRunner:
         pending = []
         for sample in samples:
             inputs, outputs = self._request(sample)
-            pending.append(self.client.async_infer(self.model.name, inputs, outputs=outputs,
-                                                   model_version=str(self.model.version)))
+            pending.append(
+                self.client.async_infer(
+                    self.model.name, inputs, outputs=outputs, model_version=str(self.model.version)
+                )
+            )
         from tritonclient.utils import InferenceServerException
 
         try:

@@ -12,11 +12,25 @@ TIMEOUT_S = 30.0
 
 def _served_projection(config) -> dict:
     def tensors(tensor_list) -> list:
-        return [(tensor.name, type(config).DESCRIPTOR.fields_by_name["input"].message_type.fields_by_name["data_type"]
-                 .enum_type.values_by_number[tensor.data_type].name, list(tensor.dims)) for tensor in tensor_list]
+        return [
+            (
+                tensor.name,
+                type(config)
+                .DESCRIPTOR.fields_by_name["input"]
+                .message_type.fields_by_name["data_type"]
+                .enum_type.values_by_number[tensor.data_type]
+                .name,
+                list(tensor.dims),
+            )
+            for tensor in tensor_list
+        ]
 
-    return {"max_batch_size": config.max_batch_size, "inputs": tensors(config.input), "outputs": tensors(config.output),
-            "backend": config.backend or config.platform}
+    return {
+        "max_batch_size": config.max_batch_size,
+        "inputs": tensors(config.input),
+        "outputs": tensors(config.output),
+        "backend": config.backend or config.platform,
+    }
 
 
 def _identity(url: str, name: str, mine: dict, theirs: dict) -> dict:
@@ -30,12 +44,23 @@ def _identity(url: str, name: str, mine: dict, theirs: dict) -> dict:
             server, index = asked.metadata(), asked.index()
     except Exception:  # noqa: BLE001 - the identity is then unknown, the comparison above still stands
         server, index = {}, []
-    as_json = lambda projection: {k: [list(t) for t in v] if isinstance(v, list) else v  # noqa: E731
-                                  for k, v in projection.items()}
-    return {"server": f"{server.get('name', 'triton')} {server.get('version', '?')}", "name": name,
-            "ready_versions": sorted(int(entry["version"]) for entry in index if entry.get("name") == name
-                                     and entry.get("state") == "READY" and entry.get("version")),
-            "config_sha256": sha256_json(as_json(theirs)), "ours_config_sha256": sha256_json(as_json(mine))}
+
+    def as_json(projection):
+        return {
+            k: [list(t) for t in v] if isinstance(v, list) else v for k, v in projection.items()
+        }
+
+    return {
+        "server": f"{server.get('name', 'triton')} {server.get('version', '?')}",
+        "name": name,
+        "ready_versions": sorted(
+            int(entry["version"])
+            for entry in index
+            if entry.get("name") == name and entry.get("state") == "READY" and entry.get("version")
+        ),
+        "config_sha256": sha256_json(as_json(theirs)),
+        "ours_config_sha256": sha256_json(as_json(mine)),
+    }
 
 
 def served_differences(url: str, root: Path, model: ManifestModel) -> tuple[list[str], dict | None]:
@@ -48,13 +73,19 @@ def served_differences(url: str, root: Path, model: ManifestModel) -> tuple[list
 
     try:
         with Server(url, TIMEOUT_S) as asked:
-            served = json_format.ParseDict(asked.model_config(model.name), model_config_pb2().ModelConfig(),
-                                           ignore_unknown_fields=True)
+            served = json_format.ParseDict(
+                asked.model_config(model.name),
+                model_config_pb2().ModelConfig(),
+                ignore_unknown_fields=True,
+            )
     except Exception as e:  # noqa: BLE001 - unreachable, refused or not a ModelConfig: reported, never raised
         return [f"cannot read its config ({e})"], None
     mine = _served_projection(read_config(root / model.name))
     theirs = _served_projection(served)
-    if not (mine["backend"] and theirs["backend"]) or theirs["backend"] in (served.platform, served.backend):
+    if not (mine["backend"] and theirs["backend"]) or theirs["backend"] in (
+        served.platform,
+        served.backend,
+    ):
         mine.pop("backend"), theirs.pop("backend")
     out = [f"{k}: served {theirs[k]}, this OUT {mine[k]}" for k in mine if mine[k] != theirs.get(k)]
     if not version_ready(url, model):

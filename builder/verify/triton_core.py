@@ -20,9 +20,15 @@ LOAD_TIMEOUT_S = 120.0
 Progress = Callable[[str], None]
 
 
-def check_with_triton(root: Path, names: list[str], *, progress: Progress | None = None,
-                      have_gpu: bool = False, as_is: frozenset[str] = frozenset(), launcher=None
-                      ) -> tuple[dict[str, str | None], dict[str, list[str]], str]:
+def check_with_triton(
+    root: Path,
+    names: list[str],
+    *,
+    progress: Progress | None = None,
+    have_gpu: bool = False,
+    as_is: frozenset[str] = frozenset(),
+    launcher=None,
+) -> tuple[dict[str, str | None], dict[str, list[str]], str]:
     """Load a stand-in of each model (the model itself for those in as_is) in one embedded-server start:
     (name → Triton's refusal or None, name → what the stand-in changed, the server's version line). Plain models
     load first, concurrently; then ensembles, one at a time (their steps are loaded already)."""
@@ -49,7 +55,10 @@ def check_with_triton(root: Path, names: list[str], *, progress: Progress | None
             result: dict[str, str | None] = {}
             # NOTE: ensembles one at a time: two ensembles that name each other, loaded concurrently, may fail
             # with "no version is available" instead of Triton's cycle message.
-            for batch, workers in (([n for n in names if n not in ens], 8), ([n for n in names if n in ens], 1)):
+            for batch, workers in (
+                ([n for n in names if n not in ens], 8),
+                ([n for n in names if n in ens], 1),
+            ):
                 if batch:
                     with ThreadPoolExecutor(max_workers=min(workers, len(batch))) as pool:
                         result.update(zip(batch, pool.map(one, batch), strict=True))
@@ -57,7 +66,9 @@ def check_with_triton(root: Path, names: list[str], *, progress: Progress | None
             which = server.describe()
         for name, error in result.items():
             if error is not None:  # a path Triton names is the user's, not the scratch copy's
-                result[name] = explain_load_error(error, log, name).replace(str(scratch), str(Path(root)))
+                result[name] = explain_load_error(error, log, name).replace(
+                    str(scratch), str(Path(root))
+                )
         return result, changes, which
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -72,23 +83,34 @@ def not_loaded_here(model_dir: Path) -> str | None:
         mc = read_config(model_dir)
     except Exception:  # noqa: BLE001 - unreadable or absent: the config rows say why
         return None
-    if mc.HasField("ensemble_scheduling") or runs_embedded(mc.backend):  # nothing to say of the backend
+    if mc.HasField("ensemble_scheduling") or runs_embedded(
+        mc.backend
+    ):  # nothing to say of the backend
         return None
     owner = REGISTRY.for_config(mc.backend, mc.platform)
     what = mc.backend or mc.platform
     needs = (owner.needs if owner is not None else "") or f"a server with the {what} backend"
-    return (f"the model itself: not checked here (needs {needs}): the {what} backend is not in this server; "
-            "verify where it is (--server URL, --tritonserver PATH)")
+    return (
+        f"the model itself: not checked here (needs {needs}): the {what} backend is not in this server; "
+        "verify where it is (--server URL, --tritonserver PATH)"
+    )
 
 
 _MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
 # What Python's network stack (socket, urllib, requests/urllib3, huggingface_hub) says when a host cannot be reached
-_NETWORK = re.compile(r"Temporary failure in name resolution|Name or service not known|nodename nor servname|"
-                      r"Failed to resolve|NameResolutionError|Network is unreachable|Max retries exceeded|"
-                      r"couldn't connect to|socket\.gaierror|Connection refused|timed out", re.I)
-_HOST = re.compile(r"host='([^']+)'|Failed to resolve '([^']+)'|couldn't connect to '(?:https?://)?([^'/]+)|"
-                   r"https?://([^/\s'\"]+)")
-_NO_FILE = re.compile(r"No such file or directory|FileNotFoundError|does not exist|not a directory", re.I)
+_NETWORK = re.compile(
+    r"Temporary failure in name resolution|Name or service not known|nodename nor servname|"
+    r"Failed to resolve|NameResolutionError|Network is unreachable|Max retries exceeded|"
+    r"couldn't connect to|socket\.gaierror|Connection refused|timed out",
+    re.I,
+)
+_HOST = re.compile(
+    r"host='([^']+)'|Failed to resolve '([^']+)'|couldn't connect to '(?:https?://)?([^'/]+)|"
+    r"https?://([^/\s'\"]+)"
+)
+_NO_FILE = re.compile(
+    r"No such file or directory|FileNotFoundError|does not exist|not a directory", re.I
+)
 
 
 def not_here_cause(model_dir: Path, cause: str) -> str | None:
@@ -99,22 +121,35 @@ def not_here_cause(model_dir: Path, cause: str) -> str | None:
     from tritonbuild.triton.config import read_config
 
     if (missing := _MISSING_MODULE.search(cause)) is not None:
-        return (f"its Python code imports {missing.group(1)!r}, which this environment lacks (Triton's core "
-                "accepted the config before the Python backend imported it)")
+        return (
+            f"its Python code imports {missing.group(1)!r}, which this environment lacks (Triton's core "
+            "accepted the config before the Python backend imported it)"
+        )
     if _NETWORK.search(cause) and "initialize" in cause:
-        host = next((group for match in _HOST.finditer(cause) for group in match.groups() if group), None)
+        host = next(
+            (group for match in _HOST.finditer(cause) for group in match.groups() if group), None
+        )
         where = f" ({host})" if host else ""
-        return (f"needs network: its initialize() could not reach the network{where}, which this machine does not "
-                f"have; the serving machine may")
+        return (
+            f"needs network: its initialize() could not reach the network{where}, which this machine does not "
+            f"have; the serving machine may"
+        )
     if not _NO_FILE.search(cause):
         return None
     try:
         params = read_config(model_dir).parameters
     except Exception:  # noqa: BLE001 - the config rows say why
         return None
-    absent = [(k, v.string_value) for k, v in sorted(params.items())
-              if v.string_value.startswith("/") and not Path(v.string_value).exists()]
-    own = [p for p in re.findall(re.escape(str(model_dir)) + r"/[^\s'\"():,;]+", cause) if not Path(p).exists()]
+    absent = [
+        (k, v.string_value)
+        for k, v in sorted(params.items())
+        if v.string_value.startswith("/") and not Path(v.string_value).exists()
+    ]
+    own = [
+        p
+        for p in re.findall(re.escape(str(model_dir)) + r"/[^\s'\"():,;]+", cause)
+        if not Path(p).exists()
+    ]
     if not absent or own:
         return None  # no such parameter, or the missing file Triton names is the model's own
     named = ", ".join(f"{k} {v!r}" for k, v in absent)
@@ -127,12 +162,24 @@ def without_repeats(offline: list[Finding], core: list[Finding]) -> list[Finding
     """
     out, rest = list(offline), []
     for row in core:
-        same = None if row.ok else next((i for i, finding in enumerate(out) if finding.model == row.model and
-                                         not finding.ok and any(part and part in row.detail
-                                                                for part in finding.detail.split("; "))), None)
+        same = (
+            None
+            if row.ok
+            else next(
+                (
+                    i
+                    for i, finding in enumerate(out)
+                    if finding.model == row.model
+                    and not finding.ok
+                    and any(part and part in row.detail for part in finding.detail.split("; "))
+                ),
+                None,
+            )
+        )
         if same is None:
             rest.append(row)
         else:
-            out[same] = out[same].model_copy(update={"detail": f"{out[same].detail} (tritonserver refused it the "
-                                                               "same way)"})
+            out[same] = out[same].model_copy(
+                update={"detail": f"{out[same].detail} (tritonserver refused it the same way)"}
+            )
     return out + rest

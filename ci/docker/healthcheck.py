@@ -17,21 +17,39 @@ from pathlib import Path
 
 import numpy as np
 
-TRITON_TYPES = {"bool": "BOOL", "uint8": "UINT8", "uint16": "UINT16", "uint32": "UINT32", "uint64": "UINT64",
-                "int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64", "float16": "FP16",
-                "float32": "FP32", "float64": "FP64", "object": "BYTES"}
+TRITON_TYPES = {
+    "bool": "BOOL",
+    "uint8": "UINT8",
+    "uint16": "UINT16",
+    "uint32": "UINT32",
+    "uint64": "UINT64",
+    "int8": "INT8",
+    "int16": "INT16",
+    "int32": "INT32",
+    "int64": "INT64",
+    "float16": "FP16",
+    "float32": "FP32",
+    "float64": "FP64",
+    "object": "BYTES",
+}
 
 
 def _post(url: str, body: dict, timeout: float) -> dict:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return json.loads(r.read())
 
 
 def _ready(url: str, model: str, version: int, timeout: float) -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/v2/models/{model}/versions/{version}/ready", timeout=timeout) as r:
+        with urllib.request.urlopen(
+            f"{url}/v2/models/{model}/versions/{version}/ready", timeout=timeout
+        ) as r:
             return r.status == 200
     except (urllib.error.URLError, OSError):
         return False
@@ -39,7 +57,12 @@ def _ready(url: str, model: str, version: int, timeout: float) -> bool:
 
 def _tensor(name: str, arr: np.ndarray) -> dict:
     data = [x.decode() if isinstance(x, bytes) else x for x in arr.reshape(-1).tolist()]
-    return {"name": name, "shape": list(arr.shape), "datatype": TRITON_TYPES[str(arr.dtype)], "data": data}
+    return {
+        "name": name,
+        "shape": list(arr.shape),
+        "datatype": TRITON_TYPES[str(arr.dtype)],
+        "data": data,
+    }
 
 
 def check(repository: Path, url: str, timeout: float) -> list[str]:
@@ -56,9 +79,14 @@ def check(repository: Path, url: str, timeout: float) -> list[str]:
             inputs = {k.split(".", 2)[2]: z[k] for k in z.files if k.startswith("input.0.")}
             outputs = {k.split(".", 2)[2]: z[k] for k in z.files if k.startswith("output.0.")}
         try:
-            reply = _post(f"{url}/v2/models/{name}/versions/{version}/infer",
-                          {"inputs": [_tensor(k, v) for k, v in inputs.items()],
-                           "outputs": [{"name": k} for k in outputs]}, timeout)
+            reply = _post(
+                f"{url}/v2/models/{name}/versions/{version}/infer",
+                {
+                    "inputs": [_tensor(k, v) for k, v in inputs.items()],
+                    "outputs": [{"name": k} for k in outputs],
+                },
+                timeout,
+            )
         except (urllib.error.URLError, OSError, ValueError) as e:
             problems.append(f"{name} v{version}: inference failed: {e}")
             continue
@@ -69,9 +97,13 @@ def check(repository: Path, url: str, timeout: float) -> list[str]:
                 problems.append(f"{name}: output {key} missing")
                 continue
             if expected.dtype == np.object_:
-                same = [x.encode() if isinstance(x, str) else x for x in o["data"]] == expected.reshape(-1).tolist()
+                same = [
+                    x.encode() if isinstance(x, str) else x for x in o["data"]
+                ] == expected.reshape(-1).tolist()
             else:
-                arr = np.array(o["data"], dtype=np.float64).astype(expected.dtype).reshape(o["shape"])
+                arr = (
+                    np.array(o["data"], dtype=np.float64).astype(expected.dtype).reshape(o["shape"])
+                )
                 same = arr.shape == expected.shape and arr.tobytes() == expected.tobytes()
             if not same:
                 problems.append(f"{name}: output {key} differs from its golden")

@@ -16,10 +16,12 @@ from tests.ci_templates.test_templates import _tool
 from tests.contracts.facts import load
 
 RELEASES = ("1.30.0", "1.33.0", "1.37.0")
-MODES = {"poll": ["--target", "s3://bucket/models"],
-         "explicit": ["--target", "s3://bucket/models", "--model-control-mode", "explicit"],
-         "gcs": ["--target", "gs://bucket/models"],
-         "baked": ["--image", "registry.example/models:1"]}
+MODES = {
+    "poll": ["--target", "s3://bucket/models"],
+    "explicit": ["--target", "s3://bucket/models", "--model-control-mode", "explicit"],
+    "gcs": ["--target", "gs://bucket/models"],
+    "baked": ["--image", "registry.example/models:1"],
+}
 
 
 def _generate(cli, tmp_path, *args) -> tuple[list[dict], str]:
@@ -35,15 +37,27 @@ def _by_kind(docs: list[dict]) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
-def test_manifests_validate_strictly_against_three_kubernetes_releases(cli, tmp_path, in_root, mode):
+def test_manifests_validate_strictly_against_three_kubernetes_releases(
+    cli, tmp_path, in_root, mode
+):
     docs, text = _generate(cli, tmp_path, *MODES[mode])
-    assert {"ConfigMap", "Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"} <= \
-        {doc["kind"] for doc in docs}
-    assert "&id" not in text and "*id" not in text  # the labels, used five times, are written out each time
+    assert {
+        "ConfigMap",
+        "Deployment",
+        "Service",
+        "HorizontalPodAutoscaler",
+        "PodDisruptionBudget",
+    } <= {doc["kind"] for doc in docs}
+    assert (
+        "&id" not in text and "*id" not in text
+    )  # the labels, used five times, are written out each time
     path = tmp_path / "deploy" / "tritonserver.yaml"
     for release in RELEASES:
-        checked = subprocess.run([_tool("kubernetes-validate"), "--strict", "-k", release, str(path)],
-                                 capture_output=True, text=True)
+        checked = subprocess.run(
+            [_tool("kubernetes-validate"), "--strict", "-k", release, str(path)],
+            capture_output=True,
+            text=True,
+        )
         assert checked.returncode == 0, (release, checked.stdout + checked.stderr)
 
 
@@ -55,10 +69,14 @@ def test_the_pod_needs_nothing_but_the_stock_image_and_what_it_mounts(cli, tmp_p
     from tritonbuild.publish.k8s import STOCK_IMAGE
 
     assert container["image"] == STOCK_IMAGE  # the CLI's default is the module's
-    assert container["image"].startswith("nvcr.io/nvidia/tritonserver:") and container["image"].endswith("-py3")
+    assert container["image"].startswith("nvcr.io/nvidia/tritonserver:") and container[
+        "image"
+    ].endswith("-py3")
     assert container["command"] == ["tritonserver"]
     probe = container["readinessProbe"]["exec"]["command"]
-    assert probe[0] == "python3"  # the stock image's (facts: build.py installs python3 and numpy for its backend)
+    assert (
+        probe[0] == "python3"
+    )  # the stock image's (facts: build.py installs python3 and numpy for its backend)
     assert "python3" in load("kubernetes")["stock_image_python"]["python_backend_installs"]
     mounts = {mount["name"]: mount["mountPath"] for mount in container["volumeMounts"]}
     volumes = {volume["name"]: volume for volume in pod["volumes"]}
@@ -69,11 +87,14 @@ def test_the_pod_needs_nothing_but_the_stock_image_and_what_it_mounts(cli, tmp_p
     assert volumes[probe_volume]["configMap"]["name"] == config_map["metadata"]["name"]
     assert script.rsplit("/", 1)[1] in config_map["data"] and "expect.json" in config_map["data"]
     expected = yaml.safe_load(config_map["data"]["expect.json"])
-    assert {model["name"] for model in expected["models"]} == {path.name for path in
-                                                               (in_root / "model_repository").iterdir()
-                                                               if path.is_dir()}
-    assert all(key in config_map.get("binaryData", {}) for model in expected["models"]
-               for key in model["goldens"].values())
+    assert {model["name"] for model in expected["models"]} == {
+        path.name for path in (in_root / "model_repository").iterdir() if path.is_dir()
+    }
+    assert all(
+        key in config_map.get("binaryData", {})
+        for model in expected["models"]
+        for key in model["goldens"].values()
+    )
     assert container["envFrom"] == [{"secretRef": {"name": "tritonserver-store"}}]
 
 
@@ -88,7 +109,10 @@ def test_the_command_line_is_tritonservers_own_flags(cli, tmp_path, in_root, mod
     assert flags["model-control-mode"] == mode and mode in facts["model_control_modes"]
     assert flags["model-repository"] == "s3://bucket/models"
     # strict readiness is what takes every polling pod out of its Service while a publish loads
-    assert flags["strict-readiness"] == "false" and load("kubernetes")["strict_readiness"]["default"] is True
+    assert (
+        flags["strict-readiness"] == "false"
+        and load("kubernetes")["strict_readiness"]["default"] is True
+    )
     if mode == "explicit":
         assert f"--load-model={flags['load-model']}" == facts["load_all_in_explicit"]
 
@@ -123,25 +147,37 @@ def test_gpu_resources_come_from_the_instance_groups(tmp_path, in_root):
     manifest = read_manifest(root)
     assert gpus_per_pod(root, manifest) == 0  # every group KIND_CPU: no GPU asked for
     config = root / "risk-scorer" / "config.pbtxt"
-    config.write_text(config.read_text().replace("kind: KIND_CPU", "kind: KIND_GPU\n  gpus: [0, 2]"))
+    config.write_text(
+        config.read_text().replace("kind: KIND_CPU", "kind: KIND_GPU\n  gpus: [0, 2]")
+    )
     assert gpus_per_pod(root, manifest) == 3
     # a backend that places its own devices says how many (Backend.gpus_needed): vLLM's model.json
     (model,) = [model for model in manifest.models if model.name == "risk-scorer"]
     (root / "risk-scorer" / str(model.version) / "model.json").write_text(
-        '{"tensor_parallel_size": 2, "pipeline_parallel_size": 2}')
+        '{"tensor_parallel_size": 2, "pipeline_parallel_size": 2}'
+    )
     config.write_text(config.read_text().replace('backend: "python"', 'backend: "vllm"'))
     assert gpus_per_pod(root, manifest) == 4
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--target", "file:///srv/models"], "s3://, gs://"),  # tritonserver cannot read that store itself
-    (["--target", "models/prod"], "not a URL"),
-    (["--target", "s3://AKIA:hunter2@bucket/models"], "credentials"),  # it would be written into the YAML
-    (["--name", "Triton_Server"], "DNS label"),
-    (["--replicas", "0"], "--replicas"),
-    (["--replicas", "3", "--max-replicas", "2"], "--max-replicas"),
-    ([], "holds no model repository"),  # the stock image, and no target to read
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (
+            ["--target", "file:///srv/models"],
+            "s3://, gs://",
+        ),  # tritonserver cannot read that store itself
+        (["--target", "models/prod"], "not a URL"),
+        (
+            ["--target", "s3://AKIA:hunter2@bucket/models"],
+            "credentials",
+        ),  # it would be written into the YAML
+        (["--name", "Triton_Server"], "DNS label"),
+        (["--replicas", "0"], "--replicas"),
+        (["--replicas", "3", "--max-replicas", "2"], "--max-replicas"),
+        ([], "holds no model repository"),  # the stock image, and no target to read
+    ],
+)
 def test_manifests_refuse_what_the_pod_could_not_use(cli, tmp_path, in_root, args, words):
     out = tmp_path / "deploy"
     r = cli("deploy-snippets", "model_repository", "-o", out, *args)
@@ -150,7 +186,9 @@ def test_manifests_refuse_what_the_pod_could_not_use(cli, tmp_path, in_root, arg
     assert not out.exists()
 
 
-def test_the_custom_image_variant_runs_its_entrypoint_without_strict_readiness(cli, tmp_path, in_root):
+def test_the_custom_image_variant_runs_its_entrypoint_without_strict_readiness(
+    cli, tmp_path, in_root
+):
     """No --target: the image built from Dockerfile.triton serves its baked /models through its entrypoint (which
     applies the models' launch needs), told by the manifest to leave strict readiness off."""
     docs, _ = _generate(cli, tmp_path, *MODES["baked"])
@@ -160,10 +198,18 @@ def test_the_custom_image_variant_runs_its_entrypoint_without_strict_readiness(c
     fake.mkdir()
     (fake / "tritonserver").write_text('#!/bin/sh\necho "$*"\n')
     (fake / "tritonserver").chmod(stat.S_IRWXU)
-    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", **{item["name"]: item["value"] for item in
-                                                                     container["env"]},
-           "TRITONBUILD_MODELS": str(in_root / "model_repository")}
-    got = subprocess.run(["bash", str(in_root / "ci/docker/entrypoint.sh"), *container["args"]], env=env,
-                         capture_output=True, text=True, check=True).stdout.split()
+    env = {
+        **os.environ,
+        "PATH": f"{fake}:{os.environ['PATH']}",
+        **{item["name"]: item["value"] for item in container["env"]},
+        "TRITONBUILD_MODELS": str(in_root / "model_repository"),
+    }
+    got = subprocess.run(
+        ["bash", str(in_root / "ci/docker/entrypoint.sh"), *container["args"]],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert "--strict-readiness=false" in got and "--model-control-mode=none" in got
     assert "--exit-on-error=false" in got

@@ -30,8 +30,11 @@ def _tool(name: str) -> str:
 def test_template_validates_against_its_ci_schema(template, schema):
     path = ROOT / "ci" / "templates" / template
     yaml.safe_load(path.read_text())
-    r = subprocess.run([_tool("check-jsonschema"), "--builtin-schema", schema, str(path)], capture_output=True,
-                       text=True)
+    r = subprocess.run(
+        [_tool("check-jsonschema"), "--builtin-schema", schema, str(path)],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -49,7 +52,9 @@ def _invocations(text: str) -> list[list[str]]:
 
 
 def _options(cmd: click.Command) -> set[str]:
-    return {opt for p in cmd.params for opt in getattr(p, "opts", []) + getattr(p, "secondary_opts", [])}
+    return {
+        opt for p in cmd.params for opt in getattr(p, "opts", []) + getattr(p, "secondary_opts", [])
+    }
 
 
 @pytest.mark.parametrize("template", sorted(TEMPLATES))
@@ -67,15 +72,21 @@ def test_every_tritonbuild_command_in_the_templates_exists(template):
             cmd = cmd.commands[name]
         for word in words:
             if word.startswith("-"):
-                assert word.split("=")[0] in _options(cmd), f"{template}: {cmd.name} has no option {word}"
+                assert word.split("=")[0] in _options(cmd), (
+                    f"{template}: {cmd.name} has no option {word}"
+                )
 
 
 def test_dockerfile_passes_hadolint():
-    r = subprocess.run([_tool("hadolint"), str(ROOT / "Dockerfile.triton")], capture_output=True, text=True)
+    r = subprocess.run(
+        [_tool("hadolint"), str(ROOT / "Dockerfile.triton")], capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     text = (ROOT / "Dockerfile.triton").read_text()
     assert "ARG TRITON_FLAVOR=trtllm-python-py3" in text and "ARG TRITON_VERSION" in text
-    assert "healthcheck.py" in text.split("HEALTHCHECK", 1)[1]  # a real inference, not just /health/ready
+    assert (
+        "healthcheck.py" in text.split("HEALTHCHECK", 1)[1]
+    )  # a real inference, not just /health/ready
 
 
 @pytest.mark.triton
@@ -85,10 +96,17 @@ def test_healthcheck_infers_and_catches_a_wrong_answer(cli, tmp_path, in_root):
 
     out = tmp_path / "OUT"
     assert cli("build", "recipes/examples/risk-scorer.yaml", "-o", out).exit_code == 0
-    script = [sys.executable, str(ROOT / "ci" / "docker" / "healthcheck.py"), "--repository", str(out)]
+    script = [
+        sys.executable,
+        str(ROOT / "ci" / "docker" / "healthcheck.py"),
+        "--repository",
+        str(out),
+    ]
     with EmbeddedServer(out) as server:
         server.load("risk-scorer")
-        ok = subprocess.run([*script, "--url", f"http://{server.http_url}"], capture_output=True, text=True)
+        ok = subprocess.run(
+            [*script, "--url", f"http://{server.http_url}"], capture_output=True, text=True
+        )
         assert ok.returncode == 0, ok.stderr
         import numpy as np
 
@@ -98,14 +116,20 @@ def test_healthcheck_infers_and_catches_a_wrong_answer(cli, tmp_path, in_root):
         arrays = read_npz(golden)
         arrays["output.0.PROBS"] = arrays["output.0.PROBS"] + np.float32(1e-7)
         write_npz(golden, arrays)
-        bad = subprocess.run([*script, "--url", f"http://{server.http_url}"], capture_output=True, text=True)
+        bad = subprocess.run(
+            [*script, "--url", f"http://{server.http_url}"], capture_output=True, text=True
+        )
         assert bad.returncode == 1 and "output PROBS differs from its golden" in bad.stderr
-    down = subprocess.run([*script, "--url", "http://127.0.0.1:9", "--timeout", "2"], capture_output=True, text=True)
+    down = subprocess.run(
+        [*script, "--url", "http://127.0.0.1:9", "--timeout", "2"], capture_output=True, text=True
+    )
     assert down.returncode == 1 and "not ready" in down.stderr
 
 
-@pytest.mark.parametrize("template, run_id", [("github-actions.yml", "${{ github.run_id }}"),
-                                              ("gitlab-ci.yml", "$CI_PIPELINE_ID")])
+@pytest.mark.parametrize(
+    "template, run_id",
+    [("github-actions.yml", "${{ github.run_id }}"), ("gitlab-ci.yml", "$CI_PIPELINE_ID")],
+)
 def test_verify_and_publish_share_a_per_pipeline_report_key(template, run_id):
     """The default pipeline signs its report with a key of this run (a secret + the run's id), visible to the
     job that verifies and the job that publishes; publish refuses to run with the secret unset."""

@@ -1,4 +1,5 @@
 """The CLI's Application owns the cache directory, the output mode and progress."""
+
 import io
 import json
 import shutil
@@ -15,7 +16,9 @@ def _cache_files(root):
 
 
 @pytest.mark.parametrize("where", ["before", "after"])
-def test_cache_dir_moves_steps_and_the_file_hash_cache(cli, py_recipe, tmp_path, monkeypatch, where):
+def test_cache_dir_moves_steps_and_the_file_hash_cache(
+    cli, py_recipe, tmp_path, monkeypatch, where
+):
     env_dir, chosen = tmp_path / "env-cache", tmp_path / "chosen"
     monkeypatch.setenv("TRITONBUILD_CACHE_DIR", str(env_dir))
     args = ["build", py_recipe, "-o", tmp_path / "OUT"]
@@ -23,7 +26,9 @@ def test_cache_dir_moves_steps_and_the_file_hash_cache(cli, py_recipe, tmp_path,
     r = cli(*args)
     assert r.exit_code == 0, r.stderr
     assert {"steps", "blobs", "file-hashes.json"} <= _cache_files(chosen)
-    assert not env_dir.exists(), "the environment's cache directory was written although --cache-dir was given"
+    assert not env_dir.exists(), (
+        "the environment's cache directory was written although --cache-dir was given"
+    )
 
 
 def test_remote_checkpoint_downloads_land_in_the_chosen_cache_dir(cli, tmp_path, monkeypatch):
@@ -34,8 +39,14 @@ def test_remote_checkpoint_downloads_land_in_the_chosen_cache_dir(cli, tmp_path,
     pin = tree_digest({rel.as_posix(): sha256_file(ckpt / rel) for rel in tree_files(ckpt)})
     remote = tmp_path / "remote"
     shutil.copytree(ckpt, remote / "tiny-llama")
-    text = (EXAMPLES / "tiny-llama-int4.yaml").read_text().replace(
-        "checkpoint: {path: tiny-llama}", f"checkpoint: {{path: 'file://{remote}/tiny-llama', sha256: {pin}}}")
+    text = (
+        (EXAMPLES / "tiny-llama-int4.yaml")
+        .read_text()
+        .replace(
+            "checkpoint: {path: tiny-llama}",
+            f"checkpoint: {{path: 'file://{remote}/tiny-llama', sha256: {pin}}}",
+        )
+    )
     (tmp_path / "llm.yaml").write_text(text)
     env_dir, chosen = tmp_path / "env-cache", tmp_path / "chosen"
     monkeypatch.setenv("TRITONBUILD_CACHE_DIR", str(env_dir))
@@ -71,18 +82,22 @@ def test_plain_progress_throttles_and_beats():
     now = [0.0]
     buf = io.StringIO()
     p = PlainProgress(Console(file=buf, width=200), interval=5.0, clock=lambda: now[0])
-    p("hashing inputs")          # the first message prints at once
+    p("hashing inputs")  # the first message prints at once
     now[0] = 1.0
-    p("export text-encoder")     # within the interval: held back
+    p("export text-encoder")  # within the interval: held back
     assert buf.getvalue().count("\n") == 1
     now[0] = 6.0
-    p.tick()                     # the heartbeat: the newest message, once the interval has passed
+    p.tick()  # the heartbeat: the newest message, once the interval has passed
     now[0] = 8.0
-    p.tick()                     # not again within the interval
+    p.tick()  # not again within the interval
     now[0] = 11.5
-    p.tick()                     # a long step: repeated with the elapsed time
+    p.tick()  # a long step: repeated with the elapsed time
     lines = buf.getvalue().splitlines()
-    assert lines == ["[    0s] hashing inputs", "[    6s] export text-encoder", "[   12s] export text-encoder"]
+    assert lines == [
+        "[    0s] hashing inputs",
+        "[    6s] export text-encoder",
+        "[   12s] export text-encoder",
+    ]
     assert "\x1b" not in buf.getvalue()
 
 
@@ -116,14 +131,28 @@ def test_commands_print_only_through_the_application():
 
     for path in sorted((ROOT / "builder" / "cli").glob("*.py")):
         tree = ast.parse(path.read_text())
-        module_names = {target.id for node in tree.body if isinstance(node, ast.Assign)
-                        for target in node.targets if isinstance(target, ast.Name)}
+        module_names = {
+            target.id
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
         assert not module_names & {"out", "err", "console"}, f"{path.name}: a module-level console"
-        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                    and node.module == "tritonbuild.cli.common" for alias in node.names}
+        imported = {
+            alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module == "tritonbuild.cli.common"
+            for alias in node.names
+        }
         assert not imported & {"out", "err"}, f"{path.name} imports a console from cli.common"
-        makers = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
-                  and isinstance(node.func, ast.Name) and node.func.id in ("Console", "_console")]
+        makers = [
+            node.lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("Console", "_console")
+        ]
         assert path.name == "app.py" or not makers, f"{path.name}:{makers} makes a console"
 
 

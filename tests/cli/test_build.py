@@ -104,7 +104,9 @@ def test_plan_json(cli, py_recipe):
     (m,) = plan["models"]
     assert m["name"] == "doubler" and m["steps"][0]["kind"] == "python.package"
     # the build's toolchain: what steps key on (the embedded server lives in an environment of its own)
-    assert len(m["steps"][0]["cache_key"]) == 64 and {"tritonbuild", "python", "numpy"} <= set(plan["toolchain"])
+    assert len(m["steps"][0]["cache_key"]) == 64 and {"tritonbuild", "python", "numpy"} <= set(
+        plan["toolchain"]
+    )
 
 
 def test_cache_key_changes_with_input(cli, py_recipe, write):
@@ -124,13 +126,19 @@ def test_onnx_recipe_contradicting_graph_names_both(cli, write, tmp_path):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     onnx.save(m, tmp_path / "relu.onnx")
-    p = write("r.yaml", "name: relu\nversion: 1\nbackend: onnxruntime\nsource: {path: relu.onnx}\n"
-                        "max_batch_size: 2\ninputs: [{name: x, dtype: int64, dims: [4]}]\n")
+    p = write(
+        "r.yaml",
+        "name: relu\nversion: 1\nbackend: onnxruntime\nsource: {path: relu.onnx}\n"
+        "max_batch_size: 2\ninputs: [{name: x, dtype: int64, dims: [4]}]\n",
+    )
     r = cli("build", p, "-o", tmp_path / "OUT")
     assert r.exit_code == 5
     assert "inputs 'x': recipe says int64, the ONNX graph says fp32" in r.stderr
-    p = write("r.yaml", "name: relu\nversion: 1\nbackend: onnxruntime\nsource: {path: relu.onnx}\n"
-                        "max_batch_size: 2\n")
+    p = write(
+        "r.yaml",
+        "name: relu\nversion: 1\nbackend: onnxruntime\nsource: {path: relu.onnx}\n"
+        "max_batch_size: 2\n",
+    )
     assert cli("build", p, "-o", tmp_path / "OUT").exit_code == 0
     cfg = (tmp_path / "OUT" / "relu" / "config.pbtxt").read_text()
     assert 'platform: "onnxruntime_onnx"' in cfg and "dims: 4" in cfg
@@ -148,14 +156,21 @@ def test_two_versions_of_one_model(cli, py_recipe, write, tmp_path):
     out = tmp_path / "OUT"
     r = cli("build", tmp_path / "doubler.yaml", tmp_path / "v2.yaml", "-o", out)
     assert r.exit_code == 0, r.stderr
-    assert (out / "doubler" / "1" / "model.py").is_file() and (out / "doubler" / "2" / "model.py").is_file()
-    write("v2.yaml", PY_RECIPE.replace("version: 1", "version: 2").replace("max_batch_size: 4", "max_batch_size: 2"))
+    assert (out / "doubler" / "1" / "model.py").is_file() and (
+        out / "doubler" / "2" / "model.py"
+    ).is_file()
+    write(
+        "v2.yaml",
+        PY_RECIPE.replace("version: 1", "version: 2").replace(
+            "max_batch_size: 4", "max_batch_size: 2"
+        ),
+    )
     r = cli("build", tmp_path / "doubler.yaml", tmp_path / "v2.yaml", "-o", out)
     assert r.exit_code == 5 and "need different config.pbtxt" in r.stderr
     assert (out / "doubler" / "2" / "model.py").is_file()  # the previous repository is untouched
 
 
-UNTRACEABLE = '''
+UNTRACEABLE = """
 import torch
 
 
@@ -180,18 +195,26 @@ def bad():
 
 def broken():
     raise RuntimeError("cannot build this model: weights missing")
-'''
+"""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("function, code, words", [
-    ("bad", 5, "returned NotAModule, not a torch.nn.Module"),
-    ("broken", 5, "cannot build this model: weights missing"),
-])
-def test_torch_export_failures_carry_the_exporters_message(cli, write, tmp_path, function, code, words):
+@pytest.mark.parametrize(
+    "function, code, words",
+    [
+        ("bad", 5, "returned NotAModule, not a torch.nn.Module"),
+        ("broken", 5, "cannot build this model: weights missing"),
+    ],
+)
+def test_torch_export_failures_carry_the_exporters_message(
+    cli, write, tmp_path, function, code, words
+):
     write("mods.py", UNTRACEABLE)
-    p = write("r.yaml", f"name: t\nversion: 1\nbackend: pytorch\nsource:\n  export:\n    module: 'mods:{function}'\n"
-                        "    inputs: {x: {dtype: fp32, shape: [2, 3]}}\n    outputs: [y]\nmax_batch_size: 2\n")
+    p = write(
+        "r.yaml",
+        f"name: t\nversion: 1\nbackend: pytorch\nsource:\n  export:\n    module: 'mods:{function}'\n"
+        "    inputs: {x: {dtype: fp32, shape: [2, 3]}}\n    outputs: [y]\nmax_batch_size: 2\n",
+    )
     r = cli("build", p, "-o", tmp_path / "OUT")
     assert r.exit_code == code, r.stderr
     assert "torch export (torchscript) of mods:" in r.stderr and words in r.stderr
@@ -201,14 +224,21 @@ def test_torch_export_failures_carry_the_exporters_message(cli, write, tmp_path,
 @pytest.mark.slow
 def test_torchscript_names_and_script_method(cli, write, tmp_path):
     write("mods.py", UNTRACEABLE)
-    p = write("r.yaml", "name: t\nversion: 1\nbackend: pytorch\nsource:\n  export:\n    module: 'mods:good'\n"
-                        "    inputs: {x: {dtype: fp32, shape: [2, 3]}}\n    outputs: [y]\n    method: script\n"
-                        "max_batch_size: 2\n")
+    p = write(
+        "r.yaml",
+        "name: t\nversion: 1\nbackend: pytorch\nsource:\n  export:\n    module: 'mods:good'\n"
+        "    inputs: {x: {dtype: fp32, shape: [2, 3]}}\n    outputs: [y]\n    method: script\n"
+        "max_batch_size: 2\n",
+    )
     assert cli("build", p, "-o", tmp_path / "OUT").exit_code == 0
     from tritonbuild.triton.config import parse
 
     mc = parse((tmp_path / "OUT" / "t" / "config.pbtxt").read_bytes())
-    assert (mc.platform, mc.input[0].name, mc.output[0].name) == ("pytorch_libtorch", "x__0", "y__0")
+    assert (mc.platform, mc.input[0].name, mc.output[0].name) == (
+        "pytorch_libtorch",
+        "x__0",
+        "y__0",
+    )
     assert list(mc.input[0].dims) == [3]
 
 
@@ -220,7 +250,11 @@ def test_aoti_package_builds_and_verifies_in_process(cli, tmp_path, in_root):
     from tests.conftest import EXAMPLES
 
     shutil.copy(EXAMPLES / "embedder.py", tmp_path / "embedder.py")
-    text = (EXAMPLES / "image-embedder.yaml").read_text().replace("format: torchscript", "format: aoti")
+    text = (
+        (EXAMPLES / "image-embedder.yaml")
+        .read_text()
+        .replace("format: torchscript", "format: aoti")
+    )
     (tmp_path / "r.yaml").write_text(text.replace("goldens/image-embedder.npz", "goldens/aoti.npz"))
     out = tmp_path / "OUT"
     r = cli("build", tmp_path / "r.yaml", "-o", out)
@@ -238,15 +272,22 @@ def test_aoti_package_builds_and_verifies_in_process(cli, tmp_path, in_root):
 @pytest.mark.parametrize("key", ["inputs", "outputs"])
 def test_a_tensor_name_listed_twice_is_refused_at_recipe_load(cli, write, tmp_path, key):
     write("model.py", "x = 1\n")
-    line = {"inputs": "inputs: [{name: X, dtype: fp32, dims: [3]}]",
-            "outputs": "outputs: [{name: Y, dtype: fp32, dims: [3]}]"}[key]
+    line = {
+        "inputs": "inputs: [{name: X, dtype: fp32, dims: [3]}]",
+        "outputs": "outputs: [{name: Y, dtype: fp32, dims: [3]}]",
+    }[key]
     name = line.split("name: ")[1].split(",")[0]
     twice = f"{key}:\n  - {{name: {name}, dtype: fp32, dims: [3]}}\n  - {{name: {name}, dtype: fp32, dims: [3]}}"
     p = write("dup.yaml", PY_RECIPE.replace(line, twice))
     r = cli("build", p, "-o", tmp_path / "OUT")
     assert r.exit_code == 3, r.stdout + r.stderr
-    where = p.read_text().splitlines().index(f"  - {{name: {name}, dtype: fp32, dims: [3]}}") + 2  # the second
-    assert f"{p}:{where}: {key}[1].name: {key[:-1]} name '{name}' is already used by {key}[0]" in r.stderr
+    where = (
+        p.read_text().splitlines().index(f"  - {{name: {name}, dtype: fp32, dims: [3]}}") + 2
+    )  # the second
+    assert (
+        f"{p}:{where}: {key}[1].name: {key[:-1]} name '{name}' is already used by {key}[0]"
+        in r.stderr
+    )
     assert "fix: rename one of them" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "OUT").exists()
 
@@ -254,20 +295,28 @@ def test_a_tensor_name_listed_twice_is_refused_at_recipe_load(cli, write, tmp_pa
 def test_an_extra_file_outside_the_model_directory_names_its_key(cli, write, tmp_path):
     write("r/model.py", "x = 1\n")
     write("outside/secret.txt", "s\n")
-    p = write("r/m.yaml", PY_RECIPE.replace("source: {path: model.py}",
-                                            'source: {path: model.py, files: ["../outside/secret.txt"]}'))
+    p = write(
+        "r/m.yaml",
+        PY_RECIPE.replace(
+            "source: {path: model.py}", 'source: {path: model.py, files: ["../outside/secret.txt"]}'
+        ),
+    )
     r = cli("build", p, "-o", tmp_path / "OUT")
     assert r.exit_code == 4, r.stderr
     assert f"{p}:4: source.files[0]: " in r.stderr and "is not inside" in r.stderr, r.stderr
     assert not (tmp_path / "OUT").exists()
 
 
-@pytest.mark.parametrize("url, words", [
-    ("nosuch://bucket/cache", "nosuch"),
-    ("https://user:hunter2@example.com/cache", "credentials"),
-])
-def test_a_cache_url_no_driver_serves_is_a_usage_error_before_anything_is_built(cli, py_recipe, tmp_path, url,
-                                                                                 words):
+@pytest.mark.parametrize(
+    "url, words",
+    [
+        ("nosuch://bucket/cache", "nosuch"),
+        ("https://user:hunter2@example.com/cache", "credentials"),
+    ],
+)
+def test_a_cache_url_no_driver_serves_is_a_usage_error_before_anything_is_built(
+    cli, py_recipe, tmp_path, url, words
+):
     # The first build fills the local cache, so the second never needs the remote: a bad URL must still be said.
     assert cli("build", py_recipe, "-o", tmp_path / "A").exit_code == 0
     out = tmp_path / "OUT"

@@ -1,17 +1,27 @@
 """Daily-use CLI behaviour: wrong paths, empty targets, unknown recipe keys, tables in logs."""
+
 import json
 
 import pytest
 
 
-@pytest.mark.parametrize("args", [["verify", "{missing}"], ["serve", "{missing}"],
-                                  ["publish", "{missing}", "file://{tmp}/target"],
-                                  ["deploy-snippets", "{missing}", "--image", "img"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["verify", "{missing}"],
+        ["serve", "{missing}"],
+        ["publish", "{missing}", "file://{tmp}/target"],
+        ["deploy-snippets", "{missing}", "--image", "img"],
+    ],
+)
 def test_wrong_path_is_a_usage_error_saying_no_such_directory(cli, tmp_path, args):
     argv = [a.format(missing=tmp_path / "nope", tmp=tmp_path) for a in args]
     r = cli(*argv)
     assert r.exit_code == 2, r.stderr
-    assert f"no such directory: {tmp_path / 'nope'}" in r.stderr and "not a tritonbuild repository" not in r.stderr
+    assert (
+        f"no such directory: {tmp_path / 'nope'}" in r.stderr
+        and "not a tritonbuild repository" not in r.stderr
+    )
     r = cli(*argv, "--json")
     assert r.exit_code == 2 and json.loads(r.stdout)["error"] == "usage"
 
@@ -24,9 +34,12 @@ def test_ls_of_an_empty_prefix_says_nothing_published_here(cli, tmp_path):
 
 def test_unknown_recipe_keys_get_did_you_mean_and_point_to_tritonbuild_schema(cli, write):
     write("model.py", "")
-    p = write("r.yaml", "name: x\nversion: 1\nbackend: python\nsource: {path: model.py, filez: [a]}\n"
-                        "max_batchsize: 4\ninputs: [{name: X, dtype: fp32, dims: [3], optinal: true}]\n"
-                        "outputs: [{name: Y, dtype: fp32, dims: [3]}]\n")
+    p = write(
+        "r.yaml",
+        "name: x\nversion: 1\nbackend: python\nsource: {path: model.py, filez: [a]}\n"
+        "max_batchsize: 4\ninputs: [{name: X, dtype: fp32, dims: [3], optinal: true}]\n"
+        "outputs: [{name: Y, dtype: fp32, dims: [3]}]\n",
+    )
     r = cli("validate", p)
     assert r.exit_code == 3
     assert "did you mean 'files'?" in r.stderr
@@ -57,14 +70,21 @@ def test_serve_infer_and_status_have_exit_codes_of_their_own():
     """issue 31.4 (6): serve, infer and status failures exited 6, as a failed verify does."""
     from tritonbuild import errors
 
-    codes = {cls.__name__: cls.exit_code for cls in vars(errors).values()
-             if isinstance(cls, type) and issubclass(cls, errors.TritonBuildError) and cls is not errors.MultipleErrors}
+    codes = {
+        cls.__name__: cls.exit_code
+        for cls in vars(errors).values()
+        if isinstance(cls, type)
+        and issubclass(cls, errors.TritonBuildError)
+        and cls is not errors.MultipleErrors
+    }
     assert (codes["ServerError"], codes["InferenceError"]) == (8, 9)
     assert len(set(codes.values())) == len(codes), codes  # no two stages share a code
     assert codes["VerifyError"] == 6 and codes["PublishError"] == 7
 
 
-@pytest.mark.parametrize(("command", "code", "kind"), [("status", 8, "server"), ("infer", 9, "infer")])
+@pytest.mark.parametrize(
+    ("command", "code", "kind"), [("status", 8, "server"), ("infer", 9, "infer")]
+)
 def test_an_unreachable_server_is_the_commands_own_exit_code(cli, command, code, kind):
     url = f"http://127.0.0.1:{_closed_port()}"
     argv = [command, url] + (["m"] if command == "infer" else [])

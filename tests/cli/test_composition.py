@@ -64,21 +64,55 @@ def test_bls_config_carries_its_steps(cli, tmp_path, write, py_recipe):
     assert (tmp_path / "OUT" / "twice" / "1" / "model.py").is_file()
 
 
-@pytest.mark.parametrize("old, new, code, words", [
-    ("inputs: {X: mid}", "inputs: {X: nowhere}", 3, "steps[1].inputs.X: step 1 (doubler) reads 'nowhere' but "
-                                                     "nothing provides it"),
-    ("inputs: {X: IN}", "inputs: {X: mid}", 3, "reads 'mid' but it is written only by step 0, not before (a cycle)"),
-    ("outputs: {Y: OUT}", "outputs: {Y: other}", 3, "output 'OUT' is not written by any step"),
-    ("  - model: doubler\n    inputs: {X: mid}", "  - model: twice\n    inputs: {X: mid}", 3,
-     "step 1 calls 'twice' itself: a cycle"),
-    ("inputs: {X: IN}", "inputs: {XX: IN}", 5, "steps[0].inputs.XX: doubler has no input 'XX' (inputs: ['X'])"),
-    ("outputs: {Y: mid}", "outputs: {Z: mid}", 5, "steps[0].outputs.Z: doubler has no output 'Z'"),
-    ("inputs: [{name: IN, dtype: fp32", "inputs: [{name: IN, dtype: int32", 5,
-     "tensor 'IN' is int32 but doubler input 'X' is fp32"),
-    ("max_batch_size: 4", "max_batch_size: 8", 5, "max_batch_size 8 exceeds doubler's 4"),
-    ("model: doubler\n    inputs: {X: IN}", "model: ghost\n    inputs: {X: IN}", 5,
-     "steps[0].model: 'ghost' is not built by these recipes"),
-])
+@pytest.mark.parametrize(
+    "old, new, code, words",
+    [
+        (
+            "inputs: {X: mid}",
+            "inputs: {X: nowhere}",
+            3,
+            "steps[1].inputs.X: step 1 (doubler) reads 'nowhere' but nothing provides it",
+        ),
+        (
+            "inputs: {X: IN}",
+            "inputs: {X: mid}",
+            3,
+            "reads 'mid' but it is written only by step 0, not before (a cycle)",
+        ),
+        ("outputs: {Y: OUT}", "outputs: {Y: other}", 3, "output 'OUT' is not written by any step"),
+        (
+            "  - model: doubler\n    inputs: {X: mid}",
+            "  - model: twice\n    inputs: {X: mid}",
+            3,
+            "step 1 calls 'twice' itself: a cycle",
+        ),
+        (
+            "inputs: {X: IN}",
+            "inputs: {XX: IN}",
+            5,
+            "steps[0].inputs.XX: doubler has no input 'XX' (inputs: ['X'])",
+        ),
+        (
+            "outputs: {Y: mid}",
+            "outputs: {Z: mid}",
+            5,
+            "steps[0].outputs.Z: doubler has no output 'Z'",
+        ),
+        (
+            "inputs: [{name: IN, dtype: fp32",
+            "inputs: [{name: IN, dtype: int32",
+            5,
+            "tensor 'IN' is int32 but doubler input 'X' is fp32",
+        ),
+        ("max_batch_size: 4", "max_batch_size: 8", 5, "max_batch_size 8 exceeds doubler's 4"),
+        (
+            "model: doubler\n    inputs: {X: IN}",
+            "model: ghost\n    inputs: {X: IN}",
+            5,
+            "steps[0].model: 'ghost' is not built by these recipes",
+        ),
+    ],
+)
 def test_bad_pipelines(cli, tmp_path, write, py_recipe, old, new, code, words):
     text = ENSEMBLE.replace(old, new)
     assert text != ENSEMBLE
@@ -90,10 +124,18 @@ def test_bad_pipelines(cli, tmp_path, write, py_recipe, old, new, code, words):
 
 
 def test_cycle_between_two_pipelines(cli, tmp_path, write, py_recipe):
-    write("a.yaml", ENSEMBLE.replace("name: twice", "name: a").replace("  - model: doubler\n    inputs: {X: mid}",
-                                                                        "  - model: b\n    inputs: {X: mid}"))
-    write("b.yaml", ENSEMBLE.replace("name: twice", "name: b").replace("  - model: doubler\n    inputs: {X: mid}",
-                                                                        "  - model: a\n    inputs: {X: mid}"))
+    write(
+        "a.yaml",
+        ENSEMBLE.replace("name: twice", "name: a").replace(
+            "  - model: doubler\n    inputs: {X: mid}", "  - model: b\n    inputs: {X: mid}"
+        ),
+    )
+    write(
+        "b.yaml",
+        ENSEMBLE.replace("name: twice", "name: b").replace(
+            "  - model: doubler\n    inputs: {X: mid}", "  - model: a\n    inputs: {X: mid}"
+        ),
+    )
     r = cli("build", tmp_path / "a.yaml", tmp_path / "b.yaml", py_recipe, "-o", tmp_path / "OUT")
     assert r.exit_code == 3 and "composition cycle: a → b → a" in r.stderr
 
@@ -104,8 +146,10 @@ def test_warmup_goldens_of_the_wrong_shape(cli, tmp_path, write, py_recipe):
     from tritonbuild.core.npz import write_npz
 
     (tmp_path / "goldens").mkdir()
-    write_npz(tmp_path / "goldens" / "doubler.npz", {"input.0.X": np.zeros((1, 5), np.float32),
-                                                     "output.0.Y": np.zeros((1, 5), np.float32)})
+    write_npz(
+        tmp_path / "goldens" / "doubler.npz",
+        {"input.0.X": np.zeros((1, 5), np.float32), "output.0.Y": np.zeros((1, 5), np.float32)},
+    )
     p = write("doubler.yaml", PY_RECIPE + "warmup: {data: goldens}\n")
     write("model.py", PY_MODEL)
     r = cli("build", p, "-o", tmp_path / "OUT")

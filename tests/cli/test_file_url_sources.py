@@ -11,8 +11,10 @@ def test_an_onnx_source_by_file_url_is_fetched_and_must_be_pinned(cli, tmp_path)
 
     onnx = ROOT / "recipes" / "examples" / "scaler" / "model.onnx"
     recipe = tmp_path / "r.yaml"
-    recipe.write_text(f"name: scaler\nversion: 1\nbackend: onnxruntime\nsource: {{path: 'file://{onnx}'}}\n"
-                      "max_batch_size: 4\n")
+    recipe.write_text(
+        f"name: scaler\nversion: 1\nbackend: onnxruntime\nsource: {{path: 'file://{onnx}'}}\n"
+        "max_batch_size: 4\n"
+    )
     unpinned = cli("build", recipe, "-o", tmp_path / "OUT")
     assert unpinned.exit_code == 4 and "is remote and not pinned" in unpinned.stderr
     recipe.write_text(recipe.read_text().replace("'}", f"', sha256: {sha256_file(onnx)}}}"))
@@ -26,4 +28,8 @@ def test_one_is_url_for_every_caller():
     from tritonbuild.core.stores import is_url
 
     assert not hasattr(common, "is_url")
-    assert is_url("file:///models/a.onnx") and is_url("s3://bucket/a.onnx") and not is_url("/models/a.onnx")
+    assert (
+        is_url("file:///models/a.onnx")
+        and is_url("s3://bucket/a.onnx")
+        and not is_url("/models/a.onnx")
+    )

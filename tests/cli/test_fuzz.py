@@ -21,36 +21,106 @@ from hypothesis import strategies as st
 from tests.conftest import PY_MODEL
 from tritonbuild.cli import main
 
-pytestmark = pytest.mark.slow  # hundreds of generated cases: the full suite runs them, ci/test.sh --fast does not
+pytestmark = (
+    pytest.mark.slow
+)  # hundreds of generated cases: the full suite runs them, ci/test.sh --fast does not
 
 
 def fuzz(max_examples: int):
     """A fixed seed (derandomize), no example database, a small budget: the same cases on every run."""
-    return settings(derandomize=True, database=None, deadline=None, print_blob=True, max_examples=max_examples,
-                    suppress_health_check=list(HealthCheck))
+    return settings(
+        derandomize=True,
+        database=None,
+        deadline=None,
+        print_blob=True,
+        max_examples=max_examples,
+        suppress_health_check=list(HealthCheck),
+    )
+
 
 BASE = {
-    "name": "doubler", "version": 1, "backend": "python", "source": {"path": "model.py"}, "max_batch_size": 4,
-    "inputs": [{"name": "X", "dtype": "fp32", "dims": [3]}], "outputs": [{"name": "Y", "dtype": "fp32", "dims": [3]}],
+    "name": "doubler",
+    "version": 1,
+    "backend": "python",
+    "source": {"path": "model.py"},
+    "max_batch_size": 4,
+    "inputs": [{"name": "X", "dtype": "fp32", "dims": [3]}],
+    "outputs": [{"name": "Y", "dtype": "fp32", "dims": [3]}],
     "verify": {"goldens": "goldens/doubler.npz", "repeats": 2, "samples": 3},
 }
 
 # Key paths into BASE (and a few optional keys) that the fuzzer overwrites.
-KEYS = [("name",), ("version",), ("backend",), ("source", "path"), ("source", "files"), ("max_batch_size",),
-        ("inputs", 0, "name"), ("inputs", 0, "dims"), ("inputs", 0, "dtype"), ("outputs", 0, "name"),
-        ("verify", "goldens"), ("verify", "repeats"), ("instances",), ("batching",), ("version_policy",),
-        ("warmup",), ("parameters",), ("schema_version",)]
+KEYS = [
+    ("name",),
+    ("version",),
+    ("backend",),
+    ("source", "path"),
+    ("source", "files"),
+    ("max_batch_size",),
+    ("inputs", 0, "name"),
+    ("inputs", 0, "dims"),
+    ("inputs", 0, "dtype"),
+    ("outputs", 0, "name"),
+    ("verify", "goldens"),
+    ("verify", "repeats"),
+    ("instances",),
+    ("batching",),
+    ("version_policy",),
+    ("warmup",),
+    ("parameters",),
+    ("schema_version",),
+]
 
-HOSTILE_TEXT = st.sampled_from(["", ".", "..", "../x", "../../../../tmp/x", "/etc/passwd", "/dev/zero", "a/b",
-                                "x\n", "\x00", "a\x1bb", " X", "X ", "m" * 256, "m" * 255, "\\x", "é", "model.py",
-                                "goldens/../../x.npz", "~/x", "$HOME", "%s", "{x}", "[1]", "*a", "&a", "? x"])
-INTS = st.one_of(st.integers(-5, 10), st.sampled_from([0, -1, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**63 - 1,
-                                                        2**63, 2**64, 2**70, -(2**63) - 1]))
-SCALARS = st.one_of(INTS, HOSTILE_TEXT, st.text(max_size=12), st.booleans(), st.none(), st.floats(allow_nan=True))
-VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                       st.dictionaries(st.sampled_from(["kind", "count", "latest",
-                                                                                        "data", "x", "name"]),
-                                                                       inner, max_size=3)), max_leaves=6)
+HOSTILE_TEXT = st.sampled_from(
+    [
+        "",
+        ".",
+        "..",
+        "../x",
+        "../../../../tmp/x",
+        "/etc/passwd",
+        "/dev/zero",
+        "a/b",
+        "x\n",
+        "\x00",
+        "a\x1bb",
+        " X",
+        "X ",
+        "m" * 256,
+        "m" * 255,
+        "\\x",
+        "é",
+        "model.py",
+        "goldens/../../x.npz",
+        "~/x",
+        "$HOME",
+        "%s",
+        "{x}",
+        "[1]",
+        "*a",
+        "&a",
+        "? x",
+    ]
+)
+INTS = st.one_of(
+    st.integers(-5, 10),
+    st.sampled_from(
+        [0, -1, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64, 2**70, -(2**63) - 1]
+    ),
+)
+SCALARS = st.one_of(
+    INTS, HOSTILE_TEXT, st.text(max_size=12), st.booleans(), st.none(), st.floats(allow_nan=True)
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(
+            st.sampled_from(["kind", "count", "latest", "data", "x", "name"]), inner, max_size=3
+        ),
+    ),
+    max_leaves=6,
+)
 
 
 def _set(doc: dict, loc: tuple, value) -> dict:
@@ -114,7 +184,9 @@ def _mutated_example(draw):
     doc = yaml.safe_load(path.read_text())
     for _ in range(draw(st.integers(1, 3))):
         loc = draw(st.sampled_from(_key_paths(doc)))
-        with contextlib.suppress(TypeError, IndexError, KeyError):  # an earlier edit replaced a parent
+        with contextlib.suppress(
+            TypeError, IndexError, KeyError
+        ):  # an earlier edit replaced a parent
             _set(doc, loc, draw(VALUES))
     return path, doc
 
@@ -158,15 +230,28 @@ def _tree(root: Path, skip: set[Path]) -> dict[str, tuple]:
             p = Path(dirpath, name)
             st_ = p.lstat()
             # NOTE: a directory's own mtime moves when OUT (or its staging tree) is created in it: not a write
-            out[str(p.relative_to(root))] = ((st_.st_mode,) if p.is_dir() and not p.is_symlink() else
-                                              (st_.st_mode, st_.st_size, st_.st_mtime_ns, p.read_bytes()
-                                               if p.is_file() and not p.is_symlink() else os.readlink(p)))
+            out[str(p.relative_to(root))] = (
+                (st_.st_mode,)
+                if p.is_dir() and not p.is_symlink()
+                else (
+                    st_.st_mode,
+                    st_.st_size,
+                    st_.st_mtime_ns,
+                    p.read_bytes() if p.is_file() and not p.is_symlink() else os.readlink(p),
+                )
+            )
     return out
 
 
 NAMES = st.one_of(HOSTILE_TEXT, st.text(alphabet="Xab./\\\n _-", min_size=1, max_size=8))
-PATHS = st.one_of(HOSTILE_TEXT, st.lists(st.sampled_from(["..", ".", "goldens", "x.npz", "link", "model.py", ""]),
-                                         min_size=1, max_size=4).map("/".join))
+PATHS = st.one_of(
+    HOSTILE_TEXT,
+    st.lists(
+        st.sampled_from(["..", ".", "goldens", "x.npz", "link", "model.py", ""]),
+        min_size=1,
+        max_size=4,
+    ).map("/".join),
+)
 
 
 def _or_valid(valid: str, hostile):
@@ -180,17 +265,42 @@ SEEN: dict[int, int] = {}
 def test_fuzzed_names_and_paths_never_write_outside_out(tmp_path_factory):
     SEEN.clear()
     _names_and_paths(tmp_path_factory)
-    assert SEEN.get(0, 0) >= 3 and SEEN.get(3, 0) >= 3, SEEN  # the budget reached both good builds and refusals
+    assert SEEN.get(0, 0) >= 3 and SEEN.get(3, 0) >= 3, (
+        SEEN
+    )  # the budget reached both good builds and refusals
 
 
 @fuzz(150)
-@given(tensor=_or_valid("X", NAMES), model=_or_valid("doubler", NAMES), goldens=_or_valid("goldens/d.npz", PATHS),
-       source=_or_valid("model.py", PATHS), warm=st.sampled_from([None, "zero", "goldens"]),
-       out_rel=_or_valid("OUT", st.sampled_from([".", "..", "model.py", "goldens", "link", "r.yaml", "OUT/../OUT",
-                                                 "link/sub", "goldens/d.npz", "../neighbour", "full"])),
-       force=st.booleans())
+@given(
+    tensor=_or_valid("X", NAMES),
+    model=_or_valid("doubler", NAMES),
+    goldens=_or_valid("goldens/d.npz", PATHS),
+    source=_or_valid("model.py", PATHS),
+    warm=st.sampled_from([None, "zero", "goldens"]),
+    out_rel=_or_valid(
+        "OUT",
+        st.sampled_from(
+            [
+                ".",
+                "..",
+                "model.py",
+                "goldens",
+                "link",
+                "r.yaml",
+                "OUT/../OUT",
+                "link/sub",
+                "goldens/d.npz",
+                "../neighbour",
+                "full",
+            ]
+        ),
+    ),
+    force=st.booleans(),
+)
 def _names_and_paths(tmp_path_factory, tensor, model, goldens, source, warm, out_rel, force):
-    around = tmp_path_factory.mktemp("around")  # a fresh sandbox: recipes/, OUT, and neighbours to watch
+    around = tmp_path_factory.mktemp(
+        "around"
+    )  # a fresh sandbox: recipes/, OUT, and neighbours to watch
     project = around / "project"
     project.mkdir()
     (project / "model.py").write_text(textwrap.dedent(PY_MODEL))
@@ -199,8 +309,12 @@ def _names_and_paths(tmp_path_factory, tensor, model, goldens, source, warm, out
     (around / "neighbour").mkdir()
     (around / "neighbour" / "x.npz").write_bytes(b"not yours")
     doc = yaml.safe_load(yaml.safe_dump(BASE))
-    doc["name"], doc["inputs"][0]["name"], doc["verify"]["goldens"], doc["source"]["path"] = (model, tensor, goldens,
-                                                                                             source)
+    doc["name"], doc["inputs"][0]["name"], doc["verify"]["goldens"], doc["source"]["path"] = (
+        model,
+        tensor,
+        goldens,
+        source,
+    )
     if warm:
         doc["warmup"] = {"data": warm}
     (project / "r.yaml").write_text(yaml.safe_dump(doc, allow_unicode=True))
@@ -216,8 +330,10 @@ def _names_and_paths(tmp_path_factory, tensor, model, goldens, source, warm, out
     SEEN[r.exit_code] = SEEN.get(r.exit_code, 0) + 1
     after = _tree(around, set())
     # OUT as written (a symlink there may be replaced) and as resolved (where the tree really lands)
-    outs = {os.path.relpath(os.path.normpath(out), around), os.path.relpath(os.path.realpath(out),
-                                                                            os.path.realpath(around))}
+    outs = {
+        os.path.relpath(os.path.normpath(out), around),
+        os.path.relpath(os.path.realpath(out), os.path.realpath(around)),
+    }
 
     def under_out(rel: str) -> bool:
         return any(rel == o or rel.startswith(o + "/") for o in outs)

@@ -16,6 +16,7 @@ from tests.conftest import EXAMPLES, PY_RECIPE
 @pytest.fixture(autouse=True)
 def _bounded():
     """A hang fails the test (SIGALRM interrupts a blocking open of a FIFO) instead of stalling the suite."""
+
     def _raise(*_):
         raise TimeoutError("the command did not end in 30 s")
 
@@ -31,6 +32,7 @@ def _no_traceback(r):
 
 
 # --- 1. OUT must be provably ours ---------------------------------------------------------------------------
+
 
 def test_unparsable_manifest_does_not_make_a_directory_ours(cli, py_recipe, tmp_path):
     out = tmp_path / "OUT"
@@ -57,7 +59,9 @@ def test_a_user_file_beside_a_valid_manifest_is_not_deleted(cli, py_recipe, tmp_
     assert r.exit_code == 2 and "mine/ is not in its manifest" in r.stderr
 
 
-def test_our_own_repository_is_replaced_also_after_verify_wrote_its_report(cli, py_recipe, tmp_path):
+def test_our_own_repository_is_replaced_also_after_verify_wrote_its_report(
+    cli, py_recipe, tmp_path
+):
     out = tmp_path / "OUT"
     assert cli("build", py_recipe, "-o", out).exit_code == 0
     (out / "tritonbuild-verification.json").write_text("{}")
@@ -66,6 +70,7 @@ def test_our_own_repository_is_replaced_also_after_verify_wrote_its_report(cli, 
 
 
 # --- 2. OUT never overlaps an input --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("force", [[], ["--force"]])
 def test_out_equal_to_the_recipe_directory_is_refused(cli, py_recipe, tmp_path, force):
@@ -107,12 +112,15 @@ def test_out_equal_to_a_source_directory_is_refused(cli, write, tmp_path):
 
 # --- 3. names and paths stay inside their roots ----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", ["../../../x", "/tmp/x", "a/b", "..", "x\\\\y", "X\\n"])
 def test_tensor_names_that_are_paths_are_refused(cli, write, tmp_path, name):
     write("model.py", "x = 1\n")
     recipe = write("r.yaml", PY_RECIPE.replace("name: X,", f'name: "{name}",'))
     r = cli("validate", recipe)
-    assert r.exit_code == 3 and "not a valid tensor name" in r.stderr and f"{recipe}:6" in r.stderr, r.stderr
+    assert (
+        r.exit_code == 3 and "not a valid tensor name" in r.stderr and f"{recipe}:6" in r.stderr
+    ), r.stderr
     _no_traceback(r)
 
 
@@ -130,11 +138,14 @@ def test_goldens_outside_the_recipe_directory_are_refused(cli, py_recipe, tmp_pa
     py_recipe.write_text(text)
     out = tmp_path / "OUT"
     r = cli("build", py_recipe, "-o", out)
-    assert r.exit_code == 3 and "verify.goldens" in r.stderr and f"{py_recipe}:8" in r.stderr, r.stderr
+    assert r.exit_code == 3 and "verify.goldens" in r.stderr and f"{py_recipe}:8" in r.stderr, (
+        r.stderr
+    )
     assert not out.exists()
 
 
 # --- 4. hangs end with a clear error ----------------------------------------------------------------------------
+
 
 def test_billion_laughs_ends_fast_with_exit_3(cli, write):
     lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
@@ -193,6 +204,7 @@ def test_a_source_that_is_a_fifo_is_refused(cli, write, tmp_path):
 
 # --- 5. tracebacks become exit 3 with file:line ---------------------------------------------------------------
 
+
 @pytest.mark.parametrize("byte", [b"\x00", b"\x07", b"\x1b"])
 def test_control_bytes_in_a_recipe_are_named_with_their_line(cli, write, byte):
     recipe = write("r.yaml", b"name: x\nversion: 1\nbackend: py" + byte + b"thon\n")
@@ -205,22 +217,31 @@ def test_control_bytes_in_a_recipe_are_named_with_their_line(cli, write, byte):
 def test_deeply_nested_yaml_is_refused_with_its_line(cli, write, open_, close):
     recipe = write("r.yaml", "name: x\nv: " + open_ * 5000 + close * 5000 + "\n")
     r = cli("validate", recipe)
-    assert r.exit_code == 3 and "nests deeper than" in r.stderr and f"{recipe}:2" in r.stderr, r.stderr
+    assert r.exit_code == 3 and "nests deeper than" in r.stderr and f"{recipe}:2" in r.stderr, (
+        r.stderr
+    )
 
 
 HUGE = 2**70
 
 
-@pytest.mark.parametrize("old,new,line", [
-    ("max_batch_size: 4", f"max_batch_size: {HUGE}", 5),
-    ("dims: [3]}]\noutputs", f"dims: [{HUGE}]}}]\noutputs", 6),
-    ("version: 1", f"version: {HUGE}", 2),
-    ("max_batch_size: 4", f"max_batch_size: 4\ninstances: [{{count: {HUGE}}}]", 6),
-    ("max_batch_size: 4", f"max_batch_size: 4\nbatching: {{max_queue_delay_us: {HUGE}}}", 6),
-    ("max_batch_size: 4", f"max_batch_size: 4\nversion_policy: {{latest: {HUGE}}}", 6),
-    ("max_batch_size: 4", "max_batch_size: 2147483648", 5),  # int32 in ModelConfig
-    ("max_batch_size: 4", "max_batch_size: 4\nversion_policy: {latest: 4294967296}", 6),  # uint32
-])
+@pytest.mark.parametrize(
+    "old,new,line",
+    [
+        ("max_batch_size: 4", f"max_batch_size: {HUGE}", 5),
+        ("dims: [3]}]\noutputs", f"dims: [{HUGE}]}}]\noutputs", 6),
+        ("version: 1", f"version: {HUGE}", 2),
+        ("max_batch_size: 4", f"max_batch_size: 4\ninstances: [{{count: {HUGE}}}]", 6),
+        ("max_batch_size: 4", f"max_batch_size: 4\nbatching: {{max_queue_delay_us: {HUGE}}}", 6),
+        ("max_batch_size: 4", f"max_batch_size: 4\nversion_policy: {{latest: {HUGE}}}", 6),
+        ("max_batch_size: 4", "max_batch_size: 2147483648", 5),  # int32 in ModelConfig
+        (
+            "max_batch_size: 4",
+            "max_batch_size: 4\nversion_policy: {latest: 4294967296}",
+            6,
+        ),  # uint32
+    ],
+)
 def test_integers_beyond_the_proto_types_are_recipe_errors(cli, py_recipe, old, new, line):
     text = py_recipe.read_text()
     assert old in text
@@ -272,10 +293,15 @@ def test_an_onnx_graph_input_named_like_a_path_is_a_build_error(cli, write, tmp_
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     onnx.save(m, tmp_path / "relu.onnx")
-    p = write("r.yaml", "name: relu\nversion: 1\nbackend: onnxruntime\nsource: {path: relu.onnx}\n"
-                        "max_batch_size: 2\n")
+    p = write(
+        "r.yaml",
+        "name: relu\nversion: 1\nbackend: onnxruntime\nsource: {path: relu.onnx}\n"
+        "max_batch_size: 2\n",
+    )
     r = cli("build", p, "-o", tmp_path / "OUT")
-    assert r.exit_code == 5 and "'../in' is not a valid tensor name" in r.stderr and f"{p}" in r.stderr, r.stderr
+    assert (
+        r.exit_code == 5 and "'../in' is not a valid tensor name" in r.stderr and f"{p}" in r.stderr
+    ), r.stderr
     assert not (tmp_path / "OUT").exists()
     _no_traceback(r)
 
@@ -284,8 +310,14 @@ def test_an_engine_directory_holding_a_fifo_is_refused_without_blocking(cli, tmp
     engine = tmp_path / "engine"
     shutil.copytree(in_root / "tests" / "fixtures" / "engines" / "tiny-llama-w4a16", engine)
     os.mkfifo(engine / "rank1.engine")
-    r = cli("build", "recipes/examples/tiny-llama-int4.yaml", "-o", tmp_path / "OUT", "--engine",
-            f"tiny-llama={engine}")
+    r = cli(
+        "build",
+        "recipes/examples/tiny-llama-int4.yaml",
+        "-o",
+        tmp_path / "OUT",
+        "--engine",
+        f"tiny-llama={engine}",
+    )
     assert r.exit_code == 5 and "rank1.engine is not a regular file (a FIFO)" in r.stderr, r.stderr
     assert not (tmp_path / "OUT").exists()
 

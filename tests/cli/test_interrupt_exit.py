@@ -28,28 +28,47 @@ def sigint_default() -> None:
 
 
 def test_sigint_while_python_is_exiting_is_exit_130():
-    r = subprocess.run([sys.executable, "-c", LATE, "--version"], capture_output=True, text=True, timeout=60,
-                       preexec_fn=sigint_default)
+    r = subprocess.run(
+        [sys.executable, "-c", LATE, "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=sigint_default,
+    )
     assert "tritonbuild, version" in r.stdout
     assert r.returncode == 130, (r.returncode, r.stderr)
     assert "Traceback" not in r.stderr and "KeyboardInterrupt" not in r.stderr, r.stderr
 
 
 def test_sigint_after_a_failed_command_is_exit_130_too():
-    r = subprocess.run([sys.executable, "-c", LATE, "validate", "/nonexistent/r.yaml"], capture_output=True,
-                       text=True, timeout=60, preexec_fn=sigint_default)
+    r = subprocess.run(
+        [sys.executable, "-c", LATE, "validate", "/nonexistent/r.yaml"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=sigint_default,
+    )
     assert r.returncode == 130 and "Traceback" not in r.stderr, (r.returncode, r.stderr)
 
 
 def test_exit_codes_are_kept_without_an_interrupt(tmp_path):
-    ok = subprocess.run([sys.executable, "-m", "tritonbuild", "--version"], capture_output=True, text=True,
-                        timeout=60)
+    ok = subprocess.run(
+        [sys.executable, "-m", "tritonbuild", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert ok.returncode == 0 and "tritonbuild, version" in ok.stdout
-    usage = subprocess.run([sys.executable, "-m", "tritonbuild", "publish"], capture_output=True, text=True,
-                           timeout=60)
+    usage = subprocess.run(
+        [sys.executable, "-m", "tritonbuild", "publish"], capture_output=True, text=True, timeout=60
+    )
     assert usage.returncode == 2 and "Traceback" not in usage.stderr
     bad = tmp_path / "r.yaml"
     bad.write_text("name: [unclosed\n")
-    recipe = subprocess.run([sys.executable, "-m", "tritonbuild", "validate", str(bad)], capture_output=True,
-                            text=True, timeout=60)
+    recipe = subprocess.run(
+        [sys.executable, "-m", "tritonbuild", "validate", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert recipe.returncode == 3, (recipe.returncode, recipe.stderr)

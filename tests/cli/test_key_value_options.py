@@ -6,13 +6,31 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.mark.parametrize(("args", "option", "form"), [
-    (["build", "{recipe}", "-o", "{out}", "--engine", "=dir"], "--engine", "MODEL=DIR"),
-    (["infer", "{out}", "m", "--input", "x"], "--input", "NAME=FILE.npy"),
-    (["verify", "{out}", "--backend", "vllm="], "--backend", "NAME=DIR"),
-    (["export", "model-analyzer", "{recipe}", "-o", "{out}/ma.yaml", "-m", "{out}", "--input-data", "a=b",
-      "--input-data", "c"], "--input-data", "MODEL=FILE"),
-])
+@pytest.mark.parametrize(
+    ("args", "option", "form"),
+    [
+        (["build", "{recipe}", "-o", "{out}", "--engine", "=dir"], "--engine", "MODEL=DIR"),
+        (["infer", "{out}", "m", "--input", "x"], "--input", "NAME=FILE.npy"),
+        (["verify", "{out}", "--backend", "vllm="], "--backend", "NAME=DIR"),
+        (
+            [
+                "export",
+                "model-analyzer",
+                "{recipe}",
+                "-o",
+                "{out}/ma.yaml",
+                "-m",
+                "{out}",
+                "--input-data",
+                "a=b",
+                "--input-data",
+                "c",
+            ],
+            "--input-data",
+            "MODEL=FILE",
+        ),
+    ],
+)
 def test_a_malformed_pair_is_a_usage_error(cli, py_recipe, tmp_path, args, option, form):
     out = tmp_path / "OUT"
     out.mkdir()

@@ -31,7 +31,9 @@ def _fake_verified(cli, out):
     from tritonbuild.verify.models import VerificationReport
 
     m = read_manifest(out)
-    report = VerificationReport(manifest_digest=m.digest, toolchain={}, static=[], models=[], passed=True).signed()
+    report = VerificationReport(
+        manifest_digest=m.digest, toolchain={}, static=[], models=[], passed=True
+    ).signed()
     (out / REPORT_NAME).write_bytes(pretty_json(report.model_dump(mode="json")))
 
 
@@ -39,7 +41,11 @@ def test_gate_refuses_unverified_repository(cli, repo, tmp_path):
     out = repo(1)
     target = f"file://{tmp_path}/pub"
     r = cli("publish", out, target)
-    assert r.exit_code == 7 and "has no verification report" in r.stderr and "tritonbuild verify" in r.stderr
+    assert (
+        r.exit_code == 7
+        and "has no verification report" in r.stderr
+        and "tritonbuild verify" in r.stderr
+    )
     assert not (tmp_path / "pub").exists()
 
 
@@ -90,9 +96,15 @@ def test_publish_switch_rollback_prune_and_verify_target(cli, repo, tmp_path):
 
     r = cli("rollback", target, "doubler", "--to", "1", "--json")
     assert r.exit_code == 0
-    assert json.loads(r.stdout) == {"target": target, "model": "doubler", "live": 1, "previous": 3,
-                                    "config_restored": "doubler/config-v1.pbtxt", "interface_changed": False,
-                                    "notified": []}
+    assert json.loads(r.stdout) == {
+        "target": target,
+        "model": "doubler",
+        "live": 1,
+        "previous": 3,
+        "config_restored": "doubler/config-v1.pbtxt",
+        "interface_changed": False,
+        "notified": [],
+    }
     assert "versions: 1" in (pub / "config.pbtxt").read_text()
     r = cli("rollback", target, "doubler", "--to", "7")
     assert r.exit_code == 7 and "not a complete published version" in r.stderr
@@ -100,8 +112,10 @@ def test_publish_switch_rollback_prune_and_verify_target(cli, repo, tmp_path):
     out4 = repo(4, factor="5")
     _fake_verified(cli, out4)
     dry = json.loads(cli("publish", out4, target, "--keep", "2", "--dry-run", "--json").stdout)
-    assert {(a["action"], a["version"]) for a in dry["actions"] if a["action"] == "prune"} == {("prune", 2),
-                                                                                              ("prune", 1)}
+    assert {(a["action"], a["version"]) for a in dry["actions"] if a["action"] == "prune"} == {
+        ("prune", 2),
+        ("prune", 1),
+    }
     assert not (pub / "4").exists()  # dry run changed nothing
     assert cli("publish", out4, target, "--keep", "2").exit_code == 0
     assert sorted(p.name for p in pub.iterdir() if p.is_dir()) == ["3", "4"]
@@ -127,11 +141,16 @@ def test_published_version_is_never_rewritten(cli, repo, tmp_path):
 def test_lock_held_elsewhere_stops_a_second_publisher(cli, repo, tmp_path):
     target = f"file://{tmp_path}/pub"
     (tmp_path / "pub").mkdir()
-    (tmp_path / "pub" / "tritonbuild.lock").write_text('{"host": "ci-runner-7", "pid": 1, "since": "x"}')
+    (tmp_path / "pub" / "tritonbuild.lock").write_text(
+        '{"host": "ci-runner-7", "pid": 1, "since": "x"}'
+    )
     out = repo(1)
     _fake_verified(cli, out)
     r = cli("publish", out, target)
-    assert r.exit_code == 7 and "another publish to this target is in progress (ci-runner-7" in r.stderr
+    assert (
+        r.exit_code == 7
+        and "another publish to this target is in progress (ci-runner-7" in r.stderr
+    )
     assert not (tmp_path / "pub" / "doubler").exists()
     assert cli("publish", out, target, "--break-lock").exit_code == 0
     assert not (tmp_path / "pub" / "tritonbuild.lock").exists()
@@ -154,14 +173,22 @@ def test_rerun_after_an_interrupted_upload_sends_only_what_is_missing(cli, repo,
     (tmp_path / "pub" / "doubler" / "1").mkdir(parents=True)
     shutil.copy(out / "doubler" / "1" / "model.py", tmp_path / "pub" / "doubler" / "1" / "model.py")
     (tmp_path / "pub" / "doubler" / "config.pbtxt").write_bytes(
-        (out / "doubler" / "config.pbtxt").read_bytes().replace(b"latest {\n    num_versions: 1\n  }",
-                                                                 b"specific {\n  }"))
+        (out / "doubler" / "config.pbtxt")
+        .read_bytes()
+        .replace(b"latest {\n    num_versions: 1\n  }", b"specific {\n  }")
+    )
     info = json.loads(cli("ls", target, "--json").stdout)["models"][0]
-    assert info["live"] is None and info["complete"] == [] and "incomplete versions [1]" in info["notes"][0]
+    assert (
+        info["live"] is None
+        and info["complete"] == []
+        and "incomplete versions [1]" in info["notes"][0]
+    )
     r = cli("publish", out, target, "--json")
     assert r.exit_code == 0
     acts = {a["path"]: a["action"] for a in json.loads(r.stdout)["actions"] if a["path"]}
-    assert acts == {"doubler/1/model.py": "skip"}  # no goldens in this repo: model.py is the only file
+    assert acts == {
+        "doubler/1/model.py": "skip"
+    }  # no goldens in this repo: model.py is the only file
     info = json.loads(cli("ls", target, "--json").stdout)["models"][0]
     assert (info["live"], info["complete"], info["notes"]) == (1, [1], [])
 
@@ -173,7 +200,11 @@ def test_dry_run_changes_nothing(cli, repo, tmp_path):
     r = cli("publish", out, f"file://{tmp_path}/pub", "--dry-run", "--json")
     assert r.exit_code == 0
     doc = json.loads(r.stdout)
-    assert doc["dry_run"] and [a["action"] for a in doc["actions"]] == ["create", "upload", "switch"]
+    assert doc["dry_run"] and [a["action"] for a in doc["actions"]] == [
+        "create",
+        "upload",
+        "switch",
+    ]
     assert list((tmp_path / "pub").iterdir()) == []
 
 
@@ -203,7 +234,11 @@ def test_publishing_a_directory_that_is_not_a_repository_exits_with_the_publish_
     """read_repository lived in verify/ and raised VerifyError: publish exited 6 (verify) for its own failure."""
     (tmp_path / "not-a-repo").mkdir()
     r = cli("publish", tmp_path / "not-a-repo", f"file://{tmp_path / 'target'}")
-    assert r.exit_code == 7 and "is not a tritonbuild repository" in r.stderr and "tritonbuild build" in r.stderr
+    assert (
+        r.exit_code == 7
+        and "is not a tritonbuild repository" in r.stderr
+        and "tritonbuild build" in r.stderr
+    )
     assert not (tmp_path / "target").exists()
 
 
@@ -218,7 +253,9 @@ def test_rollback_restores_the_versions_own_config(cli, repo, tmp_path):
     src = tmp_path / "src2"
     src.mkdir()
     (src / "model.py").write_text(PY_MODEL.replace('"X"', '"A"'))
-    (src / "r.yaml").write_text(PY_RECIPE.replace("version: 1", "version: 2").replace("name: X", "name: A").lstrip())
+    (src / "r.yaml").write_text(
+        PY_RECIPE.replace("version: 1", "version: 2").replace("name: X", "name: A").lstrip()
+    )
     out2 = tmp_path / "repo2"
     assert cli("build", src / "r.yaml", "-o", out2).exit_code == 0
     _fake_verified(cli, out2)
@@ -238,7 +275,9 @@ def test_rollback_restores_the_versions_own_config(cli, repo, tmp_path):
     (pub / "config.pbtxt").write_text(live.replace('name: "X"', 'name: "A"'))
     r = cli("verify", target, "--json")
     assert r.exit_code == 6
-    assert any("not the config version 1 was verified with" in p for p in json.loads(r.stdout)["problems"])
+    assert any(
+        "not the config version 1 was verified with" in p for p in json.loads(r.stdout)["problems"]
+    )
 
 
 def test_rollback_refuses_a_version_without_its_stored_config(cli, repo, tmp_path):
@@ -254,7 +293,11 @@ def test_rollback_refuses_a_version_without_its_stored_config(cli, repo, tmp_pat
     manifest.write_text(json.dumps(state))
     (tmp_path / "pub" / "doubler" / "config-v1.pbtxt").unlink()
     r = cli("rollback", target, "doubler", "--to", "1")
-    assert r.exit_code == 7 and "has no stored config" in r.stderr and "publish version 1 again" in r.stderr
+    assert (
+        r.exit_code == 7
+        and "has no stored config" in r.stderr
+        and "publish version 1 again" in r.stderr
+    )
     assert "versions: 2" in (tmp_path / "pub" / "doubler" / "config.pbtxt").read_text()
     # publishing version 1 again stores it (nothing re-sent), then the rollback works
     assert cli("publish", tmp_path / "repo1", target).exit_code == 0
@@ -274,7 +317,9 @@ def test_notify_only_the_models_that_changed(cli, repo, tmp_path):
         _fake_verified(cli, out)
         assert cli("publish", out, target, "--notify", url).exit_code == 0
         assert seen == [load]
-        assert cli("publish", out, target, "--notify", url).exit_code == 0  # unchanged and READY: no load
+        assert (
+            cli("publish", out, target, "--notify", url).exit_code == 0
+        )  # unchanged and READY: no load
         assert seen == [load]
         index.clear()  # the server restarted without it
         assert cli("publish", out, target, "--notify", url).exit_code == 0
@@ -320,8 +365,12 @@ def _fake_triton(index: dict[str, str], seen: list[str]):
 
     def answer(path: str) -> tuple[int, bytes]:
         if path == "/v2/repository/index":
-            return 200, json.dumps([{"name": n, **({"version": "1", "state": st} if st else {})}
-                                    for n, st in index.items()]).encode()
+            return 200, json.dumps(
+                [
+                    {"name": n, **({"version": "1", "state": st} if st else {})}
+                    for n, st in index.items()
+                ]
+            ).encode()
         seen.append(path)
         index[path.split("/")[-2]] = "READY"
         return 200, b""
@@ -329,7 +378,9 @@ def _fake_triton(index: dict[str, str], seen: list[str]):
     return _stand_in(answer)
 
 
-def test_notify_asks_each_server_of_a_mixed_fleet_only_for_the_models_it_serves(cli, repo, tmp_path):
+def test_notify_asks_each_server_of_a_mixed_fleet_only_for_the_models_it_serves(
+    cli, repo, tmp_path
+):
     """Two servers on one target: the GPU one serves 'llm', the CPU one 'doubler' (Triton lists every model of
     the repository; a never-loaded one has no state). Every server was asked to load every model."""
     seen_cpu, seen_gpu = [], []
@@ -338,14 +389,31 @@ def test_notify_asks_each_server_of_a_mixed_fleet_only_for_the_models_it_serves(
     try:
         out = repo(1)
         _fake_verified(cli, out)
-        r = cli("publish", out, f"file://{tmp_path}/pub", "--notify", cpu_url, "--notify", gpu_url, "--json")
+        r = cli(
+            "publish",
+            out,
+            f"file://{tmp_path}/pub",
+            "--notify",
+            cpu_url,
+            "--notify",
+            gpu_url,
+            "--json",
+        )
         assert r.exit_code == 0, r.stderr
         assert seen_cpu == ["/v2/repository/models/doubler/load"] and seen_gpu == []
         skipped = [n for n in json.loads(r.stdout)["notified"] if n.get("skipped")]
         assert [(n["server"], n["model"]) for n in skipped] == [(gpu_url, "doubler")]
         assert f"served by {cpu_url}" in skipped[0]["message"]
-        text = cli("publish", repo(2), f"file://{tmp_path}/pub", "--skip-verify", "--notify", cpu_url, "--notify",
-                   gpu_url).stdout
+        text = cli(
+            "publish",
+            repo(2),
+            f"file://{tmp_path}/pub",
+            "--skip-verify",
+            "--notify",
+            cpu_url,
+            "--notify",
+            gpu_url,
+        ).stdout
         assert f"notify {gpu_url} load doubler: skipped not asked" in text
         # a model no notified server serves yet is asked of every server
         seen_cpu.clear()
@@ -353,7 +421,9 @@ def test_notify_asks_each_server_of_a_mixed_fleet_only_for_the_models_it_serves(
         try:
             out3 = repo(3)
             _fake_verified(cli, out3)
-            assert cli("publish", out3, f"file://{tmp_path}/pub2", "--notify", cpu2_url).exit_code == 0
+            assert (
+                cli("publish", out3, f"file://{tmp_path}/pub2", "--notify", cpu2_url).exit_code == 0
+            )
             assert seen_cpu == ["/v2/repository/models/doubler/load"]
         finally:
             cpu2.shutdown()
@@ -374,7 +444,9 @@ def _refusing_triton(seen: list[str]):
     return _stand_in(answer)
 
 
-def test_notify_reports_a_server_that_cannot_run_a_model_others_loaded_and_honours_a_mapping(cli, repo, tmp_path):
+def test_notify_reports_a_server_that_cannot_run_a_model_others_loaded_and_honours_a_mapping(
+    cli, repo, tmp_path
+):
     """One server refuses the model another loaded: reported 'cannot run here', exit 0 (it was exit 7 for every
     publish); a server mapped to other models (URL#MODEL) is never asked; refused everywhere, it is a failure."""
     refused, loaded, mapped_seen = [], [], []
@@ -384,14 +456,28 @@ def test_notify_reports_a_server_that_cannot_run_a_model_others_loaded_and_honou
     try:
         out = repo(1)
         _fake_verified(cli, out)
-        r = cli("publish", out, f"file://{tmp_path}/pub", "--notify", bad_url, "--notify", good_url, "--notify",
-                f"{mapped_url}#other", "--json")
+        r = cli(
+            "publish",
+            out,
+            f"file://{tmp_path}/pub",
+            "--notify",
+            bad_url,
+            "--notify",
+            good_url,
+            "--notify",
+            f"{mapped_url}#other",
+            "--json",
+        )
         assert r.exit_code == 0, r.stdout
         notified = {n["server"]: n for n in json.loads(r.stdout)["notified"]}
         assert notified[bad_url]["cannot_run"] and "needs a GPU" in notified[bad_url]["message"]
         assert notified[good_url]["ok"] and notified[mapped_url]["skipped"] and mapped_seen == []
-        alone = cli("publish", repo(2), f"file://{tmp_path}/pub2", "--skip-verify", "--notify", bad_url)
-        assert alone.exit_code == 7 and "FAILED" in alone.stdout  # no server loaded it: not one server's problem
+        alone = cli(
+            "publish", repo(2), f"file://{tmp_path}/pub2", "--skip-verify", "--notify", bad_url
+        )
+        assert (
+            alone.exit_code == 7 and "FAILED" in alone.stdout
+        )  # no server loaded it: not one server's problem
     finally:
         for server in (bad, good, mapped):
             server.shutdown()
@@ -409,7 +495,9 @@ def test_publish_json_with_a_failed_notify_is_one_document(cli, repo, tmp_path):
         srv.shutdown()
     assert r.exit_code == 7
     doc = json.loads(r.stdout)
-    assert [n["ok"] for n in doc["notified"]] == [False] and doc["notified"][0]["model"] == "doubler"
+    assert [n["ok"] for n in doc["notified"]] == [False] and doc["notified"][0][
+        "model"
+    ] == "doubler"
     assert doc["error"]["error"] == "publish" and doc["error"]["exit_code"] == 7
     assert "did not load" in doc["error"]["message"] and doc["manifest_digest"]
     assert (tmp_path / "pub" / "doubler").is_dir()  # the target itself is complete
@@ -424,15 +512,19 @@ def test_version_policy_serves_versions_side_by_side(cli, repo, tmp_path):
         src = tmp_path / f"src{v}"
         src.mkdir()
         (src / "model.py").write_text(PY_MODEL.replace("x * 2", f"x * {v + 1}"))
-        (src / "r.yaml").write_text(PY_RECIPE.replace("version: 1", f"version: {v}").lstrip()
-                                    + "version_policy: {latest: 2}\n")
+        (src / "r.yaml").write_text(
+            PY_RECIPE.replace("version: 1", f"version: {v}").lstrip()
+            + "version_policy: {latest: 2}\n"
+        )
         out = tmp_path / f"out{v}"
         assert cli("build", src / "r.yaml", "-o", out).exit_code == 0
         _fake_verified(cli, out)
         r = cli("publish", out, target, "--keep", "1", "--json")
         assert r.exit_code == 0, r.stderr
-    assert "versions: [1, 2]" in (pub / "config.pbtxt").read_text() or \
-        ("versions: 1" in (pub / "config.pbtxt").read_text() and "versions: 2" in (pub / "config.pbtxt").read_text())
+    assert "versions: [1, 2]" in (pub / "config.pbtxt").read_text() or (
+        "versions: 1" in (pub / "config.pbtxt").read_text()
+        and "versions: 2" in (pub / "config.pbtxt").read_text()
+    )
     info = json.loads(cli("ls", target, "--json").stdout)["models"][0]
     assert info["serving"] == [1, 2] and info["live"] == 2
     assert (pub / "1").is_dir()  # --keep 1 never prunes a version that is served
@@ -441,8 +533,10 @@ def test_version_policy_serves_versions_side_by_side(cli, repo, tmp_path):
     src = tmp_path / "src3"
     src.mkdir()
     (src / "model.py").write_text(PY_MODEL.replace('"X"', '"A"'))
-    (src / "r.yaml").write_text(PY_RECIPE.replace("version: 1", "version: 3").replace("name: X", "name: A").lstrip()
-                                + "version_policy: {latest: 2}\n")
+    (src / "r.yaml").write_text(
+        PY_RECIPE.replace("version: 1", "version: 3").replace("name: X", "name: A").lstrip()
+        + "version_policy: {latest: 2}\n"
+    )
     out3 = tmp_path / "out3"
     assert cli("build", src / "r.yaml", "-o", out3).exit_code == 0
     _fake_verified(cli, out3)
@@ -457,8 +551,10 @@ def test_version_policy_specific_serves_both_versions_of_one_build(cli, tmp_path
     src.mkdir()
     (src / "model.py").write_text(PY_MODEL)
     for v in (1, 2):
-        (src / f"r{v}.yaml").write_text(PY_RECIPE.replace("version: 1", f"version: {v}").lstrip()
-                                        + "version_policy: {specific: [1, 2]}\n")
+        (src / f"r{v}.yaml").write_text(
+            PY_RECIPE.replace("version: 1", f"version: {v}").lstrip()
+            + "version_policy: {specific: [1, 2]}\n"
+        )
     out = tmp_path / "out"
     assert cli("build", src / "r1.yaml", src / "r2.yaml", "-o", out).exit_code == 0
     _fake_verified(cli, out)
@@ -482,7 +578,10 @@ def test_a_built_repository_copied_to_a_prefix_is_named_as_such(cli, repo, tmp_p
 @pytest.mark.parametrize("verb", ["ls", "rollback", "verify", "publish"])
 def test_a_target_url_with_an_unknown_scheme_is_refused_where_the_cli_receives_it(cli, repo, verb):
     url = "ftp://host/models"
-    args = {"ls": [url], "verify": [url], "rollback": [url, "doubler", "--to", "1"]}.get(verb) or [repo(1), url]
+    args = {"ls": [url], "verify": [url], "rollback": [url, "doubler", "--to", "1"]}.get(verb) or [
+        repo(1),
+        url,
+    ]
     r = cli(verb, *args)
     assert r.exit_code == 7, r.output
     assert "unsupported target scheme 'ftp'" in r.stderr and "s3://bucket/prefix" in r.stderr

@@ -19,7 +19,9 @@ def test_a_backend_without_model_py_is_a_usage_error(cli, tmp_path):
 
 def test_backends_are_placed_in_the_servers_backend_directory(tmp_path):
     if toolenv.available() is None:
-        pytest.skip("the embedded server's environment is not made here (tritonbuild embedded install)")
+        pytest.skip(
+            "the embedded server's environment is not made here (tritonbuild embedded install)"
+        )
     src = tmp_path / "vllm_backend"
     (src / "utils").mkdir(parents=True)
     (src / "model.py").write_text("# the backend's model.py\n")
@@ -47,11 +49,21 @@ def test_api_serve_loads_the_models_of_a_given_backend(tmp_path, monkeypatch):
     def model(**fields):
         return type("M", (), fields)()
 
-    manifest = type("Mf", (), {"models": [model(name="llm", backend="vllm", target="gpu", llm={}),
-                                          model(name="py", backend="python", target="cpu", llm=None)]})()
+    manifest = type(
+        "Mf",
+        (),
+        {
+            "models": [
+                model(name="llm", backend="vllm", target="gpu", llm={}),
+                model(name="py", backend="python", target="cpu", llm=None),
+            ]
+        },
+    )()
     from tritonbuild.repository.manifest import MANIFEST_NAME
 
-    (tmp_path / MANIFEST_NAME).write_text("{}")  # read_repository is replaced: only its presence counts
+    (tmp_path / MANIFEST_NAME).write_text(
+        "{}"
+    )  # read_repository is replaced: only its presence counts
     monkeypatch.setattr(api, "read_repository", lambda *_: manifest)
     _server, loadable, skipped = api.serve(tmp_path, backends={"vllm": tmp_path})
     assert loadable == ["llm", "py"] and skipped == []

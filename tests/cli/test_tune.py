@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.triton, pytest.mark.slow]
 # Each execute() costs 20 ms whatever its batch (a sleep, so a busy CI machine does not blur it): the
 # dynamic batcher multiplies throughput under concurrency. ADD_BATCH makes the answer depend on the batch
 # that formed (the kind of model batch_invariance: require is there for).
-MODEL = '''
+MODEL = """
 import time
 
 import numpy as np
@@ -29,7 +29,7 @@ class TritonPythonModel:
         n = sum(x.shape[0] for x in xs)
         return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", (x * 2 + (n - 1 if ADD_BATCH else 0))
                                                             .astype(np.float32))]) for x in xs]
-'''
+"""
 
 RECIPE = """
 name: slow
@@ -92,9 +92,22 @@ def test_sla_nobody_meets_exits_with_the_closest_and_the_miss(cli, invariant, mo
 
     tmp_path, _recipe, out = invariant
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(os, "cpu_count", lambda: 4)  # room to double the load generator's 2 processes once
-    r = cli("tune", out, "slow", "--processes", "2", "--sla-ms", "1", "--concurrency", "1",
-            "--report-dir", tmp_path / "rep-sla")
+    monkeypatch.setattr(
+        os, "cpu_count", lambda: 4
+    )  # room to double the load generator's 2 processes once
+    r = cli(
+        "tune",
+        out,
+        "slow",
+        "--processes",
+        "2",
+        "--sla-ms",
+        "1",
+        "--concurrency",
+        "1",
+        "--report-dir",
+        tmp_path / "rep-sla",
+    )
     assert r.exit_code == 10, r.output  # TuneError's own code (it shared verify's 6)
     assert "no candidate of 'slow' meets the constraints" in r.output and "SLA 1 ms" in r.output
     report = json.loads((tmp_path / "rep-sla" / "tune-report.json").read_text())
@@ -103,7 +116,9 @@ def test_sla_nobody_meets_exits_with_the_closest_and_the_miss(cli, invariant, mo
     scaling = report["ceiling"]["scaling"]
     assert [step["processes"] for step in scaling] == [2, 4]
     kept = 4 if scaling[1]["throughput"] >= 1.1 * scaling[0]["throughput"] else 2
-    assert report["machine"]["load_processes"] == kept and report["ceiling"]["client_bound_at"] == 0.9
+    assert (
+        report["machine"]["load_processes"] == kept and report["ceiling"]["client_bound_at"] == 0.9
+    )
     assert not (tmp_path / "rep-sla" / "tune-patch.yaml").exists()
 
 
@@ -111,9 +126,21 @@ def test_tune_picks_batching_writes_patch_and_the_rebuild_carries_it(cli, invari
     tmp_path, recipe, out = invariant
     monkeypatch.chdir(tmp_path)
     before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    r = cli("tune", out, "slow", "--brute", "--processes", "2", "--apply", "--report-dir", tmp_path / "rep")
+    r = cli(
+        "tune",
+        out,
+        "slow",
+        "--brute",
+        "--processes",
+        "2",
+        "--apply",
+        "--report-dir",
+        tmp_path / "rep",
+    )
     assert r.exit_code == 0, r.output
-    assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # OUT never touched
+    assert {
+        p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()
+    } == before  # OUT never touched
     report = json.loads((tmp_path / "rep" / "tune-report.json").read_text())
     assert report["winner"]["batching"] and report["winner"]["max_batch_size"] == 8
     # default + batching at 2 loads, and the default again at both (the baseline is the better of the two)
@@ -124,24 +151,39 @@ def test_tune_picks_batching_writes_patch_and_the_rebuild_carries_it(cli, invari
     assert report["default_served_as"] == "slow__tune_default"
     log = (tmp_path / "rep" / "tritonserver.log").read_text()
     assert log.count("successfully loaded 'slow__tune_default'") == 1, log[-3000:]
-    assert report["high_load_ratio"] > 2.0, report["comparison"]  # 8 clients share one 20 ms execute
-    assert report["comparison"]["c8"]["low"] > 2.0 and report["comparison"]["c8"]["decided_by"] == "paired interval"
-    assert report["comparison"]["c1"]["low"] >= 0.7 and report["comparison"]["c1"]["outcome"] == "passed"
+    assert report["high_load_ratio"] > 2.0, report[
+        "comparison"
+    ]  # 8 clients share one 20 ms execute
+    assert (
+        report["comparison"]["c8"]["low"] > 2.0
+        and report["comparison"]["c8"]["decided_by"] == "paired interval"
+    )
+    assert (
+        report["comparison"]["c1"]["low"] >= 0.7
+        and report["comparison"]["c1"]["outcome"] == "passed"
+    )
     assert report["default_is_best"] is False and report["rejections"] == []
     winner = report["winner"]["label"]
-    assert report["answers"][winner]["compared"] > 100 and report["answers"][winner]["differing"] == 0
+    assert (
+        report["answers"][winner]["compared"] > 100 and report["answers"][winner]["differing"] == 0
+    )
     assert report["ceiling"]["throughput"] > report["comparison"]["c8"]["tuned"]["throughput"]
     assert report["verifications"]["1xcpu mbs8 delay0us"]["mismatches_batched"] == []
     assert report["server"]["tritonserver"] == "2.51.0" and report["client"]["tritonclient"]
     assert all(m["mismatches"] == 0 and m["errors"] == 0 for m in report["measurements"])
     assert (tmp_path / "rep" / "tune-plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     patch = yaml.safe_load((tmp_path / "rep" / "tune-patch.yaml").read_text())
-    assert patch == {"max_batch_size": 8, "batching": {"max_queue_delay_us": 0, "preferred_batch_sizes": []},
-                     "instances": [{"kind": "cpu", "count": 1}]}
+    assert patch == {
+        "max_batch_size": 8,
+        "batching": {"max_queue_delay_us": 0, "preferred_batch_sizes": []},
+        "instances": [{"kind": "cpu", "count": 1}],
+    }
     # --apply wrote it into the recipe (the rest kept); the rebuild carries it: a new recipe digest in the
     # manifest, the batcher in config.pbtxt; the model files' step keys stay (their inputs did not change)
     text = recipe.read_text()
-    assert "batching: {max_queue_delay_us: 0, preferred_batch_sizes: []}" in text and "tune:" in text
+    assert (
+        "batching: {max_queue_delay_us: 0, preferred_batch_sizes: []}" in text and "tune:" in text
+    )
     old = json.loads((out / "tritonbuild-manifest.json").read_text())["models"][0]
     assert "dynamic_batching" not in (out / "slow" / "config.pbtxt").read_text()
     assert cli("build", recipe, "-o", out, "--force").exit_code == 0
@@ -159,21 +201,34 @@ def test_config_that_changes_answers_is_rejected_not_chosen(cli, tmp_path, monke
     report = json.loads((tmp_path / "rep" / "tune-report.json").read_text())
     assert report["winner"]["label"] == "default"
     assert report["default_is_best"] and report["verdict"].startswith("the default is best")
-    assert report["comparison"] == {} and report["high_load_ratio"] is None  # no ratio of the default to itself
+    assert (
+        report["comparison"] == {} and report["high_load_ratio"] is None
+    )  # no ratio of the default to itself
     assert "the default is best" in r.output
     batching = next(c for c in report["candidates"] if c["batching"])
     assert batching["feasible"] is False
     # every rejection with its cause, and the rule that decided it
-    assert [(x["label"], x["cause"], x["decided_by"]) for x in report["rejections"]] == \
-        [(batching["label"], "not_bit_exact", "screening reading")]
+    assert [(x["label"], x["cause"], x["decided_by"]) for x in report["rejections"]] == [
+        (batching["label"], "not_bit_exact", "screening reading")
+    ]
     assert report["rejected_not_bit_exact"] == report["rejections"]
     assert f"not chosen {batching['label']}: not_bit_exact" in r.output
-    assert 0 < report["answers"][batching["label"]]["differing"] <= report["answers"][batching["label"]]["compared"]
+    assert (
+        0
+        < report["answers"][batching["label"]]["differing"]
+        <= report["answers"][batching["label"]]["compared"]
+    )
     # the exact difference is reported: answers under load, or the explicit batch of goldens
     why = " ".join(batching["reasons"])
     assert "differ from the goldens" in why or "batch composition" in why
-    under = next(m for m in report["measurements"] if m["candidate"] == batching["label"] and m["load"] == "c8")
-    assert under["mismatches"] > 0 and under["first_mismatch"]["max_abs_diff"] >= 1.0  # x*2 + (batch - 1)
+    under = next(
+        m
+        for m in report["measurements"]
+        if m["candidate"] == batching["label"] and m["load"] == "c8"
+    )
+    assert (
+        under["mismatches"] > 0 and under["first_mismatch"]["max_abs_diff"] >= 1.0
+    )  # x*2 + (batch - 1)
     assert report["verifications"]["default"]["mismatches_alone"] == []
 
 
@@ -202,7 +257,9 @@ def test_tune_against_a_running_server_and_open_loop_rates(cli, invariant, monke
     monkeypatch.chdir(tmp_path)
     # 0.6 s windows (not 0.3): at 30 requests/s a 0.3 s window holds ~9 answers, and one stall of this shared
     # machine followed by the open loop's catch-up moved a window by a third
-    text = recipe.read_text().replace("  concurrency: [1, 8]\n", "  concurrency: [1, 8]\n  request_rates: [30]\n")
+    text = recipe.read_text().replace(
+        "  concurrency: [1, 8]\n", "  concurrency: [1, 8]\n  request_rates: [30]\n"
+    )
     text = text.replace("  window_s: 0.3\n", "  window_s: 0.6\n")
     assert "request_rates: [30]" in text and "window_s: 0.6" in text
     (tmp_path / "rates.yaml").write_text(text)
@@ -210,15 +267,33 @@ def test_tune_against_a_running_server_and_open_loop_rates(cli, invariant, monke
         server.load("slow")
         # the 1-client rule relaxed: this test is about --server and the open loop; under a loaded clean-clone
         # .ci/run one 1-client screening reading of the batching config came out at 25 req/s against 41
-        r = cli("tune", out, "slow", "--recipe", tmp_path / "rates.yaml", "--server", f"http://{server.http_url}",
-                "--grpc", server.grpc_url, "--processes", "2", "--report-dir", tmp_path / "rep-server",
-                "--min-vs-default", "0.3")
+        r = cli(
+            "tune",
+            out,
+            "slow",
+            "--recipe",
+            tmp_path / "rates.yaml",
+            "--server",
+            f"http://{server.http_url}",
+            "--grpc",
+            server.grpc_url,
+            "--processes",
+            "2",
+            "--report-dir",
+            tmp_path / "rep-server",
+            "--min-vs-default",
+            "0.3",
+        )
         assert r.exit_code == 0, r.output
         with urllib.request.urlopen(f"http://{server.http_url}/v2/models/slow/config") as resp:
             served = json.loads(resp.read())
     report = json.loads((tmp_path / "rep-server" / "tune-report.json").read_text())
-    assert report["loads"] == ["r30", "c1", "c8"] and report["default_served_as"] == "slow"  # reloaded each time
-    rate = next(m for m in report["measurements"] if m["load"] == "r30" and m["candidate"] == "default")
+    assert (
+        report["loads"] == ["r30", "c1", "c8"] and report["default_served_as"] == "slow"
+    )  # reloaded each time
+    rate = next(
+        m for m in report["measurements"] if m["load"] == "r30" and m["candidate"] == "default"
+    )
     # a 20 ms model keeps up with 30/s: what came back over all the measurement's windows is the offered rate
     # (a stall's backlog is caught up within it); a closed loop at one client would serve ~45/s
     assert rate["offered_rate"] == 30 and rate["seconds"] >= 1.2
@@ -231,7 +306,7 @@ def test_tune_against_a_running_server_and_open_loop_rates(cli, invariant, monke
 
 # Pads every batch to the config's max_batch_size (as an engine captured at one shape does): the cost is the
 # padded rows, and the answer depends on that shape only, never on who shared the batch.
-PADDING_MODEL = '''
+PADDING_MODEL = """
 import json
 import time
 
@@ -248,10 +323,12 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", (pb_utils.get_input_tensor_by_name(r, "X")
                                                                   .as_numpy() * 2 + self.rows).astype(np.float32))])
                 for r in requests]
-'''
+"""
 
 
-def test_determinism_invariant_accepts_new_bits_that_never_depend_on_the_batch(cli, tmp_path, monkeypatch):
+def test_determinism_invariant_accepts_new_bits_that_never_depend_on_the_batch(
+    cli, tmp_path, monkeypatch
+):
     """goldens: a smaller max_batch_size changes the bits (2x + 4 instead of the goldens' 2x + 8) and is
     rejected, with that cause; invariant: the same config is chosen (its answers equal its own answers alone,
     under load too), the patch gives the model a new version, and the rebuilt model verifies after its goldens
@@ -259,8 +336,11 @@ def test_determinism_invariant_accepts_new_bits_that_never_depend_on_the_batch(c
     monkeypatch.chdir(tmp_path)
     (tmp_path / "model.py").write_text(PADDING_MODEL)
     recipe = tmp_path / "slow.yaml"
-    text = RECIPE.lstrip().replace("batch_sizes: [8]", "batch_sizes: [4]").replace("concurrency: [1, 8]",
-                                                                                   "concurrency: [1, 4]")
+    text = (
+        RECIPE.lstrip()
+        .replace("batch_sizes: [8]", "batch_sizes: [4]")
+        .replace("concurrency: [1, 8]", "concurrency: [1, 4]")
+    )
     recipe.write_text(text.replace("min_vs_default: 0.7", "min_vs_default: 1.0"))
     out = tmp_path / "OUT"
     assert cli("build", recipe, "-o", out).exit_code == 0
@@ -270,19 +350,41 @@ def test_determinism_invariant_accepts_new_bits_that_never_depend_on_the_batch(c
     assert r.exit_code == 0, r.output
     report = json.loads((tmp_path / "rep-goldens" / "tune-report.json").read_text())
     assert report["default_is_best"] and report["served_bits"] is None
-    assert [(x["label"], x["cause"]) for x in report["rejections"]] == [("1xcpu mbs4 delay0us", "not_bit_exact")]
+    assert [(x["label"], x["cause"]) for x in report["rejections"]] == [
+        ("1xcpu mbs4 delay0us", "not_bit_exact")
+    ]
 
-    (tmp_path / "inv.yaml").write_text(recipe.read_text().replace("tune:\n", "tune:\n  determinism: invariant\n"))
-    r = cli("tune", out, "slow", "--recipe", tmp_path / "inv.yaml", "--processes", "2", "--apply",
-            "--report-dir", tmp_path / "rep-inv")
+    (tmp_path / "inv.yaml").write_text(
+        recipe.read_text().replace("tune:\n", "tune:\n  determinism: invariant\n")
+    )
+    r = cli(
+        "tune",
+        out,
+        "slow",
+        "--recipe",
+        tmp_path / "inv.yaml",
+        "--processes",
+        "2",
+        "--apply",
+        "--report-dir",
+        tmp_path / "rep-inv",
+    )
     assert r.exit_code == 0, r.output
     report = json.loads((tmp_path / "rep-inv" / "tune-report.json").read_text())
-    assert report["winner"]["label"] == "1xcpu mbs4 delay0us" and report["determinism"] == "invariant"
-    assert report["served_bits"]["changed"] and report["served_bits"]["golden_outputs_differing"] == 4
+    assert (
+        report["winner"]["label"] == "1xcpu mbs4 delay0us" and report["determinism"] == "invariant"
+    )
+    assert (
+        report["served_bits"]["changed"] and report["served_bits"]["golden_outputs_differing"] == 4
+    )
     assert report["new_bits"] == {"default": 0, "1xcpu mbs4 delay0us": 4}
     winner = report["answers"]["1xcpu mbs4 delay0us"]
-    assert winner["compared"] > 100 and winner["differing"] == 0  # compared with its own answers alone
-    assert report["comparison"]["c1"]["low"] >= 1.0  # 20 ms instead of 30 ms per request, on paired rounds
+    assert (
+        winner["compared"] > 100 and winner["differing"] == 0
+    )  # compared with its own answers alone
+    assert (
+        report["comparison"]["c1"]["low"] >= 1.0
+    )  # 20 ms instead of 30 ms per request, on paired rounds
     patch = (tmp_path / "rep-inv" / "tune-patch.yaml").read_text()
     assert "# served bits change:" in patch and "version: 2" in patch
     assert "version: 2\n" in (tmp_path / "inv.yaml").read_text()  # --apply: a new model version
@@ -291,7 +393,9 @@ def test_determinism_invariant_accepts_new_bits_that_never_depend_on_the_batch(c
     assert cli("verify", out).exit_code == 0
 
 
-def test_tune_buckets_batch_a_batch_variant_model_without_changing_its_answers(cli, tmp_path, monkeypatch):
+def test_tune_buckets_batch_a_batch_variant_model_without_changing_its_answers(
+    cli, tmp_path, monkeypatch
+):
     """A model whose answer depends on its batch's rows (y = 2x + rows - 1), built with batch_buckets [8]: every
     batching candidate pads to its bucket (2x + 7 whatever the batch), each invariant at its own config, and
     batching wins at 8 clients. Triton's default serves the model as built (padded too: the goldens' bits), or
@@ -299,18 +403,34 @@ def test_tune_buckets_batch_a_batch_variant_model_without_changing_its_answers(c
     monkeypatch.chdir(tmp_path)
     (tmp_path / "model.py").write_text(MODEL.format(add_batch=True))
     recipe = tmp_path / "slow.yaml"
-    recipe.write_text(RECIPE.lstrip().replace("tune:\n", "batch_buckets: [8]\ntune:\n  determinism: invariant\n"
-                                              "  buckets: [8]\n"))
+    recipe.write_text(
+        RECIPE.lstrip().replace(
+            "tune:\n", "batch_buckets: [8]\ntune:\n  determinism: invariant\n  buckets: [8]\n"
+        )
+    )
     out = tmp_path / "OUT"
     assert cli("build", recipe, "-o", out).exit_code == 0
-    assert cli("verify", out, "--record").exit_code == 0  # invariant as built: every batch is computed at 8 rows
+    assert (
+        cli("verify", out, "--record").exit_code == 0
+    )  # invariant as built: every batch is computed at 8 rows
     assert cli("build", recipe, "-o", out, "--force").exit_code == 0
     for baseline, default_bits in (("built", 0), ("plain", 4)):
         rep = tmp_path / f"rep-{baseline}"
         # about bits and the baseline, not the 1-client rule: on a loaded 2-core machine one 1-client reading of
         # the 20 ms model came out at 10 req/s against the default's 39 (the rule itself: test_search, test_report)
-        r = cli("tune", out, "slow", "--processes", "2", "--report-dir", rep, "--baseline", baseline,
-                "--min-vs-default", "0.3")
+        r = cli(
+            "tune",
+            out,
+            "slow",
+            "--processes",
+            "2",
+            "--report-dir",
+            rep,
+            "--baseline",
+            baseline,
+            "--min-vs-default",
+            "0.3",
+        )
         assert r.exit_code == 0, r.output
         report = json.loads((rep / "tune-report.json").read_text())
         assert report["baseline"]["served"] == baseline
@@ -318,7 +438,12 @@ def test_tune_buckets_batch_a_batch_variant_model_without_changing_its_answers(c
         assert report["winner"]["label"] == "1xcpu mbs8 delay0us buckets8"
         assert report["winner"]["recipe_values"]["batch_buckets"] == [8]
         assert report["new_bits"] == {"default": default_bits, "1xcpu mbs8 delay0us buckets8": 0}
-        assert report["served_bits"] == {"changed": False, "text": "the winner serves the goldens' bits"}
-        assert all(m["mismatches"] == 0 for m in report["measurements"])  # each config against its own answers
+        assert report["served_bits"] == {
+            "changed": False,
+            "text": "the winner serves the goldens' bits",
+        }
+        assert all(
+            m["mismatches"] == 0 for m in report["measurements"]
+        )  # each config against its own answers
         assert report["comparison"]["c8"]["low"] > 2.0
         assert "batch_buckets: [8]" in (rep / "tune-patch.yaml").read_text()

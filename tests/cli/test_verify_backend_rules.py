@@ -19,7 +19,10 @@ def test_verify_runs_a_registered_backends_model_file_checks(cli, tmp_path):
         r = cli("verify", root, "--json")
     assert r.exit_code == 6, r.stdout
     rows = {c["check"]: c for c in json.loads(r.stdout)["static"] if c["model"] == "toyish"}
-    assert not rows["toy.header"]["ok"] and rows["toy.header"]["detail"] == "1/model.toy does not start with b'TOY'"
+    assert (
+        not rows["toy.header"]["ok"]
+        and rows["toy.header"]["detail"] == "1/model.toy does not start with b'TOY'"
+    )
     assert rows["toy.graph"]["ok"] and rows["model_file"]["ok"]
     (root / "toyish" / "1" / "model.toy").write_bytes(b"TOY v1")
     with REGISTRY.registered(ToyBackend()):
@@ -43,14 +46,17 @@ def test_verify_runs_the_pytorch_backends_load_checks_on_the_torchscript(cli, tm
     d = tmp_path / "repo" / "adder"
     (d / "1").mkdir(parents=True)
     torch.jit.save(torch.jit.script(TwoInputs()), str(d / "1" / "model.pt"))
-    io = ('input { name: "x__0" data_type: TYPE_FP32 dims: [3] }\n'
-          'output { name: "out__0" data_type: TYPE_FP32 dims: [3] }\n')
+    io = (
+        'input { name: "x__0" data_type: TYPE_FP32 dims: [3] }\n'
+        'output { name: "out__0" data_type: TYPE_FP32 dims: [3] }\n'
+    )
     (d / "config.pbtxt").write_text(f'name: "adder"\nbackend: "pytorch"\nmax_batch_size: 4\n{io}')
     r = cli("verify", tmp_path / "repo", "--json")
     assert r.exit_code == 6, r.stdout
     rows = {c["check"]: c for c in json.loads(r.stdout)["static"] if c["model"] == "adder"}
-    assert rows["libtorch"]["detail"] == ("1/model.pt: unable to load model 'adder', configuration expects 1 inputs, "
-                                          "model provides 2")
+    assert rows["libtorch"]["detail"] == (
+        "1/model.pt: unable to load model 'adder', configuration expects 1 inputs, model provides 2"
+    )
     assert all(row["ok"] for check, row in rows.items() if check != "libtorch"), rows
     io = io + 'input { name: "y__1" data_type: TYPE_FP32 dims: [3] }\n'
     (d / "config.pbtxt").write_text(f'name: "adder"\nbackend: "pytorch"\nmax_batch_size: 4\n{io}')
@@ -60,7 +66,9 @@ def test_verify_runs_the_pytorch_backends_load_checks_on_the_torchscript(cli, tm
 
 
 def test_a_pytorch_recipe_with_a_dtype_libtorch_cannot_load_is_a_recipe_error(cli, write, tmp_path):
-    write("r.yaml", """
+    write(
+        "r.yaml",
+        """
         name: halver
         version: 1
         backend: pytorch
@@ -68,9 +76,13 @@ def test_a_pytorch_recipe_with_a_dtype_libtorch_cannot_load_is_a_recipe_error(cl
         max_batch_size: 8
         inputs: [{name: x__0, dtype: bf16, dims: [4]}]
         outputs: [{name: y__0, dtype: fp32, dims: [4]}]
-        """)
+        """,
+    )
     (tmp_path / "model.pt").write_bytes(b"not read: the recipe is refused first")
     r = cli("build", tmp_path / "r.yaml", "-o", tmp_path / "out")
     assert r.exit_code == 3
-    assert "r.yaml:6: inputs[0].dtype: dtype bf16" in r.output and "TYPE_BF16 and refuses to load" in r.output
+    assert (
+        "r.yaml:6: inputs[0].dtype: dtype bf16" in r.output
+        and "TYPE_BF16 and refuses to load" in r.output
+    )
     assert not (tmp_path / "out").exists()

@@ -20,7 +20,9 @@ def _rewrite_manifest(out, **model_fields) -> None:
 
 
 def _binding(doc: dict) -> str:
-    return " ".join(c["detail"] for c in doc["static"] if c["check"] == "manifest-binding" and not c["ok"])
+    return " ".join(
+        c["detail"] for c in doc["static"] if c["check"] == "manifest-binding" and not c["ok"]
+    )
 
 
 def test_an_edited_model_py_with_a_recomputed_digest_fails_the_model_identity(cli, repo):  # noqa: F811
@@ -30,11 +32,16 @@ def test_an_edited_model_py_with_a_recomputed_digest_fails_the_model_identity(cl
     r = cli("verify", out, "--json")
     assert r.exit_code == 6, r.stdout
     doc = json.loads(r.stdout)
-    assert doc["passed"] is False and "model identity" in _binding(doc) and "doubler/1/" in _binding(doc)
+    assert (
+        doc["passed"] is False
+        and "model identity" in _binding(doc)
+        and "doubler/1/" in _binding(doc)
+    )
 
 
-@pytest.mark.parametrize("goldens", ["../../outside.npz", "/etc/passwd", "other/golden-v1.npz",
-                                     "doubler/1/model.py"])
+@pytest.mark.parametrize(
+    "goldens", ["../../outside.npz", "/etc/passwd", "other/golden-v1.npz", "doubler/1/model.py"]
+)
 def test_a_goldens_field_that_is_not_the_models_own_file_fails(cli, repo, tmp_path, goldens):  # noqa: F811
     out = repo(1)
     write_npz(tmp_path / "outside.npz", {"input.0.X": np.zeros((1, 3), np.float32)})
@@ -46,7 +53,9 @@ def test_a_goldens_field_that_is_not_the_models_own_file_fails(cli, repo, tmp_pa
 
 @pytest.mark.triton
 @pytest.mark.parametrize("content", ["not-npz", "foreign", "bad-member"])
-def test_a_golden_that_is_not_this_models_fails_instead_of_crashing(cli, py_recipe, tmp_path, content):
+def test_a_golden_that_is_not_this_models_fails_instead_of_crashing(
+    cli, py_recipe, tmp_path, content
+):
     out = tmp_path / "out"
     assert cli("build", py_recipe, "-o", out).exit_code == 0
     assert cli("verify", out, "--record").exit_code == 0
@@ -54,14 +63,22 @@ def test_a_golden_that_is_not_this_models_fails_instead_of_crashing(cli, py_reci
     if content == "not-npz":
         golden.write_bytes(b"PK\x03\x04 this is not an npz")
     elif content == "foreign":
-        write_npz(golden, {"input.0.TOKENS": np.zeros((1, 3), np.int64), "output.0.Y": np.zeros((1, 3), np.float32)})
+        write_npz(
+            golden,
+            {
+                "input.0.TOKENS": np.zeros((1, 3), np.int64),
+                "output.0.Y": np.zeros((1, 3), np.float32),
+            },
+        )
     else:
         write_npz(golden, {"weights": np.zeros(3, np.float32)})
     _rewrite_manifest(out)
     r = cli("verify", out, "--json")
     assert r.exit_code == 6, r.stdout + r.stderr
     model = json.loads(r.stdout)["models"][0]
-    assert model["passed"] is False and "goldens doubler/golden-v1.npz are not usable" in " ".join(model["notes"])
+    assert model["passed"] is False and "goldens doubler/golden-v1.npz are not usable" in " ".join(
+        model["notes"]
+    )
 
 
 @pytest.mark.triton
@@ -70,14 +87,18 @@ def test_publish_reverify_catches_a_failed_report_edited_to_passed(cli, py_recip
     from tritonbuild.repository.manifest import REPORT_NAME
 
     assert cli("build", py_recipe, "-o", tmp_path / "v1").exit_code == 0
-    assert cli("verify", tmp_path / "v1", "--record").exit_code == 0  # goldens beside the recipe: y = 2x + 1
+    assert (
+        cli("verify", tmp_path / "v1", "--record").exit_code == 0
+    )  # goldens beside the recipe: y = 2x + 1
     model = tmp_path / "model.py"
     model.write_text(model.read_text().replace("x * 2 + 1", "x * 3 + 1"))
     out = tmp_path / "v2"
     assert cli("build", py_recipe, "-o", out).exit_code == 0
     assert cli("verify", out).exit_code == 6  # the goldens disagree: FAILED
     doc = json.loads((out / REPORT_NAME).read_text())
-    doc["passed"] = True  # no TRITONBUILD_REPORT_KEY here: the forgery is not detectable from the report
+    doc["passed"] = (
+        True  # no TRITONBUILD_REPORT_KEY here: the forgery is not detectable from the report
+    )
     (out / REPORT_NAME).write_bytes(pretty_json(doc))
     r = cli("publish", out, f"file://{tmp_path}/pub", "--reverify")
     assert r.exit_code == 7 and "fails verification now" in r.stderr

@@ -20,18 +20,30 @@ def _strip_lines(rows: dict) -> dict:
 
 def _images(text: str) -> dict:
     table, oldest = refresh.compatibility(text), min(load("triton_images")["images"])
-    return {"images": _strip_lines({t: r for t, r in table["trtllm-python-py3"].items() if t >= oldest}),
-            "vllm_images": _strip_lines({t: r for t, r in table["vllm-python-py3"].items() if t >= oldest})}
+    return {
+        "images": _strip_lines(
+            {t: r for t, r in table["trtllm-python-py3"].items() if t >= oldest}
+        ),
+        "vllm_images": _strip_lines(
+            {t: r for t, r in table["vllm-python-py3"].items() if t >= oldest}
+        ),
+    }
 
 
 def _recorded_images() -> dict:
     facts = load("triton_images")
-    return {"images": _strip_lines(facts["images"]), "vllm_images": _strip_lines(facts["vllm_images"])}
+    return {
+        "images": _strip_lines(facts["images"]),
+        "vllm_images": _strip_lines(facts["vllm_images"]),
+    }
 
 
 def _genai_perf_inputs(text: str) -> list[str]:
-    body = text[text.index("class TensorRTLLMConverter"):]
-    return sorted(set(re.findall(r'payload\["(\w+)"\]', body)) | set(re.findall(r'"(\w+)": \[', body)) - {"data"})
+    body = text[text.index("class TensorRTLLMConverter") :]
+    return sorted(
+        set(re.findall(r'payload\["(\w+)"\]', body))
+        | set(re.findall(r'"(\w+)": \[', body)) - {"data"}
+    )
 
 
 def _recorded_genai_perf() -> list[str]:
@@ -40,10 +52,12 @@ def _recorded_genai_perf() -> list[str]:
 
 
 def _openai_trtllm_inputs(text: str) -> list[str]:
-    body = text[text.index("def _create_trtllm_generate_request"):]
-    body = body[:body.index("\ndef ", 1)]
+    body = text[text.index("def _create_trtllm_generate_request") :]
+    body = body[: body.index("\ndef ", 1)]
     names = set(re.findall(r'inputs\["(\w+)"\]', body))
-    return sorted(names | ({"exclude_input_in_output"} if "inputs[echo_tensor_name]" in body else set()))
+    return sorted(
+        names | ({"exclude_input_in_output"} if "inputs[echo_tensor_name]" in body else set())
+    )
 
 
 def _recorded_openai() -> list[str]:
@@ -52,24 +66,28 @@ def _recorded_openai() -> list[str]:
 
 
 def _openai_vllm_inputs(text: str) -> list[str]:
-    body = text[text.index("def _create_vllm_generate_request"):]
-    body = body[:body.index("\ndef ", 1)]
+    body = text[text.index("def _create_vllm_generate_request") :]
+    body = body[: body.index("\ndef ", 1)]
     names = set(re.findall(r'inputs\["(\w+)"\]', body))
-    return sorted(names | ({"exclude_input_in_output"} if "inputs[echo_tensor_name]" in body else set()))
+    return sorted(
+        names | ({"exclude_input_in_output"} if "inputs[echo_tensor_name]" in body else set())
+    )
 
 
 def _usage(text: str) -> dict:
     """The outputs the OpenAI frontend counts usage from, and the dtypes it reads them as."""
-    body = text[text.index("def _get_usage_from_response"):]
-    body = body[:body.index("\ndef ", 1)]
-    return {"outputs": sorted(set(re.findall(r'"(\w+)" in response\.outputs', body))),
-            "dtypes": sorted({f"TYPE_{t}" for t in re.findall(r"tritonserver\.DataType\.(\w+)", body)})}
+    body = text[text.index("def _get_usage_from_response") :]
+    body = body[: body.index("\ndef ", 1)]
+    return {
+        "outputs": sorted(set(re.findall(r'"(\w+)" in response\.outputs', body))),
+        "dtypes": sorted({f"TYPE_{t}" for t in re.findall(r"tritonserver\.DataType\.(\w+)", body)}),
+    }
 
 
 def _echo_names(text: str) -> list[str]:
     """The model inputs the OpenAI frontend sends echo to (the first of them the model declares)."""
-    body = text[text.index("echo_tensor_name = None"):]
-    names = re.search(r'in \[([^\]]*)\]', body[:body.index("break")])
+    body = text[text.index("echo_tensor_name = None") :]
+    names = re.search(r"in \[([^\]]*)\]", body[: body.index("break")])
     return re.findall(r'"(\w+)"', names.group(1)) if names else []
 
 
@@ -89,47 +107,125 @@ def _template_checks() -> list[Check]:
     src, moved = t["source"], t["moved"]["note"]
     paths = {m: f"{IBL}/{m}/config.pbtxt" for m in t["models"] if m != "llmapi"}
     paths["llmapi"] = "all_models/llmapi/tensorrt_llm/config.pbtxt"
-    out = [Check(f"tensorrtllm_backend.templates.{m}", src["repository"], (path,), src["commit"],
-                 refresh.template_facts, lambda m=m: t["models"][m], moved) for m, path in paths.items()]
+    out = [
+        Check(
+            f"tensorrtllm_backend.templates.{m}",
+            src["repository"],
+            (path,),
+            src["commit"],
+            refresh.template_facts,
+            lambda m=m: t["models"][m],
+            moved,
+        )
+        for m, path in paths.items()
+    ]
     for commit, v in t["llmapi_versions"].items():
         s = v["source"]
-        out.append(Check(f"tensorrtllm_backend.templates.llmapi@{commit[:8]}", s["repository"], (s["path"],), commit,
-                         refresh.template_facts, lambda v=v: {k: x for k, x in v.items() if k != "source"},
-                         blobs=(s["blob"],)))
+        out.append(
+            Check(
+                f"tensorrtllm_backend.templates.llmapi@{commit[:8]}",
+                s["repository"],
+                (s["path"],),
+                commit,
+                refresh.template_facts,
+                lambda v=v: {k: x for k, x in v.items() if k != "source"},
+                blobs=(s["blob"],),
+            )
+        )
     return out
 
 
 def _vllm_checks() -> list[Check]:
     f, v = load("vllm_backend"), load("clients")["openai_frontend_vllm"]
     s, lora, o = f["source"], f["lora"]["source"][0], v["source"]
-    return [Check("vllm_backend.inputs_outputs", s["repository"], ("src/model.py",), s["commit"],
-                  lambda text: refresh.python_io(text, "_auto_complete_inputs_and_outputs"),
-                  lambda: {"inputs": f["inputs"], "outputs": f["outputs"]}),
-            Check("vllm_backend.lora", lora["repository"], (lora["path"],), lora["commit"], _vllm_lora,
-                  lambda: {k: f["lora"][k] for k in ("enable_key", "table")}),
-            Check("clients.openai_frontend_vllm", o["repository"], (o["path"],), o["commit"], _openai_vllm_inputs,
-                  lambda: sorted(v["always"]))]
+    return [
+        Check(
+            "vllm_backend.inputs_outputs",
+            s["repository"],
+            ("src/model.py",),
+            s["commit"],
+            lambda text: refresh.python_io(text, "_auto_complete_inputs_and_outputs"),
+            lambda: {"inputs": f["inputs"], "outputs": f["outputs"]},
+        ),
+        Check(
+            "vllm_backend.lora",
+            lora["repository"],
+            (lora["path"],),
+            lora["commit"],
+            _vllm_lora,
+            lambda: {k: f["lora"][k] for k in ("enable_key", "table")},
+        ),
+        Check(
+            "clients.openai_frontend_vllm",
+            o["repository"],
+            (o["path"],),
+            o["commit"],
+            _openai_vllm_inputs,
+            lambda: sorted(v["always"]),
+        ),
+    ]
 
 
 def all_checks() -> list[Check]:
     images, clients, be = load("triton_images"), load("clients"), load("tensorrtllm_backend")
     g, o = clients["genai_perf"]["source"], clients["openai_frontend"]["source"]
-    u, e = clients["openai_frontend"]["usage"]["source"], clients["openai_frontend"]["echo"]["source"]
+    u, e = (
+        clients["openai_frontend"]["usage"]["source"],
+        clients["openai_frontend"]["echo"]["source"],
+    )
     cpp = be["cpp_parameters"]
     return [
-        Check("triton_images", images["source"]["repository"], (images["source"]["path"],),
-              images["source"]["commit"], _images, _recorded_images),
-        Check("clients.genai_perf", g["repository"], (g["path"],), g["commit"], _genai_perf_inputs,
-              _recorded_genai_perf),
-        Check("clients.openai_frontend", o["repository"], (o["path"],), o["commit"], _openai_trtllm_inputs,
-              _recorded_openai),
-        Check("clients.openai_frontend.usage", o["repository"], (u["path"],), u["commit"], _usage,
-              lambda: {k: sorted(clients["openai_frontend"]["usage"][k]) for k in ("outputs", "dtypes")}),
-        Check("clients.openai_frontend.echo", e["repository"], (e["path"],), e["commit"], _echo_names,
-              lambda: clients["openai_frontend"]["echo"]["input_names"]),
-        Check("tensorrtllm_backend.cpp_parameters", cpp["source"][0]["repository"],
-              tuple(s["path"] for s in cpp["source"]), cpp["source"][0]["commit"], _cpp_unguarded,
-              lambda: {"unguarded": sorted(cpp["unguarded"])}, be["templates"]["moved"]["note"]),
+        Check(
+            "triton_images",
+            images["source"]["repository"],
+            (images["source"]["path"],),
+            images["source"]["commit"],
+            _images,
+            _recorded_images,
+        ),
+        Check(
+            "clients.genai_perf",
+            g["repository"],
+            (g["path"],),
+            g["commit"],
+            _genai_perf_inputs,
+            _recorded_genai_perf,
+        ),
+        Check(
+            "clients.openai_frontend",
+            o["repository"],
+            (o["path"],),
+            o["commit"],
+            _openai_trtllm_inputs,
+            _recorded_openai,
+        ),
+        Check(
+            "clients.openai_frontend.usage",
+            o["repository"],
+            (u["path"],),
+            u["commit"],
+            _usage,
+            lambda: {
+                k: sorted(clients["openai_frontend"]["usage"][k]) for k in ("outputs", "dtypes")
+            },
+        ),
+        Check(
+            "clients.openai_frontend.echo",
+            e["repository"],
+            (e["path"],),
+            e["commit"],
+            _echo_names,
+            lambda: clients["openai_frontend"]["echo"]["input_names"],
+        ),
+        Check(
+            "tensorrtllm_backend.cpp_parameters",
+            cpp["source"][0]["repository"],
+            tuple(s["path"] for s in cpp["source"]),
+            cpp["source"][0]["commit"],
+            _cpp_unguarded,
+            lambda: {"unguarded": sorted(cpp["unguarded"])},
+            be["templates"]["moved"]["note"],
+        ),
         *_template_checks(),
         *_vllm_checks(),
         *_release_checks(),
@@ -140,12 +236,33 @@ def _release_checks() -> list[Check]:
     """Each recorded tensorrtllm_backend release: its unguarded reads and its five templates, at its commit."""
     out, moved = [], load("tensorrtllm_backend")["templates"]["moved"]["note"]
     for tag, r in load("tensorrtllm_releases")["releases"].items():
-        src = ("inflight_batcher_llm/src/model_instance_state.cc", "inflight_batcher_llm/src/model_state.cc")
-        out.append(Check(f"tensorrtllm_releases.{tag}.unguarded", r["repository"], src, r["commit"], _cpp_unguarded,
-                         lambda r=r: {"unguarded": sorted(r["unguarded"])}, moved))
-        out += [Check(f"tensorrtllm_releases.{tag}.templates.{m}", r["repository"], (t["path"],), r["commit"],
-                      refresh.template_structure, lambda t=t: {k: v for k, v in t.items() if k != "path"}, moved)
-                for m, t in r["templates"].items()]
+        src = (
+            "inflight_batcher_llm/src/model_instance_state.cc",
+            "inflight_batcher_llm/src/model_state.cc",
+        )
+        out.append(
+            Check(
+                f"tensorrtllm_releases.{tag}.unguarded",
+                r["repository"],
+                src,
+                r["commit"],
+                _cpp_unguarded,
+                lambda r=r: {"unguarded": sorted(r["unguarded"])},
+                moved,
+            )
+        )
+        out += [
+            Check(
+                f"tensorrtllm_releases.{tag}.templates.{m}",
+                r["repository"],
+                (t["path"],),
+                r["commit"],
+                refresh.template_structure,
+                lambda t=t: {k: v for k, v in t.items() if k != "path"},
+                moved,
+            )
+            for m, t in r["templates"].items()
+        ]
     return out
 
 
@@ -153,15 +270,21 @@ def _wheel_facts(wheel: Path, v: dict) -> dict:
     """What the recorded vLLM facts say, re-derived from the wheel's own files."""
     args = refresh.engine_args(read_wheel(wheel, v["source"]["path"]))
     quant = vllm_wheels.quantization_methods(read_wheel(wheel, v["quantization_methods"]["path"]))
-    return {**args, "quantization_methods": quant,
-            "tp_heads": vllm_wheels.tp_heads(read_wheel(wheel, v["tp_heads"]["path"]))}
+    return {
+        **args,
+        "quantization_methods": quant,
+        "tp_heads": vllm_wheels.tp_heads(read_wheel(wheel, v["tp_heads"]["path"])),
+    }
 
 
 def _recorded_wheel_facts(v: dict) -> dict:
-    return {"AsyncEngineArgs": v["AsyncEngineArgs"], "lines": v["source"]["lines"],
-            "enable_prefix_caching": v["enable_prefix_caching"],
-            "quantization_methods": {k: v["quantization_methods"][k] for k in ("values", "lines")},
-            "tp_heads": {k: v["tp_heads"][k] for k in ("lines", "message")}}
+    return {
+        "AsyncEngineArgs": v["AsyncEngineArgs"],
+        "lines": v["source"]["lines"],
+        "enable_prefix_caching": v["enable_prefix_caching"],
+        "quantization_methods": {k: v["quantization_methods"][k] for k in ("values", "lines")},
+        "tp_heads": {k: v["tp_heads"][k] for k in ("lines", "message")},
+    }
 
 
 def wheel_checks(wheels: list[Path]) -> list[dict]:
@@ -172,21 +295,39 @@ def wheel_checks(wheels: list[Path]) -> list[dict]:
     given = {p.name.split("-")[1]: p for p in wheels if p.name.startswith("vllm-")}
     out = []
     for version, v in vllm_versions().items():
-        row = {"fact": f"vllm_engine_args.versions.{version}", "repository": "vllm-project/vllm", "ref": version}
+        row = {
+            "fact": f"vllm_engine_args.versions.{version}",
+            "repository": "vllm-project/vllm",
+            "ref": version,
+        }
         wheel = given.get(version)
         if wheel is None:
-            out.append({**row, "status": "unread", "detail": f"give --wheel {v['source']['wheel']}"})
+            out.append(
+                {**row, "status": "unread", "detail": f"give --wheel {v['source']['wheel']}"}
+            )
             continue
         if sha256_file(wheel) != v["source"]["wheel_sha256"]:
-            out.append({**row, "status": "drift", "detail": f"{wheel.name} is not the recorded wheel"})
+            out.append(
+                {**row, "status": "drift", "detail": f"{wheel.name} is not the recorded wheel"}
+            )
             continue
         derived, recorded = _wheel_facts(wheel, v), _recorded_wheel_facts(v)
-        out.append({**row, "status": "same"} if derived == recorded else
-                   {**row, "status": "drift", "detail": _diff(recorded, derived)})
+        out.append(
+            {**row, "status": "same"}
+            if derived == recorded
+            else {**row, "status": "drift", "detail": _diff(recorded, derived)}
+        )
     out += marlin_checks(given) + speculative_checks(given)
     for version in sorted(set(given) - set(vllm_versions())):
-        out.append({"fact": "vllm_engine_args.versions", "repository": "vllm-project/vllm", "ref": version,
-                    "status": "unread", "detail": f"vLLM {version} is not recorded (no image in the table needs it?)"})
+        out.append(
+            {
+                "fact": "vllm_engine_args.versions",
+                "repository": "vllm-project/vllm",
+                "ref": version,
+                "status": "unread",
+                "detail": f"vLLM {version} is not recorded (no image in the table needs it?)",
+            }
+        )
     return out
 
 
@@ -197,19 +338,33 @@ def marlin_checks(given: dict) -> list[dict]:
 
     out = []
     for version, v in load("vllm_quantization")["marlin_override"]["by_version"].items():
-        row = {"fact": f"vllm_quantization.marlin_override.by_version.{version}", "repository": "vllm-project/vllm",
-               "ref": version}
+        row = {
+            "fact": f"vllm_quantization.marlin_override.by_version.{version}",
+            "repository": "vllm-project/vllm",
+            "ref": version,
+        }
         wheel = given.get(version)
         if wheel is None or sha256_file(wheel) != v["source"][0]["wheel_sha256"]:
-            out.append({**row, "status": "unread" if wheel is None else "drift",
-                        "detail": f"give --wheel {v['source'][0]['wheel']}" if wheel is None else
-                        f"{wheel.name} is not the recorded wheel"})
+            out.append(
+                {
+                    **row,
+                    "status": "unread" if wheel is None else "drift",
+                    "detail": f"give --wheel {v['source'][0]['wheel']}"
+                    if wheel is None
+                    else f"{wheel.name} is not the recorded wheel",
+                }
+            )
             continue
         pairs = list(zip(("awq", "gptq"), v["source"], strict=True))
-        recorded = {m: {"lines": src["lines"].split()[0], "accepted": v["accepted"][m]} for m, src in pairs}
+        recorded = {
+            m: {"lines": src["lines"].split()[0], "accepted": v["accepted"][m]} for m, src in pairs
+        }
         derived = {m: vllm_wheels.override(read_wheel(wheel, src["path"]), m) for m, src in pairs}
-        out.append({**row, "status": "same"} if derived == recorded else
-                   {**row, "status": "drift", "detail": _diff(recorded, derived)})
+        out.append(
+            {**row, "status": "same"}
+            if derived == recorded
+            else {**row, "status": "drift", "detail": _diff(recorded, derived)}
+        )
     return out
 
 
@@ -220,16 +375,29 @@ def speculative_checks(given: dict) -> list[dict]:
 
     out = []
     for version, v in load("vllm_speculative")["versions"].items():
-        row = {"fact": f"vllm_speculative.versions.{version}", "repository": "vllm-project/vllm", "ref": version}
+        row = {
+            "fact": f"vllm_speculative.versions.{version}",
+            "repository": "vllm-project/vllm",
+            "ref": version,
+        }
         wheel = given.get(version)
         if wheel is None or sha256_file(wheel) != v["source"]["wheel_sha256"]:
-            out.append({**row, "status": "unread" if wheel is None else "drift",
-                        "detail": f"give --wheel {v['source']['wheel']}" if wheel is None else
-                        f"{wheel.name} is not the recorded wheel"})
+            out.append(
+                {
+                    **row,
+                    "status": "unread" if wheel is None else "drift",
+                    "detail": f"give --wheel {v['source']['wheel']}"
+                    if wheel is None
+                    else f"{wheel.name} is not the recorded wheel",
+                }
+            )
             continue
         derived = vllm_spec_wheel.derive(wheel, v["images"])
-        out.append({**row, "status": "same"} if derived == v else
-                   {**row, "status": "drift", "detail": _diff(v, derived)})
+        out.append(
+            {**row, "status": "same"}
+            if derived == v
+            else {**row, "status": "drift", "detail": _diff(v, derived)}
+        )
     return out
 
 
@@ -244,12 +412,20 @@ def cited_lines(node, source=None, at: str = "", inherited=None):
     if isinstance(node, dict):
         src = node.get("source") if isinstance(node.get("source"), dict) else source
         own = next(((k, node[k]) for k in ("pinned", "moved", "on_main") if k in node), None)
-        note = (own[0], str(own[1].get("note", own[1]) if isinstance(own[1], dict) else own[1])) if own else inherited
-        sources = node.get("source") if isinstance(node.get("source"), list) else [node.get("source")]
+        note = (
+            (own[0], str(own[1].get("note", own[1]) if isinstance(own[1], dict) else own[1]))
+            if own
+            else inherited
+        )
+        sources = (
+            node.get("source") if isinstance(node.get("source"), list) else [node.get("source")]
+        )
         for one in sources:
             if isinstance(one, dict) and {"repository", "commit", "path", "lines"} <= set(one):
                 path = one["path"].split(" (")[0]
-                ranges = [(int(a), int(b or a)) for a, b in RANGE.findall(str(one["lines"]).split("(")[0])]
+                ranges = [
+                    (int(a), int(b or a)) for a, b in RANGE.findall(str(one["lines"]).split("(")[0])
+                ]
                 if ranges and "*" not in path and "," not in path:
                     yield at, one["repository"], one["commit"], path, ranges, note
         for key, value in node.items():
@@ -276,23 +452,36 @@ def cited_checks(mirrors: dict, facts_dir: Path | None = None) -> list[dict]:
 
     out, opened = [], {}
     for path in sorted((facts_dir or FACTS).glob("*.json")):
-        for at, repo, commit, file, ranges, note in cited_lines(json.loads(path.read_text()), None, path.stem):
+        for at, repo, commit, file, ranges, note in cited_lines(
+            json.loads(path.read_text()), None, path.stem
+        ):
             if repo not in mirrors:
                 continue
             m = opened.setdefault(repo, Mirror(mirrors[repo]))
             file = m.resolve(commit, file)
             old, ref = m.show(commit, file), m.newest()[0]
             new = m.show(ref, file)
-            row = {"fact": f"{at} {file}:{','.join(f'{a}-{b}' for a, b in ranges)}", "repository": repo, "ref": ref}
+            row = {
+                "fact": f"{at} {file}:{','.join(f'{a}-{b}' for a, b in ranges)}",
+                "repository": repo,
+                "ref": ref,
+            }
             if old is None:
-                out.append({**row, "ref": commit, "status": "gone", "detail": "not at the recorded commit"})
+                out.append(
+                    {**row, "ref": commit, "status": "gone", "detail": "not at the recorded commit"}
+                )
                 continue
             lines = old.splitlines()
-            changed = [f"{a}-{b}" for a, b in ranges if new is None or _squash("\n".join(lines[a - 1:b]))
-                       not in _squash(new)]
+            changed = [
+                f"{a}-{b}"
+                for a, b in ranges
+                if new is None or _squash("\n".join(lines[a - 1 : b])) not in _squash(new)
+            ]
             status = "same" if not changed else "gone" if new is None else "drift"
             if status != "same" and note:
                 status = "pinned" if note[0] == "pinned" else "moved"
             detail = note[1] if note else f"lines {changed} changed"
-            out.append({**row, "status": status, **({"detail": detail} if status != "same" else {})})
+            out.append(
+                {**row, "status": status, **({"detail": detail} if status != "same" else {})}
+            )
     return out

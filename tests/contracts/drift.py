@@ -46,7 +46,9 @@ class Mirror:
 
     def _git(self, *args: str) -> str | None:
         if args not in self._seen:
-            res = subprocess.run(["git", "--git-dir", str(self.git_dir), *args], capture_output=True, text=True)
+            res = subprocess.run(
+                ["git", "--git-dir", str(self.git_dir), *args], capture_output=True, text=True
+            )
             self._seen[args] = res.stdout if res.returncode == 0 else None
         return self._seen[args]
 
@@ -57,13 +59,26 @@ class Mirror:
         """A path as the fact wrote it (sometimes a bare file name) → its path in the tree, when unique."""
         if "/" in path or self.show(commit, path) is not None:
             return path
-        hits = [p for p in (self._git("ls-tree", "-r", "--name-only", commit) or "").split() if p.endswith("/" + path)]
+        hits = [
+            p
+            for p in (self._git("ls-tree", "-r", "--name-only", commit) or "").split()
+            if p.endswith("/" + path)
+        ]
         return hits[0] if len(hits) == 1 else path
 
     def newest(self) -> list[str]:
-        refs = (self._git("for-each-ref", "--sort=-refname", "--sort=-committerdate", "--format=%(refname:short)",
-                          "refs/tags/v*",
-                          "refs/heads/r*", "refs/remotes/origin/r*") or "").split()
+        refs = (
+            self._git(
+                "for-each-ref",
+                "--sort=-refname",
+                "--sort=-committerdate",
+                "--format=%(refname:short)",
+                "refs/tags/v*",
+                "refs/heads/r*",
+                "refs/remotes/origin/r*",
+            )
+            or ""
+        ).split()
         releases = [r for r in refs if re.fullmatch(r"(origin/)?r\d\d\.\d\d|v[\d.]+", r)]
         return releases[:1] or ["HEAD"]
 
@@ -98,7 +113,9 @@ class Check:
     derive: Callable[..., object]  # derive(*texts) -> value
     recorded: Callable[[], object]
     moved: str | None = None  # where the files went, when upstream deleted them (the fact says so)
-    blobs: tuple[str, ...] = ()  # git blob ids of the files at the recorded commit, for --file sources
+    blobs: tuple[
+        str, ...
+    ] = ()  # git blob ids of the files at the recorded commit, for --file sources
 
 
 def _named(items) -> dict | None:
@@ -111,16 +128,24 @@ def _named(items) -> dict | None:
 def _diff(recorded, derived) -> str:
     if isinstance(recorded, dict) and isinstance(derived, dict):
         keys = sorted(set(recorded) | set(derived))
-        parts = [f"{k}: {_diff(recorded.get(k), derived.get(k))}" for k in keys if recorded.get(k) != derived.get(k)]
+        parts = [
+            f"{k}: {_diff(recorded.get(k), derived.get(k))}"
+            for k in keys
+            if recorded.get(k) != derived.get(k)
+        ]
         return "; ".join(parts[:8]) + (f" (+{len(parts) - 8} more)" if len(parts) > 8 else "")
     old, new = _named(recorded), _named(derived)
     if old is not None and new is not None:
         changed = sorted(n for n in set(old) & set(new) if old[n] != new[n])
-        return (f"upstream added {sorted(set(new) - set(old))}, removed {sorted(set(old) - set(new))}"
-                + (f", changed {changed}" if changed else ""))
+        return (
+            f"upstream added {sorted(set(new) - set(old))}, removed {sorted(set(old) - set(new))}"
+            + (f", changed {changed}" if changed else "")
+        )
     if isinstance(recorded, list) and isinstance(derived, list):
-        added, removed = sorted(set(map(str, derived)) - set(map(str, recorded))), \
-            sorted(set(map(str, recorded)) - set(map(str, derived)))
+        added, removed = (
+            sorted(set(map(str, derived)) - set(map(str, recorded))),
+            sorted(set(map(str, recorded)) - set(map(str, derived))),
+        )
         return f"upstream added {added}, removed {removed}"
     return f"{recorded!r} -> {derived!r}"
 
@@ -146,19 +171,36 @@ def _run_files(check: Check, files: Files, recorded: set[str]) -> list[dict]:
         if ref == check.commit and check.blobs and None not in texts:
             got = tuple(files.blob(ref, p) for p in check.paths)
             if got != check.blobs:
-                out.append({"fact": check.fact, "repository": check.repository, "ref": ref, "status": "drift",
-                            "detail": f"the files given are not the recorded blobs {list(check.blobs)}: {list(got)}"})
+                out.append(
+                    {
+                        "fact": check.fact,
+                        "repository": check.repository,
+                        "ref": ref,
+                        "status": "drift",
+                        "detail": f"the files given are not the recorded blobs {list(check.blobs)}: {list(got)}",
+                    }
+                )
                 continue
         if any(t is None for t in texts) and ref == check.commit:
-            out.append({"fact": check.fact, "repository": check.repository, "ref": ref, "status": "unread",
-                        "detail": f"give --file {check.repository}@{ref}:PATH=LOCAL for {list(check.paths)}"})
+            out.append(
+                {
+                    "fact": check.fact,
+                    "repository": check.repository,
+                    "ref": ref,
+                    "status": "unread",
+                    "detail": f"give --file {check.repository}@{ref}:PATH=LOCAL for {list(check.paths)}",
+                }
+            )
             continue
         out.append(_judge(check, ref, texts))
     return out
 
 
-def check(mirrors: dict[str, Path], files: dict[str, Files] | None = None,
-          wheels: list[Path] | None = None) -> list[dict]:
+def check(
+    mirrors: dict[str, Path],
+    files: dict[str, Files] | None = None,
+    wheels: list[Path] | None = None,
+) -> list[dict]:
     from tests.contracts.checks import all_checks, cited_checks, wheel_checks
 
     files = files or {}
@@ -170,11 +212,19 @@ def check(mirrors: dict[str, Path], files: dict[str, Files] | None = None,
             for ref in dict.fromkeys([c.commit, *m.newest()]):
                 out.append(_judge(c, ref, [m.show(ref, p) for p in c.paths]))
         elif c.repository in files:
-            recorded = {o.commit for o in checks if o.repository == c.repository and o.paths == c.paths}
+            recorded = {
+                o.commit for o in checks if o.repository == c.repository and o.paths == c.paths
+            }
             out.extend(_run_files(c, files[c.repository], recorded))
         else:
-            out.append({"fact": c.fact, "repository": c.repository, "status": "unread",
-                        "detail": f"no source for {c.repository}: --mirror or --file"})
+            out.append(
+                {
+                    "fact": c.fact,
+                    "repository": c.repository,
+                    "status": "unread",
+                    "detail": f"no source for {c.repository}: --mirror or --file",
+                }
+            )
     out.extend(cited_checks(mirrors))
     out.extend(wheel_checks(wheels or []))
     return out
@@ -195,7 +245,11 @@ def sha256_file(path: Path) -> str:
 
 def mirrors_in(root: Path) -> dict[str, Path]:
     """OWNER/NAME → git directory for every ROOT/OWNER+NAME/repo (how the fetch tool lays out its snapshots)."""
-    return {d.name.replace("+", "/", 1): d / "repo" for d in sorted(root.glob("*+*")) if (d / "repo").is_dir()}
+    return {
+        d.name.replace("+", "/", 1): d / "repo"
+        for d in sorted(root.glob("*+*"))
+        if (d / "repo").is_dir()
+    }
 
 
 def parse(args: list[str]) -> tuple[dict[str, Path], dict[str, Files], list[Path]]:
@@ -204,8 +258,10 @@ def parse(args: list[str]) -> tuple[dict[str, Path], dict[str, Files], list[Path
     for a in it:
         value = next(it, None)
         if value is None or a not in ("--mirror", "--mirrors", "--file", "--wheel"):
-            raise SystemExit(f"usage: --check [--mirror OWNER/NAME=GITDIR | --mirrors DIR | --file "
-                             f"OWNER/NAME@COMMIT:PATH=LOCAL | --wheel FILE.whl]... (at {a!r})")
+            raise SystemExit(
+                f"usage: --check [--mirror OWNER/NAME=GITDIR | --mirrors DIR | --file "
+                f"OWNER/NAME@COMMIT:PATH=LOCAL | --wheel FILE.whl]... (at {a!r})"
+            )
         if a == "--mirrors":
             mirrors.update(mirrors_in(Path(value)))
         elif a == "--mirror":
@@ -226,8 +282,12 @@ def main(args: list[str]) -> int:
     sys.stdout.write(json.dumps(report, indent=1) + "\n")
     bad = [r for r in report if r["status"] in ("drift", "gone")]
     for r in bad:
-        sys.stderr.write(f"STALE {r['fact']} at {r.get('ref')}: {r['status']} {r.get('detail', '')}\n")
-    counts = {s: sum(r["status"] == s for r in report) for s in ("same", "moved", "pinned", "drift", "gone",
-                                                                 "unread")}
+        sys.stderr.write(
+            f"STALE {r['fact']} at {r.get('ref')}: {r['status']} {r.get('detail', '')}\n"
+        )
+    counts = {
+        s: sum(r["status"] == s for r in report)
+        for s in ("same", "moved", "pinned", "drift", "gone", "unread")
+    }
     sys.stderr.write("facts checked: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + "\n")
     return 1 if bad else 0

@@ -35,7 +35,7 @@ def _block(text: str, start: int, open_: str, close: str) -> tuple[str, int]:
         elif text[i] == close:
             depth -= 1
             if depth == 0:
-                return text[start + 1:i], i + 1
+                return text[start + 1 : i], i + 1
     raise ValueError("unbalanced brackets")
 
 
@@ -50,13 +50,18 @@ def _entries(body: str) -> list[str]:
 def _tensor(entry: str) -> dict:
     name = re.search(r'\bname:\s*"([^"]+)"', entry).group(1)
     dtype = re.search(r"\bdata_type:\s*([^\s,]+)", entry).group(1)
-    dims = [int(d) if d.lstrip("-").isdigit() else d
-            for d in re.search(r"\bdims:\s*\[([^\]]*)\]", entry).group(1).replace(",", " ").split()]
+    dims = [
+        int(d) if d.lstrip("-").isdigit() else d
+        for d in re.search(r"\bdims:\s*\[([^\]]*)\]", entry).group(1).replace(",", " ").split()
+    ]
     t = {"name": name, "data_type": dtype, "dims": dims}
     if re.search(r"\boptional:\s*true", entry):
         t["optional"] = True
     if re.search(r"\breshape:", entry):
-        t["reshape"] = [int(d) for d in re.search(r"shape:\s*\[([^\]]*)\]", entry).group(1).replace(",", " ").split()]
+        t["reshape"] = [
+            int(d)
+            for d in re.search(r"shape:\s*\[([^\]]*)\]", entry).group(1).replace(",", " ").split()
+        ]
     if re.search(r"\ballow_ragged_batch:\s*true", entry):
         t["allow_ragged_batch"] = True
     return t
@@ -68,8 +73,12 @@ def template_facts(text: str) -> dict:
     facts: dict = {}
     for kind in ("input", "output"):
         m = re.search(rf"(?m)^{kind}\s*\[", text)
-        facts[kind + "s"] = [_tensor(e) for e in _entries(_block(text, m.end() - 1, "[", "]")[0])] if m else []
-    facts["parameters"] = sorted(set(re.findall(r'\bkey:\s*"([^"]+)"', text.split("ensemble_scheduling")[0])))
+        facts[kind + "s"] = (
+            [_tensor(e) for e in _entries(_block(text, m.end() - 1, "[", "]")[0])] if m else []
+        )
+    facts["parameters"] = sorted(
+        set(re.findall(r'\bkey:\s*"([^"]+)"', text.split("ensemble_scheduling")[0]))
+    )
     decoupled = re.search(r"\bdecoupled:\s*(\S+)", text)
     facts["decoupled"] = decoupled.group(1) if decoupled else None
     return facts
@@ -99,16 +108,24 @@ def template_structure(text: str) -> dict:
                 lines.setdefault(name, []).append(n)
     body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
     head, _, scheduling = body.partition("ensemble_scheduling")
-    out = {key: _field(head.split("input", 1)[0], key) for key in ("name", "backend", "platform", "max_batch_size")}
+    out = {
+        key: _field(head.split("input", 1)[0], key)
+        for key in ("name", "backend", "platform", "max_batch_size")
+    }
     out = {k: v for k, v in out.items() if v is not None}
     out["decoupled"] = _field(head, "decoupled")
-    if (m := re.search(r"(?m)^dynamic_batching\s*\{", head)):
+    if m := re.search(r"(?m)^dynamic_batching\s*\{", head):
         block = _block(head, m.end() - 1, "{", "}")[0]
-        out["dynamic_batching"] = {k: _field(block, k) for k in ("preferred_batch_size", "max_queue_delay_microseconds",
-                                                                 "max_queue_size") if _field(block, k) is not None}
-    if (m := re.search(r"(?m)^instance_group\s*\[", head)):
-        out["instance_group"] = [{k: _field(e, k) for k in ("count", "kind") if _field(e, k) is not None}
-                                 for e in _entries(_block(head, m.end() - 1, "[", "]")[0])]
+        out["dynamic_batching"] = {
+            k: _field(block, k)
+            for k in ("preferred_batch_size", "max_queue_delay_microseconds", "max_queue_size")
+            if _field(block, k) is not None
+        }
+    if m := re.search(r"(?m)^instance_group\s*\[", head):
+        out["instance_group"] = [
+            {k: _field(e, k) for k in ("count", "kind") if _field(e, k) is not None}
+            for e in _entries(_block(head, m.end() - 1, "[", "]")[0])
+        ]
     out["parameters"] = {}
     for m in re.finditer(r"(?m)^parameters\s*:?\s*\{", head):
         block = _block(head, m.end() - 1, "{", "}")[0]
@@ -117,9 +134,15 @@ def template_structure(text: str) -> dict:
     out["inputs"], out["outputs"] = tensors["inputs"], tensors["outputs"]
     if scheduling:
         steps = _block(scheduling, scheduling.index("["), "[", "]")[0]
-        out["steps"] = [{"model_name": _field(e, "model_name"), "model_version": int(_field(e, "model_version")),
-                         "input_map": _maps(e, "input_map"), "output_map": _maps(e, "output_map")}
-                        for e in _entries(steps)]
+        out["steps"] = [
+            {
+                "model_name": _field(e, "model_name"),
+                "model_version": int(_field(e, "model_version")),
+                "input_map": _maps(e, "input_map"),
+                "output_map": _maps(e, "output_map"),
+            }
+            for e in _entries(steps)
+        ]
     out["placeholder_lines"] = lines
     return out
 
@@ -135,7 +158,7 @@ def cpp_parameters(text: str) -> dict:
     while i < len(code):
         c = code[i]
         if c == "{":
-            stack.append(bool(re.search(r"\btry\s*$", code[max(0, i - 20):i])))
+            stack.append(bool(re.search(r"\btry\s*$", code[max(0, i - 20) : i])))
         elif c == "}":
             stack.pop()
         elif c == "G" and (m := call.match(code, i)):
@@ -150,9 +173,18 @@ def argparse_flags(text: str) -> list[str]:
     """Option strings of every ``add_argument`` call in a script (any parser or argument group)."""
     flags = set()
     for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
-            flags.update(a.value for a in node.args
-                         if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("-"))
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "add_argument"
+        ):
+            flags.update(
+                a.value
+                for a in node.args
+                if isinstance(a, ast.Constant)
+                and isinstance(a.value, str)
+                and a.value.startswith("-")
+            )
     return sorted(flags)
 
 
@@ -166,8 +198,11 @@ def class_fields(text: str, name: str) -> list[str]:
             if isinstance(base, ast.Name) and base.id in classes:
                 walk(classes[base.id])
         for stmt in cls.body:
-            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and \
-                    not stmt.target.id.startswith("_"):
+            if (
+                isinstance(stmt, ast.AnnAssign)
+                and isinstance(stmt.target, ast.Name)
+                and not stmt.target.id.startswith("_")
+            ):
                 ann = ast.unparse(stmt.annotation)
                 if not ann.startswith("ClassVar"):
                     out.add(stmt.target.id)
@@ -182,16 +217,24 @@ def engine_args(text: str) -> dict:
     tree = ast.parse(text)
     classes = {n.name: n.lineno for n in tree.body if isinstance(n, ast.ClassDef)}
     default = re.search(r"(?m)^    enable_prefix_caching: [^=\n]+= (.+)$", text)
-    return {"AsyncEngineArgs": class_fields(text, "AsyncEngineArgs"),
-            "lines": {"EngineArgs": classes["EngineArgs"], "AsyncEngineArgs": classes["AsyncEngineArgs"]},
-            "enable_prefix_caching": default.group(1).strip() if default else None}
+    return {
+        "AsyncEngineArgs": class_fields(text, "AsyncEngineArgs"),
+        "lines": {
+            "EngineArgs": classes["EngineArgs"],
+            "AsyncEngineArgs": classes["AsyncEngineArgs"],
+        },
+        "enable_prefix_caching": default.group(1).strip() if default else None,
+    }
 
 
 def quantization_methods(text: str) -> dict:
     """vLLM's ``QuantizationMethods = Literal[...]`` (vllm/model_executor/layers/quantization/__init__.py): the
     values model.json's ``quantization`` may take, and the lines they are written on."""
     for node in ast.parse(text).body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "QuantizationMethods":
+        if (
+            isinstance(node, ast.Assign)
+            and getattr(node.targets[0], "id", None) == "QuantizationMethods"
+        ):
             values = node.value.slice
             items = values.elts if isinstance(values, ast.Tuple) else [values]
             return {"values": [i.value for i in items], "lines": f"{node.lineno}-{node.end_lineno}"}
@@ -201,8 +244,11 @@ def quantization_methods(text: str) -> dict:
 def tp_heads_message(text: str) -> str:
     """The error vLLM raises when tensor parallelism does not divide the attention heads (vllm/config/model.py,
     ModelConfig.verify_with_parallel_config), with its f-string fields named as the fact names them."""
-    m = re.search(r'f"Total number of attention heads \(\{\w+\}\)"\s*"( must be divisible by tensor parallel '
-                  r'size )"\s*f"\(\{\w+\}\)\."', text)
+    m = re.search(
+        r'f"Total number of attention heads \(\{\w+\}\)"\s*"( must be divisible by tensor parallel '
+        r'size )"\s*f"\(\{\w+\}\)\."',
+        text,
+    )
     if not m:
         raise ValueError("no tensor-parallel heads message in this file")
     return "Total number of attention heads ({heads})" + m.group(1) + "({tp})."
@@ -215,8 +261,12 @@ def python_io(text: str, function: str) -> dict:
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.FunctionDef) and node.name == function:
             for stmt in ast.walk(node):
-                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
-                        isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id in ("inputs", "outputs"):
+                if (
+                    isinstance(stmt, ast.Assign)
+                    and len(stmt.targets) == 1
+                    and isinstance(stmt.targets[0], ast.Name)
+                    and stmt.targets[0].id in ("inputs", "outputs")
+                ):
                     out[stmt.targets[0].id] = ast.literal_eval(stmt.value)
     return out
 
@@ -227,10 +277,16 @@ def readme_fills(text: str) -> dict:
     env = dict(re.findall(r"(?m)^([A-Z_]+)=(\S+)$", text))
     out = {}
     for n, line in enumerate(text.splitlines(), 1):
-        m = re.search(r"(?:fill_template\.py|\{FILL_TEMPLATE_SCRIPT\})\s+-i\s+\S*?/(\w+)/config\.pbtxt\s+(\S+)", line)
+        m = re.search(
+            r"(?:fill_template\.py|\{FILL_TEMPLATE_SCRIPT\})\s+-i\s+\S*?/(\w+)/config\.pbtxt\s+(\S+)",
+            line,
+        )
         if m:
             subs = re.sub(r"\$\{(\w+)\}", lambda v: env.get(v.group(1), v.group(0)), m.group(2))
-            out[m.group(1)] = {"line": n, "substitutions": dict(s.split(":", 1) for s in subs.split(","))}
+            out[m.group(1)] = {
+                "line": n,
+                "substitutions": dict(s.split(":", 1) for s in subs.split(",")),
+            }
     return out
 
 
@@ -240,11 +296,19 @@ def trtllm_release(git_dir: str, tag: str) -> dict:
     import subprocess
 
     def show(path: str) -> str:
-        return subprocess.run(["git", "--git-dir", git_dir, "show", f"{tag}:{path}"], capture_output=True,
-                              text=True, check=True).stdout
+        return subprocess.run(
+            ["git", "--git-dir", git_dir, "show", f"{tag}:{path}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
 
-    commit = subprocess.run(["git", "--git-dir", git_dir, "rev-parse", f"{tag}^{{commit}}"], capture_output=True,
-                            text=True, check=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "--git-dir", git_dir, "rev-parse", f"{tag}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     src = "inflight_batcher_llm/src/"
     merged = {"unguarded": set(), "guarded": set()}
     lines: dict = {}
@@ -254,21 +318,38 @@ def trtllm_release(git_dir: str, tag: str) -> dict:
         for key in merged:
             merged[key] |= set(facts[key])
         for key in facts["unguarded"]:
-            lines.setdefault(key, []).extend(f"{src}{f}:{n}" for n, line in enumerate(text.splitlines(), 1)
-                                             if 'GetParameter<' in line and f'("{key}")' in line)
+            lines.setdefault(key, []).extend(
+                f"{src}{f}:{n}"
+                for n, line in enumerate(text.splitlines(), 1)
+                if "GetParameter<" in line and f'("{key}")' in line
+            )
     models = ("preprocessing", "tensorrt_llm", "postprocessing", "ensemble", "tensorrt_llm_bls")
     root = "all_models/inflight_batcher_llm"
-    return {"repository": "triton-inference-server/tensorrtllm_backend", "tag": tag, "commit": commit,
-            "unguarded": {key: lines[key] for key in sorted(merged["unguarded"])},
-            "guarded": sorted(merged["guarded"] - merged["unguarded"]),
-            "templates": {m: {"path": f"{root}/{m}/config.pbtxt",
-                              **template_structure(show(f"{root}/{m}/config.pbtxt"))} for m in models},
-            "readme_fill": {"path": "README.md", "models": readme_fills(show("README.md"))}}
+    return {
+        "repository": "triton-inference-server/tensorrtllm_backend",
+        "tag": tag,
+        "commit": commit,
+        "unguarded": {key: lines[key] for key in sorted(merged["unguarded"])},
+        "guarded": sorted(merged["guarded"] - merged["unguarded"]),
+        "templates": {
+            m: {
+                "path": f"{root}/{m}/config.pbtxt",
+                **template_structure(show(f"{root}/{m}/config.pbtxt")),
+            }
+            for m in models
+        },
+        "readme_fill": {"path": "README.md", "models": readme_fills(show("README.md"))},
+    }
 
 
-COMPAT_COLUMNS = {"trtllm-python-py3": {"TensorRT-LLM version": "trtllm", "TensorRT version": "tensorrt",
-                                        "CUDA version": "cuda"},
-                  "vllm-python-py3": {"vLLM version": "vllm", "CUDA version": "cuda"}}
+COMPAT_COLUMNS = {
+    "trtllm-python-py3": {
+        "TensorRT-LLM version": "trtllm",
+        "TensorRT version": "tensorrt",
+        "CUDA version": "cuda",
+    },
+    "vllm-python-py3": {"vLLM version": "vllm", "CUDA version": "cuda"},
+}
 
 
 def compatibility(text: str) -> dict:
@@ -287,8 +368,13 @@ def compatibility(text: str) -> dict:
                 header = cells
             elif re.fullmatch(r"\d\d\.\d\d", cells[0]):
                 row = dict(zip(header, cells, strict=False))
-                out[container][cells[0]] = {"line": n, **{key: row[col].split("+")[0].strip()
-                                                          for col, key in COMPAT_COLUMNS[container].items()}}
+                out[container][cells[0]] = {
+                    "line": n,
+                    **{
+                        key: row[col].split("+")[0].strip()
+                        for col, key in COMPAT_COLUMNS[container].items()
+                    },
+                }
     return {k: v for k, v in out.items() if k in COMPAT_COLUMNS}
 
 
@@ -306,14 +392,20 @@ def main(argv: list[str]) -> int:
         out = trtllm_release(args[0], args[1])
     elif cmd == "triton-templates":
         root = Path(args[0])
-        out = {p.parent.name: template_facts(p.read_text()) for p in sorted(root.glob("*/config.pbtxt"))}
+        out = {
+            p.parent.name: template_facts(p.read_text())
+            for p in sorted(root.glob("*/config.pbtxt"))
+        }
     elif cmd == "cpp-parameters":
         merged = {"unguarded": set(), "guarded": set()}
         for f in args:
             facts = cpp_parameters(Path(f).read_text())
             merged["unguarded"] |= set(facts["unguarded"])
             merged["guarded"] |= set(facts["guarded"])
-        out = {k: sorted(v - (merged["unguarded"] if k == "guarded" else set())) for k, v in merged.items()}
+        out = {
+            k: sorted(v - (merged["unguarded"] if k == "guarded" else set()))
+            for k, v in merged.items()
+        }
     elif cmd == "argparse":
         out = argparse_flags(Path(args[0]).read_text())
     elif cmd == "fields":

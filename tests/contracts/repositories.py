@@ -36,13 +36,23 @@ def _densenet_onnx(path: Path, config: dict) -> None:
 
     inp, out = config["input"][0], config["output"][0]
     channels = out["dims"][0]
-    weight = numpy_helper.from_array(np.full((channels, inp["dims"][0], 1, 1), 0.01, np.float32), "w")
+    weight = numpy_helper.from_array(
+        np.full((channels, inp["dims"][0], 1, 1), 0.01, np.float32), "w"
+    )
     graph = helper.make_graph(
-        [helper.make_node("Conv", [inp["name"], "w"], ["conv"]),
-         helper.make_node("GlobalAveragePool", ["conv"], [out["name"]])], "densenet_like",
+        [
+            helper.make_node("Conv", [inp["name"], "w"], ["conv"]),
+            helper.make_node("GlobalAveragePool", ["conv"], [out["name"]]),
+        ],
+        "densenet_like",
         [helper.make_tensor_value_info(inp["name"], TensorProto.FLOAT, ["N", *inp["dims"]])],
-        [helper.make_tensor_value_info(out["name"], TensorProto.FLOAT, ["N", *out["reshape"]["shape"]])],
-        [weight])
+        [
+            helper.make_tensor_value_info(
+                out["name"], TensorProto.FLOAT, ["N", *out["reshape"]["shape"]]
+            )
+        ],
+        [weight],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     onnx.save(model, str(path))
@@ -75,13 +85,29 @@ def write_ensemble_over(root: Path, step: str, name: str = "densenet_ensemble") 
     f, step_config = fact("preprocess_resnet50_ensemble"), fact(step)["config"]
     inp, out = step_config["input"][0], step_config["output"][0]
     label = f["config"]["output_label_filename"]
-    fields = {"platform": f["config"]["platform"], "max_batch_size": step_config["max_batch_size"],
-              "input": [{"name": "IMAGE", "data_type": inp["data_type"], "dims": inp["dims"]}],
-              "output": [{"name": "SCORES", "data_type": out["data_type"], "dims": out["dims"],
-                          "label_filename": label}],
-              "ensemble_scheduling": {"step": [{"model_name": step, "model_version": -1,
-                                                "input_map": {inp["name"]: "IMAGE"},
-                                                "output_map": {out["name"]: "SCORES"}}]}}
+    fields = {
+        "platform": f["config"]["platform"],
+        "max_batch_size": step_config["max_batch_size"],
+        "input": [{"name": "IMAGE", "data_type": inp["data_type"], "dims": inp["dims"]}],
+        "output": [
+            {
+                "name": "SCORES",
+                "data_type": out["data_type"],
+                "dims": out["dims"],
+                "label_filename": label,
+            }
+        ],
+        "ensemble_scheduling": {
+            "step": [
+                {
+                    "model_name": step,
+                    "model_version": -1,
+                    "input_map": {inp["name"]: "IMAGE"},
+                    "output_map": {out["name"]: "SCORES"},
+                }
+            ]
+        },
+    }
     d = root / name
     (d / "1").mkdir(parents=True)
     (d / "config.pbtxt").write_bytes(_config(name, fields))
@@ -89,7 +115,7 @@ def write_ensemble_over(root: Path, step: str, name: str = "densenet_ensemble") 
     return d
 
 
-AUTO_COMPLETE_MODEL = '''import numpy as np
+AUTO_COMPLETE_MODEL = """import numpy as np
 import triton_python_backend_utils as pb_utils
 
 SPEC = {spec}
@@ -115,7 +141,7 @@ class TritonPythonModel:
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", (a + b).astype(np.float32)),
                                                    pb_utils.Tensor("OUTPUT1", (a - b).astype(np.float32))]))
         return out
-'''
+"""
 
 
 def write_batch_auto_complete(root: Path) -> Path:
@@ -136,7 +162,7 @@ def write_vllm_model(root: Path, **config) -> Path:
     return d
 
 
-ADD_SUB_MODEL = '''import json
+ADD_SUB_MODEL = """import json
 
 import triton_python_backend_utils as pb_utils
 
@@ -155,7 +181,7 @@ class TritonPythonModel:
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", (a + b).astype(self.dtypes[0])),
                                                    pb_utils.Tensor("OUTPUT1", (a - b).astype(self.dtypes[1]))]))
         return out
-'''
+"""
 
 
 def write_add_sub(root: Path, name: str = "add_sub") -> Path:
@@ -167,19 +193,38 @@ def write_add_sub(root: Path, name: str = "add_sub") -> Path:
     return d
 
 
-def write_add_sub_ensemble(root: Path, steps: tuple[str, str] = ("add_sub", "add_sub"),
-                           name: str = "add_sub_twice", **fields) -> Path:
+def write_add_sub_ensemble(
+    root: Path,
+    steps: tuple[str, str] = ("add_sub", "add_sub"),
+    name: str = "add_sub_twice",
+    **fields,
+) -> Path:
     """An ensemble (the recorded ensemble platform, Triton's ensemble_scheduling fields) of two add_sub-shaped
     steps: the first's sum and difference feed the second, whose outputs are the ensemble's (2*a and 2*b). The
     step models are not written here."""
     tensors = fact("add_sub")["config"]
     first, second = steps
-    mapping = [{"model_name": first, "model_version": -1, "input_map": {"INPUT0": "INPUT0", "INPUT1": "INPUT1"},
-                "output_map": {"OUTPUT0": "sum", "OUTPUT1": "difference"}},
-               {"model_name": second, "model_version": -1, "input_map": {"INPUT0": "sum", "INPUT1": "difference"},
-                "output_map": {"OUTPUT0": "OUTPUT0", "OUTPUT1": "OUTPUT1"}}]
-    config = {"platform": fact("preprocess_resnet50_ensemble")["config"]["platform"], "input": tensors["input"],
-              "output": tensors["output"], "ensemble_scheduling": {"step": mapping}, **fields}
+    mapping = [
+        {
+            "model_name": first,
+            "model_version": -1,
+            "input_map": {"INPUT0": "INPUT0", "INPUT1": "INPUT1"},
+            "output_map": {"OUTPUT0": "sum", "OUTPUT1": "difference"},
+        },
+        {
+            "model_name": second,
+            "model_version": -1,
+            "input_map": {"INPUT0": "sum", "INPUT1": "difference"},
+            "output_map": {"OUTPUT0": "OUTPUT0", "OUTPUT1": "OUTPUT1"},
+        },
+    ]
+    config = {
+        "platform": fact("preprocess_resnet50_ensemble")["config"]["platform"],
+        "input": tensors["input"],
+        "output": tensors["output"],
+        "ensemble_scheduling": {"step": mapping},
+        **fields,
+    }
     d = root / name
     (d / "1").mkdir(parents=True)
     (d / "config.pbtxt").write_bytes(_config(name, config))
@@ -215,24 +260,50 @@ def _group_config(t: dict, subs: dict[str, str], unfilled: dict[int, str]) -> di
     fields = {key: s[key] for key in ("backend", "platform") if key in s}
     fields["max_batch_size"] = _int(s["max_batch_size"], unfilled)
     if t.get("decoupled"):
-        fields["model_transaction_policy"] = {"decoupled": _substitute(t["decoupled"], subs).lower() == "true"}
+        fields["model_transaction_policy"] = {
+            "decoupled": _substitute(t["decoupled"], subs).lower() == "true"
+        }
     if t.get("dynamic_batching") is not None:
         db = {k: _substitute(v, subs) for k, v in t["dynamic_batching"].items()}
         fields["dynamic_batching"] = {
-            **({"preferred_batch_size": [_int(v, unfilled) for v in db["preferred_batch_size"].strip("[] ").split(",")]}
-               if "preferred_batch_size" in db else {}),
-            **({"max_queue_delay_microseconds": _int(db["max_queue_delay_microseconds"], unfilled)}
-               if "max_queue_delay_microseconds" in db else {}),
-            **({"default_queue_policy": {"max_queue_size": _int(db["max_queue_size"], unfilled)}}
-               if "max_queue_size" in db else {})}
+            **(
+                {
+                    "preferred_batch_size": [
+                        _int(v, unfilled)
+                        for v in db["preferred_batch_size"].strip("[] ").split(",")
+                    ]
+                }
+                if "preferred_batch_size" in db
+                else {}
+            ),
+            **(
+                {"max_queue_delay_microseconds": _int(db["max_queue_delay_microseconds"], unfilled)}
+                if "max_queue_delay_microseconds" in db
+                else {}
+            ),
+            **(
+                {"default_queue_policy": {"max_queue_size": _int(db["max_queue_size"], unfilled)}}
+                if "max_queue_size" in db
+                else {}
+            ),
+        }
     for kind in ("input", "output"):
-        fields[kind] = [{**{k: _substitute(v, subs) for k, v in x.items() if k != "reshape"},
-                         **({"reshape": {"shape": x["reshape"]}} if "reshape" in x else {})} for x in t[kind + "s"]]
+        fields[kind] = [
+            {
+                **{k: _substitute(v, subs) for k, v in x.items() if k != "reshape"},
+                **({"reshape": {"shape": x["reshape"]}} if "reshape" in x else {}),
+            }
+            for x in t[kind + "s"]
+        ]
     if t.get("instance_group"):
-        fields["instance_group"] = [{"kind": g["kind"], "count": _int(_substitute(g["count"], subs), unfilled)}
-                                    for g in t["instance_group"]]
+        fields["instance_group"] = [
+            {"kind": g["kind"], "count": _int(_substitute(g["count"], subs), unfilled)}
+            for g in t["instance_group"]
+        ]
     if t["parameters"]:
-        fields["parameters"] = {k: {"string_value": _substitute(v, subs)} for k, v in t["parameters"].items()}
+        fields["parameters"] = {
+            k: {"string_value": _substitute(v, subs)} for k, v in t["parameters"].items()
+        }
     if t.get("steps"):
         fields["ensemble_scheduling"] = {"step": t["steps"]}
     return fields
@@ -289,11 +360,15 @@ def write_trtllm_group(root: Path, tag: str, **overrides: dict[str, str]) -> Pat
     gpt_model_path)."""
     r = release(tag)
     for model, t in r["templates"].items():
-        line = {**r["readme_fill"]["models"].get(model, {}).get("substitutions", {}), **overrides.get(model, {})}
+        line = {
+            **r["readme_fill"]["models"].get(model, {}).get("substitutions", {}),
+            **overrides.get(model, {}),
+        }
         subs = {**r["fill_defaults"]["values"], **{k: v for k, v in line.items() if v is not None}}
         unfilled: dict[int, str] = {}
-        mc = json_format.ParseDict({"name": model, **_group_config(t, subs, unfilled)},
-                                   model_config_pb2().ModelConfig())
+        mc = json_format.ParseDict(
+            {"name": model, **_group_config(t, subs, unfilled)}, model_config_pb2().ModelConfig()
+        )
         text = render(mc).decode()
         for sentinel, placeholder in unfilled.items():
             text = text.replace(str(sentinel), placeholder)
@@ -303,8 +378,11 @@ def write_trtllm_group(root: Path, tag: str, **overrides: dict[str, str]) -> Pat
         py = r["python_models"].get(model)
         if py is None:
             continue
-        source = (BLS_MODEL.format(optional=sorted(py["optional_parameters"])) if model == "tensorrt_llm_bls" else
-                  TOKENIZING_MODEL.format(required=sorted(py["required_parameters"]), name=model))
+        source = (
+            BLS_MODEL.format(optional=sorted(py["optional_parameters"]))
+            if model == "tensorrt_llm_bls"
+            else TOKENIZING_MODEL.format(required=sorted(py["required_parameters"]), name=model)
+        )
         (d / "1" / "model.py").write_text(source)
     return root
 
@@ -317,8 +395,12 @@ def _add_sub_onnx(path: Path, config: dict) -> None:
     (a, b), (s, d) = [t["name"] for t in config["input"]], [t["name"] for t in config["output"]]
     shape = config["input"][0]["dims"]
     value = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, shape)  # noqa: E731
-    graph = helper.make_graph([helper.make_node("Add", [a, b], [s]), helper.make_node("Sub", [a, b], [d])],
-                              "add_sub", [value(a), value(b)], [value(s), value(d)])
+    graph = helper.make_graph(
+        [helper.make_node("Add", [a, b], [s]), helper.make_node("Sub", [a, b], [d])],
+        "add_sub",
+        [value(a), value(b)],
+        [value(s), value(d)],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     onnx.save(model, str(path))
@@ -330,7 +412,9 @@ def write_add_sub_onnx(root: Path, name: str = "add_sub_onnx", **fields) -> Path
     config = {k: v for k, v in fact("add_sub")["config"].items() if k != "backend"}
     d = root / name
     (d / "1").mkdir(parents=True)
-    (d / "config.pbtxt").write_bytes(_config(name, {"platform": "onnxruntime_onnx", **config, **fields}))
+    (d / "config.pbtxt").write_bytes(
+        _config(name, {"platform": "onnxruntime_onnx", **config, **fields})
+    )
     _add_sub_onnx(d / "1" / "model.onnx", config)
     return d
 
@@ -344,11 +428,22 @@ def write_add_sub_torchscript(root: Path, name: str = "add_sub_torch") -> Path:
             return a + b, a - b
 
     config = fact("add_sub")["config"]
-    rename = lambda kind: [{**t, "name": f"{kind.upper()}__{i}"} for i, t in enumerate(config[kind])]  # noqa: E731
+
+    def rename(kind):
+        return [{**t, "name": f"{kind.upper()}__{i}"} for i, t in enumerate(config[kind])]
+
     d = root / name
     (d / "1").mkdir(parents=True)
-    (d / "config.pbtxt").write_bytes(_config(name, {"platform": "pytorch_libtorch", "input": rename("input"),
-                                                    "output": rename("output"),
-                                                    "instance_group": config["instance_group"]}))
+    (d / "config.pbtxt").write_bytes(
+        _config(
+            name,
+            {
+                "platform": "pytorch_libtorch",
+                "input": rename("input"),
+                "output": rename("output"),
+                "instance_group": config["instance_group"],
+            },
+        )
+    )
     torch.jit.script(AddSub()).save(str(d / "1" / "model.pt"))
     return d

@@ -12,10 +12,14 @@ SHA = re.compile(r"[0-9a-f]{40}")
 WHERE = re.compile(r"\d|^whole file|^per value")  # a line, a range, or the extractor's whole file
 # Read through a code index that names no commit for the version read, and no other stored version with a commit
 # holds the content (each fact says why in its source's why_no_commit; README.md, 'What is checked').
-NO_COMMIT_HERE = {"llm_args.json.source", "llm_args.json.speculative_config.source",
-                  "llm_args.json.speculative_config.at_main.source", "llm_args.json.route_keys.source",
-                  "trtllm_quantization.json.llmapi_reads.newer.source",
-                  "trtllm_speculative.json.medusa.heads_dir.weights.newer_source"}
+NO_COMMIT_HERE = {
+    "llm_args.json.source",
+    "llm_args.json.speculative_config.source",
+    "llm_args.json.speculative_config.at_main.source",
+    "llm_args.json.route_keys.source",
+    "trtllm_quantization.json.llmapi_reads.newer.source",
+    "trtllm_speculative.json.medusa.heads_dir.weights.newer_source",
+}
 
 
 def _sources(node, where: str):
@@ -51,7 +55,11 @@ def _problem(src: dict, fact) -> str | None:
     line = str(src.get("line", src.get("lines", "")))
     if src.get("at"):  # the declaration it was read at, where a code index gives no line numbers
         return None
-    if not WHERE.search(line) and not re.search(r":\d", str(src.get("path", ""))) and not entries_have_lines:
+    if (
+        not WHERE.search(line)
+        and not re.search(r":\d", str(src.get("path", "")))
+        and not entries_have_lines
+    ):
         return "no line"
     return None
 
@@ -61,7 +69,12 @@ def test_every_fact_names_repository_commit_path_and_line():
     for path in sorted(FACTS.glob("*.json")):
         for where, src, fact in _sources(json.loads(path.read_text()), path.name):
             problem = _problem(src, fact)
-            excused = where in NO_COMMIT_HERE and problem and problem.startswith("commit") and src.get("why_no_commit")
+            excused = (
+                where in NO_COMMIT_HERE
+                and problem
+                and problem.startswith("commit")
+                and src.get("why_no_commit")
+            )
             if problem and not excused:
                 problems.append(f"{where}: {problem}")
     assert not problems, "\n".join(problems)
@@ -70,8 +83,11 @@ def test_every_fact_names_repository_commit_path_and_line():
 def test_each_source_excused_from_a_commit_still_lacks_one():
     """A source re-read at a commit leaves NO_COMMIT_HERE: an entry naming a source that now has a commit (or no
     longer exists) fails here."""
-    found = {where: src for path in sorted(FACTS.glob("*.json"))
-             for where, src, _ in _sources(json.loads(path.read_text()), path.name)}
+    found = {
+        where: src
+        for path in sorted(FACTS.glob("*.json"))
+        for where, src, _ in _sources(json.loads(path.read_text()), path.name)
+    }
     assert set(found) >= NO_COMMIT_HERE, NO_COMMIT_HERE - set(found)
     assert not [w for w in NO_COMMIT_HERE if SHA.fullmatch(str(found[w].get("commit", "")))]
 
@@ -81,8 +97,10 @@ def test_the_rule_catches_a_description_for_a_commit_and_a_missing_line():
     assert _problem(good, {}) is None
     assert "40-hex" in _problem({**good, "commit": "(1.x; read via the index)"}, {})
     assert _problem({k: v for k, v in good.items() if k != "lines"}, {}) == "no line"
-    assert _problem({"package": "vllm", "version": "0.11.1", "commit": "439368496", "path": "p"}, {}) == \
-        "a wheel source needs its sha256"
+    assert (
+        _problem({"package": "vllm", "version": "0.11.1", "commit": "439368496", "path": "p"}, {})
+        == "a wheel source needs its sha256"
+    )
 
 
 def test_facts_about_files_deleted_upstream_say_so_and_which_images_ship_them():

@@ -23,7 +23,9 @@ SPEC = load("llm_args")["speculative_config"]
 def trtllm(tmp_path, monkeypatch):
     """The stand-in importable as tensorrt_llm, with its facts beside it (as the live tests install it), and a
     draft checkpoint directory."""
-    shutil.copytree(ROOT / "tests" / "fixtures" / "llm" / "fake_tensorrt_llm", tmp_path / "tensorrt_llm")
+    shutil.copytree(
+        ROOT / "tests" / "fixtures" / "llm" / "fake_tensorrt_llm", tmp_path / "tensorrt_llm"
+    )
     for facts in ("llm_args.json", "trtllm_llmapi.json"):
         shutil.copy(FACTS / facts, tmp_path / "tensorrt_llm" / facts)
     (tmp_path / "draft").mkdir()
@@ -40,15 +42,26 @@ def trtllm(tmp_path, monkeypatch):
 
 
 def _recipe(mode: str, **image) -> LLMRecipe:
-    return LLMRecipe(name="m", version=1, backend="tensorrtllm", runtime="pytorch", checkpoint={"path": "c"},
-                     quantization="none", image=image or {},
-                     speculative={"mode": mode, "max_draft_len": 3, "draft_checkpoint": "d"})
+    return LLMRecipe(
+        name="m",
+        version=1,
+        backend="tensorrtllm",
+        runtime="pytorch",
+        checkpoint={"path": "c"},
+        quantization="none",
+        image=image or {},
+        speculative={"mode": mode, "max_draft_len": 3, "draft_checkpoint": "d"},
+    )
 
 
 def _args(tmp_path, speculative_config) -> dict:
     (tmp_path / "ckpt").mkdir(exist_ok=True)
     (tmp_path / "ckpt" / "config.json").write_text("{}")
-    return {"model": str(tmp_path / "ckpt"), "backend": "pytorch", "speculative_config": speculative_config}
+    return {
+        "model": str(tmp_path / "ckpt"),
+        "backend": "pytorch",
+        "speculative_config": speculative_config,
+    }
 
 
 @pytest.mark.parametrize("mode", sorted(DECODING_TYPES))
@@ -66,7 +79,10 @@ def test_model_yamls_speculative_config_loads_through_update_llm_args_with_extra
 def test_the_raw_dict_the_model_passed_before_is_refused_as_the_llm_api_refuses_it(trtllm, mode):
     """decoding_type is a class variable, no field: the dict matches no member of the union."""
     module, _, _, tmp = trtllm
-    spec = {**model_yaml(_recipe(mode))["speculative_config"], "speculative_model_dir": str(tmp / "draft")}
+    spec = {
+        **model_yaml(_recipe(mode))["speculative_config"],
+        "speculative_model_dir": str(tmp / "draft"),
+    }
     with pytest.raises(ValueError, match="decoding_type\n  Extra inputs are not permitted"):
         module.LLM(**_args(tmp, spec))
 
@@ -82,18 +98,24 @@ def test_a_class_tag_is_no_from_dict_key(trtllm):
 def test_a_field_the_config_does_not_declare_is_refused(trtllm):
     _, args, _, _ = trtllm
     assert "eagle_choices" in SPEC["eagle_fields"]
-    args.DecodingBaseConfig.from_dict({"decoding_type": "Eagle", "max_draft_len": 3, "eagle_choices": [[0]]})
+    args.DecodingBaseConfig.from_dict(
+        {"decoding_type": "Eagle", "max_draft_len": 3, "eagle_choices": [[0]]}
+    )
     with pytest.raises(ValueError, match="eagle_choices\n  Extra inputs are not permitted"):
-        args.DecodingBaseConfig.from_dict({"decoding_type": "DraftTarget", "max_draft_len": 3,
-                                           "eagle_choices": [[0]]})
+        args.DecodingBaseConfig.from_dict(
+            {"decoding_type": "DraftTarget", "max_draft_len": 3, "eagle_choices": [[0]]}
+        )
 
 
 def test_a_decoding_type_the_pytorch_backend_does_not_run_is_refused(trtllm):
     module, args, _, tmp = trtllm
     assert SPEC["not_pytorch"] == ["Medusa"]
-    medusa = args.DecodingBaseConfig.from_dict({"decoding_type": "Medusa", "max_draft_len": 3,
-                                                "speculative_model_dir": str(tmp / "draft")})
-    with pytest.raises(ValueError, match="Speculation type Medusa does not support backend pytorch"):
+    medusa = args.DecodingBaseConfig.from_dict(
+        {"decoding_type": "Medusa", "max_draft_len": 3, "speculative_model_dir": str(tmp / "draft")}
+    )
+    with pytest.raises(
+        ValueError, match="Speculation type Medusa does not support backend pytorch"
+    ):
         module.LLM(**_args(tmp, medusa))
 
 
@@ -107,8 +129,18 @@ def test_eagle_without_its_draft_model_is_refused(trtllm):
 def test_an_image_newer_than_the_table_gets_mains_discriminator_tags():
     """A TensorRT-LLM beyond the image table (image.ships) is read as main: speculative_config is validated by the
     union discriminated on decoding_type, whose draft-target tag is Draft_Target."""
-    assert {k: SPEC["at_main"]["decoding_type"][k] for k in DISCRIMINATED_TYPES} == DISCRIMINATED_TYPES
-    newer = {"triton_image": "nvcr.io/nvidia/tritonserver:26.10-trtllm-python-py3", "trtllm_version": "1.3.0",
-             "ships": {"tensorrt_llm": "1.3.0"}}
-    assert model_yaml(_recipe("draft_target", **newer))["speculative_config"]["decoding_type"] == "Draft_Target"
-    assert model_yaml(_recipe("draft_target"))["speculative_config"]["decoding_type"] == "DraftTarget"
+    assert {
+        k: SPEC["at_main"]["decoding_type"][k] for k in DISCRIMINATED_TYPES
+    } == DISCRIMINATED_TYPES
+    newer = {
+        "triton_image": "nvcr.io/nvidia/tritonserver:26.10-trtllm-python-py3",
+        "trtllm_version": "1.3.0",
+        "ships": {"tensorrt_llm": "1.3.0"},
+    }
+    assert (
+        model_yaml(_recipe("draft_target", **newer))["speculative_config"]["decoding_type"]
+        == "Draft_Target"
+    )
+    assert (
+        model_yaml(_recipe("draft_target"))["speculative_config"]["decoding_type"] == "DraftTarget"
+    )

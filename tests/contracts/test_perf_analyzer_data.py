@@ -49,9 +49,16 @@ def test_goldens_export_as_batch1_entries_with_every_output_as_validation(built)
     assert len(document["data"]) == len(document["validation_data"]) == summary["requests"] == 4
     inputs, outputs = from_npz_arrays(read_npz(built / summary["goldens"]))
     manifest = {m.name: m for m in read_repository(built, UsageError).models}[MODEL]
-    assert FACTS["shape"]["excludes_batch_dim_when_max_batch_size_gt_0"] and manifest.max_batch_size > 0
-    for i, (entry, expected) in enumerate(zip(document["data"], document["validation_data"], strict=True)):
-        assert set(entry) == {t.name for t in manifest.inputs}  # unknown names are refused, missing ones too
+    assert (
+        FACTS["shape"]["excludes_batch_dim_when_max_batch_size_gt_0"]
+        and manifest.max_batch_size > 0
+    )
+    for i, (entry, expected) in enumerate(
+        zip(document["data"], document["validation_data"], strict=True)
+    ):
+        assert set(entry) == {
+            t.name for t in manifest.inputs
+        }  # unknown names are refused, missing ones too
         assert set(expected) == {t.name for t in manifest.outputs}  # outputs are never optional
         raw, shape = _decode(entry["RAW"])
         assert shape == manifest.inputs[0].dims == list(inputs[i]["RAW"].shape[1:])
@@ -74,11 +81,13 @@ def test_a_golden_sample_of_several_rows_becomes_that_many_batch1_entries(built)
 
 def test_bytes_elements_carry_perf_analyzers_four_byte_length():
     assert FACTS["bytes"]["element"].startswith("4-byte length")
-    raw = base64.b64decode(encode_tensor(np.array([[b"ab", b""], [b"\x00xyz", b"q"]], dtype=np.object_), "bytes"))
+    raw = base64.b64decode(
+        encode_tensor(np.array([[b"ab", b""], [b"\x00xyz", b"q"]], dtype=np.object_), "bytes")
+    )
     elements, at = [], 0
     while at < len(raw):
         (n,) = struct.unpack_from("<I", raw, at)
-        elements.append(raw[at + 4:at + 4 + n])
+        elements.append(raw[at + 4 : at + 4 + n])
         at += 4 + n
     assert elements == [b"ab", b"", b"\x00xyz", b"q"]
 
@@ -87,9 +96,15 @@ def test_bytes_elements_carry_perf_analyzers_four_byte_length():
 def test_numeric_tensors_are_little_endian_row_major(dtype):
     from tritonbuild.verify.goldens import NP_DTYPES
 
-    arr = (np.arange(6).reshape(2, 3) % 2 if dtype == "bool" else np.arange(6).reshape(2, 3)).astype(NP_DTYPES[dtype])
-    big = arr.astype(arr.dtype.newbyteorder(">"))  # the encoding must not depend on the array's byte order
-    assert base64.b64decode(encode_tensor(big, dtype)) == arr.astype(arr.dtype.newbyteorder("<")).tobytes(order="C")
+    arr = (
+        np.arange(6).reshape(2, 3) % 2 if dtype == "bool" else np.arange(6).reshape(2, 3)
+    ).astype(NP_DTYPES[dtype])
+    big = arr.astype(
+        arr.dtype.newbyteorder(">")
+    )  # the encoding must not depend on the array's byte order
+    assert base64.b64decode(encode_tensor(big, dtype)) == arr.astype(
+        arr.dtype.newbyteorder("<")
+    ).tobytes(order="C")
 
 
 def test_a_model_without_goldens_is_a_usage_error_and_writes_nothing(built, tmp_path, cli):
@@ -103,10 +118,14 @@ def test_a_model_without_goldens_is_a_usage_error_and_writes_nothing(built, tmp_
     assert r.exit_code == UsageError.exit_code and json.loads(r.stdout)["error"] == "usage"
 
 
-def test_a_variable_output_cannot_be_validated_so_it_asks_for_inputs_only(built, tmp_path, cli, monkeypatch):
+def test_a_variable_output_cannot_be_validated_so_it_asks_for_inputs_only(
+    built, tmp_path, cli, monkeypatch
+):
     manifest = read_repository(built, UsageError)
     model = manifest.models[0]
-    variable = model.model_copy(update={"outputs": [model.outputs[0].model_copy(update={"dims": [-1]})]})
+    variable = model.model_copy(
+        update={"outputs": [model.outputs[0].model_copy(update={"dims": [-1]})]}
+    )
     import tritonbuild.verify.interop as interop
 
     monkeypatch.setattr(interop, "_model", lambda root, name: variable)
@@ -135,7 +154,9 @@ def test_perf_analyzer_checks_the_goldens_and_fails_an_altered_one(built, tmp_pa
 
     pa = _perf_analyzer()
     if pa is None:
-        pytest.skip("perf_analyzer does not run here (set TRITONBUILD_PERF_ANALYZER; ci/perf_analyzer.sh makes one)")
+        pytest.skip(
+            "perf_analyzer does not run here (set TRITONBUILD_PERF_ANALYZER; ci/perf_analyzer.sh makes one)"
+        )
     good = tmp_path / "data.json"
     api.export_perf_data(built, MODEL, good)
     bad = tmp_path / "bad.json"
@@ -148,15 +169,34 @@ def test_perf_analyzer_checks_the_goldens_and_fails_an_altered_one(built, tmp_pa
         server.load(MODEL)
         runs = {}
         for name, data in (("good", good), ("bad", bad)):
-            runs[name] = subprocess.run([*pa, "-m", MODEL, "-i", "grpc", "-u", server.grpc_url, "--input-data",
-                                         str(data), "-b", "1", "--request-count", "64",
-                                         "--concurrency-range", "2"], capture_output=True, text=True, timeout=180)
+            runs[name] = subprocess.run(
+                [
+                    *pa,
+                    "-m",
+                    MODEL,
+                    "-i",
+                    "grpc",
+                    "-u",
+                    server.grpc_url,
+                    "--input-data",
+                    str(data),
+                    "-b",
+                    "1",
+                    "--request-count",
+                    "64",
+                    "--concurrency-range",
+                    "2",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=180,
+            )
     assert runs["good"].returncode == 0, runs["good"].stdout + runs["good"].stderr
     assert runs["bad"].returncode != 0
     assert "Output doesn't match expected output" in runs["bad"].stdout + runs["bad"].stderr
 
 
-MIXED_MODEL = '''
+MIXED_MODEL = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -171,7 +211,7 @@ class TritonPythonModel:
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("ECHO", echo),
                                                    pb_utils.Tensor("Y", (x * 3).astype(np.float16))]))
         return out
-'''
+"""
 
 MIXED_RECIPE = """
 name: mixed
@@ -191,15 +231,27 @@ def test_perf_analyzer_checks_bytes_and_fp16_of_a_model_that_does_not_batch(writ
 
     pa = _perf_analyzer()
     if pa is None:
-        pytest.skip("perf_analyzer does not run here (set TRITONBUILD_PERF_ANALYZER; ci/perf_analyzer.sh makes one)")
+        pytest.skip(
+            "perf_analyzer does not run here (set TRITONBUILD_PERF_ANALYZER; ci/perf_analyzer.sh makes one)"
+        )
     write("model.py", MIXED_MODEL)
     # NOTE: goldens written here, not by 'verify --record': it cannot store BYTES goldens yet (core/npz.py
     # refuses object arrays). Whether they are the model's answers is what perf_analyzer checks below.
     rng = np.random.default_rng(0)
-    inputs = [{"TEXT": np.array([b"a\x00b%d" % i, b"\xff" * (i + 1)]),
-               "X": rng.random((2, 3)).astype(np.float16)} for i in range(3)]
-    outputs = [{"ECHO": np.array([t[::-1] + b"!" for t in sample["TEXT"]]), "Y": (sample["X"] * 3).astype(np.float16)}
-               for sample in inputs]
+    inputs = [
+        {
+            "TEXT": np.array([b"a\x00b%d" % i, b"\xff" * (i + 1)]),
+            "X": rng.random((2, 3)).astype(np.float16),
+        }
+        for i in range(3)
+    ]
+    outputs = [
+        {
+            "ECHO": np.array([t[::-1] + b"!" for t in sample["TEXT"]]),
+            "Y": (sample["X"] * 3).astype(np.float16),
+        }
+        for sample in inputs
+    ]
     (tmp_path / "goldens").mkdir()
     write_npz(tmp_path / "goldens" / "mixed.npz", to_npz_arrays(inputs, outputs))
     out = tmp_path / "out"
@@ -208,16 +260,51 @@ def test_perf_analyzer_checks_bytes_and_fp16_of_a_model_that_does_not_batch(writ
     summary = api.export_perf_data(out, "mixed", data)
     document = json.loads(data.read_text())
     assert summary.requests == 3 and "-b" not in summary.perf_analyzer
-    assert document["data"][0]["X"]["shape"] == [2, 3]  # no batch dimension to leave out: the full shape
+    assert document["data"][0]["X"]["shape"] == [
+        2,
+        3,
+    ]  # no batch dimension to leave out: the full shape
     with EmbeddedServer(out) as server:
         server.load("mixed")
-        run = subprocess.run([*pa, "-m", "mixed", "-i", "grpc", "-u", server.grpc_url, "--input-data", str(data),
-                              "--request-count", "30"], capture_output=True, text=True, timeout=180)
+        run = subprocess.run(
+            [
+                *pa,
+                "-m",
+                "mixed",
+                "-i",
+                "grpc",
+                "-u",
+                server.grpc_url,
+                "--input-data",
+                str(data),
+                "--request-count",
+                "30",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert run.returncode == 0, run.stdout + run.stderr
         echo = bytearray(base64.b64decode(document["validation_data"][1]["ECHO"]["b64"]))
         echo[-1] ^= 1  # the last byte of the second string
         document["validation_data"][1]["ECHO"]["b64"] = base64.b64encode(bytes(echo)).decode()
         data.write_text(json.dumps(document))
-        run = subprocess.run([*pa, "-m", "mixed", "-i", "grpc", "-u", server.grpc_url, "--input-data", str(data),
-                              "--request-count", "30"], capture_output=True, text=True, timeout=180)
+        run = subprocess.run(
+            [
+                *pa,
+                "-m",
+                "mixed",
+                "-i",
+                "grpc",
+                "-u",
+                server.grpc_url,
+                "--input-data",
+                str(data),
+                "--request-count",
+                "30",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
     assert run.returncode != 0 and "Output doesn't match expected output" in run.stdout + run.stderr

@@ -19,12 +19,22 @@ from tritonbuild.triton.config import model_config_pb2
 ENGINE = json.loads((ROOT / "tests/fixtures/engines/tiny-llama-w4a16/config.json").read_text())
 CPP = load("tensorrtllm_backend")["cpp_parameters"]
 CLIENTS = load("clients")
-NP_TO_TRITON = {"object": "TYPE_STRING", "bool": "TYPE_BOOL", "int32": "TYPE_INT32", "uint64": "TYPE_UINT64",
-                "float32": "TYPE_FP32"}
-VARIANTS = [{}, {"serving": {"streaming": True, "bls": True}},
-            {"serving": {"batching_strategy": "V1", "scheduler_policy": "max_utilization"},
-             "kv_cache": {"max_tokens": 4096, "enable_block_reuse": False}},
-            {"serving": {"gpu_device_ids": [0, 1, 2, 3], "enable_chunked_context": True}}]
+NP_TO_TRITON = {
+    "object": "TYPE_STRING",
+    "bool": "TYPE_BOOL",
+    "int32": "TYPE_INT32",
+    "uint64": "TYPE_UINT64",
+    "float32": "TYPE_FP32",
+}
+VARIANTS = [
+    {},
+    {"serving": {"streaming": True, "bls": True}},
+    {
+        "serving": {"batching_strategy": "V1", "scheduler_policy": "max_utilization"},
+        "kv_cache": {"max_tokens": 4096, "enable_block_reuse": False},
+    },
+    {"serving": {"gpu_device_ids": [0, 1, 2, 3], "enable_chunked_context": True}},
+]
 
 
 def _recipe(**kw) -> LLMRecipe:
@@ -34,11 +44,13 @@ def _recipe(**kw) -> LLMRecipe:
 def _group(r: LLMRecipe) -> dict:
     names = cfg.Names.of(r.name)
     mbs = int(ENGINE["build_config"]["max_batch_size"])
-    return {"tensorrt_llm": cfg.tensorrt_llm(r, names, ENGINE, "/models/m_tensorrt_llm/1/engine"),
-            "ensemble": cfg.ensemble(r, names, mbs, cfg.logits_type(ENGINE)),
-            "tensorrt_llm_bls": cfg.bls(r, names, mbs, cfg.logits_type(ENGINE)),
-            "preprocessing": cfg.preprocessing(r, names, mbs, 2, 2),
-            "postprocessing": cfg.postprocessing(r, names, mbs)}
+    return {
+        "tensorrt_llm": cfg.tensorrt_llm(r, names, ENGINE, "/models/m_tensorrt_llm/1/engine"),
+        "ensemble": cfg.ensemble(r, names, mbs, cfg.logits_type(ENGINE)),
+        "tensorrt_llm_bls": cfg.bls(r, names, mbs, cfg.logits_type(ENGINE)),
+        "preprocessing": cfg.preprocessing(r, names, mbs, 2, 2),
+        "postprocessing": cfg.postprocessing(r, names, mbs),
+    }
 
 
 def _spec(t) -> dict:
@@ -72,40 +84,70 @@ def test_tensorrt_llm_carries_every_parameter_the_cpp_backend_reads_unguarded(kw
     assert not unknown, f"parameters the backend never reads: {unknown}"
     assert params["gpt_model_type"] in CPP["gpt_model_type_values"]
     assert params["batch_scheduler_policy"] in CPP["batch_scheduler_policy_values"]
-    for key in ("enable_kv_cache_reuse", "exclude_input_in_output", "enable_chunked_context", "normalize_log_probs"):
+    for key in (
+        "enable_kv_cache_reuse",
+        "exclude_input_in_output",
+        "enable_chunked_context",
+        "normalize_log_probs",
+    ):
         if key in params:
             assert params[key] in CPP["bool_values"], (key, params[key])
     for key in CPP["empty_allowed"]:
         assert params[key] == "" or not params[key].startswith("${"), key
-    assert mc.model_transaction_policy.decoupled == bool(kw.get("serving", {}).get("streaming", False))
+    assert mc.model_transaction_policy.decoupled == bool(
+        kw.get("serving", {}).get("streaming", False)
+    )
 
 
 @pytest.mark.parametrize("model", ["tensorrt_llm", "ensemble", "tensorrt_llm_bls"])
 @pytest.mark.parametrize("kw", VARIANTS[:2])
 def test_every_declared_tensor_is_upstreams(model, kw):
     mc = _group(_recipe(**kw))[model]
-    sent = {n for client in CLIENTS.values() if isinstance(client, dict) for key, kind in client.items()
-            if key != "source" and isinstance(kind, dict) for n in kind}
+    sent = {
+        n
+        for client in CLIENTS.values()
+        if isinstance(client, dict)
+        for key, kind in client.items()
+        if key != "source" and isinstance(kind, dict)
+        for n in kind
+    }
     for kind, tensors in (("inputs", mc.input), ("outputs", mc.output)):
         upstream = _upstream(model, kind)
         for t in tensors:
-            if kind == "inputs" and t.name in cfg.CLIENT_ALIASES:  # a client's name for an upstream input
+            if (
+                kind == "inputs" and t.name in cfg.CLIENT_ALIASES
+            ):  # a client's name for an upstream input
                 assert t.name in sent and t.name not in upstream, t.name
                 assert _spec(t) == {**upstream[cfg.CLIENT_ALIASES[t.name]], "name": t.name}, t.name
                 continue
-            assert t.name in upstream, f"{model} {kind[:-1]} {t.name} is not in upstream's {model} template"
+            assert t.name in upstream, (
+                f"{model} {kind[:-1]} {t.name} is not in upstream's {model} template"
+            )
             assert _spec(t) == upstream[t.name], (model, t.name)
     upstream_required = {n for n, t in _upstream(model, "inputs").items() if not t.get("optional")}
     assert {t.name for t in mc.input if not t.optional} == upstream_required
 
 
-@pytest.mark.parametrize("client, inputs", [
-    ("openai_frontend", CLIENTS["openai_frontend"]["always"]),
-    ("openai_frontend+options", {**CLIENTS["openai_frontend"]["always"],
-                                 **{k: v for k, v in CLIENTS["openai_frontend"]["optional"].items()
-                                    if not k.startswith(("lora_", "guided_"))}}),
-    ("genai-perf", CLIENTS["genai_perf"]["default"]), ("genai-perf --streaming", CLIENTS["genai_perf"]["streaming"]),
-    ("genai-perf --output-tokens-mean-deterministic", CLIENTS["genai_perf"]["deterministic"])])
+@pytest.mark.parametrize(
+    "client, inputs",
+    [
+        ("openai_frontend", CLIENTS["openai_frontend"]["always"]),
+        (
+            "openai_frontend+options",
+            {
+                **CLIENTS["openai_frontend"]["always"],
+                **{
+                    k: v
+                    for k, v in CLIENTS["openai_frontend"]["optional"].items()
+                    if not k.startswith(("lora_", "guided_"))
+                },
+            },
+        ),
+        ("genai-perf", CLIENTS["genai_perf"]["default"]),
+        ("genai-perf --streaming", CLIENTS["genai_perf"]["streaming"]),
+        ("genai-perf --output-tokens-mean-deterministic", CLIENTS["genai_perf"]["deterministic"]),
+    ],
+)
 @pytest.mark.parametrize("model", ["ensemble", "tensorrt_llm_bls"])
 def test_client_input_sets_are_declared(model, client, inputs):
     mc = _group(_recipe(serving={"streaming": True, "bls": True}))[model]
@@ -116,7 +158,9 @@ def test_client_input_sets_are_declared(model, client, inputs):
         assert len(declared[name]["dims"]) + 1 == len(shape), (name, declared[name], shape)
     for name in CLIENTS["openai_frontend"]["reads_outputs"]:
         assert name in {t.name for t in mc.output}, f"{model} does not return {name}"
-    np.testing.assert_equal(sorted(t.name for t in mc.input if not t.optional), ["max_tokens", "text_input"])
+    np.testing.assert_equal(
+        sorted(t.name for t in mc.input if not t.optional), ["max_tokens", "text_input"]
+    )
 
 
 def test_ensemble_routes_stream_and_sampling_to_upstream_names():
@@ -124,10 +168,14 @@ def test_ensemble_routes_stream_and_sampling_to_upstream_names():
     steps = {s.model_name: s for s in mc.ensemble_scheduling.step}
     llm = steps["m_tensorrt_llm"]
     assert llm.input_map["streaming"] == "stream"
-    for upstream_name, ensemble_name in {"runtime_top_k": "top_k", "runtime_top_p": "top_p",
-                                         "len_penalty": "length_penalty", "seed": "seed",
-                                         "exclude_input_in_output": "exclude_input_in_output",
-                                         "return_num_output_tokens": "return_num_output_tokens"}.items():
+    for upstream_name, ensemble_name in {
+        "runtime_top_k": "top_k",
+        "runtime_top_p": "top_p",
+        "len_penalty": "length_penalty",
+        "seed": "seed",
+        "exclude_input_in_output": "exclude_input_in_output",
+        "return_num_output_tokens": "return_num_output_tokens",
+    }.items():
         assert llm.input_map[upstream_name] == ensemble_name
     ensemble_inputs = {t.name for t in mc.input}
     for step in steps.values():
@@ -135,19 +183,29 @@ def test_ensemble_routes_stream_and_sampling_to_upstream_names():
             assert source in ensemble_inputs or source.startswith("_"), (step.model_name, source)
 
 
-@pytest.mark.parametrize("kw, groups, orchestrator", [
-    ({}, 1, False),
-    ({"serving": {"gpu_device_ids": [0, 1, 2, 3]}}, 4, True),
-    ({"engine": {"tp_size": 2}, "serving": {"gpu_device_ids": [0, 1, 2, 3]}}, 2, True),
-    ({"engine": {"tp_size": 2}, "serving": {"gpu_device_ids": [0, 1]}}, 1, True)])
-def test_one_instance_per_device_group_and_orchestrator_mode_for_multi_gpu(kw, groups, orchestrator):
+@pytest.mark.parametrize(
+    "kw, groups, orchestrator",
+    [
+        ({}, 1, False),
+        ({"serving": {"gpu_device_ids": [0, 1, 2, 3]}}, 4, True),
+        ({"engine": {"tp_size": 2}, "serving": {"gpu_device_ids": [0, 1, 2, 3]}}, 2, True),
+        ({"engine": {"tp_size": 2}, "serving": {"gpu_device_ids": [0, 1]}}, 1, True),
+    ],
+)
+def test_one_instance_per_device_group_and_orchestrator_mode_for_multi_gpu(
+    kw, groups, orchestrator
+):
     """The backend gives instance i the device group i % len(groups): as many instances as groups, or GPUs sit
     idle. Several ranks or instances in one server need orchestrator mode (executor_worker_path +
     TRTLLM_ORCHESTRATOR=1), since the serving entrypoint starts one tritonserver, not one per MPI rank."""
     r = _recipe(**kw)
     mc = _group(r)["tensorrt_llm"]
     params = {k: v.string_value for k, v in mc.parameters.items()}
-    assert sum(g.count for g in mc.instance_group) == groups == len(params["gpu_device_ids"].split(";"))
+    assert (
+        sum(g.count for g in mc.instance_group)
+        == groups
+        == len(params["gpu_device_ids"].split(";"))
+    )
     assert ("executor_worker_path" in params) == orchestrator == cfg.needs_orchestrator(r)
     assert "executor_worker_path" in CPP["guarded"]
 
@@ -163,8 +221,14 @@ def test_verify_flags_a_repository_that_lacks_an_unguarded_parameter(cli, tmp_pa
     from tritonbuild.triton.config import parse, render
 
     out = tmp_path / "OUT"
-    r = cli("build", "recipes/examples/tiny-llama-int4.yaml", "-o", out, "--engine",
-            f"tiny-llama={ROOT / 'tests/fixtures/engines/tiny-llama-w4a16'}")
+    r = cli(
+        "build",
+        "recipes/examples/tiny-llama-int4.yaml",
+        "-o",
+        out,
+        "--engine",
+        f"tiny-llama={ROOT / 'tests/fixtures/engines/tiny-llama-w4a16'}",
+    )
     assert r.exit_code == 0, r.stderr
     cfg_path = out / "tiny-llama_tensorrt_llm" / "config.pbtxt"
     mc = parse(cfg_path.read_bytes())
@@ -172,8 +236,14 @@ def test_verify_flags_a_repository_that_lacks_an_unguarded_parameter(cli, tmp_pa
     cfg_path.write_bytes(render(mc))
     report = json.loads(cli("verify", out, "--json").stdout)
     bad = {c["check"]: c["detail"] for c in report["static"] if not c["ok"]}
-    assert set(bad) == {"tensorrtllm.parameters", "manifest"}  # the manifest notices the hand edit too
-    assert "Cannot find parameter with name: xgrammar_tokenizer_info_path" in bad["tensorrtllm.parameters"]
+    assert set(bad) == {
+        "tensorrtllm.parameters",
+        "manifest",
+    }  # the manifest notices the hand edit too
+    assert (
+        "Cannot find parameter with name: xgrammar_tokenizer_info_path"
+        in bad["tensorrtllm.parameters"]
+    )
 
 
 PERF = load("tensorrtllm_backend")["perf_metrics"]
@@ -188,7 +258,10 @@ def test_perf_metrics_input_and_outputs_are_upstreams(model):
     assert inputs[PERF["input"]] == _upstream(model, "inputs")[PERF["input"]]
     for name, dtype in PERF["outputs"].items():
         assert name in outputs, f"{model} does not return {name}"
-        assert outputs[name] == _upstream(model, "outputs")[name] and outputs[name]["data_type"] == dtype
+        assert (
+            outputs[name] == _upstream(model, "outputs")[name]
+            and outputs[name]["data_type"] == dtype
+        )
     if model == "ensemble":
         llm = next(s for s in mc.ensemble_scheduling.step if s.model_name == "m_tensorrt_llm")
         assert llm.input_map[PERF["input"]] == PERF["input"]
@@ -198,12 +271,23 @@ def test_perf_metrics_input_and_outputs_are_upstreams(model):
 def test_guided_decoding_turns_on_upstreams_config_and_takes_the_tool_choice_inputs():
     plain = _group(_recipe(serving={"bls": True}))
     off = {k: v.string_value for k, v in plain["tensorrt_llm"].parameters.items()}
-    assert not (off["guided_decoding_backend"] and off["xgrammar_tokenizer_info_path"])  # line 424: off
+    assert not (
+        off["guided_decoding_backend"] and off["xgrammar_tokenizer_info_path"]
+    )  # line 424: off
     tool = CLIENTS["openai_frontend"]["tool_choice_guide"]
-    for model in ("ensemble", "tensorrt_llm_bls", "tensorrt_llm"):  # off: a guided request is a 400 at the door
+    for model in (
+        "ensemble",
+        "tensorrt_llm_bls",
+        "tensorrt_llm",
+    ):  # off: a guided request is a 400 at the door
         assert not {t.name for t in plain[model].input} & set(tool), model
-    assert "guided_decoding_guide" not in plain["tensorrt_llm_bls"].parameters["request_inputs"].string_value
-    r = _recipe(serving={"guided_decoding": {"backend": "xgrammar"}, "repository_mount": "/srv/models"})
+    assert (
+        "guided_decoding_guide"
+        not in plain["tensorrt_llm_bls"].parameters["request_inputs"].string_value
+    )
+    r = _recipe(
+        serving={"guided_decoding": {"backend": "xgrammar"}, "repository_mount": "/srv/models"}
+    )
     group = _group(r)
     params = {k: v.string_value for k, v in group["tensorrt_llm"].parameters.items()}
     assert params["guided_decoding_backend"] in GUIDED["backends"]
@@ -211,7 +295,10 @@ def test_guided_decoding_turns_on_upstreams_config_and_takes_the_tool_choice_inp
     for model in ("ensemble", "tensorrt_llm_bls", "tensorrt_llm"):
         declared = {t.name: t for t in group[model].input}
         for name in ("guided_decoding_guide_type", "guided_decoding_guide"):
-            assert name in tool and _spec(declared[name]) == _upstream(model, "inputs")[name], (model, name)
+            assert name in tool and _spec(declared[name]) == _upstream(model, "inputs")[name], (
+                model,
+                name,
+            )
     assert tool["guided_decoding_guide_type"] in GUIDED["guide_types"]
 
 
@@ -225,15 +312,22 @@ def test_a_guided_decoding_backend_neither_route_has_is_a_recipe_error():
 def test_xgrammar_tokenizer_info_holds_what_the_cpp_backend_parses(tmp_path):
     from tritonbuild.backends.tensorrtllm.group import xgrammar_info
 
-    tok = {"model": {"type": "BPE", "vocab": {"<s>": 0, "</s>": 1, "a": 2, "Ġb": 3}},
-           "added_tokens": [{"id": 4, "content": "<pad>"}]}
+    tok = {
+        "model": {"type": "BPE", "vocab": {"<s>": 0, "</s>": 1, "a": 2, "Ġb": 3}},
+        "added_tokens": [{"id": 4, "content": "<pad>"}],
+    }
     (tmp_path / "tokenizer.json").write_text(json.dumps(tok))
     info = xgrammar_info(tmp_path, 1)
     assert set(info) == set(GUIDED["tokenizer_info_keys"])
-    vocab = {**tok["model"]["vocab"], **{t["content"]: t["id"] for t in tok.get("added_tokens", [])}}
+    vocab = {
+        **tok["model"]["vocab"],
+        **{t["content"]: t["id"] for t in tok.get("added_tokens", [])},
+    }
     assert len(info["encoded_vocab"]) == max(vocab.values()) + 1
     assert all(info["encoded_vocab"][i] == t for t, i in vocab.items())
-    assert info["tokenizer_str"] == (tmp_path / "tokenizer.json").read_text() and info["stop_token_ids"] == [1]
+    assert info["tokenizer_str"] == (tmp_path / "tokenizer.json").read_text() and info[
+        "stop_token_ids"
+    ] == [1]
 
 
 LORA = load("tensorrtllm_backend")["lora"]
@@ -243,8 +337,14 @@ LORA = load("tensorrtllm_backend")["lora"]
 def test_lora_inputs_are_upstreams_where_the_recipe_has_adapters(model):
     plain = {t.name for t in _group(_recipe(serving={"bls": True}))[model].input}
     assert not plain & set(LORA["inputs"])  # no adapters: a LoRA request is refused at the door
-    r = _recipe(serving={"bls": True}, lora={"adapters": {"fr": "a"}, "cache_gpu_memory_fraction": 0.1,
-                                             "target_modules": ["attn_qkv"]})
+    r = _recipe(
+        serving={"bls": True},
+        lora={
+            "adapters": {"fr": "a"},
+            "cache_gpu_memory_fraction": 0.1,
+            "target_modules": ["attn_qkv"],
+        },
+    )
     mc = _group(r)[model]
     declared = {t.name: _spec(t) for t in mc.input}
     for name in LORA["inputs"]:
@@ -269,14 +369,21 @@ def test_runtime_knobs_are_written_with_the_cpp_backends_own_defaults():
         assert key in template("tensorrt_llm")["parameters"] and key in CPP["guarded"], key
         value = params[key]
         if isinstance(fact["default"], bool):
-            assert value in CPP["bool_values"] and (value.lower() in ("true", "1")) == fact["default"], key
+            assert (
+                value in CPP["bool_values"] and (value.lower() in ("true", "1")) == fact["default"]
+            ), key
         else:
             assert float(value) == fact["default"], (key, value)
-    changed = _recipe(executor={"gpu_weights_percent": 0.5, "cuda_graph_mode": True},
-                      kv_cache={"host_memory_bytes": 1 << 30, "onboard_blocks": False})
+    changed = _recipe(
+        executor={"gpu_weights_percent": 0.5, "cuda_graph_mode": True},
+        kv_cache={"host_memory_bytes": 1 << 30, "onboard_blocks": False},
+    )
     params = {k: v.string_value for k, v in _group(changed)["tensorrt_llm"].parameters.items()}
     assert (params["gpu_weights_percent"], params["cuda_graph_mode"]) == ("0.5", "true")
-    assert (params["kv_cache_host_memory_bytes"], params["kv_cache_onboard_blocks"]) == (str(1 << 30), "false")
+    assert (params["kv_cache_host_memory_bytes"], params["kv_cache_onboard_blocks"]) == (
+        str(1 << 30),
+        "false",
+    )
 
 
 def test_runtime_knobs_off_the_engine_route_are_a_recipe_error():
@@ -301,7 +408,10 @@ def test_attention_window_and_sink_tokens_are_written_only_when_set():
     assert params["max_attention_window_size"] == "1024,4096" and params["sink_token_length"] == "4"
     stats = _recipe(executor={"iter_stats_max_iterations": 50, "request_stats_max_iterations": 10})
     params = {k: v.string_value for k, v in _group(stats)["tensorrt_llm"].parameters.items()}
-    assert (params["iter_stats_max_iterations"], params["request_stats_max_iterations"]) == ("50", "10")
+    assert (params["iter_stats_max_iterations"], params["request_stats_max_iterations"]) == (
+        "50",
+        "10",
+    )
 
 
 def test_the_per_release_unguarded_table_is_the_recorded_one():
@@ -310,10 +420,13 @@ def test_the_per_release_unguarded_table_is_the_recorded_one():
     from tritonbuild.backends.tensorrtllm.load_rules import GUIDED_DECODING, UNGUARDED_BY_RELEASE
 
     releases = load("tensorrtllm_releases")["releases"]
-    assert {tag: set(keys) for tag, keys in UNGUARDED_BY_RELEASE.items()} == \
-        {tag: set(r["unguarded"]) for tag, r in releases.items()}
+    assert {tag: set(keys) for tag, keys in UNGUARDED_BY_RELEASE.items()} == {
+        tag: set(r["unguarded"]) for tag, r in releases.items()
+    }
     assert set(UNGUARDED_BY_RELEASE["r25.04"]) == set(CPP["unguarded"]) == set(cfg.UNGUARDED)
-    assert set(GUIDED_DECODING) == set(UNGUARDED_BY_RELEASE["r25.04"]) - set(UNGUARDED_BY_RELEASE["r24.10"])
+    assert set(GUIDED_DECODING) == set(UNGUARDED_BY_RELEASE["r25.04"]) - set(
+        UNGUARDED_BY_RELEASE["r24.10"]
+    )
 
 
 def test_lookahead_sets_the_cpp_backends_decoding_mode_and_its_three_parameters():
@@ -322,9 +435,19 @@ def test_lookahead_sets_the_cpp_backends_decoding_mode_and_its_three_parameters(
     facts = load("trtllm_speculative")["backend"]
     plain = {k: v.string_value for k, v in _group(_recipe())["tensorrt_llm"].parameters.items()}
     assert "decoding_mode" not in plain and not {k for k in plain if k.startswith("lookahead_")}
-    r = _recipe(speculative={"mode": "lookahead", "window_size": 4, "ngram_size": 3, "verification_set_size": 2})
+    r = _recipe(
+        speculative={
+            "mode": "lookahead",
+            "window_size": 4,
+            "ngram_size": 3,
+            "verification_set_size": 2,
+        }
+    )
     params = {k: v.string_value for k, v in _group(r)["tensorrt_llm"].parameters.items()}
-    assert params["decoding_mode"] in facts["decoding_mode_values"] and params["decoding_mode"] == "lookahead"
+    assert (
+        params["decoding_mode"] in facts["decoding_mode_values"]
+        and params["decoding_mode"] == "lookahead"
+    )
     assert [params[k] for k in facts["lookahead_parameters"]] == ["4", "3", "2"]
     for key in ("decoding_mode", *facts["lookahead_parameters"]):
         assert key in template("tensorrt_llm")["parameters"] and key in CPP["guarded"], key
@@ -348,10 +471,19 @@ def _csv_str_to_vec_vec_int(text: str) -> list[list[int]]:
 def test_medusa_sets_decoding_mode_medusa_and_the_choices_in_the_backends_format():
     facts = load("trtllm_speculative")
     choices = [[0], [0, 0], [1], [0, 1, 2]]
-    r = _recipe(dtype="float16", speculative={"mode": "medusa", "heads_checkpoint": "h", "max_draft_len": 4,
-                                              "medusa_choices": choices})
+    r = _recipe(
+        dtype="float16",
+        speculative={
+            "mode": "medusa",
+            "heads_checkpoint": "h",
+            "max_draft_len": 4,
+            "medusa_choices": choices,
+        },
+    )
     params = {k: v.string_value for k, v in _group(r)["tensorrt_llm"].parameters.items()}
-    assert params["decoding_mode"] == "medusa" and "medusa" in facts["backend"]["decoding_mode_values"]
+    assert (
+        params["decoding_mode"] == "medusa" and "medusa" in facts["backend"]["decoding_mode_values"]
+    )
     fmt = facts["medusa"]["choices_format"]
     assert "no outer braces" in fmt["grammar"]
     assert _csv_str_to_vec_vec_int(params[fmt["parameter"]]) == choices

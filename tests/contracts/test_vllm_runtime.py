@@ -42,16 +42,22 @@ def test_int4_checkpoint_holds_the_parameters_vllm_registers():
     assert int4[f"{prefix}.weight_scale"].shape == (out, inp // tiny_llama.GROUP)
     assert int4[f"{prefix}.weight_shape"].tolist() == [out, inp]
     assert int4["lm_head.weight"].dtype == np.float16  # ignore: [lm_head], as the config says
-    deq = tiny_llama.dequantize(int4[f"{prefix}.weight_packed"], int4[f"{prefix}.weight_scale"], (out, inp))
+    deq = tiny_llama.dequantize(
+        int4[f"{prefix}.weight_packed"], int4[f"{prefix}.weight_scale"], (out, inp)
+    )
     scale = np.repeat(int4[f"{prefix}.weight_scale"].astype(np.float32), tiny_llama.GROUP, axis=1)
     # round to nearest: within half a step, plus the fp16 rounding of the scale itself (max|w| / 7.5 → 7.5 steps)
-    assert np.all(np.abs(deq - fp16[f"{prefix}.weight"].astype(np.float32)) <= scale * (0.5 + 7.5 * 2.0 ** -11))
+    assert np.all(
+        np.abs(deq - fp16[f"{prefix}.weight"].astype(np.float32)) <= scale * (0.5 + 7.5 * 2.0**-11)
+    )
 
 
 def test_checkpoints_are_deterministic_and_readable(tmp_path):
     first, second = tiny_llama.write_all(tmp_path / "a"), tiny_llama.write_all(tmp_path / "b")
     for kind in ("fp16", "int4"):
-        assert (first[kind] / "model.safetensors").read_bytes() == (second[kind] / "model.safetensors").read_bytes()
+        assert (first[kind] / "model.safetensors").read_bytes() == (
+            second[kind] / "model.safetensors"
+        ).read_bytes()
         back = tiny_llama.read_safetensors(first[kind] / "model.safetensors")
         assert back["model.embed_tokens.weight"].dtype == np.float16
     config = json.loads((first["int4"] / "config.json").read_text())
@@ -64,10 +70,15 @@ def test_recipe_quantization_choices_are_vllm_methods():
     methods = set(FACTS["vllm"]["quantization_methods"]["values"])
     versions = load("vllm_engine_args")["versions"].values()
     recorded = set().union(*(v["quantization_methods"]["values"] for v in versions))
-    assert "compressed-tensors" in typing.get_args(literal) and methods <= set(typing.get_args(literal)) == recorded
+    assert (
+        "compressed-tensors" in typing.get_args(literal)
+        and methods <= set(typing.get_args(literal)) == recorded
+    )
 
 
-@pytest.mark.parametrize("recipe", ["tiny-llama-fp16.yaml", "tiny-llama-int4.yaml", "llama-3-8b.yaml"])
+@pytest.mark.parametrize(
+    "recipe", ["tiny-llama-fp16.yaml", "tiny-llama-int4.yaml", "llama-3-8b.yaml"]
+)
 def test_benchmark_model_json_is_a_subset_of_async_engine_args(recipe):
     """Keys of the vLLM the recipe's image ships, and of the vLLM the benchmark ran with on the H200."""
     r = load_recipe(BENCH / recipe, REGISTRY.recipe_kinds()).recipe
@@ -79,8 +90,11 @@ def test_benchmark_model_json_is_a_subset_of_async_engine_args(recipe):
 def _bench(tmp_path, recipe: str, **engine_args):
     tiny_llama.write_all(tmp_path / "checkpoints")
     # NOTE: without the recipe's image line: each test names the image it is about (default: the recipes' default)
-    text = "".join(line for line in (BENCH / recipe).read_text().splitlines(keepends=True)
-                   if not line.startswith("image:"))
+    text = "".join(
+        line
+        for line in (BENCH / recipe).read_text().splitlines(keepends=True)
+        if not line.startswith("image:")
+    )
     for key, value in engine_args.items():
         text = text.replace("  seed: 0\n", f"  seed: 0\n  {key}: {value}\n")
     path = tmp_path / recipe
@@ -92,7 +106,9 @@ def test_plan_refuses_a_quantization_the_checkpoint_does_not_have(cli, tmp_path)
     """vLLM raises at load when `quantization` differs from the checkpoint's quant_method (facts); the plan says
     so first, naming both."""
     path = _bench(tmp_path, "tiny-llama-int4.yaml")
-    path.write_text(path.read_text().replace("quantization: compressed-tensors", "quantization: gptq"))
+    path.write_text(
+        path.read_text().replace("quantization: compressed-tensors", "quantization: gptq")
+    )
     r = cli("plan", path)
     assert r.exit_code == 4 and "'gptq'" in r.output and "compressed-tensors" in r.output
     fp16 = _bench(tmp_path, "tiny-llama-fp16.yaml", quantization="awq")
@@ -100,10 +116,17 @@ def test_plan_refuses_a_quantization_the_checkpoint_does_not_have(cli, tmp_path)
     assert r.exit_code == 4 and "no quantization_config" in r.output
 
 
-@pytest.mark.parametrize("recipe,measured", [("tiny-llama-fp16.yaml", "tiny-llama-fp16"),
-                                             ("tiny-llama-int4.yaml", "tiny-llama-int4"),
-                                             ("llama-3-8b.yaml", "llama-3-8b")])
-def test_memory_plan_is_within_5_percent_of_vllms_kv_cache_on_the_h200(cli, tmp_path, recipe, measured):
+@pytest.mark.parametrize(
+    "recipe,measured",
+    [
+        ("tiny-llama-fp16.yaml", "tiny-llama-fp16"),
+        ("tiny-llama-int4.yaml", "tiny-llama-int4"),
+        ("llama-3-8b.yaml", "llama-3-8b"),
+    ],
+)
+def test_memory_plan_is_within_5_percent_of_vllms_kv_cache_on_the_h200(
+    cli, tmp_path, recipe, measured
+):
     path = _bench(tmp_path, recipe)
     r = cli("plan", path, "--json")
     assert r.exit_code == 0, r.output
@@ -114,18 +137,30 @@ def test_memory_plan_is_within_5_percent_of_vllms_kv_cache_on_the_h200(cli, tmp_
 
 
 def test_golden_requests_are_the_openai_frontends_vllm_requests():
-    model = type("M", (), {"verify": VLLMRecipe(name="m", version=1, backend="vllm",
-                                                checkpoint={"path": "c"}).verify})()
+    model = type(
+        "M",
+        (),
+        {
+            "verify": VLLMRecipe(
+                name="m", version=1, backend="vllm", checkpoint={"path": "c"}
+            ).verify
+        },
+    )()
     samples = vllm.golden_inputs(model)
     client = load("clients")["openai_frontend_vllm"]["always"]
     declared = {t.name: t for t in vllm.INPUTS}
-    assert len(samples) == 2 * model.verify.samples and {bool(s["stream"][0]) for s in samples} == {False, True}
+    assert len(samples) == 2 * model.verify.samples and {bool(s["stream"][0]) for s in samples} == {
+        False,
+        True,
+    }
     for sample in samples:
         for name, (dtype, shape) in client.items():
             assert sample[name].dtype == np.dtype(dtype) and list(sample[name].shape) == shape
         assert set(sample) <= set(declared)
         params = json.loads(sample["sampling_parameters"][0])
-        assert params["temperature"] == 0 and params["logprobs"] == 0  # greedy; the chosen token's log-prob
+        assert (
+            params["temperature"] == 0 and params["logprobs"] == 0
+        )  # greedy; the chosen token's log-prob
 
 
 def test_h200_script_patches_the_import_vllm_0_22_removed():
@@ -145,29 +180,41 @@ def test_lora_adapters_become_what_the_vllm_backend_and_the_openai_frontend_read
     path = _bench(tmp_path, "tiny-llama-fp16.yaml")
     for name in ("fr", "de"):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "adapter_config.json").write_text(json.dumps({"r": 8, "peft_type": "LORA", "id": name}))
+        (tmp_path / name / "adapter_config.json").write_text(
+            json.dumps({"r": 8, "peft_type": "LORA", "id": name})
+        )
         (tmp_path / name / "adapter_model.safetensors").write_bytes(name.encode() * 8)
     mount = tmp_path / "OUT"
     text = path.read_text()
-    path.write_text(text.replace("repository_mount: /models", f"repository_mount: {mount}") if
-                    "repository_mount" in text else text + f"serving: {{repository_mount: {mount}}}\n")
+    path.write_text(
+        text.replace("repository_mount: /models", f"repository_mount: {mount}")
+        if "repository_mount" in text
+        else text + f"serving: {{repository_mount: {mount}}}\n"
+    )
     with path.open("a") as f:
-        f.write(f"lora:\n  adapters: {{fr: {tmp_path / 'fr'}, de: {tmp_path / 'de'}}}\n  max_lora_rank: 8\n")
+        f.write(
+            f"lora:\n  adapters: {{fr: {tmp_path / 'fr'}, de: {tmp_path / 'de'}}}\n  max_lora_rank: 8\n"
+        )
     r = cli("build", path, "-o", mount)
     assert r.exit_code == 0, r.output
     (model,) = [d for d in mount.iterdir() if d.is_dir()]
     version = model / "1"
     doc = json.loads((version / "model.json").read_text())
-    for v in vllm_versions().values():  # enable_lora and the two limits: fields of every recorded vLLM
+    for (
+        v
+    ) in vllm_versions().values():  # enable_lora and the two limits: fields of every recorded vLLM
         assert set(doc) <= set(v["AsyncEngineArgs"]), v["source"]["version"]
     assert str(doc[facts["enable_key"]]).lower() == "true" and doc["max_lora_rank"] == 8
     table = json.loads((version / facts["table"]).read_text())
     assert set(table) == {"fr", "de"}
     for name, where in table.items():
-        assert (tmp_path / name / "adapter_config.json").read_bytes() == \
-            (mount / where[len(str(mount)) + 1:] / "adapter_config.json").read_bytes()
+        assert (tmp_path / name / "adapter_config.json").read_bytes() == (
+            mount / where[len(str(mount)) + 1 :] / "adapter_config.json"
+        ).read_bytes()
     frontend = load("clients")["openai_frontend"]["lora"]
-    assert frontend["table"].endswith(f"/<version>/{facts['table']}")  # the frontend reads the same file
+    assert frontend["table"].endswith(
+        f"/<version>/{facts['table']}"
+    )  # the frontend reads the same file
     from tritonbuild.repository.rules import check_model_dir
 
     assert {f.check: f for f in check_model_dir(model)}["vllm"].ok
@@ -184,7 +231,11 @@ def test_a_lora_adapter_that_is_not_peft_is_a_plan_error(cli, tmp_path):
     with path.open("a") as f:
         f.write(f"lora:\n  adapters: {{fr: {tmp_path / 'fr'}}}\n")
     r = cli("build", path, "-o", tmp_path / "OUT")
-    assert r.exit_code == 4 and "LoRA adapter 'fr'" in r.output and "no adapter_config.json" in r.output
+    assert (
+        r.exit_code == 4
+        and "LoRA adapter 'fr'" in r.output
+        and "no adapter_config.json" in r.output
+    )
     assert not (tmp_path / "OUT").exists()
 
 
@@ -197,8 +248,11 @@ def test_speculative_decoding_is_model_jsons_speculative_config(cli, tmp_path, m
     path = _bench(tmp_path, "tiny-llama-fp16.yaml")
     mount = tmp_path / "OUT"
     text = path.read_text()
-    path.write_text(text.replace("repository_mount: /models", f"repository_mount: {mount}") if
-                    "repository_mount" in text else text + f"serving: {{repository_mount: {mount}}}\n")
+    path.write_text(
+        text.replace("repository_mount: /models", f"repository_mount: {mount}")
+        if "repository_mount" in text
+        else text + f"serving: {{repository_mount: {mount}}}\n"
+    )
     plain = json.loads(cli("plan", path, "--json").stdout)["models"][0]["extras"]["memory_plan"]
     import shutil
 
@@ -207,8 +261,10 @@ def test_speculative_decoding_is_model_jsons_speculative_config(cli, tmp_path, m
     ckpt = (path.parent / yaml.safe_load(path.read_text())["checkpoint"]["path"]).resolve()
     shutil.copytree(ckpt, tmp_path / "draft")
     with path.open("a") as f:  # an image whose vLLM runs draft_model (vllm_draft.json)
-        f.write(f"speculative: {{method: {method}, num_speculative_tokens: 3, model: {tmp_path / 'draft'}}}\n"
-                "image: {triton_image: 'nvcr.io/nvidia/tritonserver:26.07-vllm-python-py3'}\n")
+        f.write(
+            f"speculative: {{method: {method}, num_speculative_tokens: 3, model: {tmp_path / 'draft'}}}\n"
+            "image: {triton_image: 'nvcr.io/nvidia/tritonserver:26.07-vllm-python-py3'}\n"
+        )
     planned = json.loads(cli("plan", path, "--json").stdout)["models"][0]["extras"]["memory_plan"]
     assert planned["weight_bytes"] == 2 * plain["weight_bytes"] > 0
     # the drafter's attention layers take KV blocks beside the target's (vllm_draft.json draft_layers)
@@ -217,13 +273,22 @@ def test_speculative_decoding_is_model_jsons_speculative_config(cli, tmp_path, m
     assert r.exit_code == 0, r.output
     (model,) = [d for d in mount.iterdir() if d.is_dir()]
     spec = json.loads((model / "1" / "model.json").read_text())["speculative_config"]
-    for version, v in facts.items():  # every recorded vLLM: speculative_config as its AsyncEngineArgs has it
-        assert ("speculative_config" in vllm_versions()[version]["AsyncEngineArgs"]) is v["speculative_config"]
+    for (
+        version,
+        v,
+    ) in facts.items():  # every recorded vLLM: speculative_config as its AsyncEngineArgs has it
+        assert ("speculative_config" in vllm_versions()[version]["AsyncEngineArgs"]) is v[
+            "speculative_config"
+        ]
         assert not v["speculative_config"] or set(spec) <= set(v["fields"]), version
-    v = facts[vllm_of_image("nvcr.io/nvidia/tritonserver:26.07-vllm-python-py3")]  # triton_images.json
+    v = facts[
+        vllm_of_image("nvcr.io/nvidia/tritonserver:26.07-vllm-python-py3")
+    ]  # triton_images.json
     assert spec["method"] in v["methods"] and v["draft_model"]["runs"] is True
     assert spec["num_speculative_tokens"] == 3 and spec["model"] == f"{mount}/{model.name}/1/draft"
-    assert (model / "1" / "draft" / "config.json").read_bytes() == (ckpt / "config.json").read_bytes()
+    assert (model / "1" / "draft" / "config.json").read_bytes() == (
+        ckpt / "config.json"
+    ).read_bytes()
 
 
 def test_draft_facts_agree_with_the_speculative_facts_of_each_wheel():
@@ -235,8 +300,12 @@ def test_draft_facts_agree_with_the_speculative_facts_of_each_wheel():
         assert spec[version]["source"]["wheel_sha256"] == f["source"]["wheel_sha256"], version
 
 
-@pytest.mark.parametrize(("tag", "code"), [("25.12", 3), ("26.01", 3), ("26.02", 0), ("26.03", 0), ("26.07", 0)])
-def test_a_draft_model_on_an_image_whose_vllm_refuses_it_is_a_recipe_error(cli, tmp_path, tag, code):
+@pytest.mark.parametrize(
+    ("tag", "code"), [("25.12", 3), ("26.01", 3), ("26.02", 0), ("26.03", 0), ("26.07", 0)]
+)
+def test_a_draft_model_on_an_image_whose_vllm_refuses_it_is_a_recipe_error(
+    cli, tmp_path, tag, code
+):
     """vLLM 0.11.1 (the 25.12 image, the default) and 0.13.0 (26.01) raise NotImplementedError for method
     draft_model at engine start; 0.15.1 (26.02), 0.17.1 (26.03) and 0.24.0 (26.07) run it (vllm_speculative.json,
     from each wheel). The refusal names the images that run it, newest first."""
@@ -248,13 +317,20 @@ def test_a_draft_model_on_an_image_whose_vllm_refuses_it_is_a_recipe_error(cli, 
     ckpt = (path.parent / yaml.safe_load(path.read_text())["checkpoint"]["path"]).resolve()
     shutil.copytree(ckpt, tmp_path / "draft")
     with path.open("a") as f:
-        f.write(f"speculative: {{method: draft_model, num_speculative_tokens: 3, model: {tmp_path / 'draft'}}}\n"
-                f"image: {{triton_image: 'nvcr.io/nvidia/tritonserver:{tag}-vllm-python-py3'}}\n")
+        f.write(
+            f"speculative: {{method: draft_model, num_speculative_tokens: 3, model: {tmp_path / 'draft'}}}\n"
+            f"image: {{triton_image: 'nvcr.io/nvidia/tritonserver:{tag}-vllm-python-py3'}}\n"
+        )
     r = cli("plan", path)
     assert r.exit_code == code, r.output
     if code:
-        assert "speculative.method" in r.stderr and "draft_model" in r.stderr and "eagle" in r.stderr
-        assert "26.08 (vLLM 0.27.1), 26.07 (vLLM 0.24.0)" in r.stderr and "26.02 (vLLM 0.15.1)" in r.stderr
+        assert (
+            "speculative.method" in r.stderr and "draft_model" in r.stderr and "eagle" in r.stderr
+        )
+        assert (
+            "26.08 (vLLM 0.27.1), 26.07 (vLLM 0.24.0)" in r.stderr
+            and "26.02 (vLLM 0.15.1)" in r.stderr
+        )
         assert "Traceback" not in r.output and "or newer" not in r.output
 
 
@@ -269,7 +345,9 @@ def test_medusa_heads_add_weights_and_no_kv(cli, tmp_path):
     ckpt = (path.parent / yaml.safe_load(path.read_text())["checkpoint"]["path"]).resolve()
     shutil.copytree(ckpt, tmp_path / "heads")
     with path.open("a") as f:
-        f.write(f"speculative: {{method: medusa, num_speculative_tokens: 3, model: {tmp_path / 'heads'}}}\n")
+        f.write(
+            f"speculative: {{method: medusa, num_speculative_tokens: 3, model: {tmp_path / 'heads'}}}\n"
+        )
     planned = json.loads(cli("plan", path, "--json").stdout)["models"][0]["extras"]["memory_plan"]
     assert planned["weight_bytes"] == 2 * plain["weight_bytes"] > 0
     assert planned["kv_bytes_per_token"] == plain["kv_bytes_per_token"]

@@ -36,7 +36,9 @@ def quantization_methods(text: str) -> dict:
     except ValueError:
         pass
     for node in ast.parse(text).body:
-        target = node.target if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [None])[0]
+        target = (
+            node.target if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [None])[0]
+        )
         if getattr(target, "id", None) == "QUANTIZATION_METHODS" and node.value is not None:
             items = node.value.keys if isinstance(node.value, ast.Dict) else node.value.elts
             return {"values": [i.value for i in items], "lines": f"{node.lineno}-{node.end_lineno}"}
@@ -47,7 +49,9 @@ def tp_heads(text: str) -> dict:
     """The lines from ModelConfig.verify_with_parallel_config to its heads-vs-TP message, and the message."""
     rows = text.splitlines()
     start = next(n for n, line in enumerate(rows, 1) if "def verify_with_parallel_config" in line)
-    end = next(n for n, line in enumerate(rows, 1) if "must be divisible by tensor parallel" in line)
+    end = next(
+        n for n, line in enumerate(rows, 1) if "must be divisible by tensor parallel" in line
+    )
     return {"lines": f"{start}-{end + 1}", "message": refresh.tp_heads_message(text)}
 
 
@@ -55,13 +59,22 @@ def override(text: str, method: str) -> dict:
     """override_quantization_method's lines and the quantization values it accepts for a checkpoint of method."""
     rows = text.splitlines()
     start = next(i for i, line in enumerate(rows) if "def override_quantization_method" in line)
-    end = next((i for i in range(start + 1, len(rows)) if rows[i].startswith(("    def ", "    @", "class "))),
-               len(rows))
+    end = next(
+        (
+            i
+            for i in range(start + 1, len(rows))
+            if rows[i].startswith(("    def ", "    @", "class "))
+        ),
+        len(rows),
+    )
     while not rows[end - 1].strip():
         end -= 1
     body = "\n".join(rows[start:end])
-    body = body[body.index("is_valid_user_quant"):]
-    return {"lines": f"{start + 1}-{end}", "accepted": sorted({method, *re.findall(r'"([a-z_]+)"', body)})}
+    body = body[body.index("is_valid_user_quant") :]
+    return {
+        "lines": f"{start + 1}-{end}",
+        "accepted": sorted({method, *re.findall(r'"([a-z_]+)"', body)}),
+    }
 
 
 def _override_file(read, method: str) -> str:
@@ -69,20 +82,27 @@ def _override_file(read, method: str) -> str:
         text = read(QUANT + name)
         if text and "def override_quantization_method" in text and "is_valid_user_quant" in text:
             return QUANT + name
-    raise ValueError(f"no override_quantization_method for {method} (auto_{method}.py, {method}_marlin.py)")
+    raise ValueError(
+        f"no override_quantization_method for {method} (auto_{method}.py, {method}_marlin.py)"
+    )
 
 
 def _commit(read) -> tuple[str | None, str]:
     """The commit the wheel names, and where it names it: vllm/_version.py's __commit_id__ (git describe's
     abbreviated sha, 0.10 on), vllm/commit_id.py's __commit__ (before 0.7), or none (0.7 to 0.9)."""
-    m = re.search(r"""__commit_id__\s*=\s*(?:commit_id\s*=\s*)?['"]g?([0-9a-f]{7,40})['"]""",
-                  read("vllm/_version.py") or "")
+    m = re.search(
+        r"""__commit_id__\s*=\s*(?:commit_id\s*=\s*)?['"]g?([0-9a-f]{7,40})['"]""",
+        read("vllm/_version.py") or "",
+    )
     if m:
         return m.group(1), "vllm/_version.py __commit_id__ in the wheel"
     m = re.search(r"""__commit__\s*=\s*['"]([0-9a-f]{40})['"]""", read("vllm/commit_id.py") or "")
     if m:
         return m.group(1), "vllm/commit_id.py __commit__ in the wheel"
-    return None, "none in the wheel (no __commit_id__ in vllm/_version.py, no vllm/commit_id.py): its sha256 pins it"
+    return (
+        None,
+        "none in the wheel (no __commit_id__ in vllm/_version.py, no vllm/commit_id.py): its sha256 pins it",
+    )
 
 
 def derive(wheel: Path, images: list[str]) -> tuple[dict, dict]:
@@ -95,30 +115,60 @@ def derive(wheel: Path, images: list[str]) -> tuple[dict, dict]:
 
     version, sha = wheel.name.split("-")[1], hashlib.sha256(wheel.read_bytes()).hexdigest()
     commit, commit_from = _commit(read)
-    wheel_src = {"package": "vllm", "version": version, "wheel": wheel.name, "wheel_sha256": sha,
-                 "commit": commit, "commit_from": commit_from}
+    wheel_src = {
+        "package": "vllm",
+        "version": version,
+        "wheel": wheel.name,
+        "wheel_sha256": sha,
+        "commit": commit,
+        "commit_from": commit_from,
+    }
     if read(ARGS) is None:
         raise ValueError(f"the wheel has no {ARGS}")
     args = refresh.engine_args(read(ARGS))
-    model = next(p for p in ("vllm/config/model.py", "vllm/config/__init__.py", "vllm/config.py")
-                 if "must be divisible by tensor parallel" in (read(p) or ""))
-    entry = {"source": {"repository": "vllm-project/vllm", **wheel_src,
-                        "commit_from": commit_from.replace("wheel", "wheel (git describe's abbreviated sha)")
-                        if "__commit_id__" in commit_from else commit_from,
-                        "path": ARGS, "line": args["lines"]["AsyncEngineArgs"], "lines": args["lines"]},
-             "images": images, "AsyncEngineArgs": args["AsyncEngineArgs"],
-             "enable_prefix_caching": args["enable_prefix_caching"],
-             "quantization_methods": {"path": QUANT + "__init__.py",
-                                      **quantization_methods(read(QUANT + "__init__.py"))},
-             "tp_heads": {"path": model, **tp_heads(read(model))}}
+    model = next(
+        p
+        for p in ("vllm/config/model.py", "vllm/config/__init__.py", "vllm/config.py")
+        if "must be divisible by tensor parallel" in (read(p) or "")
+    )
+    entry = {
+        "source": {
+            "repository": "vllm-project/vllm",
+            **wheel_src,
+            "commit_from": commit_from.replace("wheel", "wheel (git describe's abbreviated sha)")
+            if "__commit_id__" in commit_from
+            else commit_from,
+            "path": ARGS,
+            "line": args["lines"]["AsyncEngineArgs"],
+            "lines": args["lines"],
+        },
+        "images": images,
+        "AsyncEngineArgs": args["AsyncEngineArgs"],
+        "enable_prefix_caching": args["enable_prefix_caching"],
+        "quantization_methods": {
+            "path": QUANT + "__init__.py",
+            **quantization_methods(read(QUANT + "__init__.py")),
+        },
+        "tp_heads": {"path": model, **tp_heads(read(model))},
+    }
     sources, accepted = [], {}
     for method in ("awq", "gptq"):
         path = _override_file(read, method)
         text = read(path)
         got = override(text, method)
-        cls = [m.group(1) for m in re.finditer(r"(?m)^class (\w+)", text[:text.index("def override_quantization")])]
-        sources.append({**wheel_src, "path": path,
-                        "lines": f"{got['lines']} ({cls[-1]}.override_quantization_method)"})
+        cls = [
+            m.group(1)
+            for m in re.finditer(
+                r"(?m)^class (\w+)", text[: text.index("def override_quantization")]
+            )
+        ]
+        sources.append(
+            {
+                **wheel_src,
+                "path": path,
+                "lines": f"{got['lines']} ({cls[-1]}.override_quantization_method)",
+            }
+        )
         accepted[method] = got["accepted"]
     return entry, {"source": sources, "accepted": accepted}
 
@@ -127,12 +177,18 @@ def _vkey(version: str) -> tuple:
     return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.]|(?<=\d)(?=[a-z])", version))
 
 
-def write(derived: dict[str, tuple[dict, dict]], failed: dict[str, str], speculative: dict[str, dict]) -> None:
+def write(
+    derived: dict[str, tuple[dict, dict]], failed: dict[str, str], speculative: dict[str, dict]
+) -> None:
     """Put the derived entries into the three fact files (keeping each version's hand-written note) and write the
     builder's table from them."""
-    ea_path, q_path, s_path = (FACTS / f"vllm_{n}.json" for n in ("engine_args", "quantization", "speculative"))
+    ea_path, q_path, s_path = (
+        FACTS / f"vllm_{n}.json" for n in ("engine_args", "quantization", "speculative")
+    )
     ea, q, s = (json.loads(p.read_text()) for p in (ea_path, q_path, s_path))
-    s["versions"] = dict(sorted({**s["versions"], **speculative}.items(), key=lambda kv: _vkey(kv[0])))
+    s["versions"] = dict(
+        sorted({**s["versions"], **speculative}.items(), key=lambda kv: _vkey(kv[0]))
+    )
     s["unrecorded"] = {**s.get("unrecorded", {}), **failed}
     for version in speculative:
         s["unrecorded"].pop(version, None)
@@ -142,10 +198,13 @@ def write(derived: dict[str, tuple[dict, dict]], failed: dict[str, str], specula
         q["marlin_override"]["by_version"][version] = marlin
         ea.get("unrecorded", {}).pop(version, None)
     ea["versions"] = dict(sorted(ea["versions"].items(), key=lambda kv: _vkey(kv[0])))
-    by = q["marlin_override"]["by_version"] = dict(sorted(q["marlin_override"]["by_version"].items(),
-                                                          key=lambda kv: _vkey(kv[0])))
-    q["marlin_override"]["accepted"] = {m: sorted(set.intersection(*(set(v["accepted"][m]) for v in by.values())))
-                                        for m in ("awq", "gptq")}
+    by = q["marlin_override"]["by_version"] = dict(
+        sorted(q["marlin_override"]["by_version"].items(), key=lambda kv: _vkey(kv[0]))
+    )
+    q["marlin_override"]["accepted"] = {
+        m: sorted(set.intersection(*(set(v["accepted"][m]) for v in by.values())))
+        for m in ("awq", "gptq")
+    }
     if failed:
         ea["unrecorded"] = {**ea.get("unrecorded", {}), **failed}
     for path, doc in ((ea_path, ea), (q_path, q), (s_path, s)):
@@ -160,15 +219,26 @@ def builder_table(ea: dict, q: dict, s: dict) -> dict:
     by, spec = q["marlin_override"]["by_version"], s["versions"]
 
     def speculative(v: str) -> dict | None:
-        return {"methods": spec[v]["methods"], "draft_model_runs": spec[v]["draft_model"]["runs"]} \
-            if spec[v]["speculative_config"] else None
+        return (
+            {"methods": spec[v]["methods"], "draft_model_runs": spec[v]["draft_model"]["runs"]}
+            if spec[v]["speculative_config"]
+            else None
+        )
 
-    return {"_about": "Derived from tests/contracts/facts/vllm_engine_args.json, vllm_quantization.json and "
-                      "vllm_speculative.json by `python -m tests.contracts.refresh vllm-wheel WHEEL... --write`; "
-                      "do not edit by hand.",
-            "versions": {v: {"engine_args": e["AsyncEngineArgs"], "quantization": sorted(e["quantization_methods"][
-                "values"]), "checkpoint": by[v]["accepted"], "speculative": speculative(v)}
-                for v, e in ea["versions"].items()}}
+    return {
+        "_about": "Derived from tests/contracts/facts/vllm_engine_args.json, vllm_quantization.json and "
+        "vllm_speculative.json by `python -m tests.contracts.refresh vllm-wheel WHEEL... --write`; "
+        "do not edit by hand.",
+        "versions": {
+            v: {
+                "engine_args": e["AsyncEngineArgs"],
+                "quantization": sorted(e["quantization_methods"]["values"]),
+                "checkpoint": by[v]["accepted"],
+                "speculative": speculative(v),
+            }
+            for v, e in ea["versions"].items()
+        },
+    }
 
 
 def main(args: list[str]) -> int:
@@ -193,9 +263,22 @@ def main(args: list[str]) -> int:
             derived[version] = derive(wheel, tags(version))
             speculative[version] = vllm_spec_wheel.derive(wheel, tags(version))
         except (ValueError, StopIteration, KeyError, SyntaxError) as e:
-            failed[version] = {"wheel": wheel.name, "images": tags(version), "why": f"{type(e).__name__}: {e}"}
-    json.dump({"derived": {v: {"engine_args": e, "quantization": q, "speculative": speculative[v]}
-                           for v, (e, q) in derived.items()}, "failed": failed}, sys.stdout, indent=1)
+            failed[version] = {
+                "wheel": wheel.name,
+                "images": tags(version),
+                "why": f"{type(e).__name__}: {e}",
+            }
+    json.dump(
+        {
+            "derived": {
+                v: {"engine_args": e, "quantization": q, "speculative": speculative[v]}
+                for v, (e, q) in derived.items()
+            },
+            "failed": failed,
+        },
+        sys.stdout,
+        indent=1,
+    )
     sys.stdout.write("\n")
     if "--write" in args:
         write(derived, failed, speculative)

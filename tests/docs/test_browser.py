@@ -25,8 +25,14 @@ import pytest
 from tests.docs.test_site import site  # noqa: F401 - the strictly built site, a module fixture
 
 pytestmark = pytest.mark.slow
-CHROMIUM = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
-                 if shutil.which(name)), None)
+CHROMIUM = next(
+    (
+        shutil.which(name)
+        for name in ("chromium", "chromium-browser", "google-chrome")
+        if shutil.which(name)
+    ),
+    None,
+)
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +54,26 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 def devtools():
     """A headless Chromium with a DevTools endpoint; yields its browser websocket URL."""
     if CHROMIUM is None:
-        pytest.skip("no chromium binary on PATH: apt-get install -y chromium (ci/test.sh's full lane does)")
+        pytest.skip(
+            "no chromium binary on PATH: apt-get install -y chromium (ci/test.sh's full lane does)"
+        )
     profile = tempfile.mkdtemp(prefix="tritonbuild-chromium-")
-    process = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                                "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--remote-debugging-port=0",
+            f"--user-data-dir={profile}",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     lines: queue.Queue[str | None] = queue.Queue()
 
     def read_stderr():
@@ -69,7 +90,9 @@ def devtools():
             except queue.Empty:
                 pytest.fail("chromium printed no DevTools endpoint in 60 s")
             if line is None:
-                pytest.fail(f"chromium exited ({process.wait()}) before its DevTools endpoint came up")
+                pytest.fail(
+                    f"chromium exited ({process.wait()}) before its DevTools endpoint came up"
+                )
             found = re.search(r"DevTools listening on (ws://\S+)", line)
             endpoint = found.group(1) if found else None
         yield endpoint
@@ -96,7 +119,9 @@ class Page:
                 return message.get("result", {})
 
     async def evaluate(self, expression: str):
-        result = await self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        result = await self.call(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
+        )
         return result["result"].get("value")
 
     async def type_text(self, text: str) -> None:
@@ -117,7 +142,9 @@ class Page:
 
 async def open_page(browser_url: str, session) -> tuple[Page, object]:
     browser = await session.ws_connect(browser_url, max_msg_size=0)
-    await browser.send_json({"id": 1, "method": "Target.createTarget", "params": {"url": "about:blank"}})
+    await browser.send_json(
+        {"id": 1, "method": "Target.createTarget", "params": {"url": "about:blank"}}
+    )
     target = json.loads((await browser.receive()).data)["result"]["targetId"]
     host = re.match(r"ws://([^/]+)/", browser_url).group(1)
     socket = await session.ws_connect(f"ws://{host}/devtools/page/{target}", max_msg_size=0)
@@ -142,14 +169,23 @@ def run_in_browser(browser_url: str, scenario):
 def test_home_page_renders_and_navigation_reaches_a_how_to(devtools, served):
     async def scenario(page: Page):
         await page.call("Page.navigate", url=f"{served}/index.html")
-        title = await page.wait_for("document.readyState === 'complete' && document.querySelector('h1')?.innerText")
+        title = await page.wait_for(
+            "document.readyState === 'complete' && document.querySelector('h1')?.innerText"
+        )
         sections = await page.evaluate(
             "[...document.querySelectorAll('.md-nav__item--section > label, .md-nav__item--section > a')]"
-            ".map(e => e.innerText.trim())")
-        visible = await page.evaluate("document.querySelector('.md-content').getBoundingClientRect().height")
-        await page.evaluate("document.querySelector('nav.md-nav a[href$=\"howto/rollback.html\"]').click()")
-        landed = await page.wait_for("location.pathname.endsWith('/howto/rollback.html') && "
-                                     "document.querySelector('h1')?.innerText")
+            ".map(e => e.innerText.trim())"
+        )
+        visible = await page.evaluate(
+            "document.querySelector('.md-content').getBoundingClientRect().height"
+        )
+        await page.evaluate(
+            "document.querySelector('nav.md-nav a[href$=\"howto/rollback.html\"]').click()"
+        )
+        landed = await page.wait_for(
+            "location.pathname.endsWith('/howto/rollback.html') && "
+            "document.querySelector('h1')?.innerText"
+        )
         return title, sections, visible, landed
 
     title, sections, visible, landed = run_in_browser(devtools, scenario)
@@ -164,13 +200,18 @@ def test_search_finds_a_how_to_page(devtools, served):
         await page.call("Page.navigate", url=f"{served}/index.html")
         await page.wait_for("document.readyState === 'complete'")
         # the worker has indexed the site when the result meta stops saying "Initializing search"
-        await page.evaluate("document.querySelector('label.md-search__icon, [for=__search]')?.click(); "
-                            "document.querySelector('[data-md-component=search-query]').focus()")
-        await page.wait_for("!document.querySelector('.md-search-result__meta').innerText.includes('Initializing')")
+        await page.evaluate(
+            "document.querySelector('label.md-search__icon, [for=__search]')?.click(); "
+            "document.querySelector('[data-md-component=search-query]').focus()"
+        )
+        await page.wait_for(
+            "!document.querySelector('.md-search-result__meta').innerText.includes('Initializing')"
+        )
         await page.type_text("rollback")
         return await page.wait_for(
             "(() => { const links = [...document.querySelectorAll('.md-search-result__item a')].map(a => a.href);"
-            " return links.some(h => h.includes('howto/rollback.html')) && links; })()")
+            " return links.some(h => h.includes('howto/rollback.html')) && links; })()"
+        )
 
     links = run_in_browser(devtools, scenario)
     assert any("howto/rollback.html" in link for link in links), links

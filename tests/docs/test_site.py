@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def generator():
-    spec = importlib.util.spec_from_file_location("docs_reference", ROOT / "ci" / "docs_reference.py")
+    spec = importlib.util.spec_from_file_location(
+        "docs_reference", ROOT / "ci" / "docs_reference.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -30,8 +32,14 @@ def generator():
 def site(tmp_path_factory) -> Path:
     """The site as CI builds it: strict (a broken link, a missing nav page or snippet fails the build)."""
     out = tmp_path_factory.mktemp("site")
-    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    r = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     return out
 
@@ -67,15 +75,19 @@ def test_the_recipe_page_lists_every_key_of_the_schema(site):
 
 
 def table_rows(html: str) -> list[list[str]]:
-    return [[text_of(cell).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
-            for row in re.findall(r"<tr>(.*?)</tr>", html, re.S)]
+    return [
+        [text_of(cell).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+        for row in re.findall(r"<tr>(.*?)</tr>", html, re.S)
+    ]
 
 
 def code_kinds() -> dict[int, str]:
     from tritonbuild import errors
 
     classes = errors.ERROR_CLASSES
-    assert len({cls.exit_code for cls in classes}) == len(classes), "two error classes share an exit code"
+    assert len({cls.exit_code for cls in classes}) == len(classes), (
+        "two error classes share an exit code"
+    )
     return {0: "ok", 1: "bug", 130: "interrupted", **{cls.exit_code: cls.kind for cls in classes}}
 
 
@@ -97,12 +109,16 @@ def test_the_image_page_holds_the_recorded_tables(site):
     rows = table_rows((site / "reference" / "images.html").read_text())
     assert {row[0]: tuple(row[1:]) for row in rows if len(row) == 4} == TRTLLM_IMAGES
     assert {row[0]: row[1] for row in rows if len(row) == 2} == VLLM_IMAGES
-    source = json.loads((ROOT / "tests" / "contracts" / "facts" / "triton_images.json").read_text())["source"]
+    source = json.loads(
+        (ROOT / "tests" / "contracts" / "facts" / "triton_images.json").read_text()
+    )["source"]
     assert source["commit"] in (site / "reference" / "images.html").read_text()
 
 
 def test_every_run_record_is_linked(site):
-    links = {unquote(href) for href in re.findall(r'href="([^"]+)"', (site / "runs.html").read_text())}
+    links = {
+        unquote(href) for href in re.findall(r'href="([^"]+)"', (site / "runs.html").read_text())
+    }
     for record in (ROOT / "docs" / "runs").rglob("*"):
         if record.is_file():
             relative = record.relative_to(ROOT / "docs" / "runs")
@@ -114,21 +130,47 @@ def test_every_run_record_is_linked(site):
 
 def test_a_how_to_page_per_task():
     nav = (ROOT / "mkdocs.yml").read_text()
-    for task in ("onnx", "pytorch", "python-model", "vllm", "tensorrt-llm", "ensembles", "verify-goldens",
-                 "publish", "rollback", "serve-infer", "tune", "ci", "kubernetes", "adopt"):
-        assert f"howto/{task}.md" in nav and (ROOT / "docs" / "howto" / f"{task}.md").is_file(), task
+    for task in (
+        "onnx",
+        "pytorch",
+        "python-model",
+        "vllm",
+        "tensorrt-llm",
+        "ensembles",
+        "verify-goldens",
+        "publish",
+        "rollback",
+        "serve-infer",
+        "tune",
+        "ci",
+        "kubernetes",
+        "adopt",
+    ):
+        assert f"howto/{task}.md" in nav and (ROOT / "docs" / "howto" / f"{task}.md").is_file(), (
+            task
+        )
 
 
 def test_reference_pages_are_generated_not_committed():
     for uri in generator().PAGES:
-        assert not (ROOT / "docs" / uri).exists(), f"docs/{uri} is generated at build time; remove the file"
+        assert not (ROOT / "docs" / uri).exists(), (
+            f"docs/{uri} is generated at build time; remove the file"
+        )
 
 
 def test_readme_is_short_and_keeps_the_two_commands():
     readme = (ROOT / "README.md").read_text()
-    assert len(readme.splitlines()) <= 250, "the README is an entry point; reference text goes to docs/"
+    assert len(readme.splitlines()) <= 250, (
+        "the README is an entry point; reference text goes to docs/"
+    )
     block = re.search(r"## Two commands\n.*?```sh\n(.*?)```", readme, re.S).group(1).splitlines()
-    assert [line.split("#")[0].split() for line in block] == [["ci/examples.sh"], ["ci/test.sh"],
-                                                             ["ci/test.sh", "--fast"]]
+    assert [line.split("#")[0].split() for line in block] == [
+        ["ci/examples.sh"],
+        ["ci/test.sh"],
+        ["ci/test.sh", "--fast"],
+    ]
     assert "exec ci/test.sh" in (ROOT / ".ci" / "run").read_text()
-    assert "<!-- --8<-- [start:first-model] -->" in readme and "<!-- --8<-- [end:first-model] -->" in readme
+    assert (
+        "<!-- --8<-- [start:first-model] -->" in readme
+        and "<!-- --8<-- [end:first-model] -->" in readme
+    )

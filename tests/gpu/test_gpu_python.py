@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = [pytest.mark.gpu, pytest.mark.triton]
 
-MODEL = '''
+MODEL = """
 import numpy as np
 import torch
 import triton_python_backend_utils as pb_utils
@@ -36,7 +36,7 @@ class TritonPythonModel:
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", np.ascontiguousarray(y[i:i + n]))]))
             i += n
         return out
-'''
+"""
 
 RECIPE = """
 name: gpu-mlp

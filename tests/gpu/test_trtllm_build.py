@@ -15,14 +15,25 @@ import pytest
 
 from tests.conftest import EXAMPLES, llmapi_recipe
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(importlib.util.find_spec("tensorrt_llm") is None,
-                                                  reason="tensorrt_llm is not installed")]
-HEAD_DIM_64 = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2,
-               "head_dim": 64}
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        importlib.util.find_spec("tensorrt_llm") is None, reason="tensorrt_llm is not installed"
+    ),
+]
+HEAD_DIM_64 = {
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+}
 
 
 def _checkpoint(dest):
-    spec = importlib.util.spec_from_file_location("mk", EXAMPLES / "tiny-llama" / "make_checkpoint.py")
+    spec = importlib.util.spec_from_file_location(
+        "mk", EXAMPLES / "tiny-llama" / "make_checkpoint.py"
+    )
     mk = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mk)
     cfg = {**mk.CONFIG, **HEAD_DIM_64}
@@ -41,8 +52,13 @@ def test_int4_engine_builds_and_generates(cli, tmp_path, build_path):
     text = (EXAMPLES / "tiny-llama-int4.yaml").read_text()
     # the installed TensorRT-LLM, declared as a custom image's (an NGC tag must match the version table)
     text = text.replace('trtllm_version: "1.1.0"', f'trtllm_version: "{tensorrt_llm.__version__}"')
-    text = text.replace("nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3", "local/triton-trtllm:test")
-    text = text.replace("  use_paged_context_fmha: true", f"  use_paged_context_fmha: true\n  build_path: {build_path}")
+    text = text.replace(
+        "nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3", "local/triton-trtllm:test"
+    )
+    text = text.replace(
+        "  use_paged_context_fmha: true",
+        f"  use_paged_context_fmha: true\n  build_path: {build_path}",
+    )
     (tmp_path / "llm.yaml").write_text(text)
     out = tmp_path / "OUT"
     r = cli("build", tmp_path / "llm.yaml", "-o", out, "--strict", "--json")
@@ -60,7 +76,9 @@ def test_int4_engine_builds_and_generates(cli, tmp_path, build_path):
     llm = LLM(model=str(engine), tokenizer=str(tmp_path / "tiny-llama"))
     try:
         (result,) = llm.generate(["Triton serves models"], SamplingParams(max_tokens=8))
-        assert len(result.outputs[0].token_ids) >= 1  # random weights: any tokens, but generated on the GPU
+        assert (
+            len(result.outputs[0].token_ids) >= 1
+        )  # random weights: any tokens, but generated on the GPU
     finally:
         llm.shutdown()
 
@@ -69,12 +87,17 @@ def test_llmapi_route_quantizes_w4a16_awq_with_modelopt(cli, tmp_path):
     """runtime auto + int4_awq: the LLM-API route; ModelOpt's quantize.py exports a W4A16-AWQ Hugging Face
     checkpoint (hf_quant_config.json) that the generated model.yaml points at."""
     _checkpoint(tmp_path / "tiny-llama")
-    text = llmapi_recipe((EXAMPLES / "tiny-llama-int4.yaml").read_text().replace("quantization: int4_weight_only",
-                                                                                 "quantization: int4_awq"))
+    text = llmapi_recipe(
+        (EXAMPLES / "tiny-llama-int4.yaml")
+        .read_text()
+        .replace("quantization: int4_weight_only", "quantization: int4_awq")
+    )
     (tmp_path / "r.yaml").write_text(text)
     r = cli("build", tmp_path / "r.yaml", "-o", tmp_path / "OUT", "--strict")
     assert r.exit_code == 0, r.stderr
-    quant = json.loads((tmp_path / "OUT" / "tiny-llama" / "1" / "checkpoint" / "hf_quant_config.json").read_text())
+    quant = json.loads(
+        (tmp_path / "OUT" / "tiny-llama" / "1" / "checkpoint" / "hf_quant_config.json").read_text()
+    )
     assert quant["quantization"]["quant_algo"] == "W4A16_AWQ"
 
 
@@ -88,8 +111,12 @@ def test_int8_weight_only_engine_records_upstreams_w8a16(cli, tmp_path):
     _checkpoint(tmp_path / "tiny-llama")
     text = (EXAMPLES / "tiny-llama-int4.yaml").read_text()
     text = text.replace('trtllm_version: "1.1.0"', f'trtllm_version: "{tensorrt_llm.__version__}"')
-    text = text.replace("nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3", "local/triton-trtllm:test")
-    (tmp_path / "llm.yaml").write_text(text.replace("quantization: int4_weight_only", "quantization: int8_weight_only"))
+    text = text.replace(
+        "nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3", "local/triton-trtllm:test"
+    )
+    (tmp_path / "llm.yaml").write_text(
+        text.replace("quantization: int4_weight_only", "quantization: int8_weight_only")
+    )
     out = tmp_path / "OUT"
     r = cli("build", tmp_path / "llm.yaml", "-o", out, "--strict")
     assert r.exit_code == 0, r.stderr

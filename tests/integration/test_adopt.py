@@ -33,10 +33,15 @@ def test_adopt_build_verify_publish_rollback(cli, tmp_path, monkeypatch):
     out = tmp_path / "OUT"
     assert cli("build", tmp_path / "recipes", "-o", out).exit_code == 0
     built = parse((out / "add_sub" / "config.pbtxt").read_bytes())
-    for field in SAME:  # the same config semantics (a KIND_CPU group of one instance is count 1 either way)
+    for (
+        field
+    ) in SAME:  # the same config semantics (a KIND_CPU group of one instance is count 1 either way)
         got, want = getattr(built, field), getattr(original, field)
         if field == "instance_group":
-            got, want = [(g.kind, g.count or 1) for g in got], [(g.kind, g.count or 1) for g in want]
+            got, want = (
+                [(g.kind, g.count or 1) for g in got],
+                [(g.kind, g.count or 1) for g in want],
+            )
         assert got == want, field
     r = cli("verify", out, "--json")
     assert r.exit_code == 0, r.stdout
@@ -75,16 +80,25 @@ def test_adopt_an_ensemble_over_python_models_build_verify(cli, tmp_path, monkey
     result = json.loads(r.stdout)
     assert result["goldens"] == {"add_sub": True, "add_sub_twice": True}
     assert "tritonserver" in result["recorded_by"]["add_sub_twice"]
-    inputs, outputs = from_npz_arrays(read_npz(tmp_path / "recipes" / "goldens" / "add_sub_twice.npz"))
-    for sample_in, sample_out in zip(inputs, outputs, strict=True):  # add_sub twice, in float32 as the steps run
-        total, difference = sample_in["INPUT0"] + sample_in["INPUT1"], sample_in["INPUT0"] - sample_in["INPUT1"]
+    inputs, outputs = from_npz_arrays(
+        read_npz(tmp_path / "recipes" / "goldens" / "add_sub_twice.npz")
+    )
+    for sample_in, sample_out in zip(
+        inputs, outputs, strict=True
+    ):  # add_sub twice, in float32 as the steps run
+        total, difference = (
+            sample_in["INPUT0"] + sample_in["INPUT1"],
+            sample_in["INPUT0"] - sample_in["INPUT1"],
+        )
         assert np.array_equal(sample_out["OUTPUT0"], total + difference)
         assert np.array_equal(sample_out["OUTPUT1"], total - difference)
     assert inputs
     out = tmp_path / "OUT"
     assert cli("build", tmp_path / "recipes", "-o", out).exit_code == 0
     built = parse((out / "add_sub_twice" / "config.pbtxt").read_bytes())
-    assert built.ensemble_scheduling == original.ensemble_scheduling and built.input == original.input
+    assert (
+        built.ensemble_scheduling == original.ensemble_scheduling and built.input == original.input
+    )
     r = cli("verify", out, "--json")
     assert r.exit_code == 0, r.stdout
     rows = {row["name"]: row for row in json.loads(r.stdout)["models"]}
@@ -104,8 +118,9 @@ def _same_semantics(original, built) -> None:
     """The config Triton serves: the platform names its backend (onnxruntime_onnx → onnxruntime ...)."""
     for field in ("max_batch_size", "input", "output", "optimization"):
         assert getattr(built, field) == getattr(original, field), field
-    assert [(g.kind, g.count or 1) for g in built.instance_group] == \
-        [(g.kind, g.count or 1) for g in original.instance_group]
+    assert [(g.kind, g.count or 1) for g in built.instance_group] == [
+        (g.kind, g.count or 1) for g in original.instance_group
+    ]
     assert built.platform == original.platform or built.backend == original.backend
 
 
@@ -132,12 +147,17 @@ def test_adopt_an_onnx_or_torchscript_model_build_verify(cli, tmp_path, monkeypa
     assert r.exit_code == 0, r.stdout
     (model,) = json.loads(r.stdout)["models"]
     assert model["passed"] and model["compared"] > 0 and model["route"] == "in-process"
-    assert any("not loaded in tritonserver: the embedded server has no" in note for note in model["notes"])
+    assert any(
+        "not loaded in tritonserver: the embedded server has no" in note for note in model["notes"]
+    )
     target = f"file://{tmp_path / 'pub'}"  # published and rolled back like a model we built
     assert cli("publish", out, target).exit_code == 0
     recipe = tmp_path / "recipes" / f"{model_dir.name}.yaml"
     recipe.write_text(recipe.read_text().replace("version: 1", "version: 2", 1))
-    assert cli("build", tmp_path / "recipes", "-o", out).exit_code == 0 and cli("verify", out).exit_code == 0
+    assert (
+        cli("build", tmp_path / "recipes", "-o", out).exit_code == 0
+        and cli("verify", out).exit_code == 0
+    )
     assert cli("publish", out, target).exit_code == 0
     assert cli("rollback", target, model_dir.name, "--to", "1").exit_code == 0
     assert "versions: 1" in (tmp_path / "pub" / model_dir.name / "config.pbtxt").read_text()
@@ -147,17 +167,27 @@ def test_adopt_keeps_onnxruntime_accelerators_and_refuses_what_no_recipe_key_hol
     pytest.importorskip("onnx")
     repo = tmp_path / "models"
     repo.mkdir()
-    accel = {"optimization": {"execution_accelerators": {"cpu_execution_accelerator": [{"name": "openvino"}]}}}
+    accel = {
+        "optimization": {
+            "execution_accelerators": {"cpu_execution_accelerator": [{"name": "openvino"}]}
+        }
+    }
     repositories.write_add_sub_onnx(repo, **accel)
     r = cli("adopt", repo, "-o", tmp_path / "recipes", "--no-record")
     assert r.exit_code == 0, r.stderr
     spec = yaml.safe_load((tmp_path / "recipes" / "add_sub_onnx.yaml").read_text())
-    assert spec["accelerators"] == {"cpu": [{"name": "openvino"}]} and spec["source"]["path"].endswith("model.onnx")
+    assert spec["accelerators"] == {"cpu": [{"name": "openvino"}]} and spec["source"][
+        "path"
+    ].endswith("model.onnx")
     other = tmp_path / "other"
     other.mkdir()
     repositories.write_densenet_onnx(other)
     r = cli("adopt", other, "-o", tmp_path / "recipes2", "--no-record")
-    assert r.exit_code == 2 and "input[0].format" in r.stderr and "output[0].label_filename" in r.stderr
+    assert (
+        r.exit_code == 2
+        and "input[0].format" in r.stderr
+        and "output[0].label_filename" in r.stderr
+    )
 
 
 TINY_LLAMA = Path(__file__).resolve().parents[2] / "recipes" / "examples" / "tiny-llama"
@@ -175,8 +205,11 @@ def test_adopt_a_vllm_model(cli, tmp_path):
     sample = repositories.fact("vllm_model")["model_json"]["model"]
     assert r.exit_code == 2 and f"huggingface-cli download {sample}" in r.stderr
     shutil.copytree(TINY_LLAMA, d / "1" / "model", ignore=shutil.ignore_patterns("*.py"))
-    spec = {**json.loads((d / "1" / "model.json").read_text()), "model": "/models/vllm_model/1/model",
-            "max_num_batched_tokens": 1024}  # no typed recipe key: engine_args.extra
+    spec = {
+        **json.loads((d / "1" / "model.json").read_text()),
+        "model": "/models/vllm_model/1/model",
+        "max_num_batched_tokens": 1024,
+    }  # no typed recipe key: engine_args.extra
     (d / "1" / "model.json").write_text(json.dumps(spec))
     r = cli("adopt", repo, "-o", tmp_path / "recipes", "--json")
     assert r.exit_code == 0, r.stdout + r.stderr
@@ -184,16 +217,22 @@ def test_adopt_a_vllm_model(cli, tmp_path):
     assert result["goldens"] == {"vllm_model": False}
     assert result["recorded_by"]["vllm_model"].startswith("not recorded: ")
     recipe = yaml.safe_load((tmp_path / "recipes" / "vllm_model.yaml").read_text())
-    assert recipe["engine_args"] == {**{k: v for k, v in spec.items() if k not in ("model", "max_num_batched_tokens")},
-                                     "extra": {"max_num_batched_tokens": 1024}}
+    assert recipe["engine_args"] == {
+        **{k: v for k, v in spec.items() if k not in ("model", "max_num_batched_tokens")},
+        "extra": {"max_num_batched_tokens": 1024},
+    }
     out = tmp_path / "OUT"
     r = cli("build", tmp_path / "recipes", "-o", out)
     assert r.exit_code == 0, r.stderr
     built = json.loads((out / "vllm_model" / "1" / "model.json").read_text())
     assert built["model"] == spec["model"] and all(built[k] == v for k, v in spec.items())
-    original, ours = parse((d / "config.pbtxt").read_bytes()), parse((out / "vllm_model" / "config.pbtxt").read_bytes())
-    assert ours.backend == original.backend and [(g.kind, g.count) for g in ours.instance_group] == \
-        [(g.kind, g.count) for g in original.instance_group]
+    original, ours = (
+        parse((d / "config.pbtxt").read_bytes()),
+        parse((out / "vllm_model" / "config.pbtxt").read_bytes()),
+    )
+    assert ours.backend == original.backend and [
+        (g.kind, g.count) for g in ours.instance_group
+    ] == [(g.kind, g.count) for g in original.instance_group]
 
 
 def test_adopt_a_filled_tensorrtllm_group_records_what_runs_here(cli, tmp_path, monkeypatch):
@@ -210,8 +249,14 @@ def test_adopt_a_filled_tensorrtllm_group_records_what_runs_here(cli, tmp_path, 
     assert result["recorded_by"]["ensemble"] == "not recorded: needs GPU/TRT-LLM"
     assert result["goldens"]["ensemble_tensorrt_llm"] is False
     recipes = tmp_path / "recipes"
-    assert result["recipes"] == [{"name": "ensemble", "version": 1, "recipe": str(recipes / "ensemble.yaml"),
-                                  "engine": str(recipes / "ensemble" / "engine")}]
+    assert result["recipes"] == [
+        {
+            "name": "ensemble",
+            "version": 1,
+            "recipe": str(recipes / "ensemble.yaml"),
+            "engine": str(recipes / "ensemble" / "engine"),
+        }
+    ]
     r = cli("adopt", tmp_path / "models", "-o", tmp_path / "again", "--no-record")
     assert f"--engine ensemble={tmp_path / 'again' / 'ensemble' / 'engine'}" in r.stdout
 

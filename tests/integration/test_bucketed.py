@@ -11,7 +11,7 @@ import pytest
 
 # The answer depends on how many rows the model computed together: y = 2x + (rows - 1) (a GEMM whose kernel
 # depends on M, or a batch statistic, in the small).
-PY_MODEL = '''
+PY_MODEL = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -22,7 +22,7 @@ class TritonPythonModel:
         rows = sum(x.shape[0] for x in xs)
         return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", (2 * x + (rows - 1)).astype(np.float32))])
                 for x in xs]
-'''
+"""
 
 PY_RECIPE = """
 name: rows
@@ -43,12 +43,14 @@ def _record(cli, tmp_path, recipe_text: str, name: str) -> tuple[int, dict]:
     out = tmp_path / f"OUT-{name}"
     assert cli("build", recipe, "-o", out).exit_code == 0
     result = cli("verify", out, "--record", "--json")
-    report = json.loads(result.stdout[result.stdout.index("{"):])
+    report = json.loads(result.stdout[result.stdout.index("{") :])
     return result.exit_code, report["models"][0]
 
 
 @pytest.mark.triton
-def test_python_wrapper_pads_to_one_bucket_and_the_model_becomes_invariant(cli, tmp_path, monkeypatch):
+def test_python_wrapper_pads_to_one_bucket_and_the_model_becomes_invariant(
+    cli, tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "model.py").write_text(PY_MODEL)
     code, model = _record(cli, tmp_path, PY_RECIPE, "plain")
@@ -57,7 +59,10 @@ def test_python_wrapper_pads_to_one_bucket_and_the_model_becomes_invariant(cli, 
     assert code == 0, model
     assert model["batch_invariance"] == "invariant"
     version = tmp_path / "OUT-bucketed" / "rows" / "1"
-    assert sorted(p.name for p in version.iterdir() if p.suffix == ".py") == ["model.py", "user_model.py"]
+    assert sorted(p.name for p in version.iterdir() if p.suffix == ".py") == [
+        "model.py",
+        "user_model.py",
+    ]
     assert (version / "user_model.py").read_text() == PY_MODEL
     config = (tmp_path / "OUT-bucketed" / "rows" / "config.pbtxt").read_text()
     assert 'key: "tritonbuild_batch_buckets"' in config and 'string_value: "8"' in config
@@ -71,7 +76,9 @@ def test_python_wrapper_pads_to_one_bucket_and_the_model_becomes_invariant(cli, 
 
 
 @pytest.mark.triton
-def test_several_buckets_are_invariant_only_where_the_model_agrees_across_them(cli, tmp_path, monkeypatch):
+def test_several_buckets_are_invariant_only_where_the_model_agrees_across_them(
+    cli, tmp_path, monkeypatch
+):
     """Two buckets: a batch of one computes at 2 rows, the goldens sent together at 4: this model's answers
     differ between those shapes, and verify says so (buckets are by construction only with one)."""
     monkeypatch.chdir(tmp_path)
@@ -84,19 +91,29 @@ EXAMPLES = __import__("pathlib").Path(__file__).resolve().parents[2] / "recipes"
 
 
 @pytest.mark.slow
-def test_torchscript_export_pads_to_one_bucket_and_the_example_embedder_becomes_invariant(cli, tmp_path,
-                                                                                           monkeypatch):
+def test_torchscript_export_pads_to_one_bucket_and_the_example_embedder_becomes_invariant(
+    cli, tmp_path, monkeypatch
+):
     """The examples' image-embedder (conv + linear, traced) changes its bits with the batch it computes in (the
     CPU GEMM blocks by M); exported with batch_buckets [4] it computes every batch at 4 rows."""
     pytest.importorskip("torch")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "embedder.py").write_text((EXAMPLES / "embedder.py").read_text())
-    recipe = (EXAMPLES / "image-embedder.yaml").read_text().replace("batch_invariance: report",
-                                                                    "batch_invariance: require")
-    code, model = _record(cli, tmp_path, recipe.replace("goldens/image-embedder.npz", "goldens/rows.npz"), "plain")
+    recipe = (
+        (EXAMPLES / "image-embedder.yaml")
+        .read_text()
+        .replace("batch_invariance: report", "batch_invariance: require")
+    )
+    code, model = _record(
+        cli, tmp_path, recipe.replace("goldens/image-embedder.npz", "goldens/rows.npz"), "plain"
+    )
     assert code == 6 and model["batch_invariance"] == "variant", model
-    code, model = _record(cli, tmp_path, recipe.replace("goldens/image-embedder.npz", "goldens/rows.npz")
-                          + "batch_buckets: [4]\n", "bucketed")
+    code, model = _record(
+        cli,
+        tmp_path,
+        recipe.replace("goldens/image-embedder.npz", "goldens/rows.npz") + "batch_buckets: [4]\n",
+        "bucketed",
+    )
     assert code == 0 and model["batch_invariance"] == "invariant", model
     assert model["route"] == "in-process"
     # the generated wrapper is part of the exported archive, and the export is reproducible byte for byte
@@ -105,5 +122,10 @@ def test_torchscript_export_pads_to_one_bucket_and_the_example_embedder_becomes_
     pt = tmp_path / "OUT-bucketed" / "image-embedder" / "1" / "model.pt"
     assert any("tritonbuild_buckets" in name for name in zipfile.ZipFile(pt).namelist())
     again = tmp_path / "OUT-again"
-    assert cli("build", tmp_path / "bucketed.yaml", "-o", again, "--cache-dir", tmp_path / "cache2").exit_code == 0
+    assert (
+        cli(
+            "build", tmp_path / "bucketed.yaml", "-o", again, "--cache-dir", tmp_path / "cache2"
+        ).exit_code
+        == 0
+    )
     assert (again / "image-embedder" / "1" / "model.pt").read_bytes() == pt.read_bytes()

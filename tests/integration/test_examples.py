@@ -12,7 +12,11 @@ from tests.conftest import ROOT
 
 
 def _tree(path):
-    return {p.relative_to(path).as_posix(): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(path).as_posix(): p.read_bytes()
+        for p in sorted(path.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +33,9 @@ def built(tmp_path_factory):
     for i in range(2):
         mp.setenv("TRITONBUILD_CACHE_DIR", str(base / f"cache{i}"))
         out = base / f"A{i}"
-        r = CliRunner().invoke(main, ["build", "recipes/examples", "-o", str(out)], catch_exceptions=False)
+        r = CliRunner().invoke(
+            main, ["build", "recipes/examples", "-o", str(out)], catch_exceptions=False
+        )
         assert r.exit_code == 0, r.stderr
         outs.append(out)
     mp.undo()
@@ -40,8 +46,11 @@ def built(tmp_path_factory):
 def test_two_builds_are_identical_and_equal_model_repository(built):
     a, b = built
     assert _tree(a) == _tree(b)
-    committed = {k: v for k, v in _tree(ROOT / "model_repository").items()
-                 if k != "tritonbuild-verification.json"}
+    committed = {
+        k: v
+        for k, v in _tree(ROOT / "model_repository").items()
+        if k != "tritonbuild-verification.json"
+    }
     assert _tree(a) == committed, "model_repository/ is stale: rebuild it (see README)"
 
 
@@ -50,8 +59,14 @@ def test_every_config_parses_as_model_config(built):
     from tritonbuild.triton.config import parse
 
     configs = list(built[0].glob("*/config.pbtxt"))
-    assert sorted(c.parent.name for c in configs) == ["feature-normalizer", "image-embedder", "risk-pipeline",
-                                                      "risk-pipeline-bls", "risk-scorer", "text-encoder"]
+    assert sorted(c.parent.name for c in configs) == [
+        "feature-normalizer",
+        "image-embedder",
+        "risk-pipeline",
+        "risk-pipeline-bls",
+        "risk-scorer",
+        "text-encoder",
+    ]
     for c in configs:
         assert parse(c.read_bytes()).name == c.parent.name
 
@@ -76,4 +91,6 @@ def test_examples_verify_live_and_in_process(built, cli, tmp_path):
     assert report["passed"] and report["manifest_digest"]
     saved = json.loads((repo / "tritonbuild-verification.json").read_text())
     assert saved == report
-    assert filecmp.cmp(repo / "tritonbuild-manifest.json", built[0] / "tritonbuild-manifest.json", shallow=False)
+    assert filecmp.cmp(
+        repo / "tritonbuild-manifest.json", built[0] / "tritonbuild-manifest.json", shallow=False
+    )

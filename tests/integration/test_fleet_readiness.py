@@ -32,19 +32,35 @@ class ManifestServer(EmbeddedServer):
     """The embedded tritonserver run with the Deployment's own args; only the ports are the test's."""
 
     def __init__(self, args: list[str], log_path: Path):
-        (repository,) = [arg.split("=", 1)[1] for arg in args if arg.startswith("--model-repository=")]
+        (repository,) = [
+            arg.split("=", 1)[1] for arg in args if arg.startswith("--model-repository=")
+        ]
         super().__init__(repository, log_path=log_path)
         self.manifest_args = [arg for arg in args if not arg.startswith(OWN_FLAGS)]
 
     def argv(self) -> list[str]:
-        return self.launcher.command(self.repository, self._tmp, (self.http_port, self.grpc_port, self.metrics_port),
-                                     self.manifest_args)
+        return self.launcher.command(
+            self.repository,
+            self._tmp,
+            (self.http_port, self.grpc_port, self.metrics_port),
+            self.manifest_args,
+        )
 
 
-def _deploy(repo: Path, target: str, tmp_path: Path, control: str = "poll") -> tuple[list[str], Path]:
+def _deploy(
+    repo: Path, target: str, tmp_path: Path, control: str = "poll"
+) -> tuple[list[str], Path]:
     """(tritonserver's args in the Deployment, a folder holding the ConfigMap as the kubelet mounts it)."""
-    path, _, left_out = api.deploy_snippets(repo, tmp_path / "deploy", name="fleet", image="unused", target=target,
-                                            replicas=3, poll_secs=1, control=control)
+    path, _, left_out = api.deploy_snippets(
+        repo,
+        tmp_path / "deploy",
+        name="fleet",
+        image="unused",
+        target=target,
+        replicas=3,
+        poll_secs=1,
+        control=control,
+    )
     assert left_out == []
     docs = {doc["kind"]: doc for doc in yaml.safe_load_all(path.read_text())}
     (container,) = docs["Deployment"]["spec"]["template"]["spec"]["containers"]
@@ -103,8 +119,19 @@ def test_a_publish_never_takes_the_whole_fleet_out(doubler_repo, bucket, tmp_pat
             assert time.monotonic() < deadline, "the probe never passed"
             time.sleep(0.2)
         # the probe as the kubelet runs it: python3 with the mounted files, exit 0
-        probe = subprocess.run([sys.executable, str(folder / "probe.py"), "--folder", str(folder), "--url",
-                                f"http://{servers[0].http_url}"], capture_output=True, text=True, timeout=60)
+        probe = subprocess.run(
+            [
+                sys.executable,
+                str(folder / "probe.py"),
+                "--folder",
+                str(folder),
+                "--url",
+                f"http://{servers[0].http_url}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert probe.returncode == 0, probe.stderr
 
         def traffic(server):
@@ -116,13 +143,22 @@ def test_a_publish_never_takes_the_whole_fleet_out(doubler_repo, bucket, tmp_pat
 
         def sample():  # every 100 ms: the server's readiness and the model's, on each server
             while not stop.is_set():
-                samples.append([(_status(server, "/v2/health/ready"), _status(server, "/v2/models/doubler/ready"))
-                                for server in servers])
+                samples.append(
+                    [
+                        (
+                            _status(server, "/v2/health/ready"),
+                            _status(server, "/v2/models/doubler/ready"),
+                        )
+                        for server in servers
+                    ]
+                )
                 time.sleep(0.1)
 
         def probe_all():  # the manifest's probe, as often as it runs
             while not stop.is_set():
-                probes.append([not check(folder, f"http://{server.http_url}", 5) for server in servers])
+                probes.append(
+                    [not check(folder, f"http://{server.http_url}", 5) for server in servers]
+                )
 
         threads = [threading.Thread(target=traffic, args=(server,)) for server in servers]
         threads += [threading.Thread(target=sample), threading.Thread(target=probe_all)]
@@ -145,24 +181,47 @@ def test_a_publish_never_takes_the_whole_fleet_out(doubler_repo, bucket, tmp_pat
         stop.set()
         for server in servers:
             server.cleanup()
-    convergence = {"publish_s": round(to_v2, 1), "rollback_s": round(to_v1, 1), "pruning_publish_s": round(to_v3, 1)}
+    convergence = {
+        "publish_s": round(to_v2, 1),
+        "rollback_s": round(to_v1, 1),
+        "pruning_publish_s": round(to_v3, 1),
+    }
     record_property("convergence", convergence)  # in the junit report; -s shows it on stderr too
-    sys.stderr.write(f"fleet converged {convergence}; {len(answers)} answers, {len(samples)} readiness samples, "
-                     f"{len(probes)} probe rounds\n")
+    sys.stderr.write(
+        f"fleet converged {convergence}; {len(answers)} answers, {len(samples)} readiness samples, "
+        f"{len(probes)} probe rounds\n"
+    )
     assert failures == [] and len(answers) > 100
     assert all(y == _expected(factors[version]) for version, y in answers)  # never a mixed answer
     assert len(samples) > 50 and len(probes) > 10
-    answered = [server for row in samples for server, _ in row if server]  # 0: no answer in 5 s (a loaded CI)
+    answered = [
+        server for row in samples for server, _ in row if server
+    ]  # 0: no answer in 5 s (a loaded CI)
     assert len(answered) > 0.9 * 3 * len(samples)
     assert set(answered) == {200}  # strict readiness off: it never answered not-ready
-    assert not any(all(model not in (200, 0) for _, model in row) for row in samples), "the model was down everywhere"
+    assert not any(all(model not in (200, 0) for _, model in row) for row in samples), (
+        "the model was down everywhere"
+    )
     assert not any(not any(row) for row in probes), "every pod's probe failed at once"
     logs = [server.log_path.read_text() for server in servers]
-    for log in logs:  # each version loaded once per server per switch: no reload while a version uploads
+    for (
+        log
+    ) in logs:  # each version loaded once per server per switch: no reload while a version uploads
         assert [log.count(f"loading: doubler:{version}") for version in (1, 2, 3)] == [2, 1, 1], log
-        assert _errors_after_start(log, pruned=("doubler/1", "doubler/2", "doubler/config-v1.pbtxt",
-                                                "doubler/config-v2.pbtxt", "doubler/golden-v1.npz",
-                                                "doubler/golden-v2.npz")) == []
+        assert (
+            _errors_after_start(
+                log,
+                pruned=(
+                    "doubler/1",
+                    "doubler/2",
+                    "doubler/config-v1.pbtxt",
+                    "doubler/config-v2.pbtxt",
+                    "doubler/golden-v1.npz",
+                    "doubler/golden-v2.npz",
+                ),
+            )
+            == []
+        )
 
 
 def _errors_after_start(log: str, pruned: tuple[str, ...]) -> list[str]:
@@ -171,8 +230,14 @@ def _errors_after_start(log: str, pruned: tuple[str, ...]) -> list[str]:
     entry as not modified (facts/kubernetes.json poll_prune_race), so nothing reloads."""
     started = log.index("successfully loaded")
     race = "Failed to determine modification time for"
-    return [line for line in log[started:].splitlines() if re.match(r"E\d{4} ", line) and
-            not (race in line and any(re.search(f"/{re.escape(path)}['/]", line) for path in pruned))]
+    return [
+        line
+        for line in log[started:].splitlines()
+        if re.match(r"E\d{4} ", line)
+        and not (
+            race in line and any(re.search(f"/{re.escape(path)}['/]", line) for path in pruned)
+        )
+    ]
 
 
 @pytest.mark.parametrize("strict", [True, False])
@@ -181,11 +246,32 @@ def test_serve_strict_readiness_switch_while_a_publish_loads(doubler_repo, tmp_p
     published version loads, though the model keeps answering; without it the server stays ready."""
     target = f"file://{tmp_path}/pub"
     api.publish(doubler_repo(1, verify=False), target, skip_verify=True)
-    proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "serve", target, "--model-control-mode", "poll",
-                             "--repository-poll-secs", "1", "--json", "--http-port", "0", "--grpc-port", "0",
-                             "--metrics-port", "0", "--log-file", str(tmp_path / "server.log"),
-                             *([] if strict else ["--no-strict-readiness"])],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tritonbuild",
+            "serve",
+            target,
+            "--model-control-mode",
+            "poll",
+            "--repository-poll-secs",
+            "1",
+            "--json",
+            "--http-port",
+            "0",
+            "--grpc-port",
+            "0",
+            "--metrics-port",
+            "0",
+            "--log-file",
+            str(tmp_path / "server.log"),
+            *([] if strict else ["--no-strict-readiness"]),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     samples, stop = [], threading.Event()
     try:
         info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
@@ -198,7 +284,12 @@ def test_serve_strict_readiness_switch_while_a_publish_loads(doubler_repo, tmp_p
 
         def sample():
             while not stop.is_set():
-                samples.append((_status(server, "/v2/health/ready"), _status(server, "/v2/models/doubler/ready")))
+                samples.append(
+                    (
+                        _status(server, "/v2/health/ready"),
+                        _status(server, "/v2/models/doubler/ready"),
+                    )
+                )
                 time.sleep(0.05)
 
         sampler = threading.Thread(target=sample)
@@ -219,10 +310,14 @@ def test_serve_strict_readiness_switch_while_a_publish_loads(doubler_repo, tmp_p
     # a local target: each version loads once (the Python stub wrote __pycache__/ into the version directory it
     # imported model.py from, and Triton's next poll saw the model modified and loaded it again)
     log = (tmp_path / "server.log").read_text()
-    assert log.count("TRITONBACKEND_ModelInstanceInitialize: doubler_") == 2, log[-3000:]  # version 1, version 2
+    assert log.count("TRITONBACKEND_ModelInstanceInitialize: doubler_") == 2, log[
+        -3000:
+    ]  # version 1, version 2
 
 
-def test_the_explicit_mode_manifest_loads_everything_at_start_and_follows_notify(doubler_repo, bucket, tmp_path):
+def test_the_explicit_mode_manifest_loads_everything_at_start_and_follows_notify(
+    doubler_repo, bucket, tmp_path
+):
     """The explicit-mode Deployment's args (--load-model=*) on the embedded tritonserver: every model loads at
     start, the probe passes, and publish --notify moves it to the new version while the probe keeps passing."""
     from tritonbuild.publish.k8s_probe import check
@@ -242,7 +337,9 @@ def test_the_explicit_mode_manifest_loads_everything_at_start_and_follows_notify
         receipt = api.publish(doubler_repo(2, factor="3"), target, notify=(url,))
         assert [(n["model"], n["ok"]) for n in receipt.notified] == [("doubler", True)]
         assert _infer(server.http_url, [1, 2, 3]) == ("2", _expected(3.0))
-        assert check(folder, url, 5) == []  # version 2 has no golden in the ConfigMap: readiness only
+        assert (
+            check(folder, url, 5) == []
+        )  # version 2 has no golden in the ConfigMap: readiness only
 
 
 def _a_wrong_golden_makes_it_not_ready(folder: Path, url: str) -> None:

@@ -15,7 +15,9 @@ pytestmark = pytest.mark.triton
 def test_build_warns_about_a_missing_declared_goldens_file(cli, py_recipe, tmp_path):
     r = cli("build", py_recipe, "-o", tmp_path / "OUT")
     assert r.exit_code == 0
-    assert "verify.goldens goldens/doubler.npz does not exist" in r.stderr and "--record" in r.stderr
+    assert (
+        "verify.goldens goldens/doubler.npz does not exist" in r.stderr and "--record" in r.stderr
+    )
 
 
 def test_record_without_declared_goldens_says_where(cli, write, tmp_path):
@@ -26,8 +28,11 @@ def test_record_without_declared_goldens_says_where(cli, write, tmp_path):
     r = cli("verify", out, "--record", "--json")
     assert r.exit_code == 0, r.stdout
     (m,) = json.loads(r.stdout)["models"]
-    assert any(f"goldens recorded into {out / 'doubler' / 'golden-v1.npz'} only" in n and "set verify.goldens" in n
-               for n in m["notes"]), m["notes"]
+    assert any(
+        f"goldens recorded into {out / 'doubler' / 'golden-v1.npz'} only" in n
+        and "set verify.goldens" in n
+        for n in m["notes"]
+    ), m["notes"]
 
 
 def test_record_does_not_replace_committed_goldens_without_force(cli, py_recipe, tmp_path, write):
@@ -76,12 +81,18 @@ def test_tolerance_is_reported_as_within_tolerance_never_bit_exact(cli, py_recip
     out = tmp_path / "OUT"
     assert cli("build", py_recipe, "-o", out).exit_code == 0
     assert cli("verify", out, "--record").exit_code == 0
-    write("model.py", PY_MODEL.replace("x * 2 + 1", "x * 2 + 1.0000001"))  # one ulp off for some outputs
+    write(
+        "model.py", PY_MODEL.replace("x * 2 + 1", "x * 2 + 1.0000001")
+    )  # one ulp off for some outputs
     assert cli("build", py_recipe, "-o", out).exit_code == 0
     assert cli("verify", out).exit_code == 6  # bit-exact by default
-    write("doubler.yaml", py_recipe.read_text().replace("batch_invariance: require}",
-                                                         "batch_invariance: require,\n"
-                                                         "         tolerance: {Y: {ulp: 2}}}"))
+    write(
+        "doubler.yaml",
+        py_recipe.read_text().replace(
+            "batch_invariance: require}",
+            "batch_invariance: require,\n         tolerance: {Y: {ulp: 2}}}",
+        ),
+    )
     assert cli("build", py_recipe, "-o", out).exit_code == 0
     r = cli("verify", out, "--json")
     assert r.exit_code == 0, r.stdout
@@ -92,7 +103,9 @@ def test_tolerance_is_reported_as_within_tolerance_never_bit_exact(cli, py_recip
     assert "within tolerance" in r.stdout and "yes (" not in r.stdout
 
 
-def test_verify_rebuild_compares_every_artefact_and_gates_publish(cli, py_recipe, tmp_path, write, monkeypatch):
+def test_verify_rebuild_compares_every_artefact_and_gates_publish(
+    cli, py_recipe, tmp_path, write, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "OUT"
     assert cli("build", "doubler.yaml", "-o", out).exit_code == 0
@@ -107,11 +120,16 @@ def test_verify_rebuild_compares_every_artefact_and_gates_publish(cli, py_recipe
     assert rep["differ"] == [] and rep["identical"] >= 3
     assert cli("publish", out, target, "--require-reproducible").exit_code == 0
 
-    write("model.py", PY_MODEL.replace("x * 2 + 1", "x * 2 + 2"))  # a source changed after the build
+    write(
+        "model.py", PY_MODEL.replace("x * 2 + 1", "x * 2 + 2")
+    )  # a source changed after the build
     r = cli("verify", out, "--rebuild", "--json")
     assert r.exit_code == 6
     rep = json.loads(r.stdout)["reproducibility"]
-    assert any(d.startswith("doubler/1/model.py: its inputs changed since the build") for d in rep["differ"]), rep
+    assert any(
+        d.startswith("doubler/1/model.py: its inputs changed since the build")
+        for d in rep["differ"]
+    ), rep
     r = cli("verify", out, "--rebuild")
     assert "rebuild:" in r.stdout and "doubler/1/model.py" in r.stdout
 
@@ -131,7 +149,9 @@ def test_a_golden_mismatch_says_how_to_accept_an_intended_change(cli, py_recipe,
     out = _changed_on_purpose(cli, py_recipe, tmp_path, write)
     r = cli("verify", out)
     assert r.exit_code == 6
-    assert f"tritonbuild verify {out} --record --force" in r.stderr and "rebuild" in r.stderr, r.stderr
+    assert f"tritonbuild verify {out} --record --force" in r.stderr and "rebuild" in r.stderr, (
+        r.stderr
+    )
     r = cli("verify", out, "--json")
     assert r.exit_code == 6
     hint = json.loads(r.stdout)["hint"]

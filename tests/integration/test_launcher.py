@@ -44,12 +44,33 @@ def test_verify_serve_and_infer_through_a_given_binary(cli, py_recipe, tmp_path)
     assert json.loads(r.stdout)["models"][0]["route_detail"] == "tritonserver 2.51.0 embedded"
     r = cli("infer", out, "doubler", "--tritonserver", binary)
     assert r.exit_code == 0 and "golden: bit-exact" in r.stdout, r.stderr
-    proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "serve", str(out), "--tritonserver", str(binary),
-                             "--json", "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tritonbuild",
+            "serve",
+            str(out),
+            "--tritonserver",
+            str(binary),
+            "--json",
+            "--http-port",
+            "0",
+            "--grpc-port",
+            "0",
+            "--metrics-port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
-        assert info["tritonserver"] == f"tritonserver 2.51.0 at {binary}" and info["version"] == "2.51.0"
+        assert (
+            info["tritonserver"] == f"tritonserver 2.51.0 at {binary}"
+            and info["version"] == "2.51.0"
+        )
         assert info["loaded"] == ["doubler"]
     finally:
         proc.send_signal(signal.SIGINT)
@@ -65,20 +86,42 @@ def test_a_triton_install_layout_runs_with_its_own_backends(cli, py_recipe, tmp_
     install = tmp_path / "opt" / "tritonserver"
     (install / "bin").mkdir(parents=True)
     shutil.copy2(src / "bin" / "tritonserver", install / "bin" / "tritonserver")
-    shutil.copytree(src / "backends" / "python", install / "backends" / "python",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        src / "backends" / "python",
+        install / "backends" / "python",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    shutil.copy2(src / "python_backend_stubs" / version / "triton_python_backend_stub",
-                 install / "backends" / "python" / "triton_python_backend_stub")
+    shutil.copy2(
+        src / "python_backend_stubs" / version / "triton_python_backend_stub",
+        install / "backends" / "python" / "triton_python_backend_stub",
+    )
     out = _recorded(cli, py_recipe, tmp_path)
     # what a machine with this install sets: its libraries and the Python its stub imports numpy from
-    env = {**os.environ, "LD_LIBRARY_PATH": f"{sysconfig.get_config_var('LIBDIR')}:"
-                                            f"{src.parent.parent / 'nvidia_pytriton.libs'}",
-           "PYTHONPATH": sysconfig.get_paths()["purelib"], "VIRTUAL_ENV": sys.prefix,
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    r = subprocess.run([sys.executable, "-m", "tritonbuild", "verify", str(out), "--json", "--tritonserver",
-                        str(install / "bin" / "tritonserver")], capture_output=True, text=True, env=env,
-                       timeout=600)
+    env = {
+        **os.environ,
+        "LD_LIBRARY_PATH": f"{sysconfig.get_config_var('LIBDIR')}:"
+        f"{src.parent.parent / 'nvidia_pytriton.libs'}",
+        "PYTHONPATH": sysconfig.get_paths()["purelib"],
+        "VIRTUAL_ENV": sys.prefix,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tritonbuild",
+            "verify",
+            str(out),
+            "--json",
+            "--tritonserver",
+            str(install / "bin" / "tritonserver"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     (model,) = json.loads(r.stdout)["models"]
     assert model["route_detail"] == f"tritonserver 2.51.0 at {install / 'bin' / 'tritonserver'}"
@@ -103,8 +146,19 @@ def test_tune_through_a_given_binary_names_it_in_the_report(cli, py_recipe, tmp_
     binary = _binary()
     py_recipe.write_text(py_recipe.read_text() + TUNE)
     out = _recorded(cli, py_recipe, tmp_path)
-    r = cli("tune", out, "doubler", "--tritonserver", binary, "--processes", "1", "--concurrency", "1",
-            "--report-dir", tmp_path / "rep")
+    r = cli(
+        "tune",
+        out,
+        "doubler",
+        "--tritonserver",
+        binary,
+        "--processes",
+        "1",
+        "--concurrency",
+        "1",
+        "--report-dir",
+        tmp_path / "rep",
+    )
     assert r.exit_code in (0, 6), r.output
     report = json.loads((tmp_path / "rep" / "tune-report.json").read_text())
     assert report["server"] == {"tritonserver": "2.51.0", "launched": f"at {binary}"}

@@ -84,14 +84,35 @@ def _tritonservers_for(path) -> list[str]:
 def test_serve_prints_addresses_answers_and_stops_on_ctrl_c(cli, py_recipe, tmp_path):
     out = tmp_path / "OUT"
     assert cli("build", py_recipe, "-o", out).exit_code == 0
-    proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "serve", str(out), "--json", "--http-port", "0",
-                             "--grpc-port", "0", "--metrics-port", "0"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tritonbuild",
+            "serve",
+            str(out),
+            "--json",
+            "--http-port",
+            "0",
+            "--grpc-port",
+            "0",
+            "--metrics-port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+    )
     try:
         info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
         assert info["loaded"] == ["doubler"]
-        body = json.dumps({"inputs": [{"name": "X", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}]})
-        req = urllib.request.Request(f"{info['http']}/v2/models/doubler/infer", data=body.encode(), method="POST")
+        body = json.dumps(
+            {"inputs": [{"name": "X", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}]}
+        )
+        req = urllib.request.Request(
+            f"{info['http']}/v2/models/doubler/infer", data=body.encode(), method="POST"
+        )
         with urllib.request.urlopen(req, timeout=30) as resp:
             assert json.loads(resp.read())["outputs"][0]["data"] == [3.0, 5.0, 7.0]
         assert _tritonservers_for(out)
@@ -104,7 +125,7 @@ def test_serve_prints_addresses_answers_and_stops_on_ctrl_c(cli, py_recipe, tmp_
     assert _tritonservers_for(out) == [], "tritonserver outlived 'tritonbuild serve'"
 
 
-COUNTER = '''
+COUNTER = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -117,24 +138,32 @@ class TritonPythonModel:
         self.calls += 1
         return [pb_utils.InferenceResponse([pb_utils.Tensor("COUNT", np.full((1, 1), self.calls, np.int64))])
                 for _ in requests]
-'''
+"""
 
 
-@pytest.mark.parametrize("warmup, first_count", [("", 1), ("warmup: {data: zero, count: 2}\n", 3),
-                                                 ("warmup: {data: random, count: 1}\n", 2)])
+@pytest.mark.parametrize(
+    "warmup, first_count",
+    [("", 1), ("warmup: {data: zero, count: 2}\n", 3), ("warmup: {data: random, count: 1}\n", 2)],
+)
 def test_warmup_runs_before_the_model_is_ready(cli, write, tmp_path, warmup, first_count):
     from tritonbuild.server.embedded import EmbeddedServer
 
     write("model.py", COUNTER)
-    p = write("counter.yaml", "name: counter\nversion: 1\nbackend: python\nsource: {path: model.py}\n"
-                              "max_batch_size: 4\ninputs: [{name: X, dtype: fp32, dims: [-1]}]\n"
-                              "outputs: [{name: COUNT, dtype: int64, dims: [1]}]\n" + warmup)
+    p = write(
+        "counter.yaml",
+        "name: counter\nversion: 1\nbackend: python\nsource: {path: model.py}\n"
+        "max_batch_size: 4\ninputs: [{name: X, dtype: fp32, dims: [-1]}]\n"
+        "outputs: [{name: COUNT, dtype: int64, dims: [1]}]\n" + warmup,
+    )
     out = tmp_path / "OUT"
     assert cli("build", p, "-o", out).exit_code == 0
     with EmbeddedServer(out) as server:
         server.load("counter")
-        body = json.dumps({"inputs": [{"name": "X", "shape": [1, 2], "datatype": "FP32", "data": [1, 2]}]})
-        req = urllib.request.Request(f"http://{server.http_url}/v2/models/counter/infer", data=body.encode(),
-                                     method="POST")
+        body = json.dumps(
+            {"inputs": [{"name": "X", "shape": [1, 2], "datatype": "FP32", "data": [1, 2]}]}
+        )
+        req = urllib.request.Request(
+            f"http://{server.http_url}/v2/models/counter/infer", data=body.encode(), method="POST"
+        )
         with urllib.request.urlopen(req, timeout=30) as resp:
             assert json.loads(resp.read())["outputs"][0]["data"] == [first_count]

@@ -26,17 +26,31 @@ pytestmark = [pytest.mark.triton, pytest.mark.slow]
 ENGINE = ROOT / "tests" / "fixtures" / "engines" / "tiny-llama-w4a16"
 LORA_ENGINE = ROOT / "tests" / "fixtures" / "engines" / "tiny-llama-w4a16-lora"
 STANDIN = ROOT / "tests" / "fixtures" / "llm" / "tensorrt_llm_standin.py"
-CORPUS = ["Recipes become repositories.", "Repositories become servers.", "Servers answer requests quickly.",
-          "Every answer is checked against its golden bytes."]
+CORPUS = [
+    "Recipes become repositories.",
+    "Repositories become servers.",
+    "Servers answer requests quickly.",
+    "Every answer is checked against its golden bytes.",
+]
 TEXTS = ["Servers answer requests.", "Every recipe becomes a repository, checked."]
-MULTIBYTE = "Grüße aus Köln — 東京 ✓"  # bytes the corpus never saw: byte-level tokens split the characters
+MULTIBYTE = (
+    "Grüße aus Köln — 東京 ✓"  # bytes the corpus never saw: byte-level tokens split the characters
+)
 CLIENTS = load("clients")
 TOKEN_DELAY_S = 0.05  # the streaming stand-in's time per token
-NP = {"object": np.object_, "bool": np.bool_, "int32": np.int32, "uint64": np.uint64, "float32": np.float32}
+NP = {
+    "object": np.object_,
+    "bool": np.bool_,
+    "int32": np.int32,
+    "uint64": np.uint64,
+    "float32": np.float32,
+}
 
 
 def _train_tokenizer(dest):
-    spec = importlib.util.spec_from_file_location("mk", EXAMPLES / "tiny-llama" / "make_checkpoint.py")
+    spec = importlib.util.spec_from_file_location(
+        "mk", EXAMPLES / "tiny-llama" / "make_checkpoint.py"
+    )
     mk = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mk)
     mk.CORPUS = CORPUS
@@ -63,7 +77,9 @@ def _variant(repo, model: str, name: str, edit) -> None:
 
 
 def _wider_window(mc) -> None:
-    mc.parameters["lookahead_window_size"].string_value = "5"  # W the engine's max_draft_len was not built for
+    mc.parameters[
+        "lookahead_window_size"
+    ].string_value = "5"  # W the engine's max_draft_len was not built for
 
 
 def _lookahead_engine(work, w: int, n: int, g: int):
@@ -72,11 +88,23 @@ def _lookahead_engine(work, w: int, n: int, g: int):
     engine = work / "lookahead-engine"
     shutil.copytree(ENGINE, engine)
     cfg = json.loads((engine / "config.json").read_text())
-    mode = next(int(k) for k, v in facts["engine_config"]["values"].items() if v == "lookahead_decoding")
-    draft_len = eval(facts["lookahead"]["max_draft_len"]["formula_python"], {}, {"w": w, "n": n, "g": g})
-    seq = eval(facts["draft_limits"]["max_seq_len"]["formula_python"], {}, {  # trtllm-build adds the draft length
-        "max_seq_len": cfg["build_config"]["max_seq_len"], "max_draft_len": draft_len})
-    cfg["build_config"].update(speculative_decoding_mode=mode, max_draft_len=draft_len, max_seq_len=seq)
+    mode = next(
+        int(k) for k, v in facts["engine_config"]["values"].items() if v == "lookahead_decoding"
+    )
+    draft_len = eval(
+        facts["lookahead"]["max_draft_len"]["formula_python"], {}, {"w": w, "n": n, "g": g}
+    )
+    seq = eval(
+        facts["draft_limits"]["max_seq_len"]["formula_python"],
+        {},
+        {  # trtllm-build adds the draft length
+            "max_seq_len": cfg["build_config"]["max_seq_len"],
+            "max_draft_len": draft_len,
+        },
+    )
+    cfg["build_config"].update(
+        speculative_decoding_mode=mode, max_draft_len=draft_len, max_seq_len=seq
+    )
     (engine / "config.json").write_text(json.dumps(cfg))
     return engine
 
@@ -88,9 +116,18 @@ def _train_sentencepiece(dest):
     import sentencepiece
 
     buf = io.BytesIO()
-    sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(CORPUS * 20), model_writer=buf, vocab_size=300,
-                                             model_type="bpe", byte_fallback=True, unk_id=0, bos_id=1, eos_id=2,
-                                             pad_id=-1, minloglevel=2)
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(CORPUS * 20),
+        model_writer=buf,
+        vocab_size=300,
+        model_type="bpe",
+        byte_fallback=True,
+        unk_id=0,
+        bos_id=1,
+        eos_id=2,
+        pad_id=-1,
+        minloglevel=2,
+    )
     dest.mkdir()
     (dest / "tokenizer.model").write_bytes(buf.getvalue())
     return sentencepiece.SentencePieceProcessor(model_proto=buf.getvalue())
@@ -106,51 +143,116 @@ def group(tmp_path_factory):
     repo = work / "REPO"
     shutil.copytree(EXAMPLES / "tiny-llama", work / "tiny-llama")
     tok = _train_tokenizer(work / "tiny-llama")
-    text = (EXAMPLES / "tiny-llama-int4.yaml").read_text().replace("repository_mount: /models",
-                                                                  f"repository_mount: {repo}")
+    text = (
+        (EXAMPLES / "tiny-llama-int4.yaml")
+        .read_text()
+        .replace("repository_mount: /models", f"repository_mount: {repo}")
+    )
     (work / "llm.yaml").write_text(text)
-    stream = text.replace("name: tiny-llama\n", "name: tiny-stream\n").replace("streaming: false", "streaming: true")
+    stream = text.replace("name: tiny-llama\n", "name: tiny-stream\n").replace(
+        "streaming: false", "streaming: true"
+    )
     (work / "stream.yaml").write_text(stream)
     spm = _train_sentencepiece(work / "spm-tokenizer")  # a tokenizer.model alone, no tokenizer.json
-    (work / "spm.yaml").write_text(text.replace("name: tiny-llama\n", "name: tiny-spm\ntokenizer: spm-tokenizer\n"))
+    (work / "spm.yaml").write_text(
+        text.replace("name: tiny-llama\n", "name: tiny-spm\ntokenizer: spm-tokenizer\n")
+    )
     guided = text.replace("name: tiny-llama\n", "name: tiny-guided\n").replace(
-        "  streaming: false\n", "  streaming: false\n  guided_decoding: {backend: xgrammar}\n")
+        "  streaming: false\n", "  streaming: false\n  guided_decoding: {backend: xgrammar}\n"
+    )
     (work / "guided.yaml").write_text(guided)
-    for lora in ("fr", "de"):  # TensorRT-LLM's converted adapter files, as the OpenAI frontend np.loads them
+    for lora in (
+        "fr",
+        "de",
+    ):  # TensorRT-LLM's converted adapter files, as the OpenAI frontend np.loads them
         (work / f"{lora}-lora").mkdir()
         np.save(work / f"{lora}-lora" / "model.lora_weights.npy", np.ones((1, 2, 16), np.float16))
-        np.save(work / f"{lora}-lora" / "model.lora_config.npy", np.array([[[1, 0, 8], [2, 0, 8]]], np.int32))
-    (work / "lora.yaml").write_text(text.replace("name: tiny-llama\n", "name: tiny-lora\n") + "lora:\n"
-                                    "  adapters: {fr: fr-lora, de: de-lora}\n  target_modules: [attn_q, attn_v]\n")
-    lookahead = "speculative: {mode: lookahead, window_size: 4, ngram_size: 3, verification_set_size: 2}\n"
-    (work / "lookahead.yaml").write_text(text.replace("name: tiny-llama\n", "name: tiny-lookahead\n") + lookahead)
+        np.save(
+            work / f"{lora}-lora" / "model.lora_config.npy",
+            np.array([[[1, 0, 8], [2, 0, 8]]], np.int32),
+        )
+    (work / "lora.yaml").write_text(
+        text.replace("name: tiny-llama\n", "name: tiny-lora\n") + "lora:\n"
+        "  adapters: {fr: fr-lora, de: de-lora}\n  target_modules: [attn_q, attn_v]\n"
+    )
+    lookahead = (
+        "speculative: {mode: lookahead, window_size: 4, ngram_size: 3, verification_set_size: 2}\n"
+    )
+    (work / "lookahead.yaml").write_text(
+        text.replace("name: tiny-llama\n", "name: tiny-lookahead\n") + lookahead
+    )
     lookahead_engine = _lookahead_engine(work, 4, 3, 2)
-    for recipe, name in (("llm.yaml", "tiny-llama"), ("stream.yaml", "tiny-stream"), ("spm.yaml", "tiny-spm"),
-                         ("guided.yaml", "tiny-guided"), ("lora.yaml", "tiny-lora"),
-                         ("lookahead.yaml", "tiny-lookahead")):
+    for recipe, name in (
+        ("llm.yaml", "tiny-llama"),
+        ("stream.yaml", "tiny-stream"),
+        ("spm.yaml", "tiny-spm"),
+        ("guided.yaml", "tiny-guided"),
+        ("lora.yaml", "tiny-lora"),
+        ("lookahead.yaml", "tiny-lookahead"),
+    ):
         engine = {"tiny-lora": LORA_ENGINE, "tiny-lookahead": lookahead_engine}.get(name, ENGINE)
-        r = CliRunner().invoke(main, ["build", str(work / recipe), "-o", str(work / recipe[:-5]), "--engine",
-                                      f"{name}={engine}"], catch_exceptions=False)
+        r = CliRunner().invoke(
+            main,
+            [
+                "build",
+                str(work / recipe),
+                "-o",
+                str(work / recipe[:-5]),
+                "--engine",
+                f"{name}={engine}",
+            ],
+            catch_exceptions=False,
+        )
         assert r.exit_code == 0, r.stderr
-        shutil.copytree(work / recipe[:-5], repo, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("tritonbuild-manifest.json"))
+        shutil.copytree(
+            work / recipe[:-5],
+            repo,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("tritonbuild-manifest.json"),
+        )
     facts = load("tensorrtllm_backend")
-    contract = {**facts["cpp_parameters"], "perf_metrics": facts["perf_metrics"],
-                "guided_decoding": facts["guided_decoding"], "speculative": load("trtllm_speculative")}
+    contract = {
+        **facts["cpp_parameters"],
+        "perf_metrics": facts["perf_metrics"],
+        "guided_decoding": facts["guided_decoding"],
+        "speculative": load("trtllm_speculative"),
+    }
     _standin(repo / "tiny-llama_tensorrt_llm", contract)
     _standin(repo / "tiny-stream_tensorrt_llm", {**contract, "token_delay_s": TOKEN_DELAY_S})
     _standin(repo / "tiny-spm_tensorrt_llm", contract)
     _standin(repo / "tiny-guided_tensorrt_llm", contract)
     _standin(repo / "tiny-lora_tensorrt_llm", contract)
     _standin(repo / "tiny-lookahead_tensorrt_llm", contract)
-    _variant(repo, "tiny-lookahead_tensorrt_llm", "nongram_tensorrt_llm",
-             lambda mc: mc.parameters.pop("lookahead_ngram_size"))
+    _variant(
+        repo,
+        "tiny-lookahead_tensorrt_llm",
+        "nongram_tensorrt_llm",
+        lambda mc: mc.parameters.pop("lookahead_ngram_size"),
+    )
     _variant(repo, "tiny-lookahead_tensorrt_llm", "wider_tensorrt_llm", _wider_window)
     # the same model without one unguarded parameter: what every generated repository was before #9
-    _variant(repo, "tiny-llama_tensorrt_llm", "broken_tensorrt_llm", lambda mc: mc.parameters.pop("tokenizer_dir"))
+    _variant(
+        repo,
+        "tiny-llama_tensorrt_llm",
+        "broken_tensorrt_llm",
+        lambda mc: mc.parameters.pop("tokenizer_dir"),
+    )
     with EmbeddedServer(repo) as server:
-        for name in ("tiny-llama", "tiny-stream", "tiny-spm", "tiny-guided", "tiny-lora", "tiny-lookahead"):
-            for m in (f"{name}_preprocessing", f"{name}_tensorrt_llm", f"{name}_postprocessing", name, f"{name}_bls"):
+        for name in (
+            "tiny-llama",
+            "tiny-stream",
+            "tiny-spm",
+            "tiny-guided",
+            "tiny-lora",
+            "tiny-lookahead",
+        ):
+            for m in (
+                f"{name}_preprocessing",
+                f"{name}_tensorrt_llm",
+                f"{name}_postprocessing",
+                name,
+                f"{name}_bls",
+            ):
                 server.load(m)
         server.spm = spm
         server.repo = repo
@@ -192,7 +294,10 @@ def _stream(server, model, inputs: dict) -> list[dict]:
         resp = result.get_response()
         if resp.outputs:
             out.append({o.name: result.as_numpy(o.name) for o in resp.outputs})
-        if resp.parameters.get("triton_final_response") and resp.parameters["triton_final_response"].bool_param:
+        if (
+            resp.parameters.get("triton_final_response")
+            and resp.parameters["triton_final_response"].bool_param
+        ):
             break
     client.stop_stream()
     client.close()
@@ -201,10 +306,21 @@ def _stream(server, model, inputs: dict) -> list[dict]:
 
 def _request(kind: dict, text: str, **overrides) -> dict:
     """One request of a client's recorded input set (name → (dtype, shape)), with representative values."""
-    values = {"text_input": text.encode(), "max_tokens": 64, "stream": False, "return_num_input_tokens": True,
-              "return_num_output_tokens": True, "top_p": 0.9, "temperature": 0.7, "frequency_penalty": 0.0,
-              "presence_penalty": 0.0, "seed": 7, "exclude_input_in_output": True, "stop_words": b"zzz",
-              "min_length": 64}
+    values = {
+        "text_input": text.encode(),
+        "max_tokens": 64,
+        "stream": False,
+        "return_num_input_tokens": True,
+        "return_num_output_tokens": True,
+        "top_p": 0.9,
+        "temperature": 0.7,
+        "frequency_penalty": 0.0,
+        "presence_penalty": 0.0,
+        "seed": 7,
+        "exclude_input_in_output": True,
+        "stop_words": b"zzz",
+        "min_length": 64,
+    }
     values.update(overrides)
     out = {}
     for name, (dtype, shape) in kind.items():
@@ -214,8 +330,10 @@ def _request(kind: dict, text: str, **overrides) -> dict:
 
 
 def _text_inputs(texts, max_tokens=64, **extra):
-    d = {"text_input": np.array([[t.encode()] for t in texts], dtype=np.object_),
-         "max_tokens": np.full((len(texts), 1), max_tokens, dtype=np.int32)}
+    d = {
+        "text_input": np.array([[t.encode()] for t in texts], dtype=np.object_),
+        "max_tokens": np.full((len(texts), 1), max_tokens, dtype=np.int32),
+    }
     d.update({k: np.full((len(texts), 1), v) for k, v in extra.items()})
     return d
 
@@ -240,23 +358,38 @@ def test_a_lookahead_model_is_answered_and_its_parameters_are_held_to_the_backen
 
 def test_preprocessing_tokenizes_with_the_packaged_tokenizer(group):
     server, tok = group
-    got = _infer(server, "tiny-llama_preprocessing",
-                 {**_text_inputs(TEXTS[:1]), "stop_words": np.array([[b"answer", b"Servers"]], dtype=np.object_)},
-                 ["input_ids", "input_lengths", "request_output_len", "end_id", "pad_id", "stop_words_list"])
+    got = _infer(
+        server,
+        "tiny-llama_preprocessing",
+        {
+            **_text_inputs(TEXTS[:1]),
+            "stop_words": np.array([[b"answer", b"Servers"]], dtype=np.object_),
+        },
+        ["input_ids", "input_lengths", "request_output_len", "end_id", "pad_id", "stop_words_list"],
+    )
     expected = tok.encode(TEXTS[0]).ids
     assert got["input_ids"].tolist() == [expected]
-    assert got["input_lengths"].tolist() == [[len(expected)]] and got["request_output_len"].tolist() == [[64]]
+    assert got["input_lengths"].tolist() == [[len(expected)]] and got[
+        "request_output_len"
+    ].tolist() == [[64]]
     assert got["end_id"].tolist() == [[tok.token_to_id("</s>")]]
     a, s = tok.encode("answer").ids, tok.encode("Servers").ids
     words = got["stop_words_list"][0]
-    assert words[0, :len(a + s)].tolist() == a + s and words[1, :2].tolist() == [len(a), len(a + s)]
+    assert words[0, : len(a + s)].tolist() == a + s and words[1, :2].tolist() == [
+        len(a),
+        len(a + s),
+    ]
 
 
 def test_postprocessing_detokenizes(group):
     server, tok = group
     ids = np.array([[tok.encode(TEXTS[1]).ids]], dtype=np.int32)
-    got = _infer(server, "tiny-llama_postprocessing",
-                 {"tokens_batch": ids, "sequence_length": np.array([[ids.shape[-1]]], dtype=np.int32)}, ["output"])
+    got = _infer(
+        server,
+        "tiny-llama_postprocessing",
+        {"tokens_batch": ids, "sequence_length": np.array([[ids.shape[-1]]], dtype=np.int32)},
+        ["output"],
+    )
     assert got["output"].reshape(-1)[0] == TEXTS[1].encode()
 
 
@@ -264,36 +397,57 @@ def test_postprocessing_detokenizes(group):
 def test_text_round_trips_through_the_pipeline_bit_exact(group, entry):
     server, tok = group
     exclude = {"exclude_input_in_output": True}
-    outs = [_infer(server, entry, _text_inputs(TEXTS[:1], **exclude), ["text_output"])["text_output"]
-            for _ in range(5)]
-    assert [o.reshape(-1).tolist() for o in outs] == [[TEXTS[0].encode()]] * 5  # same bytes every time
+    outs = [
+        _infer(server, entry, _text_inputs(TEXTS[:1], **exclude), ["text_output"])["text_output"]
+        for _ in range(5)
+    ]
+    assert [o.reshape(-1).tolist() for o in outs] == [
+        [TEXTS[0].encode()]
+    ] * 5  # same bytes every time
     batch = _infer(server, entry, _text_inputs(TEXTS, **exclude), ["text_output"])["text_output"]
     assert batch.reshape(-1).tolist() == [t.encode() for t in TEXTS]
-    echoed = _infer(server, entry, _text_inputs(TEXTS[:1], exclude_input_in_output=False),
-                    ["text_output"])["text_output"]  # a completions request with echo: true
+    echoed = _infer(
+        server, entry, _text_inputs(TEXTS[:1], exclude_input_in_output=False), ["text_output"]
+    )["text_output"]  # a completions request with echo: true
     ids = tok.encode(TEXTS[0]).ids
     assert echoed.reshape(-1)[0] == tok.decode(ids + ids).encode()
 
 
-@pytest.mark.parametrize("entry", ["tiny-llama", "tiny-llama_bls", "tiny-stream", "tiny-stream_bls"])
-@pytest.mark.parametrize("client", ["openai", "openai+options", "genai-perf", "genai-perf --deterministic"])
+@pytest.mark.parametrize(
+    "entry", ["tiny-llama", "tiny-llama_bls", "tiny-stream", "tiny-stream_bls"]
+)
+@pytest.mark.parametrize(
+    "client", ["openai", "openai+options", "genai-perf", "genai-perf --deterministic"]
+)
 def test_upstream_clients_non_streaming_requests_get_200(group, entry, client):
     """Each recorded client input set is answered with the completion alone: a chat request ("openai", which
     carries no exclude_input_in_output) included, as genai-perf and triton_cli ask for it."""
     server, tok = group
-    kind = {"openai": CLIENTS["openai_frontend"]["always"], "genai-perf": CLIENTS["genai_perf"]["default"],
-            "genai-perf --deterministic": CLIENTS["genai_perf"]["deterministic"],
-            "openai+options": {**CLIENTS["openai_frontend"]["always"],
-                               **{k: v for k, v in CLIENTS["openai_frontend"]["optional"].items()
-                                  if not k.startswith(("guided_", "lora_"))}}}[client]
+    kind = {
+        "openai": CLIENTS["openai_frontend"]["always"],
+        "genai-perf": CLIENTS["genai_perf"]["default"],
+        "genai-perf --deterministic": CLIENTS["genai_perf"]["deterministic"],
+        "openai+options": {
+            **CLIENTS["openai_frontend"]["always"],
+            **{
+                k: v
+                for k, v in CLIENTS["openai_frontend"]["optional"].items()
+                if not k.startswith(("guided_", "lora_"))
+            },
+        },
+    }[client]
     inputs = _request(kind, TEXTS[0])
-    wanted = ["text_output"] + (["num_input_tokens", "num_output_tokens"] if "return_num_input_tokens" in kind else [])
+    wanted = ["text_output"] + (
+        ["num_input_tokens", "num_output_tokens"] if "return_num_input_tokens" in kind else []
+    )
     if entry.startswith("tiny-stream"):
         (got,) = _stream(server, entry, inputs)
     else:
         got = _infer(server, entry, inputs, wanted)
     n = len(tok.encode(TEXTS[0]).ids)
-    assert got["text_output"].reshape(-1)[0] == TEXTS[0].encode()  # the stand-in's completion, no prompt
+    assert (
+        got["text_output"].reshape(-1)[0] == TEXTS[0].encode()
+    )  # the stand-in's completion, no prompt
     if "num_input_tokens" in wanted:
         assert got["num_input_tokens"].reshape(-1).tolist() == [n]
         assert got["num_output_tokens"].reshape(-1).tolist() == [n]
@@ -303,7 +457,11 @@ def test_upstream_clients_non_streaming_requests_get_200(group, entry, client):
 @pytest.mark.parametrize("client", ["openai", "genai-perf --streaming"])
 def test_streaming_requests_stream_token_by_token(group, entry, client):
     server, _tok = group
-    kind = CLIENTS["openai_frontend"]["always"] if client == "openai" else CLIENTS["genai_perf"]["streaming"]
+    kind = (
+        CLIENTS["openai_frontend"]["always"]
+        if client == "openai"
+        else CLIENTS["genai_perf"]["streaming"]
+    )
     text = TEXTS[0] if entry == "tiny-stream" else MULTIBYTE
     responses = _stream(server, entry, _request(kind, text, stream=True))
     pieces = [r["text_output"].reshape(-1)[0] for r in responses]
@@ -317,9 +475,15 @@ def test_streaming_against_a_non_decoupled_model_is_refused_with_upstreams_messa
     import tritonclient.http as http
 
     server, _ = group
-    with pytest.raises(Exception, match="Streaming is only supported if model is deployed using decoupled mode"):
-        _infer(server, "tiny-llama", _request(CLIENTS["genai_perf"]["streaming"], TEXTS[0], stream=True),
-               ["text_output"])
+    with pytest.raises(
+        Exception, match="Streaming is only supported if model is deployed using decoupled mode"
+    ):
+        _infer(
+            server,
+            "tiny-llama",
+            _request(CLIENTS["genai_perf"]["streaming"], TEXTS[0], stream=True),
+            ["text_output"],
+        )
     assert http  # the HTTP client raised, not the test
 
 
@@ -336,17 +500,29 @@ def test_the_streaming_bls_keeps_concurrent_requests_in_flight(group):
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda _: _stream(server, "tiny-stream_bls", inputs), range(4)))
     wall = time.monotonic() - start
-    assert all(b"".join(r["text_output"].reshape(-1)[0] for r in res) == TEXTS[1].encode() for res in results)
-    assert wall < 2.5 * one, f"4 requests took {wall:.2f}s, one takes {one:.2f}s: they were serialised"
+    assert all(
+        b"".join(r["text_output"].reshape(-1)[0] for r in res) == TEXTS[1].encode()
+        for res in results
+    )
+    assert wall < 2.5 * one, (
+        f"4 requests took {wall:.2f}s, one takes {one:.2f}s: they were serialised"
+    )
 
 
 # inputs upstream's BLS template reshapes to scalars (its decoder re-expands them to [batch, 1] for tensorrt_llm),
 # of those the generated group declares (LoRA and draft logits are not generated)
-BLS_SCALAR_INPUTS = [t for t in template("tensorrt_llm_bls")["inputs"] if t.get("reshape") == []
-                     and t["name"] in {name for name, *_ in cfg.REQUEST_INPUTS}]
-ON_REQUEST = {"return_log_probs": ["cum_log_probs", "output_log_probs"], "return_context_logits": ["context_logits"],
-              "return_generation_logits": ["generation_logits"], "num_return_sequences": [],
-              "return_perf_metrics": list(load("tensorrtllm_backend")["perf_metrics"]["outputs"])}
+BLS_SCALAR_INPUTS = [
+    t
+    for t in template("tensorrt_llm_bls")["inputs"]
+    if t.get("reshape") == [] and t["name"] in {name for name, *_ in cfg.REQUEST_INPUTS}
+]
+ON_REQUEST = {
+    "return_log_probs": ["cum_log_probs", "output_log_probs"],
+    "return_context_logits": ["context_logits"],
+    "return_generation_logits": ["generation_logits"],
+    "num_return_sequences": [],
+    "return_perf_metrics": list(load("tensorrtllm_backend")["perf_metrics"]["outputs"]),
+}
 
 
 @pytest.mark.parametrize("entry", ["tiny-llama", "tiny-llama_bls", "tiny-stream_bls"])
@@ -356,23 +532,40 @@ def test_the_inputs_upstreams_bls_reshapes_are_answered(group, entry, spec):
     checks dims before reshape) and the outputs it asks for come back, from the ensemble and the BLS alike."""
     assert len(BLS_SCALAR_INPUTS) == 5
     server, tok = group
-    value = np.array([[1 if spec["data_type"] == "TYPE_INT32" else True]],
-                     dtype=np.int32 if spec["data_type"] == "TYPE_INT32" else np.bool_)
+    value = np.array(
+        [[1 if spec["data_type"] == "TYPE_INT32" else True]],
+        dtype=np.int32 if spec["data_type"] == "TYPE_INT32" else np.bool_,
+    )
     inputs = {**_text_inputs(TEXTS[:1], exclude_input_in_output=True), spec["name"]: value}
     wanted = ["text_output", *ON_REQUEST[spec["name"]]]
-    got = _stream(server, entry, inputs)[0] if entry.startswith("tiny-stream") else _infer(server, entry, inputs,
-                                                                                            wanted)
+    got = (
+        _stream(server, entry, inputs)[0]
+        if entry.startswith("tiny-stream")
+        else _infer(server, entry, inputs, wanted)
+    )
     assert got["text_output"].reshape(-1)[0] == TEXTS[0].encode()
     n = len(tok.encode(TEXTS[0]).ids)
     for name in ON_REQUEST[spec["name"]]:
         assert name in got, f"{entry} did not return {name}"
         if name == "context_logits":
             assert got[name].shape == (1, n, 384)  # [batch, prompt tokens, the engine's vocab_size]
-    if spec["name"] == "return_perf_metrics":  # upstream's timestamps are ordered, the KV blocks hold the tokens
-        t = [int(got[k].reshape(-1)[0]) for k in ("arrival_time_ns", "first_scheduled_time_ns",
-                                                  "first_token_time_ns", "last_token_time_ns")]
+    if (
+        spec["name"] == "return_perf_metrics"
+    ):  # upstream's timestamps are ordered, the KV blocks hold the tokens
+        t = [
+            int(got[k].reshape(-1)[0])
+            for k in (
+                "arrival_time_ns",
+                "first_scheduled_time_ns",
+                "first_token_time_ns",
+                "last_token_time_ns",
+            )
+        ]
         assert 0 < t[0] <= t[1] <= t[2] <= t[3]
-        assert got["kv_cache_alloc_total_blocks"].reshape(-1)[0] >= 1 and got["acceptance_rate"].dtype == np.float32
+        assert (
+            got["kv_cache_alloc_total_blocks"].reshape(-1)[0] >= 1
+            and got["acceptance_rate"].dtype == np.float32
+        )
 
 
 @pytest.mark.parametrize("entry", ["tiny-spm", "tiny-spm_bls"])
@@ -381,7 +574,9 @@ def test_a_sentencepiece_only_tokenizer_serves(group, entry):
     tokenized by sentencepiece, BOS first, and the completion decodes back to the text, multi-byte included."""
     server, _ = group
     sp = server.spm
-    got = _infer(server, "tiny-spm_preprocessing", _text_inputs([MULTIBYTE]), ["input_ids", "end_id"])
+    got = _infer(
+        server, "tiny-spm_preprocessing", _text_inputs([MULTIBYTE]), ["input_ids", "end_id"]
+    )
     assert got["input_ids"].tolist() == [[sp.bos_id(), *sp.encode(MULTIBYTE)]]
     assert got["end_id"].tolist() == [[sp.eos_id()]]
     out = _infer(server, entry, _text_inputs([TEXTS[0], MULTIBYTE]), ["text_output"])["text_output"]
@@ -389,20 +584,34 @@ def test_a_sentencepiece_only_tokenizer_serves(group, entry):
 
 
 @pytest.mark.parametrize("entry", ["tiny-guided", "tiny-guided_bls"])
-def test_the_openai_frontends_tool_choice_request_is_answered_where_guided_decoding_is_on(group, entry):
+def test_the_openai_frontends_tool_choice_request_is_answered_where_guided_decoding_is_on(
+    group, entry
+):
     """tool_choice "required" makes the frontend send a json_schema guide (clients.json); a recipe with
     serving.guided_decoding answers it (the stand-in loaded the generated xgrammar tokenizer info as upstream's
     C++ code reads it); the plain model, which declares no guide inputs, refuses it with a 400."""
     server, _tok = group
-    kind = {**CLIENTS["openai_frontend"]["always"],
-            **{k: v for k, v in CLIENTS["openai_frontend"]["optional"].items() if k.startswith("guided_")}}
+    kind = {
+        **CLIENTS["openai_frontend"]["always"],
+        **{
+            k: v
+            for k, v in CLIENTS["openai_frontend"]["optional"].items()
+            if k.startswith("guided_")
+        },
+    }
     tool = CLIENTS["openai_frontend"]["tool_choice_guide"]
     schema = json.dumps({"type": "object", "properties": {"city": {"type": "string"}}}).encode()
-    inputs = _request(kind, TEXTS[0], guided_decoding_guide_type=tool["guided_decoding_guide_type"].encode(),
-                      guided_decoding_guide=schema)
+    inputs = _request(
+        kind,
+        TEXTS[0],
+        guided_decoding_guide_type=tool["guided_decoding_guide_type"].encode(),
+        guided_decoding_guide=schema,
+    )
     got = _infer(server, entry, inputs, ["text_output", "num_input_tokens"])
     assert got["text_output"].reshape(-1)[0] == TEXTS[0].encode()
-    with pytest.raises(Exception, match="unexpected inference input 'guided_decoding_guide"):  # 400 at the door
+    with pytest.raises(
+        Exception, match="unexpected inference input 'guided_decoding_guide"
+    ):  # 400 at the door
         _infer(server, entry.replace("tiny-guided", "tiny-llama"), inputs, ["text_output"])
 
 
@@ -419,12 +628,16 @@ def _frontend_loras(repo, model) -> dict:
     if not table.is_file():
         return {}
     out = {}
-    for task_id, (name, rel) in enumerate(json.loads(table.read_text()).items(), start=facts["first_task_id"]):
+    for task_id, (name, rel) in enumerate(
+        json.loads(table.read_text()).items(), start=facts["first_task_id"]
+    ):
         assert not os.path.isabs(rel), rel
         real = os.path.realpath(repo / rel)
         assert os.path.commonpath([os.path.realpath(repo), real]) == os.path.realpath(repo), rel
         assert all(os.path.exists(os.path.join(real, f)) for f in facts["files"]), rel
-        with contextlib.chdir(repo):  # np.load(os.path.join(path, file)) with the path as the table writes it
+        with contextlib.chdir(
+            repo
+        ):  # np.load(os.path.join(path, file)) with the path as the table writes it
             out[name] = (task_id, *[np.load(os.path.join(rel, f)) for f in facts["files"]])
     return out
 
@@ -438,14 +651,25 @@ def test_the_openai_frontends_lora_request_is_answered(group, entry):
     assert set(loras) == {"fr", "de"}
     task_id, weights, config = loras["de"]
     kind = CLIENTS["openai_frontend"]["always"]
-    first = {**_request(kind, TEXTS[0]), "lora_task_id": np.array([[task_id]], np.uint64),
-             "lora_weights": weights, "lora_config": config}
-    for inputs in (first, {**_request(kind, TEXTS[0]), "lora_task_id": np.array([[task_id]], np.uint64)}):
+    first = {
+        **_request(kind, TEXTS[0]),
+        "lora_task_id": np.array([[task_id]], np.uint64),
+        "lora_weights": weights,
+        "lora_config": config,
+    }
+    for inputs in (
+        first,
+        {**_request(kind, TEXTS[0]), "lora_task_id": np.array([[task_id]], np.uint64)},
+    ):
         got = _infer(server, entry, inputs, ["text_output"])
         assert got["text_output"].reshape(-1)[0] == TEXTS[0].encode()
     with pytest.raises(Exception, match="not found in cache"):  # a task the backend never saw
-        _infer(server, entry, {**_request(kind, TEXTS[0]), "lora_task_id": np.array([[99]], np.uint64)},
-               ["text_output"])
+        _infer(
+            server,
+            entry,
+            {**_request(kind, TEXTS[0]), "lora_task_id": np.array([[99]], np.uint64)},
+            ["text_output"],
+        )
     assert _frontend_loras(server.repo, "tiny-llama") == {}
     with pytest.raises(Exception, match="unexpected inference input 'lora_"):
         _infer(server, entry.replace("tiny-lora", "tiny-llama"), first, ["text_output"])

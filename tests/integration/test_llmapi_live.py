@@ -31,19 +31,25 @@ def _fake(vdir) -> None:
 def _peft(d, rank=8) -> str:
     """A Hugging Face PEFT adapter directory (the LLM API's lora_ckpt_source hf)."""
     d.mkdir()
-    (d / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": rank,
-                                                       "target_modules": ["q_proj", "v_proj"]}))
+    (d / "adapter_config.json").write_text(
+        json.dumps({"peft_type": "LORA", "r": rank, "target_modules": ["q_proj", "v_proj"]})
+    )
     (d / "adapter_model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")
     return d.name
 
 
 # name → what the recipe adds to the plain LLM-API recipe
-FEATURES = {"pt": "", "pt-stream": "", "pt-lora": "lora:\n  adapters: {fr: fr-peft, de: de-peft}\n",
-            "pt-guided": "serving:\n  guided_decoding: {backend: xgrammar}\n",
-            "pt-spec": "speculative: {mode: eagle, max_draft_len: 3, draft_checkpoint: eagle3-head}\n",
-            "pt-draft": "speculative: {mode: draft_target, max_draft_len: 4, draft_checkpoint: tiny-llama}\n",
-            "pt-slow": "", "pt-multi": "serving:\n  gpu_device_ids: [0, 1]\n",
-            "pt-echo": "serving:\n  exclude_input_in_output: false\n"}
+FEATURES = {
+    "pt": "",
+    "pt-stream": "",
+    "pt-lora": "lora:\n  adapters: {fr: fr-peft, de: de-peft}\n",
+    "pt-guided": "serving:\n  guided_decoding: {backend: xgrammar}\n",
+    "pt-spec": "speculative: {mode: eagle, max_draft_len: 3, draft_checkpoint: eagle3-head}\n",
+    "pt-draft": "speculative: {mode: draft_target, max_draft_len: 4, draft_checkpoint: tiny-llama}\n",
+    "pt-slow": "",
+    "pt-multi": "serving:\n  gpu_device_ids: [0, 1]\n",
+    "pt-echo": "serving:\n  exclude_input_in_output: false\n",
+}
 LATENCY_S = 0.5  # what one request takes on pt-slow's stand-in LLM (standin.json)
 
 
@@ -56,29 +62,45 @@ def server(tmp_path_factory):
     work = tmp_path_factory.mktemp("llmapi")
     repo = work / "REPO"
     shutil.copytree(EXAMPLES / "tiny-llama", work / "tiny-llama")
-    base = llmapi_recipe((EXAMPLES / "tiny-llama-int4.yaml").read_text().replace(
-        "quantization: int4_weight_only", "quantization: none\nruntime: pytorch"))
+    base = llmapi_recipe(
+        (EXAMPLES / "tiny-llama-int4.yaml")
+        .read_text()
+        .replace("quantization: int4_weight_only", "quantization: none\nruntime: pytorch")
+    )
     write_eagle_head(work / "eagle3-head", work / "tiny-llama")
     _peft(work / "fr-peft")
     _peft(work / "de-peft", rank=16)
     for name, extra in FEATURES.items():
         text = base.replace("name: tiny-llama\n", f"name: {name}\n").replace(
-            "streaming: false", f"streaming: {'true' if name == 'pt-stream' else 'false'}")
+            "streaming: false", f"streaming: {'true' if name == 'pt-stream' else 'false'}"
+        )
         if extra.startswith("serving:"):
             text = text.replace("serving:\n", extra)
-        (work / f"{name}.yaml").write_text(text + (extra if extra.startswith(("lora", "spec")) else ""))
-        r = CliRunner().invoke(main, ["build", str(work / f"{name}.yaml"), "-o", str(work / name)],
-                               catch_exceptions=False)
+        (work / f"{name}.yaml").write_text(
+            text + (extra if extra.startswith(("lora", "spec")) else "")
+        )
+        r = CliRunner().invoke(
+            main,
+            ["build", str(work / f"{name}.yaml"), "-o", str(work / name)],
+            catch_exceptions=False,
+        )
         assert r.exit_code == 0, r.stderr
-        shutil.copytree(work / name, repo, dirs_exist_ok=True, ignore=shutil.ignore_patterns("tritonbuild-*"))
+        shutil.copytree(
+            work / name, repo, dirs_exist_ok=True, ignore=shutil.ignore_patterns("tritonbuild-*")
+        )
         _fake(repo / name / "1")
-    (repo / "pt-slow" / "1" / "tensorrt_llm" / "standin.json").write_text(json.dumps({"latency_s": LATENCY_S}))
+    (repo / "pt-slow" / "1" / "tensorrt_llm" / "standin.json").write_text(
+        json.dumps({"latency_s": LATENCY_S})
+    )
     # what runtime: pytorch wrote before #9: quant_config, which the PyTorch backend refuses at LLM()
     shutil.copytree(repo / "pt", repo / "pt-old")
-    (repo / "pt-old" / "config.pbtxt").write_text((repo / "pt" / "config.pbtxt").read_text()
-                                                  .replace('name: "pt"', 'name: "pt-old"'))
+    (repo / "pt-old" / "config.pbtxt").write_text(
+        (repo / "pt" / "config.pbtxt").read_text().replace('name: "pt"', 'name: "pt-old"')
+    )
     spec = yaml.safe_load((repo / "pt-old" / "1" / "model.yaml").read_text())
-    (repo / "pt-old" / "1" / "model.yaml").write_text(yaml.safe_dump({**spec, "quant_config": {"quant_algo": "FP8"}}))
+    (repo / "pt-old" / "1" / "model.yaml").write_text(
+        yaml.safe_dump({**spec, "quant_config": {"quant_algo": "FP8"}})
+    )
     with EmbeddedServer(repo) as s:
         for name in FEATURES:
             s.load(name)
@@ -88,14 +110,18 @@ def server(tmp_path_factory):
 
 
 def _inputs(**extra) -> dict:
-    d = {"text_input": np.array([PROMPT.encode()], dtype=np.object_),
-         "sampling_param_max_tokens": np.array([12], dtype=np.int32)}
+    d = {
+        "text_input": np.array([PROMPT.encode()], dtype=np.object_),
+        "sampling_param_max_tokens": np.array([12], dtype=np.int32),
+    }
     d.update(extra)
     return d
 
 
 def test_a_model_yaml_with_trt_only_arguments_fails_the_load_with_upstreams_message(server):
-    with pytest.raises(ModelLoadError, match="specific to TensorRT backend and cannot be used with PyTorch"):
+    with pytest.raises(
+        ModelLoadError, match="specific to TensorRT backend and cannot be used with PyTorch"
+    ):
         server.load("pt-old")
 
 
@@ -104,14 +130,23 @@ def test_non_streaming_request_with_sampling_params(server):
     from tritonclient.utils import np_to_triton_dtype
 
     client = http.InferenceServerClient(server.http_url)
-    inputs = _inputs(return_finish_reason=np.array([True]), sampling_param_stop=np.array([b"r"], dtype=np.object_))
+    inputs = _inputs(
+        return_finish_reason=np.array([True]),
+        sampling_param_stop=np.array([b"r"], dtype=np.object_),
+    )
     reqs = []
     for name, arr in inputs.items():
         i = http.InferInput(name, list(arr.shape), np_to_triton_dtype(arr.dtype))
         i.set_data_from_numpy(arr)
         reqs.append(i)
-    res = client.infer("pt", reqs, outputs=[http.InferRequestedOutput("text_output"),
-                                            http.InferRequestedOutput("finish_reason")])
+    res = client.infer(
+        "pt",
+        reqs,
+        outputs=[
+            http.InferRequestedOutput("text_output"),
+            http.InferRequestedOutput("finish_reason"),
+        ],
+    )
     assert res.as_numpy("text_output")[0].decode() == PROMPT[:12].split("r")[0]
     assert res.as_numpy("finish_reason")[0] == b"length"
 
@@ -128,10 +163,18 @@ def test_the_openai_adapter_answers_the_recorded_client_requests(server, client,
     """Upstream's llmapi model takes text_input/streaming/sampling_param_* without a batch dimension, so the
     OpenAI frontend's and genai-perf's requests get 400 there; the generated <name>_openai model takes them
     and asks the LLM-API model (here on the contract-enforcing stand-in of tensorrt_llm.LLM)."""
-    kind = {"openai chat": CLIENTS["openai_frontend"]["always"], "genai-perf": CLIENTS["genai_perf"]["default"],
-            "openai completions+options": {**CLIENTS["openai_frontend"]["always"],
-                                           **{k: v for k, v in CLIENTS["openai_frontend"]["optional"].items()
-                                              if not k.startswith(("guided_", "lora_"))}}}[client]
+    kind = {
+        "openai chat": CLIENTS["openai_frontend"]["always"],
+        "genai-perf": CLIENTS["genai_perf"]["default"],
+        "openai completions+options": {
+            **CLIENTS["openai_frontend"]["always"],
+            **{
+                k: v
+                for k, v in CLIENTS["openai_frontend"]["optional"].items()
+                if not k.startswith(("guided_", "lora_"))
+            },
+        },
+    }[client]
     inputs = _request(kind, PROMPT, max_tokens=12, stop_words=b"zzz", top_p=0.9, temperature=0.5)
     if entry.startswith("pt-stream"):
         inputs["stream"] = np.array([[True]])
@@ -145,7 +188,9 @@ def test_the_openai_adapter_answers_the_recorded_client_requests(server, client,
 def test_the_llmapi_model_itself_refuses_the_openai_frontends_request(server):
     """Why the adapter exists: upstream's interface (max_batch_size 0, sampling_param_*) refuses it."""
     with pytest.raises(Exception, match="unexpected inference input"):
-        _infer(server, "pt", _request(CLIENTS["openai_frontend"]["always"], PROMPT), ["text_output"])
+        _infer(
+            server, "pt", _request(CLIENTS["openai_frontend"]["always"], PROMPT), ["text_output"]
+        )
 
 
 def _adapter_answer(server, entry, inputs) -> tuple[str, list[dict]]:
@@ -154,7 +199,9 @@ def _adapter_answer(server, entry, inputs) -> tuple[str, list[dict]]:
         inputs["stream"] = np.array([[True]])
         responses = _stream(server, entry, inputs)
     else:
-        responses = [_infer(server, entry, inputs, ["text_output", "num_input_tokens", "num_output_tokens"])]
+        responses = [
+            _infer(server, entry, inputs, ["text_output", "num_input_tokens", "num_output_tokens"])
+        ]
     return b"".join(r["text_output"].reshape(-1)[0] for r in responses).decode(), responses
 
 
@@ -177,7 +224,9 @@ def test_genai_perfs_deterministic_request_gets_exactly_min_length_tokens(server
     the generation would stop sooner (the prompt ends, a stop word)."""
     n = len(PROMPT) + 9
     free = _request(CLIENTS["genai_perf"]["default"], PROMPT, max_tokens=n)
-    assert _adapter_answer(server, entry, free)[0] == PROMPT  # the stand-in stops where the prompt ends
+    assert (
+        _adapter_answer(server, entry, free)[0] == PROMPT
+    )  # the stand-in stops where the prompt ends
     held = _request(CLIENTS["genai_perf"]["deterministic"], PROMPT, max_tokens=n, min_length=n)
     text, _ = _adapter_answer(server, entry, held)
     assert len(text) == n and text == (PROMPT * 2)[:n]
@@ -186,14 +235,18 @@ def test_genai_perfs_deterministic_request_gets_exactly_min_length_tokens(server
 def test_echo_and_stop_words_of_the_openai_frontends_completions_request(server):
     """echo: true → exclude_input_in_output false → the prompt comes back in front, and usage counts only what was
     generated; stop → stop_words cut the text."""
-    kind = {**CLIENTS["openai_frontend"]["always"],
-            "exclude_input_in_output": CLIENTS["openai_frontend"]["optional"]["exclude_input_in_output"],
-            "stop_words": CLIENTS["openai_frontend"]["optional"]["stop_words"]}
+    kind = {
+        **CLIENTS["openai_frontend"]["always"],
+        "exclude_input_in_output": CLIENTS["openai_frontend"]["optional"][
+            "exclude_input_in_output"
+        ],
+        "stop_words": CLIENTS["openai_frontend"]["optional"]["stop_words"],
+    }
     echo = _request(kind, PROMPT, max_tokens=8, exclude_input_in_output=False)
     text, (response,) = _adapter_answer(server, "pt_openai", echo)
     assert text == PROMPT + PROMPT[:8] and int(response["num_output_tokens"].reshape(-1)[0]) == 8
     stop = _request(kind, PROMPT, max_tokens=20, stop_words=b"ser")
-    assert _adapter_answer(server, "pt_openai", stop)[0] == PROMPT[:PROMPT.index("ser")]
+    assert _adapter_answer(server, "pt_openai", stop)[0] == PROMPT[: PROMPT.index("ser")]
 
 
 def test_the_openai_frontends_lora_request_is_answered_through_the_llm_apis_lora_request(server):
@@ -205,14 +258,25 @@ def test_the_openai_frontends_lora_request_is_answered_through_the_llm_apis_lora
     assert set(loras) == {"fr", "de"}
     task_id, weights, config = loras["de"]
     kind = CLIENTS["openai_frontend"]["always"]
-    first = {**_request(kind, PROMPT, max_tokens=12), "lora_task_id": np.array([[task_id]], np.uint64),
-             "lora_weights": weights, "lora_config": config}
-    for inputs in (first, {**_request(kind, PROMPT, max_tokens=12), "lora_task_id": np.array([[task_id]], np.uint64)}):
+    first = {
+        **_request(kind, PROMPT, max_tokens=12),
+        "lora_task_id": np.array([[task_id]], np.uint64),
+        "lora_weights": weights,
+        "lora_config": config,
+    }
+    for inputs in (
+        first,
+        {**_request(kind, PROMPT, max_tokens=12), "lora_task_id": np.array([[task_id]], np.uint64)},
+    ):
         got = _infer(server, "pt-lora_openai", inputs, ["text_output"])
         assert got["text_output"].reshape(-1)[0].decode() == PROMPT[:12]
     with pytest.raises(Exception, match="LoRA task 99 is not one of this model's adapters"):
-        _infer(server, "pt-lora_openai", {**_request(kind, PROMPT), "lora_task_id": np.array([[99]], np.uint64)},
-               ["text_output"])
+        _infer(
+            server,
+            "pt-lora_openai",
+            {**_request(kind, PROMPT), "lora_task_id": np.array([[99]], np.uint64)},
+            ["text_output"],
+        )
     assert _frontend_loras(server.repo, "pt_openai") == {}
     with pytest.raises(Exception, match="unexpected inference input 'lora_"):
         _infer(server, "pt_openai", first, ["text_output"])
@@ -221,35 +285,57 @@ def test_the_openai_frontends_lora_request_is_answered_through_the_llm_apis_lora
 def test_the_llmapi_model_takes_upstreams_lora_inputs_under_upstreams_rule(server):
     facts = load("trtllm_llmapi")["lora"]
     path = str(server.repo / "pt-lora" / "1" / "lora" / "fr")
-    lora = {"lora_id": np.array([3], np.uint64), "lora_name": np.array([b"fr"], np.object_),
-            "lora_path": np.array([path.encode()], np.object_)}
+    lora = {
+        "lora_id": np.array([3], np.uint64),
+        "lora_name": np.array([b"fr"], np.object_),
+        "lora_path": np.array([path.encode()], np.object_),
+    }
     got = _infer(server, "pt-lora", {**_inputs(), **lora}, ["text_output"])
     assert got["text_output"][0].decode() == PROMPT[:12]
     with pytest.raises(Exception, match=facts["together_error"]):
         _infer(server, "pt-lora", {**_inputs(), "lora_id": lora["lora_id"]}, ["text_output"])
-    with pytest.raises(Exception, match="lora_path does not exist on the Triton server's filesystem"):
-        _infer(server, "pt-lora", {**_inputs(), **lora, "lora_path": np.array([b"/nowhere"], np.object_)},
-               ["text_output"])
+    with pytest.raises(
+        Exception, match="lora_path does not exist on the Triton server's filesystem"
+    ):
+        _infer(
+            server,
+            "pt-lora",
+            {**_inputs(), **lora, "lora_path": np.array([b"/nowhere"], np.object_)},
+            ["text_output"],
+        )
 
 
 @pytest.mark.parametrize("entry", ["pt-guided_openai", "pt-guided"])
-def test_the_openai_frontends_tool_choice_request_is_answered_where_guided_decoding_is_on(server, entry):
+def test_the_openai_frontends_tool_choice_request_is_answered_where_guided_decoding_is_on(
+    server, entry
+):
     """tool_choice "required" makes the frontend send a json_schema guide (clients.json): it becomes
     SamplingParams.guided_decoding (GuidedDecodingParams.json) of an LLM built with guided_decoding_backend; a
     schema that is not JSON fails in the LLM API; the model without guided decoding refuses the guide (400)."""
     tool = CLIENTS["openai_frontend"]["tool_choice_guide"]
     schema = json.dumps({"type": "object", "properties": {"city": {"type": "string"}}}).encode()
-    guide = {"guided_decoding_guide_type": tool["guided_decoding_guide_type"].encode(),
-             "guided_decoding_guide": schema}
+    guide = {
+        "guided_decoding_guide_type": tool["guided_decoding_guide_type"].encode(),
+        "guided_decoding_guide": schema,
+    }
     if entry.endswith("_openai"):
-        kind = {**CLIENTS["openai_frontend"]["always"],
-                **{k: v for k, v in CLIENTS["openai_frontend"]["optional"].items() if k.startswith("guided_")}}
+        kind = {
+            **CLIENTS["openai_frontend"]["always"],
+            **{
+                k: v
+                for k, v in CLIENTS["openai_frontend"]["optional"].items()
+                if k.startswith("guided_")
+            },
+        }
         inputs = _request(kind, PROMPT, max_tokens=12, **guide)
     else:
         inputs = _inputs(**{k: np.array([v], np.object_) for k, v in guide.items()})
     got = _infer(server, entry, inputs, ["text_output"])
     assert got["text_output"].reshape(-1)[0].decode() == PROMPT[:12]
-    bad = {k: (np.full_like(v, b"{not json") if k == "guided_decoding_guide" else v) for k, v in inputs.items()}
+    bad = {
+        k: (np.full_like(v, b"{not json") if k == "guided_decoding_guide" else v)
+        for k, v in inputs.items()
+    }
     with pytest.raises(Exception, match="Expecting property name"):
         _infer(server, entry, bad, ["text_output"])
     with pytest.raises(Exception, match="unexpected inference input 'guided_decoding_guide"):
@@ -263,7 +349,9 @@ TIMES = ("arrival_time_ns", "first_scheduled_time_ns", "first_token_time_ns", "l
 def test_a_return_perf_metrics_request_gets_upstreams_perf_outputs_from_the_llmapi_model(server):
     want = ["text_output", *PERF["outputs"]]
     got = _infer(server, "pt", _inputs(**{PERF["input"]: np.array([True])}), want)
-    newest = load("tensorrtllm_backend")["templates"]["llmapi_versions"][load("trtllm_llmapi")["template_commit"]]
+    newest = load("tensorrtllm_backend")["templates"]["llmapi_versions"][
+        load("trtllm_llmapi")["template_commit"]
+    ]
     declared = {t["name"]: t["data_type"] for t in newest["outputs"]}
     np_type = {"TYPE_INT32": np.int32, "TYPE_INT64": np.int64, "TYPE_FP32": np.float32}
     for name in PERF["outputs"]:
@@ -274,13 +362,19 @@ def test_a_return_perf_metrics_request_gets_upstreams_perf_outputs_from_the_llma
 
 
 @pytest.mark.parametrize("entry", ["pt_openai", "pt-stream_openai"])
-def test_a_return_perf_metrics_request_in_the_ensembles_format_is_answered_by_the_adapter(server, entry):
+def test_a_return_perf_metrics_request_in_the_ensembles_format_is_answered_by_the_adapter(
+    server, entry
+):
     """The ensemble's return_perf_metrics input and its perf outputs (tensorrtllm_backend perf_metrics), from the
     LLM-API model's (the adapter's output_map)."""
     ensemble = load("tensorrtllm_backend")["perf_metrics"]
-    inputs = {**_request(CLIENTS["genai_perf"]["default"], PROMPT, max_tokens=12),
-              ensemble["input"]: np.array([[True]])}
-    names = [n for n in ensemble["outputs"] if n not in ("kv_cache_reused_blocks",)] + ["kv_cache_reused_blocks"]
+    inputs = {
+        **_request(CLIENTS["genai_perf"]["default"], PROMPT, max_tokens=12),
+        ensemble["input"]: np.array([[True]]),
+    }
+    names = [n for n in ensemble["outputs"] if n not in ("kv_cache_reused_blocks",)] + [
+        "kv_cache_reused_blocks"
+    ]
     if entry.startswith("pt-stream"):
         inputs["stream"] = np.array([[True]])
         responses = _stream(server, entry, inputs)
@@ -325,11 +419,19 @@ def test_concurrent_requests_to_a_non_streaming_model_are_served_concurrently(se
     takes LATENCY_S per request: scheduled on the LLM's event loop as upstream's model does, they are answered in
     about one request's time, not 32 × LATENCY_S, and the stand-in saw them in flight together."""
     n = 32
-    inputs = _inputs() if entry == "pt-slow" else _request(CLIENTS["genai_perf"]["default"], PROMPT, max_tokens=12)
+    inputs = (
+        _inputs()
+        if entry == "pt-slow"
+        else _request(CLIENTS["genai_perf"]["default"], PROMPT, max_tokens=12)
+    )
     took, answers = _concurrently(server, entry, inputs, n)
     assert {a["text_output"].reshape(-1)[0].decode() for a in answers} == {PROMPT[:12]}
-    assert took < n * LATENCY_S / 4, f"{n} requests took {took:.1f} s; one at a time they take {n * LATENCY_S} s"
-    peak = json.loads((server.repo / "pt-slow" / "1" / "tensorrt_llm" / "in_flight.json").read_text())["peak"]
+    assert took < n * LATENCY_S / 4, (
+        f"{n} requests took {took:.1f} s; one at a time they take {n * LATENCY_S} s"
+    )
+    peak = json.loads(
+        (server.repo / "pt-slow" / "1" / "tensorrt_llm" / "in_flight.json").read_text()
+    )["peak"]
     assert peak >= n // 2
 
 
@@ -337,19 +439,35 @@ def test_each_instance_of_a_multi_instance_model_runs_on_its_own_gpus(server):
     """serving.gpu_device_ids [0, 1] at tp_size 1: two instances, each built its LLM with CUDA_VISIBLE_DEVICES set to
     its GPU and gpus_per_node 1 (upstream's multi-instance LLM-API model, facts llm_args.json route_keys)."""
     here = server.repo / "pt-multi" / "1" / "tensorrt_llm"
-    seen = sorted(json.loads(f.read_text())["CUDA_VISIBLE_DEVICES"] for f in here.glob("placement-*.json"))
+    seen = sorted(
+        json.loads(f.read_text())["CUDA_VISIBLE_DEVICES"] for f in here.glob("placement-*.json")
+    )
     assert seen == ["0", "1"]
-    assert {json.loads(f.read_text())["gpus_per_node"] for f in here.glob("placement-*.json")} == {1}
-    plain = [json.loads(f.read_text()) for f in (server.repo / "pt" / "1" / "tensorrt_llm").glob("placement-*.json")]
-    assert [p["gpus_per_node"] for p in plain] == [None]  # one instance on the server's GPUs: left as it is
+    assert {json.loads(f.read_text())["gpus_per_node"] for f in here.glob("placement-*.json")} == {
+        1
+    }
+    plain = [
+        json.loads(f.read_text())
+        for f in (server.repo / "pt" / "1" / "tensorrt_llm").glob("placement-*.json")
+    ]
+    assert [p["gpus_per_node"] for p in plain] == [
+        None
+    ]  # one instance on the server's GPUs: left as it is
 
 
 def test_the_recipes_exclude_input_in_output_is_the_default_of_requests_that_do_not_say(server):
     """serving.exclude_input_in_output: false → the prompt comes back in front unless the request says otherwise."""
-    assert _infer(server, "pt-echo", _inputs(), ["text_output"])["text_output"][0].decode() == PROMPT + PROMPT[:12]
+    assert (
+        _infer(server, "pt-echo", _inputs(), ["text_output"])["text_output"][0].decode()
+        == PROMPT + PROMPT[:12]
+    )
     said = _inputs(sampling_param_exclude_input_from_output=np.array([True]))
-    assert _infer(server, "pt-echo", said, ["text_output"])["text_output"][0].decode() == PROMPT[:12]
-    assert _infer(server, "pt", _inputs(), ["text_output"])["text_output"][0].decode() == PROMPT[:12]
+    assert (
+        _infer(server, "pt-echo", said, ["text_output"])["text_output"][0].decode() == PROMPT[:12]
+    )
+    assert (
+        _infer(server, "pt", _inputs(), ["text_output"])["text_output"][0].decode() == PROMPT[:12]
+    )
 
 
 def test_the_frontends_lora_files_resolve_only_from_the_repository(server, tmp_path, monkeypatch):
@@ -361,21 +479,40 @@ def test_the_frontends_lora_files_resolve_only_from_the_repository(server, tmp_p
     facts = CLIENTS["openai_frontend"]["lora"]
     table = json.loads((server.repo / "pt-lora_openai" / "1" / "multi_lora.json").read_text())
     monkeypatch.chdir(tmp_path)
-    assert not any(os.path.exists(os.path.join(rel, f)) for rel in table.values() for f in facts["files"])
+    assert not any(
+        os.path.exists(os.path.join(rel, f)) for rel in table.values() for f in facts["files"]
+    )
     monkeypatch.chdir(server.repo)
-    assert all(os.path.exists(os.path.join(rel, f)) for rel in table.values() for f in facts["files"])
+    assert all(
+        os.path.exists(os.path.join(rel, f)) for rel in table.values() for f in facts["files"]
+    )
 
 
-def test_genai_perfs_extra_inputs_of_the_ensembles_sampling_names_reach_the_llm_apis_sampling_params(server):
+def test_genai_perfs_extra_inputs_of_the_ensembles_sampling_names_reach_the_llm_apis_sampling_params(
+    server,
+):
     """--extra-inputs k:v adds any input (clients.json genai_perf note): the ensemble's repetition_penalty,
     length_penalty, end_id, pad_id and bad_words are taken by <name>_openai and become the SamplingParams fields of
     those names (facts/llm_args.json request.sampling_params.fields; bad a list of strings)."""
-    extra = {"repetition_penalty": np.array([[1.25]], np.float32), "length_penalty": np.array([[0.5]], np.float32),
-             "end_id": np.array([[2]], np.int32), "pad_id": np.array([[0]], np.int32),
-             "bad_words": np.array([[b"zz", b"yy"]], np.object_)}
+    extra = {
+        "repetition_penalty": np.array([[1.25]], np.float32),
+        "length_penalty": np.array([[0.5]], np.float32),
+        "end_id": np.array([[2]], np.int32),
+        "pad_id": np.array([[0]], np.int32),
+        "bad_words": np.array([[b"zz", b"yy"]], np.object_),
+    }
     inputs = {**_request(CLIENTS["genai_perf"]["default"], PROMPT, max_tokens=12), **extra}
     got = _infer(server, "pt_openai", inputs, ["text_output"])
     assert got["text_output"].reshape(-1)[0].decode() == PROMPT[:12]
-    passed = json.loads((server.repo / "pt" / "1" / "tensorrt_llm" / "last_sampling.json").read_text())
-    assert {k: passed[k] for k in ("repetition_penalty", "length_penalty", "end_id", "pad_id", "bad")} == \
-        {"repetition_penalty": 1.25, "length_penalty": 0.5, "end_id": 2, "pad_id": 0, "bad": ["zz", "yy"]}
+    passed = json.loads(
+        (server.repo / "pt" / "1" / "tensorrt_llm" / "last_sampling.json").read_text()
+    )
+    assert {
+        k: passed[k] for k in ("repetition_penalty", "length_penalty", "end_id", "pad_id", "bad")
+    } == {
+        "repetition_penalty": 1.25,
+        "length_penalty": 0.5,
+        "end_id": 2,
+        "pad_id": 0,
+        "bad": ["zz", "yy"],
+    }

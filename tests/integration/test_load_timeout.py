@@ -17,13 +17,16 @@ from tests.conftest import PY_MODEL, PY_RECIPE
 
 pytestmark = [pytest.mark.triton]
 
-STUCK = PY_MODEL.replace("class TritonPythonModel:", '''class TritonPythonModel:
+STUCK = PY_MODEL.replace(
+    "class TritonPythonModel:",
+    """class TritonPythonModel:
     def initialize(self, args):
         import os, time
         print("waiting for weights.bin", flush=True)
         while not os.path.exists(os.path.join(args["model_repository"], "weights.bin")):
             time.sleep(0.2)
-''')
+""",
+)
 
 
 def _running_under(repository: Path) -> list[str]:
@@ -43,13 +46,22 @@ def _running_under(repository: Path) -> list[str]:
 
 def test_a_load_that_never_answers_fails_within_load_timeout(cli, write, tmp_path):
     write("model.py", STUCK)
-    recipe = write("stuck.yaml", PY_RECIPE.replace("name: doubler", "name: stuck")
-                   .replace("goldens/doubler.npz", "goldens/stuck.npz"))
+    recipe = write(
+        "stuck.yaml",
+        PY_RECIPE.replace("name: doubler", "name: stuck").replace(
+            "goldens/doubler.npz", "goldens/stuck.npz"
+        ),
+    )
     out = tmp_path / "out"
     assert cli("build", recipe, "-o", out).exit_code == 0
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "tritonbuild", "verify", str(out), "--json", "--load-timeout", "8"],
-                       capture_output=True, text=True, timeout=240, env={**os.environ, "TMPDIR": str(tmp_path)})
+    r = subprocess.run(
+        [sys.executable, "-m", "tritonbuild", "verify", str(out), "--json", "--load-timeout", "8"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
     took = time.monotonic() - t0
     assert r.returncode == 6, (r.returncode, r.stderr[-2000:])
     assert took < 120, took  # 8 s of load, the server's start and stop; it hung forever before

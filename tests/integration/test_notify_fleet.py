@@ -17,14 +17,17 @@ from tritonbuild.server.embedded import EmbeddedServer
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
 # A model the server started with REFUSE_PICKY=1 cannot run (as a GPU-only model on a CPU server).
-PICKY_MODEL = PY_MODEL.replace("class TritonPythonModel:\n", """class TritonPythonModel:
+PICKY_MODEL = PY_MODEL.replace(
+    "class TritonPythonModel:\n",
+    """class TritonPythonModel:
     def initialize(self, args):
         import os
 
         if os.environ.get("REFUSE_PICKY"):
             raise RuntimeError("picky cannot run on this server")
 
-""")
+""",
+)
 
 
 def _ready(server: EmbeddedServer, path: str = "/v2/health/ready") -> int:
@@ -39,42 +42,70 @@ def _picky_repo(cli, tmp_path):
     src = tmp_path / "picky-src"
     src.mkdir()
     (src / "model.py").write_text(PICKY_MODEL)
-    (src / "picky.yaml").write_text(PY_RECIPE.replace("name: doubler", "name: picky").replace(
-        "goldens/doubler.npz", "goldens/picky.npz").lstrip())
+    (src / "picky.yaml").write_text(
+        PY_RECIPE.replace("name: doubler", "name: picky")
+        .replace("goldens/doubler.npz", "goldens/picky.npz")
+        .lstrip()
+    )
     out = tmp_path / "picky-repo"
     assert cli("build", src / "picky.yaml", "-o", out).exit_code == 0
     return out
 
 
-def test_a_server_that_cannot_run_a_model_is_reported_and_keeps_its_readiness(cli, doubler_repo, tmp_path):
+def test_a_server_that_cannot_run_a_model_is_reported_and_keeps_its_readiness(
+    cli, doubler_repo, tmp_path
+):
     """Three servers: 'runs' serves everything; 'refuses' cannot run picky and runs without strict readiness (as
     the manifests' pods); 'mapped' cannot either, keeps Triton's strict readiness, and is mapped to doubler."""
     target = f"file://{tmp_path}/pub"
     receipt = api.publish(doubler_repo(1, verify=False), target, skip_verify=True)
     picky = _picky_repo(cli, tmp_path)
     refuse = {"REFUSE_PICKY": "1"}
-    with EmbeddedServer(receipt.triton_url, env=refuse, strict_readiness=False) as refuses, \
-            EmbeddedServer(receipt.triton_url) as runs, EmbeddedServer(receipt.triton_url, env=refuse) as mapped:
+    with (
+        EmbeddedServer(receipt.triton_url, env=refuse, strict_readiness=False) as refuses,
+        EmbeddedServer(receipt.triton_url) as runs,
+        EmbeddedServer(receipt.triton_url, env=refuse) as mapped,
+    ):
         for server in (refuses, runs, mapped):
             server.load("doubler")
-        urls = [f"http://{refuses.http_url}", f"http://{runs.http_url}", f"http://{mapped.http_url}"]
+        urls = [
+            f"http://{refuses.http_url}",
+            f"http://{runs.http_url}",
+            f"http://{mapped.http_url}",
+        ]
         notify = ["--notify", urls[0], "--notify", urls[1], "--notify", f"{urls[2]}#doubler"]
         r = cli("publish", picky, target, "--skip-verify", *notify, "--json")
-        assert r.exit_code == 0, r.stdout + r.stderr  # failed with exit 7: one server could not run picky
+        assert r.exit_code == 0, (
+            r.stdout + r.stderr
+        )  # failed with exit 7: one server could not run picky
         notified = {(n["server"], n["model"]): n for n in json.loads(r.stdout)["notified"]}
         assert notified[(urls[1], "picky")]["ok"]
         refused = notified[(urls[0], "picky")]
-        assert refused["cannot_run"] and not refused["ok"] and "cannot run 'picky'" in refused["message"]
+        assert (
+            refused["cannot_run"]
+            and not refused["ok"]
+            and "cannot run 'picky'" in refused["message"]
+        )
         assert "picky cannot run on this server" in refused["message"]  # Triton's own words
         assert notified[(urls[2], "picky")]["skipped"]  # mapped to doubler: never asked
         assert [_ready(server) for server in (refuses, runs, mapped)] == [200, 200, 200]
         assert _ready(refuses, "/v2/models/doubler/ready") == 200
         # the next publish (doubler v2) does not ask 'refuses' for picky again, and succeeds
-        r = cli("publish", doubler_repo(2, factor="3", verify=False), target, "--skip-verify", *notify, "--json")
+        r = cli(
+            "publish",
+            doubler_repo(2, factor="3", verify=False),
+            target,
+            "--skip-verify",
+            *notify,
+            "--json",
+        )
         assert r.exit_code == 0, r.stdout + r.stderr
         again = {(n["server"], n["model"]): n for n in json.loads(r.stdout)["notified"]}
         assert all(again[(url, "doubler")]["ok"] for url in urls)
-        assert again[(urls[0], "picky")]["skipped"] and "last load failed here" in again[(urls[0], "picky")]["message"]
+        assert (
+            again[(urls[0], "picky")]["skipped"]
+            and "last load failed here" in again[(urls[0], "picky")]["message"]
+        )
         # strict readiness drops for a moment while version 1 unloads (UNLOADING is not READY); then it is back
         assert [_settled_ready(server) for server in (refuses, runs, mapped)] == [200, 200, 200]
 

@@ -36,7 +36,9 @@ def test_a_plugin_backend_builds_verifies_and_publishes(cli, tmp_path, affine):
     assert len(inputs) == 3
     for key in inputs:  # the live server computed x * 3 - 1
         got = golden[key.replace("input.", "output.").replace(".X", ".Y")]
-        np.testing.assert_array_equal(got, (golden[key] * np.float32(3.0) + np.float32(-1.0)).astype(np.float32))
+        np.testing.assert_array_equal(
+            got, (golden[key] * np.float32(3.0) + np.float32(-1.0)).astype(np.float32)
+        )
 
     r = cli("build", recipe, "-o", out)  # the recorded goldens travel into the repository
     assert r.exit_code == 0, r.stderr
@@ -53,4 +55,8 @@ def test_a_plugin_backend_builds_verifies_and_publishes(cli, tmp_path, affine):
 
 def test_without_its_registration_the_recipe_is_a_clear_recipe_error(cli, tmp_path):
     r = cli("validate", write_recipe(tmp_path))
-    assert r.exit_code == 3 and "unknown backend 'affine'" in r.stderr and "use one of python" in r.stderr
+    assert (
+        r.exit_code == 3
+        and "unknown backend 'affine'" in r.stderr
+        and "use one of python" in r.stderr
+    )

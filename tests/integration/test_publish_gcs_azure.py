@@ -28,6 +28,8 @@ import pytest
 from tests.cli.test_publish import _fake_verified
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
+
+
 @pytest.fixture(params=["gs", "az"])
 def store(request, monkeypatch):
     """(scheme, bucket or container): a fresh one on a running emulator, its address in the standard env."""
@@ -36,7 +38,9 @@ def store(request, monkeypatch):
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", request.getfixturevalue("gcs_server"))
         monkeypatch.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
     else:
-        monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", request.getfixturevalue("azure_server"))
+        monkeypatch.setenv(
+            "AZURE_STORAGE_CONNECTION_STRING", request.getfixturevalue("azure_server")
+        )
     from tritonbuild.publish.target import open_target
 
     open_target(f"{request.param}://{name}").fs.mkdir(name)
@@ -52,7 +56,9 @@ def _repo(tmp_path: Path, cli, version: int, factor: str, extra_mib: int = 0) ->
     recipe = PY_RECIPE.replace("version: 1", f"version: {version}")
     if extra_mib:
         (src / "weights.bin").write_bytes(os.urandom(extra_mib << 20))
-        recipe = recipe.replace("source: {path: model.py}", "source: {path: model.py, files: [weights.bin]}")
+        recipe = recipe.replace(
+            "source: {path: model.py}", "source: {path: model.py, files: [weights.bin]}"
+        )
     (src / "r.yaml").write_text(recipe.lstrip())
     out = tmp_path / f"repo{version}"
     assert cli("build", src / "r.yaml", "-o", out).exit_code == 0
@@ -61,8 +67,14 @@ def _repo(tmp_path: Path, cli, version: int, factor: str, extra_mib: int = 0) ->
 
 
 def _tb(*args, env=None, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tritonbuild", *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=300, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "tritonbuild", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=300,
+        **kw,
+    )
 
 
 def test_publish_ls_rollback_and_verify_target(store, cli, tmp_path):
@@ -79,8 +91,13 @@ def test_publish_ls_rollback_and_verify_target(store, cli, tmp_path):
     assert r.exit_code == 0 and json.loads(r.stdout)["live"] == 1, r.stderr
     r = cli("verify", target, "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["passed"], r.stdout
-    again = json.loads(cli("publish", v2, target, "--json").stdout)  # nothing re-sent; v2 live again
-    assert again["uploaded_bytes"] == 0 and json.loads(cli("ls", target, "--json").stdout)["models"][0]["live"] == 2
+    again = json.loads(
+        cli("publish", v2, target, "--json").stdout
+    )  # nothing re-sent; v2 live again
+    assert (
+        again["uploaded_bytes"] == 0
+        and json.loads(cli("ls", target, "--json").stdout)["models"][0]["live"] == 2
+    )
 
 
 def test_the_lease_is_created_renewed_and_broken_only_conditionally(store):
@@ -131,11 +148,19 @@ def test_two_concurrent_publishers_one_wins_and_the_target_stays_consistent(stor
     target = f"{scheme}://{bucket}/race"
     a, b = _repo(tmp_path, cli, 1, "2", extra_mib=8), _repo(tmp_path, cli, 2, "3", extra_mib=8)
     env = {**os.environ, "TRITONBUILD_LOCK_LEASE_S": "600"}
-    first = subprocess.Popen([sys.executable, "-m", "tritonbuild", "publish", str(a), target],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "tritonbuild", "publish", str(a), target],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     opened, deadline = open_target(target), time.monotonic() + 120
     while read_lock(opened) is None:
-        assert first.poll() is None, ("the first publish ended before its lease was seen", first.communicate())
+        assert first.poll() is None, (
+            "the first publish ended before its lease was seen",
+            first.communicate(),
+        )
         assert time.monotonic() < deadline
         time.sleep(0.02)
     os.kill(first.pid, signal.SIGSTOP)
@@ -166,16 +191,28 @@ def test_random_kills_never_leave_a_half_visible_version(store, cli, tmp_path):
     opened = open_target(target)
     for run, version in enumerate(range(2, 7)):
         out = _repo(tmp_path, cli, version, str(version + 1), extra_mib=4)
-        proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "publish", str(out), target],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tritonbuild", "publish", str(out), target],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ},
+        )
         time.sleep(random.Random(run).uniform(0.5, 3.0))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         live = live_version(objects.read_text(opened, opened.path("doubler", "config.pbtxt")))
         remote = objects.remote_sizes(opened, opened.path("doubler"))
         built = read_manifest(tmp_path / f"repo{live}")
-        want = {k.split("/", 1)[1]: e.size for k, e in built.files.items() if k.startswith(f"doubler/{live}/")}
-        assert want and all(remote.get(rel) == size for rel, size in want.items()), (run, live, remote)
+        want = {
+            k.split("/", 1)[1]: e.size
+            for k, e in built.files.items()
+            if k.startswith(f"doubler/{live}/")
+        }
+        assert want and all(remote.get(rel) == size for rel, size in want.items()), (
+            run,
+            live,
+            remote,
+        )
         r = _tb("publish", out, target)
         assert r.returncode == 0, r.stderr
         assert json.loads(_tb("ls", target, "--json").stdout)["models"][0]["live"] == version

@@ -24,8 +24,12 @@ pytestmark = [pytest.mark.s3, pytest.mark.slow]
 
 
 def _infer(http_url: str, x: list[float]) -> tuple[str, list[float]]:
-    body = json.dumps({"inputs": [{"name": "X", "shape": [1, 3], "datatype": "FP32", "data": x}]}).encode()
-    req = urllib.request.Request(f"http://{http_url}/v2/models/doubler/infer", data=body, method="POST")
+    body = json.dumps(
+        {"inputs": [{"name": "X", "shape": [1, 3], "datatype": "FP32", "data": x}]}
+    ).encode()
+    req = urllib.request.Request(
+        f"http://{http_url}/v2/models/doubler/infer", data=body, method="POST"
+    )
     with urllib.request.urlopen(req, timeout=30) as r:
         doc = json.loads(r.read())
     return doc["model_version"], doc["outputs"][0]["data"]
@@ -36,8 +40,13 @@ def _expected(factor: float, x=(1.0, 2.0, 3.0)) -> list[float]:
 
 
 def _tb(*args, check=True, **kw) -> subprocess.CompletedProcess:
-    r = subprocess.run([sys.executable, "-m", "tritonbuild", *map(str, args)], capture_output=True, text=True,
-                       env={**os.environ}, **kw)
+    r = subprocess.run(
+        [sys.executable, "-m", "tritonbuild", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+        **kw,
+    )
     if check:
         assert r.returncode == 0, r.stderr
     return r
@@ -48,8 +57,12 @@ def test_publish_to_s3_and_serve_from_it(doubler_repo, bucket):
     out = doubler_repo(1)
     receipt = api.publish(out, f"s3://{bucket}/models/prod")
     assert receipt.verification == "passed" and receipt.uploaded_bytes > 0
-    assert receipt.triton_url == f"s3://{os.environ['AWS_ENDPOINT_URL']}/{bucket}/models/prod".replace(
-        "s3://http://", "s3://http://")
+    assert (
+        receipt.triton_url
+        == f"s3://{os.environ['AWS_ENDPOINT_URL']}/{bucket}/models/prod".replace(
+            "s3://http://", "s3://http://"
+        )
+    )
     assert api.verify_target(f"s3://{bucket}/models/prod").passed
     with EmbeddedServer(receipt.triton_url) as server:
         server.load("doubler")
@@ -121,15 +134,31 @@ def test_killed_publishes_never_expose_a_half_version(doubler_repo, bucket):
     factors = {v: float(v + 1) for v in range(1, 22)}
     repos = {1: doubler_repo(1, factor="2")}
     api.publish(repos[1], target)
-    with EmbeddedServer(api.publish(repos[1], target).triton_url, control="poll", poll_secs=1) as server:
+    with EmbeddedServer(
+        api.publish(repos[1], target).triton_url, control="poll", poll_secs=1
+    ) as server:
         served = []
         for run, version in enumerate(range(2, 22)):
-            repos[version] = doubler_repo(version, factor=str(factors[version]), verify=False,
-                                          extra=os.urandom(4 << 20))
+            repos[version] = doubler_repo(
+                version, factor=str(factors[version]), verify=False, extra=os.urandom(4 << 20)
+            )
             rng = random.Random(run)
-            proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "publish", str(repos[version]), target,
-                                     "--skip-verify", "--keep", "3"], stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL, env={**os.environ})
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tritonbuild",
+                    "publish",
+                    str(repos[version]),
+                    target,
+                    "--skip-verify",
+                    "--keep",
+                    "3",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env={**os.environ},
+            )
             time.sleep(rng.uniform(0.2, 2.5))
             proc.send_signal(signal.SIGKILL)
             proc.wait()
@@ -160,8 +189,11 @@ def _complete_on_target(target: str, repo) -> bool:
     (model,) = m.models
     remote = objects.remote_sizes(t, t.path(model.name))
     prefix = f"{model.name}/"
-    return all(remote.get(k[len(prefix):]) == e.size for k, e in m.files.items()
-               if k.startswith(f"{model.name}/{model.version}/"))
+    return all(
+        remote.get(k[len(prefix) :]) == e.size
+        for k, e in m.files.items()
+        if k.startswith(f"{model.name}/{model.version}/")
+    )
 
 
 def test_two_concurrent_publishes_one_wins(doubler_repo, bucket, s3fs_client):
@@ -172,20 +204,36 @@ def test_two_concurrent_publishes_one_wins(doubler_repo, bucket, s3fs_client):
     target = f"s3://{bucket}/race"
     a = doubler_repo(1, factor="2", verify=False, extra=os.urandom(24 << 20))
     b = doubler_repo(2, factor="3", verify=False, extra=os.urandom(24 << 20))
-    env = {**os.environ, "TRITONBUILD_LOCK_LEASE_S": "600"}  # the frozen holder's lease outlives the test
-    first = subprocess.Popen([sys.executable, "-m", "tritonbuild", "publish", str(a), target, "--skip-verify"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    env = {
+        **os.environ,
+        "TRITONBUILD_LOCK_LEASE_S": "600",
+    }  # the frozen holder's lease outlives the test
+    first = subprocess.Popen(
+        [sys.executable, "-m", "tritonbuild", "publish", str(a), target, "--skip-verify"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     lock = f"{bucket}/race/tritonbuild.lock"
     deadline = time.monotonic() + 120
     while not s3fs_client.exists(lock):
         s3fs_client.invalidate_cache()
-        assert first.poll() is None, ("the first publish ended before its lease was seen", first.communicate())
+        assert first.poll() is None, (
+            "the first publish ended before its lease was seen",
+            first.communicate(),
+        )
         assert time.monotonic() < deadline, "the first publish never created its lease"
         time.sleep(0.02)
     os.kill(first.pid, signal.SIGSTOP)
     try:
-        second = subprocess.run([sys.executable, "-m", "tritonbuild", "publish", str(b), target, "--skip-verify"],
-                                capture_output=True, text=True, env=env, timeout=300)
+        second = subprocess.run(
+            [sys.executable, "-m", "tritonbuild", "publish", str(b), target, "--skip-verify"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
     finally:
         os.kill(first.pid, signal.SIGCONT)
     _, first_err = first.communicate(timeout=300)
@@ -202,7 +250,9 @@ def _objects(fs, bucket) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("case", ["missing-bucket", "no-credentials", "unreachable", "bad-url"])
-def test_target_errors_exit_7_and_change_nothing(doubler_repo, bucket, s3fs_client, case, monkeypatch):
+def test_target_errors_exit_7_and_change_nothing(
+    doubler_repo, bucket, s3fs_client, case, monkeypatch
+):
     out = doubler_repo(1, verify=False)
     before = _objects(s3fs_client, bucket)
     target = f"s3://{bucket}/p"
@@ -212,14 +262,22 @@ def test_target_errors_exit_7_and_change_nothing(doubler_repo, bucket, s3fs_clie
     elif case == "no-credentials":
         for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             env.pop(var)
-        env.update(AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent",
-                   AWS_EC2_METADATA_DISABLED="true")
+        env.update(
+            AWS_SHARED_CREDENTIALS_FILE="/nonexistent",
+            AWS_CONFIG_FILE="/nonexistent",
+            AWS_EC2_METADATA_DISABLED="true",
+        )
     elif case == "unreachable":
         env["AWS_ENDPOINT_URL"] = "http://127.0.0.1:9"
     else:
         target = "s3:/bucket-without-slashes"
-    r = subprocess.run([sys.executable, "-m", "tritonbuild", "publish", str(out), target, "--skip-verify"],
-                       capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "tritonbuild", "publish", str(out), target, "--skip-verify"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 7, r.stderr
     assert "Traceback" not in r.stderr and "fix:" in r.stderr
     assert _objects(s3fs_client, bucket) == before
@@ -230,8 +288,13 @@ def test_secrets_never_appear_in_output_or_target(doubler_repo, bucket, s3fs_cli
     out = doubler_repo(1)
     target = f"s3://{bucket}/sec"
     texts = []
-    for args in (["publish", out, target, "--json"], ["ls", target, "--json"], ["verify", target, "--json"],
-                 ["publish", out, target], ["rollback", target, "doubler", "--to", "9"]):
+    for args in (
+        ["publish", out, target, "--json"],
+        ["ls", target, "--json"],
+        ["verify", target, "--json"],
+        ["publish", out, target],
+        ["rollback", target, "doubler", "--to", "9"],
+    ):
         r = _tb(*args, check=False)
         texts += [r.stdout, r.stderr]
     blobs = _objects(s3fs_client, bucket)
@@ -246,34 +309,71 @@ def test_serve_a_published_target_and_notify_an_explicit_server(doubler_repo, bu
     target = f"s3://{bucket}/served"
     out = doubler_repo(1)
     api.publish(out, target)
-    proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "serve", target, "--json", "--http-port", "0",
-                             "--grpc-port", "0", "--metrics-port", "0"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tritonbuild",
+            "serve",
+            target,
+            "--json",
+            "--http-port",
+            "0",
+            "--grpc-port",
+            "0",
+            "--metrics-port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+    )
     try:
         info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
-        assert info["loaded"] == ["doubler"] and info["repository"].startswith("s3://http://127.0.0.1:")
+        assert info["loaded"] == ["doubler"] and info["repository"].startswith(
+            "s3://http://127.0.0.1:"
+        )
         assert _infer(info["http"].removeprefix("http://"), [1, 2, 3]) == ("1", _expected(2))
         # the running server is in explicit mode: publish v2 and ask it to load
         v2 = doubler_repo(2, factor="3")
         r = _tb("publish", v2, target, "--notify", info["http"], "--json")
         notified = json.loads(r.stdout)["notified"]
-        assert notified == [{"server": info["http"], "model": "doubler", "ok": True, "status": 200,
-                             "message": "loaded"}]
+        assert notified == [
+            {
+                "server": info["http"],
+                "model": "doubler",
+                "ok": True,
+                "status": 200,
+                "message": "loaded",
+            }
+        ]
         assert _infer(info["http"].removeprefix("http://"), [1, 2, 3]) == ("2", _expected(3))
         # unchanged and READY in the server's repository index: no load request
-        assert json.loads(_tb("publish", v2, target, "--notify", info["http"], "--json").stdout)["notified"] == []
+        assert (
+            json.loads(_tb("publish", v2, target, "--notify", info["http"], "--json").stdout)[
+                "notified"
+            ]
+            == []
+        )
         from tritonclient.http import InferenceServerClient
 
         client = InferenceServerClient(info["http"].removeprefix("http://"))
-        client.unload_model("doubler")  # the server no longer has it: an unchanged publish loads it again
+        client.unload_model(
+            "doubler"
+        )  # the server no longer has it: an unchanged publish loads it again
         deadline = time.monotonic() + 30
         while client.is_model_ready("doubler") and time.monotonic() < deadline:
             time.sleep(0.2)
         client.close()
-        again = json.loads(_tb("publish", v2, target, "--notify", info["http"], "--json").stdout)["notified"]
+        again = json.loads(_tb("publish", v2, target, "--notify", info["http"], "--json").stdout)[
+            "notified"
+        ]
         assert [(n["model"], n["ok"]) for n in again] == [("doubler", True)]
         assert _infer(info["http"].removeprefix("http://"), [1, 2, 3]) == ("2", _expected(3))
-        v3 = doubler_repo(3, factor="4")  # a change: notify goes only to models this publish changed
+        v3 = doubler_repo(
+            3, factor="4"
+        )  # a change: notify goes only to models this publish changed
         bad = _tb("publish", v3, target, "--notify", "http://127.0.0.1:9", check=False)
         assert bad.returncode == 7 and "did not load" in bad.stderr
         proc.send_signal(signal.SIGINT)
@@ -290,10 +390,16 @@ def test_serve_opens_a_published_target_once(doubler_repo, bucket, monkeypatch):
     target = f"s3://{bucket}/served-once"
     api.publish(doubler_repo(1, verify=False), target, skip_verify=True)
     opened, real = [], protocol.open_target
-    monkeypatch.setattr(protocol, "open_target", lambda *args, **kwargs: opened.append(args) or real(*args, **kwargs))
+    monkeypatch.setattr(
+        protocol,
+        "open_target",
+        lambda *args, **kwargs: opened.append(args) or real(*args, **kwargs),
+    )
     server, loadable, not_loadable = api.serve(target)
     assert len(opened) == 1 and loadable == ["doubler"] and not_loadable == []
-    assert server.repository.startswith("s3://http://127.0.0.1:") and server.repository.endswith("/served-once")
+    assert server.repository.startswith("s3://http://127.0.0.1:") and server.repository.endswith(
+        "/served-once"
+    )
 
 
 def test_serve_an_s3_prefix_holding_a_built_repository_names_it(doubler_repo, bucket, s3fs_client):
@@ -302,5 +408,9 @@ def test_serve_an_s3_prefix_holding_a_built_repository_names_it(doubler_repo, bu
     s3fs_client.put(str(out), f"{bucket}/synced", recursive=True)
     r = _tb("serve", f"s3://{bucket}/synced", "--http-port", "0", check=False, timeout=120)
     assert r.returncode == 7, r.stderr
-    assert "is a build manifest" in r.stderr and "validation error" not in r.stderr and "Traceback" not in r.stderr
+    assert (
+        "is a build manifest" in r.stderr
+        and "validation error" not in r.stderr
+        and "Traceback" not in r.stderr
+    )
     assert "tritonbuild publish OUT URL" in r.stderr

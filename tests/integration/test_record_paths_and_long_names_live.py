@@ -37,8 +37,12 @@ def test_record_refuses_when_the_recipe_changed_since_the_build(cli, py_recipe, 
 def test_a_255_byte_model_name_loads_and_answers_in_tritonserver(cli, write, tmp_path):
     name = "m" * 255
     write("model.py", PY_MODEL)
-    recipe = write("long.yaml", PY_RECIPE.replace("name: doubler", f"name: {name}").replace(
-        "goldens/doubler.npz", "goldens/long.npz"))
+    recipe = write(
+        "long.yaml",
+        PY_RECIPE.replace("name: doubler", f"name: {name}").replace(
+            "goldens/doubler.npz", "goldens/long.npz"
+        ),
+    )
     out = tmp_path / "OUT"
     assert cli("build", recipe, "-o", out).exit_code == 0
     r = cli("verify", out, "--record", "--json")
@@ -47,7 +51,9 @@ def test_a_255_byte_model_name_loads_and_answers_in_tritonserver(cli, write, tmp
     assert m["name"] == name and m["loaded"] and m["path"] == "live-embedded", m
 
 
-def test_rebuilding_out_under_a_polling_tritonserver_never_fails_a_request(cli, py_recipe, tmp_path, write):
+def test_rebuilding_out_under_a_polling_tritonserver_never_fails_a_request(
+    cli, py_recipe, tmp_path, write
+):
     """OUT is exchanged atomically: a Triton polling it keeps serving through rebuilds (each with a changed model,
     so Triton reloads it) and ends on the last build's answer."""
     import threading
@@ -57,8 +63,12 @@ def test_rebuilding_out_under_a_polling_tritonserver_never_fails_a_request(cli, 
     from tritonbuild.server.embedded import EmbeddedServer
 
     def infer(url: str) -> list[float]:
-        body = json.dumps({"inputs": [{"name": "X", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}]})
-        req = urllib.request.Request(f"http://{url}/v2/models/doubler/infer", data=body.encode(), method="POST")
+        body = json.dumps(
+            {"inputs": [{"name": "X", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}]}
+        )
+        req = urllib.request.Request(
+            f"http://{url}/v2/models/doubler/infer", data=body.encode(), method="POST"
+        )
         with urllib.request.urlopen(req, timeout=30) as r:
             return json.loads(r.read())["outputs"][0]["data"]
 

@@ -20,9 +20,14 @@ def test_rolled_back_model_answers(cli, tmp_path):
     for version, name, factor in ((1, "X", "2"), (2, "B", "3")):
         src = tmp_path / f"src{version}"
         src.mkdir()
-        (src / "model.py").write_text(PY_MODEL.replace('"X"', f'"{name}"').replace("x * 2", f"x * {factor}"))
-        (src / "r.yaml").write_text(PY_RECIPE.replace("version: 1", f"version: {version}")
-                                    .replace("name: X", f"name: {name}").lstrip())
+        (src / "model.py").write_text(
+            PY_MODEL.replace('"X"', f'"{name}"').replace("x * 2", f"x * {factor}")
+        )
+        (src / "r.yaml").write_text(
+            PY_RECIPE.replace("version: 1", f"version: {version}")
+            .replace("name: X", f"name: {name}")
+            .lstrip()
+        )
         out = tmp_path / f"out{version}"
         assert cli("build", src / "r.yaml", "-o", out).exit_code == 0
         assert cli("publish", out, f"file://{target}", "--skip-verify").exit_code == 0
@@ -51,8 +56,10 @@ def test_two_versions_served_side_by_side(cli, tmp_path):
         src = tmp_path / f"src{version}"
         src.mkdir()
         (src / "model.py").write_text(PY_MODEL.replace("x * 2", f"x * {factor}"))
-        (src / "r.yaml").write_text(PY_RECIPE.replace("version: 1", f"version: {version}").lstrip()
-                                    + "version_policy: {latest: 2}\n")
+        (src / "r.yaml").write_text(
+            PY_RECIPE.replace("version: 1", f"version: {version}").lstrip()
+            + "version_policy: {latest: 2}\n"
+        )
         out = tmp_path / f"out{version}"
         assert cli("build", src / "r.yaml", "-o", out).exit_code == 0
         assert cli("publish", out, f"file://{target}", "--skip-verify").exit_code == 0

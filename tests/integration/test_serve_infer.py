@@ -1,4 +1,5 @@
 """serve's ports, control mode and kept log; infer against a served URL and a built directory."""
+
 import json
 import os
 import signal
@@ -22,10 +23,32 @@ def _built(cli, py_recipe, tmp_path):
 def test_serve_poll_mode_then_infer_the_url_with_goldens_and_with_an_npy(cli, py_recipe, tmp_path):
     out = _built(cli, py_recipe, tmp_path)
     log = tmp_path / "server.log"
-    proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "serve", str(out), "--json", "--http-port", "0",
-                             "--grpc-port", "0", "--metrics-port", "0", "--model-control-mode", "poll",
-                             "--log-file", str(log), "--log-verbose", "1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tritonbuild",
+            "serve",
+            str(out),
+            "--json",
+            "--http-port",
+            "0",
+            "--grpc-port",
+            "0",
+            "--metrics-port",
+            "0",
+            "--model-control-mode",
+            "poll",
+            "--log-file",
+            str(log),
+            "--log-verbose",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+    )
     try:
         info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
         assert info["model_control_mode"] == "poll" and info["log"] == str(log)
@@ -76,9 +99,25 @@ def test_serve_on_a_taken_port_fails_before_claiming_ready(cli, py_recipe, tmp_p
     with EmbeddedServer(out) as other:
         port = other.http_port
         for extra in ([], ["--json"]):
-            res = subprocess.run([sys.executable, "-m", "tritonbuild", "serve", str(out), "--http-port", str(port),
-                                  "--grpc-port", "0", "--metrics-port", "0", *extra],
-                                 capture_output=True, text=True, timeout=120)
+            res = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "tritonbuild",
+                    "serve",
+                    str(out),
+                    "--http-port",
+                    str(port),
+                    "--grpc-port",
+                    "0",
+                    "--metrics-port",
+                    "0",
+                    *extra,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert res.returncode == 8, res.stderr  # ServerError
             assert " ready " not in res.stdout and "loaded:" not in res.stdout
             if extra:
@@ -86,27 +125,68 @@ def test_serve_on_a_taken_port_fails_before_claiming_ready(cli, py_recipe, tmp_p
                 assert "loaded" not in doc and doc["error"] == "server"
                 assert f"port {port}" in doc["message"] and "--http-port 0" in doc["hint"]
             else:
-                assert f"port {port} on 127.0.0.1 is already in use" in res.stderr and "--http-port 0" in res.stderr
+                assert (
+                    f"port {port} on 127.0.0.1 is already in use" in res.stderr
+                    and "--http-port 0" in res.stderr
+                )
 
 
 def test_serve_failure_names_the_kept_log(cli, py_recipe, tmp_path):
     out = tmp_path / "OUT"
     assert cli("build", py_recipe, "-o", out).exit_code == 0
-    (out / "doubler" / "config.pbtxt").write_text("not a config")  # the server starts, the load fails
-    res = subprocess.run([sys.executable, "-m", "tritonbuild", "serve", str(out), "--http-port", "0",
-                          "--grpc-port", "0", "--metrics-port", "0", "--log-file", str(tmp_path / "s.log")],
-                         capture_output=True, text=True, timeout=120)
+    (out / "doubler" / "config.pbtxt").write_text(
+        "not a config"
+    )  # the server starts, the load fails
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tritonbuild",
+            "serve",
+            str(out),
+            "--http-port",
+            "0",
+            "--grpc-port",
+            "0",
+            "--metrics-port",
+            "0",
+            "--log-file",
+            str(tmp_path / "s.log"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 8, res.stderr  # ServerError
     assert f"see the server log {tmp_path / 's.log'}" in res.stderr
     assert (tmp_path / "s.log").is_file() and (tmp_path / "s.log").stat().st_size > 0
 
 
 def _serve(args: list[str]) -> tuple[subprocess.Popen, dict]:
-    proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "serve", *args, "--json", "--http-port", "0",
-                             "--grpc-port", "0", "--metrics-port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tritonbuild",
+            "serve",
+            *args,
+            "--json",
+            "--http-port",
+            "0",
+            "--grpc-port",
+            "0",
+            "--metrics-port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines = []
-    while (line := proc.stdout.readline()) not in ("}\n", ""):  # "": serve exited (it spun forever on that before)
+    while (line := proc.stdout.readline()) not in (
+        "}\n",
+        "",
+    ):  # "": serve exited (it spun forever on that before)
         lines.append(line)
     text = "".join(lines) + "}"
     try:
@@ -128,7 +208,10 @@ def _stop(proc: subprocess.Popen) -> None:
 def _snapshot(root) -> dict[str, int | None]:
     """Every path under root, with each file's mtime (a directory's changes when the Python stub's __pycache__/
     is made and removed: the stub's interpreter ignores PYTHONDONTWRITEBYTECODE)."""
-    return {p.relative_to(root).as_posix(): p.stat().st_mtime_ns if p.is_file() else None for p in root.rglob("*")}
+    return {
+        p.relative_to(root).as_posix(): p.stat().st_mtime_ns if p.is_file() else None
+        for p in root.rglob("*")
+    }
 
 
 def test_a_hand_written_repository_is_served_and_inferred_and_left_untouched(cli, tmp_path):
@@ -180,7 +263,9 @@ def test_a_hand_written_repository_is_served_and_inferred_and_left_untouched(cli
         _stop(proc)
     proc, info = _serve([f"file://{repo}"])
     try:
-        assert info["loaded"] == ["adder"] and info["not_loaded"] == ["ort"]  # a config-less model is not listed
+        assert info["loaded"] == ["adder"] and info["not_loaded"] == [
+            "ort"
+        ]  # a config-less model is not listed
         assert cli("infer", info["http"], "adder").exit_code == 0
     finally:
         _stop(proc)
@@ -191,18 +276,43 @@ def test_infer_a_wrong_model_or_input_name_lists_what_the_server_has(cli, py_rec
     """issue 31.4 (5): a wrong model or input name against a running server said only Triton's refusal, not the
     names the server has."""
     out = _built(cli, py_recipe, tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "serve", str(out), "--json", "--http-port", "0",
-                             "--grpc-port", "0", "--metrics-port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tritonbuild",
+            "serve",
+            str(out),
+            "--json",
+            "--http-port",
+            "0",
+            "--grpc-port",
+            "0",
+            "--metrics-port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+    )
     try:
         info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
         r = cli("infer", info["http"], "dobler")
-        assert r.exit_code == 9 and "the server's models: doubler (READY, version 1)" in r.stderr, r.stderr
+        assert r.exit_code == 9 and "the server's models: doubler (READY, version 1)" in r.stderr, (
+            r.stderr
+        )
         r = cli("infer", info["http"], "dobler", "--json")
-        assert r.exit_code == 9 and "doubler (READY, version 1)" in json.loads(r.stdout)["hint"], r.stdout
+        assert r.exit_code == 9 and "doubler (READY, version 1)" in json.loads(r.stdout)["hint"], (
+            r.stdout
+        )
         np.save(tmp_path / "x.npy", np.array([[1, 2, 3]], np.float32))
         r = cli("infer", info["http"], "doubler", "--input", f"Z={tmp_path / 'x.npy'}")
-        assert r.exit_code == 9 and "'Z'" in r.stderr and "doubler's inputs: X (FP32 [-1, 3])" in r.stderr, r.stderr
+        assert (
+            r.exit_code == 9
+            and "'Z'" in r.stderr
+            and "doubler's inputs: X (FP32 [-1, 3])" in r.stderr
+        ), r.stderr
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
     finally:

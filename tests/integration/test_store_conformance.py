@@ -17,7 +17,12 @@ from tritonbuild.publish import objects
 from tritonbuild.publish.target import open_target
 
 pytestmark = [pytest.mark.s3]
-SCHEMES = ("file", "s3", "gs", "az")  # one per driver: tests/unit/core/test_stores.py checks none is left out
+SCHEMES = (
+    "file",
+    "s3",
+    "gs",
+    "az",
+)  # one per driver: tests/unit/core/test_stores.py checks none is left out
 
 
 @pytest.fixture(params=SCHEMES)
@@ -33,7 +38,9 @@ def target(request, tmp_path, monkeypatch):
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", request.getfixturevalue("gcs_server"))
         monkeypatch.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
     else:
-        monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", request.getfixturevalue("azure_server"))
+        monkeypatch.setenv(
+            "AZURE_STORAGE_CONNECTION_STRING", request.getfixturevalue("azure_server")
+        )
     open_target(f"{scheme}://{name}").fs.mkdir(name)
     return open_target(f"{scheme}://{name}/models")
 
@@ -43,7 +50,10 @@ class TestStoreConformance:
         data = bytes(range(256)) * 64
         objects.write_bytes(target, target.path("m", "1", "model.bin"), data)
         assert objects.read_text(target, target.path("m", "1", "model.bin")) == data
-        assert objects.remote_sha256(target, target.path("m", "1", "model.bin")) == hashlib.sha256(data).hexdigest()
+        assert (
+            objects.remote_sha256(target, target.path("m", "1", "model.bin"))
+            == hashlib.sha256(data).hexdigest()
+        )
 
     def test_an_absent_object_reads_as_none(self, target):
         assert objects.read_text(target, target.path("nothing", "config.pbtxt")) is None
@@ -55,7 +65,12 @@ class TestStoreConformance:
         assert objects.read_text(target, path) == b"short"
 
     def test_sizes_under_a_prefix_and_subdirectories(self, target):
-        for rel, data in {"m/1/a": b"1", "m/1/sub/b": b"22", "m/2/c": b"333", "other/d": b"4444"}.items():
+        for rel, data in {
+            "m/1/a": b"1",
+            "m/1/sub/b": b"22",
+            "m/2/c": b"333",
+            "other/d": b"4444",
+        }.items():
             objects.write_bytes(target, target.path(*rel.split("/")), data)
         assert objects.remote_sizes(target, target.path("m")) == {"1/a": 1, "1/sub/b": 2, "2/c": 3}
         assert objects.remote_sizes(target, target.path("absent")) == {}
@@ -87,8 +102,12 @@ class TestStoreConformance:
         with pytest.raises(Moved):
             lease.replace(b"third", first)
         assert lease.read()[0] == b"second"
-        if target.location.scheme != "gs":  # fake-gcs-server ignores ifGenerationMatch on delete (measured,
-            with pytest.raises(Moved):      # see test_publish_gcs_azure.py): the request is sent, not proven
+        if (
+            target.location.scheme != "gs"
+        ):  # fake-gcs-server ignores ifGenerationMatch on delete (measured,
+            with pytest.raises(
+                Moved
+            ):  # see test_publish_gcs_azure.py): the request is sent, not proven
                 lease.delete(first)
         lease.delete(second or lease.read()[1])
         assert lease.read() == (None, None)
@@ -100,7 +119,11 @@ def test_the_suite_fails_a_driver_that_breaks_the_contract(tmp_path, monkeypatch
     target = open_target(f"file://{tmp_path / 'store'}")
     driver_type, lease_type = type(target.driver), target.driver.lease
     write = driver_type.write
-    monkeypatch.setattr(driver_type, "write", lambda self, fs, root, path, data: write(self, fs, root, path, data[:-1]))
+    monkeypatch.setattr(
+        driver_type,
+        "write",
+        lambda self, fs, root, path, data: write(self, fs, root, path, data[:-1]),
+    )
     with pytest.raises(AssertionError):
         suite.test_a_written_object_reads_back_byte_for_byte(target)
     monkeypatch.undo()

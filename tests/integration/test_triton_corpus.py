@@ -27,6 +27,7 @@ def test_corpus_confirmed_by_tritonserver(tmp_path):
     ensembles = {n for n, c in {**refused, **accepted}.items() if c.get("ensemble")}
     errors = {}
     with EmbeddedServer(tmp_path) as server:
+
         def one(name):
             try:
                 load_model(f"http://{server.http_url}", name)
@@ -34,7 +35,10 @@ def test_corpus_confirmed_by_tritonserver(tmp_path):
                 return e.message
             return None
 
-        for batch in ([n for n in {**refused, **accepted} if n not in ensembles], sorted(ensembles)):
+        for batch in (
+            [n for n in {**refused, **accepted} if n not in ensembles],
+            sorted(ensembles),
+        ):
             with ThreadPoolExecutor(8) as pool:
                 errors.update(zip(batch, pool.map(one, batch), strict=True))
         log = server.log_path.read_text(errors="replace")
@@ -55,8 +59,12 @@ def _verify_every_case_as(kind: str, tmp_path) -> None:
     model_py = standin_model() if kind == "python" else "# model file of a python model\n"
     refused = materialize(repo, cases("refused"), kind, model_py, suffix=True)
     accepted = materialize(repo, cases("accepted"), kind, model_py, suffix=True)
-    r = subprocess.run([sys.executable, "-m", "tritonbuild", "verify", str(repo), "--json"], capture_output=True,
-                       text=True, timeout=1200)
+    r = subprocess.run(
+        [sys.executable, "-m", "tritonbuild", "verify", str(repo), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert r.returncode == 6, r.stderr[-3000:]
     report = json.loads(r.stdout)
     rows = {}
@@ -64,19 +72,32 @@ def _verify_every_case_as(kind: str, tmp_path) -> None:
         rows.setdefault(c["model"], []).append(c)
     # NOTE: a core refusal in the words of an offline finding is not a row of its own: that row says tritonserver
     # refused it the same way (verify/triton_core.without_repeats), and is then Triton's verdict for the model
-    core = {n: next((c for c in rows[n] if c["check"] == "triton-core"), None) or
-            next(c for c in rows[n] if c["detail"].endswith("(tritonserver refused it the same way)")) for n in rows}
-    missed = {n: core[n]["detail"] for n in refused
-              if core[n]["ok"] or expected(refused[n], n) not in core[n]["detail"]}
+    core = {
+        n: next((c for c in rows[n] if c["check"] == "triton-core"), None)
+        or next(
+            c for c in rows[n] if c["detail"].endswith("(tritonserver refused it the same way)")
+        )
+        for n in rows
+    }
+    missed = {
+        n: core[n]["detail"]
+        for n in refused
+        if core[n]["ok"] or expected(refused[n], n) not in core[n]["detail"]
+    }
     # Rules that need the real backend name (platform/backend pair, empty backend) are static: the stand-in runs
     # under `backend: python`. Their Triton message must then be in a static row.
     for n in list(missed):
-        if refused[n].get("raw") and any(not c["ok"] and expected(refused[n], n) in c["detail"] for c in rows[n]):
+        if refused[n].get("raw") and any(
+            not c["ok"] and expected(refused[n], n) in c["detail"] for c in rows[n]
+        ):
             del missed[n]
     assert missed == {}
     # (the corpus's model files are placeholders: the checks that open them — ONNX graph, TorchScript forward() —
     # are tested in tests/unit/repository and tests/unit/backends)
-    bad = {n: [c for c in rows[n] if not c["ok"] and c["check"] not in ("onnx", "libtorch")] for n in accepted}
+    bad = {
+        n: [c for c in rows[n] if not c["ok"] and c["check"] not in ("onnx", "libtorch")]
+        for n in accepted
+    }
     assert {n: b for n, b in bad.items() if b} == {}
     assert len(refused) > 100 and len(accepted) > 40
 
@@ -109,6 +130,9 @@ class TestVerifyEveryCaseAsTensorrt:
 
 def test_every_backend_kind_has_its_verification():
     """The four classes above cover KINDS exactly (a new kind in the corpus needs its class)."""
-    covered = {name.removeprefix("TestVerifyEveryCaseAs").lower() for name in globals()
-               if name.startswith("TestVerifyEveryCaseAs")}
+    covered = {
+        name.removeprefix("TestVerifyEveryCaseAs").lower()
+        for name in globals()
+        if name.startswith("TestVerifyEveryCaseAs")
+    }
     assert covered == set(KINDS)

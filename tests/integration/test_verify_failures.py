@@ -11,10 +11,13 @@ from tests.conftest import PY_MODEL
 pytestmark = pytest.mark.triton
 
 
-@pytest.mark.parametrize("model_py, words", [
-    (PY_MODEL.replace("out = []", "raise RuntimeError('boom in execute')"), "boom in execute"),
-    (PY_MODEL.replace('pb_utils.Tensor("Y"', 'pb_utils.Tensor("Z"'), "no output ['Y']"),
-])
+@pytest.mark.parametrize(
+    "model_py, words",
+    [
+        (PY_MODEL.replace("out = []", "raise RuntimeError('boom in execute')"), "boom in execute"),
+        (PY_MODEL.replace('pb_utils.Tensor("Y"', 'pb_utils.Tensor("Z"'), "no output ['Y']"),
+    ],
+)
 def test_model_bug_is_a_fail_row(cli, py_recipe, tmp_path, write, model_py, words):
     write("model.py", model_py)
     out = tmp_path / "OUT"
@@ -36,13 +39,18 @@ def test_poll_refusal_shows_the_cause_from_the_server_log(cli, py_recipe, tmp_pa
     from tritonbuild.repository.manifest import read_manifest
     from tritonbuild.verify import run
 
-    cfg.write_text(cfg.read_text() + "dynamic_batching { preserve_ordering: true default_queue_policy { "
-                   "timeout_action: DELAY default_timeout_microseconds: 1000 } }\n")
+    cfg.write_text(
+        cfg.read_text() + "dynamic_batching { preserve_ordering: true default_queue_policy { "
+        "timeout_action: DELAY default_timeout_microseconds: 1000 } }\n"
+    )
     from tritonbuild.server.embedded import EmbeddedServer
 
     with EmbeddedServer(out) as server:
         errors = run._load_all(server, [read_manifest(out).model("doubler")])
-    assert "Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true" in errors["doubler"]
+    assert (
+        "Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true"
+        in errors["doubler"]
+    )
     assert "failed to poll" not in errors["doubler"]
 
 
@@ -61,12 +69,16 @@ def test_verify_server_refuses_a_server_serving_another_build(cli, py_recipe, tm
         r = cli("verify", out, "--server", f"http://{server.http_url}", "--json")
         assert r.exit_code == 6, r.stdout
         (m,) = json.loads(r.stdout)["models"]
-        assert "does not serve this build of 'doubler'" in m["load_error"] and "inputs: served [('A'" in \
-            m["load_error"], m
+        assert (
+            "does not serve this build of 'doubler'" in m["load_error"]
+            and "inputs: served [('A'" in m["load_error"]
+        ), m
         # what the server says it loaded: another config (its digest is not ours), version 1 ready
         served = m["served"]
         assert served["name"] == "doubler" and served["ready_versions"] == [1]
-        assert served["config_sha256"] != served["ours_config_sha256"] and served["server"].startswith("triton ")
+        assert served["config_sha256"] != served["ours_config_sha256"] and served[
+            "server"
+        ].startswith("triton ")
     with EmbeddedServer(out) as server:
         r = cli("verify", out, "--server", f"http://{server.http_url}", "--json")
         assert r.exit_code == 0, r.stdout
@@ -74,4 +86,7 @@ def test_verify_server_refuses_a_server_serving_another_build(cli, py_recipe, tm
         assert m["served"]["config_sha256"] == m["served"]["ours_config_sha256"], m["served"]
         assert m["served"]["server"] == f"triton {server.describe().split()[1]}"
         text = cli("verify", out, "--server", f"http://{server.http_url}").stdout
-        assert f"doubler: served by {m['served']['server']}: versions [1] ready, config " in text and "= ours" in text
+        assert (
+            f"doubler: served by {m['served']['server']}: versions [1] ready, config " in text
+            and "= ours" in text
+        )

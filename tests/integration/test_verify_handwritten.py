@@ -15,7 +15,7 @@ from tests.contracts import repositories
 
 pytestmark = pytest.mark.triton
 
-RAISES = '''import triton_python_backend_utils as pb_utils
+RAISES = """import triton_python_backend_utils as pb_utils
 
 
 class TritonPythonModel:
@@ -24,7 +24,7 @@ class TritonPythonModel:
 
     def execute(self, requests):
         return [pb_utils.InferenceResponse([]) for _ in requests]
-'''
+"""
 
 
 def _files(root) -> dict[str, int]:
@@ -32,8 +32,12 @@ def _files(root) -> dict[str, int]:
 
 
 def _verify(repo) -> tuple[int, dict[str, dict[str, dict]]]:
-    r = subprocess.run([sys.executable, "-m", "tritonbuild", "verify", str(repo), "--json"], capture_output=True,
-                       text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "tritonbuild", "verify", str(repo), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode in (0, 6), r.stderr[-3000:]
     rows: dict[str, dict[str, dict]] = {}
     for row in json.loads(r.stdout)["static"]:
@@ -52,15 +56,23 @@ def test_upstream_structures_verify_as_triton_would(tmp_path):
     repositories.write_vllm_model(repo)
     broken = repo / "broken_init"
     (broken / "1").mkdir(parents=True)
-    (broken / "config.pbtxt").write_text('backend: "python"\nmax_batch_size: 0\ninput { name: "X" data_type: '
-                                         'TYPE_FP32 dims: [1] }\noutput { name: "Y" data_type: TYPE_FP32 dims: '
-                                         '[1] }\n')
+    (broken / "config.pbtxt").write_text(
+        'backend: "python"\nmax_batch_size: 0\ninput { name: "X" data_type: '
+        'TYPE_FP32 dims: [1] }\noutput { name: "Y" data_type: TYPE_FP32 dims: '
+        "[1] }\n"
+    )
     (broken / "1" / "model.py").write_text(RAISES)
     before = _files(repo)
     code, rows = _verify(repo)
-    assert _files(repo) == before  # nothing written into the user's repository (no __pycache__, no report)
-    failed = {(model, check): row["detail"] for model, checks in rows.items() for check, row in checks.items()
-              if not row["ok"]}
+    assert (
+        _files(repo) == before
+    )  # nothing written into the user's repository (no __pycache__, no report)
+    failed = {
+        (model, check): row["detail"]
+        for model, checks in rows.items()
+        for check, row in checks.items()
+        if not row["ok"]
+    }
     assert code == 6 and list(failed) == [("broken_init", "triton-core")], failed
     # the Python model was loaded itself: its initialize() ran, and Triton's refusal carries its error
     assert "weights.bin not found next to model.py" in failed[("broken_init", "triton-core")]
@@ -68,7 +80,9 @@ def test_upstream_structures_verify_as_triton_would(tmp_path):
     for name in ("densenet_onnx", "inception_graphdef", "densenet_ensemble"):
         assert rows[name]["triton-core"]["ok"], rows[name]["triton-core"]
     # no config.pbtxt: autocompleted, and the model's own auto_complete_config ran in the loaded model
-    assert rows["batch_auto_complete"]["config.parse"]["detail"].startswith("no config.pbtxt: Triton autocompletes")
+    assert rows["batch_auto_complete"]["config.parse"]["detail"].startswith(
+        "no config.pbtxt: Triton autocompletes"
+    )
     assert "loaded the model itself" in rows["batch_auto_complete"]["triton-core"]["detail"]
     assert rows["vllm_model"]["vllm"]["ok"]
 
@@ -78,14 +92,20 @@ def test_a_python_model_needing_a_package_this_environment_lacks_is_not_refused(
     not a refusal of the model (an ImportError of another kind, or any other error, still is)."""
     repo = tmp_path / "models"
     repo.mkdir()
-    for name, line in (("needs_pkg", "import tritonbuild_no_such_package"), ("raises", "raise ImportError('x')")):
+    for name, line in (
+        ("needs_pkg", "import tritonbuild_no_such_package"),
+        ("raises", "raise ImportError('x')"),
+    ):
         d = repo / name
         (d / "1").mkdir(parents=True)
         (d / "config.pbtxt").write_text('backend: "python"\nmax_batch_size: 0\n')
         (d / "1" / "model.py").write_text(line + "\n" + RAISES)
     code, rows = _verify(repo)
     row = rows["needs_pkg"]["triton-core"]
-    assert row["ok"] and "imports 'tritonbuild_no_such_package', which this environment lacks" in row["detail"]
+    assert (
+        row["ok"]
+        and "imports 'tritonbuild_no_such_package', which this environment lacks" in row["detail"]
+    )
     assert code == 6 and not rows["raises"]["triton-core"]["ok"]
 
 
@@ -104,26 +124,40 @@ def test_a_filled_tensorrtllm_group_verifies_as_triton_would(tmp_path, tag):
     before = _files(repo)
     code, rows = _verify(repo)
     assert _files(repo) == before
-    failed = {(m, c): row["detail"] for m, checks in rows.items() for c, row in checks.items() if not row["ok"]}
+    failed = {
+        (m, c): row["detail"]
+        for m, checks in rows.items()
+        for c, row in checks.items()
+        if not row["ok"]
+    }
     assert code == 0 and failed == {}
     for name in ("preprocessing", "postprocessing", "tensorrt_llm_bls"):
-        assert "loaded the model itself (its initialize() ran)" in rows[name]["triton-core"]["detail"]
+        assert (
+            "loaded the model itself (its initialize() ran)" in rows[name]["triton-core"]["detail"]
+        )
     assert "not checked here (needs GPU/TRT-LLM)" in rows["tensorrt_llm"]["triton-core"]["detail"]
     assert "Triton's core accepted the config" in rows["ensemble"]["triton-core"]["detail"]
 
 
-def test_a_tensorrtllm_group_as_the_readme_fills_it_is_not_refused_for_this_machines_paths(tmp_path):
+def test_a_tensorrtllm_group_as_the_readme_fills_it_is_not_refused_for_this_machines_paths(
+    tmp_path,
+):
     """The README's tokenizer_dir (/app/tensorrt_llm/examples/gpt/gpt2) is the serving machine's: initialize()
     fails here on it, which is 'not loaded here', as is the ensemble over it; a tokenizer_dir the config lacks
     (upstream's model.py reads it without a default) is Triton's refusal."""
     pytest.importorskip("tokenizers")
     repo = repositories.write_trtllm_group(tmp_path / "asis", "r25.04")
     code, rows = _verify(repo)
-    tokenizer = repositories.release("r25.04")["readme_fill"]["models"]["preprocessing"]["substitutions"]
+    tokenizer = repositories.release("r25.04")["readme_fill"]["models"]["preprocessing"][
+        "substitutions"
+    ]
     for name in ("preprocessing", "postprocessing", "ensemble"):
         row = rows[name]["triton-core"]
-        assert row["ok"] and row["detail"].startswith("not loaded here:") and tokenizer["tokenizer_dir"] in \
-            row["detail"], row
+        assert (
+            row["ok"]
+            and row["detail"].startswith("not loaded here:")
+            and tokenizer["tokenizer_dir"] in row["detail"]
+        ), row
     assert code == 0
     from tritonbuild.triton.config import parse, render
 
@@ -144,7 +178,9 @@ def test_a_missing_label_file_is_refused_in_tritons_words(tmp_path):
     code, rows = _verify(repo)
     row = rows["inception_graphdef"]["triton-core"]
     assert code == 6 and not row["ok"] and "inception_labels.txt" in row["detail"], row
-    assert "tritonbuild-core-check" not in row["detail"]  # no scratch path: the user's model directory
+    assert (
+        "tritonbuild-core-check" not in row["detail"]
+    )  # no scratch path: the user's model directory
 
 
 def test_publish_a_hand_written_repository_then_a_new_version_and_roll_back(cli, tmp_path):
@@ -171,11 +207,17 @@ def test_publish_a_hand_written_repository_then_a_new_version_and_roll_back(cli,
     (d / "3").mkdir()
     (d / "3" / "model.graphdef").write_bytes(b"\x0a\x02")
     assert cli("publish", repo, target, "--keep", "1").exit_code == 0
-    assert not (pub / "1").exists() and (pub / "inception_labels.txt").is_file()  # the prune kept the labels
-    assert cli("verify", target).exit_code == 0  # every published object as the target manifest records it
+    assert (
+        not (pub / "1").exists() and (pub / "inception_labels.txt").is_file()
+    )  # the prune kept the labels
+    assert (
+        cli("verify", target).exit_code == 0
+    )  # every published object as the target manifest records it
     (d / "inception_labels.txt").unlink()
     r = cli("publish", repo, f"file://{tmp_path / 'pub2'}")
-    assert r.exit_code == 7 and "inception_labels.txt" in r.stderr and "fails verification" in r.stderr
+    assert (
+        r.exit_code == 7 and "inception_labels.txt" in r.stderr and "fails verification" in r.stderr
+    )
     assert not (tmp_path / "pub2").exists()
     r = cli("publish", repo, f"file://{tmp_path / 'pub3'}", "--skip-verify")
     assert r.exit_code == 0, r.stderr
@@ -187,8 +229,10 @@ def test_a_finding_of_a_hand_written_repository_is_listed_once(cli, tmp_path):
     repo = tmp_path / "models"
     bad = repo / "bad"
     (bad / "1").mkdir(parents=True)
-    (bad / "config.pbtxt").write_text('backend: "python"\nmax_batch_size: 0\ninput { name: "X" data_type: '
-                                      'TYPE_FP32 dims: [-2] }\noutput { name: "Y" data_type: TYPE_FP32 dims: [1] }\n')
+    (bad / "config.pbtxt").write_text(
+        'backend: "python"\nmax_batch_size: 0\ninput { name: "X" data_type: '
+        'TYPE_FP32 dims: [-2] }\noutput { name: "Y" data_type: TYPE_FP32 dims: [1] }\n'
+    )
     (bad / "1" / "model.py").write_text(RAISES.replace("raise RuntimeError", "pass  #"))
     words = "model input 'X' dimension must be integer >= 1"
     r = cli("verify", repo)
@@ -199,7 +243,7 @@ def test_a_finding_of_a_hand_written_repository_is_listed_once(cli, tmp_path):
     assert "tritonserver refused it the same way" in failed[0]["detail"], failed
 
 
-NEEDS_NETWORK = '''import urllib.request
+NEEDS_NETWORK = """import urllib.request
 
 import triton_python_backend_utils as pb_utils
 
@@ -210,9 +254,11 @@ class TritonPythonModel:
 
     def execute(self, requests):
         return [pb_utils.InferenceResponse([]) for _ in requests]
-'''
-TENSORS = ('input [{ name: "X" data_type: TYPE_FP32 dims: [3] }]\n'
-           'output [{ name: "Y" data_type: TYPE_FP32 dims: [3] }]\n')
+"""
+TENSORS = (
+    'input [{ name: "X" data_type: TYPE_FP32 dims: [3] }]\n'
+    'output [{ name: "Y" data_type: TYPE_FP32 dims: [3] }]\n'
+)
 
 
 def test_a_model_that_needs_the_network_and_its_ensemble_are_not_checked_here_not_refused(tmp_path):
@@ -220,17 +266,35 @@ def test_a_model_that_needs_the_network_and_its_ensemble_are_not_checked_here_no
     ensemble failing only through it, were reported as refused by Triton (false rejects of the corpus)."""
     repo = tmp_path / "models"
     (repo / "fetches" / "1").mkdir(parents=True)
-    (repo / "fetches" / "config.pbtxt").write_text(f'backend: "python"\nmax_batch_size: 0\n{TENSORS}')
+    (repo / "fetches" / "config.pbtxt").write_text(
+        f'backend: "python"\nmax_batch_size: 0\n{TENSORS}'
+    )
     (repo / "fetches" / "1" / "model.py").write_text(NEEDS_NETWORK)
     (repo / "pipeline" / "1").mkdir(parents=True)
     (repo / "pipeline" / "config.pbtxt").write_text(
-        'platform: "ensemble"\nmax_batch_size: 0\n' + TENSORS.replace('"X"', '"IN"').replace('"Y"', '"OUT"') +
-        'ensemble_scheduling { step [{ model_name: "fetches" model_version: -1 input_map { key: "X" value: "IN" } '
-        'output_map { key: "Y" value: "OUT" } }] }\n')
+        'platform: "ensemble"\nmax_batch_size: 0\n'
+        + TENSORS.replace('"X"', '"IN"').replace('"Y"', '"OUT"')
+        + 'ensemble_scheduling { step [{ model_name: "fetches" model_version: -1 input_map { key: "X" value: "IN" } '
+        'output_map { key: "Y" value: "OUT" } }] }\n'
+    )
     _, rows = _verify(repo)
     fetches, pipeline = rows["fetches"]["triton-core"], rows["pipeline"]["triton-core"]
-    assert fetches["ok"] and "needs network" in fetches["detail"] and "refused" not in fetches["detail"]
-    assert pipeline["ok"] and "needs network" in pipeline["detail"] and "'fetches'" in pipeline["detail"]
-    shown = subprocess.run([sys.executable, "-m", "tritonbuild", "verify", str(repo)], capture_output=True, text=True,
-                           timeout=600).stdout
-    assert "NOT CHECKED HERE fetches: not loaded here: needs network" in shown  # said, not only in --json
+    assert (
+        fetches["ok"]
+        and "needs network" in fetches["detail"]
+        and "refused" not in fetches["detail"]
+    )
+    assert (
+        pipeline["ok"]
+        and "needs network" in pipeline["detail"]
+        and "'fetches'" in pipeline["detail"]
+    )
+    shown = subprocess.run(
+        [sys.executable, "-m", "tritonbuild", "verify", str(repo)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    ).stdout
+    assert (
+        "NOT CHECKED HERE fetches: not loaded here: needs network" in shown
+    )  # said, not only in --json

@@ -28,7 +28,6 @@ def _servers_for(repository: Path) -> list[int]:
     return found
 
 
-
 def sigint_default() -> None:
     """The child gets Ctrl-C's default action even when this test runs with SIGINT ignored (a background job of a
     non-interactive shell inherits SIG_IGN, and tritonbuild rightly leaves an ignored SIGINT ignored)."""
@@ -40,8 +39,11 @@ def test_sigint_at_any_moment_of_verify_leaves_no_server_and_no_temp_dir(cli, py
     assert cli("build", py_recipe, "-o", out).exit_code == 0
     assert cli("verify", out, "--record").exit_code == 0  # goldens: a full verify has every phase
     t0 = time.monotonic()
-    full = subprocess.run([sys.executable, "-m", "tritonbuild", "verify", str(out)], capture_output=True,
-                          env={**os.environ, "TMPDIR": str(tmp_path)})
+    full = subprocess.run(
+        [sys.executable, "-m", "tritonbuild", "verify", str(out)],
+        capture_output=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
     took = time.monotonic() - t0
     assert full.returncode == 0, full.stderr
     codes = []
@@ -49,9 +51,13 @@ def test_sigint_at_any_moment_of_verify_leaves_no_server_and_no_temp_dir(cli, py
     for i, frac in enumerate((0.1, 0.25, 0.4, 0.55, 0.7, 0.85)):
         tmp = tmp_path / f"tmp{i}"
         tmp.mkdir()
-        proc = subprocess.Popen([sys.executable, "-m", "tritonbuild", "verify", str(out)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                env={**os.environ, "TMPDIR": str(tmp)}, preexec_fn=sigint_default)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tritonbuild", "verify", str(out)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "TMPDIR": str(tmp)},
+            preexec_fn=sigint_default,
+        )
         time.sleep(took * frac)
         proc.send_signal(signal.SIGINT)
         try:
@@ -68,6 +74,7 @@ def test_sigint_at_any_moment_of_verify_leaves_no_server_and_no_temp_dir(cli, py
         while _servers_for(out) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _servers_for(out) == [], f"tritonserver left running after SIGINT at {frac:.0%}"
-        assert [p.name for p in tmp.iterdir() if p.name.startswith("tritonbuild")] == [], \
+        assert [p.name for p in tmp.iterdir() if p.name.startswith("tritonbuild")] == [], (
             f"temp dir left after SIGINT at {frac:.0%}"
+        )
     assert 130 in codes  # at least some of the moments really interrupted it

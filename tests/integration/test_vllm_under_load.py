@@ -34,7 +34,9 @@ verify: {{goldens: goldens/chat.npz, samples: 2, repeats: 2, batch_invariance: {
 
 def _build(tmp_path, determinism: str, require: str, out: str):
     recipe = tmp_path / f"{out}.yaml"
-    recipe.write_text(RECIPE.format(ckpt=EXAMPLES / "tiny-llama", determinism=determinism, require=require))
+    recipe.write_text(
+        RECIPE.format(ckpt=EXAMPLES / "tiny-llama", determinism=determinism, require=require)
+    )
     api.build_repository([recipe], tmp_path / out)
     return tmp_path / out
 
@@ -50,7 +52,9 @@ def _verify(cli, root, url, *extra):
     return r.exit_code, json.loads(r.stdout)
 
 
-def test_answers_that_change_under_load_fail_a_recipe_that_requires_invariance(cli, tmp_path, monkeypatch):
+def test_answers_that_change_under_load_fail_a_recipe_that_requires_invariance(
+    cli, tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     root = _build(tmp_path, "default", "require", "default")
     with _serve(root) as server:
@@ -64,7 +68,9 @@ def test_answers_that_change_under_load_fail_a_recipe_that_requires_invariance(c
         assert load["differing"] > 0 and load["first_differing_position"] is not None
         assert load["ids_differing"] + load["logprobs_only_differing"] == load["differing"]
         assert "differ from the answer alone" in model["batch_detail"]
-        assert all(m["context"].startswith("amid 12 concurrent requests") for m in model["mismatches"])
+        assert all(
+            m["context"].startswith("amid 12 concurrent requests") for m in model["mismatches"]
+        )
         assert "VLLM_BATCH_INVARIANT" not in server.env
 
 
@@ -75,7 +81,9 @@ def test_a_model_served_invariant_answers_bit_for_bit_under_load(cli, tmp_path, 
     serving = manifest.models[0].llm["serving"]
     wheel = root / "chat" / "1" / serving["plugins"][0]
     assert serving["env"] == {"VLLM_BATCH_INVARIANT": "1"} and wheel.is_file()
-    assert f"chat/1/{serving['plugins'][0]}" in manifest.files  # verified and published with the model
+    assert (
+        f"chat/1/{serving['plugins'][0]}" in manifest.files
+    )  # verified and published with the model
     with _serve(root) as server:
         assert server.env == {"VLLM_BATCH_INVARIANT": "1"} and server.wheels == [wheel]
         code, recorded = _verify(cli, root, f"http://{server.http_url}", "--record")
@@ -84,10 +92,15 @@ def test_a_model_served_invariant_answers_bit_for_bit_under_load(cli, tmp_path, 
     model = recorded["models"][0]
     assert model["batch_invariance"] == "invariant" and model["under_load"]["differing"] == 0
     assert model["under_load"]["answers"] == 8
-    assert "batch invariant True" in log and f"general plugins ['{_vllm_invariant.ENTRY_POINT_NAME}']" in log
+    assert (
+        "batch invariant True" in log
+        and f"general plugins ['{_vllm_invariant.ENTRY_POINT_NAME}']" in log
+    )
 
 
-def test_a_model_not_asked_to_be_invariant_passes_and_says_what_differed(cli, tmp_path, monkeypatch):
+def test_a_model_not_asked_to_be_invariant_passes_and_says_what_differed(
+    cli, tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     root = _build(tmp_path, "default", "report", "rep")
     with _serve(root) as server:
@@ -95,8 +108,11 @@ def test_a_model_not_asked_to_be_invariant_passes_and_says_what_differed(cli, tm
     assert code == 0, report
     model = report["models"][0]
     assert model["batch_invariance"] == "variant" and model["mismatches"] == []
-    assert any("depend on the other requests in flight" in note and "serving.determinism: invariant" in note
-               for note in model["notes"])
+    assert any(
+        "depend on the other requests in flight" in note
+        and "serving.determinism: invariant" in note
+        for note in model["notes"]
+    )
 
 
 def test_the_serving_images_entrypoint_installs_the_plugin_and_sets_the_mode(tmp_path, monkeypatch):
@@ -110,15 +126,32 @@ def test_the_serving_images_entrypoint_installs_the_plugin_and_sets_the_mode(tmp
     root = _build(tmp_path, "invariant", "require", "inv")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name in ("pip", "tritonserver"):  # record argv and environment instead of installing or serving
-        (bin_dir / name).write_text(f'#!/bin/sh\necho "{name} $* VLLM_BATCH_INVARIANT=$VLLM_BATCH_INVARIANT"\n')
+    for name in (
+        "pip",
+        "tritonserver",
+    ):  # record argv and environment instead of installing or serving
+        (bin_dir / name).write_text(
+            f'#!/bin/sh\necho "{name} $* VLLM_BATCH_INVARIANT=$VLLM_BATCH_INVARIANT"\n'
+        )
         (bin_dir / name).chmod(stat.S_IRWXU)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TRITONBUILD_MODELS": str(root)}
-    lines = subprocess.run(["bash", str(ROOT / "ci/docker/entrypoint.sh")], env=env, capture_output=True,
-                           text=True, check=True).stdout.splitlines()
+    lines = subprocess.run(
+        ["bash", str(ROOT / "ci/docker/entrypoint.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     wheel = root / "chat" / "1" / "plugins" / _vllm_invariant.wheel_name()
-    assert lines[0].split() == ["pip", "install", "--no-cache-dir", "--no-deps", "--no-index", str(wheel),
-                                "VLLM_BATCH_INVARIANT=1"]
+    assert lines[0].split() == [
+        "pip",
+        "install",
+        "--no-cache-dir",
+        "--no-deps",
+        "--no-index",
+        str(wheel),
+        "VLLM_BATCH_INVARIANT=1",
+    ]
     assert lines[1].startswith("tritonserver ") and lines[1].endswith("VLLM_BATCH_INVARIANT=1")
 
 
@@ -146,8 +179,9 @@ def test_verify_does_not_reload_a_model_the_server_already_serves(cli, tmp_path,
 
 
 @pytest.mark.parametrize("determinism, passed", [("invariant", True), ("default", False)])
-def test_verify_runs_a_given_backends_models_in_the_embedded_server_as_serve_does(cli, tmp_path, monkeypatch,
-                                                                                  determinism, passed):
+def test_verify_runs_a_given_backends_models_in_the_embedded_server_as_serve_does(
+    cli, tmp_path, monkeypatch, determinism, passed
+):
     """verify --backend vllm=DIR: no separate server; the embedded one serves the model with the environment and
     plugin its manifest records, so a model served invariant passes under load and a default one fails."""
     monkeypatch.chdir(tmp_path)
@@ -155,7 +189,9 @@ def test_verify_runs_a_given_backends_models_in_the_embedded_server_as_serve_doe
     r = cli("verify", str(root), "--record", "--backend", f"vllm={STANDIN}", "--json")
     assert r.exit_code == (0 if passed else 6), r.output[-2000:]
     printed = json.loads(r.stdout)
-    assert "hint" not in printed  # answers that change under load are not accepted by recording them
+    assert (
+        "hint" not in printed
+    )  # answers that change under load are not accepted by recording them
     report = VerificationReport.model_validate({k: v for k, v in printed.items() if k != "hint"})
     (model,) = report.models
     assert model.route == "live-embedded" and "vllm backend given" in model.route_detail

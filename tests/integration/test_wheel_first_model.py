@@ -24,7 +24,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.triton]
 
 def readme_first_model() -> str:
     readme = (ROOT / "README.md").read_text()
-    section = re.search(r"\[start:first-model\] -->\n(.*?)<!-- --8<-- \[end:first-model\]", readme, re.S).group(1)
+    section = re.search(
+        r"\[start:first-model\] -->\n(.*?)<!-- --8<-- \[end:first-model\]", readme, re.S
+    ).group(1)
     blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
     assert len(blocks) >= 3, "the README's first model lost its command blocks"
     return "\n".join(blocks)
@@ -38,21 +40,34 @@ def free_port() -> int:
 
 def tagged_version() -> str | None:
     """The release tag HEAD sits on (vX.Y.Z), if any."""
-    r = subprocess.run(["git", "describe", "--tags", "--exact-match", "--match", "v*"], cwd=ROOT,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        ["git", "describe", "--tags", "--exact-match", "--match", "v*"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     return r.stdout.strip()[1:] if r.returncode == 0 else None
 
 
 def build_distributions(out: Path, env: dict) -> tuple[Path, Path]:
-    r = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], capture_output=True,
-                       text=True, env=env, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     (wheel,), (sdist,) = list(out.glob("tritonbuild-*.whl")), list(out.glob("tritonbuild-*.tar.gz"))
     return wheel, sdist
 
 
 def test_the_built_wheel_runs_the_readme_first_model(tmp_path):
-    env = {**os.environ, "PIP_CONSTRAINT": str(ROOT / "ci" / "constraints.txt"), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env = {
+        **os.environ,
+        "PIP_CONSTRAINT": str(ROOT / "ci" / "constraints.txt"),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
     env.pop("VIRTUAL_ENV", None)
     wheel, sdist = build_distributions(tmp_path / "dist", env)
     version = wheel.name.split("-")[1]
@@ -63,9 +78,14 @@ def test_the_built_wheel_runs_the_readme_first_model(tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
     # the code and the package data the repositories it writes need (the Python models, vLLM's version table)
-    assert {"tritonbuild/__main__.py", "tritonbuild/cli/__init__.py",
-            "tritonbuild/backends/vllm_versions.json"} <= names
-    assert any(name.startswith("tritonbuild/backends/models/") and name.endswith(".py") for name in names)
+    assert {
+        "tritonbuild/__main__.py",
+        "tritonbuild/cli/__init__.py",
+        "tritonbuild/backends/vllm_versions.json",
+    } <= names
+    assert any(
+        name.startswith("tritonbuild/backends/models/") and name.endswith(".py") for name in names
+    )
 
     # python3 on PATH is this run's own interpreter (the embedded server's environment, made by ci/test.sh for
     # this Python minor, is reused through TRITONBUILD_ENVS_DIR); the test venv's bin is not on PATH.
@@ -73,18 +93,29 @@ def test_the_built_wheel_runs_the_readme_first_model(tmp_path):
     bin_dir.mkdir()
     (bin_dir / "python3").symlink_to(Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}")
     own_bin = str(Path(sys.executable).parent)
-    env["PATH"] = os.pathsep.join([str(bin_dir), *(p for p in env["PATH"].split(os.pathsep) if p != own_bin)])
+    env["PATH"] = os.pathsep.join(
+        [str(bin_dir), *(p for p in env["PATH"].split(os.pathsep) if p != own_bin)]
+    )
     env["TRITONBUILD_SRC"] = str(wheel)
     port = free_port()
     script = readme_first_model()
     # the ports only: another tritonserver (a parallel test, a user's) may hold 8000-8002 here
-    script = script.replace("tritonbuild serve ", f"tritonbuild serve --http-port {port} --grpc-port 0 "
-                            "--metrics-port 0 ").replace("127.0.0.1:8000", f"127.0.0.1:{port}")
+    script = script.replace(
+        "tritonbuild serve ",
+        f"tritonbuild serve --http-port {port} --grpc-port 0 --metrics-port 0 ",
+    ).replace("127.0.0.1:8000", f"127.0.0.1:{port}")
     assert script.count(f"127.0.0.1:{port}") >= 3
     user = tmp_path / "user"
     user.mkdir()
-    process = subprocess.Popen(["bash", "-euo", "pipefail", "-c", script], cwd=user, env=env, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=user,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         output, _ = process.communicate(timeout=540)
     finally:
@@ -103,16 +134,31 @@ def test_a_tree_without_git_metadata_builds_the_fallback_version(tmp_path):
     """An unpacked archive of the sources (no .git, no PKG-INFO) still builds, as pyproject's fallback_version."""
     tomllib = pytest.importorskip("tomllib")  # 3.11+
 
-    fallback = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools_scm"]["fallback_version"]
+    fallback = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools_scm"][
+        "fallback_version"
+    ]
     tree = tmp_path / "tree"
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout
     for name in filter(None, listed.decode().split("\0")):
         source = ROOT / name
         if source.is_file():
             (tree / name).parent.mkdir(parents=True, exist_ok=True)
             (tree / name).write_bytes(source.read_bytes())
-    env = {**os.environ, "PIP_CONSTRAINT": str(ROOT / "ci" / "constraints.txt"), "GIT_DIR": str(tmp_path / "none")}
-    r = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path / "dist"), str(tree)],
-                       capture_output=True, text=True, env=env, timeout=600)
+    env = {
+        **os.environ,
+        "PIP_CONSTRAINT": str(ROOT / "ci" / "constraints.txt"),
+        "GIT_DIR": str(tmp_path / "none"),
+    }
+    r = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path / "dist"), str(tree)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert [p.name for p in (tmp_path / "dist").glob("*.whl")] == [f"tritonbuild-{fallback}-py3-none-any.whl"]
+    assert [p.name for p in (tmp_path / "dist").glob("*.whl")] == [
+        f"tritonbuild-{fallback}-py3-none-any.whl"
+    ]

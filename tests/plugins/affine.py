@@ -14,7 +14,7 @@ from tritonbuild.backends.base import Backend, StepContext
 from tritonbuild.backends.common import local_source, pinned_digest
 from tritonbuild.recipe.models import Recipe
 
-MODEL_PY = '''import numpy as np
+MODEL_PY = """import numpy as np
 import triton_python_backend_utils as pb_utils
 
 SCALE = np.float32({scale!r})
@@ -28,7 +28,7 @@ class TritonPythonModel:
             x = pb_utils.get_input_tensor_by_name(r, "X").as_numpy()
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", (x * SCALE + BIAS).astype(np.float32))]))
         return out
-'''
+"""
 
 
 class AffineRecipe(Recipe):
@@ -45,19 +45,32 @@ class AffineBackend(Backend):
 
     def check_recipe(self, recipe) -> list[tuple]:
         if [t.name for t in recipe.inputs] != ["X"] or [t.name for t in recipe.outputs] != ["Y"]:
-            return [(("inputs",), "an affine model has one input X and one output Y", "name them X and Y")]
+            return [
+                (
+                    ("inputs",),
+                    "an affine model has one input X and one output Y",
+                    "name them X and Y",
+                )
+            ]
         return []
 
     def plan_steps(self, loaded, ctx) -> list:
         coefficients = local_source(loaded, loaded.recipe.source.path, ("source", "path"))
-        return [("affine.render", {"template": 1}, {str(coefficients): pinned_digest(loaded, coefficients, ctx)})]
+        return [
+            (
+                "affine.render",
+                {"template": 1},
+                {str(coefficients): pinned_digest(loaded, coefficients, ctx)},
+            )
+        ]
 
     def run_step(self, ctx: StepContext) -> None:
-        (path, _digest), = ctx.inputs.items()
+        ((path, _digest),) = ctx.inputs.items()
         coefficients = json.loads(Path(path).read_text())
         ctx.out.mkdir(parents=True, exist_ok=True)
-        (ctx.out / "model.py").write_text(MODEL_PY.format(scale=float(coefficients["scale"]),
-                                                          bias=float(coefficients["bias"])))
+        (ctx.out / "model.py").write_text(
+            MODEL_PY.format(scale=float(coefficients["scale"]), bias=float(coefficients["bias"]))
+        )
 
     def derive_io(self, recipe, files, recipe_dir):
         return list(recipe.inputs), list(recipe.outputs)

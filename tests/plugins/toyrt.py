@@ -47,15 +47,26 @@ class ToyBackend(_NoBuild):
     triton_backend = "toyrt"
     model_files = {"": "model.toy", "toy_graph": "model.toy"}
 
-    def model_file_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
-        rows = super().model_file_checks(mc, model_dir, versions)  # Triton's presence rule from model_files
+    def model_file_checks(
+        self, mc, model_dir: Path, versions: list[int]
+    ) -> list[tuple[str, list[str], str]]:
+        rows = super().model_file_checks(
+            mc, model_dir, versions
+        )  # Triton's presence rule from model_files
         files = [model_dir / str(v) / "model.toy" for v in versions]
-        bad = [f"{f.parent.name}/{f.name} does not start with {HEADER!r}" for f in files
-               if f.is_file() and not f.read_bytes().startswith(HEADER)]
+        bad = [
+            f"{f.parent.name}/{f.name} does not start with {HEADER!r}"
+            for f in files
+            if f.is_file() and not f.read_bytes().startswith(HEADER)
+        ]
         return [*rows, ("toy.header", bad, f"every model.toy starts with {HEADER!r}")]
 
-    def model_content_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
-        opened = [f"{v}/model.toy" for v in versions if (model_dir / str(v) / "model.toy").is_file()]
+    def model_content_checks(
+        self, mc, model_dir: Path, versions: list[int]
+    ) -> list[tuple[str, list[str], str]]:
+        opened = [
+            f"{v}/model.toy" for v in versions if (model_dir / str(v) / "model.toy").is_file()
+        ]
         return [("toy.graph", [], f"opened {', '.join(opened)}")]
 
 
@@ -66,8 +77,14 @@ class ToyPythonBackend(_NoBuild):
     triton_backend = "python"
     also_writes = ("python",)
 
-    def model_file_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
-        marked = [model_dir / str(v) / "toy.json" for v in versions if (model_dir / str(v) / "toy.json").is_file()]
+    def model_file_checks(
+        self, mc, model_dir: Path, versions: list[int]
+    ) -> list[tuple[str, list[str], str]]:
+        marked = [
+            model_dir / str(v) / "toy.json"
+            for v in versions
+            if (model_dir / str(v) / "toy.json").is_file()
+        ]
         if not marked:
             return []  # a Python model that is not ours
         bad = []
@@ -79,8 +96,10 @@ class ToyPythonBackend(_NoBuild):
         return [("toy-py", bad, "toy.json parses")]
 
 
-IO = ('max_batch_size: 4\ninput { name: "X" data_type: TYPE_FP32 dims: [3] }\n'
-      'output { name: "Y" data_type: TYPE_FP32 dims: [3] }\ninstance_group { kind: KIND_CPU count: 1 }\n')
+IO = (
+    'max_batch_size: 4\ninput { name: "X" data_type: TYPE_FP32 dims: [3] }\n'
+    'output { name: "Y" data_type: TYPE_FP32 dims: [3] }\ninstance_group { kind: KIND_CPU count: 1 }\n'
+)
 
 
 def write_model(root: Path, name: str, head: str, files: dict[str, bytes]) -> Path:

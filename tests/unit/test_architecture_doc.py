@@ -23,7 +23,9 @@ def test_the_layer_list_is_the_enforced_order():
 
 
 def test_every_file_it_names_exists():
-    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     named = set(re.findall(r"`([\w./-]+/[\w.-]+\.(?:py|sh|md|json|yaml|txt))`", DOC))
     # A path is named from the root or from inside its package (`cli/common.py`, `tensorrtllm/argv.py`).
     missing = sorted(n for n in named if not any(t == n or t.endswith("/" + n) for t in tracked))

@@ -19,7 +19,9 @@ def _all_error_classes() -> set[type]:
     for path in sorted((ROOT / "builder").rglob("*.py")):
         if path.parent.name != "models":
             parts = path.relative_to(ROOT / "builder").with_suffix("").parts
-            importlib.import_module(".".join(["tritonbuild", *(p for p in parts if p != "__init__")]))
+            importlib.import_module(
+                ".".join(["tritonbuild", *(p for p in parts if p != "__init__")])
+            )
     todo, seen = [errors.TritonBuildError], set()
     while todo:
         for sub in todo.pop().__subclasses__():
@@ -33,12 +35,21 @@ def test_each_error_class_has_its_own_code():
     codes = [cls.exit_code for cls in errors.ERROR_CLASSES]
     assert len(set(codes)) == len(codes)
     assert not {errors.OK, errors.INTERNAL, errors.INTERRUPTED} & set(codes)
-    assert errors.TuneError.exit_code not in (errors.VerifyError.exit_code, errors.ServerStartError.exit_code)
-    assert issubclass(errors.TuneError, errors.VerifyError) and issubclass(errors.ServerStartError, errors.VerifyError)
+    assert errors.TuneError.exit_code not in (
+        errors.VerifyError.exit_code,
+        errors.ServerStartError.exit_code,
+    )
+    assert issubclass(errors.TuneError, errors.VerifyError) and issubclass(
+        errors.ServerStartError, errors.VerifyError
+    )
 
 
 def test_a_class_that_sets_a_code_is_in_the_table():
-    own = {cls for cls in _all_error_classes() if "exit_code" in vars(cls) and cls is not errors.MultipleErrors}
+    own = {
+        cls
+        for cls in _all_error_classes()
+        if "exit_code" in vars(cls) and cls is not errors.MultipleErrors
+    }
     assert own == set(errors.ERROR_CLASSES)
 
 
@@ -56,6 +67,8 @@ def test_the_table_check_fails_when_broken_on_purpose(monkeypatch, broken):
 
 
 def test_the_docs_errors_table_lists_every_code():
-    rows = {int(code): kind for code, kind in re.findall(r"^\| (\d+) \| ([\w-]+)", ERRORS_PAGE, re.M)}
+    rows = {
+        int(code): kind for code, kind in re.findall(r"^\| (\d+) \| ([\w-]+)", ERRORS_PAGE, re.M)
+    }
     assert set(rows) == set(errors.exit_codes())
     assert all(rows[cls.exit_code] == cls.kind for cls in errors.ERROR_CLASSES)

@@ -18,16 +18,42 @@ ROOT = Path(__file__).resolve().parents[2]
 # added): awscli (Dockerfile.triton pulls a publish target with it), pip/wheel (upgrading the installer).
 OTHER_INDEX_PACKAGES = {"awscli", "pip", "wheel"}
 # pip options that take a value (the value is not a requirement)
-VALUE_OPTIONS = {"-c", "--constraint", "-r", "--requirement", "-i", "--index-url", "--extra-index-url", "-f",
-                 "--find-links", "-t", "--target", "--prefix", "--root", "--python", "--cache-dir", "--platform",
-                 "--python-version", "--only-binary", "--no-binary", "--progress-bar", "--timeout"}
+VALUE_OPTIONS = {
+    "-c",
+    "--constraint",
+    "-r",
+    "--requirement",
+    "-i",
+    "--index-url",
+    "--extra-index-url",
+    "-f",
+    "--find-links",
+    "-t",
+    "--target",
+    "--prefix",
+    "--root",
+    "--python",
+    "--cache-dir",
+    "--platform",
+    "--python-version",
+    "--only-binary",
+    "--no-binary",
+    "--progress-bar",
+    "--timeout",
+}
 PINNED_GIT = re.compile(r"^git\+https://[^@\s]+@v\d+(\.\d+)*$")
 
 
 def documents() -> list[Path]:
-    docs = [p for p in (ROOT / "docs").rglob("*.md") if "runs" not in p.relative_to(ROOT / "docs").parts]
-    return [ROOT / "README.md", *docs, *sorted((ROOT / "ci" / "templates").glob("*.yml")),
-            *sorted(ROOT.glob("Dockerfile*"))]
+    docs = [
+        p for p in (ROOT / "docs").rglob("*.md") if "runs" not in p.relative_to(ROOT / "docs").parts
+    ]
+    return [
+        ROOT / "README.md",
+        *docs,
+        *sorted((ROOT / "ci" / "templates").glob("*.yml")),
+        *sorted(ROOT.glob("Dockerfile*")),
+    ]
 
 
 def known_index_packages() -> set[str]:
@@ -49,7 +75,11 @@ def install_commands(text: str) -> list[str]:
 
 
 def requirements(arguments: str) -> list[str]:
-    for closing in ("", '"', "'"):  # a line inside a quoted string of its own (a Python list in a template)
+    for closing in (
+        "",
+        '"',
+        "'",
+    ):  # a line inside a quoted string of its own (a Python list in a template)
         try:
             tokens = shlex.split(arguments + closing)
             break
@@ -70,8 +100,12 @@ def requirements(arguments: str) -> list[str]:
 
 def variables(text: str) -> dict[str, str]:
     """NAME: value and NAME=value definitions in a template (where `$NAME` in an install line is set)."""
-    return {m.group(1): m.group(2).strip().strip("\"'")
-            for m in re.finditer(r"^\s*(?:ENV\s+|ARG\s+|export\s+)?([A-Z][A-Z0-9_]*)[:=]\s*(\S+)", text, re.M)}
+    return {
+        m.group(1): m.group(2).strip().strip("\"'")
+        for m in re.finditer(
+            r"^\s*(?:ENV\s+|ARG\s+|export\s+)?([A-Z][A-Z0-9_]*)[:=]\s*(\S+)", text, re.M
+        )
+    }
 
 
 def problem(requirement: str, defined: dict[str, str], known: set[str]) -> str | None:
@@ -83,7 +117,11 @@ def problem(requirement: str, defined: dict[str, str], known: set[str]) -> str |
         url = url.strip()
         ref = re.fullmatch(r"\$\{?([A-Z][A-Z0-9_]*)\}?", url)
         url = defined.get(ref.group(1), url) if ref else url
-        return None if PINNED_GIT.match(url) else f"{requirement}: a direct reference must be git+https://…@vX.Y.Z"
+        return (
+            None
+            if PINNED_GIT.match(url)
+            else f"{requirement}: a direct reference must be git+https://…@vX.Y.Z"
+        )
     try:
         parsed = Requirement(name)
     except InvalidRequirement:
@@ -97,16 +135,26 @@ def problem(requirement: str, defined: dict[str, str], known: set[str]) -> str |
 
 def test_the_scan_finds_the_install_lines_it_checks():
     texts = {p.name: p.read_text() for p in documents()}
-    assert install_commands(texts["github-actions.yml"]) and install_commands(texts["gitlab-ci.yml"])
+    assert install_commands(texts["github-actions.yml"]) and install_commands(
+        texts["gitlab-ci.yml"]
+    )
     assert install_commands(texts["README.md"]) and install_commands(texts["Dockerfile.triton"])
 
 
-@pytest.mark.parametrize("requirement, why", [
-    ("tritonbuild[s3]", "on no package index"), ("tritonbuild", "on no package index"),
-    ("tritonbuild[s3] @ git+https://example.com/t.git@main", "must be git+https"),
-    ("tritonbuild @ $TB_GIT", "must be git+https"), ("torch-cuda-nightly", "not a package our CI installs")])
+@pytest.mark.parametrize(
+    "requirement, why",
+    [
+        ("tritonbuild[s3]", "on no package index"),
+        ("tritonbuild", "on no package index"),
+        ("tritonbuild[s3] @ git+https://example.com/t.git@main", "must be git+https"),
+        ("tritonbuild @ $TB_GIT", "must be git+https"),
+        ("torch-cuda-nightly", "not a package our CI installs"),
+    ],
+)
 def test_what_does_not_exist_is_named(requirement, why):
-    assert why in problem(requirement, {"TB_GIT": "git+https://example.com/t.git"}, known_index_packages())
+    assert why in problem(
+        requirement, {"TB_GIT": "git+https://example.com/t.git"}, known_index_packages()
+    )
 
 
 def test_no_install_line_names_a_package_that_does_not_exist():

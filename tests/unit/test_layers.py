@@ -11,8 +11,22 @@ import pytest
 from tests.conftest import ROOT
 
 # Lower first. triton: Triton's config knowledge (ModelConfig, its rules); backends: the plug-ins every stage asks.
-RANK = {"core": 0, "errors": 0, "recipe": 1, "triton": 2, "backends": 3, "plan": 4, "steps": 5, "repository": 6,
-        "server": 7, "verify": 7, "publish": 8, "tune": 8, "api": 9, "cli": 10}
+RANK = {
+    "core": 0,
+    "errors": 0,
+    "recipe": 1,
+    "triton": 2,
+    "backends": 3,
+    "plan": 4,
+    "steps": 5,
+    "repository": 6,
+    "server": 7,
+    "verify": 7,
+    "publish": 8,
+    "tune": 8,
+    "api": 9,
+    "cli": 10,
+}
 SOURCE = ROOT / "builder"
 
 
@@ -31,7 +45,11 @@ def _imports(path: Path) -> set[str]:
     """Every tritonbuild module this file imports, at the top or inside a function."""
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tritonbuild"):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.startswith("tritonbuild")
+        ):
             for alias in node.names:
                 sub = f"{node.module}.{alias.name}"
                 out.add(sub if sub in MODULES else node.module)
@@ -56,7 +74,9 @@ def test_no_import_of_a_later_layer(module):
         if layer in (own, "__init__"):
             continue
         assert layer in RANK, f"{module} imports {imported}, which has no place in RANK"
-        assert RANK[layer] <= RANK[own], f"{module} ({own}) imports the later layer {layer} ({imported})"
+        assert RANK[layer] <= RANK[own], (
+            f"{module} ({own}) imports the later layer {layer} ({imported})"
+        )
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -109,7 +129,11 @@ def test_importing_the_package_wires_nothing():
     import subprocess
     import sys
 
-    code = ("import sys, tritonbuild.core.hashing; "
-            "print(' '.join(sorted(m for m in sys.modules if m.startswith('tritonbuild'))))")
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    code = (
+        "import sys, tritonbuild.core.hashing; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('tritonbuild'))))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert loaded == ["tritonbuild", "tritonbuild.core", "tritonbuild.core.hashing"]

@@ -42,15 +42,29 @@ def _modules() -> list[Path]:
 
 def test_the_scan_sees_the_package_and_each_kind_of_binding():
     assert len(_modules()) > 50
-    code = "def f(lr):\n    for bm in x: pass\n    mp = [pm for pm in y]\n    with a as pv: pass\n" \
-           "    try: pass\n    except E as mm: pass\n    g = lambda m: m\n"
-    assert sorted(name for _, name in _bindings(ast.parse(code))) == ["bm", "g", "lr", "m", "mm", "mp", "pm", "pv"]
+    code = (
+        "def f(lr):\n    for bm in x: pass\n    mp = [pm for pm in y]\n    with a as pv: pass\n"
+        "    try: pass\n    except E as mm: pass\n    g = lambda m: m\n"
+    )
+    assert sorted(name for _, name in _bindings(ast.parse(code))) == [
+        "bm",
+        "g",
+        "lr",
+        "m",
+        "mm",
+        "mp",
+        "pm",
+        "pv",
+    ]
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda path: path.relative_to(PACKAGE).as_posix())
 def test_no_cryptic_names(path: Path):
-    hits = [f"{path.relative_to(PACKAGE.parent)}:{line}: {name!r} -> {BANNED[name]}"
-            for line, name in _bindings(ast.parse(path.read_text(), str(path))) if name in BANNED]
+    hits = [
+        f"{path.relative_to(PACKAGE.parent)}:{line}: {name!r} -> {BANNED[name]}"
+        for line, name in _bindings(ast.parse(path.read_text(), str(path)))
+        if name in BANNED
+    ]
     assert not hits, "name what it holds:\n" + "\n".join(hits)
 
 
@@ -61,7 +75,15 @@ ISSUE_REF = re.compile(r"\((?:issue )?#\d+\b|\bissue #\d+|\bIssue #\d+")
 def test_no_issue_numbers_in_code_or_test_names():
     root = PACKAGE.parent
     sources = [*sorted(PACKAGE.rglob("*.py")), *sorted((root / "tests").rglob("*.py"))]
-    hits = [f"{path.relative_to(root)}:{n}" for path in sources
-            for n, line in enumerate(path.read_text().splitlines(), 1) if ISSUE_REF.search(line)]
-    named = [p.name for p in (root / "tests").rglob("test_*.py") if re.match(r"test_(harden|daily|issue)", p.name)]
+    hits = [
+        f"{path.relative_to(root)}:{n}"
+        for path in sources
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if ISSUE_REF.search(line)
+    ]
+    named = [
+        p.name
+        for p in (root / "tests").rglob("test_*.py")
+        if re.match(r"test_(harden|daily|issue)", p.name)
+    ]
     assert (hits, named) == ([], [])

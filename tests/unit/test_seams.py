@@ -21,9 +21,13 @@ IN_THE_SERVING_IMAGE = {"publish/k8s_probe.py"}
 
 
 def _sources() -> dict[str, str]:
-    return {path: p.read_text() for p in sorted(SOURCE.rglob("*.py"))
-            if p.parent.name != "models"  # the Python models we ship run inside Triton, not in our process
-            and (path := str(p.relative_to(SOURCE))) not in IN_THE_SERVING_IMAGE}
+    return {
+        path: p.read_text()
+        for p in sorted(SOURCE.rglob("*.py"))
+        if p.parent.name
+        != "models"  # the Python models we ship run inside Triton, not in our process
+        and (path := str(p.relative_to(SOURCE))) not in IN_THE_SERVING_IMAGE
+    }
 
 
 def _imports_of(text: str) -> set[str]:
@@ -37,11 +41,16 @@ def _imports_of(text: str) -> set[str]:
 
 
 def raw_http_modules(sources: dict[str, str]) -> list[str]:
-    return sorted(path for path, text in sources.items()
-                  if {"urllib.request", "urllib.error", "http.client", "requests"} & _imports_of(text))
+    return sorted(
+        path
+        for path, text in sources.items()
+        if {"urllib.request", "urllib.error", "http.client", "requests"} & _imports_of(text)
+    )
 
 
-CONFIG_READ = re.compile(r"""config\.pbtxt["']\)?\s*\)?\.read_(bytes|text)\(|text_format\.(Parse|Merge)\(""")
+CONFIG_READ = re.compile(
+    r"""config\.pbtxt["']\)?\s*\)?\.read_(bytes|text)\(|text_format\.(Parse|Merge)\("""
+)
 
 
 def config_parsers(sources: dict[str, str]) -> list[str]:
@@ -56,11 +65,14 @@ def test_config_pbtxt_is_read_and_parsed_in_one_module():
     assert config_parsers(_sources()) == ["triton/config.py"]
 
 
-@pytest.mark.parametrize(("module", "added", "check"), [
-    ("server/status.py", "import urllib.request\n", raw_http_modules),
-    ("tune/run.py", "mc = parse((root / 'm' / 'config.pbtxt').read_bytes())\n", config_parsers),
-    ("verify/served.py", "text_format.Parse(raw, mc)\n", config_parsers),
-])
+@pytest.mark.parametrize(
+    ("module", "added", "check"),
+    [
+        ("server/status.py", "import urllib.request\n", raw_http_modules),
+        ("tune/run.py", "mc = parse((root / 'm' / 'config.pbtxt').read_bytes())\n", config_parsers),
+        ("verify/served.py", "text_format.Parse(raw, mc)\n", config_parsers),
+    ],
+)
 def test_each_seam_check_fails_when_the_seam_is_broken(module, added, check):
     sources = _sources()
     before = check(sources)
@@ -84,7 +96,9 @@ def test_read_config_tells_absent_from_invalid(tmp_path: Path):
     assert read_config(tmp_path).backend == "python"
 
 
-BATCHING_FIELD = re.compile(r"\.(preferred_batch_size|max_queue_delay_microseconds|default_timeout_microseconds)\b")
+BATCHING_FIELD = re.compile(
+    r"\.(preferred_batch_size|max_queue_delay_microseconds|default_timeout_microseconds)\b"
+)
 
 
 def batching_mappers(sources: dict[str, str]) -> list[str]:
@@ -105,7 +119,10 @@ def test_the_batching_mapping_covers_every_recipe_key_and_names_real_config_fiel
     from tritonbuild.triton.config import model_config_pb2
 
     pb2 = model_config_pb2()
-    assert set(Batching.model_fields) == set(FIELDS) | {"default_queue_policy", "priority_queue_policy"}
+    assert set(Batching.model_fields) == set(FIELDS) | {
+        "default_queue_policy",
+        "priority_queue_policy",
+    }
     assert set(QueuePolicy.model_fields) == set(QUEUE_FIELDS)
     assert set(FIELDS.values()) <= set(pb2.ModelDynamicBatching.DESCRIPTOR.fields_by_name)
     assert set(QUEUE_FIELDS.values()) <= set(pb2.ModelQueuePolicy.DESCRIPTOR.fields_by_name)
@@ -116,20 +133,35 @@ def test_recipe_batching_round_trips_through_the_config():
     from tritonbuild.triton.batching import read_dynamic_batching, write_dynamic_batching
     from tritonbuild.triton.config import model_config_pb2, parse, render
 
-    batching = Batching(preferred_batch_sizes=[4, 8], max_queue_delay_us=100, preserve_ordering=True,
-                        priority_levels=2, default_priority_level=1,
-                        default_queue_policy={"timeout_action": "delay", "default_timeout_us": 7, "max_queue_size": 3},
-                        priority_queue_policy={2: {"allow_timeout_override": True}})
+    batching = Batching(
+        preferred_batch_sizes=[4, 8],
+        max_queue_delay_us=100,
+        preserve_ordering=True,
+        priority_levels=2,
+        default_priority_level=1,
+        default_queue_policy={
+            "timeout_action": "delay",
+            "default_timeout_us": 7,
+            "max_queue_size": 3,
+        },
+        priority_queue_policy={2: {"allow_timeout_override": True}},
+    )
     mc = model_config_pb2().ModelConfig()
     write_dynamic_batching(mc, batching.model_dump())
     text = render(mc).decode()
-    assert "max_queue_delay_microseconds: 100" in text and "TimeoutAction" not in text and "DELAY" in text
+    assert (
+        "max_queue_delay_microseconds: 100" in text
+        and "TimeoutAction" not in text
+        and "DELAY" in text
+    )
     assert Batching.model_validate(read_dynamic_batching(parse(text.encode()))) == batching
     write_dynamic_batching(mc, None)
     assert read_dynamic_batching(mc) is None
 
 
-MACHINE_PATH = re.compile(r"""Path\(\s*["'](/work|/home|/root|/tmp)\b|=\s*["'](/work|/home|/root)/""")
+MACHINE_PATH = re.compile(
+    r"""Path\(\s*["'](/work|/home|/root|/tmp)\b|=\s*["'](/work|/home|/root)/"""
+)
 
 
 def machine_paths(texts: dict[str, str]) -> list[str]:
@@ -138,8 +170,11 @@ def machine_paths(texts: dict[str, str]) -> list[str]:
 
 def test_no_test_names_a_directory_of_one_machine():
     # a machine's directories reach tests through tmp_path or an environment variable, never as a literal
-    tests = {str(p.relative_to(ROOT)): p.read_text() for p in sorted((ROOT / "tests").rglob("*.py"))
-             if p.name != "test_seams.py"}  # this file names one, to break the check on purpose
+    tests = {
+        str(p.relative_to(ROOT)): p.read_text()
+        for p in sorted((ROOT / "tests").rglob("*.py"))
+        if p.name != "test_seams.py"
+    }  # this file names one, to break the check on purpose
     assert machine_paths(tests) == []
     tests["tests/contracts/test_refresh.py"] += 'MIRRORS = Path("/work/.mirror")\n'
     assert machine_paths(tests) == ["tests/contracts/test_refresh.py"]

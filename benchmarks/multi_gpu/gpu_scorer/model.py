@@ -23,7 +23,7 @@ def network() -> torch.nn.Sequential:
     for fan_in, fan_out in ((FEATURES, HIDDEN), (HIDDEN, HIDDEN), (HIDDEN, SCORES)):
         linear = torch.nn.Linear(fan_in, fan_out)
         with torch.no_grad():
-            linear.weight.copy_(torch.randn(fan_out, fan_in, generator=generator) / fan_in ** 0.5)
+            linear.weight.copy_(torch.randn(fan_out, fan_in, generator=generator) / fan_in**0.5)
             linear.bias.copy_(torch.randn(fan_out, generator=generator) * 0.01)
         layers += [linear, torch.nn.ReLU()]
     return torch.nn.Sequential(*layers[:-1])
@@ -37,8 +37,15 @@ class TritonPythonModel:
         self.net = network().to(self.device).eval()
         self.rows = 0
         counts = os.environ.get("SCORER_COUNTS_DIR")
-        self.count_file = os.path.join(counts, f"{kind.lower()}{index}-{os.getpid()}.json") if counts else None
-        self.where = {"kind": kind, "device": index, "pid": os.getpid(), "instance": args.get("model_instance_name")}
+        self.count_file = (
+            os.path.join(counts, f"{kind.lower()}{index}-{os.getpid()}.json") if counts else None
+        )
+        self.where = {
+            "kind": kind,
+            "device": index,
+            "pid": os.getpid(),
+            "instance": args.get("model_instance_name"),
+        }
 
     def execute(self, requests):
         responses = []
@@ -46,9 +53,13 @@ class TritonPythonModel:
             x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
             with torch.inference_mode():
                 rows = torch.from_numpy(x.copy()).to(self.device)
-                y = torch.cat([self.net(rows[i:i + 1]) for i in range(rows.shape[0])])
+                y = torch.cat([self.net(rows[i : i + 1]) for i in range(rows.shape[0])])
             self.rows += x.shape[0]
-            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", y.cpu().numpy().astype(np.float32))]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    [pb_utils.Tensor("Y", y.cpu().numpy().astype(np.float32))]
+                )
+            )
         if self.count_file:
             with open(self.count_file + ".tmp", "w") as out:
                 json.dump({**self.where, "rows": self.rows}, out)

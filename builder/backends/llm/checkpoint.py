@@ -19,8 +19,15 @@ from tritonbuild.core.stores import is_url
 from tritonbuild.errors import PlanError
 from tritonbuild.recipe.load import LoadedRecipe
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-                   "vocab.json", "merges.txt", "generation_config.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "generation_config.json",
+)
 
 
 def _resolve(loaded: LoadedRecipe, rel: str, loc: tuple, *, directory: bool) -> Path:
@@ -28,8 +35,11 @@ def _resolve(loaded: LoadedRecipe, rel: str, loc: tuple, *, directory: bool) -> 
     path = Path(rel)
     path = path if path.is_absolute() else loaded.base_dir / path
     if not (path.is_dir() if directory else path.exists()):
-        raise PlanError(f"{'directory ' if directory else ''}not found: {path}", where=loaded.where(loc),
-                        hint="fix the path (relative paths start at the recipe's directory)")
+        raise PlanError(
+            f"{'directory ' if directory else ''}not found: {path}",
+            where=loaded.where(loc),
+            hint="fix the path (relative paths start at the recipe's directory)",
+        )
     return path
 
 
@@ -50,9 +60,11 @@ def fetch_checkpoint(loaded: LoadedRecipe, ctx: PlanContext) -> Path:
 
     r = loaded.recipe
     if not r.checkpoint.sha256:
-        raise PlanError(f"{redact(r.checkpoint.path)} is remote and not pinned",
-                        where=loaded.where(("checkpoint", "path")),
-                        hint="add checkpoint.sha256 (tritonbuild plan --json on a local copy shows it)")
+        raise PlanError(
+            f"{redact(r.checkpoint.path)} is remote and not pinned",
+            where=loaded.where(("checkpoint", "path")),
+            hint="add checkpoint.sha256 (tritonbuild plan --json on a local copy shows it)",
+        )
     dest = ctx.cache_dir / "checkpoints" / r.checkpoint.sha256
     if not (dest / "config.json").is_file():
         tmp = dest.with_name(dest.name + f".part-{os.getpid()}")
@@ -61,8 +73,11 @@ def fetch_checkpoint(loaded: LoadedRecipe, ctx: PlanContext) -> Path:
             fs.get(root.rstrip("/") + "/", str(tmp) + "/", recursive=True)
         except Exception as e:  # noqa: BLE001 - any driver failure: a plan error with the driver's words
             shutil.rmtree(tmp, ignore_errors=True)
-            raise PlanError(f"cannot fetch {r.checkpoint.path}: {redact(str(e))}",
-                            where=loaded.where(("checkpoint", "path")), hint="check the URL and credentials") from None
+            raise PlanError(
+                f"cannot fetch {r.checkpoint.path}: {redact(str(e))}",
+                where=loaded.where(("checkpoint", "path")),
+                hint="check the URL and credentials",
+            ) from None
         if dest.exists():  # another process won the race: keep its copy
             shutil.rmtree(tmp, ignore_errors=True)
         else:
@@ -77,43 +92,62 @@ def tree_digest(files: dict[str, str]) -> str:
 def read_checkpoint(loaded: LoadedRecipe, ctx: PlanContext) -> tuple[Path, dict, dict[str, str]]:
     """(directory, its config.json, rel path → sha256), checked against the recipe's pin."""
     r = loaded.recipe
-    ckpt = (fetch_checkpoint(loaded, ctx) if is_url(r.checkpoint.path)
-            else recipe_dir(loaded, r.checkpoint.path, ("checkpoint", "path")))
+    ckpt = (
+        fetch_checkpoint(loaded, ctx)
+        if is_url(r.checkpoint.path)
+        else recipe_dir(loaded, r.checkpoint.path, ("checkpoint", "path"))
+    )
     cfg_path = ckpt / "config.json"
     if not cfg_path.is_file():
-        raise PlanError(f"{ckpt} has no config.json: not a Hugging Face checkpoint",
-                        where=loaded.where(("checkpoint", "path")),
-                        hint="point checkpoint.path at the directory holding config.json and the weights")
+        raise PlanError(
+            f"{ckpt} has no config.json: not a Hugging Face checkpoint",
+            where=loaded.where(("checkpoint", "path")),
+            hint="point checkpoint.path at the directory holding config.json and the weights",
+        )
     try:
         config = json.loads(cfg_path.read_text())
         Architecture.from_hf_config(config)
     except (ValueError, KeyError) as e:
-        raise PlanError(f"{cfg_path} is not a usable model config ({type(e).__name__}: {e})",
-                        where=loaded.where(("checkpoint", "path")), hint="check the checkpoint") from None
+        raise PlanError(
+            f"{cfg_path} is not a usable model config ({type(e).__name__}: {e})",
+            where=loaded.where(("checkpoint", "path")),
+            hint="check the checkpoint",
+        ) from None
     rels = tree_files(ckpt)
     try:
-        check_tree(ckpt, rels)  # NOTE: a FIFO would block hashing; a link to /dev/zero would never end
+        check_tree(
+            ckpt, rels
+        )  # NOTE: a FIFO would block hashing; a link to /dev/zero would never end
     except PathProblem as e:
-        raise PlanError(str(e), where=loaded.where(("checkpoint", "path")),
-                        hint="a checkpoint holds regular files (symlinks only to files inside it)") from None
+        raise PlanError(
+            str(e),
+            where=loaded.where(("checkpoint", "path")),
+            hint="a checkpoint holds regular files (symlinks only to files inside it)",
+        ) from None
     files = {rel.as_posix(): ctx.digest(ckpt / rel) for rel in rels}
     pin = r.checkpoint.sha256
     if pin and pin != tree_digest(files):
         if is_url(r.checkpoint.path):
             shutil.rmtree(ckpt, ignore_errors=True)  # a bad download must not be reused
-        raise PlanError(f"checkpoint {ckpt} has digest {tree_digest(files)}, the recipe pins {pin}",
-                        where=loaded.where(("checkpoint", "sha256")),
-                        hint="restore the pinned checkpoint, or update checkpoint.sha256 if the change is intended")
+        raise PlanError(
+            f"checkpoint {ckpt} has digest {tree_digest(files)}, the recipe pins {pin}",
+            where=loaded.where(("checkpoint", "sha256")),
+            hint="restore the pinned checkpoint, or update checkpoint.sha256 if the change is intended",
+        )
     return ckpt, config, files
 
 
-def read_tokenizer(loaded: LoadedRecipe, ckpt: Path, ctx: PlanContext) -> tuple[Path, dict[str, str]]:
+def read_tokenizer(
+    loaded: LoadedRecipe, ckpt: Path, ctx: PlanContext
+) -> tuple[Path, dict[str, str]]:
     r = loaded.recipe
     tok = recipe_dir(loaded, r.tokenizer, ("tokenizer",)) if r.tokenizer else ckpt
     present = {name: ctx.digest(tok / name) for name in TOKENIZER_FILES if (tok / name).is_file()}
     if "tokenizer.json" not in present and "tokenizer.model" not in present:
-        raise PlanError(f"{tok} has neither tokenizer.json nor a sentencepiece tokenizer.model (found: "
-                        f"{sorted(present) or 'no tokenizer files'})",
-                        where=loaded.where(("tokenizer",) if r.tokenizer else ("checkpoint", "path")),
-                        hint="save the tokenizer with tokenizer.save_pretrained(DIR) and set 'tokenizer: DIR'")
+        raise PlanError(
+            f"{tok} has neither tokenizer.json nor a sentencepiece tokenizer.model (found: "
+            f"{sorted(present) or 'no tokenizer files'})",
+            where=loaded.where(("tokenizer",) if r.tokenizer else ("checkpoint", "path")),
+            hint="save the tokenizer with tokenizer.save_pretrained(DIR) and set 'tokenizer: DIR'",
+        )
     return tok, present

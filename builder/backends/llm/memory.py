@@ -13,8 +13,26 @@ from pydantic import BaseModel, ConfigDict
 
 GIB = 1 << 30
 MIB = 1 << 20
-NON_GATED = {"gpt2", "gptj", "gpt_neox", "opt", "bloom", "falcon", "phi", "starcoder", "gpt_bigcode", "starcoder2"}
-TIED_BY_DEFAULT = {"gpt2", "falcon", "gemma", "gemma2", "gemma3_text", "phi"}  # their HF config classes default to tied
+NON_GATED = {
+    "gpt2",
+    "gptj",
+    "gpt_neox",
+    "opt",
+    "bloom",
+    "falcon",
+    "phi",
+    "starcoder",
+    "gpt_bigcode",
+    "starcoder2",
+}
+TIED_BY_DEFAULT = {
+    "gpt2",
+    "falcon",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "phi",
+}  # their HF config classes default to tied
 
 
 def _first(cfg: dict, *keys, default=None):
@@ -39,7 +57,9 @@ class Architecture(BaseModel):
     experts: int = 0  # routed experts per MoE layer (0: dense)
     expert_intermediate: int = 0
     shared_intermediate: int = 0  # always-on shared expert(s), summed
-    dense_layers: int = 0  # leading layers with a dense MLP in an MoE model (DeepSeek first_k_dense_replace)
+    dense_layers: int = (
+        0  # leading layers with a dense MLP in an MoE model (DeepSeek first_k_dense_replace)
+    )
     kv_lora_rank: int = 0  # MLA: the compressed KV latent (0: ordinary attention)
     q_lora_rank: int = 0
     qk_rope_head_dim: int = 0
@@ -48,34 +68,65 @@ class Architecture(BaseModel):
 
     @classmethod
     def from_hf_config(cls, cfg: dict) -> Architecture:
-        if "text_config" in cfg and _first(cfg, "num_hidden_layers", "n_layer", "num_layers") is None:
-            cfg = {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", cfg.get("model_type"))}
+        if (
+            "text_config" in cfg
+            and _first(cfg, "num_hidden_layers", "n_layer", "num_layers") is None
+        ):
+            cfg = {
+                **cfg["text_config"],
+                "model_type": cfg["text_config"].get("model_type", cfg.get("model_type")),
+            }
         model_type = cfg.get("model_type", "unknown")
         heads = _first(cfg, "num_attention_heads", "n_head", "num_heads")
         hidden = _first(cfg, "hidden_size", "n_embd", "d_model")
         layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers")
         if heads is None or hidden is None or layers is None:
-            raise KeyError("num_attention_heads/n_head, hidden_size/n_embd and num_hidden_layers/n_layer")
+            raise KeyError(
+                "num_attention_heads/n_head, hidden_size/n_embd and num_hidden_layers/n_layer"
+            )
         multi_query = cfg.get("multi_query") and not cfg.get("new_decoder_architecture")
-        kv_heads = _first(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv", default=1 if multi_query else heads)
-        experts = int(_first(cfg, "num_local_experts", "num_experts", "n_routed_experts", default=0) or 0)
+        kv_heads = _first(
+            cfg,
+            "num_key_value_heads",
+            "num_kv_heads",
+            "n_head_kv",
+            default=1 if multi_query else heads,
+        )
+        experts = int(
+            _first(cfg, "num_local_experts", "num_experts", "n_routed_experts", default=0) or 0
+        )
         shared = int(_first(cfg, "shared_expert_intermediate_size", default=0) or 0)
         if not shared and cfg.get("n_shared_experts"):
-            shared = int(cfg["n_shared_experts"]) * int(_first(cfg, "moe_intermediate_size", default=0))
-        return cls(model_type=model_type, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
-                   head_dim=_first(cfg, "head_dim", default=hidden // heads),
-                   intermediate=_first(cfg, "intermediate_size", "n_inner", "ffn_hidden_size", default=4 * hidden),
-                   vocab=cfg["vocab_size"],
-                   tied_embeddings=bool(cfg.get("tie_word_embeddings", model_type in TIED_BY_DEFAULT)),
-                   max_position_embeddings=_first(cfg, "max_position_embeddings", "n_positions"),
-                   experts=experts,
-                   expert_intermediate=int(_first(cfg, "moe_intermediate_size", "intermediate_size",
-                                                  default=0) or 0) if experts else 0,
-                   shared_intermediate=shared if experts else 0,
-                   dense_layers=int(cfg.get("first_k_dense_replace") or 0) if experts else 0,
-                   kv_lora_rank=int(cfg.get("kv_lora_rank") or 0), q_lora_rank=int(cfg.get("q_lora_rank") or 0),
-                   qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0),
-                   qk_nope_head_dim=int(cfg.get("qk_nope_head_dim") or 0), v_head_dim=int(cfg.get("v_head_dim") or 0))
+            shared = int(cfg["n_shared_experts"]) * int(
+                _first(cfg, "moe_intermediate_size", default=0)
+            )
+        return cls(
+            model_type=model_type,
+            layers=layers,
+            hidden=hidden,
+            heads=heads,
+            kv_heads=kv_heads,
+            head_dim=_first(cfg, "head_dim", default=hidden // heads),
+            intermediate=_first(
+                cfg, "intermediate_size", "n_inner", "ffn_hidden_size", default=4 * hidden
+            ),
+            vocab=cfg["vocab_size"],
+            tied_embeddings=bool(cfg.get("tie_word_embeddings", model_type in TIED_BY_DEFAULT)),
+            max_position_embeddings=_first(cfg, "max_position_embeddings", "n_positions"),
+            experts=experts,
+            expert_intermediate=int(
+                _first(cfg, "moe_intermediate_size", "intermediate_size", default=0) or 0
+            )
+            if experts
+            else 0,
+            shared_intermediate=shared if experts else 0,
+            dense_layers=int(cfg.get("first_k_dense_replace") or 0) if experts else 0,
+            kv_lora_rank=int(cfg.get("kv_lora_rank") or 0),
+            q_lora_rank=int(cfg.get("q_lora_rank") or 0),
+            qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0),
+            qk_nope_head_dim=int(cfg.get("qk_nope_head_dim") or 0),
+            v_head_dim=int(cfg.get("v_head_dim") or 0),
+        )
 
     def _mlp(self, inter: int) -> list[tuple[int, int]]:
         if self.model_type in NON_GATED:
@@ -85,20 +136,35 @@ class Architecture(BaseModel):
     def _attention(self) -> list[tuple[int, int]]:
         if self.kv_lora_rank:  # MLA
             qk = self.qk_nope_head_dim + self.qk_rope_head_dim
-            q = [(self.hidden, self.q_lora_rank), (self.q_lora_rank, self.heads * qk)] if self.q_lora_rank \
+            q = (
+                [(self.hidden, self.q_lora_rank), (self.q_lora_rank, self.heads * qk)]
+                if self.q_lora_rank
                 else [(self.hidden, self.heads * qk)]
-            return [*q, (self.hidden, self.kv_lora_rank + self.qk_rope_head_dim),
-                    (self.kv_lora_rank, self.heads * (self.qk_nope_head_dim + self.v_head_dim)),
-                    (self.heads * self.v_head_dim, self.hidden)]
+            )
+            return [
+                *q,
+                (self.hidden, self.kv_lora_rank + self.qk_rope_head_dim),
+                (self.kv_lora_rank, self.heads * (self.qk_nope_head_dim + self.v_head_dim)),
+                (self.heads * self.v_head_dim, self.hidden),
+            ]
         q_out, kv_out = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        return [(self.hidden, q_out), (self.hidden, kv_out), (self.hidden, kv_out), (q_out, self.hidden)]
+        return [
+            (self.hidden, q_out),
+            (self.hidden, kv_out),
+            (self.hidden, kv_out),
+            (q_out, self.hidden),
+        ]
 
     def linear_shapes(self) -> list[tuple[int, int]]:
         """(in, out) of every quantizable linear layer, all layers (every expert of an MoE layer)."""
         dense = self._attention() + self._mlp(self.intermediate)
         if not self.experts:
             return dense * self.layers
-        moe = self._attention() + self._mlp(self.expert_intermediate) * self.experts + [(self.hidden, self.experts)]
+        moe = (
+            self._attention()
+            + self._mlp(self.expert_intermediate) * self.experts
+            + [(self.hidden, self.experts)]
+        )
         if self.shared_intermediate:
             moe += self._mlp(self.shared_intermediate)
         return dense * self.dense_layers + moe * (self.layers - self.dense_layers)
@@ -123,11 +189,23 @@ def tp_heads_problem(arch: Architecture, tp: int) -> str | None:
     if q_ok and kv_ok:
         return None
     works = [t for t in (1, 2, 4, 8, 16) if all(_splits(arch, t))]
-    what = f"{arch.heads} attention heads" if not q_ok else f"{arch.kv_heads} KV heads (of {arch.heads} heads)"
-    vllm = (f" (vLLM: 'Total number of attention heads ({arch.heads}) must be divisible by tensor parallel size "
-            f"({tp}).')") if not q_ok else ""
-    return (f"tensor parallel size {tp} does not divide {arch.model_type}'s {what}; each rank needs whole heads"
-            f"{vllm}; sizes that divide: {', '.join(map(str, works))}")
+    what = (
+        f"{arch.heads} attention heads"
+        if not q_ok
+        else f"{arch.kv_heads} KV heads (of {arch.heads} heads)"
+    )
+    vllm = (
+        (
+            f" (vLLM: 'Total number of attention heads ({arch.heads}) must be divisible by tensor parallel size "
+            f"({tp}).')"
+        )
+        if not q_ok
+        else ""
+    )
+    return (
+        f"tensor parallel size {tp} does not divide {arch.model_type}'s {what}; each rank needs whole heads"
+        f"{vllm}; sizes that divide: {', '.join(map(str, works))}"
+    )
 
 
 class MemoryPlan(BaseModel):

@@ -30,7 +30,9 @@ class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         text = config.get("parameters", {}).get(PARAMETER, {}).get("string_value", "")
-        self.buckets = sorted(int(size) for size in text.split(",") if size.strip())  # none: no padding
+        self.buckets = sorted(
+            int(size) for size in text.split(",") if size.strip()
+        )  # none: no padding
         self.outputs = [output["name"] for output in config["output"]]
         self.model = _user_model()
         if hasattr(self.model, "initialize"):
@@ -55,11 +57,14 @@ class TritonPythonModel:
         bucket = next((size for size in self.buckets if size >= rows), rows)
         if bucket == rows:
             return self.model.execute(group)
-        pad = [pb_utils.Tensor(tensor.name(), _zeros(tensor.as_numpy(), bucket - rows))
-               for tensor in group[0].inputs()]
-        padding = pb_utils.InferenceRequest(model_name="tritonbuild_padding", requested_output_names=self.outputs,
-                                            inputs=pad)
-        return list(self.model.execute([*group, padding]))[:len(group)]
+        pad = [
+            pb_utils.Tensor(tensor.name(), _zeros(tensor.as_numpy(), bucket - rows))
+            for tensor in group[0].inputs()
+        ]
+        padding = pb_utils.InferenceRequest(
+            model_name="tritonbuild_padding", requested_output_names=self.outputs, inputs=pad
+        )
+        return list(self.model.execute([*group, padding]))[: len(group)]
 
     def finalize(self):
         if hasattr(self.model, "finalize"):

@@ -16,7 +16,6 @@ This file is copied into the serving environment (it never imports tritonbuild):
 dist-info into the plugin wheel (backends/_vllm_invariant.py).
 """
 
-
 import logging
 
 PLUGIN_NAME = "tritonbuild_invariant_w4a16"
@@ -33,8 +32,11 @@ DEFAULT_TILES = (16, 64, 128, 4, 4, 1, 0, 0)
 # Llama-3-8B's linears (qkv, o, gate_up, down; N x K), the fastest of benchmarks/vllm/w4a16_bench.py --quick over
 # decode at 1 and 64 rows, in CUDA graphs (docs/runs/2026-12-04-w4a16-kernel-h200-graphs.json)
 TILES: dict[tuple[int, int], tuple[int, ...]] = {
-    (6144, 4096): (16, 128, 64, 4, 4, 8, 0, 0), (4096, 4096): (16, 32, 128, 4, 4, 4, 0, 0),
-    (28672, 4096): (64, 128, 64, 4, 4, 1, 0, 0), (4096, 14336): (16, 128, 64, 4, 4, 8, 0, 0)}
+    (6144, 4096): (16, 128, 64, 4, 4, 8, 0, 0),
+    (4096, 4096): (16, 32, 128, 4, 4, 4, 0, 0),
+    (28672, 4096): (64, 128, 64, 4, 4, 1, 0, 0),
+    (4096, 14336): (16, 128, 64, 4, 4, 8, 0, 0),
+}
 
 # NOTE: a child of vLLM's "vllm" logger, the one vLLM configures (vllm 0.22.0 vllm/logger.py DEFAULT_LOGGING_CONFIG:
 # a handler on "vllm" only); under this module's own name an INFO record has no handler and is never printed
@@ -68,9 +70,28 @@ def _kernels():
     # NOTE: M (the row count) not specialized: Triton compiles a separate variant for an int argument equal to 1 or
     # divisible by 16; with this one binary per layer shape, every row count runs the same compiled code
     @triton.jit(do_not_specialize=["M"])
-    def _w4a16(x_ptr, w_ptr, s_ptr, y_ptr, M, N, K_SLICE, stride_xm, stride_wn, stride_wk, stride_sn, stride_sk,
-               stride_ym, stride_ys, GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               BLOCK_K: tl.constexpr, GATHER: tl.constexpr, KN: tl.constexpr):
+    def _w4a16(
+        x_ptr,
+        w_ptr,
+        s_ptr,
+        y_ptr,
+        M,
+        N,
+        K_SLICE,
+        stride_xm,
+        stride_wn,
+        stride_wk,
+        stride_sn,
+        stride_sk,
+        stride_ym,
+        stride_ys,
+        GROUP: tl.constexpr,
+        BLOCK_M: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        BLOCK_K: tl.constexpr,
+        GATHER: tl.constexpr,
+        KN: tl.constexpr,
+    ):
         # axis 0 walks the row tiles so that CTAs sharing a weight tile run together (L2 reuse); axis 2: K slice
         pid_m = tl.program_id(0)
         pid_n = tl.program_id(1)
@@ -83,20 +104,35 @@ def _kernels():
         nibble = (ks % 8) * 4
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k0 in range(k_start, k_start + K_SLICE, BLOCK_K):
-            x = tl.load(x_ptr + rows[:, None] * stride_xm + (k0 + ks)[None, :], mask=row_ok[:, None], other=0.0)
-            scale = tl.load(s_ptr + cols * stride_sn + (k0 // GROUP) * stride_sk, mask=col_ok, other=0.0)
+            x = tl.load(
+                x_ptr + rows[:, None] * stride_xm + (k0 + ks)[None, :],
+                mask=row_ok[:, None],
+                other=0.0,
+            )
+            scale = tl.load(
+                s_ptr + cols * stride_sn + (k0 // GROUP) * stride_sk, mask=col_ok, other=0.0
+            )
             if KN:  # a [BLOCK_K, BLOCK_N] tile, each K row reading its words along N (eight rows share a word row)
-                packed = tl.load(w_ptr + ((k0 + ks) // 8)[:, None] * stride_wk + cols[None, :] * stride_wn,
-                                 mask=col_ok[None, :], other=0)
+                packed = tl.load(
+                    w_ptr + ((k0 + ks) // 8)[:, None] * stride_wk + cols[None, :] * stride_wn,
+                    mask=col_ok[None, :],
+                    other=0,
+                )
                 w = (((packed >> nibble[:, None]) & 0xF) - 8).to(x.dtype) * scale[None, :]
             else:
                 if GATHER:  # each K position reads its int32 word (eight share one: cache hits)
-                    packed = tl.load(w_ptr + cols[:, None] * stride_wn + ((k0 + ks) // 8)[None, :] * stride_wk,
-                                     mask=col_ok[:, None], other=0)
+                    packed = tl.load(
+                        w_ptr + cols[:, None] * stride_wn + ((k0 + ks) // 8)[None, :] * stride_wk,
+                        mask=col_ok[:, None],
+                        other=0,
+                    )
                 else:  # each word read once, then repeated to its eight K positions by three self-interleaves
                     words = k0 // 8 + tl.arange(0, BLOCK_K // 8)
-                    packed = tl.load(w_ptr + cols[:, None] * stride_wn + words[None, :] * stride_wk,
-                                     mask=col_ok[:, None], other=0)
+                    packed = tl.load(
+                        w_ptr + cols[:, None] * stride_wn + words[None, :] * stride_wk,
+                        mask=col_ok[:, None],
+                        other=0,
+                    )
                     packed = tl.interleave(packed, packed)
                     packed = tl.interleave(packed, packed)
                     packed = tl.interleave(packed, packed)
@@ -134,14 +170,40 @@ def _build():
             return y
         block_m, block_n, block_k, warps, stages, split, gather, _ = tiles_for(n, k, group)
         grid = (triton.cdiv(rows, block_m), triton.cdiv(n, block_n), split)
-        target = y if split == 1 else torch.empty((split, rows, n), dtype=torch.float32, device=x.device)
-        (stride_wn, stride_wk), (stride_sn, stride_sk) = (w.stride()[::-1], s.stride()[::-1]) if kn else \
-            (w.stride(), s.stride())
-        _w4a16[grid](x, w, s, target, rows, n, k // split, x.stride(0), stride_wn, stride_wk, stride_sn, stride_sk,
-                     n, rows * n, GROUP=group, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GATHER=gather,
-                     KN=int(kn), num_warps=warps, num_stages=stages)
+        target = (
+            y if split == 1 else torch.empty((split, rows, n), dtype=torch.float32, device=x.device)
+        )
+        (stride_wn, stride_wk), (stride_sn, stride_sk) = (
+            (w.stride()[::-1], s.stride()[::-1]) if kn else (w.stride(), s.stride())
+        )
+        _w4a16[grid](
+            x,
+            w,
+            s,
+            target,
+            rows,
+            n,
+            k // split,
+            x.stride(0),
+            stride_wn,
+            stride_wk,
+            stride_sn,
+            stride_sk,
+            n,
+            rows * n,
+            GROUP=group,
+            BLOCK_M=block_m,
+            BLOCK_N=block_n,
+            BLOCK_K=block_k,
+            GATHER=gather,
+            KN=int(kn),
+            num_warps=warps,
+            num_stages=stages,
+        )
         if split > 1:
-            _slices_sum[(triton.cdiv(rows * n, 1024),)](target, y, rows * n, rows * n, SPLIT=split, BLOCK=1024)
+            _slices_sum[(triton.cdiv(rows * n, 1024),)](
+                target, y, rows * n, rows * n, SPLIT=split, BLOCK=1024
+            )
         return y
 
     return launch
@@ -163,7 +225,9 @@ def _custom_op():
     import torch
 
     @torch.library.custom_op("tritonbuild::w4a16_invariant", mutates_args=())
-    def op(x: torch.Tensor, weight_packed: torch.Tensor, weight_scale: torch.Tensor, group: int) -> torch.Tensor:
+    def op(
+        x: torch.Tensor, weight_packed: torch.Tensor, weight_scale: torch.Tensor, group: int
+    ) -> torch.Tensor:
         return w4a16_matmul(x, weight_packed, weight_scale, group)
 
     @op.register_fake
@@ -191,7 +255,8 @@ def _kernel_class():
             k, _n = c.partition_weight_shape
             group = c.group_size if c.group_size != -1 else k
             problems = [
-                c.weight_type != scalar_types.uint4b8 and f"weight type {c.weight_type} (needs symmetric uint4b8)",
+                c.weight_type != scalar_types.uint4b8
+                and f"weight type {c.weight_type} (needs symmetric uint4b8)",
                 c.zero_points and "zero points (asymmetric)",
                 c.has_g_idx and "activation reordering (g_idx)",
                 c.act_type not in (torch.float16, torch.bfloat16) and f"activations {c.act_type}",
@@ -205,9 +270,15 @@ def _kernel_class():
             group = self.config.group_size if self.config.group_size != -1 else k
             kn = tiles_for(n, k, group)[7]
 
-            def as_nk(param):  # then [K/8, N] / [K/G, N] where the shape's tiles read KN (prepare_weights)
-                permute_param_layout_(param, input_dim=1, output_dim=0, **(
-                    {"packed_dim": 1} if param.dtype == torch.int32 else {}))
+            def as_nk(
+                param,
+            ):  # then [K/8, N] / [K/G, N] where the shape's tiles read KN (prepare_weights)
+                permute_param_layout_(
+                    param,
+                    input_dim=1,
+                    output_dim=0,
+                    **({"packed_dim": 1} if param.dtype == torch.int32 else {}),
+                )
                 param.data = param.data.t().contiguous() if kn else param.data.contiguous()
                 return param
 
@@ -231,7 +302,9 @@ def register() -> None:
     first among the CUDA mixed-precision kernels. Outside that mode it changes nothing."""
     import vllm.envs as envs
 
-    if not envs.VLLM_BATCH_INVARIANT:  # vLLM's own parse of the variable (bool(int(...))), so both agree on the mode
+    if (
+        not envs.VLLM_BATCH_INVARIANT
+    ):  # vLLM's own parse of the variable (bool(int(...))), so both agree on the mode
         return
     from vllm.model_executor.kernels.linear import _POSSIBLE_KERNELS
     from vllm.platforms import PlatformEnum
@@ -239,4 +312,6 @@ def register() -> None:
     kernels = _POSSIBLE_KERNELS.setdefault(PlatformEnum.CUDA, [])
     if not any(k.__name__ == KERNEL_NAME for k in kernels):
         kernels.insert(0, _kernel_class())
-        _log.info("tritonbuild: %s first among the W4A16 kernels (VLLM_BATCH_INVARIANT)", KERNEL_NAME)
+        _log.info(
+            "tritonbuild: %s first among the W4A16 kernels (VLLM_BATCH_INVARIANT)", KERNEL_NAME
+        )

@@ -51,10 +51,22 @@ PARAMETERS = {
     "request_stats_max_iterations": ("executor", "request_stats_max_iterations", int),
 }
 # parameters the recipe's group writes itself (engine path, tokenizer, the worker path): read, not carried
-CONSUMED = {"gpt_model_path", "tokenizer_dir", "xgrammar_tokenizer_info_path", "executor_worker_path",
-            "max_beam_width", "FORCE_CPU_ONLY_INPUT_TENSORS", "normalize_log_probs"}
+CONSUMED = {
+    "gpt_model_path",
+    "tokenizer_dir",
+    "xgrammar_tokenizer_info_path",
+    "executor_worker_path",
+    "max_beam_width",
+    "FORCE_CPU_ONLY_INPUT_TENSORS",
+    "normalize_log_probs",
+}
 # the Python models' parameters the group's own models take from the recipe (or need not)
-PYTHON_CONSUMED = {"tokenizer_dir", "add_special_tokens", "skip_special_tokens", "tensorrt_llm_model_name"}
+PYTHON_CONSUMED = {
+    "tokenizer_dir",
+    "add_special_tokens",
+    "skip_special_tokens",
+    "tensorrt_llm_model_name",
+}
 
 
 def _set(value: str) -> bool:
@@ -63,7 +75,9 @@ def _set(value: str) -> bool:
 
 
 def _params(mc) -> dict[str, str]:
-    return {key: value.string_value for key, value in mc.parameters.items() if _set(value.string_value)}
+    return {
+        key: value.string_value for key, value in mc.parameters.items() if _set(value.string_value)
+    }
 
 
 def _siblings(root: Path) -> dict[str, object]:
@@ -88,7 +102,11 @@ def group_of(model_dir: Path) -> dict[str, str]:
             out |= {"ensemble": other, "preprocessing": steps[0], "postprocessing": steps[2]}
         params = {k: v.string_value for k, v in mc.parameters.items()}
         if "tensorrt_llm_model_name" in params:
-            called = params["tensorrt_llm_model_name"] if _set(params["tensorrt_llm_model_name"]) else "tensorrt_llm"
+            called = (
+                params["tensorrt_llm_model_name"]
+                if _set(params["tensorrt_llm_model_name"])
+                else "tensorrt_llm"
+            )
             if called == name:
                 out["bls"] = other
     return out
@@ -101,8 +119,12 @@ def _refuse(model: str, what: str, where: Path, hint: str = _HINT) -> UsageError
 def _serving(mc, model_dir: Path, recipe: dict) -> None:
     """tensorrt_llm's parameters and config fields into the recipe's sections."""
     params = _params(mc)
-    taken = LOOKAHEAD_PARAMETERS if (recipe.get("speculative") or {}).get("mode") == "lookahead" else ()
-    unheld = sorted(k for k in params if k not in PARAMETERS and k not in CONSUMED and k not in taken)
+    taken = (
+        LOOKAHEAD_PARAMETERS if (recipe.get("speculative") or {}).get("mode") == "lookahead" else ()
+    )
+    unheld = sorted(
+        k for k in params if k not in PARAMETERS and k not in CONSUMED and k not in taken
+    )
     if unheld:
         raise _refuse(model_dir.name, f"parameters {unheld} have no recipe key yet", model_dir)
     for key, value in sorted(params.items()):
@@ -111,8 +133,12 @@ def _serving(mc, model_dir: Path, recipe: dict) -> None:
             try:
                 recipe.setdefault(section, {})[field] = convert(value)
             except (KeyError, ValueError):
-                raise _refuse(model_dir.name, f"parameter {key} = {value!r} does not parse", model_dir,
-                              "true/false for switches, numbers for sizes") from None
+                raise _refuse(
+                    model_dir.name,
+                    f"parameter {key} = {value!r} does not parse",
+                    model_dir,
+                    "true/false for switches, numbers for sizes",
+                ) from None
     serving = recipe.setdefault("serving", {})
     # unset: the C++ backend's default, false (the recipe's own default is true; README, TensorRT-LLM section)
     serving.setdefault("exclude_input_in_output", False)
@@ -121,8 +147,12 @@ def _serving(mc, model_dir: Path, recipe: dict) -> None:
     serving["max_queue_delay_us"] = batching.get("max_queue_delay_us", 0)
     serving["max_queue_size"] = batching.get("default_queue_policy", {}).get("max_queue_size", 0)
     if any(g.count > 1 for g in mc.instance_group):
-        raise _refuse(model_dir.name, "instance_group count > 1 has no recipe key (the group serves one "
-                      "tensorrt_llm instance; serving.gpu_device_ids places more)", model_dir)
+        raise _refuse(
+            model_dir.name,
+            "instance_group count > 1 has no recipe key (the group serves one "
+            "tensorrt_llm instance; serving.gpu_device_ids places more)",
+            model_dir,
+        )
 
 
 def _python_models(root: Path, group: dict[str, str], recipe: dict) -> str | None:
@@ -134,13 +164,17 @@ def _python_models(root: Path, group: dict[str, str], recipe: dict) -> str | Non
             continue
         model_dir = root / group[role]
         mc = read_config(model_dir)
-        serving.setdefault("instances", {})[role] = sum(g.count or 1 for g in mc.instance_group) or 1
+        serving.setdefault("instances", {})[role] = (
+            sum(g.count or 1 for g in mc.instance_group) or 1
+        )
         params = _params(mc)
         unheld = sorted(k for k in params if k not in PYTHON_CONSUMED)
         if params.get("skip_special_tokens", "true").lower() != "true":
             unheld.append("skip_special_tokens")
         if unheld:
-            raise _refuse(model_dir.name, f"parameters {sorted(unheld)} have no recipe key yet", model_dir)
+            raise _refuse(
+                model_dir.name, f"parameters {sorted(unheld)} have no recipe key yet", model_dir
+            )
         if "add_special_tokens" in params and role == "preprocessing":
             serving["add_special_tokens"] = params["add_special_tokens"].lower() == "true"
         tokenizer = tokenizer or params.get("tokenizer_dir")
@@ -150,25 +184,43 @@ def _python_models(root: Path, group: dict[str, str], recipe: dict) -> str | Non
 def _engine(mc, model_dir: Path) -> tuple[Path, dict]:
     path = mc.parameters["gpt_model_path"].string_value if "gpt_model_path" in mc.parameters else ""
     if not _set(path) or not (Path(path) / "config.json").is_file():
-        raise _refuse(model_dir.name, f"gpt_model_path {path!r} is not an engine directory here (config.json and "
-                      "rank*.engine): the recipe is assembled around that prebuilt engine", model_dir,
-                      "adopt on the machine that holds the engine, or point gpt_model_path at a copy of it")
+        raise _refuse(
+            model_dir.name,
+            f"gpt_model_path {path!r} is not an engine directory here (config.json and "
+            "rank*.engine): the recipe is assembled around that prebuilt engine",
+            model_dir,
+            "adopt on the machine that holds the engine, or point gpt_model_path at a copy of it",
+        )
     return Path(path), json.loads((Path(path) / "config.json").read_text())
 
 
 def _engine_keys(engine: dict) -> dict:
     bc, pc = engine.get("build_config") or {}, engine.get("pretrained_config") or {}
     mapping, plugin = pc.get("mapping") or {}, bc.get("plugin_config") or {}
-    limits = {key: int(bc[key]) for key in ("max_batch_size", "max_input_len", "max_seq_len", "max_num_tokens",
-                                            "max_beam_width") if bc.get(key) is not None}
-    limits |= {"tp_size": int(mapping.get("tp_size", 1)), "pp_size": int(mapping.get("pp_size", 1)),
-               "use_paged_context_fmha": bool(plugin.get("use_paged_context_fmha", False)),
-               "logits_dtype": pc.get("logits_dtype", "float32")}
+    limits = {
+        key: int(bc[key])
+        for key in (
+            "max_batch_size",
+            "max_input_len",
+            "max_seq_len",
+            "max_num_tokens",
+            "max_beam_width",
+        )
+        if bc.get(key) is not None
+    }
+    limits |= {
+        "tp_size": int(mapping.get("tp_size", 1)),
+        "pp_size": int(mapping.get("pp_size", 1)),
+        "use_paged_context_fmha": bool(plugin.get("use_paged_context_fmha", False)),
+        "logits_dtype": pc.get("logits_dtype", "float32"),
+    }
     algo = (pc.get("quantization") or {}).get("quant_algo")
     names = [name for name, algos in ENGINE_ALGOS.items() if algo in algos]
     if len(names) != 1:
-        raise UsageError(f"the engine's quant_algo {algo!r} maps to no single recipe quantization ({names})",
-                         hint=_HINT)
+        raise UsageError(
+            f"the engine's quant_algo {algo!r} maps to no single recipe quantization ({names})",
+            hint=_HINT,
+        )
     out = {"quantization": names[0], "engine": limits}
     if pc.get("dtype") in ("float16", "bfloat16"):
         out["dtype"] = pc["dtype"]
@@ -180,15 +232,23 @@ def _engine_keys(engine: dict) -> dict:
 
 
 # the tensorrt_llm parameters that run lookahead decoding (facts/trtllm_speculative.json backend)
-LOOKAHEAD_PARAMETERS = ("decoding_mode", "lookahead_window_size", "lookahead_ngram_size",
-                        "lookahead_verification_set_size")
+LOOKAHEAD_PARAMETERS = (
+    "decoding_mode",
+    "lookahead_window_size",
+    "lookahead_ngram_size",
+    "lookahead_verification_set_size",
+)
 
 
 def _engine_mode(engine: dict) -> tuple[str, int]:
     """(build_config.speculative_decoding_mode as trtllm-build's choice name, max_draft_len) of config.json."""
     bc = engine.get("build_config") or {}
     mode = bc.get("speculative_decoding_mode", 1)
-    name = SPECULATIVE_DECODING_MODES.get(mode, f"{mode} (unknown)") if isinstance(mode, int) else str(mode)
+    name = (
+        SPECULATIVE_DECODING_MODES.get(mode, f"{mode} (unknown)")
+        if isinstance(mode, int)
+        else str(mode)
+    )
     return name, int(bc.get("max_draft_len") or 0)
 
 
@@ -201,34 +261,64 @@ def _speculative(mc, model_dir: Path, engine_dir: Path, engine: dict) -> dict | 
         return None
     where = engine_dir / "config.json"
     if mode != "lookahead_decoding":
-        why = ("speculative.mode medusa needs heads_checkpoint, the Medusa heads directory the engine was "
-               "converted from, which neither the engine nor the group records" if mode == "medusa" else
-               "the engine route's recipe builds lookahead_decoding and medusa engines only")
-        hint = (f"write the recipe by hand with speculative: {{mode: medusa, heads_checkpoint: <the heads "
+        why = (
+            "speculative.mode medusa needs heads_checkpoint, the Medusa heads directory the engine was "
+            "converted from, which neither the engine nor the group records"
+            if mode == "medusa"
+            else "the engine route's recipe builds lookahead_decoding and medusa engines only"
+        )
+        hint = (
+            (
+                f"write the recipe by hand with speculative: {{mode: medusa, heads_checkpoint: <the heads "
                 f"directory>, max_draft_len: {draft}, medusa_choices: <tensorrt_llm's medusa_choices>}}, or "
-                "publish the repository as it is ('tritonbuild publish DIR URL')") if mode == "medusa" else _HINT
-        raise UsageError(f"the engine was built with build_config.speculative_decoding_mode {mode} (max_draft_len "
-                         f"{draft}): {why}", where=str(where), hint=hint)
+                "publish the repository as it is ('tritonbuild publish DIR URL')"
+            )
+            if mode == "medusa"
+            else _HINT
+        )
+        raise UsageError(
+            f"the engine was built with build_config.speculative_decoding_mode {mode} (max_draft_len "
+            f"{draft}): {why}",
+            where=str(where),
+            hint=hint,
+        )
     params = _params(mc)
     if params.get("decoding_mode", "lookahead") != "lookahead":
-        raise _refuse(model_dir.name, f"decoding_mode {params['decoding_mode']!r} does not run the engine's "
-                      "lookahead_decoding", model_dir, "set decoding_mode lookahead, or adopt a non-speculative "
-                      "engine")
+        raise _refuse(
+            model_dir.name,
+            f"decoding_mode {params['decoding_mode']!r} does not run the engine's "
+            "lookahead_decoding",
+            model_dir,
+            "set decoding_mode lookahead, or adopt a non-speculative engine",
+        )
     missing = [k for k in LOOKAHEAD_PARAMETERS[1:] if k not in params]
     if missing:
-        raise _refuse(model_dir.name, f"the engine was built with lookahead_decoding (max_draft_len {draft}) but "
-                      f"parameters {missing} are unset: the recipe's speculative.lookahead needs (W, N, G)",
-                      model_dir, "fill lookahead_window_size, lookahead_ngram_size and "
-                      "lookahead_verification_set_size as the engine was built for, and adopt again")
+        raise _refuse(
+            model_dir.name,
+            f"the engine was built with lookahead_decoding (max_draft_len {draft}) but "
+            f"parameters {missing} are unset: the recipe's speculative.lookahead needs (W, N, G)",
+            model_dir,
+            "fill lookahead_window_size, lookahead_ngram_size and "
+            "lookahead_verification_set_size as the engine was built for, and adopt again",
+        )
     try:
         w, n, g = (int(params[k]) for k in LOOKAHEAD_PARAMETERS[1:])
     except ValueError:
-        raise _refuse(model_dir.name, f"lookahead parameters {[params[k] for k in LOOKAHEAD_PARAMETERS[1:]]} are "
-                      "not integers", model_dir, "numbers for W, N and G") from None
+        raise _refuse(
+            model_dir.name,
+            f"lookahead parameters {[params[k] for k in LOOKAHEAD_PARAMETERS[1:]]} are "
+            "not integers",
+            model_dir,
+            "numbers for W, N and G",
+        ) from None
     if lookahead_draft_len(w, n, g) != draft:
-        raise _refuse(model_dir.name, f"lookahead (W, N, G) = ({w}, {n}, {g}) needs max_draft_len "
-                      f"{lookahead_draft_len(w, n, g)}, the engine ({where}) was built with {draft}", model_dir,
-                      "fill the (W, N, G) the engine was built for, or rebuild the engine")
+        raise _refuse(
+            model_dir.name,
+            f"lookahead (W, N, G) = ({w}, {n}, {g}) needs max_draft_len "
+            f"{lookahead_draft_len(w, n, g)}, the engine ({where}) was built with {draft}",
+            model_dir,
+            "fill the (W, N, G) the engine was built for, or rebuild the engine",
+        )
     return {"mode": "lookahead", "window_size": w, "ngram_size": n, "verification_set_size": g}
 
 
@@ -238,25 +328,45 @@ def adopt_group(mc, model_dir: Path, out: Path) -> tuple[dict, int]:
     names (the Hugging Face directory the engine was built from) to out/<name>/checkpoint."""
     group = group_of(model_dir)
     if "ensemble" not in group:
-        raise _refuse(model_dir.name, "no ensemble calls it as preprocessing → tensorrt_llm → postprocessing: "
-                      "the recipe is the whole group", model_dir)
+        raise _refuse(
+            model_dir.name,
+            "no ensemble calls it as preprocessing → tensorrt_llm → postprocessing: "
+            "the recipe is the whole group",
+            model_dir,
+        )
     name = group["ensemble"]
     engine_dir, engine = _engine(mc, model_dir)
-    versions = sorted(int(d.name) for d in model_dir.iterdir() if d.is_dir() and d.name.isdigit() and int(d.name))
-    recipe = {"name": name, "version": versions[-1] if versions else 1, "backend": "tensorrtllm",
-              "runtime": "engine"}
+    versions = sorted(
+        int(d.name) for d in model_dir.iterdir() if d.is_dir() and d.name.isdigit() and int(d.name)
+    )
+    recipe = {
+        "name": name,
+        "version": versions[-1] if versions else 1,
+        "backend": "tensorrtllm",
+        "runtime": "engine",
+    }
     for section, values in _engine_keys(engine).items():
-        recipe[section] = values if not isinstance(values, dict) else {**recipe.get(section, {}), **values}
+        recipe[section] = (
+            values if not isinstance(values, dict) else {**recipe.get(section, {}), **values}
+        )
     if (speculative := _speculative(mc, model_dir, engine_dir, engine)) is not None:
-        recipe["speculative"] = speculative  # trtllm-build added max_draft_len to the recipe's max_seq_len
-        recipe["engine"]["max_seq_len"] -= _engine_mode(engine)[1]  # max_num_tokens: as recorded (draft_limits)
+        recipe["speculative"] = (
+            speculative  # trtllm-build added max_draft_len to the recipe's max_seq_len
+        )
+        recipe["engine"]["max_seq_len"] -= _engine_mode(engine)[
+            1
+        ]  # max_num_tokens: as recorded (draft_limits)
     _serving(mc, model_dir, recipe)
     tokenizer = _python_models(model_dir.parent, group, recipe) or _params(mc).get("tokenizer_dir")
     if not tokenizer or not (Path(tokenizer) / "config.json").is_file():
-        raise _refuse(group.get("preprocessing", model_dir.name), f"tokenizer_dir {tokenizer!r} is not a Hugging "
-                      "Face checkpoint directory here (config.json): the recipe packages the tokenizer and "
-                      "reads the model's config from it", model_dir.parent / group.get("preprocessing", ""),
-                      "point tokenizer_dir at the checkpoint the engine was built from, and adopt again")
+        raise _refuse(
+            group.get("preprocessing", model_dir.name),
+            f"tokenizer_dir {tokenizer!r} is not a Hugging "
+            "Face checkpoint directory here (config.json): the recipe packages the tokenizer and "
+            "reads the model's config from it",
+            model_dir.parent / group.get("preprocessing", ""),
+            "point tokenizer_dir at the checkpoint the engine was built from, and adopt again",
+        )
     shutil.copytree(engine_dir, out / name / "engine", dirs_exist_ok=True)
     shutil.copytree(tokenizer, out / name / "checkpoint", dirs_exist_ok=True)
     recipe["checkpoint"] = {"path": f"{name}/checkpoint"}

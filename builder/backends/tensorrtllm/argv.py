@@ -16,34 +16,70 @@ class Family:
     """What one examples/…/convert_checkpoint.py accepts (TensorRT-LLM 1.x argparse)."""
 
     script: str  # examples/ subdirectory holding convert_checkpoint.py
-    kv_flags: frozenset[str]  # KV-cache quantizations it can calibrate: --int8_kv_cache / --fp8_kv_cache
+    kv_flags: frozenset[
+        str
+    ]  # KV-cache quantizations it can calibrate: --int8_kv_cache / --fp8_kv_cache
     pipeline: bool  # --pp_size accepted and > 1 allowed
     gemma_cli: bool = False  # --world-size (tensor parallelism only) and a mandatory --ckpt-type
     parallel_embedding: bool = True  # --use_parallel_embedding accepted
     smoothquant: bool = True  # --smoothquant/--per_channel/--per_token accepted
-    reads_quant_config: bool = False  # converts AutoAWQ/GPTQ checkpoints (update_quant_config_from_hf)
+    reads_quant_config: bool = (
+        False  # converts AutoAWQ/GPTQ checkpoints (update_quant_config_from_hf)
+    )
 
 
 # NOTE: --fp8_kv_cache of the llama and gemma converters sets the FP8 algorithm but calibrates nothing (only int8 KV
 # and SmoothQuant are calibrated): an FP8 KV cache goes through ModelOpt's quantize.py (--kv_cache_dtype fp8)
 _LLAMA = Family("models/core/llama", frozenset({"int8"}), True, reads_quant_config=True)
 _QWEN = Family("models/core/qwen", frozenset({"int8"}), True, reads_quant_config=True)
-_QWEN_NEWER = Family("models/core/qwen", frozenset({"int8"}), True)  # its GPTQ loader: qwen and qwen2 only
+_QWEN_NEWER = Family(
+    "models/core/qwen", frozenset({"int8"}), True
+)  # its GPTQ loader: qwen and qwen2 only
 _PHI = Family("models/core/phi", frozenset(), False, parallel_embedding=False, smoothquant=False)
-_GEMMA = Family("models/core/gemma", frozenset({"int8"}), False, gemma_cli=True, parallel_embedding=False)
-_GPT = Family("models/core/gpt", frozenset({"int8"}), True)  # --gpt_variant inferred: gpt2, starcoder(2), santacoder
+_GEMMA = Family(
+    "models/core/gemma", frozenset({"int8"}), False, gemma_cli=True, parallel_embedding=False
+)
+_GPT = Family(
+    "models/core/gpt", frozenset({"int8"}), True
+)  # --gpt_variant inferred: gpt2, starcoder(2), santacoder
 # model_type (HF config.json) → its converter
-FAMILIES = {"llama": _LLAMA, "mistral": _LLAMA, "mixtral": _LLAMA, "qwen": _QWEN, "qwen2": _QWEN,
-            "qwen2_moe": _QWEN_NEWER, "qwen3": _QWEN_NEWER, "qwen3_moe": _QWEN_NEWER,
-            "gpt2": _GPT, "gpt_bigcode": _GPT, "starcoder2": _GPT,
-            "gemma": _GEMMA, "gemma2": _GEMMA, "gemma3_text": _GEMMA, "phi": _PHI, "phi3": _PHI, "phimoe": _PHI,
-            "falcon": Family("models/contrib/falcon", frozenset(), True, smoothquant=False)}
+FAMILIES = {
+    "llama": _LLAMA,
+    "mistral": _LLAMA,
+    "mixtral": _LLAMA,
+    "qwen": _QWEN,
+    "qwen2": _QWEN,
+    "qwen2_moe": _QWEN_NEWER,
+    "qwen3": _QWEN_NEWER,
+    "qwen3_moe": _QWEN_NEWER,
+    "gpt2": _GPT,
+    "gpt_bigcode": _GPT,
+    "starcoder2": _GPT,
+    "gemma": _GEMMA,
+    "gemma2": _GEMMA,
+    "gemma3_text": _GEMMA,
+    "phi": _PHI,
+    "phi3": _PHI,
+    "phimoe": _PHI,
+    "falcon": Family("models/contrib/falcon", frozenset(), True, smoothquant=False),
+}
 CONVERTERS = {k: f.script for k, f in FAMILIES.items()}
 # model types the LLM API runs and no converter converts (its PyTorch backend's model matrix)
-LLMAPI_ONLY = {"deepseek_v3": "DeepSeek-V3/R1", "gemma3": "Gemma 3 (the multimodal config; gemma3_text converts)"}
+LLMAPI_ONLY = {
+    "deepseek_v3": "DeepSeek-V3/R1",
+    "gemma3": "Gemma 3 (the multimodal config; gemma3_text converts)",
+}
 # quantization → the LLM API's QuantConfig.quant_algo (engine.build_path: llmapi)
-QUANT_ALGO = {"int4_weight_only": "W4A16", "int8_weight_only": "W8A16", "int4_awq": "W4A16_AWQ",
-              "int4_gptq": "W4A16_GPTQ", "w4a8_awq": "W4A8_AWQ", "fp8": "FP8", "nvfp4": "NVFP4", "none": None}
+QUANT_ALGO = {
+    "int4_weight_only": "W4A16",
+    "int8_weight_only": "W8A16",
+    "int4_awq": "W4A16_AWQ",
+    "int4_gptq": "W4A16_GPTQ",
+    "w4a8_awq": "W4A8_AWQ",
+    "fp8": "FP8",
+    "nvfp4": "NVFP4",
+    "none": None,
+}
 
 
 EXAMPLES_DIRS = ("/app/tensorrt_llm/examples", "/app/examples")
@@ -64,30 +100,61 @@ def family_problems(r: LLMRecipe, model_type: str) -> list[tuple]:
     if r.engine.build_path == "llmapi" or r.runtime == "pytorch":
         return []
     if model_type in LLMAPI_ONLY:
-        return [(("runtime",), f"{model_type} ({LLMAPI_ONLY[model_type]}) has no convert_checkpoint.py on the "
-                 "engine route; TensorRT-LLM's LLM API (PyTorch backend) runs it", "set runtime: pytorch")]
+        return [
+            (
+                ("runtime",),
+                f"{model_type} ({LLMAPI_ONLY[model_type]}) has no convert_checkpoint.py on the "
+                "engine route; TensorRT-LLM's LLM API (PyTorch backend) runs it",
+                "set runtime: pytorch",
+            )
+        ]
     if r.quantization in MODELOPT:
-        return [(("engine", "use_parallel_embedding"), f"{model_type}: ModelOpt's quantize.py (quantization: "
-                 f"{r.quantization}) has no --use_parallel_embedding", "remove engine.use_parallel_embedding")
-                ] if r.engine.use_parallel_embedding else []
+        return (
+            [
+                (
+                    ("engine", "use_parallel_embedding"),
+                    f"{model_type}: ModelOpt's quantize.py (quantization: "
+                    f"{r.quantization}) has no --use_parallel_embedding",
+                    "remove engine.use_parallel_embedding",
+                )
+            ]
+            if r.engine.use_parallel_embedding
+            else []
+        )
     if fam is None:
         return []
     out = []
     kv = r.kv_cache.dtype
     if kv != "auto" and kv not in fam.kv_flags:
         has = ", ".join(sorted(fam.kv_flags)) or "none"
-        out.append((("kv_cache", "dtype"), f"{model_type}'s convert_checkpoint.py ({fam.script}) cannot calibrate a "
-                    f"{kv} KV cache (it calibrates: {has})",
-                    "use kv_cache.dtype: auto, or quantization: int4_awq / fp8 (ModelOpt's quantize.py calibrates "
-                    "the KV cache for every family)"))
+        out.append(
+            (
+                ("kv_cache", "dtype"),
+                f"{model_type}'s convert_checkpoint.py ({fam.script}) cannot calibrate a "
+                f"{kv} KV cache (it calibrates: {has})",
+                "use kv_cache.dtype: auto, or quantization: int4_awq / fp8 (ModelOpt's quantize.py calibrates "
+                "the KV cache for every family)",
+            )
+        )
     out += _quant_problems(r, model_type, fam)
     if r.engine.use_parallel_embedding and not fam.parallel_embedding:
-        out.append((("engine", "use_parallel_embedding"), f"{model_type}'s convert_checkpoint.py ({fam.script}) "
-                    "has no --use_parallel_embedding", "remove engine.use_parallel_embedding"))
+        out.append(
+            (
+                ("engine", "use_parallel_embedding"),
+                f"{model_type}'s convert_checkpoint.py ({fam.script}) "
+                "has no --use_parallel_embedding",
+                "remove engine.use_parallel_embedding",
+            )
+        )
     if r.engine.pp_size > 1 and not fam.pipeline:
-        out.append((("engine", "pp_size"), f"{model_type}'s convert_checkpoint.py ({fam.script}) supports no "
-                    f"pipeline parallelism (pp_size {r.engine.pp_size})",
-                    "use engine.tp_size for the GPUs and engine.pp_size: 1"))
+        out.append(
+            (
+                ("engine", "pp_size"),
+                f"{model_type}'s convert_checkpoint.py ({fam.script}) supports no "
+                f"pipeline parallelism (pp_size {r.engine.pp_size})",
+                "use engine.tp_size for the GPUs and engine.pp_size: 1",
+            )
+        )
     return out
 
 
@@ -96,13 +163,23 @@ def _quant_problems(r: LLMRecipe, model_type: str, fam: Family) -> list[tuple]:
     out = []
     if r.quantization in SQ_ALGOS and not fam.smoothquant:
         has = ", ".join(sorted(k for k, f in FAMILIES.items() if f.smoothquant))
-        out.append((("quantization",), f"{model_type}'s convert_checkpoint.py ({fam.script}) has no --smoothquant",
-                    f"use int8_weight_only, or int4_awq / fp8 (ModelOpt, every family); SmoothQuant: {has}"))
+        out.append(
+            (
+                ("quantization",),
+                f"{model_type}'s convert_checkpoint.py ({fam.script}) has no --smoothquant",
+                f"use int8_weight_only, or int4_awq / fp8 (ModelOpt, every family); SmoothQuant: {has}",
+            )
+        )
     if r.quantization == "int4_gptq" and not fam.reads_quant_config:
         has = ", ".join(sorted(k for k, f in FAMILIES.items() if f.reads_quant_config))
-        out.append((("quantization",), f"{model_type}'s convert_checkpoint.py ({fam.script}) does not read a GPTQ "
-                    "checkpoint's quantization_config", f"converters that do: {has}; or use an unquantized "
-                    "checkpoint with int4_awq"))
+        out.append(
+            (
+                ("quantization",),
+                f"{model_type}'s convert_checkpoint.py ({fam.script}) does not read a GPTQ "
+                "checkpoint's quantization_config",
+                f"converters that do: {has}; or use an unquantized checkpoint with int4_awq",
+            )
+        )
     return out
 
 
@@ -113,15 +190,26 @@ def _weight_flags(r: LLMRecipe, prequant: dict | None) -> list[str]:
     if r.quantization in ("int4_weight_only", "int8_weight_only"):
         return ["--use_weight_only", "--weight_only_precision", r.quantization.split("_")[0]]
     if r.quantization in SQ_ALGOS:
-        return ["--smoothquant", str(SMOOTHQUANT_ALPHA), *(["--per_channel"] if "per_channel" in r.quantization
-                                                           else []),
-                *(["--per_token"] if "per_token" in r.quantization else [])]
+        return [
+            "--smoothquant",
+            str(SMOOTHQUANT_ALPHA),
+            *(["--per_channel"] if "per_channel" in r.quantization else []),
+            *(["--per_token"] if "per_token" in r.quantization else []),
+        ]
     return []
 
 
-def convert_argv(r: LLMRecipe, model_type: str, checkpoint: str, out: str, python: str = "python3",
-                 calib_dataset: str | None = None, calib_size: int = 32, prequant: dict | None = None,
-                 medusa: list[str] | None = None) -> list[str]:
+def convert_argv(
+    r: LLMRecipe,
+    model_type: str,
+    checkpoint: str,
+    out: str,
+    python: str = "python3",
+    calib_dataset: str | None = None,
+    calib_size: int = 32,
+    prequant: dict | None = None,
+    medusa: list[str] | None = None,
+) -> list[str]:
     """HF checkpoint → TRT-LLM checkpoint (weight-only RTN and SmoothQuant via convert_checkpoint.py, AWQ/FP8/NVFP4
     via ModelOpt; a checkpoint already quantized (prequant) through its converter, which reads its config.json).
     calib_dataset: a local dataset for every calibrating step (offline runners). medusa: the Medusa converter's
@@ -130,8 +218,18 @@ def convert_argv(r: LLMRecipe, model_type: str, checkpoint: str, out: str, pytho
     calib = ["--calib_dataset", calib_dataset] if calib_dataset else []
     parallel = ["--tp_size", str(e.tp_size), "--pp_size", str(e.pp_size)]
     if r.quantization in MODELOPT and not prequant:
-        argv = [python, f"{examples_dir()}/quantization/quantize.py", "--model_dir", checkpoint,
-                "--dtype", r.dtype, "--output_dir", out, "--qformat", r.quantization]
+        argv = [
+            python,
+            f"{examples_dir()}/quantization/quantize.py",
+            "--model_dir",
+            checkpoint,
+            "--dtype",
+            r.dtype,
+            "--output_dir",
+            out,
+            "--qformat",
+            r.quantization,
+        ]
         if r.quantization in ("int4_awq", "w4a8_awq"):
             argv += ["--awq_block_size", "128"]
         argv += ["--calib_size", str(calib_size), *calib]
@@ -143,15 +241,39 @@ def convert_argv(r: LLMRecipe, model_type: str, checkpoint: str, out: str, pytho
     if medusa:
         script = f"{examples_dir()}/medusa/convert_checkpoint.py"
     if fam.gemma_cli and not medusa:
-        argv = [python, script, "--ckpt-type", "hf", "--model-dir", checkpoint, "--output-model-dir", out,
-                "--dtype", r.dtype, "--world-size", str(e.tp_size * e.pp_size)]
+        argv = [
+            python,
+            script,
+            "--ckpt-type",
+            "hf",
+            "--model-dir",
+            checkpoint,
+            "--output-model-dir",
+            out,
+            "--dtype",
+            r.dtype,
+            "--world-size",
+            str(e.tp_size * e.pp_size),
+        ]
         parallel = []
     else:
-        argv = [python, script, "--model_dir", checkpoint, "--output_dir", out, "--dtype", r.dtype, *(medusa or [])]
+        argv = [
+            python,
+            script,
+            "--model_dir",
+            checkpoint,
+            "--output_dir",
+            out,
+            "--dtype",
+            r.dtype,
+            *(medusa or []),
+        ]
     argv += _weight_flags(r, prequant)
     if e.use_parallel_embedding:
         argv.append("--use_parallel_embedding")
-    if r.kv_cache.dtype != "auto":  # int8 only (family_problems): the converter calibrates its scales
+    if (
+        r.kv_cache.dtype != "auto"
+    ):  # int8 only (family_problems): the converter calibrates its scales
         argv.append(f"--{r.kv_cache.dtype}_kv_cache")
     if r.kv_cache.dtype != "auto" or r.quantization in SQ_ALGOS:
         argv += calib
@@ -162,38 +284,93 @@ def build_argv(r: LLMRecipe, trt_checkpoint: str, engine_dir: str, timing_cache:
     """trtllm-build with every limit spelled out (none left to version-dependent defaults)."""
     e, kv = r.engine, r.kv_cache
     on = {True: "enable", False: "disable"}
-    return ["trtllm-build", "--checkpoint_dir", trt_checkpoint, "--output_dir", engine_dir,
-            "--gemm_plugin", "auto", "--gpt_attention_plugin", "auto",
-            "--kv_cache_type", kv.type, "--remove_input_padding", "enable", "--context_fmha", "enable",
-            "--use_paged_context_fmha", on[e.use_paged_context_fmha],
-            "--tokens_per_block", str(kv.tokens_per_block),
-            "--max_batch_size", str(e.max_batch_size), "--max_input_len", str(e.max_input_len),
-            "--max_seq_len", str(e.max_seq_len), "--max_num_tokens", str(e.max_num_tokens),
-            "--max_beam_width", str(e.max_beam_width), "--logits_dtype", e.logits_dtype,
-            "--workers", str(e.tp_size * e.pp_size),
-            "--input_timing_cache", timing_cache, "--output_timing_cache", timing_cache]
+    return [
+        "trtllm-build",
+        "--checkpoint_dir",
+        trt_checkpoint,
+        "--output_dir",
+        engine_dir,
+        "--gemm_plugin",
+        "auto",
+        "--gpt_attention_plugin",
+        "auto",
+        "--kv_cache_type",
+        kv.type,
+        "--remove_input_padding",
+        "enable",
+        "--context_fmha",
+        "enable",
+        "--use_paged_context_fmha",
+        on[e.use_paged_context_fmha],
+        "--tokens_per_block",
+        str(kv.tokens_per_block),
+        "--max_batch_size",
+        str(e.max_batch_size),
+        "--max_input_len",
+        str(e.max_input_len),
+        "--max_seq_len",
+        str(e.max_seq_len),
+        "--max_num_tokens",
+        str(e.max_num_tokens),
+        "--max_beam_width",
+        str(e.max_beam_width),
+        "--logits_dtype",
+        e.logits_dtype,
+        "--workers",
+        str(e.tp_size * e.pp_size),
+        "--input_timing_cache",
+        timing_cache,
+        "--output_timing_cache",
+        timing_cache,
+    ]
 
 
 def llmapi_spec(r: LLMRecipe, checkpoint: str, engine_dir: str) -> dict:
     """What the LLM-API build script (llmapi_build.py) receives: BuildConfig, QuantConfig, parallelism."""
     e, kv = r.engine, r.kv_cache
-    return {"model": checkpoint, "engine_dir": engine_dir, "dtype": r.dtype,
-            "build_config": {"max_batch_size": e.max_batch_size, "max_input_len": e.max_input_len,
-                             "max_seq_len": e.max_seq_len, "max_num_tokens": e.max_num_tokens,
-                             "max_beam_width": e.max_beam_width},
-            "plugin_config": {"use_paged_context_fmha": e.use_paged_context_fmha,
-                              "tokens_per_block": kv.tokens_per_block},
-            "quant_algo": SQ_ALGOS.get(r.quantization) or QUANT_ALGO[r.quantization],
-            "kv_cache_quant_algo": {"fp8": "FP8", "int8": "INT8"}.get(kv.dtype),
-            "tensor_parallel_size": e.tp_size, "pipeline_parallel_size": e.pp_size}
+    return {
+        "model": checkpoint,
+        "engine_dir": engine_dir,
+        "dtype": r.dtype,
+        "build_config": {
+            "max_batch_size": e.max_batch_size,
+            "max_input_len": e.max_input_len,
+            "max_seq_len": e.max_seq_len,
+            "max_num_tokens": e.max_num_tokens,
+            "max_beam_width": e.max_beam_width,
+        },
+        "plugin_config": {
+            "use_paged_context_fmha": e.use_paged_context_fmha,
+            "tokens_per_block": kv.tokens_per_block,
+        },
+        "quant_algo": SQ_ALGOS.get(r.quantization) or QUANT_ALGO[r.quantization],
+        "kv_cache_quant_algo": {"fp8": "FP8", "int8": "INT8"}.get(kv.dtype),
+        "tensor_parallel_size": e.tp_size,
+        "pipeline_parallel_size": e.pp_size,
+    }
 
 
-def quantize_hf_argv(params: dict, checkpoint: str, out: str, python: str = "python3",
-                     calib_dataset: str | None = None) -> list[str]:
+def quantize_hf_argv(
+    params: dict,
+    checkpoint: str,
+    out: str,
+    python: str = "python3",
+    calib_dataset: str | None = None,
+) -> list[str]:
     """ModelOpt's quantize.py exporting a Hugging Face checkpoint the LLM API loads (runtime: pytorch); params
     are a trtllm.quantize step's. Parallelism is the LLM API's business, not the export's."""
-    argv = [python, f"{examples_dir()}/quantization/quantize.py", "--model_dir", checkpoint,
-            "--dtype", params["dtype"], "--output_dir", out, "--qformat", params["quantization"]]
+    argv = [
+        python,
+        f"{examples_dir()}/quantization/quantize.py",
+        "--model_dir",
+        checkpoint,
+        "--dtype",
+        params["dtype"],
+        "--output_dir",
+        out,
+        "--qformat",
+        params["quantization"],
+    ]
     if params["quantization"] in ("int4_awq", "w4a8_awq"):
         argv += ["--awq_block_size", "128"]
     argv += ["--calib_size", str((params.get("calibration") or {}).get("size", 32))]

@@ -7,7 +7,15 @@ import re
 from pathlib import Path
 
 from tritonbuild.backends.base import Backend
-from tritonbuild.backends.tensorrtllm import NAME, derive_io, describe, group, llmapi, plan_steps, run_step
+from tritonbuild.backends.tensorrtllm import (
+    NAME,
+    derive_io,
+    describe,
+    group,
+    llmapi,
+    plan_steps,
+    run_step,
+)
 from tritonbuild.backends.tensorrtllm.checks import check_recipe
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.core.toolchain import GPU_KEYS
@@ -22,15 +30,25 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
 class TensorRTLLMBackend(Backend):
     name = NAME
     recipe_type = LLMRecipe
-    step_toolchain = {"trtllm.engine": ("tritonbuild", "tensorrt_llm", "tensorrt", *GPU_KEYS),
-                      "trtllm.quantize": ("tritonbuild", "tensorrt_llm", *GPU_KEYS),
-                      "trtllm.tokenizer": ("tritonbuild",), "trtllm.checkpoint": ("tritonbuild",),
-                      "trtllm.lora": ("tritonbuild",), "trtllm.draft": ("tritonbuild",)}
+    step_toolchain = {
+        "trtllm.engine": ("tritonbuild", "tensorrt_llm", "tensorrt", *GPU_KEYS),
+        "trtllm.quantize": ("tritonbuild", "tensorrt_llm", *GPU_KEYS),
+        "trtllm.tokenizer": ("tritonbuild",),
+        "trtllm.checkpoint": ("tritonbuild",),
+        "trtllm.lora": ("tritonbuild",),
+        "trtllm.draft": ("tritonbuild",),
+    }
     tools = {"tensorrt_llm": "tensorrt_llm", "tensorrt": "tensorrt"}
-    engine_steps = ("trtllm.engine", "trtllm.quantize")  # GPU-bound: --engine supplies one, --matrix routes it
+    engine_steps = (
+        "trtllm.engine",
+        "trtllm.quantize",
+    )  # GPU-bound: --engine supplies one, --matrix routes it
     triton_backend = "tensorrtllm"
     model_files = {"": ""}
-    unreproducible_files = ("*.engine", "*/engine/*")  # TensorRT engines and what their build writes beside
+    unreproducible_files = (
+        "*.engine",
+        "*/engine/*",
+    )  # TensorRT engines and what their build writes beside
     also_writes = ("python",)  # runtime: pytorch writes an LLM-API Python model (model.yaml)
     route = "live-server"  # needs the tensorrtllm backend on a GPU server
     needs = "GPU/TRT-LLM"
@@ -48,33 +66,56 @@ class TensorRTLLMBackend(Backend):
     def emit(self, built_model, root: Path, store, manifest_model, built: dict) -> list:
         return emit(built_model, root, store, manifest_model)
 
-    def offline_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
+    def offline_checks(
+        self, mc, model_dir: Path, versions: list[int]
+    ) -> list[tuple[str, list[str], str]]:
         """What the C++ backend's ModelInstanceState reads without a default (a repository built before #9, or
         hand-edited, fails to load otherwise)."""
         from tritonbuild.backends.tensorrtllm.configs import UNGUARDED, UNGUARDED_VALUES
         from tritonbuild.backends.tensorrtllm.load_rules import parameter_problems
 
         params = {k: v.string_value for k, v in mc.parameters.items()}
-        return [("tensorrtllm.parameters", parameter_problems(params, UNGUARDED, UNGUARDED_VALUES),
-                 "every parameter the backend reads unguarded is set")]
+        return [
+            (
+                "tensorrtllm.parameters",
+                parameter_problems(params, UNGUARDED, UNGUARDED_VALUES),
+                "every parameter the backend reads unguarded is set",
+            )
+        ]
 
     def gpus_needed(self, mc, version_dir: Path) -> int:
         """The C++ backend places its own devices (gpu_device_ids, '0,1;2,3'); its instance kind stays CPU."""
         param = mc.parameters.get("gpu_device_ids")
-        ids = [int(gpu) for gpu in re.findall(r"\d+", param.string_value)] if param is not None else []
+        ids = (
+            [int(gpu) for gpu in re.findall(r"\d+", param.string_value)]
+            if param is not None
+            else []
+        )
         return max(ids) + 1 if ids else 0
 
-    def model_file_checks(self, mc, model_dir: Path, versions: list[int]) -> list[tuple[str, list[str], str]]:
+    def model_file_checks(
+        self, mc, model_dir: Path, versions: list[int]
+    ) -> list[tuple[str, list[str], str]]:
         """The engine group's model: its engine inside the version directory; an LLM-API Python model: its
         model.yaml against config.pbtxt; any other Python model is not ours ([])."""
         from tritonbuild.backends.tensorrtllm import load_rules
 
         if mc.backend == self.triton_backend:
-            return [("model_file", load_rules.engine_problems(mc, model_dir, versions),
-                     "engine inside the version directory")]
+            return [
+                (
+                    "model_file",
+                    load_rules.engine_problems(mc, model_dir, versions),
+                    "engine inside the version directory",
+                )
+            ]
         if load_rules.is_llmapi_model(model_dir, versions):
-            return [("llmapi", load_rules.llmapi_problems(mc, model_dir, versions),
-                     "model.yaml consistent with config.pbtxt")]
+            return [
+                (
+                    "llmapi",
+                    load_rules.llmapi_problems(mc, model_dir, versions),
+                    "model.yaml consistent with config.pbtxt",
+                )
+            ]
         return []
 
     def adopt_members(self, mc, model_dir: Path) -> list[str]:

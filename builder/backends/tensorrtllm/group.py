@@ -30,18 +30,28 @@ def _vocabulary(tokenizer_dir: Path):
         if tokenizer_file(tokenizer_dir) == "tokenizer.json":
             from tokenizers import Tokenizer
 
-            return Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json")).token_to_id, None, None
+            return (
+                Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json")).token_to_id,
+                None,
+                None,
+            )
         import sentencepiece as spm
     except ImportError as e:
-        raise BuildError(f"the {e.name} package is not installed: LLM repositories read their tokenizer with it",
-                         hint="pip install 'tritonbuild[llm]'") from None
+        raise BuildError(
+            f"the {e.name} package is not installed: LLM repositories read their tokenizer with it",
+            hint="pip install 'tritonbuild[llm]'",
+        ) from None
     sp = spm.SentencePieceProcessor(model_file=str(tokenizer_dir / "tokenizer.model"))
 
     def to_id(piece: str) -> int | None:
         i = sp.piece_to_id(piece)
         return i if sp.id_to_piece(i) == piece else None
 
-    return to_id, (sp.eos_id() if sp.eos_id() >= 0 else None), (sp.pad_id() if sp.pad_id() >= 0 else None)
+    return (
+        to_id,
+        (sp.eos_id() if sp.eos_id() >= 0 else None),
+        (sp.pad_id() if sp.pad_id() >= 0 else None),
+    )
 
 
 def special_ids(tokenizer_dir: Path) -> tuple[int, int]:
@@ -58,8 +68,10 @@ def special_ids(tokenizer_dir: Path) -> tuple[int, int]:
     eos = token("eos_token")
     end_id = to_id(eos) if eos else sp_eos
     if end_id is None:
-        raise BuildError(f"tokenizer has no eos_token in tokenizer_config.json (or {eos!r} is not in its vocabulary)",
-                         hint="save the tokenizer with its special tokens (tokenizer_config.json: eos_token)")
+        raise BuildError(
+            f"tokenizer has no eos_token in tokenizer_config.json (or {eos!r} is not in its vocabulary)",
+            hint="save the tokenizer with its special tokens (tokenizer_config.json: eos_token)",
+        )
     pad = token("pad_token")
     pad_id = to_id(pad) if pad else sp_pad
     return end_id, end_id if pad_id is None else pad_id
@@ -70,12 +82,16 @@ def xgrammar_info(tokenizer_dir: Path, end_id: int) -> dict:
     stop_token_ids): the vocabulary's raw token strings by id, tokenizer.json itself, the eos id."""
     path = tokenizer_dir / "tokenizer.json"
     if not path.is_file():
-        raise BuildError("serving.guided_decoding needs tokenizer.json (xgrammar's tokenizer info is made from it); "
-                         "the tokenizer has only tokenizer.model",
-                         hint="save the tokenizer with a fast (tokenizers) tokenizer.json, or drop guided_decoding")
+        raise BuildError(
+            "serving.guided_decoding needs tokenizer.json (xgrammar's tokenizer info is made from it); "
+            "the tokenizer has only tokenizer.model",
+            hint="save the tokenizer with a fast (tokenizers) tokenizer.json, or drop guided_decoding",
+        )
     text = path.read_text()
     vocab = json.loads(text)["model"]["vocab"]
-    pairs = vocab.items() if isinstance(vocab, dict) else ((tok, i) for i, (tok, _) in enumerate(vocab))
+    pairs = (
+        vocab.items() if isinstance(vocab, dict) else ((tok, i) for i, (tok, _) in enumerate(vocab))
+    )
     added = ((t["content"], t["id"]) for t in json.loads(text).get("added_tokens", []))
     by_id = dict((i, tok) for tok, i in (*pairs, *added))
     encoded = [by_id.get(i, "") for i in range(max(by_id) + 1)]
@@ -86,12 +102,15 @@ def _write_loras(files: dict, root: Path, names, v: str, store) -> None:
     """The adapters under <ensemble>/<v>/lora/<name>/ and multi_lora.json next to the ensemble and the BLS: the
     OpenAI frontend reads it per model (name → directory relative to the repository) and gives each LoRA a
     lora_task_id in file order."""
-    loras = {k[len("lora/"):]: e for k, e in files.items() if k.startswith("lora/")}
+    loras = {k[len("lora/") :]: e for k, e in files.items() if k.startswith("lora/")}
     if not loras:
         return
     for rel, entry in loras.items():
         store.materialize(entry.sha256, root / names.ensemble / v / "lora" / rel)
-    table = {name: f"{names.ensemble}/{v}/lora/{name}" for name in sorted({rel.split("/")[0] for rel in loras})}
+    table = {
+        name: f"{names.ensemble}/{v}/lora/{name}"
+        for name in sorted({rel.split("/")[0] for rel in loras})
+    }
     for model in (names.ensemble, names.bls):
         if (root / model / v).is_dir():
             (root / model / v / "multi_lora.json").write_text(json.dumps(table, indent=1) + "\n")
@@ -104,8 +123,15 @@ def _specs(mc) -> tuple[list[TensorSpec], list[TensorSpec]]:
     rev = {v: k for k, v in DTYPES.items()}
 
     def conv(ts):
-        return [TensorSpec(name=t.name, dtype=rev[pb2.DataType.Name(t.data_type)], dims=list(t.dims),
-                           optional=getattr(t, "optional", False)) for t in ts]
+        return [
+            TensorSpec(
+                name=t.name,
+                dtype=rev[pb2.DataType.Name(t.data_type)],
+                dims=list(t.dims),
+                optional=getattr(t, "optional", False),
+            )
+            for t in ts
+        ]
 
     return conv(mc.input), conv(mc.output)
 
@@ -113,7 +139,9 @@ def _specs(mc) -> tuple[list[TensorSpec], list[TensorSpec]]:
 def emit(built_model, root: Path, store, manifest_model) -> list:
     """Write every model of the group; returns their ManifestModel entries ([] when the engine was skipped)."""
     r: LLMRecipe = built_model.plan.recipe
-    engine_files = {k[len("engine/"):]: v for k, v in built_model.files.items() if k.startswith("engine/")}
+    engine_files = {
+        k[len("engine/") :]: v for k, v in built_model.files.items() if k.startswith("engine/")
+    }
     if not engine_files:
         return []
     names = cfg.Names.of(r.name)
@@ -128,22 +156,32 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
         for rel, entry in tok_files.items():
             store.materialize(entry.sha256, root / model / v / rel)
     end_id, pad_id = special_ids(root / names.preprocessing / v / "tokenizer")
-    guided = (xgrammar_info(root / names.preprocessing / v / "tokenizer", end_id)
-              if r.serving.guided_decoding is not None else None)
+    guided = (
+        xgrammar_info(root / names.preprocessing / v / "tokenizer", end_id)
+        if r.serving.guided_decoding is not None
+        else None
+    )
     mbs = int(engine["build_config"]["max_batch_size"])
     engine_path = f"{r.serving.repository_mount}/{names.tensorrt_llm}/{v}/engine"
     tok_file = "tokenizer/" + tokenizer_file(root / names.preprocessing / v / "tokenizer")
-    configs = {names.preprocessing: cfg.preprocessing(r, names, mbs, end_id, pad_id, tok_file),
-               names.postprocessing: cfg.postprocessing(r, names, mbs, tok_file),
-               names.tensorrt_llm: cfg.tensorrt_llm(r, names, engine, engine_path),
-               names.ensemble: cfg.ensemble(r, names, mbs, cfg.logits_type(engine))}
+    configs = {
+        names.preprocessing: cfg.preprocessing(r, names, mbs, end_id, pad_id, tok_file),
+        names.postprocessing: cfg.postprocessing(r, names, mbs, tok_file),
+        names.tensorrt_llm: cfg.tensorrt_llm(r, names, engine, engine_path),
+        names.ensemble: cfg.ensemble(r, names, mbs, cfg.logits_type(engine)),
+    }
     if r.serving.bls:
         configs[names.bls] = cfg.bls(r, names, mbs, cfg.logits_type(engine))
     problems = config_problems(configs, names)
     if problems:
-        raise BuildError("generated configs disagree: " + "; ".join(problems), hint="please report this bug")
-    scripts = {names.preprocessing: "preprocessing.py", names.postprocessing: "postprocessing.py",
-               names.bls: "bls.py"}
+        raise BuildError(
+            "generated configs disagree: " + "; ".join(problems), hint="please report this bug"
+        )
+    scripts = {
+        names.preprocessing: "preprocessing.py",
+        names.postprocessing: "postprocessing.py",
+        names.bls: "bls.py",
+    }
     for model, mc in configs.items():
         (root / model / v).mkdir(parents=True, exist_ok=True)
         (root / model / "config.pbtxt").write_bytes(render(mc))
@@ -160,31 +198,52 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
         inputs, outputs = _specs(mc)
         backend = "ensemble" if mc.platform == "ensemble" else mc.backend
         target = "cpu" if backend == "python" and model != names.bls else "gpu"
-        out.append(manifest_model(name=model, version=r.version, backend=backend, target=target,
-                                  model_identity=identity.get(model, identity[names.tensorrt_llm]),
-                                  inputs=inputs, outputs=outputs, max_batch_size=mc.max_batch_size, llm=llm_info))
+        out.append(
+            manifest_model(
+                name=model,
+                version=r.version,
+                backend=backend,
+                target=target,
+                model_identity=identity.get(model, identity[names.tensorrt_llm]),
+                inputs=inputs,
+                outputs=outputs,
+                max_batch_size=mc.max_batch_size,
+                llm=llm_info,
+            )
+        )
     return out
 
 
 def _llm_info(r: LLMRecipe, engine: dict, engine_path: str, memory_plan) -> dict:
     """What the manifest says of the group: the engine's quantization and version, where it is served from."""
-    quant = (engine["pretrained_config"].get("quantization") or {})
-    return {"group": r.name, "quant_algo": quant.get("quant_algo"), "kv_cache_quant_algo":
-            quant.get("kv_cache_quant_algo"), "trtllm_version": engine.get("version"),
-            "serving_image": r.image.triton_image, "engine_path": engine_path,
-            "world_size": r.engine.tp_size * r.engine.pp_size,
-            "server_env": cfg.server_launch(r).get("env", {}), "server_launch": cfg.server_launch(r),
-            "memory_plan": memory_plan}
+    quant = engine["pretrained_config"].get("quantization") or {}
+    return {
+        "group": r.name,
+        "quant_algo": quant.get("quant_algo"),
+        "kv_cache_quant_algo": quant.get("kv_cache_quant_algo"),
+        "trtllm_version": engine.get("version"),
+        "serving_image": r.image.triton_image,
+        "engine_path": engine_path,
+        "world_size": r.engine.tp_size * r.engine.pp_size,
+        "server_env": cfg.server_launch(r).get("env", {}),
+        "server_launch": cfg.server_launch(r),
+        "memory_plan": memory_plan,
+    }
 
 
-def _identities(names, files: dict, engine_files: dict, tok_files: dict, guided: bool) -> dict[str, str]:
+def _identities(
+    names, files: dict, engine_files: dict, tok_files: dict, guided: bool
+) -> dict[str, str]:
     """Each model's identity: the bytes that make its answers (engine, tokenizer, adapters)."""
     engine_id = {k: e.sha256 for k, e in engine_files.items()}
     if guided:  # the xgrammar tokenizer info beside the engine is made from the tokenizer
         engine_id.update({f"xgrammar/{k}": e.sha256 for k, e in tok_files.items()})
     loras = {k: e.sha256 for k, e in files.items() if k.startswith("lora/")}
     tokenizer = sha256_json({k: e.sha256 for k, e in tok_files.items()})
-    return {names.tensorrt_llm: sha256_json(engine_id),
-            # the adapters and multi_lora.json live with the entry points
-            **dict.fromkeys((names.ensemble, names.bls), sha256_json({**engine_id, **loras})),
-            names.preprocessing: tokenizer, names.postprocessing: tokenizer}
+    return {
+        names.tensorrt_llm: sha256_json(engine_id),
+        # the adapters and multi_lora.json live with the entry points
+        **dict.fromkeys((names.ensemble, names.bls), sha256_json({**engine_id, **loras})),
+        names.preprocessing: tokenizer,
+        names.postprocessing: tokenizer,
+    }

@@ -23,9 +23,18 @@ def main(spec_path: str) -> int:
         setattr(build_config.plugin_config, key, value)
     quant = QuantConfig(
         quant_algo=getattr(QuantAlgo, spec["quant_algo"]) if spec["quant_algo"] else None,
-        kv_cache_quant_algo=getattr(QuantAlgo, spec["kv_cache_quant_algo"]) if spec["kv_cache_quant_algo"] else None)
-    llm = LLM(model=spec["model"], dtype=spec["dtype"], build_config=build_config, quant_config=quant,
-              tensor_parallel_size=spec["tensor_parallel_size"], pipeline_parallel_size=spec["pipeline_parallel_size"])
+        kv_cache_quant_algo=getattr(QuantAlgo, spec["kv_cache_quant_algo"])
+        if spec["kv_cache_quant_algo"]
+        else None,
+    )
+    llm = LLM(
+        model=spec["model"],
+        dtype=spec["dtype"],
+        build_config=build_config,
+        quant_config=quant,
+        tensor_parallel_size=spec["tensor_parallel_size"],
+        pipeline_parallel_size=spec["pipeline_parallel_size"],
+    )
     try:
         llm.save(spec["engine_dir"])
     finally:

@@ -20,19 +20,26 @@ def lora_build_params(loaded, ctx, recipe_dir) -> tuple[dict, dict[str, str]]:
     r: LLMRecipe = loaded.recipe
     if r.lora is None:
         return {}, {}
-    params: dict = {"target_modules": list(r.lora.target_modules or []),
-                    "max_lora_rank": r.lora.max_lora_rank or MAX_LORA_RANK, "adapter": {}}
+    params: dict = {
+        "target_modules": list(r.lora.target_modules or []),
+        "max_lora_rank": r.lora.max_lora_rank or MAX_LORA_RANK,
+        "adapter": {},
+    }
     if r.lora.build_adapter is None:
         if not params["target_modules"]:
-            params["target_modules"] = _adapters_modules(loaded, recipe_dir, params["max_lora_rank"])
+            params["target_modules"] = _adapters_modules(
+                loaded, recipe_dir, params["max_lora_rank"]
+            )
         return params, {}
     d = recipe_dir(loaded, r.lora.build_adapter, ("lora", "build_adapter"))
     if not (d / "adapter_config.json").is_file():
-        raise PlanError(f"lora.build_adapter {d} has no adapter_config.json: trtllm-build --lora_dir reads a "
-                        "Hugging Face PEFT adapter (lora_ckpt_source hf)",
-                        where=loaded.where(("lora", "build_adapter")),
-                        hint="point it at the PEFT directory the .npy adapters were converted from, or set "
-                             "lora.target_modules instead")
+        raise PlanError(
+            f"lora.build_adapter {d} has no adapter_config.json: trtllm-build --lora_dir reads a "
+            "Hugging Face PEFT adapter (lora_ckpt_source hf)",
+            where=loaded.where(("lora", "build_adapter")),
+            hint="point it at the PEFT directory the .npy adapters were converted from, or set "
+            "lora.target_modules instead",
+        )
     params["adapter"], inputs = tree_inputs(d, ctx)
     return params, inputs
 
@@ -50,14 +57,21 @@ def _adapters_modules(loaded, recipe_dir, max_rank: int) -> list[str]:
         try:
             rows = np.load(f, allow_pickle=False).reshape(-1, 3)
         except (OSError, ValueError) as e:
-            raise PlanError(f"LoRA adapter {name!r}: {f} is not TensorRT-LLM's lora config array ({e})",
-                            where=where, hint="convert the adapter with TensorRT-LLM's hf_lora_convert.py, or "
-                                              "set lora.target_modules") from None
+            raise PlanError(
+                f"LoRA adapter {name!r}: {f} is not TensorRT-LLM's lora config array ({e})",
+                where=where,
+                hint="convert the adapter with TensorRT-LLM's hf_lora_convert.py, or "
+                "set lora.target_modules",
+            ) from None
         bad = sorted({int(module) for module in rows[:, 0]} - set(range(len(modules))))
         if bad or (rows.size and int(rows[:, 2].max()) > max_rank):
-            raise PlanError(f"LoRA adapter {name!r}: module ids {bad} unknown" if bad else
-                            f"LoRA adapter {name!r} has rank {int(rows[:, 2].max())}, above max_lora_rank {max_rank}",
-                            where=where, hint="set lora.target_modules / lora.max_lora_rank to what it needs")
+            raise PlanError(
+                f"LoRA adapter {name!r}: module ids {bad} unknown"
+                if bad
+                else f"LoRA adapter {name!r} has rank {int(rows[:, 2].max())}, above max_lora_rank {max_rank}",
+                where=where,
+                hint="set lora.target_modules / lora.max_lora_rank to what it needs",
+            )
         ids |= {int(module) for module in rows[:, 0]}
     return [modules[i] for i in sorted(ids)]
 

@@ -19,17 +19,24 @@ from tritonbuild.backends.llm.safetensors import raw_header
 from tritonbuild.errors import PlanError, RecipeError
 
 CONFIG = "config.json"
-WEIGHTS = ("medusa_lm_head.pt", "medusa_lm_head.safetensors")  # in the order the converter tries them
-HEADS_KEY, LAYERS_KEY, DIR_KEY = (("speculative", k) for k in ("num_medusa_heads", "num_medusa_layers",
-                                                               "heads_checkpoint"))
-LAYOUT = ("the Medusa heads' directory: config.json (medusa_num_heads, medusa_num_layers) and "
-          "medusa_lm_head.safetensors (or .pt), as the Medusa training code saves them")
+WEIGHTS = (
+    "medusa_lm_head.pt",
+    "medusa_lm_head.safetensors",
+)  # in the order the converter tries them
+HEADS_KEY, LAYERS_KEY, DIR_KEY = (
+    ("speculative", k) for k in ("num_medusa_heads", "num_medusa_layers", "heads_checkpoint")
+)
+LAYOUT = (
+    "the Medusa heads' directory: config.json (medusa_num_heads, medusa_num_layers) and "
+    "medusa_lm_head.safetensors (or .pt), as the Medusa training code saves them"
+)
 
 
 def tensor_names(head: int, layers: int) -> list[str]:
     """The tensors load_medusa_hf reads for one head."""
-    return [f"{head}.{layer}.linear.{part}" for layer in range(layers) for part in ("weight", "bias")] + \
-        [f"{head}.{layers}.weight"]
+    return [
+        f"{head}.{layer}.linear.{part}" for layer in range(layers) for part in ("weight", "bias")
+    ] + [f"{head}.{layers}.weight"]
 
 
 def weights_file(heads_dir: Path) -> Path | None:
@@ -52,7 +59,11 @@ def pt_strings(path: Path) -> set[str] | None:
         pickle = next((n for n in archive.namelist() if n.rsplit("/", 1)[-1] == "data.pkl"), None)
         data = archive.read(pickle) if pickle else b""
     try:
-        return {arg for op, arg, _ in pickletools.genops(data) if isinstance(arg, str) and "UNICODE" in op.name}
+        return {
+            arg
+            for op, arg, _ in pickletools.genops(data)
+            if isinstance(arg, str) and "UNICODE" in op.name
+        }
     except ValueError:
         return None
 
@@ -60,16 +71,22 @@ def pt_strings(path: Path) -> set[str] | None:
 def _config(loaded, heads_dir: Path) -> dict:
     path = heads_dir / CONFIG
     if not path.is_file():
-        raise PlanError(f"speculative.heads_checkpoint {heads_dir} has no config.json: "
-                        "examples/medusa/convert_checkpoint.py opens <medusa_model_dir>/config.json",
-                        where=loaded.where(DIR_KEY), hint=f"point it at {LAYOUT}")
+        raise PlanError(
+            f"speculative.heads_checkpoint {heads_dir} has no config.json: "
+            "examples/medusa/convert_checkpoint.py opens <medusa_model_dir>/config.json",
+            where=loaded.where(DIR_KEY),
+            hint=f"point it at {LAYOUT}",
+        )
     try:
         config = json.loads(path.read_text())
     except (UnicodeDecodeError, ValueError):
         config = None
     if not isinstance(config, dict):
-        raise PlanError(f"{path} is not a JSON object: the Medusa converter reads medusa_num_layers from it",
-                        where=loaded.where(DIR_KEY), hint=f"point it at {LAYOUT}")
+        raise PlanError(
+            f"{path} is not a JSON object: the Medusa converter reads medusa_num_layers from it",
+            where=loaded.where(DIR_KEY),
+            hint=f"point it at {LAYOUT}",
+        )
     return config
 
 
@@ -78,41 +95,63 @@ def _counts(loaded, config: dict, path: Path) -> None:
     s = loaded.recipe.speculative
     layers, heads = config.get("medusa_num_layers"), config.get("medusa_num_heads")
     if isinstance(layers, int) and layers != s.num_medusa_layers:
-        raise RecipeError(f"speculative.num_medusa_layers {s.num_medusa_layers}, but {path} has medusa_num_layers "
-                          f"{layers}: the converter loads {layers} layers per head while the checkpoint it writes "
-                          f"declares {s.num_medusa_layers}", where=loaded.where(LAYERS_KEY),
-                          hint=f"set speculative.num_medusa_layers: {layers}")
+        raise RecipeError(
+            f"speculative.num_medusa_layers {s.num_medusa_layers}, but {path} has medusa_num_layers "
+            f"{layers}: the converter loads {layers} layers per head while the checkpoint it writes "
+            f"declares {s.num_medusa_layers}",
+            where=loaded.where(LAYERS_KEY),
+            hint=f"set speculative.num_medusa_layers: {layers}",
+        )
     if isinstance(heads, int) and heads < s.num_medusa_heads:
-        raise RecipeError(f"speculative.num_medusa_heads {s.num_medusa_heads}, but {path} has medusa_num_heads "
-                          f"{heads}: the converter loads the recipe's count (--num_medusa_heads) and finds no "
-                          f"weights for head {heads}", where=loaded.where(HEADS_KEY),
-                          hint=f"set speculative.num_medusa_heads to at most {heads} (medusa_choices paths then "
-                               f"at most {heads} deep)")
+        raise RecipeError(
+            f"speculative.num_medusa_heads {s.num_medusa_heads}, but {path} has medusa_num_heads "
+            f"{heads}: the converter loads the recipe's count (--num_medusa_heads) and finds no "
+            f"weights for head {heads}",
+            where=loaded.where(HEADS_KEY),
+            hint=f"set speculative.num_medusa_heads to at most {heads} (medusa_choices paths then "
+            f"at most {heads} deep)",
+        )
 
 
 def _weights(loaded, heads_dir: Path, layers: int) -> None:
     s = loaded.recipe.speculative
     path = weights_file(heads_dir)
     if path is None:
-        raise PlanError(f"speculative.heads_checkpoint {heads_dir} has neither {' nor '.join(WEIGHTS)}: the "
-                        "weights load_medusa_hf reads", where=loaded.where(DIR_KEY), hint=f"point it at {LAYOUT}")
+        raise PlanError(
+            f"speculative.heads_checkpoint {heads_dir} has neither {' nor '.join(WEIGHTS)}: the "
+            "weights load_medusa_hf reads",
+            where=loaded.where(DIR_KEY),
+            hint=f"point it at {LAYOUT}",
+        )
     names = safetensors_names(path) if path.suffix == ".safetensors" else pt_strings(path)
     if names is None and path.suffix != ".safetensors":
         return  # a legacy torch.save file: torch.load reads it, its names are not listed here
     if names is None:
-        raise PlanError(f"{path} has no safetensors header", where=loaded.where(DIR_KEY), hint=f"point it at {LAYOUT}")
-    complete = next((h for h in range(s.num_medusa_heads) if not set(tensor_names(h, layers)) <= names),
-                    s.num_medusa_heads)
+        raise PlanError(
+            f"{path} has no safetensors header",
+            where=loaded.where(DIR_KEY),
+            hint=f"point it at {LAYOUT}",
+        )
+    complete = next(
+        (h for h in range(s.num_medusa_heads) if not set(tensor_names(h, layers)) <= names),
+        s.num_medusa_heads,
+    )
     if complete == s.num_medusa_heads:
         return
     missing = [n for n in tensor_names(complete, layers) if n not in names]
     if complete:
-        raise RecipeError(f"speculative.num_medusa_heads {s.num_medusa_heads}, but {path} holds the tensors of "
-                          f"{complete} heads (no {', '.join(missing[:3])})", where=loaded.where(HEADS_KEY),
-                          hint=f"set speculative.num_medusa_heads to at most {complete}")
-    raise PlanError(f"{path} lacks {', '.join(missing[:3])}: the tensors of head 0 with {layers} layer(s) that "
-                    "load_medusa_hf reads", where=loaded.where(DIR_KEY),
-                    hint=f"point it at {LAYOUT}, and set speculative.num_medusa_layers to its layer count")
+        raise RecipeError(
+            f"speculative.num_medusa_heads {s.num_medusa_heads}, but {path} holds the tensors of "
+            f"{complete} heads (no {', '.join(missing[:3])})",
+            where=loaded.where(HEADS_KEY),
+            hint=f"set speculative.num_medusa_heads to at most {complete}",
+        )
+    raise PlanError(
+        f"{path} lacks {', '.join(missing[:3])}: the tensors of head 0 with {layers} layer(s) that "
+        "load_medusa_hf reads",
+        where=loaded.where(DIR_KEY),
+        hint=f"point it at {LAYOUT}, and set speculative.num_medusa_layers to its layer count",
+    )
 
 
 def check(loaded, heads_dir: Path) -> None:

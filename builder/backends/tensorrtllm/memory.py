@@ -9,23 +9,41 @@ from __future__ import annotations
 import math
 
 from tritonbuild.backends.llm.gpus import GPU_MEMORY_GIB, GPU_MEMORY_MIB
-from tritonbuild.backends.llm.memory import GIB, MIB, Architecture, MemoryPlan, kv_bytes_per_token, model_weight_bytes
+from tritonbuild.backends.llm.memory import (
+    GIB,
+    MIB,
+    Architecture,
+    MemoryPlan,
+    kv_bytes_per_token,
+    model_weight_bytes,
+)
 from tritonbuild.backends.tensorrtllm.quant import linear_bytes
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.backends.tensorrtllm.speculative import built_limits
 
-RUNTIME_RESERVE = int(1.5 * GIB)  # CUDA context, activations, TRT workspace: a conservative allowance
+RUNTIME_RESERVE = int(
+    1.5 * GIB
+)  # CUDA context, activations, TRT workspace: a conservative allowance
 
 
-def weight_bytes(arch: Architecture, quantization: str, group_size: int = 128,
-                 zero_point: bool = False) -> tuple[int, int]:
+def weight_bytes(
+    arch: Architecture, quantization: str, group_size: int = 128, zero_point: bool = False
+) -> tuple[int, int]:
     """(parameter count, bytes): the linear layers in the quantization's format with its scales
     (quant.linear_bytes), embeddings, lm_head and norms in 16-bit."""
-    return model_weight_bytes(arch, lambda linears: linear_bytes(linears, quantization, group_size, zero_point))
+    return model_weight_bytes(
+        arch, lambda linears: linear_bytes(linears, quantization, group_size, zero_point)
+    )
 
 
-def memory_plan(r: LLMRecipe, arch: Architecture, prequant: dict | None = None,
-                draft: Architecture | None = None, heads_bytes: int = 0, draft_bytes: int | None = None) -> MemoryPlan:
+def memory_plan(
+    r: LLMRecipe,
+    arch: Architecture,
+    prequant: dict | None = None,
+    draft: Architecture | None = None,
+    heads_bytes: int = 0,
+    draft_bytes: int | None = None,
+) -> MemoryPlan:
     """prequant: a checkpoint quantized already (quant.Prequantized.params()): its group size and zero points.
     draft: a speculative-decoding draft model (or EAGLE head), 16-bit, split like the target; its KV cache holds
     the same tokens as the target's, so each token costs both. heads_bytes: Medusa heads' weights (their
@@ -34,8 +52,11 @@ def memory_plan(r: LLMRecipe, arch: Architecture, prequant: dict | None = None,
     e, kv = r.engine, r.kv_cache
     shards = e.tp_size * e.pp_size
     gpu_bytes = GPU_MEMORY_MIB[r.gpu] * MIB
-    params, wbytes = weight_bytes(arch, r.quantization, **{k: v for k, v in (prequant or {}).items()
-                                                            if k in ("group_size", "zero_point")})
+    params, wbytes = weight_bytes(
+        arch,
+        r.quantization,
+        **{k: v for k, v in (prequant or {}).items() if k in ("group_size", "zero_point")},
+    )
     # 16-bit tensors every rank holds whole: the norms, and the input embedding unless use_parallel_embedding
     # (TensorRT-LLM's converters default it to false; lm_head is split over tp either way)
     whole = (2 * arch.layers + 1) * arch.hidden * 2
@@ -46,8 +67,14 @@ def memory_plan(r: LLMRecipe, arch: Architecture, prequant: dict | None = None,
     kv_tok_gpu = kv_bytes_per_token(arch, kv.dtype, e.tp_size, e.pp_size)
     if draft is not None:
         d_params, d_bytes = weight_bytes(draft, "none")
-        d_params, d_bytes = (d_params, d_bytes) if draft_bytes is None else (draft_bytes // 2, draft_bytes)
-        params, wbytes, w_gpu = params + d_params, wbytes + d_bytes, w_gpu + math.ceil(d_bytes / shards)
+        d_params, d_bytes = (
+            (d_params, d_bytes) if draft_bytes is None else (draft_bytes // 2, draft_bytes)
+        )
+        params, wbytes, w_gpu = (
+            params + d_params,
+            wbytes + d_bytes,
+            w_gpu + math.ceil(d_bytes / shards),
+        )
         kv_tok += kv_bytes_per_token(draft, kv.dtype)
         kv_tok_gpu += kv_bytes_per_token(draft, kv.dtype, e.tp_size, e.pp_size)
     wbytes, w_gpu = wbytes + heads_bytes, w_gpu + math.ceil(heads_bytes / shards)
@@ -62,15 +89,32 @@ def memory_plan(r: LLMRecipe, arch: Architecture, prequant: dict | None = None,
     seqs = blocks // math.ceil(seq_len / kv.tokens_per_block)
     notes = []
     if free <= 0:
-        notes.append(f"weights ({w_gpu / GIB:.1f} GiB per GPU) + runtime reserve ({RUNTIME_RESERVE / GIB:.1f} GiB) "
-                     f"exceed the {r.gpu}'s {GPU_MEMORY_GIB[r.gpu]} GiB")
+        notes.append(
+            f"weights ({w_gpu / GIB:.1f} GiB per GPU) + runtime reserve ({RUNTIME_RESERVE / GIB:.1f} GiB) "
+            f"exceed the {r.gpu}'s {GPU_MEMORY_GIB[r.gpu]} GiB"
+        )
     elif seqs < e.max_batch_size:
-        notes.append(f"only {seqs} sequences of max_seq_len {seq_len} fit in the KV cache, fewer than "
-                     f"engine.max_batch_size {e.max_batch_size}: the scheduler will queue the rest")
+        notes.append(
+            f"only {seqs} sequences of max_seq_len {seq_len} fit in the KV cache, fewer than "
+            f"engine.max_batch_size {e.max_batch_size}: the scheduler will queue the rest"
+        )
     if arch.max_position_embeddings and e.max_seq_len > arch.max_position_embeddings:
-        notes.append(f"max_seq_len {e.max_seq_len} exceeds the checkpoint's max_position_embeddings "
-                     f"{arch.max_position_embeddings}")
-    return MemoryPlan(gpu=r.gpu, gpu_bytes=gpu_bytes, quantization=r.quantization, params=params,
-                      weight_bytes=wbytes, weight_bytes_per_gpu=w_gpu, kv_bytes_per_token=kv_tok,
-                      kv_bytes_per_token_per_gpu=kv_tok_gpu, kv_pool_bytes_per_gpu=pool, max_kv_tokens=tokens,
-                      max_sequences_at_max_seq_len=seqs, fits=free > 0, notes=notes)
+        notes.append(
+            f"max_seq_len {e.max_seq_len} exceeds the checkpoint's max_position_embeddings "
+            f"{arch.max_position_embeddings}"
+        )
+    return MemoryPlan(
+        gpu=r.gpu,
+        gpu_bytes=gpu_bytes,
+        quantization=r.quantization,
+        params=params,
+        weight_bytes=wbytes,
+        weight_bytes_per_gpu=w_gpu,
+        kv_bytes_per_token=kv_tok,
+        kv_bytes_per_token_per_gpu=kv_tok_gpu,
+        kv_pool_bytes_per_gpu=pool,
+        max_kv_tokens=tokens,
+        max_sequences_at_max_seq_len=seqs,
+        fits=free > 0,
+        notes=notes,
+    )

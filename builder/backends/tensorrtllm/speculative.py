@@ -31,7 +31,11 @@ def speculative_config(r: LLMRecipe) -> dict | None:
     if s is None:
         return None
     tags = DECODING_TYPES if from_dict_release(r) else DISCRIMINATED_TYPES
-    return {"decoding_type": tags[s.mode], "max_draft_len": s.max_draft_len, "speculative_model_dir": DRAFT_DIR}
+    return {
+        "decoding_type": tags[s.mode],
+        "max_draft_len": s.max_draft_len,
+        "speculative_model_dir": DRAFT_DIR,
+    }
 
 
 def from_dict_release(r: LLMRecipe) -> bool:
@@ -53,8 +57,14 @@ MEDUSA_MODEL_TYPES = ("llama", "mixtral")
 MEDUSA_QUANTIZATIONS = ("none", "int8_weight_only", "int4_weight_only")
 # build_config.speculative_decoding_mode in an engine's config.json: SpeculativeDecodingMode, an IntFlag of auto()
 # members in this order, written as its int (facts/trtllm_speculative.json engine_config)
-SPECULATIVE_DECODING_MODES = {1: "none", 2: "draft_tokens_external", 4: "medusa", 8: "lookahead_decoding",
-                              16: "explicit_draft_tokens", 32: "eagle"}
+SPECULATIVE_DECODING_MODES = {
+    1: "none",
+    2: "draft_tokens_external",
+    4: "medusa",
+    8: "lookahead_decoding",
+    16: "explicit_draft_tokens",
+    32: "eagle",
+}
 
 
 def engine_params_of(r: LLMRecipe) -> dict | None:
@@ -75,12 +85,17 @@ def built_limits(r: LLMRecipe) -> dict[str, int]:
     max_draft_len to max_seq_len and raises max_num_tokens to max_batch_size × (max_draft_len + 1)
     (facts/trtllm_speculative.json draft_limits)."""
     e = r.engine
-    tokens = max(min(e.max_num_tokens, e.max_seq_len * e.max_batch_size), r.kv_cache.tokens_per_block)
+    tokens = max(
+        min(e.max_num_tokens, e.max_seq_len * e.max_batch_size), r.kv_cache.tokens_per_block
+    )
     spec = engine_params_of(r)
     if spec is None:
         return {"max_seq_len": e.max_seq_len, "max_num_tokens": tokens}
     step = e.max_batch_size * (spec["max_draft_len"] + 1)
-    return {"max_seq_len": e.max_seq_len + spec["max_draft_len"], "max_num_tokens": max(tokens, step)}
+    return {
+        "max_seq_len": e.max_seq_len + spec["max_draft_len"],
+        "max_num_tokens": max(tokens, step),
+    }
 
 
 def limit_rules(r: LLMRecipe) -> list[tuple]:
@@ -91,16 +106,33 @@ def limit_rules(r: LLMRecipe) -> list[tuple]:
     if spec is None or built == e.max_num_tokens:
         return []
     d = spec["max_draft_len"]
-    low, high = max(e.max_batch_size * (d + 1), r.kv_cache.tokens_per_block), e.max_seq_len * e.max_batch_size
-    why = (f"max_num_tokens {e.max_num_tokens} would be built as {built}: with speculative.mode {r.speculative.mode}"
-           f" (max_draft_len {d}) trtllm-build raises it to max_batch_size × (max_draft_len + 1) = "
-           f"{e.max_batch_size} × {d + 1} = {e.max_batch_size * (d + 1)} after keeping it within [tokens_per_block "
-           f"{r.kv_cache.tokens_per_block}, max_seq_len × max_batch_size = {high}] (tensorrt_llm/builder.py build)")
+    low, high = (
+        max(e.max_batch_size * (d + 1), r.kv_cache.tokens_per_block),
+        e.max_seq_len * e.max_batch_size,
+    )
+    why = (
+        f"max_num_tokens {e.max_num_tokens} would be built as {built}: with speculative.mode {r.speculative.mode}"
+        f" (max_draft_len {d}) trtllm-build raises it to max_batch_size × (max_draft_len + 1) = "
+        f"{e.max_batch_size} × {d + 1} = {e.max_batch_size * (d + 1)} after keeping it within [tokens_per_block "
+        f"{r.kv_cache.tokens_per_block}, max_seq_len × max_batch_size = {high}] (tensorrt_llm/builder.py build)"
+    )
     if low > high:
-        return [(("engine", "max_seq_len"), why, f"raise engine.max_seq_len to at least {-(-low // e.max_batch_size)}"
-                 f" so that max_seq_len × max_batch_size reaches {low}, or lower the draft length")]
-    return [(("engine", "max_num_tokens"), why, f"set engine.max_num_tokens between {low} and {high}, or lower "
-             "engine.max_batch_size or the draft length")]
+        return [
+            (
+                ("engine", "max_seq_len"),
+                why,
+                f"raise engine.max_seq_len to at least {-(-low // e.max_batch_size)}"
+                f" so that max_seq_len × max_batch_size reaches {low}, or lower the draft length",
+            )
+        ]
+    return [
+        (
+            ("engine", "max_num_tokens"),
+            why,
+            f"set engine.max_num_tokens between {low} and {high}, or lower "
+            "engine.max_batch_size or the draft length",
+        )
+    ]
 
 
 def recipe_rules(r: LLMRecipe) -> list[tuple]:
@@ -113,9 +145,14 @@ def recipe_rules(r: LLMRecipe) -> list[tuple]:
         return []
     out = limit_rules(r)  # the paged KV cache it needs is the only kind the recipe takes
     if r.serving.batching_strategy != "inflight_fused_batching":
-        out.append((("serving", "batching_strategy"), "lookahead decoding runs under in-flight fused batching; "
-                    f"serving.batching_strategy is {r.serving.batching_strategy}",
-                    "set serving.batching_strategy: inflight_fused_batching"))
+        out.append(
+            (
+                ("serving", "batching_strategy"),
+                "lookahead decoding runs under in-flight fused batching; "
+                f"serving.batching_strategy is {r.serving.batching_strategy}",
+                "set serving.batching_strategy: inflight_fused_batching",
+            )
+        )
     return out
 
 
@@ -124,11 +161,21 @@ def _medusa_rules(r: LLMRecipe) -> list[tuple]:
     medusa)."""
     out = []
     if r.quantization not in MEDUSA_QUANTIZATIONS:
-        out.append((("quantization",), f"examples/medusa/convert_checkpoint.py cannot make {r.quantization}",
-                    f"use one of {', '.join(MEDUSA_QUANTIZATIONS)} with speculative.mode medusa"))
+        out.append(
+            (
+                ("quantization",),
+                f"examples/medusa/convert_checkpoint.py cannot make {r.quantization}",
+                f"use one of {', '.join(MEDUSA_QUANTIZATIONS)} with speculative.mode medusa",
+            )
+        )
     if r.dtype == "auto":
-        out.append((("dtype",), "examples/medusa/convert_checkpoint.py's --dtype has no auto",
-                    "set dtype: float16 or bfloat16 (the checkpoint's torch_dtype)"))
+        out.append(
+            (
+                ("dtype",),
+                "examples/medusa/convert_checkpoint.py's --dtype has no auto",
+                "set dtype: float16 or bfloat16 (the checkpoint's torch_dtype)",
+            )
+        )
     return out
 
 
@@ -136,17 +183,28 @@ def medusa_family_problem(r: LLMRecipe, model_type: str) -> tuple | None:
     """(key path, message, hint) when the Medusa converter cannot convert this family."""
     if r.speculative is None or r.speculative.mode != "medusa" or model_type in MEDUSA_MODEL_TYPES:
         return None
-    return (("speculative", "mode"), f"examples/medusa/convert_checkpoint.py converts {', '.join(MEDUSA_MODEL_TYPES)}"
-            f", not {model_type}", "use speculative.mode lookahead, or runtime: pytorch with mode eagle")
+    return (
+        ("speculative", "mode"),
+        f"examples/medusa/convert_checkpoint.py converts {', '.join(MEDUSA_MODEL_TYPES)}"
+        f", not {model_type}",
+        "use speculative.mode lookahead, or runtime: pytorch with mode eagle",
+    )
 
 
 def medusa_convert_flags(spec: dict | None, heads_dir: str | None) -> list[str]:
     """The Medusa converter's own arguments for a trtllm.engine step's speculative params ([] for other modes)."""
     if not spec or spec["mode"] != "medusa":
         return []
-    return ["--medusa_model_dir", str(heads_dir), "--num_medusa_heads", str(spec["num_medusa_heads"]),
-            "--num_medusa_layers", str(spec["num_medusa_layers"]), "--max_medusa_token_len",
-            str(spec["max_draft_len"])]
+    return [
+        "--medusa_model_dir",
+        str(heads_dir),
+        "--num_medusa_heads",
+        str(spec["num_medusa_heads"]),
+        "--num_medusa_layers",
+        str(spec["num_medusa_layers"]),
+        "--max_medusa_token_len",
+        str(spec["max_draft_len"]),
+    ]
 
 
 def heads_inputs(ctx, heads_dir) -> tuple[dict[str, str], dict[str, str]]:
@@ -181,7 +239,12 @@ def build_argv(spec: dict | None) -> list[str]:
     """trtllm-build's speculative-decoding arguments for a trtllm.engine step's speculative params."""
     if not spec:
         return []
-    return ["--speculative_decoding_mode", spec["mode"], "--max_draft_len", str(spec["max_draft_len"])]
+    return [
+        "--speculative_decoding_mode",
+        spec["mode"],
+        "--max_draft_len",
+        str(spec["max_draft_len"]),
+    ]
 
 
 def backend_params(r: LLMRecipe) -> dict[str, object]:
@@ -189,34 +252,61 @@ def backend_params(r: LLMRecipe) -> dict[str, object]:
     s = r.speculative
     if s is None or s.mode not in ENGINE_MODES:
         return {}
-    if s.mode == "medusa":  # csvStrToVecVecInt (utils.cc): {a, b} groups, comma-separated, no outer braces
-        return {"decoding_mode": "medusa",
-                "medusa_choices": ", ".join("{" + ", ".join(map(str, p)) + "}" for p in s.medusa_choices)}
-    return {"decoding_mode": ENGINE_MODES[s.mode][1], "lookahead_window_size": s.window_size,
-            "lookahead_ngram_size": s.ngram_size, "lookahead_verification_set_size": s.verification_set_size}
+    if (
+        s.mode == "medusa"
+    ):  # csvStrToVecVecInt (utils.cc): {a, b} groups, comma-separated, no outer braces
+        return {
+            "decoding_mode": "medusa",
+            "medusa_choices": ", ".join(
+                "{" + ", ".join(map(str, p)) + "}" for p in s.medusa_choices
+            ),
+        }
+    return {
+        "decoding_mode": ENGINE_MODES[s.mode][1],
+        "lookahead_window_size": s.window_size,
+        "lookahead_ngram_size": s.ngram_size,
+        "lookahead_verification_set_size": s.verification_set_size,
+    }
 
 
 def engine_problems(r: LLMRecipe, build_config: dict) -> list[str]:
     """What a built engine's config.json says against the recipe's speculative decoding (mode and draft length)."""
     want = engine_params_of(r) or {"mode": "none", "max_draft_len": 0}
     have = build_config.get("speculative_decoding_mode", 1)
-    have = SPECULATIVE_DECODING_MODES.get(have, f"{have} (unknown)") if isinstance(have, int) else str(have)
+    have = (
+        SPECULATIVE_DECODING_MODES.get(have, f"{have} (unknown)")
+        if isinstance(have, int)
+        else str(have)
+    )
     if have != want["mode"]:
-        return [f"the engine was built with speculative_decoding_mode {have}, the recipe asks for {want['mode']}"
-                f"{f' (speculative.mode {r.speculative.mode})' if want['mode'] != 'none' else ' (no speculative)'}"]
-    if want["mode"] != "none" and int(build_config.get("max_draft_len") or 0) != want["max_draft_len"]:
-        return [f"the engine's max_draft_len {build_config.get('max_draft_len')} differs from the "
-                f"{want['max_draft_len']} the recipe's speculative.{r.speculative.mode} needs"]
+        return [
+            f"the engine was built with speculative_decoding_mode {have}, the recipe asks for {want['mode']}"
+            f"{f' (speculative.mode {r.speculative.mode})' if want['mode'] != 'none' else ' (no speculative)'}"
+        ]
+    if (
+        want["mode"] != "none"
+        and int(build_config.get("max_draft_len") or 0) != want["max_draft_len"]
+    ):
+        return [
+            f"the engine's max_draft_len {build_config.get('max_draft_len')} differs from the "
+            f"{want['max_draft_len']} the recipe's speculative.{r.speculative.mode} needs"
+        ]
     return []
 
 
 def _draft_dir(loaded, recipe_dir):
     what = "model" if loaded.recipe.speculative.mode == "draft_target" else "EAGLE head"
-    return draft_checkpoint_dir(loaded, recipe_dir, ("speculative", "draft_checkpoint"),
-                                f"the LLM API loads the draft {what}")
+    return draft_checkpoint_dir(
+        loaded,
+        recipe_dir,
+        ("speculative", "draft_checkpoint"),
+        f"the LLM API loads the draft {what}",
+    )
 
 
-EAGLE3_CAPTURED_LAYERS = 3  # EagleDecodingConfig.num_capture_layers without eagle3_layers_to_capture
+EAGLE3_CAPTURED_LAYERS = (
+    3  # EagleDecodingConfig.num_capture_layers without eagle3_layers_to_capture
+)
 
 
 def eagle_head_bytes(loaded, recipe_dir) -> int | None:
@@ -239,11 +329,13 @@ def eagle_head_bytes(loaded, recipe_dir) -> int | None:
     got = (tensors.get("fc.weight") or {}).get("shape")
     if got != want:
         what = "no fc.weight (not an EAGLE head)" if got is None else f"fc.weight {got}, not {want}"
-        raise PlanError(f"speculative.draft_checkpoint {d}: {what}: the LLM API's PyTorch backend runs EAGLE-3 heads "
-                        "only (Eagle3DraftModel: fc over 3 captured layers; an EAGLE-1/2 head's fc takes 2 × hidden)",
-                        where=loaded.where(("speculative", "draft_checkpoint")),
-                        hint="use an EAGLE-3 head trained for this model, or speculative.mode draft_target with a "
-                             "smaller model of the same tokenizer")
+        raise PlanError(
+            f"speculative.draft_checkpoint {d}: {what}: the LLM API's PyTorch backend runs EAGLE-3 heads "
+            "only (Eagle3DraftModel: fc over 3 captured layers; an EAGLE-1/2 head's fc takes 2 × hidden)",
+            where=loaded.where(("speculative", "draft_checkpoint")),
+            hint="use an EAGLE-3 head trained for this model, or speculative.mode draft_target with a "
+            "smaller model of the same tokenizer",
+        )
     return sum(t["data_offsets"][1] - t["data_offsets"][0] for t in tensors.values())
 
 

@@ -23,7 +23,11 @@ EMBEDDED_TRITON_BACKENDS = ("python", "ensemble")
 
 
 def _tree(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _copy_inputs(inputs: dict[str, str], dest: Path) -> dict[str, str]:
@@ -43,7 +47,9 @@ class BackendContract:
     backend_name: str
     recipes: tuple[Path, ...]  # recipe files; the subject and the models it needs
     subject: str  # the model (recipe name) under test
-    skipped_here: frozenset[str] = frozenset()  # step kinds that cannot run on this machine (tool missing)
+    skipped_here: frozenset[str] = (
+        frozenset()
+    )  # step kinds that cannot run on this machine (tool missing)
 
     @pytest.fixture
     def backend(self):
@@ -83,23 +89,37 @@ class BackendContract:
         first, second = backend.plan_steps(loaded, plan_ctx), backend.plan_steps(loaded, plan_ctx)
         assert first == second
         for kind, _params, inputs in first:
-            assert kind in backend.step_toolchain, f"step kind {kind} is not declared in step_toolchain"
-            assert all(Path(p).is_file() or "://" in p for p in inputs), "inputs are files (or pinned URLs)"
+            assert kind in backend.step_toolchain, (
+                f"step kind {kind} is not declared in step_toolchain"
+            )
+            assert all(Path(p).is_file() or "://" in p for p in inputs), (
+                "inputs are files (or pinned URLs)"
+            )
 
     def test_params_are_json_serialisable(self, backend, loaded, plan_ctx):
         for _kind, params, _inputs in backend.plan_steps(loaded, plan_ctx):
             assert json.loads(json.dumps(params, sort_keys=True)) == params
 
-    def test_run_step_reads_only_its_context(self, backend, loaded, plan_ctx, tmp_path, monkeypatch):
+    def test_run_step_reads_only_its_context(
+        self, backend, loaded, plan_ctx, tmp_path, monkeypatch
+    ):
         """The same step run on its original inputs, and on copies elsewhere with another cwd, writes the same
         files: nothing of the recipe (or its directory) reaches the step except through the context."""
         for i, (kind, params, inputs) in enumerate(backend.plan_steps(loaded, plan_ctx)):
             runs = []
             for variant in ("original", "copied"):
                 base = tmp_path / f"{i}-{variant}"
-                step_inputs = inputs if variant == "original" else _copy_inputs(inputs, base / "inputs")
-                ctx = StepContext(kind=kind, params=json.loads(json.dumps(params)), inputs=step_inputs,
-                                  out=base / "out", log_dir=base / "logs", shared_dir=base / "shared")
+                step_inputs = (
+                    inputs if variant == "original" else _copy_inputs(inputs, base / "inputs")
+                )
+                ctx = StepContext(
+                    kind=kind,
+                    params=json.loads(json.dumps(params)),
+                    inputs=step_inputs,
+                    out=base / "out",
+                    log_dir=base / "logs",
+                    shared_dir=base / "shared",
+                )
                 (base / "out").mkdir(parents=True)
                 (base / "elsewhere").mkdir()
                 monkeypatch.chdir(base / "elsewhere")
@@ -120,13 +140,19 @@ class BackendContract:
         result, out = built
         bm = next(m for m in result.models if m.plan.name == self.subject)
         if not (out / self.subject / "config.pbtxt").is_file():
-            assert any(s.status == "skipped" for s in bm.steps), "no config written, yet no step was skipped"
+            assert any(s.status == "skipped" for s in bm.steps), (
+                "no config written, yet no step was skipped"
+            )
             pytest.skip(f"{self.subject} is not assembled here (a step was skipped: {bm.steps})")
         mc = parse((out / self.subject / "config.pbtxt").read_bytes())
         pb2 = model_config_pb2()
         for derived, written in ((bm.inputs, mc.input), (bm.outputs, mc.output)):
-            assert [(t.name, list(t.dims)) for t in derived] == [(t.name, list(t.dims)) for t in written]
-            assert [pb2.DataType.Name(t.data_type) for t in written] == [DTYPES[t.dtype] for t in derived]
+            assert [(t.name, list(t.dims)) for t in derived] == [
+                (t.name, list(t.dims)) for t in written
+            ]
+            assert [pb2.DataType.Name(t.data_type) for t in written] == [
+                DTYPES[t.dtype] for t in derived
+            ]
 
     def test_load_rules_pass(self, built):
         from tritonbuild.repository.rules import check_model_dir
@@ -143,8 +169,9 @@ class BackendContract:
         assert backend.route in ROUTES
         _result, out = built
         if backend.route == "live-embedded":
-            assert backend.triton_backend in EMBEDDED_TRITON_BACKENDS, \
+            assert backend.triton_backend in EMBEDDED_TRITON_BACKENDS, (
                 f"{backend.name} claims the embedded server, which cannot load {backend.triton_backend!r} models"
+            )
         if backend.route == "in-process":
             from tritonbuild.repository.manifest import read_manifest
             from tritonbuild.verify.goldens import generate_inputs

@@ -119,10 +119,12 @@ def test_the_contract_catches_a_step_that_reads_beyond_its_context(tmp_path, mon
     (tmp_path / "run").mkdir()
     plan_ctx = PlanContext(cache_dir=tmp_path / "cache", hashes=FileHashCache(None))
     with pytest.raises(AssertionError, match="depends on more than its context"):
-        BackendContract().test_run_step_reads_only_its_context(Leaky(), loaded, plan_ctx, tmp_path / "run",
-                                                               monkeypatch)
-    BackendContract().test_run_step_reads_only_its_context(AffineBackend(), loaded, plan_ctx, tmp_path / "run2",
-                                                           monkeypatch)
+        BackendContract().test_run_step_reads_only_its_context(
+            Leaky(), loaded, plan_ctx, tmp_path / "run", monkeypatch
+        )
+    BackendContract().test_run_step_reads_only_its_context(
+        AffineBackend(), loaded, plan_ctx, tmp_path / "run2", monkeypatch
+    )
 
 
 def test_the_contract_catches_a_route_the_embedded_server_cannot_take(tmp_path):

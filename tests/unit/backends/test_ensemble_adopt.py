@@ -27,9 +27,10 @@ def test_an_ensemble_becomes_an_ensemble_recipe_with_its_steps_mappings(cli, tmp
     assert r.exit_code == 0, r.stdout + r.stderr
     spec = yaml.safe_load((tmp_path / "recipes" / "add_sub_twice.yaml").read_text())
     assert spec["backend"] == "ensemble" and spec["version"] == 1
-    assert [(s["model"], s["version"], s["inputs"], s["outputs"]) for s in spec["steps"]] == \
-        [(s.model_name, s.model_version, dict(s.input_map), dict(s.output_map))
-         for s in original.ensemble_scheduling.step]
+    assert [(s["model"], s["version"], s["inputs"], s["outputs"]) for s in spec["steps"]] == [
+        (s.model_name, s.model_version, dict(s.input_map), dict(s.output_map))
+        for s in original.ensemble_scheduling.step
+    ]
     assert [t["name"] for t in spec["inputs"]] == [t.name for t in original.input]
     out = tmp_path / "OUT"
     r = cli("build", tmp_path / "recipes", "-o", out)
@@ -51,12 +52,16 @@ def test_an_ensemble_over_a_model_adopt_cannot_take_is_refused_naming_that_step(
 def test_an_ensemble_calling_a_model_the_repository_lacks_is_refused(cli, tmp_path):
     repo = _add_sub_repository(tmp_path)
     repositories.write_add_sub_ensemble(repo, steps=("add_sub", "elsewhere"))
-    assert "step 1 calls 'elsewhere', which this repository does not hold" in adopt_refused(cli, tmp_path, repo)
+    assert "step 1 calls 'elsewhere', which this repository does not hold" in adopt_refused(
+        cli, tmp_path, repo
+    )
 
 
 def test_an_ensemble_over_a_refused_ensemble_is_refused_naming_the_step(cli, tmp_path):
     repo = _add_sub_repository(tmp_path)
-    repositories.write_add_sub_ensemble(repo, name="z_inner", parameters={"k": {"string_value": "v"}})
+    repositories.write_add_sub_ensemble(
+        repo, name="z_inner", parameters={"k": {"string_value": "v"}}
+    )
     repositories.write_add_sub_ensemble(repo, steps=("z_inner", "add_sub"), name="outer")
     err = adopt_refused(cli, tmp_path, repo)
     assert "outer: step 0 calls 'z_inner', which adopt cannot take" in err
@@ -76,4 +81,6 @@ def test_an_ensemble_over_an_ensemble_is_adopted_after_the_models_it_calls(cli, 
     repositories.write_add_sub_ensemble(repo, steps=("z_inner", "add_sub"), name="outer")
     r = cli("adopt", repo, "-o", tmp_path / "recipes", "--no-record", "--json")
     assert r.exit_code == 0, r.stdout + r.stderr
-    assert (tmp_path / "recipes" / "outer.yaml").is_file() and (tmp_path / "recipes" / "z_inner.yaml").is_file()
+    assert (tmp_path / "recipes" / "outer.yaml").is_file() and (
+        tmp_path / "recipes" / "z_inner.yaml"
+    ).is_file()

@@ -14,9 +14,14 @@ from tests.conftest import ROOT
 BACKENDS = ROOT / "builder" / "backends"
 # runtime: (its modules, the module prefixes that are its); a new LLM runtime adds its row
 RUNTIMES = {
-    "tensorrtllm": (sorted((BACKENDS / "tensorrtllm").glob("*.py")), ("tritonbuild.backends.tensorrtllm",)),
-    "vllm": (sorted([BACKENDS / "vllm.py", *BACKENDS.glob("_vllm_*.py")]),
-             ("tritonbuild.backends.vllm", "tritonbuild.backends._vllm_")),
+    "tensorrtllm": (
+        sorted((BACKENDS / "tensorrtllm").glob("*.py")),
+        ("tritonbuild.backends.tensorrtllm",),
+    ),
+    "vllm": (
+        sorted([BACKENDS / "vllm.py", *BACKENDS.glob("_vllm_*.py")]),
+        ("tritonbuild.backends.vllm", "tritonbuild.backends._vllm_"),
+    ),
 }
 VLLM_MODULES = RUNTIMES["vllm"][0]
 LLM_MODULES = sorted((BACKENDS / "llm").glob("*.py"))
@@ -39,7 +44,7 @@ def _imported(source: str, package: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                parent = package.split(".")[:len(package.split(".")) - node.level + 1]
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*parent, *([base] if base else [])])
             found |= {base, *(f"{base}.{alias.name}" for alias in node.names)}
     return found
@@ -55,12 +60,19 @@ def test_a_vllm_module_imports_nothing_of_tensorrtllm(path: Path):
     assert not found, f"{path.name} imports {found}: move what both runtimes use into backends/llm/"
 
 
-@pytest.mark.parametrize(("runtime", "path"), [(r, p) for r, (paths, _) in RUNTIMES.items() for p in paths],
-                         ids=lambda x: x if isinstance(x, str) else x.name)
+@pytest.mark.parametrize(
+    ("runtime", "path"),
+    [(r, p) for r, (paths, _) in RUNTIMES.items() for p in paths],
+    ids=lambda x: x if isinstance(x, str) else x.name,
+)
 def test_no_runtime_imports_another(runtime: str, path: Path):
-    others = tuple(prefix for name, (_, prefixes) in RUNTIMES.items() if name != runtime for prefix in prefixes)
+    others = tuple(
+        prefix for name, (_, prefixes) in RUNTIMES.items() if name != runtime for prefix in prefixes
+    )
     found = _from(path.read_text(), _package(path), others)
-    assert not found, f"{runtime}'s {path.name} imports {found}: move what both runtimes use into backends/llm/"
+    assert not found, (
+        f"{runtime}'s {path.name} imports {found}: move what both runtimes use into backends/llm/"
+    )
 
 
 @pytest.mark.parametrize("path", LLM_MODULES, ids=lambda p: p.name)
@@ -72,18 +84,31 @@ def test_the_llm_layer_imports_no_runtime(path: Path):
 def test_the_checks_see_the_modules_and_a_bad_import():
     """Guards against vacuous passes: the vLLM modules are found, and each way of importing tensorrtllm/ (top level,
     inside a function, the package by name, relative) is caught."""
-    assert {p.name for p in VLLM_MODULES} >= {"vllm.py", "_vllm_quantization.py", "_vllm_speculative.py"}
+    assert {p.name for p in VLLM_MODULES} >= {
+        "vllm.py",
+        "_vllm_quantization.py",
+        "_vllm_speculative.py",
+    }
     assert {p.name for p in LLM_MODULES} >= {"checkpoint.py", "memory.py", "gpus.py", "images.py"}
     assert {p.name for p in RUNTIMES["tensorrtllm"][0]} >= {"__init__.py", "memory.py", "recipe.py"}
     assert _package(BACKENDS / "llm" / "memory.py") == "tritonbuild.backends.llm"
-    bad = ["from tritonbuild.backends.tensorrtllm.memory import Architecture",
-           "def f():\n    from tritonbuild.backends.tensorrtllm import read_checkpoint",
-           "from tritonbuild.backends import tensorrtllm",
-           "import tritonbuild.backends.tensorrtllm.images",
-           "from .tensorrtllm import recipe"]
+    bad = [
+        "from tritonbuild.backends.tensorrtllm.memory import Architecture",
+        "def f():\n    from tritonbuild.backends.tensorrtllm import read_checkpoint",
+        "from tritonbuild.backends import tensorrtllm",
+        "import tritonbuild.backends.tensorrtllm.images",
+        "from .tensorrtllm import recipe",
+    ]
     for source in bad:
         assert _from(source, "tritonbuild.backends", TENSORRTLLM), source
-    assert _from("from tritonbuild.backends.llm.memory import Architecture", "tritonbuild.backends", TENSORRTLLM) == []
+    assert (
+        _from(
+            "from tritonbuild.backends.llm.memory import Architecture",
+            "tritonbuild.backends",
+            TENSORRTLLM,
+        )
+        == []
+    )
     assert _from("from .. import vllm", "tritonbuild.backends.llm", EVERY_RUNTIME)
 
 
@@ -92,6 +117,14 @@ def test_the_shared_16_bit_weights_are_tensorrtllm_s_unquantized_ones():
     from tritonbuild.backends.llm.memory import Architecture, model_weight_bytes
     from tritonbuild.backends.tensorrtllm.memory import weight_bytes
 
-    arch = Architecture.from_hf_config({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
-                                        "num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 32000})
+    arch = Architecture.from_hf_config(
+        {
+            "model_type": "llama",
+            "hidden_size": 4096,
+            "intermediate_size": 11008,
+            "num_attention_heads": 32,
+            "num_hidden_layers": 32,
+            "vocab_size": 32000,
+        }
+    )
     assert model_weight_bytes(arch) == weight_bytes(arch, "none")

@@ -63,8 +63,12 @@ def test_duplicate_name_is_refused_and_leaves_the_registry_unchanged():
 
 
 def test_duplicate_step_kind_is_refused():
-    stealer = type("Stealer", (_Echo,), {"name": "stealer", "step_toolchain": {"python.package": ()}})()
-    with pytest.raises(DuplicateBackend, match=r"step kinds \['python.package'\] belong to 'python'"):
+    stealer = type(
+        "Stealer", (_Echo,), {"name": "stealer", "step_toolchain": {"python.package": ()}}
+    )()
+    with pytest.raises(
+        DuplicateBackend, match=r"step kinds \['python.package'\] belong to 'python'"
+    ):
         Registry().register(stealer)
 
 
@@ -83,8 +87,13 @@ def test_scoped_registration_is_undone():
 
 
 def test_triton_backend_questions():
-    assert REGISTRY.for_triton("python").name == "python"  # built-ins first (bls also writes python models)
+    assert (
+        REGISTRY.for_triton("python").name == "python"
+    )  # built-ins first (bls also writes python models)
     assert REGISTRY.route_for_triton("onnxruntime") == "in-process"
     assert REGISTRY.route_for_triton("no-such-backend") == "none"
-    assert REGISTRY.model_files()["pytorch"] == {"": "model.pt", "pytorch_libtorch": "model.pt",
-                                                 "torch_aoti": "model.pt2"}
+    assert REGISTRY.model_files()["pytorch"] == {
+        "": "model.pt",
+        "pytorch_libtorch": "model.pt",
+        "torch_aoti": "model.pt2",
+    }

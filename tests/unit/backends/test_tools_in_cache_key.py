@@ -52,13 +52,17 @@ def test_every_registered_backends_step_keys_are_in_the_fingerprint():
 
 def test_a_backend_keying_on_an_undeclared_tool_is_refused():
     # broken on purpose: the step keys on "pytest", which neither the core nor the backend declares
-    with pytest.raises(ValueError, match=r"key on \['pytest'\].*declare them in the backend's tools"):
+    with pytest.raises(
+        ValueError, match=r"key on \['pytest'\].*declare them in the backend's tools"
+    ):
         REGISTRY.register(_toy({}))
     assert "tool-toy" not in [b.name for b in REGISTRY.all()]
 
 
 def test_a_declared_tools_version_changes_the_steps_cache_key(monkeypatch):
-    monkeypatch.setattr(toolchain, "_DECLARED", dict(toolchain._DECLARED))  # the toy's tool leaves with it
+    monkeypatch.setattr(
+        toolchain, "_DECLARED", dict(toolchain._DECLARED)
+    )  # the toy's tool leaves with it
     with REGISTRY.registered(_toy({"pytest": "pytest"})):
         before = REGISTRY.toolchain()
         assert before["pytest"] == pytest.__version__

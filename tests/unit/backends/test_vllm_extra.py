@@ -18,14 +18,24 @@ def _recipe(tmp_path, extra: str, tag: str | None = None, more: str = ""):
     text = (ROOT / "recipes" / "gpu" / "tiny-llama-vllm.yaml").read_text()
     text = text.replace("../examples/tiny-llama", str(EXAMPLES / "tiny-llama"))
     text = text.replace("  seed: 0\n", f"  seed: 0\n  extra: {extra}\n")
-    image = f"image: {{triton_image: 'nvcr.io/nvidia/tritonserver:{tag}-vllm-python-py3'}}\n" if tag else ""
-    text = text.replace("serving: {repository_mount: /models}", f"serving: {{repository_mount: {tmp_path / 'OUT'}}}")
+    image = (
+        f"image: {{triton_image: 'nvcr.io/nvidia/tritonserver:{tag}-vllm-python-py3'}}\n"
+        if tag
+        else ""
+    )
+    text = text.replace(
+        "serving: {repository_mount: /models}", f"serving: {{repository_mount: {tmp_path / 'OUT'}}}"
+    )
     (tmp_path / "v.yaml").write_text(text + image + more)
     return tmp_path / "v.yaml"
 
 
-EXTRA = {"kv_cache_dtype": "fp8", "max_num_batched_tokens": 1024, "enable_chunked_prefill": True,
-         "served_model_name": ["tiny"]}
+EXTRA = {
+    "kv_cache_dtype": "fp8",
+    "max_num_batched_tokens": 1024,
+    "enable_chunked_prefill": True,
+    "served_model_name": ["tiny"],
+}
 
 
 def test_extra_engine_args_are_written_into_model_json(cli, tmp_path):
@@ -38,8 +48,10 @@ def test_extra_engine_args_are_written_into_model_json(cli, tmp_path):
     assert {k: doc[k] for k in EXTRA} == EXTRA and doc["dtype"] == "float16"
     assert set(doc) <= engine_args_of_image("nvcr.io/nvidia/tritonserver:25.12-vllm-python-py3")
     # an fp8 KV cache holds twice the tokens of the 16-bit one in the memory plan
-    fp8, half = (json.loads(cli("plan", p, "--json").stdout)["models"][0]["extras"]["memory_plan"]
-                 for p in (path, plain))
+    fp8, half = (
+        json.loads(cli("plan", p, "--json").stdout)["models"][0]["extras"]["memory_plan"]
+        for p in (path, plain)
+    )
     assert 2 * fp8["kv_bytes_per_token"] == half["kv_bytes_per_token"]
 
 
@@ -56,20 +68,29 @@ def test_a_field_only_newer_vllms_have_names_the_images_that_have_it(cli, tmp_pa
     field = sorted(new - old)[0]
     path = _recipe(tmp_path, json.dumps({field: None}))
     r = cli("plan", path)
-    assert r.exit_code == 3 and f"engine_args.extra.{field}" in r.stderr and "vLLM 0.11.1" in r.stderr
+    assert (
+        r.exit_code == 3 and f"engine_args.extra.{field}" in r.stderr and "vLLM 0.11.1" in r.stderr
+    )
     assert "26.08 (vLLM 0.27.1)" in r.stderr
-    path.write_text(path.read_text() + "image: {triton_image: 'nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3'}\n")
+    path.write_text(
+        path.read_text()
+        + "image: {triton_image: 'nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3'}\n"
+    )
     assert cli("plan", path).exit_code == 0
 
 
-@pytest.mark.parametrize(("extra", "says"), [
-    ("{dtype: float16}", "move it to engine_args.dtype"),
-    ("{max_model_len: 128}", "move it to engine_args.max_model_len"),
-    ("{model: /elsewhere}", "checkpoint.path"),
-    ("{max_lora_rank: 64}", "lora.max_lora_rank"),
-    ("{enable_lora: true}", "lora.adapters"),
-    ("{speculative_config: {method: eagle}}", "set speculative"),
-    ("{extra: {}}", "no recorded vLLM has extra")])
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ("{dtype: float16}", "move it to engine_args.dtype"),
+        ("{max_model_len: 128}", "move it to engine_args.max_model_len"),
+        ("{model: /elsewhere}", "checkpoint.path"),
+        ("{max_lora_rank: 64}", "lora.max_lora_rank"),
+        ("{enable_lora: true}", "lora.adapters"),
+        ("{speculative_config: {method: eagle}}", "set speculative"),
+        ("{extra: {}}", "no recorded vLLM has extra"),
+    ],
+)
 def test_typed_and_owned_fields_cannot_be_set_through_extra(cli, tmp_path, extra, says):
     r = cli("plan", _recipe(tmp_path, extra))
     assert r.exit_code == 3, r.output
@@ -91,9 +112,15 @@ def test_the_memory_plans_kv_bytes_per_token_means_the_whole_model_on_both_runti
 
     config = json.loads((EXAMPLES / "tiny-llama" / "config.json").read_text())
     path = _recipe(tmp_path, "{}")
-    path.write_text(path.read_text().replace("  seed: 0\n", "  seed: 0\n  tensor_parallel_size: 2\n"))
+    path.write_text(
+        path.read_text().replace("  seed: 0\n", "  seed: 0\n  tensor_parallel_size: 2\n")
+    )
     r = cli("plan", path, "--json")
     assert r.exit_code == 0, r.output
     plan = json.loads(r.stdout)["models"][0]["extras"]["memory_plan"]
     arch = Architecture.from_hf_config(config)
-    assert plan["kv_bytes_per_token"] == kv_bytes_per_token(arch, "auto") == 2 * plan["kv_bytes_per_token_per_gpu"]
+    assert (
+        plan["kv_bytes_per_token"]
+        == kv_bytes_per_token(arch, "auto")
+        == 2 * plan["kv_bytes_per_token_per_gpu"]
+    )

@@ -16,13 +16,19 @@ from tritonbuild.backends import _vllm_invariant
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 torch = pytest.importorskip("torch")
-pytest.importorskip("triton", reason="triton (the kernel's compiler; its interpreter runs it on the CPU)")
-pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available(),
-                                reason="triton imported without its interpreter and no GPU here")
+pytest.importorskip(
+    "triton", reason="triton (the kernel's compiler; its interpreter runs it on the CPU)"
+)
+pytestmark = pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available(),
+    reason="triton imported without its interpreter and no GPU here",
+)
 
 
 def _plugin():
-    spec = importlib.util.spec_from_file_location("tritonbuild_vllm_invariant_test", _vllm_invariant.PLUGIN_SOURCE)
+    spec = importlib.util.spec_from_file_location(
+        "tritonbuild_vllm_invariant_test", _vllm_invariant.PLUGIN_SOURCE
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -48,9 +54,11 @@ def test_kernel_computes_x_times_the_dequantized_weight(layer):
     np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
 
 
-@pytest.mark.parametrize("tiles", [None, (16, 16, 64, 4, 4, 2, 1, 0), (16, 32, 128, 4, 4, 1, 0, 0),
-                                   (16, 16, 64, 4, 4, 2, 0, 1)],
-                         ids=["default", "split-k-gather", "interleave", "kn-layout-split-k"])
+@pytest.mark.parametrize(
+    "tiles",
+    [None, (16, 16, 64, 4, 4, 2, 1, 0), (16, 32, 128, 4, 4, 1, 0, 0), (16, 16, 64, 4, 4, 2, 0, 1)],
+    ids=["default", "split-k-gather", "interleave", "kn-layout-split-k"],
+)
 def test_a_rows_bits_do_not_depend_on_the_rows_beside_it(layer, tiles):
     x, packed, scale, dense, group = layer
     plugin = _plugin()
@@ -58,8 +66,12 @@ def test_a_rows_bits_do_not_depend_on_the_rows_beside_it(layer, tiles):
         plugin.TILES[(packed.shape[0], x.shape[1])] = tiles
         packed, scale = plugin.prepare_weights(packed, scale, group)
         got = plugin.w4a16_matmul(x, packed, scale, group).float().numpy()
-        np.testing.assert_allclose(got, x.float().numpy() @ dense.T, rtol=2e-2, atol=2e-2 * np.abs(got).max())
-    alone = torch.cat([plugin.w4a16_matmul(x[i:i + 1], packed, scale, group) for i in range(x.shape[0])])
+        np.testing.assert_allclose(
+            got, x.float().numpy() @ dense.T, rtol=2e-2, atol=2e-2 * np.abs(got).max()
+        )
+    alone = torch.cat(
+        [plugin.w4a16_matmul(x[i : i + 1], packed, scale, group) for i in range(x.shape[0])]
+    )
     for m in (2, 3, 17, 40):
         batch = plugin.w4a16_matmul(x[:m], packed, scale, group)
         assert torch.equal(batch.view(torch.int16), alone[:m].view(torch.int16)), m

@@ -22,14 +22,20 @@ def _recipe(tmp_path, lora: str, tag: str | None = None):
 
     text = (ROOT / "recipes" / "gpu" / "tiny-llama-vllm.yaml").read_text()
     text = text.replace("../examples/tiny-llama", str(EXAMPLES / "tiny-llama"))
-    image = f"image: {{triton_image: 'nvcr.io/nvidia/tritonserver:{tag}-vllm-python-py3'}}\n" if tag else ""
+    image = (
+        f"image: {{triton_image: 'nvcr.io/nvidia/tritonserver:{tag}-vllm-python-py3'}}\n"
+        if tag
+        else ""
+    )
     (tmp_path / "v.yaml").write_text(text + image + lora)
     return tmp_path / "v.yaml"
 
 
 def _adapter(tmp_path, name: str, rank: int) -> str:
     (tmp_path / name).mkdir()
-    (tmp_path / name / "adapter_config.json").write_text(json.dumps({"r": rank, "peft_type": "LORA"}))
+    (tmp_path / name / "adapter_config.json").write_text(
+        json.dumps({"r": rank, "peft_type": "LORA"})
+    )
     (tmp_path / name / "adapter_model.safetensors").write_bytes(b"w" * 8)
     return str(tmp_path / name)
 
@@ -38,21 +44,33 @@ def test_the_ranks_tritonbuild_allows_are_vllms_max_lora_ranks_as_recorded():
     """The code's table is the fact's, version by version, with its default; every recorded vLLM is either
     recorded here or listed as unrecorded (its images take what every recorded version takes)."""
     recorded = FACT["versions"]
-    assert {v: list(r) for v, r in _vllm_lora.MAX_LORA_RANKS.items()} == \
-        {v: f["max_lora_ranks"] for v, f in recorded.items()}
-    assert {v: f["default_max_lora_rank"] for v, f in recorded.items()} == _vllm_lora.DEFAULT_MAX_LORA_RANK
-    assert set(recorded) | set(FACT["unrecorded"]) == set(vllm_versions()) and not set(recorded) & set(
-        FACT["unrecorded"])
+    assert {v: list(r) for v, r in _vllm_lora.MAX_LORA_RANKS.items()} == {
+        v: f["max_lora_ranks"] for v, f in recorded.items()
+    }
+    assert {
+        v: f["default_max_lora_rank"] for v, f in recorded.items()
+    } == _vllm_lora.DEFAULT_MAX_LORA_RANK
+    assert set(recorded) | set(FACT["unrecorded"]) == set(vllm_versions()) and not set(
+        recorded
+    ) & set(FACT["unrecorded"])
     for version, fact in recorded.items():
-        assert fact["source"]["version"] == version and fact["source"]["path"] == "vllm/config/lora.py"
+        assert (
+            fact["source"]["version"] == version and fact["source"]["path"] == "vllm/config/lora.py"
+        )
         assert fact["source"]["wheel_sha256"] == vllm_versions()[version]["source"]["wheel_sha256"]
     schema = VLLMRecipe.model_json_schema()["$defs"]["VLLMLoRA"]["properties"]["max_lora_rank"]
     assert list(_vllm_lora.RANKS_IN_EVERY_RECORDED) in [s.get("enum") for s in schema["anyOf"]]
 
 
-@pytest.mark.parametrize("tag", [None, "26.01"])  # the default image (vLLM unrecorded here) and 26.01 (0.13.0)
+@pytest.mark.parametrize(
+    "tag", [None, "26.01"]
+)  # the default image (vLLM unrecorded here) and 26.01 (0.13.0)
 def test_a_max_lora_rank_vllm_does_not_take_is_a_recipe_error(cli, tmp_path, tag):
-    path = _recipe(tmp_path, f"lora:\n  adapters: {{fr: {_adapter(tmp_path, 'fr', 8)}}}\n  max_lora_rank: 24\n", tag)
+    path = _recipe(
+        tmp_path,
+        f"lora:\n  adapters: {{fr: {_adapter(tmp_path, 'fr', 8)}}}\n  max_lora_rank: 24\n",
+        tag,
+    )
     r = cli("plan", path)
     assert r.exit_code == 3, r.output
     assert re.search(rf"{re.escape(str(path))}:\d+", r.stderr) and "lora.max_lora_rank" in r.stderr
@@ -62,18 +80,27 @@ def test_a_max_lora_rank_vllm_does_not_take_is_a_recipe_error(cli, tmp_path, tag
     assert cli("plan", path).exit_code == 0
 
 
-@pytest.mark.parametrize(("setting", "limit", "fix"), [("", 16, 32), ("  max_lora_rank: 8\n", 8, 32)])
-def test_an_adapter_whose_rank_exceeds_max_lora_rank_is_a_plan_error(cli, tmp_path, setting, limit, fix):
+@pytest.mark.parametrize(
+    ("setting", "limit", "fix"), [("", 16, 32), ("  max_lora_rank: 8\n", 8, 32)]
+)
+def test_an_adapter_whose_rank_exceeds_max_lora_rank_is_a_plan_error(
+    cli, tmp_path, setting, limit, fix
+):
     """vLLM's PEFTHelper.validate_legal refuses it on every request (facts: rank_check); unset, the limit is
     LoRAConfig's default (16)."""
     check = FACT["versions"]["0.22.0"]["rank_check"]
-    assert check["where"].startswith("vllm/lora/peft_helper.py:") and "greater than max_lora_rank" in check["message"]
+    assert (
+        check["where"].startswith("vllm/lora/peft_helper.py:")
+        and "greater than max_lora_rank" in check["message"]
+    )
     lora = f"lora:\n  adapters: {{fr: {_adapter(tmp_path, 'fr', 8)}, de: {_adapter(tmp_path, 'de', 32)}}}\n"
     path = _recipe(tmp_path, lora + setting)
     r = cli("build", path, "-o", tmp_path / "OUT")
     assert r.exit_code == 4, r.output
     assert "LoRA adapter 'de' has rank 32" in r.stderr and f"is {limit}" in r.stderr
-    assert f"set lora.max_lora_rank to {fix}" in r.stderr and re.search(rf"{re.escape(str(path))}:\d+", r.stderr)
+    assert f"set lora.max_lora_rank to {fix}" in r.stderr and re.search(
+        rf"{re.escape(str(path))}:\d+", r.stderr
+    )
     assert not (tmp_path / "OUT").exists()
     path.write_text(path.read_text().replace(setting, "") + "  max_lora_rank: 32\n")
     assert cli("plan", path).exit_code == 0

@@ -33,23 +33,40 @@ def test_unpacked_the_entry_point_is_found_by_importlib_metadata(tmp_path):
     from importlib import metadata
 
     site = unpack_wheels([_vllm_invariant.plugin_wheel(tmp_path / "w")], tmp_path / "site")
-    found = [ep for dist in metadata.distributions(path=[str(site)]) for ep in dist.entry_points
-             if ep.group == "vllm.general_plugins"]
+    found = [
+        ep
+        for dist in metadata.distributions(path=[str(site)])
+        for ep in dist.entry_points
+        if ep.group == "vllm.general_plugins"
+    ]
     assert [ep.name for ep in found] == [_vllm_invariant.ENTRY_POINT_NAME]
 
 
 def _recipe(image: str, determinism: str = "invariant"):
     from tritonbuild.backends.vllm import VLLMRecipe
 
-    return VLLMRecipe.model_validate({"name": "m", "version": 1, "backend": "vllm", "checkpoint": {"path": "ckpt"},
-                                      "serving": {"determinism": determinism}, "image": {"triton_image": image}})
+    return VLLMRecipe.model_validate(
+        {
+            "name": "m",
+            "version": 1,
+            "backend": "vllm",
+            "checkpoint": {"path": "ckpt"},
+            "serving": {"determinism": determinism},
+            "image": {"triton_image": image},
+        }
+    )
 
 
 def test_invariant_is_refused_for_an_image_whose_vllm_the_plugin_is_not_recorded_for():
     old = _recipe("nvcr.io/nvidia/tritonserver:25.12-vllm-python-py3")
     message, hint = _vllm_invariant.determinism_problem(old)
     assert "ships vLLM 0.11.1" in message and "26.06 (vLLM 0.22.1)" in hint
-    assert _vllm_invariant.determinism_problem(_recipe("nvcr.io/nvidia/tritonserver:26.06-vllm-python-py3")) is None
+    assert (
+        _vllm_invariant.determinism_problem(
+            _recipe("nvcr.io/nvidia/tritonserver:26.06-vllm-python-py3")
+        )
+        is None
+    )
     assert _vllm_invariant.determinism_problem(_recipe("registry.example/own:1", "default")) is None
     message, _ = _vllm_invariant.determinism_problem(_recipe("registry.example/own:1"))
     assert "a vLLM tritonbuild has not recorded" in message

@@ -18,13 +18,19 @@ from tritonbuild.backends import _vllm_quantize as vq
 FACTS = load("compressed_tensors")
 
 
-def _recipe(tmp_path: Path, quantize: str = "{scheme: w4a16, group_size: 128}", extra: str = "",
-            ckpt: str = "ck/tiny-llama-fp16") -> Path:
+def _recipe(
+    tmp_path: Path,
+    quantize: str = "{scheme: w4a16, group_size: 128}",
+    extra: str = "",
+    ckpt: str = "ck/tiny-llama-fp16",
+) -> Path:
     if not (tmp_path / "ck").exists():
         tiny_llama.write_all(tmp_path / "ck")
     path = tmp_path / "r.yaml"
-    path.write_text(f"name: tq\nversion: 1\nbackend: vllm\ncheckpoint: {{path: {ckpt}}}\n"
-                    f"quantize: {quantize}\n{extra}")
+    path.write_text(
+        f"name: tq\nversion: 1\nbackend: vllm\ncheckpoint: {{path: {ckpt}}}\n"
+        f"quantize: {quantize}\n{extra}"
+    )
     return path
 
 
@@ -32,9 +38,19 @@ def _read(path: Path) -> dict[str, np.ndarray]:
     """A safetensors file as numpy (BF16 as its uint16 bits)."""
     start, header = vq.read_header(path)
     raw = path.read_bytes()[start:]
-    types = {"F16": np.float16, "BF16": np.uint16, "F32": np.float32, "I32": np.int32, "I64": np.int64}
-    return {name: np.frombuffer(raw[m["data_offsets"][0]:m["data_offsets"][1]], types[m["dtype"]])
-            .reshape(m["shape"]) for name, m in header.items()}
+    types = {
+        "F16": np.float16,
+        "BF16": np.uint16,
+        "F32": np.float32,
+        "I32": np.int32,
+        "I64": np.int64,
+    }
+    return {
+        name: np.frombuffer(
+            raw[m["data_offsets"][0] : m["data_offsets"][1]], types[m["dtype"]]
+        ).reshape(m["shape"])
+        for name, m in header.items()
+    }
 
 
 def _read_dir(d: Path) -> dict[str, np.ndarray]:
@@ -44,7 +60,9 @@ def _read_dir(d: Path) -> dict[str, np.ndarray]:
     return out
 
 
-def _within_rtn_bound(fp: dict[str, np.ndarray], q: dict[str, np.ndarray], group: int, bf16: bool = False) -> int:
+def _within_rtn_bound(
+    fp: dict[str, np.ndarray], q: dict[str, np.ndarray], group: int, bf16: bool = False
+) -> int:
     """Each decoder linear dequantized lies within half a step (scale / 2) of its weight, or at the clipped end;
     returns how many linears were checked."""
     checked = 0
@@ -58,12 +76,13 @@ def _within_rtn_bound(fp: dict[str, np.ndarray], q: dict[str, np.ndarray], group
         assert q[f"{prefix}.weight_shape"].tolist() == list(w.shape)
         deq = vq.dequantize(q[f"{prefix}.weight_packed"], scale, w.shape, group)
         s = np.repeat(vq.bf16_to_f32(scale) if bf16 else scale.astype(np.float32), group, axis=1)
-        assert np.all(np.abs(deq - w32) <= s / 2 + 1e-6 + np.abs(w32) * 2 ** -8), prefix
+        assert np.all(np.abs(deq - w32) <= s / 2 + 1e-6 + np.abs(w32) * 2**-8), prefix
         checked += 1
     return checked
 
 
 # --- plan ---------------------------------------------------------------------------------------------------------
+
 
 def test_plan_shows_a_quantize_step_instead_of_package(cli, tmp_path):
     recipe = _recipe(tmp_path, "{group_size: 64}")
@@ -73,15 +92,21 @@ def test_plan_shows_a_quantize_step_instead_of_package(cli, tmp_path):
     (model,) = json.loads(cli("plan", recipe, "--json").stdout)["models"]
     (step,) = model["steps"]
     assert step["kind"] == "vllm.quantize"
-    assert {k: step["params"][k] for k in ("scheme", "group_size", "format", "quantizer")} == \
-        {"scheme": "w4a16", "group_size": 64, "format": "pack-quantized", "quantizer": vq.QUANTIZER_VERSION}
+    assert {k: step["params"][k] for k in ("scheme", "group_size", "format", "quantizer")} == {
+        "scheme": "w4a16",
+        "group_size": 64,
+        "format": "pack-quantized",
+        "quantizer": vq.QUANTIZER_VERSION,
+    }
     memory = model["extras"]["memory_plan"]
     assert memory["quantization"] == "compressed-tensors"
     fp16 = (tmp_path / "ck/tiny-llama-fp16").glob("*.safetensors")
     assert memory["weight_bytes"] < sum(f.stat().st_size for f in fp16)
 
 
-def test_the_cache_key_covers_inputs_group_size_and_the_quantizer_version(cli, tmp_path, monkeypatch):
+def test_the_cache_key_covers_inputs_group_size_and_the_quantizer_version(
+    cli, tmp_path, monkeypatch
+):
     recipe = _recipe(tmp_path)
 
     def key() -> str:
@@ -106,17 +131,25 @@ def test_the_cache_key_covers_inputs_group_size_and_the_quantizer_version(cli, t
 
 # --- run ------------------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("group", [32, 64, 128])
 def test_build_packages_a_w4a16_checkpoint_within_the_rtn_bound(cli, tmp_path, group):
     recipe = _recipe(tmp_path, f"{{group_size: {group}}}")
     r = cli("build", recipe, "-o", tmp_path / "OUT")
     assert r.exit_code == 0, r.stderr
     model = tmp_path / "OUT/tq/1/model"
-    assert sorted(p.name for p in model.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json",
-                                                      "tokenizer_config.json"]
+    assert sorted(p.name for p in model.iterdir()) == [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
     config = json.loads((model / "config.json").read_text())
     assert config["quantization_config"] == vq.quantization_config(group)
-    assert json.loads((tmp_path / "OUT/tq/1/model.json").read_text())["quantization"] == "compressed-tensors"
+    assert (
+        json.loads((tmp_path / "OUT/tq/1/model.json").read_text())["quantization"]
+        == "compressed-tensors"
+    )
     fp16 = tiny_llama.tensors(tiny_llama.CONFIG)
     assert _within_rtn_bound(fp16, _read(model / "model.safetensors"), group) == 7 * 2
 
@@ -138,11 +171,12 @@ def test_sharded_bf16_input_gives_sharded_deterministic_output(tmp_path, monkeyp
     src = tmp_path / "src"
     src.mkdir()
     names = sorted(bf16)
-    half = {"a.safetensors": names[:len(names) // 2], "b.safetensors": names[len(names) // 2:]}
+    half = {"a.safetensors": names[: len(names) // 2], "b.safetensors": names[len(names) // 2 :]}
     for fname, keys in half.items():
         _write_bf16(src / fname, {k: bf16[k] for k in keys})
-    (src / vq.INDEX).write_text(json.dumps({"metadata": {}, "weight_map": {k: f for f, ks in half.items()
-                                                                             for k in ks}}))
+    (src / vq.INDEX).write_text(
+        json.dumps({"metadata": {}, "weight_map": {k: f for f, ks in half.items() for k in ks}})
+    )
     (src / "config.json").write_text(json.dumps({**tiny_llama.CONFIG, "torch_dtype": "bfloat16"}))
     (src / "stray.safetensors").write_bytes(b"not in the index")
     (src / "original").mkdir()
@@ -161,8 +195,9 @@ def test_sharded_bf16_input_gives_sharded_deterministic_output(tmp_path, monkeyp
         assert (tmp_path / "q1" / name).read_bytes() == (tmp_path / "q2" / name).read_bytes(), name
     index = json.loads((tmp_path / "q1" / vq.INDEX).read_text())
     for shard in shards:
-        assert (tmp_path / "q1" / shard).stat().st_size <= 150_000 + 4096 or \
-            len(vq.read_header(tmp_path / "q1" / shard)[1]) <= 3  # one linear (or tensor) larger than a shard
+        assert (tmp_path / "q1" / shard).stat().st_size <= 150_000 + 4096 or len(
+            vq.read_header(tmp_path / "q1" / shard)[1]
+        ) <= 3  # one linear (or tensor) larger than a shard
         for name in vq.read_header(tmp_path / "q1" / shard)[1]:
             assert index["weight_map"][name] == shard
     q = _read_dir(tmp_path / "q1")
@@ -176,8 +211,11 @@ def _write_bf16(path: Path, arrays: dict[str, np.ndarray]) -> None:
     header, offset, blobs = {}, 0, []
     for name in sorted(arrays):
         data = arrays[name].tobytes()
-        header[name] = {"dtype": "BF16", "shape": list(arrays[name].shape),
-                        "data_offsets": [offset, offset + len(data)]}
+        header[name] = {
+            "dtype": "BF16",
+            "shape": list(arrays[name].shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
         blobs.append(data)
         offset += len(data)
     head = json.dumps(header).encode()
@@ -185,9 +223,9 @@ def _write_bf16(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 
 def test_bf16_round_trip_rounds_to_nearest_even():
-    x = np.array([1.0, -2.5, 3.14159, 1 + 2 ** -8, 1 + 3 * 2 ** -8, 0.0], dtype=np.float32)
+    x = np.array([1.0, -2.5, 3.14159, 1 + 2**-8, 1 + 3 * 2**-8, 0.0], dtype=np.float32)
     back = vq.bf16_to_f32(vq.f32_to_bf16(x))
-    assert back.tolist() == [1.0, -2.5, 3.140625, 1.0, 1 + 4 * 2 ** -8, 0.0]
+    assert back.tolist() == [1.0, -2.5, 3.140625, 1.0, 1 + 4 * 2**-8, 0.0]
 
 
 def test_a_second_build_is_a_cache_hit_without_quantizing(cli, tmp_path, monkeypatch):
@@ -208,6 +246,7 @@ def test_a_second_build_is_a_cache_hit_without_quantizing(cli, tmp_path, monkeyp
 
 
 # --- disk: the output is stored once and linked into the repository -------------------------------------------------
+
 
 def test_the_packaged_weights_are_the_stores_blob_not_a_copy(cli, tmp_path, monkeypatch):
     """The step's output moves into the store (no copy) and assemble links it into the version directory: a
@@ -241,50 +280,78 @@ def test_put_file_moves_a_step_output_and_copies_a_shared_file(tmp_path):
     shared = tmp_path / "shared.bin"
     shared.write_bytes(b"y" * 10)
     os.link(shared, tmp_path / "other-link")
-    digest, _ = store.put_file(shared, move=True)  # a link to a file not ours: copied, left as it was
-    assert shared.exists() and shared.stat().st_mode & 0o200 and store.blob_path(digest).stat().st_ino != \
-        shared.stat().st_ino
+    digest, _ = store.put_file(
+        shared, move=True
+    )  # a link to a file not ours: copied, left as it was
+    assert (
+        shared.exists()
+        and shared.stat().st_mode & 0o200
+        and store.blob_path(digest).stat().st_ino != shared.stat().st_ino
+    )
 
 
 # --- refusals -------------------------------------------------------------------------------------------------------
+
 
 def test_an_already_quantized_checkpoint_is_a_plan_error_at_the_key(cli, tmp_path):
     recipe = _recipe(tmp_path, ckpt="ck/tiny-llama-int4")
     r = cli("build", recipe, "-o", tmp_path / "OUT")
     assert r.exit_code == 4
-    assert f"{recipe}:5" in r.stderr and "already has a quantization_config (quant_method 'compressed-tensors')" \
-        in r.stderr
+    assert (
+        f"{recipe}:5" in r.stderr
+        and "already has a quantization_config (quant_method 'compressed-tensors')" in r.stderr
+    )
     assert not (tmp_path / "OUT").exists()
 
 
 def test_a_group_size_that_does_not_divide_a_linear_is_a_plan_error_naming_it(cli, tmp_path):
-    cfg = {**tiny_llama.CONFIG, "hidden_size": 192, "num_attention_heads": 3, "num_key_value_heads": 1}
+    cfg = {
+        **tiny_llama.CONFIG,
+        "hidden_size": 192,
+        "num_attention_heads": 3,
+        "num_key_value_heads": 1,
+    }
     ck = tmp_path / "odd"
     tiny_llama._write(ck, cfg, tiny_llama.tensors(cfg))
     recipe = _recipe(tmp_path, ckpt="odd")
     r = cli("plan", recipe)
     assert r.exit_code == 4
-    assert f"{recipe}:5" in r.stderr and "model.layers.0.mlp.gate_proj: in_features 192 is not a multiple of " \
-        "group_size 128" in r.stderr and "(and 9 more)" in r.stderr
+    assert (
+        f"{recipe}:5" in r.stderr
+        and "model.layers.0.mlp.gate_proj: in_features 192 is not a multiple of group_size 128"
+        in r.stderr
+        and "(and 9 more)" in r.stderr
+    )
     assert cli("plan", _recipe(tmp_path, "{group_size: 64}", ckpt="odd")).exit_code == 0
 
 
 def test_group_sizes_split_over_tensor_parallel_ranks():
-    header = {"model.layers.0.mlp.down_proj.weight": {"dtype": "F16", "shape": [256, 384]},
-              "model.layers.0.self_attn.q_proj.weight": {"dtype": "F16", "shape": [256, 256]}}
+    header = {
+        "model.layers.0.mlp.down_proj.weight": {"dtype": "F16", "shape": [256, 384]},
+        "model.layers.0.self_attn.q_proj.weight": {"dtype": "F16", "shape": [256, 256]},
+    }
     assert vq.problems({"m": header}, 128, tp=1) == []
     assert vq.problems({"m": header}, 64, tp=2) == []
     (problem,) = vq.problems({"m": header}, 128, tp=2)
-    assert problem.startswith("model.layers.0.mlp.down_proj: in_features 384 split over tensor_parallel_size 2")
+    assert problem.startswith(
+        "model.layers.0.mlp.down_proj: in_features 384 split over tensor_parallel_size 2"
+    )
     moe = {"model.layers.0.block_sparse_moe.gate.weight": {"dtype": "F16", "shape": [8, 256]}}
-    assert "none of the linears this quantizer knows" in vq.problems({"m": {**header, **moe}}, 128)[0]
+    assert (
+        "none of the linears this quantizer knows" in vq.problems({"m": {**header, **moe}}, 128)[0]
+    )
 
 
-@pytest.mark.parametrize(("edit", "words"), [
-    ("engine_args: {quantization: awq}\n", "engine_args.quantization is 'awq' but quantize writes a "
-                                           "compressed-tensors checkpoint"),
-    ("", "group_size"),
-])
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (
+            "engine_args: {quantization: awq}\n",
+            "engine_args.quantization is 'awq' but quantize writes a compressed-tensors checkpoint",
+        ),
+        ("", "group_size"),
+    ],
+)
 def test_recipe_errors_carry_file_and_line(cli, tmp_path, edit, words):
     recipe = _recipe(tmp_path, "{group_size: 48}" if not edit else "{group_size: 128}", extra=edit)
     r = cli("plan", recipe)
@@ -298,13 +365,16 @@ def test_engine_args_quantization_compressed_tensors_goes_with_quantize(cli, tmp
 
 # --- upstream -------------------------------------------------------------------------------------------------------
 
+
 def test_the_packer_follows_the_recorded_facts():
     facts = FACTS["pack_to_int32"]
     q = np.arange(-8, 8, dtype=np.int8).reshape(2, 8)
     packed = vq.pack_int4(q).view(np.uint32)
     assert facts["bit_shift_of_element_j"] == f"{facts['num_bits']} * j"
     for row in range(2):
-        want = sum((int(v) + facts["offset"]) << (facts["num_bits"] * j) for j, v in enumerate(q[row]))
+        want = sum(
+            (int(v) + facts["offset"]) << (facts["num_bits"] * j) for j, v in enumerate(q[row])
+        )
         assert int(packed[row, 0]) == want
     assert packed.dtype.itemsize * 8 // facts["num_bits"] == facts["values_per_int32"]
     assert vq.pack_int4(q).dtype == np.dtype(facts["packed_dtype"])
@@ -318,9 +388,14 @@ def test_the_packer_follows_the_recorded_facts():
 def test_the_checkpoint_follows_the_recorded_facts():
     config = vq.quantization_config(128)
     qc, reads = FACTS["quantization_config"], FACTS["vllm_reads"]
-    assert set(config) - {"quantization_status"} <= set(qc["config_fields"]) | {"quantization_status"}
-    assert (config["quant_method"], config["format"], config["quantization_status"]) == \
-        (qc["quant_method"], qc["format"], qc["quantization_status"])
+    assert set(config) - {"quantization_status"} <= set(qc["config_fields"]) | {
+        "quantization_status"
+    }
+    assert (config["quant_method"], config["format"], config["quantization_status"]) == (
+        qc["quant_method"],
+        qc["format"],
+        qc["quantization_status"],
+    )
     assert set(reads["config_keys"]) <= set(config)
     (group,) = config["config_groups"].values()
     assert set(reads["group_keys"]) <= set(group) and group["targets"] == reads["targets"]
@@ -328,14 +403,21 @@ def test_the_checkpoint_follows_the_recorded_facts():
     assert {k: group["weights"][k] for k in qc["w4a16_weights"]} == qc["w4a16_weights"]
     assert group["input_activations"] is reads["wna16_needs"]["input_activations"]
     int4 = vq.int4_tensors({"model.layers.0.mlp.up_proj.weight": np.ones((8, 128), np.float16)})
-    assert sorted(int4) == sorted(f"model.layers.0.mlp.up_proj.{t}" for t in FACTS["compressor"]["tensors"])
-    assert int4["model.layers.0.mlp.up_proj.weight_shape"].dtype == np.dtype(FACTS["compressor"]["weight_shape_dtype"])
+    assert sorted(int4) == sorted(
+        f"model.layers.0.mlp.up_proj.{t}" for t in FACTS["compressor"]["tensors"]
+    )
+    assert int4["model.layers.0.mlp.up_proj.weight_shape"].dtype == np.dtype(
+        FACTS["compressor"]["weight_shape_dtype"]
+    )
 
 
 def test_the_packer_equals_compressed_tensors_pack_to_int32():
     pytest.importorskip("compressed_tensors")
     torch = pytest.importorskip("torch")
-    from compressed_tensors.compressors.pack_quantized.helpers import pack_to_int32, unpack_from_int32
+    from compressed_tensors.compressors.pack_quantized.helpers import (
+        pack_to_int32,
+        unpack_from_int32,
+    )
 
     rng = np.random.default_rng(0)
     q = rng.integers(-8, 8, size=(64, 256), dtype=np.int8)

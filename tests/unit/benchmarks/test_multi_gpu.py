@@ -36,7 +36,10 @@ def _work(tmp_path: Path) -> Path:
     tiny_llama.write_all(tmp_path / "ck")
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / "llama-3-8b-fp16").symlink_to(tmp_path / "ck" / "tiny-llama-fp16")
-    for recipe in [*HERE.glob("*.yaml"), *(ROOT / "benchmarks" / "vllm").glob("llama-3-8b-*-invariant.yaml")]:
+    for recipe in [
+        *HERE.glob("*.yaml"),
+        *(ROOT / "benchmarks" / "vllm").glob("llama-3-8b-*-invariant.yaml"),
+    ]:
         shutil.copy(recipe, tmp_path)
     shutil.copytree(HERE / "gpu_scorer", tmp_path / "gpu_scorer")
     return tmp_path
@@ -51,7 +54,9 @@ def _plans(cli, work: Path, *recipes: str) -> dict[str, dict]:
 def test_tensor_parallel_2_halves_what_each_gpu_holds(cli, tmp_path, monkeypatch):
     work = _work(tmp_path)
     monkeypatch.chdir(work)
-    tp2 = _plans(cli, work, "llama-3-8b-fp16-tp2-invariant.yaml", "llama-3-8b-int4-tp2-invariant.yaml")
+    tp2 = _plans(
+        cli, work, "llama-3-8b-fp16-tp2-invariant.yaml", "llama-3-8b-int4-tp2-invariant.yaml"
+    )
     tp1 = _plans(cli, work, "llama-3-8b-fp16-invariant.yaml", "llama-3-8b-int4-invariant.yaml")
     for q in ("fp16", "int4"):
         two, one = tp2[f"llama-3-8b-{q}-tp2-invariant"], tp1[f"llama-3-8b-{q}-invariant"]
@@ -76,8 +81,10 @@ def test_the_scorer_config_puts_two_instances_on_each_gpu(cli, tmp_path, monkeyp
     monkeypatch.chdir(work)
     r = cli("build", "gpu-scorer.yaml", "-o", tmp_path / "out")
     assert r.exit_code == 0, r.stderr
-    config = text_format.Parse((tmp_path / "out" / "gpu-scorer" / "config.pbtxt").read_text(),
-                               model_config_pb2.ModelConfig())
+    config = text_format.Parse(
+        (tmp_path / "out" / "gpu-scorer" / "config.pbtxt").read_text(),
+        model_config_pb2.ModelConfig(),
+    )
     groups = [(g.kind, list(g.gpus), g.count) for g in config.instance_group]
     gpu = model_config_pb2.ModelInstanceGroup.KIND_GPU
     assert groups == [(gpu, [0], 2), (gpu, [1], 2)]
@@ -93,8 +100,11 @@ def test_the_scorer_serves_and_the_load_finds_no_difference(cli, tmp_path, monke
     work = _work(tmp_path)
     monkeypatch.chdir(work)
     text = (work / "gpu-scorer.yaml").read_text().replace("target: gpu", "target: cpu")
-    (work / "cpu-scorer.yaml").write_text(text.replace("kind: gpu, count: 2, gpus: [0]", "kind: cpu, count: 2")
-                                          .replace("  - {kind: gpu, count: 2, gpus: [1]}\n", ""))
+    (work / "cpu-scorer.yaml").write_text(
+        text.replace("kind: gpu, count: 2, gpus: [0]", "kind: cpu, count: 2").replace(
+            "  - {kind: gpu, count: 2, gpus: [1]}\n", ""
+        )
+    )
     assert cli("build", "cpu-scorer.yaml", "-o", tmp_path / "out").exit_code == 0
     counts = tmp_path / "counts"
     counts.mkdir()
@@ -103,7 +113,9 @@ def test_the_scorer_serves_and_the_load_finds_no_difference(cli, tmp_path, monke
     assert r.exit_code == 0, r.stdout + r.stderr
     with EmbeddedServer(tmp_path / "out") as server:
         server.load("gpu-scorer")
-        result = _module(HERE / "scorer_load.py").load(f"http://{server.http_url}", "gpu-scorer", 3, 4)
+        result = _module(HERE / "scorer_load.py").load(
+            f"http://{server.http_url}", "gpu-scorer", 3, 4
+        )
     assert result["requests"] > 0 and result["rows"] >= result["requests"]
     assert result["differing_rows"] == 0 and result["first_difference"] is None
     served = [json.loads(p.read_text()) for p in counts.glob("*.json")]
@@ -117,9 +129,13 @@ def test_the_record_reads_a_results_directory():
     configs = {c["name"]: c for c in record["tensor_parallel"]["configs"]}
     fp16 = configs["llama-3-8b-fp16-tp2-invariant"]
     assert fp16["tensor_parallel_size"] == 2 and fp16["kv_tokens_vllm"] == 900000
-    assert fp16["plan_vs_vllm_pct"] == 1.0 and fp16["tok_s_1"] == 80.0 and fp16["ids_identical"] == 10
+    assert (
+        fp16["plan_vs_vllm_pct"] == 1.0 and fp16["tok_s_1"] == 80.0 and fp16["ids_identical"] == 10
+    )
     assert configs["llama-3-8b-int4-tp2-invariant"]["kernel"] == "TritonbuildInvariantW4A16Kernel"
-    assert configs["llama-3-8b-fp16-invariant"]["tok_s_1"] is None  # the tp1 config did not run in the fixture
+    assert (
+        configs["llama-3-8b-fp16-invariant"]["tok_s_1"] is None
+    )  # the tp1 config did not run in the fixture
     assert record["tensor_parallel"]["verify"] == {"tp2": "PASS", "tp1": None}
     groups = record["instance_groups"]
     assert groups["rows_per_gpu"] == {"0": 300, "1": 200} and groups["gpus_serving"] == ["0", "1"]
@@ -130,6 +146,10 @@ def test_the_record_reads_a_results_directory():
 
 def test_the_script_keeps_nvlink_multicast_off():
     text = (HERE / "h200x2.sh").read_text()
-    for name in ("NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1"):
+    for name in (
+        "NCCL_NVLS_ENABLE=0",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST=1",
+        "NVSHMEM_DISABLE_NVLS=1",
+    ):
         assert name in text
     assert os.access(HERE / "h200x2.sh", os.X_OK)

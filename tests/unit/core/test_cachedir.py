@@ -20,9 +20,13 @@ def test_explicit_directory_wins_over_the_environment(tmp_path, monkeypatch):
 
 
 def test_no_module_keeps_state_in_a_context_variable():
-    found = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in sorted((ROOT / "builder").rglob("*.py"))
-             for node in ast.walk(ast.parse(path.read_text()))
-             if isinstance(node, ast.Name | ast.Attribute) and (getattr(node, "id", None) or node.attr) == "ContextVar"]
+    found = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in sorted((ROOT / "builder").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Name | ast.Attribute)
+        and (getattr(node, "id", None) or node.attr) == "ContextVar"
+    ]
     assert found == []
 
 

@@ -23,7 +23,9 @@ def test_a_blob_is_named_by_its_content_and_stored_once(store, tmp_path):
     assert (digest, size) == (hashlib.sha256(b"same bytes").hexdigest(), 10)
     assert store.put_file(b) == (digest, size)
     assert store.blob_path(digest).read_bytes() == b"same bytes"
-    assert store.blob_path(digest).stat().st_mode & 0o777 == 0o444  # read-only: a hardlinked copy cannot edit it
+    assert (
+        store.blob_path(digest).stat().st_mode & 0o777 == 0o444
+    )  # read-only: a hardlinked copy cannot edit it
     assert list((store.root / "tmp").iterdir()) == []
 
 
@@ -31,7 +33,10 @@ def test_a_record_is_returned_while_its_blobs_are_intact(store, tmp_path):
     src = tmp_path / "model.py"
     src.write_bytes(b"print(1)\n")
     digest, size = store.put_file(src)
-    record = {"kind": "python.package", "files": {"model.py": FileEntry(sha256=digest, size=size).model_dump()}}
+    record = {
+        "kind": "python.package",
+        "files": {"model.py": FileEntry(sha256=digest, size=size).model_dump()},
+    }
     store.put_record("k" * 64, record)
     assert store.get_record("k" * 64) == record
 

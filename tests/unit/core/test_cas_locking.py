@@ -21,7 +21,9 @@ def test_gc_waits_for_a_running_build(tmp_path):
         assert not done.is_set() and store.blob_path(digest).exists()
     t.join(10)
     assert done.is_set()
-    assert not store.blob_path(digest).exists()  # unreferenced once the build is gone: gc may now drop it
+    assert not store.blob_path(
+        digest
+    ).exists()  # unreferenced once the build is gone: gc may now drop it
 
 
 def test_builds_share_the_cache_lock(tmp_path):

@@ -17,7 +17,9 @@ def test_replace_dir_never_leaves_the_target_missing(tmp_path):
     target = tmp_path / "OUT"
     target.mkdir()
     (target / "v").write_text("0")
-    assert fsutil.exchange is not None and fsutil._renameat2() is not None, "Linux with glibc >= 2.28 here"
+    assert fsutil.exchange is not None and fsutil._renameat2() is not None, (
+        "Linux with glibc >= 2.28 here"
+    )
     missing, stop = [], threading.Event()
 
     def poll():
@@ -49,13 +51,17 @@ def test_replace_dir_falls_back_to_two_renames_where_exchange_is_refused(tmp_pat
     staging.mkdir()
     (staging / "new").write_text("1")
     fsutil.replace_dir(staging, target)
-    assert [p.name for p in target.iterdir()] == ["new"] and sorted(p.name for p in tmp_path.iterdir()) == ["OUT"]
+    assert [p.name for p in target.iterdir()] == ["new"] and sorted(
+        p.name for p in tmp_path.iterdir()
+    ) == ["OUT"]
 
 
 def test_atomic_writer_fsyncs_before_the_rename(tmp_path, monkeypatch):
     order = []
     real_fsync, real_replace = os.fsync, os.replace
     monkeypatch.setattr(fsutil.os, "fsync", lambda fd: (order.append("fsync"), real_fsync(fd))[1])
-    monkeypatch.setattr(fsutil.os, "replace", lambda a, b: (order.append("replace"), real_replace(a, b))[1])
+    monkeypatch.setattr(
+        fsutil.os, "replace", lambda a, b: (order.append("replace"), real_replace(a, b))[1]
+    )
     fsutil.write_atomic(tmp_path / "f", b"x")
     assert order == ["fsync", "replace"] and (tmp_path / "f").read_bytes() == b"x"

@@ -33,7 +33,12 @@ def test_hash_cache_ignores_entries_of_the_old_format(tmp_path):
     f.write_bytes(b"new")
     st = os.stat(f)
     cache = FileHashCache(None)
-    cache.entries[str(f)] = [st.st_size, st.st_mtime_ns, st.st_ino, "0" * 64]  # (size, mtime, inode) → stale
+    cache.entries[str(f)] = [
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ino,
+        "0" * 64,
+    ]  # (size, mtime, inode) → stale
     assert cache.sha256(f) == sha256_bytes(b"new")
 
 

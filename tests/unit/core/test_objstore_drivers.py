@@ -16,8 +16,16 @@ from tritonbuild.core import objstore, stores
 def _gcs_credentials(monkeypatch, tmp_path):
     """Offline credentials, so gcsfs does not probe the GCE metadata server (seconds of retried timeouts)."""
     creds = tmp_path / "adc.json"
-    creds.write_text(json.dumps({"type": "authorized_user", "client_id": "x", "client_secret": "y",
-                                 "refresh_token": "z"}))
+    creds.write_text(
+        json.dumps(
+            {
+                "type": "authorized_user",
+                "client_id": "x",
+                "client_secret": "y",
+                "refresh_token": "z",
+            }
+        )
+    )
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(creds))
 
 
@@ -28,7 +36,9 @@ def test_gcs_target_requests_are_bounded(monkeypatch):
 
     target = open_target("gs://bucket/models")
     assert isinstance(target.fs, objstore.BoundedFS)
-    timeout = target.fs.requests_timeout  # what GCSFileSystem._request passes to aiohttp as timeout=
+    timeout = (
+        target.fs.requests_timeout
+    )  # what GCSFileSystem._request passes to aiohttp as timeout=
     assert timeout is not None, "unbounded: aiohttp then waits forever on a silent endpoint"
     assert timeout.sock_connect + timeout.sock_read == pytest.approx(12 / 6)  # gcsfs's 6 attempts
     assert timeout.total is None  # a large download is not cut short, silence is
@@ -64,8 +74,11 @@ def test_a_call_past_the_deadline_names_it(monkeypatch):
         def ls(self, path):
             never.wait(5)
 
-    with pytest.raises(objstore.DeadlineExceeded, match=r"ls\(bucket\) within the 0.3 s network deadline .*"
-                                                         "TRITONBUILD_NET_DEADLINE_S"):
+    with pytest.raises(
+        objstore.DeadlineExceeded,
+        match=r"ls\(bucket\) within the 0.3 s network deadline .*"
+        "TRITONBUILD_NET_DEADLINE_S",
+    ):
         objstore.BoundedFS(Silent()).ls("bucket")
     never.set()
     assert objstore.classify(objstore.DeadlineExceeded("x")) == "network"
@@ -83,4 +96,7 @@ def test_options_per_driver():
     assert stores.LocalDriver().options(stores.Location("file", "/x")) == {}
     s3 = stores.S3Driver().options(stores.Location("s3", "b/p", "http://x"))
     assert s3["client_kwargs"] == {"endpoint_url": "http://x"}
-    assert set(stores.AzureDriver().options(stores.Location("az", "c/p"))) >= {"connection_timeout", "read_timeout"}
+    assert set(stores.AzureDriver().options(stores.Location("az", "c/p"))) >= {
+        "connection_timeout",
+        "read_timeout",
+    }

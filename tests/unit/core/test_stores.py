@@ -9,7 +9,14 @@ import pytest
 import tomllib
 
 from tritonbuild.core import leases, stores
-from tritonbuild.core.stores import Location, as_location, driver_for, is_url, parse_location, split_url
+from tritonbuild.core.stores import (
+    Location,
+    as_location,
+    driver_for,
+    is_url,
+    parse_location,
+    split_url,
+)
 from tritonbuild.errors import PublishError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -20,14 +27,17 @@ ROOT = Path(__file__).resolve().parents[3]
 TRITON_PREFIXES = ("gs://", "s3://", "as://")
 
 
-@pytest.mark.parametrize("scheme, driver, lease", [
-    ("file", stores.LocalDriver, leases.LocalLease),
-    ("s3", stores.S3Driver, leases.S3Lease),
-    ("gs", stores.GCSDriver, leases.GCSLease),
-    ("gcs", stores.GCSDriver, leases.GCSLease),
-    ("az", stores.AzureDriver, leases.AzureLease),
-    ("abfs", stores.AzureDriver, leases.AzureLease),
-])
+@pytest.mark.parametrize(
+    "scheme, driver, lease",
+    [
+        ("file", stores.LocalDriver, leases.LocalLease),
+        ("s3", stores.S3Driver, leases.S3Lease),
+        ("gs", stores.GCSDriver, leases.GCSLease),
+        ("gcs", stores.GCSDriver, leases.GCSLease),
+        ("az", stores.AzureDriver, leases.AzureLease),
+        ("abfs", stores.AzureDriver, leases.AzureLease),
+    ],
+)
 def test_each_scheme_reaches_its_driver_and_its_lease_primitives(scheme, driver, lease):
     found = driver_for(scheme)
     assert type(found) is driver and found.lease is lease
@@ -37,7 +47,10 @@ def test_each_scheme_reaches_its_driver_and_its_lease_primitives(scheme, driver,
 def test_every_store_declares_the_four_conditional_operations():
     for driver in set(stores.DRIVERS.values()):
         for op in ("create", "read", "replace", "delete"):
-            assert getattr(driver.lease, op) is not getattr(leases.LeaseStore, op), (driver.name, op)
+            assert getattr(driver.lease, op) is not getattr(leases.LeaseStore, op), (
+                driver.name,
+                op,
+            )
 
 
 @pytest.mark.parametrize("url", ["ftp://host/x", "http://host/models", "hdfs://nn/models"])
@@ -46,7 +59,11 @@ def test_an_unknown_scheme_is_a_clear_publish_error(url):
         parse_location(url)
     message = info.value.message
     assert "unsupported target scheme" in message and "s3://" in message and "file://" in message
-    assert info.value.exit_code == 7 and info.value.where == url and "s3://bucket/prefix" in info.value.hint
+    assert (
+        info.value.exit_code == 7
+        and info.value.where == url
+        and "s3://bucket/prefix" in info.value.hint
+    )
 
 
 def test_a_location_is_parsed_once_and_keeps_its_parts():
@@ -67,14 +84,17 @@ def test_only_s3_takes_an_endpoint(monkeypatch):
     assert parse_location("file:///tmp/x", "http://flag:1").endpoint is None
 
 
-@pytest.mark.parametrize("where, expected", [
-    (Location("s3", "b/p"), "s3://b/p"),
-    (Location("s3", "b/p", "http://127.0.0.1:9000"), "s3://http://127.0.0.1:9000/b/p"),
-    (Location("gs", "b/p"), "gs://b/p"),
-    (Location("gcs", "b/p"), "gs://b/p"),
-    (Location("az", "c/p"), "as://acct/c/p"),
-    (Location("file", "/srv/models"), "/srv/models"),
-])
+@pytest.mark.parametrize(
+    "where, expected",
+    [
+        (Location("s3", "b/p"), "s3://b/p"),
+        (Location("s3", "b/p", "http://127.0.0.1:9000"), "s3://http://127.0.0.1:9000/b/p"),
+        (Location("gs", "b/p"), "gs://b/p"),
+        (Location("gcs", "b/p"), "gs://b/p"),
+        (Location("az", "c/p"), "as://acct/c/p"),
+        (Location("file", "/srv/models"), "/srv/models"),
+    ],
+)
 def test_tritons_spelling_of_each_place(monkeypatch, where, expected):
     monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", "acct")
     url = where.driver.triton_url(where, where.path)
@@ -83,7 +103,9 @@ def test_tritons_spelling_of_each_place(monkeypatch, where, expected):
 
 
 def test_the_install_hint_names_an_extra_the_package_declares():
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
     for driver in set(stores.DRIVERS.values()):
         if driver.package:
             assert driver.extra in extras, driver.name
@@ -99,7 +121,9 @@ def test_a_missing_driver_package_names_its_extra(monkeypatch):
     monkeypatch.setattr(stores.GCSDriver, "open", lambda self, location: missing(location))
     with pytest.raises(PublishError) as info:
         open_target("gs://bucket/models")
-    assert "(gcsfs) is not installed" in info.value.message and "tritonbuild[gcs]" in info.value.hint
+    assert (
+        "(gcsfs) is not installed" in info.value.message and "tritonbuild[gcs]" in info.value.hint
+    )
 
 
 def test_a_registered_driver_serves_its_scheme(monkeypatch):
@@ -112,9 +136,16 @@ def test_a_registered_driver_serves_its_scheme(monkeypatch):
     assert parse_location("memory://bucket/x").driver.name == "memory"
 
 
-@pytest.mark.parametrize("text, scheme", [
-    ("s3://b/k", "s3"), ("file:///abs", "file"), ("/abs/path", None), ("relative/dir", None), ("host:8000", None),
-])
+@pytest.mark.parametrize(
+    "text, scheme",
+    [
+        ("s3://b/k", "s3"),
+        ("file:///abs", "file"),
+        ("/abs/path", None),
+        ("relative/dir", None),
+        ("host:8000", None),
+    ],
+)
 def test_split_url(text, scheme):
     assert split_url(text)[0] == scheme and is_url(text) == (scheme is not None)
 
@@ -143,14 +174,20 @@ def test_the_local_driver_writes_whole_files_through_temporaries_in_the_root(tmp
     moved = []
     local.upload(None, str(root), src, str(root / "model" / "1" / "big.bin"), moved.append)
     assert path.read_bytes() == b"weights" and sum(moved) == 4096
-    assert sorted(p.name for p in root.rglob("*") if p.is_file()) == ["big.bin", "model.onnx"]  # no temporary
+    assert sorted(p.name for p in root.rglob("*") if p.is_file()) == [
+        "big.bin",
+        "model.onnx",
+    ]  # no temporary
     local.remove(None, str(root / "model"))
     assert not (root / "model").exists()
 
 
 def test_the_local_driver_refuses_a_root_it_cannot_be(tmp_path):
     (tmp_path / "file").write_text("")
-    cases = [(tmp_path / "file", "is a file, not a directory"), (tmp_path / "no" / "repo", "does not exist")]
+    cases = [
+        (tmp_path / "file", "is a file, not a directory"),
+        (tmp_path / "no" / "repo", "does not exist"),
+    ]
     for root, words in cases:
         with pytest.raises(PublishError) as info:
             driver_for("file").reach(None, str(root), f"file://{root}")
@@ -173,14 +210,21 @@ def test_each_driver_classifies_its_own_services_codes_and_sdk_errors():
         return botocore.ClientError({"Error": {"Code": code, "Message": "m"}}, "ListObjectsV2")
 
     class AzureError(Exception):
-        error_code = "ContainerNotFound"  # the Azure SDK's HttpResponseError carries the service's code here
+        error_code = (
+            "ContainerNotFound"  # the Azure SDK's HttpResponseError carries the service's code here
+        )
 
     assert driver_for("s3").classify(s3("NoSuchBucket")) == "no-bucket"
     assert driver_for("s3").classify(s3("SignatureDoesNotMatch")) == "denied"
     assert driver_for("s3").classify(botocore.NoCredentialsError()) == "denied"
-    assert driver_for("s3").classify(botocore.EndpointConnectionError(endpoint_url="http://x")) == "network"
+    assert (
+        driver_for("s3").classify(botocore.EndpointConnectionError(endpoint_url="http://x"))
+        == "network"
+    )
     assert driver_for("az").classify(AzureError()) == "no-bucket"
-    assert driver_for("s3").classify(AzureError()) == "other"  # another store's code means nothing here
+    assert (
+        driver_for("s3").classify(AzureError()) == "other"
+    )  # another store's code means nothing here
     for scheme in ("s3", "gs", "az", "file"):
         assert driver_for(scheme).classify(TimeoutError()) == "network"
         assert driver_for(scheme).classify(PermissionError()) == "denied"
@@ -189,8 +233,12 @@ def test_each_driver_classifies_its_own_services_codes_and_sdk_errors():
 def test_split_url_is_the_only_test_of_is_this_a_url():
     """Every other module asks split_url / is_url / with_scheme, so a new scheme rule has one place to go."""
     needle = '"://" ' + "in"
-    found = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "builder").rglob("*.py"))
-             for n, line in enumerate(p.read_text().splitlines(), 1) if needle in line]
+    found = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in sorted((ROOT / "builder").rglob("*.py"))
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if needle in line
+    ]
     assert [where.split(":")[0] for where in found] == ["builder/core/stores.py"], found
 
 
@@ -198,12 +246,16 @@ def test_every_driver_runs_the_store_conformance_suite(monkeypatch):
     from tests.integration.test_store_conformance import SCHEMES
 
     def covered() -> bool:
-        return {type(driver_for(scheme)) for scheme in SCHEMES} == {type(d) for d in stores.DRIVERS.values()}
+        return {type(driver_for(scheme)) for scheme in SCHEMES} == {
+            type(d) for d in stores.DRIVERS.values()
+        }
 
     assert covered()
 
     class Unsuited(stores.LocalDriver):
         schemes = ("unsuited",)
 
-    monkeypatch.setitem(stores.DRIVERS, "unsuited", Unsuited())  # broken on purpose: a driver the suite skips
+    monkeypatch.setitem(
+        stores.DRIVERS, "unsuited", Unsuited()
+    )  # broken on purpose: a driver the suite skips
     assert not covered()

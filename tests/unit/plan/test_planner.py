@@ -11,9 +11,16 @@ from tritonbuild.recipe import load_recipes
 
 
 def test_step_inputs_are_absolute_when_recipes_are_named_relatively(in_root, tmp_path):
-    plan = make_plan(load_recipes([Path("recipes/examples/risk-scorer.yaml"),
-                                   Path("recipes/examples/image-embedder.yaml")], REGISTRY.recipe_kinds()),
-                     tmp_path / "cache")
+    plan = make_plan(
+        load_recipes(
+            [
+                Path("recipes/examples/risk-scorer.yaml"),
+                Path("recipes/examples/image-embedder.yaml"),
+            ],
+            REGISTRY.recipe_kinds(),
+        ),
+        tmp_path / "cache",
+    )
     inputs = [p for m in plan.models for s in m.steps for p in s.inputs]
     assert len(inputs) >= 3
     assert all(Path(p).is_absolute() for p in inputs), inputs

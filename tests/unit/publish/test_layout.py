@@ -14,12 +14,33 @@ def _entry(n: int) -> FileEntry:
 
 
 def test_a_version_carries_the_files_triton_opens_beside_its_config():
-    names = ["m/config.pbtxt", "m/config-v1.pbtxt", "m/golden-v1.npz", "m/golden-v2.npz", "m/labels.txt",
-             "m/warmup/X", "m/1/model.py", "m/2/model.py", "other/labels.txt"]
+    names = [
+        "m/config.pbtxt",
+        "m/config-v1.pbtxt",
+        "m/golden-v1.npz",
+        "m/golden-v2.npz",
+        "m/labels.txt",
+        "m/warmup/X",
+        "m/1/model.py",
+        "m/2/model.py",
+        "other/labels.txt",
+    ]
     files = {name: _entry(i + 1) for i, name in enumerate(names)}
-    model = ManifestModel(name="m", version=2, backend="python", target="cpu", recipe_path="", recipe_sha256="",
-                          model_identity="", inputs=[], outputs=[], max_batch_size=0, verify=Verify(), steps={},
-                          goldens="m/golden-v2.npz")
+    model = ManifestModel(
+        name="m",
+        version=2,
+        backend="python",
+        target="cpu",
+        recipe_path="",
+        recipe_sha256="",
+        model_identity="",
+        inputs=[],
+        outputs=[],
+        max_batch_size=0,
+        verify=Verify(),
+        steps={},
+        goldens="m/golden-v2.npz",
+    )
     got = version_files(Manifest(toolchain={}, models=[model], files=files), model)
     assert sorted(got) == ["2/model.py", "golden-v2.npz", "labels.txt", "warmup/X"]
     assert in_version_dir(got, 2) == {"2/model.py": files["m/2/model.py"]}

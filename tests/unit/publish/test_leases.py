@@ -32,9 +32,12 @@ class _RecordingGCS:
         return {"generation": self.generation}
 
     def call(self, method, path, *args, **kw):
-        self.calls.append((method, kw.get("ifGenerationMatch"), kw.get("generation"), kw.get("uploadType")))
+        self.calls.append(
+            (method, kw.get("ifGenerationMatch"), kw.get("generation"), kw.get("uploadType"))
+        )
         if kw.get("ifGenerationMatch") not in (None, self.generation) and not (
-                kw.get("ifGenerationMatch") == "0" and self.generation is None):
+            kw.get("ifGenerationMatch") == "0" and self.generation is None
+        ):
             raise FileExistsError(path)  # gcsfs's translation of 412 Precondition Failed
         if method == "POST":
             self.generation = str(int(self.generation or 0) + 1)
@@ -56,10 +59,15 @@ def test_every_gcs_write_of_the_lock_names_the_generation_it_expects():
     lease.delete("2")
     raw, generation = lease.read()
     assert (raw, generation) == (b'{"token": "t"}', "2")
-    assert fs.calls == [("POST", "0", None, "multipart"), ("POST", "0", None, "multipart"),
-                        ("POST", "1", None, "multipart"), ("POST", "1", None, "multipart"),
-                        ("DELETE", "1", None, None), ("DELETE", "2", None, None),
-                        ("GET", None, "2", None)]  # the read fetches the very generation it stat'ed
+    assert fs.calls == [
+        ("POST", "0", None, "multipart"),
+        ("POST", "0", None, "multipart"),
+        ("POST", "1", None, "multipart"),
+        ("POST", "1", None, "multipart"),
+        ("DELETE", "1", None, None),
+        ("DELETE", "2", None, None),
+        ("GET", None, "2", None),
+    ]  # the read fetches the very generation it stat'ed
 
 
 def test_local_lease_replace_and_delete_refuse_a_moved_lock(tmp_path):

@@ -19,8 +19,9 @@ def _fake_verified(out: Path) -> None:
     from tritonbuild.repository.manifest import REPORT_NAME, read_manifest
     from tritonbuild.verify.models import VerificationReport
 
-    report = VerificationReport(manifest_digest=read_manifest(out).digest, toolchain={}, static=[], models=[],
-                                passed=True).signed()  # with the test's own machine key
+    report = VerificationReport(
+        manifest_digest=read_manifest(out).digest, toolchain={}, static=[], models=[], passed=True
+    ).signed()  # with the test's own machine key
     (out / REPORT_NAME).write_bytes(pretty_json(report.model_dump(mode="json")))
 
 
@@ -28,13 +29,21 @@ def _fake_verified(out: Path) -> None:
 def build(cli, tmp_path):
     """build(versions, policy, factor=...) → a verified OUT holding those versions of model 'doubler'."""
 
-    def _build(versions: tuple[int, ...], policy: str | None, factor: int = 2, tensor: str = "X") -> Path:
+    def _build(
+        versions: tuple[int, ...], policy: str | None, factor: int = 2, tensor: str = "X"
+    ) -> Path:
         src = tmp_path / f"src-{'-'.join(map(str, versions))}-{factor}-{tensor}"
         src.mkdir()
-        (src / "model.py").write_text(PY_MODEL.replace("x * 2", f"x * {factor}").replace('"X"', f'"{tensor}"'))
+        (src / "model.py").write_text(
+            PY_MODEL.replace("x * 2", f"x * {factor}").replace('"X"', f'"{tensor}"')
+        )
         recipes = []
         for v in versions:
-            text = PY_RECIPE.replace("version: 1", f"version: {v}").replace("name: X", f"name: {tensor}").lstrip()
+            text = (
+                PY_RECIPE.replace("version: 1", f"version: {v}")
+                .replace("name: X", f"name: {tensor}")
+                .lstrip()
+            )
             recipes.append(src / f"r{v}.yaml")
             recipes[-1].write_text(text + (f"version_policy: {policy}\n" if policy else ""))
         out = src / "out"
@@ -48,13 +57,18 @@ def build(cli, tmp_path):
 
 def _actions(result) -> list[tuple]:
     assert result.exit_code == 0, result.stderr
-    return [(a["model"], a["version"], a["action"], a["path"], a["bytes"], a["detail"])
-            for a in json.loads(result.stdout)["actions"]]
+    return [
+        (a["model"], a["version"], a["action"], a["path"], a["bytes"], a["detail"])
+        for a in json.loads(result.stdout)["actions"]
+    ]
 
 
 def _pinned(pub: Path) -> list[int]:
-    return sorted(parse_remote((pub / "doubler" / "config.pbtxt").read_bytes(), "config.pbtxt")
-                  .version_policy.specific.versions)
+    return sorted(
+        parse_remote(
+            (pub / "doubler" / "config.pbtxt").read_bytes(), "config.pbtxt"
+        ).version_policy.specific.versions
+    )
 
 
 # (version_policy, the versions each successive OUT holds, the versions config.pbtxt pins after each publish)
@@ -62,25 +76,37 @@ MATRIX = [
     (None, [(1,), (2,), (3,)], [[1], [2], [3]]),
     ("{latest: 2}", [(1,), (2,), (3,)], [[1], [1, 2], [2, 3]]),
     ("{all: true}", [(1,), (2,), (3,)], [[1], [1, 2], [1, 2, 3]]),
-    ("{specific: [1, 2]}", [(1, 2), (1, 2, 3)], [[1, 2], [1, 2]]),  # one model.py: 1 and 2 stay identical
+    (
+        "{specific: [1, 2]}",
+        [(1, 2), (1, 2, 3)],
+        [[1, 2], [1, 2]],
+    ),  # one model.py: 1 and 2 stay identical
 ]
 
 
-@pytest.mark.parametrize(("policy", "outs", "pins"), MATRIX, ids=["latest-1", "latest-2", "all", "specific"])
+@pytest.mark.parametrize(
+    ("policy", "outs", "pins"), MATRIX, ids=["latest-1", "latest-2", "all", "specific"]
+)
 def test_dry_run_and_real_run_take_the_same_actions(cli, build, tmp_path, policy, outs, pins):
     target, pub = f"file://{tmp_path}/pub", tmp_path / "pub"
     for i, (versions, pinned) in enumerate(zip(outs, pins, strict=True)):
         out = build(versions, policy, factor=2 if len(versions) > 1 else i + 2)
-        before = sorted(p.relative_to(pub).as_posix() for p in pub.rglob("*")) if pub.exists() else []
+        before = (
+            sorted(p.relative_to(pub).as_posix() for p in pub.rglob("*")) if pub.exists() else []
+        )
         dry = _actions(cli("publish", out, target, "--keep", "1", "--dry-run", "--json"))
-        assert (sorted(p.relative_to(pub).as_posix() for p in pub.rglob("*")) if pub.exists() else []) == before
+        assert (
+            sorted(p.relative_to(pub).as_posix() for p in pub.rglob("*")) if pub.exists() else []
+        ) == before
         real = _actions(cli("publish", out, target, "--keep", "1", "--json"))
         assert dry == real, f"publish {i + 1} ({versions}, version_policy {policy})"
         assert _pinned(pub) == pinned
         switches = [detail for _m, _v, action, _p, _b, detail in real if action == "switch"]
         if switches:  # the switch says what config.pbtxt now pins
-            assert switches == [f"config.pbtxt pins version{'s' if len(pinned) > 1 else ''} "
-                                f"{', '.join(map(str, pinned))}"]
+            assert switches == [
+                f"config.pbtxt pins version{'s' if len(pinned) > 1 else ''} "
+                f"{', '.join(map(str, pinned))}"
+            ]
         pruned = {v for _m, v, action, *_ in real if action == "prune"}
         assert not any((pub / "doubler" / str(v)).exists() for v in pruned)
         assert all((pub / "doubler" / str(v)).is_dir() for v in pinned)
@@ -94,13 +120,17 @@ def test_keep_never_prunes_a_version_newer_than_the_live_one(cli, build, tmp_pat
     uploaded and pruned in the same run, and again by every later publish)."""
     target, pub = f"file://{tmp_path}/pub", tmp_path / "pub"
     assert cli("publish", build((1, 2), "{specific: [1, 2]}"), target).exit_code == 0
-    first = _actions(cli("publish", build((1, 2, 3), "{specific: [1, 2]}"), target, "--keep", "1", "--json"))
+    first = _actions(
+        cli("publish", build((1, 2, 3), "{specific: [1, 2]}"), target, "--keep", "1", "--json")
+    )
     assert ("doubler", 3, "upload") in {(m, v, action) for m, v, action, *_ in first}
     assert not any(action == "prune" for _m, _v, action, *_ in first)
     assert (pub / "doubler" / "3").is_dir() and _pinned(pub) == [1, 2]
 
 
-def test_versions_that_cannot_be_served_side_by_side_are_refused_before_any_upload(cli, build, tmp_path):
+def test_versions_that_cannot_be_served_side_by_side_are_refused_before_any_upload(
+    cli, build, tmp_path
+):
     target, pub = f"file://{tmp_path}/pub", tmp_path / "pub"
     for v in (1, 2):
         assert cli("publish", build((v,), "{latest: 2}", factor=v + 1), target).exit_code == 0
@@ -108,9 +138,13 @@ def test_versions_that_cannot_be_served_side_by_side_are_refused_before_any_uplo
     before = {p.relative_to(pub).as_posix(): p.read_bytes() for p in pub.rglob("*") if p.is_file()}
     for dry in (["--dry-run"], []):
         result = cli("publish", other_interface, target, *dry)
-        assert result.exit_code == 7 and "cannot be served side by side" in result.stderr, result.stderr
+        assert result.exit_code == 7 and "cannot be served side by side" in result.stderr, (
+            result.stderr
+        )
         assert "nothing was written to the target" in result.stderr
         # NOTE: the lock is taken and released by the real run: compare everything else
-        after = {p.relative_to(pub).as_posix(): p.read_bytes() for p in pub.rglob("*") if p.is_file()}
+        after = {
+            p.relative_to(pub).as_posix(): p.read_bytes() for p in pub.rglob("*") if p.is_file()
+        }
         assert after == before
     assert not (pub / "doubler" / "3").exists() and _pinned(pub) == [1, 2]

@@ -23,12 +23,15 @@ def test_file_target_is_local(tmp_path):
     assert t.is_local and t.triton_url() == f"{tmp_path}/repo"
 
 
-@pytest.mark.parametrize("url, words", [
-    ("bucket/prefix", "is not a URL"),
-    ("ftp://host/x", "unsupported target scheme"),
-    ("file://relative/path", "needs an absolute path"),
-    ("s3://", "names no bucket"),
-])
+@pytest.mark.parametrize(
+    "url, words",
+    [
+        ("bucket/prefix", "is not a URL"),
+        ("ftp://host/x", "unsupported target scheme"),
+        ("file://relative/path", "needs an absolute path"),
+        ("s3://", "names no bucket"),
+    ],
+)
 def test_bad_target_urls(url, words):
     with pytest.raises(PublishError) as info:
         open_target(url)
@@ -53,11 +56,15 @@ def test_a_gcs_target_is_spelled_gs_for_tritonserver(monkeypatch):
     src/filesystem/api.cc, FileSystemManager::GetFileSystem) and reads anything else as a local path."""
     import fsspec.core
 
-    monkeypatch.setattr(fsspec.core, "url_to_fs", lambda url, **options: (object(), url.split("://", 1)[1]))
+    monkeypatch.setattr(
+        fsspec.core, "url_to_fs", lambda url, **options: (object(), url.split("://", 1)[1])
+    )
     assert open_target("gcs://bucket/models").triton_url() == "gs://bucket/models"
 
 
-@pytest.mark.parametrize("url, extra", [("gs://b/p", "gcs"), ("az://c/p", "azure"), ("s3://b/p", "s3")])
+@pytest.mark.parametrize(
+    "url, extra", [("gs://b/p", "gcs"), ("az://c/p", "azure"), ("s3://b/p", "s3")]
+)
 def test_a_missing_driver_names_the_extra_that_installs_it(monkeypatch, url, extra):
     import fsspec.core
 

@@ -21,15 +21,20 @@ def _errors(path) -> list:
 
 def test_python_recipe_with_buckets_loads(write):
     (write("model.py", "x = 1\n"))
-    loaded = load_recipe(write("r.yaml", PY_RECIPE + "batch_buckets: [1, 4]\n"), REGISTRY.recipe_kinds())
+    loaded = load_recipe(
+        write("r.yaml", PY_RECIPE + "batch_buckets: [1, 4]\n"), REGISTRY.recipe_kinds()
+    )
     assert loaded.recipe.batch_buckets == [1, 4]
 
 
-@pytest.mark.parametrize(("buckets", "says"), [
-    ("[4, 1]", "not strictly ascending"),
-    ("[2, 2, 4]", "not strictly ascending"),
-    ("[1, 2]", "the largest bucket 2 is below max_batch_size 4"),
-])
+@pytest.mark.parametrize(
+    ("buckets", "says"),
+    [
+        ("[4, 1]", "not strictly ascending"),
+        ("[2, 2, 4]", "not strictly ascending"),
+        ("[1, 2]", "the largest bucket 2 is below max_batch_size 4"),
+    ],
+)
 def test_bucket_rules_name_the_key(write, buckets, says):
     (error,) = _errors(write("r.yaml", PY_RECIPE + f"batch_buckets: {buckets}\n"))
     assert says in error.message and "batch_buckets" in error.message
@@ -37,8 +42,12 @@ def test_bucket_rules_name_the_key(write, buckets, says):
 
 
 def test_buckets_on_a_model_that_does_not_batch(write):
-    (error,) = _errors(write("r.yaml", PY_RECIPE.replace("max_batch_size: 4", "max_batch_size: 0")
-                             + "batch_buckets: [4]\n"))
+    (error,) = _errors(
+        write(
+            "r.yaml",
+            PY_RECIPE.replace("max_batch_size: 4", "max_batch_size: 0") + "batch_buckets: [4]\n",
+        )
+    )
     assert "does not batch" in error.message
 
 

@@ -58,7 +58,9 @@ def test_duplicate_yaml_key(write):
     assert e.where.endswith(":9")
 
 
-@pytest.mark.parametrize("name", ["a/b", "..", "has space", "quo'te", "new\\nline", ".hidden", "-dash", ""])
+@pytest.mark.parametrize(
+    "name", ["a/b", "..", "has space", "quo'te", "new\\nline", ".hidden", "-dash", ""]
+)
 def test_bad_model_names(write, name):
     text = PY_RECIPE.replace("name: doubler", f'name: "{name}"')
     (e,) = _errors(write("r.yaml", text))
@@ -74,7 +76,10 @@ def test_version_must_be_positive(write, version):
 def test_preferred_batch_size_over_max(write):
     p = write("r.yaml", PY_RECIPE + "batching: {preferred_batch_sizes: [2, 8]}\n")
     (e,) = _errors(p)
-    assert e.message == "batching.preferred_batch_sizes[1]: preferred batch size 8 exceeds max_batch_size 4"
+    assert (
+        e.message
+        == "batching.preferred_batch_sizes[1]: preferred batch size 8 exceeds max_batch_size 4"
+    )
     assert "max_batch_size" in e.hint
 
 
@@ -82,14 +87,19 @@ def test_dynamic_batching_without_batch_dimension_is_accepted(write):
     """Triton loads dynamic_batching with max_batch_size 0 (a queue with priorities and timeouts, no batching):
     refusing it was stricter than Triton (the corpus' ok-dynamic-batching-nonbatching case)."""
     text = PY_RECIPE.replace("max_batch_size: 4", "max_batch_size: 0")
-    loaded = load_recipe(write("r.yaml", text + "batching: {max_queue_delay_us: 100}\n"), REGISTRY.recipe_kinds())
+    loaded = load_recipe(
+        write("r.yaml", text + "batching: {max_queue_delay_us: 100}\n"), REGISTRY.recipe_kinds()
+    )
     assert loaded.recipe.max_batch_size == 0 and loaded.recipe.batching is not None
 
 
 def test_preferred_batch_size_without_batch_dimension(write):
     text = PY_RECIPE.replace("max_batch_size: 4", "max_batch_size: 0")
     (e,) = _errors(write("r.yaml", text + "batching: {preferred_batch_sizes: [2]}\n"))
-    assert e.message == "batching.preferred_batch_sizes[0]: preferred batch size 2 exceeds max_batch_size 0"
+    assert (
+        e.message
+        == "batching.preferred_batch_sizes[0]: preferred batch size 2 exceeds max_batch_size 0"
+    )
 
 
 def test_gpu_instances_on_cpu_target(write):
@@ -128,53 +138,81 @@ def test_top_level_must_be_mapping(write):
 
 def test_preserve_ordering_with_delay_timeout_is_refused(write):
     """Triton refuses it at load (core r24.10 ValidateModelConfig); it used to pass validate, build and verify."""
-    p = write("r.yaml", PY_RECIPE + "batching: {preserve_ordering: true, default_queue_policy: "
-                                    "{timeout_action: delay, default_timeout_us: 1000}}\n")
+    p = write(
+        "r.yaml",
+        PY_RECIPE + "batching: {preserve_ordering: true, default_queue_policy: "
+        "{timeout_action: delay, default_timeout_us: 1000}}\n",
+    )
     (e,) = _errors(p)
-    assert e.message.startswith("batching.default_queue_policy.timeout_action: timeout_action delay with "
-                                "preserve_ordering")
+    assert e.message.startswith(
+        "batching.default_queue_policy.timeout_action: timeout_action delay with preserve_ordering"
+    )
     assert "reject" in e.hint and e.exit_code == 3
 
 
 def test_preserve_ordering_with_delay_and_no_timeout_is_valid(write):
     """A DELAY action that can never trigger (no timeout) is what Triton accepts."""
-    p = write("r.yaml", PY_RECIPE + "batching: {preserve_ordering: true, default_queue_policy: "
-                                    "{timeout_action: delay}}\n")
+    p = write(
+        "r.yaml",
+        PY_RECIPE + "batching: {preserve_ordering: true, default_queue_policy: "
+        "{timeout_action: delay}}\n",
+    )
     load_recipe(p, REGISTRY.recipe_kinds())
 
 
 def test_schema_and_semantic_errors_come_in_one_run(write):
     """issue 31.4 (3): a recipe with an unknown key and a rule broken elsewhere reported the unknown key, and only
     after the user fixed it, the rule: both now, each with file:line and key, exit 3."""
-    text = PY_RECIPE.replace("max_batch_size: 4", "max_batch_size: 4\nbatching: {preferred_batch_sizes: [8]}")
+    text = PY_RECIPE.replace(
+        "max_batch_size: 4", "max_batch_size: 4\nbatching: {preferred_batch_sizes: [8]}"
+    )
     p = write("r.yaml", text + "max_batch_szie: 8\n")
     errs = _errors(p)
     assert [(e.message.split(":")[0], e.where) for e in errs] == [
-        ("max_batch_szie", f"{p}:10"), ("batching.preferred_batch_sizes[0]", f"{p}:6")], [str(e) for e in errs]
+        ("max_batch_szie", f"{p}:10"),
+        ("batching.preferred_batch_sizes[0]", f"{p}:6"),
+    ], [str(e) for e in errs]
     assert all(e.exit_code == 3 for e in errs)
 
 
 def test_a_bad_value_and_a_backend_rule_come_in_one_run(write):
     """A wrong value type (the key is dropped for the second pass) beside a backend's check_recipe problem."""
     text = PY_RECIPE.replace("outputs: [{name: Y, dtype: fp32, dims: [3]}]\n", "").replace(
-        "repeats: 2", "repeats: two")
+        "repeats: 2", "repeats: two"
+    )
     errs = _errors(write("r.yaml", text))
-    assert [e.message.split(":")[0] for e in errs] == ["verify.repeats", "outputs"], [str(e) for e in errs]
+    assert [e.message.split(":")[0] for e in errs] == ["verify.repeats", "outputs"], [
+        str(e) for e in errs
+    ]
 
 
 def test_a_semantic_rule_on_a_key_with_a_schema_error_is_not_guessed(write):
     """The second pass leaves out rules about what the first pass refused (no rule judges a dropped key)."""
-    text = PY_RECIPE.replace("max_batch_size: 4", "max_batch_size: four\nbatching: {preferred_batch_sizes: [8]}")
+    text = PY_RECIPE.replace(
+        "max_batch_size: 4", "max_batch_size: four\nbatching: {preferred_batch_sizes: [8]}"
+    )
     errs = _errors(write("r.yaml", text))
     assert [e.message.split(":")[0] for e in errs] == ["max_batch_size"], [str(e) for e in errs]
 
 
-@pytest.mark.parametrize(("written", "meant"), [("float32", "fp32"), ("float16", "fp16"), ("half", "fp16"),
-                                                 ("int", "int32"), ("TYPE_FP32", "fp32"), ("fp23", "fp32"),
-                                                 ("string", "bytes"), ("double", "fp64")])
+@pytest.mark.parametrize(
+    ("written", "meant"),
+    [
+        ("float32", "fp32"),
+        ("float16", "fp16"),
+        ("half", "fp16"),
+        ("int", "int32"),
+        ("TYPE_FP32", "fp32"),
+        ("fp23", "fp32"),
+        ("string", "bytes"),
+        ("double", "fp64"),
+    ],
+)
 def test_a_dtype_by_another_name_gets_did_you_mean(write, written, meant):
     """issue 31.4 (4): float32 gave 'Input should be ...' with no suggestion of Triton's name."""
-    (e,) = _errors(write("r.yaml", PY_RECIPE.replace("{name: X, dtype: fp32", f"{{name: X, dtype: {written}")))
+    (e,) = _errors(
+        write("r.yaml", PY_RECIPE.replace("{name: X, dtype: fp32", f"{{name: X, dtype: {written}"))
+    )
     assert e.message.startswith("inputs[0].dtype:") and e.where.endswith(":6")
     assert f"did you mean '{meant}'" in e.hint, e.hint
 

@@ -9,8 +9,12 @@ from tritonclient.grpc import model_config_pb2 as pb2
 
 from tritonbuild.recipe import models as rm
 
-RANGES = {FD.TYPE_INT32: rm.INT32_MAX, FD.TYPE_INT64: rm.INT64_MAX, FD.TYPE_UINT32: rm.UINT32_MAX,
-          FD.TYPE_UINT64: rm.UINT64_MAX}
+RANGES = {
+    FD.TYPE_INT32: rm.INT32_MAX,
+    FD.TYPE_INT64: rm.INT64_MAX,
+    FD.TYPE_UINT32: rm.UINT32_MAX,
+    FD.TYPE_UINT64: rm.UINT64_MAX,
+}
 
 # recipe model, field → (proto message, proto field) it is rendered into (repository/config.py)
 MAPPING = [
@@ -46,7 +50,9 @@ def _le(model, field: str):
     return None
 
 
-@pytest.mark.parametrize("model,field,message,proto_field", MAPPING, ids=lambda x: getattr(x, "__name__", x))
+@pytest.mark.parametrize(
+    "model,field,message,proto_field", MAPPING, ids=lambda x: getattr(x, "__name__", x)
+)
 def test_upper_bound_is_the_proto_type_range(model, field, message, proto_field):
     ftype = message.DESCRIPTOR.fields_by_name[proto_field].type
     assert _le(model, field) == RANGES[ftype]

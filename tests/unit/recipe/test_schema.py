@@ -25,25 +25,51 @@ from tritonbuild.recipe.schema import recipe_schema_bytes
 
 RECIPE_DIRS = (ROOT / "recipes" / "examples", ROOT / "recipes" / "gpu")
 # Values for keys no example recipe sets and whose type has no default instance.
-GIVEN = {"calibration": {"dataset": "calibration.txt"}, "version_policy": {"latest": 1}, "tokenizer": "tokenizer",
-         "batching": {"max_queue_delay_us": 100}, "batch_buckets": [65536], "image.ships": {"tensorrt_llm": "1.1.0"},
-         "source.export.dynamic_axes": {"x": {0: "batch"}}, "source.sha256": "0" * 64,
-         "lora": {"adapters": {"fr": "fr-lora"}, "target_modules": ["attn_q"]}, "lora.adapters": {"fr": "fr-lora"},
-         "lora.cache_gpu_memory_fraction": 0.1, "lora.cache_host_memory_bytes": 1 << 30, "lora.max_lora_rank": 8,
-         "lora.max_loras": 2, "lora.max_cpu_loras": 2,
-         "lora.target_modules": ["attn_q"], "lora.build_adapter": "fr-peft",
-         "speculative": {"mode": "lookahead", "window_size": 4, "ngram_size": 3, "verification_set_size": 2},
-         "speculative.mode": "eagle", "speculative.max_draft_len": 3, "speculative.draft_checkpoint": "draft",
-         "speculative.window_size": 4, "speculative.ngram_size": 3, "speculative.verification_set_size": 2,
-         "speculative.method": "eagle", "speculative.num_speculative_tokens": 3, "speculative.model": "draft",
-         "speculative.heads_checkpoint": "heads", "speculative.medusa_choices": [[0]],
-         "speculative.num_medusa_heads": 4, "speculative.num_medusa_layers": 1}
+GIVEN = {
+    "calibration": {"dataset": "calibration.txt"},
+    "version_policy": {"latest": 1},
+    "tokenizer": "tokenizer",
+    "batching": {"max_queue_delay_us": 100},
+    "batch_buckets": [65536],
+    "image.ships": {"tensorrt_llm": "1.1.0"},
+    "source.export.dynamic_axes": {"x": {0: "batch"}},
+    "source.sha256": "0" * 64,
+    "lora": {"adapters": {"fr": "fr-lora"}, "target_modules": ["attn_q"]},
+    "lora.adapters": {"fr": "fr-lora"},
+    "lora.cache_gpu_memory_fraction": 0.1,
+    "lora.cache_host_memory_bytes": 1 << 30,
+    "lora.max_lora_rank": 8,
+    "lora.max_loras": 2,
+    "lora.max_cpu_loras": 2,
+    "lora.target_modules": ["attn_q"],
+    "lora.build_adapter": "fr-peft",
+    "speculative": {
+        "mode": "lookahead",
+        "window_size": 4,
+        "ngram_size": 3,
+        "verification_set_size": 2,
+    },
+    "speculative.mode": "eagle",
+    "speculative.max_draft_len": 3,
+    "speculative.draft_checkpoint": "draft",
+    "speculative.window_size": 4,
+    "speculative.ngram_size": 3,
+    "speculative.verification_set_size": 2,
+    "speculative.method": "eagle",
+    "speculative.num_speculative_tokens": 3,
+    "speculative.model": "draft",
+    "speculative.heads_checkpoint": "heads",
+    "speculative.medusa_choices": [[0]],
+    "speculative.num_medusa_heads": 4,
+    "speculative.num_medusa_layers": 1,
+}
 
 
 def test_committed_schema_is_current():
     committed = (ROOT / "recipes" / "recipe.schema.json").read_bytes()
-    assert committed == recipe_schema_bytes(REGISTRY.recipe_kinds()), "recipes/recipe.schema.json is stale: run " \
-        "'tritonbuild schema > recipes/recipe.schema.json'"
+    assert committed == recipe_schema_bytes(REGISTRY.recipe_kinds()), (
+        "recipes/recipe.schema.json is stale: run 'tritonbuild schema > recipes/recipe.schema.json'"
+    )
 
 
 def _examples() -> dict[str, dict]:
@@ -75,7 +101,9 @@ def _key_paths(kinds) -> dict[tuple, list]:
                 children.setdefault(key, []).append(field)
         for key, fields in children.items():
             paths[(*prefix, key)] = fields
-            inner = list(dict.fromkeys(model for field in fields for model in _models_in(field.annotation)))
+            inner = list(
+                dict.fromkeys(model for field in fields for model in _models_in(field.annotation))
+            )
             if len(inner) > 1:  # a backend-specific shape: its keys are backend-specific too
                 walk(inner, (*prefix, key))
 
@@ -122,10 +150,18 @@ def _value_for(path: tuple, fields: list, examples: dict[str, dict]):
     dotted = ".".join(path)
     if dotted in GIVEN:
         return GIVEN[dotted]
-    default = next((d for d in (f.get_default(call_default_factory=True) for f in fields)
-                    if d is not None and d is not PydanticUndefined), None)
+    default = next(
+        (
+            d
+            for d in (f.get_default(call_default_factory=True) for f in fields)
+            if d is not None and d is not PydanticUndefined
+        ),
+        None,
+    )
     if default is None:
-        default = next((found for data in examples.values() if (found := _at(data, path)) is not None), None)
+        default = next(
+            (found for data in examples.values() if (found := _at(data, path)) is not None), None
+        )
     if default is None:
         models = [model for field in fields for model in _models_in(field.annotation)]
         assert models, f"no value for the key {dotted!r}: add one to GIVEN"
@@ -148,7 +184,9 @@ def test_schema_and_loader_accept_and_refuse_the_same_recipes(tmp_path):
         kinds = REGISTRY.recipe_kinds()
         schema = json.loads(recipe_schema_bytes(kinds))
         examples = _examples()
-    assert set(kinds) <= set(examples), "add an example recipe for every backend (recipes/examples or recipes/gpu)"
+    assert set(kinds) <= set(examples), (
+        "add an example recipe for every backend (recipes/examples or recipes/gpu)"
+    )
     paths = _key_paths(kinds)
     validator = jsonschema.Draft202012Validator(schema)
     disagreements, accepted, refused = [], 0, 0
@@ -156,16 +194,25 @@ def test_schema_and_loader_accept_and_refuse_the_same_recipes(tmp_path):
         for backend in kinds:
             base, own = examples[backend], kinds[backend].recipe_type
             cases = [("as written", base)] + [
-                (".".join(path), changed) for path, fields in sorted(paths.items()) if _at(base, path) is None
-                and (changed := _with(base, path, _value_for(path, _own_field(own, path) or fields, examples)))
-                is not None]
+                (".".join(path), changed)
+                for path, fields in sorted(paths.items())
+                if _at(base, path) is None
+                and (
+                    changed := _with(
+                        base, path, _value_for(path, _own_field(own, path) or fields, examples)
+                    )
+                )
+                is not None
+            ]
             for what, data in cases:
                 by_schema = validator.is_valid(data)
                 by_loader = _loader_accepts(data, tmp_path, kinds)
                 accepted, refused = accepted + by_loader, refused + (not by_loader)
                 if by_schema != by_loader:
-                    disagreements.append(f"{backend} + {what}: schema {'accepts' if by_schema else 'refuses'}, "
-                                         f"loader {'accepts' if by_loader else 'refuses'}")
+                    disagreements.append(
+                        f"{backend} + {what}: schema {'accepts' if by_schema else 'refuses'}, "
+                        f"loader {'accepts' if by_loader else 'refuses'}"
+                    )
     assert disagreements == [], "\n".join(disagreements)
     # the set holds both answers: every example as written, and other kinds' keys refused
     assert accepted >= len(kinds) and refused > len(kinds)
@@ -173,8 +220,10 @@ def test_schema_and_loader_accept_and_refuse_the_same_recipes(tmp_path):
 
 def test_the_schema_offers_each_kind_only_its_own_keys():
     schema = json.loads(recipe_schema_bytes(REGISTRY.recipe_kinds()))
-    branches = {name: schema["$defs"][ref.split("/")[-1]]["properties"]
-                for name, ref in schema["discriminator"]["mapping"].items()}
+    branches = {
+        name: schema["$defs"][ref.split("/")[-1]]["properties"]
+        for name, ref in schema["discriminator"]["mapping"].items()
+    }
     assert "tensorrt" in branches["tensorrt"] and "tensorrt" not in branches["python"]
     assert "accelerators" in branches["onnxruntime"] and "accelerators" not in branches["pytorch"]
     assert "engine" in branches["tensorrtllm"] and "engine" not in branches["vllm"]

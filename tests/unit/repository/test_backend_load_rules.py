@@ -24,7 +24,9 @@ def _rows(d, **kw) -> dict[str, tuple[bool, str]]:
 def test_a_registered_backend_gets_its_model_file_checks_by_its_backend_field(tmp_path, toys):
     d = write_model(tmp_path, "m", 'backend: "toyrt"', {"model.toy": b"not a toy"})
     checks = [f.check for f in check_model_dir(d)]
-    assert checks[3:] == ["model_file", "toy.header", "triton-rules"], checks  # a build does not open files
+    assert checks[3:] == ["model_file", "toy.header", "triton-rules"], (
+        checks
+    )  # a build does not open files
     rows = _rows(d, model_files=True)
     assert list(rows)[-1] == "toy.graph" and rows["toy.graph"] == (True, "opened 1/model.toy")
     assert rows["model_file"] == (True, "model.toy present in every version")
@@ -34,14 +36,19 @@ def test_a_registered_backend_gets_its_model_file_checks_by_its_backend_field(tm
 def test_a_platform_only_config_is_mapped_to_its_backend_through_model_files(tmp_path, toys):
     d = write_model(tmp_path, "m", 'platform: "toy_graph"', {})
     rows = _rows(d, model_files=True)
-    assert rows["model_file"] == (False, "1/model.toy is missing (the toyrt backend loads that file)")
+    assert rows["model_file"] == (
+        False,
+        "1/model.toy is missing (the toyrt backend loads that file)",
+    )
     assert rows["toy.header"][0] and rows["toy.graph"] == (True, "opened ")
 
 
 def test_a_backend_that_also_writes_python_models_checks_only_its_own(tmp_path, toys):
     ours = write_model(tmp_path, "ours", 'backend: "python"', {"model.py": b"", "toy.json": b"{"})
     checks = [f.check for f in check_model_dir(ours)]
-    assert checks[3:] == ["model_file", "toy-py", "triton-rules"], checks  # after the python backend's own
+    assert checks[3:] == ["model_file", "toy-py", "triton-rules"], (
+        checks
+    )  # after the python backend's own
     assert not _rows(ours)["toy-py"][0] and "1/toy.json is not JSON" in _rows(ours)["toy-py"][1]
     theirs = write_model(tmp_path, "theirs", 'backend: "python"', {"model.py": b""})
     assert "toy-py" not in _rows(theirs)
@@ -62,4 +69,8 @@ def test_a_platform_only_config_needs_its_default_model_file(tmp_path, platform)
     filename = owner.model_files[platform]
     d = write_model(tmp_path, "m", f'platform: "{platform}"', {"other.bin": b""})
     ok, detail = _rows(d)["model_file"]
-    assert not ok and detail == f"1/{filename} is missing (the {owner.triton_backend} backend loads that file)"
+    assert (
+        not ok
+        and detail
+        == f"1/{filename} is missing (the {owner.triton_backend} backend loads that file)"
+    )

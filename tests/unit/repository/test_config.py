@@ -14,16 +14,29 @@ from tritonbuild.triton.config import parse, render
 GOLDEN = ROOT / "tests" / "fixtures" / "configs"
 
 
-@pytest.mark.parametrize("backend, recipe, io", [
-    ("python", "risk-scorer.yaml", None),
-    ("onnxruntime", "text-encoder.yaml", ([TensorSpec(name="ids", dtype="int64", dims=[16])],
-                                           [TensorSpec(name="embedding", dtype="fp32", dims=[16])])),
-    ("pytorch", "image-embedder.yaml", None),
-])
+@pytest.mark.parametrize(
+    "backend, recipe, io",
+    [
+        ("python", "risk-scorer.yaml", None),
+        (
+            "onnxruntime",
+            "text-encoder.yaml",
+            (
+                [TensorSpec(name="ids", dtype="int64", dims=[16])],
+                [TensorSpec(name="embedding", dtype="fp32", dims=[16])],
+            ),
+        ),
+        ("pytorch", "image-embedder.yaml", None),
+    ],
+)
 def test_config_matches_golden(backend, recipe, io):
-    if backend == "pytorch":  # derived from the traced module; the golden was written from a real build
-        io = ([TensorSpec(name="pixels__0", dtype="fp32", dims=[3, 8, 8])],
-              [TensorSpec(name="embedding__0", dtype="fp32", dims=[8])])
+    if (
+        backend == "pytorch"
+    ):  # derived from the traced module; the golden was written from a real build
+        io = (
+            [TensorSpec(name="pixels__0", dtype="fp32", dims=[3, 8, 8])],
+            [TensorSpec(name="embedding__0", dtype="fp32", dims=[8])],
+        )
     r = load_recipe(EXAMPLES / recipe, REGISTRY.recipe_kinds()).recipe
     inputs, outputs = io or (r.inputs, r.outputs)
     data = render(build_model_config(r, inputs, outputs, backend_for(backend)))
@@ -43,7 +56,9 @@ def test_max_batch_size_zero_is_written_and_policies_render(py_recipe, write):
 
 
 def test_queue_policy_and_priorities(py_recipe, write):
-    text = py_recipe.read_text() + """batching:
+    text = (
+        py_recipe.read_text()
+        + """batching:
   preferred_batch_sizes: [2, 4]
   max_queue_delay_us: 250
   priority_levels: 2
@@ -52,6 +67,7 @@ def test_queue_policy_and_priorities(py_recipe, write):
   priority_queue_policy:
     2: {timeout_action: reject, max_queue_size: 4}
 """
+    )
     r = load_recipe(write("r.yaml", text), REGISTRY.recipe_kinds()).recipe
     mc = parse(render(build_model_config(r, r.inputs, r.outputs, backend_for("python"))))
     db = mc.dynamic_batching

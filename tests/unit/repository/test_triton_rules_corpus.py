@@ -32,6 +32,12 @@ def test_static_rules_refuse_with_tritons_words(tmp_path, kind):
 def test_static_rules_accept_what_triton_loads(tmp_path, kind):
     written = materialize(tmp_path, cases("accepted"), kind, standin_model(), suffix=True)
     # (the corpus's model files are placeholders: the ONNX-graph check is tested in test_onnx_rules.py)
-    refused = {n: [f"{f.check}: {f.detail}" for f in check_model_dir(tmp_path / n) if not f.ok and f.check != "onnx"]
-               for n in written}
+    refused = {
+        n: [
+            f"{f.check}: {f.detail}"
+            for f in check_model_dir(tmp_path / n)
+            if not f.ok and f.check != "onnx"
+        ]
+        for n in written
+    }
     assert {n: d for n, d in refused.items() if d} == {}

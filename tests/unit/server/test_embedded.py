@@ -5,8 +5,10 @@ from __future__ import annotations
 from tritonbuild.server.embedded import EmbeddedServer
 
 # tritonserver 2.51's answer to an option it does not know: the reason, then 80-odd lines of usage
-REFUSED = ("/opt/tritonserver/bin/tritonserver: unrecognized option '--bogus-flag'\nUsage: tritonserver [options]\n"
-           + "".join(f"  --option-{i} <string>\n\tWhat it does.\n" for i in range(60)))
+REFUSED = (
+    "/opt/tritonserver/bin/tritonserver: unrecognized option '--bogus-flag'\nUsage: tritonserver [options]\n"
+    + "".join(f"  --option-{i} <string>\n\tWhat it does.\n" for i in range(60))
+)
 
 
 def test_a_refused_command_line_shows_its_reason_not_the_usage_tail(tmp_path):

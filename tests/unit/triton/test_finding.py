@@ -1,4 +1,5 @@
 """triton/finding.py: the one row type a rule yields, assemble refuses on and the verification report carries."""
+
 import json
 
 import pytest
@@ -13,15 +14,19 @@ def _misnamed(tmp_path):
     d = tmp_path / "other"
     (d / "1").mkdir(parents=True)
     (d / "1" / "model.py").write_text("")
-    (d / "config.pbtxt").write_text('name: "m"\nbackend: "python"\ninput { name: "X" data_type: TYPE_FP32 '
-                                    'dims: [3] }\noutput { name: "Y" data_type: TYPE_FP32 dims: [3] }\n')
+    (d / "config.pbtxt").write_text(
+        'name: "m"\nbackend: "python"\ninput { name: "X" data_type: TYPE_FP32 '
+        'dims: [3] }\noutput { name: "Y" data_type: TYPE_FP32 dims: [3] }\n'
+    )
     return d
 
 
 def test_rule_findings_go_into_the_report_as_they_are(tmp_path):
     findings = check_model_dir(_misnamed(tmp_path))
     assert findings and all(type(f) is Finding for f in findings)
-    report = VerificationReport(manifest_digest="", toolchain={}, static=findings, models=[], passed=False)
+    report = VerificationReport(
+        manifest_digest="", toolchain={}, static=findings, models=[], passed=False
+    )
     assert report.static == findings
     rows = json.loads(report.model_dump_json())["static"]
     assert all(list(row) == ["model", "check", "ok", "detail"] for row in rows)

@@ -1,4 +1,5 @@
 """ModelConfig comes from tritonclient's own schema, without its grpc import or its protobuf runtime check."""
+
 import subprocess
 import sys
 
@@ -29,7 +30,11 @@ def test_messages_print_and_parse_like_upstream():
 
 
 def test_loading_the_schema_imports_no_grpc():
-    code = ("import sys; from tritonbuild.triton.schema import model_config_pb2; model_config_pb2(); "
-            "print(sorted(m for m in sys.modules if m.startswith(('grpc', 'tritonclient.grpc'))))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    code = (
+        "import sys; from tritonbuild.triton.schema import model_config_pb2; model_config_pb2(); "
+        "print(sorted(m for m in sys.modules if m.startswith(('grpc', 'tritonclient.grpc'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"

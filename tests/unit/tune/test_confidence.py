@@ -54,7 +54,9 @@ def test_pairing_cancels_a_drift_that_single_readings_mistake_for_a_loss():
     candidate, default = _readings(1.22, 0.01, 5, seed=4, drift=drift)
     interval = ratio_interval(candidate, default, 0.9)
     assert interval.low > 1.15 and interval.high < 1.30
-    assert candidate[-1] / default[0] < 1.0  # a late candidate reading against an early default one: a "loss"
+    assert (
+        candidate[-1] / default[0] < 1.0
+    )  # a late candidate reading against an early default one: a "loss"
 
 
 def test_the_interval_is_reproducible_and_narrows_with_more_rounds():
@@ -62,7 +64,9 @@ def test_the_interval_is_reproducible_and_narrows_with_more_rounds():
     assert few == ratio_interval(*_readings(1.1, 0.05, 3, seed=5), 0.9)
     many = ratio_interval(*_readings(1.1, 0.05, 30, seed=5), 0.9)
     assert many.high - many.low < few.high - few.low
-    assert ratio_interval([900.0], [1000.0], 0.9).low == pytest.approx(0.9)  # one round: a point, said as such
+    assert ratio_interval([900.0], [1000.0], 0.9).low == pytest.approx(
+        0.9
+    )  # one round: a point, said as such
     with pytest.raises(ValueError, match="paired rounds must match"):
         ratio_interval([1.0, 2.0], [1.0], 0.9)
 
@@ -75,8 +79,10 @@ def test_abba_order_alternates_who_goes_first():
 
 # ---- the search on a noisy surface shaped like the H200 fixed-shape benchmark (#issue's numbers)
 TRUE = {  # label -> (throughput at c1 relative to the default, at c64 relative to the default)
-    "default": (1.0, 1.0), "4xgpu no-batching": (0.97, 2.5),
-    "1xgpu mbs128 delay0us": (1.22, 11.0), "4xgpu mbs128 delay0us": (1.02, 15.0),
+    "default": (1.0, 1.0),
+    "4xgpu no-batching": (0.97, 2.5),
+    "1xgpu mbs128 delay0us": (1.22, 11.0),
+    "4xgpu mbs128 delay0us": (1.02, 15.0),
 }
 
 
@@ -85,8 +91,14 @@ def _noisy_run(seed: int, rounds: int):
     mc = pb2.ModelConfig(name="m", backend="python", max_batch_size=512)
     group = mc.instance_group.add()
     group.kind, group.count = pb2.ModelInstanceGroup.Kind.Value("KIND_GPU"), 1
-    tune = Tune(batch_sizes=[128], instance_counts=[1, 4], max_queue_delay_us=[0], concurrency=[1, 64],
-                sla_p99_ms=50, rounds=rounds)
+    tune = Tune(
+        batch_sizes=[128],
+        instance_counts=[1, 4],
+        max_queue_delay_us=[0],
+        concurrency=[1, 64],
+        sla_p99_ms=50,
+        rounds=rounds,
+    )
     grid = Grid(tune, mc)
     rng = np.random.default_rng(seed)
 
@@ -98,13 +110,24 @@ def _noisy_run(seed: int, rounds: int):
     def confirm(candidate):
         readings = {load: ([], []) for load in ("c1", "c64")}
         for _round, candidate_first in abba_order(rounds):
-            for who in ((candidate, grid.default) if candidate_first else (grid.default, candidate)):
+            for who in (candidate, grid.default) if candidate_first else (grid.default, candidate):
                 for load in readings:
-                    readings[load][0 if who == candidate else 1].append(measure(who, load).throughput)
-        return [Decision("throughput", load, 1.0, ratio_interval(c, d, 0.9)) for load, (c, d) in readings.items()]
+                    readings[load][0 if who == candidate else 1].append(
+                        measure(who, load).throughput
+                    )
+        return [
+            Decision("throughput", load, 1.0, ratio_interval(c, d, 0.9))
+            for load, (c, d) in readings.items()
+        ]
 
-    ev = search.Evaluator(measure, ["c1", "c64"], sla_p99_ms=50, min_vs_default=1.0, exact_under_load=True,
-                          confirm=confirm if rounds > 1 else None)
+    ev = search.Evaluator(
+        measure,
+        ["c1", "c64"],
+        sla_p99_ms=50,
+        min_vs_default=1.0,
+        exact_under_load=True,
+        confirm=confirm if rounds > 1 else None,
+    )
     return search.quick(ev, grid, grid.default, lambda c: None), ev
 
 
@@ -130,20 +153,39 @@ def test_paired_rounds_pick_the_same_config_where_single_readings_did_not():
 def test_paired_rounds_stop_after_four_finalists_and_the_rest_are_said_unconfirmed():
     pb2 = model_config_pb2()
     mc = pb2.ModelConfig(name="m", backend="python", max_batch_size=64)
-    grid = Grid(Tune(batch_sizes=[4, 8, 16, 32, 64], instance_counts=[1], max_queue_delay_us=[0],
-                     concurrency=[1, 64]), mc)
+    grid = Grid(
+        Tune(
+            batch_sizes=[4, 8, 16, 32, 64],
+            instance_counts=[1],
+            max_queue_delay_us=[0],
+            concurrency=[1, 64],
+        ),
+        mc,
+    )
 
-    def measure(candidate, load):  # every batching config fast at 64 clients and level with the default at 1
+    def measure(
+        candidate, load
+    ):  # every batching config fast at 64 clients and level with the default at 1
         fast = load == "c64" and candidate.batching
         return search.Point(load, 1000.0 * (candidate.max_batch_size + 1) if fast else 1000.0, 5.0)
 
     def confirm(candidate):  # ... where its paired interval holds 1.0: inside noise
-        return [Decision("throughput", load, 1.0, ratio_interval([990, 1010], [1000, 1000], 0.9))
-                for load in ("c1", "c64")]
+        return [
+            Decision("throughput", load, 1.0, ratio_interval([990, 1010], [1000, 1000], 0.9))
+            for load in ("c1", "c64")
+        ]
 
-    ev = search.Evaluator(measure, ["c1", "c64"], sla_p99_ms=None, min_vs_default=1.0, exact_under_load=True,
-                          confirm=confirm)
-    assert search.brute(ev, grid, grid.default, lambda c: None) == grid.default  # the default is best
+    ev = search.Evaluator(
+        measure,
+        ["c1", "c64"],
+        sla_p99_ms=None,
+        min_vs_default=1.0,
+        exact_under_load=True,
+        confirm=confirm,
+    )
+    assert (
+        search.brute(ev, grid, grid.default, lambda c: None) == grid.default
+    )  # the default is best
     assert len(ev.decisions) == search.FINALISTS == 4
     assert [c.max_batch_size for c in ev.decisions] == [64, 32, 16, 8]  # best first
     unconfirmed = [c for c, rule in ev.rules.items() if rule == "unconfirmed"]

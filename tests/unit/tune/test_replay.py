@@ -22,15 +22,19 @@ from tritonbuild.tune.space import Grid
 RUNS = ROOT / "docs" / "runs"
 FIXED = "2026-11-30-tune-h200-fixed/brute-fixed-report.json"
 FIXED2 = "2026-11-30-tune-h200-fixed/brute-fixed-2-report.json"
-OLD = ["2026-11-30-tune-h200/brute-strict-report-pre-b3cf2da.json",
-       "2026-11-30-tune-h200/brute-relaxed-report-pre-b3cf2da.json"]
+OLD = [
+    "2026-11-30-tune-h200/brute-strict-report-pre-b3cf2da.json",
+    "2026-11-30-tune-h200/brute-relaxed-report-pre-b3cf2da.json",
+]
 
 
 def _replay(report: str, mode: str, min_vs_default: float):
     data = json.loads((RUNS / report).read_text())
     table = {(m["candidate"], m["load"]): m for m in data["measurements"]}
     pb2 = model_config_pb2()
-    mc = pb2.ModelConfig(name=data["model"], backend="python", max_batch_size=data["default"]["max_batch_size"])
+    mc = pb2.ModelConfig(
+        name=data["model"], backend="python", max_batch_size=data["default"]["max_batch_size"]
+    )
     g = mc.instance_group.add()
     g.kind, g.count = pb2.ModelInstanceGroup.Kind.Value("KIND_GPU"), 1
     g.gpus.append(0)
@@ -41,13 +45,21 @@ def _replay(report: str, mode: str, min_vs_default: float):
     def measure(c, load):
         key = (c.label, load)
         if key in seen and ("default (again, after the search)", load) in table:
-            key = ("default (again, after the search)", load)  # the default's second measurement, as recorded
+            key = (
+                "default (again, after the search)",
+                load,
+            )  # the default's second measurement, as recorded
         seen.add((c.label, load))
         m = table[key]
         return search.Point(load, m["throughput"], m["p99_ms"], m["errors"], m["mismatches"])
 
-    ev = search.Evaluator(measure, ["c1", "c64"], sla_p99_ms=tune.sla_p99_ms, min_vs_default=min_vs_default,
-                          exact_under_load=True)
+    ev = search.Evaluator(
+        measure,
+        ["c1", "c64"],
+        sla_p99_ms=tune.sla_p99_ms,
+        min_vs_default=min_vs_default,
+        exact_under_load=True,
+    )
     best = getattr(search, mode)(ev, grid, grid.default, lambda c: None)
     grid_size = len({grid.default, *grid.all()}) * 2
     return best, ev, grid_size, (lambda c: table[(c.label, "c64")]["throughput"])

@@ -26,16 +26,49 @@ def _grid(tune: Tune) -> Grid:
 
 
 def _ceiling(throughput: float) -> Result:
-    return Result(load="c64", throughput=throughput, p50_ms=1, p95_ms=1, p99_ms=1, requests=1000, errors=0,
-                  mismatches=0, stable=True, windows=2, seconds=2)
+    return Result(
+        load="c64",
+        throughput=throughput,
+        p50_ms=1,
+        p95_ms=1,
+        p99_ms=1,
+        requests=1000,
+        errors=0,
+        mismatches=0,
+        stable=True,
+        windows=2,
+        seconds=2,
+    )
 
 
 def _report(ev, grid, winner, tune, ceiling=20000.0, **extra):
-    manifest_model = SimpleNamespace(name="m", version=1, backend="python", target="gpu",
-                                     verify=SimpleNamespace(batch_invariance="require"))
-    return build_report(manifest_model, tune, grid, LOADS, ev, grid.default, winner, _ceiling(ceiling), {},
-                        extra.pop("load_errors", {}), [], brute=True, processes=2, server_version="2.51.0",
-                        elapsed=1.0, no_verify=False, base_instances=[], **extra)
+    manifest_model = SimpleNamespace(
+        name="m",
+        version=1,
+        backend="python",
+        target="gpu",
+        verify=SimpleNamespace(batch_invariance="require"),
+    )
+    return build_report(
+        manifest_model,
+        tune,
+        grid,
+        LOADS,
+        ev,
+        grid.default,
+        winner,
+        _ceiling(ceiling),
+        {},
+        extra.pop("load_errors", {}),
+        [],
+        brute=True,
+        processes=2,
+        server_version="2.51.0",
+        elapsed=1.0,
+        no_verify=False,
+        base_instances=[],
+        **extra,
+    )
 
 
 # batch size -> what goes wrong with it (4 instances of 16 is refused by the server, see load_errors)
@@ -45,8 +78,20 @@ SURFACE = {  # label: (c1, c64, p99 at c64, errors, mismatches at c64)
     "1xgpu mbs8 delay0us": (620, 5000, 8, 0, 40),  # answers differ under load
     "2xgpu mbs8 delay0us": (610, 6000, 80, 0, 0),  # misses the SLA
     "1xgpu mbs16 delay0us": (700, 7000, 8, 0, 0),  # the winner
-    "2xgpu mbs16 delay0us": (605, 9000, 9, 0, 0),  # passes screening; the paired interval at c1 holds 1.0
-    "1xgpu mbs64 delay0us": (450, 19000, 9, 0, 0),  # slower at 1 client; near the client's ceiling at 64
+    "2xgpu mbs16 delay0us": (
+        605,
+        9000,
+        9,
+        0,
+        0,
+    ),  # passes screening; the paired interval at c1 holds 1.0
+    "1xgpu mbs64 delay0us": (
+        450,
+        19000,
+        9,
+        0,
+        0,
+    ),  # slower at 1 client; near the client's ceiling at 64
     "2xgpu mbs64 delay0us": (700, 8000, 9, 5, 0),  # failed requests
 }
 NOISE = {"2xgpu mbs16 delay0us": 0.06}  # its paired 1-client ratio (605 / 600) is inside that noise
@@ -55,8 +100,14 @@ NOISE = {"2xgpu mbs16 delay0us": 0.06}  # its paired 1-client ratio (605 / 600) 
 def _measure(candidate, load):
     c1, c64, p99, errors, mismatches = SURFACE[candidate.label]
     top = load == "c64"
-    return search.Point(load, c64 if top else c1, p99 if top else 2.0, errors=errors,
-                        mismatches=mismatches if top else 0, extra={"requests": 1000, "stable": True})
+    return search.Point(
+        load,
+        c64 if top else c1,
+        p99 if top else 2.0,
+        errors=errors,
+        mismatches=mismatches if top else 0,
+        extra={"requests": 1000, "stable": True},
+    )
 
 
 def _confirm(candidate):
@@ -73,14 +124,20 @@ def _confirm(candidate):
     return decisions
 
 
-TUNE = Tune(batch_sizes=[8, 16, 64], instance_counts=[1, 2], max_queue_delay_us=[0], concurrency=[1, 64],
-            sla_p99_ms=50)
+TUNE = Tune(
+    batch_sizes=[8, 16, 64],
+    instance_counts=[1, 2],
+    max_queue_delay_us=[0],
+    concurrency=[1, 64],
+    sla_p99_ms=50,
+)
 
 
 def test_every_candidate_not_chosen_is_listed_with_its_cause_and_what_decided_it():
     grid = _grid(TUNE)
-    ev = search.Evaluator(_measure, LOADS, sla_p99_ms=50, min_vs_default=1.0, exact_under_load=True,
-                          confirm=_confirm)
+    ev = search.Evaluator(
+        _measure, LOADS, sla_p99_ms=50, min_vs_default=1.0, exact_under_load=True, confirm=_confirm
+    )
 
     def verify(candidate):
         return None
@@ -93,13 +150,18 @@ def test_every_candidate_not_chosen_is_listed_with_its_cause_and_what_decided_it
     measured = {candidate.label for candidate, _load in ev.order}
     assert set(causes) == measured - {winner.label, "default"}  # every one, none twice
     assert causes["1xgpu mbs8 delay0us"]["cause"] == "not_bit_exact"
-    assert causes["2xgpu mbs8 delay0us"]["cause"] == "sla" and "SLA 50 ms" in causes["2xgpu mbs8 delay0us"]["detail"]
+    assert (
+        causes["2xgpu mbs8 delay0us"]["cause"] == "sla"
+        and "SLA 50 ms" in causes["2xgpu mbs8 delay0us"]["detail"]
+    )
     assert causes["2xgpu mbs64 delay0us"]["cause"] == "failed_requests"
     assert causes["1xgpu mbs64 delay0us"]["cause"] == "slower_than_default"
     assert causes["1xgpu mbs64 delay0us"]["decided_by"] == "screening reading"
     noisy = causes["2xgpu mbs16 delay0us"]
     assert noisy["cause"] == "slower_than_default" and noisy["decided_by"] == "paired interval"
-    assert noisy["decisions"][0]["outcome"] == "inside noise" and noisy["decisions"][0]["load"] == "c1"
+    assert (
+        noisy["decisions"][0]["outcome"] == "inside noise" and noisy["decisions"][0]["load"] == "c1"
+    )
     assert "decided inside noise" in noisy["detail"] and "rounds" in noisy["detail"]
     runner_up = causes["2xgpu no-batching"]
     assert runner_up["cause"] == "outranked" and runner_up["decided_by"] == "paired interval"
@@ -122,14 +184,21 @@ def test_every_candidate_not_chosen_is_listed_with_its_cause_and_what_decided_it
 def test_when_the_default_wins_the_report_says_so_instead_of_ratios_below_one():
     tune = TUNE.model_copy(update={"batch_sizes": [8], "instance_counts": [1]})
     grid = _grid(tune)
-    ev = search.Evaluator(_measure, LOADS, sla_p99_ms=50, min_vs_default=1.0, exact_under_load=True,
-                          confirm=_confirm)
+    ev = search.Evaluator(
+        _measure, LOADS, sla_p99_ms=50, min_vs_default=1.0, exact_under_load=True, confirm=_confirm
+    )
     winner = search.brute(ev, grid, grid.default, lambda c: None)
     assert winner == grid.default
     report = _report(ev, grid, winner, tune)
     assert report["default_is_best"] is True and report["verdict"].startswith("the default is best")
-    assert report["comparison"] == {} and report["high_load_ratio"] is None and report["low_load_ratio"] is None
-    assert [(r["label"], r["cause"]) for r in report["rejections"]] == [("1xgpu mbs8 delay0us", "not_bit_exact")]
+    assert (
+        report["comparison"] == {}
+        and report["high_load_ratio"] is None
+        and report["low_load_ratio"] is None
+    )
+    assert [(r["label"], r["cause"]) for r in report["rejections"]] == [
+        ("1xgpu mbs8 delay0us", "not_bit_exact")
+    ]
 
 
 def test_a_config_refused_by_triton_is_listed_as_such():
@@ -137,22 +206,31 @@ def test_a_config_refused_by_triton_is_listed_as_such():
     refused = grid.at(0, 1)
     ev = search.Evaluator(_measure, LOADS, sla_p99_ms=50, min_vs_default=1.0, exact_under_load=True)
     search.brute(ev, grid, grid.default, lambda c: None)
-    report = _report(ev, grid, grid.default, TUNE, load_errors={refused: "Triton refused the config: bad"})
-    assert report["rejections"][0] == {"label": refused.label, "cause": "load_refused",
-                                       "rule": RULES["load_refused"], "decided_by": "Triton",
-                                       "detail": "Triton refused the config: bad"}
+    report = _report(
+        ev, grid, grid.default, TUNE, load_errors={refused: "Triton refused the config: bad"}
+    )
+    assert report["rejections"][0] == {
+        "label": refused.label,
+        "cause": "load_refused",
+        "rule": RULES["load_refused"],
+        "decided_by": "Triton",
+        "detail": "Triton refused the config: bad",
+    }
 
 
 def test_a_finalist_left_unconfirmed_is_listed_as_such(monkeypatch):
     monkeypatch.setattr(search, "FINALISTS", 1)
     grid = _grid(TUNE)
-    ev = search.Evaluator(_measure, LOADS, sla_p99_ms=50, min_vs_default=1.0, exact_under_load=True,
-                          confirm=_confirm)
+    ev = search.Evaluator(
+        _measure, LOADS, sla_p99_ms=50, min_vs_default=1.0, exact_under_load=True, confirm=_confirm
+    )
     winner = search.brute(ev, grid, grid.default, lambda c: None)
     report = _report(ev, grid, winner, TUNE)
     left = [entry for entry in report["rejections"] if entry["cause"] == "not_confirmed"]
-    assert left and all(entry["decided_by"] == "budget" and entry["rule"] == RULES["not_confirmed"]
-                        for entry in left)
+    assert left and all(
+        entry["decided_by"] == "budget" and entry["rule"] == RULES["not_confirmed"]
+        for entry in left
+    )
 
 
 def _scaling(candidate, load):
@@ -162,7 +240,10 @@ def _scaling(candidate, load):
     elif load == "c1":
         value = 700 if candidate.instances == 1 else 500
     else:
-        value = 1000 * (1 + candidate.max_batch_size / 8 * candidate.instances) - candidate.max_queue_delay_us
+        value = (
+            1000 * (1 + candidate.max_batch_size / 8 * candidate.instances)
+            - candidate.max_queue_delay_us
+        )
     return search.Point(load, value, 5.0, extra={"requests": 1000, "stable": True})
 
 
@@ -170,19 +251,32 @@ def test_a_config_quick_search_never_measured_at_every_load_is_not_called_outran
     """A config faster than the winner at the top load that quick left unmeasured at a lower load (its budget ran
     out, or a config of its size with fewer instances and no longer delay already lost there) is listed as
     not measured, with the reason; it was not outranked."""
-    tune = TUNE.model_copy(update={"batch_sizes": [8, 16, 64], "instance_counts": [1, 2],
-                                   "max_queue_delay_us": [0, 500]})
+    tune = TUNE.model_copy(
+        update={
+            "batch_sizes": [8, 16, 64],
+            "instance_counts": [1, 2],
+            "max_queue_delay_us": [0, 500],
+        }
+    )
     grid = _grid(tune)
     ev = search.Evaluator(_scaling, LOADS, sla_p99_ms=50, min_vs_default=1.0, exact_under_load=True)
     winner = search.quick(ev, grid, grid.default, lambda c: None, budget=7)
     report = _report(ev, grid, winner, tune)
     causes = {entry["label"]: entry for entry in report["rejections"]}
-    assert winner.is_default  # 2 x 64 lost at 1 client, and the budget ran out before 1 x 64 was measured there
+    assert (
+        winner.is_default
+    )  # 2 x 64 lost at 1 client, and the budget ran out before 1 x 64 was measured there
     assert causes["2xgpu mbs64 delay0us"]["cause"] == "slower_than_default"
     budget = causes["1xgpu mbs64 delay0us"]
-    assert (budget["cause"], budget["decided_by"], budget["rule"]) == ("not_measured", "quick search",
-                                                                       RULES["not_measured"])
-    assert budget["detail"] == "9000 req/s at c64, not measured at c1: quick search's budget of 7 measurements ran out"
+    assert (budget["cause"], budget["decided_by"], budget["rule"]) == (
+        "not_measured",
+        "quick search",
+        RULES["not_measured"],
+    )
+    assert (
+        budget["detail"]
+        == "9000 req/s at c64, not measured at c1: quick search's budget of 7 measurements ran out"
+    )
 
 
 def test_quick_keeps_room_for_the_next_finalists_when_the_fastest_lose_at_a_lower_load():
@@ -190,21 +284,36 @@ def test_quick_keeps_room_for_the_next_finalists_when_the_fastest_lose_at_a_lowe
     instances) lost at 1 client, and no config was chosen although one instance of the same size passed. The
     walks now leave room for the finalists' other loads: 1 x 64 is measured at 1 client and chosen (with a
     budget of 10 the walks took all of it before)."""
-    tune = TUNE.model_copy(update={"batch_sizes": [8, 16, 64], "instance_counts": [1, 2],
-                                   "max_queue_delay_us": [0, 500]})
+    tune = TUNE.model_copy(
+        update={
+            "batch_sizes": [8, 16, 64],
+            "instance_counts": [1, 2],
+            "max_queue_delay_us": [0, 500],
+        }
+    )
     for budget in (10, 13):
         grid = _grid(tune)
-        ev = search.Evaluator(_scaling, LOADS, sla_p99_ms=50, min_vs_default=1.0, exact_under_load=True)
+        ev = search.Evaluator(
+            _scaling, LOADS, sla_p99_ms=50, min_vs_default=1.0, exact_under_load=True
+        )
         winner = search.quick(ev, grid, grid.default, lambda c: None, budget=budget)
         assert winner.label == "1xgpu mbs64 delay0us" and ev.count <= budget
         causes = {entry["label"]: entry for entry in _report(ev, grid, winner, tune)["rejections"]}
-        assert causes["2xgpu mbs64 delay0us"]["cause"] == "slower_than_default"  # faster at c64, lost at c1
-        assert all(entry["cause"] != "outranked" for entry in causes.values()  # only slower ones are outranked
-                   if _scaling(grid.at(*_coords(grid, entry["label"])), "c64").throughput > 9000)
-    doomed = causes["2xgpu mbs64 delay500us"]  # budget 13: the delays measured at c64, then left out at c1
+        assert (
+            causes["2xgpu mbs64 delay0us"]["cause"] == "slower_than_default"
+        )  # faster at c64, lost at c1
+        assert all(
+            entry["cause"] != "outranked"
+            for entry in causes.values()  # only slower ones are outranked
+            if _scaling(grid.at(*_coords(grid, entry["label"])), "c64").throughput > 9000
+        )
+    doomed = causes[
+        "2xgpu mbs64 delay500us"
+    ]  # budget 13: the delays measured at c64, then left out at c1
     assert doomed["cause"] == "not_measured" and doomed["detail"] == (
         "16500 req/s at c64, not measured at c1: a config of its batch size with no more instances and no longer "
-        "delay already lost to the default at a lower load")
+        "delay already lost to the default at a lower load"
+    )
 
 
 def _coords(grid, label: str) -> tuple[int, int, int, int]:
@@ -217,6 +326,9 @@ def test_served_bits_of_the_plain_default_do_not_claim_invariance_by_constructio
     grid = _grid(Tune(determinism="invariant", buckets=[64], baseline="plain"))
     bits = served_bits(SimpleNamespace(version=1), grid.default, {"default": 8})
     assert bits["changed"] and bits["version"] == 2
-    assert "one-row requests" in bits["text"] and "do not depend on batch composition" not in bits["text"]
+    assert (
+        "one-row requests" in bits["text"]
+        and "do not depend on batch composition" not in bits["text"]
+    )
     batching = served_bits(SimpleNamespace(version=1), grid.at(0, 1), {grid.at(0, 1).label: 3})
     assert "do not depend on batch composition or load" in batching["text"]

@@ -41,18 +41,30 @@ def surface(c, load: str) -> search.Point:
 def _run(mode, tune: Tune, verify=lambda c: None, measure=surface):
     mc = _mc()
     grid = Grid(tune, mc)
-    ev = search.Evaluator(measure, [f"c{x}" for x in tune.concurrency], sla_p99_ms=tune.sla_p99_ms,
-                          min_vs_default=tune.min_vs_default, exact_under_load=True)
+    ev = search.Evaluator(
+        measure,
+        [f"c{x}" for x in tune.concurrency],
+        sla_p99_ms=tune.sla_p99_ms,
+        min_vs_default=tune.min_vs_default,
+        exact_under_load=True,
+    )
     return getattr(search, mode)(ev, grid, grid.default, verify), ev, grid
 
 
-TUNE = Tune(instance_counts=[1, 2, 4, 8], max_queue_delay_us=[0, 100, 1000], concurrency=[1, 64], sla_p99_ms=50)
+TUNE = Tune(
+    instance_counts=[1, 2, 4, 8],
+    max_queue_delay_us=[0, 100, 1000],
+    concurrency=[1, 64],
+    sla_p99_ms=50,
+)
 
 
 def test_quick_is_within_095_of_brute_with_a_quarter_of_its_measurements():
     best_b, ev_b, grid = _run("brute", TUNE)
     best_q, ev_q, _ = _run("quick", TUNE)
-    assert ev_b.count == len({grid.default, *grid.all()}) * 2 + 2 == 130  # + the default again at both loads
+    assert (
+        ev_b.count == len({grid.default, *grid.all()}) * 2 + 2 == 130
+    )  # + the default again at both loads
     top_b, top_q = surface(best_b, "c64").throughput, surface(best_q, "c64").throughput
     assert top_q >= 0.95 * top_b
     assert ev_q.count <= 0.25 * ev_b.count, ev_q.count
@@ -60,7 +72,9 @@ def test_quick_is_within_095_of_brute_with_a_quarter_of_its_measurements():
     for load in ("c1", "c64"):
         assert surface(best_q, load).throughput >= surface(grid.default, load).throughput
         assert surface(best_q, load).p99_ms <= 50
-    assert best_q.batching and best_q.max_queue_delay_us == 0  # the delay that pays at 64 loses at 1 client
+    assert (
+        best_q.batching and best_q.max_queue_delay_us == 0
+    )  # the delay that pays at 64 loses at 1 client
 
 
 def test_the_best_at_high_load_is_refused_when_it_loses_at_low_load():
@@ -96,7 +110,9 @@ def test_a_lucky_low_default_baseline_does_not_let_a_slower_config_through():
         return p
 
     best, ev, grid = _run("brute", TUNE.model_copy(update={"min_vs_default": 0.95}), measure=noisy)
-    assert calls["default_c1"] == 2 and ev.baseline("c1") == pytest.approx(surface(grid.default, "c1").throughput)
+    assert calls["default_c1"] == 2 and ev.baseline("c1") == pytest.approx(
+        surface(grid.default, "c1").throughput
+    )
     assert surface(best, "c1").throughput >= 0.95 * surface(grid.default, "c1").throughput
 
 
@@ -124,17 +140,27 @@ def test_grid_and_config_edit():
     assert g.at(0, 0) == g.default and g.default.label == "default"
     c = g.at(1, 5, 1, 0)
     edited = apply(mc, c)
-    assert edited.max_batch_size == 64 and edited.dynamic_batching.max_queue_delay_microseconds == 500
+    assert (
+        edited.max_batch_size == 64 and edited.dynamic_batching.max_queue_delay_microseconds == 500
+    )
     assert [(x.count, list(x.gpus)) for x in edited.instance_group] == [(2, [0])]
     assert not apply(mc, g.default).HasField("dynamic_batching")
     assert mc.instance_group[0].count == 1  # the built config is not modified
 
 
-@pytest.mark.parametrize("thr,p99,ok", [([100, 105, 98], [10, 10.5, 9.8], True), ([100, 130, 98], [10, 10, 10], False),
-                                        ([100, 100, 100], [10, 10, 14], False)])
+@pytest.mark.parametrize(
+    "thr,p99,ok",
+    [
+        ([100, 105, 98], [10, 10.5, 9.8], True),
+        ([100, 130, 98], [10, 10, 10], False),
+        ([100, 100, 100], [10, 10, 14], False),
+    ],
+)
 def test_stability_rule(thr, p99, ok):
-    ws = [Window(seconds=1.0, count=t, errors=0, latencies_ms=[p] * 100, mismatches=0)
-          for t, p in zip(thr, p99, strict=True)]
+    ws = [
+        Window(seconds=1.0, count=t, errors=0, latencies_ms=[p] * 100, mismatches=0)
+        for t, p in zip(thr, p99, strict=True)
+    ]
     assert is_stable(ws, 0.10) is ok
 
 
@@ -160,7 +186,12 @@ def _family(seed: int):
         if c.batching and c.max_queue_delay_us == 0:
             batch = max(1, int(batch * 0.7))
         rows = mbs if padded else batch
-        exec_ms = overhead + per_row * rows + (hop if c.batching else 0) + inst_cost * (c.instances - 1) / 2
+        exec_ms = (
+            overhead
+            + per_row * rows
+            + (hop if c.batching else 0)
+            + inst_cost * (c.instances - 1) / 2
+        )
         par = min(c.instances, sat, max(1, clients // batch))
         delay = c.max_queue_delay_us / 1000 if c.batching and clients < mbs else 0.0
         latency = exec_ms + delay
@@ -180,8 +211,14 @@ def test_quick_on_a_family_of_surfaces_stays_in_budget_and_near_brute():
     climbs with no delay and tries the delay only at its best point, then runs out of its quarter), and one
     where every batch size changes the bits and more instances without the batcher win. On the H200's three
     recorded surfaces (test_replay.py) it picks brute's own winner in all 12 settings."""
-    tune = Tune(instance_counts=[1, 2, 4], batch_sizes=[4, 8, 16, 32, 64], max_queue_delay_us=[0, 500],
-                concurrency=[1, 64], sla_p99_ms=50, min_vs_default=0.9)
+    tune = Tune(
+        instance_counts=[1, 2, 4],
+        batch_sizes=[4, 8, 16, 32, 64],
+        max_queue_delay_us=[0, 500],
+        concurrency=[1, 64],
+        sla_p99_ms=50,
+        min_vs_default=0.9,
+    )
     near = solvable = 0
     for seed in range(40):
         measure = _family(seed)
@@ -219,14 +256,22 @@ def test_paired_rounds_are_counted_in_the_progress_estimate():
 
     session.measure = measure
     session.confirm(candidate)
-    assert session.done == 30 and session.guess == 30  # 2 configs x 5 rounds x 2 loads on top of 10 made
-    assert seen == sorted(seen, reverse=True) and seen[-1] == 0  # what is left counts down to the last one
+    assert (
+        session.done == 30 and session.guess == 30
+    )  # 2 configs x 5 rounds x 2 loads on top of 10 made
+    assert (
+        seen == sorted(seen, reverse=True) and seen[-1] == 0
+    )  # what is left counts down to the last one
 
 
 def _bucket_param(mc) -> str | None:
     from tritonbuild.tune.space import BUCKETS_PARAMETER
 
-    return mc.parameters[BUCKETS_PARAMETER].string_value if BUCKETS_PARAMETER in mc.parameters else None
+    return (
+        mc.parameters[BUCKETS_PARAMETER].string_value
+        if BUCKETS_PARAMETER in mc.parameters
+        else None
+    )
 
 
 def test_each_batching_candidate_pads_to_one_bucket_its_batches_fit():

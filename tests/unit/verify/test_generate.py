@@ -16,17 +16,26 @@ from tritonbuild.recipe.models import TensorSpec
 from tritonbuild.verify.generate import GenerateRunner
 from tritonbuild.verify.runners import InferError
 
-OUTPUTS = [TensorSpec(name="text_output", dtype="bytes", dims=[-1]),
-           TensorSpec(name="logprobs", dtype="bytes", dims=[-1]),
-           TensorSpec(name="num_input_tokens", dtype="uint32", dims=[1]),
-           TensorSpec(name="num_output_tokens", dtype="uint32", dims=[-1])]
+OUTPUTS = [
+    TensorSpec(name="text_output", dtype="bytes", dims=[-1]),
+    TensorSpec(name="logprobs", dtype="bytes", dims=[-1]),
+    TensorSpec(name="num_input_tokens", dtype="uint32", dims=[1]),
+    TensorSpec(name="num_output_tokens", dtype="uint32", dims=[-1]),
+]
 TOKENS = [("He", 11, -0.5), ("llo", 12, -0.25), (" wor", 13, -1.5), ("ld", 14, -0.125)]
 
 
 def _chunk(tokens) -> dict:
-    return {"model_name": "m", "model_version": "1", "text_output": "".join(t for t, _, _ in tokens),
-            "logprobs": json.dumps([{str(i): {"logprob": lp, "rank": 1, "decoded_token": t}} for t, i, lp in tokens]),
-            "num_input_tokens": 3, "num_output_tokens": len(tokens)}
+    return {
+        "model_name": "m",
+        "model_version": "1",
+        "text_output": "".join(t for t, _, _ in tokens),
+        "logprobs": json.dumps(
+            [{str(i): {"logprob": lp, "rank": 1, "decoded_token": t}} for t, i, lp in tokens]
+        ),
+        "num_input_tokens": 3,
+        "num_output_tokens": len(tokens),
+    }
 
 
 class _Triton(BaseHTTPRequestHandler):
@@ -44,7 +53,9 @@ class _Triton(BaseHTTPRequestHandler):
             self.end_headers()
             start = 0
             for n in self.chunking:
-                self.wfile.write(f"data: {json.dumps(_chunk(TOKENS[start:start + n]))}\n\n".encode())
+                self.wfile.write(
+                    f"data: {json.dumps(_chunk(TOKENS[start : start + n]))}\n\n".encode()
+                )
                 start += n
         else:
             self._send(200, _chunk(TOKENS))
@@ -70,16 +81,26 @@ def runner():
 
 
 def _sample(prompt: str, stream: bool) -> dict:
-    return {"text_input": np.array([prompt.encode()], dtype=np.object_), "stream": np.array([stream]),
-            "sampling_parameters": np.array([b'{"temperature": 0}'], dtype=np.object_)}
+    return {
+        "text_input": np.array([prompt.encode()], dtype=np.object_),
+        "stream": np.array([stream]),
+        "sampling_parameters": np.array([b'{"temperature": 0}'], dtype=np.object_),
+    }
 
 
 def test_one_response_comes_back_as_the_models_outputs(runner):
     got = runner.infer(_sample("Hi", False))
-    assert got["text_output"].tolist() == [b"Hello world"] and got["num_output_tokens"].dtype == np.uint32
+    assert (
+        got["text_output"].tolist() == [b"Hello world"]
+        and got["num_output_tokens"].dtype == np.uint32
+    )
     path, body = _Triton.seen[-1]
     assert path == "/v2/models/m/versions/1/generate"
-    assert body == {"text_input": "Hi", "stream": False, "sampling_parameters": '{"temperature": 0}'}
+    assert body == {
+        "text_input": "Hi",
+        "stream": False,
+        "sampling_parameters": '{"temperature": 0}',
+    }
 
 
 def test_a_stream_is_compared_as_the_client_assembles_it_whatever_its_chunking(runner, monkeypatch):
@@ -99,5 +120,6 @@ def test_a_stream_is_compared_as_the_client_assembles_it_whatever_its_chunking(r
 def test_an_error_answer_is_an_infer_error_with_tritons_text(runner):
     with pytest.raises(InferError, match="bad input"):
         runner.infer(_sample("fail", False))
-    assert [g["text_output"].tolist() for g in runner.infer_concurrent([_sample("a", False)] * 3)] == \
-        [[b"Hello world"]] * 3
+    assert [
+        g["text_output"].tolist() for g in runner.infer_concurrent([_sample("a", False)] * 3)
+    ] == [[b"Hello world"]] * 3

@@ -22,7 +22,9 @@ def test_one_ulp_is_a_mismatch_with_location_and_size():
 
 
 def test_negative_zero_differs_bitwise():
-    mm = compare(np.array([0.0], np.float32), np.array([-0.0], np.float32), sample=0, output="Y", context="r")
+    mm = compare(
+        np.array([0.0], np.float32), np.array([-0.0], np.float32), sample=0, output="Y", context="r"
+    )
     assert mm is not None and mm.max_abs_diff == 0.0
 
 
@@ -33,7 +35,9 @@ def test_nan_equals_same_nan_bits():
 
 def test_dtype_or_shape_change_is_a_mismatch():
     a = np.zeros((1, 3), np.float32)
-    assert "shape/dtype" in compare(a, a.astype(np.float64), sample=0, output="Y", context="r").context
+    assert (
+        "shape/dtype" in compare(a, a.astype(np.float64), sample=0, output="Y", context="r").context
+    )
     assert compare(a, a.reshape(3, 1), sample=0, output="Y", context="r").differing == 3
 
 
@@ -54,8 +58,12 @@ def test_tolerance_marks_differences_within_it_and_fails_outside():
     a = np.array([1.0, 2.0, -3.0], np.float16)
     b = a.copy()
     b[0] = np.nextafter(a[0], np.float16(2))  # 1 ulp
-    b[2] = np.nextafter(np.nextafter(a[2], np.float16(0)), np.float16(0))  # 2 ulp, across the sign handling
-    assert compare(a, b, sample=0, output="Y", context="r").within_tolerance is False  # no tolerance: bit-exact
+    b[2] = np.nextafter(
+        np.nextafter(a[2], np.float16(0)), np.float16(0)
+    )  # 2 ulp, across the sign handling
+    assert (
+        compare(a, b, sample=0, output="Y", context="r").within_tolerance is False
+    )  # no tolerance: bit-exact
     mm = compare(a, b, sample=0, output="Y", context="r", tolerance=Tolerance(ulp=2))
     assert mm.within_tolerance and mm.differing == 2
     mm = compare(a, b, sample=0, output="Y", context="r", tolerance=Tolerance(ulp=1))
@@ -71,20 +79,37 @@ def test_a_recipe_without_tolerance_serializes_as_before():
     from tritonbuild.recipe.models import Verify
 
     assert "tolerance" not in Verify().model_dump(mode="json")
-    assert Verify(tolerance={"Y": {"atol": 1e-3}}).model_dump(mode="json")["tolerance"]["Y"]["atol"] == 1e-3
+    assert (
+        Verify(tolerance={"Y": {"atol": 1e-3}}).model_dump(mode="json")["tolerance"]["Y"]["atol"]
+        == 1e-3
+    )
 
 
 def test_bytes_tensors_round_trip_through_npz_exactly(tmp_path):
     """Triton's BYTES outputs (an LLM's text, its log-probs as JSON) are numpy object arrays; .npy stores those
     only by pickling, which goldens refuse. They round-trip byte for byte: trailing NULs, empty elements, shape."""
-    arrays = {"output.0.text_output": np.array([b"ab\x00", b"", "\u00e9".encode()], dtype=np.object_).reshape(3, 1),
-              "output.0.n": np.arange(3, dtype=np.uint32)}
+    arrays = {
+        "output.0.text_output": np.array(
+            [b"ab\x00", b"", "\u00e9".encode()], dtype=np.object_
+        ).reshape(3, 1),
+        "output.0.n": np.arange(3, dtype=np.uint32),
+    }
     write_npz(tmp_path / "g.npz", arrays)
     back = read_npz(tmp_path / "g.npz")
-    assert back["output.0.text_output"].dtype == np.object_ and back["output.0.text_output"].shape == (3, 1)
+    assert back["output.0.text_output"].dtype == np.object_ and back[
+        "output.0.text_output"
+    ].shape == (3, 1)
     assert list(back["output.0.text_output"].ravel()) == [b"ab\x00", b"", b"\xc3\xa9"]
-    assert compare(arrays["output.0.text_output"], back["output.0.text_output"], sample=0, output="t",
-                   context="read back") is None
+    assert (
+        compare(
+            arrays["output.0.text_output"],
+            back["output.0.text_output"],
+            sample=0,
+            output="t",
+            context="read back",
+        )
+        is None
+    )
     assert npz_bytes(arrays) == npz_bytes(back)
 
 
@@ -92,15 +117,27 @@ def test_goldens_may_leave_out_optional_inputs_but_not_required_ones():
     from tritonbuild.recipe.models import TensorSpec
     from tritonbuild.verify.goldens import check_golden_names
 
-    model = type("M", (), {"inputs": [TensorSpec(name="text_input", dtype="bytes", dims=[1]),
-                                      TensorSpec(name="stream", dtype="bool", dims=[1], optional=True)],
-                           "outputs": [TensorSpec(name="text_output", dtype="bytes", dims=[-1])]})()
+    model = type(
+        "M",
+        (),
+        {
+            "inputs": [
+                TensorSpec(name="text_input", dtype="bytes", dims=[1]),
+                TensorSpec(name="stream", dtype="bool", dims=[1], optional=True),
+            ],
+            "outputs": [TensorSpec(name="text_output", dtype="bytes", dims=[-1])],
+        },
+    )()
     out = [{"text_output": np.array([b"x"], dtype=np.object_)}]
-    check_golden_names(model, [{"text_input": np.array([b"p"], dtype=np.object_)}], out)  # as a client sends it
+    check_golden_names(
+        model, [{"text_input": np.array([b"p"], dtype=np.object_)}], out
+    )  # as a client sends it
     with pytest.raises(ValueError, match="required"):
         check_golden_names(model, [{"stream": np.array([True])}], out)
     with pytest.raises(ValueError, match="takes"):
-        check_golden_names(model, [{"text_input": np.array([b"p"], dtype=np.object_), "x": np.zeros(1)}], out)
+        check_golden_names(
+            model, [{"text_input": np.array([b"p"], dtype=np.object_), "x": np.zeros(1)}], out
+        )
 
 
 def test_a_report_signed_before_goldens_refused_existed_still_checks(monkeypatch):
@@ -110,11 +147,22 @@ def test_a_report_signed_before_goldens_refused_existed_still_checks(monkeypatch
     from tritonbuild.verify.models import ModelReport, VerificationReport
 
     monkeypatch.setenv("TRITONBUILD_REPORT_KEY", "k" * 32)
-    model = ModelReport(name="m", version=1, backend="python", route="live-embedded", route_detail="x",
-                        loaded=True, passed=True)
-    report = VerificationReport(manifest_digest="d", toolchain={}, static=[], models=[model], passed=True)
+    model = ModelReport(
+        name="m",
+        version=1,
+        backend="python",
+        route="live-embedded",
+        route_detail="x",
+        loaded=True,
+        passed=True,
+    )
+    report = VerificationReport(
+        manifest_digest="d", toolchain={}, static=[], models=[model], passed=True
+    )
     old = report.model_dump(mode="json", exclude={"signature"})
     del old["models"][0]["goldens_refused"]
     assert report.signed_payload() == canonical_json(old)
-    refused = report.model_copy(update={"models": [model.model_copy(update={"goldens_refused": "no"})]})
+    refused = report.model_copy(
+        update={"models": [model.model_copy(update={"goldens_refused": "no"})]}
+    )
     assert b"goldens_refused" in refused.signed_payload()

@@ -12,9 +12,21 @@ from tritonbuild.verify.run import _route_for
 
 
 def _model(name: str, depends_on: list[str]) -> ManifestModel:
-    return ManifestModel(name=name, version=1, backend="ensemble", target="cpu", recipe_path="r.yaml",
-                         recipe_sha256="0" * 64, model_identity="0" * 64, inputs=[], outputs=[], max_batch_size=0,
-                         verify={}, steps={}, depends_on=depends_on)
+    return ManifestModel(
+        name=name,
+        version=1,
+        backend="ensemble",
+        target="cpu",
+        recipe_path="r.yaml",
+        recipe_sha256="0" * 64,
+        model_identity="0" * 64,
+        inputs=[],
+        outputs=[],
+        max_batch_size=0,
+        verify={},
+        steps={},
+        depends_on=depends_on,
+    )
 
 
 def test_ensemble_cycle_routes_to_none():
@@ -34,18 +46,27 @@ def _report(**route) -> dict:
 
 
 def test_the_report_names_the_route_and_keeps_its_first_keys():
-    report = ModelReport(**_report(route="live-embedded", route_detail="tritonserver 2.51.0 embedded"))
+    report = ModelReport(
+        **_report(route="live-embedded", route_detail="tritonserver 2.51.0 embedded")
+    )
     doc = report.model_dump(mode="json")
     assert (doc["route"], doc["route_detail"]) == ("live-embedded", "tritonserver 2.51.0 embedded")
-    assert (doc["path"], doc["path_detail"]) == (doc["route"], doc["route_detail"])  # readers of 'path' keep working
+    assert (doc["path"], doc["path_detail"]) == (
+        doc["route"],
+        doc["route_detail"],
+    )  # readers of 'path' keep working
     assert ModelReport.model_validate(doc) == report
 
 
 def test_a_report_written_before_route_is_read():
-    old = ModelReport.model_validate(_report(path="in-process", path_detail="onnxruntime 1.20 in-process"))
+    old = ModelReport.model_validate(
+        _report(path="in-process", path_detail="onnxruntime 1.20 in-process")
+    )
     assert (old.route, old.route_detail) == ("in-process", "onnxruntime 1.20 in-process")
 
 
 def test_a_report_whose_path_and_route_differ_is_refused():
     with pytest.raises(ValidationError, match=r"'path' .* differs from 'route'"):
-        ModelReport.model_validate(_report(route="none", route_detail="x", path="live-embedded", path_detail="x"))
+        ModelReport.model_validate(
+            _report(route="none", route_detail="x", path="live-embedded", path_detail="x")
+        )

@@ -15,16 +15,34 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 PRE_INPUTS = ("end_id", "pad_id", "stop_words", "bad_words")
-PRE_OUTPUTS = ["input_ids", "input_lengths", "request_output_len", "end_id", "pad_id", "stop_words_list",
-               "bad_words_list"]
+PRE_OUTPUTS = [
+    "input_ids",
+    "input_lengths",
+    "request_output_len",
+    "end_id",
+    "pad_id",
+    "stop_words_list",
+    "bad_words_list",
+]
 COUNTS = ("num_input_tokens", "num_output_tokens")
 # outputs returned when the request asks for them (flag → tensorrt_llm outputs passed back unchanged)
-ON_REQUEST = {"return_log_probs": ("cum_log_probs", "output_log_probs"),
-              "return_context_logits": ("context_logits",), "return_generation_logits": ("generation_logits",),
-              "return_perf_metrics": ("kv_cache_alloc_new_blocks", "kv_cache_reused_blocks",
-                                      "kv_cache_alloc_total_blocks", "arrival_time_ns", "first_scheduled_time_ns",
-                                      "first_token_time_ns", "last_token_time_ns", "acceptance_rate",
-                                      "total_accepted_draft_tokens", "total_draft_tokens")}
+ON_REQUEST = {
+    "return_log_probs": ("cum_log_probs", "output_log_probs"),
+    "return_context_logits": ("context_logits",),
+    "return_generation_logits": ("generation_logits",),
+    "return_perf_metrics": (
+        "kv_cache_alloc_new_blocks",
+        "kv_cache_reused_blocks",
+        "kv_cache_alloc_total_blocks",
+        "arrival_time_ns",
+        "first_scheduled_time_ns",
+        "first_token_time_ns",
+        "last_token_time_ns",
+        "acceptance_rate",
+        "total_accepted_draft_tokens",
+        "total_draft_tokens",
+    ),
+}
 
 
 def _get(request, name):
@@ -49,15 +67,20 @@ class TritonPythonModel:
         self.lock = threading.Lock()
 
     def _call(self, model, tensors, names):
-        request = pb_utils.InferenceRequest(model_name=model, requested_output_names=names, inputs=tensors)
+        request = pb_utils.InferenceRequest(
+            model_name=model, requested_output_names=names, inputs=tensors
+        )
         result = request.exec()
         if result.has_error():
             raise pb_utils.TritonModelException(result.error().message())
         return result
 
     def _decode(self, tokens, lengths) -> np.ndarray:
-        post = self._call(self.post, [pb_utils.Tensor("tokens_batch", tokens),
-                                      pb_utils.Tensor("sequence_length", lengths)], ["output"])
+        post = self._call(
+            self.post,
+            [pb_utils.Tensor("tokens_batch", tokens), pb_utils.Tensor("sequence_length", lengths)],
+            ["output"],
+        )
         return pb_utils.get_output_tensor_by_name(post, "output").as_numpy()
 
     def _llm_request(self, request, stream: bool):
@@ -68,21 +91,32 @@ class TritonPythonModel:
         tensors = []
         for n in PRE_OUTPUTS:
             value = pb_utils.get_output_tensor_by_name(pre, n).as_numpy()
-            if value.size or not n.endswith("_words_list"):  # an empty word list = none: leave it out
+            if value.size or not n.endswith(
+                "_words_list"
+            ):  # an empty word list = none: leave it out
                 tensors.append(pb_utils.Tensor(n, value))
         given = set()
-        for name, target in self.forward.items():  # NOTE: an alias (min_length) after its target: the first wins
+        for (
+            name,
+            target,
+        ) in self.forward.items():  # NOTE: an alias (min_length) after its target: the first wins
             if name != "stream" and target not in given and (v := _get(request, name)) is not None:
                 given.add(target)
                 # NOTE: inputs this model reshapes to scalars arrive as [batch]; tensorrt_llm takes [batch, 1]
                 # (Triton checks dims before reshape), so each goes on as one column, like upstream's BLS;
                 # a LoRA's weights and config ([batch, rows, cols]) go on as they came
                 tensors.append(pb_utils.Tensor(target, v.reshape(-1, 1) if v.ndim <= 1 else v))
-        tensors.append(pb_utils.Tensor("streaming", np.full((len(text.reshape(-1)), 1), stream, dtype=np.bool_)))
+        tensors.append(
+            pb_utils.Tensor(
+                "streaming", np.full((len(text.reshape(-1)), 1), stream, dtype=np.bool_)
+            )
+        )
         wanted = ["output_ids", "sequence_length"]
         wanted += [n for n in COUNTS if _flag(request, "return_" + n)]
         wanted += [n for flag, names in ON_REQUEST.items() if _flag(request, flag) for n in names]
-        return pb_utils.InferenceRequest(model_name=self.llm, requested_output_names=wanted, inputs=tensors), wanted
+        return pb_utils.InferenceRequest(
+            model_name=self.llm, requested_output_names=wanted, inputs=tensors
+        ), wanted
 
     @staticmethod
     def _counts(llm_response, wanted):
@@ -92,14 +126,17 @@ class TritonPythonModel:
             t = pb_utils.get_output_tensor_by_name(llm_response, n)
             if t is not None:
                 v = t.as_numpy()
-                out.append(pb_utils.Tensor(n, v.reshape(-1, 1).astype(np.int32) if n in COUNTS else v))
+                out.append(
+                    pb_utils.Tensor(n, v.reshape(-1, 1).astype(np.int32) if n in COUNTS else v)
+                )
         return out
 
     def _answer(self, request):
         stream = _flag(request, "stream")
         if stream and not self.decoupled:
-            raise pb_utils.TritonModelException("streaming needs the model in decoupled mode "
-                                                "(recipe serving.streaming: true)")
+            raise pb_utils.TritonModelException(
+                "streaming needs the model in decoupled mode (recipe serving.streaming: true)"
+            )
         llm_request, wanted = self._llm_request(request, stream)
         return stream, llm_request, wanted
 
@@ -115,8 +152,11 @@ class TritonPythonModel:
                     ids = pb_utils.get_output_tensor_by_name(llm, "output_ids").as_numpy()
                     lengths = pb_utils.get_output_tensor_by_name(llm, "sequence_length").as_numpy()
                     text = self._decode(ids, lengths).reshape(-1)
-                    responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("text_output", text),
-                                                                 *self._counts(llm, wanted)]))
+                    responses.append(
+                        pb_utils.InferenceResponse(
+                            [pb_utils.Tensor("text_output", text), *self._counts(llm, wanted)]
+                        )
+                    )
                 except pb_utils.TritonModelException as e:
                     responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))))
             return responses
@@ -132,8 +172,10 @@ class TritonPythonModel:
         try:
             self._stream(request, sender)
         except Exception as e:  # noqa: BLE001 - the client gets the error, the model stays up
-            sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))),
-                        flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            sender.send(
+                pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))),
+                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+            )
         finally:
             with self.lock:
                 self.inflight.discard(threading.current_thread())
@@ -159,15 +201,30 @@ class TritonPythonModel:
             counts = self._counts(llm, wanted) or counts
             if not stream:
                 text = self._decode(ids.as_numpy(), lengths).reshape(-1)
-                sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("text_output", text), *counts]))
+                sender.send(
+                    pb_utils.InferenceResponse([pb_utils.Tensor("text_output", text), *counts])
+                )
                 continue
-            new = ids.as_numpy().reshape(-1)[:int(lengths.reshape(-1)[0])].tolist()
+            new = ids.as_numpy().reshape(-1)[: int(lengths.reshape(-1)[0])].tolist()
             tokens += new
-            full = self._decode(np.array([[tokens]], dtype=np.int32),
-                                np.array([[len(tokens)]], dtype=np.int32)).reshape(-1)[0].decode("utf-8")
+            full = (
+                self._decode(
+                    np.array([[tokens]], dtype=np.int32), np.array([[len(tokens)]], dtype=np.int32)
+                )
+                .reshape(-1)[0]
+                .decode("utf-8")
+            )
             complete = full.rstrip("\ufffd")
             if len(complete) > len(sent) and complete.startswith(sent):
-                delta, sent = complete[len(sent):], complete
-                sender.send(pb_utils.InferenceResponse(
-                    [pb_utils.Tensor("text_output", np.array([delta.encode("utf-8")], dtype=np.object_)), *counts]))
+                delta, sent = complete[len(sent) :], complete
+                sender.send(
+                    pb_utils.InferenceResponse(
+                        [
+                            pb_utils.Tensor(
+                                "text_output", np.array([delta.encode("utf-8")], dtype=np.object_)
+                            ),
+                            *counts,
+                        ]
+                    )
+                )
         sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)

@@ -34,26 +34,51 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 import yaml
 
-SAMPLING = ("temperature", "top_k", "top_p", "frequency_penalty", "presence_penalty", "max_tokens", "seed",
-            "exclude_input_from_output", "return_perf_metrics", "min_tokens", "repetition_penalty", "length_penalty",
-            "end_id", "pad_id")
-WORD_LISTS = ("stop", "bad")  # sampling_param_stop / _bad: SamplingParams.stop / .bad, lists of strings
+SAMPLING = (
+    "temperature",
+    "top_k",
+    "top_p",
+    "frequency_penalty",
+    "presence_penalty",
+    "max_tokens",
+    "seed",
+    "exclude_input_from_output",
+    "return_perf_metrics",
+    "min_tokens",
+    "repetition_penalty",
+    "length_penalty",
+    "end_id",
+    "pad_id",
+)
+WORD_LISTS = (
+    "stop",
+    "bad",
+)  # sampling_param_stop / _bad: SamplingParams.stop / .bad, lists of strings
 EXTRAS = ("finish_reason", "stop_reason", "cumulative_logprob")
 LORA_SOURCES = ("hf", "nemo")
 # guide type (the tensorrtllm backend's names, as the OpenAI frontend sends them) → GuidedDecodingParams field
-GUIDES = {"json": "json_object", "json_schema": "json", "regex": "regex", "ebnf_grammar": "grammar",
-          "structural_tag": "structural_tag"}
+GUIDES = {
+    "json": "json_object",
+    "json_schema": "json",
+    "regex": "regex",
+    "ebnf_grammar": "grammar",
+    "structural_tag": "structural_tag",
+}
 # perf output → (RequestPerfMetrics attribute path, numpy dtype); timestamps are timedeltas, sent in nanoseconds
-PERF = {"kv_cache_reused_block": ("kv_cache_metrics.num_reused_blocks", np.int32),
-        "kv_cache_missed_block": ("kv_cache_metrics.num_missed_blocks", np.int32),
-        "kv_cache_alloc_new_blocks": ("kv_cache_metrics.num_new_allocated_blocks", np.int32),
-        "kv_cache_alloc_total_blocks": ("kv_cache_metrics.num_total_allocated_blocks", np.int32),
-        "kv_cache_hit_rate": ("kv_cache_metrics.kv_cache_hit_rate", np.float32),
-        **{f"{n}_time_ns": (f"timing_metrics.{n}_time", np.int64)
-           for n in ("arrival", "first_scheduled", "first_token", "last_token")},
-        "acceptance_rate": ("speculative_decoding.acceptance_rate", np.float32),
-        "total_accepted_draft_tokens": ("speculative_decoding.total_accepted_draft_tokens", np.int32),
-        "total_draft_tokens": ("speculative_decoding.total_draft_tokens", np.int32)}
+PERF = {
+    "kv_cache_reused_block": ("kv_cache_metrics.num_reused_blocks", np.int32),
+    "kv_cache_missed_block": ("kv_cache_metrics.num_missed_blocks", np.int32),
+    "kv_cache_alloc_new_blocks": ("kv_cache_metrics.num_new_allocated_blocks", np.int32),
+    "kv_cache_alloc_total_blocks": ("kv_cache_metrics.num_total_allocated_blocks", np.int32),
+    "kv_cache_hit_rate": ("kv_cache_metrics.kv_cache_hit_rate", np.float32),
+    **{
+        f"{n}_time_ns": (f"timing_metrics.{n}_time", np.int64)
+        for n in ("arrival", "first_scheduled", "first_token", "last_token")
+    },
+    "acceptance_rate": ("speculative_decoding.acceptance_rate", np.float32),
+    "total_accepted_draft_tokens": ("speculative_decoding.total_accepted_draft_tokens", np.int32),
+    "total_draft_tokens": ("speculative_decoding.total_draft_tokens", np.int32),
+}
 
 
 def _value(request, name):
@@ -82,12 +107,16 @@ def _guide(request):
 
     kind = _str(kind[0])
     if kind not in GUIDES:
-        raise pb_utils.TritonModelException(f"guided_decoding_guide_type {kind!r} is not one of {sorted(GUIDES)}")
+        raise pb_utils.TritonModelException(
+            f"guided_decoding_guide_type {kind!r} is not one of {sorted(GUIDES)}"
+        )
     if kind == "json":
         return GuidedDecodingParams(json_object=True)
     guide = _value(request, "guided_decoding_guide")
     if guide is None:
-        raise pb_utils.TritonModelException(f"guided_decoding_guide_type {kind} needs guided_decoding_guide")
+        raise pb_utils.TritonModelException(
+            f"guided_decoding_guide_type {kind} needs guided_decoding_guide"
+        )
     return GuidedDecodingParams(**{GUIDES[kind]: _str(guide[0])})
 
 
@@ -97,18 +126,28 @@ def _lora(request):
     if all(v is None for v in given.values()):
         return None
     if any(v is None for v in given.values()):
-        raise pb_utils.TritonModelException("lora_id, lora_name, and lora_path must all be provided together")
+        raise pb_utils.TritonModelException(
+            "lora_id, lora_name, and lora_path must all be provided together"
+        )
     source = _value(request, "lora_ckpt_source")
     source = "hf" if source is None else _str(source[0])
     if source not in LORA_SOURCES:
-        raise pb_utils.TritonModelException(f"lora_ckpt_source must be one of {LORA_SOURCES}, got {source!r}")
+        raise pb_utils.TritonModelException(
+            f"lora_ckpt_source must be one of {LORA_SOURCES}, got {source!r}"
+        )
     path = _str(given["path"][0])
     if not os.path.exists(path):
-        raise pb_utils.TritonModelException(f"lora_path does not exist on the Triton server's filesystem: {path}")
+        raise pb_utils.TritonModelException(
+            f"lora_path does not exist on the Triton server's filesystem: {path}"
+        )
     from tensorrt_llm.executor.request import LoRARequest
 
-    return LoRARequest(lora_name=_str(given["name"][0]), lora_int_id=int(given["id"][0]), lora_path=path,
-                       lora_ckpt_source=source)
+    return LoRARequest(
+        lora_name=_str(given["name"][0]),
+        lora_int_id=int(given["id"][0]),
+        lora_path=path,
+        lora_ckpt_source=source,
+    )
 
 
 def _perf_tensors(metrics):
@@ -117,7 +156,9 @@ def _perf_tensors(metrics):
         v = metrics
         for attr in path.split("."):
             v = getattr(v, attr)
-        if dtype is np.int64 and hasattr(v, "days"):  # a timedelta, as pd.Timedelta(v).value: nanoseconds
+        if dtype is np.int64 and hasattr(
+            v, "days"
+        ):  # a timedelta, as pd.Timedelta(v).value: nanoseconds
             v = ((v.days * 86400 + v.seconds) * 1_000_000 + v.microseconds) * 1000
         tensors.append(pb_utils.Tensor(name, np.array([v], dtype=dtype)))
     return tensors
@@ -127,8 +168,14 @@ def _placement(config, instance_name):
     """The GPUs of this instance (CUDA_VISIBLE_DEVICES) from the gpu_device_ids parameter, one group per instance
     separated by ';' as upstream's multi-instance LLM-API model reads it, its index the instance name's suffix; ids
     count within what the server sees. None where the model keeps the server's GPUs (one instance on the first)."""
-    groups = [g.split(",") for g in config.get("parameters", {}).get("gpu_device_ids", {}).get("string_value",
-                                                                                               "").split(";") if g]
+    groups = [
+        g.split(",")
+        for g in config.get("parameters", {})
+        .get("gpu_device_ids", {})
+        .get("string_value", "")
+        .split(";")
+        if g
+    ]
     if not groups:
         return None
     match = re.search(r"_(\d+)$", instance_name or "")
@@ -155,18 +202,24 @@ class TritonPythonModel:
         self.decoupled = bool(triton_config.get("decoupled", False))
         self.exclude_input = bool(triton_config.get("exclude_input_in_output", True))
         gpus = _placement(json.loads(args["model_config"]), args.get("model_instance_name"))
-        if gpus is not None:  # before tensorrt_llm is imported (it starts CUDA): this instance's GPUs only
+        if (
+            gpus is not None
+        ):  # before tensorrt_llm is imported (it starts CUDA): this instance's GPUs only
             os.environ["CUDA_VISIBLE_DEVICES"] = os.environ["TRTLLM_VISIBLE_DEVICES"] = gpus
             spec["gpus_per_node"] = len(gpus.split(","))
         spec["model"] = os.path.join(here, spec["model"])
         if "lora_config" in spec:  # the packaged adapters, relative to this version directory
-            spec["lora_config"]["lora_dir"] = [os.path.join(here, d) for d in spec["lora_config"]["lora_dir"]]
+            spec["lora_config"]["lora_dir"] = [
+                os.path.join(here, d) for d in spec["lora_config"]["lora_dir"]
+            ]
         if "speculative_config" in spec:  # the packaged draft checkpoint, likewise
             draft = spec["speculative_config"]
             draft["speculative_model_dir"] = os.path.join(here, draft["speculative_model_dir"])
         self.loop = asyncio.new_event_loop()
         started = concurrent.futures.Future()
-        self.loop_thread = threading.Thread(target=self._run_loop, args=(spec, started), daemon=True)
+        self.loop_thread = threading.Thread(
+            target=self._run_loop, args=(spec, started), daemon=True
+        )
         self.loop_thread.start()
         started.result()  # the LLM is built, or its error is raised here (the load fails)
 
@@ -187,7 +240,9 @@ class TritonPythonModel:
         from tensorrt_llm import SamplingParams
 
         prompt = _str(_value(request, "text_input")[0])
-        kwargs = {} if self.exclude_input else {"exclude_input_from_output": False}  # the recipe's default
+        kwargs = (
+            {} if self.exclude_input else {"exclude_input_from_output": False}
+        )  # the recipe's default
         for name in SAMPLING:
             v = _value(request, f"sampling_param_{name}")
             if v is not None:
@@ -199,21 +254,29 @@ class TritonPythonModel:
         guide = _guide(request)
         if guide is not None:
             kwargs["guided_decoding"] = guide
-        wanted = [k for k in EXTRAS if (v := _value(request, f"return_{k}")) is not None and bool(v[0])]
+        wanted = [
+            k for k in EXTRAS if (v := _value(request, f"return_{k}")) is not None and bool(v[0])
+        ]
         streaming = (v := _value(request, "streaming")) is not None and bool(v[0])
         return prompt, SamplingParams(**kwargs), streaming, wanted, _lora(request)
 
     @staticmethod
     def _response(output, text, wanted, counts=(0, 0)):
-        tensors = [pb_utils.Tensor("text_output", np.array([text.encode("utf-8")], dtype=np.object_)),
-                   *[pb_utils.Tensor(name, np.array([n], dtype=np.int32))
-                     for name, n in zip(("num_input_tokens", "num_output_tokens"), counts, strict=True)]]
+        tensors = [
+            pb_utils.Tensor("text_output", np.array([text.encode("utf-8")], dtype=np.object_)),
+            *[
+                pb_utils.Tensor(name, np.array([n], dtype=np.int32))
+                for name, n in zip(("num_input_tokens", "num_output_tokens"), counts, strict=True)
+            ],
+        ]
         for name in wanted:
             v = getattr(output, name, None)
             if name == "cumulative_logprob":
                 tensors.append(pb_utils.Tensor(name, np.array([v or 0.0], dtype=np.float32)))
             else:
-                tensors.append(pb_utils.Tensor(name, np.array([str(v).encode("utf-8")], dtype=np.object_)))
+                tensors.append(
+                    pb_utils.Tensor(name, np.array([str(v).encode("utf-8")], dtype=np.object_))
+                )
         metrics = getattr(output, "request_perf_metrics", None)
         if metrics:  # the request set sampling_param_return_perf_metrics
             tensors.extend(_perf_tensors(metrics))
@@ -230,8 +293,11 @@ class TritonPythonModel:
             prompt, params, streaming, wanted, lora = self._request(request)
             if streaming and not self.decoupled:
                 raise pb_utils.TritonModelException(
-                    "streaming needs the model in decoupled mode (recipe serving.streaming: true)")
-            result = self.llm.generate_async(prompt, sampling_params=params, lora_request=lora, streaming=streaming)
+                    "streaming needs the model in decoupled mode (recipe serving.streaming: true)"
+                )
+            result = self.llm.generate_async(
+                prompt, sampling_params=params, lora_request=lora, streaming=streaming
+            )
             if streaming:
                 await self._stream(result, params, wanted, sender)
                 sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
@@ -239,11 +305,15 @@ class TritonPythonModel:
             outputs = [step async for step in result]  # not streaming: one output, the finished one
             final = outputs[-1]
             out = final.outputs[0]
-            sender.send(self._response(out, out.text, wanted, _counts(final, out, params)),
-                        flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            sender.send(
+                self._response(out, out.text, wanted, _counts(final, out, params)),
+                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+            )
         except Exception as e:  # noqa: BLE001 - the client gets the error, the model stays up
-            sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))),
-                        flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            sender.send(
+                pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))),
+                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+            )
 
     async def _stream(self, result, params, wanted, sender):
         sent, tokens = 0, 0
@@ -252,9 +322,13 @@ class TritonPythonModel:
                 result.abort()
                 return
             out = step.outputs[0]
-            if len(out.text) > sent or getattr(out, "request_perf_metrics", None):  # new text, or the metrics
+            if len(out.text) > sent or getattr(
+                out, "request_perf_metrics", None
+            ):  # new text, or the metrics
                 counts = _counts(step, out, params)
-                sender.send(self._response(out, out.text[sent:], wanted, (counts[0], counts[1] - tokens)))
+                sender.send(
+                    self._response(out, out.text[sent:], wanted, (counts[0], counts[1] - tokens))
+                )
                 sent, tokens = len(out.text), counts[1]
 
     def finalize(self):

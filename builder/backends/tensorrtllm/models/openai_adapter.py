@@ -48,12 +48,17 @@ class TritonPythonModel:
         if task not in self.loras:
             raise pb_utils.TritonModelException(
                 f"LoRA task {task} is not one of this model's adapters ({', '.join(map(str, self.loras)) or 'none'}; "
-                "multi_lora.json numbers them from 1)")
+                "multi_lora.json numbers them from 1)"
+            )
         name = self.loras[task]
-        return [pb_utils.Tensor("lora_id", np.array([task], dtype=np.uint64)),
-                pb_utils.Tensor("lora_name", np.array([name.encode()], dtype=np.object_)),
-                pb_utils.Tensor("lora_path", np.array([os.path.join(self.lora_root, name).encode()],
-                                                      dtype=np.object_))]
+        return [
+            pb_utils.Tensor("lora_id", np.array([task], dtype=np.uint64)),
+            pb_utils.Tensor("lora_name", np.array([name.encode()], dtype=np.object_)),
+            pb_utils.Tensor(
+                "lora_path",
+                np.array([os.path.join(self.lora_root, name).encode()], dtype=np.object_),
+            ),
+        ]
 
     def _requests(self, request):
         """One request to the LLM-API model per batch row, its tensors 1-D as that model declares them."""
@@ -63,13 +68,19 @@ class TritonPythonModel:
             tensors = [pb_utils.Tensor("text_input", texts[b].reshape(-1)[:1])]
             for name, target in self.map.items():
                 t = pb_utils.get_input_tensor_by_name(request, name)
-                if t is not None and target not in {x.name() for x in tensors}:  # min_tokens, then min_length
+                if t is not None and target not in {
+                    x.name() for x in tensors
+                }:  # min_tokens, then min_length
                     v = t.as_numpy()[b].reshape(-1)
                     tensors.append(pb_utils.Tensor(target, v if target in WORD_LISTS else v[:1]))
             tensors += self._lora_tensors(request, b)
-            rows.append(pb_utils.InferenceRequest(model_name=self.llm, inputs=tensors,
-                                                  requested_output_names=["text_output", *COUNTS,
-                                                                          *self.outputs.values()]))
+            rows.append(
+                pb_utils.InferenceRequest(
+                    model_name=self.llm,
+                    inputs=tensors,
+                    requested_output_names=["text_output", *COUNTS, *self.outputs.values()],
+                )
+            )
         return rows
 
     @staticmethod
@@ -87,11 +98,15 @@ class TritonPythonModel:
         model's names."""
         if response.has_error():
             raise pb_utils.TritonModelException(response.error().message())
-        text = b"".join(pb_utils.get_output_tensor_by_name(response, "text_output").as_numpy().reshape(-1))
+        text = b"".join(
+            pb_utils.get_output_tensor_by_name(response, "text_output").as_numpy().reshape(-1)
+        )
         got = {"text_output": np.array([text], dtype=np.object_)}
         for name in sorted(counts):
             t = pb_utils.get_output_tensor_by_name(response, name)
-            got[name] = np.array([int(t.as_numpy().reshape(-1)[0]) if t is not None else 0], dtype=np.int32)
+            got[name] = np.array(
+                [int(t.as_numpy().reshape(-1)[0]) if t is not None else 0], dtype=np.int32
+            )
         for ours, theirs in self.outputs.items():
             t = pb_utils.get_output_tensor_by_name(response, theirs)
             if t is not None:
@@ -101,10 +116,14 @@ class TritonPythonModel:
     @staticmethod
     def _response(rows: list) -> "pb_utils.InferenceResponse":
         names = [n for n in rows[0] if all(n in r for r in rows)]
-        return pb_utils.InferenceResponse([pb_utils.Tensor(n, np.stack([r[n] for r in rows])) for n in names])
+        return pb_utils.InferenceResponse(
+            [pb_utils.Tensor(n, np.stack([r[n] for r in rows])) for n in names]
+        )
 
     def execute(self, requests):
-        for request in requests:  # each on its own thread: the LLM-API model answers them concurrently
+        for (
+            request
+        ) in requests:  # each on its own thread: the LLM-API model answers them concurrently
             threading.Thread(target=self._serve, args=(request,), daemon=True).start()
         return None
 
@@ -115,11 +134,16 @@ class TritonPythonModel:
             counts = self._counts_wanted(request)
             rows = self._requests(request)
             if not self.decoupled:  # one response, every row's answer, sent with the final flag
-                sender.send(self._response([self._answer(row.exec(), counts) for row in rows]), flags=final)
+                sender.send(
+                    self._response([self._answer(row.exec(), counts) for row in rows]), flags=final
+                )
                 return
             (row,) = rows  # decoupled: one row per request
             for response in row.exec(decoupled=True):
-                if pb_utils.get_output_tensor_by_name(response, "text_output") is None and not response.has_error():
+                if (
+                    pb_utils.get_output_tensor_by_name(response, "text_output") is None
+                    and not response.has_error()
+                ):
                     continue  # the empty final-flag response
                 sender.send(self._response([self._answer(response, counts)]))
             sender.send(flags=final)

@@ -45,9 +45,16 @@ class TritonPythonModel:
             lengths = pb_utils.get_input_tensor_by_name(request, "sequence_length").as_numpy()
             tokens = tokens.reshape(tokens.shape[0], -1, tokens.shape[-1])  # batch, beam, tokens
             lengths = lengths.reshape(tokens.shape[0], -1)
-            texts = [[self.tokenizer.decode(tokens[b, k, :lengths[b, k]].tolist(),
-                                            skip_special_tokens=self.skip_special_tokens).encode("utf-8")
-                      for k in range(tokens.shape[1])] for b in range(tokens.shape[0])]
+            texts = [
+                [
+                    self.tokenizer.decode(
+                        tokens[b, k, : lengths[b, k]].tolist(),
+                        skip_special_tokens=self.skip_special_tokens,
+                    ).encode("utf-8")
+                    for k in range(tokens.shape[1])
+                ]
+                for b in range(tokens.shape[0])
+            ]
             out = np.array(texts, dtype=np.object_)
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("output", out)]))
         return responses

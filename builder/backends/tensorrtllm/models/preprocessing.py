@@ -62,8 +62,9 @@ class TritonPythonModel:
         for row in words:
             flat, ends = [], []
             for w in row:
-                tokens = self.tokenizer.encode(w.decode("utf-8") if isinstance(w, bytes) else str(w),
-                                               add_special_tokens=False).ids
+                tokens = self.tokenizer.encode(
+                    w.decode("utf-8") if isinstance(w, bytes) else str(w), add_special_tokens=False
+                ).ids
                 if tokens:
                     flat += tokens
                     ends.append(len(flat))
@@ -73,40 +74,66 @@ class TritonPythonModel:
         out = np.zeros((batch, 2, width), dtype=np.int32)
         out[:, 1, :] = -1
         for b, (flat, ends) in enumerate(zip(ids, offsets, strict=True)):
-            out[b, 0, :len(flat)] = flat
-            out[b, 1, :len(ends)] = ends
+            out[b, 0, : len(flat)] = flat
+            out[b, 1, : len(ends)] = ends
         return out
 
     def execute(self, requests):
         responses = []
         for request in requests:
             texts = pb_utils.get_input_tensor_by_name(request, "text_input").as_numpy().reshape(-1)
-            max_tokens = pb_utils.get_input_tensor_by_name(request, "max_tokens").as_numpy().reshape(-1, 1)
+            max_tokens = (
+                pb_utils.get_input_tensor_by_name(request, "max_tokens").as_numpy().reshape(-1, 1)
+            )
             batch = len(texts)
             end_id, pad_id = _optional(request, "end_id"), _optional(request, "pad_id")
-            end = np.full((batch, 1), self.end_id, dtype=np.int32) if end_id is None else \
-                end_id.reshape(batch, 1).astype(np.int32)
-            pad = np.full((batch, 1), self.pad_id, dtype=np.int32) if pad_id is None else \
-                pad_id.reshape(batch, 1).astype(np.int32)
-            ids = [self.tokenizer.encode(t.decode("utf-8") if isinstance(t, bytes) else str(t),
-                                         add_special_tokens=self.add_special_tokens).ids for t in texts]
+            end = (
+                np.full((batch, 1), self.end_id, dtype=np.int32)
+                if end_id is None
+                else end_id.reshape(batch, 1).astype(np.int32)
+            )
+            pad = (
+                np.full((batch, 1), self.pad_id, dtype=np.int32)
+                if pad_id is None
+                else pad_id.reshape(batch, 1).astype(np.int32)
+            )
+            ids = [
+                self.tokenizer.encode(
+                    t.decode("utf-8") if isinstance(t, bytes) else str(t),
+                    add_special_tokens=self.add_special_tokens,
+                ).ids
+                for t in texts
+            ]
             width = max(1, max(len(i) for i in ids))
             input_ids = np.full((batch, width), pad[0, 0], dtype=np.int32)
             for row, seq in enumerate(ids):
-                input_ids[row, :len(seq)] = seq
+                input_ids[row, : len(seq)] = seq
             lengths = np.array([[len(seq)] for seq in ids], dtype=np.int32)
             minimum = _optional(request, "min_tokens")
             minimum = _optional(request, "min_length") if minimum is None else minimum
-            extra = [] if minimum is None else [pb_utils.Tensor("min_tokens",
-                                                                minimum.reshape(batch, 1).astype(np.int32))]
-            responses.append(pb_utils.InferenceResponse([
-                pb_utils.Tensor("input_ids", input_ids),
-                pb_utils.Tensor("input_lengths", lengths),
-                pb_utils.Tensor("request_output_len", max_tokens.astype(np.int32)),
-                pb_utils.Tensor("end_id", end),
-                pb_utils.Tensor("pad_id", pad),
-                pb_utils.Tensor("stop_words_list", self._word_lists(_optional(request, "stop_words"), batch)),
-                pb_utils.Tensor("bad_words_list", self._word_lists(_optional(request, "bad_words"), batch)),
-                *extra,
-            ]))
+            extra = (
+                []
+                if minimum is None
+                else [pb_utils.Tensor("min_tokens", minimum.reshape(batch, 1).astype(np.int32))]
+            )
+            responses.append(
+                pb_utils.InferenceResponse(
+                    [
+                        pb_utils.Tensor("input_ids", input_ids),
+                        pb_utils.Tensor("input_lengths", lengths),
+                        pb_utils.Tensor("request_output_len", max_tokens.astype(np.int32)),
+                        pb_utils.Tensor("end_id", end),
+                        pb_utils.Tensor("pad_id", pad),
+                        pb_utils.Tensor(
+                            "stop_words_list",
+                            self._word_lists(_optional(request, "stop_words"), batch),
+                        ),
+                        pb_utils.Tensor(
+                            "bad_words_list",
+                            self._word_lists(_optional(request, "bad_words"), batch),
+                        ),
+                        *extra,
+                    ]
+                )
+            )
         return responses
