@@ -173,6 +173,11 @@ def test_the_accepted_tag_follows_the_shape(text, draft, eagle):
     assert reader.accepted_tag(entry, "MedusaDecodingConfig") is None
 
 
+def test_a_file_without_the_llm_api_classes_is_refused_by_name():
+    with pytest.raises(SystemExit, match="declares no TorchLlmArgs"):
+        reader.llm_args_facts(FROM_DICT_SHAPE.replace("class TorchLlmArgs", "class Other"))
+
+
 def test_a_release_with_classvar_tags_and_no_from_dict_takes_no_dict():
     """The mixed shape (ClassVar tags, a union without discriminator, from_dict not applied): a dict holding
     decoding_type is an extra input for every member, so no tag is accepted."""

@@ -246,6 +246,11 @@ def argument_facts(tree: ast.Module) -> dict:
 
 def llm_args_facts(text: str) -> dict:
     tree = ast.parse(text)
+    missing = {"DecodingBaseConfig", "TorchLlmArgs"} - set(_classes(tree))
+    if missing:
+        raise SystemExit(
+            f"{PATH} declares no {', '.join(sorted(missing))}: not an LLM-API llm_args.py"
+        )
     return {
         "speculative": decoding_facts(tree),
         "update_llm_args_with_extra_dict": update_facts(tree),
