@@ -5,6 +5,7 @@ by HTTP range requests, a local wheel, or a git tag; and the recorded releases h
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.server
 import json
@@ -208,11 +209,15 @@ class _Ranges(http.server.BaseHTTPRequestHandler):
         if spec and type(self).ranges:
             start, end = (int(p) for p in spec.removeprefix("bytes=").split("-"))
         part = self.body[start : end + 1]
+        type(self).sent += len(
+            part
+        )  # before sending: the client's next step may come before this thread's
         self.send_response(206 if spec and type(self).ranges else 200)
         self.send_header("Content-Length", str(len(part)))
         self.end_headers()
-        self.wfile.write(part)
-        type(self).sent += len(part)
+        # the reader hangs up on a whole-file answer (ranges off) without reading it
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self.wfile.write(part)
 
     def log_message(self, *args):
         pass
