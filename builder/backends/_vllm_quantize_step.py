@@ -60,7 +60,7 @@ def quantize_step(
     """The vllm.quantize step of a recipe with quantize: refuses a checkpoint already quantized, weights that are not
     safetensors, and a group size that does not divide a linear's inputs (per tensor-parallel rank for the
     row-parallel ones), each a plan error at the recipe's key."""
-    from tritonbuild.backends._vllm_quantize import (
+    from tritonbuild.backends._vllm_quantize_plan import (
         GROUP_SIZES,
         QUANTIZER_VERSION,
         SHARD_BYTES,
@@ -116,7 +116,7 @@ def quantize_step(
 def weight_bytes(recipe, ckpt: Path, on_disk) -> int:
     """Bytes of the weights vLLM will load: what vllm.quantize writes (from the headers) with quantize, else (or
     where the headers cannot be read) on_disk(ckpt)."""
-    from tritonbuild.backends._vllm_quantize import output_bytes, read_header, weight_files
+    from tritonbuild.backends._vllm_quantize_plan import output_bytes, read_header, weight_files
 
     if recipe.quantize is None:
         return on_disk(ckpt)
@@ -132,7 +132,8 @@ def weight_bytes(recipe, ckpt: Path, on_disk) -> int:
 
 def quantize_run(ctx) -> None:
     """The step: ctx.inputs (the checkpoint's files) → ctx.out/model, the quantized checkpoint."""
-    from tritonbuild.backends._vllm_quantize import FormatError, quantize_checkpoint
+    from tritonbuild.backends._vllm_quantize import quantize_checkpoint
+    from tritonbuild.backends._vllm_quantize_plan import FormatError
     from tritonbuild.backends.common import checkpoint_root
 
     root = checkpoint_root(ctx.inputs)

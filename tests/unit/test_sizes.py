@@ -16,7 +16,6 @@ SOURCE = ROOT / "builder"
 BEING_SPLIT = {
     "builder/api.py",
     "builder/api.py::_serve",
-    "builder/backends/_vllm_quantize.py",
     "builder/backends/composition.py::emit",
     "builder/backends/models/vllm_invariant.py::_kernels",
     "builder/backends/models/vllm_invariant.py::_w4a16",
@@ -36,7 +35,6 @@ BEING_SPLIT = {
     "builder/backends/tensorrtllm/llmapi.py::emit",
     "builder/backends/tensorrtllm/memory.py::memory_plan",
     "builder/backends/tensorrtllm/recipe.py",
-    "builder/backends/vllm.py",
     "builder/cli/publish.py",
     "builder/cli/publish.py::publish_command",
     "builder/cli/recipes.py::build_command",
