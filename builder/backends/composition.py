@@ -125,39 +125,48 @@ def emit(built_model, root: Path, store, manifest_model, known: dict) -> list:
         for s in r.steps
     ]
     if r.backend == "ensemble":
-        for s in steps:
-            step = mc.ensemble_scheduling.step.add()
-            step.model_name, step.model_version = s["model"], s["version"]
-            for k, v in s["inputs"].items():
-                step.input_map[k] = v
-            for k, v in s["outputs"].items():
-                step.output_map[k] = v
-        (vdir / KEEP).write_bytes(b"")
+        _schedule_ensemble(mc, steps, vdir)
     else:
-        for g in r.instances:
-            ig = mc.instance_group.add()
-            ig.kind = pb2.ModelInstanceGroup.Kind.Value(f"KIND_{g.kind.upper()}")
-            ig.count = g.count
-        mc.parameters["steps"].string_value = json.dumps(
-            steps, sort_keys=True, separators=(",", ":")
-        )
-        mc.default_model_filename = "model.py"
-        shutil.copyfile(BLS_MODEL, vdir / "model.py")
+        _write_bls_model(mc, r, steps, vdir, pb2)
     (root / r.name / "config.pbtxt").write_bytes(render(mc))
-    deps = sorted({s.model for s in r.steps})
-    return [
-        manifest_model(
-            name=r.name,
-            version=r.version,
-            backend="ensemble" if r.backend == "ensemble" else "python",
-            target="cpu",
-            model_identity=_identity(steps, known),
-            inputs=[TensorSpec(**t.model_dump()) for t in r.inputs],
-            outputs=[TensorSpec(**t.model_dump()) for t in r.outputs],
-            max_batch_size=r.max_batch_size,
-            depends_on=deps,
-        )
-    ]
+    return [_manifest_entry(manifest_model, r, steps, known)]
+
+
+def _schedule_ensemble(mc, steps: list[dict], vdir: Path) -> None:
+    """The steps as Triton's ensemble scheduler runs them; the version directory stays empty (KEEP)."""
+    for s in steps:
+        step = mc.ensemble_scheduling.step.add()
+        step.model_name, step.model_version = s["model"], s["version"]
+        for k, v in s["inputs"].items():
+            step.input_map[k] = v
+        for k, v in s["outputs"].items():
+            step.output_map[k] = v
+    (vdir / KEEP).write_bytes(b"")
+
+
+def _write_bls_model(mc, r: CompositionRecipe, steps: list[dict], vdir: Path, pb2) -> None:
+    """A BLS: its instances, the steps as a config parameter and models/bls_chain.py as model.py."""
+    for g in r.instances:
+        ig = mc.instance_group.add()
+        ig.kind = pb2.ModelInstanceGroup.Kind.Value(f"KIND_{g.kind.upper()}")
+        ig.count = g.count
+    mc.parameters["steps"].string_value = json.dumps(steps, sort_keys=True, separators=(",", ":"))
+    mc.default_model_filename = "model.py"
+    shutil.copyfile(BLS_MODEL, vdir / "model.py")
+
+
+def _manifest_entry(manifest_model, r: CompositionRecipe, steps: list[dict], known: dict):
+    return manifest_model(
+        name=r.name,
+        version=r.version,
+        backend="ensemble" if r.backend == "ensemble" else "python",
+        target="cpu",
+        model_identity=_identity(steps, known),
+        inputs=[TensorSpec(**t.model_dump()) for t in r.inputs],
+        outputs=[TensorSpec(**t.model_dump()) for t in r.outputs],
+        max_batch_size=r.max_batch_size,
+        depends_on=sorted({s.model for s in r.steps}),
+    )
 
 
 def _identity(steps: list, known: dict) -> str:
