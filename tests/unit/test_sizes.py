@@ -16,8 +16,6 @@ SOURCE = ROOT / "builder"
 BEING_SPLIT = {
     "builder/api.py",
     "builder/api.py::_serve",
-    "builder/backends/models/vllm_invariant.py::_kernels",
-    "builder/backends/models/vllm_invariant.py::_w4a16",
     "builder/backends/tensorrtllm/__init__.py",
     "builder/backends/tensorrtllm/__init__.py::plan_steps",
     "builder/backends/tensorrtllm/__init__.py::run_step",

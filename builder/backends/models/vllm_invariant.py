@@ -62,13 +62,83 @@ def prepare_weights(weight_packed, weight_scale, group: int):
     return weight_packed.contiguous(), weight_scale.contiguous()
 
 
+# The GEMM's weight read (a Triton function) once _kernels() has run. NOTE: a module global, not a
+# closure: Triton's interpreter (TRITON_INTERPRET=1, the unit tests) re-executes a kernel's source in
+# its module's globals, without the closure; the compiler finds it there too.
+_weight_tile = None
+
+
 def _kernels():
     """The two Triton kernels: the W4A16 GEMM over one K slice per program, and the slices' sum."""
     import triton
     import triton.language as tl
 
-    # NOTE: M (the row count) not specialized: Triton compiles a separate variant for an int argument equal to 1 or
-    # divisible by 16; with this one binary per layer shape, every row count runs the same compiled code
+    global _weight_tile
+    _weight_tile = _weight_tile_function(triton, tl)
+    return _gemm_kernel(triton, tl), _sum_kernel(triton, tl)
+
+
+def _weight_tile_function(triton, tl):
+    """The GEMM's weight read at K offset k0: a [BLOCK_K, BLOCK_N] tile of int4 values times their
+    scales, in the dtype of x (the activation tile); ks is tl.arange(0, BLOCK_K), nibble each K
+    position's bit offset in its int32 word."""
+
+    @triton.jit
+    def _weight_tile(
+        w_ptr,
+        scale,
+        cols,
+        col_ok,
+        k0,
+        ks,
+        nibble,
+        x,
+        stride_wn,
+        stride_wk,
+        GATHER: tl.constexpr,
+        KN: tl.constexpr,
+    ):
+        if KN:
+            # a [BLOCK_K, BLOCK_N] tile, each K row reading its words along N (eight rows share a
+            # word row)
+            packed = tl.load(
+                w_ptr + ((k0 + ks) // 8)[:, None] * stride_wk + cols[None, :] * stride_wn,
+                mask=col_ok[None, :],
+                other=0,
+            )
+            w = (((packed >> nibble[:, None]) & 0xF) - 8).to(x.dtype) * scale[None, :]
+        else:
+            if GATHER:
+                # each K position reads its int32 word (eight share one: cache hits)
+                packed = tl.load(
+                    w_ptr + cols[:, None] * stride_wn + ((k0 + ks) // 8)[None, :] * stride_wk,
+                    mask=col_ok[:, None],
+                    other=0,
+                )
+            else:
+                # each word read once, then repeated to its eight K positions by three
+                # self-interleaves
+                words = k0 // 8 + tl.arange(0, ks.shape[0] // 8)  # BLOCK_K // 8
+                packed = tl.load(
+                    w_ptr + cols[:, None] * stride_wn + words[None, :] * stride_wk,
+                    mask=col_ok[:, None],
+                    other=0,
+                )
+                packed = tl.interleave(packed, packed)
+                packed = tl.interleave(packed, packed)
+                packed = tl.interleave(packed, packed)
+            w = tl.trans((((packed >> nibble[None, :]) & 0xF) - 8).to(x.dtype) * scale[:, None])
+        return w
+
+    return _weight_tile
+
+
+def _gemm_kernel(triton, tl):
+    """The W4A16 GEMM: one [BLOCK_M, BLOCK_N] output tile over one K slice per program."""
+
+    # NOTE: M (the row count) not specialized: Triton compiles a separate variant for an int argument
+    # equal to 1 or divisible by 16; with this one binary per layer shape, every row count runs the
+    # same compiled code
     @triton.jit(do_not_specialize=["M"])
     def _w4a16(
         x_ptr,
@@ -92,7 +162,8 @@ def _kernels():
         GATHER: tl.constexpr,
         KN: tl.constexpr,
     ):
-        # axis 0 walks the row tiles so that CTAs sharing a weight tile run together (L2 reuse); axis 2: K slice
+        # axis 0 walks the row tiles so that CTAs sharing a weight tile run together (L2 reuse);
+        # axis 2: K slice
         pid_m = tl.program_id(0)
         pid_n = tl.program_id(1)
         k_start = tl.program_id(2) * K_SLICE
@@ -112,38 +183,22 @@ def _kernels():
             scale = tl.load(
                 s_ptr + cols * stride_sn + (k0 // GROUP) * stride_sk, mask=col_ok, other=0.0
             )
-            if KN:  # a [BLOCK_K, BLOCK_N] tile, each K row reading its words along N (eight rows share a word row)
-                packed = tl.load(
-                    w_ptr + ((k0 + ks) // 8)[:, None] * stride_wk + cols[None, :] * stride_wn,
-                    mask=col_ok[None, :],
-                    other=0,
-                )
-                w = (((packed >> nibble[:, None]) & 0xF) - 8).to(x.dtype) * scale[None, :]
-            else:
-                if GATHER:  # each K position reads its int32 word (eight share one: cache hits)
-                    packed = tl.load(
-                        w_ptr + cols[:, None] * stride_wn + ((k0 + ks) // 8)[None, :] * stride_wk,
-                        mask=col_ok[:, None],
-                        other=0,
-                    )
-                else:  # each word read once, then repeated to its eight K positions by three self-interleaves
-                    words = k0 // 8 + tl.arange(0, BLOCK_K // 8)
-                    packed = tl.load(
-                        w_ptr + cols[:, None] * stride_wn + words[None, :] * stride_wk,
-                        mask=col_ok[:, None],
-                        other=0,
-                    )
-                    packed = tl.interleave(packed, packed)
-                    packed = tl.interleave(packed, packed)
-                    packed = tl.interleave(packed, packed)
-                w = tl.trans((((packed >> nibble[None, :]) & 0xF) - 8).to(x.dtype) * scale[:, None])
+            w = _weight_tile(
+                w_ptr, scale, cols, col_ok, k0, ks, nibble, x, stride_wn, stride_wk, GATHER, KN
+            )
             acc += tl.dot(x, w, out_dtype=tl.float32)
         out = y_ptr + tl.program_id(2) * stride_ys + rows[:, None] * stride_ym + cols[None, :]
         tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
 
+    return _w4a16
+
+
+def _sum_kernel(triton, tl):
+    """The K slices' fp32 partial sums added in slice order: the same order for every element and
+    row count."""
+
     @triton.jit
     def _slices_sum(p_ptr, y_ptr, SIZE, stride_s, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
-        # the K slices' fp32 partial sums added in slice order: the same order for every element and row count
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         ok = offs < SIZE
         acc = tl.load(p_ptr + offs, mask=ok, other=0.0)
@@ -151,7 +206,7 @@ def _kernels():
             acc += tl.load(p_ptr + s * stride_s + offs, mask=ok, other=0.0)
         tl.store(y_ptr + offs, acc.to(y_ptr.dtype.element_ty), mask=ok)
 
-    return _w4a16, _slices_sum
+    return _slices_sum
 
 
 def _build():
