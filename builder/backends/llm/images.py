@@ -1,8 +1,9 @@
-"""NGC serving images and what they ship: tritonserver:<tag>-trtllm-python-py3 → TensorRT-LLM, TensorRT, CUDA;
-tritonserver:<tag>-vllm-python-py3 → vLLM. From Triton's Release Compatibility Matrix (server
-docs/introduction/compatibility.md, recorded with commit and lines in tests/contracts/facts/triton_images.json,
-which a test keeps equal to these tables). A TensorRT engine loads only under the TensorRT-LLM (and TensorRT)
-that built it, so a recipe's image and its trtllm_version must agree."""
+"""NGC serving images and what they ship: tritonserver:<tag>-trtllm-python-py3 → TensorRT-LLM,
+TensorRT, CUDA; tritonserver:<tag>-vllm-python-py3 → vLLM. From Triton's Release Compatibility
+Matrix (server docs/introduction/compatibility.md, recorded with commit and lines in
+tests/contracts/facts/triton_images.json, which a test keeps equal to these tables). A TensorRT
+engine loads only under the TensorRT-LLM (and TensorRT) that built it, so a recipe's image and its
+trtllm_version must agree."""
 
 from __future__ import annotations
 
@@ -60,8 +61,9 @@ MATRIX = "Triton's Release Compatibility Matrix (server docs/introduction/compat
 
 
 def image_problem(image) -> tuple[str, str] | None:
-    """(message, hint) when the recipe's image (an Image: triton_image, trtllm_version, ships) cannot serve an
-    engine built with its trtllm_version; None when it can, or when the image is not an NGC trtllm tag."""
+    """(message, hint) when the recipe's image (an Image: triton_image, trtllm_version, ships)
+    cannot serve an engine built with its trtllm_version; None when it can, or when the image is not
+    an NGC trtllm tag."""
     tag = NGC_TRTLLM_IMAGE.match(image.triton_image)
     if not tag:
         return None
