@@ -1,6 +1,7 @@
-"""An onnxruntime model's execution accelerators (config.pbtxt's optimization.execution_accelerators:
-TensorRT or CUDA on the GPU, OpenVINO on the CPU): the recipe key `accelerators`, what the server can
-honour, the config it writes and the recipe adopt reads back from an existing config."""
+"""An onnxruntime model's execution accelerators (config.pbtxt's
+optimization.execution_accelerators: TensorRT or CUDA on the GPU, OpenVINO on the CPU): the recipe
+key `accelerators`, what the server can honour, the config it writes and the recipe adopt reads back
+from an existing config."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ class Accelerators(Strict):
 
 
 def add_accelerators(mc, accelerators: Accelerators) -> None:
-    """onnxruntime's execution providers (TensorRT, CUDA, OpenVINO) into the config's optimization."""
+    """onnxruntime's execution providers (TensorRT, CUDA, OpenVINO) into the config's
+    optimization."""
     ea = mc.optimization.execution_accelerators
     for acc in accelerators.gpu:
         a = ea.gpu_execution_accelerator.add()
@@ -92,8 +94,9 @@ _TRT_PARAMETERS = {
 
 
 def adopt_accelerators(mc) -> dict:
-    """optimization.execution_accelerators of an existing config as the recipe's accelerators (tritonbuild adopt);
-    any other optimization field, accelerator or parameter is refused by name."""
+    """optimization.execution_accelerators of an existing config as the recipe's accelerators
+    (tritonbuild adopt); any other optimization field, accelerator or parameter is refused by
+    name."""
     from tritonbuild.errors import UsageError
 
     if not mc.HasField("optimization"):

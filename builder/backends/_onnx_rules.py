@@ -1,17 +1,20 @@
-"""config.pbtxt against the ONNX model, offline: the onnxruntime backend's own load checks, ported, on what an
-onnxruntime session reports (ORT infers shapes the graph leaves symbolic; the backend asks the session).
+"""config.pbtxt against the ONNX model, offline: the onnxruntime backend's own load checks, ported,
+on what an onnxruntime session reports (ORT infers shapes the graph leaves symbolic; the backend
+asks the session).
 
-Source: triton-inference-server/onnxruntime_backend, commit 17e5cb23a6fbeb37282eb7079dd0b580cd79530d (branch r24.10):
-src/onnxruntime.cc ModelInstanceState (expected input count, ValidateInputs, ValidateOutputs) and
-src/onnxruntime_utils.cc CompareDimsSupported. Messages are the backend's wording. Not ported: what needs a
-session (execution providers, TensorRT EP options) and autocomplete of a config that omits inputs/outputs.
+Source: triton-inference-server/onnxruntime_backend, commit 17e5cb23a6fbeb37282eb7079dd0b580cd79530d
+(branch r24.10): src/onnxruntime.cc ModelInstanceState (expected input count, ValidateInputs,
+ValidateOutputs) and src/onnxruntime_utils.cc CompareDimsSupported. Messages are the backend's
+wording. Not ported: what needs a session (execution providers, TensorRT EP options) and
+autocomplete of a config that omits inputs/outputs.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-# ONNX TensorProto element type → Triton TYPE_ name (ModelConfigDataTypeToOnnxDataType / ConvertFromOnnxDataType)
+# ONNX TensorProto element type → Triton TYPE_ name (ModelConfigDataTypeToOnnxDataType /
+# ConvertFromOnnxDataType)
 ONNX_TYPES = {
     1: "FP32",
     2: "UINT8",
@@ -94,15 +97,17 @@ ORT_TYPES = {
 
 
 class _Info:
-    """A tensor as the onnxruntime session reports it (after ORT's own shape inference): elem type, dims."""
+    """A tensor as the onnxruntime session reports it (after ORT's own shape inference): elem type,
+    dims."""
 
     def __init__(self, dtype: str, dims: list[int]):
         self.dtype, self.dims = dtype, dims
 
 
 def _session_infos(model_file: Path) -> tuple[dict, dict, dict] | str:
-    """(inputs, overridable initializers, outputs) as the backend's session sees them; onnxruntime when
-    installed (it infers shapes the graph leaves symbolic), else the graph after onnx shape inference."""
+    """(inputs, overridable initializers, outputs) as the backend's session sees them; onnxruntime
+    when installed (it infers shapes the graph leaves symbolic), else the graph after onnx shape
+    inference."""
 
     def ort_info(a) -> _Info:
         t = a.type.removeprefix("tensor(").removesuffix(")")
@@ -150,7 +155,8 @@ def _session_infos(model_file: Path) -> tuple[dict, dict, dict] | str:
 
 
 def onnx_problems(mc, model_file: Path) -> list[str]:
-    """The onnxruntime backend's checks of mc against the model in model_file (first failure, as the backend)."""
+    """The onnxruntime backend's checks of mc against the model in model_file (first failure, as the
+    backend)."""
     infos = _session_infos(model_file)
     if isinstance(infos, str):
         return [infos]

@@ -13,9 +13,10 @@ from tritonbuild.backends._vllm_speculative import speculative_config
 from tritonbuild.core.hashing import pretty_json, sha256_json
 from tritonbuild.recipe.models import TensorSpec
 
-# Every tensor the vLLM backend declares (vllm_backend src/model.py, recorded in tests/contracts): written out, so
-# the manifest and verify know the whole interface and a server with --disable-auto-complete-config takes the
-# OpenAI frontend's requests (return_num_*_tokens, return_logprobs, ...).
+# Every tensor the vLLM backend declares (vllm_backend src/model.py, recorded in tests/contracts):
+# written out, so the manifest and verify know the whole interface and a server with
+# --disable-auto-complete-config takes the OpenAI frontend's requests (return_num_*_tokens,
+# return_logprobs, ...).
 INPUTS = [
     TensorSpec(name="text_input", dtype="bytes", dims=[1]),
     TensorSpec(name="image", dtype="bytes", dims=[-1], optional=True),

@@ -2,13 +2,13 @@
 loads with quantization: compressed-tensors), on whole arrays: the arithmetic of the `vllm.quantize`
 step, which `_vllm_quantize.py` streams a checkpoint through.
 
-Symmetric round to nearest per group of `group_size` inputs, the scale max|w| / 7.5 (compressed-tensors'
-calculate_qparams for a signed 4-bit range), values clipped to [-8, 7], stored + 8 (vLLM's uint4b8)
-eight to an int32 along the input dimension, element j in bits 4j..4j+3 (pack_to_int32, packed_dim 1).
-Each decoder linear `model.layers.<n>.<LINEARS>.weight` becomes `weight_packed` (int32 [out, in/8]),
-`weight_scale` ([out, in/group], fp16, bf16 for a bf16 weight) and `weight_shape` (int64 [2]);
-embeddings, norms and lm_head stay as they are. numpy only, bf16 decoded from its bits. Upstream's
-facts: tests/contracts/facts/compressed_tensors.json."""
+Symmetric round to nearest per group of `group_size` inputs, the scale max|w| / 7.5
+(compressed-tensors' calculate_qparams for a signed 4-bit range), values clipped to [-8, 7], stored
++ 8 (vLLM's uint4b8) eight to an int32 along the input dimension, element j in bits 4j..4j+3
+(pack_to_int32, packed_dim 1). Each decoder linear `model.layers.<n>.<LINEARS>.weight` becomes
+`weight_packed` (int32 [out, in/8]), `weight_scale` ([out, in/group], fp16, bf16 for a bf16 weight)
+and `weight_shape` (int64 [2]); embeddings, norms and lm_head stay as they are. numpy only, bf16
+decoded from its bits. Upstream's facts: tests/contracts/facts/compressed_tensors.json."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ LINEARS = (
 
 
 def quantization_config(group_size: int = GROUP) -> dict:
-    """config.json's quantization_config: compressed-tensors' QuantizationConfig of a W4A16 group scheme."""
+    """config.json's quantization_config: compressed-tensors' QuantizationConfig of a W4A16 group
+    scheme."""
     return {
         "quant_method": "compressed-tensors",
         "format": "pack-quantized",
@@ -65,7 +66,8 @@ def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
 
 
 def f32_to_bf16(x: np.ndarray) -> np.ndarray:
-    """float32 → bfloat16 bits (uint16), rounded to nearest even as torch's .to(torch.bfloat16) (finite values)."""
+    """float32 → bfloat16 bits (uint16), rounded to nearest even as torch's .to(torch.bfloat16)
+    (finite values)."""
     bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
     return ((bits + (0x7FFF + ((bits >> 16) & 1))) >> 16).astype(np.uint16)
 
@@ -73,9 +75,10 @@ def f32_to_bf16(x: np.ndarray) -> np.ndarray:
 def quantize_int4(
     w: np.ndarray, group: int = GROUP, scale_dtype: str = "F16"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(int8 values in [-8, 7], scales [out, in / group]: fp16, or bf16 bits as uint16 for scale_dtype BF16):
-    symmetric round to nearest per group, the scale max|w| / 7.5 as compressed-tensors' min-max observer takes it
-    for a signed 4-bit range (an all-zero group gets scale 1; its values are 0 whatever the scale)."""
+    """(int8 values in [-8, 7], scales [out, in / group]: fp16, or bf16 bits as uint16 for
+    scale_dtype BF16): symmetric round to nearest per group, the scale max|w| / 7.5 as
+    compressed-tensors' min-max observer takes it for a signed 4-bit range (an all-zero group gets
+    scale 1; its values are 0 whatever the scale)."""
     out, inp = w.shape
     groups = w.astype(np.float32).reshape(out, inp // group, group)
     amax = np.abs(groups).max(axis=-1) / 7.5
@@ -92,7 +95,8 @@ def quantize_int4(
 
 
 def pack_int4(q: np.ndarray) -> np.ndarray:
-    """compressed-tensors' pack_to_int32 (packed_dim 1): value + 8, eight per int32, element j in bits 4j..4j+3."""
+    """compressed-tensors' pack_to_int32 (packed_dim 1): value + 8, eight per int32, element j in
+    bits 4j..4j+3."""
     out, inp = q.shape
     u = (q.astype(np.int32) + 8).astype(np.uint32).reshape(out, inp // 8, 8)
     return (u << (np.arange(8, dtype=np.uint32) * 4)).sum(axis=-1, dtype=np.uint32).view(np.int32)
@@ -121,7 +125,8 @@ def linear_prefix(name: str) -> str | None:
 
 
 def int4_tensors(fp16: dict[str, np.ndarray], group: int = GROUP) -> dict[str, np.ndarray]:
-    """Every decoder linear as weight_packed / weight_scale / weight_shape; embeddings, norms, lm_head stay."""
+    """Every decoder linear as weight_packed / weight_scale / weight_shape; embeddings, norms,
+    lm_head stay."""
     out = {}
     for name, arr in fp16.items():
         if (prefix := linear_prefix(name)) is not None:

@@ -1,5 +1,6 @@
 """vLLM's memory plan on the recipe's GPU (the plan's extras): the KV cache blocks left once the
-weights and vLLM's runtime reserve are placed, from the checkpoint's config.json and its weights' sizes."""
+weights and vLLM's runtime reserve are placed, from the checkpoint's config.json and its weights'
+sizes."""
 
 from __future__ import annotations
 
@@ -23,23 +24,26 @@ from tritonbuild.backends.llm.memory import (
 from tritonbuild.core.stores import is_url
 from tritonbuild.recipe.load import LoadedRecipe
 
-# What Worker.determine_available_memory takes beyond the weights before the KV cache: the profiling run's
-# activations and the CUDA/NCCL context growth (measured on the H200: docs/runs/2026-12-01-vllm-h200.json).
+# What Worker.determine_available_memory takes beyond the weights before the KV cache: the profiling
+# run's activations and the CUDA/NCCL context growth (measured on the H200:
+# docs/runs/2026-12-01-vllm-h200.json).
 VLLM_RUNTIME_RESERVE = int(1.5 * (1 << 30))
 
 
 def weight_bytes_on_disk(ckpt: Path) -> int:
-    """Bytes of the checkpoint's safetensors: what vLLM puts on the GPU for a dense or pre-quantized checkpoint."""
+    """Bytes of the checkpoint's safetensors: what vLLM puts on the GPU for a dense or pre-quantized
+    checkpoint."""
     return sum(f.stat().st_size for f in ckpt.glob("*.safetensors"))
 
 
 def memory_plan(
     recipe: VLLMRecipe, config: dict, weights: int | None = None, draft: dict | None = None
 ) -> dict:
-    """vLLM's KV budget (Worker.determine_available_memory): gpu_memory_utilization × the GPU's memory, less the
-    weights and what the profiling run adds (activations of max_num_batched_tokens, CUDA/NCCL context), split
-    into blocks of block_size tokens × layers × 2 × kv_heads × head_dim × dtype bytes; draft: the drafter's
-    config.json, whose attention layers take KV in the same blocks (split across GPUs as the target's)."""
+    """vLLM's KV budget (Worker.determine_available_memory): gpu_memory_utilization × the GPU's
+    memory, less the weights and what the profiling run adds (activations of max_num_batched_tokens,
+    CUDA/NCCL context), split into blocks of block_size tokens × layers × 2 × kv_heads × head_dim ×
+    dtype bytes; draft: the drafter's config.json, whose attention layers take KV in the same blocks
+    (split across GPUs as the target's)."""
     arch = Architecture.from_hf_config(config)
     e = recipe.engine_args
     params, computed = model_weight_bytes(arch)
@@ -47,8 +51,8 @@ def memory_plan(
     gpu = GPU_MEMORY_MIB[recipe.gpu] * (1 << 20)
     kv_dtype = "fp8" if str(e.extra.get("kv_cache_dtype", "auto")).startswith("fp8") else "auto"
     drafter = [(Architecture.from_hf_config(draft), "auto")] if draft is not None else []
-    # one GPU's KV per token (what the blocks are cut by), and the whole model's (the plan's kv_bytes_per_token, as
-    # on the TensorRT-LLM routes)
+    # one GPU's KV per token (what the blocks are cut by), and the whole model's (the plan's
+    # kv_bytes_per_token, as on the TensorRT-LLM routes)
     kv_tok = sum(
         kv_bytes_per_token(a, d, e.tensor_parallel_size, e.pipeline_parallel_size)
         for a, d in [(arch, kv_dtype), *drafter]
@@ -86,7 +90,8 @@ def memory_plan(
 
 
 def describe(loaded: LoadedRecipe, ctx: PlanContext | None = None) -> dict:
-    """Plan extras: vLLM's KV blocks on the recipe's GPU (from config.json and the safetensors' sizes)."""
+    """Plan extras: vLLM's KV blocks on the recipe's GPU (from config.json and the safetensors'
+    sizes)."""
     if is_url(loaded.recipe.checkpoint.path):
         return {}
     ckpt = recipe_dir(loaded, loaded.recipe.checkpoint.path, ("checkpoint", "path"))

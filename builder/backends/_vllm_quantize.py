@@ -2,9 +2,10 @@
 decoder linears INT4 weight-only (compressed-tensors' W4A16 pack-quantized layout, `_vllm_int4.py`),
 laid out as `_vllm_quantize_plan.layout` says.
 
-Streamed: the safetensors headers are read first, the output's headers are computed from them, then each
-tensor is read, quantized in blocks of rows and written at its offset, so an 8B checkpoint never sits in
-memory. The same inputs give the same bytes (sorted names, fixed metadata), whatever the thread count."""
+Streamed: the safetensors headers are read first, the output's headers are computed from them, then
+each tensor is read, quantized in blocks of rows and written at its offset, so an 8B checkpoint
+never sits in memory. The same inputs give the same bytes (sorted names, fixed metadata), whatever
+the thread count."""
 
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ def _header_bytes(entries: list) -> tuple[bytes, dict[str, int]]:
 
 
 def _read_rows(fd: int, start: int, meta: dict, r0: int, r1: int) -> np.ndarray:
-    """Rows r0..r1 of a 2-D float tensor as float32 (pread: safe from several threads on one descriptor)."""
+    """Rows r0..r1 of a 2-D float tensor as float32 (pread: safe from several threads on one
+    descriptor)."""
     inp = meta["shape"][1]
     size = ITEMSIZE[meta["dtype"]]
     raw = _pread_exact(
@@ -86,7 +88,8 @@ def _pwrite_all(fd: int, data: bytes, pos: int) -> None:
 def _write_linear(
     src_fd: int, start: int, meta: dict, out_fd: int, at: dict, prefix: str, group: int
 ) -> None:
-    """One linear quantized block of rows by block (at: absolute offsets of its outputs in the output file)."""
+    """One linear quantized block of rows by block (at: absolute offsets of its outputs in the
+    output file)."""
     rows, inp = meta["shape"]
     scale_dtype = "BF16" if meta["dtype"] == "BF16" else "F16"
     step = max(1, BLOCK_ELEMENTS // inp)
@@ -108,9 +111,9 @@ def _copy_bytes(src_fd: int, pos: int, n: int, out_fd: int, dest: int) -> None:
 
 
 def workers() -> int:
-    """Threads quantizing linears at once (numpy releases the GIL on whole-array work): the CPUs this process may
-    use, at most 8 (each holds a block of up to BLOCK_ELEMENTS weights and its temporaries, ~0.4 GB);
-    TRITONBUILD_QUANTIZE_THREADS overrides."""
+    """Threads quantizing linears at once (numpy releases the GIL on whole-array work): the CPUs
+    this process may use, at most 8 (each holds a block of up to BLOCK_ELEMENTS weights and its
+    temporaries, ~0.4 GB); TRITONBUILD_QUANTIZE_THREADS overrides."""
     if env := os.environ.get("TRITONBUILD_QUANTIZE_THREADS"):
         return max(1, int(env))
     cpus = (
@@ -122,7 +125,8 @@ def workers() -> int:
 def _write_shard(
     path: Path, entries: list, headers: dict, starts: dict, fds: dict, group: int, pool
 ) -> int:
-    """One output file: its header, then every tensor (copies here, linears on the pool); returns its bytes."""
+    """One output file: its header, then every tensor (copies here, linears on the pool); returns
+    its bytes."""
     head, at = _header_bytes(entries)
     out_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -164,9 +168,10 @@ def _write_shard(
 def quantize_weights(
     src: dict[str, Path], dest: Path, group: int, shard_bytes: int = SHARD_BYTES
 ) -> list[str]:
-    """Quantize the weight files src (name → path) into dest, the linears on workers() threads, each holding one
-    block of rows in memory at a time; returns the files written (with model.safetensors.index.json when
-    sharded). The bytes do not depend on the thread count: every block lands at its own offset."""
+    """Quantize the weight files src (name → path) into dest, the linears on workers() threads, each
+    holding one block of rows in memory at a time; returns the files written (with
+    model.safetensors.index.json when sharded). The bytes do not depend on the thread count: every
+    block lands at its own offset."""
     from concurrent.futures import ThreadPoolExecutor
 
     starts, headers, seen = {}, {}, set()
@@ -207,10 +212,10 @@ def quantize_weights(
 def quantize_checkpoint(
     ckpt_files: dict[str, Path], dest: Path, group: int, shard_bytes: int = SHARD_BYTES
 ) -> None:
-    """The whole step: ckpt_files (relative name → path) → dest holding the quantized checkpoint: its weights,
-    config.json with quantization_config, every other file (tokenizer, generation config, ...) as it is. The input
-    weights' own index, any .safetensors it does not map and other weight files (.bin, .pth: e.g. Llama 3's
-    original/consolidated.00.pth) are left out."""
+    """The whole step: ckpt_files (relative name → path) → dest holding the quantized checkpoint:
+    its weights, config.json with quantization_config, every other file (tokenizer, generation
+    config, ...) as it is. The input weights' own index, any .safetensors it does not map and other
+    weight files (.bin, .pth: e.g. Llama 3's original/consolidated.00.pth) are left out."""
     import shutil
 
     def read_json(rel: str) -> dict:

@@ -11,8 +11,8 @@ import numpy as np
 from tritonbuild.backends._vllm_int4 import LINEARS, linear_prefix
 from tritonbuild.backends.llm.safetensors import raw_header
 
-# Bump when anything here, in _vllm_int4.py or in _vllm_quantize.py changes what the step writes (the
-# `vllm.quantize` cache key carries it).
+# Bump when anything here, in _vllm_int4.py or in _vllm_quantize.py changes what the step writes
+# (the `vllm.quantize` cache key carries it).
 QUANTIZER_VERSION = 1
 GROUP_SIZES = (32, 64, 128)
 # Output shards hold at most this (a larger single tensor gets a shard of its own).
@@ -50,8 +50,8 @@ class FormatError(ValueError):
 
 
 def read_header(path: Path) -> tuple[int, dict]:
-    """(where the data starts, {name: {dtype, shape, data_offsets}}) of a safetensors file, checked against its
-    size; __metadata__ left out."""
+    """(where the data starts, {name: {dtype, shape, data_offsets}}) of a safetensors file, checked
+    against its size; __metadata__ left out."""
     found = raw_header(path)
     if found is None:
         raise FormatError(
@@ -75,8 +75,8 @@ def read_header(path: Path) -> tuple[int, dict]:
 
 
 def weight_files(rels: list[str], read_json) -> list[str]:
-    """The checkpoint's weight files: those its model.safetensors.index.json maps, else every top-level
-    *.safetensors (read_json(rel) reads a JSON file of the checkpoint)."""
+    """The checkpoint's weight files: those its model.safetensors.index.json maps, else every
+    top-level *.safetensors (read_json(rel) reads a JSON file of the checkpoint)."""
     if INDEX in rels:
         return sorted(set(read_json(INDEX)["weight_map"].values()))
     return sorted(r for r in rels if "/" not in r and r.endswith(".safetensors"))
@@ -101,8 +101,8 @@ def tensor_bytes(dtype: str, shape: list[int]) -> int:
 
 
 def problems(headers: dict[str, dict], group: int, tp: int = 1) -> list[str]:
-    """Why a checkpoint (its weight files' headers: file → {name: meta}) cannot be quantized with this group size
-    and tensor parallelism; [] when it can."""
+    """Why a checkpoint (its weight files' headers: file → {name: meta}) cannot be quantized with
+    this group size and tensor parallelism; [] when it can."""
     found, out = 0, []
     for file, header in sorted(headers.items()):
         for name, meta in sorted(header.items()):
@@ -140,8 +140,9 @@ def problems(headers: dict[str, dict], group: int, tp: int = 1) -> list[str]:
 def layout(
     headers: dict[str, dict], group: int, shard_bytes: int = SHARD_BYTES
 ) -> list[tuple[str, list]]:
-    """The output files: [(file name, [(name, dtype, shape, input file)...])], names sorted across the whole model
-    and cut into shards of at most shard_bytes, never between the tensors one linear becomes."""
+    """The output files: [(file name, [(name, dtype, shape, input file)...])], names sorted across
+    the whole model and cut into shards of at most shard_bytes, never between the tensors one linear
+    becomes."""
     units = sorted(
         [(*t, src) for t in _out_tensors(name, meta, group)]
         for src, header in headers.items()

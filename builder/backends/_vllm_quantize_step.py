@@ -1,6 +1,7 @@
-"""The `vllm.quantize` build step around the INT4 quantizer (`_vllm_quantize.py`): the recipe key (`quantize`), its
-load-time rules, the planned step (refusals at plan time, where the checkpoint's config.json and safetensors
-headers are known) and its run. Imports no numpy until a step is planned or run."""
+"""The `vllm.quantize` build step around the INT4 quantizer (`_vllm_quantize.py`): the recipe key
+(`quantize`), its load-time rules, the planned step (refusals at plan time, where the checkpoint's
+config.json and safetensors headers are known) and its run. Imports no numpy until a step is planned
+or run."""
 
 from __future__ import annotations
 
@@ -33,8 +34,8 @@ class VLLMQuantize(Strict):
 
 
 def quantize_problems(recipe) -> list:
-    """check_recipe's (key path, message, hint) for a VLLMRecipe's quantize: the image's vLLM must have
-    compressed-tensors, and engine_args.quantization must be that or unset."""
+    """check_recipe's (key path, message, hint) for a VLLMRecipe's quantize: the image's vLLM must
+    have compressed-tensors, and engine_args.quantization must be that or unset."""
     from tritonbuild.backends._vllm_quantization import quantization_problem
 
     if recipe.quantize is None:
@@ -57,9 +58,9 @@ def quantize_problems(recipe) -> list:
 def quantize_step(
     loaded, ckpt: Path, config: dict, files: dict[str, str]
 ) -> tuple[str, dict, dict[str, str]]:
-    """The vllm.quantize step of a recipe with quantize: refuses a checkpoint already quantized, weights that are not
-    safetensors, and a group size that does not divide a linear's inputs (per tensor-parallel rank for the
-    row-parallel ones), each a plan error at the recipe's key."""
+    """The vllm.quantize step of a recipe with quantize: refuses a checkpoint already quantized,
+    weights that are not safetensors, and a group size that does not divide a linear's inputs (per
+    tensor-parallel rank for the row-parallel ones), each a plan error at the recipe's key."""
     from tritonbuild.backends._vllm_quantize_plan import (
         GROUP_SIZES,
         QUANTIZER_VERSION,
@@ -114,8 +115,8 @@ def quantize_step(
 
 
 def weight_bytes(recipe, ckpt: Path, on_disk) -> int:
-    """Bytes of the weights vLLM will load: what vllm.quantize writes (from the headers) with quantize, else (or
-    where the headers cannot be read) on_disk(ckpt)."""
+    """Bytes of the weights vLLM will load: what vllm.quantize writes (from the headers) with
+    quantize, else (or where the headers cannot be read) on_disk(ckpt)."""
     from tritonbuild.backends._vllm_quantize_plan import output_bytes, read_header, weight_files
 
     if recipe.quantize is None:

@@ -1,5 +1,5 @@
-"""The vLLM recipe (`backend: vllm`): the checkpoint, typed engine args (`VLLMEngineArgs`, written to
-model.json), LoRA, quantize and speculative decoding (their types in `_vllm_lora.py`,
+"""The vLLM recipe (`backend: vllm`): the checkpoint, typed engine args (`VLLMEngineArgs`, written
+to model.json), LoRA, quantize and speculative decoding (their types in `_vllm_lora.py`,
 `_vllm_quantize_step.py`, `_vllm_speculative.py`), the serving image and how the server runs it."""
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ class VLLMRecipe(Named):
     checkpoint: Checkpoint
     engine_args: VLLMEngineArgs = Field(default_factory=lambda: VLLMEngineArgs())
     lora: VLLMLoRA | None = None
-    quantize: VLLMQuantize | None = (
-        None  # the vllm.quantize step; None: the checkpoint packaged as it is
-    )
+    # the vllm.quantize step; None: the checkpoint packaged as it is
+    quantize: VLLMQuantize | None = None
     speculative: VLLMSpeculative | None = Field(
         None, description="Speculative decoding (model.json's speculative_config)."
     )

@@ -1,5 +1,5 @@
-"""What Triton's vLLM backend needs of a model directory to load it, checked offline (config.pbtxt and
-model.json; facts recorded from vllm_backend src/model.py in tests/contracts)."""
+"""What Triton's vLLM backend needs of a model directory to load it, checked offline (config.pbtxt
+and model.json; facts recorded from vllm_backend src/model.py in tests/contracts)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ def load_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
         p.append("the vLLM backend needs max_batch_size 0 (it batches internally)")
     # NOTE: the backend's auto_complete_config sets decoupled: true where the config leaves
     # model_transaction_policy out, and refuses to change a decoupled: false written there
-    # (vllm_backend src/model.py, python_backend set_model_transaction_policy; tests/contracts/facts).
+    # (vllm_backend src/model.py, python_backend set_model_transaction_policy;
+    # tests/contracts/facts).
     if mc.HasField("model_transaction_policy") and not mc.model_transaction_policy.decoupled:
         p.append(
             "the vLLM backend needs model_transaction_policy.decoupled: true (its auto_complete_config "

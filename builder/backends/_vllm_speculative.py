@@ -1,9 +1,11 @@
-"""vLLM speculative decoding: the recipe's speculative key as model.json's speculative_config (AsyncEngineArgs
-takes a dict of SpeculativeConfig's fields: method, model, num_speculative_tokens), the draft model or head packaged
-as <v>/draft/ and named where the server sees it, its weights and its attention layers' KV counted in the memory
-plan. Per vLLM version an image ships (vllm_versions.json `speculative`, derived from the wheels' SpeculativeConfig:
-tests/contracts/facts/vllm_speculative.json): the methods it takes and whether its engine runs method draft_model;
-which methods load a drafter whose attention layers get KV (tests/contracts/facts/vllm_draft.json)."""
+"""vLLM speculative decoding: the recipe's speculative key as model.json's speculative_config
+(AsyncEngineArgs takes a dict of SpeculativeConfig's fields: method, model, num_speculative_tokens),
+the draft model or head packaged as <v>/draft/ and named where the server sees it, its weights and
+its attention layers' KV counted in the memory plan. Per vLLM version an image ships
+(vllm_versions.json `speculative`, derived from the wheels' SpeculativeConfig:
+tests/contracts/facts/vllm_speculative.json): the methods it takes and whether its engine runs
+method draft_model; which methods load a drafter whose attention layers get KV
+(tests/contracts/facts/vllm_draft.json)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from tritonbuild.backends.common import draft_checkpoint_dir, tree_inputs
 from tritonbuild.recipe.models import Strict
 
 DRAFT_DIR = "draft"
-# the methods whose drafter is a model with attention layers: they join the target's in the KV cache spec
+# the methods whose drafter is a model with attention layers: they join the target's in the KV cache
+# spec
 WITH_DRAFT_KV = frozenset({"draft_model", "eagle", "eagle3"})
 
 
@@ -45,7 +48,8 @@ def speculative_config(recipe) -> dict | None:
 
 
 def draft_dir(loaded, recipe_dir):
-    """The recipe's draft checkpoint directory (it must hold config.json), or None without speculative."""
+    """The recipe's draft checkpoint directory (it must hold config.json), or None without
+    speculative."""
     if loaded.recipe.speculative is None:
         return None
     return draft_checkpoint_dir(
@@ -62,9 +66,9 @@ def draft_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, str]]
 
 
 def speculative_problem(speculative, triton_image: str) -> tuple[str, str] | None:
-    """(message, hint) when the image's vLLM takes no such speculative method, or refuses (or is not recorded to
-    run) method draft_model; else None. An image whose vLLM has no speculative_config (or is not recorded) is
-    engine_args_problems' (the key itself)."""
+    """(message, hint) when the image's vLLM takes no such speculative method, or refuses (or is not
+    recorded to run) method draft_model; else None. An image whose vLLM has no speculative_config
+    (or is not recorded) is engine_args_problems' (the key itself)."""
     from tritonbuild.backends._vllm_quantization import SPECULATIVE, image_vllm, images_where
 
     version = image_vllm(triton_image)
@@ -96,8 +100,8 @@ def speculative_problem(speculative, triton_image: str) -> tuple[str, str] | Non
 
 
 def draft_kv_config(loaded, d) -> dict | None:
-    """The drafter's config.json (d: draft_dir's answer) when its attention layers get KV blocks beside the
-    target's, else None."""
+    """The drafter's config.json (d: draft_dir's answer) when its attention layers get KV blocks
+    beside the target's, else None."""
     if d is None or loaded.recipe.speculative.method not in WITH_DRAFT_KV:
         return None
     import json

@@ -1,7 +1,8 @@
-"""Ensembles (platform: ensemble) and BLS pipelines (a Python model) built from other recipes' models.
+"""Ensembles (platform: ensemble) and BLS pipelines (a Python model) built from other recipes'
+models.
 
-Checked against the step models' real inputs and outputs at assembly: every mapped tensor exists, dtypes
-agree across each mapping, batch sizes are consistent."""
+Checked against the step models' real inputs and outputs at assembly: every mapped tensor exists,
+dtypes agree across each mapping, batch sizes are consistent."""
 
 from __future__ import annotations
 
@@ -81,8 +82,9 @@ def _check(r: CompositionRecipe, known: dict) -> list[str]:
             problems.append(
                 f"max_batch_size {r.max_batch_size} exceeds {step.model}'s {step_model.max_batch_size}"
             )
-        # NOTE: a batching ensemble may call a non-batching step (Triton compares full shapes, ensemble_utils.cc
-        # ValidateTensorConsistency); verify's Triton core check judges the shapes.
+        # NOTE: a batching ensemble may call a non-batching step (Triton compares full shapes,
+        # ensemble_utils.cc ValidateTensorConsistency); verify's Triton core check judges the
+        # shapes.
     for j, t in enumerate(r.outputs):
         if t.name in dtypes and dtypes[t.name] != t.dtype:
             problems.append(
@@ -133,7 +135,8 @@ def emit(built_model, root: Path, store, manifest_model, known: dict) -> list:
 
 
 def _schedule_ensemble(mc, steps: list[dict], vdir: Path) -> None:
-    """The steps as Triton's ensemble scheduler runs them; the version directory stays empty (KEEP)."""
+    """The steps as Triton's ensemble scheduler runs them; the version directory stays empty
+    (KEEP)."""
     for s in steps:
         step = mc.ensemble_scheduling.step.add()
         step.model_name, step.model_version = s["model"], s["version"]
@@ -206,7 +209,8 @@ class CompositionBackend(Backend):
 
 
 class EnsembleBackend(CompositionBackend):
-    """A composition run by Triton's ensemble scheduler: explicit step versions, no instances of its own."""
+    """A composition run by Triton's ensemble scheduler: explicit step versions, no instances of its
+    own."""
 
     def check_recipe(self, recipe) -> list[tuple]:
         out = []
@@ -238,7 +242,6 @@ class EnsembleBackend(CompositionBackend):
         return ensemble_recipe(mc, model_dir)
 
 
-ENSEMBLE = EnsembleBackend(
-    "ensemble", "ensemble", EnsembleRecipe, loads_dependencies=True
-)  # Triton loads its steps
+# Triton loads an ensemble's steps with it
+ENSEMBLE = EnsembleBackend("ensemble", "ensemble", EnsembleRecipe, loads_dependencies=True)
 BLS = CompositionBackend("bls", "python", BLSRecipe)

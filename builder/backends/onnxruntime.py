@@ -1,4 +1,5 @@
-"""onnxruntime backend: an .onnx file (local, URL, or exported from a seeded torch module); I/O from the graph."""
+"""onnxruntime backend: an .onnx file (local, URL, or exported from a seeded torch module); I/O from
+the graph."""
 
 from __future__ import annotations
 
@@ -119,7 +120,8 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
 
 
 def module_root(module: str, path: str) -> Path:
-    """The directory a 'pkg.mod:function' module is imported from, given the module's file (an input)."""
+    """The directory a 'pkg.mod:function' module is imported from, given the module's file (an
+    input)."""
     depth = len(module.split(":")[0].split("."))
     file = Path(path).resolve()
     return file.parents[depth] if file.name == "__init__.py" else file.parents[depth - 1]
@@ -129,7 +131,8 @@ def run_export(ctx: StepContext, target: Path, log_name: str) -> object:
     """Run _torch_export in a subprocess on the step's module (its only input), writing target."""
     require_torch()
     ((module_file, _digest),) = ctx.inputs.items()
-    # NOTE: absolute: the subprocess runs in this directory and puts it on sys.path itself (not via its cwd).
+    # NOTE: absolute: the subprocess runs in this directory and puts it on sys.path itself (not via
+    # its cwd).
     root = module_root(ctx.params["module"], module_file).resolve()
     ctx.log_dir.mkdir(parents=True, exist_ok=True)
     spec_path = ctx.log_dir / "export-spec.json"
@@ -217,7 +220,8 @@ def _graph_specs(values, initializers: set[str]) -> list[TensorSpec]:
 def derive_io(
     recipe: Recipe, files: dict[str, Path], recipe_dir=None
 ) -> tuple[list[TensorSpec], list[TensorSpec]]:
-    """Config I/O from the graph; batch dim stripped when max_batch_size > 0; recipe I/O must agree."""
+    """Config I/O from the graph; batch dim stripped when max_batch_size > 0; recipe I/O must
+    agree."""
     onnx = _onnx()
 
     model = onnx.load(str(files[DEFAULT_FILENAME]), load_external_data=False)
@@ -278,7 +282,8 @@ def configure(mc, recipe: Recipe) -> None:
 
 
 class OnnxRunner:
-    """onnxruntime in-process on the repository's own model.onnx (CPU provider, fixed thread count)."""
+    """onnxruntime in-process on the repository's own model.onnx (CPU provider, fixed thread
+    count)."""
 
     def __init__(self, path: Path, model):
         import onnxruntime as ort
@@ -325,7 +330,8 @@ class OnnxRuntimeBackend(Backend):
     def model_content_checks(
         self, mc, model_dir: Path, versions: list[int]
     ) -> list[tuple[str, list[str], str]]:
-        """config.pbtxt against the ONNX graph, as the onnxruntime backend checks it at load (_onnx_rules)."""
+        """config.pbtxt against the ONNX graph, as the onnxruntime backend checks it at load
+        (_onnx_rules)."""
         from tritonbuild.backends._onnx_rules import onnx_problems
 
         found = self.present_model_files(mc, model_dir, versions)

@@ -1,7 +1,7 @@
-"""TensorRT backend: an ONNX file → a TensorRT plan (model.plan, platform tensorrt_plan) through trtexec or
-TensorRT's Python API, with optimization profiles from the recipe, fp16/int8 flags and a timing cache kept in
-the build cache (so rebuilds reuse tactics). Where TensorRT is missing the step is skipped with the reason;
---engine MODEL=DIR supplies a prebuilt plan."""
+"""TensorRT backend: an ONNX file → a TensorRT plan (model.plan, platform tensorrt_plan) through
+trtexec or TensorRT's Python API, with optimization profiles from the recipe, fp16/int8 flags and a
+timing cache kept in the build cache (so rebuilds reuse tactics). Where TensorRT is missing the step
+is skipped with the reason; --engine MODEL=DIR supplies a prebuilt plan."""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
             hint="save the tokenizer into the checkpoint directory (vLLM loads it from there)",
         )
 
-    weights = (
+    weights = (  # what is packaged
         quant.quantize_step(loaded, ckpt, config, files)
         if loaded.recipe.quantize
         else (
@@ -68,7 +68,7 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
             {"layout": sorted(files)},
             {str(ckpt / k): v for k, v in files.items()},
         )
-    )  # what is packaged
+    )
     _check_quantization(loaded, config)
     return [weights, *lora_step(loaded, ctx, recipe_dir), *draft_step(loaded, ctx, recipe_dir)]
 
@@ -100,9 +100,10 @@ def _check_quantization(loaded: LoadedRecipe, config: dict) -> None:
 
 
 def golden_inputs(model) -> list[dict]:
-    """The requests verify sends and records: for each prompt, the input set Triton's OpenAI frontend sends a
-    vLLM model (tests/contracts/facts/clients.json), not streamed and streamed, greedy, with the log-probs of
-    the chosen tokens, so goldens pin token ids and log-probs bit for bit."""
+    """The requests verify sends and records: for each prompt, the input set Triton's OpenAI
+    frontend sends a vLLM model (tests/contracts/facts/clients.json), not streamed and streamed,
+    greedy, with the log-probs of the chosen tokens, so goldens pin token ids and log-probs bit for
+    bit."""
     import numpy as np
 
     params = json.dumps(
@@ -180,9 +181,8 @@ class VLLMBackend(Backend):
             problems.append((("serving", "determinism"), *problem))
         extra = recipe.engine_args.extra
         problems += extra_problems(extra, recipe.image.triton_image, set(TYPED_ENGINE_ARGS))
-        keys = (
-            set(model_json(recipe)) - {"model"} - (set(extra) - TYPED_ENGINE_ARGS)
-        )  # checked above
+        # extra's own keys were checked above
+        keys = set(model_json(recipe)) - {"model"} - (set(extra) - TYPED_ENGINE_ARGS)
         return problems + engine_args_problems(
             keys, recipe.image.triton_image, set(TYPED_ENGINE_ARGS)
         )
