@@ -2,16 +2,17 @@
 depends on the other requests in flight, for fp16 and INT4 weight-only models alike.
 
 - vLLM's own batch-invariant mode, VLLM_BATCH_INVARIANT=1 (vllm 0.22.0 vllm/envs.py;
-  model_executor/layers/ batch_invariant.py init_batch_invariance: invariant unquantized linears,
+  model_executor/layers/batch_invariant.py init_batch_invariance: invariant unquantized linears,
   attention without splits, log-softmax, no cascade attention). It leaves W4A16 layers on the
   mixed-precision kernel vLLM selects (Machete on Hopper), which is not invariant (measured:
   docs/runs).
-- tritonbuild's plugin (backends/models/vllm_invariant.py), a vLLM general plugin that in that mode puts a
-  batch-invariant W4A16 kernel first among the CUDA mixed-precision kernels. It is packaged as a wheel inside the
-  model's version directory (so it is verified and published with the model it serves) and installed into the
-  server's Python (`serve` does it; Dockerfile.triton and the Kubernetes snippet install it at start).
-The serving path stays upstream's vLLM backend: model.json is unchanged, the environment and the plugin are the
-whole difference.
+- tritonbuild's plugin (backends/models/vllm_invariant.py), a vLLM general plugin that in that mode
+  puts a batch-invariant W4A16 kernel first among the CUDA mixed-precision kernels. It is packaged
+  as a wheel inside the model's version directory (so it is verified and published with the model
+  it serves) and installed into the server's Python (`serve` does it; Dockerfile.triton and the
+  Kubernetes snippet install it at start).
+The serving path stays upstream's vLLM backend: model.json is unchanged, the environment and the
+plugin are the whole difference.
 """
 
 from __future__ import annotations
@@ -64,8 +65,13 @@ def plugin_wheel(dest_dir: Path) -> Path:
             "Summary: tritonbuild's batch-invariant W4A16 linear for vLLM (a vLLM general plugin)\n"
             "Requires-Python: >=3.9\n"
         ).encode(),
-        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: tritonbuild\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        f"{info}/entry_points.txt": f"[{ENTRY_POINT_GROUP}]\n{ENTRY_POINT_NAME} = {DIST}:register\n".encode(),
+        f"{info}/WHEEL": (
+            b"Wheel-Version: 1.0\nGenerator: tritonbuild\nRoot-Is-Purelib: true\n"
+            b"Tag: py3-none-any\n"
+        ),
+        f"{info}/entry_points.txt": (
+            f"[{ENTRY_POINT_GROUP}]\n{ENTRY_POINT_NAME} = {DIST}:register\n".encode()
+        ),
     }
     record = [_record_line(name, data) for name, data in files.items()] + [f"{info}/RECORD,,"]
     files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
@@ -94,7 +100,8 @@ def determinism_problem(recipe) -> tuple[str, str] | None:
     return (
         f"invariant needs vLLM {' or '.join(RECORDED_VLLM)} (its batch-invariant mode and "
         f"the kernel registry tritonbuild's plugin joins); {recipe.image.triton_image} {ships}",
-        f"set image.triton_image to {images_where(lambda v: '.'.join(v.split('.')[:2]) in RECORDED_VLLM)}",
+        "set image.triton_image to "
+        f"{images_where(lambda v: '.'.join(v.split('.')[:2]) in RECORDED_VLLM)}",
     )
 
 
