@@ -74,8 +74,8 @@ def config_problems(mc) -> list[str]:
                 dims = list(t.reshape.shape) if t.HasField("reshape") else list(t.dims)
                 if len(dims) + (1 if mc.max_batch_size > 0 else 0) > 1:
                     out.append(
-                        f"Triton only supports 1 dimensional List of String as {kind} for '{t.name}' for "
-                        f"model '{model}'"
+                        f"Triton only supports 1 dimensional List of String as {kind} for "
+                        f"'{t.name}' for model '{model}'"
                     )
     return out
 
@@ -90,8 +90,8 @@ def forward_problems(mc, arguments: list[tuple[str, str]]) -> list[str]:
     out = []
     if any(kind == "DictType" for kind, _ in args[1:]):
         out.append(
-            "Multiple inputs of kind DictType were detected. Only a single input of type Dict(str, Tensor) "
-            "is supported."
+            "Multiple inputs of kind DictType were detected. Only a single input of type "
+            "Dict(str, Tensor) is supported."
         )
     for kind, text in args:
         if kind not in ("TensorType", "ListType"):
@@ -102,8 +102,8 @@ def forward_problems(mc, arguments: list[tuple[str, str]]) -> list[str]:
     expected = expected_input_count(mc)
     if args and len(args) != expected:
         out.append(
-            f"unable to load model '{mc.name}', configuration expects {expected} inputs, model provides "
-            f"{len(args)}"
+            f"unable to load model '{mc.name}', configuration expects {expected} inputs, model "
+            f"provides {len(args)}"
         )
     return out
 

@@ -50,9 +50,9 @@ def _compare(
     if mbs > 0:
         if not model_shape or model_shape[0] != -1:
             return (
-                f"model '{model}', tensor '{tensor}': for the model to support batching the shape should have "
-                "at least 1 dimension and the first dimension must be -1; but shape expected by the model is "
-                f"{_s(model_shape)}"
+                f"model '{model}', tensor '{tensor}': for the model to support batching the shape "
+                "should have at least 1 dimension and the first dimension must be -1; but shape "
+                f"expected by the model is {_s(model_shape)}"
             )
         full = [-1, *dims]
         ok = len(model_shape) == len(full) and all(
@@ -60,10 +60,10 @@ def _compare(
         )
         if not ok:
             return (
-                f"model '{model}', tensor '{tensor}': the model expects {len(model_shape)} dimensions (shape "
-                f"{_s(model_shape)}) but the model configuration specifies {len(full)} dimensions (an initial "
-                "batch dimension because max_batch_size > 0 followed by the explicit tensor shape, making "
-                f"complete shape {_s(full)})"
+                f"model '{model}', tensor '{tensor}': the model expects {len(model_shape)} "
+                f"dimensions (shape {_s(model_shape)}) but the model configuration specifies "
+                f"{len(full)} dimensions (an initial batch dimension because max_batch_size > 0 "
+                f"followed by the explicit tensor shape, making complete shape {_s(full)})"
             )
         return None
     ok = len(model_shape) == len(dims) and all(
@@ -71,9 +71,9 @@ def _compare(
     )
     if not ok:
         return (
-            f"model '{model}', tensor '{tensor}': the model expects {len(model_shape)} dimensions (shape "
-            f"{_s(model_shape)}) but the model configuration specifies {len(dims)} dimensions (shape "
-            f"{_s(dims)})"
+            f"model '{model}', tensor '{tensor}': the model expects {len(model_shape)} dimensions "
+            f"(shape {_s(model_shape)}) but the model configuration specifies {len(dims)} "
+            f"dimensions (shape {_s(dims)})"
         )
     return None
 
@@ -170,15 +170,15 @@ def onnx_problems(mc, model_file: Path) -> list[str]:
         expected += len(kinds) + len(mc.sequence_batching.state)
     if len(inputs) != expected:
         return [
-            f"unable to load model '{name}', configuration expects {expected} inputs, model provides "
-            f"{len(inputs)}"
+            f"unable to load model '{name}', configuration expects {expected} inputs, model "
+            f"provides {len(inputs)}"
         ]
     known = {**inputs, **overridable}
     for t in mc.input:
         if t.optional and mc.max_batch_size != 0:
             return [
-                f"unable to load model '{name}', optional input '{t.name}' is not supported for models that "
-                "support batching"
+                f"unable to load model '{name}', optional input '{t.name}' is not supported for "
+                "models that support batching"
             ]
         err = _check_tensor(name, t, known, "input", mc.max_batch_size, exact=False)
         if err:
@@ -211,16 +211,16 @@ def _check_tensor(
     theirs = known[t.name].dtype
     if dtype != f"TYPE_{theirs}":
         return (
-            f"unable to load model '{model}', configuration expects datatype {dtype} for {kind} '{t.name}', "
-            f"model provides TYPE_{theirs}"
+            f"unable to load model '{model}', configuration expects datatype {dtype} for {kind} "
+            f"'{t.name}', model provides TYPE_{theirs}"
         )
     dims = list(t.reshape.shape) if t.HasField("reshape") else list(t.dims)
     model_shape = known[t.name].dims
     if kind == "input" and t.allow_ragged_batch:
         if model_shape != [-1]:
             return (
-                f"unable to load model '{model}', configuration expects model provides input with shape [-1]  "
-                f"for ragged input '{t.name}', model provides {_s(model_shape)}"
+                f"unable to load model '{model}', configuration expects model provides input with "
+                f"shape [-1]  for ragged input '{t.name}', model provides {_s(model_shape)}"
             )
         return None
     if skip_dims:
@@ -229,8 +229,8 @@ def _check_tensor(
         return _compare(model, t.name, model_shape, dims, mbs, exact)
     if any(d != 1 for d in dims):
         return (
-            f"unable to load model '{model}', scalar tensor '{t.name}', should only provide 1 in the model "
-            "configuration when the model doesn't support batching. Model configuration provided: "
-            f"{_s(dims)}."
+            f"unable to load model '{model}', scalar tensor '{t.name}', should only provide 1 in "
+            "the model configuration when the model doesn't support batching. Model configuration "
+            f"provided: {_s(dims)}."
         )
     return None

@@ -51,8 +51,8 @@ def import_user_module(name: str, root: str):
     where = Path(file).resolve() if file else None
     if where is None or not where.is_relative_to(Path(root).resolve()):
         print(
-            f"module {name!r} resolved to {where or 'a built-in module'}, not to a file under {root}: an "
-            "installed module has that name; rename your module",
+            f"module {name!r} resolved to {where or 'a built-in module'}, not to a file under "
+            f"{root}: an installed module has that name; rename your module",
             file=sys.stderr,
         )
         return None

@@ -27,8 +27,9 @@ def _checkpoint(model: str, model_dir: Path, version: int) -> tuple[Path, str]:
     if model.startswith("/") and Path(model).is_dir():
         return Path(model), "/models"
     raise UsageError(
-        f"{model_dir.name}: model.json's model {model!r} is not a checkpoint directory here (a Hugging "
-        "Face Hub id, or a path this machine lacks): tritonbuild builds from a checkpoint directory",
+        f"{model_dir.name}: model.json's model {model!r} is not a checkpoint directory here (a "
+        "Hugging Face Hub id, or a path this machine lacks): tritonbuild builds from a checkpoint "
+        "directory",
         where=str(model_dir / str(version) / "model.json"),
         hint=f"download it (huggingface-cli download {model} --local-dir DIR), point model.json's "
         "model at DIR, and adopt again",

@@ -19,7 +19,8 @@ from tritonbuild.backends._vllm_quantization import (
 
 # model.json keys tritonbuild writes from other recipe keys → the recipe key that sets them
 OWNED = {
-    "model": "checkpoint.path (model.json's model is the packaged checkpoint where the server sees it)",
+    "model": "checkpoint.path (model.json's model is the packaged checkpoint where the server "
+    "sees it)",
     "enable_lora": "lora.adapters",
     "max_lora_rank": "lora.max_lora_rank",
     "max_loras": "lora.max_loras",
@@ -60,7 +61,8 @@ def extra_problems(extra: dict, triton_image: str, typed: set[str]) -> list:
             out.append(
                 (
                     at,
-                    f"{key} is not a field of {what}'s AsyncEngineArgs: vLLM refuses model.json at load",
+                    f"{key} is not a field of {what}'s AsyncEngineArgs: vLLM refuses model.json at "
+                    "load",
                     _hint(key, fields),
                 )
             )

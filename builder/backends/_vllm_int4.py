@@ -8,7 +8,8 @@ stored + 8 (vLLM's uint4b8) eight to an int32 along the input dimension, element
 4j..4j+3 (pack_to_int32, packed_dim 1). Each decoder linear
 `model.layers.<n>.<LINEARS>.weight` becomes `weight_packed` (int32 [out, in/8]), `weight_scale`
 ([out, in/group], fp16, bf16 for a bf16 weight) and `weight_shape` (int64 [2]); embeddings, norms
-and lm_head stay as they are. numpy only, bf16 decoded from its bits. Upstream's facts: tests/contracts/facts/compressed_tensors.json."""
+and lm_head stay as they are. numpy only, bf16 decoded from its bits. Upstream's facts:
+tests/contracts/facts/compressed_tensors.json."""
 
 from __future__ import annotations
 

@@ -69,8 +69,8 @@ def rank_problem(lora: VLLMLoRA | None, triton_image: str) -> tuple[str, str] | 
         return None
     above = [r for r in ranks if r > lora.max_lora_rank]
     return (
-        f"max_lora_rank {lora.max_lora_rank} is not a rank {what} takes (its MaxLoRARanks): the engine "
-        "refuses to start",
+        f"max_lora_rank {lora.max_lora_rank} is not a rank {what} takes (its MaxLoRARanks): the "
+        "engine refuses to start",
         f"use one of {', '.join(map(str, ranks))}"
         + (f" (the next above is {above[0]})" if above else ""),
     )
@@ -93,14 +93,16 @@ def _adapter_rank(loaded, name: str, config_path) -> None:
             else "vLLM's default max_lora_rank (lora.max_lora_rank unset)"
         )
         raise PlanError(
-            f"LoRA adapter {name!r} has rank {rank} (adapter_config.json r) but {set_by} is {limit}: "
-            "vLLM refuses every request to it ('LoRA rank ... is greater than max_lora_rank')",
+            f"LoRA adapter {name!r} has rank {rank} (adapter_config.json r) but {set_by} is "
+            f"{limit}: vLLM refuses every request to it ('LoRA rank ... is greater than "
+            "max_lora_rank')",
             where=loaded.where(
                 ("lora", "max_lora_rank") if lora.max_lora_rank else ("lora", "adapters", name)
             ),
             hint=f"set lora.max_lora_rank to {fits[0]} (a rank vLLM takes, >= {rank})"
             if fits
-            else f"no rank vLLM takes is >= {rank} (at most {ranks[-1]}): retrain the adapter with a lower r",
+            else f"no rank vLLM takes is >= {rank} (at most {ranks[-1]}): retrain the adapter with "
+            "a lower r",
         )
 
 

@@ -54,7 +54,8 @@ def quantization_problem(quantization: str | None, triton_image: str) -> tuple[s
         if quantization in known:
             return None
         return (
-            f"{triton_image} ships vLLM {version}, whose QuantizationMethods has no {quantization!r}",
+            f"{triton_image} ships vLLM {version}, whose QuantizationMethods has no "
+            f"{quantization!r}",
             f"one of: {', '.join(sorted(known))}",
         )
     if quantization in IN_EVERY_RECORDED:
@@ -62,9 +63,10 @@ def quantization_problem(quantization: str | None, triton_image: str) -> tuple[s
     what = f"vLLM {version}" if version else "the vLLM of this image"
     has = [v for v, methods in BY_VERSION.items() if quantization in methods]
     return (
-        f"{quantization!r} is not a quantization method of every vLLM tritonbuild has recorded, and the methods "
-        f"of {what} are not recorded (it is in vLLM {', '.join(has)})",
-        f"use an image shipping vLLM {', '.join(has)}, or one of: {', '.join(sorted(IN_EVERY_RECORDED))}",
+        f"{quantization!r} is not a quantization method of every vLLM tritonbuild has recorded, "
+        f"and the methods of {what} are not recorded (it is in vLLM {', '.join(has)})",
+        f"use an image shipping vLLM {', '.join(has)}, or one of: "
+        f"{', '.join(sorted(IN_EVERY_RECORDED))}",
     )
 
 

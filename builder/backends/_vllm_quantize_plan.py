@@ -110,9 +110,9 @@ def problems(headers: dict[str, dict], group: int, tp: int = 1) -> list[str]:
             if prefix is None:
                 if ".layers." in name and name.endswith(".weight") and len(meta["shape"]) >= 2:
                     out.append(
-                        f"{name} ({file}) is a {len(meta['shape'])}-D weight of a decoder layer that is none "
-                        f"of the linears this quantizer knows ({', '.join(LINEARS)}): vLLM would look for "
-                        "it quantized (targets Linear)"
+                        f"{name} ({file}) is a {len(meta['shape'])}-D weight of a decoder layer "
+                        f"that is none of the linears this quantizer knows ({', '.join(LINEARS)}): "
+                        "vLLM would look for it quantized (targets Linear)"
                     )
                 continue
             found += 1
@@ -127,8 +127,9 @@ def problems(headers: dict[str, dict], group: int, tp: int = 1) -> list[str]:
                 out.append(f"{prefix}: in_features {inp} is not a multiple of group_size {group}")
             elif tp > 1 and prefix.endswith(ROW_PARALLEL) and (inp % tp or (inp // tp) % group):
                 out.append(
-                    f"{prefix}: in_features {inp} split over tensor_parallel_size {tp} is not a multiple of "
-                    f"group_size {group} (vLLM splits a row-parallel layer's groups across ranks)"
+                    f"{prefix}: in_features {inp} split over tensor_parallel_size {tp} is not a "
+                    f"multiple of group_size {group} (vLLM splits a row-parallel layer's groups "
+                    "across ranks)"
                 )
     if not found and headers:
         out.append(

@@ -74,11 +74,11 @@ def quantize_step(
     if "quantization_config" in config:
         method = config["quantization_config"].get("quant_method", "?")
         raise PlanError(
-            f"quantize: {ckpt}/config.json already has a quantization_config (quant_method {method!r}): "
-            "the checkpoint is quantized",
+            f"quantize: {ckpt}/config.json already has a quantization_config (quant_method "
+            f"{method!r}): the checkpoint is quantized",
             where=loaded.where(("quantize",)),
-            hint="remove quantize (vLLM loads the checkpoint as it is), or point checkpoint.path at "
-            "the fp16/bf16 checkpoint",
+            hint="remove quantize (vLLM loads the checkpoint as it is), or point checkpoint.path "
+            "at the fp16/bf16 checkpoint",
         )
     try:
         weights = weight_files(sorted(files), lambda rel: json.loads((ckpt / rel).read_text()))
@@ -100,8 +100,8 @@ def quantize_step(
         raise PlanError(
             f"quantize: {'; '.join(bad[:3])}{more}",
             where=loaded.where(("quantize", "group_size")),
-            hint=f"pick a group_size of {', '.join(map(str, GROUP_SIZES))} that divides every linear's "
-            "in_features, or leave quantize out",
+            hint=f"pick a group_size of {', '.join(map(str, GROUP_SIZES))} that divides every "
+            "linear's in_features, or leave quantize out",
         )
     params = {
         "scheme": q.scheme,

@@ -57,16 +57,18 @@ class VLLMEngineArgs(Strict):
     )
     quantization: Literal[QUANTIZATION_METHODS] | None = Field(
         None,
-        description="vLLM's quantization method, one the image's vLLM has (its QuantizationMethods); must be "
-        "the checkpoint's quantization_config.quant_method (compressed-tensors for a W4A16 "
-        "pack-quantized INT4 checkpoint); None: vLLM reads it from config.json.",
+        description="vLLM's quantization method, one the image's vLLM has (its "
+        "QuantizationMethods); must be the checkpoint's quantization_config.quant_method "
+        "(compressed-tensors for a W4A16 pack-quantized INT4 checkpoint); None: vLLM reads it "
+        "from config.json.",
     )
     seed: int = 0
     extra: dict[str, JsonValue] = Field(
         default_factory=dict,
         description="Any other AsyncEngineArgs field of the image's vLLM (e.g. kv_cache_dtype, "
-        "max_num_batched_tokens, enable_chunked_prefill, served_model_name), written into model.json as given; "
-        "not a typed field above, nor one tritonbuild writes (model, LoRA's, speculative_config).",
+        "max_num_batched_tokens, enable_chunked_prefill, served_model_name), written into "
+        "model.json as given; not a typed field above, nor one tritonbuild writes (model, LoRA's, "
+        "speculative_config).",
     )
 
 
@@ -98,11 +100,11 @@ class VLLMServing(Strict):
     )
     determinism: Literal["default", "invariant"] = Field(
         "default",
-        description="invariant: an answer never depends on the other requests in flight (fp16 and INT4 "
-        "weight-only): the server runs vLLM's batch-invariant mode (VLLM_BATCH_INVARIANT=1) "
+        description="invariant: an answer never depends on the other requests in flight (fp16 and "
+        "INT4 weight-only): the server runs vLLM's batch-invariant mode (VLLM_BATCH_INVARIANT=1) "
         "with tritonbuild's batch-invariant W4A16 plugin, shipped in the version directory "
-        "(plugins/) and installed by serve, Dockerfile.triton and deploy-snippets. Slower: "
-        "see README. default: vLLM's fastest kernels, whose bits depend on the batch.",
+        "(plugins/) and installed by serve, Dockerfile.triton and deploy-snippets. Slower: see "
+        "README. default: vLLM's fastest kernels, whose bits depend on the batch.",
     )
 
 

@@ -27,7 +27,8 @@ METHODS = ("draft_model", "eagle", "eagle3", "medusa")
 
 class VLLMSpeculative(Strict):
     method: Literal[METHODS] = Field(
-        description="SpeculativeConfig.method: a draft model, an EAGLE / EAGLE-3 head or Medusa heads."
+        description="SpeculativeConfig.method: a draft model, an EAGLE / EAGLE-3 head or Medusa "
+        "heads."
     )
     num_speculative_tokens: int = Field(ge=1, le=64, description="Tokens proposed per step.")
     model: str = Field(
@@ -78,8 +79,8 @@ def speculative_problem(speculative, triton_image: str) -> tuple[str, str] | Non
     ours = [name for name in spec["methods"] if name in METHODS]
     if method not in spec["methods"]:
         return (
-            f"{triton_image} ships vLLM {version}, whose SpeculativeConfig takes no method {method!r} (it "
-            f"takes {', '.join(ours)} of tritonbuild's)",
+            f"{triton_image} ships vLLM {version}, whose SpeculativeConfig takes no method "
+            f"{method!r} (it takes {', '.join(ours)} of tritonbuild's)",
             f"use an image whose vLLM takes it, newest first: "
             f"{images_where(lambda v: v in SPECULATIVE and method in SPECULATIVE[v]['methods'])}",
         )
@@ -88,14 +89,15 @@ def speculative_problem(speculative, triton_image: str) -> tuple[str, str] | Non
     what = (
         "whose engine refuses method draft_model (EngineArgs raises NotImplementedError)"
         if spec["draft_model_runs"] is False
-        else "and whether its engine runs method draft_model is not "
-        "recorded (no NotImplementedError for it, no V1 draft-model proposer: the V0 fallback is not checked)"
+        else "and whether its engine runs method draft_model is not recorded (no "
+        "NotImplementedError for it, no V1 draft-model proposer: the V0 fallback is not checked)"
     )
     runs = images_where(lambda v: v in SPECULATIVE and SPECULATIVE[v]["draft_model_runs"] is True)
     others = [name for name in ours if name != "draft_model"]
     return (
         f"{triton_image} ships vLLM {version}, {what}",
-        f"use {' or '.join(others) or 'another method'}, or an image whose vLLM runs it, newest first: {runs}",
+        f"use {' or '.join(others) or 'another method'}, or an image whose vLLM runs it, newest "
+        f"first: {runs}",
     )
 
 

@@ -183,7 +183,8 @@ class Backend(ABC):
             ]
         filename = mc.default_model_filename or files[mc.platform]
         problems = [
-            f"{v}/{filename} is missing (the {mc.backend or self.triton_backend} backend loads that file)"
+            f"{v}/{filename} is missing (the {mc.backend or self.triton_backend} backend loads "
+            "that file)"
             for v in versions
             if not (model_dir / str(v) / filename).exists()
         ]

@@ -54,8 +54,8 @@ def relative_dest(loaded: LoadedRecipe, path: Path, model_dir: Path, loc: tuple)
         return path.resolve().relative_to(model_dir.resolve()).as_posix()
     except ValueError:
         raise PlanError(
-            f"{loaded.key(loc)}: {path} is not inside {model_dir} (model.py's directory), so model.py "
-            "could not find it at the same relative path",
+            f"{loaded.key(loc)}: {path} is not inside {model_dir} (model.py's directory), so "
+            "model.py could not find it at the same relative path",
             where=loaded.where(loc),
             hint="move the file next to model.py or below it",
         ) from None

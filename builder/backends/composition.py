@@ -47,7 +47,8 @@ def _check(r: CompositionRecipe, known: dict) -> list[str]:
         step_model = known.get(step.model)
         if step_model is None:
             problems.append(
-                f"steps[{i}].model: {step.model!r} is not built by these recipes (built: {sorted(known)})"
+                f"steps[{i}].model: {step.model!r} is not built by these recipes (built: "
+                f"{sorted(known)})"
             )
             continue
         ins = {t.name: t for t in step_model.inputs}
@@ -73,14 +74,15 @@ def _check(r: CompositionRecipe, known: dict) -> list[str]:
         for model_output, tensor in step.outputs.items():
             if model_output not in outs:
                 problems.append(
-                    f"steps[{i}].outputs.{model_output}: {step.model} has no output {model_output!r} "
-                    f"(outputs: {sorted(outs)})"
+                    f"steps[{i}].outputs.{model_output}: {step.model} has no output "
+                    f"{model_output!r} (outputs: {sorted(outs)})"
                 )
             else:
                 dtypes[tensor] = outs[model_output].dtype
         if step_model.max_batch_size and r.max_batch_size > step_model.max_batch_size:
             problems.append(
-                f"max_batch_size {r.max_batch_size} exceeds {step.model}'s {step_model.max_batch_size}"
+                f"max_batch_size {r.max_batch_size} exceeds {step.model}'s "
+                f"{step_model.max_batch_size}"
             )
         # NOTE: a batching ensemble may call a non-batching step (Triton compares full shapes,
         # ensemble_utils.cc ValidateTensorConsistency); verify's Triton core check judges the
@@ -88,7 +90,8 @@ def _check(r: CompositionRecipe, known: dict) -> list[str]:
     for j, t in enumerate(r.outputs):
         if t.name in dtypes and dtypes[t.name] != t.dtype:
             problems.append(
-                f"outputs[{j}]: {t.name!r} is declared {t.dtype} but its step writes {dtypes[t.name]}"
+                f"outputs[{j}]: {t.name!r} is declared {t.dtype} but its step writes "
+                f"{dtypes[t.name]}"
             )
     return problems
 

@@ -51,7 +51,8 @@ ONNX_DTYPES = {
 class OnnxExport(TorchExport):
     dynamic_axes: dict[str, dict[int, str]] | None = Field(
         None,
-        description="Axis names per tensor; default: axis 0 of every tensor when max_batch_size > 0.",
+        description="Axis names per tensor; default: axis 0 of every tensor when max_batch_size > "
+        "0.",
     )
     opset: int = Field(17, ge=7, le=23, description="ONNX opset.")
 
@@ -236,9 +237,10 @@ def derive_io(
             for s in specs:
                 if not s.dims or s.dims[0] != -1:
                     raise BuildError(
-                        f"graph {key[:-1]} {s.name!r} has shape {s.dims}: its first dimension must be "
-                        f"variable when max_batch_size is {recipe.max_batch_size}",
-                        hint="export with a dynamic batch axis (dynamic_axes) or set max_batch_size: 0",
+                        f"graph {key[:-1]} {s.name!r} has shape {s.dims}: its first dimension must "
+                        f"be variable when max_batch_size is {recipe.max_batch_size}",
+                        hint="export with a dynamic batch axis (dynamic_axes) or set "
+                        "max_batch_size: 0",
                     )
             specs = [s.model_copy(update={"dims": s.dims[1:]}) for s in specs]
         given = getattr(recipe, key)

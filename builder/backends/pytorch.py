@@ -152,15 +152,15 @@ def derive_io(
             result = load(files[filename(recipe)], ex.format)(*args)
     except Exception as e:  # noqa: BLE001 - torch raises many types; the export is unusable either way
         raise BuildError(
-            f"the exported {ex.format} model does not run on its example inputs: {type(e).__name__}: "
-            f"{str(e).splitlines()[0] if str(e) else ''}",
+            f"the exported {ex.format} model does not run on its example inputs: "
+            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
             hint="check the module and example inputs",
         ) from None
     results = list(result) if isinstance(result, (tuple, list)) else [result]
     if len(results) != len(ex.outputs):
         raise BuildError(
-            f"the module returns {len(results)} tensors, the recipe names {len(ex.outputs)} outputs "
-            f"{ex.outputs}",
+            f"the module returns {len(results)} tensors, the recipe names {len(ex.outputs)} "
+            f"outputs {ex.outputs}",
             hint="list one name per returned tensor in source.export.outputs",
         )
     batch = recipe.max_batch_size > 0

@@ -91,8 +91,9 @@ class Registry:
         )
         if unkeyed:
             raise ValueError(
-                f"backend {backend.name!r}: its steps key on {unkeyed}, which the toolchain fingerprint "
-                "does not hold: declare them in the backend's tools (key → pip distribution)"
+                f"backend {backend.name!r}: its steps key on {unkeyed}, which the toolchain "
+                "fingerprint does not hold: declare them in the backend's tools (key → pip "
+                "distribution)"
             )
         stray = sorted(set(backend.engine_steps) - set(backend.step_toolchain))
         if stray:

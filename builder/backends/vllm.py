@@ -51,7 +51,8 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
         raise RecipeError(
             f"engine_args.tensor_parallel_size: {heads}",
             where=loaded.where(("engine_args", "tensor_parallel_size")),
-            hint="pick a tensor_parallel_size that divides the heads, or use pipeline_parallel_size",
+            hint="pick a tensor_parallel_size that divides the heads, or use "
+            "pipeline_parallel_size",
         )
     if not (ckpt / "tokenizer.json").is_file() and not (ckpt / "tokenizer_config.json").is_file():
         raise PlanError(
@@ -92,9 +93,10 @@ def _check_quantization(loaded: LoadedRecipe, config: dict) -> None:
         )
     if wanted is not None and method is None and loaded.recipe.quantize is None:
         raise PlanError(
-            f"engine_args.quantization is {wanted!r} but the checkpoint has no quantization_config: "
-            "vLLM quantizes only checkpoints written in that format",
-            hint="point checkpoint.path at the quantized checkpoint, or remove engine_args.quantization",
+            f"engine_args.quantization is {wanted!r} but the checkpoint has no "
+            "quantization_config: vLLM quantizes only checkpoints written in that format",
+            hint="point checkpoint.path at the quantized checkpoint, or remove "
+            "engine_args.quantization",
             where=loaded.where(("engine_args", "quantization")),
         )
 

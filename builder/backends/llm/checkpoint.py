@@ -134,7 +134,8 @@ def read_checkpoint(loaded: LoadedRecipe, ctx: PlanContext) -> tuple[Path, dict,
         raise PlanError(
             f"checkpoint {ckpt} has digest {tree_digest(files)}, the recipe pins {pin}",
             where=loaded.where(("checkpoint", "sha256")),
-            hint="restore the pinned checkpoint, or update checkpoint.sha256 if the change is intended",
+            hint="restore the pinned checkpoint, or update checkpoint.sha256 if the change is "
+            "intended",
         )
     return ckpt, config, files
 

@@ -71,8 +71,8 @@ def image_problem(image) -> tuple[str, str] | None:
     declared = image.ships.tensorrt_llm if image.ships else None
     if known and declared and declared != known[0]:
         return (
-            f"image.ships declares TensorRT-LLM {declared} for {image.triton_image}, which ships {known[0]} "
-            f"per {MATRIX}",
+            f"image.ships declares TensorRT-LLM {declared} for {image.triton_image}, which ships "
+            f"{known[0]} per {MATRIX}",
             "remove image.ships: tritonbuild knows this tag",
         )
     ships = known[0] if known else declared
@@ -82,13 +82,13 @@ def image_problem(image) -> tuple[str, str] | None:
         return (
             f"{image.triton_image} is {when} tritonbuild's image table ({oldest}-{newest}): which "
             "TensorRT-LLM it ships is not known",
-            f"declare what it ships, from {MATRIX}: image: {{ships: "
-            "{tensorrt_llm: X, tensorrt: Y, cuda: Z}} with trtllm_version: X, or use a tag from the table",
+            f"declare what it ships, from {MATRIX}: image: {{ships: {{tensorrt_llm: X, tensorrt: "
+            f"Y, cuda: Z}}}} with trtllm_version: X, or use a tag from the table",
         )
     if ships != image.trtllm_version:
         return (
-            f"{image.triton_image} ships TensorRT-LLM {ships}, the recipe builds with {image.trtllm_version}: "
-            "the engine would not load there",
+            f"{image.triton_image} ships TensorRT-LLM {ships}, the recipe builds with "
+            f"{image.trtllm_version}: the engine would not load there",
             f'set image.trtllm_version: "{ships}"',
         )
     return None

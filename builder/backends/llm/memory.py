@@ -198,15 +198,15 @@ def tp_heads_problem(arch: Architecture, tp: int) -> str | None:
     )
     vllm = (
         (
-            f" (vLLM: 'Total number of attention heads ({arch.heads}) must be divisible by tensor parallel size "
-            f"({tp}).')"
+            f" (vLLM: 'Total number of attention heads ({arch.heads}) must be divisible by tensor "
+            f"parallel size ({tp}).')"
         )
         if not q_ok
         else ""
     )
     return (
-        f"tensor parallel size {tp} does not divide {arch.model_type}'s {what}; each rank needs whole heads"
-        f"{vllm}; sizes that divide: {', '.join(map(str, works))}"
+        f"tensor parallel size {tp} does not divide {arch.model_type}'s {what}; each rank needs "
+        f"whole heads{vllm}; sizes that divide: {', '.join(map(str, works))}"
     )
 
 
