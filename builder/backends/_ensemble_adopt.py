@@ -25,7 +25,10 @@ _EXPRESSED = {
 }
 _TENSOR_FIELDS = {"name", "data_type", "dims", "optional"}
 _STEP_FIELDS = {"model_name", "model_version", "input_map", "output_map"}
-_HINT = "publish the repository as it is ('tritonbuild publish DIR URL'), or write the ensemble's recipe by hand"
+_HINT = (
+    "publish the repository as it is ('tritonbuild publish DIR URL'), or write the ensemble's "
+    "recipe by hand"
+)
 
 
 def _unexpressed(mc) -> list[str]:

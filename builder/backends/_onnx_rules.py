@@ -130,7 +130,8 @@ def _session_infos(model_file: Path) -> tuple[dict, dict, dict] | str:
     except ImportError:
         pass
     except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types on a bad model
-        return f"{model_file.name} does not load in onnxruntime: {type(e).__name__}: {str(e).splitlines()[0]}"
+        first = str(e).splitlines()[0]
+        return f"{model_file.name} does not load in onnxruntime: {type(e).__name__}: {first}"
     try:
         import onnx
     except ImportError:

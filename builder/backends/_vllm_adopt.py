@@ -16,7 +16,10 @@ from tritonbuild.triton.rules import VERSION_RE
 # config.pbtxt fields the vllm recipe reproduces (its emitter writes them: decoupled, KIND_MODEL,
 # batch size 0)
 _CONFIG_FIELDS = {"name", "backend", "max_batch_size", "instance_group", "model_transaction_policy"}
-_HINT = "publish the repository as it is ('tritonbuild publish DIR URL'), or write this model's recipe by hand"
+_HINT = (
+    "publish the repository as it is ('tritonbuild publish DIR URL'), or write this model's "
+    "recipe by hand"
+)
 
 
 def _checkpoint(model: str, model_dir: Path, version: int) -> tuple[Path, str]:
