@@ -216,7 +216,7 @@ def test_the_recipes_lora_modules_are_trtllm_builds_choices():
     import typing
 
     from tritonbuild.backends.tensorrtllm.lora_build import MAX_LORA_RANK
-    from tritonbuild.backends.tensorrtllm.recipe import LoraModule
+    from tritonbuild.backends.tensorrtllm.recipe_lora import LoraModule
 
     assert list(typing.get_args(LoraModule)) == SCRIPTS["trtllm-build"]["lora"]["target_modules"]
     assert SCRIPTS["trtllm-build"]["lora"]["max_lora_rank_default"] == MAX_LORA_RANK
