@@ -677,8 +677,8 @@ def test_the_openai_adapter_speaks_the_clients_names_and_upstreams_llmapi_names(
         | set(clients["genai_perf"]["default"])
         | set(clients["genai_perf"]["streaming"])
     )
-    from tritonbuild.backends.tensorrtllm.configs import CLIENT_ALIASES
     from tritonbuild.backends.tensorrtllm.llmapi import EXT_INPUTS
+    from tritonbuild.backends.tensorrtllm.tensors import CLIENT_ALIASES
 
     ensemble = {t["name"]: t for t in template("ensemble")["inputs"]}
     ensemble.update(

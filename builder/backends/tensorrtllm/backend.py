@@ -7,18 +7,14 @@ import re
 from pathlib import Path
 
 from tritonbuild.backends.base import Backend
-from tritonbuild.backends.tensorrtllm import (
-    NAME,
-    derive_io,
-    describe,
-    group,
-    llmapi,
-    plan_steps,
-    run_step,
-)
+from tritonbuild.backends.tensorrtllm import group, llmapi
 from tritonbuild.backends.tensorrtllm.checks import check_recipe
+from tritonbuild.backends.tensorrtllm.plan import describe, plan_steps
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.run import run_step
 from tritonbuild.core.toolchain import GPU_KEYS
+
+NAME = "tensorrtllm"
 
 
 def emit(built_model, root: Path, store, manifest_model) -> list:
@@ -56,9 +52,11 @@ class TensorRTLLMBackend(Backend):
 
     plan_steps = staticmethod(plan_steps)
     run_step = staticmethod(run_step)
-    derive_io = staticmethod(derive_io)
     describe = staticmethod(describe)
     check_recipe = staticmethod(check_recipe)
+
+    def derive_io(self, recipe, files: dict[str, Path], recipe_dir=None):
+        return [], []  # the group's tensors are in the configs it writes (emit)
 
     def step_timeout(self, recipe, kind: str) -> int | None:
         return recipe.engine.timeout_s if kind in ("trtllm.engine", "trtllm.quantize") else None
@@ -71,8 +69,8 @@ class TensorRTLLMBackend(Backend):
     ) -> list[tuple[str, list[str], str]]:
         """What the C++ backend's ModelInstanceState reads without a default (a repository built before #9, or
         hand-edited, fails to load otherwise)."""
-        from tritonbuild.backends.tensorrtllm.configs import UNGUARDED, UNGUARDED_VALUES
         from tritonbuild.backends.tensorrtllm.load_rules import parameter_problems
+        from tritonbuild.backends.tensorrtllm.parameters import UNGUARDED, UNGUARDED_VALUES
 
         params = {k: v.string_value for k, v in mc.parameters.items()}
         return [

@@ -5,7 +5,9 @@ Each problem names both sides, so the fix is obvious: rebuild the engine or chan
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 from tritonbuild.backends.llm.gpus import GPU_SM
 from tritonbuild.backends.llm.images import image_problem, image_versions
@@ -21,6 +23,7 @@ from tritonbuild.backends.tensorrtllm.route import LLMAPI_SINCE, version_tuple
 from tritonbuild.backends.tensorrtllm.speculative import built_limits
 from tritonbuild.backends.tensorrtllm.speculative import engine_problems as speculative_problems
 from tritonbuild.backends.tensorrtllm.speculative import recipe_rules as speculative_rules
+from tritonbuild.errors import BuildError
 
 
 def _major_minor(v: str) -> tuple[str, ...]:
@@ -308,3 +311,23 @@ def config_problems(configs: dict[str, object], names) -> list[str]:
                     f"{other.max_batch_size}"
                 )
     return out
+
+
+def check_engine_dir(engine_dir: Path, recipe: LLMRecipe, prequant: dict | None = None) -> dict:
+    """config.json present and parseable; rank*.engine count = tp × pp; cross-checks against the
+    recipe."""
+    cfg = engine_dir / "config.json"
+    if not cfg.is_file():
+        raise BuildError(
+            f"{engine_dir} has no config.json: not a TensorRT-LLM engine directory",
+            hint="point --engine at the directory trtllm-build (or LLM.save) wrote",
+        )
+    engine = json.loads(cfg.read_text())
+    ranks = sorted(p.name for p in engine_dir.glob("rank*.engine"))
+    problems = engine_problems(recipe, engine, ranks, prequant)
+    if problems:
+        raise BuildError(
+            "the engine does not match the recipe:\n  " + "\n  ".join(problems),
+            hint="rebuild the engine from this recipe, or change the recipe to the engine's values",
+        )
+    return engine

@@ -6,15 +6,18 @@ import json
 import shutil
 from pathlib import Path
 
-from tritonbuild.backends.tensorrtllm import MODELS_DIR, check_engine_dir
 from tritonbuild.backends.tensorrtllm import configs as cfg
-from tritonbuild.backends.tensorrtllm.checks import config_problems
+from tritonbuild.backends.tensorrtllm.checks import check_engine_dir, config_problems
+from tritonbuild.backends.tensorrtllm.orchestrator import server_launch
+from tritonbuild.backends.tensorrtllm.parameters import XGRAMMAR_INFO
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.tensors import logits_type
 from tritonbuild.core.hashing import sha256_json
 from tritonbuild.errors import BuildError
 from tritonbuild.recipe.models import DTYPES, TensorSpec
 from tritonbuild.triton.config import render
 
+MODELS_DIR = Path(__file__).parent / "models"
 KEEP = ".keep"  # an empty version directory must exist for an ensemble; object stores need an object in it
 
 
@@ -168,10 +171,10 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
         names.preprocessing: cfg.preprocessing(r, names, mbs, end_id, pad_id, tok_file),
         names.postprocessing: cfg.postprocessing(r, names, mbs, tok_file),
         names.tensorrt_llm: cfg.tensorrt_llm(r, names, engine, engine_path),
-        names.ensemble: cfg.ensemble(r, names, mbs, cfg.logits_type(engine)),
+        names.ensemble: cfg.ensemble(r, names, mbs, logits_type(engine)),
     }
     if r.serving.bls:
-        configs[names.bls] = cfg.bls(r, names, mbs, cfg.logits_type(engine))
+        configs[names.bls] = cfg.bls(r, names, mbs, logits_type(engine))
     problems = config_problems(configs, names)
     if problems:
         raise BuildError(
@@ -189,7 +192,7 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
             shutil.copyfile(MODELS_DIR / scripts[model], root / model / v / "model.py")
     (root / names.ensemble / v / KEEP).write_bytes(b"")
     if guided is not None:
-        (root / names.tensorrt_llm / v / cfg.XGRAMMAR_INFO).write_text(json.dumps(guided))
+        (root / names.tensorrt_llm / v / XGRAMMAR_INFO).write_text(json.dumps(guided))
     _write_loras(built_model.files, root, names, v, store)
     llm_info = _llm_info(r, engine, engine_path, built_model.plan.extras.get("memory_plan"))
     identity = _identities(names, built_model.files, engine_files, tok_files, guided is not None)
@@ -225,8 +228,8 @@ def _llm_info(r: LLMRecipe, engine: dict, engine_path: str, memory_plan) -> dict
         "serving_image": r.image.triton_image,
         "engine_path": engine_path,
         "world_size": r.engine.tp_size * r.engine.pp_size,
-        "server_env": cfg.server_launch(r).get("env", {}),
-        "server_launch": cfg.server_launch(r),
+        "server_env": server_launch(r).get("env", {}),
+        "server_launch": server_launch(r),
         "memory_plan": memory_plan,
     }
 

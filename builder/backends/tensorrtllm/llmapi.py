@@ -274,8 +274,8 @@ def llm_inputs(r: LLMRecipe) -> list[TensorSpec]:
 def adapter_inputs(r: LLMRecipe) -> list[TensorSpec]:
     """<name>_openai's inputs: the ensemble's names and types for what the clients send and the LLM-API model
     takes (the guide only with guided decoding, lora_task_id/weights/config only with adapters)."""
-    from tritonbuild.backends.tensorrtllm.configs import LORA_INPUTS as ENGINE_LORA
-    from tritonbuild.backends.tensorrtllm.configs import request_inputs
+    from tritonbuild.backends.tensorrtllm.tensors import LORA_INPUTS as ENGINE_LORA
+    from tritonbuild.backends.tensorrtllm.tensors import request_inputs
     from tritonbuild.recipe.models import DTYPES
 
     dtype = {v: k for k, v in DTYPES.items()}
@@ -300,7 +300,7 @@ def adapter_inputs(r: LLMRecipe) -> list[TensorSpec]:
 
 
 def adapter_outputs() -> list[TensorSpec]:
-    from tritonbuild.backends.tensorrtllm.configs import PERF_OUTPUTS as ENSEMBLE_PERF
+    from tritonbuild.backends.tensorrtllm.tensors import PERF_OUTPUTS as ENSEMBLE_PERF
     from tritonbuild.recipe.models import DTYPES
 
     dtype = {v: k for k, v in DTYPES.items()}
