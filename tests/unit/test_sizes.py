@@ -27,8 +27,6 @@ BEING_SPLIT = {
     "builder/backends/tensorrtllm/checks.py::check_recipe",
     "builder/backends/tensorrtllm/checks.py::engine_problems",
     "builder/backends/tensorrtllm/group.py::emit",
-    "builder/backends/tensorrtllm/llmapi.py",
-    "builder/backends/tensorrtllm/llmapi.py::emit",
     "builder/backends/tensorrtllm/memory.py::memory_plan",
     "builder/backends/vllm.py",
     "builder/cli/publish.py",
