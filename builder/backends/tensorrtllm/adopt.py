@@ -253,35 +253,48 @@ def _engine_mode(engine: dict) -> tuple[str, int]:
 
 
 def _speculative(mc, model_dir: Path, engine_dir: Path, engine: dict) -> dict | None:
-    """The recipe's speculative section for an engine built with speculative decoding (None without): lookahead's
-    (W, N, G) from the tensorrt_llm parameters that run it, checked against the engine's max_draft_len. A mode the
-    engine route's recipe cannot express is refused naming it."""
+    """The recipe's speculative section for an engine built with speculative decoding (None
+    without): lookahead's (W, N, G) from the tensorrt_llm parameters that run it, checked against
+    the engine's max_draft_len. A mode the engine route's recipe cannot express is refused naming
+    it."""
     mode, draft = _engine_mode(engine)
     if mode == "none":
         return None
     where = engine_dir / "config.json"
     if mode != "lookahead_decoding":
-        why = (
-            "speculative.mode medusa needs heads_checkpoint, the Medusa heads directory the engine was "
-            "converted from, which neither the engine nor the group records"
-            if mode == "medusa"
-            else "the engine route's recipe builds lookahead_decoding and medusa engines only"
+        raise _unexpressible_mode(mode, draft, where)
+    return _lookahead(mc, model_dir, where, draft)
+
+
+def _unexpressible_mode(mode: str, draft: int, where: Path) -> UsageError:
+    """The error for a speculative mode an adopted recipe cannot say (medusa: its heads directory
+    is recorded nowhere)."""
+    why = (
+        "speculative.mode medusa needs heads_checkpoint, the Medusa heads directory the engine was "
+        "converted from, which neither the engine nor the group records"
+        if mode == "medusa"
+        else "the engine route's recipe builds lookahead_decoding and medusa engines only"
+    )
+    hint = (
+        (
+            f"write the recipe by hand with speculative: {{mode: medusa, heads_checkpoint: <the heads "
+            f"directory>, max_draft_len: {draft}, medusa_choices: <tensorrt_llm's medusa_choices>}}, or "
+            "publish the repository as it is ('tritonbuild publish DIR URL')"
         )
-        hint = (
-            (
-                f"write the recipe by hand with speculative: {{mode: medusa, heads_checkpoint: <the heads "
-                f"directory>, max_draft_len: {draft}, medusa_choices: <tensorrt_llm's medusa_choices>}}, or "
-                "publish the repository as it is ('tritonbuild publish DIR URL')"
-            )
-            if mode == "medusa"
-            else _HINT
-        )
-        raise UsageError(
-            f"the engine was built with build_config.speculative_decoding_mode {mode} (max_draft_len "
-            f"{draft}): {why}",
-            where=str(where),
-            hint=hint,
-        )
+        if mode == "medusa"
+        else _HINT
+    )
+    return UsageError(
+        f"the engine was built with build_config.speculative_decoding_mode {mode} (max_draft_len "
+        f"{draft}): {why}",
+        where=str(where),
+        hint=hint,
+    )
+
+
+def _lookahead(mc, model_dir: Path, where: Path, draft: int) -> dict:
+    """speculative.lookahead's (W, N, G) from the tensorrt_llm parameters, checked against the
+    engine's max_draft_len."""
     params = _params(mc)
     if params.get("decoding_mode", "lookahead") != "lookahead":
         raise _refuse(

@@ -121,8 +121,12 @@ def family_problems(r: LLMRecipe, model_type: str) -> list[tuple]:
             if r.engine.use_parallel_embedding
             else []
         )
-    if fam is None:
-        return []
+    return [] if fam is None else _converter_problems(r, model_type, fam)
+
+
+def _converter_problems(r: LLMRecipe, model_type: str, fam: Family) -> list[tuple]:
+    """What the family's convert_checkpoint.py lacks: the KV cache calibration, the quantization,
+    parallel embedding, pipeline parallelism the recipe asks for."""
     out = []
     kv = r.kv_cache.dtype
     if kv != "auto" and kv not in fam.kv_flags:
@@ -199,6 +203,67 @@ def _weight_flags(r: LLMRecipe, prequant: dict | None) -> list[str]:
     return []
 
 
+def _modelopt_argv(
+    r: LLMRecipe, checkpoint: str, out: str, python: str, calib: list[str], calib_size: int
+) -> list[str]:
+    """ModelOpt's quantize.py into a TensorRT-LLM checkpoint (without the parallel flags)."""
+    argv = [
+        python,
+        f"{examples_dir()}/quantization/quantize.py",
+        "--model_dir",
+        checkpoint,
+        "--dtype",
+        r.dtype,
+        "--output_dir",
+        out,
+        "--qformat",
+        r.quantization,
+    ]
+    if r.quantization in ("int4_awq", "w4a8_awq"):
+        argv += ["--awq_block_size", "128"]
+    argv += ["--calib_size", str(calib_size), *calib]
+    if r.kv_cache.dtype != "auto":
+        argv += ["--kv_cache_dtype", r.kv_cache.dtype]
+    return argv
+
+
+def _converter_command(
+    r: LLMRecipe, fam: Family, checkpoint: str, out: str, python: str, medusa: list[str] | None
+) -> list[str]:
+    """The family's convert_checkpoint.py (the Medusa converter with medusa) with its paths and
+    dtype; gemma's spells them its own way and takes --world-size."""
+    e = r.engine
+    script = f"{examples_dir()}/{fam.script}/convert_checkpoint.py"
+    if medusa:
+        script = f"{examples_dir()}/medusa/convert_checkpoint.py"
+    if fam.gemma_cli and not medusa:
+        return [
+            python,
+            script,
+            "--ckpt-type",
+            "hf",
+            "--model-dir",
+            checkpoint,
+            "--output-model-dir",
+            out,
+            "--dtype",
+            r.dtype,
+            "--world-size",
+            str(e.tp_size * e.pp_size),
+        ]
+    return [
+        python,
+        script,
+        "--model_dir",
+        checkpoint,
+        "--output_dir",
+        out,
+        "--dtype",
+        r.dtype,
+        *(medusa or []),
+    ]
+
+
 def convert_argv(
     r: LLMRecipe,
     model_type: str,
@@ -218,62 +283,16 @@ def convert_argv(
     calib = ["--calib_dataset", calib_dataset] if calib_dataset else []
     parallel = ["--tp_size", str(e.tp_size), "--pp_size", str(e.pp_size)]
     if r.quantization in MODELOPT and not prequant:
-        argv = [
-            python,
-            f"{examples_dir()}/quantization/quantize.py",
-            "--model_dir",
-            checkpoint,
-            "--dtype",
-            r.dtype,
-            "--output_dir",
-            out,
-            "--qformat",
-            r.quantization,
-        ]
-        if r.quantization in ("int4_awq", "w4a8_awq"):
-            argv += ["--awq_block_size", "128"]
-        argv += ["--calib_size", str(calib_size), *calib]
-        if r.kv_cache.dtype != "auto":
-            argv += ["--kv_cache_dtype", r.kv_cache.dtype]
-        return argv + parallel
+        return _modelopt_argv(r, checkpoint, out, python, calib, calib_size) + parallel
     fam = FAMILIES[model_type]
-    script = f"{examples_dir()}/{fam.script}/convert_checkpoint.py"
-    if medusa:
-        script = f"{examples_dir()}/medusa/convert_checkpoint.py"
-    if fam.gemma_cli and not medusa:
-        argv = [
-            python,
-            script,
-            "--ckpt-type",
-            "hf",
-            "--model-dir",
-            checkpoint,
-            "--output-model-dir",
-            out,
-            "--dtype",
-            r.dtype,
-            "--world-size",
-            str(e.tp_size * e.pp_size),
-        ]
+    argv = _converter_command(r, fam, checkpoint, out, python, medusa)
+    if fam.gemma_cli and not medusa:  # --world-size instead of the parallel flags
         parallel = []
-    else:
-        argv = [
-            python,
-            script,
-            "--model_dir",
-            checkpoint,
-            "--output_dir",
-            out,
-            "--dtype",
-            r.dtype,
-            *(medusa or []),
-        ]
     argv += _weight_flags(r, prequant)
     if e.use_parallel_embedding:
         argv.append("--use_parallel_embedding")
-    if (
-        r.kv_cache.dtype != "auto"
-    ):  # int8 only (family_problems): the converter calibrates its scales
+    # int8 only (family_problems): the converter calibrates its scales
+    if r.kv_cache.dtype != "auto":
         argv.append(f"--{r.kv_cache.dtype}_kv_cache")
     if r.kv_cache.dtype != "auto" or r.quantization in SQ_ALGOS:
         argv += calib

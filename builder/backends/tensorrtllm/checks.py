@@ -32,6 +32,11 @@ def _major_minor(v: str) -> tuple[str, ...]:
 
 def check_recipe(recipe: LLMRecipe) -> list[tuple]:
     """Cross-field rules of a TensorRT-LLM recipe, each tied to the key to change (run at load)."""
+    return _limit_rules(recipe) + _route_rules(recipe) + _gpu_and_image_rules(recipe)
+
+
+def _limit_rules(recipe: LLMRecipe) -> list[tuple]:
+    """The engine's limits, paged context FMHA and the GPUs against each other."""
     out = []
     engine, kv_cache, serving = recipe.engine, recipe.kv_cache, recipe.serving
     if engine.max_seq_len < engine.max_input_len:
@@ -84,6 +89,14 @@ def check_recipe(recipe: LLMRecipe) -> list[tuple]:
                 "raise kv_cache.max_tokens or lower engine.max_seq_len",
             )
         )
+    return out
+
+
+def _route_rules(recipe: LLMRecipe) -> list[tuple]:
+    """What the chosen route (engine or the LLM API) cannot do with the recipe's quantization, KV
+    cache, speculative mode and keys, and the image's TensorRT-LLM it needs."""
+    out = []
+    kv_cache = recipe.kv_cache
     if recipe.runtime == "pytorch" and recipe.quantization == "int4_weight_only":
         out.append(
             (
@@ -113,6 +126,14 @@ def check_recipe(recipe: LLMRecipe) -> list[tuple]:
                 "use kv_cache.dtype: fp8 or auto",
             )
         )
+    return out
+
+
+def _gpu_and_image_rules(recipe: LLMRecipe) -> list[tuple]:
+    """FP8 and bfloat16 against the GPU's compute capability, the image against its tables, and
+    the fp8 weights' KV cache."""
+    out = []
+    kv_cache = recipe.kv_cache
     sm = GPU_SM[recipe.gpu]
     if sm < 8.9 and "fp8" in (recipe.quantization, kv_cache.dtype):
         key = ("quantization",) if recipe.quantization == "fp8" else ("kv_cache", "dtype")
@@ -200,14 +221,27 @@ def _lora_problems(r: LLMRecipe, bc: dict) -> list[str]:
 def engine_problems(
     r: LLMRecipe, engine: dict, rank_files: list[str], prequant: dict | None = None
 ) -> list[str]:
-    """engine config.json (as TensorRT-LLM writes it) vs the recipe (and the checkpoint's own quantization)."""
-    out = []
+    """engine config.json (as TensorRT-LLM writes it) vs the recipe (and the checkpoint's own
+    quantization)."""
     bc = engine.get("build_config") or {}
     pc = engine.get("pretrained_config") or {}
-    e, kv, s = r.engine, r.kv_cache, r.serving
-    built = built_limits(
-        r
-    )  # what trtllm-build records for the recipe's limits (draft tokens included)
+    return [
+        *_limit_problems(r, bc),
+        *_mapping_problems(r, pc, rank_files),
+        *_paged_problems(r, bc),
+        *_lora_problems(r, bc),
+        *speculative_problems(r, bc),
+        *_kv_block_problems(r, bc),
+        *_format_problems(r, engine, pc, prequant),
+    ]
+
+
+def _limit_problems(r: LLMRecipe, bc: dict) -> list[str]:
+    """build_config's limits vs the recipe's, as trtllm-build records them (draft tokens
+    included)."""
+    out = []
+    e = r.engine
+    built = built_limits(r)
     for key in (
         "max_batch_size",
         "max_input_len",
@@ -221,6 +255,13 @@ def engine_problems(
                 f"engine build_config.{key} = {got}, recipe engine.{key} = {getattr(e, key)}"
                 + (f" (which trtllm-build records as {want})" if want != getattr(e, key) else "")
             )
+    return out
+
+
+def _mapping_problems(r: LLMRecipe, pc: dict, rank_files: list[str]) -> list[str]:
+    """The engine's tensor/pipeline parallel mapping vs the recipe, its rank files and the GPUs."""
+    out = []
+    e, s = r.engine, r.serving
     mapping = pc.get("mapping") or {}
     tp, pp = int(mapping.get("tp_size", 1)), int(mapping.get("pp_size", 1))
     world = int(mapping.get("world_size", tp * pp))
@@ -237,6 +278,14 @@ def engine_problems(
         out.append(
             f"serving.gpu_device_ids {s.gpu_device_ids} is not a multiple of the engine's world size {world}"
         )
+    return out
+
+
+def _paged_problems(r: LLMRecipe, bc: dict) -> list[str]:
+    """What KV block reuse, chunked context and inflight batching need of the engine's paged KV
+    cache and context FMHA."""
+    out = []
+    kv, s = r.kv_cache, r.serving
     plugin = bc.get("plugin_config") or {}
     paged_fmha = bool(plugin.get("use_paged_context_fmha", False))
     if kv.enable_block_reuse and not paged_fmha:
@@ -253,8 +302,14 @@ def engine_problems(
         out.append(
             f"engine kv_cache_type {kv_type} cannot serve {s.batching_strategy} (needs PAGED)"
         )
-    out += _lora_problems(r, bc)
-    out += speculative_problems(r, bc)
+    return out
+
+
+def _kv_block_problems(r: LLMRecipe, bc: dict) -> list[str]:
+    """The KV cache's block size and token cap vs the engine."""
+    out = []
+    e, kv = r.engine, r.kv_cache
+    plugin = bc.get("plugin_config") or {}
     tpb = plugin.get("tokens_per_block")
     if tpb is not None and int(tpb) != kv.tokens_per_block:
         out.append(
@@ -264,6 +319,14 @@ def engine_problems(
         out.append(
             f"recipe kv_cache.max_tokens {kv.max_tokens} < engine max_seq_len {bc.get('max_seq_len')}"
         )
+    return out
+
+
+def _format_problems(r: LLMRecipe, engine: dict, pc: dict, prequant: dict | None) -> list[str]:
+    """The engine's logits dtype, quantization algorithm and TensorRT-LLM version vs the recipe and
+    the serving image."""
+    out = []
+    e = r.engine
     logits = pc.get("logits_dtype", "float32")
     if logits != e.logits_dtype:
         out.append(

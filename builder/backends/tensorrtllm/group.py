@@ -139,34 +139,39 @@ def _specs(mc) -> tuple[list[TensorSpec], list[TensorSpec]]:
     return conv(mc.input), conv(mc.output)
 
 
-def emit(built_model, root: Path, store, manifest_model) -> list:
-    """Write every model of the group; returns their ManifestModel entries ([] when the engine was skipped)."""
+def _materialize(built_model, root: Path, names, v: str, store) -> tuple[dict, dict, dict]:
+    """The engine (checked against the recipe) and the tokenizer files into the version
+    directories: (engine config.json, engine files, tokenizer files); ({}, {}, {}) when the engine
+    was skipped."""
     r: LLMRecipe = built_model.plan.recipe
-    engine_files = {
-        k[len("engine/") :]: v for k, v in built_model.files.items() if k.startswith("engine/")
-    }
+    files = built_model.files
+    engine_files = {k[len("engine/") :]: v for k, v in files.items() if k.startswith("engine/")}
     if not engine_files:
-        return []
-    names = cfg.Names.of(r.name)
-    v = str(r.version)
+        return {}, {}, {}
     trt_dir = root / names.tensorrt_llm / v / "engine"
     for rel, entry in engine_files.items():
         store.materialize(entry.sha256, trt_dir / rel)
     engine_step = next((s.params for s in built_model.plan.steps if s.kind == "trtllm.engine"), {})
     engine = check_engine_dir(trt_dir, r, engine_step.get("checkpoint_quantization"))
-    tok_files = {k: e for k, e in built_model.files.items() if k.startswith("tokenizer/")}
+    tok_files = {k: e for k, e in files.items() if k.startswith("tokenizer/")}
     for model in (names.preprocessing, names.postprocessing):
         for rel, entry in tok_files.items():
             store.materialize(entry.sha256, root / model / v / rel)
-    end_id, pad_id = special_ids(root / names.preprocessing / v / "tokenizer")
-    guided = (
-        xgrammar_info(root / names.preprocessing / v / "tokenizer", end_id)
-        if r.serving.guided_decoding is not None
-        else None
-    )
+    return engine, engine_files, tok_files
+
+
+def _engine_path(r: LLMRecipe, names) -> str:
+    """Where the server finds the engine (the C++ backend needs it absolute)."""
+    return f"{r.serving.repository_mount}/{names.tensorrt_llm}/{r.version}/engine"
+
+
+def _configs(r: LLMRecipe, names, engine: dict, tokenizer_dir: Path, ids: tuple[int, int]) -> dict:
+    """Every model's ModelConfig (model name → proto), checked against each other; ids: the
+    tokenizer's (end_id, pad_id)."""
+    end_id, pad_id = ids
     mbs = int(engine["build_config"]["max_batch_size"])
-    engine_path = f"{r.serving.repository_mount}/{names.tensorrt_llm}/{v}/engine"
-    tok_file = "tokenizer/" + tokenizer_file(root / names.preprocessing / v / "tokenizer")
+    engine_path = _engine_path(r, names)
+    tok_file = "tokenizer/" + tokenizer_file(tokenizer_dir)
     configs = {
         names.preprocessing: cfg.preprocessing(r, names, mbs, end_id, pad_id, tok_file),
         names.postprocessing: cfg.postprocessing(r, names, mbs, tok_file),
@@ -180,6 +185,11 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
         raise BuildError(
             "generated configs disagree: " + "; ".join(problems), hint="please report this bug"
         )
+    return configs
+
+
+def _write_models(configs: dict, root: Path, names, v: str) -> None:
+    """config.pbtxt of each model, the Python models' model.py, the ensemble's placeholder."""
     scripts = {
         names.preprocessing: "preprocessing.py",
         names.postprocessing: "postprocessing.py",
@@ -191,10 +201,28 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
         if model in scripts:
             shutil.copyfile(MODELS_DIR / scripts[model], root / model / v / "model.py")
     (root / names.ensemble / v / KEEP).write_bytes(b"")
+
+
+def emit(built_model, root: Path, store, manifest_model) -> list:
+    """Write every model of the group; returns their ManifestModel entries ([] when the engine was
+    skipped)."""
+    r: LLMRecipe = built_model.plan.recipe
+    names = cfg.Names.of(r.name)
+    v = str(r.version)
+    engine, engine_files, tok_files = _materialize(built_model, root, names, v, store)
+    if not engine_files:
+        return []
+    tokenizer_dir = root / names.preprocessing / v / "tokenizer"
+    ids = special_ids(tokenizer_dir)
+    guided = xgrammar_info(tokenizer_dir, ids[0]) if r.serving.guided_decoding is not None else None
+    configs = _configs(r, names, engine, tokenizer_dir, ids)
+    _write_models(configs, root, names, v)
     if guided is not None:
         (root / names.tensorrt_llm / v / XGRAMMAR_INFO).write_text(json.dumps(guided))
     _write_loras(built_model.files, root, names, v, store)
-    llm_info = _llm_info(r, engine, engine_path, built_model.plan.extras.get("memory_plan"))
+    llm_info = _llm_info(
+        r, engine, _engine_path(r, names), built_model.plan.extras.get("memory_plan")
+    )
     identity = _identities(names, built_model.files, engine_files, tok_files, guided is not None)
     out = []
     for model, mc in configs.items():
