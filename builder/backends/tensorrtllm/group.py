@@ -7,7 +7,8 @@ import shutil
 from pathlib import Path
 
 from tritonbuild.backends.tensorrtllm import configs as cfg
-from tritonbuild.backends.tensorrtllm.checks import check_engine_dir, config_problems
+from tritonbuild.backends.tensorrtllm.checks import config_problems
+from tritonbuild.backends.tensorrtllm.engine_checks import check_engine_dir
 from tritonbuild.backends.tensorrtllm.orchestrator import server_launch
 from tritonbuild.backends.tensorrtllm.parameters import XGRAMMAR_INFO
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe

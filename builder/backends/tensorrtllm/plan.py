@@ -17,8 +17,8 @@ from tritonbuild.backends.llm.checkpoint import (
 )
 from tritonbuild.backends.llm.gpus import GPU_SM
 from tritonbuild.backends.llm.memory import Architecture, tp_heads_problem
-from tritonbuild.backends.tensorrtllm import argv as cmd
 from tritonbuild.backends.tensorrtllm import speculative as specdec
+from tritonbuild.backends.tensorrtllm.families import CONVERTERS, family_problems
 from tritonbuild.backends.tensorrtllm.lora_build import lora_build_params
 from tritonbuild.backends.tensorrtllm.memory import memory_plan
 from tritonbuild.backends.tensorrtllm.prequant import prequantized, quant_params
@@ -154,13 +154,13 @@ def _check_engine_route(
             hint="use a larger GPU, more tensor parallelism (engine.tp_size) or int4 quantization",
         )
     for loc, message, hint in [
-        *cmd.family_problems(r, arch.model_type),
+        *family_problems(r, arch.model_type),
         *filter(None, [specdec.medusa_family_problem(r, arch.model_type)]),
     ]:
         raise RecipeError(f"{'.'.join(loc)}: {message}", where=loaded.where(loc), hint=hint)
     if (
         (FORMATS[r.quantization].made_by != "modelopt" or pre)
-        and arch.model_type not in cmd.CONVERTERS
+        and arch.model_type not in CONVERTERS
         and r.engine.build_path == "cli"
     ):
         raise PlanError(

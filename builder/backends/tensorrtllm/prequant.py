@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tritonbuild.backends.llm.gpus import GPU_SM
-from tritonbuild.backends.tensorrtllm import argv as cmd
+from tritonbuild.backends.tensorrtllm.families import FAMILIES
 from tritonbuild.backends.tensorrtllm.quant import FORMATS, Prequantized, arch_of, read_prequantized
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.errors import PlanError, RecipeError
@@ -92,9 +92,9 @@ def _route_problem(r: LLMRecipe, pre: Prequantized, model_type: str) -> tuple[st
             f"ModelOpt's export ({pre.read}), which the LLM API loads as it is",
             "set runtime: pytorch",
         )
-    fam = cmd.FAMILIES.get(model_type)
+    fam = FAMILIES.get(model_type)
     if pre.source in ("awq", "gptq") and (fam is None or not fam.reads_quant_config):
-        has = ", ".join(sorted(k for k, f in cmd.FAMILIES.items() if f.reads_quant_config))
+        has = ", ".join(sorted(k for k, f in FAMILIES.items() if f.reads_quant_config))
         return (
             f"runtime: engine: {model_type}'s converter does not read {pre.read}",
             f"converters that do: {has}",
