@@ -1,6 +1,7 @@
-"""TensorRT-LLM's real interfaces as command lines: checkpoint conversion / ModelOpt quantization, then
-trtllm-build; or the LLM API (BuildConfig + QuantConfig) in a subprocess. Pure functions of the recipe's
-engine fields; tests/contracts checks every argv against the flag sets of TensorRT-LLM's own scripts."""
+"""TensorRT-LLM's real interfaces as command lines: checkpoint conversion / ModelOpt quantization,
+then trtllm-build; or the LLM API (BuildConfig + QuantConfig) in a subprocess. Pure functions of the
+recipe's engine fields; tests/contracts checks every argv against the flag sets of TensorRT-LLM's
+own scripts."""
 
 from __future__ import annotations
 
@@ -27,16 +28,17 @@ EXAMPLES_DIRS = ("/app/tensorrt_llm/examples", "/app/examples")
 
 
 def examples_dir() -> str:
-    """TRITONBUILD_TRTLLM_EXAMPLES, else the first of the known places that exists: the TensorRT-LLM release
-    container keeps the examples in /app/tensorrt_llm/examples, images built with tensorrtllm_backend's
-    Dockerfile in /app/examples (WORKDIR /app)."""
+    """TRITONBUILD_TRTLLM_EXAMPLES, else the first of the known places that exists: the TensorRT-LLM
+    release container keeps the examples in /app/tensorrt_llm/examples, images built with
+    tensorrtllm_backend's Dockerfile in /app/examples (WORKDIR /app)."""
     if os.environ.get("TRITONBUILD_TRTLLM_EXAMPLES"):
         return os.environ["TRITONBUILD_TRTLLM_EXAMPLES"]
     return next((d for d in EXAMPLES_DIRS if os.path.isdir(d)), EXAMPLES_DIRS[0])
 
 
 def _weight_flags(r: LLMRecipe, prequant: dict | None) -> list[str]:
-    """The converter's quantization flags (none for a checkpoint already quantized: it reads config.json)."""
+    """The converter's quantization flags (none for a checkpoint already quantized: it reads
+    config.json)."""
     if prequant:
         return []
     if r.quantization in ("int4_weight_only", "int8_weight_only"):
@@ -123,10 +125,12 @@ def convert_argv(
     prequant: dict | None = None,
     medusa: list[str] | None = None,
 ) -> list[str]:
-    """HF checkpoint → TRT-LLM checkpoint (weight-only RTN and SmoothQuant via convert_checkpoint.py, AWQ/FP8/NVFP4
-    via ModelOpt; a checkpoint already quantized (prequant) through its converter, which reads its config.json).
-    calib_dataset: a local dataset for every calibrating step (offline runners). medusa: the Medusa converter's
-    flags (speculative.medusa_convert_flags): examples/medusa/convert_checkpoint.py replaces the family's."""
+    """HF checkpoint → TRT-LLM checkpoint (weight-only RTN and SmoothQuant via
+    convert_checkpoint.py, AWQ/FP8/NVFP4 via ModelOpt; a checkpoint already quantized (prequant)
+    through its converter, which reads its config.json). calib_dataset: a local dataset for every
+    calibrating step (offline runners). medusa: the Medusa converter's flags
+    (speculative.medusa_convert_flags): examples/medusa/convert_checkpoint.py replaces the
+    family's."""
     e = r.engine
     calib = ["--calib_dataset", calib_dataset] if calib_dataset else []
     parallel = ["--tp_size", str(e.tp_size), "--pp_size", str(e.pp_size)]
@@ -193,7 +197,8 @@ def build_argv(r: LLMRecipe, trt_checkpoint: str, engine_dir: str, timing_cache:
 
 
 def llmapi_spec(r: LLMRecipe, checkpoint: str, engine_dir: str) -> dict:
-    """What the LLM-API build script (llmapi_build.py) receives: BuildConfig, QuantConfig, parallelism."""
+    """What the LLM-API build script (llmapi_build.py) receives: BuildConfig, QuantConfig,
+    parallelism."""
     e, kv = r.engine, r.kv_cache
     return {
         "model": checkpoint,
@@ -224,8 +229,9 @@ def quantize_hf_argv(
     python: str = "python3",
     calib_dataset: str | None = None,
 ) -> list[str]:
-    """ModelOpt's quantize.py exporting a Hugging Face checkpoint the LLM API loads (runtime: pytorch); params
-    are a trtllm.quantize step's. Parallelism is the LLM API's business, not the export's."""
+    """ModelOpt's quantize.py exporting a Hugging Face checkpoint the LLM API loads (runtime:
+    pytorch); params are a trtllm.quantize step's. Parallelism is the LLM API's business, not the
+    export's."""
     argv = [
         python,
         f"{examples_dir()}/quantization/quantize.py",

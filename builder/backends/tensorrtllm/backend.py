@@ -1,5 +1,5 @@
-"""The TensorRT-LLM backend as registered: the engine group (tensorrtllm C++ backend) or, for runtime: pytorch,
-the LLM-API Python model."""
+"""The TensorRT-LLM backend as registered: the engine group (tensorrtllm C++ backend) or, for
+runtime: pytorch, the LLM-API Python model."""
 
 from __future__ import annotations
 
@@ -35,16 +35,12 @@ class TensorRTLLMBackend(Backend):
         "trtllm.draft": ("tritonbuild",),
     }
     tools = {"tensorrt_llm": "tensorrt_llm", "tensorrt": "tensorrt"}
-    engine_steps = (
-        "trtllm.engine",
-        "trtllm.quantize",
-    )  # GPU-bound: --engine supplies one, --matrix routes it
+    # GPU-bound: --engine supplies one, --matrix routes it
+    engine_steps = ("trtllm.engine", "trtllm.quantize")
     triton_backend = "tensorrtllm"
     model_files = {"": ""}
-    unreproducible_files = (
-        "*.engine",
-        "*/engine/*",
-    )  # TensorRT engines and what their build writes beside
+    # TensorRT engines and what their build writes beside
+    unreproducible_files = ("*.engine", "*/engine/*")
     also_writes = ("python",)  # runtime: pytorch writes an LLM-API Python model (model.yaml)
     route = "live-server"  # needs the tensorrtllm backend on a GPU server
     needs = "GPU/TRT-LLM"
@@ -67,8 +63,8 @@ class TensorRTLLMBackend(Backend):
     def offline_checks(
         self, mc, model_dir: Path, versions: list[int]
     ) -> list[tuple[str, list[str], str]]:
-        """What the C++ backend's ModelInstanceState reads without a default (a repository built before #9, or
-        hand-edited, fails to load otherwise)."""
+        """What the C++ backend's ModelInstanceState reads without a default (a repository built
+        before #9, or hand-edited, fails to load otherwise)."""
         from tritonbuild.backends.tensorrtllm.load_rules import parameter_problems
         from tritonbuild.backends.tensorrtllm.parameters import UNGUARDED, UNGUARDED_VALUES
 
@@ -82,7 +78,8 @@ class TensorRTLLMBackend(Backend):
         ]
 
     def gpus_needed(self, mc, version_dir: Path) -> int:
-        """The C++ backend places its own devices (gpu_device_ids, '0,1;2,3'); its instance kind stays CPU."""
+        """The C++ backend places its own devices (gpu_device_ids, '0,1;2,3'); its instance kind
+        stays CPU."""
         param = mc.parameters.get("gpu_device_ids")
         ids = (
             [int(gpu) for gpu in re.findall(r"\d+", param.string_value)]
@@ -94,8 +91,8 @@ class TensorRTLLMBackend(Backend):
     def model_file_checks(
         self, mc, model_dir: Path, versions: list[int]
     ) -> list[tuple[str, list[str], str]]:
-        """The engine group's model: its engine inside the version directory; an LLM-API Python model: its
-        model.yaml against config.pbtxt; any other Python model is not ours ([])."""
+        """The engine group's model: its engine inside the version directory; an LLM-API Python
+        model: its model.yaml against config.pbtxt; any other Python model is not ours ([])."""
         from tritonbuild.backends.tensorrtllm import load_rules
 
         if mc.backend == self.triton_backend:

@@ -86,8 +86,10 @@ def _route_rules(recipe: LLMRecipe) -> list[tuple]:
             (
                 ("quantization",),
                 "int4_weight_only (RTN W4A16) exists only on the TensorRT engine path; the "
-                "PyTorch/LLM-API runtime loads checkpoints that ModelOpt already quantized (hf_quant_config.json)",
-                "use runtime: engine, or a ModelOpt-quantized checkpoint with quantization: int4_awq or fp8",
+                "PyTorch/LLM-API runtime loads checkpoints that ModelOpt already quantized "
+                "(hf_quant_config.json)",
+                "use runtime: engine, or a ModelOpt-quantized checkpoint with quantization: "
+                "int4_awq or fp8",
             )
         )
     out += quantization_rules(recipe) + speculative_rules(recipe) + route_problems(recipe)
@@ -125,8 +127,8 @@ def _gpu_and_image_rules(recipe: LLMRecipe) -> list[tuple]:
             (
                 key,
                 f"FP8 needs a GPU of compute capability 8.9 or newer; {recipe.gpu} is {sm}",
-                "use quantization: int4_weight_only / int4_awq and kv_cache.dtype: int8 or auto, or an "
-                "H100/H200/L40S/L4",
+                "use quantization: int4_weight_only / int4_awq and kv_cache.dtype: int8 or auto, "
+                "or an H100/H200/L40S/L4",
             )
         )
     if sm < 8.0 and recipe.dtype == "bfloat16":
@@ -153,7 +155,8 @@ def _gpu_and_image_rules(recipe: LLMRecipe) -> list[tuple]:
 
 
 def quantization_rules(recipe: LLMRecipe) -> list[tuple]:
-    """The quantization's route and GPU architecture (quant.FORMATS, from upstream's support matrices)."""
+    """The quantization's route and GPU architecture (quant.FORMATS, from upstream's support
+    matrices)."""
     out = []
     q = recipe.quantization
     if recipe.runtime == "pytorch" and q not in LLMAPI_FORMATS and q != "int4_weight_only":
@@ -171,7 +174,8 @@ def quantization_rules(recipe: LLMRecipe) -> list[tuple]:
 
 
 def config_problems(configs: dict[str, object], names) -> list[str]:
-    """Generated (or hand-edited) configs of one group vs each other: decoupled mode, batch sizes."""
+    """Generated (or hand-edited) configs of one group vs each other: decoupled mode, batch
+    sizes."""
     out = []
     llm, bls = configs.get(names.tensorrt_llm), configs.get(names.bls)
     if (
@@ -180,8 +184,9 @@ def config_problems(configs: dict[str, object], names) -> list[str]:
         and llm.model_transaction_policy.decoupled != bls.model_transaction_policy.decoupled
     ):
         out.append(
-            f"{names.tensorrt_llm} decoupled={llm.model_transaction_policy.decoupled} but {names.bls} "
-            f"decoupled={bls.model_transaction_policy.decoupled}: streaming must be set on both"
+            f"{names.tensorrt_llm} decoupled={llm.model_transaction_policy.decoupled} but "
+            f"{names.bls} decoupled={bls.model_transaction_policy.decoupled}: streaming must be "
+            "set on both"
         )
     ens = configs.get(names.ensemble)
     if ens is not None:

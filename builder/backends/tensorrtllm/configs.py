@@ -1,7 +1,7 @@
-"""ModelConfig protos for the TensorRT-LLM model group. Every parameter is set from the recipe and the
-engine's config.json; nothing is a placeholder. Tensor names, dtypes and shapes are upstream's
-(tensorrtllm_backend inflight_batcher_llm templates, recorded in tests/contracts/facts): the ensemble and the
-BLS take the optional inputs Triton's OpenAI frontend and genai-perf send."""
+"""ModelConfig protos for the TensorRT-LLM model group. Every parameter is set from the recipe and
+the engine's config.json; nothing is a placeholder. Tensor names, dtypes and shapes are upstream's
+(tensorrtllm_backend inflight_batcher_llm templates, recorded in tests/contracts/facts): the
+ensemble and the BLS take the optional inputs Triton's OpenAI frontend and genai-perf send."""
 
 from __future__ import annotations
 
@@ -148,9 +148,8 @@ def preprocessing(
     _tensor(mc.output, pb2, "pad_id", "TYPE_INT32", [1])
     _tensor(mc.output, pb2, "stop_words_list", "TYPE_INT32", [2, -1])
     _tensor(mc.output, pb2, "bad_words_list", "TYPE_INT32", [2, -1])
-    _tensor(
-        mc.output, pb2, "min_tokens", "TYPE_INT32", [1]
-    )  # only when the request gave min_tokens/min_length
+    # only when the request gave min_tokens/min_length
+    _tensor(mc.output, pb2, "min_tokens", "TYPE_INT32", [1])
     _instances(mc, pb2, r.serving.instances.preprocessing)
     _params(
         mc,
@@ -173,7 +172,8 @@ def postprocessing(
     _tensor(mc.input, pb2, "tokens_batch", "TYPE_INT32", [-1, -1])
     _tensor(mc.input, pb2, "sequence_length", "TYPE_INT32", [-1])
     _tensor(mc.output, pb2, "output", "TYPE_STRING", [-1])
-    # NOTE: a streamed ensemble sends each token's text through here; more than one instance could reorder them
+    # NOTE: a streamed ensemble sends each token's text through here; more than one instance could
+    # reorder them
     _instances(mc, pb2, 1 if r.serving.streaming else r.serving.instances.postprocessing)
     _params(mc, {"tokenizer_file": tokenizer_file, "skip_special_tokens": True})
     mc.default_model_filename = "model.py"
@@ -181,7 +181,8 @@ def postprocessing(
 
 
 def tensorrt_llm(r: LLMRecipe, names: Names, engine: dict, engine_path: str):
-    """The tensorrtllm C++ backend model; limits come from the engine, runtime knobs from the recipe."""
+    """The tensorrtllm C++ backend model; limits come from the engine, runtime knobs from the
+    recipe."""
     pb2 = model_config_pb2()
     bc = engine["build_config"]
     mbs = int(bc["max_batch_size"])
@@ -210,9 +211,8 @@ def tensorrt_llm(r: LLMRecipe, names: Names, engine: dict, engine_path: str):
                 optional=True,
                 ragged=ragged,
             )
-    _tensor(
-        mc.input, pb2, "stop", "TYPE_BOOL", [1], reshape=[], optional=True
-    )  # cancel by request id
+    # cancel by request id
+    _tensor(mc.input, pb2, "stop", "TYPE_BOOL", [1], reshape=[], optional=True)
     _lora_inputs(r, mc, pb2, scalar_reshape=True)
     _tensor(mc.output, pb2, "output_ids", "TYPE_INT32", [-1, -1])
     _tensor(mc.output, pb2, "sequence_length", "TYPE_INT32", [-1])
@@ -234,7 +234,8 @@ def tensorrt_llm(r: LLMRecipe, names: Names, engine: dict, engine_path: str):
 
 
 def _answer_outputs(mc, pb2, logits: str, passthrough) -> None:
-    """text_output, the passed-through outputs and upstream's two logits outputs (returned on request)."""
+    """text_output, the passed-through outputs and upstream's two logits outputs (returned on
+    request)."""
     _tensor(mc.output, pb2, "text_output", "TYPE_STRING", [-1])
     for name, dtype, dims in passthrough:
         _tensor(mc.output, pb2, name, dtype, dims)

@@ -93,11 +93,13 @@ def _mapping_problems(r: LLMRecipe, pc: dict, rank_files: list[str]) -> list[str
         )
     if len(rank_files) != world:
         out.append(
-            f"engine world_size {world} needs rank0..rank{world - 1}.engine, found {sorted(rank_files)}"
+            f"engine world_size {world} needs rank0..rank{world - 1}.engine, found "
+            f"{sorted(rank_files)}"
         )
     if len(s.gpu_device_ids) % world:
         out.append(
-            f"serving.gpu_device_ids {s.gpu_device_ids} is not a multiple of the engine's world size {world}"
+            f"serving.gpu_device_ids {s.gpu_device_ids} is not a multiple of the engine's world "
+            f"size {world}"
         )
     return out
 
@@ -111,12 +113,13 @@ def _paged_problems(r: LLMRecipe, bc: dict) -> list[str]:
     paged_fmha = bool(plugin.get("use_paged_context_fmha", False))
     if kv.enable_block_reuse and not paged_fmha:
         out.append(
-            "recipe kv_cache.enable_block_reuse needs use_paged_context_fmha, which the engine was built "
-            "without (build_config.plugin_config.use_paged_context_fmha = false)"
+            "recipe kv_cache.enable_block_reuse needs use_paged_context_fmha, which the engine "
+            "was built without (build_config.plugin_config.use_paged_context_fmha = false)"
         )
     if s.enable_chunked_context and not paged_fmha:
         out.append(
-            "recipe serving.enable_chunked_context needs use_paged_context_fmha, which the engine lacks"
+            "recipe serving.enable_chunked_context needs use_paged_context_fmha, which the engine "
+            "lacks"
         )
     kv_type = str(bc.get("kv_cache_type", "PAGED")).upper()
     if kv_type != "PAGED" and s.batching_strategy != "V1":
@@ -138,7 +141,8 @@ def _kv_block_problems(r: LLMRecipe, bc: dict) -> list[str]:
         )
     if kv.max_tokens is not None and kv.max_tokens < int(bc.get("max_seq_len", e.max_seq_len)):
         out.append(
-            f"recipe kv_cache.max_tokens {kv.max_tokens} < engine max_seq_len {bc.get('max_seq_len')}"
+            f"recipe kv_cache.max_tokens {kv.max_tokens} < engine max_seq_len "
+            f"{bc.get('max_seq_len')}"
         )
     return out
 
@@ -151,7 +155,8 @@ def _format_problems(r: LLMRecipe, engine: dict, pc: dict, prequant: dict | None
     logits = pc.get("logits_dtype", "float32")
     if logits != e.logits_dtype:
         out.append(
-            f"engine pretrained_config.logits_dtype {logits}, recipe engine.logits_dtype {e.logits_dtype}"
+            f"engine pretrained_config.logits_dtype {logits}, recipe engine.logits_dtype "
+            f"{e.logits_dtype}"
         )
     algo = (pc.get("quantization") or {}).get("quant_algo")
     if algo not in (expected := engine_algos(r.quantization, prequant)):
@@ -162,21 +167,23 @@ def _format_problems(r: LLMRecipe, engine: dict, pc: dict, prequant: dict | None
     version = engine.get("version")
     if version is None or _major_minor(version) != _major_minor(r.image.trtllm_version):
         out.append(
-            f"engine built by TensorRT-LLM {version}, the serving image has {r.image.trtllm_version} "
-            f"({r.image.triton_image}): engines load only in the version that built them"
+            f"engine built by TensorRT-LLM {version}, the serving image has "
+            f"{r.image.trtllm_version} ({r.image.triton_image}): engines load only in the version "
+            "that built them"
         )
     return out
 
 
 def _lora_problems(r: LLMRecipe, bc: dict) -> list[str]:
-    """A recipe with LoRA adapters needs an engine built with the LoRA plugin, for the modules it asks for."""
+    """A recipe with LoRA adapters needs an engine built with the LoRA plugin, for the modules it
+    asks for."""
     if r.lora is None:
         return []
     if not (bc.get("plugin_config") or {}).get("lora_plugin"):
         return [
             "recipe lora needs an engine built with the LoRA plugin; this one was built without "
-            "(build_config.plugin_config.lora_plugin unset): build it with trtllm-build --lora_plugin, as "
-            "tritonbuild does"
+            "(build_config.plugin_config.lora_plugin unset): build it with trtllm-build "
+            "--lora_plugin, as tritonbuild does"
         ]
     lc = bc.get("lora_config") or {}
     out = []

@@ -1,6 +1,6 @@
-"""The model families TensorRT-LLM converts on the engine route: which examples/…/convert_checkpoint.py
-each HF model_type goes through, what that converter accepts (its argparse), and what of a recipe it
-cannot express, as recipe errors."""
+"""The model families TensorRT-LLM converts on the engine route: which
+examples/…/convert_checkpoint.py each HF model_type goes through, what that converter accepts (its
+argparse), and what of a recipe it cannot express, as recipe errors."""
 
 from __future__ import annotations
 
@@ -15,32 +15,29 @@ class Family:
     """What one examples/…/convert_checkpoint.py accepts (TensorRT-LLM 1.x argparse)."""
 
     script: str  # examples/ subdirectory holding convert_checkpoint.py
-    kv_flags: frozenset[
-        str
-    ]  # KV-cache quantizations it can calibrate: --int8_kv_cache / --fp8_kv_cache
+    # KV-cache quantizations it can calibrate: --int8_kv_cache / --fp8_kv_cache
+    kv_flags: frozenset[str]
     pipeline: bool  # --pp_size accepted and > 1 allowed
     gemma_cli: bool = False  # --world-size (tensor parallelism only) and a mandatory --ckpt-type
     parallel_embedding: bool = True  # --use_parallel_embedding accepted
     smoothquant: bool = True  # --smoothquant/--per_channel/--per_token accepted
-    reads_quant_config: bool = (
-        False  # converts AutoAWQ/GPTQ checkpoints (update_quant_config_from_hf)
-    )
+    # converts AutoAWQ/GPTQ checkpoints (update_quant_config_from_hf)
+    reads_quant_config: bool = False
 
 
-# NOTE: --fp8_kv_cache of the llama and gemma converters sets the FP8 algorithm but calibrates nothing (only int8 KV
-# and SmoothQuant are calibrated): an FP8 KV cache goes through ModelOpt's quantize.py (--kv_cache_dtype fp8)
+# NOTE: --fp8_kv_cache of the llama and gemma converters sets the FP8 algorithm but calibrates
+# nothing (only int8 KV and SmoothQuant are calibrated): an FP8 KV cache goes through ModelOpt's
+# quantize.py (--kv_cache_dtype fp8)
 _LLAMA = Family("models/core/llama", frozenset({"int8"}), True, reads_quant_config=True)
 _QWEN = Family("models/core/qwen", frozenset({"int8"}), True, reads_quant_config=True)
-_QWEN_NEWER = Family(
-    "models/core/qwen", frozenset({"int8"}), True
-)  # its GPTQ loader: qwen and qwen2 only
+# its GPTQ loader: qwen and qwen2 only
+_QWEN_NEWER = Family("models/core/qwen", frozenset({"int8"}), True)
 _PHI = Family("models/core/phi", frozenset(), False, parallel_embedding=False, smoothquant=False)
 _GEMMA = Family(
     "models/core/gemma", frozenset({"int8"}), False, gemma_cli=True, parallel_embedding=False
 )
-_GPT = Family(
-    "models/core/gpt", frozenset({"int8"}), True
-)  # --gpt_variant inferred: gpt2, starcoder(2), santacoder
+# --gpt_variant inferred: gpt2, starcoder(2), santacoder
+_GPT = Family("models/core/gpt", frozenset({"int8"}), True)
 # model_type (HF config.json) → its converter
 FAMILIES = {
     "llama": _LLAMA,
@@ -71,7 +68,8 @@ LLMAPI_ONLY = {
 
 
 def family_problems(r: LLMRecipe, model_type: str) -> list[tuple]:
-    """(key path, message, hint) for each recipe setting the family's convert_checkpoint.py cannot express."""
+    """(key path, message, hint) for each recipe setting the family's convert_checkpoint.py cannot
+    express."""
     fam = FAMILIES.get(model_type)
     if r.engine.build_path == "llmapi" or r.runtime == "pytorch":
         return []
@@ -112,8 +110,8 @@ def _converter_problems(r: LLMRecipe, model_type: str, fam: Family) -> list[tupl
                 ("kv_cache", "dtype"),
                 f"{model_type}'s convert_checkpoint.py ({fam.script}) cannot calibrate a "
                 f"{kv} KV cache (it calibrates: {has})",
-                "use kv_cache.dtype: auto, or quantization: int4_awq / fp8 (ModelOpt's quantize.py calibrates "
-                "the KV cache for every family)",
+                "use kv_cache.dtype: auto, or quantization: int4_awq / fp8 (ModelOpt's "
+                "quantize.py calibrates the KV cache for every family)",
             )
         )
     out += _quant_problems(r, model_type, fam)
@@ -147,7 +145,8 @@ def _quant_problems(r: LLMRecipe, model_type: str, fam: Family) -> list[tuple]:
             (
                 ("quantization",),
                 f"{model_type}'s convert_checkpoint.py ({fam.script}) has no --smoothquant",
-                f"use int8_weight_only, or int4_awq / fp8 (ModelOpt, every family); SmoothQuant: {has}",
+                "use int8_weight_only, or int4_awq / fp8 (ModelOpt, every family); SmoothQuant: "
+                f"{has}",
             )
         )
     if r.quantization == "int4_gptq" and not fam.reads_quant_config:

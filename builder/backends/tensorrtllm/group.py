@@ -1,4 +1,5 @@
-"""Assemble the TensorRT-LLM model group into a repository directory (called by repository.assemble)."""
+"""Assemble the TensorRT-LLM model group into a repository directory (called by
+repository.assemble)."""
 
 from __future__ import annotations
 
@@ -19,17 +20,19 @@ from tritonbuild.recipe.models import DTYPES, TensorSpec
 from tritonbuild.triton.config import render
 
 MODELS_DIR = Path(__file__).parent / "models"
-KEEP = ".keep"  # an empty version directory must exist for an ensemble; object stores need an object in it
+# an empty version directory must exist for an ensemble; object stores need an object in it
+KEEP = ".keep"
 
 
 def tokenizer_file(tokenizer_dir: Path) -> str:
-    """The file the pre/postprocessing models load: tokenizer.json, else the sentencepiece tokenizer.model
-    (upstream's AutoTokenizer takes either)."""
+    """The file the pre/postprocessing models load: tokenizer.json, else the sentencepiece
+    tokenizer.model (upstream's AutoTokenizer takes either)."""
     return "tokenizer.json" if (tokenizer_dir / "tokenizer.json").is_file() else "tokenizer.model"
 
 
 def _vocabulary(tokenizer_dir: Path):
-    """token → id (None when absent) and the sentencepiece <eos>/<pad> ids (None for tokenizer.json)."""
+    """token → id (None when absent) and the sentencepiece <eos>/<pad> ids (None for
+    tokenizer.json)."""
     try:
         if tokenizer_file(tokenizer_dir) == "tokenizer.json":
             from tokenizers import Tokenizer
@@ -59,8 +62,8 @@ def _vocabulary(tokenizer_dir: Path):
 
 
 def special_ids(tokenizer_dir: Path) -> tuple[int, int]:
-    """(end_id, pad_id) from tokenizer_config.json's eos/pad tokens, resolved through the vocabulary; a
-    sentencepiece model without tokenizer_config.json gives its own eos/pad ids."""
+    """(end_id, pad_id) from tokenizer_config.json's eos/pad tokens, resolved through the
+    vocabulary; a sentencepiece model without tokenizer_config.json gives its own eos/pad ids."""
     to_id, sp_eos, sp_pad = _vocabulary(tokenizer_dir)
     conf_path = tokenizer_dir / "tokenizer_config.json"
     conf = json.loads(conf_path.read_text()) if conf_path.is_file() else {}
@@ -73,7 +76,8 @@ def special_ids(tokenizer_dir: Path) -> tuple[int, int]:
     end_id = to_id(eos) if eos else sp_eos
     if end_id is None:
         raise BuildError(
-            f"tokenizer has no eos_token in tokenizer_config.json (or {eos!r} is not in its vocabulary)",
+            f"tokenizer has no eos_token in tokenizer_config.json (or {eos!r} is not in its "
+            "vocabulary)",
             hint="save the tokenizer with its special tokens (tokenizer_config.json: eos_token)",
         )
     pad = token("pad_token")
@@ -82,14 +86,16 @@ def special_ids(tokenizer_dir: Path) -> tuple[int, int]:
 
 
 def xgrammar_info(tokenizer_dir: Path, end_id: int) -> dict:
-    """The tokenizer info the C++ backend hands xgrammar (model_instance_state.cc: encoded_vocab, tokenizer_str,
-    stop_token_ids): the vocabulary's raw token strings by id, tokenizer.json itself, the eos id."""
+    """The tokenizer info the C++ backend hands xgrammar (model_instance_state.cc: encoded_vocab,
+    tokenizer_str, stop_token_ids): the vocabulary's raw token strings by id, tokenizer.json itself,
+    the eos id."""
     path = tokenizer_dir / "tokenizer.json"
     if not path.is_file():
         raise BuildError(
-            "serving.guided_decoding needs tokenizer.json (xgrammar's tokenizer info is made from it); "
-            "the tokenizer has only tokenizer.model",
-            hint="save the tokenizer with a fast (tokenizers) tokenizer.json, or drop guided_decoding",
+            "serving.guided_decoding needs tokenizer.json (xgrammar's tokenizer info is made from "
+            "it); the tokenizer has only tokenizer.model",
+            hint="save the tokenizer with a fast (tokenizers) tokenizer.json, or drop "
+            "guided_decoding",
         )
     text = path.read_text()
     vocab = json.loads(text)["model"]["vocab"]
@@ -103,9 +109,9 @@ def xgrammar_info(tokenizer_dir: Path, end_id: int) -> dict:
 
 
 def _write_loras(files: dict, root: Path, names, v: str, store) -> None:
-    """The adapters under <ensemble>/<v>/lora/<name>/ and multi_lora.json next to the ensemble and the BLS: the
-    OpenAI frontend reads it per model (name → directory relative to the repository) and gives each LoRA a
-    lora_task_id in file order."""
+    """The adapters under <ensemble>/<v>/lora/<name>/ and multi_lora.json next to the ensemble and
+    the BLS: the OpenAI frontend reads it per model (name → directory relative to the repository)
+    and gives each LoRA a lora_task_id in file order."""
     loras = {k[len("lora/") :]: e for k, e in files.items() if k.startswith("lora/")}
     if not loras:
         return
@@ -247,7 +253,8 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
 
 
 def _llm_info(r: LLMRecipe, engine: dict, engine_path: str, memory_plan) -> dict:
-    """What the manifest says of the group: the engine's quantization and version, where it is served from."""
+    """What the manifest says of the group: the engine's quantization and version, where it is
+    served from."""
     quant = engine["pretrained_config"].get("quantization") or {}
     return {
         "group": r.name,

@@ -1,7 +1,8 @@
-"""runtime: pytorch — TensorRT-LLM's LLM API (PyTorch backend) as a Triton Python model with model.yaml.
-No engine is built: the checkpoint is packaged; a quantized model is a checkpoint ModelOpt already quantized
-(hf_quant_config.json, read by the LLM API itself: TorchLlmArgs takes no quant_config). Without batching in
-Triton (max_batch_size 0): the LLM API batches itself. Streaming is decoupled, through the response sender."""
+"""runtime: pytorch — TensorRT-LLM's LLM API (PyTorch backend) as a Triton Python model with
+model.yaml. No engine is built: the checkpoint is packaged; a quantized model is a checkpoint
+ModelOpt already quantized (hf_quant_config.json, read by the LLM API itself: TorchLlmArgs takes no
+quant_config). Without batching in Triton (max_batch_size 0): the LLM API batches itself. Streaming
+is decoupled, through the response sender."""
 
 from __future__ import annotations
 
@@ -31,9 +32,10 @@ MODEL_PY = Path(__file__).parent / "models" / "llmapi.py"
 
 
 def peft_lora_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, str]]]:
-    """runtime: pytorch: the recipe's LoRA adapters as the LLM API loads them (Hugging Face PEFT directories,
-    lora_ckpt_source hf), keyed by content; an adapter whose rank exceeds LoraConfig.max_lora_rank is refused.
-    recipe_dir(loaded, rel, key) resolves a directory of the recipe."""
+    """runtime: pytorch: the recipe's LoRA adapters as the LLM API loads them (Hugging Face PEFT
+    directories, lora_ckpt_source hf), keyed by content; an adapter whose rank exceeds
+    LoraConfig.max_lora_rank is refused. recipe_dir(loaded, rel, key) resolves a directory of the
+    recipe."""
     from tritonbuild.backends.common import tree_inputs
     from tritonbuild.errors import PlanError
 
@@ -46,11 +48,11 @@ def peft_lora_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, s
         d = recipe_dir(loaded, rel, ("lora", "adapters", name))
         if not (d / "adapter_config.json").is_file():
             raise PlanError(
-                f"LoRA adapter {name!r} at {d} has no adapter_config.json: the LLM API loads Hugging "
-                "Face PEFT adapters (lora_ckpt_source hf)",
+                f"LoRA adapter {name!r} at {d} has no adapter_config.json: the LLM API loads "
+                "Hugging Face PEFT adapters (lora_ckpt_source hf)",
                 where=where,
-                hint="save the adapter with peft's save_pretrained(DIR); TensorRT-LLM's .npy adapters "
-                "are for runtime: engine",
+                hint="save the adapter with peft's save_pretrained(DIR); TensorRT-LLM's .npy "
+                "adapters are for runtime: engine",
             )
         rank = json.loads((d / "adapter_config.json").read_text()).get("r")
         limit = r.lora.max_lora_rank or MAX_LORA_RANK
@@ -69,9 +71,10 @@ MAX_LORA_RANK = 64  # LoraConfig.max_lora_rank's default (tensorrt_llm/lora_help
 
 
 def model_yaml(r: LLMRecipe, loras: list[str] = ()) -> dict:
-    """LLM() constructor arguments; 'model' and lora_config.lora_dir are relative to the version directory
-    (relocatable). loras: the packaged LoRA adapters' names. triton_config is the generated model's own (popped
-    before LLM(), as upstream's model does): decoupled, and the default of exclude_input_from_output."""
+    """LLM() constructor arguments; 'model' and lora_config.lora_dir are relative to the version
+    directory (relocatable). loras: the packaged LoRA adapters' names. triton_config is the
+    generated model's own (popped before LLM(), as upstream's model does): decoupled, and the
+    default of exclude_input_from_output."""
     e, kv = r.engine, r.kv_cache
     spec = {
         "model": "checkpoint",

@@ -1,5 +1,5 @@
-"""<name>_openai: the Python model in front of the LLM-API model that takes the OpenAI frontend's and
-genai-perf's request format (the ensemble's names and types) and asks the LLM-API model
+"""<name>_openai: the Python model in front of the LLM-API model that takes the OpenAI frontend's
+and genai-perf's request format (the ensemble's names and types) and asks the LLM-API model
 (models/openai_adapter.py is what it runs)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.recipe.models import TensorSpec
 
 ADAPTER_PY = Path(__file__).parent / "models" / "openai_adapter.py"
-# <name>_openai: what Triton's OpenAI frontend and genai-perf send (the ensemble's names and types, upstream's
-# inflight_batcher_llm ones) → the llmapi model's input it means
+# <name>_openai: what Triton's OpenAI frontend and genai-perf send (the ensemble's names and types,
+# upstream's inflight_batcher_llm ones) → the llmapi model's input it means
 ADAPTER_MAP = {
     "stream": "streaming",
     "max_tokens": "sampling_param_max_tokens",
@@ -33,14 +33,16 @@ ADAPTER_MAP = {
     "exclude_input_in_output": "sampling_param_exclude_input_from_output",
     "stop_words": "sampling_param_stop",
     "min_tokens": "sampling_param_min_tokens",
-    "min_length": "sampling_param_min_tokens",  # genai-perf's name for min_tokens (tensors.CLIENT_ALIASES)
+    # genai-perf's name for min_tokens (tensors.CLIENT_ALIASES)
+    "min_length": "sampling_param_min_tokens",
     **{
         k: f"sampling_param_{k}"
         for k in ("repetition_penalty", "length_penalty", "end_id", "pad_id")
     },
     "bad_words": "sampling_param_bad",
 }
-# the ensemble's perf outputs the adapter returns, from the llmapi model's output of (mostly) the same name
+# the ensemble's perf outputs the adapter returns, from the llmapi model's output of (mostly) the
+# same name
 ADAPTER_PERF = {
     "kv_cache_reused_blocks": "kv_cache_reused_block",
     **{
@@ -58,14 +60,13 @@ ADAPTER_PERF = {
         )
     },
 }
-COUNTS = (
-    "return_num_input_tokens",
-    "return_num_output_tokens",
-)  # ask for num_input_tokens / num_output_tokens
+# ask for num_input_tokens / num_output_tokens
+COUNTS = ("return_num_input_tokens", "return_num_output_tokens")
 
 
-# what the OpenAI frontend loads beside each LoRA name of multi_lora.json (and sends with a LoRA's first request);
-# the LLM API reads the PEFT adapter itself from lora_path, so the adapter model drops these arrays
+# what the OpenAI frontend loads beside each LoRA name of multi_lora.json (and sends with a LoRA's
+# first request); the LLM API reads the PEFT adapter itself from lora_path, so the adapter model
+# drops these arrays
 FRONTEND_LORA_FILES = {
     "model.lora_weights.npy": ("float16", (1, 1, 1)),
     "model.lora_config.npy": ("int32", (1, 1, 3)),
@@ -73,8 +74,9 @@ FRONTEND_LORA_FILES = {
 
 
 def adapter_inputs(r: LLMRecipe) -> list[TensorSpec]:
-    """<name>_openai's inputs: the ensemble's names and types for what the clients send and the LLM-API model
-    takes (the guide only with guided decoding, lora_task_id/weights/config only with adapters)."""
+    """<name>_openai's inputs: the ensemble's names and types for what the clients send and the
+    LLM-API model takes (the guide only with guided decoding, lora_task_id/weights/config only with
+    adapters)."""
     from tritonbuild.backends.tensorrtllm.tensors import LORA_INPUTS as ENGINE_LORA
     from tritonbuild.backends.tensorrtllm.tensors import request_inputs
     from tritonbuild.recipe.models import DTYPES
@@ -117,8 +119,8 @@ def adapter_outputs() -> list[TensorSpec]:
 
 
 def _adapter_loras(r: LLMRecipe, root: Path, name: str, loras: list[str]) -> str:
-    """multi_lora.json beside <name>_openai (name → the frontend's .npy pair, relative to the repository; task ids
-    from 1 in file order) and the adapter's table task id → LoRA name."""
+    """multi_lora.json beside <name>_openai (name → the frontend's .npy pair, relative to the
+    repository; task ids from 1 in file order) and the adapter's table task id → LoRA name."""
     import numpy as np
 
     v = str(r.version)
@@ -134,7 +136,8 @@ def _adapter_loras(r: LLMRecipe, root: Path, name: str, loras: list[str]) -> str
 
 
 def write_adapter(r: LLMRecipe, root: Path, pb2, loras: list[str]) -> str:
-    """<name>_openai: the client-format front of the LLM-API model (see models/openai_adapter.py)."""
+    """<name>_openai: the client-format front of the LLM-API model (see
+    models/openai_adapter.py)."""
     from tritonbuild.triton.config import add_tensors, render
 
     name = f"{r.name}_openai"

@@ -6,8 +6,8 @@ from __future__ import annotations
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.recipe.models import TensorSpec
 
-# upstream's llmapi/tensorrt_llm interface (TensorRT-LLM triton_backend/all_models/llmapi, recorded in
-# tests/contracts/facts/trtllm_llmapi.json)
+# upstream's llmapi/tensorrt_llm interface (TensorRT-LLM triton_backend/all_models/llmapi, recorded
+# in tests/contracts/facts/trtllm_llmapi.json)
 SAMPLING = {
     "temperature": "fp32",
     "top_k": "int32",
@@ -32,7 +32,8 @@ INPUTS = [
         for k in ("finish_reason", "stop_reason", "cumulative_logprob")
     ],
 ]
-# a LoRA request (declared where the recipe has adapters): the adapter's id, name and directory on the server
+# a LoRA request (declared where the recipe has adapters): the adapter's id, name and directory on
+# the server
 LORA_INPUTS = [
     TensorSpec(name="lora_id", dtype="uint64", dims=[1], optional=True),
     *[
@@ -40,13 +41,15 @@ LORA_INPUTS = [
         for k in ("name", "path", "ckpt_source")
     ],
 ]
-# the guide of guided decoding (declared with serving.guided_decoding): upstream's LLM-API model has none, these are
-# the tensorrtllm backend's names, which the OpenAI frontend sends; they become SamplingParams.guided_decoding
+# the guide of guided decoding (declared with serving.guided_decoding): upstream's LLM-API model has
+# none, these are the tensorrtllm backend's names, which the OpenAI frontend sends; they become
+# SamplingParams.guided_decoding
 GUIDE_INPUTS = [
     TensorSpec(name=n, dtype="bytes", dims=[1], optional=True)
     for n in ("guided_decoding_guide_type", "guided_decoding_guide")
 ]
-# returned when a request sets sampling_param_return_perf_metrics (KV-cache blocks, timestamps, draft acceptance)
+# returned when a request sets sampling_param_return_perf_metrics (KV-cache blocks, timestamps,
+# draft acceptance)
 PERF_OUTPUTS = [
     *[
         TensorSpec(name=n, dtype="int32", dims=[-1])
@@ -75,10 +78,11 @@ OUTPUTS = [
     TensorSpec(name="cumulative_logprob", dtype="fp32", dims=[-1]),
     *PERF_OUTPUTS,
 ]
-# Beyond upstream's llmapi template, from the LLM API itself (facts/llm_args.json request): SamplingParams.min_tokens,
-# repetition_penalty, length_penalty, end_id, pad_id and bad (the ensemble's sampling inputs a client such as
-# genai-perf --extra-inputs sends to <name>_openai), and the token counts of RequestOutput.prompt_token_ids /
-# CompletionOutput.token_ids (newly generated in a streamed response), which the OpenAI frontend reads as usage
+# Beyond upstream's llmapi template, from the LLM API itself (facts/llm_args.json request):
+# SamplingParams.min_tokens, repetition_penalty, length_penalty, end_id, pad_id and bad (the
+# ensemble's sampling inputs a client such as genai-perf --extra-inputs sends to <name>_openai), and
+# the token counts of RequestOutput.prompt_token_ids / CompletionOutput.token_ids (newly generated
+# in a streamed response), which the OpenAI frontend reads as usage
 EXT_INPUTS = [
     TensorSpec(name="sampling_param_min_tokens", dtype="int32", dims=[1], optional=True),
     *[
@@ -100,8 +104,8 @@ LORA_DIR = "lora"  # where the adapters live in the LLM-API model's version dire
 
 
 def llm_inputs(r: LLMRecipe) -> list[TensorSpec]:
-    """The LLM-API model's inputs: upstream's, min_tokens, its LoRA inputs with adapters, the guide with guided
-    decoding."""
+    """The LLM-API model's inputs: upstream's, min_tokens, its LoRA inputs with adapters, the guide
+    with guided decoding."""
     return [
         *INPUTS,
         *EXT_INPUTS,

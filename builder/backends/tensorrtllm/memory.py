@@ -1,7 +1,7 @@
-"""TensorRT-LLM's GPU memory plan: weights by its quantization formats, KV cache per token, what fits on the target
-GPU. The architecture and the shared arithmetic are the LLM layer's (backends/llm/memory.py). Figures are estimates
-of the kind TensorRT-LLM's own allocator makes (weights, then free_gpu_mem_fraction of what is left for KV); KV per
-GPU follows KVCacheManager.
+"""TensorRT-LLM's GPU memory plan: weights by its quantization formats, KV cache per token, what
+fits on the target GPU. The architecture and the shared arithmetic are the LLM layer's
+(backends/llm/memory.py). Figures are estimates of the kind TensorRT-LLM's own allocator makes
+(weights, then free_gpu_mem_fraction of what is left for KV); KV per GPU follows KVCacheManager.
 """
 
 from __future__ import annotations
@@ -115,8 +115,8 @@ def _notes(
     notes = []
     if free <= 0:
         notes.append(
-            f"weights ({w_gpu / GIB:.1f} GiB per GPU) + runtime reserve ({RUNTIME_RESERVE / GIB:.1f} "
-            f"GiB) exceed the {r.gpu}'s {GPU_MEMORY_GIB[r.gpu]} GiB"
+            f"weights ({w_gpu / GIB:.1f} GiB per GPU) + runtime reserve "
+            f"({RUNTIME_RESERVE / GIB:.1f} GiB) exceed the {r.gpu}'s {GPU_MEMORY_GIB[r.gpu]} GiB"
         )
     elif seqs < e.max_batch_size:
         notes.append(

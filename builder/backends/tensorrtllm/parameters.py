@@ -7,8 +7,9 @@ from tritonbuild.backends.tensorrtllm.orchestrator import EXECUTOR_WORKER, needs
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.backends.tensorrtllm.speculative import backend_params as speculative_params
 
-# parameters the C++ backend reads outside any try block (model_instance_state.cc): a missing one fails the
-# load with "Cannot find parameter with name: …"; "" = the feature (guided decoding) is off
+# parameters the C++ backend reads outside any try block (model_instance_state.cc): a missing one
+# fails the load with "Cannot find parameter with name: …"; "" = the feature (guided decoding) is
+# off
 UNGUARDED = (
     "gpt_model_type",
     "tokenizer_dir",
@@ -23,7 +24,8 @@ XGRAMMAR_INFO = "xgrammar_tokenizer_info.json"
 
 
 def _kv_params(kv) -> dict[str, object]:
-    """The KV-cache parameters: offload always (the backend's defaults), the others only when set."""
+    """The KV-cache parameters: offload always (the backend's defaults), the others only when
+    set."""
     params: dict[str, object] = {
         "kv_cache_host_memory_bytes": kv.host_memory_bytes,
         "kv_cache_onboard_blocks": kv.onboard_blocks,

@@ -1,6 +1,6 @@
 """The TensorRT-LLM backend at plan time: the steps a recipe needs (engine route: trtllm.engine,
-trtllm.tokenizer, trtllm.lora; LLM-API route: trtllm.checkpoint or trtllm.quantize, with its LoRA and
-draft steps), checked against the checkpoint, and the plan's extras (route, memory plan)."""
+trtllm.tokenizer, trtllm.lora; LLM-API route: trtllm.checkpoint or trtllm.quantize, with its LoRA
+and draft steps), checked against the checkpoint, and the plan's extras (route, memory plan)."""
 
 from __future__ import annotations
 
@@ -30,10 +30,8 @@ from tritonbuild.core.stores import is_url
 from tritonbuild.errors import PlanError, RecipeError
 from tritonbuild.recipe.load import LoadedRecipe
 
-LORA_FILES = (
-    "model.lora_weights.npy",
-    "model.lora_config.npy",
-)  # what the OpenAI frontend loads per LoRA
+# what the OpenAI frontend loads per LoRA
+LORA_FILES = ("model.lora_weights.npy", "model.lora_config.npy")
 
 
 def lora_step(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:

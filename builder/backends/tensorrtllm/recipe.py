@@ -1,6 +1,6 @@
-"""The TensorRT-LLM recipe (`backend: tensorrtllm`): a decoder-only checkpoint served by TensorRT-LLM (engine +
-inflight batching, or the LLM-API Python model). The GPU and image tables its rules read are the LLM layer's
-(backends/llm/gpus.py, backends/llm/images.py)."""
+"""The TensorRT-LLM recipe (`backend: tensorrtllm`): a decoder-only checkpoint served by
+TensorRT-LLM (engine + inflight batching, or the LLM-API Python model). The GPU and image tables its
+rules read are the LLM layer's (backends/llm/gpus.py, backends/llm/images.py)."""
 
 from __future__ import annotations
 
@@ -103,8 +103,8 @@ class Instances(Strict):
 
 
 class Executor(Strict):
-    """The tensorrtllm C++ backend's executor knobs; defaults are the backend's own when the parameter is
-    missing (model_instance_state.cc), so leaving them changes nothing."""
+    """The tensorrtllm C++ backend's executor knobs; defaults are the backend's own when the
+    parameter is missing (model_instance_state.cc), so leaving them changes nothing."""
 
     gpu_weights_percent: float = Field(
         1.0,
@@ -132,15 +132,16 @@ class Executor(Strict):
     )
 
 
-# executor knobs the LLM API also has (TorchLlmArgs fields of the same name): written to model.yaml when set
+# executor knobs the LLM API also has (TorchLlmArgs fields of the same name): written to model.yaml
+# when set
 LLMAPI_EXECUTOR = ("iter_stats_max_iterations", "request_stats_max_iterations")
 
 
 class GuidedDecoding(Strict):
     backend: Literal["xgrammar", "llguidance"] = Field(
         "xgrammar",
-        description="engine route: the C++ backend's guided_decoding_backend (xgrammar only); LLM-API "
-        "route: the LLM API's guided_decoding_backend (xgrammar or llguidance).",
+        description="engine route: the C++ backend's guided_decoding_backend (xgrammar only); "
+        "LLM-API route: the LLM API's guided_decoding_backend (xgrammar or llguidance).",
     )
 
 
@@ -221,9 +222,9 @@ class LLMRecipe(Named):
     backend: Literal["tensorrtllm"]
     runtime: Literal["auto", "engine", "pytorch"] = Field(
         "auto",
-        description="engine: a TensorRT engine served by the tensorrtllm C++ backend; pytorch: TRT-LLM's "
-        "LLM-API (PyTorch) python model with model.yaml, no engine build; auto: pytorch where "
-        "the image's TensorRT-LLM and the recipe's quantization allow it, else engine "
+        description="engine: a TensorRT engine served by the tensorrtllm C++ backend; pytorch: "
+        "TRT-LLM's LLM-API (PyTorch) python model with model.yaml, no engine build; auto: pytorch "
+        "where the image's TensorRT-LLM and the recipe's quantization allow it, else engine "
         "('tritonbuild plan' says which and why).",
     )
     _route_why: str = PrivateAttr("")
@@ -235,15 +236,15 @@ class LLMRecipe(Named):
     )
     dtype: Literal["auto", "float16", "bfloat16"] = Field(
         "auto",
-        description="Weights and activations: auto = the checkpoint's torch_dtype (float32 → float16), "
-        "upstream's default in every converter, quantize.py and the LLM API.",
+        description="Weights and activations: auto = the checkpoint's torch_dtype (float32 → "
+        "float16), upstream's default in every converter, quantize.py and the LLM API.",
     )
     quantization: Literal[QUANTIZATIONS] = Field(
         "int4_weight_only",
         description="int4_weight_only / int8_weight_only / int8_sq[_per_channel][_per_token] "
-        "(SmoothQuant, calibrated): a family converter, engine route; int4_awq / w4a8_awq / fp8 / nvfp4: ModelOpt's "
-        "quantize.py (both routes); int4_gptq: a GPTQ checkpoint (engine route). A checkpoint already quantized "
-        "must be named by its value.",
+        "(SmoothQuant, calibrated): a family converter, engine route; int4_awq / w4a8_awq / fp8 / "
+        "nvfp4: ModelOpt's quantize.py (both routes); int4_gptq: a GPTQ checkpoint (engine "
+        "route). A checkpoint already quantized must be named by its value.",
     )
     engine: EngineLimits = Field(default_factory=EngineLimits)
     kv_cache: KVCache = Field(default_factory=KVCache)
@@ -297,14 +298,15 @@ class LLMRecipe(Named):
             return problem
         if self.speculative is not None and runtime == "engine" and self.engine.build_path != "cli":
             return (
-                f"speculative.mode {self.speculative.mode} needs engine.build_path: cli (trtllm-build "
-                "--speculative_decoding_mode); the llmapi build path builds no speculative engine"
+                f"speculative.mode {self.speculative.mode} needs engine.build_path: cli "
+                "(trtllm-build --speculative_decoding_mode); the llmapi build path builds no "
+                "speculative engine"
             )
         guided = self.serving.guided_decoding
         if guided is not None and guided.backend != "xgrammar" and runtime == "engine":
             return (
-                f"serving.guided_decoding.backend {guided.backend} needs runtime: pytorch (the LLM API); the "
-                "tensorrtllm C++ backend takes xgrammar only"
+                f"serving.guided_decoding.backend {guided.backend} needs runtime: pytorch (the LLM "
+                "API); the tensorrtllm C++ backend takes xgrammar only"
             )
         return None
 

@@ -9,7 +9,8 @@ from pydantic import Field
 
 from tritonbuild.recipe.models import Strict
 
-# trtllm-build --lora_target_modules choices: LoraManager.LORA_MODULE_IDS (tests/contracts/facts/trtllm_scripts.json)
+# trtllm-build --lora_target_modules choices: LoraManager.LORA_MODULE_IDS
+# (tests/contracts/facts/trtllm_scripts.json)
 LoraModule = Literal[
     "attn_qkv",
     "attn_q",

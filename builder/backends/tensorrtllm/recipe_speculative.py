@@ -17,7 +17,8 @@ def lookahead_draft_len(window: int, ngram: int, verification: int) -> int:
 
 
 class DraftSpeculative(Strict):
-    """Speculative decoding on the LLM-API route (runtime: pytorch): the LLM API's speculative_config."""
+    """Speculative decoding on the LLM-API route (runtime: pytorch): the LLM API's
+    speculative_config."""
 
     mode: Literal["draft_target", "eagle"] = Field(
         description="draft_target: a smaller draft model proposes tokens "
@@ -34,8 +35,9 @@ class DraftSpeculative(Strict):
     def route_problem(self, runtime: str) -> str | None:
         if runtime == "engine":
             return (
-                f"speculative needs runtime: pytorch for mode {self.mode} (the LLM API's speculative_config); on "
-                "the engine route tritonbuild generates modes lookahead and medusa (no second engine)"
+                f"speculative needs runtime: pytorch for mode {self.mode} (the LLM API's "
+                "speculative_config); on the engine route tritonbuild generates modes lookahead "
+                "and medusa (no second engine)"
             )
         return None
 
@@ -45,8 +47,8 @@ class DraftSpeculative(Strict):
 
 
 class EngineSpeculative(Strict):
-    """A speculative mode only the engine route generates (no draft checkpoint of its own): route_problem names
-    what it needs there (ENGINE_ONLY, per mode)."""
+    """A speculative mode only the engine route generates (no draft checkpoint of its own):
+    route_problem names what it needs there (ENGINE_ONLY, per mode)."""
 
     ENGINE_ONLY: ClassVar[str]
 
@@ -61,8 +63,9 @@ class EngineSpeculative(Strict):
 
 
 class LookaheadSpeculative(EngineSpeculative):
-    """Lookahead decoding on the engine route: the model drafts its own n-grams, no extra checkpoint; the engine is
-    built for max_draft_len = f(W, N, G) (TensorRT-LLM's formula) and the backend runs (W, N, G)."""
+    """Lookahead decoding on the engine route: the model drafts its own n-grams, no extra
+    checkpoint; the engine is built for max_draft_len = f(W, N, G) (TensorRT-LLM's formula) and the
+    backend runs (W, N, G)."""
 
     mode: Literal["lookahead"]
     window_size: int = Field(ge=1, description="W, the Jacobi window (n-grams explored per step).")
@@ -74,9 +77,9 @@ class LookaheadSpeculative(EngineSpeculative):
     verification_set_size: int = Field(ge=0, description="G, the n-grams verified per step.")
 
     ENGINE_ONLY = (
-        "speculative.mode lookahead needs runtime: engine (trtllm-build --speculative_decoding_mode "
-        "lookahead_decoding, the backend's decoding_mode); tritonbuild generates none on the {runtime} "
-        "route"
+        "speculative.mode lookahead needs runtime: engine (trtllm-build "
+        "--speculative_decoding_mode lookahead_decoding, the backend's decoding_mode); "
+        "tritonbuild generates none on the {runtime} route"
     )
 
     @property
@@ -86,8 +89,9 @@ class LookaheadSpeculative(EngineSpeculative):
 
 
 class MedusaSpeculative(EngineSpeculative):
-    """Medusa heads on the engine route: examples/medusa/convert_checkpoint.py folds the heads into the TensorRT-LLM
-    checkpoint, trtllm-build --speculative_decoding_mode medusa, the backend runs the medusa_choices tree."""
+    """Medusa heads on the engine route: examples/medusa/convert_checkpoint.py folds the heads into
+    the TensorRT-LLM checkpoint, trtllm-build --speculative_decoding_mode medusa, the backend runs
+    the medusa_choices tree."""
 
     mode: Literal["medusa"]
     heads_checkpoint: str = Field(

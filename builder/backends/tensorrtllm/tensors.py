@@ -1,6 +1,6 @@
 """The tensors of the TensorRT-LLM model group's configs: upstream's names, dtypes and shapes
-(tensorrtllm_backend inflight_batcher_llm templates, recorded in tests/contracts/facts), which request
-input feeds which tensorrt_llm input, and what the recipe turns on."""
+(tensorrtllm_backend inflight_batcher_llm templates, recorded in tests/contracts/facts), which
+request input feeds which tensorrt_llm input, and what the recipe turns on."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 LOGITS_TYPE = {"float32": "TYPE_FP32", "float16": "TYPE_FP16"}
 
 
-# Optional request inputs of the ensemble and the BLS (upstream names, dtypes, dims), and the tensorrt_llm input
-# each one feeds. The ensemble input is the key; None = handled by preprocessing (text → token ids).
+# Optional request inputs of the ensemble and the BLS (upstream names, dtypes, dims), and the
+# tensorrt_llm input each one feeds. The ensemble input is the key; None = handled by preprocessing
+# (text → token ids).
 REQUEST_INPUTS: list[tuple[str, str, list[int], str | None]] = [
     ("stream", "TYPE_BOOL", [1], "streaming"),
     ("end_id", "TYPE_INT32", [1], None),
@@ -38,9 +39,10 @@ REQUEST_INPUTS: list[tuple[str, str, list[int], str | None]] = [
     ("guided_decoding_guide_type", "TYPE_STRING", [1], "guided_decoding_guide_type"),
     ("guided_decoding_guide", "TYPE_STRING", [1], "guided_decoding_guide"),
 ]
-# request inputs upstream's ensemble and tensorrt_llm templates (not its BLS) declare with allow_ragged_batch;
-# they are the guide of guided decoding, declared only where the recipe turns it on (else a guided request is a
-# 400 at the door instead of an error from a backend with no guided-decoding config)
+# request inputs upstream's ensemble and tensorrt_llm templates (not its BLS) declare with
+# allow_ragged_batch; they are the guide of guided decoding, declared only where the recipe turns it
+# on (else a guided request is a 400 at the door instead of an error from a backend with no
+# guided-decoding config)
 RAGGED = GUIDE_INPUTS = ("guided_decoding_guide_type", "guided_decoding_guide")
 # a LoRA's inputs, declared where the recipe has adapters (name, dtype, dims, ragged everywhere)
 LORA_INPUTS = [
@@ -48,9 +50,10 @@ LORA_INPUTS = [
     ("lora_weights", "TYPE_FP16", [-1, -1], True),
     ("lora_config", "TYPE_INT32", [-1, 3], True),
 ]
-# Inputs a recorded client sends that upstream's templates lack, and the upstream input each one means:
-# genai-perf --output-tokens-mean-deterministic sends min_length (tensorrtllm_converter.py). The ensemble routes
-# min_tokens and min_length through preprocessing (a model input takes one source); the BLS forwards the first.
+# Inputs a recorded client sends that upstream's templates lack, and the upstream input each one
+# means: genai-perf --output-tokens-mean-deterministic sends min_length (tensorrtllm_converter.py).
+# The ensemble routes min_tokens and min_length through preprocessing (a model input takes one
+# source); the BLS forwards the first.
 CLIENT_ALIASES = {"min_length": "min_tokens"}
 # tensorrt_llm inputs fed by preprocessing (upstream: dims, optional, ragged)
 TOKEN_INPUTS = [
@@ -62,7 +65,8 @@ TOKEN_INPUTS = [
     ("stop_words_list", "TYPE_INT32", [2, -1], True, None, True),
     ("bad_words_list", "TYPE_INT32", [2, -1], True, None, True),
 ]
-# tensorrt_llm outputs passed straight to the ensemble's outputs (besides the tokens → text_output path)
+# tensorrt_llm outputs passed straight to the ensemble's outputs (besides the tokens → text_output
+# path)
 PASSTHROUGH_OUTPUTS = [
     ("cum_log_probs", "TYPE_FP32", [-1]),
     ("output_log_probs", "TYPE_FP32", [-1, -1]),
@@ -72,8 +76,9 @@ PASSTHROUGH_OUTPUTS = [
     ("num_output_tokens", "TYPE_INT32", [1]),
 ]
 LOGITS_OUTPUTS = [("context_logits", [-1, -1]), ("generation_logits", [-1, -1, -1])]
-# tensorrt_llm outputs returned when the request sets return_perf_metrics: KV-cache block counts, the request's
-# timestamps, speculative-decoding acceptance; passed straight to the ensemble's and the BLS's outputs
+# tensorrt_llm outputs returned when the request sets return_perf_metrics: KV-cache block counts,
+# the request's timestamps, speculative-decoding acceptance; passed straight to the ensemble's and
+# the BLS's outputs
 PERF_OUTPUTS = [
     ("kv_cache_alloc_new_blocks", "TYPE_INT32", [1]),
     ("kv_cache_reused_blocks", "TYPE_INT32", [1]),
