@@ -21,6 +21,7 @@ from pathlib import Path
 from tritonbuild.core.stores import is_url
 from tritonbuild.errors import UsageError
 from tritonbuild.server import toolenv
+from tritonbuild.server.target import Target, python_side
 from tritonbuild.server.toolenv import ServerStartError
 
 ENGINES = ("docker", "podman")
@@ -53,18 +54,41 @@ def pytriton_dir() -> Path:
     return toolenv.ensure().tritonserver
 
 
-def launcher_for(tritonserver: str | Path | None) -> Launcher | ContainerLauncher:
-    """The launcher `--tritonserver` names: a local binary, 'docker:IMAGE' / 'podman:IMAGE' for a container of
-    that image, or None for the embedded one."""
+def launcher_for(
+    tritonserver: str | Path | None, target: Target | None = None
+) -> Launcher | ContainerLauncher:
+    """The launcher `--tritonserver` names: a local binary, 'docker:IMAGE' / 'podman:IMAGE' for a container
+    of that image, or None for the embedded one. target: the image the repository is served by
+    (server/target.py): the embedded server's Python side runs that image's Python."""
     if tritonserver is None:
-        env = toolenv.ensure()
-        return Launcher(env.tritonserver / "bin" / "tritonserver", False, env)
+        env = _tool_env(target)
+        return Launcher(env.tritonserver / "bin" / "tritonserver", False, env, target)
     engine, sep, image = str(tritonserver).partition(":")
     if sep and engine in ENGINES and image:
         return ContainerLauncher(engine, image)
     binary = checked_binary(tritonserver)
     # A bundled layout's Python side is tritonbuild's environment too (the stub's numpy < 2)
-    return Launcher(binary, True, toolenv.ensure() if _bundled(binary.parent.parent) else None)
+    bundled = _bundled(binary.parent.parent)
+    return Launcher(binary, True, _tool_env(target) if bundled else None, target)
+
+
+def _tool_env(target: Target | None) -> toolenv.ToolEnv:
+    if target is None:
+        return toolenv.ensure()
+    return toolenv.ensure(minor=target.python, wanted=target.wanted())
+
+
+def reported_python(tritonserver: str | Path | None, target: Target | None) -> dict:
+    """The Python the server's Python side ran on, beside the target's (server/target.py:python_side),
+    made nothing: the environment launcher_for gave the server. A Triton install's or a container's own
+    Python is not known here."""
+    engine, sep, image = str(tritonserver).partition(":")
+    bundled = tritonserver is None or (
+        not (sep and engine in ENGINES and image)
+        and _bundled(Path(tritonserver).expanduser().resolve().parent.parent)
+    )
+    env = toolenv.available(target.python if target else None) if bundled else None
+    return python_side(env.python if env else None, str(env.path) if env else None, target)
 
 
 def _bundled(install: Path) -> bool:
@@ -86,6 +110,7 @@ class Launcher:
     binary: Path
     chosen: bool  # given with --tritonserver (else the embedded one)
     python: toolenv.ToolEnv | None = None  # the stub's environment (bundled layouts)
+    target: Target | None = None  # the image whose Python it is (server/target.py)
 
     def command(
         self, repository: str, scratch: Path, ports: tuple[int, int, int], options: list[str]
@@ -162,6 +187,11 @@ class Launcher:
     def tool_env(self) -> toolenv.ToolEnv:
         """The Python environment the stub runs in."""
         return self._python()
+
+    def python_side(self) -> dict:
+        """The Python the stub runs on beside the target's (None where the install's own runs)."""
+        env = self._python() if self.bundled else None
+        return python_side(env.python if env else None, str(env.path) if env else None, self.target)
 
     def _python(self) -> toolenv.ToolEnv:
         return self.python or toolenv.ensure()
@@ -248,6 +278,10 @@ class ContainerLauncher:
 
     def env(self) -> dict:
         return dict(os.environ)
+
+    def python_side(self) -> dict:
+        """The image's own Python runs: not known here."""
+        return python_side(None, None, None)
 
     def stopped(self, ports: tuple[int, int, int]) -> None:
         """A docker CLI killed before the server stopped would leave the container running: remove it by name."""

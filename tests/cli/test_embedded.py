@@ -9,7 +9,7 @@ from tritonbuild.server import toolenv
 
 def test_show_makes_nothing_and_says_where_it_would_go(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("TRITONBUILD_ENVS_DIR", str(tmp_path / "envs"))
-    monkeypatch.setattr(toolenv, "available", lambda: None)  # whatever this interpreter has
+    monkeypatch.setattr(toolenv, "available", lambda *_: None)  # whatever this interpreter has
     r = cli("embedded", "show", "--json")
     assert r.exit_code == 0
     shown = json.loads(r.stdout)
@@ -32,7 +32,7 @@ def test_install_that_pip_cannot_serve_is_a_server_start_error_without_traceback
     last lines, where pip looks."""
     monkeypatch.setenv("TRITONBUILD_ENVS_DIR", str(tmp_path / "envs"))
     monkeypatch.delenv("TRITONBUILD_EMBEDDED_PACKAGES", raising=False)
-    monkeypatch.setattr(toolenv, "available", lambda: None)
+    monkeypatch.setattr(toolenv, "available", lambda *_: None)
     (tmp_path / "wheels").mkdir()
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "wheels"))
