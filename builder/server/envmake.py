@@ -1,7 +1,7 @@
-"""Making the embedded tritonserver's environment (server/toolenv.py decides where and when): a venv from
-the chosen interpreter, numpy < 2 and the user's packages, then nvidia-pytriton without its client stack,
-by pip with its own configuration (index, find-links, PIP_* variables), under a temporary name renamed
-into place with its record: a half-made one is never used."""
+"""Making the embedded tritonserver's environment (server/toolenv.py decides where and when): a venv
+from the chosen interpreter, numpy < 2 and the user's packages, then nvidia-pytriton without its
+client stack, by pip with its own configuration (index, find-links, PIP_* variables), under a
+temporary name renamed into place with its record: a half-made one is never used."""
 
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ NUMPY = "numpy>=1.24,<2"
 RECORD = "tritonbuild-env.json"
 STUB_PATH_VAR = "TRITONBUILD_STUB_PATH"
 PIP_TIMEOUT_S = 900
-# NOTE: the stub embeds Python with an isolated configuration (no locale set, PYTHONIOENCODING ignored):
-# its stdout is ASCII whatever LANG says, and a model that prints non-ASCII text fails (vLLM's engine
-# prints '…': a UnicodeEncodeError at every start, seen on the H200). The .pth line also makes ASCII stdio
-# UTF-8, and honours PYTHONDONTWRITEBYTECODE, which the isolated stub ignores: a model.py imported from a
-# polled local repository wrote __pycache__/ into its version directory, and Triton's next poll saw the
-# model modified and loaded it again.
+# NOTE: the stub embeds Python with an isolated configuration (no locale set, PYTHONIOENCODING
+# ignored): its stdout is ASCII whatever LANG says, and a model that prints non-ASCII text fails
+# (vLLM's engine prints '…': a UnicodeEncodeError at every start, seen on the H200). The .pth line
+# also makes ASCII stdio UTF-8, and honours PYTHONDONTWRITEBYTECODE, which the isolated stub
+# ignores: a model.py imported from a polled local repository wrote __pycache__/ into its version
+# directory, and Triton's next poll saw the model modified and loaded it again.
 PTH = (
     "tritonbuild-stub-path.pth",
     "import os, sys; sys.path.extend(p for p in "
@@ -56,7 +56,8 @@ def make_venv(
             else [str(work / "bin" / "python"), "-m", "pip"]
         )
         # NOTE: numpy (and the user's packages, with their dependencies) first, pytriton without its
-        # client stack last, so pip never reports pytriton's undeclared-here requirements as conflicts.
+        # client stack last, so pip never reports pytriton's undeclared-here requirements as
+        # conflicts.
         # NOTE: wheels only for these two: numpy 1.26 from source takes minutes and a compiler
         quiet = ["--disable-pip-version-check", "-q", "--only-binary=numpy,nvidia-pytriton"]
         _run([*pip, "install", *quiet, NUMPY, *packages], "pip install")

@@ -1,15 +1,15 @@
-"""Which Python interpreter the embedded tritonserver's Python side runs on (server/toolenv.py makes its
-environment from it).
+"""Which Python interpreter the embedded tritonserver's Python side runs on (server/toolenv.py makes
+its environment from it).
 
 Without a target: this interpreter when it is Python 3.10-3.12, else (3.13: numpy < 2 has no wheel
-there) TRITONBUILD_EMBEDDED_PYTHON or a python3.12/3.11/3.10 found on PATH or under pyenv. With a target
-minor (the Python of the image the repository is served by, server/target.py): only interpreters of that
-minor, found the same way; TRITONBUILD_EMBEDDED_PYTHON, when set, is used whatever its minor (an explicit
-choice: the verify report shows the mismatch).
+there) TRITONBUILD_EMBEDDED_PYTHON or a python3.12/3.11/3.10 found on PATH or under pyenv. With a
+target minor (the Python of the image the repository is served by, server/target.py): only
+interpreters of that minor, found the same way; TRITONBUILD_EMBEDDED_PYTHON, when set, is used
+whatever its minor (an explicit choice: the verify report shows the mismatch).
 
-Each candidate is asked by running it (-I); a binary's answer is kept in <envs>/interpreters.json under
-its resolved path with the file's identity (device, inode, size, mtime, ctime), and asked again once the
-file is replaced or rewritten; a script (a pyenv shim) is run every time.
+Each candidate is asked by running it (-I); a binary's answer is kept in <envs>/interpreters.json
+under its resolved path with the file's identity (device, inode, size, mtime, ctime), and asked
+again once the file is replaced or rewritten; a script (a pyenv shim) is run every time.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ CHOSEN_VAR = "TRITONBUILD_EMBEDDED_PYTHON"
 def _probe(python: str, known: dict) -> tuple[str, str] | None:
     """(minor, libdir) of a working interpreter whose minor numpy < 2 serves and that has a shared
     libpython (the stub links it); None otherwise (a pyenv shim for a version not selected exits
-    non-zero). What a binary said about itself is reused while the binary is the same file (known: PROBES'
-    entries, updated here)."""
+    non-zero). What a binary said about itself is reused while the binary is the same file (known:
+    PROBES' entries, updated here)."""
     identity = _identity(python)
     facts = known.get(identity[0]) if identity else None
     if not (
@@ -57,8 +57,8 @@ def _probe(python: str, known: dict) -> tuple[str, str] | None:
 
 
 def _ask(python: str) -> dict | None:
-    """The interpreter's own answer (-I: PYTHON* variables and user site do not change it), None if it
-    fails."""
+    """The interpreter's own answer (-I: PYTHON* variables and user site do not change it), None if
+    it fails."""
     code = (
         "import sys, sysconfig; print('%d.%d' % sys.version_info[:2]); "
         "print(sysconfig.get_config_var('LIBDIR') or ''); "
@@ -75,8 +75,8 @@ def _ask(python: str) -> dict | None:
 
 
 def _identity(python: str) -> tuple[str, list[int]] | None:
-    """The resolved binary and what changes when it is replaced or rewritten (device, inode, size, mtime,
-    ctime); None for a script: a pyenv shim picks its interpreter at each run (PYENV_VERSION,
+    """The resolved binary and what changes when it is replaced or rewritten (device, inode, size,
+    mtime, ctime); None for a script: a pyenv shim picks its interpreter at each run (PYENV_VERSION,
     .python-version), so its answer is not the file's and it is run every time."""
     resolved = os.path.realpath(shutil.which(python) or python)
     try:
@@ -102,8 +102,8 @@ def _load_probes(directory: Path) -> dict:
 
 
 def _save_probes(directory: Path, known: dict) -> None:
-    """Written whole (write_atomic): a reader sees the old file or the new one. A cache directory that
-    cannot be written costs the probe next time, nothing else."""
+    """Written whole (write_atomic): a reader sees the old file or the new one. A cache directory
+    that cannot be written costs the probe next time, nothing else."""
     kept = {
         path: facts for path, facts in known.items() if os.path.exists(path)
     }  # uninstalled: dropped
@@ -135,9 +135,10 @@ def _candidates(minor: str | None) -> Iterator[str]:
 def find_python(
     directory: Path, minor: str | None = None, wanted: str = ""
 ) -> tuple[str, str, str]:
-    """(interpreter, minor, libdir) for the environment: of the given minor when one is asked for (wanted
-    says why, e.g. which image runs it), unless TRITONBUILD_EMBEDDED_PYTHON names one; a clear error naming
-    what to install when none fits. directory: where the answers are kept (PROBES)."""
+    """(interpreter, minor, libdir) for the environment: of the given minor when one is asked for
+    (wanted says why, e.g. which image runs it), unless TRITONBUILD_EMBEDDED_PYTHON names one; a
+    clear error naming what to install when none fits. directory: where the answers are kept
+    (PROBES)."""
     known = _load_probes(directory)
     before = dict(known)
     try:

@@ -1,10 +1,10 @@
 """The image a repository is served by, as far as the embedded tritonserver's Python side goes: its
 Python minor (triton/images.py), so the stub and every model.py run on the Python that image runs.
 
-The target comes from `--triton-image` (verify, serve, embedded install; env TRITONBUILD_TRITON_IMAGE),
-else from the repository's manifest: the serving image an LLM recipe names (image.triton_image, kept as
-llm.serving_image). Nothing named: no target, and the embedded server runs as before (this interpreter
-when it is 3.10-3.12, server/interpreters.py)."""
+The target comes from `--triton-image` (verify, serve, embedded install; env
+TRITONBUILD_TRITON_IMAGE), else from the repository's manifest: the serving image an LLM recipe
+names (image.triton_image, kept as llm.serving_image). Nothing named: no target, and the embedded
+server runs as before (this interpreter when it is 3.10-3.12, server/interpreters.py)."""
 
 from __future__ import annotations
 
@@ -42,9 +42,9 @@ def given_target(reference: str) -> Target:
 
 
 def manifest_target(models) -> Target | None:
-    """The target the repository's recipes name (an LLM recipe's image.triton_image); None when none names
-    a recorded image. One tritonserver runs one image: recipes naming images of different Pythons are an
-    error."""
+    """The target the repository's recipes name (an LLM recipe's image.triton_image); None when none
+    names a recorded image. One tritonserver runs one image: recipes naming images of different
+    Pythons are an error."""
     named = {}
     for model in models:
         image = (model.llm or {}).get("serving_image")
@@ -75,8 +75,9 @@ def target_for(given: str | None, manifest=None) -> Target | None:
 
 
 def python_side(ran: str | None, environment: str | None, target: Target | None) -> dict:
-    """What the verify report says about the Python the server's Python side ran on and the target's:
-    ran is None where it is not the embedded server's (a Triton install's or a container's own)."""
+    """What the verify report says about the Python the server's Python side ran on and the
+    target's: ran is None where it is not the embedded server's (a Triton install's or a container's
+    own)."""
     return {
         "ran": ran,
         "environment": environment,
@@ -93,8 +94,8 @@ def environment_summary(
     progress: Callable[[str], None] | None = None,
     triton_image: str | None = None,
 ) -> dict:
-    """`embedded install | show`: the environment for the target image's Python (--triton-image), else
-    the default one (server/toolenv.py:summary)."""
+    """`embedded install | show`: the environment for the target image's Python (--triton-image),
+    else the default one (server/toolenv.py:summary)."""
     target = given_target(triton_image) if triton_image else None
     return toolenv.summary(
         make=make,

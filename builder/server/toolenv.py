@@ -1,26 +1,26 @@
-"""The embedded tritonserver's Python side, in an environment of its own that tritonbuild makes and uses:
-never the user's.
+"""The embedded tritonserver's Python side, in an environment of its own that tritonbuild makes and
+uses: never the user's.
 
-nvidia-pytriton bundles tritonserver and the Python-backend stubs (one per Python minor), but declares
-numpy < 2 (the stub's need: with numpy 2 its replies carry empty tensors) and, through tritonclient[grpc],
-protobuf >= 6. Installed beside tritonbuild they would move the user's numpy and protobuf, so tritonbuild
-installs them (pytriton without its client stack) into a venv under the cache directory instead, made
-once per Python minor and package set, on first use or by `tritonbuild embedded install`
-(server/envmake.py):
+nvidia-pytriton bundles tritonserver and the Python-backend stubs (one per Python minor), but
+declares numpy < 2 (the stub's need: with numpy 2 its replies carry empty tensors) and, through
+tritonclient[grpc], protobuf >= 6. Installed beside tritonbuild they would move the user's numpy and
+protobuf, so tritonbuild installs them (pytriton without its client stack) into a venv under the
+cache directory instead, made once per Python minor and package set, on first use or by `tritonbuild
+embedded install` (server/envmake.py):
 
     <envs>/embedded-py3.12-<key>/   key: sha256 of (Python minor, the requirements,
                                     TRITONBUILD_EMBEDDED_PACKAGES)
 
-<envs> is TRITONBUILD_ENVS_DIR, else <cache dir>/envs (TRITONBUILD_CACHE_DIR or ~/.cache/tritonbuild). A
-lock file serialises makers (parallel CI jobs). Its interpreter (server/interpreters.py) is this one when
-it is Python 3.10-3.12, else one found on PATH or under pyenv; with a target minor (the Python of the image
-the repository is served by: server/target.py), one of that minor, so environments of several minors sit
-side by side, each under its own key.
+<envs> is TRITONBUILD_ENVS_DIR, else <cache dir>/envs (TRITONBUILD_CACHE_DIR or
+~/.cache/tritonbuild). A lock file serialises makers (parallel CI jobs). Its interpreter
+(server/interpreters.py) is this one when it is Python 3.10-3.12, else one found on PATH or under
+pyenv; with a target minor (the Python of the image the repository is served by: server/target.py),
+one of that minor, so environments of several minors sit side by side, each under its own key.
 
-The stub runs with the venv's interpreter and ignores PYTHONPATH (it starts with -E); a model sees the
-venv's packages, then, when tritonbuild runs on the same Python minor, the packages of the environment
-tritonbuild runs in (a .pth file in the venv appends the directories named by TRITONBUILD_STUB_PATH, which
-the launcher sets).
+The stub runs with the venv's interpreter and ignores PYTHONPATH (it starts with -E); a model sees
+the venv's packages, then, when tritonbuild runs on the same Python minor, the packages of the
+environment tritonbuild runs in (a .pth file in the venv appends the directories named by
+TRITONBUILD_STUB_PATH, which the launcher sets).
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ __all__ = ["NUMPY", "PROBES", "PYTHONS", "PYTRITON", "RECORD", "STUB_PATH_VAR", 
 
 @dataclass(frozen=True)
 class ToolEnv:
-    """A made environment: its directory, Python minor ('3.12'), the interpreter's libpython directory,
-    and the versions pip installed there."""
+    """A made environment: its directory, Python minor ('3.12'), the interpreter's libpython
+    directory, and the versions pip installed there."""
 
     path: Path
     python: str
@@ -85,8 +85,9 @@ def envs_dir() -> Path:
 
 
 def extra_packages() -> tuple[str, ...]:
-    """Requirements the user's Python models need in the embedded server (TRITONBUILD_EMBEDDED_PACKAGES,
-    separated by spaces), installed beside numpy < 2; a different set is a different environment."""
+    """Requirements the user's Python models need in the embedded server
+    (TRITONBUILD_EMBEDDED_PACKAGES, separated by spaces), installed beside numpy < 2; a different
+    set is a different environment."""
     return tuple(sorted(set(os.environ.get("TRITONBUILD_EMBEDDED_PACKAGES", "").split())))
 
 
@@ -98,7 +99,8 @@ def env_name(python: str, packages: tuple[str, ...]) -> str:
 
 
 def find_python(minor: str | None = None, wanted: str = "") -> tuple[str, str, str]:
-    """(interpreter, minor, libdir) for the environment (of that minor when given: server/interpreters.py)."""
+    """(interpreter, minor, libdir) for the environment (of that minor when given:
+    server/interpreters.py)."""
     return interpreters.find_python(envs_dir(), minor, wanted)
 
 
@@ -108,7 +110,8 @@ def _read(path: Path) -> ToolEnv | None:
     except (OSError, ValueError):
         return None
     env = ToolEnv(path, record["python"], record["libdir"], record["versions"])
-    # NOTE: the venv's python links to the interpreter it was made from: gone (uninstalled) means unusable
+    # NOTE: the venv's python links to the interpreter it was made from: gone (uninstalled) means
+    # unusable
     if not (
         (env.bin / "python").exists() and (env.tritonserver / "bin" / "tritonserver").is_file()
     ):
@@ -122,10 +125,10 @@ def _read(path: Path) -> ToolEnv | None:
 
 
 def current(minor: str | None = None) -> ToolEnv | None:
-    """This environment, when it already holds nvidia-pytriton and numpy < 2 (a venv kept for the embedded
-    server, or a GPU machine's carried wheels on PYTHONPATH) and runs the minor asked for: used as it is,
-    nothing is made. Not when packages are asked for (TRITONBUILD_EMBEDDED_PACKAGES): those go into a made
-    one."""
+    """This environment, when it already holds nvidia-pytriton and numpy < 2 (a venv kept for the
+    embedded server, or a GPU machine's carried wheels on PYTHONPATH) and runs the minor asked for:
+    used as it is, nothing is made. Not when packages are asked for (TRITONBUILD_EMBEDDED_PACKAGES):
+    those go into a made one."""
     spec = importlib.util.find_spec("pytriton")
     here = _current_minor()
     if (
@@ -158,15 +161,16 @@ def available(minor: str | None = None) -> ToolEnv | None:
 
 
 def find(minor: str | None = None) -> ToolEnv | None:
-    """The made environment for this machine's choice of interpreter (of the given minor), if there is
-    one."""
+    """The made environment for this machine's choice of interpreter (of the given minor), if there
+    is one."""
     chosen = _chosen_minor(minor)
     return _read(envs_dir() / env_name(chosen, extra_packages())) if chosen else None
 
 
 def _chosen_minor(minor: str | None) -> str | None:
-    """The minor of the interpreter the environment gets: the one asked for, else this interpreter's;
-    TRITONBUILD_EMBEDDED_PYTHON's own (asked by running it) when it names one. None when none fits."""
+    """The minor of the interpreter the environment gets: the one asked for, else this
+    interpreter's; TRITONBUILD_EMBEDDED_PYTHON's own (asked by running it) when it names one. None
+    when none fits."""
     if not os.environ.get(CHOSEN_VAR) and (minor or _current_minor()):
         return minor or _current_minor()
     try:
@@ -176,7 +180,8 @@ def _chosen_minor(minor: str | None) -> str | None:
 
 
 def _current_minor() -> str | None:
-    """This interpreter's minor when it hosts the environment, else None (the choice needs a probe)."""
+    """This interpreter's minor when it hosts the environment, else None (the choice needs a
+    probe)."""
     if os.environ.get(CHOSEN_VAR):
         return None
     return (
@@ -217,7 +222,8 @@ def summary(
     minor: str | None = None,
     wanted: str = "",
 ) -> dict:
-    """Where the environment is and what it holds ({"path": None} when not made), made first when make."""
+    """Where the environment is and what it holds ({"path": None} when not made), made first when
+    make."""
     env = available(minor)
     was_there = env is not None
     if env is None and make:
@@ -259,8 +265,9 @@ def _make(python: str, minor: str, libdir: str, target: Path) -> ToolEnv:
 
 
 def unpack_wheels(wheels: list[Path], site: Path) -> Path:
-    """Pure-Python wheels unpacked into one directory a Python can import from (a wheel is a zip laid out
-    as site-packages, dist-info included, so importlib.metadata finds their entry points there)."""
+    """Pure-Python wheels unpacked into one directory a Python can import from (a wheel is a zip
+    laid out as site-packages, dist-info included, so importlib.metadata finds their entry points
+    there)."""
     import zipfile
 
     site.mkdir(parents=True, exist_ok=True)
@@ -277,7 +284,7 @@ def sees_stub_path(env: ToolEnv) -> bool:
 
 
 def installed_wheel(env: ToolEnv, wheel: Path) -> bool:
-    """Whether the wheel's distribution, at the wheel's version, is installed in the environment (its
-    dist-info)."""
+    """Whether the wheel's distribution, at the wheel's version, is installed in the environment
+    (its dist-info)."""
     dist, version = wheel.name.split("-")[:2]
     return (Path(env.site_packages) / f"{dist}-{version}.dist-info").is_dir()

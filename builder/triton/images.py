@@ -1,9 +1,9 @@
 """Which Python an NGC tritonserver image runs its Python backend on (the stub, and every model.py):
-nvcr.io/nvidia/tritonserver:<tag>-py3 moved from Ubuntu 22.04 (Python 3.10) to Ubuntu 24.04 (3.12) at
-24.11, the -vllm-python-py3 images with it, the -trtllm-python-py3 images one release later. Recorded
-with commit and line in tests/contracts/facts/triton_image_pythons.json (server's Python backend QA
-default per release branch, and the Python column of its release compatibility matrix), which a test keeps
-equal to these tables."""
+nvcr.io/nvidia/tritonserver:<tag>-py3 moved from Ubuntu 22.04 (Python 3.10) to Ubuntu 24.04 (3.12)
+at 24.11, the -vllm-python-py3 images with it, the -trtllm-python-py3 images one release later.
+Recorded with commit and line in tests/contracts/facts/triton_image_pythons.json (server's Python
+backend QA default per release branch, and the Python column of its release compatibility matrix),
+which a test keeps equal to these tables."""
 
 from __future__ import annotations
 
@@ -11,15 +11,17 @@ import re
 
 NGC = "nvcr.io/nvidia/tritonserver"
 FLAVOURS = ("py3", "vllm-python-py3", "trtllm-python-py3")
-# An image reference or its tag alone: nvcr.io/nvidia/tritonserver:24.08-py3, tritonserver:24.08-py3,
-# 24.08-py3, 24.08 (the plain -py3 image)
+# An image reference or its tag alone: nvcr.io/nvidia/tritonserver:24.08-py3,
+# tritonserver:24.08-py3, 24.08-py3, 24.08 (the plain -py3 image)
 REFERENCE = re.compile(
-    r"^(?:(?:nvcr\.io/)?nvidia/)?(?:tritonserver:)?(?P<tag>\d\d\.\d\d)(?:-(?P<flavour>[a-z0-9-]+))?$"
+    r"^(?:(?:nvcr\.io/)?nvidia/)?(?:tritonserver:)?"
+    r"(?P<tag>\d\d\.\d\d)(?:-(?P<flavour>[a-z0-9-]+))?$"
 )
 
 
 def _releases(first: str, last: str) -> list[str]:
-    """The monthly release tags from first to last, both included ('24.11', '24.12', '25.01', ...)."""
+    """The monthly release tags from first to last, both included ('24.11', '24.12', '25.01',
+    ...)."""
     year, month = map(int, first.split("."))
     tags = []
     while f"{year:02d}.{month:02d}" <= last:

@@ -3,10 +3,12 @@ triton-inference-server/server with its release branches (facts/triton_image_pyt
 
     python -m tests.contracts.refresh image-pythons GITDIR
 
-- the plain <tag>-py3 image: the Python backend QA's default PYTHON_ENV_VERSION at each release branch
+- the plain <tag>-py3 image: the Python backend QA's default PYTHON_ENV_VERSION at each release
+  branch
   (qa/L0_backend_python/test.sh), the image's own python3, for which the QA sets up no other;
 - the switch of the CPU build's base image (build.py) that came with it (Ubuntu 22.04 → 24.04);
-- the trtllm-python-py3 and vllm-python-py3 images: the Python column of the release compatibility matrix.
+- the trtllm-python-py3 and vllm-python-py3 images: the Python column of the release compatibility
+  matrix.
 
 Standard library only."""
 

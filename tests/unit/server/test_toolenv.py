@@ -265,7 +265,9 @@ def test_makers_in_parallel_make_it_once(envs, monkeypatch):
         return toolenv._read(_fake_made(target, minor))
 
     monkeypatch.setattr(toolenv, "_make", fake_make)
-    monkeypatch.setattr(toolenv, "available", lambda *_: None)  # both start before either has made it
+    monkeypatch.setattr(
+        toolenv, "available", lambda *_: None
+    )  # both start before either has made it
     results = []
     threads = [
         threading.Thread(target=lambda: results.append(toolenv.ensure(lines.append)))
