@@ -26,6 +26,7 @@ def _render(result: dict, as_json: bool) -> None:
         f"{'made' if result['made'] else 'ready'}: {result['path']} (Python {result['python_minor']}, {versions}"
         + (f"; packages {' '.join(result['packages'])}" if result["packages"] else "")
         + ")"
+        + (f" for {result['target_image']}" if result.get("target_image") else "")
     )
 
 

@@ -14,8 +14,8 @@ def python_line(side) -> str | None:
         return f"Python side: the server's own; {wanted}" if target else None
     if target is None:
         return (
-            f"Python side: Python {ran} ({side['environment']}); no target image named "
-            "(--triton-image names the one you serve with)"
+            f"Python side: Python {ran}; no target image named (--triton-image names the one "
+            "you serve with)"
         )
     if ran == target:
         return f"Python side: Python {ran}, as {wanted}"

@@ -6,6 +6,8 @@ Needs the 3.10 and 3.12 environments (ci/test.sh makes them where pyenv has thos
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
 import textwrap
 
@@ -92,6 +94,20 @@ def test_a_312_only_model_fails_for_a_24xx_image_and_passes_for_25xx(cli, tmp_pa
     assert (report["python_side"]["ran"], report["python_side"]["target"]) == ("3.12", "3.12")
     r = cli("verify", tmp_path / "repo", "--triton-image", "25.01")
     assert "Python side: Python 3.12, as the target image" in r.stdout, r.stdout
+    ports = ["--http-port", "0", "--grpc-port", "0", "--metrics-port", "0"]
+    argv = [sys.executable, "-m", "tritonbuild", "serve", str(tmp_path / "repo"), *ports]
+    proc = subprocess.Popen(
+        [*argv, "--triton-image", "25.01", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
+        assert info["loaded"] == ["aliased"] and info["python_side"]["ran"] == "3.12", info
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
 
 
 @pytest.mark.skipif(
