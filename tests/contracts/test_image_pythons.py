@@ -66,3 +66,18 @@ def test_the_reader_takes_the_qa_default_and_the_matrix_python_column():
     assert matrix_pythons(matrix) == {
         "vllm-python-py3": {"24.10": {"line": 5, "python": "3.10.12"}}
     }
+
+
+def test_each_release_is_re_derived_at_its_own_commit_and_the_matrix_at_its_own():
+    """refresh --check reads each release's QA default at that release's commit only (upstream's newest
+    release says 3.12 for every older tag), and the matrix columns at theirs and at the newest."""
+    from tests.contracts.checks import all_checks
+
+    checks = {c.fact: c for c in all_checks() if c.fact.startswith("triton_image_pythons.")}
+    releases = FACTS["py3"]["releases"]
+    for tag, row in releases.items():
+        check = checks[f"triton_image_pythons.py3.{tag}"]
+        assert check.one_release and check.commit == row["source"]["commit"]
+        assert check.derive('PYTHON_ENV_VERSION:="10"') == "3.10"
+    matrix = checks["triton_image_pythons.vllm-python-py3"]
+    assert not matrix.one_release and matrix.recorded() == FACTS["vllm-python-py3"]["images"]
