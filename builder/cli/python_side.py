@@ -10,8 +10,10 @@ def python_line(side) -> str | None:
     side = side if isinstance(side, dict) else side.model_dump()
     ran, target, image = side["ran"], side["target"], side["target_image"]
     wanted = f"the target image {image} ({side['target_from']}) runs Python {target}"
-    if ran is None:
+    if ran is None and side.get("own"):
         return f"Python side: the server's own; {wanted}" if target else None
+    if ran is None:
+        return f"Python side: the embedded server's did not run here; {wanted}" if target else None
     if target is None:
         return (
             f"Python side: Python {ran}; no target image named (--triton-image names the one "

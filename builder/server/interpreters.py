@@ -166,8 +166,8 @@ def _not_found(minor: str | None, wanted: str) -> ServerStartError:
             f"tritonserver cannot run the Python side as that image does",
             hint=f"install Python {minor} (e.g. 'apt install python{minor} libpython{minor}' or "
             f"'pyenv install {minor}' built with --enable-shared), or name one with "
-            f"{CHOSEN_VAR}=/path/to/python{minor}; or verify without a target image "
-            "(--triton-image) and read the Python the report names",
+            f"{CHOSEN_VAR}=/path/to/python{minor} (a Python of another minor named there is "
+            "used as it is, and the report says MISMATCH)",
         )
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
     return ServerStartError(

@@ -92,7 +92,8 @@ def reported_python(tritonserver: str | Path | None, target: Target | None) -> d
         and _bundled(Path(tritonserver).expanduser().resolve().parent.parent)
     )
     env = toolenv.available(target.python if target else None) if bundled else None
-    return python_side(env.python if env else None, str(env.path) if env else None, target)
+    path = str(env.path) if env else None
+    return python_side(env.python if env else None, path, target, own=not bundled)
 
 
 def _bundled(install: Path) -> bool:
@@ -197,7 +198,8 @@ class Launcher:
     def python_side(self) -> dict:
         """The Python the stub runs on beside the target's (None where the install's own runs)."""
         env = self._python() if self.bundled else None
-        return python_side(env.python if env else None, str(env.path) if env else None, self.target)
+        path = str(env.path) if env else None
+        return python_side(env.python if env else None, path, self.target, own=not self.bundled)
 
     def _python(self) -> toolenv.ToolEnv:
         return self.python or toolenv.ensure()
@@ -290,7 +292,7 @@ class ContainerLauncher:
 
     def python_side(self) -> dict:
         """The image's own Python runs: not known here."""
-        return python_side(None, None, None)
+        return python_side(None, None, None, own=True)
 
     def stopped(self, ports: tuple[int, int, int]) -> None:
         """A docker CLI killed before the server stopped would leave the container running: remove

@@ -74,12 +74,15 @@ def target_for(given: str | None, manifest=None) -> Target | None:
     return manifest_target(manifest.models) if manifest is not None else None
 
 
-def python_side(ran: str | None, environment: str | None, target: Target | None) -> dict:
+def python_side(
+    ran: str | None, environment: str | None, target: Target | None, own: bool = False
+) -> dict:
     """What the verify report says about the Python the server's Python side ran on and the
-    target's: ran is None where it is not the embedded server's (a Triton install's or a container's
-    own)."""
+    target's: ran is None where the server's own Python ran (own: a Triton install's, a container's,
+    --server's) or where the embedded server's environment could not be had (nothing ran)."""
     return {
         "ran": ran,
+        "own": own,
         "environment": environment,
         "target": target.python if target else None,
         "target_image": target.image if target else None,

@@ -150,6 +150,11 @@ class PythonSide(_Frozen):
         description="Python minor of the embedded server's Python side; null where the "
         "server's own Python ran (--tritonserver install or container, --server)."
     )
+    own: bool = Field(
+        False,
+        description="The server's own Python ran (a --tritonserver install or container, "
+        "--server): not known here.",
+    )
     environment: str | None = Field(description="The environment it ran in (server/toolenv.py).")
     target: str | None = Field(description="Python minor the target image runs; null: none named.")
     target_image: str | None = None

@@ -290,7 +290,7 @@ def verify(
         return lint(root, progress=progress, tritonserver=tritonserver, target=target)
     manifest = read_repository(root, VerifyError)
     target = target_for(triton_image, manifest)
-    ran = python_side(None, None, target) if server_url else None  # the given server's own Python
+    ran = python_side(None, None, target, own=True) if server_url else None  # the server's own
     say = progress or (lambda _msg: None)
     say("static checks")
     static = static_checks(root, manifest)

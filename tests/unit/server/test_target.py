@@ -161,6 +161,9 @@ def test_a_named_interpreter_of_another_minor_is_used_and_the_mismatch_shown(env
 def test_a_containers_or_installs_own_python_is_not_claimed(envs, tmp_path):
     aimed = target.given_target("25.01")
     side = launcher.reported_python("docker:nvcr.io/nvidia/tritonserver:25.01-py3", aimed)
-    assert (side["ran"], side["target"], side["matches"]) == (None, "3.12", None)
+    assert (side["ran"], side["own"], side["target"], side["matches"]) == (None, True, "3.12", None)
     assert python_line(side).startswith("Python side: the server's own; the target image")
+    nothing = launcher.reported_python(None, aimed)  # no 3.12 environment made in envs: none ran
+    assert (nothing["ran"], nothing["own"]) == (None, False)
+    assert python_line(nothing).startswith("Python side: the embedded server's did not run here")
     assert python_line(target.python_side(None, None, None)) is None
