@@ -289,8 +289,9 @@ def verify(
         target = target_for(triton_image)
         return lint(root, progress=progress, tritonserver=tritonserver, target=target)
     manifest = read_repository(root, VerifyError)
-    target = target_for(triton_image, manifest)
-    ran = python_side(None, None, target, own=True) if server_url else None  # the server's own
+    # with --server its own Python runs: only an image given is reported
+    target = target_for(triton_image, None if server_url else manifest)
+    ran = python_side(None, None, target, own=True) if server_url else None
     say = progress or (lambda _msg: None)
     say("static checks")
     static = static_checks(root, manifest)
