@@ -38,7 +38,6 @@ BEING_SPLIT = {
     "builder/recipe/models.py::check_rules",
     "builder/repository/assemble.py::_golden_warmup",
     "builder/repository/rules.py::check_model_dir",
-    "builder/server/toolenv.py",
     "builder/steps/run.py::_run_step",
     "builder/steps/run.py::build",
     "builder/triton/rules.py",
