@@ -1,5 +1,5 @@
 """Kubernetes manifests for a built repository that run on the stock NGC tritonserver image: a ConfigMap (the
-readiness probe, k8s_probe.py, with the models the pods must serve and their goldens), a Deployment whose
+readiness probe, probe.py, with the models the pods must serve and their goldens), a Deployment whose
 tritonserver reads the publish target itself (poll mode follows each publish; explicit mode loads on
 `publish --notify`), a Service, a HorizontalPodAutoscaler on Triton's queue metric and a PodDisruptionBudget.
 Credentials come from a Secret the operator creates; nothing is baked into an image. Without --target the
@@ -183,7 +183,7 @@ def probe_files(root: Path, manifest: Manifest) -> tuple[dict, dict, list[str]]:
             else:
                 left_out.append(model.name)
         models.append(entry)
-    script = (Path(__file__).with_name("k8s_probe.py")).read_text()
+    script = (Path(__file__).with_name("probe.py")).read_text()
     return (
         {"probe.py": script, "expect.json": json.dumps({"models": models}, indent=1)},
         binary,

@@ -1,8 +1,11 @@
-"""The CI templates, Dockerfile.triton and its healthcheck: validated by the tools of
-their own ecosystems, and every tritonbuild command they run exists with those options."""
+"""The CI templates, Dockerfile.triton and the probe it runs as its HEALTHCHECK (builder/publish/probe.py, also
+the Kubernetes readiness probe): validated by the tools of their own ecosystems, and every tritonbuild command
+they run exists with those options."""
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 import shutil
 import subprocess
@@ -17,6 +20,7 @@ from tests.conftest import ROOT
 
 TEMPLATES = {"github-actions.yml": "vendor.github-workflows", "gitlab-ci.yml": "vendor.gitlab-ci"}
 BIN = Path(sys.executable).parent
+PROBE = ROOT / "builder" / "publish" / "probe.py"
 
 
 def _tool(name: str) -> str:
@@ -84,46 +88,108 @@ def test_dockerfile_passes_hadolint():
     assert r.returncode == 0, r.stdout + r.stderr
     text = (ROOT / "Dockerfile.triton").read_text()
     assert "ARG TRITON_FLAVOR=trtllm-python-py3" in text and "ARG TRITON_VERSION" in text
+    # the one probe, COPYed from where deploy-snippets reads it; a real inference, not just /health/ready
+    assert "COPY builder/publish/probe.py " in text and PROBE.is_file()
     assert (
-        "healthcheck.py" in text.split("HEALTHCHECK", 1)[1]
-    )  # a real inference, not just /health/ready
+        '"/opt/tritonbuild/probe.py", "--repository", "/models"' in text.split("HEALTHCHECK", 1)[1]
+    )
+
+
+def _probe(script: Path, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(script), *map(str, args)], capture_output=True, text=True, cwd="/"
+    )
+
+
+def _configmap_folder(repository: Path, tmp_path: Path) -> Path:
+    """The ConfigMap of deploy-snippets' custom-image variant, as the kubelet mounts it."""
+    from tritonbuild import api
+
+    path, _, left_out = api.deploy_snippets(
+        repository,
+        tmp_path / "deploy",
+        name="models",
+        image="models:latest",
+        target=None,
+        replicas=1,
+    )
+    assert left_out == []
+    (configmap,) = [
+        doc for doc in yaml.safe_load_all(path.read_text()) if doc["kind"] == "ConfigMap"
+    ]
+    folder = tmp_path / "probe"
+    folder.mkdir()
+    for key, text in configmap["data"].items():
+        (folder / key).write_text(text)
+    for key, data in configmap.get("binaryData", {}).items():
+        (folder / key).write_bytes(base64.b64decode(data))
+    return folder
+
+
+def _one_ulp_off(golden: Path) -> bytes:
+    """Moves golden's PROBS output one float32 ulp up; returns the bytes it had."""
+    import numpy as np
+
+    from tritonbuild.core.npz import read_npz, write_npz
+
+    kept = golden.read_bytes()
+    arrays = read_npz(golden)
+    arrays["output.0.PROBS"] = np.nextafter(arrays["output.0.PROBS"], np.float32(np.inf))
+    write_npz(golden, arrays)
+    return kept
 
 
 @pytest.mark.triton
 @pytest.mark.slow
-def test_healthcheck_infers_and_catches_a_wrong_answer(cli, tmp_path, in_root):
+def test_the_probe_infers_in_both_modes_and_catches_a_wrong_answer(cli, tmp_path, in_root):
+    """One probe, two inputs, on a tritonserver started as the image's entrypoint starts it (model-control mode
+    none, strict readiness): --repository (Dockerfile.triton's HEALTHCHECK, the repository's manifest and
+    goldens) and --folder (the readiness probe of deploy-snippets' custom-image variant, its ConfigMap). Each
+    mode catches an answer one ulp off its own golden; --repository wants the manifest's version READY."""
     from tritonbuild.server.embedded import EmbeddedServer
 
     out = tmp_path / "OUT"
     assert cli("build", "recipes/examples/risk-scorer.yaml", "-o", out).exit_code == 0
-    script = [
-        sys.executable,
-        str(ROOT / "ci" / "docker" / "healthcheck.py"),
-        "--repository",
-        str(out),
-    ]
-    with EmbeddedServer(out) as server:
-        server.load("risk-scorer")
-        ok = subprocess.run(
-            [*script, "--url", f"http://{server.http_url}"], capture_output=True, text=True
+    folder = _configmap_folder(out, tmp_path)
+    image = tmp_path / "opt" / "tritonbuild"  # the file alone, as Dockerfile.triton COPYs it
+    image.mkdir(parents=True)
+    shutil.copy(PROBE, image / "probe.py")
+    modes = {  # flag → (the probe's copy, what it reads, the golden there, what it says)
+        "--repository": (image, out, out / "risk-scorer" / "golden-v1.npz", "unhealthy"),
+        "--folder": (folder, folder, folder / "golden-0-v1.npz", "not ready"),
+    }
+    with EmbeddedServer(out, control="none") as server:
+        url = f"http://{server.http_url}"
+        for flag, (copy, path, golden, verdict) in modes.items():
+            ok = _probe(copy / "probe.py", flag, path, "--url", url)
+            assert ok.returncode == 0, ok.stderr
+            kept = _one_ulp_off(golden)
+            bad = _probe(copy / "probe.py", flag, path, "--url", url)
+            assert bad.returncode == 1
+            assert (
+                bad.stderr == f"{verdict}: risk-scorer v1: output PROBS differs from its golden\n"
+            )
+            golden.write_bytes(kept)
+            assert _probe(copy / "probe.py", flag, path, "--url", url).returncode == 0
+        # the repository moved on (version 2 in its manifest) under a server that does not poll: unhealthy;
+        # the pod's readiness wants some version of each expected model READY, and v1 still is
+        manifest = out / "tritonbuild-manifest.json"
+        moved = json.loads(manifest.read_text())
+        moved["models"][0]["version"] = 2
+        manifest.write_text(json.dumps(moved))
+        stale = _probe(image / "probe.py", "--repository", out, "--url", url)
+        assert (stale.returncode, stale.stderr) == (1, "unhealthy: risk-scorer v2: not READY\n")
+        assert _probe(folder / "probe.py", "--folder", folder, "--url", url).returncode == 0
+    for flag, (copy, path, _, verdict) in modes.items():
+        down = _probe(
+            copy / "probe.py", flag, path, "--url", "http://127.0.0.1:9", "--timeout", "2"
         )
-        assert ok.returncode == 0, ok.stderr
-        import numpy as np
-
-        from tritonbuild.core.npz import read_npz, write_npz
-
-        golden = out / "risk-scorer" / "golden-v1.npz"
-        arrays = read_npz(golden)
-        arrays["output.0.PROBS"] = arrays["output.0.PROBS"] + np.float32(1e-7)
-        write_npz(golden, arrays)
-        bad = subprocess.run(
-            [*script, "--url", f"http://{server.http_url}"], capture_output=True, text=True
-        )
-        assert bad.returncode == 1 and "output PROBS differs from its golden" in bad.stderr
-    down = subprocess.run(
-        [*script, "--url", "http://127.0.0.1:9", "--timeout", "2"], capture_output=True, text=True
+        assert down.returncode == 1
+        assert down.stderr.startswith(f"{verdict}: the server does not answer its repository index")
+    neither = _probe(image / "probe.py", "--url", "http://127.0.0.1:9")
+    assert (
+        neither.returncode == 2 and "one of the arguments --folder --repository" in neither.stderr
     )
-    assert down.returncode == 1 and "not ready" in down.stderr
 
 
 @pytest.mark.parametrize(

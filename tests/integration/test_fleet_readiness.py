@@ -100,7 +100,7 @@ def _converge(servers, version: str, since: float) -> float:
 
 
 def test_a_publish_never_takes_the_whole_fleet_out(doubler_repo, bucket, tmp_path, record_property):
-    from tritonbuild.publish.k8s_probe import check
+    from tritonbuild.publish.probe import check
 
     target = f"s3://{bucket}/fleet"
     factors = {"1": 2.0, "2": 3.0, "3": 4.0}
@@ -320,7 +320,7 @@ def test_the_explicit_mode_manifest_loads_everything_at_start_and_follows_notify
 ):
     """The explicit-mode Deployment's args (--load-model=*) on the embedded tritonserver: every model loads at
     start, the probe passes, and publish --notify moves it to the new version while the probe keeps passing."""
-    from tritonbuild.publish.k8s_probe import check
+    from tritonbuild.publish.probe import check
 
     target = f"s3://{bucket}/explicit"
     v1 = doubler_repo(1, factor="2")
@@ -347,7 +347,7 @@ def _a_wrong_golden_makes_it_not_ready(folder: Path, url: str) -> None:
     import numpy as np
 
     from tritonbuild.core.npz import read_npz, write_npz
-    from tritonbuild.publish.k8s_probe import check
+    from tritonbuild.publish.probe import check
 
     (golden,) = folder.glob("golden-*.npz")
     kept = golden.read_bytes()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,8 @@ SOURCE = ROOT / "builder"
 
 
 # Shipped to run inside the serving image, where tritonclient is not installed: the probe deploy-snippets puts in
-# its ConfigMap (standard library + numpy only)
-IN_THE_SERVING_IMAGE = {"publish/k8s_probe.py"}
+# its ConfigMap and Dockerfile.triton COPYs for its HEALTHCHECK (standard library + numpy only)
+IN_THE_SERVING_IMAGE = {"publish/probe.py"}
 
 
 def _sources() -> dict[str, str]:
@@ -55,6 +56,25 @@ CONFIG_READ = re.compile(
 
 def config_parsers(sources: dict[str, str]) -> list[str]:
     return sorted(path for path, text in sources.items() if CONFIG_READ.search(text))
+
+
+def foreign_imports(text: str) -> set[str]:
+    """What a module imports beyond the standard library and numpy: what the serving image may lack."""
+    return {
+        name
+        for name in _imports_of(text)
+        if name.split(".")[0] not in sys.stdlib_module_names | {"numpy", "__future__"}
+    }
+
+
+@pytest.mark.parametrize("module", sorted(IN_THE_SERVING_IMAGE))
+def test_what_runs_in_the_serving_image_imports_only_the_standard_library_and_numpy(module):
+    text = (SOURCE / module).read_text()
+    assert foreign_imports(text) == set()
+    # broken on purpose: the seam check sees a project import (the file is copied alone)
+    assert foreign_imports(text + "from tritonbuild.errors import UsageError\n") == {
+        "tritonbuild.errors"
+    }
 
 
 def test_only_plain_http_speaks_http_without_tritonclient():
