@@ -36,10 +36,13 @@ class RemoteCache:
             raise UsageError(f"--cache-url: {e.message}", where=e.where, hint=e.hint) from None
 
     def _filesystem(self):
+        from tritonbuild.core.stores import driver_for
+
         if self._fs is None:
             # NOTE: every lookup and small write waits at most the network deadline; blob transfers are bounded
             # by their drivers' per-request timeouts (core/stores.py)
-            self._fs, self._root = self._location.driver.open(self._location)
+            driver = driver_for(self._location.scheme, self._location.url)
+            self._fs, self._root = driver.open(self._location)
         return self._fs
 
     def _path(self, *parts: str) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tritonbuild.core.hashing import sha256_bytes
+from tritonbuild.core.location import Location
 from tritonbuild.core.results import Result
-from tritonbuild.core.stores import Location
 from tritonbuild.publish import objects
 from tritonbuild.publish.lock import read_lock
 from tritonbuild.publish.planner import live_version, pinned_config

@@ -108,7 +108,7 @@ def check_options(
 def repository_url(target: str) -> tuple[str, str]:
     """(scheme, the --model-repository tritonserver reads the target at), or a UsageError for a target the
     stock image cannot read itself."""
-    from tritonbuild.core.stores import parse_location
+    from tritonbuild.core.stores import driver_for, parse_location
 
     try:
         location = parse_location(target)
@@ -122,7 +122,7 @@ def repository_url(target: str) -> tuple[str, str]:
             hint="publish to an object store for the pods, or leave --target out to serve the "
             "repository baked into the image",
         )
-    url = location.driver.triton_url(location, location.path)
+    url = driver_for(location.scheme).triton_url(location, location.path)
     if url.startswith("as://ACCOUNT/"):
         raise UsageError(
             f"--target {location}: tritonserver names the Azure storage account in its repository "

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from tritonbuild.core.cas import FileEntry
 from tritonbuild.core.hashing import file_hashes, pretty_json
+from tritonbuild.core.location import Location
 from tritonbuild.core.progress import SILENT, Reporter
-from tritonbuild.core.stores import Location
 from tritonbuild.errors import PublishError, UsageError
 from tritonbuild.publish import objects
 from tritonbuild.publish.gate import gate

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tritonbuild.core.hashing import pretty_json, sha256_bytes
+from tritonbuild.core.location import Location
 from tritonbuild.core.results import OMIT_NONE, Result
-from tritonbuild.core.stores import Location
 from tritonbuild.errors import PublishError
 from tritonbuild.publish import objects
 from tritonbuild.publish.lock import TargetLock

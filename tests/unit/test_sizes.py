@@ -46,7 +46,6 @@ BEING_SPLIT = {
     "builder/cli/verify.py::infer_command",
     "builder/cli/verify.py::serve_command",
     "builder/cli/verify.py::verify_command",
-    "builder/core/stores.py",
     "builder/publish/inspect.py::list_opened",
     "builder/publish/k8s.py",
     "builder/publish/k8s.py::documents",
