@@ -47,8 +47,6 @@ BEING_SPLIT = {
     "builder/cli/verify.py::serve_command",
     "builder/cli/verify.py::verify_command",
     "builder/publish/inspect.py::list_opened",
-    "builder/publish/k8s.py",
-    "builder/publish/k8s.py::documents",
     "builder/publish/notify.py::notify_all",
     "builder/publish/planner.py::_plan_model",
     "builder/publish/rollback.py::rollback",
