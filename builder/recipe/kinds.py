@@ -14,8 +14,9 @@ from typing import Literal, get_args, get_origin
 from pydantic import BaseModel
 
 from tritonbuild.recipe.composition import CompositionRecipe, check_composition_rules
-from tritonbuild.recipe.models import Recipe, check_rules
+from tritonbuild.recipe.models import Recipe
 from tritonbuild.recipe.problem import Problem
+from tritonbuild.recipe.rules import check_rules
 
 Rules = Callable[[object], list[Problem]]  # recipe → its backend's problems
 # (recipe, its backend's problems) → every problem, the backend's placed among the generic ones
