@@ -29,6 +29,11 @@ class Tensor(Protocol):
     optional: bool
 
 
+def enum_name(message, field: str, value: int) -> str:
+    """The name of an enum field's value in a parsed config ('KIND_GPU' for instance_group.kind 1)."""
+    return message.DESCRIPTOR.fields_by_name[field].enum_type.values_by_number[value].name
+
+
 def data_type(dtype: str) -> str:
     """Triton's DataType name for a short dtype name: fp16 -> TYPE_FP16; bytes is Triton's TYPE_STRING."""
     return "TYPE_STRING" if dtype == "bytes" else f"TYPE_{dtype.upper()}"

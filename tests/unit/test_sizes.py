@@ -55,7 +55,6 @@ BEING_SPLIT = {
     "builder/server/toolenv.py",
     "builder/steps/run.py::_run_step",
     "builder/steps/run.py::build",
-    "builder/triton/rules.py",
     "builder/tune/loadgen.py::measure",
     "builder/tune/plot.py::plot",
     "builder/tune/report.py",
