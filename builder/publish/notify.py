@@ -97,40 +97,9 @@ def notify_all(urls: tuple[str, ...], changed: set[str], published: list[str]) -
     for url in urls:
         states, why = indexes[url]
         if states is None:
-            shown = _shown(url)
-            out += [
-                {"server": shown, "model": name, "ok": False, "status": None, "message": why}
-                for name in sorted(changed or set(published))
-                if name in served[url] or not mapped_models(url)
-            ]
-            continue
-        for name in sorted(changed | {name for name in published if states.get(name) != "READY"}):
-            serving = [other for other in urls if name in served[other]]
-            elsewhere = [other for other in urls if (name, other) in ready and other != url]
-            failed_here = states.get(name) == "UNAVAILABLE" and name not in changed and elsewhere
-            if (serving and url not in serving) or (
-                mapped_models(url) is not None and name not in served[url]
-            ):
-                out.append(
-                    _skipped(
-                        url,
-                        name,
-                        serving,
-                        "this server does not serve it (not mapped to it, or its "
-                        "repository index shows no load of it)",
-                    )
-                )
-            elif failed_here:
-                out.append(
-                    _skipped(
-                        url,
-                        name,
-                        elsewhere,
-                        "its last load failed here and it has not changed since",
-                    )
-                )
-            else:
-                out.append({**notify_server(url, name), "was_ready": states.get(name) == "READY"})
+            out += _unanswered(url, why, changed or set(published), served[url])
+        else:
+            out += _ask(url, states, urls, changed, published, served, ready)
     loaded = {
         (result["model"], result["server"])
         for result in out
@@ -138,6 +107,55 @@ def notify_all(urls: tuple[str, ...], changed: set[str], published: list[str]) -
     }
     loaded |= {(name, _shown(url)) for name, url in ready}
     return [_settle(result, loaded) for result in out]
+
+
+def _unanswered(url: str, why: str, names: set[str], served_here: set[str]) -> list[dict]:
+    """A server that did not answer its index: a failure for each model it would have been asked for."""
+    shown = _shown(url)
+    return [
+        {"server": shown, "model": name, "ok": False, "status": None, "message": why}
+        for name in sorted(names)
+        if name in served_here or not mapped_models(url)
+    ]
+
+
+def _ask(
+    url: str,
+    states: dict[str, str],
+    urls: tuple[str, ...],
+    changed: set[str],
+    published: list[str],
+    served: dict[str, set[str]],
+    ready: set[tuple[str, str]],
+) -> list[dict]:
+    """A server that answered its index: each changed model, and each published one it does not have READY,
+    is loaded, or skipped with the reason (another server serves it; its last load here failed)."""
+    out = []
+    for name in sorted(changed | {name for name in published if states.get(name) != "READY"}):
+        serving = [other for other in urls if name in served[other]]
+        elsewhere = [other for other in urls if (name, other) in ready and other != url]
+        failed_here = states.get(name) == "UNAVAILABLE" and name not in changed and elsewhere
+        if (serving and url not in serving) or (
+            mapped_models(url) is not None and name not in served[url]
+        ):
+            out.append(
+                _skipped(
+                    url,
+                    name,
+                    serving,
+                    "this server does not serve it (not mapped to it, or its "
+                    "repository index shows no load of it)",
+                )
+            )
+        elif failed_here:
+            out.append(
+                _skipped(
+                    url, name, elsewhere, "its last load failed here and it has not changed since"
+                )
+            )
+        else:
+            out.append({**notify_server(url, name), "was_ready": states.get(name) == "READY"})
+    return out
 
 
 def _skipped(url: str, name: str, serving: list[str], why: str) -> dict:

@@ -46,8 +46,6 @@ BEING_SPLIT = {
     "builder/cli/verify.py::infer_command",
     "builder/cli/verify.py::serve_command",
     "builder/cli/verify.py::verify_command",
-    "builder/publish/inspect.py::list_opened",
-    "builder/publish/notify.py::notify_all",
     "builder/publish/planner.py::_plan_model",
     "builder/publish/rollback.py::rollback",
     "builder/repository/assemble.py::_golden_warmup",
