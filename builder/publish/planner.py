@@ -171,30 +171,7 @@ def _plan_model(
     }
     serving = _serving(target, name, local_config, versions[-1].version, complete, own)
     new_config = pinned_config(local_config, serving)
-    create = (
-        []
-        if current is not None
-        else [
-            Action(
-                model=name,
-                version=None,
-                action="create",
-                detail="config.pbtxt pinning no version (Triton loads nothing yet)",
-            )
-        ]
-    )
-    switch = (
-        []
-        if new_config == current
-        else [
-            Action(
-                model=name,
-                version=serving[-1],
-                action="switch",
-                detail=f"config.pbtxt pins version{'s' if len(serving) > 1 else ''} {', '.join(map(str, serving))}",
-            )
-        ]
-    )
+    create, switch = _config_actions(name, current, new_config, serving)
     return ModelStep(
         name=name,
         placeholder=None if current is not None else pinned_config(local_config, []),
@@ -209,6 +186,39 @@ def _plan_model(
         create=create,
         switch=switch,
     )
+
+
+def _config_actions(
+    name: str, current: bytes | None, new_config: bytes, serving: list[int]
+) -> tuple[list[Action], list[Action]]:
+    """(create, switch): a config.pbtxt pinning no version where the model has none yet, and the write of
+    the one pinning the served versions where it differs from the target's."""
+    create = (
+        []
+        if current is not None
+        else [
+            Action(
+                model=name,
+                version=None,
+                action="create",
+                detail="config.pbtxt pinning no version (Triton loads nothing yet)",
+            )
+        ]
+    )
+    pinned = f"version{'s' if len(serving) > 1 else ''} {', '.join(map(str, serving))}"
+    switch = (
+        []
+        if new_config == current
+        else [
+            Action(
+                model=name,
+                version=serving[-1],
+                action="switch",
+                detail=f"config.pbtxt pins {pinned}",
+            )
+        ]
+    )
+    return create, switch
 
 
 def _plan_version(
