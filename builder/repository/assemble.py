@@ -21,6 +21,7 @@ from tritonbuild.core.paths import (
     regular_file,
 )
 from tritonbuild.errors import BuildError, UsageError
+from tritonbuild.recipe.models import TensorSpec
 from tritonbuild.repository.config import build_model_config
 from tritonbuild.repository.manifest import MANIFEST_NAME, NOT_IN_MANIFEST, Manifest, ManifestModel
 from tritonbuild.repository.rules import check_model_dir
@@ -142,55 +143,14 @@ def _goldens(built: BuiltModel, model_dir: Path) -> tuple[str | None, str | None
 
 def _golden_warmup(built: BuiltModel, model_dir: Path, goldens: str | None, config: bytes) -> bytes:
     """Warmup inputs = the first golden sample, as raw files in <model>/warmup/ (Triton's layout)."""
-    import numpy as np
-
-    from tritonbuild.core.npz import read_npz
     from tritonbuild.repository.config import add_warmup
     from tritonbuild.triton.config import model_config_pb2, parse
 
     recipe = built.plan.recipe
-    if goldens is None:
-        raise BuildError(
-            f"model {recipe.name!r}: warmup.data is goldens but no goldens are recorded",
-            where=built.plan.recipe_path,
-            hint="run 'tritonbuild verify OUT --record' first, or use warmup.data: zero",
-        )
-    try:
-        arrays = read_npz(model_dir.parent / goldens)
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
-        raise BuildError(
-            f"model {recipe.name!r}: golden file {built.plan.recipe.verify.goldens} is not a readable "
-            f".npz ({type(e).__name__}: {e}): it cannot be warmup data",
-            where=built.plan.recipe_path,
-            hint="re-record goldens with 'tritonbuild verify OUT --record', or use warmup.data: "
-            "zero",
-        ) from None
+    arrays = _golden_arrays(built, model_dir, goldens)
     files = {}
     for tensor in built.inputs:
-        arr = arrays.get(f"input.0.{tensor.name}")
-        shape = (
-            list(arr.shape[1:] if recipe.max_batch_size > 0 else arr.shape)
-            if arr is not None
-            else None
-        )
-        if (
-            arr is None
-            or len(shape) != len(tensor.dims)
-            or any(dim not in (-1, size) for dim, size in zip(tensor.dims, shape, strict=True))
-        ):
-            raise BuildError(
-                f"model {recipe.name!r}: golden input {tensor.name!r} has shape {shape}, the config says "
-                f"{tensor.dims}: it cannot be warmup data",
-                where=built.plan.recipe_path,
-                hint="re-record goldens for the current inputs, or use warmup.data: zero",
-            )
-        if tensor.dtype == "bytes":
-            raw = b"".join(
-                len(x).to_bytes(4, "little") + bytes(x)
-                for x in arr.reshape(-1)[: int(np.prod(shape))]
-            )
-        else:
-            raw = np.ascontiguousarray(arr[0] if recipe.max_batch_size > 0 else arr).tobytes()
+        shape, raw = _warmup_tensor(built, tensor, arrays.get(f"input.0.{tensor.name}"))
         (model_dir / "warmup").mkdir(exist_ok=True)
         write_atomic(inside(model_dir / "warmup", tensor.name, "tensor name"), raw)
         files[tensor.name] = (shape, tensor.name)
@@ -204,6 +164,59 @@ def _golden_warmup(built: BuiltModel, model_dir: Path, goldens: str | None, conf
         files,
     )
     return render(model_config)
+
+
+def _golden_arrays(built: BuiltModel, model_dir: Path, goldens: str | None) -> dict:
+    """The recorded goldens' arrays by name; a BuildError where none are recorded or the file is not a
+    readable .npz."""
+    from tritonbuild.core.npz import read_npz
+
+    recipe = built.plan.recipe
+    if goldens is None:
+        raise BuildError(
+            f"model {recipe.name!r}: warmup.data is goldens but no goldens are recorded",
+            where=built.plan.recipe_path,
+            hint="run 'tritonbuild verify OUT --record' first, or use warmup.data: zero",
+        )
+    try:
+        return read_npz(model_dir.parent / goldens)
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
+        raise BuildError(
+            f"model {recipe.name!r}: golden file {built.plan.recipe.verify.goldens} is not a readable "
+            f".npz ({type(e).__name__}: {e}): it cannot be warmup data",
+            where=built.plan.recipe_path,
+            hint="re-record goldens with 'tritonbuild verify OUT --record', or use warmup.data: "
+            "zero",
+        ) from None
+
+
+def _warmup_tensor(built: BuiltModel, tensor: TensorSpec, arr) -> tuple[list[int], bytes]:
+    """(shape, raw bytes in Triton's warmup file layout) of the first golden sample of one input; a
+    BuildError where the golden is missing or its shape is not the config's."""
+    import numpy as np
+
+    recipe = built.plan.recipe
+    shape = (
+        list(arr.shape[1:] if recipe.max_batch_size > 0 else arr.shape) if arr is not None else None
+    )
+    if (
+        arr is None
+        or len(shape) != len(tensor.dims)
+        or any(dim not in (-1, size) for dim, size in zip(tensor.dims, shape, strict=True))
+    ):
+        raise BuildError(
+            f"model {recipe.name!r}: golden input {tensor.name!r} has shape {shape}, the config says "
+            f"{tensor.dims}: it cannot be warmup data",
+            where=built.plan.recipe_path,
+            hint="re-record goldens for the current inputs, or use warmup.data: zero",
+        )
+    if tensor.dtype == "bytes":
+        raw = b"".join(
+            len(x).to_bytes(4, "little") + bytes(x) for x in arr.reshape(-1)[: int(np.prod(shape))]
+        )
+    else:
+        raw = np.ascontiguousarray(arr[0] if recipe.max_batch_size > 0 else arr).tobytes()
+    return shape, raw
 
 
 def _write_model(
