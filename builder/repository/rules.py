@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tritonbuild.backends import REGISTRY, BuildPolicy, ReleaseFact
+from tritonbuild.backends import REGISTRY, Backend, BuildPolicy, ReleaseFact
 from tritonbuild.triton.backend_kinds import ACCEPTED_KINDS, instance_kind_problems
 from tritonbuild.triton.config import ConfigParseError, parse, read_config
 from tritonbuild.triton.ensemble_rules import core_model_problems
@@ -23,38 +23,15 @@ def check_model_dir(
     model_dir: Path, *, model_files: bool = False, ours: bool = True
 ) -> list[Finding]:
     """Triton's load rules on one model directory; model_files: also open the model files (a backend's
-    model_content_checks, e.g. the ONNX graph through onnxruntime: verify does, a build does not pay for it).
-    ours: a repository tritonbuild built; any other is judged as Triton would (a missing config.pbtxt is
-    autocompleted, tritonbuild's build policies are notes, not failures).
+    model_content_checks, e.g. the ONNX graph through onnxruntime: verify does, a build does not pay for
+    it). ours: a repository tritonbuild built; any other is judged as Triton would (a missing config.pbtxt
+    is autocompleted, tritonbuild's build policies are notes, not failures).
     No backend is named here: each backend's rules come from the registry (backends/base.py)."""
     name = model_dir.name
     out: list[Finding] = []
 
     def add(check: str, problems: list[str], ok_detail: str) -> None:
-        policy = [p for p in problems if isinstance(p, BuildPolicy)] if not ours else []
-        release = [p for p in problems if isinstance(p, ReleaseFact)] if not ours else []
-        problems = [p for p in problems if p not in policy and p not in release]
-        if release:  # the ok detail would claim what is not known
-            ok_detail = "; ".join(f"depends on the backend release: {p}" for p in release)
-        if policy:
-            ok_detail = "; ".join(
-                [
-                    ok_detail,
-                    *(
-                        f"not checked: {p} (tritonbuild's build policy, applied only "
-                        f"to repositories it built)"
-                        for p in policy
-                    ),
-                ]
-            )
-        out.append(
-            Finding(
-                model=name,
-                check=check,
-                ok=not problems,
-                detail="; ".join(problems) if problems else ok_detail,
-            )
-        )
+        out.append(_finding(name, check, problems, ok_detail, ours))
 
     mc = _read_config(model_dir, ours, add)
     if mc is None:
@@ -73,30 +50,12 @@ def check_model_dir(
     versions, bad = _versions(model_dir, mc.version_policy)
     add("versions", bad, f"versions {versions}")
 
-    # every backend-specific rule comes from the registry: the backend owning the config (by its backend field,
-    # else its platform), then any backend that also writes models of that Triton backend
+    # every backend-specific rule comes from the registry: the backend owning the config (by its backend
+    # field, else its platform), then any backend that also writes models of that Triton backend
     owner = REGISTRY.for_config(mc.backend, mc.platform)
     others = [b for b in REGISTRY.also_writing(mc.backend) if b is not owner]
-
-    def rows(found: list[tuple[str, list[str], str]]) -> None:
-        for check, problems, ok_detail in found:
-            add(check, problems, ok_detail)
-
-    core = core_model_problems(mc, model_dir.parent)
-    if core is not None:
-        add(
-            "model_file",
-            core,
-            "ensemble steps match their models' configs (Triton's ensemble_utils rules)",
-        )
-    elif owner is not None:
-        rows(owner.model_file_checks(mc, model_dir, versions))
-    else:
-        rows(_unknown_backend_rows(mc, model_dir, versions))
-    for other in others:
-        rows(other.model_file_checks(mc, model_dir, versions))
-    if owner is not None:
-        rows(owner.offline_checks(mc, model_dir, versions))
+    for row in _backend_rows(mc, model_dir, versions, owner, others):
+        add(*row)
     add(
         "triton-rules",
         [p for p in triton if p not in misnamed],
@@ -104,8 +63,62 @@ def check_model_dir(
     )
     if model_files:
         for backend in ([owner] if owner is not None else []) + others:
-            rows(backend.model_content_checks(mc, model_dir, versions))
+            for row in backend.model_content_checks(mc, model_dir, versions):
+                add(*row)
     return out
+
+
+def _finding(name: str, check: str, problems: list[str], ok_detail: str, ours: bool) -> Finding:
+    """One row. On a repository tritonbuild did not build, a build policy's problem is a note (not
+    checked) and a fact of a backend release makes the row say what it depends on; neither fails it."""
+    policy = [p for p in problems if isinstance(p, BuildPolicy)] if not ours else []
+    release = [p for p in problems if isinstance(p, ReleaseFact)] if not ours else []
+    problems = [p for p in problems if p not in policy and p not in release]
+    if release:  # the ok detail would claim what is not known
+        ok_detail = "; ".join(f"depends on the backend release: {p}" for p in release)
+    if policy:
+        ok_detail = "; ".join(
+            [
+                ok_detail,
+                *(
+                    f"not checked: {p} (tritonbuild's build policy, applied only "
+                    f"to repositories it built)"
+                    for p in policy
+                ),
+            ]
+        )
+    return Finding(
+        model=name,
+        check=check,
+        ok=not problems,
+        detail="; ".join(problems) if problems else ok_detail,
+    )
+
+
+def _backend_rows(
+    mc, model_dir: Path, versions: list[int], owner: Backend | None, others: list[Backend]
+) -> list[tuple[str, list[str], str]]:
+    """(check, problems, ok detail) rows of the backends: the ensemble's core rules, or the owner's model
+    files (or, without an owner, what Triton's core knows), then the other writers' model files, then the
+    owner's own load rules."""
+    core = core_model_problems(mc, model_dir.parent)
+    if core is not None:
+        rows = [
+            (
+                "model_file",
+                core,
+                "ensemble steps match their models' configs (Triton's ensemble_utils rules)",
+            )
+        ]
+    elif owner is not None:
+        rows = [*owner.model_file_checks(mc, model_dir, versions)]
+    else:
+        rows = _unknown_backend_rows(mc, model_dir, versions)
+    for other in others:
+        rows += other.model_file_checks(mc, model_dir, versions)
+    if owner is not None:
+        rows += owner.offline_checks(mc, model_dir, versions)
+    return rows
 
 
 def _versions(model_dir: Path, policy) -> tuple[list[int], list[str]]:

@@ -46,7 +46,6 @@ BEING_SPLIT = {
     "builder/cli/verify.py::infer_command",
     "builder/cli/verify.py::serve_command",
     "builder/cli/verify.py::verify_command",
-    "builder/repository/rules.py::check_model_dir",
     "builder/server/toolenv.py",
     "builder/steps/run.py::_run_step",
     "builder/steps/run.py::build",
