@@ -1,6 +1,7 @@
 """The object stores' drivers: S3 (and S3-compatible services), Google Cloud Storage and Azure Blob
-Storage. Each names its fsspec package and extra, its lease (core/leases.py), its SDK's error codes and
-exception types, the timeouts that fit the network deadline, and how tritonserver spells its URLs."""
+Storage. Each names its fsspec package and extra, its lease (core/leases.py), its SDK's error codes
+and exception types, the timeouts that fit the network deadline, and how tritonserver spells its
+URLs."""
 
 from __future__ import annotations
 
@@ -99,14 +100,16 @@ class GCSDriver(Driver):
         return _aiohttp_network(), ()
 
     def options(self, location: Location) -> dict:
-        """Each HTTP request bounded by aiohttp's connect and between-reads timeouts (gcsfs's requests_timeout;
-        unset, aiohttp waits forever on an endpoint that never answers; a total timeout would cut a large
-        download short). gcsfs retries a fixed 6 times with 1+2+4+8+16 s of backoff: past the deadline, so
-        BoundedFS's wall clock is what bounds a gs:// request in the end."""
+        """Each HTTP request bounded by aiohttp's connect and between-reads timeouts (gcsfs's
+        requests_timeout; unset, aiohttp waits forever on an endpoint that never answers; a total
+        timeout would cut a large download short). gcsfs retries a fixed 6 times with 1+2+4+8+16 s
+        of backoff: past the deadline, so BoundedFS's wall clock is what bounds a gs:// request in
+        the end."""
         from aiohttp import ClientTimeout
 
-        # NOTE: gcsfs >= 2025.x probes every bucket for zonal/HNS support over gRPC (storage control API) with a
-        # 60 s timeout of its own, outside requests_timeout; publishing needs none of those experimental paths.
+        # NOTE: gcsfs >= 2025.x probes every bucket for zonal/HNS support over gRPC (storage control
+        # API) with a 60 s timeout of its own, outside requests_timeout; publishing needs none of
+        # those experimental paths.
         os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
         connect, read = attempt_timeouts(6, 0.0)
         return {
@@ -138,9 +141,9 @@ class AzureDriver(Driver):
         return "az://container/prefix"
 
     def options(self, location: Location) -> dict:
-        """adlfs's connection_timeout and read_timeout (seconds, handed to the Azure SDK's transport on blob
-        transfers; the SDK's default is 300 s each). The SDK's own retries (3, from 15 s of backoff up) do not
-        fit the deadline: BoundedFS's wall clock bounds every other call."""
+        """adlfs's connection_timeout and read_timeout (seconds, handed to the Azure SDK's transport
+        on blob transfers; the SDK's default is 300 s each). The SDK's own retries (3, from 15 s of
+        backoff up) do not fit the deadline: BoundedFS's wall clock bounds every other call."""
         connect, read = attempt_timeouts()
         return {
             "connection_timeout": max(1, int(connect)),

@@ -1,6 +1,6 @@
-"""What a store driver is (`Driver`: the facts and operations every kind of store answers for) and the
-driver of a directory on this host (`LocalDriver`). The object stores' drivers are in core/cloud_drivers.py;
-core/stores.py registers them all by scheme."""
+"""What a store driver is (`Driver`: the facts and operations every kind of store answers for) and
+the driver of a directory on this host (`LocalDriver`). The object stores' drivers are in
+core/cloud_drivers.py; core/stores.py registers them all by scheme."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ class Driver:
         return f"{self.schemes[0]}://bucket/prefix"
 
     def endpoint(self, given: str | None) -> str | None:
-        """The service endpoint this store is reached at, where it has a choice (S3-compatible ones)."""
+        """The service endpoint this store is reached at, where it has a choice (S3-compatible
+        ones)."""
         return None
 
     def check(self, location: Location) -> None:
@@ -45,16 +46,19 @@ class Driver:
             )
 
     def options(self, location: Location) -> dict:
-        """fsspec storage_options: this store's timeouts and retries, cut to the network deadline."""
+        """fsspec storage_options: this store's timeouts and retries, cut to the network
+        deadline."""
         return {}
 
     def settle(self, fs):
-        """The filesystem as tritonbuild uses it (one retry layer, the deadline on every small call)."""
+        """The filesystem as tritonbuild uses it (one retry layer, the deadline on every small
+        call)."""
         return BoundedFS(fs)
 
     def open(self, location: Location):
-        """(filesystem, root path) for a location; the driver may ask the network for credentials while it is
-        made (gcsfs), so that is under the deadline too. ImportError when its package is missing."""
+        """(filesystem, root path) for a location; the driver may ask the network for credentials
+        while it is made (gcsfs), so that is under the deadline too. ImportError when its package is
+        missing."""
         from fsspec.core import url_to_fs
 
         options = self.options(location)
@@ -68,12 +72,13 @@ class Driver:
         return f"{location.scheme}://{root}"
 
     def failure_types(self) -> tuple[tuple, tuple]:
-        """(network errors, missing-credentials errors) of its SDK, for classify; () where not installed."""
+        """(network errors, missing-credentials errors) of its SDK, for classify; () where not
+        installed."""
         return (), ()
 
     def classify(self, e: BaseException) -> str:
-        """'no-bucket', 'denied', 'not-found', 'network' or 'other' (core/objstore.classify, with this store's
-        codes and types)."""
+        """'no-bucket', 'denied', 'not-found', 'network' or 'other' (core/objstore.classify, with
+        this store's codes and types)."""
         network, nocreds = self.failure_types()
         return classify(
             e,
@@ -83,14 +88,14 @@ class Driver:
             nocreds=nocreds,
         )
 
-    # -- objects: what differs between a directory on this host and an object store ------------------------
+    # -- objects: what differs between a directory on this host and an object store ----------------
     def write(self, fs, root: str, path: str, data: bytes) -> None:
         """One object, all or nothing: a single PUT."""
         fs.pipe_file(path, data)
 
     def upload(self, fs, root: str, local: Path, path: str, advance) -> None:
-        """A local file to path; advance(n) as bytes go (the driver switches to multipart by itself: s3fs
-        above its 50 MiB chunk size)."""
+        """A local file to path; advance(n) as bytes go (the driver switches to multipart by itself:
+        s3fs above its 50 MiB chunk size)."""
         from fsspec.callbacks import Callback
 
         class _Bytes(Callback):
@@ -104,11 +109,13 @@ class Driver:
             fs.rm(path, recursive=True)
 
     def reach(self, fs, root: str, where: str) -> None:
-        """Fails when the bucket is missing, credentials are refused or the endpoint does not answer."""
+        """Fails when the bucket is missing, credentials are refused or the endpoint does not
+        answer."""
         fs.ls(root.split("/", 1)[0], refresh=True)
 
     def abort_uploads(self, fs, root: str) -> list[tuple[str, str]]:
-        """Uploads a killed writer left unfinished under root, aborted: (path under root, when it started)."""
+        """Uploads a killed writer left unfinished under root, aborted: (path under root, when it
+        started)."""
         return []
 
 
@@ -137,9 +144,10 @@ class LocalDriver(Driver):
 
     @staticmethod
     def _temporaries(root: str) -> Path:
-        """Where temporaries live while written: the root, as plain files. Triton reads only the directories
-        of a repository's root (each one a model), so a writer killed mid-write leaves nothing inside a model
-        or version directory (the publisher removes what is left: objects.clean_temporaries)."""
+        """Where temporaries live while written: the root, as plain files. Triton reads only the
+        directories of a repository's root (each one a model), so a writer killed mid-write leaves
+        nothing inside a model or version directory (the publisher removes what is left:
+        objects.clean_temporaries)."""
         Path(root).mkdir(parents=True, exist_ok=True)
         return Path(root)
 
@@ -148,8 +156,8 @@ class LocalDriver(Driver):
 
     def upload(self, fs, root: str, local: Path, path: str, advance) -> None:
         with open(local, "rb") as src, atomic_writer(Path(path), self._temporaries(root)) as dst:
-            # NOTE: copy_file_range copies inside the kernel (and reflinks where the filesystem can);
-            # 1 GiB steps: smaller ones measured 2x slower here; progress moves per GiB.
+            # NOTE: copy_file_range copies inside the kernel (and reflinks where the filesystem
+            # can); 1 GiB steps: smaller ones measured 2x slower here; progress moves per GiB.
             while n := os.copy_file_range(src.fileno(), dst.fileno(), 1 << 30):
                 advance(n)
 

@@ -1,5 +1,5 @@
-"""A place on a store, parsed once from the URL a user gave (core/stores.py:parse_location) and passed
-typed from there to the drivers, the publisher, the lock and the remote cache."""
+"""A place on a store, parsed once from the URL a user gave (core/stores.py:parse_location) and
+passed typed from there to the drivers, the publisher, the lock and the remote cache."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from tritonbuild.core.secrets import redact
 
 @dataclass(frozen=True)
 class Location:
-    """A place on a store: scheme, path (bucket/prefix, or an absolute path for file://; no trailing slash) and the
-    endpoint of an S3-compatible service. Never holds credentials."""
+    """A place on a store: scheme, path (bucket/prefix, or an absolute path for file://; no trailing
+    slash) and the endpoint of an S3-compatible service. Never holds credentials."""
 
     scheme: str
     path: str
@@ -19,7 +19,8 @@ class Location:
 
     @property
     def raw(self) -> str:
-        """The URL for the driver (unredacted: a secret in an environment value may appear in it)."""
+        """The URL for the driver (unredacted: a secret in an environment value may appear in
+        it)."""
         return f"{self.scheme}://{self.path}"
 
     @property

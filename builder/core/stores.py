@@ -1,15 +1,17 @@
-"""Where models are published and caches are shared: URLs parsed into one type, and the drivers by scheme.
+"""Where models are published and caches are shared: URLs parsed into one type, and the drivers by
+scheme.
 
-A `Location` (core/location.py) is parsed once, where a command receives the URL, and travels typed from
-there. A `Driver` (core/drivers.py; the object stores' in core/cloud_drivers.py) holds
-everything tritonbuild knows about one kind of store: its schemes, the fsspec filesystem it opens (its options
-cut to the network deadline, every small call bounded by it: core/objstore.py), the conditional-write
-primitives the publish lock is built on (core/leases.py), how tritonserver spells the same place, where its
-credentials come from, and what it can do (atomic renames on one host; multipart uploads a killed writer leaves
-behind). The publisher, the lock and the remote cache ask the driver; none of them tests a scheme.
+A `Location` (core/location.py) is parsed once, where a command receives the URL, and travels typed
+from there. A `Driver` (core/drivers.py; the object stores' in core/cloud_drivers.py) holds
+everything tritonbuild knows about one kind of store: its schemes, the fsspec filesystem it opens
+(its options cut to the network deadline, every small call bounded by it: core/objstore.py), the
+conditional-write primitives the publish lock is built on (core/leases.py), how tritonserver spells
+the same place, where its credentials come from, and what it can do (atomic renames on one host;
+multipart uploads a killed writer leaves behind). The publisher, the lock and the remote cache ask
+the driver; none of them tests a scheme.
 
-Credentials come only from each store's standard chain (env, profiles, instance metadata); tritonbuild never
-reads, prints or stores them.
+Credentials come only from each store's standard chain (env, profiles, instance metadata);
+tritonbuild never reads, prints or stores them.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from tritonbuild.errors import PublishError
 
 
 def split_url(text: str) -> tuple[str | None, str]:
-    """(scheme, rest) of 'scheme://rest'; (None, text) for a plain path. The one test of "is this a URL"."""
+    """(scheme, rest) of 'scheme://rest'; (None, text) for a plain path. The one test of "is this a
+    URL"."""
     if "://" in text:
         scheme, rest = text.split("://", 1)
         return scheme, rest
@@ -32,8 +35,9 @@ def split_url(text: str) -> tuple[str | None, str]:
 
 
 def is_url(text: str) -> bool:
-    """Whether text names a store by URL (scheme://...). file:// is one, the file store's: a recipe source or
-    checkpoint given as file://PATH is fetched and pinned like s3://, a plain path is read where it lies."""
+    """Whether text names a store by URL (scheme://...). file:// is one, the file store's: a recipe
+    source or checkpoint given as file://PATH is fetched and pinned like s3://, a plain path is read
+    where it lies."""
     return split_url(str(text))[0] is not None
 
 
@@ -43,7 +47,8 @@ def with_scheme(address: str, default: str = "http") -> str:
 
 
 def parse_location(text: str, endpoint: str | None = None) -> Location:
-    """The URL a user gave, checked (a scheme a driver serves, no credentials, what its store needs)."""
+    """The URL a user gave, checked (a scheme a driver serves, no credentials, what its store
+    needs)."""
     text = str(text)
     if has_userinfo(text):
         raise PublishError(
@@ -67,7 +72,8 @@ def parse_location(text: str, endpoint: str | None = None) -> Location:
 
 
 def as_location(where: Location | str, endpoint: str | None = None) -> Location:
-    """A Location as it is (an endpoint given here replaces its own); a string parsed (the Python API's edge)."""
+    """A Location as it is (an endpoint given here replaces its own); a string parsed (the Python
+    API's edge)."""
     if isinstance(where, Location):
         return dataclasses.replace(where, endpoint=endpoint) if endpoint else where
     return parse_location(where, endpoint)
@@ -90,8 +96,9 @@ def _examples() -> str:
 
 
 def open_url(url: str):
-    """(filesystem, path) for a source URL: through its store's driver where one is registered (its options
-    cut to the network deadline, one retry layer), else fsspec's own (https://, hf://...)."""
+    """(filesystem, path) for a source URL: through its store's driver where one is registered (its
+    options cut to the network deadline, one retry layer), else fsspec's own (https://,
+    hf://...)."""
     scheme, rest = split_url(url)
     driver = DRIVERS.get(scheme or "")
     if driver is None:
