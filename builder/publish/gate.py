@@ -1,5 +1,5 @@
-"""The publish gate: only a repository whose verification report passed, for this very manifest, signed with
-the key (core/signing.py), is published."""
+"""The publish gate: only a repository whose verification report passed, for this very manifest,
+signed with the key (core/signing.py), is published."""
 
 from __future__ import annotations
 
@@ -64,8 +64,8 @@ def gate(
 
 
 def _check_signature(root: Path, report: VerificationReport) -> None:
-    """Only a report signed with the key (TRITONBUILD_REPORT_KEY, else this machine's) passes: an edited,
-    copied or stale one never publishes, key or no key set."""
+    """Only a report signed with the key (TRITONBUILD_REPORT_KEY, else this machine's) passes: an
+    edited, copied or stale one never publishes, key or no key set."""
     key = report_key()
     if key is not None and check_signature(report.signed_payload(), report.signature, key):
         return

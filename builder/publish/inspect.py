@@ -1,4 +1,5 @@
-"""Read-only views of a target: what is published, what is live, and whether the objects are intact."""
+"""Read-only views of a target: what is published, what is live, and whether the objects are
+intact."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from tritonbuild.repository.rules import VERSION_RE
 
 
 def list_target(where: Location | str, *, endpoint_url: str | None = None) -> TargetListing:
-    """Models, versions present, complete and live, and anything an interrupted publish left behind."""
+    """Models, versions present, complete and live, and anything an interrupted publish left
+    behind."""
     return list_opened(open_for_read(where, endpoint_url))
 
 
@@ -42,7 +44,8 @@ def list_opened(target: Target) -> TargetListing:
 
 
 def _model_dirs(target: Target) -> list[str]:
-    """The names of the directories at the target's root (none where the root does not exist yet)."""
+    """The names of the directories at the target's root (none where the root does not exist
+    yet)."""
     try:
         entries = (
             target.fs.ls(target.root, detail=True, refresh=True)
@@ -57,7 +60,8 @@ def _model_dirs(target: Target) -> list[str]:
 
 
 def _listed_model(target: Target, state: TargetManifest, name: str) -> TargetModel:
-    """One model as ls shows it: the live version its config pins, what is served, complete and present."""
+    """One model as ls shows it: the live version its config pins, what is served, complete and
+    present."""
     present = sorted(
         int(v) for v in objects.subdirs(target, target.path(name)) if VERSION_RE.match(v)
     )
@@ -122,7 +126,8 @@ def _notes(
 
 @dataclass(frozen=True)
 class TargetCheck(Result):
-    """verify TARGET: every object the target manifest names checked (present, size, sha256, configs)."""
+    """verify TARGET: every object the target manifest names checked (present, size, sha256,
+    configs)."""
 
     target: str
     objects_checked: int
@@ -156,7 +161,8 @@ class TargetListing(Result):
 
 
 def verify_target(where: Location | str, *, endpoint_url: str | None = None) -> TargetCheck:
-    """Every object the target manifest names: present, right size, right sha256; configs as recorded."""
+    """Every object the target manifest names: present, right size, right sha256; configs as
+    recorded."""
     target = open_for_read(where, endpoint_url)
     state = objects.read_state(target)
     problems, checked = [], 0

@@ -1,13 +1,15 @@
-"""Kubernetes manifests for a built repository that run on the stock NGC tritonserver image: a ConfigMap (the
-readiness probe, k8s_probe.py, with the models the pods must serve and their goldens), a Deployment whose
-tritonserver reads the publish target itself (poll mode follows each publish; explicit mode loads on
-`publish --notify`), a Service, a HorizontalPodAutoscaler on Triton's queue metric and a PodDisruptionBudget.
-Credentials come from a Secret the operator creates; nothing is baked into an image. Without --target the
-image's own /models is served (an image built from Dockerfile.triton: the custom-image variant).
+"""Kubernetes manifests for a built repository that run on the stock NGC tritonserver image: a
+ConfigMap (the readiness probe, k8s_probe.py, with the models the pods must serve and their
+goldens), a Deployment whose tritonserver reads the publish target itself (poll mode follows each
+publish; explicit mode loads on `publish --notify`), a Service, a HorizontalPodAutoscaler on
+Triton's queue metric and a PodDisruptionBudget. Credentials come from a Secret the operator
+creates; nothing is baked into an image. Without --target the image's own /models is served (an
+image built from Dockerfile.triton: the custom-image variant).
 
 What tritonserver in the pod is given (its command line, GPUs, startup budget, the probe's files) is
-publish/k8s_pod.py's. Facts the manifests rest on (tests/contracts/facts/kubernetes.json): the stock image's
-python3 and numpy (server build.py), the queue metric's name (server docs/user_guide/metrics.md).
+publish/k8s_pod.py's. Facts the manifests rest on (tests/contracts/facts/kubernetes.json): the stock
+image's python3 and numpy (server build.py), the queue metric's name (server
+docs/user_guide/metrics.md).
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ GCS_KEY_FOLDER = "/var/run/secrets/tritonbuild-gcs"
 
 
 class NoAliasDumper(yaml.SafeDumper):
-    """Plain YAML: a dict used twice (the labels) is written twice, never as an &id001 anchor and *id001 alias."""
+    """Plain YAML: a dict used twice (the labels) is written twice, never as an &id001 anchor and
+    *id001 alias."""
 
     def ignore_aliases(self, data) -> bool:
         return True
@@ -151,7 +154,8 @@ def _container(launch: dict, image: str, budget: int, gpus: int, secret_env: dic
 
 
 def _credentials(target: str | None, secret: str) -> tuple[dict, list[dict], list[dict]]:
-    """(container env fields, extra volumes, extra mounts) that hand tritonserver the Secret's credentials."""
+    """(container env fields, extra volumes, extra mounts) that hand tritonserver the Secret's
+    credentials."""
     if target is None:
         return {}, [], []
     scheme, _ = repository_url(target)
@@ -215,8 +219,8 @@ def documents(
 def _deployment(
     name: str, labels: dict, replicas: int, digest: str, container: dict, volumes: list[dict]
 ) -> dict:
-    """The Deployment: one tritonserver container per pod, its shared memory, the probe's ConfigMap and
-    the store's credentials mounted, rolled out one new pod before an old one goes."""
+    """The Deployment: one tritonserver container per pod, its shared memory, the probe's ConfigMap
+    and the store's credentials mounted, rolled out one new pod before an old one goes."""
     pod = {
         "containers": [container],
         "terminationGracePeriodSeconds": 60,
@@ -275,8 +279,9 @@ def _services(name: str, labels: dict, container_ports: list[dict], every_pod: b
 def _scaling(
     name: str, labels: dict, replicas: int, max_replicas: int, queue_target: int
 ) -> list[dict]:
-    """An autoscaler on the requests waiting in Triton's queues (per pod, through a custom-metrics adapter
-    such as prometheus-adapter scraping port 'metrics'), and a disruption budget that keeps a ready pod."""
+    """An autoscaler on the requests waiting in Triton's queues (per pod, through a custom-metrics
+    adapter such as prometheus-adapter scraping port 'metrics'), and a disruption budget that keeps
+    a ready pod."""
     hpa = {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
@@ -312,8 +317,8 @@ def render(docs: list[dict]) -> str:
 
 
 def write(root: Path, manifest: Manifest, out: Path, **options) -> tuple[Path, int, list[str]]:
-    """Check the options, then write OUT/NAME.yaml: (its path, the startup budget in seconds, models whose
-    goldens the probe leaves out)."""
+    """Check the options, then write OUT/NAME.yaml: (its path, the startup budget in seconds, models
+    whose goldens the probe leaves out)."""
     check_options(**options)
     docs, left_out = documents(root, manifest, **options)
     text = render(docs)

@@ -1,9 +1,11 @@
-"""What tritonserver in a pod is given (publish/k8s.py writes it into the manifests): the URL it reads a
-publish target at, its command line and what the models need at its start, the GPUs and the startup time
-one server needs, and the readiness probe's files with the goldens that fit the ConfigMap.
+"""What tritonserver in a pod is given (publish/k8s.py writes it into the manifests): the URL it
+reads a publish target at, its command line and what the models need at its start, the GPUs and the
+startup time one server needs, and the readiness probe's files with the goldens that fit the
+ConfigMap.
 
-Facts (tests/contracts/facts/kubernetes.json): tritonserver's flags (server src/command_line_parser.cc), strict
-readiness counting every model (core src/server.cc InferenceServer::IsReady).
+Facts (tests/contracts/facts/kubernetes.json): tritonserver's flags (server
+src/command_line_parser.cc), strict readiness counting every model (core src/server.cc
+InferenceServer::IsReady).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ GIB = 1 << 30
 CONFIGMAP_BUDGET = (
     900 * 1024
 )  # a ConfigMap holds at most 1 MiB; goldens past this stay out of the probe
-# Where tritonserver reads each store's credentials (its own SDK chains), as the Secret must provide them.
+# Where tritonserver reads each store's credentials (its own SDK chains), as the Secret must provide
+# them.
 SECRET_KEYS = {
     "s3": "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION (and AWS_SESSION_TOKEN)",
     "gs": "key.json (a service account key; GOOGLE_APPLICATION_CREDENTIALS points at it)",
@@ -29,8 +32,8 @@ SECRET_KEYS = {
 
 
 def repository_url(target: str) -> tuple[str, str]:
-    """(scheme, the --model-repository tritonserver reads the target at), or a UsageError for a target the
-    stock image cannot read itself."""
+    """(scheme, the --model-repository tritonserver reads the target at), or a UsageError for a
+    target the stock image cannot read itself."""
     from tritonbuild.core.stores import driver_for, parse_location
 
     try:
@@ -56,16 +59,16 @@ def repository_url(target: str) -> tuple[str, str]:
 
 
 def startup_budget_s(manifest: Manifest) -> int:
-    """Seconds a server may need to load this repository: a base minute plus 60 s per GiB of artifacts
-    (an engine is read from disk or the store, deserialised and warmed up)."""
+    """Seconds a server may need to load this repository: a base minute plus 60 s per GiB of
+    artifacts (an engine is read from disk or the store, deserialised and warmed up)."""
     size = sum(entry.size for entry in manifest.files.values())
     return 60 + math.ceil(size / GIB * 60)
 
 
 def gpus_per_pod(root: Path, manifest: Manifest) -> int:
-    """GPUs one server needs: the most any model's instance groups name (KIND_GPU with gpus [0, 2] needs 3;
-    without a list, or a GPU-target model, at least one), what a backend that places its own devices says
-    (Backend.gpus_needed), an LLM engine's world size."""
+    """GPUs one server needs: the most any model's instance groups name (KIND_GPU with gpus [0, 2]
+    needs 3; without a list, or a GPU-target model, at least one), what a backend that places its
+    own devices says (Backend.gpus_needed), an LLM engine's world size."""
     from tritonbuild.backends import REGISTRY
     from tritonbuild.triton.config import parse
 
@@ -90,8 +93,8 @@ def gpus_per_pod(root: Path, manifest: Manifest) -> int:
 
 
 def probe_files(root: Path, manifest: Manifest) -> tuple[dict, dict, list[str]]:
-    """(ConfigMap data, ConfigMap binaryData, models whose goldens did not fit): the probe, what it expects,
-    and each model's golden while the ConfigMap stays under its limit."""
+    """(ConfigMap data, ConfigMap binaryData, models whose goldens did not fit): the probe, what it
+    expects, and each model's golden while the ConfigMap stays under its limit."""
     models, binary, left_out, used = [], {}, [], 0
     for index, model in enumerate(sorted(manifest.models, key=lambda each: each.name)):
         entry = {"name": model.name, "goldens": {}}
@@ -115,9 +118,9 @@ def probe_files(root: Path, manifest: Manifest) -> tuple[dict, dict, list[str]]:
 
 
 def server_args(target: str | None, control: str, poll_secs: int) -> list[str]:
-    """tritonserver's command line in the pod. Strict readiness is off: it would report the whole server
-    not-ready while any model loads (a publish reaching every polling pod at once); the probe judges the
-    models instead."""
+    """tritonserver's command line in the pod. Strict readiness is off: it would report the whole
+    server not-ready while any model loads (a publish reaching every polling pod at once); the probe
+    judges the models instead."""
     ports = ["--http-port=8000", "--grpc-port=8001", "--metrics-port=8002"]
     common = ["--strict-readiness=false", "--exit-on-error=false", *ports]
     if target is None:
@@ -134,10 +137,11 @@ def server_args(target: str | None, control: str, poll_secs: int) -> list[str]:
 
 
 def launch_needs(manifest: Manifest) -> tuple[dict[str, str], list[str], list[str]]:
-    """(environment, launcher prefix, extra tritonserver arguments) the models need at start, read from the
-    manifest as the serving image's entrypoint reads it (ci/docker/entrypoint.sh): a TensorRT-LLM orchestrator's
-    `mpirun -n 1` and memory pools, a vLLM model's invariant-serving variables. Plugin wheels must be installed
-    into the image's Python before the start, which the stock image cannot: refused, with the custom image."""
+    """(environment, launcher prefix, extra tritonserver arguments) the models need at start, read
+    from the manifest as the serving image's entrypoint reads it (ci/docker/entrypoint.sh): a
+    TensorRT-LLM orchestrator's `mpirun -n 1` and memory pools, a vLLM model's invariant-serving
+    variables. Plugin wheels must be installed into the image's Python before the start, which the
+    stock image cannot: refused, with the custom image."""
     env, launcher, extra = {}, [], []
     for model in manifest.models:
         launch = (model.llm or {}).get("server_launch") or {}
@@ -156,9 +160,9 @@ def launch_needs(manifest: Manifest) -> tuple[dict[str, str], list[str], list[st
 
 
 def start(manifest: Manifest, target: str | None, control: str, poll_secs: int) -> dict:
-    """The container's command, args and env. The stock image (a target): tritonserver itself, with what the
-    models' start needs (launch_needs). The custom image (no target): its entrypoint, which reads the same from
-    the baked manifest, told to serve without strict readiness."""
+    """The container's command, args and env. The stock image (a target): tritonserver itself, with
+    what the models' start needs (launch_needs). The custom image (no target): its entrypoint, which
+    reads the same from the baked manifest, told to serve without strict readiness."""
     if target is None:
         return {
             "args": ["--exit-on-error=false"],

@@ -1,8 +1,9 @@
-"""The publish planner: what a publish does at a target, computed read-only from the repository and the target's
-state. `publish --dry-run` prints the plan; the real publish computes it under the lock and carries it out
-(protocol.py), so the two cannot disagree. Every refusal that depends only on the repository and the target's
-state is raised here, before anything is written: a published version with other content, a version_policy
-naming versions that are not complete, versions that cannot be served side by side."""
+"""The publish planner: what a publish does at a target, computed read-only from the repository and
+the target's state. `publish --dry-run` prints the plan; the real publish computes it under the lock
+and carries it out (protocol.py), so the two cannot disagree. Every refusal that depends only on the
+repository and the target's state is raised here, before anything is written: a published version
+with other content, a version_policy naming versions that are not complete, versions that cannot be
+served side by side."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ JOBS = 8
 
 
 def version_config_name(version: int) -> str:
-    """Each version's own config, kept beside config.pbtxt (Triton reads only config.pbtxt and version
-    directories; files in the model directory are ignored, like golden-v<N>.npz)."""
+    """Each version's own config, kept beside config.pbtxt (Triton reads only config.pbtxt and
+    version directories; files in the model directory are ignored, like golden-v<N>.npz)."""
     return f"config-v{version}.pbtxt"
 
 
@@ -39,7 +40,8 @@ def pinned_config(config: bytes, live: list[int]) -> bytes:
 
 
 def parse_remote(config: bytes, where: str):
-    """A config.pbtxt read from a target: one that does not parse is a PublishError naming the object."""
+    """A config.pbtxt read from a target: one that does not parse is a PublishError naming the
+    object."""
     try:
         return parse(config)
     except ConfigParseError as e:
@@ -60,7 +62,8 @@ def live_version(config: bytes | None, where: str = "config.pbtxt") -> int | Non
 
 @dataclass(frozen=True)
 class VersionStep:
-    """One version of one model: the files to upload, its own config to store, the record it becomes."""
+    """One version of one model: the files to upload, its own config to store, the record it
+    becomes."""
 
     model: ManifestModel
     files: dict[str, FileEntry]  # model-directory relative path → entry
@@ -131,7 +134,8 @@ def plan_publish(
     verification: str,
     keep: int | None,
 ) -> PublishPlan:
-    """What publishing root's repository onto target (whose manifest is `state`) does, without writing."""
+    """What publishing root's repository onto target (whose manifest is `state`) does, without
+    writing."""
     models = dict(state.models)
     steps = []
     for name, versions in group(manifest).items():
@@ -191,8 +195,8 @@ def _plan_model(
 def _config_actions(
     name: str, current: bytes | None, new_config: bytes, serving: list[int]
 ) -> tuple[list[Action], list[Action]]:
-    """(create, switch): a config.pbtxt pinning no version where the model has none yet, and the write of
-    the one pinning the served versions where it differs from the target's."""
+    """(create, switch): a config.pbtxt pinning no version where the model has none yet, and the
+    write of the one pinning the served versions where it differs from the target's."""
     create = (
         []
         if current is not None
@@ -259,7 +263,8 @@ def _plan_version(
     )
     own = None
     if record.config_sha256 is None:
-        # NOTE: stored before the switch, so a rollback to this version can restore its own interface.
+        # NOTE: stored before the switch, so a rollback to this version can restore its own
+        # interface.
         own = pinned_config(local_config, [model.version])
         record = record.model_copy(update={"config_sha256": sha256_bytes(own)})
     return VersionStep(
@@ -270,8 +275,8 @@ def _plan_version(
 def _file_actions(
     target: Target, model: ManifestModel, files: dict[str, FileEntry]
 ) -> tuple[list[Action], list]:
-    """upload or skip for each file of an incomplete version: skipped only when the object at the target has the
-    same size and sha256 (an interrupted upload is completed, never trusted)."""
+    """upload or skip for each file of an incomplete version: skipped only when the object at the
+    target has the same size and sha256 (an interrupted upload is completed, never trusted)."""
     remote = objects.remote_sizes(target, target.path(model.name))
 
     def same(item: tuple[str, FileEntry]) -> bool:
@@ -306,10 +311,10 @@ def _serving(
     complete: dict[int, PublishedVersion],
     own: dict[int, bytes],
 ) -> list[int]:
-    """The versions config.pbtxt pins: the recipe's version_policy (latest N up to the version published,
-    specific, all) over the versions complete at the target once this publish's are, so nothing half-written is
-    ever named. Triton serves every pinned version under one config.pbtxt: their own configs (config-v<N>.pbtxt,
-    stored or about to be: `own`) must match."""
+    """The versions config.pbtxt pins: the recipe's version_policy (latest N up to the version
+    published, specific, all) over the versions complete at the target once this publish's are, so
+    nothing half-written is ever named. Triton serves every pinned version under one config.pbtxt:
+    their own configs (config-v<N>.pbtxt, stored or about to be: `own`) must match."""
     vp = parse(local_config).version_policy
     kind = vp.WhichOneof("policy_choice")
     if kind == "specific":
@@ -352,8 +357,9 @@ def _serving(
 
 
 def prune_actions(state: TargetManifest, keep: int | None, live: dict[str, int]) -> list[Action]:
-    """The complete versions older than the live one beyond --keep (the served ones never), newest kept first. A
-    version newer than the live one (published, not pinned: a specific policy) is not old: it stays."""
+    """The complete versions older than the live one beyond --keep (the served ones never), newest
+    kept first. A version newer than the live one (published, not pinned: a specific policy) is not
+    old: it stays."""
     if keep is None:
         return []
     out = []
@@ -375,8 +381,8 @@ def prune_actions(state: TargetManifest, keep: int | None, live: dict[str, int])
 
 
 def _orphans(target: Target, state: TargetManifest) -> list[Action]:
-    """Version directories older than the live one that the manifest no longer lists: left by a prune that
-    was interrupted between forgetting and deleting them."""
+    """Version directories older than the live one that the manifest no longer lists: left by a
+    prune that was interrupted between forgetting and deleting them."""
     from tritonbuild.repository.rules import VERSION_RE
 
     out = []

@@ -1,4 +1,5 @@
-"""`tritonbuild rollback`: make a complete published version live again, with the config it was verified with."""
+"""`tritonbuild rollback`: make a complete published version live again, with the config it was
+verified with."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ from tritonbuild.publish.target import Target
 
 @dataclass(frozen=True)
 class RollbackResult(Result):
-    """rollback: the version made live, the one it replaced, the config restored, the servers told."""
+    """rollback: the version made live, the one it replaced, the config restored, the servers
+    told."""
 
     target: str
     model: str
@@ -52,8 +54,9 @@ def rollback(
     break_lock: bool = False,
     notify: tuple[str, ...] = (),
 ) -> RollbackResult:
-    """Make a complete, published version live again with ITS config (the one it was verified with, stored
-    at publish as config-v<N>.pbtxt): one config.pbtxt write, then the manifest; then notify servers."""
+    """Make a complete, published version live again with ITS config (the one it was verified with,
+    stored at publish as config-v<N>.pbtxt): one config.pbtxt write, then the manifest; then notify
+    servers."""
     target = open_for_read(where, endpoint_url)
     with TargetLock(target, break_lock=break_lock) as lock:
         state = objects.read_state(target)
@@ -93,8 +96,8 @@ def rollback(
 
 
 def _intact_version(target: Target, state: TargetManifest, model: str, to: int) -> PublishedModel:
-    """The model's publish record, when version `to` is a complete published version whose files are all
-    at the target with their recorded sizes; a PublishError naming what is not."""
+    """The model's publish record, when version `to` is a complete published version whose files are
+    all at the target with their recorded sizes; a PublishError naming what is not."""
     published = state.models.get(model)
     if published is None:
         raise PublishError(
@@ -123,8 +126,8 @@ def _intact_version(target: Target, state: TargetManifest, model: str, to: int) 
 def _stored_config(
     target: Target, model: str, to: int, published_version: PublishedVersion, current: bytes
 ) -> bytes:
-    """The config version `to` was verified with (config-v<N>.pbtxt beside the model), checked against its
-    recorded digest and parsed; a PublishError where it is missing or changed."""
+    """The config version `to` was verified with (config-v<N>.pbtxt beside the model), checked
+    against its recorded digest and parsed; a PublishError where it is missing or changed."""
     own_name = f"{model}/{version_config_name(to)}"
     own = (
         objects.read_text(target, target.path(model, version_config_name(to)))

@@ -1,8 +1,8 @@
-"""A publish target: a Location opened through its store's driver (core/stores.py), and the one way a store's
-errors are reported (the target, what failed, the fix for that store).
+"""A publish target: a Location opened through its store's driver (core/stores.py), and the one way
+a store's errors are reported (the target, what failed, the fix for that store).
 
-Credentials come only from each driver's standard chain (env, profiles, instance metadata); tritonbuild
-never reads, prints or stores them.
+Credentials come only from each driver's standard chain (env, profiles, instance metadata);
+tritonbuild never reads, prints or stores them.
 """
 
 from __future__ import annotations
@@ -69,8 +69,9 @@ def open_target(where: Location | str, *, endpoint_url: str | None = None) -> Ta
 
 
 def storage_error(where: Target | Location, action: str, e: BaseException) -> PublishError:
-    """A driver exception as a PublishError that names the target and the likely fix, with no secrets; the
-    fix is chosen by the service's error code and the exception's type, never by words in its message."""
+    """A driver exception as a PublishError that names the target and the likely fix, with no
+    secrets; the fix is chosen by the service's error code and the exception's type, never by words
+    in its message."""
     text = redact(f"{type(e).__name__}: {e}")
     driver = where.driver if isinstance(where, Target) else driver_for(where.scheme, where.url)
     kind = driver.classify(e)
