@@ -1,4 +1,5 @@
-"""Composition recipes: an ensemble (Triton's scheduler) or a BLS Python model chaining other recipes' models."""
+"""Composition recipes: an ensemble (Triton's scheduler) or a BLS Python model chaining other
+recipes' models."""
 
 from __future__ import annotations
 
@@ -44,16 +45,16 @@ class CompositionRecipe(Named):
 def check_composition_rules(
     recipe: CompositionRecipe, backend_problems: list[tuple]
 ) -> list[tuple]:
-    """Data flow in step order: every tensor read is an input or written earlier; every output written;
-    nothing written and never read; no step calls the composition itself. Then the backend's own rules
-    (Backend.check_recipe, passed in by recipe.kinds)."""
+    """Data flow in step order: every tensor read is an input or written earlier; every output
+    written; nothing written and never read; no step calls the composition itself. Then the
+    backend's own rules (Backend.check_recipe, passed in by recipe.kinds)."""
     out, produced_by, read = _step_flow(recipe)
     return out + _unconnected(recipe, produced_by, read) + backend_problems
 
 
 def _step_flow(recipe: CompositionRecipe) -> tuple[list[tuple], dict[str, int], set[str]]:
-    """(problems, the step that writes each tensor, the tensors read), walking the steps in order: a step
-    that calls the composition itself, reads a tensor not yet written, or writes one twice."""
+    """(problems, the step that writes each tensor, the tensors read), walking the steps in order: a
+    step that calls the composition itself, reads a tensor not yet written, or writes one twice."""
     out = []
     available = {spec.name for spec in recipe.inputs}
     produced_by: dict[str, int] = {}

@@ -41,12 +41,14 @@ class LoadedRecipe:
 
     @staticmethod
     def key(loc: tuple) -> str:
-        """The key path as a user writes it ('source.files[0]'), for messages raised by later stages."""
+        """The key path as a user writes it ('source.files[0]'), for messages raised by later
+        stages."""
         return key_path(loc)
 
     @property
     def base_dir(self) -> Path:
-        """The recipe's directory, absolute (paths in a plan never depend on the cwd a step runs in)."""
+        """The recipe's directory, absolute (paths in a plan never depend on the cwd a step runs
+        in)."""
         return self.path.parent.absolute()
 
 
@@ -65,8 +67,8 @@ INT64 = (-(2**63), 2**63 - 1)
 
 
 def _nul_strings(data, loc: tuple = ()):
-    """Key paths of strings holding a NUL byte (written as "\\0" in YAML): no name, path or parameter can carry
-    one (the OS cuts paths there; protobuf text and C strings too)."""
+    """Key paths of strings holding a NUL byte (written as "\\0" in YAML): no name, path or
+    parameter can carry one (the OS cuts paths there; protobuf text and C strings too)."""
     if isinstance(data, str):
         if "\0" in data:
             yield loc
@@ -123,8 +125,8 @@ def load_recipe(path: Path, kinds: Kinds) -> LoadedRecipe:
 
 
 def _read(path: Path) -> tuple[bytes, Located]:
-    """The file's bytes and its YAML with the line of each key; a RecipeError for a file that is not a
-    readable recipe (too large, not a regular file, not UTF-8, not YAML, not a mapping)."""
+    """The file's bytes and its YAML with the line of each key; a RecipeError for a file that is not
+    a readable recipe (too large, not a regular file, not UTF-8, not YAML, not a mapping)."""
     try:
         raw = read_regular(path, MAX_RECIPE_BYTES, "recipe")
     except PathProblem as e:
@@ -157,7 +159,8 @@ def _read(path: Path) -> tuple[bytes, Located]:
 
 
 def _value_errors(located: Located, path: Path) -> list[RecipeError]:
-    """Values no recipe key can hold, whatever its kind: integers beyond int64, strings with a NUL."""
+    """Values no recipe key can hold, whatever its kind: integers beyond int64, strings with a
+    NUL."""
     huge = [
         RecipeError(
             f"{key_path(loc)}: integer out of range (the limit is a signed 64-bit integer, "
@@ -218,8 +221,8 @@ def expand_paths(paths: list[Path]) -> list[Path]:
         if "\0" in str(path):
             raise UsageError(f"path {str(path)!r} contains a NUL byte", hint="check the path")
         if path.is_dir():
-            # NOTE: entries that are not regular files (a symlink loop, a FIFO) are kept: load_recipe names the
-            # problem instead of skipping them silently.
+            # NOTE: entries that are not regular files (a symlink loop, a FIFO) are kept:
+            # load_recipe names the problem instead of skipping them silently.
             found = sorted(
                 entry
                 for entry in path.iterdir()
@@ -239,7 +242,8 @@ def expand_paths(paths: list[Path]) -> list[Path]:
 
 
 def load_recipes(paths: list[Path], kinds: Kinds) -> list[LoadedRecipe]:
-    """Load every recipe (load_recipe), report all bad ones at once, and refuse duplicate (name, version)."""
+    """Load every recipe (load_recipe), report all bad ones at once, and refuse duplicate (name,
+    version)."""
     loaded, errors = [], []
     for path in expand_paths(paths):
         try:

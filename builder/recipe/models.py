@@ -18,8 +18,9 @@ from tritonbuild.recipe.tune import Tune
 
 SCHEMA_VERSION = 1
 
-# Ranges of the ModelConfig proto fields recipe integers end up in (tritonclient.grpc.model_config_pb2; a test
-# checks each against the proto's field type): a value beyond them must fail at load, not at Triton's.
+# Ranges of the ModelConfig proto fields recipe integers end up in
+# (tritonclient.grpc.model_config_pb2; a test checks each against the proto's field type): a value
+# beyond them must fail at load, not at Triton's.
 INT32_MAX, INT64_MAX, UINT32_MAX, UINT64_MAX = 2**31 - 1, 2**63 - 1, 2**32 - 1, 2**64 - 1
 
 # Recipe dtype name → Triton data type (model_config.proto DataType).
@@ -39,7 +40,8 @@ DTYPES = {
     "bf16": "TYPE_BF16",
     "bytes": "TYPE_STRING",
 }
-# Other spellings of a dtype (numpy/torch names, C names, Triton's TYPE_ names): the recipe's name, for the hint.
+# Other spellings of a dtype (numpy/torch names, C names, Triton's TYPE_ names): the recipe's name,
+# for the hint.
 DTYPE_SPELLINGS = {
     "float32": "fp32",
     "float": "fp32",
@@ -263,7 +265,8 @@ class Verify(Strict):
 
     @model_serializer(mode="wrap")
     def _drop_empty_tolerance(self, handler):
-        # NOTE: a recipe without tolerances or under_load serializes as before (manifests stay byte-identical).
+        # NOTE: a recipe without tolerances or under_load serializes as before (manifests stay
+        # byte-identical).
         data = handler(self)
         if isinstance(data, dict):
             for key in ("tolerance", "under_load"):

@@ -7,9 +7,9 @@ import re
 
 # NOTE: fullmatch: '$' would let a trailing newline pass
 NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-# A model name is one directory name in the repository (and one path segment of an object key): Linux's
-# NAME_MAX (255 bytes, <linux/limits.h>; os.pathconf(dir, "PC_NAME_MAX") says the same on ext4/xfs/tmpfs)
-# bounds it.
+# A model name is one directory name in the repository (and one path segment of an object key):
+# Linux's NAME_MAX (255 bytes, <linux/limits.h>; os.pathconf(dir, "PC_NAME_MAX") says the same on
+# ext4/xfs/tmpfs) bounds it.
 NAME_MAX = 255
 # A tensor name becomes a file name too (<model>/warmup/<tensor> for warmup data) and travels in
 # config.pbtxt.

@@ -1,5 +1,5 @@
-"""The recipe's cross-field rules (Triton's own load rules among them), each tied to the key a user has to
-change; a recipe's backend adds its own (Backend.check_recipe) through recipe.kinds.check."""
+"""The recipe's cross-field rules (Triton's own load rules among them), each tied to the key a user
+has to change; a recipe's backend adds its own (Backend.check_recipe) through recipe.kinds.check."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ def _batching_problems(recipe: Recipe) -> list[Problem]:
     if batching is None:
         return []
     out: list[Problem] = []
-    # NOTE: Triton accepts dynamic_batching with max_batch_size 0 (queueing, priorities, timeouts without
-    # batching); only a preferred size above max_batch_size is refused (ValidateModelConfig, core r24.10).
+    # NOTE: Triton accepts dynamic_batching with max_batch_size 0 (queueing, priorities, timeouts
+    # without batching); only a preferred size above max_batch_size is refused (ValidateModelConfig,
+    # core r24.10).
     for i, size in enumerate(batching.preferred_batch_sizes):
         if size > recipe.max_batch_size:
             out.append(
@@ -29,7 +30,8 @@ def _batching_problems(recipe: Recipe) -> list[Problem]:
 
 
 def _priority_problems(batching: Batching) -> list[Problem]:
-    """Priority levels: the default one and each with a queue policy of its own within 1..priority_levels."""
+    """Priority levels: the default one and each with a queue policy of its own within
+    1..priority_levels."""
     out: list[Problem] = []
     if (
         batching.priority_levels
@@ -92,9 +94,10 @@ def _ordering_problems(batching: Batching) -> list[Problem]:
 
 
 def check_rules(recipe: Recipe, backend_problems: list[Problem]) -> list[Problem]:
-    """Cross-field rules, each tied to the key a user has to change (Triton's own load rules). The rules of
-    the recipe's backend (Backend.check_recipe, passed in by recipe.kinds.check) are reported after the
-    serving rules (batching, instances) and before the model-wide ones (warmup, tune, dims)."""
+    """Cross-field rules, each tied to the key a user has to change (Triton's own load rules). The
+    rules of the recipe's backend (Backend.check_recipe, passed in by recipe.kinds.check) are
+    reported after the serving rules (batching, instances) and before the model-wide ones (warmup,
+    tune, dims)."""
     return (
         _batching_problems(recipe)
         + bucket_rules(recipe)
@@ -156,7 +159,8 @@ def _warmup_problems(recipe: Recipe) -> list[Problem]:
 
 
 def _tune_problems(recipe: Recipe) -> list[Problem]:
-    """A tune search space beyond what the recipe serves: batch sizes over its cap, GPUs on a CPU target."""
+    """A tune search space beyond what the recipe serves: batch sizes over its cap, GPUs on a CPU
+    target."""
     tune = recipe.tune
     if tune is None:
         return []
@@ -202,10 +206,11 @@ def _dims_problems(recipe: Recipe) -> list[Problem]:
 
 
 def _duplicate_tensors(recipe: Recipe) -> list[Problem]:
-    """A tensor name listed twice among the inputs (or the outputs), refused at the second occurrence. Seen with
-    tritonserver 2.51 (embedded): a python model with inputs [X, X] loads, then refuses every request
-    ("expected 2 inputs but got 1 inputs"): a request carries one tensor per name, so the model cannot be
-    called; two outputs of one name cannot be told apart in a response."""
+    """A tensor name listed twice among the inputs (or the outputs), refused at the second
+    occurrence. Seen with tritonserver 2.51 (embedded): a python model with inputs [X, X] loads,
+    then refuses every request ("expected 2 inputs but got 1 inputs"): a request carries one tensor
+    per name, so the model cannot be called; two outputs of one name cannot be told apart in a
+    response."""
     out: list[Problem] = []
     for key in ("inputs", "outputs"):
         first: dict[str, int] = {}

@@ -1,6 +1,7 @@
-"""What the schema refused, in the user's terms: each pydantic error as a RecipeError named by file:line and
-key path, with a hint that names the fix (a close key, another spelling of a dtype, the backend a key
-belongs to); and the second pass that still runs the recipe's rules on what the schema accepted."""
+"""What the schema refused, in the user's terms: each pydantic error as a RecipeError named by
+file:line and key path, with a hint that names the fix (a close key, another spelling of a dtype,
+the backend a key belongs to); and the second pass that still runs the recipe's rules on what the
+schema accepted."""
 
 from __future__ import annotations
 
@@ -78,8 +79,8 @@ def _did_you_mean(cls: type | None, loc: tuple) -> str:
 
 
 def _value_suggestion(err: dict) -> str:
-    """'did you mean 'fp32'? ' for a value outside a Literal's choices (float32, half, TYPE_FP32, fp23), from the
-    other spellings of a dtype (DTYPE_SPELLINGS) or the closest choice."""
+    """'did you mean 'fp32'? ' for a value outside a Literal's choices (float32, half, TYPE_FP32,
+    fp23), from the other spellings of a dtype (DTYPE_SPELLINGS) or the closest choice."""
     import difflib
     import re
 
@@ -102,7 +103,8 @@ def _value_suggestion(err: dict) -> str:
 
 
 def _other_kinds_key(kinds: Kinds, backend: str, loc: tuple) -> str:
-    """'tensorrt' is a key of backend tensorrt's recipes, not python's: the hint for a key another kind accepts."""
+    """'tensorrt' is a key of backend tensorrt's recipes, not python's: the hint for a key another
+    kind accepts."""
     owners = [name for name in kinds_with_key(kinds, loc) if name != backend]
     if not owners:
         return ""
@@ -143,7 +145,8 @@ def schema_errors(
 
 
 def _existing_prefix(data, loc: tuple) -> tuple:
-    """The longest prefix of loc that names a value in data (an error's loc may go on into a union's member)."""
+    """The longest prefix of loc that names a value in data (an error's loc may go on into a union's
+    member)."""
     found: tuple = ()
     for part in loc:
         if (isinstance(data, dict) and not isinstance(part, int) and part in data) or (
@@ -158,10 +161,11 @@ def _existing_prefix(data, loc: tuple) -> tuple:
 def second_pass(
     data: dict, error: ValidationError, kind, kinds: Kinds, rounds: int = 5
 ) -> list[Problem]:
-    """The recipe's rules (its type's and its backend's) on what the schema accepted, so one run reports both
-    kinds of error: each refused key is left out (its default applies; a refused list item goes with its list's
-    rules) and the rest validated again. A rule on a left-out key or naming one is not reported (it would judge a
-    default the user did not write); none are when the recipe still does not validate."""
+    """The recipe's rules (its type's and its backend's) on what the schema accepted, so one run
+    reports both kinds of error: each refused key is left out (its default applies; a refused list
+    item goes with its list's rules) and the rest validated again. A rule on a left-out key or
+    naming one is not reported (it would judge a default the user did not write); none are when the
+    recipe still does not validate."""
     import copy
 
     data, dropped, names = copy.deepcopy(data), [], set()

@@ -1,5 +1,5 @@
-"""The recipe's tune section: the serving configs `tritonbuild tune` tries, the load they must serve, the SLA, and
-how its decisions are made (paired rounds, confidence)."""
+"""The recipe's tune section: the serving configs `tritonbuild tune` tries, the load they must
+serve, the SLA, and how its decisions are made (paired rounds, confidence)."""
 
 from __future__ import annotations
 
