@@ -1,4 +1,5 @@
-"""assemble(): materialise files from the store into a staging tree, check it, then swap it into place."""
+"""assemble(): materialise files from the store into a staging tree, check it, then swap it into
+place."""
 
 from __future__ import annotations
 
@@ -34,8 +35,8 @@ def golden_name(version: int) -> str:
 
 
 def check_out_dir(out: Path, force: bool) -> None:
-    """OUT may be replaced only when it is new, empty, provably ours (a manifest that parses and lists exactly
-    the files on disk), or --force says so; a file, or a symlink to one, never."""
+    """OUT may be replaced only when it is new, empty, provably ours (a manifest that parses and
+    lists exactly the files on disk), or --force says so; a file, or a symlink to one, never."""
     if out.is_symlink() and not out.exists():
         raise UsageError(f"{out} is a dangling symlink", hint="remove it or choose another -o path")
     if out.exists() and not out.is_dir():
@@ -88,9 +89,9 @@ def not_ours(out: Path) -> str | None:
 def check_out_overlap(
     out: Path, held: dict[Path, str], around: dict[Path, str] | None = None
 ) -> None:
-    """Refuse an OUT that is or holds an input in held (recipes, their directories, sources, goldens), or that
-    overlaps a tree in around (checkpoints, the build cache) either way: replacing OUT would delete it. Symlinks
-    are resolved first; --force does not change this."""
+    """Refuse an OUT that is or holds an input in held (recipes, their directories, sources,
+    goldens), or that overlaps a tree in around (checkpoints, the build cache) either way: replacing
+    OUT would delete it. Symlinks are resolved first; --force does not change this."""
 
     def hit(test, candidate: Path) -> bool:
         try:
@@ -142,7 +143,8 @@ def _goldens(built: BuiltModel, model_dir: Path) -> tuple[str | None, str | None
 
 
 def _golden_warmup(built: BuiltModel, model_dir: Path, goldens: str | None, config: bytes) -> bytes:
-    """Warmup inputs = the first golden sample, as raw files in <model>/warmup/ (Triton's layout)."""
+    """Warmup inputs = the first golden sample, as raw files in <model>/warmup/ (Triton's
+    layout)."""
     from tritonbuild.repository.config import add_warmup
     from tritonbuild.triton.config import model_config_pb2, parse
 
@@ -167,8 +169,8 @@ def _golden_warmup(built: BuiltModel, model_dir: Path, goldens: str | None, conf
 
 
 def _golden_arrays(built: BuiltModel, model_dir: Path, goldens: str | None) -> dict:
-    """The recorded goldens' arrays by name; a BuildError where none are recorded or the file is not a
-    readable .npz."""
+    """The recorded goldens' arrays by name; a BuildError where none are recorded or the file is not
+    a readable .npz."""
     from tritonbuild.core.npz import read_npz
 
     recipe = built.plan.recipe
@@ -283,8 +285,8 @@ def write_manifest(
     models: list[ManifestModel],
     known: dict[str, FileEntry] | None = None,
 ) -> Manifest:
-    """Every file with sha256 and size. known: digests already established (files materialised from the store,
-    whose names are their sha256), so multi-GB artifacts are not hashed again."""
+    """Every file with sha256 and size. known: digests already established (files materialised from
+    the store, whose names are their sha256), so multi-GB artifacts are not hashed again."""
     files = {}
     known = known or {}
     for rel in tree_files(root):
