@@ -1,10 +1,12 @@
-"""Triton's ensemble validation, ported rule for rule: an ensemble's own data flow, and the ensemble against
-the configs of its steps (the checks Triton makes when it loads an ensemble over models it has loaded).
+"""Triton's ensemble validation, ported rule for rule: an ensemble's own data flow, and the ensemble
+against the configs of its steps (the checks Triton makes when it loads an ensemble over models it
+has loaded).
 
-Source: triton-inference-server/core, commit bfec7c61dc0939433f64f14e89b1973073eac8ba (branch r24.10 =
-tritonserver 2.51): src/model_config_utils.cc (ValidateEnsembleSchedulingConfig, BuildEnsembleGraph),
-src/ensemble_scheduler/ensemble_utils.cc (ValidateEnsembleConfig),
-src/model_repository_manager/model_repository_manager.cc (ensemble cycles). Messages are Triton's own wording.
+Source: triton-inference-server/core, commit bfec7c61dc0939433f64f14e89b1973073eac8ba (branch r24.10
+= tritonserver 2.51): src/model_config_utils.cc (ValidateEnsembleSchedulingConfig,
+BuildEnsembleGraph), src/ensemble_scheduler/ensemble_utils.cc (ValidateEnsembleConfig),
+src/model_repository_manager/model_repository_manager.cc (ensemble cycles). Messages are Triton's
+own wording.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ def _ensemble_header_problem(mc, name: str, platform: str) -> str | None:
 
 
 def _ensemble_graph(steps, name: str) -> tuple[dict[str, list[str]], dict[str, list[str]]] | str:
-    """(tensor → the input tensors of the step producing it, tensor → the tensors its consumers produce), or
-    Triton's message for a step that cannot be part of a graph."""
+    """(tensor → the input tensors of the step producing it, tensor → the tensors its consumers
+    produce), or Triton's message for a step that cannot be part of a graph."""
     prev: dict[str, list[str]] = {}
     nxt: dict[str, list[str]] = {}
     written: set[str] = set()
@@ -97,7 +99,8 @@ def _ensemble_flow_problem(
 
 
 def _unwritten_output(output: str, name: str, prev: dict[str, list[str]], ready: set[str]) -> str:
-    """Triton's message for an output no path writes, naming the first tensor up its chain that is not connected."""
+    """Triton's message for an output no path writes, naming the first tensor up its chain that is
+    not connected."""
     msg = f"output '{output}' for ensemble '{name}' is not written"
     last, nodes, seen = output, prev.get(output, []), set()
     while nodes:
@@ -112,14 +115,15 @@ def _unwritten_output(output: str, name: str, prev: dict[str, list[str]], ready:
 
 
 def core_model_problems(mc, repo: Path) -> list[str] | None:
-    """The model-file rule of a platform Triton's core runs itself, with no backend library (the ensemble
-    scheduler): its steps against their configs in repo. None for a model a backend loads."""
+    """The model-file rule of a platform Triton's core runs itself, with no backend library (the
+    ensemble scheduler): its steps against their configs in repo. None for a model a backend
+    loads."""
     return ensemble_step_problems(mc, repo) if mc.platform == "ensemble" else None
 
 
 def ensemble_step_problems(mc, repo: Path) -> list[str]:
-    """ValidateEnsembleConfig (ensemble_utils.cc) against the step models' configs in repo, and the repository
-    manager's checks (step present, required version, cycles)."""
+    """ValidateEnsembleConfig (ensemble_utils.cc) against the step models' configs in repo, and the
+    repository manager's checks (step present, required version, cycles)."""
     name = mc.name
     cycle = _cycle(name, repo)
     if cycle:
@@ -166,7 +170,8 @@ def ensemble_step_problems(mc, repo: Path) -> list[str]:
 
 
 def _decoupled_origins(mc, steps: list) -> list[str]:
-    """ValidateEnsembleConfig's walk: a step must not take inputs that come from different decoupled models."""
+    """ValidateEnsembleConfig's walk: a step must not take inputs that come from different decoupled
+    models."""
     prev: dict[str, list[str]] = {}
     nxt: dict[str, list[str]] = {}
     producer: dict[str, tuple[int, str, bool]] = {}  # tensor → (step index, model, decoupled)

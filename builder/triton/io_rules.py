@@ -1,8 +1,8 @@
-"""Triton's rules for a model's inputs and outputs, ported rule for rule (Triton's wording): each tensor's
-name, type and shape against its reshape (ValidateModelIOConfig, ValidateIOShape), formats only TensorRT
-takes, and the batch inputs and outputs (ValidateBatchIO). Source: triton-inference-server/core at
-bfec7c61dc0939433f64f14e89b1973073eac8ba (r24.10), src/model_config_utils.cc; triton/rules.py runs them
-with the rest of ValidateModelConfig."""
+"""Triton's rules for a model's inputs and outputs, ported rule for rule (Triton's wording): each
+tensor's name, type and shape against its reshape (ValidateModelIOConfig, ValidateIOShape), formats
+only TensorRT takes, and the batch inputs and outputs (ValidateBatchIO). Source:
+triton-inference-server/core at bfec7c61dc0939433f64f14e89b1973073eac8ba (r24.10),
+src/model_config_utils.cc; triton/rules.py runs them with the rest of ValidateModelConfig."""
 
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
 """Triton's own config validation, ported rule for rule, for when no server can run.
 
-Source: triton-inference-server/core, commit bfec7c61dc0939433f64f14e89b1973073eac8ba (branch r24.10 =
-tritonserver 2.51): src/model_config_utils.cc (AutoCompleteBackendFields, ValidateModelConfig,
+Source: triton-inference-server/core, commit bfec7c61dc0939433f64f14e89b1973073eac8ba (branch r24.10
+= tritonserver 2.51): src/model_config_utils.cc (AutoCompleteBackendFields, ValidateModelConfig,
 ValidateInstanceGroup, the sequence-control getters; ValidateModelIOConfig, ValidateIOShape and
-ValidateBatchIO are io_rules.py's), src/model_repository_manager/model_repository_manager.cc (directory
-name); the ensemble rules are in ensemble_rules.py. Messages are Triton's own wording, so a static finding
-reads like the server's refusal. Triton stops at the first failure of a model; these functions report
-every one they find. What they cannot see: GPU ids (the serving machine's GPUs), what a backend
-autocompletes from the model file, the backend's own checks.
+ValidateBatchIO are io_rules.py's), src/model_repository_manager/model_repository_manager.cc
+(directory name); the ensemble rules are in ensemble_rules.py. Messages are Triton's own wording, so
+a static finding reads like the server's refusal. Triton stops at the first failure of a model;
+these functions report every one they find. What they cannot see: GPU ids (the serving machine's
+GPUs), what a backend autocompletes from the model file, the backend's own checks.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from tritonbuild.triton.fields import TRITON_VERSION, unknown_fields
 from tritonbuild.triton.io_rules import io_problems
 
 VERSION_RE = re.compile(r"^[1-9][0-9]*$")  # the version directories Triton serves
-# GetBackendTypeFromPlatform. torch_aoti (AOTInductor packages) pairs with pytorch from core dabbddc (r26.03,
-# "Add Support for Torch AOTI"); 2.51 does not know it: such models target a newer server, as tritonbuild writes them.
+# GetBackendTypeFromPlatform. torch_aoti (AOTInductor packages) pairs with pytorch from core dabbddc
+# (r26.03, "Add Support for Torch AOTI"); 2.51 does not know it: such models target a newer server,
+# as tritonbuild writes them.
 LEGACY = {
     "tensorflow_graphdef": "tensorflow",
     "tensorflow_savedmodel": "tensorflow",
@@ -37,7 +38,8 @@ KNOWN_BACKENDS = {
     "onnxruntime",
     "pytorch",
 }  # GetBackendType; others are UNKNOWN
-# AutoCompleteBackendFields names the model file of the TensorFlow platforms itself (kTensorFlow*Filename)
+# AutoCompleteBackendFields names the model file of the TensorFlow platforms itself
+# (kTensorFlow*Filename)
 CORE_DEFAULT_FILES = {
     "tensorflow_graphdef": "model.graphdef",
     "tensorflow_savedmodel": "model.savedmodel",
@@ -45,7 +47,8 @@ CORE_DEFAULT_FILES = {
 
 
 def _backend_after_autofill(mc, model_dir: Path) -> tuple[str, str, list[str]]:
-    """AutoCompleteBackendFields: (backend, platform) as Triton completes them, and its refusal if any."""
+    """AutoCompleteBackendFields: (backend, platform) as Triton completes them, and its refusal if
+    any."""
     backend, platform, dmf = mc.backend, mc.platform, mc.default_model_filename
     versions = (
         sorted(entry for entry in model_dir.iterdir() if entry.is_dir())
@@ -97,14 +100,15 @@ def _backend_after_autofill(mc, model_dir: Path) -> tuple[str, str, list[str]]:
 
 
 def backend_after_autofill(mc, model_dir: Path) -> str:
-    """The backend Triton's AutoCompleteBackendFields settles on for this config ('' when it cannot)."""
+    """The backend Triton's AutoCompleteBackendFields settles on for this config ('' when it
+    cannot)."""
     return _backend_after_autofill(mc, model_dir)[0]
 
 
 def autocompleted_backend(model_dir: Path) -> tuple[str, list[str]]:
-    """A model directory without config.pbtxt: the backend Triton's AutoCompleteBackendFields finds from the
-    first version directory's files (model.plan, model.onnx, model.xml, model.pt, model.py, a TensorFlow model),
-    or its refusal."""
+    """A model directory without config.pbtxt: the backend Triton's AutoCompleteBackendFields finds
+    from the first version directory's files (model.plan, model.onnx, model.xml, model.pt, model.py,
+    a TensorFlow model), or its refusal."""
     backend, _platform, problems = _backend_after_autofill(parse(b""), model_dir)
     versions = sorted(
         entry for entry in model_dir.iterdir() if entry.is_dir() and entry.name.isdigit()
@@ -124,7 +128,8 @@ NAME_MISMATCH = "unexpected directory name "  # model_repository_manager.cc
 
 
 def model_problems(mc, model_dir: Path) -> list[str]:
-    """Triton's poll- and load-time checks of one model's config (not the ensemble-vs-steps ones)."""
+    """Triton's poll- and load-time checks of one model's config (not the ensemble-vs-steps
+    ones)."""
     name = mc.name or model_dir.name
     problems: list[str] = []
     newer = unknown_fields(mc)
@@ -240,7 +245,8 @@ def _sequence_batching(mc, name: str) -> list[str]:
 
 
 def _control(sb, name: str, kind: int, kname: str) -> str | None:
-    """GetBooleanSequenceControlProperties / GetTypedSequenceControlProperties for one control kind."""
+    """GetBooleanSequenceControlProperties / GetTypedSequenceControlProperties for one control
+    kind."""
     seen_tensors, found, dtype = set(), False, 0
     typed = kname == "CONTROL_SEQUENCE_CORRID"
     for ci in sb.control_input:
