@@ -127,8 +127,8 @@ class AzureDriver(Driver):
     package, extra = "adlfs", "azure"
     lease = leases.AzureLease
     credentials = (
-        "AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT_NAME with AZURE_STORAGE_ACCOUNT_KEY or "
-        "AZURE_STORAGE_SAS_TOKEN"
+        "AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT_NAME with "
+        "AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_TOKEN"
     )
     endpoint_hint = "AZURE_STORAGE_CONNECTION_STRING"
     no_bucket_codes = frozenset({"ContainerNotFound"})
