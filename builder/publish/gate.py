@@ -79,6 +79,6 @@ def _check_signature(root: Path, report: VerificationReport) -> None:
     raise PublishError(
         f"the verification report {what}",
         where=str(root / REPORT_NAME),
-        hint=f"run 'tritonbuild verify {root}' here, or set {KEY_ENV} to the same secret where verify "
-        "and publish run (CI jobs), or pass --reverify to verify again now",
+        hint=f"run 'tritonbuild verify {root}' here, or set {KEY_ENV} to the same secret where "
+        "verify and publish run (CI jobs), or pass --reverify to verify again now",
     )

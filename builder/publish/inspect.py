@@ -184,9 +184,10 @@ def verify_target(where: Location | str, *, endpoint_url: str | None = None) -> 
                 or pinned_config(own, []) != pinned_config(config, [])
             ):
                 problems.append(
-                    f"{name}/config.pbtxt is not the config version {published.live} was verified with "
-                    f"({name}/config-v{published.live}.pbtxt): Triton serves version {published.live} "
-                    "under another config (run 'tritonbuild rollback TARGET MODEL --to N' to restore it)"
+                    f"{name}/config.pbtxt is not the config version {published.live} was verified "
+                    f"with ({name}/config-v{published.live}.pbtxt): Triton serves version "
+                    f"{published.live} under another config (run 'tritonbuild rollback TARGET "
+                    "MODEL --to N' to restore it)"
                 )
         for _version, published_version in sorted(published.versions.items()):
             remote = objects.remote_sizes(target, target.path(name))

@@ -74,8 +74,8 @@ def check_options(
     """Refuse what the cluster or tritonserver would refuse later, after a rollout began."""
     if not DNS_LABEL.fullmatch(name):
         raise UsageError(
-            f"--name {name!r} is not a DNS label (RFC 1035), which Deployment and Service names must "
-            "be",
+            f"--name {name!r} is not a DNS label (RFC 1035), which Deployment and Service names "
+            "must be",
             hint="use lower-case letters, digits and '-', starting with a letter, at most 63",
         )
     if replicas < 1:

@@ -148,10 +148,12 @@ def launch_needs(manifest: Manifest) -> tuple[dict[str, str], list[str], list[st
         serving = (model.llm or {}).get("serving") or {}
         if serving.get("plugins"):
             raise UsageError(
-                f"{model.name}: its plugin wheels ({', '.join(serving['plugins'])}) are installed into "
-                "the serving image's Python before tritonserver starts; the stock image cannot",
-                hint="build the serving image from Dockerfile.triton (its entrypoint installs them) "
-                "and leave --target out, or publish the model without determinism: invariant",
+                f"{model.name}: its plugin wheels ({', '.join(serving['plugins'])}) are installed "
+                "into the serving image's Python before tritonserver starts; the stock image "
+                "cannot",
+                hint="build the serving image from Dockerfile.triton (its entrypoint installs "
+                "them) and leave --target out, or publish the model without determinism: "
+                "invariant",
             )
         env |= launch.get("env", {}) | serving.get("env", {})
         launcher = list(launch.get("launcher") or launcher)

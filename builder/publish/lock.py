@@ -215,8 +215,8 @@ class TargetLock:
                             self.target, "break the expired publish lock", e
                         ) from None
                 who = (
-                    f"{holder.get('holder') or holder.get('host', '?')} pid {holder.get('pid', '?')} since "
-                    f"{holder.get('since', '?')}"
+                    f"{holder.get('holder') or holder.get('host', '?')} pid "
+                    f"{holder.get('pid', '?')} since {holder.get('since', '?')}"
                 )
                 until = (
                     f"; its lease runs until {holder['expires_at']}"

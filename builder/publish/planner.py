@@ -239,8 +239,8 @@ def _plan_version(
             done.files, model.version
         ) != in_version_dir(files, model.version):
             raise PublishError(
-                f"{model.name} version {model.version} is already published with different content; "
-                "a published version is never rewritten",
+                f"{model.name} version {model.version} is already published with different "
+                "content; a published version is never rewritten",
                 where=target.url,
                 hint=f"bump 'version' in {model.recipe_path}, rebuild, verify, publish",
             )
@@ -322,8 +322,8 @@ def _serving(
         missing = [v for v in serving if v not in complete]
         if missing:
             raise PublishError(
-                f"{name}: version_policy.specific names versions {missing}, which are not complete at "
-                f"the target (complete: {sorted(complete)})",
+                f"{name}: version_policy.specific names versions {missing}, which are not complete "
+                f"at the target (complete: {sorted(complete)})",
                 where=target.url,
                 hint="publish those versions first (each from its build), or change the policy",
             )
@@ -347,8 +347,9 @@ def _serving(
                     else "has another config (inputs, outputs or settings)"
                 )
                 raise PublishError(
-                    f"{name}: version {v} {why}; Triton serves every version a version_policy names "
-                    f"under one config.pbtxt, so versions {serving} cannot be served side by side",
+                    f"{name}: version {v} {why}; Triton serves every version a version_policy "
+                    f"names under one config.pbtxt, so versions {serving} cannot be served side "
+                    "by side",
                     where=target.url,
                     hint="serve one version (latest 1), or republish the "
                     "versions from builds with the same config; nothing was written to the target",

@@ -142,7 +142,8 @@ class _Publisher:
         bad = [rel for rel, e in files.items() if remote.get(rel) != e.size]
         if bad:
             raise PublishError(
-                f"{model.name} v{model.version}: after upload, {bad[:3]} are missing or the wrong size",
+                f"{model.name} v{model.version}: after upload, {bad[:3]} are missing or the wrong "
+                "size",
                 where=self.target.url,
                 hint="re-run publish: it resumes",
             )
