@@ -48,15 +48,15 @@ def kind_problem(name: str, recipe_type: type) -> str | None:
         and {"name", "version", "backend"} <= set(recipe_type.model_fields)
     ):
         return (
-            f"recipe type {recipe_type!r} is not a recipe: subclass tritonbuild.recipe.models.Recipe (or "
-            "Named) and declare backend: Literal[<name>]"
+            f"recipe type {recipe_type!r} is not a recipe: subclass "
+            "tritonbuild.recipe.models.Recipe (or Named) and declare backend: Literal[<name>]"
         )
     field = recipe_type.model_fields.get("backend")
     annotation = field.annotation if field is not None else None
     if get_origin(annotation) is not Literal or get_args(annotation) != (name,):
         return (
-            f"{recipe_type.__qualname__}.backend must be Literal[{name!r}] (it is {annotation!r}): the loader "
-            "and the JSON Schema pick the recipe type by it"
+            f"{recipe_type.__qualname__}.backend must be Literal[{name!r}] (it is {annotation!r}): "
+            "the loader and the JSON Schema pick the recipe type by it"
         )
     return None
 

@@ -86,7 +86,8 @@ class TensorSpec(Strict):
     name: str = Field(description="Tensor name as the model sees it.", min_length=1)
     dtype: DType = Field(description="Element type.")
     dims: list[Annotated[int, Field(le=INT64_MAX)]] = Field(
-        description="Shape without the batch dimension when max_batch_size > 0; -1 marks a variable dimension."
+        description="Shape without the batch dimension when max_batch_size > 0; -1 marks a "
+        "variable dimension."
     )
     optional: bool = Field(False, description="Input may be omitted by clients (inputs only).")
 

@@ -25,8 +25,8 @@ def valid_name(v: str, max_bytes: int = NAME_MAX) -> str:
         )
     if len(v.encode()) > max_bytes:
         raise ValueError(
-            f"model name is {len(v.encode())} bytes long; the limit is {max_bytes} (it is a directory "
-            f"name, and NAME_MAX is {NAME_MAX})"
+            f"model name is {len(v.encode())} bytes long; the limit is {max_bytes} (it is a "
+            f"directory name, and NAME_MAX is {NAME_MAX})"
         )
     return v
 

@@ -219,9 +219,9 @@ def _duplicate_tensors(recipe: Recipe) -> list[Problem]:
                 out.append(
                     (
                         (key, i, "name"),
-                        f"{key[:-1]} name {tensor.name!r} is already used by {key}"
-                        f"[{first[tensor.name]}] (a request or response carries one tensor per name: "
-                        "Triton would refuse every request to this model)",
+                        f"{key[:-1]} name {tensor.name!r} is already used by "
+                        f"{key}[{first[tensor.name]}] (a request or response carries one tensor "
+                        "per name: Triton would refuse every request to this model)",
                         f"rename one of them; each of a model's {key} needs its own name",
                     )
                 )
