@@ -254,8 +254,8 @@ def _adopt_one(model_dir: Path, root: Path, out: Path) -> Adopted:
             owner.recipe_type.model_fields["source"].annotation, "model_fields", {}
         ):
             raise UsageError(
-                f"{model_dir.name}: {version}/ holds {files} beside {filename}, which a {owner.name} "
-                "recipe does not package",
+                f"{model_dir.name}: {version}/ holds {files} beside {filename}, which a "
+                f"{owner.name} recipe does not package",
                 where=str(src),
                 hint=_PUBLISH,
             )

@@ -106,8 +106,8 @@ def check_out_overlap(
         raise UsageError(
             f"-o {out} overlaps {what} {path}: building would replace it",
             where=str(out),
-            hint="choose an -o path outside every recipe directory, source, golden file, checkpoint "
-            "and the build cache",
+            hint="choose an -o path outside every recipe directory, source, golden file, "
+            "checkpoint and the build cache",
         )
 
 
@@ -184,8 +184,8 @@ def _golden_arrays(built: BuiltModel, model_dir: Path, goldens: str | None) -> d
         return read_npz(model_dir.parent / goldens)
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
         raise BuildError(
-            f"model {recipe.name!r}: golden file {built.plan.recipe.verify.goldens} is not a readable "
-            f".npz ({type(e).__name__}: {e}): it cannot be warmup data",
+            f"model {recipe.name!r}: golden file {built.plan.recipe.verify.goldens} is not a "
+            f"readable .npz ({type(e).__name__}: {e}): it cannot be warmup data",
             where=built.plan.recipe_path,
             hint="re-record goldens with 'tritonbuild verify OUT --record', or use warmup.data: "
             "zero",
@@ -207,8 +207,8 @@ def _warmup_tensor(built: BuiltModel, tensor: TensorSpec, arr) -> tuple[list[int
         or any(dim not in (-1, size) for dim, size in zip(tensor.dims, shape, strict=True))
     ):
         raise BuildError(
-            f"model {recipe.name!r}: golden input {tensor.name!r} has shape {shape}, the config says "
-            f"{tensor.dims}: it cannot be warmup data",
+            f"model {recipe.name!r}: golden input {tensor.name!r} has shape {shape}, the config "
+            f"says {tensor.dims}: it cannot be warmup data",
             where=built.plan.recipe_path,
             hint="re-record goldens for the current inputs, or use warmup.data: zero",
         )
@@ -238,8 +238,8 @@ def _write_model(
     config = render(build_model_config(recipe, built.inputs, built.outputs, backend))
     if model_plan.name in configs and configs[model_plan.name][1] != config:
         raise BuildError(
-            f"model {model_plan.name!r}: versions {configs[model_plan.name][0]} and {model_plan.version} "
-            "need different config.pbtxt files, and Triton has one per model",
+            f"model {model_plan.name!r}: versions {configs[model_plan.name][0]} and "
+            f"{model_plan.version} need different config.pbtxt files, and Triton has one per model",
             where=model_plan.recipe_path,
             hint="make the recipes agree on everything but the source, or give them distinct names",
         )

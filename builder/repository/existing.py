@@ -65,8 +65,8 @@ def existing_models(
             mc = read_config(model_dir)
         except FileNotFoundError:
             raise error(
-                f"{name} has no config.pbtxt (Triton autocompletes it), but publishing pins the live version "
-                "in config.pbtxt",
+                f"{name} has no config.pbtxt (Triton autocompletes it), but publishing pins the "
+                "live version in config.pbtxt",
                 where=str(model_dir),
                 hint=f"write {model_dir / 'config.pbtxt'} (at least backend and max_batch_size)",
             ) from None

@@ -135,8 +135,8 @@ def _versions(model_dir: Path, policy) -> tuple[list[int], list[str]]:
                 versions.append(int(child.name))
             elif child.name[:1].isdigit():
                 bad.append(
-                    f"version directory {child.name!r} is not a plain number (Triton ignores a leading 0 "
-                    f"and reads '2_old' as 2)"
+                    f"version directory {child.name!r} is not a plain number (Triton ignores a "
+                    "leading 0 and reads '2_old' as 2)"
                 )
     if not versions:
         bad.append("no numeric version directory: Triton reports 'no version is available'")
@@ -201,8 +201,8 @@ def _unknown_backend_files(mc, model_dir: Path, versions: list[int]) -> tuple[st
     filename = mc.default_model_filename or CORE_DEFAULT_FILES.get(mc.platform, "")
     if mc.platform in CORE_DEFAULT_FILES:
         problems = [
-            f"{v}/{filename} is missing (Triton's core names it for platform {mc.platform}; the backend "
-            f"loads that file)"
+            f"{v}/{filename} is missing (Triton's core names it for platform {mc.platform}; the "
+            "backend loads that file)"
             for v in versions
             if not (model_dir / str(v) / filename).exists()
         ]
