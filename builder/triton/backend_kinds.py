@@ -32,8 +32,9 @@ def instance_kind_problems(mc, backend: str) -> list[str]:
         name = group.name or f"{mc.name}_{index}"
         if kind == "KIND_AUTO" and group.gpus:
             problems.append(
-                f"instance group {name} is KIND_AUTO with gpus {list(group.gpus)}: on a server with "
-                f"those GPUs Triton makes it KIND_GPU, and then: {refusal.format(model=mc.name)}"
+                f"instance group {name} is KIND_AUTO with gpus {list(group.gpus)}: on a server "
+                "with those GPUs Triton makes it KIND_GPU, and then: "
+                f"{refusal.format(model=mc.name)}"
             )
         elif kind not in accepted and kind != "KIND_AUTO":
             problems.append(f"instance group {name} is {kind}: {refusal.format(model=mc.name)}")

@@ -57,8 +57,8 @@ def _ensemble_graph(steps, name: str) -> tuple[dict[str, list[str]], dict[str, l
         for out_t in step.output_map.values():
             if out_t in written:
                 return (
-                    f"ensemble tensor '{out_t}' can appear in an output map only once for ensemble '{name}' "
-                    f"step {i}"
+                    f"ensemble tensor '{out_t}' can appear in an output map only once for ensemble "
+                    f"'{name}' step {i}"
                 )
             written.add(out_t)
             nxt.setdefault(out_t, [])
@@ -128,7 +128,8 @@ def ensemble_step_problems(mc, repo: Path) -> list[str]:
     cycle = _cycle(name, repo)
     if cycle:
         return [
-            f"circular dependency between ensembles: {cycle[0]} -> ... -> {cycle[-2]} -> {cycle[-1]}"
+            f"circular dependency between ensembles: {cycle[0]} -> ... -> {cycle[-2]} -> "
+            f"{cycle[-1]}"
         ]
     problems = []
     batching = mc.max_batch_size > 0
@@ -157,8 +158,8 @@ def ensemble_step_problems(mc, repo: Path) -> list[str]:
             )
         if step_config.max_batch_size != 0 and step_config.max_batch_size < mc.max_batch_size:
             problems.append(
-                f"ensemble {name} allows maximum batch size {mc.max_batch_size}, but it contains model "
-                f"{step.model_name} which only allows maximum batch size to be "
+                f"ensemble {name} allows maximum batch size {mc.max_batch_size}, but it contains "
+                f"model {step.model_name} which only allows maximum batch size to be "
                 f"{step_config.max_batch_size}"
             )
             continue
@@ -193,8 +194,8 @@ def _decoupled_origins(mc, steps: list) -> list[str]:
             labels = {label[x] for x in prev[n]}
             if len(labels) > 1:
                 return [
-                    f"in ensemble {mc.name}, step of model '{producer[n][1]}' receives inputs originated from "
-                    "different decoupled models"
+                    f"in ensemble {mc.name}, step of model '{producer[n][1]}' receives inputs "
+                    "originated from different decoupled models"
                 ]
             step_index, _, decoupled = producer[n]
             if step_index not in sibling:
@@ -216,13 +217,13 @@ def _consistent(a, b, prefix: str) -> str | None:
     if a[1] != b[1]:
         n = model_config_pb2().DataType.Name
         return (
-            f"{prefix}inconsistent data type: {n(a[1])} is inferred from model {a[0]} while {n(b[1])} is "
-            f"inferred from model {b[0]}"
+            f"{prefix}inconsistent data type: {n(a[1])} is inferred from model {a[0]} while "
+            f"{n(b[1])} is inferred from model {b[0]}"
         )
     if not same(a[2], b[2]) and not same(a[3], b[3]):
         return (
-            f"{prefix}inconsistent shape: [{','.join(map(str, a[3]))}] is inferred from model {a[0]} while "
-            f"[{','.join(map(str, b[3]))}] is inferred from model {b[0]}"
+            f"{prefix}inconsistent shape: [{','.join(map(str, a[3]))}] is inferred from model "
+            f"{a[0]} while [{','.join(map(str, b[3]))}] is inferred from model {b[0]}"
         )
     return None
 
@@ -234,16 +235,16 @@ def _tensor_mapping(ens: str, step, step_config, tensors: dict, node) -> list[st
     for key, value in step.input_map.items():
         if key not in names:
             return [
-                f"in ensemble {ens}, ensemble tensor {value} is mapping to non-existing input {key} in model "
-                f"{step_model}"
+                f"in ensemble {ens}, ensemble tensor {value} is mapping to non-existing input "
+                f"{key} in model {step_model}"
             ]
     for tensor in step_config.input:
         if tensor.name not in step.input_map:
             if tensor.optional:
                 continue
             return [
-                f"in ensemble {ens}, input {tensor.name} in model {step_model} is not mapped to any ensemble "
-                "tensors"
+                f"in ensemble {ens}, input {tensor.name} in model {step_model} is not mapped to "
+                "any ensemble tensors"
             ]
         ensemble_tensor = step.input_map[tensor.name]
         mine = node(step_model, b, tensor.data_type, tensor.dims)
@@ -261,8 +262,8 @@ def _tensor_mapping(ens: str, step, step_config, tensors: dict, node) -> list[st
     for key, value in step.output_map.items():
         if key not in outs:
             return [
-                f"in ensemble {ens}, ensemble tensor {value} is mapped from non-existing output {key} in model "
-                f"{step_model}"
+                f"in ensemble {ens}, ensemble tensor {value} is mapped from non-existing output "
+                f"{key} in model {step_model}"
             ]
         mine = node(step_model, b, outs[key].data_type, outs[key].dims)
         if value in tensors:

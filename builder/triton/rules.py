@@ -136,7 +136,8 @@ def model_problems(mc, model_dir: Path) -> list[str]:
     if newer:
         problems.append(
             f"failed to read text proto: {', '.join(newer)} is not a field of tritonserver "
-            f"{TRITON_VERSION}'s ModelConfig (tritonclient's newer proto accepts it; the server does not)"
+            f"{TRITON_VERSION}'s ModelConfig (tritonclient's newer proto accepts it; the server "
+            "does not)"
         )
     if mc.name and mc.name != model_dir.name:
         problems.append(
@@ -151,7 +152,8 @@ def model_problems(mc, model_dir: Path) -> list[str]:
             problems.append(f"unexpected platform type '{platform}' for {name}")
         elif backend and ensemble:
             problems.append(
-                f"Ensemble model '{name}' must have platform type '{platform}' and empty backend type"
+                f"Ensemble model '{name}' must have platform type '{platform}' and empty backend "
+                "type"
             )
         elif backend in KNOWN_BACKENDS and LEGACY.get(platform) != backend:
             problems.append(f"unexpected 'platform' and 'backend' pair, got:{platform}, {backend}")
@@ -169,8 +171,8 @@ def model_problems(mc, model_dir: Path) -> list[str]:
         )
     if mc.model_transaction_policy.decoupled and mc.response_cache.enable:
         problems.append(
-            f"Response Cache does not currently support model {name} with 'decoupled' transaction policy. "
-            "Please disable the response cache."
+            f"Response Cache does not currently support model {name} with 'decoupled' transaction "
+            "policy. Please disable the response cache."
         )
     if not mc.HasField("ensemble_scheduling"):
         problems += _instance_groups(mc, name, platform)
@@ -192,7 +194,8 @@ def _dynamic_batching(mc, name: str) -> list[str]:
         for key in db.priority_queue_policy:
             if key == 0 or key > levels:
                 problems.append(
-                    f"priority queue policy must have priority level in range [1, {levels}] for {name}"
+                    f"priority queue policy must have priority level in range [1, {levels}] for "
+                    f"{name}"
                 )
     if db.preserve_ordering:
         if levels > 1:
@@ -203,8 +206,8 @@ def _dynamic_batching(mc, name: str) -> list[str]:
         policies = [db.default_queue_policy, *db.priority_queue_policy.values()]
         if any(q.default_timeout_microseconds != 0 and q.timeout_action == delay for q in policies):
             problems.append(
-                "Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for "
-                f"{name}"
+                "Queue policy can not have DELAY as timeout action when 'preserve_ordering' is "
+                f"true for {name}"
             )
     return problems
 
@@ -213,8 +216,8 @@ def _sequence_batching(mc, name: str) -> list[str]:
     problems, sb = [], mc.sequence_batching
     if mc.response_cache.enable:
         problems.append(
-            f"Response Cache does not currently support model {name} with sequence batching scheduler. "
-            "Please disable the response cache."
+            f"Response Cache does not currently support model {name} with sequence batching "
+            "scheduler. Please disable the response cache."
         )
     kind = type(sb).Control.Kind
     for k in (
@@ -270,19 +273,19 @@ def _control(sb, name: str, kind: int, kname: str) -> str | None:
                 dtype = c.data_type
                 if given:
                     return (
-                        "sequence batching must not specify either 'int32_false_true', 'fp32_false_true' or "
-                        f"'bool_false_true' for {kname} for {name}"
+                        "sequence batching must not specify either 'int32_false_true', "
+                        f"'fp32_false_true' or 'bool_false_true' for {kname} for {name}"
                     )
                 continue
             if not given:
                 return (
-                    "sequence batching must specify either 'int32_false_true', 'fp32_false_true' or "
-                    f"'bool_false_true' for {kname} for {name}"
+                    "sequence batching must specify either 'int32_false_true', 'fp32_false_true' "
+                    f"or 'bool_false_true' for {kname} for {name}"
                 )
             if len(given) > 1:
                 return (
-                    "sequence batching specifies more than one from 'int32_false_true', 'fp32_false_true' and "
-                    f"'bool_false_true' for {kname} for {name}"
+                    "sequence batching specifies more than one from 'int32_false_true', "
+                    f"'fp32_false_true' and 'bool_false_true' for {kname} for {name}"
                 )
             if len(getattr(c, given[0])) != 2:
                 return f"sequence batching control '{given[0]}' must have exactly 2 entries for {kname} for {name}"
@@ -292,8 +295,8 @@ def _control(sb, name: str, kind: int, kname: str) -> str | None:
 
         if model_config_pb2().DataType.Name(dtype) not in allowed:
             return (
-                f"unexpected data type for control CONTROL_SEQUENCE_CORRID for {name}. Allowed data types are "
-                "TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 and TYPE_STRING"
+                f"unexpected data type for control CONTROL_SEQUENCE_CORRID for {name}. Allowed "
+                "data types are TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 and TYPE_STRING"
             )
     return None
 
@@ -305,12 +308,13 @@ def _instance_groups(mc, name: str, platform: str) -> list[str]:
         kind = enum_name(g, "kind", g.kind)
         if kind in ("KIND_MODEL", "KIND_CPU") and len(g.gpus):
             problems.append(
-                f"instance group {gname} of model {name} has kind {kind} but specifies one or more GPUs"
+                f"instance group {gname} of model {name} has kind {kind} but specifies one or more "
+                "GPUs"
             )
         if platform != "tensorrt_plan" and len(g.profile):
             problems.append(
-                f"instance group {gname} of model {name} and platform {platform}specifies profile field "
-                "which is only supported for TensorRT models"
+                f"instance group {gname} of model {name} and platform {platform}specifies profile "
+                "field which is only supported for TensorRT models"
             )
         elif len(g.profile):
             for prof in g.profile:
@@ -325,8 +329,8 @@ def _instance_groups(mc, name: str, platform: str) -> list[str]:
                     continue
                 if int(match.group(1)) < 0:
                     problems.append(
-                        f"instance group {gname} of model {name} and platform {platform} specifies invalid "
-                        f"profile {prof}. The field should contain the string representation of a "
-                        "non-negative integer."
+                        f"instance group {gname} of model {name} and platform {platform} specifies "
+                        f"invalid profile {prof}. The field should contain the string "
+                        "representation of a non-negative integer."
                     )
     return problems
