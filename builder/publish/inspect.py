@@ -11,7 +11,7 @@ from tritonbuild.core.results import Result
 from tritonbuild.publish import objects
 from tritonbuild.publish.lock import read_lock
 from tritonbuild.publish.models import PublishedModel, TargetManifest
-from tritonbuild.publish.planner import live_version, pinned_config
+from tritonbuild.publish.pinning import live_version, pinned_config
 from tritonbuild.publish.protocol import open_for_read
 from tritonbuild.publish.target import Target
 from tritonbuild.repository.rules import VERSION_RE

@@ -17,47 +17,12 @@ from tritonbuild.errors import PublishError
 from tritonbuild.publish import objects
 from tritonbuild.publish.layout import in_version_dir, version_files
 from tritonbuild.publish.models import Action, PublishedModel, PublishedVersion, TargetManifest
+from tritonbuild.publish.pinning import pinned_config, version_config_name
 from tritonbuild.publish.target import Target
 from tritonbuild.repository.manifest import Manifest, ManifestModel
-from tritonbuild.triton.config import ConfigParseError, config_bytes, parse, render
+from tritonbuild.triton.config import config_bytes, parse
 
 JOBS = 8
-
-
-def version_config_name(version: int) -> str:
-    """Each version's own config, kept beside config.pbtxt (Triton reads only config.pbtxt and
-    version directories; files in the model directory are ignored, like golden-v<N>.npz)."""
-    return f"config-v{version}.pbtxt"
-
-
-def pinned_config(config: bytes, live: list[int]) -> bytes:
-    model_config = parse(config)
-    model_config.ClearField("version_policy")
-    model_config.version_policy.specific.versions.extend(live)
-    if not live:
-        model_config.version_policy.specific.SetInParent()
-    return render(model_config)
-
-
-def parse_remote(config: bytes, where: str):
-    """A config.pbtxt read from a target: one that does not parse is a PublishError naming the
-    object."""
-    try:
-        return parse(config)
-    except ConfigParseError as e:
-        raise PublishError(
-            f"{where} at the target is not a valid Triton model config: {e}",
-            where=where,
-            hint="restore that object (publish the model again, or put back the file)",
-        ) from None
-
-
-def live_version(config: bytes | None, where: str = "config.pbtxt") -> int | None:
-    if config is None:
-        return None
-    vp = parse_remote(config, where).version_policy
-    versions = list(vp.specific.versions) if vp.WhichOneof("policy_choice") == "specific" else []
-    return max(versions) if versions else None
 
 
 @dataclass(frozen=True)

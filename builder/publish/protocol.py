@@ -31,7 +31,8 @@ from tritonbuild.publish.gate import gate
 from tritonbuild.publish.lock import TargetLock
 from tritonbuild.publish.models import TARGET_MANIFEST, Action, PublishReceipt, TargetManifest
 from tritonbuild.publish.notify import notify_all
-from tritonbuild.publish.planner import ModelStep, PublishPlan, plan_publish, version_config_name
+from tritonbuild.publish.pinning import version_config_name
+from tritonbuild.publish.planner import ModelStep, PublishPlan, plan_publish
 from tritonbuild.publish.target import Target, open_target
 from tritonbuild.repository.manifest import MANIFEST_NAME, Manifest, ManifestModel, read_repository
 

@@ -18,7 +18,7 @@ from tritonbuild.publish.models import (
     TargetManifest,
 )
 from tritonbuild.publish.notify import notify_all
-from tritonbuild.publish.planner import (
+from tritonbuild.publish.pinning import (
     live_version,
     parse_remote,
     pinned_config,
