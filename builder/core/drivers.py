@@ -26,9 +26,8 @@ class Driver:
     lease: type[leases.LeaseStore] = leases.LeaseStore
     credentials = ""  # where its credentials come from (for the fix of a refused request)
     endpoint_hint = ""  # what points it at an endpoint (for the fix of an unreachable one)
-    no_bucket_codes: frozenset[str] = (
-        frozenset()
-    )  # the service's error codes for a missing bucket/container
+    # the service's error codes for a missing bucket/container
+    no_bucket_codes: frozenset[str] = frozenset()
     denied_codes: frozenset[str] = frozenset()  # ... and for refused credentials
 
     def example(self) -> str:
