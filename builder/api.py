@@ -18,7 +18,7 @@ from tritonbuild.recipe import load_recipes
 from tritonbuild.recipe.load import LoadedRecipe, expand_paths
 from tritonbuild.repository.assemble import assemble, check_out_dir, check_out_overlap
 from tritonbuild.repository.manifest import MANIFEST_NAME, Manifest, read_repository, serving_needs
-from tritonbuild.server.toolenv import summary as embedded_environment  # noqa: F401  (the CLI's: embedded)
+from tritonbuild.server.target import environment_summary as embedded_environment  # noqa: F401  (CLI's)
 from tritonbuild.steps import BuildResult, build
 from tritonbuild.verify.models import VerificationReport
 
@@ -153,8 +153,10 @@ def verify_repository(
     load_timeout: float | None = None,
     tritonserver: str | None = None,
     backends: dict | None = None,
+    triton_image: str | None = None,
 ) -> VerificationReport:
-    """tritonserver: a local binary instead of the embedded one; backends: as serve's (their models run live)."""
+    """tritonserver: a local binary instead of the embedded one; backends: as serve's (their models run live);
+    triton_image: the image the repository is served by (its Python runs the embedded server's Python side)."""
     from tritonbuild.verify.run import verify
 
     report = verify(
@@ -165,6 +167,7 @@ def verify_repository(
         force=force,
         tritonserver=tritonserver,
         backends=backends,
+        triton_image=triton_image,
         **({"load_timeout": load_timeout} if load_timeout else {}),
     )
     if rebuild and report.manifest_digest:
@@ -235,15 +238,25 @@ def serve(
     *,
     endpoint_url: str | None = None,
     tritonserver: str | None = None,
+    triton_image: str | None = None,
     **server_options,
 ):
     """(EmbeddedServer not yet started, models it can load, models it cannot) for a directory or a target URL.
     server_options: EmbeddedServer's (control, ports, log_path, log_verbose, poll_secs); tritonserver: a local
-    binary to run instead of the embedded one."""
+    binary to run instead of the embedded one; triton_image: the image served by (server/target.py; else
+    the one a directory's recipes name)."""
     from tritonbuild.server.launcher import launcher_for
+    from tritonbuild.server.target import target_for
 
+    ours = not is_url(str(repository)) and (Path(repository) / MANIFEST_NAME).is_file()
+    target = target_for(
+        triton_image, read_repository(Path(repository), VerifyError) if ours else None
+    )
     return _serve(
-        repository, endpoint_url=endpoint_url, launcher=launcher_for(tritonserver), **server_options
+        repository,
+        endpoint_url=endpoint_url,
+        launcher=launcher_for(tritonserver, target),
+        **server_options,
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tritonbuild.cli.app import app
-from tritonbuild.cli.common import _json, json_option, main
+from tritonbuild.cli.common import _json, json_option, main, triton_image_option
 
 
 @main.group("embedded")
@@ -26,25 +26,33 @@ def _render(result: dict, as_json: bool) -> None:
         f"{'made' if result['made'] else 'ready'}: {result['path']} (Python {result['python_minor']}, {versions}"
         + (f"; packages {' '.join(result['packages'])}" if result["packages"] else "")
         + ")"
+        + (f" for {result['target_image']}" if result.get("target_image") else "")
     )
 
 
 @embedded_group.command("install")
+@triton_image_option
 @json_option
-def embedded_install_command(as_json: bool) -> None:
-    """Make the environment now (else the first verify, serve, infer or tune makes it): pip with its own index
-    settings, plus TRITONBUILD_EMBEDDED_PACKAGES for your Python models."""
+def embedded_install_command(triton_image: str | None, as_json: bool) -> None:
+    """Make the environment now (else the first verify, serve, infer or tune makes it): pip with its own
+    index settings, plus TRITONBUILD_EMBEDDED_PACKAGES for your Python models; with --triton-image, the
+    one for that image's Python."""
     from tritonbuild import api
 
     _render(
-        api.embedded_environment(make=True, progress=lambda line: app().err.print(line)), as_json
+        api.embedded_environment(
+            make=True, progress=lambda line: app().err.print(line), triton_image=triton_image
+        ),
+        as_json,
     )
 
 
 @embedded_group.command("show")
+@triton_image_option
 @json_option
-def embedded_show_command(as_json: bool) -> None:
-    """Where the environment is and what it holds; makes nothing."""
+def embedded_show_command(triton_image: str | None, as_json: bool) -> None:
+    """Where the environment is and what it holds (for that image's Python with --triton-image); makes
+    nothing."""
     from tritonbuild import api
 
-    _render(api.embedded_environment(make=False), as_json)
+    _render(api.embedded_environment(make=False, triton_image=triton_image), as_json)

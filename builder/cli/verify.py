@@ -21,8 +21,10 @@ from tritonbuild.cli.common import (
     key_values,
     main,
     print_table,
+    triton_image_option,
     tritonserver_option,
 )
+from tritonbuild.cli.python_side import python_line
 from tritonbuild.core.stores import is_url, parse_location
 
 
@@ -64,6 +66,7 @@ from tritonbuild.core.stores import is_url, parse_location
 )
 @endpoint_option
 @tritonserver_option
+@triton_image_option
 @json_option
 def verify_command(
     repository: str,
@@ -75,6 +78,7 @@ def verify_command(
     backends: tuple[str, ...],
     endpoint_url: str | None,
     tritonserver: str | None,
+    triton_image: str | None,
     as_json: bool,
 ) -> None:
     """Static checks, live load, golden inferences compared bit for bit.
@@ -112,6 +116,7 @@ def verify_command(
             load_timeout=load_timeout,
             tritonserver=tritonserver,
             backends=_backend_dirs(backends) or None,
+            triton_image=triton_image,
         )
     hint = report.accept_hint(str(repository))
     if as_json:
@@ -139,6 +144,8 @@ def _render_report(report) -> None:
     out.print(f"static checks: {len(report.static) - len(bad)}/{len(report.static)} passed")
     for check in bad:
         out.print(f"  FAIL {check.model}: {check.check}: {check.detail}")
+    if report.python_side is not None and (line := python_line(report.python_side)):
+        out.print(line)
     for check in (
         report.static
     ):  # this machine's lack (a package, the network, a path), not the model's fault
@@ -332,6 +339,7 @@ def _verdict(report) -> str:
 )
 @endpoint_option
 @tritonserver_option
+@triton_image_option
 @json_option
 def serve_command(
     repository: str,
@@ -346,6 +354,7 @@ def serve_command(
     backends: tuple[str, ...],
     endpoint_url: str | None,
     tritonserver: str | None,
+    triton_image: str | None,
     as_json: bool,
 ) -> None:
     """Serve a repository (a directory, or a publish target URL) with the embedded tritonserver in the
@@ -370,6 +379,7 @@ def serve_command(
         tritonserver=tritonserver,
         backends=_backend_dirs(backends),
         strict_readiness=strict_readiness,
+        triton_image=triton_image,
     )
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     # NOTE: started in the background by a script, SIGINT arrives ignored; serve always stops on it.
@@ -391,6 +401,7 @@ def serve_command(
             "model_control_mode": control,
             "strict_readiness": strict_readiness,
             "log": str(server.log_path),
+            "python_side": server.launcher.python_side(),
         }
         if as_json:
             _json(info)
@@ -405,6 +416,8 @@ def serve_command(
                 app().out.print(
                     f"not loaded (backend not in the embedded server): {', '.join(skipped)}"
                 )
+            if line := python_line(info["python_side"]):
+                app().out.print(line)
             app().out.print(f"server log {server.log_path}")
             app().out.print("Ctrl-C to stop")
         sys.stdout.flush()

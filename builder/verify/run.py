@@ -35,7 +35,8 @@ from tritonbuild.server.embedded import (
     load_log_cause,
     load_model,
 )
-from tritonbuild.server.launcher import launcher_for
+from tritonbuild.server.launcher import launcher_for, reported_python
+from tritonbuild.server.target import Target, python_side, target_for
 from tritonbuild.triton.finding import Finding
 from tritonbuild.triton.rules import autocompleted_backend
 from tritonbuild.triton.standin import explain_load_error
@@ -119,6 +120,7 @@ def core_checks(
     say: Progress,
     as_is: frozenset[str] = frozenset(),
     tritonserver: str | None = None,
+    target: Target | None = None,
 ) -> list[Finding]:
     """Triton's own core checks each config (any backend) through a stand-in model, or loads the model itself
     (as_is: those the embedded server runs): one row per model."""
@@ -131,7 +133,7 @@ def core_checks(
             progress=say,
             have_gpu=_have_gpu(),
             as_is=as_is,
-            launcher=launcher_for(tritonserver),
+            launcher=launcher_for(tritonserver, target),
         )
     except ServerStartError as e:
         return [
@@ -228,7 +230,11 @@ def model_dirs(root: Path) -> list[str]:
 
 
 def lint(
-    root: Path, *, progress: Progress | None = None, tritonserver: str | None = None
+    root: Path,
+    *,
+    progress: Progress | None = None,
+    tritonserver: str | None = None,
+    target: Target | None = None,
 ) -> VerificationReport:
     """Any Triton model repository (hand-written too, no tritonbuild manifest): Triton's load rules offline, then
     Triton's own core on every config through stand-ins. Nothing is written into the repository."""
@@ -249,12 +255,13 @@ def lint(
     ]
     have_gpu = _have_gpu()
     as_is = frozenset(name for name in names if runs_as_written(root / name, have_gpu))
-    static = without_repeats(static, core_checks(root, names, say, as_is, tritonserver))
+    static = without_repeats(static, core_checks(root, names, say, as_is, tritonserver, target))
     return VerificationReport(
         manifest_digest="",
         toolchain=REGISTRY.toolchain(),
         static=static,
         models=[],
+        python_side=reported_python(tritonserver, target),
         passed=all(check.ok for check in static),
     )
 
@@ -269,15 +276,22 @@ def verify(
     load_timeout: float = LOAD_TIMEOUT_S,
     tritonserver: str | None = None,
     backends: dict[str, Path] | None = None,
+    triton_image: str | None = None,
 ) -> VerificationReport:
-    """tritonserver: a local binary or 'docker:IMAGE' to run instead of the embedded server (launcher_for).
+    """triton_image: the image the repository is served by (--triton-image; else the recipes' serving
+    image): the embedded server's Python side runs its Python (server/target.py).
+    tritonserver: a local binary or 'docker:IMAGE' to run instead of the embedded server (launcher_for).
     backends: Python-based backends (name → directory with model.py, e.g. Triton's vLLM backend) the embedded server
     serves beside its python backend: their models are verified live there, with what their runtime needs from the
     server (the manifest's llm.serving: environment, plugin wheels), as serve runs them."""
     root = Path(root)
     if root.is_dir() and not (root / MANIFEST_NAME).exists() and not server_url and not record:
-        return lint(root, progress=progress, tritonserver=tritonserver)
+        target = target_for(triton_image)
+        return lint(root, progress=progress, tritonserver=tritonserver, target=target)
     manifest = read_repository(root, VerifyError)
+    # with --server its own Python runs: only an image given is reported
+    target = target_for(triton_image, None if server_url else manifest)
+    ran = python_side(None, None, target, own=True) if server_url else None
     say = progress or (lambda _msg: None)
     say("static checks")
     static = static_checks(root, manifest)
@@ -293,13 +307,16 @@ def verify(
             if routes[(model.name, model.version)][0] in ("in-process", "none")
         }
     )
-    static = without_repeats(static, core_checks(root, not_live, say, tritonserver=tritonserver))
+    static = without_repeats(
+        static, core_checks(root, not_live, say, tritonserver=tritonserver, target=target)
+    )
     if not all(check.ok for check in static):
         report = VerificationReport(
             manifest_digest=manifest.digest,
             toolchain=REGISTRY.toolchain(),
             static=static,
             models=[],
+            python_side=ran or reported_python(tritonserver, target),
             passed=False,
         )
         return _write_report(root, report)
@@ -317,7 +334,7 @@ def verify(
             server = stack.enter_context(
                 EmbeddedServer(
                     root,
-                    launcher=launcher_for(tritonserver),
+                    launcher=launcher_for(tritonserver, target),
                     backends=backends,
                     env=env,
                     wheels=wheels,
@@ -371,6 +388,7 @@ def verify(
         static=static,
         models=reports,
         recorded=record,
+        python_side=ran or reported_python(tritonserver, target),
         passed=all(each.passed for each in reports),
     )
     return _write_report(root, report)
