@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from tritonbuild.backends import REGISTRY
 from tritonbuild.core import cachedir
 from tritonbuild.core.cas import Store
-from tritonbuild.core.stores import Location, as_location, is_url
+from tritonbuild.core.location import Location
+from tritonbuild.core.stores import as_location, is_url
 from tritonbuild.errors import VerifyError
 from tritonbuild.plan import Plan, make_plan
 from tritonbuild.recipe import load_recipes

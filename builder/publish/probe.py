@@ -1,29 +1,32 @@
 #!/usr/bin/env python3
-"""Golden-inference probe of a serving tritonserver: one self-contained file (python3's standard library, and
-numpy for the goldens, both in the stock NGC image for its Python backend: server build.py, facts/kubernetes.json
-stock_image_python), shipped verbatim in the ConfigMap deploy-snippets writes and COPYed into Dockerfile.triton.
-A server can report ready and still answer wrongly (a bad engine, a mismatched library): for every READY version
-that has a golden, the golden's first input is sent and the outputs must match it bit for bit.
+"""Golden-inference probe of a serving tritonserver: one self-contained file (python3's standard
+library, and numpy for the goldens, both in the stock NGC image for its Python backend: server
+build.py, facts/kubernetes.json stock_image_python), shipped verbatim in the ConfigMap
+deploy-snippets writes and COPYed into Dockerfile.triton. A server can report ready and still
+answer wrongly (a bad engine, a mismatched library): for every READY version that has a golden, the
+golden's first input is sent and the outputs must match it bit for bit.
 
---folder DIR, the Kubernetes readiness probe (expect.json and the goldens the ConfigMap mounts): may this pod get
-traffic? Every model the deployment expects must have some version READY in the server's repository index. A
-model or version still loading (a publish in progress, a new model) is not waited for, so a publish reaching
-every polling pod at once never takes them all out of their Service; a model the deployment does not expect
-(one a later publish added) never makes the pod not-ready.
+--folder DIR, the Kubernetes readiness probe (expect.json and the goldens the ConfigMap mounts): may
+this pod get traffic? Every model the deployment expects must have some version READY in the
+server's repository index. A model or version still loading (a publish in progress, a new model) is
+not waited for, so a publish reaching every polling pod at once never takes them all out of their
+Service; a model the deployment does not expect (one a later publish added) never makes the pod
+not-ready.
 
---repository DIR, the Docker HEALTHCHECK (a repository's tritonbuild-manifest.json and its goldens, /models
-baked into the image): is this container serving its repository? Every model of the manifest must have the
-manifest's version READY; a model still loading counts as not yet healthy. A HEALTHCHECK gates no traffic
-(Kubernetes ignores it and runs --folder); it tells `depends_on: condition: service_healthy`, a swarm or an
-operator whether the container does its job. Its models load once at start (model-control mode none), which
-the HEALTHCHECK's start period covers, and Docker turns a container unhealthy only after several failures in a
-row; a model not READY after that never will be (mode none retries nothing), and must show.
+--repository DIR, the Docker HEALTHCHECK (a repository's tritonbuild-manifest.json and its goldens,
+/models baked into the image): is this container serving its repository? Every model of the
+manifest must have the manifest's version READY; a model still loading counts as not yet healthy. A
+HEALTHCHECK gates no traffic (Kubernetes ignores it and runs --folder); it tells `depends_on:
+condition: service_healthy`, a swarm or an operator whether the container does its job. Its models
+load once at start (model-control mode none), which the HEALTHCHECK's start period covers, and
+Docker turns a container unhealthy only after several failures in a row; a model not READY after
+that never will be (mode none retries nothing), and must show.
 
-This runs inside the serving image, where tritonclient is not installed: it speaks Triton's HTTP/REST protocol
-with the standard library.
+This runs inside the serving image, where tritonclient is not installed: it speaks Triton's
+HTTP/REST protocol with the standard library.
 
-    python3 probe.py --folder /etc/tritonbuild --url http://127.0.0.1:8000   → exit 0 ready, 1 not
-    python3 probe.py --repository /models --url http://127.0.0.1:8000      → exit 0 healthy, 1 not
+    python3 probe.py --folder /etc/tritonbuild --url http://127.0.0.1:8000 → exit 0 ready, 1 not
+    python3 probe.py --repository /models --url http://127.0.0.1:8000 → exit 0 healthy, 1 not
 """
 
 from __future__ import annotations
@@ -55,15 +58,17 @@ TRITON_TYPES = {
 
 
 class Expected:
-    """A model the server must serve: the version that must be READY (None: any), its goldens (version → .npz).
-    A plain class: dataclasses imports inspect, which publish/inspect.py shadows when this file runs in place."""
+    """A model the server must serve: the version that must be READY (None: any), its goldens
+    (version → .npz). A plain class: dataclasses imports inspect, which publish/inspect.py shadows
+    when this file runs in place."""
 
     def __init__(self, name: str, version: int | None, goldens: dict[int, Path]):
         self.name, self.version, self.goldens = name, version, goldens
 
 
 def from_folder(folder: Path) -> list[Expected]:
-    """The models a deployment expects (expect.json, written by deploy-snippets): any version READY will do."""
+    """The models a deployment expects (expect.json, written by deploy-snippets): any version READY
+    will do."""
     expect = json.loads((folder / EXPECT).read_text())
     return [
         Expected(
@@ -76,7 +81,8 @@ def from_folder(folder: Path) -> list[Expected]:
 
 
 def from_repository(repository: Path) -> list[Expected]:
-    """The models of a repository's manifest: each at the manifest's version, its golden beside it."""
+    """The models of a repository's manifest: each at the manifest's version, its golden beside
+    it."""
     manifest = json.loads((repository / MANIFEST).read_text())
     return [
         Expected(
@@ -119,7 +125,8 @@ def _tensor(name: str, array) -> dict:
 
 
 def _same(answer: dict, expected) -> bool:
-    """Bit for bit: the answer's bytes (or strings) are the golden's, in the golden's shape and dtype."""
+    """Bit for bit: the answer's bytes (or strings) are the golden's, in the golden's shape and
+    dtype."""
     import numpy as np
 
     if expected.dtype == np.object_:
@@ -132,7 +139,8 @@ def _same(answer: dict, expected) -> bool:
 
 
 def golden_problems(url: str, name: str, version: int, golden: Path, timeout: float) -> list:
-    """What differs between the server's answer for golden's first input and golden's first output."""
+    """What differs between the server's answer for golden's first input and golden's first
+    output."""
     import numpy as np
 
     with np.load(golden, allow_pickle=False) as arrays:
