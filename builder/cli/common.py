@@ -254,6 +254,20 @@ def key_values(items: tuple[str, ...] | list[str], option: str, metavar: str) ->
     return pairs
 
 
+def backend_dirs(specs: tuple[str, ...]) -> dict[str, Path]:
+    """--backend NAME=DIR (verify, serve): each DIR must hold the backend's entry point."""
+    from tritonbuild.server.launcher import BACKEND_ENTRY
+
+    out = {name: Path(path) for name, path in key_values(specs, "--backend", "NAME=DIR").items()}
+    for name, path in out.items():
+        if not (path / BACKEND_ENTRY).is_file():
+            raise UsageError(
+                f"--backend {name}={path}: expected NAME=DIR with DIR/{BACKEND_ENTRY}",
+                hint="e.g. --backend vllm=vllm_backend/src (Triton's vLLM backend)",
+            )
+    return out
+
+
 def existing_dir(value: str | Path, what: str = "repository") -> Path:
     """A local directory argument that must exist: a usage error (exit 2) naming it, not a stage's error."""
     path = Path(value)

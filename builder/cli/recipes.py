@@ -221,22 +221,30 @@ def build_command(
     for warning in result.warnings:
         app().err.print(f"[yellow]warning[/]: {escape(warning)}", markup=True)
     if as_json:
-        _json(
-            {
-                "output": str(output),
-                "manifest_digest": manifest.digest,
-                "warnings": result.warnings,
-                "models": [
-                    {
-                        "name": built.plan.name,
-                        "version": built.plan.version,
-                        "steps": [outcome.model_dump() for outcome in built.steps],
-                    }
-                    for built in result.models
-                ],
-            }
-        )
+        _json(_build_json(output, result, manifest))
         return
+    _print_build(output, result, manifest)
+
+
+def _build_json(output: Path, result, manifest) -> dict:
+    """OUT, the manifest's digest, the warnings, each model's step outcomes."""
+    return {
+        "output": str(output),
+        "manifest_digest": manifest.digest,
+        "warnings": result.warnings,
+        "models": [
+            {
+                "name": built.plan.name,
+                "version": built.plan.version,
+                "steps": [outcome.model_dump() for outcome in built.steps],
+            }
+            for built in result.models
+        ],
+    }
+
+
+def _print_build(output: Path, result, manifest) -> None:
+    """One row per step (built, cached, skipped and why), then what was written."""
     table = Table("model", "version", "step", "status", "why", "seconds", box=None)
     for built in result.models:
         for outcome in built.steps:

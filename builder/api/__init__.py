@@ -1,4 +1,5 @@
-"""The only place that chains stages: load → plan → build → assemble → verify. The CLI calls only this."""
+"""The only place that chains stages: load → plan → build → assemble → verify. The CLI calls only
+this."""
 
 from __future__ import annotations
 
@@ -7,21 +8,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tritonbuild.api.guards import planned_inputs, recipe_inputs, warn_missing_goldens
 from tritonbuild.backends import REGISTRY
 from tritonbuild.core import cachedir
 from tritonbuild.core.cas import Store
-from tritonbuild.core.stores import Location, as_location, is_url
+from tritonbuild.core.stores import Location
 from tritonbuild.errors import VerifyError
 from tritonbuild.plan import Plan, make_plan
 from tritonbuild.recipe import load_recipes
 from tritonbuild.recipe.load import LoadedRecipe, expand_paths
 from tritonbuild.repository.assemble import assemble, check_out_dir, check_out_overlap
-from tritonbuild.repository.manifest import MANIFEST_NAME, Manifest, read_repository, serving_needs
-from tritonbuild.server.toolenv import summary as embedded_environment  # noqa: F401  (the CLI's: embedded)
+from tritonbuild.repository.manifest import MANIFEST_NAME, Manifest, read_repository
 from tritonbuild.steps import BuildResult, build
 from tritonbuild.verify.models import VerificationReport
 
 if TYPE_CHECKING:
+    from tritonbuild.api.serving import Serving
     from tritonbuild.plan.matrix import MatrixEntry
     from tritonbuild.publish.inspect import TargetCheck, TargetListing
     from tritonbuild.publish.rollback import RollbackResult
@@ -63,30 +65,20 @@ def build_repository(
 ) -> tuple[BuildResult, Manifest]:
     cache_dir = cachedir.resolve(cache_dir)
     loaded = _load(paths)
-    check_out_overlap(out, *_inputs_of(loaded, cache_dir))  # refuse before any work
+    check_out_overlap(out, *recipe_inputs(loaded, cache_dir))  # refuse before any work
     check_out_dir(out, force)
     if progress:
         progress(f"planning {len(loaded)} recipe(s): hashing their inputs")
     the_plan = make_plan(loaded, cache_dir)
-    check_out_overlap(
-        out,
-        {
-            Path(path): f"an input of model {model_plan.name!r}"
-            for model_plan in the_plan.models
-            for step in model_plan.steps
-            for path in step.inputs
-            if "://" not in path
-        },
-    )
+    check_out_overlap(out, planned_inputs(the_plan))
     only = None
     if changed_since:
         from tritonbuild.plan.changes import models_changed_since
 
         only = models_changed_since(the_plan, changed_since, Path.cwd())
     store = Store(cache_dir)
-    with store.lock(
-        shared=True
-    ):  # NOTE: 'cache gc' waits until the blobs are recorded and materialised
+    # NOTE: 'cache gc' waits until the blobs are recorded and materialised
+    with store.lock(shared=True):
         result = build(
             the_plan,
             store,
@@ -96,49 +88,10 @@ def build_repository(
             cache_url=cache_url,
             only=only,
         )
-        result = _warn_missing_goldens(result, out)
+        result = warn_missing_goldens(result, out)
         if progress:
             progress(f"assembling {out} from the cache")
         return result, assemble(result, out, force=force)
-
-
-def _warn_missing_goldens(result: BuildResult, out: Path) -> BuildResult:
-    """A declared verify.goldens that does not exist yet: said at build, not discovered at verify."""
-    missing = [
-        f"{built.plan.name}: verify.goldens {built.plan.recipe.verify.goldens} does not exist (declared in "
-        f"{built.plan.recipe_path}); record it with 'tritonbuild verify {out} --record' and commit it"
-        for built in result.models
-        if getattr(built.plan.recipe, "verify", None) is not None
-        and built.plan.recipe.verify.goldens
-        and not (Path(built.plan.recipe_dir) / built.plan.recipe.verify.goldens).is_file()
-    ]
-    return (
-        result.model_copy(update={"warnings": [*result.warnings, *missing]}) if missing else result
-    )
-
-
-def _inputs_of(loaded: list[LoadedRecipe], cache: Path) -> tuple[dict[Path, str], dict[Path, str]]:
-    """What an OUT must not replace: (paths it must not be or hold, trees it must not overlap either way)."""
-    held: dict[Path, str] = {}
-    around: dict[Path, str] = {cache: "the build cache"}
-    for loaded_recipe in loaded:
-        held[loaded_recipe.path] = "the recipe"
-        held[loaded_recipe.base_dir] = "the recipe directory"
-        goldens = getattr(getattr(loaded_recipe.recipe, "verify", None), "goldens", None)
-        if goldens:
-            held[loaded_recipe.base_dir / goldens] = f"the goldens of {loaded_recipe.recipe.name!r}"
-        source = getattr(loaded_recipe.recipe, "source", None)
-        for rel in ([source.path] if getattr(source, "path", None) else []) + list(
-            getattr(source, "files", [])
-        ):
-            if "://" not in rel:
-                held[loaded_recipe.base_dir / rel] = f"a source of {loaded_recipe.recipe.name!r}"
-        for key in ("checkpoint", "tokenizer"):
-            value = getattr(loaded_recipe.recipe, key, None)
-            rel = getattr(value, "path", value)
-            if isinstance(rel, str) and "://" not in rel:
-                around[loaded_recipe.base_dir / rel] = f"the {key} of {loaded_recipe.recipe.name!r}"
-    return held, around
 
 
 def verify_repository(
@@ -235,90 +188,15 @@ def serve(
     endpoint_url: str | None = None,
     tritonserver: str | None = None,
     **server_options,
-):
-    """(EmbeddedServer not yet started, models it can load, models it cannot) for a directory or a target URL.
-    server_options: EmbeddedServer's (control, ports, log_path, log_verbose, poll_secs); tritonserver: a local
-    binary to run instead of the embedded one."""
+) -> Serving:
+    """The embedded server (not yet started) for a directory or a target URL, the models it can
+    load, the models it cannot. server_options: EmbeddedServer's (control, ports, log_path,
+    log_verbose, poll_secs); tritonserver: a local binary to run instead of the embedded one."""
+    from tritonbuild.api.serving import serving
     from tritonbuild.server.launcher import launcher_for
 
-    return _serve(
-        repository, endpoint_url=endpoint_url, launcher=launcher_for(tritonserver), **server_options
-    )
-
-
-def _serve(repository: str | Path, *, endpoint_url: str | None = None, **server_options):
-    from tritonbuild.backends import runs_embedded
-    from tritonbuild.server.embedded import EmbeddedServer
-
-    if is_url(str(repository)):
-        from tritonbuild.publish.inspect import list_opened
-        from tritonbuild.publish.objects import read_text
-        from tritonbuild.publish.protocol import open_for_read
-        from tritonbuild.triton.config import parse
-
-        where = as_location(str(repository), endpoint_url)
-        target = open_for_read(where)
-        info = list_opened(target)
-        names, loadable = [], []
-        for entry in info.models:
-            config = read_text(target, target.path(entry.name, "config.pbtxt"))
-            model_config = parse(config) if config is not None else None
-            # published: config.pbtxt pins the live version; a plain directory (nothing published there):
-            # Triton loads by the config's own version_policy, so a config that pins nothing is loadable
-            plain = (
-                bool(entry.present)
-                and not entry.complete
-                and model_config is not None
-                and not model_config.version_policy.HasField("specific")
-            )
-            if model_config is None or not (entry.live is not None or plain):
-                continue
-            names.append(entry.name)
-            if runs_embedded(model_config.backend):
-                loadable.append(entry.name)
-        return (
-            EmbeddedServer(target.triton_url(), **server_options),
-            loadable,
-            sorted(set(names) - set(loadable)),
-        )
-    root = Path(repository)
-    if not (
-        root / MANIFEST_NAME
-    ).exists():  # hand-written: what Triton would load, by each model's config
-        from tritonbuild.core.toolchain import fingerprint
-        from tritonbuild.verify.run import model_dirs, runs_as_written
-
-        names = model_dirs(root)
-        if not names:
-            raise VerifyError(
-                f"{root} is not a tritonbuild repository (no {MANIFEST_NAME}) and holds no model "
-                "directory to serve",
-                where=str(root),
-                hint="build one with 'tritonbuild build "
-                "RECIPES -o DIR', or pass a Triton model repository (one directory per model)",
-            )
-        gpu = bool(fingerprint().get("gpu_name"))
-        loadable = [name for name in names if runs_as_written(root / name, gpu)]
-        return EmbeddedServer(root, **server_options), loadable, sorted(set(names) - set(loadable))
-    manifest = read_repository(root, VerifyError)
-    names = sorted({model.name for model in manifest.models})
-    extra = set(server_options.get("backends") or {})  # serve --backend: its models are loaded too
-    loadable = sorted(
-        {
-            model.name
-            for model in manifest.models
-            if (runs_embedded(model.backend) and model.target == "cpu") or model.backend in extra
-        }
-    )
-    env, wheels = serving_needs(
-        root, [model for model in manifest.models if model.name in loadable]
-    )
-    options = {
-        **server_options,
-        "env": {**env, **(server_options.get("env") or {})},
-        "wheels": [*wheels, *(server_options.get("wheels") or [])],
-    }
-    return EmbeddedServer(root, **options), loadable, sorted(set(names) - set(loadable))
+    launcher = launcher_for(tritonserver)
+    return serving(repository, endpoint_url=endpoint_url, launcher=launcher, **server_options)
 
 
 def publish(root: Path, target: Location | str, *, reverify: bool = False, **options):
@@ -329,7 +207,9 @@ def publish(root: Path, target: Location | str, *, reverify: bool = False, **opt
     from tritonbuild.publish.protocol import publish as _publish
 
     if Path(root).is_dir() and not (Path(root) / MANIFEST_NAME).exists():
-        return _publish_existing(Path(root), target, **options)
+        from tritonbuild.api.existing import publish_existing
+
+        return publish_existing(Path(root), target, **options)
     if reverify:
         if options.get("skip_verify"):
             raise UsageError(
@@ -349,74 +229,6 @@ def publish(root: Path, target: Location | str, *, reverify: bool = False, **opt
             )
     options.pop("progress", None)
     return _publish(root, target, **options)
-
-
-def _publish_existing(root: Path, target: Location | str, **options):
-    """Verify (Triton's rules, Triton's core, hand-written Python models loaded) unless skip_verify, then publish a
-    linked copy holding a manifest made from the files and the report for it: nothing is written into root."""
-    import shutil
-
-    from tritonbuild.backends import REGISTRY
-    from tritonbuild.core.fsutil import write_atomic
-    from tritonbuild.core.hashing import pretty_json
-    from tritonbuild.errors import PublishError
-    from tritonbuild.publish.protocol import publish as _publish
-    from tritonbuild.repository.assemble import write_manifest
-    from tritonbuild.repository.existing import existing_models, file_entries
-    from tritonbuild.repository.manifest import NOT_IN_MANIFEST, REPORT_NAME
-    from tritonbuild.verify.run import lint, model_dirs
-
-    if not model_dirs(root):
-        raise PublishError(
-            f"{root} is not a tritonbuild repository (no {MANIFEST_NAME}) and holds no model "
-            "directory",
-            where=str(root),
-            hint="build one with 'tritonbuild build RECIPES -o DIR', "
-            "or pass a Triton model repository (one directory per model)",
-        )
-    progress = options.pop("progress", None)
-    report = None if options.get("skip_verify") else lint(root, progress=progress)
-    if report is not None and not report.passed:
-        first = next(check for check in report.static if not check.ok)
-        raise PublishError(
-            f"{root} fails verification as Triton would judge it: {first.model}: {first.check}: "
-            f"{first.detail}",
-            where=str(root),
-            hint=f"'tritonbuild verify {root}' shows every finding",
-        )
-    staging = Path(tempfile.mkdtemp(prefix="tritonbuild-publish-"))
-    try:
-        copy = staging / "repository"
-        shutil.copytree(
-            root,
-            copy,
-            copy_function=_link_or_copy,
-            ignore=shutil.ignore_patterns("__pycache__", *NOT_IN_MANIFEST),
-        )
-        files = file_entries(copy)
-        manifest = write_manifest(
-            copy, REGISTRY.toolchain(), existing_models(copy, files, PublishError), known=files
-        )
-        if report is not None:
-            report = report.model_copy(
-                update={"manifest_digest": manifest.digest, "signature": None}
-            ).signed()
-            write_atomic(copy / REPORT_NAME, pretty_json(report.model_dump(mode="json")))
-        return _publish(copy, target, **options)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _link_or_copy(src: str, dest: str) -> str:
-    """A hard link where the filesystem allows (publishing only reads), else a copy."""
-    import os
-    import shutil
-
-    try:
-        os.link(src, dest)
-        return dest
-    except OSError:
-        return shutil.copy2(src, dest)
 
 
 def list_target(target: Location | str, *, endpoint_url: str | None = None) -> TargetListing:
@@ -459,10 +271,6 @@ def build_matrix(
         return store.get_record(key) is not None or bool(remote and remote.exists(key))
 
     return matrix_entries(the_plan, cached, only)
-
-
-def cache_store(cache_dir: Path | None = None) -> Store:
-    return Store(cachedir.resolve(cache_dir))
 
 
 def deploy_snippets(repository: Path, out: Path, **options) -> tuple[Path, int, list[str]]:
