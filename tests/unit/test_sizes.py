@@ -51,8 +51,6 @@ BEING_SPLIT = {
     "builder/repository/assemble.py::_golden_warmup",
     "builder/repository/rules.py::check_model_dir",
     "builder/server/toolenv.py",
-    "builder/steps/run.py::_run_step",
-    "builder/steps/run.py::build",
     "builder/triton/rules.py",
     "builder/tune/loadgen.py::measure",
     "builder/tune/plot.py::plot",
@@ -62,11 +60,6 @@ BEING_SPLIT = {
     "builder/tune/run.py",
     "builder/tune/run.py::__init__",
     "builder/tune/search.py",
-    "builder/verify/answers.py::_under_load",
-    "builder/verify/answers.py::check_model",
-    "builder/verify/run.py",
-    "builder/verify/run.py::_verify_model",
-    "builder/verify/run.py::core_checks",
     "builder/verify/run.py::verify",
 }
 
