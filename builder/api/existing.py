@@ -23,7 +23,7 @@ def publish_existing(root: Path, target: Location | str, **options):
     skip_verify, then publish a linked copy holding a manifest made from the files and the report
     for it."""
     from tritonbuild.publish.protocol import publish
-    from tritonbuild.verify.run import model_dirs
+    from tritonbuild.verify.static import model_dirs
 
     if not model_dirs(root):
         raise PublishError(
@@ -46,7 +46,7 @@ def publish_existing(root: Path, target: Location | str, **options):
 
 def _verified(root: Path, progress) -> VerificationReport:
     """The report of Triton's rules over root; a refusal names the first finding."""
-    from tritonbuild.verify.run import lint
+    from tritonbuild.verify.static import lint
 
     report = lint(root, progress=progress)
     if not report.passed:

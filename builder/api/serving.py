@@ -108,7 +108,7 @@ def _published(url: str, endpoint_url: str | None, server_options: dict) -> Serv
 def _hand_written(root: Path, server_options: dict) -> Serving:
     """What Triton would load, by each model's config."""
     from tritonbuild.core.toolchain import fingerprint
-    from tritonbuild.verify.run import model_dirs, runs_as_written
+    from tritonbuild.verify.static import model_dirs, runs_as_written
 
     names = model_dirs(root)
     if not names:

@@ -60,7 +60,6 @@ BEING_SPLIT = {
     "builder/tune/run.py",
     "builder/tune/run.py::__init__",
     "builder/tune/search.py",
-    "builder/verify/run.py::verify",
 }
 
 
