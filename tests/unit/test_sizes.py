@@ -52,14 +52,6 @@ BEING_SPLIT = {
     "builder/repository/rules.py::check_model_dir",
     "builder/server/toolenv.py",
     "builder/triton/rules.py",
-    "builder/tune/loadgen.py::measure",
-    "builder/tune/plot.py::plot",
-    "builder/tune/report.py",
-    "builder/tune/report.py::_rejection",
-    "builder/tune/report.py::build_report",
-    "builder/tune/run.py",
-    "builder/tune/run.py::__init__",
-    "builder/tune/search.py",
 }
 
 
