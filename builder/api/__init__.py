@@ -37,8 +37,8 @@ Progress = Callable[[str], None]
 
 
 def _load(paths: list[Path]) -> list[LoadedRecipe]:
-    """The recipes, validated as the registered kinds (a path that does not exist is a usage error before the
-    backends are imported)."""
+    """The recipes, validated as the registered kinds (a path that does not exist is a usage error
+    before the backends are imported)."""
     return load_recipes(expand_paths(paths), REGISTRY.recipe_kinds())
 
 
@@ -47,7 +47,8 @@ def validate(paths: list[Path]) -> list[LoadedRecipe]:
 
 
 def plan(paths: list[Path], *, cache_dir: Path | None = None) -> Plan:
-    """cache_dir: where input digests are cached and remote checkpoints downloaded (default: the environment's)."""
+    """cache_dir: where input digests are cached and remote checkpoints downloaded (default: the
+    environment's)."""
     return make_plan(_load(paths), cachedir.resolve(cache_dir))
 
 
@@ -106,7 +107,8 @@ def verify_repository(
     tritonserver: str | None = None,
     backends: dict | None = None,
 ) -> VerificationReport:
-    """tritonserver: a local binary instead of the embedded one; backends: as serve's (their models run live)."""
+    """tritonserver: a local binary instead of the embedded one; backends: as serve's (their models
+    run live)."""
     from tritonbuild.verify.run import verify
 
     report = verify(
@@ -127,8 +129,9 @@ def verify_repository(
 def rebuild_and_compare(
     root: Path, report: VerificationReport, progress: Progress | None = None
 ) -> VerificationReport:
-    """verify --rebuild: build OUT's recipes again into a scratch OUT with an empty, isolated cache and compare
-    every artefact's sha256 with OUT's (the recipes' paths are relative to where the build ran)."""
+    """verify --rebuild: build OUT's recipes again into a scratch OUT with an empty, isolated cache
+    and compare every artefact's sha256 with OUT's (the recipes' paths are relative to where the
+    build ran)."""
     from tritonbuild.repository.manifest import read_manifest
     from tritonbuild.verify import reproduce
     from tritonbuild.verify.run import with_reproducibility
@@ -200,9 +203,10 @@ def serve(
 
 
 def publish(root: Path, target: Location | str, *, reverify: bool = False, **options):
-    """reverify: run verify (goldens bit for bit) again right before publishing, instead of trusting the
-    report on disk; the fresh report is the one the gate reads. A repository without our manifest (hand-written)
-    is verified as Triton would judge it and published through a manifest made from what is there."""
+    """reverify: run verify (goldens bit for bit) again right before publishing, instead of trusting
+    the report on disk; the fresh report is the one the gate reads. A repository without our
+    manifest (hand-written) is verified as Triton would judge it and published through a manifest
+    made from what is there."""
     from tritonbuild.errors import PublishError, UsageError
     from tritonbuild.publish.protocol import publish as _publish
 
@@ -256,7 +260,8 @@ def build_matrix(
     cache_url: str | None = None,
     changed_since: str | None = None,
 ) -> list[MatrixEntry]:
-    """One entry per recipe that has a step missing from the local (and remote) cache: what CI fans out."""
+    """One entry per recipe that has a step missing from the local (and remote) cache: what CI fans
+    out."""
     from tritonbuild.core.remote import RemoteCache
     from tritonbuild.plan.changes import models_changed_since
     from tritonbuild.plan.matrix import matrix_entries
@@ -274,7 +279,8 @@ def build_matrix(
 
 
 def deploy_snippets(repository: Path, out: Path, **options) -> tuple[Path, int, list[str]]:
-    """Kubernetes YAML for a built repository: (path, startup budget s, models the probe has no golden of)."""
+    """Kubernetes YAML for a built repository: (path, startup budget s, models the probe has no
+    golden of)."""
     from tritonbuild.publish.k8s import write
 
     return write(Path(repository), read_repository(repository, VerifyError), out, **options)
@@ -295,8 +301,9 @@ def infer(
     data: str | None = None,
     tritonserver: str | None = None,
 ) -> InferResult:
-    """Send MODEL its goldens (or the given .npy inputs) on a server URL, or on a built directory served by the
-    embedded tritonserver for the call; outputs come back with a bit-exact comparison against the goldens."""
+    """Send MODEL its goldens (or the given .npy inputs) on a server URL, or on a built directory
+    served by the embedded tritonserver for the call; outputs come back with a bit-exact comparison
+    against the goldens."""
     from tritonbuild.verify.infer import infer as _infer
 
     return _infer(
@@ -310,7 +317,8 @@ def infer(
 
 
 def status(url: str, metrics_url: str | None = None) -> ServerStatus:
-    """A running tritonserver: health, version, models (state, versions, config), inference counters."""
+    """A running tritonserver: health, version, models (state, versions, config), inference
+    counters."""
     from tritonbuild.server.status import server_status
 
     return server_status(url, metrics_url)
@@ -319,8 +327,9 @@ def status(url: str, metrics_url: str | None = None) -> ServerStatus:
 def adopt(
     root: Path, out: Path, *, record: bool = True, progress: Progress | None = None
 ) -> AdoptResult:
-    """An existing repository → recipes in out (repository/adopt.py); record: build them in a scratch OUT and
-    record goldens from the models (verify --record), so the next build verifies bit for bit."""
+    """An existing repository → recipes in out (repository/adopt.py); record: build them in a
+    scratch OUT and record goldens from the models (verify --record), so the next build verifies bit
+    for bit."""
     from tritonbuild.repository.adopt import AdoptResult
     from tritonbuild.repository.adopt import adopt as _adopt
 

@@ -55,7 +55,8 @@ def planned_inputs(the_plan: Plan) -> dict[Path, str]:
 
 
 def warn_missing_goldens(result: BuildResult, out: Path) -> BuildResult:
-    """A declared verify.goldens that does not exist yet: said at build, not discovered at verify."""
+    """A declared verify.goldens that does not exist yet: said at build, not discovered at
+    verify."""
     missing = [
         f"{built.plan.name}: verify.goldens {built.plan.recipe.verify.goldens} does not exist "
         f"(declared in {built.plan.recipe_path}); record it with 'tritonbuild verify {out} "

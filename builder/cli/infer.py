@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     "input_files",
     multiple=True,
     metavar="NAME=FILE.npy",
-    help="Send this array as input NAME (repeatable; batch dimension first when the model batches). "
-    "Default: the model's goldens.",
+    help="Send this array as input NAME (repeatable; batch dimension first when the model "
+    "batches). Default: the model's goldens.",
 )
 @click.option(
     "--goldens",
@@ -92,9 +92,10 @@ def infer_command(
     else:
         _print_samples(result)
     if bad:
+        built = target if "://" not in target else goldens_from
         raise InferenceError(
             f"{len(bad)} of {len(result.samples)} answers differ from the goldens (samples {bad})",
-            hint=f"tritonbuild verify {target if '://' not in target else goldens_from} shows where",
+            hint=f"tritonbuild verify {built} shows where",
         )
 
 

@@ -86,8 +86,8 @@ def publish_command(
 
     if skip_verify:
         app().err.print(
-            "[bold yellow]WARNING[/]: --skip-verify: publishing an UNVERIFIED repository; the target "
-            "manifest records it",
+            "[bold yellow]WARNING[/]: --skip-verify: publishing an UNVERIFIED repository; the "
+            "target manifest records it",
             markup=True,
         )
     existing_dir(repository)

@@ -73,16 +73,16 @@ if TYPE_CHECKING:
     "strict_readiness",
     default=True,
     show_default=True,
-    help="tritonserver's --strict-readiness: with it, /v2/health/ready is false while any model loads "
-    "(every polling server at once during a publish); without it, ready once the server answers, "
-    "and each model's own /v2/models/NAME/ready tells what it serves.",
+    help="tritonserver's --strict-readiness: with it, /v2/health/ready is false while any model "
+    "loads (every polling server at once during a publish); without it, ready once the server "
+    "answers, and each model's own /v2/models/NAME/ready tells what it serves.",
 )
 @click.option(
     "--log-file",
     type=click.Path(path_type=Path),
     default=None,
-    help="Where the server log goes (kept after the server stops) [default: a file in the temp dir, "
-    "printed at start].",
+    help="Where the server log goes (kept after the server stops) [default: a file in the temp "
+    "dir, printed at start].",
 )
 @click.option(
     "--log-verbose",
@@ -96,8 +96,8 @@ if TYPE_CHECKING:
     "backends",
     multiple=True,
     metavar="NAME=DIR",
-    help="Also serve this Python-based backend (DIR holds its model.py, e.g. Triton's vLLM backend) and "
-    "load the repository's models of it. Repeatable; the embedded tritonserver only.",
+    help="Also serve this Python-based backend (DIR holds its model.py, e.g. Triton's vLLM "
+    "backend) and load the repository's models of it. Repeatable; the embedded tritonserver only.",
 )
 @endpoint_option
 @tritonserver_option

@@ -73,7 +73,8 @@ def _ints(_ctx, _param, value: str | None) -> list[int] | None:
 @click.option(
     "--min-vs-default",
     type=click.FloatRange(min=0, min_open=True),
-    help="The winner must serve >= this × Triton's default at every load (overrides tune.min_vs_default).",
+    help="The winner must serve >= this × Triton's default at every load (overrides "
+    "tune.min_vs_default).",
 )
 @click.option(
     "--confidence",
@@ -83,7 +84,8 @@ def _ints(_ctx, _param, value: str | None) -> list[int] | None:
 @click.option(
     "--rounds",
     type=click.IntRange(1, 50),
-    help="Paired rounds of each finalist against the default (overrides tune.rounds; 1: single readings).",
+    help="Paired rounds of each finalist against the default (overrides tune.rounds; 1: single "
+    "readings).",
 )
 @click.option(
     "--baseline",

@@ -57,8 +57,8 @@ from tritonbuild.core.stores import is_url, parse_location
     "backends",
     multiple=True,
     metavar="NAME=DIR",
-    help="Serve this Python-based backend (DIR holds its model.py, e.g. Triton's vLLM backend) in the "
-    "embedded tritonserver and verify its models there, as serve runs them. Repeatable.",
+    help="Serve this Python-based backend (DIR holds its model.py, e.g. Triton's vLLM backend) in "
+    "the embedded tritonserver and verify its models there, as serve runs them. Repeatable.",
 )
 @endpoint_option
 @tritonserver_option
@@ -77,8 +77,8 @@ def verify_command(
 ) -> None:
     """Static checks, live load, golden inferences compared bit for bit.
 
-    REPOSITORY is a built directory, or a publish target URL (s3://, gs://, az://, file://): then every
-    published object is checked against the target manifest (presence, size, sha256).
+    REPOSITORY is a built directory, or a publish target URL (s3://, gs://, az://, file://): then
+    every published object is checked against the target manifest (presence, size, sha256).
     """
     from tritonbuild import api
     from tritonbuild.errors import VerifyError

@@ -82,8 +82,7 @@ def profile_model(recipe: Recipe, *, input_data: str | None = None) -> tuple[dic
     if tune.request_rates:
         notes.append(
             "tune.request_rates are left out: Model Analyzer measures either concurrency or "
-            "request "
-            "rate, and tune's concurrency is kept"
+            "request rate, and tune's concurrency is kept"
         )
     if tune.sla_p99_ms is not None:
         limit = max(
@@ -132,8 +131,7 @@ def _tunable(recipes: list) -> tuple[list[Recipe], dict[str, list[str]]]:
     if not tunable:
         raise UsageError(
             f"{', '.join(sorted(skipped))}: a pipeline or LLM recipe has no serving space of its "
-            "own "
-            "to profile",
+            "own to profile",
             hint="give the recipes of the models it calls",
         )
     return tunable, skipped

@@ -35,8 +35,7 @@ def model_and_recipe(root: Path, model: str, recipe_path: Path | None):
     ):
         raise UsageError(
             f"{model!r} is a {manifest_model.backend} pipeline/LLM model: tune serves one model's "
-            "own "
-            "config",
+            "own config",
             hint="tune the models it calls",
         )
     rpath = Path(recipe_path or manifest_model.recipe_path)

@@ -110,8 +110,8 @@ class SearchCallbacks:
         left = max(0, self.guess - self.done) * elapsed / self.done
         self.say(
             f"[{self.done}/~{self.guess}] {candidate.label} @ {load}: {result.throughput:.0f} "
-            "req/s, p99 "
-            f"{result.p99_ms:.1f} ms{'' if result.stable else ' (unstable)'}; ~{left:.0f}s left"
+            f"req/s, p99 {result.p99_ms:.1f} ms{'' if result.stable else ' (unstable)'}; "
+            f"~{left:.0f}s left"
         )
         append_measurement(self.report_dir, candidate, phase, elapsed, result)
         return search.Point(
@@ -168,8 +168,7 @@ class SearchCallbacks:
             return (
                 f"outputs change with batch composition ({self._bit_rule}): {len(batched)} "
                 f"batched outputs and {tally['differing']} of {tally['compared']} answers under "
-                "load differ, "
-                f"max |diff| {worst:.3g}"
+                f"load differ, max |diff| {worst:.3g}"
             )
         return None
 

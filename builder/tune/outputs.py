@@ -61,7 +61,6 @@ def write_outputs(
             f"no candidate of {model!r} meets the constraints at every load {loads}{miss}",
             where=str(report_dir / "tune-report.json"),
             hint="see each candidate's reasons in the report; relax tune.sla_p99_ms, "
-            "min_vs_default "
-            "or the load range, or widen the search space",
+            "min_vs_default or the load range, or widen the search space",
         )
     return report

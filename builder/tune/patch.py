@@ -28,8 +28,7 @@ def patch_text(values: dict, report: dict) -> str:
     cmp = report.get("comparison", {})
     lines = [
         f"# tritonbuild tune ({report['search']} search, {report['measurements_made']} "
-        "measurements): "
-        f"{report['winner']['label']} for model {report['model']}",
+        f"measurements): {report['winner']['label']} for model {report['model']}",
         f"# loads {', '.join(report['loads'])}; SLA p99 {report['sla_p99_ms']} ms; "
         f"bit-exact checked: {report['verified_with_goldens']}",
     ]

@@ -127,8 +127,7 @@ class GoldensCheck:
                                 sample=i,
                                 output=name,
                                 context=f"{candidate.label}: {len(self.inputs)} concurrent "
-                                "requests, "
-                                f"round {rep + 1}",
+                                f"requests, round {rep + 1}",
                             )
                             if mismatch:
                                 batched.append(mismatch)

@@ -162,8 +162,7 @@ def served_bits(manifest_model, winner, new_bits) -> dict | None:
     # for the requests tune sent (one row each); a request of k rows computes at k rows
     how = (
         "its answers matched its own answers alone under tune's one-row requests, but without "
-        "buckets a request "
-        "of several rows computes at its own row count"
+        "buckets a request of several rows computes at its own row count"
         if winner.is_default and winner.buckets == ()
         else "its answers do not depend on batch composition or load"
     )
@@ -172,11 +171,9 @@ def served_bits(manifest_model, winner, new_bits) -> dict | None:
         "golden_outputs_differing": differing,
         "version": manifest_model.version + 1,
         "text": f"the winner serves other bits than the goldens ({differing} golden outputs "
-        f"differ; {how}): "
-        "a new model version "
+        f"differ; {how}): a new model version "
         f"{manifest_model.version + 1}; after the rebuild record its goldens (tritonbuild verify "
-        "OUT "
-        "--record --force) and commit them",
+        "OUT --record --force) and commit them",
     }
 
 
@@ -289,11 +286,9 @@ def _notes(spec, measurements, ceiling) -> list[str]:
     if client_bound:
         out.append(
             f"client-bound: {len(client_bound)} measurement(s) within {1 - CLIENT_BOUND:.0%} of "
-            "the load "
-            f"generator's ceiling ({ceiling.throughput:.0f} req/s) at "
+            f"the load generator's ceiling ({ceiling.throughput:.0f} req/s) at "
             "the top load, flagged client_bound: their figure is the client's limit, not the "
-            "server's; more "
-            "client processes or machines are needed to see the server's"
+            "server's; more client processes or machines are needed to see the server's"
         )
     short = [
         f"{x['candidate']} @ {x['load']}: {x['throughput']:.0f} of {x['offered_rate']:g} req/s"
@@ -303,8 +298,7 @@ def _notes(spec, measurements, ceiling) -> list[str]:
     if short:
         out.append(
             f"open loop: {len(short)} measurement(s) served < 90 % of the offered rate (the server "
-            "or, "
-            f"near {ceiling.throughput:.0f} req/s, the client is saturated): "
+            f"or, near {ceiling.throughput:.0f} req/s, the client is saturated): "
             + "; ".join(short[:5])
         )
     unstable = sum(1 for x in measurements if not x.get("stable", True))

@@ -248,8 +248,7 @@ def _golden_destination(model: ManifestModel) -> Path:
     if not same:
         raise VerifyError(
             f"model {model.name!r}: will not write goldens beside {recipe}: that recipe is missing "
-            "or "
-            "changed since the build",
+            "or changed since the build",
             where=model.recipe_path,
             hint="run 'verify --record' from the directory you built in, after rebuilding",
         )
@@ -278,8 +277,7 @@ def write_goldens(
             (
                 f"goldens recorded into {root / dest_rel} only: the next build replaces OUT; set "
                 f"verify.goldens in {model.recipe_path} (e.g. goldens/{model.name}.npz) to keep "
-                "them with the "
-                "recipe"
+                "them with the recipe"
             ),
             None,
         )
@@ -291,10 +289,8 @@ def write_goldens(
             None,
             (
                 f"recorded goldens differ from the committed {src}: not overwritten (outputs "
-                "changed, "
-                "or recorded from another build); inspect, then 'verify OUT --record --force' to "
-                "replace "
-                "them"
+                "changed, or recorded from another build); inspect, then 'verify OUT --record "
+                "--force' to replace them"
             ),
         )
     if not src.is_file() or src.read_bytes() != new:

@@ -139,15 +139,13 @@ def _embedded_refusal(root: Path, model: str) -> str | None:
         if backends and not any(runs_embedded(backend) for backend in backends):
             return (
                 f"the embedded tritonserver has no {'/'.join(sorted(backends))} backend (only "
-                "python): it "
-                f"cannot load {model!r}"
+                f"python): it cannot load {model!r}"
             )
         return None
     if not runs_as_written(root / model, bool(fingerprint().get("gpu_name"))):
         return (
             f"the embedded tritonserver cannot load {model!r} as written (it has only the python "
-            "backend, "
-            "and no GPU here for KIND_GPU)"
+            "backend, and no GPU here for KIND_GPU)"
         )
     return None
 

@@ -50,16 +50,14 @@ def _validation_refusal(model: ManifestModel, outputs: list[Sample]) -> str | No
     if variable:
         return (
             f"output {', '.join(variable)} has a variable dimension: perf_analyzer checks an "
-            "output only "
-            "against the shape the model declares, never one given in the file"
+            "output only against the shape the model declares, never one given in the file"
         )
     names = {t.name for t in model.outputs}
     for i, sample in enumerate(outputs):
         if set(sample) != names:
             return (
                 f"golden sample {i} holds outputs {sorted(sample)}, not all of {sorted(names)}: "
-                "perf_analyzer "
-                "needs every output of the model in each validation entry"
+                "perf_analyzer needs every output of the model in each validation entry"
             )
     return None
 

@@ -37,8 +37,7 @@ class ModelReport(_Frozen):
     backend: str
     route: Literal["live-embedded", "live-server", "in-process", "none"] = Field(
         description="How verify ran it: the embedded tritonserver, the server given with --server, "
-        "in-process, or "
-        "not at all."
+        "in-process, or not at all."
     )
     route_detail: str = Field(
         description="What ran it, e.g. 'tritonserver 2.51.0 (embedded)' or 'onnxruntime "
@@ -115,8 +114,7 @@ class ModelReport(_Frozen):
 
     @computed_field(
         description="The route under its first name (same value as 'route'), kept for readers of "
-        "the "
-        "report."
+        "the report."
     )
     @property
     def path(self) -> str:
@@ -176,9 +174,8 @@ class VerificationReport(_Frozen):
             return None
         return (
             f"if the outputs changed on purpose: 'tritonbuild verify {shown} --record --force' "
-            "rewrites the "
-            "committed goldens (commit them); then rebuild ('tritonbuild build RECIPES -o "
-            f"{shown}')"
+            "rewrites the committed goldens (commit them); then rebuild ('tritonbuild build "
+            f"RECIPES -o {shown}')"
         )
 
     def signed_payload(self) -> bytes:

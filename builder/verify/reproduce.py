@@ -58,8 +58,7 @@ def compare(original: Manifest, rebuilt: Manifest) -> Reproducibility:
         elif model_name not in rebuilt_models:
             by_nature.append(
                 f"{rel}: {model_name} was not rebuilt here (a build step was skipped: e.g. no GPU "
-                "or "
-                "TensorRT-LLM); its goldens decide"
+                "or TensorRT-LLM); its goldens decide"
             )
         elif (
             vendor := REGISTRY.unreproducible(rel)

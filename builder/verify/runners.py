@@ -58,8 +58,7 @@ class TritonRunner:
             ) as e:  # e.g. no data for a non-empty shape (a stub whose numpy is 2.x answers so)
                 raise InferError(
                     f"output {tensor.name!r}: the server's answer does not fit its own shape "
-                    f"({e}); "
-                    "a Python-backend stub importing numpy >= 2 sends empty tensors"
+                    f"({e}); a Python-backend stub importing numpy >= 2 sends empty tensors"
                 ) from None
         missing = sorted(n for n, a in got.items() if a is None)
         if missing:

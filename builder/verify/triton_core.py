@@ -96,8 +96,7 @@ def not_loaded_here(model_dir: Path) -> str | None:
     needs = (owner.needs if owner is not None else "") or f"a server with the {what} backend"
     return (
         f"the model itself: not checked here (needs {needs}): the {what} backend is not in this "
-        "server; "
-        "verify where it is (--server URL, --tritonserver PATH)"
+        "server; verify where it is (--server URL, --tritonserver PATH)"
     )
 
 
@@ -130,8 +129,7 @@ def not_here_cause(model_dir: Path, cause: str) -> str | None:
     if (missing := _MISSING_MODULE.search(cause)) is not None:
         return (
             f"its Python code imports {missing.group(1)!r}, which this environment lacks (Triton's "
-            "core "
-            "accepted the config before the Python backend imported it)"
+            "core accepted the config before the Python backend imported it)"
         )
     if _NETWORK.search(cause) and "initialize" in cause:
         host = next(
@@ -140,8 +138,7 @@ def not_here_cause(model_dir: Path, cause: str) -> str | None:
         where = f" ({host})" if host else ""
         return (
             f"needs network: its initialize() could not reach the network{where}, which this "
-            "machine does not "
-            f"have; the serving machine may"
+            f"machine does not have; the serving machine may"
         )
     if not _NO_FILE.search(cause):
         return None
