@@ -105,14 +105,13 @@ def _check_target(target: str, model: str) -> None:
 
     from tritonbuild.errors import UsageError
 
-    if "://" in target:
-        return
-    if not Path(target).exists() and re.fullmatch(r"[A-Za-z0-9.\-]+:[0-9]{1,5}", target):
-        raise UsageError(
-            f"{target!r} is not a directory; as a server address it needs its scheme",
-            hint=f"tritonbuild infer http://{target} {model}",
-        )
-    existing_dir(target)
+    if "://" not in target:
+        if not Path(target).exists() and re.fullmatch(r"[A-Za-z0-9.\-]+:[0-9]{1,5}", target):
+            raise UsageError(
+                f"{target!r} is not a directory; as a server address it needs its scheme",
+                hint=f"tritonbuild infer http://{target} {model}",
+            )
+        existing_dir(target)
 
 
 def _samples_json(result: InferResult) -> list[dict]:
