@@ -17,6 +17,7 @@ from tritonbuild.repository.assemble import write_manifest
 from tritonbuild.repository.manifest import (
     MANIFEST_NAME,
     REPORT_NAME,
+    Manifest,
     ManifestModel,
     read_repository,
     serving_needs,
@@ -105,7 +106,16 @@ class _ModelChecks:
     """One verify run's models past the static checks: the embedded server started for those it
     runs live (and their loads), then each model checked on its route."""
 
-    def __init__(self, root, manifest, routes, server_url, record, force, say):
+    def __init__(
+        self,
+        root: Path,
+        manifest: Manifest,
+        routes: dict[tuple[str, int], tuple[Route, str]],
+        server_url: str | None,
+        record: bool,
+        force: bool,
+        say: Progress,
+    ):
         self.root, self.manifest, self.routes = root, manifest, routes
         self.server_url, self.record, self.force, self.say = server_url, record, force, say
         self.server: EmbeddedServer | None = None
@@ -118,7 +128,13 @@ class _ModelChecks:
             if self.routes[(model.name, model.version)][0] == "live-embedded"
         ]
 
-    def start_embedded(self, stack: ExitStack, tritonserver, backends, load_timeout) -> None:
+    def start_embedded(
+        self,
+        stack: ExitStack,
+        tritonserver: str | None,
+        backends: dict[str, Path] | None,
+        load_timeout: float,
+    ) -> None:
         """Start the embedded server with what its models need, name it in their routes, load
         them."""
         self.say("starting the embedded tritonserver")
