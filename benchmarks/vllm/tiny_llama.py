@@ -21,17 +21,17 @@ from pathlib import Path
 import numpy as np
 
 # The quantizer is the builder's (the vllm.quantize step); its names stay importable from here.
-from tritonbuild.backends._vllm_quantize import (  # noqa: F401 - re-exported
+from tritonbuild.backends._vllm_int4 import (  # noqa: F401 - re-exported
     GROUP,
     LINEARS,
     QUANTIZATION_CONFIG,
-    SAFETENSORS_DTYPES,
     dequantize,
     int4_tensors,
     pack_int4,
     quantize_int4,
     unpack_int4,
 )
+from tritonbuild.backends._vllm_quantize_plan import SAFETENSORS_DTYPES
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER = ROOT / "recipes" / "examples" / "tiny-llama"

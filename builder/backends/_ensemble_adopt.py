@@ -1,6 +1,7 @@
-"""`tritonbuild adopt` of an ensemble (platform: ensemble): the ensemble composition recipe, Triton's
-ensemble_scheduling steps as they are (model, version, input_map, output_map). The models the steps call are
-adopted by the stage first (Backend.adopt_calls); a config field the recipe cannot hold is refused by name."""
+"""`tritonbuild adopt` of an ensemble (platform: ensemble): the ensemble composition recipe,
+Triton's ensemble_scheduling steps as they are (model, version, input_map, output_map). The models
+the steps call are adopted by the stage first (Backend.adopt_calls); a config field the recipe
+cannot hold is refused by name."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from tritonbuild.recipe.models import DTYPES
 from tritonbuild.triton.rules import VERSION_RE
 
 _TRITON_DTYPES = {triton: ours for ours, triton in DTYPES.items()}
-# ModelConfig fields the ensemble recipe reproduces (its emitter writes the platform and version_policy latest 1)
+# ModelConfig fields the ensemble recipe reproduces (its emitter writes the platform and
+# version_policy latest 1)
 _EXPRESSED = {
     "name",
     "platform",
@@ -23,7 +25,10 @@ _EXPRESSED = {
 }
 _TENSOR_FIELDS = {"name", "data_type", "dims", "optional"}
 _STEP_FIELDS = {"model_name", "model_version", "input_map", "output_map"}
-_HINT = "publish the repository as it is ('tritonbuild publish DIR URL'), or write the ensemble's recipe by hand"
+_HINT = (
+    "publish the repository as it is ('tritonbuild publish DIR URL'), or write the ensemble's "
+    "recipe by hand"
+)
 
 
 def _unexpressed(mc) -> list[str]:
@@ -74,9 +79,8 @@ def _tensors(mc, kind: str, where: str) -> list[dict]:
 def _steps(mc, name: str, where: str) -> list[dict]:
     steps = []
     for i, step in enumerate(mc.ensemble_scheduling.step):
-        if (
-            step.model_version == 0
-        ):  # unset: the proto's default, not a version directory Triton serves
+        # 0: unset, the proto's default, not a version directory Triton serves
+        if step.model_version == 0:
             raise UsageError(
                 f"{name}: ensemble step {i} ({step.model_name}) has no model_version",
                 where=where,

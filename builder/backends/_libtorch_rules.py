@@ -1,19 +1,21 @@
-"""config.pbtxt against a TorchScript model.pt, offline: the PyTorch (libtorch) backend's own load checks,
-ported, on the TorchScript forward() schema torch reports.
+"""config.pbtxt against a TorchScript model.pt, offline: the PyTorch (libtorch) backend's own load
+checks, ported, on the TorchScript forward() schema torch reports.
 
-Source: triton-inference-server/pytorch_backend, commit e97a90061f7399b25368e2cb1f6d5c40f8cbae4e (branch r24.10 =
-tritonserver 2.51): src/libtorch.cc ModelInstanceState (expected input count from input + batch_input + the
-sequence controls and states, ValidateInputs, ValidateOutputs) and src/libtorch_utils.cc
-ModelConfigDataTypeToTorchType. Messages are the backend's wording. The backend stops at its first error; this
-reports every one. Not ported: the naming-convention fallback (a warning there, not a refusal) and anything the
-torch_aoti (model.pt2) path does — 2.51's backend does not know that platform.
+Source: triton-inference-server/pytorch_backend, commit e97a90061f7399b25368e2cb1f6d5c40f8cbae4e
+(branch r24.10 = tritonserver 2.51): src/libtorch.cc ModelInstanceState (expected input count from
+input + batch_input + the sequence controls and states, ValidateInputs, ValidateOutputs) and
+src/libtorch_utils.cc ModelConfigDataTypeToTorchType. Messages are the backend's wording. The
+backend stops at its first error; this reports every one. Not ported: the naming-convention fallback
+(a warning there, not a refusal) and anything the torch_aoti (model.pt2) path does — 2.51's backend
+does not know that platform.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-# ModelConfigDataTypeToTorchType: the TYPE_ names the backend maps to a torch dtype (TYPE_STRING is handled apart).
+# ModelConfigDataTypeToTorchType: the TYPE_ names the backend maps to a torch dtype (TYPE_STRING is
+# handled apart).
 TORCH_DTYPES = ("BOOL", "UINT8", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64")
 SEQUENCE_CONTROLS = (
     "CONTROL_SEQUENCE_START",
@@ -45,7 +47,8 @@ def _control_names(mc) -> set[str]:
 
 
 def expected_input_count(mc) -> int:
-    """What the backend expects forward() to take: inputs + batch inputs + the sequence controls and states."""
+    """What the backend expects forward() to take: inputs + batch inputs + the sequence controls and
+    states."""
     count = len(mc.input) + len(mc.batch_input)
     if mc.HasField("sequence_batching"):
         count += len(_control_names(mc) & set(SEQUENCE_CONTROLS)) + len(mc.sequence_batching.state)
@@ -53,7 +56,8 @@ def expected_input_count(mc) -> int:
 
 
 def config_problems(mc) -> list[str]:
-    """The checks that need only the config (datatypes, string ranks, at least one input and output)."""
+    """The checks that need only the config (datatypes, string ranks, at least one input and
+    output)."""
     model, out = mc.name, []
     if not len(mc.input):
         out.append("model configuration must contain at least one input, none were specified.")
@@ -70,8 +74,8 @@ def config_problems(mc) -> list[str]:
                 dims = list(t.reshape.shape) if t.HasField("reshape") else list(t.dims)
                 if len(dims) + (1 if mc.max_batch_size > 0 else 0) > 1:
                     out.append(
-                        f"Triton only supports 1 dimensional List of String as {kind} for '{t.name}' for "
-                        f"model '{model}'"
+                        f"Triton only supports 1 dimensional List of String as {kind} for "
+                        f"'{t.name}' for model '{model}'"
                     )
     return out
 
@@ -86,8 +90,8 @@ def forward_problems(mc, arguments: list[tuple[str, str]]) -> list[str]:
     out = []
     if any(kind == "DictType" for kind, _ in args[1:]):
         out.append(
-            "Multiple inputs of kind DictType were detected. Only a single input of type Dict(str, Tensor) "
-            "is supported."
+            "Multiple inputs of kind DictType were detected. Only a single input of type "
+            "Dict(str, Tensor) is supported."
         )
     for kind, text in args:
         if kind not in ("TensorType", "ListType"):
@@ -98,8 +102,8 @@ def forward_problems(mc, arguments: list[tuple[str, str]]) -> list[str]:
     expected = expected_input_count(mc)
     if args and len(args) != expected:
         out.append(
-            f"unable to load model '{mc.name}', configuration expects {expected} inputs, model provides "
-            f"{len(args)}"
+            f"unable to load model '{mc.name}', configuration expects {expected} inputs, model "
+            f"provides {len(args)}"
         )
     return out
 

@@ -1,17 +1,20 @@
-"""config.pbtxt against the ONNX model, offline: the onnxruntime backend's own load checks, ported, on what an
-onnxruntime session reports (ORT infers shapes the graph leaves symbolic; the backend asks the session).
+"""config.pbtxt against the ONNX model, offline: the onnxruntime backend's own load checks, ported,
+on what an onnxruntime session reports (ORT infers shapes the graph leaves symbolic; the backend
+asks the session).
 
-Source: triton-inference-server/onnxruntime_backend, commit 17e5cb23a6fbeb37282eb7079dd0b580cd79530d (branch r24.10):
-src/onnxruntime.cc ModelInstanceState (expected input count, ValidateInputs, ValidateOutputs) and
-src/onnxruntime_utils.cc CompareDimsSupported. Messages are the backend's wording. Not ported: what needs a
-session (execution providers, TensorRT EP options) and autocomplete of a config that omits inputs/outputs.
+Source: triton-inference-server/onnxruntime_backend, commit 17e5cb23a6fbeb37282eb7079dd0b580cd79530d
+(branch r24.10): src/onnxruntime.cc ModelInstanceState (expected input count, ValidateInputs,
+ValidateOutputs) and src/onnxruntime_utils.cc CompareDimsSupported. Messages are the backend's
+wording. Not ported: what needs a session (execution providers, TensorRT EP options) and
+autocomplete of a config that omits inputs/outputs.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-# ONNX TensorProto element type → Triton TYPE_ name (ModelConfigDataTypeToOnnxDataType / ConvertFromOnnxDataType)
+# ONNX TensorProto element type → Triton TYPE_ name (ModelConfigDataTypeToOnnxDataType /
+# ConvertFromOnnxDataType)
 ONNX_TYPES = {
     1: "FP32",
     2: "UINT8",
@@ -47,9 +50,9 @@ def _compare(
     if mbs > 0:
         if not model_shape or model_shape[0] != -1:
             return (
-                f"model '{model}', tensor '{tensor}': for the model to support batching the shape should have "
-                "at least 1 dimension and the first dimension must be -1; but shape expected by the model is "
-                f"{_s(model_shape)}"
+                f"model '{model}', tensor '{tensor}': for the model to support batching the shape "
+                "should have at least 1 dimension and the first dimension must be -1; but shape "
+                f"expected by the model is {_s(model_shape)}"
             )
         full = [-1, *dims]
         ok = len(model_shape) == len(full) and all(
@@ -57,10 +60,10 @@ def _compare(
         )
         if not ok:
             return (
-                f"model '{model}', tensor '{tensor}': the model expects {len(model_shape)} dimensions (shape "
-                f"{_s(model_shape)}) but the model configuration specifies {len(full)} dimensions (an initial "
-                "batch dimension because max_batch_size > 0 followed by the explicit tensor shape, making "
-                f"complete shape {_s(full)})"
+                f"model '{model}', tensor '{tensor}': the model expects {len(model_shape)} "
+                f"dimensions (shape {_s(model_shape)}) but the model configuration specifies "
+                f"{len(full)} dimensions (an initial batch dimension because max_batch_size > 0 "
+                f"followed by the explicit tensor shape, making complete shape {_s(full)})"
             )
         return None
     ok = len(model_shape) == len(dims) and all(
@@ -68,9 +71,9 @@ def _compare(
     )
     if not ok:
         return (
-            f"model '{model}', tensor '{tensor}': the model expects {len(model_shape)} dimensions (shape "
-            f"{_s(model_shape)}) but the model configuration specifies {len(dims)} dimensions (shape "
-            f"{_s(dims)})"
+            f"model '{model}', tensor '{tensor}': the model expects {len(model_shape)} dimensions "
+            f"(shape {_s(model_shape)}) but the model configuration specifies {len(dims)} "
+            f"dimensions (shape {_s(dims)})"
         )
     return None
 
@@ -94,15 +97,17 @@ ORT_TYPES = {
 
 
 class _Info:
-    """A tensor as the onnxruntime session reports it (after ORT's own shape inference): elem type, dims."""
+    """A tensor as the onnxruntime session reports it (after ORT's own shape inference): elem type,
+    dims."""
 
     def __init__(self, dtype: str, dims: list[int]):
         self.dtype, self.dims = dtype, dims
 
 
 def _session_infos(model_file: Path) -> tuple[dict, dict, dict] | str:
-    """(inputs, overridable initializers, outputs) as the backend's session sees them; onnxruntime when
-    installed (it infers shapes the graph leaves symbolic), else the graph after onnx shape inference."""
+    """(inputs, overridable initializers, outputs) as the backend's session sees them; onnxruntime
+    when installed (it infers shapes the graph leaves symbolic), else the graph after onnx shape
+    inference."""
 
     def ort_info(a) -> _Info:
         t = a.type.removeprefix("tensor(").removesuffix(")")
@@ -125,7 +130,8 @@ def _session_infos(model_file: Path) -> tuple[dict, dict, dict] | str:
     except ImportError:
         pass
     except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types on a bad model
-        return f"{model_file.name} does not load in onnxruntime: {type(e).__name__}: {str(e).splitlines()[0]}"
+        first = str(e).splitlines()[0]
+        return f"{model_file.name} does not load in onnxruntime: {type(e).__name__}: {first}"
     try:
         import onnx
     except ImportError:
@@ -150,7 +156,8 @@ def _session_infos(model_file: Path) -> tuple[dict, dict, dict] | str:
 
 
 def onnx_problems(mc, model_file: Path) -> list[str]:
-    """The onnxruntime backend's checks of mc against the model in model_file (first failure, as the backend)."""
+    """The onnxruntime backend's checks of mc against the model in model_file (first failure, as the
+    backend)."""
     infos = _session_infos(model_file)
     if isinstance(infos, str):
         return [infos]
@@ -164,15 +171,15 @@ def onnx_problems(mc, model_file: Path) -> list[str]:
         expected += len(kinds) + len(mc.sequence_batching.state)
     if len(inputs) != expected:
         return [
-            f"unable to load model '{name}', configuration expects {expected} inputs, model provides "
-            f"{len(inputs)}"
+            f"unable to load model '{name}', configuration expects {expected} inputs, model "
+            f"provides {len(inputs)}"
         ]
     known = {**inputs, **overridable}
     for t in mc.input:
         if t.optional and mc.max_batch_size != 0:
             return [
-                f"unable to load model '{name}', optional input '{t.name}' is not supported for models that "
-                "support batching"
+                f"unable to load model '{name}', optional input '{t.name}' is not supported for "
+                "models that support batching"
             ]
         err = _check_tensor(name, t, known, "input", mc.max_batch_size, exact=False)
         if err:
@@ -205,16 +212,16 @@ def _check_tensor(
     theirs = known[t.name].dtype
     if dtype != f"TYPE_{theirs}":
         return (
-            f"unable to load model '{model}', configuration expects datatype {dtype} for {kind} '{t.name}', "
-            f"model provides TYPE_{theirs}"
+            f"unable to load model '{model}', configuration expects datatype {dtype} for {kind} "
+            f"'{t.name}', model provides TYPE_{theirs}"
         )
     dims = list(t.reshape.shape) if t.HasField("reshape") else list(t.dims)
     model_shape = known[t.name].dims
     if kind == "input" and t.allow_ragged_batch:
         if model_shape != [-1]:
             return (
-                f"unable to load model '{model}', configuration expects model provides input with shape [-1]  "
-                f"for ragged input '{t.name}', model provides {_s(model_shape)}"
+                f"unable to load model '{model}', configuration expects model provides input with "
+                f"shape [-1]  for ragged input '{t.name}', model provides {_s(model_shape)}"
             )
         return None
     if skip_dims:
@@ -223,8 +230,8 @@ def _check_tensor(
         return _compare(model, t.name, model_shape, dims, mbs, exact)
     if any(d != 1 for d in dims):
         return (
-            f"unable to load model '{model}', scalar tensor '{t.name}', should only provide 1 in the model "
-            "configuration when the model doesn't support batching. Model configuration provided: "
-            f"{_s(dims)}."
+            f"unable to load model '{model}', scalar tensor '{t.name}', should only provide 1 in "
+            "the model configuration when the model doesn't support batching. Model configuration "
+            f"provided: {_s(dims)}."
         )
     return None

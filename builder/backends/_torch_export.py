@@ -1,7 +1,8 @@
-"""Subprocess entry: export a seeded torch module to ONNX. `python -m tritonbuild.backends._torch_export SPEC OUT`.
+"""Subprocess entry: export a seeded torch module to ONNX.
+`python -m tritonbuild.backends._torch_export SPEC OUT`.
 
-Runs in its own process so the user's module cannot leak into tritonbuild, and so its log and exit code
-are those of a build step.
+Runs in its own process so the user's module cannot leak into tritonbuild, and so its log and exit
+code are those of a build step.
 """
 
 from __future__ import annotations
@@ -40,17 +41,18 @@ def example_inputs(torch, spec: dict):
 
 
 def import_user_module(name: str, root: str):
-    """The recipe's module, from its directory. That directory goes AFTER our installed packages on sys.path
-    (a user's `tritonbuild/`, `builder/` or `numpy/` folder beside the recipe must not shadow them); a module
-    that then resolves elsewhere (its name is taken by an installed one) is an error naming both places."""
+    """The recipe's module, from its directory. That directory goes AFTER our installed packages on
+    sys.path (a user's `tritonbuild/`, `builder/` or `numpy/` folder beside the recipe must not
+    shadow them); a module that then resolves elsewhere (its name is taken by an installed one) is
+    an error naming both places."""
     sys.path.append(root)
     module = importlib.import_module(name)
     file = getattr(module, "__file__", None)
     where = Path(file).resolve() if file else None
     if where is None or not where.is_relative_to(Path(root).resolve()):
         print(
-            f"module {name!r} resolved to {where or 'a built-in module'}, not to a file under {root}: an "
-            "installed module has that name; rename your module",
+            f"module {name!r} resolved to {where or 'a built-in module'}, not to a file under "
+            f"{root}: an installed module has that name; rename your module",
             file=sys.stderr,
         )
         return None
@@ -98,9 +100,10 @@ def main(spec_path: str, out_path: str) -> int:
 
 
 def normalize_torchscript(path: str) -> None:
-    """Make a TorchScript archive independent of where it was built: drop the *.debug_pkl source maps (they hold
-    absolute paths of the recipe's module and of torch itself) and derive serialization_id from the content.
-    torch.jit.load does not need either; the bytes then depend only on the model."""
+    """Make a TorchScript archive independent of where it was built: drop the *.debug_pkl source
+    maps (they hold absolute paths of the recipe's module and of torch itself) and derive
+    serialization_id from the content. torch.jit.load does not need either; the bytes then depend
+    only on the model."""
     import hashlib
     import io
     import zipfile
@@ -189,9 +192,9 @@ class Bucketed(torch.nn.Module):
 
 
 def bucketed(torch, module, buckets: list[int], n_inputs: int, n_outputs: int, out_path: str):
-    """The exported module inside a scripted wrapper that pads every batch to its bucket (batch_buckets). The
-    wrapper's source is generated for the module's arity, written beside the output and imported (TorchScript
-    compiles from source files)."""
+    """The exported module inside a scripted wrapper that pads every batch to its bucket
+    (batch_buckets). The wrapper's source is generated for the module's arity, written beside the
+    output and imported (TorchScript compiles from source files)."""
     import importlib.util
 
     names = [f"x{i}" for i in range(n_inputs)]

@@ -1,6 +1,7 @@
-"""`tritonbuild adopt` of a vLLM-backend model: its config.pbtxt and <version>/model.json as a vllm recipe. The
-checkpoint must be a directory this machine has (inside the version directory, as model.json names it under the
-server's mount, or an absolute path): a Hugging Face Hub id is not a build input (nothing downloads here)."""
+"""`tritonbuild adopt` of a vLLM-backend model: its config.pbtxt and <version>/model.json as a vllm
+recipe. The checkpoint must be a directory this machine has (inside the version directory, as
+model.json names it under the server's mount, or an absolute path): a Hugging Face Hub id is not a
+build input (nothing downloads here)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,13 @@ from tritonbuild.backends._vllm_extra import OWNED
 from tritonbuild.errors import UsageError
 from tritonbuild.triton.rules import VERSION_RE
 
-# config.pbtxt fields the vllm recipe reproduces (its emitter writes them: decoupled, KIND_MODEL, batch size 0)
+# config.pbtxt fields the vllm recipe reproduces (its emitter writes them: decoupled, KIND_MODEL,
+# batch size 0)
 _CONFIG_FIELDS = {"name", "backend", "max_batch_size", "instance_group", "model_transaction_policy"}
-_HINT = "publish the repository as it is ('tritonbuild publish DIR URL'), or write this model's recipe by hand"
+_HINT = (
+    "publish the repository as it is ('tritonbuild publish DIR URL'), or write this model's "
+    "recipe by hand"
+)
 
 
 def _checkpoint(model: str, model_dir: Path, version: int) -> tuple[Path, str]:
@@ -25,8 +30,9 @@ def _checkpoint(model: str, model_dir: Path, version: int) -> tuple[Path, str]:
     if model.startswith("/") and Path(model).is_dir():
         return Path(model), "/models"
     raise UsageError(
-        f"{model_dir.name}: model.json's model {model!r} is not a checkpoint directory here (a Hugging "
-        "Face Hub id, or a path this machine lacks): tritonbuild builds from a checkpoint directory",
+        f"{model_dir.name}: model.json's model {model!r} is not a checkpoint directory here (a "
+        "Hugging Face Hub id, or a path this machine lacks): tritonbuild builds from a checkpoint "
+        "directory",
         where=str(model_dir / str(version) / "model.json"),
         hint=f"download it (huggingface-cli download {model} --local-dir DIR), point model.json's "
         "model at DIR, and adopt again",
@@ -34,7 +40,8 @@ def _checkpoint(model: str, model_dir: Path, version: int) -> tuple[Path, str]:
 
 
 def adopt_vllm(mc, model_dir: Path, out: Path, engine_fields: set[str]) -> tuple[dict, int]:
-    """The recipe of a vLLM model directory (its newest version), the checkpoint copied under out."""
+    """The recipe of a vLLM model directory (its newest version), the checkpoint copied under
+    out."""
     versions = sorted(
         int(d.name) for d in model_dir.iterdir() if d.is_dir() and VERSION_RE.match(d.name)
     )

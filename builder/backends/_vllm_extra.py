@@ -1,9 +1,10 @@
-"""engine_args.extra: any other AsyncEngineArgs field of the image's vLLM (kv_cache_dtype, max_num_batched_tokens,
-enable_chunked_prefill, served_model_name, ...), written into model.json as given (vllm_backend passes model.json
-to AsyncEngineArgs(**...)). Checked against the fields recorded for the image's vLLM (vllm_versions.json
-engine_args, from the wheels; an image whose vLLM is not recorded takes what every recorded version has): a field
-it lacks is a recipe error with a did-you-mean and the images whose vLLM has it. A typed engine_args field and the
-fields tritonbuild writes itself (model, LoRA's, speculative_config) cannot be set through it."""
+"""engine_args.extra: any other AsyncEngineArgs field of the image's vLLM (kv_cache_dtype,
+max_num_batched_tokens, enable_chunked_prefill, served_model_name, ...), written into model.json as
+given (vllm_backend passes model.json to AsyncEngineArgs(**...)). Checked against the fields
+recorded for the image's vLLM (vllm_versions.json engine_args, from the wheels; an image whose vLLM
+is not recorded takes what every recorded version has): a field it lacks is a recipe error with a
+did-you-mean and the images whose vLLM has it. A typed engine_args field and the fields tritonbuild
+writes itself (model, LoRA's, speculative_config) cannot be set through it."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from tritonbuild.backends._vllm_quantization import (
 
 # model.json keys tritonbuild writes from other recipe keys → the recipe key that sets them
 OWNED = {
-    "model": "checkpoint.path (model.json's model is the packaged checkpoint where the server sees it)",
+    "model": "checkpoint.path (model.json's model is the packaged checkpoint where the server "
+    "sees it)",
     "enable_lora": "lora.adapters",
     "max_lora_rank": "lora.max_lora_rank",
     "max_loras": "lora.max_loras",
@@ -27,8 +29,8 @@ OWNED = {
 
 
 def extra_problems(extra: dict, triton_image: str, typed: set[str]) -> list:
-    """(recipe key path, message, hint) per engine_args.extra key that tritonbuild owns, that a typed field sets,
-    or that the image's vLLM's AsyncEngineArgs lacks."""
+    """(recipe key path, message, hint) per engine_args.extra key that tritonbuild owns, that a
+    typed field sets, or that the image's vLLM's AsyncEngineArgs lacks."""
     version = image_vllm(triton_image)
     fields = ENGINE_ARGS.get(version, ARGS_IN_EVERY_RECORDED)
     what = (
@@ -59,7 +61,8 @@ def extra_problems(extra: dict, triton_image: str, typed: set[str]) -> list:
             out.append(
                 (
                     at,
-                    f"{key} is not a field of {what}'s AsyncEngineArgs: vLLM refuses model.json at load",
+                    f"{key} is not a field of {what}'s AsyncEngineArgs: vLLM refuses model.json at "
+                    "load",
                     _hint(key, fields),
                 )
             )

@@ -1,16 +1,18 @@
-"""A vLLM recipe's `serving.determinism: invariant`: what the server needs so that an answer never depends on the
-other requests in flight, for fp16 and INT4 weight-only models alike.
+"""A vLLM recipe's `serving.determinism: invariant`: what the server needs so that an answer never
+depends on the other requests in flight, for fp16 and INT4 weight-only models alike.
 
-- vLLM's own batch-invariant mode, VLLM_BATCH_INVARIANT=1 (vllm 0.22.0 vllm/envs.py; model_executor/layers/
-  batch_invariant.py init_batch_invariance: invariant unquantized linears, attention without splits, log-softmax,
-  no cascade attention). It leaves W4A16 layers on the mixed-precision kernel vLLM selects (Machete on Hopper),
-  which is not invariant (measured: docs/runs).
-- tritonbuild's plugin (backends/models/vllm_invariant.py), a vLLM general plugin that in that mode puts a
-  batch-invariant W4A16 kernel first among the CUDA mixed-precision kernels. It is packaged as a wheel inside the
-  model's version directory (so it is verified and published with the model it serves) and installed into the
-  server's Python (`serve` does it; Dockerfile.triton and the Kubernetes snippet install it at start).
-The serving path stays upstream's vLLM backend: model.json is unchanged, the environment and the plugin are the
-whole difference.
+- vLLM's own batch-invariant mode, VLLM_BATCH_INVARIANT=1 (vllm 0.22.0 vllm/envs.py;
+  model_executor/layers/batch_invariant.py init_batch_invariance: invariant unquantized linears,
+  attention without splits, log-softmax, no cascade attention). It leaves W4A16 layers on the
+  mixed-precision kernel vLLM selects (Machete on Hopper), which is not invariant (measured:
+  docs/runs).
+- tritonbuild's plugin (backends/models/vllm_invariant.py), a vLLM general plugin that in that mode
+  puts a batch-invariant W4A16 kernel first among the CUDA mixed-precision kernels. It is packaged
+  as a wheel inside the model's version directory (so it is verified and published with the model
+  it serves) and installed into the server's Python (`serve` does it; Dockerfile.triton and the
+  Kubernetes snippet install it at start).
+The serving path stays upstream's vLLM backend: model.json is unchanged, the environment and the
+plugin are the whole difference.
 """
 
 from __future__ import annotations
@@ -27,16 +29,18 @@ DIST = "tritonbuild_vllm_invariant"
 ENTRY_POINT_GROUP = "vllm.general_plugins"
 ENTRY_POINT_NAME = "tritonbuild_invariant_w4a16"
 SERVING_ENV = {"VLLM_BATCH_INVARIANT": "1"}
-# The vLLM releases (major.minor) whose batch-invariant mode and kernel registry the plugin is recorded against
-# (tests/contracts/facts/vllm_plugin.json: the 0.22.0 wheel) and ran with on the H200 (docs/runs, 2026-12-04). Its
-# registry moved between releases (0.11: layers/quantization/kernels/mixed_precision), so others are refused.
+# The vLLM releases (major.minor) whose batch-invariant mode and kernel registry the plugin is
+# recorded against (tests/contracts/facts/vllm_plugin.json: the 0.22.0 wheel) and ran with on the
+# H200 (docs/runs, 2026-12-04). Its registry moved between releases (0.11:
+# layers/quantization/kernels/mixed_precision), so others are refused.
 RECORDED_VLLM = ("0.22",)
 PLUGIN_DIR = "plugins"  # in the version directory
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # zip timestamps fixed: the same source gives the same wheel bytes
 
 
 def plugin_version() -> str:
-    """The wheel's version: the plugin source's digest (a local version label), so a changed kernel is a new wheel."""
+    """The wheel's version: the plugin source's digest (a local version label), so a changed kernel
+    is a new wheel."""
     return "1.0+g" + hashlib.sha256(PLUGIN_SOURCE.read_bytes()).hexdigest()[:12]
 
 
@@ -50,8 +54,8 @@ def _record_line(name: str, data: bytes) -> str:
 
 
 def plugin_wheel(dest_dir: Path) -> Path:
-    """Write the plugin as a wheel (PEP 427: the module, METADATA, WHEEL, entry_points.txt, RECORD) into dest_dir;
-    byte-identical for the same source."""
+    """Write the plugin as a wheel (PEP 427: the module, METADATA, WHEEL, entry_points.txt, RECORD)
+    into dest_dir; byte-identical for the same source."""
     version = plugin_version()
     info = f"{DIST}-{version}.dist-info"
     files = {
@@ -61,8 +65,13 @@ def plugin_wheel(dest_dir: Path) -> Path:
             "Summary: tritonbuild's batch-invariant W4A16 linear for vLLM (a vLLM general plugin)\n"
             "Requires-Python: >=3.9\n"
         ).encode(),
-        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: tritonbuild\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        f"{info}/entry_points.txt": f"[{ENTRY_POINT_GROUP}]\n{ENTRY_POINT_NAME} = {DIST}:register\n".encode(),
+        f"{info}/WHEEL": (
+            b"Wheel-Version: 1.0\nGenerator: tritonbuild\nRoot-Is-Purelib: true\n"
+            b"Tag: py3-none-any\n"
+        ),
+        f"{info}/entry_points.txt": (
+            f"[{ENTRY_POINT_GROUP}]\n{ENTRY_POINT_NAME} = {DIST}:register\n".encode()
+        ),
     }
     record = [_record_line(name, data) for name, data in files.items()] + [f"{info}/RECORD,,"]
     files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
@@ -78,8 +87,8 @@ def plugin_wheel(dest_dir: Path) -> Path:
 
 
 def determinism_problem(recipe) -> tuple[str, str] | None:
-    """(message, hint) when the recipe asks for invariant answers from an image whose vLLM the plugin is not
-    recorded for, else None."""
+    """(message, hint) when the recipe asks for invariant answers from an image whose vLLM the
+    plugin is not recorded for, else None."""
     from tritonbuild.backends._vllm_quantization import image_vllm, images_where
 
     if recipe.serving.determinism != "invariant":
@@ -91,13 +100,14 @@ def determinism_problem(recipe) -> tuple[str, str] | None:
     return (
         f"invariant needs vLLM {' or '.join(RECORDED_VLLM)} (its batch-invariant mode and "
         f"the kernel registry tritonbuild's plugin joins); {recipe.image.triton_image} {ships}",
-        f"set image.triton_image to {images_where(lambda v: '.'.join(v.split('.')[:2]) in RECORDED_VLLM)}",
+        "set image.triton_image to "
+        f"{images_where(lambda v: '.'.join(v.split('.')[:2]) in RECORDED_VLLM)}",
     )
 
 
 def serving(recipe) -> dict:
-    """The manifest's record of what the server needs for this model: environment and plugin wheels (paths
-    relative to the version directory); empty for the default determinism."""
+    """The manifest's record of what the server needs for this model: environment and plugin wheels
+    (paths relative to the version directory); empty for the default determinism."""
     if recipe.serving.determinism != "invariant":
         return {}
     return {

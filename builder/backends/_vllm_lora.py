@@ -1,10 +1,11 @@
-"""vLLM LoRA: the recipe key `lora` (`VLLMLoRA`), the `vllm.lora` step that packages its PEFT adapters by content,
-and what vLLM's LoRA takes, per recorded vLLM version (tests/contracts/facts/vllm_lora.json, read from the wheel):
-max_lora_rank is one of MaxLoRARanks (another value fails LoRAConfig at engine start), and an adapter whose rank
-(adapter_config.json `r`) exceeds max_lora_rank (LoRAConfig's default when unset) is refused by
-PEFTHelper.validate_legal on every request that names it, the server up. Both are refused here, before a build:
-a rank vLLM lacks as a recipe error (`rank_problem`, from check_recipe), an adapter over the limit as a plan error
-(`lora_step`). An image whose vLLM is not recorded takes what every recorded version takes."""
+"""vLLM LoRA: the recipe key `lora` (`VLLMLoRA`), the `vllm.lora` step that packages its PEFT
+adapters by content, and what vLLM's LoRA takes, per recorded vLLM version
+(tests/contracts/facts/vllm_lora.json, read from the wheel): max_lora_rank is one of MaxLoRARanks
+(another value fails LoRAConfig at engine start), and an adapter whose rank (adapter_config.json
+`r`) exceeds max_lora_rank (LoRAConfig's default when unset) is refused by PEFTHelper.validate_legal
+on every request that names it, the server up. Both are refused here, before a build: a rank vLLM
+lacks as a recipe error (`rank_problem`, from check_recipe), an adapter over the limit as a plan
+error (`lora_step`). An image whose vLLM is not recorded takes what every recorded version takes."""
 
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ def _ranks(triton_image: str) -> tuple[str, tuple[int, ...], int]:
 
 
 def rank_problem(lora: VLLMLoRA | None, triton_image: str) -> tuple[str, str] | None:
-    """(message, hint) when lora.max_lora_rank is not one of the ranks the image's vLLM takes, else None."""
+    """(message, hint) when lora.max_lora_rank is not one of the ranks the image's vLLM takes, else
+    None."""
     if lora is None or lora.max_lora_rank is None:
         return None
     what, ranks, _default = _ranks(triton_image)
@@ -67,8 +69,8 @@ def rank_problem(lora: VLLMLoRA | None, triton_image: str) -> tuple[str, str] | 
         return None
     above = [r for r in ranks if r > lora.max_lora_rank]
     return (
-        f"max_lora_rank {lora.max_lora_rank} is not a rank {what} takes (its MaxLoRARanks): the engine "
-        "refuses to start",
+        f"max_lora_rank {lora.max_lora_rank} is not a rank {what} takes (its MaxLoRARanks): the "
+        "engine refuses to start",
         f"use one of {', '.join(map(str, ranks))}"
         + (f" (the next above is {above[0]})" if above else ""),
     )
@@ -91,14 +93,16 @@ def _adapter_rank(loaded, name: str, config_path) -> None:
             else "vLLM's default max_lora_rank (lora.max_lora_rank unset)"
         )
         raise PlanError(
-            f"LoRA adapter {name!r} has rank {rank} (adapter_config.json r) but {set_by} is {limit}: "
-            "vLLM refuses every request to it ('LoRA rank ... is greater than max_lora_rank')",
+            f"LoRA adapter {name!r} has rank {rank} (adapter_config.json r) but {set_by} is "
+            f"{limit}: vLLM refuses every request to it ('LoRA rank ... is greater than "
+            "max_lora_rank')",
             where=loaded.where(
                 ("lora", "max_lora_rank") if lora.max_lora_rank else ("lora", "adapters", name)
             ),
             hint=f"set lora.max_lora_rank to {fits[0]} (a rank vLLM takes, >= {rank})"
             if fits
-            else f"no rank vLLM takes is >= {rank} (at most {ranks[-1]}): retrain the adapter with a lower r",
+            else f"no rank vLLM takes is >= {rank} (at most {ranks[-1]}): retrain the adapter with "
+            "a lower r",
         )
 
 

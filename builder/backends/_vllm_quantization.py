@@ -1,9 +1,10 @@
-"""What each vLLM a serving image ships takes, per recorded version (vllm_versions.json beside this file, derived
-from the vLLM wheels by tests/contracts/vllm_wheels.py, which also records them in tests/contracts/facts): the
-model.json keys (AsyncEngineArgs), the quantization methods (QuantizationMethods), the quantization values it
-loads an AWQ / GPTQ checkpoint with (override_quantization_method) and its speculative methods (SpeculativeConfig;
-None where AsyncEngineArgs has no speculative_config). An image whose vLLM is not recorded (a tag
-outside the image table, or a version the registry has no wheel of) takes what every recorded version has."""
+"""What each vLLM a serving image ships takes, per recorded version (vllm_versions.json beside this
+file, derived from the vLLM wheels by tests/contracts/vllm_wheels.py, which also records them in
+tests/contracts/facts): the model.json keys (AsyncEngineArgs), the quantization methods
+(QuantizationMethods), the quantization values it loads an AWQ / GPTQ checkpoint with
+(override_quantization_method) and its speculative methods (SpeculativeConfig; None where
+AsyncEngineArgs has no speculative_config). An image whose vLLM is not recorded (a tag outside the
+image table, or a version the registry has no wheel of) takes what every recorded version has."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def image_vllm(triton_image: str) -> str | None:
 
 
 def images_where(has) -> str:
-    """The image tags (newest first, each with its vLLM) whose recorded vLLM satisfies has(version), for a hint."""
+    """The image tags (newest first, each with its vLLM) whose recorded vLLM satisfies has(version),
+    for a hint."""
     tags = sorted(
         (t for t, v in VLLM_IMAGES.items() if v in TABLE and has(v)), key=_vkey, reverse=True
     )
@@ -52,7 +54,8 @@ def quantization_problem(quantization: str | None, triton_image: str) -> tuple[s
         if quantization in known:
             return None
         return (
-            f"{triton_image} ships vLLM {version}, whose QuantizationMethods has no {quantization!r}",
+            f"{triton_image} ships vLLM {version}, whose QuantizationMethods has no "
+            f"{quantization!r}",
             f"one of: {', '.join(sorted(known))}",
         )
     if quantization in IN_EVERY_RECORDED:
@@ -60,16 +63,18 @@ def quantization_problem(quantization: str | None, triton_image: str) -> tuple[s
     what = f"vLLM {version}" if version else "the vLLM of this image"
     has = [v for v, methods in BY_VERSION.items() if quantization in methods]
     return (
-        f"{quantization!r} is not a quantization method of every vLLM tritonbuild has recorded, and the methods "
-        f"of {what} are not recorded (it is in vLLM {', '.join(has)})",
-        f"use an image shipping vLLM {', '.join(has)}, or one of: {', '.join(sorted(IN_EVERY_RECORDED))}",
+        f"{quantization!r} is not a quantization method of every vLLM tritonbuild has recorded, "
+        f"and the methods of {what} are not recorded (it is in vLLM {', '.join(has)})",
+        f"use an image shipping vLLM {', '.join(has)}, or one of: "
+        f"{', '.join(sorted(IN_EVERY_RECORDED))}",
     )
 
 
 def checkpoint_methods(quant_method: str, triton_image: str) -> set[str]:
-    """The engine_args.quantization values the image's vLLM loads a checkpoint of this quant_method with: what its
-    override_quantization_method accepts (the method itself, its Marlin kernel, auto_awq / auto_gptq where the
-    version has them), or what every recorded vLLM accepts when the image's is not recorded."""
+    """The engine_args.quantization values the image's vLLM loads a checkpoint of this quant_method
+    with: what its override_quantization_method accepts (the method itself, its Marlin kernel,
+    auto_awq / auto_gptq where the version has them), or what every recorded vLLM accepts when the
+    image's is not recorded."""
     version = image_vllm(triton_image)
     tables = [TABLE[version]] if version in TABLE else list(TABLE.values())
     accepted = [set(t["checkpoint"].get(quant_method, [quant_method])) for t in tables]
@@ -77,9 +82,10 @@ def checkpoint_methods(quant_method: str, triton_image: str) -> set[str]:
 
 
 def engine_args_problems(keys: set[str], triton_image: str, engine_args: set[str]) -> list:
-    """(recipe key path, message, hint) per model.json key the image's vLLM AsyncEngineArgs lacks (vllm_backend
-    passes model.json to AsyncEngineArgs(**...), which refuses it at load): engine_args.<key> for the keys of
-    engine_args, else the recipe key that writes it (speculative, lora)."""
+    """(recipe key path, message, hint) per model.json key the image's vLLM AsyncEngineArgs lacks
+    (vllm_backend passes model.json to AsyncEngineArgs(**...), which refuses it at load):
+    engine_args.<key> for the keys of engine_args, else the recipe key that writes it (speculative,
+    lora)."""
     version = image_vllm(triton_image)
     fields = ENGINE_ARGS.get(version, ARGS_IN_EVERY_RECORDED)
     what = (

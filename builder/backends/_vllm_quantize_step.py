@@ -1,6 +1,7 @@
-"""The `vllm.quantize` build step around the INT4 quantizer (`_vllm_quantize.py`): the recipe key (`quantize`), its
-load-time rules, the planned step (refusals at plan time, where the checkpoint's config.json and safetensors
-headers are known) and its run. Imports no numpy until a step is planned or run."""
+"""The `vllm.quantize` build step around the INT4 quantizer (`_vllm_quantize.py`): the recipe key
+(`quantize`), its load-time rules, the planned step (refusals at plan time, where the checkpoint's
+config.json and safetensors headers are known) and its run. Imports no numpy until a step is planned
+or run."""
 
 from __future__ import annotations
 
@@ -33,8 +34,8 @@ class VLLMQuantize(Strict):
 
 
 def quantize_problems(recipe) -> list:
-    """check_recipe's (key path, message, hint) for a VLLMRecipe's quantize: the image's vLLM must have
-    compressed-tensors, and engine_args.quantization must be that or unset."""
+    """check_recipe's (key path, message, hint) for a VLLMRecipe's quantize: the image's vLLM must
+    have compressed-tensors, and engine_args.quantization must be that or unset."""
     from tritonbuild.backends._vllm_quantization import quantization_problem
 
     if recipe.quantize is None:
@@ -57,10 +58,10 @@ def quantize_problems(recipe) -> list:
 def quantize_step(
     loaded, ckpt: Path, config: dict, files: dict[str, str]
 ) -> tuple[str, dict, dict[str, str]]:
-    """The vllm.quantize step of a recipe with quantize: refuses a checkpoint already quantized, weights that are not
-    safetensors, and a group size that does not divide a linear's inputs (per tensor-parallel rank for the
-    row-parallel ones), each a plan error at the recipe's key."""
-    from tritonbuild.backends._vllm_quantize import (
+    """The vllm.quantize step of a recipe with quantize: refuses a checkpoint already quantized,
+    weights that are not safetensors, and a group size that does not divide a linear's inputs (per
+    tensor-parallel rank for the row-parallel ones), each a plan error at the recipe's key."""
+    from tritonbuild.backends._vllm_quantize_plan import (
         GROUP_SIZES,
         QUANTIZER_VERSION,
         SHARD_BYTES,
@@ -73,11 +74,11 @@ def quantize_step(
     if "quantization_config" in config:
         method = config["quantization_config"].get("quant_method", "?")
         raise PlanError(
-            f"quantize: {ckpt}/config.json already has a quantization_config (quant_method {method!r}): "
-            "the checkpoint is quantized",
+            f"quantize: {ckpt}/config.json already has a quantization_config (quant_method "
+            f"{method!r}): the checkpoint is quantized",
             where=loaded.where(("quantize",)),
-            hint="remove quantize (vLLM loads the checkpoint as it is), or point checkpoint.path at "
-            "the fp16/bf16 checkpoint",
+            hint="remove quantize (vLLM loads the checkpoint as it is), or point checkpoint.path "
+            "at the fp16/bf16 checkpoint",
         )
     try:
         weights = weight_files(sorted(files), lambda rel: json.loads((ckpt / rel).read_text()))
@@ -99,8 +100,8 @@ def quantize_step(
         raise PlanError(
             f"quantize: {'; '.join(bad[:3])}{more}",
             where=loaded.where(("quantize", "group_size")),
-            hint=f"pick a group_size of {', '.join(map(str, GROUP_SIZES))} that divides every linear's "
-            "in_features, or leave quantize out",
+            hint=f"pick a group_size of {', '.join(map(str, GROUP_SIZES))} that divides every "
+            "linear's in_features, or leave quantize out",
         )
     params = {
         "scheme": q.scheme,
@@ -114,9 +115,9 @@ def quantize_step(
 
 
 def weight_bytes(recipe, ckpt: Path, on_disk) -> int:
-    """Bytes of the weights vLLM will load: what vllm.quantize writes (from the headers) with quantize, else (or
-    where the headers cannot be read) on_disk(ckpt)."""
-    from tritonbuild.backends._vllm_quantize import output_bytes, read_header, weight_files
+    """Bytes of the weights vLLM will load: what vllm.quantize writes (from the headers) with
+    quantize, else (or where the headers cannot be read) on_disk(ckpt)."""
+    from tritonbuild.backends._vllm_quantize_plan import output_bytes, read_header, weight_files
 
     if recipe.quantize is None:
         return on_disk(ckpt)
@@ -132,7 +133,8 @@ def weight_bytes(recipe, ckpt: Path, on_disk) -> int:
 
 def quantize_run(ctx) -> None:
     """The step: ctx.inputs (the checkpoint's files) → ctx.out/model, the quantized checkpoint."""
-    from tritonbuild.backends._vllm_quantize import FormatError, quantize_checkpoint
+    from tritonbuild.backends._vllm_quantize import quantize_checkpoint
+    from tritonbuild.backends._vllm_quantize_plan import FormatError
     from tritonbuild.backends.common import checkpoint_root
 
     root = checkpoint_root(ctx.inputs)

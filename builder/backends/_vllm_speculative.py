@@ -1,9 +1,11 @@
-"""vLLM speculative decoding: the recipe's speculative key as model.json's speculative_config (AsyncEngineArgs
-takes a dict of SpeculativeConfig's fields: method, model, num_speculative_tokens), the draft model or head packaged
-as <v>/draft/ and named where the server sees it, its weights and its attention layers' KV counted in the memory
-plan. Per vLLM version an image ships (vllm_versions.json `speculative`, derived from the wheels' SpeculativeConfig:
-tests/contracts/facts/vllm_speculative.json): the methods it takes and whether its engine runs method draft_model;
-which methods load a drafter whose attention layers get KV (tests/contracts/facts/vllm_draft.json)."""
+"""vLLM speculative decoding: the recipe's speculative key as model.json's speculative_config
+(AsyncEngineArgs takes a dict of SpeculativeConfig's fields: method, model, num_speculative_tokens),
+the draft model or head packaged as <v>/draft/ and named where the server sees it, its weights and
+its attention layers' KV counted in the memory plan. Per vLLM version an image ships
+(vllm_versions.json `speculative`, derived from the wheels' SpeculativeConfig:
+tests/contracts/facts/vllm_speculative.json): the methods it takes and whether its engine runs
+method draft_model; which methods load a drafter whose attention layers get KV
+(tests/contracts/facts/vllm_draft.json)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from tritonbuild.backends.common import draft_checkpoint_dir, tree_inputs
 from tritonbuild.recipe.models import Strict
 
 DRAFT_DIR = "draft"
-# the methods whose drafter is a model with attention layers: they join the target's in the KV cache spec
+# the methods whose drafter is a model with attention layers: they join the target's in the KV cache
+# spec
 WITH_DRAFT_KV = frozenset({"draft_model", "eagle", "eagle3"})
 
 
@@ -24,7 +27,8 @@ METHODS = ("draft_model", "eagle", "eagle3", "medusa")
 
 class VLLMSpeculative(Strict):
     method: Literal[METHODS] = Field(
-        description="SpeculativeConfig.method: a draft model, an EAGLE / EAGLE-3 head or Medusa heads."
+        description="SpeculativeConfig.method: a draft model, an EAGLE / EAGLE-3 head or Medusa "
+        "heads."
     )
     num_speculative_tokens: int = Field(ge=1, le=64, description="Tokens proposed per step.")
     model: str = Field(
@@ -45,7 +49,8 @@ def speculative_config(recipe) -> dict | None:
 
 
 def draft_dir(loaded, recipe_dir):
-    """The recipe's draft checkpoint directory (it must hold config.json), or None without speculative."""
+    """The recipe's draft checkpoint directory (it must hold config.json), or None without
+    speculative."""
     if loaded.recipe.speculative is None:
         return None
     return draft_checkpoint_dir(
@@ -62,9 +67,9 @@ def draft_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, str]]
 
 
 def speculative_problem(speculative, triton_image: str) -> tuple[str, str] | None:
-    """(message, hint) when the image's vLLM takes no such speculative method, or refuses (or is not recorded to
-    run) method draft_model; else None. An image whose vLLM has no speculative_config (or is not recorded) is
-    engine_args_problems' (the key itself)."""
+    """(message, hint) when the image's vLLM takes no such speculative method, or refuses (or is not
+    recorded to run) method draft_model; else None. An image whose vLLM has no speculative_config
+    (or is not recorded) is engine_args_problems' (the key itself)."""
     from tritonbuild.backends._vllm_quantization import SPECULATIVE, image_vllm, images_where
 
     version = image_vllm(triton_image)
@@ -74,8 +79,8 @@ def speculative_problem(speculative, triton_image: str) -> tuple[str, str] | Non
     ours = [name for name in spec["methods"] if name in METHODS]
     if method not in spec["methods"]:
         return (
-            f"{triton_image} ships vLLM {version}, whose SpeculativeConfig takes no method {method!r} (it "
-            f"takes {', '.join(ours)} of tritonbuild's)",
+            f"{triton_image} ships vLLM {version}, whose SpeculativeConfig takes no method "
+            f"{method!r} (it takes {', '.join(ours)} of tritonbuild's)",
             f"use an image whose vLLM takes it, newest first: "
             f"{images_where(lambda v: v in SPECULATIVE and method in SPECULATIVE[v]['methods'])}",
         )
@@ -84,20 +89,21 @@ def speculative_problem(speculative, triton_image: str) -> tuple[str, str] | Non
     what = (
         "whose engine refuses method draft_model (EngineArgs raises NotImplementedError)"
         if spec["draft_model_runs"] is False
-        else "and whether its engine runs method draft_model is not "
-        "recorded (no NotImplementedError for it, no V1 draft-model proposer: the V0 fallback is not checked)"
+        else "and whether its engine runs method draft_model is not recorded (no "
+        "NotImplementedError for it, no V1 draft-model proposer: the V0 fallback is not checked)"
     )
     runs = images_where(lambda v: v in SPECULATIVE and SPECULATIVE[v]["draft_model_runs"] is True)
     others = [name for name in ours if name != "draft_model"]
     return (
         f"{triton_image} ships vLLM {version}, {what}",
-        f"use {' or '.join(others) or 'another method'}, or an image whose vLLM runs it, newest first: {runs}",
+        f"use {' or '.join(others) or 'another method'}, or an image whose vLLM runs it, newest "
+        f"first: {runs}",
     )
 
 
 def draft_kv_config(loaded, d) -> dict | None:
-    """The drafter's config.json (d: draft_dir's answer) when its attention layers get KV blocks beside the
-    target's, else None."""
+    """The drafter's config.json (d: draft_dir's answer) when its attention layers get KV blocks
+    beside the target's, else None."""
     if d is None or loaded.recipe.speculative.method not in WITH_DRAFT_KV:
         return None
     import json

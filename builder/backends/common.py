@@ -33,7 +33,8 @@ def local_source(loaded: LoadedRecipe, rel: str, loc: tuple) -> Path:
 
 
 def pinned_digest(loaded: LoadedRecipe, path: Path, ctx) -> str:
-    """sha256 of a source file (through ctx, the PlanContext), checked against the recipe's pin when there is one."""
+    """sha256 of a source file (through ctx, the PlanContext), checked against the recipe's pin when
+    there is one."""
     digest = ctx.digest(path)
     pin = loaded.recipe.source.sha256
     if pin and pin != digest:
@@ -47,13 +48,14 @@ def pinned_digest(loaded: LoadedRecipe, path: Path, ctx) -> str:
 
 
 def relative_dest(loaded: LoadedRecipe, path: Path, model_dir: Path, loc: tuple) -> str:
-    """Where an extra file lands in the version directory: its path relative to model.py's directory."""
+    """Where an extra file lands in the version directory: its path relative to model.py's
+    directory."""
     try:
         return path.resolve().relative_to(model_dir.resolve()).as_posix()
     except ValueError:
         raise PlanError(
-            f"{loaded.key(loc)}: {path} is not inside {model_dir} (model.py's directory), so model.py "
-            "could not find it at the same relative path",
+            f"{loaded.key(loc)}: {path} is not inside {model_dir} (model.py's directory), so "
+            "model.py could not find it at the same relative path",
             where=loaded.where(loc),
             hint="move the file next to model.py or below it",
         ) from None
@@ -85,8 +87,9 @@ def checkpoint_root(inputs: dict[str, str]) -> Path:
 
 
 def copy_inputs(inputs: dict[str, str], dest: Path) -> None:
-    """Copy a step's input files under dest, keeping their layout relative to checkpoint_root (reflinks where the
-    filesystem has them; the step runner then moves them into the store, uncopied)."""
+    """Copy a step's input files under dest, keeping their layout relative to checkpoint_root
+    (reflinks where the filesystem has them; the step runner then moves them into the store,
+    uncopied)."""
     from tritonbuild.core.cas import clone_or_copy
 
     root = checkpoint_root(inputs)
@@ -97,14 +100,16 @@ def copy_inputs(inputs: dict[str, str], dest: Path) -> None:
 
 
 def tree_inputs(root: Path, ctx) -> tuple[dict[str, str], dict[str, str]]:
-    """(relative path -> digest, step inputs: path -> digest) of every file under root, digested once."""
+    """(relative path -> digest, step inputs: path -> digest) of every file under root, digested
+    once."""
     files = {f.as_posix(): ctx.digest(root / f) for f in tree_files(root)}
     return files, {str(root / rel): digest for rel, digest in files.items()}
 
 
 def split_tree(files: dict[str, str], inputs: dict[str, str]) -> tuple[dict[str, str], str | None]:
-    """(the step's other inputs, the directory holding `files`) where files (relative path -> sha256) is a tree
-    hashed into a step beside its checkpoint; None when the step's inputs do not hold it."""
+    """(the step's other inputs, the directory holding `files`) where files (relative path ->
+    sha256) is a tree hashed into a step beside its checkpoint; None when the step's inputs do not
+    hold it."""
     mine = {
         p: rel
         for p, sha in inputs.items()
@@ -120,8 +125,8 @@ def split_tree(files: dict[str, str], inputs: dict[str, str]) -> tuple[dict[str,
 def draft_checkpoint_dir(
     loaded: LoadedRecipe, recipe_dir, key: tuple[str, str], loads: str
 ) -> Path:
-    """The draft checkpoint directory the recipe names at key; it must hold config.json (loads: who loads it as
-    what, for the message)."""
+    """The draft checkpoint directory the recipe names at key; it must hold config.json (loads: who
+    loads it as what, for the message)."""
     d = recipe_dir(loaded, getattr(loaded.recipe.speculative, key[1]), key)
     if not (d / "config.json").is_file():
         raise PlanError(

@@ -1,7 +1,8 @@
-"""Ensembles (platform: ensemble) and BLS pipelines (a Python model) built from other recipes' models.
+"""Ensembles (platform: ensemble) and BLS pipelines (a Python model) built from other recipes'
+models.
 
-Checked against the step models' real inputs and outputs at assembly: every mapped tensor exists, dtypes
-agree across each mapping, batch sizes are consistent."""
+Checked against the step models' real inputs and outputs at assembly: every mapped tensor exists,
+dtypes agree across each mapping, batch sizes are consistent."""
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ def _check(r: CompositionRecipe, known: dict) -> list[str]:
         step_model = known.get(step.model)
         if step_model is None:
             problems.append(
-                f"steps[{i}].model: {step.model!r} is not built by these recipes (built: {sorted(known)})"
+                f"steps[{i}].model: {step.model!r} is not built by these recipes (built: "
+                f"{sorted(known)})"
             )
             continue
         ins = {t.name: t for t in step_model.inputs}
@@ -72,21 +74,24 @@ def _check(r: CompositionRecipe, known: dict) -> list[str]:
         for model_output, tensor in step.outputs.items():
             if model_output not in outs:
                 problems.append(
-                    f"steps[{i}].outputs.{model_output}: {step.model} has no output {model_output!r} "
-                    f"(outputs: {sorted(outs)})"
+                    f"steps[{i}].outputs.{model_output}: {step.model} has no output "
+                    f"{model_output!r} (outputs: {sorted(outs)})"
                 )
             else:
                 dtypes[tensor] = outs[model_output].dtype
         if step_model.max_batch_size and r.max_batch_size > step_model.max_batch_size:
             problems.append(
-                f"max_batch_size {r.max_batch_size} exceeds {step.model}'s {step_model.max_batch_size}"
+                f"max_batch_size {r.max_batch_size} exceeds {step.model}'s "
+                f"{step_model.max_batch_size}"
             )
-        # NOTE: a batching ensemble may call a non-batching step (Triton compares full shapes, ensemble_utils.cc
-        # ValidateTensorConsistency); verify's Triton core check judges the shapes.
+        # NOTE: a batching ensemble may call a non-batching step (Triton compares full shapes,
+        # ensemble_utils.cc ValidateTensorConsistency); verify's Triton core check judges the
+        # shapes.
     for j, t in enumerate(r.outputs):
         if t.name in dtypes and dtypes[t.name] != t.dtype:
             problems.append(
-                f"outputs[{j}]: {t.name!r} is declared {t.dtype} but its step writes {dtypes[t.name]}"
+                f"outputs[{j}]: {t.name!r} is declared {t.dtype} but its step writes "
+                f"{dtypes[t.name]}"
             )
     return problems
 
@@ -125,39 +130,49 @@ def emit(built_model, root: Path, store, manifest_model, known: dict) -> list:
         for s in r.steps
     ]
     if r.backend == "ensemble":
-        for s in steps:
-            step = mc.ensemble_scheduling.step.add()
-            step.model_name, step.model_version = s["model"], s["version"]
-            for k, v in s["inputs"].items():
-                step.input_map[k] = v
-            for k, v in s["outputs"].items():
-                step.output_map[k] = v
-        (vdir / KEEP).write_bytes(b"")
+        _schedule_ensemble(mc, steps, vdir)
     else:
-        for g in r.instances:
-            ig = mc.instance_group.add()
-            ig.kind = pb2.ModelInstanceGroup.Kind.Value(f"KIND_{g.kind.upper()}")
-            ig.count = g.count
-        mc.parameters["steps"].string_value = json.dumps(
-            steps, sort_keys=True, separators=(",", ":")
-        )
-        mc.default_model_filename = "model.py"
-        shutil.copyfile(BLS_MODEL, vdir / "model.py")
+        _write_bls_model(mc, r, steps, vdir, pb2)
     (root / r.name / "config.pbtxt").write_bytes(render(mc))
-    deps = sorted({s.model for s in r.steps})
-    return [
-        manifest_model(
-            name=r.name,
-            version=r.version,
-            backend="ensemble" if r.backend == "ensemble" else "python",
-            target="cpu",
-            model_identity=_identity(steps, known),
-            inputs=[TensorSpec(**t.model_dump()) for t in r.inputs],
-            outputs=[TensorSpec(**t.model_dump()) for t in r.outputs],
-            max_batch_size=r.max_batch_size,
-            depends_on=deps,
-        )
-    ]
+    return [_manifest_entry(manifest_model, r, steps, known)]
+
+
+def _schedule_ensemble(mc, steps: list[dict], vdir: Path) -> None:
+    """The steps as Triton's ensemble scheduler runs them; the version directory stays empty
+    (KEEP)."""
+    for s in steps:
+        step = mc.ensemble_scheduling.step.add()
+        step.model_name, step.model_version = s["model"], s["version"]
+        for k, v in s["inputs"].items():
+            step.input_map[k] = v
+        for k, v in s["outputs"].items():
+            step.output_map[k] = v
+    (vdir / KEEP).write_bytes(b"")
+
+
+def _write_bls_model(mc, r: CompositionRecipe, steps: list[dict], vdir: Path, pb2) -> None:
+    """A BLS: its instances, the steps as a config parameter and models/bls_chain.py as model.py."""
+    for g in r.instances:
+        ig = mc.instance_group.add()
+        ig.kind = pb2.ModelInstanceGroup.Kind.Value(f"KIND_{g.kind.upper()}")
+        ig.count = g.count
+    mc.parameters["steps"].string_value = json.dumps(steps, sort_keys=True, separators=(",", ":"))
+    mc.default_model_filename = "model.py"
+    shutil.copyfile(BLS_MODEL, vdir / "model.py")
+
+
+def _manifest_entry(manifest_model, r: CompositionRecipe, steps: list[dict], known: dict):
+    return manifest_model(
+        name=r.name,
+        version=r.version,
+        backend="ensemble" if r.backend == "ensemble" else "python",
+        target="cpu",
+        model_identity=_identity(steps, known),
+        inputs=[TensorSpec(**t.model_dump()) for t in r.inputs],
+        outputs=[TensorSpec(**t.model_dump()) for t in r.outputs],
+        max_batch_size=r.max_batch_size,
+        depends_on=sorted({s.model for s in r.steps}),
+    )
 
 
 def _identity(steps: list, known: dict) -> str:
@@ -197,7 +212,8 @@ class CompositionBackend(Backend):
 
 
 class EnsembleBackend(CompositionBackend):
-    """A composition run by Triton's ensemble scheduler: explicit step versions, no instances of its own."""
+    """A composition run by Triton's ensemble scheduler: explicit step versions, no instances of its
+    own."""
 
     def check_recipe(self, recipe) -> list[tuple]:
         out = []
@@ -229,7 +245,6 @@ class EnsembleBackend(CompositionBackend):
         return ensemble_recipe(mc, model_dir)
 
 
-ENSEMBLE = EnsembleBackend(
-    "ensemble", "ensemble", EnsembleRecipe, loads_dependencies=True
-)  # Triton loads its steps
+# Triton loads an ensemble's steps with it
+ENSEMBLE = EnsembleBackend("ensemble", "ensemble", EnsembleRecipe, loads_dependencies=True)
 BLS = CompositionBackend("bls", "python", BLSRecipe)

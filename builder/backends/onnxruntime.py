@@ -1,21 +1,28 @@
-"""onnxruntime backend: an .onnx file (local, URL, or exported from a seeded torch module); I/O from the graph."""
+"""onnxruntime backend: an .onnx file (local, URL, or exported from a seeded torch module); I/O from
+the graph."""
 
 from __future__ import annotations
 
 import json
 import shutil
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import Field
 
+from tritonbuild.backends._onnx_accelerators import (
+    Accelerators,
+    accelerator_problems,
+    add_accelerators,
+    adopt_accelerators,
+)
 from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import fetch_url, local_source, pinned_digest
 from tritonbuild.core.proc import python_module_argv, run_logged
 from tritonbuild.core.stores import is_url
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.load import LoadedRecipe
-from tritonbuild.recipe.models import Recipe, Source, Strict, TensorSpec, TorchExport
+from tritonbuild.recipe.models import Recipe, Source, TensorSpec, TorchExport
 
 NAME = "onnxruntime"
 PLATFORM = "onnxruntime_onnx"
@@ -41,35 +48,11 @@ ONNX_DTYPES = {
 }
 
 
-class TRTAccelerator(Strict):
-    name: Literal["tensorrt"]
-    precision_mode: Literal["FP32", "FP16", "INT8"] = "FP16"
-    max_workspace_size_bytes: int = Field(1 << 30, ge=1 << 20)
-    trt_engine_cache_enable: bool = True
-    trt_engine_cache_path: str | None = Field(
-        None, description="Absolute path on the server (engines are per GPU and TensorRT version)."
-    )
-
-
-class CudaAccelerator(Strict):
-    name: Literal["cuda"]
-
-
-class OpenVINOAccelerator(Strict):
-    name: Literal["openvino"]
-
-
-class Accelerators(Strict):
-    gpu: list[Annotated[TRTAccelerator | CudaAccelerator, Field(discriminator="name")]] = Field(
-        default_factory=list
-    )
-    cpu: list[OpenVINOAccelerator] = Field(default_factory=list)
-
-
 class OnnxExport(TorchExport):
     dynamic_axes: dict[str, dict[int, str]] | None = Field(
         None,
-        description="Axis names per tensor; default: axis 0 of every tensor when max_batch_size > 0.",
+        description="Axis names per tensor; default: axis 0 of every tensor when max_batch_size > "
+        "0.",
     )
     opset: int = Field(17, ge=7, le=23, description="ONNX opset.")
 
@@ -138,7 +121,8 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
 
 
 def module_root(module: str, path: str) -> Path:
-    """The directory a 'pkg.mod:function' module is imported from, given the module's file (an input)."""
+    """The directory a 'pkg.mod:function' module is imported from, given the module's file (an
+    input)."""
     depth = len(module.split(":")[0].split("."))
     file = Path(path).resolve()
     return file.parents[depth] if file.name == "__init__.py" else file.parents[depth - 1]
@@ -148,7 +132,8 @@ def run_export(ctx: StepContext, target: Path, log_name: str) -> object:
     """Run _torch_export in a subprocess on the step's module (its only input), writing target."""
     require_torch()
     ((module_file, _digest),) = ctx.inputs.items()
-    # NOTE: absolute: the subprocess runs in this directory and puts it on sys.path itself (not via its cwd).
+    # NOTE: absolute: the subprocess runs in this directory and puts it on sys.path itself (not via
+    # its cwd).
     root = module_root(ctx.params["module"], module_file).resolve()
     ctx.log_dir.mkdir(parents=True, exist_ok=True)
     spec_path = ctx.log_dir / "export-spec.json"
@@ -236,7 +221,8 @@ def _graph_specs(values, initializers: set[str]) -> list[TensorSpec]:
 def derive_io(
     recipe: Recipe, files: dict[str, Path], recipe_dir=None
 ) -> tuple[list[TensorSpec], list[TensorSpec]]:
-    """Config I/O from the graph; batch dim stripped when max_batch_size > 0; recipe I/O must agree."""
+    """Config I/O from the graph; batch dim stripped when max_batch_size > 0; recipe I/O must
+    agree."""
     onnx = _onnx()
 
     model = onnx.load(str(files[DEFAULT_FILENAME]), load_external_data=False)
@@ -251,9 +237,10 @@ def derive_io(
             for s in specs:
                 if not s.dims or s.dims[0] != -1:
                     raise BuildError(
-                        f"graph {key[:-1]} {s.name!r} has shape {s.dims}: its first dimension must be "
-                        f"variable when max_batch_size is {recipe.max_batch_size}",
-                        hint="export with a dynamic batch axis (dynamic_axes) or set max_batch_size: 0",
+                        f"graph {key[:-1]} {s.name!r} has shape {s.dims}: its first dimension must "
+                        f"be variable when max_batch_size is {recipe.max_batch_size}",
+                        hint="export with a dynamic batch axis (dynamic_axes) or set "
+                        "max_batch_size: 0",
                     )
             specs = [s.model_copy(update={"dims": s.dims[1:]}) for s in specs]
         given = getattr(recipe, key)
@@ -292,21 +279,13 @@ def _reconcile(key: str, graph: list[TensorSpec], given: list[TensorSpec]) -> li
 def configure(mc, recipe: Recipe) -> None:
     mc.platform = PLATFORM
     mc.backend = "onnxruntime"
-    if (
-        recipe.accelerators is not None
-    ):  # onnxruntime's execution providers (TensorRT, CUDA, OpenVINO)
-        ea = mc.optimization.execution_accelerators
-        for acc in recipe.accelerators.gpu:
-            a = ea.gpu_execution_accelerator.add()
-            a.name = acc.name
-            for k, v in sorted(acc.model_dump(exclude={"name"}, exclude_none=True).items()):
-                a.parameters[k] = ("true" if v else "false") if isinstance(v, bool) else str(v)
-        for acc in recipe.accelerators.cpu:
-            ea.cpu_execution_accelerator.add().name = acc.name
+    if recipe.accelerators is not None:
+        add_accelerators(mc, recipe.accelerators)
 
 
 class OnnxRunner:
-    """onnxruntime in-process on the repository's own model.onnx (CPU provider, fixed thread count)."""
+    """onnxruntime in-process on the repository's own model.onnx (CPU provider, fixed thread
+    count)."""
 
     def __init__(self, path: Path, model):
         import onnxruntime as ort
@@ -328,85 +307,6 @@ class OnnxRunner:
         pass
 
 
-def check_recipe(recipe: Recipe) -> list[tuple]:
-    """Execution accelerators the server can honour."""
-    out = []
-    accelerators = recipe.accelerators
-    if accelerators is None:
-        return out
-    if accelerators.gpu and recipe.target == "cpu":
-        out.append(
-            (
-                ("accelerators", "gpu"),
-                "GPU execution accelerators on a cpu target",
-                "set target: gpu or remove accelerators.gpu",
-            )
-        )
-    for i, accelerator in enumerate(accelerators.gpu):
-        cache_path = getattr(accelerator, "trt_engine_cache_path", None)
-        if cache_path and not cache_path.startswith("/"):
-            out.append(
-                (
-                    ("accelerators", "gpu", i, "trt_engine_cache_path"),
-                    "must be an absolute path on the server",
-                    "use e.g. /tmp/ort-trt-cache",
-                )
-            )
-        if accelerator.name == "tensorrt" and accelerator.precision_mode == "INT8":
-            out.append(
-                (
-                    ("accelerators", "gpu", i, "precision_mode"),
-                    "INT8 needs a calibration table, which tritonbuild does not ship",
-                    "use FP16 or FP32",
-                )
-            )
-    return out
-
-
-_TRT_PARAMETERS = {
-    "precision_mode": str,
-    "max_workspace_size_bytes": int,
-    "trt_engine_cache_path": str,
-    "trt_engine_cache_enable": lambda v: v.lower() == "true",
-}
-
-
-def adopt_accelerators(mc) -> dict:
-    """optimization.execution_accelerators of an existing config as the recipe's accelerators (tritonbuild adopt);
-    any other optimization field, accelerator or parameter is refused by name."""
-    from tritonbuild.errors import UsageError
-
-    if not mc.HasField("optimization"):
-        return {}
-    other = [
-        f"optimization.{field.name}"
-        for field, _ in mc.optimization.ListFields()
-        if field.name != "execution_accelerators"
-    ]
-    ea, out = mc.optimization.execution_accelerators, {"gpu": [], "cpu": []}
-    for a in ea.gpu_execution_accelerator:
-        params = {k: _TRT_PARAMETERS[k](v) for k, v in a.parameters.items() if k in _TRT_PARAMETERS}
-        other += [
-            f"gpu accelerator {a.name} parameter {k}"
-            for k in a.parameters
-            if k not in params or a.name != "tensorrt"
-        ]
-        out["gpu"].append({"name": a.name, **params})
-    out["cpu"] = [{"name": a.name} for a in ea.cpu_execution_accelerator]
-    other += [
-        f"accelerator {a['name']}"
-        for kind in ("gpu", "cpu")
-        for a in out[kind]
-        if a["name"] not in (("tensorrt", "cuda") if kind == "gpu" else ("openvino",))
-    ]
-    if other:
-        raise UsageError(
-            f"{mc.name}: {sorted(other)} have no recipe key yet",
-            hint="publish the repository as it is ('tritonbuild publish DIR URL')",
-        )
-    return {"accelerators": {kind: items for kind, items in out.items() if items}}
-
-
 class OnnxRuntimeBackend(Backend):
     name = NAME
     recipe_type = OnnxRuntimeRecipe
@@ -423,7 +323,7 @@ class OnnxRuntimeBackend(Backend):
     run_step = staticmethod(run_step)
     derive_io = staticmethod(derive_io)
     configure = staticmethod(configure)
-    check_recipe = staticmethod(check_recipe)
+    check_recipe = staticmethod(accelerator_problems)
     adopt_consumes = frozenset({"optimization"})
 
     def adopt_fields(self, mc) -> dict:
@@ -432,7 +332,8 @@ class OnnxRuntimeBackend(Backend):
     def model_content_checks(
         self, mc, model_dir: Path, versions: list[int]
     ) -> list[tuple[str, list[str], str]]:
-        """config.pbtxt against the ONNX graph, as the onnxruntime backend checks it at load (_onnx_rules)."""
+        """config.pbtxt against the ONNX graph, as the onnxruntime backend checks it at load
+        (_onnx_rules)."""
         from tritonbuild.backends._onnx_rules import onnx_problems
 
         found = self.present_model_files(mc, model_dir, versions)

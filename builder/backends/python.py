@@ -51,9 +51,8 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     model_py = local_source(loaded, src.path, ("source", "path"))
     layout = {DEFAULT_FILENAME: pinned_digest(loaded, model_py, ctx)}
     inputs = {str(model_py): layout[DEFAULT_FILENAME]}
-    if (
-        loaded.recipe.batch_buckets
-    ):  # the wrapper pads each batch to its bucket, then runs the recipe's model.py
+    if loaded.recipe.batch_buckets:
+        # the wrapper pads each batch to its bucket, then runs the recipe's model.py
         layout = {
             USER_FILENAME: layout[DEFAULT_FILENAME],
             DEFAULT_FILENAME: ctx.digest(BUCKETED_MODEL),
@@ -85,8 +84,9 @@ def run_step(ctx: StepContext) -> None:
 
 
 def _compiles(path: Path) -> None:
-    """A Python file the stub would fail to import (a syntax error) stops the build, at its file:line, instead of
-    surfacing as a load error at verify. Compiled by the Python running the build; nothing is written."""
+    """A Python file the stub would fail to import (a syntax error) stops the build, at its
+    file:line, instead of surfacing as a load error at verify. Compiled by the Python running the
+    build; nothing is written."""
     import sys
 
     try:

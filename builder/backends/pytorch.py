@@ -1,8 +1,9 @@
-"""PyTorch backend: a seeded torch module exported as TorchScript (model.pt, platform pytorch_libtorch) or as a
-torch.export/AOTInductor package (model.pt2, platform torch_aoti), or a saved TorchScript file.
+"""PyTorch backend: a seeded torch module exported as TorchScript (model.pt, platform
+pytorch_libtorch) or as a torch.export/AOTInductor package (model.pt2, platform torch_aoti), or a
+saved TorchScript file.
 
-Tensor names follow the libtorch convention `<name>__<index>` (inputs in forward() order, outputs in order);
-dtypes and shapes come from running the exported module on the example inputs."""
+Tensor names follow the libtorch convention `<name>__<index>` (inputs in forward() order, outputs in
+order); dtypes and shapes come from running the exported module on the example inputs."""
 
 from __future__ import annotations
 
@@ -95,12 +96,11 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
         "opset": 17,
         "archive": 2,
     }  # 2: location-independent TorchScript (normalize_torchscript)
-    # NOTE: dynamic_axes and opset are the ONNX export's (onnxruntime's recipe options, not pytorch's): this
-    # export reads neither; they stay in the params with the values they always had so that cache keys (and
-    # the manifests that record them) do not change.
-    if (
-        recipe.batch_buckets
-    ):  # only then: the cache keys of models without buckets stay as they were
+    # NOTE: dynamic_axes and opset are the ONNX export's (onnxruntime's recipe options, not
+    # pytorch's): this export reads neither; they stay in the params with the values they always had
+    # so that cache keys (and the manifests that record them) do not change.
+    if recipe.batch_buckets:
+        # only then: the cache keys of models without buckets stay as they were
         params["buckets"] = list(recipe.batch_buckets)
     return [("torch.export", params, {str(path): ctx.digest(path)})]
 
@@ -126,7 +126,8 @@ def run_step(ctx: StepContext) -> None:
 
 
 def load(path: Path, fmt: str):
-    """The exported module, callable on tensors: TorchScript ('torchscript') or an AOTInductor package."""
+    """The exported module, callable on tensors: TorchScript ('torchscript') or an AOTInductor
+    package."""
     import torch
 
     if fmt == "aoti":
@@ -151,15 +152,15 @@ def derive_io(
             result = load(files[filename(recipe)], ex.format)(*args)
     except Exception as e:  # noqa: BLE001 - torch raises many types; the export is unusable either way
         raise BuildError(
-            f"the exported {ex.format} model does not run on its example inputs: {type(e).__name__}: "
-            f"{str(e).splitlines()[0] if str(e) else ''}",
+            f"the exported {ex.format} model does not run on its example inputs: "
+            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
             hint="check the module and example inputs",
         ) from None
     results = list(result) if isinstance(result, (tuple, list)) else [result]
     if len(results) != len(ex.outputs):
         raise BuildError(
-            f"the module returns {len(results)} tensors, the recipe names {len(ex.outputs)} outputs "
-            f"{ex.outputs}",
+            f"the module returns {len(results)} tensors, the recipe names {len(ex.outputs)} "
+            f"outputs {ex.outputs}",
             hint="list one name per returned tensor in source.export.outputs",
         )
     batch = recipe.max_batch_size > 0
@@ -189,7 +190,8 @@ def configure(mc, recipe: Recipe) -> None:
 
 
 class TorchRunner:
-    """torch in-process on the repository's own model.pt / model.pt2; tensors matched by their __index."""
+    """torch in-process on the repository's own model.pt / model.pt2; tensors matched by their
+    __index."""
 
     def __init__(self, path: Path, model):
         import numpy as np
@@ -239,8 +241,9 @@ def check_recipe(recipe: Recipe) -> list[tuple]:
         ]
     if filename(recipe) != "model.pt":
         return []
-    # The libtorch backend maps only these TYPE_s to torch dtypes (pytorch_backend r24.10 libtorch_utils.cc
-    # ModelConfigDataTypeToTorchType); any other refuses to load, though torch in-process would run it.
+    # The libtorch backend maps only these TYPE_s to torch dtypes (pytorch_backend r24.10
+    # libtorch_utils.cc ModelConfigDataTypeToTorchType); any other refuses to load, though torch
+    # in-process would run it.
     out = []
     for key, tensors in (("inputs", recipe.inputs), ("outputs", recipe.outputs)):
         for i, t in enumerate(tensors or []):  # None: derived from the export
@@ -286,8 +289,9 @@ class PyTorchBackend(Backend):
     def model_content_checks(
         self, mc, model_dir: Path, versions: list[int]
     ) -> list[tuple[str, list[str], str]]:
-        """config.pbtxt against the TorchScript forward() schema, as the libtorch backend checks it at load
-        (_libtorch_rules). torch_aoti packages are not checked: 2.51's backend does not know that platform."""
+        """config.pbtxt against the TorchScript forward() schema, as the libtorch backend checks it
+        at load (_libtorch_rules). torch_aoti packages are not checked: 2.51's backend does not know
+        that platform."""
         if mc.platform == "torch_aoti":
             return []
         found = self.present_model_files(mc, model_dir, versions)

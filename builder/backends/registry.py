@@ -1,9 +1,10 @@
 """The backend registry: recipe kind → Backend. Registration refuses duplicate names and step kinds.
 
-The built-in backends are registered on first use, from BUILTIN (one line per backend module). A plug-in
-(or a test) registers its own with `register`, or for a scope with `registered`. Either way each backend's
-recipe type (declared in its own module) and its rules (check_recipe) reach the recipe loader and the JSON
-Schema through `recipe_kinds()`, which api passes down: recipe/ keeps no list of kinds."""
+The built-in backends are registered on first use, from BUILTIN (one line per backend module). A
+plug-in (or a test) registers its own with `register`, or for a scope with `registered`. Either way
+each backend's recipe type (declared in its own module) and its rules (check_recipe) reach the
+recipe loader and the JSON Schema through `recipe_kinds()`, which api passes down: recipe/ keeps no
+list of kinds."""
 
 from __future__ import annotations
 
@@ -47,8 +48,8 @@ class Registry:
                 self.register(getattr(importlib.import_module(module), attr))
 
     def register(self, backend: Backend) -> Backend:
-        """Add a backend; its name and step kinds must be new, its route one of ROUTES, its recipe type a
-        recipe kind of its name, its engine steps among its step kinds."""
+        """Add a backend; its name and step kinds must be new, its route one of ROUTES, its recipe
+        type a recipe kind of its name, its engine steps among its step kinds."""
         self._ensure()
         if not isinstance(backend, Backend):
             raise TypeError(f"{backend!r} is not a tritonbuild Backend")
@@ -90,8 +91,9 @@ class Registry:
         )
         if unkeyed:
             raise ValueError(
-                f"backend {backend.name!r}: its steps key on {unkeyed}, which the toolchain fingerprint "
-                "does not hold: declare them in the backend's tools (key → pip distribution)"
+                f"backend {backend.name!r}: its steps key on {unkeyed}, which the toolchain "
+                "fingerprint does not hold: declare them in the backend's tools (key → pip "
+                "distribution)"
             )
         stray = sorted(set(backend.engine_steps) - set(backend.step_toolchain))
         if stray:
@@ -141,7 +143,8 @@ class Registry:
         return backend is not None and kind in backend.engine_steps
 
     def recipe_kinds(self) -> Kinds:
-        """Recipe `backend` value → its recipe type and rules, for the recipe loader and the JSON Schema."""
+        """Recipe `backend` value → its recipe type and rules, for the recipe loader and the JSON
+        Schema."""
         self._ensure()
         return {
             name: Kind(backend.recipe_type, backend.check_recipe)
@@ -149,12 +152,14 @@ class Registry:
         }
 
     def toolchain(self) -> dict[str, str]:
-        """The fingerprint with every registered backend's tools (core/toolchain.fingerprint after registering)."""
+        """The fingerprint with every registered backend's tools (core/toolchain.fingerprint after
+        registering)."""
         self._ensure()
         return fingerprint()
 
     def step_toolchain(self, kind: str) -> tuple[str, ...] | None:
-        """The toolchain keys a step kind depends on (None: unknown kind, keyed on the whole toolchain)."""
+        """The toolchain keys a step kind depends on (None: unknown kind, keyed on the whole
+        toolchain)."""
         backend = self.for_step(kind)
         return backend.step_toolchain[kind] if backend is not None else None
 
@@ -164,15 +169,16 @@ class Registry:
         return next((b for b in self._by_name.values() if b.triton_backend == triton_backend), None)
 
     def for_manifest(self, backend_name: str) -> Backend | None:
-        """The backend answering for a manifest's (or config's) backend name: the one registered under that
-        name, else the first writing models of that Triton backend."""
+        """The backend answering for a manifest's (or config's) backend name: the one registered
+        under that name, else the first writing models of that Triton backend."""
         self._ensure()
         return self._by_name.get(backend_name) or self.for_triton(backend_name)
 
     def for_config(self, triton_backend: str, platform: str) -> Backend | None:
-        """The backend answering for a config.pbtxt's load rules: by its backend field (as for_manifest), else,
-        for a platform-only config (Triton maps onnxruntime_onnx, tensorrt_plan, pytorch_libtorch ... to their
-        backend), the first backend whose `model_files` declares that platform."""
+        """The backend answering for a config.pbtxt's load rules: by its backend field (as
+        for_manifest), else, for a platform-only config (Triton maps onnxruntime_onnx,
+        tensorrt_plan, pytorch_libtorch ... to their backend), the first backend whose `model_files`
+        declares that platform."""
         self._ensure()
         if triton_backend:
             return self.for_manifest(triton_backend)
@@ -182,8 +188,8 @@ class Registry:
         )
 
     def also_writing(self, triton_backend: str) -> list[Backend]:
-        """The backends that also write models of this Triton backend (their `also_writes`), in registration
-        order: their model_file_checks run on such models after the owner's."""
+        """The backends that also write models of this Triton backend (their `also_writes`), in
+        registration order: their model_file_checks run on such models after the owner's."""
         self._ensure()
         return [
             b for b in self._by_name.values() if triton_backend and triton_backend in b.also_writes
@@ -207,7 +213,8 @@ class Registry:
         return backend.route if backend is not None else "none"
 
     def model_files(self) -> dict[str, dict[str, str]]:
-        """Triton backend → {platform: default model file} (Triton's load rule), for every registered backend."""
+        """Triton backend → {platform: default model file} (Triton's load rule), for every
+        registered backend."""
         self._ensure()
         out: dict[str, dict[str, str]] = {}
         for b in self._by_name.values():

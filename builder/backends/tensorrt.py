@@ -1,7 +1,7 @@
-"""TensorRT backend: an ONNX file → a TensorRT plan (model.plan, platform tensorrt_plan) through trtexec or
-TensorRT's Python API, with optimization profiles from the recipe, fp16/int8 flags and a timing cache kept in
-the build cache (so rebuilds reuse tactics). Where TensorRT is missing the step is skipped with the reason;
---engine MODEL=DIR supplies a prebuilt plan."""
+"""TensorRT backend: an ONNX file → a TensorRT plan (model.plan, platform tensorrt_plan) through
+trtexec or TensorRT's Python API, with optimization profiles from the recipe, fp16/int8 flags and a
+timing cache kept in the build cache (so rebuilds reuse tactics). Where TensorRT is missing the step
+is skipped with the reason; --engine MODEL=DIR supplies a prebuilt plan."""
 
 from __future__ import annotations
 
@@ -144,8 +144,8 @@ def run_step(ctx: StepContext) -> None:
         argv = python_module_argv("tritonbuild.backends._tensorrt_build", str(spec))
     else:
         raise StepSkipped(
-            "TensorRT is not installed here (no trtexec, no tensorrt module); build on a GPU runner "
-            "with TensorRT, or pass --engine MODEL=DIR holding model.plan"
+            "TensorRT is not installed here (no trtexec, no tensorrt module); build on a GPU "
+            "runner with TensorRT, or pass --engine MODEL=DIR holding model.plan"
         )
     res = run_logged(argv, cwd=log_dir, log_path=log_dir / "tensorrt.log", timeout=opts.timeout_s)
     if res.returncode != 0 or not plan.is_file():
@@ -204,8 +204,9 @@ def check_recipe(recipe: Recipe) -> list[tuple]:
                 out.append(
                     (
                         loc,
-                        f"profile max batch {shapes.max[0]} < max_batch_size {recipe.max_batch_size}: "
-                        "Triton would send batches the engine cannot take",
+                        f"profile max batch {shapes.max[0]} < max_batch_size "
+                        f"{recipe.max_batch_size}: Triton would send batches the engine cannot "
+                        "take",
                         "raise max[0] or lower max_batch_size",
                     )
                 )

@@ -8,12 +8,15 @@ import subprocess
 import sys
 import textwrap
 
-# The command runs and finishes; a non-daemon thread, which Python joins while exiting, then sends SIGINT.
+# The command runs and finishes; a non-daemon thread, which Python joins while exiting, sends SIGINT once the
+# main thread has stopped (Python's shutdown marks it stopped before joining the others) -- not after a fixed
+# sleep, which a loaded machine outran: the signal then came during the command.
 LATE = textwrap.dedent("""
     import os, signal, sys, threading, time
     from tritonbuild.__main__ import run
     def late():
-        time.sleep(0.5)
+        while threading.main_thread().is_alive():
+            time.sleep(0.01)
         os.kill(os.getpid(), signal.SIGINT)
     threading.Thread(target=late).start()
     sys.argv = ["tritonbuild", *sys.argv[1:]]

@@ -11,6 +11,8 @@ Facts are names, types and flags read out of upstream's own files, never the fil
     python -m tests.contracts.refresh engine-args FILE         # vLLM vllm/engine/arg_utils.py (from a wheel)
     python -m tests.contracts.refresh compatibility FILE       # server docs/introduction/compatibility.md
     python -m tests.contracts.refresh vllm-wheel WHEEL... [--write]  # every vLLM fact of each wheel (vllm_wheels.py)
+    python -m tests.contracts.refresh trtllm-llmapi VERSION --git GITDIR | --wheel WHEEL_OR_URL [--sha256 H] [--write]
+                                                   # llm_args.py at a TensorRT-LLM release (trtllm_llm_args.py)
     python -m tests.contracts.refresh --check --mirror OWNER/NAME=GITDIR --file ... --wheel ...  # see drift.py
 
 Each command prints JSON; compare it with the recorded fact (git diff after pasting) and update the fact's
@@ -388,6 +390,10 @@ def main(argv: list[str]) -> int:
         from tests.contracts.vllm_wheels import main as vllm_wheel
 
         return vllm_wheel(args)
+    if cmd == "trtllm-llmapi":
+        from tests.contracts.trtllm_llm_args import main as trtllm_llmapi
+
+        return trtllm_llmapi(args)
     if cmd == "trtllm-release":
         out = trtllm_release(args[0], args[1])
     elif cmd == "triton-templates":

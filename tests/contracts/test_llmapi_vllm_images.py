@@ -11,11 +11,11 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.contracts.facts import engine_args_of_image, load, vllm_of_image
-from tritonbuild.backends import REGISTRY, vllm
+from tritonbuild.backends import REGISTRY, _vllm_emit, vllm
+from tritonbuild.backends._vllm_recipe import VLLMEngineArgs, VLLMRecipe
 from tritonbuild.backends.tensorrtllm.checks import check_recipe as check_llm_rules
 from tritonbuild.backends.tensorrtllm.llmapi import model_yaml
 from tritonbuild.backends.tensorrtllm.recipe import Image, LLMRecipe
-from tritonbuild.backends.vllm import VLLMEngineArgs, VLLMRecipe
 from tritonbuild.recipe.load import load_recipe
 
 ARGS = load("llm_args")
@@ -85,7 +85,7 @@ def test_model_json_is_a_subset_of_the_images_async_engine_args(path):
     """vllm_backend does AsyncEngineArgs(**model.json) with the vLLM the serving image ships."""
     r = load_recipe(path, REGISTRY.recipe_kinds()).recipe
     fields = engine_args_of_image(r.image.triton_image)
-    doc = vllm.model_json(r)
+    doc = _vllm_emit.model_json(r)
     assert set(doc) <= fields, set(doc) - fields
     quant = VLLM["versions"][vllm_of_image(r.image.triton_image)]["quantization_methods"]["values"]
     assert doc.get("quantization") in (None, *quant)
@@ -119,7 +119,7 @@ def test_every_key_tritonbuild_writes_is_a_field_of_each_recorded_vllm_or_refuse
     assert ENGINE_ARGS[version] == fields
     for tag in VLLM["versions"][version]["images"] or ["25.12"]:
         r = _full_vllm_recipe(f"nvcr.io/nvidia/tritonserver:{tag}-vllm-python-py3")
-        doc = vllm.model_json(r)
+        doc = _vllm_emit.model_json(r)
         refused = [p for p in vllm.BACKEND.check_recipe(r) if "AsyncEngineArgs" in p[1]]
         if vllm_of_image(r.image.triton_image) == version:
             assert {p[1].split()[3].rstrip(",") for p in refused} == set(doc) - fields, refused
@@ -292,7 +292,7 @@ def test_the_default_and_the_newest_vllm_images_have_their_engine_args_recorded(
 
 def test_model_json_leaves_prefix_caching_to_vllms_default():
     r = VLLMRecipe(name="v", version=1, backend="vllm", checkpoint={"path": "c"})
-    assert "enable_prefix_caching" not in vllm.model_json(r)
+    assert "enable_prefix_caching" not in _vllm_emit.model_json(r)
     off = {
         version for version, v in VLLM["versions"].items() if v["enable_prefix_caching"] == "False"
     }
@@ -315,7 +315,7 @@ def test_model_json_leaves_prefix_caching_to_vllms_default():
         checkpoint={"path": "c"},
         engine_args={"enable_prefix_caching": False},
     )
-    assert vllm.model_json(on)["enable_prefix_caching"] is False
+    assert _vllm_emit.model_json(on)["enable_prefix_caching"] is False
 
 
 def _tag(image: str) -> str:
@@ -536,7 +536,7 @@ def test_vllm_config_declares_the_backends_whole_interface(tmp_path):
     from tritonbuild.recipe.models import DTYPES
 
     upstream = load("vllm_backend")
-    for kind, ours in (("inputs", vllm.INPUTS), ("outputs", vllm.OUTPUTS)):
+    for kind, ours in (("inputs", _vllm_emit.INPUTS), ("outputs", _vllm_emit.OUTPUTS)):
         mine = {
             t.name: (DTYPES[t.dtype], list(t.dims), bool(getattr(t, "optional", False)))
             for t in ours
@@ -546,7 +546,7 @@ def test_vllm_config_declares_the_backends_whole_interface(tmp_path):
         }
         assert mine == theirs, kind
     client = load("clients")["openai_frontend_vllm"]["always"]
-    names = {t.name: DTYPES[t.dtype] for t in vllm.INPUTS}
+    names = {t.name: DTYPES[t.dtype] for t in _vllm_emit.INPUTS}
     for name, (dtype, _) in client.items():
         assert names[name] == {"object": "TYPE_STRING", "bool": "TYPE_BOOL"}[dtype], name
 

@@ -1,8 +1,8 @@
-"""The checkpoint and tokenizer an LLM recipe names, as every LLM runtime reads them at plan time: directories
-resolved against the recipe's, a remote checkpoint fetched once into the build cache under its pin, config.json
-read into an Architecture, every file digested (regular files only) and the tree checked against
-`checkpoint.sha256`. A recipe here is any with `checkpoint` (recipe.models.Checkpoint); `read_tokenizer` also
-reads its `tokenizer` key."""
+"""The checkpoint and tokenizer an LLM recipe names, as every LLM runtime reads them at plan time:
+directories resolved against the recipe's, a remote checkpoint fetched once into the build cache
+under its pin, config.json read into an Architecture, every file digested (regular files only) and
+the tree checked against `checkpoint.sha256`. A recipe here is any with `checkpoint`
+(recipe.models.Checkpoint); `read_tokenizer` also reads its `tokenizer` key."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ TOKENIZER_FILES = (
 
 
 def _resolve(loaded: LoadedRecipe, rel: str, loc: tuple, *, directory: bool) -> Path:
-    """A recipe path (relative to the recipe's directory) that must exist; `directory` asks for a directory."""
+    """A recipe path (relative to the recipe's directory) that must exist; `directory` asks for a
+    directory."""
     path = Path(rel)
     path = path if path.is_absolute() else loaded.base_dir / path
     if not (path.is_dir() if directory else path.exists()):
@@ -49,12 +50,14 @@ def recipe_dir(loaded: LoadedRecipe, rel: str, loc: tuple) -> Path:
 
 
 def recipe_path(loaded: LoadedRecipe, rel: str, loc: tuple) -> Path:
-    """A file or directory the recipe names (relative to the recipe file), or a plan error at loc."""
+    """A file or directory the recipe names (relative to the recipe file), or a plan error at
+    loc."""
     return _resolve(loaded, rel, loc, directory=False)
 
 
 def fetch_checkpoint(loaded: LoadedRecipe, ctx: PlanContext) -> Path:
-    """A remote checkpoint (any fsspec URL), downloaded once into the build cache (ctx.cache_dir) under its pin."""
+    """A remote checkpoint (any fsspec URL), downloaded once into the build cache (ctx.cache_dir)
+    under its pin."""
     from tritonbuild.core.secrets import redact
     from tritonbuild.core.stores import open_url
 
@@ -115,9 +118,8 @@ def read_checkpoint(loaded: LoadedRecipe, ctx: PlanContext) -> tuple[Path, dict,
         ) from None
     rels = tree_files(ckpt)
     try:
-        check_tree(
-            ckpt, rels
-        )  # NOTE: a FIFO would block hashing; a link to /dev/zero would never end
+        # NOTE: a FIFO would block hashing; a link to /dev/zero would never end
+        check_tree(ckpt, rels)
     except PathProblem as e:
         raise PlanError(
             str(e),
@@ -132,7 +134,8 @@ def read_checkpoint(loaded: LoadedRecipe, ctx: PlanContext) -> tuple[Path, dict,
         raise PlanError(
             f"checkpoint {ckpt} has digest {tree_digest(files)}, the recipe pins {pin}",
             where=loaded.where(("checkpoint", "sha256")),
-            hint="restore the pinned checkpoint, or update checkpoint.sha256 if the change is intended",
+            hint="restore the pinned checkpoint, or update checkpoint.sha256 if the change is "
+            "intended",
         )
     return ckpt, config, files
 

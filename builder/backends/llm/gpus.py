@@ -1,5 +1,5 @@
-"""The GPUs a recipe may target (`gpu:`, for the memory plan and the quantization rules of every LLM runtime):
-their memory as nvidia-smi reports it and their CUDA compute capability."""
+"""The GPUs a recipe may target (`gpu:`, for the memory plan and the quantization rules of every LLM
+runtime): their memory as nvidia-smi reports it and their CUDA compute capability."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-# Total device memory in MiB as nvidia-smi reports it (H200: 143,771 MiB, measured on the lent H200; the others
-# as these boards report it). Marketing "141 GB" / "48 GB" are decimal gigabytes and over-state it.
+# Total device memory in MiB as nvidia-smi reports it (H200: 143,771 MiB, measured on the lent H200;
+# the others as these boards report it). Marketing "141 GB" / "48 GB" are decimal gigabytes and
+# over-state it.
 GPU_MEMORY_MIB = {
     "H200": 143771,
     "H100": 81559,
@@ -22,7 +23,8 @@ GPU_MEMORY_MIB = {
 }
 GPU_MEMORY_GIB = {k: round(v / 1024, 1) for k, v in GPU_MEMORY_MIB.items()}
 # (B200: 179 GiB as nvidia-smi's memory.total on HGX B200.)
-# CUDA compute capability: FP8 needs SM 8.9+ (Ada, Hopper, Blackwell), bfloat16 SM 8.0+ (TensorRT-LLM support matrix)
+# CUDA compute capability: FP8 needs SM 8.9+ (Ada, Hopper, Blackwell), bfloat16 SM 8.0+
+# (TensorRT-LLM support matrix)
 GPU_SM = {
     "H200": 9.0,
     "H100": 9.0,

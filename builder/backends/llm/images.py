@@ -1,8 +1,9 @@
-"""NGC serving images and what they ship: tritonserver:<tag>-trtllm-python-py3 → TensorRT-LLM, TensorRT, CUDA;
-tritonserver:<tag>-vllm-python-py3 → vLLM. From Triton's Release Compatibility Matrix (server
-docs/introduction/compatibility.md, recorded with commit and lines in tests/contracts/facts/triton_images.json,
-which a test keeps equal to these tables). A TensorRT engine loads only under the TensorRT-LLM (and TensorRT)
-that built it, so a recipe's image and its trtllm_version must agree."""
+"""NGC serving images and what they ship: tritonserver:<tag>-trtllm-python-py3 → TensorRT-LLM,
+TensorRT, CUDA; tritonserver:<tag>-vllm-python-py3 → vLLM. From Triton's Release Compatibility
+Matrix (server docs/introduction/compatibility.md, recorded with commit and lines in
+tests/contracts/facts/triton_images.json, which a test keeps equal to these tables). A TensorRT
+engine loads only under the TensorRT-LLM (and TensorRT) that built it, so a recipe's image and its
+trtllm_version must agree."""
 
 from __future__ import annotations
 
@@ -60,8 +61,9 @@ MATRIX = "Triton's Release Compatibility Matrix (server docs/introduction/compat
 
 
 def image_problem(image) -> tuple[str, str] | None:
-    """(message, hint) when the recipe's image (an Image: triton_image, trtllm_version, ships) cannot serve an
-    engine built with its trtllm_version; None when it can, or when the image is not an NGC trtllm tag."""
+    """(message, hint) when the recipe's image (an Image: triton_image, trtllm_version, ships)
+    cannot serve an engine built with its trtllm_version; None when it can, or when the image is not
+    an NGC trtllm tag."""
     tag = NGC_TRTLLM_IMAGE.match(image.triton_image)
     if not tag:
         return None
@@ -69,8 +71,8 @@ def image_problem(image) -> tuple[str, str] | None:
     declared = image.ships.tensorrt_llm if image.ships else None
     if known and declared and declared != known[0]:
         return (
-            f"image.ships declares TensorRT-LLM {declared} for {image.triton_image}, which ships {known[0]} "
-            f"per {MATRIX}",
+            f"image.ships declares TensorRT-LLM {declared} for {image.triton_image}, which ships "
+            f"{known[0]} per {MATRIX}",
             "remove image.ships: tritonbuild knows this tag",
         )
     ships = known[0] if known else declared
@@ -80,13 +82,13 @@ def image_problem(image) -> tuple[str, str] | None:
         return (
             f"{image.triton_image} is {when} tritonbuild's image table ({oldest}-{newest}): which "
             "TensorRT-LLM it ships is not known",
-            f"declare what it ships, from {MATRIX}: image: {{ships: "
-            "{tensorrt_llm: X, tensorrt: Y, cuda: Z}} with trtllm_version: X, or use a tag from the table",
+            f"declare what it ships, from {MATRIX}: image: {{ships: {{tensorrt_llm: X, tensorrt: "
+            f"Y, cuda: Z}}}} with trtllm_version: X, or use a tag from the table",
         )
     if ships != image.trtllm_version:
         return (
-            f"{image.triton_image} ships TensorRT-LLM {ships}, the recipe builds with {image.trtllm_version}: "
-            "the engine would not load there",
+            f"{image.triton_image} ships TensorRT-LLM {ships}, the recipe builds with "
+            f"{image.trtllm_version}: the engine would not load there",
             f'set image.trtllm_version: "{ships}"',
         )
     return None

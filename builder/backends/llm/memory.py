@@ -1,9 +1,10 @@
-"""The architecture and memory model every LLM runtime plans with: architecture numbers from the checkpoint's
-Hugging Face config.json, through the spellings of each family (GPT-2's n_embd/n_head/n_layer, Falcon's
-n_head_kv/multi_query, nested text_config), with MoE experts and DeepSeek-style MLA; the weights' bytes (linear
-layers priced by the runtime's quantization format), KV bytes per token and GPU (ceil(kv_heads / tp) heads per rank,
-the layers of the largest pipeline stage, and for MLA one latent (kv_lora_rank + qk_rope_head_dim) per layer that
-every rank keeps), whether tensor parallelism splits the heads, and the MemoryPlan both runtimes report."""
+"""The architecture and memory model every LLM runtime plans with: architecture numbers from the
+checkpoint's Hugging Face config.json, through the spellings of each family (GPT-2's
+n_embd/n_head/n_layer, Falcon's n_head_kv/multi_query, nested text_config), with MoE experts and
+DeepSeek-style MLA; the weights' bytes (linear layers priced by the runtime's quantization format),
+KV bytes per token and GPU (ceil(kv_heads / tp) heads per rank, the layers of the largest pipeline
+stage, and for MLA one latent (kv_lora_rank + qk_rope_head_dim) per layer that every rank keeps),
+whether tensor parallelism splits the heads, and the MemoryPlan both runtimes report."""
 
 from __future__ import annotations
 
@@ -57,9 +58,8 @@ class Architecture(BaseModel):
     experts: int = 0  # routed experts per MoE layer (0: dense)
     expert_intermediate: int = 0
     shared_intermediate: int = 0  # always-on shared expert(s), summed
-    dense_layers: int = (
-        0  # leading layers with a dense MLP in an MoE model (DeepSeek first_k_dense_replace)
-    )
+    # leading layers with a dense MLP in an MoE model (DeepSeek first_k_dense_replace)
+    dense_layers: int = 0
     kv_lora_rank: int = 0  # MLA: the compressed KV latent (0: ordinary attention)
     q_lora_rank: int = 0
     qk_rope_head_dim: int = 0
@@ -156,7 +156,8 @@ class Architecture(BaseModel):
         ]
 
     def linear_shapes(self) -> list[tuple[int, int]]:
-        """(in, out) of every quantizable linear layer, all layers (every expert of an MoE layer)."""
+        """(in, out) of every quantizable linear layer, all layers (every expert of an MoE
+        layer)."""
         dense = self._attention() + self._mlp(self.intermediate)
         if not self.experts:
             return dense * self.layers
@@ -182,9 +183,10 @@ def _splits(arch: Architecture, tp: int) -> tuple[bool, bool]:
 
 
 def tp_heads_problem(arch: Architecture, tp: int) -> str | None:
-    """Why tensor parallelism tp cannot split this model's attention, or None. TensorRT-LLM (engine and LLM-API)
-    and vLLM give each rank heads / tp query heads, and kv_heads / tp KV heads or, when tp is a multiple of
-    kv_heads, tp / kv_heads copies of one (MLA keeps one latent per rank: only the query heads split)."""
+    """Why tensor parallelism tp cannot split this model's attention, or None. TensorRT-LLM (engine
+    and LLM-API) and vLLM give each rank heads / tp query heads, and kv_heads / tp KV heads or, when
+    tp is a multiple of kv_heads, tp / kv_heads copies of one (MLA keeps one latent per rank: only
+    the query heads split)."""
     q_ok, kv_ok = _splits(arch, tp)
     if q_ok and kv_ok:
         return None
@@ -196,15 +198,15 @@ def tp_heads_problem(arch: Architecture, tp: int) -> str | None:
     )
     vllm = (
         (
-            f" (vLLM: 'Total number of attention heads ({arch.heads}) must be divisible by tensor parallel size "
-            f"({tp}).')"
+            f" (vLLM: 'Total number of attention heads ({arch.heads}) must be divisible by tensor "
+            f"parallel size ({tp}).')"
         )
         if not q_ok
         else ""
     )
     return (
-        f"tensor parallel size {tp} does not divide {arch.model_type}'s {what}; each rank needs whole heads"
-        f"{vllm}; sizes that divide: {', '.join(map(str, works))}"
+        f"tensor parallel size {tp} does not divide {arch.model_type}'s {what}; each rank needs "
+        f"whole heads{vllm}; sizes that divide: {', '.join(map(str, works))}"
     )
 
 
@@ -231,16 +233,18 @@ def sixteen_bit_bytes(linears: list[tuple[int, int]]) -> int:
 
 
 def model_weight_bytes(arch: Architecture, linear_bytes=sixteen_bit_bytes) -> tuple[int, int]:
-    """(parameter count, bytes): the linear layers as linear_bytes(arch.linear_shapes()) prices them (a runtime's
-    quantization formats; 16-bit by default), embeddings, lm_head and norms in 16-bit."""
+    """(parameter count, bytes): the linear layers as linear_bytes(arch.linear_shapes()) prices them
+    (a runtime's quantization formats; 16-bit by default), embeddings, lm_head and norms in
+    16-bit."""
     linears = arch.linear_shapes()
     params = sum(i * o for i, o in linears) + arch.other_params()
     return params, arch.other_params() * 2 + linear_bytes(linears)
 
 
 def kv_bytes_per_token(arch: Architecture, kv_dtype: str, tp: int = 1, pp: int = 1) -> int:
-    """KV bytes one token takes on one GPU: 2 (K and V) × layers × ceil(kv_heads / tp) × head_dim × bytes; for
-    MLA 1 × layers × (kv_lora_rank + qk_rope_head_dim) × bytes on every rank. Layers: the largest of pp stages."""
+    """KV bytes one token takes on one GPU: 2 (K and V) × layers × ceil(kv_heads / tp) × head_dim ×
+    bytes; for MLA 1 × layers × (kv_lora_rank + qk_rope_head_dim) × bytes on every rank. Layers: the
+    largest of pp stages."""
     size = 1 if kv_dtype in ("fp8", "int8") else 2
     layers = math.ceil(arch.layers / pp)
     if arch.kv_lora_rank:

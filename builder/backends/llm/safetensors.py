@@ -1,5 +1,5 @@
-"""A safetensors file's header, as both LLM runtimes' steps read it: an 8-byte little-endian length, then that many
-bytes of JSON ({name: {dtype, shape, data_offsets}}, and __metadata__)."""
+"""A safetensors file's header, as both LLM runtimes' steps read it: an 8-byte little-endian length,
+then that many bytes of JSON ({name: {dtype, shape, data_offsets}}, and __metadata__)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ MAX_HEADER = 100 << 20  # safetensors' own limit on the header's size
 
 
 def raw_header(path: Path) -> tuple[int, dict] | None:
-    """(where the data starts, the header without __metadata__), or None when the file holds no such header."""
+    """(where the data starts, the header without __metadata__), or None when the file holds no such
+    header."""
     size = path.stat().st_size
     with path.open("rb") as f:
         head = f.read(8)

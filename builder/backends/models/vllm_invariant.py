@@ -1,36 +1,41 @@
 """tritonbuild's batch-invariant W4A16 linear for vLLM: a vLLM general plugin (entry point group
-`vllm.general_plugins`) that, when vLLM runs in batch-invariant mode (VLLM_BATCH_INVARIANT=1), makes the
-compressed-tensors INT4 weight-only layers compute every row the same way whatever else is in the batch.
+`vllm.general_plugins`) that, when vLLM runs in batch-invariant mode (VLLM_BATCH_INVARIANT=1), makes
+the compressed-tensors INT4 weight-only layers compute every row the same way whatever else is in
+the batch.
 
-Why: in batch-invariant mode vLLM 0.22 keeps its unquantized linears, attention, norms and log-softmax invariant, but
-a W4A16 layer still goes to the mixed-precision kernel vLLM picks (Machete on Hopper), whose tiling and split-K
-depend on the number of rows: an INT4 model's answers then change with the batch (docs/runs, FACTS round 4).
+Why: in batch-invariant mode vLLM 0.22 keeps its unquantized linears, attention, norms and
+log-softmax invariant, but a W4A16 layer still goes to the mixed-precision kernel vLLM picks
+(Machete on Hopper), whose tiling and split-K depend on the number of rows: an INT4 model's answers
+then change with the batch (docs/runs, FACTS round 4).
 
-The kernel here: one Triton GEMM with tiles fixed per layer shape (never per row count), no split-K, the K loop in
-one fixed order, fp32 accumulation. A row's output is a function of that row and the layer alone: alone or amid 63
-other requests, prefill or decode, eager or in a CUDA graph, the bits are the same. Layout: compressed-tensors'
-pack-quantized W4A16 as vLLM loads it (weight_packed int32 [N, K/8], eight 4-bit values per int32 along K, low
-nibble first, stored with a +8 bias; weight_scale [N, K/G]); nothing is repacked.
+The kernel here: one Triton GEMM with tiles fixed per layer shape (never per row count), no split-K,
+the K loop in one fixed order, fp32 accumulation. A row's output is a function of that row and the
+layer alone: alone or amid 63 other requests, prefill or decode, eager or in a CUDA graph, the bits
+are the same. Layout: compressed-tensors' pack-quantized W4A16 as vLLM loads it (weight_packed int32
+[N, K/8], eight 4-bit values per int32 along K, low nibble first, stored with a +8 bias;
+weight_scale [N, K/G]); nothing is repacked.
 
-This file is copied into the serving environment (it never imports tritonbuild): `tritonbuild` writes it with a
-dist-info into the plugin wheel (backends/_vllm_invariant.py).
+This file is copied into the serving environment (it never imports tritonbuild): `tritonbuild`
+writes it with a dist-info into the plugin wheel (backends/_vllm_invariant.py).
 """
 
 import logging
 
 PLUGIN_NAME = "tritonbuild_invariant_w4a16"
 KERNEL_NAME = "TritonbuildInvariantW4A16Kernel"
-# Tiles (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, SPLIT, GATHER), chosen by the layer's shape (N, K) only:
-# SPLIT > 1 cuts K into that many fixed slices whose fp32 partial sums are added in slice order by a second kernel
-# (more memory in flight for decode, and the same reduction for every row count). BLOCK_K must divide the
-# quantization group. Measured on the H200 at Llama-3-8B's shapes (benchmarks/vllm/w4a16_bench.py).
-# GATHER: how a tile's int4 values reach their K positions (1: one load per position, 0: one per word, then
-# interleaved). KN: 1 keeps the weights as [K/8, N] words and scales as [K/G, N] (transposed once when vLLM hands
-# them over: loads contiguous along N), 0 as compressed-tensors lays them out ([N, K/8], [N, K/G]). None of them
-# changes a row's arithmetic.
+# Tiles (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, SPLIT, GATHER), chosen by the layer's
+# shape (N, K) only: SPLIT > 1 cuts K into that many fixed slices whose fp32 partial sums are added
+# in slice order by a second kernel (more memory in flight for decode, and the same reduction for
+# every row count). BLOCK_K must divide the quantization group. Measured on the H200 at Llama-3-8B's
+# shapes (benchmarks/vllm/w4a16_bench.py).
+# GATHER: how a tile's int4 values reach their K positions (1: one load per position, 0: one per
+# word, then interleaved). KN: 1 keeps the weights as [K/8, N] words and scales as [K/G, N]
+# (transposed once when vLLM hands them over: loads contiguous along N), 0 as compressed-tensors
+# lays them out ([N, K/8], [N, K/G]). None of them changes a row's arithmetic.
 DEFAULT_TILES = (16, 64, 128, 4, 4, 1, 0, 0)
-# Llama-3-8B's linears (qkv, o, gate_up, down; N x K), the fastest of benchmarks/vllm/w4a16_bench.py --quick over
-# decode at 1 and 64 rows, in CUDA graphs (docs/runs/2026-12-04-w4a16-kernel-h200-graphs.json)
+# Llama-3-8B's linears (qkv, o, gate_up, down; N x K), the fastest of benchmarks/vllm/w4a16_bench.py
+# --quick over decode at 1 and 64 rows, in CUDA graphs
+# (docs/runs/2026-12-04-w4a16-kernel-h200-graphs.json)
 TILES: dict[tuple[int, int], tuple[int, ...]] = {
     (6144, 4096): (16, 128, 64, 4, 4, 8, 0, 0),
     (4096, 4096): (16, 32, 128, 4, 4, 4, 0, 0),
@@ -38,13 +43,15 @@ TILES: dict[tuple[int, int], tuple[int, ...]] = {
     (4096, 14336): (16, 128, 64, 4, 4, 8, 0, 0),
 }
 
-# NOTE: a child of vLLM's "vllm" logger, the one vLLM configures (vllm 0.22.0 vllm/logger.py DEFAULT_LOGGING_CONFIG:
-# a handler on "vllm" only); under this module's own name an INFO record has no handler and is never printed
+# NOTE: a child of vLLM's "vllm" logger, the one vLLM configures (vllm 0.22.0 vllm/logger.py
+# DEFAULT_LOGGING_CONFIG: a handler on "vllm" only); under this module's own name an INFO record has
+# no handler and is never printed
 _log = logging.getLogger("vllm.tritonbuild_invariant")
 
 
 def tiles_for(n: int, k: int, group: int) -> tuple[int, ...]:
-    """The layer's tiles: a function of its shape alone, so every batch size runs the same reduction."""
+    """The layer's tiles: a function of its shape alone, so every batch size runs the same
+    reduction."""
     block_m, block_n, block_k, warps, stages, split, gather, kn = TILES.get((n, k), DEFAULT_TILES)
     while group % block_k:
         block_k //= 2
@@ -54,12 +61,18 @@ def tiles_for(n: int, k: int, group: int) -> tuple[int, ...]:
 
 
 def prepare_weights(weight_packed, weight_scale, group: int):
-    """compressed-tensors' [N, K/8] words and [N, K/G] scales in the layout the layer's tiles read (KN: transposed,
-    contiguous)."""
+    """compressed-tensors' [N, K/8] words and [N, K/G] scales in the layout the layer's tiles read
+    (KN: transposed, contiguous)."""
     n, k = weight_packed.shape[0], weight_packed.shape[1] * 8
     if tiles_for(n, k, group)[7]:
         return weight_packed.t().contiguous(), weight_scale.t().contiguous()
     return weight_packed.contiguous(), weight_scale.contiguous()
+
+
+# The GEMM's weight read (a Triton function) once _kernels() has run. NOTE: a module global, not a
+# closure: Triton's interpreter (TRITON_INTERPRET=1, the unit tests) re-executes a kernel's source
+# in its module's globals, without the closure; the compiler finds it there too.
+_weight_tile = None
 
 
 def _kernels():
@@ -67,8 +80,72 @@ def _kernels():
     import triton
     import triton.language as tl
 
-    # NOTE: M (the row count) not specialized: Triton compiles a separate variant for an int argument equal to 1 or
-    # divisible by 16; with this one binary per layer shape, every row count runs the same compiled code
+    global _weight_tile
+    _weight_tile = _weight_tile_function(triton, tl)
+    return _gemm_kernel(triton, tl), _sum_kernel(triton, tl)
+
+
+def _weight_tile_function(triton, tl):
+    """The GEMM's weight read at K offset k0: a [BLOCK_K, BLOCK_N] tile of int4 values times their
+    scales, in the dtype of x (the activation tile); ks is tl.arange(0, BLOCK_K), nibble each K
+    position's bit offset in its int32 word."""
+
+    @triton.jit
+    def _weight_tile(
+        w_ptr,
+        scale,
+        cols,
+        col_ok,
+        k0,
+        ks,
+        nibble,
+        x,
+        stride_wn,
+        stride_wk,
+        GATHER: tl.constexpr,
+        KN: tl.constexpr,
+    ):
+        if KN:
+            # a [BLOCK_K, BLOCK_N] tile, each K row reading its words along N (eight rows share a
+            # word row)
+            packed = tl.load(
+                w_ptr + ((k0 + ks) // 8)[:, None] * stride_wk + cols[None, :] * stride_wn,
+                mask=col_ok[None, :],
+                other=0,
+            )
+            w = (((packed >> nibble[:, None]) & 0xF) - 8).to(x.dtype) * scale[None, :]
+        else:
+            if GATHER:
+                # each K position reads its int32 word (eight share one: cache hits)
+                packed = tl.load(
+                    w_ptr + cols[:, None] * stride_wn + ((k0 + ks) // 8)[None, :] * stride_wk,
+                    mask=col_ok[:, None],
+                    other=0,
+                )
+            else:
+                # each word read once, then repeated to its eight K positions by three
+                # self-interleaves
+                words = k0 // 8 + tl.arange(0, ks.shape[0] // 8)  # BLOCK_K // 8
+                packed = tl.load(
+                    w_ptr + cols[:, None] * stride_wn + words[None, :] * stride_wk,
+                    mask=col_ok[:, None],
+                    other=0,
+                )
+                packed = tl.interleave(packed, packed)
+                packed = tl.interleave(packed, packed)
+                packed = tl.interleave(packed, packed)
+            w = tl.trans((((packed >> nibble[None, :]) & 0xF) - 8).to(x.dtype) * scale[:, None])
+        return w
+
+    return _weight_tile
+
+
+def _gemm_kernel(triton, tl):
+    """The W4A16 GEMM: one [BLOCK_M, BLOCK_N] output tile over one K slice per program."""
+
+    # NOTE: M (the row count) not specialized: Triton compiles a separate variant for an int
+    # argument equal to 1 or divisible by 16; with this one binary per layer shape, every row count
+    # runs the same compiled code
     @triton.jit(do_not_specialize=["M"])
     def _w4a16(
         x_ptr,
@@ -92,7 +169,8 @@ def _kernels():
         GATHER: tl.constexpr,
         KN: tl.constexpr,
     ):
-        # axis 0 walks the row tiles so that CTAs sharing a weight tile run together (L2 reuse); axis 2: K slice
+        # axis 0 walks the row tiles so that CTAs sharing a weight tile run together (L2 reuse);
+        # axis 2: K slice
         pid_m = tl.program_id(0)
         pid_n = tl.program_id(1)
         k_start = tl.program_id(2) * K_SLICE
@@ -112,38 +190,22 @@ def _kernels():
             scale = tl.load(
                 s_ptr + cols * stride_sn + (k0 // GROUP) * stride_sk, mask=col_ok, other=0.0
             )
-            if KN:  # a [BLOCK_K, BLOCK_N] tile, each K row reading its words along N (eight rows share a word row)
-                packed = tl.load(
-                    w_ptr + ((k0 + ks) // 8)[:, None] * stride_wk + cols[None, :] * stride_wn,
-                    mask=col_ok[None, :],
-                    other=0,
-                )
-                w = (((packed >> nibble[:, None]) & 0xF) - 8).to(x.dtype) * scale[None, :]
-            else:
-                if GATHER:  # each K position reads its int32 word (eight share one: cache hits)
-                    packed = tl.load(
-                        w_ptr + cols[:, None] * stride_wn + ((k0 + ks) // 8)[None, :] * stride_wk,
-                        mask=col_ok[:, None],
-                        other=0,
-                    )
-                else:  # each word read once, then repeated to its eight K positions by three self-interleaves
-                    words = k0 // 8 + tl.arange(0, BLOCK_K // 8)
-                    packed = tl.load(
-                        w_ptr + cols[:, None] * stride_wn + words[None, :] * stride_wk,
-                        mask=col_ok[:, None],
-                        other=0,
-                    )
-                    packed = tl.interleave(packed, packed)
-                    packed = tl.interleave(packed, packed)
-                    packed = tl.interleave(packed, packed)
-                w = tl.trans((((packed >> nibble[None, :]) & 0xF) - 8).to(x.dtype) * scale[:, None])
+            w = _weight_tile(
+                w_ptr, scale, cols, col_ok, k0, ks, nibble, x, stride_wn, stride_wk, GATHER, KN
+            )
             acc += tl.dot(x, w, out_dtype=tl.float32)
         out = y_ptr + tl.program_id(2) * stride_ys + rows[:, None] * stride_ym + cols[None, :]
         tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
 
+    return _w4a16
+
+
+def _sum_kernel(triton, tl):
+    """The K slices' fp32 partial sums added in slice order: the same order for every element and
+    row count."""
+
     @triton.jit
     def _slices_sum(p_ptr, y_ptr, SIZE, stride_s, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
-        # the K slices' fp32 partial sums added in slice order: the same order for every element and row count
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         ok = offs < SIZE
         acc = tl.load(p_ptr + offs, mask=ok, other=0.0)
@@ -151,7 +213,7 @@ def _kernels():
             acc += tl.load(p_ptr + s * stride_s + offs, mask=ok, other=0.0)
         tl.store(y_ptr + offs, acc.to(y_ptr.dtype.element_ty), mask=ok)
 
-    return _w4a16, _slices_sum
+    return _slices_sum
 
 
 def _build():
@@ -213,7 +275,8 @@ _LAUNCH = None
 
 
 def w4a16_matmul(x, weight_packed, weight_scale, group: int):
-    """y[M, N] = x[M, K] @ dequant(weight_packed, weight_scale).T, batch-invariant (see the module docstring)."""
+    """y[M, N] = x[M, K] @ dequant(weight_packed, weight_scale).T, batch-invariant (see the module
+    docstring)."""
     global _LAUNCH
     if _LAUNCH is None:
         _LAUNCH = _build()
@@ -221,7 +284,8 @@ def w4a16_matmul(x, weight_packed, weight_scale, group: int):
 
 
 def _custom_op():
-    """The kernel as a torch custom op, so vLLM's torch.compile treats it as one opaque call (fake: shapes only)."""
+    """The kernel as a torch custom op, so vLLM's torch.compile treats it as one opaque call (fake:
+    shapes only)."""
     import torch
 
     @torch.library.custom_op("tritonbuild::w4a16_invariant", mutates_args=())
@@ -270,9 +334,8 @@ def _kernel_class():
             group = self.config.group_size if self.config.group_size != -1 else k
             kn = tiles_for(n, k, group)[7]
 
-            def as_nk(
-                param,
-            ):  # then [K/8, N] / [K/G, N] where the shape's tiles read KN (prepare_weights)
+            # then [K/8, N] / [K/G, N] where the shape's tiles read KN (prepare_weights)
+            def as_nk(param):
                 permute_param_layout_(
                     param,
                     input_dim=1,
@@ -298,13 +361,13 @@ def _kernel_class():
 
 
 def register() -> None:
-    """vLLM's general-plugin hook (every vLLM process calls it at start): in batch-invariant mode, put this kernel
-    first among the CUDA mixed-precision kernels. Outside that mode it changes nothing."""
+    """vLLM's general-plugin hook (every vLLM process calls it at start): in batch-invariant mode,
+    put this kernel first among the CUDA mixed-precision kernels. Outside that mode it changes
+    nothing."""
     import vllm.envs as envs
 
-    if (
-        not envs.VLLM_BATCH_INVARIANT
-    ):  # vLLM's own parse of the variable (bool(int(...))), so both agree on the mode
+    # vLLM's own parse of the variable (bool(int(...))), so both agree on the mode
+    if not envs.VLLM_BATCH_INVARIANT:
         return
     from vllm.model_executor.kernels.linear import _POSSIBLE_KERNELS
     from vllm.platforms import PlatformEnum

@@ -19,7 +19,8 @@ from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 # TensorRT-LLM 1.x (every image of the table): DecodingBaseConfig.from_dict's keys, which the generated model applies
 # through update_llm_args_with_extra_dict as upstream's LLM-API model does (a raw dict is refused there: the classes
 # declare decoding_type as a ClassVar and forbid extra fields); newer (main): the tags of the union discriminated on
-# decoding_type, draft-target's being Draft_Target.
+# decoding_type, draft-target's being Draft_Target. Per release: llm_args.json `releases` (read at the tag; a test
+# holds these tags to each) or `releases_unread` (1.0.0-1.2.1 so far: recorded with their pinned commits, not read).
 DECODING_TYPES = {"draft_target": "DraftTarget", "eagle": "Eagle"}
 DISCRIMINATED_TYPES = {"draft_target": "Draft_Target", "eagle": "Eagle"}
 DRAFT_DIR = "draft"  # where the draft checkpoint lives in the LLM-API model's version directory

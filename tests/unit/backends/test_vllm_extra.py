@@ -98,7 +98,7 @@ def test_typed_and_owned_fields_cannot_be_set_through_extra(cli, tmp_path, extra
 
 
 def test_the_schema_takes_extra_as_an_object_of_json_values():
-    from tritonbuild.backends.vllm import VLLMEngineArgs
+    from tritonbuild.backends._vllm_recipe import VLLMEngineArgs
 
     prop = VLLMEngineArgs.model_json_schema()["properties"]["extra"]
     assert prop["type"] == "object" and "AsyncEngineArgs" in prop["description"]

@@ -11,7 +11,7 @@ import pytest
 
 from tests.contracts.facts import load, vllm_versions
 from tritonbuild.backends import _vllm_lora
-from tritonbuild.backends.vllm import VLLMRecipe
+from tritonbuild.backends._vllm_recipe import VLLMRecipe
 
 FACT = load("vllm_lora")
 

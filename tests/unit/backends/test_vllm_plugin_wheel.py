@@ -43,7 +43,7 @@ def test_unpacked_the_entry_point_is_found_by_importlib_metadata(tmp_path):
 
 
 def _recipe(image: str, determinism: str = "invariant"):
-    from tritonbuild.backends.vllm import VLLMRecipe
+    from tritonbuild.backends._vllm_recipe import VLLMRecipe
 
     return VLLMRecipe.model_validate(
         {
