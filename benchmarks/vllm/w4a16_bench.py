@@ -4,6 +4,12 @@ the same row computed alone, M = 1 .. 2048, eager and inside a CUDA graph), and 
 against cuBLAS fp16 on the dense weights, for each candidate tile config (the fastest becomes the shape's TILES row).
 
     python3 benchmarks/vllm/w4a16_bench.py [--out FILE.json] [--quick]
+    python3 benchmarks/vllm/w4a16_bench.py --reference OLD_PLUGIN.py [--out FILE.json]
+
+--reference: a refactor's check. The plugin here and an earlier version of it (e.g. `git show
+REV:builder/backends/models/vllm_invariant.py > old.py`) run on the same inputs at every shape, for the
+shape's TILES row and each --quick candidate, M = 1 .. 256; every output must be bit-identical, and the
+plugin here must stay invariant and correct (the checks above, at the TILES rows).
 """
 
 from __future__ import annotations
@@ -64,8 +70,8 @@ QUICK = [
 INVARIANCE_M = [1, 2, 3, 5, 8, 13, 16, 17, 31, 64, 100, 256, 1024, 2048]
 
 
-def load_plugin():
-    spec = importlib.util.spec_from_file_location("tritonbuild_vllm_invariant", PLUGIN)
+def load_plugin(path: Path = PLUGIN, name: str = "tritonbuild_vllm_invariant"):
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -166,11 +172,65 @@ def best_tiles(rows: dict, candidates) -> tuple:
     return min(candidates, key=total)
 
 
+COMPARE_M = [1, 2, 7, 16, 64, 256]
+
+
+def compare_plugins(plugin, reference, gen: torch.Generator) -> dict:
+    """Elements that differ between the two plugins' outputs, per shape and tile row, over COMPARE_M."""
+    result = {"layers": {}}
+    for name, n, k in SHAPES:
+        packed, scale, dense = random_layer(n, k, gen)
+        x = torch.randn((max(COMPARE_M), k), device="cuda", dtype=torch.float16)
+        rows = {}
+        for tiles in [plugin.TILES[(n, k)], *QUICK]:
+            differing = 0
+            for module in (plugin, reference):
+                module.TILES[(n, k)] = tiles
+            weights, scales = plugin.prepare_weights(packed, scale, GROUP)
+            old_weights, old_scales = reference.prepare_weights(packed, scale, GROUP)
+            for m in COMPARE_M:
+                new = plugin.w4a16_matmul(x[:m], weights, scales, GROUP).view(torch.int16)
+                old = reference.w4a16_matmul(x[:m], old_weights, old_scales, GROUP)
+                differing += int((new != old.view(torch.int16)).sum())
+            rows["x".join(map(str, tiles))] = differing
+        for module in (plugin, reference):  # back to the plugin's own rows
+            module.TILES.update(load_plugin().TILES)
+        entry = {"differing_elements": rows, "check": check_layer(plugin, packed, scale, dense, k)}
+        result["layers"][name] = entry
+        print(name, json.dumps(entry), flush=True)
+        del packed, scale, dense
+        torch.cuda.empty_cache()
+    result["identical"] = all(
+        not any(e["differing_elements"].values()) for e in result["layers"].values()
+    )
+    result["invariant_and_correct"] = all(
+        not any(e["check"]["rows_differing_from_alone"].values())
+        and not e["check"]["graph_rows_differing"]
+        and e["check"]["max_rel_err_vs_dequant_fp32"] < 1e-2
+        for e in result["layers"].values()
+    )
+    return result
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="w4a16-bench.json")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--reference", type=Path, help="an earlier plugin file: outputs must match it")
     args = ap.parse_args()
+    if args.reference:
+        reference = load_plugin(args.reference, "tritonbuild_vllm_invariant_reference")
+        result = compare_plugins(load_plugin(), reference, torch.Generator().manual_seed(0))
+        result.update(gpu=torch.cuda.get_device_name(), torch=torch.__version__)
+        result["triton"] = __import__("triton").__version__
+        Path(args.out).write_text(json.dumps(result, indent=1))
+        print(
+            "identical:",
+            result["identical"],
+            "invariant and correct:",
+            result["invariant_and_correct"],
+        )
+        return 0 if result["identical"] and result["invariant_and_correct"] else 1
     plugin = load_plugin()
     gen = torch.Generator().manual_seed(0)
     ms = [1, 64] if args.quick else [1, 64, 256]

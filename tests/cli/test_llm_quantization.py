@@ -79,7 +79,7 @@ def test_the_converter_reads_the_prequantized_checkpoint_without_quantization_fl
 ):
     from tests.contracts.test_trtllm_argv import SCRIPTS, _check_flags
     from tritonbuild.backends.tensorrtllm import argv as cmd
-    from tritonbuild.backends.tensorrtllm import engine_view
+    from tritonbuild.backends.tensorrtllm.run import engine_view
 
     monkeypatch.setenv("TRITONBUILD_TRTLLM_EXAMPLES", "/x/examples")
     _quantized(llm_dir, AWQ, "quantization: int4_awq\nruntime: engine")

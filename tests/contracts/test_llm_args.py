@@ -59,7 +59,12 @@ def test_the_llmapi_models_extensions_rest_on_the_llm_apis_own_fields():
     token counts (RequestOutput.prompt_token_ids, CompletionOutput.token_ids), under the names the OpenAI frontend
     reads usage from."""
     from tests.contracts.facts import template
-    from tritonbuild.backends.tensorrtllm.llmapi import EXT_INPUTS, EXT_OUTPUTS, INPUTS, OUTPUTS
+    from tritonbuild.backends.tensorrtllm.llmapi_tensors import (
+        EXT_INPUTS,
+        EXT_OUTPUTS,
+        INPUTS,
+        OUTPUTS,
+    )
 
     request, clients = ARGS["request"], load("clients")["openai_frontend"]
     upstream = {t["name"] for t in template("llmapi")["inputs"] + template("llmapi")["outputs"]}

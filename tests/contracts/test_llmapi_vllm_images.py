@@ -437,7 +437,7 @@ def test_llmapi_model_declares_upstreams_llmapi_tensors(features):
     The older templates (tensorrtllm_backend c2e65b8, TensorRT-LLM c8c6df08) lack LoRA and (c2e65b8) perf metrics:
     an image that ships one of them takes the inputs they have."""
     from tests.contracts.facts import template
-    from tritonbuild.backends.tensorrtllm.llmapi import EXT_INPUTS, OUTPUTS, llm_inputs
+    from tritonbuild.backends.tensorrtllm.llmapi_tensors import EXT_INPUTS, OUTPUTS, llm_inputs
 
     r = _pt(quantization="none", **features)
     ext = {t.name for t in EXT_INPUTS}  # the LLM API's own, checked in test_llm_args.py
@@ -661,7 +661,7 @@ def test_runtime_auto_takes_the_llm_api_route_where_the_image_and_recipe_allow(k
 )
 def test_the_openai_adapter_speaks_the_clients_names_and_upstreams_llmapi_names(features):
     from tests.contracts.facts import template
-    from tritonbuild.backends.tensorrtllm.llmapi import (
+    from tritonbuild.backends.tensorrtllm.llmapi_adapter import (
         ADAPTER_MAP,
         ADAPTER_PERF,
         adapter_inputs,
@@ -677,8 +677,8 @@ def test_the_openai_adapter_speaks_the_clients_names_and_upstreams_llmapi_names(
         | set(clients["genai_perf"]["default"])
         | set(clients["genai_perf"]["streaming"])
     )
-    from tritonbuild.backends.tensorrtllm.configs import CLIENT_ALIASES
-    from tritonbuild.backends.tensorrtllm.llmapi import EXT_INPUTS
+    from tritonbuild.backends.tensorrtllm.llmapi_tensors import EXT_INPUTS
+    from tritonbuild.backends.tensorrtllm.tensors import CLIENT_ALIASES
 
     ensemble = {t["name"]: t for t in template("ensemble")["inputs"]}
     ensemble.update(

@@ -13,6 +13,9 @@ import pytest
 from tests.conftest import ROOT
 from tests.contracts.facts import load, template
 from tritonbuild.backends.tensorrtllm import configs as cfg
+from tritonbuild.backends.tensorrtllm import parameters
+from tritonbuild.backends.tensorrtllm import tensors as group_tensors
+from tritonbuild.backends.tensorrtllm.orchestrator import needs_orchestrator
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.triton.config import model_config_pb2
 
@@ -64,7 +67,7 @@ def _spec(t) -> dict:
 
 
 def _upstream(model: str, kind: str) -> dict[str, dict]:
-    logits = cfg.LOGITS_TYPE[ENGINE["pretrained_config"].get("logits_dtype", "float32")]
+    logits = group_tensors.LOGITS_TYPE[ENGINE["pretrained_config"].get("logits_dtype", "float32")]
     out = {}
     for t in template(model)[kind]:
         t = {k: v for k, v in t.items() if k != "allow_ragged_batch"}
@@ -115,10 +118,13 @@ def test_every_declared_tensor_is_upstreams(model, kw):
         upstream = _upstream(model, kind)
         for t in tensors:
             if (
-                kind == "inputs" and t.name in cfg.CLIENT_ALIASES
+                kind == "inputs" and t.name in group_tensors.CLIENT_ALIASES
             ):  # a client's name for an upstream input
                 assert t.name in sent and t.name not in upstream, t.name
-                assert _spec(t) == {**upstream[cfg.CLIENT_ALIASES[t.name]], "name": t.name}, t.name
+                assert _spec(t) == {
+                    **upstream[group_tensors.CLIENT_ALIASES[t.name]],
+                    "name": t.name,
+                }, t.name
                 continue
             assert t.name in upstream, (
                 f"{model} {kind[:-1]} {t.name} is not in upstream's {model} template"
@@ -206,13 +212,13 @@ def test_one_instance_per_device_group_and_orchestrator_mode_for_multi_gpu(
         == groups
         == len(params["gpu_device_ids"].split(";"))
     )
-    assert ("executor_worker_path" in params) == orchestrator == cfg.needs_orchestrator(r)
+    assert ("executor_worker_path" in params) == orchestrator == needs_orchestrator(r)
     assert "executor_worker_path" in CPP["guarded"]
 
 
 def test_the_backends_unguarded_list_is_the_recorded_one():
-    assert set(cfg.UNGUARDED) == set(CPP["unguarded"])
-    assert set(cfg.UNGUARDED_VALUES["gpt_model_type"]) == set(CPP["gpt_model_type_values"])
+    assert set(parameters.UNGUARDED) == set(CPP["unguarded"])
+    assert set(parameters.UNGUARDED_VALUES["gpt_model_type"]) == set(CPP["gpt_model_type_values"])
 
 
 def test_verify_flags_a_repository_that_lacks_an_unguarded_parameter(cli, tmp_path, in_root):
@@ -423,7 +429,7 @@ def test_the_per_release_unguarded_table_is_the_recorded_one():
     assert {tag: set(keys) for tag, keys in UNGUARDED_BY_RELEASE.items()} == {
         tag: set(r["unguarded"]) for tag, r in releases.items()
     }
-    assert set(UNGUARDED_BY_RELEASE["r25.04"]) == set(CPP["unguarded"]) == set(cfg.UNGUARDED)
+    assert set(UNGUARDED_BY_RELEASE["r25.04"]) == set(CPP["unguarded"]) == set(parameters.UNGUARDED)
     assert set(GUIDED_DECODING) == set(UNGUARDED_BY_RELEASE["r25.04"]) - set(
         UNGUARDED_BY_RELEASE["r24.10"]
     )

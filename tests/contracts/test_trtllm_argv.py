@@ -12,6 +12,7 @@ import pytest
 from tests.contracts.facts import load, script_for
 from tritonbuild.backends.tensorrtllm import argv as cmd
 from tritonbuild.backends.tensorrtllm.checks import check_recipe as check_llm_rules
+from tritonbuild.backends.tensorrtllm.families import family_problems
 from tritonbuild.backends.tensorrtllm.quant import NAMES as QUANTIZATIONS
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 
@@ -93,7 +94,7 @@ def test_convert_argv_is_accepted_by_the_family_script(model_type, monkeypatch):
         if check_llm_rules(r):
             continue  # refused for every family (e.g. fp8 weights + int8 KV)
         where = f"{model_type} {quantization} kv={kv} tp={tp} pp={pp}"
-        problems = cmd.family_problems(r, model_type)
+        problems = family_problems(r, model_type)
         assert bool(problems) == _upstream_rejects(facts, quantization, kv, pp, model_type), (
             where,
             problems,
@@ -216,7 +217,7 @@ def test_the_recipes_lora_modules_are_trtllm_builds_choices():
     import typing
 
     from tritonbuild.backends.tensorrtllm.lora_build import MAX_LORA_RANK
-    from tritonbuild.backends.tensorrtllm.recipe import LoraModule
+    from tritonbuild.backends.tensorrtllm.recipe_lora import LoraModule
 
     assert list(typing.get_args(LoraModule)) == SCRIPTS["trtllm-build"]["lora"]["target_modules"]
     assert SCRIPTS["trtllm-build"]["lora"]["max_lora_rank_default"] == MAX_LORA_RANK
@@ -249,7 +250,7 @@ def test_a_local_calibration_dataset_reaches_every_calibrating_script(
     """Offline runners: every step that calibrates gets --calib_dataset DIR, and only scripts that have it."""
     monkeypatch.setenv("TRITONBUILD_TRTLLM_EXAMPLES", "/x/examples")
     r = _recipe(quant, kv, 1, 1)
-    if check_llm_rules(r) or cmd.family_problems(r, model_type):
+    if check_llm_rules(r) or family_problems(r, model_type):
         return
     argv = cmd.convert_argv(
         r, model_type, "/ckpt", "/out", calib_dataset="/data/calib", calib_size=64
@@ -299,7 +300,7 @@ def test_parallel_embedding_reaches_only_scripts_that_take_it(model_type, quant,
     )
     script = "quantize" if quant == "fp8" else script_for(model_type)[0]
     takes = "--use_parallel_embedding" in SCRIPTS[script]["flags"]
-    problems = cmd.family_problems(r, model_type)
+    problems = family_problems(r, model_type)
     assert [tuple(p[0]) for p in problems] == (
         [] if takes else [("engine", "use_parallel_embedding")]
     )

@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import EXAMPLES, ROOT
 from tests.contracts.facts import load, template
-from tritonbuild.backends.tensorrtllm import configs as cfg
+from tritonbuild.backends.tensorrtllm import tensors
 from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
 from tritonbuild.triton.config import parse, render
 
@@ -514,7 +514,7 @@ def test_the_streaming_bls_keeps_concurrent_requests_in_flight(group):
 BLS_SCALAR_INPUTS = [
     t
     for t in template("tensorrt_llm_bls")["inputs"]
-    if t.get("reshape") == [] and t["name"] in {name for name, *_ in cfg.REQUEST_INPUTS}
+    if t.get("reshape") == [] and t["name"] in {name for name, *_ in tensors.REQUEST_INPUTS}
 ]
 ON_REQUEST = {
     "return_log_probs": ["cum_log_probs", "output_log_probs"],

@@ -1,9 +1,10 @@
-"""`tritonbuild adopt` of a filled tensorrtllm_backend group (preprocessing / tensorrt_llm / postprocessing /
-ensemble / tensorrt_llm_bls, as fill_template.py fills them): an LLM recipe assembled around the prebuilt engine
-the tensorrt_llm model serves (gpt_model_path; `build --engine NAME=DIR`). The engine's config.json gives the
-engine limits and quantization (and lookahead decoding, its limits less the draft trtllm-build added); the group's
-configs give the serving settings the recipe has keys for; a set parameter it has none for is refused by name.
-The recipe is named after the group's ensemble."""
+"""`tritonbuild adopt` of a filled tensorrtllm_backend group (preprocessing / tensorrt_llm /
+postprocessing / ensemble / tensorrt_llm_bls, as fill_template.py fills them): an LLM recipe
+assembled around the prebuilt engine the tensorrt_llm model serves (gpt_model_path; `build --engine
+NAME=DIR`). The engine's config.json gives the engine limits and quantization (and lookahead
+decoding, its limits less the draft trtllm-build added); the group's configs give the serving
+settings the recipe has keys for; a set parameter it has none for is refused by name. The recipe is
+named after the group's ensemble."""
 
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ import shutil
 from pathlib import Path
 
 from tritonbuild.backends.tensorrtllm.quant import ENGINE_ALGOS
-from tritonbuild.backends.tensorrtllm.recipe import lookahead_draft_len
+from tritonbuild.backends.tensorrtllm.recipe_speculative import lookahead_draft_len
 from tritonbuild.backends.tensorrtllm.speculative import SPECULATIVE_DECODING_MODES
 from tritonbuild.errors import UsageError
 from tritonbuild.triton.batching import read_dynamic_batching
 from tritonbuild.triton.config import ConfigParseError, read_config
 
-_HINT = "publish the repository as it is ('tritonbuild publish DIR URL'), or write the group's recipe by hand"
+_HINT = (
+    "publish the repository as it is ('tritonbuild publish DIR URL'), or write the group's recipe "
+    "by hand"
+)
 _BOOL = {"true": True, "false": False}
 
 
@@ -50,7 +54,8 @@ PARAMETERS = {
     "iter_stats_max_iterations": ("executor", "iter_stats_max_iterations", int),
     "request_stats_max_iterations": ("executor", "request_stats_max_iterations", int),
 }
-# parameters the recipe's group writes itself (engine path, tokenizer, the worker path): read, not carried
+# parameters the recipe's group writes itself (engine path, tokenizer, the worker path): read, not
+# carried
 CONSUMED = {
     "gpt_model_path",
     "tokenizer_dir",
@@ -70,7 +75,8 @@ PYTHON_CONSUMED = {
 
 
 def _set(value: str) -> bool:
-    """fill_template.py leaves ${name} where the command line gave nothing: unset, the backend's default."""
+    """fill_template.py leaves ${name} where the command line gave nothing: unset, the backend's
+    default."""
     return bool(value) and not value.startswith("${")
 
 
@@ -91,9 +97,10 @@ def _siblings(root: Path) -> dict[str, object]:
 
 
 def group_of(model_dir: Path) -> dict[str, str]:
-    """The group around the tensorrt_llm model at model_dir: role → model name (ensemble, preprocessing,
-    postprocessing, bls), found as Triton would: the ensemble whose steps call it, that ensemble's other steps,
-    and a Python model whose tensorrt_llm_model_name names it (upstream's BLS default: tensorrt_llm)."""
+    """The group around the tensorrt_llm model at model_dir: role → model name (ensemble,
+    preprocessing, postprocessing, bls), found as Triton would: the ensemble whose steps call it,
+    that ensemble's other steps, and a Python model whose tensorrt_llm_model_name names it
+    (upstream's BLS default: tensorrt_llm)."""
     configs, name = _siblings(model_dir.parent), model_dir.name
     out = {}
     for other, mc in configs.items():
@@ -140,7 +147,8 @@ def _serving(mc, model_dir: Path, recipe: dict) -> None:
                     "true/false for switches, numbers for sizes",
                 ) from None
     serving = recipe.setdefault("serving", {})
-    # unset: the C++ backend's default, false (the recipe's own default is true; README, TensorRT-LLM section)
+    # unset: the C++ backend's default, false (the recipe's own default is true; README,
+    # TensorRT-LLM section)
     serving.setdefault("exclude_input_in_output", False)
     serving["streaming"] = mc.model_transaction_policy.decoupled
     batching = read_dynamic_batching(mc) or {}
@@ -241,7 +249,8 @@ LOOKAHEAD_PARAMETERS = (
 
 
 def _engine_mode(engine: dict) -> tuple[str, int]:
-    """(build_config.speculative_decoding_mode as trtllm-build's choice name, max_draft_len) of config.json."""
+    """(build_config.speculative_decoding_mode as trtllm-build's choice name, max_draft_len) of
+    config.json."""
     bc = engine.get("build_config") or {}
     mode = bc.get("speculative_decoding_mode", 1)
     name = (
@@ -253,35 +262,48 @@ def _engine_mode(engine: dict) -> tuple[str, int]:
 
 
 def _speculative(mc, model_dir: Path, engine_dir: Path, engine: dict) -> dict | None:
-    """The recipe's speculative section for an engine built with speculative decoding (None without): lookahead's
-    (W, N, G) from the tensorrt_llm parameters that run it, checked against the engine's max_draft_len. A mode the
-    engine route's recipe cannot express is refused naming it."""
+    """The recipe's speculative section for an engine built with speculative decoding (None
+    without): lookahead's (W, N, G) from the tensorrt_llm parameters that run it, checked against
+    the engine's max_draft_len. A mode the engine route's recipe cannot express is refused naming
+    it."""
     mode, draft = _engine_mode(engine)
     if mode == "none":
         return None
     where = engine_dir / "config.json"
     if mode != "lookahead_decoding":
-        why = (
-            "speculative.mode medusa needs heads_checkpoint, the Medusa heads directory the engine was "
-            "converted from, which neither the engine nor the group records"
-            if mode == "medusa"
-            else "the engine route's recipe builds lookahead_decoding and medusa engines only"
+        raise _unexpressible_mode(mode, draft, where)
+    return _lookahead(mc, model_dir, where, draft)
+
+
+def _unexpressible_mode(mode: str, draft: int, where: Path) -> UsageError:
+    """The error for a speculative mode an adopted recipe cannot say (medusa: its heads directory
+    is recorded nowhere)."""
+    why = (
+        "speculative.mode medusa needs heads_checkpoint, the Medusa heads directory the engine was "
+        "converted from, which neither the engine nor the group records"
+        if mode == "medusa"
+        else "the engine route's recipe builds lookahead_decoding and medusa engines only"
+    )
+    hint = (
+        (
+            "write the recipe by hand with speculative: {mode: medusa, heads_checkpoint: <the "
+            f"heads directory>, max_draft_len: {draft}, medusa_choices: <tensorrt_llm's "
+            "medusa_choices>}, or publish the repository as it is ('tritonbuild publish DIR URL')"
         )
-        hint = (
-            (
-                f"write the recipe by hand with speculative: {{mode: medusa, heads_checkpoint: <the heads "
-                f"directory>, max_draft_len: {draft}, medusa_choices: <tensorrt_llm's medusa_choices>}}, or "
-                "publish the repository as it is ('tritonbuild publish DIR URL')"
-            )
-            if mode == "medusa"
-            else _HINT
-        )
-        raise UsageError(
-            f"the engine was built with build_config.speculative_decoding_mode {mode} (max_draft_len "
-            f"{draft}): {why}",
-            where=str(where),
-            hint=hint,
-        )
+        if mode == "medusa"
+        else _HINT
+    )
+    return UsageError(
+        f"the engine was built with build_config.speculative_decoding_mode {mode} (max_draft_len "
+        f"{draft}): {why}",
+        where=str(where),
+        hint=hint,
+    )
+
+
+def _lookahead(mc, model_dir: Path, where: Path, draft: int) -> dict:
+    """speculative.lookahead's (W, N, G) from the tensorrt_llm parameters, checked against the
+    engine's max_draft_len."""
     params = _params(mc)
     if params.get("decoding_mode", "lookahead") != "lookahead":
         raise _refuse(
@@ -323,9 +345,10 @@ def _speculative(mc, model_dir: Path, engine_dir: Path, engine: dict) -> dict | 
 
 
 def adopt_group(mc, model_dir: Path, out: Path) -> tuple[dict, int]:
-    """(the LLM recipe, named after the group's ensemble, and its version) for the tensorrt_llm model at model_dir;
-    the engine is copied to out/<name>/engine (`build --engine <name>=...`), the checkpoint the tokenizer_dir
-    names (the Hugging Face directory the engine was built from) to out/<name>/checkpoint."""
+    """(the LLM recipe, named after the group's ensemble, and its version) for the tensorrt_llm
+    model at model_dir; the engine is copied to out/<name>/engine (`build --engine <name>=...`), the
+    checkpoint the tokenizer_dir names (the Hugging Face directory the engine was built from) to
+    out/<name>/checkpoint."""
     group = group_of(model_dir)
     if "ensemble" not in group:
         raise _refuse(
@@ -350,12 +373,10 @@ def adopt_group(mc, model_dir: Path, out: Path) -> tuple[dict, int]:
             values if not isinstance(values, dict) else {**recipe.get(section, {}), **values}
         )
     if (speculative := _speculative(mc, model_dir, engine_dir, engine)) is not None:
-        recipe["speculative"] = (
-            speculative  # trtllm-build added max_draft_len to the recipe's max_seq_len
-        )
-        recipe["engine"]["max_seq_len"] -= _engine_mode(engine)[
-            1
-        ]  # max_num_tokens: as recorded (draft_limits)
+        # trtllm-build added max_draft_len to the recipe's max_seq_len; max_num_tokens: as
+        # recorded (draft_limits)
+        recipe["speculative"] = speculative
+        recipe["engine"]["max_seq_len"] -= _engine_mode(engine)[1]
     _serving(mc, model_dir, recipe)
     tokenizer = _python_models(model_dir.parent, group, recipe) or _params(mc).get("tokenizer_dir")
     if not tokenizer or not (Path(tokenizer) / "config.json").is_file():

@@ -1,74 +1,16 @@
-"""TensorRT-LLM's real interfaces as command lines: checkpoint conversion / ModelOpt quantization, then
-trtllm-build; or the LLM API (BuildConfig + QuantConfig) in a subprocess. Pure functions of the recipe's
-engine fields; tests/contracts checks every argv against the flag sets of TensorRT-LLM's own scripts."""
+"""TensorRT-LLM's real interfaces as command lines: checkpoint conversion / ModelOpt quantization,
+then trtllm-build; or the LLM API (BuildConfig + QuantConfig) in a subprocess. Pure functions of the
+recipe's engine fields; tests/contracts checks every argv against the flag sets of TensorRT-LLM's
+own scripts."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
+from tritonbuild.backends.tensorrtllm.families import FAMILIES, Family
 from tritonbuild.backends.tensorrtllm.quant import MODELOPT, SMOOTHQUANT_ALPHA, SQ_ALGOS
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 
-
-@dataclass(frozen=True)
-class Family:
-    """What one examples/…/convert_checkpoint.py accepts (TensorRT-LLM 1.x argparse)."""
-
-    script: str  # examples/ subdirectory holding convert_checkpoint.py
-    kv_flags: frozenset[
-        str
-    ]  # KV-cache quantizations it can calibrate: --int8_kv_cache / --fp8_kv_cache
-    pipeline: bool  # --pp_size accepted and > 1 allowed
-    gemma_cli: bool = False  # --world-size (tensor parallelism only) and a mandatory --ckpt-type
-    parallel_embedding: bool = True  # --use_parallel_embedding accepted
-    smoothquant: bool = True  # --smoothquant/--per_channel/--per_token accepted
-    reads_quant_config: bool = (
-        False  # converts AutoAWQ/GPTQ checkpoints (update_quant_config_from_hf)
-    )
-
-
-# NOTE: --fp8_kv_cache of the llama and gemma converters sets the FP8 algorithm but calibrates nothing (only int8 KV
-# and SmoothQuant are calibrated): an FP8 KV cache goes through ModelOpt's quantize.py (--kv_cache_dtype fp8)
-_LLAMA = Family("models/core/llama", frozenset({"int8"}), True, reads_quant_config=True)
-_QWEN = Family("models/core/qwen", frozenset({"int8"}), True, reads_quant_config=True)
-_QWEN_NEWER = Family(
-    "models/core/qwen", frozenset({"int8"}), True
-)  # its GPTQ loader: qwen and qwen2 only
-_PHI = Family("models/core/phi", frozenset(), False, parallel_embedding=False, smoothquant=False)
-_GEMMA = Family(
-    "models/core/gemma", frozenset({"int8"}), False, gemma_cli=True, parallel_embedding=False
-)
-_GPT = Family(
-    "models/core/gpt", frozenset({"int8"}), True
-)  # --gpt_variant inferred: gpt2, starcoder(2), santacoder
-# model_type (HF config.json) → its converter
-FAMILIES = {
-    "llama": _LLAMA,
-    "mistral": _LLAMA,
-    "mixtral": _LLAMA,
-    "qwen": _QWEN,
-    "qwen2": _QWEN,
-    "qwen2_moe": _QWEN_NEWER,
-    "qwen3": _QWEN_NEWER,
-    "qwen3_moe": _QWEN_NEWER,
-    "gpt2": _GPT,
-    "gpt_bigcode": _GPT,
-    "starcoder2": _GPT,
-    "gemma": _GEMMA,
-    "gemma2": _GEMMA,
-    "gemma3_text": _GEMMA,
-    "phi": _PHI,
-    "phi3": _PHI,
-    "phimoe": _PHI,
-    "falcon": Family("models/contrib/falcon", frozenset(), True, smoothquant=False),
-}
-CONVERTERS = {k: f.script for k, f in FAMILIES.items()}
-# model types the LLM API runs and no converter converts (its PyTorch backend's model matrix)
-LLMAPI_ONLY = {
-    "deepseek_v3": "DeepSeek-V3/R1",
-    "gemma3": "Gemma 3 (the multimodal config; gemma3_text converts)",
-}
 # quantization → the LLM API's QuantConfig.quant_algo (engine.build_path: llmapi)
 QUANT_ALGO = {
     "int4_weight_only": "W4A16",
@@ -86,105 +28,17 @@ EXAMPLES_DIRS = ("/app/tensorrt_llm/examples", "/app/examples")
 
 
 def examples_dir() -> str:
-    """TRITONBUILD_TRTLLM_EXAMPLES, else the first of the known places that exists: the TensorRT-LLM release
-    container keeps the examples in /app/tensorrt_llm/examples, images built with tensorrtllm_backend's
-    Dockerfile in /app/examples (WORKDIR /app)."""
+    """TRITONBUILD_TRTLLM_EXAMPLES, else the first of the known places that exists: the TensorRT-LLM
+    release container keeps the examples in /app/tensorrt_llm/examples, images built with
+    tensorrtllm_backend's Dockerfile in /app/examples (WORKDIR /app)."""
     if os.environ.get("TRITONBUILD_TRTLLM_EXAMPLES"):
         return os.environ["TRITONBUILD_TRTLLM_EXAMPLES"]
     return next((d for d in EXAMPLES_DIRS if os.path.isdir(d)), EXAMPLES_DIRS[0])
 
 
-def family_problems(r: LLMRecipe, model_type: str) -> list[tuple]:
-    """(key path, message, hint) for each recipe setting the family's convert_checkpoint.py cannot express."""
-    fam = FAMILIES.get(model_type)
-    if r.engine.build_path == "llmapi" or r.runtime == "pytorch":
-        return []
-    if model_type in LLMAPI_ONLY:
-        return [
-            (
-                ("runtime",),
-                f"{model_type} ({LLMAPI_ONLY[model_type]}) has no convert_checkpoint.py on the "
-                "engine route; TensorRT-LLM's LLM API (PyTorch backend) runs it",
-                "set runtime: pytorch",
-            )
-        ]
-    if r.quantization in MODELOPT:
-        return (
-            [
-                (
-                    ("engine", "use_parallel_embedding"),
-                    f"{model_type}: ModelOpt's quantize.py (quantization: "
-                    f"{r.quantization}) has no --use_parallel_embedding",
-                    "remove engine.use_parallel_embedding",
-                )
-            ]
-            if r.engine.use_parallel_embedding
-            else []
-        )
-    if fam is None:
-        return []
-    out = []
-    kv = r.kv_cache.dtype
-    if kv != "auto" and kv not in fam.kv_flags:
-        has = ", ".join(sorted(fam.kv_flags)) or "none"
-        out.append(
-            (
-                ("kv_cache", "dtype"),
-                f"{model_type}'s convert_checkpoint.py ({fam.script}) cannot calibrate a "
-                f"{kv} KV cache (it calibrates: {has})",
-                "use kv_cache.dtype: auto, or quantization: int4_awq / fp8 (ModelOpt's quantize.py calibrates "
-                "the KV cache for every family)",
-            )
-        )
-    out += _quant_problems(r, model_type, fam)
-    if r.engine.use_parallel_embedding and not fam.parallel_embedding:
-        out.append(
-            (
-                ("engine", "use_parallel_embedding"),
-                f"{model_type}'s convert_checkpoint.py ({fam.script}) "
-                "has no --use_parallel_embedding",
-                "remove engine.use_parallel_embedding",
-            )
-        )
-    if r.engine.pp_size > 1 and not fam.pipeline:
-        out.append(
-            (
-                ("engine", "pp_size"),
-                f"{model_type}'s convert_checkpoint.py ({fam.script}) supports no "
-                f"pipeline parallelism (pp_size {r.engine.pp_size})",
-                "use engine.tp_size for the GPUs and engine.pp_size: 1",
-            )
-        )
-    return out
-
-
-def _quant_problems(r: LLMRecipe, model_type: str, fam: Family) -> list[tuple]:
-    """What of the recipe's quantization this family's converter cannot make."""
-    out = []
-    if r.quantization in SQ_ALGOS and not fam.smoothquant:
-        has = ", ".join(sorted(k for k, f in FAMILIES.items() if f.smoothquant))
-        out.append(
-            (
-                ("quantization",),
-                f"{model_type}'s convert_checkpoint.py ({fam.script}) has no --smoothquant",
-                f"use int8_weight_only, or int4_awq / fp8 (ModelOpt, every family); SmoothQuant: {has}",
-            )
-        )
-    if r.quantization == "int4_gptq" and not fam.reads_quant_config:
-        has = ", ".join(sorted(k for k, f in FAMILIES.items() if f.reads_quant_config))
-        out.append(
-            (
-                ("quantization",),
-                f"{model_type}'s convert_checkpoint.py ({fam.script}) does not read a GPTQ "
-                "checkpoint's quantization_config",
-                f"converters that do: {has}; or use an unquantized checkpoint with int4_awq",
-            )
-        )
-    return out
-
-
 def _weight_flags(r: LLMRecipe, prequant: dict | None) -> list[str]:
-    """The converter's quantization flags (none for a checkpoint already quantized: it reads config.json)."""
+    """The converter's quantization flags (none for a checkpoint already quantized: it reads
+    config.json)."""
     if prequant:
         return []
     if r.quantization in ("int4_weight_only", "int8_weight_only"):
@@ -199,49 +53,41 @@ def _weight_flags(r: LLMRecipe, prequant: dict | None) -> list[str]:
     return []
 
 
-def convert_argv(
-    r: LLMRecipe,
-    model_type: str,
-    checkpoint: str,
-    out: str,
-    python: str = "python3",
-    calib_dataset: str | None = None,
-    calib_size: int = 32,
-    prequant: dict | None = None,
-    medusa: list[str] | None = None,
+def _modelopt_argv(
+    r: LLMRecipe, checkpoint: str, out: str, python: str, calib: list[str], calib_size: int
 ) -> list[str]:
-    """HF checkpoint → TRT-LLM checkpoint (weight-only RTN and SmoothQuant via convert_checkpoint.py, AWQ/FP8/NVFP4
-    via ModelOpt; a checkpoint already quantized (prequant) through its converter, which reads its config.json).
-    calib_dataset: a local dataset for every calibrating step (offline runners). medusa: the Medusa converter's
-    flags (speculative.medusa_convert_flags): examples/medusa/convert_checkpoint.py replaces the family's."""
+    """ModelOpt's quantize.py into a TensorRT-LLM checkpoint (without the parallel flags)."""
+    argv = [
+        python,
+        f"{examples_dir()}/quantization/quantize.py",
+        "--model_dir",
+        checkpoint,
+        "--dtype",
+        r.dtype,
+        "--output_dir",
+        out,
+        "--qformat",
+        r.quantization,
+    ]
+    if r.quantization in ("int4_awq", "w4a8_awq"):
+        argv += ["--awq_block_size", "128"]
+    argv += ["--calib_size", str(calib_size), *calib]
+    if r.kv_cache.dtype != "auto":
+        argv += ["--kv_cache_dtype", r.kv_cache.dtype]
+    return argv
+
+
+def _converter_command(
+    r: LLMRecipe, fam: Family, checkpoint: str, out: str, python: str, medusa: list[str] | None
+) -> list[str]:
+    """The family's convert_checkpoint.py (the Medusa converter with medusa) with its paths and
+    dtype; gemma's spells them its own way and takes --world-size."""
     e = r.engine
-    calib = ["--calib_dataset", calib_dataset] if calib_dataset else []
-    parallel = ["--tp_size", str(e.tp_size), "--pp_size", str(e.pp_size)]
-    if r.quantization in MODELOPT and not prequant:
-        argv = [
-            python,
-            f"{examples_dir()}/quantization/quantize.py",
-            "--model_dir",
-            checkpoint,
-            "--dtype",
-            r.dtype,
-            "--output_dir",
-            out,
-            "--qformat",
-            r.quantization,
-        ]
-        if r.quantization in ("int4_awq", "w4a8_awq"):
-            argv += ["--awq_block_size", "128"]
-        argv += ["--calib_size", str(calib_size), *calib]
-        if r.kv_cache.dtype != "auto":
-            argv += ["--kv_cache_dtype", r.kv_cache.dtype]
-        return argv + parallel
-    fam = FAMILIES[model_type]
     script = f"{examples_dir()}/{fam.script}/convert_checkpoint.py"
     if medusa:
         script = f"{examples_dir()}/medusa/convert_checkpoint.py"
     if fam.gemma_cli and not medusa:
-        argv = [
+        return [
             python,
             script,
             "--ckpt-type",
@@ -255,25 +101,50 @@ def convert_argv(
             "--world-size",
             str(e.tp_size * e.pp_size),
         ]
+    return [
+        python,
+        script,
+        "--model_dir",
+        checkpoint,
+        "--output_dir",
+        out,
+        "--dtype",
+        r.dtype,
+        *(medusa or []),
+    ]
+
+
+def convert_argv(
+    r: LLMRecipe,
+    model_type: str,
+    checkpoint: str,
+    out: str,
+    python: str = "python3",
+    calib_dataset: str | None = None,
+    calib_size: int = 32,
+    prequant: dict | None = None,
+    medusa: list[str] | None = None,
+) -> list[str]:
+    """HF checkpoint → TRT-LLM checkpoint (weight-only RTN and SmoothQuant via
+    convert_checkpoint.py, AWQ/FP8/NVFP4 via ModelOpt; a checkpoint already quantized (prequant)
+    through its converter, which reads its config.json). calib_dataset: a local dataset for every
+    calibrating step (offline runners). medusa: the Medusa converter's flags
+    (speculative.medusa_convert_flags): examples/medusa/convert_checkpoint.py replaces the
+    family's."""
+    e = r.engine
+    calib = ["--calib_dataset", calib_dataset] if calib_dataset else []
+    parallel = ["--tp_size", str(e.tp_size), "--pp_size", str(e.pp_size)]
+    if r.quantization in MODELOPT and not prequant:
+        return _modelopt_argv(r, checkpoint, out, python, calib, calib_size) + parallel
+    fam = FAMILIES[model_type]
+    argv = _converter_command(r, fam, checkpoint, out, python, medusa)
+    if fam.gemma_cli and not medusa:  # --world-size instead of the parallel flags
         parallel = []
-    else:
-        argv = [
-            python,
-            script,
-            "--model_dir",
-            checkpoint,
-            "--output_dir",
-            out,
-            "--dtype",
-            r.dtype,
-            *(medusa or []),
-        ]
     argv += _weight_flags(r, prequant)
     if e.use_parallel_embedding:
         argv.append("--use_parallel_embedding")
-    if (
-        r.kv_cache.dtype != "auto"
-    ):  # int8 only (family_problems): the converter calibrates its scales
+    # int8 only (family_problems): the converter calibrates its scales
+    if r.kv_cache.dtype != "auto":
         argv.append(f"--{r.kv_cache.dtype}_kv_cache")
     if r.kv_cache.dtype != "auto" or r.quantization in SQ_ALGOS:
         argv += calib
@@ -326,7 +197,8 @@ def build_argv(r: LLMRecipe, trt_checkpoint: str, engine_dir: str, timing_cache:
 
 
 def llmapi_spec(r: LLMRecipe, checkpoint: str, engine_dir: str) -> dict:
-    """What the LLM-API build script (llmapi_build.py) receives: BuildConfig, QuantConfig, parallelism."""
+    """What the LLM-API build script (llmapi_build.py) receives: BuildConfig, QuantConfig,
+    parallelism."""
     e, kv = r.engine, r.kv_cache
     return {
         "model": checkpoint,
@@ -357,8 +229,9 @@ def quantize_hf_argv(
     python: str = "python3",
     calib_dataset: str | None = None,
 ) -> list[str]:
-    """ModelOpt's quantize.py exporting a Hugging Face checkpoint the LLM API loads (runtime: pytorch); params
-    are a trtllm.quantize step's. Parallelism is the LLM API's business, not the export's."""
+    """ModelOpt's quantize.py exporting a Hugging Face checkpoint the LLM API loads (runtime:
+    pytorch); params are a trtllm.quantize step's. Parallelism is the LLM API's business, not the
+    export's."""
     argv = [
         python,
         f"{examples_dir()}/quantization/quantize.py",

@@ -1,5 +1,5 @@
-"""The TensorRT-LLM backend as registered: the engine group (tensorrtllm C++ backend) or, for runtime: pytorch,
-the LLM-API Python model."""
+"""The TensorRT-LLM backend as registered: the engine group (tensorrtllm C++ backend) or, for
+runtime: pytorch, the LLM-API Python model."""
 
 from __future__ import annotations
 
@@ -7,18 +7,14 @@ import re
 from pathlib import Path
 
 from tritonbuild.backends.base import Backend
-from tritonbuild.backends.tensorrtllm import (
-    NAME,
-    derive_io,
-    describe,
-    group,
-    llmapi,
-    plan_steps,
-    run_step,
-)
+from tritonbuild.backends.tensorrtllm import group, llmapi
 from tritonbuild.backends.tensorrtllm.checks import check_recipe
+from tritonbuild.backends.tensorrtllm.plan import describe, plan_steps
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.run import run_step
 from tritonbuild.core.toolchain import GPU_KEYS
+
+NAME = "tensorrtllm"
 
 
 def emit(built_model, root: Path, store, manifest_model) -> list:
@@ -39,16 +35,12 @@ class TensorRTLLMBackend(Backend):
         "trtllm.draft": ("tritonbuild",),
     }
     tools = {"tensorrt_llm": "tensorrt_llm", "tensorrt": "tensorrt"}
-    engine_steps = (
-        "trtllm.engine",
-        "trtllm.quantize",
-    )  # GPU-bound: --engine supplies one, --matrix routes it
+    # GPU-bound: --engine supplies one, --matrix routes it
+    engine_steps = ("trtllm.engine", "trtllm.quantize")
     triton_backend = "tensorrtllm"
     model_files = {"": ""}
-    unreproducible_files = (
-        "*.engine",
-        "*/engine/*",
-    )  # TensorRT engines and what their build writes beside
+    # TensorRT engines and what their build writes beside
+    unreproducible_files = ("*.engine", "*/engine/*")
     also_writes = ("python",)  # runtime: pytorch writes an LLM-API Python model (model.yaml)
     route = "live-server"  # needs the tensorrtllm backend on a GPU server
     needs = "GPU/TRT-LLM"
@@ -56,9 +48,11 @@ class TensorRTLLMBackend(Backend):
 
     plan_steps = staticmethod(plan_steps)
     run_step = staticmethod(run_step)
-    derive_io = staticmethod(derive_io)
     describe = staticmethod(describe)
     check_recipe = staticmethod(check_recipe)
+
+    def derive_io(self, recipe, files: dict[str, Path], recipe_dir=None):
+        return [], []  # the group's tensors are in the configs it writes (emit)
 
     def step_timeout(self, recipe, kind: str) -> int | None:
         return recipe.engine.timeout_s if kind in ("trtllm.engine", "trtllm.quantize") else None
@@ -69,10 +63,10 @@ class TensorRTLLMBackend(Backend):
     def offline_checks(
         self, mc, model_dir: Path, versions: list[int]
     ) -> list[tuple[str, list[str], str]]:
-        """What the C++ backend's ModelInstanceState reads without a default (a repository built before #9, or
-        hand-edited, fails to load otherwise)."""
-        from tritonbuild.backends.tensorrtllm.configs import UNGUARDED, UNGUARDED_VALUES
+        """What the C++ backend's ModelInstanceState reads without a default (a repository built
+        before #9, or hand-edited, fails to load otherwise)."""
         from tritonbuild.backends.tensorrtllm.load_rules import parameter_problems
+        from tritonbuild.backends.tensorrtllm.parameters import UNGUARDED, UNGUARDED_VALUES
 
         params = {k: v.string_value for k, v in mc.parameters.items()}
         return [
@@ -84,7 +78,8 @@ class TensorRTLLMBackend(Backend):
         ]
 
     def gpus_needed(self, mc, version_dir: Path) -> int:
-        """The C++ backend places its own devices (gpu_device_ids, '0,1;2,3'); its instance kind stays CPU."""
+        """The C++ backend places its own devices (gpu_device_ids, '0,1;2,3'); its instance kind
+        stays CPU."""
         param = mc.parameters.get("gpu_device_ids")
         ids = (
             [int(gpu) for gpu in re.findall(r"\d+", param.string_value)]
@@ -96,8 +91,8 @@ class TensorRTLLMBackend(Backend):
     def model_file_checks(
         self, mc, model_dir: Path, versions: list[int]
     ) -> list[tuple[str, list[str], str]]:
-        """The engine group's model: its engine inside the version directory; an LLM-API Python model: its
-        model.yaml against config.pbtxt; any other Python model is not ours ([])."""
+        """The engine group's model: its engine inside the version directory; an LLM-API Python
+        model: its model.yaml against config.pbtxt; any other Python model is not ours ([])."""
         from tritonbuild.backends.tensorrtllm import load_rules
 
         if mc.backend == self.triton_backend:

@@ -1,34 +1,26 @@
-"""Cross-checks between the engine's config.json, the recipe and the generated config.pbtxt files.
-
-Each problem names both sides, so the fix is obvious: rebuild the engine or change the recipe.
+"""A TensorRT-LLM recipe's cross-field rules (run at load), and the generated config.pbtxt files of
+one group against each other. The engine's config.json against the recipe: engine_checks.py.
 """
 
 from __future__ import annotations
 
-import re
-
 from tritonbuild.backends.llm.gpus import GPU_SM
 from tritonbuild.backends.llm.images import image_problem, image_versions
 from tritonbuild.backends.tensorrtllm.llmapi_keys import route_problems
-from tritonbuild.backends.tensorrtllm.quant import (
-    FORMATS,
-    LLMAPI_FORMATS,
-    arch_problem,
-    engine_algos,
-)
+from tritonbuild.backends.tensorrtllm.quant import FORMATS, LLMAPI_FORMATS, arch_problem
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.backends.tensorrtllm.route import LLMAPI_SINCE, version_tuple
 from tritonbuild.backends.tensorrtllm.speculative import built_limits
-from tritonbuild.backends.tensorrtllm.speculative import engine_problems as speculative_problems
 from tritonbuild.backends.tensorrtllm.speculative import recipe_rules as speculative_rules
-
-
-def _major_minor(v: str) -> tuple[str, ...]:
-    return tuple(re.findall(r"\d+", str(v))[:3])
 
 
 def check_recipe(recipe: LLMRecipe) -> list[tuple]:
     """Cross-field rules of a TensorRT-LLM recipe, each tied to the key to change (run at load)."""
+    return _limit_rules(recipe) + _route_rules(recipe) + _gpu_and_image_rules(recipe)
+
+
+def _limit_rules(recipe: LLMRecipe) -> list[tuple]:
+    """The engine's limits, paged context FMHA and the GPUs against each other."""
     out = []
     engine, kv_cache, serving = recipe.engine, recipe.kv_cache, recipe.serving
     if engine.max_seq_len < engine.max_input_len:
@@ -81,13 +73,23 @@ def check_recipe(recipe: LLMRecipe) -> list[tuple]:
                 "raise kv_cache.max_tokens or lower engine.max_seq_len",
             )
         )
+    return out
+
+
+def _route_rules(recipe: LLMRecipe) -> list[tuple]:
+    """What the chosen route (engine or the LLM API) cannot do with the recipe's quantization, KV
+    cache, speculative mode and keys, and the image's TensorRT-LLM it needs."""
+    out = []
+    kv_cache = recipe.kv_cache
     if recipe.runtime == "pytorch" and recipe.quantization == "int4_weight_only":
         out.append(
             (
                 ("quantization",),
                 "int4_weight_only (RTN W4A16) exists only on the TensorRT engine path; the "
-                "PyTorch/LLM-API runtime loads checkpoints that ModelOpt already quantized (hf_quant_config.json)",
-                "use runtime: engine, or a ModelOpt-quantized checkpoint with quantization: int4_awq or fp8",
+                "PyTorch/LLM-API runtime loads checkpoints that ModelOpt already quantized "
+                "(hf_quant_config.json)",
+                "use runtime: engine, or a ModelOpt-quantized checkpoint with quantization: "
+                "int4_awq or fp8",
             )
         )
     out += quantization_rules(recipe) + speculative_rules(recipe) + route_problems(recipe)
@@ -110,6 +112,14 @@ def check_recipe(recipe: LLMRecipe) -> list[tuple]:
                 "use kv_cache.dtype: fp8 or auto",
             )
         )
+    return out
+
+
+def _gpu_and_image_rules(recipe: LLMRecipe) -> list[tuple]:
+    """FP8 and bfloat16 against the GPU's compute capability, the image against its tables, and
+    the fp8 weights' KV cache."""
+    out = []
+    kv_cache = recipe.kv_cache
     sm = GPU_SM[recipe.gpu]
     if sm < 8.9 and "fp8" in (recipe.quantization, kv_cache.dtype):
         key = ("quantization",) if recipe.quantization == "fp8" else ("kv_cache", "dtype")
@@ -117,8 +127,8 @@ def check_recipe(recipe: LLMRecipe) -> list[tuple]:
             (
                 key,
                 f"FP8 needs a GPU of compute capability 8.9 or newer; {recipe.gpu} is {sm}",
-                "use quantization: int4_weight_only / int4_awq and kv_cache.dtype: int8 or auto, or an "
-                "H100/H200/L40S/L4",
+                "use quantization: int4_weight_only / int4_awq and kv_cache.dtype: int8 or auto, "
+                "or an H100/H200/L40S/L4",
             )
         )
     if sm < 8.0 and recipe.dtype == "bfloat16":
@@ -145,7 +155,8 @@ def check_recipe(recipe: LLMRecipe) -> list[tuple]:
 
 
 def quantization_rules(recipe: LLMRecipe) -> list[tuple]:
-    """The quantization's route and GPU architecture (quant.FORMATS, from upstream's support matrices)."""
+    """The quantization's route and GPU architecture (quant.FORMATS, from upstream's support
+    matrices)."""
     out = []
     q = recipe.quantization
     if recipe.runtime == "pytorch" and q not in LLMAPI_FORMATS and q != "int4_weight_only":
@@ -162,127 +173,9 @@ def quantization_rules(recipe: LLMRecipe) -> list[tuple]:
     return out
 
 
-def _lora_problems(r: LLMRecipe, bc: dict) -> list[str]:
-    """A recipe with LoRA adapters needs an engine built with the LoRA plugin, for the modules it asks for."""
-    if r.lora is None:
-        return []
-    if not (bc.get("plugin_config") or {}).get("lora_plugin"):
-        return [
-            "recipe lora needs an engine built with the LoRA plugin; this one was built without "
-            "(build_config.plugin_config.lora_plugin unset): build it with trtllm-build --lora_plugin, as "
-            "tritonbuild does"
-        ]
-    lc = bc.get("lora_config") or {}
-    out = []
-    if (
-        r.lora.target_modules
-        and lc.get("lora_target_modules") is not None
-        and set(r.lora.target_modules) - set(lc["lora_target_modules"])
-    ):
-        out.append(
-            f"recipe lora.target_modules {r.lora.target_modules}, the engine's LoRA plugin has "
-            f"{lc['lora_target_modules']}"
-        )
-    if (
-        r.lora.max_lora_rank
-        and lc.get("max_lora_rank") is not None
-        and r.lora.max_lora_rank > lc["max_lora_rank"]
-    ):
-        out.append(
-            f"recipe lora.max_lora_rank {r.lora.max_lora_rank} > the engine's {lc['max_lora_rank']}"
-        )
-    return out
-
-
-def engine_problems(
-    r: LLMRecipe, engine: dict, rank_files: list[str], prequant: dict | None = None
-) -> list[str]:
-    """engine config.json (as TensorRT-LLM writes it) vs the recipe (and the checkpoint's own quantization)."""
-    out = []
-    bc = engine.get("build_config") or {}
-    pc = engine.get("pretrained_config") or {}
-    e, kv, s = r.engine, r.kv_cache, r.serving
-    built = built_limits(
-        r
-    )  # what trtllm-build records for the recipe's limits (draft tokens included)
-    for key in (
-        "max_batch_size",
-        "max_input_len",
-        "max_seq_len",
-        "max_num_tokens",
-        "max_beam_width",
-    ):
-        got, want = bc.get(key), built.get(key, getattr(e, key))
-        if got is not None and int(got) != want:
-            out.append(
-                f"engine build_config.{key} = {got}, recipe engine.{key} = {getattr(e, key)}"
-                + (f" (which trtllm-build records as {want})" if want != getattr(e, key) else "")
-            )
-    mapping = pc.get("mapping") or {}
-    tp, pp = int(mapping.get("tp_size", 1)), int(mapping.get("pp_size", 1))
-    world = int(mapping.get("world_size", tp * pp))
-    if (tp, pp) != (e.tp_size, e.pp_size):
-        out.append(
-            f"engine mapping tp_size={tp} pp_size={pp}, recipe engine.tp_size={e.tp_size} "
-            f"pp_size={e.pp_size}"
-        )
-    if len(rank_files) != world:
-        out.append(
-            f"engine world_size {world} needs rank0..rank{world - 1}.engine, found {sorted(rank_files)}"
-        )
-    if len(s.gpu_device_ids) % world:
-        out.append(
-            f"serving.gpu_device_ids {s.gpu_device_ids} is not a multiple of the engine's world size {world}"
-        )
-    plugin = bc.get("plugin_config") or {}
-    paged_fmha = bool(plugin.get("use_paged_context_fmha", False))
-    if kv.enable_block_reuse and not paged_fmha:
-        out.append(
-            "recipe kv_cache.enable_block_reuse needs use_paged_context_fmha, which the engine was built "
-            "without (build_config.plugin_config.use_paged_context_fmha = false)"
-        )
-    if s.enable_chunked_context and not paged_fmha:
-        out.append(
-            "recipe serving.enable_chunked_context needs use_paged_context_fmha, which the engine lacks"
-        )
-    kv_type = str(bc.get("kv_cache_type", "PAGED")).upper()
-    if kv_type != "PAGED" and s.batching_strategy != "V1":
-        out.append(
-            f"engine kv_cache_type {kv_type} cannot serve {s.batching_strategy} (needs PAGED)"
-        )
-    out += _lora_problems(r, bc)
-    out += speculative_problems(r, bc)
-    tpb = plugin.get("tokens_per_block")
-    if tpb is not None and int(tpb) != kv.tokens_per_block:
-        out.append(
-            f"engine tokens_per_block {tpb}, recipe kv_cache.tokens_per_block {kv.tokens_per_block}"
-        )
-    if kv.max_tokens is not None and kv.max_tokens < int(bc.get("max_seq_len", e.max_seq_len)):
-        out.append(
-            f"recipe kv_cache.max_tokens {kv.max_tokens} < engine max_seq_len {bc.get('max_seq_len')}"
-        )
-    logits = pc.get("logits_dtype", "float32")
-    if logits != e.logits_dtype:
-        out.append(
-            f"engine pretrained_config.logits_dtype {logits}, recipe engine.logits_dtype {e.logits_dtype}"
-        )
-    algo = (pc.get("quantization") or {}).get("quant_algo")
-    if algo not in (expected := engine_algos(r.quantization, prequant)):
-        out.append(
-            f"engine quantization {algo!r}, recipe quantization {r.quantization} "
-            f"(expects {sorted(x for x in expected if x)})"
-        )
-    version = engine.get("version")
-    if version is None or _major_minor(version) != _major_minor(r.image.trtllm_version):
-        out.append(
-            f"engine built by TensorRT-LLM {version}, the serving image has {r.image.trtllm_version} "
-            f"({r.image.triton_image}): engines load only in the version that built them"
-        )
-    return out
-
-
 def config_problems(configs: dict[str, object], names) -> list[str]:
-    """Generated (or hand-edited) configs of one group vs each other: decoupled mode, batch sizes."""
+    """Generated (or hand-edited) configs of one group vs each other: decoupled mode, batch
+    sizes."""
     out = []
     llm, bls = configs.get(names.tensorrt_llm), configs.get(names.bls)
     if (
@@ -291,8 +184,9 @@ def config_problems(configs: dict[str, object], names) -> list[str]:
         and llm.model_transaction_policy.decoupled != bls.model_transaction_policy.decoupled
     ):
         out.append(
-            f"{names.tensorrt_llm} decoupled={llm.model_transaction_policy.decoupled} but {names.bls} "
-            f"decoupled={bls.model_transaction_policy.decoupled}: streaming must be set on both"
+            f"{names.tensorrt_llm} decoupled={llm.model_transaction_policy.decoupled} but "
+            f"{names.bls} decoupled={bls.model_transaction_policy.decoupled}: streaming must be "
+            "set on both"
         )
     ens = configs.get(names.ensemble)
     if ens is not None:

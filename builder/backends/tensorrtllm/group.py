@@ -1,4 +1,5 @@
-"""Assemble the TensorRT-LLM model group into a repository directory (called by repository.assemble)."""
+"""Assemble the TensorRT-LLM model group into a repository directory (called by
+repository.assemble)."""
 
 from __future__ import annotations
 
@@ -6,26 +7,32 @@ import json
 import shutil
 from pathlib import Path
 
-from tritonbuild.backends.tensorrtllm import MODELS_DIR, check_engine_dir
 from tritonbuild.backends.tensorrtllm import configs as cfg
 from tritonbuild.backends.tensorrtllm.checks import config_problems
+from tritonbuild.backends.tensorrtllm.engine_checks import check_engine_dir
+from tritonbuild.backends.tensorrtllm.orchestrator import server_launch
+from tritonbuild.backends.tensorrtllm.parameters import XGRAMMAR_INFO
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.tensors import logits_type
 from tritonbuild.core.hashing import sha256_json
 from tritonbuild.errors import BuildError
 from tritonbuild.recipe.models import DTYPES, TensorSpec
 from tritonbuild.triton.config import render
 
-KEEP = ".keep"  # an empty version directory must exist for an ensemble; object stores need an object in it
+MODELS_DIR = Path(__file__).parent / "models"
+# an empty version directory must exist for an ensemble; object stores need an object in it
+KEEP = ".keep"
 
 
 def tokenizer_file(tokenizer_dir: Path) -> str:
-    """The file the pre/postprocessing models load: tokenizer.json, else the sentencepiece tokenizer.model
-    (upstream's AutoTokenizer takes either)."""
+    """The file the pre/postprocessing models load: tokenizer.json, else the sentencepiece
+    tokenizer.model (upstream's AutoTokenizer takes either)."""
     return "tokenizer.json" if (tokenizer_dir / "tokenizer.json").is_file() else "tokenizer.model"
 
 
 def _vocabulary(tokenizer_dir: Path):
-    """token → id (None when absent) and the sentencepiece <eos>/<pad> ids (None for tokenizer.json)."""
+    """token → id (None when absent) and the sentencepiece <eos>/<pad> ids (None for
+    tokenizer.json)."""
     try:
         if tokenizer_file(tokenizer_dir) == "tokenizer.json":
             from tokenizers import Tokenizer
@@ -55,8 +62,8 @@ def _vocabulary(tokenizer_dir: Path):
 
 
 def special_ids(tokenizer_dir: Path) -> tuple[int, int]:
-    """(end_id, pad_id) from tokenizer_config.json's eos/pad tokens, resolved through the vocabulary; a
-    sentencepiece model without tokenizer_config.json gives its own eos/pad ids."""
+    """(end_id, pad_id) from tokenizer_config.json's eos/pad tokens, resolved through the
+    vocabulary; a sentencepiece model without tokenizer_config.json gives its own eos/pad ids."""
     to_id, sp_eos, sp_pad = _vocabulary(tokenizer_dir)
     conf_path = tokenizer_dir / "tokenizer_config.json"
     conf = json.loads(conf_path.read_text()) if conf_path.is_file() else {}
@@ -69,7 +76,8 @@ def special_ids(tokenizer_dir: Path) -> tuple[int, int]:
     end_id = to_id(eos) if eos else sp_eos
     if end_id is None:
         raise BuildError(
-            f"tokenizer has no eos_token in tokenizer_config.json (or {eos!r} is not in its vocabulary)",
+            f"tokenizer has no eos_token in tokenizer_config.json (or {eos!r} is not in its "
+            "vocabulary)",
             hint="save the tokenizer with its special tokens (tokenizer_config.json: eos_token)",
         )
     pad = token("pad_token")
@@ -78,14 +86,16 @@ def special_ids(tokenizer_dir: Path) -> tuple[int, int]:
 
 
 def xgrammar_info(tokenizer_dir: Path, end_id: int) -> dict:
-    """The tokenizer info the C++ backend hands xgrammar (model_instance_state.cc: encoded_vocab, tokenizer_str,
-    stop_token_ids): the vocabulary's raw token strings by id, tokenizer.json itself, the eos id."""
+    """The tokenizer info the C++ backend hands xgrammar (model_instance_state.cc: encoded_vocab,
+    tokenizer_str, stop_token_ids): the vocabulary's raw token strings by id, tokenizer.json itself,
+    the eos id."""
     path = tokenizer_dir / "tokenizer.json"
     if not path.is_file():
         raise BuildError(
-            "serving.guided_decoding needs tokenizer.json (xgrammar's tokenizer info is made from it); "
-            "the tokenizer has only tokenizer.model",
-            hint="save the tokenizer with a fast (tokenizers) tokenizer.json, or drop guided_decoding",
+            "serving.guided_decoding needs tokenizer.json (xgrammar's tokenizer info is made from "
+            "it); the tokenizer has only tokenizer.model",
+            hint="save the tokenizer with a fast (tokenizers) tokenizer.json, or drop "
+            "guided_decoding",
         )
     text = path.read_text()
     vocab = json.loads(text)["model"]["vocab"]
@@ -99,9 +109,9 @@ def xgrammar_info(tokenizer_dir: Path, end_id: int) -> dict:
 
 
 def _write_loras(files: dict, root: Path, names, v: str, store) -> None:
-    """The adapters under <ensemble>/<v>/lora/<name>/ and multi_lora.json next to the ensemble and the BLS: the
-    OpenAI frontend reads it per model (name → directory relative to the repository) and gives each LoRA a
-    lora_task_id in file order."""
+    """The adapters under <ensemble>/<v>/lora/<name>/ and multi_lora.json next to the ensemble and
+    the BLS: the OpenAI frontend reads it per model (name → directory relative to the repository)
+    and gives each LoRA a lora_task_id in file order."""
     loras = {k[len("lora/") :]: e for k, e in files.items() if k.startswith("lora/")}
     if not loras:
         return
@@ -136,47 +146,57 @@ def _specs(mc) -> tuple[list[TensorSpec], list[TensorSpec]]:
     return conv(mc.input), conv(mc.output)
 
 
-def emit(built_model, root: Path, store, manifest_model) -> list:
-    """Write every model of the group; returns their ManifestModel entries ([] when the engine was skipped)."""
+def _materialize(built_model, root: Path, names, v: str, store) -> tuple[dict, dict, dict]:
+    """The engine (checked against the recipe) and the tokenizer files into the version
+    directories: (engine config.json, engine files, tokenizer files); ({}, {}, {}) when the engine
+    was skipped."""
     r: LLMRecipe = built_model.plan.recipe
-    engine_files = {
-        k[len("engine/") :]: v for k, v in built_model.files.items() if k.startswith("engine/")
-    }
+    files = built_model.files
+    engine_files = {k[len("engine/") :]: v for k, v in files.items() if k.startswith("engine/")}
     if not engine_files:
-        return []
-    names = cfg.Names.of(r.name)
-    v = str(r.version)
+        return {}, {}, {}
     trt_dir = root / names.tensorrt_llm / v / "engine"
     for rel, entry in engine_files.items():
         store.materialize(entry.sha256, trt_dir / rel)
     engine_step = next((s.params for s in built_model.plan.steps if s.kind == "trtllm.engine"), {})
     engine = check_engine_dir(trt_dir, r, engine_step.get("checkpoint_quantization"))
-    tok_files = {k: e for k, e in built_model.files.items() if k.startswith("tokenizer/")}
+    tok_files = {k: e for k, e in files.items() if k.startswith("tokenizer/")}
     for model in (names.preprocessing, names.postprocessing):
         for rel, entry in tok_files.items():
             store.materialize(entry.sha256, root / model / v / rel)
-    end_id, pad_id = special_ids(root / names.preprocessing / v / "tokenizer")
-    guided = (
-        xgrammar_info(root / names.preprocessing / v / "tokenizer", end_id)
-        if r.serving.guided_decoding is not None
-        else None
-    )
+    return engine, engine_files, tok_files
+
+
+def _engine_path(r: LLMRecipe, names) -> str:
+    """Where the server finds the engine (the C++ backend needs it absolute)."""
+    return f"{r.serving.repository_mount}/{names.tensorrt_llm}/{r.version}/engine"
+
+
+def _configs(r: LLMRecipe, names, engine: dict, tokenizer_dir: Path, ids: tuple[int, int]) -> dict:
+    """Every model's ModelConfig (model name → proto), checked against each other; ids: the
+    tokenizer's (end_id, pad_id)."""
+    end_id, pad_id = ids
     mbs = int(engine["build_config"]["max_batch_size"])
-    engine_path = f"{r.serving.repository_mount}/{names.tensorrt_llm}/{v}/engine"
-    tok_file = "tokenizer/" + tokenizer_file(root / names.preprocessing / v / "tokenizer")
+    engine_path = _engine_path(r, names)
+    tok_file = "tokenizer/" + tokenizer_file(tokenizer_dir)
     configs = {
         names.preprocessing: cfg.preprocessing(r, names, mbs, end_id, pad_id, tok_file),
         names.postprocessing: cfg.postprocessing(r, names, mbs, tok_file),
         names.tensorrt_llm: cfg.tensorrt_llm(r, names, engine, engine_path),
-        names.ensemble: cfg.ensemble(r, names, mbs, cfg.logits_type(engine)),
+        names.ensemble: cfg.ensemble(r, names, mbs, logits_type(engine)),
     }
     if r.serving.bls:
-        configs[names.bls] = cfg.bls(r, names, mbs, cfg.logits_type(engine))
+        configs[names.bls] = cfg.bls(r, names, mbs, logits_type(engine))
     problems = config_problems(configs, names)
     if problems:
         raise BuildError(
             "generated configs disagree: " + "; ".join(problems), hint="please report this bug"
         )
+    return configs
+
+
+def _write_models(configs: dict, root: Path, names, v: str) -> None:
+    """config.pbtxt of each model, the Python models' model.py, the ensemble's placeholder."""
     scripts = {
         names.preprocessing: "preprocessing.py",
         names.postprocessing: "postprocessing.py",
@@ -188,10 +208,28 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
         if model in scripts:
             shutil.copyfile(MODELS_DIR / scripts[model], root / model / v / "model.py")
     (root / names.ensemble / v / KEEP).write_bytes(b"")
+
+
+def emit(built_model, root: Path, store, manifest_model) -> list:
+    """Write every model of the group; returns their ManifestModel entries ([] when the engine was
+    skipped)."""
+    r: LLMRecipe = built_model.plan.recipe
+    names = cfg.Names.of(r.name)
+    v = str(r.version)
+    engine, engine_files, tok_files = _materialize(built_model, root, names, v, store)
+    if not engine_files:
+        return []
+    tokenizer_dir = root / names.preprocessing / v / "tokenizer"
+    ids = special_ids(tokenizer_dir)
+    guided = xgrammar_info(tokenizer_dir, ids[0]) if r.serving.guided_decoding is not None else None
+    configs = _configs(r, names, engine, tokenizer_dir, ids)
+    _write_models(configs, root, names, v)
     if guided is not None:
-        (root / names.tensorrt_llm / v / cfg.XGRAMMAR_INFO).write_text(json.dumps(guided))
+        (root / names.tensorrt_llm / v / XGRAMMAR_INFO).write_text(json.dumps(guided))
     _write_loras(built_model.files, root, names, v, store)
-    llm_info = _llm_info(r, engine, engine_path, built_model.plan.extras.get("memory_plan"))
+    llm_info = _llm_info(
+        r, engine, _engine_path(r, names), built_model.plan.extras.get("memory_plan")
+    )
     identity = _identities(names, built_model.files, engine_files, tok_files, guided is not None)
     out = []
     for model, mc in configs.items():
@@ -215,7 +253,8 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
 
 
 def _llm_info(r: LLMRecipe, engine: dict, engine_path: str, memory_plan) -> dict:
-    """What the manifest says of the group: the engine's quantization and version, where it is served from."""
+    """What the manifest says of the group: the engine's quantization and version, where it is
+    served from."""
     quant = engine["pretrained_config"].get("quantization") or {}
     return {
         "group": r.name,
@@ -225,8 +264,8 @@ def _llm_info(r: LLMRecipe, engine: dict, engine_path: str, memory_plan) -> dict
         "serving_image": r.image.triton_image,
         "engine_path": engine_path,
         "world_size": r.engine.tp_size * r.engine.pp_size,
-        "server_env": cfg.server_launch(r).get("env", {}),
-        "server_launch": cfg.server_launch(r),
+        "server_env": server_launch(r).get("env", {}),
+        "server_launch": server_launch(r),
         "memory_plan": memory_plan,
     }
 

@@ -1,6 +1,7 @@
 """Subprocess entry: build a TensorRT engine with TensorRT-LLM's LLM API. `python -m ... SPEC_JSON`.
 
-Uses the TensorRT-engine LLM class (the default LLM class is the PyTorch backend, which builds nothing).
+Uses the TensorRT-engine LLM class (the default LLM class is the PyTorch backend, which builds
+nothing).
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""What the LLM-API route (runtime: pytorch) does with the recipe keys the engine route hands the tensorrtllm C++
-backend or its own Triton models: each has its LLM-API equivalent in model.yaml (`llm_api_args`: TorchLlmArgs
-fields and SchedulerConfig, recorded in tests/contracts/facts/llm_args.json route_keys), or the generated model's
-(`serving.exclude_input_in_output` as the default of requests that do not say; `serving.gpu_device_ids` as one
-instance per group of tp_size × pp_size GPUs, upstream's multi-instance LLM-API model), or is refused at plan
-(`route_problems`) naming what to use instead. None is dropped."""
+"""What the LLM-API route (runtime: pytorch) does with the recipe keys the engine route hands the
+tensorrtllm C++ backend or its own Triton models: each has its LLM-API equivalent in model.yaml
+(`llm_api_args`: TorchLlmArgs fields and SchedulerConfig, recorded in
+tests/contracts/facts/llm_args.json route_keys), or the generated model's
+(`serving.exclude_input_in_output` as the default of requests that do not say;
+`serving.gpu_device_ids` as one instance per group of tp_size × pp_size GPUs, upstream's
+multi-instance LLM-API model), or is refused at plan (`route_problems`) naming what to use instead.
+None is dropped."""
 
 from __future__ import annotations
 
@@ -15,14 +17,16 @@ LLM_API_FIELDS = {
     ("engine", "max_input_len"): "max_input_len",
     ("serving", "enable_chunked_context"): "enable_chunked_prefill",
 }
-# serving.scheduler_policy → SchedulerConfig.capacity_scheduler_policy (a CapacitySchedulerPolicy value)
+# serving.scheduler_policy → SchedulerConfig.capacity_scheduler_policy (a CapacitySchedulerPolicy
+# value)
 SCHEDULER_POLICIES = {
     "guaranteed_no_evict": "GUARANTEED_NO_EVICT",
     "max_utilization": "MAX_UTILIZATION",
 }
 ROUTE = "runtime: pytorch (the LLM-API model)"
 ENGINE = "use runtime: engine, where the tensorrtllm C++ backend takes it"
-# key → (why the LLM-API route has no such setting, what to do instead); refused where the value is not the default
+# key → (why the LLM-API route has no such setting, what to do instead); refused where the value is
+# not the default
 REFUSED = {
     ("serving", "batching_strategy"): (
         "the LLM API's PyTorch backend batches in flight and has no batching type "
@@ -89,7 +93,8 @@ def llm_api_args(r: LLMRecipe) -> dict:
 
 
 def instance_groups(r: LLMRecipe) -> list[list[int]]:
-    """serving.gpu_device_ids as the LLM-API model's instances: one per tp_size × pp_size GPUs, in order."""
+    """serving.gpu_device_ids as the LLM-API model's instances: one per tp_size × pp_size GPUs, in
+    order."""
     world, ids = r.engine.tp_size * r.engine.pp_size, r.serving.gpu_device_ids
     return [ids[i : i + world] for i in range(0, len(ids), world)]
 

@@ -1,5 +1,6 @@
-"""The load rules of the models TensorRT-LLM routes write, on their files (offline, no GPU): the C++ backend's
-engine inside the version directory, and the LLM-API Python model's model.yaml against its config.pbtxt."""
+"""The load rules of the models TensorRT-LLM routes write, on their files (offline, no GPU): the C++
+backend's engine inside the version directory, and the LLM-API Python model's model.yaml against its
+config.pbtxt."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from pathlib import Path
 
 from tritonbuild.backends.base import BuildPolicy, ReleaseFact
 
-# The parameters the C++ backend reads with no default (GetParameter outside a try block), per release of
-# triton-inference-server/tensorrtllm_backend (tests/contracts/facts/tensorrtllm_releases.json): r24.10 (af89ec7)
-# reads only gpt_model_type (model_instance_state.cc:59); r25.04 (1a9fa20) adds the guided-decoding three
+# The parameters the C++ backend reads with no default (GetParameter outside a try block), per
+# release of triton-inference-server/tensorrtllm_backend
+# (tests/contracts/facts/tensorrtllm_releases.json): r24.10 (af89ec7) reads only gpt_model_type
+# (model_instance_state.cc:59); r25.04 (1a9fa20) adds the guided-decoding three
 # (model_instance_state.cc:401-403), as main (c2e65b8) still does.
 UNGUARDED_BY_RELEASE = {
     "r24.10": ("gpt_model_type",),
@@ -24,7 +26,8 @@ GUIDED_DECODING = ("tokenizer_dir", "xgrammar_tokenizer_info_path", "guided_deco
 
 
 def engine_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
-    """The C++ backend reads gpt_model_path verbatim: it must point at <mount>/<model>/<version>/engine."""
+    """The C++ backend reads gpt_model_path verbatim: it must point at
+    <mount>/<model>/<version>/engine."""
     path = mc.parameters["gpt_model_path"].string_value if "gpt_model_path" in mc.parameters else ""
     if not path:
         return ["parameter gpt_model_path is missing"]
@@ -40,18 +43,21 @@ def engine_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
     return [
         BuildPolicy(
             f"gpt_model_path {path!r} does not point inside this model's version directory "
-            f"(expected '<mount>/{model_dir.name}/<version>/engine'): the repository is not relocatable"
+            f"(expected '<mount>/{model_dir.name}/<version>/engine'): the repository is not "
+            "relocatable"
         )
     ]
 
 
 def is_llmapi_model(model_dir: Path, versions: list[int]) -> bool:
-    """An LLM-API model is a Python model with a model.yaml (the LLM() arguments) in a version directory."""
+    """An LLM-API model is a Python model with a model.yaml (the LLM() arguments) in a version
+    directory."""
     return any((model_dir / str(v) / "model.yaml").is_file() for v in versions)
 
 
 def llmapi_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
-    """TensorRT-LLM LLM-API models: model.yaml parses, its checkpoint is packaged, triton_config agrees."""
+    """TensorRT-LLM LLM-API models: model.yaml parses, its checkpoint is packaged, triton_config
+    agrees."""
     import yaml
 
     p = []
@@ -78,14 +84,16 @@ def llmapi_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
             )
         if bool(tc.get("decoupled", False)) != mc.model_transaction_policy.decoupled:
             p.append(
-                "model.yaml triton_config.decoupled disagrees with model_transaction_policy.decoupled"
+                "model.yaml triton_config.decoupled disagrees with "
+                "model_transaction_policy.decoupled"
             )
         trt_only = sorted(k for k in ("quant_config", "calib_config", "build_config") if k in spec)
         if spec.get("backend") == "pytorch" and trt_only:
             p.append(
-                f"{v}/model.yaml sets {trt_only} with backend pytorch: TensorRT-LLM refuses it at LLM() ('The "
-                "following arguments are specific to TensorRT backend and cannot be used with PyTorch "
-                "backend'); a quantized checkpoint carries its hf_quant_config.json instead"
+                f"{v}/model.yaml sets {trt_only} with backend pytorch: TensorRT-LLM refuses it at "
+                "LLM() ('The following arguments are specific to TensorRT backend and cannot be "
+                "used with PyTorch backend'); a quantized checkpoint carries its "
+                "hf_quant_config.json instead"
             )
     return p
 
@@ -93,10 +101,10 @@ def llmapi_problems(mc, model_dir: Path, versions: list[int]) -> list[str]:
 def parameter_problems(
     params: dict[str, str], unguarded: tuple[str, ...], values: dict
 ) -> list[str]:
-    """What the C++ backend reads unguarded, on a config's parameters. The guided-decoding three are absent
-    together from configs filled from templates older than guided decoding (r24.10's): the backends of that age
-    never read them, r25.04 and later fail the load without them (a ReleaseFact); one or two of the three absent
-    is a failure for every release that reads them."""
+    """What the C++ backend reads unguarded, on a config's parameters. The guided-decoding three are
+    absent together from configs filled from templates older than guided decoding (r24.10's): the
+    backends of that age never read them, r25.04 and later fail the load without them (a
+    ReleaseFact); one or two of the three absent is a failure for every release that reads them."""
     missing = [k for k in unguarded if k not in params]
     error = "the tensorrtllm backend fails the load with 'Cannot find parameter with name: {}'"
     problems = []
@@ -104,9 +112,10 @@ def parameter_problems(
         missing = [k for k in missing if k not in GUIDED_DECODING]
         problems.append(
             ReleaseFact(
-                f"parameters {', '.join(GUIDED_DECODING)} are absent, as in configs filled from templates before "
-                f"guided decoding: the r24.10 backend never reads them; r25.04 and later fail the load with "
-                f"'Cannot find parameter with name: tokenizer_dir' (add the three with \"\" to serve there)"
+                f"parameters {', '.join(GUIDED_DECODING)} are absent, as in configs filled from "
+                "templates before guided decoding: the r24.10 backend never reads them; r25.04 "
+                "and later fail the load with 'Cannot find parameter with name: tokenizer_dir' "
+                '(add the three with "" to serve there)'
             )
         )
     problems += [f'parameter {k} is missing: {error.format(k)} (set it, "" = off)' for k in missing]

@@ -1,22 +1,24 @@
-"""LoRA in a TensorRT engine (runtime: engine): trtllm-build's LoRA plugin and what configures it, the target
-modules (--lora_target_modules) or a Hugging Face PEFT adapter (--lora_dir, the first of which configures the
-modules and rank), and the rank the plugin's workspace is sized for (--max_lora_rank). The served adapters
-themselves are TensorRT-LLM's converted .npy pairs (the trtllm.lora step); the engine only needs the plugin."""
+"""LoRA in a TensorRT engine (runtime: engine): trtllm-build's LoRA plugin and what configures it,
+the target modules (--lora_target_modules) or a Hugging Face PEFT adapter (--lora_dir, the first of
+which configures the modules and rank), and the rank the plugin's workspace is sized for
+(--max_lora_rank). The served adapters themselves are TensorRT-LLM's converted .npy pairs (the
+trtllm.lora step); the engine only needs the plugin."""
 
 from __future__ import annotations
 
 import typing
 
 from tritonbuild.backends.common import split_tree, tree_inputs
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe, LoraModule
+from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe_lora import LoraModule
 from tritonbuild.errors import PlanError
 
 MAX_LORA_RANK = 64  # trtllm-build --max_lora_rank's default (tensorrt_llm/commands/build.py)
 
 
 def lora_build_params(loaded, ctx, recipe_dir) -> tuple[dict, dict[str, str]]:
-    """(the trtllm.engine step's 'lora' params, the build adapter's files as step inputs); ({}, {}) without
-    lora. recipe_dir(loaded, rel, key) resolves the recipe's adapter directory."""
+    """(the trtllm.engine step's 'lora' params, the build adapter's files as step inputs); ({}, {})
+    without lora. recipe_dir(loaded, rel, key) resolves the recipe's adapter directory."""
     r: LLMRecipe = loaded.recipe
     if r.lora is None:
         return {}, {}
@@ -45,8 +47,9 @@ def lora_build_params(loaded, ctx, recipe_dir) -> tuple[dict, dict[str, str]]:
 
 
 def _adapters_modules(loaded, recipe_dir, max_rank: int) -> list[str]:
-    """The modules the recipe's converted adapters adapt: model.lora_config.npy rows are [module id, layer,
-    adapter size] (LoraManager.LORA_MODULE_IDS numbering); a rank above max_rank is a plan error."""
+    """The modules the recipe's converted adapters adapt: model.lora_config.npy rows are [module id,
+    layer, adapter size] (LoraManager.LORA_MODULE_IDS numbering); a rank above max_rank is a plan
+    error."""
     import numpy as np
 
     modules = typing.get_args(LoraModule)
@@ -68,7 +71,8 @@ def _adapters_modules(loaded, recipe_dir, max_rank: int) -> list[str]:
             raise PlanError(
                 f"LoRA adapter {name!r}: module ids {bad} unknown"
                 if bad
-                else f"LoRA adapter {name!r} has rank {int(rows[:, 2].max())}, above max_lora_rank {max_rank}",
+                else f"LoRA adapter {name!r} has rank {int(rows[:, 2].max())}, above max_lora_rank "
+                f"{max_rank}",
                 where=where,
                 hint="set lora.target_modules / lora.max_lora_rank to what it needs",
             )
@@ -82,7 +86,8 @@ def split_adapter(params: dict, inputs: dict[str, str]) -> tuple[dict[str, str],
 
 
 def lora_build_argv(lora: dict | None, adapter_dir: str | None) -> list[str]:
-    """trtllm-build's LoRA arguments: the plugin, the rank, then the modules (given) or the adapter (read)."""
+    """trtllm-build's LoRA arguments: the plugin, the rank, then the modules (given) or the adapter
+    (read)."""
     if not lora:
         return []
     argv = ["--lora_plugin", "auto", "--max_lora_rank", str(lora["max_lora_rank"])]

@@ -1,12 +1,14 @@
-"""The Medusa heads' directory as examples/medusa/convert_checkpoint.py reads it through --medusa_model_dir
-(facts/trtllm_speculative.json medusa.heads_dir): it always opens config.json, whose medusa_num_layers overrides
---num_medusa_layers for loading the weights (after the checkpoint's config.json was written with the flag's value),
-and load_medusa_hf reads medusa_lm_head.pt, else medusa_lm_head.safetensors: for each head h < --num_medusa_heads
-and layer l < the layer count, '{h}.{l}.linear.weight' and '{h}.{l}.linear.bias', then '{h}.{layers}.weight' (the
-head's lm_head). Checked when the plan is made, so that a directory the converter would die on fails before the
-engine build: missing files are a plan error at the heads' key, counts the recipe contradicts a recipe error at the
-count's key. A .pt file's names are the strings of its pickle, listed by pickletools (which executes nothing); a
-.pt in torch's legacy (non-zip) format is checked for presence only."""
+"""The Medusa heads' directory as examples/medusa/convert_checkpoint.py reads it through
+--medusa_model_dir (facts/trtllm_speculative.json medusa.heads_dir): it always opens config.json,
+whose medusa_num_layers overrides --num_medusa_layers for loading the weights (after the
+checkpoint's config.json was written with the flag's value), and load_medusa_hf reads
+medusa_lm_head.pt, else medusa_lm_head.safetensors: for each head h < --num_medusa_heads and layer l
+< the layer count, '{h}.{l}.linear.weight' and '{h}.{l}.linear.bias', then '{h}.{layers}.weight'
+(the head's lm_head). Checked when the plan is made, so that a directory the converter would die on
+fails before the engine build: missing files are a plan error at the heads' key, counts the recipe
+contradicts a recipe error at the count's key. A .pt file's names are the strings of its pickle,
+listed by pickletools (which executes nothing); a .pt in torch's legacy (non-zip) format is checked
+for presence only."""
 
 from __future__ import annotations
 
@@ -19,10 +21,8 @@ from tritonbuild.backends.llm.safetensors import raw_header
 from tritonbuild.errors import PlanError, RecipeError
 
 CONFIG = "config.json"
-WEIGHTS = (
-    "medusa_lm_head.pt",
-    "medusa_lm_head.safetensors",
-)  # in the order the converter tries them
+# in the order the converter tries them
+WEIGHTS = ("medusa_lm_head.pt", "medusa_lm_head.safetensors")
 HEADS_KEY, LAYERS_KEY, DIR_KEY = (
     ("speculative", k) for k in ("num_medusa_heads", "num_medusa_layers", "heads_checkpoint")
 )
@@ -40,7 +40,8 @@ def tensor_names(head: int, layers: int) -> list[str]:
 
 
 def weights_file(heads_dir: Path) -> Path | None:
-    """The weights file the converter reads: medusa_lm_head.pt when it exists, else the .safetensors."""
+    """The weights file the converter reads: medusa_lm_head.pt when it exists, else the
+    .safetensors."""
     return next((heads_dir / name for name in WEIGHTS if (heads_dir / name).is_file()), None)
 
 
@@ -51,8 +52,8 @@ def safetensors_names(path: Path) -> set[str] | None:
 
 
 def pt_strings(path: Path) -> set[str] | None:
-    """The strings of a torch.save zip's pickle (the state dict's keys among them), or None for a file in another
-    format. pickletools lists opcodes without executing any."""
+    """The strings of a torch.save zip's pickle (the state dict's keys among them), or None for a
+    file in another format. pickletools lists opcodes without executing any."""
     if not zipfile.is_zipfile(path):
         return None
     with zipfile.ZipFile(path) as archive:
@@ -96,9 +97,9 @@ def _counts(loaded, config: dict, path: Path) -> None:
     layers, heads = config.get("medusa_num_layers"), config.get("medusa_num_heads")
     if isinstance(layers, int) and layers != s.num_medusa_layers:
         raise RecipeError(
-            f"speculative.num_medusa_layers {s.num_medusa_layers}, but {path} has medusa_num_layers "
-            f"{layers}: the converter loads {layers} layers per head while the checkpoint it writes "
-            f"declares {s.num_medusa_layers}",
+            f"speculative.num_medusa_layers {s.num_medusa_layers}, but {path} has "
+            f"medusa_num_layers {layers}: the converter loads {layers} layers per head while the "
+            f"checkpoint it writes declares {s.num_medusa_layers}",
             where=loaded.where(LAYERS_KEY),
             hint=f"set speculative.num_medusa_layers: {layers}",
         )
@@ -155,7 +156,8 @@ def _weights(loaded, heads_dir: Path, layers: int) -> None:
 
 
 def check(loaded, heads_dir: Path) -> None:
-    """Raise what the Medusa converter would die on (or silently change) with this heads directory."""
+    """Raise what the Medusa converter would die on (or silently change) with this heads
+    directory."""
     config = _config(loaded, heads_dir)
     _counts(loaded, config, heads_dir / CONFIG)
     _weights(loaded, heads_dir, loaded.recipe.speculative.num_medusa_layers)

@@ -1,7 +1,8 @@
-"""Quantization formats of a TensorRT-LLM recipe: which route makes each (a family converter's flags, ModelOpt's
-quantize.py, or a checkpoint quantized before it reached us), on which GPU architectures, the quant_algo an
-engine built with it records, and what its weights cost. The rules are upstream's, recorded with repository,
-commit and path in tests/contracts/facts/trtllm_quantization.json (a test keeps this table equal to them)."""
+"""Quantization formats of a TensorRT-LLM recipe: which route makes each (a family converter's
+flags, ModelOpt's quantize.py, or a checkpoint quantized before it reached us), on which GPU
+architectures, the quant_algo an engine built with it records, and what its weights cost. The rules
+are upstream's, recorded with repository, commit and path in
+tests/contracts/facts/trtllm_quantization.json (a test keeps this table equal to them)."""
 
 from __future__ import annotations
 
@@ -16,14 +17,14 @@ FP8_UP = frozenset({"Ada", "Hopper", "Blackwell"})
 
 @dataclass(frozen=True)
 class Format:
-    engine_archs: frozenset[
-        str
-    ]  # GPU architectures the engine route builds it for (support-matrix.md)
-    llmapi_archs: frozenset[
-        str
-    ]  # ... the LLM-API (PyTorch) route runs it on (features/quantization.md); none:
-    #                               the route lacks it
-    made_by: str  # converter (convert_checkpoint.py flags) | modelopt (quantize.py) | checkpoint (already quantized)
+    # GPU architectures the engine route builds it for (support-matrix.md)
+    engine_archs: frozenset[str]
+    # ... the LLM-API (PyTorch) route runs it on (features/quantization.md); none: the route lacks
+    # it
+    llmapi_archs: frozenset[str]
+    # converter (convert_checkpoint.py flags) | modelopt (quantize.py) | checkpoint (already
+    # quantized)
+    made_by: str
     what: str  # for messages
 
 
@@ -31,7 +32,8 @@ FORMATS = {
     "none": Format(AMPERE_UP, AMPERE_UP, "converter", "16-bit"),
     "int4_weight_only": Format(AMPERE_UP, frozenset(), "converter", "INT4 weight-only RTN (W4A16)"),
     "int8_weight_only": Format(AMPERE_UP, frozenset(), "converter", "INT8 weight-only (W8A16)"),
-    # SmoothQuant as convert_checkpoint.py's flags name it: --smoothquant [--per_channel] [--per_token]
+    # SmoothQuant as convert_checkpoint.py's flags name it: --smoothquant [--per_channel]
+    # [--per_token]
     "int8_sq": Format(
         AMPERE_UP, frozenset(), "converter", "INT8 SmoothQuant (W8A8), per-tensor scales"
     ),
@@ -50,7 +52,8 @@ FORMATS = {
     "int4_awq": Format(
         AMPERE_UP, frozenset({"Ampere", "Ada", "Hopper"}), "modelopt", "INT4 AWQ (W4A16)"
     ),
-    # NOTE: the LLM API's docs list W4A16 GPTQ, but its checkpoint loader reads no quant_method gptq (facts)
+    # NOTE: the LLM API's docs list W4A16 GPTQ, but its checkpoint loader reads no quant_method gptq
+    # (facts)
     "int4_gptq": Format(AMPERE_UP, frozenset(), "checkpoint", "INT4 GPTQ (W4A16)"),
     "w4a8_awq": Format(
         FP8_UP, frozenset({"Ada", "Hopper"}), "modelopt", "INT4 AWQ weights, FP8 activations (W4A8)"
@@ -59,9 +62,8 @@ FORMATS = {
     "nvfp4": Format(frozenset({"Blackwell"}), frozenset({"Blackwell"}), "modelopt", "NVFP4"),
 }
 NAMES = tuple(FORMATS)
-MODELOPT = tuple(
-    k for k, f in FORMATS.items() if f.made_by == "modelopt"
-)  # examples/quantization/quantize.py
+# examples/quantization/quantize.py
+MODELOPT = tuple(k for k, f in FORMATS.items() if f.made_by == "modelopt")
 LLMAPI_FORMATS = tuple(k for k, f in FORMATS.items() if f.llmapi_archs)
 ARCHS = {
     "Turing": (7.5,),
@@ -71,7 +73,8 @@ ARCHS = {
     "Blackwell": (10.0, 10.3, 12.0),
 }
 
-# what an engine's config.json says (pretrained_config.quantization.quant_algo) for each recipe value
+# what an engine's config.json says (pretrained_config.quantization.quant_algo) for each recipe
+# value
 SQ_ALGOS = {
     "int8_sq_per_channel_per_token": "W8A8_SQ_PER_CHANNEL_PER_TOKEN_PLUGIN",
     "int8_sq_per_channel": "W8A8_SQ_PER_CHANNEL_PER_TENSOR_PLUGIN",
@@ -107,8 +110,9 @@ def arch_problem(quantization: str, runtime: str, gpu: str, sm: float) -> tuple[
     fmt = FORMATS[quantization]
     archs = fmt.engine_archs if runtime == "engine" else fmt.llmapi_archs
     if quantization == "fp8" or not archs or arch_of(sm) in archs or arch_of(sm) not in AMPERE_UP:
-        return None  # fp8 keeps its own rule (checks.py); a format the route lacks is a route problem; the
+        # fp8 keeps its own rule (checks.py); a format the route lacks is a route problem; the
         # matrices say nothing of architectures before Ampere
+        return None
     route = "engine route" if runtime == "engine" else "LLM-API (PyTorch) route"
     other = fmt.llmapi_archs if runtime == "engine" else fmt.engine_archs
     there = (
@@ -117,8 +121,8 @@ def arch_problem(quantization: str, runtime: str, gpu: str, sm: float) -> tuple[
         else ""
     )
     return (
-        f"{quantization} ({fmt.what}) needs {sm_names(archs)} on the {route}; {gpu} is {arch_of(sm)} "
-        f"(SM {int(sm * 10)}){there}",
+        f"{quantization} ({fmt.what}) needs {sm_names(archs)} on the {route}; {gpu} is "
+        f"{arch_of(sm)} (SM {int(sm * 10)}){there}",
         f"pick a gpu of {', '.join(a for a in ARCHS if a in archs)}, or another quantization",
     )
 
@@ -127,13 +131,11 @@ def arch_problem(quantization: str, runtime: str, gpu: str, sm: float) -> tuple[
 class Prequantized:
     """What a checkpoint quantized before it reached us says about itself."""
 
-    format: (
-        str | None
-    )  # the recipe value naming it; None: a quantization tritonbuild offers no value for
+    # the recipe value naming it; None: a quantization tritonbuild offers no value for
+    format: str | None
     read: str  # what was read, quoted in messages
-    source: (
-        str  # modelopt (hf_quant_config.json) | awq | gptq | fp8 (config.json quantization_config)
-    )
+    # modelopt (hf_quant_config.json) | awq | gptq | fp8 (config.json quantization_config)
+    source: str
     group_size: int = 128
     zero_point: bool = False
     desc_act: bool = False
@@ -146,8 +148,8 @@ MODELOPT_ALGOS = {"W4A16_AWQ": "int4_awq", "W4A8_AWQ": "w4a8_awq", "FP8": "fp8",
 
 
 def read_prequantized(ckpt: Path, config: dict) -> Prequantized | None:
-    """ModelOpt's hf_quant_config.json, else config.json's quantization_config (AutoAWQ, GPTQ, FP8); None when
-    the checkpoint is not quantized."""
+    """ModelOpt's hf_quant_config.json, else config.json's quantization_config (AutoAWQ, GPTQ, FP8);
+    None when the checkpoint is not quantized."""
     hq = ckpt / "hf_quant_config.json"
     if hq.is_file():
         q = json.loads(hq.read_text()).get("quantization") or {}
@@ -193,8 +195,8 @@ def read_prequantized(ckpt: Path, config: dict) -> Prequantized | None:
 
 
 def engine_algos(quantization: str, prequant: dict | None) -> set:
-    """quant_algo values an engine built from this recipe (and checkpoint) may record: the converters turn an
-    AutoAWQ checkpoint into W4A16_GPTQ (update_quant_config_from_hf)."""
+    """quant_algo values an engine built from this recipe (and checkpoint) may record: the
+    converters turn an AutoAWQ checkpoint into W4A16_GPTQ (update_quant_config_from_hf)."""
     if prequant and prequant.get("source") in ("awq", "gptq"):
         return {"W4A16_GPTQ"}
     return ENGINE_ALGOS[quantization]
@@ -206,9 +208,10 @@ def linear_bytes(
     group_size: int = 128,
     zero_point: bool = False,
 ) -> int:
-    """Bytes of the quantizable linear layers ((in, out) each) in one format, scales included: weight-only RTN and
-    SmoothQuant one scale per output channel; AWQ/GPTQ one fp16 scale (and zero) per group of group_size inputs
-    (AWQ also a per-input pre-quant scale); FP8 per-tensor scales; NVFP4 one FP8 scale per 16 weights."""
+    """Bytes of the quantizable linear layers ((in, out) each) in one format, scales included:
+    weight-only RTN and SmoothQuant one scale per output channel; AWQ/GPTQ one fp16 scale (and zero)
+    per group of group_size inputs (AWQ also a per-input pre-quant scale); FP8 per-tensor scales;
+    NVFP4 one FP8 scale per 16 weights."""
     count = sum(i * o for i, o in linears)
     outs = sum(o for _, o in linears)
     groups = sum(math.ceil(i / group_size) * o for i, o in linears)

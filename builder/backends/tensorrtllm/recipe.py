@@ -1,15 +1,17 @@
-"""The TensorRT-LLM recipe (`backend: tensorrtllm`): a decoder-only checkpoint served by TensorRT-LLM (engine +
-inflight batching, or the LLM-API Python model). The GPU and image tables its rules read are the LLM layer's
-(backends/llm/gpus.py, backends/llm/images.py)."""
+"""The TensorRT-LLM recipe (`backend: tensorrtllm`): a decoder-only checkpoint served by
+TensorRT-LLM (engine + inflight batching, or the LLM-API Python model). The GPU and image tables its
+rules read are the LLM layer's (backends/llm/gpus.py, backends/llm/images.py)."""
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from tritonbuild.backends.llm.gpus import TargetGPU
 from tritonbuild.backends.tensorrtllm.quant import NAMES as QUANTIZATIONS
+from tritonbuild.backends.tensorrtllm.recipe_lora import LoRA
+from tritonbuild.backends.tensorrtllm.recipe_speculative import Speculative
 from tritonbuild.backends.tensorrtllm.route import choose
 from tritonbuild.recipe.models import (
     INT32_MAX,
@@ -101,8 +103,8 @@ class Instances(Strict):
 
 
 class Executor(Strict):
-    """The tensorrtllm C++ backend's executor knobs; defaults are the backend's own when the parameter is
-    missing (model_instance_state.cc), so leaving them changes nothing."""
+    """The tensorrtllm C++ backend's executor knobs; defaults are the backend's own when the
+    parameter is missing (model_instance_state.cc), so leaving them changes nothing."""
 
     gpu_weights_percent: float = Field(
         1.0,
@@ -130,244 +132,17 @@ class Executor(Strict):
     )
 
 
-# executor knobs the LLM API also has (TorchLlmArgs fields of the same name): written to model.yaml when set
+# executor knobs the LLM API also has (TorchLlmArgs fields of the same name): written to model.yaml
+# when set
 LLMAPI_EXECUTOR = ("iter_stats_max_iterations", "request_stats_max_iterations")
 
 
 class GuidedDecoding(Strict):
     backend: Literal["xgrammar", "llguidance"] = Field(
         "xgrammar",
-        description="engine route: the C++ backend's guided_decoding_backend (xgrammar only); LLM-API "
-        "route: the LLM API's guided_decoding_backend (xgrammar or llguidance).",
+        description="engine route: the C++ backend's guided_decoding_backend (xgrammar only); "
+        "LLM-API route: the LLM API's guided_decoding_backend (xgrammar or llguidance).",
     )
-
-
-# trtllm-build --lora_target_modules choices: LoraManager.LORA_MODULE_IDS (tests/contracts/facts/trtllm_scripts.json)
-LoraModule = Literal[
-    "attn_qkv",
-    "attn_q",
-    "attn_k",
-    "attn_v",
-    "attn_dense",
-    "mlp_h_to_4h",
-    "mlp_4h_to_h",
-    "mlp_gate",
-    "cross_attn_qkv",
-    "cross_attn_q",
-    "cross_attn_k",
-    "cross_attn_v",
-    "cross_attn_dense",
-    "moe_h_to_4h",
-    "moe_4h_to_h",
-    "moe_gate",
-    "moe_router",
-    "mlp_router",
-    "mlp_gate_up",
-]
-
-
-class LoRA(Strict):
-    adapters: dict[str, str] = Field(
-        min_length=1,
-        description="LoRA name (what the OpenAI frontend's model name "
-        "<model><separator><name> selects) → a directory, content-hashed: engine route, "
-        "TensorRT-LLM's model.lora_weights.npy and model.lora_config.npy; LLM-API "
-        "route, a Hugging Face PEFT adapter (adapter_config.json + weights).",
-    )
-    cache_gpu_memory_fraction: float | None = Field(
-        None,
-        gt=0,
-        le=1,
-        description="lora_cache_gpu_memory_fraction (engine route; unset: the backend's default).",
-    )
-    cache_host_memory_bytes: int | None = Field(
-        None,
-        ge=0,
-        description="lora_cache_host_memory_bytes (engine route; unset: the backend's default).",
-    )
-    max_lora_rank: int | None = Field(
-        None,
-        ge=1,
-        description="The largest adapter rank served (unset: 64, the "
-        "default of trtllm-build --max_lora_rank and LoraConfig.max_lora_rank); LLM-API "
-        "route: an adapter of a larger rank is a plan error.",
-    )
-    target_modules: list[LoraModule] | None = Field(
-        None,
-        min_length=1,
-        description="Engine route: the modules the "
-        "LoRA plugin is built for (trtllm-build --lora_target_modules; "
-        "unset: those the adapters' model.lora_config.npy name).",
-    )
-    build_adapter: str | None = Field(
-        None,
-        description="Engine route: a Hugging Face PEFT adapter directory whose "
-        "adapter_config.json configures the plugin (trtllm-build --lora_dir); "
-        "content-hashed into the engine step.",
-    )
-    max_loras: int | None = Field(
-        None,
-        ge=1,
-        description="LLM-API route: adapters kept on the GPU at once "
-        "(LoraConfig.max_loras; unset: the LLM API's default).",
-    )
-    max_cpu_loras: int | None = Field(
-        None,
-        ge=1,
-        description="LLM-API route: adapters kept in host memory "
-        "(LoraConfig.max_cpu_loras; unset: the LLM API's default).",
-    )
-
-    def route_problem(self, runtime: str) -> str | None:
-        """The first key this route cannot honour, as a message naming the route that can."""
-        engine_only = (
-            "cache_gpu_memory_fraction",
-            "cache_host_memory_bytes",
-            "target_modules",
-            "build_adapter",
-        )
-        llmapi_only = ("max_loras", "max_cpu_loras")
-        wrong = [
-            k
-            for k in (engine_only if runtime != "engine" else llmapi_only)
-            if getattr(self, k) is not None
-        ]
-        if not wrong:
-            return None
-        other = (
-            "runtime: engine (the tensorrtllm C++ backend and trtllm-build's LoRA plugin)"
-            if runtime != "engine"
-            else "runtime: pytorch (the LLM API's LoraConfig)"
-        )
-        return f"lora.{wrong[0]} needs {other}; the {runtime} route has no such setting"
-
-
-def lookahead_draft_len(window: int, ngram: int, verification: int) -> int:
-    """The engine's max_draft_len a lookahead (W, N, G) needs: TensorRT-LLM's
-    LookaheadDecodingConfig::calculateSpeculativeResourceTuple (facts/trtllm_speculative.json)."""
-    return (0 if ngram == 1 else ngram - 2) + (window - 1 + verification) * (ngram - 1)
-
-
-class DraftSpeculative(Strict):
-    """Speculative decoding on the LLM-API route (runtime: pytorch): the LLM API's speculative_config."""
-
-    mode: Literal["draft_target", "eagle"] = Field(
-        description="draft_target: a smaller draft model proposes tokens "
-        "(DraftTarget); eagle: an EAGLE head does (Eagle)."
-    )
-    max_draft_len: int = Field(
-        ge=1, le=64, description="Draft tokens proposed per step (max_draft_len)."
-    )
-    draft_checkpoint: str = Field(
-        description="The draft model's (or EAGLE head's) Hugging Face checkpoint "
-        "directory, relative to the recipe; content-hashed, packaged."
-    )
-
-    def route_problem(self, runtime: str) -> str | None:
-        if runtime == "engine":
-            return (
-                f"speculative needs runtime: pytorch for mode {self.mode} (the LLM API's speculative_config); on "
-                "the engine route tritonbuild generates modes lookahead and medusa (no second engine)"
-            )
-        return None
-
-    @property
-    def draft_len(self) -> int:
-        return self.max_draft_len
-
-
-class EngineSpeculative(Strict):
-    """A speculative mode only the engine route generates (no draft checkpoint of its own): route_problem names
-    what it needs there (ENGINE_ONLY, per mode)."""
-
-    ENGINE_ONLY: ClassVar[str]
-
-    def route_problem(self, runtime: str) -> str | None:
-        if runtime != "engine":
-            return self.ENGINE_ONLY.format(runtime=runtime)
-        return None
-
-    @property
-    def draft_checkpoint(self) -> None:
-        return None
-
-
-class LookaheadSpeculative(EngineSpeculative):
-    """Lookahead decoding on the engine route: the model drafts its own n-grams, no extra checkpoint; the engine is
-    built for max_draft_len = f(W, N, G) (TensorRT-LLM's formula) and the backend runs (W, N, G)."""
-
-    mode: Literal["lookahead"]
-    window_size: int = Field(ge=1, description="W, the Jacobi window (n-grams explored per step).")
-    ngram_size: int = Field(
-        ge=2,
-        description="N, the n-gram size (1 drafts nothing: upstream's meaningful "
-        "minimum is (2, 2, 1)).",
-    )
-    verification_set_size: int = Field(ge=0, description="G, the n-grams verified per step.")
-
-    ENGINE_ONLY = (
-        "speculative.mode lookahead needs runtime: engine (trtllm-build --speculative_decoding_mode "
-        "lookahead_decoding, the backend's decoding_mode); tritonbuild generates none on the {runtime} "
-        "route"
-    )
-
-    @property
-    def draft_len(self) -> int:
-        """max_draft_len as the engine is built with it."""
-        return lookahead_draft_len(self.window_size, self.ngram_size, self.verification_set_size)
-
-
-class MedusaSpeculative(EngineSpeculative):
-    """Medusa heads on the engine route: examples/medusa/convert_checkpoint.py folds the heads into the TensorRT-LLM
-    checkpoint, trtllm-build --speculative_decoding_mode medusa, the backend runs the medusa_choices tree."""
-
-    mode: Literal["medusa"]
-    heads_checkpoint: str = Field(
-        description="The Medusa heads' directory (--medusa_model_dir), relative to the "
-        "recipe; content-hashed into the engine step."
-    )
-    num_medusa_heads: int = Field(4, ge=1, description="--num_medusa_heads (upstream's default 4).")
-    num_medusa_layers: int = Field(
-        1, ge=1, description="--num_medusa_layers (upstream's default 1)."
-    )
-    max_draft_len: int = Field(
-        63, ge=1, description="The engine's max_draft_len (--max_medusa_token_len)."
-    )
-    medusa_choices: list[list[int]] = Field(
-        min_length=1,
-        description="The token tree: each path a list of head "
-        "top-k indices, e.g. [[0], [0, 0], [1]].",
-    )
-
-    @model_validator(mode="after")
-    def _tree(self) -> MedusaSpeculative:
-        if len(self.medusa_choices) > self.max_draft_len:
-            raise ValueError(
-                f"medusa_choices has {len(self.medusa_choices)} paths, more than max_draft_len "
-                f"{self.max_draft_len} (one draft token per path)"
-            )
-        for path in self.medusa_choices:
-            if not path or len(path) > self.num_medusa_heads or min(path) < 0:
-                raise ValueError(
-                    f"medusa_choices path {path}: 1 to num_medusa_heads ({self.num_medusa_heads}) "
-                    "indices, each >= 0"
-                )
-        return self
-
-    ENGINE_ONLY = (
-        "speculative.mode medusa needs runtime: engine (examples/medusa/convert_checkpoint.py, "
-        "trtllm-build --speculative_decoding_mode medusa); on the pytorch route use mode eagle or "
-        "draft_target"
-    )
-
-    @property
-    def draft_len(self) -> int:
-        return self.max_draft_len
-
-
-Speculative = Annotated[
-    DraftSpeculative | LookaheadSpeculative | MedusaSpeculative, Field(discriminator="mode")
-]
 
 
 class Serving(Strict):
@@ -447,9 +222,9 @@ class LLMRecipe(Named):
     backend: Literal["tensorrtllm"]
     runtime: Literal["auto", "engine", "pytorch"] = Field(
         "auto",
-        description="engine: a TensorRT engine served by the tensorrtllm C++ backend; pytorch: TRT-LLM's "
-        "LLM-API (PyTorch) python model with model.yaml, no engine build; auto: pytorch where "
-        "the image's TensorRT-LLM and the recipe's quantization allow it, else engine "
+        description="engine: a TensorRT engine served by the tensorrtllm C++ backend; pytorch: "
+        "TRT-LLM's LLM-API (PyTorch) python model with model.yaml, no engine build; auto: pytorch "
+        "where the image's TensorRT-LLM and the recipe's quantization allow it, else engine "
         "('tritonbuild plan' says which and why).",
     )
     _route_why: str = PrivateAttr("")
@@ -461,15 +236,15 @@ class LLMRecipe(Named):
     )
     dtype: Literal["auto", "float16", "bfloat16"] = Field(
         "auto",
-        description="Weights and activations: auto = the checkpoint's torch_dtype (float32 → float16), "
-        "upstream's default in every converter, quantize.py and the LLM API.",
+        description="Weights and activations: auto = the checkpoint's torch_dtype (float32 → "
+        "float16), upstream's default in every converter, quantize.py and the LLM API.",
     )
     quantization: Literal[QUANTIZATIONS] = Field(
         "int4_weight_only",
         description="int4_weight_only / int8_weight_only / int8_sq[_per_channel][_per_token] "
-        "(SmoothQuant, calibrated): a family converter, engine route; int4_awq / w4a8_awq / fp8 / nvfp4: ModelOpt's "
-        "quantize.py (both routes); int4_gptq: a GPTQ checkpoint (engine route). A checkpoint already quantized "
-        "must be named by its value.",
+        "(SmoothQuant, calibrated): a family converter, engine route; int4_awq / w4a8_awq / fp8 / "
+        "nvfp4: ModelOpt's quantize.py (both routes); int4_gptq: a GPTQ checkpoint (engine "
+        "route). A checkpoint already quantized must be named by its value.",
     )
     engine: EngineLimits = Field(default_factory=EngineLimits)
     kv_cache: KVCache = Field(default_factory=KVCache)
@@ -523,14 +298,15 @@ class LLMRecipe(Named):
             return problem
         if self.speculative is not None and runtime == "engine" and self.engine.build_path != "cli":
             return (
-                f"speculative.mode {self.speculative.mode} needs engine.build_path: cli (trtllm-build "
-                "--speculative_decoding_mode); the llmapi build path builds no speculative engine"
+                f"speculative.mode {self.speculative.mode} needs engine.build_path: cli "
+                "(trtllm-build --speculative_decoding_mode); the llmapi build path builds no "
+                "speculative engine"
             )
         guided = self.serving.guided_decoding
         if guided is not None and guided.backend != "xgrammar" and runtime == "engine":
             return (
-                f"serving.guided_decoding.backend {guided.backend} needs runtime: pytorch (the LLM API); the "
-                "tensorrtllm C++ backend takes xgrammar only"
+                f"serving.guided_decoding.backend {guided.backend} needs runtime: pytorch (the LLM "
+                "API); the tensorrtllm C++ backend takes xgrammar only"
             )
         return None
 

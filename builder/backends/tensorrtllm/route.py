@@ -1,6 +1,7 @@
-"""Which TensorRT-LLM route a recipe takes when it leaves `runtime: auto`: the LLM API on the PyTorch backend
-(upstream's default `LLM` from TensorRT-LLM 1.0; its converters, trtllm-build and C++ Triton backend are
-deprecated upstream) wherever the recipe asks nothing that route cannot do, else the TensorRT engine route."""
+"""Which TensorRT-LLM route a recipe takes when it leaves `runtime: auto`: the LLM API on the
+PyTorch backend (upstream's default `LLM` from TensorRT-LLM 1.0; its converters, trtllm-build and
+C++ Triton backend are deprecated upstream) wherever the recipe asks nothing that route cannot do,
+else the TensorRT engine route."""
 
 from __future__ import annotations
 
@@ -19,14 +20,16 @@ def version_tuple(v: str) -> tuple[int, ...]:
 def choose(
     runtime: str, quantization: str, kv_dtype: str, image, speculative: str | None = None
 ) -> tuple[str, str]:
-    """(engine | pytorch, why) for a recipe's runtime field (auto, engine or pytorch) and what it asks."""
+    """(engine | pytorch, why) for a recipe's runtime field (auto, engine or pytorch) and what it
+    asks."""
     if runtime != "auto":
         return runtime, f"runtime: {runtime} is set in the recipe"
     trtllm = image_versions(image)["tensorrt_llm"]
     if version_tuple(trtllm) < LLMAPI_SINCE:
         return (
             "engine",
-            f"TensorRT-LLM {trtllm} in {image.triton_image} predates the LLM-API PyTorch backend (1.0)",
+            f"TensorRT-LLM {trtllm} in {image.triton_image} predates the LLM-API PyTorch backend "
+            "(1.0)",
         )
     if speculative in ("lookahead", "medusa"):
         return "engine", (
@@ -35,8 +38,9 @@ def choose(
         )
     if quantization == "int4_weight_only":
         return "engine", (
-            "INT4 weight-only RTN (W4A16) is built on the engine route only; the LLM-API route takes "
-            "a checkpoint ModelOpt already quantized (runtime: pytorch, quantization: int4_awq)"
+            "INT4 weight-only RTN (W4A16) is built on the engine route only; the LLM-API route "
+            "takes a checkpoint ModelOpt already quantized (runtime: pytorch, quantization: "
+            "int4_awq)"
         )
     if quantization not in LLMAPI_FORMATS:
         return "engine", (
@@ -49,7 +53,10 @@ def choose(
         quantization, f"; {FORMATS[quantization].what}"
     )
     if how:
-        how += " from a checkpoint already quantized, or quantized by ModelOpt's quantize.py --export_format hf"
+        how += (
+            " from a checkpoint already quantized, or quantized by ModelOpt's quantize.py "
+            "--export_format hf"
+        )
     return "pytorch", (
         f"TensorRT-LLM {trtllm}'s default route: the LLM API on its PyTorch backend (no engine "
         f"build; upstream deprecated the converters, trtllm-build and the C++ backend){how}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tritonbuild.backends.tensorrtllm import _split_calibration
+from tritonbuild.backends.tensorrtllm.run import _split_calibration
 
 
 def test_checkpoint_and_dataset_are_told_apart():

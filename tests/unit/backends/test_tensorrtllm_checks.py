@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import EXAMPLES, ROOT
 from tritonbuild.backends import REGISTRY
-from tritonbuild.backends.tensorrtllm.checks import engine_problems
+from tritonbuild.backends.tensorrtllm.engine_checks import engine_problems
 from tritonbuild.recipe.load import load_recipe
 
 ENGINE = json.loads((ROOT / "tests/fixtures/engines/tiny-llama-w4a16/config.json").read_text())
