@@ -106,9 +106,11 @@ def verify_repository(
     load_timeout: float | None = None,
     tritonserver: str | None = None,
     backends: dict | None = None,
+    triton_image: str | None = None,
 ) -> VerificationReport:
     """tritonserver: a local binary instead of the embedded one; backends: as serve's (their models
-    run live)."""
+    run live); triton_image: the image the repository is served by (its Python runs the embedded
+    server's Python side)."""
     from tritonbuild.verify.run import verify
 
     report = verify(
@@ -119,6 +121,7 @@ def verify_repository(
         force=force,
         tritonserver=tritonserver,
         backends=backends,
+        triton_image=triton_image,
         **({"load_timeout": load_timeout} if load_timeout else {}),
     )
     if rebuild and report.manifest_digest:
@@ -190,16 +193,23 @@ def serve(
     *,
     endpoint_url: str | None = None,
     tritonserver: str | None = None,
+    triton_image: str | None = None,
     **server_options,
 ) -> Serving:
     """The embedded server (not yet started) for a directory or a target URL, the models it can
     load, the models it cannot. server_options: EmbeddedServer's (control, ports, log_path,
-    log_verbose, poll_secs); tritonserver: a local binary to run instead of the embedded one."""
+    log_verbose, poll_secs); tritonserver: a local binary to run instead of the embedded one;
+    triton_image: the image served by (server/target.py; else the one a directory's recipes
+    name)."""
     from tritonbuild.api.serving import serving
-    from tritonbuild.server.launcher import launcher_for
 
-    launcher = launcher_for(tritonserver)
-    return serving(repository, endpoint_url=endpoint_url, launcher=launcher, **server_options)
+    return serving(
+        repository,
+        endpoint_url=endpoint_url,
+        tritonserver=tritonserver,
+        triton_image=triton_image,
+        **server_options,
+    )
 
 
 def publish(root: Path, target: Location | str, *, reverify: bool = False, **options):

@@ -4,12 +4,12 @@ install / show), as typed results whose to_dict() is the JSON the CLI prints."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tritonbuild.core import cachedir
 from tritonbuild.core.cas import Store
-from tritonbuild.core.results import Result
+from tritonbuild.core.results import OMIT_NONE, Result
 
 
 @dataclass
@@ -35,15 +35,19 @@ class CacheCheck(Result):
 
 @dataclass
 class EmbeddedEnvironment(Result):
-    """The embedded server's Python environment: its path (None: not made yet), Python minor,
-    package versions, the extra packages asked for, where environments go, made by this call."""
+    """The embedded server's Python environment: its path (None: not made yet), Python minor, the
+    target image's Python minor it was asked for (None: the default one), package versions, the
+    extra packages asked for, where environments go, made by this call; target_image only with
+    --triton-image."""
 
     path: str | None
     python_minor: str | None
+    target_python: str | None
     versions: dict[str, str]
     packages: list[str]
     envs_dir: str
     made: bool
+    target_image: str | None = field(default=None, metadata=OMIT_NONE)
 
 
 def cache_store(cache_dir: Path | None = None) -> Store:
@@ -61,9 +65,14 @@ def cache_verify(cache_dir: Path | None = None) -> CacheCheck:
 
 
 def embedded_environment(
-    *, make: bool = True, progress: Callable[[str], None] | None = None
+    *,
+    make: bool = True,
+    progress: Callable[[str], None] | None = None,
+    triton_image: str | None = None,
 ) -> EmbeddedEnvironment:
-    """Where the embedded server's environment is and what it holds, made first when make."""
-    from tritonbuild.server.toolenv import summary
+    """Where the embedded server's environment is and what it holds (for the Python of
+    triton_image when given), made first when make."""
+    from tritonbuild.server.target import environment_summary
 
-    return EmbeddedEnvironment(**summary(make=make, progress=progress))
+    summary = environment_summary(make=make, progress=progress, triton_image=triton_image)
+    return EmbeddedEnvironment(**summary)

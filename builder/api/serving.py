@@ -13,11 +13,14 @@ from tritonbuild.core.stores import as_location, is_url
 from tritonbuild.errors import VerifyError
 from tritonbuild.repository.manifest import MANIFEST_NAME, read_repository, serving_needs
 from tritonbuild.server.embedded import EmbeddedServer
+from tritonbuild.server.launcher import launcher_for
+from tritonbuild.server.target import target_for
 
 
 @dataclass
 class ServeReady(Result):
-    """The started server: where it answers, what it runs, which models it loaded and which not."""
+    """The started server: where it answers, what it runs, which models it loaded and which not,
+    the Python its Python side runs on beside the target image's (server/target.py:python_side)."""
 
     http: str
     grpc: str
@@ -30,6 +33,7 @@ class ServeReady(Result):
     model_control_mode: str
     strict_readiness: bool
     log: str
+    python_side: dict
 
 
 @dataclass
@@ -60,19 +64,31 @@ class Serving:
             model_control_mode=server.control,
             strict_readiness=server.strict_readiness,
             log=str(server.log_path),
+            python_side=server.launcher.python_side(),
         )
 
 
 def serving(
-    repository: str | Path, *, endpoint_url: str | None = None, **server_options
+    repository: str | Path,
+    *,
+    endpoint_url: str | None = None,
+    tritonserver: str | None = None,
+    triton_image: str | None = None,
+    **server_options,
 ) -> Serving:
-    """What serve runs for a target URL, a hand-written repository or a built one."""
+    """What serve runs for a target URL, a hand-written repository or a built one; the server's
+    launcher for tritonserver (else the embedded one) and the target image (triton_image, else the
+    one a built repository's recipes name)."""
     if is_url(str(repository)):
-        return _published(str(repository), endpoint_url, server_options)
+        launcher = launcher_for(tritonserver, target_for(triton_image))
+        return _published(str(repository), endpoint_url, {**server_options, "launcher": launcher})
     root = Path(repository)
     if not (root / MANIFEST_NAME).exists():
-        return _hand_written(root, server_options)
-    return _built(root, server_options)
+        launcher = launcher_for(tritonserver, target_for(triton_image))
+        return _hand_written(root, {**server_options, "launcher": launcher})
+    manifest = read_repository(root, VerifyError)
+    launcher = launcher_for(tritonserver, target_for(triton_image, manifest))
+    return _built(root, manifest, {**server_options, "launcher": launcher})
 
 
 def _published(url: str, endpoint_url: str | None, server_options: dict) -> Serving:
@@ -125,10 +141,9 @@ def _hand_written(root: Path, server_options: dict) -> Serving:
     return Serving(server, loadable, sorted(set(names) - set(loadable)))
 
 
-def _built(root: Path, server_options: dict) -> Serving:
+def _built(root: Path, manifest, server_options: dict) -> Serving:
     """The manifest's CPU models of backends the embedded server has, and those of a backend
     serve --backend adds; with the environment and wheels they need to be served."""
-    manifest = read_repository(root, VerifyError)
     names = sorted({model.name for model in manifest.models})
     extra = set(server_options.get("backends") or {})
     loadable = sorted(

@@ -178,6 +178,17 @@ tritonserver_option = click.option(
     help="Run this tritonserver binary (your fleet's, e.g. /opt/tritonserver/bin/tritonserver, "
     "with its own backends) instead of the embedded one [env TRITONBUILD_TRITONSERVER].",
 )
+triton_image_option = click.option(
+    "--triton-image",
+    "triton_image",
+    metavar="IMAGE",
+    envvar="TRITONBUILD_TRITON_IMAGE",
+    help="The NGC tritonserver image the repository is served by (e.g. 24.08-py3, "
+    "nvcr.io/nvidia/tritonserver:25.01-vllm-python-py3): the embedded server's Python side runs "
+    "that image's Python (-py3 and vLLM images: 3.10 to 24.10, 3.12 from 24.11; TensorRT-LLM: from "
+    "24.12) [env TRITONBUILD_TRITON_IMAGE; default: the image the recipes name, else the Python "
+    "tritonbuild runs on].",
+)
 recipes_arg = click.argument("recipes", nargs=-1, required=True, type=click.Path(path_type=Path))
 
 

@@ -21,8 +21,10 @@ from tritonbuild.cli.common import (
     json_option,
     main,
     print_table,
+    triton_image_option,
     tritonserver_option,
 )
+from tritonbuild.cli.python_side import python_line
 
 if TYPE_CHECKING:
     from tritonbuild.api.serving import ServeReady, Serving
@@ -101,6 +103,7 @@ if TYPE_CHECKING:
 )
 @endpoint_option
 @tritonserver_option
+@triton_image_option
 @json_option
 def serve_command(
     repository: str,
@@ -115,6 +118,7 @@ def serve_command(
     backends: tuple[str, ...],
     endpoint_url: str | None,
     tritonserver: str | None,
+    triton_image: str | None,
     as_json: bool,
 ) -> None:
     """Serve a repository (a directory, or a publish target URL) with the embedded tritonserver in
@@ -139,6 +143,7 @@ def serve_command(
         tritonserver=tritonserver,
         backends=backend_dirs(backends),
         strict_readiness=strict_readiness,
+        triton_image=triton_image,
     )
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     # NOTE: started in the background by a script, SIGINT arrives ignored; serve always stops on it.
@@ -186,6 +191,8 @@ def _print_ready(ready: ServeReady, poll_secs: int) -> None:
     out.print(f"repository {ready.repository}; {verb}: {', '.join(ready.loaded) or '-'}")
     if ready.not_loaded:
         out.print(f"not loaded (backend not in the embedded server): {', '.join(ready.not_loaded)}")
+    if line := python_line(ready.python_side):
+        out.print(line)
     out.print(f"server log {ready.log}")
     out.print("Ctrl-C to stop")
 

@@ -19,8 +19,10 @@ from tritonbuild.cli.common import (
     json_option,
     main,
     print_table,
+    triton_image_option,
     tritonserver_option,
 )
+from tritonbuild.cli.python_side import python_line
 from tritonbuild.core.stores import is_url, parse_location
 
 
@@ -62,6 +64,7 @@ from tritonbuild.core.stores import is_url, parse_location
 )
 @endpoint_option
 @tritonserver_option
+@triton_image_option
 @json_option
 def verify_command(
     repository: str,
@@ -73,6 +76,7 @@ def verify_command(
     backends: tuple[str, ...],
     endpoint_url: str | None,
     tritonserver: str | None,
+    triton_image: str | None,
     as_json: bool,
 ) -> None:
     """Static checks, live load, golden inferences compared bit for bit.
@@ -101,6 +105,7 @@ def verify_command(
             load_timeout=load_timeout,
             tritonserver=tritonserver,
             backends=backend_dirs(backends) or None,
+            triton_image=triton_image,
         )
     hint = report.accept_hint(str(repository))
     if as_json:
@@ -177,6 +182,8 @@ def _print_static(report) -> None:
     out.print(f"static checks: {len(report.static) - len(bad)}/{len(report.static)} passed")
     for check in bad:
         out.print(f"  FAIL {check.model}: {check.check}: {check.detail}")
+    if report.python_side is not None and (line := python_line(report.python_side)):
+        out.print(line)
     for check in report.static:
         # this machine's lack (a package, the network, a path), not the model's fault
         if check.ok and check.detail.startswith("not loaded here"):

@@ -1,12 +1,14 @@
-"""Which tritonserver binary runs, with which backend directory and environment: one launcher for the embedded
-server (nvidia-pytriton's bundled binary) and for the fleet's own (`--tritonserver PATH`, a local install such as
-/opt/tritonserver/bin/tritonserver), so verify, serve, tune and infer start either the same way.
+"""Which tritonserver binary runs, with which backend directory and environment: one launcher for
+the embedded server (nvidia-pytriton's bundled binary) and for the fleet's own (`--tritonserver
+PATH`, a local install such as /opt/tritonserver/bin/tritonserver), so verify, serve, tune and infer
+start either the same way.
 
-An install is recognised by its layout: nvidia-pytriton's (`<install>/python_backend_stubs/`) gets a private
-backend directory with the Python-backend stub built for the interpreter of tritonbuild's own environment for it
-(server/toolenv.py: numpy < 2, never the user's), that interpreter's libpython on LD_LIBRARY_PATH and its venv
-first on PATH; any other install (Triton's own: `<install>/bin/tritonserver`,
-`<install>/backends/`) runs with its own backends and its own Python stub, in the caller's environment.
+An install is recognised by its layout: nvidia-pytriton's (`<install>/python_backend_stubs/`) gets a
+private backend directory with the Python-backend stub built for the interpreter of tritonbuild's
+own environment for it (server/toolenv.py: numpy < 2, never the user's), that interpreter's
+libpython on LD_LIBRARY_PATH and its venv first on PATH; any other install (Triton's own:
+`<install>/bin/tritonserver`, `<install>/backends/`) runs with its own backends and its own Python
+stub, in the caller's environment.
 """
 
 from __future__ import annotations
@@ -21,15 +23,17 @@ from pathlib import Path
 from tritonbuild.core.stores import is_url
 from tritonbuild.errors import UsageError
 from tritonbuild.server import toolenv
+from tritonbuild.server.target import Target, python_side
 from tritonbuild.server.toolenv import ServerStartError
 
 ENGINES = ("docker", "podman")
-# Inside the NGC image (server docs/getting_started/quickstart.md): the repository mounted at /models, the
-# image's tritonserver on its default ports; tests/contracts/facts/triton_container.json records the usage.
+# Inside the NGC image (server docs/getting_started/quickstart.md): the repository mounted at
+# /models, the image's tritonserver on its default ports;
+# tests/contracts/facts/triton_container.json records the usage.
 CONTAINER_REPOSITORY = "/models"
 CONTAINER_PORTS = (8000, 8001, 8002)
-# Credentials a cloud repository needs inside the container, passed by name (docker -e NAME: the value never
-# appears on the command line)
+# Credentials a cloud repository needs inside the container, passed by name (docker -e NAME: the
+# value never appears on the command line)
 _PASSED_ENV = (
     "AWS_ACCESS_KEY_ID",
     "AWS_SECRET_ACCESS_KEY",
@@ -42,29 +46,54 @@ _PASSED_ENV = (
 )
 
 
-# Triton's rule for a Python-based backend (e.g. the vLLM backend): <backend-directory>/<name>/model.py, run by the
-# Python backend's stub (core: a backend directory without libtriton_<name>.so but with a model.py)
+# Triton's rule for a Python-based backend (e.g. the vLLM backend):
+# <backend-directory>/<name>/model.py, run by the Python backend's stub (core: a backend directory
+# without libtriton_<name>.so but with a model.py)
 BACKEND_ENTRY = "model.py"
 
 
 def pytriton_dir() -> Path:
-    """nvidia-pytriton's bundled server, in the environment tritonbuild keeps for it (server/toolenv.py; made on
-    first use)."""
+    """nvidia-pytriton's bundled server, in the environment tritonbuild keeps for it
+    (server/toolenv.py; made on first use)."""
     return toolenv.ensure().tritonserver
 
 
-def launcher_for(tritonserver: str | Path | None) -> Launcher | ContainerLauncher:
-    """The launcher `--tritonserver` names: a local binary, 'docker:IMAGE' / 'podman:IMAGE' for a container of
-    that image, or None for the embedded one."""
+def launcher_for(
+    tritonserver: str | Path | None, target: Target | None = None
+) -> Launcher | ContainerLauncher:
+    """The launcher `--tritonserver` names: a local binary, 'docker:IMAGE' / 'podman:IMAGE' for a
+    container of that image, or None for the embedded one. target: the image the repository is
+    served by (server/target.py): the embedded server's Python side runs that image's Python."""
     if tritonserver is None:
-        env = toolenv.ensure()
-        return Launcher(env.tritonserver / "bin" / "tritonserver", False, env)
+        env = _tool_env(target)
+        return Launcher(env.tritonserver / "bin" / "tritonserver", False, env, target)
     engine, sep, image = str(tritonserver).partition(":")
     if sep and engine in ENGINES and image:
         return ContainerLauncher(engine, image)
     binary = checked_binary(tritonserver)
     # A bundled layout's Python side is tritonbuild's environment too (the stub's numpy < 2)
-    return Launcher(binary, True, toolenv.ensure() if _bundled(binary.parent.parent) else None)
+    bundled = _bundled(binary.parent.parent)
+    return Launcher(binary, True, _tool_env(target) if bundled else None, target)
+
+
+def _tool_env(target: Target | None) -> toolenv.ToolEnv:
+    if target is None:
+        return toolenv.ensure()
+    return toolenv.ensure(minor=target.python, wanted=target.wanted())
+
+
+def reported_python(tritonserver: str | Path | None, target: Target | None) -> dict:
+    """The Python the server's Python side ran on, beside the target's
+    (server/target.py:python_side), made nothing: the environment launcher_for gave the server. A
+    Triton install's or a container's own Python is not known here."""
+    engine, sep, image = str(tritonserver).partition(":")
+    bundled = tritonserver is None or (
+        not (sep and engine in ENGINES and image)
+        and _bundled(Path(tritonserver).expanduser().resolve().parent.parent)
+    )
+    env = toolenv.available(target.python if target else None) if bundled else None
+    path = str(env.path) if env else None
+    return python_side(env.python if env else None, path, target, own=not bundled)
 
 
 def _bundled(install: Path) -> bool:
@@ -75,7 +104,8 @@ def checked_binary(binary: str | Path) -> Path:
     path = Path(binary).expanduser()
     if not path.is_file() or not os.access(path, os.X_OK):
         raise UsageError(
-            f"--tritonserver {binary}: {'not an executable file' if path.exists() else 'no such file'}",
+            f"--tritonserver {binary}: "
+            f"{'not an executable file' if path.exists() else 'no such file'}",
             hint="pass the tritonserver binary itself, e.g. /opt/tritonserver/bin/tritonserver",
         )
     return path.resolve()
@@ -86,6 +116,7 @@ class Launcher:
     binary: Path
     chosen: bool  # given with --tritonserver (else the embedded one)
     python: toolenv.ToolEnv | None = None  # the stub's environment (bundled layouts)
+    target: Target | None = None  # the image whose Python it is (server/target.py)
 
     def command(
         self, repository: str, scratch: Path, ports: tuple[int, int, int], options: list[str]
@@ -148,7 +179,8 @@ class Launcher:
     def env(self) -> dict:
         env = dict(os.environ)
         # NOTE: for the model's own subprocesses; the stub's interpreter ignores the environment
-        # (sys.flags.ignore_environment) and writes __pycache__/ beside model.py: EmbeddedServer removes those.
+        # (sys.flags.ignore_environment) and writes __pycache__/ beside model.py: EmbeddedServer
+        # removes those.
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         if not self.bundled:
             return env  # the install's own stub and Python, as the fleet runs it
@@ -163,14 +195,21 @@ class Launcher:
         """The Python environment the stub runs in."""
         return self._python()
 
+    def python_side(self) -> dict:
+        """The Python the stub runs on beside the target's (None where the install's own runs)."""
+        env = self._python() if self.bundled else None
+        path = str(env.path) if env else None
+        return python_side(env.python if env else None, path, self.target, own=not self.bundled)
+
     def _python(self) -> toolenv.ToolEnv:
         return self.python or toolenv.ensure()
 
 
 def stub_env(python: toolenv.ToolEnv, install: Path, env: dict) -> dict:
-    """The variables a bundled server needs for its Python stub: the stub finds its interpreter (the tool
-    environment's) through PATH and VIRTUAL_ENV, links libpython from LD_LIBRARY_PATH, and, on the same Python minor
-    as tritonbuild's, sees this environment's packages after the tool environment's (TRITONBUILD_STUB_PATH)."""
+    """The variables a bundled server needs for its Python stub: the stub finds its interpreter (the
+    tool environment's) through PATH and VIRTUAL_ENV, links libpython from LD_LIBRARY_PATH, and, on
+    the same Python minor as tritonbuild's, sees this environment's packages after the tool
+    environment's (TRITONBUILD_STUB_PATH)."""
     libdirs = [python.libdir, str(install.parent.parent / "nvidia_pytriton.libs")]
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
     own = (
@@ -182,7 +221,8 @@ def stub_env(python: toolenv.ToolEnv, install: Path, env: dict) -> dict:
         "LD_LIBRARY_PATH": ":".join(
             [d for d in libdirs if d] + [env.get("LD_LIBRARY_PATH", "")]
         ).rstrip(":"),
-        # NOTE: for the model's own subprocesses: the stub itself ignores PYTHONPATH (it runs with -E)
+        # NOTE: for the model's own subprocesses: the stub itself ignores PYTHONPATH (it runs with
+        # -E)
         "PYTHONPATH": os.pathsep.join([str(python.site_packages), *own]),
         toolenv.STUB_PATH_VAR: os.pathsep.join(dict.fromkeys(own)),
         "PATH": f"{python.bin}{os.pathsep}{env.get('PATH', '')}",
@@ -192,10 +232,11 @@ def stub_env(python: toolenv.ToolEnv, install: Path, env: dict) -> dict:
 
 @dataclass(frozen=True)
 class ContainerLauncher:
-    """tritonserver in a container of the fleet's image (e.g. nvcr.io/nvidia/tritonserver:24.10-py3), as NGC
-    documents it: the repository mounted at /models (read-only), the image's tritonserver and its backends, its
-    ports published on the loopback address; GPUs passed when this machine has them. docker run in the
-    foreground forwards SIGINT to the server; the container is removed when it stops (--rm, and rm -f after)."""
+    """tritonserver in a container of the fleet's image (e.g.
+    nvcr.io/nvidia/tritonserver:24.10-py3), as NGC documents it: the repository mounted at /models
+    (read-only), the image's tritonserver and its backends, its ports published on the loopback
+    address; GPUs passed when this machine has them. docker run in the foreground forwards SIGINT to
+    the server; the container is removed when it stops (--rm, and rm -f after)."""
 
     engine: str
     image: str
@@ -249,8 +290,13 @@ class ContainerLauncher:
     def env(self) -> dict:
         return dict(os.environ)
 
+    def python_side(self) -> dict:
+        """The image's own Python runs: not known here."""
+        return python_side(None, None, None, own=True)
+
     def stopped(self, ports: tuple[int, int, int]) -> None:
-        """A docker CLI killed before the server stopped would leave the container running: remove it by name."""
+        """A docker CLI killed before the server stopped would leave the container running: remove
+        it by name."""
         import subprocess
 
         subprocess.run(

@@ -146,6 +146,28 @@ class Reproducibility(_Frozen):
         return not self.differ
 
 
+class PythonSide(_Frozen):
+    """The Python the embedded tritonserver's Python side (its stub, every model.py) ran on, and the
+    one the target image runs (server/target.py)."""
+
+    ran: str | None = Field(
+        description="Python minor of the embedded server's Python side; null where the "
+        "server's own Python ran (--tritonserver install or container, --server)."
+    )
+    own: bool = Field(
+        False,
+        description="The server's own Python ran (a --tritonserver install or container, "
+        "--server): not known here.",
+    )
+    environment: str | None = Field(description="The environment it ran in (server/toolenv.py).")
+    target: str | None = Field(description="Python minor the target image runs; null: none named.")
+    target_image: str | None = None
+    target_from: str | None = Field(
+        None, description="'--triton-image', or the recipe whose image.triton_image named it."
+    )
+    matches: bool | None = Field(None, description="ran == target; null when either is unknown.")
+
+
 class VerificationReport(_Frozen):
     schema_version: int = SCHEMA_VERSION
     manifest_digest: str
@@ -154,6 +176,7 @@ class VerificationReport(_Frozen):
     models: list[ModelReport]
     recorded: bool = False
     reproducibility: Reproducibility | None = None
+    python_side: PythonSide | None = None
     passed: bool
     signature: str | None = Field(
         None,
@@ -183,6 +206,8 @@ class VerificationReport(_Frozen):
         from tritonbuild.core.hashing import canonical_json
 
         payload = self.model_dump(mode="json", exclude={"signature"})
+        if payload.get("python_side") is None:  # absent from reports signed before it was added
+            payload.pop("python_side", None)
         for model in payload[
             "models"
         ]:  # NOTE: absent from reports signed before it was added: unset, not signed

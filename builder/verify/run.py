@@ -29,7 +29,8 @@ from tritonbuild.server.embedded import (
     load_log_cause,
     load_model,
 )
-from tritonbuild.server.launcher import launcher_for
+from tritonbuild.server.launcher import launcher_for, reported_python
+from tritonbuild.server.target import python_side, target_for
 from tritonbuild.triton.standin import explain_load_error
 from tritonbuild.verify.answers import check_model, write_goldens
 from tritonbuild.verify.models import ModelReport, VerificationReport
@@ -52,16 +53,27 @@ def verify(
     load_timeout: float = LOAD_TIMEOUT_S,
     tritonserver: str | None = None,
     backends: dict[str, Path] | None = None,
+    triton_image: str | None = None,
 ) -> VerificationReport:
-    """tritonserver: a local binary or 'docker:IMAGE' to run instead of the embedded server
+    """triton_image: the image the repository is served by (--triton-image; else the recipes'
+    serving image): the embedded server's Python side runs its Python (server/target.py).
+    tritonserver: a local binary or 'docker:IMAGE' to run instead of the embedded server
     (launcher_for). backends: Python-based backends (name → directory with model.py, e.g. Triton's
     vLLM backend) the embedded server serves beside its python backend: their models are verified
     live there, with what their runtime needs from the server (the manifest's llm.serving:
     environment, plugin wheels), as serve runs them."""
     root = Path(root)
     if root.is_dir() and not (root / MANIFEST_NAME).exists() and not server_url and not record:
-        return lint(root, progress=progress, tritonserver=tritonserver)
+        target = target_for(triton_image)
+        return lint(root, progress=progress, tritonserver=tritonserver, target=target)
     manifest = read_repository(root, VerifyError)
+    # with --server its own Python runs: only an image given is reported
+    target = target_for(triton_image, None if server_url else manifest)
+    given_server = python_side(None, None, target, own=True) if server_url else None
+
+    def python_ran() -> dict:
+        return given_server or reported_python(tritonserver, target)
+
     say = progress or (lambda _msg: None)
     say("static checks")
     static = static_checks(root, manifest)
@@ -73,31 +85,42 @@ def verify(
     not_live = sorted(
         {name for (name, _), (route, _) in routes.items() if route in ("in-process", "none")}
     )
-    static = without_repeats(static, core_checks(root, not_live, say, tritonserver=tritonserver))
+    static = without_repeats(
+        static, core_checks(root, not_live, say, tritonserver=tritonserver, target=target)
+    )
     if not all(check.ok for check in static):
-        report = VerificationReport(
-            manifest_digest=manifest.digest,
-            toolchain=REGISTRY.toolchain(),
-            static=static,
-            models=[],
-            passed=False,
-        )
-        return _write_report(root, report)
+        return _report(root, manifest, static, [], python_ran(), passed=False)
     run = _ModelChecks(root, manifest, routes, server_url, record, force, say)
     with ExitStack() as stack:
         if any(route == "live-embedded" for route, _ in routes.values()):
-            run.start_embedded(stack, tritonserver, backends, load_timeout)
+            run.start_embedded(stack, launcher_for(tritonserver, target), backends, load_timeout)
         reports, updated = run.check_models()
     _remove_bytecode(root)
     if record:
         manifest = write_manifest(root, manifest.toolchain, updated)
+    passed = all(each.passed for each in reports)
+    return _report(root, manifest, static, reports, python_ran(), passed=passed, recorded=record)
+
+
+def _report(
+    root: Path,
+    manifest: Manifest,
+    static: list,
+    reports: list[ModelReport],
+    python: dict,
+    *,
+    passed: bool,
+    recorded: bool = False,
+) -> VerificationReport:
+    """The report, signed and written beside the manifest."""
     report = VerificationReport(
         manifest_digest=manifest.digest,
         toolchain=REGISTRY.toolchain(),
         static=static,
         models=reports,
-        recorded=record,
-        passed=all(each.passed for each in reports),
+        recorded=recorded,
+        python_side=python,
+        passed=passed,
     )
     return _write_report(root, report)
 
@@ -129,17 +152,12 @@ class _ModelChecks:
         ]
 
     def start_embedded(
-        self,
-        stack: ExitStack,
-        tritonserver: str | None,
-        backends: dict[str, Path] | None,
-        load_timeout: float,
+        self, stack: ExitStack, launcher, backends: dict[str, Path] | None, load_timeout: float
     ) -> None:
         """Start the embedded server with what its models need, name it in their routes, load
         them."""
         self.say("starting the embedded tritonserver")
         env, wheels = serving_needs(self.root, self._embedded_models())
-        launcher = launcher_for(tritonserver)
         server = EmbeddedServer(
             self.root, launcher=launcher, backends=backends, env=env, wheels=wheels
         )

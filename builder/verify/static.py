@@ -22,7 +22,8 @@ from tritonbuild.repository.manifest import (
 )
 from tritonbuild.repository.rules import check_model_dir
 from tritonbuild.server.embedded import ServerStartError
-from tritonbuild.server.launcher import launcher_for
+from tritonbuild.server.launcher import launcher_for, reported_python
+from tritonbuild.server.target import Target
 from tritonbuild.triton.finding import Finding
 from tritonbuild.triton.rules import autocompleted_backend
 from tritonbuild.verify.models import VerificationReport
@@ -104,6 +105,7 @@ def core_checks(
     say: Progress,
     as_is: frozenset[str] = frozenset(),
     tritonserver: str | None = None,
+    target: Target | None = None,
 ) -> list[Finding]:
     """Triton's own core checks each config (any backend) through a stand-in model, or loads the
     model itself (as_is: those the embedded server runs): one row per model."""
@@ -116,7 +118,7 @@ def core_checks(
             progress=say,
             have_gpu=_have_gpu(),
             as_is=as_is,
-            launcher=launcher_for(tritonserver),
+            launcher=launcher_for(tritonserver, target),
         )
     except ServerStartError as e:
         return [
@@ -222,7 +224,11 @@ def model_dirs(root: Path) -> list[str]:
 
 
 def lint(
-    root: Path, *, progress: Progress | None = None, tritonserver: str | None = None
+    root: Path,
+    *,
+    progress: Progress | None = None,
+    tritonserver: str | None = None,
+    target: Target | None = None,
 ) -> VerificationReport:
     """Any Triton model repository (hand-written too, no tritonbuild manifest): Triton's load rules
     offline, then Triton's own core on every config through stand-ins. Nothing is written into the
@@ -244,11 +250,12 @@ def lint(
     ]
     have_gpu = _have_gpu()
     as_is = frozenset(name for name in names if runs_as_written(root / name, have_gpu))
-    static = without_repeats(static, core_checks(root, names, say, as_is, tritonserver))
+    static = without_repeats(static, core_checks(root, names, say, as_is, tritonserver, target))
     return VerificationReport(
         manifest_digest="",
         toolchain=REGISTRY.toolchain(),
         static=static,
         models=[],
+        python_side=reported_python(tritonserver, target),
         passed=all(check.ok for check in static),
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 from tests.contracts import refresh, vllm_spec_wheel, vllm_wheels
 from tests.contracts.drift import Check, read_wheel, sha256_file
 from tests.contracts.facts import load, vllm_versions
+from tests.contracts.image_pythons import matrix_pythons, qa_python
 
 IBL = "all_models/inflight_batcher_llm"
 
@@ -229,7 +230,38 @@ def all_checks() -> list[Check]:
         *_template_checks(),
         *_vllm_checks(),
         *_release_checks(),
+        *_image_python_checks(),
     ]
+
+
+def _image_python_checks() -> list[Check]:
+    """Each image line's Python: the QA default at each recorded release branch, the matrix's column."""
+    facts = load("triton_image_pythons")
+    out = [
+        Check(
+            f"triton_image_pythons.py3.{tag}",
+            row["source"]["repository"],
+            (row["source"]["path"],),
+            row["source"]["commit"],
+            lambda text: (qa_python(text) or (None, None))[1],
+            lambda row=row: row["python"],
+            one_release=True,
+        )
+        for tag, row in facts["py3"]["releases"].items()
+    ]
+    for container in ("trtllm-python-py3", "vllm-python-py3"):
+        src = facts[container]["source"]
+        out.append(
+            Check(
+                f"triton_image_pythons.{container}",
+                src["repository"],
+                (src["path"],),
+                src["commit"],
+                lambda text, container=container: matrix_pythons(text).get(container),
+                lambda container=container: facts[container]["images"],
+            )
+        )
+    return out
 
 
 def _release_checks() -> list[Check]:

@@ -10,6 +10,7 @@ Facts are names, types and flags read out of upstream's own files, never the fil
     python -m tests.contracts.refresh python-io FILE FUNCTION  # literal `inputs = [...]` / `outputs = [...]`
     python -m tests.contracts.refresh engine-args FILE         # vLLM vllm/engine/arg_utils.py (from a wheel)
     python -m tests.contracts.refresh compatibility FILE       # server docs/introduction/compatibility.md
+    python -m tests.contracts.refresh image-pythons GITDIR     # server clone: each image's Python (image_pythons.py)
     python -m tests.contracts.refresh vllm-wheel WHEEL... [--write]  # every vLLM fact of each wheel (vllm_wheels.py)
     python -m tests.contracts.refresh trtllm-llmapi VERSION --git GITDIR | --wheel WHEEL_OR_URL [--sha256 H] [--write]
                                                    # llm_args.py at a TensorRT-LLM release (trtllm_llm_args.py)
@@ -420,6 +421,10 @@ def main(argv: list[str]) -> int:
         out = engine_args(Path(args[0]).read_text())
     elif cmd == "compatibility":
         out = compatibility(Path(args[0]).read_text())
+    elif cmd == "image-pythons":
+        from tests.contracts.image_pythons import image_pythons
+
+        out = image_pythons(args[0])
     elif cmd == "python-io":
         out = python_io(Path(args[0]).read_text(), args[1])
     else:

@@ -102,10 +102,11 @@ def test_embedded_environment_result_is_the_summary_it_replaces(tmp_path, monkey
     from tritonbuild.server import toolenv
 
     monkeypatch.setenv("TRITONBUILD_ENVS_DIR", str(tmp_path / "envs"))
-    monkeypatch.setattr(toolenv, "available", lambda: None)
+    monkeypatch.setattr(toolenv, "available", lambda *_: None)
     shown = maintenance.embedded_environment(make=False)
     assert shown.path is None and not shown.made and shown.envs_dir == str(tmp_path / "envs")
-    assert shown.to_dict() == toolenv.summary(make=False)
+    assert shown.to_dict() == toolenv.summary(make=False)  # no target_image key without one
+    assert "target_image" not in shown.to_dict()
 
 
 class _Server:
@@ -116,6 +117,7 @@ class _Server:
 
     def __init__(self, control):
         self.control, self.loaded, self.started = control, [], False
+        self.launcher = _Launcher()
 
     def start(self):
         self.started = True
@@ -125,6 +127,11 @@ class _Server:
 
     def describe(self):
         return "tritonserver 2.51.0 (embedded)"
+
+
+class _Launcher:
+    def python_side(self):
+        return {"ran": "3.12", "own": False, "target": None}
 
 
 def test_serve_ready_loads_only_under_explicit_control_and_prints_the_old_keys():
@@ -146,5 +153,6 @@ def test_serve_ready_loads_only_under_explicit_control_and_prints_the_old_keys()
         "model_control_mode",
         "strict_readiness",
         "log",
+        "python_side",
     }
     assert Serving(polling, ["a"]).start().model_control_mode == "poll" and polling.loaded == []

@@ -49,6 +49,14 @@ ALLOWED = {
         "the interpreter of the embedded server's own environment (bin/python, "
         "its record's python key), not a backend",
     ),
+    "server/interpreters.py": (
+        {"python"},
+        "the interpreters the embedded server's environment is made from (pyenv's bin/python)",
+    ),
+    "server/envmake.py": (
+        {"python"},
+        "the made venv's bin/python and its record's python key, not a backend",
+    ),
     "tune/probes.py": (
         {"python"},
         "the null model (the server's ceiling) is a Python-backend model",

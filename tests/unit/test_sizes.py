@@ -27,7 +27,6 @@ BEING_SPLIT = {
     "builder/recipe/models.py::check_rules",
     "builder/repository/assemble.py::_golden_warmup",
     "builder/repository/rules.py::check_model_dir",
-    "builder/server/toolenv.py",
     "builder/triton/rules.py",
 }
 

@@ -30,7 +30,7 @@ def _tool_env(root: Path, stub_path: bool) -> toolenv.ToolEnv:
     env = toolenv.ToolEnv(root, "3.11", "", {})
     env.site_packages.mkdir(parents=True)
     if stub_path:
-        (env.site_packages / toolenv._PTH[0]).write_text(toolenv._PTH[1])
+        (env.site_packages / toolenv.PTH[0]).write_text(toolenv.PTH[1])
     return env
 
 

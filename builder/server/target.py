@@ -1,0 +1,108 @@
+"""The image a repository is served by, as far as the embedded tritonserver's Python side goes: its
+Python minor (triton/images.py), so the stub and every model.py run on the Python that image runs.
+
+The target comes from `--triton-image` (verify, serve, embedded install; env
+TRITONBUILD_TRITON_IMAGE), else from the repository's manifest: the serving image an LLM recipe
+names (image.triton_image, kept as llm.serving_image). Nothing named: no target, and the embedded
+server runs as before (this interpreter when it is 3.10-3.12, server/interpreters.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tritonbuild.errors import UsageError, VerifyError
+from tritonbuild.server import toolenv
+from tritonbuild.triton.images import image_python, recorded
+
+
+@dataclass(frozen=True)
+class Target:
+    image: str  # nvcr.io/nvidia/tritonserver:24.08-py3
+    python: str  # the minor it runs: '3.10'
+    source: str  # where the target came from: '--triton-image', or the model whose recipe named it
+
+    def wanted(self) -> str:
+        """Why this Python, for a message."""
+        return f"the target image {self.image} ({self.source}) runs Python {self.python}"
+
+
+def given_target(reference: str) -> Target:
+    """--triton-image REFERENCE; a clear error for an image whose Python is not recorded here."""
+    found = image_python(reference)
+    if found is None:
+        raise UsageError(
+            f"--triton-image {reference}: not an NGC tritonserver image whose Python tritonbuild "
+            f"knows (recorded: {recorded()})",
+            hint="name the NGC image yours is built FROM (e.g. 24.08-py3 or "
+            "nvcr.io/nvidia/tritonserver:25.01-vllm-python-py3), or leave out --triton-image "
+            "and name the interpreter with TRITONBUILD_EMBEDDED_PYTHON=/path/to/python3.X",
+        )
+    return Target(found[0], found[1], "--triton-image")
+
+
+def manifest_target(models) -> Target | None:
+    """The target the repository's recipes name (an LLM recipe's image.triton_image); None when none
+    names a recorded image. One tritonserver runs one image: recipes naming images of different
+    Pythons are an error."""
+    named = {}
+    for model in models:
+        image = (model.llm or {}).get("serving_image")
+        found = image_python(image) if image else None
+        if found:
+            named.setdefault(found, model.name)
+    minors = {python for _, python in named}
+    if len(minors) > 1:
+        listed = ", ".join(
+            f"{name}: {image} (Python {python})" for (image, python), name in named.items()
+        )
+        raise VerifyError(
+            f"the recipes name serving images of different Pythons ({listed}); one tritonserver "
+            "runs one image",
+            hint="pass --triton-image with the image this repository is served by",
+        )
+    if not named:
+        return None
+    (image, python), name = next(iter(named.items()))
+    return Target(image, python, f"the recipe of {name!r}: image.triton_image")
+
+
+def target_for(given: str | None, manifest=None) -> Target | None:
+    """--triton-image when given, else what the manifest's recipes name, else None."""
+    if given:
+        return given_target(given)
+    return manifest_target(manifest.models) if manifest is not None else None
+
+
+def python_side(
+    ran: str | None, environment: str | None, target: Target | None, own: bool = False
+) -> dict:
+    """What the verify report says about the Python the server's Python side ran on and the
+    target's: ran is None where the server's own Python ran (own: a Triton install's, a container's,
+    --server's) or where the embedded server's environment could not be had (nothing ran)."""
+    return {
+        "ran": ran,
+        "own": own,
+        "environment": environment,
+        "target": target.python if target else None,
+        "target_image": target.image if target else None,
+        "target_from": target.source if target else None,
+        "matches": None if ran is None or target is None else ran == target.python,
+    }
+
+
+def environment_summary(
+    *,
+    make: bool = True,
+    progress: Callable[[str], None] | None = None,
+    triton_image: str | None = None,
+) -> dict:
+    """`embedded install | show`: the environment for the target image's Python (--triton-image),
+    else the default one (server/toolenv.py:summary)."""
+    target = given_target(triton_image) if triton_image else None
+    return toolenv.summary(
+        make=make,
+        progress=progress,
+        minor=target.python if target else None,
+        wanted=target.wanted() if target else "",
+    ) | ({"target_image": target.image} if target else {})

@@ -1,0 +1,64 @@
+"""Which Python an NGC tritonserver image runs its Python backend on (the stub, and every model.py):
+nvcr.io/nvidia/tritonserver:<tag>-py3 moved from Ubuntu 22.04 (Python 3.10) to Ubuntu 24.04 (3.12)
+at 24.11, the -vllm-python-py3 images with it, the -trtllm-python-py3 images one release later.
+Recorded with commit and line in tests/contracts/facts/triton_image_pythons.json (server's Python
+backend QA default per release branch, and the Python column of its release compatibility matrix),
+which a test keeps equal to these tables."""
+
+from __future__ import annotations
+
+import re
+
+NGC = "nvcr.io/nvidia/tritonserver"
+FLAVOURS = ("py3", "vllm-python-py3", "trtllm-python-py3")
+# An image reference or its tag alone: nvcr.io/nvidia/tritonserver:24.08-py3,
+# tritonserver:24.08-py3, 24.08-py3, 24.08 (the plain -py3 image)
+REFERENCE = re.compile(
+    r"^(?:(?:nvcr\.io/)?nvidia/)?(?:tritonserver:)?"
+    r"(?P<tag>\d\d\.\d\d)(?:-(?P<flavour>[a-z0-9-]+))?$"
+)
+
+
+def _releases(first: str, last: str) -> list[str]:
+    """The monthly release tags from first to last, both included ('24.11', '24.12', '25.01',
+    ...)."""
+    year, month = map(int, first.split("."))
+    tags = []
+    while f"{year:02d}.{month:02d}" <= last:
+        tags.append(f"{year:02d}.{month:02d}")
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    return tags
+
+
+def _line(until: str, first: str, last: str, moved: str) -> dict[str, str]:
+    """tag → Python minor: 3.10 up to until, 3.12 from moved on (the release after until)."""
+    return {
+        **dict.fromkeys(_releases(first, until), "3.10"),
+        **dict.fromkeys(_releases(moved, last), "3.12"),
+    }
+
+
+# flavour → tag → the Python minor the image's Python backend runs on
+PYTHONS = {
+    "py3": _line("24.10", "23.08", "26.08", "24.11"),
+    "vllm-python-py3": _line("24.10", "24.04", "26.08", "24.11"),
+    "trtllm-python-py3": _line("24.11", "24.04", "26.07", "24.12"),
+}
+
+
+def image_python(reference: str) -> tuple[str, str] | None:
+    """(the image's full name, the Python minor it runs) for an NGC tritonserver image this table
+    records; None for any other image (another registry, flavour or tag)."""
+    found = REFERENCE.match(reference.strip())
+    if not found:
+        return None
+    tag, flavour = found.group("tag"), found.group("flavour") or "py3"
+    minor = PYTHONS.get(flavour, {}).get(tag)
+    return (f"{NGC}:{tag}-{flavour}", minor) if minor else None
+
+
+def recorded() -> str:
+    """The images the table records, for a message."""
+    return "; ".join(
+        f"{NGC}:<{min(tags)}..{max(tags)}>-{flavour}" for flavour, tags in PYTHONS.items()
+    )
