@@ -1,4 +1,5 @@
-"""`python -m tritonbuild` and the `tritonbuild` console script: the CLI, with Ctrl-C always ending in exit 130."""
+"""`python -m tritonbuild` and the `tritonbuild` console script: the CLI, with Ctrl-C always ending
+in exit 130."""
 
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ def _late_interrupt(_signum, _frame) -> None:
 
 
 def _exit_now() -> None:
-    """Registered before anything else, so it runs last at exit, after every other handler: ends the process with
-    run()'s code, or 130 when a Ctrl-C arrived while Python was already exiting (joining threads, atexit
-    handlers). Python's own finalization after this point restores SIGINT's default action, and a Ctrl-C there
-    killed the process (signal 2): nothing is left to do, so it is skipped."""
+    """Registered before anything else, so it runs last at exit, after every other handler: ends the
+    process with run()'s code, or 130 when a Ctrl-C arrived while Python was already exiting
+    (joining threads, atexit handlers). Python's own finalization after this point restores SIGINT's
+    default action, and a Ctrl-C there killed the process (signal 2): nothing is left to do, so it
+    is skipped."""
     if (
         _code is None
     ):  # run() did not get to the end (the interpreter is dying another way): leave it alone
@@ -33,9 +35,9 @@ def _exit_now() -> None:
 
 
 def run() -> None:
-    """The CLI (it maps Ctrl-C during a command to 130). Around it: a Ctrl-C during the imports is 130 too, and one
-    arriving once the command is done no longer raises KeyboardInterrupt at exit (which ended the process by
-    signal 2): it only marks the exit 130."""
+    """The CLI (it maps Ctrl-C during a command to 130). Around it: a Ctrl-C during the imports is
+    130 too, and one arriving once the command is done no longer raises KeyboardInterrupt at exit
+    (which ended the process by signal 2): it only marks the exit 130."""
     global _interrupted, _code
     atexit.register(_exit_now)
     ignored = (

@@ -1,6 +1,6 @@
-"""One root error, one subclass per stage (serve/status and infer included), each with its own ``exit_code``: the
-exit-code table is ERROR_CLASSES here (exit_codes() lists it, with the codes that are no error class). The CLI
-maps ``exit_code``; nothing else prints them."""
+"""One root error, one subclass per stage (serve/status and infer included), each with its own
+``exit_code``: the exit-code table is ERROR_CLASSES here (exit_codes() lists it, with the codes that
+are no error class). The CLI maps ``exit_code``; nothing else prints them."""
 
 from __future__ import annotations
 
@@ -111,7 +111,8 @@ OK, INTERNAL, INTERRUPTED = 0, 1, 130
 
 
 def exit_codes() -> dict[int, str]:
-    """Every exit code of the CLI → what it means (the docs' exit-code page is generated from this)."""
+    """Every exit code of the CLI → what it means (the docs' exit-code page is generated from
+    this)."""
     table = {OK: "ok", INTERNAL: "internal bug (traceback shown, please report)"}
     table |= {cls.exit_code: cls.kind for cls in ERROR_CLASSES}
     return table | {INTERRUPTED: "interrupted (Ctrl-C)"}

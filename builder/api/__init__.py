@@ -12,7 +12,7 @@ from tritonbuild.api.guards import planned_inputs, recipe_inputs, warn_missing_g
 from tritonbuild.backends import REGISTRY
 from tritonbuild.core import cachedir
 from tritonbuild.core.cas import Store
-from tritonbuild.core.stores import Location
+from tritonbuild.core.location import Location
 from tritonbuild.errors import VerifyError
 from tritonbuild.plan import Plan, make_plan
 from tritonbuild.recipe import load_recipes

@@ -12,7 +12,7 @@ from pathlib import Path
 from tritonbuild.backends import REGISTRY
 from tritonbuild.core.fsutil import write_atomic
 from tritonbuild.core.hashing import pretty_json
-from tritonbuild.core.stores import Location
+from tritonbuild.core.location import Location
 from tritonbuild.errors import PublishError
 from tritonbuild.repository.manifest import MANIFEST_NAME, NOT_IN_MANIFEST, REPORT_NAME
 from tritonbuild.verify.models import VerificationReport

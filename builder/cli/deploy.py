@@ -91,7 +91,7 @@ def deploy_snippets_command(
     ConfigMap with the readiness probe (golden inference) and its goldens, Deployment, Service,
     autoscaler, disruption budget."""
     from tritonbuild import api
-    from tritonbuild.publish.k8s import SECRET_KEYS, repository_url
+    from tritonbuild.publish.k8s_pod import SECRET_KEYS, repository_url
 
     existing_dir(repository)
     path, budget, left_out = api.deploy_snippets(

@@ -1,1 +1,2 @@
-"""Lowest layer: hashing, canonical JSON, YAML with positions, subprocesses, toolchain. Imports no stage."""
+"""Lowest layer: hashing, canonical JSON, YAML with positions, subprocesses, toolchain. Imports no
+stage."""

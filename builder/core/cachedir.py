@@ -1,9 +1,9 @@
 """Where the local build cache lives, resolved in one place.
 
 The CLI's Application picks the directory once (--cache-dir, else TRITONBUILD_CACHE_DIR, else
-$XDG_CACHE_HOME/tritonbuild or ~/.cache/tritonbuild) and api passes it on: to the step store, and to the
-planner's PlanContext (the file-hash cache, remote checkpoint downloads), so all land in the same directory.
-Nothing reads it from ambient state.
+$XDG_CACHE_HOME/tritonbuild or ~/.cache/tritonbuild) and api passes it on: to the step store, and to
+the planner's PlanContext (the file-hash cache, remote checkpoint downloads), so all land in the
+same directory. Nothing reads it from ambient state.
 """
 
 from __future__ import annotations

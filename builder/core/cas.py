@@ -1,4 +1,5 @@
-"""Content-addressed store: blobs by sha256 and step records by cache key, fanned out as key[:2]/key."""
+"""Content-addressed store: blobs by sha256 and step records by cache key, fanned out as
+key[:2]/key."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def _reflink(src: Path, dest: Path) -> bool:
 
 
 def clone_or_copy(src: Path, dest: Path) -> str:
-    """Copy a file, as a reflink (copy-on-write: no bytes written) where the filesystem has them; returns how."""
+    """Copy a file, as a reflink (copy-on-write: no bytes written) where the filesystem has them;
+    returns how."""
     if _reflink(src, dest):
         return "reflink"
     shutil.copyfile(src, dest)
@@ -46,7 +48,8 @@ def clone_or_copy(src: Path, dest: Path) -> str:
 
 
 class FileEntry(BaseModel):
-    """A file by content: its blob's sha256 and its size (in build results, manifests and target manifests)."""
+    """A file by content: its blob's sha256 and its size (in build results, manifests and target
+    manifests)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     sha256: str
@@ -59,8 +62,9 @@ class Store:
 
     @contextmanager
     def lock(self, shared: bool):
-        """flock on <cache>/lock: builds hold it shared (many at once), gc exclusive, so gc never deletes a blob
-        a running build has written but not yet recorded or materialised. Waits for the holders."""
+        """flock on <cache>/lock: builds hold it shared (many at once), gc exclusive, so gc never
+        deletes a blob a running build has written but not yet recorded or materialised. Waits for
+        the holders."""
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             fd = os.open(
@@ -84,9 +88,9 @@ class Store:
         return self.root / "steps" / key[:2] / f"{key}.json"
 
     def put_file(self, src: Path, move: bool = False) -> tuple[str, int]:
-        """Copy src into the store while hashing it; returns (sha256, size). move: src is a file of ours (a step's
-        output in its workdir under the store's tmp/): hashed, then renamed into place, never copied, so a
-        multi-GB step output takes its size once on disk."""
+        """Copy src into the store while hashing it; returns (sha256, size). move: src is a file of
+        ours (a step's output in its workdir under the store's tmp/): hashed, then renamed into
+        place, never copied, so a multi-GB step output takes its size once on disk."""
         if move:
             moved = self._move_in(src)
             if moved is not None:
@@ -117,7 +121,8 @@ class Store:
             raise
 
     def _move_in(self, src: Path) -> tuple[str, int] | None:
-        """put_file's move: None where src cannot be renamed into the store (another filesystem, a link)."""
+        """put_file's move: None where src cannot be renamed into the store (another filesystem, a
+        link)."""
         if (
             src.is_symlink() or not src.is_file() or src.stat().st_nlink > 1
         ):  # a link to a file not ours: copy
@@ -142,8 +147,8 @@ class Store:
         return digest, size
 
     def get_record(self, key: str) -> dict | None:
-        """A step record whose blobs are intact (sizes; and sha256 for blobs up to HASH_ON_HIT_MAX), else None.
-        A damaged entry is evicted so that the step is rebuilt."""
+        """A step record whose blobs are intact (sizes; and sha256 for blobs up to HASH_ON_HIT_MAX),
+        else None. A damaged entry is evicted so that the step is rebuilt."""
         try:
             record = json.loads(self.record_path(key).read_text())
         except (OSError, ValueError):
@@ -197,9 +202,10 @@ class Store:
             return None
 
     def materialize(self, digest: str, dest: Path) -> str:
-        """Put a blob at dest without corrupting the store when dest is edited later: a reflink (copy-on-write)
-        where the filesystem has them; else a hardlink to the read-only blob for large files (a metadata-only
-        assemble of multi-GB engines); else a copy. Returns how: 'reflink', 'hardlink' or 'copy'."""
+        """Put a blob at dest without corrupting the store when dest is edited later: a reflink
+        (copy-on-write) where the filesystem has them; else a hardlink to the read-only blob for
+        large files (a metadata-only assemble of multi-GB engines); else a copy. Returns how:
+        'reflink', 'hardlink' or 'copy'."""
         src = self.blob_path(digest)
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.unlink(missing_ok=True)
@@ -216,7 +222,7 @@ class Store:
         os.chmod(dest, 0o644)
         return "copy"
 
-    # --- maintenance: ls, gc, verify -------------------------------------------------------------------------
+    # --- maintenance: ls, gc, verify --------------------------------------------------------------
 
     def records(self) -> list[tuple[str, dict, float]]:
         out = []
@@ -237,8 +243,9 @@ class Store:
         return sorted((self.root / "blobs").glob("*/*"))
 
     def gc(self, max_bytes: int) -> dict:
-        """Evict least-recently-used records until the blobs they keep fit in max_bytes; drop unreferenced blobs
-        and leftovers of interrupted writes. Waits for running builds (the cache lock)."""
+        """Evict least-recently-used records until the blobs they keep fit in max_bytes; drop
+        unreferenced blobs and leftovers of interrupted writes. Waits for running builds (the cache
+        lock)."""
         with self.lock(shared=False):
             return self._gc(max_bytes)
 
@@ -274,9 +281,9 @@ class Store:
         }
 
     def _prune_beside(self, keys: set[str]) -> dict[str, int]:
-        """What lives beside the kept records, for evicted ones: step logs (logs/<key[:16]>), derived-I/O memos
-        (io/, each naming the step keys it was derived from; one that names none predates that and goes) and
-        the last-built index (index/<model>/<kind>.json → a key)."""
+        """What lives beside the kept records, for evicted ones: step logs (logs/<key[:16]>),
+        derived-I/O memos (io/, each naming the step keys it was derived from; one that names none
+        predates that and goes) and the last-built index (index/<model>/<kind>.json → a key)."""
         removed = {"logs": 0, "io": 0, "index": 0}
         prefixes = {key[:16] for key in keys}
         for log_dir in sorted((self.root / "logs").glob("*")):
@@ -299,8 +306,8 @@ class Store:
         return removed
 
     def verify(self) -> dict:
-        """Re-hash every blob; a corrupt blob is deleted and every record using it evicted. Waits for running
-        builds (the cache lock), like gc."""
+        """Re-hash every blob; a corrupt blob is deleted and every record using it evicted. Waits
+        for running builds (the cache lock), like gc."""
         with self.lock(shared=False):
             return self._verify()
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 @contextmanager
 def atomic_writer(path: Path, tmp_dir: Path | None = None):
-    """A binary file that appears at path, complete, only when the block ends without error. tmp_dir (same
-    filesystem) holds the temporary meanwhile, where a reader of path's directory never sees it; by default
-    it is path's own directory."""
+    """A binary file that appears at path, complete, only when the block ends without error. tmp_dir
+    (same filesystem) holds the temporary meanwhile, where a reader of path's directory never sees
+    it; by default it is path's own directory."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=tmp_dir or path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -90,7 +90,8 @@ def _renameat2():
 
 
 def exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two existing paths (renameat2 RENAME_EXCHANGE); False where the OS or filesystem cannot."""
+    """Atomically swap two existing paths (renameat2 RENAME_EXCHANGE); False where the OS or
+    filesystem cannot."""
     fn = _renameat2()
     if fn is None:
         return False
@@ -105,10 +106,10 @@ def exchange(a: Path, b: Path) -> bool:
 def replace_dir(staging: Path, target: Path) -> None:
     """Move a finished staging tree into place; the old tree (if any) is removed only afterwards.
 
-    On Linux the two trees are exchanged in one renameat2(RENAME_EXCHANGE) call, so a Triton polling target never
-    sees it missing. Elsewhere (or on a filesystem that refuses the flag) the fallback is two renames, with a
-    moment in between when target does not exist: POSIX has no portable atomic exchange of directories, and a
-    plain rename cannot replace a non-empty directory."""
+    On Linux the two trees are exchanged in one renameat2(RENAME_EXCHANGE) call, so a Triton polling
+    target never sees it missing. Elsewhere (or on a filesystem that refuses the flag) the fallback
+    is two renames, with a moment in between when target does not exist: POSIX has no portable
+    atomic exchange of directories, and a plain rename cannot replace a non-empty directory."""
     fsync_tree(staging)
     if target.exists() and not target.is_symlink():
         if exchange(staging, target):

@@ -51,11 +51,12 @@ def tree_files(root: Path) -> list[Path]:
 
 
 class FileHashCache:
-    """sha256 of files, remembered by (path, size, mtime_ns, inode, ctime_ns) across runs, so planning does not
-    re-read multi-GB checkpoints that did not change (the approach DVC takes). ctime is in the key as in git's
-    index: `cp -p`, `rsync -t` and `tar x` restore mtime after rewriting a file, but any write moves ctime, which
-    no user call can set back. Stored as JSON beside the build cache. Only regular files are hashed: a FIFO
-    would block and a device such as /dev/zero never ends."""
+    """sha256 of files, remembered by (path, size, mtime_ns, inode, ctime_ns) across runs, so
+    planning does not re-read multi-GB checkpoints that did not change (the approach DVC takes).
+    ctime is in the key as in git's index: `cp -p`, `rsync -t` and `tar x` restore mtime after
+    rewriting a file, but any write moves ctime, which no user call can set back. Stored as JSON
+    beside the build cache. Only regular files are hashed: a FIFO would block and a device such as
+    /dev/zero never ends."""
 
     def __init__(self, path: Path | None):
         self.path = path
@@ -95,7 +96,8 @@ _HASHES: dict[Path, FileHashCache] = {}
 
 
 def file_hashes(cache_dir: Path) -> FileHashCache:
-    """The FileHashCache of a build cache directory (its file-hashes.json), one per directory per process."""
+    """The FileHashCache of a build cache directory (its file-hashes.json), one per directory per
+    process."""
     path = Path(cache_dir) / "file-hashes.json"
     if path not in _HASHES:
         _HASHES[path] = FileHashCache(path)

@@ -1,18 +1,18 @@
-"""The conditional-write primitives each kind of store offers the publish lock (publish/lock.py), one class per
-store; each store's driver (core/stores.py) names its class.
+"""The conditional-write primitives each kind of store offers the publish lock (publish/lock.py),
+one class per store; each store's driver (core/stores.py) names its class.
 
-Every store gives the same four operations on the lock object, each conditional on what the caller saw, so
-two publishers (or two breakers of an expired lease) can never both win:
+Every store gives the same four operations on the lock object, each conditional on what the caller
+saw, so two publishers (or two breakers of an expired lease) can never both win:
 
-| store   | create only if absent        | version        | replace / delete only if unchanged       |
+| store | create only if absent | version | replace / delete only if unchanged |
 |---------|------------------------------|----------------|------------------------------------------|
-| file:// | open(O_CREAT / O_EXCL)       | sha256 of body | token check + rename / rename, then check |
-| s3://   | PUT If-None-Match: *         | ETag           | PUT / DELETE If-Match: ETag              |
-| gs://   | upload ifGenerationMatch=0   | generation     | upload / DELETE ifGenerationMatch=gen    |
-| az://   | Put Blob If-None-Match: *    | ETag           | Put Blob / Delete Blob If-Match: ETag    |
+| file:// | open(O_CREAT / O_EXCL) | sha256 of body | token check + rename / rename, then check | |
+s3:// | PUT If-None-Match: * | ETag | PUT / DELETE If-Match: ETag | | gs:// | upload
+ifGenerationMatch=0 | generation | upload / DELETE ifGenerationMatch=gen | | az:// | Put Blob
+If-None-Match: * | ETag | Put Blob / Delete Blob If-Match: ETag |
 
-create raises FileExistsError when the object exists; replace and delete raise Moved when it is no longer the
-version given (delete of an object already gone is not an error).
+create raises FileExistsError when the object exists; replace and delete raise Moved when it is no
+longer the version given (delete of an object already gone is not an error).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ PRECONDITION_CODES = ("PreconditionFailed", "ConditionalRequestConflict", "Condi
 
 
 class Moved(Exception):
-    """The lock object is no longer the version the caller saw: someone else renewed, replaced or broke it."""
+    """The lock object is no longer the version the caller saw: someone else renewed, replaced or
+    broke it."""
 
 
 class LeaseStore:
@@ -53,8 +54,8 @@ def _digest(raw: bytes) -> str:
 
 
 class LocalLease(LeaseStore):
-    """One host's filesystem: O_EXCL creates; a rename moves the lock aside before it is judged, so of two
-    breakers only the one that moved the version it saw removes it."""
+    """One host's filesystem: O_EXCL creates; a rename moves the lock aside before it is judged, so
+    of two breakers only the one that moved the version it saw removes it."""
 
     def create(self, body: bytes) -> str | None:
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
@@ -148,15 +149,16 @@ class S3Lease(LeaseStore):
 
 
 class GCSLease(LeaseStore):
-    """Generations: a create is an upload with ifGenerationMatch=0; a replace or delete names the generation
-    it saw (412 otherwise, which gcsfs raises as FileExistsError)."""
+    """Generations: a create is an upload with ifGenerationMatch=0; a replace or delete names the
+    generation it saw (412 otherwise, which gcsfs raises as FileExistsError)."""
 
     def _names(self) -> tuple[str, str]:
         bucket, key, _ = self.fs.split_path(self.path)
         return bucket, key
 
     def _upload(self, body: bytes, generation: str) -> str | None:
-        """One multipart upload (the JSON API's objects.insert) conditional on the object's generation."""
+        """One multipart upload (the JSON API's objects.insert) conditional on the object's
+        generation."""
         import json
 
         bucket, key = self._names()
@@ -212,8 +214,8 @@ class GCSLease(LeaseStore):
 
 
 class AzureLease(LeaseStore):
-    """ETags through the Azure SDK's blob client (adlfs's own service client): If-None-Match: * to create,
-    If-Match on the ETag seen to replace or delete."""
+    """ETags through the Azure SDK's blob client (adlfs's own service client): If-None-Match: * to
+    create, If-Match on the ETag seen to replace or delete."""
 
     def _blob(self):
         container, blob = self.path.split("/", 1)

@@ -1,9 +1,10 @@
-"""Deterministic .npz files: sorted members, fixed timestamps, no compression (same arrays → same bytes).
+"""Deterministic .npz files: sorted members, fixed timestamps, no compression (same arrays → same
+bytes).
 
-Triton's BYTES tensors arrive as numpy object arrays of bytes, which .npy stores only by pickling (refused
-here: a golden file must not run code when read). They are stored as a structured array of (nbytes, data),
-data zero-padded to the longest element, and read back as the same object array, every byte kept (trailing
-NULs and empty elements too)."""
+Triton's BYTES tensors arrive as numpy object arrays of bytes, which .npy stores only by pickling
+(refused here: a golden file must not run code when read). They are stored as a structured array of
+(nbytes, data), data zero-padded to the longest element, and read back as the same object array,
+every byte kept (trailing NULs and empty elements too)."""
 
 from __future__ import annotations
 

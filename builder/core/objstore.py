@@ -1,16 +1,18 @@
-"""How tritonbuild talks to object stores through fsspec drivers: a deadline, one retry layer, errors
-classified by their codes.
+"""How tritonbuild talks to object stores through fsspec drivers: a deadline, one retry layer,
+errors classified by their codes.
 
-- The deadline (TRITONBUILD_NET_DEADLINE_S, default 30 s) bounds every request that waits for an answer:
-  connect + first byte + the driver's retries and backoff, together. Two layers keep it: each driver's own
-  per-attempt timeouts are cut so that its attempts fit the deadline (each driver's options in
-  core/stores.py; S3 exactly; gcsfs's fixed 6 attempts
-  and the Azure SDK's long backoff do not fit, so for them the second layer decides), and BoundedFS runs
-  every metadata and small-object call (list, stat, read, write, delete, S3 API calls) against a wall
-  clock. A store that accepts connections and never answers therefore fails in at most the deadline, with
-  one message naming it. Transfers of files (put_file, open) are bounded by silence instead (each request's
-  read timeout): a 4 GiB upload that keeps moving is never cut short.
-- Retries: botocore's own 'standard' mode (exponential backoff with jitter, transient errors only) with
+- The deadline (TRITONBUILD_NET_DEADLINE_S, default 30 s) bounds every request that waits for an
+  answer:
+  connect + first byte + the driver's retries and backoff, together. Two layers keep it: each
+  driver's own per-attempt timeouts are cut so that its attempts fit the deadline (each driver's
+  options in core/stores.py; S3 exactly; gcsfs's fixed 6 attempts and the Azure SDK's long backoff
+  do not fit, so for them the second layer decides), and BoundedFS runs every metadata and
+  small-object call (list, stat, read, write, delete, S3 API calls) against a wall clock. A store
+  that accepts connections and never answers therefore fails in at most the deadline, with one
+  message naming it. Transfers of files (put_file, open) are bounded by silence instead (each
+  request's read timeout): a 4 GiB upload that keeps moving is never cut short.
+- Retries: botocore's own 'standard' mode (exponential backoff with jitter, transient errors only)
+  with
   ATTEMPTS attempts in all; s3fs's retry loop is set to one attempt and tritonbuild adds none.
 """
 
@@ -28,7 +30,8 @@ BACKOFF_S = 3.0  # botocore standard mode: at most 1 s, then 2 s, between its 3 
 
 
 def deadline() -> float:
-    """Seconds one request may wait for a store's answer, retries included (TRITONBUILD_NET_DEADLINE_S)."""
+    """Seconds one request may wait for a store's answer, retries included
+    (TRITONBUILD_NET_DEADLINE_S)."""
     try:
         value = float(os.environ.get(DEADLINE_ENV, DEFAULT_DEADLINE_S))
     except ValueError:
@@ -41,7 +44,8 @@ def deadline_words() -> str:
 
 
 def attempt_timeouts(attempts: int = ATTEMPTS, backoff: float = BACKOFF_S) -> tuple[float, float]:
-    """(connect, read) seconds for one attempt, so that `attempts` of them and the backoff fit the deadline."""
+    """(connect, read) seconds for one attempt, so that `attempts` of them and the backoff fit the
+    deadline."""
     budget = max(0.5, (deadline() - backoff) / attempts)
     connect = min(CONNECT_TIMEOUT_S, budget / 3)
     return connect, budget - connect
@@ -52,8 +56,9 @@ class DeadlineExceeded(TimeoutError):
 
 
 def within_deadline(fn, what: str):
-    """fn() on a daemon thread, waited for at most deadline() seconds; past that DeadlineExceeded is raised
-    (the stuck request is abandoned: the thread holds no lock, and a CLI exiting does not wait for it)."""
+    """fn() on a daemon thread, waited for at most deadline() seconds; past that DeadlineExceeded is
+    raised (the stuck request is abandoned: the thread holds no lock, and a CLI exiting does not
+    wait for it)."""
     box: dict = {}
     done = threading.Event()
 
@@ -120,7 +125,8 @@ def _chain(e: BaseException):
 
 
 def error_code(e: BaseException) -> str | None:
-    """The service's error code (S3 'NoSuchBucket', 'AccessDenied'...) anywhere in the exception's chain."""
+    """The service's error code (S3 'NoSuchBucket', 'AccessDenied'...) anywhere in the exception's
+    chain."""
     for x in _chain(e):
         response = getattr(x, "response", None)
         if isinstance(response, dict):
@@ -141,9 +147,9 @@ def classify(
     network: tuple = (),
     nocreds: tuple = (),
 ) -> str:
-    """'no-bucket', 'denied', 'not-found', 'network' or 'other', from codes and exception types only. A store's
-    driver (core/stores.py) names its service's codes and its SDK's exception types; Python's own network and
-    permission errors count for every caller."""
+    """'no-bucket', 'denied', 'not-found', 'network' or 'other', from codes and exception types
+    only. A store's driver (core/stores.py) names its service's codes and its SDK's exception types;
+    Python's own network and permission errors count for every caller."""
     code = error_code(e)
     if code in no_bucket:
         return "no-bucket"

@@ -1,5 +1,5 @@
-"""Paths as manifests and messages show them; paths named by users, proven safe: inside their root after
-resolving symlinks, regular files read with a cap."""
+"""Paths as manifests and messages show them; paths named by users, proven safe: inside their root
+after resolving symlinks, regular files read with a cap."""
 
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ def is_inside(path: str | os.PathLike, root: str | os.PathLike) -> bool:
 
 
 def inside(root: str | os.PathLike, rel: str | os.PathLike, what: str = "path") -> Path:
-    """root/rel, proven to stay inside root after resolving symlinks (an absolute rel, '..' or a symlink that
-    leaves root is refused)."""
+    """root/rel, proven to stay inside root after resolving symlinks (an absolute rel, '..' or a
+    symlink that leaves root is refused)."""
     text = os.fspath(rel)
     if "\0" in text:
         raise PathProblem(f"{what} {text!r} contains a NUL byte")
@@ -61,8 +61,8 @@ def contains(outer: str | os.PathLike, inner: str | os.PathLike) -> bool:
 
 
 def regular_file(path: str | os.PathLike, what: str = "file") -> os.stat_result:
-    """stat of a regular file; a FIFO, device, socket, directory or symlink loop is refused without opening it
-    (opening a FIFO blocks until a writer comes; /dev/zero never ends)."""
+    """stat of a regular file; a FIFO, device, socket, directory or symlink loop is refused without
+    opening it (opening a FIFO blocks until a writer comes; /dev/zero never ends)."""
     try:
         st = os.stat(path)
     except OSError as e:
@@ -89,7 +89,8 @@ def kind_of(mode: int) -> str:
 
 
 def read_regular(path: str | os.PathLike, max_bytes: int, what: str = "file") -> bytes:
-    """The bytes of a regular file of at most max_bytes, never blocking on a FIFO or reading a device."""
+    """The bytes of a regular file of at most max_bytes, never blocking on a FIFO or reading a
+    device."""
     regular_file(path, what)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
@@ -108,15 +109,16 @@ def read_regular(path: str | os.PathLike, max_bytes: int, what: str = "file") ->
 
 
 def tree_root_for_links(root: Path) -> Path:
-    """Where symlinks in an input tree may point: the tree itself, or for a Hugging Face hub snapshot
-    (<repo>/snapshots/<rev>/, whose files are links to <repo>/blobs/) the hub's repository directory."""
+    """Where symlinks in an input tree may point: the tree itself, or for a Hugging Face hub
+    snapshot (<repo>/snapshots/<rev>/, whose files are links to <repo>/blobs/) the hub's repository
+    directory."""
     real_root = resolved(root)
     return real_root.parent.parent if real_root.parent.name == "snapshots" else real_root
 
 
 def check_tree(root: Path, rels: list[Path]) -> None:
-    """Every file of an input tree is a regular file, and a symlink among them stays inside the tree (see
-    tree_root_for_links)."""
+    """Every file of an input tree is a regular file, and a symlink among them stays inside the tree
+    (see tree_root_for_links)."""
     allowed = tree_root_for_links(root)
     for rel in rels:
         path = root / rel

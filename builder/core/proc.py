@@ -1,4 +1,5 @@
-"""Run an external step as a subprocess: timeout, a kept log, a reproduce.sh, the exit code checked."""
+"""Run an external step as a subprocess: timeout, a kept log, a reproduce.sh, the exit code
+checked."""
 
 from __future__ import annotations
 
@@ -70,8 +71,9 @@ _NO_CWD_BOOTSTRAP = (
 
 
 def python_module_argv(module: str, *args: str) -> list[str]:
-    """argv for `python -m module args` in this interpreter that does not put the cwd (a recipe's directory,
-    which may hold a user's own `tritonbuild/` or `builder/` folder) ahead of our installed packages."""
+    """argv for `python -m module args` in this interpreter that does not put the cwd (a recipe's
+    directory, which may hold a user's own `tritonbuild/` or `builder/` folder) ahead of our
+    installed packages."""
     if sys.version_info >= (3, 11):
         return [sys.executable, "-P", "-m", module, *args]
     return [sys.executable, "-c", _NO_CWD_BOOTSTRAP, module, *args]

@@ -1,4 +1,5 @@
-"""How stages report progress without printing: the CLI passes a Reporter that renders; default is silent."""
+"""How stages report progress without printing: the CLI passes a Reporter that renders; default is
+silent."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """A shared build cache on object storage (fsspec: s3://, gs://, az://, file://) for CI runners.
 
-Same layout as the local store (steps/ab/<key>.json, blobs/ab/<sha256>). Local misses are looked up here
-before building; built steps are pushed after. Unreachable storage never fails a build: the first error
-disables the remote for the rest of the run and is reported once as a warning.
+Same layout as the local store (steps/ab/<key>.json, blobs/ab/<sha256>). Local misses are looked up
+here before building; built steps are pushed after. Unreachable storage never fails a build: the
+first error disables the remote for the rest of the run and is reported once as a warning.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ class RemoteCache:
 
     @staticmethod
     def _parse(url: str):
-        """The URL checked when the cache is named, not at its first miss: a build whose every step is cached
-        locally would otherwise never say that --cache-url (or TRITONBUILD_CACHE_URL) names nothing usable."""
+        """The URL checked when the cache is named, not at its first miss: a build whose every step
+        is cached locally would otherwise never say that --cache-url (or TRITONBUILD_CACHE_URL)
+        names nothing usable."""
         from tritonbuild.core.stores import is_url, parse_location
         from tritonbuild.errors import TritonBuildError, UsageError
 
@@ -36,10 +37,13 @@ class RemoteCache:
             raise UsageError(f"--cache-url: {e.message}", where=e.where, hint=e.hint) from None
 
     def _filesystem(self):
+        from tritonbuild.core.stores import driver_for
+
         if self._fs is None:
-            # NOTE: every lookup and small write waits at most the network deadline; blob transfers are bounded
-            # by their drivers' per-request timeouts (core/stores.py)
-            self._fs, self._root = self._location.driver.open(self._location)
+            # NOTE: every lookup and small write waits at most the network deadline; blob transfers
+            # are bounded by their drivers' per-request timeouts (core/stores.py)
+            driver = driver_for(self._location.scheme, self._location.url)
+            self._fs, self._root = driver.open(self._location)
         return self._fs
 
     def _path(self, *parts: str) -> str:

@@ -1,6 +1,6 @@
-"""Typed results of the api functions: dataclasses whose to_dict() is the JSON the CLI prints with --json (keys
-are the fields; a field with OMIT_NONE metadata is left out while it is None, as the dicts it replaces left the
-key out when it did not apply)."""
+"""Typed results of the api functions: dataclasses whose to_dict() is the JSON the CLI prints with
+--json (keys are the fields; a field with OMIT_NONE metadata is left out while it is None, as the
+dicts it replaces left the key out when it did not apply)."""
 
 from __future__ import annotations
 

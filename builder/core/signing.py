@@ -1,11 +1,12 @@
-"""Binding a verification report to a secret: HMAC-SHA256, so that publish accepts only a report that a
-holder of the key wrote for exactly that manifest.
+"""Binding a verification report to a secret: HMAC-SHA256, so that publish accepts only a report
+that a holder of the key wrote for exactly that manifest.
 
-The key is TRITONBUILD_REPORT_KEY when set (a CI secret, the same where `verify` runs and where `publish`
-runs), else this machine's own key: 32 random bytes in $XDG_CONFIG_HOME/tritonbuild/report.key (mode 0600),
-made by the first `verify`. So on one machine verify → publish needs no setup, and a report edited after
-verify, copied from elsewhere or left by an older run under another key never passes publish's gate; across
-machines (CI jobs) the secret is what both sides share.
+The key is TRITONBUILD_REPORT_KEY when set (a CI secret, the same where `verify` runs and where
+`publish` runs), else this machine's own key: 32 random bytes in
+$XDG_CONFIG_HOME/tritonbuild/report.key (mode 0600), made by the first `verify`. So on one machine
+verify → publish needs no setup, and a report edited after verify, copied from elsewhere or left by
+an older run under another key never passes publish's gate; across machines (CI jobs) the secret is
+what both sides share.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def key_file() -> Path:
 
 
 def report_key() -> bytes | None:
-    """The key publish checks reports with: TRITONBUILD_REPORT_KEY, else this machine's key (None if neither)."""
+    """The key publish checks reports with: TRITONBUILD_REPORT_KEY, else this machine's key (None if
+    neither)."""
     value = os.environ.get(KEY_ENV, "")
     if value:
         return value.encode()
@@ -38,8 +40,9 @@ def report_key() -> bytes | None:
 
 
 def signing_key() -> bytes | None:
-    """The key verify signs with: report_key(), making this machine's key first when there is none (None only
-    when it cannot be written: the report is then unsigned, and publish says why it refuses it)."""
+    """The key verify signs with: report_key(), making this machine's key first when there is none
+    (None only when it cannot be written: the report is then unsigned, and publish says why it
+    refuses it)."""
     key = report_key()
     if key is not None:
         return key

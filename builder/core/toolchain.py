@@ -1,7 +1,8 @@
 """Toolchain fingerprint: the versions and hardware that decide what a build step produces.
 
-Each step kind keys on the parts it depends on (its backend's `step_toolchain`), so a change rebuilds exactly
-the affected steps: a new GPU rebuilds engines, not Python packages. Works with and without GPUs / TensorRT(-LLM).
+Each step kind keys on the parts it depends on (its backend's `step_toolchain`), so a change
+rebuilds exactly the affected steps: a new GPU rebuilds engines, not Python packages. Works with and
+without GPUs / TensorRT(-LLM).
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from importlib import metadata
 
 import tritonbuild
 
-# NOTE: the bundled tritonserver prints no version (no --version flag); nvidia-pytriton pins one per release.
+# NOTE: the bundled tritonserver prints no version (no --version flag); nvidia-pytriton pins one per
+# release.
 PYTRITON_TRITONSERVER = {"0.7.0": "2.51.0", "0.6.0": "2.50.0", "0.5.6": "2.49.0"}
-# The core's own distributions; a backend's tools come from its `tools` declaration (backends/base.py), which
-# the registry hands to declare_tools when the backend is registered.
+# The core's own distributions; a backend's tools come from its `tools` declaration
+# (backends/base.py), which the registry hands to declare_tools when the backend is registered.
 DISTRIBUTIONS = {
     "numpy": "numpy",
     "tritonclient": "tritonclient",
@@ -41,7 +43,8 @@ def declare_tools(tools: dict[str, str]) -> None:
 
 
 def known_keys() -> set[str]:
-    """Every toolchain key fingerprint() can hold: a step keyed on another one would silently leave it out."""
+    """Every toolchain key fingerprint() can hold: a step keyed on another one would silently leave
+    it out."""
     return {*PROBED, *DISTRIBUTIONS, *_DECLARED}
 
 

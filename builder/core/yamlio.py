@@ -8,9 +8,10 @@ import yaml
 
 Path_ = tuple  # a key path such as ("batching", "preferred_batch_sizes", 0)
 
-# NOTE: bounds that make a hostile document fail fast instead of exhausting the stack or memory: nesting
-# (PyYAML composes recursively, so thousands of levels would end in RecursionError), aliases and the number of
-# nodes after alias expansion ("billion laughs": 9 levels of 9 aliases expand to 9**9 nodes).
+# NOTE: bounds that make a hostile document fail fast instead of exhausting the stack or memory:
+# nesting (PyYAML composes recursively, so thousands of levels would end in RecursionError), aliases
+# and the number of nodes after alias expansion ("billion laughs": 9 levels of 9 aliases expand to
+# 9**9 nodes).
 MAX_DEPTH = 64
 MAX_ALIASES = 256
 MAX_NODES = 100_000

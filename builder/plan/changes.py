@@ -1,5 +1,5 @@
-"""Which recipes changed since a git revision: their own file, any input file of their steps, their goldens,
-or a model they call."""
+"""Which recipes changed since a git revision: their own file, any input file of their steps, their
+goldens, or a model they call."""
 
 from __future__ import annotations
 

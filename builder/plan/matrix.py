@@ -1,5 +1,6 @@
-"""The CI matrix of a plan (`plan --matrix`): one entry per recipe with a step missing from the local (and remote)
-build cache, with the runner it needs (a GPU for an engine step or a GPU target)."""
+"""The CI matrix of a plan (`plan --matrix`): one entry per recipe with a step missing from the
+local (and remote) build cache, with the runner it needs (a GPU for an engine step or a GPU
+target)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ class MatrixEntry(Result):
 
 
 def matrix_entries(plan: Plan, cached, only: set[str] | None = None) -> list[MatrixEntry]:
-    """cached(cache_key) -> bool says whether a step's result is in a cache; only: the model names to consider."""
+    """cached(cache_key) -> bool says whether a step's result is in a cache; only: the model names
+    to consider."""
     out = []
     for model_plan in plan.models:
         if only is not None and model_plan.name not in only:

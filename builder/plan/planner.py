@@ -17,7 +17,8 @@ from tritonbuild.recipe.load import LoadedRecipe
 def key_material(
     kind: str, params: dict, inputs: dict[str, str], toolchain: dict[str, str]
 ) -> dict:
-    """What a step's output depends on: kind, params, input digests, its part of the toolchain (not paths)."""
+    """What a step's output depends on: kind, params, input digests, its part of the toolchain (not
+    paths)."""
     return {
         "kind": kind,
         "params": params,
@@ -32,7 +33,8 @@ def cache_key(kind: str, params: dict, inputs: dict[str, str], toolchain: dict[s
 
 
 def make_plan(recipes: list[LoadedRecipe], cache_dir: Path) -> Plan:
-    """Each recipe's steps keyed by content; cache_dir holds the input digest cache and downloaded checkpoints."""
+    """Each recipe's steps keyed by content; cache_dir holds the input digest cache and downloaded
+    checkpoints."""
     ctx = PlanContext(cache_dir=Path(cache_dir), hashes=file_hashes(cache_dir))
     toolchain = REGISTRY.toolchain()
     models = []

@@ -1,5 +1,5 @@
-"""The publish gate: only a repository whose verification report passed, for this very manifest, signed with
-the key (core/signing.py), is published."""
+"""The publish gate: only a repository whose verification report passed, for this very manifest,
+signed with the key (core/signing.py), is published."""
 
 from __future__ import annotations
 
@@ -64,8 +64,8 @@ def gate(
 
 
 def _check_signature(root: Path, report: VerificationReport) -> None:
-    """Only a report signed with the key (TRITONBUILD_REPORT_KEY, else this machine's) passes: an edited,
-    copied or stale one never publishes, key or no key set."""
+    """Only a report signed with the key (TRITONBUILD_REPORT_KEY, else this machine's) passes: an
+    edited, copied or stale one never publishes, key or no key set."""
     key = report_key()
     if key is not None and check_signature(report.signed_payload(), report.signature, key):
         return
@@ -79,6 +79,6 @@ def _check_signature(root: Path, report: VerificationReport) -> None:
     raise PublishError(
         f"the verification report {what}",
         where=str(root / REPORT_NAME),
-        hint=f"run 'tritonbuild verify {root}' here, or set {KEY_ENV} to the same secret where verify "
-        "and publish run (CI jobs), or pass --reverify to verify again now",
+        hint=f"run 'tritonbuild verify {root}' here, or set {KEY_ENV} to the same secret where "
+        "verify and publish run (CI jobs), or pass --reverify to verify again now",
     )

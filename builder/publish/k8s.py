@@ -1,29 +1,35 @@
-"""Kubernetes manifests for a built repository that run on the stock NGC tritonserver image: a ConfigMap (the
-readiness probe, k8s_probe.py, with the models the pods must serve and their goldens), a Deployment whose
-tritonserver reads the publish target itself (poll mode follows each publish; explicit mode loads on
-`publish --notify`), a Service, a HorizontalPodAutoscaler on Triton's queue metric and a PodDisruptionBudget.
-Credentials come from a Secret the operator creates; nothing is baked into an image. Without --target the
-image's own /models is served (an image built from Dockerfile.triton: the custom-image variant).
+"""Kubernetes manifests for a built repository that run on the stock NGC tritonserver image: a
+ConfigMap (the readiness probe, k8s_probe.py, with the models the pods must serve and their
+goldens), a Deployment whose tritonserver reads the publish target itself (poll mode follows each
+publish; explicit mode loads on `publish --notify`), a Service, a HorizontalPodAutoscaler on
+Triton's queue metric and a PodDisruptionBudget. Credentials come from a Secret the operator
+creates; nothing is baked into an image. Without --target the image's own /models is served (an
+image built from Dockerfile.triton: the custom-image variant).
 
-Facts the manifests rest on (tests/contracts/facts/kubernetes.json): tritonserver's flags (server
-src/command_line_parser.cc), strict readiness counting every model (core src/server.cc InferenceServer::IsReady),
-the stock image's python3 and numpy (server build.py), the queue metric's name (server docs/user_guide/metrics.md).
+What tritonserver in the pod is given (its command line, GPUs, startup budget, the probe's files) is
+publish/k8s_pod.py's. Facts the manifests rest on (tests/contracts/facts/kubernetes.json): the stock
+image's python3 and numpy (server build.py), the queue metric's name (server
+docs/user_guide/metrics.md).
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import math
 import re
 from pathlib import Path
 
 import yaml
 
-from tritonbuild.errors import TritonBuildError, UsageError
+from tritonbuild.errors import UsageError
+from tritonbuild.publish.k8s_pod import (
+    gpus_per_pod,
+    probe_files,
+    repository_url,
+    start,
+    startup_budget_s,
+)
 from tritonbuild.repository.manifest import Manifest
 
-GIB = 1 << 30
 DNS_LABEL = re.compile(
     r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
 )  # RFC 1035 label: Service names must be one
@@ -32,21 +38,13 @@ STOCK_IMAGE = "nvcr.io/nvidia/tritonserver:25.12-py3"
 QUEUE_METRIC = (
     "nv_inference_pending_request_count"  # a gauge per model: requests waiting for a backend
 )
-CONFIGMAP_BUDGET = (
-    900 * 1024
-)  # a ConfigMap holds at most 1 MiB; goldens past this stay out of the probe
 CONTROL_MODES = ("poll", "explicit")
-# Where tritonserver reads each store's credentials (its own SDK chains), as the Secret must provide them.
-SECRET_KEYS = {
-    "s3": "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION (and AWS_SESSION_TOKEN)",
-    "gs": "key.json (a service account key; GOOGLE_APPLICATION_CREDENTIALS points at it)",
-    "az": "AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY",
-}
 GCS_KEY_FOLDER = "/var/run/secrets/tritonbuild-gcs"
 
 
 class NoAliasDumper(yaml.SafeDumper):
-    """Plain YAML: a dict used twice (the labels) is written twice, never as an &id001 anchor and *id001 alias."""
+    """Plain YAML: a dict used twice (the labels) is written twice, never as an &id001 anchor and
+    *id001 alias."""
 
     def ignore_aliases(self, data) -> bool:
         return True
@@ -76,8 +74,8 @@ def check_options(
     """Refuse what the cluster or tritonserver would refuse later, after a rollout began."""
     if not DNS_LABEL.fullmatch(name):
         raise UsageError(
-            f"--name {name!r} is not a DNS label (RFC 1035), which Deployment and Service names must "
-            "be",
+            f"--name {name!r} is not a DNS label (RFC 1035), which Deployment and Service names "
+            "must be",
             hint="use lower-case letters, digits and '-', starting with a letter, at most 63",
         )
     if replicas < 1:
@@ -103,153 +101,6 @@ def check_options(
             hint="give --target (the publish target the pods serve), or an image built from "
             "Dockerfile.triton with the repository baked in",
         )
-
-
-def repository_url(target: str) -> tuple[str, str]:
-    """(scheme, the --model-repository tritonserver reads the target at), or a UsageError for a target the
-    stock image cannot read itself."""
-    from tritonbuild.core.stores import parse_location
-
-    try:
-        location = parse_location(target)
-    except TritonBuildError as e:
-        raise UsageError(f"--target: {e.message}", where=e.where, hint=e.hint) from None
-    scheme = {"gcs": "gs", "abfs": "az"}.get(location.scheme, location.scheme)
-    if scheme not in SECRET_KEYS:
-        raise UsageError(
-            f"--target {location}: tritonserver reads a repository from s3://, gs:// or Azure "
-            "storage, not from this store; the pods could not start",
-            hint="publish to an object store for the pods, or leave --target out to serve the "
-            "repository baked into the image",
-        )
-    url = location.driver.triton_url(location, location.path)
-    if url.startswith("as://ACCOUNT/"):
-        raise UsageError(
-            f"--target {location}: tritonserver names the Azure storage account in its repository "
-            "URL (as://ACCOUNT/container/path)",
-            hint="set AZURE_STORAGE_ACCOUNT to the account",
-        )
-    return scheme, url
-
-
-def startup_budget_s(manifest: Manifest) -> int:
-    """Seconds a server may need to load this repository: a base minute plus 60 s per GiB of artifacts
-    (an engine is read from disk or the store, deserialised and warmed up)."""
-    size = sum(entry.size for entry in manifest.files.values())
-    return 60 + math.ceil(size / GIB * 60)
-
-
-def gpus_per_pod(root: Path, manifest: Manifest) -> int:
-    """GPUs one server needs: the most any model's instance groups name (KIND_GPU with gpus [0, 2] needs 3;
-    without a list, or a GPU-target model, at least one), what a backend that places its own devices says
-    (Backend.gpus_needed), an LLM engine's world size."""
-    from tritonbuild.backends import REGISTRY
-    from tritonbuild.triton.config import parse
-
-    needed = 0
-    for model in manifest.models:
-        if model.target == "gpu":
-            needed = max(needed, 1)
-        world = (model.llm or {}).get("world_size")
-        if isinstance(world, int):
-            needed = max(needed, world)
-        config = root / model.name / "config.pbtxt"
-        if not config.is_file():
-            continue
-        mc = parse(config.read_bytes())
-        for group in mc.instance_group:
-            if group.kind == group.KIND_GPU:
-                needed = max(needed, max(group.gpus) + 1 if group.gpus else 1)
-        backend = REGISTRY.for_config(mc.backend, mc.platform)
-        if backend is not None:
-            needed = max(needed, backend.gpus_needed(mc, root / model.name / str(model.version)))
-    return needed
-
-
-def probe_files(root: Path, manifest: Manifest) -> tuple[dict, dict, list[str]]:
-    """(ConfigMap data, ConfigMap binaryData, models whose goldens did not fit): the probe, what it expects,
-    and each model's golden while the ConfigMap stays under its limit."""
-    models, binary, left_out, used = [], {}, [], 0
-    for index, model in enumerate(sorted(manifest.models, key=lambda each: each.name)):
-        entry = {"name": model.name, "goldens": {}}
-        golden = root / model.goldens if model.goldens else None
-        if golden is not None and golden.is_file():
-            encoded = base64.b64encode(golden.read_bytes()).decode()
-            if used + len(encoded) <= CONFIGMAP_BUDGET:
-                key = f"golden-{index}-v{model.version}.npz"  # ConfigMap keys: [-._a-zA-Z0-9]+
-                binary[key] = encoded
-                entry["goldens"][str(model.version)] = key
-                used += len(encoded)
-            else:
-                left_out.append(model.name)
-        models.append(entry)
-    script = (Path(__file__).with_name("k8s_probe.py")).read_text()
-    return (
-        {"probe.py": script, "expect.json": json.dumps({"models": models}, indent=1)},
-        binary,
-        left_out,
-    )
-
-
-def server_args(target: str | None, control: str, poll_secs: int) -> list[str]:
-    """tritonserver's command line in the pod. Strict readiness is off: it would report the whole server
-    not-ready while any model loads (a publish reaching every polling pod at once); the probe judges the
-    models instead."""
-    ports = ["--http-port=8000", "--grpc-port=8001", "--metrics-port=8002"]
-    common = ["--strict-readiness=false", "--exit-on-error=false", *ports]
-    if target is None:
-        return ["--model-repository=/models", "--model-control-mode=none", *common]
-    _, url = repository_url(target)
-    if control == "poll":
-        return [
-            f"--model-repository={url}",
-            "--model-control-mode=poll",
-            f"--repository-poll-secs={poll_secs}",
-            *common,
-        ]
-    return [f"--model-repository={url}", "--model-control-mode=explicit", "--load-model=*", *common]
-
-
-def launch_needs(manifest: Manifest) -> tuple[dict[str, str], list[str], list[str]]:
-    """(environment, launcher prefix, extra tritonserver arguments) the models need at start, read from the
-    manifest as the serving image's entrypoint reads it (ci/docker/entrypoint.sh): a TensorRT-LLM orchestrator's
-    `mpirun -n 1` and memory pools, a vLLM model's invariant-serving variables. Plugin wheels must be installed
-    into the image's Python before the start, which the stock image cannot: refused, with the custom image."""
-    env, launcher, extra = {}, [], []
-    for model in manifest.models:
-        launch = (model.llm or {}).get("server_launch") or {}
-        serving = (model.llm or {}).get("serving") or {}
-        if serving.get("plugins"):
-            raise UsageError(
-                f"{model.name}: its plugin wheels ({', '.join(serving['plugins'])}) are installed into "
-                "the serving image's Python before tritonserver starts; the stock image cannot",
-                hint="build the serving image from Dockerfile.triton (its entrypoint installs them) "
-                "and leave --target out, or publish the model without determinism: invariant",
-            )
-        env |= launch.get("env", {}) | serving.get("env", {})
-        launcher = list(launch.get("launcher") or launcher)
-        extra += [arg for arg in launch.get("args", []) if arg not in extra]
-    return env, launcher, extra
-
-
-def start(manifest: Manifest, target: str | None, control: str, poll_secs: int) -> dict:
-    """The container's command, args and env. The stock image (a target): tritonserver itself, with what the
-    models' start needs (launch_needs). The custom image (no target): its entrypoint, which reads the same from
-    the baked manifest, told to serve without strict readiness."""
-    if target is None:
-        return {
-            "args": ["--exit-on-error=false"],
-            "env": [
-                {"name": "TRITON_MODEL_CONTROL", "value": "none"},
-                {"name": "TRITONBUILD_STRICT_READINESS", "value": "false"},
-            ],
-        }
-    env, launcher, extra = launch_needs(manifest)
-    return {
-        "command": [*launcher, "tritonserver"],
-        "args": server_args(target, control, poll_secs) + extra,
-        "env": [{"name": key, "value": value} for key, value in sorted(env.items())],
-    }
 
 
 def _container(launch: dict, image: str, budget: int, gpus: int, secret_env: dict) -> dict:
@@ -303,7 +154,8 @@ def _container(launch: dict, image: str, budget: int, gpus: int, secret_env: dic
 
 
 def _credentials(target: str | None, secret: str) -> tuple[dict, list[dict], list[dict]]:
-    """(container env fields, extra volumes, extra mounts) that hand tritonserver the Secret's credentials."""
+    """(container env fields, extra volumes, extra mounts) that hand tritonserver the Secret's
+    credentials."""
     if target is None:
         return {}, [], []
     scheme, _ = repository_url(target)
@@ -356,6 +208,19 @@ def documents(
         "data": data,
         **({"binaryData": binary} if binary else {}),
     }
+    deploy = _deployment(name, labels, replicas, manifest.digest, container, volumes)
+    # NOTE: publish --notify must reach every pod, not one of them: a headless Service lists them
+    every_pod = control == "explicit" and target is not None
+    services = _services(name, labels, container["ports"], every_pod)
+    scaling = _scaling(name, labels, replicas, max_replicas or replicas * 3, queue_target)
+    return [config_map, deploy, *services, *scaling], left_out
+
+
+def _deployment(
+    name: str, labels: dict, replicas: int, digest: str, container: dict, volumes: list[dict]
+) -> dict:
+    """The Deployment: one tritonserver container per pod, its shared memory, the probe's ConfigMap
+    and the store's credentials mounted, rolled out one new pod before an old one goes."""
     pod = {
         "containers": [container],
         "terminationGracePeriodSeconds": 60,
@@ -365,7 +230,7 @@ def documents(
             *volumes,
         ],
     }
-    deploy = {
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": name, "labels": labels},
@@ -380,15 +245,19 @@ def documents(
             "template": {
                 "metadata": {
                     "labels": labels,
-                    "annotations": {"tritonbuild/manifest-sha256": manifest.digest},
+                    "annotations": {"tritonbuild/manifest-sha256": digest},
                 },
                 "spec": pod,
             },
         },
     }
+
+
+def _services(name: str, labels: dict, container_ports: list[dict], every_pod: bool) -> list[dict]:
+    """The Service in front of the pods, and with every_pod a headless one that lists each pod."""
     ports = [
         {"name": port["name"], "port": port["containerPort"], "targetPort": port["name"]}
-        for port in container["ports"]
+        for port in container_ports
     ]
     service = {
         "apiVersion": "v1",
@@ -396,28 +265,23 @@ def documents(
         "metadata": {"name": name, "labels": labels},
         "spec": {"selector": labels, "ports": ports},
     }
-    out = [config_map, deploy, service]
-    if (
-        control == "explicit" and target is not None
-    ):  # publish --notify must reach every pod, not one of them
-        out.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": {"name": f"{name}-pods", "labels": labels},
-                "spec": {"clusterIP": "None", "selector": labels, "ports": ports},
-            }
-        )
-    return out + _scaling(
-        name, labels, replicas, max_replicas or replicas * 3, queue_target
-    ), left_out
+    if not every_pod:
+        return [service]
+    headless = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": f"{name}-pods", "labels": labels},
+        "spec": {"clusterIP": "None", "selector": labels, "ports": ports},
+    }
+    return [service, headless]
 
 
 def _scaling(
     name: str, labels: dict, replicas: int, max_replicas: int, queue_target: int
 ) -> list[dict]:
-    """An autoscaler on the requests waiting in Triton's queues (per pod, through a custom-metrics adapter
-    such as prometheus-adapter scraping port 'metrics'), and a disruption budget that keeps a ready pod."""
+    """An autoscaler on the requests waiting in Triton's queues (per pod, through a custom-metrics
+    adapter such as prometheus-adapter scraping port 'metrics'), and a disruption budget that keeps
+    a ready pod."""
     hpa = {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
@@ -453,8 +317,8 @@ def render(docs: list[dict]) -> str:
 
 
 def write(root: Path, manifest: Manifest, out: Path, **options) -> tuple[Path, int, list[str]]:
-    """Check the options, then write OUT/NAME.yaml: (its path, the startup budget in seconds, models whose
-    goldens the probe leaves out)."""
+    """Check the options, then write OUT/NAME.yaml: (its path, the startup budget in seconds, models
+    whose goldens the probe leaves out)."""
     check_options(**options)
     docs, left_out = documents(root, manifest, **options)
     text = render(docs)

@@ -3,16 +3,16 @@
 writes: it needs only the image's python3 and numpy (the image installs both for its Python backend: server
 build.py, facts/kubernetes.json stock_image_python) and the files mounted beside it.
 
-Ready when the server answers and every model the deployment expects has a version READY in the server's
-repository index; for each READY version that has a golden here, its first golden input is sent and the outputs
-must match bit for bit. A model or version still loading (a publish in progress, a new model) is not waited
-for, so a publish never takes a serving pod out of its Service; a model the deployment does not expect (one a
-later publish added) never makes the pod not-ready.
+Ready when the server answers and every model the deployment expects has a version READY in the
+server's repository index; for each READY version that has a golden here, its first golden input is
+sent and the outputs must match bit for bit. A model or version still loading (a publish in
+progress, a new model) is not waited for, so a publish never takes a serving pod out of its Service;
+a model the deployment does not expect (one a later publish added) never makes the pod not-ready.
 
-This runs inside the serving image, where tritonclient is not installed: it speaks Triton's HTTP/REST protocol
-with the standard library.
+This runs inside the serving image, where tritonclient is not installed: it speaks Triton's
+HTTP/REST protocol with the standard library.
 
-    python3 k8s_probe.py --folder /etc/tritonbuild --url http://127.0.0.1:8000   → exit 0 ready, 1 not
+    python3 k8s_probe.py --folder /etc/tritonbuild --url http://127.0.0.1:8000 → exit 0 ready, 1 not
 """
 
 import argparse
@@ -71,7 +71,8 @@ def _tensor(name: str, array) -> dict:
 
 
 def golden_problems(url: str, name: str, version: int, golden: Path, timeout: float) -> list:
-    """What differs between the server's answer for golden's first input and golden's first output."""
+    """What differs between the server's answer for golden's first input and golden's first
+    output."""
     import numpy as np
 
     with np.load(golden, allow_pickle=False) as arrays:

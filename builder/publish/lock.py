@@ -1,12 +1,13 @@
-"""One publisher per target: a lease object created only if absent, renewed and broken only by conditional
-writes (the store's own primitives, core/leases.py, named by the target's driver: O_EXCL and checked renames
-locally, S3 If-None-Match / If-Match on the ETag, GCS ifGenerationMatch, Azure If-None-Match / If-Match).
+"""One publisher per target: a lease object created only if absent, renewed and broken only by
+conditional writes (the store's own primitives, core/leases.py, named by the target's driver: O_EXCL
+and checked renames locally, S3 If-None-Match / If-Match on the ETag, GCS ifGenerationMatch, Azure
+If-None-Match / If-Match).
 
-The lease names its holder (user@host, pid) and expires_at; a heartbeat renews it every lease/3 while the
-publish runs (conditional on it still being the version this publisher wrote). A lease past its expiry, or
-one held by a dead process on this host, is broken by a conditional delete of the version that was judged
-expired, so two publishers breaking it at once cannot both win; `--break-lock` breaks a live one. Breaking a
-lease is always reported (TargetLock.broken).
+The lease names its holder (user@host, pid) and expires_at; a heartbeat renews it every lease/3
+while the publish runs (conditional on it still being the version this publisher wrote). A lease
+past its expiry, or one held by a dead process on this host, is broken by a conditional delete of
+the version that was judged expired, so two publishers breaking it at once cannot both win;
+`--break-lock` breaks a live one. Breaking a lease is always reported (TargetLock.broken).
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ def _epoch(text: str | None) -> float | None:
 
 
 def lease_state(holder: dict, now: float | None = None) -> str:
-    """'live', 'expired', or 'no-expiry' (a lock written before leases: only --break-lock removes it)."""
+    """'live', 'expired', or 'no-expiry' (a lock written before leases: only --break-lock removes
+    it)."""
     expires = _epoch(holder.get("expires_at"))
     if expires is None:
         return "no-expiry"
@@ -94,7 +96,7 @@ class TargetLock:
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
 
-    # -- the object ------------------------------------------------------------------------------------------
+    # -- the object --------------------------------------------------------------------------------
     def _body(self) -> bytes:
         try:
             user = getpass.getuser()
@@ -119,7 +121,8 @@ class TargetLock:
         self.version = self.store.create(self._body())
 
     def _read(self) -> tuple[bytes | None, str | None]:
-        """(raw body, version) of the current lock, consistent with each other; (None, None) if there is none."""
+        """(raw body, version) of the current lock, consistent with each other; (None, None) if
+        there is none."""
         return self.store.read()
 
     @staticmethod
@@ -143,7 +146,8 @@ class TargetLock:
             return False
 
     def _break(self, raw: bytes, version: str | None) -> bool:
-        """Remove the lock only if it is still the version judged breakable; False if someone else moved first."""
+        """Remove the lock only if it is still the version judged breakable; False if someone else
+        moved first."""
         if version is None:
             return False
         try:
@@ -152,7 +156,7 @@ class TargetLock:
             return False
         return True
 
-    # -- the lease -------------------------------------------------------------------------------------------
+    # -- the lease ---------------------------------------------------------------------------------
     def _renew(self) -> None:
         try:
             self.version = self.store.replace(self._body(), self.version)
@@ -179,7 +183,7 @@ class TargetLock:
                 hint="re-run publish: it resumes; if another publish took over, let it finish",
             )
 
-    # -- context manager -------------------------------------------------------------------------------------
+    # -- context manager ---------------------------------------------------------------------------
     def _hold(self) -> TargetLock:
         self._beat = threading.Thread(target=self._heartbeat, name="tritonbuild-lock", daemon=True)
         self._beat.start()
@@ -211,8 +215,8 @@ class TargetLock:
                             self.target, "break the expired publish lock", e
                         ) from None
                 who = (
-                    f"{holder.get('holder') or holder.get('host', '?')} pid {holder.get('pid', '?')} since "
-                    f"{holder.get('since', '?')}"
+                    f"{holder.get('holder') or holder.get('host', '?')} pid "
+                    f"{holder.get('pid', '?')} since {holder.get('since', '?')}"
                 )
                 until = (
                     f"; its lease runs until {holder['expires_at']}"

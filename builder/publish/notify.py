@@ -1,5 +1,6 @@
-"""Telling tritonservers in explicit model-control mode what was published: which models they do not have
-READY, and the load request itself (tritonclient's HTTP client; user:password@ in a URL becomes Basic auth)."""
+"""Telling tritonservers in explicit model-control mode what was published: which models they do not
+have READY, and the load request itself (tritonclient's HTTP client; user:password@ in a URL becomes
+Basic auth)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ DEFAULT_LOAD_TIMEOUT_S = 300.0
 
 
 def load_timeout() -> float:
-    """How long a load request may take: the server answers only once the model is loaded (minutes for a
-    large one), so this is longer than the network deadline; the index request before it is not."""
+    """How long a load request may take: the server answers only once the model is loaded (minutes
+    for a large one), so this is longer than the network deadline; the index request before it is
+    not."""
     try:
         value = float(os.environ.get(LOAD_TIMEOUT_ENV, DEFAULT_LOAD_TIMEOUT_S))
     except ValueError:
@@ -24,10 +26,10 @@ def load_timeout() -> float:
 
 
 def repository_index(url: str) -> tuple[dict[str, str] | None, str | None]:
-    """(model → state in the server's repository index, None) or (None, why it could not be asked); a model its
-    repository holds but it never loaded has state '' (Triton lists those without one). The index request
-    waits at most the network deadline, so a server that never answers is found in that time and is sent no
-    load request."""
+    """(model → state in the server's repository index, None) or (None, why it could not be asked);
+    a model its repository holds but it never loaded has state '' (Triton lists those without one).
+    The index request waits at most the network deadline, so a server that never answers is found in
+    that time and is sent no load request."""
     from tritonbuild.core.objstore import deadline, deadline_words, within_deadline
 
     def ask():
@@ -44,8 +46,9 @@ def repository_index(url: str) -> tuple[dict[str, str] | None, str | None]:
             None,
             text if "network deadline" in text else f"no answer within {deadline_words()}: {text}",
         )
-    # NOTE: a model unloaded from this server (reason 'unloaded': by its operator, or by us after it could not
-    # load it) is one it does not serve, as one never loaded: neither is asked for it while another serves it
+    # NOTE: a model unloaded from this server (reason 'unloaded': by its operator, or by us after it
+    # could not load it) is one it does not serve, as one never loaded: neither is asked for it
+    # while another serves it
     return {
         e["name"]: "" if e.get("reason") == "unloaded" else e.get("state") or ""
         for e in index or []
@@ -54,7 +57,8 @@ def repository_index(url: str) -> tuple[dict[str, str] | None, str | None]:
 
 
 def _no_answer(e: BaseException) -> bool:
-    """The server never answered (timed out, refused or unreachable), as opposed to answering an error."""
+    """The server never answered (timed out, refused or unreachable), as opposed to answering an
+    error."""
     from tritonbuild.core.objstore import classify
 
     return (
@@ -73,13 +77,14 @@ def mapped_models(url: str) -> set[str] | None:
 
 
 def notify_all(urls: tuple[str, ...], changed: set[str], published: list[str]) -> list[dict]:
-    """Per server: load each model whose config.pbtxt changed and each published one it does not have READY
-    (absent, or UNAVAILABLE after a failed load); a server that does not answer its index is reported once
-    per changed model, with no load request sent. In a mixed fleet a server is asked only for the models it
-    serves: those the operator maps to it (URL#MODEL,MODEL), else those its index shows a state for (loaded,
-    loading, or a failed load); a model no notified server serves yet (new, or every server restarted) is asked
-    of every unmapped server; one left out is reported as skipped, with the servers that serve it. A server
-    whose load of a model failed while another serves it is asked again only when that model changes."""
+    """Per server: load each model whose config.pbtxt changed and each published one it does not
+    have READY (absent, or UNAVAILABLE after a failed load); a server that does not answer its index
+    is reported once per changed model, with no load request sent. In a mixed fleet a server is
+    asked only for the models it serves: those the operator maps to it (URL#MODEL,MODEL), else those
+    its index shows a state for (loaded, loading, or a failed load); a model no notified server
+    serves yet (new, or every server restarted) is asked of every unmapped server; one left out is
+    reported as skipped, with the servers that serve it. A server whose load of a model failed while
+    another serves it is asked again only when that model changes."""
     indexes = {url: repository_index(url) for url in urls}
     served = {
         url: mapped_models(url)
@@ -97,40 +102,9 @@ def notify_all(urls: tuple[str, ...], changed: set[str], published: list[str]) -
     for url in urls:
         states, why = indexes[url]
         if states is None:
-            shown = _shown(url)
-            out += [
-                {"server": shown, "model": name, "ok": False, "status": None, "message": why}
-                for name in sorted(changed or set(published))
-                if name in served[url] or not mapped_models(url)
-            ]
-            continue
-        for name in sorted(changed | {name for name in published if states.get(name) != "READY"}):
-            serving = [other for other in urls if name in served[other]]
-            elsewhere = [other for other in urls if (name, other) in ready and other != url]
-            failed_here = states.get(name) == "UNAVAILABLE" and name not in changed and elsewhere
-            if (serving and url not in serving) or (
-                mapped_models(url) is not None and name not in served[url]
-            ):
-                out.append(
-                    _skipped(
-                        url,
-                        name,
-                        serving,
-                        "this server does not serve it (not mapped to it, or its "
-                        "repository index shows no load of it)",
-                    )
-                )
-            elif failed_here:
-                out.append(
-                    _skipped(
-                        url,
-                        name,
-                        elsewhere,
-                        "its last load failed here and it has not changed since",
-                    )
-                )
-            else:
-                out.append({**notify_server(url, name), "was_ready": states.get(name) == "READY"})
+            out += _unanswered(url, why, changed or set(published), served[url])
+        else:
+            out += _ask(url, states, urls, changed, published, served, ready)
     loaded = {
         (result["model"], result["server"])
         for result in out
@@ -138,6 +112,57 @@ def notify_all(urls: tuple[str, ...], changed: set[str], published: list[str]) -
     }
     loaded |= {(name, _shown(url)) for name, url in ready}
     return [_settle(result, loaded) for result in out]
+
+
+def _unanswered(url: str, why: str, names: set[str], served_here: set[str]) -> list[dict]:
+    """A server that did not answer its index: a failure for each model it would have been asked
+    for."""
+    shown = _shown(url)
+    return [
+        {"server": shown, "model": name, "ok": False, "status": None, "message": why}
+        for name in sorted(names)
+        if name in served_here or not mapped_models(url)
+    ]
+
+
+def _ask(
+    url: str,
+    states: dict[str, str],
+    urls: tuple[str, ...],
+    changed: set[str],
+    published: list[str],
+    served: dict[str, set[str]],
+    ready: set[tuple[str, str]],
+) -> list[dict]:
+    """A server that answered its index: each changed model, and each published one it does not have
+    READY, is loaded, or skipped with the reason (another server serves it; its last load here
+    failed)."""
+    out = []
+    for name in sorted(changed | {name for name in published if states.get(name) != "READY"}):
+        serving = [other for other in urls if name in served[other]]
+        elsewhere = [other for other in urls if (name, other) in ready and other != url]
+        failed_here = states.get(name) == "UNAVAILABLE" and name not in changed and elsewhere
+        if (serving and url not in serving) or (
+            mapped_models(url) is not None and name not in served[url]
+        ):
+            out.append(
+                _skipped(
+                    url,
+                    name,
+                    serving,
+                    "this server does not serve it (not mapped to it, or its "
+                    "repository index shows no load of it)",
+                )
+            )
+        elif failed_here:
+            out.append(
+                _skipped(
+                    url, name, elsewhere, "its last load failed here and it has not changed since"
+                )
+            )
+        else:
+            out.append({**notify_server(url, name), "was_ready": states.get(name) == "READY"})
+    return out
 
 
 def _skipped(url: str, name: str, serving: list[str], why: str) -> dict:
@@ -153,11 +178,12 @@ def _skipped(url: str, name: str, serving: list[str], why: str) -> dict:
 
 
 def _settle(result: dict, loaded: set[tuple[str, str]]) -> dict:
-    """A load this server refused (it answered an error) of a model it did not serve, which another server
-    loaded: this server cannot run it; reported, and not a failure of the publish. Triton keeps the failed
-    version's state (an unload leaves a version that is not READY as it is: core model_lifecycle.cc
-    AsyncUnload), so under strict readiness the server reports not-ready until a load of it succeeds: run the
-    fleet with --strict-readiness=false (deploy-snippets does) or map models to servers (URL#MODEL,...)."""
+    """A load this server refused (it answered an error) of a model it did not serve, which another
+    server loaded: this server cannot run it; reported, and not a failure of the publish. Triton
+    keeps the failed version's state (an unload leaves a version that is not READY as it is: core
+    model_lifecycle.cc AsyncUnload), so under strict readiness the server reports not-ready until a
+    load of it succeeds: run the fleet with --strict-readiness=false (deploy-snippets does) or map
+    models to servers (URL#MODEL,...)."""
     was_ready = result.pop("was_ready", True)
     if result["ok"] or result.get("status") is None or was_ready:
         return result
@@ -177,8 +203,9 @@ def _settle(result: dict, loaded: set[tuple[str, str]]) -> dict:
 
 
 def failures(results: list[dict]) -> list[dict]:
-    """The notify results that fail a publish or rollback: a server that did not answer, or a model no server
-    could load; one server that cannot run a model others serve is reported, not a failure."""
+    """The notify results that fail a publish or rollback: a server that did not answer, or a model
+    no server could load; one server that cannot run a model others serve is reported, not a
+    failure."""
     return [result for result in results if not result["ok"] and not result.get("cannot_run")]
 
 
@@ -190,8 +217,9 @@ def _shown(url: str) -> str:
 
 
 def notify_server(url: str, model: str, timeout: float | None = None) -> dict:
-    """Ask a tritonserver in explicit model-control mode to (re)load model, through tritonclient's HTTP client.
-    user:password@ in the URL becomes a Basic Authorization header; what we report shows the URL redacted."""
+    """Ask a tritonserver in explicit model-control mode to (re)load model, through tritonclient's
+    HTTP client. user:password@ in the URL becomes a Basic Authorization header; what we report
+    shows the URL redacted."""
     result = {"server": _shown(url), "model": model}
     timeout = timeout or load_timeout()
     try:

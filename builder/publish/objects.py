@@ -1,5 +1,5 @@
-"""Reading and writing objects at a target: atomic single-object writes, uploads, listings (retries are the
-drivers' own: core/objstore.py)."""
+"""Reading and writing objects at a target: atomic single-object writes, uploads, listings (retries
+are the drivers' own: core/objstore.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from tritonbuild.publish.target import Target, storage_error
 
 
 def write_bytes(target: Target, path: str, data: bytes) -> None:
-    """One object, all or nothing (os.replace locally; a single PUT on object stores: the target's driver)."""
+    """One object, all or nothing (os.replace locally; a single PUT on object stores: the target's
+    driver)."""
     _retry(target, f"write {path}", lambda: target.driver.write(target.fs, target.root, path, data))
 
 
@@ -29,8 +30,9 @@ def upload(target: Target, local: Path, path: str, reporter: Reporter) -> None:
 
 
 def _retry(target: Target, action: str, fn) -> None:
-    """One call: the drivers retry what is transient themselves (botocore's standard mode, with jitter; see
-    core/objstore.py); a second loop here would multiply their attempts and retry permanent errors too."""
+    """One call: the drivers retry what is transient themselves (botocore's standard mode, with
+    jitter; see core/objstore.py); a second loop here would multiply their attempts and retry
+    permanent errors too."""
     try:
         return fn()
     except Exception as e:  # noqa: BLE001 - every driver error is reported with the target and the fix
@@ -93,7 +95,8 @@ def read_state(target: Target) -> TargetManifest:
 
 
 def _is_build_manifest(data: bytes) -> bool:
-    """The build manifest (repository/manifest.py: models as a list, files, toolchain), not the target's."""
+    """The build manifest (repository/manifest.py: models as a list, files, toolchain), not the
+    target's."""
     try:
         doc = json.loads(data)
     except ValueError:
@@ -123,7 +126,8 @@ def remove_tree(target: Target, path: str) -> None:
 
 
 def check_reachable(target: Target) -> None:
-    """Fail before changing anything when the bucket is missing, credentials are bad, or the endpoint is down."""
+    """Fail before changing anything when the bucket is missing, credentials are bad, or the
+    endpoint is down."""
     try:
         target.driver.reach(target.fs, target.root, target.url)
     except PublishError:
@@ -145,9 +149,9 @@ def subdirs(target, path: str) -> list[str]:
 
 
 def abort_multipart_uploads(target: Target) -> list[Action]:
-    """Unfinished uploads a killed publish left under the target's prefix (S3 multipart uploads: invisible to
-    listings, billed until aborted), aborted by the target's driver. Called with the publish lock held: no
-    live publisher owns one."""
+    """Unfinished uploads a killed publish left under the target's prefix (S3 multipart uploads:
+    invisible to listings, billed until aborted), aborted by the target's driver. Called with the
+    publish lock held: no live publisher owns one."""
     try:
         aborted = target.driver.abort_uploads(target.fs, target.root)
     except Exception as e:  # noqa: BLE001
@@ -165,9 +169,9 @@ def abort_multipart_uploads(target: Target) -> list[Action]:
 
 
 def clean_temporaries(target: Target) -> list[Action]:
-    """Temporaries a killed publish left at a local target: at the root (where they are written), and inside
-    model and version directories (where tritonbuild before this release wrote them). Called with the publish
-    lock held: no live publisher is writing one."""
+    """Temporaries a killed publish left at a local target: at the root (where they are written),
+    and inside model and version directories (where tritonbuild before this release wrote them).
+    Called with the publish lock held: no live publisher is writing one."""
     if not target.driver.local or not os.path.isdir(target.root):
         return []
     actions = []
@@ -194,8 +198,9 @@ def clean_temporaries(target: Target) -> list[Action]:
 
 
 def clean_leftovers(target: Target, broken_lock: str | None, reporter: Reporter) -> list[Action]:
-    """What an interrupted publish left behind, removed under the lock: its lease (broken while taking the lock:
-    said here, in the receipt and the log), S3 multipart uploads, local temporaries."""
+    """What an interrupted publish left behind, removed under the lock: its lease (broken while
+    taking the lock: said here, in the receipt and the log), S3 multipart uploads, local
+    temporaries."""
     from tritonbuild.publish.models import LOCK_NAME
 
     actions = []

@@ -1,8 +1,9 @@
-"""The publish planner: what a publish does at a target, computed read-only from the repository and the target's
-state. `publish --dry-run` prints the plan; the real publish computes it under the lock and carries it out
-(protocol.py), so the two cannot disagree. Every refusal that depends only on the repository and the target's
-state is raised here, before anything is written: a published version with other content, a version_policy
-naming versions that are not complete, versions that cannot be served side by side."""
+"""The publish planner: what a publish does at a target, computed read-only from the repository and
+the target's state. `publish --dry-run` prints the plan; the real publish computes it under the lock
+and carries it out (protocol.py), so the two cannot disagree. Every refusal that depends only on the
+repository and the target's state is raised here, before anything is written: a published version
+with other content, a version_policy naming versions that are not complete, versions that cannot be
+served side by side."""
 
 from __future__ import annotations
 
@@ -16,51 +17,18 @@ from tritonbuild.errors import PublishError
 from tritonbuild.publish import objects
 from tritonbuild.publish.layout import in_version_dir, version_files
 from tritonbuild.publish.models import Action, PublishedModel, PublishedVersion, TargetManifest
+from tritonbuild.publish.pinning import pinned_config, version_config_name
 from tritonbuild.publish.target import Target
 from tritonbuild.repository.manifest import Manifest, ManifestModel
-from tritonbuild.triton.config import ConfigParseError, config_bytes, parse, render
+from tritonbuild.triton.config import config_bytes, parse
 
 JOBS = 8
 
 
-def version_config_name(version: int) -> str:
-    """Each version's own config, kept beside config.pbtxt (Triton reads only config.pbtxt and version
-    directories; files in the model directory are ignored, like golden-v<N>.npz)."""
-    return f"config-v{version}.pbtxt"
-
-
-def pinned_config(config: bytes, live: list[int]) -> bytes:
-    model_config = parse(config)
-    model_config.ClearField("version_policy")
-    model_config.version_policy.specific.versions.extend(live)
-    if not live:
-        model_config.version_policy.specific.SetInParent()
-    return render(model_config)
-
-
-def parse_remote(config: bytes, where: str):
-    """A config.pbtxt read from a target: one that does not parse is a PublishError naming the object."""
-    try:
-        return parse(config)
-    except ConfigParseError as e:
-        raise PublishError(
-            f"{where} at the target is not a valid Triton model config: {e}",
-            where=where,
-            hint="restore that object (publish the model again, or put back the file)",
-        ) from None
-
-
-def live_version(config: bytes | None, where: str = "config.pbtxt") -> int | None:
-    if config is None:
-        return None
-    vp = parse_remote(config, where).version_policy
-    versions = list(vp.specific.versions) if vp.WhichOneof("policy_choice") == "specific" else []
-    return max(versions) if versions else None
-
-
 @dataclass(frozen=True)
 class VersionStep:
-    """One version of one model: the files to upload, its own config to store, the record it becomes."""
+    """One version of one model: the files to upload, its own config to store, the record it
+    becomes."""
 
     model: ManifestModel
     files: dict[str, FileEntry]  # model-directory relative path → entry
@@ -131,7 +99,8 @@ def plan_publish(
     verification: str,
     keep: int | None,
 ) -> PublishPlan:
-    """What publishing root's repository onto target (whose manifest is `state`) does, without writing."""
+    """What publishing root's repository onto target (whose manifest is `state`) does, without
+    writing."""
     models = dict(state.models)
     steps = []
     for name, versions in group(manifest).items():
@@ -171,30 +140,7 @@ def _plan_model(
     }
     serving = _serving(target, name, local_config, versions[-1].version, complete, own)
     new_config = pinned_config(local_config, serving)
-    create = (
-        []
-        if current is not None
-        else [
-            Action(
-                model=name,
-                version=None,
-                action="create",
-                detail="config.pbtxt pinning no version (Triton loads nothing yet)",
-            )
-        ]
-    )
-    switch = (
-        []
-        if new_config == current
-        else [
-            Action(
-                model=name,
-                version=serving[-1],
-                action="switch",
-                detail=f"config.pbtxt pins version{'s' if len(serving) > 1 else ''} {', '.join(map(str, serving))}",
-            )
-        ]
-    )
+    create, switch = _config_actions(name, current, new_config, serving)
     return ModelStep(
         name=name,
         placeholder=None if current is not None else pinned_config(local_config, []),
@@ -211,6 +157,39 @@ def _plan_model(
     )
 
 
+def _config_actions(
+    name: str, current: bytes | None, new_config: bytes, serving: list[int]
+) -> tuple[list[Action], list[Action]]:
+    """(create, switch): a config.pbtxt pinning no version where the model has none yet, and the
+    write of the one pinning the served versions where it differs from the target's."""
+    create = (
+        []
+        if current is not None
+        else [
+            Action(
+                model=name,
+                version=None,
+                action="create",
+                detail="config.pbtxt pinning no version (Triton loads nothing yet)",
+            )
+        ]
+    )
+    pinned = f"version{'s' if len(serving) > 1 else ''} {', '.join(map(str, serving))}"
+    switch = (
+        []
+        if new_config == current
+        else [
+            Action(
+                model=name,
+                version=serving[-1],
+                action="switch",
+                detail=f"config.pbtxt pins {pinned}",
+            )
+        ]
+    )
+    return create, switch
+
+
 def _plan_version(
     manifest: Manifest,
     target: Target,
@@ -225,8 +204,8 @@ def _plan_version(
             done.files, model.version
         ) != in_version_dir(files, model.version):
             raise PublishError(
-                f"{model.name} version {model.version} is already published with different content; "
-                "a published version is never rewritten",
+                f"{model.name} version {model.version} is already published with different "
+                "content; a published version is never rewritten",
                 where=target.url,
                 hint=f"bump 'version' in {model.recipe_path}, rebuild, verify, publish",
             )
@@ -249,7 +228,8 @@ def _plan_version(
     )
     own = None
     if record.config_sha256 is None:
-        # NOTE: stored before the switch, so a rollback to this version can restore its own interface.
+        # NOTE: stored before the switch, so a rollback to this version can restore its own
+        # interface.
         own = pinned_config(local_config, [model.version])
         record = record.model_copy(update={"config_sha256": sha256_bytes(own)})
     return VersionStep(
@@ -260,8 +240,8 @@ def _plan_version(
 def _file_actions(
     target: Target, model: ManifestModel, files: dict[str, FileEntry]
 ) -> tuple[list[Action], list]:
-    """upload or skip for each file of an incomplete version: skipped only when the object at the target has the
-    same size and sha256 (an interrupted upload is completed, never trusted)."""
+    """upload or skip for each file of an incomplete version: skipped only when the object at the
+    target has the same size and sha256 (an interrupted upload is completed, never trusted)."""
     remote = objects.remote_sizes(target, target.path(model.name))
 
     def same(item: tuple[str, FileEntry]) -> bool:
@@ -296,10 +276,10 @@ def _serving(
     complete: dict[int, PublishedVersion],
     own: dict[int, bytes],
 ) -> list[int]:
-    """The versions config.pbtxt pins: the recipe's version_policy (latest N up to the version published,
-    specific, all) over the versions complete at the target once this publish's are, so nothing half-written is
-    ever named. Triton serves every pinned version under one config.pbtxt: their own configs (config-v<N>.pbtxt,
-    stored or about to be: `own`) must match."""
+    """The versions config.pbtxt pins: the recipe's version_policy (latest N up to the version
+    published, specific, all) over the versions complete at the target once this publish's are, so
+    nothing half-written is ever named. Triton serves every pinned version under one config.pbtxt:
+    their own configs (config-v<N>.pbtxt, stored or about to be: `own`) must match."""
     vp = parse(local_config).version_policy
     kind = vp.WhichOneof("policy_choice")
     if kind == "specific":
@@ -307,8 +287,8 @@ def _serving(
         missing = [v for v in serving if v not in complete]
         if missing:
             raise PublishError(
-                f"{name}: version_policy.specific names versions {missing}, which are not complete at "
-                f"the target (complete: {sorted(complete)})",
+                f"{name}: version_policy.specific names versions {missing}, which are not complete "
+                f"at the target (complete: {sorted(complete)})",
                 where=target.url,
                 hint="publish those versions first (each from its build), or change the policy",
             )
@@ -332,8 +312,9 @@ def _serving(
                     else "has another config (inputs, outputs or settings)"
                 )
                 raise PublishError(
-                    f"{name}: version {v} {why}; Triton serves every version a version_policy names "
-                    f"under one config.pbtxt, so versions {serving} cannot be served side by side",
+                    f"{name}: version {v} {why}; Triton serves every version a version_policy "
+                    f"names under one config.pbtxt, so versions {serving} cannot be served side "
+                    "by side",
                     where=target.url,
                     hint="serve one version (latest 1), or republish the "
                     "versions from builds with the same config; nothing was written to the target",
@@ -342,8 +323,9 @@ def _serving(
 
 
 def prune_actions(state: TargetManifest, keep: int | None, live: dict[str, int]) -> list[Action]:
-    """The complete versions older than the live one beyond --keep (the served ones never), newest kept first. A
-    version newer than the live one (published, not pinned: a specific policy) is not old: it stays."""
+    """The complete versions older than the live one beyond --keep (the served ones never), newest
+    kept first. A version newer than the live one (published, not pinned: a specific policy) is not
+    old: it stays."""
     if keep is None:
         return []
     out = []
@@ -365,8 +347,8 @@ def prune_actions(state: TargetManifest, keep: int | None, live: dict[str, int])
 
 
 def _orphans(target: Target, state: TargetManifest) -> list[Action]:
-    """Version directories older than the live one that the manifest no longer lists: left by a prune that
-    was interrupted between forgetting and deleting them."""
+    """Version directories older than the live one that the manifest no longer lists: left by a
+    prune that was interrupted between forgetting and deleting them."""
     from tritonbuild.repository.rules import VERSION_RE
 
     out = []

@@ -1,16 +1,18 @@
-"""The publish protocol. Triton serves what config.pbtxt's version_policy pins; a single-object write of
-config.pbtxt is the switch, and the target manifest, written last, is the commit record.
+"""The publish protocol. Triton serves what config.pbtxt's version_policy pins; a single-object
+write of config.pbtxt is the switch, and the target manifest, written last, is the commit record.
 
 For each model, in order:
-1. a new model first gets its config.pbtxt with an empty `specific {}` policy (Triton loads nothing);
-2. the new version's objects are uploaded (only missing or different ones) and checked (listing, sizes);
-3. config.pbtxt is rewritten pinning `specific { versions: [N] }`: the switch;
-then the target manifest records the complete versions and which is live; pruning comes after it.
-A published (complete) version is never rewritten; a version directory not in the target manifest is an
-interrupted upload and is completed by the next run.
+1. a new model first gets its config.pbtxt with an empty `specific {}` policy (Triton loads
+   nothing);
+2. the new version's objects are uploaded (only missing or different ones) and checked (listing,
+   sizes);
+3. config.pbtxt is rewritten pinning `specific { versions: [N] }`: the switch; then the target
+   manifest records the complete versions and which is live; pruning comes after it. A published
+   (complete) version is never rewritten; a version directory not in the target manifest is an
+   interrupted upload and is completed by the next run.
 
-What is done is decided first, read-only, by planner.plan_publish (under the lock); this module carries the
-plan out, and `--dry-run` returns the same plan's actions without the lock or a write.
+What is done is decided first, read-only, by planner.plan_publish (under the lock); this module
+carries the plan out, and `--dry-run` returns the same plan's actions without the lock or a write.
 """
 
 from __future__ import annotations
@@ -21,15 +23,16 @@ from pathlib import Path
 
 from tritonbuild.core.cas import FileEntry
 from tritonbuild.core.hashing import file_hashes, pretty_json
+from tritonbuild.core.location import Location
 from tritonbuild.core.progress import SILENT, Reporter
-from tritonbuild.core.stores import Location
 from tritonbuild.errors import PublishError, UsageError
 from tritonbuild.publish import objects
 from tritonbuild.publish.gate import gate
 from tritonbuild.publish.lock import TargetLock
 from tritonbuild.publish.models import TARGET_MANIFEST, Action, PublishReceipt, TargetManifest
 from tritonbuild.publish.notify import notify_all
-from tritonbuild.publish.planner import ModelStep, PublishPlan, plan_publish, version_config_name
+from tritonbuild.publish.pinning import version_config_name
+from tritonbuild.publish.planner import ModelStep, PublishPlan, plan_publish
 from tritonbuild.publish.target import Target, open_target
 from tritonbuild.repository.manifest import MANIFEST_NAME, Manifest, ManifestModel, read_repository
 
@@ -37,11 +40,11 @@ JOBS = 8
 
 
 def check_local_files(root: Path, manifest: Manifest) -> None:
-    """Every file we may send, checked again now: bytes changed since verify (a flipped bit in a weight, an
-    edited model.py) stop the publish before anything is written, naming the file. Through the stat-keyed
-    file-hash cache (core/hashing.py: size, mtime, inode and ctime, which any write moves and no user call sets
-    back): a file untouched since it was last hashed is not read again, so publishing an unchanged multi-GB
-    repository costs a stat per file."""
+    """Every file we may send, checked again now: bytes changed since verify (a flipped bit in a
+    weight, an edited model.py) stop the publish before anything is written, naming the file.
+    Through the stat-keyed file-hash cache (core/hashing.py: size, mtime, inode and ctime, which any
+    write moves and no user call sets back): a file untouched since it was last hashed is not read
+    again, so publishing an unchanged multi-GB repository costs a stat per file."""
     from tritonbuild.core.cachedir import default_cache_dir
 
     hashes = file_hashes(default_cache_dir())  # the build cache's, where build and plan keep theirs
@@ -140,14 +143,15 @@ class _Publisher:
         bad = [rel for rel, e in files.items() if remote.get(rel) != e.size]
         if bad:
             raise PublishError(
-                f"{model.name} v{model.version}: after upload, {bad[:3]} are missing or the wrong size",
+                f"{model.name} v{model.version}: after upload, {bad[:3]} are missing or the wrong "
+                "size",
                 where=self.target.url,
                 hint="re-run publish: it resumes",
             )
 
     def prune(self, plan: PublishPlan) -> TargetManifest:
-        """Orphans removed; then the versions beyond --keep forgotten (the manifest written), then removed: a
-        crash in between leaves only unreferenced objects."""
+        """Orphans removed; then the versions beyond --keep forgotten (the manifest written), then
+        removed: a crash in between leaves only unreferenced objects."""
         target, state = self.target, plan.state
         for action in plan.orphans:
             objects.remove_tree(target, target.path(action.model, str(action.version)))
@@ -228,8 +232,8 @@ def publish(
             target, target.path(TARGET_MANIFEST), pretty_json(plan.state.model_dump(mode="json"))
         )
         state = publisher.prune(plan)
-    # Only models whose config.pbtxt changed: an unchanged model needs no reload (and a load request for a
-    # model the server cannot serve would flip it to not-ready).
+    # Only models whose config.pbtxt changed: an unchanged model needs no reload (and a load request
+    # for a model the server cannot serve would flip it to not-ready).
     changed = {
         action.model for action in publisher.actions if action.action in ("create", "switch")
     }

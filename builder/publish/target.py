@@ -1,17 +1,19 @@
-"""A publish target: a Location opened through its store's driver (core/stores.py), and the one way a store's
-errors are reported (the target, what failed, the fix for that store).
+"""A publish target: a Location opened through its store's driver (core/stores.py), and the one way
+a store's errors are reported (the target, what failed, the fix for that store).
 
-Credentials come only from each driver's standard chain (env, profiles, instance metadata); tritonbuild
-never reads, prints or stores them.
+Credentials come only from each driver's standard chain (env, profiles, instance metadata);
+tritonbuild never reads, prints or stores them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tritonbuild.core.drivers import Driver
+from tritonbuild.core.location import Location
 from tritonbuild.core.objstore import deadline_words
 from tritonbuild.core.secrets import redact
-from tritonbuild.core.stores import Driver, Location, as_location
+from tritonbuild.core.stores import as_location, driver_for
 from tritonbuild.errors import PublishError
 
 
@@ -28,7 +30,7 @@ class Target:
 
     @property
     def driver(self) -> Driver:
-        return self.location.driver
+        return driver_for(self.location.scheme, self.location.url)
 
     @property
     def is_local(self) -> bool:
@@ -44,7 +46,7 @@ class Target:
 
 def open_target(where: Location | str, *, endpoint_url: str | None = None) -> Target:
     location = as_location(where, endpoint_url)
-    driver = location.driver
+    driver = driver_for(location.scheme, location.url)
     try:
         fs, root = driver.open(location)
     except ImportError:
@@ -67,10 +69,11 @@ def open_target(where: Location | str, *, endpoint_url: str | None = None) -> Ta
 
 
 def storage_error(where: Target | Location, action: str, e: BaseException) -> PublishError:
-    """A driver exception as a PublishError that names the target and the likely fix, with no secrets; the
-    fix is chosen by the service's error code and the exception's type, never by words in its message."""
+    """A driver exception as a PublishError that names the target and the likely fix, with no
+    secrets; the fix is chosen by the service's error code and the exception's type, never by words
+    in its message."""
     text = redact(f"{type(e).__name__}: {e}")
-    driver = where.driver
+    driver = where.driver if isinstance(where, Target) else driver_for(where.scheme, where.url)
     kind = driver.classify(e)
     hint = {
         "no-bucket": "create the bucket first, or fix its name",

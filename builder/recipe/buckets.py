@@ -1,5 +1,5 @@
-"""batch_buckets: the recipe's rules for fixed batch buckets (what generates them lives in the backends that
-honour them: the Python-backend wrapper and the TorchScript export)."""
+"""batch_buckets: the recipe's rules for fixed batch buckets (what generates them lives in the
+backends that honour them: the Python-backend wrapper and the TorchScript export)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pydantic import Field
 
 from tritonbuild.recipe.problem import Problem
 
-# The key, declared by the recipe types of the backends that honour it (PythonRecipe, PyTorchRecipe); any other
-# kind refuses it as an unknown key.
+# The key, declared by the recipe types of the backends that honour it (PythonRecipe,
+# PyTorchRecipe); any other kind refuses it as an unknown key.
 Buckets = list[Annotated[int, Field(ge=1, le=2**31 - 1)]] | None
 
 
@@ -24,7 +24,8 @@ def buckets_field():
 
 
 def bucket_rules(recipe) -> list[Problem]:
-    """batch_buckets: ascending sizes of a batching model, the largest holding every batch Triton may form."""
+    """batch_buckets: ascending sizes of a batching model, the largest holding every batch Triton
+    may form."""
     buckets = getattr(recipe, "batch_buckets", None)
     if not buckets:
         return []

@@ -1,4 +1,5 @@
-"""Composition recipes: an ensemble (Triton's scheduler) or a BLS Python model chaining other recipes' models."""
+"""Composition recipes: an ensemble (Triton's scheduler) or a BLS Python model chaining other
+recipes' models."""
 
 from __future__ import annotations
 
@@ -44,9 +45,16 @@ class CompositionRecipe(Named):
 def check_composition_rules(
     recipe: CompositionRecipe, backend_problems: list[tuple]
 ) -> list[tuple]:
-    """Data flow in step order: every tensor read is an input or written earlier; every output written;
-    nothing written and never read; no step calls the composition itself. Then the backend's own rules
-    (Backend.check_recipe, passed in by recipe.kinds)."""
+    """Data flow in step order: every tensor read is an input or written earlier; every output
+    written; nothing written and never read; no step calls the composition itself. Then the
+    backend's own rules (Backend.check_recipe, passed in by recipe.kinds)."""
+    out, produced_by, read = _step_flow(recipe)
+    return out + _unconnected(recipe, produced_by, read) + backend_problems
+
+
+def _step_flow(recipe: CompositionRecipe) -> tuple[list[tuple], dict[str, int], set[str]]:
+    """(problems, the step that writes each tensor, the tensors read), walking the steps in order: a
+    step that calls the composition itself, reads a tensor not yet written, or writes one twice."""
     out = []
     available = {spec.name for spec in recipe.inputs}
     produced_by: dict[str, int] = {}
@@ -63,23 +71,7 @@ def check_composition_rules(
         for model_input, tensor in step.inputs.items():
             read.add(tensor)
             if tensor not in available:
-                later = [
-                    j
-                    for j, other in enumerate(recipe.steps)
-                    if j >= i and tensor in other.outputs.values()
-                ]
-                why = (
-                    f"it is written only by step {later[0]}, not before (a cycle)"
-                    if later
-                    else "nothing provides it"
-                )
-                out.append(
-                    (
-                        ("steps", i, "inputs", model_input),
-                        f"step {i} ({step.model}) reads {tensor!r} but {why}",
-                        f"map {model_input!r} to one of {sorted(available)}",
-                    )
-                )
+                out.append(_unavailable(recipe, i, model_input, tensor, available))
         for model_output, tensor in step.outputs.items():
             if tensor in produced_by or tensor in {spec.name for spec in recipe.inputs}:
                 out.append(
@@ -91,6 +83,33 @@ def check_composition_rules(
                 )
             produced_by[tensor] = i
             available.add(tensor)
+    return out, produced_by, read
+
+
+def _unavailable(
+    recipe: CompositionRecipe, i: int, model_input: str, tensor: str, available: set[str]
+) -> tuple:
+    """Step i reads a tensor nothing wrote before it: written only later (a cycle), or never."""
+    later = [
+        j for j, other in enumerate(recipe.steps) if j >= i and tensor in other.outputs.values()
+    ]
+    why = (
+        f"it is written only by step {later[0]}, not before (a cycle)"
+        if later
+        else "nothing provides it"
+    )
+    return (
+        ("steps", i, "inputs", model_input),
+        f"step {i} ({recipe.steps[i].model}) reads {tensor!r} but {why}",
+        f"map {model_input!r} to one of {sorted(available)}",
+    )
+
+
+def _unconnected(
+    recipe: CompositionRecipe, produced_by: dict[str, int], read: set[str]
+) -> list[tuple]:
+    """Pipeline outputs no step writes, step outputs nothing uses, pipeline inputs no step reads."""
+    out = []
     outputs = {spec.name for spec in recipe.outputs}
     for j, spec in enumerate(recipe.outputs):
         if spec.name not in produced_by:
@@ -119,7 +138,7 @@ def check_composition_rules(
                     "remove it or use it",
                 )
             )
-    return out + backend_problems
+    return out
 
 
 def composition_cycles(recipes: list) -> list[list[str]]:

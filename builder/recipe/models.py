@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -14,22 +13,14 @@ from pydantic import (
     model_validator,
 )
 
-from tritonbuild.recipe.buckets import bucket_rules
-from tritonbuild.recipe.problem import Problem
+from tritonbuild.recipe.names import NAME_MAX, valid_name, valid_tensor_name
 from tritonbuild.recipe.tune import Tune
 
 SCHEMA_VERSION = 1
-NAME_RE = re.compile(
-    r"[A-Za-z0-9_][A-Za-z0-9_.-]*"
-)  # NOTE: fullmatch: '$' would let a trailing newline pass
-# A model name is one directory name in the repository (and one path segment of an object key): Linux's NAME_MAX
-# (255 bytes, <linux/limits.h>; os.pathconf(dir, "PC_NAME_MAX") says the same on ext4/xfs/tmpfs) bounds it.
-NAME_MAX = 255
-# A tensor name becomes a file name too (<model>/warmup/<tensor> for warmup data) and travels in config.pbtxt.
-TENSOR_NAME_BAD = re.compile(r"[/\\\x00-\x1f\x7f]")
 
-# Ranges of the ModelConfig proto fields recipe integers end up in (tritonclient.grpc.model_config_pb2; a test
-# checks each against the proto's field type): a value beyond them must fail at load, not at Triton's.
+# Ranges of the ModelConfig proto fields recipe integers end up in
+# (tritonclient.grpc.model_config_pb2; a test checks each against the proto's field type): a value
+# beyond them must fail at load, not at Triton's.
 INT32_MAX, INT64_MAX, UINT32_MAX, UINT64_MAX = 2**31 - 1, 2**63 - 1, 2**32 - 1, 2**64 - 1
 
 # Recipe dtype name → Triton data type (model_config.proto DataType).
@@ -49,7 +40,8 @@ DTYPES = {
     "bf16": "TYPE_BF16",
     "bytes": "TYPE_STRING",
 }
-# Other spellings of a dtype (numpy/torch names, C names, Triton's TYPE_ names): the recipe's name, for the hint.
+# Other spellings of a dtype (numpy/torch names, C names, Triton's TYPE_ names): the recipe's name,
+# for the hint.
 DTYPE_SPELLINGS = {
     "float32": "fp32",
     "float": "fp32",
@@ -86,41 +78,6 @@ DType = Literal[
 ]
 
 
-def valid_name(v: str, max_bytes: int = NAME_MAX) -> str:
-    """A Triton model name that is also a safe directory name."""
-    if not NAME_RE.fullmatch(v) or v in (".", ".."):
-        raise ValueError(
-            f"{v!r} is not a valid model name: use letters, digits, '_', '.', '-' and start with "
-            "a letter, digit or '_' (no '/', '..', spaces, quotes or line breaks)"
-        )
-    if len(v.encode()) > max_bytes:
-        raise ValueError(
-            f"model name is {len(v.encode())} bytes long; the limit is {max_bytes} (it is a directory "
-            f"name, and NAME_MAX is {NAME_MAX})"
-        )
-    return v
-
-
-def valid_tensor_name(v: str) -> str:
-    """A tensor name that is safe as a file name (warmup data) and in config.pbtxt."""
-    bad = TENSOR_NAME_BAD.search(v)
-    if bad or v in (".", "..") or v != v.strip():
-        what = (
-            f"character {bad.group()!r}"
-            if bad
-            else "surrounding spaces"
-            if v != v.strip()
-            else "a dot name"
-        )
-        raise ValueError(
-            f"{v!r} is not a valid tensor name ({what}): no '/', '\\', control characters, "
-            "surrounding spaces, '.' or '..'"
-        )
-    if len(v.encode()) > NAME_MAX:
-        raise ValueError(f"tensor name is {len(v.encode())} bytes long; the limit is {NAME_MAX}")
-    return v
-
-
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -129,7 +86,8 @@ class TensorSpec(Strict):
     name: str = Field(description="Tensor name as the model sees it.", min_length=1)
     dtype: DType = Field(description="Element type.")
     dims: list[Annotated[int, Field(le=INT64_MAX)]] = Field(
-        description="Shape without the batch dimension when max_batch_size > 0; -1 marks a variable dimension."
+        description="Shape without the batch dimension when max_batch_size > 0; -1 marks a "
+        "variable dimension."
     )
     optional: bool = Field(False, description="Input may be omitted by clients (inputs only).")
 
@@ -308,7 +266,8 @@ class Verify(Strict):
 
     @model_serializer(mode="wrap")
     def _drop_empty_tolerance(self, handler):
-        # NOTE: a recipe without tolerances or under_load serializes as before (manifests stay byte-identical).
+        # NOTE: a recipe without tolerances or under_load serializes as before (manifests stay
+        # byte-identical).
         data = handler(self)
         if isinstance(data, dict):
             for key in ("tolerance", "under_load"):
@@ -397,178 +356,3 @@ class Recipe(Strict):
     )
 
     _name = field_validator("name")(classmethod(lambda cls, v: valid_name(v)))
-
-
-def _batching_problems(recipe: Recipe) -> list[Problem]:
-    """The dynamic batcher's rules (Triton's ValidateModelConfig)."""
-    batching = recipe.batching
-    if batching is None:
-        return []
-    out: list[Problem] = []
-    # NOTE: Triton accepts dynamic_batching with max_batch_size 0 (queueing, priorities, timeouts without
-    # batching); only a preferred size above max_batch_size is refused (ValidateModelConfig, core r24.10).
-    for i, size in enumerate(batching.preferred_batch_sizes):
-        if size > recipe.max_batch_size:
-            out.append(
-                (
-                    ("batching", "preferred_batch_sizes", i),
-                    f"preferred batch size {size} exceeds max_batch_size {recipe.max_batch_size}",
-                    f"use sizes <= {recipe.max_batch_size} or raise max_batch_size",
-                )
-            )
-    if (
-        batching.priority_levels
-        and not 1 <= batching.default_priority_level <= batching.priority_levels
-    ):
-        out.append(
-            (
-                ("batching", "default_priority_level"),
-                f"default_priority_level {batching.default_priority_level} is outside "
-                f"[1, {batching.priority_levels}]",
-                "set it between 1 and priority_levels",
-            )
-        )
-    for level in batching.priority_queue_policy:
-        if not 1 <= level <= batching.priority_levels:
-            out.append(
-                (
-                    ("batching", "priority_queue_policy", level),
-                    f"priority level {level} is outside [1, {batching.priority_levels}]",
-                    "fix the level",
-                )
-            )
-    if batching.preserve_ordering and batching.priority_levels > 1:
-        out.append(
-            (
-                ("batching", "preserve_ordering"),
-                "preserve_ordering forbids more than one priority level",
-                "drop preserve_ordering or use priority_levels <= 1",
-            )
-        )
-    if batching.preserve_ordering:
-        # Triton (core r24.10 model_config_utils.cc ValidateModelConfig) refuses a DELAY action that can
-        # trigger (a non-zero timeout) when responses must keep request order.
-        policies = [
-            (("batching", "default_queue_policy"), batching.default_queue_policy),
-            *(
-                (("batching", "priority_queue_policy", level), policy)
-                for level, policy in batching.priority_queue_policy.items()
-            ),
-        ]
-        for loc, policy in policies:
-            if (
-                policy is not None
-                and policy.timeout_action == "delay"
-                and policy.default_timeout_us
-            ):
-                out.append(
-                    (
-                        (*loc, "timeout_action"),
-                        "timeout_action delay with preserve_ordering: Triton "
-                        "refuses it ('Queue policy can not have DELAY as timeout action when "
-                        "'preserve_ordering' is true')",
-                        "use timeout_action: reject, or drop preserve_ordering",
-                    )
-                )
-    return out
-
-
-def check_rules(recipe: Recipe, backend_problems: list[Problem]) -> list[Problem]:
-    """Cross-field rules, each tied to the key a user has to change (Triton's own load rules). The rules of
-    the recipe's backend (Backend.check_recipe, passed in by recipe.kinds.check) are reported after the serving
-    rules (batching, instances) and before the model-wide ones (warmup, tune, dims)."""
-    out = _batching_problems(recipe) + bucket_rules(recipe)
-    for i, group in enumerate(recipe.instances):
-        if group.kind in ("cpu", "model") and group.gpus:
-            out.append(
-                (
-                    ("instances", i, "gpus"),
-                    f"kind {group.kind} cannot list gpus {group.gpus}",
-                    "remove 'gpus' or use kind: gpu",
-                )
-            )
-        if group.kind == "gpu" and recipe.target == "cpu":
-            out.append(
-                (
-                    ("instances", i, "kind"),
-                    "kind gpu but the recipe's target is cpu (a CPU server fails "
-                    "to load KIND_GPU instances)",
-                    "use kind: cpu, or set target: gpu",
-                )
-            )
-    out += backend_problems
-    warmup = recipe.warmup
-    if warmup is not None and warmup.batch_size > max(1, recipe.max_batch_size):
-        out.append(
-            (
-                ("warmup", "batch_size"),
-                f"warmup batch_size {warmup.batch_size} exceeds max_batch_size "
-                f"{recipe.max_batch_size}",
-                f"use a batch_size <= {max(1, recipe.max_batch_size)}",
-            )
-        )
-    if warmup is not None and warmup.data == "goldens" and not recipe.verify.goldens:
-        out.append(
-            (
-                ("warmup", "data"),
-                "warmup from goldens needs verify.goldens",
-                "set verify.goldens or use data: zero",
-            )
-        )
-    tune = recipe.tune
-    if tune is not None:
-        for i, size in enumerate(tune.batch_sizes or []):
-            if size > recipe.max_batch_size:
-                out.append(
-                    (
-                        ("tune", "batch_sizes", i),
-                        f"batch size {size} exceeds max_batch_size "
-                        f"{recipe.max_batch_size} (the cap tune searches under)",
-                        f"use sizes <= {recipe.max_batch_size} or raise max_batch_size",
-                    )
-                )
-        if tune.instance_kind == "gpu" and recipe.target == "cpu":
-            out.append(
-                (
-                    ("tune", "instance_kind"),
-                    "kind gpu but the recipe's target is cpu",
-                    "set target: gpu",
-                )
-            )
-    out += _duplicate_tensors(recipe)
-    if recipe.max_batch_size > 0:
-        for key in ("inputs", "outputs"):
-            for i, tensor in enumerate(getattr(recipe, key) or []):
-                if not tensor.dims:
-                    out.append(
-                        (
-                            (key, i, "dims"),
-                            "empty dims with max_batch_size > 0 (the tensor would be "
-                            "only the batch dimension)",
-                            "use dims: [1]",
-                        )
-                    )
-    return out
-
-
-def _duplicate_tensors(recipe: Recipe) -> list[Problem]:
-    """A tensor name listed twice among the inputs (or the outputs), refused at the second occurrence. Seen with
-    tritonserver 2.51 (embedded): a python model with inputs [X, X] loads, then refuses every request
-    ("expected 2 inputs but got 1 inputs"): a request carries one tensor per name, so the model cannot be
-    called; two outputs of one name cannot be told apart in a response."""
-    out: list[Problem] = []
-    for key in ("inputs", "outputs"):
-        first: dict[str, int] = {}
-        for i, tensor in enumerate(getattr(recipe, key) or []):
-            if tensor.name in first:
-                out.append(
-                    (
-                        (key, i, "name"),
-                        f"{key[:-1]} name {tensor.name!r} is already used by {key}"
-                        f"[{first[tensor.name]}] (a request or response carries one tensor per name: "
-                        "Triton would refuse every request to this model)",
-                        f"rename one of them; each of a model's {key} needs its own name",
-                    )
-                )
-            first.setdefault(tensor.name, i)
-    return out

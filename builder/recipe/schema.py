@@ -1,4 +1,5 @@
-"""JSON Schema of the recipe, generated from the registered kinds' recipe types (recipes/recipe.schema.json)."""
+"""JSON Schema of the recipe, generated from the registered kinds' recipe types
+(recipes/recipe.schema.json)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from tritonbuild.recipe.kinds import Kinds, recipe_types
 
 
 def recipe_schema_bytes(kinds: Kinds) -> bytes:
-    """One schema for every registered recipe kind (the registry's recipe_kinds()): a union discriminated by
-    'backend', so editors offer each kind's own keys and no other's."""
+    """One schema for every registered recipe kind (the registry's recipe_kinds()): a union
+    discriminated by 'backend', so editors offer each kind's own keys and no other's."""
     # NOTE: Union[...] (not X | Y): the members are known only at run time
     any_recipe = Annotated[Union[recipe_types(kinds)], Field(discriminator="backend")]  # noqa: UP007
     schema = TypeAdapter(any_recipe).json_schema()

@@ -1,5 +1,5 @@
-"""The recipe's tune section: the serving configs `tritonbuild tune` tries, the load they must serve, the SLA, and
-how its decisions are made (paired rounds, confidence)."""
+"""The recipe's tune section: the serving configs `tritonbuild tune` tries, the load they must
+serve, the SLA, and how its decisions are made (paired rounds, confidence)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ class Tune(Strict):
 
     batch_sizes: list[Annotated[int, Field(ge=1)]] | None = Field(
         None,
-        description="max_batch_size values tried with dynamic batching on (<= the recipe's max_batch_size); "
-        "default: powers of two from 4 up to it, and it.",
+        description="max_batch_size values tried with dynamic batching on (<= the recipe's "
+        "max_batch_size); default: powers of two from 4 up to it, and it.",
     )
     max_queue_delay_us: list[Annotated[int, Field(ge=0)]] = Field(
         default_factory=lambda: [0, 500],
@@ -36,12 +36,13 @@ class Tune(Strict):
     )
     instance_kind: Literal["cpu", "gpu", "auto", "model"] | None = Field(
         None,
-        description="Instance kind of the candidates; default: the recipe's first instance group's.",
+        description="Instance kind of the candidates; default: the recipe's first instance "
+        "group's.",
     )
     gpus_per_group: list[Annotated[int, Field(ge=1)]] | None = Field(
         None,
-        description="kind gpu: GPUs each candidate's instance group spans (gpus [0..N-1]); default: as "
-        "the recipe.",
+        description="kind gpu: GPUs each candidate's instance group spans (gpus [0..N-1]); "
+        "default: as the recipe.",
     )
     concurrency: list[Annotated[int, Field(ge=1)]] = Field(
         default_factory=lambda: [1, 64],
@@ -88,23 +89,24 @@ class Tune(Strict):
     )
     determinism: Literal["goldens", "invariant"] = Field(
         "goldens",
-        description="goldens: a config must give the recorded goldens' bits; invariant: a config may "
-        "serve other bits (e.g. a smaller max_batch_size of a padding model), never bits "
-        "that depend on batch composition or load; the patch then bumps version and the "
-        "goldens are recorded again.",
+        description="goldens: a config must give the recorded goldens' bits; invariant: a config "
+        "may serve other bits (e.g. a smaller max_batch_size of a padding model), never bits "
+        "that depend on batch composition or load; the patch then bumps version and the goldens "
+        "are recorded again.",
     )
     buckets: list[Annotated[int, Field(ge=1)]] | None = Field(
         None,
-        description="Bucket sizes searched with the batch sizes (a Python model built with batch_buckets: its "
-        "wrapper reads them from the config): a batching candidate of max_batch_size B pads every "
-        "batch to the smallest of them >= B, one shape per config. Needs determinism: invariant "
-        "(the bits change); batch_sizes default to them.",
+        description="Bucket sizes searched with the batch sizes (a Python model built with "
+        "batch_buckets: its wrapper reads them from the config): a batching candidate of "
+        "max_batch_size B pads every batch to the smallest of them >= B, one shape per config. "
+        "Needs determinism: invariant (the bits change); batch_sizes default to them.",
     )
     baseline: Literal["built", "plain"] = Field(
         "built",
-        description="With buckets, what Triton's default config serves: built (the model as built, every "
-        "request padded to its batch_buckets: as invariant as the candidates) or plain (the "
-        "padding off: a row computes at the rows it was sent with, its bits may depend on them).",
+        description="With buckets, what Triton's default config serves: built (the model as "
+        "built, every request padded to its batch_buckets: as invariant as the candidates) or "
+        "plain (the padding off: a row computes at the rows it was sent with, its bits may "
+        "depend on them).",
     )
     confidence: float = Field(
         0.9,
@@ -124,6 +126,7 @@ class Tune(Strict):
             raise ValueError(f"tune.buckets {self.buckets} are not strictly ascending")
         if self.baseline == "plain" and not self.buckets:
             raise ValueError(
-                "tune.baseline: plain compares with the model without its buckets: it needs tune.buckets"
+                "tune.baseline: plain compares with the model without its buckets: it needs "
+                "tune.buckets"
             )
         return self

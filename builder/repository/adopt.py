@@ -1,11 +1,12 @@
-"""`tritonbuild adopt DIR`: an existing repository becomes recipes that build the same Triton config, so that it
-can be built, verified with goldens, published and rolled back like ours. A model whose recipe takes its model
-file as `source.path` (the python backend's model.py and the files beside it, onnxruntime's model.onnx,
-pytorch's TorchScript model.pt) is adopted here, from its config; a backend with a recipe of another shape
-adopts its own models (Backend.adopt_recipe: vLLM's model.json, an ensemble's steps); a model that calls others
-(Backend.adopt_calls: an ensemble) is adopted after them, and refused naming the step whose model adopt cannot
-take. A config field no
-recipe can express is refused by name rather than dropped, and any other backend is refused with the reason."""
+"""`tritonbuild adopt DIR`: an existing repository becomes recipes that build the same Triton
+config, so that it can be built, verified with goldens, published and rolled back like ours. A model
+whose recipe takes its model file as `source.path` (the python backend's model.py and the files
+beside it, onnxruntime's model.onnx, pytorch's TorchScript model.pt) is adopted here, from its
+config; a backend with a recipe of another shape adopts its own models (Backend.adopt_recipe: vLLM's
+model.json, an ensemble's steps); a model that calls others (Backend.adopt_calls: an ensemble) is
+adopted after them, and refused naming the step whose model adopt cannot take. A config field no
+recipe can express is refused by name rather than dropped, and any other backend is refused with the
+reason."""
 
 from __future__ import annotations
 
@@ -61,8 +62,8 @@ class Adopted:
 
 @dataclass
 class AdoptResult(Result):
-    """adopt: one row per recipe written; goldens: model → recorded (None: not recorded, --no-record); how each
-    was recorded, and whether all were, when they were."""
+    """adopt: one row per recipe written; goldens: model → recorded (None: not recorded,
+    --no-record); how each was recorded, and whether all were, when they were."""
 
     recipes: list[dict]
     goldens: dict[str, bool] | None = None
@@ -146,8 +147,9 @@ def _recipe(model_dir: Path, mc, version: int, files: list[str], owner, filename
 
 
 def _model_file(owner, mc) -> str | None:
-    """The file a recipe of this backend names as source.path, when this config loads that file: the load rule's
-    default (model_files['']) is also the file of the config's platform and of its default_model_filename."""
+    """The file a recipe of this backend names as source.path, when this config loads that file: the
+    load rule's default (model_files['']) is also the file of the config's platform and of its
+    default_model_filename."""
     files = owner.model_files or {}
     default = files.get("")
     if (
@@ -160,8 +162,9 @@ def _model_file(owner, mc) -> str | None:
 
 
 def _source_path_recipe(owner) -> bool:
-    """A recipe type whose source is one model file (source.path) that declares the config's tensors, for a
-    backend whose models run here (embedded server or in-process): the config is reproduced, goldens recorded."""
+    """A recipe type whose source is one model file (source.path) that declares the config's
+    tensors, for a backend whose models run here (embedded server or in-process): the config is
+    reproduced, goldens recorded."""
     source = getattr(owner.recipe_type, "model_fields", {}).get("source")
     fields = getattr(source.annotation, "model_fields", {}) if source is not None else {}
     return "path" in fields and owner.route in ("live-embedded", "in-process")
@@ -199,8 +202,8 @@ def _newest(model_dir: Path, filename: str, owner) -> int:
 
 
 def _find(mc):
-    """The backend answering for the config: by backend, by a platform its model files declare, or by a platform
-    that names a backend (core's ensemble scheduler)."""
+    """The backend answering for the config: by backend, by a platform its model files declare, or
+    by a platform that names a backend (core's ensemble scheduler)."""
     return REGISTRY.for_config(mc.backend, mc.platform) or (
         REGISTRY.for_triton(mc.platform) if mc.platform else None
     )
@@ -251,8 +254,8 @@ def _adopt_one(model_dir: Path, root: Path, out: Path) -> Adopted:
             owner.recipe_type.model_fields["source"].annotation, "model_fields", {}
         ):
             raise UsageError(
-                f"{model_dir.name}: {version}/ holds {files} beside {filename}, which a {owner.name} "
-                "recipe does not package",
+                f"{model_dir.name}: {version}/ holds {files} beside {filename}, which a "
+                f"{owner.name} recipe does not package",
                 where=str(src),
                 hint=_PUBLISH,
             )
@@ -275,8 +278,9 @@ def _write(name: str, version: int, recipe: dict, out: Path) -> Adopted:
 
 
 def _callers(root: Path, model_dirs: list[Path]) -> tuple[dict[str, list[str]], set[str]]:
-    """The models that call others (an ensemble's steps), by name: the models each calls, in step order; and the
-    models another model's recipe writes too (Backend.adopt_members: a group), which are not adopted alone."""
+    """The models that call others (an ensemble's steps), by name: the models each calls, in step
+    order; and the models another model's recipe writes too (Backend.adopt_members: a group), which
+    are not adopted alone."""
     out, members = {}, set()
     for model_dir in model_dirs:
         if (model_dir / "config.pbtxt").is_file():
@@ -292,7 +296,8 @@ def _callers(root: Path, model_dirs: list[Path]) -> tuple[dict[str, list[str]], 
 def _step_refusal(
     model_dir: Path, calls: list[str], refused: dict[str, UsageError], held: set[str]
 ) -> UsageError | None:
-    """Why a caller cannot be adopted: its first step whose model adopt refused, or that root does not hold."""
+    """Why a caller cannot be adopted: its first step whose model adopt refused, or that root does
+    not hold."""
     name = model_dir.name
     for i, called in enumerate(calls):
         if called in refused:
@@ -313,8 +318,8 @@ def _step_refusal(
 
 
 def adopt(root: Path, out: Path) -> list[Adopted]:
-    """_adopt_all into a scratch directory inside out, moved into out only when every model is adopted: a refusal
-    leaves nothing behind."""
+    """_adopt_all into a scratch directory inside out, moved into out only when every model is
+    adopted: a refusal leaves nothing behind."""
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out, prefix=".adopt-") as tmp:
         stage = Path(tmp)
@@ -334,10 +339,10 @@ def adopt(root: Path, out: Path) -> list[Adopted]:
 
 
 def _adopt_all(root: Path, out: Path) -> list[Adopted]:
-    """Recipes for root's models in out (one YAML per model, its newest version; the model's files copied under
-    out/<name>/<version>/). Models that call none first; then each caller once the models it calls are judged,
-    refused naming its first step whose model was refused (or is not in root). The caller loads them back (the
-    recipe rules)."""
+    """Recipes for root's models in out (one YAML per model, its newest version; the model's files
+    copied under out/<name>/<version>/). Models that call none first; then each caller once the
+    models it calls are judged, refused naming its first step whose model was refused (or is not in
+    root). The caller loads them back (the recipe rules)."""
     model_dirs = sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
     if not model_dirs:
         raise UsageError(f"{root} holds no model directory", hint="pass a Triton model repository")

@@ -1,4 +1,5 @@
-"""assemble(): materialise files from the store into a staging tree, check it, then swap it into place."""
+"""assemble(): materialise files from the store into a staging tree, check it, then swap it into
+place."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from tritonbuild.core.paths import (
     regular_file,
 )
 from tritonbuild.errors import BuildError, UsageError
+from tritonbuild.recipe.models import TensorSpec
 from tritonbuild.repository.config import build_model_config
 from tritonbuild.repository.manifest import MANIFEST_NAME, NOT_IN_MANIFEST, Manifest, ManifestModel
 from tritonbuild.repository.rules import check_model_dir
@@ -33,8 +35,8 @@ def golden_name(version: int) -> str:
 
 
 def check_out_dir(out: Path, force: bool) -> None:
-    """OUT may be replaced only when it is new, empty, provably ours (a manifest that parses and lists exactly
-    the files on disk), or --force says so; a file, or a symlink to one, never."""
+    """OUT may be replaced only when it is new, empty, provably ours (a manifest that parses and
+    lists exactly the files on disk), or --force says so; a file, or a symlink to one, never."""
     if out.is_symlink() and not out.exists():
         raise UsageError(f"{out} is a dangling symlink", hint="remove it or choose another -o path")
     if out.exists() and not out.is_dir():
@@ -87,9 +89,9 @@ def not_ours(out: Path) -> str | None:
 def check_out_overlap(
     out: Path, held: dict[Path, str], around: dict[Path, str] | None = None
 ) -> None:
-    """Refuse an OUT that is or holds an input in held (recipes, their directories, sources, goldens), or that
-    overlaps a tree in around (checkpoints, the build cache) either way: replacing OUT would delete it. Symlinks
-    are resolved first; --force does not change this."""
+    """Refuse an OUT that is or holds an input in held (recipes, their directories, sources,
+    goldens), or that overlaps a tree in around (checkpoints, the build cache) either way: replacing
+    OUT would delete it. Symlinks are resolved first; --force does not change this."""
 
     def hit(test, candidate: Path) -> bool:
         try:
@@ -104,8 +106,8 @@ def check_out_overlap(
         raise UsageError(
             f"-o {out} overlaps {what} {path}: building would replace it",
             where=str(out),
-            hint="choose an -o path outside every recipe directory, source, golden file, checkpoint "
-            "and the build cache",
+            hint="choose an -o path outside every recipe directory, source, golden file, "
+            "checkpoint and the build cache",
         )
 
 
@@ -141,56 +143,16 @@ def _goldens(built: BuiltModel, model_dir: Path) -> tuple[str | None, str | None
 
 
 def _golden_warmup(built: BuiltModel, model_dir: Path, goldens: str | None, config: bytes) -> bytes:
-    """Warmup inputs = the first golden sample, as raw files in <model>/warmup/ (Triton's layout)."""
-    import numpy as np
-
-    from tritonbuild.core.npz import read_npz
+    """Warmup inputs = the first golden sample, as raw files in <model>/warmup/ (Triton's
+    layout)."""
     from tritonbuild.repository.config import add_warmup
     from tritonbuild.triton.config import model_config_pb2, parse
 
     recipe = built.plan.recipe
-    if goldens is None:
-        raise BuildError(
-            f"model {recipe.name!r}: warmup.data is goldens but no goldens are recorded",
-            where=built.plan.recipe_path,
-            hint="run 'tritonbuild verify OUT --record' first, or use warmup.data: zero",
-        )
-    try:
-        arrays = read_npz(model_dir.parent / goldens)
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
-        raise BuildError(
-            f"model {recipe.name!r}: golden file {built.plan.recipe.verify.goldens} is not a readable "
-            f".npz ({type(e).__name__}: {e}): it cannot be warmup data",
-            where=built.plan.recipe_path,
-            hint="re-record goldens with 'tritonbuild verify OUT --record', or use warmup.data: "
-            "zero",
-        ) from None
+    arrays = _golden_arrays(built, model_dir, goldens)
     files = {}
     for tensor in built.inputs:
-        arr = arrays.get(f"input.0.{tensor.name}")
-        shape = (
-            list(arr.shape[1:] if recipe.max_batch_size > 0 else arr.shape)
-            if arr is not None
-            else None
-        )
-        if (
-            arr is None
-            or len(shape) != len(tensor.dims)
-            or any(dim not in (-1, size) for dim, size in zip(tensor.dims, shape, strict=True))
-        ):
-            raise BuildError(
-                f"model {recipe.name!r}: golden input {tensor.name!r} has shape {shape}, the config says "
-                f"{tensor.dims}: it cannot be warmup data",
-                where=built.plan.recipe_path,
-                hint="re-record goldens for the current inputs, or use warmup.data: zero",
-            )
-        if tensor.dtype == "bytes":
-            raw = b"".join(
-                len(x).to_bytes(4, "little") + bytes(x)
-                for x in arr.reshape(-1)[: int(np.prod(shape))]
-            )
-        else:
-            raw = np.ascontiguousarray(arr[0] if recipe.max_batch_size > 0 else arr).tobytes()
+        shape, raw = _warmup_tensor(built, tensor, arrays.get(f"input.0.{tensor.name}"))
         (model_dir / "warmup").mkdir(exist_ok=True)
         write_atomic(inside(model_dir / "warmup", tensor.name, "tensor name"), raw)
         files[tensor.name] = (shape, tensor.name)
@@ -204,6 +166,59 @@ def _golden_warmup(built: BuiltModel, model_dir: Path, goldens: str | None, conf
         files,
     )
     return render(model_config)
+
+
+def _golden_arrays(built: BuiltModel, model_dir: Path, goldens: str | None) -> dict:
+    """The recorded goldens' arrays by name; a BuildError where none are recorded or the file is not
+    a readable .npz."""
+    from tritonbuild.core.npz import read_npz
+
+    recipe = built.plan.recipe
+    if goldens is None:
+        raise BuildError(
+            f"model {recipe.name!r}: warmup.data is goldens but no goldens are recorded",
+            where=built.plan.recipe_path,
+            hint="run 'tritonbuild verify OUT --record' first, or use warmup.data: zero",
+        )
+    try:
+        return read_npz(model_dir.parent / goldens)
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
+        raise BuildError(
+            f"model {recipe.name!r}: golden file {built.plan.recipe.verify.goldens} is not a "
+            f"readable .npz ({type(e).__name__}: {e}): it cannot be warmup data",
+            where=built.plan.recipe_path,
+            hint="re-record goldens with 'tritonbuild verify OUT --record', or use warmup.data: "
+            "zero",
+        ) from None
+
+
+def _warmup_tensor(built: BuiltModel, tensor: TensorSpec, arr) -> tuple[list[int], bytes]:
+    """(shape, raw bytes in Triton's warmup file layout) of the first golden sample of one input; a
+    BuildError where the golden is missing or its shape is not the config's."""
+    import numpy as np
+
+    recipe = built.plan.recipe
+    shape = (
+        list(arr.shape[1:] if recipe.max_batch_size > 0 else arr.shape) if arr is not None else None
+    )
+    if (
+        arr is None
+        or len(shape) != len(tensor.dims)
+        or any(dim not in (-1, size) for dim, size in zip(tensor.dims, shape, strict=True))
+    ):
+        raise BuildError(
+            f"model {recipe.name!r}: golden input {tensor.name!r} has shape {shape}, the config "
+            f"says {tensor.dims}: it cannot be warmup data",
+            where=built.plan.recipe_path,
+            hint="re-record goldens for the current inputs, or use warmup.data: zero",
+        )
+    if tensor.dtype == "bytes":
+        raw = b"".join(
+            len(x).to_bytes(4, "little") + bytes(x) for x in arr.reshape(-1)[: int(np.prod(shape))]
+        )
+    else:
+        raw = np.ascontiguousarray(arr[0] if recipe.max_batch_size > 0 else arr).tobytes()
+    return shape, raw
 
 
 def _write_model(
@@ -223,8 +238,8 @@ def _write_model(
     config = render(build_model_config(recipe, built.inputs, built.outputs, backend))
     if model_plan.name in configs and configs[model_plan.name][1] != config:
         raise BuildError(
-            f"model {model_plan.name!r}: versions {configs[model_plan.name][0]} and {model_plan.version} "
-            "need different config.pbtxt files, and Triton has one per model",
+            f"model {model_plan.name!r}: versions {configs[model_plan.name][0]} and "
+            f"{model_plan.version} need different config.pbtxt files, and Triton has one per model",
             where=model_plan.recipe_path,
             hint="make the recipes agree on everything but the source, or give them distinct names",
         )
@@ -270,8 +285,8 @@ def write_manifest(
     models: list[ManifestModel],
     known: dict[str, FileEntry] | None = None,
 ) -> Manifest:
-    """Every file with sha256 and size. known: digests already established (files materialised from the store,
-    whose names are their sha256), so multi-GB artifacts are not hashed again."""
+    """Every file with sha256 and size. known: digests already established (files materialised from
+    the store, whose names are their sha256), so multi-GB artifacts are not hashed again."""
     files = {}
     known = known or {}
     for rel in tree_files(root):

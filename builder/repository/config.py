@@ -1,4 +1,5 @@
-"""A recipe's config.pbtxt as a ModelConfig (the generic single-model writer), warmup and batching included."""
+"""A recipe's config.pbtxt as a ModelConfig (the generic single-model writer), warmup and batching
+included."""
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ def build_model_config(
 def add_warmup(
     mc, warmup, inputs: list[TensorSpec], dynamic_size: int, pb2, files: dict | None = None
 ) -> None:
-    """model_warmup: one sample; -1 dims become dynamic_size (or the golden sample's shape via files)."""
+    """model_warmup: one sample; -1 dims become dynamic_size (or the golden sample's shape via
+    files)."""
     mc.ClearField("model_warmup")
     w = mc.model_warmup.add()
     w.name = f"{warmup.data}_sample"

@@ -1,6 +1,7 @@
-"""A repository tritonbuild did not build (hand-written, template-filled) described by a manifest made from what
-is there: one ManifestModel per model version, from its config.pbtxt and files, so that it can be published and
-rolled back like a built one. It names no recipe (recipe_path is empty) and has no build steps."""
+"""A repository tritonbuild did not build (hand-written, template-filled) described by a manifest
+made from what is there: one ManifestModel per model version, from its config.pbtxt and files, so
+that it can be published and rolled back like a built one. It names no recipe (recipe_path is empty)
+and has no build steps."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ def file_entries(root: Path) -> dict[str, FileEntry]:
 
 
 def config_tensors(mc, field: str) -> list[TensorSpec]:
-    """The config's tensors as TensorSpecs; one our recipe types cannot express (a dtype such as TYPE_FP8) is left
-    out: the manifest describes, Triton's config.pbtxt stays what is served."""
+    """The config's tensors as TensorSpecs; one our recipe types cannot express (a dtype such as
+    TYPE_FP8) is left out: the manifest describes, Triton's config.pbtxt stays what is served."""
     out = []
     for tensor in getattr(mc, field):
         kind = (
@@ -55,8 +56,8 @@ def config_tensors(mc, field: str) -> list[TensorSpec]:
 def existing_models(
     root: Path, files: dict[str, FileEntry], error: type[TritonBuildError]
 ) -> list[ManifestModel]:
-    """A ManifestModel per numeric version directory of each model; a model without a config.pbtxt, or with one
-    that does not parse, raises `error` (publishing pins versions in config.pbtxt)."""
+    """A ManifestModel per numeric version directory of each model; a model without a config.pbtxt,
+    or with one that does not parse, raises `error` (publishing pins versions in config.pbtxt)."""
     out = []
     for model_dir in sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".")):
         name = model_dir.name
@@ -64,8 +65,8 @@ def existing_models(
             mc = read_config(model_dir)
         except FileNotFoundError:
             raise error(
-                f"{name} has no config.pbtxt (Triton autocompletes it), but publishing pins the live version "
-                "in config.pbtxt",
+                f"{name} has no config.pbtxt (Triton autocompletes it), but publishing pins the "
+                "live version in config.pbtxt",
                 where=str(model_dir),
                 hint=f"write {model_dir / 'config.pbtxt'} (at least backend and max_batch_size)",
             ) from None

@@ -1,4 +1,5 @@
-"""The repository manifest (tritonbuild-manifest.json): every file, its digest, where each model came from."""
+"""The repository manifest (tritonbuild-manifest.json): every file, its digest, where each model
+came from."""
 
 from __future__ import annotations
 
@@ -70,7 +71,8 @@ class Manifest(_Frozen):
 
 
 def version_identity(manifest: Manifest, model: ManifestModel) -> str:
-    """sha256 over the version directory's files, from the manifest's entries (what assemble computes)."""
+    """sha256 over the version directory's files, from the manifest's entries (what assemble
+    computes)."""
     from tritonbuild.core.hashing import sha256_json
 
     prefix = f"{model.name}/{model.version}/"
@@ -80,8 +82,8 @@ def version_identity(manifest: Manifest, model: ManifestModel) -> str:
 
 
 def identity_is_version_digest(model: ManifestModel) -> bool:
-    """Models whose identity is version_identity: not pipelines (whose identity covers their steps) nor LLM
-    groups (whose identity is the engine's)."""
+    """Models whose identity is version_identity: not pipelines (whose identity covers their steps)
+    nor LLM groups (whose identity is the engine's)."""
     from tritonbuild.backends import REGISTRY
 
     owner = REGISTRY.for_manifest(model.backend)  # a pipeline's identity covers the models it calls
@@ -97,8 +99,8 @@ def read_manifest(root: Path) -> Manifest:
 
 
 def read_repository(root: Path, error: type[TritonBuildError]) -> Manifest:
-    """The manifest of a built repository; a missing or invalid one raises `error` (the asking stage's class,
-    so that e.g. publish exits with the publish code)."""
+    """The manifest of a built repository; a missing or invalid one raises `error` (the asking
+    stage's class, so that e.g. publish exits with the publish code)."""
     try:
         return read_manifest(root)
     except FileNotFoundError:
@@ -113,7 +115,8 @@ def read_repository(root: Path, error: type[TritonBuildError]) -> Manifest:
 
 
 def newest_version(root: Path, model: str) -> ManifestModel:
-    """The newest version of model in the built repository at root; a usage error naming the models there."""
+    """The newest version of model in the built repository at root; a usage error naming the models
+    there."""
     manifest = read_repository(root, VerifyError)
     found = [entry for entry in manifest.models if entry.name == model]
     if not found:
@@ -125,9 +128,10 @@ def newest_version(root: Path, model: str) -> ManifestModel:
 
 
 def serving_needs(root: Path, models) -> tuple[dict[str, str], list[Path]]:
-    """What the models' runtime needs from the server process (the manifest's llm.serving: a vLLM model's
-    determinism: invariant): environment variables and plugin wheels shipped in the version directories. One
-    server process serves every model: the variables apply to all (invariant is then everyone's mode)."""
+    """What the models' runtime needs from the server process (the manifest's llm.serving: a vLLM
+    model's determinism: invariant): environment variables and plugin wheels shipped in the version
+    directories. One server process serves every model: the variables apply to all (invariant is
+    then everyone's mode)."""
     env, wheels = {}, []
     for model in models:
         serving = (model.llm or {}).get("serving") or {}

@@ -1,7 +1,8 @@
-"""Dynamic batching between a recipe's `batching:` (and tune's candidates, and the LLM runtimes' serving knobs)
-and config.pbtxt's dynamic_batching: the one place the two spellings meet. Recipe keys are written in the
-recipe's spelling (preferred_batch_sizes, max_queue_delay_us); the config's are Triton's DynamicBatching fields.
-It knows no recipe model: anything with the recipe keys (a dict, or Batching.model_dump()) is written."""
+"""Dynamic batching between a recipe's `batching:` (and tune's candidates, and the LLM runtimes'
+serving knobs) and config.pbtxt's dynamic_batching: the one place the two spellings meet. Recipe
+keys are written in the recipe's spelling (preferred_batch_sizes, max_queue_delay_us); the config's
+are Triton's DynamicBatching fields. It knows no recipe model: anything with the recipe keys (a
+dict, or Batching.model_dump()) is written."""
 
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ QUEUE_FIELDS = {
 
 
 def write_dynamic_batching(mc, values: Mapping | None) -> None:
-    """Set mc.dynamic_batching from recipe-keyed values (keys left out keep what mc has); None: no dynamic
-    batcher. Queue policies: default_queue_policy and priority_queue_policy {level: policy}, recipe-keyed."""
+    """Set mc.dynamic_batching from recipe-keyed values (keys left out keep what mc has); None: no
+    dynamic batcher. Queue policies: default_queue_policy and priority_queue_policy {level: policy},
+    recipe-keyed."""
     if values is None:
         mc.ClearField("dynamic_batching")
         return
@@ -55,7 +57,8 @@ def _write_queue_policy(queue_policy, values: Mapping) -> None:
 
 
 def read_dynamic_batching(mc) -> dict | None:
-    """mc.dynamic_batching in the recipe's spelling, fields at their defaults left out; None: no dynamic batcher."""
+    """mc.dynamic_batching in the recipe's spelling, fields at their defaults left out; None: no
+    dynamic batcher."""
     if not mc.HasField("dynamic_batching"):
         return None
     db = mc.dynamic_batching

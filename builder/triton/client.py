@@ -1,7 +1,8 @@
-"""Triton's HTTP API through tritonclient's HTTP client: health, server metadata, the repository index, a model's
-config and version readiness, load (with a config override and files) and unload. Every tritonbuild call to a
-tritonserver goes through here, except the endpoints tritonclient has no call for (generate, the Prometheus
-metrics text), which triton/plain_http.py sends. user:password@ in a URL becomes a Basic Authorization header."""
+"""Triton's HTTP API through tritonclient's HTTP client: health, server metadata, the repository
+index, a model's config and version readiness, load (with a config override and files) and unload.
+Every tritonbuild call to a tritonserver goes through here, except the endpoints tritonclient has no
+call for (generate, the Prometheus metrics text), which triton/plain_http.py sends. user:password@
+in a URL becomes a Basic Authorization header."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from tritonbuild.core.stores import with_scheme
 
 
 class Server:
-    """One tritonserver at url, asked through one tritonclient HTTP client; a context manager that closes it.
-    Failures propagate: InferenceServerException when the server answered an error (refused() gives its text),
-    anything else (OSError, a timeout) when it did not answer."""
+    """One tritonserver at url, asked through one tritonclient HTTP client; a context manager that
+    closes it. Failures propagate: InferenceServerException when the server answered an error
+    (refused() gives its text), anything else (OSError, a timeout) when it did not answer."""
 
     def __init__(self, url: str, timeout: float):
         from tritonclient.http import InferenceServerClient
@@ -50,7 +51,8 @@ class Server:
         return self.client.get_server_metadata(headers=self.headers)
 
     def index(self) -> list[dict]:
-        """POST v2/repository/index: one entry per model version the repository holds (name, version, state)."""
+        """POST v2/repository/index: one entry per model version the repository holds (name,
+        version, state)."""
         return list(self.client.get_model_repository_index(headers=self.headers) or [])
 
     def model_config(self, name: str) -> dict:
@@ -63,8 +65,8 @@ class Server:
     def load(
         self, name: str, config: str | None = None, files: dict[str, bytes] | None = None
     ) -> None:
-        """POST v2/repository/models/<name>/load, with a JSON config override and files (relative path → bytes)
-        the server does not hold; answers once the model is loaded."""
+        """POST v2/repository/models/<name>/load, with a JSON config override and files (relative
+        path → bytes) the server does not hold; answers once the model is loaded."""
         prefixed = {f"file:{rel}": data for rel, data in files.items()} if files else None
         self.client.load_model(name, headers=self.headers, config=config, files=prefixed)
 
@@ -73,7 +75,8 @@ class Server:
 
 
 def refused(error: BaseException) -> str | None:
-    """Triton's own message when error is its answer (tritonclient's InferenceServerException), else None."""
+    """Triton's own message when error is its answer (tritonclient's InferenceServerException), else
+    None."""
     from tritonclient.utils import InferenceServerException
 
     if isinstance(error, InferenceServerException):
@@ -82,7 +85,8 @@ def refused(error: BaseException) -> str | None:
 
 
 def timed_out(error: BaseException) -> bool:
-    """The request got no answer in its time (tritonclient's gevent transport raises its own timeout types)."""
+    """The request got no answer in its time (tritonclient's gevent transport raises its own timeout
+    types)."""
     return (
         isinstance(error, TimeoutError)
         or "timeout" in type(error).__name__.lower()
@@ -100,7 +104,8 @@ def server_version(url: str, timeout: float = 5.0) -> str | None:
 
 
 def is_live(url: str, timeout: float = 2.0) -> bool:
-    """Whether the server at url answers GET v2/health/live with 200; False when it does not answer."""
+    """Whether the server at url answers GET v2/health/live with 200; False when it does not
+    answer."""
     try:
         with Server(url, timeout) as server:
             return server.live()

@@ -1,5 +1,6 @@
-"""config.pbtxt as Triton's ModelConfig proto, printed with text_format and parsed back: never string-templated.
-Shared by the repository stage and the backends; it knows no recipe (tensors are anything shaped like one)."""
+"""config.pbtxt as Triton's ModelConfig proto, printed with text_format and parsed back: never
+string-templated. Shared by the repository stage and the backends; it knows no recipe (tensors are
+anything shaped like one)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ KINDS = {"cpu": "KIND_CPU", "gpu": "KIND_GPU", "auto": "KIND_AUTO", "model": "KI
 
 
 def model_config_pb2():
-    """Triton's ModelConfig messages and enums (from tritonclient's schema, any protobuf >= 4.21)."""
+    """Triton's ModelConfig messages and enums (from tritonclient's schema, any protobuf >=
+    4.21)."""
     from tritonbuild.triton.schema import model_config_pb2 as schema
 
     return schema()
@@ -29,8 +31,15 @@ class Tensor(Protocol):
     optional: bool
 
 
+def enum_name(message, field: str, value: int) -> str:
+    """The name of an enum field's value in a parsed config ('KIND_GPU' for instance_group.kind
+    1)."""
+    return message.DESCRIPTOR.fields_by_name[field].enum_type.values_by_number[value].name
+
+
 def data_type(dtype: str) -> str:
-    """Triton's DataType name for a short dtype name: fp16 -> TYPE_FP16; bytes is Triton's TYPE_STRING."""
+    """Triton's DataType name for a short dtype name: fp16 -> TYPE_FP16; bytes is Triton's
+    TYPE_STRING."""
     return "TYPE_STRING" if dtype == "bytes" else f"TYPE_{dtype.upper()}"
 
 
@@ -67,8 +76,8 @@ def render(mc) -> bytes:
 
 
 class ConfigParseError(text_format.ParseError):
-    """config.pbtxt text that is not a ModelConfig (or not UTF-8); str() is the reason, with line:col when the
-    text format parser gives them."""
+    """config.pbtxt text that is not a ModelConfig (or not UTF-8); str() is the reason, with
+    line:col when the text format parser gives them."""
 
 
 def parse(data: bytes):
@@ -87,14 +96,15 @@ def config_bytes(model_dir: Path) -> bytes:
 
 
 def read_config(model_dir: Path):
-    """model_dir's config.pbtxt as ModelConfig: the one reader of a model's config file. FileNotFoundError when
-    there is none (Triton autocompletes one); ConfigParseError when it is not a ModelConfig."""
+    """model_dir's config.pbtxt as ModelConfig: the one reader of a model's config file.
+    FileNotFoundError when there is none (Triton autocompletes one); ConfigParseError when it is not
+    a ModelConfig."""
     return parse(config_bytes(model_dir))
 
 
 def read_config_or_none(model_dir: Path):
-    """read_config, or None when the file cannot be read or parsed (the caller leaves such a model to the check
-    that reports it)."""
+    """read_config, or None when the file cannot be read or parsed (the caller leaves such a model
+    to the check that reports it)."""
     try:
         return read_config(model_dir)
     except (OSError, ConfigParseError):

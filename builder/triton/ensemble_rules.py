@@ -1,10 +1,12 @@
-"""Triton's ensemble validation, ported rule for rule: an ensemble's own data flow, and the ensemble against
-the configs of its steps (the checks Triton makes when it loads an ensemble over models it has loaded).
+"""Triton's ensemble validation, ported rule for rule: an ensemble's own data flow, and the ensemble
+against the configs of its steps (the checks Triton makes when it loads an ensemble over models it
+has loaded).
 
-Source: triton-inference-server/core, commit bfec7c61dc0939433f64f14e89b1973073eac8ba (branch r24.10 =
-tritonserver 2.51): src/model_config_utils.cc (ValidateEnsembleSchedulingConfig, BuildEnsembleGraph),
-src/ensemble_scheduler/ensemble_utils.cc (ValidateEnsembleConfig),
-src/model_repository_manager/model_repository_manager.cc (ensemble cycles). Messages are Triton's own wording.
+Source: triton-inference-server/core, commit bfec7c61dc0939433f64f14e89b1973073eac8ba (branch r24.10
+= tritonserver 2.51): src/model_config_utils.cc (ValidateEnsembleSchedulingConfig,
+BuildEnsembleGraph), src/ensemble_scheduler/ensemble_utils.cc (ValidateEnsembleConfig),
+src/model_repository_manager/model_repository_manager.cc (ensemble cycles). Messages are Triton's
+own wording.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ def _ensemble_header_problem(mc, name: str, platform: str) -> str | None:
 
 
 def _ensemble_graph(steps, name: str) -> tuple[dict[str, list[str]], dict[str, list[str]]] | str:
-    """(tensor → the input tensors of the step producing it, tensor → the tensors its consumers produce), or
-    Triton's message for a step that cannot be part of a graph."""
+    """(tensor → the input tensors of the step producing it, tensor → the tensors its consumers
+    produce), or Triton's message for a step that cannot be part of a graph."""
     prev: dict[str, list[str]] = {}
     nxt: dict[str, list[str]] = {}
     written: set[str] = set()
@@ -55,8 +57,8 @@ def _ensemble_graph(steps, name: str) -> tuple[dict[str, list[str]], dict[str, l
         for out_t in step.output_map.values():
             if out_t in written:
                 return (
-                    f"ensemble tensor '{out_t}' can appear in an output map only once for ensemble '{name}' "
-                    f"step {i}"
+                    f"ensemble tensor '{out_t}' can appear in an output map only once for ensemble "
+                    f"'{name}' step {i}"
                 )
             written.add(out_t)
             nxt.setdefault(out_t, [])
@@ -97,7 +99,8 @@ def _ensemble_flow_problem(
 
 
 def _unwritten_output(output: str, name: str, prev: dict[str, list[str]], ready: set[str]) -> str:
-    """Triton's message for an output no path writes, naming the first tensor up its chain that is not connected."""
+    """Triton's message for an output no path writes, naming the first tensor up its chain that is
+    not connected."""
     msg = f"output '{output}' for ensemble '{name}' is not written"
     last, nodes, seen = output, prev.get(output, []), set()
     while nodes:
@@ -112,19 +115,21 @@ def _unwritten_output(output: str, name: str, prev: dict[str, list[str]], ready:
 
 
 def core_model_problems(mc, repo: Path) -> list[str] | None:
-    """The model-file rule of a platform Triton's core runs itself, with no backend library (the ensemble
-    scheduler): its steps against their configs in repo. None for a model a backend loads."""
+    """The model-file rule of a platform Triton's core runs itself, with no backend library (the
+    ensemble scheduler): its steps against their configs in repo. None for a model a backend
+    loads."""
     return ensemble_step_problems(mc, repo) if mc.platform == "ensemble" else None
 
 
 def ensemble_step_problems(mc, repo: Path) -> list[str]:
-    """ValidateEnsembleConfig (ensemble_utils.cc) against the step models' configs in repo, and the repository
-    manager's checks (step present, required version, cycles)."""
+    """ValidateEnsembleConfig (ensemble_utils.cc) against the step models' configs in repo, and the
+    repository manager's checks (step present, required version, cycles)."""
     name = mc.name
     cycle = _cycle(name, repo)
     if cycle:
         return [
-            f"circular dependency between ensembles: {cycle[0]} -> ... -> {cycle[-2]} -> {cycle[-1]}"
+            f"circular dependency between ensembles: {cycle[0]} -> ... -> {cycle[-2]} -> "
+            f"{cycle[-1]}"
         ]
     problems = []
     batching = mc.max_batch_size > 0
@@ -153,8 +158,8 @@ def ensemble_step_problems(mc, repo: Path) -> list[str]:
             )
         if step_config.max_batch_size != 0 and step_config.max_batch_size < mc.max_batch_size:
             problems.append(
-                f"ensemble {name} allows maximum batch size {mc.max_batch_size}, but it contains model "
-                f"{step.model_name} which only allows maximum batch size to be "
+                f"ensemble {name} allows maximum batch size {mc.max_batch_size}, but it contains "
+                f"model {step.model_name} which only allows maximum batch size to be "
                 f"{step_config.max_batch_size}"
             )
             continue
@@ -166,7 +171,8 @@ def ensemble_step_problems(mc, repo: Path) -> list[str]:
 
 
 def _decoupled_origins(mc, steps: list) -> list[str]:
-    """ValidateEnsembleConfig's walk: a step must not take inputs that come from different decoupled models."""
+    """ValidateEnsembleConfig's walk: a step must not take inputs that come from different decoupled
+    models."""
     prev: dict[str, list[str]] = {}
     nxt: dict[str, list[str]] = {}
     producer: dict[str, tuple[int, str, bool]] = {}  # tensor → (step index, model, decoupled)
@@ -188,8 +194,8 @@ def _decoupled_origins(mc, steps: list) -> list[str]:
             labels = {label[x] for x in prev[n]}
             if len(labels) > 1:
                 return [
-                    f"in ensemble {mc.name}, step of model '{producer[n][1]}' receives inputs originated from "
-                    "different decoupled models"
+                    f"in ensemble {mc.name}, step of model '{producer[n][1]}' receives inputs "
+                    "originated from different decoupled models"
                 ]
             step_index, _, decoupled = producer[n]
             if step_index not in sibling:
@@ -211,13 +217,13 @@ def _consistent(a, b, prefix: str) -> str | None:
     if a[1] != b[1]:
         n = model_config_pb2().DataType.Name
         return (
-            f"{prefix}inconsistent data type: {n(a[1])} is inferred from model {a[0]} while {n(b[1])} is "
-            f"inferred from model {b[0]}"
+            f"{prefix}inconsistent data type: {n(a[1])} is inferred from model {a[0]} while "
+            f"{n(b[1])} is inferred from model {b[0]}"
         )
     if not same(a[2], b[2]) and not same(a[3], b[3]):
         return (
-            f"{prefix}inconsistent shape: [{','.join(map(str, a[3]))}] is inferred from model {a[0]} while "
-            f"[{','.join(map(str, b[3]))}] is inferred from model {b[0]}"
+            f"{prefix}inconsistent shape: [{','.join(map(str, a[3]))}] is inferred from model "
+            f"{a[0]} while [{','.join(map(str, b[3]))}] is inferred from model {b[0]}"
         )
     return None
 
@@ -229,16 +235,16 @@ def _tensor_mapping(ens: str, step, step_config, tensors: dict, node) -> list[st
     for key, value in step.input_map.items():
         if key not in names:
             return [
-                f"in ensemble {ens}, ensemble tensor {value} is mapping to non-existing input {key} in model "
-                f"{step_model}"
+                f"in ensemble {ens}, ensemble tensor {value} is mapping to non-existing input "
+                f"{key} in model {step_model}"
             ]
     for tensor in step_config.input:
         if tensor.name not in step.input_map:
             if tensor.optional:
                 continue
             return [
-                f"in ensemble {ens}, input {tensor.name} in model {step_model} is not mapped to any ensemble "
-                "tensors"
+                f"in ensemble {ens}, input {tensor.name} in model {step_model} is not mapped to "
+                "any ensemble tensors"
             ]
         ensemble_tensor = step.input_map[tensor.name]
         mine = node(step_model, b, tensor.data_type, tensor.dims)
@@ -256,8 +262,8 @@ def _tensor_mapping(ens: str, step, step_config, tensors: dict, node) -> list[st
     for key, value in step.output_map.items():
         if key not in outs:
             return [
-                f"in ensemble {ens}, ensemble tensor {value} is mapped from non-existing output {key} in model "
-                f"{step_model}"
+                f"in ensemble {ens}, ensemble tensor {value} is mapped from non-existing output "
+                f"{key} in model {step_model}"
             ]
         mine = node(step_model, b, outs[key].data_type, outs[key].dims)
         if value in tensors:

@@ -1,9 +1,11 @@
-"""The ModelConfig fields the serving Triton can read: a config that uses a newer field fails to parse there.
+"""The ModelConfig fields the serving Triton can read: a config that uses a newer field fails to
+parse there.
 
-tritonclient 2.73 ships a newer ModelConfig proto than the tritonserver 2.51 (r24.10) we target; e.g.
-`model_metrics` and `ensemble_scheduling.max_inflight_requests` parse with ours and make 2.51 refuse the config.
-Recorded from triton-inference-server/common, commit 578491fc3944f77d16a6a38e3d7691c485c47ba0 (branch r24.10),
-protobuf/model_config.proto: message (nested names joined by ".") → its field names.
+tritonclient 2.73 ships a newer ModelConfig proto than the tritonserver 2.51 (r24.10) we target;
+e.g. `model_metrics` and `ensemble_scheduling.max_inflight_requests` parse with ours and make 2.51
+refuse the config. Recorded from triton-inference-server/common, commit
+578491fc3944f77d16a6a38e3d7691c485c47ba0 (branch r24.10), protobuf/model_config.proto: message
+(nested names joined by ".") → its field names.
 """
 
 from __future__ import annotations
@@ -193,14 +195,15 @@ FIELDS: dict[str, frozenset[str]] = {
 
 
 def _repeated(field) -> bool:
-    # NOTE: FieldDescriptor.is_repeated exists from protobuf 6.x (where .label is deprecated); the protobuf 4/5
-    # runtimes we support (pyproject: protobuf>=4.25) only have .label.
+    # NOTE: FieldDescriptor.is_repeated exists from protobuf 6.x (where .label is deprecated); the
+    # protobuf 4/5 runtimes we support (pyproject: protobuf>=4.25) only have .label.
     flag = getattr(field, "is_repeated", None)
     return bool(flag) if flag is not None else field.label == field.LABEL_REPEATED
 
 
 def unknown_fields(message, prefix: str = "") -> list[str]:
-    """Set fields of a parsed ModelConfig (any nested message) that Triton 2.51's proto does not have."""
+    """Set fields of a parsed ModelConfig (any nested message) that Triton 2.51's proto does not
+    have."""
     out = []
     key = message.DESCRIPTOR.full_name.removeprefix("inference.")
     known = FIELDS.get(key)

@@ -1,6 +1,7 @@
-"""The two Triton endpoints tritonclient has no call for, sent over the standard library: the generate extension
-(POST v2/models/<m>/versions/<v>/generate[_stream], verify/generate.py) and the Prometheus metrics text (GET
-:8002/metrics, server/status.py). Everything else goes through tritonclient (triton/client.py)."""
+"""The two Triton endpoints tritonclient has no call for, sent over the standard library: the
+generate extension (POST v2/models/<m>/versions/<v>/generate[_stream], verify/generate.py) and the
+Prometheus metrics text (GET :8002/metrics, server/status.py). Everything else goes through
+tritonclient (triton/client.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from collections.abc import Iterator
 
 
 class ErrorAnswer(Exception):
-    """The server answered with an HTTP error status; text is its body (Triton's {"error": ...} unwrapped)."""
+    """The server answered with an HTTP error status; text is its body (Triton's {"error": ...}
+    unwrapped)."""
 
     def __init__(self, status: int, text: str):
         super().__init__(f"HTTP {status}: {text}")
@@ -21,8 +23,8 @@ class ErrorAnswer(Exception):
 
 @contextlib.contextmanager
 def post_json(url: str, body: dict, timeout: float) -> Iterator:
-    """POST body as JSON; yields the open response (read it whole, or line by line for server-sent events).
-    An error status raises ErrorAnswer; no answer raises OSError (URLError is one)."""
+    """POST body as JSON; yields the open response (read it whole, or line by line for server-sent
+    events). An error status raises ErrorAnswer; no answer raises OSError (URLError is one)."""
     request = urllib.request.Request(
         url,
         data=json.dumps(body).encode(),

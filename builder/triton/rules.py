@@ -1,13 +1,13 @@
 """Triton's own config validation, ported rule for rule, for when no server can run.
 
-Source: triton-inference-server/core, commit bfec7c61dc0939433f64f14e89b1973073eac8ba (branch r24.10 =
-tritonserver 2.51): src/model_config_utils.cc (AutoCompleteBackendFields, ValidateModelConfig,
-ValidateInstanceGroup, ValidateModelIOConfig, ValidateIOShape, ValidateBatchIO, the sequence-control getters),
-src/model_repository_manager/model_repository_manager.cc (directory name); the ensemble rules are in
-ensemble_rules.py. Messages are Triton's own wording, so a static finding reads like the server's refusal.
-Triton stops at the first failure of a model; these functions report every one they find. What they cannot
-see: GPU ids (the serving machine's GPUs), what a backend autocompletes from the model file, the backend's own
-checks.
+Source: triton-inference-server/core, commit bfec7c61dc0939433f64f14e89b1973073eac8ba (branch r24.10
+= tritonserver 2.51): src/model_config_utils.cc (AutoCompleteBackendFields, ValidateModelConfig,
+ValidateInstanceGroup, the sequence-control getters; ValidateModelIOConfig, ValidateIOShape and
+ValidateBatchIO are io_rules.py's), src/model_repository_manager/model_repository_manager.cc
+(directory name); the ensemble rules are in ensemble_rules.py. Messages are Triton's own wording, so
+a static finding reads like the server's refusal. Triton stops at the first failure of a model;
+these functions report every one they find. What they cannot see: GPU ids (the serving machine's
+GPUs), what a backend autocompletes from the model file, the backend's own checks.
 """
 
 from __future__ import annotations
@@ -15,14 +15,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tritonbuild.triton.config import parse
+from tritonbuild.triton.config import enum_name, parse
 from tritonbuild.triton.ensemble_rules import ensemble_scheduling_problems
 from tritonbuild.triton.fields import TRITON_VERSION, unknown_fields
+from tritonbuild.triton.io_rules import io_problems
 
-WILDCARD = -1
 VERSION_RE = re.compile(r"^[1-9][0-9]*$")  # the version directories Triton serves
-# GetBackendTypeFromPlatform. torch_aoti (AOTInductor packages) pairs with pytorch from core dabbddc (r26.03,
-# "Add Support for Torch AOTI"); 2.51 does not know it: such models target a newer server, as tritonbuild writes them.
+# GetBackendTypeFromPlatform. torch_aoti (AOTInductor packages) pairs with pytorch from core dabbddc
+# (r26.03, "Add Support for Torch AOTI"); 2.51 does not know it: such models target a newer server,
+# as tritonbuild writes them.
 LEGACY = {
     "tensorflow_graphdef": "tensorflow",
     "tensorflow_savedmodel": "tensorflow",
@@ -37,19 +38,17 @@ KNOWN_BACKENDS = {
     "onnxruntime",
     "pytorch",
 }  # GetBackendType; others are UNKNOWN
-# AutoCompleteBackendFields names the model file of the TensorFlow platforms itself (kTensorFlow*Filename)
+# AutoCompleteBackendFields names the model file of the TensorFlow platforms itself
+# (kTensorFlow*Filename)
 CORE_DEFAULT_FILES = {
     "tensorflow_graphdef": "model.graphdef",
     "tensorflow_savedmodel": "model.savedmodel",
 }
 
 
-def _kind_name(msg, field: str, value: int) -> str:
-    return msg.DESCRIPTOR.fields_by_name[field].enum_type.values_by_number[value].name
-
-
 def _backend_after_autofill(mc, model_dir: Path) -> tuple[str, str, list[str]]:
-    """AutoCompleteBackendFields: (backend, platform) as Triton completes them, and its refusal if any."""
+    """AutoCompleteBackendFields: (backend, platform) as Triton completes them, and its refusal if
+    any."""
     backend, platform, dmf = mc.backend, mc.platform, mc.default_model_filename
     versions = (
         sorted(entry for entry in model_dir.iterdir() if entry.is_dir())
@@ -101,14 +100,15 @@ def _backend_after_autofill(mc, model_dir: Path) -> tuple[str, str, list[str]]:
 
 
 def backend_after_autofill(mc, model_dir: Path) -> str:
-    """The backend Triton's AutoCompleteBackendFields settles on for this config ('' when it cannot)."""
+    """The backend Triton's AutoCompleteBackendFields settles on for this config ('' when it
+    cannot)."""
     return _backend_after_autofill(mc, model_dir)[0]
 
 
 def autocompleted_backend(model_dir: Path) -> tuple[str, list[str]]:
-    """A model directory without config.pbtxt: the backend Triton's AutoCompleteBackendFields finds from the
-    first version directory's files (model.plan, model.onnx, model.xml, model.pt, model.py, a TensorFlow model),
-    or its refusal."""
+    """A model directory without config.pbtxt: the backend Triton's AutoCompleteBackendFields finds
+    from the first version directory's files (model.plan, model.onnx, model.xml, model.pt, model.py,
+    a TensorFlow model), or its refusal."""
     backend, _platform, problems = _backend_after_autofill(parse(b""), model_dir)
     versions = sorted(
         entry for entry in model_dir.iterdir() if entry.is_dir() and entry.name.isdigit()
@@ -128,14 +128,16 @@ NAME_MISMATCH = "unexpected directory name "  # model_repository_manager.cc
 
 
 def model_problems(mc, model_dir: Path) -> list[str]:
-    """Triton's poll- and load-time checks of one model's config (not the ensemble-vs-steps ones)."""
+    """Triton's poll- and load-time checks of one model's config (not the ensemble-vs-steps
+    ones)."""
     name = mc.name or model_dir.name
     problems: list[str] = []
     newer = unknown_fields(mc)
     if newer:
         problems.append(
             f"failed to read text proto: {', '.join(newer)} is not a field of tritonserver "
-            f"{TRITON_VERSION}'s ModelConfig (tritonclient's newer proto accepts it; the server does not)"
+            f"{TRITON_VERSION}'s ModelConfig (tritonclient's newer proto accepts it; the server "
+            "does not)"
         )
     if mc.name and mc.name != model_dir.name:
         problems.append(
@@ -150,7 +152,8 @@ def model_problems(mc, model_dir: Path) -> list[str]:
             problems.append(f"unexpected platform type '{platform}' for {name}")
         elif backend and ensemble:
             problems.append(
-                f"Ensemble model '{name}' must have platform type '{platform}' and empty backend type"
+                f"Ensemble model '{name}' must have platform type '{platform}' and empty backend "
+                "type"
             )
         elif backend in KNOWN_BACKENDS and LEGACY.get(platform) != backend:
             problems.append(f"unexpected 'platform' and 'backend' pair, got:{platform}, {backend}")
@@ -168,12 +171,12 @@ def model_problems(mc, model_dir: Path) -> list[str]:
         )
     if mc.model_transaction_policy.decoupled and mc.response_cache.enable:
         problems.append(
-            f"Response Cache does not currently support model {name} with 'decoupled' transaction policy. "
-            "Please disable the response cache."
+            f"Response Cache does not currently support model {name} with 'decoupled' transaction "
+            "policy. Please disable the response cache."
         )
     if not mc.HasField("ensemble_scheduling"):
         problems += _instance_groups(mc, name, platform)
-    problems += _io(mc, name, platform)
+    problems += io_problems(mc, name, platform)
     return problems
 
 
@@ -191,7 +194,8 @@ def _dynamic_batching(mc, name: str) -> list[str]:
         for key in db.priority_queue_policy:
             if key == 0 or key > levels:
                 problems.append(
-                    f"priority queue policy must have priority level in range [1, {levels}] for {name}"
+                    f"priority queue policy must have priority level in range [1, {levels}] for "
+                    f"{name}"
                 )
     if db.preserve_ordering:
         if levels > 1:
@@ -202,8 +206,8 @@ def _dynamic_batching(mc, name: str) -> list[str]:
         policies = [db.default_queue_policy, *db.priority_queue_policy.values()]
         if any(q.default_timeout_microseconds != 0 and q.timeout_action == delay for q in policies):
             problems.append(
-                "Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for "
-                f"{name}"
+                "Queue policy can not have DELAY as timeout action when 'preserve_ordering' is "
+                f"true for {name}"
             )
     return problems
 
@@ -212,8 +216,8 @@ def _sequence_batching(mc, name: str) -> list[str]:
     problems, sb = [], mc.sequence_batching
     if mc.response_cache.enable:
         problems.append(
-            f"Response Cache does not currently support model {name} with sequence batching scheduler. "
-            "Please disable the response cache."
+            f"Response Cache does not currently support model {name} with sequence batching "
+            "scheduler. Please disable the response cache."
         )
     kind = type(sb).Control.Kind
     for k in (
@@ -244,7 +248,8 @@ def _sequence_batching(mc, name: str) -> list[str]:
 
 
 def _control(sb, name: str, kind: int, kname: str) -> str | None:
-    """GetBooleanSequenceControlProperties / GetTypedSequenceControlProperties for one control kind."""
+    """GetBooleanSequenceControlProperties / GetTypedSequenceControlProperties for one control
+    kind."""
     seen_tensors, found, dtype = set(), False, 0
     typed = kname == "CONTROL_SEQUENCE_CORRID"
     for ci in sb.control_input:
@@ -268,19 +273,19 @@ def _control(sb, name: str, kind: int, kname: str) -> str | None:
                 dtype = c.data_type
                 if given:
                     return (
-                        "sequence batching must not specify either 'int32_false_true', 'fp32_false_true' or "
-                        f"'bool_false_true' for {kname} for {name}"
+                        "sequence batching must not specify either 'int32_false_true', "
+                        f"'fp32_false_true' or 'bool_false_true' for {kname} for {name}"
                     )
                 continue
             if not given:
                 return (
-                    "sequence batching must specify either 'int32_false_true', 'fp32_false_true' or "
-                    f"'bool_false_true' for {kname} for {name}"
+                    "sequence batching must specify either 'int32_false_true', 'fp32_false_true' "
+                    f"or 'bool_false_true' for {kname} for {name}"
                 )
             if len(given) > 1:
                 return (
-                    "sequence batching specifies more than one from 'int32_false_true', 'fp32_false_true' and "
-                    f"'bool_false_true' for {kname} for {name}"
+                    "sequence batching specifies more than one from 'int32_false_true', "
+                    f"'fp32_false_true' and 'bool_false_true' for {kname} for {name}"
                 )
             if len(getattr(c, given[0])) != 2:
                 return f"sequence batching control '{given[0]}' must have exactly 2 entries for {kname} for {name}"
@@ -290,8 +295,8 @@ def _control(sb, name: str, kind: int, kname: str) -> str | None:
 
         if model_config_pb2().DataType.Name(dtype) not in allowed:
             return (
-                f"unexpected data type for control CONTROL_SEQUENCE_CORRID for {name}. Allowed data types are "
-                "TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 and TYPE_STRING"
+                f"unexpected data type for control CONTROL_SEQUENCE_CORRID for {name}. Allowed "
+                "data types are TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 and TYPE_STRING"
             )
     return None
 
@@ -300,15 +305,16 @@ def _instance_groups(mc, name: str, platform: str) -> list[str]:
     problems = []
     for i, g in enumerate(mc.instance_group):
         gname = g.name or f"{name}_{i}"
-        kind = _kind_name(g, "kind", g.kind)
+        kind = enum_name(g, "kind", g.kind)
         if kind in ("KIND_MODEL", "KIND_CPU") and len(g.gpus):
             problems.append(
-                f"instance group {gname} of model {name} has kind {kind} but specifies one or more GPUs"
+                f"instance group {gname} of model {name} has kind {kind} but specifies one or more "
+                "GPUs"
             )
         if platform != "tensorrt_plan" and len(g.profile):
             problems.append(
-                f"instance group {gname} of model {name} and platform {platform}specifies profile field "
-                "which is only supported for TensorRT models"
+                f"instance group {gname} of model {name} and platform {platform}specifies profile "
+                "field which is only supported for TensorRT models"
             )
         elif len(g.profile):
             for prof in g.profile:
@@ -323,119 +329,8 @@ def _instance_groups(mc, name: str, platform: str) -> list[str]:
                     continue
                 if int(match.group(1)) < 0:
                     problems.append(
-                        f"instance group {gname} of model {name} and platform {platform} specifies invalid "
-                        f"profile {prof}. The field should contain the string representation of a "
-                        "non-negative integer."
+                        f"instance group {gname} of model {name} and platform {platform} specifies "
+                        f"invalid profile {prof}. The field should contain the string "
+                        "representation of a non-negative integer."
                     )
-    return problems
-
-
-def _element_count(dims) -> int:
-    """triton::common::GetElementCount: -1 if any wildcard, 0 for an empty shape."""
-    cnt = 0
-    for d in dims:
-        if d == WILDCARD:
-            return -1
-        cnt = d if cnt == 0 else cnt * d
-    return cnt
-
-
-def _chunks(dims) -> list[int]:
-    out, cur = [], 1
-    for d in dims:
-        if d != WILDCARD:
-            cur *= d
-        else:
-            out.append(cur)
-            cur = 1
-    return [*out, cur]
-
-
-def _io_shape(tensor, mbs: int, prefix: str) -> str | None:
-    if not tensor.name:
-        return f"{prefix}must specify 'name'"
-    pre = f"{prefix}'{tensor.name}' "
-    if tensor.data_type == 0:
-        return pre + "must specify 'data_type'"
-    if not len(tensor.dims):
-        return pre + "must specify 'dims'"
-    if tensor.HasField("reshape") and not len(tensor.reshape.shape) and mbs == 0:
-        return (
-            pre
-            + "cannot have empty reshape for non-batching model as scalar tensors are not supported"
-        )
-    if any(d < 1 and d != WILDCARD for d in tensor.dims):
-        return pre + "dimension must be integer >= 1, or -1 to indicate a variable-size dimension"
-    if tensor.HasField("reshape"):
-        if any(d < 1 and d != WILDCARD for d in tensor.reshape.shape):
-            return (
-                pre
-                + "reshape dimensions must be integer >= 1, or -1 to indicate a variable-size dimension"
-            )
-        ds, rs = _element_count(tensor.dims), _element_count(tensor.reshape.shape)
-        if ds != rs and (rs != 0 or ds != 1):
-            return pre + "has different size for dims and reshape"
-        if ds == -1:
-            a, b = _chunks(tensor.dims), _chunks(tensor.reshape.shape)
-            if len(a) != len(b):
-                return pre + "has different number of variable-size dimensions for dims and reshape"
-            if a != b:
-                return pre + "has different size for dims and reshape"
-    return None
-
-
-def _io(mc, name: str, platform: str) -> list[str]:
-    problems = []
-    trt = platform == "tensorrt_plan"
-    for kind, tensors in (("input", mc.input), ("output", mc.output)):
-        for tensor in tensors:
-            err = _io_shape(tensor, mc.max_batch_size, f"model {kind} ")
-            if err is None and kind == "input":
-                fmt = _kind_name(tensor, "format", tensor.format)
-                if fmt in ("FORMAT_NHWC", "FORMAT_NCHW") and len(tensor.dims) != 3:
-                    err = "model input NHWC/NCHW require 3 dims"
-            if err is None and not trt and tensor.is_shape_tensor:
-                err = "shape tensors are only supported for TensorRT platform"
-            if err is None and tensor.is_non_linear_format_io:
-                if not trt:
-                    err = "Non-linear IO format is only supported for the TensorRT platform"
-                elif len(tensor.dims) != 3:
-                    err = f"Non-linear IO format {kind} requires 3 dims"
-            if err:
-                problems.append(f"{err} for {name}")
-    problems += [f"{e} for {name}" for e in _batch_io(mc)]
-    return problems
-
-
-def _batch_io(mc) -> list[str]:
-    problems = []
-    inputs, outputs = {tensor.name for tensor in mc.input}, {tensor.name for tensor in mc.output}
-    for b in mc.batch_input:
-        kind = _kind_name(b, "kind", b.kind)
-        if len(b.source_input) != 1:
-            problems.append(
-                f"batch input kind '{kind}' expects 1 source input, got {len(b.source_input)}"
-            )
-        dtype = _kind_name(b, "data_type", b.data_type)
-        if dtype not in ("TYPE_INT32", "TYPE_FP32"):
-            problems.append(
-                f"unexpected batch input data type '{dtype}'"
-                if dtype == "TYPE_INVALID"
-                else "batch input data type must be TYPE_INT32 or TYPE_FP32"
-            )
-        problems += [f"unknown source input name '{s}'" for s in b.source_input if s not in inputs]
-    for b in mc.batch_output:
-        kind = _kind_name(b, "kind", b.kind)
-        if len(b.source_input) != 1:
-            problems.append(
-                f"batch output kind '{kind}' expects 1 source input, got {len(b.source_input)}"
-            )
-        problems += [f"unknown source input name '{s}'" for s in b.source_input if s not in inputs]
-        seen = set()
-        for tensor in b.target_name:
-            if tensor not in outputs:
-                problems.append(f"unknown target output name '{tensor}'")
-            elif tensor in seen:
-                problems.append(f"target output name '{tensor}' can only be specified once")
-            seen.add(tensor)
     return problems

@@ -1,25 +1,32 @@
-"""Stand-ins through which Triton's own core validates a config of any backend (verify/triton_core.py loads them).
+"""Stand-ins through which Triton's own core validates a config of any backend
+(verify/triton_core.py loads them).
 
-Triton checks a config (names, dims, reshape, batch inputs/outputs, batching and queue policies, sequence-batching
-controls, instance groups, ensembles and their steps) in its core, at poll and at load, before a backend library
-is asked anything (triton-inference-server/core r24.10: src/model_config_utils.cc ValidateModelConfig,
-ValidateInstanceGroup, ValidateModelIOConfig; src/ensemble_scheduler/ensemble_utils.cc ValidateEnsembleConfig).
-The embedded server has only the Python backend, so each model is copied into a scratch repository as a
-*stand-in*: the same config with `backend: python` and a model.py that only declares (zero outputs of the declared
-shapes). What the stand-in changes, and therefore cannot prove (see standin_config):
+Triton checks a config (names, dims, reshape, batch inputs/outputs, batching and queue policies,
+sequence-batching controls, instance groups, ensembles and their steps) in its core, at poll and at
+load, before a backend library is asked anything (triton-inference-server/core r24.10:
+src/model_config_utils.cc ValidateModelConfig, ValidateInstanceGroup, ValidateModelIOConfig;
+src/ensemble_scheduler/ensemble_utils.cc ValidateEnsembleConfig). The embedded server has only the
+Python backend, so each model is copied into a scratch repository as a *stand-in*: the same config
+with `backend: python` and a model.py that only declares (zero outputs of the declared shapes). What
+the stand-in changes, and therefore cannot prove (see standin_config):
 
-- backend → python, platform KEPT (Triton lets an unknown backend pair with any platform, so platform-dependent
-  rules — instance-group profiles, shape tensors, non-linear IO only for tensorrt_plan — still apply);
-  default_model_filename set to model.py, runtime cleared. The rules that depend on the real
+- backend → python, platform KEPT (Triton lets an unknown backend pair with any platform, so
+  platform-dependent
+  rules — instance-group profiles, shape tensors, non-linear IO only for tensorrt_plan — still
+  apply); default_model_filename set to model.py, runtime cleared. The rules that depend on the real
   backend name (platform/backend pair, empty backend) are static rules (triton/rules.py).
-- instance groups: KIND_GPU → KIND_CPU (gpus cleared) when this machine has no GPU, and count > 1 → 1 (the
-  rule is count >= 1 after defaulting; stand-in instances are processes). GPU ids are not checked here.
-- autocomplete: the onnxruntime/tensorrt/pytorch backends fill missing inputs/outputs/max_batch_size from the
-  model file; the stand-in sees the config as written (or none: Triton then autocompletes a Python stand-in).
-  A model the embedded server runs itself (a hand-written Python model, `as_is`) is not stood in for: it is
-  copied whole, so its own auto_complete_config and initialize() run.
+- instance groups: KIND_GPU → KIND_CPU (gpus cleared) when this machine has no GPU, and count > 1 →
+  1 (the
+  rule is count >= 1 after defaulting; stand-in instances are processes). GPU ids are not checked
+  here.
+- autocomplete: the onnxruntime/tensorrt/pytorch backends fill missing inputs/outputs/max_batch_size
+  from the
+  model file; the stand-in sees the config as written (or none: Triton then autocompletes a Python
+  stand-in). A model the embedded server runs itself (a hand-written Python model, `as_is`) is not
+  stood in for: it is copied whole, so its own auto_complete_config and initialize() run.
 - files beside config.pbtxt (label files, warmup data) are copied: Triton opens them at load.
-- the model file itself (ONNX graph, engine, TorchScript) is not read: the backend's own checks of config vs
+- the model file itself (ONNX graph, engine, TorchScript) is not read: the backend's own checks of
+  config vs
   file are out of reach here.
 """
 
@@ -34,7 +41,8 @@ from google.protobuf import text_format
 from tritonbuild.triton.config import ConfigParseError, parse, read_config
 
 STANDIN_FILE = "model.py"
-# The model.py every stand-in runs: it declares, and answers zeros of the declared output shapes (warmup runs it).
+# The model.py every stand-in runs: it declares, and answers zeros of the declared output shapes
+# (warmup runs it).
 STANDIN_MODEL = '''"""tritonbuild stand-in: carries another backend's config through Triton's core checks."""
 import json
 
@@ -85,8 +93,8 @@ _POLL_RE = re.compile(r"""Poll failed for model directory '([^']+)': (.*?)"?\s*$
 
 
 def standin_config(raw: bytes, *, have_gpu: bool) -> tuple[bytes, list[str]]:
-    """The stand-in's config.pbtxt and what was changed. A config our proto cannot parse is passed through as
-    written: Triton then reports its own parse error."""
+    """The stand-in's config.pbtxt and what was changed. A config our proto cannot parse is passed
+    through as written: Triton then reports its own parse error."""
     try:
         mc = parse(raw)
     except ConfigParseError:
@@ -100,8 +108,9 @@ def standin_config(raw: bytes, *, have_gpu: bool) -> tuple[bytes, list[str]]:
     if mc.runtime:
         changed.append("runtime cleared")
         mc.ClearField("runtime")
-    # NOTE: named explicitly: for a TensorFlow platform Triton's autofill would name model.savedmodel/graphdef,
-    # and a Python stub that finds no model file never reports back (the load hangs).
+    # NOTE: named explicitly: for a TensorFlow platform Triton's autofill would name
+    # model.savedmodel/graphdef, and a Python stub that finds no model file never reports back (the
+    # load hangs).
     if mc.default_model_filename != STANDIN_FILE:
         if mc.default_model_filename:
             changed.append(f"default_model_filename {mc.default_model_filename} → {STANDIN_FILE}")
@@ -152,9 +161,10 @@ def write_standins(
     have_gpu: bool,
     as_is: frozenset[str] = frozenset(),
 ) -> dict[str, list[str]]:
-    """Scratch repository of stand-ins for names (plus their ensemble steps): name → what the stand-in changed.
-    Files beside config.pbtxt (label files, warmup data) come along: Triton opens them at load. A model in
-    as_is (one the embedded server runs) is copied whole, so its own model.py is imported and initialize() run."""
+    """Scratch repository of stand-ins for names (plus their ensemble steps): name → what the
+    stand-in changed. Files beside config.pbtxt (label files, warmup data) come along: Triton opens
+    them at load. A model in as_is (one the embedded server runs) is copied whole, so its own
+    model.py is imported and initialize() run."""
     changes = {}
     for name in _closure(root, names):
         src, dest = root / name, scratch / name
@@ -179,7 +189,8 @@ def write_standins(
 
 
 def poll_failure_cause(log_text: str, name: str) -> str | None:
-    """Triton logs why a model directory failed to poll (the load API says only 'failed to poll')."""
+    """Triton logs why a model directory failed to poll (the load API says only 'failed to
+    poll')."""
     cause = None
     for line in log_text.splitlines():
         match = _POLL_RE.search(line)

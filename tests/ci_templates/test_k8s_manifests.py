@@ -139,7 +139,7 @@ def test_explicit_mode_adds_a_headless_service_that_reaches_every_pod(cli, tmp_p
 
 
 def test_gpu_resources_come_from_the_instance_groups(tmp_path, in_root):
-    from tritonbuild.publish.k8s import gpus_per_pod
+    from tritonbuild.publish.k8s_pod import gpus_per_pod
     from tritonbuild.repository.manifest import read_manifest
 
     root = tmp_path / "repo"

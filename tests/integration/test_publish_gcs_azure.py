@@ -181,7 +181,7 @@ def test_random_kills_never_leave_a_half_visible_version(store, cli, tmp_path):
     versions whose every file is at the target with its size; the re-run (breaking the dead publisher's lease)
     completes and verify TARGET passes."""
     from tritonbuild.publish import objects
-    from tritonbuild.publish.planner import live_version
+    from tritonbuild.publish.pinning import live_version
     from tritonbuild.publish.target import open_target
     from tritonbuild.repository.manifest import read_manifest
 

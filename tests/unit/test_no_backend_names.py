@@ -34,6 +34,11 @@ ALLOWED = {
         "default-backend guessing of GetNormalizedModelConfig",
     ),
     "triton/ensemble_rules.py": ({"ensemble"}, "ensemble_utils.cc: core's scheduler, no backend"),
+    "triton/io_rules.py": (
+        {"tensorrt_plan"},
+        "model_config_utils.cc ValidateModelIOConfig: Triton's own rule allows shape tensors and "
+        "non-linear I/O formats on that platform only",
+    ),
     "triton/standin.py": (
         {"python", "model.py", "ensemble"},
         "the stand-in is a Python-backend model "

@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from tritonbuild.core import objstore, stores
+from tritonbuild.core import cloud_drivers, drivers, objstore
+from tritonbuild.core.location import Location
 
 
 @pytest.fixture(autouse=True)
@@ -58,7 +59,7 @@ def test_azure_target_transfers_are_bounded(monkeypatch):
 
 def test_s3_attempts_and_backoff_fit_the_deadline(monkeypatch):
     monkeypatch.setenv(objstore.DEADLINE_ENV, "30")
-    config = stores.S3Driver().options(stores.Location("s3", "b/p"))["config_kwargs"]
+    config = cloud_drivers.S3Driver().options(Location("s3", "b/p"))["config_kwargs"]
     per_attempt = config["connect_timeout"] + config["read_timeout"]
     assert config["retries"] == {"mode": "standard", "total_max_attempts": objstore.ATTEMPTS}
     assert objstore.ATTEMPTS * per_attempt + objstore.BACKOFF_S <= 30
@@ -93,10 +94,10 @@ def test_remote_cache_gets_the_same_bounds(monkeypatch):
 
 
 def test_options_per_driver():
-    assert stores.LocalDriver().options(stores.Location("file", "/x")) == {}
-    s3 = stores.S3Driver().options(stores.Location("s3", "b/p", "http://x"))
+    assert drivers.LocalDriver().options(Location("file", "/x")) == {}
+    s3 = cloud_drivers.S3Driver().options(Location("s3", "b/p", "http://x"))
     assert s3["client_kwargs"] == {"endpoint_url": "http://x"}
-    assert set(stores.AzureDriver().options(stores.Location("az", "c/p"))) >= {
+    assert set(cloud_drivers.AzureDriver().options(Location("az", "c/p"))) >= {
         "connection_timeout",
         "read_timeout",
     }

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PY_MODEL, PY_RECIPE
-from tritonbuild.publish.planner import parse_remote
+from tritonbuild.publish.pinning import parse_remote
 
 
 def _fake_verified(out: Path) -> None:

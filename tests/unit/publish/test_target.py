@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from tritonbuild.errors import PublishError
-from tritonbuild.publish.planner import live_version, pinned_config
+from tritonbuild.publish.pinning import live_version, pinned_config
 from tritonbuild.publish.target import open_target, redact
 
 

@@ -16,7 +16,8 @@ from tritonbuild.backends.python import PythonRecipe
 from tritonbuild.backends.tensorrt import TensorRTRecipe
 from tritonbuild.errors import MultipleErrors, RecipeError, TritonBuildError
 from tritonbuild.recipe.load import load_recipe
-from tritonbuild.recipe.models import Recipe, check_rules
+from tritonbuild.recipe.models import Recipe
+from tritonbuild.recipe.rules import check_rules
 
 RECIPE_DIR = ROOT / "builder" / "recipe"
 
@@ -141,7 +142,7 @@ def test_a_recipe_type_of_another_kind_is_refused_at_registration():
 
 
 def test_builtin_backend_rules_live_in_the_backends(write):
-    """recipe.models.check_rules alone passes a python recipe without outputs and a tensorrt recipe with a bad
+    """recipe.rules.check_rules alone passes a python recipe without outputs and a tensorrt recipe with a bad
     profile: those rules are the backends' (the load path asks the registry for them)."""
     no_outputs = PythonRecipe.model_validate(
         {

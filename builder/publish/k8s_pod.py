@@ -1,0 +1,181 @@
+"""What tritonserver in a pod is given (publish/k8s.py writes it into the manifests): the URL it
+reads a publish target at, its command line and what the models need at its start, the GPUs and the
+startup time one server needs, and the readiness probe's files with the goldens that fit the
+ConfigMap.
+
+Facts (tests/contracts/facts/kubernetes.json): tritonserver's flags (server
+src/command_line_parser.cc), strict readiness counting every model (core src/server.cc
+InferenceServer::IsReady).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from pathlib import Path
+
+from tritonbuild.errors import TritonBuildError, UsageError
+from tritonbuild.repository.manifest import Manifest
+
+GIB = 1 << 30
+CONFIGMAP_BUDGET = (
+    900 * 1024
+)  # a ConfigMap holds at most 1 MiB; goldens past this stay out of the probe
+# Where tritonserver reads each store's credentials (its own SDK chains), as the Secret must provide
+# them.
+SECRET_KEYS = {
+    "s3": "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION (and AWS_SESSION_TOKEN)",
+    "gs": "key.json (a service account key; GOOGLE_APPLICATION_CREDENTIALS points at it)",
+    "az": "AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY",
+}
+
+
+def repository_url(target: str) -> tuple[str, str]:
+    """(scheme, the --model-repository tritonserver reads the target at), or a UsageError for a
+    target the stock image cannot read itself."""
+    from tritonbuild.core.stores import driver_for, parse_location
+
+    try:
+        location = parse_location(target)
+    except TritonBuildError as e:
+        raise UsageError(f"--target: {e.message}", where=e.where, hint=e.hint) from None
+    scheme = {"gcs": "gs", "abfs": "az"}.get(location.scheme, location.scheme)
+    if scheme not in SECRET_KEYS:
+        raise UsageError(
+            f"--target {location}: tritonserver reads a repository from s3://, gs:// or Azure "
+            "storage, not from this store; the pods could not start",
+            hint="publish to an object store for the pods, or leave --target out to serve the "
+            "repository baked into the image",
+        )
+    url = driver_for(location.scheme).triton_url(location, location.path)
+    if url.startswith("as://ACCOUNT/"):
+        raise UsageError(
+            f"--target {location}: tritonserver names the Azure storage account in its repository "
+            "URL (as://ACCOUNT/container/path)",
+            hint="set AZURE_STORAGE_ACCOUNT to the account",
+        )
+    return scheme, url
+
+
+def startup_budget_s(manifest: Manifest) -> int:
+    """Seconds a server may need to load this repository: a base minute plus 60 s per GiB of
+    artifacts (an engine is read from disk or the store, deserialised and warmed up)."""
+    size = sum(entry.size for entry in manifest.files.values())
+    return 60 + math.ceil(size / GIB * 60)
+
+
+def gpus_per_pod(root: Path, manifest: Manifest) -> int:
+    """GPUs one server needs: the most any model's instance groups name (KIND_GPU with gpus [0, 2]
+    needs 3; without a list, or a GPU-target model, at least one), what a backend that places its
+    own devices says (Backend.gpus_needed), an LLM engine's world size."""
+    from tritonbuild.backends import REGISTRY
+    from tritonbuild.triton.config import parse
+
+    needed = 0
+    for model in manifest.models:
+        if model.target == "gpu":
+            needed = max(needed, 1)
+        world = (model.llm or {}).get("world_size")
+        if isinstance(world, int):
+            needed = max(needed, world)
+        config = root / model.name / "config.pbtxt"
+        if not config.is_file():
+            continue
+        mc = parse(config.read_bytes())
+        for group in mc.instance_group:
+            if group.kind == group.KIND_GPU:
+                needed = max(needed, max(group.gpus) + 1 if group.gpus else 1)
+        backend = REGISTRY.for_config(mc.backend, mc.platform)
+        if backend is not None:
+            needed = max(needed, backend.gpus_needed(mc, root / model.name / str(model.version)))
+    return needed
+
+
+def probe_files(root: Path, manifest: Manifest) -> tuple[dict, dict, list[str]]:
+    """(ConfigMap data, ConfigMap binaryData, models whose goldens did not fit): the probe, what it
+    expects, and each model's golden while the ConfigMap stays under its limit."""
+    models, binary, left_out, used = [], {}, [], 0
+    for index, model in enumerate(sorted(manifest.models, key=lambda each: each.name)):
+        entry = {"name": model.name, "goldens": {}}
+        golden = root / model.goldens if model.goldens else None
+        if golden is not None and golden.is_file():
+            encoded = base64.b64encode(golden.read_bytes()).decode()
+            if used + len(encoded) <= CONFIGMAP_BUDGET:
+                key = f"golden-{index}-v{model.version}.npz"  # ConfigMap keys: [-._a-zA-Z0-9]+
+                binary[key] = encoded
+                entry["goldens"][str(model.version)] = key
+                used += len(encoded)
+            else:
+                left_out.append(model.name)
+        models.append(entry)
+    script = (Path(__file__).with_name("k8s_probe.py")).read_text()
+    return (
+        {"probe.py": script, "expect.json": json.dumps({"models": models}, indent=1)},
+        binary,
+        left_out,
+    )
+
+
+def server_args(target: str | None, control: str, poll_secs: int) -> list[str]:
+    """tritonserver's command line in the pod. Strict readiness is off: it would report the whole
+    server not-ready while any model loads (a publish reaching every polling pod at once); the probe
+    judges the models instead."""
+    ports = ["--http-port=8000", "--grpc-port=8001", "--metrics-port=8002"]
+    common = ["--strict-readiness=false", "--exit-on-error=false", *ports]
+    if target is None:
+        return ["--model-repository=/models", "--model-control-mode=none", *common]
+    _, url = repository_url(target)
+    if control == "poll":
+        return [
+            f"--model-repository={url}",
+            "--model-control-mode=poll",
+            f"--repository-poll-secs={poll_secs}",
+            *common,
+        ]
+    return [f"--model-repository={url}", "--model-control-mode=explicit", "--load-model=*", *common]
+
+
+def launch_needs(manifest: Manifest) -> tuple[dict[str, str], list[str], list[str]]:
+    """(environment, launcher prefix, extra tritonserver arguments) the models need at start, read
+    from the manifest as the serving image's entrypoint reads it (ci/docker/entrypoint.sh): a
+    TensorRT-LLM orchestrator's `mpirun -n 1` and memory pools, a vLLM model's invariant-serving
+    variables. Plugin wheels must be installed into the image's Python before the start, which the
+    stock image cannot: refused, with the custom image."""
+    env, launcher, extra = {}, [], []
+    for model in manifest.models:
+        launch = (model.llm or {}).get("server_launch") or {}
+        serving = (model.llm or {}).get("serving") or {}
+        if serving.get("plugins"):
+            raise UsageError(
+                f"{model.name}: its plugin wheels ({', '.join(serving['plugins'])}) are installed "
+                "into the serving image's Python before tritonserver starts; the stock image "
+                "cannot",
+                hint="build the serving image from Dockerfile.triton (its entrypoint installs "
+                "them) and leave --target out, or publish the model without determinism: "
+                "invariant",
+            )
+        env |= launch.get("env", {}) | serving.get("env", {})
+        launcher = list(launch.get("launcher") or launcher)
+        extra += [arg for arg in launch.get("args", []) if arg not in extra]
+    return env, launcher, extra
+
+
+def start(manifest: Manifest, target: str | None, control: str, poll_secs: int) -> dict:
+    """The container's command, args and env. The stock image (a target): tritonserver itself, with
+    what the models' start needs (launch_needs). The custom image (no target): its entrypoint, which
+    reads the same from the baked manifest, told to serve without strict readiness."""
+    if target is None:
+        return {
+            "args": ["--exit-on-error=false"],
+            "env": [
+                {"name": "TRITON_MODEL_CONTROL", "value": "none"},
+                {"name": "TRITONBUILD_STRICT_READINESS", "value": "false"},
+            ],
+        }
+    env, launcher, extra = launch_needs(manifest)
+    return {
+        "command": [*launcher, "tritonserver"],
+        "args": server_args(target, control, poll_secs) + extra,
+        "env": [{"name": key, "value": value} for key, value in sorted(env.items())],
+    }
