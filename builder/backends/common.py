@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import shutil
 from pathlib import Path
 
@@ -16,7 +17,17 @@ def local_source(loaded: LoadedRecipe, rel: str, loc: tuple) -> Path:
     """A local file named by the recipe (relative to the recipe's directory); it must exist."""
     path = Path(rel[len("file://") :] if rel.startswith("file://") else rel)
     path = path if path.is_absolute() else loaded.base_dir / path
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except OSError as e:  # is_file() swallows "not found" only: a name too long, a denied directory
+        raise PlanError(
+            f"{loaded.key(loc)}: {path}: {e.strerror}",
+            where=loaded.where(loc),
+            hint="name a file the filesystem can hold (each path component at most 255 bytes)"
+            if e.errno == errno.ENAMETOOLONG
+            else "fix the path or its directories' permissions",
+        ) from None
+    if not found:
         if path.exists() or path.is_symlink():
             try:
                 regular_file(path, "source")

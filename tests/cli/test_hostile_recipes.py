@@ -274,6 +274,16 @@ def test_a_nul_escape_in_a_path_is_a_recipe_error(cli, py_recipe, tmp_path):
     assert r.exit_code == 3 and "NUL" in r.stderr and f"{py_recipe}:4" in r.stderr, r.stderr
 
 
+def test_a_source_name_longer_than_the_filesystem_allows_is_a_plan_error(cli, py_recipe, tmp_path):
+    """Found by test_fuzz: Path.is_file() raises ENAMETOOLONG (it swallows only 'not found' errors)."""
+    name = "m" * 300 + ".py"
+    py_recipe.write_text(py_recipe.read_text().replace("path: model.py", f"path: {name}"))
+    r = cli("build", py_recipe, "-o", tmp_path / "OUT")
+    _no_traceback(r)
+    assert r.exit_code == 4 and "source.path" in r.stderr and "too long" in r.stderr, r.stderr
+    assert f"{py_recipe}:4" in r.stderr and not (tmp_path / "OUT").exists()
+
+
 def test_an_unreadable_golden_used_as_warmup_is_a_build_error(cli, py_recipe, tmp_path):
     (tmp_path / "goldens").mkdir()
     (tmp_path / "goldens" / "doubler.npz").write_bytes(b"")
