@@ -3,7 +3,18 @@
 One module per command family; importing them registers their commands on `main`.
 """
 
-from tritonbuild.cli import cache, embedded, export, publish, recipes, tune, verify  # noqa: F401  (register commands)
+from tritonbuild.cli import (  # noqa: F401  (importing them registers their commands)
+    cache,
+    deploy,
+    embedded,
+    export,
+    infer,
+    publish,
+    recipes,
+    serve,
+    tune,
+    verify,
+)
 from tritonbuild.cli.common import main
 
 __all__ = ["main"]

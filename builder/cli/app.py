@@ -1,6 +1,7 @@
-"""The CLI's application object (Hatch's `Application` is the model): one per invocation, it owns the output
-mode (--json, --quiet, --verbose), the consoles, progress reporting and the build cache directory. Commands
-reach it with `app()`; nothing else in the CLI decides where output goes or where the cache is."""
+"""The CLI's application object (Hatch's `Application` is the model): one per invocation, it owns
+the output mode (--json, --quiet, --verbose), the consoles, progress reporting and the build cache
+directory. Commands reach it with `app()`; nothing else in the CLI decides where output goes or
+where the cache is."""
 
 from __future__ import annotations
 
@@ -23,9 +24,9 @@ HEARTBEAT_S = (
 
 
 def _console(stderr: bool) -> Console:
-    # NOTE: markup off: messages carry user text such as "tritonbuild[onnx]" or "[1, 2]", which rich would
-    # read as style tags. Styled parts are passed with markup=True and everything else escaped. No
-    # Console.log anywhere: its timestamps and source links are not for users.
+    # NOTE: markup off: messages carry user text such as "tritonbuild[onnx]" or "[1, 2]", which rich
+    # would read as style tags. Styled parts are passed with markup=True and everything else
+    # escaped. No Console.log anywhere: its timestamps and source links are not for users.
     return Console(stderr=stderr, highlight=False, soft_wrap=True, markup=False)
 
 
@@ -38,7 +39,7 @@ class Application:
         self._cache_dir: Path | None = None
         self._cache_dir_resolved: Path | None = None
 
-    # -- output mode -------------------------------------------------------------------------------------
+    # -- output mode ------------------------------------------------------------------------------
     def set_verbosity(self, level: int) -> None:
         self.verbosity = level
         self.out.quiet = level <= QUIET
@@ -57,24 +58,25 @@ class Application:
         if self.verbosity >= VERBOSE and not self.json:
             self.err.print(message)
 
-    # -- cache directory -----------------------------------------------------------------------------------
+    # -- cache directory --------------------------------------------------------------------------
     def set_cache_dir(self, path: Path | None) -> None:
         if path is not None:
             self._cache_dir, self._cache_dir_resolved = Path(path), None
 
     @property
     def cache_dir(self) -> Path:
-        """--cache-dir, else TRITONBUILD_CACHE_DIR, else $XDG_CACHE_HOME/tritonbuild (~/.cache/tritonbuild)."""
+        """--cache-dir, else TRITONBUILD_CACHE_DIR, else $XDG_CACHE_HOME/tritonbuild
+        (~/.cache/tritonbuild)."""
         if self._cache_dir_resolved is None:
             self._cache_dir_resolved = cachedir.resolve(self._cache_dir)
         return self._cache_dir_resolved
 
-    # -- progress ------------------------------------------------------------------------------------------
+    # -- progress ---------------------------------------------------------------------------------
     @contextmanager
     def progress(self) -> Iterator[Callable[[str], None]]:
-        """A callback for long work: a rich status line on a terminal; in a non-TTY (CI logs) a plain line
-        at most every HEARTBEAT_S seconds, repeated with the elapsed time while nothing new is said; nothing
-        with --json or --quiet."""
+        """A callback for long work: a rich status line on a terminal; in a non-TTY (CI logs) a
+        plain line at most every HEARTBEAT_S seconds, repeated with the elapsed time while nothing
+        new is said; nothing with --json or --quiet."""
         if self.json or self.quiet:
             yield lambda _msg: None
             return
@@ -90,8 +92,8 @@ class Application:
 
 
 class PlainProgress:
-    """Plain progress lines for logs: the newest message at most every `interval` seconds, and a heartbeat
-    with the elapsed time when one step runs long."""
+    """Plain progress lines for logs: the newest message at most every `interval` seconds, and a
+    heartbeat with the elapsed time when one step runs long."""
 
     def __init__(
         self,
@@ -133,7 +135,8 @@ class PlainProgress:
         self.last_print, self.printed = self.clock(), self.message
 
     def tick(self) -> None:
-        """The heartbeat: repeat the newest message (with the elapsed time) when nothing was printed for a while."""
+        """The heartbeat: repeat the newest message (with the elapsed time) when nothing was printed
+        for a while."""
         with self._lock:
             if self.message is not None and self.clock() - self.last_print >= self.heartbeat:
                 self._print()

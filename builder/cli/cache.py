@@ -38,9 +38,9 @@ def _size(text: str) -> int:
 @json_option
 def cache_ls_command(cache_dir: Path | None, as_json: bool) -> None:
     """Cached steps: key, kind, model, size, last use."""
-    from tritonbuild import api
+    from tritonbuild.api import maintenance
 
-    store = api.cache_store(cache_dir)
+    store = maintenance.cache_store(cache_dir)
     rows = [
         {
             "key": key,
@@ -80,21 +80,19 @@ def cache_ls_command(cache_dir: Path | None, as_json: bool) -> None:
 @json_option
 def cache_gc_command(max_size: str, cache_dir: Path | None, as_json: bool) -> None:
     """Shrink the cache to --max-size."""
-    from tritonbuild import api
+    from tritonbuild.api import maintenance
 
-    store = api.cache_store(cache_dir)
-    result = store.gc(_size(max_size))
+    result = maintenance.cache_gc(_size(max_size), cache_dir)
     if as_json:
         _json(result)
     else:
-        removed = ", ".join(
-            f"{what} {size}" for what, size in result["removed_bytes"].items() if size
-        )
+        removed = ", ".join(f"{what} {size}" for what, size in result.removed_bytes.items() if size)
+        root = maintenance.cache_store(cache_dir).root
         app().out.print(
-            f"evicted {len(result['evicted_records'])} entries, freed {result['freed_bytes']} bytes"
+            f"evicted {len(result.evicted_records)} entries, freed {result.freed_bytes} bytes"
             + (f" ({removed})" if removed else "")
-            + f"; kept {result['kept_records']} entries, "
-            f"{result['kept_bytes']} bytes in {store.root} (blobs {result['kept_blob_bytes']})"
+            + f"; kept {result.kept_records} entries, "
+            f"{result.kept_bytes} bytes in {root} (blobs {result.kept_blob_bytes})"
         )
 
 
@@ -103,13 +101,13 @@ def cache_gc_command(max_size: str, cache_dir: Path | None, as_json: bool) -> No
 @json_option
 def cache_verify_command(cache_dir: Path | None, as_json: bool) -> None:
     """Re-hash every cached file; corrupt ones are evicted (and rebuilt by the next build)."""
-    from tritonbuild import api
+    from tritonbuild.api import maintenance
 
-    result = api.cache_store(cache_dir).verify()
+    result = maintenance.cache_verify(cache_dir)
     if as_json:
         _json(result)
     else:
         app().out.print(
-            f"{result['blobs_checked']} files checked, {len(result['corrupt_blobs'])} corrupt, "
-            f"{len(result['evicted_records'])} entries evicted"
+            f"{result.blobs_checked} files checked, {len(result.corrupt_blobs)} corrupt, "
+            f"{len(result.evicted_records)} entries evicted"
         )

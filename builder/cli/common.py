@@ -16,7 +16,8 @@ from tritonbuild.errors import MultipleErrors, TritonBuildError, UsageError
 
 
 class Group(click.Group):
-    """Turns every TritonBuildError into its exit code and message; usage errors into exit 2 (JSON under
+    """Turns every TritonBuildError into its exit code and message; usage errors into exit 2 (JSON
+    under
     --json); Ctrl-C into 130; bugs into 1."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
@@ -127,7 +128,8 @@ def _json(obj) -> None:
 
 @contextmanager
 def _progress(enabled: bool = True):
-    """The Application's progress callback (rich status on a TTY, plain lines in logs, silent for --json)."""
+    """The Application's progress callback (rich status on a TTY, plain lines in logs, silent for
+    --json)."""
     if not enabled:
         yield lambda msg: None
         return
@@ -173,8 +175,8 @@ tritonserver_option = click.option(
     "tritonserver",
     metavar="PATH",
     envvar="TRITONBUILD_TRITONSERVER",
-    help="Run this tritonserver binary (your fleet's, e.g. /opt/tritonserver/bin/tritonserver, with its own "
-    "backends) instead of the embedded one [env TRITONBUILD_TRITONSERVER].",
+    help="Run this tritonserver binary (your fleet's, e.g. /opt/tritonserver/bin/tritonserver, "
+    "with its own backends) instead of the embedded one [env TRITONBUILD_TRITONSERVER].",
 )
 triton_image_option = click.option(
     "--triton-image",
@@ -190,8 +192,8 @@ triton_image_option = click.option(
 recipes_arg = click.argument("recipes", nargs=-1, required=True, type=click.Path(path_type=Path))
 
 
-# NOTE: no envvar= here: the Application reads TRITONBUILD_CACHE_DIR only when no --cache-dir was given
-# (before or after the command), so the environment never overrides an option.
+# NOTE: no envvar= here: the Application reads TRITONBUILD_CACHE_DIR only when no --cache-dir was
+# given (before or after the command), so the environment never overrides an option.
 cache_dir_option = click.option(
     "--cache-dir",
     type=click.Path(path_type=Path),
@@ -254,8 +256,9 @@ changed_since_option = click.option(
 
 
 def key_values(items: tuple[str, ...] | list[str], option: str, metavar: str) -> dict[str, str]:
-    """KEY=VALUE options (--engine MODEL=DIR, --input NAME=FILE.npy, --backend NAME=DIR, --input-data MODEL=FILE)
-    as a dict; an item without a key, an '=' or a value is a usage error naming the option and the form."""
+    """KEY=VALUE options (--engine MODEL=DIR, --input NAME=FILE.npy, --backend NAME=DIR,
+    --input-data MODEL=FILE) as a dict; an item without a key, an '=' or a value is a usage error
+    naming the option and the form."""
     pairs = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -265,21 +268,37 @@ def key_values(items: tuple[str, ...] | list[str], option: str, metavar: str) ->
     return pairs
 
 
+def backend_dirs(specs: tuple[str, ...]) -> dict[str, Path]:
+    """--backend NAME=DIR (verify, serve): each DIR must hold the backend's entry point."""
+    from tritonbuild.server.launcher import BACKEND_ENTRY
+
+    out = {name: Path(path) for name, path in key_values(specs, "--backend", "NAME=DIR").items()}
+    for name, path in out.items():
+        if not (path / BACKEND_ENTRY).is_file():
+            raise UsageError(
+                f"--backend {name}={path}: expected NAME=DIR with DIR/{BACKEND_ENTRY}",
+                hint="e.g. --backend vllm=vllm_backend/src (Triton's vLLM backend)",
+            )
+    return out
+
+
 def existing_dir(value: str | Path, what: str = "repository") -> Path:
-    """A local directory argument that must exist: a usage error (exit 2) naming it, not a stage's error."""
+    """A local directory argument that must exist: a usage error (exit 2) naming it, not a stage's
+    error."""
     path = Path(value)
     if not path.is_dir():
         problem = "not a directory" if path.exists() else "no such directory"
         raise UsageError(
             f"{problem}: {path}",
-            hint=f"pass the {what} directory `tritonbuild build RECIPES -o DIR` wrote, or a target URL",
+            hint=f"pass the {what} directory `tritonbuild build RECIPES -o DIR` wrote, or a target "
+            "URL",
         )
     return path
 
 
 def print_table(table: Table) -> None:
-    """A rich table when it fits the console without truncating a cell; else one plain line per row (paths in
-    logs and 80-column terminals stay whole and greppable)."""
+    """A rich table when it fits the console without truncating a cell; else one plain line per row
+    (paths in logs and 80-column terminals stay whole and greppable)."""
     console = app().out
     widths = [
         max((len(str(c)) for c in [col.header, *col._cells]), default=0) for col in table.columns

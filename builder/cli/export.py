@@ -1,4 +1,5 @@
-"""export perf-data | model-analyzer: what tritonbuild knows, in the files the tools users already run read."""
+"""export perf-data | model-analyzer: what tritonbuild knows, in the files the tools users already
+run read."""
 
 from __future__ import annotations
 
@@ -41,8 +42,8 @@ def perf_data_command(
 ) -> None:
     """MODEL's goldens in the built REPOSITORY as perf_analyzer --input-data JSON.
 
-    Every golden request goes in "data"; its recorded outputs go in "validation_data", which perf_analyzer
-    compares byte for byte with each answer while it measures.
+    Every golden request goes in "data"; its recorded outputs go in "validation_data", which
+    perf_analyzer compares byte for byte with each answer while it measures.
     """
     from tritonbuild import api
 
@@ -90,8 +91,9 @@ def model_analyzer_command(
 ) -> None:
     """The RECIPES' serving spaces (their tune sections) as a Model Analyzer profile config.
 
-    A manual sweep (run_config_search_disable) of max_batch_size, dynamic batcher delays and preferred sizes,
-    and instance counts and kinds; what Model Analyzer cannot express is said, not dropped silently.
+    A manual sweep (run_config_search_disable) of max_batch_size, dynamic batcher delays and
+    preferred sizes, and instance counts and kinds; what Model Analyzer cannot express is said, not
+    dropped silently.
     """
     from tritonbuild import api
 

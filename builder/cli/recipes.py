@@ -78,7 +78,8 @@ def plan_command(
     changed_since: str | None,
     as_json: bool,
 ) -> None:
-    """Show what would be built: steps, their inputs and cache keys, the toolchain, LLM memory plans."""
+    """Show what would be built: steps, their inputs and cache keys, the toolchain, LLM memory
+    plans."""
     from tritonbuild import api
 
     if matrix:
@@ -168,7 +169,8 @@ def _render_memory(name: str, arch: dict, mem: dict) -> None:
 @click.option(
     "--force",
     is_flag=True,
-    help="Replace OUT even if it is not a tritonbuild repository (never one that overlaps an input).",
+    help="Replace OUT even if it is not a tritonbuild repository (never one that overlaps an "
+    "input).",
 )
 @click.option(
     "--engine",
@@ -221,22 +223,30 @@ def build_command(
     for warning in result.warnings:
         app().err.print(f"[yellow]warning[/]: {escape(warning)}", markup=True)
     if as_json:
-        _json(
-            {
-                "output": str(output),
-                "manifest_digest": manifest.digest,
-                "warnings": result.warnings,
-                "models": [
-                    {
-                        "name": built.plan.name,
-                        "version": built.plan.version,
-                        "steps": [outcome.model_dump() for outcome in built.steps],
-                    }
-                    for built in result.models
-                ],
-            }
-        )
+        _json(_build_json(output, result, manifest))
         return
+    _print_build(output, result, manifest)
+
+
+def _build_json(output: Path, result, manifest) -> dict:
+    """OUT, the manifest's digest, the warnings, each model's step outcomes."""
+    return {
+        "output": str(output),
+        "manifest_digest": manifest.digest,
+        "warnings": result.warnings,
+        "models": [
+            {
+                "name": built.plan.name,
+                "version": built.plan.version,
+                "steps": [outcome.model_dump() for outcome in built.steps],
+            }
+            for built in result.models
+        ],
+    }
+
+
+def _print_build(output: Path, result, manifest) -> None:
+    """One row per step (built, cached, skipped and why), then what was written."""
     table = Table("model", "version", "step", "status", "why", "seconds", box=None)
     for built in result.models:
         for outcome in built.steps:
@@ -257,7 +267,8 @@ def build_command(
 
 @main.command("schema")
 def schema_command() -> None:
-    """Print the recipe JSON Schema (every key, its type and meaning; editors validate recipes with it)."""
+    """Print the recipe JSON Schema (every key, its type and meaning; editors validate recipes with
+    it)."""
     from tritonbuild import api
 
     sys.stdout.buffer.write(api.recipe_schema())
@@ -271,7 +282,8 @@ def schema_command() -> None:
     "out",
     type=click.Path(path_type=Path),
     required=True,
-    help="Where the recipes go (one YAML per model, its files beside it, goldens/ after recording).",
+    help="Where the recipes go (one YAML per model, its files beside it, goldens/ after "
+    "recording).",
 )
 @click.option(
     "--no-record",
@@ -280,8 +292,9 @@ def schema_command() -> None:
 )
 @json_option
 def adopt_command(repository: Path, out: Path, no_record: bool, as_json: bool) -> None:
-    """Turn an existing (hand-written) REPOSITORY into recipes that build the same configs, and record goldens
-    from its models, so it can be built, verified, published and rolled back like a built one."""
+    """Turn an existing (hand-written) REPOSITORY into recipes that build the same configs, and
+    record goldens from its models, so it can be built, verified, published and rolled back like a
+    built one."""
     from tritonbuild import api
     from tritonbuild.errors import VerifyError
 

@@ -73,7 +73,8 @@ def _ints(_ctx, _param, value: str | None) -> list[int] | None:
 @click.option(
     "--min-vs-default",
     type=click.FloatRange(min=0, min_open=True),
-    help="The winner must serve >= this × Triton's default at every load (overrides tune.min_vs_default).",
+    help="The winner must serve >= this × Triton's default at every load (overrides "
+    "tune.min_vs_default).",
 )
 @click.option(
     "--confidence",
@@ -83,7 +84,8 @@ def _ints(_ctx, _param, value: str | None) -> list[int] | None:
 @click.option(
     "--rounds",
     type=click.IntRange(1, 50),
-    help="Paired rounds of each finalist against the default (overrides tune.rounds; 1: single readings).",
+    help="Paired rounds of each finalist against the default (overrides tune.rounds; 1: single "
+    "readings).",
 )
 @click.option(
     "--baseline",
@@ -149,36 +151,41 @@ def tune_command(
     if as_json:
         _json(report)
         return
-    winner = report["winner"]
-    app().out.print(
-        f"{report['model']}: {winner['label']}  ({report['search']} search, {report['measurements_made']} "
-        f"measurements of {report['grid_measurements']} in the grid, {report['measurement_share']:.0%}; "
-        f"{report['paired_measurements']} paired)"
+    _print_report(report)
+
+
+def _print_report(report: dict) -> None:
+    """The winner and how it was found, tuned vs default per load, what was not chosen and why."""
+    out = app().out
+    out.print(
+        f"{report['model']}: {report['winner']['label']}  ({report['search']} search, "
+        f"{report['measurements_made']} measurements of {report['grid_measurements']} in the grid, "
+        f"{report['measurement_share']:.0%}; {report['paired_measurements']} paired)"
     )
-    app().out.print(f"  {report['verdict']}")
+    out.print(f"  {report['verdict']}")
     if report.get("baseline"):
-        app().out.print(f"  baseline: {report['baseline']['text']}")
+        out.print(f"  baseline: {report['baseline']['text']}")
     for load, c in report["comparison"].items():
         interval = f" [{c['low']}–{c['high']}]" if c.get("low") is not None else ""
-        app().out.print(
-            f"  {load:>6}: {c['tuned']['throughput']:9.0f} req/s  p99 {c['tuned']['p99_ms']:.2f} ms   "
-            f"default {c['default']['throughput']:9.0f} req/s  p99 {c['default']['p99_ms']:.2f} ms   "
-            f"{c['ratio']}x{interval}"
+        out.print(
+            f"  {load:>6}: {c['tuned']['throughput']:9.0f} req/s  p99 {c['tuned']['p99_ms']:.2f} "
+            f"ms   default {c['default']['throughput']:9.0f} req/s  p99 "
+            f"{c['default']['p99_ms']:.2f} ms   {c['ratio']}x{interval}"
         )
     if report["pick"]["runner_up"]:
-        app().out.print(f"  pick: {report['pick']['text']}")
-    app().out.print(
+        out.print(f"  pick: {report['pick']['text']}")
+    out.print(
         f"  load generator ceiling: {report['ceiling']['throughput']:.0f} req/s "
         f"({report['machine']['load_processes']} processes)"
     )
     for rejected in report["rejections"]:
-        app().out.print(
+        out.print(
             f"  not chosen {rejected['label']}: {rejected['cause']} ({rejected['decided_by']}): "
             f"{rejected['detail']}"
         )
     for note in report["notes"]:
-        app().out.print(f"  note: {note}")
-    app().out.print(
+        out.print(f"  note: {note}")
+    out.print(
         f"report: {report['report_dir']}/tune-report.json; patch: tune-patch.yaml"
         + ("; recipe updated" if report.get("applied_to") else "")
     )

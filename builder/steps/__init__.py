@@ -1,4 +1,5 @@
-"""Stage 3: Plan → BuildResult. Runs each step in an isolated workdir, through the content-addressed store."""
+"""Stage 3: Plan → BuildResult. Runs each step in an isolated workdir, through the content-addressed
+store."""
 
 from tritonbuild.steps.models import BuildResult, BuiltModel, StepOutcome
 from tritonbuild.steps.run import build

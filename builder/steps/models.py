@@ -1,4 +1,5 @@
-"""What the build produced: per model, the version directory's files (by digest) and the derived I/O."""
+"""What the build produced: per model, the version directory's files (by digest) and the derived
+I/O."""
 
 from __future__ import annotations
 

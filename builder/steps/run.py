@@ -1,4 +1,5 @@
-"""build(): for each planned step, reuse its record from the store or run it in a fresh workdir."""
+"""build(): for each planned step, reuse its record from the store or run it in a fresh
+workdir."""
 
 from __future__ import annotations
 
@@ -27,10 +28,21 @@ from tritonbuild.steps.models import BuildResult, BuiltModel, FileEntry, StepOut
 Progress = Callable[[str], None]
 
 
+def _outcome(step: PlannedStep, status: str, reason: str, t0: float) -> StepOutcome:
+    return StepOutcome(
+        kind=step.kind,
+        cache_key=step.cache_key,
+        status=status,
+        reason=reason,
+        seconds=time.perf_counter() - t0,
+    )
+
+
 def _prebuilt(
     store: Store, model_plan: ModelPlan, step: PlannedStep, path: Path, t0: float
 ) -> tuple[dict[str, FileEntry], StepOutcome]:
-    """A step output made elsewhere (e.g. an engine from a GPU CI job): its files go into the store as given."""
+    """A step output made elsewhere (e.g. an engine from a GPU CI job): its files go into the store
+    as given."""
     if not path.is_dir():
         raise BuildError(
             f"--engine {path}: not a directory", hint="pass the directory the engine build wrote"
@@ -40,9 +52,8 @@ def _prebuilt(
     prefix = step.kind.split(".", 1)[1] + "/" if prefix is None else prefix
     rels = tree_files(path)
     try:
-        check_tree(
-            path, rels
-        )  # NOTE: a FIFO would block the copy; a link to /dev/zero would never end
+        # NOTE: a FIFO would block the copy; a link to /dev/zero would never end
+        check_tree(path, rels)
     except (PathProblem, OSError) as e:
         raise BuildError(
             f"--engine {path}: {e}",
@@ -51,13 +62,7 @@ def _prebuilt(
     for rel in rels:
         digest, size = store.put_file(path / rel)
         files[f"{prefix}{rel.as_posix()}"] = FileEntry(sha256=digest, size=size)
-    return files, StepOutcome(
-        kind=step.kind,
-        cache_key=step.cache_key,
-        status="prebuilt",
-        reason=f"--engine {path}",
-        seconds=time.perf_counter() - t0,
-    )
+    return files, _outcome(step, "prebuilt", f"--engine {path}", t0)
 
 
 def _run_step(
@@ -68,6 +73,8 @@ def _run_step(
     prebuilt: Path | None = None,
     remote=None,
 ) -> tuple[dict[str, FileEntry], StepOutcome]:
+    """The step's files and outcome: given (--engine), cached (here or in the remote cache), or
+    built now and recorded."""
     t0 = time.perf_counter()
     if prebuilt is not None:
         return _prebuilt(store, model_plan, step, prebuilt, t0)
@@ -79,15 +86,29 @@ def _run_step(
         where = "remote cache: same inputs, params and toolchain"
     if record is not None:
         files = {k: FileEntry(**v) for k, v in record["files"].items()}
-        return files, StepOutcome(
-            kind=step.kind,
-            cache_key=step.cache_key,
-            status="cached",
-            reason=where,
-            seconds=time.perf_counter() - t0,
-        )
+        return files, _outcome(step, "cached", where, t0)
     reason = _why_rebuild(store, model_plan, step, material)
-    # NOTE: the name is cut: a model name may use all of NAME_MAX (255 bytes), the prefix must leave room
+    try:
+        files = _execute(store, model_plan, step, material)
+        if remote is not None:
+            remote.push(store, step.cache_key)
+    except StepSkipped as e:
+        return {}, _outcome(step, "skipped", str(e), t0)
+    except BuildError as e:
+        raise BuildError(
+            f"model {model_plan.name!r}: step {step.kind}: {e.message}",
+            where=e.where or model_plan.recipe_path,
+            hint=e.hint,
+        ) from None
+    return files, _outcome(step, "built", reason, t0)
+
+
+def _execute(
+    store: Store, model_plan: ModelPlan, step: PlannedStep, material: dict
+) -> dict[str, FileEntry]:
+    """Run the step in a fresh workdir, move its outputs into the store and record them."""
+    # NOTE: the name is cut: a model name may use all of NAME_MAX (255 bytes), the prefix must
+    # leave room
     work = Path(tempfile.mkdtemp(prefix=f"tb-{model_plan.name[:64]}-", dir=store.root / "tmp"))
     try:
         out = work / "out"
@@ -105,9 +126,8 @@ def _run_step(
         )
         files = {}
         for rel in tree_files(out):
-            digest, size = store.put_file(
-                out / rel, move=True
-            )  # the workdir goes: its files move, uncopied
+            # the workdir goes: its files move, uncopied
+            digest, size = store.put_file(out / rel, move=True)
             files[rel.as_posix()] = FileEntry(sha256=digest, size=size)
         store.put_record(
             step.cache_key,
@@ -119,31 +139,9 @@ def _run_step(
             },
         )
         store.put_index(model_plan.name, step.kind, step.cache_key)
-        if remote is not None:
-            remote.push(store, step.cache_key)
-    except StepSkipped as e:
-        return {}, StepOutcome(
-            kind=step.kind,
-            cache_key=step.cache_key,
-            status="skipped",
-            reason=str(e),
-            seconds=time.perf_counter() - t0,
-        )
-    except BuildError as e:
-        raise BuildError(
-            f"model {model_plan.name!r}: step {step.kind}: {e.message}",
-            where=e.where or model_plan.recipe_path,
-            hint=e.hint,
-        ) from None
+        return files
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return files, StepOutcome(
-        kind=step.kind,
-        cache_key=step.cache_key,
-        status="built",
-        reason=reason,
-        seconds=time.perf_counter() - t0,
-    )
 
 
 def _why_rebuild(store: Store, model_plan: ModelPlan, step: PlannedStep, material: dict) -> str:
@@ -184,8 +182,8 @@ def _usable(store: Store, warnings: list[str]) -> Store:
         fallback = Path(tempfile.mkdtemp(prefix="tritonbuild-cache-"))
         (fallback / "tmp").mkdir()
         warnings.append(
-            f"build cache {store.root} is not writable ({e.strerror}); using {fallback} for this run "
-            "(set --cache-dir or TRITONBUILD_CACHE_DIR)"
+            f"build cache {store.root} is not writable ({e.strerror}); using {fallback} for this "
+            "run (set --cache-dir or TRITONBUILD_CACHE_DIR)"
         )
         return Store(fallback)
 
@@ -193,8 +191,9 @@ def _usable(store: Store, warnings: list[str]) -> Store:
 def _derived_io(
     store: Store, model_plan: ModelPlan, files: dict[str, FileEntry]
 ) -> tuple[list, list]:
-    """The backend's derive_io, memoised in the store under everything it reads (the recipe, the built files'
-    digests, the steps' cache keys: their inputs and toolchain). A no-op rebuild then loads no torch or onnx."""
+    """The backend's derive_io, memoised in the store under everything it reads (the recipe, the
+    built files' digests, the steps' cache keys: their inputs and toolchain). A no-op rebuild then
+    loads no torch or onnx."""
     key = sha256_json(
         {
             "derive_io": model_plan.backend,
@@ -218,13 +217,12 @@ def _derived_io(
             {k: store.blob_path(v.sha256) for k, v in files.items()},
             recipe_dir=Path(model_plan.recipe_dir),
         )
-    except (
-        ValidationError
-    ) as e:  # e.g. a graph input named 'a/b': not a tensor name a repository can hold
+    except ValidationError as e:
+        # e.g. a graph input named 'a/b': not a tensor name a repository can hold
         problems = "; ".join(f"{err['msg']}" for err in e.errors())
         raise BuildError(
-            f"model {model_plan.name!r}: the built model's inputs/outputs break Triton's naming rules: "
-            f"{problems}",
+            f"model {model_plan.name!r}: the built model's inputs/outputs break Triton's naming "
+            f"rules: {problems}",
             where=model_plan.recipe_path,
             hint="rename the tensors in the model (e.g. the export's input/output names)",
         ) from None
@@ -252,8 +250,9 @@ def build(
     cache_url: str | None = None,
     only: set[str] | None = None,
 ) -> BuildResult:
-    """Run every step. engines: model name → prebuilt engine directory. strict: a skipped step is an error.
-    cache_url: a shared remote cache. only: build just these models (the rest are left out)."""
+    """Run every step. engines: model name → prebuilt engine directory. strict: a skipped step is an
+    error. cache_url: a shared remote cache. only: build just these models (the rest are left
+    out)."""
     warnings: list[str] = []
     store = _usable(store, warnings)
     remote = None
@@ -262,6 +261,19 @@ def build(
 
         remote = RemoteCache(cache_url, warnings.append)
     engines = dict(engines or {})
+    _check_engines(plan, engines)
+    models = [
+        _build_model(store, model_plan, plan.toolchain, engines, strict, progress, remote)
+        for model_plan in plan.models
+        if only is None or model_plan.name in only
+    ]
+    return BuildResult(
+        store=str(store.root), toolchain=plan.toolchain, models=models, warnings=warnings
+    )
+
+
+def _check_engines(plan: Plan, engines: dict[str, Path]) -> None:
+    """--engine may name only a model whose recipe builds an engine."""
     unknown = sorted(
         set(engines)
         - {
@@ -275,40 +287,43 @@ def build(
             f"--engine names {unknown}, which no engine-building recipe defines",
             hint="use --engine MODEL=DIR with the recipe's name",
         )
-    models = []
-    for model_plan in plan.models:
-        if only is not None and model_plan.name not in only:
-            continue
-        files: dict[str, FileEntry] = {}
-        outcomes = []
-        for step in model_plan.steps:
-            if progress:
-                progress(f"{model_plan.name}: {step.kind}")
-            given = engines.get(model_plan.name) if REGISTRY.builds_engine(step.kind) else None
-            step_files, outcome = _run_step(store, model_plan, step, plan.toolchain, given, remote)
-            if outcome.status == "skipped" and strict:
-                raise BuildError(
-                    f"model {model_plan.name!r}: step {step.kind} skipped: {outcome.reason}",
-                    where=model_plan.recipe_path,
-                    hint="run on a machine that has the tool, or drop --strict",
-                )
-            files.update(step_files)
-            outcomes.append(outcome)
-        try:
-            inputs, outputs = _derived_io(store, model_plan, files)
-        except BuildError as e:
+
+
+def _build_model(
+    store: Store,
+    model_plan: ModelPlan,
+    toolchain: dict[str, str],
+    engines: dict[str, Path],
+    strict: bool,
+    progress: Progress | None,
+    remote,
+) -> BuiltModel:
+    """One model's steps in order, then its inputs and outputs from what they built."""
+    files: dict[str, FileEntry] = {}
+    outcomes = []
+    for step in model_plan.steps:
+        if progress:
+            progress(f"{model_plan.name}: {step.kind}")
+        given = engines.get(model_plan.name) if REGISTRY.builds_engine(step.kind) else None
+        step_files, outcome = _run_step(store, model_plan, step, toolchain, given, remote)
+        if outcome.status == "skipped" and strict:
             raise BuildError(
-                f"model {model_plan.name!r}: {e.message}", where=model_plan.recipe_path, hint=e.hint
-            ) from None
-        models.append(
-            BuiltModel(
-                plan=model_plan,
-                files=dict(sorted(files.items())),
-                inputs=inputs,
-                outputs=outputs,
-                steps=outcomes,
+                f"model {model_plan.name!r}: step {step.kind} skipped: {outcome.reason}",
+                where=model_plan.recipe_path,
+                hint="run on a machine that has the tool, or drop --strict",
             )
-        )
-    return BuildResult(
-        store=str(store.root), toolchain=plan.toolchain, models=models, warnings=warnings
+        files.update(step_files)
+        outcomes.append(outcome)
+    try:
+        inputs, outputs = _derived_io(store, model_plan, files)
+    except BuildError as e:
+        raise BuildError(
+            f"model {model_plan.name!r}: {e.message}", where=model_plan.recipe_path, hint=e.hint
+        ) from None
+    return BuiltModel(
+        plan=model_plan,
+        files=dict(sorted(files.items())),
+        inputs=inputs,
+        outputs=outputs,
+        steps=outcomes,
     )

@@ -1,1 +1,2 @@
-"""tritonbuild tune: serving configs measured under load, chosen under an SLA, verified bit for bit."""
+"""tritonbuild tune: serving configs measured under load, chosen under an SLA, verified bit for
+bit."""

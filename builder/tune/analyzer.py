@@ -1,11 +1,11 @@
-"""A recipe's serving space as a Model Analyzer `profile` config (YAML): the max_batch_size values, dynamic
-batcher delays, preferred sizes and instance counts/kinds `tritonbuild tune` would try, as a manual sweep
-(run_config_search_disable) of `profile_models.<name>.model_config_parameters`.
+"""A recipe's serving space as a Model Analyzer `profile` config (YAML): the max_batch_size values,
+dynamic batcher delays, preferred sizes and instance counts/kinds `tritonbuild tune` would try, as a
+manual sweep (run_config_search_disable) of `profile_models.<name>.model_config_parameters`.
 
-The format is Model Analyzer's (docs/config.md, config_command_profile.py; the facts and their lines are in
-tests/contracts/facts/model_analyzer.json): model_config_parameters take ModelConfig's own field names (its schema
-is built from the ModelConfig protobuf), a list sweeps a value, and a field that is a list in ModelConfig
-(instance_group, preferred_batch_size) sweeps only as a list of lists.
+The format is Model Analyzer's (docs/config.md, config_command_profile.py; the facts and their lines
+are in tests/contracts/facts/model_analyzer.json): model_config_parameters take ModelConfig's own
+field names (its schema is built from the ModelConfig protobuf), a list sweeps a value, and a field
+that is a list in ModelConfig (instance_group, preferred_batch_size) sweeps only as a list of lists.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ def _batching(recipe: Recipe, tune: Tune, notes: list[str]) -> dict:
 
 
 def _instances(recipe: Recipe, tune: Tune) -> list[list[dict]]:
-    """instance_group as a sweep: one single-group list per count (kind and GPUs as tune would use)."""
+    """instance_group as a sweep: one single-group list per count (kind and GPUs as tune would
+    use)."""
     kind = tune.instance_kind or (recipe.instances[0].kind if recipe.instances else "cpu")
     gpus = None
     if kind == "gpu" and tune.gpus_per_group:
@@ -69,7 +70,8 @@ def _instances(recipe: Recipe, tune: Tune) -> list[list[dict]]:
 
 
 def profile_model(recipe: Recipe, *, input_data: str | None = None) -> tuple[dict, list[str]]:
-    """One `profile_models` entry for RECIPE's tune space (the defaults when it has no tune section)."""
+    """One `profile_models` entry for RECIPE's tune space (the defaults when it has no tune
+    section)."""
     tune = recipe.tune or Tune()
     notes: list[str] = []
     parameters = {**_batching(recipe, tune, notes), "instance_group": _instances(recipe, tune)}
@@ -79,8 +81,8 @@ def profile_model(recipe: Recipe, *, input_data: str | None = None) -> tuple[dic
     }
     if tune.request_rates:
         notes.append(
-            "tune.request_rates are left out: Model Analyzer measures either concurrency or request "
-            "rate, and tune's concurrency is kept"
+            "tune.request_rates are left out: Model Analyzer measures either concurrency or "
+            "request rate, and tune's concurrency is kept"
         )
     if tune.sla_p99_ms is not None:
         limit = max(
@@ -89,7 +91,8 @@ def profile_model(recipe: Recipe, *, input_data: str | None = None) -> tuple[dic
         entry["constraints"] = {"perf_latency_p99": {"max": limit}}
         if limit != tune.sla_p99_ms:
             notes.append(
-                f"tune.sla_p99_ms {tune.sla_p99_ms} is written as {limit}: Model Analyzer takes whole ms"
+                f"tune.sla_p99_ms {tune.sla_p99_ms} is written as {limit}: Model Analyzer takes "
+                "whole ms"
             )
     if input_data is not None:
         entry["perf_analyzer_flags"] = {"input-data": input_data}
@@ -99,7 +102,8 @@ def profile_model(recipe: Recipe, *, input_data: str | None = None) -> tuple[dic
 def profile_config(
     recipes: list[Recipe], model_repository: str, *, input_data: dict[str, str] | None = None
 ) -> tuple[dict, dict[str, list[str]]]:
-    """The whole `model-analyzer profile -f` document, and per model what of tune's space it could not say."""
+    """The whole `model-analyzer profile -f` document, and per model what of tune's space it could
+    not say."""
     models, notes = {}, {}
     for recipe in recipes:
         models[recipe.name], notes[recipe.name] = profile_model(
@@ -113,8 +117,8 @@ def profile_config(
 
 
 def _tunable(recipes: list) -> tuple[list[Recipe], dict[str, list[str]]]:
-    """The single-model recipes (those with a serving space); pipelines and LLM groups are left out, as tune
-    leaves them, with a note, and refused when nothing else is given."""
+    """The single-model recipes (those with a serving space); pipelines and LLM groups are left out,
+    as tune leaves them, with a note, and refused when nothing else is given."""
     tunable = [recipe for recipe in recipes if isinstance(recipe, Recipe)]
     skipped = {
         recipe.name: [
@@ -126,8 +130,8 @@ def _tunable(recipes: list) -> tuple[list[Recipe], dict[str, list[str]]]:
     }
     if not tunable:
         raise UsageError(
-            f"{', '.join(sorted(skipped))}: a pipeline or LLM recipe has no serving space of its own "
-            "to profile",
+            f"{', '.join(sorted(skipped))}: a pipeline or LLM recipe has no serving space of its "
+            "own to profile",
             hint="give the recipes of the models it calls",
         )
     return tunable, skipped
@@ -135,7 +139,8 @@ def _tunable(recipes: list) -> tuple[list[Recipe], dict[str, list[str]]]:
 
 @dataclass(frozen=True)
 class ProfileExport(Result):
-    """export model-analyzer: the profile config written, its models, notes per model, the command that runs it."""
+    """export model-analyzer: the profile config written, its models, notes per model, the command
+    that runs it."""
 
     path: str
     models: list[str]

@@ -1,13 +1,13 @@
-"""Decisions with stated confidence: a candidate and Triton's default measured in pairs, interleaved, and the
-ratio of their throughputs given as a bootstrap interval; a rule ("at least min_vs_default × the default") is
-decided on the interval, never on one reading.
+"""Decisions with stated confidence: a candidate and Triton's default measured in pairs,
+interleaved, and the ratio of their throughputs given as a bootstrap interval; a rule ("at least
+min_vs_default × the default") is decided on the interval, never on one reading.
 
-Pairs: round k measures the default and the candidate back to back at one load, in the order A B, then B A in
-the next round (ABBA), so a drift of the machine over the run (thermal, another tenant, a server warming up)
-falls on both alike. The statistic is the ratio of the mean throughputs; its interval is the percentile
-bootstrap over the rounds (pairs resampled together), with a fixed seed so the same readings give the same
-interval. With few rounds the interval is no wider than the spread of the per-round ratios: the report gives
-the rounds beside it.
+Pairs: round k measures the default and the candidate back to back at one load, in the order A B,
+then B A in the next round (ABBA), so a drift of the machine over the run (thermal, another tenant,
+a server warming up) falls on both alike. The statistic is the ratio of the mean throughputs; its
+interval is the percentile bootstrap over the rounds (pairs resampled together), with a fixed seed
+so the same readings give the same interval. With few rounds the interval is no wider than the
+spread of the per-round ratios: the report gives the rounds beside it.
 """
 
 from __future__ import annotations
@@ -32,13 +32,17 @@ class Interval:
         return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
     def __str__(self) -> str:
-        return f"{self.ratio:.3f}× [{self.low:.3f}–{self.high:.3f}] ({self.confidence:.0%}, {self.rounds} rounds)"
+        return (
+            f"{self.ratio:.3f}× [{self.low:.3f}–{self.high:.3f}] ({self.confidence:.0%}, "
+            f"{self.rounds} rounds)"
+        )
 
 
 @dataclass(frozen=True)
 class Decision:
-    """One rule at one load, decided on the interval: passed (low >= threshold), failed (high < threshold) or
-    inside noise (the interval holds the threshold: the rule is not met with the stated confidence)."""
+    """One rule at one load, decided on the interval: passed (low >= threshold), failed (high <
+    threshold) or inside noise (the interval holds the threshold: the rule is not met with the
+    stated confidence)."""
 
     rule: str
     load: str
@@ -82,8 +86,8 @@ class Decision:
 def ratio_interval(
     candidate: list[float], default: list[float], confidence: float, seed: int = SEED
 ) -> Interval:
-    """The ratio of mean throughputs (candidate / default) over paired rounds, with its percentile bootstrap
-    interval at `confidence` (two-sided)."""
+    """The ratio of mean throughputs (candidate / default) over paired rounds, with its percentile
+    bootstrap interval at `confidence` (two-sided)."""
     cand, base = np.asarray(candidate, dtype=float), np.asarray(default, dtype=float)
     if cand.shape != base.shape or cand.size == 0:
         raise ValueError(

@@ -1,7 +1,9 @@
-"""The recipe patch: the winner's values as top-level recipe keys, and applying them to a recipe file.
+"""The recipe patch: the winner's values as top-level recipe keys, and applying them to a recipe
+file.
 
-Applying rewrites only the top-level keys the patch sets (each key's block of lines is replaced by one
-flow-style line; absent keys are appended), so the rest of the recipe, comments included, is kept.
+Applying rewrites only the top-level keys the patch sets (each key's block of lines is replaced by
+one flow-style line; absent keys are appended), so the rest of the recipe, comments included, is
+kept.
 """
 
 from __future__ import annotations
@@ -25,14 +27,15 @@ def patch_text(values: dict, report: dict) -> str:
     """YAML the user can commit: a comment saying where the values come from, then the keys."""
     cmp = report.get("comparison", {})
     lines = [
-        f"# tritonbuild tune ({report['search']} search, {report['measurements_made']} measurements): "
-        f"{report['winner']['label']} for model {report['model']}",
+        f"# tritonbuild tune ({report['search']} search, {report['measurements_made']} "
+        f"measurements): {report['winner']['label']} for model {report['model']}",
         f"# loads {', '.join(report['loads'])}; SLA p99 {report['sla_p99_ms']} ms; "
         f"bit-exact checked: {report['verified_with_goldens']}",
     ]
     for load, c in cmp.items():
         lines.append(
-            f"#   {load}: {c['tuned']['throughput']:.0f} req/s vs default {c['default']['throughput']:.0f} "
+            f"#   {load}: {c['tuned']['throughput']:.0f} req/s vs default "
+            f"{c['default']['throughput']:.0f} "
             f"({c['ratio']}x), p99 {c['tuned']['p99_ms']:.2f} ms"
         )
     bits = report.get("served_bits") or {}

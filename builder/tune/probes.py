@@ -1,5 +1,5 @@
-"""What tune serves beside the candidates: the empty model that measures the load generator's own ceiling, and the
-goldens check of a finalist through a plain gRPC client."""
+"""What tune serves beside the candidates: the empty model that measures the load generator's own
+ceiling, and the goldens check of a finalist through a plain gRPC client."""
 
 from __future__ import annotations
 
@@ -61,8 +61,8 @@ def null_model(manifest_model: ManifestModel, mc):
 
 
 class GoldensCheck:
-    """Goldens through a plain gRPC client: each sample alone × repeats, then all at once × repeats (the
-    dynamic batcher merges them)."""
+    """Goldens through a plain gRPC client: each sample alone × repeats, then all at once × repeats
+    (the dynamic batcher merges them)."""
 
     def __init__(self, url: str, manifest_model: ManifestModel, inputs, reference):
         import tritonclient.grpc as grpcclient
@@ -89,12 +89,13 @@ class GoldensCheck:
         }
 
     def answers_alone(self) -> list[dict]:
-        """Each input sent alone once: the served config's own answers (tune.determinism: invariant)."""
+        """Each input sent alone once: the served config's own answers (tune.determinism:
+        invariant)."""
         return [self.infer(sample) for sample in self.inputs]
 
     def check(self, candidate: Candidate, reference: list[dict] | None = None) -> tuple[list, list]:
-        """(mismatches alone, mismatches in batches) against the goldens (or the given reference) as verify's
-        Mismatch objects."""
+        """(mismatches alone, mismatches in batches) against the goldens (or the given reference) as
+        verify's Mismatch objects."""
         reference = reference or self.reference
         alone, batched = [], []
         for rep in range(self.manifest_model.verify.repeats):
@@ -111,8 +112,9 @@ class GoldensCheck:
                     if mismatch:
                         alone.append(mismatch)
         if candidate.batching and len(self.inputs) > 1:
-            # NOTE: the batch composition a config causes is the one its dynamic batcher forms from single
-            # requests; a batch the client builds itself is the model's own property (verify checks it).
+            # NOTE: the batch composition a config causes is the one its dynamic batcher forms from
+            # single requests; a batch the client builds itself is the model's own property (verify
+            # checks it).
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(max_workers=len(self.inputs)) as pool:
@@ -124,8 +126,8 @@ class GoldensCheck:
                                 got.get(name),
                                 sample=i,
                                 output=name,
-                                context=f"{candidate.label}: {len(self.inputs)} concurrent requests, "
-                                f"round {rep + 1}",
+                                context=f"{candidate.label}: {len(self.inputs)} concurrent "
+                                f"requests, round {rep + 1}",
                             )
                             if mismatch:
                                 batched.append(mismatch)

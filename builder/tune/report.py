@@ -1,4 +1,5 @@
-"""The tune report: every measurement, default vs tuned per load, the machine, server and client versions."""
+"""The tune report: every measurement, default vs tuned per load, the machine, server and client
+versions."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 from tritonbuild.core.toolchain import fingerprint
 from tritonbuild.triton.client import server_version
 from tritonbuild.tune import search
-from tritonbuild.tune.confidence import overlap
+from tritonbuild.tune.rejections import closest_of, pick, rejections_of
 from tritonbuild.tune.space import Candidate
 
 
@@ -66,7 +67,6 @@ def build_report(
     new_bits=None,
 ) -> dict:
     answers, paired = answers or {}, paired or {}
-    top = loads[-1]
     grid_size = len({default, *grid.all()}) * len(loads)
     measurements = _measurements(ev, ceiling)
     cands = sorted(
@@ -78,47 +78,17 @@ def build_report(
         _candidate_entry(ev, candidate, loads, base_instances, load_errors, answers, paired)
         for candidate in cands
     ]
-    comparison = _comparison(ev, loads, default, winner)
-    default_is_best = winner is not None and winner == default
     return {
-        "schema_version": 2,
-        "model": manifest_model.name,
-        "version": manifest_model.version,
-        "backend": manifest_model.backend,
-        "target": manifest_model.target,
-        "search": "brute" if brute else "quick",
-        "measurements_made": ev.count,
-        "paired_measurements": sum(
-            2 * len(r["candidate"]) for rounds in paired.values() for r in rounds.values()
-        ),
-        "grid_measurements": grid_size,
-        "measurement_share": round(ev.count / grid_size, 4),
-        "loads": loads,
-        "top_load": top,
-        "sla_p99_ms": spec.sla_p99_ms,
-        "min_vs_default": spec.min_vs_default,
-        "rounds": spec.rounds,
-        "confidence": spec.confidence,
-        "batch_invariance": manifest_model.verify.batch_invariance,
-        "verified_with_goldens": not no_verify,
-        "tune": spec.model_dump(mode="json"),
+        **_run_facts(manifest_model, spec, ev, loads, grid_size, brute, paired, no_verify),
         "ceiling": {
             "model": "empty python model",
             **ceiling.to_dict(),
             "client_bound_at": CLIENT_BOUND,
             "scaling": ceiling_scaling or [],
         },
-        "default": candidate_dict(default, base_instances),
-        "winner": None if winner is None else candidate_dict(winner, base_instances),
-        "default_is_best": default_is_best,
-        "determinism": spec.determinism,
-        "served_bits": served_bits(manifest_model, winner, new_bits),
-        "verdict": _verdict(ev, winner, default, comparison),
-        "pick": _pick(ev, winner),
-        "comparison": comparison,
-        "high_load_ratio": comparison.get(top, {}).get("ratio"),
-        "low_load_ratio": comparison.get(loads[0], {}).get("ratio"),
-        "closest": None if winner is not None else closest_of(ev, spec, loads, cands),
+        **_outcome(
+            ev, manifest_model, spec, loads, cands, default, winner, new_bits, base_instances
+        ),
         "rejections": rejections,
         "new_bits": new_bits,
         "rejected_not_bit_exact": [r for r in rejections if r["cause"] == "not_bit_exact"],
@@ -134,19 +104,65 @@ def build_report(
     }
 
 
+def _outcome(ev, manifest_model, spec, loads, cands, default, winner, new_bits, base) -> dict:
+    """The default and the winner, how they compare per load, the pick between the finalists, the
+    closest miss when nothing won."""
+    comparison = _comparison(ev, loads, default, winner)
+    return {
+        "default": candidate_dict(default, base),
+        "winner": None if winner is None else candidate_dict(winner, base),
+        "default_is_best": winner is not None and winner == default,
+        "determinism": spec.determinism,
+        "served_bits": served_bits(manifest_model, winner, new_bits),
+        "verdict": _verdict(ev, winner, default, comparison),
+        "pick": pick(ev, winner),
+        "comparison": comparison,
+        "high_load_ratio": comparison.get(loads[-1], {}).get("ratio"),
+        "low_load_ratio": comparison.get(loads[0], {}).get("ratio"),
+        "closest": None if winner is not None else closest_of(ev, spec, loads, cands),
+    }
+
+
+def _run_facts(manifest_model, spec, ev, loads, grid_size, brute, paired, no_verify) -> dict:
+    """The model, the search and its measurement count, the load range and the rules."""
+    return {
+        "schema_version": 2,
+        "model": manifest_model.name,
+        "version": manifest_model.version,
+        "backend": manifest_model.backend,
+        "target": manifest_model.target,
+        "search": "brute" if brute else "quick",
+        "measurements_made": ev.count,
+        "paired_measurements": sum(
+            2 * len(r["candidate"]) for rounds in paired.values() for r in rounds.values()
+        ),
+        "grid_measurements": grid_size,
+        "measurement_share": round(ev.count / grid_size, 4),
+        "loads": loads,
+        "top_load": loads[-1],
+        "sla_p99_ms": spec.sla_p99_ms,
+        "min_vs_default": spec.min_vs_default,
+        "rounds": spec.rounds,
+        "confidence": spec.confidence,
+        "batch_invariance": manifest_model.verify.batch_invariance,
+        "verified_with_goldens": not no_verify,
+        "tune": spec.model_dump(mode="json"),
+    }
+
+
 def served_bits(manifest_model, winner, new_bits) -> dict | None:
-    """tune.determinism: invariant: whether the winner serves other bits than the goldens (then the patch gives
-    the model a new version and the goldens are recorded again); None under goldens."""
+    """tune.determinism: invariant: whether the winner serves other bits than the goldens (then the
+    patch gives the model a new version and the goldens are recorded again); None under goldens."""
     if new_bits is None or winner is None:
         return None
     differing = new_bits.get(winner.label, 0)
     if not differing:
         return {"changed": False, "text": "the winner serves the goldens' bits"}
-    # the plain model (tune.baseline: plain, no buckets, no batcher): invariant only as measured, for the requests
-    # tune sent (one row each); a request of k rows computes at k rows
+    # the plain model (tune.baseline: plain, no buckets, no batcher): invariant only as measured,
+    # for the requests tune sent (one row each); a request of k rows computes at k rows
     how = (
-        "its answers matched its own answers alone under tune's one-row requests, but without buckets a request "
-        "of several rows computes at its own row count"
+        "its answers matched its own answers alone under tune's one-row requests, but without "
+        "buckets a request of several rows computes at its own row count"
         if winner.is_default and winner.buckets == ()
         else "its answers do not depend on batch composition or load"
     )
@@ -154,10 +170,10 @@ def served_bits(manifest_model, winner, new_bits) -> dict | None:
         "changed": True,
         "golden_outputs_differing": differing,
         "version": manifest_model.version + 1,
-        "text": f"the winner serves other bits than the goldens ({differing} golden outputs differ; {how}): "
-        "a new model version "
-        f"{manifest_model.version + 1}; after the rebuild record its goldens (tritonbuild verify OUT "
-        "--record --force) and commit them",
+        "text": f"the winner serves other bits than the goldens ({differing} golden outputs "
+        f"differ; {how}): a new model version "
+        f"{manifest_model.version + 1}; after the rebuild record its goldens (tritonbuild verify "
+        "OUT --record --force) and commit them",
     }
 
 
@@ -213,160 +229,6 @@ def _candidate_entry(ev, candidate, loads, base_instances, load_errors, answers,
     }
 
 
-RULES = {
-    "load_refused": "Triton must load the config",
-    "failed_requests": "no failed requests at any load",
-    "sla": "p99 within the SLA at every load",
-    "not_bit_exact": "the goldens' bits, alone and under load (verify.batch_invariance: require)",
-    "slower_than_default": "at least min_vs_default × Triton's default at every load",
-    "outranked": "the highest throughput at the top load among the configs that pass every rule",
-    "not_confirmed": "a finalist is chosen only after paired rounds against the default (at most 4 finalists)",
-    "not_measured": "a config is chosen only when measured at every load",
-}
-
-
-def _screening_cause(reason: str) -> str:
-    if "failed requests" in reason:
-        return "failed_requests"
-    if "SLA" in reason:
-        return "sla"
-    if "differ from the goldens" in reason:
-        return "not_bit_exact"
-    return "slower_than_default"
-
-
-def _rejection(ev, candidate, winner, load_errors) -> dict | None:
-    """Why candidate was not chosen: the rule that decided it, how (a screening reading, the paired interval,
-    the goldens), and the evidence."""
-    entry = {"label": candidate.label}
-    if candidate in load_errors:
-        return {
-            **entry,
-            "cause": "load_refused",
-            "rule": RULES["load_refused"],
-            "decided_by": "Triton",
-            "detail": load_errors[candidate],
-        }
-    if ev.rules.get(candidate) == "unconfirmed":
-        return {
-            **entry,
-            "cause": "not_confirmed",
-            "rule": RULES["not_confirmed"],
-            "decided_by": "budget",
-            "detail": ev.rejected[candidate],
-        }
-    if candidate in ev.rejected:
-        paired = ev.rules.get(candidate) == "paired"
-        cause = (
-            "slower_than_default"
-            if paired
-            else (
-                "not_bit_exact"
-                if "differ" in ev.rejected[candidate]
-                or "batch composition" in ev.rejected[candidate]
-                else "goldens"
-            )
-        )
-        failed = (
-            [d.to_dict() for d in ev.decisions.get(candidate, []) if not d.passed] if paired else []
-        )
-        return {
-            **entry,
-            "cause": cause,
-            "rule": RULES.get(cause, "the goldens check"),
-            "decided_by": "paired interval" if paired else "goldens check",
-            "detail": ev.rejected[candidate],
-            "decisions": failed,
-        }
-    reasons = [
-        reason
-        for load in ev.loads
-        if (candidate, load) in ev.results
-        for reason in ev.problems(candidate, load)
-    ]
-    if reasons:
-        cause = _screening_cause(reasons[0])
-        return {
-            **entry,
-            "cause": cause,
-            "rule": RULES[cause],
-            "decided_by": "screening reading",
-            "detail": "; ".join(reasons),
-        }
-    if candidate.is_default:
-        return None
-    measured = [load for load in ev.loads if (candidate, load) in ev.results]
-    if candidate in ev.skipped and len(measured) < len(
-        ev.loads
-    ):  # not outranked: never measured at every load
-        return {
-            **entry,
-            "cause": "not_measured",
-            "rule": RULES["not_measured"],
-            "decided_by": "quick search",
-            "detail": f"{ev.get(candidate, ev.top).throughput:.0f} req/s at {ev.top}, not measured at "
-            f"{', '.join(lo for lo in ev.loads if lo not in measured)}: {ev.skipped[candidate]}",
-        }
-    how = (
-        "paired interval"
-        if candidate in ev.decisions
-        else (
-            "screening reading"
-            if len(measured) == len(ev.loads)
-            else f"screening reading at {', '.join(measured)} only"
-        )
-    )
-    detail = f"{ev.get(candidate, ev.top).throughput:.0f} req/s at {ev.top}" + (
-        f" vs the winner's {ev.get(winner, ev.top).throughput:.0f}" if winner is not None else ""
-    )
-    if candidate == ev.runner_up:
-        detail += "; the runner-up (" + _pick(ev, winner)["text"] + ")"
-    return {
-        **entry,
-        "cause": "outranked",
-        "rule": RULES["outranked"],
-        "decided_by": how,
-        "detail": detail,
-    }
-
-
-def rejections_of(ev, cands, winner, load_errors) -> list[dict]:
-    """Every measured candidate that was not chosen, with the cause."""
-    out = [
-        _rejection(ev, candidate, winner, load_errors) for candidate in cands if candidate != winner
-    ]
-    return [entry for entry in out if entry is not None]
-
-
-def _pick(ev, winner) -> dict:
-    """The winner against the runner-up on their paired top-load ratios: decided, or inside noise."""
-    top = lambda c: next((d.interval for d in ev.decisions.get(c, []) if d.load == ev.top), None)  # noqa: E731
-    if winner is None or ev.runner_up is None or top(winner) is None or top(ev.runner_up) is None:
-        return {
-            "winner": None if winner is None else winner.label,
-            "runner_up": None,
-            "overlap": None,
-            "text": "no second finalist was confirmed",
-        }
-    first, second = top(winner), top(ev.runner_up)
-    apart = not overlap(first, second)
-    return {
-        "winner": winner.label,
-        "runner_up": ev.runner_up.label,
-        "overlap": not apart,
-        "winner_interval": first.to_dict(),
-        "runner_up_interval": second.to_dict(),
-        "text": (
-            f"{winner.label} {first} vs {ev.runner_up.label} {second} at {ev.top}: "
-            + (
-                "decided, the intervals do not overlap"
-                if apart
-                else "the intervals overlap: either pick is within noise"
-            )
-        ),
-    }
-
-
 def _verdict(ev, winner, default, comparison) -> str:
     if winner is None:
         return "no config meets the rules at every load"
@@ -384,8 +246,9 @@ def _verdict(ev, winner, default, comparison) -> str:
 
 
 def _comparison(ev, loads, default, winner) -> dict:
-    """Tuned vs default per load: the paired rounds' means and interval when confirmed, else the screening
-    readings (the default's better one). Empty when the default itself won (no ratio of a config to itself)."""
+    """Tuned vs default per load: the paired rounds' means and interval when confirmed, else the
+    screening readings (the default's better one). Empty when the default itself won (no ratio of a
+    config to itself)."""
     if winner is None or winner == default:
         return {}
     out = {}
@@ -422,10 +285,10 @@ def _notes(spec, measurements, ceiling) -> list[str]:
     client_bound = [x for x in measurements if x["client_bound"]]
     if client_bound:
         out.append(
-            f"client-bound: {len(client_bound)} measurement(s) within {1 - CLIENT_BOUND:.0%} of the load "
-            f"generator's ceiling ({ceiling.throughput:.0f} req/s) at "
-            "the top load, flagged client_bound: their figure is the client's limit, not the server's; more "
-            "client processes or machines are needed to see the server's"
+            f"client-bound: {len(client_bound)} measurement(s) within {1 - CLIENT_BOUND:.0%} of "
+            f"the load generator's ceiling ({ceiling.throughput:.0f} req/s) at "
+            "the top load, flagged client_bound: their figure is the client's limit, not the "
+            "server's; more client processes or machines are needed to see the server's"
         )
     short = [
         f"{x['candidate']} @ {x['load']}: {x['throughput']:.0f} of {x['offered_rate']:g} req/s"
@@ -434,8 +297,8 @@ def _notes(spec, measurements, ceiling) -> list[str]:
     ]
     if short:
         out.append(
-            f"open loop: {len(short)} measurement(s) served < 90 % of the offered rate (the server or, "
-            f"near {ceiling.throughput:.0f} req/s, the client is saturated): "
+            f"open loop: {len(short)} measurement(s) served < 90 % of the offered rate (the server "
+            f"or, near {ceiling.throughput:.0f} req/s, the client is saturated): "
             + "; ".join(short[:5])
         )
     unstable = sum(1 for x in measurements if not x.get("stable", True))
@@ -444,39 +307,6 @@ def _notes(spec, measurements, ceiling) -> list[str]:
     if spec.rounds < 2:
         out.append("rounds: 1: the rules were decided on single readings (no interval)")
     return out
-
-
-def closest_of(ev, spec, loads, cands) -> dict | None:
-    """The candidate that misses by the least: its worst relative shortfall over the SLA and the default."""
-
-    def shortfall(candidate) -> float:
-        worst = 0.0
-        for lo in loads:
-            point = ev.results[(candidate, lo)]
-            if (
-                point.errors
-                or (point.mismatches and ev.exact_under_load)
-                or candidate in ev.rejected
-            ):
-                return float("inf")
-            if spec.sla_p99_ms:
-                worst = max(worst, point.p99_ms / spec.sla_p99_ms - 1)
-            if not candidate.is_default and point.throughput > 0:
-                worst = max(worst, spec.min_vs_default * ev.baseline(lo) / point.throughput - 1)
-        return worst
-
-    full = [candidate for candidate in cands if all((candidate, lo) in ev.results for lo in loads)]
-    if not full:
-        return None
-    candidate = min(full, key=shortfall)
-    worst = max(ev.results[(candidate, lo)].p99_ms for lo in loads)
-    return {
-        "label": candidate.label,
-        "reasons": ev.verdict(candidate).reasons,
-        "worst_p99_ms": worst,
-        "shortfall": round(shortfall(candidate), 4),
-        "sla_miss_ms": round(worst - spec.sla_p99_ms, 3) if spec.sla_p99_ms else None,
-    }
 
 
 def finite(x):

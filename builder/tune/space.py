@@ -1,4 +1,5 @@
-"""The search space: candidate serving configs of one built model, as edits of its own ModelConfig."""
+"""The search space: candidate serving configs of one built model, as edits of its own
+ModelConfig."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ class Candidate(BaseModel):
     preferred: bool = False
     coords: tuple[int, int, int, int] | None = None
     is_default: bool = False
-    # the batch bucket the Python wrapper pads to (config parameter): None = as built, () = off (the plain model)
+    # the batch bucket the Python wrapper pads to (config parameter): None = as built, () = off (the
+    # plain model)
     buckets: tuple[int, ...] | None = None
 
     @property
@@ -78,7 +80,8 @@ def default_batch_sizes(cap: int) -> list[int]:
 
 
 def default_candidate(mc, kind: str | None = None) -> Candidate:
-    """Triton's default: no dynamic batcher, one instance (the built model's kind and max_batch_size)."""
+    """Triton's default: no dynamic batcher, one instance (the built model's kind and
+    max_batch_size)."""
     kind = kind or _kind_of(mc)
     return Candidate(
         instances=1, kind=kind, batching=False, max_batch_size=mc.max_batch_size, is_default=True
@@ -95,7 +98,8 @@ def _kind_of(mc) -> str:
 
 
 class Grid:
-    """The tune section's lists as a 4-D grid (instances, batch size or off, queue delay, preferred)."""
+    """The tune section's lists as a 4-D grid (instances, batch size or off, queue delay,
+    preferred)."""
 
     def __init__(self, tune: Tune, mc):
         self.cap = mc.max_batch_size
@@ -114,8 +118,9 @@ class Grid:
         if tune.gpus_per_group and self.kind == "gpu":
             self.gpus = list(range(max(tune.gpus_per_group)))
         self.default = default_candidate(mc, self.kind)
-        # tune.buckets: each batching candidate pads to one bucket; Triton's default (and any config without the
-        # batcher) serves the model as built, or without its padding under baseline: plain
+        # tune.buckets: each batching candidate pads to one bucket; Triton's default (and any config
+        # without the batcher) serves the model as built, or without its padding under baseline:
+        # plain
         self.unbatched = () if self.buckets is not None and tune.baseline == "plain" else None
         self.default = self.default.model_copy(update={"buckets": self.unbatched})
 
@@ -153,7 +158,8 @@ class Grid:
         }
 
     def bucket_of(self, max_batch_size: int) -> tuple[int, ...] | None:
-        """The one bucket a batching candidate pads to: the smallest that holds its largest batch."""
+        """The one bucket a batching candidate pads to: the smallest that holds its largest
+        batch."""
         if self.buckets is None:
             return None
         return (next((size for size in self.buckets if size >= max_batch_size), self.buckets[-1]),)

@@ -1,6 +1,7 @@
-"""What verify checks on one model's answers, through any runner (embedded or given tritonserver, in-process):
-the goldens bit for bit over repeats, batch composition (samples alone vs concatenated into one batch), and
-recording goldens (`verify --record`) beside the recipe or into the repository."""
+"""What verify checks on one model's answers, through any runner (embedded or given tritonserver,
+in-process): the goldens bit for bit over repeats, batch composition (samples alone vs concatenated
+into one batch), and recording goldens (`verify --record`) beside the recipe or into the
+repository."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from tritonbuild.verify.goldens import (
     to_npz_arrays,
 )
 from tritonbuild.verify.models import Mismatch
+from tritonbuild.verify.under_load import answers_under_load
 
 
 def _concat_groups(samples: list[dict], limit: int) -> list[list[int]]:
@@ -100,100 +102,6 @@ def _batch_invariance(
     )
 
 
-DEFAULT_CONCURRENCY = (
-    64  # a generative model's check under load: at most this many requests in flight by default
-)
-
-
-def load_settings(model: ManifestModel) -> tuple[int, int]:
-    """(others, repeats) of a generative model's check under load: verify.under_load, else its max concurrent
-    sequences (vLLM's max_num_seqs) less one, at most DEFAULT_CONCURRENCY - 1, and 3 rounds."""
-    spec = model.verify.under_load
-    engine = (model.llm or {}).get("engine_args") or {}
-    others = (
-        spec.others
-        if spec is not None and spec.others is not None
-        else min(int(engine.get("max_num_seqs") or DEFAULT_CONCURRENCY), DEFAULT_CONCURRENCY) - 1
-    )
-    return max(1, others), spec.repeats if spec is not None else 3
-
-
-def _under_load(
-    model: ManifestModel, runner, inputs, alone
-) -> tuple[str, str, list[Mismatch], dict | None]:
-    """A generative model (no batch dimension: its runtime batches the requests in flight): each input sent amid
-    `others` concurrent requests, `repeats` times, its answer compared bit for bit with its answer alone; what
-    differed is told per token (ids, or only log-probs; first position) where the answer carries log-probs."""
-    from tritonbuild.verify.generate import token_difference
-
-    if model.verify.batch_invariance == "skip":
-        return "skipped", "batch_invariance: skip", [], None
-    others, repeats = load_settings(model)
-    found: list[Mismatch] = []
-    summary = {
-        "others": others,
-        "repeats": repeats,
-        "answers": 0,
-        "differing": 0,
-        "ids_differing": 0,
-        "logprobs_only_differing": 0,
-        "first_differing_position": None,
-        "max_logprob_diff": 0.0,
-    }
-    for rep in range(repeats):
-        for i, sample in enumerate(inputs):
-            got = runner.infer_amid(sample, others)
-            summary["answers"] += 1
-            here = []
-            for name, exp in alone[i].items():
-                mismatch = compare(
-                    exp,
-                    got.get(name),
-                    sample=i,
-                    output=name,
-                    context=f"amid {others} concurrent requests, round {rep + 1}",
-                    tolerance=model.verify.tolerance.get(name),
-                )
-                if mismatch and not mismatch.within_tolerance:
-                    here.append(mismatch)
-            if not here:
-                continue
-            found += here
-            summary["differing"] += 1
-            tokens = token_difference(alone[i], got)
-            if tokens is None:
-                continue
-            summary["ids_differing" if tokens["ids_differ"] else "logprobs_only_differing"] += 1
-            first = [
-                p
-                for p in (summary["first_differing_position"], tokens["first_position"])
-                if p is not None
-            ]
-            summary["first_differing_position"] = min(first) if first else None
-            summary["max_logprob_diff"] = max(
-                summary["max_logprob_diff"], tokens["max_logprob_diff"]
-            )
-    where = f"amid {others} concurrent requests ({repeats} round(s) x {len(inputs)} request(s))"
-    if not found:
-        return "invariant", f"bit-identical alone and {where}", [], summary
-    what = (
-        f"token ids differ in {summary['ids_differing']}, only log-probs in "
-        f"{summary['logprobs_only_differing']}"
-        if summary["ids_differing"] or summary["logprobs_only_differing"]
-        else f"outputs {sorted({mismatch.output for mismatch in found})}"
-    )
-    first = summary["first_differing_position"]
-    detail = (
-        f"{summary['differing']} of {summary['answers']} answers {where} differ from the answer alone: {what}"
-        + (
-            f"; first at generated token {first}, max |log-prob diff| {summary['max_logprob_diff']:.3g}"
-            if first is not None
-            else ""
-        )
-    )
-    return "variant", detail, found, summary
-
-
 def _repeat_mismatches(model: ManifestModel, runs, reference) -> list[Mismatch]:
     found = []
     for rep, outs in enumerate(runs):
@@ -215,82 +123,34 @@ def _repeat_mismatches(model: ManifestModel, runs, reference) -> list[Mismatch]:
 def check_model(
     model: ManifestModel, runner, root: Path, record: bool, force: bool = False
 ) -> dict:
-    """record: answers on the goldens' inputs become the goldens; with force, goldens that no longer fit the model
-    (an input renamed, added or dropped) are recorded anew from fresh inputs."""
-    inputs = reference = None
-    if model.goldens and (root / model.goldens).is_file():
-        try:
-            inputs, reference = from_npz_arrays(read_npz(root / model.goldens))
-            check_golden_names(model, inputs, reference)
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
-            if not (record and force):
-                fix = (
-                    "'verify OUT --record --force' records new goldens from fresh inputs"
-                    if record
-                    else "if the model's tensors changed on purpose, 'verify OUT --record --force' records new ones"
-                )
-                return {
-                    "passed": False,
-                    "notes": [
-                        f"goldens {model.goldens} are not usable for this model: "
-                        f"{type(e).__name__}: {e}; {fix}"
-                    ],
-                }
-            inputs = reference = None
-    if inputs is None:
-        if not record:
-            return {
-                "passed": False,
-                "notes": [
-                    "no goldens recorded: run 'tritonbuild verify OUT --record', "
-                    "commit the .npz, rebuild"
-                ],
-            }
-        backend = REGISTRY.for_manifest(model.backend)
-        inputs = (backend.golden_inputs(model) if backend is not None else None) or generate_inputs(
-            model
-        )
+    """record: answers on the goldens' inputs become the goldens; with force, goldens that no longer
+    fit the model (an input renamed, added or dropped) are recorded anew from fresh inputs."""
+    inputs, reference, refusal = _goldens(model, root, record, force)
+    if refusal is not None:
+        return {"passed": False, "notes": [refusal]}
     runs = [[runner.infer(sample) for sample in inputs] for _ in range(model.verify.repeats)]
     if record:
         reference = runs[0]
     mismatches = _repeat_mismatches(model, runs, reference)
     tolerated = [mismatch for mismatch in mismatches if mismatch.within_tolerance]
     mismatches = [mismatch for mismatch in mismatches if not mismatch.within_tolerance]
-    # NOTE: batched answers are compared with this run's own unbatched ones, not the goldens: a model that
-    # answers differently from its goldens is not thereby batch-variant
+    # NOTE: batched answers are compared with this run's own unbatched ones, not the goldens: a
+    # model that answers differently from its goldens is not thereby batch-variant
     under_load = None
     if model.max_batch_size == 0 and hasattr(runner, "infer_amid"):
-        status, detail, variant, under_load = _under_load(
+        status, detail, variant, under_load = answers_under_load(
             model, runner, inputs, runs[0] if runs else reference
         )
     else:
         status, detail, variant = _batch_invariance(
             model, runner, inputs, runs[0] if runs else reference
         )
-    notes = []
-    for name in sorted({mismatch.output for mismatch in tolerated}):
-        tolerance = model.verify.tolerance[name]
-        worst = max(
-            (mismatch.max_abs_diff or 0.0) for mismatch in tolerated if mismatch.output == name
-        )
-        notes.append(
-            f"output {name!r}: within tolerance (atol {tolerance.atol:g}, rtol {tolerance.rtol:g}, "
-            f"ulp {tolerance.ulp}); not bit-exact: max |diff| {worst:.3g}"
-        )
+    notes = _tolerance_notes(model, tolerated)
     if status == "variant":
         if model.verify.batch_invariance == "require":
             mismatches.extend(variant)
-        elif under_load is not None:
-            notes.append(
-                f"answers depend on the other requests in flight ({detail}); set verify.batch_invariance: "
-                "require to fail on this, and serve it invariant (a vLLM model: serving.determinism: "
-                "invariant)"
-            )
         else:
-            notes.append(
-                "outputs depend on batch composition; set verify.batch_invariance: require to fail on "
-                "this (and serve with a fixed batch shape)"
-            )
+            notes.append(_variance_note(detail, under_load is not None))
     compared = sum(len(sample_outputs) for sample_outputs in reference) * model.verify.repeats
     return {
         "samples": len(inputs),
@@ -307,10 +167,76 @@ def check_model(
     }
 
 
+def _goldens(model: ManifestModel, root: Path, record: bool, force: bool):
+    """(inputs, reference answers, None) to check or record with, or (None, None, why not): no
+    goldens and no --record, or goldens that no longer fit the model without --record --force.
+    Recording without usable goldens: the backend's golden inputs, else generated ones."""
+    if model.goldens and (root / model.goldens).is_file():
+        try:
+            inputs, reference = from_npz_arrays(read_npz(root / model.goldens))
+            check_golden_names(model, inputs, reference)
+            return inputs, reference, None
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
+            if not (record and force):
+                fix = (
+                    "'verify OUT --record --force' records new goldens from fresh inputs"
+                    if record
+                    else "if the model's tensors changed on purpose, 'verify OUT --record "
+                    "--force' records new ones"
+                )
+                return (
+                    None,
+                    None,
+                    f"goldens {model.goldens} are not usable for this model: "
+                    f"{type(e).__name__}: {e}; {fix}",
+                )
+    if not record:
+        return (
+            None,
+            None,
+            "no goldens recorded: run 'tritonbuild verify OUT --record', commit the .npz, rebuild",
+        )
+    backend = REGISTRY.for_manifest(model.backend)
+    inputs = (backend.golden_inputs(model) if backend is not None else None) or generate_inputs(
+        model
+    )
+    return inputs, None, None
+
+
+def _tolerance_notes(model: ManifestModel, tolerated: list[Mismatch]) -> list[str]:
+    """Per output compared within its tolerance: the tolerance, and the largest difference."""
+    notes = []
+    for name in sorted({mismatch.output for mismatch in tolerated}):
+        tolerance = model.verify.tolerance[name]
+        worst = max(
+            (mismatch.max_abs_diff or 0.0) for mismatch in tolerated if mismatch.output == name
+        )
+        notes.append(
+            f"output {name!r}: within tolerance (atol {tolerance.atol:g}, rtol "
+            f"{tolerance.rtol:g}, ulp {tolerance.ulp}); not bit-exact: max |diff| {worst:.3g}"
+        )
+    return notes
+
+
+def _variance_note(detail: str, under_load: bool) -> str:
+    """Answers that depend on what else is batched, where the recipe does not require invariance."""
+    if under_load:
+        return (
+            f"answers depend on the other requests in flight ({detail}); set "
+            "verify.batch_invariance: require to fail on this, and serve it invariant (a vLLM "
+            "model: serving.determinism: invariant)"
+        )
+    return (
+        "outputs depend on batch composition; set verify.batch_invariance: require to fail on "
+        "this (and serve with a fixed batch shape)"
+    )
+
+
 def _golden_destination(model: ManifestModel) -> Path:
-    """Where --record writes a recipe's goldens: a .npz inside the directory of the recipe the manifest names, and
-    only while that recipe is the one built (same sha256). A manifest is a file anyone with write access can edit;
-    without this, goldens_source: /etc/x would make --record write anywhere."""
+    """Where --record writes a recipe's goldens: a .npz inside the directory of the recipe the
+    manifest names, and only while that recipe is the one built (same sha256). A manifest is a file
+    anyone with write access can edit; without this, goldens_source: /etc/x would make --record
+    write anywhere."""
     recipe, src = Path(model.recipe_path), Path(model.goldens_source)
     try:
         same = (
@@ -321,8 +247,8 @@ def _golden_destination(model: ManifestModel) -> Path:
         same = False
     if not same:
         raise VerifyError(
-            f"model {model.name!r}: will not write goldens beside {recipe}: that recipe is missing or "
-            "changed since the build",
+            f"model {model.name!r}: will not write goldens beside {recipe}: that recipe is missing "
+            "or changed since the build",
             where=model.recipe_path,
             hint="run 'verify --record' from the directory you built in, after rebuilding",
         )
@@ -339,8 +265,8 @@ def _golden_destination(model: ManifestModel) -> Path:
 def write_goldens(
     root: Path, model: ManifestModel, inputs, reference, force: bool = False
 ) -> tuple[ManifestModel, str | None, str | None]:
-    """Goldens into OUT, and into the recipe's verify.goldens (committed goldens are replaced only with force):
-    (model, a note, a refusal)."""
+    """Goldens into OUT, and into the recipe's verify.goldens (committed goldens are replaced only
+    with force): (model, a note, a refusal)."""
     arrays = to_npz_arrays(inputs, reference)
     dest_rel = f"{model.name}/{golden_name(model.version)}"
     write_npz(root / dest_rel, arrays)
@@ -350,8 +276,8 @@ def write_goldens(
             model,
             (
                 f"goldens recorded into {root / dest_rel} only: the next build replaces OUT; set "
-                f"verify.goldens in {model.recipe_path} (e.g. goldens/{model.name}.npz) to keep them with the "
-                "recipe"
+                f"verify.goldens in {model.recipe_path} (e.g. goldens/{model.name}.npz) to keep "
+                "them with the recipe"
             ),
             None,
         )
@@ -362,9 +288,9 @@ def write_goldens(
             model,
             None,
             (
-                f"recorded goldens differ from the committed {src}: not overwritten (outputs changed, "
-                "or recorded from another build); inspect, then 'verify OUT --record --force' to replace "
-                "them"
+                f"recorded goldens differ from the committed {src}: not overwritten (outputs "
+                "changed, or recorded from another build); inspect, then 'verify OUT --record "
+                "--force' to replace them"
             ),
         )
     if not src.is_file() or src.read_bytes() != new:

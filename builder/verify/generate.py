@@ -1,10 +1,11 @@
 """A decoupled model (Triton's vLLM backend) as a verification runner: Triton's generate extension,
-POST v2/models/<m>/versions/<v>/generate for a request answered once and .../generate_stream (server-sent
-events, one per response) for a streamed one. A stream's chunking is not reproducible (vLLM coalesces tokens
-when the frontend is behind: 15 or 16 responses for 16 tokens, seen on the H200), so a streamed request is
-compared as what the client assembles: text concatenated, per-token JSON lists (log-probs) joined into one list,
-per-response counts summed, other numbers as the last response gives them. Every token id and log-prob stays
-pinned bit for bit; only the chunk boundaries are not."""
+POST v2/models/<m>/versions/<v>/generate for a request answered once and .../generate_stream
+(server-sent events, one per response) for a streamed one. A stream's chunking is not reproducible
+(vLLM coalesces tokens when the frontend is behind: 15 or 16 responses for 16 tokens, seen on the
+H200), so a streamed request is compared as what the client assembles: text concatenated, per-token
+JSON lists (log-probs) joined into one list, per-response counts summed, other numbers as the last
+response gives them. Every token id and log-prob stays pinned bit for bit; only the chunk boundaries
+are not."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from tritonbuild.verify.goldens import NP_DTYPES
 from tritonbuild.verify.runners import InferError
 
 Sample = dict[str, np.ndarray]
-# The other requests of an under-load check: prompts of several lengths, each asking for a number of tokens that
-# differs from the golden's, so requests join and leave the running batch while the golden one decodes.
+# The other requests of an under-load check: prompts of several lengths, each asking for a number of
+# tokens that differs from the golden's, so requests join and leave the running batch while the
+# golden one decodes.
 FILLER_PROMPTS = [
     "Once",
     "The server keeps every version it published until",
@@ -54,8 +56,9 @@ def _filler(sample: Sample, i: int) -> Sample:
 
 
 def _steps(answer: Sample | None) -> list[tuple[str, float]] | None:
-    """(token id, log-prob) per generated token from the vLLM backend's `logprobs` output (JSON: one {id: {logprob,
-    rank, decoded_token}} per token, the chosen token first), or None when the answer has none."""
+    """(token id, log-prob) per generated token from the vLLM backend's `logprobs` output (JSON: one
+    {id: {logprob, rank, decoded_token}} per token, the chosen token first), or None when the answer
+    has none."""
     if answer is None or "logprobs" not in answer or answer["logprobs"].size != 1:
         return None
     value = answer["logprobs"].ravel()[0]
@@ -67,9 +70,10 @@ def _steps(answer: Sample | None) -> list[tuple[str, float]] | None:
 
 
 def token_difference(alone: Sample, loaded: Sample) -> dict | None:
-    """How a generated answer under load differs from the answer alone, token by token: whether token ids differ
-    or only log-probs, the first differing position, how many positions differ, the largest log-prob difference
-    where the tokens agree. None when the answers carry no per-token log-probs."""
+    """How a generated answer under load differs from the answer alone, token by token: whether
+    token ids differ or only log-probs, the first differing position, how many positions differ, the
+    largest log-prob difference where the tokens agree. None when the answers carry no per-token
+    log-probs."""
     a, b = _steps(alone), _steps(loaded)
     if a is None or b is None:
         return None
@@ -90,7 +94,8 @@ def token_difference(alone: Sample, loaded: Sample) -> dict | None:
 
 
 def _json_value(arr: np.ndarray):
-    """One request input as the generate endpoint takes it: a scalar for one element, else a list."""
+    """One request input as the generate endpoint takes it: a scalar for one element, else a
+    list."""
     values = [
         v.decode() if isinstance(v, bytes) else v.item() if hasattr(v, "item") else v
         for v in arr.ravel()
@@ -127,7 +132,8 @@ def _joined_json_lists(values: list[str]) -> str | None:
 
 
 def _assembled(tensor, values: list) -> np.ndarray:
-    """One streamed request's responses as the client assembles them (see the module's docstring)."""
+    """One streamed request's responses as the client assembles them (see the module's
+    docstring)."""
     if tensor.dtype == "bytes":
         joined = _joined_json_lists(values)
         return _array(tensor, [joined if joined is not None else "".join(values)])
@@ -137,7 +143,8 @@ def _assembled(tensor, values: list) -> np.ndarray:
 
 
 class GenerateRunner:
-    """infer / infer_concurrent / close over Triton's generate extension (HTTP, no client library)."""
+    """infer / infer_concurrent / close over Triton's generate extension (HTTP, no client
+    library)."""
 
     def __init__(self, url: str, model: ManifestModel, timeout: float = 120.0):
         self.base = with_scheme(url.rstrip("/"))
@@ -147,7 +154,8 @@ class GenerateRunner:
     def _post(self, sample: Sample) -> list[dict]:
         body = {name: _json_value(arr) for name, arr in sample.items()}
         stream = bool(body.get("stream", False))
-        path = f"/v2/models/{self.model.name}/versions/{self.model.version}/generate{'_stream' if stream else ''}"
+        endpoint = "generate_stream" if stream else "generate"
+        path = f"/v2/models/{self.model.name}/versions/{self.model.version}/{endpoint}"
         try:
             with post_json(self.base + path, body, self.timeout) as response:
                 events = _events(response) if stream else [json.loads(response.read())]
@@ -182,9 +190,10 @@ class GenerateRunner:
         return got
 
     def infer_amid(self, sample: Sample, others: int) -> Sample:
-        """sample's answer while `others` other requests are in flight: they are sent first (non-streamed, other
-        prompts, other lengths, so the batch around it changes from step to step), then sample; every answer is
-        awaited, and a failed one fails the check (a server that drops requests under load is not verified)."""
+        """sample's answer while `others` other requests are in flight: they are sent first
+        (non-streamed, other prompts, other lengths, so the batch around it changes from step to
+        step), then sample; every answer is awaited, and a failed one fails the check (a server that
+        drops requests under load is not verified)."""
         fillers = [_filler(sample, i) for i in range(others)]
         with ThreadPoolExecutor(max_workers=others + 1) as pool:
             running = [pool.submit(self._post, filler) for filler in fillers]

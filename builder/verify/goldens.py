@@ -77,8 +77,8 @@ def from_npz_arrays(arrays: dict[str, np.ndarray]) -> tuple[list[Sample], list[S
 
 
 def check_golden_names(model: ManifestModel, inputs: list[Sample], outputs: list[Sample]) -> None:
-    """Goldens that belong to this model: every sample carries its required inputs, only inputs it declares
-    (optional ones may be left out, as clients do) and only its outputs."""
+    """Goldens that belong to this model: every sample carries its required inputs, only inputs it
+    declares (optional ones may be left out, as clients do) and only its outputs."""
     want_in, want_out = (
         {tensor.name for tensor in model.inputs},
         {tensor.name for tensor in model.outputs},
@@ -94,7 +94,8 @@ def check_golden_names(model: ManifestModel, inputs: list[Sample], outputs: list
             )
         if not sample_outputs or not set(sample_outputs) <= want_out:
             raise ValueError(
-                f"sample {i} has outputs {sorted(sample_outputs)}, the model gives {sorted(want_out)}"
+                f"sample {i} has outputs {sorted(sample_outputs)}, the model gives "
+                f"{sorted(want_out)}"
             )
 
 
@@ -119,8 +120,9 @@ def _within(expected: np.ndarray, got: np.ndarray, tol) -> np.ndarray:
 def compare(
     expected: np.ndarray, got: np.ndarray, *, sample: int, output: str, context: str, tolerance=None
 ) -> Mismatch | None:
-    """Bit-for-bit: same dtype, same shape, same bytes. Reports what differs and where first. With a tolerance
-    (verify.tolerance of this output), bits that differ within it give a Mismatch marked within_tolerance."""
+    """Bit-for-bit: same dtype, same shape, same bytes. Reports what differs and where first. With a
+    tolerance (verify.tolerance of this output), bits that differ within it give a Mismatch marked
+    within_tolerance."""
     if got is None or expected.dtype != got.dtype or expected.shape != got.shape:
         seen = None if got is None else (got.dtype.str, got.shape)
         return Mismatch(

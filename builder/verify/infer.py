@@ -1,5 +1,6 @@
-"""infer(): send a model its goldens (or given arrays) on a running tritonserver, or on a built directory served
-for the call by the embedded one, and return what came back (compared bit for bit with the goldens)."""
+"""infer(): send a model its goldens (or given arrays) on a running tritonserver, or on a built
+directory served for the call by the embedded one, and return what came back (compared bit for bit
+with the goldens)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def _goldens(root: Path, model: str) -> tuple[list[dict], list[dict]]:
     if not manifest_model.goldens or not (root / manifest_model.goldens).is_file():
         raise UsageError(
             f"{model} has no goldens in {root}",
-            hint=f"record them with 'tritonbuild verify {root} --record', or pass --input NAME=FILE.npy",
+            hint=f"record them with 'tritonbuild verify {root} --record', or pass --input "
+            "NAME=FILE.npy",
         )
     return from_npz_arrays(read_npz(root / manifest_model.goldens))
 
@@ -41,7 +43,8 @@ def _arrays(files: dict[str, Path]) -> dict[str, np.ndarray]:
 
 @dataclass(frozen=True)
 class InferResult(Result):
-    """infer: per request its outputs (name → numpy array) and how they compare with the goldens (None: none)."""
+    """infer: per request its outputs (name → numpy array) and how they compare with the goldens
+    (None: none)."""
 
     server: str
     model: str
@@ -58,33 +61,19 @@ def infer(
     data: str | None = None,
     tritonserver: str | None = None,
 ) -> InferResult:
-    """target: a server URL (http://host:port) or a repository directory (built or hand-written). Inputs: the
-    given .npy files, else the model's goldens (from the directory, or from goldens_from when target is a URL),
-    else (data: 'random', seeded, or 'zeros') arrays of the shapes the server declares for the model."""
+    """target: a server URL (http://host:port) or a repository directory (built or hand-written).
+    Inputs: the given .npy files, else the model's goldens (from the directory, or from goldens_from
+    when target is a URL), else (data: 'random', seeded, or 'zeros') arrays of the shapes the server
+    declares for the model."""
     local = "://" not in target
     root = Path(target) if local else goldens_from
-    if inputs:
-        samples, expected = [_arrays(inputs)], None
-    elif data is None and root is not None and _has_goldens(root, model):
-        samples, expected = _goldens(root, model)
-    else:
-        if (
-            root is not None
-            and (root / MANIFEST_NAME).exists()
-            and not any(each.name == model for each in read_repository(root, InferenceError).models)
-        ):
-            _goldens(root, model)  # raises: no such model (naming the ones there are)
-        samples, expected = (
-            [],
-            None,
-        )  # no goldens, no --input: generated from the served model's metadata
-        data = data or "random"
+    samples, expected, data = _what_to_send(root, model, inputs, data)
     if not local:
         return _send(target, model, samples, expected, data)
     from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
 
     if not (root / model).is_dir():
-        from tritonbuild.verify.run import model_dirs
+        from tritonbuild.verify.static import model_dirs
 
         raise UsageError(
             f"{root} has no model {model!r}", hint=f"one of: {', '.join(model_dirs(root)) or '-'}"
@@ -111,6 +100,22 @@ def infer(
         return _send(f"http://{server.http_url}", model, samples, expected, data)
 
 
+def _what_to_send(root: Path | None, model: str, inputs, data: str | None):
+    """(samples, expected answers, data): the given arrays, else the goldens, else nothing (the
+    requests are generated from the served model's metadata: data, random by default)."""
+    if inputs:
+        return [_arrays(inputs)], None, data
+    if data is None and root is not None and _has_goldens(root, model):
+        return (*_goldens(root, model), data)
+    if (
+        root is not None
+        and (root / MANIFEST_NAME).exists()
+        and not any(each.name == model for each in read_repository(root, InferenceError).models)
+    ):
+        _goldens(root, model)  # raises: no such model (naming the ones there are)
+    return [], None, data or "random"
+
+
 def _has_goldens(root: Path, model: str) -> bool:
     if not (root / MANIFEST_NAME).exists():
         return False
@@ -119,10 +124,11 @@ def _has_goldens(root: Path, model: str) -> bool:
 
 
 def _embedded_refusal(root: Path, model: str) -> str | None:
-    """Why the embedded tritonserver cannot serve this model (it has only the Python backend), or None."""
+    """Why the embedded tritonserver cannot serve this model (it has only the Python backend), or
+    None."""
     from tritonbuild.backends import runs_embedded
     from tritonbuild.core.toolchain import fingerprint
-    from tritonbuild.verify.run import runs_as_written
+    from tritonbuild.verify.static import runs_as_written
 
     if (root / MANIFEST_NAME).exists():
         backends = {
@@ -132,21 +138,22 @@ def _embedded_refusal(root: Path, model: str) -> str | None:
         }
         if backends and not any(runs_embedded(backend) for backend in backends):
             return (
-                f"the embedded tritonserver has no {'/'.join(sorted(backends))} backend (only python): it "
-                f"cannot load {model!r}"
+                f"the embedded tritonserver has no {'/'.join(sorted(backends))} backend (only "
+                f"python): it cannot load {model!r}"
             )
         return None
     if not runs_as_written(root / model, bool(fingerprint().get("gpu_name"))):
         return (
-            f"the embedded tritonserver cannot load {model!r} as written (it has only the python backend, "
-            "and no GPU here for KIND_GPU)"
+            f"the embedded tritonserver cannot load {model!r} as written (it has only the python "
+            "backend, and no GPU here for KIND_GPU)"
         )
     return None
 
 
 def generated_inputs(metadata: dict, data: str, seed: int = 0) -> dict[str, np.ndarray]:
-    """One request of the shapes the server declares (a variable dimension, the batch one included, is 1):
-    seeded uniform values in [0, 1) (integers in [0, 10)), or zeros; strings are b'' or short digits."""
+    """One request of the shapes the server declares (a variable dimension, the batch one included,
+    is 1): seeded uniform values in [0, 1) (integers in [0, 10)), or zeros; strings are b'' or short
+    digits."""
     from tritonclient.utils import triton_to_np_dtype
 
     rng = np.random.default_rng(seed)
@@ -228,7 +235,8 @@ def _send(
 
 
 def _metadata(client, url: str, model: str) -> dict:
-    """The served model's metadata; a model the server does not have is an error listing the ones it has."""
+    """The served model's metadata; a model the server does not have is an error listing the ones it
+    has."""
     import difflib
 
     from tritonclient.utils import InferenceServerException

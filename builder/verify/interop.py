@@ -1,11 +1,11 @@
-"""A built model's goldens as perf_analyzer `--input-data` JSON: the golden inputs as "data" and the golden
-outputs as "validation_data", so perf_analyzer checks every answer while it measures.
+"""A built model's goldens as perf_analyzer `--input-data` JSON: the golden inputs as "data" and the
+golden outputs as "validation_data", so perf_analyzer checks every answer while it measures.
 
-The format is perf_analyzer's (src/data_loader.cc ParseData/ReadTensorData, docs/input_data.md; the facts and
-their lines are in tests/contracts/facts/perf_analyzer.json): one entry per batch-1 request, shapes without the
-batch dimension when max_batch_size > 0, tensors as {"b64": ...} of their little-endian row-major bytes (BYTES:
-each element a 4-byte little-endian length, then its bytes). perf_analyzer compares outputs with memcmp, so the
-check is bit for bit, as ours is.
+The format is perf_analyzer's (src/data_loader.cc ParseData/ReadTensorData, docs/input_data.md; the
+facts and their lines are in tests/contracts/facts/perf_analyzer.json): one entry per batch-1
+request, shapes without the batch dimension when max_batch_size > 0, tensors as {"b64": ...} of
+their little-endian row-major bytes (BYTES: each element a 4-byte little-endian length, then its
+bytes). perf_analyzer compares outputs with memcmp, so the check is bit for bit, as ours is.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from tritonbuild.verify.goldens import NP_DTYPES, Sample
 
 
 def encode_tensor(arr: np.ndarray, dtype: str) -> str:
-    """perf_analyzer's raw bytes of one tensor, base64: little-endian row-major; BYTES length-prefixed."""
+    """perf_analyzer's raw bytes of one tensor, base64: little-endian row-major; BYTES
+    length-prefixed."""
     if dtype == "bytes":
         parts = []
         for element in np.asarray(arr, dtype=np.object_).reshape(-1):
@@ -48,15 +49,15 @@ def _validation_refusal(model: ManifestModel, outputs: list[Sample]) -> str | No
     variable = [t.name for t in model.outputs if any(dim == -1 for dim in t.dims)]
     if variable:
         return (
-            f"output {', '.join(variable)} has a variable dimension: perf_analyzer checks an output only "
-            "against the shape the model declares, never one given in the file"
+            f"output {', '.join(variable)} has a variable dimension: perf_analyzer checks an "
+            "output only against the shape the model declares, never one given in the file"
         )
     names = {t.name for t in model.outputs}
     for i, sample in enumerate(outputs):
         if set(sample) != names:
             return (
-                f"golden sample {i} holds outputs {sorted(sample)}, not all of {sorted(names)}: perf_analyzer "
-                "needs every output of the model in each validation entry"
+                f"golden sample {i} holds outputs {sorted(sample)}, not all of {sorted(names)}: "
+                "perf_analyzer needs every output of the model in each validation entry"
             )
     return None
 
@@ -155,7 +156,8 @@ def perf_analyzer_data(root: Path, model: str, *, validation: bool = True) -> tu
 
 @dataclass(frozen=True)
 class PerfDataExport(Result):
-    """export perf-data: what was written where, and the perf_analyzer command line that reads it."""
+    """export perf-data: what was written where, and the perf_analyzer command line that reads
+    it."""
 
     model: str
     version: int

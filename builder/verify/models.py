@@ -1,4 +1,5 @@
-"""The verification report (tritonbuild-verification.json), keyed by the manifest digest it verified."""
+"""The verification report (tritonbuild-verification.json), keyed by the manifest digest it
+verified."""
 
 from __future__ import annotations
 
@@ -35,8 +36,8 @@ class ModelReport(_Frozen):
     version: int
     backend: str
     route: Literal["live-embedded", "live-server", "in-process", "none"] = Field(
-        description="How verify ran it: the embedded tritonserver, the server given with --server, in-process, or "
-        "not at all."
+        description="How verify ran it: the embedded tritonserver, the server given with --server, "
+        "in-process, or not at all."
     )
     route_detail: str = Field(
         description="What ran it, e.g. 'tritonserver 2.51.0 (embedded)' or 'onnxruntime "
@@ -86,16 +87,18 @@ class ModelReport(_Frozen):
     )
 
     def ran_by(self) -> str:
-        """What ran it (route_detail), or 'not recorded: why' for a model verify had no way to run here."""
+        """What ran it (route_detail), or 'not recorded: why' for a model verify had no way to run
+        here."""
         why = "; ".join(self.notes) or self.route_detail
         return self.route_detail if self.route != "none" else f"not recorded: {why}"
 
     @model_validator(mode="before")
     @classmethod
     def _legacy_route_keys(cls, data: Any) -> Any:
-        """Reports also carry the route under its first names, 'path' and 'path_detail' (written below, for
-        readers of the JSON); they hold the same values, so reading keeps 'route' and refuses a report where they
-        differ. A report written before 'route' existed has only them."""
+        """Reports also carry the route under its first names, 'path' and 'path_detail' (written
+        below, for readers of the JSON); they hold the same values, so reading keeps 'route' and
+        refuses a report where they differ. A report written before 'route' existed has only
+        them."""
         if isinstance(data, dict) and ("path" in data or "path_detail" in data):
             data = dict(data)
             for old, new in (("path", "route"), ("path_detail", "route_detail")):
@@ -110,8 +113,8 @@ class ModelReport(_Frozen):
         return data
 
     @computed_field(
-        description="The route under its first name (same value as 'route'), kept for readers of the "
-        "report."
+        description="The route under its first name (same value as 'route'), kept for readers of "
+        "the report."
     )
     @property
     def path(self) -> str:
@@ -124,7 +127,8 @@ class ModelReport(_Frozen):
 
 
 class Reproducibility(_Frozen):
-    """verify --rebuild: the recipes rebuilt in an isolated cache, every artefact's sha256 compared."""
+    """verify --rebuild: the recipes rebuilt in an isolated cache, every artefact's sha256
+    compared."""
 
     identical: int = Field(description="Files whose rebuilt bytes equal OUT's.")
     differ: list[str] = Field(
@@ -143,8 +147,8 @@ class Reproducibility(_Frozen):
 
 
 class PythonSide(_Frozen):
-    """The Python the embedded tritonserver's Python side (its stub, every model.py) ran on, and the one
-    the target image runs (server/target.py)."""
+    """The Python the embedded tritonserver's Python side (its stub, every model.py) ran on, and the
+    one the target image runs (server/target.py)."""
 
     ran: str | None = Field(
         description="Python minor of the embedded server's Python side; null where the "
@@ -181,10 +185,10 @@ class VerificationReport(_Frozen):
     )
 
     def accept_hint(self, shown: str) -> str | None:
-        """How to accept outputs that changed on purpose, when goldens differ (or a record was refused); shown: the
-        repository as the user named it."""
-        # NOTE: only answers that differ from the goldens; answers that change when batched or under load are not
-        # fixed by recording them (the model's notes say how to serve it invariant)
+        """How to accept outputs that changed on purpose, when goldens differ (or a record was
+        refused); shown: the repository as the user named it."""
+        # NOTE: only answers that differ from the goldens; answers that change when batched or under
+        # load are not fixed by recording them (the model's notes say how to serve it invariant)
         if not any(
             each.goldens_refused
             or any(mismatch.context.startswith("repeat") for mismatch in each.mismatches)
@@ -192,8 +196,9 @@ class VerificationReport(_Frozen):
         ):
             return None
         return (
-            f"if the outputs changed on purpose: 'tritonbuild verify {shown} --record --force' rewrites the "
-            f"committed goldens (commit them); then rebuild ('tritonbuild build RECIPES -o {shown}')"
+            f"if the outputs changed on purpose: 'tritonbuild verify {shown} --record --force' "
+            "rewrites the committed goldens (commit them); then rebuild ('tritonbuild build "
+            f"RECIPES -o {shown}')"
         )
 
     def signed_payload(self) -> bytes:
@@ -211,8 +216,8 @@ class VerificationReport(_Frozen):
         return canonical_json(payload)
 
     def signed(self) -> VerificationReport:
-        """This report with a signature (TRITONBUILD_REPORT_KEY, else this machine's key; unchanged when
-        neither can be had)."""
+        """This report with a signature (TRITONBUILD_REPORT_KEY, else this machine's key; unchanged
+        when neither can be had)."""
         from tritonbuild.core.signing import sign, signing_key
 
         key = signing_key()

@@ -1,4 +1,5 @@
-"""verify --rebuild: compare OUT with a rebuild of its recipes (made by api in an isolated cache), file by file."""
+"""verify --rebuild: compare OUT with a rebuild of its recipes (made by api in an isolated cache),
+file by file."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from tritonbuild.verify.models import Reproducibility
 
 
 def recipes_of(manifest: Manifest) -> list[Path]:
-    """The recipes OUT was built from, as recorded (relative to the directory the build ran in), unchanged."""
+    """The recipes OUT was built from, as recorded (relative to the directory the build ran in),
+    unchanged."""
     out, problems = [], []
     for model in manifest.models:
         recipe_path = Path(model.recipe_path)
@@ -55,8 +57,8 @@ def compare(original: Manifest, rebuilt: Manifest) -> Reproducibility:
             identical += 1
         elif model_name not in rebuilt_models:
             by_nature.append(
-                f"{rel}: {model_name} was not rebuilt here (a build step was skipped: e.g. no GPU or "
-                "TensorRT-LLM); its goldens decide"
+                f"{rel}: {model_name} was not rebuilt here (a build step was skipped: e.g. no GPU "
+                "or TensorRT-LLM); its goldens decide"
             )
         elif (
             vendor := REGISTRY.unreproducible(rel)

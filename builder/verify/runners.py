@@ -1,4 +1,5 @@
-"""A live tritonserver (HTTP) as a verification runner; in-process runners belong to their backends."""
+"""A live tritonserver (HTTP) as a verification runner; in-process runners belong to their
+backends."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ Sample = dict[str, np.ndarray]
 
 
 class InferError(Exception):
-    """A model that answered wrongly (raised, returned no declared output): a FAIL row, not a tritonbuild bug."""
+    """A model that answered wrongly (raised, returned no declared output): a FAIL row, not a
+    tritonbuild bug."""
 
 
 def _server_message(e: Exception) -> str:
@@ -20,7 +22,8 @@ def _server_message(e: Exception) -> str:
 
 
 class TritonRunner:
-    """Infer through tritonclient.http; concurrent requests go through Triton's scheduler (dynamic batcher)."""
+    """Infer through tritonclient.http; concurrent requests go through Triton's scheduler (dynamic
+    batcher)."""
 
     def __init__(self, url: str, model: ManifestModel, concurrency: int = 8):
         import tritonclient.http as httpclient
@@ -54,8 +57,8 @@ class TritonRunner:
                 ValueError
             ) as e:  # e.g. no data for a non-empty shape (a stub whose numpy is 2.x answers so)
                 raise InferError(
-                    f"output {tensor.name!r}: the server's answer does not fit its own shape ({e}); "
-                    "a Python-backend stub importing numpy >= 2 sends empty tensors"
+                    f"output {tensor.name!r}: the server's answer does not fit its own shape "
+                    f"({e}); a Python-backend stub importing numpy >= 2 sends empty tensors"
                 ) from None
         missing = sorted(n for n, a in got.items() if a is None)
         if missing:

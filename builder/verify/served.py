@@ -1,4 +1,5 @@
-"""What a given server serves under a model's name, compared with the repository's config and version."""
+"""What a given server serves under a model's name, compared with the repository's config and
+version."""
 
 from __future__ import annotations
 
@@ -34,15 +35,16 @@ def _served_projection(config) -> dict:
 
 
 def _identity(url: str, name: str, mine: dict, theirs: dict) -> dict:
-    """What the server says it loaded under the name: its version, the model's ready versions (repository index),
-    and a digest of the served config's {backend, max_batch_size, inputs, outputs} beside ours (Triton reports no
-    digest of the model's files: the bytes are proved by the goldens, bit for bit)."""
+    """What the server says it loaded under the name: its version, the model's ready versions
+    (repository index), and a digest of the served config's {backend, max_batch_size, inputs,
+    outputs} beside ours (Triton reports no digest of the model's files: the bytes are proved by the
+    goldens, bit for bit)."""
     from tritonbuild.core.hashing import sha256_json
 
     try:
         with Server(url, TIMEOUT_S) as asked:
             server, index = asked.metadata(), asked.index()
-    except Exception:  # noqa: BLE001 - the identity is then unknown, the comparison above still stands
+    except Exception:  # noqa: BLE001 - the identity is then unknown; the comparison above stands
         server, index = {}, []
 
     def as_json(projection):
@@ -64,9 +66,10 @@ def _identity(url: str, name: str, mine: dict, theirs: dict) -> dict:
 
 
 def served_differences(url: str, root: Path, model: ManifestModel) -> tuple[list[str], dict | None]:
-    """What the server at url serves under the model's name, compared with OUT's config.pbtxt and version: a shared
-    staging server may hold another build of the same model (GET v2/models/<model>/config, .../versions/<v>/ready);
-    and the served identity (_identity; None when the config could not be read)."""
+    """What the server at url serves under the model's name, compared with OUT's config.pbtxt and
+    version: a shared staging server may hold another build of the same model (GET
+    v2/models/<model>/config, .../versions/<v>/ready); and the served identity (_identity; None when
+    the config could not be read)."""
     from google.protobuf import json_format
 
     from tritonbuild.triton.config import model_config_pb2, read_config
@@ -78,7 +81,7 @@ def served_differences(url: str, root: Path, model: ManifestModel) -> tuple[list
                 model_config_pb2().ModelConfig(),
                 ignore_unknown_fields=True,
             )
-    except Exception as e:  # noqa: BLE001 - unreachable, refused or not a ModelConfig: reported, never raised
+    except Exception as e:  # noqa: BLE001 - unreachable, refused, not a ModelConfig: reported
         return [f"cannot read its config ({e})"], None
     mine = _served_projection(read_config(root / model.name))
     theirs = _served_projection(served)
@@ -94,7 +97,8 @@ def served_differences(url: str, root: Path, model: ManifestModel) -> tuple[list
 
 
 def version_ready(url: str, model: ManifestModel) -> bool:
-    """Whether the server at url serves this version (GET v2/models/<model>/versions/<v>/ready answers 200)."""
+    """Whether the server at url serves this version (GET v2/models/<model>/versions/<v>/ready
+    answers 200)."""
     try:
         with Server(url, TIMEOUT_S) as asked:
             return asked.version_ready(model.name, model.version)

@@ -1,7 +1,8 @@
-"""Triton's own core validates a config of any backend: the stand-ins of triton/standin.py (the same config with
-`backend: python`, a model.py that only declares) loaded in the embedded tritonserver, one start for all. What a
-stand-in changes, and therefore cannot prove, is listed in triton/standin.py. A load that does not finish within
-LOAD_TIMEOUT_S is reported as such (a stub that cannot start can hang).
+"""Triton's own core validates a config of any backend: the stand-ins of triton/standin.py (the same
+config with `backend: python`, a model.py that only declares) loaded in the embedded tritonserver,
+one start for all. What a stand-in changes, and therefore cannot prove, is listed in
+triton/standin.py. A load that does not finish within LOAD_TIMEOUT_S is reported as such (a stub
+that cannot start can hang).
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ def check_with_triton(
     as_is: frozenset[str] = frozenset(),
     launcher=None,
 ) -> tuple[dict[str, str | None], dict[str, list[str]], str]:
-    """Load a stand-in of each model (the model itself for those in as_is) in one embedded-server start:
-    (name → Triton's refusal or None, name → what the stand-in changed, the server's version line). Plain models
-    load first, concurrently; then ensembles, one at a time (their steps are loaded already)."""
+    """Load a stand-in of each model (the model itself for those in as_is) in one embedded-server
+    start: (name → Triton's refusal or None, name → what the stand-in changed, the server's version
+    line). Plain models load first, concurrently; then ensembles, one at a time (their steps are
+    loaded already)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError, load_model
@@ -53,8 +55,9 @@ def check_with_triton(
 
             ens = ensembles(scratch, names)
             result: dict[str, str | None] = {}
-            # NOTE: ensembles one at a time: two ensembles that name each other, loaded concurrently, may fail
-            # with "no version is available" instead of Triton's cycle message.
+            # NOTE: ensembles one at a time: two ensembles that name each other, loaded
+            # concurrently, may fail with "no version is available" instead of Triton's cycle
+            # message.
             for batch, workers in (
                 ([n for n in names if n not in ens], 8),
                 ([n for n in names if n in ens], 1),
@@ -75,8 +78,9 @@ def check_with_triton(
 
 
 def not_loaded_here(model_dir: Path) -> str | None:
-    """For a model checked through a stand-in: why the model itself was not loaded (its backend is not in the
-    server verify started), or None for an ensemble (Triton's core runs it: there is nothing more to load)."""
+    """For a model checked through a stand-in: why the model itself was not loaded (its backend is
+    not in the server verify started), or None for an ensemble (Triton's core runs it: there is
+    nothing more to load)."""
     from tritonbuild.triton.config import read_config
 
     try:
@@ -91,13 +95,14 @@ def not_loaded_here(model_dir: Path) -> str | None:
     what = mc.backend or mc.platform
     needs = (owner.needs if owner is not None else "") or f"a server with the {what} backend"
     return (
-        f"the model itself: not checked here (needs {needs}): the {what} backend is not in this server; "
-        "verify where it is (--server URL, --tritonserver PATH)"
+        f"the model itself: not checked here (needs {needs}): the {what} backend is not in this "
+        "server; verify where it is (--server URL, --tritonserver PATH)"
     )
 
 
 _MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
-# What Python's network stack (socket, urllib, requests/urllib3, huggingface_hub) says when a host cannot be reached
+# What Python's network stack (socket, urllib, requests/urllib3, huggingface_hub) says when a host
+# cannot be reached
 _NETWORK = re.compile(
     r"Temporary failure in name resolution|Name or service not known|nodename nor servname|"
     r"Failed to resolve|NameResolutionError|Network is unreachable|Max retries exceeded|"
@@ -114,16 +119,17 @@ _NO_FILE = re.compile(
 
 
 def not_here_cause(model_dir: Path, cause: str) -> str | None:
-    """Why a model that the embedded server loaded as written failed for want of this machine, not of its own:
-    its Python code imports a package this environment lacks, its initialize() fetches from the network (weights
-    from a hub) and none is here, or a parameter names an absolute path absent here (a tokenizer directory of
-    upstream's docs) and initialize() failed on a missing file. None: a refusal."""
+    """Why a model that the embedded server loaded as written failed for want of this machine, not
+    of its own: its Python code imports a package this environment lacks, its initialize() fetches
+    from the network (weights from a hub) and none is here, or a parameter names an absolute path
+    absent here (a tokenizer directory of upstream's docs) and initialize() failed on a missing
+    file. None: a refusal."""
     from tritonbuild.triton.config import read_config
 
     if (missing := _MISSING_MODULE.search(cause)) is not None:
         return (
-            f"its Python code imports {missing.group(1)!r}, which this environment lacks (Triton's core "
-            "accepted the config before the Python backend imported it)"
+            f"its Python code imports {missing.group(1)!r}, which this environment lacks (Triton's "
+            "core accepted the config before the Python backend imported it)"
         )
     if _NETWORK.search(cause) and "initialize" in cause:
         host = next(
@@ -131,8 +137,8 @@ def not_here_cause(model_dir: Path, cause: str) -> str | None:
         )
         where = f" ({host})" if host else ""
         return (
-            f"needs network: its initialize() could not reach the network{where}, which this machine does not "
-            f"have; the serving machine may"
+            f"needs network: its initialize() could not reach the network{where}, which this "
+            f"machine does not have; the serving machine may"
         )
     if not _NO_FILE.search(cause):
         return None
@@ -153,12 +159,16 @@ def not_here_cause(model_dir: Path, cause: str) -> str | None:
     if not absent or own:
         return None  # no such parameter, or the missing file Triton names is the model's own
     named = ", ".join(f"{k} {v!r}" for k, v in absent)
-    return f"its initialize() failed on a missing file, and its parameters name paths this machine lacks ({named})"
+    return (
+        "its initialize() failed on a missing file, and its parameters name paths this machine "
+        f"lacks ({named})"
+    )
 
 
 def without_repeats(offline: list[Finding], core: list[Finding]) -> list[Finding]:
-    """Both lists, each finding once: a refusal by Triton's core that repeats, in Triton's words, what an offline
-    rule already found for that model is not a second row; the offline row says the server refused it the same way.
+    """Both lists, each finding once: a refusal by Triton's core that repeats, in Triton's words,
+    what an offline rule already found for that model is not a second row; the offline row says the
+    server refused it the same way.
     """
     out, rest = list(offline), []
     for row in core:

@@ -64,8 +64,10 @@ def test_api_serve_loads_the_models_of_a_given_backend(tmp_path, monkeypatch):
     (tmp_path / MANIFEST_NAME).write_text(
         "{}"
     )  # read_repository is replaced: only its presence counts
-    monkeypatch.setattr(api, "read_repository", lambda *_: manifest)
-    _server, loadable, skipped = api.serve(tmp_path, backends={"vllm": tmp_path})
-    assert loadable == ["llm", "py"] and skipped == []
-    _server, loadable, skipped = api.serve(tmp_path)
-    assert loadable == ["py"] and skipped == ["llm"]
+    from tritonbuild.api import serving
+
+    monkeypatch.setattr(serving, "read_repository", lambda *_: manifest)
+    served = api.serve(tmp_path, backends={"vllm": tmp_path})
+    assert served.loadable == ["llm", "py"] and served.not_loadable == []
+    served = api.serve(tmp_path)
+    assert served.loadable == ["py"] and served.not_loadable == ["llm"]

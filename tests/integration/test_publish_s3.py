@@ -395,7 +395,8 @@ def test_serve_opens_a_published_target_once(doubler_repo, bucket, monkeypatch):
         "open_target",
         lambda *args, **kwargs: opened.append(args) or real(*args, **kwargs),
     )
-    server, loadable, not_loadable = api.serve(target)
+    serving = api.serve(target)
+    server, loadable, not_loadable = serving.server, serving.loadable, serving.not_loadable
     assert len(opened) == 1 and loadable == ["doubler"] and not_loadable == []
     assert server.repository.startswith("s3://http://127.0.0.1:") and server.repository.endswith(
         "/served-once"

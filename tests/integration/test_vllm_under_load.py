@@ -42,7 +42,8 @@ def _build(tmp_path, determinism: str, require: str, out: str):
 
 
 def _serve(root):
-    server, loadable, _ = api.serve(root, backends={"vllm": STANDIN})
+    serving = api.serve(root, backends={"vllm": STANDIN})
+    server, loadable = serving.server, serving.loadable
     assert loadable == ["chat"]
     return server
 

@@ -78,3 +78,81 @@ def test_nested_results_print_as_json(capsys):
         {"name": "m", "version": "1", "state": "UNAVAILABLE", "reason": "x", "metrics": {}}
     ]  # no config: the model is not READY
     assert printed["ls"]["models"][0]["serving"] == [1] and printed["ls"]["lock"] is None
+
+
+def test_cache_gc_and_verify_results_hold_what_the_store_reports(tmp_path):
+    from tritonbuild.api import maintenance
+    from tritonbuild.core.cas import Store
+
+    blob = (
+        tmp_path / "cache" / "blobs" / "ab" / ("ab" + "0" * 62)
+    )  # a blob whose name is not its hash
+    blob.parent.mkdir(parents=True)
+    blob.write_bytes(b"not what the name says")
+    checked = maintenance.cache_verify(tmp_path / "cache")
+    assert (checked.blobs_checked, checked.corrupt_blobs) == (1, [blob.name])
+    assert set(checked.to_dict()) == {"blobs_checked", "corrupt_blobs", "evicted_records"}
+    collected = maintenance.cache_gc(0, tmp_path / "cache")
+    assert collected.evicted_records == [] and collected.kept_records == 0
+    assert collected.to_dict() == Store(tmp_path / "cache").gc(0)  # nothing left to free: the same
+
+
+def test_embedded_environment_result_is_the_summary_it_replaces(tmp_path, monkeypatch):
+    from tritonbuild.api import maintenance
+    from tritonbuild.server import toolenv
+
+    monkeypatch.setenv("TRITONBUILD_ENVS_DIR", str(tmp_path / "envs"))
+    monkeypatch.setattr(toolenv, "available", lambda *_: None)
+    shown = maintenance.embedded_environment(make=False)
+    assert shown.path is None and not shown.made and shown.envs_dir == str(tmp_path / "envs")
+    assert shown.to_dict() == toolenv.summary(make=False)  # no target_image key without one
+    assert "target_image" not in shown.to_dict()
+
+
+class _Server:
+    """What Serving.start asks of an EmbeddedServer, without a tritonserver."""
+
+    http_url, grpc_url, metrics_url = "127.0.0.1:8000", "127.0.0.1:8001", "127.0.0.1:8002/metrics"
+    version, repository, strict_readiness, log_path = "2.51.0", "/r", True, "/tmp/s.log"
+
+    def __init__(self, control):
+        self.control, self.loaded, self.started = control, [], False
+        self.launcher = _Launcher()
+
+    def start(self):
+        self.started = True
+
+    def load(self, name):
+        self.loaded.append(name)
+
+    def describe(self):
+        return "tritonserver 2.51.0 (embedded)"
+
+
+class _Launcher:
+    def python_side(self):
+        return {"ran": "3.12", "own": False, "target": None}
+
+
+def test_serve_ready_loads_only_under_explicit_control_and_prints_the_old_keys():
+    from tritonbuild.api.serving import Serving
+
+    explicit, polling = _Server("explicit"), _Server("poll")
+    ready = Serving(explicit, ["a", "b"], ["llm"]).start()
+    assert explicit.started and explicit.loaded == ["a", "b"]
+    assert ready.http == "http://127.0.0.1:8000" and ready.not_loaded == ["llm"]
+    assert set(ready.to_dict()) == {
+        "http",
+        "grpc",
+        "metrics",
+        "tritonserver",
+        "version",
+        "repository",
+        "loaded",
+        "not_loaded",
+        "model_control_mode",
+        "strict_readiness",
+        "log",
+        "python_side",
+    }
+    assert Serving(polling, ["a"]).start().model_control_mode == "poll" and polling.loaded == []

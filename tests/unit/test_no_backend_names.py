@@ -22,7 +22,7 @@ STAGES = (
     "verify",
     "publish",
     "tune",
-    "api.py",
+    "api",
     "cli",
 )
 # file → (the words it may use, None = any; why). Ports of Triton's core name platforms themselves (Triton's

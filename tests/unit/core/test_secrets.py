@@ -49,10 +49,10 @@ def test_has_userinfo():
 
 
 def test_the_report_records_a_server_url_without_its_credentials():
-    from tritonbuild.verify.run import _route_for
+    from tritonbuild.verify.routes import route_for
 
     class M:
         depends_on, target, backend, llm = [], "cpu", "python", None
 
-    route, detail = _route_for(M(), "http://ci:s3cr3tPW@triton.internal:8000")
+    route, detail = route_for(M(), "http://ci:s3cr3tPW@triton.internal:8000")
     assert route == "live-server" and "s3cr3tPW" not in detail and "triton.internal:8000" in detail

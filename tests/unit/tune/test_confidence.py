@@ -9,7 +9,7 @@ import pytest
 
 from tritonbuild.recipe.models import Tune
 from tritonbuild.triton.config import model_config_pb2
-from tritonbuild.tune import search
+from tritonbuild.tune import quick, search
 from tritonbuild.tune.confidence import Decision, abba_order, overlap, ratio_interval
 from tritonbuild.tune.space import Grid
 
@@ -128,7 +128,7 @@ def _noisy_run(seed: int, rounds: int):
         exact_under_load=True,
         confirm=confirm if rounds > 1 else None,
     )
-    return search.quick(ev, grid, grid.default, lambda c: None), ev
+    return quick.quick(ev, grid, grid.default, lambda c: None), ev
 
 
 def test_paired_rounds_pick_the_same_config_where_single_readings_did_not():

@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import ROOT
 from tritonbuild.recipe.models import Tune
 from tritonbuild.triton.config import model_config_pb2
-from tritonbuild.tune import search
+from tritonbuild.tune import quick, search
 from tritonbuild.tune.space import Grid
 
 RUNS = ROOT / "docs" / "runs"
@@ -60,7 +60,9 @@ def _replay(report: str, mode: str, min_vs_default: float):
         min_vs_default=min_vs_default,
         exact_under_load=True,
     )
-    best = getattr(search, mode)(ev, grid, grid.default, lambda c: None)
+    best = {"quick": quick.quick, "brute": search.brute}[mode](
+        ev, grid, grid.default, lambda c: None
+    )
     grid_size = len({grid.default, *grid.all()}) * 2
     return best, ev, grid_size, (lambda c: table[(c.label, "c64")]["throughput"])
 

@@ -8,10 +8,11 @@ from types import SimpleNamespace
 
 from tritonbuild.recipe.models import Tune
 from tritonbuild.triton.config import model_config_pb2
-from tritonbuild.tune import search
+from tritonbuild.tune import quick, search
 from tritonbuild.tune.confidence import Decision, ratio_interval
 from tritonbuild.tune.loadgen import Result
-from tritonbuild.tune.report import RULES, build_report, served_bits
+from tritonbuild.tune.rejections import RULES
+from tritonbuild.tune.report import build_report, served_bits
 from tritonbuild.tune.space import Grid
 
 LOADS = ["c1", "c64"]
@@ -260,7 +261,7 @@ def test_a_config_quick_search_never_measured_at_every_load_is_not_called_outran
     )
     grid = _grid(tune)
     ev = search.Evaluator(_scaling, LOADS, sla_p99_ms=50, min_vs_default=1.0, exact_under_load=True)
-    winner = search.quick(ev, grid, grid.default, lambda c: None, budget=7)
+    winner = quick.quick(ev, grid, grid.default, lambda c: None, budget=7)
     report = _report(ev, grid, winner, tune)
     causes = {entry["label"]: entry for entry in report["rejections"]}
     assert (
@@ -296,7 +297,7 @@ def test_quick_keeps_room_for_the_next_finalists_when_the_fastest_lose_at_a_lowe
         ev = search.Evaluator(
             _scaling, LOADS, sla_p99_ms=50, min_vs_default=1.0, exact_under_load=True
         )
-        winner = search.quick(ev, grid, grid.default, lambda c: None, budget=budget)
+        winner = quick.quick(ev, grid, grid.default, lambda c: None, budget=budget)
         assert winner.label == "1xgpu mbs64 delay0us" and ev.count <= budget
         causes = {entry["label"]: entry for entry in _report(ev, grid, winner, tune)["rejections"]}
         assert (

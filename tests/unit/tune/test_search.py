@@ -7,7 +7,7 @@ import pytest
 
 from tritonbuild.recipe.models import Tune
 from tritonbuild.triton.config import model_config_pb2
-from tritonbuild.tune import search
+from tritonbuild.tune import quick, search
 from tritonbuild.tune.loadgen import Window, is_stable
 from tritonbuild.tune.space import Grid, apply
 
@@ -48,7 +48,11 @@ def _run(mode, tune: Tune, verify=lambda c: None, measure=surface):
         min_vs_default=tune.min_vs_default,
         exact_under_load=True,
     )
-    return getattr(search, mode)(ev, grid, grid.default, verify), ev, grid
+    return (
+        {"quick": quick.quick, "brute": search.brute}[mode](ev, grid, grid.default, verify),
+        ev,
+        grid,
+    )
 
 
 TUNE = Tune(

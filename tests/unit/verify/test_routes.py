@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from tritonbuild.repository.manifest import Manifest, ManifestModel
 from tritonbuild.verify.models import ModelReport
-from tritonbuild.verify.run import _route_for
+from tritonbuild.verify.routes import route_for
 
 
 def _model(name: str, depends_on: list[str]) -> ManifestModel:
@@ -31,13 +31,13 @@ def _model(name: str, depends_on: list[str]) -> ManifestModel:
 
 def test_ensemble_cycle_routes_to_none():
     manifest = Manifest(toolchain={}, models=[_model("a", ["b"]), _model("b", ["a"])], files={})
-    route, detail = _route_for(manifest.model("a"), None, manifest)
+    route, detail = route_for(manifest.model("a"), None, manifest)
     assert route == "none" and "calls ['b']" in detail
 
 
 def test_missing_step_routes_to_none():
     manifest = Manifest(toolchain={}, models=[_model("a", ["ghost"])], files={})
-    route, detail = _route_for(manifest.model("a"), None, manifest)
+    route, detail = route_for(manifest.model("a"), None, manifest)
     assert route == "none" and "ghost" in detail
 
 

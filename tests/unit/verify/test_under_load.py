@@ -10,8 +10,8 @@ import numpy as np
 
 from tests.contracts.facts import load
 from tritonbuild.recipe.models import UnderLoad, Verify
-from tritonbuild.verify.answers import _under_load, load_settings
 from tritonbuild.verify.generate import _filler, token_difference
+from tritonbuild.verify.under_load import answers_under_load, load_settings
 
 FORMAT = load("vllm_backend")["logprobs_output"]
 
@@ -99,7 +99,7 @@ class _Runner:
 def test_a_loaded_answer_that_differs_is_counted_and_described():
     alone = [_answer([(5, -0.5), (7, -1.0)])]
     runner = _Runner(_answer([(5, -0.5), (7, -1.0000001)]))
-    status, detail, found, summary = _under_load(
+    status, detail, found, summary = answers_under_load(
         _model(Verify(under_load=UnderLoad(others=4, repeats=2))), runner, [{}], alone
     )
     assert status == "variant" and runner.calls == [4, 4]
@@ -114,7 +114,7 @@ def test_a_loaded_answer_that_differs_is_counted_and_described():
 
 def test_identical_loaded_answers_are_invariant():
     alone = [_answer([(5, -0.5)])]
-    status, _detail, found, summary = _under_load(
+    status, _detail, found, summary = answers_under_load(
         _model(Verify()), _Runner(_answer([(5, -0.5)])), [{}], alone
     )
     assert (

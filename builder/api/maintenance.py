@@ -1,0 +1,78 @@
+"""The build cache's and the embedded server environment's upkeep (cache gc / verify, embedded
+install / show), as typed results whose to_dict() is the JSON the CLI prints."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tritonbuild.core import cachedir
+from tritonbuild.core.cas import Store
+from tritonbuild.core.results import OMIT_NONE, Result
+
+
+@dataclass
+class CacheGc(Result):
+    """What cache gc evicted (record keys), freed (bytes, and per kind of file) and kept."""
+
+    evicted_records: list[str]
+    freed_bytes: int
+    removed_bytes: dict[str, int]
+    kept_records: int
+    kept_blob_bytes: int
+    kept_bytes: int
+
+
+@dataclass
+class CacheCheck(Result):
+    """What cache verify re-hashed, found corrupt and evicted (record keys)."""
+
+    blobs_checked: int
+    corrupt_blobs: list[str]
+    evicted_records: list[str]
+
+
+@dataclass
+class EmbeddedEnvironment(Result):
+    """The embedded server's Python environment: its path (None: not made yet), Python minor, the
+    target image's Python minor it was asked for (None: the default one), package versions, the
+    extra packages asked for, where environments go, made by this call; target_image only with
+    --triton-image."""
+
+    path: str | None
+    python_minor: str | None
+    target_python: str | None
+    versions: dict[str, str]
+    packages: list[str]
+    envs_dir: str
+    made: bool
+    target_image: str | None = field(default=None, metadata=OMIT_NONE)
+
+
+def cache_store(cache_dir: Path | None = None) -> Store:
+    return Store(cachedir.resolve(cache_dir))
+
+
+def cache_gc(max_bytes: int, cache_dir: Path | None = None) -> CacheGc:
+    """Evict least-recently-used cache entries until the cache fits in max_bytes."""
+    return CacheGc(**cache_store(cache_dir).gc(max_bytes))
+
+
+def cache_verify(cache_dir: Path | None = None) -> CacheCheck:
+    """Re-hash every cached file; corrupt ones are evicted."""
+    return CacheCheck(**cache_store(cache_dir).verify())
+
+
+def embedded_environment(
+    *,
+    make: bool = True,
+    progress: Callable[[str], None] | None = None,
+    triton_image: str | None = None,
+) -> EmbeddedEnvironment:
+    """Where the embedded server's environment is and what it holds (for the Python of
+    triton_image when given), made first when make."""
+    from tritonbuild.server.target import environment_summary
+
+    summary = environment_summary(make=make, progress=progress, triton_image=triton_image)
+    return EmbeddedEnvironment(**summary)

@@ -1,0 +1,164 @@
+"""serve: which models of a repository (a built directory, a hand-written one, or a publish
+target URL) the embedded tritonserver loads and which it cannot, and the server, started, as the
+ready line reports it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tritonbuild.backends import runs_embedded
+from tritonbuild.core.results import Result
+from tritonbuild.core.stores import as_location, is_url
+from tritonbuild.errors import VerifyError
+from tritonbuild.repository.manifest import MANIFEST_NAME, read_repository, serving_needs
+from tritonbuild.server.embedded import EmbeddedServer
+from tritonbuild.server.launcher import launcher_for
+from tritonbuild.server.target import target_for
+
+
+@dataclass
+class ServeReady(Result):
+    """The started server: where it answers, what it runs, which models it loaded and which not,
+    the Python its Python side runs on beside the target image's (server/target.py:python_side)."""
+
+    http: str
+    grpc: str
+    metrics: str
+    tritonserver: str
+    version: str | None
+    repository: str
+    loaded: list[str]
+    not_loaded: list[str]
+    model_control_mode: str
+    strict_readiness: bool
+    log: str
+    python_side: dict
+
+
+@dataclass
+class Serving:
+    """A server not yet started, the models it can load, the models it cannot (their backend is
+    not in the embedded server)."""
+
+    server: EmbeddedServer
+    loadable: list[str]
+    not_loadable: list[str] = field(default_factory=list)
+
+    def start(self) -> ServeReady:
+        """Start the server; under explicit model control, load every loadable model."""
+        server = self.server
+        server.start()
+        if server.control == "explicit":
+            for name in self.loadable:
+                server.load(name)
+        return ServeReady(
+            http=f"http://{server.http_url}",
+            grpc=server.grpc_url,
+            metrics=server.metrics_url,
+            tritonserver=server.describe(),
+            version=server.version,
+            repository=server.repository,
+            loaded=self.loadable,
+            not_loaded=self.not_loadable,
+            model_control_mode=server.control,
+            strict_readiness=server.strict_readiness,
+            log=str(server.log_path),
+            python_side=server.launcher.python_side(),
+        )
+
+
+def serving(
+    repository: str | Path,
+    *,
+    endpoint_url: str | None = None,
+    tritonserver: str | None = None,
+    triton_image: str | None = None,
+    **server_options,
+) -> Serving:
+    """What serve runs for a target URL, a hand-written repository or a built one; the server's
+    launcher for tritonserver (else the embedded one) and the target image (triton_image, else the
+    one a built repository's recipes name)."""
+    if is_url(str(repository)):
+        launcher = launcher_for(tritonserver, target_for(triton_image))
+        return _published(str(repository), endpoint_url, {**server_options, "launcher": launcher})
+    root = Path(repository)
+    if not (root / MANIFEST_NAME).exists():
+        launcher = launcher_for(tritonserver, target_for(triton_image))
+        return _hand_written(root, {**server_options, "launcher": launcher})
+    manifest = read_repository(root, VerifyError)
+    launcher = launcher_for(tritonserver, target_for(triton_image, manifest))
+    return _built(root, manifest, {**server_options, "launcher": launcher})
+
+
+def _published(url: str, endpoint_url: str | None, server_options: dict) -> Serving:
+    """A target's models that are live (published) or loadable as they lie (a plain directory)."""
+    from tritonbuild.publish.inspect import list_opened
+    from tritonbuild.publish.objects import read_text
+    from tritonbuild.publish.protocol import open_for_read
+    from tritonbuild.triton.config import parse
+
+    target = open_for_read(as_location(url, endpoint_url))
+    names, loadable = [], []
+    for entry in list_opened(target).models:
+        config = read_text(target, target.path(entry.name, "config.pbtxt"))
+        model_config = parse(config) if config is not None else None
+        # published: config.pbtxt pins the live version; a plain directory (nothing published
+        # there): Triton loads by the config's own version_policy, so a config that pins nothing
+        # is loadable
+        plain = (
+            bool(entry.present)
+            and not entry.complete
+            and model_config is not None
+            and not model_config.version_policy.HasField("specific")
+        )
+        if model_config is None or not (entry.live is not None or plain):
+            continue
+        names.append(entry.name)
+        if runs_embedded(model_config.backend):
+            loadable.append(entry.name)
+    server = EmbeddedServer(target.triton_url(), **server_options)
+    return Serving(server, loadable, sorted(set(names) - set(loadable)))
+
+
+def _hand_written(root: Path, server_options: dict) -> Serving:
+    """What Triton would load, by each model's config."""
+    from tritonbuild.core.toolchain import fingerprint
+    from tritonbuild.verify.static import model_dirs, runs_as_written
+
+    names = model_dirs(root)
+    if not names:
+        raise VerifyError(
+            f"{root} is not a tritonbuild repository (no {MANIFEST_NAME}) and holds no model "
+            "directory to serve",
+            where=str(root),
+            hint="build one with 'tritonbuild build "
+            "RECIPES -o DIR', or pass a Triton model repository (one directory per model)",
+        )
+    gpu = bool(fingerprint().get("gpu_name"))
+    loadable = [name for name in names if runs_as_written(root / name, gpu)]
+    server = EmbeddedServer(root, **server_options)
+    return Serving(server, loadable, sorted(set(names) - set(loadable)))
+
+
+def _built(root: Path, manifest, server_options: dict) -> Serving:
+    """The manifest's CPU models of backends the embedded server has, and those of a backend
+    serve --backend adds; with the environment and wheels they need to be served."""
+    names = sorted({model.name for model in manifest.models})
+    extra = set(server_options.get("backends") or {})
+    loadable = sorted(
+        {
+            model.name
+            for model in manifest.models
+            if (runs_embedded(model.backend) and model.target == "cpu") or model.backend in extra
+        }
+    )
+    env, wheels = serving_needs(
+        root, [model for model in manifest.models if model.name in loadable]
+    )
+    options = {
+        **server_options,
+        "env": {**env, **(server_options.get("env") or {})},
+        "wheels": [*wheels, *(server_options.get("wheels") or [])],
+    }
+    return Serving(EmbeddedServer(root, **options), loadable, sorted(set(names) - set(loadable)))

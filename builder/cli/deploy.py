@@ -1,0 +1,132 @@
+"""deploy-snippets: Kubernetes manifests for a built repository on the stock tritonserver image."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tritonbuild.cli.app import app
+from tritonbuild.cli.common import _json, existing_dir, json_option, main
+
+
+@main.command("deploy-snippets")
+@click.argument("repository", type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(path_type=Path),
+    default=Path("deploy"),
+    show_default=True,
+    help="Directory for the generated YAML.",
+)
+@click.option(
+    "--name", default="tritonserver", show_default=True, help="Deployment/Service name (DNS label)."
+)
+@click.option(
+    "--image",
+    default="nvcr.io/nvidia/tritonserver:25.12-py3",
+    show_default=True,
+    help="Serving image: the stock NGC tritonserver image (the flavour with your models' "
+    "backends), or one built from Dockerfile.triton with the repository baked in (then leave "
+    "--target out).",
+)
+@click.option(
+    "--target",
+    help="Publish target tritonserver reads itself (s3://, gs://, az://); without it the "
+    "image's own /models is served.",
+)
+@click.option(
+    "--model-control-mode",
+    "control",
+    type=click.Choice(["poll", "explicit"]),
+    default="poll",
+    show_default=True,
+    help="poll: the pods follow each publish to --target; explicit: they load what "
+    "'publish --notify' names (a headless Service NAME-pods reaches each pod).",
+)
+@click.option(
+    "--repository-poll-secs",
+    "poll_secs",
+    type=click.IntRange(1),
+    default=15,
+    show_default=True,
+    help="With poll: how often tritonserver re-reads the target.",
+)
+@click.option(
+    "--credentials-secret",
+    "secret",
+    help="Secret holding the store's credentials [default: NAME-store].",
+)
+@click.option(
+    "--replicas", type=int, default=1, show_default=True, help="Pods, and the autoscaler's minimum."
+)
+@click.option(
+    "--max-replicas", type=int, help="The autoscaler's maximum [default: 3 x --replicas]."
+)
+@click.option(
+    "--queue-target",
+    type=click.IntRange(1),
+    default=8,
+    show_default=True,
+    help="Requests waiting in Triton's queues per pod the autoscaler aims at.",
+)
+@json_option
+def deploy_snippets_command(
+    repository: Path,
+    output: Path,
+    name: str,
+    image: str,
+    target: str | None,
+    control: str,
+    poll_secs: int,
+    secret: str | None,
+    replicas: int,
+    max_replicas: int | None,
+    queue_target: int,
+    as_json: bool,
+) -> None:
+    """Write Kubernetes manifests for REPOSITORY that run on the stock tritonserver image: a
+    ConfigMap with the readiness probe (golden inference) and its goldens, Deployment, Service,
+    autoscaler, disruption budget."""
+    from tritonbuild import api
+    from tritonbuild.publish.k8s_pod import SECRET_KEYS, repository_url
+
+    existing_dir(repository)
+    path, budget, left_out = api.deploy_snippets(
+        repository,
+        output,
+        name=name,
+        image=image,
+        target=target,
+        replicas=replicas,
+        max_replicas=max_replicas,
+        control=control,
+        poll_secs=poll_secs,
+        secret=secret,
+        queue_target=queue_target,
+    )
+    secret_keys = SECRET_KEYS[repository_url(target)[0]] if target else None
+    if as_json:
+        _json(
+            {
+                "path": str(path),
+                "startup_budget_s": budget,
+                "goldens_left_out": left_out,
+                "secret": (secret or f"{name}-store") if target else None,
+                "secret_keys": secret_keys,
+            }
+        )
+        return
+    app().out.print(f"wrote {path} (startup budget {budget} s)")
+    if target:
+        app().out.print(
+            f"create the Secret {secret or name + '-store'} first, holding {secret_keys}"
+        )
+    if left_out:
+        app().err.print(
+            f"warning: the probe checks readiness only (no golden: over the ConfigMap's 1 MiB) for "
+            f"{', '.join(left_out)}",
+            markup=False,
+        )
