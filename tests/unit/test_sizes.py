@@ -1,5 +1,7 @@
 """Sizes one can hold in mind: no function in builder/ over 60 lines, no module over 400, and lines
-that fit in 100 columns (the formatter wraps code there; what it cannot wrap stays under 5 %)."""
+that fit in 100 columns (the formatter wraps code there; of what it cannot wrap -- pydantic
+docstrings that become the schema's descriptions, quoted upstream lines -- under 1 % is left;
+issue 33 asked for 5 %, the anchors have 0-4 %)."""
 
 from __future__ import annotations
 
@@ -8,10 +10,6 @@ import ast
 from tests.conftest import ROOT
 
 SOURCE = ROOT / "builder"
-
-# Over the rules since the code was formatted at 100 columns (issue 33), each to be split; an entry
-# that fits again fails the test below until it is removed, so the list only shrinks.
-BEING_SPLIT: set[str] = set()
 
 
 def _over_the_rules() -> set[str]:
@@ -28,11 +26,10 @@ def _over_the_rules() -> set[str]:
 
 
 def test_no_function_over_60_lines_and_no_module_over_400():
-    over = _over_the_rules()
-    assert (sorted(over - BEING_SPLIT), sorted(BEING_SPLIT - over)) == ([], [])
+    assert sorted(_over_the_rules()) == []
 
 
-def test_lines_over_100_columns_are_under_5_percent_of_builder():
+def test_lines_over_100_columns_are_under_1_percent_of_builder():
     lines = [line for path in SOURCE.rglob("*.py") for line in path.read_text().splitlines()]
     long = [line for line in lines if len(line) > 100]
-    assert len(long) / len(lines) <= 0.05, f"{len(long)} of {len(lines)} lines over 100 columns"
+    assert len(long) / len(lines) <= 0.01, f"{len(long)} of {len(lines)} lines over 100 columns"
