@@ -23,7 +23,8 @@ Docker turns a container unhealthy only after several failures in a row; a model
 that never will be (mode none retries nothing), and must show.
 
 This runs inside the serving image, where tritonclient is not installed: it speaks Triton's
-HTTP/REST protocol with the standard library.
+HTTP/REST protocol with the standard library, every golden tensor in the binary data extension both
+ways (an INT64 above 2**53 or a BYTES element that is not UTF-8 has no exact JSON form).
 
     python3 probe.py --folder /etc/tritonbuild --url http://127.0.0.1:8000 → exit 0 ready, 1 not
     python3 probe.py --repository /models --url http://127.0.0.1:8000 → exit 0 healthy, 1 not
@@ -59,8 +60,7 @@ TRITON_TYPES = {
 
 class Expected:
     """A model the server must serve: the version that must be READY (None: any), its goldens
-    (version → .npz). A plain class: dataclasses imports inspect, which publish/inspect.py shadows
-    when this file runs in place."""
+    (version → .npz)."""
 
     def __init__(self, name: str, version: int | None, goldens: dict[int, Path]):
         self.name, self.version, self.goldens = name, version, goldens
@@ -114,28 +114,77 @@ def ready_versions(url: str, timeout: float) -> dict:
     return out
 
 
-def _tensor(name: str, array) -> dict:
-    data = [x.decode() if isinstance(x, bytes) else x for x in array.reshape(-1).tolist()]
-    return {
-        "name": name,
-        "shape": list(array.shape),
-        "datatype": TRITON_TYPES[str(array.dtype)],
-        "data": data,
-    }
+# A golden's BYTES tensor, as tritonbuild's core/npz.py stores it without pickling: a structured
+# array of (nbytes, data), data zero-padded to the longest element.
+BYTES_FIELDS = ("nbytes", "data")
+HEADER_LENGTH = "Inference-Header-Content-Length"
 
 
-def _same(answer: dict, expected) -> bool:
-    """Bit for bit: the answer's bytes (or strings) are the golden's, in the golden's shape and
-    dtype."""
+def _golden_array(array):
+    """The golden's array as Triton sends it: a BYTES tensor back to an object array of bytes."""
     import numpy as np
 
-    if expected.dtype == np.object_:
-        data = [x.encode() if isinstance(x, str) else x for x in answer["data"]]
-        return data == expected.reshape(-1).tolist()
-    array = (
-        np.array(answer["data"], dtype=np.float64).astype(expected.dtype).reshape(answer["shape"])
+    if array.dtype.names != BYTES_FIELDS:
+        return array
+    flat = array.reshape(-1)
+    width = array.dtype[BYTES_FIELDS[1]].itemsize
+    data = np.ascontiguousarray(flat[BYTES_FIELDS[1]]).view(np.uint8).reshape(len(flat), width)
+    items = [data[i, : int(n)].tobytes() for i, n in enumerate(flat[BYTES_FIELDS[0]])]
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out.reshape(array.shape)
+
+
+def _raw(array) -> bytes:
+    """A tensor's bytes in Triton's binary data extension: little-endian, row-major; a BYTES
+    element as its 4-byte little-endian length, then its bytes."""
+    if array.dtype == object:
+        items = [x if isinstance(x, bytes) else str(x).encode() for x in array.reshape(-1)]
+        return b"".join(len(item).to_bytes(4, "little") + item for item in items)
+    return array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes(order="C")
+
+
+def _infer(url: str, inputs: dict, outputs: list, timeout: float) -> dict:
+    """One inference, every tensor as binary data both ways (no JSON number or text conversion):
+    output name → (datatype, shape, bytes)."""
+    header = {
+        "inputs": [
+            {
+                "name": name,
+                "shape": list(array.shape),
+                "datatype": TRITON_TYPES[str(array.dtype)],
+                "parameters": {"binary_data_size": len(_raw(array))},
+            }
+            for name, array in inputs.items()
+        ],
+        "outputs": [{"name": name, "parameters": {"binary_data": True}} for name in outputs],
+    }
+    head = json.dumps(header).encode()
+    request = urllib.request.Request(
+        url,
+        data=head + b"".join(_raw(array) for array in inputs.values()),
+        method="POST",
+        headers={"Content-Type": "application/octet-stream", HEADER_LENGTH: str(len(head))},
     )
-    return array.shape == expected.shape and array.tobytes() == expected.tobytes()
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        body = response.read()
+        length = int(response.headers.get(HEADER_LENGTH) or len(body))
+    answer, offset, out = json.loads(body[:length]), length, {}
+    for output in answer.get("outputs", []):
+        size = int(output.get("parameters", {}).get("binary_data_size", 0))
+        out[output["name"]] = (output["datatype"], output["shape"], body[offset : offset + size])
+        offset += size
+    return out
+
+
+def _same(answer: tuple, expected) -> bool:
+    """Bit for bit: the answer's datatype, shape and bytes are the golden's."""
+    datatype, shape, data = answer
+    return (
+        datatype == TRITON_TYPES[str(expected.dtype)]
+        and list(shape) == list(expected.shape)
+        and data == _raw(expected)
+    )
 
 
 def golden_problems(url: str, name: str, version: int, golden: Path, timeout: float) -> list:
@@ -144,24 +193,15 @@ def golden_problems(url: str, name: str, version: int, golden: Path, timeout: fl
     import numpy as np
 
     with np.load(golden, allow_pickle=False) as arrays:
-        inputs = {
-            key.split(".", 2)[2]: arrays[key] for key in arrays.files if key.startswith("input.0.")
-        }
-        outputs = {
-            key.split(".", 2)[2]: arrays[key] for key in arrays.files if key.startswith("output.0.")
-        }
+        first = {key: _golden_array(arrays[key]) for key in arrays.files}
+    inputs = {key.split(".", 2)[2]: a for key, a in first.items() if key.startswith("input.0.")}
+    outputs = {key.split(".", 2)[2]: a for key, a in first.items() if key.startswith("output.0.")}
     try:
-        reply = _post(
-            f"{url}/v2/models/{name}/versions/{version}/infer",
-            {
-                "inputs": [_tensor(key, value) for key, value in inputs.items()],
-                "outputs": [{"name": key} for key in outputs],
-            },
-            timeout,
+        got = _infer(
+            f"{url}/v2/models/{name}/versions/{version}/infer", inputs, list(outputs), timeout
         )
     except (urllib.error.URLError, OSError, ValueError) as e:
         return [f"{name} v{version}: golden inference failed: {e}"]
-    got = {output["name"]: output for output in reply.get("outputs", [])}
     problems = []
     for key, expected in outputs.items():
         if key not in got:
@@ -203,6 +243,11 @@ def check_repository(repository: Path, url: str, timeout: float) -> list:
 
 
 def main() -> int:
+    # NOTE: run in place (builder/publish/), Python puts this file's folder first on sys.path, where
+    # publish/inspect.py would shadow the standard library's inspect (numpy imports it). The probe
+    # needs nothing beside it: drop the folder before anything imports numpy.
+    here = str(Path(__file__).resolve().parent)
+    sys.path[:] = [entry for entry in sys.path if str(Path(entry or ".").resolve()) != here]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
