@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -212,7 +213,10 @@ def golden_problems(url: str, name: str, version: int, golden: Path, timeout: fl
 
 
 def problems(expected: list[Expected], url: str, timeout: float) -> list[str]:
-    """Every problem with what the server serves (an empty list: ready, or healthy)."""
+    """Every problem with what the server serves (an empty list: ready, or healthy). timeout: the
+    whole check's seconds (the index and every golden inference share them), so the probe ends
+    before the kubelet's or Docker's own timeout however many models there are."""
+    deadline = time.monotonic() + timeout
     try:
         ready = ready_versions(url, timeout)
     except (urllib.error.URLError, OSError, ValueError) as e:
@@ -227,8 +231,11 @@ def problems(expected: list[Expected], url: str, timeout: float) -> list[str]:
             found.append(f"{model.name} v{model.version}: not READY")
             continue
         for version, golden in sorted(model.goldens.items()):
-            if version in versions:
-                found += golden_problems(url, model.name, version, golden, timeout)
+            left = deadline - time.monotonic()
+            if version in versions and left <= 0:
+                found.append(f"{model.name} v{version}: not checked, past --timeout {timeout:g} s")
+            elif version in versions:
+                found += golden_problems(url, model.name, version, golden, left)
     return found
 
 
@@ -257,7 +264,7 @@ def main() -> int:
         "--repository", type=Path, help="a repository with its manifest (Docker HEALTHCHECK)"
     )
     parser.add_argument("--url", default="http://127.0.0.1:8000")
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per request")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds for the whole check")
     args = parser.parse_args()
     url = args.url.rstrip("/")
     verdict = "not ready" if args.folder else "unhealthy"
