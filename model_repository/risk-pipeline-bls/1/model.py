@@ -18,15 +18,26 @@ class TritonPythonModel:
     def _run(self, request):
         tensors = {t.name(): t.as_numpy() for t in request.inputs()}
         for step in self.steps:
-            inputs = [pb_utils.Tensor(model_input, tensors[tensor]) for model_input, tensor in step["inputs"].items()]
-            call = pb_utils.InferenceRequest(model_name=step["model"], model_version=step["version"],
-                                             requested_output_names=list(step["outputs"]), inputs=inputs)
+            inputs = [
+                pb_utils.Tensor(model_input, tensors[tensor])
+                for model_input, tensor in step["inputs"].items()
+            ]
+            call = pb_utils.InferenceRequest(
+                model_name=step["model"],
+                model_version=step["version"],
+                requested_output_names=list(step["outputs"]),
+                inputs=inputs,
+            )
             result = call.exec()
             if result.has_error():
                 raise pb_utils.TritonModelException(f"{step['model']}: {result.error().message()}")
             for model_output, tensor in step["outputs"].items():
-                tensors[tensor] = pb_utils.get_output_tensor_by_name(result, model_output).as_numpy()
-        return pb_utils.InferenceResponse([pb_utils.Tensor(name, tensors[name]) for name in self.outputs])
+                tensors[tensor] = pb_utils.get_output_tensor_by_name(
+                    result, model_output
+                ).as_numpy()
+        return pb_utils.InferenceResponse(
+            [pb_utils.Tensor(name, tensors[name]) for name in self.outputs]
+        )
 
     def execute(self, requests):
         responses = []
