@@ -21,7 +21,9 @@ def python_line(side) -> str | None:
         )
     if ran == target:
         return f"Python side: Python {ran}, as {wanted}"
-    return (
-        f"Python side: Python {ran} ({side['environment']}), but {wanted}: MISMATCH "
-        "(TRITONBUILD_EMBEDDED_PYTHON chose it)"
+    why = (
+        "a recipe's image is reported, not run: --triton-image runs its Python"
+        if str(side["target_from"]).startswith("the recipe of")
+        else "TRITONBUILD_EMBEDDED_PYTHON chose it"
     )
+    return f"Python side: Python {ran} ({side['environment']}), but {wanted}: MISMATCH ({why})"

@@ -3,8 +3,9 @@ Python minor (triton/images.py), so the stub and every model.py run on the Pytho
 
 The target comes from `--triton-image` (verify, serve, embedded install; env
 TRITONBUILD_TRITON_IMAGE), else from the repository's manifest: the serving image an LLM recipe
-names (image.triton_image, kept as llm.serving_image). Nothing named: no target, and the embedded
-server runs as before (this interpreter when it is 3.10-3.12, server/interpreters.py)."""
+names (image.triton_image, kept as llm.serving_image; reported, not run: Target.enforced).
+Nothing named: no target, and the embedded server runs as before (this interpreter when it is
+3.10-3.12, server/interpreters.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ class Target:
     image: str  # nvcr.io/nvidia/tritonserver:24.08-py3
     python: str  # the minor it runs: '3.10'
     source: str  # where the target came from: '--triton-image', or the model whose recipe named it
+    # False for a recipe's image: reported beside the Python that ran, not run. Run on a made
+    # environment of that Python, the models would lose the imports the caller's environment gives
+    # them (a TensorRT-LLM group's tokenizer models need `tokenizers`, which the image has and a
+    # made environment does not); --triton-image asks for it.
+    enforced: bool = True
 
     def wanted(self) -> str:
         """Why this Python, for a message."""
@@ -64,7 +70,7 @@ def manifest_target(models) -> Target | None:
     if not named:
         return None
     (image, python), name = next(iter(named.items()))
-    return Target(image, python, f"the recipe of {name!r}: image.triton_image")
+    return Target(image, python, f"the recipe of {name!r}: image.triton_image", enforced=False)
 
 
 def target_for(given: str | None, manifest=None) -> Target | None:

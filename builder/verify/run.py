@@ -55,8 +55,8 @@ def verify(
     backends: dict[str, Path] | None = None,
     triton_image: str | None = None,
 ) -> VerificationReport:
-    """triton_image: the image the repository is served by (--triton-image; else the recipes'
-    serving image): the embedded server's Python side runs its Python (server/target.py).
+    """triton_image: the image the repository is served by (--triton-image): the embedded server's
+    Python side runs its Python; the recipes' serving image is only reported (server/target.py).
     tritonserver: a local binary or 'docker:IMAGE' to run instead of the embedded server
     (launcher_for). backends: Python-based backends (name → directory with model.py, e.g. Triton's
     vLLM backend) the embedded server serves beside its python backend: their models are verified

@@ -167,3 +167,24 @@ def test_a_containers_or_installs_own_python_is_not_claimed(envs, tmp_path):
     assert (nothing["ran"], nothing["own"]) == (None, False)
     assert python_line(nothing).startswith("Python side: the embedded server's did not run here")
     assert python_line(target.python_side(None, None, None)) is None
+
+
+def test_a_recipes_image_is_reported_not_run(monkeypatch):
+    """CI at 23:00: a TensorRT-LLM group whose recipe names 25.12 (Python 3.12) ran its tokenizer
+    models in a made 3.12 environment, which has no `tokenizers` (the image and the caller's
+    environment do): adopt and verify failed where they passed. A recipe's image is reported beside
+    the Python that ran; --triton-image runs it."""
+    asked = []
+    monkeypatch.setattr(toolenv, "ensure", lambda **kwargs: asked.append(kwargs) or "env")
+    model = SimpleNamespace(
+        name="chat", llm={"serving_image": "nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3"}
+    )
+    from_recipe = target.target_for(None, SimpleNamespace(models=[model]))
+    assert (from_recipe.python, from_recipe.enforced) == ("3.12", False)
+    assert launcher._tool_env(from_recipe) == "env" and asked == [{}]
+    given = target.given_target("25.12-trtllm-python-py3")
+    launcher._tool_env(given)
+    assert asked[1]["minor"] == "3.12" and given.enforced
+    side = target.python_side("3.11", "/envs/embedded-py3.11", from_recipe)
+    line = python_line(side)
+    assert "MISMATCH" in line and "--triton-image runs its Python" in line, line
