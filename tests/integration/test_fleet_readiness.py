@@ -5,7 +5,6 @@ under traffic through a publish and a rollback."""
 from __future__ import annotations
 
 import base64
-import json
 import re
 import signal
 import subprocess
@@ -21,6 +20,7 @@ import pytest
 import yaml
 
 from tests.integration.test_publish_s3 import _expected, _infer
+from tests.serving import serve_json
 from tritonbuild import api
 from tritonbuild.server.embedded import EmbeddedServer
 
@@ -246,35 +246,18 @@ def test_serve_strict_readiness_switch_while_a_publish_loads(doubler_repo, tmp_p
     published version loads, though the model keeps answering; without it the server stays ready."""
     target = f"file://{tmp_path}/pub"
     api.publish(doubler_repo(1, verify=False), target, skip_verify=True)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tritonbuild",
-            "serve",
-            target,
-            "--model-control-mode",
-            "poll",
-            "--repository-poll-secs",
-            "1",
-            "--json",
-            "--http-port",
-            "0",
-            "--grpc-port",
-            "0",
-            "--metrics-port",
-            "0",
-            "--log-file",
-            str(tmp_path / "server.log"),
-            *([] if strict else ["--no-strict-readiness"]),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc, info = serve_json(
+        target,
+        "--model-control-mode",
+        "poll",
+        "--repository-poll-secs",
+        "1",
+        "--log-file",
+        tmp_path / "server.log",
+        *([] if strict else ["--no-strict-readiness"]),
     )
     samples, stop = [], threading.Event()
     try:
-        info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
         assert info["strict_readiness"] is strict
         server = types.SimpleNamespace(http_url=info["http"].removeprefix("http://"))
         deadline = time.monotonic() + 60

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.serving import serve_json
+
 pytestmark = pytest.mark.triton
 
 
@@ -44,29 +46,8 @@ def test_verify_serve_and_infer_through_a_given_binary(cli, py_recipe, tmp_path)
     assert json.loads(r.stdout)["models"][0]["route_detail"] == "tritonserver 2.51.0 embedded"
     r = cli("infer", out, "doubler", "--tritonserver", binary)
     assert r.exit_code == 0 and "golden: bit-exact" in r.stdout, r.stderr
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tritonbuild",
-            "serve",
-            str(out),
-            "--tritonserver",
-            str(binary),
-            "--json",
-            "--http-port",
-            "0",
-            "--grpc-port",
-            "0",
-            "--metrics-port",
-            "0",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, info = serve_json(str(out), "--tritonserver", str(binary))
     try:
-        info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
         assert (
             info["tritonserver"] == f"tritonserver 2.51.0 at {binary}"
             and info["version"] == "2.51.0"

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 
 import pytest
 
 from tests.conftest import PY_MODEL
+from tests.serving import serve_json
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
 
@@ -84,28 +83,8 @@ def _tritonservers_for(path) -> list[str]:
 def test_serve_prints_addresses_answers_and_stops_on_ctrl_c(cli, py_recipe, tmp_path):
     out = tmp_path / "OUT"
     assert cli("build", py_recipe, "-o", out).exit_code == 0
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tritonbuild",
-            "serve",
-            str(out),
-            "--json",
-            "--http-port",
-            "0",
-            "--grpc-port",
-            "0",
-            "--metrics-port",
-            "0",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ},
-    )
+    proc, info = serve_json(str(out))
     try:
-        info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
         assert info["loaded"] == ["doubler"]
         body = json.dumps(
             {"inputs": [{"name": "X", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}]}

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from tests.integration.conftest import FAKE_KEY_ID, FAKE_SECRET
+from tests.serving import serve_json
 from tritonbuild import api
 from tritonbuild.core.progress import Reporter
 from tritonbuild.server.embedded import EmbeddedServer
@@ -309,28 +310,8 @@ def test_serve_a_published_target_and_notify_an_explicit_server(doubler_repo, bu
     target = f"s3://{bucket}/served"
     out = doubler_repo(1)
     api.publish(out, target)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tritonbuild",
-            "serve",
-            target,
-            "--json",
-            "--http-port",
-            "0",
-            "--grpc-port",
-            "0",
-            "--metrics-port",
-            "0",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ},
-    )
+    proc, info = serve_json(target)
     try:
-        info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
         assert info["loaded"] == ["doubler"] and info["repository"].startswith(
             "s3://http://127.0.0.1:"
         )

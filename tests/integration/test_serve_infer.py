@@ -1,13 +1,14 @@
 """serve's ports, control mode and kept log; infer against a served URL and a built directory."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+
+from tests.serving import serve_json
 
 pytestmark = pytest.mark.triton
 
@@ -23,34 +24,10 @@ def _built(cli, py_recipe, tmp_path):
 def test_serve_poll_mode_then_infer_the_url_with_goldens_and_with_an_npy(cli, py_recipe, tmp_path):
     out = _built(cli, py_recipe, tmp_path)
     log = tmp_path / "server.log"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tritonbuild",
-            "serve",
-            str(out),
-            "--json",
-            "--http-port",
-            "0",
-            "--grpc-port",
-            "0",
-            "--metrics-port",
-            "0",
-            "--model-control-mode",
-            "poll",
-            "--log-file",
-            str(log),
-            "--log-verbose",
-            "1",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ},
+    proc, info = serve_json(
+        str(out), "--model-control-mode", "poll", "--log-file", str(log), "--log-verbose", "1"
     )
     try:
-        info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
         assert info["model_control_mode"] == "poll" and info["log"] == str(log)
         r = cli("infer", info["http"], "doubler", "--goldens", out, "--json")
         assert r.exit_code == 0, r.stderr
@@ -162,40 +139,6 @@ def test_serve_failure_names_the_kept_log(cli, py_recipe, tmp_path):
     assert (tmp_path / "s.log").is_file() and (tmp_path / "s.log").stat().st_size > 0
 
 
-def _serve(args: list[str]) -> tuple[subprocess.Popen, dict]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tritonbuild",
-            "serve",
-            *args,
-            "--json",
-            "--http-port",
-            "0",
-            "--grpc-port",
-            "0",
-            "--metrics-port",
-            "0",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines = []
-    while (line := proc.stdout.readline()) not in (
-        "}\n",
-        "",
-    ):  # "": serve exited (it spun forever on that before)
-        lines.append(line)
-    text = "".join(lines) + "}"
-    try:
-        return proc, json.loads(text)
-    except ValueError:
-        proc.kill()
-        raise AssertionError(text + proc.stderr.read()) from None
-
-
 def _stop(proc: subprocess.Popen) -> None:
     proc.send_signal(signal.SIGINT)
     try:
@@ -243,7 +186,7 @@ def test_a_hand_written_repository_is_served_and_inferred_and_left_untouched(cli
     r = cli("infer", "localhost:8000", "adder")
     assert r.exit_code == 2 and "tritonbuild infer http://localhost:8000 adder" in r.stderr
 
-    proc, info = _serve([str(repo)])
+    proc, info = serve_json(repo)
     try:
         assert info["loaded"] == ["adder", "batch_auto_complete"] and info["not_loaded"] == ["ort"]
         r = cli("infer", info["http"], "adder", "--json")
@@ -261,7 +204,7 @@ def test_a_hand_written_repository_is_served_and_inferred_and_left_untouched(cli
         assert "adder" in cli("status", info["http"], "--metrics-url", metrics).stdout
     finally:
         _stop(proc)
-    proc, info = _serve([f"file://{repo}"])
+    proc, info = serve_json(f"file://{repo}")
     try:
         assert info["loaded"] == ["adder"] and info["not_loaded"] == [
             "ort"
@@ -276,28 +219,8 @@ def test_infer_a_wrong_model_or_input_name_lists_what_the_server_has(cli, py_rec
     """issue 31.4 (5): a wrong model or input name against a running server said only Triton's refusal, not the
     names the server has."""
     out = _built(cli, py_recipe, tmp_path)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tritonbuild",
-            "serve",
-            str(out),
-            "--json",
-            "--http-port",
-            "0",
-            "--grpc-port",
-            "0",
-            "--metrics-port",
-            "0",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ},
-    )
+    proc, info = serve_json(str(out))
     try:
-        info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
         r = cli("infer", info["http"], "dobler")
         assert r.exit_code == 9 and "the server's models: doubler (READY, version 1)" in r.stderr, (
             r.stderr

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 import textwrap
 
 import pytest
 
+from tests.serving import serve_json
 from tritonbuild.server import toolenv
 
 MISSING = [minor for minor in ("3.10", "3.12") if toolenv.available(minor) is None]
@@ -94,16 +94,8 @@ def test_a_312_only_model_fails_for_a_24xx_image_and_passes_for_25xx(cli, tmp_pa
     assert (report["python_side"]["ran"], report["python_side"]["target"]) == ("3.12", "3.12")
     r = cli("verify", tmp_path / "repo", "--triton-image", "25.01")
     assert "Python side: Python 3.12, as the target image" in r.stdout, r.stdout
-    ports = ["--http-port", "0", "--grpc-port", "0", "--metrics-port", "0"]
-    argv = [sys.executable, "-m", "tritonbuild", "serve", str(tmp_path / "repo"), *ports]
-    proc = subprocess.Popen(
-        [*argv, "--triton-image", "25.01", "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, info = serve_json(tmp_path / "repo", "--triton-image", "25.01")
     try:
-        info = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
         assert info["loaded"] == ["aliased"] and info["python_side"]["ran"] == "3.12", info
     finally:
         proc.send_signal(signal.SIGINT)
