@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from tests.plugins.toyrt import ToyBackend
+from tests.unit.verify.manifests import manifest_model
 from tritonbuild.backends import REGISTRY
 from tritonbuild.core.cas import FileEntry
-from tritonbuild.repository.manifest import Manifest, ManifestModel
+from tritonbuild.repository.manifest import Manifest
 from tritonbuild.verify.reproduce import compare
 
 
@@ -17,23 +18,7 @@ def _manifest(files: dict[str, str]) -> Manifest:
     return Manifest(
         toolchain={},
         files={rel: FileEntry(sha256=digest * 64, size=1) for rel, digest in files.items()},
-        models=[
-            ManifestModel(
-                name=name,
-                version=1,
-                backend="python",
-                target="cpu",
-                recipe_path="r.yaml",
-                recipe_sha256="0" * 64,
-                model_identity="0" * 64,
-                inputs=[],
-                outputs=[],
-                max_batch_size=0,
-                verify={},
-                steps={},
-            )
-            for name in models
-        ],
+        models=[manifest_model(name) for name in models],
     )
 
 

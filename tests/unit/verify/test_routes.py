@@ -6,27 +6,14 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from tests.unit.verify.manifests import manifest_model
 from tritonbuild.repository.manifest import Manifest, ManifestModel
 from tritonbuild.verify.models import ModelReport
 from tritonbuild.verify.routes import route_for
 
 
 def _model(name: str, depends_on: list[str]) -> ManifestModel:
-    return ManifestModel(
-        name=name,
-        version=1,
-        backend="ensemble",
-        target="cpu",
-        recipe_path="r.yaml",
-        recipe_sha256="0" * 64,
-        model_identity="0" * 64,
-        inputs=[],
-        outputs=[],
-        max_batch_size=0,
-        verify={},
-        steps={},
-        depends_on=depends_on,
-    )
+    return manifest_model(name, backend="ensemble", depends_on=depends_on)
 
 
 def test_ensemble_cycle_routes_to_none():
