@@ -45,17 +45,8 @@ def config(tok_size: int) -> dict:
 
 
 def shapes(cfg: dict) -> dict[str, tuple[int, ...]]:
-    h, i, v, hd = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"], cfg["head_dim"]
-    q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
-    lin = {
-        "self_attn.q_proj": (q, h),
-        "self_attn.k_proj": (kv, h),
-        "self_attn.v_proj": (kv, h),
-        "self_attn.o_proj": (h, q),
-        "mlp.gate_proj": (i, h),
-        "mlp.up_proj": (i, h),
-        "mlp.down_proj": (h, i),
-    }
+    h, v = cfg["hidden_size"], cfg["vocab_size"]
+    lin = tiny_llama.linear_shapes(cfg)
     out = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,), "lm_head.weight": (v, h)}
     for n in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{n}."

@@ -73,16 +73,11 @@ LLAMA3_8B = {
 }
 
 
-def tensors(cfg: dict, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded fp16 weights, each linear scaled 1/sqrt(fan-in) so that logits keep a spread through the layers."""
-    rng = np.random.default_rng(seed)
-    h, i, v, hd = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"], cfg["head_dim"]
+def linear_shapes(cfg: dict) -> dict[str, tuple[int, int]]:
+    """Each linear of a Llama layer (its name under the layer) → its weight's (out, in)."""
+    h, i, hd = cfg["hidden_size"], cfg["intermediate_size"], cfg["head_dim"]
     q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
-
-    def w(out: int, inp: int) -> np.ndarray:
-        return (rng.standard_normal((out, inp)) / np.sqrt(inp)).astype(np.float16)
-
-    shapes = {
+    return {
         "self_attn.q_proj": (q, h),
         "self_attn.k_proj": (kv, h),
         "self_attn.v_proj": (kv, h),
@@ -91,6 +86,17 @@ def tensors(cfg: dict, seed: int = 0) -> dict[str, np.ndarray]:
         "mlp.up_proj": (i, h),
         "mlp.down_proj": (h, i),
     }
+
+
+def tensors(cfg: dict, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded fp16 weights, each linear scaled 1/sqrt(fan-in) so that logits keep a spread through the layers."""
+    rng = np.random.default_rng(seed)
+    h, v = cfg["hidden_size"], cfg["vocab_size"]
+
+    def w(out: int, inp: int) -> np.ndarray:
+        return (rng.standard_normal((out, inp)) / np.sqrt(inp)).astype(np.float16)
+
+    shapes = linear_shapes(cfg)
     out = {
         "model.embed_tokens.weight": (rng.standard_normal((v, h))).astype(np.float16),
         "model.norm.weight": np.ones(h, np.float16),
