@@ -148,13 +148,14 @@ def _raw(array) -> bytes:
 def _infer(url: str, inputs: dict, outputs: list, timeout: float) -> dict:
     """One inference, every tensor as binary data both ways (no JSON number or text conversion):
     output name → (datatype, shape, bytes)."""
+    raws = {name: _raw(array) for name, array in inputs.items()}
     header = {
         "inputs": [
             {
                 "name": name,
                 "shape": list(array.shape),
                 "datatype": TRITON_TYPES[str(array.dtype)],
-                "parameters": {"binary_data_size": len(_raw(array))},
+                "parameters": {"binary_data_size": len(raws[name])},
             }
             for name, array in inputs.items()
         ],
@@ -163,7 +164,7 @@ def _infer(url: str, inputs: dict, outputs: list, timeout: float) -> dict:
     head = json.dumps(header).encode()
     request = urllib.request.Request(
         url,
-        data=head + b"".join(_raw(array) for array in inputs.values()),
+        data=head + b"".join(raws.values()),
         method="POST",
         headers={"Content-Type": "application/octet-stream", HEADER_LENGTH: str(len(head))},
     )
@@ -193,10 +194,16 @@ def golden_problems(url: str, name: str, version: int, golden: Path, timeout: fl
     output."""
     import numpy as np
 
-    with np.load(golden, allow_pickle=False) as arrays:
-        first = {key: _golden_array(arrays[key]) for key in arrays.files}
-    inputs = {key.split(".", 2)[2]: a for key, a in first.items() if key.startswith("input.0.")}
-    outputs = {key.split(".", 2)[2]: a for key, a in first.items() if key.startswith("output.0.")}
+    with np.load(
+        golden, allow_pickle=False
+    ) as arrays:  # the first sample only: input.0.*, output.0.*
+        first = {
+            key: _golden_array(arrays[key])
+            for key in arrays.files
+            if key.startswith(("input.0.", "output.0."))
+        }
+    inputs = {key.split(".", 2)[2]: a for key, a in first.items() if key.startswith("input.")}
+    outputs = {key.split(".", 2)[2]: a for key, a in first.items() if key.startswith("output.")}
     try:
         got = _infer(
             f"{url}/v2/models/{name}/versions/{version}/infer", inputs, list(outputs), timeout
