@@ -77,9 +77,9 @@ def launcher_for(
 
 
 def _tool_env(target: Target | None) -> toolenv.ToolEnv:
-    if target is None or not target.enforced:  # a recipe's image: reported, not run
+    if target is None or target.runs is None:
         return toolenv.ensure()
-    return toolenv.ensure(minor=target.python, wanted=target.wanted())
+    return toolenv.ensure(minor=target.runs, wanted=target.wanted())
 
 
 def reported_python(tritonserver: str | Path | None, target: Target | None) -> dict:
@@ -91,8 +91,7 @@ def reported_python(tritonserver: str | Path | None, target: Target | None) -> d
         not (sep and engine in ENGINES and image)
         and _bundled(Path(tritonserver).expanduser().resolve().parent.parent)
     )
-    minor = target.python if target and target.enforced else None
-    env = toolenv.available(minor) if bundled else None
+    env = toolenv.available(target.runs if target else None) if bundled else None
     path = str(env.path) if env else None
     return python_side(env.python if env else None, path, target, own=not bundled)
 

@@ -28,6 +28,12 @@ class Target:
     # made environment does not); --triton-image asks for it.
     enforced: bool = True
 
+    @property
+    def runs(self) -> str | None:
+        """The minor the embedded server's Python side gets: this image's, when the target is
+        enforced; None (the default environment) for a recipe's image, which is only reported."""
+        return self.python if self.enforced else None
+
     def wanted(self) -> str:
         """Why this Python, for a message."""
         return f"the target image {self.image} ({self.source}) runs Python {self.python}"
