@@ -122,7 +122,9 @@ HEADER_LENGTH = "Inference-Header-Content-Length"
 
 
 def _golden_array(array):
-    """The golden's array as Triton sends it: a BYTES tensor back to an object array of bytes."""
+    """The golden's array as Triton sends it: a BYTES tensor back to an object array of bytes.
+    core/npz.py's _decode_bytes read in a file that ships alone (no tritonbuild import here);
+    tests/integration/test_probe_exact.py writes goldens with core/npz and holds the two together."""
     import numpy as np
 
     if array.dtype.names != BYTES_FIELDS:
