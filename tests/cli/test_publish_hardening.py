@@ -288,6 +288,19 @@ def test_a_checkpoint_url_with_credentials_is_not_printed(cli, tmp_path):
     assert "ckptSECRETvalue" not in r.stdout + r.stderr and "s3://***@bucket/ck" in r.stderr
 
 
+def _wait_stopped(pid: int) -> None:
+    """Until the kernel reports pid stopped (state T in /proc/PID/stat): a publisher still on a CPU
+    just after SIGSTOP could finish a rename after the temporary was seen (.ci/run, loaded)."""
+    import time
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat") as stat:
+            if stat.read().rsplit(")", 1)[1].split()[0] in ("T", "t"):
+                return
+        time.sleep(0.001)
+
+
 def test_a_publish_killed_mid_write_leaves_no_temporary_in_a_model_directory(cli, tmp_path):
     """SIGKILL while a file is being written to a file:// target: the temporary is never inside a model or
     version directory (the tree a polling Triton reads), and the next publish removes it."""
@@ -331,6 +344,7 @@ def test_a_publish_killed_mid_write_leaves_no_temporary_in_a_model_directory(cli
     while not seen and proc.poll() is None and time.monotonic() < deadline:
         if temporaries():
             proc.send_signal(signal.SIGSTOP)
+            _wait_stopped(proc.pid)  # a signal is delivered, not obeyed, when send_signal returns
             seen = temporaries()
             if not seen:
                 proc.send_signal(signal.SIGCONT)
