@@ -48,6 +48,10 @@ class EmbeddedEnvironment(Result):
     envs_dir: str
     made: bool
     target_image: str | None = field(default=None, metadata=OMIT_NONE)
+    # --for: what its Python files import here, installed for another Python (server/mirror.py)
+    mirrored: list[str] = field(default_factory=list)
+    mirror_path: str | None = None
+    not_installed_here: list[str] = field(default_factory=list)
 
 
 def cache_store(cache_dir: Path | None = None) -> Store:
@@ -69,10 +73,14 @@ def embedded_environment(
     make: bool = True,
     progress: Callable[[str], None] | None = None,
     triton_image: str | None = None,
+    repository: Path | None = None,
 ) -> EmbeddedEnvironment:
     """Where the embedded server's environment is and what it holds (for the Python of
-    triton_image when given), made first when make."""
+    triton_image when given, else the one a built repository's recipes name), made first when
+    make; with what repository's Python files import here, installed for that Python."""
     from tritonbuild.server.target import environment_summary
 
-    summary = environment_summary(make=make, progress=progress, triton_image=triton_image)
+    summary = environment_summary(
+        make=make, progress=progress, triton_image=triton_image, repository=repository
+    )
     return EmbeddedEnvironment(**summary)

@@ -83,11 +83,13 @@ def serving(
         launcher = launcher_for(tritonserver, target_for(triton_image))
         return _published(str(repository), endpoint_url, {**server_options, "launcher": launcher})
     root = Path(repository)
+    # what the target's Python gets installed: the repository's and the backends' imports
+    sources = (root, *(server_options.get("backends") or {}).values())
     if not (root / MANIFEST_NAME).exists():
-        launcher = launcher_for(tritonserver, target_for(triton_image))
+        launcher = launcher_for(tritonserver, target_for(triton_image), sources)
         return _hand_written(root, {**server_options, "launcher": launcher})
     manifest = read_repository(root, VerifyError)
-    launcher = launcher_for(tritonserver, target_for(triton_image, manifest))
+    launcher = launcher_for(tritonserver, target_for(triton_image, manifest), sources)
     return _built(root, manifest, {**server_options, "launcher": launcher})
 
 

@@ -3,7 +3,10 @@ side."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+import click
 
 from tritonbuild.cli.app import app
 from tritonbuild.cli.common import _json, json_option, main, triton_image_option
@@ -37,29 +40,60 @@ def _render(result: EmbeddedEnvironment, as_json: bool) -> None:
         + ")"
         + (f" for {result.target_image}" if result.target_image else "")
     )
+    if result.mirrored:
+        out.print(
+            f"  with what the models import, at your versions: {' '.join(result.mirrored)}"
+            + (f" ({result.mirror_path})" if result.mirror_path else " (not installed yet)")
+        )
+    if result.not_installed_here:
+        out.print(f"  imported, not installed here: {', '.join(result.not_installed_here)}")
+
+
+for_option = click.option(
+    "--for",
+    "repository",
+    metavar="REPOSITORY",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="A model repository (built or hand-written): on a Python other than tritonbuild's, the "
+    "packages its Python models import are installed for that Python at the versions installed "
+    "here; a built repository's recipes name its image when --triton-image does not.",
+)
 
 
 @embedded_group.command("install")
 @triton_image_option
+@for_option
 @json_option
-def embedded_install_command(triton_image: str | None, as_json: bool) -> None:
+def embedded_install_command(
+    triton_image: str | None, repository: Path | None, as_json: bool
+) -> None:
     """Make the environment now (else the first verify, serve, infer or tune makes it): pip with
     its own index settings, plus TRITONBUILD_EMBEDDED_PACKAGES for your Python models; with
-    --triton-image, the one for that image's Python."""
+    --triton-image, the one for that image's Python; with --for, what a repository's models import
+    (a CI step before verify)."""
     from tritonbuild.api import maintenance
 
     made = maintenance.embedded_environment(
-        make=True, progress=lambda line: app().err.print(line), triton_image=triton_image
+        make=True,
+        progress=lambda line: app().err.print(line),
+        triton_image=triton_image,
+        repository=repository,
     )
     _render(made, as_json)
 
 
 @embedded_group.command("show")
 @triton_image_option
+@for_option
 @json_option
-def embedded_show_command(triton_image: str | None, as_json: bool) -> None:
-    """Where the environment is and what it holds (for that image's Python with --triton-image);
-    makes nothing."""
+def embedded_show_command(triton_image: str | None, repository: Path | None, as_json: bool) -> None:
+    """Where the environment is and what it holds (for that image's Python with --triton-image,
+    with what a repository's models import with --for); makes nothing."""
     from tritonbuild.api import maintenance
 
-    _render(maintenance.embedded_environment(make=False, triton_image=triton_image), as_json)
+    _render(
+        maintenance.embedded_environment(
+            make=False, triton_image=triton_image, repository=repository
+        ),
+        as_json,
+    )

@@ -22,8 +22,8 @@ def python_line(side) -> str | None:
     if ran == target:
         return f"Python side: Python {ran}, as {wanted}"
     why = (
-        "a recipe's image is reported, not run: --triton-image runs its Python"
-        if str(side["target_from"]).startswith("the recipe of")
+        f"not run here: {side['not_run']}"
+        if side.get("not_run")
         else "TRITONBUILD_EMBEDDED_PYTHON chose it"
     )
     return f"Python side: Python {ran} ({side['environment']}), but {wanted}: MISMATCH ({why})"

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from tritonbuild.errors import ServerStartError
+from tritonbuild.server.mirror import Mirror
 
 # What the embedded server's Python side needs: the bundled server and stubs (without pytriton's own
 # client stack: --no-deps), and the numpy the stub needs.
@@ -79,12 +80,51 @@ def make_venv(
         raise
 
 
+def make_mirror(python: Path, numpy: str, target: Path, mirror: Mirror) -> None:
+    """What the models import, at the caller's versions (server/mirror.py), installed by pip for the
+    environment's interpreter into a directory of its own at target (the stub reads it through
+    TRITONBUILD_STUB_PATH), with its record written last; nothing left behind on failure. The
+    environment's numpy is a constraint: a package that needs numpy gets the stub's."""
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        pins = work / "constraints.txt"
+        pins.write_text("\n".join([f"numpy=={numpy}", *mirror.constraints]) + "\n")
+        own_pip = importlib.util.find_spec("pip") is not None
+        pip = (
+            [sys.executable, "-m", "pip", "--python", str(python)]
+            if own_pip
+            else [str(python), "-m", "pip"]
+        )
+        site = work / "site"
+        quiet = ["--disable-pip-version-check", "-q", "--only-binary=numpy"]
+        argv = [
+            *pip,
+            "install",
+            *quiet,
+            "--target",
+            str(site),
+            "-c",
+            str(pins),
+            *mirror.requirements,
+        ]
+        _run(argv, "pip install", mirror)
+        record = {
+            "requirements": list(mirror.requirements),
+            "constraints": list(mirror.constraints),
+        }
+        (work / RECORD).write_text(json.dumps(record, indent=1))
+        work.rename(target)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
 def _version(site: Path, dist: str) -> str:
     found = sorted(site.glob(f"{dist}-*.dist-info"))
     return found[0].name[len(dist) + 1 :].removesuffix(".dist-info") if found else "?"
 
 
-def _run(argv: list[str], what: str) -> None:
+def _run(argv: list[str], what: str, mirror: Mirror | None = None) -> None:
     try:
         done = subprocess.run(
             argv, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False
@@ -96,6 +136,17 @@ def _run(argv: list[str], what: str) -> None:
         ) from None
     if done.returncode != 0:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-8:])
+        if mirror is not None:
+            said = (done.stderr or done.stdout).splitlines()
+            first = next((line for line in said if line.startswith("ERROR:")), "")
+            raise ServerStartError(
+                f"cannot install what the models import ({' '.join(mirror.requirements)}, the "
+                f"versions installed here) for the embedded server's Python: {what} exited with "
+                f"{done.returncode} ({first.removeprefix('ERROR: ') or 'see below'}):\n{tail}",
+                hint="name versions that install on that Python with TRITONBUILD_EMBEDDED_PACKAGES "
+                "(a package named there is not pinned to this environment's version), or make "
+                "these reachable in pip's index settings",
+            )
         raise ServerStartError(
             f"cannot make the embedded server's environment: {what} exited with "
             f"{done.returncode}:\n{tail}",

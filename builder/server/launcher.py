@@ -59,30 +59,54 @@ def pytriton_dir() -> Path:
 
 
 def launcher_for(
-    tritonserver: str | Path | None, target: Target | None = None
+    tritonserver: str | Path | None, target: Target | None = None, sources: tuple[Path, ...] = ()
 ) -> Launcher | ContainerLauncher:
     """The launcher `--tritonserver` names: a local binary, 'docker:IMAGE' / 'podman:IMAGE' for a
     container of that image, or None for the embedded one. target: the image the repository is
-    served by (server/target.py): the embedded server's Python side runs that image's Python."""
+    served by (server/target.py): the embedded server's Python side runs that image's Python, with
+    what the Python files under sources (the repository, backend directories) import here
+    (server/mirror.py)."""
     if tritonserver is None:
-        env = _tool_env(target)
-        return Launcher(env.tritonserver / "bin" / "tritonserver", False, env, target)
+        env, why = _tool_env(target, sources)
+        return Launcher(env.tritonserver / "bin" / "tritonserver", False, env, target, why)
     engine, sep, image = str(tritonserver).partition(":")
     if sep and engine in ENGINES and image:
         return ContainerLauncher(engine, image)
     binary = checked_binary(tritonserver)
     # A bundled layout's Python side is tritonbuild's environment too (the stub's numpy < 2)
     bundled = _bundled(binary.parent.parent)
-    return Launcher(binary, True, _tool_env(target) if bundled else None, target)
+    env, why = _tool_env(target, sources) if bundled else (None, None)
+    return Launcher(binary, True, env, target, why)
 
 
-def _tool_env(target: Target | None) -> toolenv.ToolEnv:
-    if target is None or target.runs is None:
-        return toolenv.ensure()
-    return toolenv.ensure(minor=target.runs, wanted=target.wanted())
+# Why a recipe's image's Python could not run, by (minor, sources): asked once per process (a failed
+# pip install is not tried again by the next launcher of the same run)
+_NOT_RUN: dict[tuple, str] = {}
 
 
-def reported_python(tritonserver: str | Path | None, target: Target | None) -> dict:
+def _tool_env(
+    target: Target | None, sources: tuple[Path, ...]
+) -> tuple[toolenv.ToolEnv, str | None]:
+    """The environment the stub runs in, and why it is not the target's Python when a recipe's
+    image could not be had (no such Python here, its packages not installable): that falls back to
+    the default environment, said in the report. --triton-image's target (enforced) is an error."""
+    if target is None:
+        return toolenv.ensure(sources=sources), None
+    key = (target.python, tuple(map(str, sources)))
+    if not target.enforced and key in _NOT_RUN:
+        return toolenv.ensure(sources=sources), _NOT_RUN[key]
+    try:
+        return toolenv.ensure(minor=target.python, wanted=target.wanted(), sources=sources), None
+    except ServerStartError as e:
+        if target.enforced:
+            raise
+        _NOT_RUN[key] = e.message.splitlines()[0]
+        return toolenv.ensure(sources=sources), _NOT_RUN[key]
+
+
+def reported_python(
+    tritonserver: str | Path | None, target: Target | None, sources: tuple[Path, ...] = ()
+) -> dict:
     """The Python the server's Python side ran on, beside the target's
     (server/target.py:python_side), made nothing: the environment launcher_for gave the server. A
     Triton install's or a container's own Python is not known here."""
@@ -91,9 +115,11 @@ def reported_python(tritonserver: str | Path | None, target: Target | None) -> d
         not (sep and engine in ENGINES and image)
         and _bundled(Path(tritonserver).expanduser().resolve().parent.parent)
     )
-    env = toolenv.available(target.runs if target else None) if bundled else None
+    why = _NOT_RUN.get((target.python, tuple(map(str, sources)))) if target else None
+    minor = target.python if target and why is None else None
+    env = toolenv.available(minor, sources) if bundled else None
     path = str(env.path) if env else None
-    return python_side(env.python if env else None, path, target, own=not bundled)
+    return python_side(env.python if env else None, path, target, own=not bundled, why=why)
 
 
 def _bundled(install: Path) -> bool:
@@ -117,6 +143,9 @@ class Launcher:
     chosen: bool  # given with --tritonserver (else the embedded one)
     python: toolenv.ToolEnv | None = None  # the stub's environment (bundled layouts)
     target: Target | None = None  # the image whose Python it is (server/target.py)
+    not_run: str | None = (
+        None  # why the target's Python did not run (a recipe's image, fallen back)
+    )
 
     def command(
         self, repository: str, scratch: Path, ports: tuple[int, int, int], options: list[str]
@@ -199,7 +228,9 @@ class Launcher:
         """The Python the stub runs on beside the target's (None where the install's own runs)."""
         env = self._python() if self.bundled else None
         path = str(env.path) if env else None
-        return python_side(env.python if env else None, path, self.target, own=not self.bundled)
+        return python_side(
+            env.python if env else None, path, self.target, own=not self.bundled, why=self.not_run
+        )
 
     def _python(self) -> toolenv.ToolEnv:
         return self.python or toolenv.ensure()
@@ -209,12 +240,15 @@ def stub_env(python: toolenv.ToolEnv, install: Path, env: dict) -> dict:
     """The variables a bundled server needs for its Python stub: the stub finds its interpreter (the
     tool environment's) through PATH and VIRTUAL_ENV, links libpython from LD_LIBRARY_PATH, and, on
     the same Python minor as tritonbuild's, sees this environment's packages after the tool
-    environment's (TRITONBUILD_STUB_PATH)."""
+    environment's (TRITONBUILD_STUB_PATH); on another, what the models import here, installed for
+    that Python (ToolEnv.mirror, server/mirror.py)."""
     libdirs = [python.libdir, str(install.parent.parent / "nvidia_pytriton.libs")]
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
     own = (
         [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
         if here == python.python
+        else [str(python.mirror)]  # what the models import here, for this Python (toolenv)
+        if python.mirror
         else []
     )
     return {

@@ -3,14 +3,18 @@ Python minor (triton/images.py), so the stub and every model.py run on the Pytho
 
 The target comes from `--triton-image` (verify, serve, embedded install; env
 TRITONBUILD_TRITON_IMAGE), else from the repository's manifest: the serving image an LLM recipe
-names (image.triton_image, kept as llm.serving_image; reported, not run: Target.enforced).
-Nothing named: no target, and the embedded server runs as before (this interpreter when it is
-3.10-3.12, server/interpreters.py)."""
+names (image.triton_image, kept as llm.serving_image). Either runs the embedded server's Python side
+on that image's Python, in an environment that gets what the models import here at this
+environment's versions (server/mirror.py). --triton-image is strict (enforced: no such Python is an
+error); a recipe's image that cannot be had here falls back to the default environment and the
+report says why (MISMATCH). Nothing named: no target, and the embedded server runs as before (this
+interpreter when it is 3.10-3.12, server/interpreters.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from tritonbuild.errors import UsageError, VerifyError
 from tritonbuild.server import toolenv
@@ -22,17 +26,10 @@ class Target:
     image: str  # nvcr.io/nvidia/tritonserver:24.08-py3
     python: str  # the minor it runs: '3.10'
     source: str  # where the target came from: '--triton-image', or the model whose recipe named it
-    # False for a recipe's image: reported beside the Python that ran, not run. Run on a made
-    # environment of that Python, the models would lose the imports the caller's environment gives
-    # them (a TensorRT-LLM group's tokenizer models need `tokenizers`, which the image has and a
-    # made environment does not); --triton-image asks for it.
+    # True for --triton-image: its Python not found here, or the models' packages not installable
+    # on it, is an error. False for a recipe's image: the default environment runs instead, and
+    # the report says why (server/launcher.py).
     enforced: bool = True
-
-    @property
-    def runs(self) -> str | None:
-        """The minor the embedded server's Python side gets: this image's, when the target is
-        enforced; None (the default environment) for a recipe's image, which is only reported."""
-        return self.python if self.enforced else None
 
     def wanted(self) -> str:
         """Why this Python, for a message."""
@@ -87,11 +84,16 @@ def target_for(given: str | None, manifest=None) -> Target | None:
 
 
 def python_side(
-    ran: str | None, environment: str | None, target: Target | None, own: bool = False
+    ran: str | None,
+    environment: str | None,
+    target: Target | None,
+    own: bool = False,
+    why: str | None = None,
 ) -> dict:
     """What the verify report says about the Python the server's Python side ran on and the
     target's: ran is None where the server's own Python ran (own: a Triton install's, a container's,
-    --server's) or where the embedded server's environment could not be had (nothing ran)."""
+    --server's) or where the embedded server's environment could not be had (nothing ran). why: a
+    recipe's image whose Python could not run here, and so did not (server/launcher.py)."""
     return {
         "ran": ran,
         "own": own,
@@ -100,6 +102,7 @@ def python_side(
         "target_image": target.image if target else None,
         "target_from": target.source if target else None,
         "matches": None if ran is None or target is None else ran == target.python,
+        "not_run": why,
     }
 
 
@@ -108,13 +111,22 @@ def environment_summary(
     make: bool = True,
     progress: Callable[[str], None] | None = None,
     triton_image: str | None = None,
+    repository: Path | None = None,
 ) -> dict:
-    """`embedded install | show`: the environment for the target image's Python (--triton-image),
-    else the default one (server/toolenv.py:summary)."""
-    target = given_target(triton_image) if triton_image else None
+    """`embedded install | show`: the environment for the target image's Python (--triton-image,
+    else the image a built repository's recipes name), else the default one
+    (server/toolenv.py:summary); with what repository's Python files import here (--for)."""
+    manifest = None
+    if repository is not None and not triton_image:
+        from tritonbuild.repository.manifest import MANIFEST_NAME, read_repository
+
+        if (Path(repository) / MANIFEST_NAME).is_file():
+            manifest = read_repository(Path(repository), VerifyError)
+    target = target_for(triton_image, manifest)
     return toolenv.summary(
         make=make,
         progress=progress,
         minor=target.python if target else None,
         wanted=target.wanted() if target else "",
+        sources=(Path(repository),) if repository is not None else (),
     ) | ({"target_image": target.image} if target else {})

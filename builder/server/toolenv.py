@@ -26,6 +26,7 @@ TRITONBUILD_STUB_PATH, which the launcher sets).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import importlib.util
@@ -44,6 +45,7 @@ from tritonbuild.errors import ServerStartError
 from tritonbuild.server import envmake, interpreters
 from tritonbuild.server.envmake import NUMPY, PTH, PYTRITON, RECORD, STUB_PATH_VAR
 from tritonbuild.server.interpreters import CHOSEN_VAR, PROBES, PYTHONS
+from tritonbuild.server.mirror import Mirror, mirror_of
 
 __all__ = ["NUMPY", "PROBES", "PYTHONS", "PYTRITON", "RECORD", "STUB_PATH_VAR", "ServerStartError"]
 
@@ -58,6 +60,8 @@ class ToolEnv:
     libdir: str
     versions: dict
     server: Path | None = None  # the bundled install, where it is not the venv's own (current())
+    # what the models import here, installed for this Python (mirror_for; on the stub's path)
+    mirror: Path | None = None
 
     @property
     def site_packages(self) -> Path:
@@ -96,6 +100,47 @@ def env_name(python: str, packages: tuple[str, ...]) -> str:
         {"python": python, "requires": [PYTRITON, NUMPY, *packages], "layout": 1}, sort_keys=True
     )
     return f"embedded-py{python}-{hashlib.sha256(spec.encode()).hexdigest()[:12]}"
+
+
+def mirror_for(minor: str, sources: tuple[Path, ...]) -> Mirror:
+    """What an environment of that minor needs installed beside it for the Python files under
+    sources (a repository, backend directories) to import what they import here
+    (server/mirror.py): nothing on tritonbuild's own minor, whose packages the stub reads
+    (TRITONBUILD_STUB_PATH)."""
+    if not sources or minor == f"{sys.version_info[0]}.{sys.version_info[1]}":
+        return Mirror()
+    return mirror_of(sources, minor, keep=extra_packages())
+
+
+def mirror_name(env: ToolEnv, mirror: Mirror) -> str:
+    """<envs>/mirror-py3.12-<key>: key over the minor, the environment's numpy and the pins."""
+    spec = json.dumps(
+        [env.python, env.versions.get("numpy"), mirror.requirements, mirror.constraints, 1]
+    )
+    return f"mirror-py{env.python}-{hashlib.sha256(spec.encode()).hexdigest()[:12]}"
+
+
+def _with_mirror(
+    env: ToolEnv | None, sources: tuple[Path, ...], make: Callable[[str], None] | None = None
+) -> ToolEnv | None:
+    """env with the directory of what the models under sources import (mirror_for), made when make
+    (the progress line) is given; None when it is needed, not made and not to be made."""
+    mirror = mirror_for(env.python, sources) if env is not None else Mirror()
+    if env is None or not mirror:
+        return env
+    target = envs_dir() / mirror_name(env, mirror)
+    if not (target / RECORD).is_file() and make is not None:
+        with _locked(envs_dir() / f"{target.name}.lock"):
+            if not (target / RECORD).is_file():
+                make(
+                    f"installing what the models import, at this environment's versions, for "
+                    f"Python {env.python}: {' '.join(mirror.requirements)} in {target}"
+                )
+                numpy = env.versions.get("numpy", "")
+                envmake.make_mirror(env.bin / "python", numpy, target, mirror)
+    if not (target / RECORD).is_file():
+        return None
+    return dataclasses.replace(env, mirror=target / "site")
 
 
 def find_python(minor: str | None = None, wanted: str = "") -> tuple[str, str, str]:
@@ -154,10 +199,11 @@ def current(minor: str | None = None) -> ToolEnv | None:
     )
 
 
-def available(minor: str | None = None) -> ToolEnv | None:
+def available(minor: str | None = None, sources: tuple[Path, ...] = ()) -> ToolEnv | None:
     """What the embedded server's Python side runs in without making anything: this environment
-    (current()) or a made one (find()), for the target minor when one is given."""
-    return current(minor) or find(minor)
+    (current()) or a made one (find()), for the target minor when one is given, with what the
+    Python files under sources import installed for it (mirror_for)."""
+    return _with_mirror(current(minor) or find(minor), sources)
 
 
 def find(minor: str | None = None) -> ToolEnv | None:
@@ -190,11 +236,19 @@ def _current_minor() -> str | None:
 
 
 def ensure(
-    progress: Callable[[str], None] | None = None, minor: str | None = None, wanted: str = ""
+    progress: Callable[[str], None] | None = None,
+    minor: str | None = None,
+    wanted: str = "",
+    sources: tuple[Path, ...] = (),
 ) -> ToolEnv:
     """The environment (of the target minor when given; wanted says why, for the error when no such
-    Python is here), made now if it is missing (progress gets one line before pip runs)."""
-    made = available(minor)
+    Python is here), with what the Python files under sources import here (mirror_for), made now if
+    missing (progress gets one line before pip runs)."""
+    return _with_mirror(_ensure(progress, minor, wanted), sources, progress or _stderr)
+
+
+def _ensure(progress: Callable[[str], None] | None, minor: str | None, wanted: str) -> ToolEnv:
+    made = current(minor) or find(minor)
     if made is not None:
         return made
     python, found, libdir = find_python(minor, wanted)
@@ -221,13 +275,15 @@ def summary(
     progress: Callable[[str], None] | None = None,
     minor: str | None = None,
     wanted: str = "",
+    sources: tuple[Path, ...] = (),
 ) -> dict:
     """Where the environment is and what it holds ({"path": None} when not made), made first when
-    make."""
-    env = available(minor)
+    make; with what the Python files under sources import here (mirror_for)."""
+    env = available(minor, sources)
     was_there = env is not None
     if env is None and make:
-        env = ensure(progress, minor, wanted)
+        env = ensure(progress, minor, wanted, sources)
+    mirror = mirror_for(env.python, sources) if env else Mirror()
     return {
         "path": str(env.path) if env else None,
         "python_minor": env.python if env else None,
@@ -236,6 +292,9 @@ def summary(
         "packages": list(extra_packages()),
         "envs_dir": str(envs_dir()),
         "made": bool(env) and not was_there,
+        "mirrored": list(mirror.requirements),
+        "mirror_path": str(env.mirror) if env and env.mirror else None,
+        "not_installed_here": list(mirror.missing),
     }
 
 

@@ -166,6 +166,11 @@ class PythonSide(_Frozen):
         None, description="'--triton-image', or the recipe whose image.triton_image named it."
     )
     matches: bool | None = Field(None, description="ran == target; null when either is unknown.")
+    not_run: str | None = Field(
+        None,
+        description="Why the target's Python did not run (a recipe's image whose Python, or the "
+        "models' packages on it, could not be had here); null when it ran or none was named.",
+    )
 
 
 class VerificationReport(_Frozen):
@@ -208,6 +213,8 @@ class VerificationReport(_Frozen):
         payload = self.model_dump(mode="json", exclude={"signature"})
         if payload.get("python_side") is None:  # absent from reports signed before it was added
             payload.pop("python_side", None)
+        elif payload["python_side"].get("not_run") is None:  # likewise
+            payload["python_side"].pop("not_run", None)
         for model in payload[
             "models"
         ]:  # NOTE: absent from reports signed before it was added: unset, not signed

@@ -55,8 +55,9 @@ def verify(
     backends: dict[str, Path] | None = None,
     triton_image: str | None = None,
 ) -> VerificationReport:
-    """triton_image: the image the repository is served by (--triton-image): the embedded server's
-    Python side runs its Python; the recipes' serving image is only reported (server/target.py).
+    """triton_image: the image the repository is served by (--triton-image, else the recipes'
+    serving image): the embedded server's Python side runs its Python, with what the repository's
+    and the backends' Python files import here (server/target.py, server/mirror.py).
     tritonserver: a local binary or 'docker:IMAGE' to run instead of the embedded server
     (launcher_for). backends: Python-based backends (name → directory with model.py, e.g. Triton's
     vLLM backend) the embedded server serves beside its python backend: their models are verified
@@ -70,14 +71,36 @@ def verify(
     # with --server its own Python runs: only an image given is reported
     target = target_for(triton_image, None if server_url else manifest)
     given_server = python_side(None, None, target, own=True) if server_url else None
+    sources = (root, *(backends or {}).values())  # what the target's Python gets (server/mirror.py)
 
     def python_ran() -> dict:
-        return given_server or reported_python(tritonserver, target)
+        return given_server or reported_python(tritonserver, target, sources)
 
     say = progress or (lambda _msg: None)
     say("static checks")
     static = static_checks(root, manifest)
-    given = frozenset(backends or {})
+    routes, not_live = _routes(manifest, server_url, frozenset(backends or {}))
+    static = without_repeats(
+        static,
+        core_checks(root, not_live, say, tritonserver=tritonserver, target=target, sources=sources),
+    )
+    if not all(check.ok for check in static):
+        return _report(root, manifest, static, [], python_ran(), passed=False)
+    run = _ModelChecks(root, manifest, routes, server_url, record, force, say)
+    with ExitStack() as stack:
+        if any(route == "live-embedded" for route, _ in routes.values()):
+            launcher = launcher_for(tritonserver, target, sources)
+            run.start_embedded(stack, launcher, backends, load_timeout)
+        reports, updated = run.check_models()
+    _remove_bytecode(root)
+    if record:
+        manifest = write_manifest(root, manifest.toolchain, updated)
+    passed = all(each.passed for each in reports)
+    return _report(root, manifest, static, reports, python_ran(), passed=passed, recorded=record)
+
+
+def _routes(manifest: Manifest, server_url: str | None, given: frozenset[str]) -> tuple[dict, list]:
+    """Each model's route, and the names of those not run live (Triton's core checks them)."""
     routes = {
         (model.name, model.version): route_for(model, server_url, manifest, given=given)
         for model in manifest.models
@@ -85,21 +108,7 @@ def verify(
     not_live = sorted(
         {name for (name, _), (route, _) in routes.items() if route in ("in-process", "none")}
     )
-    static = without_repeats(
-        static, core_checks(root, not_live, say, tritonserver=tritonserver, target=target)
-    )
-    if not all(check.ok for check in static):
-        return _report(root, manifest, static, [], python_ran(), passed=False)
-    run = _ModelChecks(root, manifest, routes, server_url, record, force, say)
-    with ExitStack() as stack:
-        if any(route == "live-embedded" for route, _ in routes.values()):
-            run.start_embedded(stack, launcher_for(tritonserver, target), backends, load_timeout)
-        reports, updated = run.check_models()
-    _remove_bytecode(root)
-    if record:
-        manifest = write_manifest(root, manifest.toolchain, updated)
-    passed = all(each.passed for each in reports)
-    return _report(root, manifest, static, reports, python_ran(), passed=passed, recorded=record)
+    return routes, not_live
 
 
 def _report(

@@ -106,9 +106,11 @@ def core_checks(
     as_is: frozenset[str] = frozenset(),
     tritonserver: str | None = None,
     target: Target | None = None,
+    sources: tuple[Path, ...] | None = None,
 ) -> list[Finding]:
     """Triton's own core checks each config (any backend) through a stand-in model, or loads the
-    model itself (as_is: those the embedded server runs): one row per model."""
+    model itself (as_is: those the embedded server runs): one row per model. sources: the Python
+    files whose imports the target's Python gets (server/mirror.py; default: the repository's)."""
     if not names:
         return []
     try:
@@ -118,7 +120,7 @@ def core_checks(
             progress=say,
             have_gpu=_have_gpu(),
             as_is=as_is,
-            launcher=launcher_for(tritonserver, target),
+            launcher=launcher_for(tritonserver, target, (root,) if sources is None else sources),
         )
     except ServerStartError as e:
         return [
@@ -256,6 +258,6 @@ def lint(
         toolchain=REGISTRY.toolchain(),
         static=static,
         models=[],
-        python_side=reported_python(tritonserver, target),
+        python_side=reported_python(tritonserver, target, (root,)),
         passed=all(check.ok for check in static),
     )

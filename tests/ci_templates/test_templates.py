@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -90,8 +91,28 @@ def test_dockerfile_passes_hadolint():
     assert "ARG TRITON_FLAVOR=trtllm-python-py3" in text and "ARG TRITON_VERSION" in text
     # the one probe, COPYed from where deploy-snippets reads it; a real inference, not just /health/ready
     assert "COPY builder/publish/probe.py " in text and PROBE.is_file()
-    assert (
-        '"/opt/tritonbuild/probe.py", "--repository", "/models"' in text.split("HEALTHCHECK", 1)[1]
+    assert "/opt/tritonbuild/probe.py --repository" in _healthcheck()
+
+
+def _healthcheck() -> str:
+    """The shell command of Dockerfile.triton's HEALTHCHECK (CMD ["/bin/sh", "-c", COMMAND])."""
+    text = (ROOT / "Dockerfile.triton").read_text().replace("\\\n", " ")
+    (line,) = [each for each in text.splitlines() if each.startswith("HEALTHCHECK")]
+    shell, flag, command = json.loads(line.split(" CMD ", 1)[1])
+    assert (shell, flag) == ("/bin/sh", "-c")
+    return command
+
+
+def _run_healthcheck(probe: Path, url: str, **env) -> subprocess.CompletedProcess:
+    """The HEALTHCHECK command as the container's shell runs it, with the probe where this test
+    copied it and the server this test started."""
+    command = _healthcheck().replace("/opt/tritonbuild/probe.py", str(probe))
+    command = command.replace("http://127.0.0.1:8000", url).replace(
+        "python3 ", f"{sys.executable} ", 1
+    )
+    clean = {k: v for k, v in os.environ.items() if k != "TRITONBUILD_MODELS"}
+    return subprocess.run(
+        ["/bin/sh", "-c", command], capture_output=True, text=True, cwd="/", env={**clean, **env}
     )
 
 
@@ -160,6 +181,12 @@ def test_the_probe_infers_in_both_modes_and_catches_a_wrong_answer(cli, tmp_path
     }
     with EmbeddedServer(out, control="none") as server:
         url = f"http://{server.http_url}"
+        # the HEALTHCHECK itself checks the repository the entrypoint serves (TRITONBUILD_MODELS)
+        assert (
+            _run_healthcheck(image / "probe.py", url, TRITONBUILD_MODELS=str(out)).returncode == 0
+        )
+        unset = _run_healthcheck(image / "probe.py", url)  # default /models: not here
+        assert unset.returncode != 0 and "/models" in unset.stderr, unset.stderr
         for flag, (copy, path, golden, verdict) in modes.items():
             ok = _probe(copy / "probe.py", flag, path, "--url", url)
             assert ok.returncode == 0, ok.stderr

@@ -122,3 +122,51 @@ def test_a_built_model_this_python_accepts_fails_for_the_image_whose_python_refu
     code, report = _verify(cli, out, "--triton-image", "25.01-py3")
     assert code == 0 and report["models"][0]["passed"], report["models"]
     assert report["python_side"]["ran"] == "3.12"
+
+
+IMPORTING = """
+import numpy as np
+import tokenizers
+import triton_python_backend_utils as pb_utils
+import yaml
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.k = yaml.safe_load("k: 2")["k"]
+        self.version = tokenizers.__version__
+
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "X").as_numpy()
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", (x * self.k).astype(np.float32))]))
+        return out
+"""
+
+
+@pytest.mark.parametrize("image, minor", [("24.10-py3", "3.10"), ("25.01", "3.12")])
+def test_a_model_importing_packages_installed_here_loads_on_the_images_python(
+    cli, tmp_path, image, minor
+):
+    """On another minor the stub cannot read this environment's packages: what the model imports
+    (tokenizers, PyYAML) is installed for that Python at the versions installed here, beside the
+    environment; before, the model failed to load on 'No module named tokenizers'."""
+    from importlib import metadata
+
+    model = tmp_path / "repo" / "tok"
+    (model / "1").mkdir(parents=True)
+    (model / "config.pbtxt").write_text(CONFIG.format(name="tok"))
+    (model / "1" / "model.py").write_text(IMPORTING)
+    code, report = _verify(cli, tmp_path / "repo", "--triton-image", image)
+    (row,) = [check for check in report["static"] if check["check"] == "triton-core"]
+    assert code == 0 and row["ok"] and "initialize() ran" in row["detail"], row
+    assert report["python_side"]["ran"] == minor
+    shown = json.loads(
+        cli(
+            "embedded", "show", "--triton-image", image, "--for", tmp_path / "repo", "--json"
+        ).stdout
+    )
+    assert shown["python_minor"] == minor and shown["mirror_path"], shown
+    assert f"tokenizers=={metadata.version('tokenizers')}" in shown["mirrored"]
+    assert f"pyyaml=={metadata.version('pyyaml')}" in shown["mirrored"]

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from tritonbuild.cli.python_side import python_line
-from tritonbuild.errors import UsageError, VerifyError
+from tritonbuild.errors import ServerStartError, UsageError, VerifyError
 from tritonbuild.server import launcher, target, toolenv
 
 PYENV = Path.home() / ".pyenv" / "versions"
@@ -169,22 +169,39 @@ def test_a_containers_or_installs_own_python_is_not_claimed(envs, tmp_path):
     assert python_line(target.python_side(None, None, None)) is None
 
 
-def test_a_recipes_image_is_reported_not_run(monkeypatch):
-    """CI at 23:00: a TensorRT-LLM group whose recipe names 25.12 (Python 3.12) ran its tokenizer
-    models in a made 3.12 environment, which has no `tokenizers` (the image and the caller's
-    environment do): adopt and verify failed where they passed. A recipe's image is reported beside
-    the Python that ran; --triton-image runs it."""
+def test_a_recipes_image_runs_and_falls_back_saying_why(monkeypatch):
+    """A recipe's image (25.12 → Python 3.12) runs its Python, with the models' imports
+    (sources); when that Python cannot be had here, the default environment runs instead, asked once
+    per run, and the report says why (MISMATCH). --triton-image's target is strict: an error."""
     asked = []
-    monkeypatch.setattr(toolenv, "ensure", lambda **kwargs: asked.append(kwargs) or "env")
+
+    def ensure(**kwargs):
+        asked.append(kwargs)
+        if kwargs.get("minor") == "3.12" and broken:
+            raise ServerStartError("no Python 3.12 with a shared libpython was found", hint="")
+        return f"env{kwargs.get('minor', '')}"
+
+    monkeypatch.setattr(toolenv, "ensure", ensure)
+    monkeypatch.setattr(launcher, "_NOT_RUN", {})
     model = SimpleNamespace(
         name="chat", llm={"serving_image": "nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3"}
     )
     from_recipe = target.target_for(None, SimpleNamespace(models=[model]))
     assert (from_recipe.python, from_recipe.enforced) == ("3.12", False)
-    assert launcher._tool_env(from_recipe) == "env" and asked == [{}]
-    given = target.given_target("25.12-trtllm-python-py3")
-    launcher._tool_env(given)
-    assert asked[1]["minor"] == "3.12" and given.enforced
-    side = target.python_side("3.11", "/envs/embedded-py3.11", from_recipe)
+    repo = (Path("/repo"),)
+    broken = False
+    assert launcher._tool_env(from_recipe, repo) == ("env3.12", None)
+    assert asked[-1]["minor"] == "3.12" and asked[-1]["sources"] == repo
+    broken = True
+    why = "no Python 3.12 with a shared libpython was found"
+    assert launcher._tool_env(from_recipe, repo) == ("env", why)
+    assert launcher._tool_env(from_recipe, repo) == ("env", why)  # 3.12 not asked again
+    assert [each.get("minor") for each in asked] == ["3.12", "3.12", None, None]
+    assert all(each["sources"] == repo for each in asked)
+    with pytest.raises(ServerStartError):
+        launcher._tool_env(target.given_target("25.12-trtllm-python-py3"), repo)
+    side = launcher.reported_python(None, from_recipe, repo)
+    assert side["not_run"] == why and side["target"] == "3.12"
+    side = target.python_side("3.11", "/envs/embedded-py3.11", from_recipe, why=why)
     line = python_line(side)
-    assert "MISMATCH" in line and "--triton-image runs its Python" in line, line
+    assert line.endswith(f"MISMATCH (not run here: {why})"), line

@@ -1,0 +1,146 @@
+"""What the embedded server's environment of another Python minor gets installed so the models import
+there what they import here (server/mirror.py, toolenv.mirror_for, launcher.stub_env): read from the
+models' own files and this environment's installed distributions; nothing is installed here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from tritonbuild.server import envmake, launcher, mirror, toolenv
+
+HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"
+OTHER = "3.10" if HERE != "3.10" else "3.12"
+
+MODEL = """\
+import json, os.path
+import numpy as np
+import triton_python_backend_utils as pb_utils
+import yaml
+from tokenizers import Tokenizer
+from . import sibling
+from helper import scale
+
+
+def initialize(self, args):
+    try:
+        import sentencepiece
+    except ImportError:
+        sentencepiece = None
+    import not_a_package_anywhere.sub
+"""
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    version = tmp_path / "repo" / "tok" / "1"
+    version.mkdir(parents=True)
+    (version / "model.py").write_text(MODEL)
+    (version / "helper.py").write_text("import google.protobuf\n")
+    (version / "broken.py").write_text("import click\ndef (:\n")  # does not parse: skipped
+    (tmp_path / "repo" / "tok" / "config.pbtxt").write_text('backend: "python"\n')
+    return tmp_path / "repo"
+
+
+def test_imports_are_the_third_party_modules_with_where_they_are_first_imported(repo):
+    found = mirror.imports(mirror.python_files([repo]))
+    assert found == {
+        "numpy": "tok/1/model.py:2",
+        "yaml": "tok/1/model.py:4",
+        "tokenizers": "tok/1/model.py:5",
+        "sentencepiece": "tok/1/model.py:12",
+        "not_a_package_anywhere": "tok/1/model.py:15",
+        "google": "tok/1/helper.py:1",
+    }  # json/os (stdlib), the stub's module, the relative and the local import left out
+
+
+def test_each_import_is_pinned_at_the_version_installed_here(repo):
+    got = mirror.mirror_of([repo], OTHER)
+    assert f"pyyaml=={metadata.version('pyyaml')}" in got.requirements
+    assert f"tokenizers=={metadata.version('tokenizers')}" in got.requirements
+    assert f"sentencepiece=={metadata.version('sentencepiece')}" in got.requirements
+    assert f"protobuf=={metadata.version('protobuf')}" in got.requirements  # google.protobuf
+    assert not any(each.startswith("numpy==") for each in got.requirements)  # the stub's < 2
+    # tokenizers' own dependency, as installed here, pins what pip picks for the target
+    assert f"huggingface-hub=={metadata.version('huggingface-hub')}" in got.constraints
+    assert got.missing == ("not_a_package_anywhere (tok/1/model.py:15)",)
+
+
+def test_a_package_the_user_names_is_not_pinned(repo):
+    got = mirror.mirror_of([repo], OTHER, keep=("tokenizers>=0.20",))
+    assert not any(each.startswith("tokenizers") for each in got.requirements + got.constraints)
+
+
+def test_nothing_is_mirrored_on_this_minor_or_without_python_files(repo, tmp_path):
+    assert not toolenv.mirror_for(HERE, (repo,))
+    assert toolenv.mirror_for(OTHER, (repo,)).requirements
+    (tmp_path / "plain" / "m" / "1").mkdir(parents=True)
+    assert not toolenv.mirror_for(OTHER, (tmp_path / "plain",))
+    assert not toolenv.mirror_for(OTHER, ())
+
+
+def _env(root: Path, minor: str) -> toolenv.ToolEnv:
+    return toolenv.ToolEnv(root / f"env{minor}", minor, "/lib", {"numpy": "1.26.4"})
+
+
+def test_the_mirror_is_made_once_beside_the_environment_and_put_on_the_stubs_path(
+    repo, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("TRITONBUILD_ENVS_DIR", str(tmp_path / "envs"))
+    (tmp_path / "envs").mkdir()
+    made = []
+
+    def make_mirror(python, numpy, target, wanted):
+        made.append((python, numpy, wanted))
+        (target / "site").mkdir(parents=True)
+        (target / envmake.RECORD).write_text(json.dumps({"requirements": wanted.requirements}))
+
+    monkeypatch.setattr(envmake, "make_mirror", make_mirror)
+    env = _env(tmp_path, OTHER)
+    assert toolenv._with_mirror(env, (repo,)) is None  # needed, not made, not to be made
+    lines = []
+    got = toolenv._with_mirror(env, (repo,), lines.append)
+    assert got.mirror.parent.name.startswith(f"mirror-py{OTHER}-") and got.mirror.is_dir()
+    assert made[0][:2] == (env.bin / "python", "1.26.4") and "pyyaml==" in lines[0]
+    assert toolenv._with_mirror(env, (repo,), lines.append) == got and len(made) == 1
+    seen = launcher.stub_env(got, tmp_path / "pytriton" / "tritonserver", {})
+    assert seen[toolenv.STUB_PATH_VAR] == str(got.mirror)
+    assert str(got.mirror) in seen["PYTHONPATH"].split(":")
+    # another numpy in the environment, or other pins, is another mirror
+    other = toolenv.ToolEnv(env.path, OTHER, "/lib", {"numpy": "1.26.3"})
+    assert toolenv.mirror_name(other, made[0][2]) != got.mirror.parent.name
+
+
+def test_a_mirror_that_pip_cannot_install_says_what_and_leaves_nothing(tmp_path, monkeypatch):
+    """A pin with no release for the target's Python: the error names the pins and the way out."""
+    wanted = mirror.Mirror(requirements=("tokenizers==0.0.0.dev0",))
+    real = envmake._run
+    monkeypatch.setattr(
+        envmake,
+        "_run",
+        lambda argv, what, m=None: real([sys.executable, "-c", "raise SystemExit(1)"], what, m),
+    )
+    target = tmp_path / "mirror-py3.10-x"
+    with pytest.raises(envmake.ServerStartError) as e:
+        envmake.make_mirror(Path(sys.executable), "1.26.4", target, wanted)
+    assert "tokenizers==0.0.0.dev0" in e.value.message
+    assert "TRITONBUILD_EMBEDDED_PACKAGES" in e.value.hint
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_version_installed_here_that_does_not_run_on_the_target_is_left_to_pip(tmp_path):
+    """filelock 4.3 (Requires-Python >= 3.11) installed here: pinned for a 3.12 target, left to
+    pip for a 3.10 one (the pin made the whole install impossible there)."""
+    info = tmp_path / "demo-4.3.2.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: demo\nVersion: 4.3.2\nRequires-Python: >=3.11\n"
+    )
+    dist = metadata.PathDistribution(info)
+    assert mirror._runs_on(dist, "3.12") and not mirror._runs_on(dist, "3.10")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: demo\nVersion: 4.3.2\n")
+    assert mirror._runs_on(metadata.PathDistribution(info), "3.10")  # none declared
