@@ -19,6 +19,7 @@ from tritonbuild.recipe import load_recipes
 from tritonbuild.recipe.load import LoadedRecipe, expand_paths
 from tritonbuild.repository.assemble import assemble, check_out_dir, check_out_overlap
 from tritonbuild.repository.manifest import MANIFEST_NAME, Manifest, read_repository
+from tritonbuild.server.target import syntax_python
 from tritonbuild.steps import BuildResult, build
 from tritonbuild.verify.models import VerificationReport
 
@@ -63,14 +64,17 @@ def build_repository(
     strict: bool = False,
     cache_url: str | None = None,
     changed_since: str | None = None,
+    triton_image: str | None = None,
 ) -> tuple[BuildResult, Manifest]:
+    """triton_image: the image the repository is served by (--triton-image): Python files' syntax
+    is checked by that image's Python where this machine has it (server/target.py)."""
     cache_dir = cachedir.resolve(cache_dir)
     loaded = _load(paths)
     check_out_overlap(out, *recipe_inputs(loaded, cache_dir))  # refuse before any work
     check_out_dir(out, force)
     if progress:
         progress(f"planning {len(loaded)} recipe(s): hashing their inputs")
-    the_plan = make_plan(loaded, cache_dir)
+    the_plan = make_plan(loaded, cache_dir, syntax_python(triton_image))
     check_out_overlap(out, planned_inputs(the_plan))
     only = None
     if changed_since:

@@ -47,6 +47,9 @@ class PlanContext:
 
     cache_dir: Path
     hashes: FileHashCache
+    # The interpreter that checks Python files' syntax, and its minor (build --triton-image: the
+    # target image's Python, server/target.py); None: the one running the build.
+    python: tuple[str, str] | None = None
 
     def digest(self, path) -> str:
         """sha256 of a build input (through the digest cache)."""

@@ -70,35 +70,97 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
             )
         layout[dest] = ctx.digest(path)
         inputs[str(path)] = layout[dest]
+    _check_syntax([Path(path) for path in inputs], ctx)
     return [("python.package", {"layout": layout}, inputs)]
 
 
 def run_step(ctx: StepContext) -> None:
     by_digest = {d: Path(p) for p, d in ctx.inputs.items()}
     for dest, digest in ctx.params["layout"].items():
-        if dest.endswith(".py"):
-            _compiles(by_digest[digest])
         target = ctx.out / dest
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(by_digest[digest], target)
 
 
-def _compiles(path: Path) -> None:
-    """A Python file the stub would fail to import (a syntax error) stops the build, at its
-    file:line, instead of surfacing as a load error at verify. Compiled by the Python running the
-    build; nothing is written."""
+# Run by the target image's Python (build --triton-image): each file compiled, nothing written; the
+# first SyntaxError printed as JSON [path, line, offset, message], exit 3.
+_COMPILE = (
+    "import json, sys\n"
+    "for p in sys.argv[1:]:\n"
+    "    try:\n"
+    "        compile(open(p, 'rb').read(), p, 'exec', dont_inherit=True)\n"
+    "    except SyntaxError as e:\n"
+    "        print(json.dumps([p, e.lineno, e.offset, e.msg])); sys.exit(3)\n"
+)
+
+
+def _check_syntax(files: list[Path], ctx: PlanContext) -> None:
+    """A Python file the stub would fail to import (a syntax error) stops the build at planning, at
+    its file:line, instead of surfacing as a load error at verify: compiled by the target image's
+    Python (ctx.python: build --triton-image), else by the Python running the build."""
     import sys
 
+    py = [path for path in files if path.suffix == ".py"]
+    if not py:
+        return
+    if ctx.python is None:
+        minor, by = f"{sys.version_info.major}.{sys.version_info.minor}", None
+        found = _compile_here(py)
+    else:
+        (interpreter, minor), by = ctx.python, "the target image's (--triton-image)"
+        found = _compile_with(interpreter, py)
+    if found is None:
+        return
+    path, line, offset, msg = found
+    where = f"{path}:{line}" + (f":{offset}" if offset else "")
+    raise BuildError(
+        f"{where}: SyntaxError: {msg}",
+        where=where,
+        hint=f"fix the syntax (checked with Python {minor}, "
+        + (
+            f"{by})"
+            if by
+            else "this build's interpreter; --triton-image checks with the Python "
+            "of the image you serve with)"
+        ),
+    )
+
+
+def _compile_here(files: list[Path]) -> tuple | None:
+    for path in files:
+        try:
+            compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+        except SyntaxError as e:
+            return str(path), e.lineno, e.offset, e.msg
+    return None
+
+
+def _compile_with(interpreter: str, files: list[Path]) -> tuple | None:
+    import json
+    import subprocess
+
     try:
-        compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
-    except SyntaxError as e:
-        where = f"{path}:{e.lineno}" + (f":{e.offset}" if e.offset else "")
+        done = subprocess.run(
+            [interpreter, "-I", "-c", _COMPILE, *map(str, files)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as e:
         raise BuildError(
-            f"{where}: SyntaxError: {e.msg}",
-            where=where,
-            hint=f"fix the syntax (checked with Python {sys.version_info.major}."
-            f"{sys.version_info.minor}, this build's interpreter)",
+            f"cannot check the Python files' syntax with {interpreter}: {e}",
+            hint="check that interpreter, or build without --triton-image",
         ) from None
+    if done.returncode == 3:
+        return tuple(json.loads(done.stdout.strip().splitlines()[-1]))
+    if done.returncode != 0:
+        raise BuildError(
+            f"cannot check the Python files' syntax with {interpreter}: exited with "
+            f"{done.returncode}: {done.stderr.strip()[-300:]}",
+            hint="check that interpreter, or build without --triton-image",
+        )
+    return None
 
 
 def derive_io(

@@ -185,9 +185,9 @@ triton_image_option = click.option(
     envvar="TRITONBUILD_TRITON_IMAGE",
     help="The NGC tritonserver image the repository is served by (e.g. 24.08-py3, "
     "nvcr.io/nvidia/tritonserver:25.01-vllm-python-py3): the embedded server's Python side runs "
-    "that image's Python (-py3 and vLLM images: 3.10 to 24.10, 3.12 from 24.11; TensorRT-LLM: from "
-    "24.12) [env TRITONBUILD_TRITON_IMAGE; default: the image the recipes name, else the Python "
-    "tritonbuild runs on].",
+    "that image's Python, and build checks model.py's syntax with it (-py3 and vLLM images: 3.10 "
+    "to 24.10, 3.12 from 24.11; TensorRT-LLM: from 24.12) [env TRITONBUILD_TRITON_IMAGE; default: "
+    "the image the recipes name, else the Python tritonbuild runs on].",
 )
 recipes_arg = click.argument("recipes", nargs=-1, required=True, type=click.Path(path_type=Path))
 

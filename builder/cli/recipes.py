@@ -22,6 +22,7 @@ from tritonbuild.cli.common import (
     main,
     print_table,
     recipes_arg,
+    triton_image_option,
 )
 
 
@@ -185,6 +186,7 @@ def _render_memory(name: str, arch: dict, mem: dict) -> None:
 @cache_dir_option
 @cache_url_option
 @changed_since_option
+@triton_image_option
 @json_option
 def build_command(
     recipes: tuple[Path, ...],
@@ -195,6 +197,7 @@ def build_command(
     cache_dir: Path | None,
     cache_url: str | None,
     changed_since: str | None,
+    triton_image: str | None,
     as_json: bool,
 ) -> None:
     """Build a Triton model repository from recipes (files or folders of *.yaml)."""
@@ -219,6 +222,7 @@ def build_command(
             strict=strict,
             cache_url=cache_url,
             changed_since=changed_since,
+            triton_image=triton_image,
         )
     for warning in result.warnings:
         app().err.print(f"[yellow]warning[/]: {escape(warning)}", markup=True)

@@ -32,10 +32,13 @@ def cache_key(kind: str, params: dict, inputs: dict[str, str], toolchain: dict[s
     return sha256_json(key_material(kind, params, inputs, toolchain))
 
 
-def make_plan(recipes: list[LoadedRecipe], cache_dir: Path) -> Plan:
+def make_plan(
+    recipes: list[LoadedRecipe], cache_dir: Path, python: tuple[str, str] | None = None
+) -> Plan:
     """Each recipe's steps keyed by content; cache_dir holds the input digest cache and downloaded
-    checkpoints."""
-    ctx = PlanContext(cache_dir=Path(cache_dir), hashes=file_hashes(cache_dir))
+    checkpoints; python: (interpreter, minor) that checks Python files' syntax (the target
+    image's), None for this one."""
+    ctx = PlanContext(cache_dir=Path(cache_dir), hashes=file_hashes(cache_dir), python=python)
     toolchain = REGISTRY.toolchain()
     models = []
     for loaded in recipes:

@@ -76,6 +76,17 @@ def manifest_target(models) -> Target | None:
     return Target(image, python, f"the recipe of {name!r}: image.triton_image", enforced=False)
 
 
+def syntax_python(triton_image: str | None) -> tuple[str, str] | None:
+    """build --triton-image: (interpreter, minor) of the image's Python, which checks the Python
+    files' syntax; None without an image (the build's own Python checks). That Python not on this
+    machine is an error naming what to install, as for verify."""
+    if not triton_image:
+        return None
+    target = given_target(triton_image)
+    python, minor, _ = toolenv.find_python(target.python, target.wanted())
+    return python, minor
+
+
 def target_for(given: str | None, manifest=None) -> Target | None:
     """--triton-image when given, else what the manifest's recipes name, else None."""
     if given:

@@ -68,6 +68,36 @@ def test_model_py_syntax_error_exit_5_at_its_line(cli, py_recipe, write, tmp_pat
     assert "Traceback" not in r.stderr and not (tmp_path / "OUT").exists()
 
 
+def _target_pythons() -> None:
+    from tritonbuild.errors import ServerStartError
+    from tritonbuild.server import toolenv
+
+    try:
+        toolenv.find_python("3.10"), toolenv.find_python("3.12")
+    except ServerStartError:
+        pytest.skip("needs Python 3.10 and 3.12 (PATH or pyenv)")
+
+
+def test_model_py_syntax_is_checked_by_the_target_images_python(cli, py_recipe, write, tmp_path):
+    """A model.py valid on 3.12 only (a PEP 695 alias) was refused by a build on 3.10/3.11 whatever
+    image served it; --triton-image checks with that image's Python, at planning, so a cached step
+    is checked again for another image."""
+    import sys
+
+    _target_pythons()
+    write("model.py", "type Scale = float\n\n\nclass TritonPythonModel:\n    pass\n")
+    out = tmp_path / "OUT"
+    r = cli("build", py_recipe, "-o", out, "--triton-image", "25.01-py3")
+    assert r.exit_code == 0, r.stderr
+    r = cli("build", py_recipe, "-o", out, "--triton-image", "24.10-py3")
+    assert r.exit_code == 5 and f"{tmp_path / 'model.py'}:1" in r.stderr, r.stderr
+    assert "checked with Python 3.10, the target image's (--triton-image)" in r.stderr
+    assert (out / "doubler" / "1" / "model.py").is_file()  # the earlier build kept
+    if sys.version_info < (3, 12):
+        r = cli("build", py_recipe, "-o", tmp_path / "HERE")
+        assert r.exit_code == 5 and "--triton-image checks with the Python" in r.stderr
+
+
 def test_out_exists_and_is_not_a_repository(cli, py_recipe, tmp_path):
     out = tmp_path / "OUT"
     out.mkdir()

@@ -52,7 +52,7 @@ def test_a_target_image_asks_for_its_pythons_environment_and_an_unknown_one_is_r
     (exit 2) before anything runs."""
     monkeypatch.setenv("TRITONBUILD_ENVS_DIR", str(tmp_path / "envs"))
     asked = []
-    monkeypatch.setattr(toolenv, "available", lambda minor=None: asked.append(minor))
+    monkeypatch.setattr(toolenv, "available", lambda minor=None, sources=(): asked.append(minor))
     r = cli("embedded", "show", "--triton-image", "24.10", "--json")
     shown = json.loads(r.stdout)
     assert r.exit_code == 0 and asked == ["3.10"] and shown["target_python"] == "3.10"
