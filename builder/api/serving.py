@@ -4,6 +4,8 @@ ready line reports it."""
 
 from __future__ import annotations
 
+import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from tritonbuild.core.stores import as_location, is_url
 from tritonbuild.errors import VerifyError
 from tritonbuild.repository.manifest import MANIFEST_NAME, read_repository, serving_needs
 from tritonbuild.server.embedded import EmbeddedServer
+from tritonbuild.server.interpreters import PYTHONS
 from tritonbuild.server.launcher import launcher_for
 from tritonbuild.server.target import target_for
 
@@ -80,8 +83,16 @@ def serving(
     launcher for tritonserver (else the embedded one) and the target image (triton_image, else the
     one a built repository's recipes name)."""
     if is_url(str(repository)):
-        launcher = launcher_for(tritonserver, target_for(triton_image))
-        return _published(str(repository), endpoint_url, {**server_options, "launcher": launcher})
+        image = target_for(triton_image)
+        return _published(
+            str(repository),
+            endpoint_url,
+            server_options,
+            lambda sources: launcher_for(tritonserver, image, sources),
+            # the embedded server may run on another Python than this one: it needs the models'
+            # imports installed for that one
+            other_python=image is not None or sys.version_info[:2] not in PYTHONS,
+        )
     root = Path(repository)
     # what the target's Python gets installed: the repository's and the backends' imports
     sources = (root, *(server_options.get("backends") or {}).values())
@@ -93,8 +104,12 @@ def serving(
     return _built(root, manifest, {**server_options, "launcher": launcher})
 
 
-def _published(url: str, endpoint_url: str | None, server_options: dict) -> Serving:
-    """A target's models that are live (published) or loadable as they lie (a plain directory)."""
+def _published(
+    url: str, endpoint_url: str | None, server_options: dict, launcher, other_python: bool
+) -> Serving:
+    """A target's models that are live (published) or loadable as they lie (a plain directory);
+    launcher(sources) gets a copy of their Python files (what the target's Python must import,
+    server/mirror.py)."""
     from tritonbuild.publish.inspect import list_opened
     from tritonbuild.publish.objects import read_text
     from tritonbuild.publish.protocol import open_for_read
@@ -119,8 +134,26 @@ def _published(url: str, endpoint_url: str | None, server_options: dict) -> Serv
         names.append(entry.name)
         if runs_embedded(model_config.backend):
             loadable.append(entry.name)
-    server = EmbeddedServer(target.triton_url(), **server_options)
+    with tempfile.TemporaryDirectory(prefix="tritonbuild-imports-") as scratch:
+        chosen = launcher(_python_files(target, loadable, Path(scratch)) if other_python else ())
+    server = EmbeddedServer(target.triton_url(), **server_options, launcher=chosen)
     return Serving(server, loadable, sorted(set(names) - set(loadable)))
+
+
+def _python_files(target, names: list[str], scratch: Path) -> tuple[Path, ...]:
+    """The models' *.py files copied from the target into scratch."""
+    from tritonbuild.publish.objects import read_text
+
+    if not names:
+        return ()
+    for name in names:
+        prefix = target.path(name)
+        for path in target.fs.find(prefix):
+            if path.endswith(".py"):
+                copy = scratch / name / path[len(prefix) :].lstrip("/")
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                copy.write_bytes(read_text(target, path) or b"")
+    return (scratch,)
 
 
 def _hand_written(root: Path, server_options: dict) -> Serving:

@@ -170,3 +170,22 @@ def test_a_model_importing_packages_installed_here_loads_on_the_images_python(
     assert shown["python_minor"] == minor and shown["mirror_path"], shown
     assert f"tokenizers=={metadata.version('tokenizers')}" in shown["mirrored"]
     assert f"pyyaml=={metadata.version('pyyaml')}" in shown["mirrored"]
+
+
+def test_serve_a_published_target_on_the_images_python_with_what_its_models_import(
+    cli, write, tmp_path
+):
+    """serve URL --triton-image: the models' Python files are read from the target, and what they
+    import here is installed for the image's Python, as for a local repository."""
+    write("model.py", IMPORTING)
+    out = tmp_path / "OUT"
+    assert cli("build", write("grouped.yaml", RECIPE), "-o", out).exit_code == 0
+    assert cli("verify", out, "--record").exit_code == 0
+    published = tmp_path / "target"
+    assert cli("publish", out, f"file://{published}").exit_code == 0
+    proc, info = serve_json(f"file://{published}", "--triton-image", "25.01")
+    try:
+        assert info["loaded"] == ["grouped"] and info["python_side"]["ran"] == "3.12", info
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
