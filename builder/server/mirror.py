@@ -14,6 +14,7 @@ An import nothing here provides is listed as missing: a model that needs it fail
 from __future__ import annotations
 
 import ast
+import json
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -108,18 +109,42 @@ def mirror_of(roots: Iterable[Path], minor: str, keep: Iterable[str] = ()) -> Mi
     # NOTE: a version installed here that does not run on the target's Python (filelock 4.3 needs
     # 3.11: a 3.10 target) is left to pip, which picks one that does
     requirements = tuple(
-        sorted(
-            f"{name}=={pins[name]}" if pins[name] else name for name in roots_found if name in pins
-        )
+        sorted(_requirement(name, pins[name]) for name in roots_found if name in pins)
     )
     constraints = tuple(
         sorted(
             f"{name}=={version}"
             for name, version in pins.items()
-            if version and name not in roots_found
+            if version and name not in roots_found and _origin(name) is None
         )
     )
     return Mirror(requirements, constraints, tuple(missing))
+
+
+def _requirement(name: str, version: str) -> str:
+    """name==version; name @ URL for a distribution installed from a directory (editable too), an
+    archive or a version control system (its direct_url.json, PEP 610), whose version no index
+    holds: your own library a model imports is installed for the target from where it came."""
+    origin = _origin(name)
+    if origin:
+        return f"{name} @ {origin}"
+    return f"{name}=={version}" if version else name
+
+
+def _origin(name: str) -> str | None:
+    try:
+        text = metadata.distribution(name).read_text("direct_url.json")
+        found = json.loads(text) if text else None
+    except (metadata.PackageNotFoundError, ValueError):
+        return None
+    url = found.get("url") if isinstance(found, dict) else None
+    if not isinstance(url, str):
+        return None
+    vcs = found.get("vcs_info")
+    if isinstance(vcs, dict) and vcs.get("vcs"):
+        revision = vcs.get("commit_id") or vcs.get("requested_revision")
+        return f"{vcs['vcs']}+{url}" + (f"@{revision}" if revision else "")
+    return url
 
 
 def _closure(names: list[str], minor: str, kept: frozenset[str]) -> dict[str, str]:

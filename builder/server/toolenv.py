@@ -279,10 +279,12 @@ def summary(
 ) -> dict:
     """Where the environment is and what it holds ({"path": None} when not made), made first when
     make; with what the Python files under sources import here (mirror_for)."""
-    env = available(minor, sources)
+    base = current(minor) or find(minor)
+    env = _with_mirror(base, sources)
     was_there = env is not None
     if env is None and make:
         env = ensure(progress, minor, wanted, sources)
+    env = env or base  # made, its mirror not yet: shown as such
     mirror = mirror_for(env.python, sources) if env else Mirror()
     return {
         "path": str(env.path) if env else None,

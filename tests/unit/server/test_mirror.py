@@ -144,3 +144,73 @@ def test_a_version_installed_here_that_does_not_run_on_the_target_is_left_to_pip
     assert mirror._runs_on(dist, "3.12") and not mirror._runs_on(dist, "3.10")
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: demo\nVersion: 4.3.2\n")
     assert mirror._runs_on(metadata.PathDistribution(info), "3.10")  # none declared
+
+
+def test_show_names_the_environment_and_the_pins_before_the_mirror_is_made(
+    repo, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("TRITONBUILD_ENVS_DIR", str(tmp_path / "envs"))
+    (tmp_path / "envs").mkdir()
+    env = _env(tmp_path, OTHER)
+    monkeypatch.setattr(toolenv, "current", lambda minor=None: env)
+
+    def make_mirror(python, numpy, target, wanted):
+        (target / "site").mkdir(parents=True)
+        (target / envmake.RECORD).write_text("{}")
+
+    monkeypatch.setattr(envmake, "make_mirror", make_mirror)
+    shown = toolenv.summary(make=False, minor=OTHER, sources=(repo,))
+    assert shown["path"] == str(env.path) and shown["mirror_path"] is None
+    assert any(each.startswith("tokenizers==") for each in shown["mirrored"])
+    assert shown["not_installed_here"] == ["not_a_package_anywhere (tok/1/model.py:15)"]
+    made = toolenv.summary(make=True, progress=lambda _: None, minor=OTHER, sources=(repo,))
+    assert made["made"] and made["mirror_path"].endswith("/site")
+    again = toolenv.summary(make=False, minor=OTHER, sources=(repo,))
+    assert not again["made"] and again["mirror_path"] == made["mirror_path"]
+
+
+def _installed(site: Path, name: str, module: str, direct_url: dict | None) -> None:
+    """A distribution as pip leaves it in site-packages: its module and its dist-info."""
+    (site / module).mkdir(parents=True)
+    (site / module / "__init__.py").write_text("")
+    info = site / f"{name.replace('-', '_')}-0.3.dev4+gabc.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.3.dev4+gabc\n")
+    (info / "top_level.txt").write_text(f"{module}\n")
+    (info / "RECORD").write_text(f"{module}/__init__.py,,\n")
+    if direct_url is not None:
+        (info / "direct_url.json").write_text(json.dumps(direct_url))
+
+
+def test_your_own_library_installed_from_a_checkout_or_git_is_installed_from_there(
+    tmp_path, monkeypatch
+):
+    """A model importing the team's library, installed here editable from a checkout or from git:
+    no index holds 0.3.dev4+gabc, so the target gets it from where it came."""
+    site = tmp_path / "site"
+    _installed(
+        site,
+        "team-lib",
+        "team_lib",
+        {"url": "file:///src/team-lib", "dir_info": {"editable": True}},
+    )
+    _installed(
+        site,
+        "team-tools",
+        "team_tools",
+        {
+            "url": "https://git.example/tools.git",
+            "vcs_info": {"vcs": "git", "commit_id": "0123abc"},
+        },
+    )
+    _installed(site, "team-plain", "team_plain", None)
+    monkeypatch.syspath_prepend(str(site))
+    model = tmp_path / "repo" / "m" / "1"
+    model.mkdir(parents=True)
+    (model / "model.py").write_text("import team_lib\nimport team_tools\nimport team_plain\n")
+    got = mirror.mirror_of([tmp_path / "repo"], OTHER)
+    assert got.requirements == (
+        "team-lib @ file:///src/team-lib",
+        "team-plain==0.3.dev4+gabc",
+        "team-tools @ git+https://git.example/tools.git@0123abc",
+    )
