@@ -54,6 +54,28 @@ class EmbeddedEnvironment(Result):
     not_installed_here: list[str] = field(default_factory=list)
 
 
+@dataclass
+class EmbeddedPrune(Result):
+    """What embedded prune removed (or would: dry_run) from the envs directory, the bytes that
+    frees, and how many environments it kept."""
+
+    envs_dir: str
+    removed: list[str]
+    freed_bytes: int
+    kept: int
+    dry_run: bool
+
+
+def embedded_prune(unused_days: float, *, dry_run: bool = False) -> EmbeddedPrune:
+    """The embedded server's environments and mirrors unused for unused_days removed
+    (server/envprune.py)."""
+    from tritonbuild.server.envprune import prune
+    from tritonbuild.server.toolenv import envs_dir
+
+    done = prune(envs_dir(), unused_days, dry_run=dry_run)
+    return EmbeddedPrune(str(envs_dir()), done.removed, done.freed_bytes, done.kept, dry_run)
+
+
 def cache_store(cache_dir: Path | None = None) -> Store:
     return Store(cachedir.resolve(cache_dir))
 

@@ -97,3 +97,32 @@ def embedded_show_command(triton_image: str | None, repository: Path | None, as_
         ),
         as_json,
     )
+
+
+@embedded_group.command("prune")
+@click.option(
+    "--unused-days",
+    type=click.FloatRange(min=0),
+    default=30,
+    show_default=True,
+    help="Remove the environments and installed imports (mirrors) not used for this many days.",
+)
+@click.option("--dry-run", is_flag=True, help="Only say what would be removed.")
+@json_option
+def embedded_prune_command(unused_days: float, dry_run: bool, as_json: bool) -> None:
+    """Remove the embedded server's environments (one per Python minor and package set) and the
+    models' imports installed for another Python that no verify, serve or install has used for
+    --unused-days (they pile up as package versions change, in CI caches too); never one being
+    made. The next use makes what it needs again."""
+    from tritonbuild.api import maintenance
+
+    result = maintenance.embedded_prune(unused_days, dry_run=dry_run)
+    if as_json:
+        _json(result)
+        return
+    verb = "would remove" if dry_run else "removed"
+    app().out.print(
+        f"{verb} {len(result.removed)} from {result.envs_dir} ({result.freed_bytes} bytes)"
+        + "".join(f"\n  {name}" for name in result.removed)
+        + f"\nkept {result.kept}"
+    )

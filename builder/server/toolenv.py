@@ -42,7 +42,7 @@ from pathlib import Path
 from tritonbuild.core.cachedir import default_cache_dir
 from tritonbuild.core.fsutil import write_atomic
 from tritonbuild.errors import ServerStartError
-from tritonbuild.server import envmake, interpreters
+from tritonbuild.server import envmake, envprune, interpreters
 from tritonbuild.server.envmake import NUMPY, PTH, PYTRITON, RECORD, STUB_PATH_VAR
 from tritonbuild.server.interpreters import CHOSEN_VAR, PROBES, PYTHONS
 from tritonbuild.server.mirror import Mirror, mirror_of
@@ -140,6 +140,7 @@ def _with_mirror(
                 envmake.make_mirror(env.bin / "python", numpy, target, mirror)
     if not (target / RECORD).is_file():
         return None
+    envprune.touch(target / RECORD)
     return dataclasses.replace(env, mirror=target / "site")
 
 
@@ -161,6 +162,7 @@ def _read(path: Path) -> ToolEnv | None:
         (env.bin / "python").exists() and (env.tritonserver / "bin" / "tritonserver").is_file()
     ):
         return None
+    envprune.touch(path / RECORD)  # used: `embedded prune` keeps it
     pth = env.site_packages / PTH[0]
     # an environment made by an earlier tritonbuild gets today's line
     with contextlib.suppress(OSError):

@@ -102,11 +102,26 @@ def test_embedded_environment_result_is_the_summary_it_replaces(tmp_path, monkey
     from tritonbuild.server import toolenv
 
     monkeypatch.setenv("TRITONBUILD_ENVS_DIR", str(tmp_path / "envs"))
-    monkeypatch.setattr(toolenv, "available", lambda *_: None)
+    monkeypatch.setattr(toolenv, "current", lambda *_: None)
     shown = maintenance.embedded_environment(make=False)
     assert shown.path is None and not shown.made and shown.envs_dir == str(tmp_path / "envs")
     assert shown.to_dict() == toolenv.summary(make=False)  # no target_image key without one
     assert "target_image" not in shown.to_dict()
+
+
+def test_embedded_prune_result_is_what_envprune_did(tmp_path, monkeypatch):
+    from tritonbuild.api import maintenance
+
+    monkeypatch.setenv("TRITONBUILD_ENVS_DIR", str(tmp_path / "envs"))
+    (tmp_path / "envs" / "mirror-py3.10-aaaaaaaaaaaa").mkdir(parents=True)  # never finished
+    pruned = maintenance.embedded_prune(30, dry_run=True)
+    assert pruned.to_dict() == {
+        "envs_dir": str(tmp_path / "envs"),
+        "removed": ["mirror-py3.10-aaaaaaaaaaaa"],
+        "freed_bytes": 0,
+        "kept": 0,
+        "dry_run": True,
+    }
 
 
 class _Server:
