@@ -5,12 +5,12 @@ temporary name renamed into place with its record: a half-made one is never used
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
 import sys
 import tempfile
+from importlib import metadata
 from pathlib import Path
 
 from tritonbuild.errors import ServerStartError
@@ -46,7 +46,7 @@ def make_venv(
     """The environment at target, with its record written last; nothing left behind on failure."""
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        own_pip = importlib.util.find_spec("pip") is not None
+        own_pip = _own_pip()
         _run(
             [python, "-m", "venv", *([] if not own_pip else ["--without-pip"]), str(work)],
             "python -m venv",
@@ -89,7 +89,7 @@ def make_mirror(python: Path, numpy: str, target: Path, mirror: Mirror) -> None:
     try:
         pins = work / "constraints.txt"
         pins.write_text("\n".join([f"numpy=={numpy}", *mirror.constraints]) + "\n")
-        own_pip = importlib.util.find_spec("pip") is not None
+        own_pip = _own_pip()
         pip = (
             [sys.executable, "-m", "pip", "--python", str(python)]
             if own_pip
@@ -117,6 +117,18 @@ def make_mirror(python: Path, numpy: str, target: Path, mirror: Mirror) -> None:
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
+
+
+def _own_pip() -> bool:
+    """Whether this interpreter has pip (then it installs into the venv with --python). Asked of the
+    installed distributions, not importlib.util.find_spec("pip"): on Python < 3.12 that lookup makes
+    setuptools' distutils shim stand down for the rest of the process, and a later `import
+    setuptools` (torch's AOTInductor compile, a user's build) then fails on the stdlib's distutils."""
+    try:
+        metadata.distribution("pip")
+    except metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def _version(site: Path, dist: str) -> str:

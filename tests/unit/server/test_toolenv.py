@@ -428,3 +428,20 @@ def test_the_pth_keeps_the_stub_from_writing_bytecode_into_a_polled_repository(t
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": variable}
         subprocess.run([sys.executable, "-E", "-c", code], env=env, check=True, timeout=60)
         assert (version / "__pycache__").exists() is written
+
+
+def test_asking_for_pip_leaves_setuptools_distutils_shim_alone():
+    """.ci/run at 6e77140: the AOTInductor build test failed on 'AssertionError: .../distutils/core.py'
+    after an earlier test in its worker made an environment in-process: envmake asked
+    importlib.util.find_spec("pip"), which (Python < 3.12) makes setuptools' distutils shim stand down
+    for the rest of the process, so the next `import setuptools` found the stdlib's distutils. Run in a
+    fresh interpreter: the order of the suite does not decide it."""
+    import subprocess
+
+    code = (
+        "from tritonbuild.server import envmake; assert envmake._own_pip(); "
+        "import setuptools, distutils.core; print(distutils.core.__file__)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "_distutils" in done.stdout or sys.version_info >= (3, 12), done.stdout
