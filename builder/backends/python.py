@@ -91,6 +91,8 @@ _COMPILE = (
     "        compile(open(p, 'rb').read(), p, 'exec', dont_inherit=True)\n"
     "    except SyntaxError as e:\n"
     "        print(json.dumps([p, e.lineno, e.offset, e.msg])); sys.exit(3)\n"
+    "    except ValueError as e:\n"
+    "        print(json.dumps([p, None, None, str(e)])); sys.exit(3)\n"
 )
 
 
@@ -112,7 +114,7 @@ def _check_syntax(files: list[Path], ctx: PlanContext) -> None:
     if found is None:
         return
     path, line, offset, msg = found
-    where = f"{path}:{line}" + (f":{offset}" if offset else "")
+    where = (f"{path}:{line}" if line else str(path)) + (f":{offset}" if line and offset else "")
     raise BuildError(
         f"{where}: SyntaxError: {msg}",
         where=where,
@@ -132,6 +134,8 @@ def _compile_here(files: list[Path]) -> tuple | None:
             compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
         except SyntaxError as e:
             return str(path), e.lineno, e.offset, e.msg
+        except ValueError as e:  # NUL bytes, before Python 3.12 (a SyntaxError since)
+            return str(path), None, None, str(e)
     return None
 
 

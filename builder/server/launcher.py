@@ -143,9 +143,8 @@ class Launcher:
     chosen: bool  # given with --tritonserver (else the embedded one)
     python: toolenv.ToolEnv | None = None  # the stub's environment (bundled layouts)
     target: Target | None = None  # the image whose Python it is (server/target.py)
-    not_run: str | None = (
-        None  # why the target's Python did not run (a recipe's image, fallen back)
-    )
+    # why the target's Python did not run (a recipe's image, fallen back to the default one)
+    not_run: str | None = None
 
     def command(
         self, repository: str, scratch: Path, ports: tuple[int, int, int], options: list[str]

@@ -68,6 +68,16 @@ def test_model_py_syntax_error_exit_5_at_its_line(cli, py_recipe, write, tmp_pat
     assert "Traceback" not in r.stderr and not (tmp_path / "OUT").exists()
 
 
+def test_model_py_with_a_nul_byte_is_a_build_error_not_a_traceback(cli, py_recipe, write, tmp_path):
+    """Python 3.10/3.11 refuse NUL bytes with a ValueError (3.12: a SyntaxError): the syntax check at
+    planning (in-process or by the target's Python) reports both as the file's build error."""
+    write("model.py", "import numpy as np\x00\n")
+    r = cli("build", py_recipe, "-o", tmp_path / "OUT")
+    assert r.exit_code == 5, r.stderr
+    assert "model.py" in r.stderr and "null bytes" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "OUT").exists()
+
+
 def _target_pythons() -> None:
     from tritonbuild.errors import ServerStartError
     from tritonbuild.server import toolenv
