@@ -292,9 +292,11 @@ def build_matrix(
     return matrix_entries(the_plan, cached, only)
 
 
-def deploy_snippets(repository: Path, out: Path, **options) -> tuple[Path, int, list[str]]:
+def deploy_snippets(
+    repository: Path, out: Path, **options
+) -> tuple[Path, int, list[str], tuple[str, ...]]:
     """Kubernetes YAML for a built repository: (path, startup budget s, models the probe has no
-    golden of)."""
+    golden of, what the models import that the image must add: OUT/requirements-models.txt)."""
     from tritonbuild.publish.k8s import write
 
     return write(Path(repository), read_repository(repository, VerifyError), out, **options)

@@ -91,10 +91,10 @@ def deploy_snippets_command(
     ConfigMap with the readiness probe (golden inference) and its goldens, Deployment, Service,
     autoscaler, disruption budget."""
     from tritonbuild import api
-    from tritonbuild.publish.k8s_pod import SECRET_KEYS, repository_url
+    from tritonbuild.publish.k8s_pod import REQUIREMENTS_FILE, SECRET_KEYS, repository_url
 
     existing_dir(repository)
-    path, budget, left_out = api.deploy_snippets(
+    path, budget, left_out, imports = api.deploy_snippets(
         repository,
         output,
         name=name,
@@ -114,6 +114,8 @@ def deploy_snippets_command(
                 "path": str(path),
                 "startup_budget_s": budget,
                 "goldens_left_out": left_out,
+                "model_imports": list(imports),
+                "requirements": str(output / REQUIREMENTS_FILE) if imports else None,
                 "secret": (secret or f"{name}-store") if target else None,
                 "secret_keys": secret_keys,
             }
@@ -123,6 +125,25 @@ def deploy_snippets_command(
     if target:
         app().out.print(
             f"create the Secret {secret or name + '-store'} first, holding {secret_keys}"
+        )
+    _warn(image, output, imports, left_out)
+
+
+def _warn(image: str, output: Path, imports: tuple[str, ...], left_out: list[str]) -> None:
+    """What the pods will lack: the models' imports the image does not ship, goldens left out."""
+    if imports:
+        from tritonbuild.publish.k8s_pod import REQUIREMENTS_FILE
+        from tritonbuild.triton.images import image_python
+
+        lacks = (
+            f"what {image} does not ship (its Python backend has python3 and numpy < 2)"
+            if image_python(image)
+            else f"what {image} must have"
+        )
+        app().err.print(
+            f"warning: the models import {lacks}: {' '.join(imports)}, the versions verified "
+            f"here; {output / REQUIREMENTS_FILE} says how to build an image with them",
+            markup=False,
         )
     if left_out:
         app().err.print(

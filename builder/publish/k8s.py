@@ -23,10 +23,12 @@ import yaml
 from tritonbuild.errors import UsageError
 from tritonbuild.publish.k8s_pod import (
     gpus_per_pod,
+    model_imports,
     probe_files,
     repository_url,
     start,
     startup_budget_s,
+    write_requirements,
 )
 from tritonbuild.repository.manifest import Manifest
 
@@ -316,13 +318,18 @@ def render(docs: list[dict]) -> str:
     return yaml.dump_all(docs, Dumper=NoAliasDumper, sort_keys=False, allow_unicode=True)
 
 
-def write(root: Path, manifest: Manifest, out: Path, **options) -> tuple[Path, int, list[str]]:
+def write(
+    root: Path, manifest: Manifest, out: Path, **options
+) -> tuple[Path, int, list[str], tuple[str, ...]]:
     """Check the options, then write OUT/NAME.yaml: (its path, the startup budget in seconds, models
-    whose goldens the probe leaves out)."""
+    whose goldens the probe leaves out, what the models import that the image must add: also
+    written to OUT/requirements-models.txt)."""
     check_options(**options)
     docs, left_out = documents(root, manifest, **options)
     text = render(docs)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{options['name']}.yaml"
     path.write_text(text)
-    return path, startup_budget_s(manifest), left_out
+    imports = model_imports(root, options["image"])
+    write_requirements(out, options["image"], imports)
+    return path, startup_budget_s(manifest), left_out, imports

@@ -179,3 +179,41 @@ def start(manifest: Manifest, target: str | None, control: str, poll_secs: int) 
         "args": server_args(target, control, poll_secs) + extra,
         "env": [{"name": key, "value": value} for key, value in sorted(env.items())],
     }
+
+
+# The packages the stock image gives Python models (build.py installs python3 and numpy < 2 for the
+# Python backend: tests/contracts/facts/kubernetes.json, stock_image_python)
+REQUIREMENTS_FILE = "requirements-models.txt"
+
+
+def model_imports(root: Path, image: str) -> tuple[str, ...]:
+    """What the repository's Python files import beyond the standard library and numpy, pinned at
+    the versions installed here (what verify ran them with: server/mirror.py), for the image's
+    Python where it is recorded (else this one's)."""
+    import sys
+
+    from tritonbuild.server.mirror import mirror_of
+    from tritonbuild.triton.images import image_python
+
+    found = image_python(image)
+    minor = found[1] if found else f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return mirror_of([root], minor).requirements
+
+
+def write_requirements(out: Path, image: str, requirements: tuple[str, ...]) -> Path | None:
+    """OUT/requirements-models.txt for building an image FROM this one with what the models import;
+    None (and an earlier one removed) when they import nothing it lacks."""
+    path = out / REQUIREMENTS_FILE
+    if not requirements:
+        path.unlink(missing_ok=True)
+        return None
+    head = (
+        f"# What the models' Python files import beyond the standard library and numpy, at the\n"
+        f"# versions tritonbuild verified them with; {image} does not ship them.\n"
+        f"#   FROM {image}\n#   COPY {REQUIREMENTS_FILE} /tmp/\n"
+        f"#   RUN pip install --no-cache-dir -r /tmp/{REQUIREMENTS_FILE}\n"
+    )
+    if any("+" in each.split("==", 1)[-1] for each in requirements):
+        head += "# A local version (+cpu, +cu121) is the build installed here: name the one your GPUs need.\n"
+    path.write_text(head + "\n".join(requirements) + "\n")
+    return path

@@ -213,3 +213,37 @@ def test_the_custom_image_variant_runs_its_entrypoint_without_strict_readiness(
     ).stdout.split()
     assert "--strict-readiness=false" in got and "--model-control-mode=none" in got
     assert "--exit-on-error=false" in got
+
+
+def test_what_the_models_import_beyond_the_stock_images_python_is_said_and_written(
+    cli, tmp_path, in_root, py_recipe
+):
+    """The stock image's Python backend has python3 and numpy < 2 (facts: build.py); a model
+    importing torch (risk-scorer) does not load there. deploy-snippets names it, at the version
+    verified here, and writes the requirements file an image built FROM the stock one installs;
+    a repository importing nothing more writes none (and removes an earlier one)."""
+    import json
+    from importlib import metadata
+
+    from tritonbuild.server.mirror import KEPT
+
+    assert "numpy<2" in load("kubernetes")["stock_image_python"]["python_backend_installs"]
+    assert "numpy" in KEPT  # what the image has is not asked for
+    out = tmp_path / "deploy"
+    r = cli("deploy-snippets", "model_repository", "-o", out, *MODES["poll"], "--json")
+    shown = json.loads(r.stdout)
+    torch = f"torch=={metadata.version('torch')}"
+    assert shown["model_imports"] == [torch]
+    written = (out / "requirements-models.txt").read_text()
+    assert shown["requirements"] == str(out / "requirements-models.txt")
+    from tritonbuild.publish.k8s import STOCK_IMAGE
+
+    assert f"#   FROM {STOCK_IMAGE}\n" in written and written.endswith(f"\n{torch}\n")
+    r = cli("deploy-snippets", "model_repository", "-o", out, *MODES["poll"])
+    assert f"warning: the models import what {STOCK_IMAGE} does not ship" in r.stderr
+    assert torch in r.stderr
+    built = tmp_path / "OUT"
+    assert cli("build", py_recipe, "-o", built).exit_code == 0
+    r = cli("deploy-snippets", built, "-o", out, *MODES["poll"], "--json")
+    assert json.loads(r.stdout)["model_imports"] == [] and "warning" not in r.stderr
+    assert not (out / "requirements-models.txt").exists()

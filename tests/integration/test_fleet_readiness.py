@@ -51,7 +51,7 @@ def _deploy(
     repo: Path, target: str, tmp_path: Path, control: str = "poll"
 ) -> tuple[list[str], Path]:
     """(tritonserver's args in the Deployment, a folder holding the ConfigMap as the kubelet mounts it)."""
-    path, _, left_out = api.deploy_snippets(
+    path, _, left_out, _ = api.deploy_snippets(
         repo,
         tmp_path / "deploy",
         name="fleet",
