@@ -82,6 +82,10 @@ def launcher_for(
 # Why a recipe's image's Python could not run, by (minor, sources): asked once per process (a failed
 # pip install is not tried again by the next launcher of the same run)
 _NOT_RUN: dict[tuple, str] = {}
+# A recipe's image (not asked for) installs the models' imports on the fly up to this size as
+# installed here (a tokenizer's ~100 MB); a PyPI torch for another Python is GBs of CUDA wheels: not
+# without being asked (--triton-image, embedded install --for)
+ON_THE_FLY_BYTES = 500_000_000
 
 
 def _tool_env(
@@ -95,8 +99,12 @@ def _tool_env(
     key = (target.python, tuple(map(str, sources)))
     if not target.enforced and key in _NOT_RUN:
         return toolenv.ensure(sources=sources), _NOT_RUN[key]
+    at_most = None if target.enforced else ON_THE_FLY_BYTES
     try:
-        return toolenv.ensure(minor=target.python, wanted=target.wanted(), sources=sources), None
+        made = toolenv.ensure(
+            minor=target.python, wanted=target.wanted(), sources=sources, at_most=at_most
+        )
+        return made, None
     except ServerStartError as e:
         if target.enforced:
             raise

@@ -41,6 +41,7 @@ class Mirror:
     requirements: tuple[str, ...] = ()
     constraints: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
+    size: int = 0  # bytes the pinned distributions take installed here (what pip will fetch, near)
 
     def __bool__(self) -> bool:
         return bool(self.requirements)
@@ -118,7 +119,19 @@ def mirror_of(roots: Iterable[Path], minor: str, keep: Iterable[str] = ()) -> Mi
             if version and name not in roots_found and _origin(name) is None
         )
     )
-    return Mirror(requirements, constraints, tuple(missing))
+    return Mirror(requirements, constraints, tuple(missing), _installed_size(pins))
+
+
+def _installed_size(names: Iterable[str]) -> int:
+    """What the distributions take here, from their RECORD files."""
+    total = 0
+    for name in names:
+        try:
+            files = metadata.distribution(name).files or []
+        except metadata.PackageNotFoundError:
+            continue
+        total += sum(each.size or 0 for each in files)
+    return total
 
 
 def _requirement(name: str, version: str) -> str:

@@ -121,20 +121,34 @@ def mirror_name(env: ToolEnv, mirror: Mirror) -> str:
 
 
 def _with_mirror(
-    env: ToolEnv | None, sources: tuple[Path, ...], make: Callable[[str], None] | None = None
+    env: ToolEnv | None,
+    sources: tuple[Path, ...],
+    make: Callable[[str], None] | None = None,
+    at_most: int | None = None,
 ) -> ToolEnv | None:
     """env with the directory of what the models under sources import (mirror_for), made when make
-    (the progress line) is given; None when it is needed, not made and not to be made."""
+    (the progress line) is given; None when it is needed, not made and not to be made. at_most:
+    bytes (as installed here) a mirror made on the fly may take; a larger one is an error naming
+    the command that makes it ahead."""
     mirror = mirror_for(env.python, sources) if env is not None else Mirror()
     if env is None or not mirror:
         return env
     target = envs_dir() / mirror_name(env, mirror)
     if not (target / RECORD).is_file() and make is not None:
+        if at_most is not None and mirror.size > at_most:
+            raise ServerStartError(
+                f"what the models import weighs {mirror.size / 1e9:.1f} GB as installed here "
+                f"({' '.join(mirror.requirements)}): not installed for Python {env.python} on the "
+                "fly for a recipe's image",
+                hint=f"'tritonbuild embedded install --for {sources[0]}' installs it once "
+                "(or pass --triton-image, which installs it)",
+            )
         with _locked(envs_dir() / f"{target.name}.lock"):
             if not (target / RECORD).is_file():
                 make(
                     f"installing what the models import, at this environment's versions, for "
-                    f"Python {env.python}: {' '.join(mirror.requirements)} in {target}"
+                    f"Python {env.python} (about {mirror.size / 1e6:.0f} MB as installed here): "
+                    f"{' '.join(mirror.requirements)} in {target}"
                 )
                 numpy = env.versions.get("numpy", "")
                 envmake.make_mirror(env.bin / "python", numpy, target, mirror)
@@ -242,11 +256,13 @@ def ensure(
     minor: str | None = None,
     wanted: str = "",
     sources: tuple[Path, ...] = (),
+    at_most: int | None = None,
 ) -> ToolEnv:
     """The environment (of the target minor when given; wanted says why, for the error when no such
     Python is here), with what the Python files under sources import here (mirror_for), made now if
-    missing (progress gets one line before pip runs)."""
-    return _with_mirror(_ensure(progress, minor, wanted), sources, progress or _stderr)
+    missing (progress gets one line before pip runs; at_most: _with_mirror)."""
+    base = _ensure(progress, minor, wanted)
+    return _with_mirror(base, sources, progress or _stderr, at_most)
 
 
 def _ensure(progress: Callable[[str], None] | None, minor: str | None, wanted: str) -> ToolEnv:

@@ -214,3 +214,31 @@ def test_your_own_library_installed_from_a_checkout_or_git_is_installed_from_the
         "team-plain==0.3.dev4+gabc",
         "team-tools @ git+https://git.example/tools.git@0123abc",
     )
+
+
+def test_a_large_mirror_is_not_made_on_the_fly_when_a_limit_is_set(repo, tmp_path, monkeypatch):
+    """A recipe's image (not asked for) does not pull GBs (a PyPI torch for another Python is CUDA
+    wheels) during a verify: over the limit it is an error naming the command that installs it,
+    which the launcher turns into a fallback with the reason; without a limit it is made."""
+    monkeypatch.setenv("TRITONBUILD_ENVS_DIR", str(tmp_path / "envs"))
+    (tmp_path / "envs").mkdir()
+    made = []
+    monkeypatch.setattr(
+        envmake,
+        "make_mirror",
+        lambda python, numpy, target, wanted: (
+            made.append(target)
+            or (target / "site").mkdir(parents=True)
+            or (target / envmake.RECORD).write_text("{}")
+        ),
+    )
+    env = _env(tmp_path, OTHER)
+    wanted = toolenv.mirror_for(OTHER, (repo,))
+    assert wanted.size > 10_000_000  # tokenizers alone is ~12 MB installed
+    with pytest.raises(envmake.ServerStartError) as e:
+        toolenv._with_mirror(env, (repo,), lambda _: None, at_most=wanted.size - 1)
+    assert "not installed for Python" in e.value.message and made == []
+    assert f"tritonbuild embedded install --for {repo}" in e.value.hint
+    lines = []
+    assert toolenv._with_mirror(env, (repo,), lines.append, at_most=wanted.size).mirror
+    assert "MB as installed here" in lines[0] and len(made) == 1
