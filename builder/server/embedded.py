@@ -43,9 +43,22 @@ class ModelLoadError(VerifyError):
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int, avoid: frozenset[int] = frozenset()) -> list[int]:
+    """count distinct free loopback ports, none of avoid: every socket stays bound until all are
+    picked (picked one at a time and closed, the kernel handed the same port out twice: a server
+    given one port for gRPC and metrics refused to start, seen in .ci/run at 2de55ad)."""
+    with contextlib.ExitStack() as held:
+        picked: list[int] = []
+        while len(picked) < count:
+            sock = held.enter_context(socket.socket())
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+            if port not in avoid and port not in picked:
+                picked.append(port)
+        return picked
 
 
 def taken_ports(ports: tuple[int, ...]) -> list[int]:
@@ -239,8 +252,9 @@ class EmbeddedServer:
                 hint=f"stop what listens there, or pass another port ({names[taken[0]]} 0 "
                 "picks a free one)",
             )
+        picked = iter(free_ports(self.ports.count(0), frozenset(self.ports) - {0}))
         self.http_port, self.grpc_port, self.metrics_port = (
-            port or free_port() for port in self.ports
+            port or next(picked) for port in self.ports
         )
         argv = self.argv()
         with open(self.log_path, "wb") as log:
@@ -284,11 +298,13 @@ class EmbeddedServer:
         usage = next(
             (i for i, line in enumerate(lines) if line.startswith("Usage: tritonserver")), None
         )
-        if (
-            usage is not None
-        ):  # a refused command line: its reason is above the usage text, which tells nothing
+        if usage is not None:
+            # a refused command line: its reason is above the usage text or, for a check made
+            # after parsing (one port given twice), its last line
+            after = [line for line in lines[usage:] if line.strip()][-1:]
+            reason = [line for line in after if not line.startswith((" ", "\t"))]
             return "\n".join(
-                [*lines[max(0, usage - n) : usage], "(then tritonserver's usage text)"]
+                [*lines[max(0, usage - n) : usage], "(then tritonserver's usage text)", *reason]
             )
         return "\n".join(lines[-n:])
 

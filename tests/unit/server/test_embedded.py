@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tritonbuild.server.embedded import EmbeddedServer
+from tritonbuild.server.embedded import EmbeddedServer, free_ports
 
 # tritonserver 2.51's answer to an option it does not know: the reason, then 80-odd lines of usage
 REFUSED = (
@@ -20,3 +20,24 @@ def test_a_refused_command_line_shows_its_reason_not_the_usage_tail(tmp_path):
     assert "--option-59" not in tail and "usage text" in tail
     server.log_path.write_text("".join(f"line {i}\n" for i in range(100)))
     assert server.log_tail().splitlines() == [f"line {i}" for i in range(70, 100)]
+
+
+def test_a_check_made_after_parsing_shows_its_reason_below_the_usage_text(tmp_path):
+    """.ci/run at 2de55ad: 'tritonserver exited with code 1 while starting: (then tritonserver's usage
+    text)' -- the reason, printed after the usage text, was left out."""
+    server = object.__new__(EmbeddedServer)
+    server._log_path = tmp_path / "tritonserver.log"
+    reason = (
+        "The server cannot listen to GRPC requests and metrics requests at the same address "
+        "and port 127.0.0.1:41425"
+    )
+    server.log_path.write_text(REFUSED.split("\n", 1)[1] + "\n" + reason + "\n")
+    assert server.log_tail().splitlines()[-2:] == ["(then tritonserver's usage text)", reason]
+
+
+def test_free_ports_are_distinct_and_avoid_the_ports_given():
+    """Picked one at a time and closed, the kernel handed the same port out twice (gRPC = metrics)."""
+    for _ in range(200):
+        first, *rest = free_ports(3)
+        assert len({first, *rest}) == 3
+        assert first not in free_ports(2, frozenset({first}))
