@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tritonbuild.server.embedded import EmbeddedServer, free_ports
+from tritonbuild.server.embedded import EmbeddedServer
+from tritonbuild.server.ports import free_ports
 
 # tritonserver 2.51's answer to an option it does not know: the reason, then 80-odd lines of usage
 REFUSED = (
