@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from tritonbuild.core.cachedir import default_cache_dir
-from tritonbuild.core.fsutil import write_atomic
+from tritonbuild.core.fsutil import tree_bytes, write_atomic
 from tritonbuild.core.hashing import CHUNK, pretty_json
 
 __all__ = ["FileEntry", "Store", "clone_or_copy", "default_cache_dir"]
@@ -277,7 +277,7 @@ class Store:
             "removed_bytes": removed,
             "kept_records": len(keys),
             "kept_blob_bytes": size,
-            "kept_bytes": _tree_bytes(self.root),
+            "kept_bytes": tree_bytes(self.root),
         }
 
     def _prune_beside(self, keys: set[str]) -> dict[str, int]:
@@ -331,15 +331,11 @@ class Store:
         }
 
 
-def _tree_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
-
-
 def _remove(path: Path) -> int:
     """Remove a file or a tree; the bytes it held (0 when it was already gone)."""
     try:
         if path.is_dir() and not path.is_symlink():
-            size = _tree_bytes(path)
+            size = tree_bytes(path)
             shutil.rmtree(path, ignore_errors=True)
             return size
         size = path.stat().st_size

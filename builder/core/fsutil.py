@@ -44,6 +44,21 @@ def write_atomic(path: Path, data: bytes, tmp_dir: Path | None = None) -> None:
         f.write(data)
 
 
+def tree_bytes(path: Path) -> int:
+    """Bytes the regular files under path take (symlinks not followed, a file gone meanwhile
+    skipped)."""
+    total = 0
+    for dirpath, _dirnames, filenames in os.walk(path):
+        for name in filenames:
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            if not os.path.islink(os.path.join(dirpath, name)):
+                total += st.st_size
+    return total
+
+
 def fsync_tree(root: Path) -> None:
     """Flush every file and directory under root to disk (before a rename publishes the tree)."""
     for dirpath, _dirnames, filenames in os.walk(root):

@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from tritonbuild.core.fsutil import tree_bytes
 from tritonbuild.server.envmake import RECORD
 
 KINDS = ("embedded-py", "mirror-py")
@@ -62,7 +63,7 @@ def prune(
                 continue
         else:
             continue
-        size = _size(path)
+        size = tree_bytes(path)
         if dry_run or _remove(envs, path):
             removed.append(path.name)
             freed += size
@@ -102,12 +103,3 @@ def _delete(envs: Path, path: Path) -> None:
     gone = envs / f".pruned-{path.name}-{uuid.uuid4().hex[:8]}"
     path.rename(gone)
     shutil.rmtree(gone, ignore_errors=True)
-
-
-def _size(path: Path) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, name)).st_size
-    return total
