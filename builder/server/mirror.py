@@ -86,12 +86,34 @@ def imports(files: list[Path]) -> dict[str, str]:
     return found
 
 
+# mirror_of's answers in this process, by the files (path, size, mtime), minor and keep: one verify
+# asks up to three times (core checks, the live server, the report), ~0.2 s each
+_ASKED: dict[tuple, Mirror] = {}
+
+
 def mirror_of(roots: Iterable[Path], minor: str, keep: Iterable[str] = ()) -> Mirror:
     """What an environment of Python `minor` needs for the Python files under roots to import what
     they import here. keep: distributions already asked for (TRITONBUILD_EMBEDDED_PACKAGES' names):
-    those are not pinned."""
+    those are not pinned. Asked once per process for the same files (this environment's
+    distributions are taken not to change meanwhile)."""
+    files = python_files(roots)
+    key = (minor, tuple(sorted(keep)), tuple(_identity(f) for f in files))
+    if key not in _ASKED:
+        _ASKED[key] = _mirror(files, minor, keep)
+    return _ASKED[key]
+
+
+def _identity(path: Path) -> tuple:
+    try:
+        st = path.stat()
+    except OSError:
+        return (str(path),)
+    return str(path), st.st_size, st.st_mtime_ns
+
+
+def _mirror(files: list[Path], minor: str, keep: Iterable[str]) -> Mirror:
     kept = KEPT | {canonicalize_name(_name(each)) for each in keep}
-    wanted = imports(python_files(roots))
+    wanted = imports(files)
     if not wanted:
         return Mirror()
     providers = metadata.packages_distributions()
