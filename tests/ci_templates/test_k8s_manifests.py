@@ -239,6 +239,11 @@ def test_what_the_models_import_beyond_the_stock_images_python_is_said_and_writt
     from tritonbuild.publish.k8s import STOCK_IMAGE
 
     assert f"#   FROM {STOCK_IMAGE}\n" in written and written.endswith(f"\n{torch}\n")
+    # the file as pip reads it: comments skipped, each line a requirement by pip's own parser
+    from pip._vendor.packaging.requirements import Requirement as PipRequirement
+
+    lines = [line for line in written.splitlines() if line and not line.startswith("#")]
+    assert [PipRequirement(line).name for line in lines] == ["torch"]
     r = cli("deploy-snippets", "model_repository", "-o", out, *MODES["poll"])
     assert f"warning: the models import what {STOCK_IMAGE} does not ship" in r.stderr
     assert torch in r.stderr

@@ -214,6 +214,16 @@ def test_your_own_library_installed_from_a_checkout_or_git_is_installed_from_the
         "team-plain==0.3.dev4+gabc",
         "team-tools @ git+https://git.example/tools.git@0123abc",
     )
+    # as pip reads a requirement (its own vendored PEP 508 parser): the URL forms are direct references
+    from pip._vendor.packaging.requirements import Requirement as PipRequirement
+
+    read = [PipRequirement(each) for each in got.requirements]
+    assert [r.url for r in read] == [
+        "file:///src/team-lib",
+        None,
+        "git+https://git.example/tools.git@0123abc",
+    ]
+    assert str(read[1].specifier) == "==0.3.dev4+gabc"
 
 
 def test_a_large_mirror_is_not_made_on_the_fly_when_a_limit_is_set(repo, tmp_path, monkeypatch):
