@@ -283,6 +283,31 @@ def configure(mc, recipe: Recipe) -> None:
         add_accelerators(mc, recipe.accelerators)
 
 
+def check_recipe(recipe) -> list[tuple]:
+    """The accelerators' rules, and portable numerics refused: onnxruntime's MLAS picks its kernels
+    from CPUID (AVX2/FMA3, AVX-512, VNNI, AMX) with no environment variable or session option that
+    caps or pins the choice (microsoft/onnxruntime 89b01b4, onnxruntime/core/mlas/lib/platform.cpp
+    L483-575; session_options_config_keys.h has x86 keys for none), and its deterministic-compute
+    option is read by CUDA kernels only."""
+    numerics = getattr(recipe, "numerics", None)
+    refused = (
+        [
+            (
+                ("numerics", "mode"),
+                "onnxruntime cannot run portable: its CPU kernels (MLAS) are chosen from the "
+                "CPU's features at start, and nothing caps that choice, so an AVX-512 machine "
+                "may round differently from an AVX2 one",
+                "remove numerics (native: verify keeps goldens per machine class and tells a "
+                "machine difference from a model change), or export the model with the pytorch "
+                "backend, which can run portable",
+            )
+        ]
+        if numerics is not None and numerics.mode == "portable"
+        else []
+    )
+    return accelerator_problems(recipe) + refused
+
+
 class OnnxRunner:
     """onnxruntime in-process on the repository's own model.onnx (CPU provider, fixed thread
     count)."""
@@ -323,7 +348,7 @@ class OnnxRuntimeBackend(Backend):
     run_step = staticmethod(run_step)
     derive_io = staticmethod(derive_io)
     configure = staticmethod(configure)
-    check_recipe = staticmethod(accelerator_problems)
+    check_recipe = staticmethod(check_recipe)
     adopt_consumes = frozenset({"optimization"})
 
     def adopt_fields(self, mc) -> dict:

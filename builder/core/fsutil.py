@@ -139,3 +139,10 @@ def replace_dir(staging: Path, target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(staging, target)
         fsync_dir(target.parent)
+
+
+def remove_bytecode(root: Path) -> None:
+    """The Python backend writes __pycache__/ next to a repository's model.py files; what verifies a
+    repository leaves it as it found it."""
+    for d in root.glob("*/*/**/__pycache__"):
+        shutil.rmtree(d, ignore_errors=True)

@@ -276,6 +276,32 @@ class Verify(Strict):
         return data
 
 
+class Numerics(Strict):
+    """Which code paths the model's math takes on a CPU. native: each library's fastest path for the
+    machine it runs on (answers may differ by a few ULP between CPU generations and vendors; goldens
+    are kept per machine class). portable: every library pinned to a path whose bytes do not depend
+    on which x86-64 CPU runs it (MKL's reproducibility branch, ATen and oneDNN at AVX2, OpenBLAS's
+    Haswell kernels, numpy's AVX2 dispatch, a fixed thread count), set wherever the model runs
+    (verify, serve, the serving image)."""
+
+    mode: Literal["native", "portable"] = Field(
+        "native", description="native (the default) or portable."
+    )
+    cpus: Literal["x86-64", "intel-avx2"] = Field(
+        "x86-64",
+        description="Portable across which CPUs: x86-64 (every Intel and AMD CPU with AVX2; "
+        "MKL's COMPATIBLE branch) or intel-avx2 (Intel CPUs with AVX2 only; MKL's AVX2 strict "
+        "branch, faster large GEMMs).",
+    )
+    threads: int = Field(
+        1,
+        ge=1,
+        le=1024,
+        description="Intra-op threads of every math library, fixed (reductions split by "
+        "thread count change bits).",
+    )
+
+
 class Warmup(Strict):
     data: Literal["zero", "random", "goldens"] = Field(
         "zero",
@@ -351,8 +377,19 @@ class Recipe(Strict):
         None, description="model_warmup: requests Triton runs before the model is ready."
     )
     verify: Verify = Field(default_factory=Verify)
+    numerics: Numerics | Literal["native", "portable"] | None = Field(
+        None,
+        description="CPU numerics: 'portable' pins the math libraries so answers are the same on "
+        "every x86-64 machine; absent or 'native': each machine's fastest path.",
+    )
     tune: Tune | None = Field(
         None, description="'tritonbuild tune': search space, load range and SLA."
     )
 
     _name = field_validator("name")(classmethod(lambda cls, v: valid_name(v)))
+
+    @field_validator("numerics")
+    @classmethod
+    def _numerics_shorthand(cls, value):
+        # NOTE: 'numerics: portable' is Numerics(mode=portable) with its defaults
+        return Numerics(mode=value) if isinstance(value, str) else value

@@ -102,12 +102,29 @@ def check_rules(recipe: Recipe, backend_problems: list[Problem]) -> list[Problem
         _batching_problems(recipe)
         + bucket_rules(recipe)
         + _instance_problems(recipe)
+        + _numerics_problems(recipe)
         + backend_problems
         + _warmup_problems(recipe)
         + _tune_problems(recipe)
         + _duplicate_tensors(recipe)
         + _dims_problems(recipe)
     )
+
+
+def _numerics_problems(recipe: Recipe) -> list[Problem]:
+    """Portable numerics pins CPU math libraries: a GPU model's answers depend on the GPU kind."""
+    numerics = getattr(recipe, "numerics", None)
+    if numerics is None or numerics.mode != "portable" or recipe.target != "gpu":
+        return []
+    return [
+        (
+            ("numerics", "mode"),
+            "portable numerics pins the CPU's math libraries; this model runs on a GPU, whose "
+            "answers depend on the GPU kind, driver and libraries (verify records them and keeps "
+            "goldens per machine class)",
+            "remove numerics (or set mode: native)",
+        )
+    ]
 
 
 def _instance_problems(recipe: Recipe) -> list[Problem]:

@@ -13,6 +13,7 @@ from tritonbuild.backends import REGISTRY
 from tritonbuild.core.cas import FileEntry, Store
 from tritonbuild.core.fsutil import replace_dir, write_atomic
 from tritonbuild.core.hashing import sha256_file, sha256_json, tree_files
+from tritonbuild.core.numerics import portable_env
 from tritonbuild.core.paths import (
     PathProblem,
     contains,
@@ -264,7 +265,19 @@ def _write_model(
         goldens=goldens,
         goldens_source=goldens_source,
         steps={step.kind: step.cache_key for step in model_plan.steps},
+        numerics=_numerics(recipe),
     )
+
+
+def _numerics(recipe) -> dict | None:
+    """A portable recipe's settings and the variables that carry them (core/numerics)."""
+    numerics = getattr(recipe, "numerics", None)
+    if numerics is None or numerics.mode == "native":
+        return None
+    return {
+        **numerics.model_dump(mode="json"),
+        "env": portable_env(numerics.cpus, numerics.threads),
+    }
 
 
 def _manifest_model(built: BuiltModel, **fields) -> ManifestModel:

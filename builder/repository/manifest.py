@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from tritonbuild.core.cas import FileEntry
 from tritonbuild.core.hashing import sha256_bytes
@@ -49,6 +49,20 @@ class ManifestModel(_Frozen):
         description="LLM group facts: group, quant_algo (e.g. W4A16), TRT-LLM "
         "version, engine path, world size, memory plan.",
     )
+    numerics: dict | None = Field(
+        None,
+        description="The recipe's numerics: portable: {mode, cpus, threads, env}, the variables "
+        "every process that runs the model gets before its math libraries load (verify's worker, "
+        "the server). Absent: native.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _drop_native(self, handler):
+        # NOTE: absent for native models: manifests written before numerics stay byte-identical
+        data = handler(self)
+        if isinstance(data, dict) and data.get("numerics") is None:
+            data.pop("numerics", None)
+        return data
 
 
 class Manifest(_Frozen):
@@ -127,12 +141,31 @@ def newest_version(root: Path, model: str) -> ManifestModel:
     return max(found, key=lambda entry: entry.version)
 
 
+def numerics_env(models) -> dict[str, str]:
+    """The variables of the models' portable numerics (ManifestModel.numerics), for one process that
+    runs them all: models asking different settings cannot share it (refused)."""
+    env: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for model in models:
+        for key, value in ((getattr(model, "numerics", None) or {}).get("env") or {}).items():
+            if key in env and env[key] != value:
+                raise VerifyError(
+                    f"models {owner[key]!r} and {model.name!r} ask different numerics settings "
+                    f"({key}={env[key]} vs {value}); one server process serves every model and "
+                    "its math libraries read them once",
+                    hint="give their recipes the same numerics (cpus, threads), or serve them "
+                    "from separate repositories",
+                )
+            env[key], owner[key] = value, model.name
+    return env
+
+
 def serving_needs(root: Path, models) -> tuple[dict[str, str], list[Path]]:
-    """What the models' runtime needs from the server process (the manifest's llm.serving: a vLLM
-    model's determinism: invariant): environment variables and plugin wheels shipped in the version
-    directories. One server process serves every model: the variables apply to all (invariant is
-    then everyone's mode)."""
-    env, wheels = {}, []
+    """What the models' runtime needs from the server process: the manifest's llm.serving (a vLLM
+    model's determinism: invariant: environment variables and plugin wheels shipped in the version
+    directories) and a model's portable numerics (numerics_env). One server process serves every
+    model: the variables apply to all (invariant, or portable, is then everyone's mode)."""
+    env, wheels = numerics_env(models), []
     for model in models:
         serving = (model.llm or {}).get("serving") or {}
         env.update(serving.get("env") or {})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import json
 import os
 import shutil
 import signal
@@ -20,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from tritonbuild.core import numerics as numerics_module
 from tritonbuild.core.stores import is_url
 from tritonbuild.errors import VerifyError
 from tritonbuild.server.launcher import (
@@ -85,6 +87,7 @@ class EmbeddedServer:
         self._tmp: Path | None = None
         self._log_path = log_path
         self.proc: subprocess.Popen | None = None
+        self.started_env: dict | None = None
         self.http_port = self.grpc_port = self.metrics_port = 0
         self.ports = ports or (0, 0, 0)
         self.log_verbose = log_verbose
@@ -222,12 +225,13 @@ class EmbeddedServer:
             port or next(picked) for port in self.ports
         )
         argv = self.argv()
+        self.started_env = self._env()
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 argv,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=self._env(),
+                env=self.started_env,
                 cwd=self._tmp,
                 start_new_session=True,
                 preexec_fn=_die_with_parent,
@@ -254,6 +258,28 @@ class EmbeddedServer:
             f"tritonserver not live after {self.ready_timeout:.0f}s:\n{self.log_tail()}",
             hint=f"see the server log {self.log_path}",
         )
+
+    def numerics(self) -> dict | None:
+        """The numerics fingerprint of the server's Python side (core/numerics): read by its
+        stub's interpreter, started as the stub is (isolated, the server's environment), so the
+        same libraries load with the same variables. None where the install's own Python runs
+        (a --tritonserver install or container: not known here)."""
+        if not self.launcher.bundled:
+            return None
+        interpreter = self.launcher.tool_env().interpreter
+        script = Path(numerics_module.__file__)
+        try:
+            done = subprocess.run(
+                [str(interpreter), "-I", str(script)],
+                env=self.started_env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=True,
+            )
+            return json.loads(done.stdout.strip().splitlines()[-1])
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+            return None
 
     def log_tail(self, n: int = 30) -> str:
         try:

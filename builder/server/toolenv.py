@@ -76,6 +76,10 @@ class ToolEnv:
     def bin(self) -> Path:
         return self.path / "bin"
 
+    @property
+    def interpreter(self) -> Path:
+        return self.bin / "python"
+
     def describe(self) -> str:
         return (
             f"{self.path} (Python {self.python}, "

@@ -18,12 +18,13 @@ from tritonbuild.core.paths import PathProblem, is_inside, regular_file
 from tritonbuild.errors import VerifyError
 from tritonbuild.repository.assemble import golden_name
 from tritonbuild.repository.manifest import ManifestModel
+from tritonbuild.verify.classes import matching_class, merged, verdict
 from tritonbuild.verify.goldens import (
     check_golden_names,
     compare,
-    from_npz_arrays,
     generate_inputs,
-    to_npz_arrays,
+    goldens_arrays,
+    read_goldens,
 )
 from tritonbuild.verify.models import Mismatch
 from tritonbuild.verify.under_load import answers_under_load
@@ -121,17 +122,25 @@ def _repeat_mismatches(model: ManifestModel, runs, reference) -> list[Mismatch]:
 
 
 def check_model(
-    model: ManifestModel, runner, root: Path, record: bool, force: bool = False
+    model: ManifestModel,
+    runner,
+    root: Path,
+    record: bool,
+    force: bool = False,
+    numerics: dict | None = None,
 ) -> dict:
-    """record: answers on the goldens' inputs become the goldens; with force, goldens that no longer
-    fit the model (an input renamed, added or dropped) are recorded anew from fresh inputs."""
-    inputs, reference, refusal = _goldens(model, root, record, force)
+    """record: answers on the goldens' inputs become the goldens (of this machine class); with
+    force, goldens that no longer fit the model (an input renamed, added or dropped) are recorded
+    anew from fresh inputs. numerics: the fingerprint of the process that ran the model: the
+    goldens of the matching machine class are compared, and a difference is told apart as
+    another machine class or a changed model."""
+    inputs, golden, refusal = _goldens(model, root, record, force)
     if refusal is not None:
         return {"passed": False, "notes": [refusal]}
+    chosen, differ = matching_class(golden, numerics)
+    reference = golden.classes[chosen].outputs if golden is not None else None
     runs = [[runner.infer(sample) for sample in inputs] for _ in range(model.verify.repeats)]
-    if record:
-        reference = runs[0]
-    mismatches = _repeat_mismatches(model, runs, reference)
+    mismatches = _repeat_mismatches(model, runs, runs[0] if record else reference)
     tolerated = [mismatch for mismatch in mismatches if mismatch.within_tolerance]
     mismatches = [mismatch for mismatch in mismatches if not mismatch.within_tolerance]
     # NOTE: batched answers are compared with this run's own unbatched ones, not the goldens: a
@@ -146,12 +155,16 @@ def check_model(
             model, runner, inputs, runs[0] if runs else reference
         )
     notes = _tolerance_notes(model, tolerated)
+    told = {}
+    if golden is not None and not record:
+        told = verdict(golden, chosen, differ, numerics, mismatches)
+        notes += told.pop("notes")
     if status == "variant":
         if model.verify.batch_invariance == "require":
             mismatches.extend(variant)
         else:
             notes.append(_variance_note(detail, under_load is not None))
-    compared = sum(len(sample_outputs) for sample_outputs in reference) * model.verify.repeats
+    compared = sum(len(sample_outputs) for sample_outputs in runs[0]) * model.verify.repeats
     return {
         "samples": len(inputs),
         "repeats": model.verify.repeats,
@@ -163,19 +176,22 @@ def check_model(
         "passed": not mismatches,
         "under_load": under_load,
         "notes": notes,
-        "_record": (inputs, reference) if record else None,
+        "numerics": numerics,
+        **told,
+        "_record": (inputs, runs[0], golden, numerics) if record else None,
     }
 
 
 def _goldens(model: ManifestModel, root: Path, record: bool, force: bool):
-    """(inputs, reference answers, None) to check or record with, or (None, None, why not): no
-    goldens and no --record, or goldens that no longer fit the model without --record --force.
-    Recording without usable goldens: the backend's golden inputs, else generated ones."""
+    """(inputs, goldens, None) to check or record with, or (None, None, why not): no goldens and no
+    --record, or goldens that no longer fit the model without --record --force. Recording without
+    usable goldens: the backend's golden inputs, else generated ones (goldens None)."""
     if model.goldens and (root / model.goldens).is_file():
         try:
-            inputs, reference = from_npz_arrays(read_npz(root / model.goldens))
-            check_golden_names(model, inputs, reference)
-            return inputs, reference, None
+            golden = read_goldens(read_npz(root / model.goldens))
+            for each in golden.classes:
+                check_golden_names(model, golden.inputs, each.outputs)
+            return golden.inputs, golden, None
         except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
             if not (record and force):
                 fix = (
@@ -263,40 +279,44 @@ def _golden_destination(model: ManifestModel) -> Path:
 
 
 def write_goldens(
-    root: Path, model: ManifestModel, inputs, reference, force: bool = False
+    root: Path, model: ManifestModel, inputs, reference, golden=None, numerics=None, force=False
 ) -> tuple[ManifestModel, str | None, str | None]:
-    """Goldens into OUT, and into the recipe's verify.goldens (committed goldens are replaced only
-    with force): (model, a note, a refusal)."""
-    arrays = to_npz_arrays(inputs, reference)
+    """Goldens into OUT, and into the recipe's verify.goldens (this machine class's answers; other
+    classes' kept; a class's committed answers are replaced only with force): (model, a note, a
+    refusal)."""
+    joined, added, refusal = merged(golden, inputs, reference, numerics, force)
+    if refusal is not None:
+        return model, None, refusal
+    arrays = goldens_arrays(joined)
     dest_rel = f"{model.name}/{golden_name(model.version)}"
-    write_npz(root / dest_rel, arrays)
-    model = model.model_copy(update={"goldens": dest_rel})
+    extra = [added] if added else []
     if not model.goldens_source:
+        write_npz(root / dest_rel, arrays)
+        model = model.model_copy(update={"goldens": dest_rel})
         return (
             model,
-            (
-                f"goldens recorded into {root / dest_rel} only: the next build replaces OUT; set "
-                f"verify.goldens in {model.recipe_path} (e.g. goldens/{model.name}.npz) to keep "
-                "them with the recipe"
+            "; ".join(
+                [
+                    *extra,
+                    f"goldens recorded into {root / dest_rel} only: the next build replaces OUT; "
+                    f"set verify.goldens in {model.recipe_path} (e.g. goldens/{model.name}.npz) "
+                    "to keep them with the recipe",
+                ]
             ),
             None,
         )
     src = _golden_destination(model)
+    write_npz(root / dest_rel, arrays)
+    model = model.model_copy(update={"goldens": dest_rel})
     new = (root / dest_rel).read_bytes()
-    if src.is_file() and src.read_bytes() != new and not force:
-        return (
-            model,
-            None,
-            (
-                f"recorded goldens differ from the committed {src}: not overwritten (outputs "
-                "changed, or recorded from another build); inspect, then 'verify OUT --record "
-                "--force' to replace them"
-            ),
-        )
     if not src.is_file() or src.read_bytes() != new:
         src.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(src, new)
         write_atomic(
             src.with_name(src.name + ".sha256"), f"{sha256_file(src)}  {src.name}\n".encode()
         )
-    return model, f"goldens recorded into {src} (commit it) and {root / dest_rel}", None
+    return (
+        model,
+        "; ".join([*extra, f"goldens recorded into {src} (commit it) and {root / dest_rel}"]),
+        None,
+    )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import NamedTuple
+
 import numpy as np
 
 from tritonbuild.repository.manifest import ManifestModel
@@ -54,26 +57,111 @@ def generate_inputs(model: ManifestModel) -> list[Sample]:
     return samples
 
 
-def to_npz_arrays(inputs: list[Sample], outputs: list[Sample]) -> dict[str, np.ndarray]:
+# A golden file holds the inputs once and, per machine class, the answers and the numerics
+# fingerprint of the process that gave them (core/numerics): the first class as input.N.NAME,
+# output.N.NAME and 'numerics'; each further class K as class.K.output.N.NAME and class.K.numerics.
+# Files written before fingerprints have the first class without 'numerics' (recorded where:
+# unknown).
+NUMERICS_MEMBER = "numerics"
+CLASS_PREFIX = "class."
+
+
+class GoldenClass(NamedTuple):
+    numerics: dict | None  # None: recorded before fingerprints
+    outputs: list[Sample]
+
+
+class Goldens(NamedTuple):
+    inputs: list[Sample]
+    classes: list[GoldenClass]  # the first: the file's plain output.N.NAME members
+
+
+def _fingerprint_array(fp: dict) -> np.ndarray:
+    return np.frombuffer(json.dumps(fp, sort_keys=True).encode(), dtype=np.uint8).copy()
+
+
+def _fingerprint(arr: np.ndarray) -> dict:
+    try:
+        fp = json.loads(np.asarray(arr, dtype=np.uint8).tobytes())
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"member {NUMERICS_MEMBER!r} is not a JSON fingerprint ({e})") from None
+    if not isinstance(fp, dict):
+        raise ValueError(f"member {NUMERICS_MEMBER!r} is not a JSON object")
+    return fp
+
+
+def _samples(arrays: dict[str, np.ndarray], kinds: tuple[str, ...]) -> dict[str, dict[int, Sample]]:
+    found: dict[str, dict[int, Sample]] = {kind: {} for kind in kinds}
+    for key, arr in arrays.items():
+        kind, idx, name = ([*key.split(".", 2), "", ""])[:3]
+        if kind not in kinds or not idx.isdigit() or not name:
+            raise ValueError(f"member {key!r} is not input.N.NAME or output.N.NAME")
+        found[kind].setdefault(int(idx), {})[name] = arr
+    return found
+
+
+def goldens_arrays(goldens: Goldens) -> dict[str, np.ndarray]:
     arrays = {}
-    for i, (sample_inputs, sample_outputs) in enumerate(zip(inputs, outputs, strict=True)):
+    for i, sample_inputs in enumerate(goldens.inputs):
         arrays.update({f"input.{i}.{k}": v for k, v in sample_inputs.items()})
-        arrays.update({f"output.{i}.{k}": v for k, v in sample_outputs.items()})
+    for k, each in enumerate(goldens.classes):
+        prefix = "" if k == 0 else f"{CLASS_PREFIX}{k}."
+        for i, sample_outputs in enumerate(each.outputs):
+            arrays.update({f"{prefix}output.{i}.{name}": v for name, v in sample_outputs.items()})
+        if each.numerics is not None:
+            arrays[f"{prefix}{NUMERICS_MEMBER}"] = _fingerprint_array(each.numerics)
     return arrays
 
 
-def from_npz_arrays(arrays: dict[str, np.ndarray]) -> tuple[list[Sample], list[Sample]]:
-    inputs: dict[int, Sample] = {}
-    outputs: dict[int, Sample] = {}
+def read_goldens(arrays: dict[str, np.ndarray]) -> Goldens:
+    plain: dict[str, np.ndarray] = {}
+    extra: dict[int, dict[str, np.ndarray]] = {}
     for key, arr in arrays.items():
-        kind, idx, name = ([*key.split(".", 2), "", ""])[:3]
-        if kind not in ("input", "output") or not idx.isdigit() or not name:
-            raise ValueError(f"member {key!r} is not input.N.NAME or output.N.NAME")
-        (inputs if kind == "input" else outputs).setdefault(int(idx), {})[name] = arr
+        if key.startswith(CLASS_PREFIX):
+            idx, _, rest = key[len(CLASS_PREFIX) :].partition(".")
+            if not idx.isdigit() or int(idx) < 1 or not rest:
+                raise ValueError(f"member {key!r} is not class.K.output.N.NAME or class.K.numerics")
+            extra.setdefault(int(idx), {})[rest] = arr
+        else:
+            plain[key] = arr
+    first_fp = plain.pop(NUMERICS_MEMBER, None)
+    found = _samples(plain, ("input", "output"))
+    inputs, outputs = found["input"], found["output"]
     n = len(inputs)
     if sorted(inputs) != list(range(n)) or not set(outputs) <= set(inputs):
         raise ValueError("sample numbers are not 0..N-1")
-    return [inputs[i] for i in range(n)], [outputs.get(i, {}) for i in range(n)]
+    classes = [
+        GoldenClass(
+            None if first_fp is None else _fingerprint(first_fp),
+            [outputs.get(i, {}) for i in range(n)],
+        )
+    ]
+    if sorted(extra) != list(range(1, len(extra) + 1)):
+        raise ValueError("machine classes are not numbered 1..K")
+    for k in sorted(extra):
+        members = dict(extra[k])
+        fp = members.pop(NUMERICS_MEMBER, None)
+        if fp is None:
+            raise ValueError(f"machine class {k} has no {NUMERICS_MEMBER!r} member")
+        class_outputs = _samples(members, ("output",))["output"]
+        if not set(class_outputs) <= set(range(n)):
+            raise ValueError(f"machine class {k}: sample numbers are not 0..N-1")
+        classes.append(GoldenClass(_fingerprint(fp), [class_outputs.get(i, {}) for i in range(n)]))
+    return Goldens([inputs[i] for i in range(n)], classes)
+
+
+def to_npz_arrays(
+    inputs: list[Sample], outputs: list[Sample], numerics: dict | None = None
+) -> dict[str, np.ndarray]:
+    if len(inputs) != len(outputs):
+        raise ValueError("as many outputs as inputs")
+    return goldens_arrays(Goldens(inputs, [GoldenClass(numerics, outputs)]))
+
+
+def from_npz_arrays(arrays: dict[str, np.ndarray]) -> tuple[list[Sample], list[Sample]]:
+    """The inputs and the first machine class's outputs."""
+    goldens = read_goldens(arrays)
+    return goldens.inputs, goldens.classes[0].outputs
 
 
 def check_golden_names(model: ManifestModel, inputs: list[Sample], outputs: list[Sample]) -> None:
@@ -156,6 +244,11 @@ def compare(
         within = not bad.any()
         diff = diff if within else bad
     first = [int(i) for i in np.argwhere(diff)[0]]
+    ulp = (
+        int(_ulp_distance(np.ascontiguousarray(expected), np.ascontiguousarray(got))[diff].max())
+        if expected.dtype.kind == "f" and expected.dtype.itemsize in (2, 4, 8)
+        else None
+    )
     return Mismatch(
         sample=sample,
         output=output,
@@ -165,4 +258,5 @@ def compare(
         max_abs_diff=max_abs,
         first_index=first,
         within_tolerance=within,
+        max_ulp=ulp,
     )

@@ -29,6 +29,11 @@ class Mismatch(_Frozen):
         description="Bits differ but every element is within the output's "
         "declared verify.tolerance: not a failure, never 'bit-exact'.",
     )
+    max_ulp: int | None = Field(
+        None,
+        description="Floats: the largest distance in units in the last place among the "
+        "differing elements.",
+    )
 
 
 class ModelReport(_Frozen):
@@ -84,6 +89,31 @@ class ModelReport(_Frozen):
         description="verify --server: what the server says it loaded (server version, "
         "name, ready versions, digest of the served config's backend, "
         "batch size and tensors beside ours).",
+    )
+    numerics: dict | None = Field(
+        None,
+        description="The numerics fingerprint of the process that ran the model (core/numerics: "
+        "CPU, math libraries and their code paths, threads, GPU); null where it is not known "
+        "here (a server given with --server).",
+    )
+    goldens_recorded_on: str | None = Field(
+        None,
+        description="The machine class of the goldens compared with (their fingerprint in one "
+        "line; 'unknown' for goldens recorded before fingerprints).",
+    )
+    goldens_classes: int | None = Field(
+        None, description="Machine classes the golden file holds answers for."
+    )
+    cause: Literal["machine-class", "model", "unknown"] | None = Field(
+        None,
+        description="Answers differ from the goldens: recorded on another machine class "
+        "(numerics_differ names the fields), on the same class (the model's answers changed), "
+        "or unknown (goldens without a fingerprint, or no fingerprint here).",
+    )
+    numerics_differ: list[str] | None = Field(
+        None,
+        description="The fingerprint fields that decide the bits and differ between the goldens' "
+        "machine class and this run's ('field: recorded → here').",
     )
 
     def ran_by(self) -> str:
@@ -194,12 +224,22 @@ class VerificationReport(_Frozen):
         refused); shown: the repository as the user named it."""
         # NOTE: only answers that differ from the goldens; answers that change when batched or under
         # load are not fixed by recording them (the model's notes say how to serve it invariant)
-        if not any(
-            each.goldens_refused
-            or any(mismatch.context.startswith("repeat") for mismatch in each.mismatches)
+        changed = [
+            each
             for each in self.models
-        ):
+            if each.goldens_refused
+            or any(mismatch.context.startswith("repeat") for mismatch in each.mismatches)
+        ]
+        if not changed:
             return None
+        if all(each.cause == "machine-class" for each in changed):
+            return (
+                "the goldens were recorded on another machine class (the notes name what "
+                f"differs): 'tritonbuild verify {shown} --record' adds this class's goldens beside "
+                "them (commit the .npz), or set 'numerics: portable' in the recipes so every "
+                "x86-64 machine answers the same (then record once); re-recording with --force "
+                "only moves the failure to the other machines"
+            )
         return (
             f"if the outputs changed on purpose: 'tritonbuild verify {shown} --record --force' "
             "rewrites the committed goldens (commit them); then rebuild ('tritonbuild build "
@@ -217,9 +257,20 @@ class VerificationReport(_Frozen):
             payload["python_side"].pop("not_run", None)
         for model in payload[
             "models"
-        ]:  # NOTE: absent from reports signed before it was added: unset, not signed
-            if model.get("goldens_refused") is None:
-                model.pop("goldens_refused", None)
+        ]:  # NOTE: absent from reports signed before they were added: unset, not signed
+            for key in (
+                "goldens_refused",
+                "numerics",
+                "goldens_recorded_on",
+                "goldens_classes",
+                "cause",
+                "numerics_differ",
+            ):
+                if model.get(key) is None:
+                    model.pop(key, None)
+            for mismatch in (*model.get("mismatches", []), *model.get("tolerated", [])):
+                if mismatch.get("max_ulp") is None:
+                    mismatch.pop("max_ulp", None)
         return canonical_json(payload)
 
     def signed(self) -> VerificationReport:

@@ -3,14 +3,13 @@ bit for bit."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
 from tritonbuild.backends import REGISTRY
 from tritonbuild.backends.base import Route
-from tritonbuild.core.fsutil import write_atomic
+from tritonbuild.core.fsutil import remove_bytecode, write_atomic
 from tritonbuild.core.hashing import pretty_json
 from tritonbuild.errors import VerifyError
 from tritonbuild.repository.assemble import write_manifest
@@ -39,6 +38,7 @@ from tritonbuild.verify.runners import InferError
 from tritonbuild.verify.served import served_differences, version_ready
 from tritonbuild.verify.static import core_checks, lint, static_checks
 from tritonbuild.verify.triton_core import without_repeats
+from tritonbuild.verify.worker import WorkerError, in_process_runner, ran_on
 
 Progress = Callable[[str], None]
 
@@ -92,7 +92,7 @@ def verify(
             launcher = launcher_for(tritonserver, target, sources)
             run.start_embedded(stack, launcher, backends, load_timeout)
         reports, updated = run.check_models()
-    _remove_bytecode(root)
+    remove_bytecode(root)
     if record:
         manifest = write_manifest(root, manifest.toolchain, updated)
     passed = all(each.passed for each in reports)
@@ -151,6 +151,7 @@ class _ModelChecks:
         self.root, self.manifest, self.routes = root, manifest, routes
         self.server_url, self.record, self.force, self.say = server_url, record, force, say
         self.server: EmbeddedServer | None = None
+        self.server_numerics: dict | None = None
         self.loads: dict[str, str | None] = {}
 
     def _embedded_models(self) -> list[ManifestModel]:
@@ -182,6 +183,7 @@ class _ModelChecks:
         }
         self.say("loading models")
         self.loads = _load_all(server, self._embedded_models(), load_timeout)
+        self.server_numerics = server.numerics()
 
     def check_models(self) -> tuple[list[ModelReport], list[ManifestModel]]:
         """Each model's report, and the manifest's models (with goldens recorded, under record)."""
@@ -195,7 +197,15 @@ class _ModelChecks:
                 url = f"http://{self.server.http_url}" if self.server else None
             load_error = self.loads.get(model.name, "not loaded")
             model_report, updated_model = _verify_model(
-                self.root, model, route, detail, url, self.record, load_error, self.force
+                self.root,
+                model,
+                route,
+                detail,
+                url,
+                self.record,
+                load_error,
+                self.force,
+                server_numerics=self.server_numerics if route == "live-embedded" else None,
             )
             if route == "in-process":
                 note = (
@@ -286,13 +296,6 @@ def _load_all(
     return result
 
 
-def _remove_bytecode(root: Path) -> None:
-    """The Python backend writes __pycache__/ next to model.py; verify leaves the repository as it
-    found it."""
-    for d in root.glob("*/*/**/__pycache__"):
-        shutil.rmtree(d, ignore_errors=True)
-
-
 def _verify_model(
     root: Path,
     model: ManifestModel,
@@ -302,6 +305,7 @@ def _verify_model(
     record: bool,
     load_error: str | None = None,
     force: bool = False,
+    server_numerics: dict | None = None,
 ) -> tuple[ModelReport, ManifestModel]:
     base = {
         "name": model.name,
@@ -322,21 +326,24 @@ def _verify_model(
     runner = _runner(root, model, route, url, load_error, base)
     if isinstance(runner, ModelReport):
         return runner, model
+    numerics = ran_on(runner) if route == "in-process" else server_numerics
     try:
-        result = check_model(model, runner, root, record, force)
+        result = check_model(model, runner, root, record, force, numerics=numerics)
     except InferError as e:
         return ModelReport(**base, loaded=True, passed=False, infer_error=str(e)), model
     except Exception as e:  # in-process runtimes (onnxruntime, torch) raise their own types
         if route != "in-process":
             raise
-        return ModelReport(
-            **base, loaded=True, passed=False, infer_error=f"{type(e).__name__}: {e}"
-        ), model
+        error = str(e) if isinstance(e, WorkerError) else f"{type(e).__name__}: {e}"
+        return ModelReport(**base, loaded=True, passed=False, infer_error=error), model
     finally:
         runner.close()
     recorded = result.pop("_record", None)
     if recorded is not None:
-        model, note, refusal = write_goldens(root, model, *recorded, force=force)
+        inputs, answers, golden, numerics = recorded
+        model, note, refusal = write_goldens(
+            root, model, inputs, answers, golden, numerics, force=force
+        )
         base["goldens"] = model.goldens
         result["notes"] = [*result["notes"], *(x for x in (note, refusal) if x)]
         result["passed"] = result["passed"] and refusal is None
@@ -350,7 +357,7 @@ def _runner(root: Path, model: ManifestModel, route: Route, url, load_error, bas
     try:
         if route == "in-process":
             version_dir = root / model.name / str(model.version)
-            return REGISTRY.for_manifest(model.backend).in_process_runner(version_dir, model)
+            return in_process_runner(version_dir, model)
         if route == "live-embedded":
             if load_error:
                 raise ModelLoadError(load_error)

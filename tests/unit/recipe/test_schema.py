@@ -31,6 +31,8 @@ GIVEN = {
     "tokenizer": "tokenizer",
     "batching": {"max_queue_delay_us": 100},
     "batch_buckets": [65536],
+    # portable is refused by cross-field rules (onnxruntime, GPU targets) the schema cannot say: tests/unit/core
+    "numerics": {"mode": "native", "threads": 2},
     "image.ships": {"tensorrt_llm": "1.1.0"},
     "source.export.dynamic_axes": {"x": {0: "batch"}},
     "source.sha256": "0" * 64,
