@@ -155,7 +155,9 @@ def launch_needs(manifest: Manifest) -> tuple[dict[str, str], list[str], list[st
                 "them) and leave --target out, or publish the model without determinism: "
                 "invariant",
             )
-        env |= launch.get("env", {}) | serving.get("env", {})
+        env |= (
+            launch.get("env", {}) | serving.get("env", {}) | (model.numerics or {}).get("env", {})
+        )
         launcher = list(launch.get("launcher") or launcher)
         extra += [arg for arg in launch.get("args", []) if arg not in extra]
     return env, launcher, extra

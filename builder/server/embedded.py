@@ -11,7 +11,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
-import json
 import os
 import shutil
 import signal
@@ -21,7 +20,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from tritonbuild.core import numerics as numerics_module
 from tritonbuild.core.stores import is_url
 from tritonbuild.errors import VerifyError
 from tritonbuild.server.launcher import (
@@ -31,6 +29,7 @@ from tritonbuild.server.launcher import (
     ServerStartError,
     launcher_for,
 )
+from tritonbuild.server.numerics import manifest_numerics
 from tritonbuild.server.ports import free_ports, taken_ports
 from tritonbuild.triton.client import Server, is_live, refused, server_version, timed_out
 
@@ -164,7 +163,7 @@ class EmbeddedServer:
         """The launcher's environment, with the models' variables and the unpacked wheels on the stub's path (the
         stub ignores PYTHONPATH: the tool environment's .pth reads TRITONBUILD_STUB_PATH; PYTHONPATH for the model's
         own subprocesses, e.g. vLLM's engine core)."""
-        env = {**self.launcher.env(), **self.env}
+        env = {**self.launcher.env(), **manifest_numerics(self.repository), **self.env}
         if self.wheels:
             if not self.launcher.bundled:
                 raise ServerStartError(
@@ -258,28 +257,6 @@ class EmbeddedServer:
             f"tritonserver not live after {self.ready_timeout:.0f}s:\n{self.log_tail()}",
             hint=f"see the server log {self.log_path}",
         )
-
-    def numerics(self) -> dict | None:
-        """The numerics fingerprint of the server's Python side (core/numerics): read by its
-        stub's interpreter, started as the stub is (isolated, the server's environment), so the
-        same libraries load with the same variables. None where the install's own Python runs
-        (a --tritonserver install or container: not known here)."""
-        if not self.launcher.bundled:
-            return None
-        interpreter = self.launcher.tool_env().interpreter
-        script = Path(numerics_module.__file__)
-        try:
-            done = subprocess.run(
-                [str(interpreter), "-I", str(script)],
-                env=self.started_env,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=True,
-            )
-            return json.loads(done.stdout.strip().splitlines()[-1])
-        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-            return None
 
     def log_tail(self, n: int = 30) -> str:
         try:

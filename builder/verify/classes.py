@@ -76,12 +76,17 @@ def _same(a: list[dict], b: list[dict]) -> bool:
 
 def merged(golden: Goldens | None, inputs, answers, numerics, force: bool):
     """The golden set with this run's answers as its machine class: (goldens, a note, a refusal).
-    A class whose fingerprint matches is replaced (only with force when its answers differ);
-    goldens of another class are kept and this class added beside them; goldens recorded
-    before fingerprints take this run's fingerprint when the answers are the same."""
+    With force, this class alone (the goldens rewritten). Else a class whose fingerprint matches
+    keeps its answers (a refusal when they differ); goldens of another class are kept and this
+    class added beside them; goldens recorded before fingerprints take this run's fingerprint when
+    the answers are the same."""
     this = GoldenClass(numerics, answers)
     if golden is None or golden.inputs is not inputs:  # none, or fresh inputs (--force)
         return Goldens(inputs, [this]), None, None
+    if force:  # --record --force rewrites the goldens: this class alone
+        dropped = len(golden.classes) - 1
+        note = f"the goldens of {dropped} other machine class(es) dropped" if dropped else None
+        return Goldens(golden.inputs, [this]), note, None
     classes = list(golden.classes)
     chosen, differ = matching_class(golden, numerics)
     if differ == [] or (differ is None and len(classes) == 1):

@@ -29,6 +29,7 @@ from tritonbuild.server.embedded import (
     load_model,
 )
 from tritonbuild.server.launcher import launcher_for, reported_python
+from tritonbuild.server.numerics import server_numerics
 from tritonbuild.server.target import python_side, target_for
 from tritonbuild.triton.standin import explain_load_error
 from tritonbuild.verify.answers import check_model, write_goldens
@@ -183,7 +184,7 @@ class _ModelChecks:
         }
         self.say("loading models")
         self.loads = _load_all(server, self._embedded_models(), load_timeout)
-        self.server_numerics = server.numerics()
+        self.server_numerics = server_numerics(server)
 
     def check_models(self) -> tuple[list[ModelReport], list[ManifestModel]]:
         """Each model's report, and the manifest's models (with goldens recorded, under record)."""

@@ -14,7 +14,9 @@ fi
 # A multi-GPU (or multi-instance) TensorRT-LLM model runs in orchestrator mode; its manifest entry says how
 # upstream's launcher starts it (llm.server_launch: environment, `mpirun -n 1`, memory-pool arguments).
 # A vLLM model served invariant (llm.serving) needs its environment (VLLM_BATCH_INVARIANT=1) and its plugin wheels
-# (shipped in its version directory) installed into the image's Python before the server starts.
+# (shipped in its version directory) installed into the image's Python before the server starts. A model with
+# portable numerics (numerics.env: MKL's reproducibility branch, ATen/oneDNN ISA, thread counts) needs its variables
+# set before the Python backend's stubs load their math libraries.
 launch=()
 extra=()
 wheels=()
@@ -37,6 +39,7 @@ for m in json.load(open(sys.argv[1])).get("models", []):
     serving = (m.get("llm") or {}).get("serving") or {}
     lines += [("env", f"{k}={v}") for k, v in sorted(serving.get("env", {}).items())]
     lines += [("wheel", f"{m['name']}/{m['version']}/{rel}") for rel in serving.get("plugins", [])]
+    lines += [("env", f"{k}={v}") for k, v in sorted((m.get("numerics") or {}).get("env", {}).items())]
 for line in dict.fromkeys(lines):
     print(*line, sep="\t")
 PY

@@ -193,8 +193,12 @@ def test_the_probe_infers_in_both_modes_and_catches_a_wrong_answer(cli, tmp_path
             kept = _one_ulp_off(golden)
             bad = _probe(copy / "probe.py", flag, path, "--url", url)
             assert bad.returncode == 1
-            assert (
-                bad.stderr == f"{verdict}: risk-scorer v1: output PROBS differs from its golden\n"
+            # the cause as far as the probe tells it beside the server (issue 41): the golden was
+            # recorded portable, and this CPU runs the pinned paths
+            assert bad.stderr == (
+                f"{verdict}: risk-scorer v1: output PROBS differs from its golden (recorded "
+                "portable on a CPU of this kind: the model's answers or its libraries changed "
+                "(verify names the fields))\n"
             )
             golden.write_bytes(kept)
             assert _probe(copy / "probe.py", flag, path, "--url", url).returncode == 0

@@ -1,0 +1,83 @@
+"""core/numerics: what a fingerprint holds, which of its fields decide the bits, and the portable pins."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tritonbuild.core import numerics
+from tritonbuild.core.numerics import deciding, differences, fingerprint, portable_env, summary
+
+
+def test_the_fingerprint_names_the_cpu_and_the_libraries_that_ran():
+    import numpy  # noqa: F401 - loaded, so it answers
+
+    fp = fingerprint(loaded_only=True)
+    assert fp["cpu"]["arch"] and "vendor" in fp["cpu"] and isinstance(fp["cpu"]["isa"], list)
+    assert fp["numpy"]["version"] and isinstance(fp["numpy"]["simd"], list)
+    assert fp["numpy"]["blas"][0]["api"] in ("openblas", "mkl", "blis")  # threadpoolctl's names
+
+
+def test_standalone_it_reads_what_the_environment_pins():
+    """The embedded server's side runs it as a file, isolated, with the server's environment."""
+    env = {**portable_env(), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-I", numerics.__file__, "numpy"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    fp = json.loads(done.stdout)
+    assert fp["env"]["MKL_CBWR"] == "COMPATIBLE" and fp["env"]["OPENBLAS_CORETYPE"] == "Haswell"
+    assert fp["numpy"]["blas"][0]["core"] == "Haswell"  # OpenBLAS took the pinned kernels
+    assert not [f for f in fp["numpy"]["simd"] if f.startswith("AVX512")]
+
+
+def test_portable_branches_follow_intels_cnr_rules():
+    """oneMKL's developer reference ('Named Constants for CNR Control'): branches other than AUTO and
+    COMPATIBLE are available only on Intel processors; strict CNR covers ?gemm on AVX2/AVX-512 branches."""
+    assert portable_env("x86-64")["MKL_CBWR"] == "COMPATIBLE"
+    assert portable_env("intel-avx2")["MKL_CBWR"] == "AVX2,STRICT"
+    assert (
+        portable_env(threads=3)["OMP_NUM_THREADS"]
+        == "3"
+        == portable_env(threads=3)["MKL_NUM_THREADS"]
+    )
+
+
+def _fp(vendor="GenuineIntel", isa=("avx2", "fma", "avx512f"), env=None, cap="AVX512"):
+    return {
+        "fingerprint": 1,
+        "cpu": {
+            "arch": "x86_64",
+            "vendor": vendor,
+            "family": "6",
+            "model_id": "143",
+            "isa": list(isa),
+        },
+        "env": env or {},
+        "torch": {"version": "2.13.0+cpu", "cpu_capability": cap, "mkl": "2024.2", "threads": 1},
+    }
+
+
+def test_native_fingerprints_differ_by_the_cpu_and_name_it():
+    amd = _fp(vendor="AuthenticAMD", isa=("avx2", "fma"), cap="AVX2")
+    got = differences(amd, _fp())
+    assert "cpu.vendor: AuthenticAMD → GenuineIntel" in got
+    assert "cpu.isa: +avx512f" in got
+    assert "torch.cpu_capability: AVX2 → AVX512" in got
+    assert differences(_fp(), _fp()) == []
+
+
+def test_portable_fingerprints_ignore_the_cpu_that_can_run_the_pins():
+    pins = portable_env()
+    a = _fp(vendor="AuthenticAMD", isa=("avx2", "fma"), env=pins, cap="AVX2")
+    b = _fp(env={**pins, "MKL_ENABLE_INSTRUCTIONS": "AVX512"}, cap="AVX2")
+    assert differences(a, b) == []
+    old = _fp(isa=("avx",), env=pins, cap="AVX2")  # no AVX2: the pinned paths cannot run
+    assert differences(a, old) == ["cpu.runs_pinned_paths: True → False"]
+    assert "cpu.vendor" not in deciding(a)
+    assert "portable (MKL_CBWR=COMPATIBLE)" in summary(a)
+    assert summary(None).startswith("unknown")

@@ -1,0 +1,97 @@
+"""Goldens per machine class (verify/goldens.py, verify/classes.py): the file layout, which class a run
+compares with, the verdict, and how a recording joins the classes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tritonbuild.verify.classes import matching_class, merged, verdict
+from tritonbuild.verify.goldens import (
+    GoldenClass,
+    Goldens,
+    compare,
+    from_npz_arrays,
+    goldens_arrays,
+    read_goldens,
+)
+
+INTEL = {"cpu": {"arch": "x86_64", "vendor": "GenuineIntel", "isa": ["avx2", "avx512f"]}, "env": {}}
+AMD = {"cpu": {"arch": "x86_64", "vendor": "AuthenticAMD", "isa": ["avx2"]}, "env": {}}
+X = [{"X": np.array([[1.0, 2.0]], dtype=np.float32)}]
+Y = [{"Y": np.array([[0.1, 0.2]], dtype=np.float32)}]
+Y2 = [{"Y": np.nextafter(Y[0]["Y"], np.float32(1))}]
+
+
+def test_classes_round_trip_and_old_readers_see_the_first():
+    golden = Goldens(X, [GoldenClass(AMD, Y), GoldenClass(INTEL, Y2)])
+    arrays = goldens_arrays(golden)
+    assert sorted(arrays) == [
+        "class.1.numerics",
+        "class.1.output.0.Y",
+        "input.0.X",
+        "numerics",
+        "output.0.Y",
+    ]
+    back = read_goldens(arrays)
+    assert [c.numerics for c in back.classes] == [AMD, INTEL]
+    inputs, outputs = from_npz_arrays(arrays)
+    assert outputs[0]["Y"].tobytes() == Y[0]["Y"].tobytes()
+    bad = dict(arrays)
+    del bad["class.1.numerics"]
+    with pytest.raises(ValueError, match="no 'numerics'"):
+        read_goldens(bad)
+
+
+def test_a_run_compares_with_its_own_class():
+    golden = Goldens(X, [GoldenClass(AMD, Y), GoldenClass(INTEL, Y2)])
+    assert matching_class(golden, INTEL) == (1, [])
+    assert matching_class(golden, AMD) == (0, [])
+    other = {"cpu": {"arch": "x86_64", "vendor": "HygonGenuine", "isa": ["avx2"]}, "env": {}}
+    chosen, differ = matching_class(golden, other)
+    assert chosen == 0 and differ == ["cpu.vendor: AuthenticAMD → HygonGenuine"]
+    legacy = Goldens(X, [GoldenClass(None, Y)])
+    assert matching_class(legacy, INTEL) == (0, None)
+
+
+def _mismatch():
+    found = compare(Y[0]["Y"], Y2[0]["Y"], sample=0, output="Y", context="repeat 1")
+    assert found is not None and found.max_ulp == 1
+    return found
+
+
+def test_the_verdict_tells_machine_from_model():
+    golden = Goldens(X, [GoldenClass(AMD, Y)])
+    machine = verdict(golden, 0, ["cpu.vendor: AuthenticAMD → GenuineIntel"], INTEL, [_mismatch()])
+    assert machine["cause"] == "machine-class"
+    assert "recorded on another machine class" in machine["notes"][0]
+    assert "by at most 1 ULP" in machine["notes"][0]
+    model = verdict(golden, 0, [], AMD, [_mismatch()])
+    assert model["cause"] == "model" and "the model's answers changed" in model["notes"][0]
+    unknown = verdict(Goldens(X, [GoldenClass(None, Y)]), 0, None, AMD, [_mismatch()])
+    assert unknown["cause"] == "unknown" and unknown["goldens_recorded_on"].startswith("unknown")
+    assert verdict(golden, 0, [], AMD, []) == {
+        "goldens_recorded_on": machine["goldens_recorded_on"],
+        "goldens_classes": 1,
+        "notes": [],
+    }
+
+
+def test_recording_on_another_class_adds_it_and_never_overwrites_silently():
+    golden = Goldens(X, [GoldenClass(AMD, Y)])
+    added, note, refusal = merged(golden, golden.inputs, Y2, INTEL, force=False)
+    assert refusal is None and "added the goldens of machine class 2" in note
+    assert [c.numerics for c in added.classes] == [AMD, INTEL]
+    same, note, refusal = merged(golden, golden.inputs, Y, INTEL, force=False)
+    assert same is golden and "nothing added" in note
+    _, _, refusal = merged(golden, golden.inputs, Y2, AMD, force=False)  # same class, new answers
+    assert refusal and "not overwritten" in refusal
+    forced, _, refusal = merged(
+        added, added.inputs, Y2, AMD, force=True
+    )  # rewrites: this class alone
+    assert refusal is None and forced.classes == [GoldenClass(AMD, Y2)]
+    legacy = Goldens(X, [GoldenClass(None, Y)])
+    upgraded, _, refusal = merged(legacy, legacy.inputs, Y, AMD, force=False)
+    assert refusal is None and upgraded.classes[0].numerics == AMD
+    _, _, refusal = merged(legacy, legacy.inputs, Y2, AMD, force=False)
+    assert refusal and "recorded before fingerprints" in refusal
