@@ -35,7 +35,7 @@ def test_classes_round_trip_and_old_readers_see_the_first():
     ]
     back = read_goldens(arrays)
     assert [c.numerics for c in back.classes] == [AMD, INTEL]
-    inputs, outputs = from_npz_arrays(arrays)
+    _, outputs = from_npz_arrays(arrays)
     assert outputs[0]["Y"].tobytes() == Y[0]["Y"].tobytes()
     bad = dict(arrays)
     del bad["class.1.numerics"]
