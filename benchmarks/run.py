@@ -13,7 +13,9 @@ Prints ratios measured side by side in the same run (the machines are noisy):
 - assembling a repository holding a 4 GiB artifact from the cache ÷ `cp` of that artifact, target <= 0.05;
 - a cache hit from the remote cache (moto S3) ÷ rebuilding an ONNX export step;
 - choosing the embedded server's interpreter on Python 3.13, as a verify's two server starts do, with the
-  interpreters' answers kept (<envs>/interpreters.json) ÷ every candidate run (`--only interpreters`).
+  interpreters' answers kept (<envs>/interpreters.json) ÷ every candidate run (`--only interpreters`);
+- portable numerics ÷ native speed (benchmarks/numerics.py: the torch examples, a 4096-wide fp32 MLP at batch 1
+  and 64, interleaved rounds, median and range), target >= 0.8 (`--only numerics`).
 """
 
 from __future__ import annotations
@@ -511,6 +513,7 @@ def main() -> int:
             "cache",
             "noop",
             "interpreters",
+            "numerics",
         ],
     )
     ap.add_argument(
@@ -549,6 +552,10 @@ def main() -> int:
             repo = _big_repository(work / "file", args.size_mib)
             results["publish_unchanged"] = bench_publish_unchanged(work / "file", repo)
             shutil.rmtree(work / "file")
+        if args.only in (None, "numerics"):
+            from benchmarks.numerics import bench_numerics
+
+            results["numerics_portable_vs_native"] = bench_numerics()
         if args.only in (None, "interpreters"):
             (work / "interpreters").mkdir()
             results["interpreter_choice_py313"] = bench_interpreter_choice(work / "interpreters")
