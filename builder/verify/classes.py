@@ -81,7 +81,7 @@ def merged(golden: Goldens | None, inputs, answers, numerics, force: bool):
     class added beside them; goldens recorded before fingerprints take this run's fingerprint when
     the answers are the same."""
     this = GoldenClass(numerics, answers)
-    if golden is None or golden.inputs is not inputs:  # none, or fresh inputs (--force)
+    if golden is None:  # none yet, or fresh inputs (goldens that no longer fit, --force)
         return Goldens(inputs, [this]), None, None
     if force:  # --record --force rewrites the goldens: this class alone
         dropped = len(golden.classes) - 1

@@ -150,12 +150,11 @@ def read_goldens(arrays: dict[str, np.ndarray]) -> Goldens:
     return Goldens([inputs[i] for i in range(n)], classes)
 
 
-def to_npz_arrays(
-    inputs: list[Sample], outputs: list[Sample], numerics: dict | None = None
-) -> dict[str, np.ndarray]:
+def to_npz_arrays(inputs: list[Sample], outputs: list[Sample]) -> dict[str, np.ndarray]:
+    """One machine class, recorded where: unknown (goldens written by hand or by a test)."""
     if len(inputs) != len(outputs):
         raise ValueError("as many outputs as inputs")
-    return goldens_arrays(Goldens(inputs, [GoldenClass(numerics, outputs)]))
+    return goldens_arrays(Goldens(inputs, [GoldenClass(None, outputs)]))
 
 
 def from_npz_arrays(arrays: dict[str, np.ndarray]) -> tuple[list[Sample], list[Sample]]:

@@ -10,6 +10,16 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validat
 from tritonbuild.triton.finding import Finding
 
 SCHEMA_VERSION = 1
+# ModelReport fields added after reports were first signed: left out of the signed payload while
+# unset, so an older report keeps its signature
+ADDED_AFTER_SIGNING = (
+    "goldens_refused",
+    "numerics",
+    "goldens_recorded_on",
+    "goldens_classes",
+    "cause",
+    "numerics_differ",
+)
 
 
 class _Frozen(BaseModel):
@@ -258,14 +268,7 @@ class VerificationReport(_Frozen):
         for model in payload[
             "models"
         ]:  # NOTE: absent from reports signed before they were added: unset, not signed
-            for key in (
-                "goldens_refused",
-                "numerics",
-                "goldens_recorded_on",
-                "goldens_classes",
-                "cause",
-                "numerics_differ",
-            ):
+            for key in ADDED_AFTER_SIGNING:
                 if model.get(key) is None:
                     model.pop(key, None)
             for mismatch in (*model.get("mismatches", []), *model.get("tolerated", [])):

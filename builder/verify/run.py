@@ -183,8 +183,9 @@ class _ModelChecks:
             for key, (route, detail) in self.routes.items()
         }
         self.say("loading models")
+        reading = server_numerics(server)  # the stub's interpreter reads it while the models load
         self.loads = _load_all(server, self._embedded_models(), load_timeout)
-        self.server_numerics = server_numerics(server)
+        self.server_numerics = reading()
 
     def check_models(self) -> tuple[list[ModelReport], list[ManifestModel]]:
         """Each model's report, and the manifest's models (with goldens recorded, under record)."""

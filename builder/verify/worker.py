@@ -4,7 +4,10 @@ libraries read them once, when they load: tritonbuild's own process may have loa
 (a build, a static check), so a portable model is run where they are set from the start.
 
 The parent sends pickled requests on the child's stdin and reads pickled replies from its stdout
-(the child's own prints go to stderr); both ends are this module."""
+(the child's own prints go to stderr); both ends are this module. Not multiprocessing: its spawned
+children inherit the parent's environment and import the parent's __main__ (tritonbuild's CLI,
+hence numpy and OpenBLAS) before an initializer could set the variables; a child started with its
+own env= has them from its first instruction."""
 
 from __future__ import annotations
 

@@ -81,3 +81,18 @@ def test_portable_fingerprints_ignore_the_cpu_that_can_run_the_pins():
     assert "cpu.vendor" not in deciding(a)
     assert "portable (MKL_CBWR=COMPATIBLE)" in summary(a)
     assert summary(None).startswith("unknown")
+
+
+def test_the_probe_reads_the_cpu_features_the_fingerprint_records():
+    """publish/probe.py ships alone (no tritonbuild import) and keeps its own copy of the flags it compares."""
+    from tritonbuild.publish import probe
+
+    assert probe.FLAGS == numerics.DISPATCH_FLAGS
+    here = probe._cpu()
+    recorded = fingerprint(())["cpu"]
+    assert (here["vendor"], here["family"], here["model_id"]) == (
+        recorded["vendor"],
+        recorded["family"],
+        recorded["model_id"],
+    )
+    assert sorted(set(probe.FLAGS) & here["flags"]) == sorted(recorded["isa"])
