@@ -111,7 +111,7 @@ def _published(
     launcher(sources) gets a copy of their Python files (what the target's Python must import,
     server/mirror.py)."""
     from tritonbuild.publish.inspect import list_opened
-    from tritonbuild.publish.objects import read_text
+    from tritonbuild.publish.objects import read_state, read_text
     from tritonbuild.publish.protocol import open_for_read
     from tritonbuild.triton.config import parse
 
@@ -136,7 +136,10 @@ def _published(
             loadable.append(entry.name)
     with tempfile.TemporaryDirectory(prefix="tritonbuild-imports-") as scratch:
         chosen = launcher(_python_files(target, loadable, Path(scratch)) if other_python else ())
-    server = EmbeddedServer(target.triton_url(), **server_options, launcher=chosen)
+    # the live versions' portable numerics, set before the server's Python side loads them
+    options = {key: value for key, value in server_options.items() if key != "env"}
+    env = {**read_state(target).numerics_env(), **(server_options.get("env") or {})}
+    server = EmbeddedServer(target.triton_url(), **options, env=env, launcher=chosen)
     return Serving(server, loadable, sorted(set(names) - set(loadable)))
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from tritonbuild.core.cas import FileEntry
+from tritonbuild.repository.manifest import numerics_env
 
 SCHEMA_VERSION = 1
 TARGET_MANIFEST = "tritonbuild-manifest.json"  # at the target root: the commit marker, written last
@@ -33,6 +35,19 @@ class PublishedVersion(_Frozen):
         "to it (restored by rollback). None: published before "
         "tritonbuild stored it.",
     )
+    numerics: dict | None = Field(
+        None,
+        description="The version's portable numerics (the build manifest's numerics: mode, cpus, "
+        "threads, env): the variables a server sets before it loads the version. Absent: native.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _drop_native(self, handler):
+        # NOTE: absent for native versions: target manifests written before numerics stay the same
+        data = handler(self)
+        if isinstance(data, dict) and data.get("numerics") is None:
+            data.pop("numerics", None)
+        return data
 
 
 class PublishedModel(_Frozen):
@@ -51,6 +66,15 @@ class PublishedModel(_Frozen):
 class TargetManifest(_Frozen):
     schema_version: int = SCHEMA_VERSION
     models: dict[str, PublishedModel] = Field(default_factory=dict)
+
+    def numerics_env(self) -> dict[str, str]:
+        """The variables of the live versions' portable numerics, for the server that serves the
+        target (repository/manifest.numerics_env: versions asking different values refused)."""
+        return numerics_env(
+            SimpleNamespace(name=name, numerics=model.versions[model.live].numerics)
+            for name, model in sorted(self.models.items())
+            if model.live in model.versions
+        )
 
 
 class Action(_Frozen):

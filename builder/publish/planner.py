@@ -225,6 +225,7 @@ def _plan_version(
         source_manifest=manifest.digest,
         verification=verification,
         model_identity=model.model_identity,
+        numerics=model.numerics,
     )
     own = None
     if record.config_sha256 is None:

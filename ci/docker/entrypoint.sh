@@ -31,7 +31,13 @@ if [ -f "$MODELS/tritonbuild-manifest.json" ]; then
   done < <(python3 - "$MODELS/tritonbuild-manifest.json" <<'PY'
 import json, sys
 lines = []
-for m in json.load(open(sys.argv[1])).get("models", []):
+models = json.load(open(sys.argv[1])).get("models", [])
+if isinstance(models, dict):  # a publish target's manifest (TRITONBUILD_TARGET): its live versions' numerics
+    for state in models.values():
+        live = (state.get("versions") or {}).get(str(state.get("live"))) or {}
+        lines += [("env", f"{k}={v}") for k, v in sorted((live.get("numerics") or {}).get("env", {}).items())]
+    models = []
+for m in models:
     spec = (m.get("llm") or {}).get("server_launch") or {}
     lines += [("env", f"{k}={v}") for k, v in sorted(spec.get("env", {}).items())]
     lines += [("launcher", " ".join(spec["launcher"]))] if spec.get("launcher") else []

@@ -111,3 +111,52 @@ def test_a_native_golden_read_on_another_mkl_path_names_the_machine_class(exampl
     )
     assert _tritonbuild("verify", out).returncode == 0
     assert _tritonbuild("verify", out, env={"MKL_CBWR": "COMPATIBLE"}).returncode == 0
+
+
+def test_a_published_portable_model_is_served_with_its_numerics(cli, tmp_path):
+    """The target's manifest carries the live version's numerics; 'serve TARGET' (api.serving) sets them
+    before the server's Python side loads the model, which then answers its portable goldens bit for bit,
+    and the serving image's entrypoint reads them from a synced target's manifest as well."""
+    import tritonclient.http as httpclient
+
+    from tritonbuild import api
+    from tritonbuild.core.npz import read_npz
+    from tritonbuild.core.numerics import portable_env
+    from tritonbuild.verify.goldens import from_npz_arrays
+
+    out, target = tmp_path / "OUT", tmp_path / "pub"
+    assert cli("build", ROOT / "recipes/examples/risk-scorer.yaml", "-o", out).exit_code == 0
+    assert cli("publish", out, f"file://{target}", "--skip-verify").exit_code == 0
+    state = json.loads((target / "tritonbuild-manifest.json").read_text())
+    assert state["models"]["risk-scorer"]["versions"]["1"]["numerics"]["env"] == portable_env()
+    inputs, outputs = from_npz_arrays(read_npz(out / "risk-scorer" / "golden-v1.npz"))
+    serving = api.serve(f"file://{target}")
+    assert serving.server.env["MKL_CBWR"] == "COMPATIBLE"
+    with serving.server as server:
+        server.load("risk-scorer")
+        client = httpclient.InferenceServerClient(server.http_url)
+        for sample, expected in zip(inputs, outputs, strict=True):
+            inp = httpclient.InferInput("FEATURES", list(sample["FEATURES"].shape), "FP32")
+            inp.set_data_from_numpy(sample["FEATURES"])
+            got = client.infer("risk-scorer", [inp], model_version="1").as_numpy("PROBS")
+            assert got.tobytes() == expected["PROBS"].tobytes()
+        client.close()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "tritonserver").write_text(
+        "#!/bin/sh\necho MKL_CBWR=$MKL_CBWR OMP=$OMP_NUM_THREADS\n"
+    )
+    (bin_dir / "tritonserver").chmod(0o755)
+    for served in (out, target):  # a built repository baked in, and a publish target synced
+        shown = subprocess.run(
+            ["bash", str(ROOT / "ci/docker/entrypoint.sh")],
+            env={
+                **os.environ,
+                "PATH": f"{bin_dir}:{os.environ['PATH']}",
+                "TRITONBUILD_MODELS": str(served),
+            },
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert shown.stdout.split() == ["MKL_CBWR=COMPATIBLE", "OMP=1"], shown.stderr

@@ -67,6 +67,10 @@ def _probe(folder, url) -> subprocess.CompletedProcess:
     )
 
 
+# the probe names why an answer differs (issue 41); these goldens carry no fingerprint
+UNKNOWN = "recorded where: unknown (goldens older than fingerprints)"
+
+
 @pytest.mark.triton
 @pytest.mark.slow
 def test_int64_beyond_doubles_and_non_utf8_bytes_are_compared_bit_for_bit(tmp_path):
@@ -90,11 +94,11 @@ def test_int64_beyond_doubles_and_non_utf8_bytes_are_compared_bit_for_bit(tmp_pa
         off = _probe(folder, url)
         assert (off.returncode, off.stderr) == (
             1,
-            "not ready: echo v1: output N_OUT differs from its golden\n",
+            f"not ready: echo v1: output N_OUT differs from its golden ({UNKNOWN})\n",
         )
         write_npz(folder / "golden.npz", _golden(BIG, b"\xfe\x00raw"))
         off = _probe(folder, url)
         assert (off.returncode, off.stderr) == (
             1,
-            "not ready: echo v1: output S_OUT differs from its golden\n",
+            f"not ready: echo v1: output S_OUT differs from its golden ({UNKNOWN})\n",
         )
