@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "builder" / "core"))  # numerics.py runs standalone
 
 _WORK = r"""
 import json, sys, time
@@ -65,7 +64,7 @@ def _once(env: dict, threads: int) -> dict:
 
 
 def bench_numerics(rounds: int = 5, threads: int = 1) -> dict:
-    from numerics import fingerprint, portable_env, summary
+    from tritonbuild.core.numerics import fingerprint, portable_env, summary
 
     configs = {
         "native": {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)},
