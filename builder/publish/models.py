@@ -5,9 +5,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import BaseModel, ConfigDict, Field
 
 from tritonbuild.core.cas import FileEntry
+from tritonbuild.core.omit import OmitWhenNone
 from tritonbuild.repository.manifest import numerics_env
 
 SCHEMA_VERSION = 1
@@ -19,7 +20,10 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class PublishedVersion(_Frozen):
+class PublishedVersion(_Frozen, OmitWhenNone):
+    # NOTE: absent for native models: records written before numerics keep their bytes
+    omit_when_none = ("numerics",)
+
     files: dict[str, FileEntry] = Field(
         description="Model-directory relative path → digest and size."
     )
@@ -40,14 +44,6 @@ class PublishedVersion(_Frozen):
         description="The version's portable numerics (the build manifest's numerics: mode, cpus, "
         "threads, env): the variables a server sets before it loads the version. Absent: native.",
     )
-
-    @model_serializer(mode="wrap")
-    def _drop_native(self, handler):
-        # NOTE: absent for native versions: target manifests written before numerics stay the same
-        data = handler(self)
-        if isinstance(data, dict) and data.get("numerics") is None:
-            data.pop("numerics", None)
-        return data
 
 
 class PublishedModel(_Frozen):

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import BaseModel, ConfigDict, Field
 
 from tritonbuild.core.cas import FileEntry
 from tritonbuild.core.hashing import sha256_bytes
+from tritonbuild.core.omit import OmitWhenNone
 from tritonbuild.errors import TritonBuildError, UsageError, VerifyError
 from tritonbuild.recipe.models import TensorSpec, Verify
 
@@ -22,7 +23,10 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class ManifestModel(_Frozen):
+class ManifestModel(_Frozen, OmitWhenNone):
+    # NOTE: absent for native models: records written before numerics keep their bytes
+    omit_when_none = ("numerics",)
+
     name: str
     version: int
     backend: str
@@ -55,14 +59,6 @@ class ManifestModel(_Frozen):
         "every process that runs the model gets before its math libraries load (verify's worker, "
         "the server). Absent: native.",
     )
-
-    @model_serializer(mode="wrap")
-    def _drop_native(self, handler):
-        # NOTE: absent for native models: manifests written before numerics stay byte-identical
-        data = handler(self)
-        if isinstance(data, dict) and data.get("numerics") is None:
-            data.pop("numerics", None)
-        return data
 
 
 class Manifest(_Frozen):
