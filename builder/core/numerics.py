@@ -41,9 +41,12 @@ DISPATCH_FLAGS = (
 # What portable numerics needs of a CPU: the pinned code paths below use no more than this.
 PORTABLE_NEEDS = ("avx2", "fma")
 
-# numpy's own SIMD dispatch groups above AVX2 (numpy 1.26 and 2.x spell them so): disabled under
-# portable numerics so numpy's kernels take their AVX2 paths on every machine.
+# numpy's own SIMD dispatch targets above AVX2, as numpy names them (its __cpu_dispatch__): 1.26
+# dispatches AVX512F ... AVX512_SPR; 2.x groups them as X86_V4 (AVX512F/CD/VL/BW/DQ), AVX512_ICL and
+# AVX512_SPR (seen: numpy 2.4.6 and 2.5.2). Disabled under portable numerics so numpy's kernels take
+# their AVX2 paths on every machine; a name a numpy does not know is ignored by it.
 NUMPY_AVX512 = (
+    "X86_V4",
     "AVX512F",
     "AVX512CD",
     "AVX512_KNL",

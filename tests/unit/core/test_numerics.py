@@ -96,3 +96,20 @@ def test_the_probe_reads_the_cpu_features_the_fingerprint_records():
         recorded["model_id"],
     )
     assert sorted(set(probe.FLAGS) & here["flags"]) == sorted(recorded["isa"])
+
+
+# numpy 2.x's dispatch targets on x86-64 (its __cpu_dispatch__, read from numpy 2.4.6 here and 2.5.2 on
+# the lent H100 host, 2026-12-06): with only the 1.x names disabled, X86_V4 stayed on there
+NUMPY2_DISPATCH = ("X86_V3", "X86_V4", "AVX512_ICL", "AVX512_SPR")
+
+
+def test_portable_numpy_keeps_only_its_avx2_paths_under_both_namings():
+    import numpy as np
+
+    umath = (
+        getattr(getattr(np, "_core", None), "_multiarray_umath", None) or np.core._multiarray_umath
+    )
+    above_avx2 = [name for name in umath.__cpu_dispatch__ if "512" in name or name == "X86_V4"]
+    off = set(portable_env()["NPY_DISABLE_CPU_FEATURES"].split())
+    assert set(above_avx2) <= off  # the installed numpy's own names
+    assert [name for name in NUMPY2_DISPATCH if name not in off] == ["X86_V3"]
