@@ -95,3 +95,37 @@ def test_recording_on_another_class_adds_it_and_never_overwrites_silently():
     assert refusal is None and upgraded.classes[0].numerics == AMD
     _, _, refusal = merged(legacy, legacy.inputs, Y2, AMD, force=False)
     assert refusal and "recorded before fingerprints" in refusal
+
+
+def test_a_refused_record_leaves_the_repository_goldens_as_they_were(tmp_path):
+    """Issue 43: a refused 'verify --record' wrote OUT/<model>/golden-v1.npz before refusing, so the next
+    plain verify passed on the refused answers."""
+    from tests.unit.verify.manifests import manifest_model
+    from tritonbuild.core.hashing import sha256_file
+    from tritonbuild.core.npz import write_npz
+    from tritonbuild.verify.answers import write_goldens
+
+    golden = Goldens(X, [GoldenClass(AMD, Y)])
+    recipe = tmp_path / "recipes" / "m.yaml"
+    recipe.parent.mkdir()
+    recipe.write_text("name: m\n")
+    committed = recipe.parent / "goldens" / "m.npz"
+    committed.parent.mkdir()
+    out = tmp_path / "OUT"
+    dest = out / "m" / "golden-v1.npz"
+    dest.parent.mkdir(parents=True)
+    for path in (committed, dest):
+        write_npz(path, goldens_arrays(golden))
+    kept = dest.read_bytes()
+    model = manifest_model(
+        "m",
+        goldens="m/golden-v1.npz",
+        goldens_source=str(committed),
+        recipe_path=str(recipe),
+        recipe_sha256=sha256_file(recipe),
+    )
+    _, _, refusal = write_goldens(out, model, X, Y2, golden, AMD, force=False)
+    assert refusal and "not overwritten" in refusal
+    assert dest.read_bytes() == kept and committed.read_bytes() == kept
+    _, _, refusal = write_goldens(out, model, X, Y2, golden, AMD, force=True)
+    assert refusal is None and dest.read_bytes() != kept and committed.read_bytes() != kept
