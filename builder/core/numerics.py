@@ -253,9 +253,10 @@ def _flat(value, prefix: str = "") -> dict[str, object]:
 
 
 def portable_settings(fp: dict) -> bool:
-    """Recorded under portable numerics: MKL's CNR branch set and ATen pinned."""
+    """Recorded under portable numerics: every variable portable_env sets is set (a native run with
+    some of them set, as a machine's caps or a user's MKL_CBWR, is native)."""
     env = fp.get("env") or {}
-    return "MKL_CBWR" in env and "ATEN_CPU_CAPABILITY" in env
+    return all(key in env for key in portable_env())
 
 
 def deciding(fp: dict) -> dict[str, object]:

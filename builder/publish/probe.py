@@ -245,7 +245,7 @@ def _cause(recorded: dict | None) -> str:
         return "recorded where: unknown (goldens older than fingerprints)"
     cpu, here = recorded.get("cpu") or {}, _cpu()
     env = recorded.get("env") or {}
-    if "MKL_CBWR" in env and "ATEN_CPU_CAPABILITY" in env:
+    if all(key in env for key in PINNED):
         missing = [flag for flag in ("avx2", "fma") if here and flag not in here["flags"]]
         return (
             f"portable numerics: this CPU lacks {', '.join(missing)} for the pinned paths"
@@ -268,6 +268,12 @@ def _cause(recorded: dict | None) -> str:
     return "same CPU as recorded: the model's answers changed, or its libraries did"
 
 
+# the variables core/numerics.py's portable_env sets: all of them set = recorded portable
+# fmt: off
+PINNED = ("MKL_CBWR", "MKL_DYNAMIC", "MKL_NUM_THREADS", "OMP_DYNAMIC", "OMP_NUM_THREADS",
+          "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS",
+          "NPY_DISABLE_CPU_FEATURES")
+# fmt: on
 # the CPU features core/numerics.py records (DISPATCH_FLAGS)
 FLAGS = (
     "sse4_2",

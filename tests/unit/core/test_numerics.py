@@ -79,6 +79,9 @@ def test_portable_fingerprints_ignore_the_cpu_that_can_run_the_pins():
     old = _fp(isa=("avx",), env=pins, cap="AVX2")  # no AVX2: the pinned paths cannot run
     assert differences(a, old) == ["cpu.runs_pinned_paths: True → False"]
     assert "cpu.vendor" not in deciding(a)
+    # a native run where some of the pinned variables are set (a machine's caps, a user's MKL_CBWR)
+    capped = _fp(env={"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "avx2"})
+    assert "cpu.vendor" in deciding(capped)
     assert "portable (MKL_CBWR=COMPATIBLE)" in summary(a)
     assert summary(None).startswith("unknown")
 
@@ -88,6 +91,7 @@ def test_the_probe_reads_the_cpu_features_the_fingerprint_records():
     from tritonbuild.publish import probe
 
     assert probe.FLAGS == numerics.DISPATCH_FLAGS
+    assert tuple(portable_env()) == probe.PINNED
     here = probe._cpu()
     recorded = fingerprint(())["cpu"]
     assert (here["vendor"], here["family"], here["model_id"]) == (
