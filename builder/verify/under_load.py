@@ -56,9 +56,31 @@ def answers_under_load(
                 summary["differing"] += 1
                 _count_tokens(summary, alone[i], got)
     where = f"amid {others} concurrent requests ({repeats} round(s) x {len(inputs)} request(s))"
-    if not found:
-        return "invariant", f"bit-identical alone and {where}", [], summary
-    return "variant", _variant_detail(summary, found, where), found, summary
+    paths_found, paths_line = _paths(model, runner, inputs, others, summary)
+    if not found and not paths_found:
+        return "invariant", f"bit-identical alone and {where}{paths_line}", [], summary
+    detail = _variant_detail(summary, found, where) if found else f"golden requests {where}: ok"
+    return "variant", detail + paths_line, found + paths_found, summary
+
+
+def _paths(model: ManifestModel, runner, inputs, others: int, summary: dict):
+    """The traffic paths (verify/traffic.py) where the model takes a prompt and sampling
+    parameters: into summary["paths"]; the required paths' mismatches, and a line for the detail."""
+    from tritonbuild.verify import traffic
+
+    template = next((s for s in inputs if "sampling_parameters" in s and "text_input" in s), None)
+    if template is None or not hasattr(runner, "infer_concurrent"):
+        return [], ""
+    paths = traffic.Paths(
+        model,
+        runner,
+        template,
+        others,
+        lambda alone, got, i, context: _differences(model, alone, got, i, context),
+    ).run()
+    summary["paths"] = [path.to_dict() for path in paths]
+    found = [m for path in paths if path.required for m in path.mismatches]
+    return found, f"; paths: {traffic.summary(paths)}"
 
 
 def _differences(model: ManifestModel, alone: dict, got: dict, sample: int, context: str):

@@ -24,7 +24,7 @@ name: chat
 version: 1
 backend: vllm
 checkpoint: {{path: {ckpt}}}
-engine_args: {{dtype: float16, max_num_seqs: 16, enforce_eager: true}}
+engine_args: {{dtype: float16, max_num_seqs: 16, enforce_eager: true, extra: {{max_num_batched_tokens: 64}}}}
 serving: {{determinism: {determinism}}}
 image: {{triton_image: "nvcr.io/nvidia/tritonserver:26.06-vllm-python-py3"}}
 verify: {{goldens: goldens/chat.npz, samples: 2, repeats: 2, batch_invariance: {require},
@@ -70,7 +70,9 @@ def test_answers_that_change_under_load_fail_a_recipe_that_requires_invariance(
         assert load["ids_differing"] + load["logprobs_only_differing"] == load["differing"]
         assert "differ from the answer alone" in model["batch_detail"]
         assert all(
-            m["context"].startswith("amid 12 concurrent requests") for m in model["mismatches"]
+            m["context"].startswith("amid 12 concurrent requests")
+            or m["context"].split(":")[0] in {p["path"] for p in load["paths"]}
+            for m in model["mismatches"]
         )
         assert "VLLM_BATCH_INVARIANT" not in server.env
 
@@ -198,3 +200,63 @@ def test_verify_runs_a_given_backends_models_in_the_embedded_server_as_serve_doe
     assert model.route == "live-embedded" and "vllm backend given" in model.route_detail
     assert report.passed is passed and model.under_load["answers"] == 8
     assert (model.under_load["differing"] == 0) is passed
+
+
+def _paths(model: dict) -> dict:
+    return {path["path"]: path for path in model["under_load"]["paths"]}
+
+
+def test_verify_under_load_takes_the_paths_real_traffic_takes(cli, tmp_path, monkeypatch):
+    """Beyond the short golden prompts: a prompt of several KV blocks cold and from the prefix cache, prompts
+    sharing a prefix in flight, a prompt longer than the step's token budget prefilled in chunks amid decoding
+    streams, a long decode under load, seeded sampling: all bit-identical on a server that serves invariant."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("VLLM_STANDIN_VARIANT", raising=False)
+    root = _build(tmp_path, "invariant", "require", "paths")
+    with _serve(root) as server:
+        code, report = _verify(cli, root, f"http://{server.http_url}", "--record")
+    assert code == 0, report
+    model = report["models"][0]
+    paths = _paths(model)
+    assert list(paths) == [
+        "prefix-cache",
+        "shared-prefix",
+        "chunked-prefill",
+        "long-decode",
+        "seeded-sampling",
+    ]
+    assert all(p["differing"] == 0 and p["answers"] > 0 for p in paths.values()), paths
+    assert paths["prefix-cache"]["exercised"] and paths["chunked-prefill"]["exercised"]
+    assert "budget 64 tokens" in paths["chunked-prefill"]["detail"]
+    assert not paths["seeded-sampling"]["required"]
+    assert "paths: prefix-cache: 2 identical" in model["batch_detail"]
+
+
+@pytest.mark.parametrize(
+    "variant, path, fails",
+    [
+        ("prefix-cache", "prefix-cache", True),
+        ("chunked-prefill", "chunked-prefill", True),
+        ("sampler", "seeded-sampling", False),
+    ],
+)
+def test_a_path_whose_answers_change_fails_an_invariant_model_and_is_named(
+    cli, tmp_path, monkeypatch, variant, path, fails
+):
+    """The stand-in made batch-dependent on one path (VLLM_STANDIN_VARIANT): the golden requests alone would
+    pass; verify fails naming the path. Seeded sampling is measured and told, outside the promise."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("VLLM_STANDIN_VARIANT", variant)
+    root = _build(tmp_path, "invariant", "require", f"v-{variant}")
+    with _serve(root) as server:
+        code, report = _verify(cli, root, f"http://{server.http_url}", "--record")
+    model = report["models"][0]
+    paths = _paths(model)
+    assert paths[path]["differing"] > 0, paths
+    assert (code, model["passed"]) == ((6, False) if fails else (0, True)), report
+    assert f"{path}: " in model["batch_detail"] and "differ" in model["batch_detail"]
+    if fails:
+        assert model["batch_invariance"] == "variant"
+        assert any(m["context"].startswith(f"{path}: ") for m in model["mismatches"])
+    else:
+        assert not any(m["context"].startswith(f"{path}: ") for m in model["mismatches"])
