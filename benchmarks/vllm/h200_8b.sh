@@ -9,10 +9,13 @@
 #   build-8b         tritonbuild build: /tmp/vw/OUT8-default (the two default recipes), /tmp/vw/OUT8-invariant (the
 #                    two invariant ones); the source checkpoints' weights are then removed (the repositories hold
 #                    them; /tmp is 64 GiB). PLUGIN_PREINSTALL=1: also pip install the plugin wheel into python3
-#   serve-8b CONFIG  CONFIG default|invariant: tritonbuild serve of that repository (both models in one server)
+#   serve-8b CONFIG  CONFIG default|invariant|invariant-chunked: tritonbuild serve of that repository (both models
+#                    in one server; invariant-chunked: the INT4 invariant model with a 512-token step budget,
+#                    built with BUILD_CHUNKED=1; BUILD_DEFAULT=0 skips the default repository)
 #   determinism-8b   measure.py determinism, each model: 10x alone, 10x amid 63 others
 #   throughput-8b    measure.py throughput, each model: 1 and 64 streams
-#   verify-8b        tritonbuild verify --server --record --json on a hardlinked copy of the served repository
+#   verify-8b        tritonbuild verify --server --record --server-log --json on a hardlinked copy of the served
+#                    repository (VERIFY_RECORD=0: compared with the recipes' goldens, not recorded)
 #   soak-8b          measure.py soak, both models at once: 64 streams for SOAK_S (default 120) s each
 #   stop             stop the server
 # Each step is skipped when less than its need is left before H200_BUDGET_S (default 570 s) from the start.
@@ -40,6 +43,7 @@ models() {  # the served config's models
   case $(config) in
     default) echo "llama-3-8b-fp16 llama-3-8b-int4" ;;
     invariant) echo "llama-3-8b-fp16-invariant llama-3-8b-int4-invariant" ;;
+    invariant-chunked) echo "llama-3-8b-int4-invariant" ;;
   esac
 }
 
@@ -70,8 +74,18 @@ while [ $# -gt 1 ]; do
       need 150 build-8b || continue
       rm -rf $W/bench8/*.yaml && cp "$SRC"/benchmarks/vllm/llama-3-8b-{fp16,int4}{,-invariant}.yaml $W/bench8/
       ln -sfn $W/ckpt $W/bench8/checkpoints
-      (cd $W/bench8 && $TB build llama-3-8b-fp16.yaml llama-3-8b-int4.yaml -o $W/OUT8-default &&
-        $TB build llama-3-8b-fp16-invariant.yaml llama-3-8b-int4-invariant.yaml -o $W/OUT8-invariant) || exit 4
+      ln -sfn "$(cd "$SRC" && pwd)/benchmarks/vllm/goldens" $W/bench8/goldens  # the invariant recipes' goldens
+      # invariant-chunked: the INT4 invariant recipe with a 512-token step budget, so verify's chunked-prefill
+      # path (a prompt longer than the budget amid decoding streams) fits max_model_len 2048
+      mkdir -p $W/bench8/chunked && ln -sfn $W/ckpt $W/bench8/chunked/checkpoints
+      ln -sfn $W/bench8/goldens $W/bench8/chunked/goldens
+      sed 's/^  quantization: compressed-tensors$/&\n  extra: {max_num_batched_tokens: 512}/' \
+        $W/bench8/llama-3-8b-int4-invariant.yaml > $W/bench8/chunked/llama-3-8b-int4-invariant.yaml
+      (cd $W/bench8 && { [ "${BUILD_DEFAULT:-1}" = 0 ] ||
+          $TB build llama-3-8b-fp16.yaml llama-3-8b-int4.yaml -o $W/OUT8-default; } &&
+        $TB build llama-3-8b-fp16-invariant.yaml llama-3-8b-int4-invariant.yaml -o $W/OUT8-invariant &&
+        { [ "${BUILD_CHUNKED:-0}" = 0 ] ||
+          (cd chunked && $TB build llama-3-8b-int4-invariant.yaml -o $W/OUT8-invariant-chunked); }) || exit 4
       echo "{\"build_s\": $(( $(date +%s) - t0 )), \"quantize_threads\": \"${TRITONBUILD_QUANTIZE_THREADS:-auto}\"}" \
         > $R/build-8b.json
       rm -f $W/ckpt/*/*.safetensors  # NOTE: the repositories hold the weights (hardlinks into the build cache)
@@ -81,7 +95,8 @@ while [ $# -gt 1 ]; do
       du -sh $W/OUT8-default $W/OUT8-invariant; df -h /tmp | tail -1 ;;
     serve-8b)
       cfg=$1; shift
-      case $cfg in default|invariant) ;; *) echo "serve-8b needs default|invariant, got '$cfg'" >&2; exit 2 ;; esac
+      case $cfg in default|invariant|invariant-chunked) ;;
+        *) echo "serve-8b needs default|invariant|invariant-chunked, got '$cfg'" >&2; exit 2 ;; esac
       need 150 "serve-8b $cfg" || continue
       serve "$cfg" || { stop; continue; } ;;
     determinism-8b)
@@ -102,12 +117,16 @@ while [ $# -gt 1 ]; do
       need ${VERIFY_NEED_S:-180} verify-8b || continue
       cfg=$(config)
       rm -rf $W/OUT8-rec && cp -al $W/OUT8-$cfg $W/OUT8-rec  # hardlinks: --record writes goldens beside, not into
-      (cd $W/bench8 && $TB verify $W/OUT8-rec --server $URL --record --json > $R/verify-8b-$cfg.json)
+      # VERIFY_RECORD=0: compare with the recipes' goldens (recorded on another machine) instead of recording;
+      # the server's log proves which kernels serve the invariant models (verify --server-log)
+      (cd $W/bench8 && $TB verify $W/OUT8-rec --server $URL $([ "${VERIFY_RECORD:-1}" = 0 ] || echo --record) \
+        --server-log $W/server-8b-$cfg.log --json > $R/verify-8b-$cfg.json)
       echo "verify exit $?"
       python3 - "$R/verify-8b-$cfg.json" <<'PY'
 import json, sys
 for m in json.load(open(sys.argv[1])).get("models", []):
-    print(m["name"], "passed" if m["passed"] else "FAILED", m["batch_invariance"], m.get("batch_detail", ""))
+    print(m["name"], "passed" if m["passed"] else "FAILED", m["batch_invariance"], m.get("batch_detail", ""),
+          m.get("cause"), m.get("served_problems"), [x.get("context") for x in m.get("mismatches", [])][:6])
 PY
       ;;
     soak-8b)
@@ -124,7 +143,7 @@ PY
   esac
   echo "$step took $(( $(date +%s) - t0 )) s"
 done
-for c in default invariant; do
+for c in default invariant invariant-chunked; do
   f=$W/server-8b-$c.log
   [ -f $f ] || continue
   grep -h "Using .* for CompressedTensorsWNA16\|KV cache\|[Mm]odel loading took\|Graph capturing finished\|tritonbuild_invariant" $f |

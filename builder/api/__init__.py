@@ -103,6 +103,7 @@ def verify_repository(
     root: Path,
     *,
     server_url: str | None = None,
+    server_log: Path | None = None,
     record: bool = False,
     progress: Progress | None = None,
     force: bool = False,
@@ -120,6 +121,7 @@ def verify_repository(
     report = verify(
         root,
         server_url=server_url,
+        server_log=server_log,
         record=record,
         progress=progress,
         force=force,

@@ -166,6 +166,11 @@ class Backend(ABC):
         ok detail)."""
         return []
 
+    def served_check(self, model, log: str | None) -> tuple[list[str], str | None]:
+        """(problems, note) from the log of the server that serves the model (None: no log): what
+        its runtime chose against what the model needs. Most backends check nothing."""
+        return [], None
+
     def gpus_needed(self, mc, version_dir: Path) -> int:
         """GPUs one server needs for this model beyond what its instance groups name (a backend that
         places its own devices); 0: nothing beyond them."""

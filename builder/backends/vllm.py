@@ -169,6 +169,11 @@ class VLLMBackend(Backend):
     def golden_inputs(self, model) -> list[dict]:
         return golden_inputs(model)
 
+    def served_check(self, model, log: str | None) -> tuple[list[str], str | None]:
+        from tritonbuild.backends._vllm_served import served_check
+
+        return served_check(model, log)
+
     def check_recipe(self, recipe) -> list:
         problems = quant.quantize_problems(recipe)
         if problem := quantization_problem(

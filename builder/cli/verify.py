@@ -4,6 +4,7 @@ objects, and the report's rendering."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 from rich.table import Table
@@ -34,6 +35,13 @@ from tritonbuild.core.stores import is_url, parse_location
     metavar="URL",
     help="Verify every model live against this tritonserver "
     "(HTTP, e.g. http://host:8000) instead of the embedded one.",
+)
+@click.option(
+    "--server-log",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="With --server: that server's log, read for what its runtimes chose (an invariant vLLM "
+    "model's plugin and kernels); the embedded server's own log is always read.",
 )
 @click.option(
     "--record", is_flag=True, help="Record golden outputs (to the recipes' verify.goldens and OUT)."
@@ -69,6 +77,7 @@ from tritonbuild.core.stores import is_url, parse_location
 def verify_command(
     repository: str,
     server_url: str | None,
+    server_log: Path | None,
     record: bool,
     force: bool,
     rebuild: bool,
@@ -98,6 +107,7 @@ def verify_command(
         report = api.verify_repository(
             repository,
             server_url=server_url,
+            server_log=server_log,
             record=record,
             progress=progress,
             force=force,

@@ -82,6 +82,11 @@ class ModelReport(_Frozen):
         "ids_differing, logprobs_only_differing, first_differing_position (generated "
         "token), max_logprob_diff.",
     )
+    served_problems: list[str] = Field(
+        default_factory=list,
+        description="What the server's log shows its runtime chose against what the model needs "
+        "(an invariant vLLM model on another kernel, its plugin not loaded); any fails it.",
+    )
     passed: bool
     checked: bool = Field(
         True,

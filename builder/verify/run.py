@@ -36,7 +36,7 @@ from tritonbuild.verify.answers import check_model, write_goldens
 from tritonbuild.verify.models import ModelReport, VerificationReport
 from tritonbuild.verify.routes import live_runner, route_for
 from tritonbuild.verify.runners import InferError
-from tritonbuild.verify.served import served_differences, version_ready
+from tritonbuild.verify.served import served_check, served_differences, version_ready
 from tritonbuild.verify.static import core_checks, lint, static_checks
 from tritonbuild.verify.triton_core import without_repeats
 from tritonbuild.verify.worker import WorkerError, in_process_runner, ran_on
@@ -55,8 +55,10 @@ def verify(
     tritonserver: str | None = None,
     backends: dict[str, Path] | None = None,
     triton_image: str | None = None,
+    server_log: Path | None = None,
 ) -> VerificationReport:
-    """triton_image: the image the repository is served by (--triton-image, else the recipes'
+    """server_log: the log of the server at server_url (verify/served.py).
+    triton_image: the image the repository is served by (--triton-image, else the recipes'
     serving image): the embedded server's Python side runs its Python, with what the repository's
     and the backends' Python files import here (server/target.py, server/mirror.py).
     tritonserver: a local binary or 'docker:IMAGE' to run instead of the embedded server
@@ -87,7 +89,7 @@ def verify(
     )
     if not all(check.ok for check in static):
         return _report(root, manifest, static, [], python_ran(), passed=False)
-    run = _ModelChecks(root, manifest, routes, server_url, record, force, say)
+    run = _ModelChecks(root, manifest, routes, server_url, record, force, say, server_log)
     with ExitStack() as stack:
         if any(route == "live-embedded" for route, _ in routes.values()):
             launcher = launcher_for(tritonserver, target, sources)
@@ -123,14 +125,10 @@ def _report(
     recorded: bool = False,
 ) -> VerificationReport:
     """The report, signed and written beside the manifest."""
+    fields = {"models": reports, "recorded": recorded, "python_side": python, "passed": passed}
+    toolchain = REGISTRY.toolchain()
     report = VerificationReport(
-        manifest_digest=manifest.digest,
-        toolchain=REGISTRY.toolchain(),
-        static=static,
-        models=reports,
-        recorded=recorded,
-        python_side=python,
-        passed=passed,
+        manifest_digest=manifest.digest, toolchain=toolchain, static=static, **fields
     )
     return _write_report(root, report)
 
@@ -148,9 +146,11 @@ class _ModelChecks:
         record: bool,
         force: bool,
         say: Progress,
+        server_log: Path | None = None,
     ):
         self.root, self.manifest, self.routes = root, manifest, routes
         self.server_url, self.record, self.force, self.say = server_url, record, force, say
+        self.server_log = server_log
         self.server: EmbeddedServer | None = None
         self.server_numerics: dict | None = None
         self.loads: dict[str, str | None] = {}
@@ -217,7 +217,8 @@ class _ModelChecks:
                 model_report = model_report.model_copy(
                     update={"notes": [*model_report.notes, note]}
                 )
-            reports.append(model_report)
+            log = self.server.log_path if self.server and route == "live-embedded" else None
+            reports.append(served_check(model, model_report, route, log or self.server_log))
             updated.append(updated_model)
         return reports, updated
 

@@ -104,3 +104,25 @@ def version_ready(url: str, model: ManifestModel) -> bool:
             return asked.version_ready(model.name, model.version)
     except Exception:  # noqa: BLE001 - not reachable: not served
         return False
+
+
+def served_check(model: ManifestModel, report, route: str, log: Path | None):
+    """report with what the server's log says its runtime chose for the model (the backend's
+    served_check: e.g. an invariant model's kernels): problems fail it, a note says what could not
+    be checked. Only models that loaded and were asked live."""
+    from tritonbuild.backends import REGISTRY
+
+    backend = REGISTRY.for_manifest(model.backend)
+    if not route.startswith("live-") or not report.loaded or backend is None:
+        return report
+    text = log.read_text(errors="replace") if log is not None and log.is_file() else None
+    problems, note = backend.served_check(model, text)
+    if not problems and note is None:
+        return report
+    return report.model_copy(
+        update={
+            "served_problems": problems,
+            "passed": report.passed and not problems,
+            "notes": [*report.notes, *([note] if note else [])],
+        }
+    )

@@ -260,3 +260,38 @@ def test_a_path_whose_answers_change_fails_an_invariant_model_and_is_named(
         assert any(m["context"].startswith(f"{path}: ") for m in model["mismatches"])
     else:
         assert not any(m["context"].startswith(f"{path}: ") for m in model["mismatches"])
+
+
+def test_an_invariant_model_whose_engine_started_without_the_plugin_fails_naming_it(
+    cli, tmp_path, monkeypatch
+):
+    """The plugin failed to load (VLLM_STANDIN_VARIANT=plugin: vLLM logs and skips it): the engine's log has no
+    plugin line before it, and verify fails the model naming it, from the embedded server's own log."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("VLLM_STANDIN_VARIANT", "plugin")
+    root = _build(tmp_path, "invariant", "report", "noplugin")
+    r = cli("verify", str(root), "--record", "--backend", f"vllm={STANDIN}", "--json")
+    assert r.exit_code == 6, r.output[-2000:]
+    (model,) = json.loads(r.stdout)["models"]
+    assert model["passed"] is False and len(model["served_problems"]) == 1
+    assert "started without tritonbuild's invariant plugin" in model["served_problems"][0]
+
+
+def test_verify_server_reads_the_given_servers_log(cli, tmp_path, monkeypatch):
+    """verify --server URL --server-log FILE: the served model's engine lines are read from that log; without
+    it, a note says the kernels were not checked."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("VLLM_STANDIN_VARIANT", raising=False)
+    root = _build(tmp_path, "invariant", "report", "given")
+    with _serve(root) as server:
+        url = f"http://{server.http_url}"
+        code, plain = _verify(cli, root, url, "--record")
+        code_log, logged = _verify(cli, root, url, "--server-log", str(server.log_path))
+        empty = tmp_path / "other.log"
+        empty.write_text("INFO another server's log\n")
+        code_other, other = _verify(cli, root, url, "--server-log", str(empty))
+    assert (code, code_log, code_other) == (0, 0, 6)
+    assert any("no server log" in note for note in plain["models"][0]["notes"])
+    assert logged["models"][0]["served_problems"] == []
+    assert not any("no server log" in note for note in logged["models"][0]["notes"])
+    assert "has no vLLM engine for it" in other["models"][0]["served_problems"][0]

@@ -1,0 +1,68 @@
+"""Proof from the server's log that an invariant vLLM model runs the invariant path: its engine
+started with tritonbuild's plugin registered in batch-invariant mode, and every W4A16 linear of a
+quantized model on the plugin's kernel. vLLM logs a kernel it skips for another nowhere else; a
+plugin that fails to load is logged and skipped (vllm 0.22.0 vllm/plugins/__init__.py).
+
+The lines, as vLLM 0.22.0 prints them (tests/contracts/facts/vllm_logs.json; seen on an H100 and an
+H200, docs/runs): the engine core's process prefix `(EngineCore pid=N)` on its own lines,
+`Initializing a V1 LLM engine (vX) with config: model='PATH', ...` (vllm/v1/engine/core.py L112),
+`Using KERNEL for CompressedTensorsWNA16` (compressed_tensors_wNa16.py L112), and the plugin's
+registration line in the process that loads the engine (models/vllm_invariant.py register)."""
+
+from __future__ import annotations
+
+import re
+
+from tritonbuild.backends.models.vllm_invariant import KERNEL_NAME
+
+ENGINE = re.compile(
+    r"\(EngineCore[^ )]* pid=(?P<pid>\d+)\).*?Initializing a V1 LLM engine \(v[^)]*\) with "
+    r"config: model='(?P<model>[^']*)'"
+)
+KERNEL = re.compile(
+    r"\(EngineCore[^ )]* pid=(?P<pid>\d+)\).*?Using (?P<kernel>\w+) for CompressedTensorsWNA16"
+)
+PLUGIN = f"tritonbuild: {KERNEL_NAME} first among the W4A16 kernels (VLLM_BATCH_INVARIANT)"
+
+
+def invariant(model) -> bool:
+    return ((model.llm or {}).get("serving") or {}).get("determinism") == "invariant"
+
+
+def served_check(model, log: str | None) -> tuple[list[str], str | None]:
+    """(problems, note) of an invariant model from the log of the server that serves it: problems
+    fail it; the note says what could not be checked (no log)."""
+    if not invariant(model):
+        return [], None
+    if log is None:
+        return [], (
+            "which kernels serve it was not checked: no server log (verify --server-log FILE, the "
+            "log of the tritonserver at --server)"
+        )
+    mine = f"/{model.name}/{model.version}/"
+    lines = log.splitlines()
+    engines = {
+        m["pid"]: i
+        for i, line in enumerate(lines)
+        if (m := ENGINE.search(line)) and mine in m["model"]
+    }
+    if not engines:
+        return [
+            "the server log has no vLLM engine for it (vLLM's 'Initializing a V1 LLM engine ... "
+            f"model=...{mine}...' line): which kernels serve it is unknown"
+        ], None
+    problems = []
+    for pid, at in engines.items():
+        if not any(PLUGIN in line for line in lines[:at]):
+            problems.append(
+                f"its vLLM engine (pid {pid}) started without tritonbuild's invariant plugin "
+                "registered in batch-invariant mode: no plugin line before it (the plugin was "
+                "not installed, failed to load, or VLLM_BATCH_INVARIANT was not set)"
+            )
+        chosen = {m["kernel"] for line in lines if (m := KERNEL.search(line)) and m["pid"] == pid}
+        if chosen - {KERNEL_NAME}:
+            problems.append(
+                f"vLLM chose {', '.join(sorted(chosen - {KERNEL_NAME}))} for its W4A16 linears "
+                f"(engine pid {pid}), not {KERNEL_NAME}: the invariant kernel was skipped"
+            )
+    return problems, None
