@@ -55,6 +55,7 @@ class Serving:
         if server.control == "explicit":
             for name in self.loadable:
                 server.load(name)
+            _check_served(server, self.loadable)
         return ServeReady(
             http=f"http://{server.http_url}",
             grpc=server.grpc_url,
@@ -200,3 +201,30 @@ def _built(root: Path, manifest, server_options: dict) -> Serving:
         "wheels": [*wheels, *(server_options.get("wheels") or [])],
     }
     return Serving(EmbeddedServer(root, **options), loadable, sorted(set(names) - set(loadable)))
+
+
+def _check_served(server: EmbeddedServer, loaded: list[str]) -> None:
+    """What the server's log says its runtimes chose for the loaded models of a built repository
+    (Backend.served_check: an invariant vLLM model on its plugin's kernel); a problem stops the
+    server and names it (ServerError, exit 8)."""
+    from tritonbuild.backends import REGISTRY
+    from tritonbuild.errors import ServerError
+
+    root = Path(server.repository)
+    if not (root / MANIFEST_NAME).is_file():
+        return
+    log = server.log_path.read_text(errors="replace")
+    problems = [
+        f"{model.name} v{model.version}: {problem}"
+        for model in read_repository(root, VerifyError).models
+        if model.name in loaded and (backend := REGISTRY.for_manifest(model.backend))
+        for problem in backend.served_check(model, log)[0]
+    ]
+    if problems:
+        server.stop()
+        raise ServerError(
+            "; ".join(problems),
+            where=str(server.log_path),
+            hint="install the model's plugin wheel into the server's Python and serve it with "
+            "the manifest's environment (tritonbuild serve does both), then start again",
+        )

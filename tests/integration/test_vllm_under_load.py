@@ -295,3 +295,24 @@ def test_verify_server_reads_the_given_servers_log(cli, tmp_path, monkeypatch):
     assert logged["models"][0]["served_problems"] == []
     assert not any("no server log" in note for note in logged["models"][0]["notes"])
     assert "has no vLLM engine for it" in other["models"][0]["served_problems"][0]
+
+
+def test_serve_stops_naming_an_invariant_model_whose_plugin_did_not_load(tmp_path, monkeypatch):
+    """serve under explicit model control: after the loads, the server's log is read as verify reads it; an
+    invariant model served without its plugin stops the server with a ServerError (exit 8) naming the model."""
+    from tritonbuild.errors import ServerError
+
+    monkeypatch.chdir(tmp_path)
+    root = _build(tmp_path, "invariant", "report", "serve-check")
+    monkeypatch.setenv("VLLM_STANDIN_VARIANT", "plugin")
+    serving = api.serve(root, backends={"vllm": STANDIN}, control="explicit")
+    with pytest.raises(ServerError) as failed:
+        serving.start()
+    assert "chat v1: its vLLM engine" in failed.value.message and failed.value.exit_code == 8
+    assert serving.server.proc is None or serving.server.proc.poll() is not None
+    monkeypatch.delenv("VLLM_STANDIN_VARIANT")
+    serving = api.serve(root, backends={"vllm": STANDIN}, control="explicit")
+    try:
+        assert serving.start().loaded == ["chat"]
+    finally:
+        serving.server.stop()
