@@ -42,9 +42,9 @@ def served_check(model, log: str | None) -> tuple[list[str], str | None]:
     mine = f"/{model.name}/{model.version}/"
     lines = log.splitlines()
     engines = {
-        m["pid"]: i
+        match["pid"]: i
         for i, line in enumerate(lines)
-        if (m := ENGINE.search(line)) and mine in m["model"]
+        if (match := ENGINE.search(line)) and mine in match["model"]
     }
     if not engines:
         return [
@@ -59,7 +59,11 @@ def served_check(model, log: str | None) -> tuple[list[str], str | None]:
                 "registered in batch-invariant mode: no plugin line before it (the plugin was "
                 "not installed, failed to load, or VLLM_BATCH_INVARIANT was not set)"
             )
-        chosen = {m["kernel"] for line in lines if (m := KERNEL.search(line)) and m["pid"] == pid}
+        chosen = {
+            match["kernel"]
+            for line in lines
+            if (match := KERNEL.search(line)) and match["pid"] == pid
+        }
         if chosen - {KERNEL_NAME}:
             problems.append(
                 f"vLLM chose {', '.join(sorted(chosen - {KERNEL_NAME}))} for its W4A16 linears "

@@ -79,7 +79,7 @@ def _paths(model: ManifestModel, runner, inputs, others: int, summary: dict):
         lambda alone, got, i, context: _differences(model, alone, got, i, context),
     ).run()
     summary["paths"] = [path.to_dict() for path in paths]
-    found = [m for path in paths if path.required for m in path.mismatches]
+    found = [mismatch for path in paths if path.required for mismatch in path.mismatches]
     return found, f"; paths: {traffic.summary(paths)}"
 
 
