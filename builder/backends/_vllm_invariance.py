@@ -30,7 +30,7 @@ VLLM_INVARIANT_ATTENTION = (
     "TRITON_MLA",
     "FLASH_ATTN_MLA",
 )
-MEASURED_ATTENTION = ("FLASH_ATTN",)  # what vLLM picks on SM 8.0-9.x left unset (cuda.py:141-147)
+MEASURED_ATTENTION = ("FLASH_ATTN",)  # what vLLM picks on SM 8.0-9.x left unset (cuda.py:140-147)
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ ROWS = (
         "allow (measured)",
         "what vLLM picks first on SM 8.0-9.x; the record ran it",
         "",
-        (W + "vllm/platforms/cuda.py:141-147", RECORD),
+        (W + "vllm/platforms/cuda.py:140-147", RECORD),
     ),
     Row(
         "gpu_below_sm80",
@@ -131,7 +131,7 @@ ROWS = (
         (
             S + "tests/v1/determinism/utils.py:16-21",
             S + "docs/features/batch_invariance.md:19-24",
-            W + "vllm/model_executor/layers/batch_invariant.py:915-920",
+            W + "vllm/model_executor/layers/batch_invariant.py:915-921",
         ),
     ),
     Row(
@@ -162,8 +162,8 @@ ROWS = (
         "first among attention backends) and no GPU record measured it",
         f"target an H100 or H200 (gpu), {_DEFAULT}",
         (
-            W + "vllm/model_executor/layers/batch_invariant.py:921-926",
-            W + "vllm/platforms/cuda.py:131-139",
+            W + "vllm/model_executor/layers/batch_invariant.py:922-927",
+            W + "vllm/platforms/cuda.py:132-139",
         ),
     ),
     Row(
@@ -195,10 +195,11 @@ ROWS = (
         "speculative",
         "any method",
         "refuse",
-        "not measured: drafts are proposed and verified in batches of their own, and neither vLLM's "
-        "batch-invariance tests nor a GPU record ran speculative decoding",
+        "not measured: drafts are verified by vLLM's rejection sampler, which batch-invariant mode "
+        "does not touch (nothing under vllm/v1/spec_decode or vllm/v1/sample reads "
+        "VLLM_BATCH_INVARIANT), and no GPU record ran speculative decoding",
         f"remove speculative, {_DEFAULT}",
-        (S + "tests/v1/determinism/test_batch_invariance.py:1", RECORD),
+        (W + "vllm/v1/sample/rejection_sampler.py:392-400", RECORD),
     ),
     Row(
         "kv_cache_dtype",
