@@ -12,7 +12,7 @@ from tritonbuild.backends import _vllm_invariance, _vllm_invariant
 from tritonbuild.backends import _vllm_quantize_step as quant
 from tritonbuild.backends._vllm_emit import INPUTS, OUTPUTS, emit, model_json
 from tritonbuild.backends._vllm_extra import extra_problems
-from tritonbuild.backends._vllm_lora import lora_step, rank_problem
+from tritonbuild.backends._vllm_lora import cross_key_problems, lora_step, rank_problem
 from tritonbuild.backends._vllm_memory import describe
 from tritonbuild.backends._vllm_quantization import (
     checkpoint_methods,
@@ -188,6 +188,7 @@ class VLLMBackend(Backend):
             problems.append((("engine_args", "quantization"), *problem))
         if problem := rank_problem(recipe.lora, recipe.image.triton_image):
             problems.append((("lora", "max_lora_rank"), *problem))
+        problems += cross_key_problems(recipe)
         if problem := speculative_problem(recipe.speculative, recipe.image.triton_image):
             problems.append((("speculative", "method"), *problem))
         if problem := _vllm_invariant.determinism_problem(recipe):
