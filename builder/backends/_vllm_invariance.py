@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tritonbuild.backends._vllm_quantization import invariant_w4a16_problems
 from tritonbuild.backends.llm.gpus import GPU_SM
 
 RECORD = "docs/runs/2026-12-04-llm-determinism-h200.json"
@@ -38,13 +39,16 @@ class Row:
     id: str
     setting: str  # the recipe key(s)
     when: str
-    verdict: str  # refuse | force safe | allow (measured)
+    verdict: str  # refuse | refuse (not measured) | force safe | allow (measured)
     why: str
     fix: str
     cites: tuple[str, ...]  # "vllm 0.22.0 PATH:LINES" (wheel), "vllm 0.22.0 sdist PATH:LINES", ours
 
 
 W, S = "vllm 0.22.0 ", "vllm 0.22.0 sdist "
+# refused only because no GPU record measured it: serving.allow_unmeasured lets plan take it, to make
+# that record (verify under load says whether it holds)
+UNMEASURED = "refuse (not measured)"
 _DEFAULT = "or set serving.determinism: default"
 ROWS = (
     Row(
@@ -88,7 +92,7 @@ ROWS = (
         "attention_unmeasured",
         "engine_args.extra.attention_backend, engine_args.extra.attention_config.backend",
         "TRITON_ATTN, FLEX_ATTENTION, TRITON_MLA, FLASH_ATTN_MLA",
-        "refuse",
+        UNMEASURED,
         "vLLM accepts it in batch-invariant mode, but no GPU record measured it",
         f"remove the attention backend (vLLM picks FLASH_ATTN), or set FLASH_ATTN, {_DEFAULT}",
         (W + "vllm/v1/attention/backends/triton_attn.py:304-306", RECORD),
@@ -157,7 +161,7 @@ ROWS = (
         "gpu_unmeasured",
         "gpu",
         "compute capability above 9.0 (B200)",
-        "refuse",
+        UNMEASURED,
         "vLLM's batch-invariant mode takes another path there (cuBLAS without split-K, FlashInfer "
         "first among attention backends) and no GPU record measured it",
         f"target an H100 or H200 (gpu), {_DEFAULT}",
@@ -180,7 +184,7 @@ ROWS = (
         "parallel",
         "engine_args.tensor_parallel_size, engine_args.pipeline_parallel_size",
         "above 1",
-        "refuse",
+        UNMEASURED,
         "not measured: batch-invariant mode changes the all-reduce (custom all-reduce off, NCCL pinned "
         "to one channel and tree), which no GPU record ran",
         f"use tensor_parallel_size and pipeline_parallel_size 1 (a GPU that holds the model), {_DEFAULT}",
@@ -194,7 +198,7 @@ ROWS = (
         "speculative",
         "speculative",
         "any method",
-        "refuse",
+        UNMEASURED,
         "not measured: drafts are verified by vLLM's rejection sampler, which batch-invariant mode "
         "does not touch (nothing under vllm/v1/spec_decode or vllm/v1/sample reads "
         "VLLM_BATCH_INVARIANT), and no GPU record ran speculative decoding",
@@ -205,7 +209,7 @@ ROWS = (
         "kv_cache_dtype",
         "engine_args.extra.kv_cache_dtype",
         "anything but auto",
-        "refuse",
+        UNMEASURED,
         "not measured: a quantized KV cache (fp8*, *_per_token_head, nvfp4) stores keys and values "
         "with scales (the per-token-head ones computed at runtime); the record ran auto",
         f"remove kv_cache_dtype (auto), {_DEFAULT}",
@@ -257,14 +261,26 @@ BY_ID = {row.id: row for row in ROWS}
 
 
 def _problem(row_id: str, at: tuple, setting: str) -> tuple:
+    """(row id, (key path, message, hint))."""
     row = BY_ID[row_id]
-    return (at, f"{setting}: serving.determinism: invariant cannot hold: {row.why}", row.fix)
+    fix = row.fix + (
+        "; to measure it, set serving.allow_unmeasured: true and verify under load"
+        if row.verdict == UNMEASURED
+        else ""
+    )
+    return row_id, (at, f"{setting}: serving.determinism: invariant cannot hold: {row.why}", fix)
 
 
 def recipe_problems(recipe) -> list:
-    """(key path, message, hint) per setting of an invariant recipe that the table refuses."""
+    """(key path, message, hint) per setting of an invariant recipe that the table refuses (the
+    rows refused only as not measured are let through with serving.allow_unmeasured)."""
     if recipe.serving.determinism != "invariant":
         return []
+    allow = recipe.serving.allow_unmeasured
+    return [p for row, p in _problems(recipe) if not (allow and BY_ID[row].verdict == UNMEASURED)]
+
+
+def _problems(recipe) -> list:
     args, extra, out = recipe.engine_args, recipe.engine_args.extra, []
     kernel = extra.get("kernel_config") if isinstance(extra.get("kernel_config"), dict) else {}
     for at, value in (
@@ -349,7 +365,7 @@ def checkpoint_problem(recipe, config: dict) -> tuple[str, str] | None:
     q = config.get("quantization_config")
     if not isinstance(q, dict):
         return None
-    reasons = _quantization_reasons(q)
+    reasons = invariant_w4a16_problems(q)
     if not reasons:
         return None
     row = BY_ID["checkpoint_quantized"]
@@ -358,39 +374,3 @@ def checkpoint_problem(recipe, config: dict) -> tuple[str, str] | None:
         f"serving.determinism: invariant cannot hold: {row.why}",
         row.fix,
     )
-
-
-def _quantization_reasons(q: dict) -> list[str]:
-    method = q.get("quant_method")
-    if method == "awq":
-        return ["zero points (AWQ is asymmetric)"] + (["8-bit"] if q.get("bits", 4) != 4 else [])
-    if method == "gptq":
-        return [
-            r
-            for r in (
-                q.get("desc_act") and "activation order (desc_act, g_idx)",
-                q.get("bits", 4) != 4 and f"{q.get('bits')}-bit",
-                q.get("sym") is False and "zero points (sym false)",
-                "GPTQ's layout is not measured",
-            )
-            if r
-        ]
-    if method != "compressed-tensors":
-        return [f"{method}: not a W4A16 layout the invariant kernel takes"]
-    fmt = q.get("format", "pack-quantized")
-    out = [f"format {fmt}"] if fmt != "pack-quantized" else []
-    for name, group in sorted((q.get("config_groups") or {}).items()):
-        w = group.get("weights") or {}
-        out += [
-            f"{name}: {r}"
-            for r in (
-                w.get("num_bits") != 4 and f"{w.get('num_bits')}-bit",
-                w.get("type", "int") != "int" and f"{w.get('type')} weights",
-                w.get("symmetric") is False and "zero points (symmetric false)",
-                w.get("actorder") is not None
-                and f"activation order (actorder {w.get('actorder')}, g_idx)",
-                group.get("input_activations") and "quantized activations",
-            )
-            if r
-        ]
-    return out

@@ -225,3 +225,27 @@ def test_the_projects_int4_format_and_its_quantize_step_plan(cli, tmp_path):
     r = cli("plan", path)
     assert r.exit_code == 0, r.output
     assert re.search("compressed-tensors", cli("plan", path, "--json").stdout)
+
+
+def test_allow_unmeasured_lets_through_only_what_is_refused_as_not_measured(cli, tmp_path):
+    """serving.allow_unmeasured (to make the GPU record of a setting no record measured: tensor parallel 2 in
+    benchmarks/multi_gpu) takes the rows refused as not measured, never one known to break invariance."""
+    from tritonbuild.backends._vllm_invariance import BY_ID, UNMEASURED
+
+    assert BY_ID["parallel"].verdict == UNMEASURED and BY_ID["linear_backend"].verdict == "refuse"
+    path = _recipe(tmp_path, "  tensor_parallel_size: 2\n  extra: {kv_cache_dtype: fp8}\n")
+    stderr = _refused(cli, path, "engine_args.tensor_parallel_size", "tensor_parallel_size")
+    assert "allow_unmeasured" in stderr
+    path.write_text(
+        path.read_text().replace(
+            "determinism: invariant", "determinism: invariant, allow_unmeasured: true"
+        )
+    )
+    r = cli("plan", path)
+    assert r.exit_code == 0, r.output
+    path.write_text(
+        path.read_text().replace(
+            "kv_cache_dtype: fp8", "kv_cache_dtype: fp8, linear_backend: marlin"
+        )
+    )
+    _refused(cli, path, "engine_args.extra.linear_backend", "linear_backend")
