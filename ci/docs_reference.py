@@ -15,11 +15,13 @@ import click
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "recipes" / "recipe.schema.json"
 IMAGE_FACTS = ROOT / "tests" / "contracts" / "facts" / "triton_images.json"
+INVARIANCE_FACTS = ROOT / "tests" / "contracts" / "facts" / "vllm_invariance.json"
 PAGES = {
     "reference/cli.md": "cli_page",
     "reference/recipe.md": "recipe_page",
     "reference/exit-codes.md": "exit_codes_page",
     "reference/images.md": "images_page",
+    "reference/vllm-invariance.md": "invariance_page",
     "runs.md": "runs_page",
 }
 GENERATED = (
@@ -216,6 +218,41 @@ def images_page() -> str:
     ]
     lines += ["", "## `tritonserver:<tag>-vllm-python-py3`\n", "| tag | vLLM |", "|---|---|"]
     lines += [f"| {tag} | {vllm} |" for tag, vllm in sorted(VLLM_IMAGES.items(), reverse=True)]
+    return "\n".join(lines) + "\n"
+
+
+def _cite(cite: str) -> str:
+    """A row's cite as the page shows it: vLLM's with its release, ours linked to the repository file."""
+    if cite.startswith("vllm "):
+        return f"vLLM {cite.split(' ', 2)[1]}{' sdist' if ' sdist ' in cite else ''} `{cite.split(' ')[-1]}`"
+    return f"tritonbuild `{cite}`"
+
+
+def invariance_page() -> str:
+    """The invariance table of builder/backends/_vllm_invariance.py, row for row."""
+    from tritonbuild.backends import _vllm_invariance as table
+
+    source = json.loads(INVARIANCE_FACTS.read_text())["source"]
+    lines = [
+        GENERATED,
+        "# vLLM: what `determinism: invariant` takes\n",
+        "A vLLM recipe with `serving.determinism: invariant` is checked at `plan` and `build` against this table "
+        "(`builder/backends/_vllm_invariance.py`): a setting that breaks invariance is refused at its key "
+        "(file:line, the reason, the fix; exit 3), or made safe in `model.json`. A row is *allow (measured)* only "
+        f"where a GPU record shows it invariant (`{table.RECORD}`); a setting not listed is not known to matter. "
+        f"vLLM facts are cited from vLLM {source['version']} (`{source['wheel']}`, commit `{source['commit']}`; "
+        "tests/ and docs/ from the sdist of the same release), recorded with a line of each in "
+        "`tests/contracts/facts/vllm_invariance.json`. See also "
+        "[Determinism and bit-exact](../explanation/determinism.md).\n",
+        "| setting | when | verdict | why | fix | upstream fact |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| `{cell(row.setting)}` | {cell(row.when)} | **{row.verdict}** | {cell(row.why)} | {cell(row.fix)} | "
+        + "<br>".join(cell(_cite(c)) for c in row.cites)
+        + " |"
+        for row in table.ROWS
+    ]
     return "\n".join(lines) + "\n"
 
 

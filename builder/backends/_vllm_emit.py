@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tritonbuild.backends import _vllm_invariant
+from tritonbuild.backends import _vllm_invariance, _vllm_invariant
 from tritonbuild.backends import _vllm_quantize_step as quant
 from tritonbuild.backends._vllm_speculative import speculative_config
 from tritonbuild.core.hashing import pretty_json, sha256_json
@@ -53,6 +53,7 @@ def model_json(recipe) -> dict:
         {k: v for k, v in recipe.engine_args.model_dump(exclude={"extra"}).items() if v is not None}
     )
     args.update(recipe.engine_args.extra)  # check_recipe refuses a key set above or below
+    args.update(_vllm_invariance.forced(recipe))  # what serving.determinism: invariant needs
     if recipe.lora is not None:  # the backend then reads multi_lora.json beside model.json
         args["enable_lora"] = True
         args.update(

@@ -3,8 +3,13 @@ max_num_batched_tokens, enable_chunked_prefill, served_model_name, ...), written
 given (vllm_backend passes model.json to AsyncEngineArgs(**...)). Checked against the fields
 recorded for the image's vLLM (vllm_versions.json engine_args, from the wheels; an image whose vLLM
 is not recorded takes what every recorded version has): a field it lacks is a recipe error with a
-did-you-mean and the images whose vLLM has it. A typed engine_args field and the fields tritonbuild
-writes itself (model, LoRA's, speculative_config) cannot be set through it."""
+did-you-mean and the images whose vLLM has it. A value is checked against the field's type as that
+vLLM's wheel annotates it (vllm_versions.json `types`: bool, int, float, str, null, list, dict, a
+Literal's values; "any" where the annotation is a class: not checked); where the image's vLLM's types
+are not recorded, a value is refused when every recorded vLLM refuses it and at least two recorded
+vLLMs give the field the same kind of type (a type that changed says nothing of other releases). A
+typed engine_args field and the fields tritonbuild writes itself (model, LoRA's, speculative_config)
+cannot be set through it."""
 
 from __future__ import annotations
 
@@ -13,9 +18,13 @@ import difflib
 from tritonbuild.backends._vllm_quantization import (
     ARGS_IN_EVERY_RECORDED,
     ENGINE_ARGS,
+    TABLE,
     image_vllm,
     images_where,
 )
+
+# vLLM version → field → what its JSON value may be (recorded from that version's wheel)
+TYPES = {v: t["types"] for v, t in TABLE.items() if "types" in t}
 
 # model.json keys tritonbuild writes from other recipe keys → the recipe key that sets them
 OWNED = {
@@ -66,7 +75,62 @@ def extra_problems(extra: dict, triton_image: str, typed: set[str]) -> list:
                     _hint(key, fields),
                 )
             )
+        elif problem := type_problem(key, extra[key], version):
+            out.append((at, *problem))
     return out
+
+
+def _takes(accepts: list, value) -> bool:
+    kinds = {
+        "null": lambda v: v is None,
+        "bool": lambda v: isinstance(v, bool),
+        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+        "str": lambda v: isinstance(v, str),
+        "list": lambda v: isinstance(v, list),
+        "dict": lambda v: isinstance(v, dict),
+        "any": lambda v: True,
+    }
+    return any(
+        any(x == value and type(x) is type(value) for x in a["literal"])
+        if isinstance(a, dict)
+        else kinds[a](value)
+        for a in accepts
+    )
+
+
+def _words(accepts: list) -> str:
+    return " or ".join(
+        "one of " + ", ".join(map(str, a["literal"])) if isinstance(a, dict) else a for a in accepts
+    )
+
+
+def type_problem(key: str, value, version: str | None) -> tuple[str, str] | None:
+    """(message, hint) when the image's vLLM's AsyncEngineArgs.<key> does not take value (its
+    recorded type), or, where that vLLM's types are not recorded, when no recorded vLLM does."""
+    if version in TYPES:
+        accepts = TYPES[version].get(key, ["any"])
+        if _takes(accepts, value):
+            return None
+        return (
+            f"{value!r} is not what vLLM {version}'s AsyncEngineArgs.{key} takes ({_words(accepts)}): "
+            "vLLM refuses model.json at load",
+            f"give {key} {_words(accepts)}",
+        )
+    recorded = {v: t[key] for v, t in TYPES.items() if key in t}
+    kinds = {
+        frozenset("literal" if isinstance(a, dict) else a for a in r) for r in recorded.values()
+    }
+    # a type that changed between the recorded releases, or seen in one, says nothing of others
+    if len(recorded) < 2 or len(kinds) > 1 or any(_takes(a, value) for a in recorded.values()):
+        return None
+    newest = max(recorded, key=lambda v: [int(p) for p in v.split(".") if p.isdigit()])
+    return (
+        f"{value!r} is not what AsyncEngineArgs.{key} takes in any vLLM whose types tritonbuild "
+        f"recorded ({', '.join(sorted(recorded))}; the image's vLLM {version or '?'} is not): vLLM "
+        "refuses model.json at load",
+        f"give {key} {_words(recorded[newest])} (vLLM {newest})",
+    )
 
 
 def _hint(key: str, fields: frozenset[str]) -> str:

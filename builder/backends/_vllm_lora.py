@@ -5,7 +5,10 @@ adapters by content, and what vLLM's LoRA takes, per recorded vLLM version
 `r`) exceeds max_lora_rank (LoRAConfig's default when unset) is refused by PEFTHelper.validate_legal
 on every request that names it, the server up. Both are refused here, before a build: a rank vLLM
 lacks as a recipe error (`rank_problem`, from check_recipe), an adapter over the limit as a plan
-error (`lora_step`). An image whose vLLM is not recorded takes what every recorded version takes."""
+error (`lora_step`). An image whose vLLM's ranks are not recorded refuses an explicit max_lora_rank
+(that vLLM may not take it: 0.10.2 has no rank 1, 0.5.5 no 320 or 512) and plans adapters against the
+default every recorded vLLM has. LoRAConfig's cross-key rule, max_cpu_loras (engine_args.extra) >=
+max_loras, is a recipe error too (`cross_key_problems`)."""
 
 from __future__ import annotations
 
@@ -14,16 +17,26 @@ from typing import Annotated
 
 from pydantic import Field
 
-from tritonbuild.backends._vllm_quantization import image_vllm
+from tritonbuild.backends._vllm_quantization import image_vllm, images_where
 from tritonbuild.errors import PlanError
 from tritonbuild.recipe.models import Strict
 
-# vLLM version: its MaxLoRARanks (vllm/config/lora.py), and LoRAConfig.max_lora_rank's default
-MAX_LORA_RANKS = {"0.22.0": (1, 8, 16, 32, 64, 128, 256, 320, 512)}
-DEFAULT_MAX_LORA_RANK = {"0.22.0": 16}
+# vLLM version: its MaxLoRARanks / possible_max_ranks (vllm/config/lora.py, vllm/config.py before
+# 0.10), and LoRAConfig.max_lora_rank's default (tests/contracts/facts/vllm_lora.json)
+_NOW = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+MAX_LORA_RANKS = {
+    "0.5.5": (8, 16, 32, 64, 128, 256),
+    "0.10.2": (8, 16, 32, 64, 128, 256, 320, 512),
+    "0.11.1": _NOW,
+    "0.13.0": _NOW,
+    "0.22.0": _NOW,
+    "0.22.1": _NOW,
+}
+DEFAULT_MAX_LORA_RANK = dict.fromkeys(MAX_LORA_RANKS, 16)
 RANKS_IN_EVERY_RECORDED = tuple(
     sorted(set.intersection(*(set(r) for r in MAX_LORA_RANKS.values())))
 )
+RANKS_IN_SOME_RECORDED = tuple(sorted(set().union(*MAX_LORA_RANKS.values())))
 DEFAULT_IN_EVERY_RECORDED = min(DEFAULT_MAX_LORA_RANK.values())
 
 
@@ -35,12 +48,13 @@ class VLLMLoRA(Strict):
         "directory (adapter_config.json + weights); content-hashed, packaged.",
     )
     max_lora_rank: (
-        Annotated[int, Field(json_schema_extra={"enum": list(RANKS_IN_EVERY_RECORDED)})] | None
+        Annotated[int, Field(json_schema_extra={"enum": list(RANKS_IN_SOME_RECORDED)})] | None
     ) = Field(
         None,
         ge=1,
         description="vLLM's max_lora_rank, one of the image's vLLM's MaxLoRARanks (unset: vLLM's "
-        "default, 16); at least every adapter's rank (adapter_config.json r).",
+        "default, 16); at least every adapter's rank (adapter_config.json r). Refused on an image "
+        "whose vLLM's ranks tritonbuild has not recorded.",
     )
     max_loras: int | None = Field(
         None, ge=1, description="vLLM's max_loras (unset: vLLM's default)."
@@ -60,10 +74,20 @@ def _ranks(triton_image: str) -> tuple[str, tuple[int, ...], int]:
 
 
 def rank_problem(lora: VLLMLoRA | None, triton_image: str) -> tuple[str, str] | None:
-    """(message, hint) when lora.max_lora_rank is not one of the ranks the image's vLLM takes, else
-    None."""
+    """(message, hint) when lora.max_lora_rank is not one of the ranks the image's vLLM takes, or
+    that vLLM's ranks are not recorded, else None."""
     if lora is None or lora.max_lora_rank is None:
         return None
+    version = image_vllm(triton_image)
+    if version not in MAX_LORA_RANKS:
+        return (
+            f"max_lora_rank {lora.max_lora_rank}: the ranks "
+            f"{'vLLM ' + version if version else 'the vLLM of ' + triton_image} takes are not "
+            "recorded (tests/contracts/facts/vllm_lora.json; they differ between releases: 0.5.5 "
+            "has no 320 or 512, 0.10.2 no 1), so tritonbuild cannot tell whether its engine starts",
+            "remove lora.max_lora_rank (that vLLM's default, 16), or use an image whose vLLM is "
+            f"recorded: {images_where(lambda v: v in MAX_LORA_RANKS)}",
+        )
     what, ranks, _default = _ranks(triton_image)
     if lora.max_lora_rank in ranks:
         return None
@@ -126,3 +150,26 @@ def lora_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, str]]]
         adapters[name], files = tree_inputs(d, ctx)
         inputs.update(files)
     return [("vllm.lora", {"adapters": adapters}, inputs)]
+
+
+def cross_key_problems(recipe) -> list:
+    """(key path, message, hint) for LoRAConfig's cross-key rule: max_cpu_loras (engine_args.extra)
+    at least max_loras (lora.max_loras, vLLM's default 1), else the engine refuses to start
+    (vllm/config/lora.py _validate_lora_config; facts: max_cpu_loras_rule)."""
+    cpu = recipe.engine_args.extra.get("max_cpu_loras")
+    if recipe.lora is None or not isinstance(cpu, int) or isinstance(cpu, bool):
+        return []
+    loras = recipe.lora.max_loras or 1
+    if cpu >= loras:
+        return []
+    return [
+        (
+            ("engine_args", "extra", "max_cpu_loras"),
+            f"max_cpu_loras {cpu} is below max_loras {loras}"
+            + ("" if recipe.lora.max_loras else " (vLLM's default)")
+            + f": vLLM's LoRAConfig refuses it at engine start ('max_cpu_loras ({cpu}) must be >= "
+            f"max_loras ({loras})')",
+            f"set engine_args.extra.max_cpu_loras to at least {loras} (or remove it: it then "
+            "takes max_loras)",
+        )
+    ]

@@ -113,6 +113,45 @@ def engine_args_problems(keys: set[str], triton_image: str, engine_args: set[str
     return out
 
 
+def invariant_w4a16_problems(q: dict) -> list[str]:
+    """What in a checkpoint's quantization_config (config.json) keeps its linears off tritonbuild's
+    invariant W4A16 kernel (its can_implement: symmetric 4-bit uint4b8, no zero points, no g_idx;
+    a compressed-tensors pack-quantized layout, the one that ran on the GPU); empty when none."""
+    method = q.get("quant_method")
+    if method == "awq":
+        return ["zero points (AWQ is asymmetric)"] + (["8-bit"] if q.get("bits", 4) != 4 else [])
+    if method == "gptq":
+        return [
+            r
+            for r in (
+                q.get("desc_act") and "activation order (desc_act, g_idx)",
+                q.get("bits", 4) != 4 and f"{q.get('bits')}-bit",
+                q.get("sym") is False and "zero points (sym false)",
+                "GPTQ's layout is not measured",
+            )
+            if r
+        ]
+    if method != "compressed-tensors":
+        return [f"{method}: not a W4A16 layout the invariant kernel takes"]
+    fmt = q.get("format", "pack-quantized")
+    out = [f"format {fmt}"] if fmt != "pack-quantized" else []
+    for name, group in sorted((q.get("config_groups") or {}).items()):
+        w = group.get("weights") or {}
+        out += [
+            f"{name}: {r}"
+            for r in (
+                w.get("num_bits") != 4 and f"{w.get('num_bits')}-bit",
+                w.get("type", "int") != "int" and f"{w.get('type')} weights",
+                w.get("symmetric") is False and "zero points (symmetric false)",
+                w.get("actorder") is not None
+                and f"activation order (actorder {w.get('actorder')}, g_idx)",
+                group.get("input_activations") and "quantized activations",
+            )
+            if r
+        ]
+    return out
+
+
 def _vkey(version: str) -> tuple:
     return tuple(
         int(p) if p.isdigit() else -1

@@ -104,7 +104,16 @@ class VLLMServing(Strict):
         "INT4 weight-only): the server runs vLLM's batch-invariant mode (VLLM_BATCH_INVARIANT=1) "
         "with tritonbuild's batch-invariant W4A16 plugin, shipped in the version directory "
         "(plugins/) and installed by serve, Dockerfile.triton and deploy-snippets. Slower: see "
-        "README. default: vLLM's fastest kernels, whose bits depend on the batch.",
+        "README. default: vLLM's fastest kernels, whose bits depend on the batch. What it takes: "
+        "docs reference/vllm-invariance.md.",
+    )
+    allow_unmeasured: bool = Field(
+        False,
+        description="With determinism: invariant, let plan take the settings the invariance table "
+        "refuses only because no GPU record measured them (tensor/pipeline parallel, speculative "
+        "decoding, a KV cache dtype, an attention backend or GPU not measured): to make that "
+        "record; verify under load says whether they hold. Settings known to break invariance "
+        "stay refused.",
     )
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tritonbuild.backends import _vllm_invariant
+from tritonbuild.backends import _vllm_invariance, _vllm_invariant
 from tritonbuild.backends import _vllm_quantize_step as quant
 from tritonbuild.backends._vllm_emit import INPUTS, OUTPUTS, emit, model_json
 from tritonbuild.backends._vllm_extra import extra_problems
-from tritonbuild.backends._vllm_lora import lora_step, rank_problem
+from tritonbuild.backends._vllm_lora import cross_key_problems, lora_step, rank_problem
 from tritonbuild.backends._vllm_memory import describe
 from tritonbuild.backends._vllm_quantization import (
     checkpoint_methods,
@@ -46,6 +46,12 @@ GOLDEN_PROMPTS = [
 
 def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
     ckpt, config, files = read_checkpoint(loaded, ctx)
+    if problem := _vllm_invariance.checkpoint_problem(loaded.recipe, config):
+        raise RecipeError(
+            f"checkpoint.path: {problem[0]}",
+            where=loaded.where(("checkpoint", "path")),
+            hint=problem[1],
+        )
     tp = loaded.recipe.engine_args.tensor_parallel_size
     if (heads := tp_heads_problem(Architecture.from_hf_config(config), tp)) is not None:
         raise RecipeError(
@@ -182,10 +188,12 @@ class VLLMBackend(Backend):
             problems.append((("engine_args", "quantization"), *problem))
         if problem := rank_problem(recipe.lora, recipe.image.triton_image):
             problems.append((("lora", "max_lora_rank"), *problem))
+        problems += cross_key_problems(recipe)
         if problem := speculative_problem(recipe.speculative, recipe.image.triton_image):
             problems.append((("speculative", "method"), *problem))
         if problem := _vllm_invariant.determinism_problem(recipe):
             problems.append((("serving", "determinism"), *problem))
+        problems += _vllm_invariance.recipe_problems(recipe)
         extra = recipe.engine_args.extra
         problems += extra_problems(extra, recipe.image.triton_image, set(TYPED_ENGINE_ARGS))
         # extra's own keys were checked above

@@ -20,7 +20,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from tests.contracts import refresh, vllm_spec_wheel
+from tests.contracts import refresh, vllm_arg_types, vllm_spec_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 FACTS = Path(__file__).parent / "facts"
@@ -150,6 +150,8 @@ def derive(wheel: Path, images: list[str]) -> tuple[dict, dict]:
             **quantization_methods(read(QUANT + "__init__.py")),
         },
         "tp_heads": {"path": model, **tp_heads(read(model))},
+        # each field's annotation, its line in ARGS and the JSON values it accepts (vllm_arg_types.py)
+        "types": vllm_arg_types.field_types(read, ARGS),
     }
     sources, accepted = [], {}
     for method in ("awq", "gptq"):
@@ -235,6 +237,11 @@ def builder_table(ea: dict, q: dict, s: dict) -> dict:
                 "quantization": sorted(e["quantization_methods"]["values"]),
                 "checkpoint": by[v]["accepted"],
                 "speculative": speculative(v),
+                **(
+                    {"types": {f: t["accepts"] for f, t in e["types"].items()}}
+                    if "types" in e
+                    else {}
+                ),
             }
             for v, e in ea["versions"].items()
         },

@@ -103,6 +103,19 @@ def test_the_errors_explanation_names_the_same_codes(site):
     assert documented == set(code_kinds())
 
 
+def test_the_vllm_invariance_page_is_the_table_row_for_row(site):
+    """reference/vllm-invariance.md is generated from builder/backends/_vllm_invariance.py ROWS: each row's
+    setting, condition, verdict, reason and fix, in the table's order."""
+    from tritonbuild.backends._vllm_invariance import ROWS
+
+    rows = [r for r in table_rows((site / "reference" / "vllm-invariance.html").read_text()) if r]
+    assert [r[:5] for r in rows] == [
+        [" ".join(x.split()) for x in (row.setting, row.when, row.verdict, row.why, row.fix)]
+        for row in ROWS
+    ]
+    assert all(row[5] for row in rows)  # every row cites its fact
+
+
 def test_the_image_page_holds_the_recorded_tables(site):
     from tritonbuild.backends.llm.images import TRTLLM_IMAGES, VLLM_IMAGES
 

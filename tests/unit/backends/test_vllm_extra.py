@@ -66,7 +66,20 @@ def test_a_field_only_newer_vllms_have_names_the_images_that_have_it(cli, tmp_pa
     """A field of 0.27.1's AsyncEngineArgs (26.08) that 0.11.1's (25.12, the default image) lacks."""
     new, old = (set(vllm_versions()[v]["AsyncEngineArgs"]) for v in ("0.27.1", "0.11.1"))
     field = sorted(new - old)[0]
-    path = _recipe(tmp_path, json.dumps({field: None}))
+    # a value of the field's recorded type (0.22.1's: the newest whose types are recorded)
+    accepts = vllm_versions()["0.22.1"]["types"].get(field, {"accepts": ["null"]})["accepts"]
+    samples = {
+        "null": None,
+        "bool": False,
+        "int": 0,
+        "float": 0.0,
+        "str": "x",
+        "list": [],
+        "dict": {},
+    }
+    first = accepts[0]
+    value = first["literal"][0] if isinstance(first, dict) else samples.get(first)
+    path = _recipe(tmp_path, json.dumps({field: value}))
     r = cli("plan", path)
     assert (
         r.exit_code == 3 and f"engine_args.extra.{field}" in r.stderr and "vLLM 0.11.1" in r.stderr
@@ -123,4 +136,44 @@ def test_the_memory_plans_kv_bytes_per_token_means_the_whole_model_on_both_runti
         plan["kv_bytes_per_token"]
         == kv_bytes_per_token(arch, "auto")
         == 2 * plan["kv_bytes_per_token_per_gpu"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        ('{max_num_batched_tokens: "lots"}', ("'lots'", "int or null")),
+        ('{enable_chunked_prefill: "sometimes"}', ("'sometimes'", "bool or null")),
+        ("{kv_cache_dtype: fp9}", ("'fp9'", "one of auto")),
+        ("{max_cpu_loras: 1.5}", ("1.5", "int or null")),
+    ],
+)
+@pytest.mark.parametrize("tag", [None, "26.06"])  # vLLM 0.11.1, and 0.22.1 (types not recorded)
+def test_a_value_the_field_does_not_take_is_a_recipe_error_at_its_line(
+    cli, tmp_path, extra, words, tag
+):
+    """The types are recorded from the wheel (facts/vllm_engine_args.json `types`); an image whose vLLM's types
+    are not recorded refuses a value no recorded vLLM takes."""
+    path = _recipe(tmp_path, extra, tag)
+    key = extra.strip("{").split(":")[0]
+    r = cli("plan", path)
+    assert r.exit_code == 3, r.output
+    line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if "extra:" in text)
+    assert f"v.yaml:{line}" in r.stderr and f"engine_args.extra.{key}" in r.stderr, r.stderr
+    for word in words:
+        assert word in r.stderr, (word, r.stderr)
+    assert "Traceback" not in r.output
+
+
+def test_the_recorded_types_are_the_wheels_annotations():
+    """What the builder checks is what the facts recorded from each wheel, field by field."""
+    from tritonbuild.backends._vllm_extra import TYPES
+
+    assert TYPES and set(TYPES) <= set(vllm_versions())
+    for version, types in TYPES.items():
+        fact = vllm_versions()[version]["types"]
+        assert types == {field: t["accepts"] for field, t in fact.items()}
+        assert set(fact) == set(vllm_versions()[version]["AsyncEngineArgs"])
+    assert (
+        vllm_versions()["0.22.0"]["types"]["max_num_batched_tokens"]["annotation"] == "int | None"
     )

@@ -1,0 +1,376 @@
+"""What `serving.determinism: invariant` takes: one table, setting x invariance -> refuse | force safe |
+allow (measured), each row with the upstream fact behind it, and the checks that apply it at plan.
+
+A row is "allow (measured)" only where a GPU record shows it invariant (docs/runs/
+2026-12-04-llm-determinism-h200.json: vLLM 0.22.0 on an H200, tensor parallel 1, attention left to
+vLLM, CUDA graphs on, kv_cache_dtype auto, no LoRA, no speculative decoding, fp16 and the project's
+INT4 W4A16 checkpoint). A refusal is a recipe error at its key (exit 3): the message says the
+setting and the row's reason, the hint the row's fix. A forced-safe value is written into model.json
+(`forced`). vLLM facts are cited from the 0.22.0 release (the wheel; its tests/ and docs/ from the
+sdist of the same commit), recorded in tests/contracts/facts/vllm_invariance.json, which a contract
+test keeps equal to `Row.cites`. The docs page (reference/vllm-invariance.md) is generated from
+`ROWS` by ci/docs_reference.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tritonbuild.backends._vllm_quantization import invariant_w4a16_problems
+from tritonbuild.backends.llm.gpus import GPU_SM
+
+RECORD = "docs/runs/2026-12-04-llm-determinism-h200.json"
+PLUGIN = "builder/backends/models/vllm_invariant.py"
+# the plugin's kernel: TritonbuildInvariantW4A16Kernel.get_min_capability() (PLUGIN, read by a test)
+PLUGIN_MIN_SM = 8.0
+MEASURED_SM = 9.0  # the record's H200 (H100: the same SM 9.0)
+# attention backends whose supports_batch_invariance() is True in vLLM 0.22.0 (the others' is False)
+VLLM_INVARIANT_ATTENTION = (
+    "FLASH_ATTN",
+    "TRITON_ATTN",
+    "FLEX_ATTENTION",
+    "TRITON_MLA",
+    "FLASH_ATTN_MLA",
+)
+MEASURED_ATTENTION = ("FLASH_ATTN",)  # what vLLM picks on SM 8.0-9.x left unset (cuda.py:140-147)
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    setting: str  # the recipe key(s)
+    when: str
+    verdict: str  # refuse | refuse (not measured) | force safe | allow (measured)
+    why: str
+    fix: str
+    cites: tuple[str, ...]  # "vllm 0.22.0 PATH:LINES" (wheel), "vllm 0.22.0 sdist PATH:LINES", ours
+
+
+W, S = "vllm 0.22.0 ", "vllm 0.22.0 sdist "
+# refused only because no GPU record measured it: serving.allow_unmeasured lets plan take it, to make
+# that record (verify under load says whether it holds)
+UNMEASURED = "refuse (not measured)"
+_DEFAULT = "or set serving.determinism: default"
+ROWS = (
+    Row(
+        "linear_backend",
+        "engine_args.extra.linear_backend, engine_args.extra.kernel_config.linear_backend",
+        "anything but auto",
+        "refuse",
+        "vLLM then keeps only that backend's kernels in choose_mp_linear_kernel (the invariant W4A16 "
+        "kernel is in none): the W4A16 layers run on a batch-variant kernel (Machete on SM 9.0, measured "
+        "variant)",
+        f"remove linear_backend (auto), {_DEFAULT}",
+        (
+            W + "vllm/model_executor/kernels/linear/__init__.py:641-650",
+            W + "vllm/config/kernel.py:192",
+            RECORD,
+        ),
+    ),
+    Row(
+        "attention_refused",
+        "engine_args.extra.attention_backend, engine_args.extra.attention_config.backend",
+        "a backend whose supports_batch_invariance() is False (FLASHINFER, FLASHMLA, "
+        "CUTLASS_MLA, TORCH_SDPA, ...)",
+        "refuse",
+        "its supports_batch_invariance() is False, so vLLM's batch-invariant mode refuses it: the engine "
+        "does not start ('batch invariance not "
+        f"supported'); it accepts only {', '.join(VLLM_INVARIANT_ATTENTION)}",
+        f"remove the attention backend (vLLM picks FLASH_ATTN), or set FLASH_ATTN, {_DEFAULT}",
+        (
+            W + "vllm/v1/attention/backend.py:239-241",
+            W + "vllm/v1/attention/backend.py:320-321",
+            W + "vllm/platforms/cuda.py:303-316",
+            W + "vllm/v1/attention/backends/flash_attn.py:108-110",
+            W + "vllm/v1/attention/backends/triton_attn.py:304-306",
+            W + "vllm/v1/attention/backends/flex_attention.py:107-109",
+            W + "vllm/v1/attention/backends/mla/triton_mla.py:64-66",
+            W + "vllm/v1/attention/backends/mla/flashattn_mla.py:59-61",
+            S + "tests/v1/determinism/utils.py:26-35",
+        ),
+    ),
+    Row(
+        "attention_unmeasured",
+        "engine_args.extra.attention_backend, engine_args.extra.attention_config.backend",
+        "TRITON_ATTN, FLEX_ATTENTION, TRITON_MLA, FLASH_ATTN_MLA",
+        UNMEASURED,
+        "vLLM accepts it in batch-invariant mode, but no GPU record measured it",
+        f"remove the attention backend (vLLM picks FLASH_ATTN), or set FLASH_ATTN, {_DEFAULT}",
+        (W + "vllm/v1/attention/backends/triton_attn.py:304-306", RECORD),
+    ),
+    Row(
+        "attention_measured",
+        "engine_args.extra.attention_backend",
+        "unset or FLASH_ATTN",
+        "allow (measured)",
+        "what vLLM picks first on SM 8.0-9.x; the record ran it",
+        "",
+        (W + "vllm/platforms/cuda.py:140-147", RECORD),
+    ),
+    Row(
+        "gpu_below_sm80",
+        "gpu",
+        "compute capability below 8.0 (T4)",
+        "refuse",
+        "the invariant W4A16 kernel needs compute capability 8.0 (its get_min_capability), so vLLM "
+        "skips it and Marlin (7.5) runs; FLASH_ATTN needs 8.0 too, and vLLM's own batch-invariance "
+        "tests skip below 8.0",
+        f"target an H100 or H200 (gpu), {_DEFAULT}",
+        (
+            PLUGIN + ":314-315",
+            W + "vllm/model_executor/kernels/linear/__init__.py:659-667",
+            W + "vllm/model_executor/kernels/linear/mixed_precision/marlin.py:32-33",
+            W + "vllm/v1/attention/backends/flash_attn.py:202-203",
+            S + "tests/v1/determinism/utils.py:16-21",
+        ),
+    ),
+    Row(
+        "gpu_sm8x_eager",
+        "gpu, engine_args.enforce_eager",
+        "compute capability 8.x (A100, A10G, L4, L40S), enforce_eager unset",
+        "force safe",
+        "below compute capability 9.0 vLLM's batch-invariant mode does not support CUDA graphs (its own "
+        "tests run it eager there; its docs name 9.0+): model.json gets enforce_eager: true. Not "
+        "measured on such a GPU by tritonbuild",
+        "",
+        (
+            S + "tests/v1/determinism/utils.py:16-21",
+            S + "docs/features/batch_invariance.md:19-24",
+            W + "vllm/model_executor/layers/batch_invariant.py:915-921",
+        ),
+    ),
+    Row(
+        "gpu_sm8x_graphs",
+        "engine_args.enforce_eager",
+        "false on compute capability 8.x",
+        "refuse",
+        "CUDA graphs on below compute capability 9.0: vLLM's batch-invariant mode does not support "
+        "them there (its own tests run eager)",
+        f"remove engine_args.enforce_eager (it is then written true), {_DEFAULT}",
+        (S + "tests/v1/determinism/utils.py:16-21",),
+    ),
+    Row(
+        "gpu_sm90",
+        "gpu",
+        "H100, H200 (compute capability 9.0)",
+        "allow (measured)",
+        "the record's GPU, CUDA graphs on",
+        "",
+        (RECORD,),
+    ),
+    Row(
+        "gpu_unmeasured",
+        "gpu",
+        "compute capability above 9.0 (B200)",
+        UNMEASURED,
+        "vLLM's batch-invariant mode takes another path there (cuBLAS without split-K, FlashInfer "
+        "first among attention backends) and no GPU record measured it",
+        f"target an H100 or H200 (gpu), {_DEFAULT}",
+        (
+            W + "vllm/model_executor/layers/batch_invariant.py:922-927",
+            W + "vllm/platforms/cuda.py:132-139",
+        ),
+    ),
+    Row(
+        "lora",
+        "lora",
+        "any adapter",
+        "refuse",
+        "vLLM's LoRA shrink kernel picks its block_k by the step's token count (256 below 128 "
+        "tokens, else 32) even in batch-invariant mode: an adapter's answer depends on the batch",
+        f"remove lora, {_DEFAULT}",
+        (W + "vllm/lora/ops/triton_ops/utils.py:218-226",),
+    ),
+    Row(
+        "parallel",
+        "engine_args.tensor_parallel_size, engine_args.pipeline_parallel_size",
+        "above 1",
+        UNMEASURED,
+        "not measured: batch-invariant mode changes the all-reduce (custom all-reduce off, NCCL pinned "
+        "to one channel and tree), which no GPU record ran",
+        f"use tensor_parallel_size and pipeline_parallel_size 1 (a GPU that holds the model), {_DEFAULT}",
+        (
+            W + "vllm/config/parallel.py:928-930",
+            W + "vllm/model_executor/layers/batch_invariant.py:961-979",
+            RECORD,
+        ),
+    ),
+    Row(
+        "speculative",
+        "speculative",
+        "any method",
+        UNMEASURED,
+        "not measured: drafts are verified by vLLM's rejection sampler, which batch-invariant mode "
+        "does not touch (nothing under vllm/v1/spec_decode or vllm/v1/sample reads "
+        "VLLM_BATCH_INVARIANT), and no GPU record ran speculative decoding",
+        f"remove speculative, {_DEFAULT}",
+        (W + "vllm/v1/sample/rejection_sampler.py:392-400", RECORD),
+    ),
+    Row(
+        "kv_cache_dtype",
+        "engine_args.extra.kv_cache_dtype",
+        "anything but auto",
+        UNMEASURED,
+        "not measured: a quantized KV cache (fp8*, *_per_token_head, nvfp4) stores keys and values "
+        "with scales (the per-token-head ones computed at runtime); the record ran auto",
+        f"remove kv_cache_dtype (auto), {_DEFAULT}",
+        (W + "vllm/config/cache.py:18-34", W + "vllm/utils/torch_utils.py:76-81", RECORD),
+    ),
+    Row(
+        "checkpoint_quantized",
+        "checkpoint.path",
+        "config.json's quantization_config: zero points "
+        "(asymmetric, AWQ), activation order (g_idx, GPTQ desc_act), 8-bit, or another method than "
+        "compressed-tensors W4A16",
+        "refuse",
+        "the invariant W4A16 kernel's can_implement refuses it (symmetric uint4b8, no zero points, no "
+        "g_idx, fp16/bf16 activations only) and vLLM takes its next, batch-variant kernel; other "
+        "methods never reach it",
+        "use an fp16/bf16 checkpoint with quantize: {scheme: w4a16} (tritonbuild's INT4), "
+        f"{_DEFAULT}",
+        (
+            PLUGIN + ":318-330",
+            W + "vllm/model_executor/layers/quantization/compressed_tensors/schemes/"
+            "compressed_tensors_wNa16.py:35-36",
+            W + "vllm/model_executor/layers/quantization/compressed_tensors/schemes/"
+            "compressed_tensors_wNa16.py:103-106",
+            W + "vllm/model_executor/layers/quantization/awq_marlin.py:429-430",
+            W + "vllm/model_executor/layers/quantization/auto_gptq.py:346-347",
+        ),
+    ),
+    Row(
+        "checkpoint_int4",
+        "checkpoint.path, quantize",
+        "quantize: {scheme: w4a16}, or a compressed-"
+        "tensors symmetric 4-bit checkpoint without activation order",
+        "allow (measured)",
+        "the record's INT4 checkpoint (made by quantize) ran the invariant kernel",
+        "",
+        (RECORD,),
+    ),
+    Row(
+        "checkpoint_fp16",
+        "checkpoint.path",
+        "no quantization_config",
+        "allow (measured)",
+        "vLLM's batch-invariant linears; the record's fp16 configuration",
+        "",
+        (RECORD,),
+    ),
+)
+BY_ID = {row.id: row for row in ROWS}
+
+
+def _problem(row_id: str, at: tuple, setting: str) -> tuple:
+    """(row id, (key path, message, hint))."""
+    row = BY_ID[row_id]
+    fix = row.fix + (
+        "; to measure it, set serving.allow_unmeasured: true and verify under load"
+        if row.verdict == UNMEASURED
+        else ""
+    )
+    return row_id, (at, f"{setting}: serving.determinism: invariant cannot hold: {row.why}", fix)
+
+
+def recipe_problems(recipe) -> list:
+    """(key path, message, hint) per setting of an invariant recipe that the table refuses (the
+    rows refused only as not measured are let through with serving.allow_unmeasured)."""
+    if recipe.serving.determinism != "invariant":
+        return []
+    allow = recipe.serving.allow_unmeasured
+    return [p for row, p in _problems(recipe) if not (allow and BY_ID[row].verdict == UNMEASURED)]
+
+
+def _problems(recipe) -> list:
+    args, extra, out = recipe.engine_args, recipe.engine_args.extra, []
+    kernel = extra.get("kernel_config") if isinstance(extra.get("kernel_config"), dict) else {}
+    for at, value in (
+        (("engine_args", "extra", "linear_backend"), extra.get("linear_backend", "auto")),
+        (
+            ("engine_args", "extra", "kernel_config", "linear_backend"),
+            kernel.get("linear_backend", "auto"),
+        ),
+    ):
+        if str(value).lower().replace("-", "_") != "auto":
+            out.append(_problem("linear_backend", at, f"linear_backend {value}"))
+    out += _attention(extra)
+    out += _gpu(recipe)
+    if recipe.lora is not None:
+        out.append(
+            _problem("lora", ("lora",), f"adapters {', '.join(sorted(recipe.lora.adapters))}")
+        )
+    for key in ("tensor_parallel_size", "pipeline_parallel_size"):
+        if getattr(args, key) > 1:
+            out.append(_problem("parallel", ("engine_args", key), f"{key} {getattr(args, key)}"))
+    if recipe.speculative is not None:
+        out.append(
+            _problem("speculative", ("speculative",), f"speculative {recipe.speculative.method}")
+        )
+    if extra.get("kv_cache_dtype", "auto") != "auto":
+        at = ("engine_args", "extra", "kv_cache_dtype")
+        out.append(_problem("kv_cache_dtype", at, f"kv_cache_dtype {extra['kv_cache_dtype']}"))
+    return out
+
+
+def _attention(extra: dict) -> list:
+    config = (
+        extra.get("attention_config") if isinstance(extra.get("attention_config"), dict) else {}
+    )
+    out = []
+    for at, value in (
+        (("engine_args", "extra", "attention_backend"), extra.get("attention_backend")),
+        (("engine_args", "extra", "attention_config", "backend"), config.get("backend")),
+    ):
+        name = str(value).upper() if value is not None else None
+        if name is None or name in MEASURED_ATTENTION:
+            continue
+        row = "attention_unmeasured" if name in VLLM_INVARIANT_ATTENTION else "attention_refused"
+        out.append(_problem(row, at, f"attention backend {value}"))
+    return out
+
+
+def _gpu(recipe) -> list:
+    sm = GPU_SM[recipe.gpu]
+    if sm < PLUGIN_MIN_SM:
+        return [_problem("gpu_below_sm80", ("gpu",), f"gpu {recipe.gpu} (compute capability {sm})")]
+    if sm > MEASURED_SM:
+        return [_problem("gpu_unmeasured", ("gpu",), f"gpu {recipe.gpu} (compute capability {sm})")]
+    args = recipe.engine_args
+    if sm < MEASURED_SM and "enforce_eager" in args.model_fields_set and not args.enforce_eager:
+        return [
+            _problem(
+                "gpu_sm8x_graphs",
+                ("engine_args", "enforce_eager"),
+                f"enforce_eager false (CUDA graphs on) on gpu {recipe.gpu} (compute capability {sm}, "
+                "below 9.0)",
+            )
+        ]
+    return []
+
+
+def forced(recipe) -> dict:
+    """The model.json values the table forces for an invariant recipe (row gpu_sm8x_eager)."""
+    if recipe.serving.determinism != "invariant":
+        return {}
+    if PLUGIN_MIN_SM <= GPU_SM[recipe.gpu] < MEASURED_SM:
+        return {"enforce_eager": True}
+    return {}
+
+
+def checkpoint_problem(recipe, config: dict) -> tuple[str, str] | None:
+    """(message, hint) when an invariant recipe serves a pre-quantized checkpoint the invariant
+    W4A16 kernel cannot implement (config.json's quantization_config), else None. The quantize
+    step's own output is tritonbuild's INT4 (checked by the step, which refuses a quantized input)."""
+    if recipe.serving.determinism != "invariant" or recipe.quantize is not None:
+        return None
+    q = config.get("quantization_config")
+    if not isinstance(q, dict):
+        return None
+    reasons = invariant_w4a16_problems(q)
+    if not reasons:
+        return None
+    row = BY_ID["checkpoint_quantized"]
+    return (
+        f"config.json's quantization_config ({q.get('quant_method', '?')}: {'; '.join(reasons)}): "
+        f"serving.determinism: invariant cannot hold: {row.why}",
+        row.fix,
+    )

@@ -1,0 +1,251 @@
+"""`serving.determinism: invariant` at plan: every setting of the invariance table
+(backends/_vllm_invariance.py) that breaks invariance is refused, exit 3, naming the key with its file:line, the
+reason and the fix, or made safe in model.json; the settings the GPU record measured plan as before."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+
+IMAGE = "nvcr.io/nvidia/tritonserver:26.06-vllm-python-py3"  # vLLM 0.22.1: the plugin's recorded release
+
+
+def _recipe(tmp_path, engine: str = "", more: str = "", determinism: str = "invariant", ckpt=None):
+    from tests.conftest import EXAMPLES
+
+    text = (
+        "name: tiny-llama-vllm\nversion: 1\nbackend: vllm\n"
+        f"checkpoint: {{path: {ckpt or EXAMPLES / 'tiny-llama'}}}\n"
+        "engine_args:\n  dtype: float16\n  gpu_memory_utilization: 0.5\n  max_model_len: 512\n"
+        f"{engine}"
+        f"serving: {{repository_mount: {tmp_path / 'OUT'}, determinism: {determinism}}}\n"
+        f"image: {{triton_image: '{IMAGE}'}}\n{more}"
+    )
+    (tmp_path / "v.yaml").write_text(text)
+    return tmp_path / "v.yaml"
+
+
+def _line_of(path, needle: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
+
+
+def _refused(cli, path, key: str, needle: str, *words: str):
+    r = cli("plan", path)
+    assert r.exit_code == 3, r.output
+    assert key in r.stderr, r.stderr
+    assert f"v.yaml:{_line_of(path, needle)}" in r.stderr, r.stderr
+    for word in words:
+        assert word in r.stderr, (word, r.stderr)
+    assert "Traceback" not in r.output
+    return r.stderr
+
+
+REFUSED = {
+    "linear-backend": (
+        "  extra: {linear_backend: machete}\n",
+        "",
+        "engine_args.extra.linear_backend",
+        "linear_backend",
+        ("choose_mp_linear_kernel", "auto"),
+    ),
+    "kernel-config-linear-backend": (
+        "  extra:\n    kernel_config:\n      linear_backend: marlin\n",
+        "",
+        "engine_args.extra.kernel_config.linear_backend",
+        "linear_backend: marlin",
+        ("auto",),
+    ),
+    "flashinfer": (
+        "  extra: {attention_backend: FLASHINFER}\n",
+        "",
+        "engine_args.extra.attention_backend",
+        "attention_backend",
+        ("supports_batch_invariance", "FLASH_ATTN"),
+    ),
+    "attention-config-flashinfer": (
+        "  extra:\n    attention_config: {backend: FLASHINFER}\n",
+        "",
+        "engine_args.extra.attention_config.backend",
+        "attention_config",
+        ("FLASH_ATTN",),
+    ),
+    "t4": ("", "gpu: T4\n", "gpu", "gpu: T4", ("8.0", "7.5")),
+    "a100-graphs-on": (
+        "  enforce_eager: false\n",
+        "gpu: A100-80\n",
+        "engine_args.enforce_eager",
+        "enforce_eager",
+        ("CUDA graphs", "9.0"),
+    ),
+    "lora": ("", "lora: {adapters: {sql: adapters/sql}}\n", "lora", "lora:", ("block_k", "token")),
+    "tensor-parallel": (
+        "  tensor_parallel_size: 2\n",
+        "",
+        "engine_args.tensor_parallel_size",
+        "tensor_parallel_size",
+        ("not measured",),
+    ),
+    "pipeline-parallel": (
+        "  pipeline_parallel_size: 2\n",
+        "",
+        "engine_args.pipeline_parallel_size",
+        "pipeline_parallel_size",
+        ("not measured",),
+    ),
+    "speculative": (
+        "",
+        "speculative: {method: draft_model, num_speculative_tokens: 2, model: draft}\n",
+        "speculative",
+        "speculative:",
+        ("not measured",),
+    ),
+    "fp8-kv-cache": (
+        "  extra: {kv_cache_dtype: fp8}\n",
+        "",
+        "engine_args.extra.kv_cache_dtype",
+        "kv_cache_dtype",
+        ("auto",),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_a_setting_that_breaks_invariance_is_refused_at_its_key(cli, tmp_path, case):
+    engine, more, key, needle, words = REFUSED[case]
+    path = _recipe(tmp_path, engine, more)
+    _refused(cli, path, key, needle, "invariant", *words)
+    # the same setting with the default determinism is not this table's business
+    path.write_text(path.read_text().replace("determinism: invariant", "determinism: default"))
+    r = cli("plan", path)
+    assert "invariant" not in r.stderr, r.stderr
+
+
+def test_measured_settings_plan_and_the_table_allows_flash_attention(cli, tmp_path):
+    path = _recipe(
+        tmp_path,
+        "  extra:\n    attention_backend: FLASH_ATTN\n    linear_backend: auto\n"
+        "    kv_cache_dtype: auto\n",
+        "gpu: H100\n",
+    )
+    r = cli("plan", path)
+    assert r.exit_code == 0, r.output
+
+
+def test_below_sm90_cuda_graphs_are_turned_off_in_model_json(cli, tmp_path):
+    """vLLM 0.22's batch-invariant mode runs without CUDA graphs below SM 9.0 (its own tests' note): an A100
+    recipe that leaves enforce_eager unset is built with enforce_eager: true."""
+    path = _recipe(tmp_path, more="gpu: A100-80\n")
+    r = cli("build", path, "-o", tmp_path / "OUT")
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "OUT" / "tiny-llama-vllm" / "1" / "model.json").read_text())
+    assert doc["enforce_eager"] is True
+    # on the measured SM 9.0 the graphs stay on
+    shutil.rmtree(tmp_path / "OUT")
+    path.write_text(path.read_text().replace("gpu: A100-80", "gpu: H200"))
+    assert cli("build", path, "-o", tmp_path / "OUT").exit_code == 0
+    doc = json.loads((tmp_path / "OUT" / "tiny-llama-vllm" / "1" / "model.json").read_text())
+    assert doc["enforce_eager"] is False
+
+
+def _checkpoint(tmp_path, quantization_config: dict | None):
+    from tests.conftest import EXAMPLES
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(EXAMPLES / "tiny-llama", ckpt)
+    config = json.loads((ckpt / "config.json").read_text())
+    if quantization_config is not None:
+        config["quantization_config"] = quantization_config
+    (ckpt / "config.json").write_text(json.dumps(config))
+    return ckpt
+
+
+def _ct(num_bits=4, symmetric=True, actorder=None, group_size=128, fmt="pack-quantized"):
+    """A compressed-tensors quantization_config as llm-compressor writes it (compressed_tensors.json)."""
+    return {
+        "quant_method": "compressed-tensors",
+        "format": fmt,
+        "config_groups": {
+            "group_0": {
+                "targets": ["Linear"],
+                "weights": {
+                    "num_bits": num_bits,
+                    "type": "int",
+                    "symmetric": symmetric,
+                    "strategy": "group",
+                    "group_size": group_size,
+                    "actorder": actorder,
+                },
+                "input_activations": None,
+            }
+        },
+        "ignore": ["lm_head"],
+    }
+
+
+CHECKPOINTS = {
+    "asymmetric": (_ct(symmetric=False), "zero points"),
+    "act-order": (_ct(actorder="group"), "g_idx"),
+    "8-bit": (_ct(num_bits=8), "8-bit"),
+    "gptq-desc-act": (
+        {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": True, "sym": True},
+        "desc_act",
+    ),
+    "gptq-8-bit": (
+        {"quant_method": "gptq", "bits": 8, "group_size": 128, "desc_act": False, "sym": True},
+        "8-bit",
+    ),
+    "awq": (
+        {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True},
+        "zero points",
+    ),
+    "fp8": ({"quant_method": "fp8", "activation_scheme": "dynamic"}, "fp8"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CHECKPOINTS))
+def test_a_pre_quantized_checkpoint_the_plugin_cannot_implement_is_refused(cli, tmp_path, case):
+    config, word = CHECKPOINTS[case]
+    ckpt = _checkpoint(tmp_path, config)
+    path = _recipe(tmp_path, ckpt=ckpt)
+    stderr = _refused(cli, path, "checkpoint.path", "checkpoint:", "quantization_config", word)
+    assert "invariant" in stderr
+    path.write_text(path.read_text().replace("determinism: invariant", "determinism: default"))
+    assert "invariant" not in cli("plan", path).stderr
+
+
+def test_the_projects_int4_format_and_its_quantize_step_plan(cli, tmp_path):
+    ckpt = _checkpoint(tmp_path, _ct(group_size=32))
+    r = cli("plan", _recipe(tmp_path, ckpt=ckpt))
+    assert r.exit_code == 0, r.output
+    (tmp_path / "q").mkdir()
+    path = _recipe(tmp_path / "q", more="quantize: {scheme: w4a16, group_size: 32}\n")
+    r = cli("plan", path)
+    assert r.exit_code == 0, r.output
+    assert re.search("compressed-tensors", cli("plan", path, "--json").stdout)
+
+
+def test_allow_unmeasured_lets_through_only_what_is_refused_as_not_measured(cli, tmp_path):
+    """serving.allow_unmeasured (to make the GPU record of a setting no record measured: tensor parallel 2 in
+    benchmarks/multi_gpu) takes the rows refused as not measured, never one known to break invariance."""
+    from tritonbuild.backends._vllm_invariance import BY_ID, UNMEASURED
+
+    assert BY_ID["parallel"].verdict == UNMEASURED and BY_ID["linear_backend"].verdict == "refuse"
+    path = _recipe(tmp_path, "  tensor_parallel_size: 2\n  extra: {kv_cache_dtype: fp8}\n")
+    stderr = _refused(cli, path, "engine_args.tensor_parallel_size", "tensor_parallel_size")
+    assert "allow_unmeasured" in stderr
+    path.write_text(
+        path.read_text().replace(
+            "determinism: invariant", "determinism: invariant, allow_unmeasured: true"
+        )
+    )
+    r = cli("plan", path)
+    assert r.exit_code == 0, r.output
+    path.write_text(
+        path.read_text().replace(
+            "kv_cache_dtype: fp8", "kv_cache_dtype: fp8, linear_backend: marlin"
+        )
+    )
+    _refused(cli, path, "engine_args.extra.linear_backend", "linear_backend")

@@ -1,0 +1,80 @@
+"""The vLLM facts behind the invariance table (builder/backends/_vllm_invariance.py ROWS), derived whole:
+`python -m tests.contracts.vllm_invariance_facts WHEEL SDIST_DIR [--write]`.
+
+WHEEL: `pip download vllm==0.22.0 --no-deps --only-binary :all:`; SDIST_DIR: the same release's sdist unpacked
+(`pip download --no-deps --no-binary :all: --no-clean vllm==0.22.0` leaves it in pip's build directory even though
+vLLM's metadata step fails without torch), for tests/ and docs/, which the wheel does not ship. For each cite of a row,
+the file's sha256 and one line of its cited range (the longest, as an anchor that a later release moves or changes),
+written to facts/vllm_invariance.json. Standard library only."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import zipfile
+from pathlib import Path
+
+FACTS = Path(__file__).parent / "facts" / "vllm_invariance.json"
+WHEEL_PREFIX, SDIST_PREFIX = "vllm 0.22.0 ", "vllm 0.22.0 sdist "
+
+
+def vllm_cites(rows) -> list[str]:
+    """Every cite of the rows that is vLLM's, in row order, once."""
+    seen: dict[str, None] = {}
+    for row in rows:
+        for cite in row.cites:
+            if cite.startswith(WHEEL_PREFIX):
+                seen[cite] = None
+    return list(seen)
+
+
+def split(cite: str) -> tuple[str, str, int, int]:
+    """(wheel | sdist, path, first line, last line) of a cite."""
+    kind = "sdist" if cite.startswith(SDIST_PREFIX) else "wheel"
+    where = cite[len(SDIST_PREFIX if kind == "sdist" else WHEEL_PREFIX) :]
+    path, _, lines = where.partition(":")
+    first, _, last = lines.partition("-")
+    return kind, path, int(first), int(last or first)
+
+
+def anchor(text: str, first: int, last: int) -> str:
+    rows = [line.strip() for line in text.splitlines()[first - 1 : last]]
+    return max(rows, key=len)[:120]
+
+
+def derive(wheel: Path, sdist: Path, rows, wheel_only: bool = False) -> list[dict]:
+    zf = zipfile.ZipFile(wheel)
+    entries = []
+    for cite in vllm_cites(rows):
+        kind, path, first, last = split(cite)
+        if wheel_only and kind == "sdist":
+            continue
+        data = zf.read(path) if kind == "wheel" else (sdist / path).read_bytes()
+        entries.append(
+            {
+                "cite": cite,
+                "from": kind,
+                "where": f"{path}:{first}" + (f"-{last}" if last != first else ""),
+                "file_sha256": hashlib.sha256(data).hexdigest(),
+                "text": anchor(data.decode(), first, last),
+                "rows": [r.id for r in rows if cite in r.cites],
+            }
+        )
+    return entries
+
+
+def main(args: list[str]) -> int:
+    from tritonbuild.backends._vllm_invariance import ROWS
+
+    wheel, sdist = Path(args[0]), Path(args[1])
+    doc = json.loads(FACTS.read_text())
+    doc["facts"] = derive(wheel, sdist, ROWS)
+    json.dump(doc["facts"], sys.stdout, indent=1)
+    if "--write" in args:
+        FACTS.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
