@@ -22,6 +22,7 @@ import yaml
 
 from tritonbuild.errors import UsageError
 from tritonbuild.publish.k8s_pod import (
+    check_plugin_builds,
     gpus_per_pod,
     model_imports,
     probe_files,
@@ -325,6 +326,7 @@ def write(
     whose goldens the probe leaves out, what the models import that the image must add: also
     written to OUT/requirements-models.txt)."""
     check_options(**options)
+    check_plugin_builds(root, manifest)
     docs, left_out = documents(root, manifest, **options)
     text = render(docs)
     out.mkdir(parents=True, exist_ok=True)

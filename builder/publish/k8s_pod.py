@@ -163,6 +163,32 @@ def launch_needs(manifest: Manifest) -> tuple[dict[str, str], list[str], list[st
     return env, launcher, extra
 
 
+def check_plugin_builds(root: Path, manifest: Manifest) -> None:
+    """Refuse models that ship different builds of one plugin distribution: the serving image's
+    entrypoint installs each distinct wheel once into one Python, and refuses (exit 2, a pod in
+    CrashLoopBackOff) two builds that could not both be served as verified."""
+    import hashlib
+
+    builds: dict[str, dict[str, str]] = {}  # distribution -> {sha256: "model ships version"}
+    for model in manifest.models:
+        for rel in ((model.llm or {}).get("serving") or {}).get("plugins", []):
+            path = root / model.name / str(model.version) / rel
+            dist, version = Path(rel).name.split("-")[:2]  # PEP 427: {distribution}-{version}-...
+            digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else rel
+            builds.setdefault(dist.replace("-", "_").lower(), {}).setdefault(
+                digest, f"{model.name} ships {version}"
+            )
+    for dist, shipped in sorted(builds.items()):
+        if len(shipped) > 1:
+            raise UsageError(
+                f"the models ship different builds of the plugin {dist} "
+                f"({'; '.join(shipped.values())}): the serving image installs one into its "
+                "Python, and each model was verified with its own; its entrypoint refuses to start",
+                hint="rebuild the models with one tritonbuild (they then ship the same wheel), or "
+                "serve them from separate images",
+            )
+
+
 def start(manifest: Manifest, target: str | None, control: str, poll_secs: int) -> dict:
     """The container's command, args and env. The stock image (a target): tritonserver itself, with
     what the models' start needs (launch_needs). The custom image (no target): its entrypoint, which

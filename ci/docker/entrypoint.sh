@@ -17,6 +17,10 @@ fi
 # (shipped in its version directory) installed into the image's Python before the server starts. A model with
 # portable numerics (numerics.env: MKL's reproducibility branch, ATen/oneDNN ISA, thread counts) needs its variables
 # set before the Python backend's stubs load their math libraries.
+# Several invariant models each ship the same plugin wheel: one Python holds one copy of a distribution, so each
+# distinct wheel is installed once (the same distribution from two paths is pip's ResolutionImpossible). Two
+# models shipping different builds of one distribution were verified with different plugins; one of them would
+# run with a plugin it was not verified with: refused (exit 2) before anything is installed.
 launch=()
 extra=()
 wheels=()
@@ -27,10 +31,12 @@ if [ -f "$MODELS/tritonbuild-manifest.json" ]; then
       launcher) read -r -a launch <<< "$value" ;;
       arg) extra+=("$value") ;;
       wheel) wheels+=("$MODELS/$value") ;;
+      error) echo "entrypoint: $value" >&2; exit 2 ;;
     esac
   done < <(python3 - "$MODELS/tritonbuild-manifest.json" <<'PY'
-import json, sys
-lines = []
+import hashlib, json, os, re, sys
+lines, wheels = [], {}  # distribution -> {sha256: (model, path, version)}
+root = os.path.dirname(sys.argv[1])
 models = json.load(open(sys.argv[1])).get("models", [])
 if isinstance(models, dict):  # a publish target's manifest (TRITONBUILD_TARGET): its live versions' numerics
     for state in models.values():
@@ -44,9 +50,26 @@ for m in models:
     lines += [("arg", a) for a in spec.get("args", [])]
     serving = (m.get("llm") or {}).get("serving") or {}
     lines += [("env", f"{k}={v}") for k, v in sorted(serving.get("env", {}).items())]
-    lines += [("wheel", f"{m['name']}/{m['version']}/{rel}") for rel in serving.get("plugins", [])]
+    for rel in serving.get("plugins", []):
+        path = f"{m['name']}/{m['version']}/{rel}"
+        try:
+            digest = hashlib.sha256(open(os.path.join(root, path), "rb").read()).hexdigest()
+        except OSError as e:
+            lines.append(("error", f"{m['name']}: its plugin wheel {path} cannot be read ({e.strerror})"))
+            continue
+        dist, version = os.path.basename(rel).split("-")[:2]  # PEP 427: {distribution}-{version}-...
+        builds = wheels.setdefault(re.sub(r"[-_.]+", "_", dist).lower(), {})
+        builds.setdefault(digest, (m["name"], path, version))
     lines += [("env", f"{k}={v}") for k, v in sorted((m.get("numerics") or {}).get("env", {}).items())]
-for line in dict.fromkeys(lines):
+for dist, builds in sorted(wheels.items()):
+    if len(builds) > 1:
+        shown = "; ".join(f"{model} ships {version} ({path})" for model, path, version in builds.values())
+        lines.append(("error", f"the models ship different builds of the plugin {dist}, and one Python holds one: "
+                      f"{shown}. Each was verified with its own; rebuild them with one tritonbuild (the same "
+                      "wheel), or serve them from separate images"))
+    lines += [("wheel", path) for _, path, _ in list(builds.values())[:1]]
+errors = [line for line in lines if line[0] == "error"]
+for line in dict.fromkeys(errors or lines):
     print(*line, sep="\t")
 PY
 )
