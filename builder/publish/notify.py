@@ -77,14 +77,17 @@ def mapped_models(url: str) -> set[str] | None:
 
 
 def notify_all(urls: tuple[str, ...], changed: set[str], published: list[str]) -> list[dict]:
-    """Per server: load each model whose config.pbtxt changed and each published one it does not
-    have READY (absent, or UNAVAILABLE after a failed load); a server that does not answer its index
-    is reported once per changed model, with no load request sent. In a mixed fleet a server is
-    asked only for the models it serves: those the operator maps to it (URL#MODEL,MODEL), else those
-    its index shows a state for (loaded, loading, or a failed load); a model no notified server
-    serves yet (new, or every server restarted) is asked of every unmapped server; one left out is
-    reported as skipped, with the servers that serve it. A server whose load of a model failed while
-    another serves it is asked again only when that model changes."""
+    """Per server: load each model whose config.pbtxt this publish changed. A model it did not change
+    is never asked, READY or not (never loaded there, or UNAVAILABLE after a failed load): its load
+    could only fail the publish or flip the server's strict readiness over a model the publish did
+    not touch; one the server holds but not READY is reported as not asked. A server that does not
+    answer its index is reported once per changed model, with no load request sent. In a mixed
+    fleet a server is asked only for the models it serves: those the operator maps to it
+    (URL#MODEL,MODEL), else those its index shows a state for (loaded, loading, or a failed load); a
+    changed model no notified server serves yet (new, or every server restarted) is asked of every
+    unmapped server; one left out is reported as skipped, with the servers that serve it. A server
+    whose load of a model failed while another serves it is asked again only when that model
+    changes."""
     indexes = {url: repository_index(url) for url in urls}
     served = {
         url: mapped_models(url)
@@ -102,9 +105,9 @@ def notify_all(urls: tuple[str, ...], changed: set[str], published: list[str]) -
     for url in urls:
         states, why = indexes[url]
         if states is None:
-            out += _unanswered(url, why, changed or set(published), served[url])
+            out += _unanswered(url, why, changed, served[url])
         else:
-            out += _ask(url, states, urls, changed, published, served, ready)
+            out += _ask(url, states, urls, changed, published, served)
     loaded = {
         (result["model"], result["server"])
         for result in out
@@ -132,16 +135,18 @@ def _ask(
     changed: set[str],
     published: list[str],
     served: dict[str, set[str]],
-    ready: set[tuple[str, str]],
 ) -> list[dict]:
-    """A server that answered its index: each changed model, and each published one it does not have
-    READY, is loaded, or skipped with the reason (another server serves it; its last load here
-    failed)."""
+    """A server that answered its index: each changed model is loaded, or skipped with the reason
+    (another server serves it, or it is mapped to others); an unchanged one it holds but not READY
+    is said, never asked."""
     out = []
-    for name in sorted(changed | {name for name in published if states.get(name) != "READY"}):
+    for name in sorted(set(published) - changed):
+        state = states.get(name) or "READY"
+        if state != "READY":  # held here, not READY (a failed load, a load under way): said
+            why = "its last load failed here" if state == "UNAVAILABLE" else f"{state} here"
+            out.append(_skipped(url, name, [], f"{why} and this publish did not change it"))
+    for name in sorted(changed):
         serving = [other for other in urls if name in served[other]]
-        elsewhere = [other for other in urls if (name, other) in ready and other != url]
-        failed_here = states.get(name) == "UNAVAILABLE" and name not in changed and elsewhere
         if (serving and url not in serving) or (
             mapped_models(url) is not None and name not in served[url]
         ):
@@ -152,12 +157,6 @@ def _ask(
                     serving,
                     "this server does not serve it (not mapped to it, or its "
                     "repository index shows no load of it)",
-                )
-            )
-        elif failed_here:
-            out.append(
-                _skipped(
-                    url, name, elsewhere, "its last load failed here and it has not changed since"
                 )
             )
         else:

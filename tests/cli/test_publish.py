@@ -305,9 +305,10 @@ def test_rollback_refuses_a_version_without_its_stored_config(cli, repo, tmp_pat
 
 
 def test_notify_only_the_models_that_changed(cli, repo, tmp_path):
-    """--notify loads the models whose config changed, and also those the server does not have READY (absent
-    from its repository index: restarted, or UNAVAILABLE after a failed load); a READY unchanged model is left
-    alone."""
+    """--notify loads the models whose config this publish changed (created or switched), READY or not; a model
+    it did not change is never asked, READY or not (absent from the index after a restart, or UNAVAILABLE after a
+    failed load): a load of a model the publish did not touch could only fail it or flip the server's readiness
+    (issue 43). A rollback notifies the model it switched."""
     seen, index = [], {}
     srv, url = _fake_triton(index, seen)
     load = "/v2/repository/models/doubler/load"
@@ -323,16 +324,68 @@ def test_notify_only_the_models_that_changed(cli, repo, tmp_path):
         assert seen == [load]
         index.clear()  # the server restarted without it
         assert cli("publish", out, target, "--notify", url).exit_code == 0
-        assert seen == [load] * 2
         index["doubler"] = "UNAVAILABLE"  # a failed load
-        assert cli("publish", out, target, "--notify", url).exit_code == 0
-        assert seen == [load] * 3
+        r = cli("publish", out, target, "--notify", url)
+        assert r.exit_code == 0 and "did not change it" in r.stdout
+        assert seen == [load]  # unchanged: not asked either time
         out2 = repo(2)
         _fake_verified(cli, out2)
-        assert cli("publish", out2, target).exit_code == 0
+        assert cli("publish", out2, target, "--notify", url).exit_code == 0
+        assert seen == [load] * 2  # changed (switched to version 2), though not READY there
         r = cli("rollback", target, "doubler", "--to", "1", "--notify", url)
         assert r.exit_code == 0 and "loaded" in r.stdout
-        assert seen == [load] * 4
+        assert seen == [load] * 3
+    finally:
+        srv.shutdown()
+
+
+def _picky_published(cli, tmp_path, target: str) -> None:
+    """A second model, picky, published to target beside doubler (by its own publish)."""
+    src = tmp_path / "picky-src"
+    src.mkdir()
+    (src / "model.py").write_text(PY_MODEL)
+    (src / "r.yaml").write_text(
+        PY_RECIPE.replace("name: doubler", "name: picky")
+        .replace("goldens/doubler.npz", "goldens/picky.npz")
+        .lstrip()
+    )
+    out = tmp_path / "picky-repo"
+    assert cli("build", src / "r.yaml", "-o", out).exit_code == 0
+    _fake_verified(cli, out)
+    assert cli("publish", out, target).exit_code == 0
+
+
+def test_notify_never_fails_a_publish_over_a_model_it_did_not_change(cli, repo, tmp_path):
+    """The server serves doubler and never served picky (it cannot: a GPU model on a CPU server), both published
+    to its target. Publishing doubler v2 asks it for doubler only: picky, unchanged, was asked too (not READY
+    there) and refused, exit 7, and on a real server its failed load flips strict readiness 200 -> 400."""
+    seen = []
+    index = {"doubler": "READY", "picky": ""}
+
+    def answer(path: str) -> tuple[int, bytes]:
+        if path == "/v2/repository/index":
+            return 200, json.dumps(
+                [{"name": n, **({"state": st} if st else {})} for n, st in index.items()]
+            ).encode()
+        seen.append(path)
+        if "/picky/" in path:
+            return 400, b'{"error":"load failed for model \'picky\': needs a GPU"}'
+        return 200, b""
+
+    srv, url = _stand_in(answer)
+    try:
+        target = f"file://{tmp_path}/pub"
+        out = repo(1)
+        _fake_verified(cli, out)
+        assert cli("publish", out, target).exit_code == 0
+        _picky_published(cli, tmp_path, target)
+        out2 = repo(2)
+        _fake_verified(cli, out2)
+        r = cli("publish", out2, target, "--notify", url, "--json")
+        assert r.exit_code == 0, r.stdout + r.stderr  # was 7: 'picky' refused
+        assert seen == ["/v2/repository/models/doubler/load"]
+        notified = json.loads(r.stdout)["notified"]
+        assert [(n["model"], n["ok"]) for n in notified] == [("doubler", True)]
     finally:
         srv.shutdown()
 

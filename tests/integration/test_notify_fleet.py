@@ -115,3 +115,30 @@ def _settled_ready(server: EmbeddedServer, within_s: float = 15.0) -> int:
     while (status := _ready(server)) != 200 and time.monotonic() < deadline:
         time.sleep(0.2)
     return status
+
+
+def test_a_publish_never_flips_readiness_over_a_model_it_did_not_change(cli, doubler_repo, tmp_path):
+    """One server, Triton's strict readiness, serving doubler; picky (which it cannot run) is published to the
+    same target and never loaded there. Publishing doubler v2 with --notify loads doubler alone: picky was asked
+    too (published, not READY), refused, the publish failed with exit 7 and readiness went 200 -> 400."""
+    target = f"file://{tmp_path}/pub"
+    receipt = api.publish(doubler_repo(1, verify=False), target, skip_verify=True)
+    api.publish(_picky_repo(cli, tmp_path), target, skip_verify=True)
+    with EmbeddedServer(receipt.triton_url, env={"REFUSE_PICKY": "1"}) as server:
+        server.load("doubler")
+        assert _ready(server) == 200
+        url = f"http://{server.http_url}"
+        r = cli(
+            "publish",
+            doubler_repo(2, factor="3", verify=False),
+            target,
+            "--skip-verify",
+            "--notify",
+            url,
+            "--json",
+        )
+        assert r.exit_code == 0, r.stdout + r.stderr
+        notified = json.loads(r.stdout)["notified"]
+        assert [(n["model"], n["ok"]) for n in notified] == [("doubler", True)]
+        assert _settled_ready(server) == 200
+        assert _ready(server, "/v2/models/picky/ready") != 200  # never loaded: nothing asked of it
