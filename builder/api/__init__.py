@@ -296,9 +296,10 @@ def build_matrix(
 
 def deploy_snippets(
     repository: Path, out: Path, **options
-) -> tuple[Path, int, list[str], tuple[str, ...]]:
+) -> tuple[Path, int, list[str], tuple[str, ...], list[str]]:
     """Kubernetes YAML for a built repository: (path, startup budget s, models the probe has no
-    golden of, what the models import that the image must add: OUT/requirements-models.txt)."""
+    golden of, what the models import that the image must add: OUT/requirements-models.txt, what
+    the operator must know: the ConfigMap's lifecycle, the store's endpoint, drains, root, GPUs)."""
     from tritonbuild.publish.k8s import write
 
     return write(Path(repository), read_repository(repository, VerifyError), out, **options)

@@ -113,6 +113,7 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
             llm={
                 "engine_args": json.loads(pretty_json(model_json(r))),
                 "serving_image": r.image.triton_image,
+                "gpu": r.gpu,  # what the memory plan was made for: deploy-snippets' node selection
                 **({"serving": serving} if serving else {}),
             },
         )

@@ -38,6 +38,21 @@ from tritonbuild.cli.common import _json, existing_dir, json_option, main
     "image's own /models is served.",
 )
 @click.option(
+    "--endpoint-url",
+    "endpoint",
+    metavar="URL",
+    help="The S3 endpoint the pods reach --target at (e.g. http://minio.storage.svc:9000) "
+    "[default: AWS S3, or AWS_ENDPOINT_URL when it is not this machine's own address].",
+)
+@click.option(
+    "--gpu-node-selector",
+    "gpu_node_selector",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Node label GPU pods must have (repeatable) [default: GPU feature discovery's labels "
+    "for the GPU the models were planned for].",
+)
+@click.option(
     "--model-control-mode",
     "control",
     type=click.Choice(["poll", "explicit"]),
@@ -74,40 +89,22 @@ from tritonbuild.cli.common import _json, existing_dir, json_option, main
 )
 @json_option
 def deploy_snippets_command(
-    repository: Path,
-    output: Path,
-    name: str,
-    image: str,
-    target: str | None,
-    control: str,
-    poll_secs: int,
-    secret: str | None,
-    replicas: int,
-    max_replicas: int | None,
-    queue_target: int,
-    as_json: bool,
+    repository: Path, output: Path, gpu_node_selector: tuple[str, ...], as_json: bool, **options
 ) -> None:
     """Write Kubernetes manifests for REPOSITORY that run on the stock tritonserver image: a
     ConfigMap with the readiness probe (golden inference) and its goldens, Deployment, Service,
     autoscaler, disruption budget."""
     from tritonbuild import api
+    from tritonbuild.publish.k8s_fleet import node_selector
     from tritonbuild.publish.k8s_pod import REQUIREMENTS_FILE, SECRET_KEYS, repository_url
 
     existing_dir(repository)
-    path, budget, left_out, imports = api.deploy_snippets(
-        repository,
-        output,
-        name=name,
-        image=image,
-        target=target,
-        replicas=replicas,
-        max_replicas=max_replicas,
-        control=control,
-        poll_secs=poll_secs,
-        secret=secret,
-        queue_target=queue_target,
+    path, budget, left_out, imports, notes = api.deploy_snippets(
+        repository, output, gpu_node_selector=node_selector(gpu_node_selector), **options
     )
-    secret_keys = SECRET_KEYS[repository_url(target)[0]] if target else None
+    target, name = options["target"], options["name"]
+    secret = (options["secret"] or f"{name}-store") if target else None
+    secret_keys = SECRET_KEYS[repository_url(target, options["endpoint"])[0]] if target else None
     if as_json:
         _json(
             {
@@ -116,17 +113,18 @@ def deploy_snippets_command(
                 "goldens_left_out": left_out,
                 "model_imports": list(imports),
                 "requirements": str(output / REQUIREMENTS_FILE) if imports else None,
-                "secret": (secret or f"{name}-store") if target else None,
+                "secret": secret,
                 "secret_keys": secret_keys,
+                "notes": notes,
             }
         )
         return
     app().out.print(f"wrote {path} (startup budget {budget} s)")
     if target:
-        app().out.print(
-            f"create the Secret {secret or name + '-store'} first, holding {secret_keys}"
-        )
-    _warn(image, output, imports, left_out)
+        app().out.print(f"create the Secret {secret} first, holding {secret_keys}")
+    for note in notes:
+        app().out.print(f"note: {note}", markup=False)
+    _warn(options["image"], output, imports, left_out)
 
 
 def _warn(image: str, output: Path, imports: tuple[str, ...], left_out: list[str]) -> None:

@@ -21,6 +21,15 @@ from pathlib import Path
 import yaml
 
 from tritonbuild.errors import UsageError
+from tritonbuild.publish.k8s_fleet import (
+    CONTAINER_SECURITY,
+    disruption_budget,
+    fleet_notes,
+    gpu_scheduling,
+    lifecycle_header,
+    pod_security,
+    root_needed,
+)
 from tritonbuild.publish.k8s_pod import (
     check_plugin_builds,
     gpus_per_pod,
@@ -72,6 +81,7 @@ def check_options(
     max_replicas: int | None = None,
     control: str = "poll",
     poll_secs: int = 15,
+    endpoint: str | None = None,
     **_,
 ) -> None:
     """Refuse what the cluster or tritonserver would refuse later, after a rollout began."""
@@ -97,7 +107,7 @@ def check_options(
     if poll_secs < 1:
         raise UsageError(f"--repository-poll-secs {poll_secs}: expected 1 or more")
     if target is not None:
-        repository_url(target)
+        repository_url(target, endpoint)
     elif image.startswith("nvcr.io/nvidia/tritonserver:"):
         raise UsageError(
             f"--image {image} holds no model repository, and no --target was given for it to read",
@@ -149,6 +159,7 @@ def _container(launch: dict, image: str, budget: int, gpus: int, secret_env: dic
         "resources": {"limits": {"nvidia.com/gpu": gpus}}
         if gpus
         else {"requests": {"cpu": "2", "memory": "4Gi"}},
+        "securityContext": CONTAINER_SECURITY,
         "volumeMounts": [
             {"name": "dshm", "mountPath": "/dev/shm"},
             {"name": "probe", "mountPath": PROBE_FOLDER, "readOnly": True},
@@ -156,12 +167,14 @@ def _container(launch: dict, image: str, budget: int, gpus: int, secret_env: dic
     }
 
 
-def _credentials(target: str | None, secret: str) -> tuple[dict, list[dict], list[dict]]:
+def _credentials(
+    target: str | None, secret: str, endpoint: str | None
+) -> tuple[dict, list[dict], list[dict]]:
     """(container env fields, extra volumes, extra mounts) that hand tritonserver the Secret's
     credentials."""
     if target is None:
         return {}, [], []
-    scheme, _ = repository_url(target)
+    scheme, _ = repository_url(target, endpoint)
     if scheme == "gs":
         return (
             {
@@ -191,16 +204,19 @@ def documents(
     poll_secs: int = 15,
     secret: str | None = None,
     queue_target: int = 8,
+    endpoint: str | None = None,
+    gpu_node_selector: dict[str, str] | None = None,
 ) -> tuple[list[dict], list[str]]:
     """(the manifests, models whose goldens the probe could not carry)."""
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "tritonbuild"}
     data, binary, left_out = probe_files(root, manifest)
-    secret_env, volumes, mounts = _credentials(target, secret or f"{name}-store")
+    secret_env, volumes, mounts = _credentials(target, secret or f"{name}-store", endpoint)
+    gpus = gpus_per_pod(root, manifest)
     container = _container(
-        start(manifest, target, control, poll_secs),
+        start(manifest, target, control, poll_secs, endpoint),
         image,
         startup_budget_s(manifest),
-        gpus_per_pod(root, manifest),
+        gpus,
         secret_env,
     )
     container["volumeMounts"] += mounts
@@ -211,7 +227,11 @@ def documents(
         "data": data,
         **({"binaryData": binary} if binary else {}),
     }
-    deploy = _deployment(name, labels, replicas, manifest.digest, container, volumes)
+    pod = {
+        "securityContext": pod_security(root_needed(manifest, target)),
+        **gpu_scheduling(manifest, gpus, gpu_node_selector),
+    }
+    deploy = _deployment(name, labels, replicas, manifest.digest, container, volumes, pod)
     # NOTE: publish --notify must reach every pod, not one of them: a headless Service lists them
     every_pod = control == "explicit" and target is not None
     services = _services(name, labels, container["ports"], every_pod)
@@ -220,11 +240,19 @@ def documents(
 
 
 def _deployment(
-    name: str, labels: dict, replicas: int, digest: str, container: dict, volumes: list[dict]
+    name: str,
+    labels: dict,
+    replicas: int,
+    digest: str,
+    container: dict,
+    volumes: list[dict],
+    fleet: dict,
 ) -> dict:
     """The Deployment: one tritonserver container per pod, its shared memory, the probe's ConfigMap
-    and the store's credentials mounted, rolled out one new pod before an old one goes."""
+    and the store's credentials mounted, its securityContext and GPU scheduling (fleet), rolled out
+    one new pod before an old one goes."""
     pod = {
+        **fleet,
         "containers": [container],
         "terminationGracePeriodSeconds": 60,
         "volumes": [
@@ -283,8 +311,8 @@ def _scaling(
     name: str, labels: dict, replicas: int, max_replicas: int, queue_target: int
 ) -> list[dict]:
     """An autoscaler on the requests waiting in Triton's queues (per pod, through a custom-metrics
-    adapter such as prometheus-adapter scraping port 'metrics'), and a disruption budget that keeps
-    a ready pod."""
+    adapter such as prometheus-adapter scraping port 'metrics'), and a disruption budget that
+    never blocks a node drain (k8s_fleet.disruption_budget)."""
     hpa = {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
@@ -305,7 +333,7 @@ def _scaling(
             "behavior": {"scaleDown": {"stabilizationWindowSeconds": 300}},
         },
     }
-    budget = {"minAvailable": 1} if replicas <= 2 else {"maxUnavailable": 1}
+    budget = disruption_budget()
     pdb = {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
@@ -321,17 +349,18 @@ def render(docs: list[dict]) -> str:
 
 def write(
     root: Path, manifest: Manifest, out: Path, **options
-) -> tuple[Path, int, list[str], tuple[str, ...]]:
+) -> tuple[Path, int, list[str], tuple[str, ...], list[str]]:
     """Check the options, then write OUT/NAME.yaml: (its path, the startup budget in seconds, models
     whose goldens the probe leaves out, what the models import that the image must add: also
-    written to OUT/requirements-models.txt)."""
+    written to OUT/requirements-models.txt, what the operator must know: fleet_notes)."""
     check_options(**options)
     check_plugin_builds(root, manifest)
     docs, left_out = documents(root, manifest, **options)
-    text = render(docs)
+    notes = fleet_notes(root, manifest, **options)
+    text = lifecycle_header(options["name"], manifest.digest) + render(docs)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{options['name']}.yaml"
     path.write_text(text)
     imports = model_imports(root, options["image"])
     write_requirements(out, options["image"], imports)
-    return path, startup_budget_s(manifest), left_out, imports
+    return path, startup_budget_s(manifest), left_out, imports, notes

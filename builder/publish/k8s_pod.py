@@ -31,13 +31,15 @@ SECRET_KEYS = {
 }
 
 
-def repository_url(target: str) -> tuple[str, str]:
+def repository_url(target: str, endpoint: str | None = None) -> tuple[str, str]:
     """(scheme, the --model-repository tritonserver reads the target at), or a UsageError for a
-    target the stock image cannot read itself."""
+    target the stock image cannot read itself. An S3 endpoint comes from --endpoint-url (the one the
+    cluster reaches the store at, taken as given), else from this machine's AWS_ENDPOINT_URL(_S3):
+    one on this machine's loopback would send every pod to its own, and is refused."""
     from tritonbuild.core.stores import driver_for, parse_location
 
     try:
-        location = parse_location(target)
+        location = parse_location(target, endpoint)
     except TritonBuildError as e:
         raise UsageError(f"--target: {e.message}", where=e.where, hint=e.hint) from None
     scheme = {"gcs": "gs", "abfs": "az"}.get(location.scheme, location.scheme)
@@ -48,6 +50,13 @@ def repository_url(target: str) -> tuple[str, str]:
             hint="publish to an object store for the pods, or leave --target out to serve the "
             "repository baked into the image",
         )
+    if location.endpoint and not endpoint and _loopback(location.endpoint):
+        raise UsageError(
+            f"{endpoint_source()}={location.endpoint} is this machine's own address; written into "
+            "the pods' repository URL, each pod would look for the store on itself",
+            hint="give the endpoint the cluster reaches the store at with --endpoint-url (e.g. "
+            "http://minio.storage.svc:9000), or unset AWS_ENDPOINT_URL for AWS S3",
+        )
     url = driver_for(location.scheme).triton_url(location, location.path)
     if url.startswith("as://ACCOUNT/"):
         raise UsageError(
@@ -56,6 +65,29 @@ def repository_url(target: str) -> tuple[str, str]:
             hint="set AZURE_STORAGE_ACCOUNT to the account",
         )
     return scheme, url
+
+
+def endpoint_source() -> str:
+    """The variable an S3 endpoint not given on the command line comes from (as the S3 driver
+    reads them)."""
+    import os
+
+    return "AWS_ENDPOINT_URL_S3" if os.environ.get("AWS_ENDPOINT_URL_S3") else "AWS_ENDPOINT_URL"
+
+
+def _loopback(url: str) -> bool:
+    """An endpoint on the machine it is read on: localhost, 127.0.0.0/8, ::1, 0.0.0.0."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url if "://" in url else f"http://{url}").hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
 
 
 def startup_budget_s(manifest: Manifest) -> int:
@@ -117,7 +149,9 @@ def probe_files(root: Path, manifest: Manifest) -> tuple[dict, dict, list[str]]:
     )
 
 
-def server_args(target: str | None, control: str, poll_secs: int) -> list[str]:
+def server_args(
+    target: str | None, control: str, poll_secs: int, endpoint: str | None = None
+) -> list[str]:
     """tritonserver's command line in the pod. Strict readiness is off: it would report the whole
     server not-ready while any model loads (a publish reaching every polling pod at once); the probe
     judges the models instead."""
@@ -125,7 +159,7 @@ def server_args(target: str | None, control: str, poll_secs: int) -> list[str]:
     common = ["--strict-readiness=false", "--exit-on-error=false", *ports]
     if target is None:
         return ["--model-repository=/models", "--model-control-mode=none", *common]
-    _, url = repository_url(target)
+    _, url = repository_url(target, endpoint)
     if control == "poll":
         return [
             f"--model-repository={url}",
@@ -189,7 +223,13 @@ def check_plugin_builds(root: Path, manifest: Manifest) -> None:
             )
 
 
-def start(manifest: Manifest, target: str | None, control: str, poll_secs: int) -> dict:
+def start(
+    manifest: Manifest,
+    target: str | None,
+    control: str,
+    poll_secs: int,
+    endpoint: str | None = None,
+) -> dict:
     """The container's command, args and env. The stock image (a target): tritonserver itself, with
     what the models' start needs (launch_needs). The custom image (no target): its entrypoint, which
     reads the same from the baked manifest, told to serve without strict readiness."""
@@ -204,7 +244,7 @@ def start(manifest: Manifest, target: str | None, control: str, poll_secs: int) 
     env, launcher, extra = launch_needs(manifest)
     return {
         "command": [*launcher, "tritonserver"],
-        "args": server_args(target, control, poll_secs) + extra,
+        "args": server_args(target, control, poll_secs, endpoint) + extra,
         "env": [{"name": key, "value": value} for key, value in sorted(env.items())],
     }
 

@@ -158,6 +158,10 @@ def test_the_kubernetes_custom_image_snippet_starts_two_invariant_models(
     docs = list(yaml.safe_load_all((out / "tritonserver.yaml").read_text()))
     (deploy,) = [doc for doc in docs if doc["kind"] == "Deployment"]
     (container,) = deploy["spec"]["template"]["spec"]["containers"]
+    # the entrypoint pip-installs into the image's Python (root's): root, without privileges, and said so
+    assert "runAsNonRoot" not in deploy["spec"]["template"]["spec"]["securityContext"]
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert "the pods run as root (chat's plugin wheels are pip-installed" in r.stdout
     env = {item["name"]: item["value"] for item in container.get("env", [])}
     started = _entrypoint(tmp_path, image_python, repo, *container["args"], env=env)
     assert started.returncode == 0, started.stdout + started.stderr

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -127,7 +128,7 @@ def test_scaling_rolls_out_without_taking_the_last_ready_pod(cli, tmp_path, in_r
     (metric,) = hpa["metrics"]
     assert metric["pods"]["metric"]["name"] == load("kubernetes")["queue_metric"]["name"]
     assert metric["pods"]["target"]["averageValue"] == "4"
-    assert kinds["PodDisruptionBudget"]["spec"]["minAvailable"] == 1
+    assert kinds["PodDisruptionBudget"]["spec"]["maxUnavailable"] == 1
     selector = kinds["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"]
     assert selector == kinds["Deployment"]["spec"]["template"]["metadata"]["labels"]
 
@@ -252,3 +253,223 @@ def test_what_the_models_import_beyond_the_stock_images_python_is_said_and_writt
     r = cli("deploy-snippets", built, "-o", out, *MODES["poll"], "--json")
     assert json.loads(r.stdout)["model_imports"] == [] and "warning" not in r.stderr
     assert not (out / "requirements-models.txt").exists()
+
+
+def _disruptions_allowed(pdb: dict, expected: int, healthy: int) -> int:
+    """Kubernetes' disruption controller (facts: disruption_rule): evictions a budget allows."""
+    rule = load("kubernetes")["disruption_rule"]["rule"]
+    assert "desiredHealthy = expectedCount (the controller's scale) - maxUnavailable" in rule
+    assert "integer minAvailable: desiredHealthy = minAvailable" in rule
+    assert "disruptionsAllowed = currentHealthy - desiredHealthy" in rule
+    desired = (
+        max(0, expected - pdb["maxUnavailable"]) if "maxUnavailable" in pdb else pdb["minAvailable"]
+    )
+    return max(0, healthy - desired)
+
+
+@pytest.mark.parametrize("replicas", [1, 2, 5])
+def test_the_disruption_budget_lets_a_drain_evict_one_pod_at_a_time(
+    cli, tmp_path, in_root, replicas
+):
+    """replicas: 1 with minAvailable: 1 allowed no eviction: kubectl drain waited forever (issue 43). Every
+    healthy Deployment now allows exactly one, and one replica is said to go down during a drain."""
+    out = tmp_path / "deploy"
+    r = cli(
+        "deploy-snippets",
+        "model_repository",
+        "-o",
+        out,
+        "--replicas",
+        str(replicas),
+        *MODES["poll"],
+    )
+    assert r.exit_code == 0, r.stderr
+    pdb = _by_kind(list(yaml.safe_load_all((out / "tritonserver.yaml").read_text())))
+    spec = pdb["PodDisruptionBudget"]["spec"]
+    assert _disruptions_allowed(spec, replicas, replicas) == 1
+    assert (
+        _disruptions_allowed(spec, replicas, replicas - 1) == 0
+    )  # one already out: the next waits
+    assert ("a node drain evicts the only pod" in r.stdout) is (replicas == 1)
+
+
+def test_a_local_endpoint_is_never_written_into_the_pods_repository_url(
+    cli, tmp_path, in_root, monkeypatch
+):
+    """AWS_ENDPOINT_URL on this machine (a local MinIO or moto) was written into --model-repository without a
+    word: every pod looked for the store on itself. Refused; --endpoint-url gives the cluster's; a
+    non-local one from the environment is said."""
+    out = tmp_path / "deploy"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    r = cli("deploy-snippets", "model_repository", "-o", out, *MODES["poll"])
+    assert r.exit_code == 2, r.stdout
+    assert "AWS_ENDPOINT_URL=http://127.0.0.1:9000" in r.stderr and "--endpoint-url" in r.stderr
+    assert "Traceback" not in r.stderr and not out.exists()
+    cluster = "http://minio.storage.svc:9000"
+    r = cli(
+        "deploy-snippets", "model_repository", "-o", out, *MODES["poll"], "--endpoint-url", cluster
+    )
+    assert r.exit_code == 0, r.stderr
+    (container,) = _by_kind(list(yaml.safe_load_all((out / "tritonserver.yaml").read_text())))[
+        "Deployment"
+    ]["spec"]["template"]["spec"]["containers"]
+    url = f"s3://{cluster}/bucket/models"  # tritonserver's form (facts: store_credentials)
+    assert f"--model-repository={url}" in container["args"]
+    assert (
+        url.startswith("s3://http://")
+        and "s3://[http(s)://]host:port/"
+        in load("kubernetes")["store_credentials"]["s3_endpoint_form"]
+    )
+    assert f"the pods read {url} (the S3 endpoint from --endpoint-url)" in r.stdout
+    monkeypatch.setenv("AWS_ENDPOINT_URL", cluster)
+    r = cli("deploy-snippets", "model_repository", "-o", out, *MODES["poll"], "--json")
+    assert r.exit_code == 0, r.stderr
+    assert (
+        f"the pods read {url} (the S3 endpoint from AWS_ENDPOINT_URL)"
+        in json.loads(r.stdout)["notes"]
+    )
+
+
+def test_the_pods_run_without_root_or_privileges_where_the_image_allows(cli, tmp_path, in_root):
+    """A securityContext (none before): the stock image's own non-root user (facts: nonroot_user), no
+    privilege escalation, every capability dropped, the runtime's seccomp profile; fields validated against
+    the Kubernetes schemas by the strict test above (all modes)."""
+    facts = load("kubernetes")["nonroot_user"]
+    for mode in ("poll", "baked"):
+        docs, _ = _generate(cli, tmp_path / mode, *MODES[mode])
+        pod = _by_kind(docs)["Deployment"]["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["runAsUser"] == facts["uid"]
+        assert pod["securityContext"]["runAsGroup"] == facts["gid"]
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        (container,) = pod["containers"]
+        assert container["securityContext"] == {
+            "allowPrivilegeEscalation": False,
+            "privileged": False,
+            "capabilities": {"drop": ["ALL"]},
+        }
+
+
+def test_the_output_says_the_configmaps_goldens_follow_each_publish(cli, tmp_path, in_root):
+    """The ConfigMap holds the goldens of the versions built now; after a publish the probe has none for the
+    new versions until it is regenerated. Said in the output, the --json notes and the YAML itself."""
+    out = tmp_path / "deploy"
+    r = cli("deploy-snippets", "model_repository", "-o", out, *MODES["poll"])
+    assert r.exit_code == 0, r.stderr
+    said = "after each publish that changes a model, run deploy-snippets again"
+    assert "tritonserver-probe" in r.stdout and said in r.stdout
+    text = (out / "tritonserver.yaml").read_text()
+    assert text.startswith("# ") and said in text.split("\n---")[0]
+    assert any(
+        said in note
+        for note in json.loads(
+            cli("deploy-snippets", "model_repository", "-o", out, *MODES["poll"], "--json").stdout
+        )["notes"]
+    )
+
+
+def _gpu_repository(tmp_path, in_root):
+    root = tmp_path / "repo"
+    shutil.copytree(in_root / "model_repository", root)
+    config = root / "risk-scorer" / "config.pbtxt"
+    config.write_text(
+        config.read_text().replace("kind: KIND_CPU", "kind: KIND_GPU\n  gpus: [0, 1]")
+    )
+    return root
+
+
+def test_gpu_pods_tolerate_gpu_nodes_and_ask_for_the_device_plugins_resource(
+    cli, tmp_path, in_root
+):
+    """Two GPUs from the instance groups: the device plugin's resource, and the toleration Kubernetes' own
+    ExtendedResourceToleration gives such a pod (facts), which the manifest carried nowhere: on GPU nodes
+    tainted as clusters taint them the pod never scheduled. --gpu-node-selector names the nodes."""
+    root = _gpu_repository(tmp_path, in_root)
+    out = tmp_path / "deploy"
+    r = cli("deploy-snippets", root, "-o", out, *MODES["poll"], "--gpu-node-selector", "pool=gpu")
+    assert r.exit_code == 0, r.stderr
+    pod = _by_kind(list(yaml.safe_load_all((out / "tritonserver.yaml").read_text())))["Deployment"][
+        "spec"
+    ]["template"]["spec"]
+    facts = load("kubernetes")["extended_resource_toleration"]
+    (container,) = pod["containers"]
+    assert container["resources"]["limits"] == {facts["resource"]: 2}
+    assert pod["tolerations"] == [{**facts["toleration"], "key": facts["resource"]}]
+    assert pod["nodeSelector"] == {"pool": "gpu"}
+    checked = subprocess.run(
+        [
+            _tool("kubernetes-validate"),
+            "--strict",
+            "-k",
+            RELEASES[-1],
+            str(out / "tritonserver.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    bad = cli(
+        "deploy-snippets",
+        root,
+        "-o",
+        tmp_path / "bad",
+        *MODES["poll"],
+        "--gpu-node-selector",
+        "gpu",
+    )
+    assert bad.exit_code == 2 and "KEY=VALUE" in bad.stderr
+
+
+VLLM_RECIPE = """\
+name: {name}
+version: 1
+backend: vllm
+checkpoint: {{path: {ckpt}}}
+engine_args: {{dtype: float16, max_num_seqs: 16, enforce_eager: true}}
+gpu: {gpu}
+image: {{triton_image: "nvcr.io/nvidia/tritonserver:26.06-vllm-python-py3"}}
+"""
+
+
+def _llm_repository(tmp_path, gpus: dict[str, str]):
+    from tests.conftest import EXAMPLES
+    from tritonbuild import api
+
+    tmp_path.mkdir(exist_ok=True)
+    recipes = []
+    for name, gpu in gpus.items():
+        recipe = tmp_path / f"{name}.yaml"
+        recipe.write_text(VLLM_RECIPE.format(name=name, gpu=gpu, ckpt=EXAMPLES / "tiny-llama"))
+        recipes.append(recipe)
+    api.build_repository(recipes, tmp_path / "llm-repo")
+    return tmp_path / "llm-repo"
+
+
+def test_gpu_nodes_are_chosen_by_the_gpu_the_models_were_planned_for(cli, tmp_path, monkeypatch):
+    """A vLLM model planned for an H100 (recipe gpu:) runs on nodes GPU feature discovery labels with the
+    H100's compute capability and at least its memory (facts: gpu_feature_discovery_labels); models planned
+    for different GPUs cannot share one pod's node: refused with the fix."""
+    from tritonbuild.backends.llm.gpus import GPU_MEMORY_MIB
+
+    monkeypatch.chdir(tmp_path)
+    root = _llm_repository(tmp_path, {"chat": "H100"})
+    out = tmp_path / "deploy"
+    r = cli("deploy-snippets", root, "-o", out, *MODES["poll"])
+    assert r.exit_code == 0, r.stderr
+    pod = _by_kind(list(yaml.safe_load_all((out / "tritonserver.yaml").read_text())))["Deployment"][
+        "spec"
+    ]["template"]["spec"]
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    labels = {e["key"]: (e["operator"], e["values"]) for e in term["matchExpressions"]}
+    assert set(labels) <= set(load("kubernetes")["gpu_feature_discovery_labels"]["labels"])
+    assert labels["nvidia.com/gpu.compute.major"] == ("In", ["9"])
+    assert labels["nvidia.com/gpu.compute.minor"] == ("In", ["0"])
+    op, (least,) = labels["nvidia.com/gpu.memory"]
+    assert op == "Gt" and 0.9 * GPU_MEMORY_MIB["H100"] < int(least) < GPU_MEMORY_MIB["H100"]
+    assert "H100-class" in r.stdout
+    two = _llm_repository(tmp_path / "two", {"chat": "H100", "small": "L4"})
+    refused = cli("deploy-snippets", two, "-o", tmp_path / "two-out", *MODES["poll"])
+    assert refused.exit_code == 2 and "chat: H100, small: L4" in refused.stderr
+    assert "--gpu-node-selector" in refused.stderr and not (tmp_path / "two-out").exists()

@@ -126,7 +126,7 @@ def _configmap_folder(repository: Path, tmp_path: Path) -> Path:
     """The ConfigMap of deploy-snippets' custom-image variant, as the kubelet mounts it."""
     from tritonbuild import api
 
-    path, _, left_out, _ = api.deploy_snippets(
+    path, _, left_out, _, _ = api.deploy_snippets(
         repository,
         tmp_path / "deploy",
         name="models",

@@ -5,6 +5,7 @@ under traffic through a publish and a rollback."""
 from __future__ import annotations
 
 import base64
+import os
 import re
 import signal
 import subprocess
@@ -51,7 +52,7 @@ def _deploy(
     repo: Path, target: str, tmp_path: Path, control: str = "poll"
 ) -> tuple[list[str], Path]:
     """(tritonserver's args in the Deployment, a folder holding the ConfigMap as the kubelet mounts it)."""
-    path, _, left_out, _ = api.deploy_snippets(
+    path, _, left_out, _, _ = api.deploy_snippets(
         repo,
         tmp_path / "deploy",
         name="fleet",
@@ -60,6 +61,7 @@ def _deploy(
         replicas=3,
         poll_secs=1,
         control=control,
+        endpoint=os.environ["AWS_ENDPOINT_URL"],  # the servers run here: moto's loopback is theirs
     )
     assert left_out == []
     docs = {doc["kind"]: doc for doc in yaml.safe_load_all(path.read_text())}

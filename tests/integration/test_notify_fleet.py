@@ -117,7 +117,9 @@ def _settled_ready(server: EmbeddedServer, within_s: float = 15.0) -> int:
     return status
 
 
-def test_a_publish_never_flips_readiness_over_a_model_it_did_not_change(cli, doubler_repo, tmp_path):
+def test_a_publish_never_flips_readiness_over_a_model_it_did_not_change(
+    cli, doubler_repo, tmp_path
+):
     """One server, Triton's strict readiness, serving doubler; picky (which it cannot run) is published to the
     same target and never loaded there. Publishing doubler v2 with --notify loads doubler alone: picky was asked
     too (published, not READY), refused, the publish failed with exit 7 and readiness went 200 -> 400."""
