@@ -80,7 +80,9 @@ def _loopback(url: str) -> bool:
     import ipaddress
     from urllib.parse import urlsplit
 
-    host = (urlsplit(url if "://" in url else f"http://{url}").hostname or "").lower()
+    from tritonbuild.core.stores import with_scheme
+
+    host = (urlsplit(with_scheme(url)).hostname or "").lower()
     if host == "localhost" or host.endswith(".localhost"):
         return True
     try:
