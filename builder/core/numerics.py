@@ -263,7 +263,7 @@ def deciding(fp: dict) -> dict[str, object]:
     """The fields of a fingerprint that decide the bits. Native: the CPU (vendor, family, model,
     dispatch ISA) and every library's version and code path. Portable: the libraries and the
     pinned settings; the CPU only as far as it can run the pinned paths (AVX2 and FMA)."""
-    flat = _flat({k: v for k, v in fp.items() if k not in ("fingerprint", "python")})
+    flat = _flat({k: v for k, v in fp.items() if k not in ("fingerprint", "python", "read")})
     flat.pop("cpu.model", None)  # the marketing name: family and model id say it
     if portable_settings(fp):
         isa = fp.get("cpu", {}).get("isa") or []

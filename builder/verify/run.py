@@ -36,7 +36,7 @@ from tritonbuild.verify.answers import check_model, write_goldens
 from tritonbuild.verify.models import ModelReport, VerificationReport
 from tritonbuild.verify.routes import live_runner, route_for
 from tritonbuild.verify.runners import InferError
-from tritonbuild.verify.served import served_check, served_differences, version_ready
+from tritonbuild.verify.served import host_numerics, served_check, served_differences, version_ready
 from tritonbuild.verify.static import core_checks, lint, static_checks
 from tritonbuild.verify.triton_core import without_repeats
 from tritonbuild.verify.worker import WorkerError, in_process_runner, ran_on
@@ -207,7 +207,9 @@ class _ModelChecks:
                 self.record,
                 load_error,
                 self.force,
-                server_numerics=self.server_numerics if route == "live-embedded" else None,
+                server_numerics=self.server_numerics
+                if route == "live-embedded"
+                else host_numerics(url, model),
             )
             if route == "in-process":
                 note = (

@@ -126,3 +126,24 @@ def served_check(model: ManifestModel, report, route: str, log: Path | None):
             "notes": [*report.notes, *([note] if note else [])],
         }
     )
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
+
+
+def host_numerics(url: str | None, model: ManifestModel) -> dict | None:
+    """The numerics of a given server's model whose bits its host decides (a backend that only runs
+    in a server: GPU, driver, CUDA, the serving engine), where the server runs on this host (a
+    loopback URL): this process's fingerprint with its GPUs, driver and engines, marked as read
+    beside the server, not in it. None otherwise (Triton reports none of it)."""
+    from urllib.parse import urlparse
+
+    from tritonbuild.backends import REGISTRY
+    from tritonbuild.core.numerics import fingerprint
+
+    backend = REGISTRY.for_manifest(model.backend)
+    if backend is None or backend.route != "live-server":
+        return None
+    if not url or urlparse(url).hostname not in LOOPBACK:
+        return None
+    return {**fingerprint(("torch",)), "read": "beside the server (verify's process, same host)"}

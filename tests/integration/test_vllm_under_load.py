@@ -95,6 +95,8 @@ def test_a_model_served_invariant_answers_bit_for_bit_under_load(cli, tmp_path, 
     model = recorded["models"][0]
     assert model["batch_invariance"] == "invariant" and model["under_load"]["differing"] == 0
     assert model["under_load"]["answers"] == 8
+    # a server on this host: its GPU, driver and engines read beside it, recorded with the goldens
+    assert model["numerics"]["read"].startswith("beside the server") and "cpu" in model["numerics"]
     assert (
         "batch invariant True" in log
         and f"general plugins ['{_vllm_invariant.ENTRY_POINT_NAME}']" in log
