@@ -74,11 +74,12 @@ while [ $# -gt 1 ]; do
       need 150 build-8b || continue
       rm -rf $W/bench8/*.yaml && cp "$SRC"/benchmarks/vllm/llama-3-8b-{fp16,int4}{,-invariant}.yaml $W/bench8/
       ln -sfn $W/ckpt $W/bench8/checkpoints
-      ln -sfn "$(cd "$SRC" && pwd)/benchmarks/vllm/goldens" $W/bench8/goldens  # the invariant recipes' goldens
+      # the invariant recipes' goldens, copied: a recipe's verify.goldens must resolve inside its folder
+      rm -rf $W/bench8/goldens && cp -r "$SRC"/benchmarks/vllm/goldens $W/bench8/goldens
       # invariant-chunked: the INT4 invariant recipe with a 512-token step budget, so verify's chunked-prefill
       # path (a prompt longer than the budget amid decoding streams) fits max_model_len 2048
       mkdir -p $W/bench8/chunked && ln -sfn $W/ckpt $W/bench8/chunked/checkpoints
-      ln -sfn $W/bench8/goldens $W/bench8/chunked/goldens
+      rm -rf $W/bench8/chunked/goldens && cp -r $W/bench8/goldens $W/bench8/chunked/goldens
       sed 's/^  quantization: compressed-tensors$/&\n  extra: {max_num_batched_tokens: 512}/' \
         $W/bench8/llama-3-8b-int4-invariant.yaml > $W/bench8/chunked/llama-3-8b-int4-invariant.yaml
       (cd $W/bench8 && { [ "${BUILD_DEFAULT:-1}" = 0 ] ||
