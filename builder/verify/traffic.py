@@ -63,7 +63,7 @@ class Path:
             "required": self.required,
             "answers": self.answers,
             "differing": self.differing,
-            "differing_in": sorted({m.context.split(": ", 1)[-1] for m in self.mismatches}),
+            "differing_in": sorted({found.context.split(": ", 1)[-1] for found in self.mismatches}),
         }
 
 
