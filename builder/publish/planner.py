@@ -15,6 +15,12 @@ from tritonbuild.core.cas import FileEntry
 from tritonbuild.core.hashing import sha256_bytes
 from tritonbuild.errors import PublishError
 from tritonbuild.publish import objects
+from tritonbuild.publish.identity import (
+    changed_steps,
+    config_differences,
+    own_config,
+    steps_identity,
+)
 from tritonbuild.publish.layout import in_version_dir, version_files
 from tritonbuild.publish.models import Action, PublishedModel, PublishedVersion, TargetManifest
 from tritonbuild.publish.pinning import pinned_config, version_config_name
@@ -131,7 +137,7 @@ def _plan_model(
     version_steps = []
     for model in versions:
         version = _plan_version(
-            manifest, target, model, complete.get(model.version), local_config, verification
+            root, manifest, target, model, complete.get(model.version), verification
         )
         version_steps.append(version)
         complete[model.version] = version.record
@@ -191,24 +197,18 @@ def _config_actions(
 
 
 def _plan_version(
+    root: Path,
     manifest: Manifest,
     target: Target,
     model: ManifestModel,
     done: PublishedVersion | None,
-    local_config: bytes,
     verification: str,
 ) -> VersionStep:
     files = version_files(manifest, model)
+    own = own_config(root, model)
+    steps = steps_identity(root, manifest, model)
     if done is not None:
-        if done.model_identity != model.model_identity or in_version_dir(
-            done.files, model.version
-        ) != in_version_dir(files, model.version):
-            raise PublishError(
-                f"{model.name} version {model.version} is already published with different "
-                "content; a published version is never rewritten",
-                where=target.url,
-                hint=f"bump 'version' in {model.recipe_path}, rebuild, verify, publish",
-            )
+        _same_as_published(target, model, done, files, own, steps)
         actions = [
             Action(
                 model=model.name,
@@ -226,16 +226,46 @@ def _plan_version(
         verification=verification,
         model_identity=model.model_identity,
         numerics=model.numerics,
+        steps_identity=steps,
     )
-    own = None
     if record.config_sha256 is None:
         # NOTE: stored before the switch, so a rollback to this version can restore its own
         # interface.
-        own = pinned_config(local_config, [model.version])
         record = record.model_copy(update={"config_sha256": sha256_bytes(own)})
+    else:
+        own = None
     return VersionStep(
         model=model, files=files, todo=todo, own_config=own, record=record, actions=actions
     )
+
+
+def _same_as_published(
+    target: Target, model: ManifestModel, done: PublishedVersion, files, own: bytes, steps
+) -> None:
+    """A version already at the target is published again only as it is there: its files, its whole
+    config (parameters too) and the models it calls; anything else is refused, never published in
+    place (the target's config-v<N>.pbtxt and goldens would belong to another model)."""
+    why = None
+    if changed := changed_steps(done.steps_identity, steps):
+        why = f"other models under it ({', '.join(changed)} changed; its goldens were recorded on theirs)"
+    elif done.model_identity != model.model_identity or in_version_dir(
+        done.files, model.version
+    ) != in_version_dir(files, model.version):
+        why = "different content"
+    elif done.config_sha256 is not None and done.config_sha256 != sha256_bytes(own):
+        stored = objects.read_text(
+            target, target.path(model.name, version_config_name(model.version))
+        )
+        fields = config_differences(stored, own) if stored is not None else []
+        why = f"another config.pbtxt ({', '.join(fields) or 'its stored config is missing'} differ)"
+    if why is not None:
+        raise PublishError(
+            f"{model.name} version {model.version} is already published with {why}; a published "
+            "version is never rewritten, and nothing at the target was changed",
+            where=target.url,
+            hint=f"bump 'version' in {model.recipe_path or model.name + '/config.pbtxt'}, rebuild, "
+            "verify, publish",
+        )
 
 
 def _file_actions(
