@@ -76,7 +76,11 @@ def test_ls_prints_the_table_digest_lock_and_server_line(cli, repo, tmp_path):
     assert cli("publish", out, f"file://{tmp_path}/pub", "--skip-verify").exit_code == 0
     r = cli("ls", f"file://{tmp_path}/pub")
     assert r.exit_code == 0, r.stderr
-    assert "doubler" in r.stdout and "manifest sha256: " in r.stdout and "lock: none" in r.stdout
+    assert (
+        "doubler" in r.stdout
+        and "target manifest sha256: " in r.stdout
+        and "lock: none" in r.stdout
+    )
     assert f"tritonserver --model-repository={tmp_path}/pub" in r.stdout
 
 
@@ -732,3 +736,17 @@ def test_a_changed_step_under_an_unbumped_ensemble_is_refused(cli, tmp_path):
     assert r.exit_code == 0 and {a["action"] for a in json.loads(r.stdout)["actions"]} == {
         "unchanged"
     }
+
+
+def test_publish_and_ls_say_which_manifest_digest_they_print(cli, repo, tmp_path):
+    """Issue 43: publish printed the repository manifest's digest and ls the target manifest's, both as 'manifest',
+    two different values without a word on which is which."""
+    target = f"file://{tmp_path}/pub"
+    out = repo(1)
+    _fake_verified(cli, out)
+    r = cli("publish", out, target)
+    assert r.exit_code == 0 and "published repository manifest " in r.stdout, r.stdout
+    assert "'ls' shows the target's own" in " ".join(r.stdout.split())
+    r = cli("ls", target)
+    assert "target manifest sha256: " in r.stdout
+    assert "not the repository manifest publish names" in " ".join(r.stdout.split())
