@@ -133,9 +133,8 @@ def _emit_error(application: Application, e: TritonBuildError) -> None:
         return
     errors = e.errors if isinstance(e, MultipleErrors) else [e]
     for one in errors:
-        where = f"{one.where}: " if one.where else ""
         application.err.print(
-            f"[bold red]error[/] ({one.kind}): {escape(where + one.message)}", markup=True
+            f"[bold red]error[/] ({one.kind}): {escape(one.located())}", markup=True
         )
         if one.hint:
             application.err.print(f"  [dim]fix:[/] {escape(one.hint)}", markup=True)

@@ -32,3 +32,31 @@ def test_goldens_from_a_url_says_it_is_a_url(cli):
     assert r.exit_code == 2, r.output
     assert "s3://bucket/repo is a URL" in r.stderr and "no such directory" not in r.stderr
     assert "aws s3 sync s3://bucket/repo DIR" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("model_py", "exit_code", "said"),
+    [
+        (None, 4, "source.path: source file not found"),
+        ("def execute(:\n", 5, "model.py:1:13: SyntaxError: invalid syntax"),
+    ],
+)
+def test_validate_refuses_what_build_refuses(cli, write, tmp_path, model_py, exit_code, said):
+    """Issue 43: 'validate' said ok for a recipe whose source file is missing or whose model.py does not parse,
+    which build then refused; it runs build's checks before building (the plan), with build's exit codes, and
+    says the file's place once (it was 'model.py:1:13: model.py:1:13: SyntaxError')."""
+    from tests.conftest import PY_RECIPE
+
+    recipe = write("r.yaml", PY_RECIPE)
+    if model_py is not None:
+        write("model.py", model_py)
+    outcomes = [
+        cli(command, recipe, *extra)
+        for command, *extra in (("validate",), ("build", "-o", tmp_path / "OUT"))
+    ]
+    for r in outcomes:
+        assert r.exit_code == exit_code, r.output
+        assert said in r.stderr and "ok  " not in r.stdout, r.stderr
+        located = r.stderr.split("): ", 1)[1].split(" SyntaxError")[0]
+        assert located.count("model.py") <= 1, r.stderr
+    assert not (tmp_path / "OUT").exists()
