@@ -60,3 +60,44 @@ def test_validate_refuses_what_build_refuses(cli, write, tmp_path, model_py, exi
         located = r.stderr.split("): ", 1)[1].split(" SyntaxError")[0]
         assert located.count("model.py") <= 1, r.stderr
     assert not (tmp_path / "OUT").exists()
+
+
+ENSEMBLE = """
+name: twice
+version: 1
+backend: ensemble
+max_batch_size: 4
+inputs: [{name: IN, dtype: fp32, dims: [3]}]
+outputs: [{name: OUT, dtype: fp32, dims: [3]}]
+steps:
+  - model: doubler
+    inputs: {X: IN}
+    outputs: {Y: mid}
+  - model: doubler
+    inputs: {X: mid}
+    outputs: {Y: OUT}
+"""
+
+
+def test_serve_lists_an_ensemble_as_loaded_with_its_steps(cli, write, tmp_path):
+    """Issue 43: serving a published target (or a hand-written repository) listed an ensemble 'not loaded' (it has
+    no backend of its own) while Triton had it READY. An ensemble is loaded when every step is."""
+    import shutil
+
+    from tests.conftest import PY_MODEL, PY_RECIPE
+    from tritonbuild import api
+
+    write("model.py", PY_MODEL)
+    recipes = [write("doubler.yaml", PY_RECIPE), write("twice.yaml", ENSEMBLE)]
+    out = tmp_path / "OUT"
+    assert cli("build", *recipes, "-o", out).exit_code == 0
+    target = f"file://{tmp_path}/pub"
+    assert cli("publish", out, target, "--skip-verify").exit_code == 0
+    plain = tmp_path / "plain"
+    shutil.copytree(out, plain, ignore=shutil.ignore_patterns("tritonbuild-*.json"))
+    for where in (target, plain):
+        planned = api.serve(where)
+        assert sorted(planned.loadable) == ["doubler", "twice"], where
+        assert planned.not_loadable == [], where
+    shutil.rmtree(plain / "doubler")  # a step that is not there: its ensemble cannot load
+    assert api.serve(plain).not_loadable == ["twice"]
