@@ -101,3 +101,32 @@ def test_serve_lists_an_ensemble_as_loaded_with_its_steps(cli, write, tmp_path):
         assert planned.not_loadable == [], where
     shutil.rmtree(plain / "doubler")  # a step that is not there: its ensemble cannot load
     assert api.serve(plain).not_loadable == ["twice"]
+
+
+def test_a_refused_endpoint_is_not_reported_as_a_deadline(cli, write, tmp_path, monkeypatch):
+    """Issue 43: an S3 endpoint that refused the connection (nothing listening) failed in ~2 s and was reported as
+    'no answer within the 30 s network deadline', with a hint to lengthen the deadline. A refusal says so."""
+    import socket
+    import time
+
+    from tests.conftest import PY_MODEL, PY_RECIPE
+
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "AKIATRITONBUILDFAKE1",
+        "AWS_SECRET_ACCESS_KEY": "fake",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+    }.items():
+        monkeypatch.setenv(name, value)
+    write("model.py", PY_MODEL)
+    out = tmp_path / "OUT"
+    assert cli("build", write("r.yaml", PY_RECIPE), "-o", out).exit_code == 0
+    started = time.monotonic()
+    r = cli("publish", out, "s3://bucket/models", "--skip-verify")
+    assert r.exit_code == 7, r.output
+    assert time.monotonic() - started < 30
+    assert "did not take the connection (refused or unreachable)" in r.stderr, r.stderr
+    assert "no answer within" not in r.stderr and "longer deadline" not in r.stderr
