@@ -11,7 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from tritonbuild.core.hashing import sha256_bytes, sha256_json
-from tritonbuild.publish.pinning import pinned_config
+from tritonbuild.errors import PublishError
+from tritonbuild.publish import objects
+from tritonbuild.publish.layout import in_version_dir
+from tritonbuild.publish.models import PublishedVersion, TargetManifest
+from tritonbuild.publish.pinning import pinned_config, version_config_name
+from tritonbuild.publish.target import Target
 from tritonbuild.repository.manifest import Manifest, ManifestModel
 from tritonbuild.triton.config import config_bytes
 
@@ -41,17 +46,46 @@ def _calls(root: Path, newest: dict[str, ManifestModel], model: ManifestModel, s
     return {dep: _behaviour(root, newest, dep, seen) for dep in sorted(model.depends_on)}
 
 
+def _newest(manifest: Manifest) -> dict[str, ManifestModel]:
+    newest: dict[str, ManifestModel] = {}
+    for each in manifest.models:
+        if each.name not in newest or each.version > newest[each.name].version:
+            newest[each.name] = each
+    return newest
+
+
 def steps_identity(root: Path, manifest: Manifest, model: ManifestModel) -> dict[str, str] | None:
     """Each model this one calls → its behaviour identity, as the repository serves it (its newest
     version: a step's model_version -1 is the newest the server has); None for a model that calls
     none."""
     if not model.depends_on:
         return None
-    newest: dict[str, ManifestModel] = {}
-    for each in manifest.models:
-        if each.name not in newest or each.version > newest[each.name].version:
-            newest[each.name] = each
-    return _calls(root, newest, model, (model.name,))
+    return _calls(root, _newest(manifest), model, (model.name,))
+
+
+def refuse_stale_callers(root: Path, manifest: Manifest, target: Target, after: TargetManifest):
+    """A model live at the target, not in this publish, that calls one this publish changes (an
+    ensemble published from another build): its goldens were recorded on the published step, and it
+    would answer otherwise under the same version. Refused, naming both."""
+    newest = _newest(manifest)
+    for name, published in sorted(after.models.items()):
+        record = published.versions.get(published.live) if published.live else None
+        if name in newest or record is None or not record.steps_identity:
+            continue
+        changed = sorted(
+            dep
+            for dep, identity in record.steps_identity.items()
+            if dep in newest and _behaviour(root, newest, dep, (name,)) != identity
+        )
+        if changed:
+            raise PublishError(
+                f"{name} version {published.live} at the target calls {', '.join(changed)}, which "
+                "this publish changes: its goldens were recorded on the published one, and it would "
+                "answer otherwise under the same version; nothing at the target was changed",
+                where=target.url,
+                hint=f"publish {', '.join(changed)} together with {name} at a bumped version (one "
+                f"build with both), or leave {', '.join(changed)} as published",
+            )
 
 
 def changed_steps(published: dict[str, str] | None, now: dict[str, str] | None) -> list[str]:
@@ -77,3 +111,32 @@ def config_differences(old: bytes, new: bytes) -> list[str]:
     return out + sorted(
         name for name in fields if name != "parameters" and getattr(a, name) != getattr(b, name)
     )
+
+
+def same_as_published(
+    target: Target, model: ManifestModel, done: PublishedVersion, files, own: bytes, steps
+) -> None:
+    """A version already at the target is published again only as it is there: its files, its whole
+    config (parameters too) and the models it calls; anything else is refused, never published in
+    place (the target's config-v<N>.pbtxt and goldens would belong to another model)."""
+    why = None
+    if changed := changed_steps(done.steps_identity, steps):
+        why = f"other models under it ({', '.join(changed)} changed; its goldens were recorded on theirs)"
+    elif done.model_identity != model.model_identity or in_version_dir(
+        done.files, model.version
+    ) != in_version_dir(files, model.version):
+        why = "different content"
+    elif done.config_sha256 is not None and done.config_sha256 != sha256_bytes(own):
+        stored = objects.read_text(
+            target, target.path(model.name, version_config_name(model.version))
+        )
+        fields = config_differences(stored, own) if stored is not None else []
+        why = f"another config.pbtxt ({', '.join(fields) or 'its stored config is missing'} differ)"
+    if why is not None:
+        raise PublishError(
+            f"{model.name} version {model.version} is already published with {why}; a published "
+            "version is never rewritten, and nothing at the target was changed",
+            where=target.url,
+            hint=f"bump 'version' in {model.recipe_path or model.name + '/config.pbtxt'}, rebuild, "
+            "verify, publish",
+        )

@@ -16,12 +16,12 @@ from tritonbuild.core.hashing import sha256_bytes
 from tritonbuild.errors import PublishError
 from tritonbuild.publish import objects
 from tritonbuild.publish.identity import (
-    changed_steps,
-    config_differences,
     own_config,
+    refuse_stale_callers,
+    same_as_published,
     steps_identity,
 )
-from tritonbuild.publish.layout import in_version_dir, version_files
+from tritonbuild.publish.layout import version_files
 from tritonbuild.publish.models import Action, PublishedModel, PublishedVersion, TargetManifest
 from tritonbuild.publish.pinning import pinned_config, version_config_name
 from tritonbuild.publish.target import Target
@@ -114,6 +114,7 @@ def plan_publish(
         steps.append(step)
         models[name] = step.published
     after = TargetManifest(models=models)
+    refuse_stale_callers(root, manifest, target, after)
     orphans = _orphans(target, after) if keep is not None else []
     live = {name: published.live for name, published in after.models.items() if published.live}
     return PublishPlan(
@@ -208,7 +209,7 @@ def _plan_version(
     own = own_config(root, model)
     steps = steps_identity(root, manifest, model)
     if done is not None:
-        _same_as_published(target, model, done, files, own, steps)
+        same_as_published(target, model, done, files, own, steps)
         actions = [
             Action(
                 model=model.name,
@@ -237,35 +238,6 @@ def _plan_version(
     return VersionStep(
         model=model, files=files, todo=todo, own_config=own, record=record, actions=actions
     )
-
-
-def _same_as_published(
-    target: Target, model: ManifestModel, done: PublishedVersion, files, own: bytes, steps
-) -> None:
-    """A version already at the target is published again only as it is there: its files, its whole
-    config (parameters too) and the models it calls; anything else is refused, never published in
-    place (the target's config-v<N>.pbtxt and goldens would belong to another model)."""
-    why = None
-    if changed := changed_steps(done.steps_identity, steps):
-        why = f"other models under it ({', '.join(changed)} changed; its goldens were recorded on theirs)"
-    elif done.model_identity != model.model_identity or in_version_dir(
-        done.files, model.version
-    ) != in_version_dir(files, model.version):
-        why = "different content"
-    elif done.config_sha256 is not None and done.config_sha256 != sha256_bytes(own):
-        stored = objects.read_text(
-            target, target.path(model.name, version_config_name(model.version))
-        )
-        fields = config_differences(stored, own) if stored is not None else []
-        why = f"another config.pbtxt ({', '.join(fields) or 'its stored config is missing'} differ)"
-    if why is not None:
-        raise PublishError(
-            f"{model.name} version {model.version} is already published with {why}; a published "
-            "version is never rewritten, and nothing at the target was changed",
-            where=target.url,
-            hint=f"bump 'version' in {model.recipe_path or model.name + '/config.pbtxt'}, rebuild, "
-            "verify, publish",
-        )
 
 
 def _file_actions(

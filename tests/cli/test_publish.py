@@ -729,6 +729,14 @@ def test_a_changed_step_under_an_unbumped_ensemble_is_refused(cli, tmp_path):
     )
     assert "bump 'version'" in r.stderr
     assert _snapshot(tmp_path / "pub") == before
+    alone = tmp_path / "repo-step-alone"  # the changed step from a build without the ensemble
+    r = cli("build", tmp_path / "src-b" / "r.yaml", "-o", alone)
+    assert r.exit_code == 0, r.stderr
+    _fake_verified(cli, alone)
+    r = cli("publish", alone, target)
+    assert r.exit_code == 7, r.stdout + r.stderr
+    assert "twice version 1 at the target calls doubler, which this publish changes" in r.stderr
+    assert _snapshot(tmp_path / "pub") == before
     r = cli("publish", build("c", 2, "3", 2), target, "--json")
     assert r.exit_code == 0, r.stdout + r.stderr
     same = build("d", 2, "3", 2)  # the same step and ensemble again: unchanged, identical
