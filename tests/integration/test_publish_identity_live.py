@@ -3,7 +3,8 @@ model reads), bumped, under an ensemble left at its version, was published as 't
 target then served twice v1 over the new step, and the readiness probe deploy-snippets ships failed on every pod
 polling it. Here a real tritonserver polls a real S3 endpoint (moto_server) with the Deployment's own arguments and
 the ConfigMap's probe judges it: the unbumped publish is refused and nothing changes; the bumped one publishes, and
-the probe stays ready on the ConfigMap of either build."""
+the probe stays ready on the ConfigMap of either build. A parameter changed without a bump is refused too, with
+every object at the target as it was."""
 
 from __future__ import annotations
 
@@ -91,7 +92,9 @@ def _ready(folder, server, within: float = 60.0) -> None:
     raise AssertionError(f"the probe never passed: {problems}")
 
 
-def test_a_step_changed_under_a_published_ensemble_keeps_the_probe_ready(cli, bucket, tmp_path):
+def test_a_step_changed_under_a_published_ensemble_keeps_the_probe_ready(
+    cli, bucket, s3fs_client, tmp_path
+):
     target = f"s3://{bucket}/pipelines"
 
     def build(tag: str, step: int, factor: str, ensemble: int):
@@ -114,11 +117,24 @@ def test_a_step_changed_under_a_published_ensemble_keeps_the_probe_ready(cli, bu
     try:
         server.start()
         _ready(folder, server)
+
+        def objects() -> dict:
+            found = s3fs_client.find(f"{bucket}/pipelines", detail=True, refresh=True)
+            return {path: info.get("ETag") for path, info in found.items()}
+
+        before = objects()
+        in_place = build("p", 1, "3", 1)  # one config parameter changed, no version bumped
+        with pytest.raises(
+            PublishError, match=r"another config.pbtxt \(parameters\['factor'\] differ"
+        ):
+            api.publish(in_place, target)
+        assert objects() == before
         unbumped = build("b", 2, "3", 1)  # the step's parameter changed, the ensemble not bumped
         with pytest.raises(
             PublishError, match=r"twice version 1 .*other models under it \(doubler"
         ):
             api.publish(unbumped, target)
+        assert objects() == before
         time.sleep(3)  # three polls: nothing changed at the target, nothing reloads
         _ready(folder, server, within=5)
         bumped = build("c", 2, "3", 2)
