@@ -126,12 +126,12 @@ def same_as_published(
         done.files, model.version
     ) != in_version_dir(files, model.version):
         why = "different content"
-    elif done.config_sha256 is not None and done.config_sha256 != sha256_bytes(own):
-        stored = objects.read_text(
-            target, target.path(model.name, version_config_name(model.version))
-        )
-        fields = config_differences(stored, own) if stored is not None else []
-        why = f"another config.pbtxt ({', '.join(fields) or 'its stored config is missing'} differ)"
+    elif (  # NOTE: none differ: the same config rendered otherwise (another protobuf's text format)
+        done.config_sha256 is not None
+        and done.config_sha256 != sha256_bytes(own)
+        and (fields := _config_changes(target, model, own))
+    ):
+        why = f"another config.pbtxt ({fields})"
     if why is not None:
         raise PublishError(
             f"{model.name} version {model.version} is already published with {why}; a published "
@@ -140,3 +140,19 @@ def same_as_published(
             hint=f"bump 'version' in {model.recipe_path or model.name + '/config.pbtxt'}, rebuild, "
             "verify, publish",
         )
+
+
+def _config_changes(target: Target, model: ManifestModel, own: bytes) -> str:
+    """What differs between the version's config stored at the target and this one's ('' when the
+    two are the same config)."""
+    from tritonbuild.triton.config import ConfigParseError
+
+    name = version_config_name(model.version)
+    stored = objects.read_text(target, target.path(model.name, name))
+    if stored is None:
+        return f"its digest is not the one recorded, and {name} is missing at the target"
+    try:
+        fields = config_differences(stored, own)
+    except ConfigParseError:
+        return f"its digest is not the one recorded, and {name} at the target does not parse"
+    return f"{', '.join(fields)} differ" if fields else ""
