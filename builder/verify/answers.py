@@ -141,7 +141,9 @@ def check_model(
     chosen, differ = matching_class(golden, numerics)
     reference = golden.classes[chosen].outputs if golden is not None else None
     runs = [[runner.infer(sample) for sample in inputs] for _ in range(model.verify.repeats)]
-    if broken := sorted({found for outs in runs for found in violations(model, inputs, outs)}):
+    if broken := sorted(
+        {found for outs in runs for found in violations(model, inputs, outs, root)}
+    ):
         return _contract_broken(model, inputs, record, broken, numerics)
     mismatches = _repeat_mismatches(model, runs, runs[0] if record else reference)
     tolerated = [each for each in mismatches if each.within_tolerance]

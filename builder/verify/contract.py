@@ -5,10 +5,14 @@ included). Triton's Python backend, for one, returns what model.py gives whateve
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
-from tritonbuild.recipe.models import DTYPES
+from tritonbuild.recipe.models import DTYPES, TensorSpec
+from tritonbuild.repository.existing import config_tensors
 from tritonbuild.repository.manifest import ManifestModel
+from tritonbuild.triton.config import ConfigParseError, read_config
 from tritonbuild.verify.goldens import NP_DTYPES
 
 
@@ -30,30 +34,43 @@ def _shape_ok(dims: list[int], got: tuple[int, ...]) -> bool:
     return len(got) == len(dims) and all(d in (-1, g) for d, g in zip(dims, got, strict=True))
 
 
-def violations(model: ManifestModel, inputs: list[dict], answers: list[dict]) -> list[str]:
+def declared(root: Path, model: ManifestModel) -> tuple[list[TensorSpec], int]:
+    """The outputs and max_batch_size the model's config.pbtxt declares (what Triton tells clients);
+    the manifest's, which assemble wrote from the same derived I/O, where the config cannot be read
+    (static checks report that)."""
+    try:
+        config = read_config(root / model.name)
+    except (OSError, ConfigParseError):
+        return list(model.outputs), model.max_batch_size
+    return config_tensors(config, "output"), config.max_batch_size
+
+
+def violations(
+    model: ManifestModel, inputs: list[dict], answers: list[dict], root: Path | None = None
+) -> list[str]:
     """Per sample and output: where an answer's dtype or shape is not what the config declares
     (the batch dimension, when the model batches, is the request's)."""
     found = []
-    declared = {tensor.name: tensor for tensor in model.outputs}
+    outputs_declared, max_batch = (
+        declared(root, model) if root is not None else (model.outputs, model.max_batch_size)
+    )
+    declared_by_name = {tensor.name: tensor for tensor in outputs_declared}
     for i, (sample, outputs) in enumerate(zip(inputs, answers, strict=True)):
-        batch = _batch(sample) if model.max_batch_size > 0 else None
+        batch = _batch(sample) if max_batch > 0 else None
         for name, got in sorted(outputs.items()):
-            tensor = declared.get(name)
+            tensor = declared_by_name.get(name)
             if tensor is None or got is None:
                 continue  # an undeclared or missing output is the goldens' name check's
             got = np.asarray(got)
             dims = [batch if batch is not None else -1, *tensor.dims]
-            dims = dims if model.max_batch_size > 0 else list(tensor.dims)
+            dims = dims if max_batch > 0 else list(tensor.dims)
             problems = []
             if not _dtype_ok(tensor.dtype, got):
                 problems.append(
                     f"dtype {got.dtype} where the config declares {DTYPES[tensor.dtype]}"
                 )
             if not _shape_ok(dims, got.shape):
-                shown = [
-                    "batch" if k == 0 and model.max_batch_size > 0 else d
-                    for k, d in enumerate(dims)
-                ]
+                shown = ["batch" if k == 0 and max_batch > 0 else d for k, d in enumerate(dims)]
                 problems.append(f"shape {list(got.shape)} where the config declares dims {shown}")
             if problems:
                 found.append(f"sample {i} output {name!r}: {' and '.join(problems)}")

@@ -61,3 +61,19 @@ def test_record_force_never_records_a_broken_contract(tmp_path):
     assert "--force included" in result["notes"][0] and "TYPE_FP32" in result["notes"][0]
     fine = check_model(model, _Runner(lambda x: x * 2), tmp_path, record=True, force=True)
     assert fine["passed"] and fine["_record"] is not None and "cause" not in fine
+
+
+def test_the_config_pbtxt_is_the_contract(tmp_path):
+    """The declared outputs are read from the model's config.pbtxt (what Triton tells clients), not only from the
+    manifest: a manifest edited to say fp64 does not make float64 answers for a TYPE_FP32 output right."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.pbtxt").write_text(
+        'name: "m"\nbackend: "python"\nmax_batch_size: 4\n'
+        'input [{ name: "X" data_type: TYPE_FP32 dims: [3] }]\n'
+        'output [{ name: "Y" data_type: TYPE_FP32 dims: [3] }]\n'
+    )
+    edited = manifest_model("m", inputs=IN, outputs=[{**OUT[0], "dtype": "fp64"}], max_batch_size=4)
+    x = [{"X": np.zeros((1, 3), np.float32)}]
+    assert violations(edited, x, [{"Y": np.zeros((1, 3), np.float64)}]) == []  # the manifest alone
+    (found,) = violations(edited, x, [{"Y": np.zeros((1, 3), np.float64)}], tmp_path)
+    assert "TYPE_FP32" in found
