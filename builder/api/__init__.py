@@ -46,9 +46,8 @@ def _load(paths: list[Path]) -> list[LoadedRecipe]:
 def validate(
     paths: list[Path], *, cache_dir: Path | None = None, triton_image: str | None = None
 ) -> list[LoadedRecipe]:
-    """Every check build runs before building: the recipes, then their plan (each source file
-    there, Python files' syntax at the target image's Python where this machine has it, remote
-    sources pinned), without building or writing a repository."""
+    """Every check build runs before building (the recipes, then their plan: source files, Python
+    syntax at the target image's Python), without building anything."""
     loaded = _load(paths)
     make_plan(loaded, cachedir.resolve(cache_dir), syntax_python(triton_image))
     return loaded
