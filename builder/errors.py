@@ -31,8 +31,15 @@ class TritonBuildError(Exception):
             "exit_code": self.exit_code,
         }
 
+    def located(self) -> str:
+        """The message after its place, which is said once: a message that already starts with it
+        (a SyntaxError's file:line:col) is not prefixed again."""
+        if not self.where or self.message.startswith(f"{self.where}:"):
+            return self.message
+        return f"{self.where}: {self.message}"
+
     def __str__(self) -> str:
-        head = f"{self.where}: {self.message}" if self.where else self.message
+        head = self.located()
         return f"{head}\n  hint: {self.hint}" if self.hint else head
 
 

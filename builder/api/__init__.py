@@ -43,8 +43,14 @@ def _load(paths: list[Path]) -> list[LoadedRecipe]:
     return load_recipes(expand_paths(paths), REGISTRY.recipe_kinds())
 
 
-def validate(paths: list[Path]) -> list[LoadedRecipe]:
-    return _load(paths)
+def validate(
+    paths: list[Path], *, cache_dir: Path | None = None, triton_image: str | None = None
+) -> list[LoadedRecipe]:
+    """Every check build runs before building (the recipes, then their plan: source files, Python
+    syntax at the target image's Python), without building anything."""
+    loaded = _load(paths)
+    make_plan(loaded, cachedir.resolve(cache_dir), syntax_python(triton_image))
+    return loaded
 
 
 def plan(paths: list[Path], *, cache_dir: Path | None = None) -> Plan:

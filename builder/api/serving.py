@@ -117,7 +117,7 @@ def _published(
     from tritonbuild.triton.config import parse
 
     target = open_for_read(as_location(url, endpoint_url))
-    names, loadable = [], []
+    names, loadable, configs = [], [], {}
     for entry in list_opened(target).models:
         config = read_text(target, target.path(entry.name, "config.pbtxt"))
         model_config = parse(config) if config is not None else None
@@ -133,8 +133,10 @@ def _published(
         if model_config is None or not (entry.live is not None or plain):
             continue
         names.append(entry.name)
+        configs[entry.name] = model_config
         if runs_embedded(model_config.backend):
             loadable.append(entry.name)
+    loadable = with_ensembles(configs, loadable)
     with tempfile.TemporaryDirectory(prefix="tritonbuild-imports-") as scratch:
         chosen = launcher(_python_files(target, loadable, Path(scratch)) if other_python else ())
     # the live versions' portable numerics, set before the server's Python side loads them
@@ -160,6 +162,35 @@ def _python_files(target, names: list[str], scratch: Path) -> tuple[Path, ...]:
     return (scratch,)
 
 
+def with_ensembles(configs: dict, loadable: list[str]) -> list[str]:
+    """loadable, and the ensembles whose every step is (Triton's core runs an ensemble, and loading
+    it loads its steps): an ensemble has no backend of its own, and was listed 'not loaded' while
+    the server had it READY."""
+    out = list(loadable)
+    grew = True
+    while grew:
+        grew = False
+        for name, config in configs.items():
+            if (
+                name not in out
+                and config is not None
+                and config.HasField("ensemble_scheduling")
+                and all(step.model_name in out for step in config.ensemble_scheduling.step)
+            ):
+                out.append(name)
+                grew = True
+    return out
+
+
+def _config(model_dir: Path):
+    from tritonbuild.triton.config import ConfigParseError, read_config
+
+    try:
+        return read_config(model_dir)
+    except (OSError, ConfigParseError):
+        return None
+
+
 def _hand_written(root: Path, server_options: dict) -> Serving:
     """What Triton would load, by each model's config."""
     from tritonbuild.core.toolchain import fingerprint
@@ -176,6 +207,7 @@ def _hand_written(root: Path, server_options: dict) -> Serving:
         )
     gpu = bool(fingerprint().get("gpu_name"))
     loadable = [name for name in names if runs_as_written(root / name, gpu)]
+    loadable = with_ensembles({name: _config(root / name) for name in names}, loadable)
     server = EmbeddedServer(root, **server_options)
     return Serving(server, loadable, sorted(set(names) - set(loadable)))
 

@@ -37,6 +37,10 @@ class Group(click.Group):
         except click.Abort:
             application.err.print("interrupted")
             sys.exit(130)
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _reader_gone()
         sys.exit(rv if isinstance(rv, int) else 0)
 
     group_class = type  # subgroups (cache) are Groups too: they get the common options below
@@ -76,6 +80,10 @@ class Group(click.Group):
         except (KeyboardInterrupt, click.Abort):
             application.err.print("interrupted")
             sys.exit(130)
+        except (
+            BrokenPipeError
+        ):  # 'tritonbuild infer ... | head': the reader left, as with other CLIs
+            _reader_gone()
         except (click.exceptions.Exit, click.ClickException):
             raise
         except Exception:  # noqa: BLE001 - a bug: show the traceback and ask for a report
@@ -86,6 +94,17 @@ class Group(click.Group):
                 markup=True,
             )
             sys.exit(1)
+
+
+def _reader_gone() -> None:
+    """Exit quietly with 141 (128 + SIGPIPE, what a shell reports for a CLI SIGPIPE ended): stdout
+    is pointed at /dev/null first, so the interpreter's last flush does not fail again (Python's
+    documented handling of SIGPIPE)."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(141)
 
 
 def _usage_error(application: Application, e: click.UsageError) -> None:
@@ -114,9 +133,8 @@ def _emit_error(application: Application, e: TritonBuildError) -> None:
         return
     errors = e.errors if isinstance(e, MultipleErrors) else [e]
     for one in errors:
-        where = f"{one.where}: " if one.where else ""
         application.err.print(
-            f"[bold red]error[/] ({one.kind}): {escape(where + one.message)}", markup=True
+            f"[bold red]error[/] ({one.kind}): {escape(one.located())}", markup=True
         )
         if one.hint:
             application.err.print(f"  [dim]fix:[/] {escape(one.hint)}", markup=True)
@@ -285,6 +303,13 @@ def backend_dirs(specs: tuple[str, ...]) -> dict[str, Path]:
 def existing_dir(value: str | Path, what: str = "repository") -> Path:
     """A local directory argument that must exist: a usage error (exit 2) naming it, not a stage's
     error."""
+    from tritonbuild.core.stores import is_url
+
+    if is_url(str(value)):  # NOTE: a click.Path would have folded 's3://b' into 's3:/b' already
+        raise UsageError(
+            f"{value} is a URL: this takes a {what} directory on this machine",
+            hint=f"copy it here first (e.g. 'aws s3 sync {value} DIR') and pass DIR",
+        )
     path = Path(value)
     if not path.is_dir():
         problem = "not a directory" if path.exists() else "no such directory"

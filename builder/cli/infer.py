@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 @click.option(
     "--goldens",
     "goldens_from",
-    type=click.Path(path_type=Path),
+    type=str,
     metavar="OUT",
     help="With a server URL: take the goldens from this built repository.",
 )
@@ -53,7 +53,7 @@ def infer_command(
     target: str,
     model: str,
     input_files: tuple[str, ...],
-    goldens_from: Path | None,
+    goldens_from: str | Path | None,
     tritonserver: str | None,
     data: str | None,
     as_json: bool,
@@ -67,7 +67,7 @@ def infer_command(
 
     _check_target(target, model)
     if goldens_from is not None:
-        existing_dir(goldens_from)
+        goldens_from = existing_dir(goldens_from, "built repository (--goldens)")
     given = {
         name: Path(path)
         for name, path in key_values(input_files, "--input", "NAME=FILE.npy").items()

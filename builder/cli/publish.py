@@ -151,7 +151,8 @@ def _print_receipt(receipt, dry_run: bool) -> None:
     print_table(table)
     verb = "would publish" if dry_run else "published"
     app().out.print(
-        f"{verb} manifest {receipt.manifest_digest[:16]} to {receipt.target} "
+        f"{verb} repository manifest {receipt.manifest_digest[:16]} (the build's "
+        f"tritonbuild-manifest.json; 'ls' shows the target's own) to {receipt.target} "
         f"({receipt.uploaded_bytes} bytes uploaded in {receipt.seconds:.1f}s; verification "
         f"{receipt.verification})"
     )
@@ -200,7 +201,10 @@ def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
             "; ".join(row.notes),
         )
     print_table(table)
-    app().out.print(f"manifest sha256: {info.manifest_sha256 or '-'}")
+    app().out.print(
+        f"target manifest sha256: {info.manifest_sha256 or '-'} (the target's own "
+        "tritonbuild-manifest.json, not the repository manifest publish names)"
+    )
     _print_lock(info.lock)
     app().out.print(f"tritonserver --model-repository={info.triton_url}")
 

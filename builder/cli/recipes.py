@@ -28,12 +28,17 @@ from tritonbuild.cli.common import (
 
 @main.command("validate")
 @recipes_arg
+@cache_dir_option
+@triton_image_option
 @json_option
-def validate_command(recipes: tuple[Path, ...], as_json: bool) -> None:
-    """Check recipe files (or folders of them) without building anything."""
+def validate_command(
+    recipes: tuple[Path, ...], cache_dir: Path | None, triton_image: str | None, as_json: bool
+) -> None:
+    """Check recipe files (or folders of them) as build does before building (their keys, their
+    source files, the Python files' syntax at the target's Python), without building anything."""
     from tritonbuild import api
 
-    loaded = api.validate(list(recipes))
+    loaded = api.validate(list(recipes), cache_dir=cache_dir, triton_image=triton_image)
     if as_json:
         _json(
             {

@@ -267,7 +267,9 @@ def _print_model_lines(model_report) -> None:
         out.print(
             f"  {name}: output {mismatch.output!r} sample {mismatch.sample} ({mismatch.context}): "
             f"{mismatch.differing}/{mismatch.total} elements differ, max |diff| "
-            f"{mismatch.max_abs_diff}, first at {mismatch.first_index}"
+            f"{mismatch.max_abs_diff}"
+            + (f" ({mismatch.max_ulp} ULP)" if mismatch.max_ulp is not None else "")
+            + f", first at {mismatch.first_index}"
         )
     for note in model_report.notes:
         out.print(f"  {name}: {note}")

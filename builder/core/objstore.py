@@ -124,6 +124,13 @@ def _chain(e: BaseException):
         e = e.__cause__ or e.__context__
 
 
+def timed_out(e: BaseException) -> bool:
+    """Whether a network failure was a wait that ran out (the deadline, a connect or read timeout:
+    a TimeoutError anywhere in the chain, as Python, aiohttp and botocore raise them), not a refused
+    or unreachable endpoint, which fails at once."""
+    return any(isinstance(x, TimeoutError) for x in _chain(e))
+
+
 def error_code(e: BaseException) -> str | None:
     """The service's error code (S3 'NoSuchBucket', 'AccessDenied'...) anywhere in the exception's
     chain."""

@@ -22,7 +22,7 @@ class _Frozen(BaseModel):
 
 class PublishedVersion(_Frozen, OmitWhenNone):
     # NOTE: absent for native models: records written before numerics keep their bytes
-    omit_when_none = ("numerics",)
+    omit_when_none = ("numerics", "steps_identity")
 
     files: dict[str, FileEntry] = Field(
         description="Model-directory relative path → digest and size."
@@ -43,6 +43,12 @@ class PublishedVersion(_Frozen, OmitWhenNone):
         None,
         description="The version's portable numerics (the build manifest's numerics: mode, cpus, "
         "threads, env): the variables a server sets before it loads the version. Absent: native.",
+    )
+    steps_identity: dict[str, str] | None = Field(
+        None,
+        description="An ensemble's or BLS's: each model it calls → sha256 over that model's "
+        "files, whole config and its own calls, as published with this version (its goldens were "
+        "recorded on them). Absent: calls none, or published before tritonbuild recorded it.",
     )
 
 

@@ -15,7 +15,13 @@ from tritonbuild.core.cas import FileEntry
 from tritonbuild.core.hashing import sha256_bytes
 from tritonbuild.errors import PublishError
 from tritonbuild.publish import objects
-from tritonbuild.publish.layout import in_version_dir, version_files
+from tritonbuild.publish.identity import (
+    own_config,
+    refuse_stale_callers,
+    same_as_published,
+    steps_identity,
+)
+from tritonbuild.publish.layout import version_files
 from tritonbuild.publish.models import Action, PublishedModel, PublishedVersion, TargetManifest
 from tritonbuild.publish.pinning import pinned_config, version_config_name
 from tritonbuild.publish.target import Target
@@ -108,6 +114,7 @@ def plan_publish(
         steps.append(step)
         models[name] = step.published
     after = TargetManifest(models=models)
+    refuse_stale_callers(root, manifest, target, after)
     orphans = _orphans(target, after) if keep is not None else []
     live = {name: published.live for name, published in after.models.items() if published.live}
     return PublishPlan(
@@ -131,7 +138,7 @@ def _plan_model(
     version_steps = []
     for model in versions:
         version = _plan_version(
-            manifest, target, model, complete.get(model.version), local_config, verification
+            root, manifest, target, model, complete.get(model.version), verification
         )
         version_steps.append(version)
         complete[model.version] = version.record
@@ -191,24 +198,18 @@ def _config_actions(
 
 
 def _plan_version(
+    root: Path,
     manifest: Manifest,
     target: Target,
     model: ManifestModel,
     done: PublishedVersion | None,
-    local_config: bytes,
     verification: str,
 ) -> VersionStep:
     files = version_files(manifest, model)
+    own = own_config(root, model)
+    steps = steps_identity(root, manifest, model)
     if done is not None:
-        if done.model_identity != model.model_identity or in_version_dir(
-            done.files, model.version
-        ) != in_version_dir(files, model.version):
-            raise PublishError(
-                f"{model.name} version {model.version} is already published with different "
-                "content; a published version is never rewritten",
-                where=target.url,
-                hint=f"bump 'version' in {model.recipe_path}, rebuild, verify, publish",
-            )
+        same_as_published(target, model, done, files, own, steps)
         actions = [
             Action(
                 model=model.name,
@@ -226,13 +227,14 @@ def _plan_version(
         verification=verification,
         model_identity=model.model_identity,
         numerics=model.numerics,
+        steps_identity=steps,
     )
-    own = None
     if record.config_sha256 is None:
         # NOTE: stored before the switch, so a rollback to this version can restore its own
         # interface.
-        own = pinned_config(local_config, [model.version])
         record = record.model_copy(update={"config_sha256": sha256_bytes(own)})
+    else:
+        own = None
     return VersionStep(
         model=model, files=files, todo=todo, own_config=own, record=record, actions=actions
     )

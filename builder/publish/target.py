@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from tritonbuild.core.drivers import Driver
 from tritonbuild.core.location import Location
-from tritonbuild.core.objstore import deadline_words
+from tritonbuild.core.objstore import deadline_words, timed_out
 from tritonbuild.core.secrets import redact
 from tritonbuild.core.stores import as_location, driver_for
 from tritonbuild.errors import PublishError
@@ -75,13 +75,20 @@ def storage_error(where: Target | Location, action: str, e: BaseException) -> Pu
     text = redact(f"{type(e).__name__}: {e}")
     driver = where.driver if isinstance(where, Target) else driver_for(where.scheme, where.url)
     kind = driver.classify(e)
+    waited = kind == "network" and timed_out(e)
     hint = {
         "no-bucket": "create the bucket first, or fix its name",
         "denied": f"check credentials ({driver.credentials or 'the store'}) and bucket permissions",
         "network": f"check the endpoint ({driver.endpoint_hint or 'the URL'}) and that it is reachable and "
-        "answers; a slow but working store may need a longer deadline",
+        + (
+            "answers; a slow but working store may need a longer deadline"
+            if waited
+            else "that the service runs there (address and port)"
+        ),
         "not-found": "check the target URL",
     }.get(kind, "check the target URL and permissions")
-    if kind == "network" and "network deadline" not in text:
+    if waited and "network deadline" not in text:
         text = f"no answer within {deadline_words()}: {text}"
+    elif kind == "network" and not waited:  # a refusal fails at once: no deadline was waited out
+        text = f"the endpoint did not take the connection (refused or unreachable): {text}"
     return PublishError(f"cannot {action}: {text}", where=where.url, hint=hint)

@@ -19,6 +19,7 @@ from tritonbuild.errors import VerifyError
 from tritonbuild.repository.assemble import golden_name
 from tritonbuild.repository.manifest import ManifestModel
 from tritonbuild.verify.classes import matching_class, merged, verdict
+from tritonbuild.verify.contract import contract_note, violations
 from tritonbuild.verify.goldens import (
     check_golden_names,
     compare,
@@ -140,20 +141,18 @@ def check_model(
     chosen, differ = matching_class(golden, numerics)
     reference = golden.classes[chosen].outputs if golden is not None else None
     runs = [[runner.infer(sample) for sample in inputs] for _ in range(model.verify.repeats)]
+    if broken := _contract(model, runner, inputs, runs, root):
+        return _contract_broken(model, inputs, record, broken, numerics)
     mismatches = _repeat_mismatches(model, runs, runs[0] if record else reference)
-    tolerated = [mismatch for mismatch in mismatches if mismatch.within_tolerance]
-    mismatches = [mismatch for mismatch in mismatches if not mismatch.within_tolerance]
+    tolerated = [each for each in mismatches if each.within_tolerance]
+    mismatches = [each for each in mismatches if not each.within_tolerance]
     # NOTE: batched answers are compared with this run's own unbatched ones, not the goldens: a
     # model that answers differently from its goldens is not thereby batch-variant
-    under_load = None
+    under_load, first = None, runs[0] if runs else reference
     if model.max_batch_size == 0 and hasattr(runner, "infer_amid"):
-        status, detail, variant, under_load = answers_under_load(
-            model, runner, inputs, runs[0] if runs else reference
-        )
+        status, detail, variant, under_load = answers_under_load(model, runner, inputs, first)
     else:
-        status, detail, variant = _batch_invariance(
-            model, runner, inputs, runs[0] if runs else reference
-        )
+        status, detail, variant = _batch_invariance(model, runner, inputs, first)
     notes = _tolerance_notes(model, tolerated)
     told = {}
     if golden is not None and not record:
@@ -179,6 +178,32 @@ def check_model(
         "numerics": numerics,
         **told,
         "_record": (inputs, runs[0], golden, numerics) if record else None,
+    }
+
+
+def _contract(model: ManifestModel, runner, inputs, runs, root: Path) -> list[str]:
+    """Where the answers break the outputs config.pbtxt declares. None from a generative runner:
+    its answers are JSON (the generate endpoint) made into arrays of the declared dtype, and carry
+    no tensor dtype or shape of the model's."""
+    if hasattr(runner, "infer_amid"):
+        return []
+    return sorted({found for outs in runs for found in violations(model, inputs, outs, root)})
+
+
+def _contract_broken(model: ManifestModel, inputs, record: bool, broken, numerics) -> dict:
+    """A model whose answers break its config's declared outputs: failed, cause 'contract', never
+    recorded (nor compared further: its goldens cannot say anything about it)."""
+    note = contract_note(model, broken, record)
+    return {
+        "samples": len(inputs),
+        "repeats": model.verify.repeats,
+        "compared": 0,
+        "passed": False,
+        "notes": [note],
+        "numerics": numerics,
+        "cause": "contract",
+        "contract_violations": broken,
+        "goldens_refused": note if record else None,
     }
 
 

@@ -19,6 +19,7 @@ ADDED_AFTER_SIGNING = (
     "goldens_classes",
     "cause",
     "numerics_differ",
+    "contract_violations",
 )
 
 
@@ -119,11 +120,18 @@ class ModelReport(_Frozen):
     goldens_classes: int | None = Field(
         None, description="Machine classes the golden file holds answers for."
     )
-    cause: Literal["machine-class", "model", "unknown"] | None = Field(
+    cause: Literal["machine-class", "model", "unknown", "contract"] | None = Field(
         None,
         description="Answers differ from the goldens: recorded on another machine class "
         "(numerics_differ names the fields), on the same class (the model's answers changed), "
-        "or unknown (goldens without a fingerprint, or no fingerprint here).",
+        "or unknown (goldens without a fingerprint, or no fingerprint here). 'contract': the "
+        "answers break the outputs the config declares (contract_violations): a model error, "
+        "never recorded.",
+    )
+    contract_violations: list[str] | None = Field(
+        None,
+        description="Per sample and output, an answer whose dtype or shape is not what the "
+        "config.pbtxt declares (data_type, dims).",
     )
     numerics_differ: list[str] | None = Field(
         None,
@@ -243,10 +251,19 @@ class VerificationReport(_Frozen):
             each
             for each in self.models
             if each.goldens_refused
+            or each.cause == "contract"
             or any(mismatch.context.startswith("repeat") for mismatch in each.mismatches)
         ]
         if not changed:
             return None
+        broken = [each.name for each in changed if each.cause == "contract"]
+        if broken:
+            return (
+                f"{', '.join(broken)}: the answers break the outputs config.pbtxt declares (the "
+                "notes name them): a model error that recording cannot accept (--force "
+                "included); fix the model or the declared data_type/dims, rebuild "
+                f"('tritonbuild build RECIPES -o {shown}'), verify"
+            )
         if all(each.cause == "machine-class" for each in changed):
             return (
                 "the goldens were recorded on another machine class (the notes name what "

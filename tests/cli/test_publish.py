@@ -76,7 +76,11 @@ def test_ls_prints_the_table_digest_lock_and_server_line(cli, repo, tmp_path):
     assert cli("publish", out, f"file://{tmp_path}/pub", "--skip-verify").exit_code == 0
     r = cli("ls", f"file://{tmp_path}/pub")
     assert r.exit_code == 0, r.stderr
-    assert "doubler" in r.stdout and "manifest sha256: " in r.stdout and "lock: none" in r.stdout
+    assert (
+        "doubler" in r.stdout
+        and "target manifest sha256: " in r.stdout
+        and "lock: none" in r.stdout
+    )
     assert f"tritonserver --model-repository={tmp_path}/pub" in r.stdout
 
 
@@ -639,3 +643,118 @@ def test_a_target_url_with_an_unknown_scheme_is_refused_where_the_cli_receives_i
     assert r.exit_code == 7, r.output
     assert "unsupported target scheme 'ftp'" in r.stderr and "s3://bucket/prefix" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def _snapshot(root) -> dict:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_a_changed_config_parameter_without_a_version_bump_is_refused(cli, tmp_path):
+    """Issue 43: a config parameter changed without a version bump said 'doubler v1 unchanged, already published,
+    identical' and rewrote the live config.pbtxt, leaving config-v1.pbtxt (what rollback restores) and the golden on
+    the old state. The published identity covers the whole config: refused, exit 7, nothing at the target changed."""
+    target = f"file://{tmp_path}/pub"
+
+    def build(value: str):
+        src = tmp_path / f"src-{value}"
+        src.mkdir()
+        (src / "model.py").write_text(PY_MODEL)
+        recipe = PY_RECIPE.lstrip() + f'parameters: {{scale: "{value}"}}\n'
+        (src / "r.yaml").write_text(recipe)
+        out = tmp_path / f"repo-{value}"
+        assert cli("build", src / "r.yaml", "-o", out).exit_code == 0
+        _fake_verified(cli, out)
+        return out
+
+    assert cli("publish", build("2"), target).exit_code == 0
+    before = _snapshot(tmp_path / "pub")
+    r = cli("publish", build("3"), target)
+    assert r.exit_code == 7, r.stdout + r.stderr
+    assert "already published with another config.pbtxt (parameters['scale'] differ)" in r.stderr
+    assert "bump 'version'" in r.stderr and "unchanged" not in r.stdout
+    assert _snapshot(tmp_path / "pub") == before
+
+
+ENSEMBLE = """
+name: twice
+version: {version}
+backend: ensemble
+max_batch_size: 4
+inputs: [{{name: IN, dtype: fp32, dims: [3]}}]
+outputs: [{{name: OUT, dtype: fp32, dims: [3]}}]
+steps:
+  - model: doubler
+    inputs: {{X: IN}}
+    outputs: {{Y: mid}}
+  - model: doubler
+    inputs: {{X: mid}}
+    outputs: {{Y: OUT}}
+"""
+
+
+def test_a_changed_step_under_an_unbumped_ensemble_is_refused(cli, tmp_path):
+    """Issue 43: a changed ensemble step left 'twice v1 unchanged, identical' at the target, its goldens recorded on
+    the old step, and the readiness probe failed on every pod. The ensemble's published identity covers its steps':
+    a step changed (bumped; its config alone, which entered no identity before) under the same ensemble version is
+    refused, naming the step; with the ensemble bumped too it publishes."""
+    target = f"file://{tmp_path}/pub"
+
+    def build(tag: str, step_version: int, factor: str, ensemble_version: int):
+        src = tmp_path / f"src-{tag}"
+        src.mkdir()
+        (src / "model.py").write_text(PY_MODEL)
+        recipe = PY_RECIPE.replace("version: 1", f"version: {step_version}").lstrip()
+        (src / "r.yaml").write_text(recipe + f'parameters: {{factor: "{factor}"}}\n')
+        (src / "twice.yaml").write_text(ENSEMBLE.format(version=ensemble_version).lstrip())
+        out = tmp_path / f"repo-{tag}"
+        r = cli("build", src / "r.yaml", src / "twice.yaml", "-o", out)
+        assert r.exit_code == 0, r.stderr
+        _fake_verified(cli, out)
+        return out
+
+    assert cli("publish", build("a", 1, "2", 1), target).exit_code == 0
+    published = json.loads((tmp_path / "pub" / "tritonbuild-manifest.json").read_text())["models"]
+    assert list(published["twice"]["versions"]["1"]["steps_identity"]) == ["doubler"]
+    assert "steps_identity" not in published["doubler"]["versions"]["1"]
+    before = _snapshot(tmp_path / "pub")
+    r = cli("publish", build("b", 2, "3", 1), target)
+    assert r.exit_code == 7, r.stdout + r.stderr
+    assert (
+        "twice version 1 is already published with other models under it (doubler changed"
+        in r.stderr
+    )
+    assert "bump 'version'" in r.stderr
+    assert _snapshot(tmp_path / "pub") == before
+    alone = tmp_path / "repo-step-alone"  # the changed step from a build without the ensemble
+    r = cli("build", tmp_path / "src-b" / "r.yaml", "-o", alone)
+    assert r.exit_code == 0, r.stderr
+    _fake_verified(cli, alone)
+    r = cli("publish", alone, target)
+    assert r.exit_code == 7, r.stdout + r.stderr
+    assert "twice version 1 at the target calls doubler, which this publish changes" in r.stderr
+    assert _snapshot(tmp_path / "pub") == before
+    r = cli("publish", build("c", 2, "3", 2), target, "--json")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    same = build("d", 2, "3", 2)  # the same step and ensemble again: unchanged, identical
+    r = cli("publish", same, target, "--json")
+    assert r.exit_code == 0 and {a["action"] for a in json.loads(r.stdout)["actions"]} == {
+        "unchanged"
+    }
+
+
+def test_publish_and_ls_say_which_manifest_digest_they_print(cli, repo, tmp_path):
+    """Issue 43: publish printed the repository manifest's digest and ls the target manifest's, both as 'manifest',
+    two different values without a word on which is which."""
+    target = f"file://{tmp_path}/pub"
+    out = repo(1)
+    _fake_verified(cli, out)
+    r = cli("publish", out, target)
+    assert r.exit_code == 0 and "published repository manifest " in r.stdout, r.stdout
+    assert "'ls' shows the target's own" in " ".join(r.stdout.split())
+    r = cli("ls", target)
+    assert "target manifest sha256: " in r.stdout
+    assert "not the repository manifest publish names" in " ".join(r.stdout.split())

@@ -585,6 +585,9 @@ def test_verify_flags_a_model_yaml_the_pytorch_backend_refuses(cli, tmp_path, in
 
 def test_a_2607_recipe_validates_and_a_newer_tag_is_a_recipe_error(cli, tmp_path):
     text = (ROOT / "recipes/examples/tiny-llama-int4.yaml").read_text()
+    # validate plans as build does: the checkpoint must be where the recipe says
+    checkpoint = ROOT / "recipes/examples/tiny-llama"
+    text = text.replace("checkpoint: {path: tiny-llama}", f"checkpoint: {{path: '{checkpoint}'}}")
     ok = text.replace('"1.1.0"', '"1.2.1"').replace(":25.12-trtllm", ":26.07-trtllm")
     (tmp_path / "ok.yaml").write_text(ok)
     r = cli("validate", tmp_path / "ok.yaml")

@@ -168,3 +168,38 @@ def test_a_refused_record_row_does_not_say_recorded(cli, py_recipe, tmp_path, wr
     r = cli("verify", out, "--record", "--json")
     (model,) = json.loads(r.stdout)["models"]
     assert r.exit_code == 6 and "not overwritten" in model["goldens_refused"], model
+
+
+def test_a_dtype_contract_violation_is_a_model_error_never_a_golden(
+    cli, py_recipe, tmp_path, write
+):
+    """Issue 43: a model returning float64 for an output declared TYPE_FP32 failed with the generic hint
+    '--record --force'; following it recorded float64 goldens and the next verify PASSED. The answers are
+    checked against config.pbtxt's declared outputs first: cause 'contract', nothing recorded, --force included."""
+    out = tmp_path / "OUT"
+    assert cli("build", py_recipe, "-o", out).exit_code == 0
+    assert cli("verify", out, "--record").exit_code == 0
+    committed = tmp_path / "goldens" / "doubler.npz"
+    kept = {path: path.read_bytes() for path in (committed, out / "doubler" / "golden-v1.npz")}
+
+    write("model.py", PY_MODEL.replace(".astype(np.float32)", ".astype(np.float64)"))
+    assert cli("build", py_recipe, "-o", out).exit_code == 0
+    r = cli("verify", out, "--json")
+    assert r.exit_code == 6
+    report = json.loads(r.stdout)
+    (m,) = report["models"]
+    assert m["cause"] == "contract" and not m["passed"], m
+    assert any("float64" in v and "TYPE_FP32" in v for v in m["contract_violations"]), m
+    assert "--force" not in report["hint"] or "cannot accept" in report["hint"], report["hint"]
+    assert "fix the model" in report["hint"]
+
+    r = cli("verify", out, "--record", "--force", "--json")
+    assert r.exit_code == 6, r.stdout
+    (m,) = json.loads(r.stdout)["models"]
+    assert m["cause"] == "contract" and m["goldens_refused"], m
+    assert committed.read_bytes() == kept[committed]
+    assert (out / "doubler" / "golden-v1.npz").read_bytes() == kept[
+        out / "doubler" / "golden-v1.npz"
+    ]
+    r = cli("verify", out)
+    assert r.exit_code == 6 and "break the outputs" in r.stderr + r.stdout

@@ -1,0 +1,158 @@
+"""What a published version answers with, beyond its files (the manifest's model_identity): its
+whole config.pbtxt (every parameter; the version_policy aside, which is publish's switch) and, for a
+model that calls others (an ensemble's steps, a BLS's calls: depends_on), the same of each model it
+calls as this repository serves it. Publish says "unchanged, already published, identical" only when
+all of it is; a version whose config or steps changed is refused (bump its version), so the goldens
+at the target always belong to what is served (issue 43: a step changed under an ensemble left the
+ensemble's goldens stale, and the readiness probe failed on every pod)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tritonbuild.core.hashing import sha256_bytes, sha256_json
+from tritonbuild.errors import PublishError
+from tritonbuild.publish import objects
+from tritonbuild.publish.layout import in_version_dir
+from tritonbuild.publish.models import PublishedVersion, TargetManifest
+from tritonbuild.publish.pinning import pinned_config, version_config_name
+from tritonbuild.publish.target import Target
+from tritonbuild.repository.manifest import Manifest, ManifestModel
+from tritonbuild.triton.config import config_bytes
+
+
+def own_config(root: Path, model: ManifestModel) -> bytes:
+    """The version's own config (config-v<N>.pbtxt at the target): the repository's, pinned to it."""
+    return pinned_config(config_bytes(root / model.name), [model.version])
+
+
+def _behaviour(root: Path, newest: dict[str, ManifestModel], name: str, seen: tuple) -> str:
+    """sha256 over a model's files, its config (no version pinned) and the models it calls."""
+    model = newest.get(name)
+    if (
+        model is None or name in seen
+    ):  # NOTE: not in this repository (or a cycle, refused by Triton)
+        return "not in this repository"
+    return sha256_json(
+        {
+            "files": model.model_identity,
+            "config": sha256_bytes(pinned_config(config_bytes(root / name), [])),
+            "calls": _calls(root, newest, model, (*seen, name)),
+        }
+    )
+
+
+def _calls(root: Path, newest: dict[str, ManifestModel], model: ManifestModel, seen: tuple):
+    return {dep: _behaviour(root, newest, dep, seen) for dep in sorted(model.depends_on)}
+
+
+def _newest(manifest: Manifest) -> dict[str, ManifestModel]:
+    newest: dict[str, ManifestModel] = {}
+    for each in manifest.models:
+        if each.name not in newest or each.version > newest[each.name].version:
+            newest[each.name] = each
+    return newest
+
+
+def steps_identity(root: Path, manifest: Manifest, model: ManifestModel) -> dict[str, str] | None:
+    """Each model this one calls → its behaviour identity, as the repository serves it (its newest
+    version: a step's model_version -1 is the newest the server has); None for a model that calls
+    none."""
+    if not model.depends_on:
+        return None
+    return _calls(root, _newest(manifest), model, (model.name,))
+
+
+def refuse_stale_callers(root: Path, manifest: Manifest, target: Target, after: TargetManifest):
+    """A model live at the target, not in this publish, that calls one this publish changes (an
+    ensemble published from another build): its goldens were recorded on the published step, and it
+    would answer otherwise under the same version. Refused, naming both."""
+    newest = _newest(manifest)
+    for name, published in sorted(after.models.items()):
+        record = published.versions.get(published.live) if published.live else None
+        if name in newest or record is None or not record.steps_identity:
+            continue
+        changed = sorted(
+            dep
+            for dep, identity in record.steps_identity.items()
+            if dep in newest and _behaviour(root, newest, dep, (name,)) != identity
+        )
+        if changed:
+            raise PublishError(
+                f"{name} version {published.live} at the target calls {', '.join(changed)}, which "
+                "this publish changes: its goldens were recorded on the published one, and it would "
+                "answer otherwise under the same version; nothing at the target was changed",
+                where=target.url,
+                hint=f"publish {', '.join(changed)} together with {name} at a bumped version (one "
+                f"build with both), or leave {', '.join(changed)} as published",
+            )
+
+
+def changed_steps(published: dict[str, str] | None, now: dict[str, str] | None) -> list[str]:
+    """The models called whose identity differs from the published version's record (none when the
+    record predates it)."""
+    if published is None:
+        return []
+    now = now or {}
+    return sorted(name for name in {*published, *now} if published.get(name) != now.get(name))
+
+
+def config_differences(old: bytes, new: bytes) -> list[str]:
+    """The config fields that differ (a parameter by its key), version_policy aside."""
+    from tritonbuild.triton.config import parse
+
+    a, b = parse(pinned_config(old, [])), parse(pinned_config(new, []))
+    fields = {field.name for field, _ in (*a.ListFields(), *b.ListFields())}
+    out = [
+        f"parameters[{key!r}]"
+        for key in sorted({*a.parameters, *b.parameters})
+        if a.parameters.get(key) != b.parameters.get(key)
+    ]
+    return out + sorted(
+        name for name in fields if name != "parameters" and getattr(a, name) != getattr(b, name)
+    )
+
+
+def same_as_published(
+    target: Target, model: ManifestModel, done: PublishedVersion, files, own: bytes, steps
+) -> None:
+    """A version already at the target is published again only as it is there: its files, its whole
+    config (parameters too) and the models it calls; anything else is refused, never published in
+    place (the target's config-v<N>.pbtxt and goldens would belong to another model)."""
+    why = None
+    if changed := changed_steps(done.steps_identity, steps):
+        why = f"other models under it ({', '.join(changed)} changed; its goldens were recorded on theirs)"
+    elif done.model_identity != model.model_identity or in_version_dir(
+        done.files, model.version
+    ) != in_version_dir(files, model.version):
+        why = "different content"
+    elif (  # NOTE: none differ: the same config rendered otherwise (another protobuf's text format)
+        done.config_sha256 is not None
+        and done.config_sha256 != sha256_bytes(own)
+        and (fields := _config_changes(target, model, own))
+    ):
+        why = f"another config.pbtxt ({fields})"
+    if why is not None:
+        raise PublishError(
+            f"{model.name} version {model.version} is already published with {why}; a published "
+            "version is never rewritten, and nothing at the target was changed",
+            where=target.url,
+            hint=f"bump 'version' in {model.recipe_path or model.name + '/config.pbtxt'}, rebuild, "
+            "verify, publish",
+        )
+
+
+def _config_changes(target: Target, model: ManifestModel, own: bytes) -> str:
+    """What differs between the version's config stored at the target and this one's ('' when the
+    two are the same config)."""
+    from tritonbuild.triton.config import ConfigParseError
+
+    name = version_config_name(model.version)
+    stored = objects.read_text(target, target.path(model.name, name))
+    if stored is None:
+        return f"its digest is not the one recorded, and {name} is missing at the target"
+    try:
+        fields = config_differences(stored, own)
+    except ConfigParseError:
+        return f"its digest is not the one recorded, and {name} at the target does not parse"
+    return f"{', '.join(fields)} differ" if fields else ""
