@@ -245,10 +245,14 @@ def _check_served(server: EmbeddedServer, loaded: list[str]) -> None:
     root = Path(server.repository)
     if not (root / MANIFEST_NAME).is_file():
         return
+    try:
+        models = read_repository(root, VerifyError).models
+    except VerifyError:  # a publish target's manifest (serve URL): not a built repository's
+        return
     log = server.log_path.read_text(errors="replace")
     problems = [
         f"{model.name} v{model.version}: {problem}"
-        for model in read_repository(root, VerifyError).models
+        for model in models
         if model.name in loaded and (backend := REGISTRY.for_manifest(model.backend))
         for problem in backend.served_check(model, log)[0]
     ]
