@@ -147,3 +147,26 @@ def test_calibration_reaches_modelopts_quantize_step(cli, tmp_path):
     (step,) = [s for s in m["steps"] if s["kind"] == "trtllm.quantize"]
     assert step["params"]["calibration"]["size"] == 4
     assert "--calib_dataset" in SCRIPTS["quantize"]["flags"]
+
+
+def test_a_quantize_step_needs_the_tokenizer_in_the_checkpoint_it_quantizes(cli, tmp_path):
+    """quantize.py calibrates with --model_dir's own tokenizer (facts/trtllm_llmapi.json tokenizer.quantize_reads):
+    a served tokenizer elsewhere does not reach it."""
+    reads = load("trtllm_llmapi")["tokenizer"]["quantize_reads"]
+    assert reads["from"] == "model_dir"
+    assert not [f for f in SCRIPTS["quantize"]["flags"] if "tokenizer_dir" in f]
+    keys = {("tokenizer",): "tok", ("quantization",): "fp8"}
+    recipe = _recipe(tmp_path, "pytorch", keys)
+    shutil.copytree(
+        tmp_path / "tiny-llama", tmp_path / "tok"
+    )  # a tokenizer the checkpoint also has
+    r = cli("plan", recipe, "--json")
+    assert r.exit_code == 0, r.stderr
+    kinds = [s["kind"] for s in json.loads(r.stdout)["models"][0]["steps"]]
+    assert kinds[:2] == ["trtllm.quantize", "trtllm.tokenizer"]
+    shutil.rmtree(tmp_path / "tok")
+    _without_tokenizer(tmp_path)
+    r = cli("plan", recipe)
+    assert r.exit_code == 3, r.stderr
+    assert "llm.yaml:" in r.stderr and "tokenizer: tok is served" in r.stderr
+    assert "fix: copy the tokenizer files into the checkpoint" in r.stderr

@@ -121,6 +121,23 @@ def _calibration_unused(loaded: LoadedRecipe, pre: Prequantized | None) -> None:
     )
 
 
+def _quantize_tokenizer(loaded: LoadedRecipe, files: dict[str, str]) -> None:
+    """ModelOpt's quantize.py calibrates with the tokenizer of --model_dir (quantize_and_export
+    takes no tokenizer, its argparse no tokenizer flag): a checkpoint without one cannot be
+    quantized, whatever tokenizer the recipe names for serving."""
+    r: LLMRecipe = loaded.recipe
+    if r.tokenizer is None or {"tokenizer.json", "tokenizer.model"} & set(files):
+        return
+    raise RecipeError(
+        f"tokenizer: {r.tokenizer} is served, but quantization: {r.quantization} runs ModelOpt's "
+        "quantize.py on the checkpoint, which calibrates with the checkpoint directory's own "
+        "tokenizer (it takes no tokenizer flag) and the checkpoint has none",
+        where=loaded.where(("tokenizer",)),
+        hint="copy the tokenizer files into the checkpoint directory, or quantize elsewhere and "
+        "point checkpoint.path at the quantized checkpoint",
+    )
+
+
 def _llmapi_steps(
     loaded: LoadedRecipe,
     ctx: PlanContext,
@@ -145,6 +162,7 @@ def _llmapi_steps(
     if pre is not None or r.quantization == "none":
         _calibration_unused(loaded, pre)
         return [("trtllm.checkpoint", {"files": sorted(files)}, inputs), *extra]
+    _quantize_tokenizer(loaded, files)
     params = {
         "quantization": r.quantization,
         "dtype": r.dtype,
