@@ -300,6 +300,7 @@ def test_llmapi_pytorch_target(cli, llm_dir, tmp_path):
         "max_batch_size": 0,
         "decoupled": False,
         "exclude_input_in_output": True,
+        "add_special_tokens": True,
     }
     assert (vdir / "checkpoint" / "config.json").is_file() and (vdir / "model.py").is_file()
     mc = parse((out / "tiny-llama" / "config.pbtxt").read_bytes())

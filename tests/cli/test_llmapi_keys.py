@@ -28,6 +28,8 @@ REFUSED_VALUES = {
     ("serving", "instances", "bls"): 2,
     ("engine", "logits_dtype"): "float16",
     ("engine", "build_path"): "llmapi",
+    ("engine", "use_parallel_embedding"): True,
+    ("engine", "use_paged_context_fmha"): False,
 }
 
 

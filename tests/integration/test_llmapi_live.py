@@ -516,3 +516,53 @@ def test_genai_perfs_extra_inputs_of_the_ensembles_sampling_names_reach_the_llm_
         "pad_id": 0,
         "bad": ["zz", "yy"],
     }
+
+
+def test_the_recipes_tokenizer_and_add_special_tokens_reach_the_llm_api(server, tmp_path):
+    """A checkpoint without tokenizer files and `tokenizer: DIR`: the tokenizer is packaged and LLM() loads it
+    (facts/trtllm_llmapi.json tokenizer: without it the LLM is built without one and a text prompt fails), and
+    serving.add_special_tokens false reaches every request's SamplingParams.add_special_tokens."""
+    from click.testing import CliRunner
+
+    from tritonbuild.backends.llm.checkpoint import TOKENIZER_FILES
+    from tritonbuild.cli import main
+
+    shutil.copytree(EXAMPLES / "tiny-llama", tmp_path / "ckpt")
+    (tmp_path / "tok").mkdir()
+    for name in TOKENIZER_FILES:
+        if (tmp_path / "ckpt" / name).is_file():
+            shutil.move(tmp_path / "ckpt" / name, tmp_path / "tok" / name)
+    text = llmapi_recipe(
+        (EXAMPLES / "tiny-llama-int4.yaml")
+        .read_text()
+        .replace("quantization: int4_weight_only", "quantization: none\nruntime: pytorch")
+    )
+    text = (
+        text.replace("name: tiny-llama\n", "name: pt-tok\n")
+        .replace("checkpoint: {path: tiny-llama}", "checkpoint: {path: ckpt}\ntokenizer: tok")
+        .replace("serving:\n", "serving:\n  add_special_tokens: false\n")
+    )
+    (tmp_path / "pt-tok.yaml").write_text(text)
+    r = CliRunner().invoke(
+        main, ["build", str(tmp_path / "pt-tok.yaml"), "-o", str(tmp_path / "OUT")]
+    )
+    assert r.exit_code == 0, r.stderr
+    shutil.copytree(
+        tmp_path / "OUT",
+        server.repo,
+        dirs_exist_ok=True,
+        ignore=shutil.ignore_patterns("tritonbuild-*"),
+    )
+    _fake(server.repo / "pt-tok" / "1")
+    server.load("pt-tok")
+    got = _infer(server, "pt-tok", _inputs(), ["text_output"])
+    assert got["text_output"][0].decode() == PROMPT[:12]
+    passed = json.loads(
+        (server.repo / "pt-tok" / "1" / "tensorrt_llm" / "last_sampling.json").read_text()
+    )
+    assert passed["add_special_tokens"] is False
+    _infer(server, "pt", _inputs(), ["text_output"])
+    plain = json.loads(
+        (server.repo / "pt" / "1" / "tensorrt_llm" / "last_sampling.json").read_text()
+    )
+    assert "add_special_tokens" not in plain  # the recipe's default is upstream's (true)

@@ -29,6 +29,7 @@ from tritonbuild.backends.tensorrtllm.speculative import DRAFT_DIR, speculative_
 from tritonbuild.core.hashing import sha256_json
 
 MODEL_PY = Path(__file__).parent / "models" / "llmapi.py"
+TOKENIZER_DIR = "tokenizer"  # where the trtllm.tokenizer step packages the recipe's tokenizer
 
 
 def peft_lora_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, str]]]:
@@ -71,10 +72,11 @@ MAX_LORA_RANK = 64  # LoraConfig.max_lora_rank's default (tensorrt_llm/lora_help
 
 
 def model_yaml(r: LLMRecipe, loras: list[str] = ()) -> dict:
-    """LLM() constructor arguments; 'model' and lora_config.lora_dir are relative to the version
-    directory (relocatable). loras: the packaged LoRA adapters' names. triton_config is the
+    """LLM() constructor arguments; 'model', 'tokenizer' (the recipe's tokenizer directory, where it
+    names one; else LLM() reads the checkpoint's) and lora_config.lora_dir are relative to the
+    version directory (relocatable). loras: the packaged LoRA adapters' names. triton_config is the
     generated model's own (popped before LLM(), as upstream's model does): decoupled, and the
-    default of exclude_input_from_output."""
+    defaults of exclude_input_from_output and add_special_tokens."""
     e, kv = r.engine, r.kv_cache
     spec = {
         "model": "checkpoint",
@@ -94,9 +96,13 @@ def model_yaml(r: LLMRecipe, loras: list[str] = ()) -> dict:
             "max_batch_size": 0,
             "decoupled": r.serving.streaming,
             "exclude_input_in_output": r.serving.exclude_input_in_output,
+            # the generated model's default of SamplingParams.add_special_tokens
+            "add_special_tokens": r.serving.add_special_tokens,
         },
         **llm_api_args(r),
     }
+    if r.tokenizer is not None:  # packaged by the trtllm.tokenizer step (LLM(tokenizer=...))
+        spec["tokenizer"] = TOKENIZER_DIR
     if kv.max_tokens is not None:
         spec["kv_cache_config"]["max_tokens"] = kv.max_tokens
     if kv.dtype != "auto":
@@ -125,8 +131,8 @@ def model_yaml(r: LLMRecipe, loras: list[str] = ()) -> dict:
 
 
 def _packaged_files(built_model) -> dict:
-    """The version directory's files (relative path → built entry): the checkpoint, LoRA adapters,
-    the draft; {} when the quantize step was skipped here."""
+    """The version directory's files (relative path → built entry): the checkpoint, the recipe's
+    tokenizer, LoRA adapters, the draft; {} when the quantize step was skipped here."""
     # NOTE: a quantized checkpoint given with --engine NAME=DIR arrives under quantize/ (its step's
     # name)
     files = {
@@ -140,7 +146,7 @@ def _packaged_files(built_model) -> dict:
         {
             k: e
             for k, e in built_model.files.items()
-            if k.startswith((f"{LORA_DIR}/", f"{DRAFT_DIR}/"))
+            if k.startswith((f"{LORA_DIR}/", f"{DRAFT_DIR}/", f"{TOKENIZER_DIR}/"))
         }
     )
     return files

@@ -5,7 +5,9 @@ tests/contracts/facts/llm_args.json route_keys), or the generated model's
 (`serving.exclude_input_in_output` as the default of requests that do not say;
 `serving.gpu_device_ids` as one instance per group of tp_size × pp_size GPUs, upstream's
 multi-instance LLM-API model), or is refused at plan (`route_problems`) naming what to use instead.
-None is dropped."""
+None is dropped. The keys both routes read are honoured elsewhere: `tokenizer` and
+`serving.add_special_tokens` in model.yaml (llmapi.py), `calibration` by the trtllm.quantize step
+or refused where none is planned (plan.py)."""
 
 from __future__ import annotations
 
@@ -63,6 +65,19 @@ REFUSED = {
     ),
     ("engine", "build_path"): (
         "no engine is built on the LLM-API route",
+        "remove the key, or use runtime: engine",
+    ),
+    # TorchLlmArgs (1.x and main, facts/llm_args.json) has no field of either name: they are
+    # convert_checkpoint.py's --use_parallel_embedding and trtllm-build's --use_paged_context_fmha
+    # (facts/trtllm_scripts.json), neither of which runs on this route
+    ("engine", "use_parallel_embedding"): (
+        "TorchLlmArgs has no use_parallel_embedding: it is the converters' "
+        "--use_parallel_embedding, and the LLM-API route runs no converter",
+        "remove the key, or use runtime: engine",
+    ),
+    ("engine", "use_paged_context_fmha"): (
+        "TorchLlmArgs has no use_paged_context_fmha: it is trtllm-build's "
+        "--use_paged_context_fmha, and no engine is built on the LLM-API route",
         "remove the key, or use runtime: engine",
     ),
 }

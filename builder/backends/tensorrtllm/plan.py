@@ -1,6 +1,7 @@
 """The TensorRT-LLM backend at plan time: the steps a recipe needs (engine route: trtllm.engine,
 trtllm.tokenizer, trtllm.lora; LLM-API route: trtllm.checkpoint or trtllm.quantize, with its LoRA
-and draft steps), checked against the checkpoint, and the plan's extras (route, memory plan)."""
+and draft steps and the recipe's own trtllm.tokenizer), checked against the checkpoint, and the
+plan's extras (route, memory plan)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,12 @@ from tritonbuild.backends.tensorrtllm.families import CONVERTERS, family_problem
 from tritonbuild.backends.tensorrtllm.lora_build import lora_build_params
 from tritonbuild.backends.tensorrtllm.memory import memory_plan
 from tritonbuild.backends.tensorrtllm.prequant import prequantized, quant_params
-from tritonbuild.backends.tensorrtllm.quant import FORMATS, Prequantized, read_prequantized
+from tritonbuild.backends.tensorrtllm.quant import (
+    FORMATS,
+    LLMAPI_FORMATS,
+    Prequantized,
+    read_prequantized,
+)
 from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
 from tritonbuild.backends.tensorrtllm.speculative import draft_config, draft_step, engine_params_of
 from tritonbuild.core.hashing import tree_files
@@ -93,19 +99,70 @@ def _add_calibration(
     inputs.update({str(root / k): v for k, v in calib.items()})
 
 
+def _calibration_unused(loaded: LoadedRecipe, pre: Prequantized | None) -> None:
+    """runtime: pytorch calibrates only in ModelOpt's quantize.py (--calib_dataset, --calib_size):
+    calibration with no trtllm.quantize step planned would be dropped, so it is refused."""
+    r: LLMRecipe = loaded.recipe
+    if r.calibration is None:
+        return
+    why = (
+        f"the checkpoint is already quantized ({pre.read}): it is packaged as it is"
+        if pre is not None
+        else "quantization: none plans no ModelOpt quantize.py run"
+    )
+    raise RecipeError(
+        f"calibration: nothing is calibrated on runtime: pytorch (the LLM-API route): {why}, and "
+        "the LLM API takes no calibration data (TorchLlmArgs has no calib_config; it is TrtLlmArgs' "
+        "own)",
+        where=loaded.where(("calibration",)),
+        hint="remove calibration, or set a quantization ModelOpt calibrates ("
+        + ", ".join(f for f in LLMAPI_FORMATS if f != "none")
+        + ") on a checkpoint that is not quantized yet",
+    )
+
+
+def _quantize_tokenizer(loaded: LoadedRecipe, files: dict[str, str]) -> None:
+    """ModelOpt's quantize.py calibrates with the tokenizer of --model_dir (quantize_and_export
+    takes no tokenizer, its argparse no tokenizer flag): a checkpoint without one cannot be
+    quantized, whatever tokenizer the recipe names for serving."""
+    r: LLMRecipe = loaded.recipe
+    if r.tokenizer is None or {"tokenizer.json", "tokenizer.model"} & set(files):
+        return
+    raise RecipeError(
+        f"tokenizer: {r.tokenizer} is served, but quantization: {r.quantization} runs ModelOpt's "
+        "quantize.py on the checkpoint, which calibrates with the checkpoint directory's own "
+        "tokenizer (it takes no tokenizer flag) and the checkpoint has none",
+        where=loaded.where(("tokenizer",)),
+        hint="copy the tokenizer files into the checkpoint directory, or quantize elsewhere and "
+        "point checkpoint.path at the quantized checkpoint",
+    )
+
+
 def _llmapi_steps(
-    loaded: LoadedRecipe, ctx: PlanContext, ckpt: Path, config: dict, files: dict[str, str]
+    loaded: LoadedRecipe,
+    ctx: PlanContext,
+    ckpt: Path,
+    config: dict,
+    files: dict[str, str],
+    tokenizer: list,
 ) -> list:
     """runtime: pytorch: the checkpoint as it is, or quantized by ModelOpt into a Hugging Face
     checkpoint first (int4_awq = W4A16 AWQ, fp8). A checkpoint already quantized is detected from
-    its own files."""
+    its own files. tokenizer: the recipe's own tokenizer step, if it names one."""
     r: LLMRecipe = loaded.recipe
     inputs = {str(ckpt / k): v for k, v in files.items()}
     from tritonbuild.backends.tensorrtllm.llmapi import peft_lora_step
 
-    extra = [*peft_lora_step(loaded, ctx, recipe_dir), *draft_step(loaded, ctx, recipe_dir)]
-    if prequantized(loaded, ckpt, config) is not None or r.quantization == "none":
+    extra = [
+        *tokenizer,
+        *peft_lora_step(loaded, ctx, recipe_dir),
+        *draft_step(loaded, ctx, recipe_dir),
+    ]
+    pre = prequantized(loaded, ckpt, config)
+    if pre is not None or r.quantization == "none":
+        _calibration_unused(loaded, pre)
         return [("trtllm.checkpoint", {"files": sorted(files)}, inputs), *extra]
+    _quantize_tokenizer(loaded, files)
     params = {
         "quantization": r.quantization,
         "dtype": r.dtype,
@@ -123,15 +180,16 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
     tok, tok_files = read_tokenizer(loaded, ckpt, ctx)
     arch = Architecture.from_hf_config(config)
     _check_model(loaded, arch, config)
-    if r.runtime == "pytorch":
-        return _llmapi_steps(loaded, ctx, ckpt, config, files)
+    tokenizer = (
+        "trtllm.tokenizer",
+        {"files": sorted(tok_files)},
+        {str(tok / k): v for k, v in tok_files.items()},
+    )
+    if r.runtime == "pytorch":  # LLM() reads the checkpoint's own tokenizer unless told another
+        return _llmapi_steps(loaded, ctx, ckpt, config, files, [tokenizer] if r.tokenizer else [])
     return [
         _engine_step(loaded, ctx, arch, ckpt, config, files),
-        (
-            "trtllm.tokenizer",
-            {"files": sorted(tok_files)},
-            {str(tok / k): v for k, v in tok_files.items()},
-        ),
+        tokenizer,
         *lora_step(loaded, ctx),
     ]
 

@@ -37,10 +37,14 @@ class EngineLimits(Strict):
         False,
         description="Split the input embedding over tp_size (converters' "
         "--use_parallel_embedding; upstream default: every "
-        "rank holds it whole).",
+        "rank holds it whole). Engine route only: true is refused on the LLM-API route "
+        "(TorchLlmArgs has no such field).",
     )
     use_paged_context_fmha: bool = Field(
-        True, description="Needed by KV block reuse and chunked context."
+        True,
+        description="Needed by KV block reuse and chunked context (trtllm-build "
+        "--use_paged_context_fmha). Engine route only: false is refused on the LLM-API route "
+        "(TorchLlmArgs has no such field).",
     )
     logits_dtype: Literal["float16", "float32"] = "float32"
     build_path: Literal["cli", "llmapi"] = Field(
@@ -91,7 +95,8 @@ class Calibration(Strict):
     dataset: str = Field(
         description="Local calibration data (a directory or file, relative to the recipe) for "
         "ModelOpt's quantize.py (AWQ, FP8, KV cache) and the converters' int8 KV "
-        "calibration; without it they download a Hugging Face dataset."
+        "calibration; without it they download a Hugging Face dataset. LLM-API route: refused "
+        "where no quantize.py runs (quantization: none, or a checkpoint already quantized)."
     )
     size: int = Field(32, ge=1, description="Calibration samples (quantize.py --calib_size).")
 
@@ -163,7 +168,10 @@ class Serving(Strict):
         "send true; false echoes the prompt first.",
     )
     add_special_tokens: bool = Field(
-        True, description="Tokenizer adds BOS etc. to prompts (upstream default)."
+        True,
+        description="Tokenizer adds BOS etc. to prompts (upstream default): the preprocessing "
+        "model's parameter (engine route), every request's SamplingParams.add_special_tokens "
+        "(LLM-API route).",
     )
     enable_chunked_context: bool = False
     guided_decoding: GuidedDecoding | None = Field(
@@ -232,7 +240,8 @@ class LLMRecipe(Named):
     tokenizer: str | None = Field(
         None,
         description="Tokenizer directory (tokenizer.json, tokenizer_config.json); "
-        "default: the checkpoint directory.",
+        "default: the checkpoint directory. Packaged on both routes: the preprocessing and "
+        "postprocessing models' tokenizer (engine), model.yaml's tokenizer (LLM API).",
     )
     dtype: Literal["auto", "float16", "bfloat16"] = Field(
         "auto",

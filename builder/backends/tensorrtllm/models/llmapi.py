@@ -20,9 +20,11 @@ there, as upstream's model does, so the LLM API batches concurrent requests in f
 returns at once and each request answers through its response sender (one response with the final
 flag when not decoupled; with streaming, one response per new piece of text). A request the client
 cancels is aborted. model.yaml's triton_config also gives the default of exclude_input_from_output
-(the recipe's serving.exclude_input_in_output) for requests that do not say. With several instances,
-each runs on its group of the gpu_device_ids parameter ("0,1;2,3"), set as CUDA_VISIBLE_DEVICES
-before tensorrt_llm is imported, as upstream's multi-instance LLM-API model does.
+(the recipe's serving.exclude_input_in_output) for requests that do not say, and
+SamplingParams.add_special_tokens (the recipe's serving.add_special_tokens) for every request.
+With several instances, each runs on its group of the gpu_device_ids parameter ("0,1;2,3"), set as
+CUDA_VISIBLE_DEVICES before tensorrt_llm is imported, as upstream's multi-instance LLM-API model
+does.
 """
 
 import asyncio
@@ -207,12 +209,15 @@ class TritonPythonModel:
         triton_config = spec.pop("triton_config", {})
         self.decoupled = bool(triton_config.get("decoupled", False))
         self.exclude_input = bool(triton_config.get("exclude_input_in_output", True))
+        self.add_special_tokens = bool(triton_config.get("add_special_tokens", True))
         gpus = _placement(json.loads(args["model_config"]), args.get("model_instance_name"))
         # before tensorrt_llm is imported (it starts CUDA): this instance's GPUs only
         if gpus is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = os.environ["TRTLLM_VISIBLE_DEVICES"] = gpus
             spec["gpus_per_node"] = len(gpus.split(","))
         spec["model"] = os.path.join(here, spec["model"])
+        if "tokenizer" in spec:  # the recipe's tokenizer, packaged in this version directory
+            spec["tokenizer"] = os.path.join(here, spec["tokenizer"])
         if "lora_config" in spec:  # the packaged adapters, relative to this version directory
             spec["lora_config"]["lora_dir"] = [
                 os.path.join(here, d) for d in spec["lora_config"]["lora_dir"]
@@ -246,8 +251,10 @@ class TritonPythonModel:
         from tensorrt_llm import SamplingParams
 
         prompt = _str(_value(request, "text_input")[0])
-        # the recipe's default
+        # the recipe's defaults
         kwargs = {} if self.exclude_input else {"exclude_input_from_output": False}
+        if not self.add_special_tokens:
+            kwargs["add_special_tokens"] = False
         for name in SAMPLING:
             v = _value(request, f"sampling_param_{name}")
             if v is not None:
