@@ -42,16 +42,18 @@ DESCRIPTIONS = {
     "redacted from every message.",
     "TRITONBUILD_NET_DEADLINE_S": "Seconds any one request to an object store may wait for an answer "
     "(default 30).",
-    "TRITONBUILD_LOCK_LEASE_S": "Seconds a publish lock at the target is held before another publish may "
-    "take it over.",
-    "TRITONBUILD_NOTIFY_LOAD_TIMEOUT_S": "Seconds `publish --notify` waits for each server to load a model.",
-    "TRITONBUILD_GRPC_URL": "The gRPC address `tune` measures a running server at (else derived from the HTTP "
-    "URL).",
+    "TRITONBUILD_LOCK_LEASE_S": "Seconds a publish's lock at the target lasts without renewal before "
+    "another publish may take it over (default 120).",
+    "TRITONBUILD_NOTIFY_LOAD_TIMEOUT_S": "Seconds `publish --notify` waits for a server to answer a load request "
+    "(default 300).",
+    "TRITONBUILD_GRPC_URL": "The gRPC endpoint `tune --server` measures at (else the HTTP URL's host on "
+    "port 8001; `--grpc` beats it).",
     "TRITONBUILD_NO_GPU_PROBE": "`1`: do not run nvidia-smi to fingerprint the GPU toolchain (a machine "
     "without GPUs, a sandbox).",
-    "TRITONBUILD_QUANTIZE_THREADS": "Threads the build-time INT4 (w4a16) quantizer uses; default: the CPUs.",
+    "TRITONBUILD_QUANTIZE_THREADS": "Threads the build-time INT4 (w4a16) quantizer uses; default: the CPUs "
+    "this process may use, at most 8.",
     "TRITONBUILD_TRTLLM_EXAMPLES": "TensorRT-LLM's `examples/` directory (its convert_checkpoint.py "
-    "scripts); default: the one beside the installed tensorrt_llm.",
+    "scripts); default: `/app/tensorrt_llm/examples` or `/app/examples`, whichever exists.",
     # the serving image (ci/docker/entrypoint.sh, Dockerfile.triton)
     "TRITONBUILD_TARGET": "Serving image: the publish target (`s3://bucket/prefix`) synced into "
     "`TRITONBUILD_MODELS` at start; unset: the repository baked into the image.",
@@ -71,17 +73,18 @@ DESCRIPTIONS = {
     "XDG_CONFIG_HOME": "This machine's report-signing key lives under `$XDG_CONFIG_HOME/tritonbuild`.",
     "PYENV_ROOT": "Where the embedded server's interpreters are looked for under pyenv (default `~/.pyenv`).",
     "CUDA_VERSION": "Recorded in the toolchain fingerprint (the NGC images set it).",
-    "CUDA_VISIBLE_DEVICES": "An LLM-API model's GPUs: read, and set for its engine from the model's "
-    "`gpu_device_ids`.",
-    "PYTHONDONTWRITEBYTECODE": "Honoured by the embedded server's Python stub: no `__pycache__` beside model.py.",
+    "CUDA_VISIBLE_DEVICES": "Inside the server, an LLM-API model instance maps its GPU ids through it "
+    "and sets it to the instance's GPUs before TensorRT-LLM starts.",
+    "PYTHONDONTWRITEBYTECODE": "Read by the embedded server's Python stub (the `.pth` tritonbuild writes): "
+    "no `__pycache__` beside model.py.",
 }
 # Variables read as a group: a tuple of names in the code. Keyed by the tuple's name.
 GROUPS = {
     "SECRET_ENV": "Secrets: their values are redacted from every message, log and report (never printed).",
     "NUMERICS_VARS": "Numerics: recorded in the numerics fingerprint of verification reports (they change "
     "which kernels run, so a golden's machine class includes them).",
-    "_PASSED_ENV": "Passed into a `--tritonserver` container run: the store credentials and settings "
-    "tritonserver reads itself.",
+    "_PASSED_ENV": "Passed into a container: when `--tritonserver` runs an image, these are handed "
+    "to it when set (the store credentials tritonserver reads itself).",
 }
 
 _READERS = {"get", "pop", "getenv"}
