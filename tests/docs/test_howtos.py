@@ -91,7 +91,7 @@ def test_no_list_renders_inline(page):
     """A list item line of the source that the rendered page holds inside a paragraph (`<p>... \\n- item`)
     rendered inline: a list right after a paragraph line, without the blank line Python-Markdown needs."""
     inline = [
-        text.split("\n")[1][:60]
+        line.strip()[:60]
         for kind, text in blocks(page)
         if kind == "p"
         for line in text.split("\n")[1:]
