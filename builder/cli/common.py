@@ -25,7 +25,14 @@ class Group(click.Group):
         args = list(sys.argv[1:] if args is None else args)
         application = Application()  # its own consoles: every line a command prints goes through it
         application.json = "--json" in args  # before parsing: a usage error must honour it too
-        if "default_map" not in extra and not _completing(prog_name, complete_var):
+        asks_help = {"--help", "-h", "--version"} & set(
+            args
+        )  # help is reachable from any directory
+        if (
+            "default_map" not in extra
+            and not asks_help
+            and not _completing(prog_name, complete_var)
+        ):
             try:  # the project config file, read once: flags and environment variables beat it
                 extra["default_map"] = _project_defaults(self)
             except TritonBuildError as e:

@@ -6,6 +6,7 @@ error (exit 2) naming file:line."""
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 
 import pytest
@@ -119,6 +120,7 @@ def test_a_bad_file_is_a_usage_error_with_file_and_line(project, cli, text, line
     r = cli("ls", "--json")
     error = json.loads(r.stdout)
     assert (error["exit_code"], error["where"]) == (2, f"{path}:{line}")
+    assert cli("ls", "--help").exit_code == 0  # help stays reachable
 
 
 def test_an_unknown_key_in_pyproject_names_its_line_and_the_close_key(project, cli):
@@ -145,3 +147,20 @@ def test_a_pyproject_without_the_table_is_passed_over(project, cli, tmp_path):
     (tmp_path / "proj" / "sub" / "pyproject.toml").write_text('[project]\nname = "x"\n')
     r = cli("ls", "--json")
     assert json.loads(r.stdout)["target"] == f"file://{tmp_path}/outer"
+
+
+def test_the_documented_examples_load_as_written(tmp_path):
+    """docs/howto/config.md's TOML blocks are real config files: each loads, every key known."""
+    from tests.conftest import ROOT
+
+    page = (ROOT / "docs" / "howto" / "config.md").read_text()
+    examples = re.findall(r"```toml\n(.*?)```", page, re.S)
+    assert len(examples) == 2
+    for number, text in enumerate(examples):
+        folder = tmp_path / str(number)
+        folder.mkdir()
+        name = "pyproject.toml" if "[tool.tritonbuild]" in text else "tritonbuild.toml"
+        (folder / name).write_text(text)
+        found = config.load(folder)
+        assert found is not None and found.path == folder / name
+        assert set(found.values) == set(re.findall(r"^([a-z-]+) =", text, re.M))
