@@ -71,16 +71,19 @@ def find(start: Path) -> Path | None:
 
 
 def _line_of(text: str, key: str, path: Path) -> int:
-    """The line a key is written on (inside [tool.tritonbuild] for a pyproject.toml)."""
-    lines, inside = text.splitlines(), path.name == FILE
-    for number, line in enumerate(lines, 1):
+    """The line a key is written on: `key = ...` at the top of tritonbuild.toml or inside
+    [tool.tritonbuild], or a table header `[key]` / `[tool.tritonbuild.key]` (a table is refused)."""
+    table = "" if path.name == FILE else TABLE
+    own_table = f"{table}.{key}" if table else key
+    inside = not table
+    for number, line in enumerate(text.splitlines(), 1):
         header = re.match(r"^\s*\[+\s*([^\]]+?)\s*\]", line)
         if header:
-            inside = path.name == PYPROJECT and header.group(1) == TABLE
-            if path.name == FILE and inside is False and header.group(1).split(".")[0] == key:
+            name = header.group(1)
+            if name == own_table or name.startswith(own_table + "."):
                 return number
-            continue
-        if inside and re.match(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=", line):
+            inside = bool(table) and name == table
+        elif inside and re.match(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=", line):
             return number
     return 1
 

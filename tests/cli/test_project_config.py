@@ -141,6 +141,16 @@ def test_an_unknown_key_in_pyproject_names_its_line_and_the_close_key(project, c
     assert "did you mean 'endpoint-url'" in r.stderr
 
 
+def test_a_subtable_in_pyproject_is_refused_at_its_header(project, cli):
+    path = project(
+        '[tool.tritonbuild]\ntarget = "s3://b/p"\n\n[tool.tritonbuild.publish]\nkeep = 3\n',
+        name="pyproject.toml",
+    )
+    r = cli("ls")
+    assert r.exit_code == 2
+    assert f"{path}:4: unknown key 'publish'" in r.stderr
+
+
 def test_a_pyproject_without_the_table_is_passed_over(project, cli, tmp_path):
     (tmp_path / "outer").mkdir()
     project(f'target = "file://{tmp_path}/outer"\n')
