@@ -1,7 +1,7 @@
 """The how-to pages are for doing, not reading: each starts with a runnable code block (within its first 40 lines,
 the first screen), no paragraph runs over 150 words, no Markdown list renders inline (Python-Markdown needs a blank
 line before a list; `mkdocs build --strict` does not catch it), and every `tritonbuild ...` command line they show
-names a real command and real options (checked against the click command tree).
+names a real command and real options (checked against the click command tree; on every page and the README).
 
 Pages are rendered with the Markdown extensions mkdocs.yml configures, as the site renders them."""
 
@@ -163,8 +163,9 @@ def check_command(line: str) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("page", HOWTOS, ids=_name)
-def test_every_command_a_howto_shows_exists_with_its_options(page):
+@pytest.mark.parametrize("page", [*PAGES, ROOT / "README.md"], ids=_name)
+def test_every_command_a_page_shows_exists_with_its_options(page):
+    """How-tos first, and every other page and the README too: a renamed option breaks the docs here."""
     problems = [f"`{line}`: {p}" for line in command_lines(page) for p in check_command(line)]
     assert problems == [], f"{_name(page)}:\n" + "\n".join(problems)
 
