@@ -174,3 +174,27 @@ def test_the_documented_examples_load_as_written(tmp_path):
         found = config.load(folder)
         assert found is not None and found.path == folder / name
         assert set(found.values) == set(re.findall(r"^([a-z-]+) =", text, re.M))
+
+
+def test_publish_out_goes_to_the_files_target_and_a_target_argument_beats_it(
+    project, cli, tmp_path
+):
+    from tests.cli.test_publish import _fake_verified
+    from tests.conftest import PY_MODEL, PY_RECIPE
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "model.py").write_text(PY_MODEL)
+    (tmp_path / "src" / "r.yaml").write_text(PY_RECIPE.lstrip())
+    out = tmp_path / "OUT"
+    assert cli("build", tmp_path / "src" / "r.yaml", "-o", out).exit_code == 0
+    _fake_verified(cli, out)
+    for name in ("prod", "staging"):
+        (tmp_path / name).mkdir()
+    project(f'target = "file://{tmp_path}/prod"\n')
+    r = cli("publish", out, "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["target"] == f"file://{tmp_path}/prod"
+    assert (tmp_path / "prod" / "tritonbuild-manifest.json").is_file()
+    r = cli("publish", out, f"file://{tmp_path}/staging", "--dry-run", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["target"] == f"file://{tmp_path}/staging"
