@@ -22,6 +22,8 @@ PAGES = {
     "reference/exit-codes.md": "exit_codes_page",
     "reference/images.md": "images_page",
     "reference/vllm-invariance.md": "invariance_page",
+    "reference/environment.md": "environment_page",
+    "reference/config.md": "config_page",
     "runs.md": "runs_page",
 }
 GENERATED = (
@@ -252,6 +254,38 @@ def invariance_page() -> str:
         + "<br>".join(cell(_cite(c)) for c in row.cites)
         + " |"
         for row in table.ROWS
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _sibling(name: str):
+    """A module beside this hook file (MkDocs loads the hook by path, not as a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def environment_page() -> str:
+    """Every environment variable the code reads (ci/docs_environment.py scans for them)."""
+    return _sibling("docs_environment").environment_page(GENERATED, cell)
+
+
+def config_page() -> str:
+    """The project config file's keys, from builder/cli/config.py's KEYS."""
+    from tritonbuild.cli import config
+
+    lines = [
+        GENERATED,
+        "# Project config file\n",
+        f"The keys `{config.FILE}` (top level) or `pyproject.toml`'s `[{config.TABLE}]` table take "
+        "(`builder/cli/config.py`). Each is a flag's name without its dashes; a flag or an environment "
+        "variable beats the file. How to use it: [Configure a project](../howto/config.md).\n",
+        "| key | what it sets |",
+        "|---|---|",
+        *(f"| `{key}` | {cell(what)} |" for key, what in config.KEYS.items()),
     ]
     return "\n".join(lines) + "\n"
 

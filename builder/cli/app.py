@@ -59,7 +59,10 @@ class Application:
             self.err.print(message)
 
     # -- cache directory --------------------------------------------------------------------------
-    def set_cache_dir(self, path: Path | None) -> None:
+    def set_cache_dir(self, path: Path | None, fallback: bool = False) -> None:
+        """`fallback`: the project config file's value, kept only when no --cache-dir was given."""
+        if fallback and self._cache_dir is not None:
+            return
         if path is not None:
             self._cache_dir, self._cache_dir_resolved = Path(path), None
 

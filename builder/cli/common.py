@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +25,19 @@ class Group(click.Group):
         args = list(sys.argv[1:] if args is None else args)
         application = Application()  # its own consoles: every line a command prints goes through it
         application.json = "--json" in args  # before parsing: a usage error must honour it too
+        asks_help = {"--help", "-h", "--version"} & set(
+            args
+        )  # help is reachable from any directory
+        if (
+            "default_map" not in extra
+            and not asks_help
+            and not _completing(prog_name, complete_var)
+        ):
+            try:  # the project config file, read once: flags and environment variables beat it
+                extra["default_map"] = _project_defaults(self)
+            except TritonBuildError as e:
+                _emit_error(application, e)
+                sys.exit(e.exit_code)
         try:
             rv = super().main(
                 args, prog_name, complete_var, standalone_mode=False, obj=application, **extra
@@ -107,6 +121,19 @@ def _reader_gone() -> None:
     sys.exit(141)
 
 
+def _completing(prog_name: str | None, complete_var: str | None) -> bool:
+    """Shell completion is asking (click's _TRITONBUILD_COMPLETE): it must never print an error."""
+    name = (prog_name or "tritonbuild").replace("-", "_").replace(".", "_")
+    return bool(os.environ.get(complete_var or f"_{name}_COMPLETE".upper()))
+
+
+def _project_defaults(group: click.Group) -> dict | None:
+    from tritonbuild.cli import config
+
+    found = config.load()
+    return config.default_map(found, group) if found else None
+
+
 def _usage_error(application: Application, e: click.UsageError) -> None:
     if application.json:
         command = e.ctx.command_path if e.ctx else "tritonbuild"
@@ -161,8 +188,10 @@ def _remember_json(ctx: click.Context, _param, value: bool) -> bool:
     return app().json
 
 
-def _remember_cache_dir(ctx: click.Context, _param, value: Path | None) -> Path:
-    app().set_cache_dir(value)
+def _remember_cache_dir(ctx: click.Context, param, value: Path | None) -> Path:
+    # the config file's value (click's default_map) never replaces a --cache-dir given before the command
+    from_file = ctx.get_parameter_source(param.name) is click.core.ParameterSource.DEFAULT_MAP
+    app().set_cache_dir(value, fallback=from_file)
     return app().cache_dir
 
 

@@ -187,3 +187,20 @@ def test_readme_is_short_and_keeps_the_two_commands():
         "<!-- --8<-- [start:first-model] -->" in readme
         and "<!-- --8<-- [end:first-model] -->" in readme
     )
+
+
+def test_the_environment_page_lists_every_variable_the_code_reads(site):
+    """reference/environment.md as built: a row for every variable ci/docs_environment.py finds read in builder/
+    and the serving image (tests/docs/test_environment.py holds the scanner to the code)."""
+    from tests.docs.test_environment import scanner
+
+    rows = table_rows((site / "reference" / "environment.html").read_text())
+    listed = {row[0] for row in rows if row}
+    assert sorted(set(scanner().variables_read()) - listed) == []
+
+
+def test_the_config_page_lists_every_key(site):
+    from tritonbuild.cli.config import KEYS
+
+    rows = table_rows((site / "reference" / "config.html").read_text())
+    assert [row[0] for row in rows if row] == list(KEYS)
