@@ -318,3 +318,28 @@ def test_serve_stops_naming_an_invariant_model_whose_plugin_did_not_load(tmp_pat
         assert serving.start().loaded == ["chat"]
     finally:
         serving.server.stop()
+
+
+def test_an_int4_model_on_another_kernel_fails_naming_the_kernel(cli, tmp_path, monkeypatch):
+    """An INT4 W4A16 model (the build's vllm.quantize step) served invariant: the stand-in logs the kernel vLLM
+    chose for its W4A16 linears as vLLM does; with VLLM_STANDIN_VARIANT=kernel that is Machete, not the plugin's,
+    and verify fails the model naming it; with the plugin's kernel it passes."""
+    monkeypatch.chdir(tmp_path)
+    recipe = tmp_path / "int4.yaml"
+    recipe.write_text(
+        RECIPE.format(ckpt=EXAMPLES / "tiny-llama", determinism="invariant", require="report")
+        .replace("dtype: float16,", "dtype: float16, quantization: compressed-tensors,")
+        .replace("serving:", "quantize: {scheme: w4a16, group_size: 32}\nserving:")
+    )
+    api.build_repository([recipe], tmp_path / "int4")
+    for variant, code in (("kernel", 6), ("", 0)):
+        monkeypatch.setenv("VLLM_STANDIN_VARIANT", variant)
+        r = cli(
+            "verify", str(tmp_path / "int4"), "--record", "--backend", f"vllm={STANDIN}", "--json"
+        )
+        (model,) = json.loads(r.stdout)["models"]
+        assert r.exit_code == code, model
+        if code:
+            assert "vLLM chose MacheteLinearKernel" in model["served_problems"][0]
+        else:
+            assert model["served_problems"] == []
