@@ -323,6 +323,8 @@ def adopt_command(repository: Path, out: Path, no_record: bool, as_json: bool) -
                 else f"; goldens {how if how.startswith('not recorded') else 'NOT recorded'}"
             )
             app().out.print(f"{item['name']} v{item['version']}: {item['recipe']}{tail}")
+            for note in item.get("notes", []):
+                app().out.print(f"  note: {note}")
         engines = "".join(
             f" --engine {item['name']}={item['engine']}"
             for item in result.recipes

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tritonbuild.backends import REGISTRY
+from tritonbuild.backends.common import local_source
 from tritonbuild.backends.base import PlanContext
 from tritonbuild.core.hashing import file_hashes, sha256_json
 from tritonbuild.core.paths import PathProblem, display_path
@@ -44,6 +45,8 @@ def make_plan(
     for loaded in recipes:
         backend = REGISTRY.get(loaded.recipe.backend)
         try:
+            for output, rel in getattr(loaded.recipe, "labels", {}).items():
+                local_source(loaded, rel, ("labels", output))  # build places it (assemble)
             planned = list(backend.plan_steps(loaded, ctx))
         except (
             PathProblem

@@ -102,6 +102,7 @@ def check_rules(recipe: Recipe, backend_problems: list[Problem]) -> list[Problem
         _batching_problems(recipe)
         + bucket_rules(recipe)
         + _instance_problems(recipe)
+        + _label_problems(recipe)
         + _numerics_problems(recipe)
         + backend_problems
         + _warmup_problems(recipe)
@@ -148,6 +149,28 @@ def _instance_problems(recipe: Recipe) -> list[Problem]:
                     "use kind: cpu, or set target: gpu",
                 )
             )
+    return out
+
+
+def _label_problems(recipe: Recipe) -> list[Problem]:
+    """labels naming an output the recipe does not declare, or two files of one name (each lands
+    beside config.pbtxt under its own name)."""
+    names = None if recipe.outputs is None else {t.name for t in recipe.outputs}
+    out: list[Problem] = []
+    seen: dict[str, str] = {}
+    for output, rel in recipe.labels.items():
+        base = rel.replace("\\", "/").rsplit("/", 1)[-1]
+        if names is not None and output not in names:
+            out.append((("labels", output), f"no output {output!r}", f"outputs: {sorted(names)}"))
+        elif base in seen and seen[base] != rel or base == "config.pbtxt" or base.isdigit():
+            out.append(
+                (
+                    ("labels", output),
+                    f"{rel}: its file name {base!r} is taken beside config.pbtxt",
+                    "rename the labels file",
+                )
+            )
+        seen[base] = rel
     return out
 
 

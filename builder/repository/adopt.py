@@ -20,29 +20,13 @@ import yaml
 from tritonbuild.backends import REGISTRY
 from tritonbuild.core.results import OMIT_NONE, Result
 from tritonbuild.errors import UsageError
+from tritonbuild.repository import adopt_fields
+from tritonbuild.repository.adopt_fields import PUBLISH as _PUBLISH
 from tritonbuild.repository.existing import config_tensors
 from tritonbuild.repository.rules import VERSION_RE
 from tritonbuild.triton.batching import read_dynamic_batching
 from tritonbuild.triton.config import ConfigParseError, read_config
 
-# ModelConfig fields a recipe expresses (the rest must be absent or at their default)
-_EXPRESSED = {
-    "name",
-    "backend",
-    "platform",
-    "max_batch_size",
-    "input",
-    "output",
-    "instance_group",
-    "dynamic_batching",
-    "parameters",
-    "version_policy",
-    "default_model_filename",
-}
-# ModelInput/ModelOutput fields a recipe's TensorSpec expresses
-_TENSOR_FIELDS = {"name", "data_type", "dims", "optional"}
-_KINDS = {"KIND_CPU": "cpu", "KIND_GPU": "gpu", "KIND_AUTO": "auto", "KIND_MODEL": "model"}
-_PUBLISH = "publish the repository as it is ('tritonbuild publish DIR URL'), or write this model's recipe by hand"
 
 
 @dataclass(frozen=True)
@@ -53,10 +37,13 @@ class Adopted:
     engine: Path | None = (
         None  # a prebuilt engine adopt copied (out/<name>/engine): `build --engine NAME=DIR`
     )
+    notes: tuple[str, ...] = ()  # what Triton decides where the recipe leaves it (instance groups)
 
     def row(self) -> dict:
-        return {"name": self.name, "version": self.version, "recipe": str(self.recipe)} | (
-            {"engine": str(self.engine)} if self.engine else {}
+        return (
+            {"name": self.name, "version": self.version, "recipe": str(self.recipe)}
+            | ({"engine": str(self.engine)} if self.engine else {})
+            | ({"notes": list(self.notes)} if self.notes else {})
         )
 
 
@@ -69,18 +56,6 @@ class AdoptResult(Result):
     goldens: dict[str, bool] | None = None
     recorded_by: dict[str, str] | None = field(default=None, metadata=OMIT_NONE)
     passed: bool | None = field(default=None, metadata=OMIT_NONE)
-
-
-def _unexpressed(mc, extra: frozenset[str] = frozenset()) -> list[str]:
-    out = [field.name for field, _ in mc.ListFields() if field.name not in _EXPRESSED | extra]
-    for kind in ("input", "output"):
-        for i, tensor in enumerate(getattr(mc, kind)):
-            out += [
-                f"{kind}[{i}].{field.name}"
-                for field, _ in tensor.ListFields()
-                if field.name not in _TENSOR_FIELDS
-            ]
-    return sorted(out)
 
 
 def _batching(mc) -> dict | None:
@@ -104,7 +79,9 @@ def _tensors(mc, field: str) -> list[dict]:
     ]
 
 
-def _recipe(model_dir: Path, mc, version: int, files: list[str], owner, filename: str) -> dict:
+def _recipe(
+    model_dir: Path, mc, version: int, files: list[str], owner, filename: str, instances: list[dict]
+) -> dict:
     recipe = {
         "name": model_dir.name,
         "version": version,
@@ -116,15 +93,7 @@ def _recipe(model_dir: Path, mc, version: int, files: list[str], owner, filename
         "max_batch_size": mc.max_batch_size,
         "inputs": _tensors(mc, "input"),
         "outputs": _tensors(mc, "output"),
-        "instances": [
-            {
-                "kind": _KINDS[type(g).Kind.Name(g.kind)],
-                "count": g.count or 1,
-                **({"gpus": list(g.gpus)} if g.gpus else {}),
-            }
-            for g in mc.instance_group
-        ]
-        or [{"kind": "cpu", "count": 1}],
+        "instances": instances,
         "verify": {"goldens": f"goldens/{model_dir.name}.npz"},
     }
     if any(g["kind"] == "gpu" for g in recipe["instances"]):
@@ -224,7 +193,7 @@ def _adopt_one(model_dir: Path, root: Path, out: Path) -> Adopted:
     mc = _read(model_dir, root)
     what = mc.backend or mc.platform or "(none)"
     owner = _owner(mc, model_dir)
-    own = owner.adopt_recipe(mc, model_dir, out)
+    own, notes = owner.adopt_recipe(mc, model_dir, out), []
     if own is not None:
         recipe, version = own
     else:
@@ -236,13 +205,10 @@ def _adopt_one(model_dir: Path, root: Path, out: Path) -> Adopted:
                 where=str(model_dir),
                 hint=_PUBLISH,
             )
-        extra = _unexpressed(mc, owner.adopt_consumes)
+        extra = adopt_fields.unexpressed(mc, owner.adopt_consumes)
         if extra:
-            raise UsageError(
-                f"{model_dir.name}: config fields {extra} have no recipe key yet",
-                where=str(model_dir),
-                hint=_PUBLISH,
-            )
+            raise adopt_fields.refusal(model_dir, extra)
+        instances, notes = adopt_fields.instances(mc, model_dir)
         version = _newest(model_dir, filename, owner)
         src = model_dir / str(version)
         files = sorted(
@@ -259,14 +225,17 @@ def _adopt_one(model_dir: Path, root: Path, out: Path) -> Adopted:
                 where=str(src),
                 hint=_PUBLISH,
             )
-        recipe = _recipe(model_dir, mc, version, files, owner, filename)
+        recipe = _recipe(model_dir, mc, version, files, owner, filename, instances)
+        labels = adopt_fields.labels(mc, model_dir, out)
+        if labels:
+            recipe["labels"] = labels
         shutil.copytree(
             src,
             out / model_dir.name / str(version),
             ignore=shutil.ignore_patterns("__pycache__"),
             dirs_exist_ok=True,
         )
-    adopted = _write(recipe["name"], version, recipe, out)
+    adopted = replace(_write(recipe["name"], version, recipe, out), notes=tuple(notes))
     engine = out / adopted.name / "engine"
     return replace(adopted, engine=engine) if owner.engine_steps and engine.is_dir() else adopted
 
@@ -332,7 +301,11 @@ def adopt(root: Path, out: Path) -> list[Adopted]:
                 shutil.copyfile(entry, target)
     return [
         Adopted(
-            a.name, a.version, out / a.recipe.name, a.engine and out / a.engine.relative_to(stage)
+            a.name,
+            a.version,
+            out / a.recipe.name,
+            a.engine and out / a.engine.relative_to(stage),
+            a.notes,
         )
         for a in adopted
     ]

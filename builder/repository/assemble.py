@@ -24,7 +24,7 @@ from tritonbuild.core.paths import (
 )
 from tritonbuild.errors import BuildError, UsageError
 from tritonbuild.recipe.models import TensorSpec
-from tritonbuild.repository.config import build_model_config
+from tritonbuild.repository.config import build_model_config, place_labels
 from tritonbuild.repository.manifest import MANIFEST_NAME, NOT_IN_MANIFEST, Manifest, ManifestModel
 from tritonbuild.repository.rules import check_model_dir
 from tritonbuild.steps.models import BuildResult, BuiltModel
@@ -246,6 +246,7 @@ def _write_model(
         )
     configs[model_plan.name] = (model_plan.version, config)
     write_atomic(model_dir / "config.pbtxt", config)
+    place_labels(store, model_plan, model_dir, known)
     goldens, goldens_source = _goldens(built, model_dir)
     if recipe.warmup is not None and recipe.warmup.data == "goldens":
         config = _golden_warmup(built, model_dir, goldens, config)

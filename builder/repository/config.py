@@ -3,6 +3,11 @@ included."""
 
 from __future__ import annotations
 
+from pathlib import Path, PurePosixPath
+
+from tritonbuild.core.cas import FileEntry
+from tritonbuild.errors import BuildError
+
 from tritonbuild.recipe.models import DTYPES, Recipe, TensorSpec
 from tritonbuild.triton.batching import write_dynamic_batching
 from tritonbuild.triton.config import KINDS, add_tensors, model_config_pb2
@@ -17,6 +22,9 @@ def build_model_config(
     mc.max_batch_size = recipe.max_batch_size
     add_tensors(mc.input, inputs, pb2, True)
     add_tensors(mc.output, outputs, pb2, False)
+    for tensor in mc.output:  # the labels file lands beside config.pbtxt (assemble)
+        if tensor.name in recipe.labels:
+            tensor.label_filename = PurePosixPath(recipe.labels[tensor.name]).name
     vp = recipe.version_policy
     if vp is None or vp.latest is not None:
         mc.version_policy.latest.num_versions = vp.latest if vp else 1
@@ -67,3 +75,20 @@ def add_warmup(
                 wi.random_data = True
             else:
                 wi.zero_data = True
+
+
+def place_labels(store, model_plan, model_dir: Path, known: dict) -> None:
+    """The recipe's labels files beside config.pbtxt (Triton reads label_filename from the model's
+    directory), through the store like the version's files; the manifest lists each with its
+    digest."""
+    for rel in model_plan.recipe.labels.values():
+        src = Path(model_plan.recipe_dir) / rel
+        if not src.is_file():
+            raise BuildError(
+                f"labels file not found: {src}",
+                where=model_plan.recipe_path,
+                hint="fix the recipe's labels path (relative to the recipe's directory)",
+            )
+        digest, size = store.put_file(src)
+        store.materialize(digest, model_dir / src.name)
+        known[f"{model_plan.name}/{src.name}"] = FileEntry(sha256=digest, size=size)

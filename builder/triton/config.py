@@ -4,6 +4,7 @@ anything shaped like one)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -109,3 +110,61 @@ def read_config_or_none(model_dir: Path):
         return read_config(model_dir)
     except (OSError, ConfigParseError):
         return None
+
+
+_TOKEN = re.compile(
+    r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|#[^\n]*|\n|[{}\[\]<>:,;]|[^\s{}\[\]<>:,;"\'#]+'
+)
+
+
+def field_lines(text: str) -> dict[str, int]:
+    """Where each field of config.pbtxt text starts: dotted path → 1-based line, repeated messages
+    indexed ('output[1].label_filename'; an index 0 is left out, so 'dynamic_batching.x' and
+    'input.name' name the first). For messages that name a field; the parser (parse) judges the
+    text."""
+    out: dict[str, int] = {}
+    frames: list[tuple[str, dict[str, int]]] = [("", {})]
+    lists: list[str] = []  # the field of each open '[': its '{' are that field's messages
+    line, field, after_colon = 1, "", False
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token == "\n" or token.startswith("#"):
+            line += token == "\n"
+            continue
+        prefix, counts = frames[-1]
+        if token in "{<":
+            name = lists[-1] if lists and not field else field
+            index = counts.get(name, 0)
+            counts[name] = index + 1
+            path = f"{prefix}{name}" + (f"[{index}]" if index else "")
+            out.setdefault(path, line)
+            frames.append((path + ".", {}))
+            field = ""
+        elif token in "}>":
+            frames.pop() if len(frames) > 1 else None
+        elif token == "[":
+            lists.append(field) if field else None
+            field = ""
+        elif token == "]":
+            lists.pop() if lists else None
+        elif token == ":":
+            after_colon = True
+            continue
+        elif token not in ",;" and not after_colon and re.match(r"[A-Za-z_]\w*$", token):
+            field = token
+            out.setdefault(f"{prefix}{token}", line)
+            continue
+        after_colon = False
+        if token not in "{<[":
+            field = field if token in ",;" else ""
+    return out
+
+
+def field_line(lines: dict[str, int], path: str) -> int | None:
+    """The line of path (field_lines' spelling, '[0]' allowed) or of its nearest enclosing field."""
+    parts = re.sub(r"\[0\]", "", path).split(".")
+    while parts:
+        if ".".join(parts) in lines:
+            return lines[".".join(parts)]
+        parts.pop()
+    return None

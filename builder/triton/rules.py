@@ -105,6 +105,22 @@ def backend_after_autofill(mc, model_dir: Path) -> str:
     return _backend_after_autofill(mc, model_dir)[0]
 
 
+# model_config_utils.cc SetDefaultInstanceCount (core r24.10, lines 990-1008): a group without a
+# count gets 1, but 2 for a KIND_CPU group of these backends
+# (tests/contracts/facts/triton_instance_groups.json)
+DEFAULT_CPU_INSTANCES = {"tensorflow": 2, "onnxruntime": 2}
+
+
+def default_instance_count(kind: str, backend: str) -> int | None:
+    """The count Triton gives an instance group of kind ('KIND_CPU' ...) that sets none, for a
+    config whose backend (after autofill) is backend; None for KIND_AUTO when it depends on whether
+    the server sees a GPU."""
+    cpu = DEFAULT_CPU_INSTANCES.get(backend, 1)
+    if kind == "KIND_AUTO" and cpu != 1:
+        return None
+    return cpu if kind == "KIND_CPU" else 1
+
+
 def autocompleted_backend(model_dir: Path) -> tuple[str, list[str]]:
     """A model directory without config.pbtxt: the backend Triton's AutoCompleteBackendFields finds
     from the first version directory's files (model.plan, model.onnx, model.xml, model.pt, model.py,

@@ -183,11 +183,9 @@ def test_adopt_keeps_onnxruntime_accelerators_and_refuses_what_no_recipe_key_hol
     other.mkdir()
     repositories.write_densenet_onnx(other)
     r = cli("adopt", other, "-o", tmp_path / "recipes2", "--no-record")
-    assert (
-        r.exit_code == 2
-        and "input[0].format" in r.stderr
-        and "output[0].label_filename" in r.stderr
-    )
+    # the labels file is carried now; format and reshape are refused, each at its config.pbtxt line
+    assert r.exit_code == 2 and "config.pbtxt:" in r.stderr and "label_filename" not in r.stderr
+    assert "input[0].format" in r.stderr and "output[0].reshape" in r.stderr
 
 
 TINY_LLAMA = Path(__file__).resolve().parents[2] / "recipes" / "examples" / "tiny-llama"
