@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tritonbuild.backends import REGISTRY
-from tritonbuild.backends.common import local_source
 from tritonbuild.backends.base import PlanContext
+from tritonbuild.backends.common import local_source
 from tritonbuild.core.hashing import file_hashes, sha256_json
 from tritonbuild.core.paths import PathProblem, display_path
 from tritonbuild.core.toolchain import for_step

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from tritonbuild.recipe.names import NAME_MAX, valid_name, valid_tensor_name
 from tritonbuild.recipe.tune import Tune
@@ -358,14 +365,10 @@ class Recipe(Strict):
     )
     outputs: list[TensorSpec] | None = None
     batching: Batching | None = Field(None, description="Dynamic batching; absent = off.")
-    instances: list[InstanceGroup] = Field(
-        default_factory=lambda: [InstanceGroup()],
-        description="[]: no instance_group, Triton's default where it loads (adopt writes it).",
-    )
+    instances: list[InstanceGroup] = Field(default_factory=lambda: [InstanceGroup()])  # []: none
     labels: dict[str, str] = Field(
         default_factory=dict,
-        description="label_filename: output → labels file (one class a line; relative to the "
-        "recipe), placed beside config.pbtxt.",
+        description="label_filename: output → labels file (one class a line), beside config.pbtxt.",
     )
     version_policy: VersionPolicy | None = None
     target: Literal["cpu", "gpu"] = Field(

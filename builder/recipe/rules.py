@@ -162,7 +162,7 @@ def _label_problems(recipe: Recipe) -> list[Problem]:
         base = rel.replace("\\", "/").rsplit("/", 1)[-1]
         if names is not None and output not in names:
             out.append((("labels", output), f"no output {output!r}", f"outputs: {sorted(names)}"))
-        elif base in seen and seen[base] != rel or base == "config.pbtxt" or base.isdigit():
+        elif (base in seen and seen[base] != rel) or base == "config.pbtxt" or base.isdigit():
             out.append(
                 (
                     ("labels", output),

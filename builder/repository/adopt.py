@@ -28,7 +28,6 @@ from tritonbuild.triton.batching import read_dynamic_batching
 from tritonbuild.triton.config import ConfigParseError, read_config
 
 
-
 @dataclass(frozen=True)
 class Adopted:
     name: str
@@ -58,16 +57,12 @@ class AdoptResult(Result):
     passed: bool | None = field(default=None, metadata=OMIT_NONE)
 
 
-def _batching(mc) -> dict | None:
+def _batching(mc, model_dir: Path) -> dict | None:
     batching = read_dynamic_batching(mc)
-    if batching is not None and {
-        "priority_levels",
-        "default_queue_policy",
-        "priority_queue_policy",
-    } & set(batching):
-        raise UsageError(
-            f"{mc.name}: dynamic_batching priorities and queue policies are not adopted yet",
-            hint="adopt the model without them, then add 'batching:' to its recipe by hand",
+    queues = ("priority_levels", "default_queue_policy", "priority_queue_policy")
+    if batching is not None and set(queues) & set(batching):
+        raise adopt_fields.refusal(
+            model_dir, [f"dynamic_batching.{key}" for key in queues if key in batching]
         )
     return batching
 
@@ -98,7 +93,7 @@ def _recipe(
     }
     if any(g["kind"] == "gpu" for g in recipe["instances"]):
         recipe["target"] = "gpu"
-    batching = _batching(mc)
+    batching = _batching(mc, model_dir)
     if batching is not None:
         recipe["batching"] = batching
     if mc.parameters:

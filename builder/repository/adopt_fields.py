@@ -48,17 +48,24 @@ _WHY = {
     "batch_output": "ragged batching outputs, which no recipe key holds",
     "runtime": "a backend runtime override, which no recipe key holds",
     "cc_model_filenames": "per-GPU model files, which a one-file recipe cannot hold",
+    "dynamic_batching.priority_levels": "priorities and queue policies are not adopted yet",
+    "dynamic_batching.default_queue_policy": "priorities and queue policies are not adopted yet",
+    "dynamic_batching.priority_queue_policy": "priorities and queue policies are not adopted yet",
     "instance_group.name": "recipe instance groups have no name (Triton names an unnamed group "
     "<model>_<index>)",
     "output.label_filename": "a labels file in a directory below the model's: adopt places it "
     "beside config.pbtxt",
 }
+_QUEUES = "adopt the model without them, then add them under 'batching:' in its recipe by hand"
 _FIX = {
-    "model_warmup": "remove model_warmup, adopt, then add 'warmup:' to the recipe; or " + PUBLISH,
+    "dynamic_batching.priority_levels": _QUEUES,
+    "dynamic_batching.default_queue_policy": _QUEUES,
+    "dynamic_batching.priority_queue_policy": _QUEUES,
+    "model_warmup": "remove model_warmup, adopt, then add 'warmup:' to the recipe",
     "instance_group.name": "remove the group's name (its instances are then named <model>_<index>_"
-    "<n>), or " + PUBLISH,
+    "<n>)",
     "output.label_filename": "move the labels file beside config.pbtxt and name it alone "
-    "(label_filename: \"labels.txt\")",
+    '(label_filename: "labels.txt")',
 }
 
 
@@ -73,7 +80,9 @@ def unexpressed(mc, consumes: frozenset[str] = frozenset()) -> list[str]:
     out = [f.name for f, _ in mc.ListFields() if f.name not in CARRIED | consumes]
     for kind, allowed in (("input", TENSOR_FIELDS), ("output", OUTPUT_FIELDS)):
         for i, tensor in enumerate(getattr(mc, kind)):
-            out += [f"{kind}[{i}].{f.name}" for f, _ in tensor.ListFields() if f.name not in allowed]
+            out += [
+                f"{kind}[{i}].{f.name}" for f, _ in tensor.ListFields() if f.name not in allowed
+            ]
     for i, group in enumerate(mc.instance_group):
         out += [
             f"instance_group[{i}].{f.name}"
@@ -98,13 +107,13 @@ def refusal(model_dir: Path, fields: list[str], what: str = "recipe") -> UsageEr
             f"{config.name}:{line if line else '?'}: {path}: "
             f"{_WHY.get(_generic(path), _WHY.get(path.split('[')[0], _NO_KEY))}"
         )
-        fix = _FIX.get(_generic(path), PUBLISH)
-        fixes += [fix] if fix not in fixes else []
+        fix = _FIX.get(_generic(path))
+        fixes += [fix] if fix and fix not in fixes else []
     first = field_line(lines, fields[0])
     return UsageError(
         f"{model_dir.name}: config fields {fields} have no {what} key yet:\n  " + "\n  ".join(rows),
         where=f"{config}:{first}" if first else str(config),
-        hint="; ".join(fixes),
+        hint="; ".join([*fixes, PUBLISH] if len(fixes) < len(rows) else fixes),
     )
 
 
@@ -146,7 +155,9 @@ def labels(mc, model_dir: Path, out: Path) -> dict[str, str]:
         src = model_dir / tensor.label_filename
         if not src.is_file():
             config = model_dir / "config.pbtxt"
-            line = field_line(field_lines(config.read_text(errors="replace")), f"output[{i}]")
+            line = field_line(
+                field_lines(config.read_text(errors="replace")), f"output[{i}].label_filename"
+            )
             raise UsageError(
                 f"{model_dir.name}: output {tensor.name!r} names label_filename "
                 f"{tensor.label_filename!r}, which {model_dir} does not hold (Triton fails the load)",

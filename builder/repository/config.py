@@ -7,7 +7,6 @@ from pathlib import Path, PurePosixPath
 
 from tritonbuild.core.cas import FileEntry
 from tritonbuild.errors import BuildError
-
 from tritonbuild.recipe.models import DTYPES, Recipe, TensorSpec
 from tritonbuild.triton.batching import write_dynamic_batching
 from tritonbuild.triton.config import KINDS, add_tensors, model_config_pb2
