@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tritonbuild.errors import UsageError
 from tritonbuild.recipe.models import DTYPES
+from tritonbuild.triton.refusals import refusal
 from tritonbuild.triton.rules import VERSION_RE
 
 _TRITON_DTYPES = {triton: ours for ours, triton in DTYPES.items()}
@@ -25,10 +26,10 @@ _EXPRESSED = {
 }
 _TENSOR_FIELDS = {"name", "data_type", "dims", "optional"}
 _STEP_FIELDS = {"model_name", "model_version", "input_map", "output_map"}
-_HINT = (
-    "publish the repository as it is ('tritonbuild publish DIR URL'), or write the ensemble's "
-    "recipe by hand"
-)
+_WHY = {
+    "version_policy": "other than Triton's default, latest 1: an ensemble recipe serves one version",
+    "parameters": "an ensemble recipe has no parameters",
+}
 
 
 def _unexpressed(mc) -> list[str]:
@@ -37,9 +38,7 @@ def _unexpressed(mc) -> list[str]:
     if mc.HasField("version_policy") and not (
         policy.WhichOneof("policy_choice") == "latest" and policy.latest.num_versions == 1
     ):
-        out.append(
-            "version_policy (other than Triton's default, latest 1: an ensemble serves one version)"
-        )
+        out.append("version_policy")
     for kind in ("input", "output"):
         for i, tensor in enumerate(getattr(mc, kind)):
             out += [
@@ -102,11 +101,7 @@ def ensemble_recipe(mc, model_dir: Path) -> tuple[dict, int]:
     where = str(model_dir / "config.pbtxt")
     extra = _unexpressed(mc)
     if extra:
-        raise UsageError(
-            f"{model_dir.name}: config fields {extra} have no ensemble recipe key yet",
-            where=where,
-            hint=_HINT,
-        )
+        raise refusal(model_dir, extra, "ensemble recipe", why=_WHY)
     versions = sorted(
         int(d.name) for d in model_dir.iterdir() if d.is_dir() and VERSION_RE.match(d.name)
     )

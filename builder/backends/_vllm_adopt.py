@@ -11,6 +11,8 @@ from pathlib import Path
 
 from tritonbuild.backends._vllm_extra import OWNED
 from tritonbuild.errors import UsageError
+from tritonbuild.triton.config import enum_name
+from tritonbuild.triton.refusals import refusal
 from tritonbuild.triton.rules import VERSION_RE
 
 # config.pbtxt fields the vllm recipe reproduces (its emitter writes them: decoupled, KIND_MODEL,
@@ -20,6 +22,33 @@ _HINT = (
     "publish the repository as it is ('tritonbuild publish DIR URL'), or write this model's "
     "recipe by hand"
 )
+
+
+# what the vllm recipe's emitter writes (_vllm_emit): a config that says otherwise is refused, not
+# rewritten
+_WHY = {
+    "instance_group": "the vllm recipe writes one KIND_MODEL group of count 1 (the vLLM backend "
+    "places the engine itself); without one, Triton would complete a KIND_GPU/KIND_CPU group",
+    "max_batch_size": "the vllm recipe writes max_batch_size 0 (vLLM batches inside the engine)",
+    "model_transaction_policy": "the vllm recipe writes decoupled: true (responses stream)",
+}
+_FIX = {
+    "instance_group": "write instance_group [ { count: 1 kind: KIND_MODEL } ] as vllm_backend's "
+    "sample does"
+}
+
+
+def _differs(mc) -> list[str]:
+    """The fields the vllm recipe carries whose value is not the one its emitter writes."""
+    groups = [
+        (enum_name(g, "kind", g.kind), g.count or 1, list(g.gpus), g.name)
+        for g in mc.instance_group
+    ]
+    out = [] if groups == [("KIND_MODEL", 1, [], "")] else ["instance_group"]
+    out += ["max_batch_size"] if mc.max_batch_size else []
+    policy = mc.model_transaction_policy
+    decoupled = not mc.HasField("model_transaction_policy") or policy.decoupled
+    return out + ([] if decoupled else ["model_transaction_policy"])
 
 
 def _checkpoint(model: str, model_dir: Path, version: int) -> tuple[Path, str]:
@@ -53,14 +82,14 @@ def adopt_vllm(mc, model_dir: Path, out: Path, engine_fields: set[str]) -> tuple
         )
     version = versions[-1]
     spec = json.loads((model_dir / str(version) / "model.json").read_text())
-    other = sorted(
-        [f.name for f, _ in mc.ListFields() if f.name not in _CONFIG_FIELDS]
-        + [f"model.json {k}" for k in spec if k != "model" and k in OWNED]
-    )
-    if other:
+    fields = sorted({f.name for f, _ in mc.ListFields()} - _CONFIG_FIELDS) + _differs(mc)
+    if fields:
+        raise refusal(model_dir, fields, "vllm recipe", why=_WHY, fix=_FIX)
+    owned = sorted(f"model.json {k}" for k in spec if k != "model" and k in OWNED)
+    if owned:
         raise UsageError(
-            f"{model_dir.name}: {other} have no vllm recipe key yet",
-            where=str(model_dir),
+            f"{model_dir.name}: {owned} have no vllm recipe key yet",
+            where=str(model_dir / str(version) / "model.json"),
             hint=_HINT,
         )
     ckpt, mount = _checkpoint(str(spec.get("model", "")), model_dir, version)

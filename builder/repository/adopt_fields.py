@@ -12,12 +12,9 @@ from pathlib import Path, PurePosixPath
 
 from tritonbuild.errors import UsageError
 from tritonbuild.triton.config import enum_name, field_line, field_lines
+from tritonbuild.triton.refusals import PUBLISH, refusal
 from tritonbuild.triton.rules import backend_after_autofill, default_instance_count
 
-PUBLISH = (
-    "publish the repository as it is ('tritonbuild publish DIR URL'), or write this model's recipe "
-    "by hand"
-)
 # ModelConfig fields a recipe carries (the rest are refused below, by name, with the reason)
 CARRIED = {
     "name",
@@ -32,46 +29,10 @@ CARRIED = {
     "version_policy",
     "default_model_filename",
 }
+__all__ = ["PUBLISH", "instances", "labels", "refusal", "unexpressed"]
 TENSOR_FIELDS = {"name", "data_type", "dims", "optional"}
 OUTPUT_FIELDS = TENSOR_FIELDS | {"label_filename"}
 GROUP_FIELDS = {"kind", "count", "gpus"}
-_NO_KEY = "no recipe key holds it"
-_WHY = {
-    "sequence_batching": "a stateful model's sequence batcher, which no recipe key holds",
-    "ensemble_scheduling": "ensemble steps belong to an ensemble (platform: ensemble)",
-    "model_warmup": "hand-written warmup samples; a recipe's 'warmup:' generates its own (zero, "
-    "random or the goldens)",
-    "model_transaction_policy": "a decoupled model's transaction policy, which no recipe key holds",
-    "response_cache": "Triton's response cache, which no recipe key holds",
-    "optimization": "this backend's recipe has no key for optimization settings",
-    "batch_input": "ragged batching inputs, which no recipe key holds",
-    "batch_output": "ragged batching outputs, which no recipe key holds",
-    "runtime": "a backend runtime override, which no recipe key holds",
-    "cc_model_filenames": "per-GPU model files, which a one-file recipe cannot hold",
-    "dynamic_batching.priority_levels": "priorities and queue policies are not adopted yet",
-    "dynamic_batching.default_queue_policy": "priorities and queue policies are not adopted yet",
-    "dynamic_batching.priority_queue_policy": "priorities and queue policies are not adopted yet",
-    "instance_group.name": "recipe instance groups have no name (Triton names an unnamed group "
-    "<model>_<index>)",
-    "output.label_filename": "a labels file in a directory below the model's: adopt places it "
-    "beside config.pbtxt",
-}
-_QUEUES = "adopt the model without them, then add them under 'batching:' in its recipe by hand"
-_FIX = {
-    "dynamic_batching.priority_levels": _QUEUES,
-    "dynamic_batching.default_queue_policy": _QUEUES,
-    "dynamic_batching.priority_queue_policy": _QUEUES,
-    "model_warmup": "remove model_warmup, adopt, then add 'warmup:' to the recipe",
-    "instance_group.name": "remove the group's name (its instances are then named <model>_<index>_"
-    "<n>)",
-    "output.label_filename": "move the labels file beside config.pbtxt and name it alone "
-    '(label_filename: "labels.txt")',
-}
-
-
-def _generic(path: str) -> str:
-    """'output[2].reshape' → 'output.reshape': the key of _WHY and _FIX."""
-    return ".".join(part.split("[")[0] for part in path.split("."))
 
 
 def unexpressed(mc, consumes: frozenset[str] = frozenset()) -> list[str]:
@@ -93,28 +54,6 @@ def unexpressed(mc, consumes: frozenset[str] = frozenset()) -> list[str]:
         if tensor.label_filename and len(PurePosixPath(tensor.label_filename).parts) != 1:
             out.append(f"output[{i}].label_filename")
     return sorted(out)
-
-
-def refusal(model_dir: Path, fields: list[str], what: str = "recipe") -> UsageError:
-    """One error for every field of model_dir's config a recipe cannot carry: config.pbtxt:line, the
-    field, why, and the fix."""
-    config = model_dir / "config.pbtxt"
-    lines = field_lines(config.read_text(errors="replace"))
-    rows, fixes = [], []
-    for path in fields:
-        line = field_line(lines, path)
-        rows.append(
-            f"{config.name}:{line if line else '?'}: {path}: "
-            f"{_WHY.get(_generic(path), _WHY.get(path.split('[')[0], _NO_KEY))}"
-        )
-        fix = _FIX.get(_generic(path))
-        fixes += [fix] if fix and fix not in fixes else []
-    first = field_line(lines, fields[0])
-    return UsageError(
-        f"{model_dir.name}: config fields {fields} have no {what} key yet:\n  " + "\n  ".join(rows),
-        where=f"{config}:{first}" if first else str(config),
-        hint="; ".join([*fixes, PUBLISH] if len(fixes) < len(rows) else fixes),
-    )
 
 
 def instances(mc, model_dir: Path) -> tuple[list[dict], list[str]]:

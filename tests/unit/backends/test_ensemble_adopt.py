@@ -72,7 +72,9 @@ def test_ensemble_fields_no_recipe_key_holds_are_refused_by_name(cli, tmp_path):
     repo = _add_sub_repository(tmp_path)
     repositories.write_add_sub_ensemble(repo, version_policy={"all": {}})
     err = adopt_refused(cli, tmp_path, repo)
-    assert "version_policy (other than Triton's default, latest 1" in err
+    config = (repo / "add_sub_twice" / "config.pbtxt").read_text().splitlines()
+    line = next(i for i, text in enumerate(config, 1) if text.startswith("version_policy"))
+    assert f"config.pbtxt:{line}: version_policy: other than Triton's default, latest 1" in err
 
 
 def test_an_ensemble_over_an_ensemble_is_adopted_after_the_models_it_calls(cli, tmp_path):

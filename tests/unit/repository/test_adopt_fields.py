@@ -158,3 +158,21 @@ def test_an_onnx_cpu_group_without_count_gets_tritons_two(cli, tmp_path):
     spec = yaml.safe_load((tmp_path / "recipes" / "add_sub_onnx.yaml").read_text())
     want = load("triton_instance_groups")["count"]["default_cpu"]["onnxruntime"]
     assert spec["instances"] == [{"kind": "cpu", "count": want}]
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({"instance_group": [{"count": 2, "kind": "KIND_GPU"}]}, "instance_group"),
+        ({"instance_group": []}, "instance_group"),
+        ({"max_batch_size": 4}, "max_batch_size"),
+    ],
+)
+def test_a_vllm_config_the_vllm_recipe_would_rewrite_is_refused(cli, tmp_path, config, field):
+    """The vllm recipe writes one KIND_MODEL group of count 1 and max_batch_size 0: a config saying otherwise
+    (Triton's own default included, when instance_group is absent) is refused at its line, not rewritten."""
+    repo = tmp_path / "models"
+    repositories.write_vllm_model(repo, **config)
+    err = adopt_refused(cli, tmp_path, repo)
+    shown = f"config.pbtxt: {field} (not set): " if not config[field] else f": {field}: "
+    assert shown + "the vllm recipe writes" in err
