@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from tests.contracts import repositories
+from tests.contracts.facts import load
 from tritonbuild.triton.config import parse
 
 pytestmark = pytest.mark.triton
@@ -115,11 +116,19 @@ def test_adopt_names_what_it_cannot_adopt(cli, tmp_path):
 
 
 def _same_semantics(original, built) -> None:
-    """The config Triton serves: the platform names its backend (onnxruntime_onnx → onnxruntime ...)."""
+    """The config Triton serves: the platform names its backend (onnxruntime_onnx → onnxruntime ...); a group
+    without count has the count Triton gives it (SetDefaultInstanceCount: 2 for an onnxruntime KIND_CPU group)."""
     for field in ("max_batch_size", "input", "output", "optimization"):
         assert getattr(built, field) == getattr(original, field), field
-    assert [(g.kind, g.count or 1) for g in built.instance_group] == [
-        (g.kind, g.count or 1) for g in original.instance_group
+    cpu = load("triton_instance_groups")["count"]["default_cpu"].get(built.backend, 1)
+    kind_cpu = (
+        type(built)
+        .DESCRIPTOR.fields_by_name["instance_group"]
+        .message_type.enum_values_by_name["KIND_CPU"]
+    )
+    assert [(g.kind, g.count) for g in built.instance_group] == [
+        (g.kind, g.count or (cpu if g.kind == kind_cpu.number else 1))
+        for g in original.instance_group
     ]
     assert built.platform == original.platform or built.backend == original.backend
 

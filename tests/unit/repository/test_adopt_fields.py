@@ -176,3 +176,20 @@ def test_a_vllm_config_the_vllm_recipe_would_rewrite_is_refused(cli, tmp_path, c
     err = adopt_refused(cli, tmp_path, repo)
     shown = f"config.pbtxt: {field} (not set): " if not config[field] else f": {field}: "
     assert shown + "the vllm recipe writes" in err
+
+
+def test_field_lines_follow_text_format_nesting_comments_and_strings():
+    from tritonbuild.triton.config import field_line, field_lines
+
+    text = (
+        'name: "m"  # input { not a field\n'
+        'parameters { key: "k { [" value: { string_value: "}" } }\n'
+        "input [\n  { name: \"a\" },\n  {\n    name: \"b\"\n    reshape { shape: [ 1 ] }\n  }\n]\n"
+        "output {\n  name: \"o\"\n}\noutput { name: \"p\"\n  label_filename: \"l\" }\n"
+    )
+    parse(text.encode())  # a valid config
+    lines = field_lines(text)
+    assert field_line(lines, "input[1].reshape") == 7 and field_line(lines, "input[1]") == 5
+    assert field_line(lines, "output[1].label_filename") == 14 and field_line(lines, "output[0].name") == 11
+    assert field_line(lines, "parameters") == 2 and field_line(lines, "input[0].name") == 4
+    assert field_line(lines, "sequence_batching") is None
