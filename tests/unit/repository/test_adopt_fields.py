@@ -184,12 +184,15 @@ def test_field_lines_follow_text_format_nesting_comments_and_strings():
     text = (
         'name: "m"  # input { not a field\n'
         'parameters { key: "k { [" value: { string_value: "}" } }\n'
-        "input [\n  { name: \"a\" },\n  {\n    name: \"b\"\n    reshape { shape: [ 1 ] }\n  }\n]\n"
-        "output {\n  name: \"o\"\n}\noutput { name: \"p\"\n  label_filename: \"l\" }\n"
+        'input [\n  { name: "a" },\n  {\n    name: "b"\n    reshape { shape: [ 1 ] }\n  }\n]\n'
+        'output {\n  name: "o"\n}\noutput { name: "p"\n  label_filename: "l" }\n'
     )
     parse(text.encode())  # a valid config
     lines = field_lines(text)
     assert field_line(lines, "input[1].reshape") == 7 and field_line(lines, "input[1]") == 5
-    assert field_line(lines, "output[1].label_filename") == 14 and field_line(lines, "output[0].name") == 11
+    assert (
+        field_line(lines, "output[1].label_filename") == 14
+        and field_line(lines, "output[0].name") == 11
+    )
     assert field_line(lines, "parameters") == 2 and field_line(lines, "input[0].name") == 4
     assert field_line(lines, "sequence_batching") is None
