@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 import urllib.request
 from pathlib import Path
 
@@ -49,6 +51,16 @@ def served_configs(repository: Path) -> dict[str, dict]:
             configs = {name: client.model_config(name) for name in MODELS}
         top2 = _classify(server.http_url)
     return configs | {"_classification": top2}
+
+
+def _visible_gpus() -> int:
+    """The GPUs the server sees (Triton's KIND_AUTO resolves to KIND_GPU over all of them when there is one)."""
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    listed = subprocess.run(
+        ["nvidia-smi", "-L"], capture_output=True, text=True, check=False
+    ).stdout
+    return sum(line.startswith("GPU ") for line in listed.splitlines())
 
 
 def _classify(url: str) -> list:
@@ -98,11 +110,14 @@ def test_adopted_repository_is_served_as_the_original(cli, tmp_path, monkeypatch
     for name in MODELS:
         for field, value in original[name].items():
             assert built[name].get(field) == value, (name, field, built[name].get(field))
-    # Triton's own default where the config had none (facts: the group is named after the model), on this
-    # CPU-only host KIND_CPU; the ensemble gets none at all
+    # Triton's own default where the config had none (facts: the group is named after the model; KIND_GPU over
+    # every visible GPU, else KIND_CPU); the ensemble gets none at all
     facts = load("triton_instance_groups")
     (group,) = built["add_sub"]["instance_group"]
-    assert group["name"] == "add_sub" and group["kind"] == "KIND_CPU"
-    assert group["count"] == facts["count"]["default"]
+    gpus = _visible_gpus()
+    assert group["name"] == "add_sub" and group["count"] == facts["count"]["default"]
+    assert (group["kind"], len(group.get("gpus", []))) == (
+        ("KIND_GPU", gpus) if gpus else ("KIND_CPU", 0)
+    )
     assert not built["add_sub_twice"].get("instance_group")
     assert built["add_sub"]["output"][0]["label_filename"] == "classes.txt"
