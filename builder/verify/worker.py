@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import struct
 import subprocess
 import sys
@@ -39,6 +40,10 @@ class WorkerError(RuntimeError):
     """The worker's runner raised: its type and message, as the in-process route reports them."""
 
 
+def _ignore_interrupt() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class WorkerRunner:
     """The backend's in-process runner, in a child process with env added to this one's; numerics
     is the child's fingerprint, read after the runner loaded the model."""
@@ -49,6 +54,9 @@ class WorkerRunner:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env={**os.environ, **env},
+            # NOTE: Ctrl-C is the parent's: the child starts with SIGINT ignored (Python keeps an ignored SIGINT),
+            # so an interrupt during its imports prints no traceback; the parent closes it (EOF ends it)
+            preexec_fn=_ignore_interrupt,
         )
         self.numerics = self._ask("open", backend, str(version_dir), model.model_dump_json())
 

@@ -152,15 +152,17 @@ def workdir(tmp_path_factory):
 
 @fuzz(300)
 @given(edits=st.lists(st.tuples(st.sampled_from(KEYS), VALUES), min_size=1, max_size=3))
-def test_fuzzed_recipe_values_are_exit_0_or_3_with_a_line(workdir, edits):
+def test_fuzzed_recipe_values_are_exit_0_3_or_4_with_a_line(workdir, edits):
+    """validate runs the plan's checks too (issue 43, item 5): a plan error (exit 4, e.g. source.path naming a
+    directory) is as clean as a recipe error, with the recipe's file:line."""
     doc = yaml.safe_load(yaml.safe_dump(BASE))
     for loc, value in edits:
         _set(doc, loc, value)
     recipe = workdir / "r.yaml"
     recipe.write_text(yaml.safe_dump(doc, allow_unicode=True))
     r = _run("validate", recipe)
-    _assert_clean(r, {0, 3})
-    if r.exit_code == 3:
+    _assert_clean(r, {0, 3, 4})
+    if r.exit_code in (3, 4):
         assert re.search(re.escape(str(recipe)) + r"(:\d+)?", r.stderr), r.stderr
 
 
@@ -206,8 +208,8 @@ def _mutated_examples(root, case):
     recipe = root / path.parent.name / f"fuzz-{path.name}"
     recipe.write_text(yaml.safe_dump(doc, allow_unicode=True))
     r = _run("validate", recipe)
-    _assert_clean(r, {0, 3})
-    if r.exit_code == 3:
+    _assert_clean(r, {0, 3, 4})
+    if r.exit_code in (3, 4):
         assert str(recipe) in r.stderr, r.stderr
 
 
