@@ -231,15 +231,15 @@ def _cite(cite: str) -> str:
 
 
 def invariance_page() -> str:
-    """The invariance table of builder/backends/_vllm_invariance.py, row for row."""
-    from tritonbuild.backends import _vllm_invariance as table
+    """The invariance table of builder/backends/vllm/invariant/table.py, row for row."""
+    from tritonbuild.backends.vllm.invariant import table
 
     source = json.loads(INVARIANCE_FACTS.read_text())["source"]
     lines = [
         GENERATED,
         "# vLLM: what `determinism: invariant` takes\n",
         "A vLLM recipe with `serving.determinism: invariant` is checked at `plan` and `build` against this table "
-        "(`builder/backends/_vllm_invariance.py`): a setting that breaks invariance is refused at its key "
+        "(`builder/backends/vllm/invariant/table.py`): a setting that breaks invariance is refused at its key "
         "(file:line, the reason, the fix; exit 3), or made safe in `model.json`. A row is *allow (measured)* only "
         f"where a GPU record shows it invariant (`{table.RECORD}`); a setting not listed is not known to matter. "
         f"vLLM facts are cited from vLLM {source['version']} (`{source['wheel']}`, commit `{source['commit']}`; "

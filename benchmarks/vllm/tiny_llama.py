@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 # The quantizer is the builder's (the vllm.quantize step); its names stay importable from here.
-from tritonbuild.backends._vllm_int4 import (  # noqa: F401 - re-exported
+from tritonbuild.backends.vllm.quantize.int4 import (  # noqa: F401 - re-exported
     GROUP,
     LINEARS,
     QUANTIZATION_CONFIG,
@@ -31,7 +31,7 @@ from tritonbuild.backends._vllm_int4 import (  # noqa: F401 - re-exported
     quantize_int4,
     unpack_int4,
 )
-from tritonbuild.backends._vllm_quantize_plan import SAFETENSORS_DTYPES
+from tritonbuild.backends.vllm.quantize.plan import SAFETENSORS_DTYPES
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER = ROOT / "recipes" / "examples" / "tiny-llama"

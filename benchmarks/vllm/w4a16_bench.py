@@ -1,4 +1,4 @@
-"""The batch-invariant W4A16 linear (builder/backends/models/vllm_invariant.py) on a GPU, alone (no vLLM needed):
+"""The batch-invariant W4A16 linear (builder/backends/vllm/invariant/plugin.py) on a GPU, alone (no vLLM needed):
 correctness against a dequantize-then-matmul reference, batch invariance (every row of an M-row call bit-identical to
 the same row computed alone, M = 1 .. 2048, eager and inside a CUDA graph), and speed at Llama-3-8B's layer shapes
 against cuBLAS fp16 on the dense weights, for each candidate tile config (the fastest becomes the shape's TILES row).
@@ -7,7 +7,7 @@ against cuBLAS fp16 on the dense weights, for each candidate tile config (the fa
     python3 benchmarks/vllm/w4a16_bench.py --reference OLD_PLUGIN.py [--out FILE.json]
 
 --reference: a refactor's check. The plugin here and an earlier version of it (e.g. `git show
-REV:builder/backends/models/vllm_invariant.py > old.py`) run on the same inputs at every shape, for the
+REV:builder/backends/vllm/invariant/plugin.py > old.py`) run on the same inputs at every shape, for the
 shape's TILES row and each --quick candidate, M = 1 .. 256; every output must be bit-identical, and the
 plugin here must stay invariant and correct (the checks above, at the TILES rows).
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 HERE = Path(__file__).resolve().parent
-PLUGIN = HERE.parents[1] / "builder" / "backends" / "models" / "vllm_invariant.py"
+PLUGIN = HERE.parents[1] / "builder" / "backends" / "vllm" / "invariant" / "plugin.py"
 # Llama-3-8B (hidden 4096, 32 heads / 8 KV heads x 128, intermediate 14336): (name, N, K) of each linear per layer
 SHAPES = [
     ("qkv_proj", 6144, 4096),

@@ -25,7 +25,7 @@ BUILTIN = (
     ("tritonbuild.backends.pytorch", "BACKEND"),
     ("tritonbuild.backends.tensorrt", "BACKEND"),
     ("tritonbuild.backends.tensorrtllm.backend", "BACKEND"),
-    ("tritonbuild.backends.vllm", "BACKEND"),
+    ("tritonbuild.backends.vllm.backend", "BACKEND"),
     ("tritonbuild.backends.composition", "ENSEMBLE"),
     ("tritonbuild.backends.composition", "BLS"),
 )

@@ -17,7 +17,7 @@ import yaml
 
 from tests.conftest import EXAMPLES, ROOT
 from tritonbuild import api
-from tritonbuild.backends import _vllm_invariant
+from tritonbuild.backends.vllm.invariant import wheel as invariant
 
 pytestmark = pytest.mark.slow
 RECIPE = """\
@@ -90,32 +90,30 @@ def test_two_invariant_models_reach_tritonserver_with_the_plugin_installed_once(
     assert r.returncode == 0, r.stdout + r.stderr  # was 1: pip's ResolutionImpossible
     (served,) = [line for line in r.stdout.splitlines() if line.startswith("tritonserver ")]
     assert f"--model-repository={repo}" in served and served.endswith("VLLM_BATCH_INVARIANT=1")
-    assert _installed(image_python) == [
-        f"{_vllm_invariant.DIST}=={_vllm_invariant.plugin_version()}"
-    ]
+    assert _installed(image_python) == [f"{invariant.DIST}=={invariant.plugin_version()}"]
     # vLLM finds the plugin through its entry point in the image's Python
     found = subprocess.run(
         [
             str(image_python / "bin" / "python"),
             "-c",
             "from importlib.metadata import entry_points as e;"
-            f"print([p.name for p in e(group={_vllm_invariant.ENTRY_POINT_GROUP!r})])",
+            f"print([p.name for p in e(group={invariant.ENTRY_POINT_GROUP!r})])",
         ],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    assert _vllm_invariant.ENTRY_POINT_NAME in found
+    assert invariant.ENTRY_POINT_NAME in found
 
 
 def _another_build_of_the_plugin(repo, monkeypatch) -> str:
     """chat's version directory ships the plugin as another tritonbuild built it (another version): the
     repository's manifest names that wheel for chat."""
-    monkeypatch.setattr(_vllm_invariant, "plugin_version", lambda: "1.0+g000000000000")
+    monkeypatch.setattr(invariant, "plugin_version", lambda: "1.0+g000000000000")
     plugins = repo / "chat" / "1" / "plugins"
     for old in plugins.iterdir():
         old.unlink()
-    wheel = _vllm_invariant.plugin_wheel(plugins)
+    wheel = invariant.plugin_wheel(plugins)
     manifest = repo / "tritonbuild-manifest.json"
     data = json.loads(manifest.read_text())
     for model in data["models"]:
@@ -139,7 +137,7 @@ def test_two_builds_of_the_plugin_are_refused_before_tritonserver_starts(
     assert r.returncode == 2, r.stdout + r.stderr
     assert "tritonserver " not in r.stdout and "Traceback" not in r.stderr
     assert "chat" in r.stderr and "coder" in r.stderr and "1.0+g000000000000" in r.stderr
-    assert _vllm_invariant.plugin_version() in r.stderr and "rebuild" in r.stderr
+    assert invariant.plugin_version() in r.stderr and "rebuild" in r.stderr
     assert _installed(image_python) == before
     assert other in r.stderr
 

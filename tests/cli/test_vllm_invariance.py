@@ -1,5 +1,5 @@
 """`serving.determinism: invariant` at plan: every setting of the invariance table
-(backends/_vllm_invariance.py) that breaks invariance is refused, exit 3, naming the key with its file:line, the
+(backends/vllm/invariant/table.py) that breaks invariance is refused, exit 3, naming the key with its file:line, the
 reason and the fix, or made safe in model.json; the settings the GPU record measured plan as before."""
 
 from __future__ import annotations
@@ -230,7 +230,7 @@ def test_the_projects_int4_format_and_its_quantize_step_plan(cli, tmp_path):
 def test_allow_unmeasured_lets_through_only_what_is_refused_as_not_measured(cli, tmp_path):
     """serving.allow_unmeasured (to make the GPU record of a setting no record measured: tensor parallel 2 in
     benchmarks/multi_gpu) takes the rows refused as not measured, never one known to break invariance."""
-    from tritonbuild.backends._vllm_invariance import BY_ID, UNMEASURED
+    from tritonbuild.backends.vllm.invariant.table import BY_ID, UNMEASURED
 
     assert BY_ID["parallel"].verdict == UNMEASURED and BY_ID["linear_backend"].verdict == "refuse"
     path = _recipe(tmp_path, "  tensor_parallel_size: 2\n  extra: {kv_cache_dtype: fp8}\n")

@@ -11,11 +11,13 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.contracts.facts import engine_args_of_image, load, vllm_of_image
-from tritonbuild.backends import REGISTRY, _vllm_emit, vllm
-from tritonbuild.backends._vllm_recipe import VLLMEngineArgs, VLLMRecipe
+from tritonbuild.backends import REGISTRY
 from tritonbuild.backends.tensorrtllm.checks import check_recipe as check_llm_rules
 from tritonbuild.backends.tensorrtllm.llmapi import model_yaml
 from tritonbuild.backends.tensorrtllm.recipe import Image, LLMRecipe
+from tritonbuild.backends.vllm import backend as vllm
+from tritonbuild.backends.vllm import emit
+from tritonbuild.backends.vllm.recipe import VLLMEngineArgs, VLLMRecipe
 from tritonbuild.recipe.load import load_recipe
 
 ARGS = load("llm_args")
@@ -85,7 +87,7 @@ def test_model_json_is_a_subset_of_the_images_async_engine_args(path):
     """vllm_backend does AsyncEngineArgs(**model.json) with the vLLM the serving image ships."""
     r = load_recipe(path, REGISTRY.recipe_kinds()).recipe
     fields = engine_args_of_image(r.image.triton_image)
-    doc = _vllm_emit.model_json(r)
+    doc = emit.model_json(r)
     assert set(doc) <= fields, set(doc) - fields
     quant = VLLM["versions"][vllm_of_image(r.image.triton_image)]["quantization_methods"]["values"]
     assert doc.get("quantization") in (None, *quant)
@@ -113,13 +115,13 @@ def _full_vllm_recipe(image: str) -> VLLMRecipe:
 def test_every_key_tritonbuild_writes_is_a_field_of_each_recorded_vllm_or_refused(version):
     """Every model.json key tritonbuild can write (all engine_args set, LoRA on), per recorded vLLM: a field of
     that version's AsyncEngineArgs, or refused at load for each image shipping it, naming the key and version."""
-    from tritonbuild.backends._vllm_quantization import BY_VERSION, ENGINE_ARGS
+    from tritonbuild.backends.vllm.versions import BY_VERSION, ENGINE_ARGS
 
     fields = set(VLLM["versions"][version]["AsyncEngineArgs"])
     assert ENGINE_ARGS[version] == fields
     for tag in VLLM["versions"][version]["images"] or ["25.12"]:
         r = _full_vllm_recipe(f"nvcr.io/nvidia/tritonserver:{tag}-vllm-python-py3")
-        doc = _vllm_emit.model_json(r)
+        doc = emit.model_json(r)
         refused = [p for p in vllm.BACKEND.check_recipe(r) if "AsyncEngineArgs" in p[1]]
         if vllm_of_image(r.image.triton_image) == version:
             assert {p[1].split()[3].rstrip(",") for p in refused} == set(doc) - fields, refused
@@ -218,8 +220,8 @@ def test_each_images_vllm_decides_the_speculative_method_from_its_own_wheel(tag,
 def test_a_key_a_later_vllm_dropped_is_hinted_with_the_images_that_take_it():
     """The hint names the images whose recorded vLLM has the key, newest first: a key an older vLLM took and a
     newer one dropped is no '<oldest> or newer'."""
-    from tritonbuild.backends._vllm_quantization import engine_args_problems
     from tritonbuild.backends.llm.images import VLLM_IMAGES
+    from tritonbuild.backends.vllm.versions import engine_args_problems
 
     versions = VLLM["versions"]
     newest = max(VLLM_IMAGES)
@@ -245,7 +247,7 @@ IMAGE = "nvcr.io/nvidia/tritonserver:{}-vllm-python-py3"
 
 
 def test_builder_tables_are_the_ones_derived_from_the_recorded_wheels():
-    """builder/backends/vllm_versions.json is vllm_wheels.builder_table of the three fact files, not edited by hand."""
+    """builder/backends/vllm/versions.json is vllm_wheels.builder_table of the three fact files, not edited by hand."""
     import json
 
     from tests.contracts.vllm_wheels import BUILDER_TABLE, builder_table
@@ -292,7 +294,7 @@ def test_the_default_and_the_newest_vllm_images_have_their_engine_args_recorded(
 
 def test_model_json_leaves_prefix_caching_to_vllms_default():
     r = VLLMRecipe(name="v", version=1, backend="vllm", checkpoint={"path": "c"})
-    assert "enable_prefix_caching" not in _vllm_emit.model_json(r)
+    assert "enable_prefix_caching" not in emit.model_json(r)
     off = {
         version for version, v in VLLM["versions"].items() if v["enable_prefix_caching"] == "False"
     }
@@ -315,7 +317,7 @@ def test_model_json_leaves_prefix_caching_to_vllms_default():
         checkpoint={"path": "c"},
         engine_args={"enable_prefix_caching": False},
     )
-    assert _vllm_emit.model_json(on)["enable_prefix_caching"] is False
+    assert emit.model_json(on)["enable_prefix_caching"] is False
 
 
 def _tag(image: str) -> str:
@@ -536,7 +538,7 @@ def test_vllm_config_declares_the_backends_whole_interface(tmp_path):
     from tritonbuild.recipe.models import DTYPES
 
     upstream = load("vllm_backend")
-    for kind, ours in (("inputs", _vllm_emit.INPUTS), ("outputs", _vllm_emit.OUTPUTS)):
+    for kind, ours in (("inputs", emit.INPUTS), ("outputs", emit.OUTPUTS)):
         mine = {
             t.name: (DTYPES[t.dtype], list(t.dims), bool(getattr(t, "optional", False)))
             for t in ours
@@ -546,7 +548,7 @@ def test_vllm_config_declares_the_backends_whole_interface(tmp_path):
         }
         assert mine == theirs, kind
     client = load("clients")["openai_frontend_vllm"]["always"]
-    names = {t.name: DTYPES[t.dtype] for t in _vllm_emit.INPUTS}
+    names = {t.name: DTYPES[t.dtype] for t in emit.INPUTS}
     for name, (dtype, _) in client.items():
         assert names[name] == {"object": "TYPE_STRING", "bool": "TYPE_BOOL"}[dtype], name
 

@@ -1,7 +1,7 @@
-"""The invariance table (builder/backends/_vllm_invariance.py) cites upstream facts, not our own literals: every vLLM
-cite is recorded in facts/vllm_invariance.json (re-derived from the vLLM 0.22.0 wheel and sdist where they are on
-disk), and the plugin facts a row rests on (its minimum capability, what its can_implement refuses) are read from
-the plugin's source at the cited lines."""
+"""The invariance table (builder/backends/vllm/invariant/table.py) cites upstream facts, not our own literals:
+every vLLM cite is recorded in facts/vllm_invariance.json (re-derived from the vLLM 0.22.0 wheel and sdist where
+they are on disk), and the plugin facts a row rests on (its minimum capability, what its can_implement refuses) are
+read from the plugin's source at the cited lines."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.contracts import vllm_invariance_facts as derive
-from tritonbuild.backends import _vllm_invariance as table
+from tritonbuild.backends.vllm.invariant import table
 
 ROOT = Path(__file__).resolve().parents[2]
 WHEEL = Path(os.environ.get("WHEEL_CACHE", Path.home() / ".cache" / "tritonbuild-gpu-wheels")) / (

@@ -14,8 +14,10 @@ import pytest
 from benchmarks.vllm import tiny_llama
 from tests.conftest import ROOT
 from tests.contracts.facts import engine_args_of_image, load, vllm_of_image, vllm_versions
-from tritonbuild.backends import REGISTRY, _vllm_emit, vllm
-from tritonbuild.backends._vllm_recipe import VLLMEngineArgs, VLLMRecipe
+from tritonbuild.backends import REGISTRY
+from tritonbuild.backends.vllm import backend as vllm
+from tritonbuild.backends.vllm import emit
+from tritonbuild.backends.vllm.recipe import VLLMEngineArgs, VLLMRecipe
 from tritonbuild.recipe.load import load_recipe
 
 FACTS = load("vllm_runtime")
@@ -82,7 +84,7 @@ def test_recipe_quantization_choices_are_vllm_methods():
 def test_benchmark_model_json_is_a_subset_of_async_engine_args(recipe):
     """Keys of the vLLM the recipe's image ships, and of the vLLM the benchmark ran with on the H200."""
     r = load_recipe(BENCH / recipe, REGISTRY.recipe_kinds()).recipe
-    doc = _vllm_emit.model_json(r)
+    doc = emit.model_json(r)
     assert set(doc) <= engine_args_of_image(r.image.triton_image)
     assert set(doc) <= set(vllm_versions()[FACTS["vllm"]["source"]["version"]]["AsyncEngineArgs"])
 
@@ -148,7 +150,7 @@ def test_golden_requests_are_the_openai_frontends_vllm_requests():
     )()
     samples = vllm.golden_inputs(model)
     client = load("clients")["openai_frontend_vllm"]["always"]
-    declared = {t.name: t for t in _vllm_emit.INPUTS}
+    declared = {t.name: t for t in emit.INPUTS}
     assert len(samples) == 2 * model.verify.samples and {bool(s["stream"][0]) for s in samples} == {
         False,
         True,

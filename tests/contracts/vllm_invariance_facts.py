@@ -1,4 +1,4 @@
-"""The vLLM facts behind the invariance table (builder/backends/_vllm_invariance.py ROWS), derived whole:
+"""The vLLM facts behind the invariance table (builder/backends/vllm/invariant/table.py ROWS), derived whole:
 `python -m tests.contracts.vllm_invariance_facts WHEEL SDIST_DIR [--write]`.
 
 WHEEL: `pip download vllm==0.22.0 --no-deps --only-binary :all:`; SDIST_DIR: the same release's sdist unpacked
@@ -65,7 +65,7 @@ def derive(wheel: Path, sdist: Path, rows, wheel_only: bool = False) -> list[dic
 
 
 def main(args: list[str]) -> int:
-    from tritonbuild.backends._vllm_invariance import ROWS
+    from tritonbuild.backends.vllm.invariant.table import ROWS
 
     wheel, sdist = Path(args[0]), Path(args[1])
     doc = json.loads(FACTS.read_text())

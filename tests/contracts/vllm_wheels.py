@@ -7,7 +7,7 @@ before vLLM split it); what the AWQ / GPTQ override_quantization_method accepts 
 awq_marlin.py / gptq_marlin.py before the rename); SpeculativeConfig (vllm_spec_wheel.py). Prints the entries of
 facts/vllm_engine_args.json `versions`, facts/vllm_quantization.json `marlin_override.by_version` and
 facts/vllm_speculative.json `versions`; --write puts them there (a version the wheel cannot give a fact for goes
-to `unrecorded` with the reason) and writes builder/backends/vllm_versions.json, the tables the builder reads.
+to `unrecorded` with the reason) and writes builder/backends/vllm/versions.json, the tables the builder reads.
 Standard library only."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tests.contracts import refresh, vllm_arg_types, vllm_spec_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 FACTS = Path(__file__).parent / "facts"
-BUILDER_TABLE = ROOT / "builder" / "backends" / "vllm_versions.json"
+BUILDER_TABLE = ROOT / "builder" / "backends" / "vllm" / "versions.json"
 QUANT = "vllm/model_executor/layers/quantization/"
 ARGS = "vllm/engine/arg_utils.py"
 

@@ -104,9 +104,9 @@ def test_the_errors_explanation_names_the_same_codes(site):
 
 
 def test_the_vllm_invariance_page_is_the_table_row_for_row(site):
-    """reference/vllm-invariance.md is generated from builder/backends/_vllm_invariance.py ROWS: each row's
+    """reference/vllm-invariance.md is generated from builder/backends/vllm/invariant/table.py ROWS: each row's
     setting, condition, verdict, reason and fix, in the table's order."""
-    from tritonbuild.backends._vllm_invariance import ROWS
+    from tritonbuild.backends.vllm.invariant.table import ROWS
 
     rows = [r for r in table_rows((site / "reference" / "vllm-invariance.html").read_text()) if r]
     assert [r[:5] for r in rows] == [

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import EXAMPLES, ROOT
 from tritonbuild import api
-from tritonbuild.backends import _vllm_invariant
+from tritonbuild.backends.vllm.invariant import wheel as invariant
 from tritonbuild.repository.manifest import read_repository
 from tritonbuild.verify.models import VerificationReport
 
@@ -98,8 +98,7 @@ def test_a_model_served_invariant_answers_bit_for_bit_under_load(cli, tmp_path, 
     # a server on this host: its GPU, driver and engines read beside it, recorded with the goldens
     assert model["numerics"]["read"].startswith("beside the server") and "cpu" in model["numerics"]
     assert (
-        "batch invariant True" in log
-        and f"general plugins ['{_vllm_invariant.ENTRY_POINT_NAME}']" in log
+        "batch invariant True" in log and f"general plugins ['{invariant.ENTRY_POINT_NAME}']" in log
     )
 
 
@@ -147,7 +146,7 @@ def test_the_serving_images_entrypoint_installs_the_plugin_and_sets_the_mode(tmp
         text=True,
         check=True,
     ).stdout.splitlines()
-    wheel = root / "chat" / "1" / "plugins" / _vllm_invariant.wheel_name()
+    wheel = root / "chat" / "1" / "plugins" / invariant.wheel_name()
     assert lines[0].split() == [
         "pip",
         "install",

@@ -81,7 +81,8 @@ def test_the_built_wheel_runs_the_readme_first_model(tmp_path):
     assert {
         "tritonbuild/__main__.py",
         "tritonbuild/cli/__init__.py",
-        "tritonbuild/backends/vllm_versions.json",
+        "tritonbuild/backends/vllm/versions.json",
+        "tritonbuild/backends/vllm/invariant/plugin.py",
     } <= names
     assert any(
         name.startswith("tritonbuild/backends/models/") and name.endswith(".py") for name in names

@@ -18,10 +18,7 @@ RUNTIMES = {
         sorted((BACKENDS / "tensorrtllm").glob("*.py")),
         ("tritonbuild.backends.tensorrtllm",),
     ),
-    "vllm": (
-        sorted([BACKENDS / "vllm.py", *BACKENDS.glob("_vllm_*.py")]),
-        ("tritonbuild.backends.vllm", "tritonbuild.backends._vllm_"),
-    ),
+    "vllm": (sorted((BACKENDS / "vllm").rglob("*.py")), ("tritonbuild.backends.vllm",)),
 }
 VLLM_MODULES = RUNTIMES["vllm"][0]
 LLM_MODULES = sorted((BACKENDS / "llm").glob("*.py"))
@@ -54,7 +51,7 @@ def _from(source: str, package: str, prefixes: tuple[str, ...]) -> list[str]:
     return sorted(name for name in _imported(source, package) if name.startswith(prefixes))
 
 
-@pytest.mark.parametrize("path", VLLM_MODULES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", VLLM_MODULES, ids=lambda p: p.relative_to(BACKENDS).as_posix())
 def test_a_vllm_module_imports_nothing_of_tensorrtllm(path: Path):
     found = _from(path.read_text(), _package(path), TENSORRTLLM)
     assert not found, f"{path.name} imports {found}: move what both runtimes use into backends/llm/"
@@ -63,7 +60,7 @@ def test_a_vllm_module_imports_nothing_of_tensorrtllm(path: Path):
 @pytest.mark.parametrize(
     ("runtime", "path"),
     [(r, p) for r, (paths, _) in RUNTIMES.items() for p in paths],
-    ids=lambda x: x if isinstance(x, str) else x.name,
+    ids=lambda x: x if isinstance(x, str) else x.relative_to(BACKENDS).as_posix(),
 )
 def test_no_runtime_imports_another(runtime: str, path: Path):
     others = tuple(
@@ -84,10 +81,12 @@ def test_the_llm_layer_imports_no_runtime(path: Path):
 def test_the_checks_see_the_modules_and_a_bad_import():
     """Guards against vacuous passes: the vLLM modules are found, and each way of importing tensorrtllm/ (top level,
     inside a function, the package by name, relative) is caught."""
-    assert {p.name for p in VLLM_MODULES} >= {
-        "vllm.py",
-        "_vllm_quantization.py",
-        "_vllm_speculative.py",
+    assert {p.relative_to(BACKENDS).as_posix() for p in VLLM_MODULES} >= {
+        "vllm/backend.py",
+        "vllm/versions.py",
+        "vllm/speculative.py",
+        "vllm/quantize/step.py",
+        "vllm/invariant/wheel.py",
     }
     assert {p.name for p in LLM_MODULES} >= {"checkpoint.py", "memory.py", "gpus.py", "images.py"}
     assert {p.name for p in RUNTIMES["tensorrtllm"][0]} >= {"__init__.py", "memory.py", "recipe.py"}

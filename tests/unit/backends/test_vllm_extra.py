@@ -111,7 +111,7 @@ def test_typed_and_owned_fields_cannot_be_set_through_extra(cli, tmp_path, extra
 
 
 def test_the_schema_takes_extra_as_an_object_of_json_values():
-    from tritonbuild.backends._vllm_recipe import VLLMEngineArgs
+    from tritonbuild.backends.vllm.recipe import VLLMEngineArgs
 
     prop = VLLMEngineArgs.model_json_schema()["properties"]["extra"]
     assert prop["type"] == "object" and "AsyncEngineArgs" in prop["description"]
@@ -167,7 +167,7 @@ def test_a_value_the_field_does_not_take_is_a_recipe_error_at_its_line(
 
 def test_the_recorded_types_are_the_wheels_annotations():
     """What the builder checks is what the facts recorded from each wheel, field by field."""
-    from tritonbuild.backends._vllm_extra import TYPES
+    from tritonbuild.backends.vllm.extra import TYPES
 
     assert TYPES and set(TYPES) <= set(vllm_versions())
     for version, types in TYPES.items():

@@ -1,4 +1,4 @@
-"""The batch-invariant W4A16 kernel of the vLLM plugin (backends/models/vllm_invariant.py), run on the CPU by
+"""The batch-invariant W4A16 kernel of the vLLM plugin (backends/vllm/invariant/plugin.py), run on the CPU by
 Triton's interpreter (TRITON_INTERPRET=1) on weights packed by the project's compressed-tensors packer: it computes
 x @ dequant(W).T, and a row's bits do not depend on the rows beside it. On the GPU the same checks run at
 Llama-3-8B's shapes in benchmarks/vllm/w4a16_bench.py (docs/runs/*-llm-determinism-h200.json)."""
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from benchmarks.vllm import tiny_llama
-from tritonbuild.backends import _vllm_invariant
+from tritonbuild.backends.vllm.invariant import wheel as invariant
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 torch = pytest.importorskip("torch")
@@ -48,7 +48,7 @@ def _fixed_order_dot(monkeypatch):
 
 def _plugin():
     spec = importlib.util.spec_from_file_location(
-        "tritonbuild_vllm_invariant_test", _vllm_invariant.PLUGIN_SOURCE
+        "tritonbuild_vllm_invariant_test", invariant.PLUGIN_SOURCE
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

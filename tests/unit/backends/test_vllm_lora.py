@@ -10,8 +10,8 @@ import re
 import pytest
 
 from tests.contracts.facts import load, vllm_versions
-from tritonbuild.backends import _vllm_lora
-from tritonbuild.backends._vllm_recipe import VLLMRecipe
+from tritonbuild.backends.vllm import lora
+from tritonbuild.backends.vllm.recipe import VLLMRecipe
 
 FACT = load("vllm_lora")
 
@@ -44,12 +44,12 @@ def test_the_ranks_tritonbuild_allows_are_vllms_max_lora_ranks_as_recorded():
     """The code's table is the fact's, version by version, with its default; every recorded vLLM is either
     recorded here or listed as unrecorded (its images take what every recorded version takes)."""
     recorded = FACT["versions"]
-    assert {v: list(r) for v, r in _vllm_lora.MAX_LORA_RANKS.items()} == {
+    assert {v: list(r) for v, r in lora.MAX_LORA_RANKS.items()} == {
         v: f["max_lora_ranks"] for v, f in recorded.items()
     }
     assert {
         v: f["default_max_lora_rank"] for v, f in recorded.items()
-    } == _vllm_lora.DEFAULT_MAX_LORA_RANK
+    } == lora.DEFAULT_MAX_LORA_RANK
     assert set(recorded) | set(FACT["unrecorded"]) == set(vllm_versions()) and not set(
         recorded
     ) & set(FACT["unrecorded"])
@@ -60,7 +60,7 @@ def test_the_ranks_tritonbuild_allows_are_vllms_max_lora_ranks_as_recorded():
         )
         assert fact["source"]["wheel_sha256"] == vllm_versions()[version]["source"]["wheel_sha256"]
     schema = VLLMRecipe.model_json_schema()["$defs"]["VLLMLoRA"]["properties"]["max_lora_rank"]
-    assert list(_vllm_lora.RANKS_IN_SOME_RECORDED) in [s.get("enum") for s in schema["anyOf"]]
+    assert list(lora.RANKS_IN_SOME_RECORDED) in [s.get("enum") for s in schema["anyOf"]]
 
 
 @pytest.mark.parametrize(

@@ -1,49 +1,49 @@
-"""The plugin wheel a vLLM model served `determinism: invariant` ships (backends/_vllm_invariant.py): a wheel pip
+"""The plugin wheel a vLLM model served `determinism: invariant` ships (backends/vllm/invariant/wheel.py): a wheel pip
 and importlib.metadata read (vLLM finds general plugins through entry points), byte-identical for the same source."""
 
 from __future__ import annotations
 
 import zipfile
 
-from tritonbuild.backends import _vllm_invariant
+from tritonbuild.backends.vllm.invariant import wheel as invariant
 from tritonbuild.server.toolenv import unpack_wheels
 
 
 def test_the_wheel_is_the_same_bytes_each_time(tmp_path):
-    a = _vllm_invariant.plugin_wheel(tmp_path / "a")
-    b = _vllm_invariant.plugin_wheel(tmp_path / "b")
-    assert a.name == b.name == _vllm_invariant.wheel_name() and a.read_bytes() == b.read_bytes()
+    a = invariant.plugin_wheel(tmp_path / "a")
+    b = invariant.plugin_wheel(tmp_path / "b")
+    assert a.name == b.name == invariant.wheel_name() and a.read_bytes() == b.read_bytes()
 
 
 def test_the_wheel_declares_vllms_general_plugin_entry_point(tmp_path):
-    wheel = _vllm_invariant.plugin_wheel(tmp_path)
+    wheel = invariant.plugin_wheel(tmp_path)
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
         info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/entry_points.txt"))
         entry_points = z.read(f"{info}/entry_points.txt").decode()
         record = z.read(f"{info}/RECORD").decode()
-        module = z.read(f"{_vllm_invariant.DIST}.py")
+        module = z.read(f"{invariant.DIST}.py")
     assert "[vllm.general_plugins]" in entry_points
-    assert f"{_vllm_invariant.ENTRY_POINT_NAME} = {_vllm_invariant.DIST}:register" in entry_points
-    assert module == _vllm_invariant.PLUGIN_SOURCE.read_bytes()
+    assert f"{invariant.ENTRY_POINT_NAME} = {invariant.DIST}:register" in entry_points
+    assert module == invariant.PLUGIN_SOURCE.read_bytes()
     assert all(any(line.startswith(name + ",") for line in record.splitlines()) for name in names)
 
 
 def test_unpacked_the_entry_point_is_found_by_importlib_metadata(tmp_path):
     from importlib import metadata
 
-    site = unpack_wheels([_vllm_invariant.plugin_wheel(tmp_path / "w")], tmp_path / "site")
+    site = unpack_wheels([invariant.plugin_wheel(tmp_path / "w")], tmp_path / "site")
     found = [
         ep
         for dist in metadata.distributions(path=[str(site)])
         for ep in dist.entry_points
         if ep.group == "vllm.general_plugins"
     ]
-    assert [ep.name for ep in found] == [_vllm_invariant.ENTRY_POINT_NAME]
+    assert [ep.name for ep in found] == [invariant.ENTRY_POINT_NAME]
 
 
 def _recipe(image: str, determinism: str = "invariant"):
-    from tritonbuild.backends._vllm_recipe import VLLMRecipe
+    from tritonbuild.backends.vllm.recipe import VLLMRecipe
 
     return VLLMRecipe.model_validate(
         {
@@ -59,16 +59,14 @@ def _recipe(image: str, determinism: str = "invariant"):
 
 def test_invariant_is_refused_for_an_image_whose_vllm_the_plugin_is_not_recorded_for():
     old = _recipe("nvcr.io/nvidia/tritonserver:25.12-vllm-python-py3")
-    message, hint = _vllm_invariant.determinism_problem(old)
+    message, hint = invariant.determinism_problem(old)
     assert "ships vLLM 0.11.1" in message and "26.06 (vLLM 0.22.1)" in hint
     assert (
-        _vllm_invariant.determinism_problem(
-            _recipe("nvcr.io/nvidia/tritonserver:26.06-vllm-python-py3")
-        )
+        invariant.determinism_problem(_recipe("nvcr.io/nvidia/tritonserver:26.06-vllm-python-py3"))
         is None
     )
-    assert _vllm_invariant.determinism_problem(_recipe("registry.example/own:1", "default")) is None
-    message, _ = _vllm_invariant.determinism_problem(_recipe("registry.example/own:1"))
+    assert invariant.determinism_problem(_recipe("registry.example/own:1", "default")) is None
+    message, _ = invariant.determinism_problem(_recipe("registry.example/own:1"))
     assert "a vLLM tritonbuild has not recorded" in message
 
 
@@ -76,4 +74,4 @@ def test_the_recorded_vllm_is_the_one_the_plugin_facts_were_read_from():
     from tests.contracts.facts import load
 
     version = load("vllm_plugin")["source"]["version"]
-    assert ".".join(version.split(".")[:2]) in _vllm_invariant.RECORDED_VLLM
+    assert ".".join(version.split(".")[:2]) in invariant.RECORDED_VLLM

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.contracts.facts import load, vllm_of_image
-from tritonbuild.backends._vllm_quantization import IN_EVERY_RECORDED, quantization_problem
+from tritonbuild.backends.vllm.versions import IN_EVERY_RECORDED, quantization_problem
 
 VERSIONS = load("vllm_engine_args")["versions"]
 
@@ -123,8 +123,8 @@ def test_a_marlin_method_is_taken_for_the_checkpoint_vllm_converts(
 def test_the_methods_a_quantized_checkpoint_loads_with_are_those_of_the_images_vllm():
     """AWQ / GPTQ checkpoints: each recorded vLLM wheel's override_quantization_method (vllm_quantization.json
     by_version) accepts the method, its Marlin name, and auto_awq / auto_gptq where the version has them."""
-    from tritonbuild.backends._vllm_quantization import checkpoint_methods
     from tritonbuild.backends.llm.images import VLLM_IMAGES
+    from tritonbuild.backends.vllm.versions import checkpoint_methods
 
     by_version = load("vllm_quantization")["marlin_override"]["by_version"]
     seen = set()

@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks.vllm import tiny_llama
 from tests.contracts.facts import load
-from tritonbuild.backends import _vllm_int4, _vllm_quantize, _vllm_quantize_plan
+from tritonbuild.backends.vllm.quantize import int4, plan, writer
 
 FACTS = load("compressed_tensors")
 
@@ -36,7 +36,7 @@ def _recipe(
 
 def _read(path: Path) -> dict[str, np.ndarray]:
     """A safetensors file as numpy (BF16 as its uint16 bits)."""
-    start, header = _vllm_quantize_plan.read_header(path)
+    start, header = plan.read_header(path)
     raw = path.read_bytes()[start:]
     types = {
         "F16": np.float16,
@@ -67,17 +67,15 @@ def _within_rtn_bound(
     returns how many linears were checked."""
     checked = 0
     for name, w in fp.items():
-        if (prefix := _vllm_int4.linear_prefix(name)) is None:
+        if (prefix := int4.linear_prefix(name)) is None:
             assert np.array_equal(q[name], w), name  # embeddings, norms, lm_head: as they were
             continue
-        w32 = _vllm_int4.bf16_to_f32(w) if bf16 else w.astype(np.float32)
+        w32 = int4.bf16_to_f32(w) if bf16 else w.astype(np.float32)
         scale = q[f"{prefix}.weight_scale"]
         assert scale.dtype == (np.uint16 if bf16 else np.float16)
         assert q[f"{prefix}.weight_shape"].tolist() == list(w.shape)
-        deq = _vllm_int4.dequantize(q[f"{prefix}.weight_packed"], scale, w.shape, group)
-        s = np.repeat(
-            _vllm_int4.bf16_to_f32(scale) if bf16 else scale.astype(np.float32), group, axis=1
-        )
+        deq = int4.dequantize(q[f"{prefix}.weight_packed"], scale, w.shape, group)
+        s = np.repeat(int4.bf16_to_f32(scale) if bf16 else scale.astype(np.float32), group, axis=1)
         assert np.all(np.abs(deq - w32) <= s / 2 + 1e-6 + np.abs(w32) * 2**-8), prefix
         checked += 1
     return checked
@@ -98,7 +96,7 @@ def test_plan_shows_a_quantize_step_instead_of_package(cli, tmp_path):
         "scheme": "w4a16",
         "group_size": 64,
         "format": "pack-quantized",
-        "quantizer": _vllm_quantize_plan.QUANTIZER_VERSION,
+        "quantizer": plan.QUANTIZER_VERSION,
     }
     memory = model["extras"]["memory_plan"]
     assert memory["quantization"] == "compressed-tensors"
@@ -120,9 +118,7 @@ def test_the_cache_key_covers_inputs_group_size_and_the_quantizer_version(
     assert key() == first
     recipe.write_text(recipe.read_text().replace("group_size: 128", "group_size: 64"))
     by_group = key()
-    monkeypatch.setattr(
-        _vllm_quantize_plan, "QUANTIZER_VERSION", _vllm_quantize_plan.QUANTIZER_VERSION + 1
-    )
+    monkeypatch.setattr(plan, "QUANTIZER_VERSION", plan.QUANTIZER_VERSION + 1)
     by_version = key()
     monkeypatch.undo()
     weights = tmp_path / "ck/tiny-llama-fp16/model.safetensors"
@@ -149,7 +145,7 @@ def test_build_packages_a_w4a16_checkpoint_within_the_rtn_bound(cli, tmp_path, g
         "tokenizer_config.json",
     ]
     config = json.loads((model / "config.json").read_text())
-    assert config["quantization_config"] == _vllm_int4.quantization_config(group)
+    assert config["quantization_config"] == int4.quantization_config(group)
     assert (
         json.loads((tmp_path / "OUT/tq/1/model.json").read_text())["quantization"]
         == "compressed-tensors"
@@ -161,9 +157,7 @@ def test_build_packages_a_w4a16_checkpoint_within_the_rtn_bound(cli, tmp_path, g
 def test_group_128_is_the_benchmarks_int4_checkpoint_byte_for_byte(tmp_path):
     """tiny_llama.py's tiny-llama-int4 (whose goldens were recorded on the H200) is what the step writes."""
     paths = tiny_llama.write_all(tmp_path / "ck")
-    _vllm_quantize.quantize_checkpoint(
-        {p.name: p for p in paths["fp16"].iterdir()}, tmp_path / "q", 128
-    )
+    writer.quantize_checkpoint({p.name: p for p in paths["fp16"].iterdir()}, tmp_path / "q", 128)
     for f in sorted(paths["int4"].iterdir()):
         assert (tmp_path / "q" / f.name).read_bytes() == f.read_bytes(), f.name
 
@@ -173,14 +167,14 @@ def test_sharded_bf16_input_gives_sharded_deterministic_output(tmp_path, monkeyp
     same inputs give the same bytes, on one thread or four with many blocks per linear; each linear's three
     tensors stay in one shard."""
     fp16 = tiny_llama.tensors(tiny_llama.CONFIG)
-    bf16 = {k: _vllm_int4.f32_to_bf16(v.astype(np.float32)) for k, v in fp16.items()}
+    bf16 = {k: int4.f32_to_bf16(v.astype(np.float32)) for k, v in fp16.items()}
     src = tmp_path / "src"
     src.mkdir()
     names = sorted(bf16)
     half = {"a.safetensors": names[: len(names) // 2], "b.safetensors": names[len(names) // 2 :]}
     for fname, keys in half.items():
         _write_bf16(src / fname, {k: bf16[k] for k in keys})
-    (src / _vllm_quantize_plan.INDEX).write_text(
+    (src / plan.INDEX).write_text(
         json.dumps({"metadata": {}, "weight_map": {k: f for f, ks in half.items() for k in ks}})
     )
     (src / "config.json").write_text(json.dumps({**tiny_llama.CONFIG, "torch_dtype": "bfloat16"}))
@@ -189,26 +183,22 @@ def test_sharded_bf16_input_gives_sharded_deterministic_output(tmp_path, monkeyp
     (src / "original/consolidated.00.pth").write_bytes(b"fp16 weights, another format")
     (src / "generation_config.json").write_text("{}")
     files = {p.relative_to(src).as_posix(): p for p in src.rglob("*") if p.is_file()}
-    for out, threads, block in (("q1", "1", _vllm_quantize.BLOCK_ELEMENTS), ("q2", "4", 2048)):
+    for out, threads, block in (("q1", "1", writer.BLOCK_ELEMENTS), ("q2", "4", 2048)):
         monkeypatch.setenv("TRITONBUILD_QUANTIZE_THREADS", threads)
-        monkeypatch.setattr(_vllm_quantize, "BLOCK_ELEMENTS", block)
-        _vllm_quantize.quantize_checkpoint(files, tmp_path / out, 64, shard_bytes=150_000)
+        monkeypatch.setattr(writer, "BLOCK_ELEMENTS", block)
+        writer.quantize_checkpoint(files, tmp_path / out, 64, shard_bytes=150_000)
     listing = sorted(p.name for p in (tmp_path / "q1").iterdir())
     shards = [n for n in listing if n.startswith("model-")]
-    assert (
-        len(shards) > 1
-        and _vllm_quantize_plan.INDEX in listing
-        and "generation_config.json" in listing
-    )
+    assert len(shards) > 1 and plan.INDEX in listing and "generation_config.json" in listing
     assert "stray.safetensors" not in listing and "original" not in listing
     for name in listing:
         assert (tmp_path / "q1" / name).read_bytes() == (tmp_path / "q2" / name).read_bytes(), name
-    index = json.loads((tmp_path / "q1" / _vllm_quantize_plan.INDEX).read_text())
+    index = json.loads((tmp_path / "q1" / plan.INDEX).read_text())
     for shard in shards:
         assert (tmp_path / "q1" / shard).stat().st_size <= 150_000 + 4096 or len(
-            _vllm_quantize_plan.read_header(tmp_path / "q1" / shard)[1]
+            plan.read_header(tmp_path / "q1" / shard)[1]
         ) <= 3  # one linear (or tensor) larger than a shard
-        for name in _vllm_quantize_plan.read_header(tmp_path / "q1" / shard)[1]:
+        for name in plan.read_header(tmp_path / "q1" / shard)[1]:
             assert index["weight_map"][name] == shard
     q = _read_dir(tmp_path / "q1")
     assert index["metadata"]["total_size"] == sum(a.nbytes for a in q.values())
@@ -234,7 +224,7 @@ def _write_bf16(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 def test_bf16_round_trip_rounds_to_nearest_even():
     x = np.array([1.0, -2.5, 3.14159, 1 + 2**-8, 1 + 3 * 2**-8, 0.0], dtype=np.float32)
-    back = _vllm_int4.bf16_to_f32(_vllm_int4.f32_to_bf16(x))
+    back = int4.bf16_to_f32(int4.f32_to_bf16(x))
     assert back.tolist() == [1.0, -2.5, 3.140625, 1.0, 1 + 4 * 2**-8, 0.0]
 
 
@@ -246,7 +236,7 @@ def test_a_second_build_is_a_cache_hit_without_quantizing(cli, tmp_path, monkeyp
     def refuse(*args, **kwargs):
         raise AssertionError("quantized again")
 
-    monkeypatch.setattr(_vllm_quantize, "quantize_checkpoint", refuse)
+    monkeypatch.setattr(writer, "quantize_checkpoint", refuse)
     second = cli("build", recipe, "-o", tmp_path / "B", "--json")
     assert second.exit_code == 0, second.stderr
     (step,) = json.loads(second.stdout)["models"][0]["steps"]
@@ -340,16 +330,16 @@ def test_group_sizes_split_over_tensor_parallel_ranks():
         "model.layers.0.mlp.down_proj.weight": {"dtype": "F16", "shape": [256, 384]},
         "model.layers.0.self_attn.q_proj.weight": {"dtype": "F16", "shape": [256, 256]},
     }
-    assert _vllm_quantize_plan.problems({"m": header}, 128, tp=1) == []
-    assert _vllm_quantize_plan.problems({"m": header}, 64, tp=2) == []
-    (problem,) = _vllm_quantize_plan.problems({"m": header}, 128, tp=2)
+    assert plan.problems({"m": header}, 128, tp=1) == []
+    assert plan.problems({"m": header}, 64, tp=2) == []
+    (problem,) = plan.problems({"m": header}, 128, tp=2)
     assert problem.startswith(
         "model.layers.0.mlp.down_proj: in_features 384 split over tensor_parallel_size 2"
     )
     moe = {"model.layers.0.block_sparse_moe.gate.weight": {"dtype": "F16", "shape": [8, 256]}}
     assert (
         "none of the linears this quantizer knows"
-        in _vllm_quantize_plan.problems({"m": {**header, **moe}}, 128)[0]
+        in plan.problems({"m": {**header, **moe}}, 128)[0]
     )
 
 
@@ -380,7 +370,7 @@ def test_engine_args_quantization_compressed_tensors_goes_with_quantize(cli, tmp
 def test_the_packer_follows_the_recorded_facts():
     facts = FACTS["pack_to_int32"]
     q = np.arange(-8, 8, dtype=np.int8).reshape(2, 8)
-    packed = _vllm_int4.pack_int4(q).view(np.uint32)
+    packed = int4.pack_int4(q).view(np.uint32)
     assert facts["bit_shift_of_element_j"] == f"{facts['num_bits']} * j"
     for row in range(2):
         want = sum(
@@ -388,16 +378,16 @@ def test_the_packer_follows_the_recorded_facts():
         )
         assert int(packed[row, 0]) == want
     assert packed.dtype.itemsize * 8 // facts["num_bits"] == facts["values_per_int32"]
-    assert _vllm_int4.pack_int4(q).dtype == np.dtype(facts["packed_dtype"])
+    assert int4.pack_int4(q).dtype == np.dtype(facts["packed_dtype"])
     qp = FACTS["qparams"]
     w = np.array([[1.5, -3.0, 0.2, 7.49] * 8], dtype=np.float16)
-    vals, scale = _vllm_int4.quantize_int4(w, 32)
+    vals, scale = int4.quantize_int4(w, 32)
     assert float(scale[0, 0]) == pytest.approx(7.49 / qp["scale_divisor"], rel=1e-3)
     assert vals.min() >= qp["q_min"] and vals.max() <= qp["q_max"]
 
 
 def test_the_checkpoint_follows_the_recorded_facts():
-    config = _vllm_int4.quantization_config(128)
+    config = int4.quantization_config(128)
     qc, reads = FACTS["quantization_config"], FACTS["vllm_reads"]
     assert set(config) - {"quantization_status"} <= set(qc["config_fields"]) | {
         "quantization_status"
@@ -413,13 +403,13 @@ def test_the_checkpoint_follows_the_recorded_facts():
     assert config["ignore"] == reads["ignore"] and group["format"] == reads["wna16_needs"]["format"]
     assert {k: group["weights"][k] for k in qc["w4a16_weights"]} == qc["w4a16_weights"]
     assert group["input_activations"] is reads["wna16_needs"]["input_activations"]
-    int4 = _vllm_int4.int4_tensors(
+    tensors = int4.int4_tensors(
         {"model.layers.0.mlp.up_proj.weight": np.ones((8, 128), np.float16)}
     )
-    assert sorted(int4) == sorted(
+    assert sorted(tensors) == sorted(
         f"model.layers.0.mlp.up_proj.{t}" for t in FACTS["compressor"]["tensors"]
     )
-    assert int4["model.layers.0.mlp.up_proj.weight_shape"].dtype == np.dtype(
+    assert tensors["model.layers.0.mlp.up_proj.weight_shape"].dtype == np.dtype(
         FACTS["compressor"]["weight_shape_dtype"]
     )
 
@@ -435,6 +425,6 @@ def test_the_packer_equals_compressed_tensors_pack_to_int32():
     rng = np.random.default_rng(0)
     q = rng.integers(-8, 8, size=(64, 256), dtype=np.int8)
     theirs = pack_to_int32(torch.from_numpy(q), 4).numpy()
-    assert np.array_equal(_vllm_int4.pack_int4(q), theirs)
+    assert np.array_equal(int4.pack_int4(q), theirs)
     back = unpack_from_int32(torch.from_numpy(theirs), 4, torch.Size(q.shape)).numpy()
-    assert np.array_equal(_vllm_int4.unpack_int4(theirs, q.shape), back)
+    assert np.array_equal(int4.unpack_int4(theirs, q.shape), back)

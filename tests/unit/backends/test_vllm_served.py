@@ -1,4 +1,4 @@
-"""An invariant vLLM model's proof from the server's log (backends/_vllm_served.py), on the lines a real server
+"""An invariant vLLM model's proof from the server's log (backends/vllm/invariant/served.py), on the lines a real server
 printed (vLLM 0.22.0 through Triton's vLLM backend on an H100: docs/runs/2026-12-06-llm-invariant-h100) and on the
 formats recorded from vLLM's source (tests/contracts/facts/vllm_logs.json)."""
 
@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from tests.conftest import ROOT
-from tritonbuild.backends import _vllm_served
-from tritonbuild.backends.models.vllm_invariant import KERNEL_NAME
+from tritonbuild.backends.vllm.invariant import served
+from tritonbuild.backends.vllm.invariant.plugin import KERNEL_NAME
 
 REAL = ROOT / "docs/runs/2026-12-06-llm-invariant-h100/server-8b-invariant.engine-lines"
 FACTS = json.loads((ROOT / "tests/contracts/facts/vllm_logs.json").read_text())
@@ -27,12 +27,12 @@ def _model(name: str, determinism: str = "invariant"):
 
 @pytest.mark.parametrize("name", ["llama-3-8b-fp16-invariant", "llama-3-8b-int4-invariant"])
 def test_the_real_servers_log_proves_both_invariant_models(name):
-    assert _vllm_served.served_check(_model(name), _log()) == ([], None)
+    assert served.served_check(_model(name), _log()) == ([], None)
 
 
 def test_a_w4a16_linear_on_another_kernel_fails_naming_it():
     log = _log().replace(f"Using {KERNEL_NAME}", "Using MacheteLinearKernel")
-    problems, _ = _vllm_served.served_check(_model("llama-3-8b-int4-invariant"), log)
+    problems, _ = served.served_check(_model("llama-3-8b-int4-invariant"), log)
     assert len(problems) == 1 and "vLLM chose MacheteLinearKernel" in problems[0]
     assert "pid 1886" in problems[0]
     # one kernel class line per process: a second class for some linears is caught too
@@ -40,23 +40,23 @@ def test_a_w4a16_linear_on_another_kernel_fails_naming_it():
         _log()
         + "\n(EngineCore pid=1886) INFO [x] Using MarlinLinearKernel for CompressedTensorsWNA16"
     )
-    problems, _ = _vllm_served.served_check(_model("llama-3-8b-int4-invariant"), both)
+    problems, _ = served.served_check(_model("llama-3-8b-int4-invariant"), both)
     assert problems and "MarlinLinearKernel" in problems[0]
 
 
 def test_an_engine_without_the_plugin_line_before_it_fails():
     log = "\n".join(line for line in _log().splitlines() if "tritonbuild:" not in line)
     for name in ("llama-3-8b-fp16-invariant", "llama-3-8b-int4-invariant"):
-        problems, _ = _vllm_served.served_check(_model(name), log)
+        problems, _ = served.served_check(_model(name), log)
         assert problems and "without tritonbuild's invariant plugin" in problems[0]
 
 
 def test_no_engine_for_the_model_no_log_and_default_models():
-    problems, _ = _vllm_served.served_check(_model("other"), _log())
+    problems, _ = served.served_check(_model("other"), _log())
     assert "has no vLLM engine for it" in problems[0]
-    assert _vllm_served.served_check(_model("x"), None)[0] == []
-    assert "no server log" in _vllm_served.served_check(_model("x"), None)[1]
-    assert _vllm_served.served_check(_model("x", "default"), "") == ([], None)
+    assert served.served_check(_model("x"), None)[0] == []
+    assert "no server log" in served.served_check(_model("x"), None)[1]
+    assert served.served_check(_model("x", "default"), "") == ([], None)
 
 
 def test_the_patterns_match_the_lines_as_vllms_source_formats_them():
@@ -65,8 +65,8 @@ def test_the_patterns_match_the_lines_as_vllms_source_formats_them():
     engine = FACTS["engine_config"]["format"] % ("0.22.0", config)
     kernel = FACTS["wna16_kernel"]["format"] % KERNEL_NAME
     line = f"{prefix}INFO 12-06 04:00:49 [core.py:112] {engine}"
-    assert _vllm_served.ENGINE.search(line)["model"] == "/models/m/3/model"
-    assert _vllm_served.KERNEL.search(f"{prefix}INFO [x] {kernel}")["kernel"] == KERNEL_NAME
-    assert FACTS["plugin_line"]["format"] % KERNEL_NAME == _vllm_served.PLUGIN
+    assert served.ENGINE.search(line)["model"] == "/models/m/3/model"
+    assert served.KERNEL.search(f"{prefix}INFO [x] {kernel}")["kernel"] == KERNEL_NAME
+    assert FACTS["plugin_line"]["format"] % KERNEL_NAME == served.PLUGIN
     coloured = f"\x1b[36m(EngineCore pid=42)\x1b[0m INFO [core.py:112] {engine}"
-    assert _vllm_served.ENGINE.search(coloured)["pid"] == "42"
+    assert served.ENGINE.search(coloured)["pid"] == "42"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tritonbuild.backends import _vllm_invariant
+from tritonbuild.backends.vllm.invariant import wheel as invariant
 from tritonbuild.server import toolenv
 from tritonbuild.server.embedded import EmbeddedServer, ServerStartError
 
@@ -44,26 +44,24 @@ def _server(tmp_path, env, wheel):
 
 
 def test_a_made_environment_gets_the_wheel_on_its_stub_path(tmp_path):
-    wheel = _vllm_invariant.plugin_wheel(tmp_path / "plugins")
+    wheel = invariant.plugin_wheel(tmp_path / "plugins")
     got = _server(tmp_path, _tool_env(tmp_path / "made", True), wheel)._env()
     site = tmp_path / "server" / "site"
     assert got["VLLM_BATCH_INVARIANT"] == "1"
     assert got[toolenv.STUB_PATH_VAR].split(":")[0] == str(site) and got["PYTHONPATH"].split(":")[
         0
     ] == str(site)
-    assert (site / f"{_vllm_invariant.DIST}.py").is_file()
+    assert (site / f"{invariant.DIST}.py").is_file()
 
 
 def test_an_environment_used_as_it_is_needs_the_wheel_installed(tmp_path):
-    wheel = _vllm_invariant.plugin_wheel(tmp_path / "plugins")
+    wheel = invariant.plugin_wheel(tmp_path / "plugins")
     env = _tool_env(tmp_path / "own", False)
     with pytest.raises(
         ServerStartError, match=r"pip install --no-deps .*tritonbuild_vllm_invariant"
     ):
         _server(tmp_path, env, wheel)._env()
-    version = _vllm_invariant.plugin_version()
-    (
-        env.site_packages / f"{_vllm_invariant.DIST}-{version}.dist-info"
-    ).mkdir()  # what pip install leaves
+    version = invariant.plugin_version()
+    (env.site_packages / f"{invariant.DIST}-{version}.dist-info").mkdir()  # what pip install leaves
     got = _server(tmp_path, env, wheel)._env()
     assert got["VLLM_BATCH_INVARIANT"] == "1" and toolenv.STUB_PATH_VAR not in got

@@ -7,13 +7,13 @@ The lines, as vLLM 0.22.0 prints them (tests/contracts/facts/vllm_logs.json; see
 H200, docs/runs): the engine core's process prefix `(EngineCore pid=N)` on its own lines,
 `Initializing a V1 LLM engine (vX) with config: model='PATH', ...` (vllm/v1/engine/core.py L112),
 `Using KERNEL for CompressedTensorsWNA16` (compressed_tensors_wNa16.py L112), and the plugin's
-registration line in the process that loads the engine (models/vllm_invariant.py register)."""
+registration line in the process that loads the engine (vllm/invariant/plugin.py register)."""
 
 from __future__ import annotations
 
 import re
 
-from tritonbuild.backends.models.vllm_invariant import KERNEL_NAME
+from tritonbuild.backends.vllm.invariant.plugin import KERNEL_NAME
 
 ENGINE = re.compile(
     r"\(EngineCore[^ )]* pid=(?P<pid>\d+)\).*?Initializing a V1 LLM engine \(v[^)]*\) with "

@@ -6,7 +6,7 @@ depends on the other requests in flight, for fp16 and INT4 weight-only models al
   attention without splits, log-softmax, no cascade attention). It leaves W4A16 layers on the
   mixed-precision kernel vLLM selects (Machete on Hopper), which is not invariant (measured:
   docs/runs).
-- tritonbuild's plugin (backends/models/vllm_invariant.py), a vLLM general plugin that in that mode
+- tritonbuild's plugin (backends/vllm/invariant/plugin.py), a vLLM general plugin that in that mode
   puts a batch-invariant W4A16 kernel first among the CUDA mixed-precision kernels. It is packaged
   as a wheel inside the model's version directory (so it is verified and published with the model
   it serves) and installed into the server's Python (`serve` does it; Dockerfile.triton and the
@@ -22,7 +22,7 @@ import hashlib
 import zipfile
 from pathlib import Path
 
-PLUGIN_SOURCE = Path(__file__).with_name("models") / "vllm_invariant.py"
+PLUGIN_SOURCE = Path(__file__).with_name("plugin.py")
 DIST = "tritonbuild_vllm_invariant"
 # vLLM's entry-point group for plugins loaded in every process (vllm 0.22.0 vllm/plugins/__init__.py
 # DEFAULT_PLUGINS_GROUP), and the name VLLM_PLUGINS would select it by.
@@ -89,7 +89,7 @@ def plugin_wheel(dest_dir: Path) -> Path:
 def determinism_problem(recipe) -> tuple[str, str] | None:
     """(message, hint) when the recipe asks for invariant answers from an image whose vLLM the
     plugin is not recorded for, else None."""
-    from tritonbuild.backends._vllm_quantization import image_vllm, images_where
+    from tritonbuild.backends.vllm.versions import image_vllm, images_where
 
     if recipe.serving.determinism != "invariant":
         return None

@@ -1,4 +1,4 @@
-"""What each vLLM a serving image ships takes, per recorded version (vllm_versions.json beside this
+"""What each vLLM a serving image ships takes, per recorded version (versions.json beside this
 file, derived from the vLLM wheels by tests/contracts/vllm_wheels.py, which also records them in
 tests/contracts/facts): the model.json keys (AsyncEngineArgs), the quantization methods
 (QuantizationMethods), the quantization values it loads an AWQ / GPTQ checkpoint with
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tritonbuild.backends.llm.images import VLLM_IMAGES
 
-TABLE = json.loads((Path(__file__).parent / "vllm_versions.json").read_text())["versions"]
+TABLE = json.loads(Path(__file__).with_name("versions.json").read_text())["versions"]
 # vLLM version: its quantization methods / AsyncEngineArgs fields
 BY_VERSION = {v: frozenset(t["quantization"]) for v, t in TABLE.items()}
 ENGINE_ARGS = {v: frozenset(t["engine_args"]) for v, t in TABLE.items()}

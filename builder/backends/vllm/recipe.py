@@ -1,6 +1,6 @@
 """The vLLM recipe (`backend: vllm`): the checkpoint, typed engine args (`VLLMEngineArgs`, written
-to model.json), LoRA, quantize and speculative decoding (their types in `_vllm_lora.py`,
-`_vllm_quantize_step.py`, `_vllm_speculative.py`), the serving image and how the server runs it."""
+to model.json), LoRA, quantize and speculative decoding (their types in `vllm/lora.py`,
+`vllm/quantize/step.py`, `vllm/speculative.py`), the serving image and how the server runs it."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Literal
 
 from pydantic import Field, JsonValue, field_validator
 
-from tritonbuild.backends._vllm_lora import VLLMLoRA
-from tritonbuild.backends._vllm_quantization import ALL as QUANTIZATION_METHODS
-from tritonbuild.backends._vllm_quantize_step import VLLMQuantize
-from tritonbuild.backends._vllm_speculative import VLLMSpeculative
 from tritonbuild.backends.llm.gpus import TargetGPU
+from tritonbuild.backends.vllm.lora import VLLMLoRA
+from tritonbuild.backends.vllm.quantize.step import VLLMQuantize
+from tritonbuild.backends.vllm.speculative import VLLMSpeculative
+from tritonbuild.backends.vllm.versions import ALL as QUANTIZATION_METHODS
 from tritonbuild.recipe.models import SCHEMA_VERSION, Checkpoint, Named, Strict, Verify
 
 

@@ -17,7 +17,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from tritonbuild.backends._vllm_quantization import image_vllm, images_where
+from tritonbuild.backends.vllm.versions import image_vllm, images_where
 from tritonbuild.errors import PlanError
 from tritonbuild.recipe.models import Strict
 

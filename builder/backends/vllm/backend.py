@@ -1,31 +1,32 @@
 """vLLM backend: the checkpoint packaged in the version directory (or quantized into it), model.json
 with typed engine args, config.pbtxt as the vLLM backend expects it (decoupled, max_batch_size 0,
-KIND_MODEL). The recipe type is in `_vllm_recipe.py`, what the repository holds in `_vllm_emit.py`,
-the memory plan in `_vllm_memory.py`."""
+KIND_MODEL). The recipe type is in `recipe.py`, what the repository holds in `emit.py`, the
+memory plan in `memory.py`."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from tritonbuild.backends import _vllm_invariance, _vllm_invariant
-from tritonbuild.backends import _vllm_quantize_step as quant
-from tritonbuild.backends._vllm_emit import INPUTS, OUTPUTS, emit, model_json
-from tritonbuild.backends._vllm_extra import extra_problems
-from tritonbuild.backends._vllm_lora import cross_key_problems, lora_step, rank_problem
-from tritonbuild.backends._vllm_memory import describe
-from tritonbuild.backends._vllm_quantization import (
-    checkpoint_methods,
-    engine_args_problems,
-    quantization_problem,
-)
-from tritonbuild.backends._vllm_recipe import TYPED_ENGINE_ARGS, VLLMRecipe
-from tritonbuild.backends._vllm_rules import load_problems
-from tritonbuild.backends._vllm_speculative import draft_step, speculative_problem
 from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import copy_inputs
 from tritonbuild.backends.llm.checkpoint import read_checkpoint, recipe_dir
 from tritonbuild.backends.llm.memory import Architecture, tp_heads_problem
+from tritonbuild.backends.vllm.emit import INPUTS, OUTPUTS, emit, model_json
+from tritonbuild.backends.vllm.extra import extra_problems
+from tritonbuild.backends.vllm.invariant import table as invariance
+from tritonbuild.backends.vllm.invariant import wheel as invariant
+from tritonbuild.backends.vllm.lora import cross_key_problems, lora_step, rank_problem
+from tritonbuild.backends.vllm.memory import describe
+from tritonbuild.backends.vllm.quantize import step as quant
+from tritonbuild.backends.vllm.recipe import TYPED_ENGINE_ARGS, VLLMRecipe
+from tritonbuild.backends.vllm.rules import load_problems
+from tritonbuild.backends.vllm.speculative import draft_step, speculative_problem
+from tritonbuild.backends.vllm.versions import (
+    checkpoint_methods,
+    engine_args_problems,
+    quantization_problem,
+)
 from tritonbuild.errors import PlanError, RecipeError
 from tritonbuild.recipe.load import LoadedRecipe
 
@@ -46,7 +47,7 @@ GOLDEN_PROMPTS = [
 
 def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, dict[str, str]]]:
     ckpt, config, files = read_checkpoint(loaded, ctx)
-    if problem := _vllm_invariance.checkpoint_problem(loaded.recipe, config):
+    if problem := invariance.checkpoint_problem(loaded.recipe, config):
         raise RecipeError(
             f"checkpoint.path: {problem[0]}",
             where=loaded.where(("checkpoint", "path")),
@@ -176,7 +177,7 @@ class VLLMBackend(Backend):
         return golden_inputs(model)
 
     def served_check(self, model, log: str | None) -> tuple[list[str], str | None]:
-        from tritonbuild.backends._vllm_served import served_check
+        from tritonbuild.backends.vllm.invariant.served import served_check
 
         return served_check(model, log)
 
@@ -191,9 +192,9 @@ class VLLMBackend(Backend):
         problems += cross_key_problems(recipe)
         if problem := speculative_problem(recipe.speculative, recipe.image.triton_image):
             problems.append((("speculative", "method"), *problem))
-        if problem := _vllm_invariant.determinism_problem(recipe):
+        if problem := invariant.determinism_problem(recipe):
             problems.append((("serving", "determinism"), *problem))
-        problems += _vllm_invariance.recipe_problems(recipe)
+        problems += invariance.recipe_problems(recipe)
         extra = recipe.engine_args.extra
         problems += extra_problems(extra, recipe.image.triton_image, set(TYPED_ENGINE_ARGS))
         # extra's own keys were checked above
@@ -206,7 +207,7 @@ class VLLMBackend(Backend):
         return emit(built_model, root, store, manifest_model)
 
     def adopt_recipe(self, mc, model_dir: Path, out: Path) -> tuple[dict, int]:
-        from tritonbuild.backends._vllm_adopt import adopt_vllm
+        from tritonbuild.backends.vllm.adopt import adopt_vllm
 
         return adopt_vllm(mc, model_dir, out, set(TYPED_ENGINE_ARGS))
 

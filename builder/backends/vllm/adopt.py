@@ -9,7 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
-from tritonbuild.backends._vllm_extra import OWNED
+from tritonbuild.backends.vllm.extra import OWNED
 from tritonbuild.errors import UsageError
 from tritonbuild.triton.config import enum_name
 from tritonbuild.triton.refusals import refusal
@@ -24,7 +24,7 @@ _HINT = (
 )
 
 
-# what the vllm recipe's emitter writes (_vllm_emit): a config that says otherwise is refused, not
+# what the vllm recipe's emitter writes (emit.py): a config that says otherwise is refused, not
 # rewritten
 _WHY = {
     "instance_group": "the vllm recipe writes one KIND_MODEL group of count 1 (the vLLM backend "

@@ -2,7 +2,7 @@
 (AsyncEngineArgs takes a dict of SpeculativeConfig's fields: method, model, num_speculative_tokens),
 the draft model or head packaged as <v>/draft/ and named where the server sees it, its weights and
 its attention layers' KV counted in the memory plan. Per vLLM version an image ships
-(vllm_versions.json `speculative`, derived from the wheels' SpeculativeConfig:
+(vllm/versions.json `speculative`, derived from the wheels' SpeculativeConfig:
 tests/contracts/facts/vllm_speculative.json): the methods it takes and whether its engine runs
 method draft_model; which methods load a drafter whose attention layers get KV
 (tests/contracts/facts/vllm_draft.json)."""
@@ -70,7 +70,7 @@ def speculative_problem(speculative, triton_image: str) -> tuple[str, str] | Non
     """(message, hint) when the image's vLLM takes no such speculative method, or refuses (or is not
     recorded to run) method draft_model; else None. An image whose vLLM has no speculative_config
     (or is not recorded) is engine_args_problems' (the key itself)."""
-    from tritonbuild.backends._vllm_quantization import SPECULATIVE, image_vllm, images_where
+    from tritonbuild.backends.vllm.versions import SPECULATIVE, image_vllm, images_where
 
     version = image_vllm(triton_image)
     if speculative is None or version not in SPECULATIVE:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tritonbuild.backends import _vllm_invariance, _vllm_invariant
-from tritonbuild.backends import _vllm_quantize_step as quant
-from tritonbuild.backends._vllm_speculative import speculative_config
+from tritonbuild.backends.vllm.invariant import table as invariance
+from tritonbuild.backends.vllm.invariant import wheel as invariant
+from tritonbuild.backends.vllm.quantize import step as quant
+from tritonbuild.backends.vllm.speculative import speculative_config
 from tritonbuild.core.hashing import pretty_json, sha256_json
 from tritonbuild.recipe.models import TensorSpec
 
@@ -53,7 +54,7 @@ def model_json(recipe) -> dict:
         {k: v for k, v in recipe.engine_args.model_dump(exclude={"extra"}).items() if v is not None}
     )
     args.update(recipe.engine_args.extra)  # check_recipe refuses a key set above or below
-    args.update(_vllm_invariance.forced(recipe))  # what serving.determinism: invariant needs
+    args.update(invariance.forced(recipe))  # what serving.determinism: invariant needs
     if recipe.lora is not None:  # the backend then reads multi_lora.json beside model.json
         args["enable_lora"] = True
         args.update(
@@ -85,9 +86,9 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
     (vdir / "model.json").write_bytes(pretty_json(model_json(r)))
     if r.lora is not None:
         (vdir / "multi_lora.json").write_bytes(pretty_json(multi_lora(r)))
-    serving = _vllm_invariant.serving(r)
+    serving = invariant.serving(r)
     if serving:
-        _vllm_invariant.plugin_wheel(vdir / _vllm_invariant.PLUGIN_DIR)
+        invariant.plugin_wheel(vdir / invariant.PLUGIN_DIR)
     pb2 = model_config_pb2()
     mc = pb2.ModelConfig()
     mc.name = r.name

@@ -1,6 +1,6 @@
 """INT4 weight-only quantization into compressed-tensors' W4A16 pack-quantized layout (what vLLM
 loads with quantization: compressed-tensors), on whole arrays: the arithmetic of the `vllm.quantize`
-step, which `_vllm_quantize.py` streams a checkpoint through.
+step, which `vllm/quantize/writer.py` streams a checkpoint through.
 
 Symmetric round to nearest per group of `group_size` inputs, the scale max|w| / 7.5
 (compressed-tensors' calculate_qparams for a signed 4-bit range), values clipped to [-8, 7],

@@ -1,4 +1,4 @@
-"""The `vllm.quantize` build step around the INT4 quantizer (`_vllm_quantize.py`): the recipe key
+"""The `vllm.quantize` build step around the INT4 quantizer (`vllm/quantize/writer.py`): the recipe key
 (`quantize`), its load-time rules, the planned step (refusals at plan time, where the checkpoint's
 config.json and safetensors headers are known) and its run. Imports no numpy until a step is planned
 or run."""
@@ -36,7 +36,7 @@ class VLLMQuantize(Strict):
 def quantize_problems(recipe) -> list:
     """check_recipe's (key path, message, hint) for a VLLMRecipe's quantize: the image's vLLM must
     have compressed-tensors, and engine_args.quantization must be that or unset."""
-    from tritonbuild.backends._vllm_quantization import quantization_problem
+    from tritonbuild.backends.vllm.versions import quantization_problem
 
     if recipe.quantize is None:
         return []
@@ -61,7 +61,7 @@ def quantize_step(
     """The vllm.quantize step of a recipe with quantize: refuses a checkpoint already quantized,
     weights that are not safetensors, and a group size that does not divide a linear's inputs (per
     tensor-parallel rank for the row-parallel ones), each a plan error at the recipe's key."""
-    from tritonbuild.backends._vllm_quantize_plan import (
+    from tritonbuild.backends.vllm.quantize.plan import (
         GROUP_SIZES,
         QUANTIZER_VERSION,
         SHARD_BYTES,
@@ -117,7 +117,7 @@ def quantize_step(
 def weight_bytes(recipe, ckpt: Path, on_disk) -> int:
     """Bytes of the weights vLLM will load: what vllm.quantize writes (from the headers) with
     quantize, else (or where the headers cannot be read) on_disk(ckpt)."""
-    from tritonbuild.backends._vllm_quantize_plan import output_bytes, read_header, weight_files
+    from tritonbuild.backends.vllm.quantize.plan import output_bytes, read_header, weight_files
 
     if recipe.quantize is None:
         return on_disk(ckpt)
@@ -133,9 +133,9 @@ def weight_bytes(recipe, ckpt: Path, on_disk) -> int:
 
 def quantize_run(ctx) -> None:
     """The step: ctx.inputs (the checkpoint's files) → ctx.out/model, the quantized checkpoint."""
-    from tritonbuild.backends._vllm_quantize import quantize_checkpoint
-    from tritonbuild.backends._vllm_quantize_plan import FormatError
     from tritonbuild.backends.common import checkpoint_root
+    from tritonbuild.backends.vllm.quantize.plan import FormatError
+    from tritonbuild.backends.vllm.quantize.writer import quantize_checkpoint
 
     root = checkpoint_root(ctx.inputs)
     files = {rel: root / rel for rel in ctx.params["layout"]}

@@ -1,6 +1,6 @@
 """The `vllm.quantize` build step's writer: a Hugging Face checkpoint → the same checkpoint with its
-decoder linears INT4 weight-only (compressed-tensors' W4A16 pack-quantized layout, `_vllm_int4.py`),
-laid out as `_vllm_quantize_plan.layout` says.
+decoder linears INT4 weight-only (compressed-tensors' W4A16 pack-quantized layout, `vllm/quantize/int4.py`),
+laid out as `plan.layout` says.
 
 Streamed: the safetensors headers are read first, the output's headers are computed from them, then
 each tensor is read, quantized in blocks of rows and written at its offset, so an 8B checkpoint
@@ -16,13 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from tritonbuild.backends._vllm_int4 import (
+from tritonbuild.backends.vllm.quantize.int4 import (
     bf16_to_f32,
     pack_int4,
     quantization_config,
     quantize_int4,
 )
-from tritonbuild.backends._vllm_quantize_plan import (
+from tritonbuild.backends.vllm.quantize.plan import (
     INDEX,
     ITEMSIZE,
     SHARD_BYTES,

@@ -1,6 +1,6 @@
 """What the `vllm.quantize` step will write, from the safetensors headers alone (plan time, before
 any weight is read): the checkpoint's weight files, why it cannot be quantized, the output files and
-their tensors, the quantized weights' bytes. `_vllm_quantize.py` writes what `layout` lays out."""
+their tensors, the quantized weights' bytes. `vllm/quantize/writer.py` writes what `layout` lays out."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from tritonbuild.backends._vllm_int4 import LINEARS, linear_prefix
 from tritonbuild.backends.llm.safetensors import raw_header
+from tritonbuild.backends.vllm.quantize.int4 import LINEARS, linear_prefix
 
-# Bump when anything here, in _vllm_int4.py or in _vllm_quantize.py changes what the step writes
+# Bump when anything here, in vllm/quantize/int4.py or in vllm/quantize/writer.py changes what the step writes
 # (the `vllm.quantize` cache key carries it).
 QUANTIZER_VERSION = 1
 GROUP_SIZES = (32, 64, 128)

@@ -7,10 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tritonbuild.backends import _vllm_quantize_step as quant
-from tritonbuild.backends._vllm_emit import model_json
-from tritonbuild.backends._vllm_recipe import VLLMRecipe
-from tritonbuild.backends._vllm_speculative import draft_dir, draft_kv_config
 from tritonbuild.backends.base import PlanContext
 from tritonbuild.backends.llm.checkpoint import recipe_dir
 from tritonbuild.backends.llm.gpus import GPU_MEMORY_MIB
@@ -21,6 +17,10 @@ from tritonbuild.backends.llm.memory import (
     kv_bytes_per_token,
     model_weight_bytes,
 )
+from tritonbuild.backends.vllm.emit import model_json
+from tritonbuild.backends.vllm.quantize import step as quant
+from tritonbuild.backends.vllm.recipe import VLLMRecipe
+from tritonbuild.backends.vllm.speculative import draft_dir, draft_kv_config
 from tritonbuild.core.stores import is_url
 from tritonbuild.recipe.load import LoadedRecipe
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tritonbuild.backends._vllm_quantization import invariant_w4a16_problems
 from tritonbuild.backends.llm.gpus import GPU_SM
+from tritonbuild.backends.vllm.versions import invariant_w4a16_problems
 
 RECORD = "docs/runs/2026-12-04-llm-determinism-h200.json"
-PLUGIN = "builder/backends/models/vllm_invariant.py"
+PLUGIN = "builder/backends/vllm/invariant/plugin.py"
 # the plugin's kernel: TritonbuildInvariantW4A16Kernel.get_min_capability() (PLUGIN, read by a test)
 PLUGIN_MIN_SM = 8.0
 MEASURED_SM = 9.0  # the record's H200 (H100: the same SM 9.0)
