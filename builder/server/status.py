@@ -4,7 +4,6 @@ from the metrics endpoint. Read-only: Triton's HTTP API (KServe v2 + repository 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -16,9 +15,13 @@ from tritonbuild.triton.client import Server
 from tritonbuild.triton.plain_http import ErrorAnswer, get_text
 
 TIMEOUT_S = 10.0
-# nv_inference_request_success{model="m",version="1"} 12
-_METRIC_RE = re.compile(
-    r"^(nv_inference_(?:request_success|request_failure|count|exec_count))\{([^}]*)\}\s+(\S+)"
+# Triton's per-model counters (nv_inference_request_success{model="m",version="1"} 12), read with
+# prometheus_client's parser: a model name holding a quote or a backslash comes escaped in the label
+COUNTERS = (
+    "nv_inference_request_success",
+    "nv_inference_request_failure",
+    "nv_inference_count",
+    "nv_inference_exec_count",
 )
 
 
@@ -80,14 +83,22 @@ def _metrics(metrics_url: str | None) -> tuple[dict[str, dict[str, float]], str 
         return {}, f"metrics {redact(metrics_url)} answered HTTP {e.status}"
     except OSError as e:
         return {}, f"metrics {redact(metrics_url)} not reachable ({e})"
+    return counters_by_model(text), None
+
+
+def counters_by_model(text: str) -> dict[str, dict[str, float]]:
+    """Prometheus text → model → counter → value, summed over versions (Triton's COUNTERS only)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     out: dict[str, dict[str, float]] = {}
-    for line in text.splitlines():
-        match = _METRIC_RE.match(line)
-        if match:
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2)))
-            counters = out.setdefault(labels.get("model", "?"), {})
-            counters[match.group(1)] = counters.get(match.group(1), 0.0) + float(match.group(3))
-    return out, None
+    for family in text_string_to_metric_families(text):
+        if family.name not in COUNTERS:
+            continue
+        for sample in family.samples:  # NOTE: the parser names a counter's samples NAME_total
+            if sample.name in (family.name, f"{family.name}_total"):
+                counters = out.setdefault(sample.labels.get("model", "?"), {})
+                counters[family.name] = counters.get(family.name, 0.0) + float(sample.value)
+    return out
 
 
 def _asked(call, otherwise):
