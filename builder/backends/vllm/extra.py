@@ -16,11 +16,11 @@ from __future__ import annotations
 import difflib
 
 from tritonbuild.backends.vllm.versions import (
-    ARGS_IN_EVERY_RECORDED,
     ENGINE_ARGS,
     TABLE,
     image_vllm,
     images_where,
+    recorded_engine_args,
 )
 
 # vLLM version → field → what its JSON value may be (recorded from that version's wheel)
@@ -41,12 +41,7 @@ def extra_problems(extra: dict, triton_image: str, typed: set[str]) -> list:
     """(recipe key path, message, hint) per engine_args.extra key that tritonbuild owns, that a
     typed field sets, or that the image's vLLM's AsyncEngineArgs lacks."""
     version = image_vllm(triton_image)
-    fields = ENGINE_ARGS.get(version, ARGS_IN_EVERY_RECORDED)
-    what = (
-        f"vLLM {version}"
-        if version in ENGINE_ARGS
-        else f"every recorded vLLM (that of {triton_image} is not)"
-    )
+    fields, what = recorded_engine_args(triton_image)
     out = []
     for key in sorted(extra):
         at = ("engine_args", "extra", key)

@@ -81,18 +81,21 @@ def checkpoint_methods(quant_method: str, triton_image: str) -> set[str]:
     return set.intersection(*accepted) - {"marlin"}
 
 
+def recorded_engine_args(triton_image: str) -> tuple[set[str], str]:
+    """The AsyncEngineArgs fields of the image's vLLM (those in every recorded vLLM where its own
+    are not recorded), and how to name that vLLM in a message."""
+    version = image_vllm(triton_image)
+    if version in ENGINE_ARGS:
+        return ENGINE_ARGS[version], f"vLLM {version}"
+    return ARGS_IN_EVERY_RECORDED, f"every recorded vLLM (that of {triton_image} is not)"
+
+
 def engine_args_problems(keys: set[str], triton_image: str, engine_args: set[str]) -> list:
     """(recipe key path, message, hint) per model.json key the image's vLLM AsyncEngineArgs lacks
     (vllm_backend passes model.json to AsyncEngineArgs(**...), which refuses it at load):
     engine_args.<key> for the keys of engine_args, else the recipe key that writes it (speculative,
     lora)."""
-    version = image_vllm(triton_image)
-    fields = ENGINE_ARGS.get(version, ARGS_IN_EVERY_RECORDED)
-    what = (
-        f"vLLM {version}"
-        if version in ENGINE_ARGS
-        else f"every recorded vLLM (that of {triton_image} is not)"
-    )
+    fields, what = recorded_engine_args(triton_image)
     out = []
     for key in sorted(keys - fields):
         at = (
