@@ -3,6 +3,7 @@ version."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from tritonbuild.repository.manifest import ManifestModel
@@ -139,11 +140,19 @@ def host_numerics(url: str | None, model: ManifestModel) -> dict | None:
     from urllib.parse import urlparse
 
     from tritonbuild.backends import REGISTRY
-    from tritonbuild.core.numerics import fingerprint
 
     backend = REGISTRY.for_manifest(model.backend)
     if backend is None or backend.route != "live-server":
         return None
     if not url or urlparse(url).hostname not in LOOPBACK:
         return None
-    return {**fingerprint(("torch",)), "read": "beside the server (verify's process, same host)"}
+    return {**_this_host(), "read": "beside the server (verify's process, same host)"}
+
+
+@functools.cache
+def _this_host() -> dict:
+    """This process's fingerprint with torch's GPUs: read once (importing torch, asking CUDA), not
+    once per model."""
+    from tritonbuild.core.numerics import fingerprint
+
+    return fingerprint(("torch",))

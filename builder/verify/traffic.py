@@ -36,7 +36,7 @@ SHARED_PROMPTS = 4  # prompts sharing a prefix, in flight together
 LONG_DECODE_TOKENS = 256
 CHUNKED_FACTOR = 1.25  # the chunked-prefill prompt: this many times the token budget, in words
 # tokens per word before the model's tokenizer was measured (BPE: about 1.3; a tokenizer trained on a few lines
-# took 3.8 on the 8B run's checkpoint: docs/runs/2026-12-06-llm-invariant-h100)
+# took about 3.7 on the 8B run's checkpoint: 362 tokens for 98 words, docs/runs/2026-12-06-llm-invariant-h100)
 TOKENS_PER_WORD_MAX = 1.6
 SAMPLING = {"temperature": 0.9, "top_p": 0.95, "seed": 1234}
 DEFAULT_BLOCK = 16  # vLLM's default KV block size on CUDA
