@@ -7,6 +7,7 @@ import shutil
 import socket
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,29 @@ def pytest_collection_modifyitems(config, items):
     # Slow tests first (a stable sort: the order within each group is kept). The full run's workers take a module
     # (or class) at a time in this order, so the long ones start at once instead of ending the run on one worker.
     items.sort(key=lambda item: "slow" not in item.keywords)
+
+
+# Where CI time goes (ci/timeline.py reads it): TRITONBUILD_TEST_TIMELINE=FILE appends one JSON line per test
+# phase run (its node id, the xdist worker, start and end in seconds since the epoch).
+_TIMELINE = os.environ.get("TRITONBUILD_TEST_TIMELINE")
+_started: dict[str, float] = {}
+
+
+def pytest_runtest_logstart(nodeid, location):
+    if _TIMELINE:
+        _started[nodeid] = time.time()
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    if _TIMELINE and nodeid in _started:
+        line = {
+            "test": nodeid,
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+            "start": _started.pop(nodeid),
+            "end": time.time(),
+        }
+        with open(_TIMELINE, "a") as out:
+            out.write(json.dumps(line) + "\n")
 
 
 @pytest.fixture(scope="session", autouse=True)
