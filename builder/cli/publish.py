@@ -224,11 +224,30 @@ def _print_lock(lock: dict | None) -> None:
     )
 
 
+def _model_versions(values: tuple[str, ...]) -> dict[str, int]:
+    out = {}
+    for value in values:
+        name, _, version = value.partition("=")
+        if not name or not version.isdigit():
+            raise click.BadParameter(f"{value!r}: expected MODEL=N (e.g. pipeline=1)")
+        out[name] = int(version)
+    return out
+
+
 @main.command("rollback")
 @click.argument("target")
 @click.argument("model")
 @click.option(
     "--to", "to", type=int, required=True, metavar="N", help="The complete version to make live."
+)
+@click.option(
+    "--also",
+    "also",
+    multiple=True,
+    metavar="MODEL=N",
+    callback=lambda _ctx, _param, value: _model_versions(value),
+    help="Switch this model to version N in the same rollback (an ensemble with its steps); "
+    "repeatable.",
 )
 @endpoint_option
 @click.option(
@@ -249,6 +268,7 @@ def rollback_command(
     target: str,
     model: str,
     to: int,
+    also: dict[str, int],
     endpoint_url: str | None,
     break_lock: bool,
     notify: tuple[str, ...],
@@ -260,16 +280,22 @@ def rollback_command(
     from tritonbuild.errors import PublishError
 
     result = api.rollback(
-        parse_location(target, endpoint_url), model, to, break_lock=break_lock, notify=notify
+        parse_location(target, endpoint_url),
+        model,
+        to,
+        also=also,
+        break_lock=break_lock,
+        notify=notify,
     )
     if as_json:
         _json(result)
     else:
-        app().out.print(
-            f"{model}: live version {result.previous} → {result.live} at {result.target} "
-            f"(config {result.config_restored}"
-            f"{', a different interface' if result.interface_changed else ''})"
-        )
+        for row in [result, *(result.also or [])]:
+            app().out.print(
+                f"{row.model}: live version {row.previous} → {row.live} at {result.target} "
+                f"(config {row.config_restored}"
+                f"{', a different interface' if row.interface_changed else ''})"
+            )
         if result.lock_broken:
             app().err.print(f"warning: {result.lock_broken}", markup=False)
         for n in result.notified:

@@ -14,7 +14,7 @@ from tritonbuild.core.hashing import sha256_bytes, sha256_json
 from tritonbuild.errors import PublishError
 from tritonbuild.publish import objects
 from tritonbuild.publish.layout import in_version_dir
-from tritonbuild.publish.models import PublishedVersion, TargetManifest
+from tritonbuild.publish.models import PublishedModel, PublishedVersion, TargetManifest
 from tritonbuild.publish.pinning import pinned_config, version_config_name
 from tritonbuild.publish.target import Target
 from tritonbuild.repository.manifest import Manifest, ManifestModel
@@ -26,13 +26,18 @@ def own_config(root: Path, model: ManifestModel) -> bytes:
     return pinned_config(config_bytes(root / model.name), [model.version])
 
 
+NOT_HERE = (
+    "not in this repository"  # a called model the publishing build did not hold: never compared
+)
+
+
 def _behaviour(root: Path, newest: dict[str, ManifestModel], name: str, seen: tuple) -> str:
     """sha256 over a model's files, its config (no version pinned) and the models it calls."""
     model = newest.get(name)
     if (
         model is None or name in seen
     ):  # NOTE: not in this repository (or a cycle, refused by Triton)
-        return "not in this repository"
+        return NOT_HERE
     return sha256_json(
         {
             "files": model.model_identity,
@@ -156,3 +161,55 @@ def _config_changes(target: Target, model: ManifestModel, own: bytes) -> str:
     except ConfigParseError:
         return f"its digest is not the one recorded, and {name} at the target does not parse"
     return f"{', '.join(fields)} differ" if fields else ""
+
+
+class TargetBehaviour:
+    """The behaviour identity (as `_behaviour` computes it from a repository) of each model at a
+    target, from the published records: a version's files identity, its stored config-v<N>.pbtxt
+    and the models it calls, at the versions `live` names. None where a record cannot tell (a
+    version published before tritonbuild stored its config)."""
+
+    def __init__(self, target: Target, models: dict[str, PublishedModel]):
+        self.target, self.models = target, models
+        self._configs: dict[tuple[str, int], bytes | None] = {}
+
+    def of(self, name: str, version: int, live: dict[str, int], seen: tuple = ()) -> str | None:
+        published = self.models.get(name)
+        record = published.versions.get(version) if published else None
+        if record is None or name in seen or record.config_sha256 is None:
+            return None
+        key = (name, version)
+        if key not in self._configs:
+            self._configs[key] = objects.read_text(
+                self.target, self.target.path(name, version_config_name(version))
+            )
+        if self._configs[key] is None:
+            return None
+        calls = {}
+        for dep, recorded in sorted((record.steps_identity or {}).items()):
+            now = recorded if recorded == NOT_HERE else None
+            if now is None and dep in live:
+                now = self.of(dep, live[dep], live, (*seen, name))
+            if now is None:
+                return None
+            calls[dep] = now
+        config = sha256_bytes(pinned_config(self._configs[key], []))
+        return sha256_json({"files": record.model_identity, "config": config, "calls": calls})
+
+    def stale(self, live: dict[str, int]) -> dict[str, list[str]]:
+        """Each model serving at `live` whose record says it was verified on another version of
+        a model it calls (its goldens would not answer for what is served) → those models."""
+        out = {}
+        for name, version in sorted(live.items()):
+            record = self.models[name].versions.get(version)
+            deps = sorted(
+                dep
+                for dep, recorded in ((record.steps_identity or {}) if record else {}).items()
+                if recorded != NOT_HERE
+                and dep in live
+                and (now := self.of(dep, live[dep], live)) is not None
+                and now != recorded
+            )
+            if deps:
+                out[name] = deps
+        return out

@@ -10,6 +10,7 @@ from tritonbuild.core.location import Location
 from tritonbuild.core.results import OMIT_NONE, Result
 from tritonbuild.errors import PublishError
 from tritonbuild.publish import objects
+from tritonbuild.publish.identity import TargetBehaviour
 from tritonbuild.publish.lock import TargetLock
 from tritonbuild.publish.models import (
     TARGET_MANIFEST,
@@ -29,6 +30,17 @@ from tritonbuild.publish.target import Target
 
 
 @dataclass(frozen=True)
+class RolledBack(Result):
+    """One more model switched in the same rollback (--also)."""
+
+    model: str
+    live: int
+    previous: int | None
+    config_restored: str
+    interface_changed: bool
+
+
+@dataclass(frozen=True)
 class RollbackResult(Result):
     """rollback: the version made live, the one it replaced, the config restored, the servers
     told."""
@@ -40,6 +52,9 @@ class RollbackResult(Result):
     config_restored: str
     interface_changed: bool
     notified: list[dict]  # one row per server and model (publish/notify.py)
+    also: list[RolledBack] | None = field(
+        default=None, metadata=OMIT_NONE
+    )  # the models switched with it (--also), each as the fields above
     lock_broken: str | None = field(
         default=None, metadata=OMIT_NONE
     )  # what breaking an expired lock said
@@ -50,49 +65,133 @@ def rollback(
     model: str,
     to: int,
     *,
+    also: dict[str, int] | None = None,
     endpoint_url: str | None = None,
     break_lock: bool = False,
     notify: tuple[str, ...] = (),
 ) -> RollbackResult:
     """Make a complete, published version live again with ITS config (the one it was verified with,
-    stored at publish as config-v<N>.pbtxt): one config.pbtxt write, then the manifest; then notify
-    servers."""
+    stored at publish as config-v<N>.pbtxt), and the versions `also` names with it: each model's
+    config.pbtxt, then the manifest; then notify servers. Refused, before anything is written, where
+    a model that calls others (an ensemble, a BLS) would then serve beside another version of a
+    model it calls than the one its goldens were recorded on."""
+    switches = {model: to, **(also or {})}
     target = open_for_read(where, endpoint_url)
     with TargetLock(target, break_lock=break_lock) as lock:
         state = objects.read_state(target)
-        published = _intact_version(target, state, model, to)
-        config_path = target.path(model, "config.pbtxt")
-        current = objects.read_text(target, config_path)
-        if current is None:
-            raise PublishError(
-                f"{model}/config.pbtxt is missing at the target",
-                where=target.url,
-                hint="publish the model again",
+        current, own = {}, {}
+        for name, version in switches.items():
+            published = _intact_version(target, state, name, version)
+            current[name] = _current_config(target, name)
+            own[name] = _stored_config(
+                target, name, version, published.versions[version], current[name]
             )
-        parse_remote(current, f"{target.url}/{model}/config.pbtxt")
-        own_name = f"{model}/{version_config_name(to)}"
-        own = _stored_config(target, model, to, published.versions[to], current)
-        objects.write_bytes(target, config_path, own)
+        _refuse_stale_callers(target, state, switches)
         models = dict(state.models)
-        models[model] = published.model_copy(
-            update={"live": to, "config_sha256": sha256_bytes(own)}
-        )
+        for name, version in switches.items():
+            objects.write_bytes(target, target.path(name, "config.pbtxt"), own[name])
+            models[name] = models[name].model_copy(
+                update={"live": version, "config_sha256": sha256_bytes(own[name])}
+            )
         objects.write_bytes(
             target,
             target.path(TARGET_MANIFEST),
             pretty_json(TargetManifest(models=models).model_dump(mode="json")),
         )
-    notified = notify_all(notify, {model}, [])
+    notified = notify_all(notify, set(switches), [])
+    rows = [
+        RolledBack(
+            model=name,
+            live=version,
+            previous=live_version(current[name]),
+            config_restored=f"{name}/{version_config_name(version)}",
+            interface_changed=own[name] != pinned_config(current[name], [version]),
+        )
+        for name, version in switches.items()
+    ]
+    first = rows[0]
     return RollbackResult(
         target=target.url,
         model=model,
         live=to,
-        previous=live_version(current),
-        config_restored=own_name,
-        interface_changed=own != pinned_config(current, [to]),
+        previous=first.previous,
+        config_restored=first.config_restored,
+        interface_changed=first.interface_changed,
         notified=notified,
+        also=rows[1:] or None,
         lock_broken=lock.broken or None,
     )
+
+
+def _current_config(target: Target, model: str) -> bytes:
+    current = objects.read_text(target, target.path(model, "config.pbtxt"))
+    if current is None:
+        raise PublishError(
+            f"{model}/config.pbtxt is missing at the target",
+            where=target.url,
+            hint="publish the model again",
+        )
+    parse_remote(current, f"{target.url}/{model}/config.pbtxt")
+    return current
+
+
+def _refuse_stale_callers(target: Target, state: TargetManifest, switches: dict[str, int]) -> None:
+    """A PublishError where the switch leaves a model serving beside another version of a model it
+    calls than its goldens were recorded on (issue 43: its readiness probe would fail on every pod),
+    naming the versions to roll back together; staleness already at the target is not the switch's."""
+    behaviour = TargetBehaviour(target, state.models)
+    live = {name: m.live for name, m in state.models.items() if m.live is not None}
+    after = {**live, **switches}
+    before = behaviour.stale(live)
+    new = {
+        caller: fresh
+        for caller, deps in behaviour.stale(after).items()
+        if (fresh := [dep for dep in deps if dep not in before.get(caller, [])])
+    }
+    if not new:
+        return
+    pairs = "; ".join(
+        f"{caller} version {after[caller]} calls {', '.join(f'{d} (would serve version {after[d]})' for d in deps)}"
+        for caller, deps in sorted(new.items())
+    )
+    fixes = _together(behaviour, after, new, set(switches))
+    first, *_ = switches.items()
+    command = f"tritonbuild rollback {target.url} {first[0]} --to {first[1]}"
+    extra = " ".join(
+        f"--also {n}={v}" for n, v in {**dict(list(switches.items())[1:]), **fixes}.items()
+    )
+    raise PublishError(
+        f"rolling back would leave models serving with goldens recorded on other versions of "
+        f"the models they call: {pairs}; nothing at the target was changed",
+        where=target.url,
+        hint=f"roll them back together: {command} {extra}"
+        if fixes
+        else "publish the calling models at a bumped version built with the versions you roll "
+        "back to, or roll back to versions published together",
+    )
+
+
+def _together(
+    behaviour: TargetBehaviour, after: dict[str, int], stale: dict[str, list[str]], asked: set[str]
+):
+    """Versions that, switched too, leave none of `stale` stale: for each caller, its newest version
+    whose record matches what would serve; else for each model it calls, its newest that matches
+    the caller; never another version of a model the user asked for. {} where none exists."""
+    fixes: dict[str, int] = {}
+    for caller, deps in sorted(stale.items()):
+        options = [{caller: v} for v in sorted(behaviour.models[caller].versions, reverse=True)]
+        options += [
+            {dep: v} for dep in deps for v in sorted(behaviour.models[dep].versions, reverse=True)
+        ]
+        for option in options:
+            if asked & set(option):
+                continue
+            if caller not in behaviour.stale({**after, **fixes, **option}):
+                fixes.update(option)
+                break
+        else:
+            return {}
+    return fixes
 
 
 def _intact_version(target: Target, state: TargetManifest, model: str, to: int) -> PublishedModel:

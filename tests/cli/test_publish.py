@@ -746,6 +746,64 @@ def test_a_changed_step_under_an_unbumped_ensemble_is_refused(cli, tmp_path):
     }
 
 
+def test_a_step_rolled_back_under_its_ensemble_is_refused_unless_rolled_back_together(
+    cli, tmp_path
+):
+    """Issue 43: rolling back a step alone left the ensemble serving with goldens recorded on the other step
+    version (its readiness probe fails on every pod). Refused before anything is written, naming the ensemble and
+    the command that rolls both back together; --also does it, one manifest write; the ensemble rolled forward
+    alone is refused the same way."""
+    target = f"file://{tmp_path}/pub"
+
+    def build(tag: str, step_version: int, factor: str, ensemble_version: int):
+        src = tmp_path / f"src-{tag}"
+        src.mkdir()
+        (src / "model.py").write_text(PY_MODEL)
+        recipe = PY_RECIPE.replace("version: 1", f"version: {step_version}").lstrip()
+        (src / "r.yaml").write_text(recipe + f'parameters: {{factor: "{factor}"}}\n')
+        (src / "twice.yaml").write_text(ENSEMBLE.format(version=ensemble_version).lstrip())
+        out = tmp_path / f"repo-{tag}"
+        assert cli("build", src / "r.yaml", src / "twice.yaml", "-o", out).exit_code == 0
+        _fake_verified(cli, out)
+        return out
+
+    assert cli("publish", build("a", 1, "2", 1), target).exit_code == 0
+    assert cli("publish", build("b", 2, "3", 2), target).exit_code == 0
+    manifest = tmp_path / "pub" / "tritonbuild-manifest.json"
+    assert sorted(json.loads(manifest.read_text())["models"]["twice"]["versions"]) == ["1", "2"]
+    before = _snapshot(tmp_path / "pub")
+    r = cli("rollback", target, "doubler", "--to", "1")
+    assert r.exit_code == 7, r.stdout + r.stderr
+    said = " ".join(r.stderr.split())
+    assert "twice version 2 calls doubler (would serve version 1)" in said
+    assert "nothing at the target was changed" in said
+    assert f"tritonbuild rollback {target} doubler --to 1 --also twice=1" in said
+    assert "Traceback" not in r.stderr and _snapshot(tmp_path / "pub") == before
+    r = cli(
+        "rollback", target, "twice", "--to", "1"
+    )  # the ensemble alone: its goldens are on doubler v1
+    assert r.exit_code == 7 and "--also doubler=1" in " ".join(r.stderr.split()), r.stderr
+    assert _snapshot(tmp_path / "pub") == before
+    r = cli("rollback", target, "doubler", "--to", "1", "--also", "twice=1", "--json")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout)
+    assert (result["live"], result["previous"]) == (1, 2)
+    assert [(row["model"], row["live"], row["previous"]) for row in result["also"]] == [
+        ("twice", 1, 2)
+    ]
+    live = {name: m["live"] for name, m in json.loads(manifest.read_text())["models"].items()}
+    assert live == {"doubler": 1, "twice": 1}
+    r = cli(
+        "rollback", target, "doubler", "--to", "2"
+    )  # forward alone: twice v1 was verified on doubler v1
+    assert r.exit_code == 7 and "--also twice=2" in " ".join(r.stderr.split()), r.stderr
+    r = cli("rollback", target, "twice", "--to", "2", "--also", "doubler=2")
+    assert r.exit_code == 0 and "twice: live version 1 → 2" in r.stdout, r.stdout + r.stderr
+    assert "doubler: live version 1 → 2" in r.stdout
+    r = cli("rollback", target, "twice", "--to", "1", "--also", "doubler")
+    assert r.exit_code == 2 and "expected MODEL=N" in r.stderr
+
+
 def test_publish_and_ls_say_which_manifest_digest_they_print(cli, repo, tmp_path):
     """Issue 43: publish printed the repository manifest's digest and ls the target manifest's, both as 'manifest',
     two different values without a word on which is which."""
