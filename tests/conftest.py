@@ -65,9 +65,20 @@ def pytest_collection_modifyitems(config, items):
 
 
 # Where CI time goes (ci/timeline.py reads it): TRITONBUILD_TEST_TIMELINE=FILE appends one JSON line per test
-# phase run (its node id, the xdist worker, start and end in seconds since the epoch).
+# phase run (its node id, the xdist worker, start and end in seconds since the epoch), from the process that ran
+# it (xdist's controller, which replays its workers' hooks, writes nothing).
 _TIMELINE = os.environ.get("TRITONBUILD_TEST_TIMELINE")
 _started: dict[str, float] = {}
+
+
+def pytest_configure(config):
+    global _TIMELINE
+    if (
+        _TIMELINE
+        and getattr(config.option, "dist", "no") != "no"
+        and not hasattr(config, "workerinput")
+    ):
+        _TIMELINE = None
 
 
 def pytest_runtest_logstart(nodeid, location):

@@ -3,7 +3,7 @@ verified with."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from tritonbuild.core.hashing import pretty_json, sha256_bytes
 from tritonbuild.core.location import Location
@@ -99,7 +99,7 @@ def rollback(
             pretty_json(TargetManifest(models=models).model_dump(mode="json")),
         )
     notified = notify_all(notify, set(switches), [])
-    rows = [
+    first, *others = (
         RolledBack(
             model=name,
             live=version,
@@ -108,17 +108,12 @@ def rollback(
             interface_changed=own[name] != pinned_config(current[name], [version]),
         )
         for name, version in switches.items()
-    ]
-    first = rows[0]
+    )
     return RollbackResult(
+        **asdict(first),
         target=target.url,
-        model=model,
-        live=to,
-        previous=first.previous,
-        config_restored=first.config_restored,
-        interface_changed=first.interface_changed,
         notified=notified,
-        also=rows[1:] or None,
+        also=others or None,
         lock_broken=lock.broken or None,
     )
 
