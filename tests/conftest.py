@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import resource
 import shutil
 import socket
 import textwrap
@@ -65,10 +66,19 @@ def pytest_collection_modifyitems(config, items):
 
 
 # Where CI time goes (ci/timeline.py reads it): TRITONBUILD_TEST_TIMELINE=FILE appends one JSON line per test
-# phase run (its node id, the xdist worker, start and end in seconds since the epoch), from the process that ran
-# it (xdist's controller, which replays its workers' hooks, writes nothing).
+# phase run (its node id, the xdist worker, start and end in seconds since the epoch, and the CPU seconds it and
+# the processes it waited for used: what a 2-core machine pays), from the process that ran it (xdist's controller,
+# which replays its workers' hooks, writes nothing).
 _TIMELINE = os.environ.get("TRITONBUILD_TEST_TIMELINE")
-_started: dict[str, float] = {}
+_started: dict[str, tuple[float, float]] = {}
+
+
+def _cpu_seconds() -> float:
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def pytest_configure(config):
@@ -83,16 +93,18 @@ def pytest_configure(config):
 
 def pytest_runtest_logstart(nodeid, location):
     if _TIMELINE:
-        _started[nodeid] = time.time()
+        _started[nodeid] = (time.time(), _cpu_seconds())
 
 
 def pytest_runtest_logfinish(nodeid, location):
     if _TIMELINE and nodeid in _started:
+        start, cpu = _started.pop(nodeid)
         line = {
             "test": nodeid,
             "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
-            "start": _started.pop(nodeid),
+            "start": start,
             "end": time.time(),
+            "cpu": round(_cpu_seconds() - cpu, 3),
         }
         with open(_TIMELINE, "a") as out:
             out.write(json.dumps(line) + "\n")
