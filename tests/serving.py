@@ -26,7 +26,12 @@ def serve_json(*args, env: dict | None = None) -> tuple[subprocess.Popen, dict]:
         lines.append(line)
     text = "".join(lines) + "}"
     try:
-        return proc, json.loads(text)
+        ready = json.loads(text)
     except ValueError:
+        ready = None
+    if (
+        not isinstance(ready, dict) or "http" not in ready
+    ):  # not the ready document: what serve said instead
         proc.kill()
-        raise AssertionError(text + proc.stderr.read()) from None
+        raise AssertionError(f"serve printed no ready document:\n{text}\n{proc.stderr.read()}")
+    return proc, ready
