@@ -135,7 +135,11 @@ def _refuse_stale_callers(target: Target, state: TargetManifest, switches: dict[
     calls than its goldens were recorded on (issue 43: its readiness probe would fail on every pod),
     naming the versions to roll back together; staleness already at the target is not the switch's."""
     behaviour = TargetBehaviour(target, state.models)
-    live = {name: m.live for name, m in state.models.items() if m.live is not None}
+    live = {
+        name: published.live
+        for name, published in state.models.items()
+        if published.live is not None
+    }
     after = {**live, **switches}
     before = behaviour.stale(live)
     new = {
