@@ -31,9 +31,8 @@ class Driver:
     denied_codes: frozenset[str] = frozenset()  # ... and for refused credentials
     # -- what a tritonserver reading this store needs (tests/contracts/facts/kubernetes.json,
     # store_credentials: server docs/user_guide/model_repository.md) -------------------------------
-    triton_scheme: str | None = (
-        None  # its --model-repository prefix; None: it cannot read the store
-    )
+    # its --model-repository prefix; None: it cannot read the store (deploy-snippets refuses it)
+    triton_scheme: str | None = None
     triton_env: tuple[str, ...] = ()  # credentials it reads, passed to a container by name
     secret_env: tuple[str, ...] = ()  # variables whose values are secrets: redacted wherever seen
     secret_keys = ""  # what the pods' Kubernetes Secret must hold (said by deploy-snippets)

@@ -39,10 +39,11 @@ def repository_url(target: str, endpoint: str | None = None) -> tuple[Driver, st
         raise UsageError(f"--target: {e.message}", where=e.where, hint=e.hint) from None
     driver = driver_for(location.scheme)
     if not driver.triton_scheme:
-        *others, last = [f"{d.schemes[0]}://" for d in served_drivers()]
+        *others, last = [f"{d.schemes[0]}://" for d in served_drivers()] or ["no store"]
+        readable = f"{', '.join(others)} or {last}" if others else last
         raise UsageError(
-            f"--target {location}: tritonserver reads a repository from "
-            f"{', '.join(others)} or {last}, not from this store; the pods could not start",
+            f"--target {location}: tritonserver reads a repository from {readable}, not from "
+            "this store; the pods could not start",
             hint="publish to an object store for the pods, or leave --target out to serve the "
             "repository baked into the image",
         )
