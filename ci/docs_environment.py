@@ -4,8 +4,10 @@ with what it does.
 
 The scan: in builder/**/*.py, a name read through `os.environ.get/pop(NAME)`, `os.getenv(NAME)`,
 `os.environ[NAME]`, `NAME in os.environ` or click's `envvar=NAME`, where NAME is a string literal or a module
-constant holding one; a tuple of names a function iterates while it reads os.environ (the secrets redacted, the
-numerics variables recorded, the variables passed into a container); in the serving image's shell
+constant holding one; a tuple of names a function iterates while it reads os.environ (the numerics variables
+recorded, tritonbuild's own secrets); the variables a store's driver declares (class attributes `triton_env`:
+passed into a container, `secret_env`: redacted, `endpoint_env`: its endpoint; core/drivers.py); in the serving
+image's shell
 (ci/docker/entrypoint.sh, Dockerfile.triton), `$TRITONBUILD_*` and `$AWS_*`. Writes (environ[NAME] = ...,
 setdefault for a child) are not reads. tests/docs/test_environment.py holds the page to the scan: a variable the
 code reads and this table does not describe fails the build of the docs, and so does one described and no longer
@@ -78,14 +80,19 @@ DESCRIPTIONS = {
     "PYTHONDONTWRITEBYTECODE": "Read by the embedded server's Python stub (the `.pth` tritonbuild writes): "
     "no `__pycache__` beside model.py.",
 }
-# Variables read as a group: a tuple of names in the code. Keyed by the tuple's name.
+# Variables read as a group: a tuple of names in the code. Keyed by the tuple's name (a store driver's attribute).
 GROUPS = {
-    "SECRET_ENV": "Secrets: their values are redacted from every message, log and report (never printed).",
+    "secret_env": "Secrets: their values are redacted from every message, log and report (never printed).",
     "NUMERICS_VARS": "Numerics: recorded in the numerics fingerprint of verification reports (they change "
     "which kernels run, so a golden's machine class includes them).",
-    "_PASSED_ENV": "Passed into a container: when `--tritonserver` runs an image, these are handed "
+    "triton_env": "Passed into a container: when `--tritonserver` runs an image, these are handed "
     "to it when set (the store credentials tritonserver reads itself).",
 }
+
+# A tuple iterated under another name, read as that group
+ALIASES = {"OWN_SECRET_ENV": "secret_env"}
+# A store driver's class attributes naming variables it reads (core/drivers.py), and their group
+DRIVER_ATTRIBUTES = {"triton_env": "triton_env", "secret_env": "secret_env", "endpoint_env": None}
 
 _READERS = {"get", "pop", "getenv"}
 _IN_CODE = r"environ\.get\(\s*['\"]([A-Z][A-Z0-9_]*)['\"]"
@@ -171,11 +178,47 @@ def _python_reads(path: Path) -> list[tuple[str, int, str | None]]:
         if not any(_name_read(n) is not None for n in ast.walk(scope)):
             continue
         for node in ast.walk(scope):
-            if isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.iter, ast.Name):
-                names = constants.get(node.iter.id)
-                if isinstance(names, tuple):
-                    line = getattr(node, "lineno", getattr(node.iter, "lineno", 0))
-                    found += [(name, line, node.iter.id) for name in names]
+            if isinstance(node, (ast.For, ast.comprehension)):
+                for group in _iterated(node.iter):
+                    names = constants.get(group)
+                    if isinstance(names, tuple):
+                        line = getattr(node, "lineno", getattr(node.iter, "lineno", 0))
+                        found += [(name, line, ALIASES.get(group, group)) for name in names]
+    return found + _driver_reads(tree)
+
+
+def _iterated(node: ast.AST) -> list[str]:
+    """The constants a loop iterates: NAME, or (*NAME, *OTHER)."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Tuple):
+        return [
+            e.value.id
+            for e in node.elts
+            if isinstance(e, ast.Starred) and isinstance(e.value, ast.Name)
+        ]
+    return []
+
+
+def _driver_reads(tree: ast.Module) -> list[tuple[str, int, str | None]]:
+    """The variables a store driver's class declares (DRIVER_ATTRIBUTES), read through the driver."""
+    found = []
+    for cls in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
+        for node in cls.body:
+            target = (
+                node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+            )
+            if isinstance(node, ast.AnnAssign):
+                target = node.target
+            if not (isinstance(target, ast.Name) and target.id in DRIVER_ATTRIBUTES and node.value):
+                continue
+            if isinstance(node.value, ast.Tuple):
+                group = DRIVER_ATTRIBUTES[target.id]
+                found += [
+                    (e.value, e.lineno, group)
+                    for e in node.value.elts
+                    if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                ]
     return found
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tritonbuild.core.stores import is_url
 from tritonbuild.plan import Plan
 from tritonbuild.recipe.load import LoadedRecipe
 from tritonbuild.steps import BuildResult
@@ -26,12 +27,12 @@ def recipe_inputs(
         if goldens:
             held[base / goldens] = f"the goldens of {recipe.name!r}"
         for rel in _source_paths(recipe):
-            if "://" not in rel:
+            if not is_url(rel):
                 held[base / rel] = f"a source of {recipe.name!r}"
         for key in ("checkpoint", "tokenizer"):
             value = getattr(recipe, key, None)
             rel = getattr(value, "path", value)
-            if isinstance(rel, str) and "://" not in rel:
+            if isinstance(rel, str) and not is_url(rel):
                 around[base / rel] = f"the {key} of {recipe.name!r}"
     return held, around
 
@@ -50,7 +51,7 @@ def planned_inputs(the_plan: Plan) -> dict[Path, str]:
         for model_plan in the_plan.models
         for step in model_plan.steps
         for path in step.inputs
-        if "://" not in path
+        if not is_url(path)
     }
 
 

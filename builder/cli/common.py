@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tritonbuild.cli.app import QUIET, VERBOSE, Application, app
+from tritonbuild.core.stores import is_url, url_prefixes
 from tritonbuild.errors import MultipleErrors, TritonBuildError, UsageError
 
 
@@ -293,7 +294,7 @@ cache_url_option = click.option(
     "--cache-url",
     envvar="TRITONBUILD_CACHE_URL",
     metavar="URL",
-    help="Shared remote build cache (s3://, gs://, az://, file://) [env TRITONBUILD_CACHE_URL].",
+    help=f"Shared remote build cache ({url_prefixes()}) [env TRITONBUILD_CACHE_URL].",
 )
 changed_since_option = click.option(
     "--changed-since",
@@ -332,8 +333,6 @@ def backend_dirs(specs: tuple[str, ...]) -> dict[str, Path]:
 def existing_dir(value: str | Path, what: str = "repository") -> Path:
     """A local directory argument that must exist: a usage error (exit 2) naming it, not a stage's
     error."""
-    from tritonbuild.core.stores import is_url
-
     if is_url(str(value)):  # NOTE: a click.Path would have folded 's3://b' into 's3:/b' already
         raise UsageError(
             f"{value} is a URL: this takes a {what} directory on this machine",

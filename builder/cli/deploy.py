@@ -8,6 +8,7 @@ import click
 
 from tritonbuild.cli.app import app
 from tritonbuild.cli.common import _json, existing_dir, json_option, main
+from tritonbuild.core.stores import url_prefixes
 
 
 @main.command("deploy-snippets")
@@ -34,7 +35,7 @@ from tritonbuild.cli.common import _json, existing_dir, json_option, main
 )
 @click.option(
     "--target",
-    help="Publish target tritonserver reads itself (s3://, gs://, az://); without it the "
+    help=f"Publish target tritonserver reads itself ({url_prefixes(served=True)}); without it the "
     "image's own /models is served.",
 )
 @click.option(
@@ -96,7 +97,7 @@ def deploy_snippets_command(
     autoscaler, disruption budget."""
     from tritonbuild import api
     from tritonbuild.publish.k8s_fleet import node_selector
-    from tritonbuild.publish.k8s_pod import REQUIREMENTS_FILE, SECRET_KEYS, repository_url
+    from tritonbuild.publish.k8s_pod import REQUIREMENTS_FILE, repository_url
 
     existing_dir(repository)
     path, budget, left_out, imports, notes = api.deploy_snippets(
@@ -104,7 +105,7 @@ def deploy_snippets_command(
     )
     target, name = options["target"], options["name"]
     secret = (options["secret"] or f"{name}-store") if target else None
-    secret_keys = SECRET_KEYS[repository_url(target, options["endpoint"])[0]] if target else None
+    secret_keys = repository_url(target, options["endpoint"])[0].secret_keys if target else None
     if as_json:
         _json(
             {

@@ -17,6 +17,7 @@ from tritonbuild.cli.common import (
     main,
     tritonserver_option,
 )
+from tritonbuild.core.stores import is_url
 
 if TYPE_CHECKING:
     from tritonbuild.verify.infer import InferResult
@@ -92,7 +93,7 @@ def infer_command(
     else:
         _print_samples(result)
     if bad:
-        built = target if "://" not in target else goldens_from
+        built = goldens_from if is_url(target) else target
         raise InferenceError(
             f"{len(bad)} of {len(result.samples)} answers differ from the goldens (samples {bad})",
             hint=f"tritonbuild verify {built} shows where",
@@ -105,7 +106,7 @@ def _check_target(target: str, model: str) -> None:
 
     from tritonbuild.errors import UsageError
 
-    if "://" not in target:
+    if not is_url(target):
         if not Path(target).exists() and re.fullmatch(r"[A-Za-z0-9.\-]+:[0-9]{1,5}", target):
             raise UsageError(
                 f"{target!r} is not a directory; as a server address it needs its scheme",

@@ -19,10 +19,14 @@ from tritonbuild.cli.common import (
     print_table,
 )
 from tritonbuild.cli.transfer import TransferReporter
-from tritonbuild.core.stores import parse_location
+from tritonbuild.core.stores import parse_location, url_prefixes
 
 
-@main.command("publish")
+@main.command(
+    "publish",
+    help=f"Publish a verified repository to TARGET ({url_prefixes()}) without exposing half "
+    "versions.",
+)
 @click.argument("repository", type=click.Path(path_type=Path))
 @click.argument("target")
 @endpoint_option
@@ -80,8 +84,6 @@ def publish_command(
     require_reproducible: bool,
     as_json: bool,
 ) -> None:
-    """Publish a verified repository to TARGET (file://, s3://, gs://, az://) without exposing half
-    versions."""
     from tritonbuild import api
 
     if skip_verify:

@@ -25,6 +25,7 @@ from tritonbuild.cli.common import (
     tritonserver_option,
 )
 from tritonbuild.cli.python_side import python_line
+from tritonbuild.core.stores import is_url
 
 if TYPE_CHECKING:
     from tritonbuild.api.serving import ServeReady, Serving
@@ -129,7 +130,7 @@ def serve_command(
 
     from tritonbuild import api
 
-    if "://" not in repository:
+    if not is_url(repository):
         existing_dir(repository)
     log_file = log_file or Path(tempfile.gettempdir()) / f"tritonbuild-serve-{os.getpid()}.log"
     serving = api.serve(

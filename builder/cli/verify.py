@@ -24,10 +24,17 @@ from tritonbuild.cli.common import (
     tritonserver_option,
 )
 from tritonbuild.cli.python_side import python_line
-from tritonbuild.core.stores import is_url, parse_location
+from tritonbuild.core.stores import is_url, parse_location, url_prefixes, with_scheme
 
 
-@main.command("verify")
+@main.command(
+    "verify",
+    help=f"""Static checks, live load, golden inferences compared bit for bit.
+
+    REPOSITORY is a built directory, or a publish target URL ({url_prefixes()}): then
+    every published object is checked against the target manifest (presence, size, sha256).
+    """,
+)
 @click.argument("repository")
 @click.option(
     "--server",
@@ -88,11 +95,6 @@ def verify_command(
     triton_image: str | None,
     as_json: bool,
 ) -> None:
-    """Static checks, live load, golden inferences compared bit for bit.
-
-    REPOSITORY is a built directory, or a publish target URL (s3://, gs://, az://, file://): then
-    every published object is checked against the target manifest (presence, size, sha256).
-    """
     from tritonbuild import api
     from tritonbuild.errors import VerifyError
 
@@ -101,8 +103,8 @@ def verify_command(
         return
     repository = existing_dir(repository)
 
-    if server_url and "://" not in server_url:
-        server_url = f"http://{server_url}"
+    if server_url:
+        server_url = with_scheme(server_url)
     with _progress(not as_json) as progress:
         report = api.verify_repository(
             repository,

@@ -21,6 +21,19 @@ class S3Driver(Driver):
     lease = leases.S3Lease
     credentials = "AWS_PROFILE / AWS_ACCESS_KEY_ID / instance role"
     endpoint_hint = "--endpoint-url / AWS_ENDPOINT_URL"
+    endpoint_env = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+    triton_scheme = "s3"
+    triton_env = (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_DEFAULT_REGION",
+        "AWS_PROFILE",
+    )
+    secret_env = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+    secret_keys = (
+        "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION (and AWS_SESSION_TOKEN)"
+    )
     no_bucket_codes = frozenset({"NoSuchBucket"})
     denied_codes = frozenset(
         {
@@ -43,9 +56,6 @@ class S3Driver(Driver):
         except ImportError:
             return (), ()
         return (BotoConnectionError, HTTPClientError), (NoCredentialsError,)
-
-    def endpoint(self, given: str | None) -> str | None:
-        return given or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
 
     def options(self, location: Location) -> dict:
         """ATTEMPTS attempts (botocore's standard mode) whose timeouts fit the deadline."""
@@ -95,6 +105,13 @@ class GCSDriver(Driver):
     lease = leases.GCSLease
     credentials = "GOOGLE_APPLICATION_CREDENTIALS"
     endpoint_hint = "STORAGE_EMULATOR_HOST"
+    triton_scheme = "gs"  # tritonserver knows gs:// only
+    triton_env = ("GOOGLE_APPLICATION_CREDENTIALS",)
+    secret_env = ("GOOGLE_APPLICATION_CREDENTIALS_JSON",)
+    secret_keys = "key.json (a service account key; GOOGLE_APPLICATION_CREDENTIALS points at it)"
+    # the key file mounted from the Secret; the variable names it
+    secret_files = (("GOOGLE_APPLICATION_CREDENTIALS", "key.json"),)
+    secret_folder = "/var/run/secrets/tritonbuild-gcs"
 
     def failure_types(self) -> tuple[tuple, tuple]:
         return _aiohttp_network(), ()
@@ -117,9 +134,6 @@ class GCSDriver(Driver):
             "skip_instance_cache": True,
         }
 
-    def triton_url(self, location: Location, root: str) -> str:
-        return f"gs://{root}"  # tritonserver knows gs:// only
-
 
 class AzureDriver(Driver):
     name = "Azure Blob Storage"
@@ -131,6 +145,10 @@ class AzureDriver(Driver):
         "AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_TOKEN"
     )
     endpoint_hint = "AZURE_STORAGE_CONNECTION_STRING"
+    triton_scheme = "as"  # as://ACCOUNT/container/path
+    triton_env = ("AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_KEY")
+    secret_env = ("AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_CONNECTION_STRING")
+    secret_keys = "AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY"
     no_bucket_codes = frozenset({"ContainerNotFound"})
     denied_codes = frozenset({"AuthenticationFailed", "AuthorizationFailure"})
 
@@ -152,10 +170,22 @@ class AzureDriver(Driver):
         }
 
     def triton_url(self, location: Location, root: str) -> str:
-        account = os.environ.get("AZURE_STORAGE_ACCOUNT") or os.environ.get(
-            "AZURE_STORAGE_ACCOUNT_NAME", "ACCOUNT"
+        return f"{self.triton_scheme}://{self._account() or 'ACCOUNT'}/{root}"
+
+    def serving_problem(self, location: Location) -> tuple[str, str] | None:
+        if self._account():
+            return None
+        return (
+            "tritonserver names the Azure storage account in its repository URL "
+            "(as://ACCOUNT/container/path)",
+            "set AZURE_STORAGE_ACCOUNT to the account",
         )
-        return f"as://{account}/{root}"
+
+    @staticmethod
+    def _account() -> str | None:
+        return os.environ.get("AZURE_STORAGE_ACCOUNT") or os.environ.get(
+            "AZURE_STORAGE_ACCOUNT_NAME"
+        )
 
 
 def _aiohttp_network() -> tuple:

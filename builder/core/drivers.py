@@ -29,14 +29,34 @@ class Driver:
     # the service's error codes for a missing bucket/container
     no_bucket_codes: frozenset[str] = frozenset()
     denied_codes: frozenset[str] = frozenset()  # ... and for refused credentials
+    # -- what a tritonserver reading this store needs (tests/contracts/facts/kubernetes.json,
+    # store_credentials: server docs/user_guide/model_repository.md) -------------------------------
+    # its --model-repository prefix; None: it cannot read the store (deploy-snippets refuses it)
+    triton_scheme: str | None = None
+    triton_env: tuple[str, ...] = ()  # credentials it reads, passed to a container by name
+    secret_env: tuple[str, ...] = ()  # variables whose values are secrets: redacted wherever seen
+    secret_keys = ""  # what the pods' Kubernetes Secret must hold (said by deploy-snippets)
+    # Secret keys mounted as files under secret_folder: (the variable that names it, the file) each;
+    # without any the Secret's keys become the container's environment
+    secret_files: tuple[tuple[str, str], ...] = ()
+    secret_folder = ""
+    endpoint_env: tuple[str, ...] = ()  # variables an endpoint not given is read from, first wins
 
     def example(self) -> str:
         return f"{self.schemes[0]}://bucket/prefix"
 
     def endpoint(self, given: str | None) -> str | None:
         """The service endpoint this store is reached at, where it has a choice (S3-compatible
-        ones)."""
-        return None
+        ones: those naming endpoint_env): the one given, else the first of endpoint_env set."""
+        if not self.endpoint_env:
+            return None
+        return given or next(filter(None, map(os.environ.get, self.endpoint_env)), None)
+
+    def endpoint_source(self) -> str:
+        """The variable an endpoint not given comes from (the first of endpoint_env set)."""
+        return next(
+            (name for name in self.endpoint_env if os.environ.get(name)), self.endpoint_env[-1]
+        )
 
     def check(self, location: Location) -> None:
         if not location.path.strip("/"):
@@ -68,7 +88,12 @@ class Driver:
 
     def triton_url(self, location: Location, root: str) -> str:
         """The --model-repository string tritonserver understands for this place."""
-        return f"{location.scheme}://{root}"
+        return f"{self.triton_scheme or location.scheme}://{root}"
+
+    def serving_problem(self, location: Location) -> tuple[str, str] | None:
+        """(what, fix) where a tritonserver elsewhere (a pod) could not read this place from what
+        this machine knows of it; None when it can."""
+        return None
 
     def failure_types(self) -> tuple[tuple, tuple]:
         """(network errors, missing-credentials errors) of its SDK, for classify; () where not

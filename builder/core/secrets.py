@@ -16,15 +16,16 @@ SECRET_RE = re.compile(
     r"(?i)([\w.-]*(?:secret|token|password|passwd|pwd|signature|credential|key|keyid|sig|"
     r"auth|sas)[\w.-]*)=([^&\s#\"']+)"
 )
-SECRET_ENV = (
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AZURE_STORAGE_KEY",
-    "AZURE_STORAGE_SAS_TOKEN",
-    "AZURE_STORAGE_CONNECTION_STRING",
-    "GOOGLE_APPLICATION_CREDENTIALS_JSON",
-    "TRITONBUILD_REPORT_KEY",
-)
+# Variables whose values are secrets: tritonbuild's own, and each registered store's (its driver's
+# secret_env, declared by core/stores.py:register, which this module sits below: the CLI and the
+# api import core/stores.py, so its drivers are registered before anything is printed)
+OWN_SECRET_ENV = ("TRITONBUILD_REPORT_KEY",)
+STORE_SECRET_ENV: list[str] = []
+
+
+def declare_secret_env(names: tuple[str, ...]) -> None:
+    """Redact these variables' values from now on (a store's, as its driver is registered)."""
+    STORE_SECRET_ENV.extend(name for name in names if name not in STORE_SECRET_ENV)
 
 
 def redact(text: str) -> str:
@@ -32,7 +33,7 @@ def redact(text: str) -> str:
     the values of secret environment variables wherever they appear."""
     text = USERINFO_RE.sub(r"\1***@", text)
     text = SECRET_RE.sub(r"\1=***", text)
-    for var in SECRET_ENV:
+    for var in (*STORE_SECRET_ENV, *OWN_SECRET_ENV):
         value = os.environ.get(var)
         if value and len(value) >= 6:
             text = text.replace(value, "***")

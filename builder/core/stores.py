@@ -21,7 +21,7 @@ import dataclasses
 from tritonbuild.core.cloud_drivers import AzureDriver, GCSDriver, S3Driver
 from tritonbuild.core.drivers import Driver, LocalDriver
 from tritonbuild.core.location import Location
-from tritonbuild.core.secrets import has_userinfo, redact
+from tritonbuild.core.secrets import declare_secret_env, has_userinfo, redact
 from tritonbuild.errors import PublishError
 
 
@@ -56,7 +56,7 @@ def parse_location(text: str, endpoint: str | None = None) -> Location:
             "and the shell history)",
             where=redact(text),
             hint="drop 'user:secret@' from the URL; give credentials through the store's own chain "
-            "(AWS_PROFILE / AWS_ACCESS_KEY_ID..., GOOGLE_APPLICATION_CREDENTIALS, AZURE_STORAGE_*)",
+            f"({'; '.join(d.credentials for d in drivers() if d.credentials)})",
         )
     scheme, rest = split_url(text)
     if scheme is None:
@@ -83,12 +83,38 @@ DRIVERS: dict[str, Driver] = {}
 
 
 def register(driver: Driver) -> None:
+    """A store tritonbuild serves from now on: its schemes parsed, its secrets redacted, and what
+    iterates over drivers() (the launcher, deploy-snippets, the CLI's help) told of it."""
     for scheme in driver.schemes:
         DRIVERS[scheme] = driver
+    declare_secret_env(driver.secret_env)
 
 
+# A new store: its driver, and one entry here
 for _driver in (LocalDriver(), S3Driver(), GCSDriver(), AzureDriver()):
     register(_driver)
+
+
+def drivers() -> tuple[Driver, ...]:
+    """Each registered store once, in the order registered."""
+    return tuple(dict.fromkeys(DRIVERS.values()))
+
+
+def served_drivers() -> tuple[Driver, ...]:
+    """The stores tritonserver reads a repository from itself (a pod, a container)."""
+    return tuple(d for d in drivers() if d.triton_scheme)
+
+
+def url_prefixes(served: bool = False) -> str:
+    """'s3://, gs://, ...': the stores' URLs as the CLI's help names them (object stores first); with
+    served, only those tritonserver reads itself."""
+    chosen = served_drivers() if served else sorted(drivers(), key=lambda d: d.local)
+    return ", ".join(f"{d.schemes[0]}://" for d in chosen)
+
+
+def url_examples() -> tuple[str, ...]:
+    """One URL of each store (s3://bucket/prefix, ...; object stores first)."""
+    return tuple(d.example() for d in sorted(drivers(), key=lambda d: d.local))
 
 
 def _examples() -> str:

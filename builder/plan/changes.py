@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from tritonbuild.core.stores import is_url
 from tritonbuild.errors import UsageError
 from tritonbuild.plan.models import Plan
 
@@ -47,7 +48,7 @@ def models_changed_since(plan: Plan, rev: str, cwd: Path) -> set[str]:
             Path(path).resolve()
             for step in model_plan.steps
             for path in step.inputs
-            if "://" not in path
+            if not is_url(path)
         }
         goldens = getattr(model_plan.recipe.verify, "goldens", None)
         if goldens:

@@ -51,7 +51,6 @@ QUEUE_METRIC = (
     "nv_inference_pending_request_count"  # a gauge per model: requests waiting for a backend
 )
 CONTROL_MODES = ("poll", "explicit")
-GCS_KEY_FOLDER = "/var/run/secrets/tritonbuild-gcs"
 
 
 class NoAliasDumper(yaml.SafeDumper):
@@ -171,24 +170,22 @@ def _credentials(
     target: str | None, secret: str, endpoint: str | None
 ) -> tuple[dict, list[dict], list[dict]]:
     """(container env fields, extra volumes, extra mounts) that hand tritonserver the Secret's
-    credentials."""
+    credentials, as the target's store driver says (secret_files, secret_folder)."""
     if target is None:
         return {}, [], []
-    scheme, _ = repository_url(target, endpoint)
-    if scheme == "gs":
-        return (
-            {
-                "env": [
-                    {
-                        "name": "GOOGLE_APPLICATION_CREDENTIALS",
-                        "value": f"{GCS_KEY_FOLDER}/key.json",
-                    }
-                ]
-            },
-            [{"name": "store-credentials", "secret": {"secretName": secret}}],
-            [{"name": "store-credentials", "mountPath": GCS_KEY_FOLDER, "readOnly": True}],
-        )
-    return {"envFrom": [{"secretRef": {"name": secret}}]}, [], []
+    driver, _ = repository_url(target, endpoint)
+    if not driver.secret_files:  # the Secret's keys are the container's environment
+        return {"envFrom": [{"secretRef": {"name": secret}}]}, [], []
+    folder = driver.secret_folder  # the Secret mounted, a variable naming each file in it
+    return (
+        {
+            "env": [
+                {"name": name, "value": f"{folder}/{file}"} for name, file in driver.secret_files
+            ]
+        },
+        [{"name": "store-credentials", "secret": {"secretName": secret}}],
+        [{"name": "store-credentials", "mountPath": folder, "readOnly": True}],
+    )
 
 
 def documents(

@@ -158,15 +158,15 @@ def configmap_lifecycle(name: str) -> str:
 def fleet_notes(root, manifest: Manifest, **options) -> list[str]:
     """What the operator must know of the manifests: the ConfigMap's lifecycle, the endpoint the
     pods read the store at, a drain with one replica, a pod that runs as root, the GPU nodes."""
-    from tritonbuild.publish.k8s_pod import endpoint_source, gpus_per_pod, repository_url
+    from tritonbuild.publish.k8s_pod import gpus_per_pod, repository_url
 
     name, target, endpoint = options["name"], options.get("target"), options.get("endpoint")
     notes = [configmap_lifecycle(name)]
     if target is not None:
-        _, url = repository_url(target, endpoint)
-        if url.startswith("s3://http"):
-            where = "--endpoint-url" if endpoint else endpoint_source()
-            notes.append(f"the pods read {url} (the S3 endpoint from {where})")
+        driver, url = repository_url(target, endpoint)
+        if driver.endpoint(endpoint):
+            where = "--endpoint-url" if endpoint else driver.endpoint_source()
+            notes.append(f"the pods read {url} (the {driver.name} endpoint from {where})")
     if options.get("replicas") == 1:
         notes.append(
             "--replicas 1: a node drain evicts the only pod (the disruption budget allows one; "

@@ -15,6 +15,7 @@ import json
 import math
 from pathlib import Path
 
+from tritonbuild.core.drivers import Driver
 from tritonbuild.errors import TritonBuildError, UsageError
 from tritonbuild.repository.manifest import Manifest
 
@@ -22,57 +23,42 @@ GIB = 1 << 30
 CONFIGMAP_BUDGET = (
     900 * 1024
 )  # a ConfigMap holds at most 1 MiB; goldens past this stay out of the probe
-# Where tritonserver reads each store's credentials (its own SDK chains), as the Secret must provide
-# them.
-SECRET_KEYS = {
-    "s3": "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION (and AWS_SESSION_TOKEN)",
-    "gs": "key.json (a service account key; GOOGLE_APPLICATION_CREDENTIALS points at it)",
-    "az": "AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY",
-}
 
 
-def repository_url(target: str, endpoint: str | None = None) -> tuple[str, str]:
-    """(scheme, the --model-repository tritonserver reads the target at), or a UsageError for a
-    target the stock image cannot read itself. An S3 endpoint comes from --endpoint-url (the one the
-    cluster reaches the store at, taken as given), else from this machine's AWS_ENDPOINT_URL(_S3):
-    one on this machine's loopback would send every pod to its own, and is refused."""
-    from tritonbuild.core.stores import driver_for, parse_location
+def repository_url(target: str, endpoint: str | None = None) -> tuple[Driver, str]:
+    """(the target's store driver, the --model-repository tritonserver reads the target at), or a
+    UsageError for a target the stock image cannot read itself (its driver names no triton_scheme).
+    An endpoint comes from --endpoint-url (the one the cluster reaches the store at, taken as
+    given), else from this machine's environment (the driver's endpoint_env): one on this machine's
+    loopback would send every pod to its own, and is refused."""
+    from tritonbuild.core.stores import driver_for, parse_location, served_drivers
 
     try:
         location = parse_location(target, endpoint)
     except TritonBuildError as e:
         raise UsageError(f"--target: {e.message}", where=e.where, hint=e.hint) from None
-    scheme = {"gcs": "gs", "abfs": "az"}.get(location.scheme, location.scheme)
-    if scheme not in SECRET_KEYS:
+    driver = driver_for(location.scheme)
+    if not driver.triton_scheme:
+        *others, last = [f"{d.schemes[0]}://" for d in served_drivers()] or ["no store"]
+        readable = f"{', '.join(others)} or {last}" if others else last
         raise UsageError(
-            f"--target {location}: tritonserver reads a repository from s3://, gs:// or Azure "
-            "storage, not from this store; the pods could not start",
+            f"--target {location}: tritonserver reads a repository from {readable}, not from "
+            "this store; the pods could not start",
             hint="publish to an object store for the pods, or leave --target out to serve the "
             "repository baked into the image",
         )
     if location.endpoint and not endpoint and _loopback(location.endpoint):
+        source = driver.endpoint_source()
         raise UsageError(
-            f"{endpoint_source()}={location.endpoint} is this machine's own address; written into "
+            f"{source}={location.endpoint} is this machine's own address; written into "
             "the pods' repository URL, each pod would look for the store on itself",
             hint="give the endpoint the cluster reaches the store at with --endpoint-url (e.g. "
-            "http://minio.storage.svc:9000), or unset AWS_ENDPOINT_URL for AWS S3",
+            f"http://minio.storage.svc:9000), or unset {source} for {driver.name}'s own endpoint",
         )
-    url = driver_for(location.scheme).triton_url(location, location.path)
-    if url.startswith("as://ACCOUNT/"):
-        raise UsageError(
-            f"--target {location}: tritonserver names the Azure storage account in its repository "
-            "URL (as://ACCOUNT/container/path)",
-            hint="set AZURE_STORAGE_ACCOUNT to the account",
-        )
-    return scheme, url
-
-
-def endpoint_source() -> str:
-    """The variable an S3 endpoint not given on the command line comes from (as the S3 driver
-    reads them)."""
-    import os
-
-    return "AWS_ENDPOINT_URL_S3" if os.environ.get("AWS_ENDPOINT_URL_S3") else "AWS_ENDPOINT_URL"
+    problem = driver.serving_problem(location)
+    if problem:
+        raise UsageError(f"--target {location}: {problem[0]}", hint=problem[1])
+    return driver, driver.triton_url(location, location.path)
 
 
 def _loopback(url: str) -> bool:

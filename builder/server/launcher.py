@@ -20,7 +20,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-from tritonbuild.core.stores import is_url
+from tritonbuild.core.stores import is_url, served_drivers
 from tritonbuild.errors import UsageError
 from tritonbuild.server import toolenv
 from tritonbuild.server.target import Target, python_side
@@ -32,18 +32,13 @@ ENGINES = ("docker", "podman")
 # tests/contracts/facts/triton_container.json records the usage.
 CONTAINER_REPOSITORY = "/models"
 CONTAINER_PORTS = (8000, 8001, 8002)
-# Credentials a cloud repository needs inside the container, passed by name (docker -e NAME: the
-# value never appears on the command line)
-_PASSED_ENV = (
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_DEFAULT_REGION",
-    "AWS_PROFILE",
-    "GOOGLE_APPLICATION_CREDENTIALS",
-    "AZURE_STORAGE_ACCOUNT",
-    "AZURE_STORAGE_KEY",
-)
+
+
+def passed_env() -> tuple[str, ...]:
+    """Credentials a cloud repository needs inside the container (each store's driver names those
+    tritonserver reads: triton_env), passed by name (docker -e NAME: the value never appears on
+    the command line)."""
+    return tuple(dict.fromkeys(name for d in served_drivers() for name in d.triton_env))
 
 
 # Triton's rule for a Python-based backend (e.g. the vLLM backend):
@@ -319,7 +314,7 @@ class ContainerLauncher:
             "--shm-size=1g",
             "-e",
             "PYTHONDONTWRITEBYTECODE=1",
-            *(arg for name in _PASSED_ENV if name in os.environ for arg in ("-e", name)),
+            *(arg for name in passed_env() if name in os.environ for arg in ("-e", name)),
             *published,
             *(["-v", f"{repository}:{CONTAINER_REPOSITORY}:ro"] if local else []),
             self.image,

@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from tritonbuild.backends import REGISTRY
+from tritonbuild.core.stores import split_url
 from tritonbuild.errors import UsageError, VerifyError
 from tritonbuild.recipe.models import Tune
 from tritonbuild.repository.manifest import ManifestModel, newest_version
@@ -86,7 +87,7 @@ def grpc_of(http_url: str) -> str:
     env = os.environ.get("TRITONBUILD_GRPC_URL")
     if env:
         return env
-    host = http_url.split("://", 1)[-1].rsplit(":", 1)[0]
+    host = split_url(http_url)[1].rsplit(":", 1)[0]
     return f"{host}:8001"
 
 

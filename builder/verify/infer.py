@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from tritonbuild.core.results import Result
+from tritonbuild.core.stores import is_url, split_url
 from tritonbuild.errors import InferenceError, UsageError
 from tritonbuild.repository.manifest import MANIFEST_NAME, newest_version, read_repository
 
@@ -65,7 +66,7 @@ def infer(
     Inputs: the given .npy files, else the model's goldens (from the directory, or from goldens_from
     when target is a URL), else (data: 'random', seeded, or 'zeros') arrays of the shapes the server
     declares for the model."""
-    local = "://" not in target
+    local = not is_url(target)
     root = Path(target) if local else goldens_from
     samples, expected, data = _what_to_send(root, model, inputs, data)
     if not local:
@@ -182,7 +183,7 @@ def _send(
     import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
-    host = url.split("://", 1)[1].rstrip("/")
+    host = split_url(url)[1].rstrip("/")
     client = httpclient.InferenceServerClient(host, network_timeout=120.0)
     try:
         metadata = _metadata(client, url, model)

@@ -38,6 +38,15 @@ def test_the_scanner_finds_each_form_of_read_and_no_write(tmp_path):
                 return {v: os.environ[v] for v in GROUP if v in os.environ}
 
             option = click.option("--x", envvar="V_CLICK")
+            OWN = ("V_OWN",)
+
+            def g(more):
+                return [os.environ.get(v) for v in (*more, *OWN)]
+
+            class SomeDriver:
+                name = "NOT_READ"
+                secret_env = ("V_SECRET",)
+                endpoint_env: tuple[str, ...] = ("V_ENDPOINT",)
             """
         )
     )
@@ -52,8 +61,12 @@ def test_the_scanner_finds_each_form_of_read_and_no_write(tmp_path):
         "V_IN",
         "V_POP",
         "V_CLICK",
+        "V_OWN",
+        "V_SECRET",
+        "V_ENDPOINT",
     }
     assert found["V_G1"] == "GROUP" and found["V_GET"] is None
+    assert found["V_SECRET"] == "secret_env" and found["V_ENDPOINT"] is None
 
 
 def test_every_variable_read_is_described_and_every_description_is_read():

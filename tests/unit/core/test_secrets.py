@@ -1,5 +1,6 @@
 import pytest
 
+import tritonbuild.core.stores  # noqa: F401  (registers the stores: their drivers name their secrets)
 from tritonbuild.core.secrets import has_userinfo, redact
 
 
