@@ -19,7 +19,7 @@ from tritonbuild.server import toolenv
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "recipes" / "examples"
 # the example LLM recipe's keys for the engine route's own models (BLS, pre/postprocessing instances), which the
-# LLM-API route refuses (backends/tensorrtllm/llmapi_keys.py): gone where a test turns it into an LLM-API recipe
+# LLM-API route refuses (backends/tensorrtllm/llmapi/keys.py): gone where a test turns it into an LLM-API recipe
 ENGINE_ROUTE_SERVING = (
     "  bls: true\n",
     "  instances: {preprocessing: 2, postprocessing: 2, bls: 1}\n",

@@ -21,13 +21,13 @@ from tritonbuild.recipe.kinds import Kind, Kinds, kind_problem
 # module → the attribute holding its Backend instance(s)
 BUILTIN = (
     ("tritonbuild.backends.python", "BACKEND"),
-    ("tritonbuild.backends.onnxruntime", "BACKEND"),
-    ("tritonbuild.backends.pytorch", "BACKEND"),
-    ("tritonbuild.backends.tensorrt", "BACKEND"),
+    ("tritonbuild.backends.onnxruntime.backend", "BACKEND"),
+    ("tritonbuild.backends.pytorch.backend", "BACKEND"),
+    ("tritonbuild.backends.tensorrt.backend", "BACKEND"),
     ("tritonbuild.backends.tensorrtllm.backend", "BACKEND"),
     ("tritonbuild.backends.vllm.backend", "BACKEND"),
-    ("tritonbuild.backends.composition", "ENSEMBLE"),
-    ("tritonbuild.backends.composition", "BLS"),
+    ("tritonbuild.backends.composition.backend", "ENSEMBLE"),
+    ("tritonbuild.backends.composition.backend", "BLS"),
 )
 
 

@@ -29,7 +29,7 @@ class CompositionRecipe(Named):
 
     schema_version: Literal[1] = SCHEMA_VERSION
     backend: str = Field(
-        description="ensemble or bls (each declares its recipe type in backends/composition.py)."
+        description="ensemble or bls (each declares its recipe type in backends/composition/backend.py)."
     )
     max_batch_size: int = Field(0, ge=0)
     inputs: list[TensorSpec]

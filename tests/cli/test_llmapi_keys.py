@@ -13,7 +13,7 @@ import yaml
 
 from tests.conftest import EXAMPLES, llmapi_recipe
 from tests.contracts.facts import load
-from tritonbuild.backends.tensorrtllm.llmapi_keys import LLM_API_FIELDS, REFUSED, SCHEDULER_POLICIES
+from tritonbuild.backends.tensorrtllm.llmapi.keys import LLM_API_FIELDS, REFUSED, SCHEDULER_POLICIES
 from tritonbuild.triton.config import parse
 
 ROUTE_KEYS = load("llm_args")["route_keys"]

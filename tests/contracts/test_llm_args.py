@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tests.contracts.facts import load
-from tritonbuild.backends.tensorrtllm.checks import check_recipe
-from tritonbuild.backends.tensorrtllm.llmapi import model_yaml
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.checks.recipe import check_recipe
+from tritonbuild.backends.tensorrtllm.llmapi.emit import model_yaml
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 
 ARGS = load("llm_args")
 VERSIONS = {"1.x": ARGS, "main@0004396": ARGS["at_main"]}
@@ -59,7 +59,7 @@ def test_the_llmapi_models_extensions_rest_on_the_llm_apis_own_fields():
     token counts (RequestOutput.prompt_token_ids, CompletionOutput.token_ids), under the names the OpenAI frontend
     reads usage from."""
     from tests.contracts.facts import template
-    from tritonbuild.backends.tensorrtllm.llmapi_tensors import (
+    from tritonbuild.backends.tensorrtllm.llmapi.tensors import (
         EXT_INPUTS,
         EXT_OUTPUTS,
         INPUTS,

@@ -12,8 +12,8 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.contracts.facts import FACTS, load
-from tritonbuild.backends.tensorrtllm.llmapi import model_yaml
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.llmapi.emit import model_yaml
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 from tritonbuild.backends.tensorrtllm.speculative import DECODING_TYPES, DISCRIMINATED_TYPES
 
 SPEC = load("llm_args")["speculative_config"]

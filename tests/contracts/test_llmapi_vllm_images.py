@@ -12,9 +12,9 @@ import pytest
 from tests.conftest import ROOT
 from tests.contracts.facts import engine_args_of_image, load, vllm_of_image
 from tritonbuild.backends import REGISTRY
-from tritonbuild.backends.tensorrtllm.checks import check_recipe as check_llm_rules
-from tritonbuild.backends.tensorrtllm.llmapi import model_yaml
-from tritonbuild.backends.tensorrtllm.recipe import Image, LLMRecipe
+from tritonbuild.backends.tensorrtllm.checks.recipe import check_recipe as check_llm_rules
+from tritonbuild.backends.tensorrtllm.llmapi.emit import model_yaml
+from tritonbuild.backends.tensorrtllm.recipe.model import Image, LLMRecipe
 from tritonbuild.backends.vllm import backend as vllm
 from tritonbuild.backends.vllm import emit
 from tritonbuild.backends.vllm.recipe import VLLMEngineArgs, VLLMRecipe
@@ -439,7 +439,7 @@ def test_llmapi_model_declares_upstreams_llmapi_tensors(features):
     The older templates (tensorrtllm_backend c2e65b8, TensorRT-LLM c8c6df08) lack LoRA and (c2e65b8) perf metrics:
     an image that ships one of them takes the inputs they have."""
     from tests.contracts.facts import template
-    from tritonbuild.backends.tensorrtllm.llmapi_tensors import EXT_INPUTS, OUTPUTS, llm_inputs
+    from tritonbuild.backends.tensorrtllm.llmapi.tensors import EXT_INPUTS, OUTPUTS, llm_inputs
 
     r = _pt(quantization="none", **features)
     ext = {t.name for t in EXT_INPUTS}  # the LLM API's own, checked in test_llm_args.py
@@ -483,7 +483,7 @@ def test_llmapi_lora_and_guided_decoding_are_the_llm_apis_own_config():
     assert spec["guided_decoding_backend"] in LLMAPI["guided_decoding"]["backends"]
     plain = model_yaml(_pt(quantization="none"))
     assert not {"lora_config", "guided_decoding_backend"} & set(plain)
-    from tritonbuild.backends.tensorrtllm.llmapi import MAX_LORA_RANK
+    from tritonbuild.backends.tensorrtllm.llmapi.emit import MAX_LORA_RANK
 
     assert LLMAPI["lora"]["lora_config_defaults"]["max_lora_rank"] == MAX_LORA_RANK
 
@@ -666,7 +666,7 @@ def test_runtime_auto_takes_the_llm_api_route_where_the_image_and_recipe_allow(k
 )
 def test_the_openai_adapter_speaks_the_clients_names_and_upstreams_llmapi_names(features):
     from tests.contracts.facts import template
-    from tritonbuild.backends.tensorrtllm.llmapi_adapter import (
+    from tritonbuild.backends.tensorrtllm.llmapi.adapter import (
         ADAPTER_MAP,
         ADAPTER_PERF,
         adapter_inputs,
@@ -682,7 +682,7 @@ def test_the_openai_adapter_speaks_the_clients_names_and_upstreams_llmapi_names(
         | set(clients["genai_perf"]["default"])
         | set(clients["genai_perf"]["streaming"])
     )
-    from tritonbuild.backends.tensorrtllm.llmapi_tensors import EXT_INPUTS
+    from tritonbuild.backends.tensorrtllm.llmapi.tensors import EXT_INPUTS
     from tritonbuild.backends.tensorrtllm.tensors import CLIENT_ALIASES
 
     ensemble = {t["name"]: t for t in template("ensemble")["inputs"]}

@@ -16,7 +16,7 @@ from tritonbuild.backends.tensorrtllm import configs as cfg
 from tritonbuild.backends.tensorrtllm import parameters
 from tritonbuild.backends.tensorrtllm import tensors as group_tensors
 from tritonbuild.backends.tensorrtllm.orchestrator import needs_orchestrator
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 from tritonbuild.triton.config import model_config_pb2
 
 ENGINE = json.loads((ROOT / "tests/fixtures/engines/tiny-llama-w4a16/config.json").read_text())
@@ -421,9 +421,9 @@ def test_attention_window_and_sink_tokens_are_written_only_when_set():
 
 
 def test_the_per_release_unguarded_table_is_the_recorded_one():
-    """load_rules.UNGUARDED_BY_RELEASE against what each release's C++ sources read outside a try block
+    """checks/load.py UNGUARDED_BY_RELEASE against what each release's C++ sources read outside a try block
     (facts/tensorrtllm_releases.json, with file:line); main (c2e65b8) reads what r25.04 reads."""
-    from tritonbuild.backends.tensorrtllm.load_rules import GUIDED_DECODING, UNGUARDED_BY_RELEASE
+    from tritonbuild.backends.tensorrtllm.checks.load import GUIDED_DECODING, UNGUARDED_BY_RELEASE
 
     releases = load("tensorrtllm_releases")["releases"]
     assert {tag: set(keys) for tag, keys in UNGUARDED_BY_RELEASE.items()} == {

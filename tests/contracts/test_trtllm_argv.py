@@ -11,10 +11,10 @@ import pytest
 
 from tests.contracts.facts import load, script_for
 from tritonbuild.backends.tensorrtllm import argv as cmd
-from tritonbuild.backends.tensorrtllm.checks import check_recipe as check_llm_rules
+from tritonbuild.backends.tensorrtllm.checks.recipe import check_recipe as check_llm_rules
 from tritonbuild.backends.tensorrtllm.families import family_problems
 from tritonbuild.backends.tensorrtllm.quant import NAMES as QUANTIZATIONS
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 
 SCRIPTS = load("trtllm_scripts")["scripts"]
 MODEL_TYPES = sorted({t for s in SCRIPTS.values() for t in s["model_types"]})
@@ -217,7 +217,7 @@ def test_the_recipes_lora_modules_are_trtllm_builds_choices():
     import typing
 
     from tritonbuild.backends.tensorrtllm.lora_build import MAX_LORA_RANK
-    from tritonbuild.backends.tensorrtllm.recipe_lora import LoraModule
+    from tritonbuild.backends.tensorrtllm.recipe.lora import LoraModule
 
     assert list(typing.get_args(LoraModule)) == SCRIPTS["trtllm-build"]["lora"]["target_modules"]
     assert SCRIPTS["trtllm-build"]["lora"]["max_lora_rank_default"] == MAX_LORA_RANK
@@ -312,7 +312,7 @@ def test_parallel_embedding_reaches_only_scripts_that_take_it(model_type, quant,
 def test_dtype_defaults_to_upstreams_auto_on_every_route(monkeypatch):
     """Every converter, quantize.py and the LLM API default --dtype / dtype to auto (the checkpoint's own):
     a bfloat16 checkpoint stays bfloat16."""
-    from tritonbuild.backends.tensorrtllm.llmapi import model_yaml
+    from tritonbuild.backends.tensorrtllm.llmapi.emit import model_yaml
 
     monkeypatch.setenv("TRITONBUILD_TRTLLM_EXAMPLES", "/x/examples")
     upstream = SCRIPTS["llama"]["defaults"]["--dtype"]

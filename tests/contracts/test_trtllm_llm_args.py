@@ -284,7 +284,7 @@ def test_a_git_tag_is_read_and_written_as_a_release(tmp_path, capsys, monkeypatc
 
 
 def test_the_reader_covers_the_arguments_the_builder_maps():
-    from tritonbuild.backends.tensorrtllm.llmapi_keys import LLM_API_FIELDS
+    from tritonbuild.backends.tensorrtllm.llmapi.keys import LLM_API_FIELDS
 
     assert set(LLM_API_FIELDS.values()) | {"scheduler_config", "speculative_config"} <= set(
         reader.LLM_API_ARGS
@@ -327,7 +327,7 @@ def test_every_release_an_llm_api_image_ships_is_read_or_says_why_not():
 
 def _release_problems(version: str, entry: dict) -> list[str]:
     """What a recorded release entry lacks, and each mode whose model.yaml decoding_type that release refuses."""
-    from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+    from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
     from tritonbuild.backends.tensorrtllm.speculative import speculative_config
 
     source, problems = entry["source"], []

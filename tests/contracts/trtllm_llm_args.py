@@ -32,8 +32,8 @@ from pathlib import Path
 
 PATH = "tensorrt_llm/llmapi/llm_args.py"
 FACTS = Path(__file__).parent / "facts" / "llm_args.json"
-# the LLM() arguments tritonbuild writes into model.yaml (backends/tensorrtllm: llmapi_keys.LLM_API_FIELDS, the
-# scheduler, speculative, LoRA, KV cache and guided decoding settings); test_refresh keeps it to llmapi_keys
+# the LLM() arguments tritonbuild writes into model.yaml (backends/tensorrtllm/llmapi/keys.py: LLM_API_FIELDS, the
+# scheduler, speculative, LoRA, KV cache and guided decoding settings); test_refresh keeps it to keys.py
 LLM_API_ARGS = (
     "max_beam_width",
     "max_input_len",

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from tritonbuild.backends.tensorrtllm.quant import ENGINE_ALGOS
-from tritonbuild.backends.tensorrtllm.recipe_speculative import lookahead_draft_len
+from tritonbuild.backends.tensorrtllm.recipe.speculative import lookahead_draft_len
 from tritonbuild.backends.tensorrtllm.speculative import SPECULATIVE_DECODING_MODES
 from tritonbuild.errors import UsageError
 from tritonbuild.triton.batching import read_dynamic_batching

@@ -9,7 +9,7 @@ import os
 
 from tritonbuild.backends.tensorrtllm.families import FAMILIES, Family
 from tritonbuild.backends.tensorrtllm.quant import MODELOPT, SMOOTHQUANT_ALPHA, SQ_ALGOS
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 
 # quantization → the LLM API's QuantConfig.quant_algo (engine.build_path: llmapi)
 QUANT_ALGO = {
@@ -197,7 +197,7 @@ def build_argv(r: LLMRecipe, trt_checkpoint: str, engine_dir: str, timing_cache:
 
 
 def llmapi_spec(r: LLMRecipe, checkpoint: str, engine_dir: str) -> dict:
-    """What the LLM-API build script (llmapi_build.py) receives: BuildConfig, QuantConfig,
+    """What the LLM-API build script (llmapi/build.py) receives: BuildConfig, QuantConfig,
     parallelism."""
     e, kv = r.engine, r.kv_cache
     return {

@@ -7,10 +7,11 @@ import re
 from pathlib import Path
 
 from tritonbuild.backends.base import Backend
-from tritonbuild.backends.tensorrtllm import group, llmapi
-from tritonbuild.backends.tensorrtllm.checks import check_recipe
+from tritonbuild.backends.tensorrtllm import group
+from tritonbuild.backends.tensorrtllm.checks.recipe import check_recipe
+from tritonbuild.backends.tensorrtllm.llmapi import emit as llmapi
 from tritonbuild.backends.tensorrtllm.plan import describe, plan_steps
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 from tritonbuild.backends.tensorrtllm.run import run_step
 from tritonbuild.core.toolchain import GPU_KEYS
 
@@ -65,7 +66,7 @@ class TensorRTLLMBackend(Backend):
     ) -> list[tuple[str, list[str], str]]:
         """What the C++ backend's ModelInstanceState reads without a default (a repository built
         before #9, or hand-edited, fails to load otherwise)."""
-        from tritonbuild.backends.tensorrtllm.load_rules import parameter_problems
+        from tritonbuild.backends.tensorrtllm.checks.load import parameter_problems
         from tritonbuild.backends.tensorrtllm.parameters import UNGUARDED, UNGUARDED_VALUES
 
         params = {k: v.string_value for k, v in mc.parameters.items()}
@@ -93,7 +94,7 @@ class TensorRTLLMBackend(Backend):
     ) -> list[tuple[str, list[str], str]]:
         """The engine group's model: its engine inside the version directory; an LLM-API Python
         model: its model.yaml against config.pbtxt; any other Python model is not ours ([])."""
-        from tritonbuild.backends.tensorrtllm import load_rules
+        from tritonbuild.backends.tensorrtllm.checks import load as load_rules
 
         if mc.backend == self.triton_backend:
             return [

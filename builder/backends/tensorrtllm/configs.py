@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tritonbuild.backends.tensorrtllm.parameters import backend_parameters, device_groups
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 from tritonbuild.backends.tensorrtllm.tensors import (
     BLS_SCALARS,
     CLIENT_ALIASES,

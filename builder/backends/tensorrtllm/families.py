@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tritonbuild.backends.tensorrtllm.quant import MODELOPT, SQ_ALGOS
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 
 
 @dataclass(frozen=True)

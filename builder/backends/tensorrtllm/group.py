@@ -8,11 +8,11 @@ import shutil
 from pathlib import Path
 
 from tritonbuild.backends.tensorrtllm import configs as cfg
-from tritonbuild.backends.tensorrtllm.checks import config_problems
-from tritonbuild.backends.tensorrtllm.engine_checks import check_engine_dir
+from tritonbuild.backends.tensorrtllm.checks.engine import check_engine_dir
+from tritonbuild.backends.tensorrtllm.checks.recipe import config_problems
 from tritonbuild.backends.tensorrtllm.orchestrator import server_launch
 from tritonbuild.backends.tensorrtllm.parameters import XGRAMMAR_INFO
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 from tritonbuild.backends.tensorrtllm.tensors import logits_type
 from tritonbuild.core.hashing import sha256_json
 from tritonbuild.errors import BuildError

@@ -9,8 +9,8 @@ from __future__ import annotations
 import typing
 
 from tritonbuild.backends.common import split_tree, tree_inputs
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
-from tritonbuild.backends.tensorrtllm.recipe_lora import LoraModule
+from tritonbuild.backends.tensorrtllm.recipe.lora import LoraModule
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 from tritonbuild.errors import PlanError
 
 MAX_LORA_RANK = 64  # trtllm-build --max_lora_rank's default (tensorrt_llm/commands/build.py)

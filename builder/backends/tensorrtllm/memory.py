@@ -18,7 +18,7 @@ from tritonbuild.backends.llm.memory import (
     model_weight_bytes,
 )
 from tritonbuild.backends.tensorrtllm.quant import linear_bytes
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 from tritonbuild.backends.tensorrtllm.speculative import built_limits
 
 # CUDA context, activations, TRT workspace: a conservative allowance

@@ -4,7 +4,7 @@ recipe (the engine's limits are the engine's own), the ones it reads unguarded a
 from __future__ import annotations
 
 from tritonbuild.backends.tensorrtllm.orchestrator import EXECUTOR_WORKER, needs_orchestrator
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 from tritonbuild.backends.tensorrtllm.speculative import backend_params as speculative_params
 
 # parameters the C++ backend reads outside any try block (model_instance_state.cc): a missing one

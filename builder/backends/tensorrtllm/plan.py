@@ -29,7 +29,7 @@ from tritonbuild.backends.tensorrtllm.quant import (
     Prequantized,
     read_prequantized,
 )
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 from tritonbuild.backends.tensorrtllm.speculative import draft_config, draft_step, engine_params_of
 from tritonbuild.core.hashing import tree_files
 from tritonbuild.core.stores import is_url
@@ -151,7 +151,7 @@ def _llmapi_steps(
     its own files. tokenizer: the recipe's own tokenizer step, if it names one."""
     r: LLMRecipe = loaded.recipe
     inputs = {str(ckpt / k): v for k, v in files.items()}
-    from tritonbuild.backends.tensorrtllm.llmapi import peft_lora_step
+    from tritonbuild.backends.tensorrtllm.llmapi.emit import peft_lora_step
 
     extra = [
         *tokenizer,

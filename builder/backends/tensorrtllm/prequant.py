@@ -10,7 +10,7 @@ from pathlib import Path
 from tritonbuild.backends.llm.gpus import GPU_SM
 from tritonbuild.backends.tensorrtllm.families import FAMILIES
 from tritonbuild.backends.tensorrtllm.quant import FORMATS, Prequantized, arch_of, read_prequantized
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 from tritonbuild.errors import PlanError, RecipeError
 from tritonbuild.recipe.load import LoadedRecipe
 

@@ -110,7 +110,7 @@ def arch_problem(quantization: str, runtime: str, gpu: str, sm: float) -> tuple[
     fmt = FORMATS[quantization]
     archs = fmt.engine_archs if runtime == "engine" else fmt.llmapi_archs
     if quantization == "fp8" or not archs or arch_of(sm) in archs or arch_of(sm) not in AMPERE_UP:
-        # fp8 keeps its own rule (checks.py); a format the route lacks is a route problem; the
+        # fp8 keeps its own rule (checks/recipe.py); a format the route lacks is a route problem; the
         # matrices say nothing of architectures before Ampere
         return None
     route = "engine route" if runtime == "engine" else "LLM-API (PyTorch) route"

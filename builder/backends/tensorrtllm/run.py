@@ -123,7 +123,7 @@ def _build_with_llmapi(ctx: StepContext, ckpt: str, engine_dir: Path) -> None:
         )
     )
     _run(
-        python_module_argv("tritonbuild.backends.tensorrtllm.llmapi_build", str(spec)),
+        python_module_argv("tritonbuild.backends.tensorrtllm.llmapi.build", str(spec)),
         ctx.log_dir,
         "llmapi-build",
         ctx.timeout_s or DEFAULT_TIMEOUT_S,

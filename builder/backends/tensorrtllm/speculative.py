@@ -6,7 +6,8 @@ decoding, built into the engine (trtllm-build --speculative_decoding_mode lookah
 lookahead, lookahead_window_size/ngram_size/verification_set_size). Medusa:
 examples/medusa/convert_checkpoint.py folds the heads into the checkpoint, the engine is built with
 --speculative_decoding_mode medusa, the backend gets decoding_mode medusa and medusa_choices. EAGLE
-and draft-target engines are not generated; the recipe says so (route_problem in recipe.py)."""
+and draft-target engines are not generated; the recipe says so (route_problem in
+recipe/speculative.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import json
 
 from tritonbuild.backends.common import draft_checkpoint_dir, split_tree, tree_inputs
 from tritonbuild.backends.tensorrtllm import medusa_heads
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 
 # recipe mode → model.yaml's speculative_config.decoding_type (tests/contracts/facts/llm_args.json
 # speculative_config). TensorRT-LLM 1.x (every image of the table): DecodingBaseConfig.from_dict's

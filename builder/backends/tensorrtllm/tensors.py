@@ -4,7 +4,7 @@ request input feeds which tensorrt_llm input, and what the recipe turns on."""
 
 from __future__ import annotations
 
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 
 LOGITS_TYPE = {"float32": "TYPE_FP32", "float16": "TYPE_FP16"}
 

@@ -1,4 +1,4 @@
-"""adopt of an ensemble (backends/_ensemble_adopt.py, through the stage repository/adopt.py): the ensemble recipe
+"""adopt of an ensemble (backends/composition/adopt.py, through the stage repository/adopt.py): the ensemble recipe
 reproduces Triton's ensemble_scheduling step for step; a step adopt cannot take, a step model the repository
 lacks, or a field the recipe cannot hold refuses the ensemble by name; a refusal leaves nothing behind."""
 

@@ -1,4 +1,4 @@
-"""The PyTorch (libtorch) backend's load checks, ported (builder/backends/_libtorch_rules.py), against real
+"""The PyTorch (libtorch) backend's load checks, ported (builder/backends/pytorch/rules.py), against real
 TorchScript files. Expected wording from triton-inference-server/pytorch_backend @ e97a9006 (r24.10),
 src/libtorch.cc ValidateInputs / ValidateOutputs and src/libtorch_utils.cc ModelConfigDataTypeToTorchType."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tritonbuild.backends._libtorch_rules import libtorch_problems
+from tritonbuild.backends.pytorch.rules import libtorch_problems
 from tritonbuild.triton.config import parse
 
 torch = pytest.importorskip("torch")

@@ -15,7 +15,7 @@ BACKENDS = ROOT / "builder" / "backends"
 # runtime: (its modules, the module prefixes that are its); a new LLM runtime adds its row
 RUNTIMES = {
     "tensorrtllm": (
-        sorted((BACKENDS / "tensorrtllm").glob("*.py")),
+        sorted(p for p in (BACKENDS / "tensorrtllm").rglob("*.py") if p.parent.name != "models"),
         ("tritonbuild.backends.tensorrtllm",),
     ),
     "vllm": (sorted((BACKENDS / "vllm").rglob("*.py")), ("tritonbuild.backends.vllm",)),
@@ -89,7 +89,13 @@ def test_the_checks_see_the_modules_and_a_bad_import():
         "vllm/invariant/wheel.py",
     }
     assert {p.name for p in LLM_MODULES} >= {"checkpoint.py", "memory.py", "gpus.py", "images.py"}
-    assert {p.name for p in RUNTIMES["tensorrtllm"][0]} >= {"__init__.py", "memory.py", "recipe.py"}
+    assert {p.relative_to(BACKENDS).as_posix() for p in RUNTIMES["tensorrtllm"][0]} >= {
+        "tensorrtllm/__init__.py",
+        "tensorrtllm/memory.py",
+        "tensorrtllm/recipe/model.py",
+        "tensorrtllm/llmapi/emit.py",
+        "tensorrtllm/checks/load.py",
+    }
     assert _package(BACKENDS / "llm" / "memory.py") == "tritonbuild.backends.llm"
     bad = [
         "from tritonbuild.backends.tensorrtllm.memory import Architecture",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tritonbuild.backends.tensorrt import TensorRTOptions, python_api_spec, trtexec_argv
+from tritonbuild.backends.tensorrt.backend import TensorRTOptions, python_api_spec, trtexec_argv
 
 OPTS = TensorRTOptions(
     profiles=[

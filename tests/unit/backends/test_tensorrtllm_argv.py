@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tritonbuild.backends.tensorrtllm import argv as cmd
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 
 
 @pytest.fixture(autouse=True)

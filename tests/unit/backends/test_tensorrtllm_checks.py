@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import EXAMPLES, ROOT
 from tritonbuild.backends import REGISTRY
-from tritonbuild.backends.tensorrtllm.engine_checks import engine_problems
+from tritonbuild.backends.tensorrtllm.checks.engine import engine_problems
 from tritonbuild.recipe.load import load_recipe
 
 ENGINE = json.loads((ROOT / "tests/fixtures/engines/tiny-llama-w4a16/config.json").read_text())
@@ -86,7 +86,7 @@ def test_rank_files_must_match_world_size(recipe):
 
 def test_lora_needs_the_engines_lora_plugin_for_its_modules_and_rank():
     from tests.contracts.facts import load
-    from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+    from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 
     keys = load("trtllm_scripts")["scripts"]["trtllm-build"]["lora"]["engine_config"]
     assert keys["plugin"] == "build_config.plugin_config.lora_plugin"

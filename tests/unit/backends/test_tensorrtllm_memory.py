@@ -4,7 +4,7 @@ import pytest
 
 from tritonbuild.backends.llm.memory import Architecture, kv_bytes_per_token
 from tritonbuild.backends.tensorrtllm.memory import memory_plan, weight_bytes
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 
 LLAMA2_7B = {
     "model_type": "llama",

@@ -8,8 +8,8 @@ import pytest
 from tests.contracts.facts import load
 from tritonbuild.backends.llm.gpus import GPU_SM
 from tritonbuild.backends.tensorrtllm import quant
-from tritonbuild.backends.tensorrtllm.checks import check_recipe
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.checks.recipe import check_recipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 
 FACTS = load("trtllm_quantization")
 

@@ -12,9 +12,9 @@ from pydantic import ValidationError
 from tests.conftest import ROOT
 from tests.contracts.facts import load
 from tritonbuild.backends.tensorrtllm import speculative as spec
-from tritonbuild.backends.tensorrtllm.checks import check_recipe
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
-from tritonbuild.backends.tensorrtllm.recipe_speculative import lookahead_draft_len
+from tritonbuild.backends.tensorrtllm.checks.recipe import check_recipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe.speculative import lookahead_draft_len
 
 FACTS = load("trtllm_speculative")
 ENGINE = json.loads((ROOT / "tests/fixtures/engines/tiny-llama-w4a16/config.json").read_text())

@@ -13,7 +13,7 @@ from tests.conftest import PY_RECIPE, ROOT
 from tritonbuild.backends import REGISTRY
 from tritonbuild.backends.base import Backend
 from tritonbuild.backends.python import PythonRecipe
-from tritonbuild.backends.tensorrt import TensorRTRecipe
+from tritonbuild.backends.tensorrt.backend import TensorRTRecipe
 from tritonbuild.errors import MultipleErrors, RecipeError, TritonBuildError
 from tritonbuild.recipe.load import load_recipe
 from tritonbuild.recipe.models import Recipe

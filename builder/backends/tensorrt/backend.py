@@ -16,7 +16,7 @@ from pydantic import Field
 from tritonbuild.backends import StepSkipped
 from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import local_source, pinned_digest
-from tritonbuild.backends.onnxruntime import derive_io as onnx_derive_io
+from tritonbuild.backends.onnxruntime.backend import derive_io as onnx_derive_io
 from tritonbuild.core.proc import python_module_argv, run_logged
 from tritonbuild.core.stores import is_url
 from tritonbuild.core.toolchain import GPU_KEYS
@@ -108,7 +108,7 @@ def trtexec_argv(opts: TensorRTOptions, onnx: str, plan: str, timing_cache: str)
 
 
 def python_api_spec(opts: TensorRTOptions, onnx: str, plan: str, timing_cache: str) -> dict:
-    """What _tensorrt_build.py does with TensorRT's Python API (same choices as trtexec_argv)."""
+    """What build.py does with TensorRT's Python API (same choices as trtexec_argv)."""
     return {
         "onnx": onnx,
         "plan": plan,
@@ -141,7 +141,7 @@ def run_step(ctx: StepContext) -> None:
         spec.write_text(
             json.dumps(python_api_spec(opts, onnx, str(plan), str(cache)), indent=2, sort_keys=True)
         )
-        argv = python_module_argv("tritonbuild.backends._tensorrt_build", str(spec))
+        argv = python_module_argv("tritonbuild.backends.tensorrt.build", str(spec))
     else:
         raise StepSkipped(
             "TensorRT is not installed here (no trtexec, no tensorrt module); build on a GPU "

@@ -10,14 +10,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from tritonbuild.backends._onnx_accelerators import (
+from tritonbuild.backends.base import Backend, PlanContext, StepContext
+from tritonbuild.backends.common import fetch_url, local_source, pinned_digest
+from tritonbuild.backends.onnxruntime.accelerators import (
     Accelerators,
     accelerator_problems,
     add_accelerators,
     adopt_accelerators,
 )
-from tritonbuild.backends.base import Backend, PlanContext, StepContext
-from tritonbuild.backends.common import fetch_url, local_source, pinned_digest
 from tritonbuild.core.proc import python_module_argv, run_logged
 from tritonbuild.core.stores import is_url
 from tritonbuild.errors import BuildError, PlanError
@@ -129,7 +129,7 @@ def module_root(module: str, path: str) -> Path:
 
 
 def run_export(ctx: StepContext, target: Path, log_name: str) -> object:
-    """Run _torch_export in a subprocess on the step's module (its only input), writing target."""
+    """Run pytorch/export.py in a subprocess on the step's module (its only input), writing target."""
     require_torch()
     ((module_file, _digest),) = ctx.inputs.items()
     # NOTE: absolute: the subprocess runs in this directory and puts it on sys.path itself (not via
@@ -141,7 +141,7 @@ def run_export(ctx: StepContext, target: Path, log_name: str) -> object:
         json.dumps({**ctx.params, "recipe_dir": str(root)}, sort_keys=True, indent=2)
     )
     return run_logged(
-        python_module_argv("tritonbuild.backends._torch_export", str(spec_path), str(target)),
+        python_module_argv("tritonbuild.backends.pytorch.export", str(spec_path), str(target)),
         cwd=root,
         log_path=ctx.log_dir / log_name,
         timeout=ctx.timeout_s or EXPORT_TIMEOUT_S,
@@ -358,8 +358,8 @@ class OnnxRuntimeBackend(Backend):
         self, mc, model_dir: Path, versions: list[int]
     ) -> list[tuple[str, list[str], str]]:
         """config.pbtxt against the ONNX graph, as the onnxruntime backend checks it at load
-        (_onnx_rules)."""
-        from tritonbuild.backends._onnx_rules import onnx_problems
+        (rules.py)."""
+        from tritonbuild.backends.onnxruntime.rules import onnx_problems
 
         found = self.present_model_files(mc, model_dir, versions)
         if not found:

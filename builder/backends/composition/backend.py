@@ -16,7 +16,7 @@ from tritonbuild.errors import BuildError
 from tritonbuild.recipe.composition import CompositionRecipe
 from tritonbuild.recipe.models import InstanceGroup, TensorSpec
 
-BLS_MODEL = Path(__file__).parent / "models" / "bls_chain.py"
+BLS_MODEL = Path(__file__).parents[1] / "models" / "bls_chain.py"
 KEEP = ".keep"
 
 
@@ -240,7 +240,7 @@ class EnsembleBackend(CompositionBackend):
         return [step.model_name for step in mc.ensemble_scheduling.step]
 
     def adopt_recipe(self, mc, model_dir: Path, out: Path) -> tuple[dict, int]:
-        from tritonbuild.backends._ensemble_adopt import ensemble_recipe
+        from tritonbuild.backends.composition.adopt import ensemble_recipe
 
         return ensemble_recipe(mc, model_dir)
 

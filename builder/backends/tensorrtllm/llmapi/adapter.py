@@ -8,11 +8,11 @@ import json
 import shutil
 from pathlib import Path
 
-from tritonbuild.backends.tensorrtllm.llmapi_tensors import EXT_OUTPUTS, GUIDE_INPUTS, LORA_DIR
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.llmapi.tensors import EXT_OUTPUTS, GUIDE_INPUTS, LORA_DIR
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 from tritonbuild.recipe.models import TensorSpec
 
-ADAPTER_PY = Path(__file__).parent / "models" / "openai_adapter.py"
+ADAPTER_PY = Path(__file__).parents[1] / "models" / "openai_adapter.py"
 # <name>_openai: what Triton's OpenAI frontend and genai-perf send (the ensemble's names and types,
 # upstream's inflight_batcher_llm ones) → the llmapi model's input it means
 ADAPTER_MAP = {

@@ -10,8 +10,8 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from tritonbuild.backends.llm.gpus import TargetGPU
 from tritonbuild.backends.tensorrtllm.quant import NAMES as QUANTIZATIONS
-from tritonbuild.backends.tensorrtllm.recipe_lora import LoRA
-from tritonbuild.backends.tensorrtllm.recipe_speculative import Speculative
+from tritonbuild.backends.tensorrtllm.recipe.lora import LoRA
+from tritonbuild.backends.tensorrtllm.recipe.speculative import Speculative
 from tritonbuild.backends.tensorrtllm.route import choose
 from tritonbuild.recipe.models import (
     INT32_MAX,

@@ -13,10 +13,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from tritonbuild.backends._libtorch_rules import TORCH_DTYPES
 from tritonbuild.backends.base import Backend, PlanContext, StepContext
 from tritonbuild.backends.common import local_source, pinned_digest
-from tritonbuild.backends.onnxruntime import _module_file, run_export
+from tritonbuild.backends.onnxruntime.backend import _module_file, run_export
+from tritonbuild.backends.pytorch.rules import TORCH_DTYPES
 from tritonbuild.core.stores import is_url
 from tritonbuild.errors import BuildError, PlanError
 from tritonbuild.recipe.buckets import Buckets, buckets_field
@@ -142,7 +142,7 @@ def derive_io(
         return list(recipe.inputs), list(recipe.outputs)
     import torch
 
-    from tritonbuild.backends._torch_export import example_inputs
+    from tritonbuild.backends.pytorch.export import example_inputs
 
     ex = recipe.source.export
     spec = {"seed": ex.seed, "inputs": {k: v.model_dump() for k, v in ex.inputs.items()}}
@@ -290,14 +290,14 @@ class PyTorchBackend(Backend):
         self, mc, model_dir: Path, versions: list[int]
     ) -> list[tuple[str, list[str], str]]:
         """config.pbtxt against the TorchScript forward() schema, as the libtorch backend checks it
-        at load (_libtorch_rules). torch_aoti packages are not checked: 2.51's backend does not know
+        at load (rules.py). torch_aoti packages are not checked: 2.51's backend does not know
         that platform."""
         if mc.platform == "torch_aoti":
             return []
         found = self.present_model_files(mc, model_dir, versions)
         if not found:
             return []
-        from tritonbuild.backends._libtorch_rules import libtorch_problems
+        from tritonbuild.backends.pytorch.rules import libtorch_problems
 
         problems = []
         for f in found:

@@ -6,12 +6,17 @@ tests/contracts/facts/llm_args.json route_keys), or the generated model's
 `serving.gpu_device_ids` as one instance per group of tp_size × pp_size GPUs, upstream's
 multi-instance LLM-API model), or is refused at plan (`route_problems`) naming what to use instead.
 None is dropped. The keys both routes read are honoured elsewhere: `tokenizer` and
-`serving.add_special_tokens` in model.yaml (llmapi.py), `calibration` by the trtllm.quantize step
+`serving.add_special_tokens` in model.yaml (emit.py), `calibration` by the trtllm.quantize step
 or refused where none is planned (plan.py)."""
 
 from __future__ import annotations
 
-from tritonbuild.backends.tensorrtllm.recipe import EngineLimits, Instances, LLMRecipe, Serving
+from tritonbuild.backends.tensorrtllm.recipe.model import (
+    EngineLimits,
+    Instances,
+    LLMRecipe,
+    Serving,
+)
 
 # recipe key → the TorchLlmArgs field of the same meaning
 LLM_API_FIELDS = {

@@ -12,23 +12,23 @@ from pathlib import Path
 
 import yaml
 
-from tritonbuild.backends.tensorrtllm.llmapi_adapter import (
+from tritonbuild.backends.tensorrtllm.llmapi.adapter import (
     adapter_inputs,
     adapter_outputs,
     write_adapter,
 )
-from tritonbuild.backends.tensorrtllm.llmapi_keys import instance_groups, llm_api_args
-from tritonbuild.backends.tensorrtllm.llmapi_tensors import (
+from tritonbuild.backends.tensorrtllm.llmapi.keys import instance_groups, llm_api_args
+from tritonbuild.backends.tensorrtllm.llmapi.tensors import (
     EXT_OUTPUTS,
     LORA_DIR,
     OUTPUTS,
     llm_inputs,
 )
-from tritonbuild.backends.tensorrtllm.recipe import LLMAPI_EXECUTOR, LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMAPI_EXECUTOR, LLMRecipe
 from tritonbuild.backends.tensorrtllm.speculative import DRAFT_DIR, speculative_config
 from tritonbuild.core.hashing import sha256_json
 
-MODEL_PY = Path(__file__).parent / "models" / "llmapi.py"
+MODEL_PY = Path(__file__).parents[1] / "models" / "llmapi.py"
 TOKENIZER_DIR = "tokenizer"  # where the trtllm.tokenizer step packages the recipe's tokenizer
 
 

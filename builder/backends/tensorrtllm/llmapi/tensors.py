@@ -3,7 +3,7 @@ min_tokens and the token counts) and where its LoRA adapters live in the version
 
 from __future__ import annotations
 
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 from tritonbuild.recipe.models import TensorSpec
 
 # upstream's llmapi/tensorrt_llm interface (TensorRT-LLM triton_backend/all_models/llmapi, recorded

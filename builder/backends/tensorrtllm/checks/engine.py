@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from tritonbuild.backends.tensorrtllm.quant import engine_algos
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 from tritonbuild.backends.tensorrtllm.speculative import built_limits
 from tritonbuild.backends.tensorrtllm.speculative import engine_problems as speculative_problems
 from tritonbuild.errors import BuildError

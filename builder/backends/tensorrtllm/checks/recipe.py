@@ -1,14 +1,14 @@
 """A TensorRT-LLM recipe's cross-field rules (run at load), and the generated config.pbtxt files of
-one group against each other. The engine's config.json against the recipe: engine_checks.py.
+one group against each other. The engine's config.json against the recipe: engine.py.
 """
 
 from __future__ import annotations
 
 from tritonbuild.backends.llm.gpus import GPU_SM
 from tritonbuild.backends.llm.images import image_problem, image_versions
-from tritonbuild.backends.tensorrtllm.llmapi_keys import route_problems
+from tritonbuild.backends.tensorrtllm.llmapi.keys import route_problems
 from tritonbuild.backends.tensorrtllm.quant import FORMATS, LLMAPI_FORMATS, arch_problem
-from tritonbuild.backends.tensorrtllm.recipe import LLMRecipe
+from tritonbuild.backends.tensorrtllm.recipe.model import LLMRecipe
 from tritonbuild.backends.tensorrtllm.route import LLMAPI_SINCE, version_tuple
 from tritonbuild.backends.tensorrtllm.speculative import built_limits
 from tritonbuild.backends.tensorrtllm.speculative import recipe_rules as speculative_rules

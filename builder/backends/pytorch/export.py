@@ -1,5 +1,5 @@
 """Subprocess entry: export a seeded torch module to ONNX.
-`python -m tritonbuild.backends._torch_export SPEC OUT`.
+`python -m tritonbuild.backends.pytorch.export SPEC OUT`.
 
 Runs in its own process so the user's module cannot leak into tritonbuild, and so its log and exit
 code are those of a build step.
