@@ -10,7 +10,7 @@ if [ ! -x .venv/bin/python ] && "$PY" -c 'import sys; sys.exit(sys.version_info[
   exit 2
 fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -c ci/constraints.txt -e '.[test]'
+.venv/bin/python -m pip install -q --no-compile --disable-pip-version-check -c ci/constraints.txt -e '.[test]'
 unset VIRTUAL_ENV
 # The embedded tritonserver's own environment (nvidia-pytriton, numpy < 2), beside .venv, not in it
 PIP_CONSTRAINT="$PWD/ci/constraints.txt" .venv/bin/tritonbuild embedded install

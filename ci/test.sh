@@ -16,8 +16,9 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 if [ "$FAST" = 0 ] || [ ! -x .venv/bin/tritonbuild ]; then
-  # Exact versions from ci/constraints.txt (torch==2.13.0 is the CPU build on local disk on these machines).
-  .venv/bin/python -m pip install -q --disable-pip-version-check -c ci/constraints.txt -e '.[test]'
+  # Exact versions from ci/constraints.txt (torch==2.13.0 is the CPU build on local disk on these machines);
+  # --no-compile: Python compiles what the run imports, pip would compile every file of every wheel (torch's too).
+  .venv/bin/python -m pip install -q --no-compile --disable-pip-version-check -c ci/constraints.txt -e '.[test]'
 fi
 # The embedded tritonserver's own environment (nvidia-pytriton, numpy < 2: builder/server/toolenv.py), made before
 # the tests (they only find it; ~10 s the first time, nothing once made), with the exact versions of constraints.
@@ -67,7 +68,8 @@ unset VIRTUAL_ENV
 smoke_pid=""
 if [ "$FAST" = 0 ] && [ "${TRITONBUILD_SMOKE:-1}" != 0 ]; then
   mkdir -p .tritonbuild-smoke
-  ci/smoke-pythons.sh > .tritonbuild-smoke/smoke.log 2>&1 &
+  SMOKE_ENVS_DIR=$(.venv/bin/python -c "from tritonbuild.server.toolenv import envs_dir; print(envs_dir())") \
+    ci/smoke-pythons.sh > .tritonbuild-smoke/smoke.log 2>&1 &
   smoke_pid=$!
 fi
 # The full run: tests spread over worker processes (pytest-xdist; most tests wait on a tritonserver, a
