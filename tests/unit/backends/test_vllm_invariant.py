@@ -77,8 +77,24 @@ def test_kernel_computes_x_times_the_dequantized_weight(layer):
 
 @pytest.mark.parametrize(
     "tiles",
-    [None, (16, 16, 64, 4, 4, 2, 1, 0), (16, 32, 128, 4, 4, 1, 0, 0), (16, 16, 64, 4, 4, 2, 0, 1)],
-    ids=["default", "split-k-gather", "interleave", "kn-layout-split-k"],
+    [
+        None,
+        (16, 32, 128, 4, 4, 1, 0, 0, 0),
+        (16, 16, 64, 4, 4, 2, 0, 1, 0),
+        (16, 16, 64, 4, 4, 2, 0, 1, 1),
+        (16, 32, 128, 4, 4, 1, 1, 1, 0),
+        (16, 16, 64, 4, 4, 2, 1, 1, 1),
+        (32, 16, 64, 4, 4, 2, 1, 0, 0),
+    ],
+    ids=[
+        "default",
+        "one-slice",
+        "split-k-sum-kernel",
+        "split-k-reduced-in-kernel",
+        "swapped",
+        "swapped-split-k-reduced-in-kernel",
+        "swapped-32-rows-split-k-sum-kernel",
+    ],
 )
 def test_a_rows_bits_do_not_depend_on_the_rows_beside_it(layer, tiles):
     x, packed, scale, dense, group = layer
@@ -101,10 +117,10 @@ def test_a_rows_bits_do_not_depend_on_the_rows_beside_it(layer, tiles):
 def test_tiles_depend_on_the_layer_shape_only():
     plugin = _plugin()
     assert plugin.tiles_for(4096, 4096, 128) == plugin.tiles_for(4096, 4096, 128)
-    block_m, block_n, block_k, _, _, split, _, _ = plugin.tiles_for(4096, 4096, 32)
+    block_m, block_n, block_k, _, _, split, *_ = plugin.tiles_for(4096, 4096, 32)
     assert 32 % block_k == 0 and block_m >= 16 and block_n >= 16
     assert (4096 // split) % 32 == 0
-    *_, split, _, _ = plugin.tiles_for(4096, 4096 + 128 * 3, 128)  # slices of whole groups only
+    *_, split, _, _, _ = plugin.tiles_for(4096, 4096 + 128 * 3, 128)  # slices of whole groups only
     assert (4096 + 128 * 3) % split == 0 and ((4096 + 128 * 3) // split) % 128 == 0
 
 
@@ -115,3 +131,31 @@ def test_the_kernel_registers_as_a_torch_custom_op():
     plugin = _plugin()
     op = plugin._custom_op()
     assert "tritonbuild::w4a16_invariant" in str(op._qualname if hasattr(op, "_qualname") else op)
+
+
+def test_split_k_reduced_in_the_kernel_leaves_its_tile_counters_at_zero(layer):
+    """REDUCE: the tile's last program to finish adds the slices; it sets the tile's counter back to 0,
+    so the next call (a CUDA-graph replay of the same launch included) starts from 0 and still adds
+    every slice: two calls in a row give the same bits and the product."""
+    x, packed, scale, dense, group = layer
+    plugin = _plugin()
+    plugin.TILES[(packed.shape[0], x.shape[1])] = (16, 16, 64, 4, 4, 2, 1, 1, 1)
+    packed, scale = plugin.prepare_weights(packed, scale, group)
+    first = plugin.w4a16_matmul(x[:5], packed, scale, group)
+    assert all(not t.any() for held in plugin._LOCKS.values() for t in held)
+    second = plugin.w4a16_matmul(x[:5], packed, scale, group)
+    assert torch.equal(first.view(torch.int16), second.view(torch.int16))
+    want = x[:5].float().numpy() @ dense.T
+    np.testing.assert_allclose(
+        first.float().numpy(), want, rtol=2e-2, atol=2e-2 * np.abs(want).max()
+    )
+
+
+def test_scales_not_in_the_tiles_layout_are_refused_not_misread(layer):
+    """SCALES_KN tiles read [K/G, N] scales (prepare_weights transposes them): compressed-tensors'
+    [N, K/G] handed over as they are would be read with the wrong strides."""
+    x, packed, scale, _, group = layer
+    plugin = _plugin()
+    plugin.TILES[(packed.shape[0], x.shape[1])] = (16, 16, 64, 4, 4, 2, 1, 1, 1)
+    with pytest.raises(ValueError, match="prepare_weights"):
+        plugin.w4a16_matmul(x[:2], packed, scale, group)
