@@ -39,7 +39,7 @@ def test_any_other_failure_of_one_config_is_reported_as_failed_not_as_cannot_lau
     def broken(tiles):
         raise RuntimeError("an illegal memory access")
 
-    row = bench.run_candidates([TOO_BIG[:1] + (64,) + TOO_BIG[2:]], broken)
+    row = bench.run_candidates([(*TOO_BIG[:1], 64, *TOO_BIG[2:])], broken)
     assert list(row.values()) == ["failed: RuntimeError: an illegal memory access"]
 
 

@@ -121,14 +121,20 @@ def _weight_tile_function(triton, tl):
 
 
 def _finish_function(triton, tl):
-    """A program's tile (fp32 sums over its K slice, at offs/mask of the [M, N] output) written:
+    """A program's tile (fp32 sums over its K slice; rows x cols of the [M, N] output) written:
     straight to y without a split; else to its slice of the fp32 partials p, and with REDUCE the
     tile's last program to finish (a per-tile counter) adds the SPLIT slices in slice order, writes y
     and sets the counter back to 0 (for the next call, a CUDA-graph replay included)."""
 
     @triton.jit
-    def _finish(acc, y_ptr, p_ptr, lock_ptr, offs, mask, slice_size, SPLIT: tl.constexpr,
-        REDUCE: tl.constexpr):  # fmt: skip
+    def _finish(acc, y_ptr, p_ptr, lock_ptr, rows, cols, M, N, stride_ym, slice_size,
+                SPLIT: tl.constexpr, SWAP: tl.constexpr, REDUCE: tl.constexpr):  # fmt: skip
+        if SWAP:  # acc[n, m]
+            offs = rows[None, :] * stride_ym + cols[:, None]
+            mask = (rows < M)[None, :] & (cols < N)[:, None]
+        else:
+            offs = rows[:, None] * stride_ym + cols[None, :]
+            mask = (rows < M)[:, None] & (cols < N)[None, :]
         if SPLIT == 1:
             tl.store(y_ptr + offs, acc.to(y_ptr.dtype.element_ty), mask=mask)
         else:
@@ -140,7 +146,8 @@ def _finish_function(triton, tl):
                 tl.debug_barrier()
                 if tl.atomic_add(lock, 1, sem="acq_rel") == SPLIT - 1:
                     total = tl.load(p_ptr + offs, mask=mask, cache_modifier=".cg")
-                    for s in tl.static_range(1, SPLIT):
+                    # a loop, not unrolled: one slice in flight at a time (registers)
+                    for s in range(1, SPLIT):
                         part = tl.load(
                             p_ptr + s * slice_size + offs, mask=mask, cache_modifier=".cg"
                         )
@@ -170,18 +177,10 @@ def _gemm_kernel(triton, tl):
         col_ok = cols < N
         ks = tl.arange(0, BLOCK_K)
         k_start = tl.program_id(2) * K_SLICE
-        if SWAP:  # acc[n, m]: W tile @ x tile.T
+        if SWAP:  # noqa: SIM108 - acc[n, m]: W tile @ x tile.T
             acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-            offs, mask = (
-                rows[None, :] * stride_ym + cols[:, None],
-                row_ok[None, :] & col_ok[:, None],
-            )
         else:
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            offs, mask = (
-                rows[:, None] * stride_ym + cols[None, :],
-                row_ok[:, None] & col_ok[None, :],
-            )
         for k0 in range(k_start, k_start + K_SLICE, BLOCK_K):
             w = _weight_tile(w_ptr, s_ptr, x_ptr, cols, col_ok, k0, stride_wn, stride_sn, stride_sk,
                              GROUP, BLOCK_K)  # fmt: skip
@@ -199,7 +198,8 @@ def _gemm_kernel(triton, tl):
                     other=0.0,
                 )
                 acc += tl.dot(x, tl.trans(w), out_dtype=tl.float32)
-        _finish(acc, y_ptr, p_ptr, lock_ptr, offs, mask, slice_size, SPLIT, REDUCE)
+        _finish(acc, y_ptr, p_ptr, lock_ptr, rows, cols, M, N, stride_ym, slice_size, SPLIT, SWAP,
+                REDUCE)  # fmt: skip
 
     return _w4a16
 
