@@ -55,9 +55,10 @@ def tiles_name(tiles) -> str:
 
 def candidates_for(n: int, k: int, old_row: tuple | None) -> list[tuple]:
     """The tiles worth timing for an N x K layer: the shape's current row, then for each column width and K split
-    that puts 128 .. 1024 programs on the GPU at one row, the MMA both ways round (BLOCK_M 16; and 64 rows for the
-    swapped tile, one row tile up to 64 rows), slices added in the kernel, scales [K/G, N]; for the 16-row swapped
-    tile also four stages, and the second kernel's sum (what one launch saves)."""
+    that puts 128 .. 1024 programs on the GPU at one row: the swapped tile (weights the MMA's left operand) with
+    16, 32 or 64 rows (one row tile up to that many rows: the weights dequantized once), nibbles read in pairs, three
+    or four stages; for comparison x @ W.T, and nibbles one by one; slices added in the kernel (and by the second
+    kernel, once), scales [K/G, N]."""
     out = [tuple(old_row)] if old_row else []
     for block_n in (64, 128, 256):
         for split in (1, 2, 4, 8, 16):
@@ -65,15 +66,20 @@ def candidates_for(n: int, k: int, old_row: tuple | None) -> list[tuple]:
             if not 128 <= programs <= 1024 or k % split or (k // split) % GROUP:
                 continue
             reduce = int(split > 1)
-            for block_m, swap in ((16, 1), (16, 0), (64, 1)):
+            for block_m, swap, pairs in (
+                (16, 1, 1),
+                (32, 1, 1),
+                (64, 1, 1),
+                (16, 0, 1),
+                (16, 1, 0),
+                (64, 1, 0),
+            ):
                 warps = 8 if block_n * block_m >= 128 * 64 or block_n == 256 else 4
-                out.append((block_m, block_n, 128, warps, 3, split, swap, 1, reduce))
-            warps = 8 if block_n == 256 else 4
-            out.append(
-                (16, block_n, 128, warps, 4, split, 1, 1, reduce)
-            )  # one more stage in flight
+                out.append((block_m, block_n, 128, warps, 3, split, swap, 1, reduce, pairs))
+                if swap and pairs:  # one more stage in flight
+                    out.append((block_m, block_n, 128, warps, 4, split, swap, 1, reduce, pairs))
             if reduce:
-                out.append((16, block_n, 128, warps, 3, split, 1, 1, 0))
+                out.append((16, block_n, 128, 8 if block_n == 256 else 4, 3, split, 1, 1, 0, 1))
     return list(dict.fromkeys(out))
 
 
@@ -234,10 +240,21 @@ def check_layer(plugin, packed, scale, dense, k: int) -> dict:
         graph.replay()
         torch.cuda.synchronize()
         graphs[m] = first + differing(out, range(m - 1, -1, -1))
+    # bf16 activations and scales (the kernel's other dequantization path): product and rows vs alone
+    xb, sb = x[:256].bfloat16(), scale.bfloat16()
+    yb = plugin.w4a16_matmul(xb[:64], packed, sb, GROUP).float()
+    bf16_err = ((yb - ref).abs().max() / ref.abs().max()).item()
+    alone_b = torch.cat([plugin.w4a16_matmul(xb[i : i + 1], packed, sb, GROUP) for i in range(64)])
+    bf16_rows = {
+        m: int((plugin.w4a16_matmul(xb[:m], packed, sb, GROUP)[:64] != alone_b[:m]).any(-1).sum())
+        for m in (1, 7, 64, 256)
+    }
     return {
         "max_rel_err_vs_dequant_fp32": err,
         "rows_differing_from_alone": eager,
         "graph_rows_differing": graphs,
+        "bf16_max_rel_err_vs_dequant_fp32": bf16_err,
+        "bf16_rows_differing_from_alone": bf16_rows,
     }
 
 
@@ -248,6 +265,8 @@ def invariant_and_correct(checks) -> bool:
         not any(c["rows_differing_from_alone"].values())
         and not any(c["graph_rows_differing"].values())
         and c["max_rel_err_vs_dequant_fp32"] < 1e-2
+        and not any(c["bf16_rows_differing_from_alone"].values())
+        and c["bf16_max_rel_err_vs_dequant_fp32"] < 1e-2
         for c in checks
     )
 
@@ -331,7 +350,8 @@ def sweep(args) -> int:
 
 def compare_plugins(plugin, reference) -> dict:
     """Elements that differ between the two plugins' outputs over M = 1 .. 256, per shape: the reference's own row
-    run by both (must be 0), and the plugin's own row against the reference's (reported)."""
+    run by both, nibbles one by one and in pairs (must be 0), and the plugin's own row against the reference's
+    (reported)."""
     result, ms = {"layers": {}}, [1, 2, 7, 16, 64, 256]
     for name, n, k in SHAPES:
         packed, scale, dense = random_layer(n, k)
@@ -349,14 +369,14 @@ def compare_plugins(plugin, reference) -> dict:
                 for m, o in zip(ms, old, strict=True)
             )
 
-        same_row = (
-            (*ref_row[:6], 0, 0, 0) if not any(ref_row[6:]) else None
-        )  # old GATHER/KN paths are gone
-        rows = (
-            [("reference_row", same_row), ("own_row", own_row)]
-            if same_row
-            else [("own_row", own_row)]
+        # the 12-04 arithmetic in the plugin's fields (no swap, scales [N, K/G], second-kernel sum), with the nibbles
+        # read one by one and in pairs (the same values in the same K order: the same bits)
+        same = (
+            (*ref_row[:6], *[0] * (len(plugin.DEFAULT_TILES) - 6)) if not any(ref_row[6:]) else None
         )
+        rows = [("own_row", own_row)]
+        if same:  # else the reference row used a read path that is gone (GATHER, KN)
+            rows += [("reference_row", same), ("reference_row_in_pairs", (*same[:-1], 1))]
         entry = {
             "reference_row": ref_row,
             "own_row": own_row,
@@ -368,7 +388,9 @@ def compare_plugins(plugin, reference) -> dict:
         print(name, json.dumps(entry), flush=True)
         torch.cuda.empty_cache()
     result["identical"] = all(
-        e["differing_elements"].get("reference_row") == 0 for e in result["layers"].values()
+        e["differing_elements"].get(row) == 0
+        for e in result["layers"].values()
+        for row in ("reference_row", "reference_row_in_pairs")
     )
     result["invariant_and_correct"] = invariant_and_correct(
         e["check"] for e in result["layers"].values()

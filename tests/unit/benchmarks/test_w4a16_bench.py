@@ -13,7 +13,7 @@ triton_errors = pytest.importorskip("triton.runtime.errors")
 from benchmarks.vllm import w4a16_bench as bench  # noqa: E402
 from benchmarks.vllm import w4a16_record as record  # noqa: E402
 
-TOO_BIG = (16, 256, 128, 8, 4, 1, 0, 0, 0)
+TOO_BIG = (16, 256, 128, 8, 4, 1, 0, 0, 0, 0)
 
 
 def _fake_kernel(tiles):
@@ -24,7 +24,7 @@ def _fake_kernel(tiles):
 
 
 def test_a_config_that_cannot_launch_is_reported_and_the_loop_goes_on():
-    candidates = [(16, 64, 128, 4, 4, 4, 1, 1, 1), TOO_BIG, (16, 128, 128, 4, 4, 4, 1, 1, 1)]
+    candidates = [(16, 64, 128, 4, 4, 4, 1, 1, 1, 1), TOO_BIG, (16, 128, 128, 4, 4, 4, 1, 1, 1, 1)]
     row = bench.run_candidates(candidates, _fake_kernel)
     assert list(row) == [bench.tiles_name(c) for c in candidates]
     assert row[bench.tiles_name(TOO_BIG)].startswith("cannot launch: ")
@@ -44,7 +44,7 @@ def test_any_other_failure_of_one_config_is_reported_as_failed_not_as_cannot_lau
 
 
 def test_the_best_tiles_skip_a_config_that_could_not_launch():
-    candidates = [TOO_BIG, (16, 128, 128, 4, 4, 4, 1, 1, 1), (16, 64, 128, 4, 4, 4, 1, 1, 1)]
+    candidates = [TOO_BIG, (16, 128, 128, 4, 4, 4, 1, 1, 1, 1), (16, 64, 128, 4, 4, 4, 1, 1, 1, 1)]
     rows = {m: bench.run_candidates(candidates, _fake_kernel) for m in (1, 64)}
     assert bench.best_tiles(rows, candidates) == candidates[2]
     # none launched at all: no tiles, not the first candidate by default
@@ -55,7 +55,7 @@ def test_the_reference_comparison_reports_a_config_that_cannot_launch():
     """--reference runs each configuration through both plugins; one that cannot launch is a row
     saying so, and the comparison of the others is kept."""
     rows = bench.compare_rows(
-        [("own", TOO_BIG), ("12-04", (16, 64, 128, 4, 4, 4, 0, 0, 0))],
+        [("own", TOO_BIG), ("12-04", (16, 64, 128, 4, 4, 4, 0, 0, 0, 0))],
         lambda tiles: 0 if tiles != TOO_BIG else _fake_kernel(tiles),
     )
     assert rows["own"].startswith("cannot launch: ") and rows["12-04"] == 0
