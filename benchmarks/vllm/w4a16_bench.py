@@ -57,8 +57,8 @@ def candidates_for(n: int, k: int, old_row: tuple | None) -> list[tuple]:
     """The tiles worth timing for an N x K layer: the shape's current row, then for each column width and K split
     that puts 128 .. 1024 programs on the GPU at one row: the swapped tile (weights the MMA's left operand) with
     16, 32 or 64 rows (one row tile up to that many rows: the weights dequantized once), nibbles read in pairs, three
-    or four stages; for comparison x @ W.T, and nibbles one by one; slices added in the kernel (and by the second
-    kernel, once), scales [K/G, N]."""
+    or four stages, BLOCK_K 64 or 8 warps for 32 and 64 rows; for comparison x @ W.T, and nibbles one by one; slices
+    added in the kernel (and by the second kernel, once), scales [K/G, N]."""
     out = [tuple(old_row)] if old_row else []
     for block_n in (64, 128, 256):
         for split in (1, 2, 4, 8, 16):
@@ -80,6 +80,9 @@ def candidates_for(n: int, k: int, old_row: tuple | None) -> list[tuple]:
                     out.append((block_m, block_n, 128, warps, 4, split, swap, 1, reduce, pairs))
             if reduce:
                 out.append((16, block_n, 128, 8 if block_n == 256 else 4, 3, split, 1, 1, 0, 1))
+            for block_m in (32, 64):  # BLOCK_K 64 (twice the steps, half the registers); 8 warps
+                out.append((block_m, block_n, 64, 4, 4, split, 1, 1, reduce, 1))
+                out.append((block_m, block_n, 128, 8, 3, split, 1, 1, reduce, 1))
     return list(dict.fromkeys(out))
 
 
