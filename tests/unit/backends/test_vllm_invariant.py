@@ -16,9 +16,10 @@ from tritonbuild.backends.vllm.invariant import wheel as invariant
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 torch = pytest.importorskip("torch")
-pytest.importorskip(
+triton = pytest.importorskip(
     "triton", reason="triton (the kernel's compiler; its interpreter runs it on the CPU)"
 )
+tl = pytest.importorskip("triton.language")
 pytestmark = pytest.mark.skipif(
     os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available(),
     reason="triton imported without its interpreter and no GPU here",
@@ -77,8 +78,28 @@ def test_kernel_computes_x_times_the_dequantized_weight(layer):
 
 @pytest.mark.parametrize(
     "tiles",
-    [None, (16, 16, 64, 4, 4, 2, 1, 0), (16, 32, 128, 4, 4, 1, 0, 0), (16, 16, 64, 4, 4, 2, 0, 1)],
-    ids=["default", "split-k-gather", "interleave", "kn-layout-split-k"],
+    [
+        None,
+        (16, 32, 128, 4, 4, 1, 0, 0, 0, 0),
+        (16, 16, 64, 4, 4, 2, 0, 1, 0, 0),
+        (16, 16, 64, 4, 4, 2, 0, 1, 1, 0),
+        (16, 32, 128, 4, 4, 1, 1, 1, 0, 0),
+        (16, 16, 64, 4, 4, 2, 1, 1, 1, 0),
+        (32, 16, 64, 4, 4, 2, 1, 0, 0, 0),
+        (16, 16, 64, 4, 4, 2, 1, 1, 1, 1),
+        (16, 32, 128, 4, 4, 1, 0, 0, 0, 1),
+    ],
+    ids=[
+        "default",
+        "one-slice",
+        "split-k-sum-kernel",
+        "split-k-reduced-in-kernel",
+        "swapped",
+        "swapped-split-k-reduced-in-kernel",
+        "swapped-32-rows-split-k-sum-kernel",
+        "swapped-split-k-reduced-in-kernel-pairs",
+        "one-slice-pairs",
+    ],
 )
 def test_a_rows_bits_do_not_depend_on_the_rows_beside_it(layer, tiles):
     x, packed, scale, dense, group = layer
@@ -101,10 +122,12 @@ def test_a_rows_bits_do_not_depend_on_the_rows_beside_it(layer, tiles):
 def test_tiles_depend_on_the_layer_shape_only():
     plugin = _plugin()
     assert plugin.tiles_for(4096, 4096, 128) == plugin.tiles_for(4096, 4096, 128)
-    block_m, block_n, block_k, _, _, split, _, _ = plugin.tiles_for(4096, 4096, 32)
+    block_m, block_n, block_k, _, _, split, *_ = plugin.tiles_for(4096, 4096, 32)
     assert 32 % block_k == 0 and block_m >= 16 and block_n >= 16
     assert (4096 // split) % 32 == 0
-    *_, split, _, _ = plugin.tiles_for(4096, 4096 + 128 * 3, 128)  # slices of whole groups only
+    *_, split, _, _, _, _ = plugin.tiles_for(
+        4096, 4096 + 128 * 3, 128
+    )  # slices of whole groups only
     assert (4096 + 128 * 3) % split == 0 and ((4096 + 128 * 3) // split) % 128 == 0
 
 
@@ -115,3 +138,80 @@ def test_the_kernel_registers_as_a_torch_custom_op():
     plugin = _plugin()
     op = plugin._custom_op()
     assert "tritonbuild::w4a16_invariant" in str(op._qualname if hasattr(op, "_qualname") else op)
+
+
+def test_split_k_reduced_in_the_kernel_leaves_its_tile_counters_at_zero(layer):
+    """REDUCE: the tile's last program to finish adds the slices; it sets the tile's counter back to 0,
+    so the next call (a CUDA-graph replay of the same launch included) starts from 0 and still adds
+    every slice: two calls in a row give the same bits and the product."""
+    x, packed, scale, dense, group = layer
+    plugin = _plugin()
+    plugin.TILES[(packed.shape[0], x.shape[1])] = (16, 16, 64, 4, 4, 2, 1, 1, 1, 0)
+    packed, scale = plugin.prepare_weights(packed, scale, group)
+    first = plugin.w4a16_matmul(x[:5], packed, scale, group)
+    assert all(not t.any() for held in plugin._LOCKS.values() for t in held)
+    second = plugin.w4a16_matmul(x[:5], packed, scale, group)
+    assert torch.equal(first.view(torch.int16), second.view(torch.int16))
+    want = x[:5].float().numpy() @ dense.T
+    np.testing.assert_allclose(
+        first.float().numpy(), want, rtol=2e-2, atol=2e-2 * np.abs(want).max()
+    )
+
+
+def test_scales_not_in_the_tiles_layout_are_refused_not_misread(layer):
+    """SCALES_KN tiles read [K/G, N] scales (prepare_weights transposes them): compressed-tensors'
+    [N, K/G] handed over as they are would be read with the wrong strides."""
+    x, packed, scale, _, group = layer
+    plugin = _plugin()
+    plugin.TILES[(packed.shape[0], x.shape[1])] = (16, 16, 64, 4, 4, 2, 1, 1, 1, 0)
+    with pytest.raises(ValueError, match="prepare_weights"):
+        plugin.w4a16_matmul(x[:2], packed, scale, group)
+
+
+@pytest.mark.parametrize("pairs", [0, 1], ids=["nibble-by-nibble", "pairs"])
+def test_the_weight_tile_is_q_minus_8_times_the_scale_in_the_activations_dtype(pairs):
+    """The dequantization reads q - 8 off a float's bits (no int-to-float conversion): it must give
+    exactly what the conversion gives, (q - 8) * scale in fp16, for all 16 values, in K order, from
+    compressed-tensors' words or (PAIRS) the words _pairs_order made of them. (bf16: Triton 3.6's
+    interpreter computes bf16 arithmetic on the raw bits, 129 - 136 gives nan; w4a16_bench checks
+    the bf16 path on the GPU.)"""
+    plugin = _plugin()
+    plugin._kernels()
+    # the interpreter runs a nested jit function only if its module shows triton.language (the
+    # plugin imports it inside _kernels; launching one of its kernels first would put it there)
+    plugin.tl = tl
+    rng = np.random.default_rng(1)
+    n, k = 16, 128
+    q = rng.integers(0, 16, (n, k))
+    q[0, :16] = np.arange(16)
+    packed = torch.from_numpy(tiny_llama.pack_int4(q.astype(np.int8) - 8))
+    packed = plugin._pairs_order(packed) if pairs else packed
+    scale = torch.from_numpy(rng.random((n, 1)).astype(np.float16) * 0.02 + 0.001)
+    x = torch.zeros((1, k), dtype=scale.dtype)
+    out = torch.empty((n, k), dtype=scale.dtype)
+
+    @triton.jit
+    def tile(w_ptr, s_ptr, x_ptr, out_ptr, N: tl.constexpr, K: tl.constexpr, PAIRS: tl.constexpr):
+        cols = tl.arange(0, N)
+        scale = tl.load(s_ptr + cols)
+        packed = tl.load(w_ptr + cols[:, None] * (K // 8) + tl.arange(0, K // 8)[None, :])
+        w = plugin._weight_tile(packed, scale, x_ptr, K, PAIRS)
+        tl.store(out_ptr + cols[:, None] * K + tl.arange(0, K)[None, :], w)
+
+    tile.fn.__globals__["plugin"] = plugin
+    tile[(1,)](packed, scale, x, out, N=n, K=k, PAIRS=pairs)
+    want = (torch.from_numpy(q - 8).to(scale.dtype) * scale).view(torch.int16)
+    assert torch.equal(out.view(torch.int16), want)
+
+
+def test_pairs_order_puts_offsets_2i_and_2i_plus_1_under_one_shift_and_mask():
+    """PAIRS' load-time layout: word slot s holds K offset (0, 2, 4, 6, 1, 3, 5, 7)[s], so
+    (word >> 4i) & 0x000F000F is offset 2i in the low half and 2i + 1 in the high half."""
+    plugin = _plugin()
+    q = np.arange(16).reshape(2, 8) ^ np.array([[0], [5]])  # two words, every nibble different
+    words = torch.from_numpy(tiny_llama.pack_int4(q.astype(np.int8) - 8))
+    reordered = plugin._pairs_order(words).numpy().view(np.uint32)
+    for row in range(2):
+        for i in range(4):
+            pair = (int(reordered[row, 0]) >> (4 * i)) & 0x000F000F
+            assert (pair & 0xF, pair >> 16) == (q[row, 2 * i], q[row, 2 * i + 1])

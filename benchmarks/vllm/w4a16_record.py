@@ -1,0 +1,219 @@
+"""The kernel record of issue 45 for the batch-invariant W4A16 linear (builder/backends/vllm/invariant/plugin.py),
+at Llama-3-8B geometry on the GPU it runs on: per row count M, the 32 layers' linears per decode step (each of the
+32 layers its own copy of the weights, the 32 calls of a shape captured in one CUDA graph) with the invariant INT4
+kernel at the chosen tiles, with the tiles recorded on 2026-12-04, and with cuBLAS fp16 on the dense weights; the
+fraction of the bandwidth bound (the INT4 weights and scales read once at the GPU's peak bandwidth); and the
+invariance checks at the chosen tiles in the same run (w4a16_bench.check_layer).
+
+    python3 benchmarks/vllm/w4a16_record.py [--tiles SWEEP.json] [--out docs/runs/DATE-w4a16-kernel-GPU.json]
+
+--tiles: a w4a16_bench.py sweep's output (its "tiles"); without it the plugin's TILES rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+try:
+    from benchmarks.vllm import w4a16_bench as bench
+except ImportError:  # run as a script: its own folder is on the path
+    import w4a16_bench as bench
+
+M_VALUES = [1, 8, 16, 32, 64, 128, 256]
+# The rows measured on the H200 on 2026-12-04 (docs/runs/2026-12-04-w4a16-kernel-h200-graphs.json), in the plugin's
+# fields (no swap, scales [N, K/G], slices added by a second kernel, nibbles one by one): the same arithmetic as then
+TILES_2026_12_04 = {
+    (6144, 4096): (16, 128, 64, 4, 4, 8, 0, 0, 0, 0),
+    (4096, 4096): (16, 32, 128, 4, 4, 4, 0, 0, 0, 0),
+    (28672, 4096): (64, 128, 64, 4, 4, 1, 0, 0, 0, 0),
+    (4096, 14336): (16, 128, 64, 4, 4, 8, 0, 0, 0, 0),
+}
+# Peak memory bandwidth (bytes/s) by device name, from NVIDIA's datasheets (H100 SXM5 80GB HBM3 3.35 TB/s, H100
+# PCIe 2.0 TB/s, H100 NVL 3.9 TB/s, H200 4.8 TB/s); the first name contained in the device's name applies
+PEAK_BANDWIDTH = [("H100 PCIe", 2.0e12), ("H100 NVL", 3.9e12), ("H200", 4.8e12), ("H100", 3.35e12)]
+
+
+def peak_bandwidth(gpu_name: str) -> float | None:
+    return next((bw for name, bw in PEAK_BANDWIDTH if name in gpu_name), None)
+
+
+def int4_bytes(n: int, k: int, group: int) -> int:
+    """A layer's INT4 weights (K/2 bytes per output column) and fp16 scales (K/G per column)."""
+    return n * k // 2 + n * (k // group) * 2
+
+
+def bandwidth_fraction(nbytes: float, peak: float, ms: float) -> float:
+    """The bound (nbytes at peak bytes/s) over the measured time."""
+    return nbytes / peak * 1e3 / ms
+
+
+def copy_bandwidth() -> float:
+    """Bytes/s of a 1 GiB device-to-device copy (read + write), the median of 10."""
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    times = []
+    for _ in range(11):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        dst.copy_(src)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return 2 * src.numel() / (sorted(times[1:])[5] / 1e3)
+
+
+def default_kernel_reason() -> str:
+    """Why vLLM's default W4A16 kernel (Machete on Hopper) has no column: not installed here, or not driven."""
+    try:
+        import vllm  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - any failure to import is the reason reported
+        return f"vLLM is not importable on this machine ({type(e).__name__}: {e}); its default W4A16 kernel not run"
+    return "vLLM is importable but this benchmark does not drive its W4A16 kernels yet"
+
+
+def shape_times(plugin, n: int, k: int, tiles: dict) -> dict:
+    """ms per call at each M of the shape: the plugin at each named tiles row, and cuBLAS fp16 on the dense
+    weights; 32 copies of the weights (one per layer)."""
+    packed, scale, dense = bench.random_layer(n, k)
+    dense_copies = [dense.clone() for _ in range(bench.LAYERS)]
+    prepared = {}
+    for name, row in tiles.items():
+        plugin.TILES[(n, k)] = row
+        w, s = plugin.prepare_weights(packed, scale, bench.GROUP)
+        prepared[name] = (row, [(w.clone(), s.clone()) for _ in range(bench.LAYERS)])
+    out = {}
+    for m in M_VALUES:
+        x = torch.randn((m, k), device="cuda", dtype=torch.float16)
+        row = {"fp16_cublas": bench.timed(lambda i, x=x: x @ dense_copies[i].T)}
+        for name, (tiles_row, copies) in prepared.items():
+            plugin.TILES[(n, k)] = tiles_row
+            row[name] = bench.attempt(
+                lambda x=x, c=copies: bench.timed(
+                    lambda i: plugin.w4a16_matmul(x, *c[i], bench.GROUP)
+                )
+            )
+        out[m] = row
+    return out
+
+
+def summarize(per_shape: dict, gpu: str, copy_bw: float) -> dict:
+    """Per M: the 32 layers' linears per step (ms) for each kernel, and the invariant kernel's bandwidth fraction."""
+    nbytes = sum(int4_bytes(n, k, bench.GROUP) for _, n, k in bench.SHAPES) * bench.LAYERS
+    peak, reason = peak_bandwidth(gpu), default_kernel_reason()
+    kernel = {}
+    for m in M_VALUES:
+
+        def step(name, m=m):
+            values = [per_shape[s][m][name] for s, _, _ in bench.SHAPES]
+            return sum(values) * bench.LAYERS if all(isinstance(v, float) for v in values) else None
+
+        ms, cublas, old = (
+            step("int4_invariant"),
+            step("fp16_cublas"),
+            step("int4_invariant_2026_12_04_tiles"),
+        )
+        kernel[m] = {
+            "int4_invariant_ms": ms,
+            "fp16_cublas_ms": cublas,
+            "int4_default_ms": None,
+            "int4_default_skipped": reason,
+            "bandwidth_fraction": bandwidth_fraction(nbytes, peak, ms) if peak and ms else None,
+            "bandwidth_fraction_of_measured_copy": bandwidth_fraction(nbytes, copy_bw, ms)
+            if ms
+            else None,
+            "vs_fp16_cublas": cublas / ms if ms else None,
+            "int4_invariant_2026_12_04_tiles_ms": old,
+            "per_layer_us": {
+                s: {k: (v * 1e3 if isinstance(v, float) else v) for k, v in per_shape[s][m].items()}
+                for s, _, _ in bench.SHAPES
+            },
+        }
+    return {
+        "kernel": kernel,
+        "bandwidth": {
+            "int4_bytes_per_step": nbytes,
+            "peak_bytes_per_s": peak,
+            "peak_source": "NVIDIA datasheet figure for the device name (w4a16_record.PEAK_BANDWIDTH)",
+            "bound_ms": nbytes / peak * 1e3 if peak else None,
+            "measured_copy_bytes_per_s": copy_bw,
+        },
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tiles", type=Path, help="a w4a16_bench.py sweep's JSON: its chosen tiles")
+    ap.add_argument("--out", default="w4a16-record.json")
+    args = ap.parse_args()
+    t0 = time.time()
+    plugin = bench.load_plugin()
+    if args.tiles:
+        chosen = json.loads(args.tiles.read_text())["tiles"]
+        plugin.TILES.update(
+            {tuple(map(int, key.split("x"))): tuple(row) for key, row in chosen.items()}
+        )
+    chosen = {(n, k): tuple(plugin.TILES[(n, k)]) for _, n, k in bench.SHAPES}
+    gpu = torch.cuda.get_device_name()
+    props = torch.cuda.get_device_properties(0)
+    record = {
+        "what": "issue 45 kernel record: the batch-invariant W4A16 linear at Llama-3-8B geometry, 32 layers",
+        "date": datetime.date.today().isoformat(),
+        "command": " ".join(["python3", *sys.argv]),
+        "machine": {
+            "gpu": gpu,
+            "sms": props.multi_processor_count,
+            "capability": list(torch.cuda.get_device_capability()),
+            "torch": torch.__version__,
+            "triton": __import__("triton").__version__,
+            "cuda": torch.version.cuda,
+        },
+        "shapes": {name: [n, k] for name, n, k in bench.SHAPES},
+        "group": bench.GROUP,
+        "tiles": {f"{n}x{k}": row for (n, k), row in chosen.items()},
+        "tiles_fields": list(plugin.TILE_FIELDS),
+        "tiles_2026_12_04": {f"{n}x{k}": row for (n, k), row in TILES_2026_12_04.items()},
+        "timing": "per call: median over 20 replays of a CUDA graph of the 32 layers' calls (one weight copy each)",
+    }
+    per_shape, checks = {}, {}
+    for name, n, k in bench.SHAPES:
+        tiles = {
+            "int4_invariant": chosen[(n, k)],
+            "int4_invariant_2026_12_04_tiles": TILES_2026_12_04[(n, k)],
+        }
+        per_shape[name] = shape_times(plugin, n, k, tiles)
+        plugin.TILES[(n, k)] = chosen[(n, k)]
+        checks[name] = bench.check_layer(plugin, *bench.random_layer(n, k, seed=2), k)
+        print(name, json.dumps(per_shape[name][1]), json.dumps(checks[name]), flush=True)
+        torch.cuda.empty_cache()
+    record.update(summarize(per_shape, gpu, copy_bandwidth()))
+    record["invariance_checks"] = {}
+    graphs = "_".join(map(str, bench.GRAPH_M))
+    for name, c in checks.items():
+        record["invariance_checks"].update({
+            f"{name}_rows_vs_alone_M1_2048": not any(c["rows_differing_from_alone"].values()),
+            f"{name}_cuda_graphs_M{graphs}": not any(c["graph_rows_differing"].values()),
+            f"{name}_within_1pct_of_dequant_fp32": c["max_rel_err_vs_dequant_fp32"] < 1e-2,
+            f"{name}_bf16_rows_vs_alone": not any(c["bf16_rows_differing_from_alone"].values()),
+            f"{name}_bf16_within_1pct": c["bf16_max_rel_err_vs_dequant_fp32"] < 1e-2,
+        })  # fmt: skip
+    record["invariance_detail"] = checks
+    record["seconds"] = time.time() - t0
+    Path(args.out).write_text(json.dumps(record, indent=1))
+    for m, row in record["kernel"].items():
+        print(f"M={m}: int4 invariant {row['int4_invariant_ms']} ms/step, 12-04 tiles "
+              f"{row['int4_invariant_2026_12_04_tiles_ms']}, cuBLAS fp16 {row['fp16_cublas_ms']}, "
+              f"bandwidth fraction {row['bandwidth_fraction']}", flush=True)  # fmt: skip
+    ok = all(record["invariance_checks"].values())
+    print("invariance checks all passed:", ok)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

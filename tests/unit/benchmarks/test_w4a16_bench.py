@@ -1,0 +1,74 @@
+"""benchmarks/vllm/w4a16_bench.py on the CPU: a tile configuration that cannot launch (Triton's
+OutOfResources: on an H100 one candidate needed 241,664 bytes of shared memory against 232,448, and
+`--reference` died on it) is reported as such and the candidates after it still run; the tiles a
+sweep picks skip it; the record's arithmetic (bandwidth fraction, 32 layers) is what it says."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+triton_errors = pytest.importorskip("triton.runtime.errors")
+
+from benchmarks.vllm import w4a16_bench as bench  # noqa: E402
+from benchmarks.vllm import w4a16_record as record  # noqa: E402
+
+TOO_BIG = (16, 256, 128, 8, 4, 1, 0, 0, 0, 0)
+
+
+def _fake_kernel(tiles):
+    """A kernel launch the way Triton fails it: OutOfResources raised at the launch of one config."""
+    if tiles == TOO_BIG:
+        raise triton_errors.OutOfResources(241664, 232448, "shared memory")
+    return 0.01 * tiles[1] / 64
+
+
+def test_a_config_that_cannot_launch_is_reported_and_the_loop_goes_on():
+    candidates = [(16, 64, 128, 4, 4, 4, 1, 1, 1, 1), TOO_BIG, (16, 128, 128, 4, 4, 4, 1, 1, 1, 1)]
+    row = bench.run_candidates(candidates, _fake_kernel)
+    assert list(row) == [bench.tiles_name(c) for c in candidates]
+    assert row[bench.tiles_name(TOO_BIG)].startswith("cannot launch: ")
+    assert (
+        "shared memory, Required: 241664, Hardware limit: 232448" in row[bench.tiles_name(TOO_BIG)]
+    )
+    assert row[bench.tiles_name(candidates[0])] == pytest.approx(0.01)
+    assert row[bench.tiles_name(candidates[2])] == pytest.approx(0.02)
+
+
+def test_any_other_failure_of_one_config_is_reported_as_failed_not_as_cannot_launch():
+    def broken(tiles):
+        raise RuntimeError("an illegal memory access")
+
+    row = bench.run_candidates([(*TOO_BIG[:1], 64, *TOO_BIG[2:])], broken)
+    assert list(row.values()) == ["failed: RuntimeError: an illegal memory access"]
+
+
+def test_the_best_tiles_skip_a_config_that_could_not_launch():
+    candidates = [TOO_BIG, (16, 128, 128, 4, 4, 4, 1, 1, 1, 1), (16, 64, 128, 4, 4, 4, 1, 1, 1, 1)]
+    rows = {m: bench.run_candidates(candidates, _fake_kernel) for m in (1, 64)}
+    assert bench.best_tiles(rows, candidates) == candidates[2]
+    # none launched at all: no tiles, not the first candidate by default
+    assert bench.best_tiles({1: {bench.tiles_name(TOO_BIG): "cannot launch: x"}}, [TOO_BIG]) is None
+
+
+def test_the_reference_comparison_reports_a_config_that_cannot_launch():
+    """--reference runs each configuration through both plugins; one that cannot launch is a row
+    saying so, and the comparison of the others is kept."""
+    rows = bench.compare_rows(
+        [("own", TOO_BIG), ("12-04", (16, 64, 128, 4, 4, 4, 0, 0, 0, 0))],
+        lambda tiles: 0 if tiles != TOO_BIG else _fake_kernel(tiles),
+    )
+    assert rows["own"].startswith("cannot launch: ") and rows["12-04"] == 0
+
+
+def test_the_bandwidth_fraction_is_the_bound_over_the_time():
+    # 3.6 GB at 3.35 TB/s is 1.0746 ms; measured 2.149 ms is half the bound
+    assert record.bandwidth_fraction(3.6e9, 3.35e12, 2.149) == pytest.approx(0.5, rel=1e-3)
+    assert record.int4_bytes(4096, 4096, 128) == 4096 * 4096 // 2 + 4096 * 32 * 2
+
+
+def test_the_peak_bandwidth_is_known_for_the_gpus_the_device_lends_and_unknown_otherwise():
+    assert record.peak_bandwidth("NVIDIA H100 80GB HBM3") == 3.35e12
+    assert record.peak_bandwidth("NVIDIA H200") == 4.8e12
+    assert record.peak_bandwidth("NVIDIA H100 PCIe") == 2.0e12
+    assert record.peak_bandwidth("Tesla T4") is None
