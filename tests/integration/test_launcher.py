@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.serving import serve_json
+from tests.timing import limit
 
 pytestmark = pytest.mark.triton
 
@@ -101,7 +102,7 @@ def test_a_triton_install_layout_runs_with_its_own_backends(cli, py_recipe, tmp_
         capture_output=True,
         text=True,
         env=env,
-        timeout=600,
+        timeout=limit(35),  # the whole test: 35 s (2026-12-06, beside other jobs)
     )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     (model,) = json.loads(r.stdout)["models"]

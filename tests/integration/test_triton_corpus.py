@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from tests.timing import limit
 from tests.triton_corpus import KINDS, cases, expected, materialize, standin_model
 
 pytestmark = pytest.mark.triton
@@ -63,7 +64,7 @@ def _verify_every_case_as(kind: str, tmp_path) -> None:
         [sys.executable, "-m", "tritonbuild", "verify", str(repo), "--json"],
         capture_output=True,
         text=True,
-        timeout=1200,
+        timeout=limit(81),  # the slowest kind's whole test: 81 s (2026-12-06, beside other jobs)
     )
     assert r.returncode == 6, r.stderr[-3000:]
     report = json.loads(r.stdout)

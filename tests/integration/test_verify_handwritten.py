@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.contracts import repositories
+from tests.timing import limit
 
 pytestmark = pytest.mark.triton
 
@@ -36,7 +37,7 @@ def _verify(repo) -> tuple[int, dict[str, dict[str, dict]]]:
         [sys.executable, "-m", "tritonbuild", "verify", str(repo), "--json"],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=limit(26),  # the slowest test calling it: 26 s (2026-12-06, beside other jobs)
     )
     assert r.returncode in (0, 6), r.stderr[-3000:]
     rows: dict[str, dict[str, dict]] = {}
@@ -293,7 +294,7 @@ def test_a_model_that_needs_the_network_and_its_ensemble_are_not_checked_here_no
         [sys.executable, "-m", "tritonbuild", "verify", str(repo)],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=limit(20),  # the whole test: 20 s (2026-12-06, beside other jobs)
     ).stdout
     assert (
         "NOT CHECKED HERE fetches: not loaded here: needs network" in shown

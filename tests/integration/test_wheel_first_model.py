@@ -18,6 +18,7 @@ import pytest
 from packaging.version import Version
 
 from tests.conftest import ROOT
+from tests.timing import limit
 
 pytestmark = [pytest.mark.slow, pytest.mark.triton]
 
@@ -55,7 +56,8 @@ def build_distributions(out: Path, env: dict) -> tuple[Path, Path]:
         capture_output=True,
         text=True,
         env=env,
-        timeout=600,
+        # the whole test took 72 s (a run of 2026-12-06 beside other jobs, ci/timeline.py)
+        timeout=limit(72),
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     (wheel,), (sdist,) = list(out.glob("tritonbuild-*.whl")), list(out.glob("tritonbuild-*.tar.gz"))
@@ -123,7 +125,7 @@ def test_the_built_wheel_runs_the_readme_first_model(tmp_path):
         start_new_session=True,
     )
     try:
-        output, _ = process.communicate(timeout=540)
+        output, _ = process.communicate(timeout=limit(72))  # the whole test, as above
     finally:
         with contextlib.suppress(ProcessLookupError):  # the script's server, if it is still up
             os.killpg(process.pid, signal.SIGTERM)
@@ -162,7 +164,7 @@ def test_a_tree_without_git_metadata_builds_the_fallback_version(tmp_path):
         capture_output=True,
         text=True,
         env=env,
-        timeout=600,
+        timeout=limit(6),  # the whole test: 6 s (the same run)
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert [p.name for p in (tmp_path / "dist").glob("*.whl")] == [
