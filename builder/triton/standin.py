@@ -38,7 +38,7 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
-from tritonbuild.triton.config import ConfigParseError, parse, read_config
+from tritonbuild.triton.config import ConfigParseError, parse, read_config, write_config
 
 STANDIN_FILE = "model.py"
 # The model.py every stand-in runs: it declares, and answers zeros of the declared output shapes
@@ -176,7 +176,7 @@ def write_standins(
         cfg = src / "config.pbtxt"
         if cfg.is_file():
             raw, changes[name] = standin_config(cfg.read_bytes(), have_gpu=have_gpu)
-            (dest / "config.pbtxt").write_bytes(raw)
+            write_config(dest, raw)
         for child in src.iterdir():
             if child.is_dir() and child.name == "warmup":
                 shutil.copytree(child, dest / "warmup")
