@@ -18,6 +18,8 @@ from tritonbuild.core.paths import PathProblem, is_inside, regular_file
 from tritonbuild.errors import VerifyError
 from tritonbuild.repository.assemble import golden_name
 from tritonbuild.repository.manifest import ManifestModel
+from tritonbuild.triton.model_dir import ModelDir
+from tritonbuild.verify.checked import AnswersChecked, Recording
 from tritonbuild.verify.classes import matching_class, merged, verdict
 from tritonbuild.verify.contract import contract_note, violations
 from tritonbuild.verify.goldens import (
@@ -129,19 +131,21 @@ def check_model(
     record: bool,
     force: bool = False,
     numerics: dict | None = None,
-) -> dict:
+    model_dir: ModelDir | None = None,
+) -> AnswersChecked:
     """record: answers on the goldens' inputs become the goldens (of this machine class); with
     force, goldens that no longer fit the model (an input renamed, added or dropped) are recorded
-    anew from fresh inputs. numerics: the fingerprint of the process that ran the model: the
-    goldens of the matching machine class are compared, and a difference is told apart as
-    another machine class or a changed model."""
+    anew from fresh inputs (the result's recording). numerics: the fingerprint of the process that
+    ran the model: the goldens of the matching machine class are compared, and a difference is told
+    apart as another machine class or a changed model. model_dir: the model's directory as verify
+    read it (its config declares the outputs; by default read from root)."""
     inputs, golden, refusal = _goldens(model, root, record, force)
     if refusal is not None:
-        return {"passed": False, "notes": [refusal]}
+        return AnswersChecked(passed=False, notes=[refusal])
     chosen, differ = matching_class(golden, numerics)
     reference = golden.classes[chosen].outputs if golden is not None else None
     runs = [[runner.infer(sample) for sample in inputs] for _ in range(model.verify.repeats)]
-    if broken := _contract(model, runner, inputs, runs, root):
+    if broken := _contract(model, runner, inputs, runs, model_dir or root):
         return _contract_broken(model, inputs, record, broken, numerics)
     mismatches = _repeat_mismatches(model, runs, runs[0] if record else reference)
     tolerated = [each for each in mismatches if each.within_tolerance]
@@ -158,53 +162,56 @@ def check_model(
     if golden is not None and not record:
         told = verdict(golden, chosen, differ, numerics, mismatches)
         notes += told.pop("notes")
+    recording = Recording(inputs, runs[0], golden, numerics) if record else None
     if status == "variant":
         if model.verify.batch_invariance == "require":
             mismatches.extend(variant)
         else:
             notes.append(_variance_note(detail, under_load is not None))
     compared = sum(len(sample_outputs) for sample_outputs in runs[0]) * model.verify.repeats
-    return {
-        "samples": len(inputs),
-        "repeats": model.verify.repeats,
-        "compared": compared,
-        "mismatches": mismatches,
-        "tolerated": tolerated,
-        "batch_invariance": status,
-        "batch_detail": detail,
-        "passed": not mismatches,
-        "under_load": under_load,
-        "notes": notes,
-        "numerics": numerics,
+    return AnswersChecked(
+        samples=len(inputs),
+        repeats=model.verify.repeats,
+        compared=compared,
+        mismatches=mismatches,
+        tolerated=tolerated,
+        batch_invariance=status,
+        batch_detail=detail,
+        passed=not mismatches,
+        under_load=under_load,
+        notes=notes,
+        numerics=numerics,
+        recording=recording,
         **told,
-        "_record": (inputs, runs[0], golden, numerics) if record else None,
-    }
+    )
 
 
-def _contract(model: ManifestModel, runner, inputs, runs, root: Path) -> list[str]:
+def _contract(model: ManifestModel, runner, inputs, runs, model_dir: Path | ModelDir) -> list[str]:
     """Where the answers break the outputs config.pbtxt declares. None from a generative runner:
     its answers are JSON (the generate endpoint) made into arrays of the declared dtype, and carry
     no tensor dtype or shape of the model's."""
     if hasattr(runner, "infer_amid"):
         return []
-    return sorted({found for outs in runs for found in violations(model, inputs, outs, root)})
+    return sorted({found for outs in runs for found in violations(model, inputs, outs, model_dir)})
 
 
-def _contract_broken(model: ManifestModel, inputs, record: bool, broken, numerics) -> dict:
+def _contract_broken(
+    model: ManifestModel, inputs, record: bool, broken, numerics
+) -> AnswersChecked:
     """A model whose answers break its config's declared outputs: failed, cause 'contract', never
     recorded (nor compared further: its goldens cannot say anything about it)."""
     note = contract_note(model, broken, record)
-    return {
-        "samples": len(inputs),
-        "repeats": model.verify.repeats,
-        "compared": 0,
-        "passed": False,
-        "notes": [note],
-        "numerics": numerics,
-        "cause": "contract",
-        "contract_violations": broken,
-        "goldens_refused": note if record else None,
-    }
+    return AnswersChecked(
+        samples=len(inputs),
+        repeats=model.verify.repeats,
+        compared=0,
+        passed=False,
+        notes=[note],
+        numerics=numerics,
+        cause="contract",
+        contract_violations=broken,
+        goldens_refused=note if record else None,
+    )
 
 
 def _goldens(model: ManifestModel, root: Path, record: bool, force: bool):
