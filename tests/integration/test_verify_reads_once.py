@@ -50,6 +50,24 @@ def test_verify_reads_each_models_config_once(tmp_path, monkeypatch):
     assert dict(opened) == dict.fromkeys(names, 1)
 
 
+def test_lint_reads_each_models_config_once(tmp_path, monkeypatch):
+    """A hand-written repository (no manifest): the load rules, the models the embedded server runs
+    itself (copied whole but for the config, written from the bytes read) and the stand-ins."""
+    from tritonbuild.verify.run import verify
+
+    root = tmp_path / "repo"
+    shutil.copytree(
+        ROOT / "model_repository",
+        root,
+        ignore=shutil.ignore_patterns("tritonbuild-*.json", "golden-v*.npz"),
+    )
+    opened = _counting_opens(monkeypatch, root)
+    report = verify(root)
+    monkeypatch.undo()
+    assert report.passed, [f.model_dump() for f in report.static if not f.ok]
+    assert dict(opened) == dict.fromkeys(sorted(p.name for p in root.iterdir()), 1)
+
+
 def test_the_count_sees_a_second_read(tmp_path, monkeypatch):
     """The counter is not blind: a second read of one config is counted."""
     from tritonbuild.triton.config import read_config
