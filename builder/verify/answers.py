@@ -24,9 +24,10 @@ from tritonbuild.verify.classes import matching_class, merged, verdict
 from tritonbuild.verify.contract import contract_note, violations
 from tritonbuild.verify.goldens import (
     check_golden_names,
-    compare,
     generate_inputs,
     goldens_arrays,
+    mismatches,
+    past_tolerance,
     read_goldens,
 )
 from tritonbuild.verify.models import Mismatch
@@ -60,33 +61,21 @@ def _batch_invariance(
             [],
         )
     found: list[Mismatch] = []
+    tolerance = model.verify.tolerance
     for group in _concat_groups(inputs, model.max_batch_size):
         batch = {k: np.concatenate([inputs[i][k] for i in group]) for k in inputs[group[0]]}
         got = runner.infer(batch)
         for row, i in enumerate(group):
-            for name, exp in reference[i].items():
-                mismatch = compare(
-                    exp,
-                    got[name][row : row + 1],
-                    sample=i,
-                    output=name,
-                    context=f"batched with {len(group) - 1} others",
-                    tolerance=model.verify.tolerance.get(name),
-                )
-                if mismatch and not mismatch.within_tolerance:
-                    found.append(mismatch)
-    for i, got in enumerate(runner.infer_concurrent(inputs)):
-        for name, exp in reference[i].items():
-            mismatch = compare(
-                exp,
-                got.get(name),
-                sample=i,
-                output=name,
-                context="concurrent requests (dynamic batcher)",
-                tolerance=model.verify.tolerance.get(name),
+            rows = {name: answer[row : row + 1] for name, answer in got.items()}
+            context = f"batched with {len(group) - 1} others"
+            found += past_tolerance(
+                mismatches(reference[i], rows, sample=i, context=context, tolerance=tolerance)
             )
-            if mismatch and not mismatch.within_tolerance:
-                found.append(mismatch)
+    for i, got in enumerate(runner.infer_concurrent(inputs)):
+        context = "concurrent requests (dynamic batcher)"
+        found += past_tolerance(
+            mismatches(reference[i], got, sample=i, context=context, tolerance=tolerance)
+        )
     if found:
         worst = max((mismatch.max_abs_diff or 0.0) for mismatch in found)
         return (
@@ -107,21 +96,18 @@ def _batch_invariance(
 
 
 def _repeat_mismatches(model: ManifestModel, runs, reference) -> list[Mismatch]:
-    found = []
-    for rep, outs in enumerate(runs):
-        for i, got in enumerate(outs):
-            for name, exp in reference[i].items():
-                mismatch = compare(
-                    exp,
-                    got.get(name),
-                    sample=i,
-                    output=name,
-                    context=f"repeat {rep + 1}",
-                    tolerance=model.verify.tolerance.get(name),
-                )
-                if mismatch:
-                    found.append(mismatch)
-    return found
+    return [
+        mismatch
+        for rep, outs in enumerate(runs)
+        for i, got in enumerate(outs)
+        for mismatch in mismatches(
+            reference[i],
+            got,
+            sample=i,
+            context=f"repeat {rep + 1}",
+            tolerance=model.verify.tolerance,
+        )
+    ]
 
 
 def check_model(

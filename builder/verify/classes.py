@@ -5,7 +5,7 @@ changed), and how a recording joins the classes already recorded."""
 from __future__ import annotations
 
 from tritonbuild.core.numerics import differences, summary
-from tritonbuild.verify.goldens import GoldenClass, Goldens, compare
+from tritonbuild.verify.goldens import GoldenClass, Goldens, mismatches
 
 
 def matching_class(golden: Goldens | None, here: dict | None) -> tuple[int, list[str] | None]:
@@ -68,8 +68,7 @@ def verdict(golden: Goldens, chosen: int, differ, here, mismatches) -> dict:
 
 def _same(a: list[dict], b: list[dict]) -> bool:
     return all(
-        x.keys() == y.keys()
-        and all(compare(x[k], y[k], sample=0, output=k, context="") is None for k in x)
+        x.keys() == y.keys() and not mismatches(x, y, sample=0, context="")
         for x, y in zip(a, b, strict=True)
     )
 
