@@ -122,9 +122,8 @@ def check_model(
     """record: answers on the goldens' inputs become the goldens (of this machine class); with
     force, goldens that no longer fit the model (an input renamed, added or dropped) are recorded
     anew from fresh inputs (the result's recording). numerics: the fingerprint of the process that
-    ran the model: the goldens of the matching machine class are compared, and a difference is told
-    apart as another machine class or a changed model. model_dir: the model's directory as verify
-    read it (its config declares the outputs; by default read from root)."""
+    ran the model: the goldens of its machine class are compared, a difference told apart as another
+    class or a changed model. model_dir: the model's directory as verify read it (by default root's)."""
     inputs, golden, refusal = _goldens(model, root, record, force)
     if refusal is not None:
         return AnswersChecked(passed=False, notes=[refusal])
@@ -135,7 +134,7 @@ def check_model(
         return _contract_broken(model, inputs, record, broken, numerics)
     mismatches = _repeat_mismatches(model, runs, runs[0] if record else reference)
     tolerated = [each for each in mismatches if each.within_tolerance]
-    mismatches = [each for each in mismatches if not each.within_tolerance]
+    mismatches = past_tolerance(mismatches)
     # NOTE: batched answers are compared with this run's own unbatched ones, not the goldens: a
     # model that answers differently from its goldens is not thereby batch-variant
     under_load, first = None, runs[0] if runs else reference
@@ -144,21 +143,19 @@ def check_model(
     else:
         status, detail, variant = _batch_invariance(model, runner, inputs, first)
     notes = _tolerance_notes(model, tolerated)
-    told = {}
+    told = None
     if golden is not None and not record:
         told = verdict(golden, chosen, differ, numerics, mismatches)
-        notes += told.pop("notes")
-    recording = Recording(inputs, runs[0], golden, numerics) if record else None
+        notes += told.notes
     if status == "variant":
         if model.verify.batch_invariance == "require":
             mismatches.extend(variant)
         else:
             notes.append(_variance_note(detail, under_load is not None))
-    compared = sum(len(sample_outputs) for sample_outputs in runs[0]) * model.verify.repeats
     return AnswersChecked(
         samples=len(inputs),
         repeats=model.verify.repeats,
-        compared=compared,
+        compared=sum(len(sample_outputs) for sample_outputs in runs[0]) * model.verify.repeats,
         mismatches=mismatches,
         tolerated=tolerated,
         batch_invariance=status,
@@ -167,8 +164,11 @@ def check_model(
         under_load=under_load,
         notes=notes,
         numerics=numerics,
-        recording=recording,
-        **told,
+        recording=Recording(inputs, runs[0], golden, numerics) if record else None,
+        goldens_recorded_on=told and told.goldens_recorded_on,
+        goldens_classes=told and told.goldens_classes,
+        cause=told and told.cause,
+        numerics_differ=told and told.numerics_differ,
     )
 
 
