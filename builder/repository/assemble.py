@@ -28,7 +28,7 @@ from tritonbuild.repository.config import build_model_config, place_labels
 from tritonbuild.repository.manifest import MANIFEST_NAME, NOT_IN_MANIFEST, Manifest, ManifestModel
 from tritonbuild.repository.rules import check_model_dir
 from tritonbuild.steps.models import BuildResult, BuiltModel
-from tritonbuild.triton.config import render
+from tritonbuild.triton.config import render, write_config
 
 
 def golden_name(version: int) -> str:
@@ -245,12 +245,12 @@ def _write_model(
             hint="make the recipes agree on everything but the source, or give them distinct names",
         )
     configs[model_plan.name] = (model_plan.version, config)
-    write_atomic(model_dir / "config.pbtxt", config)
+    write_config(model_dir, config)
     place_labels(store, model_plan, model_dir, known)
     goldens, goldens_source = _goldens(built, model_dir)
     if recipe.warmup is not None and recipe.warmup.data == "goldens":
         config = _golden_warmup(built, model_dir, goldens, config)
-        write_atomic(model_dir / "config.pbtxt", config)
+        write_config(model_dir, config)
     return ManifestModel(
         name=model_plan.name,
         version=model_plan.version,

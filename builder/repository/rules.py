@@ -7,9 +7,10 @@ from pathlib import Path
 
 from tritonbuild.backends import REGISTRY, Backend, BuildPolicy, ReleaseFact
 from tritonbuild.triton.backend_kinds import ACCEPTED_KINDS, instance_kind_problems
-from tritonbuild.triton.config import ConfigParseError, parse, read_config
+from tritonbuild.triton.config import parse
 from tritonbuild.triton.ensemble_rules import core_model_problems
 from tritonbuild.triton.finding import Finding
+from tritonbuild.triton.model_dir import ModelDir, ModelDirs
 from tritonbuild.triton.rules import (
     CORE_DEFAULT_FILES,
     NAME_MISMATCH,
@@ -21,20 +22,28 @@ from tritonbuild.triton.rules import (
 
 
 def check_model_dir(
-    model_dir: Path, *, model_files: bool = False, ours: bool = True
+    model_dir: Path | ModelDir,
+    *,
+    model_files: bool = False,
+    ours: bool = True,
+    models: ModelDirs | None = None,
 ) -> list[Finding]:
     """Triton's load rules on one model directory; model_files: also open the model files (a
     backend's model_content_checks, e.g. the ONNX graph through onnxruntime: verify does, a build
     does not pay for it). ours: a repository tritonbuild built; any other is judged as Triton would
     (a missing config.pbtxt is autocompleted, tritonbuild's build policies are notes, not failures).
-    No backend is named here: each backend's rules come from the registry (backends/base.py)."""
-    name = model_dir.name
+    No backend is named here: each backend's rules come from the registry (backends/base.py).
+    models: the repository's directories as verify read them (each read once: an ensemble's steps
+    are looked up there); by default model_dir's repository, read here."""
+    models = ModelDirs.of(model_dir, models)
+    read = models[model_dir.name]
+    name, model_dir = read.name, read.path
     out: list[Finding] = []
 
     def add(check: str, problems: list[str], ok_detail: str) -> None:
         out.append(_finding(name, check, problems, ok_detail, ours))
 
-    mc = _read_config(model_dir, ours, add)
+    mc = _read_config(read, ours, add)
     if mc is None:
         return out
 
@@ -49,7 +58,7 @@ def check_model_dir(
         f"directory name = model name = {name!r}",
     )
 
-    versions, bad = _versions(model_dir, mc.version_policy)
+    versions, bad = _versions(read, mc.version_policy)
     add("versions", bad, f"versions {versions}")
 
     # every backend-specific rule comes from the registry: the backend owning the config (by its
@@ -57,7 +66,7 @@ def check_model_dir(
     # backend
     owner = REGISTRY.for_config(mc.backend, mc.platform)
     others = [b for b in REGISTRY.also_writing(mc.backend) if b is not owner]
-    for row in _backend_rows(mc, model_dir, versions, owner, others):
+    for row in _backend_rows(mc, read, models, owner, others):
         add(*row)
     add(
         "triton-rules",
@@ -100,12 +109,13 @@ def _finding(name: str, check: str, problems: list[str], ok_detail: str, ours: b
 
 
 def _backend_rows(
-    mc, model_dir: Path, versions: list[int], owner: Backend | None, others: list[Backend]
+    mc, read: ModelDir, models: ModelDirs, owner: Backend | None, others: list[Backend]
 ) -> list[tuple[str, list[str], str]]:
     """(check, problems, ok detail) rows of the backends: the ensemble's core rules, or the owner's
     model files (or, without an owner, what Triton's core knows), then the other writers' model
     files, then the owner's own load rules."""
-    core = core_model_problems(mc, model_dir.parent)
+    model_dir, versions = read.path, read.versions
+    core = core_model_problems(mc, models)
     if core is not None:
         rows = [
             (
@@ -125,19 +135,16 @@ def _backend_rows(
     return rows
 
 
-def _versions(model_dir: Path, policy) -> tuple[list[int], list[str]]:
+def _versions(read: ModelDir, policy) -> tuple[list[int], list[str]]:
     """The numeric version directories, and what Triton would make of the others and of the version
     policy."""
-    versions, bad = [], []
-    for child in sorted(model_dir.iterdir()):
-        if child.is_dir():
-            if VERSION_RE.match(child.name):
-                versions.append(int(child.name))
-            elif child.name[:1].isdigit():
-                bad.append(
-                    f"version directory {child.name!r} is not a plain number (Triton ignores a "
-                    "leading 0 and reads '2_old' as 2)"
-                )
+    versions, bad = read.versions, []
+    for child in read.dirs:
+        if not VERSION_RE.match(child) and child[:1].isdigit():
+            bad.append(
+                f"version directory {child!r} is not a plain number (Triton ignores a "
+                "leading 0 and reads '2_old' as 2)"
+            )
     if not versions:
         bad.append("no numeric version directory: Triton reports 'no version is available'")
     if policy.WhichOneof("policy_choice") == "specific":
@@ -147,15 +154,13 @@ def _versions(model_dir: Path, policy) -> tuple[list[int], list[str]]:
     return versions, bad
 
 
-def _read_config(model_dir: Path, ours: bool, add):
+def _read_config(read: ModelDir, ours: bool, add):
     """The model's ModelConfig, its config.parse row added; None when there is nothing more to
     check. Without a config.pbtxt Triton autocompletes one (unless started with
     --disable-auto-complete-config): the backend found from the version directory's model file, the
     backend's own auto_complete_config for the rest."""
-    try:
-        mc = read_config(model_dir)
-    except FileNotFoundError:
-        backend, problems = autocompleted_backend(model_dir)
+    if read.raw is None and not read.unreadable:
+        backend, problems = autocompleted_backend(read.path)
         if ours or problems:
             add("config.parse", problems or ["config.pbtxt is missing"], "")
             return None
@@ -168,11 +173,11 @@ def _read_config(model_dir: Path, ours: bool, add):
         mc = parse(b"")
         mc.backend = backend
         return mc
-    except ConfigParseError as e:
-        add("config.parse", [f"config.pbtxt:{e} (not a valid inference.ModelConfig)"], "")
+    if read.config is None:
+        add("config.parse", [f"config.pbtxt:{read.error} (not a valid inference.ModelConfig)"], "")
         return None
     add("config.parse", [], "config.pbtxt parses as inference.ModelConfig")
-    return mc
+    return read.config
 
 
 def _unknown_backend_rows(

@@ -11,6 +11,8 @@ from typing import Protocol
 
 from google.protobuf import text_format
 
+from tritonbuild.core.fsutil import write_atomic
+
 CONFIG_FILE = "config.pbtxt"
 KINDS = {"cpu": "KIND_CPU", "gpu": "KIND_GPU", "auto": "KIND_AUTO", "model": "KIND_MODEL"}
 
@@ -89,6 +91,15 @@ def parse(data: bytes):
     except (text_format.ParseError, UnicodeDecodeError) as e:
         raise ConfigParseError(str(e)) from None
     return mc
+
+
+def write_config(model_dir: Path, config) -> bytes:
+    """The one writer of a model's config.pbtxt: config (a ModelConfig, rendered; or bytes, written
+    as they are: a stand-in passes on a config that does not parse) written atomically, the model
+    directory made if needed. Returns the bytes written."""
+    data = config if isinstance(config, bytes) else render(config)
+    write_atomic(model_dir / CONFIG_FILE, data)
+    return data
 
 
 def config_bytes(model_dir: Path) -> bytes:

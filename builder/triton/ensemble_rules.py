@@ -11,9 +11,7 @@ own wording.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from tritonbuild.triton.config import read_config_or_none
+from tritonbuild.triton.model_dir import ModelDirs
 
 
 def ensemble_scheduling_problems(mc, name: str, platform: str) -> list[str]:
@@ -114,18 +112,19 @@ def _unwritten_output(output: str, name: str, prev: dict[str, list[str]], ready:
     return msg
 
 
-def core_model_problems(mc, repo: Path) -> list[str] | None:
+def core_model_problems(mc, models: ModelDirs) -> list[str] | None:
     """The model-file rule of a platform Triton's core runs itself, with no backend library (the
-    ensemble scheduler): its steps against their configs in repo. None for a model a backend
-    loads."""
-    return ensemble_step_problems(mc, repo) if mc.platform == "ensemble" else None
+    ensemble scheduler): its steps against their configs in the repository models reads. None for a
+    model a backend loads."""
+    return ensemble_step_problems(mc, models) if mc.platform == "ensemble" else None
 
 
-def ensemble_step_problems(mc, repo: Path) -> list[str]:
-    """ValidateEnsembleConfig (ensemble_utils.cc) against the step models' configs in repo, and the
-    repository manager's checks (step present, required version, cycles)."""
+def ensemble_step_problems(mc, models: ModelDirs) -> list[str]:
+    """ValidateEnsembleConfig (ensemble_utils.cc) against the step models' configs (as models read
+    them: each once), and the repository manager's checks (step present, required version,
+    cycles)."""
     name = mc.name
-    cycle = _cycle(name, repo)
+    cycle = _cycle(name, models)
     if cycle:
         return [
             f"circular dependency between ensembles: {cycle[0]} -> ... -> {cycle[-2]} -> "
@@ -143,15 +142,14 @@ def ensemble_step_problems(mc, repo: Path) -> list[str]:
         tensors[tensor.name] = node(name, batching, tensor.data_type, dims)
     parsed = []
     for step in mc.ensemble_scheduling.step:
-        step_dir = repo / step.model_name
-        step_config = read_config_or_none(step_dir)
+        step_config = models.config(step.model_name)
         if step_config is None:
             problems.append(
                 f"ensemble {name} contains models that are not available or ambiguous: "
                 f"{step.model_name}"
             )
             continue
-        if step.model_version != -1 and not (step_dir / str(step.model_version)).is_dir():
+        if step.model_version != -1 and str(step.model_version) not in models[step.model_name].dirs:
             problems.append(
                 f"ensemble '{name}' depends on '{step.model_name}' whose required version "
                 f"{step.model_version} is not loaded."
@@ -275,13 +273,13 @@ def _tensor_mapping(ens: str, step, step_config, tensors: dict, node) -> list[st
     return []
 
 
-def _cycle(start: str, repo: Path) -> list[str] | None:
+def _cycle(start: str, models: ModelDirs) -> list[str] | None:
     """A path start → … → start through ensemble steps, if any (iterative: no recursion limit)."""
     stack = [(start, [start])]
     seen = set()
     while stack:
         name, path = stack.pop()
-        mc = read_config_or_none(repo / name)
+        mc = models.config(name)
         if mc is None:
             continue
         for step in mc.ensemble_scheduling.step:

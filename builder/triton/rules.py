@@ -19,8 +19,8 @@ from tritonbuild.triton.config import enum_name, parse
 from tritonbuild.triton.ensemble_rules import ensemble_scheduling_problems
 from tritonbuild.triton.fields import TRITON_VERSION, unknown_fields
 from tritonbuild.triton.io_rules import io_problems
+from tritonbuild.triton.model_dir import VERSION_RE as VERSION_RE  # where it was
 
-VERSION_RE = re.compile(r"^[1-9][0-9]*$")  # the version directories Triton serves
 # GetBackendTypeFromPlatform. torch_aoti (AOTInductor packages) pairs with pytorch from core dabbddc
 # (r26.03, "Add Support for Torch AOTI"); 2.51 does not know it: such models target a newer server,
 # as tritonbuild writes them.

@@ -38,7 +38,8 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
-from tritonbuild.triton.config import ConfigParseError, parse, read_config
+from tritonbuild.triton.config import CONFIG_FILE, ConfigParseError, parse, write_config
+from tritonbuild.triton.model_dir import ModelDirs
 
 STANDIN_FILE = "model.py"
 # The model.py every stand-in runs: it declares, and answers zeros of the declared output shapes
@@ -130,8 +131,8 @@ def standin_config(raw: bytes, *, have_gpu: bool) -> tuple[bytes, list[str]]:
     return text_format.MessageToString(mc).encode(), changed
 
 
-def _closure(root: Path, names: list[str]) -> list[str]:
-    """The models and, transitively, the ensemble steps they name that exist in root."""
+def _closure(models: ModelDirs, names: list[str]) -> list[str]:
+    """The models and, transitively, the ensemble steps they name that exist in the repository."""
     seen: list[str] = []
     todo = list(names)
     while todo:
@@ -141,16 +142,25 @@ def _closure(root: Path, names: list[str]) -> list[str]:
             or "/" in name
             or name in (".", "..")
             or name in seen
-            or not (root / name).is_dir()
+            or not models[name].exists
         ):
             continue
         seen.append(name)
-        try:
-            mc = read_config(root / name)
-        except (OSError, ConfigParseError):
-            continue
-        todo.extend(step.model_name for step in mc.ensemble_scheduling.step)
+        mc = models.config(name)
+        if mc is not None:
+            todo.extend(step.model_name for step in mc.ensemble_scheduling.step)
     return seen
+
+
+def _ignored(model_dir: Path):
+    """copytree's ignore for a model copied whole: __pycache__, and the model's own config.pbtxt
+    (written from the bytes already read)."""
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        top = {CONFIG_FILE} if Path(directory) == model_dir else set()
+        return {name for name in names if name == "__pycache__" or name in top}
+
+    return ignore
 
 
 def write_standins(
@@ -160,31 +170,35 @@ def write_standins(
     *,
     have_gpu: bool,
     as_is: frozenset[str] = frozenset(),
+    models: ModelDirs | None = None,
 ) -> dict[str, list[str]]:
     """Scratch repository of stand-ins for names (plus their ensemble steps): name → what the
     stand-in changed. Files beside config.pbtxt (label files, warmup data) come along: Triton opens
     them at load. A model in as_is (one the embedded server runs) is copied whole, so its own
-    model.py is imported and initialize() run."""
+    model.py is imported and initialize() run; its config is written as read. models: root's
+    model directories as read (by default read here), whose configs are not opened again."""
+    models = models or ModelDirs(root)
     changes = {}
-    for name in _closure(root, names):
-        src, dest = root / name, scratch / name
+    for name in _closure(models, names):
+        read, dest = models[name], scratch / name
         if name in as_is:
-            shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(read.path, dest, ignore=_ignored(read.path))
             changes[name] = []
+            if read.raw is not None:
+                write_config(dest, read.raw)
             continue
         dest.mkdir(parents=True)
-        cfg = src / "config.pbtxt"
-        if cfg.is_file():
-            raw, changes[name] = standin_config(cfg.read_bytes(), have_gpu=have_gpu)
-            (dest / "config.pbtxt").write_bytes(raw)
-        for child in src.iterdir():
-            if child.is_dir() and child.name == "warmup":
-                shutil.copytree(child, dest / "warmup")
-            elif child.is_dir():
-                (dest / child.name).mkdir()
-                (dest / child.name / STANDIN_FILE).write_text(STANDIN_MODEL)
-            elif child.is_file() and child.name != "config.pbtxt":
-                shutil.copyfile(child, dest / child.name)
+        if read.raw is not None:
+            raw, changes[name] = standin_config(read.raw, have_gpu=have_gpu)
+            write_config(dest, raw)
+        for child in read.dirs:
+            if child == "warmup":
+                shutil.copytree(read.path / child, dest / "warmup")
+            else:
+                (dest / child).mkdir()
+                (dest / child / STANDIN_FILE).write_text(STANDIN_MODEL)
+        for child in read.files:
+            shutil.copyfile(read.path / child, dest / child)
     return changes
 
 
@@ -199,14 +213,12 @@ def poll_failure_cause(log_text: str, name: str) -> str | None:
     return cause
 
 
-def ensembles(scratch: Path, names: list[str]) -> set[str]:
+def ensembles(models: ModelDirs, names: list[str]) -> set[str]:
+    """The names that are ensembles (a stand-in keeps an ensemble's config as written)."""
     out = set()
     for name in names:
-        try:
-            mc = read_config(scratch / name)
-        except (OSError, ConfigParseError):
-            continue
-        if mc.platform == "ensemble" or mc.HasField("ensemble_scheduling"):
+        mc = models.config(name)
+        if mc is not None and (mc.platform == "ensemble" or mc.HasField("ensemble_scheduling")):
             out.add(name)
     return out
 

@@ -8,7 +8,7 @@ import numpy as np
 from tritonbuild.repository.manifest import ManifestModel
 from tritonbuild.triton.batching import write_dynamic_batching
 from tritonbuild.tune.space import Candidate
-from tritonbuild.verify.goldens import compare
+from tritonbuild.verify.goldens import mismatches
 
 NULL_MODEL = "tritonbuild_loadgen_ceiling"
 
@@ -100,17 +100,8 @@ class GoldensCheck:
         alone, batched = [], []
         for rep in range(self.manifest_model.verify.repeats):
             for i, sample in enumerate(self.inputs):
-                got = self.infer(sample)
-                for name, exp in reference[i].items():
-                    mismatch = compare(
-                        exp,
-                        got.get(name),
-                        sample=i,
-                        output=name,
-                        context=f"{candidate.label}: repeat {rep + 1}",
-                    )
-                    if mismatch:
-                        alone.append(mismatch)
+                context = f"{candidate.label}: repeat {rep + 1}"
+                alone += mismatches(reference[i], self.infer(sample), sample=i, context=context)
         if candidate.batching and len(self.inputs) > 1:
             # NOTE: the batch composition a config causes is the one its dynamic batcher forms from
             # single requests; a batch the client builds itself is the model's own property (verify
@@ -119,18 +110,9 @@ class GoldensCheck:
 
             with ThreadPoolExecutor(max_workers=len(self.inputs)) as pool:
                 for rep in range(self.manifest_model.verify.repeats):
+                    context = f"{candidate.label}: {len(self.inputs)} concurrent requests, round {rep + 1}"
                     for i, got in enumerate(pool.map(self.infer, self.inputs)):
-                        for name, exp in reference[i].items():
-                            mismatch = compare(
-                                exp,
-                                got.get(name),
-                                sample=i,
-                                output=name,
-                                context=f"{candidate.label}: {len(self.inputs)} concurrent "
-                                f"requests, round {rep + 1}",
-                            )
-                            if mismatch:
-                                batched.append(mismatch)
+                        batched += mismatches(reference[i], got, sample=i, context=context)
         return alone, batched
 
     def close(self) -> None:

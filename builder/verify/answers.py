@@ -18,13 +18,16 @@ from tritonbuild.core.paths import PathProblem, is_inside, regular_file
 from tritonbuild.errors import VerifyError
 from tritonbuild.repository.assemble import golden_name
 from tritonbuild.repository.manifest import ManifestModel
+from tritonbuild.triton.model_dir import ModelDir
+from tritonbuild.verify.checked import AnswersChecked, Recording
 from tritonbuild.verify.classes import matching_class, merged, verdict
 from tritonbuild.verify.contract import contract_note, violations
 from tritonbuild.verify.goldens import (
     check_golden_names,
-    compare,
     generate_inputs,
     goldens_arrays,
+    mismatches,
+    past_tolerance,
     read_goldens,
 )
 from tritonbuild.verify.models import Mismatch
@@ -58,33 +61,21 @@ def _batch_invariance(
             [],
         )
     found: list[Mismatch] = []
+    tolerance = model.verify.tolerance
     for group in _concat_groups(inputs, model.max_batch_size):
         batch = {k: np.concatenate([inputs[i][k] for i in group]) for k in inputs[group[0]]}
         got = runner.infer(batch)
         for row, i in enumerate(group):
-            for name, exp in reference[i].items():
-                mismatch = compare(
-                    exp,
-                    got[name][row : row + 1],
-                    sample=i,
-                    output=name,
-                    context=f"batched with {len(group) - 1} others",
-                    tolerance=model.verify.tolerance.get(name),
-                )
-                if mismatch and not mismatch.within_tolerance:
-                    found.append(mismatch)
-    for i, got in enumerate(runner.infer_concurrent(inputs)):
-        for name, exp in reference[i].items():
-            mismatch = compare(
-                exp,
-                got.get(name),
-                sample=i,
-                output=name,
-                context="concurrent requests (dynamic batcher)",
-                tolerance=model.verify.tolerance.get(name),
+            rows = {name: answer[row : row + 1] for name, answer in got.items()}
+            context = f"batched with {len(group) - 1} others"
+            found += past_tolerance(
+                mismatches(reference[i], rows, sample=i, context=context, tolerance=tolerance)
             )
-            if mismatch and not mismatch.within_tolerance:
-                found.append(mismatch)
+    for i, got in enumerate(runner.infer_concurrent(inputs)):
+        context = "concurrent requests (dynamic batcher)"
+        found += past_tolerance(
+            mismatches(reference[i], got, sample=i, context=context, tolerance=tolerance)
+        )
     if found:
         worst = max((mismatch.max_abs_diff or 0.0) for mismatch in found)
         return (
@@ -105,21 +96,18 @@ def _batch_invariance(
 
 
 def _repeat_mismatches(model: ManifestModel, runs, reference) -> list[Mismatch]:
-    found = []
-    for rep, outs in enumerate(runs):
-        for i, got in enumerate(outs):
-            for name, exp in reference[i].items():
-                mismatch = compare(
-                    exp,
-                    got.get(name),
-                    sample=i,
-                    output=name,
-                    context=f"repeat {rep + 1}",
-                    tolerance=model.verify.tolerance.get(name),
-                )
-                if mismatch:
-                    found.append(mismatch)
-    return found
+    return [
+        mismatch
+        for rep, outs in enumerate(runs)
+        for i, got in enumerate(outs)
+        for mismatch in mismatches(
+            reference[i],
+            got,
+            sample=i,
+            context=f"repeat {rep + 1}",
+            tolerance=model.verify.tolerance,
+        )
+    ]
 
 
 def check_model(
@@ -129,23 +117,24 @@ def check_model(
     record: bool,
     force: bool = False,
     numerics: dict | None = None,
-) -> dict:
+    model_dir: ModelDir | None = None,
+) -> AnswersChecked:
     """record: answers on the goldens' inputs become the goldens (of this machine class); with
     force, goldens that no longer fit the model (an input renamed, added or dropped) are recorded
-    anew from fresh inputs. numerics: the fingerprint of the process that ran the model: the
-    goldens of the matching machine class are compared, and a difference is told apart as
-    another machine class or a changed model."""
+    anew from fresh inputs (the result's recording). numerics: the fingerprint of the process that
+    ran the model: the goldens of its machine class are compared, a difference told apart as another
+    class or a changed model. model_dir: the model's directory as verify read it (by default root's)."""
     inputs, golden, refusal = _goldens(model, root, record, force)
     if refusal is not None:
-        return {"passed": False, "notes": [refusal]}
+        return AnswersChecked(passed=False, notes=[refusal])
     chosen, differ = matching_class(golden, numerics)
     reference = golden.classes[chosen].outputs if golden is not None else None
     runs = [[runner.infer(sample) for sample in inputs] for _ in range(model.verify.repeats)]
-    if broken := _contract(model, runner, inputs, runs, root):
+    if broken := _contract(model, runner, inputs, runs, model_dir or root):
         return _contract_broken(model, inputs, record, broken, numerics)
     mismatches = _repeat_mismatches(model, runs, runs[0] if record else reference)
     tolerated = [each for each in mismatches if each.within_tolerance]
-    mismatches = [each for each in mismatches if not each.within_tolerance]
+    mismatches = past_tolerance(mismatches)
     # NOTE: batched answers are compared with this run's own unbatched ones, not the goldens: a
     # model that answers differently from its goldens is not thereby batch-variant
     under_load, first = None, runs[0] if runs else reference
@@ -154,57 +143,61 @@ def check_model(
     else:
         status, detail, variant = _batch_invariance(model, runner, inputs, first)
     notes = _tolerance_notes(model, tolerated)
-    told = {}
+    told = None
     if golden is not None and not record:
         told = verdict(golden, chosen, differ, numerics, mismatches)
-        notes += told.pop("notes")
+        notes += told.notes
     if status == "variant":
         if model.verify.batch_invariance == "require":
             mismatches.extend(variant)
         else:
             notes.append(_variance_note(detail, under_load is not None))
-    compared = sum(len(sample_outputs) for sample_outputs in runs[0]) * model.verify.repeats
-    return {
-        "samples": len(inputs),
-        "repeats": model.verify.repeats,
-        "compared": compared,
-        "mismatches": mismatches,
-        "tolerated": tolerated,
-        "batch_invariance": status,
-        "batch_detail": detail,
-        "passed": not mismatches,
-        "under_load": under_load,
-        "notes": notes,
-        "numerics": numerics,
-        **told,
-        "_record": (inputs, runs[0], golden, numerics) if record else None,
-    }
+    return AnswersChecked(
+        samples=len(inputs),
+        repeats=model.verify.repeats,
+        compared=sum(len(sample_outputs) for sample_outputs in runs[0]) * model.verify.repeats,
+        mismatches=mismatches,
+        tolerated=tolerated,
+        batch_invariance=status,
+        batch_detail=detail,
+        passed=not mismatches,
+        under_load=under_load,
+        notes=notes,
+        numerics=numerics,
+        recording=Recording(inputs, runs[0], golden, numerics) if record else None,
+        goldens_recorded_on=told and told.goldens_recorded_on,
+        goldens_classes=told and told.goldens_classes,
+        cause=told and told.cause,
+        numerics_differ=told and told.numerics_differ,
+    )
 
 
-def _contract(model: ManifestModel, runner, inputs, runs, root: Path) -> list[str]:
+def _contract(model: ManifestModel, runner, inputs, runs, model_dir: Path | ModelDir) -> list[str]:
     """Where the answers break the outputs config.pbtxt declares. None from a generative runner:
     its answers are JSON (the generate endpoint) made into arrays of the declared dtype, and carry
     no tensor dtype or shape of the model's."""
     if hasattr(runner, "infer_amid"):
         return []
-    return sorted({found for outs in runs for found in violations(model, inputs, outs, root)})
+    return sorted({found for outs in runs for found in violations(model, inputs, outs, model_dir)})
 
 
-def _contract_broken(model: ManifestModel, inputs, record: bool, broken, numerics) -> dict:
+def _contract_broken(
+    model: ManifestModel, inputs, record: bool, broken, numerics
+) -> AnswersChecked:
     """A model whose answers break its config's declared outputs: failed, cause 'contract', never
     recorded (nor compared further: its goldens cannot say anything about it)."""
     note = contract_note(model, broken, record)
-    return {
-        "samples": len(inputs),
-        "repeats": model.verify.repeats,
-        "compared": 0,
-        "passed": False,
-        "notes": [note],
-        "numerics": numerics,
-        "cause": "contract",
-        "contract_violations": broken,
-        "goldens_refused": note if record else None,
-    }
+    return AnswersChecked(
+        samples=len(inputs),
+        repeats=model.verify.repeats,
+        compared=0,
+        passed=False,
+        notes=[note],
+        numerics=numerics,
+        cause="contract",
+        contract_violations=broken,
+        goldens_refused=note if record else None,
+    )
 
 
 def _goldens(model: ManifestModel, root: Path, record: bool, force: bool):

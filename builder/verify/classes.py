@@ -4,8 +4,11 @@ changed), and how a recording joins the classes already recorded."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from tritonbuild.core.numerics import differences, summary
-from tritonbuild.verify.goldens import GoldenClass, Goldens, compare
+from tritonbuild.verify.goldens import GoldenClass, Goldens, mismatches
+from tritonbuild.verify.models import Mismatch
 
 
 def matching_class(golden: Goldens | None, here: dict | None) -> tuple[int, list[str] | None]:
@@ -20,56 +23,62 @@ def matching_class(golden: Goldens | None, here: dict | None) -> tuple[int, list
     return 0, (None if first is None else differences(first, here))
 
 
-def verdict(golden: Goldens, chosen: int, differ, here, mismatches) -> dict:
+@dataclass(frozen=True)
+class Verdict:
     """The report's fields on where the goldens came from, and why answers differ from them."""
+
+    goldens_recorded_on: str
+    goldens_classes: int
+    notes: list[str] = field(default_factory=list)
+    cause: str | None = None
+    numerics_differ: list[str] | None = None
+
+
+def verdict(golden: Goldens, chosen: int, differ, here, found: list[Mismatch]) -> Verdict:
+    """Where the goldens came from, and why answers differ from them."""
     recorded = golden.classes[chosen].numerics
-    out: dict = {
-        "goldens_recorded_on": summary(recorded),
-        "goldens_classes": len(golden.classes),
-        "notes": [],
-    }
-    changed = [mismatch for mismatch in mismatches if mismatch.context.startswith("repeat")]
+    notes: list[str] = []
     if len(golden.classes) > 1 and differ == []:
-        out["notes"].append(
+        notes.append(
             f"compared with the goldens of machine class {chosen + 1} of {len(golden.classes)} "
             f"({summary(recorded)})"
         )
+    changed = [mismatch for mismatch in found if mismatch.context.startswith("repeat")]
     if not changed:
-        return out
+        return Verdict(summary(recorded), len(golden.classes), notes)
     elements = sum(mismatch.differing for mismatch in changed)
     ulps = [mismatch.max_ulp for mismatch in changed if mismatch.max_ulp is not None]
     size = f"{elements} element(s) differ" + (f" by at most {max(ulps)} ULP" if ulps else "")
     if differ is None:
-        out["cause"] = "unknown"
+        cause, numerics_differ = "unknown", None
         where = (
             "the goldens were recorded before fingerprints (recorded where: unknown)"
             if recorded is None
             else "this run's fingerprint is not known here"
         )
-        out["notes"].append(
+        note = (
             f"answers differ from the goldens: {size}; {where}, so a machine difference cannot be "
             "told from a model change: record again on the machine that made them to add one"
         )
     elif differ:
-        out["cause"], out["numerics_differ"] = "machine-class", differ
-        out["notes"].append(
+        cause, numerics_differ = "machine-class", differ
+        note = (
             f"recorded on another machine class ({summary(recorded)}): {'; '.join(differ)}; "
             f"{size}. Record this class's goldens beside them ('verify OUT --record'), or make "
             "the model portable (numerics: portable)"
         )
     else:
-        out["cause"], out["numerics_differ"] = "model", []
-        out["notes"].append(
+        cause, numerics_differ = "model", []
+        note = (
             f"same machine class as the goldens ({summary(recorded)}): the model's answers "
             f"changed; {size}"
         )
-    return out
+    return Verdict(summary(recorded), len(golden.classes), [*notes, note], cause, numerics_differ)
 
 
 def _same(a: list[dict], b: list[dict]) -> bool:
     return all(
-        x.keys() == y.keys()
-        and all(compare(x[k], y[k], sample=0, output=k, context="") is None for k in x)
+        x.keys() == y.keys() and not mismatches(x, y, sample=0, context="")
         for x, y in zip(a, b, strict=True)
     )
 

@@ -12,7 +12,7 @@ import numpy as np
 from tritonbuild.recipe.models import DTYPES, TensorSpec
 from tritonbuild.repository.existing import config_tensors
 from tritonbuild.repository.manifest import ManifestModel
-from tritonbuild.triton.config import ConfigParseError, read_config
+from tritonbuild.triton.model_dir import ModelDir
 from tritonbuild.verify.goldens import NP_DTYPES
 
 
@@ -34,25 +34,31 @@ def _shape_ok(dims: list[int], got: tuple[int, ...]) -> bool:
     return len(got) == len(dims) and all(d in (-1, g) for d, g in zip(dims, got, strict=True))
 
 
-def declared(root: Path, model: ManifestModel) -> tuple[list[TensorSpec], int]:
+def declared(read: ModelDir, model: ManifestModel) -> tuple[list[TensorSpec], int]:
     """The outputs and max_batch_size the model's config.pbtxt declares (what Triton tells clients);
     the manifest's, which assemble wrote from the same derived I/O, where the config cannot be read
     (static checks report that)."""
-    try:
-        config = read_config(root / model.name)
-    except (OSError, ConfigParseError):
+    if read.config is None:
         return list(model.outputs), model.max_batch_size
-    return config_tensors(config, "output"), config.max_batch_size
+    return config_tensors(read.config, "output"), read.config.max_batch_size
 
 
 def violations(
-    model: ManifestModel, inputs: list[dict], answers: list[dict], root: Path | None = None
+    model: ManifestModel,
+    inputs: list[dict],
+    answers: list[dict],
+    model_dir: Path | ModelDir | None = None,
 ) -> list[str]:
     """Per sample and output: where an answer's dtype or shape is not what the config declares
-    (the batch dimension, when the model batches, is the request's)."""
+    (the batch dimension, when the model batches, is the request's). model_dir: the model's
+    directory as read (a repository root: its model.name read now); None: the manifest's."""
     found = []
+    if isinstance(model_dir, Path):
+        model_dir = ModelDir.read(model_dir / model.name)
     outputs_declared, max_batch = (
-        declared(root, model) if root is not None else (model.outputs, model.max_batch_size)
+        declared(model_dir, model)
+        if model_dir is not None
+        else (model.outputs, model.max_batch_size)
     )
     declared_by_name = {tensor.name: tensor for tensor in outputs_declared}
     for i, (sample, outputs) in enumerate(zip(inputs, answers, strict=True)):

@@ -259,3 +259,36 @@ def compare(
         within_tolerance=within,
         max_ulp=ulp,
     )
+
+
+def mismatches(
+    expected: dict[str, np.ndarray],
+    got: dict[str, np.ndarray],
+    *,
+    sample: int,
+    context: str,
+    tolerance: dict | None = None,
+) -> list[Mismatch]:
+    """The one golden-mismatch function: each output of expected that got does not answer bit for
+    bit (compare; a missing output is one), in expected's order. tolerance: output → its
+    verify.tolerance; a difference within it is marked within_tolerance (the caller keeps or drops
+    it)."""
+    tolerance = tolerance or {}
+    found = []
+    for name, exp in expected.items():
+        mismatch = compare(
+            exp,
+            got.get(name),
+            sample=sample,
+            output=name,
+            context=context,
+            tolerance=tolerance.get(name),
+        )
+        if mismatch:
+            found.append(mismatch)
+    return found
+
+
+def past_tolerance(found: list[Mismatch]) -> list[Mismatch]:
+    """The mismatches no tolerance allows."""
+    return [mismatch for mismatch in found if not mismatch.within_tolerance]

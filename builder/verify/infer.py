@@ -282,20 +282,18 @@ def _inputs_of(metadata: dict) -> str:
 
 
 def _compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> str:
-    """'bit-exact', or which outputs differ and by how much."""
+    """'bit-exact', or which outputs differ and by how much (verify's golden-mismatch function:
+    BYTES answers compared by value)."""
+    from tritonbuild.verify.goldens import mismatches
+
     diffs = []
-    for name, ref in want.items():
-        arr = got.get(name)
+    for found in mismatches(want, got, sample=0, context=""):
+        name, ref, arr = found.output, want[found.output], got.get(found.output)
         if arr is None or arr.shape != ref.shape or arr.dtype != ref.dtype:
             seen = "missing" if arr is None else f"{arr.dtype} {list(arr.shape)}"
             diffs.append(f"{name}: {seen} vs golden {ref.dtype} {list(ref.shape)}")
-        elif arr.tobytes() != ref.tobytes():
-            num = np.issubdtype(ref.dtype, np.number)
-            worst = (
-                float(np.max(np.abs(arr.astype(np.float64) - ref.astype(np.float64))))
-                if num
-                else None
-            )
+        else:
+            worst = found.max_abs_diff if np.issubdtype(ref.dtype, np.number) else None
             diffs.append(
                 f"{name}: differs" + (f" (max |diff| {worst:.3g})" if worst is not None else "")
             )

@@ -3,6 +3,7 @@ bit for bit."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -31,15 +32,14 @@ from tritonbuild.server.embedded import (
 from tritonbuild.server.launcher import launcher_for, reported_python
 from tritonbuild.server.numerics import server_numerics
 from tritonbuild.server.target import python_side, target_for
+from tritonbuild.triton.model_dir import ModelDirs
 from tritonbuild.triton.standin import explain_load_error
-from tritonbuild.verify.answers import check_model, write_goldens
 from tritonbuild.verify.models import ModelReport, VerificationReport
-from tritonbuild.verify.routes import live_runner, route_for
-from tritonbuild.verify.runners import InferError
-from tritonbuild.verify.served import host_numerics, served_check, served_differences, version_ready
+from tritonbuild.verify.on_route import verify_model
+from tritonbuild.verify.routes import route_for
+from tritonbuild.verify.served import host_numerics, served_check
 from tritonbuild.verify.static import core_checks, lint, static_checks
 from tritonbuild.verify.triton_core import without_repeats
-from tritonbuild.verify.worker import WorkerError, in_process_runner, ran_on
 
 Progress = Callable[[str], None]
 
@@ -81,15 +81,15 @@ def verify(
 
     say = progress or (lambda _msg: None)
     say("static checks")
-    static = static_checks(root, manifest)
+    models = ModelDirs(root)  # each model directory read once, for every check below
     routes, not_live = _routes(manifest, server_url, frozenset(backends or {}))
+    core = functools.partial(core_checks, tritonserver=tritonserver, target=target, sources=sources)
     static = without_repeats(
-        static,
-        core_checks(root, not_live, say, tritonserver=tritonserver, target=target, sources=sources),
+        static_checks(root, manifest, models), core(root, not_live, say, models=models)
     )
     if not all(check.ok for check in static):
         return _report(root, manifest, static, [], python_ran(), passed=False)
-    run = _ModelChecks(root, manifest, routes, server_url, record, force, say, server_log)
+    run = _ModelChecks(root, manifest, routes, server_url, record, force, say, server_log, models)
     with ExitStack() as stack:
         if any(route == "live-embedded" for route, _ in routes.values()):
             launcher = launcher_for(tritonserver, target, sources)
@@ -147,6 +147,7 @@ class _ModelChecks:
         force: bool,
         say: Progress,
         server_log: Path | None = None,
+        models: ModelDirs | None = None,
     ):
         self.root, self.manifest, self.routes = root, manifest, routes
         self.server_url, self.record, self.force, self.say = server_url, record, force, say
@@ -154,6 +155,7 @@ class _ModelChecks:
         self.server: EmbeddedServer | None = None
         self.server_numerics: dict | None = None
         self.loads: dict[str, str | None] = {}
+        self.models = models or ModelDirs(root)
 
     def _embedded_models(self) -> list[ManifestModel]:
         return [
@@ -198,7 +200,7 @@ class _ModelChecks:
             else:
                 url = f"http://{self.server.http_url}" if self.server else None
             load_error = self.loads.get(model.name, "not loaded")
-            model_report, updated_model = _verify_model(
+            model_report, updated_model = verify_model(
                 self.root,
                 model,
                 route,
@@ -210,6 +212,7 @@ class _ModelChecks:
                 server_numerics=self.server_numerics
                 if route == "live-embedded"
                 else host_numerics(url, model),
+                models=self.models,
             )
             if route == "in-process":
                 note = (
@@ -299,102 +302,3 @@ def _load_all(
             else f"not loaded: its ensemble {ensemble!r} failed to load: {result[ensemble]}"
         )
     return result
-
-
-def _verify_model(
-    root: Path,
-    model: ManifestModel,
-    route: Route,
-    detail: str,
-    url: str | None,
-    record: bool,
-    load_error: str | None = None,
-    force: bool = False,
-    server_numerics: dict | None = None,
-) -> tuple[ModelReport, ManifestModel]:
-    base = {
-        "name": model.name,
-        "version": model.version,
-        "backend": model.backend,
-        "route": route,
-        "route_detail": detail,
-        "goldens": model.goldens,
-    }
-    if route == "none":
-        return ModelReport(
-            **{**base, "route_detail": "not checked here"},
-            loaded=False,
-            passed=False,
-            checked=False,
-            notes=[detail],
-        ), model
-    runner = _runner(root, model, route, url, load_error, base)
-    if isinstance(runner, ModelReport):
-        return runner, model
-    numerics = ran_on(runner) if route == "in-process" else server_numerics
-    try:
-        result = check_model(model, runner, root, record, force, numerics=numerics)
-    except InferError as e:
-        return ModelReport(**base, loaded=True, passed=False, infer_error=str(e)), model
-    except Exception as e:  # in-process runtimes (onnxruntime, torch) raise their own types
-        if route != "in-process":
-            raise
-        error = str(e) if isinstance(e, WorkerError) else f"{type(e).__name__}: {e}"
-        return ModelReport(**base, loaded=True, passed=False, infer_error=error), model
-    finally:
-        runner.close()
-    recorded = result.pop("_record", None)
-    if recorded is not None:
-        inputs, answers, golden, numerics = recorded
-        model, note, refusal = write_goldens(
-            root, model, inputs, answers, golden, numerics, force=force
-        )
-        base["goldens"] = model.goldens
-        result["notes"] = [*result["notes"], *(x for x in (note, refusal) if x)]
-        result["passed"] = result["passed"] and refusal is None
-        result["goldens_refused"] = refusal
-    return ModelReport(**base, loaded=True, **result), model
-
-
-def _runner(root: Path, model: ManifestModel, route: Route, url, load_error, base: dict):
-    """What asks the model on its route, or the report of why it cannot be asked (not loaded,
-    another build served, its runtime missing). On a given server, base gets what it serves."""
-    try:
-        if route == "in-process":
-            version_dir = root / model.name / str(model.version)
-            return in_process_runner(version_dir, model)
-        if route == "live-embedded":
-            if load_error:
-                raise ModelLoadError(load_error)
-            return live_runner(url, model)
-        # NOTE: a load of a served model reloads it (a second vLLM engine)
-        if not version_ready(url, model):
-            load_model(url, model.name)
-        served, base["served"] = served_differences(url, root, model)
-        if served:
-            return ModelReport(
-                **base,
-                loaded=True,
-                passed=False,
-                load_error=f"the server at {url} does not serve this build of {model.name!r}: "
-                + "; ".join(served),
-            )
-        return live_runner(url, model)
-    except ModelLoadError as e:
-        return ModelReport(**base, loaded=False, load_error=e.message, passed=False)
-    except ImportError as e:
-        extra = (
-            REGISTRY.for_manifest(model.backend).runner_extra()
-            if route == "in-process"
-            else "embedded"
-        )
-        return ModelReport(
-            **base,
-            loaded=False,
-            load_error=f"{e}: pip install 'tritonbuild[{extra}]'",
-            passed=False,
-        )
-    except Exception as e:  # noqa: BLE001 - onnxruntime raises its own types on a bad model
-        return ModelReport(
-            **base, loaded=False, load_error=f"{type(e).__name__}: {e}", passed=False
-        )

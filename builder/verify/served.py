@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tritonbuild.repository.manifest import ManifestModel
 from tritonbuild.triton.client import Server
+from tritonbuild.triton.model_dir import ModelDir
 
 TIMEOUT_S = 30.0
 
@@ -66,14 +67,17 @@ def _identity(url: str, name: str, mine: dict, theirs: dict) -> dict:
     }
 
 
-def served_differences(url: str, root: Path, model: ManifestModel) -> tuple[list[str], dict | None]:
-    """What the server at url serves under the model's name, compared with OUT's config.pbtxt and
+def served_differences(
+    url: str, model_dir: Path | ModelDir, model: ManifestModel
+) -> tuple[list[str], dict | None]:
+    """What the server at url serves under the model's name, compared with OUT's config.pbtxt (the
+    model's directory as read; a repository root: its model.name read now) and
     version: a shared staging server may hold another build of the same model (GET
     v2/models/<model>/config, .../versions/<v>/ready); and the served identity (_identity; None when
     the config could not be read)."""
     from google.protobuf import json_format
 
-    from tritonbuild.triton.config import model_config_pb2, read_config
+    from tritonbuild.triton.config import ConfigParseError, model_config_pb2
 
     try:
         with Server(url, TIMEOUT_S) as asked:
@@ -84,7 +88,11 @@ def served_differences(url: str, root: Path, model: ManifestModel) -> tuple[list
             )
     except Exception as e:  # noqa: BLE001 - unreachable, refused, not a ModelConfig: reported
         return [f"cannot read its config ({e})"], None
-    mine = _served_projection(read_config(root / model.name))
+    if isinstance(model_dir, Path):
+        model_dir = ModelDir.read(model_dir / model.name)
+    if model_dir.config is None:  # the static checks fail on it first
+        raise ConfigParseError(model_dir.error or "config.pbtxt is missing")
+    mine = _served_projection(model_dir.config)
     theirs = _served_projection(served)
     if not (mine["backend"] and theirs["backend"]) or theirs["backend"] in (
         served.platform,

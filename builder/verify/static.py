@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tritonbuild.backends import REGISTRY, runs_embedded
-from tritonbuild.core.hashing import sha256_file
+from tritonbuild.core.hashing import sha256_bytes, sha256_file
 from tritonbuild.core.toolchain import fingerprint
 from tritonbuild.errors import VerifyError
 from tritonbuild.repository.assemble import golden_name
@@ -24,7 +24,9 @@ from tritonbuild.repository.rules import check_model_dir
 from tritonbuild.server.embedded import ServerStartError
 from tritonbuild.server.launcher import launcher_for, reported_python
 from tritonbuild.server.target import Target
+from tritonbuild.triton.config import CONFIG_FILE
 from tritonbuild.triton.finding import Finding
+from tritonbuild.triton.model_dir import ModelDir, ModelDirs
 from tritonbuild.triton.rules import autocompleted_backend
 from tritonbuild.verify.models import VerificationReport
 from tritonbuild.verify.triton_core import (
@@ -37,7 +39,11 @@ from tritonbuild.verify.triton_core import (
 Progress = Callable[[str], None]
 
 
-def static_checks(root: Path, manifest: Manifest) -> list[Finding]:
+def static_checks(root: Path, manifest: Manifest, models: ModelDirs | None = None) -> list[Finding]:
+    """The manifest against the files and itself, and each model's load rules. models: root's model
+    directories as read (each config.pbtxt read once: its digest is taken from those bytes)."""
+    models = models or ModelDirs(root)
+    configs = {f"{model.name}/{CONFIG_FILE}": model.name for model in manifest.models}
     out = []
     # NOTE: a server that imported model.py may have left __pycache__/ behind; it is not part of the
     # build.
@@ -49,10 +55,8 @@ def static_checks(root: Path, manifest: Manifest) -> list[Finding]:
     problems = [f"missing {missing}" for missing in sorted(set(manifest.files) - present)]
     problems += [f"not in manifest: {extra}" for extra in sorted(present - set(manifest.files))]
     for rel, entry in manifest.files.items():
-        if rel in present:
-            path = root / rel
-            if path.stat().st_size != entry.size or sha256_file(path) != entry.sha256:
-                problems.append(f"content differs from manifest: {rel}")
+        if rel in present and not _matches(root, rel, entry, models, configs):
+            problems.append(f"content differs from manifest: {rel}")
     out.append(
         Finding(
             model="*",
@@ -63,8 +67,17 @@ def static_checks(root: Path, manifest: Manifest) -> list[Finding]:
     )
     out.extend(_binding_checks(manifest))
     for name in sorted({model.name for model in manifest.models}):
-        out.extend(check_model_dir(root / name, model_files=True))
+        out.extend(check_model_dir(root / name, model_files=True, models=models))
     return out
+
+
+def _matches(root: Path, rel: str, entry, models: ModelDirs, configs: dict[str, str]) -> bool:
+    """A file's size and sha256 are the manifest's (a model's config.pbtxt: the bytes read)."""
+    raw = models[configs[rel]].raw if rel in configs else None
+    if raw is not None:
+        return len(raw) == entry.size and sha256_bytes(raw) == entry.sha256
+    path = root / rel
+    return path.stat().st_size == entry.size and sha256_file(path) == entry.sha256
 
 
 def _binding_checks(manifest: Manifest) -> list[Finding]:
@@ -107,12 +120,15 @@ def core_checks(
     tritonserver: str | None = None,
     target: Target | None = None,
     sources: tuple[Path, ...] | None = None,
+    models: ModelDirs | None = None,
 ) -> list[Finding]:
     """Triton's own core checks each config (any backend) through a stand-in model, or loads the
     model itself (as_is: those the embedded server runs): one row per model. sources: the Python
-    files whose imports the target's Python gets (server/mirror.py; default: the repository's)."""
+    files whose imports the target's Python gets (server/mirror.py; default: the repository's).
+    models: root's model directories as read (by default read here)."""
     if not names:
         return []
+    models = models or ModelDirs(root)
     try:
         refusals, changes, which = check_with_triton(
             root,
@@ -121,6 +137,7 @@ def core_checks(
             have_gpu=_have_gpu(),
             as_is=as_is,
             launcher=launcher_for(tritonserver, target, (root,) if sources is None else sources),
+            models=models,
         )
     except ServerStartError as e:
         return [
@@ -136,17 +153,16 @@ def core_checks(
         for name in names
         if name in as_is
         and refusals.get(name)
-        and (why := not_here_cause(root / name, refusals[name]))
+        and (why := not_here_cause(models[name], refusals[name]))
     }
     return [
-        _core_row(root, name, refusals.get(name), changes.get(name), which, as_is, elsewhere)
+        _core_row(models[name], refusals.get(name), changes.get(name), which, as_is, elsewhere)
         for name in names
     ]
 
 
 def _core_row(
-    root: Path,
-    name: str,
+    read: ModelDir,
     cause: str | None,
     changes: list[str] | None,
     which: str,
@@ -155,6 +171,7 @@ def _core_row(
 ) -> Finding:
     """One model's Triton-core row: accepted (how), refused (Triton's cause), or not loaded here
     (this machine is not the serving one, for the model or a step it depends on)."""
+    name = read.name
     steps = [step for step in elsewhere if cause and f"depends on '{step}'" in cause]
     if name in elsewhere or steps:
         # this machine is not the serving one: not a refusal of the model
@@ -179,7 +196,7 @@ def _core_row(
         accepted = f"{which} loaded the model itself (its initialize() ran)"
     else:
         how = "; ".join(changes or []) or "config as written"
-        if not (root / name / "config.pbtxt").is_file():
+        if read.raw is None:
             how += (
                 ", no config.pbtxt: what its backend autocompletes from the model file is not "
                 "seen here"
@@ -189,25 +206,23 @@ def _core_row(
                 None,
                 [
                     f"{which}: Triton's core accepted the config (stand-in: {how})",
-                    not_loaded_here(root / name),
+                    not_loaded_here(read),
                 ],
             )
         )
     return Finding(model=name, check="triton-core", ok=True, detail=accepted)
 
 
-def runs_as_written(model_dir: Path, have_gpu: bool) -> bool:
+def runs_as_written(model_dir: Path | ModelDir, have_gpu: bool) -> bool:
     """A hand-written model the embedded server can load itself (its backend, its devices; no
     execution environment to unpack): verify loads it, so its model.py is imported and its
     initialize() runs."""
-    from tritonbuild.triton.config import ConfigParseError, read_config
-
-    try:
-        mc = read_config(model_dir)
-    except FileNotFoundError:
-        backend = autocompleted_backend(model_dir)[0]
+    read = ModelDir.given(model_dir)
+    if read.raw is None and not read.unreadable:
+        backend = autocompleted_backend(read.path)[0]
         return bool(backend) and runs_embedded(backend)
-    except (OSError, ConfigParseError):
+    mc = read.config
+    if mc is None:
         return False
     gpu = any(type(group).Kind.Name(group.kind) == "KIND_GPU" for group in mc.instance_group)
     return (
@@ -245,14 +260,16 @@ def lint(
             "Triton model repository (one directory per model)",
         )
     say("static checks")
+    models = ModelDirs(root)
     static = [
         finding
         for name in names
-        for finding in check_model_dir(root / name, model_files=True, ours=False)
+        for finding in check_model_dir(root / name, model_files=True, ours=False, models=models)
     ]
     have_gpu = _have_gpu()
-    as_is = frozenset(name for name in names if runs_as_written(root / name, have_gpu))
-    static = without_repeats(static, core_checks(root, names, say, as_is, tritonserver, target))
+    as_is = frozenset(name for name in names if runs_as_written(models[name], have_gpu))
+    core = core_checks(root, names, say, as_is, tritonserver, target, models=models)
+    static = without_repeats(static, core)
     return VerificationReport(
         manifest_digest="",
         toolchain=REGISTRY.toolchain(),

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tritonbuild.backends import REGISTRY, runs_embedded
 from tritonbuild.triton.finding import Finding
+from tritonbuild.triton.model_dir import ModelDir, ModelDirs
 from tritonbuild.triton.standin import ensembles, explain_load_error, write_standins
 
 LOAD_TIMEOUT_S = 120.0
@@ -29,19 +30,23 @@ def check_with_triton(
     have_gpu: bool = False,
     as_is: frozenset[str] = frozenset(),
     launcher=None,
+    models: ModelDirs | None = None,
 ) -> tuple[dict[str, str | None], dict[str, list[str]], str]:
     """Load a stand-in of each model (the model itself for those in as_is) in one embedded-server
     start: (name → Triton's refusal or None, name → what the stand-in changed, the server's version
     line). Plain models load first, concurrently; then ensembles, one at a time (their steps are
-    loaded already)."""
+    loaded already). models: root's model directories as read (by default read here)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError, load_model
 
     say = progress or (lambda _m: None)
+    models = models or ModelDirs(Path(root))
     scratch = Path(tempfile.mkdtemp(prefix="tritonbuild-core-check-"))
     try:
-        changes = write_standins(Path(root), names, scratch, have_gpu=have_gpu, as_is=as_is)
+        changes = write_standins(
+            Path(root), names, scratch, have_gpu=have_gpu, as_is=as_is, models=models
+        )
         say(f"Triton core check of {len(names)} config(s) (stand-in models)")
         with EmbeddedServer(scratch, launcher=launcher) as server:
             url = f"http://{server.http_url}"
@@ -53,7 +58,7 @@ def check_with_triton(
                 except ModelLoadError as e:
                     return e.message
 
-            ens = ensembles(scratch, names)
+            ens = ensembles(models, names)
             result: dict[str, str | None] = {}
             # NOTE: ensembles one at a time: two ensembles that name each other, loaded
             # concurrently, may fail with "no version is available" instead of Triton's cycle
@@ -77,15 +82,12 @@ def check_with_triton(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def not_loaded_here(model_dir: Path) -> str | None:
+def not_loaded_here(model_dir: Path | ModelDir) -> str | None:
     """For a model checked through a stand-in: why the model itself was not loaded (its backend is
     not in the server verify started), or None for an ensemble (Triton's core runs it: there is
     nothing more to load)."""
-    from tritonbuild.triton.config import read_config
-
-    try:
-        mc = read_config(model_dir)
-    except Exception:  # noqa: BLE001 - unreadable or absent: the config rows say why
+    mc = ModelDir.given(model_dir).config
+    if mc is None:  # unreadable or absent: the config rows say why
         return None
     if mc.HasField("ensemble_scheduling") or runs_embedded(
         mc.backend
@@ -118,14 +120,12 @@ _NO_FILE = re.compile(
 )
 
 
-def not_here_cause(model_dir: Path, cause: str) -> str | None:
+def not_here_cause(model_dir: Path | ModelDir, cause: str) -> str | None:
     """Why a model that the embedded server loaded as written failed for want of this machine, not
     of its own: its Python code imports a package this environment lacks, its initialize() fetches
     from the network (weights from a hub) and none is here, or a parameter names an absolute path
     absent here (a tokenizer directory of upstream's docs) and initialize() failed on a missing
     file. None: a refusal."""
-    from tritonbuild.triton.config import read_config
-
     if (missing := _MISSING_MODULE.search(cause)) is not None:
         return (
             f"its Python code imports {missing.group(1)!r}, which this environment lacks (Triton's "
@@ -142,10 +142,10 @@ def not_here_cause(model_dir: Path, cause: str) -> str | None:
         )
     if not _NO_FILE.search(cause):
         return None
-    try:
-        params = read_config(model_dir).parameters
-    except Exception:  # noqa: BLE001 - the config rows say why
+    read = ModelDir.given(model_dir)
+    if read.config is None:  # the config rows say why
         return None
+    params, model_dir = read.config.parameters, read.path
     absent = [
         (k, v.string_value)
         for k, v in sorted(params.items())

@@ -4,7 +4,7 @@ flight): each golden request sent again amid others, compared bit for bit with i
 from __future__ import annotations
 
 from tritonbuild.repository.manifest import ManifestModel
-from tritonbuild.verify.goldens import compare
+from tritonbuild.verify.goldens import mismatches, past_tolerance
 from tritonbuild.verify.models import Mismatch
 
 # a generative model's check under load: at most this many requests in flight by default
@@ -85,19 +85,10 @@ def _paths(model: ManifestModel, runner, inputs, others: int, summary: dict):
 
 def _differences(model: ManifestModel, alone: dict, got: dict, sample: int, context: str):
     """The outputs of one answer under load that differ from its answer alone (past tolerance)."""
-    here = []
-    for name, exp in alone.items():
-        mismatch = compare(
-            exp,
-            got.get(name),
-            sample=sample,
-            output=name,
-            context=context,
-            tolerance=model.verify.tolerance.get(name),
-        )
-        if mismatch and not mismatch.within_tolerance:
-            here.append(mismatch)
-    return here
+    tolerance = model.verify.tolerance
+    return past_tolerance(
+        mismatches(alone, got, sample=sample, context=context, tolerance=tolerance)
+    )
 
 
 def _count_tokens(summary: dict, alone: dict, got: dict) -> None:

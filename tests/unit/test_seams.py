@@ -85,10 +85,47 @@ def test_config_pbtxt_is_read_and_parsed_in_one_module():
     assert config_parsers(_sources()) == ["triton/config.py"]
 
 
+# A config.pbtxt (or CONFIG_FILE) path written with pathlib, open(..., "w"/"wb"), or write_atomic
+CONFIG_WRITE = re.compile(
+    r"""(config\.pbtxt["']|CONFIG_FILE)\)?\s*\)?\.write_(bytes|text)\("""
+    r"""|write_atomic\([^)\n]*(config\.pbtxt|CONFIG_FILE)"""
+    r"""|open\([^)\n]*(config\.pbtxt|CONFIG_FILE)[^)\n]*["'][wax]b?["']"""
+)
+
+
+def config_writers(sources: dict[str, str]) -> list[str]:
+    return sorted(path for path, text in sources.items() if CONFIG_WRITE.search(text))
+
+
+def test_config_pbtxt_is_written_by_one_function():
+    """triton/config.py:write_config (atomic) is the one writer of a model's config.pbtxt; the
+    generic writer, each backend's emit and the stand-ins all call it."""
+    assert config_writers(_sources()) == ["triton/config.py"]
+    from tritonbuild.triton import config
+
+    assert [
+        node.name
+        for node in ast.walk(ast.parse(Path(config.__file__).read_text()))
+        if isinstance(node, ast.FunctionDef) and CONFIG_WRITE.search(ast.unparse(node))
+    ] == ["write_config"]
+
+
 @pytest.mark.parametrize(
     ("module", "added", "check"),
     [
         ("server/status.py", "import urllib.request\n", raw_http_modules),
+        (
+            "backends/composition/backend.py",
+            "(root / 'm' / 'config.pbtxt').write_bytes(b'')\n",
+            config_writers,
+        ),
+        (
+            "repository/assemble.py",
+            "write_atomic(model_dir / 'config.pbtxt', data)\n",
+            config_writers,
+        ),
+        ("triton/standin.py", "(dest / CONFIG_FILE).write_text(text)\n", config_writers),
+        ("backends/vllm/emit.py", "open(d / 'config.pbtxt', 'wb').write(data)\n", config_writers),
         ("tune/run.py", "mc = parse((root / 'm' / 'config.pbtxt').read_bytes())\n", config_parsers),
         ("verify/served.py", "text_format.Parse(raw, mc)\n", config_parsers),
     ],

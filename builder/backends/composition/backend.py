@@ -97,7 +97,7 @@ def _check(r: CompositionRecipe, known: dict) -> list[str]:
 
 
 def emit(built_model, root: Path, store, manifest_model, known: dict) -> list:
-    from tritonbuild.triton.config import add_tensors, model_config_pb2, render
+    from tritonbuild.triton.config import add_tensors, model_config_pb2, write_config
 
     r: CompositionRecipe = built_model.plan.recipe
     problems = _check(r, known)
@@ -133,7 +133,7 @@ def emit(built_model, root: Path, store, manifest_model, known: dict) -> list:
         _schedule_ensemble(mc, steps, vdir)
     else:
         _write_bls_model(mc, r, steps, vdir, pb2)
-    (root / r.name / "config.pbtxt").write_bytes(render(mc))
+    write_config(root / r.name, mc)
     return [_manifest_entry(manifest_model, r, steps, known)]
 
 

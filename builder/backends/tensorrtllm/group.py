@@ -17,7 +17,7 @@ from tritonbuild.backends.tensorrtllm.tensors import logits_type
 from tritonbuild.core.hashing import sha256_json
 from tritonbuild.errors import BuildError
 from tritonbuild.recipe.models import DTYPES, TensorSpec
-from tritonbuild.triton.config import render
+from tritonbuild.triton.config import write_config
 
 MODELS_DIR = Path(__file__).parent / "models"
 # an empty version directory must exist for an ensemble; object stores need an object in it
@@ -204,7 +204,7 @@ def _write_models(configs: dict, root: Path, names, v: str) -> None:
     }
     for model, mc in configs.items():
         (root / model / v).mkdir(parents=True, exist_ok=True)
-        (root / model / "config.pbtxt").write_bytes(render(mc))
+        write_config(root / model, mc)
         if model in scripts:
             shutil.copyfile(MODELS_DIR / scripts[model], root / model / v / "model.py")
     (root / names.ensemble / v / KEEP).write_bytes(b"")

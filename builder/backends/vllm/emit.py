@@ -77,7 +77,7 @@ def multi_lora(recipe) -> dict[str, str]:
 def emit(built_model, root: Path, store, manifest_model) -> list:
     """The model's directory under root (its files, model.json, multi_lora.json, the plugin wheel,
     config.pbtxt) and its manifest entry."""
-    from tritonbuild.triton.config import add_tensors, model_config_pb2, render
+    from tritonbuild.triton.config import add_tensors, model_config_pb2, write_config
 
     r = built_model.plan.recipe
     vdir = root / r.name / str(r.version)
@@ -100,7 +100,7 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
     add_tensors(mc.output, OUTPUTS, pb2, False)
     g = mc.instance_group.add()
     g.kind, g.count = pb2.ModelInstanceGroup.Kind.Value("KIND_MODEL"), 1
-    (root / r.name / "config.pbtxt").write_bytes(render(mc))
+    write_config(root / r.name, mc)
     return [
         manifest_model(
             name=r.name,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tritonbuild.verify.classes import matching_class, merged, verdict
+from tritonbuild.verify.classes import Verdict, matching_class, merged, verdict
 from tritonbuild.verify.goldens import (
     GoldenClass,
     Goldens,
@@ -63,18 +63,19 @@ def _mismatch():
 def test_the_verdict_tells_machine_from_model():
     golden = Goldens(X, [GoldenClass(AMD, Y)])
     machine = verdict(golden, 0, ["cpu.vendor: AuthenticAMD → GenuineIntel"], INTEL, [_mismatch()])
-    assert machine["cause"] == "machine-class"
-    assert "recorded on another machine class" in machine["notes"][0]
-    assert "by at most 1 ULP" in machine["notes"][0]
+    assert machine.cause == "machine-class"
+    assert machine.numerics_differ == ["cpu.vendor: AuthenticAMD → GenuineIntel"]
+    assert "recorded on another machine class" in machine.notes[0]
+    assert "by at most 1 ULP" in machine.notes[0]
     model = verdict(golden, 0, [], AMD, [_mismatch()])
-    assert model["cause"] == "model" and "the model's answers changed" in model["notes"][0]
+    assert model.cause == "model" and "the model's answers changed" in model.notes[0]
+    assert model.numerics_differ == []
     unknown = verdict(Goldens(X, [GoldenClass(None, Y)]), 0, None, AMD, [_mismatch()])
-    assert unknown["cause"] == "unknown" and unknown["goldens_recorded_on"].startswith("unknown")
-    assert verdict(golden, 0, [], AMD, []) == {
-        "goldens_recorded_on": machine["goldens_recorded_on"],
-        "goldens_classes": 1,
-        "notes": [],
-    }
+    assert unknown.cause == "unknown" and unknown.goldens_recorded_on.startswith("unknown")
+    assert unknown.numerics_differ is None
+    assert verdict(golden, 0, [], AMD, []) == Verdict(
+        goldens_recorded_on=machine.goldens_recorded_on, goldens_classes=1, notes=[]
+    )
 
 
 def test_recording_on_another_class_adds_it_and_never_overwrites_silently():

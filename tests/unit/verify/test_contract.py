@@ -56,11 +56,17 @@ def test_record_force_never_records_a_broken_contract(tmp_path):
     result = check_model(
         model, _Runner(lambda x: (x * 2).astype(np.float64)), tmp_path, record=True, force=True
     )
-    assert result["passed"] is False and result["cause"] == "contract"
-    assert result.get("_record") is None and result["goldens_refused"]
-    assert "--force included" in result["notes"][0] and "TYPE_FP32" in result["notes"][0]
+    assert result.passed is False and result.cause == "contract"
+    assert result.recording is None and result.goldens_refused
+    assert "--force included" in result.notes[0] and "TYPE_FP32" in result.notes[0]
     fine = check_model(model, _Runner(lambda x: x * 2), tmp_path, record=True, force=True)
-    assert fine["passed"] and fine["_record"] is not None and "cause" not in fine
+    assert fine.passed and fine.recording is not None and fine.cause is None
+    recording = fine.recording
+    assert len(recording.answers) == len(recording.inputs) == 2
+    assert all(
+        np.array_equal(answer["Y"], sample["X"] * 2)
+        for answer, sample in zip(recording.answers, recording.inputs, strict=True)
+    )
 
 
 def test_the_config_pbtxt_is_the_contract(tmp_path):

@@ -138,7 +138,7 @@ def _adapter_loras(r: LLMRecipe, root: Path, name: str, loras: list[str]) -> str
 def write_adapter(r: LLMRecipe, root: Path, pb2, loras: list[str]) -> str:
     """<name>_openai: the client-format front of the LLM-API model (see
     models/openai_adapter.py)."""
-    from tritonbuild.triton.config import add_tensors, render
+    from tritonbuild.triton.config import add_tensors, write_config
 
     name = f"{r.name}_openai"
     (root / name / str(r.version)).mkdir(parents=True, exist_ok=True)
@@ -164,5 +164,5 @@ def write_adapter(r: LLMRecipe, root: Path, pb2, loras: list[str]) -> str:
     for k, v in params.items():
         mc.parameters[k].string_value = v
     mc.default_model_filename = "model.py"
-    (root / name / "config.pbtxt").write_bytes(render(mc))
+    write_config(root / name, mc)
     return name

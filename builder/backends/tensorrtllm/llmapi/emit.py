@@ -173,7 +173,7 @@ def _llm_config(r: LLMRecipe, pb2):
 
 
 def emit(built_model, root: Path, store, manifest_model) -> list:
-    from tritonbuild.triton.config import model_config_pb2, render
+    from tritonbuild.triton.config import model_config_pb2, write_config
 
     r: LLMRecipe = built_model.plan.recipe
     vdir = root / r.name / str(r.version)
@@ -186,7 +186,7 @@ def emit(built_model, root: Path, store, manifest_model) -> list:
     (vdir / "model.yaml").write_text(yaml.safe_dump(model_yaml(r, loras), sort_keys=True))
     shutil.copyfile(MODEL_PY, vdir / "model.py")
     pb2 = model_config_pb2()
-    (root / r.name / "config.pbtxt").write_bytes(render(_llm_config(r, pb2)))
+    write_config(root / r.name, _llm_config(r, pb2))
     adapter = write_adapter(r, root, pb2, loras)
     identity = sha256_json({k: e.sha256 for k, e in files.items()})
     llm = {
