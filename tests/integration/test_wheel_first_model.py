@@ -115,20 +115,26 @@ def test_the_built_wheel_runs_the_readme_first_model(tmp_path):
     assert script.count(f"127.0.0.1:{port}") >= 3
     user = tmp_path / "user"
     user.mkdir()
-    process = subprocess.Popen(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=user,
-        env=env,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        output, _ = process.communicate(timeout=limit(72))  # the whole test, as above
-    finally:
-        with contextlib.suppress(ProcessLookupError):  # the script's server, if it is still up
-            os.killpg(process.pid, signal.SIGTERM)
+    # NOTE: into a file, and the script's own exit awaited: a script that fails before its `kill $!` leaves the
+    # server it started in the background holding a pipe open, and reading the pipe to its end waited out the
+    # whole time limit (seen: 300+ s) before saying what failed
+    log = tmp_path / "script.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=user,
+            env=env,
+            text=True,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            process.wait(timeout=limit(72))  # the whole test, as above
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # the script's server, if it is still up
+                os.killpg(process.pid, signal.SIGTERM)
+    output = log.read_text()
     assert process.returncode == 0, output[-6000:]
     assert "[[3. 5. 7. 9.]]" in output, output[-3000:]
     venv = user / "first-model" / ".venv"
