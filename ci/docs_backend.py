@@ -89,7 +89,7 @@ def backend_interface_page(generated: str, cell) -> str:
         "# Backend interface\n",
         f"{inspect.getdoc(Backend)} Everything a stage may ask of a backend, read from "
         "`builder/backends/base.py` (the class `Backend`). How to add one: "
-        "[Backends and pipelines](../explanation/backends.md).\n",
+        "[Add a backend](../contributing/backend.md).\n",
         "## Registering a backend\n",
         f"An installed distribution makes its backend reach every command (`validate`, `build`, `verify`, "
         f"`schema` ...) with one entry point in the group `{GROUP}`, named after the backend's recipe kind "
