@@ -101,6 +101,14 @@ class ServerStartError(VerifyError):
     kind = "server-start"
 
 
+class PluginError(TritonBuildError):
+    """A backend plug-in (an entry point of the ``tritonbuild.backends`` group) that could not be
+    loaded or registered: its import failed, it is no Backend, or its name is taken."""
+
+    exit_code = 12
+    kind = "plugin"
+
+
 # The exit-code table: one class per code (subclasses not listed here share their parent's code).
 ERROR_CLASSES: tuple[type[TritonBuildError], ...] = (
     UsageError,
@@ -113,6 +121,7 @@ ERROR_CLASSES: tuple[type[TritonBuildError], ...] = (
     InferenceError,
     TuneError,
     ServerStartError,
+    PluginError,
 )
 OK, INTERNAL, INTERRUPTED = 0, 1, 130
 

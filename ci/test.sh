@@ -59,7 +59,7 @@ fi
 # NOTE: the embedded tritonserver's Python stub imports this venv's packages; keep the caller's
 # VIRTUAL_ENV (if any) from leaking into it.
 unset VIRTUAL_ENV
-.venv/bin/ruff check builder tests benchmarks ci/docs_reference.py ci/docs_environment.py
+.venv/bin/ruff check builder tests benchmarks ci/docs_reference.py ci/docs_environment.py ci/docs_backend.py
 .venv/bin/ruff format --check builder tests benchmarks ci
 # Every Python the README names (3.10, 3.12, 3.13; this venv is 3.11) and an existing numpy 2 environment: a
 # smoke build + verify from wheels only, in venvs of their own (about 5 minutes with fresh venvs and a warm pip

@@ -75,6 +75,8 @@ class StepContext:
 class Backend(ABC):
     """One recipe kind (`name`, the recipe's `backend` key) and how it becomes Triton models."""
 
+    # the recipe kind: a recipe's `backend` value, the registry's key (and a plug-in's entry-point
+    # name)
     name: ClassVar[str]
     # the pydantic class a recipe of this kind validates as, declared in the backend's own module: a
     # subclass of recipe.models.Named (Recipe for single-model backends) with
@@ -103,6 +105,8 @@ class Backend(ABC):
     # Repository paths (fnmatch patterns, '*' crosses '/') of files this backend's vendor cannot
     # rebuild bit-identically (TensorRT engines): verify --rebuild leaves them to the goldens
     unreproducible_files: ClassVar[tuple[str, ...]] = ()
+    # how verify runs this backend's models without --server (base.Route: live-embedded,
+    # live-server, in-process or none)
     route: ClassVar[Route]
     # emitted after the other models, checked against them
     needs_built_models: ClassVar[bool] = False
@@ -142,6 +146,8 @@ class Backend(ABC):
         return {}
 
     def step_timeout(self, recipe, kind: str) -> int | None:
+        """How long a step of this kind may run, in seconds, from the recipe (None: no limit of the
+        backend's own)."""
         return None
 
     def default_filename(self, recipe) -> str | None:
@@ -159,6 +165,8 @@ class Backend(ABC):
     emits: ClassVar[bool] = False
 
     def emit(self, built_model, root: Path, store, manifest_model: Callable, built: dict) -> list:
+        """Write this backend's own Triton models under root (backends that set `emits`): their
+        ManifestModels; `built` maps the names of the models emitted so far to theirs."""
         raise NotImplementedError(f"backend {self.name} has no emitter of its own")
 
     def offline_checks(self, mc, model_dir: Path, versions: list[int]) -> list[CheckRow]:

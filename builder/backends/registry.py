@@ -1,7 +1,10 @@
 """The backend registry: recipe kind → Backend. Registration refuses duplicate names and step kinds.
 
-The built-in backends are registered on first use, from BUILTIN (one line per backend module). A
-plug-in (or a test) registers its own with `register`, or for a scope with `registered`. Either way
+The built-in backends are registered on first use, from BUILTIN (one line per backend module), then
+the installed plug-ins of the `tritonbuild.backends` entry-point group (backends/plugins.py); a
+plug-in that cannot be registered is kept as its PluginError, raised where its kind is asked for.
+An embedding application (or a test) registers its own with `register`, or for a scope with
+`registered`. Either way
 each backend's recipe type (declared in its own module) and its rules (check_recipe) reach the
 recipe loader and the JSON Schema through `recipe_kinds()`, which api passes down: recipe/ keeps no
 list of kinds."""
@@ -13,9 +16,10 @@ import importlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from tritonbuild.backends import plugins
 from tritonbuild.backends.base import ROUTES, Backend
 from tritonbuild.core.toolchain import declare_tools, fingerprint, known_keys
-from tritonbuild.errors import PlanError
+from tritonbuild.errors import PlanError, PluginError
 from tritonbuild.recipe.kinds import Kind, Kinds, kind_problem
 
 # module → the attribute holding its Backend instance(s)
@@ -39,6 +43,7 @@ class Registry:
     def __init__(self) -> None:
         self._by_name: dict[str, Backend] = {}
         self._by_step: dict[str, Backend] = {}
+        self._broken: dict[str, PluginError] = {}
         self._loaded = False
 
     def _ensure(self) -> None:
@@ -46,6 +51,24 @@ class Registry:
             self._loaded = True
             for module, attr in BUILTIN:
                 self.register(getattr(importlib.import_module(module), attr))
+            for ep in plugins.entry_points():
+                self._register_plugin(ep)
+
+    def _register_plugin(self, ep) -> None:
+        """Register one entry point's backend, or keep why it cannot be (a PluginError)."""
+        try:
+            self.register(plugins.load(ep, set(self._by_name)))
+        except PluginError as e:
+            self._broken.setdefault(ep.name, e)
+        except Exception as e:  # noqa: BLE001 - register's refusals, or the plug-in's own attributes failing
+            self._broken.setdefault(
+                ep.name, plugins.refused(ep, str(e), "fix the backend's declarations")
+            )
+
+    def broken(self) -> list[PluginError]:
+        """The installed plug-ins that could not be registered, as far as the registry was loaded
+        (nothing before its first use): the CLI warns of each after a command that used it."""
+        return list(self._broken.values())
 
     def register(self, backend: Backend) -> Backend:
         """Add a backend; its name and step kinds must be new, its route one of ROUTES, its recipe
@@ -118,6 +141,8 @@ class Registry:
 
     def get(self, name: str) -> Backend:
         self._ensure()
+        if name in self._broken:
+            raise self._broken[name]
         try:
             return self._by_name[name]
         except KeyError:
@@ -146,10 +171,13 @@ class Registry:
         """Recipe `backend` value → its recipe type and rules, for the recipe loader and the JSON
         Schema."""
         self._ensure()
-        return {
-            name: Kind(backend.recipe_type, backend.check_recipe)
-            for name, backend in self._by_name.items()
-        }
+        return _Kinds(
+            {
+                name: Kind(backend.recipe_type, backend.check_recipe)
+                for name, backend in self._by_name.items()
+            },
+            self._broken,
+        )
 
     def toolchain(self) -> dict[str, str]:
         """The fingerprint with every registered backend's tools (core/toolchain.fingerprint after
@@ -221,6 +249,20 @@ class Registry:
             if b.model_files is not None:
                 out.setdefault(b.triton_backend, dict(b.model_files))
         return out
+
+
+class _Kinds(dict):
+    """recipe_kinds(): the recipe loader's lookup of a broken plug-in's kind raises its PluginError
+    (what is wrong with the installed plug-in), not 'unknown backend'."""
+
+    def __init__(self, kinds: dict[str, Kind], broken: dict[str, PluginError]):
+        super().__init__(kinds)
+        self._broken = dict(broken)
+
+    def get(self, key, default=None):
+        if key in self._broken and key not in self:
+            raise self._broken[key]
+        return super().get(key, default)
 
 
 REGISTRY = Registry()

@@ -87,9 +87,11 @@ class Group(click.Group):
 
     def invoke(self, ctx: click.Context):
         application = ctx.find_object(Application) or Application()
+        raised: TritonBuildError | None = None
         try:
             return super().invoke(ctx)
         except TritonBuildError as e:
+            raised = e
             _emit_error(application, e)
             sys.exit(e.exit_code)
         except (KeyboardInterrupt, click.Abort):
@@ -109,6 +111,21 @@ class Group(click.Group):
                 markup=True,
             )
             sys.exit(1)
+        finally:
+            _warn_broken_plugins(application, raised)
+
+
+def _warn_broken_plugins(application: Application, raised: TritonBuildError | None) -> None:
+    """One warning per installed backend plug-in that could not be registered, after a command that
+    used the backends (the built-ins and the other plug-ins worked; the error said already is not
+    repeated)."""
+    if "tritonbuild.api" not in sys.modules or application.quiet:
+        return  # the command never reached the backends (api imports them)
+    from tritonbuild.api import maintenance
+
+    for error in maintenance.broken_plugins():
+        if error is not raised:
+            application.err.print(f"[yellow]warning[/]: {escape(str(error))}", markup=True)
 
 
 def _reader_gone() -> None:

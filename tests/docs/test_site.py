@@ -204,3 +204,46 @@ def test_the_config_page_lists_every_key(site):
 
     rows = table_rows((site / "reference" / "config.html").read_text())
     assert [row[0] for row in rows if row] == list(KEYS)
+
+
+def test_the_backend_interface_page_documents_every_attribute_and_method(site):
+    """reference/backend-interface.md is generated from builder/backends/base.py: each class attribute of Backend
+    with its comment, each public method with its signature and docstring; none of them undocumented, and the
+    plug-in entry-point group named as builder/backends/plugins.py reads it."""
+    import ast
+    import inspect
+
+    from tritonbuild.backends.base import Backend
+    from tritonbuild.backends.plugins import GROUP
+
+    html = (site / "reference" / "backend-interface.html").read_text()
+    page = text_of(html)
+    docs = importlib.util.spec_from_file_location("docs_backend", ROOT / "ci" / "docs_backend.py")
+    module = importlib.util.module_from_spec(docs)
+    docs.loader.exec_module(module)
+    comments = module.attribute_comments((ROOT / "builder/backends/base.py").read_text(), "Backend")
+    (cls,) = [
+        n
+        for n in ast.parse((ROOT / "builder/backends/base.py").read_text()).body
+        if isinstance(n, ast.ClassDef) and n.name == "Backend"
+    ]
+    annotated = {n.target.id for n in cls.body if isinstance(n, ast.AnnAssign)}
+    assert annotated == set(comments) and len(annotated) >= 15
+    rows = {row[0]: row for row in table_rows(html) if row}
+
+    def flat(
+        text: str,
+    ) -> str:  # the source's prose as the page shows it: no code marks, spaces as one
+        return " ".join(text.replace("`", "").split())
+
+    for name in annotated:
+        assert comments[name], f"Backend.{name} has no comment above it"
+        assert flat(comments[name]) in flat(rows[name][3]), name
+    for name, member in vars(Backend).items():
+        if inspect.isfunction(member) and not name.startswith("_"):
+            doc = inspect.getdoc(member)
+            assert doc, f"Backend.{name} has no docstring"
+            assert f"def {name}(" in page, name
+            assert flat(doc) in flat(page), name
+    assert rows["name"][2] == "required" and rows["tools"][2] == "{}"
+    assert f'[project.entry-points."{GROUP}"]' in page
