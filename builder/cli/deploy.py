@@ -9,6 +9,7 @@ import click
 from tritonbuild.cli.app import app
 from tritonbuild.cli.common import _json, existing_dir, json_option, main
 from tritonbuild.core.stores import url_prefixes
+from tritonbuild.triton.images import default_image
 
 
 @main.command("deploy-snippets")
@@ -27,7 +28,7 @@ from tritonbuild.core.stores import url_prefixes
 )
 @click.option(
     "--image",
-    default="nvcr.io/nvidia/tritonserver:25.12-py3",
+    default=default_image("py3"),
     show_default=True,
     help="Serving image: the stock NGC tritonserver image (the flavour with your models' "
     "backends), or one built from Dockerfile.triton with the repository baked in (then leave "

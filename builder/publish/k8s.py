@@ -41,12 +41,13 @@ from tritonbuild.publish.k8s_pod import (
     write_requirements,
 )
 from tritonbuild.repository.manifest import Manifest
+from tritonbuild.triton.images import default_image
 
 DNS_LABEL = re.compile(
     r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
 )  # RFC 1035 label: Service names must be one
 PROBE_FOLDER = "/etc/tritonbuild"
-STOCK_IMAGE = "nvcr.io/nvidia/tritonserver:25.12-py3"
+STOCK_IMAGE = default_image("py3")
 QUEUE_METRIC = (
     "nv_inference_pending_request_count"  # a gauge per model: requests waiting for a backend
 )

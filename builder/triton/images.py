@@ -11,6 +11,10 @@ import re
 
 NGC = "nvcr.io/nvidia/tritonserver"
 FLAVOURS = ("py3", "vllm-python-py3", "trtllm-python-py3")
+# The serving image release every default reads (recipe images, the Kubernetes stock image, deploy's
+# --image); Dockerfile.triton and the CI templates are checked against it
+# (tests/unit/triton/test_default_tag.py). A new image release changes it here.
+DEFAULT_TAG = "25.12"
 # An image reference or its tag alone: nvcr.io/nvidia/tritonserver:24.08-py3,
 # tritonserver:24.08-py3, 24.08-py3, 24.08 (the plain -py3 image)
 REFERENCE = re.compile(
@@ -55,6 +59,11 @@ def image_python(reference: str) -> tuple[str, str] | None:
     tag, flavour = found.group("tag"), found.group("flavour") or "py3"
     minor = PYTHONS.get(flavour, {}).get(tag)
     return (f"{NGC}:{tag}-{flavour}", minor) if minor else None
+
+
+def default_image(flavour: str) -> str:
+    """The default serving image of a flavour (py3, vllm-python-py3, trtllm-python-py3)."""
+    return f"{NGC}:{DEFAULT_TAG}-{flavour}"
 
 
 def recorded() -> str:

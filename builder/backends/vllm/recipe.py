@@ -14,6 +14,7 @@ from tritonbuild.backends.vllm.quantize.step import VLLMQuantize
 from tritonbuild.backends.vllm.speculative import VLLMSpeculative
 from tritonbuild.backends.vllm.versions import ALL as QUANTIZATION_METHODS
 from tritonbuild.recipe.models import SCHEMA_VERSION, Checkpoint, Named, Strict, Verify
+from tritonbuild.triton.images import default_image
 
 
 class VLLMRecipe(Named):
@@ -77,7 +78,7 @@ TYPED_ENGINE_ARGS = frozenset(VLLMEngineArgs.model_fields) - {"extra"}
 
 class VLLMImage(Strict):
     triton_image: str = Field(
-        "nvcr.io/nvidia/tritonserver:25.12-vllm-python-py3",
+        default_image("vllm-python-py3"),
         description="Serving image with Triton's vLLM backend (the *-vllm-python-py3 tags; "
         "the trtllm images do not ship it).",
     )

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from tritonbuild.backends.llm.gpus import TargetGPU
+from tritonbuild.backends.llm.images import TRTLLM_IMAGES
 from tritonbuild.backends.tensorrtllm.quant import NAMES as QUANTIZATIONS
 from tritonbuild.backends.tensorrtllm.recipe.lora import LoRA
 from tritonbuild.backends.tensorrtllm.recipe.speculative import Speculative
@@ -23,6 +24,7 @@ from tritonbuild.recipe.models import (
     Strict,
     Verify,
 )
+from tritonbuild.triton.images import DEFAULT_TAG, default_image
 
 
 class EngineLimits(Strict):
@@ -207,10 +209,11 @@ class ImageShips(Strict):
 
 class Image(Strict):
     trtllm_version: str = Field(
-        "1.1.0", description="TensorRT-LLM in the serving image; engines must match it."
+        TRTLLM_IMAGES[DEFAULT_TAG][0],
+        description="TensorRT-LLM in the serving image; engines must match it.",
     )
     triton_image: str = Field(
-        "nvcr.io/nvidia/tritonserver:25.12-trtllm-python-py3",
+        default_image("trtllm-python-py3"),
         description="NGC trtllm-python-py3 tags are checked against their TensorRT-LLM version; "
         "another image (e.g. built with tensorrtllm_backend's Dockerfile) is "
         "taken at its trtllm_version.",
