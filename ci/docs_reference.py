@@ -1,7 +1,7 @@
 """The docs site's reference pages, generated from the code at `mkdocs build` time (an MkDocs hook, mkdocs.yml):
 every CLI command and option from the click tree, every recipe key from recipes/recipe.schema.json, the exit codes
 from the error classes in builder/errors.py, and the serving-image table from builder's image tables with the
-upstream file they were recorded from (tests/contracts/facts/triton_images.json). Nothing here is committed as
+upstream file they were recorded from (builder/facts/triton_images.json). Nothing here is committed as
 Markdown: a page cannot fall behind the code it describes."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import click
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "recipes" / "recipe.schema.json"
-IMAGE_FACTS = ROOT / "tests" / "contracts" / "facts" / "triton_images.json"
+IMAGE_FACTS = ROOT / "builder" / "facts" / "triton_images.json"
 INVARIANCE_FACTS = ROOT / "tests" / "contracts" / "facts" / "vllm_invariance.json"
 PAGES = {
     "reference/cli.md": "cli_page",
@@ -207,8 +207,9 @@ def images_page() -> str:
         GENERATED,
         "# Serving images\n",
         "What each NGC Triton image ships, as tritonbuild knows it "
-        "(`builder/backends/llm/images.py`). The table was read from Triton's release compatibility matrix, "
-        f"{origin}; `tests/contracts` keeps the code's table equal to that record. A TensorRT-LLM engine "
+        "(`builder/facts/triton_images.json`, read by `builder/backends/llm/images.py`). The table was read "
+        f"from Triton's release compatibility matrix, {origin}; `tests/contracts` checks that record "
+        "against upstream. A TensorRT-LLM engine "
         "loads only under the TensorRT-LLM that built it: a recipe's `image.triton_image` and "
         "`image.trtllm_version` must agree (exit 3 otherwise).\n",
         "## `tritonserver:<tag>-trtllm-python-py3`\n",

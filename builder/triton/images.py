@@ -1,13 +1,15 @@
 """Which Python an NGC tritonserver image runs its Python backend on (the stub, and every model.py):
 nvcr.io/nvidia/tritonserver:<tag>-py3 moved from Ubuntu 22.04 (Python 3.10) to Ubuntu 24.04 (3.12)
 at 24.11, the -vllm-python-py3 images with it, the -trtllm-python-py3 images one release later.
-Recorded with commit and line in tests/contracts/facts/triton_image_pythons.json (server's Python
-backend QA default per release branch, and the Python column of its release compatibility matrix),
-which a test keeps equal to these tables."""
+Read from the package's facts/triton_image_pythons.json (core/facts.py; each row with its commit and
+line: server's Python backend QA default per release branch, and the Python column of its release
+compatibility matrix), which tests/contracts checks against upstream."""
 
 from __future__ import annotations
 
 import re
+
+from tritonbuild.core import facts
 
 NGC = "nvcr.io/nvidia/tritonserver"
 FLAVOURS = ("py3", "vllm-python-py3", "trtllm-python-py3")
@@ -23,30 +25,18 @@ REFERENCE = re.compile(
 )
 
 
-def _releases(first: str, last: str) -> list[str]:
-    """The monthly release tags from first to last, both included ('24.11', '24.12', '25.01',
-    ...)."""
-    year, month = map(int, first.split("."))
-    tags = []
-    while f"{year:02d}.{month:02d}" <= last:
-        tags.append(f"{year:02d}.{month:02d}")
-        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
-    return tags
+def _minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
 
 
-def _line(until: str, first: str, last: str, moved: str) -> dict[str, str]:
-    """tag → Python minor: 3.10 up to until, 3.12 from moved on (the release after until)."""
-    return {
-        **dict.fromkeys(_releases(first, until), "3.10"),
-        **dict.fromkeys(_releases(moved, last), "3.12"),
-    }
-
-
+_FACTS = facts.load("triton_image_pythons")
 # flavour → tag → the Python minor the image's Python backend runs on
 PYTHONS = {
-    "py3": _line("24.10", "23.08", "26.08", "24.11"),
-    "vllm-python-py3": _line("24.10", "24.04", "26.08", "24.11"),
-    "trtllm-python-py3": _line("24.11", "24.04", "26.07", "24.12"),
+    "py3": {tag: row["python"] for tag, row in _FACTS["py3"]["releases"].items()},
+    **{
+        flavour: {tag: _minor(row["python"]) for tag, row in _FACTS[flavour]["images"].items()}
+        for flavour in ("vllm-python-py3", "trtllm-python-py3")
+    },
 }
 
 

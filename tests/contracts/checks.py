@@ -480,10 +480,10 @@ def cited_checks(mirrors: dict, facts_dir: Path | None = None) -> list[dict]:
     """Hand-read facts cite line ranges: each range's text at the recorded commit must still be in the file at the
     newest release (whitespace aside), else the fact needs reading again, unless it says it moved or is pinned."""
     from tests.contracts.drift import Mirror
-    from tests.contracts.facts import FACTS
+    from tests.contracts.facts import paths
 
     out, opened = [], {}
-    for path in sorted((facts_dir or FACTS).glob("*.json")):
+    for path in sorted(facts_dir.glob("*.json")) if facts_dir else paths():
         for at, repo, commit, file, ranges, note in cited_lines(
             json.loads(path.read_text()), None, path.stem
         ):

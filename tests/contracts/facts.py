@@ -1,4 +1,6 @@
-"""Recorded upstream facts (facts/*.json), each with its source; see README.md for how they were read."""
+"""Recorded upstream facts, each with its source; see README.md for how they were read. The facts the builder
+reads ship with it (builder/facts/*.json, read by tritonbuild.core.facts); the rest, which only tests check
+against, stay here (facts/*.json). load() reads either by name."""
 
 from __future__ import annotations
 
@@ -7,11 +9,23 @@ from functools import cache
 from pathlib import Path
 
 FACTS = Path(__file__).parent / "facts"
+PACKAGE_FACTS = Path(__file__).resolve().parents[2] / "builder" / "facts"
+
+
+def paths() -> list[Path]:
+    """Every recorded fact file: the package's and the tests' own."""
+    return sorted([*PACKAGE_FACTS.glob("*.json"), *FACTS.glob("*.json")], key=lambda p: p.name)
+
+
+def path(name: str) -> Path:
+    """Where the fact file of that name lives (the package's, else the tests')."""
+    shipped = PACKAGE_FACTS / f"{name}.json"
+    return shipped if shipped.is_file() else FACTS / f"{name}.json"
 
 
 @cache
 def load(name: str) -> dict:
-    return json.loads((FACTS / f"{name}.json").read_text())
+    return json.loads(path(name).read_text())
 
 
 def template(model: str) -> dict:

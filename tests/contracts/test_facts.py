@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from tests.contracts.facts import FACTS
+from tests.contracts.facts import paths
 
 SHA = re.compile(r"[0-9a-f]{40}")
 WHERE = re.compile(r"\d|^whole file|^per value")  # a line, a range, or the extractor's whole file
@@ -66,7 +66,7 @@ def _problem(src: dict, fact) -> str | None:
 
 def test_every_fact_names_repository_commit_path_and_line():
     problems = []
-    for path in sorted(FACTS.glob("*.json")):
+    for path in paths():
         for where, src, fact in _sources(json.loads(path.read_text()), path.name):
             problem = _problem(src, fact)
             excused = (
@@ -85,7 +85,7 @@ def test_each_source_excused_from_a_commit_still_lacks_one():
     longer exists) fails here."""
     found = {
         where: src
-        for path in sorted(FACTS.glob("*.json"))
+        for path in paths()
         for where, src, _ in _sources(json.loads(path.read_text()), path.name)
     }
     assert set(found) >= NO_COMMIT_HERE, NO_COMMIT_HERE - set(found)

@@ -21,6 +21,7 @@ import zipfile
 from pathlib import Path
 
 from tests.contracts import refresh, vllm_arg_types, vllm_spec_wheel
+from tests.contracts.facts import load
 
 ROOT = Path(__file__).resolve().parents[2]
 FACTS = Path(__file__).parent / "facts"
@@ -251,7 +252,7 @@ def builder_table(ea: dict, q: dict, s: dict) -> dict:
 def main(args: list[str]) -> int:
     """WHEEL... [--no-wheel VERSION=WHY]... [--write]: derive each wheel; a version of the image table with no wheel
     (the registry has none) is written to `unrecorded` with WHY."""
-    images = json.loads((FACTS / "triton_images.json").read_text())["vllm_images"]
+    images = load("triton_images")["vllm_images"]
 
     def tags(version: str) -> list[str]:
         return sorted((t for t, row in images.items() if row["vllm"] == version), reverse=True)

@@ -122,9 +122,7 @@ def test_the_image_page_holds_the_recorded_tables(site):
     rows = table_rows((site / "reference" / "images.html").read_text())
     assert {row[0]: tuple(row[1:]) for row in rows if len(row) == 4} == TRTLLM_IMAGES
     assert {row[0]: row[1] for row in rows if len(row) == 2} == VLLM_IMAGES
-    source = json.loads(
-        (ROOT / "tests" / "contracts" / "facts" / "triton_images.json").read_text()
-    )["source"]
+    source = json.loads((ROOT / "builder" / "facts" / "triton_images.json").read_text())["source"]
     assert source["commit"] in (site / "reference" / "images.html").read_text()
 
 

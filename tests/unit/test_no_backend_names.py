@@ -39,6 +39,10 @@ ALLOWED = {
         "model_config_utils.cc ValidateModelIOConfig: Triton's own rule allows shape tensors and "
         "non-linear I/O formats on that platform only",
     ),
+    "triton/images.py": (
+        {"python"},
+        "facts/triton_image_pythons.json's key for the Python version an image runs, not a backend",
+    ),
     "triton/standin.py": (
         {"python", "model.py", "ensemble"},
         "the stand-in is a Python-backend model "

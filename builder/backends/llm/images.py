@@ -1,7 +1,7 @@
 """NGC serving images and what they ship: tritonserver:<tag>-trtllm-python-py3 → TensorRT-LLM,
 TensorRT, CUDA; tritonserver:<tag>-vllm-python-py3 → vLLM. From Triton's Release Compatibility
-Matrix (server docs/introduction/compatibility.md, recorded with commit and lines in
-tests/contracts/facts/triton_images.json, which a test keeps equal to these tables). A TensorRT
+Matrix (server docs/introduction/compatibility.md), read from the package's facts/triton_images.json
+(core/facts.py; each row with its commit and line, checked against upstream by tests/contracts). A TensorRT
 engine loads only under the TensorRT-LLM (and TensorRT) that built it, so a recipe's image and its
 trtllm_version must agree."""
 
@@ -9,53 +9,15 @@ from __future__ import annotations
 
 import re
 
+from tritonbuild.core import facts
+
+_FACTS = facts.load("triton_images")
 # tag: (TensorRT-LLM, TensorRT, CUDA); the matrix at r26.08 lists no 26.08 trtllm-python-py3 image
 TRTLLM_IMAGES = {
-    "26.07": ("1.2.1", "10.14.1.48", "13.1.0.036"),
-    "26.06": ("1.2.1", "10.14.1.48", "13.1.0.036"),
-    "26.05": ("1.2.1", "10.14.1.48", "13.1.0.036"),
-    "26.04": ("1.2.1", "10.14.1.48", "13.1.0.036"),
-    "26.03": ("1.2.0", "10.14.1.48", "13.1.0.036"),
-    "26.02": ("1.1.0", "10.13.3.9", "13.0.2.006"),
-    "26.01": ("1.1.0", "10.13.3.9", "13.0.2.006"),
-    "25.12": ("1.1.0", "10.13.3.9", "13.0.2.006"),
-    "25.11": ("1.0.3.2510", "10.13.3.9", "13.0.2.006"),
-    "25.10": ("1.0.0", "10.11.0.33", "12.9.1.010"),
-    "25.09": ("1.0.0", "10.11.0.33", "12.9.1.010"),
-    "25.08": ("0.21.0", "10.11.0.33", "12.9.0.043"),
-    "25.07": ("0.20.0", "10.10.0.31", "12.9.0.036"),
-    "25.06": ("0.20.0", "10.10.0.31", "12.9.0.036"),
-    "25.05": ("0.19.0", "10.9.0.34", "12.8.1.012"),
-    "25.04": ("0.18.2", "10.9.0.34", "12.8.1.012"),
-    "25.03": ("0.18.0", "10.9.0.34", "12.8.1.012"),
-    "25.02": ("0.17.0.post1", "10.8.0.43", "12.8.0.038"),
-    "25.01": ("0.17.0", "10.8.0.43", "12.8.0.038"),
-    "24.12": ("0.16.0", "10.7.0", "12.6.3"),
+    tag: (row["trtllm"], row["tensorrt"], row["cuda"]) for tag, row in _FACTS["images"].items()
 }
 # tag: vLLM (the *-vllm-python-py3 images)
-VLLM_IMAGES = {
-    "26.08": "0.27.1",
-    "26.07": "0.24.0",
-    "26.06": "0.22.1",
-    "26.05": "0.19.0",
-    "26.04": "0.19.0",
-    "26.03": "0.17.1",
-    "26.02": "0.15.1",
-    "26.01": "0.13.0",
-    "25.12": "0.11.1",
-    "25.11": "0.11.0",
-    "25.10": "0.10.2",
-    "25.09": "0.10.1.1",
-    "25.08": "0.9.2",
-    "25.07": "0.9.0rc1",
-    "25.06": "0.9.0rc1",
-    "25.05": "0.8.4",
-    "25.04": "0.8.1",
-    "25.03": "0.7.3",
-    "25.02": "0.7.0",
-    "25.01": "0.6.3.post1",
-    "24.12": "0.5.5",
-}
+VLLM_IMAGES = {tag: row["vllm"] for tag, row in _FACTS["vllm_images"].items()}
 NGC_TRTLLM_IMAGE = re.compile(r"^nvcr\.io/nvidia/tritonserver:(\d+\.\d+)-trtllm-python-py3$")
 MATRIX = "Triton's Release Compatibility Matrix (server docs/introduction/compatibility.md)"
 
