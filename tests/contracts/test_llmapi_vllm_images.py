@@ -246,15 +246,24 @@ def test_a_key_a_later_vllm_dropped_is_hinted_with_the_images_that_take_it():
 IMAGE = "nvcr.io/nvidia/tritonserver:{}-vllm-python-py3"
 
 
-def test_builder_tables_are_the_ones_derived_from_the_recorded_wheels():
-    """builder/backends/vllm/versions.json is vllm_wheels.builder_table of the three fact files, not edited by hand."""
-    import json
+def test_the_builder_reads_the_recorded_wheels_facts_with_no_derived_copy():
+    """backends/vllm/versions.py reads the three shipped fact files themselves: no table derived from them is
+    written into the package (a refresh writes facts only), and every recorded version is in the builder's."""
+    from tests.contracts.facts import PACKAGE_FACTS
+    from tritonbuild.backends.vllm.versions import SPECULATIVE as BUILDER_SPECULATIVE
+    from tritonbuild.backends.vllm.versions import TABLE
 
-    from tests.contracts.vllm_wheels import BUILDER_TABLE, builder_table
-
-    assert json.loads(BUILDER_TABLE.read_text()) == builder_table(
-        VLLM, load("vllm_quantization"), SPECULATIVE
-    )
+    assert not (PACKAGE_FACTS.parent / "backends" / "vllm" / "versions.json").exists()
+    assert {f"vllm_{n}.json" for n in ("engine_args", "quantization", "speculative")} <= {
+        p.name for p in PACKAGE_FACTS.glob("*.json")
+    }
+    assert list(TABLE) == list(VLLM["versions"])
+    for version, entry in VLLM["versions"].items():
+        assert TABLE[version]["engine_args"] == entry["AsyncEngineArgs"], version
+        assert set(TABLE[version]["quantization"]) == set(entry["quantization_methods"]["values"])
+    assert set(BUILDER_SPECULATIVE) == {
+        v for v, e in SPECULATIVE["versions"].items() if e["speculative_config"]
+    }
 
 
 def test_every_vllm_image_has_its_own_vllm_recorded_or_says_why_not():

@@ -3,7 +3,7 @@ have it: the annotation as written, its line, and what it accepts: "bool", "int"
 "dict", {"literal": [...]} or "any" (a class, a callable, anything this reader does not resolve: not checked).
 A name imported into arg_utils.py (`from vllm.config.cache import CacheDType`) or defined there is resolved when
 it is a Literal (or a union of them) in that module. Standard library only; vllm_wheels.derive records it per
-version (`types` of facts/vllm_engine_args.json, and the builder's vllm/versions.json)."""
+version (`types` of facts/vllm_engine_args.json, which the builder reads from builder/facts/)."""
 
 from __future__ import annotations
 

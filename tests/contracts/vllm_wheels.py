@@ -6,8 +6,9 @@ QUANTIZATION_METHODS list / dict); the tensor-parallel heads message (vllm/confi
 before vLLM split it); what the AWQ / GPTQ override_quantization_method accepts (auto_awq.py / auto_gptq.py, or
 awq_marlin.py / gptq_marlin.py before the rename); SpeculativeConfig (vllm_spec_wheel.py). Prints the entries of
 facts/vllm_engine_args.json `versions`, facts/vllm_quantization.json `marlin_override.by_version` and
-facts/vllm_speculative.json `versions`; --write puts them there (a version the wheel cannot give a fact for goes
-to `unrecorded` with the reason) and writes builder/backends/vllm/versions.json, the tables the builder reads.
+facts/vllm_speculative.json `versions` (shipped with the builder: builder/facts/, which
+backends/vllm/versions.py reads); --write puts them there (a version the wheel cannot give a fact for goes to
+`unrecorded` with the reason).
 Standard library only."""
 
 from __future__ import annotations
@@ -22,10 +23,9 @@ from pathlib import Path
 
 from tests.contracts import refresh, vllm_arg_types, vllm_spec_wheel
 from tests.contracts.facts import load
+from tests.contracts.facts import path as fact_path
 
 ROOT = Path(__file__).resolve().parents[2]
-FACTS = Path(__file__).parent / "facts"
-BUILDER_TABLE = ROOT / "builder" / "backends" / "vllm" / "versions.json"
 QUANT = "vllm/model_executor/layers/quantization/"
 ARGS = "vllm/engine/arg_utils.py"
 
@@ -183,10 +183,9 @@ def _vkey(version: str) -> tuple:
 def write(
     derived: dict[str, tuple[dict, dict]], failed: dict[str, str], speculative: dict[str, dict]
 ) -> None:
-    """Put the derived entries into the three fact files (keeping each version's hand-written note) and write the
-    builder's table from them."""
+    """Put the derived entries into the three fact files (keeping each version's hand-written note)."""
     ea_path, q_path, s_path = (
-        FACTS / f"vllm_{n}.json" for n in ("engine_args", "quantization", "speculative")
+        fact_path(f"vllm_{n}") for n in ("engine_args", "quantization", "speculative")
     )
     ea, q, s = (json.loads(p.read_text()) for p in (ea_path, q_path, s_path))
     s["versions"] = dict(
@@ -212,41 +211,6 @@ def write(
         ea["unrecorded"] = {**ea.get("unrecorded", {}), **failed}
     for path, doc in ((ea_path, ea), (q_path, q), (s_path, s)):
         path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
-    BUILDER_TABLE.write_text(json.dumps(builder_table(ea, q, s), indent=1) + "\n")
-
-
-def builder_table(ea: dict, q: dict, s: dict) -> dict:
-    """What the builder needs per recorded vLLM: the model.json keys it takes, its quantization methods, the
-    quantization values it loads an AWQ / GPTQ checkpoint with, and its speculative methods (None without
-    speculative_config) with whether it runs draft_model (None: not known)."""
-    by, spec = q["marlin_override"]["by_version"], s["versions"]
-
-    def speculative(v: str) -> dict | None:
-        return (
-            {"methods": spec[v]["methods"], "draft_model_runs": spec[v]["draft_model"]["runs"]}
-            if spec[v]["speculative_config"]
-            else None
-        )
-
-    return {
-        "_about": "Derived from tests/contracts/facts/vllm_engine_args.json, vllm_quantization.json and "
-        "vllm_speculative.json by `python -m tests.contracts.refresh vllm-wheel WHEEL... --write`; "
-        "do not edit by hand.",
-        "versions": {
-            v: {
-                "engine_args": e["AsyncEngineArgs"],
-                "quantization": sorted(e["quantization_methods"]["values"]),
-                "checkpoint": by[v]["accepted"],
-                "speculative": speculative(v),
-                **(
-                    {"types": {f: t["accepts"] for f, t in e["types"].items()}}
-                    if "types" in e
-                    else {}
-                ),
-            }
-            for v, e in ea["versions"].items()
-        },
-    }
 
 
 def main(args: list[str]) -> int:

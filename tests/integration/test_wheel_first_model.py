@@ -79,12 +79,12 @@ def test_the_built_wheel_runs_the_readme_first_model(tmp_path):
         assert version == tagged_version(), "a tagged commit builds the tag's version"
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-    # the code and the package data the repositories it writes need (the Python models, vLLM's version table,
-    # the upstream release facts core/facts.py reads)
+    # the code and the package data the repositories it writes need (the Python models, the upstream release
+    # facts core/facts.py reads: images, vLLM versions)
     assert {
         "tritonbuild/__main__.py",
         "tritonbuild/cli/__init__.py",
-        "tritonbuild/backends/vllm/versions.json",
+        "tritonbuild/facts/vllm_engine_args.json",
         "tritonbuild/facts/triton_images.json",
         "tritonbuild/facts/triton_image_pythons.json",
         "tritonbuild/backends/vllm/invariant/plugin.py",

@@ -1,10 +1,10 @@
 """engine_args.extra: any other AsyncEngineArgs field of the image's vLLM (kv_cache_dtype,
 max_num_batched_tokens, enable_chunked_prefill, served_model_name, ...), written into model.json as
 given (vllm_backend passes model.json to AsyncEngineArgs(**...)). Checked against the fields
-recorded for the image's vLLM (vllm/versions.json engine_args, from the wheels; an image whose vLLM
+recorded for the image's vLLM (versions.py, from the wheels' facts; an image whose vLLM
 is not recorded takes what every recorded version has): a field it lacks is a recipe error with a
 did-you-mean and the images whose vLLM has it. A value is checked against the field's type as that
-vLLM's wheel annotates it (vllm/versions.json `types`: bool, int, float, str, null, list, dict, a
+vLLM's wheel annotates it (versions.py `types`: bool, int, float, str, null, list, dict, a
 Literal's values; "any" where the annotation is a class: not checked); where the image's vLLM's types
 are not recorded, a value is refused when every recorded vLLM refuses it and at least two recorded
 vLLMs give the field the same kind of type (a type that changed says nothing of other releases). A
@@ -136,4 +136,4 @@ def _hint(key: str, fields: frozenset[str]) -> str:
             f"{mean}use an image whose vLLM has it, newest first: "
             f"{images_where(lambda v: key in ENGINE_ARGS[v])}"
         )
-    return f"{mean}no recorded vLLM has {key} (tests/contracts/facts/vllm_engine_args.json)"
+    return f"{mean}no recorded vLLM has {key} (tritonbuild facts/vllm_engine_args.json)"

@@ -2,8 +2,8 @@
 (AsyncEngineArgs takes a dict of SpeculativeConfig's fields: method, model, num_speculative_tokens),
 the draft model or head packaged as <v>/draft/ and named where the server sees it, its weights and
 its attention layers' KV counted in the memory plan. Per vLLM version an image ships
-(vllm/versions.json `speculative`, derived from the wheels' SpeculativeConfig:
-tests/contracts/facts/vllm_speculative.json): the methods it takes and whether its engine runs
+(versions.py `speculative`, from the wheels' SpeculativeConfig: the package's
+facts/vllm_speculative.json): the methods it takes and whether its engine runs
 method draft_model; which methods load a drafter whose attention layers get KV
 (tests/contracts/facts/vllm_draft.json)."""
 

@@ -1,6 +1,7 @@
-"""What each vLLM a serving image ships takes, per recorded version (versions.json beside this
-file, derived from the vLLM wheels by tests/contracts/vllm_wheels.py, which also records them in
-tests/contracts/facts): the model.json keys (AsyncEngineArgs), the quantization methods
+"""What each vLLM a serving image ships takes, per recorded version (the package's
+facts/vllm_engine_args.json, vllm_quantization.json and vllm_speculative.json, read from the vLLM
+wheels by `python -m tests.contracts.refresh vllm-wheel WHEEL... --write`): the model.json keys
+(AsyncEngineArgs), the quantization methods
 (QuantizationMethods), the quantization values it loads an AWQ / GPTQ checkpoint with
 (override_quantization_method) and its speculative methods (SpeculativeConfig; None where
 AsyncEngineArgs has no speculative_config). An image whose vLLM is not recorded (a tag outside the
@@ -8,12 +9,36 @@ image table, or a version the registry has no wheel of) takes what every recorde
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from tritonbuild.backends.llm.images import VLLM_IMAGES
+from tritonbuild.core import facts
 
-TABLE = json.loads(Path(__file__).with_name("versions.json").read_text())["versions"]
+
+def _table() -> dict[str, dict]:
+    """Per recorded vLLM, what the builder needs: the model.json keys it takes, its quantization
+    methods, the quantization values it loads an AWQ / GPTQ checkpoint with, its speculative methods
+    (None without speculative_config) with whether it runs draft_model (None: not known), and each
+    engine arg's JSON types where the wheel's annotations were read."""
+    engine_args, quantization, speculative = (
+        facts.load(f"vllm_{n}") for n in ("engine_args", "quantization", "speculative")
+    )
+    by, spec = quantization["marlin_override"]["by_version"], speculative["versions"]
+    return {
+        v: {
+            "engine_args": e["AsyncEngineArgs"],
+            "quantization": sorted(e["quantization_methods"]["values"]),
+            "checkpoint": by[v]["accepted"],
+            "speculative": (
+                {"methods": spec[v]["methods"], "draft_model_runs": spec[v]["draft_model"]["runs"]}
+                if spec[v]["speculative_config"]
+                else None
+            ),
+            **({"types": {f: t["accepts"] for f, t in e["types"].items()}} if "types" in e else {}),
+        }
+        for v, e in engine_args["versions"].items()
+    }
+
+
+TABLE = _table()
 # vLLM version: its quantization methods / AsyncEngineArgs fields
 BY_VERSION = {v: frozenset(t["quantization"]) for v, t in TABLE.items()}
 ENGINE_ARGS = {v: frozenset(t["engine_args"]) for v, t in TABLE.items()}

@@ -1,6 +1,6 @@
 """engine_args.extra: any other AsyncEngineArgs field of the image's vLLM, written into model.json (vllm_backend
 passes it to AsyncEngineArgs(**...)); checked against the fields recorded for that vLLM
-(tests/contracts/facts/vllm_engine_args.json), never a typed field twice, never a field tritonbuild writes."""
+(builder/facts/vllm_engine_args.json), never a typed field twice, never a field tritonbuild writes."""
 
 from __future__ import annotations
 

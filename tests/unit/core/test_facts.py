@@ -20,7 +20,7 @@ def test_the_builder_facts_are_shipped_as_package_data():
         "package-data"
     ]["tritonbuild"]
     assert "facts/*.json" in globs
-    assert {"triton_images", "triton_image_pythons"} <= set(SHIPPED)
+    assert {"triton_images", "triton_image_pythons", "vllm_engine_args"} <= set(SHIPPED)
     assert sorted(facts.names()) == SHIPPED
 
 
