@@ -73,12 +73,12 @@ if [ "$FAST" = 0 ] && [ "${TRITONBUILD_SMOKE:-1}" != 0 ]; then
   smoke_pid=$!
 fi
 # The full run: tests spread over worker processes (pytest-xdist; most tests wait on a tritonserver, a
-# moto_server or a subprocess, so more workers than cores pays: TRITONBUILD_TEST_WORKERS, default 6 — measured
-# 2026-12-06 beside other jobs, the workers ran out of work at 737-927 s with 6 against 1,030-1,171 s with 4, at
-# the same CPU seconds: docs/development.md), a module's tests kept on one worker (module-scoped builds run once);
-# it names its 20 slowest tests (where CI time goes).
+# moto_server or a subprocess, so more workers than cores pays: TRITONBUILD_TEST_WORKERS, default 4 — 6 looked
+# faster beside other jobs, where more processes take a larger share of the machine, and was slower alone: a clean
+# clone's .ci/run took 20.9 minutes with 6 on the quiet 2-core machine, 15.5 with 4: docs/development.md), a
+# module's tests kept on one worker (module-scoped builds run once); it names its 20 slowest tests.
 if [ "$FAST" = 0 ]; then
-  set -- -n "${TRITONBUILD_TEST_WORKERS:-6}" --dist loadscope --durations=20 "$@"
+  set -- -n "${TRITONBUILD_TEST_WORKERS:-4}" --dist loadscope --durations=20 "$@"
 fi
 rc=0
 .venv/bin/python -m pytest -q "$@" || rc=$?
