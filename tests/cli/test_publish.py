@@ -696,6 +696,21 @@ steps:
 """
 
 
+def _build_twice(cli, tmp_path, tag: str, step_version: int, factor: str, ensemble_version: int):
+    """The doubler step (its version and factor) and the `twice` ensemble over it, built and marked verified."""
+    src = tmp_path / f"src-{tag}"
+    src.mkdir()
+    (src / "model.py").write_text(PY_MODEL)
+    recipe = PY_RECIPE.replace("version: 1", f"version: {step_version}").lstrip()
+    (src / "r.yaml").write_text(recipe + f'parameters: {{factor: "{factor}"}}\n')
+    (src / "twice.yaml").write_text(ENSEMBLE.format(version=ensemble_version).lstrip())
+    out = tmp_path / f"repo-{tag}"
+    r = cli("build", src / "r.yaml", src / "twice.yaml", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    _fake_verified(cli, out)
+    return out
+
+
 def test_a_changed_step_under_an_unbumped_ensemble_is_refused(cli, tmp_path):
     """Issue 43: a changed ensemble step left 'twice v1 unchanged, identical' at the target, its goldens recorded on
     the old step, and the readiness probe failed on every pod. The ensemble's published identity covers its steps':
@@ -704,17 +719,7 @@ def test_a_changed_step_under_an_unbumped_ensemble_is_refused(cli, tmp_path):
     target = f"file://{tmp_path}/pub"
 
     def build(tag: str, step_version: int, factor: str, ensemble_version: int):
-        src = tmp_path / f"src-{tag}"
-        src.mkdir()
-        (src / "model.py").write_text(PY_MODEL)
-        recipe = PY_RECIPE.replace("version: 1", f"version: {step_version}").lstrip()
-        (src / "r.yaml").write_text(recipe + f'parameters: {{factor: "{factor}"}}\n')
-        (src / "twice.yaml").write_text(ENSEMBLE.format(version=ensemble_version).lstrip())
-        out = tmp_path / f"repo-{tag}"
-        r = cli("build", src / "r.yaml", src / "twice.yaml", "-o", out)
-        assert r.exit_code == 0, r.stderr
-        _fake_verified(cli, out)
-        return out
+        return _build_twice(cli, tmp_path, tag, step_version, factor, ensemble_version)
 
     assert cli("publish", build("a", 1, "2", 1), target).exit_code == 0
     published = json.loads((tmp_path / "pub" / "tritonbuild-manifest.json").read_text())["models"]
@@ -756,16 +761,7 @@ def test_a_step_rolled_back_under_its_ensemble_is_refused_unless_rolled_back_tog
     target = f"file://{tmp_path}/pub"
 
     def build(tag: str, step_version: int, factor: str, ensemble_version: int):
-        src = tmp_path / f"src-{tag}"
-        src.mkdir()
-        (src / "model.py").write_text(PY_MODEL)
-        recipe = PY_RECIPE.replace("version: 1", f"version: {step_version}").lstrip()
-        (src / "r.yaml").write_text(recipe + f'parameters: {{factor: "{factor}"}}\n')
-        (src / "twice.yaml").write_text(ENSEMBLE.format(version=ensemble_version).lstrip())
-        out = tmp_path / f"repo-{tag}"
-        assert cli("build", src / "r.yaml", src / "twice.yaml", "-o", out).exit_code == 0
-        _fake_verified(cli, out)
-        return out
+        return _build_twice(cli, tmp_path, tag, step_version, factor, ensemble_version)
 
     assert cli("publish", build("a", 1, "2", 1), target).exit_code == 0
     assert cli("publish", build("b", 2, "3", 2), target).exit_code == 0
