@@ -21,7 +21,7 @@ export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$HOME/.cache/pip} PIP_DISABLE_PIP_VERSION_
 # environment's numpy 2 too). SMOKE_ENVS_DIR: where ci/test.sh already made them (the same keys: 3.10 and 3.12,
 # which 3.13 runs on), so none is made twice in one run; the making itself is ci/test.sh's `embedded install`.
 export TRITONBUILD_ENVS_DIR=${SMOKE_ENVS_DIR:-$WORK/envs}
-# --no-compile on every install: pip byte-compiles every file of every wheel (a third of an install's CPU, measured:
+# --no-compile on every install: pip byte-compiles every file of every wheel (a third of an install's CPU, one reading each:
 # 33 s against 23 s for this list on 3.12), Python only what a run imports; these run beside the test suite on the
 # same cores. (Not PIP_NO_COMPILE: pip reads PIP_NO_COMPILE=1 as "compile".)
 unset VIRTUAL_ENV

@@ -74,8 +74,8 @@ if [ "$FAST" = 0 ] && [ "${TRITONBUILD_SMOKE:-1}" != 0 ]; then
 fi
 # The full run: tests spread over worker processes (pytest-xdist; most tests wait on a tritonserver, a
 # moto_server or a subprocess, so more workers than cores pays: TRITONBUILD_TEST_WORKERS, default 4 — 6 looked
-# faster beside other jobs, where more processes take a larger share of the machine, and was slower alone: a clean
-# clone's .ci/run took 20.9 minutes with 6 on the quiet 2-core machine, 15.5 with 4: docs/development.md), a
+# faster beside other jobs, where more processes take a larger share of the machine, and no faster alone (one clean
+# clone's .ci/run each, not interleaved: 20.9 minutes with 6, 20.3 with 4: docs/development.md), a
 # module's tests kept on one worker (module-scoped builds run once); it names its 20 slowest tests.
 if [ "$FAST" = 0 ]; then
   set -- -n "${TRITONBUILD_TEST_WORKERS:-4}" --dist loadscope --durations=20 "$@"
