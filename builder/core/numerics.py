@@ -102,7 +102,8 @@ def portable_env(cpus: str = "x86-64", threads: int = 1) -> dict[str, str]:
     }
 
 
-def _cpu() -> dict:
+def cpu() -> dict:
+    """The CPU's architecture, vendor, model and the dispatch-deciding ISA flags (/proc/cpuinfo)."""
     info: dict = {"arch": platform.machine()}
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
@@ -216,7 +217,7 @@ def fingerprint(
     this process has imported (what ran a model in it), nothing imported for the asking."""
     out: dict = {
         "fingerprint": FINGERPRINT_VERSION,
-        "cpu": _cpu(),
+        "cpu": cpu(),
         "python": platform.python_version(),
         "env": {var: os.environ[var] for var in NUMERICS_VARS if var in os.environ},
     }
