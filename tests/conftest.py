@@ -66,7 +66,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 # Where CI time goes (ci/timeline.py reads it): TRITONBUILD_TEST_TIMELINE=FILE appends one JSON line per test
-# phase run (its node id, the xdist worker, start and end in seconds since the epoch, and the CPU seconds it and
+# phase run (its node id, the xdist worker and its pid, start and end in seconds since the epoch, and the CPU seconds it and
 # the processes it waited for used: what a 2-core machine pays), from the process that ran it (xdist's controller,
 # which replays its workers' hooks, writes nothing).
 _TIMELINE = os.environ.get("TRITONBUILD_TEST_TIMELINE")
@@ -102,6 +102,7 @@ def pytest_runtest_logfinish(nodeid, location):
         line = {
             "test": nodeid,
             "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+            "pid": os.getpid(),  # joins process accounting's records (a child's parent pid)
             "start": start,
             "end": time.time(),
             "cpu": round(_cpu_seconds() - cpu, 3),
