@@ -4,13 +4,22 @@
 
 prints the wall time of the test phase, each worker's busy seconds and when it ran out of work, the modules by
 seconds (xdist's loadscope keeps a module on one worker, so the longest module is a floor under the run) and what
-each worker ran last."""
+each worker ran last. With BSD process accounting (GNU acct's accton and dump-acct, root):
+
+    touch /tmp/pacct && accton /tmp/pacct; TRITONBUILD_TEST_TIMELINE=/tmp/t.jsonl .ci/run; accton off
+    python3 ci/timeline.py /tmp/t.jsonl --acct /tmp/pacct
+
+it also charges every process a test started (a worker's child, with all its descendants: tritonserver and its
+stubs, a CLI run, an interpreter reading a fingerprint) to that test, by command: what a test's own CPU figure
+misses when a process outlives the test or is never waited for, and which kind of process costs the most."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
+from datetime import datetime
 
 
 def say(text: str) -> None:
@@ -52,5 +61,58 @@ def main(path: str) -> None:
         )
 
 
+def processes(path: str) -> dict[int, dict]:
+    """pid: command, CPU seconds, parent pid and start (epoch seconds), from dump-acct's lines (fields: command,
+    version, user and system time in centiseconds, effective time, uid, gid, memory, io, pid, ppid, ..., start)."""
+    text = subprocess.run(["dump-acct", path], capture_output=True, text=True, check=True).stdout
+    found = {}
+    for line in text.splitlines():
+        fields = [field.strip() for field in line.split("|")]
+        if len(fields) < 12:
+            continue
+        started = datetime.strptime(fields[-1], "%a %b %d %H:%M:%S %Y").timestamp()
+        cpu = (float(fields[2]) + float(fields[3])) / 100
+        found[int(fields[9])] = {
+            "comm": fields[0],
+            "cpu": cpu,
+            "ppid": int(fields[10]),
+            "start": started,
+        }
+    return found
+
+
+def charge(rows: list[dict], procs: dict[int, dict]) -> None:
+    """Each worker's child process (and its descendants) charged to the test that ran when it started."""
+    kids = defaultdict(list)
+    for pid, proc in procs.items():
+        kids[proc["ppid"]].append(pid)
+
+    def tree_cpu(pid: int) -> float:
+        return procs[pid]["cpu"] + sum(tree_cpu(kid) for kid in kids.get(pid, []))
+
+    by_worker = defaultdict(list)
+    for row in rows:
+        by_worker[row.get("pid")].append(row)
+    tests, commands = defaultdict(Counter), Counter()
+    for worker, runs in by_worker.items():
+        for kid in kids.get(worker, []):
+            at = procs[kid]["start"]
+            row = next((r for r in runs if r["start"] - 1 <= at <= r["end"] + 1), None)
+            name = row["test"] if row else "(between tests)"
+            tests[name][procs[kid]["comm"]] += tree_cpu(kid)
+            commands[procs[kid]["comm"]] += tree_cpu(kid)
+    say(f"processes the tests started: {sum(commands.values()):.0f} CPU seconds, by command:")
+    for comm, used in commands.most_common(12):
+        say(f"  {used:7.0f} s  {comm}")
+    say("tests by the CPU of the processes they started:")
+    for name, used in sorted(tests.items(), key=lambda kv: -sum(kv[1].values()))[:30]:
+        parts = ", ".join(f"{comm} {cpu:.0f}" for comm, cpu in used.most_common(3))
+        say(f"  {sum(used.values()):7.0f} s  {name}  ({parts})")
+
+
 if __name__ == "__main__":
     main(sys.argv[1])
+    if "--acct" in sys.argv:
+        with open(sys.argv[1]) as lines:
+            timeline = [json.loads(line) for line in lines if line.strip()]
+        charge(timeline, processes(sys.argv[sys.argv.index("--acct") + 1]))
