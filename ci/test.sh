@@ -15,6 +15,14 @@ fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
+# Azure's own Blob emulator for the az:// publish tests (tests/integration/test_publish_gcs_azure.py skips
+# them without it): Azurite from npm, pinned, into .tritonbuild-node/ (ignored by git). Not in the fast lane.
+# Installed in the background while pip installs the project (~30 s of mostly waiting on the registry).
+npm_pid=""
+if [ "$FAST" = 0 ] && command -v npm >/dev/null && [ ! -x .tritonbuild-node/node_modules/.bin/azurite-blob ]; then
+  npm install --silent --no-audit --no-fund --prefix .tritonbuild-node azurite@3.37.0 &
+  npm_pid=$!
+fi
 if [ "$FAST" = 0 ] || [ ! -x .venv/bin/tritonbuild ]; then
   # Exact versions from ci/constraints.txt (torch==2.13.0 is the CPU build on local disk on these machines);
   # --no-compile: Python compiles what the run imports, pip would compile every file of every wheel (torch's too).
@@ -37,11 +45,9 @@ for image in 24.10-py3 25.01-py3; do
   PIP_CONSTRAINT="$PWD/ci/constraints.txt" .venv/bin/tritonbuild embedded install --triton-image "$image" \
     >/dev/null || echo "ci/test.sh: no environment for $image's Python; its tests will skip" >&2
 done
-# Azure's own Blob emulator for the az:// publish tests (tests/integration/test_publish_gcs_azure.py skips
-# them without it): Azurite from npm, pinned, into .tritonbuild-node/ (ignored by git). Not in the fast lane.
-if [ "$FAST" = 0 ] && command -v npm >/dev/null && [ ! -x .tritonbuild-node/node_modules/.bin/azurite-blob ]; then
-  npm install --silent --no-audit --no-fund --prefix .tritonbuild-node azurite@3.37.0 \
-    || echo "ci/test.sh: azurite did not install; the az:// emulator tests will skip" >&2
+# Azurite (installed beside pip's install, above) must be in place before the tests start.
+if [ -n "$npm_pid" ]; then
+  wait "$npm_pid" || echo "ci/test.sh: azurite did not install; the az:// emulator tests will skip" >&2
 fi
 # Chromium from the system's packages for the docs site's browser test (tests/docs/test_browser.py skips without
 # it, saying so). Not in the fast lane; only where apt-get can install (root).

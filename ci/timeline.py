@@ -96,9 +96,11 @@ def charge(rows: list[dict], procs: dict[int, dict]) -> None:
     tests, commands = defaultdict(Counter), Counter()
     for worker, runs in by_worker.items():
         for kid in kids.get(worker, []):
-            at = procs[kid]["start"]
-            row = next((r for r in runs if r["start"] - 1 <= at <= r["end"] + 1), None)
-            name = row["test"] if row else "(between tests)"
+            at = procs[kid]["start"]  # whole seconds: started in [at, at + 1)
+            row = max(
+                (r for r in runs if r["start"] - 1 < at), key=lambda r: r["start"], default=None
+            )
+            name = row["test"] if row and at <= row["end"] else "(between tests)"
             tests[name][procs[kid]["comm"]] += tree_cpu(kid)
             commands[procs[kid]["comm"]] += tree_cpu(kid)
     say(f"processes the tests started: {sum(commands.values()):.0f} CPU seconds, by command:")

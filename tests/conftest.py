@@ -66,9 +66,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 # Where CI time goes (ci/timeline.py reads it): TRITONBUILD_TEST_TIMELINE=FILE appends one JSON line per test
-# phase run (its node id, the xdist worker and its pid, start and end in seconds since the epoch, and the CPU seconds it and
-# the processes it waited for used: what a 2-core machine pays), from the process that ran it (xdist's controller,
-# which replays its workers' hooks, writes nothing).
+# phase run (its node id, the xdist worker and its pid, start and end in seconds since the epoch, and the CPU
+# seconds it and the processes it waited for used: what a 2-core machine pays), from the process that ran it
+# (xdist's controller, which replays its workers' hooks, writes nothing).
 _TIMELINE = os.environ.get("TRITONBUILD_TEST_TIMELINE")
 _started: dict[str, tuple[float, float]] = {}
 
