@@ -54,35 +54,23 @@ def tiles_name(tiles) -> str:
 
 
 def candidates_for(n: int, k: int, old_row: tuple | None) -> list[tuple]:
-    """The tiles worth timing for an N x K layer: the shape's current row, then for each column width and K split
-    that puts 128 .. 1024 programs on the GPU at one row: the swapped tile (weights the MMA's left operand) with
-    16, 32 or 64 rows (one row tile up to that many rows: the weights dequantized once), nibbles read in pairs, three
-    or four stages, BLOCK_K 64 or 8 warps for 32 and 64 rows; for comparison x @ W.T, and nibbles one by one; slices
-    added in the kernel (and by the second kernel, once), scales [K/G, N]."""
+    """The tiles worth timing for an N x K layer (TILE_FIELDS: block_m, block_n, block_k, warps, stages, split):
+    the shape's current row, then for each column width and K split that puts 96 .. 1536 programs on the GPU at
+    one row: 16, 32 or 64 rows per tile (one row tile up to that many rows: the weights dequantized once), 128 K
+    per step with three or four stages or 256 with two or three, 4 warps (and 8 for 64 x 128)."""
     out = [tuple(old_row)] if old_row else []
-    for block_n in (64, 128, 256):
+    for block_n in (64, 128):
         for split in (1, 2, 4, 8, 16):
             programs = n // block_n * split
-            if not 128 <= programs <= 1024 or k % split or (k // split) % GROUP:
+            if not 96 <= programs <= 1536 or k % split or (k // split) % GROUP:
                 continue
-            reduce = int(split > 1)
-            for block_m, swap, pairs in (
-                (16, 1, 1),
-                (32, 1, 1),
-                (64, 1, 1),
-                (16, 0, 1),
-                (16, 1, 0),
-                (64, 1, 0),
-            ):
-                warps = 8 if block_n * block_m >= 128 * 64 or block_n == 256 else 4
-                out.append((block_m, block_n, 128, warps, 3, split, swap, 1, reduce, pairs))
-                if swap and pairs:  # one more stage in flight
-                    out.append((block_m, block_n, 128, warps, 4, split, swap, 1, reduce, pairs))
-            if reduce:
-                out.append((16, block_n, 128, 8 if block_n == 256 else 4, 3, split, 1, 1, 0, 1))
-            for block_m in (32, 64):  # BLOCK_K 64 (twice the steps, half the registers); 8 warps
-                out.append((block_m, block_n, 64, 4, 4, split, 1, 1, reduce, 1))
-                out.append((block_m, block_n, 128, 8, 3, split, 1, 1, reduce, 1))
+            for block_m in (16, 32, 64):
+                for block_k, stages in ((128, 3), (128, 4), (256, 2), (256, 3)):
+                    if (k // split) % block_k:
+                        continue
+                    out.append((block_m, block_n, block_k, 4, stages, split))
+                    if block_n * block_m >= 128 * 64:
+                        out.append((block_m, block_n, block_k, 8, stages, split))
     return list(dict.fromkeys(out))
 
 
@@ -149,11 +137,6 @@ def attempt(fn):
 def run_candidates(candidates, run_one) -> dict:
     """{tiles name: run_one(tiles) or why it could not run}, every candidate tried in order."""
     return {tiles_name(tiles): attempt(lambda tiles=tiles: run_one(tiles)) for tiles in candidates}
-
-
-def compare_rows(rows, differing_of) -> dict:
-    """{name: differing_of(tiles) or why it could not run} for (name, tiles) pairs."""
-    return {name: attempt(lambda tiles=tiles: differing_of(tiles)) for name, tiles in rows}
 
 
 def best_tiles(rows: dict, candidates):
@@ -352,49 +335,36 @@ def sweep(args) -> int:
 
 
 def compare_plugins(plugin, reference) -> dict:
-    """Elements that differ between the two plugins' outputs over M = 1 .. 256, per shape: the reference's own row
-    run by both, nibbles one by one and in pairs (must be 0), and the plugin's own row against the reference's
-    (reported)."""
+    """Elements that differ between the two plugins' outputs over M = 1 .. 256, per shape, each at its own TILES
+    row and weight layout (reported: another tile or layout may change the bits, the same way for every row
+    count); the plugin here must stay invariant and correct at its rows."""
     result, ms = {"layers": {}}, [1, 2, 7, 16, 64, 256]
     for name, n, k in SHAPES:
         packed, scale, dense = random_layer(n, k)
         x = torch.randn((max(ms), k), device="cuda", dtype=torch.float16)
-        ref_row, own_row = tuple(reference.TILES[(n, k)]), tuple(plugin.TILES[(n, k)])
         prepare = getattr(reference, "prepare_weights", lambda w, s, g: (w, s))
         old_w, old_s = prepare(packed, scale, GROUP)
-        old = [reference.w4a16_matmul(x[:m], old_w, old_s, GROUP).view(torch.int16) for m in ms]
-
-        def differing(tiles, n=n, k=k, old=old, packed=packed, scale=scale, x=x):
-            plugin.TILES[(n, k)] = tiles
-            w, s = plugin.prepare_weights(packed, scale, GROUP)
-            return sum(
-                int((plugin.w4a16_matmul(x[:m], w, s, GROUP).view(torch.int16) != o).sum())
-                for m, o in zip(ms, old, strict=True)
+        w, s = plugin.prepare_weights(packed, scale, GROUP)
+        differing = attempt(
+            lambda x=x, w=w, s=s, old_w=old_w, old_s=old_s: sum(
+                int(
+                    (
+                        plugin.w4a16_matmul(x[:m], w, s, GROUP)
+                        != reference.w4a16_matmul(x[:m], old_w, old_s, GROUP)
+                    ).sum()
+                )
+                for m in ms
             )
-
-        # the 12-04 arithmetic in the plugin's fields (no swap, scales [N, K/G], second-kernel sum), with the nibbles
-        # read one by one and in pairs (the same values in the same K order: the same bits)
-        same = (
-            (*ref_row[:6], *[0] * (len(plugin.DEFAULT_TILES) - 6)) if not any(ref_row[6:]) else None
         )
-        rows = [("own_row", own_row)]
-        if same:  # else the reference row used a read path that is gone (GATHER, KN)
-            rows += [("reference_row", same), ("reference_row_in_pairs", (*same[:-1], 1))]
         entry = {
-            "reference_row": ref_row,
-            "own_row": own_row,
-            "differing_elements": compare_rows(rows, differing),
+            "reference_row": tuple(reference.TILES[(n, k)]),
+            "own_row": tuple(plugin.TILES[(n, k)]),
+            "differing_elements": differing,
+            "check": check_layer(plugin, packed, scale, dense, k),
         }
-        plugin.TILES[(n, k)] = own_row
-        entry["check"] = check_layer(plugin, packed, scale, dense, k)
         result["layers"][name] = entry
         print(name, json.dumps(entry), flush=True)
         torch.cuda.empty_cache()
-    result["identical"] = all(
-        e["differing_elements"].get(row) == 0
-        for e in result["layers"].values()
-        for row in ("reference_row", "reference_row_in_pairs")
-    )
     result["invariant_and_correct"] = invariant_and_correct(
         e["check"] for e in result["layers"].values()
     )
@@ -420,10 +390,8 @@ def main() -> int:
         triton=__import__("triton").__version__,
     )
     Path(args.out).write_text(json.dumps(result, indent=1))
-    print(
-        "identical:", result["identical"], "invariant and correct:", result["invariant_and_correct"]
-    )
-    return 0 if result["identical"] and result["invariant_and_correct"] else 1
+    print("invariant and correct:", result["invariant_and_correct"])
+    return 0 if result["invariant_and_correct"] else 1
 
 
 if __name__ == "__main__":

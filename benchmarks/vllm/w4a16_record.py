@@ -27,14 +27,6 @@ except ImportError:  # run as a script: its own folder is on the path
     import w4a16_bench as bench
 
 M_VALUES = [1, 8, 16, 32, 64, 128, 256]
-# The rows measured on the H200 on 2026-12-04 (docs/runs/2026-12-04-w4a16-kernel-h200-graphs.json), in the plugin's
-# fields (no swap, scales [N, K/G], slices added by a second kernel, nibbles one by one): the same arithmetic as then
-TILES_2026_12_04 = {
-    (6144, 4096): (16, 128, 64, 4, 4, 8, 0, 0, 0, 0),
-    (4096, 4096): (16, 32, 128, 4, 4, 4, 0, 0, 0, 0),
-    (28672, 4096): (64, 128, 64, 4, 4, 1, 0, 0, 0, 0),
-    (4096, 14336): (16, 128, 64, 4, 4, 8, 0, 0, 0, 0),
-}
 # Peak memory bandwidth (bytes/s) by device name, from NVIDIA's datasheets (H100 SXM5 80GB HBM3 3.35 TB/s, H100
 # PCIe 2.0 TB/s, H100 NVL 3.9 TB/s, H200 4.8 TB/s); the first name contained in the device's name applies
 PEAK_BANDWIDTH = [("H100 PCIe", 2.0e12), ("H100 NVL", 3.9e12), ("H200", 4.8e12), ("H100", 3.35e12)]
@@ -78,25 +70,25 @@ def default_kernel_reason() -> str:
     return "vLLM is importable but this benchmark does not drive its W4A16 kernels yet"
 
 
-def shape_times(plugin, n: int, k: int, tiles: dict) -> dict:
-    """ms per call at each M of the shape: the plugin at each named tiles row, and cuBLAS fp16 on the dense
-    weights; 32 copies of the weights (one per layer)."""
+def shape_times(kernels: dict, n: int, k: int) -> dict:
+    """ms per call at each M of the shape: each named (plugin, tiles row) with its own weight layout, and cuBLAS
+    fp16 on the dense weights; 32 copies of the weights (one per layer)."""
     packed, scale, dense = bench.random_layer(n, k)
     dense_copies = [dense.clone() for _ in range(bench.LAYERS)]
     prepared = {}
-    for name, row in tiles.items():
+    for name, (plugin, row) in kernels.items():
         plugin.TILES[(n, k)] = row
         w, s = plugin.prepare_weights(packed, scale, bench.GROUP)
-        prepared[name] = (row, [(w.clone(), s.clone()) for _ in range(bench.LAYERS)])
+        prepared[name] = (plugin, row, [(w.clone(), s.clone()) for _ in range(bench.LAYERS)])
     out = {}
     for m in M_VALUES:
         x = torch.randn((m, k), device="cuda", dtype=torch.float16)
         row = {"fp16_cublas": bench.timed(lambda i, x=x: x @ dense_copies[i].T)}
-        for name, (tiles_row, copies) in prepared.items():
+        for name, (plugin, tiles_row, copies) in prepared.items():
             plugin.TILES[(n, k)] = tiles_row
             row[name] = bench.attempt(
-                lambda x=x, c=copies: bench.timed(
-                    lambda i: plugin.w4a16_matmul(x, *c[i], bench.GROUP)
+                lambda x=x, c=copies, p=plugin: bench.timed(
+                    lambda i: p.w4a16_matmul(x, *c[i], bench.GROUP)
                 )
             )
         out[m] = row
@@ -111,13 +103,13 @@ def summarize(per_shape: dict, gpu: str, copy_bw: float) -> dict:
     for m in M_VALUES:
 
         def step(name, m=m):
-            values = [per_shape[s][m][name] for s, _, _ in bench.SHAPES]
+            values = [per_shape[s][m].get(name) for s, _, _ in bench.SHAPES]
             return sum(values) * bench.LAYERS if all(isinstance(v, float) for v in values) else None
 
         ms, cublas, old = (
             step("int4_invariant"),
             step("fp16_cublas"),
-            step("int4_invariant_2026_12_04_tiles"),
+            step("int4_invariant_previous"),
         )
         kernel[m] = {
             "int4_invariant_ms": ms,
@@ -129,7 +121,7 @@ def summarize(per_shape: dict, gpu: str, copy_bw: float) -> dict:
             if ms
             else None,
             "vs_fp16_cublas": cublas / ms if ms else None,
-            "int4_invariant_2026_12_04_tiles_ms": old,
+            "int4_invariant_previous_ms": old,
             "per_layer_us": {
                 s: {k: (v * 1e3 if isinstance(v, float) else v) for k, v in per_shape[s][m].items()}
                 for s, _, _ in bench.SHAPES
@@ -151,9 +143,13 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tiles", type=Path, help="a w4a16_bench.py sweep's JSON: its chosen tiles")
     ap.add_argument("--out", default="w4a16-record.json")
+    ap.add_argument(
+        "--previous", type=Path, help="an earlier plugin file: timed alongside, own tiles"
+    )
     args = ap.parse_args()
     t0 = time.time()
     plugin = bench.load_plugin()
+    previous = bench.load_plugin(args.previous, "previous_plugin") if args.previous else None
     if args.tiles:
         chosen = json.loads(args.tiles.read_text())["tiles"]
         plugin.TILES.update(
@@ -178,16 +174,15 @@ def main() -> int:
         "group": bench.GROUP,
         "tiles": {f"{n}x{k}": row for (n, k), row in chosen.items()},
         "tiles_fields": list(plugin.TILE_FIELDS),
-        "tiles_2026_12_04": {f"{n}x{k}": row for (n, k), row in TILES_2026_12_04.items()},
+        "previous": str(args.previous) if args.previous else None,
         "timing": "per call: median over 20 replays of a CUDA graph of the 32 layers' calls (one weight copy each)",
     }
     per_shape, checks = {}, {}
     for name, n, k in bench.SHAPES:
-        tiles = {
-            "int4_invariant": chosen[(n, k)],
-            "int4_invariant_2026_12_04_tiles": TILES_2026_12_04[(n, k)],
-        }
-        per_shape[name] = shape_times(plugin, n, k, tiles)
+        kernels = {"int4_invariant": (plugin, chosen[(n, k)])}
+        if previous:
+            kernels["int4_invariant_previous"] = (previous, tuple(previous.TILES[(n, k)]))
+        per_shape[name] = shape_times(kernels, n, k)
         plugin.TILES[(n, k)] = chosen[(n, k)]
         checks[name] = bench.check_layer(plugin, *bench.random_layer(n, k, seed=2), k)
         print(name, json.dumps(per_shape[name][1]), json.dumps(checks[name]), flush=True)
@@ -207,8 +202,8 @@ def main() -> int:
     record["seconds"] = time.time() - t0
     Path(args.out).write_text(json.dumps(record, indent=1))
     for m, row in record["kernel"].items():
-        print(f"M={m}: int4 invariant {row['int4_invariant_ms']} ms/step, 12-04 tiles "
-              f"{row['int4_invariant_2026_12_04_tiles_ms']}, cuBLAS fp16 {row['fp16_cublas_ms']}, "
+        print(f"M={m}: int4 invariant {row['int4_invariant_ms']} ms/step, previous "
+              f"{row['int4_invariant_previous_ms']}, cuBLAS fp16 {row['fp16_cublas_ms']}, "
               f"bandwidth fraction {row['bandwidth_fraction']}", flush=True)  # fmt: skip
     ok = all(record["invariance_checks"].values())
     print("invariance checks all passed:", ok)

@@ -1,7 +1,8 @@
 """benchmarks/vllm/w4a16_bench.py on the CPU: a tile configuration that cannot launch (Triton's
 OutOfResources: on an H100 one candidate needed 241,664 bytes of shared memory against 232,448, and
 `--reference` died on it) is reported as such and the candidates after it still run; the tiles a
-sweep picks skip it; the record's arithmetic (bandwidth fraction, 32 layers) is what it says."""
+sweep picks skip it; its candidates are tiles the plugin takes; the record's arithmetic (bandwidth
+fraction, 32 layers) is what it says."""
 
 from __future__ import annotations
 
@@ -51,14 +52,21 @@ def test_the_best_tiles_skip_a_config_that_could_not_launch():
     assert bench.best_tiles({1: {bench.tiles_name(TOO_BIG): "cannot launch: x"}}, [TOO_BIG]) is None
 
 
-def test_the_reference_comparison_reports_a_config_that_cannot_launch():
-    """--reference runs each configuration through both plugins; one that cannot launch is a row
-    saying so, and the comparison of the others is kept."""
-    rows = bench.compare_rows(
-        [("own", TOO_BIG), ("12-04", (16, 64, 128, 4, 4, 4, 0, 0, 0, 0))],
-        lambda tiles: 0 if tiles != TOO_BIG else _fake_kernel(tiles),
-    )
-    assert rows["own"].startswith("cannot launch: ") and rows["12-04"] == 0
+def test_the_sweeps_candidates_are_tiles_the_kernel_takes_at_each_llama_shape():
+    """Every candidate is a TILES row of the plugin (its fields), keeps its K slices whole steps of
+    its BLOCK_K and whole groups, and puts 96 .. 1536 programs on the GPU at one row; the shape's
+    current row comes first (a sweep never loses it)."""
+    plugin = bench.load_plugin()
+    for _, n, k in bench.SHAPES:
+        candidates = bench.candidates_for(n, k, plugin.TILES[(n, k)])
+        assert candidates[0] == plugin.TILES[(n, k)] and len(set(candidates)) == len(candidates)
+        for tiles in candidates:
+            block_m, _, block_k, warps, _, split = tiles
+            assert block_m in (16, 32, 64) and block_k in (128, 256) and warps in (4, 8)
+            assert (k // split) % block_k == 0 and (k // split) % bench.GROUP == 0
+            plugin.TILES[(n, k)] = tiles  # taken as it is, not adjusted
+            assert plugin.tiles_for(n, k, bench.GROUP) == tiles
+        assert all(96 <= n // c[1] * c[5] <= 1536 for c in candidates[1:])
 
 
 def test_the_bandwidth_fraction_is_the_bound_over_the_time():

@@ -20,27 +20,25 @@ writes it with a dist-info into the plugin wheel (backends/_vllm_invariant.py).
 """
 
 import logging
+import os
 
 PLUGIN_NAME = "tritonbuild_invariant_w4a16"
 KERNEL_NAME = "TritonbuildInvariantW4A16Kernel"
-# Tiles, chosen by the layer's shape (N, K) only. SPLIT > 1 cuts K into that many fixed slices whose
-# fp32 partial sums are added in slice order (REDUCE 1: by the tile's last program to finish, in the
-# same kernel; 0: by a second kernel): the same reduction for every row count. SWAP 1 computes the
-# tile transposed (weights as the MMA's left operand, dequantized in registers; rows as its narrow
-# side), 0 as x @ W.T. SCALES_KN 1 keeps the scales as [K/G, N] (transposed once at load). PAIRS 1
-# reorders each word's nibbles once at load so that one shift and one mask give two neighbouring
-# weights as a pair of halves (_pairs_order). BLOCK_K divides the quantization group. None of them
-# depends on the row count M.
-TILE_FIELDS = ("block_m", "block_n", "block_k", "warps", "stages", "split", "swap", "scales_kn",
-               "reduce", "pairs")  # fmt: skip
-DEFAULT_TILES = (16, 64, 128, 4, 4, 1, 0, 0, 0, 0)
+# Tiles, chosen by the layer's shape (N, K) only: BLOCK_N weight columns (the MMA's left operand, in
+# registers) by BLOCK_M rows (its narrow side) per program; SPLIT cuts K into that many fixed slices
+# whose fp32 partial sums the tile's last program to finish adds in slice order. None of them
+# depends on the row count M. K is read in steps of one layout block (LAYOUT_K, _planes_order).
+TILE_FIELDS = ("block_m", "block_n", "block_k", "warps", "stages", "split")
+DEFAULT_TILES = (16, 64, 128, 4, 3, 1)
+LAYOUT_K = 128
+LAYOUT_N = 64
 # Llama-3-8B's linears (qkv, o, gate_up, down; N x K): the fastest over decode at 1 and 64 rows in
 # CUDA graphs of benchmarks/vllm/w4a16_bench.py on an H100 (docs/runs/2026-12-06-w4a16-kernel-h100.json)
 TILES: dict[tuple[int, int], tuple[int, ...]] = {
-    (6144, 4096): (32, 64, 128, 4, 4, 2, 1, 1, 1, 1),
-    (4096, 4096): (32, 64, 128, 4, 4, 2, 1, 1, 1, 1),
-    (28672, 4096): (64, 128, 128, 8, 3, 1, 1, 1, 0, 1),
-    (4096, 14336): (64, 64, 128, 4, 3, 4, 1, 1, 1, 1),
+    (6144, 4096): (16, 64, 256, 4, 3, 4),
+    (4096, 4096): (16, 64, 256, 4, 3, 4),
+    (28672, 4096): (32, 128, 128, 4, 3, 1),
+    (4096, 14336): (16, 64, 256, 4, 3, 4),
 }
 
 # NOTE: a child of vLLM's "vllm" logger, the one vLLM configures (vllm 0.22.0 vllm/logger.py
@@ -48,203 +46,211 @@ TILES: dict[tuple[int, int], tuple[int, ...]] = {
 _log = logging.getLogger("vllm.tritonbuild_invariant")
 
 
+def supported(k: int, group: int) -> str | None:
+    """Why the kernel cannot take a layer of K inputs and this group size, or None."""
+    if k % LAYOUT_K or group % 32 or k % group:
+        return f"K {k} and group size {group} (needs K a multiple of {LAYOUT_K}, group of 32)"
+    return None
+
+
 def tiles_for(n: int, k: int, group: int) -> tuple[int, ...]:
     """The layer's tiles (TILE_FIELDS): a function of its shape alone, so every batch size runs the
-    same reduction."""
+    same reduction. SPLIT halved until each slice is whole layout blocks and whole groups; BLOCK_K
+    (128 or 256) back to 128 where a slice is not whole steps of it."""
     tiles = list(TILES.get((n, k), DEFAULT_TILES))
-    while group % tiles[2]:  # BLOCK_K divides the group
-        tiles[2] //= 2
-    while tiles[5] > 1 and (k % tiles[5] or (k // tiles[5]) % group):  # SPLIT: whole groups
+    while tiles[5] > 1 and (k % tiles[5] or (k // tiles[5]) % max(group, LAYOUT_K)):
         tiles[5] //= 2
+    if (k // tiles[5]) % tiles[2]:  # BLOCK_K: whole steps in a slice
+        tiles[2] = LAYOUT_K
     return tuple(tiles)
 
 
-def _pairs_order(words):
-    """compressed-tensors' int32 words [N, K/8] with each word's nibbles reordered for PAIRS: slot s
-    (bits 4s..4s+3) holds K offset (0, 2, 4, 6, 1, 3, 5, 7)[s], so (word >> 4i) & 0x000F000F holds
-    offsets 2i and 2i + 1 in its two 16-bit halves."""
+def _planes_order(words):
+    """compressed-tensors' int32 words [N, K/8] (eight 4-bit values along K per word, low nibble
+    first) as the kernel reads them: per row and LAYOUT_K block of K, 32 16-bit halves, half j
+    holding K offsets j, 32 + j, 64 + j, 96 + j in its bits 0-3, 4-7, 8-11, 12-15 (plane i: offsets
+    32i .. 32i + 31, one per half, in the MMA's K order); rows in blocks of LAYOUT_N, each block's
+    halves of one K block contiguous (4 KiB, [N/64, K/128, 64, 32]): a step of the kernel reads whole
+    blocks, not 64-byte pieces of 64 rows. N padded to LAYOUT_N with zero rows; int32 [N', K/8]."""
     import torch
 
-    shifts = torch.arange(8, device=words.device, dtype=torch.int64) * 4
-    out = []
-    for chunk in words.split(4096):  # int64 nibbles of 4096 rows at a time (memory)
-        nibbles = ((chunk.long()[..., None] >> shifts) & 0xF)[..., [0, 2, 4, 6, 1, 3, 5, 7]]
-        word = (nibbles << shifts).sum(-1)
-        out.append(torch.where(word >= 2**31, word - 2**32, word).to(torch.int32))
-    return torch.cat(out).contiguous()
-
-
-def _as_read(data, tiles, words: bool):
-    """compressed-tensors' [N, K/8] words or [N, K/G] scales as the tiles read them (PAIRS: nibbles
-    reordered; SCALES_KN: scales [K/G, N]); contiguous."""
-    if words:
-        return _pairs_order(data) if tiles[9] else data.contiguous()
-    return (data.t() if tiles[7] else data).contiguous()
+    n, k = words.shape[0], words.shape[1] * 8
+    padded = -(-n // LAYOUT_N) * LAYOUT_N
+    shifts = torch.arange(8, device=words.device, dtype=torch.int32) * 4
+    planes = (torch.arange(4, device=words.device, dtype=torch.int32) * 4)[:, None]
+    out = torch.zeros((padded, k // LAYOUT_K, 32), dtype=torch.int16, device=words.device)
+    for start in range(0, n, 2048):  # int32 nibbles of 2048 rows at a time (memory)
+        chunk = words[start : start + 2048]
+        q = ((chunk.int()[..., None] >> shifts) & 0xF).reshape(len(chunk), k // LAYOUT_K, 4, 32)
+        halves = (q << planes).sum(2, dtype=torch.int32)
+        out[start : start + len(chunk)] = torch.where(halves >= 2**15, halves - 2**16, halves)
+    out = out.reshape(padded // LAYOUT_N, LAYOUT_N, k // LAYOUT_K, 32).transpose(1, 2)
+    return out.contiguous().view(torch.int32).reshape(padded, k // 8)
 
 
 def prepare_weights(weight_packed, weight_scale, group: int):
-    """The layer's words and scales as its tiles read them (_as_read)."""
-    tiles = tiles_for(weight_packed.shape[0], weight_packed.shape[1] * 8, group)
-    return _as_read(weight_packed, tiles, True), _as_read(weight_scale, tiles, False)
+    """The layer's words [N, K/8] and scales [N, K/G] (compressed-tensors) as the kernel reads
+    them: words in _planes_order, scales [K/G, N]; contiguous. (group: unused, kept for callers)"""
+    return _planes_order(weight_packed), weight_scale.t().contiguous()
 
 
 # The GEMM's Triton functions once _kernels() has run. NOTE: module globals, not closures: Triton's
 # interpreter (TRITON_INTERPRET=1, the unit tests) re-executes a kernel's source in its module's
 # globals, without the closure; the compiler finds them there too.
-_weight_tile = None
+_plane = None
+_block = None
 _finish = None
 
 
 def _kernels():
-    """The Triton kernels: the GEMM over one K slice per program, the slices' sum (REDUCE 0)."""
+    """The Triton kernel: the GEMM over one K slice per program, the slices added in the kernel."""
     import triton
     import triton.language as tl
 
-    global _weight_tile, _finish
-    _weight_tile = _weight_tile_function(triton, tl)
+    global _plane, _block, _finish
+    _plane = _plane_function(triton, tl)
+    _block = _block_function(triton, tl)
     _finish = _finish_function(triton, tl)
-    return _gemm_kernel(triton, tl), _sum_kernel(triton, tl)
+    return _gemm_kernel(triton, tl)
 
 
-def _weight_tile_function(triton, tl):
-    """A [BLOCK_N, BLOCK_K] tile of q - 8 times scale (the group's scales) in the activations'
-    dtype, from the packed [BLOCK_N, BLOCK_K/8] int32 words of the tile's columns. q - 8 without a
-    conversion instruction (a quarter-rate I2F per weight bounded the kernel on the H100): q under a
-    float's exponent bits is exactly 1024 + q (fp16) or 128 + q (bf16), minus 1032 or 136 is q - 8.
-    PAIRS 0: each word repeated to its eight K positions (three self-interleaves) and shifted to its
-    nibble; 1: four shift-and-masks per word, each two weights (_pairs_order) in one int32's halves."""
+def _plane_function(triton, tl):
+    """Plane i of a [BLOCK_N, 32] block of 16-bit halves (_planes_order): q - 8 of its 32 K offsets
+    in the activations' dtype, in registers, without a conversion instruction: q under a float's
+    mantissa is 1024 + q (fp16: | 0x6400) or 128 + q (bf16), minus 1032 or 136 is q - 8; fp16 reads
+    the second nibble of a byte in place, under the exponent of 64 (| 0x5400: 64 + q, minus 72).
+    Only elementwise operations on the loaded halves: Triton loads them from shared memory straight
+    into the MMA's register layout (no round trip of the dequantized tile through shared memory)."""
 
     @triton.jit
-    def _weight_tile(packed, scale, x_ptr, BLOCK_K: tl.constexpr, PAIRS: tl.constexpr):
-        dt = x_ptr.dtype.element_ty
-        if dt == tl.bfloat16:  # the exponent bits of 128 (twice: two halves), the bits of 136
-            magic, bias = 0x43004300, tl.full((1, 1), 0x4308, tl.int16).to(dt, bitcast=True)
-        else:  # of 1024 and 1032
-            magic, bias = 0x64006400, tl.full((1, 1), 0x6408, tl.int16).to(dt, bitcast=True)
-        if PAIRS:
-            t0, t1 = (packed & 0xF000F) | magic, ((packed >> 4) & 0xF000F) | magic
-            t2, t3 = ((packed >> 8) & 0xF000F) | magic, ((packed >> 12) & 0xF000F) | magic
-            # [.., 2, 2]: t_i at offset 2i in the low half, 2i + 1 in the high; then [.., 2, 2, 2]
-            lo = tl.join(tl.join(t0, t2), tl.join(t1, t3))
-            hi = (lo >> 16).to(tl.int16).to(dt, bitcast=True)
-            w = tl.join(lo.to(tl.int16).to(dt, bitcast=True), hi)
-            w = tl.reshape(w, (packed.shape[0], BLOCK_K))
+    def _plane(packed, i: tl.constexpr, dt: tl.constexpr, ASM: tl.constexpr):
+        # fp16 on the GPU: the same values, two halves per 32-bit register in PTX (pack=2): one
+        # shift for planes 2 and 3, one lop3 for mask and exponent ((a & b) | c), one subtraction
+        if ASM and dt == tl.float16:  # the same values in PTX, two halves per 32-bit register
+            w = tl.inline_asm_elementwise(
+                "{ .reg .b32 t, b; " + ("shr.b32 t, $1, 8; " if i >= 2 else "mov.b32 t, $1; ")
+                + ("lop3.b32 t, t, 0x000F000F, 0x64006400, 0xEA; mov.b32 b, 0x64086408; "
+                   if i % 2 == 0 else "lop3.b32 t, t, 0x00F000F0, 0x54005400, 0xEA; mov.b32 b, 0x54805480; ")
+                + "sub.rn.f16x2 $0, t, b; }", "=r,r", [packed], dtype=tl.float16, is_pure=True, pack=2,
+            )  # fmt: skip
+            return w
+        p = packed if i < 2 else packed >> 8
+        if i % 2 == 0:
+            if dt == tl.bfloat16:
+                w = ((p & 0xF) | 0x4300).to(dt, bitcast=True) - 136.0
+            else:
+                w = ((p & 0xF) | 0x6400).to(dt, bitcast=True) - 1032.0
+        elif dt == tl.bfloat16:
+            w = (((p >> 4) & 0xF) | 0x4300).to(dt, bitcast=True) - 136.0
         else:
-            packed = tl.interleave(packed, packed)
-            packed = tl.interleave(packed, packed)
-            packed = tl.interleave(packed, packed)
-            q = (packed >> ((tl.arange(0, BLOCK_K) % 8) * 4)[None, :]) & 0xF
-            w = (q | (magic & 0xFFFF)).to(tl.int16).to(dt, bitcast=True)
-        return (w - bias) * scale[:, None]
+            w = ((p & 0xF0) | 0x5400).to(dt, bitcast=True) - 72.0
+        return w
 
-    return _weight_tile
+    return _plane
 
 
 def _finish_function(triton, tl):
-    """A program's tile (fp32 sums over its K slice; rows x cols of the [M, N] output) written:
-    straight to y without a split; else to its slice of the fp32 partials p, and with REDUCE the
-    tile's last program to finish (a per-tile counter) adds the SPLIT slices in slice order, writes y
-    and sets the counter back to 0 (for the next call, a CUDA-graph replay included)."""
+    """A program's tile (fp32 sums over its K slice; acc[n, m] of the [M, N] output) written:
+    straight to y without a split; else to its slice of the fp32 partials p, and the tile's last
+    program to finish (a per-tile counter) adds the SPLIT slices in slice order, writes y and sets
+    the counter back to 0 (for the next call, a CUDA-graph replay included)."""
 
     @triton.jit
     def _finish(acc, y_ptr, p_ptr, lock_ptr, rows, cols, M, N, stride_ym, slice_size,
-                SPLIT: tl.constexpr, SWAP: tl.constexpr, REDUCE: tl.constexpr):  # fmt: skip
-        if SWAP:  # acc[n, m]
-            offs = rows[None, :] * stride_ym + cols[:, None]
-            mask = (rows < M)[None, :] & (cols < N)[:, None]
-        else:
-            offs = rows[:, None] * stride_ym + cols[None, :]
-            mask = (rows < M)[:, None] & (cols < N)[None, :]
+                SPLIT: tl.constexpr):  # fmt: skip
+        offs = rows[None, :] * stride_ym + cols[:, None]
+        mask = (rows < M)[None, :] & (cols < N)[:, None]
         if SPLIT == 1:
             tl.store(y_ptr + offs, acc.to(y_ptr.dtype.element_ty), mask=mask)
         else:
             tl.store(p_ptr + tl.program_id(2) * slice_size + offs, acc, mask=mask)
-            if REDUCE:
-                lock = lock_ptr + tl.program_id(0) * tl.num_programs(1) + tl.program_id(1)
-                tl.debug_barrier()  # every thread's partial stored before the counter moves
-                if tl.atomic_add(lock, 1, sem="acq_rel") == SPLIT - 1:
-                    total = tl.load(p_ptr + offs, mask=mask, cache_modifier=".cg")
-                    # a loop, not unrolled: one slice in flight at a time (registers)
+            lock = lock_ptr + tl.program_id(0) * tl.num_programs(1) + tl.program_id(1)
+            tl.debug_barrier()  # every thread's partial stored before the counter moves
+            if tl.atomic_add(lock, 1, sem="acq_rel") == SPLIT - 1:
+                total = tl.load(p_ptr + offs, mask=mask, cache_modifier=".cg")
+                if SPLIT * acc.numel <= 128 * 128:  # every slice's load in flight at once
+                    for s in tl.static_range(1, SPLIT):
+                        total += tl.load(p_ptr + s * slice_size + offs, mask=mask, cache_modifier=".cg")  # fmt: skip
+                else:  # one slice at a time (registers)
                     for s in range(1, SPLIT):
                         total += tl.load(p_ptr + s * slice_size + offs, mask=mask, cache_modifier=".cg")  # fmt: skip
-                    tl.store(y_ptr + offs, total.to(y_ptr.dtype.element_ty), mask=mask)
-                    tl.atomic_xchg(lock, 0)
+                tl.store(y_ptr + offs, total.to(y_ptr.dtype.element_ty), mask=mask)
+                tl.atomic_xchg(lock, 0)
 
     return _finish
 
 
+def _block_function(triton, tl):
+    """One LAYOUT_K block of K for a tile: four planes of 32 K offsets, each one MMA chain; the
+    group's sum times its scales (fp32) added to the tile when a quantization group ends (last:
+    the scales of the block's last group, loaded ahead by the caller)."""
+
+    @triton.jit
+    def _block(acc, w_ptrs, x_ptrs, s_cols, last, k0, col_ok, row_ok, N, GROUP: tl.constexpr,
+               ASM: tl.constexpr):  # fmt: skip
+        dt: tl.constexpr = x_ptrs.dtype.element_ty
+        packed = tl.load(w_ptrs, mask=col_ok[:, None], other=0).to(tl.uint16, bitcast=True)
+        part = tl.zeros(acc.shape, dtype=tl.float32)
+        for i in tl.static_range(4):
+            x = tl.load(x_ptrs + 32 * i, mask=row_ok[None, :], other=0.0)
+            part = tl.dot(_plane(packed, i, dt, ASM), x, part, out_dtype=tl.float32)
+            if i == 3:  # the block ends (and its last group, or a part of a longer one)
+                acc += part * last.to(tl.float32)[:, None]
+            elif (32 * (i + 1)) % GROUP == 0:  # a group of 32 or 64 ends inside the block
+                scale = tl.load(s_cols + ((k0 + 32 * i) // GROUP) * N, mask=col_ok, other=0.0)
+                acc += part * scale.to(tl.float32)[:, None]
+                part = tl.zeros(acc.shape, dtype=tl.float32)
+        return acc
+
+    return _block
+
+
 def _gemm_kernel(triton, tl):
-    """The W4A16 GEMM: one [BLOCK_M, BLOCK_N] output tile over one K slice per program."""
+    """The W4A16 GEMM: acc[n, m] = W tile @ x tile.T, one [BLOCK_N, BLOCK_M] tile over one K slice
+    per program, BLOCK_K (one or two LAYOUT_K blocks, _block) per step."""
 
     # NOTE: M (the row count) not specialized: Triton compiles a separate variant for an int
     # argument equal to 1 or divisible by 16; with this one binary per layer shape, every row count
     # runs the same compiled code
     @triton.jit(do_not_specialize=["M", "slice_size"])
     def _w4a16(x_ptr, w_ptr, s_ptr, y_ptr, p_ptr, lock_ptr, M, N, K_SLICE, slice_size, stride_xm,
-        stride_wn, stride_sn, stride_sk, stride_ym, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
-        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, SWAP: tl.constexpr,
-        REDUCE: tl.constexpr, PAIRS: tl.constexpr):  # fmt: skip
+        stride_wn, stride_ym, GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+        BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
         # axis 0: row tiles (programs sharing a weight tile run together: L2); axis 2: K slice
         rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
         cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-        row_ok = rows < M
-        col_ok = cols < N
-        ks = tl.arange(0, BLOCK_K)
-        k_start = tl.program_id(2) * K_SLICE
-        # pointers advanced by one tile per step (k_start: a multiple of BLOCK_K: 16-byte loads)
-        words = tl.multiple_of(k_start // 8, BLOCK_K // 8) + tl.arange(0, BLOCK_K // 8)
-        w_ptrs = w_ptr + cols[:, None] * stride_wn + words[None, :]
-        if SWAP:  # acc[n, m]: W tile @ x tile.T
-            acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-            x_ptrs, x_mask = (
-                x_ptr + rows[None, :] * stride_xm + (k_start + ks)[:, None],
-                row_ok[None, :],
-            )
-        else:
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            x_ptrs, x_mask = (
-                x_ptr + rows[:, None] * stride_xm + (k_start + ks)[None, :],
-                row_ok[:, None],
-            )
-        # the scales loaded one step ahead (a load the pipeliner leaves in the loop: too narrow for
-        # an async copy; waited for there, it stalled every step)
-        s_cols = s_ptr + cols * stride_sn
-        scale = tl.load(s_cols + (k_start // GROUP) * stride_sk, mask=col_ok, other=0.0)
+        row_ok, col_ok = rows < M, cols < N
+        k_start, k_end = tl.program_id(2) * K_SLICE, (tl.program_id(2) + 1) * K_SLICE - 1
+        # _planes_order: [N / 64, K / 128, 64, 32] halves; stride_wn: one block of 64 rows
+        block = (cols // 64) * stride_wn + (cols % 64) * 32 + (k_start // 128) * 2048
+        w_ptrs = w_ptr + block[:, None] + tl.arange(0, 32)[None, :]
+        x_ptrs = x_ptr + rows[None, :] * stride_xm + (k_start + tl.arange(0, 32))[:, None]
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+        # the scales of each block's last group loaded one step ahead (a load the pipeliner leaves
+        # in the loop: too narrow for an async copy; waited for at its use, it stalls every step)
+        s_cols = s_ptr + cols
+        last0 = tl.load(s_cols + ((k_start + 96) // GROUP) * N, mask=col_ok, other=0.0)
+        if BLOCK_K == 256:
+            last1 = tl.load(s_cols + ((k_start + 224) // GROUP) * N, mask=col_ok, other=0.0)
         for k0 in range(k_start, k_start + K_SLICE, BLOCK_K):
-            ahead = tl.minimum(k0 + BLOCK_K, k_start + K_SLICE - 1) // GROUP  # within the slice
-            scale_ahead = tl.load(s_cols + ahead * stride_sk, mask=col_ok, other=0.0)
-            packed = tl.load(w_ptrs, mask=col_ok[:, None])
-            w = _weight_tile(packed, scale, x_ptr, BLOCK_K, PAIRS)
-            x = tl.load(x_ptrs, mask=x_mask, other=0.0)
-            if SWAP:
-                acc += tl.dot(w, x, out_dtype=tl.float32)
-            else:
-                acc += tl.dot(x, tl.trans(w), out_dtype=tl.float32)
-            scale = scale_ahead
-            w_ptrs += BLOCK_K // 8
+            ahead = tl.minimum(k0 + BLOCK_K + 96, k_end) // GROUP  # within the slice
+            next0 = tl.load(s_cols + ahead * N, mask=col_ok, other=0.0)
+            acc = _block(acc, w_ptrs, x_ptrs, s_cols, last0, k0, col_ok, row_ok, N, GROUP, ASM)
+            last0 = next0
+            if BLOCK_K == 256:
+                ahead = tl.minimum(k0 + BLOCK_K + 224, k_end) // GROUP
+                next1 = tl.load(s_cols + ahead * N, mask=col_ok, other=0.0)
+                acc = _block(acc, w_ptrs + 2048, x_ptrs + 128, s_cols, last1, k0 + 128, col_ok,
+                             row_ok, N, GROUP, ASM)  # fmt: skip
+                last1 = next1
+            w_ptrs += 16 * BLOCK_K
             x_ptrs += BLOCK_K
-        _finish(acc, y_ptr, p_ptr, lock_ptr, rows, cols, M, N, stride_ym, slice_size, SPLIT, SWAP,
-                REDUCE)  # fmt: skip
+        _finish(acc, y_ptr, p_ptr, lock_ptr, rows, cols, M, N, stride_ym, slice_size, SPLIT)
 
     return _w4a16
 
 
-def _sum_kernel(triton, tl):
-    """The K slices' fp32 partial sums added in slice order, for every element and row count."""
-
-    @triton.jit
-    def _slices_sum(p_ptr, y_ptr, SIZE, stride_s, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        ok = offs < SIZE
-        acc = tl.load(p_ptr + offs, mask=ok, other=0.0)
-        for s in tl.static_range(1, SPLIT):
-            acc += tl.load(p_ptr + s * stride_s + offs, mask=ok, other=0.0)
-        tl.store(y_ptr + offs, acc.to(y_ptr.dtype.element_ty), mask=ok)
-
-    return _slices_sum
-
-
-# The REDUCE counters, one int32 per output tile, each back at 0 after every call; per device, grown
+# The slice counters, one int32 per output tile, each back at 0 after every call; per device, grown
 # when a call has more tiles (the earlier ones kept: a captured CUDA graph may still use them).
 _LOCKS: dict = {}
 
@@ -263,29 +269,26 @@ def _build():
     import torch
     import triton
 
-    _w4a16, _slices_sum = _kernels()
+    _w4a16 = _kernels()
+    # Triton's interpreter (the unit tests) runs no PTX: there the planes come from Triton operations
+    asm = os.environ.get("TRITON_INTERPRET") != "1"
 
     def launch(x: torch.Tensor, w: torch.Tensor, s: torch.Tensor, group: int) -> torch.Tensor:
-        (rows, k), n = x.shape, w.shape[0]
+        (rows, k), n = x.shape, s.shape[-1]
         y = torch.empty((rows, n), dtype=x.dtype, device=x.device)
         if rows == 0:
             return y
-        block_m, block_n, block_k, warps, stages, split, swap, kn, reduce, pairs = tiles_for(n, k, group)  # fmt: skip
-        if s.shape != ((k // group, n) if kn else (n, k // group)):
-            raise ValueError(f"scales {tuple(s.shape)} not in the tiles' layout: prepare_weights")
+        block_m, block_n, block_k, warps, stages, split = tiles_for(n, k, group)
+        if s.shape != (k // group, n) or w.shape != (-(-n // LAYOUT_N) * LAYOUT_N, k // 8):
+            raise ValueError(f"weights {tuple(w.shape)}, scales {tuple(s.shape)}: prepare_weights")
         grid = (triton.cdiv(rows, block_m), triton.cdiv(n, block_n), split)
         partials = (
             y if split == 1 else torch.empty((split, rows, n), dtype=torch.float32, device=x.device)
         )
-        locks = _locks(x.device, grid[0] * grid[1]) if split > 1 and reduce else y
-        (stride_sk, stride_sn) = s.stride() if kn else s.stride()[::-1]
-        _w4a16[grid](x, w, s, y, partials, locks, rows, n, k // split, rows * n, x.stride(0),
-                     w.stride(0), stride_sn, stride_sk, n, GROUP=group, BLOCK_M=block_m,
-                     BLOCK_N=block_n, BLOCK_K=block_k, SPLIT=split, SWAP=swap, REDUCE=reduce,
-                     PAIRS=pairs, num_warps=warps, num_stages=stages)  # fmt: skip
-        if split > 1 and not reduce:
-            grid = (triton.cdiv(rows * n, 1024),)
-            _slices_sum[grid](partials, y, rows * n, rows * n, SPLIT=split, BLOCK=1024)
+        locks = _locks(x.device, grid[0] * grid[1]) if split > 1 else y
+        _w4a16[grid](x, w.view(torch.int16), s, y, partials, locks, rows, n, k // split, rows * n,
+                     x.stride(0), k * 16, n, GROUP=group, BLOCK_M=block_m, BLOCK_N=block_n,
+                     BLOCK_K=block_k, SPLIT=split, ASM=asm, num_warps=warps, num_stages=stages)  # fmt: skip
         return y
 
     return launch
@@ -344,29 +347,23 @@ def _kernel_class():
                 c.zero_points and "zero points (asymmetric)",
                 c.has_g_idx and "activation reordering (g_idx)",
                 c.act_type not in (torch.float16, torch.bfloat16) and f"activations {c.act_type}",
-                (group % 16 or k % group) and f"group size {group} with K {k}",
+                supported(k, group),
             ]
             problems = [p for p in problems if p]
             return (not problems, "; ".join(problems) or None)
 
         def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
-            k, n = self.config.partition_weight_shape
-            group = self.config.group_size if self.config.group_size != -1 else k
-            tiles = tiles_for(n, k, group)
-
-            # [N, K/8] words and [N, K/G] scales, then as the shape's tiles read them (_as_read)
-            def as_nk(param):
+            # [N, K/8] words and [N, K/G] scales, then as the kernel reads them (prepare_weights)
+            def as_read(param):
+                words = param.dtype == torch.int32
                 permute_param_layout_(
-                    param,
-                    input_dim=1,
-                    output_dim=0,
-                    **({"packed_dim": 1} if param.dtype == torch.int32 else {}),
+                    param, input_dim=1, output_dim=0, **({"packed_dim": 1} if words else {})
                 )
-                param.data = _as_read(param.data, tiles, param.dtype == torch.int32)
+                param.data = _planes_order(param.data) if words else param.data.t().contiguous()
                 return param
 
-            self._transform_param(layer, self.w_q_name, as_nk)
-            self._transform_param(layer, self.w_s_name, as_nk)
+            self._transform_param(layer, self.w_q_name, as_read)
+            self._transform_param(layer, self.w_s_name, as_read)
 
         def apply_weights(self, layer, x, bias=None):
             c = self.config
