@@ -57,7 +57,7 @@ def candidates_for(n: int, k: int, old_row: tuple | None) -> list[tuple]:
     """The tiles worth timing for an N x K layer (TILE_FIELDS: block_m, block_n, block_k, warps, stages, split):
     the shape's current row, then for each column width and K split that puts 96 .. 1536 programs on the GPU at
     one row: 16, 32 or 64 rows per tile (one row tile up to that many rows: the weights dequantized once), 128 K
-    per step with three or four stages or 256 with two or three, 4 warps (and 8 for 64 x 128)."""
+    per step with three, four or six stages or 256 with two, three or five (a slice's loads all in flight at once where it has that few steps), 4 warps (and 8 for 64 x 128)."""
     out = [tuple(old_row)] if old_row else []
     for block_n in (64, 128):
         for split in (1, 2, 4, 8, 16):
@@ -65,7 +65,7 @@ def candidates_for(n: int, k: int, old_row: tuple | None) -> list[tuple]:
             if not 96 <= programs <= 1536 or k % split or (k // split) % GROUP:
                 continue
             for block_m in (16, 32, 64):
-                for block_k, stages in ((128, 3), (128, 4), (256, 2), (256, 3)):
+                for block_k, stages in ((128, 3), (128, 4), (128, 6), (256, 2), (256, 3), (256, 5)):
                     if (k // split) % block_k:
                         continue
                     out.append((block_m, block_n, block_k, 4, stages, split))
