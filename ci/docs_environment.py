@@ -79,6 +79,8 @@ DESCRIPTIONS = {
     "and sets it to the instance's GPUs before TensorRT-LLM starts.",
     "PYTHONDONTWRITEBYTECODE": "Read by the embedded server's Python stub (the `.pth` tritonbuild writes): "
     "no `__pycache__` beside model.py.",
+    "TRITON_INTERPRET": "Triton's interpreter (`1`: kernels run on the CPU, as the unit tests run them): the "
+    "invariant W4A16 plugin then dequantizes with Triton operations instead of its PTX (the same values).",
 }
 # Variables read as a group: a tuple of names in the code. Keyed by the tuple's name (a store driver's attribute).
 GROUPS = {

@@ -1,9 +1,10 @@
 """The batch-invariant W4A16 linear (builder/backends/vllm/invariant/plugin.py) on a GPU, alone (no vLLM needed):
-a sweep of tile configurations per Llama-3-8B layer shape (the fastest becomes the shape's TILES row), each timed
-as vLLM runs decode (calls inside a CUDA graph, over copies of the layer's weights that do not fit the L2 cache
-together), then correctness against a dequantize-then-matmul reference and batch invariance at the chosen tiles
-(every row of an M-row call bit-identical to the same row computed alone, M = 1 .. 2048, eager and inside CUDA
-graphs of several sizes, replayed on other rows).
+a sweep of tile configurations per Llama-3-8B layer shape (choose_tiles picks the shapes' TILES rows: the fastest
+at 1 row whose 64 rows stay within M64_BUDGET of cuBLAS fp16), each timed as vLLM runs decode (calls inside a CUDA
+graph, over copies of the layer's weights that do not fit the L2 cache together, cuBLAS on copies of the dense
+weights likewise), then correctness against a dequantize-then-matmul reference and batch invariance at the chosen
+tiles (every row of an M-row call bit-identical to the same row computed alone, M = 1 .. 2048, eager and inside
+CUDA graphs of several sizes, replayed on other rows).
 
     python3 benchmarks/vllm/w4a16_bench.py [--out FILE.json] [--budget SECONDS] [--jobs N]
     python3 benchmarks/vllm/w4a16_bench.py --reference OLD_PLUGIN.py [--out FILE.json]
@@ -13,11 +14,11 @@ reported as "cannot launch: <reason>" and the sweep goes on. --jobs compiles the
 first (Triton's cache then serves the timing loop). The record at the chosen tiles (per row count, against cuBLAS
 fp16, % of the bandwidth bound) is benchmarks/vllm/w4a16_record.py.
 
---reference: a refactor's check. An earlier version of the plugin (e.g. `git show
-8d964d4:builder/backends/models/vllm_invariant.py > old.py`, the kernel measured on 2026-12-04) and the plugin here
-run on the same inputs at every shape, M = 1 .. 256: the earlier plugin's own TILES row against the plugin here with
-that row (it must be bit-identical: the same arithmetic), and against the plugin's own row (reported; a changed row
-may change the bits); the plugin here must stay invariant and correct at its rows.
+--reference: a rework's check. An earlier version of the plugin (e.g. `git show
+e17f299:builder/backends/vllm/invariant/plugin.py > old.py`, the kernel before the planes layout) and the plugin here
+run on the same inputs at every shape, M = 1 .. 256, each with its own rows and weight layout: the elements that
+differ are reported (another tile or layout changes the bits, the same way for every row count); the plugin here
+must stay invariant and correct at its rows.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ import time
 from pathlib import Path
 
 import torch
+
+try:
+    from benchmarks.vllm.w4a16_choose import M64_BUDGET, choose_tiles, tiles_name
+except ImportError:  # run as a script: its own folder is on the path
+    from w4a16_choose import M64_BUDGET, choose_tiles, tiles_name
 
 HERE = Path(__file__).resolve().parent
 PLUGIN = HERE.parents[1] / "builder" / "backends" / "vllm" / "invariant" / "plugin.py"
@@ -49,15 +55,12 @@ L2_BYTES = (
 )  # more than any Hopper's L2: copies of a layer's weights that together exceed it
 
 
-def tiles_name(tiles) -> str:
-    return "x".join(map(str, tiles))
-
-
 def candidates_for(n: int, k: int, old_row: tuple | None) -> list[tuple]:
     """The tiles worth timing for an N x K layer (TILE_FIELDS: block_m, block_n, block_k, warps, stages, split):
     the shape's current row, then for each column width and K split that puts 96 .. 1536 programs on the GPU at
     one row: 16, 32 or 64 rows per tile (one row tile up to that many rows: the weights dequantized once), 128 K
-    per step with three, four or six stages or 256 with two, three or five (a slice's loads all in flight at once where it has that few steps), 4 warps (and 8 for 64 x 128)."""
+    per step with 3, 4 or 6 stages or 256 with 2, 3 or 5 (a short slice's loads all in flight at once), 4 warps
+    (and 8 for 64 x 128)."""
     out = [tuple(old_row)] if old_row else []
     for block_n in (64, 128):
         for split in (1, 2, 4, 8, 16):
@@ -137,17 +140,6 @@ def attempt(fn):
 def run_candidates(candidates, run_one) -> dict:
     """{tiles name: run_one(tiles) or why it could not run}, every candidate tried in order."""
     return {tiles_name(tiles): attempt(lambda tiles=tiles: run_one(tiles)) for tiles in candidates}
-
-
-def best_tiles(rows: dict, candidates):
-    """The candidate with the least time summed over the measured row counts; None where none ran."""
-
-    def total(tiles):
-        values = [row.get(tiles_name(tiles)) for row in rows.values()]
-        return sum(values) if all(isinstance(v, float) for v in values) else float("inf")
-
-    best = min(candidates, key=total)
-    return best if total(best) < float("inf") else None
 
 
 def _compile_one(job):
@@ -262,6 +254,7 @@ def sweep_layer(plugin, n: int, k: int, ms, candidates, deadline: float) -> dict
     after the deadline are reported as not run."""
     packed, scale, dense = random_layer(n, k)
     copies = copies_for(packed.numel() * 4)
+    dense_copies = [dense.clone() for _ in range(copies_for(dense.numel() * 2))]
     out = {}
     for m in ms:
         x = torch.randn((m, k), device="cuda", dtype=torch.float16)
@@ -275,7 +268,7 @@ def sweep_layer(plugin, n: int, k: int, ms, candidates, deadline: float) -> dict
             return timed(lambda i: plugin.w4a16_matmul(x, *ws[i % copies], GROUP))
 
         out[m] = {
-            "cublas_fp16_ms": timed(lambda i, x=x: x @ dense.T, per_graph=4),
+            "cublas_fp16_ms": timed(lambda i, x=x: x @ dense_copies[i % len(dense_copies)].T),
             **run_candidates(candidates, run_one),
         }
     return out
@@ -291,7 +284,7 @@ def sweep(args) -> int:
         "group": GROUP,
         "layers": {},
     }
-    result["triton"] = __import__("triton").__version__
+    result["triton"], result["m64_budget"] = __import__("triton").__version__, M64_BUDGET
     t0 = time.time()
     if args.jobs > 1:
         precompile(args.jobs, per_shape)
@@ -299,26 +292,23 @@ def sweep(args) -> int:
         print(f"precompiled in {time.time() - t0:.0f} s", flush=True)
     for i, (name, n, k) in enumerate(SHAPES):
         deadline = t0 + args.budget * (i + 1) / len(SHAPES)
-        entry = {
-            "N": n,
-            "K": k,
-            "ms": sweep_layer(plugin, n, k, (1, 64), per_shape[(n, k)], deadline),
-        }
-        entry["best"] = best_tiles(entry["ms"], per_shape[(n, k)]) or own.get((n, k))
-        plugin.TILES[(n, k)] = entry["best"]
-        entry["check"] = check_layer(plugin, *random_layer(n, k, seed=2), k)
-        result["layers"][name] = entry
-        for m, row in entry["ms"].items():
-            best, old = row.get(tiles_name(entry["best"])), row.get(tiles_name(own[(n, k)]))
-            print(
-                f"{name} M={m} cuBLAS {row['cublas_fp16_ms']:.4f} ms; best {entry['best']} {best}; old {old}",
-                flush=True,
-            )
-        print(name, "check", json.dumps(entry["check"]), flush=True)
+        ms = sweep_layer(plugin, n, k, (1, 64), per_shape[(n, k)], deadline)
+        result["layers"][name] = {"N": n, "K": k, "ms": ms, "candidates": per_shape[(n, k)]}
         torch.cuda.empty_cache()
         Path(args.out).write_text(
             json.dumps(result, indent=1)
         )  # what is measured so far survives a timeout
+    chosen = choose_tiles(result["layers"])
+    for name, entry in result["layers"].items():
+        n, k = entry["N"], entry["K"]
+        entry["best"] = plugin.TILES[(n, k)] = chosen[name] or own.get((n, k))
+        entry["check"] = check_layer(plugin, *random_layer(n, k, seed=2), k)
+        for m, row in entry["ms"].items():
+            best, old = row.get(tiles_name(entry["best"])), row.get(tiles_name(own[(n, k)]))
+            print(
+                f"{name} M={m} cuBLAS {row['cublas_fp16_ms']:.4f} ms; best {entry['best']} {best}; old {old}"
+            )
+        print(name, "check", json.dumps(entry["check"]), flush=True)
     result["tiles"] = {f"{e['N']}x{e['K']}": e["best"] for e in result["layers"].values()}
     result["seconds"] = time.time() - t0
     result["invariant_and_correct"] = invariant_and_correct(

@@ -1,13 +1,15 @@
 """The kernel record of issue 45 for the batch-invariant W4A16 linear (builder/backends/vllm/invariant/plugin.py),
 at Llama-3-8B geometry on the GPU it runs on: per row count M, the 32 layers' linears per decode step (each of the
 32 layers its own copy of the weights, the 32 calls of a shape captured in one CUDA graph) with the invariant INT4
-kernel at the chosen tiles, with the tiles recorded on 2026-12-04, and with cuBLAS fp16 on the dense weights; the
+kernel at the chosen tiles, with an earlier plugin (--previous), and with cuBLAS fp16 on the dense weights; the
 fraction of the bandwidth bound (the INT4 weights and scales read once at the GPU's peak bandwidth); and the
 invariance checks at the chosen tiles in the same run (w4a16_bench.check_layer).
 
-    python3 benchmarks/vllm/w4a16_record.py [--tiles SWEEP.json] [--out docs/runs/DATE-w4a16-kernel-GPU.json]
+    python3 benchmarks/vllm/w4a16_record.py [--tiles SWEEP.json] [--previous OLD_PLUGIN.py]
+        [--out docs/runs/DATE-w4a16-kernel-GPU.json]
 
---tiles: a w4a16_bench.py sweep's output (its "tiles"); without it the plugin's TILES rows.
+--tiles: a w4a16_bench.py sweep's output (its "tiles"); without it the plugin's TILES rows. --previous: an earlier
+plugin file, timed in the same run at its own TILES and weight layout (int4_invariant_previous_ms).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ pytest.importorskip("torch")
 triton_errors = pytest.importorskip("triton.runtime.errors")
 
 from benchmarks.vllm import w4a16_bench as bench  # noqa: E402
+from benchmarks.vllm import w4a16_choose as choose  # noqa: E402
 from benchmarks.vllm import w4a16_record as record  # noqa: E402
 
 TOO_BIG = (16, 256, 128, 8, 4, 1, 0, 0, 0, 0)
@@ -47,9 +48,38 @@ def test_any_other_failure_of_one_config_is_reported_as_failed_not_as_cannot_lau
 def test_the_best_tiles_skip_a_config_that_could_not_launch():
     candidates = [TOO_BIG, (16, 128, 128, 4, 4, 4, 1, 1, 1, 1), (16, 64, 128, 4, 4, 4, 1, 1, 1, 1)]
     rows = {m: bench.run_candidates(candidates, _fake_kernel) for m in (1, 64)}
-    assert bench.best_tiles(rows, candidates) == candidates[2]
+    assert choose.best_tiles(rows, candidates) == candidates[2]
     # none launched at all: no tiles, not the first candidate by default
-    assert bench.best_tiles({1: {bench.tiles_name(TOO_BIG): "cannot launch: x"}}, [TOO_BIG]) is None
+    assert (
+        choose.best_tiles({1: {bench.tiles_name(TOO_BIG): "cannot launch: x"}}, [TOO_BIG]) is None
+    )
+
+
+def _layer(rows, cublas_64):
+    """A sweep's entry: {M: {tiles name: ms}} for the candidates (ms at 1 row, ms at 64 rows)."""
+    candidates = list(rows)
+    ms = {1: {bench.tiles_name(t): a for t, (a, _) in rows.items()}, 64: {}}
+    ms[64] = {bench.tiles_name(t): b for t, (_, b) in rows.items()} | {"cublas_fp16_ms": cublas_64}
+    return {"ms": ms, "candidates": candidates}
+
+
+def test_the_chosen_rows_are_the_fastest_at_one_row_within_the_64_row_budget():
+    """Two layers, cuBLAS fp16 1.0 ms at 64 rows each (budget 0.8 x 2.0 = 1.6 ms): the fastest pair at one row
+    (0.1 + 0.2) takes 1.9 ms at 64 rows, over the budget; the next (0.1 + 0.3) takes 1.5 ms and is kept. A row that
+    could not launch is never chosen; with no pair inside the budget each layer falls back to its best sum."""
+    a, b, c, d = (
+        (16, 64, 128, 4, 3, 1),
+        (64, 64, 128, 4, 3, 1),
+        (16, 64, 256, 4, 3, 4),
+        (32, 64, 128, 4, 3, 4),
+    )
+    layers = {
+        "x": _layer({a: (0.1, 0.7), b: (0.4, 0.3)}, 1.0),
+        "y": _layer({c: (0.2, 1.2), d: (0.3, 0.8), TOO_BIG: (0.05, 0.1)}, 1.0),
+    }
+    layers["y"]["ms"][1][bench.tiles_name(TOO_BIG)] = "cannot launch: shared memory"
+    assert choose.choose_tiles(layers, 0.8) == {"x": a, "y": d}
+    assert choose.choose_tiles(layers, 0.1) == {"x": b, "y": d}
 
 
 def test_the_sweeps_candidates_are_tiles_the_kernel_takes_at_each_llama_shape():

@@ -13,7 +13,8 @@ in one fixed order, fp32 accumulation, a fixed split of K whose slices are added
 row's output is a function of that row and the layer alone: alone or amid 63 other requests,
 prefill or decode, eager or in a CUDA graph, the bits are the same. Layout: compressed-tensors'
 pack-quantized W4A16 as vLLM loads it (int32 words [N, K/8], eight 4-bit values per word along K,
-low nibble first, +8 bias; scales [N, K/G]), changed once at load where the shape's tiles say so.
+low nibble first, +8 bias; scales [N, K/G]), rearranged once at load (prepare_weights) into the
+order the kernel reads: the same for every tile, a function of the layer's shape alone.
 
 This file is copied into the serving environment (it never imports tritonbuild): `tritonbuild`
 writes it with a dist-info into the plugin wheel (backends/_vllm_invariant.py).
@@ -32,8 +33,9 @@ TILE_FIELDS = ("block_m", "block_n", "block_k", "warps", "stages", "split")
 DEFAULT_TILES = (16, 64, 128, 4, 3, 1)
 LAYOUT_K = 128
 LAYOUT_N = 64
-# Llama-3-8B's linears (qkv, o, gate_up, down; N x K): the fastest over decode at 1 and 64 rows in
-# CUDA graphs of benchmarks/vllm/w4a16_bench.py on an H100 (docs/runs/2026-12-06-w4a16-kernel-h100.json)
+# Llama-3-8B's linears (qkv, o, gate_up, down; N x K): the fastest at 1 row in CUDA graphs of
+# benchmarks/vllm/w4a16_bench.py on an H100 whose 64 rows stay under 0.8x cuBLAS fp16's time
+# (docs/runs/2026-12-06-w4a16-kernel-h100-planes.json)
 TILES: dict[tuple[int, int], tuple[int, ...]] = {
     (6144, 4096): (16, 64, 256, 4, 3, 4),
     (4096, 4096): (16, 64, 256, 4, 3, 4),
