@@ -19,6 +19,7 @@ import datetime
 import json
 import sys
 import time
+import types
 from pathlib import Path
 
 import torch
@@ -141,6 +142,38 @@ def summarize(per_shape: dict, gpu: str, copy_bw: float) -> dict:
     }
 
 
+def ptx_vs_triton_ops(plugin, n: int, k: int) -> int:
+    """Elements where the plugin's fp16 dequantization in PTX (the GPU's) and in Triton operations (the path Triton's
+    interpreter runs in CI) give other answers at its tiles, M = 1, 7, 64: the same kernel otherwise, so 0."""
+    ops = bench.load_plugin(name="plugin_triton_ops")
+    ops.os = types.SimpleNamespace(
+        environ={"TRITON_INTERPRET": "1"}
+    )  # the plugin's own switch, not Triton's
+    ops.TILES.update(plugin.TILES)
+    packed, scale, _ = bench.random_layer(n, k, seed=3)
+    w, s = plugin.prepare_weights(packed, scale, bench.GROUP)
+    x = torch.randn((64, k), device="cuda", dtype=torch.float16)
+    return sum(
+        int(
+            (
+                plugin.w4a16_matmul(x[:m], w, s, bench.GROUP)
+                != ops.w4a16_matmul(x[:m], w, s, bench.GROUP)
+            ).sum()
+        )
+        for m in (1, 7, 64)
+    )
+
+
+def ptx_only(plugin, out: Path) -> int:
+    """--ptx-check: ptx_vs_triton_ops at each shape, written to out; exit 0 when every count is 0."""
+    counts = {name: ptx_vs_triton_ops(plugin, n, k) for name, n, k in bench.SHAPES}
+    tiles = {f"{n}x{k}": plugin.TILES[(n, k)] for _, n, k in bench.SHAPES}
+    result = {"gpu": torch.cuda.get_device_name(), "tiles": tiles, "differing_elements": counts}
+    out.write_text(json.dumps(result, indent=1))
+    print("PTX vs Triton operations, differing elements:", counts)
+    return 0 if not any(counts.values()) else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tiles", type=Path, help="a w4a16_bench.py sweep's JSON: its chosen tiles")
@@ -148,10 +181,15 @@ def main() -> int:
     ap.add_argument(
         "--previous", type=Path, help="an earlier plugin file: timed alongside, own tiles"
     )
+    ap.add_argument(
+        "--ptx-check", action="store_true", help="only compare the PTX and Triton dequantizations"
+    )
     args = ap.parse_args()
     t0 = time.time()
     plugin = bench.load_plugin()
     previous = bench.load_plugin(args.previous, "previous_plugin") if args.previous else None
+    if args.ptx_check:
+        return ptx_only(plugin, Path(args.out))
     if args.tiles:
         chosen = json.loads(args.tiles.read_text())["tiles"]
         plugin.TILES.update(

@@ -190,9 +190,10 @@ def test_each_plane_is_q_minus_8_in_the_activations_dtype():
     """The dequantization reads q - 8 off a float's bits (no int-to-float conversion): plane i of a
     block of 16-bit halves (_planes_order) must give exactly what the conversion gives, q - 8 in
     fp16, for all 16 values, at K offsets 32i .. 32i + 31. (Triton's interpreter runs the planes'
-    Triton operations; on the GPU fp16 runs the same values in PTX, checked against the
-    dequantized product by w4a16_bench. bf16: Triton 3.6's interpreter computes bf16 arithmetic on
-    the raw bits, 129 - 136 gives nan; w4a16_bench checks the bf16 path on the GPU.)"""
+    Triton operations; on the GPU fp16 runs the same values in PTX: `w4a16_record.py --ptx-check`
+    found 0 elements differing between the two, docs/runs/2026-12-06-w4a16-ptx-vs-triton-ops-h100.json.
+    bf16: Triton 3.6's interpreter computes bf16 arithmetic on the raw bits, 129 - 136 gives nan;
+    w4a16_bench checks the bf16 path on the GPU.)"""
     plugin = _plugin()
     plugin._kernels()
     # the interpreter runs a nested jit function only if its module shows triton.language (the
