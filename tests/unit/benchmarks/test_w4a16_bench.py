@@ -6,8 +6,14 @@ fraction, 32 layers) is what it says."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+# NOTE: Triton decides at its import whether its library's jit functions (tl.zeros ...) are interpreted: imported
+# here first without TRITON_INTERPRET, the kernel tests after this module in the same process (test_vllm_invariant)
+# failed with "Cannot call @triton.jit'd outside of the scope of a kernel"
+os.environ.setdefault("TRITON_INTERPRET", "1")
 pytest.importorskip("torch")
 triton_errors = pytest.importorskip("triton.runtime.errors")
 
