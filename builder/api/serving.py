@@ -72,7 +72,7 @@ class Serving:
         )
 
 
-def serving(
+def serve(
     repository: str | Path,
     *,
     endpoint_url: str | None = None,
@@ -80,9 +80,11 @@ def serving(
     triton_image: str | None = None,
     **server_options,
 ) -> Serving:
-    """What serve runs for a target URL, a hand-written repository or a built one; the server's
-    launcher for tritonserver (else the embedded one) and the target image (triton_image, else the
-    one a built repository's recipes name)."""
+    """The embedded server (not yet started) for a directory or a target URL, the models it can
+    load, the models it cannot. server_options: EmbeddedServer's (control, ports, log_path,
+    log_verbose, poll_secs); tritonserver: a local binary to run instead of the embedded one;
+    triton_image: the image served by (server/target.py; else the one a directory's recipes
+    name)."""
     if is_url(str(repository)):
         image = target_for(triton_image)
         return _published(

@@ -1,0 +1,139 @@
+"""A built repository checked: verify (static checks, live loads, goldens bit for bit; a rebuild
+compared), adopt (recipes from a hand-written repository, goldens recorded), infer on a server or a
+directory, a running server's status, a model's goldens as perf_analyzer data."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from tritonbuild.api.building import Progress, _load, build_repository
+from tritonbuild.backends import REGISTRY
+from tritonbuild.repository.adopt import AdoptResult
+from tritonbuild.repository.adopt import adopt as _adopt
+from tritonbuild.repository.manifest import read_manifest
+from tritonbuild.server.status import ServerStatus, server_status
+from tritonbuild.verify import reproduce
+from tritonbuild.verify.infer import InferResult
+from tritonbuild.verify.infer import infer as _infer
+from tritonbuild.verify.interop import PerfDataExport, write_perf_data
+from tritonbuild.verify.models import VerificationReport
+from tritonbuild.verify.run import verify, with_reproducibility
+
+
+def verify_repository(
+    root: Path,
+    *,
+    server_url: str | None = None,
+    server_log: Path | None = None,
+    record: bool = False,
+    progress: Progress | None = None,
+    force: bool = False,
+    rebuild: bool = False,
+    load_timeout: float | None = None,
+    tritonserver: str | None = None,
+    backends: dict | None = None,
+    triton_image: str | None = None,
+) -> VerificationReport:
+    """tritonserver: a local binary instead of the embedded one; backends: as serve's (their models
+    run live); triton_image: the image the repository is served by (its Python runs the embedded
+    server's Python side)."""
+    report = verify(
+        root,
+        server_url=server_url,
+        server_log=server_log,
+        record=record,
+        progress=progress,
+        force=force,
+        tritonserver=tritonserver,
+        backends=backends,
+        triton_image=triton_image,
+        **({"load_timeout": load_timeout} if load_timeout else {}),
+    )
+    if rebuild and report.manifest_digest:
+        report = rebuild_and_compare(root, report, progress)
+    return report
+
+
+def rebuild_and_compare(
+    root: Path, report: VerificationReport, progress: Progress | None = None
+) -> VerificationReport:
+    """verify --rebuild: build OUT's recipes again into a scratch OUT with an empty, isolated cache
+    and compare every artefact's sha256 with OUT's (the recipes' paths are relative to where the
+    build ran)."""
+    manifest = read_manifest(root)
+    recipes = reproduce.recipes_of(manifest)
+    with tempfile.TemporaryDirectory(prefix="tritonbuild-rebuild-") as tmp:
+        if progress:
+            progress(f"rebuilding {len(recipes)} recipe(s) in an isolated cache")
+        _, rebuilt = build_repository(
+            recipes, Path(tmp) / "out", cache_dir=Path(tmp) / "cache", progress=progress
+        )
+    return with_reproducibility(root, report, reproduce.compare(manifest, rebuilt))
+
+
+def adopt(
+    root: Path, out: Path, *, record: bool = True, progress: Progress | None = None
+) -> AdoptResult:
+    """An existing repository → recipes in out (repository/adopt.py); record: build them in a
+    scratch OUT and record goldens from the models (verify --record), so the next build verifies bit
+    for bit."""
+    adopted = _adopt(Path(root), Path(out))  # made here if missing
+    loaded = _load(
+        [a.recipe for a in adopted]
+    )  # the recipe rules, now: a refusal names the file and key
+    engines = {
+        a.name: a.engine for a in adopted if a.engine is not None
+    }  # copied by adopt: build --engine
+    result = AdoptResult(recipes=[a.row() for a in adopted])
+    if record:
+        with tempfile.TemporaryDirectory(prefix="tritonbuild-adopt-") as tmp:
+            build_repository(
+                [a.recipe for a in adopted], Path(tmp) / "out", progress=progress, engines=engines
+            )
+            report = verify_repository(Path(tmp) / "out", record=True, progress=progress)
+        result.goldens = {each.name: each.passed for each in report.models}
+        result.recorded_by = {each.name: each.ran_by() for each in report.models}
+        unrun = {each.name for each in report.models if each.route == "none"}
+        for each in (
+            loaded
+        ):  # a recipe whose models need a machine this is not: said in the backend's words
+            if each.recipe.name in unrun and (needs := REGISTRY.get(each.recipe.backend).needs):
+                result.recorded_by[each.recipe.name] = f"not recorded: needs {needs}"
+        result.passed = all(each.passed for each in report.models if each.route != "none")
+    return result
+
+
+def infer(
+    target: str,
+    model: str,
+    *,
+    inputs: dict[str, Path] | None = None,
+    goldens_from: Path | None = None,
+    data: str | None = None,
+    tritonserver: str | None = None,
+) -> InferResult:
+    """Send MODEL its goldens (or the given .npy inputs) on a server URL, or on a built directory
+    served by the embedded tritonserver for the call; outputs come back with a bit-exact comparison
+    against the goldens."""
+    return _infer(
+        target,
+        model,
+        inputs=inputs,
+        goldens_from=goldens_from,
+        data=data,
+        tritonserver=tritonserver,
+    )
+
+
+def status(url: str, metrics_url: str | None = None) -> ServerStatus:
+    """A running tritonserver: health, version, models (state, versions, config), inference
+    counters."""
+    return server_status(url, metrics_url)
+
+
+def export_perf_data(
+    root: Path, model: str, out: Path, *, validation: bool = True
+) -> PerfDataExport:
+    """MODEL's goldens as perf_analyzer --input-data JSON at OUT (verify/interop.py)."""
+    return write_perf_data(root, model, out, validation=validation)
