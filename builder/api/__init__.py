@@ -6,7 +6,9 @@ __getattr__), so `tritonbuild --help` imports no stage (tests/unit/test_api_impo
 modules: api/building.py (validate, plan, build, the CI matrix, the schema, the Model Analyzer
 export), api/checking.py (verify, adopt, infer, status, perf_analyzer data), api/tuning.py (tune),
 api/publishing.py (publish, ls, rollback, a target's objects, deploy-snippets), api/serving.py
-(serve), api/maintenance.py (cache and embedded-environment upkeep)."""
+(serve), api/maintenance.py (cache and embedded-environment upkeep), and api/options.py, what the
+CLI's options, help texts and output need from below (the stores' URLs, the default image).
+The CLI imports nothing else of tritonbuild but errors (tests/unit/test_layers.py)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ _FROM = {
     ),
     **dict.fromkeys(
         (
+            "InferResult",
             "adopt",
             "export_perf_data",
             "infer",
@@ -42,11 +45,49 @@ _FROM = {
         "tritonbuild.api.checking",
     ),
     **dict.fromkeys(
-        ("deploy_snippets", "list_target", "publish", "rollback", "verify_target"),
+        (
+            "REQUIREMENTS_FILE",
+            "deploy_snippets",
+            "list_target",
+            "node_selector",
+            "notify_failures",
+            "publish",
+            "rollback",
+            "store_secret_keys",
+            "verify_target",
+        ),
         "tritonbuild.api.publishing",
     ),
-    **dict.fromkeys(("Serving", "ServeReady", "serve"), "tritonbuild.api.serving"),
+    **dict.fromkeys(("BACKEND_ENTRY", "Serving", "ServeReady", "serve"), "tritonbuild.api.serving"),
     "tune": "tritonbuild.api.tuning",
+    **dict.fromkeys(
+        (
+            "EmbeddedEnvironment",
+            "cache_gc",
+            "cache_store",
+            "cache_verify",
+            "embedded_environment",
+            "embedded_prune",
+        ),
+        "tritonbuild.api.maintenance",
+    ),
+    # what the CLI's options, help texts and output need: cheap (tritonbuild --help imports it)
+    **dict.fromkeys(
+        (
+            "broken_plugins",
+            "default_image",
+            "image_python",
+            "is_url",
+            "parse_location",
+            "plain",
+            "redact",
+            "resolve_cache_dir",
+            "url_examples",
+            "url_prefixes",
+            "with_scheme",
+        ),
+        "tritonbuild.api.options",
+    ),
 }
 __all__ = sorted(_FROM)
 

@@ -1,6 +1,5 @@
 """The build cache's and the embedded server environment's upkeep (cache gc / verify, embedded
-install / show), as typed results whose to_dict() is the JSON the CLI prints; and the installed
-backend plug-ins that could not be registered."""
+install / show / prune), as typed results whose to_dict() is the JSON the CLI prints."""
 
 from __future__ import annotations
 
@@ -8,18 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tritonbuild.backends import REGISTRY
 from tritonbuild.core import cachedir
 from tritonbuild.core.cas import Store
 from tritonbuild.core.results import OMIT_NONE, Result
-from tritonbuild.errors import TritonBuildError
-
-
-def broken_plugins() -> list[TritonBuildError]:
-    """The installed backend plug-ins (entry-point group tritonbuild.backends) that could not be
-    registered, each a PluginError naming its distribution and entry point; empty before the
-    backends are first used (this does not load them)."""
-    return list(REGISTRY.broken())
 
 
 @dataclass

@@ -12,10 +12,25 @@ from tritonbuild.publish.inspect import TargetCheck, TargetListing
 from tritonbuild.publish.inspect import list_target as _ls
 from tritonbuild.publish.inspect import verify_target as _verify
 from tritonbuild.publish.k8s import write
+from tritonbuild.publish.k8s_fleet import node_selector
+from tritonbuild.publish.k8s_pod import REQUIREMENTS_FILE, repository_url
+from tritonbuild.publish.notify import failures as notify_failures
 from tritonbuild.publish.protocol import publish as _publish
 from tritonbuild.publish.rollback import RollbackResult
 from tritonbuild.publish.rollback import rollback as _rollback
 from tritonbuild.repository.manifest import MANIFEST_NAME, read_repository
+
+__all__ = [
+    "REQUIREMENTS_FILE",
+    "deploy_snippets",
+    "list_target",
+    "node_selector",
+    "notify_failures",
+    "publish",
+    "rollback",
+    "store_secret_keys",
+    "verify_target",
+]
 
 
 def publish(root: Path, target: Location | str, *, reverify: bool = False, **options):
@@ -68,3 +83,9 @@ def deploy_snippets(
     golden of, what the models import that the image must add: OUT/requirements-models.txt, what
     the operator must know: the ConfigMap's lifecycle, the store's endpoint, drains, root, GPUs)."""
     return write(Path(repository), read_repository(repository, VerifyError), out, **options)
+
+
+def store_secret_keys(target: str, endpoint: str | None = None) -> str:
+    """What the pods' Secret must hold for deploy-snippets --target (its store's credentials, as the
+    store's driver names them)."""
+    return repository_url(target, endpoint)[0].secret_keys

@@ -16,8 +16,10 @@ from tritonbuild.errors import VerifyError
 from tritonbuild.repository.manifest import MANIFEST_NAME, read_repository, serving_needs
 from tritonbuild.server.embedded import EmbeddedServer
 from tritonbuild.server.interpreters import PYTHONS
-from tritonbuild.server.launcher import launcher_for
+from tritonbuild.server.launcher import BACKEND_ENTRY, launcher_for
 from tritonbuild.server.target import target_for
+
+__all__ = ["BACKEND_ENTRY", "ServeReady", "Serving", "serve"]
 
 
 @dataclass

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from tritonbuild.core import cachedir
+from tritonbuild import api
 
 QUIET, NORMAL, VERBOSE = -1, 0, 1
 HEARTBEAT_S = (
@@ -49,9 +49,7 @@ class Application:
         return self.verbosity <= QUIET
 
     def emit_json(self, obj) -> None:
-        from tritonbuild.core.results import plain
-
-        click.echo(json.dumps(plain(obj), indent=2, sort_keys=True))
+        click.echo(json.dumps(api.plain(obj), indent=2, sort_keys=True))
 
     def detail(self, message: str) -> None:
         """A line for --verbose only (stderr)."""
@@ -71,7 +69,7 @@ class Application:
         """--cache-dir, else TRITONBUILD_CACHE_DIR, else $XDG_CACHE_HOME/tritonbuild
         (~/.cache/tritonbuild)."""
         if self._cache_dir_resolved is None:
-            self._cache_dir_resolved = cachedir.resolve(self._cache_dir)
+            self._cache_dir_resolved = api.resolve_cache_dir(self._cache_dir)
         return self._cache_dir_resolved
 
     # -- progress ---------------------------------------------------------------------------------

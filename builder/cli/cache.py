@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from tritonbuild import api
 from tritonbuild.cli.app import app
 from tritonbuild.cli.common import _json, cache_dir_option, json_option, main, print_table
 
@@ -38,9 +39,7 @@ def _size(text: str) -> int:
 @json_option
 def cache_ls_command(cache_dir: Path | None, as_json: bool) -> None:
     """Cached steps: key, kind, model, size, last use."""
-    from tritonbuild.api import maintenance
-
-    store = maintenance.cache_store(cache_dir)
+    store = api.cache_store(cache_dir)
     rows = [
         {
             "key": key,
@@ -80,14 +79,12 @@ def cache_ls_command(cache_dir: Path | None, as_json: bool) -> None:
 @json_option
 def cache_gc_command(max_size: str, cache_dir: Path | None, as_json: bool) -> None:
     """Shrink the cache to --max-size."""
-    from tritonbuild.api import maintenance
-
-    result = maintenance.cache_gc(_size(max_size), cache_dir)
+    result = api.cache_gc(_size(max_size), cache_dir)
     if as_json:
         _json(result)
     else:
         removed = ", ".join(f"{what} {size}" for what, size in result.removed_bytes.items() if size)
-        root = maintenance.cache_store(cache_dir).root
+        root = api.cache_store(cache_dir).root
         app().out.print(
             f"evicted {len(result.evicted_records)} entries, freed {result.freed_bytes} bytes"
             + (f" ({removed})" if removed else "")
@@ -101,9 +98,7 @@ def cache_gc_command(max_size: str, cache_dir: Path | None, as_json: bool) -> No
 @json_option
 def cache_verify_command(cache_dir: Path | None, as_json: bool) -> None:
     """Re-hash every cached file; corrupt ones are evicted (and rebuilt by the next build)."""
-    from tritonbuild.api import maintenance
-
-    result = maintenance.cache_verify(cache_dir)
+    result = api.cache_verify(cache_dir)
     if as_json:
         _json(result)
     else:

@@ -12,8 +12,9 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from tritonbuild import api
+from tritonbuild.cli import config
 from tritonbuild.cli.app import QUIET, VERBOSE, Application, app
-from tritonbuild.core.stores import is_url, url_prefixes
 from tritonbuild.errors import MultipleErrors, TritonBuildError, UsageError
 
 
@@ -119,11 +120,9 @@ def _warn_broken_plugins(application: Application, raised: TritonBuildError | No
     """One warning per installed backend plug-in that could not be registered, after a command that
     used the backends (the built-ins and the other plug-ins worked; the error said already is not
     repeated)."""
-    if "tritonbuild.api" not in sys.modules or application.quiet:
-        return  # the command never reached the backends (api imports them)
-    from tritonbuild.api import maintenance
-
-    for error in maintenance.broken_plugins():
+    if application.quiet:
+        return
+    for error in api.broken_plugins():  # none where the command never used the backends
         if error is not raised:
             application.err.print(f"[yellow]warning[/]: {escape(str(error))}", markup=True)
 
@@ -132,8 +131,6 @@ def _reader_gone() -> None:
     """Exit quietly with 141 (128 + SIGPIPE, what a shell reports for a CLI SIGPIPE ended): stdout
     is pointed at /dev/null first, so the interpreter's last flush does not fail again (Python's
     documented handling of SIGPIPE)."""
-    import os
-
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     sys.exit(141)
@@ -146,8 +143,6 @@ def _completing(prog_name: str | None, complete_var: str | None) -> bool:
 
 
 def _project_defaults(group: click.Group) -> dict | None:
-    from tritonbuild.cli import config
-
     found = config.load()
     return config.default_map(found, group) if found else None
 
@@ -311,7 +306,7 @@ cache_url_option = click.option(
     "--cache-url",
     envvar="TRITONBUILD_CACHE_URL",
     metavar="URL",
-    help=f"Shared remote build cache ({url_prefixes()}) [env TRITONBUILD_CACHE_URL].",
+    help=f"Shared remote build cache ({api.url_prefixes()}) [env TRITONBUILD_CACHE_URL].",
 )
 changed_since_option = click.option(
     "--changed-since",
@@ -335,13 +330,11 @@ def key_values(items: tuple[str, ...] | list[str], option: str, metavar: str) ->
 
 def backend_dirs(specs: tuple[str, ...]) -> dict[str, Path]:
     """--backend NAME=DIR (verify, serve): each DIR must hold the backend's entry point."""
-    from tritonbuild.server.launcher import BACKEND_ENTRY
-
     out = {name: Path(path) for name, path in key_values(specs, "--backend", "NAME=DIR").items()}
     for name, path in out.items():
-        if not (path / BACKEND_ENTRY).is_file():
+        if not (path / api.BACKEND_ENTRY).is_file():
             raise UsageError(
-                f"--backend {name}={path}: expected NAME=DIR with DIR/{BACKEND_ENTRY}",
+                f"--backend {name}={path}: expected NAME=DIR with DIR/{api.BACKEND_ENTRY}",
                 hint="e.g. --backend vllm=vllm_backend/src (Triton's vLLM backend)",
             )
     return out
@@ -350,7 +343,7 @@ def backend_dirs(specs: tuple[str, ...]) -> dict[str, Path]:
 def existing_dir(value: str | Path, what: str = "repository") -> Path:
     """A local directory argument that must exist: a usage error (exit 2) naming it, not a stage's
     error."""
-    if is_url(str(value)):  # NOTE: a click.Path would have folded 's3://b' into 's3:/b' already
+    if api.is_url(str(value)):  # NOTE: a click.Path would have folded 's3://b' into 's3:/b' already
         raise UsageError(
             f"{value} is a URL: this takes a {what} directory on this machine",
             hint=f"copy it here first (e.g. 'aws s3 sync {value} DIR') and pass DIR",

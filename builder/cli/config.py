@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from tritonbuild.core.stores import url_examples
+from tritonbuild import api
 from tritonbuild.errors import UsageError
 
 if sys.version_info >= (3, 11):
@@ -30,7 +30,7 @@ FILE, PYPROJECT, TABLE = "tritonbuild.toml", "pyproject.toml", "tool.tritonbuild
 
 # key -> what it sets (the config page lists these; ci/docs_reference.py renders the table)
 KEYS = {
-    "target": f"the publish target ({', '.join(f'`{url}`' for url in url_examples())}): "
+    "target": f"the publish target ({', '.join(f'`{url}`' for url in api.url_examples())}): "
     "`publish OUT`'s and `ls`'s TARGET, `deploy-snippets --target`",
     "endpoint-url": "the S3-compatible endpoint this machine reaches the store at: `--endpoint-url` "
     "of publish, ls, rollback, serve and verify (not deploy-snippets: its `--endpoint-url` is the "

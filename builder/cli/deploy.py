@@ -6,10 +6,9 @@ from pathlib import Path
 
 import click
 
+from tritonbuild import api
 from tritonbuild.cli.app import app
 from tritonbuild.cli.common import _json, existing_dir, json_option, main
-from tritonbuild.core.stores import url_prefixes
-from tritonbuild.triton.images import default_image
 
 
 @main.command("deploy-snippets")
@@ -28,7 +27,7 @@ from tritonbuild.triton.images import default_image
 )
 @click.option(
     "--image",
-    default=default_image("py3"),
+    default=api.default_image("py3"),
     show_default=True,
     help="Serving image: the stock NGC tritonserver image (the flavour with your models' "
     "backends), or one built from Dockerfile.triton with the repository baked in (then leave "
@@ -36,7 +35,7 @@ from tritonbuild.triton.images import default_image
 )
 @click.option(
     "--target",
-    help=f"Publish target tritonserver reads itself ({url_prefixes(served=True)}); without it the "
+    help=f"Publish target tritonserver reads itself ({api.url_prefixes(served=True)}); without it the "
     "image's own /models is served.",
 )
 @click.option(
@@ -96,17 +95,13 @@ def deploy_snippets_command(
     """Write Kubernetes manifests for REPOSITORY that run on the stock tritonserver image: a
     ConfigMap with the readiness probe (golden inference) and its goldens, Deployment, Service,
     autoscaler, disruption budget."""
-    from tritonbuild import api
-    from tritonbuild.publish.k8s_fleet import node_selector
-    from tritonbuild.publish.k8s_pod import REQUIREMENTS_FILE, repository_url
-
     existing_dir(repository)
     path, budget, left_out, imports, notes = api.deploy_snippets(
-        repository, output, gpu_node_selector=node_selector(gpu_node_selector), **options
+        repository, output, gpu_node_selector=api.node_selector(gpu_node_selector), **options
     )
     target, name = options["target"], options["name"]
     secret = (options["secret"] or f"{name}-store") if target else None
-    secret_keys = repository_url(target, options["endpoint"])[0].secret_keys if target else None
+    secret_keys = api.store_secret_keys(target, options["endpoint"]) if target else None
     if as_json:
         _json(
             {
@@ -114,7 +109,7 @@ def deploy_snippets_command(
                 "startup_budget_s": budget,
                 "goldens_left_out": left_out,
                 "model_imports": list(imports),
-                "requirements": str(output / REQUIREMENTS_FILE) if imports else None,
+                "requirements": str(output / api.REQUIREMENTS_FILE) if imports else None,
                 "secret": secret,
                 "secret_keys": secret_keys,
                 "notes": notes,
@@ -132,17 +127,14 @@ def deploy_snippets_command(
 def _warn(image: str, output: Path, imports: tuple[str, ...], left_out: list[str]) -> None:
     """What the pods will lack: the models' imports the image does not ship, goldens left out."""
     if imports:
-        from tritonbuild.publish.k8s_pod import REQUIREMENTS_FILE
-        from tritonbuild.triton.images import image_python
-
         lacks = (
             f"what {image} does not ship (its Python backend has python3 and numpy < 2)"
-            if image_python(image)
+            if api.image_python(image)
             else f"what {image} must have"
         )
         app().err.print(
             f"warning: the models import {lacks}: {' '.join(imports)}, the versions verified "
-            f"here; {output / REQUIREMENTS_FILE} says how to build an image with them",
+            f"here; {output / api.REQUIREMENTS_FILE} says how to build an image with them",
             markup=False,
         )
     if left_out:

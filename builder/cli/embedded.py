@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING
 
 import click
 
+from tritonbuild import api
 from tritonbuild.cli.app import app
 from tritonbuild.cli.common import _json, json_option, main, triton_image_option
 
 if TYPE_CHECKING:
-    from tritonbuild.api.maintenance import EmbeddedEnvironment
+    from tritonbuild.api import EmbeddedEnvironment
 
 
 @main.group("embedded")
@@ -71,9 +72,7 @@ def embedded_install_command(
     its own index settings, plus TRITONBUILD_EMBEDDED_PACKAGES for your Python models; with
     --triton-image, the one for that image's Python; with --for, what a repository's models import
     (a CI step before verify)."""
-    from tritonbuild.api import maintenance
-
-    made = maintenance.embedded_environment(
+    made = api.embedded_environment(
         make=True,
         progress=lambda line: app().err.print(line),
         triton_image=triton_image,
@@ -89,12 +88,8 @@ def embedded_install_command(
 def embedded_show_command(triton_image: str | None, repository: Path | None, as_json: bool) -> None:
     """Where the environment is and what it holds (for that image's Python with --triton-image,
     with what a repository's models import with --for); makes nothing."""
-    from tritonbuild.api import maintenance
-
     _render(
-        maintenance.embedded_environment(
-            make=False, triton_image=triton_image, repository=repository
-        ),
+        api.embedded_environment(make=False, triton_image=triton_image, repository=repository),
         as_json,
     )
 
@@ -114,9 +109,7 @@ def embedded_prune_command(unused_days: float, dry_run: bool, as_json: bool) -> 
     models' imports installed for another Python that no verify, serve or install has used for
     --unused-days (they pile up as package versions change, in CI caches too); never one being
     made. The next use makes what it needs again."""
-    from tritonbuild.api import maintenance
-
-    result = maintenance.embedded_prune(unused_days, dry_run=dry_run)
+    result = api.embedded_prune(unused_days, dry_run=dry_run)
     if as_json:
         _json(result)
         return

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from tritonbuild import api
 from tritonbuild.cli.app import app
 from tritonbuild.cli.common import _json, json_option, key_values, main
 
@@ -45,8 +46,6 @@ def perf_data_command(
     Every golden request goes in "data"; its recorded outputs go in "validation_data", which
     perf_analyzer compares byte for byte with each answer while it measures.
     """
-    from tritonbuild import api
-
     summary = api.export_perf_data(repository, model, out, validation=not no_validation)
     if as_json:
         _json(summary)
@@ -95,8 +94,6 @@ def model_analyzer_command(
     preferred sizes, and instance counts and kinds; what Model Analyzer cannot express is said, not
     dropped silently.
     """
-    from tritonbuild import api
-
     summary = api.export_model_analyzer(
         list(recipes), out, model_repository=model_repository, input_data=input_data
     )

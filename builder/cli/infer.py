@@ -3,11 +3,13 @@ directory the embedded tritonserver serves for the call, and print the outputs."
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
+from tritonbuild import api
 from tritonbuild.cli.app import app
 from tritonbuild.cli.common import (
     _json,
@@ -17,10 +19,10 @@ from tritonbuild.cli.common import (
     main,
     tritonserver_option,
 )
-from tritonbuild.core.stores import is_url
+from tritonbuild.errors import InferenceError, UsageError, VerifyError
 
 if TYPE_CHECKING:
-    from tritonbuild.verify.infer import InferResult
+    from tritonbuild.api import InferResult
 
 
 @main.command("infer")
@@ -63,9 +65,6 @@ def infer_command(
 
     TARGET is a running server (http://host:8000, e.g. from 'tritonbuild serve') or a repository
     directory (built or hand-written), which the embedded tritonserver serves for this one call."""
-    from tritonbuild import api
-    from tritonbuild.errors import InferenceError, VerifyError
-
     _check_target(target, model)
     if goldens_from is not None:
         goldens_from = existing_dir(goldens_from, "built repository (--goldens)")
@@ -93,7 +92,7 @@ def infer_command(
     else:
         _print_samples(result)
     if bad:
-        built = goldens_from if is_url(target) else target
+        built = goldens_from if api.is_url(target) else target
         raise InferenceError(
             f"{len(bad)} of {len(result.samples)} answers differ from the goldens (samples {bad})",
             hint=f"tritonbuild verify {built} shows where",
@@ -102,11 +101,7 @@ def infer_command(
 
 def _check_target(target: str, model: str) -> None:
     """A local TARGET must be a directory; host:port without a scheme is a usage error saying so."""
-    import re
-
-    from tritonbuild.errors import UsageError
-
-    if not is_url(target):
+    if not api.is_url(target):
         if not Path(target).exists() and re.fullmatch(r"[A-Za-z0-9.\-]+:[0-9]{1,5}", target):
             raise UsageError(
                 f"{target!r} is not a directory; as a server address it needs its scheme",

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from tritonbuild import api
 from tritonbuild.cli.app import app
 from tritonbuild.cli.common import (
     _json,
@@ -19,12 +20,12 @@ from tritonbuild.cli.common import (
     print_table,
 )
 from tritonbuild.cli.transfer import TransferReporter
-from tritonbuild.core.stores import parse_location, url_prefixes
+from tritonbuild.errors import PublishError
 
 
 @main.command(
     "publish",
-    help=f"Publish a verified repository to TARGET ({url_prefixes()}) without exposing half "
+    help=f"Publish a verified repository to TARGET ({api.url_prefixes()}) without exposing half "
     "versions.",
 )
 @click.argument("repository", type=click.Path(path_type=Path))
@@ -84,8 +85,6 @@ def publish_command(
     require_reproducible: bool,
     as_json: bool,
 ) -> None:
-    from tritonbuild import api
-
     if skip_verify:
         app().err.print(
             "[bold yellow]WARNING[/]: --skip-verify: publishing an UNVERIFIED repository; the "
@@ -93,7 +92,7 @@ def publish_command(
             markup=True,
         )
     existing_dir(repository)
-    where = parse_location(target, endpoint_url)
+    where = api.parse_location(target, endpoint_url)
     receipt = api.publish(
         repository,
         where,
@@ -124,10 +123,7 @@ def publish_command(
 
 def _notify_error(receipt):
     """A PublishError when a notified server did not load the models (the target is complete)."""
-    from tritonbuild.errors import PublishError
-    from tritonbuild.publish.notify import failures
-
-    failed = failures(receipt.notified)
+    failed = api.notify_failures(receipt.notified)
     if not failed:
         return None
     return PublishError(
@@ -179,9 +175,7 @@ def _print_receipt(receipt, dry_run: bool) -> None:
 def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
     """Models at a publish target: versions present and complete, the live one, notes on
     interrupted publishes."""
-    from tritonbuild import api
-
-    info = api.list_target(parse_location(target, endpoint_url))
+    info = api.list_target(api.parse_location(target, endpoint_url))
     if as_json:
         _json(info)
         return
@@ -278,11 +272,8 @@ def rollback_command(
 ) -> None:
     """Make an earlier complete version of MODEL live again at TARGET, with the config it was
     verified with."""
-    from tritonbuild import api
-    from tritonbuild.errors import PublishError
-
     result = api.rollback(
-        parse_location(target, endpoint_url),
+        api.parse_location(target, endpoint_url),
         model,
         to,
         also=also,
@@ -311,7 +302,5 @@ def rollback_command(
                 else f"FAILED: {n['message']}"
             )
             app().out.print(f"  notify {n['server']}: {verdict}")
-    from tritonbuild.publish.notify import failures
-
-    if failures(result.notified):
+    if api.notify_failures(result.notified):
         sys.exit(PublishError.exit_code)

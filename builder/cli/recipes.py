@@ -10,6 +10,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from tritonbuild import api
 from tritonbuild.cli.app import app
 from tritonbuild.cli.common import (
     _json,
@@ -24,6 +25,7 @@ from tritonbuild.cli.common import (
     recipes_arg,
     triton_image_option,
 )
+from tritonbuild.errors import VerifyError
 
 
 @main.command("validate")
@@ -36,8 +38,6 @@ def validate_command(
 ) -> None:
     """Check recipe files (or folders of them) as build does before building (their keys, their
     source files, the Python files' syntax at the target's Python), without building anything."""
-    from tritonbuild import api
-
     loaded = api.validate(list(recipes), cache_dir=cache_dir, triton_image=triton_image)
     if as_json:
         _json(
@@ -86,8 +86,6 @@ def plan_command(
 ) -> None:
     """Show what would be built: steps, their inputs and cache keys, the toolchain, LLM memory
     plans."""
-    from tritonbuild import api
-
     if matrix:
         entries = api.build_matrix(
             list(recipes), cache_dir=cache_dir, cache_url=cache_url, changed_since=changed_since
@@ -206,15 +204,13 @@ def build_command(
     as_json: bool,
 ) -> None:
     """Build a Triton model repository from recipes (files or folders of *.yaml)."""
-    from tritonbuild import api
-
     given = {
         name: Path(path) for name, path in key_values(engines, "--engine", "MODEL=DIR").items()
     }
-    from tritonbuild.core.secrets import redact
 
     app().detail(
-        f"build cache {cache_dir}" + (f", remote cache {redact(cache_url)}" if cache_url else "")
+        f"build cache {cache_dir}"
+        + (f", remote cache {api.redact(cache_url)}" if cache_url else "")
     )
     with _progress(not as_json) as progress:
         result, manifest = api.build_repository(
@@ -278,8 +274,6 @@ def _print_build(output: Path, result, manifest) -> None:
 def schema_command() -> None:
     """Print the recipe JSON Schema (every key, its type and meaning; editors validate recipes with
     it)."""
-    from tritonbuild import api
-
     sys.stdout.buffer.write(api.recipe_schema())
 
 
@@ -304,9 +298,6 @@ def adopt_command(repository: Path, out: Path, no_record: bool, as_json: bool) -
     """Turn an existing (hand-written) REPOSITORY into recipes that build the same configs, and
     record goldens from its models, so it can be built, verified, published and rolled back like a
     built one."""
-    from tritonbuild import api
-    from tritonbuild.errors import VerifyError
-
     with _progress(not as_json) as progress:
         result = api.adopt(repository, out, record=not no_record, progress=progress)
     if as_json:

@@ -3,8 +3,10 @@ running tritonserver reports."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING
 import click
 from rich.table import Table
 
+from tritonbuild import api
 from tritonbuild.cli.app import app
 from tritonbuild.cli.common import (
     _json,
@@ -25,10 +28,10 @@ from tritonbuild.cli.common import (
     tritonserver_option,
 )
 from tritonbuild.cli.python_side import python_line
-from tritonbuild.core.stores import is_url
+from tritonbuild.errors import ServerError, VerifyError
 
 if TYPE_CHECKING:
-    from tritonbuild.api.serving import ServeReady, Serving
+    from tritonbuild.api import ServeReady, Serving
 
 
 @main.command("serve")
@@ -125,12 +128,7 @@ def serve_command(
     """Serve a repository (a directory, or a publish target URL) with the embedded tritonserver in
     the foreground; Ctrl-C stops it. Then: tritonbuild infer http://127.0.0.1:8000 MODEL --goldens
     REPOSITORY."""
-    import os
-    import tempfile
-
-    from tritonbuild import api
-
-    if not is_url(repository):
+    if not api.is_url(repository):
         existing_dir(repository)
     log_file = log_file or Path(tempfile.gettempdir()) / f"tritonbuild-serve-{os.getpid()}.log"
     serving = api.serve(
@@ -155,8 +153,6 @@ def serve_command(
 def _serve_until_stopped(serving: Serving, poll_secs: int, as_json: bool) -> None:
     """Start the server, say it is ready, wait until Ctrl-C (or it dies: a ServerError with its
     log's tail); the server's start and loads raise verify's errors: serve's here."""
-    from tritonbuild.errors import ServerError, VerifyError
-
     server = serving.server
     try:
         ready = serving.start()
@@ -209,9 +205,6 @@ def _print_ready(ready: ServeReady, poll_secs: int) -> None:
 def status_command(url: str, metrics_url: str | None, as_json: bool) -> None:
     """A running tritonserver at URL (http://host:8000): health, version, its models with state and
     versions, each ready model's config, and inference counters from the metrics endpoint."""
-    from tritonbuild import api
-    from tritonbuild.errors import ServerError
-
     result = api.status(url, metrics_url)
     out = app().out
     if as_json:

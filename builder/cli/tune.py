@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from tritonbuild import api
 from tritonbuild.cli.app import app
 from tritonbuild.cli.common import _json, _progress, json_option, main, tritonserver_option
 
@@ -125,8 +126,6 @@ def tune_command(
     multi-process gRPC client, verifies finalists with the goldens, and writes tune-report.json,
     tune-patch.yaml and tune-plot.png.
     """
-    from tritonbuild import api
-
     with _progress(not as_json) as say:
         report = api.tune(
             repository,

@@ -10,6 +10,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from tritonbuild import api
 from tritonbuild.cli.app import app
 from tritonbuild.cli.common import (
     _json,
@@ -24,14 +25,14 @@ from tritonbuild.cli.common import (
     tritonserver_option,
 )
 from tritonbuild.cli.python_side import python_line
-from tritonbuild.core.stores import is_url, parse_location, url_prefixes, with_scheme
+from tritonbuild.errors import VerifyError
 
 
 @main.command(
     "verify",
     help=f"""Static checks, live load, golden inferences compared bit for bit.
 
-    REPOSITORY is a built directory, or a publish target URL ({url_prefixes()}): then
+    REPOSITORY is a built directory, or a publish target URL ({api.url_prefixes()}): then
     every published object is checked against the target manifest (presence, size, sha256).
     """,
 )
@@ -95,16 +96,13 @@ def verify_command(
     triton_image: str | None,
     as_json: bool,
 ) -> None:
-    from tritonbuild import api
-    from tritonbuild.errors import VerifyError
-
-    if is_url(repository):
-        _verify_target(parse_location(repository, endpoint_url), as_json)
+    if api.is_url(repository):
+        _verify_target(api.parse_location(repository, endpoint_url), as_json)
         return
     repository = existing_dir(repository)
 
     if server_url:
-        server_url = with_scheme(server_url)
+        server_url = api.with_scheme(server_url)
     with _progress(not as_json) as progress:
         report = api.verify_repository(
             repository,
@@ -132,9 +130,6 @@ def verify_command(
 
 def _verify_target(target, as_json: bool) -> None:
     """Every object a target's manifest lists: present, its size, its sha256."""
-    from tritonbuild import api
-    from tritonbuild.errors import VerifyError
-
     result = api.verify_target(target)
     if as_json:
         _json(result)

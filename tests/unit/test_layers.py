@@ -1,5 +1,6 @@
 """DESIGN's one-way data flow, enforced: a stage never imports a later stage; core imports no stage; backends
-are a layer below the stages (no exemption); no two modules import each other, directly or in a ring."""
+are a layer below the stages (no exemption); no two modules import each other, directly or in a ring; the CLI
+imports of tritonbuild only the api package, the errors and itself."""
 
 from __future__ import annotations
 
@@ -43,8 +44,12 @@ MODULES = {_module_name(p): p for p in sorted(SOURCE.rglob("*.py")) if p.parent.
 
 def _imports(path: Path) -> set[str]:
     """Every tritonbuild module this file imports, at the top or inside a function."""
+    return _imports_in(path.read_text())
+
+
+def _imports_in(source: str) -> set[str]:
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(source)):
         if (
             isinstance(node, ast.ImportFrom)
             and node.module
@@ -77,6 +82,46 @@ def test_no_import_of_a_later_layer(module):
         assert RANK[layer] <= RANK[own], (
             f"{module} ({own}) imports the later layer {layer} ({imported})"
         )
+
+
+# The CLI's edge (ARCHITECTURE: the CLI calls only the api): besides its own modules, a cli module
+# imports the api package (which re-exports what options and help texts need) and the errors.
+CLI_MAY_IMPORT = ("tritonbuild.api", "tritonbuild.errors")
+
+
+def outside_the_edge(imported: set[str]) -> list[str]:
+    """The tritonbuild modules imported that are neither the api package (not its modules: what the
+    CLI needs it re-exports), errors, nor the CLI's own."""
+    return sorted(
+        name
+        for name in imported
+        if name not in CLI_MAY_IMPORT and name.split(".")[:2] != ["tritonbuild", "cli"]
+    )
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _layer(m) == "cli"), ids=str)
+def test_the_cli_imports_only_the_api_the_errors_and_itself(module):
+    """At the top, inside a function or for type checking alike."""
+    assert outside_the_edge(_imports(MODULES[module])) == [], (
+        f"{module} goes around the api: import it through tritonbuild.api (re-export it there)"
+    )
+
+
+def test_the_edge_check_sees_a_way_around_the_api():
+    """Guards against a vacuous pass: an import of a stage, of core, or of an api module is found;
+    the api package, errors and the CLI's own modules are not."""
+    source = (
+        "from tritonbuild import api, errors\nfrom tritonbuild.cli.app import app\n"
+        "import tritonbuild.cli.common\nfrom tritonbuild.errors import UsageError\n"
+        "def f():\n    from tritonbuild.core.stores import is_url\n"
+        "if TYPE_CHECKING:\n    from tritonbuild.api.serving import Serving\n"
+        "    from tritonbuild.verify.infer import InferResult\n"
+    )
+    assert outside_the_edge(_imports_in(source)) == [
+        "tritonbuild.api.serving",
+        "tritonbuild.core.stores",
+        "tritonbuild.verify.infer",
+    ]
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
