@@ -22,7 +22,6 @@ import tritonbuild.core.stores  # noqa: F401
 _FROM = {
     **dict.fromkeys(
         (
-            "Progress",
             "build_matrix",
             "build_repository",
             "export_model_analyzer",
@@ -74,6 +73,7 @@ _FROM = {
     # what the CLI's options, help texts and output need: cheap (tritonbuild --help imports it)
     **dict.fromkeys(
         (
+            "Progress",
             "broken_plugins",
             "default_image",
             "image_python",

@@ -3,10 +3,10 @@ the recipe schema and the Model Analyzer export of the recipes' tune spaces."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from tritonbuild.api.guards import planned_inputs, recipe_inputs, warn_missing_goldens
+from tritonbuild.api.options import Progress
 from tritonbuild.backends import REGISTRY
 from tritonbuild.core import cachedir
 from tritonbuild.core.cas import Store
@@ -22,8 +22,6 @@ from tritonbuild.repository.manifest import Manifest
 from tritonbuild.server.target import syntax_python
 from tritonbuild.steps import BuildResult, build
 from tritonbuild.tune.analyzer import ProfileExport, write_profile_config
-
-Progress = Callable[[str], None]
 
 
 def _load(paths: list[Path]) -> list[LoadedRecipe]:
@@ -117,6 +115,19 @@ def recipe_schema() -> bytes:
     return recipe_schema_bytes(REGISTRY.recipe_kinds())
 
 
-def export_model_analyzer(paths: list[Path], out: Path, **options) -> ProfileExport:
-    """The recipes' tune spaces as a Model Analyzer profile config at OUT (tune/analyzer.py)."""
-    return write_profile_config([loaded.recipe for loaded in _load(paths)], out, **options)
+def export_model_analyzer(
+    paths: list[Path],
+    out: Path,
+    *,
+    model_repository: str,
+    input_data: dict[str, str] | str | None = None,
+) -> ProfileExport:
+    """The recipes' tune spaces as a Model Analyzer profile config at OUT (tune/analyzer.py).
+    model_repository: the repository Model Analyzer profiles, as its tritonserver sees it;
+    input_data: perf_analyzer data per model (model → file), or one file for a single recipe."""
+    return write_profile_config(
+        [loaded.recipe for loaded in _load(paths)],
+        out,
+        model_repository=model_repository,
+        input_data=input_data,
+    )

@@ -7,7 +7,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from tritonbuild.api.building import Progress, _load, build_repository
+from tritonbuild.api.building import _load, build_repository
+from tritonbuild.api.options import Progress
 from tritonbuild.backends import REGISTRY
 from tritonbuild.repository.adopt import AdoptResult
 from tritonbuild.repository.adopt import adopt as _adopt

@@ -9,19 +9,36 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from tritonbuild.api.options import Progress
 from tritonbuild.backends import REGISTRY
 from tritonbuild.core.fsutil import write_atomic
 from tritonbuild.core.hashing import pretty_json
 from tritonbuild.core.location import Location
+from tritonbuild.core.progress import SILENT, Reporter
 from tritonbuild.errors import PublishError
+from tritonbuild.publish.models import PublishReceipt
 from tritonbuild.repository.manifest import MANIFEST_NAME, NOT_IN_MANIFEST, REPORT_NAME
 from tritonbuild.verify.models import VerificationReport
 
 
-def publish_existing(root: Path, target: Location | str, **options):
+def publish_existing(
+    root: Path,
+    target: Location | str,
+    *,
+    endpoint_url: str | None = None,
+    skip_verify: bool = False,
+    keep: int | None = None,
+    notify: tuple[str, ...] = (),
+    dry_run: bool = False,
+    break_lock: bool = False,
+    reporter: Reporter = SILENT,
+    require_reproducible: bool = False,
+    progress: Progress | None = None,
+) -> PublishReceipt:
     """Verify (Triton's rules, Triton's core, hand-written Python models loaded) unless
     skip_verify, then publish a linked copy holding a manifest made from the files and the report
-    for it."""
+    for it. progress: the verification's progress lines; the other keywords are api.publish's,
+    given to the publish itself."""
     from tritonbuild.publish.protocol import publish
     from tritonbuild.verify.static import model_dirs
 
@@ -33,13 +50,23 @@ def publish_existing(root: Path, target: Location | str, **options):
             hint="build one with 'tritonbuild build RECIPES -o DIR', "
             "or pass a Triton model repository (one directory per model)",
         )
-    progress = options.pop("progress", None)
-    report = None if options.get("skip_verify") else _verified(root, progress)
+    report = None if skip_verify else _verified(root, progress)
     staging = Path(tempfile.mkdtemp(prefix="tritonbuild-publish-"))
     try:
         copy = staging / "repository"
         _write_with_manifest(root, copy, report)
-        return publish(copy, target, **options)
+        return publish(
+            copy,
+            target,
+            endpoint_url=endpoint_url,
+            skip_verify=skip_verify,
+            keep=keep,
+            notify=notify,
+            dry_run=dry_run,
+            break_lock=break_lock,
+            reporter=reporter,
+            require_reproducible=require_reproducible,
+        )
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

@@ -6,6 +6,7 @@ and the backend plug-ins that could not be registered."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from tritonbuild.core.cachedir import resolve as resolve_cache_dir
 from tritonbuild.core.results import plain
@@ -14,7 +15,11 @@ from tritonbuild.core.stores import is_url, parse_location, url_examples, url_pr
 from tritonbuild.errors import TritonBuildError
 from tritonbuild.triton.images import default_image, image_python
 
+# a callback for long work's progress lines (the CLI's status line or plain lines)
+Progress = Callable[[str], None]
+
 __all__ = [
+    "Progress",
     "broken_plugins",
     "default_image",
     "image_python",

@@ -90,18 +90,42 @@ from tritonbuild.cli.common import _json, existing_dir, json_option, main
 )
 @json_option
 def deploy_snippets_command(
-    repository: Path, output: Path, gpu_node_selector: tuple[str, ...], as_json: bool, **options
+    repository: Path,
+    output: Path,
+    name: str,
+    image: str,
+    target: str | None,
+    endpoint: str | None,
+    gpu_node_selector: tuple[str, ...],
+    control: str,
+    poll_secs: int,
+    secret: str | None,
+    replicas: int,
+    max_replicas: int | None,
+    queue_target: int,
+    as_json: bool,
 ) -> None:
     """Write Kubernetes manifests for REPOSITORY that run on the stock tritonserver image: a
     ConfigMap with the readiness probe (golden inference) and its goldens, Deployment, Service,
     autoscaler, disruption budget."""
     existing_dir(repository)
     path, budget, left_out, imports, notes = api.deploy_snippets(
-        repository, output, gpu_node_selector=api.node_selector(gpu_node_selector), **options
+        repository,
+        output,
+        name=name,
+        image=image,
+        target=target,
+        endpoint=endpoint,
+        gpu_node_selector=api.node_selector(gpu_node_selector),
+        control=control,
+        poll_secs=poll_secs,
+        secret=secret,
+        replicas=replicas,
+        max_replicas=max_replicas,
+        queue_target=queue_target,
     )
-    target, name = options["target"], options["name"]
-    secret = (options["secret"] or f"{name}-store") if target else None
-    secret_keys = api.store_secret_keys(target, options["endpoint"]) if target else None
+    secret = (secret or f"{name}-store") if target else None
+    secret_keys = api.store_secret_keys(target, endpoint) if target else None
     if as_json:
         _json(
             {
@@ -121,7 +145,7 @@ def deploy_snippets_command(
         app().out.print(f"create the Secret {secret} first, holding {secret_keys}")
     for note in notes:
         app().out.print(f"note: {note}", markup=False)
-    _warn(options["image"], output, imports, left_out)
+    _warn(image, output, imports, left_out)
 
 
 def _warn(image: str, output: Path, imports: tuple[str, ...], left_out: list[str]) -> None:
