@@ -59,6 +59,9 @@ _FROM = {
     ),
     **dict.fromkeys(("BACKEND_ENTRY", "Serving", "ServeReady", "serve"), "tritonbuild.api.serving"),
     "tune": "tritonbuild.api.tuning",
+    # what serves a repository (--tritonserver, --triton-image), passed whole to verify, serve,
+    # tune, infer, build and embedded
+    "ServingTarget": "tritonbuild.server.target",
     **dict.fromkeys(
         (
             "EmbeddedEnvironment",

@@ -19,7 +19,7 @@ from tritonbuild.recipe.load import LoadedRecipe, expand_paths
 from tritonbuild.recipe.schema import recipe_schema_bytes
 from tritonbuild.repository.assemble import assemble, check_out_dir, check_out_overlap
 from tritonbuild.repository.manifest import Manifest
-from tritonbuild.server.target import syntax_python
+from tritonbuild.server.target import EMBEDDED, ServingTarget, syntax_python
 from tritonbuild.steps import BuildResult, build
 from tritonbuild.tune.analyzer import ProfileExport, write_profile_config
 
@@ -31,12 +31,13 @@ def _load(paths: list[Path]) -> list[LoadedRecipe]:
 
 
 def validate(
-    paths: list[Path], *, cache_dir: Path | None = None, triton_image: str | None = None
+    paths: list[Path], *, cache_dir: Path | None = None, serving: ServingTarget = EMBEDDED
 ) -> list[LoadedRecipe]:
     """Every check build runs before building (the recipes, then their plan: source files, Python
-    syntax at the target image's Python), without building anything."""
+    syntax at the target image's Python), without building anything. cache_dir: as build's;
+    serving: the image served by (its Python checks the Python files' syntax)."""
     loaded = _load(paths)
-    make_plan(loaded, cachedir.resolve(cache_dir), syntax_python(triton_image))
+    make_plan(loaded, cachedir.resolve(cache_dir), syntax_python(serving))
     return loaded
 
 
@@ -57,17 +58,26 @@ def build_repository(
     strict: bool = False,
     cache_url: str | None = None,
     changed_since: str | None = None,
-    triton_image: str | None = None,
+    serving: ServingTarget = EMBEDDED,
 ) -> tuple[BuildResult, Manifest]:
-    """triton_image: the image the repository is served by (--triton-image): Python files' syntax
-    is checked by that image's Python where this machine has it (server/target.py)."""
+    """The recipes at paths built into the repository out (replaced whole), through the cache;
+    (what each step did, the manifest written).
+
+    force: replace out even if it is not a tritonbuild repository (never one overlapping an
+    input). cache_dir: where steps, input digests and downloaded checkpoints are cached (default:
+    the environment's). progress: progress lines. engines: prebuilt engine directories by model,
+    assembled instead of built. strict: a step that cannot run here is an error instead of a skip.
+    cache_url: a shared remote cache. changed_since: only the recipes whose inputs changed since
+    this git revision. serving: the image the repository is served by (--triton-image): Python
+    files' syntax is checked by that image's Python where this machine has it
+    (server/target.py)."""
     cache_dir = cachedir.resolve(cache_dir)
     loaded = _load(paths)
     check_out_overlap(out, *recipe_inputs(loaded, cache_dir))  # refuse before any work
     check_out_dir(out, force)
     if progress:
         progress(f"planning {len(loaded)} recipe(s): hashing their inputs")
-    the_plan = make_plan(loaded, cache_dir, syntax_python(triton_image))
+    the_plan = make_plan(loaded, cache_dir, syntax_python(serving))
     check_out_overlap(out, planned_inputs(the_plan))
     only = None
     if changed_since:
@@ -98,7 +108,8 @@ def build_matrix(
     changed_since: str | None = None,
 ) -> list[MatrixEntry]:
     """One entry per recipe that has a step missing from the local (and remote) cache: what CI fans
-    out."""
+    out. cache_dir: the local cache (default: the environment's); cache_url: the shared remote
+    cache; changed_since: only recipes whose inputs changed since this git revision."""
     cache_dir = cachedir.resolve(cache_dir)
     the_plan = plan(paths, cache_dir=cache_dir)
     store = Store(cache_dir)

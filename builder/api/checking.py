@@ -13,7 +13,9 @@ from tritonbuild.backends import REGISTRY
 from tritonbuild.repository.adopt import AdoptResult
 from tritonbuild.repository.adopt import adopt as _adopt
 from tritonbuild.repository.manifest import read_manifest
+from tritonbuild.server.embedded import LOAD_TIMEOUT_S
 from tritonbuild.server.status import ServerStatus, server_status
+from tritonbuild.server.target import EMBEDDED, ServingTarget
 from tritonbuild.verify import reproduce
 from tritonbuild.verify.infer import InferResult
 from tritonbuild.verify.infer import infer as _infer
@@ -32,13 +34,21 @@ def verify_repository(
     force: bool = False,
     rebuild: bool = False,
     load_timeout: float | None = None,
-    tritonserver: str | None = None,
-    backends: dict | None = None,
-    triton_image: str | None = None,
+    serving: ServingTarget = EMBEDDED,
+    backends: dict[str, Path] | None = None,
 ) -> VerificationReport:
-    """tritonserver: a local binary instead of the embedded one; backends: as serve's (their models
-    run live); triton_image: the image the repository is served by (its Python runs the embedded
-    server's Python side)."""
+    """The repository at root checked: static checks, each model loaded and its goldens compared
+    bit for bit (a hand-written repository: Triton's rules and Triton's core); the report, also
+    written beside the manifest.
+
+    server_url: verify live against this tritonserver instead of the embedded one; server_log:
+    that server's log (what its runtimes chose). record: record the goldens (force: replacing
+    committed ones that differ). progress: progress lines. rebuild: also rebuild the recipes in an
+    isolated cache and compare every artefact's sha256. load_timeout: seconds a model may take to
+    load in the embedded server (None: the default). serving: the tritonserver that runs (else
+    the embedded one) and the image the repository is served by (its Python runs the embedded
+    server's Python side; else the recipes' image). backends: Python-based backends served beside
+    the python backend (name → directory), their models verified live, as serve runs them."""
     report = verify(
         root,
         server_url=server_url,
@@ -46,10 +56,9 @@ def verify_repository(
         record=record,
         progress=progress,
         force=force,
-        tritonserver=tritonserver,
+        serving=serving,
         backends=backends,
-        triton_image=triton_image,
-        **({"load_timeout": load_timeout} if load_timeout else {}),
+        load_timeout=load_timeout or LOAD_TIMEOUT_S,
     )
     if rebuild and report.manifest_digest:
         report = rebuild_and_compare(root, report, progress)
@@ -78,7 +87,7 @@ def adopt(
 ) -> AdoptResult:
     """An existing repository → recipes in out (repository/adopt.py); record: build them in a
     scratch OUT and record goldens from the models (verify --record), so the next build verifies bit
-    for bit."""
+    for bit; progress: progress lines."""
     adopted = _adopt(Path(root), Path(out))  # made here if missing
     loaded = _load(
         [a.recipe for a in adopted]
@@ -112,29 +121,28 @@ def infer(
     inputs: dict[str, Path] | None = None,
     goldens_from: Path | None = None,
     data: str | None = None,
-    tritonserver: str | None = None,
+    serving: ServingTarget = EMBEDDED,
 ) -> InferResult:
     """Send MODEL its goldens (or the given .npy inputs) on a server URL, or on a built directory
     served by the embedded tritonserver for the call; outputs come back with a bit-exact comparison
-    against the goldens."""
+    against the goldens. inputs: .npy files by input name; goldens_from: the built repository
+    whose goldens a server URL gets; data: 'random' (seeded) or 'zeros', one request of the shapes
+    the server declares; serving: the tritonserver that serves a directory (else the embedded
+    one)."""
     return _infer(
-        target,
-        model,
-        inputs=inputs,
-        goldens_from=goldens_from,
-        data=data,
-        tritonserver=tritonserver,
+        target, model, inputs=inputs, goldens_from=goldens_from, data=data, serving=serving
     )
 
 
 def status(url: str, metrics_url: str | None = None) -> ServerStatus:
-    """A running tritonserver: health, version, models (state, versions, config), inference
-    counters."""
+    """A running tritonserver at url: health, version, models (state, versions, config), inference
+    counters from metrics_url (default: url's host, port 8002)."""
     return server_status(url, metrics_url)
 
 
 def export_perf_data(
     root: Path, model: str, out: Path, *, validation: bool = True
 ) -> PerfDataExport:
-    """MODEL's goldens as perf_analyzer --input-data JSON at OUT (verify/interop.py)."""
+    """MODEL's goldens as perf_analyzer --input-data JSON at OUT (verify/interop.py); validation:
+    with their recorded outputs as validation_data (perf_analyzer checks each answer)."""
     return write_perf_data(root, model, out, validation=validation)

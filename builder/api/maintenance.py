@@ -10,6 +10,7 @@ from pathlib import Path
 from tritonbuild.core import cachedir
 from tritonbuild.core.cas import Store
 from tritonbuild.core.results import OMIT_NONE, Result
+from tritonbuild.server.target import EMBEDDED, ServingTarget, environment_summary
 
 
 @dataclass
@@ -68,7 +69,7 @@ class EmbeddedPrune(Result):
 
 def embedded_prune(unused_days: float, *, dry_run: bool = False) -> EmbeddedPrune:
     """The embedded server's environments and mirrors unused for unused_days removed
-    (server/envprune.py)."""
+    (server/envprune.py); dry_run: only say what would be."""
     from tritonbuild.server.envprune import prune
     from tritonbuild.server.toolenv import envs_dir
 
@@ -94,15 +95,14 @@ def embedded_environment(
     *,
     make: bool = True,
     progress: Callable[[str], None] | None = None,
-    triton_image: str | None = None,
+    serving: ServingTarget = EMBEDDED,
     repository: Path | None = None,
 ) -> EmbeddedEnvironment:
-    """Where the embedded server's environment is and what it holds (for the Python of
-    triton_image when given, else the one a built repository's recipes name), made first when
-    make; with what repository's Python files import here, installed for that Python."""
-    from tritonbuild.server.target import environment_summary
-
+    """Where the embedded server's environment is and what it holds (for the Python of the image
+    serving names when it does, else the one a built repository's recipes name), made first when
+    make (progress: its lines); with what repository's Python files import here, installed for
+    that Python."""
     summary = environment_summary(
-        make=make, progress=progress, triton_image=triton_image, repository=repository
+        make=make, progress=progress, serving=serving, repository=repository
     )
     return EmbeddedEnvironment(**summary)

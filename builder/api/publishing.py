@@ -148,7 +148,8 @@ def rollback(
 
 
 def verify_target(target: Location | str, *, endpoint_url: str | None = None) -> TargetCheck:
-    """Every object a target's manifest lists: present, its size, its sha256."""
+    """Every object a target's manifest lists: present, its size, its sha256; endpoint_url: the
+    S3-compatible endpoint of a URL target."""
     return _verify(target, endpoint_url=endpoint_url)
 
 

@@ -17,7 +17,7 @@ from tritonbuild.repository.manifest import MANIFEST_NAME, read_repository, serv
 from tritonbuild.server.embedded import EmbeddedServer
 from tritonbuild.server.interpreters import PYTHONS
 from tritonbuild.server.launcher import BACKEND_ENTRY, launcher_for
-from tritonbuild.server.target import target_for
+from tritonbuild.server.target import EMBEDDED, ServingTarget
 
 __all__ = ["BACKEND_ENTRY", "ServeReady", "Serving", "serve"]
 
@@ -78,35 +78,56 @@ def serve(
     repository: str | Path,
     *,
     endpoint_url: str | None = None,
-    tritonserver: str | None = None,
-    triton_image: str | None = None,
-    **server_options,
+    serving: ServingTarget = EMBEDDED,
+    control: str = "explicit",
+    ports: tuple[int, int, int] | None = None,
+    log_path: Path | None = None,
+    log_verbose: int = 0,
+    poll_secs: int = 1,
+    backends: dict[str, Path] | None = None,
+    strict_readiness: bool = True,
 ) -> Serving:
-    """The embedded server (not yet started) for a directory or a target URL, the models it can
-    load, the models it cannot. server_options: EmbeddedServer's (control, ports, log_path,
-    log_verbose, poll_secs); tritonserver: a local binary to run instead of the embedded one;
-    triton_image: the image served by (server/target.py; else the one a directory's recipes
-    name)."""
+    """The server (not yet started) for a built or hand-written repository directory or a publish
+    target URL, the models it can load, the models it cannot.
+
+    endpoint_url: the S3-compatible endpoint of a target URL. serving: the tritonserver that runs
+    (else the embedded one) and the image served by (its Python runs the Python side; else the one
+    a built repository's recipes name). control: 'explicit' (load the models once at start) or
+    'poll' (tritonserver follows the repository). ports: (http, grpc, metrics), 0 or None a free
+    one. log_path: where the server log goes (default: a temporary file). log_verbose:
+    tritonserver's --log-verbose. poll_secs: how often a polling server re-reads the repository.
+    backends: Python-based backends served beside the python backend (name → the directory holding
+    its model.py), whose models are then loaded too. strict_readiness: tritonserver's
+    --strict-readiness (False: ready while models load)."""
+    options = {
+        "control": control,
+        "ports": ports,
+        "log_path": log_path,
+        "log_verbose": log_verbose,
+        "poll_secs": poll_secs,
+        "backends": backends,
+        "strict_readiness": strict_readiness,
+    }
     if is_url(str(repository)):
-        image = target_for(triton_image)
+        image = serving.target()
         return _published(
             str(repository),
             endpoint_url,
-            server_options,
-            lambda sources: launcher_for(tritonserver, image, sources),
+            options,
+            lambda sources: launcher_for(serving.tritonserver, image, sources),
             # the embedded server may run on another Python than this one: it needs the models'
             # imports installed for that one
             other_python=image is not None or sys.version_info[:2] not in PYTHONS,
         )
     root = Path(repository)
     # what the target's Python gets installed: the repository's and the backends' imports
-    sources = (root, *(server_options.get("backends") or {}).values())
+    sources = (root, *(backends or {}).values())
     if not (root / MANIFEST_NAME).exists():
-        launcher = launcher_for(tritonserver, target_for(triton_image), sources)
-        return _hand_written(root, {**server_options, "launcher": launcher})
+        launcher = launcher_for(serving.tritonserver, serving.target(), sources)
+        return _hand_written(root, {**options, "launcher": launcher})
     manifest = read_repository(root, VerifyError)
-    launcher = launcher_for(tritonserver, target_for(triton_image, manifest), sources)
-    return _built(root, manifest, {**server_options, "launcher": launcher})
+    launcher = launcher_for(serving.tritonserver, serving.target(manifest), sources)
+    return _built(root, manifest, {**options, "launcher": launcher})
 
 
 def _published(
@@ -144,9 +165,8 @@ def _published(
     with tempfile.TemporaryDirectory(prefix="tritonbuild-imports-") as scratch:
         chosen = launcher(_python_files(target, loadable, Path(scratch)) if other_python else ())
     # the live versions' portable numerics, set before the server's Python side loads them
-    options = {key: value for key, value in server_options.items() if key != "env"}
-    env = {**read_state(target).numerics_env(), **(server_options.get("env") or {})}
-    server = EmbeddedServer(target.triton_url(), **options, env=env, launcher=chosen)
+    env = read_state(target).numerics_env()
+    server = EmbeddedServer(target.triton_url(), **server_options, env=env, launcher=chosen)
     return Serving(server, loadable, sorted(set(names) - set(loadable)))
 
 
@@ -231,12 +251,8 @@ def _built(root: Path, manifest, server_options: dict) -> Serving:
     env, wheels = serving_needs(
         root, [model for model in manifest.models if model.name in loadable]
     )
-    options = {
-        **server_options,
-        "env": {**env, **(server_options.get("env") or {})},
-        "wheels": [*wheels, *(server_options.get("wheels") or [])],
-    }
-    return Serving(EmbeddedServer(root, **options), loadable, sorted(set(names) - set(loadable)))
+    server = EmbeddedServer(root, **server_options, env=env, wheels=wheels)
+    return Serving(server, loadable, sorted(set(names) - set(loadable)))
 
 
 def _check_served(server: EmbeddedServer, loaded: list[str]) -> None:

@@ -75,7 +75,7 @@ def embedded_install_command(
     made = api.embedded_environment(
         make=True,
         progress=lambda line: app().err.print(line),
-        triton_image=triton_image,
+        serving=api.ServingTarget(triton_image=triton_image),
         repository=repository,
     )
     _render(made, as_json)
@@ -89,7 +89,9 @@ def embedded_show_command(triton_image: str | None, repository: Path | None, as_
     """Where the environment is and what it holds (for that image's Python with --triton-image,
     with what a repository's models import with --for); makes nothing."""
     _render(
-        api.embedded_environment(make=False, triton_image=triton_image, repository=repository),
+        api.embedded_environment(
+            make=False, serving=api.ServingTarget(triton_image=triton_image), repository=repository
+        ),
         as_json,
     )
 

@@ -79,7 +79,7 @@ def infer_command(
             inputs=given or None,
             goldens_from=goldens_from,
             data=data,
-            tritonserver=tritonserver,
+            serving=api.ServingTarget(tritonserver=tritonserver),
         )
     except VerifyError as e:
         # the embedded server's start (for a directory) raises verify's error: infer's here

@@ -38,7 +38,9 @@ def validate_command(
 ) -> None:
     """Check recipe files (or folders of them) as build does before building (their keys, their
     source files, the Python files' syntax at the target's Python), without building anything."""
-    loaded = api.validate(list(recipes), cache_dir=cache_dir, triton_image=triton_image)
+    loaded = api.validate(
+        list(recipes), cache_dir=cache_dir, serving=api.ServingTarget(triton_image=triton_image)
+    )
     if as_json:
         _json(
             {
@@ -223,7 +225,7 @@ def build_command(
             strict=strict,
             cache_url=cache_url,
             changed_since=changed_since,
-            triton_image=triton_image,
+            serving=api.ServingTarget(triton_image=triton_image),
         )
     for warning in result.warnings:
         app().err.print(f"[yellow]warning[/]: {escape(warning)}", markup=True)

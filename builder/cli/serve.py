@@ -139,10 +139,9 @@ def serve_command(
         log_path=log_file,
         log_verbose=log_verbose,
         poll_secs=poll_secs,
-        tritonserver=tritonserver,
+        serving=api.ServingTarget(tritonserver=tritonserver, triton_image=triton_image),
         backends=backend_dirs(backends),
         strict_readiness=strict_readiness,
-        triton_image=triton_image,
     )
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     # NOTE: started in the background by a script, SIGINT arrives ignored; serve always stops on it.

@@ -144,7 +144,7 @@ def tune_command(
             baseline=baseline,
             concurrency=concurrency,
             apply=apply_patch,
-            tritonserver=tritonserver,
+            serving=api.ServingTarget(tritonserver=tritonserver),
             progress=say,
         )
     if as_json:

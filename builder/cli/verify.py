@@ -113,9 +113,8 @@ def verify_command(
             force=force,
             rebuild=rebuild,
             load_timeout=load_timeout,
-            tritonserver=tritonserver,
+            serving=api.ServingTarget(tritonserver=tritonserver, triton_image=triton_image),
             backends=backend_dirs(backends) or None,
-            triton_image=triton_image,
         )
     hint = report.accept_hint(str(repository))
     if as_json:

@@ -12,6 +12,7 @@ interpreter when it is 3.10-3.12, server/interpreters.py)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,22 +77,49 @@ def manifest_target(models) -> Target | None:
     return Target(image, python, f"the recipe of {name!r}: image.triton_image", enforced=False)
 
 
-def syntax_python(triton_image: str | None) -> tuple[str, str] | None:
+def syntax_python(serving: ServingTarget) -> tuple[str, str] | None:
     """build --triton-image: (interpreter, minor) of the image's Python, which checks the Python
     files' syntax; None without an image (the build's own Python checks). That Python not on this
     machine is an error naming what to install, as for verify."""
-    if not triton_image:
+    target = serving.image
+    if target is None:
         return None
-    target = given_target(triton_image)
     python, minor, _ = toolenv.find_python(target.python, target.wanted())
     return python, minor
 
 
 def target_for(given: str | None, manifest=None) -> Target | None:
     """--triton-image when given, else what the manifest's recipes name, else None."""
-    if given:
-        return given_target(given)
-    return manifest_target(manifest.models) if manifest is not None else None
+    return ServingTarget(triton_image=given).target(manifest)
+
+
+@dataclass(frozen=True)
+class ServingTarget:
+    """What a repository is served by, as one object from the api's edge to verify, serve, tune,
+    infer, build and the embedded environment: the tritonserver that runs (--tritonserver: a local
+    binary, 'docker:IMAGE' or 'podman:IMAGE'; None: the embedded one, server/launcher.py) and the
+    image the repository is served by (--triton-image: its Python runs the embedded server's Python
+    side and checks the Python files' syntax at build; None: the image the recipes name, else
+    none)."""
+
+    tritonserver: str | None = None
+    triton_image: str | None = None
+
+    @functools.cached_property
+    def image(self) -> Target | None:
+        """--triton-image resolved to its Python (given_target), once; an image whose Python is not
+        recorded here is a UsageError, raised where the target is first asked for."""
+        return given_target(self.triton_image) if self.triton_image else None
+
+    def target(self, manifest=None) -> Target | None:
+        """The image given, else the one a built repository's recipes name (manifest), else
+        None."""
+        if self.image is not None:
+            return self.image
+        return manifest_target(manifest.models) if manifest is not None else None
+
+
+EMBEDDED = ServingTarget()  # the embedded tritonserver, no target image named
 
 
 def python_side(
@@ -121,19 +149,19 @@ def environment_summary(
     *,
     make: bool = True,
     progress: Callable[[str], None] | None = None,
-    triton_image: str | None = None,
+    serving: ServingTarget = EMBEDDED,
     repository: Path | None = None,
 ) -> dict:
     """`embedded install | show`: the environment for the target image's Python (--triton-image,
     else the image a built repository's recipes name), else the default one
     (server/toolenv.py:summary); with what repository's Python files import here (--for)."""
     manifest = None
-    if repository is not None and not triton_image:
+    if repository is not None and not serving.triton_image:
         from tritonbuild.repository.manifest import MANIFEST_NAME, read_repository
 
         if (Path(repository) / MANIFEST_NAME).is_file():
             manifest = read_repository(Path(repository), VerifyError)
-    target = target_for(triton_image, manifest)
+    target = serving.target(manifest)
     return toolenv.summary(
         make=make,
         progress=progress,

@@ -21,6 +21,7 @@ from tritonbuild.errors import UsageError
 from tritonbuild.recipe.models import Tune
 from tritonbuild.server.embedded import EmbeddedServer
 from tritonbuild.server.launcher import launcher_for
+from tritonbuild.server.target import EMBEDDED, ServingTarget
 from tritonbuild.triton.config import read_config
 from tritonbuild.tune import quick, search
 from tritonbuild.tune.built import (
@@ -59,7 +60,7 @@ def tune(
     processes: int | None = None,
     tune_override: Tune | None = None,
     progress: Progress | None = None,
-    tritonserver: str | None = None,
+    serving: ServingTarget = EMBEDDED,
 ) -> dict:
     """Returns the report (also written to report_dir/tune-report.json); raises TuneError when no
     candidate meets the constraints (after writing the report)."""
@@ -82,7 +83,7 @@ def tune(
         processes=processes,
         tune_override=tune_override,
         progress=progress,
-        tritonserver=tritonserver,
+        serving=serving,
     )
     return session.run()
 
@@ -106,11 +107,11 @@ class TuneSession(SearchCallbacks):
         processes: int | None,
         tune_override: Tune | None,
         progress: Progress | None,
-        tritonserver: str | None = None,
+        serving: ServingTarget = EMBEDDED,
     ):
         self.root, self.model, self.report_dir = root, model, report_dir
         # --tritonserver: a local binary or container image (else the embedded)
-        self.tritonserver = tritonserver
+        self.serving = serving
         self.server_url, self.grpc_url, self.brute = server_url, grpc_url, brute
         self.say = progress or (lambda _m: None)
         self.manifest_model, loaded, rpath = model_and_recipe(root, model, recipe_path)
@@ -232,7 +233,7 @@ class TuneSession(SearchCallbacks):
                 EmbeddedServer(
                     repo,
                     log_path=self.report_dir / "tritonserver.log",
-                    launcher=launcher_for(self.tritonserver),
+                    launcher=launcher_for(self.serving.tritonserver),
                 )
             )
             self.url, self.grpc_url = f"http://{server.http_url}", server.grpc_url

@@ -13,6 +13,7 @@ from tritonbuild.core.results import Result
 from tritonbuild.core.stores import is_url, split_url
 from tritonbuild.errors import InferenceError, UsageError
 from tritonbuild.repository.manifest import MANIFEST_NAME, newest_version, read_repository
+from tritonbuild.server.target import EMBEDDED, ServingTarget
 
 
 def _goldens(root: Path, model: str) -> tuple[list[dict], list[dict]]:
@@ -60,12 +61,13 @@ def infer(
     inputs: dict[str, Path] | None = None,
     goldens_from: Path | None = None,
     data: str | None = None,
-    tritonserver: str | None = None,
+    serving: ServingTarget = EMBEDDED,
 ) -> InferResult:
     """target: a server URL (http://host:port) or a repository directory (built or hand-written).
     Inputs: the given .npy files, else the model's goldens (from the directory, or from goldens_from
     when target is a URL), else (data: 'random', seeded, or 'zeros') arrays of the shapes the server
-    declares for the model."""
+    declares for the model. serving: the tritonserver that serves a directory (its --tritonserver;
+    else the embedded one)."""
     local = not is_url(target)
     root = Path(target) if local else goldens_from
     samples, expected, data = _what_to_send(root, model, inputs, data)
@@ -89,7 +91,7 @@ def infer(
         )
     from tritonbuild.server.launcher import launcher_for
 
-    with EmbeddedServer(root, launcher=launcher_for(tritonserver)) as server:
+    with EmbeddedServer(root, launcher=launcher_for(serving.tritonserver)) as server:
         try:
             server.load(model)
         except ModelLoadError as e:

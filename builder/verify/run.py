@@ -31,7 +31,7 @@ from tritonbuild.server.embedded import (
 )
 from tritonbuild.server.launcher import launcher_for, reported_python
 from tritonbuild.server.numerics import server_numerics
-from tritonbuild.server.target import python_side, target_for
+from tritonbuild.server.target import EMBEDDED, ServingTarget, python_side
 from tritonbuild.triton.model_dir import ModelDirs
 from tritonbuild.triton.standin import explain_load_error
 from tritonbuild.verify.models import ModelReport, VerificationReport
@@ -52,38 +52,39 @@ def verify(
     progress: Progress | None = None,
     force: bool = False,
     load_timeout: float = LOAD_TIMEOUT_S,
-    tritonserver: str | None = None,
+    serving: ServingTarget = EMBEDDED,
     backends: dict[str, Path] | None = None,
-    triton_image: str | None = None,
     server_log: Path | None = None,
 ) -> VerificationReport:
     """server_log: the log of the server at server_url (verify/served.py).
-    triton_image: the image the repository is served by (--triton-image, else the recipes'
-    serving image): the embedded server's Python side runs its Python, with what the repository's
-    and the backends' Python files import here (server/target.py, server/mirror.py).
-    tritonserver: a local binary or 'docker:IMAGE' to run instead of the embedded server
-    (launcher_for). backends: Python-based backends (name → directory with model.py, e.g. Triton's
+    serving: the tritonserver that runs (a local binary or 'docker:IMAGE' instead of the embedded
+    server: launcher_for) and the image the repository is served by (--triton-image, else the
+    recipes' serving image): the embedded server's Python side runs its Python, with what the
+    repository's and the backends' Python files import here (server/target.py, server/mirror.py).
+    backends: Python-based backends (name → directory with model.py, e.g. Triton's
     vLLM backend) the embedded server serves beside its python backend: their models are verified
     live there, with what their runtime needs from the server (the manifest's llm.serving:
     environment, plugin wheels), as serve runs them."""
     root = Path(root)
     if root.is_dir() and not (root / MANIFEST_NAME).exists() and not server_url and not record:
-        target = target_for(triton_image)
-        return lint(root, progress=progress, tritonserver=tritonserver, target=target)
+        target = serving.target()
+        return lint(root, progress=progress, tritonserver=serving.tritonserver, target=target)
     manifest = read_repository(root, VerifyError)
     # with --server its own Python runs: only an image given is reported
-    target = target_for(triton_image, None if server_url else manifest)
+    target = serving.target(None if server_url else manifest)
     given_server = python_side(None, None, target, own=True) if server_url else None
     sources = (root, *(backends or {}).values())  # what the target's Python gets (server/mirror.py)
 
     def python_ran() -> dict:
-        return given_server or reported_python(tritonserver, target, sources)
+        return given_server or reported_python(serving.tritonserver, target, sources)
 
     say = progress or (lambda _msg: None)
     say("static checks")
     models = ModelDirs(root)  # each model directory read once, for every check below
     routes, not_live = _routes(manifest, server_url, frozenset(backends or {}))
-    core = functools.partial(core_checks, tritonserver=tritonserver, target=target, sources=sources)
+    core = functools.partial(
+        core_checks, tritonserver=serving.tritonserver, target=target, sources=sources
+    )
     static = without_repeats(
         static_checks(root, manifest, models), core(root, not_live, say, models=models)
     )
@@ -92,7 +93,7 @@ def verify(
     run = _ModelChecks(root, manifest, routes, server_url, record, force, say, server_log, models)
     with ExitStack() as stack:
         if any(route == "live-embedded" for route, _ in routes.values()):
-            launcher = launcher_for(tritonserver, target, sources)
+            launcher = launcher_for(serving.tritonserver, target, sources)
             run.start_embedded(stack, launcher, backends, load_timeout)
         reports, updated = run.check_models()
     remove_bytecode(root)

@@ -5,6 +5,7 @@ times slower). Each check runs in a fresh interpreter."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import subprocess
 import sys
@@ -95,3 +96,39 @@ def test_every_name_the_api_offers_resolves():
         assert getattr(api, name) is getattr(sys.modules[api._FROM[name]], name)
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         api.nothing_here  # noqa: B018
+
+
+def _undocumented(function) -> list[str]:
+    """What a function of the api leaves open: a **kwargs or *args relay, a parameter without a
+    type, a keyword its docstring does not name."""
+    problems = []
+    for param in inspect.signature(function).parameters.values():
+        if param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
+            problems.append(f"{param.name}: a relay ({param})")
+        elif param.annotation is param.empty:
+            problems.append(f"{param.name}: no type")
+        elif param.kind is param.KEYWORD_ONLY and param.name not in (function.__doc__ or ""):
+            problems.append(f"{param.name}: not in the docstring")
+    return problems
+
+
+def test_every_api_keyword_is_spelt_out_typed_and_documented():
+    import tritonbuild.api as api
+
+    functions = {
+        name: getattr(api, name)
+        for name in api.__all__
+        if inspect.isfunction(getattr(api, name))
+        and name in api.__dict__
+        and getattr(api, name).__module__.startswith("tritonbuild.api.")
+    }
+    assert {"publish", "tune", "serve", "verify_repository", "deploy_snippets"} <= set(functions)
+    problems = {name: found for name, fn in functions.items() if (found := _undocumented(fn))}
+    assert problems == {}
+
+
+def test_the_keyword_check_sees_a_relay_and_an_undocumented_keyword():
+    def loose(root: str, *, keep: int = 1, **options):
+        """Publish root."""
+
+    assert _undocumented(loose) == ["keep: not in the docstring", "options: a relay (**options)"]

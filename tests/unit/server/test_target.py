@@ -5,6 +5,7 @@ test needs one (skipped without them); nothing is installed."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -205,3 +206,26 @@ def test_a_recipes_image_runs_and_falls_back_saying_why(monkeypatch):
     side = target.python_side("3.11", "/envs/embedded-py3.11", from_recipe, why=why)
     line = python_line(side)
     assert line.endswith(f"MISMATCH (not run here: {why})"), line
+
+
+def test_the_serving_target_is_one_frozen_object_resolved_once():
+    """--tritonserver and --triton-image travel as one ServingTarget from the api's edge to verify,
+    serve, tune, infer, build and embedded: the image resolves to its Python once, where first asked
+    (an unknown image is the same usage error as before, raised at the same point), and wins over
+    the image a repository's recipes name."""
+    chat = SimpleNamespace(
+        name="chat", llm={"serving_image": "nvcr.io/nvidia/tritonserver:24.10-vllm-python-py3"}
+    )
+    manifest = SimpleNamespace(models=[chat])
+    serving = target.ServingTarget(
+        tritonserver="/opt/tritonserver/bin/tritonserver", triton_image="25.01"
+    )
+    assert serving.image.python == "3.12" and serving.image is serving.image
+    assert serving.target(manifest) is serving.image
+    assert target.ServingTarget().target(manifest).python == "3.10"  # the recipe's image
+    assert target.ServingTarget().target() is None and target.ServingTarget() == target.EMBEDDED
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        serving.tritonserver = None
+    unknown = target.ServingTarget(triton_image="my/own:1")  # made without asking
+    with pytest.raises(UsageError, match="--triton-image my/own:1"):
+        unknown.target(manifest)
