@@ -128,7 +128,7 @@ def infer(
     against the goldens. inputs: .npy files by input name; goldens_from: the built repository
     whose goldens a server URL gets; data: 'random' (seeded) or 'zeros', one request of the shapes
     the server declares; serving: the tritonserver that serves a directory (else the embedded
-    one)."""
+    one; with an image named, the embedded one's Python side runs that image's Python)."""
     return _infer(
         target, model, inputs=inputs, goldens_from=goldens_from, data=data, serving=serving
     )

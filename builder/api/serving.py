@@ -109,12 +109,12 @@ def serve(
         "strict_readiness": strict_readiness,
     }
     if is_url(str(repository)):
-        image = serving.target()
+        image = serving.target
         return _published(
             str(repository),
             endpoint_url,
             options,
-            lambda sources: launcher_for(serving.tritonserver, image, sources),
+            lambda sources: launcher_for(serving, sources),
             # the embedded server may run on another Python than this one: it needs the models'
             # imports installed for that one
             other_python=image is not None or sys.version_info[:2] not in PYTHONS,
@@ -123,10 +123,10 @@ def serve(
     # what the target's Python gets installed: the repository's and the backends' imports
     sources = (root, *(backends or {}).values())
     if not (root / MANIFEST_NAME).exists():
-        launcher = launcher_for(serving.tritonserver, serving.target(), sources)
+        launcher = launcher_for(serving, sources)
         return _hand_written(root, {**options, "launcher": launcher})
     manifest = read_repository(root, VerifyError)
-    launcher = launcher_for(serving.tritonserver, serving.target(manifest), sources)
+    launcher = launcher_for(serving.for_repository(manifest), sources)
     return _built(root, manifest, {**options, "launcher": launcher})
 
 

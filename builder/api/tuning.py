@@ -44,7 +44,8 @@ def tune(
     tune section (p99 SLA in ms, the winner's least ratio to Triton's default, the load range, the
     paired interval's confidence, paired rounds, the default served 'built' or 'plain'). apply:
     write the winner into the recipe file. serving: the tritonserver that runs (else the embedded
-    one). progress: progress lines."""
+    one) and, for the embedded one, the image whose Python runs its Python side. progress:
+    progress lines."""
     rpath, spec = recipe_for(Path(root), model, recipe_path)
     spec = with_flags(
         spec,

@@ -90,7 +90,7 @@ class EmbeddedServer:
         self.http_port = self.grpc_port = self.metrics_port = 0
         self.ports = ports or (0, 0, 0)
         self.log_verbose = log_verbose
-        self.launcher = launcher or launcher_for(None)
+        self.launcher = launcher or launcher_for()
         self.backends = {name: Path(path) for name, path in (backends or {}).items()}
         self.env = dict(env or {})
         self.wheels = [Path(wheel) for wheel in (wheels or [])]

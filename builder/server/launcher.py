@@ -23,7 +23,7 @@ from pathlib import Path
 from tritonbuild.core.stores import is_url, served_drivers
 from tritonbuild.errors import UsageError
 from tritonbuild.server import toolenv
-from tritonbuild.server.target import Target, python_side
+from tritonbuild.server.target import EMBEDDED, ServingTarget, Target, python_side
 from tritonbuild.server.toolenv import ServerStartError
 
 ENGINES = ("docker", "podman")
@@ -54,13 +54,14 @@ def pytriton_dir() -> Path:
 
 
 def launcher_for(
-    tritonserver: str | Path | None, target: Target | None = None, sources: tuple[Path, ...] = ()
+    serving: ServingTarget = EMBEDDED, sources: tuple[Path, ...] = ()
 ) -> Launcher | ContainerLauncher:
-    """The launcher `--tritonserver` names: a local binary, 'docker:IMAGE' / 'podman:IMAGE' for a
-    container of that image, or None for the embedded one. target: the image the repository is
-    served by (server/target.py): the embedded server's Python side runs that image's Python, with
-    what the Python files under sources (the repository, backend directories) import here
-    (server/mirror.py)."""
+    """The launcher serving's tritonserver (`--tritonserver`) names: a local binary, 'docker:IMAGE'
+    / 'podman:IMAGE' for a container of that image, or None for the embedded one. Its target: the
+    image the repository is served by (server/target.py): the embedded server's Python side runs
+    that image's Python, with what the Python files under sources (the repository, backend
+    directories) import here (server/mirror.py)."""
+    tritonserver, target = serving.tritonserver, serving.target
     if tritonserver is None:
         env, why = _tool_env(target, sources)
         return Launcher(env.tritonserver / "bin" / "tritonserver", False, env, target, why)
@@ -107,12 +108,11 @@ def _tool_env(
         return toolenv.ensure(sources=sources), _NOT_RUN[key]
 
 
-def reported_python(
-    tritonserver: str | Path | None, target: Target | None, sources: tuple[Path, ...] = ()
-) -> dict:
+def reported_python(serving: ServingTarget, sources: tuple[Path, ...] = ()) -> dict:
     """The Python the server's Python side ran on, beside the target's
     (server/target.py:python_side), made nothing: the environment launcher_for gave the server. A
     Triton install's or a container's own Python is not known here."""
+    tritonserver, target = serving.tritonserver, serving.target
     engine, sep, image = str(tritonserver).partition(":")
     bundled = tritonserver is None or (
         not (sep and engine in ENGINES and image)

@@ -12,6 +12,7 @@ interpreter when it is 3.10-3.12, server/interpreters.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -90,7 +91,7 @@ def syntax_python(serving: ServingTarget) -> tuple[str, str] | None:
 
 def target_for(given: str | None, manifest=None) -> Target | None:
     """--triton-image when given, else what the manifest's recipes name, else None."""
-    return ServingTarget(triton_image=given).target(manifest)
+    return ServingTarget(triton_image=given).for_repository(manifest).target
 
 
 @dataclass(frozen=True)
@@ -100,10 +101,13 @@ class ServingTarget:
     binary, 'docker:IMAGE' or 'podman:IMAGE'; None: the embedded one, server/launcher.py) and the
     image the repository is served by (--triton-image: its Python runs the embedded server's Python
     side and checks the Python files' syntax at build; None: the image the recipes name, else
-    none)."""
+    none). Below the api it is the target for one repository (for_repository): the launcher and the
+    report's python_side read the tritonserver and the image's Python from it."""
 
     tritonserver: str | None = None
     triton_image: str | None = None
+    # the image a built repository's recipes name, where no --triton-image is (for_repository)
+    recipes_image: Target | None = None
 
     @functools.cached_property
     def image(self) -> Target | None:
@@ -111,12 +115,25 @@ class ServingTarget:
         recorded here is a UsageError, raised where the target is first asked for."""
         return given_target(self.triton_image) if self.triton_image else None
 
-    def target(self, manifest=None) -> Target | None:
-        """The image given, else the one a built repository's recipes name (manifest), else
-        None."""
-        if self.image is not None:
-            return self.image
-        return manifest_target(manifest.models) if manifest is not None else None
+    @property
+    def target(self) -> Target | None:
+        """The image the repository is served by: the one given, else the one its recipes name
+        (for_repository), else None."""
+        return self.image or self.recipes_image
+
+    def checked(self) -> ServingTarget:
+        """Itself, with --triton-image resolved now: an unknown image is a usage error before any
+        work that would need it."""
+        _ = self.image
+        return self
+
+    def for_repository(self, manifest=None) -> ServingTarget:
+        """This target for a built repository (manifest): where no image was given, the one its
+        recipes name; itself for no manifest (a hand-written repository, or --server's own
+        Python)."""
+        if self.image is not None or manifest is None:
+            return self
+        return dataclasses.replace(self, recipes_image=manifest_target(manifest.models))
 
 
 EMBEDDED = ServingTarget()  # the embedded tritonserver, no target image named
@@ -161,7 +178,7 @@ def environment_summary(
 
         if (Path(repository) / MANIFEST_NAME).is_file():
             manifest = read_repository(Path(repository), VerifyError)
-    target = serving.target(manifest)
+    target = serving.for_repository(manifest).target
     return toolenv.summary(
         make=make,
         progress=progress,

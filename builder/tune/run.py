@@ -233,7 +233,7 @@ class TuneSession(SearchCallbacks):
                 EmbeddedServer(
                     repo,
                     log_path=self.report_dir / "tritonserver.log",
-                    launcher=launcher_for(self.serving.tritonserver),
+                    launcher=launcher_for(self.serving),
                 )
             )
             self.url, self.grpc_url = f"http://{server.http_url}", server.grpc_url

@@ -67,7 +67,8 @@ def infer(
     Inputs: the given .npy files, else the model's goldens (from the directory, or from goldens_from
     when target is a URL), else (data: 'random', seeded, or 'zeros') arrays of the shapes the server
     declares for the model. serving: the tritonserver that serves a directory (its --tritonserver;
-    else the embedded one)."""
+    else the embedded one) and the image whose Python its Python side runs (none named: the
+    default)."""
     local = not is_url(target)
     root = Path(target) if local else goldens_from
     samples, expected, data = _what_to_send(root, model, inputs, data)
@@ -91,7 +92,7 @@ def infer(
         )
     from tritonbuild.server.launcher import launcher_for
 
-    with EmbeddedServer(root, launcher=launcher_for(serving.tritonserver)) as server:
+    with EmbeddedServer(root, launcher=launcher_for(serving)) as server:
         try:
             server.load(model)
         except ModelLoadError as e:

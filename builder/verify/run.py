@@ -67,24 +67,21 @@ def verify(
     environment, plugin wheels), as serve runs them."""
     root = Path(root)
     if root.is_dir() and not (root / MANIFEST_NAME).exists() and not server_url and not record:
-        target = serving.target()
-        return lint(root, progress=progress, tritonserver=serving.tritonserver, target=target)
+        return lint(root, progress=progress, serving=serving.checked())
     manifest = read_repository(root, VerifyError)
     # with --server its own Python runs: only an image given is reported
-    target = serving.target(None if server_url else manifest)
-    given_server = python_side(None, None, target, own=True) if server_url else None
+    serving = serving.for_repository(None if server_url else manifest).checked()
+    given_server = python_side(None, None, serving.target, own=True) if server_url else None
     sources = (root, *(backends or {}).values())  # what the target's Python gets (server/mirror.py)
 
     def python_ran() -> dict:
-        return given_server or reported_python(serving.tritonserver, target, sources)
+        return given_server or reported_python(serving, sources)
 
     say = progress or (lambda _msg: None)
     say("static checks")
     models = ModelDirs(root)  # each model directory read once, for every check below
     routes, not_live = _routes(manifest, server_url, frozenset(backends or {}))
-    core = functools.partial(
-        core_checks, tritonserver=serving.tritonserver, target=target, sources=sources
-    )
+    core = functools.partial(core_checks, serving=serving, sources=sources)
     static = without_repeats(
         static_checks(root, manifest, models), core(root, not_live, say, models=models)
     )
@@ -93,7 +90,7 @@ def verify(
     run = _ModelChecks(root, manifest, routes, server_url, record, force, say, server_log, models)
     with ExitStack() as stack:
         if any(route == "live-embedded" for route, _ in routes.values()):
-            launcher = launcher_for(serving.tritonserver, target, sources)
+            launcher = launcher_for(serving, sources)
             run.start_embedded(stack, launcher, backends, load_timeout)
         reports, updated = run.check_models()
     remove_bytecode(root)

@@ -23,7 +23,7 @@ from tritonbuild.repository.manifest import (
 from tritonbuild.repository.rules import check_model_dir
 from tritonbuild.server.embedded import ServerStartError
 from tritonbuild.server.launcher import launcher_for, reported_python
-from tritonbuild.server.target import Target
+from tritonbuild.server.target import EMBEDDED, ServingTarget
 from tritonbuild.triton.config import CONFIG_FILE
 from tritonbuild.triton.finding import Finding
 from tritonbuild.triton.model_dir import ModelDir, ModelDirs
@@ -117,15 +117,15 @@ def core_checks(
     names: list[str],
     say: Progress,
     as_is: frozenset[str] = frozenset(),
-    tritonserver: str | None = None,
-    target: Target | None = None,
+    serving: ServingTarget = EMBEDDED,
     sources: tuple[Path, ...] | None = None,
     models: ModelDirs | None = None,
 ) -> list[Finding]:
     """Triton's own core checks each config (any backend) through a stand-in model, or loads the
-    model itself (as_is: those the embedded server runs): one row per model. sources: the Python
-    files whose imports the target's Python gets (server/mirror.py; default: the repository's).
-    models: root's model directories as read (by default read here)."""
+    model itself (as_is: those the embedded server runs): one row per model, on the tritonserver
+    and target image serving names. sources: the Python files whose imports the target's Python
+    gets (server/mirror.py; default: the repository's). models: root's model directories as read
+    (by default read here)."""
     if not names:
         return []
     models = models or ModelDirs(root)
@@ -136,7 +136,7 @@ def core_checks(
             progress=say,
             have_gpu=_have_gpu(),
             as_is=as_is,
-            launcher=launcher_for(tritonserver, target, (root,) if sources is None else sources),
+            launcher=launcher_for(serving, (root,) if sources is None else sources),
             models=models,
         )
     except ServerStartError as e:
@@ -241,11 +241,7 @@ def model_dirs(root: Path) -> list[str]:
 
 
 def lint(
-    root: Path,
-    *,
-    progress: Progress | None = None,
-    tritonserver: str | None = None,
-    target: Target | None = None,
+    root: Path, *, progress: Progress | None = None, serving: ServingTarget = EMBEDDED
 ) -> VerificationReport:
     """Any Triton model repository (hand-written too, no tritonbuild manifest): Triton's load rules
     offline, then Triton's own core on every config through stand-ins. Nothing is written into the
@@ -268,13 +264,13 @@ def lint(
     ]
     have_gpu = _have_gpu()
     as_is = frozenset(name for name in names if runs_as_written(models[name], have_gpu))
-    core = core_checks(root, names, say, as_is, tritonserver, target, models=models)
+    core = core_checks(root, names, say, as_is, serving, models=models)
     static = without_repeats(static, core)
     return VerificationReport(
         manifest_digest="",
         toolchain=REGISTRY.toolchain(),
         static=static,
         models=[],
-        python_side=reported_python(tritonserver, target, (root,)),
+        python_side=reported_python(serving, (root,)),
         passed=all(check.ok for check in static),
     )

@@ -81,11 +81,9 @@ def test_the_cli_passes_one_serving_target_to_the_stage(
 def test_serve_launches_for_the_target_it_was_given(monkeypatch, tmp_path):
     """serve: the launcher is asked for the given tritonserver and the given image's Python."""
     asked = []
-    monkeypatch.setattr(
-        serving, "launcher_for", lambda binary, image, sources: asked.append((binary, image))
-    )
+    monkeypatch.setattr(serving, "launcher_for", lambda given, sources: asked.append(given))
     monkeypatch.setattr(serving, "_hand_written", lambda root, options: options["launcher"])
     (tmp_path / "m").mkdir()
     target = api.ServingTarget(BINARY, "25.01-py3")
     api.serve(tmp_path, serving=target)
-    assert asked == [(BINARY, target.image)] and target.image.python == "3.12"
+    assert asked == [target] and asked[0].target.python == "3.12"

@@ -9,6 +9,7 @@ import pytest
 
 from tests.contracts.facts import load
 from tritonbuild.server import launcher
+from tritonbuild.server.target import ServingTarget
 
 
 def _documented(which: str) -> dict:
@@ -72,16 +73,16 @@ def test_a_cloud_repository_is_passed_through_with_its_credentials_by_name(tmp_p
 
 
 def test_launcher_for_picks_the_launcher(tmp_path):
-    chosen = launcher.launcher_for("docker:nvcr.io/nvidia/tritonserver:24.10-py3")
+    chosen = launcher.launcher_for(ServingTarget("docker:nvcr.io/nvidia/tritonserver:24.10-py3"))
     assert isinstance(chosen, launcher.ContainerLauncher) and chosen.image.endswith(":24.10-py3")
     assert chosen.describe() == "in docker image nvcr.io/nvidia/tritonserver:24.10-py3"
     binary = tmp_path / "tritonserver"
     binary.write_text("#!/bin/sh\n")
     binary.chmod(0o755)
     assert (
-        launcher.launcher_for(binary).binary == binary.resolve()
-        and launcher.launcher_for(binary).chosen
+        launcher.launcher_for(ServingTarget(binary)).binary == binary.resolve()
+        and launcher.launcher_for(ServingTarget(binary)).chosen
     )
     binary.chmod(0o644)
     with pytest.raises(launcher.UsageError, match="not an executable file"):
-        launcher.launcher_for(binary)
+        launcher.launcher_for(ServingTarget(binary))

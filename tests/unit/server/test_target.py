@@ -122,14 +122,17 @@ def test_the_embedded_server_runs_the_target_images_python_stub(envs, tmp_path):
     """launcher_for with a 24.xx target: the 3.10 environment, its libpython, and the 3.10 stub."""
     _made(envs, "3.10")
     _made(envs, "3.12")
-    chosen = launcher.launcher_for(None, target.given_target("24.08-py3"))
+    chosen = launcher.launcher_for(target.ServingTarget(triton_image="24.08-py3"))
     assert chosen.tool_env().python == "3.10"
     backends = chosen.backend_dir(tmp_path / "scratch")
     assert (backends / "python" / "triton_python_backend_stub").read_text() == "3.10"
     assert chosen.env()["LD_LIBRARY_PATH"].startswith("/lib3.10:")
     side = chosen.python_side()
     assert (side["ran"], side["target"], side["matches"]) == ("3.10", "3.10", True)
-    assert launcher.launcher_for(None, target.given_target("25.01")).tool_env().python == "3.12"
+    assert (
+        launcher.launcher_for(target.ServingTarget(triton_image="25.01")).tool_env().python
+        == "3.12"
+    )
 
 
 def test_a_target_python_not_on_this_machine_names_what_to_install(envs, tmp_path, monkeypatch):
@@ -152,19 +155,21 @@ def test_a_named_interpreter_of_another_minor_is_used_and_the_mismatch_shown(env
     monkeypatch.setenv("TRITONBUILD_EMBEDDED_PYTHON", py312)
     assert toolenv.find_python("3.10")[:2] == (py312, "3.12")
     _made(envs, "3.12")
-    aimed = target.given_target("24.10-py3")
-    side = launcher.reported_python(None, aimed)
+    aimed = target.ServingTarget(triton_image="24.10-py3")
+    side = launcher.reported_python(aimed)
     assert (side["ran"], side["target"], side["matches"]) == ("3.12", "3.10", False)
     line = python_line(side)
     assert "Python 3.12" in line and "runs Python 3.10" in line and "MISMATCH" in line
 
 
 def test_a_containers_or_installs_own_python_is_not_claimed(envs, tmp_path):
-    aimed = target.given_target("25.01")
-    side = launcher.reported_python("docker:nvcr.io/nvidia/tritonserver:25.01-py3", aimed)
+    aimed = target.ServingTarget(triton_image="25.01")
+    side = launcher.reported_python(
+        target.ServingTarget("docker:nvcr.io/nvidia/tritonserver:25.01-py3", "25.01")
+    )
     assert (side["ran"], side["own"], side["target"], side["matches"]) == (None, True, "3.12", None)
     assert python_line(side).startswith("Python side: the server's own; the target image")
-    nothing = launcher.reported_python(None, aimed)  # no 3.12 environment made in envs: none ran
+    nothing = launcher.reported_python(aimed)  # no 3.12 environment made in envs: none ran
     assert (nothing["ran"], nothing["own"]) == (None, False)
     assert python_line(nothing).startswith("Python side: the embedded server's did not run here")
     assert python_line(target.python_side(None, None, None)) is None
@@ -201,7 +206,7 @@ def test_a_recipes_image_runs_and_falls_back_saying_why(monkeypatch):
     assert all(each["sources"] == repo for each in asked)
     with pytest.raises(ServerStartError):
         launcher._tool_env(target.given_target("25.12-trtllm-python-py3"), repo)
-    side = launcher.reported_python(None, from_recipe, repo)
+    side = launcher.reported_python(target.ServingTarget(recipes_image=from_recipe), repo)
     assert side["not_run"] == why and side["target"] == "3.12"
     side = target.python_side("3.11", "/envs/embedded-py3.11", from_recipe, why=why)
     line = python_line(side)
@@ -221,11 +226,14 @@ def test_the_serving_target_is_one_frozen_object_resolved_once():
         tritonserver="/opt/tritonserver/bin/tritonserver", triton_image="25.01"
     )
     assert serving.image.python == "3.12" and serving.image is serving.image
-    assert serving.target(manifest) is serving.image
-    assert target.ServingTarget().target(manifest).python == "3.10"  # the recipe's image
-    assert target.ServingTarget().target() is None and target.ServingTarget() == target.EMBEDDED
+    assert serving.for_repository(manifest) is serving and serving.target is serving.image
+    recipes = target.ServingTarget().for_repository(manifest)
+    assert recipes.target.python == "3.10" and recipes.tritonserver is None  # the recipe's image
+    assert target.ServingTarget().target is None and target.ServingTarget() == target.EMBEDDED
     with pytest.raises(dataclasses.FrozenInstanceError):
         serving.tritonserver = None
     unknown = target.ServingTarget(triton_image="my/own:1")  # made without asking
     with pytest.raises(UsageError, match="--triton-image my/own:1"):
-        unknown.target(manifest)
+        unknown.for_repository(manifest)
+    with pytest.raises(UsageError, match="--triton-image my/own:1"):
+        unknown.checked()
