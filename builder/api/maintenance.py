@@ -10,7 +10,9 @@ from pathlib import Path
 from tritonbuild.core import cachedir
 from tritonbuild.core.cas import Store
 from tritonbuild.core.results import OMIT_NONE, Result
+from tritonbuild.server.envprune import prune
 from tritonbuild.server.target import EMBEDDED, ServingTarget, environment_summary
+from tritonbuild.server.toolenv import envs_dir
 
 
 @dataclass
@@ -70,9 +72,6 @@ class EmbeddedPrune(Result):
 def embedded_prune(unused_days: float, *, dry_run: bool = False) -> EmbeddedPrune:
     """The embedded server's environments and mirrors unused for unused_days removed
     (server/envprune.py); dry_run: only say what would be."""
-    from tritonbuild.server.envprune import prune
-    from tritonbuild.server.toolenv import envs_dir
-
     done = prune(envs_dir(), unused_days, dry_run=dry_run)
     return EmbeddedPrune(str(envs_dir()), done.removed, done.freed_bytes, done.kept, dry_run)
 
