@@ -13,8 +13,8 @@ from tritonbuild.errors import PublishError, UsageError, VerifyError
 from tritonbuild.publish.inspect import TargetCheck, TargetListing
 from tritonbuild.publish.inspect import list_target as _ls
 from tritonbuild.publish.inspect import verify_target as _verify
-from tritonbuild.publish.k8s import STOCK_IMAGE, write
-from tritonbuild.publish.k8s_fleet import node_selector
+from tritonbuild.publish.k8s import write
+from tritonbuild.publish.k8s_fleet import STOCK_IMAGE, DeployOptions, node_selector
 from tritonbuild.publish.k8s_pod import REQUIREMENTS_FILE, repository_url
 from tritonbuild.publish.models import PublishReceipt
 from tritonbuild.publish.notify import failures as notify_failures
@@ -183,10 +183,7 @@ def deploy_snippets(
     store's credentials (None: NAME-store). replicas: pods, and the autoscaler's minimum.
     max_replicas: the autoscaler's maximum (None: 3 × replicas). queue_target: requests waiting
     in Triton's queues per pod the autoscaler aims at."""
-    return write(
-        Path(repository),
-        read_repository(repository, VerifyError),
-        out,
+    options = DeployOptions(
         name=name,
         image=image,
         target=target,
@@ -199,6 +196,7 @@ def deploy_snippets(
         max_replicas=max_replicas,
         queue_target=queue_target,
     )
+    return write(Path(repository), read_repository(repository, VerifyError), out, options)
 
 
 def store_secret_keys(target: str, endpoint: str | None = None) -> str:

@@ -23,6 +23,7 @@ import yaml
 from tritonbuild.errors import UsageError
 from tritonbuild.publish.k8s_fleet import (
     CONTAINER_SECURITY,
+    DeployOptions,
     disruption_budget,
     fleet_notes,
     gpu_scheduling,
@@ -41,13 +42,11 @@ from tritonbuild.publish.k8s_pod import (
     write_requirements,
 )
 from tritonbuild.repository.manifest import Manifest
-from tritonbuild.triton.images import default_image
 
 DNS_LABEL = re.compile(
     r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
 )  # RFC 1035 label: Service names must be one
 PROBE_FOLDER = "/etc/tritonbuild"
-STOCK_IMAGE = default_image("py3")
 QUEUE_METRIC = (
     "nv_inference_pending_request_count"  # a gauge per model: requests waiting for a backend
 )
@@ -72,19 +71,10 @@ def _text(dumper: yaml.SafeDumper, data: str):
 NoAliasDumper.add_representer(str, _text)
 
 
-def check_options(
-    *,
-    name: str,
-    target: str | None,
-    replicas: int,
-    image: str = STOCK_IMAGE,
-    max_replicas: int | None = None,
-    control: str = "poll",
-    poll_secs: int = 15,
-    endpoint: str | None = None,
-    **_,
-) -> None:
+def check_options(options: DeployOptions) -> None:
     """Refuse what the cluster or tritonserver would refuse later, after a rollout began."""
+    name, target, replicas, image = options.name, options.target, options.replicas, options.image
+    max_replicas, control, poll_secs = options.max_replicas, options.control, options.poll_secs
     if not DNS_LABEL.fullmatch(name):
         raise UsageError(
             f"--name {name!r} is not a DNS label (RFC 1035), which Deployment and Service names "
@@ -107,7 +97,7 @@ def check_options(
     if poll_secs < 1:
         raise UsageError(f"--repository-poll-secs {poll_secs}: expected 1 or more")
     if target is not None:
-        repository_url(target, endpoint)
+        repository_url(target, options.endpoint)
     elif image.startswith("nvcr.io/nvidia/tritonserver:"):
         raise UsageError(
             f"--image {image} holds no model repository, and no --target was given for it to read",
@@ -190,29 +180,22 @@ def _credentials(
 
 
 def documents(
-    root: Path,
-    manifest: Manifest,
-    *,
-    name: str,
-    target: str | None,
-    replicas: int,
-    image: str = STOCK_IMAGE,
-    max_replicas: int | None = None,
-    control: str = "poll",
-    poll_secs: int = 15,
-    secret: str | None = None,
-    queue_target: int = 8,
-    endpoint: str | None = None,
-    gpu_node_selector: dict[str, str] | None = None,
+    root: Path, manifest: Manifest, options: DeployOptions
 ) -> tuple[list[dict], list[str]]:
     """(the manifests, models whose goldens the probe could not carry)."""
+    name, target, endpoint, control = (
+        options.name,
+        options.target,
+        options.endpoint,
+        options.control,
+    )
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "tritonbuild"}
     data, binary, left_out = probe_files(root, manifest)
-    secret_env, volumes, mounts = _credentials(target, secret or f"{name}-store", endpoint)
+    secret_env, volumes, mounts = _credentials(target, options.secret or f"{name}-store", endpoint)
     gpus = gpus_per_pod(root, manifest)
     container = _container(
-        start(manifest, target, control, poll_secs, endpoint),
-        image,
+        start(manifest, target, control, options.poll_secs, endpoint),
+        options.image,
         startup_budget_s(manifest),
         gpus,
         secret_env,
@@ -227,13 +210,16 @@ def documents(
     }
     pod = {
         "securityContext": pod_security(root_needed(manifest, target)),
-        **gpu_scheduling(manifest, gpus, gpu_node_selector),
+        **gpu_scheduling(manifest, gpus, options.gpu_node_selector),
     }
-    deploy = _deployment(name, labels, replicas, manifest.digest, container, volumes, pod)
+    deploy = _deployment(name, labels, options.replicas, manifest.digest, container, volumes, pod)
     # NOTE: publish --notify must reach every pod, not one of them: a headless Service lists them
     every_pod = control == "explicit" and target is not None
     services = _services(name, labels, container["ports"], every_pod)
-    scaling = _scaling(name, labels, replicas, max_replicas or replicas * 3, queue_target)
+    replicas = options.replicas
+    scaling = _scaling(
+        name, labels, replicas, options.max_replicas or replicas * 3, options.queue_target
+    )
     return [config_map, deploy, *services, *scaling], left_out
 
 
@@ -346,19 +332,19 @@ def render(docs: list[dict]) -> str:
 
 
 def write(
-    root: Path, manifest: Manifest, out: Path, **options
+    root: Path, manifest: Manifest, out: Path, options: DeployOptions
 ) -> tuple[Path, int, list[str], tuple[str, ...], list[str]]:
     """Check the options, then write OUT/NAME.yaml: (its path, the startup budget in seconds, models
     whose goldens the probe leaves out, what the models import that the image must add: also
     written to OUT/requirements-models.txt, what the operator must know: fleet_notes)."""
-    check_options(**options)
+    check_options(options)
     check_plugin_builds(root, manifest)
-    docs, left_out = documents(root, manifest, **options)
-    notes = fleet_notes(root, manifest, **options)
-    text = lifecycle_header(options["name"], manifest.digest) + render(docs)
+    docs, left_out = documents(root, manifest, options)
+    notes = fleet_notes(root, manifest, options)
+    text = lifecycle_header(options.name, manifest.digest) + render(docs)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{options['name']}.yaml"
+    path = out / f"{options.name}.yaml"
     path.write_text(text)
-    imports = model_imports(root, options["image"])
-    write_requirements(out, options["image"], imports)
+    imports = model_imports(root, options.image)
+    write_requirements(out, options.image, imports)
     return path, startup_budget_s(manifest), left_out, imports, notes

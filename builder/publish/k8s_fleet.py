@@ -11,8 +11,13 @@ the disruption controller's rule (kubernetes pkg/controller/disruption).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tritonbuild.errors import UsageError
 from tritonbuild.repository.manifest import Manifest
+from tritonbuild.triton.images import default_image
+
+STOCK_IMAGE = default_image("py3")
 
 NONROOT_ID = 1000  # the stock image's triton-server user and group
 GPU_RESOURCE = "nvidia.com/gpu"  # the NVIDIA device plugin's resource
@@ -25,6 +30,24 @@ CONTAINER_SECURITY = {
     "privileged": False,
     "capabilities": {"drop": ["ALL"]},
 }
+
+
+@dataclass(frozen=True)
+class DeployOptions:
+    """What deploy-snippets writes the manifests for (its options; api.deploy_snippets' keywords),
+    checked by publish/k8s.py:check_options before anything is written."""
+
+    name: str = "tritonserver"  # the Deployment's and Service's name (a DNS label)
+    image: str = STOCK_IMAGE  # the serving image: the stock one, or one with the models baked in
+    target: str | None = None  # the publish target the pods read (None: the image's /models)
+    endpoint: str | None = None  # the S3 endpoint the pods reach target at
+    gpu_node_selector: dict[str, str] | None = None  # None: GPU feature discovery's labels
+    control: str = "poll"  # 'poll' follows each publish; 'explicit' loads on publish --notify
+    poll_secs: int = 15  # how often a polling tritonserver re-reads target
+    secret: str | None = None  # the Secret holding the store's credentials (None: NAME-store)
+    replicas: int = 1  # pods, and the autoscaler's minimum
+    max_replicas: int | None = None  # the autoscaler's maximum (None: 3 × replicas)
+    queue_target: int = 8  # requests waiting per pod the autoscaler aims at
 
 
 def root_needed(manifest: Manifest, target: str | None) -> str | None:
@@ -155,19 +178,19 @@ def configmap_lifecycle(name: str) -> str:
     )
 
 
-def fleet_notes(root, manifest: Manifest, **options) -> list[str]:
+def fleet_notes(root, manifest: Manifest, options: DeployOptions) -> list[str]:
     """What the operator must know of the manifests: the ConfigMap's lifecycle, the endpoint the
     pods read the store at, a drain with one replica, a pod that runs as root, the GPU nodes."""
     from tritonbuild.publish.k8s_pod import gpus_per_pod, repository_url
 
-    name, target, endpoint = options["name"], options.get("target"), options.get("endpoint")
+    name, target, endpoint = options.name, options.target, options.endpoint
     notes = [configmap_lifecycle(name)]
     if target is not None:
         driver, url = repository_url(target, endpoint)
         if driver.endpoint(endpoint):
             where = "--endpoint-url" if endpoint else driver.endpoint_source()
             notes.append(f"the pods read {url} (the {driver.name} endpoint from {where})")
-    if options.get("replicas") == 1:
+    if options.replicas == 1:
         notes.append(
             "--replicas 1: a node drain evicts the only pod (the disruption budget allows one; "
             "minAvailable 1 would block the drain), and the models are unavailable until its "
@@ -181,7 +204,7 @@ def fleet_notes(root, manifest: Manifest, **options) -> list[str]:
         )
     gpus = gpus_per_pod(root, manifest)
     if gpus:
-        chosen = options.get("gpu_node_selector")
+        chosen = options.gpu_node_selector
         planned = sorted(set(planned_gpus(manifest).values()))
         where = (
             f"on nodes labelled {', '.join(f'{k}={v}' for k, v in chosen.items())}"

@@ -67,7 +67,7 @@ def test_the_pod_needs_nothing_but_the_stock_image_and_what_it_mounts(cli, tmp_p
     kinds = _by_kind(docs)
     pod = kinds["Deployment"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    from tritonbuild.publish.k8s import STOCK_IMAGE
+    from tritonbuild.publish.k8s_fleet import STOCK_IMAGE
 
     assert container["image"] == STOCK_IMAGE  # the CLI's default is the module's
     assert container["image"].startswith("nvcr.io/nvidia/tritonserver:") and container[
@@ -237,7 +237,7 @@ def test_what_the_models_import_beyond_the_stock_images_python_is_said_and_writt
     assert shown["model_imports"] == [torch]
     written = (out / "requirements-models.txt").read_text()
     assert shown["requirements"] == str(out / "requirements-models.txt")
-    from tritonbuild.publish.k8s import STOCK_IMAGE
+    from tritonbuild.publish.k8s_fleet import STOCK_IMAGE
 
     assert f"#   FROM {STOCK_IMAGE}\n" in written and written.endswith(f"\n{torch}\n")
     # the file as pip reads it: comments skipped, each line a requirement by pip's own parser

@@ -29,7 +29,7 @@ def test_every_builder_default_is_the_default_tag():
     from tritonbuild.backends.tensorrtllm.recipe.model import Image
     from tritonbuild.backends.vllm.recipe import VLLMImage
     from tritonbuild.cli.deploy import deploy_snippets_command
-    from tritonbuild.publish.k8s import STOCK_IMAGE
+    from tritonbuild.publish.k8s_fleet import STOCK_IMAGE
 
     assert Image().triton_image == f"{NGC}:{DEFAULT_TAG}-trtllm-python-py3"
     assert VLLMImage().triton_image == f"{NGC}:{DEFAULT_TAG}-vllm-python-py3"
