@@ -61,41 +61,64 @@ def main(path: str) -> None:
         )
 
 
-def processes(path: str) -> dict[int, dict]:
-    """pid: command, CPU seconds, parent pid and start (epoch seconds), from dump-acct's lines (fields: command,
-    version, user and system time in centiseconds, effective time, uid, gid, memory, io, pid, ppid, ..., start)."""
+def processes(path: str) -> list[dict]:
+    """Every process accounting recorded: command, CPU seconds, pid, parent pid, start and end (epoch seconds), from
+    dump-acct's lines (fields: command, version, user and system time and elapsed time in centiseconds, uid, gid,
+    memory, io, pid, ppid, ..., start in whole seconds)."""
     text = subprocess.run(["dump-acct", path], capture_output=True, text=True, check=True).stdout
-    found = {}
+    found = []
     for line in text.splitlines():
         fields = [field.strip() for field in line.split("|")]
         if len(fields) < 12:
             continue
         started = datetime.strptime(fields[-1], "%a %b %d %H:%M:%S %Y").timestamp()
-        cpu = (float(fields[2]) + float(fields[3])) / 100
-        found[int(fields[9])] = {
-            "comm": fields[0],
-            "cpu": cpu,
-            "ppid": int(fields[10]),
-            "start": started,
-        }
+        found.append(
+            {
+                "comm": fields[0],
+                "cpu": (float(fields[2]) + float(fields[3])) / 100,
+                "pid": int(fields[9]),
+                "ppid": int(fields[10]),
+                "start": started,
+                "end": started + 1 + float(fields[4]) / 100,
+            }
+        )
     return found
 
 
-def charge(rows: list[dict], procs: dict[int, dict]) -> None:
-    """Each worker's child process (and its descendants) charged to the test that ran when it started."""
+def _children(procs: list[dict]) -> dict[int, list[int]]:
+    """Each record's children, by index: a pid is reused within a run, so a child's parent is the record of its
+    parent pid that was alive when the child started."""
+    by_pid = defaultdict(list)
+    for index, proc in enumerate(procs):
+        by_pid[proc["pid"]].append(index)
     kids = defaultdict(list)
-    for pid, proc in procs.items():
-        kids[proc["ppid"]].append(pid)
+    for index, proc in enumerate(procs):
+        alive = [
+            i
+            for i in by_pid.get(proc["ppid"], [])
+            if procs[i]["start"] <= proc["start"] <= procs[i]["end"]
+        ]
+        if alive:
+            kids[max(alive, key=lambda i: procs[i]["start"])].append(index)
+    return kids
 
-    def tree_cpu(pid: int) -> float:
-        return procs[pid]["cpu"] + sum(tree_cpu(kid) for kid in kids.get(pid, []))
+
+def charge(rows: list[dict], procs: list[dict]) -> None:
+    """Each worker's child process (and its descendants) charged to the test that ran when it started."""
+    kids = _children(procs)
+
+    def tree_cpu(index: int) -> float:
+        return procs[index]["cpu"] + sum(tree_cpu(kid) for kid in kids.get(index, []))
 
     by_worker = defaultdict(list)
     for row in rows:
         by_worker[row.get("pid")].append(row)
+    workers = {
+        pid: index for index, proc in enumerate(procs) for pid in by_worker if proc["pid"] == pid
+    }
     tests, commands = defaultdict(Counter), Counter()
     for worker, runs in by_worker.items():
-        for kid in kids.get(worker, []):
+        for kid in kids.get(workers.get(worker, -1), []):
             at = procs[kid]["start"]  # whole seconds: started in [at, at + 1)
             row = max(
                 (r for r in runs if r["start"] - 1 < at), key=lambda r: r["start"], default=None
