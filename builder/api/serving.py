@@ -56,12 +56,15 @@ class Serving:
     not_loadable: list[str] = field(default_factory=list)
 
     def start(self) -> ServeReady:
-        """Start the server; under explicit model control, load every loadable model."""
+        """Start the server; under explicit model control, every loadable model loads as it starts
+        (tritonserver's --load-model: the server listens, and so answers ready, only once they
+        have loaded), then a model that failed is named with Triton's reason."""
         server = self.server
+        if server.control == "explicit":
+            server.startup_models = list(self.loadable)
         server.start()
         if server.control == "explicit":
-            for name in self.loadable:
-                server.load(name)
+            server.check_loaded(self.loadable)
             _check_served(server, self.loadable)
         return ServeReady(
             http=f"http://{server.http_url}",

@@ -95,6 +95,9 @@ class EmbeddedServer:
         self.env = dict(env or {})
         self.wheels = [Path(wheel) for wheel in (wheels or [])]
         self.strict_readiness = strict_readiness
+        # explicit control: the models loaded as the server starts (--load-model), before it listens, so its
+        # readiness never answers while they load; check_loaded() then names any that failed
+        self.startup_models: list[str] = []
         self.version: str | None = None  # GET /v2 once live
         self._bytecode_before: set[Path] | None = (
             None  # set at start: only what this server wrote is removed
@@ -130,6 +133,8 @@ class EmbeddedServer:
         ]
         if self.control == "poll":
             options.append(f"--repository-poll-secs={self.poll_secs}")
+        if self.control == "explicit":
+            options += [f"--load-model={name}" for name in self.startup_models]
         if not self.strict_readiness:
             options.append("--strict-readiness=false")
         command = self.launcher.command(
@@ -236,7 +241,11 @@ class EmbeddedServer:
                 preexec_fn=_die_with_parent,
             )
         atexit.register(self.stop)
-        deadline = time.monotonic() + self.ready_timeout
+        # NOTE: tritonserver listens once its startup models have loaded (or failed): their loads count too
+        waits = self.ready_timeout + LOAD_TIMEOUT_S * len(
+            self.startup_models if self.control == "explicit" else []
+        )
+        deadline = time.monotonic() + waits
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 tail, code = (
@@ -254,7 +263,7 @@ class EmbeddedServer:
             time.sleep(0.1)
         self.stop()
         raise ServerStartError(
-            f"tritonserver not live after {self.ready_timeout:.0f}s:\n{self.log_tail()}",
+            f"tritonserver not live after {waits:.0f}s:\n{self.log_tail()}",
             hint=f"see the server log {self.log_path}",
         )
 
@@ -283,6 +292,16 @@ class EmbeddedServer:
             if e.timed_out:
                 e.message += f"; {load_log_cause(self.log_path, model)}"
             raise
+
+    def check_loaded(self, models: list[str]) -> None:
+        """Each of models READY in the repository index; one that is not (a failed startup load: the server goes
+        on without it under --exit-on-error=false) is loaded again through the API, whose refusal carries Triton's
+        own message (the index has none for a config it cannot parse): a ModelLoadError."""
+        with Server(f"http://{self.http_url}", LOAD_TIMEOUT_S) as server:
+            ready = {e.get("name") for e in server.index() if e.get("state") == "READY"}
+        for model in models:
+            if model not in ready:
+                self.load(model)
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None

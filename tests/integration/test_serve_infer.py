@@ -2,13 +2,17 @@
 
 import json
 import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 
 import numpy as np
 import pytest
 
 from tests.serving import serve_json
+from tests.timing import limit
 
 pytestmark = pytest.mark.triton
 
@@ -135,6 +139,11 @@ def test_serve_failure_names_the_kept_log(cli, py_recipe, tmp_path):
         timeout=120,
     )
     assert res.returncode == 8, res.stderr  # ServerError
+    # the model's load failed as the server started: named with Triton's own message for it
+    assert (
+        "tritonserver failed to load 'doubler': failed to load 'doubler', failed to poll from model repository"
+        in res.stderr
+    ), res.stderr
     assert f"see the server log {tmp_path / 's.log'}" in res.stderr
     assert (tmp_path / "s.log").is_file() and (tmp_path / "s.log").stat().st_size > 0
 
@@ -241,3 +250,80 @@ def test_infer_a_wrong_model_or_input_name_lists_what_the_server_has(cli, py_rec
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+SLOW_CONFIG = """name: "slow"
+backend: "python"
+max_batch_size: 0
+input [ { name: "X", data_type: TYPE_FP32, dims: [ 2 ] } ]
+output [ { name: "Y", data_type: TYPE_FP32, dims: [ 2 ] } ]
+instance_group [ { kind: KIND_CPU, count: 1 } ]
+"""
+SLOW_MODEL = """import time
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        time.sleep(4)  # a model that takes its time to load
+
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse(
+                [pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy())]
+            )
+            for r in requests
+        ]
+"""
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:  # refused, not yet listening, or 400 (urllib's HTTPError is an OSError)
+        return False
+
+
+def test_serve_is_not_ready_before_its_models_are(tmp_path):
+    """Under explicit model control, tritonserver's /v2/health/ready never answers 200 while serve's
+    models are still loading: the models load as the server starts (Triton's --load-model), so a
+    probe or a script that waits on the server's readiness never reaches a model that is LOADING.
+    Before, serve started an empty server (ready) and asked it to load the models afterwards."""
+    repo = tmp_path / "repo"
+    (repo / "slow" / "1").mkdir(parents=True)
+    (repo / "slow" / "config.pbtxt").write_text(SLOW_CONFIG)
+    (repo / "slow" / "1" / "model.py").write_text(SLOW_MODEL)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tritonbuild",
+            "serve",
+            str(repo),
+            "--json",
+            "--http-port",
+            str(port),
+            "--grpc-port",
+            "0",
+            "--metrics-port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + limit(30)  # serve and the model's 4 s load: 9 s (2026-12-06)
+        while not _answers(f"http://127.0.0.1:{port}/v2/health/ready"):
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            assert time.monotonic() < deadline, "the server never became ready"
+            time.sleep(0.05)
+        assert _answers(f"http://127.0.0.1:{port}/v2/models/slow/ready")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
