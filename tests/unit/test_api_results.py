@@ -131,14 +131,17 @@ class _Server:
     version, repository, strict_readiness, log_path = "2.51.0", "/r", True, "/tmp/s.log"
 
     def __init__(self, control):
-        self.control, self.loaded, self.started = control, [], False
+        self.control, self.loaded, self.started, self.checked = control, [], False, []
+        self.startup_models: list[str] = []
         self.launcher = _Launcher()
 
     def start(self):
+        # tritonserver loads --load-model's models before it listens: what start() was asked to load
         self.started = True
+        self.loaded = list(self.startup_models)
 
-    def load(self, name):
-        self.loaded.append(name)
+    def check_loaded(self, models):
+        self.checked = list(models)
 
     def describe(self):
         return "tritonserver 2.51.0 (embedded)"
@@ -154,7 +157,8 @@ def test_serve_ready_loads_only_under_explicit_control_and_prints_the_old_keys()
 
     explicit, polling = _Server("explicit"), _Server("poll")
     ready = Serving(explicit, ["a", "b"], ["llm"]).start()
-    assert explicit.started and explicit.loaded == ["a", "b"]
+    # loaded as the server starts, then checked in its repository index
+    assert explicit.started and explicit.loaded == ["a", "b"] and explicit.checked == ["a", "b"]
     assert ready.http == "http://127.0.0.1:8000" and ready.not_loaded == ["llm"]
     assert set(ready.to_dict()) == {
         "http",
@@ -171,3 +175,4 @@ def test_serve_ready_loads_only_under_explicit_control_and_prints_the_old_keys()
         "python_side",
     }
     assert Serving(polling, ["a"]).start().model_control_mode == "poll" and polling.loaded == []
+    assert polling.checked == []
