@@ -17,6 +17,7 @@ import importlib
 # NOTE: the stores registered before anything is printed: the redactor learns their secret
 # variables as core/stores.py registers them (tests/unit/core/test_store_seam.py)
 import tritonbuild.core.stores  # noqa: F401
+from tritonbuild.api import options as _options
 
 # name → the module it is imported from on first use (the one list of what the api offers)
 _FROM = {
@@ -73,24 +74,9 @@ _FROM = {
         ),
         "tritonbuild.api.maintenance",
     ),
-    # what the CLI's options, help texts and output need: cheap (tritonbuild --help imports it)
-    **dict.fromkeys(
-        (
-            "Progress",
-            "broken_plugins",
-            "default_image",
-            "image_python",
-            "is_url",
-            "parse_location",
-            "plain",
-            "redact",
-            "resolve_cache_dir",
-            "url_examples",
-            "url_prefixes",
-            "with_scheme",
-        ),
-        "tritonbuild.api.options",
-    ),
+    # what the CLI's options, help texts and output need: cheap (tritonbuild --help imports it); its
+    # own __all__ is the one list
+    **dict.fromkeys(_options.__all__, "tritonbuild.api.options"),
 }
 __all__ = sorted(_FROM)
 
