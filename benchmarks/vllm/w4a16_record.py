@@ -26,8 +26,10 @@ import torch
 
 try:
     from benchmarks.vllm import w4a16_bench as bench
+    from benchmarks.vllm import w4a16_default
 except ImportError:  # run as a script: its own folder is on the path
     import w4a16_bench as bench
+    import w4a16_default
 
 M_VALUES = [1, 8, 16, 32, 64, 128, 256]
 # Peak memory bandwidth (bytes/s) by device name, from NVIDIA's datasheets (H100 SXM5 80GB HBM3 3.35 TB/s, H100
@@ -64,20 +66,15 @@ def copy_bandwidth() -> float:
     return 2 * src.numel() / (sorted(times[1:])[5] / 1e3)
 
 
-def default_kernel_reason() -> str:
-    """Why vLLM's default W4A16 kernel (Machete on Hopper) has no column: not installed here, or not driven."""
-    try:
-        import vllm  # noqa: F401
-    except Exception as e:  # noqa: BLE001 - any failure to import is the reason reported
-        return f"vLLM is not importable on this machine ({type(e).__name__}: {e}); its default W4A16 kernel not run"
-    return "vLLM is importable but this benchmark does not drive its W4A16 kernels yet"
-
-
-def shape_times(kernels: dict, n: int, k: int) -> dict:
-    """ms per call at each M of the shape: each named (plugin, tiles row) with its own weight layout, and cuBLAS
-    fp16 on the dense weights; 32 copies of the weights (one per layer)."""
+def shape_times(kernels: dict, n: int, k: int, default=None) -> dict:
+    """ms per call at each M of the shape: each named (plugin, tiles row) with its own weight layout, cuBLAS
+    fp16 on the dense weights and, when given, vLLM's default W4A16 kernel (w4a16_default.Machete) on its own
+    layout; 32 copies of the weights (one per layer)."""
     packed, scale, dense = bench.random_layer(n, k)
     dense_copies = [dense.clone() for _ in range(bench.LAYERS)]
+    default_copies = (
+        [default.prepare(packed, scale) for _ in range(bench.LAYERS)] if default else []
+    )
     prepared = {}
     for name, (plugin, row) in kernels.items():
         plugin.TILES[(n, k)] = row
@@ -87,6 +84,12 @@ def shape_times(kernels: dict, n: int, k: int) -> dict:
     for m in M_VALUES:
         x = torch.randn((m, k), device="cuda", dtype=torch.float16)
         row = {"fp16_cublas": bench.timed(lambda i, x=x: x @ dense_copies[i].T)}
+        if default:
+            row["int4_default"] = bench.attempt(
+                lambda x=x: bench.timed(
+                    lambda i: default.matmul(x, *default_copies[i], bench.GROUP)
+                )
+            )
         for name, (plugin, tiles_row, copies) in prepared.items():
             plugin.TILES[(n, k)] = tiles_row
             row[name] = bench.attempt(
@@ -98,10 +101,11 @@ def shape_times(kernels: dict, n: int, k: int) -> dict:
     return out
 
 
-def summarize(per_shape: dict, gpu: str, copy_bw: float) -> dict:
-    """Per M: the 32 layers' linears per step (ms) for each kernel, and the invariant kernel's bandwidth fraction."""
+def summarize(per_shape: dict, gpu: str, copy_bw: float, default_reason: str | None = None) -> dict:
+    """Per M: the 32 layers' linears per step (ms) for each kernel, and the invariant kernel's bandwidth fraction;
+    default_reason: why vLLM's default kernel has no column (None when it was timed)."""
     nbytes = sum(int4_bytes(n, k, bench.GROUP) for _, n, k in bench.SHAPES) * bench.LAYERS
-    peak, reason = peak_bandwidth(gpu), default_kernel_reason()
+    peak = peak_bandwidth(gpu)
     kernel = {}
     for m in M_VALUES:
 
@@ -109,16 +113,19 @@ def summarize(per_shape: dict, gpu: str, copy_bw: float) -> dict:
             values = [per_shape[s][m].get(name) for s, _, _ in bench.SHAPES]
             return sum(values) * bench.LAYERS if all(isinstance(v, float) for v in values) else None
 
-        ms, cublas, old = (
+        ms, cublas, old, default = (
             step("int4_invariant"),
             step("fp16_cublas"),
             step("int4_invariant_previous"),
+            step("int4_default"),
         )
         kernel[m] = {
             "int4_invariant_ms": ms,
             "fp16_cublas_ms": cublas,
-            "int4_default_ms": None,
-            "int4_default_skipped": reason,
+            "int4_default_ms": default,
+            "int4_default_skipped": default_reason
+            if default_reason or default
+            else "vLLM's default kernel could not run at every shape (per_layer_us says why)",
             "bandwidth_fraction": bandwidth_fraction(nbytes, peak, ms) if peak and ms else None,
             "bandwidth_fraction_of_measured_copy": bandwidth_fraction(nbytes, copy_bw, ms)
             if ms
@@ -140,6 +147,16 @@ def summarize(per_shape: dict, gpu: str, copy_bw: float) -> dict:
             "measured_copy_bytes_per_s": copy_bw,
         },
     }
+
+
+def default_error(default, n: int, k: int) -> float:
+    """vLLM's default kernel against the dense fp16 weights its INT4 words stand for (M = 7): the largest error
+    relative to the largest answer, so a wrong packing (a few % at least) cannot pass unseen as a fast kernel."""
+    packed, scale, dense = bench.random_layer(n, k, seed=4)
+    x = torch.randn((7, k), device="cuda", dtype=torch.float16)
+    want = x.float() @ dense.float().T
+    got = default.matmul(x, *default.prepare(packed, scale), bench.GROUP).float()
+    return float((got - want).abs().max() / want.abs().max())
 
 
 def ptx_vs_triton_ops(plugin, n: int, k: int) -> int:
@@ -217,17 +234,23 @@ def main() -> int:
         "previous": str(args.previous) if args.previous else None,
         "timing": "per call: median over 20 replays of a CUDA graph of the 32 layers' calls (one weight copy each)",
     }
-    per_shape, checks = {}, {}
+    per_shape, checks, errors = {}, {}, {}
+    default, default_reason = w4a16_default.load()
+    record["int4_default_kernel"] = "vLLM's Machete (w4a16_default.py)" if default else None
     for name, n, k in bench.SHAPES:
         kernels = {"int4_invariant": (plugin, chosen[(n, k)])}
         if previous:
             kernels["int4_invariant_previous"] = (previous, tuple(previous.TILES[(n, k)]))
-        per_shape[name] = shape_times(kernels, n, k)
+        per_shape[name] = shape_times(kernels, n, k, default)
+        if default:
+            errors[name] = default_error(default, n, k)
         plugin.TILES[(n, k)] = chosen[(n, k)]
         checks[name] = bench.check_layer(plugin, *bench.random_layer(n, k, seed=2), k)
         print(name, json.dumps(per_shape[name][1]), json.dumps(checks[name]), flush=True)
         torch.cuda.empty_cache()
-    record.update(summarize(per_shape, gpu, copy_bandwidth()))
+    record.update(summarize(per_shape, gpu, copy_bandwidth(), default_reason))
+    if default:
+        record["int4_default_max_rel_err_vs_dequant"] = errors
     record["invariance_checks"] = {}
     graphs = "_".join(map(str, bench.GRAPH_M))
     for name, c in checks.items():
