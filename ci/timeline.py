@@ -11,7 +11,12 @@ each worker ran last. With BSD process accounting (GNU acct's accton and dump-ac
 
 it also charges every process a test started (a worker's child, with all its descendants: tritonserver and its
 stubs, a CLI run, an interpreter reading a fingerprint) to that test, by command: what a test's own CPU figure
-misses when a process outlives the test or is never waited for, and which kind of process costs the most."""
+misses when a process outlives the test or is never waited for, and which kind of process costs the most.
+
+    python3 ci/timeline.py /tmp/t.jsonl --weights tests/scope_weights.json
+
+writes each xdist scope's busy seconds (a module, or a class for its methods: what --dist loadscope hands a worker
+at a time) of at least MIN_WEIGHT_S, which tests/conftest.py reads to start the heaviest scopes first."""
 
 from __future__ import annotations
 
@@ -20,6 +25,24 @@ import subprocess
 import sys
 from collections import Counter, defaultdict
 from datetime import datetime
+
+MIN_WEIGHT_S = 10
+
+
+def scope(test: str) -> str:
+    """xdist loadscope's unit for a test id: its module, or module::Class for a method."""
+    parts = test.split("::")
+    return "::".join(parts[:2]) if len(parts) > 2 else parts[0]
+
+
+def weights(rows: list[dict], source: str) -> dict:
+    busy = Counter()
+    for row in rows:
+        busy[scope(row["test"])] += row["end"] - row["start"]
+    return {
+        "measured": source,
+        "seconds": {k: round(v) for k, v in sorted(busy.items()) if v >= MIN_WEIGHT_S},
+    }
 
 
 def say(text: str) -> None:
@@ -136,6 +159,14 @@ def charge(rows: list[dict], procs: list[dict]) -> None:
 
 
 if __name__ == "__main__":
+    if "--weights" in sys.argv:
+        with open(sys.argv[1]) as lines:
+            timeline = [json.loads(line) for line in lines if line.strip()]
+        out = sys.argv[sys.argv.index("--weights") + 1]
+        with open(out, "w") as f:
+            json.dump(weights(timeline, sys.argv[1]), f, indent=1)
+            f.write("\n")
+        sys.exit(0)
     main(sys.argv[1])
     if "--acct" in sys.argv:
         with open(sys.argv[1]) as lines:

@@ -60,9 +60,22 @@ def pytest_collection_modifyitems(config, items):
         for marker, reason in reasons.items():
             if reason and marker in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=reason))
-    # Slow tests first (a stable sort: the order within each group is kept). The full run's workers take a module
-    # (or class) at a time in this order, so the long ones start at once instead of ending the run on one worker.
-    items.sort(key=lambda item: "slow" not in item.keywords)
+    # Slow tests first, the heaviest scopes (a module, or a class for its methods: what --dist loadscope hands a
+    # worker at a time) first among them, by the busy seconds a measured run gave them (tests/scope_weights.json,
+    # ci/timeline.py --weights); a stable sort: the order within a scope is kept. The full run's workers take a
+    # scope at a time in this order, so the long ones start at once instead of ending the run on one worker.
+    weight = _scope_weights()
+    items.sort(key=lambda item: ("slow" not in item.keywords, -weight.get(_scope(item.nodeid), 0)))
+
+
+def _scope(nodeid: str) -> str:
+    parts = nodeid.split("::")
+    return "::".join(parts[:2]) if len(parts) > 2 else parts[0]
+
+
+def _scope_weights() -> dict[str, float]:
+    path = Path(__file__).with_name("scope_weights.json")
+    return json.loads(path.read_text())["seconds"] if path.is_file() else {}
 
 
 # Where CI time goes (ci/timeline.py reads it): TRITONBUILD_TEST_TIMELINE=FILE appends one JSON line per test
