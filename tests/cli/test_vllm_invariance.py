@@ -216,15 +216,45 @@ def test_a_pre_quantized_checkpoint_the_plugin_cannot_implement_is_refused(cli, 
     assert "invariant" not in cli("plan", path).stderr
 
 
+def _wide(ckpt):
+    """The tiny checkpoint's config.json at widths the invariant W4A16 kernel takes (K a multiple of 128)."""
+    config = json.loads((ckpt / "config.json").read_text())
+    config.update(hidden_size=128, head_dim=32, intermediate_size=256)
+    (ckpt / "config.json").write_text(json.dumps(config))
+    return ckpt
+
+
 def test_the_projects_int4_format_and_its_quantize_step_plan(cli, tmp_path):
-    ckpt = _checkpoint(tmp_path, _ct(group_size=32))
+    ckpt = _wide(_checkpoint(tmp_path, _ct(group_size=32)))
     r = cli("plan", _recipe(tmp_path, ckpt=ckpt))
     assert r.exit_code == 0, r.output
     (tmp_path / "q").mkdir()
-    path = _recipe(tmp_path / "q", more="quantize: {scheme: w4a16, group_size: 32}\n")
+    wide = _wide(_checkpoint(tmp_path / "q", None))
+    path = _recipe(tmp_path / "q", ckpt=wide, more="quantize: {scheme: w4a16, group_size: 32}\n")
     r = cli("plan", path)
     assert r.exit_code == 0, r.output
     assert re.search("compressed-tensors", cli("plan", path, "--json").stdout)
+
+
+def test_an_int4_model_with_a_layer_the_kernel_cannot_take_is_refused(cli, tmp_path):
+    """The bundled tiny model's hidden size is 64: the invariant W4A16 kernel reads K in blocks of 128, so vLLM
+    would give its attention linears to a batch-variant kernel. Refused at plan, at the key that made it INT4."""
+    path = _recipe(tmp_path, more="quantize: {scheme: w4a16, group_size: 32}\n")
+    stderr = _refused(
+        cli,
+        path,
+        "quantize.group_size",
+        "quantize:",
+        "qkv_proj: K 64",
+        "o_proj: K 64",
+        "unquantized",
+    )
+    assert "down_proj" not in stderr  # K 128 with group 32: taken
+    (tmp_path / "c").mkdir()
+    path = _recipe(tmp_path / "c", ckpt=_checkpoint(tmp_path / "c", _ct(group_size=32)))
+    _refused(cli, path, "checkpoint.path", "checkpoint:", "qkv_proj: K 64", "batch-variant")
+    path.write_text(path.read_text().replace("determinism: invariant", "determinism: default"))
+    assert cli("plan", path).exit_code == 0
 
 
 def test_allow_unmeasured_lets_through_only_what_is_refused_as_not_measured(cli, tmp_path):

@@ -14,6 +14,7 @@ from tritonbuild.backends.llm.checkpoint import read_checkpoint, recipe_dir
 from tritonbuild.backends.llm.memory import Architecture, tp_heads_problem
 from tritonbuild.backends.vllm.emit import INPUTS, OUTPUTS, emit, model_json
 from tritonbuild.backends.vllm.extra import extra_problems
+from tritonbuild.backends.vllm.invariant import shapes as invariant_shapes
 from tritonbuild.backends.vllm.invariant import table as invariance
 from tritonbuild.backends.vllm.invariant import wheel as invariant
 from tritonbuild.backends.vllm.lora import cross_key_problems, lora_step, rank_problem
@@ -53,6 +54,9 @@ def plan_steps(loaded: LoadedRecipe, ctx: PlanContext) -> list[tuple[str, dict, 
             where=loaded.where(("checkpoint", "path")),
             hint=problem[1],
         )
+    if problem := invariant_shapes.layer_problem(loaded.recipe, config):
+        key, message, hint = problem
+        raise RecipeError(f"{'.'.join(key)}: {message}", where=loaded.where(key), hint=hint)
     tp = loaded.recipe.engine_args.tensor_parallel_size
     if (heads := tp_heads_problem(Architecture.from_hf_config(config), tp)) is not None:
         raise RecipeError(

@@ -238,10 +238,21 @@ ROWS = (
         ),
     ),
     Row(
+        "int4_layer_shape",
+        "quantize.group_size, checkpoint.path",
+        "an INT4 model with a decoder linear whose inputs per rank are not a multiple of 128, or a group "
+        "size that is not a multiple of 32 dividing them (tiny models: hidden 64)",
+        "refuse",
+        "the invariant W4A16 kernel reads K in 128-input layout blocks; vLLM gives a layer it cannot "
+        "take to its next W4A16 kernel (the first whose can_implement accepts), which is batch-variant",
+        f"serve the model unquantized (no quantize: vLLM's batch-invariant linears), {_DEFAULT}",
+        (PLUGIN + ":51-55", W + "vllm/model_executor/kernels/linear/__init__.py:653-674"),
+    ),
+    Row(
         "checkpoint_int4",
         "checkpoint.path, quantize",
         "quantize: {scheme: w4a16}, or a compressed-"
-        "tensors symmetric 4-bit checkpoint without activation order",
+        "tensors symmetric 4-bit checkpoint without activation order, every linear's shape taken",
         "allow (measured)",
         "the record's INT4 checkpoint (made by quantize) ran the invariant kernel",
         "",
