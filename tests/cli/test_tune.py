@@ -142,7 +142,8 @@ def test_tune_picks_batching_writes_patch_and_the_rebuild_carries_it(cli, invari
         p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()
     } == before  # OUT never touched
     report = json.loads((tmp_path / "rep" / "tune-report.json").read_text())
-    assert report["winner"]["batching"] and report["winner"]["max_batch_size"] == 8
+    why = json.dumps({k: report.get(k) for k in ("winner", "comparison", "rejections")}, indent=1)
+    assert report["winner"]["batching"] and report["winner"]["max_batch_size"] == 8, why
     # default + batching at 2 loads, and the default again at both (the baseline is the better of the two)
     assert report["grid_measurements"] == 4 and report["measurements_made"] == 6
     # then the finalist and the default in 3 paired rounds at both loads, the rule decided on the interval; the
