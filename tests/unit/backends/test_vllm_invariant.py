@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from benchmarks.vllm import tiny_llama
+from tests.unit.backends.triton_interpreter import fixed_order_dot
 from tritonbuild.backends.vllm.invariant import wheel as invariant
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -28,23 +29,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(autouse=True)
 def _fixed_order_dot(monkeypatch):
-    """The interpreter's tl.dot as one fixed-order reduction over K, the same for every row of the tile (as the
-    GPU's MMA is). Upstream's interpreter hands it to numpy's matmul, i.e. OpenBLAS's sgemm, whose Haswell and Zen
-    kernels give a row other bits at another position inside the tile (measured: the same x row and weights, row 0
-    of a tile alone vs row 15 of a full one, differed in one element with OPENBLAS_CORETYPE=Haswell, the core type
-    portable numerics pins and every AVX2 machine gets): that is the CPU BLAS, not the kernel under test."""
-    interpreter = pytest.importorskip("triton.runtime.interpreter")
-
-    def dot(self, a, b, d, input_precision, max_num_imprecise_acc):
-        out = d.data.dtype
-        products = a.data.astype(out)[:, :, None] * b.data.astype(out)[None, :, :]
-        acc = np.zeros(d.data.shape, dtype=out)
-        for k in range(products.shape[1]):
-            acc += products[:, k, :]
-        return interpreter.TensorHandle(acc + d.data, d.dtype.scalar)
-
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot", dot)
+    fixed_order_dot(monkeypatch)
 
 
 def _plugin():

@@ -1,0 +1,166 @@
+"""The batch-invariant fp16/bf16 linear (backends/vllm/invariant/linear16.py), run on the CPU by Triton's interpreter
+(TRITON_INTERPRET=1) at small shapes: it computes x @ W.T within fp16 / bf16 rounding of a float64 reference, and a
+row's bits do not depend on the rows beside it (rows alone vs in calls of several row counts), for each kind of
+tile: one K slice, a K split whose slices the kernel adds, column and K counts that are not whole tiles. On the GPU
+the same checks run at Llama-3-8B's shapes in benchmarks/vllm/linear16_bench.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+from tests.unit.backends.triton_interpreter import fixed_order_dot
+from tritonbuild.backends.vllm.invariant import wheel as invariant
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+torch = pytest.importorskip("torch")
+pytest.importorskip(
+    "triton", reason="triton (the kernel's compiler; its interpreter runs it on the CPU)"
+)
+pytestmark = pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available(),
+    reason="triton imported without its interpreter and no GPU here",
+)
+SOURCE = invariant.PLUGIN_SOURCE.with_name("linear16.py")
+DTYPES = [torch.float16, torch.bfloat16]
+# fp16 keeps 11 significant bits, bf16 8: the output's rounding, with room for fp32 sums of K products
+TOLERANCE = {torch.float16: 2**-9, torch.bfloat16: 2**-6}
+
+
+@pytest.fixture(autouse=True)
+def _fixed_order_dot(monkeypatch):
+    fixed_order_dot(monkeypatch)
+
+
+def _module():
+    """A fresh copy of the module (its TILES changed by a test stay there)."""
+    spec = importlib.util.spec_from_file_location("tritonbuild_linear16_test", SOURCE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _layer(n: int, k: int, rows: int, dtype, seed: int = 0):
+    """x [rows, K] and W [N, K] whose products cancel: the second half of K repeats the first half's x against
+    nearly the negated weights, so each output is small against the sums it is made of. Their fp32 rounding then
+    reaches the output's bits: a reduction order that changed with the row count would show in the rows' bits
+    (with independent random values an fp32 sum in another order rounds to the same fp16 in most elements)."""
+    gen = torch.Generator().manual_seed(seed)
+    half = k // 2
+    w = torch.randn((n, k), generator=gen) * 0.05
+    w[:, half : 2 * half] = -w[:, :half] + torch.randn((n, half), generator=gen) * 2e-4
+    x = torch.randn((rows, k), generator=gen) * 4
+    x[:, half : 2 * half] = x[:, :half]
+    return x.to(dtype), w.to(dtype)
+
+
+def _close(y, x, w):
+    """Within the dtype's rounding of the float64 product of the same fp16 / bf16 values."""
+    want = x.double() @ w.double().T
+    assert y.shape == want.shape and y.dtype == x.dtype
+    err = (y.double() - want).abs().max().item()
+    assert err <= TOLERANCE[x.dtype] * want.abs().max().item(), err
+
+
+def _bits(y):
+    return y.view(torch.int16)
+
+
+TILES = {
+    "one-slice": (16, 16, 32, 4, 2, 1),
+    "split-k-2": (16, 32, 32, 4, 2, 2),
+    "split-k-3-uneven": (16, 16, 32, 4, 2, 3),  # 128 / 3: slices of 64, the last one empty
+    "32-rows-k-steps-of-16": (32, 16, 16, 4, 2, 4),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("tiles", list(TILES.values()), ids=list(TILES))
+def test_a_rows_bits_do_not_depend_on_the_rows_beside_it(tiles, dtype):
+    """48 columns (not whole 32-column tiles under split-k-2), K 128; rows 1 .. 20 (not whole row tiles)."""
+    module = _module()
+    n, k = 48, 128
+    module.TILES[(n, k)] = tiles
+    x, w = _layer(n, k, 20, dtype)
+    _close(module.linear16(x, w), x, w)
+    alone = torch.cat([module.linear16(x[i : i + 1], w) for i in range(x.shape[0])])
+    _close(alone, x, w)
+    for m in (2, 3, 17, 20):
+        assert torch.equal(_bits(module.linear16(x[:m], w)), _bits(alone[:m])), m
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+def test_k_not_a_whole_number_of_steps_is_read_as_zeros_past_its_end(dtype):
+    """K 200 with 64-wide steps and 2 slices of 128: the second slice holds 72 of K, its last step 8; the product
+    and the rows' invariance hold."""
+    module = _module()
+    n, k = 40, 200
+    module.TILES[(n, k)] = (16, 16, 64, 4, 2, 2)
+    assert module.k_slice_for(k, 64, 2) == 128
+    x, w = _layer(n, k, 9, dtype, seed=1)
+    y = module.linear16(x, w)
+    _close(y, x, w)
+    assert torch.equal(_bits(y[4:5]), _bits(module.linear16(x[4:5], w)))
+
+
+def test_the_default_tiles_compute_the_product():
+    module = _module()
+    x, w = _layer(64, 384, 5, torch.float16, seed=2)
+    assert (64, 384) not in module.TILES
+    _close(module.linear16(x, w), x, w)
+
+
+def test_split_k_reduced_in_the_kernel_leaves_its_tile_counters_at_zero():
+    """The tile's last program to finish adds the slices and sets the tile's counter back to 0, so the next call
+    (a CUDA-graph replay of the same launch included) starts from 0 and still adds every slice."""
+    module = _module()
+    module.TILES[(32, 256)] = (16, 16, 32, 4, 2, 4)
+    x, w = _layer(32, 256, 5, torch.float16, seed=3)
+    first = module.linear16(x, w)
+    assert module._LOCKS and all(not t.any() for held in module._LOCKS.values() for t in held)
+    second = module.linear16(x, w)
+    assert torch.equal(_bits(first), _bits(second))
+    _close(first, x, w)
+
+
+def test_tiles_depend_on_the_layer_shape_only():
+    module = _module()
+    module.TILES[(4096, 14336)] = (16, 64, 256, 4, 4, 8)
+    assert module.tiles_for(4096, 14336) == (16, 64, 256, 4, 4, 8)
+    assert module.k_slice_for(14336, 256, 8) * 8 == 14336  # whole steps: no masks
+    assert module.tiles_for(4096, 4096) == module.DEFAULT_TILES
+    # a narrow layer: the step no wider than K, each slice at least one step
+    assert module.tiles_for(64, 48)[2] == 32 and module.tiles_for(64, 48)[5] == 1
+
+
+def test_a_weight_it_does_not_take_is_refused_not_misread():
+    module = _module()
+    x, w = _layer(32, 64, 3, torch.float16)
+    with pytest.raises(ValueError, match="weight"):
+        module.linear16(x, w.to(torch.bfloat16))
+    with pytest.raises(ValueError, match="weight"):
+        module.linear16(x, w.T.contiguous().T)  # K not contiguous
+    assert not module.takes(x.float(), w.float()) and not module.takes(x, w[:, :32])
+    assert module.takes(x, w) and module.takes(x.bfloat16(), w.bfloat16())
+
+
+def test_the_installed_function_falls_back_to_vllms_for_what_the_kernel_does_not_take():
+    """vLLM's linear_batch_invariant(input, weight, bias) signature: fp32 goes to the function it replaced; fp16
+    goes to the kernel (3-D input, bias added after); the bits are the kernel's."""
+    module = _module()
+    called = []
+
+    def vllm_own(x, w, bias=None):
+        called.append(x.dtype)
+        return x @ w.T
+
+    linear = module.linear_function(vllm_own)
+    x, w = _layer(32, 64, 6, torch.float16, seed=4)
+    bias = torch.randn(32).half()
+    y = linear(x.view(2, 3, 64), w, bias)
+    assert y.shape == (2, 3, 32) and not called
+    assert torch.equal(_bits(y), _bits((module.linear16(x, w) + bias).view(2, 3, 32)))
+    linear(x.float(), w.float())
+    assert called == [torch.float32]
