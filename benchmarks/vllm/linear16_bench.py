@@ -1,6 +1,7 @@
 """The batch-invariant fp16/bf16 linear (builder/backends/vllm/invariant/linear16.py) on a GPU, alone (no vLLM
 installed), at Llama-3-8B's linear shapes, in one command: a sweep of tile configurations per shape at 1 and 64 rows
-(w4a16_choose.choose_tiles keeps the fastest at 1 row whose 64 rows stay within --m64-budget of cuBLAS fp16), then
+(linear16_choose.choose keeps the fastest at 1 row whose 256 rows are no slower than vLLM's batch-invariant linear and
+whose 64 rows stay within --m64-budget of cuBLAS fp16), then
 the record at those tiles: per row count M = 1 .. 256, the 32 layers' linears per decode step with the kernel, with
 cuBLAS fp16 (torch.nn.functional.linear) and with vLLM 0.22's batch-invariant linear (what UnquantizedLinearMethod
 runs under VLLM_BATCH_INVARIANT=1: linear_batch_invariant -> matmul_persistent, vLLM's own file loaded alone, see
@@ -24,19 +25,21 @@ import importlib.util
 import json
 import sys
 import time
-import types
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 try:
     from benchmarks.vllm import w4a16_bench as bench
     from benchmarks.vllm import w4a16_record as record
-    from benchmarks.vllm.w4a16_choose import choose_tiles
+    from benchmarks.vllm.linear16_choose import SWEEP_M, choose
+    from benchmarks.vllm.vllm_batch_invariant import load_vllm_batch_invariant
 except ImportError:  # run as a script: its own folder is on the path
     import w4a16_bench as bench
     import w4a16_record as record
-    from w4a16_choose import choose_tiles
+    from linear16_choose import SWEEP_M, choose
+    from vllm_batch_invariant import load_vllm_batch_invariant
 
 KERNEL = bench.PLUGIN.with_name("linear16.py")
 M64_BUDGET = 1.25
@@ -49,65 +52,6 @@ def load_kernel(path: Path = KERNEL, name: str = "tritonbuild_linear16"):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
-
-
-def load_vllm_batch_invariant(path: Path, sms: int | None = None, smem: int | None = None):
-    """vLLM 0.22.0's vllm/model_executor/layers/batch_invariant.py (the file, from the wheel) imported without vLLM:
-    the six names it imports from vLLM (batch_invariant.py:10-15) stood in by what they return on CUDA (vllm.envs,
-    current_platform's capability family and SM count, platforms/cuda.py:566-567; vllm.triton_utils' triton and tl;
-    the opt-in shared memory per block, utils/mem_utils.py:32-40; a torch version test), installed in sys.modules
-    only while the file is executed. Its FP16 column tile is set as enable_batch_invariant_mode sets it (:932: 256
-    where a block may take more than 106,496 bytes of shared memory, else 128); the mode itself (aten overrides) is
-    not enabled. sms / smem: for a machine without CUDA (the interpreter)."""
-    import triton
-    import triton.language as tl
-
-    def props():
-        return torch.cuda.get_device_properties(torch.cuda.current_device())
-
-    def n_sms(device_id=0):
-        return sms if sms is not None else props().multi_processor_count
-
-    def max_smem(gpu=0):
-        return smem if smem is not None else props().shared_memory_per_block_optin
-
-    def newer(target: str) -> bool:
-        return tuple(map(int, torch.__version__.split("+")[0].split(".")[:2])) >= tuple(
-            map(int, target.split(".")[:2])
-        )
-
-    def capability_family(capability: int, device_id: int = 0) -> bool:
-        major, minor = torch.cuda.get_device_capability() if torch.cuda.is_available() else (0, 0)
-        return (major * 10 + minor) // 10 == capability // 10
-
-    platform = types.SimpleNamespace(
-        is_cuda=lambda: True, is_device_capability_family=capability_family, num_compute_units=n_sms
-    )
-    stubs = {
-        "vllm": types.ModuleType("vllm"),
-        "vllm.envs": types.SimpleNamespace(VLLM_BATCH_INVARIANT=True),
-        "vllm.platforms": types.SimpleNamespace(current_platform=platform),
-        "vllm.triton_utils": types.SimpleNamespace(triton=triton, tl=tl),
-        "vllm.utils": types.ModuleType("vllm.utils"),
-        "vllm.utils.mem_utils": types.SimpleNamespace(get_max_shared_memory_bytes=max_smem),
-        "vllm.utils.platform_utils": types.SimpleNamespace(num_compute_units=n_sms),
-        "vllm.utils.torch_utils": types.SimpleNamespace(is_torch_equal_or_newer=newer),
-    }
-    saved = {name: sys.modules.get(name) for name in stubs}
-    sys.modules.update(stubs)
-    stubs["vllm"].envs = stubs["vllm.envs"]
-    try:
-        spec = importlib.util.spec_from_file_location("vllm_0_22_batch_invariant", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        for name, old in saved.items():
-            if old is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = old
-    module._fp16_block_size_n = 256 if max_smem() > 106496 else 128
     return module
 
 
@@ -166,13 +110,13 @@ def precompile(jobs: int, per_shape: dict) -> None:
                 print("precompile:", json.dumps(bad)[:400], flush=True)
 
 
-def sweep_layer(kernel, n: int, k: int, candidates, deadline: float) -> dict:
-    """{M: {tiles name: ms per call}} at 1 and 64 rows, cuBLAS fp16 alongside, on copies of the weights that do not
-    fit the L2 cache together; candidates after the deadline are reported as not run."""
+def sweep_layer(kernel, vllm_bi, n: int, k: int, candidates, deadline: float) -> dict:
+    """{M: {tiles name: ms per call}} at SWEEP_M rows, cuBLAS fp16 and vLLM's batch-invariant linear alongside, on
+    copies of the weights that do not fit the L2 cache together; candidates after the deadline are not run."""
     w = dense_layer(n, k)
     copies = [w.clone() for _ in range(bench.copies_for(w.numel() * 2))]
     ms = {}
-    for m in (1, 64):
+    for m in SWEEP_M:
         x = torch.randn((m, k), device="cuda", dtype=torch.float16)
 
         def run_one(tiles, x=x):
@@ -181,13 +125,19 @@ def sweep_layer(kernel, n: int, k: int, candidates, deadline: float) -> dict:
             kernel.TILES[(n, k)] = tiles
             return bench.timed(lambda i: kernel.linear16(x, copies[i % len(copies)]))
 
-        cublas = bench.timed(lambda i, x=x: torch.nn.functional.linear(x, copies[i % len(copies)]))
-        ms[m] = {"cublas_fp16_ms": cublas, **bench.run_candidates(candidates, run_one)}
+        ms[m] = {"cublas_fp16_ms": bench.timed(lambda i, x=x: F.linear(x, copies[i % len(copies)]))}
+        if vllm_bi is not None:
+            ms[m]["vllm_invariant_ms"] = bench.attempt(
+                lambda x=x: bench.timed(
+                    lambda i: vllm_bi.linear_batch_invariant(x, copies[i % len(copies)])
+                )
+            )
+        ms[m].update(bench.run_candidates(candidates, run_one))
     return ms
 
 
-def sweep(kernel, args, result: dict) -> dict:
-    """{shape name: tiles}: each candidate at 1 and 64 rows, chosen by choose_tiles."""
+def sweep(kernel, vllm_bi, args, result: dict) -> dict:
+    """{shape name: tiles}: each candidate at SWEEP_M rows, chosen by choose."""
     per_shape = {(n, k): candidates_for(n, k) for _, n, k in bench.SHAPES}
     t0 = time.time()
     if args.jobs > 1:
@@ -196,12 +146,12 @@ def sweep(kernel, args, result: dict) -> dict:
     layers = result.setdefault("sweep", {})
     for i, (name, n, k) in enumerate(bench.SHAPES):
         deadline = t0 + args.budget * (i + 1) / len(bench.SHAPES)
-        ms = sweep_layer(kernel, n, k, per_shape[(n, k)], deadline)
+        ms = sweep_layer(kernel, vllm_bi, n, k, per_shape[(n, k)], deadline)
         layers[name] = {"N": n, "K": k, "ms": ms, "candidates": per_shape[(n, k)]}
         torch.cuda.empty_cache()
         Path(args.out).write_text(json.dumps(result, indent=1))
     result["sweep_seconds"] = time.time() - t0
-    return choose_tiles(layers, args.m64_budget)
+    return choose(layers, args.m64_budget)
 
 
 def shape_times(kernel, vllm_bi, n: int, k: int) -> dict:
@@ -216,7 +166,7 @@ def shape_times(kernel, vllm_bi, n: int, k: int) -> dict:
             "fp16_invariant": bench.attempt(
                 lambda x=x: bench.timed(lambda i: kernel.linear16(x, copies[i]))
             ),
-            "fp16_cublas": bench.timed(lambda i, x=x: torch.nn.functional.linear(x, copies[i])),
+            "fp16_cublas": bench.timed(lambda i, x=x: F.linear(x, copies[i])),
         }
         if vllm_bi is not None:
             row["fp16_vllm_invariant"] = bench.attempt(
@@ -394,7 +344,9 @@ def main() -> int:
     if args.tiles:
         chosen = json.loads(args.tiles.read_text())["tiles"]
     else:
-        chosen = {name: list(t) if t else None for name, t in sweep(kernel, args, result).items()}
+        chosen = {
+            name: list(t) if t else None for name, t in sweep(kernel, vllm_bi, args, result).items()
+        }
     result["tiles"] = chosen
     for name, n, k in bench.SHAPES:
         kernel.TILES[(n, k)] = tuple(chosen[name] or kernel.DEFAULT_TILES)

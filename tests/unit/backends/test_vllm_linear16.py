@@ -130,7 +130,15 @@ def test_tiles_depend_on_the_layer_shape_only():
     module.TILES[(4096, 14336)] = (16, 64, 256, 4, 4, 8)
     assert module.tiles_for(4096, 14336) == (16, 64, 256, 4, 4, 8)
     assert module.k_slice_for(14336, 256, 8) * 8 == 14336  # whole steps: no masks
-    assert module.tiles_for(4096, 4096) == module.DEFAULT_TILES
+    assert module.tiles_for(4096, 4096 + 128) == module.DEFAULT_TILES  # a shape without a row
+    for (
+        n,
+        k,
+    ), tiles in module.TILES.items():  # the recorded rows: whole steps per slice, taken as they are
+        assert (
+            module.tiles_for(n, k) == tiles
+            and module.k_slice_for(k, tiles[2], tiles[5]) * tiles[5] == k
+        )
     # a narrow layer: the step no wider than K, each slice at least one step
     assert module.tiles_for(64, 48)[2] == 32 and module.tiles_for(64, 48)[5] == 1
 

@@ -17,6 +17,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from benchmarks.vllm import linear16_bench as bench  # noqa: E402
+from benchmarks.vllm import linear16_choose as choose  # noqa: E402
+from benchmarks.vllm.vllm_batch_invariant import load_vllm_batch_invariant  # noqa: E402
 
 WHEEL = Path(os.environ.get("WHEEL_CACHE", Path.home() / ".cache" / "tritonbuild-gpu-wheels")) / (
     "vllm-0.22.0-cp38-abi3-manylinux_2_28_x86_64.whl"
@@ -41,7 +43,10 @@ def test_the_sweeps_candidates_are_tiles_the_kernel_takes_at_each_llama_shape():
 
 def test_a_step_is_the_four_shapes_times_32_layers_and_the_fraction_is_the_bound_over_it():
     per_shape = {
-        name: {m: {"fp16_invariant": 0.01, "fp16_cublas": 0.02, "fp16_vllm_invariant": 0.04} for m in (1, 8, 16, 32)}
+        name: {
+            m: {"fp16_invariant": 0.01, "fp16_cublas": 0.02, "fp16_vllm_invariant": 0.04}
+            for m in (1, 8, 16, 32)
+        }
         for name, _, _ in bench.bench.SHAPES
     }
     for name in per_shape:
@@ -50,11 +55,16 @@ def test_a_step_is_the_four_shapes_times_32_layers_and_the_fraction_is_the_bound
     out = bench.summarize(per_shape, "NVIDIA H100 80GB HBM3", 3e12, None)
     one = out["kernel"][1]
     assert one["fp16_invariant_ms"] == pytest.approx(4 * 0.01 * 32)
-    assert one["speedup_vs_vllm_invariant"] == pytest.approx(4.0) and one["vs_fp16_cublas"] == pytest.approx(2.0)
+    assert one["speedup_vs_vllm_invariant"] == pytest.approx(4.0) and one[
+        "vs_fp16_cublas"
+    ] == pytest.approx(2.0)
     nbytes = (6144 + 4096 + 28672) * 4096 * 2 * 32 + 4096 * 14336 * 2 * 32
     assert out["bandwidth"]["fp16_bytes_per_step"] == nbytes
     assert one["bandwidth_fraction"] == pytest.approx(nbytes / 3.35e12 * 1e3 / 1.28)
-    assert out["kernel"][64]["fp16_invariant_ms"] is None and out["kernel"][64]["bandwidth_fraction"] is None
+    assert (
+        out["kernel"][64]["fp16_invariant_ms"] is None
+        and out["kernel"][64]["bandwidth_fraction"] is None
+    )
 
 
 @pytest.mark.skipif(not WHEEL.is_file(), reason=f"the vLLM 0.22.0 wheel is not at {WHEEL}")
@@ -65,7 +75,7 @@ def test_vllms_batch_invariant_linear_runs_from_its_file_without_vllm(tmp_path):
     with zipfile.ZipFile(WHEEL) as z:
         path.write_bytes(z.read("vllm/model_executor/layers/batch_invariant.py"))
     before = {name for name in sys.modules if name == "vllm" or name.startswith("vllm.")}
-    module = bench.load_vllm_batch_invariant(path, sms=4, smem=232448)
+    module = load_vllm_batch_invariant(path, sms=4, smem=232448)
     assert {name for name in sys.modules if name == "vllm" or name.startswith("vllm.")} == before
     assert module._fp16_block_size_n == 256
     gen = torch.Generator().manual_seed(0)
@@ -74,3 +84,26 @@ def test_vllms_batch_invariant_linear_runs_from_its_file_without_vllm(tmp_path):
     y = module.linear_batch_invariant(x, w)
     want = x.double() @ w.double().T
     assert y.shape == (3, 40) and (y.double() - want).abs().max() <= 2**-9 * want.abs().max()
+
+
+def _layer(rows: dict, cublas_64: float, vllm_256: float) -> dict:
+    """A sweep's entry: {M: {tiles name: ms}} for the candidates (ms at 1, 64 and 256 rows)."""
+    ms = {1: {}, 64: {"cublas_fp16_ms": cublas_64}, 256: {"vllm_invariant_ms": vllm_256}}
+    for tiles, times in rows.items():
+        for m, value in zip((1, 64, 256), times, strict=True):
+            ms[m][choose.tiles_name(tiles)] = value
+    return {"ms": ms, "candidates": list(rows)}
+
+
+def test_the_chosen_rows_are_the_fastest_at_one_row_whose_256_rows_are_no_slower_than_vllms():
+    """16-row tiles (a) are fastest at 1 row and slowest at 256; vLLM's linear takes 5 + 9 at 256 rows. Both layers on
+    a (2.0 at 1 row) would fit cuBLAS's 64-row budget (3.7 of 1.25 x 3.0) but take 20 at 256 rows: y goes to its
+    64-row tiles (b). With vLLM at 2 + 2 no pair fits at 256 rows: w4a16_choose's rule on 1 and 64 rows, both on a."""
+    a, b, d = (16, 64, 128, 4, 4, 2), (64, 128, 128, 8, 4, 4), (32, 64, 128, 4, 4, 2)
+    layers = {
+        "x": _layer({a: (1.0, 1.7, 10.0), b: (1.5, 1.6, 3.0), d: (1.2, 1.8, 5.0)}, 1.5, 5.0),
+        "y": _layer({a: (1.0, 2.0, 10.0), b: (1.5, 1.6, 3.0)}, 1.5, 9.0),
+    }
+    assert choose.choose(layers, 1.25) == {"x": a, "y": b}
+    layers["x"]["ms"][256]["vllm_invariant_ms"] = layers["y"]["ms"][256]["vllm_invariant_ms"] = 2.0
+    assert choose.choose(layers, 1.25) == {"x": a, "y": a}

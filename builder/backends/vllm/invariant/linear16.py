@@ -20,8 +20,16 @@ import logging
 OP_NAME = "tritonbuild::linear16_invariant"
 TILE_FIELDS = ("block_m", "block_n", "block_k", "warps", "stages", "split")
 DEFAULT_TILES = (16, 64, 128, 4, 4, 1)
-# Llama-3-8B's linears (qkv, o, gate_up, down; N x K). Tiles of the shape only: no row count enters.
-TILES: dict[tuple[int, int], tuple[int, ...]] = {}
+# Llama-3-8B's linears (qkv, o, gate_up, down; N x K), tiles of the shape only: the sweep's choice on an
+# H100 (benchmarks/vllm/linear16_bench.py: fastest at 1 row whose 64 rows stay within 1.25x cuBLAS
+# fp16; docs/runs/2026-12-06-fp16-invariant-kernel-h100.json). Chosen for decode: 256 rows take
+# 1.6x vLLM's batch-invariant linear's time there.
+TILES: dict[tuple[int, int], tuple[int, ...]] = {
+    (6144, 4096): (16, 64, 128, 4, 4, 2),
+    (4096, 4096): (16, 64, 128, 4, 4, 2),
+    (28672, 4096): (32, 128, 128, 4, 4, 1),
+    (4096, 14336): (16, 64, 128, 4, 4, 2),
+}
 
 _log = logging.getLogger("vllm.tritonbuild_invariant")
 
