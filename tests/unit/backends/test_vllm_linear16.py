@@ -7,7 +7,10 @@ the same checks run at Llama-3-8B's shapes in benchmarks/vllm/linear16_bench.py.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
+import sys
+import types
 
 import pytest
 
@@ -172,3 +175,88 @@ def test_the_installed_function_falls_back_to_vllms_for_what_the_kernel_does_not
     assert torch.equal(_bits(y), _bits((module.linear16(x, w) + bias).view(2, 3, 32)))
     linear(x.float(), w.float())
     assert called == [torch.float32]
+
+
+def _fake_vllm(monkeypatch, mode: bool) -> dict:
+    """What the plugin's register() reaches of vLLM 0.22.0, as modules in sys.modules: vllm.envs' mode, the
+    mixed-precision kernel registry and the names the W4A16 kernel class imports, and vllm.model_executor.layers.linear
+    with vLLM's linear_batch_invariant and an UnquantizedLinearMethod whose apply, in batch-invariant mode, calls the
+    module's global of that name, looked up per call (facts/vllm_plugin.json, unquantized_linear: linear.py:21-23
+    imports it by name, :226-227 calls it)."""
+    envs = types.SimpleNamespace(VLLM_BATCH_INVARIANT=mode)
+    calls = []
+
+    def vllm_linear(x, weight, bias=None):
+        calls.append(tuple(x.shape))
+        return x @ weight.T
+
+    linear = types.ModuleType("vllm.model_executor.layers.linear")
+    linear.linear_batch_invariant = vllm_linear
+
+    class UnquantizedLinearMethod:
+        def apply(self, layer, x, bias=None):
+            if envs.VLLM_BATCH_INVARIANT:
+                return vars(linear)["linear_batch_invariant"](x, layer.weight, bias)
+            return x @ layer.weight.T
+
+    linear.UnquantizedLinearMethod = UnquantizedLinearMethod
+    registry = types.SimpleNamespace(_POSSIBLE_KERNELS={})
+    modules = {
+        "vllm": types.SimpleNamespace(envs=envs),
+        "vllm.envs": envs,
+        "vllm.model_executor": types.ModuleType("vllm.model_executor"),
+        "vllm.model_executor.layers": types.SimpleNamespace(linear=linear),
+        "vllm.model_executor.layers.linear": linear,
+        "vllm.model_executor.kernels": types.ModuleType("vllm.model_executor.kernels"),
+        "vllm.model_executor.kernels.linear": registry,
+        "vllm.model_executor.kernels.linear.mixed_precision": types.ModuleType("mp"),
+        "vllm.model_executor.kernels.linear.mixed_precision.MPLinearKernel": types.SimpleNamespace(
+            MPLinearKernel=type("MPLinearKernel", (), {})
+        ),
+        "vllm.model_executor.parameter": types.SimpleNamespace(permute_param_layout_=None),
+        "vllm.scalar_type": types.SimpleNamespace(
+            scalar_types=types.SimpleNamespace(uint4b8="uint4b8")
+        ),
+        "vllm.platforms": types.SimpleNamespace(PlatformEnum=types.SimpleNamespace(CUDA="cuda")),
+    }
+    for name, module in modules.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    return {"linear": linear, "vllm_linear": vllm_linear, "calls": calls, "registry": registry}
+
+
+def test_in_batch_invariant_mode_the_plugin_puts_the_kernel_under_an_unquantized_layer(
+    monkeypatch, caplog
+):
+    """register() as vLLM calls it in each process: UnquantizedLinearMethod.apply of an fp16 layer then computes with
+    this kernel (its bits, each row's the same alone and amid the others), not vLLM's; registering again keeps one
+    wrapper around vLLM's own; the W4A16 kernel is still put first among the mixed-precision kernels."""
+    from tritonbuild.backends.vllm.invariant import linear16, plugin
+
+    fake = _fake_vllm(monkeypatch, True)
+    with caplog.at_level(logging.INFO):
+        plugin.register()
+        plugin.register()
+    installed = fake["linear"].linear_batch_invariant
+    assert installed.tritonbuild_fallback is fake["vllm_linear"]
+    assert "batch-invariant fp16/bf16 linear" in caplog.text
+    assert fake["registry"]._POSSIBLE_KERNELS["cuda"][0].__name__ == plugin.KERNEL_NAME
+    x, w = _layer(48, 128, 6, torch.float16, seed=5)
+    layer = types.SimpleNamespace(weight=w)
+    method = fake["linear"].UnquantizedLinearMethod()
+    y = method.apply(layer, x)
+    assert not fake["calls"] and torch.equal(_bits(y), _bits(linear16.linear16(x, w)))
+    assert torch.equal(_bits(method.apply(layer, x[2:3])), _bits(y[2:3]))
+    _close(y, x, w)
+    method.apply(
+        types.SimpleNamespace(weight=w.float()), x.float()
+    )  # what the kernel does not take: vLLM's
+    assert fake["calls"] == [(6, 128)]
+
+
+def test_outside_batch_invariant_mode_the_plugin_leaves_the_linears_alone(monkeypatch):
+    from tritonbuild.backends.vllm.invariant import plugin
+
+    fake = _fake_vllm(monkeypatch, False)
+    plugin.register()
+    assert fake["linear"].linear_batch_invariant is fake["vllm_linear"]
+    assert not fake["registry"]._POSSIBLE_KERNELS

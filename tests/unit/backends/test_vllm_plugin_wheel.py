@@ -22,11 +22,25 @@ def test_the_wheel_declares_vllms_general_plugin_entry_point(tmp_path):
         info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/entry_points.txt"))
         entry_points = z.read(f"{info}/entry_points.txt").decode()
         record = z.read(f"{info}/RECORD").decode()
-        module = z.read(f"{invariant.DIST}.py")
+        package = {n: z.read(n) for n in names if n.startswith(f"{invariant.DIST}/")}
     assert "[vllm.general_plugins]" in entry_points
     assert f"{invariant.ENTRY_POINT_NAME} = {invariant.DIST}:register" in entry_points
-    assert module == invariant.PLUGIN_SOURCE.read_bytes()
+    # the plugin as the package's __init__ (what DIST:register imports) and the fp16 linear it imports beside it
+    assert package == {
+        f"{invariant.DIST}/__init__.py": invariant.PLUGIN_SOURCE.read_bytes(),
+        f"{invariant.DIST}/linear16.py": invariant.PLUGIN_SOURCE.with_name(
+            "linear16.py"
+        ).read_bytes(),
+    }
     assert all(any(line.startswith(name + ",") for line in record.splitlines()) for name in names)
+
+
+def test_a_changed_fp16_linear_is_a_new_wheel_version(tmp_path, monkeypatch):
+    before = invariant.plugin_version()
+    changed = tmp_path / "linear16.py"
+    changed.write_bytes(invariant.PACKAGE["linear16.py"].read_bytes() + b"# changed\n")
+    monkeypatch.setitem(invariant.PACKAGE, "linear16.py", changed)
+    assert invariant.plugin_version() != before
 
 
 def test_unpacked_the_entry_point_is_found_by_importlib_metadata(tmp_path):

@@ -51,7 +51,8 @@ def test_a_made_environment_gets_the_wheel_on_its_stub_path(tmp_path):
     assert got[toolenv.STUB_PATH_VAR].split(":")[0] == str(site) and got["PYTHONPATH"].split(":")[
         0
     ] == str(site)
-    assert (site / f"{invariant.DIST}.py").is_file()
+    assert (site / invariant.DIST / "__init__.py").is_file()
+    assert (site / invariant.DIST / "linear16.py").is_file()
 
 
 def test_an_environment_used_as_it_is_needs_the_wheel_installed(tmp_path):

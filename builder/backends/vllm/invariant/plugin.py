@@ -16,8 +16,8 @@ pack-quantized W4A16 as vLLM loads it (int32 words [N, K/8], eight 4-bit values 
 low nibble first, +8 bias; scales [N, K/G]), rearranged once at load (prepare_weights) into the
 order the kernel reads: the same for every tile, a function of the layer's shape alone.
 
-This file is copied into the serving environment (it never imports tritonbuild): `tritonbuild`
-writes it with a dist-info into the plugin wheel (backends/_vllm_invariant.py).
+In that mode vLLM's unquantized linears go to linear16.py's fp16/bf16 linear. Both files go into
+the serving environment as one package (wheel.py); neither imports tritonbuild.
 """
 
 import logging
@@ -372,8 +372,7 @@ def _kernel_class():
             k = c.partition_weight_shape[0]
             w_q, w_s, _, _ = self._get_weight_params(layer)
             y = op(x.reshape(-1, x.shape[-1]), w_q, w_s, c.group_size if c.group_size != -1 else k)
-            if bias is not None:
-                y = y + bias
+            y = y if bias is None else y + bias
             return y.reshape(*x.shape[:-1], c.partition_weight_shape[1])
 
     return TritonbuildInvariantW4A16Kernel
@@ -381,13 +380,15 @@ def _kernel_class():
 
 def register() -> None:
     """vLLM's general-plugin hook (every vLLM process calls it at start): in batch-invariant mode,
-    put this kernel first among the CUDA mixed-precision kernels. Outside that mode it changes
-    nothing."""
+    linear16's linear and this kernel first among the CUDA mixed-precision kernels; else nothing."""
     import vllm.envs as envs
 
     # vLLM's own parse of the variable (bool(int(...))), so both agree on the mode
     if not envs.VLLM_BATCH_INVARIANT:
         return
+    from . import linear16  # beside this module, in the same package (the wheel's or tritonbuild's)
+
+    linear16.install()
     from vllm.model_executor.kernels.linear import _POSSIBLE_KERNELS
     from vllm.platforms import PlatformEnum
 

@@ -24,6 +24,9 @@ from pathlib import Path
 
 PLUGIN_SOURCE = Path(__file__).with_name("plugin.py")
 DIST = "tritonbuild_vllm_invariant"
+# The wheel's package: the plugin as its __init__ (the entry point DIST:register) and the fp16/bf16
+# linear beside it, which the plugin imports relatively (as it does in tritonbuild's own tree)
+PACKAGE = {"__init__.py": PLUGIN_SOURCE, "linear16.py": PLUGIN_SOURCE.with_name("linear16.py")}
 # vLLM's entry-point group for plugins loaded in every process (vllm 0.22.0 vllm/plugins/__init__.py
 # DEFAULT_PLUGINS_GROUP), and the name VLLM_PLUGINS would select it by.
 ENTRY_POINT_GROUP = "vllm.general_plugins"
@@ -39,9 +42,12 @@ _EPOCH = (1980, 1, 1, 0, 0, 0)  # zip timestamps fixed: the same source gives th
 
 
 def plugin_version() -> str:
-    """The wheel's version: the plugin source's digest (a local version label), so a changed kernel
-    is a new wheel."""
-    return "1.0+g" + hashlib.sha256(PLUGIN_SOURCE.read_bytes()).hexdigest()[:12]
+    """The wheel's version: the package sources' digest (a local version label), so a changed
+    kernel is a new wheel."""
+    digest = hashlib.sha256()
+    for name, path in sorted(PACKAGE.items()):
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return "1.0+g" + digest.hexdigest()[:12]
 
 
 def wheel_name() -> str:
@@ -54,15 +60,15 @@ def _record_line(name: str, data: bytes) -> str:
 
 
 def plugin_wheel(dest_dir: Path) -> Path:
-    """Write the plugin as a wheel (PEP 427: the module, METADATA, WHEEL, entry_points.txt, RECORD)
+    """Write the plugin as a wheel (PEP 427: the package, METADATA, WHEEL, entry_points.txt, RECORD)
     into dest_dir; byte-identical for the same source."""
     version = plugin_version()
     info = f"{DIST}-{version}.dist-info"
-    files = {
-        f"{DIST}.py": PLUGIN_SOURCE.read_bytes(),
+    files = {f"{DIST}/{name}": path.read_bytes() for name, path in PACKAGE.items()}
+    files |= {
         f"{info}/METADATA": (
             f"Metadata-Version: 2.1\nName: {DIST}\nVersion: {version}\n"
-            "Summary: tritonbuild's batch-invariant W4A16 linear for vLLM (a vLLM general plugin)\n"
+            "Summary: tritonbuild's batch-invariant W4A16 and fp16 linears for vLLM (a general plugin)\n"
             "Requires-Python: >=3.9\n"
         ).encode(),
         f"{info}/WHEEL": (
