@@ -11,9 +11,8 @@ weight columns on the MMA's wide side, rows on its narrow side, tiles and a spli
 slices chosen per layer shape (TILES), fp32 sums, the slices' partial sums added in slice order by
 the tile's last program to finish.
 
-It never imports tritonbuild. install() puts it under vLLM's unquantized linears; the plugin does
-not call it yet (at these tiles 256 rows run slower than on vLLM's matmul: docs/runs/
-2026-12-06-fp16-invariant-kernel-h100.json).
+It never imports tritonbuild: the wheel carries it beside the plugin, whose register() calls
+install() in batch-invariant mode.
 """
 
 import logging
