@@ -68,6 +68,7 @@ class EmbeddedServer:
         env: dict[str, str] | None = None,
         wheels: list[Path] | None = None,
         strict_readiness: bool = True,
+        options: list[str] | None = None,
     ):
         """ports: (http, grpc, metrics); 0 or None picks a free loopback port. launcher: which tritonserver runs
         (server/launcher.py: launcher_for(--tritonserver)); None: the embedded one. backends: Python-based
@@ -76,7 +77,8 @@ class EmbeddedServer:
         runtime needs (a vLLM model's VLLM_BATCH_INVARIANT); wheels: pure-Python wheels its Python must import (a
         vLLM plugin), unpacked for this server into a directory its interpreters see (the embedded server only).
         strict_readiness: False passes --strict-readiness=false, so /v2/health/ready does not drop while a model
-        loads (a publish reaching a polling server); the models' own readiness then tells what is served."""
+        loads (a publish reaching a polling server); the models' own readiness then tells what is served. options:
+        more tritonserver options (verify/triton_core.py's for a server of stand-ins only)."""
         # A local directory, or a URL tritonserver reads itself (s3://http://host:port/bucket/prefix, gs://, as://).
         self.repository = str(repository) if is_url(repository) else str(Path(repository).resolve())
         self.control = control
@@ -95,6 +97,7 @@ class EmbeddedServer:
         self.env = dict(env or {})
         self.wheels = [Path(wheel) for wheel in (wheels or [])]
         self.strict_readiness = strict_readiness
+        self.options = list(options or [])
         # explicit control: the models loaded as the server starts (--load-model), before it listens, so its
         # readiness never answers while they load; check_loaded() then names any that failed
         self.startup_models: list[str] = []
@@ -137,6 +140,7 @@ class EmbeddedServer:
             options += [f"--load-model={name}" for name in self.startup_models]
         if not self.strict_readiness:
             options.append("--strict-readiness=false")
+        options += self.options
         command = self.launcher.command(
             self.repository, self._tmp, (self.http_port, self.grpc_port, self.metrics_port), options
         )

@@ -23,7 +23,9 @@ the stand-in changes, and therefore cannot prove (see standin_config):
   from the
   model file; the stand-in sees the config as written (or none: Triton then autocompletes a Python
   stand-in). A model the embedded server runs itself (a hand-written Python model, `as_is`) is not
-  stood in for: it is copied whole, so its own auto_complete_config and initialize() run.
+  stood in for: it is copied whole, so its own auto_complete_config and initialize() run. A server
+  of stand-ins with configs only runs without the Python backend's auto-complete, which would hand
+  each config back unchanged (verify/triton_core.py server_options).
 - files beside config.pbtxt (label files, warmup data) are copied: Triton opens them at load.
 - the model file itself (ONNX graph, engine, TorchScript) is not read: the backend's own checks of
   config vs

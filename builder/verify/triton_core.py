@@ -14,12 +14,31 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tritonbuild.backends import REGISTRY, runs_embedded
+from tritonbuild.triton.config import CONFIG_FILE
 from tritonbuild.triton.finding import Finding
 from tritonbuild.triton.model_dir import ModelDir, ModelDirs
 from tritonbuild.triton.standin import ensembles, explain_load_error, write_standins
 
 LOAD_TIMEOUT_S = 120.0
 Progress = Callable[[str], None]
+# Triton's Python backend starts a stub process to auto-complete each model's config before the
+# model's instances (python_backend src/python_be.cc ModelState::Create), unless the global backend
+# setting auto-complete-config is false: the first value of a setting wins, and tritonserver adds
+# its own after the command line's (core src/backend_config.cc, src/tritonserver.cc). A stand-in
+# has no auto_complete_config, so that stub hands the config back as it came, one Python process
+# per model for nothing (tests/contracts/facts/triton_autocomplete.json).
+NO_BACKEND_AUTOCOMPLETE = "--backend-config=auto-complete-config=false"
+
+
+def server_options(scratch: Path, as_is: frozenset[str]) -> list[str]:
+    """The options of the server that loads the repository scratch (write_standins'): without the
+    backend's auto-complete where every model there is a stand-in with a config.pbtxt. A model
+    loaded as itself may have its own auto_complete_config, and one without config.pbtxt is given
+    its config by auto-complete alone (Triton refuses it otherwise)."""
+    for model in scratch.iterdir():
+        if model.is_dir() and (model.name in as_is or not (model / CONFIG_FILE).is_file()):
+            return []
+    return [NO_BACKEND_AUTOCOMPLETE]
 
 
 def check_with_triton(
@@ -48,7 +67,8 @@ def check_with_triton(
             Path(root), names, scratch, have_gpu=have_gpu, as_is=as_is, models=models
         )
         say(f"Triton core check of {len(names)} config(s) (stand-in models)")
-        with EmbeddedServer(scratch, launcher=launcher) as server:
+        options = server_options(scratch, as_is)
+        with EmbeddedServer(scratch, launcher=launcher, options=options) as server:
             url = f"http://{server.http_url}"
 
             def one(name: str) -> str | None:

@@ -55,9 +55,12 @@ def _tritonbuild(*args, env=None, cwd=ROOT):
 
 @pytest.fixture(scope="module")
 def examples(tmp_path_factory):
+    """recipes/examples as built: model_repository/ without the verification report verify writes there, which
+    tests/integration/test_examples.py holds byte for byte equal to two fresh builds of recipes/examples (building
+    it again here cost two torch exports, ~20 CPU seconds, to make the same bytes)."""
     out = tmp_path_factory.mktemp("numerics") / "OUT"
-    built = _tritonbuild("build", "recipes/examples", "-o", out)
-    assert built.returncode == 0, built.stderr
+    shutil.copytree(ROOT / "model_repository", out)
+    (out / "tritonbuild-verification.json").unlink(missing_ok=True)
     return out
 
 

@@ -1,10 +1,17 @@
 """verify/triton_core.py without a server: which load failures of a model loaded as written are this machine's
-(not loaded here) rather than the model's (a refusal), and what a stand-in-checked model's row says."""
+(not loaded here) rather than the model's (a refusal), what a stand-in-checked model's row says, and which
+servers of stand-ins start without the Python backend's auto-complete."""
 
 from __future__ import annotations
 
 from tests.contracts import repositories
-from tritonbuild.verify.triton_core import not_here_cause, not_loaded_here
+from tests.contracts.facts import load
+from tritonbuild.verify.triton_core import (
+    NO_BACKEND_AUTOCOMPLETE,
+    check_with_triton,
+    not_here_cause,
+    not_loaded_here,
+)
 
 MISSING = (
     "version 1 is at UNAVAILABLE state: Internal: Exception: No such file or directory (os error 2)"
@@ -51,3 +58,99 @@ def test_an_initialize_that_cannot_reach_the_network_is_this_machines(tmp_path):
     assert why is not None and why.startswith("needs network") and "(huggingface.co)" in why
     # the same words outside initialize() (a config refusal quoting a URL) stay a refusal
     assert not_here_cause(d, "unexpected platform type 'x' (see https://example.com)") is None
+
+
+def _repository(tmp_path):
+    """Two models of another backend and an ensemble over them, each with its config.pbtxt."""
+    root = tmp_path / "repo"
+    for name in ("a", "b"):
+        (root / name / "1").mkdir(parents=True)
+        (root / name / "1" / "model.onnx").write_bytes(b"graph")
+        (root / name / "config.pbtxt").write_text(
+            f'name: "{name}"\nbackend: "onnxruntime"\nmax_batch_size: 8\n'
+            'input [{name: "x", data_type: TYPE_FP32, dims: [4]}]\n'
+            'output [{name: "y", data_type: TYPE_FP32, dims: [4]}]\n'
+        )
+    (root / "e" / "1").mkdir(parents=True)
+    (root / "e" / "config.pbtxt").write_text(
+        'name: "e"\nplatform: "ensemble"\nmax_batch_size: 8\n'
+        'input [{name: "x", data_type: TYPE_FP32, dims: [4]}]\n'
+        'output [{name: "y", data_type: TYPE_FP32, dims: [4]}]\n'
+        'ensemble_scheduling {step [{model_name: "a", model_version: -1, input_map {key: "x", value: "x"}, '
+        'output_map {key: "y", value: "y"}}]}\n'
+    )
+    return root
+
+
+def _options_started(tmp_path, monkeypatch, root, as_is=frozenset()) -> list[list[str]]:
+    """The options of each server check_with_triton starts (a stand-in for EmbeddedServer that loads
+    everything)."""
+    from tritonbuild.server import embedded
+
+    started = []
+
+    class Server:
+        http_url = "127.0.0.1:1"
+        log_path = tmp_path / "tritonserver.log"
+
+        def __init__(self, repository, *, launcher=None, options=None):
+            started.append(list(options or []))
+
+        def __enter__(self):
+            self.log_path.write_text("")
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def describe(self):
+            return "tritonserver (stand-in)"
+
+    monkeypatch.setattr(embedded, "EmbeddedServer", Server)
+    monkeypatch.setattr(embedded, "load_model", lambda url, name, timeout=None: None)
+    names = sorted(p.name for p in root.iterdir())
+    refusals, _changes, _which = check_with_triton(root, names, as_is=as_is)
+    assert refusals == dict.fromkeys(names)
+    return started
+
+
+def test_a_server_of_stand_ins_only_runs_without_the_python_backends_auto_complete(
+    tmp_path, monkeypatch
+):
+    """A stand-in has no auto_complete_config: the backend's auto-complete stub would hand each config back
+    unchanged (tests/contracts/facts/triton_autocomplete.json), one Python process per model for nothing."""
+    root = _repository(tmp_path)
+    assert _options_started(tmp_path, monkeypatch, root) == [[NO_BACKEND_AUTOCOMPLETE]]
+
+
+def test_a_model_loaded_as_itself_or_without_config_keeps_the_auto_complete(tmp_path, monkeypatch):
+    """A model loaded as itself may have its own auto_complete_config; one without config.pbtxt gets its
+    config from auto-complete alone (Triton refuses it otherwise)."""
+    root = _repository(tmp_path)
+    assert _options_started(tmp_path, monkeypatch, root, as_is=frozenset({"b"})) == [[]]
+    (root / "b" / "config.pbtxt").unlink()
+    assert _options_started(tmp_path, monkeypatch, root) == [[]]
+
+
+def test_the_option_is_tritonservers_global_auto_complete_setting_turned_off():
+    """Upstream's words for it: a global --backend-config=<setting>=<value> (no backend name), the setting the
+    backends read their auto-complete flag from, and its value false."""
+    facts = load("triton_autocomplete")
+    setting = facts["first_value_wins"]["setting"]
+    assert NO_BACKEND_AUTOCOMPLETE == facts["option"] == f"--backend-config={setting}=false"
+    assert "," not in NO_BACKEND_AUTOCOMPLETE  # '<backend name>,' would make it one backend's
+
+
+def test_the_embedded_server_passes_the_options_it_is_given(tmp_path):
+    from tritonbuild.server.embedded import EmbeddedServer
+
+    class Launcher:
+        bundled = False
+
+        def command(self, repository, tmp, ports, options):
+            return ["tritonserver", f"--model-repository={repository}", *options]
+
+    server = EmbeddedServer(tmp_path, launcher=Launcher(), options=[NO_BACKEND_AUTOCOMPLETE])
+    server._tmp = tmp_path
+    assert server.argv().count(NO_BACKEND_AUTOCOMPLETE) == 1
+    assert NO_BACKEND_AUTOCOMPLETE not in EmbeddedServer(tmp_path, launcher=Launcher()).argv()

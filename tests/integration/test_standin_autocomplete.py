@@ -1,0 +1,66 @@
+"""Stand-ins loaded without the Python backend's auto-complete (verify/triton_core.py NO_BACKEND_AUTOCOMPLETE),
+against the real tritonserver: the option turns the backend's auto-complete stub off, and Triton's verdict on every
+stand-in is the same both ways, refusals at poll and at load alike (tests/contracts/facts/triton_autocomplete.json).
+The whole corpus verified as the three stood-in kinds gave the same report both ways (2026-12-06, by hand: 1,308,
+1,308 and 1,153 rows, identical)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.contracts.facts import load
+from tests.triton_corpus import cases, materialize
+from tritonbuild.triton.standin import write_standins
+from tritonbuild.verify.triton_core import NO_BACKEND_AUTOCOMPLETE, server_options
+
+pytestmark = pytest.mark.triton
+
+# accepted; refused at load, in the core's checks after the backend's auto-complete (an input without dims);
+# refused at poll, before any backend (a negative max_batch_size)
+CASES = {"ok-minimal", "ok-dynamic-batching-preferred", "in-no-dims", "mbs-negative"}
+
+
+def _load_all(scratch, names, options):
+    """Triton's verdict on each model (None: loaded) and the stubs the Python backend started, by name."""
+    from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError, load_model
+    from tritonbuild.triton.standin import explain_load_error
+
+    verdicts = {}
+    with EmbeddedServer(scratch, log_verbose=1, options=options) as server:
+        for name in names:
+            try:
+                load_model(f"http://{server.http_url}", name)
+                verdicts[name] = None
+            except ModelLoadError as e:
+                verdicts[name] = e.message
+        log = server.log_path.read_text(errors="replace")
+    stubs = [
+        line.split(load("triton_autocomplete")["stub_log"]["log"], 1)[1].strip(' "').split()
+        for line in log.splitlines()
+        if load("triton_autocomplete")["stub_log"]["log"] in line
+    ]
+    verdicts = {n: e and explain_load_error(e, log, n) for n, e in verdicts.items()}
+    return verdicts, stubs
+
+
+def test_stand_ins_get_the_same_verdicts_without_the_auto_complete_stub(tmp_path):
+    chosen = [c for which in ("accepted", "refused") for c in cases(which) if c["id"] in CASES]
+    assert {c["id"] for c in chosen} == CASES
+    models = materialize(tmp_path / "repo", chosen, "onnxruntime", "", suffix=True)
+    write_standins(tmp_path / "repo", sorted(models), tmp_path / "scratch", have_gpu=False)
+    assert server_options(tmp_path / "scratch", frozenset()) == [NO_BACKEND_AUTOCOMPLETE]
+    names = sorted(models)
+    with_ac, stubs_with = _load_all(tmp_path / "scratch", names, [])
+    without, stubs_without = _load_all(tmp_path / "scratch", names, [NO_BACKEND_AUTOCOMPLETE])
+    assert without == with_ac
+    loaded = {n for n, e in with_ac.items() if e is None}
+    assert loaded == {"ok-minimal.onnxruntime", "ok-dynamic-batching-preferred.onnxruntime"}
+    assert "must specify 'dims'" in with_ac["in-no-dims.onnxruntime"]
+    assert "must be non-negative" in with_ac["mbs-negative.onnxruntime"]
+    # an auto-complete stub is named after its model (an instance's after the instance): one for each model
+    # that reached the backend (the loaded ones and the one refused at load), none without auto-complete
+    autocompleted = {n for n in names for argv in stubs_with if n in argv}
+    assert autocompleted == loaded | {"in-no-dims.onnxruntime"}
+    assert not {n for n in names for argv in stubs_without if n in argv}
+    # the instances start alike both ways
+    assert len(stubs_without) == len(loaded) and len(stubs_with) == len(loaded) + len(autocompleted)
