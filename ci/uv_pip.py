@@ -12,8 +12,8 @@ stops at the first index that has the name). A setting uv has no equivalent for 
 
 from __future__ import annotations
 
+import ast
 import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -26,8 +26,9 @@ LISTS = {
 }
 SINGLE = {"index-url": "--index-url"}
 FLAGS = {"no-index": "--no-index"}
-# what changes nothing uv does (uv compiles no bytecode unless asked; its cache is its own)
-IGNORED = {"disable-pip-version-check", "no-compile", "no-cache-dir", "progress-bar"}
+# what changes nothing uv does (the files pip read, merged above; uv compiles no bytecode unless asked; its
+# cache is its own)
+IGNORED = {"config-file", "disable-pip-version-check", "no-compile", "no-cache-dir", "progress-bar"}
 ENV = {"cert": "SSL_CERT_FILE", "default-timeout": "UV_HTTP_TIMEOUT", "timeout": "UV_HTTP_TIMEOUT"}
 # pip's order of precedence: an environment variable over the install command's section over [global]
 RANK = {"global": 0, "install": 1, ":env:": 2}
@@ -44,7 +45,7 @@ def pip_settings(python: str) -> dict[str, str]:
         if section not in RANK:  # another command's section
             continue
         if name not in ranked or RANK[section] >= ranked[name][0]:
-            ranked[name] = (RANK[section], shlex.split(value)[0] if value else "")
+            ranked[name] = (RANK[section], ast.literal_eval(value))  # pip prints repr()
     return {name: value for name, (_, value) in ranked.items()}
 
 
