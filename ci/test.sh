@@ -55,16 +55,23 @@ fi
 if .venv/bin/python -m pip show -q nvidia-pytriton >/dev/null 2>&1; then
   .venv/bin/python -m pip uninstall -q -y --disable-pip-version-check nvidia-pytriton
 fi
-PIP_CONSTRAINT="$PWD/ci/constraints.txt" .venv/bin/tritonbuild embedded install
+PIP_CONSTRAINT="$PWD/ci/constraints.txt" .venv/bin/tritonbuild embedded install &
+embedded_pid=$!
 # The environments for the target images' Pythons (verify --triton-image: 3.10 for a 24.10 image, 3.12 from
 # 24.11; a recipe's image too: a TensorRT-LLM recipe's 25.xx runs 3.12), where this machine has those Pythons
 # (pyenv here): one pip install each the first time (~30 s, about 220 MB), nothing once made; the fast lane too,
 # whose LLM tests verify on 3.12. tests/integration/test_target_python.py skips without them. What the models
 # import is installed for those Pythons by the tests themselves, on first use (server/mirror.py: seconds).
+# The three environments are made side by side (each under its own key and lock; pip's installs overlap the
+# registry waits of the others), and all are in place before the tests start.
+image_pids=()
 for image in 24.10-py3 25.01-py3; do
-  PIP_CONSTRAINT="$PWD/ci/constraints.txt" .venv/bin/tritonbuild embedded install --triton-image "$image" \
-    >/dev/null || echo "ci/test.sh: no environment for $image's Python; its tests will skip" >&2
+  { PIP_CONSTRAINT="$PWD/ci/constraints.txt" .venv/bin/tritonbuild embedded install --triton-image "$image" \
+      >/dev/null || echo "ci/test.sh: no environment for $image's Python; its tests will skip" >&2; } &
+  image_pids+=($!)
 done
+wait "$embedded_pid"
+wait "${image_pids[@]}"
 # Azurite (installed beside pip's install, above) must be in place before the tests start.
 if [ -n "$npm_pid" ]; then
   wait "$npm_pid" || echo "ci/test.sh: azurite did not install; the az:// emulator tests will skip" >&2
