@@ -6,6 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+# Every interpreter of the run keeps its bytecode (__pycache__/, ignored by git). An environment with
+# PYTHONDONTWRITEBYTECODE=1 (these machines set it) made each one compile everything it imported from source: a
+# `python -m tritonbuild publish` to S3 spent 3.2 CPU seconds starting instead of 1.0, each xdist worker 14
+# collecting instead of 5.5, and the run starts hundreds of them. What the embedded server's Python stub writes
+# is not this: the launcher sets the variable for it (builder/server/launcher.py).
+unset PYTHONDONTWRITEBYTECODE
 FAST=0
 if [ "${1:-}" = "--fast" ]; then
   FAST=1
@@ -16,17 +22,31 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 # Azure's own Blob emulator for the az:// publish tests (tests/integration/test_publish_gcs_azure.py skips
-# them without it): Azurite from npm, pinned, into .tritonbuild-node/ (ignored by git). Not in the fast lane.
-# Installed in the background while pip installs the project (~30 s of mostly waiting on the registry).
+# them without it): Azurite from npm, pinned. Not in the fast lane. npm's install is 360 MB of node_modules (33 s,
+# 26 CPU seconds on the 2 cores pip's install needs too), so it is made once per machine and version, like the
+# embedded server's environments: under the user's cache directory (made beside, then moved into place, so a
+# concurrent run never sees half of it), and .tritonbuild-node (ignored by git) points at it.
+AZURITE=3.37.0
+node_dir="${XDG_CACHE_HOME:-$HOME/.cache}/tritonbuild-ci/azurite-$AZURITE"
 npm_pid=""
-if [ "$FAST" = 0 ] && command -v npm >/dev/null && [ ! -x .tritonbuild-node/node_modules/.bin/azurite-blob ]; then
-  npm install --silent --no-audit --no-fund --prefix .tritonbuild-node azurite@3.37.0 &
-  npm_pid=$!
+if [ "$FAST" = 0 ] && command -v npm >/dev/null; then
+  if [ ! -x "$node_dir/node_modules/.bin/azurite-blob" ]; then
+    mkdir -p "$(dirname "$node_dir")"
+    ( tmp=$(mktemp -d "$node_dir.XXXXXX") &&
+      npm install --silent --no-audit --no-fund --prefix "$tmp" "azurite@$AZURITE" &&
+      { mv -T "$tmp" "$node_dir" 2>/dev/null || rm -rf "$tmp"; } ) &  # a concurrent run's, if it came first
+    npm_pid=$!
+  fi
+  [ -L .tritonbuild-node ] || rm -rf .tritonbuild-node
+  ln -sfn "$node_dir" .tritonbuild-node
 fi
 if [ "$FAST" = 0 ] || [ ! -x .venv/bin/tritonbuild ]; then
-  # Exact versions from ci/constraints.txt (torch==2.13.0 is the CPU build on local disk on these machines);
-  # --no-compile: Python compiles what the run imports, pip would compile every file of every wheel (torch's too).
-  .venv/bin/python -m pip install -q --no-compile --disable-pip-version-check -c ci/constraints.txt -e '.[test]'
+  # Exact versions from ci/constraints.txt (torch==2.13.0 is the CPU build on local disk on these machines),
+  # installed by uv (its version from ci/constraints.txt too) with pip's own index settings (ci/uv_pip.py): the
+  # same 192 distributions as pip's install, in 19 s and 14 CPU seconds with an empty uv cache where pip took
+  # 109 s and 70. uv compiles no bytecode: Python compiles what the run imports (torch has 4,000 files).
+  .venv/bin/python -m pip install -q --no-compile --disable-pip-version-check -c ci/constraints.txt uv
+  .venv/bin/python ci/uv_pip.py install -q -c ci/constraints.txt -e '.[test]'
 fi
 # The embedded tritonserver's own environment (nvidia-pytriton, numpy < 2: builder/server/toolenv.py), made before
 # the tests (they only find it; ~10 s the first time, nothing once made), with the exact versions of constraints.
@@ -35,16 +55,23 @@ fi
 if .venv/bin/python -m pip show -q nvidia-pytriton >/dev/null 2>&1; then
   .venv/bin/python -m pip uninstall -q -y --disable-pip-version-check nvidia-pytriton
 fi
-PIP_CONSTRAINT="$PWD/ci/constraints.txt" .venv/bin/tritonbuild embedded install
+PIP_CONSTRAINT="$PWD/ci/constraints.txt" .venv/bin/tritonbuild embedded install &
+embedded_pid=$!
 # The environments for the target images' Pythons (verify --triton-image: 3.10 for a 24.10 image, 3.12 from
 # 24.11; a recipe's image too: a TensorRT-LLM recipe's 25.xx runs 3.12), where this machine has those Pythons
 # (pyenv here): one pip install each the first time (~30 s, about 220 MB), nothing once made; the fast lane too,
 # whose LLM tests verify on 3.12. tests/integration/test_target_python.py skips without them. What the models
 # import is installed for those Pythons by the tests themselves, on first use (server/mirror.py: seconds).
+# The three environments are made side by side (each under its own key and lock; pip's installs overlap the
+# registry waits of the others), and all are in place before the tests start.
+image_pids=()
 for image in 24.10-py3 25.01-py3; do
-  PIP_CONSTRAINT="$PWD/ci/constraints.txt" .venv/bin/tritonbuild embedded install --triton-image "$image" \
-    >/dev/null || echo "ci/test.sh: no environment for $image's Python; its tests will skip" >&2
+  { PIP_CONSTRAINT="$PWD/ci/constraints.txt" .venv/bin/tritonbuild embedded install --triton-image "$image" \
+      >/dev/null || echo "ci/test.sh: no environment for $image's Python; its tests will skip" >&2; } &
+  image_pids+=($!)
 done
+wait "$embedded_pid"
+wait "${image_pids[@]}"
 # Azurite (installed beside pip's install, above) must be in place before the tests start.
 if [ -n "$npm_pid" ]; then
   wait "$npm_pid" || echo "ci/test.sh: azurite did not install; the az:// emulator tests will skip" >&2

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_publish import _fake_verified
+from tests.integration.conftest import kill_in_stratum, work_span
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
 
@@ -177,29 +178,22 @@ def test_two_concurrent_publishers_one_wins_and_the_target_stays_consistent(stor
 
 
 def test_random_kills_never_leave_a_half_visible_version(store, cli, tmp_path):
-    """Five seeded SIGKILLs at random moments of publishes of new versions: after each, config.pbtxt pins only
-    versions whose every file is at the target with its size; the re-run (breaking the dead publisher's lease)
-    completes and verify TARGET passes."""
+    """Five seeded SIGKILLs, one in each fifth of a publish's own work (from its lease on: kill_in_stratum), of
+    publishes of new versions: after each, config.pbtxt pins only versions whose every file is at the target
+    with its size; the re-run (breaking the dead publisher's lease) completes and verify TARGET passes."""
     from tritonbuild.publish import objects
     from tritonbuild.publish.pinning import live_version
     from tritonbuild.publish.target import open_target
     from tritonbuild.repository.manifest import read_manifest
 
     scheme, bucket = store
-    target = f"{scheme}://{bucket}/crash"
-    assert cli("publish", _repo(tmp_path, cli, 1, "2"), target).exit_code == 0
+    target, kills = f"{scheme}://{bucket}/crash", 5
     opened = open_target(target)
-    for run, version in enumerate(range(2, 7)):
+    # v1 by a publish like the killed ones: how long its work takes here and now
+    span = work_span(_publish_proc(_repo(tmp_path, cli, 1, "2", extra_mib=4), target), opened)
+    for run, version in enumerate(range(2, kills + 2)):
         out = _repo(tmp_path, cli, version, str(version + 1), extra_mib=4)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tritonbuild", "publish", str(out), target],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ},
-        )
-        time.sleep(random.Random(run).uniform(0.5, 3.0))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        kill_in_stratum(_publish_proc(out, target), opened, span, run, kills, random.Random(run))
         live = live_version(objects.read_text(opened, opened.path("doubler", "config.pbtxt")))
         remote = objects.remote_sizes(opened, opened.path("doubler"))
         built = read_manifest(tmp_path / f"repo{live}")
@@ -213,7 +207,16 @@ def test_random_kills_never_leave_a_half_visible_version(store, cli, tmp_path):
             live,
             remote,
         )
-        r = _tb("publish", out, target)
-        assert r.returncode == 0, r.stderr
-        assert json.loads(_tb("ls", target, "--json").stdout)["models"][0]["live"] == version
+        r = cli("publish", out, target)  # in this process: the same command as a fresh one's
+        assert r.exit_code == 0, r.stderr
+        assert json.loads(cli("ls", target, "--json").stdout)["models"][0]["live"] == version
     assert json.loads(_tb("verify", target, "--json").stdout)["passed"]
+
+
+def _publish_proc(out: Path, target: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tritonbuild", "publish", str(out), target],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ},
+    )

@@ -15,7 +15,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from tests.integration.conftest import FAKE_KEY_ID, FAKE_SECRET
+from tests.integration.conftest import FAKE_KEY_ID, FAKE_SECRET, kill_in_stratum, work_span
 from tests.serving import serve_json
 from tritonbuild import api
 from tritonbuild.core.progress import Reporter
@@ -127,42 +127,46 @@ def test_live_switch_in_poll_mode_has_no_failed_request(doubler_repo, bucket):
     assert seen[-1][1] == "2"
 
 
+def _publish_proc(repo, target: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tritonbuild",
+            "publish",
+            str(repo),
+            target,
+            "--skip-verify",
+            "--keep",
+            "3",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ},
+    )
+
+
 @pytest.mark.triton
 def test_killed_publishes_never_expose_a_half_version(doubler_repo, bucket):
-    """20 seeded kills at random moments: the polling server keeps serving a complete version, ls shows no
-    half version as live, and a re-run completes."""
-    target = f"s3://{bucket}/crash"
-    factors = {v: float(v + 1) for v in range(1, 22)}
-    repos = {1: doubler_repo(1, factor="2")}
-    api.publish(repos[1], target)
-    with EmbeddedServer(
-        api.publish(repos[1], target).triton_url, control="poll", poll_secs=1
-    ) as server:
+    """Ten seeded kills, one in each tenth of a publish's own work (from its lease on: kill_in_stratum): the
+    polling server keeps serving a complete version, ls shows no half version as live, and a re-run completes."""
+    from tritonbuild.publish.target import open_target
+
+    target, kills = f"s3://{bucket}/crash", 10
+    factors = {v: float(v + 1) for v in range(1, kills + 2)}
+    repos = {1: doubler_repo(1, factor="2", verify=False, extra=os.urandom(4 << 20))}
+    opened = open_target(
+        target
+    )  # v1 by a publish like the killed ones: how long its work takes here and now
+    span = work_span(_publish_proc(repos[1], target), opened)
+    with EmbeddedServer(opened.triton_url(), control="poll", poll_secs=1) as server:
         served = []
-        for run, version in enumerate(range(2, 22)):
+        for run, version in enumerate(range(2, kills + 2)):
             repos[version] = doubler_repo(
                 version, factor=str(factors[version]), verify=False, extra=os.urandom(4 << 20)
             )
-            rng = random.Random(run)
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "tritonbuild",
-                    "publish",
-                    str(repos[version]),
-                    target,
-                    "--skip-verify",
-                    "--keep",
-                    "3",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                env={**os.environ},
-            )
-            time.sleep(rng.uniform(0.2, 2.5))
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
+            proc = _publish_proc(repos[version], target)
+            kill_in_stratum(proc, opened, span, run, kills, random.Random(run))
             info = api.list_target(target).models[0].to_dict()
             live = info["live"]
             assert live is not None and live in info["present"], info
@@ -175,7 +179,7 @@ def test_killed_publishes_never_expose_a_half_version(doubler_repo, bucket):
             info = api.list_target(target).models[0].to_dict()
             assert info["live"] == version and info["notes"] == [], info
         assert json.loads(_tb("verify", target, "--json").stdout)["passed"]
-    assert len(served) == 20
+    assert len(served) == kills
 
 
 def _complete_on_target(target: str, repo) -> bool:
