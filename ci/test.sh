@@ -6,12 +6,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-# Every interpreter of the run keeps its bytecode (__pycache__/, ignored by git). An environment with
+# Every interpreter of the run keeps its bytecode, under .tritonbuild-pycache/ (ignored by git; nothing written
+# beside a source file: a recipe's model.py or a repository's stays alone in its folder). An environment with
 # PYTHONDONTWRITEBYTECODE=1 (these machines set it) made each one compile everything it imported from source: a
 # `python -m tritonbuild publish` to S3 spent 3.2 CPU seconds starting instead of 1.0, each xdist worker 14
-# collecting instead of 5.5, and the run starts hundreds of them. What the embedded server's Python stub writes
-# is not this: the launcher sets the variable for it (builder/server/launcher.py).
+# collecting instead of 5.5, and the run starts hundreds of them (tests/conftest.py does the same for a pytest
+# started by hand). What the embedded server's Python stub writes is not this: the launcher sets the variable
+# for it (builder/server/launcher.py). A caller's own prefix is kept.
 unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX="${PYTHONPYCACHEPREFIX:-$PWD/.tritonbuild-pycache}"
 FAST=0
 if [ "${1:-}" = "--fast" ]; then
   FAST=1
