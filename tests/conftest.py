@@ -72,12 +72,19 @@ def pytest_collection_modifyitems(config, items):
         for marker, reason in reasons.items():
             if reason and marker in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=reason))
-    # Slow tests first, the heaviest scopes (a module, or a class for its methods: what --dist loadscope hands a
-    # worker at a time) first among them, by the busy seconds a measured run gave them (tests/scope_weights.json,
-    # ci/timeline.py --weights); a stable sort: the order within a scope is kept. The full run's workers take a
-    # scope at a time in this order, so the long ones start at once instead of ending the run on one worker.
+    # The heaviest scopes first (a module, or a class for its methods: what --dist loadscope hands a worker at a
+    # time), by the busy seconds a measured run gave them (tests/scope_weights.json, ci/timeline.py --weights),
+    # whatever their markers (the Triton corpus is not marked slow and ran last); then the other slow tests, then
+    # the rest. A stable sort: the order within a scope is kept. The full run's workers take a scope at a time in
+    # this order, so the long ones start at once instead of ending the run on one worker.
     weight = _scope_weights()
-    items.sort(key=lambda item: ("slow" not in item.keywords, -weight.get(_scope(item.nodeid), 0)))
+
+    def order(item) -> tuple[int, float]:
+        if seconds := weight.get(_scope(item.nodeid), 0):
+            return 0, -seconds
+        return (1 if "slow" in item.keywords else 2), 0
+
+    items.sort(key=order)
 
 
 def _scope(nodeid: str) -> str:

@@ -1,5 +1,5 @@
-"""The full run's order (tests/conftest.py): slow tests first, the heaviest xdist scopes first among them, from the
-weights ci/timeline.py --weights writes out of a measured timeline."""
+"""The full run's order (tests/conftest.py): the heaviest xdist scopes first whatever their markers, from the weights
+ci/timeline.py --weights writes out of a measured timeline, then the other slow tests, then the rest."""
 
 from __future__ import annotations
 
@@ -42,10 +42,9 @@ class _Item:
         raise AssertionError("no marker expected here")
 
 
-def test_slow_first_then_heaviest_scope_first_and_a_scope_keeps_its_order(monkeypatch):
-    monkeypatch.setattr(
-        conftest, "_scope_weights", lambda: {"tests/heavy.py": 300, "tests/mid.py::TestC": 100}
-    )
+def test_heaviest_scope_first_then_slow_and_a_scope_keeps_its_order(monkeypatch):
+    weights = {"tests/heavy.py": 300, "tests/mid.py::TestC": 100, "tests/corpus.py::TestK": 200}
+    monkeypatch.setattr(conftest, "_scope_weights", lambda: weights)
     monkeypatch.setattr(conftest, "_triton_available", lambda: None)
     monkeypatch.setattr(conftest.shutil, "which", lambda name: "/bin/" + name)
     items = [
@@ -55,11 +54,13 @@ def test_slow_first_then_heaviest_scope_first_and_a_scope_keeps_its_order(monkey
         _Item("tests/heavy.py::test_2", True),
         _Item("tests/heavy.py::test_1", True),
         _Item("tests/mid.py::TestC::test_0", True),
+        _Item("tests/corpus.py::TestK::test_v", False),  # heavy, not marked slow
     ]
     conftest.pytest_collection_modifyitems(None, items)
     assert [i.nodeid for i in items] == [
         "tests/heavy.py::test_2",
         "tests/heavy.py::test_1",
+        "tests/corpus.py::TestK::test_v",
         "tests/mid.py::TestC::test_1",
         "tests/mid.py::TestC::test_0",
         "tests/light.py::test_b",
