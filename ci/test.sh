@@ -109,12 +109,13 @@ if [ "$FAST" = 0 ] && [ "${TRITONBUILD_SMOKE:-1}" != 0 ]; then
   smoke_pid=$!
 fi
 # The full run: tests spread over worker processes (pytest-xdist; most tests wait on a tritonserver, a
-# moto_server or a subprocess, so more workers than cores pays: TRITONBUILD_TEST_WORKERS, default 4 — 6 looked
-# faster beside other jobs, where more processes take a larger share of the machine, and no faster alone (one clean
-# clone's .ci/run each, not interleaved: 20.9 minutes with 6, 20.3 with 4: docs/development.md), a
-# module's tests kept on one worker (module-scoped builds run once); it names its 20 slowest tests.
+# moto_server or a subprocess, so more workers than cores pays: TRITONBUILD_TEST_WORKERS, default 6. Clean clones'
+# .ci/run on the quiet 2-core machine, 2026-12-06, one after the other: 12.7 and 12.9 minutes with 4, 12.4 and 11.2
+# with 6 (the 11.2 with the heaviest scopes first whatever their markers; the tests use 1.5 of the 2 cores with 4,
+# most of their time is waiting), a module's tests kept on one worker (module-scoped builds run once); it names its
+# 20 slowest tests.
 if [ "$FAST" = 0 ]; then
-  set -- -n "${TRITONBUILD_TEST_WORKERS:-4}" --dist loadscope --durations=20 "$@"
+  set -- -n "${TRITONBUILD_TEST_WORKERS:-6}" --dist loadscope --durations=20 "$@"
 fi
 rc=0
 .venv/bin/python -m pytest -q "$@" || rc=$?
