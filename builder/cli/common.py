@@ -103,7 +103,10 @@ class Group(click.Group):
             _reader_gone()
         except (click.exceptions.Exit, click.ClickException):
             raise
-        except Exception:  # noqa: BLE001 - a bug: show the traceback and ask for a report
+        except Exception as e:  # noqa: BLE001 - a bug: show the traceback and ask for a report
+            if interrupted_by_ctrl_c(e):
+                application.err.print("interrupted")
+                sys.exit(130)
             application.err.print_exception()
             application.err.print(
                 "[bold red]internal error[/]: this is a tritonbuild bug; please report it with the "
@@ -113,6 +116,18 @@ class Group(click.Group):
             sys.exit(1)
         finally:
             _warn_broken_plugins(application, raised)
+
+
+def interrupted_by_ctrl_c(error: BaseException) -> bool:
+    """An error raised because Ctrl-C interrupted something that turned the KeyboardInterrupt into its own
+    exception (numpy's import raises ImportError 'Error importing numpy ...' from it): an interrupt, not a bug."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def _warn_broken_plugins(application: Application, raised: TritonBuildError | None) -> None:

@@ -75,3 +75,43 @@ def test_exit_codes_are_kept_without_an_interrupt(tmp_path):
         timeout=60,
     )
     assert recipe.returncode == 3, (recipe.returncode, recipe.stderr)
+
+
+# Ctrl-C while a command imports numpy (verify imports it on first use): numpy's __init__ turns the interrupt into
+# ImportError("Error importing numpy ...") raised from it, which the CLI showed as an internal error, exit 1, with a
+# traceback (seen in a clean clone's run: test_verify_interrupt's SIGINT landed in that import).
+DURING_IMPORT = textwrap.dedent("""
+    import sys
+    import click
+    from tritonbuild.cli import main
+    from tritonbuild.cli.common import Group
+    @click.command(name="imports")
+    def imports():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as e:
+            raise ImportError("Error importing numpy: you should not try to import numpy from its source") from e
+    main.add_command(imports)
+    sys.argv = ["tritonbuild", "imports"]
+    main()
+""")
+
+
+def test_ctrl_c_turned_into_another_error_by_an_import_is_exit_130():
+    r = subprocess.run(
+        [sys.executable, "-c", DURING_IMPORT], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 130, (r.returncode, r.stderr)
+    assert (
+        "interrupted" in r.stderr
+        and "internal error" not in r.stderr
+        and "Traceback" not in r.stderr
+    ), r.stderr
+
+
+def test_a_real_bug_is_still_an_internal_error():
+    bug = DURING_IMPORT.replace("raise KeyboardInterrupt", "raise ValueError('a bug')").replace(
+        "except KeyboardInterrupt", "except ValueError"
+    )
+    r = subprocess.run([sys.executable, "-c", bug], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "internal error" in r.stderr, (r.returncode, r.stderr)
