@@ -110,9 +110,9 @@ if [ "$FAST" = 0 ] && [ "${TRITONBUILD_SMOKE:-1}" != 0 ]; then
 fi
 # The full run: tests spread over worker processes (pytest-xdist; most tests wait on a tritonserver, a
 # moto_server or a subprocess, so more workers than cores pays: TRITONBUILD_TEST_WORKERS, default 6. Clean clones'
-# .ci/run on the quiet 2-core machine, 2026-12-06, one after the other: 12.7 and 12.9 minutes with 4, 12.4 and 11.2
-# with 6 (the 11.2 with the heaviest scopes first whatever their markers; the tests use 1.5 of the 2 cores with 4,
-# most of their time is waiting), a module's tests kept on one worker (module-scoped builds run once); it names its
+# .ci/run on the quiet 2-core machine, 2026-12-06, one after the other (not interleaved; spread about 1.4 minutes):
+# 12.7 and 12.9 minutes with 4, 12.4, 11.2, 11.5 and 12.6 with 6 (all but the 12.4 with the heaviest scopes first
+# whatever their markers; the tests use 1.5 of the 2 cores with 4, most of their time is waiting), a module's tests kept on one worker (module-scoped builds run once); it names its
 # 20 slowest tests.
 if [ "$FAST" = 0 ]; then
   set -- -n "${TRITONBUILD_TEST_WORKERS:-6}" --dist loadscope --durations=20 "$@"

@@ -70,6 +70,12 @@ def test_infer_a_built_directory_serves_it_for_the_call(cli, py_recipe, tmp_path
     assert json.loads(r.stdout)["samples"][0]["outputs"]["Y"]["data"] == [[1.0, 1.0, 1.0]]
 
 
+def _serve_argv(repo, port: int, *extra: str) -> list[str]:
+    """`tritonbuild serve REPO` as a user runs it, HTTP on `port`, gRPC and metrics on free ports."""
+    return [sys.executable, "-m", "tritonbuild", "serve", str(repo), *extra,
+            "--http-port", str(port), "--grpc-port", "0", "--metrics-port", "0"]  # fmt: skip
+
+
 def test_serve_on_a_taken_port_fails_before_claiming_ready(cli, py_recipe, tmp_path):
     """Another tritonserver on the port: serve printed 'tritonserver ready ... loaded: doubler' (the other server
     answered the health probe and the loads), then failed, and --json printed two documents."""
@@ -81,23 +87,7 @@ def test_serve_on_a_taken_port_fails_before_claiming_ready(cli, py_recipe, tmp_p
         port = other.http_port
         for extra in ([], ["--json"]):
             res = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "tritonbuild",
-                    "serve",
-                    str(out),
-                    "--http-port",
-                    str(port),
-                    "--grpc-port",
-                    "0",
-                    "--metrics-port",
-                    "0",
-                    *extra,
-                ],
-                capture_output=True,
-                text=True,
-                timeout=120,
+                _serve_argv(out, port, *extra), capture_output=True, text=True, timeout=120
             )
             assert res.returncode == 8, res.stderr  # ServerError
             assert " ready " not in res.stdout and "loaded:" not in res.stdout
@@ -299,23 +289,7 @@ def test_serve_is_not_ready_before_its_models_are(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tritonbuild",
-            "serve",
-            str(repo),
-            "--json",
-            "--http-port",
-            str(port),
-            "--grpc-port",
-            "0",
-            "--metrics-port",
-            "0",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        _serve_argv(repo, port, "--json"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
         deadline = time.monotonic() + limit(30)  # serve and the model's 4 s load: 9 s (2026-12-06)

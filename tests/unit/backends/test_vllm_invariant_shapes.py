@@ -4,35 +4,16 @@ vLLM's Llama-family models build (in_features per tensor-parallel rank)."""
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 
 import pytest
 
+from benchmarks.vllm.tiny_llama import LLAMA3_8B as LLAMA_3_8B
 from tests.conftest import EXAMPLES
+from tests.unit.backends.test_vllm_invariant import _plugin
 from tritonbuild.backends.llm.memory import Architecture
 from tritonbuild.backends.vllm.invariant import shapes
-from tritonbuild.backends.vllm.invariant import wheel as invariant
-
-LLAMA_3_8B = {
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "num_hidden_layers": 32,
-    "vocab_size": 128256,
-}
-
-
-def _plugin():
-    spec = importlib.util.spec_from_file_location(
-        "tritonbuild_shapes_test", invariant.PLUGIN_SOURCE
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_plans_rule_is_the_plugins_rule():
