@@ -28,6 +28,7 @@ def tune(
     concurrency: list[int] | None = None,
     confidence: float | None = None,
     rounds: int | None = None,
+    max_rounds: int | None = None,
     baseline: str | None = None,
     apply: bool = False,
     serving: ServingTarget = EMBEDDED,
@@ -40,12 +41,10 @@ def tune(
     this tritonserver (explicit model control) instead of the embedded one; grpc_url: its gRPC
     endpoint (default: its host, port 8001). brute: measure every candidate at every load.
     no_verify: tune a model without goldens. processes: load generator processes (default: cores
-    / 2). sla_ms, min_vs_default, concurrency, confidence, rounds, baseline: override the recipe's
-    tune section (p99 SLA in ms, the winner's least ratio to Triton's default, the load range, the
-    paired interval's confidence, paired rounds, the default served 'built' or 'plain'). apply:
-    write the winner into the recipe file. serving: the tritonserver that runs (else the embedded
-    one) and, for the embedded one, the image whose Python runs its Python side. progress:
-    progress lines."""
+    / 2). sla_ms (tune.sla_p99_ms), min_vs_default, concurrency, confidence, rounds, max_rounds,
+    baseline: override those keys of the tune section. apply: write the winner into the recipe
+    file. serving: the tritonserver that runs (else the embedded one) and, for the embedded one,
+    the image whose Python runs its Python side. progress: progress lines."""
     rpath, spec = recipe_for(Path(root), model, recipe_path)
     spec = with_flags(
         spec,
@@ -54,6 +53,7 @@ def tune(
         concurrency=concurrency,
         confidence=confidence,
         rounds=rounds,
+        max_rounds=max_rounds,
         baseline=baseline,
     )
     report = _tune(

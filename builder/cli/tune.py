@@ -89,6 +89,12 @@ def _ints(_ctx, _param, value: str | None) -> list[int] | None:
     "readings).",
 )
 @click.option(
+    "--max-rounds",
+    type=click.IntRange(1, 50),
+    help="Paired rounds at most while a rule's interval holds its threshold (overrides "
+    "tune.max_rounds; default twice --rounds).",
+)
+@click.option(
     "--baseline",
     type=click.Choice(["built", "plain"]),
     help="With tune.buckets: Triton's default serves the model as built or without its buckets "
@@ -114,6 +120,7 @@ def tune_command(
     min_vs_default: float | None,
     confidence: float | None,
     rounds: int | None,
+    max_rounds: int | None,
     baseline: str | None,
     concurrency: list[int] | None,
     apply_patch: bool,
@@ -141,6 +148,7 @@ def tune_command(
             min_vs_default=min_vs_default,
             confidence=confidence,
             rounds=rounds,
+            max_rounds=max_rounds,
             baseline=baseline,
             concurrency=concurrency,
             apply=apply_patch,

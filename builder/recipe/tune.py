@@ -87,6 +87,15 @@ class Tune(Strict):
         description="Paired rounds of each finalist against Triton's default at every "
         "load, interleaved (A B, B A, ...); 1: decide on single readings.",
     )
+    max_rounds: int | None = Field(
+        None,
+        ge=1,
+        le=50,
+        description="Paired rounds at most: while a rule's interval still holds its threshold "
+        "(inside noise), rounds are added two at a time up to this many, so a noisy machine "
+        "measures longer instead of deciding inside noise. Default: twice 'rounds'; equal to "
+        "'rounds': decide after 'rounds'.",
+    )
     determinism: Literal["goldens", "invariant"] = Field(
         "goldens",
         description="goldens: a config must give the recorded goldens' bits; invariant: a config "
@@ -115,6 +124,20 @@ class Tune(Strict):
         description="Two-sided confidence of the bootstrap interval on the "
         "finalist/default throughput ratio.",
     )
+
+    @property
+    def round_cap(self) -> int:
+        """Paired rounds at most (max_rounds, default twice rounds)."""
+        return min(50, 2 * self.rounds) if self.max_rounds is None else self.max_rounds
+
+    @model_validator(mode="after")
+    def _rounds_cap(self):
+        if self.max_rounds is not None and self.max_rounds < self.rounds:
+            raise ValueError(
+                f"tune.max_rounds {self.max_rounds} is below tune.rounds {self.rounds}: it is "
+                "the most paired rounds, rounds the least"
+            )
+        return self
 
     @model_validator(mode="after")
     def _buckets_change_bits(self):

@@ -59,24 +59,44 @@ class SearchCallbacks:
 
     def confirm(self, candidate: Candidate) -> list[Decision]:
         """Candidate and Triton's default in paired rounds at every load, interleaved A B, B A, ...;
-        each load's throughput ratio decided on its bootstrap interval against min_vs_default."""
-        default, spec = self.grid.default, self.spec
+        each load's throughput ratio decided on its bootstrap interval against min_vs_default.
+        While a load's interval holds the threshold (inside noise), two more rounds at a time, up
+        to the spec's round cap: a noisy machine measures longer instead of deciding in noise."""
+        spec, cap = self.spec, self.spec.round_cap
         readings = {load: {"candidate": [], "default": []} for load in self.loads}
         self.say(
             f"confirming {candidate.label}: {spec.rounds} paired rounds with the default at "
-            f"{self.loads}"
+            f"{self.loads}" + (f" (up to {cap} while inside noise)" if cap > spec.rounds else "")
         )
+        order = abba_order(cap)
+        decisions = self._paired_rounds(candidate, readings, order[: spec.rounds])
+        done = spec.rounds
+        while done < cap and any(d.outcome == "inside noise" for d in decisions):
+            more = order[done : done + 2]
+            noisy = [d.load for d in decisions if d.outcome == "inside noise"]
+            self.say(
+                f"inside noise at {', '.join(noisy)}: {len(more)} more paired round(s) "
+                f"({done + len(more)} of at most {cap})"
+            )
+            decisions = self._paired_rounds(candidate, readings, more)
+            done += len(more)
+        self.paired[candidate.label] = readings
+        return decisions
+
+    def _paired_rounds(self, candidate, readings, rounds) -> list[Decision]:
+        """The given rounds measured (both configs at every load, in each round's order), then
+        every load decided on all of its rounds so far."""
+        default, spec = self.grid.default, self.spec
         # the estimate counted the search's measurements only: these rounds come on top of what is
         # left of it
-        self.guess = max(self.guess, self.done) + 2 * spec.rounds * len(self.loads)
-        for _round, candidate_first in abba_order(spec.rounds):
+        self.guess = max(self.guess, self.done) + 2 * len(rounds) * len(self.loads)
+        for _round, candidate_first in rounds:
             for who in (candidate, default) if candidate_first else (default, candidate):
                 for load in self.loads:
                     point = self.measure(who, load, phase="paired")
                     readings[load]["candidate" if who == candidate else "default"].append(
                         round(point.throughput, 2)
                     )
-        self.paired[candidate.label] = readings
         return [
             Decision(
                 "throughput",

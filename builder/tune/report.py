@@ -143,6 +143,7 @@ def _run_facts(manifest_model, spec, ev, loads, grid_size, brute, paired, no_ver
         "sla_p99_ms": spec.sla_p99_ms,
         "min_vs_default": spec.min_vs_default,
         "rounds": spec.rounds,
+        "round_cap": spec.round_cap,
         "confidence": spec.confidence,
         "batch_invariance": manifest_model.verify.batch_invariance,
         "verified_with_goldens": not no_verify,
@@ -275,6 +276,7 @@ def _comparison(ev, loads, default, winner) -> dict:
                 high=round(interval.high, 4),
                 decided_by="paired interval",
                 outcome=decisions[lo].outcome,
+                rounds=interval.rounds,
             )
         out[lo] = row
     return out

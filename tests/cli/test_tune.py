@@ -51,6 +51,7 @@ tune:
   stability: 0.5
   min_vs_default: 0.7
   rounds: 3
+  max_rounds: 9
   sla_p99_ms: 2000
 """
 
@@ -146,9 +147,12 @@ def test_tune_picks_batching_writes_patch_and_the_rebuild_carries_it(cli, invari
     assert report["winner"]["batching"] and report["winner"]["max_batch_size"] == 8, why
     # default + batching at 2 loads, and the default again at both (the baseline is the better of the two)
     assert report["grid_measurements"] == 4 and report["measurements_made"] == 6
-    # then the finalist and the default in 3 paired rounds at both loads, the rule decided on the interval; the
+    # then the finalist and the default in 3 paired rounds at both loads (up to 9 while a rule is inside noise: a
+    # loaded machine's 3 rounds once put c1 at 0.818x [0.657-0.965]), the rule decided on the interval; the
     # default stays loaded as a second copy of the model: loaded once, never reloaded between the rounds
-    assert report["paired_measurements"] == 12
+    rounds = report["comparison"]["c1"]["rounds"]
+    assert rounds in (3, 5, 7, 9) and report["comparison"]["c8"]["rounds"] == rounds, why
+    assert report["paired_measurements"] == 2 * 2 * rounds
     assert report["default_served_as"] == "slow__tune_default"
     log = (tmp_path / "rep" / "tritonserver.log").read_text()
     assert log.count("successfully loaded 'slow__tune_default'") == 1, log[-3000:]
