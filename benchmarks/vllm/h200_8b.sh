@@ -89,6 +89,11 @@ while [ $# -gt 1 ]; do
           (cd chunked && $TB build llama-3-8b-int4-invariant.yaml -o $W/OUT8-invariant-chunked); }) || exit 4
       echo "{\"build_s\": $(( $(date +%s) - t0 )), \"quantize_threads\": \"${TRITONBUILD_QUANTIZE_THREADS:-auto}\"}" \
         > $R/build-8b.json
+      # the repositories' file digests (the INT4 weights are quantized on this machine): two machines' runs can then
+      # tell whether their answers came from the same files
+      for c in default invariant; do
+        [ -f $W/OUT8-$c/tritonbuild-manifest.json ] && cp $W/OUT8-$c/tritonbuild-manifest.json $R/manifest-8b-$c.json
+      done
       rm -f $W/ckpt/*/*.safetensors  # NOTE: the repositories hold the weights (hardlinks into the build cache)
       if [ "${PLUGIN_PREINSTALL:-0}" = 1 ]; then
         python3 -m pip install -q --no-index --no-deps $W/OUT8-invariant/llama-3-8b-int4-invariant/1/plugins/*.whl

@@ -20,7 +20,7 @@ from tritonbuild.repository.assemble import golden_name
 from tritonbuild.repository.manifest import ManifestModel
 from tritonbuild.triton.model_dir import ModelDir
 from tritonbuild.verify.checked import AnswersChecked, Recording
-from tritonbuild.verify.classes import matching_class, merged, verdict
+from tritonbuild.verify.classes import matching_class, merged, model_files, verdict
 from tritonbuild.verify.contract import contract_note, violations
 from tritonbuild.verify.goldens import (
     check_golden_names,
@@ -143,9 +143,9 @@ def check_model(
     else:
         status, detail, variant = _batch_invariance(model, runner, inputs, first)
     notes = _tolerance_notes(model, tolerated)
-    told = None
+    told, files = None, model_files(root, model)
     if golden is not None and not record:
-        told = verdict(golden, chosen, differ, numerics, mismatches)
+        told = verdict(golden, chosen, differ, numerics, mismatches, files)
         notes += told.notes
     if status == "variant":
         if model.verify.batch_invariance == "require":
@@ -164,7 +164,7 @@ def check_model(
         under_load=under_load,
         notes=notes,
         numerics=numerics,
-        recording=Recording(inputs, runs[0], golden, numerics) if record else None,
+        recording=Recording(inputs, runs[0], golden, numerics, files) if record else None,
         goldens_recorded_on=told and told.goldens_recorded_on,
         goldens_classes=told and told.goldens_classes,
         cause=told and told.cause,
@@ -297,12 +297,19 @@ def _golden_destination(model: ManifestModel) -> Path:
 
 
 def write_goldens(
-    root: Path, model: ManifestModel, inputs, reference, golden=None, numerics=None, force=False
+    root: Path,
+    model: ManifestModel,
+    inputs,
+    reference,
+    golden=None,
+    numerics=None,
+    force=False,
+    files=None,
 ) -> tuple[ManifestModel, str | None, str | None]:
-    """Goldens into OUT, and into the recipe's verify.goldens (this machine class's answers; other
-    classes' kept; a class's committed answers are replaced only with force): (model, a note, a
-    refusal)."""
-    joined, added, refusal = merged(golden, inputs, reference, numerics, force)
+    """Goldens into OUT, and into the recipe's verify.goldens (this machine class's answers, with
+    the model files they came from; other classes' kept; a class's committed answers are replaced
+    only with force): (model, a note, a refusal)."""
+    joined, added, refusal = merged(golden, inputs, reference, numerics, force, files)
     if refusal is not None:
         return model, None, refusal
     arrays = goldens_arrays(joined)

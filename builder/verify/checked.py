@@ -19,6 +19,7 @@ class Recording:
     answers: list[dict]
     golden: Goldens | None
     numerics: dict | None
+    files: dict[str, str] | None = None  # the model's files the answers came from
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,10 @@ changed), and how a recording joins the classes already recorded."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tritonbuild.core.numerics import differences, summary
+from tritonbuild.repository.manifest import ManifestModel, read_manifest
 from tritonbuild.verify.goldens import GoldenClass, Goldens, mismatches
 from tritonbuild.verify.models import Mismatch
 
@@ -34,8 +36,46 @@ class Verdict:
     numerics_differ: list[str] | None = None
 
 
-def verdict(golden: Goldens, chosen: int, differ, here, found: list[Mismatch]) -> Verdict:
-    """Where the goldens came from, and why answers differ from them."""
+def model_files(root: Path, model: ManifestModel) -> dict[str, str] | None:
+    """The digests of the model's files as the repository's manifest lists them: its config.pbtxt
+    and the version directory's (its goldens, which a recording rewrites, left out); None without a
+    manifest."""
+    try:
+        listed = read_manifest(root).files
+    except (FileNotFoundError, ValueError):
+        return None
+    prefixes = (f"{model.name}/config.pbtxt", f"{model.name}/{model.version}/")
+    return {
+        path[len(model.name) + 1 :]: entry.sha256
+        for path, entry in listed.items()
+        if path.startswith(prefixes) and not Path(path).name.startswith("golden-v")
+    }
+
+
+def files_differ(recorded: dict[str, str] | None, here: dict[str, str] | None) -> list[str] | None:
+    """The model's files whose digest differs from those the goldens were recorded from (added and
+    removed ones included); None: unknown (goldens recorded before files were, or none here)."""
+    if recorded is None or here is None:
+        return None
+    return sorted(
+        path for path in set(recorded) | set(here) if recorded.get(path) != here.get(path)
+    )
+
+
+def _files_note(paths: list[str]) -> str:
+    shown = ", ".join(paths[:4]) + (f" and {len(paths) - 4} more" if len(paths) > 4 else "")
+    return (
+        f"the model's files differ from those the goldens were recorded from ({shown}): another "
+        "build of the model (other inputs, or a build step whose output depends on the machine "
+        "that ran it)"
+    )
+
+
+def verdict(
+    golden: Goldens, chosen: int, differ, here, found: list[Mismatch], files=None
+) -> Verdict:
+    """Where the goldens came from, and why answers differ from them. files: the digests of the
+    model's files as served now (None: unknown)."""
     recorded = golden.classes[chosen].numerics
     notes: list[str] = []
     if len(golden.classes) > 1 and differ == []:
@@ -49,6 +89,11 @@ def verdict(golden: Goldens, chosen: int, differ, here, found: list[Mismatch]) -
     elements = sum(mismatch.differing for mismatch in changed)
     ulps = [mismatch.max_ulp for mismatch in changed if mismatch.max_ulp is not None]
     size = f"{elements} element(s) differ" + (f" by at most {max(ulps)} ULP" if ulps else "")
+    changed_files = files_differ(golden.classes[chosen].files, files)
+    if changed_files:
+        also = f"; the machine class differs too: {'; '.join(differ)}" if differ else ""
+        note = f"{_files_note(changed_files)}{also}; {size}"
+        return Verdict(summary(recorded), len(golden.classes), [*notes, note], "model", differ)
     if differ is None:
         cause, numerics_differ = "unknown", None
         where = (
@@ -62,10 +107,19 @@ def verdict(golden: Goldens, chosen: int, differ, here, found: list[Mismatch]) -
         )
     elif differ:
         cause, numerics_differ = "machine-class", differ
+        same = " (the same model files as the goldens')" if changed_files == [] else ""
         note = (
             f"recorded on another machine class ({summary(recorded)}): {'; '.join(differ)}; "
-            f"{size}. Record this class's goldens beside them ('verify OUT --record'), or make "
-            "the model portable (numerics: portable)"
+            f"{size}{same}. Record this class's goldens beside them ('verify OUT --record'), or "
+            "make the model portable (numerics: portable)"
+        )
+    elif changed_files == []:
+        cause, numerics_differ = "unexplained", []
+        note = (
+            f"the same model files and machine class as the goldens ({summary(recorded)}), yet "
+            f"{size}: what decided these bits is not in the fingerprint (a choice made when the "
+            "model was compiled or loaded, or answers that vary from run to run); re-recording "
+            "would hide it"
         )
     else:
         cause, numerics_differ = "model", []
@@ -83,13 +137,13 @@ def _same(a: list[dict], b: list[dict]) -> bool:
     )
 
 
-def merged(golden: Goldens | None, inputs, answers, numerics, force: bool):
+def merged(golden: Goldens | None, inputs, answers, numerics, force: bool, files=None):
     """The golden set with this run's answers as its machine class: (goldens, a note, a refusal).
     With force, this class alone (the goldens rewritten). Else a class whose fingerprint matches
     keeps its answers (a refusal when they differ); goldens of another class are kept and this
     class added beside them; goldens recorded before fingerprints take this run's fingerprint when
-    the answers are the same."""
-    this = GoldenClass(numerics, answers)
+    the answers are the same. files: the digests of the model's files the answers came from."""
+    this = GoldenClass(numerics, answers, files)
     if golden is None:  # none yet, or fresh inputs (goldens that no longer fit, --force)
         return Goldens(inputs, [this]), None, None
     if force:  # --record --force rewrites the goldens: this class alone
@@ -114,7 +168,7 @@ def merged(golden: Goldens | None, inputs, answers, numerics, force: bool):
                 "replace them",
             )
         classes[chosen] = (
-            this if numerics is not None else classes[chosen]._replace(outputs=answers)
+            this if numerics is not None else classes[chosen]._replace(outputs=answers, files=files)
         )
         return Goldens(golden.inputs, classes), None, None
     if numerics is None:

@@ -61,14 +61,18 @@ def generate_inputs(model: ManifestModel) -> list[Sample]:
 # fingerprint of the process that gave them (core/numerics): the first class as input.N.NAME,
 # output.N.NAME and 'numerics'; each further class K as class.K.output.N.NAME and class.K.numerics.
 # Files written before fingerprints have the first class without 'numerics' (recorded where:
-# unknown).
+# unknown). A class recorded since 2026-12-06 also holds 'files' (class.K.files): the digests of the
+# model's files it was recorded from (config.pbtxt and the version directory's), so that answers
+# that differ can be told apart as another build of the model or the same files on another machine.
 NUMERICS_MEMBER = "numerics"
+FILES_MEMBER = "files"
 CLASS_PREFIX = "class."
 
 
 class GoldenClass(NamedTuple):
     numerics: dict | None  # None: recorded before fingerprints
     outputs: list[Sample]
+    files: dict[str, str] | None = None  # model-relative path -> sha256; None: not recorded
 
 
 class Goldens(NamedTuple):
@@ -80,14 +84,23 @@ def _fingerprint_array(fp: dict) -> np.ndarray:
     return np.frombuffer(json.dumps(fp, sort_keys=True).encode(), dtype=np.uint8).copy()
 
 
-def _fingerprint(arr: np.ndarray) -> dict:
+def _fingerprint(arr: np.ndarray, member: str = NUMERICS_MEMBER) -> dict:
     try:
         fp = json.loads(np.asarray(arr, dtype=np.uint8).tobytes())
     except (ValueError, TypeError) as e:
-        raise ValueError(f"member {NUMERICS_MEMBER!r} is not a JSON fingerprint ({e})") from None
+        raise ValueError(f"member {member!r} is not a JSON fingerprint ({e})") from None
     if not isinstance(fp, dict):
-        raise ValueError(f"member {NUMERICS_MEMBER!r} is not a JSON object")
+        raise ValueError(f"member {member!r} is not a JSON object")
     return fp
+
+
+def _files(arr: np.ndarray | None) -> dict[str, str] | None:
+    if arr is None:
+        return None
+    files = _fingerprint(arr, FILES_MEMBER)
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        raise ValueError(f"member {FILES_MEMBER!r} is not a JSON object of path -> sha256")
+    return files
 
 
 def _samples(arrays: dict[str, np.ndarray], kinds: tuple[str, ...]) -> dict[str, dict[int, Sample]]:
@@ -110,6 +123,8 @@ def goldens_arrays(goldens: Goldens) -> dict[str, np.ndarray]:
             arrays.update({f"{prefix}output.{i}.{name}": v for name, v in sample_outputs.items()})
         if each.numerics is not None:
             arrays[f"{prefix}{NUMERICS_MEMBER}"] = _fingerprint_array(each.numerics)
+        if each.files is not None:
+            arrays[f"{prefix}{FILES_MEMBER}"] = _fingerprint_array(each.files)
     return arrays
 
 
@@ -120,11 +135,15 @@ def read_goldens(arrays: dict[str, np.ndarray]) -> Goldens:
         if key.startswith(CLASS_PREFIX):
             idx, _, rest = key[len(CLASS_PREFIX) :].partition(".")
             if not idx.isdigit() or int(idx) < 1 or not rest:
-                raise ValueError(f"member {key!r} is not class.K.output.N.NAME or class.K.numerics")
+                raise ValueError(
+                    f"member {key!r} is not class.K.output.N.NAME, class.K.numerics or "
+                    "class.K.files"
+                )
             extra.setdefault(int(idx), {})[rest] = arr
         else:
             plain[key] = arr
     first_fp = plain.pop(NUMERICS_MEMBER, None)
+    first_files = _files(plain.pop(FILES_MEMBER, None))
     found = _samples(plain, ("input", "output"))
     inputs, outputs = found["input"], found["output"]
     n = len(inputs)
@@ -134,6 +153,7 @@ def read_goldens(arrays: dict[str, np.ndarray]) -> Goldens:
         GoldenClass(
             None if first_fp is None else _fingerprint(first_fp),
             [outputs.get(i, {}) for i in range(n)],
+            first_files,
         )
     ]
     if sorted(extra) != list(range(1, len(extra) + 1)):
@@ -141,12 +161,14 @@ def read_goldens(arrays: dict[str, np.ndarray]) -> Goldens:
     for k in sorted(extra):
         members = dict(extra[k])
         fp = members.pop(NUMERICS_MEMBER, None)
+        files = _files(members.pop(FILES_MEMBER, None))
         if fp is None:
             raise ValueError(f"machine class {k} has no {NUMERICS_MEMBER!r} member")
         class_outputs = _samples(members, ("output",))["output"]
         if not set(class_outputs) <= set(range(n)):
             raise ValueError(f"machine class {k}: sample numbers are not 0..N-1")
-        classes.append(GoldenClass(_fingerprint(fp), [class_outputs.get(i, {}) for i in range(n)]))
+        outputs_k = [class_outputs.get(i, {}) for i in range(n)]
+        classes.append(GoldenClass(_fingerprint(fp), outputs_k, files))
     return Goldens([inputs[i] for i in range(n)], classes)
 
 

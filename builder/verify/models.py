@@ -120,11 +120,13 @@ class ModelReport(_Frozen):
     goldens_classes: int | None = Field(
         None, description="Machine classes the golden file holds answers for."
     )
-    cause: Literal["machine-class", "model", "unknown", "contract"] | None = Field(
+    cause: Literal["machine-class", "model", "unexplained", "unknown", "contract"] | None = Field(
         None,
         description="Answers differ from the goldens: recorded on another machine class "
-        "(numerics_differ names the fields), on the same class (the model's answers changed), "
-        "or unknown (goldens without a fingerprint, or no fingerprint here). 'contract': the "
+        "(numerics_differ names the fields), from other model files or on the same class (the "
+        "model's answers changed), from the same files on the same class (unexplained: what "
+        "decided the bits is not in the fingerprint), or unknown (goldens without a "
+        "fingerprint, or no fingerprint here). 'contract': the "
         "answers break the outputs the config declares (contract_violations): a model error, "
         "never recorded.",
     )
@@ -263,6 +265,13 @@ class VerificationReport(_Frozen):
                 "notes name them): a model error that recording cannot accept (--force "
                 "included); fix the model or the declared data_type/dims, rebuild "
                 f"('tritonbuild build RECIPES -o {shown}'), verify"
+            )
+        if any(each.cause == "unexplained" for each in changed):
+            return (
+                "the same model files and machine class as the goldens answered otherwise (the "
+                "notes name the models): re-recording would hide it; run verify again to see "
+                "whether the answers vary from run to run, compare the server logs of the two "
+                "runs, and report it with both verification reports"
             )
         if all(each.cause == "machine-class" for each in changed):
             return (

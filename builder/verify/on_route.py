@@ -88,6 +88,7 @@ def _record(
         recording.golden,
         recording.numerics,
         force=force,
+        files=recording.files,
     )
     return checked.recorded(note, refusal), model
 

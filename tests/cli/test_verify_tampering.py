@@ -106,3 +106,30 @@ def test_publish_reverify_catches_a_failed_report_edited_to_passed(cli, py_recip
     assert cli("publish", tmp_path / "v1", f"file://{tmp_path}/pub", "--reverify").exit_code == 0
     r = cli("publish", out, f"file://{tmp_path}/pub", "--reverify", "--skip-verify")
     assert r.exit_code == 2
+
+
+@pytest.mark.triton
+def test_answers_of_a_rebuilt_model_name_the_files_that_changed(cli, py_recipe, tmp_path):
+    """Goldens keep the digests of the model files they were recorded from: when answers differ, verify says
+    whether the model's files did too (another build) and which, instead of only comparing machines."""
+    from tritonbuild.core.npz import read_npz
+    from tritonbuild.verify.goldens import read_goldens
+
+    assert cli("build", py_recipe, "-o", tmp_path / "v1").exit_code == 0
+    assert cli("verify", tmp_path / "v1", "--record").exit_code == 0
+    recorded = read_goldens(read_npz(tmp_path / "goldens" / "doubler.npz")).classes[0].files
+    manifest = json.loads((tmp_path / "v1" / "tritonbuild-manifest.json").read_text())["files"]
+    assert recorded == {
+        "config.pbtxt": manifest["doubler/config.pbtxt"]["sha256"],
+        "1/model.py": manifest["doubler/1/model.py"]["sha256"],
+    }
+    model = tmp_path / "model.py"
+    model.write_text(model.read_text().replace("x * 2 + 1", "x * 3 + 1"))
+    assert cli("build", py_recipe, "-o", tmp_path / "v2").exit_code == 0
+    r = cli("verify", tmp_path / "v2", "--json")
+    assert r.exit_code == 6, r.stdout + r.stderr
+    report = json.loads(r.stdout)["models"][0]
+    assert report["cause"] == "model", report
+    assert "files differ from those the goldens were recorded from (1/model.py)" in " ".join(
+        report["notes"]
+    )

@@ -130,3 +130,50 @@ def test_a_refused_record_leaves_the_repository_goldens_as_they_were(tmp_path):
     assert dest.read_bytes() == kept and committed.read_bytes() == kept
     _, _, refusal = write_goldens(out, model, X, Y2, golden, AMD, force=True)
     assert refusal is None and dest.read_bytes() != kept and committed.read_bytes() != kept
+
+
+FILES = {"config.pbtxt": "c" * 64, "1/model/model.safetensors": "a" * 64}
+REBUILT = {**FILES, "1/model/model.safetensors": "b" * 64}
+
+
+def test_a_class_keeps_the_model_files_it_was_recorded_from():
+    golden = Goldens(X, [GoldenClass(AMD, Y, FILES), GoldenClass(INTEL, Y2)])
+    arrays = goldens_arrays(golden)
+    assert "files" in arrays and "class.1.files" not in arrays
+    back = read_goldens(arrays)
+    assert [c.files for c in back.classes] == [FILES, None]
+    recorded, _, refusal = merged(None, X, Y, AMD, force=False, files=FILES)
+    assert refusal is None and recorded.classes[0].files == FILES
+    bad = {**arrays, "files": np.frombuffer(b'{"config.pbtxt": 1}', dtype=np.uint8)}
+    with pytest.raises(ValueError, match="path -> sha256"):
+        read_goldens(bad)
+
+
+def test_the_verdict_tells_another_build_from_the_same_files_on_another_machine():
+    """2026-12-06, two H100 machines, the invariant INT4 8B model: the same token ids, other log-probs; the
+    machines' CPUs differed (Xeon model 143 vs 207) and nothing said whether the model's files did too (the
+    INT4 weights are quantized on the machine that builds them)."""
+    golden = Goldens(X, [GoldenClass(AMD, Y, FILES)])
+    diff = ["cpu.vendor: AuthenticAMD → GenuineIntel"]
+    rebuilt = verdict(golden, 0, diff, INTEL, [_mismatch()], REBUILT)
+    assert rebuilt.cause == "model" and rebuilt.numerics_differ == diff
+    assert (
+        "files differ from those the goldens were recorded from (1/model/model.safetensors)"
+        in (rebuilt.notes[0])
+    )
+    assert "the machine class differs too: cpu.vendor" in rebuilt.notes[0]
+    machine = verdict(golden, 0, diff, INTEL, [_mismatch()], dict(FILES))
+    assert (
+        machine.cause == "machine-class"
+        and "the same model files as the goldens'" in (machine.notes[0])
+    )
+    unexplained = verdict(golden, 0, [], AMD, [_mismatch()], dict(FILES))
+    assert (
+        unexplained.cause == "unexplained"
+        and "re-recording would hide it" in (unexplained.notes[0])
+    )
+    # files not known on one side: the verdict as before
+    assert verdict(golden, 0, [], AMD, [_mismatch()], None).cause == "model"
+    assert verdict(Goldens(X, [GoldenClass(AMD, Y)]), 0, [], AMD, [_mismatch()], FILES).cause == (
+        "model"
+    )
