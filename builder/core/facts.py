@@ -1,9 +1,10 @@
 """Upstream release facts the builder reads, shipped as package data (builder/facts/*.json, installed as
 tritonbuild/facts/): which NGC tritonserver image ships which TensorRT-LLM, TensorRT, CUDA and vLLM
 (triton_images.json, Triton's Release Compatibility Matrix), which Python each image runs its Python
-backend on (triton_image_pythons.json). Each file records where it was read (repository, commit, path,
-lines) and the command that re-derives it; tests/contracts checks them against upstream. The one
-reader of that data."""
+backend on (triton_image_pythons.json), and what each recorded vLLM takes (vllm_engine_args.json,
+vllm_quantization.json, vllm_speculative.json, vllm_lora.json: derived from its wheel). Each file
+records where it was read (repository, commit, path, lines) and the command that re-derives it;
+tests/contracts checks them against upstream. The one reader of that data."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from tests.contracts import refresh, vllm_spec_wheel, vllm_wheels
+from tests.contracts import refresh, vllm_lora_wheel, vllm_spec_wheel, vllm_wheels
 from tests.contracts.drift import Check, read_wheel, sha256_file
 from tests.contracts.facts import load, vllm_versions
 from tests.contracts.image_pythons import matrix_pythons, qa_python
@@ -349,7 +349,7 @@ def wheel_checks(wheels: list[Path]) -> list[dict]:
             if derived == recorded
             else {**row, "status": "drift", "detail": _diff(recorded, derived)}
         )
-    out += marlin_checks(given) + speculative_checks(given)
+    out += marlin_checks(given) + speculative_checks(given) + lora_checks(given)
     for version in sorted(set(given) - set(vllm_versions())):
         out.append(
             {
@@ -425,6 +425,36 @@ def speculative_checks(given: dict) -> list[dict]:
             )
             continue
         derived = vllm_spec_wheel.derive(wheel, v["images"])
+        out.append(
+            {**row, "status": "same"}
+            if derived == v
+            else {**row, "status": "drift", "detail": _diff(v, derived)}
+        )
+    return out
+
+
+def lora_checks(given: dict) -> list[dict]:
+    """vllm_lora.json against each given wheel: the sha256, then the whole entry re-derived (the ranks, the
+    default, the max_cpu_loras rule, EngineArgs' field, the adapter rank check, and their lines)."""
+    from tests.contracts.drift import _diff
+
+    out = []
+    for version, v in load("vllm_lora")["versions"].items():
+        row = {
+            "fact": f"vllm_lora.versions.{version}",
+            "repository": "vllm-project/vllm",
+            "ref": version,
+        }
+        wheel = given.get(version)
+        if wheel is None or sha256_file(wheel) != v["source"]["wheel_sha256"]:
+            detail = (
+                f"give --wheel {v['source']['wheel']}"
+                if wheel is None
+                else f"{wheel.name} is not the recorded wheel"
+            )
+            out.append({**row, "status": "unread" if wheel is None else "drift", "detail": detail})
+            continue
+        derived = vllm_lora_wheel.derive(wheel)
         out.append(
             {**row, "status": "same"}
             if derived == v

@@ -102,7 +102,9 @@ def _rows(report: list[dict]) -> list[dict]:
     return [
         r
         for r in report
-        if not r["fact"].startswith(("vllm_engine_args", "vllm_quantization", "vllm_speculative"))
+        if not r["fact"].startswith(
+            ("vllm_engine_args", "vllm_quantization", "vllm_speculative", "vllm_lora")
+        )
     ]
 
 

@@ -294,12 +294,50 @@ def test_speculative_decoding_is_model_jsons_speculative_config(cli, tmp_path, m
 
 
 def test_draft_facts_agree_with_the_speculative_facts_of_each_wheel():
-    """vllm_draft.json (the drafter's KV layers, read by hand) and vllm_speculative.json (derived from the same
-    wheels) say the same of each version's draft_model, from the same wheel."""
-    spec = load("vllm_speculative")["versions"]
+    """vllm_draft.json (read by hand from each wheel once) and vllm_speculative.json (derived by the refresh from the
+    same wheels) say the same of each version's draft_model, and the drafter's attention layers the refresh found
+    (drafter_kv, EAGLE's proposer) lie in the lines read by hand."""
+    spec, compared = load("vllm_speculative")["versions"], []
     for version, f in load("vllm_draft")["versions"].items():
         assert spec[version]["draft_model"]["runs"] is f["draft_model_runs"], version
         assert spec[version]["source"]["wheel_sha256"] == f["source"]["wheel_sha256"], version
+        if "drafter_kv" not in spec[version]:
+            continue
+        path, lines = f["draft_layers"].split(" ")[0].split(":")
+        first, last = map(int, lines.split("-"))
+        derived = spec[version]["drafter_kv"]["proposers"]["EagleProposer"]["layers"]
+        assert (
+            derived.split(":")[0] == path
+            and first <= int(derived.split(":")[1].split("-")[0]) <= last
+        )
+        compared.append(version)
+    assert (
+        compared
+    )  # 0.11.1 (EagleProposer.load_model), 0.22.0 and 0.22.1 (the base proposer's load_model)
+
+
+def test_the_drafters_with_kv_are_read_from_the_shipped_speculative_facts(monkeypatch):
+    """The memory plan adds a drafter's attention layers for the methods whose proposer collects them in a
+    recorded vLLM (vllm_speculative.json drafter_kv): draft_model, eagle, eagle3 -- not medusa's heads. The
+    builder keeps no list of its own: what the facts say is what it reads."""
+    import copy
+
+    from tritonbuild.backends.vllm import speculative
+    from tritonbuild.core import facts
+
+    versions = load("vllm_speculative")["versions"].values()
+    derived = {m for v in versions for m in v.get("drafter_kv", {}).get("methods", [])}
+    assert (
+        speculative.with_draft_kv()
+        == {"draft_model", "eagle", "eagle3"}
+        == derived & set(speculative.METHODS)
+    )
+    shipped, load_fact = copy.deepcopy(facts.load("vllm_speculative")), facts.load
+    shipped["versions"]["0.22.0"]["drafter_kv"]["methods"].append("medusa")
+    monkeypatch.setattr(
+        facts, "load", lambda n: shipped if n == "vllm_speculative" else load_fact(n)
+    )
+    assert "medusa" in speculative.with_draft_kv()
 
 
 @pytest.mark.parametrize(

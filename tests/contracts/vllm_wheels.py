@@ -4,11 +4,12 @@ For each wheel (`pip download vllm==X --no-deps --only-binary :all:`): its versi
 commit; AsyncEngineArgs (vllm/engine/arg_utils.py); the quantization methods (QuantizationMethods, or the older
 QUANTIZATION_METHODS list / dict); the tensor-parallel heads message (vllm/config/model.py, or vllm/config.py
 before vLLM split it); what the AWQ / GPTQ override_quantization_method accepts (auto_awq.py / auto_gptq.py, or
-awq_marlin.py / gptq_marlin.py before the rename); SpeculativeConfig (vllm_spec_wheel.py). Prints the entries of
-facts/vllm_engine_args.json `versions`, facts/vllm_quantization.json `marlin_override.by_version` and
-facts/vllm_speculative.json `versions` (shipped with the builder: builder/facts/, which
-backends/vllm/versions.py reads); --write puts them there (a version the wheel cannot give a fact for goes to
-`unrecorded` with the reason).
+awq_marlin.py / gptq_marlin.py before the rename); SpeculativeConfig and the drafters' KV layers
+(vllm_spec_wheel.py); what LoRAConfig takes (vllm_lora_wheel.py). Prints the entries of
+facts/vllm_engine_args.json `versions`, facts/vllm_quantization.json `marlin_override.by_version`,
+facts/vllm_speculative.json `versions` and facts/vllm_lora.json `versions` (shipped with the builder:
+builder/facts/, which backends/vllm/versions.py and lora.py read); --write puts them there (a version the wheel
+cannot give a fact for goes to `unrecorded` with the reason).
 Standard library only."""
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from tests.contracts import refresh, vllm_arg_types, vllm_spec_wheel
+from tests.contracts import refresh, vllm_arg_types, vllm_lora_wheel, vllm_spec_wheel
 from tests.contracts.facts import load
 from tests.contracts.facts import path as fact_path
 
@@ -221,11 +222,12 @@ def main(args: list[str]) -> int:
     def tags(version: str) -> list[str]:
         return sorted((t for t, row in images.items() if row["vllm"] == version), reverse=True)
 
-    derived, speculative, failed, it = {}, {}, {}, iter(args)
+    derived, speculative, lora, failed, no_lora, it = {}, {}, {}, {}, {}, iter(args)
     for a in it:
         if a == "--no-wheel":
             version, _, why = next(it).partition("=")
             failed[version] = {"wheel": None, "images": tags(version), "why": why}
+            no_lora[version] = f"no wheel: {why}"
             continue
         if a == "--write":
             continue
@@ -240,13 +242,25 @@ def main(args: list[str]) -> int:
                 "images": tags(version),
                 "why": f"{type(e).__name__}: {e}",
             }
+            no_lora[version] = f"{wheel.name}: its other facts failed ({failed[version]['why']})"
+            continue
+        try:
+            lora[version] = vllm_lora_wheel.derive(wheel)
+        except (ValueError, StopIteration, KeyError, SyntaxError, AttributeError) as e:
+            no_lora[version] = f"{wheel.name}: {type(e).__name__}: {e}"
     json.dump(
         {
             "derived": {
-                v: {"engine_args": e, "quantization": q, "speculative": speculative[v]}
+                v: {
+                    "engine_args": e,
+                    "quantization": q,
+                    "speculative": speculative[v],
+                    "lora": lora.get(v),
+                }
                 for v, (e, q) in derived.items()
             },
             "failed": failed,
+            "no_lora": no_lora,
         },
         sys.stdout,
         indent=1,
@@ -254,4 +268,5 @@ def main(args: list[str]) -> int:
     sys.stdout.write("\n")
     if "--write" in args:
         write(derived, failed, speculative)
+        vllm_lora_wheel.write(lora, no_lora)
     return 0

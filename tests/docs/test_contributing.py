@@ -1,8 +1,9 @@
 """The contributor's guide (docs/contributing/): each page's `touches` tables name files that exist (a new file: its
 folder), and their counts are issue 44's seam counts, re-counted: a new backend <= 2 source files (0 as a plug-in),
-a new store <= 2, a verify check 1, a new image release 2 (its facts files). Where the target does not hold yet (a
-vLLM release: 3 hand edits beside the refresh command) the count recorded is today's, so the page and this test
-change together when the code does. Each list is also checked against what the code needs, not only against itself."""
+a new store <= 2, a verify check 1, a new image release 2 (its facts files), a new vLLM release the refresh command
+and the files it writes (0 hand edits). Where a target does not hold, the count recorded is today's, so the page and
+this test change together when the code does. Each list is also checked against what the code needs, not only
+against itself."""
 
 from __future__ import annotations
 
@@ -93,11 +94,11 @@ def test_the_seam_counts():
     # an image release is its 2 facts files (target: 2, data + facts), no source file
     assert len(files("image-release", "source", "data", "facts", "generated")) == 2
     assert files("image-release", "source") == []
-    # not yet: a vLLM release is the refresh command's files and 3 hand edits (target: the command + data)
-    assert len(files("vllm-release", "generated")) == 3
-    assert len(files("vllm-release", "source", "data", "facts")) == 3
+    # a vLLM release is the refresh command and the 4 files it writes: no hand edit (target: the command + data)
+    assert len(files("vllm-release", "generated")) == 4
+    assert files("vllm-release", "source", "data", "facts", "test", "docs") == []
     index = (PAGES / "index.md").read_text()
-    assert "2 facts files: 2 files" in index and "then 3 hand edits" in index
+    assert "2 facts files: 2 files" in index and "its 4 generated files, 0 hand edits" in index
 
 
 def test_a_backend_module_is_named_only_by_the_registry():
@@ -159,8 +160,9 @@ def test_the_refresh_command_writes_the_generated_files_and_the_newest_vllm_is_i
     for path in files("vllm-release", "generated"):
         assert Path(path).name in refresh, f"the refresh tool does not write {path}"
         assert f'"{newest}"' in (ROOT / path).read_text(), f"{newest} not in {path}"
-    for path in files("vllm-release", "source", "facts"):  # by hand: not written by the command
-        assert Path(path).name not in refresh, path
+    # every vLLM fact file the package ships (the builder's only vLLM release data) is one the command writes
+    shipped = {f"builder/facts/{p.name}" for p in (ROOT / "builder" / "facts").glob("vllm_*.json")}
+    assert shipped == set(files("vllm-release", "generated"))
 
 
 def test_the_verify_check_hooks_named_are_the_backend_interface():

@@ -1,6 +1,7 @@
 """vLLM LoRA: the recipe key `lora` (`VLLMLoRA`), the `vllm.lora` step that packages its PEFT
-adapters by content, and what vLLM's LoRA takes, per recorded vLLM version
-(tests/contracts/facts/vllm_lora.json, read from the wheel): max_lora_rank is one of MaxLoRARanks
+adapters by content, and what vLLM's LoRA takes, per recorded vLLM version (the package's
+facts/vllm_lora.json, derived from each wheel by `python -m tests.contracts.refresh vllm-wheel
+WHEEL... --write`): max_lora_rank is one of MaxLoRARanks
 (another value fails LoRAConfig at engine start), and an adapter whose rank (adapter_config.json
 `r`) exceeds max_lora_rank (LoRAConfig's default when unset) is refused by PEFTHelper.validate_legal
 on every request that names it, the server up. Both are refused here, before a build: a rank vLLM
@@ -18,26 +19,23 @@ from typing import Annotated
 from pydantic import Field
 
 from tritonbuild.backends.vllm.versions import image_vllm, images_where
+from tritonbuild.core import facts
 from tritonbuild.errors import PlanError
 from tritonbuild.recipe.models import Strict
 
-# vLLM version: its MaxLoRARanks / possible_max_ranks (vllm/config/lora.py, vllm/config.py before
-# 0.10), and LoRAConfig.max_lora_rank's default (tests/contracts/facts/vllm_lora.json)
-_NOW = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-MAX_LORA_RANKS = {
-    "0.5.5": (8, 16, 32, 64, 128, 256),
-    "0.10.2": (8, 16, 32, 64, 128, 256, 320, 512),
-    "0.11.1": _NOW,
-    "0.13.0": _NOW,
-    "0.22.0": _NOW,
-    "0.22.1": _NOW,
-}
-DEFAULT_MAX_LORA_RANK = dict.fromkeys(MAX_LORA_RANKS, 16)
-RANKS_IN_EVERY_RECORDED = tuple(
-    sorted(set.intersection(*(set(r) for r in MAX_LORA_RANKS.values())))
-)
-RANKS_IN_SOME_RECORDED = tuple(sorted(set().union(*MAX_LORA_RANKS.values())))
-DEFAULT_IN_EVERY_RECORDED = min(DEFAULT_MAX_LORA_RANK.values())
+
+def recorded() -> dict[str, tuple[tuple[int, ...], int]]:
+    """Per recorded vLLM version (oldest first): (the values max_lora_rank takes, its default) --
+    MaxLoRARanks (possible_max_ranks before 0.11) and the default the engine gets, as facts/
+    vllm_lora.json records them."""
+    return {
+        v: (tuple(f["max_lora_ranks"]), f["default_max_lora_rank"])
+        for v, f in facts.load("vllm_lora")["versions"].items()
+    }
+
+
+# the ranks the recipe schema lists: those of any recorded vLLM
+RANKS_IN_SOME_RECORDED = tuple(sorted({r for ranks, _ in recorded().values() for r in ranks}))
 
 
 class VLLMLoRA(Strict):
@@ -63,13 +61,13 @@ class VLLMLoRA(Strict):
 
 def _ranks(triton_image: str) -> tuple[str, tuple[int, ...], int]:
     """(what the values are of, the ranks the image's vLLM takes, its default max_lora_rank)."""
-    version = image_vllm(triton_image)
-    if version in MAX_LORA_RANKS:
-        return f"vLLM {version}", MAX_LORA_RANKS[version], DEFAULT_MAX_LORA_RANK[version]
+    version, table = image_vllm(triton_image), recorded()
+    if version in table:
+        return f"vLLM {version}", *table[version]
     return (
-        f"every recorded vLLM ({', '.join(MAX_LORA_RANKS)}; that of {triton_image} is not)",
-        RANKS_IN_EVERY_RECORDED,
-        DEFAULT_IN_EVERY_RECORDED,
+        f"every recorded vLLM ({', '.join(table)}; that of {triton_image} is not)",
+        tuple(sorted(set.intersection(*(set(ranks) for ranks, _ in table.values())))),
+        min(default for _, default in table.values()),
     )
 
 
@@ -78,15 +76,15 @@ def rank_problem(lora: VLLMLoRA | None, triton_image: str) -> tuple[str, str] | 
     that vLLM's ranks are not recorded, else None."""
     if lora is None or lora.max_lora_rank is None:
         return None
-    version = image_vllm(triton_image)
-    if version not in MAX_LORA_RANKS:
+    version, table = image_vllm(triton_image), recorded()
+    if version not in table:
         return (
             f"max_lora_rank {lora.max_lora_rank}: the ranks "
             f"{'vLLM ' + version if version else 'the vLLM of ' + triton_image} takes are not "
-            "recorded (tests/contracts/facts/vllm_lora.json; they differ between releases: 0.5.5 "
+            "recorded (tritonbuild's facts/vllm_lora.json; they differ between releases: 0.5.5 "
             "has no 320 or 512, 0.10.2 no 1), so tritonbuild cannot tell whether its engine starts",
-            "remove lora.max_lora_rank (that vLLM's default, 16), or use an image whose vLLM is "
-            f"recorded: {images_where(lambda v: v in MAX_LORA_RANKS)}",
+            f"remove lora.max_lora_rank (that vLLM's default, {_ranks(triton_image)[2]}), or use an "
+            f"image whose vLLM is recorded: {images_where(lambda v: v in table)}",
         )
     what, ranks, _default = _ranks(triton_image)
     if lora.max_lora_rank in ranks:

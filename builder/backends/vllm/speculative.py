@@ -4,8 +4,8 @@ the draft model or head packaged as <v>/draft/ and named where the server sees i
 its attention layers' KV counted in the memory plan. Per vLLM version an image ships
 (versions.py `speculative`, from the wheels' SpeculativeConfig: the package's
 facts/vllm_speculative.json): the methods it takes and whether its engine runs
-method draft_model; which methods load a drafter whose attention layers get KV
-(tests/contracts/facts/vllm_draft.json)."""
+method draft_model; which methods load a drafter whose attention layers get KV (the same
+file's drafter_kv, from each wheel's V1 GPU model runner and proposers)."""
 
 from __future__ import annotations
 
@@ -14,15 +14,21 @@ from typing import Literal
 from pydantic import Field
 
 from tritonbuild.backends.common import draft_checkpoint_dir, tree_inputs
+from tritonbuild.core import facts
 from tritonbuild.recipe.models import Strict
 
 DRAFT_DIR = "draft"
-# the methods whose drafter is a model with attention layers: they join the target's in the KV cache
-# spec
-WITH_DRAFT_KV = frozenset({"draft_model", "eagle", "eagle3"})
-
-
 METHODS = ("draft_model", "eagle", "eagle3", "medusa")
+
+
+def with_draft_kv() -> frozenset[str]:
+    """The methods (of METHODS) whose drafter is a model with attention layers that join the
+    target's in the KV cache spec, in any recorded vLLM (facts/vllm_speculative.json drafter_kv:
+    draft_model, eagle, eagle3; Medusa's heads have none)."""
+    versions = facts.load("vllm_speculative")["versions"].values()
+    return frozenset(
+        m for v in versions if "drafter_kv" in v for m in v["drafter_kv"]["methods"] if m in METHODS
+    )
 
 
 class VLLMSpeculative(Strict):
@@ -104,7 +110,7 @@ def speculative_problem(speculative, triton_image: str) -> tuple[str, str] | Non
 def draft_kv_config(loaded, d) -> dict | None:
     """The drafter's config.json (d: draft_dir's answer) when its attention layers get KV blocks
     beside the target's, else None."""
-    if d is None or loaded.recipe.speculative.method not in WITH_DRAFT_KV:
+    if d is None or loaded.recipe.speculative.method not in with_draft_kv():
         return None
     import json
 

@@ -1,19 +1,24 @@
-"""vLLM's LoRA as its runtime behaves (tests/contracts/facts/vllm_lora.json, read from the vLLM wheel): max_lora_rank
+"""vLLM's LoRA as its runtime behaves (the package's facts/vllm_lora.json, derived from the vLLM wheels): max_lora_rank
 takes only MaxLoRARanks' values (a recipe error), and an adapter whose rank exceeds max_lora_rank (LoRAConfig's
 default when unset) is a plan error instead of a server whose every request to it fails."""
 
 from __future__ import annotations
 
+import ast
+import copy
 import json
 import re
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.contracts.facts import load, vllm_versions
 from tritonbuild.backends.vllm import lora
 from tritonbuild.backends.vllm.recipe import VLLMRecipe
+from tritonbuild.core import facts
 
 FACT = load("vllm_lora")
+DEFAULT_IMAGE = "nvcr.io/nvidia/tritonserver:25.12-vllm-python-py3"  # vLLM 0.11.1
 
 
 def _recipe(tmp_path, lora: str, tag: str | None = None):
@@ -41,15 +46,12 @@ def _adapter(tmp_path, name: str, rank: int) -> str:
 
 
 def test_the_ranks_tritonbuild_allows_are_vllms_max_lora_ranks_as_recorded():
-    """The code's table is the fact's, version by version, with its default; every recorded vLLM is either
-    recorded here or listed as unrecorded (its images take what every recorded version takes)."""
+    """The builder's ranks are the shipped fact's, version by version, with its default; every recorded vLLM is
+    either recorded here or listed as unrecorded (its images take what every recorded version takes)."""
     recorded = FACT["versions"]
-    assert {v: list(r) for v, r in lora.MAX_LORA_RANKS.items()} == {
-        v: f["max_lora_ranks"] for v, f in recorded.items()
+    assert lora.recorded() == {
+        v: (tuple(f["max_lora_ranks"]), f["default_max_lora_rank"]) for v, f in recorded.items()
     }
-    assert {
-        v: f["default_max_lora_rank"] for v, f in recorded.items()
-    } == lora.DEFAULT_MAX_LORA_RANK
     assert set(recorded) | set(FACT["unrecorded"]) == set(vllm_versions()) and not set(
         recorded
     ) & set(FACT["unrecorded"])
@@ -61,6 +63,38 @@ def test_the_ranks_tritonbuild_allows_are_vllms_max_lora_ranks_as_recorded():
         assert fact["source"]["wheel_sha256"] == vllm_versions()[version]["source"]["wheel_sha256"]
     schema = VLLMRecipe.model_json_schema()["$defs"]["VLLMLoRA"]["properties"]["max_lora_rank"]
     assert list(lora.RANKS_IN_SOME_RECORDED) in [s.get("enum") for s in schema["anyOf"]]
+
+
+def test_each_version_names_the_commit_its_wheel_names():
+    """The LoRA facts of a wheel name the commit the wheel names, as its engine-args facts do (0.5.5's was
+    recorded null by hand although its vllm/commit_id.py names it)."""
+    for version, fact in FACT["versions"].items():
+        engine = vllm_versions()[version]["source"]
+        assert fact["source"]["wheel"] == engine["wheel"], version
+        assert fact["source"]["commit"] == engine["commit"], version
+
+
+def test_the_builder_reads_the_shipped_lora_facts_and_keeps_no_table_of_its_own(monkeypatch):
+    """backends/vllm/lora.py holds no ranks of its own (no literal list of ints, no tests/ path): what the
+    package's vllm_lora.json says of a version is what a recipe on its image is checked against."""
+    tree = ast.parse((ROOT / "builder" / "backends" / "vllm" / "lora.py").read_text())
+    literal_ints = [
+        ast.unparse(n)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Tuple, ast.List, ast.Set))
+        and sum(isinstance(e, ast.Constant) and type(e.value) is int for e in n.elts) >= 2
+    ]
+    assert literal_ints == []
+    assert "tests/contracts" not in ast.get_docstring(tree) + ast.unparse(tree)
+    shipped, load_fact = copy.deepcopy(facts.load("vllm_lora")), facts.load
+    shipped["versions"]["0.11.1"].update(max_lora_ranks=[8, 24], default_max_lora_rank=8)
+    monkeypatch.setattr(facts, "load", lambda n: shipped if n == "vllm_lora" else load_fact(n))
+    asked = lora.VLLMLoRA(adapters={"fr": "fr"}, max_lora_rank=24)
+    assert lora.rank_problem(asked, DEFAULT_IMAGE) is None
+    message, hint = lora.rank_problem(asked.model_copy(update={"max_lora_rank": 16}), DEFAULT_IMAGE)
+    assert "max_lora_rank 16 is not a rank vLLM 0.11.1 takes" in message
+    assert hint == "use one of 8, 24 (the next above is 24)"
+    assert lora._ranks(DEFAULT_IMAGE) == ("vLLM 0.11.1", (8, 24), 8)
 
 
 @pytest.mark.parametrize(
