@@ -132,6 +132,16 @@ def test_the_lora_facts_are_derived_from_lora_config_in_either_layout(tmp_path):
         old["default_max_lora_rank"] == 16 and old["default_where"] == "vllm/engine/arg_utils.py:3"
     )
     assert old["max_cpu_loras_rule"]["where"] == "vllm/config.py:13-16" and "rank_check" not in old
+    no_rule = LORA_OLD.replace("max_cpu_loras < self.max_loras", "max_cpu_loras is False")
+    assert (
+        vllm_lora_wheel.derive(
+            _wheel(
+                tmp_path / "vllm-0.5.4-x.whl",
+                {"vllm/config.py": no_rule, "vllm/engine/arg_utils.py": _args("int = 16")},
+            )
+        )["max_cpu_loras_rule"]
+        is None
+    )
     with pytest.raises(ValueError, match="no literal default"):
         vllm_lora_wheel.derive(
             _wheel(

@@ -4,9 +4,10 @@
 Per wheel, from LoRAConfig's file (vllm/config/lora.py, or vllm/config.py before vLLM split its config): the values
 max_lora_rank takes (the module's MaxLoRARanks Literal, or the possible_max_ranks tuple LoRAConfig.__post_init__
 checks before 0.11); its default (EngineArgs.max_lora_rank's literal where it has one, else LoRAConfig's, which
-EngineArgs takes); LoRAConfig's cross-key rule max_cpu_loras >= max_loras (the comparison to its message); and,
-where the wheel has them, EngineArgs' max_lora_rank line and PEFTHelper.validate_legal's rank check (vllm/lora/
-peft_helper.py) with the worker's call of it. Each with its path and line. Standard library only."""
+EngineArgs takes); LoRAConfig's cross-key rule max_cpu_loras >= max_loras (the comparison to its message; null
+where LoRAConfig has no such check: the builder then does not apply it); EngineArgs' max_lora_rank line; and, where
+the wheel has vllm/lora/peft_helper.py, PEFTHelper.validate_legal's rank check with the worker's call of it. Each
+with its path and line. Standard library only."""
 
 from __future__ import annotations
 
@@ -69,8 +70,8 @@ def _attr(node) -> str | None:
     return node.attr if isinstance(node, ast.Attribute) else None
 
 
-def _cpu_rule(cls: ast.ClassDef, path: str, rows: list[str]) -> dict:
-    """The `max_cpu_loras < max_loras` test and the message LoRAConfig raises under it."""
+def _cpu_rule(cls: ast.ClassDef, path: str, rows: list[str]) -> dict | None:
+    """The `max_cpu_loras < max_loras` test and the message LoRAConfig raises under it (None: no such test)."""
     for node in ast.walk(cls):
         test = node.test if isinstance(node, ast.If) else None
         if (
@@ -86,7 +87,7 @@ def _cpu_rule(cls: ast.ClassDef, path: str, rows: list[str]) -> dict:
                 "text": rows[message.lineno - 1].strip(),
                 "meaning": CPU_RULE,
             }
-    raise ValueError("no max_cpu_loras < max_loras check in LoRAConfig")
+    return None
 
 
 def _fstring(node: ast.JoinedStr) -> str:

@@ -150,12 +150,23 @@ def lora_step(loaded, ctx, recipe_dir) -> list[tuple[str, dict, dict[str, str]]]
     return [("vllm.lora", {"adapters": adapters}, inputs)]
 
 
+def _cpu_rule(triton_image: str) -> bool:
+    """Whether the image's vLLM has LoRAConfig's max_cpu_loras >= max_loras rule (facts:
+    max_cpu_loras_rule; not recorded: whether every recorded vLLM has it)."""
+    version, table = image_vllm(triton_image), facts.load("vllm_lora")["versions"]
+    rules = [table[version]] if version in table else table.values()
+    return all(f["max_cpu_loras_rule"] is not None for f in rules)
+
+
 def cross_key_problems(recipe) -> list:
     """(key path, message, hint) for LoRAConfig's cross-key rule: max_cpu_loras (engine_args.extra)
     at least max_loras (lora.max_loras, vLLM's default 1), else the engine refuses to start
-    (vllm/config/lora.py _validate_lora_config; facts: max_cpu_loras_rule)."""
+    (vllm/config/lora.py _validate_lora_config; facts: max_cpu_loras_rule, where the image's vLLM
+    has it)."""
     cpu = recipe.engine_args.extra.get("max_cpu_loras")
     if recipe.lora is None or not isinstance(cpu, int) or isinstance(cpu, bool):
+        return []
+    if not _cpu_rule(recipe.image.triton_image):
         return []
     loras = recipe.lora.max_loras or 1
     if cpu >= loras:

@@ -181,6 +181,27 @@ def test_the_max_cpu_loras_rule_is_recorded_for_every_version(version):
     assert "must be >=" in rule["text"] and re.search(r"\.py:\d+-\d+$", rule["where"])
 
 
+def test_the_max_cpu_loras_rule_applies_where_the_images_vllm_has_it(monkeypatch):
+    """The cross-key rule is checked on an image whose recorded vLLM has it (every recorded one does), not where
+    the shipped facts say its LoRAConfig has no such check."""
+    recipe = VLLMRecipe(
+        name="v",
+        version=1,
+        backend="vllm",
+        checkpoint={"path": "c"},
+        lora={"adapters": {"fr": "fr"}, "max_loras": 2},
+        engine_args={"extra": {"max_cpu_loras": 1}},
+    )
+    assert recipe.image.triton_image == DEFAULT_IMAGE
+    assert [p[0] for p in lora.cross_key_problems(recipe)] == [
+        ("engine_args", "extra", "max_cpu_loras")
+    ]
+    shipped, load_fact = copy.deepcopy(facts.load("vllm_lora")), facts.load
+    shipped["versions"]["0.11.1"]["max_cpu_loras_rule"] = None
+    monkeypatch.setattr(facts, "load", lambda n: shipped if n == "vllm_lora" else load_fact(n))
+    assert lora.cross_key_problems(recipe) == []
+
+
 def test_max_cpu_loras_below_max_loras_is_a_recipe_error(cli, tmp_path):
     """LoRAConfig refuses max_cpu_loras < max_loras at engine start (vllm/config/lora.py, facts max_cpu_loras_rule)."""
     lora = f"lora:\n  adapters: {{fr: {_adapter(tmp_path, 'fr', 8)}}}\n  max_loras: 2\n"
