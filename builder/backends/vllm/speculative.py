@@ -27,7 +27,10 @@ def with_draft_kv() -> frozenset[str]:
     draft_model, eagle, eagle3; Medusa's heads have none)."""
     versions = facts.load("vllm_speculative")["versions"].values()
     return frozenset(
-        m for v in versions if "drafter_kv" in v for m in v["drafter_kv"]["methods"] if m in METHODS
+        method
+        for version in versions
+        for method in version.get("drafter_kv", {}).get("methods", [])
+        if method in METHODS
     )
 
 
