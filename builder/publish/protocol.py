@@ -28,6 +28,7 @@ from tritonbuild.core.progress import SILENT, Reporter
 from tritonbuild.errors import PublishError, UsageError
 from tritonbuild.publish import objects
 from tritonbuild.publish.gate import gate
+from tritonbuild.publish.layout import in_version_dir
 from tritonbuild.publish.lock import TargetLock
 from tritonbuild.publish.models import TARGET_MANIFEST, Action, PublishReceipt, TargetManifest
 from tritonbuild.publish.notify import notify_all
@@ -97,15 +98,33 @@ class _Publisher:
         self.uploaded = 0
 
     def model(self, step: ModelStep) -> None:
+        """The version folders first; the files beside them (a version's goldens and stored config)
+        last, just before the switch: Triton counts a model directory's files other than
+        config.pbtxt and the version folders as part of every version (core's
+        ModelTimestamp::IsModelVersionModified), so a poll between their upload and the switch
+        reloads the live version. Uploaded first, they opened that window for the whole upload."""
         target = self.target
         config_path = target.path(step.name, "config.pbtxt")
         if step.placeholder is not None:
             objects.write_bytes(target, config_path, step.placeholder)
             self.actions += step.create
         for version in step.versions:
-            if version.todo:
-                self.upload_version(version.model, version.files, version.todo)
+            inside = [
+                rel
+                for rel in version.todo
+                if rel in in_version_dir(version.files, version.model.version)
+            ]
+            if inside:
+                self.upload_version(version.model, version.files, inside, check=inside)
             self.actions += version.actions
+        for version in step.versions:
+            beside = [
+                rel
+                for rel in version.todo
+                if rel not in in_version_dir(version.files, version.model.version)
+            ]
+            if beside:
+                self.upload_version(version.model, version.files, beside, check=list(version.files))
             if version.own_config is not None:
                 objects.write_bytes(
                     target,
@@ -118,8 +137,9 @@ class _Publisher:
             self.actions += step.switch
 
     def upload_version(
-        self, model: ManifestModel, files: dict[str, FileEntry], todo: list[str]
+        self, model: ManifestModel, files: dict[str, FileEntry], todo: list[str], check: list[str]
     ) -> None:
+        """todo uploaded, then the files named in check listed at the target with their sizes."""
         total = sum(files[rel].size for rel in todo)
         self.reporter.start_transfer(total, f"{model.name} v{model.version}")
         try:
@@ -140,7 +160,7 @@ class _Publisher:
             self.reporter.end_transfer()
         self.uploaded += total
         remote = objects.remote_sizes(self.target, self.target.path(model.name))
-        bad = [rel for rel, e in files.items() if remote.get(rel) != e.size]
+        bad = [rel for rel in check if remote.get(rel) != files[rel].size]
         if bad:
             raise PublishError(
                 f"{model.name} v{model.version}: after upload, {bad[:3]} are missing or the wrong "
