@@ -101,7 +101,8 @@ class _Publisher:
         """The version folders first; the files beside them (a version's goldens and stored config)
         last, just before the switch: Triton counts a model directory's files other than
         config.pbtxt and the version folders as part of every version (core's
-        ModelTimestamp::IsModelVersionModified), so a poll between their upload and the switch
+        ModelTimestamp::IsModelVersionModified; facts/kubernetes.json poll_side_files under
+        tests/contracts), so a poll between their upload and the switch
         reloads the live version. Uploaded first, they opened that window for the whole upload."""
         target = self.target
         config_path = target.path(step.name, "config.pbtxt")
