@@ -818,9 +818,10 @@ def test_the_files_beside_the_version_folders_go_up_last_just_before_the_switch(
     cli, tmp_path, monkeypatch
 ):
     """Triton counts a model directory's files other than config.pbtxt and the version folders as part of every
-    version (tests/contracts/facts/kubernetes.json poll_side_files): publish uploaded golden-vN.npz among the version's own
-    files, so a poll during the upload reloaded the live version (the fleet test: 'loading: doubler:1' again while
-    version 2 uploaded). The version folder goes first; the goldens and the stored config last, then the switch."""
+    version (tests/contracts/facts/kubernetes.json poll_side_files): publish uploaded golden-vN.npz among the
+    version's own files, so a poll during the upload reloaded the live version (the fleet test: 'loading:
+    doubler:1' again while version 2 uploaded). The version folder goes first; the goldens and the stored config
+    last, then the switch."""
     import time
 
     import numpy as np
