@@ -109,21 +109,16 @@ class _Publisher:
         if step.placeholder is not None:
             objects.write_bytes(target, config_path, step.placeholder)
             self.actions += step.create
-        for version in step.versions:
-            inside = [
-                rel
-                for rel in version.todo
-                if rel in in_version_dir(version.files, version.model.version)
-            ]
+        folders = [
+            in_version_dir(version.files, version.model.version) for version in step.versions
+        ]
+        for version, folder in zip(step.versions, folders, strict=True):
+            inside = [rel for rel in version.todo if rel in folder]
             if inside:
                 self.upload_version(version.model, version.files, inside, check=inside)
             self.actions += version.actions
-        for version in step.versions:
-            beside = [
-                rel
-                for rel in version.todo
-                if rel not in in_version_dir(version.files, version.model.version)
-            ]
+        for version, folder in zip(step.versions, folders, strict=True):
+            beside = [rel for rel in version.todo if rel not in folder]
             if beside:
                 self.upload_version(version.model, version.files, beside, check=list(version.files))
             if version.own_config is not None:

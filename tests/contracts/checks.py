@@ -400,48 +400,15 @@ def marlin_checks(given: dict) -> list[dict]:
     return out
 
 
-def speculative_checks(given: dict) -> list[dict]:
-    """vllm_speculative.json against each given wheel: the sha256, then the whole entry re-derived (whether
-    AsyncEngineArgs has speculative_config, SpeculativeConfig's fields and methods, draft_model, and their lines)."""
+def _wheel_fact_checks(given: dict, fact: str, derive) -> list[dict]:
+    """Each version of a wheel-derived fact against its given wheel: the sha256, then the whole entry
+    re-derived by derive(wheel, entry)."""
     from tests.contracts.drift import _diff
 
     out = []
-    for version, v in load("vllm_speculative")["versions"].items():
+    for version, v in load(fact)["versions"].items():
         row = {
-            "fact": f"vllm_speculative.versions.{version}",
-            "repository": "vllm-project/vllm",
-            "ref": version,
-        }
-        wheel = given.get(version)
-        if wheel is None or sha256_file(wheel) != v["source"]["wheel_sha256"]:
-            out.append(
-                {
-                    **row,
-                    "status": "unread" if wheel is None else "drift",
-                    "detail": f"give --wheel {v['source']['wheel']}"
-                    if wheel is None
-                    else f"{wheel.name} is not the recorded wheel",
-                }
-            )
-            continue
-        derived = vllm_spec_wheel.derive(wheel, v["images"])
-        out.append(
-            {**row, "status": "same"}
-            if derived == v
-            else {**row, "status": "drift", "detail": _diff(v, derived)}
-        )
-    return out
-
-
-def lora_checks(given: dict) -> list[dict]:
-    """vllm_lora.json against each given wheel: the sha256, then the whole entry re-derived (the ranks, the
-    default, the max_cpu_loras rule, EngineArgs' field, the adapter rank check, and their lines)."""
-    from tests.contracts.drift import _diff
-
-    out = []
-    for version, v in load("vllm_lora")["versions"].items():
-        row = {
-            "fact": f"vllm_lora.versions.{version}",
+            "fact": f"{fact}.versions.{version}",
             "repository": "vllm-project/vllm",
             "ref": version,
         }
@@ -454,13 +421,27 @@ def lora_checks(given: dict) -> list[dict]:
             )
             out.append({**row, "status": "unread" if wheel is None else "drift", "detail": detail})
             continue
-        derived = vllm_lora_wheel.derive(wheel)
+        derived = derive(wheel, v)
         out.append(
             {**row, "status": "same"}
             if derived == v
             else {**row, "status": "drift", "detail": _diff(v, derived)}
         )
     return out
+
+
+def speculative_checks(given: dict) -> list[dict]:
+    """vllm_speculative.json against each given wheel: the sha256, then the whole entry re-derived (whether
+    AsyncEngineArgs has speculative_config, SpeculativeConfig's fields and methods, draft_model, and their lines)."""
+    return _wheel_fact_checks(
+        given, "vllm_speculative", lambda wheel, v: vllm_spec_wheel.derive(wheel, v["images"])
+    )
+
+
+def lora_checks(given: dict) -> list[dict]:
+    """vllm_lora.json against each given wheel: the sha256, then the whole entry re-derived (the ranks, the
+    default, the max_cpu_loras rule, EngineArgs' field, the adapter rank check, and their lines)."""
+    return _wheel_fact_checks(given, "vllm_lora", lambda wheel, _v: vllm_lora_wheel.derive(wheel))
 
 
 RANGE = re.compile(r"(?<![\w.])(\d+)(?:-(\d+))?(?![\w.])")
