@@ -58,22 +58,29 @@ L2_BYTES = (
 def candidates_for(n: int, k: int, old_row: tuple | None) -> list[tuple]:
     """The tiles worth timing for an N x K layer (TILE_FIELDS: block_m, block_n, block_k, warps, stages, split):
     the shape's current row, then for each column width and K split that puts 96 .. 1536 programs on the GPU at
-    one row: 16, 32 or 64 rows per tile (one row tile up to that many rows: the weights dequantized once), 128 K
-    per step with 3, 4 or 6 stages or 256 with 2, 3 or 5 (a short slice's loads all in flight at once), 4 warps
-    (and 8 for 64 x 128)."""
+    one row (3,072 for columns of 16 or 32): 16, 32 or 64 rows per tile (16 or 32 under narrow columns; one row
+    tile up to that many rows: the weights dequantized once), 128 K per step with 3, 4 or 6 stages or 256 with 2, 3
+    or 5 (a short slice's loads all in flight at once), 4 warps (and 8 for 64 x 128; 1 or 2 under narrow columns:
+    one warp's MMA covers a 16 x 16 tile, so fewer K splits are needed to fill the GPU at one row)."""
     out = [tuple(old_row)] if old_row else []
-    for block_n in (64, 128):
+    for block_n in (16, 32, 64, 128):
+        narrow = block_n < 64
         for split in (1, 2, 4, 8, 16):
             programs = n // block_n * split
-            if not 96 <= programs <= 1536 or k % split or (k // split) % GROUP:
+            if (
+                not 96 <= programs <= (3072 if narrow else 1536)
+                or k % split
+                or (k // split) % GROUP
+            ):
                 continue
-            for block_m in (16, 32, 64):
+            for block_m in (16, 32) if narrow else (16, 32, 64):
                 for block_k, stages in ((128, 3), (128, 4), (128, 6), (256, 2), (256, 3), (256, 5)):
                     if (k // split) % block_k:
                         continue
-                    out.append((block_m, block_n, block_k, 4, stages, split))
-                    if block_n * block_m >= 128 * 64:
-                        out.append((block_m, block_n, block_k, 8, stages, split))
+                    for warps in (
+                        (1, 2) if narrow else (4, 8) if block_n * block_m >= 128 * 64 else (4,)
+                    ):
+                        out.append((block_m, block_n, block_k, warps, stages, split))
     return list(dict.fromkeys(out))
 
 

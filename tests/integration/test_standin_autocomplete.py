@@ -10,7 +10,7 @@ import pytest
 
 from tests.contracts.facts import load
 from tests.triton_corpus import cases, materialize
-from tritonbuild.triton.standin import write_standins
+from tritonbuild.triton.standin import STANDIN_MODEL, write_standins
 from tritonbuild.verify.triton_core import NO_BACKEND_AUTOCOMPLETE, server_options
 
 pytestmark = pytest.mark.triton
@@ -64,3 +64,49 @@ def test_stand_ins_get_the_same_verdicts_without_the_auto_complete_stub(tmp_path
     assert not {n for n in names for argv in stubs_without if n in argv}
     # the instances start alike both ways
     assert len(stubs_without) == len(loaded) and len(stubs_with) == len(loaded) + len(autocompleted)
+
+
+HANDWRITTEN = {
+    "loads": STANDIN_MODEL,
+    "raises-in-initialize": (
+        "class TritonPythonModel:\n    def initialize(self, args):\n        raise ValueError('no')\n"
+    ),
+    "imports-what-is-absent": "import no_such_module_here\n\n\nclass TritonPythonModel:\n    pass\n",
+    "fails-at-import": "raise RuntimeError('at import')\n\n\nclass TritonPythonModel:\n    pass\n",
+}
+
+
+def test_python_models_without_auto_complete_config_get_the_same_verdicts_without_the_stub(
+    tmp_path,
+):
+    """Hand-written Python models whose class provably has no auto_complete_config (declares_no_auto_complete),
+    loaded as themselves: Triton's verdict is the same without the backend's auto-complete stub, for a model that
+    loads, one whose initialize() raises, two whose import fails (a missing module: verify's 'not here' cause),
+    and a config the core refuses after the backend (an input without dims); no auto-complete stub without it."""
+    from tritonbuild.verify.triton_core import declares_no_auto_complete, not_here_cause
+
+    root = tmp_path / "repo"
+    io = 'output [{name: "y", data_type: TYPE_FP32, dims: [4]}]\n'
+    for name, source in {**HANDWRITTEN, "in-no-dims": STANDIN_MODEL}.items():
+        (root / name / "1").mkdir(parents=True)
+        (root / name / "1" / "model.py").write_text(source)
+        dims = "" if name == "in-no-dims" else ", dims: [4]"
+        (root / name / "config.pbtxt").write_text(
+            f'name: "{name}"\nbackend: "python"\nmax_batch_size: 8\n'
+            f'input [{{name: "x", data_type: TYPE_FP32{dims}}}]\n{io}'
+        )
+        assert declares_no_auto_complete(root / name), name
+    assert server_options(root, frozenset(p.name for p in root.iterdir())) == [
+        NO_BACKEND_AUTOCOMPLETE
+    ]
+    names = sorted(p.name for p in root.iterdir())
+    with_ac, stubs_with = _load_all(root, names, [])
+    without, stubs_without = _load_all(root, names, [NO_BACKEND_AUTOCOMPLETE])
+    assert {n for n, e in with_ac.items() if e is None} == {"loads"}
+    assert "must specify 'dims'" in with_ac["in-no-dims"]
+    assert "imports 'no_such_module_here'" in not_here_cause(root / "imports-what-is-absent", without[
+        "imports-what-is-absent"])  # fmt: skip
+    assert without == with_ac
+    # every model reached the backend: one auto-complete stub each with it, none without
+    assert {n for n in names for argv in stubs_with if n in argv} == set(names)
+    assert not {n for n in names for argv in stubs_without if n in argv}

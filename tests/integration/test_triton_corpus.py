@@ -19,15 +19,23 @@ pytestmark = pytest.mark.triton
 @pytest.mark.slow
 def test_corpus_confirmed_by_tritonserver(tmp_path):
     """Every case as written (python backend; raw cases whole), in one server start: refused ones with Triton's
-    message (the log's poll cause, or the load error), accepted ones loaded."""
+    message (the log's poll cause, or the load error), accepted ones loaded. The server starts as verify's does for
+    them (their class has no auto_complete_config: without the backend's auto-complete stub, the same verdicts,
+    tests/integration/test_standin_autocomplete.py)."""
     from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError, load_model
     from tritonbuild.triton.standin import explain_load_error
+    from tritonbuild.verify.triton_core import server_options
 
     refused = materialize(tmp_path, cases("refused"), "python", standin_model())
     accepted = materialize(tmp_path, cases("accepted"), "python", standin_model())
     ensembles = {n for n, c in {**refused, **accepted}.items() if c.get("ensemble")}
     errors = {}
-    with EmbeddedServer(tmp_path) as server:
+    python = frozenset(
+        n for n, c in {**refused, **accepted}.items() if not c.get("raw") and n not in ensembles
+    )
+    options = server_options(tmp_path, python)
+    assert options  # their class has no auto_complete_config
+    with EmbeddedServer(tmp_path, options=options) as server:
 
         def one(name):
             try:

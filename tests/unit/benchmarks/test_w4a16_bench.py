@@ -90,19 +90,23 @@ def test_the_chosen_rows_are_the_fastest_at_one_row_within_the_64_row_budget():
 
 def test_the_sweeps_candidates_are_tiles_the_kernel_takes_at_each_llama_shape():
     """Every candidate is a TILES row of the plugin (its fields), keeps its K slices whole steps of
-    its BLOCK_K and whole groups, and puts 96 .. 1536 programs on the GPU at one row; the shape's
-    current row comes first (a sweep never loses it)."""
+    its BLOCK_K and whole groups, and puts 96 .. 1536 programs on the GPU at one row (3,072 under
+    columns of 16 or 32, with 1 or 2 warps); the shape's current row comes first (a sweep never
+    loses it)."""
     plugin = bench.load_plugin()
     for _, n, k in bench.SHAPES:
         candidates = bench.candidates_for(n, k, plugin.TILES[(n, k)])
         assert candidates[0] == plugin.TILES[(n, k)] and len(set(candidates)) == len(candidates)
         for tiles in candidates:
-            block_m, _, block_k, warps, _, split = tiles
-            assert block_m in (16, 32, 64) and block_k in (128, 256) and warps in (4, 8)
+            block_m, block_n, block_k, warps, _, split = tiles
+            narrow = block_n < 64
+            assert block_m in (16, 32, 64) and block_k in (128, 256)
+            assert warps in ((1, 2) if narrow else (4, 8)) and block_n in (16, 32, 64, 128)
             assert (k // split) % block_k == 0 and (k // split) % bench.GROUP == 0
             plugin.TILES[(n, k)] = tiles  # taken as it is, not adjusted
             assert plugin.tiles_for(n, k, bench.GROUP) == tiles
-        assert all(96 <= n // c[1] * c[5] <= 1536 for c in candidates[1:])
+        assert all(96 <= n // c[1] * c[5] <= (3072 if c[1] < 64 else 1536) for c in candidates[1:])
+        assert any(c[1] < 64 for c in candidates)
 
 
 def test_the_bandwidth_fraction_is_the_bound_over_the_time():

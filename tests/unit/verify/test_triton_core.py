@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from tests.contracts import repositories
 from tests.contracts.facts import load
+from tritonbuild.triton.standin import STANDIN_MODEL
 from tritonbuild.verify.triton_core import (
     NO_BACKEND_AUTOCOMPLETE,
     check_with_triton,
+    declares_no_auto_complete,
     not_here_cause,
     not_loaded_here,
 )
@@ -130,6 +132,81 @@ def test_a_model_loaded_as_itself_or_without_config_keeps_the_auto_complete(tmp_
     assert _options_started(tmp_path, monkeypatch, root, as_is=frozenset({"b"})) == [[]]
     (root / "b" / "config.pbtxt").unlink()
     assert _options_started(tmp_path, monkeypatch, root) == [[]]
+
+
+def _python_model(root, name, source, config_extra=""):
+    (root / name / "1").mkdir(parents=True)
+    (root / name / "1" / "model.py").write_text(source)
+    (root / name / "config.pbtxt").write_text(
+        f'name: "{name}"\nbackend: "python"\nmax_batch_size: 8\n{config_extra}'
+        'input [{name: "x", data_type: TYPE_FP32, dims: [4]}]\n'
+        'output [{name: "y", data_type: TYPE_FP32, dims: [4]}]\n'
+    )
+    return root / name
+
+
+def test_a_python_model_whose_class_has_no_auto_complete_config_loads_without_the_stub(
+    tmp_path, monkeypatch
+):
+    """A hand-written Python model loaded as itself whose TritonPythonModel provably has no
+    auto_complete_config gets its config back unchanged from the auto-complete stub (the facts'
+    stub_returns): the server starts without it, one Python process per model fewer."""
+    root = _repository(tmp_path)
+    _python_model(root, "p", STANDIN_MODEL)
+    assert _options_started(tmp_path, monkeypatch, root, as_is=frozenset({"p"})) == [
+        [NO_BACKEND_AUTOCOMPLETE]
+    ]
+    _python_model(root, "q", "class TritonPythonModel:\n    @staticmethod\n"
+                  "    def auto_complete_config(c):\n        return c\n")  # fmt: skip
+    assert _options_started(tmp_path, monkeypatch, root, as_is=frozenset({"p", "q"})) == [[]]
+
+
+PLAIN = "class TritonPythonModel(object):\n    def execute(self, requests):\n        return []\n"
+
+
+def test_only_a_provably_plain_class_counts_as_without_auto_complete_config(tmp_path):
+    """Whatever could give the class auto_complete_config (a base, a metaclass, a decorator, another
+    binding of the name, a star import, run-time binding, the name in any Python file of the model,
+    an unreadable file, another backend) keeps the stub."""
+    assert declares_no_auto_complete(_python_model(tmp_path, "plain", PLAIN))
+    assert declares_no_auto_complete(_python_model(tmp_path, "standin", STANDIN_MODEL))
+    named = _python_model(tmp_path, "named", PLAIN, 'default_model_filename: "main.py"\n')
+    assert not declares_no_auto_complete(named)  # no main.py
+    (named / "1" / "main.py").write_text(PLAIN)
+    assert declares_no_auto_complete(named)
+    unproven = {
+        "base": "import base\nclass TritonPythonModel(base.Model):\n    pass\n",
+        "metaclass": "class TritonPythonModel(metaclass=M):\n    pass\n",
+        "decorator": "@wrap\nclass TritonPythonModel:\n    pass\n",
+        "rebound": PLAIN + "TritonPythonModel = make()\n",
+        "imported": "from lib import TritonPythonModel\n",
+        "nested": "if True:\n    class TritonPythonModel:\n        pass\n",
+        "function": PLAIN + "def TritonPythonModel():\n    pass\n",
+        "star": PLAIN + "from helpers import *\n",
+        "setattr": PLAIN + "setattr(TritonPythonModel, 'x' + 'y', f)\n",
+        "exec": PLAIN + "exec(code)\n",
+        "syntax": "class TritonPythonModel(:\n",
+        "absent": "x = 1\n",
+    }
+    for name, source in unproven.items():
+        assert not declares_no_auto_complete(_python_model(tmp_path, name, source)), name
+    helper = _python_model(tmp_path, "helper", PLAIN)
+    (helper / "1" / "util.py").write_text(
+        "import model\nmodel.TritonPythonModel.auto_complete_config = f\n"
+    )
+    assert not declares_no_auto_complete(helper)
+    other = _python_model(tmp_path, "other", PLAIN)
+    (other / "config.pbtxt").write_text(
+        (other / "config.pbtxt").read_text().replace("python", "onnxruntime")
+    )
+    assert not declares_no_auto_complete(other)
+    unversioned = _python_model(
+        tmp_path, "unversioned", "class TritonPythonModel(Base):\n    pass\n"
+    )
+    (unversioned / "1" / "model.py").unlink()
+    assert not declares_no_auto_complete(unversioned)  # a version without its file
+    (unversioned / "1").rmdir()
+    assert declares_no_auto_complete(unversioned)  # Triton's core refuses it before any backend
 
 
 def test_the_option_is_tritonservers_global_auto_complete_setting_turned_off():
