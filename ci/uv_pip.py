@@ -8,6 +8,9 @@ pip's way of choosing among indexes (the best version from all of them: uv's uns
 stops at the first index that has the name). A setting uv has no equivalent for is an error, not dropped.
 
     .venv/bin/python ci/uv_pip.py install -c ci/constraints.txt -e '.[test]'
+    .venv/bin/python ci/uv_pip.py install --python OTHER/bin/python WHEEL   # into another environment
+
+Without --python it installs into the environment of the Python running it (that environment's uv).
 """
 
 from __future__ import annotations
@@ -28,7 +31,14 @@ SINGLE = {"index-url": "--index-url"}
 FLAGS = {"no-index": "--no-index"}
 # what changes nothing uv does (the files pip read, merged above; uv compiles no bytecode unless asked; its
 # cache is its own)
-IGNORED = {"config-file", "disable-pip-version-check", "no-compile", "no-cache-dir", "progress-bar"}
+IGNORED = {
+    "cache-dir",
+    "config-file",
+    "disable-pip-version-check",
+    "no-compile",
+    "no-cache-dir",
+    "progress-bar",
+}
 ENV = {"cert": "SSL_CERT_FILE", "default-timeout": "UV_HTTP_TIMEOUT", "timeout": "UV_HTTP_TIMEOUT"}
 # pip's order of precedence: an environment variable over the install command's section over [global]
 RANK = {"global": 0, "install": 1, ":env:": 2}
@@ -69,11 +79,22 @@ def uv_options(settings: dict[str, str]) -> tuple[list[str], dict[str, str]]:
     return args, env
 
 
+def target_python(rest: list[str]) -> tuple[str, list[str]]:
+    """The interpreter to install into (--python PATH or --python=PATH among the arguments, else the
+    one running this) and the other arguments."""
+    for i, arg in enumerate(rest):
+        if arg == "--python" and i + 1 < len(rest):
+            return rest[i + 1], rest[:i] + rest[i + 2 :]
+        if arg.startswith("--python="):
+            return arg.partition("=")[2], rest[:i] + rest[i + 1 :]
+    return sys.executable, rest
+
+
 def main(argv: list[str]) -> int:
     uv = Path(sys.executable).parent / "uv"
     args, env = uv_options(pip_settings(sys.executable))
-    command, rest = argv[0], argv[1:]
-    cmd = [str(uv), "pip", command, "--python", sys.executable, *args, *rest]
+    command, (python, rest) = argv[0], target_python(argv[1:])
+    cmd = [str(uv), "pip", command, "--python", python, *args, *rest]
     return subprocess.run(cmd, env={**os.environ, **env}).returncode
 
 

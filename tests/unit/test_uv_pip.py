@@ -52,3 +52,13 @@ def test_a_pip_setting_uv_cannot_take_is_an_error_not_dropped():
         uv_pip.uv_options({"prefer-binary": "1"})
     args, _ = uv_pip.uv_options({"no-index": "true", "index-url": "file:///only/simple"})
     assert "--no-index" in args and "--index-url file:///only/simple" in " ".join(args)
+
+
+def test_another_environment_is_named_once_and_the_rest_passes_through():
+    uv_pip = _uv_pip()
+    assert uv_pip.target_python(["-q", "--python", "/v/bin/python", "w.whl"]) == (
+        "/v/bin/python",
+        ["-q", "w.whl"],
+    )
+    assert uv_pip.target_python(["--python=/v/bin/python", "w.whl"]) == ("/v/bin/python", ["w.whl"])
+    assert uv_pip.target_python(["-e", "."]) == (sys.executable, ["-e", "."])
