@@ -24,7 +24,8 @@ the stand-in changes, and therefore cannot prove (see standin_config):
   model file; the stand-in sees the config as written (or none: Triton then autocompletes a Python
   stand-in). A model the embedded server runs itself (a hand-written Python model, `as_is`) is not
   stood in for: it is copied whole, so its own auto_complete_config and initialize() run. A server
-  of stand-ins with configs only runs without the Python backend's auto-complete, which would hand
+  of stand-ins with configs, and of Python models whose class provably has no auto_complete_config
+  (declares_no_auto_complete), runs without the Python backend's auto-complete, which would hand
   each config back unchanged (verify/triton_core.py server_options).
 - files beside config.pbtxt (label files, warmup data) are copied: Triton opens them at load.
 - the model file itself (ONNX graph, engine, TorchScript) is not read: the backend's own checks of
@@ -34,6 +35,7 @@ the stand-in changes, and therefore cannot prove (see standin_config):
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 from pathlib import Path
@@ -41,7 +43,7 @@ from pathlib import Path
 from google.protobuf import text_format
 
 from tritonbuild.triton.config import CONFIG_FILE, ConfigParseError, parse, write_config
-from tritonbuild.triton.model_dir import ModelDirs
+from tritonbuild.triton.model_dir import ModelDir, ModelDirs
 
 STANDIN_FILE = "model.py"
 # The model.py every stand-in runs: it declares, and answers zeros of the declared output shapes
@@ -235,3 +237,60 @@ def explain_load_error(error: str, log_text: str, name: str) -> str:
         if cause:
             return cause
     return error
+
+
+PYTHON_CLASS = "TritonPythonModel"
+# Names through which model code could give its class a method at run time
+_RUN_TIME_BINDING = frozenset({"setattr", "exec", "eval", "globals", "vars", "__import__"})
+
+
+def declares_no_auto_complete(model_dir: Path) -> bool:
+    """Whether a Python model loaded as itself provably has no auto_complete_config, so the
+    backend's auto-complete stub would hand its config back unchanged (the facts' stub_returns):
+    backend python, and either no version directory (nothing reaches the backend) or in each
+    version's model file (default_model_filename, else model.py) TritonPythonModel bound once, by a
+    top-level class statement with no base but object, no keyword and no decorator; no `import *`,
+    nothing that binds names at run time, and auto_complete_config in none of the model
+    directory's Python files. Anything else: not proven (False)."""
+    read = ModelDir.read(model_dir)
+    mc = read.config
+    if mc is None or mc.backend != "python":
+        return False
+    if not read.versions:  # Triton's core refuses it before any backend sees it
+        return True
+    try:
+        if any("auto_complete_config" in p.read_text() for p in model_dir.rglob("*.py")):
+            return False
+    except (OSError, UnicodeDecodeError):
+        return False
+    filename = mc.default_model_filename or "model.py"
+    return all(_plain_class(model_dir / str(v) / filename) for v in read.versions)
+
+
+def _plain_class(path: Path) -> bool:
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    named = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            return False
+        if isinstance(node, ast.Name) and (
+            node.id in _RUN_TIME_BINDING
+            or (node.id == PYTHON_CLASS and not isinstance(node.ctx, ast.Load))
+        ):
+            return False
+        if isinstance(node, ast.Global | ast.Nonlocal) and PYTHON_CLASS in node.names:
+            return False
+        # a def, class, import alias, except or match target of that name
+        named += PYTHON_CLASS in (getattr(node, "name", None), getattr(node, "asname", None))
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == PYTHON_CLASS]
+    if named != 1 or len(classes) != 1:
+        return False
+    cls = classes[0]
+    return (
+        not cls.keywords
+        and not cls.decorator_list
+        and all(isinstance(b, ast.Name) and b.id == "object" for b in cls.bases)
+    )

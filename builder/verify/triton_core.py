@@ -7,7 +7,6 @@ that cannot start can hang).
 
 from __future__ import annotations
 
-import ast
 import re
 import shutil
 import tempfile
@@ -18,7 +17,12 @@ from tritonbuild.backends import REGISTRY, runs_embedded
 from tritonbuild.triton.config import CONFIG_FILE
 from tritonbuild.triton.finding import Finding
 from tritonbuild.triton.model_dir import ModelDir, ModelDirs
-from tritonbuild.triton.standin import ensembles, explain_load_error, write_standins
+from tritonbuild.triton.standin import (
+    declares_no_auto_complete,
+    ensembles,
+    explain_load_error,
+    write_standins,
+)
 
 LOAD_TIMEOUT_S = 120.0
 Progress = Callable[[str], None]
@@ -45,63 +49,6 @@ def server_options(scratch: Path, as_is: frozenset[str]) -> list[str]:
         ):
             return []
     return [NO_BACKEND_AUTOCOMPLETE]
-
-
-PYTHON_CLASS = "TritonPythonModel"
-# Names through which model code could give its class a method at run time
-_RUN_TIME_BINDING = frozenset({"setattr", "exec", "eval", "globals", "vars", "__import__"})
-
-
-def declares_no_auto_complete(model_dir: Path) -> bool:
-    """Whether a Python model loaded as itself provably has no auto_complete_config, so the
-    backend's auto-complete stub would hand its config back unchanged (the facts' stub_returns):
-    backend python, and either no version directory (nothing reaches the backend) or in each
-    version's model file (default_model_filename, else model.py) TritonPythonModel bound once, by a
-    top-level class statement with no base but object, no keyword and no decorator; no `import *`,
-    nothing that binds names at run time, and auto_complete_config in none of the model
-    directory's Python files. Anything else: not proven (False)."""
-    read = ModelDir.read(model_dir)
-    mc = read.config
-    if mc is None or mc.backend != "python":
-        return False
-    if not read.versions:  # Triton's core refuses it before any backend sees it
-        return True
-    try:
-        if any("auto_complete_config" in p.read_text() for p in model_dir.rglob("*.py")):
-            return False
-    except (OSError, UnicodeDecodeError):
-        return False
-    filename = mc.default_model_filename or "model.py"
-    return all(_plain_class(model_dir / str(v) / filename) for v in read.versions)
-
-
-def _plain_class(path: Path) -> bool:
-    try:
-        tree = ast.parse(path.read_bytes())
-    except (OSError, SyntaxError, ValueError):
-        return False
-    named = 0
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
-            return False
-        if isinstance(node, ast.Name) and (
-            node.id in _RUN_TIME_BINDING
-            or (node.id == PYTHON_CLASS and not isinstance(node.ctx, ast.Load))
-        ):
-            return False
-        if isinstance(node, ast.Global | ast.Nonlocal) and PYTHON_CLASS in node.names:
-            return False
-        # a def, class, import alias, except or match target of that name
-        named += PYTHON_CLASS in (getattr(node, "name", None), getattr(node, "asname", None))
-    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == PYTHON_CLASS]
-    if named != 1 or len(classes) != 1:
-        return False
-    cls = classes[0]
-    return (
-        not cls.keywords
-        and not cls.decorator_list
-        and all(isinstance(b, ast.Name) and b.id == "object" for b in cls.bases)
-    )
 
 
 def check_with_triton(

@@ -83,7 +83,8 @@ def test_python_models_without_auto_complete_config_get_the_same_verdicts_withou
     loaded as themselves: Triton's verdict is the same without the backend's auto-complete stub, for a model that
     loads, one whose initialize() raises, two whose import fails (a missing module: verify's 'not here' cause),
     and a config the core refuses after the backend (an input without dims); no auto-complete stub without it."""
-    from tritonbuild.verify.triton_core import declares_no_auto_complete, not_here_cause
+    from tritonbuild.triton.standin import declares_no_auto_complete
+    from tritonbuild.verify.triton_core import not_here_cause
 
     root = tmp_path / "repo"
     io = 'output [{name: "y", data_type: TYPE_FP32, dims: [4]}]\n'

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from tests.contracts import repositories
 from tests.contracts.facts import load
-from tritonbuild.triton.standin import STANDIN_MODEL
+from tritonbuild.triton.standin import STANDIN_MODEL, declares_no_auto_complete
 from tritonbuild.verify.triton_core import (
     NO_BACKEND_AUTOCOMPLETE,
     check_with_triton,
-    declares_no_auto_complete,
     not_here_cause,
     not_loaded_here,
 )
