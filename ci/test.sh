@@ -113,9 +113,10 @@ fi
 # .ci/run on the quiet 2-core machine, 2026-12-06, one after the other (not interleaved; spread about 1.4 minutes):
 # 12.7 and 12.9 minutes with 4, 12.4, 11.2, 11.5 and 12.6 with 6 (all but the 12.4 with the heaviest scopes first
 # whatever their markers; the tests use 1.5 of the 2 cores with 4, most of their time is waiting), a module's tests kept on one worker (module-scoped builds run once); it names its
-# 20 slowest tests.
+# 20 slowest tests. --no-loadscope-reorder: xdist (>= 3.7) otherwise queues the scopes by their number of tests,
+# not in tests/conftest.py's order (the heaviest first), and those runs started the 5-minute tune module at 222 s.
 if [ "$FAST" = 0 ]; then
-  set -- -n "${TRITONBUILD_TEST_WORKERS:-6}" --dist loadscope --durations=20 "$@"
+  set -- -n "${TRITONBUILD_TEST_WORKERS:-6}" --dist loadscope --no-loadscope-reorder --durations=20 "$@"
 fi
 rc=0
 .venv/bin/python -m pytest -q "$@" || rc=$?

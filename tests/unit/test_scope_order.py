@@ -76,3 +76,52 @@ def test_the_committed_weights_name_scopes_that_exist():
         path = ROOT / module
         assert path.is_file(), f"{name}: no such test module (re-measure: ci/timeline.py --weights)"
         assert not cls or f"class {cls}" in path.read_text(), f"{name}: no such class"
+
+
+class _Worker:
+    """What xdist's scheduler asks of a worker: the tests it is sent."""
+
+    shutting_down = False
+
+    def __init__(self, name: str):
+        self.gateway, self.sent = type("Gateway", (), {"id": name})(), []
+
+    def send_runtest_some(self, indices):
+        self.sent += indices
+
+    def shutdown(self):
+        self.shutting_down = True
+
+
+def test_the_workers_are_handed_the_scopes_in_this_order():
+    """pytest-xdist's loadscope queues the scopes by their test count, not in collection order, unless told
+    not to (--loadscope-reorder, on by default since 3.7): the order above took effect only with
+    --no-loadscope-reorder, which ci/test.sh passes. xdist's own scheduler, with the test command's options,
+    hands a heavy scope of few tests out before a light one of many."""
+    import shlex
+
+    from _pytest.config import _prepareconfig
+    from xdist.scheduler import LoadScopeScheduling
+
+    line = next(
+        ln for ln in (ROOT / "ci" / "test.sh").read_text().splitlines() if "--dist loadscope" in ln
+    )
+    words = shlex.split(line.split("set --", 1)[1])  # -n WORKERS --dist ... "$@"
+    options = [a for a in words[words.index("--dist") : -1] if not a.startswith("--durations")]
+    assert "--no-loadscope-reorder" in options
+    collection = ["tests/heavy.py::test_1", *(f"tests/many.py::test_{i}" for i in range(5))]
+
+    def handed_out(args):
+        scheduler = LoadScopeScheduling(_prepareconfig(["-p", "xdist", "--tx", "2*popen", *args]))
+        workers = [_Worker("gw0"), _Worker("gw1")]
+        for worker in workers:
+            scheduler.add_node(worker)
+        for worker in workers:
+            scheduler.add_node_collection(worker, collection)
+        scheduler.schedule()
+        return [collection[w.sent[0]] for w in workers]
+
+    assert handed_out(options) == ["tests/heavy.py::test_1", "tests/many.py::test_0"]
+    # without the option, xdist's default puts the scope of more tests first
+    without = [a for a in options if a != "--no-loadscope-reorder"]
+    assert handed_out(without) == ["tests/many.py::test_0", "tests/heavy.py::test_1"]
