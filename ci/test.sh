@@ -109,13 +109,16 @@ if [ "$FAST" = 0 ] && [ "${TRITONBUILD_SMOKE:-1}" != 0 ]; then
   smoke_pid=$!
 fi
 # The full run: tests spread over worker processes (pytest-xdist; most tests wait on a tritonserver, a
-# moto_server or a subprocess, so more workers than cores pays: TRITONBUILD_TEST_WORKERS, default 6. Clean clones'
-# .ci/run on the quiet 2-core machine, 2026-12-06, one after the other (not interleaved; spread about 1.4 minutes):
-# 12.7 and 12.9 minutes with 4, 12.4, 11.2, 11.5 and 12.6 with 6 (all but the 12.4 with the heaviest scopes first
-# whatever their markers; the tests use 1.5 of the 2 cores with 4, most of their time is waiting), a module's tests kept on one worker (module-scoped builds run once); it names its
-# 20 slowest tests. --no-loadscope-reorder: xdist (>= 3.7) otherwise queues the scopes by their number of tests,
-# not in tests/conftest.py's order (the heaviest first), and those runs started the 5-minute tune module at 222 s.
+# moto_server or a subprocess, so more workers than cores pays: TRITONBUILD_TEST_WORKERS, default 6), a module's
+# tests kept on one worker (module-scoped builds run once), the heaviest scopes first (tests/conftest.py); it names
+# its 20 slowest tests. --no-loadscope-reorder: xdist (>= 3.7) otherwise queues the scopes by their number of
+# tests, not in that order (runs before 482a25c started the 5-minute tune module 222 s in). Clean clones' times are
+# in docs/development.md.
+# On a clean clone .tritonbuild-pycache/ is empty, and the 6 workers would each compile every module the suite
+# imports (torch's too) at once: 6 x 15 CPU seconds of collection where one cold collection and 6 warm ones take
+# 15 + 6 x 6. One collection here first (its failures are the run's own to report, below).
 if [ "$FAST" = 0 ]; then
+  .venv/bin/python -m pytest --collect-only -q -p no:xdist -p no:cacheprovider "$@" >/dev/null 2>&1 || true
   set -- -n "${TRITONBUILD_TEST_WORKERS:-6}" --dist loadscope --no-loadscope-reorder --durations=20 "$@"
 fi
 rc=0
