@@ -209,7 +209,8 @@ def test_a_publish_never_takes_the_whole_fleet_out(doubler_repo, bucket, tmp_pat
     for (
         log
     ) in logs:  # each version loaded once per server per switch: no reload while a version uploads
-        assert [log.count(f"loading: doubler:{version}") for version in (1, 2, 3)] == [2, 1, 1], log
+        loads = _loads(log, "doubler")
+        assert [loads.count((version, "full")) for version in (1, 2, 3)] == [2, 1, 1], log
         assert (
             _errors_after_start(
                 log,
@@ -224,6 +225,46 @@ def test_a_publish_never_takes_the_whole_fleet_out(doubler_repo, bucket, tmp_pat
             )
             == []
         )
+
+
+def _loads(log: str, model: str) -> list[tuple[int, str]]:
+    """Each 'loading: MODEL:V' of a tritonserver log, in order, as (V, 'full') where the model's instances
+    started before its 'successfully loaded' (a load) or (V, 'update') where none did: a served version that
+    was not modified, polled again (a new version folder uploading beside it), is updated in place, with no
+    new instance and no time unready (facts/kubernetes.json poll_side_files: model_lifecycle.cc 488-505)."""
+    pending: list[list] = []
+    done: list[tuple[int, str]] = []
+    for line in log.splitlines():
+        if (loading := re.search(rf'"loading: {re.escape(model)}:(\d+)"', line)) is not None:
+            pending.append([int(loading.group(1)), "update"])
+        elif f"TRITONBACKEND_ModelInstanceInitialize: {model}_" in line and pending:
+            pending[-1][1] = "full"
+        elif f"successfully loaded '{model}'" in line and pending:
+            done.append(tuple(pending.pop(0)))
+    return done
+
+
+def test_a_served_versions_in_place_update_is_not_a_load():
+    """Lines of a run's server log (2026-12-06, at b0b3640): the start's load, an update in place while
+    version 2 uploaded, version 2's load, the rollback's load of version 1."""
+    log = "\n".join(
+        f'I1206 21:{t} 16939 {line}'
+        for t, line in (
+            ("31:49.245143", 'model_lifecycle.cc:472] "loading: doubler:1"'),
+            ("31:50.854052", 'python_be.cc:2249] "TRITONBACKEND_ModelInstanceInitialize: doubler_0_0 (CPU device 0)"'),
+            ("31:51.105771", "model_lifecycle.cc:839] \"successfully loaded 'doubler'\""),
+            ("32:06.876113", 'model_lifecycle.cc:472] "loading: doubler:1"'),
+            ("32:06.876712", "model_lifecycle.cc:839] \"successfully loaded 'doubler'\""),
+            ("32:09.777121", 'model_lifecycle.cc:472] "loading: doubler:2"'),
+            ("32:12.790043", 'python_be.cc:2249] "TRITONBACKEND_ModelInstanceInitialize: doubler_0_0 (CPU device 0)"'),
+            ("32:13.322440", "model_lifecycle.cc:839] \"successfully loaded 'doubler'\""),
+            ("32:14.746037", "model_lifecycle.cc:624] \"successfully unloaded 'doubler' version 1\""),
+            ("32:19.227371", 'model_lifecycle.cc:472] "loading: doubler:1"'),
+            ("32:22.986537", 'python_be.cc:2249] "TRITONBACKEND_ModelInstanceInitialize: doubler_0_0 (CPU device 0)"'),
+            ("32:23.154399", "model_lifecycle.cc:839] \"successfully loaded 'doubler'\""),
+        )
+    )  # fmt: skip
+    assert _loads(log, "doubler") == [(1, "full"), (1, "update"), (2, "full"), (1, "full")]
 
 
 def _errors_after_start(log: str, pruned: tuple[str, ...]) -> list[str]:
