@@ -244,16 +244,17 @@ PYTHON_CLASS = "TritonPythonModel"
 _RUN_TIME_BINDING = frozenset({"setattr", "exec", "eval", "globals", "vars", "__import__"})
 
 
-def declares_no_auto_complete(model_dir: Path) -> bool:
+def declares_no_auto_complete(model_dir: Path | ModelDir) -> bool:
     """Whether a Python model loaded as itself provably has no auto_complete_config, so the
     backend's auto-complete stub would hand its config back unchanged (the facts' stub_returns):
     backend python, and either no version directory (nothing reaches the backend) or in each
     version's model file (default_model_filename, else model.py) TritonPythonModel bound once, by a
     top-level class statement with no base but object, no keyword and no decorator; no `import *`,
     nothing that binds names at run time, and auto_complete_config in none of the model
-    directory's Python files. Anything else: not proven (False)."""
-    read = ModelDir.read(model_dir)
-    mc = read.config
+    directory's Python files. Anything else: not proven (False). model_dir: a ModelDir as read
+    (its config not parsed again), or its path."""
+    read = ModelDir.given(model_dir)
+    mc, model_dir = read.config, read.path
     if mc is None or mc.backend != "python":
         return False
     if not read.versions:  # Triton's core refuses it before any backend sees it

@@ -35,17 +35,21 @@ Progress = Callable[[str], None]
 NO_BACKEND_AUTOCOMPLETE = "--backend-config=auto-complete-config=false"
 
 
-def server_options(scratch: Path, as_is: frozenset[str]) -> list[str]:
+def server_options(
+    scratch: Path, as_is: frozenset[str], models: ModelDirs | None = None
+) -> list[str]:
     """The options of the server that loads the repository scratch (write_standins'): without the
     backend's auto-complete where every model there has a config.pbtxt and is a stand-in or a Python
     model whose class provably has no auto_complete_config (declares_no_auto_complete). Any other
     model loaded as itself may have its own, and one without config.pbtxt is given its config by
-    auto-complete alone (Triton refuses it otherwise)."""
+    auto-complete alone (Triton refuses it otherwise). models: the originals as verify read them
+    (an as_is model is copied whole, so its config is not parsed again)."""
     for model in scratch.iterdir():
         if not model.is_dir():
             continue
         if not (model / CONFIG_FILE).is_file() or (
-            model.name in as_is and not declares_no_auto_complete(model)
+            model.name in as_is
+            and not declares_no_auto_complete(models[model.name] if models else model)
         ):
             return []
     return [NO_BACKEND_AUTOCOMPLETE]
@@ -77,7 +81,7 @@ def check_with_triton(
             Path(root), names, scratch, have_gpu=have_gpu, as_is=as_is, models=models
         )
         say(f"Triton core check of {len(names)} config(s) (stand-in models)")
-        options = server_options(scratch, as_is)
+        options = server_options(scratch, as_is, models)
         with EmbeddedServer(scratch, launcher=launcher, options=options) as server:
             url = f"http://{server.http_url}"
 
