@@ -5,11 +5,12 @@ kernel at the chosen tiles, with an earlier plugin (--previous), and with cuBLAS
 fraction of the bandwidth bound (the INT4 weights and scales read once at the GPU's peak bandwidth); and the
 invariance checks at the chosen tiles in the same run (w4a16_bench.check_layer).
 
-    python3 benchmarks/vllm/w4a16_record.py [--tiles SWEEP.json] [--previous OLD_PLUGIN.py]
+    python3 benchmarks/vllm/w4a16_record.py [--tiles SWEEP.json] [--previous OLD_PLUGIN.py] [--plugin OTHER.py]
         [--out docs/runs/DATE-w4a16-kernel-GPU.json]
 
 --tiles: a w4a16_bench.py sweep's output (its "tiles"); without it the plugin's TILES rows. --previous: an earlier
-plugin file, timed in the same run at its own TILES and weight layout (int4_invariant_previous_ms).
+plugin file, timed in the same run at its own TILES and weight layout (int4_invariant_previous_ms). --plugin:
+another plugin file recorded in place of builder/'s (a variant under test).
 """
 
 from __future__ import annotations
@@ -198,12 +199,13 @@ def main() -> int:
     ap.add_argument(
         "--previous", type=Path, help="an earlier plugin file: timed alongside, own tiles"
     )
+    ap.add_argument("--plugin", type=Path, help="the plugin file to record (default: ours)")
     ap.add_argument(
         "--ptx-check", action="store_true", help="only compare the PTX and Triton dequantizations"
     )
     args = ap.parse_args()
     t0 = time.time()
-    plugin = bench.load_plugin()
+    plugin = bench.load_plugin(args.plugin) if args.plugin else bench.load_plugin()
     previous = bench.load_plugin(args.previous, "previous_plugin") if args.previous else None
     if args.ptx_check:
         return ptx_only(plugin, Path(args.out))
@@ -231,6 +233,7 @@ def main() -> int:
         "group": bench.GROUP,
         "tiles": {f"{n}x{k}": row for (n, k), row in chosen.items()},
         "tiles_fields": list(plugin.TILE_FIELDS),
+        "plugin": str(args.plugin) if args.plugin else None,
         "previous": str(args.previous) if args.previous else None,
         "timing": "per call: median over 20 replays of a CUDA graph of the 32 layers' calls (one weight copy each)",
     }
