@@ -1,6 +1,7 @@
 """Does a compiled model's answer depend on the machine that compiled it? One candidate cause of the
 invariant INT4 model's log-probs differing between two H100 machines (2026-12-06; docs/explanation/
-determinism.md), measured without vLLM. NOT YET RUN ON A GPU.
+determinism.md), measured without vLLM. Run on an H100 (2026-12-06: docs/runs/2026-12-06-inductor-bits-h100.json):
+the default compile gave one output over 3 fresh processes, the tuned one 3 (TORCHINDUCTOR_DETERMINISTIC=1 too).
 
 vLLM compiles the model with TorchInductor; under VLLM_BATCH_INVARIANT=1 a decoder layer's residual
 add + RMSNorm still takes vLLM's native path (vllm 0.22.0 model_executor/layers/layernorm.py

@@ -109,6 +109,28 @@ REFUSED = {
         "kv_cache_dtype",
         ("auto",),
     ),
+    # measured: docs/runs/2026-12-06-inductor-bits-h100.json (3 fresh processes, 3 outputs)
+    "compile-sizes": (
+        "  extra:\n    compilation_config:\n      compile_sizes: [1, 2, 4]\n",
+        "",
+        "engine_args.extra.compilation_config.compile_sizes",
+        "compile_sizes",
+        ("max-autotune", "three fresh processes", "remove compile_sizes"),
+    ),
+    "compile-sizes-as-json-text": (
+        '  extra:\n    compilation_config: \'{"compile_sizes": ["cudagraph_capture_sizes"]}\'\n',
+        "",
+        "engine_args.extra.compilation_config.compile_sizes",
+        "compilation_config",
+        ("max-autotune",),
+    ),
+    "inductor-max-autotune": (
+        "  extra:\n    compilation_config:\n      inductor_compile_config: {max_autotune: true}\n",
+        "",
+        "engine_args.extra.compilation_config.inductor_compile_config.max_autotune",
+        "inductor_compile_config",
+        ("max-autotune",),
+    ),
 }
 
 
@@ -132,6 +154,14 @@ def test_measured_settings_plan_and_the_table_allows_flash_attention(cli, tmp_pa
     )
     r = cli("plan", path)
     assert r.exit_code == 0, r.output
+    # compile ranges (not single sizes) and tuning turned off are what the default compile does
+    path = _recipe(
+        tmp_path,
+        "  extra:\n    compilation_config:\n      compile_ranges_endpoints: [8]\n"
+        "      inductor_compile_config: {max_autotune: false}\n",
+        "gpu: H100\n",
+    )
+    assert cli("plan", path).exit_code == 0
 
 
 def test_below_sm90_cuda_graphs_are_turned_off_in_model_json(cli, tmp_path):

@@ -13,12 +13,16 @@ test keeps equal to `Row.cites`. The docs page (reference/vllm-invariance.md) is
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from tritonbuild.backends.llm.gpus import GPU_SM
 from tritonbuild.backends.vllm.versions import invariant_w4a16_problems
 
 RECORD = "docs/runs/2026-12-04-llm-determinism-h200.json"
+# benchmarks/vllm/inductor_bits.py on an H100: Llama's residual add + RMSNorm compiled as vLLM compiles
+# a single size (max-autotune, coordinate-descent tuning) in 3 fresh processes: 3 different outputs
+INDUCTOR_RECORD = "docs/runs/2026-12-06-inductor-bits-h100.json"
 PLUGIN = "builder/backends/vllm/invariant/plugin.py"
 # the plugin's kernel: TritonbuildInvariantW4A16Kernel.get_min_capability() (PLUGIN, read by a test)
 PLUGIN_MIN_SM = 8.0
@@ -216,6 +220,29 @@ ROWS = (
         (W + "vllm/config/cache.py:18-34", W + "vllm/utils/torch_utils.py:76-81", RECORD),
     ),
     Row(
+        "compile_sizes",
+        "engine_args.extra.compilation_config.compile_sizes, "
+        "engine_args.extra.compilation_config.inductor_compile_config",
+        "compile_sizes given, or inductor_compile_config with max_autotune or "
+        "coordinate_descent_tuning on",
+        "refuse",
+        "vLLM compiles each of compile_sizes as its own graph with Inductor's max-autotune and "
+        "coordinate-descent tuning on (VLLM_ENABLE_INDUCTOR_MAX_AUTOTUNE and "
+        "VLLM_ENABLE_INDUCTOR_COORDINATE_DESCENT_TUNING, 1 by default): Inductor times a kernel's "
+        "candidate configs on the device and keeps the fastest, and they add a row in different "
+        "orders. Compiled that way, Llama's residual add + RMSNorm gave three different outputs in "
+        "three fresh processes on one H100 (with TORCHINDUCTOR_DETERMINISTIC=1 too); vLLM's default "
+        "dynamic-size compile, which times nothing, gave one",
+        "remove compile_sizes and the tuning options (vLLM then compiles one dynamic-size graph), "
+        + _DEFAULT,
+        (
+            W + "vllm/compilation/compiler_interface.py:753-760",
+            W + "vllm/envs.py:1834-1841",
+            W + "vllm/config/compilation.py:558-570",
+            INDUCTOR_RECORD,
+        ),
+    ),
+    Row(
         "checkpoint_quantized",
         "checkpoint.path",
         "config.json's quantization_config: zero points "
@@ -319,6 +346,29 @@ def _problems(recipe) -> list:
     if extra.get("kv_cache_dtype", "auto") != "auto":
         at = ("engine_args", "extra", "kv_cache_dtype")
         out.append(_problem("kv_cache_dtype", at, f"kv_cache_dtype {extra['kv_cache_dtype']}"))
+    return out + _compilation(extra.get("compilation_config"))
+
+
+def _compilation(config) -> list:
+    """compilation_config (a mapping, or its JSON text as vLLM's CLI takes it): single-size graphs
+    or Inductor's tuning turned on by hand (row compile_sizes)."""
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except ValueError:
+            return []  # not JSON: vLLM refuses it at load, as it does without determinism
+    if not isinstance(config, dict):
+        return []  # an optimization level (-O): no sizes, no tuning options
+    at = ("engine_args", "extra", "compilation_config")
+    out = []
+    if config.get("compile_sizes"):
+        sizes = config["compile_sizes"]
+        out.append(_problem("compile_sizes", (*at, "compile_sizes"), f"compile_sizes {sizes}"))
+    inductor = config.get("inductor_compile_config")
+    for option in ("max_autotune", "coordinate_descent_tuning"):
+        if isinstance(inductor, dict) and inductor.get(option):
+            where = (*at, "inductor_compile_config", option)
+            out.append(_problem("compile_sizes", where, f"inductor_compile_config {option} on"))
     return out
 
 
