@@ -1,15 +1,26 @@
 """The publish protocol. Triton serves what config.pbtxt's version_policy pins; a single-object
 write of config.pbtxt is the switch, and the target manifest, written last, is the commit record.
 
-For each model, in order:
-1. a new model first gets its config.pbtxt with an empty `specific {}` policy (Triton loads
+In order:
+1. each new model first gets its config.pbtxt with an empty `specific {}` policy (Triton loads
    nothing);
-2. the new version's objects are uploaded (only missing or different ones) and checked (listing,
-   sizes);
-3. config.pbtxt is rewritten pinning `specific { versions: [N] }`: the switch; then the target
-   manifest records the complete versions and which is live; pruning comes after it. A published
-   (complete) version is never rewritten; a version directory not in the target manifest is an
-   interrupted upload and is completed by the next run.
+2. each model's new version folders are written complete: the version's stored config, its objects
+   (only missing or different ones) and its goldens, all inside the folder (layout.py), checked
+   (listing, sizes); nothing is written beside the version folders but what changed there (label
+   files, warmup data) and the stored config of a version published before;
+3. once nothing has been written for TRITONBUILD_SWITCH_SETTLE_S (settle), each config.pbtxt is
+   rewritten pinning `specific { versions: [N] }`: the switch; then the target manifest records the
+   complete versions and which is live; pruning comes after it. A published (complete) version is
+   never rewritten; a version directory not in the target manifest is an interrupted upload and is
+   completed by the next run.
+
+Triton's poller counts a version folder for that version only and every other entry of the model
+directory (not config.pbtxt) for every version (facts/kubernetes.json poll_side_files). So a publish
+never marks a live version modified, and the race where a poll read the timestamps before the last
+file beside the folders landed and the config after the switch (the new version loaded, then loaded
+again in full: the fleet test, 1 run in 7) is closed: no such file is written, and the same straddle
+over the version folder's own last file needs a poll whose pass over one model directory outlasts
+the settle.
 
 What is done is decided first, read-only, by planner.plan_publish (under the lock); this module
 carries the plan out, and `--dry-run` returns the same plan's actions without the lock or a write.
