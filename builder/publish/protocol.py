@@ -131,7 +131,6 @@ class _Publisher:
         self.actions: list[Action] = []
         self.uploaded = 0
         self.written_at: float | None = None  # time.monotonic() of the last write into a model
-        self.switched_at: float | None = None  # and of the last switch
 
     def versions(self, step: ModelStep) -> None:
         """A model's new versions, each folder complete before anything else: its stored config,
@@ -174,7 +173,6 @@ class _Publisher:
             objects.write_bytes(
                 self.target, self.target.path(step.name, "config.pbtxt"), step.config
             )
-            self.switched_at = time.monotonic()
             self.actions += step.switch
 
     def settle(self) -> None:
@@ -185,11 +183,8 @@ class _Publisher:
         (facts/kubernetes.json poll_side_files). Every new version folder is written before the
         first switch, so this wait is paid once per publish; a poll whose pass over one model
         directory takes longer than it can still do that."""
-        self._wait_since(self.written_at)
-
-    def _wait_since(self, then: float | None) -> None:
-        if then is not None:
-            time.sleep(max(0.0, then + self.settle_s - time.monotonic()))
+        if self.written_at is not None:
+            time.sleep(max(0.0, self.written_at + self.settle_s - time.monotonic()))
 
     def upload_version(
         self, model: ManifestModel, files: dict[str, FileEntry], todo: list[str], check: list[str]
@@ -252,10 +247,6 @@ class _Publisher:
         objects.write_bytes(
             target, target.path(TARGET_MANIFEST), pretty_json(pruned.model_dump(mode="json"))
         )
-        # NOTE: a poll that read a config.pbtxt before its switch lists the model directory when it loads
-        # the versions that config pins: a version pruned in between is "specified, but the version
-        # directory is not present" (seen in the fleet test); pruned settle_s after the last switch
-        self._wait_since(self.switched_at)
         for action in plan.prune:
             files = state.models[action.model].versions[action.version].files
             kept = models[action.model].versions.values()

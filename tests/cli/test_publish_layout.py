@@ -269,33 +269,3 @@ def test_a_settle_that_is_not_seconds_is_a_usage_error_before_anything_is_writte
         and "Traceback" not in r.stderr
     )
     assert not (tmp_path / "pub").exists()
-
-
-def test_a_pruned_version_goes_only_once_the_switch_has_settled(cli, built, tmp_path, monkeypatch):
-    """A poll that read config.pbtxt before the switch lists the version folders when it loads the versions that
-    config pins: the version it pinned, pruned at once, was "specified, but the version directory is not present"
-    (the fleet test, once)."""
-    import time
-
-    from tritonbuild.publish import objects
-
-    times: dict[str, float] = {}
-    write_bytes, remove_tree = objects.write_bytes, objects.remove_tree
-
-    def recorded_write(target, path, data):
-        write_bytes(target, path, data)
-        times[path.split("/pub/", 1)[-1]] = time.monotonic()
-
-    def recorded_remove(target, path):
-        remove_tree(target, path)
-        times.setdefault(path.split("/pub/", 1)[-1], time.monotonic())
-
-    target = f"file://{tmp_path}/pub"
-    assert cli("publish", built(1), target).exit_code == 0
-    out2 = built(2)
-    monkeypatch.setattr(objects, "write_bytes", recorded_write)
-    monkeypatch.setattr(objects, "remove_tree", recorded_remove)
-    monkeypatch.setenv("TRITONBUILD_SWITCH_SETTLE_S", "0.5")
-    assert cli("publish", out2, target, "--keep", "1").exit_code == 0
-    assert times["doubler/1"] - times["doubler/config.pbtxt"] >= 0.5
-    assert not (tmp_path / "pub" / "doubler" / "1").exists()
