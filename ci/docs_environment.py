@@ -46,6 +46,8 @@ DESCRIPTIONS = {
     "(default 30).",
     "TRITONBUILD_LOCK_LEASE_S": "Seconds a publish's lock at the target lasts without renewal before "
     "another publish may take it over (default 120).",
+    "TRITONBUILD_SWITCH_SETTLE_S": "Seconds the version folders a publish wrote must be still before its first "
+    "switch, so a polling server never loads a version before its last file is counted (default 2; 0: at once).",
     "TRITONBUILD_NOTIFY_LOAD_TIMEOUT_S": "Seconds `publish --notify` waits for a server to answer a load request "
     "(default 300).",
     "TRITONBUILD_GRPC_URL": "The gRPC endpoint `tune --server` measures at (else the HTTP URL's host on "

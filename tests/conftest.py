@@ -153,12 +153,18 @@ def _session_cache(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _isolate(tmp_path_factory, monkeypatch):
+def _isolate(tmp_path_factory, monkeypatch, request):
     """Each test its own build cache (and so its own file-hash cache, which lives beside it): no test sees
     another's steps, so results do not depend on which tests ran before."""
     monkeypatch.setenv("TRITONBUILD_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     # and its own machine key for verification reports (made by the first verify, in XDG_CONFIG_HOME)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
+    # publish's wait before its first switch (publish/protocol.py settle) is for a polling tritonserver: a test
+    # with none switches at once; a test with a server (marked triton) keeps the default, or sets its own
+    if request.node.get_closest_marker("triton") is None:
+        monkeypatch.setenv("TRITONBUILD_SWITCH_SETTLE_S", "0")
+    else:
+        monkeypatch.delenv("TRITONBUILD_SWITCH_SETTLE_S", raising=False)
 
 
 @pytest.fixture

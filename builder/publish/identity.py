@@ -12,10 +12,9 @@ from pathlib import Path
 
 from tritonbuild.core.hashing import sha256_bytes, sha256_json
 from tritonbuild.errors import PublishError
-from tritonbuild.publish import objects
-from tritonbuild.publish.layout import in_version_dir
+from tritonbuild.publish.layout import read_stored_config, version_content
 from tritonbuild.publish.models import PublishedModel, PublishedVersion, TargetManifest
-from tritonbuild.publish.pinning import pinned_config, version_config_name
+from tritonbuild.publish.pinning import pinned_config
 from tritonbuild.publish.target import Target
 from tritonbuild.repository.manifest import Manifest, ManifestModel
 from tritonbuild.triton.config import config_bytes
@@ -127,9 +126,9 @@ def same_as_published(
     why = None
     if changed := changed_steps(done.steps_identity, steps):
         why = f"other models under it ({', '.join(changed)} changed; its goldens were recorded on theirs)"
-    elif done.model_identity != model.model_identity or in_version_dir(
+    elif done.model_identity != model.model_identity or version_content(
         done.files, model.version
-    ) != in_version_dir(files, model.version):
+    ) != version_content(files, model.version):
         why = "different content"
     elif (  # NOTE: none differ: the same config rendered otherwise (another protobuf's text format)
         done.config_sha256 is not None
@@ -152,8 +151,7 @@ def _config_changes(target: Target, model: ManifestModel, own: bytes) -> str:
     two are the same config)."""
     from tritonbuild.triton.config import ConfigParseError
 
-    name = version_config_name(model.version)
-    stored = objects.read_text(target, target.path(model.name, name))
+    name, stored = read_stored_config(target, model.name, model.version)
     if stored is None:
         return f"its digest is not the one recorded, and {name} is missing at the target"
     try:
@@ -180,9 +178,7 @@ class TargetBehaviour:
             return None
         key = (name, version)
         if key not in self._configs:
-            self._configs[key] = objects.read_text(
-                self.target, self.target.path(name, version_config_name(version))
-            )
+            self._configs[key] = read_stored_config(self.target, name, version)[1]
         if self._configs[key] is None:
             return None
         calls = {}

@@ -9,6 +9,7 @@ from tritonbuild.core.hashing import sha256_bytes
 from tritonbuild.core.location import Location
 from tritonbuild.core.results import Result
 from tritonbuild.publish import objects
+from tritonbuild.publish.layout import read_stored_config
 from tritonbuild.publish.lock import read_lock
 from tritonbuild.publish.models import PublishedModel, TargetManifest
 from tritonbuild.publish.pinning import live_version, pinned_config
@@ -177,7 +178,7 @@ def verify_target(where: Location | str, *, endpoint_url: str | None = None) -> 
         live = published.versions.get(published.live) if published.live is not None else None
         if config is not None and live is not None and live.config_sha256 is not None:
             checked += 1
-            own = objects.read_text(target, target.path(name, f"config-v{published.live}.pbtxt"))
+            stored_at, own = read_stored_config(target, name, published.live)
             if (
                 own is None
                 or sha256_bytes(own) != live.config_sha256
@@ -185,7 +186,7 @@ def verify_target(where: Location | str, *, endpoint_url: str | None = None) -> 
             ):
                 problems.append(
                     f"{name}/config.pbtxt is not the config version {published.live} was verified "
-                    f"with ({name}/config-v{published.live}.pbtxt): Triton serves version "
+                    f"with ({name}/{stored_at}): Triton serves version "
                     f"{published.live} under another config (run 'tritonbuild rollback TARGET "
                     "MODEL --to N' to restore it)"
                 )

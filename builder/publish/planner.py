@@ -21,7 +21,7 @@ from tritonbuild.publish.identity import (
     same_as_published,
     steps_identity,
 )
-from tritonbuild.publish.layout import version_files
+from tritonbuild.publish.layout import read_stored_config, side_places, version_files
 from tritonbuild.publish.models import Action, PublishedModel, PublishedVersion, TargetManifest
 from tritonbuild.publish.pinning import pinned_config, version_config_name
 from tritonbuild.publish.target import Target
@@ -42,6 +42,7 @@ class VersionStep:
     own_config: bytes | None  # config-v<N>.pbtxt to store (None: stored by an earlier publish)
     record: PublishedVersion
     actions: list[Action]
+    own_config_path: str = ""  # where own_config goes, model-directory relative (layout.py)
 
 
 @dataclass(frozen=True)
@@ -68,15 +69,17 @@ class PublishPlan:
 
     @property
     def actions(self) -> list[Action]:
-        """Every action, in the order the publish takes them."""
+        """Every action, in the order the publish takes them: every model's version folders, then
+        the switches (protocol.py)."""
         out = []
         for step in self.models:
-            out += (
-                step.create
-                + [action for version in step.versions for action in version.actions]
-                + step.switch
-            )
-        return out + self.orphans + self.prune
+            out += step.create + [action for version in step.versions for action in version.actions]
+        return (
+            out
+            + [action for step in self.models for action in step.switch]
+            + self.orphans
+            + self.prune
+        )
 
     @property
     def upload_bytes(self) -> int:
@@ -231,12 +234,19 @@ def _plan_version(
     )
     if record.config_sha256 is None:
         # NOTE: stored before the switch, so a rollback to this version can restore its own
-        # interface.
+        # interface: inside a version folder written now, beside a complete one (never rewritten)
         record = record.model_copy(update={"config_sha256": sha256_bytes(own)})
     else:
         own = None
+    inside, beside = side_places(model.version, version_config_name(model.version))
     return VersionStep(
-        model=model, files=files, todo=todo, own_config=own, record=record, actions=actions
+        model=model,
+        files=files,
+        todo=todo,
+        own_config=own,
+        record=record,
+        actions=actions,
+        own_config_path=inside if done is None else beside,
     )
 
 
@@ -304,9 +314,7 @@ def _serving(
         mine = pinned_config(local_config, [])
         for v in serving:
             config = own.get(v) or (
-                objects.read_text(target, target.path(name, version_config_name(v)))
-                if complete[v].config_sha256
-                else None
+                read_stored_config(target, name, v)[1] if complete[v].config_sha256 else None
             )
             if config is None or pinned_config(config, []) != mine:
                 why = (

@@ -1,15 +1,26 @@
 """The publish protocol. Triton serves what config.pbtxt's version_policy pins; a single-object
 write of config.pbtxt is the switch, and the target manifest, written last, is the commit record.
 
-For each model, in order:
-1. a new model first gets its config.pbtxt with an empty `specific {}` policy (Triton loads
+In order:
+1. each new model first gets its config.pbtxt with an empty `specific {}` policy (Triton loads
    nothing);
-2. the new version's objects are uploaded (only missing or different ones) and checked (listing,
-   sizes);
-3. config.pbtxt is rewritten pinning `specific { versions: [N] }`: the switch; then the target
-   manifest records the complete versions and which is live; pruning comes after it. A published
-   (complete) version is never rewritten; a version directory not in the target manifest is an
-   interrupted upload and is completed by the next run.
+2. each model's new version folders are written complete: the version's stored config, its objects
+   (only missing or different ones) and its goldens, all inside the folder (layout.py), checked
+   (listing, sizes); nothing is written beside the version folders but what changed there (label
+   files, warmup data) and the stored config of a version published before;
+3. once nothing has been written for TRITONBUILD_SWITCH_SETTLE_S (settle), each config.pbtxt is
+   rewritten pinning `specific { versions: [N] }`: the switch; then the target manifest records the
+   complete versions and which is live; pruning comes after it. A published (complete) version is
+   never rewritten; a version directory not in the target manifest is an interrupted upload and is
+   completed by the next run.
+
+Triton's poller counts a version folder for that version only and every other entry of the model
+directory (not config.pbtxt) for every version (facts/kubernetes.json poll_side_files). So a publish
+never marks a live version modified, and the race where a poll read the timestamps before the last
+file beside the folders landed and the config after the switch (the new version loaded, then loaded
+again in full: the fleet test, 1 run in 7) is closed: no such file is written, and the same straddle
+over the version folder's own last file needs a poll whose pass over one model directory outlasts
+the settle.
 
 What is done is decided first, read-only, by planner.plan_publish (under the lock); this module
 carries the plan out, and `--dry-run` returns the same plan's actions without the lock or a write.
@@ -17,6 +28,7 @@ carries the plan out, and `--dry-run` returns the same plan's actions without th
 
 from __future__ import annotations
 
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,16 +40,35 @@ from tritonbuild.core.progress import SILENT, Reporter
 from tritonbuild.errors import PublishError, UsageError
 from tritonbuild.publish import objects
 from tritonbuild.publish.gate import gate
-from tritonbuild.publish.layout import in_version_dir
+from tritonbuild.publish.layout import in_version_dir, side_names, side_places, source_rel
 from tritonbuild.publish.lock import TargetLock
 from tritonbuild.publish.models import TARGET_MANIFEST, Action, PublishReceipt, TargetManifest
 from tritonbuild.publish.notify import notify_all
-from tritonbuild.publish.pinning import version_config_name
-from tritonbuild.publish.planner import ModelStep, PublishPlan, plan_publish
+from tritonbuild.publish.planner import ModelStep, PublishPlan, VersionStep, plan_publish
 from tritonbuild.publish.target import Target, open_target
 from tritonbuild.repository.manifest import MANIFEST_NAME, Manifest, ManifestModel, read_repository
 
 JOBS = 8
+SETTLE_ENV = "TRITONBUILD_SWITCH_SETTLE_S"
+SETTLE_S = 2.0
+
+
+def settle_seconds() -> float:
+    """Seconds the version folders written must be still before the first switch
+    (TRITONBUILD_SWITCH_SETTLE_S, default 2; 0 switches at once)."""
+    raw = os.environ.get(SETTLE_ENV, "").strip()
+    try:
+        value = float(raw) if raw else SETTLE_S
+    except ValueError:
+        raise UsageError(
+            f"{SETTLE_ENV}={raw!r} is not a number of seconds",
+            hint=f"unset it or set e.g. {SETTLE_S}",
+        ) from None
+    if value < 0:
+        raise UsageError(
+            f"{SETTLE_ENV} must be >= 0, not {raw}", hint=f"unset it or set e.g. {SETTLE_S}"
+        )
+    return value
 
 
 def check_local_files(root: Path, manifest: Manifest) -> None:
@@ -92,48 +123,68 @@ def check_local_files(root: Path, manifest: Manifest) -> None:
 class _Publisher:
     """Carries out a PublishPlan under the lock, recording each action as it is done."""
 
-    def __init__(self, root: Path, target: Target, lock: TargetLock, reporter: Reporter):
+    def __init__(
+        self, root: Path, target: Target, lock: TargetLock, reporter: Reporter, settle_s: float
+    ):
         self.root, self.target, self.lock, self.reporter = root, target, lock, reporter
+        self.settle_s = settle_s
         self.actions: list[Action] = []
         self.uploaded = 0
+        self.written_at: float | None = None  # time.monotonic() of the last write into a model
 
-    def model(self, step: ModelStep) -> None:
-        """The version folders first; the files beside them (a version's goldens and stored config)
-        last, just before the switch: Triton counts a model directory's files other than
-        config.pbtxt and the version folders as part of every version (core's
-        ModelTimestamp::IsModelVersionModified; facts/kubernetes.json poll_side_files under
-        tests/contracts), so a poll between their upload and the switch
-        reloads the live version. Uploaded first, they opened that window for the whole upload.
-        Left open: a poll whose timestamps are read before the last of them lands and whose config
-        is read after the switch loads the new version, and the next poll reloads it (seen in the
-        fleet test, 1 run in 7); files inside the version folder would close both."""
+    def versions(self, step: ModelStep) -> None:
+        """A model's new versions, each folder complete before anything else: its stored config,
+        its files and goldens (inside it: layout.py), checked at the target; then what lies beside
+        the version folders, only where it changed (label files, warmup data), and the stored
+        config of a version published before (never written into its complete folder). A new model
+        first gets its config.pbtxt pinning nothing."""
         target = self.target
-        config_path = target.path(step.name, "config.pbtxt")
         if step.placeholder is not None:
-            objects.write_bytes(target, config_path, step.placeholder)
+            objects.write_bytes(target, target.path(step.name, "config.pbtxt"), step.placeholder)
             self.actions += step.create
-        folders = [
-            in_version_dir(version.files, version.model.version) for version in step.versions
-        ]
-        for version, folder in zip(step.versions, folders, strict=True):
+        split = []
+        for version in step.versions:
+            folder = in_version_dir(version.files, version.model.version)
             inside = [rel for rel in version.todo if rel in folder]
+            split.append((version, [rel for rel in version.todo if rel not in folder]))
+            if version.own_config is not None and version.own_config_path.startswith(
+                f"{version.model.version}/"
+            ):
+                self.write_own_config(step.name, version)
             if inside:
                 self.upload_version(version.model, version.files, inside, check=inside)
             self.actions += version.actions
-        for version, folder in zip(step.versions, folders, strict=True):
-            beside = [rel for rel in version.todo if rel not in folder]
+        for version, beside in split:
             if beside:
                 self.upload_version(version.model, version.files, beside, check=list(version.files))
-            if version.own_config is not None:
-                objects.write_bytes(
-                    target,
-                    target.path(step.name, version_config_name(version.model.version)),
-                    version.own_config,
-                )
+            if version.own_config is not None and "/" not in version.own_config_path:
+                self.write_own_config(step.name, version)
+
+    def write_own_config(self, name: str, version: VersionStep) -> None:
+        objects.write_bytes(
+            self.target, self.target.path(name, version.own_config_path), version.own_config
+        )
+        self.written_at = time.monotonic()
+
+    def switch(self, step: ModelStep) -> None:
+        """config.pbtxt rewritten pinning the versions served: the switch (after settle)."""
         if step.config is not None:
             self.lock.check_held()
-            objects.write_bytes(target, config_path, step.config)
+            objects.write_bytes(
+                self.target, self.target.path(step.name, "config.pbtxt"), step.config
+            )
             self.actions += step.switch
+
+    def settle(self) -> None:
+        """Waits until settle_s have passed since the last write into a model directory. A poll reads
+        a model's timestamps (its version folders' first) and then its config.pbtxt: one that read
+        a version folder before its last file landed and the config after the switch loads that
+        version with a stale timestamp, and the next poll loads it again in full
+        (facts/kubernetes.json poll_side_files). Every new version folder is written before the
+        first switch, so this wait is paid once per publish; a poll whose pass over one model
+        directory takes longer than it can still do that."""
+        if self.written_at is not None:
+            time.sleep(max(0.0, self.written_at + self.settle_s - time.monotonic()))
 
     def upload_version(
         self, model: ManifestModel, files: dict[str, FileEntry], todo: list[str], check: list[str]
@@ -147,7 +198,7 @@ class _Publisher:
                     pool.submit(
                         objects.upload,
                         self.target,
-                        self.root / model.name / rel,
+                        self.root / model.name / source_rel(model, rel),
                         self.target.path(model.name, rel),
                         self.reporter,
                     )
@@ -157,6 +208,7 @@ class _Publisher:
                     future.result()
         finally:
             self.reporter.end_transfer()
+            self.written_at = time.monotonic()
         self.uploaded += total
         remote = objects.remote_sizes(self.target, self.target.path(model.name))
         bad = [rel for rel in check if remote.get(rel) != files[rel].size]
@@ -173,8 +225,8 @@ class _Publisher:
         removed: a crash in between leaves only unreferenced objects."""
         target, state = self.target, plan.state
         for action in plan.orphans:
-            objects.remove_tree(target, target.path(action.model, str(action.version)))
-            objects.remove_tree(target, target.path(action.model, f"golden-v{action.version}.npz"))
+            kept = state.models[action.model].versions.values()
+            self.remove_version(action.model, action.version, {}, kept)
             self.actions.append(action)
         if not plan.prune:
             return state
@@ -197,15 +249,22 @@ class _Publisher:
         )
         for action in plan.prune:
             files = state.models[action.model].versions[action.version].files
-            shared = {
-                rel for kept in models[action.model].versions.values() for rel in kept.files
-            }  # e.g. labels
-            objects.remove_tree(target, target.path(action.model, str(action.version)))
-            for rel in [*files, version_config_name(action.version)]:
-                if "/" not in rel and rel not in shared:
-                    objects.remove_tree(target, target.path(action.model, rel))
+            kept = models[action.model].versions.values()
+            self.remove_version(action.model, action.version, files, kept)
             self.actions.append(action)
         return pruned
+
+    def remove_version(self, model: str, version: int, files, kept) -> None:
+        """A version's folder (its own side files in it), then what of it lies beside the folders:
+        its side files where an earlier tritonbuild put them (layout.py), and the files beside
+        config.pbtxt it carried that no kept version carries too (e.g. labels)."""
+        target = self.target
+        objects.remove_tree(target, target.path(model, str(version)))
+        shared = {rel for published_version in kept for rel in published_version.files}
+        beside = {rel for rel in files if "/" not in rel}
+        beside |= {side_places(version, name)[1] for name in side_names(version)}
+        for rel in sorted(beside - shared):
+            objects.remove_tree(target, target.path(model, rel))
 
 
 def publish(
@@ -227,6 +286,7 @@ def publish(
             f"--keep must be >= 1, not {keep} (the live version is always kept)",
             hint="use --keep 1 or more",
         )
+    settle_s = settle_seconds()
     manifest = read_repository(root, PublishError)
     verification = gate(root, manifest, skip_verify, require_reproducible)
     check_local_files(root, manifest)
@@ -238,14 +298,17 @@ def publish(
         )
         return _receipt(target, manifest, verification, t0, plan.actions, 0, dry_run=True)
     with TargetLock(target, break_lock=break_lock) as lock:
-        publisher = _Publisher(root, target, lock, reporter)
+        publisher = _Publisher(root, target, lock, reporter, settle_s)
         publisher.actions += objects.clean_leftovers(target, lock.broken, reporter)
         plan = plan_publish(
             root, manifest, target, objects.read_state(target), verification=verification, keep=keep
         )
         for step in plan.models:
             reporter.status(f"publishing {step.name}")
-            publisher.model(step)
+            publisher.versions(step)
+        publisher.settle()
+        for step in plan.models:
+            publisher.switch(step)
         lock.check_held()
         objects.write_bytes(
             target, target.path(TARGET_MANIFEST), pretty_json(plan.state.model_dump(mode="json"))

@@ -11,6 +11,7 @@ from tritonbuild.core.results import OMIT_NONE, Result
 from tritonbuild.errors import PublishError
 from tritonbuild.publish import objects
 from tritonbuild.publish.identity import TargetBehaviour
+from tritonbuild.publish.layout import read_stored_config
 from tritonbuild.publish.lock import TargetLock
 from tritonbuild.publish.models import (
     TARGET_MANIFEST,
@@ -79,11 +80,11 @@ def rollback(
     target = open_for_read(where, endpoint_url)
     with TargetLock(target, break_lock=break_lock) as lock:
         state = objects.read_state(target)
-        current, own = {}, {}
+        current, own, restored = {}, {}, {}
         for name, version in switches.items():
             published = _intact_version(target, state, name, version)
             current[name] = _current_config(target, name)
-            own[name] = _stored_config(
+            restored[name], own[name] = _stored_config(
                 target, name, version, published.versions[version], current[name]
             )
         _refuse_stale_callers(target, state, switches)
@@ -104,7 +105,7 @@ def rollback(
             model=name,
             live=version,
             previous=live_version(current[name]),
-            config_restored=f"{name}/{version_config_name(version)}",
+            config_restored=restored[name],
             interface_changed=own[name] != pinned_config(current[name], [version]),
         )
         for name, version in switches.items()
@@ -223,15 +224,15 @@ def _intact_version(target: Target, state: TargetManifest, model: str, to: int) 
 
 def _stored_config(
     target: Target, model: str, to: int, published_version: PublishedVersion, current: bytes
-) -> bytes:
-    """The config version `to` was verified with (config-v<N>.pbtxt beside the model), checked
+) -> tuple[str, bytes]:
+    """(its path at the target, the config version `to` was verified with: config-v<N>.pbtxt in
+    its version folder, or beside it where an earlier tritonbuild published it, layout.py), checked
     against its recorded digest and parsed; a PublishError where it is missing or changed."""
-    own_name = f"{model}/{version_config_name(to)}"
-    own = (
-        objects.read_text(target, target.path(model, version_config_name(to)))
-        if published_version.config_sha256
-        else None
-    )
+    if published_version.config_sha256:
+        rel, own = read_stored_config(target, model, to)
+    else:  # NOTE: a publish of that version again stores it beside its (complete) folder
+        rel, own = version_config_name(to), None
+    own_name = f"{model}/{rel}"
     if own is None:
         raise PublishError(
             f"{model} version {to} has no stored config at the target ({own_name}; published "
@@ -248,4 +249,4 @@ def _stored_config(
             hint=f"publish version {to} again from its build",
         )
     parse_remote(own, f"{target.url}/{own_name}")
-    return own
+    return own_name, own

@@ -105,7 +105,7 @@ def test_publish_switch_rollback_prune_and_verify_target(cli, repo, tmp_path):
         "model": "doubler",
         "live": 1,
         "previous": 3,
-        "config_restored": "doubler/config-v1.pbtxt",
+        "config_restored": "doubler/1/config-v1.pbtxt",
         "interface_changed": False,
         "notified": [],
     }
@@ -265,14 +265,14 @@ def test_rollback_restores_the_versions_own_config(cli, repo, tmp_path):
     _fake_verified(cli, out2)
     assert cli("publish", out2, target).exit_code == 0
     assert 'name: "A"' in (pub / "config.pbtxt").read_text()
-    assert (pub / "config-v1.pbtxt").is_file() and (pub / "config-v2.pbtxt").is_file()
+    assert (pub / "1" / "config-v1.pbtxt").is_file() and (pub / "2" / "config-v2.pbtxt").is_file()
 
     r = cli("rollback", target, "doubler", "--to", "1", "--json")
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["interface_changed"] is True
     live = (pub / "config.pbtxt").read_text()
     assert 'name: "X"' in live and 'name: "A"' not in live and "versions: 1" in live
-    assert live == (pub / "config-v1.pbtxt").read_text()
+    assert live == (pub / "1" / "config-v1.pbtxt").read_text()
     assert json.loads(cli("verify", target, "--json").stdout)["passed"]
 
     # verify TARGET: the live config must be the one verified with the live version
@@ -295,7 +295,7 @@ def test_rollback_refuses_a_version_without_its_stored_config(cli, repo, tmp_pat
     state = json.loads(manifest.read_text())
     state["models"]["doubler"]["versions"]["1"]["config_sha256"] = None
     manifest.write_text(json.dumps(state))
-    (tmp_path / "pub" / "doubler" / "config-v1.pbtxt").unlink()
+    (tmp_path / "pub" / "doubler" / "1" / "config-v1.pbtxt").unlink()
     r = cli("rollback", target, "doubler", "--to", "1")
     assert (
         r.exit_code == 7
@@ -812,59 +812,3 @@ def test_publish_and_ls_say_which_manifest_digest_they_print(cli, repo, tmp_path
     r = cli("ls", target)
     assert "target manifest sha256: " in r.stdout
     assert "not the repository manifest publish names" in " ".join(r.stdout.split())
-
-
-def test_the_files_beside_the_version_folders_go_up_last_just_before_the_switch(
-    cli, tmp_path, monkeypatch
-):
-    """Triton counts a model directory's files other than config.pbtxt and the version folders as part of every
-    version (tests/contracts/facts/kubernetes.json poll_side_files): publish uploaded golden-vN.npz among the
-    version's own files, so a poll during the upload reloaded the live version (the fleet test: 'loading:
-    doubler:1' again while version 2 uploaded). The version folder goes first; the goldens and the stored config
-    last, then the switch."""
-    import time
-
-    import numpy as np
-
-    from tritonbuild.core.npz import write_npz
-    from tritonbuild.publish import objects
-    from tritonbuild.verify.goldens import to_npz_arrays
-
-    writes: list[str] = []
-    upload, write_bytes = objects.upload, objects.write_bytes
-
-    def recorded_upload(
-        target, local, path, reporter
-    ):  # as each upload completes; a version's own files slow
-        if "doubler/2/" in path:
-            time.sleep(0.5)
-        upload(target, local, path, reporter)
-        writes.append(path.split("/pub/", 1)[-1])
-
-    def recorded_write(target, path, data):
-        writes.append(path.split("/pub/", 1)[-1])
-        return write_bytes(target, path, data)
-
-    monkeypatch.setattr(objects, "upload", recorded_upload)
-    monkeypatch.setattr(objects, "write_bytes", recorded_write)
-    target = f"file://{tmp_path}/pub"
-    for version in (1, 2):
-        src = tmp_path / f"src{version}"
-        (src / "goldens").mkdir(parents=True)
-        (src / "model.py").write_text(PY_MODEL)
-        (src / "r.yaml").write_text(PY_RECIPE.replace("version: 1", f"version: {version}").lstrip())
-        x = np.ones((1, 3), np.float32)
-        write_npz(src / "goldens" / "doubler.npz", to_npz_arrays([{"X": x}], [{"Y": x * 2 + 1}]))
-        out = tmp_path / f"repo{version}"
-        assert cli("build", src / "r.yaml", "-o", out).exit_code == 0
-        assert (out / "doubler" / f"golden-v{version}.npz").is_file()
-        _fake_verified(cli, out)
-        writes.clear()
-        assert cli("publish", out, target).exit_code == 0
-    model = [w.split("doubler/", 1)[1] for w in writes if "doubler/" in w]
-    inside = [i for i, w in enumerate(model) if w.startswith("2/")]
-    assert inside and model[max(inside) + 1 :] == [
-        "golden-v2.npz",
-        "config-v2.pbtxt",
-        "config.pbtxt",
-    ], model

@@ -1,10 +1,11 @@
-"""The files a published version carries: its version directory, its goldens, and what Triton opens beside
-config.pbtxt (label files, warmup data), never another version's or the switch itself."""
+"""The files a published version carries: its version directory, its goldens (inside its version folder at the
+target), and what Triton opens beside config.pbtxt (label files, warmup data), never another version's or the
+switch itself."""
 
 from __future__ import annotations
 
 from tritonbuild.core.cas import FileEntry
-from tritonbuild.publish.layout import in_version_dir, version_files
+from tritonbuild.publish.layout import in_version_dir, source_rel, version_content, version_files
 from tritonbuild.recipe.models import Verify
 from tritonbuild.repository.manifest import Manifest, ManifestModel
 
@@ -42,5 +43,16 @@ def test_a_version_carries_the_files_triton_opens_beside_its_config():
         goldens="m/golden-v2.npz",
     )
     got = version_files(Manifest(toolchain={}, models=[model], files=files), model)
-    assert sorted(got) == ["2/model.py", "golden-v2.npz", "labels.txt", "warmup/X"]
-    assert in_version_dir(got, 2) == {"2/model.py": files["m/2/model.py"]}
+    assert sorted(got) == ["2/golden-v2.npz", "2/model.py", "labels.txt", "warmup/X"]
+    assert got["2/golden-v2.npz"] == files["m/golden-v2.npz"]
+    assert source_rel(model, "2/golden-v2.npz") == "golden-v2.npz"
+    assert source_rel(model, "2/model.py") == "2/model.py"
+    assert in_version_dir(got, 2) == {
+        "2/model.py": files["m/2/model.py"],
+        "2/golden-v2.npz": files["m/golden-v2.npz"],
+    }
+    # what 'never rewritten' compares: the same in either layout, goldens aside
+    old = {"2/model.py": files["m/2/model.py"], "golden-v2.npz": _entry(99)}
+    assert (
+        version_content(got, 2) == version_content(old, 2) == {"2/model.py": files["m/2/model.py"]}
+    )
