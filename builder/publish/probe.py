@@ -42,20 +42,10 @@ from pathlib import Path
 
 EXPECT = "expect.json"
 MANIFEST = "tritonbuild-manifest.json"
-TRITON_TYPES = {
-    "bool": "BOOL",
-    "uint8": "UINT8",
-    "uint16": "UINT16",
-    "uint32": "UINT32",
-    "uint64": "UINT64",
-    "int8": "INT8",
-    "int16": "INT16",
-    "int32": "INT32",
-    "int64": "INT64",
-    "float16": "FP16",
-    "float32": "FP32",
-    "float64": "FP64",
-    "object": "BYTES",
+TRITON_TYPES = {  # numpy dtype name → Triton datatype
+    **{name: name.upper() for name in ("bool", "int8", "int16", "int32", "int64")},
+    **{name: name.upper() for name in ("uint8", "uint16", "uint32", "uint64")},
+    **{"float16": "FP16", "float32": "FP32", "float64": "FP64", "object": "BYTES"},
 }
 
 
@@ -83,8 +73,16 @@ def from_folder(folder: Path) -> list[Expected]:
 
 def from_repository(repository: Path) -> list[Expected]:
     """The models of a repository's manifest: each at the manifest's version, its golden beside
-    it."""
+    it. A publish target synced there (TRITONBUILD_TARGET: its manifest maps each model to its
+    versions): each model's live version, its golden inside the version folder, or beside it where
+    an earlier tritonbuild published it."""
     manifest = json.loads((repository / MANIFEST).read_text())
+    if isinstance(manifest["models"], dict):
+        return [
+            _live(repository, name, state)
+            for name, state in sorted(manifest["models"].items())
+            if state.get("live") is not None
+        ]
     return [
         Expected(
             model["name"],
@@ -93,6 +91,14 @@ def from_repository(repository: Path) -> list[Expected]:
         )
         for model in manifest["models"]
     ]
+
+
+def _live(repository: Path, name: str, state: dict) -> Expected:
+    live = int(state["live"])
+    files = state["versions"][str(live)].get("files") or {}
+    places = (f"{live}/golden-v{live}.npz", f"golden-v{live}.npz")
+    golden = next((rel for rel in places if rel in files), None)
+    return Expected(name, live, {live: repository / name / golden} if golden else {})
 
 
 def _post(url: str, body: dict, timeout: float):
@@ -371,12 +377,8 @@ def main() -> int:
     sys.path[:] = [entry for entry in sys.path if str(Path(entry or ".").resolve()) != here]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument(
-        "--folder", type=Path, help="expect.json and goldens (Kubernetes readiness)"
-    )
-    source.add_argument(
-        "--repository", type=Path, help="a repository with its manifest (Docker HEALTHCHECK)"
-    )
+    source.add_argument("--folder", type=Path, help="expect.json, goldens (Kubernetes readiness)")
+    source.add_argument("--repository", type=Path, help="a repository, its manifest (HEALTHCHECK)")
     parser.add_argument("--url", default="http://127.0.0.1:8000")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds for the whole check")
     args = parser.parse_args()

@@ -237,3 +237,67 @@ def test_verify_and_publish_share_a_per_pipeline_report_key(template, run_id):
     publish = doc["jobs"]["publish"]["steps"] if "jobs" in doc else doc["publish"]["script"]
     text = yaml.safe_dump(publish)
     assert text.index("test -n") < text.index("tritonbuild publish")
+
+
+def _published(cli, tmp_path) -> Path:
+    """risk-scorer built and published to a file:// target: the folder `aws s3 sync` of a target
+    leaves where the entrypoint serves it (TRITONBUILD_TARGET)."""
+    out, target = tmp_path / "OUT", tmp_path / "synced"
+    assert cli("build", "recipes/examples/risk-scorer.yaml", "-o", out).exit_code == 0
+    r = cli("publish", out, f"file://{target}", "--skip-verify")
+    assert r.exit_code == 0, r.output
+    return target
+
+
+def test_the_healthcheck_reads_a_synced_targets_manifest(cli, tmp_path, in_root):
+    """A target's manifest maps each model to its versions and the live one (not the build manifest's
+    list): --repository checks each model's live version with its golden inside the version folder,
+    or beside it where an earlier tritonbuild published it. Before, the HEALTHCHECK of a container
+    started with TRITONBUILD_TARGET said 'cannot check' (unhealthy) forever."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("probe_under_test", PROBE)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    target = _published(cli, tmp_path)
+    (expected,) = probe.from_repository(target)
+    golden = target / "risk-scorer" / "1" / "golden-v1.npz"
+    assert (expected.name, expected.version, expected.goldens) == ("risk-scorer", 1, {1: golden})
+    assert golden.is_file()
+    # published before the goldens moved into the version folder
+    manifest = target / "tritonbuild-manifest.json"
+    state = json.loads(manifest.read_text())
+    files = state["models"]["risk-scorer"]["versions"]["1"]["files"]
+    files["golden-v1.npz"] = files.pop("1/golden-v1.npz")
+    golden.rename(target / "risk-scorer" / "golden-v1.npz")
+    manifest.write_text(json.dumps(state))
+    (expected,) = probe.from_repository(target)
+    assert expected.goldens == {1: target / "risk-scorer" / "golden-v1.npz"}
+    down = _probe(PROBE, "--repository", target, "--url", "http://127.0.0.1:9", "--timeout", "2")
+    assert down.stderr.startswith("unhealthy: the server does not answer"), down.stderr
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_the_healthcheck_of_a_synced_target_passes_and_catches_a_wrong_answer(
+    cli, tmp_path, in_root
+):
+    """The HEALTHCHECK as the container runs it, on a tritonserver serving a synced publish target
+    (model-control mode none, the live versions' portable numerics set as the entrypoint sets them
+    from the target's manifest): healthy, and unhealthy when the live version's golden is one ulp
+    off."""
+    from tritonbuild.publish.models import TargetManifest
+    from tritonbuild.server.embedded import EmbeddedServer
+
+    target = _published(cli, tmp_path)
+    golden = target / "risk-scorer" / "1" / "golden-v1.npz"
+    state = TargetManifest.model_validate_json((target / "tritonbuild-manifest.json").read_bytes())
+    with EmbeddedServer(target, control="none", env=state.numerics_env()) as server:
+        url = f"http://{server.http_url}"
+        ok = _run_healthcheck(PROBE, url, TRITONBUILD_MODELS=str(target))
+        assert ok.returncode == 0, ok.stderr
+        _one_ulp_off(golden)
+        bad = _run_healthcheck(PROBE, url, TRITONBUILD_MODELS=str(target))
+        assert bad.returncode == 1 and "risk-scorer v1: output PROBS differs" in bad.stderr, (
+            bad.stderr
+        )
