@@ -9,11 +9,16 @@ a decode step, each call reads its weights from DRAM). Run under ncu:
     ncu -i OUT/qkv.ncu-rep --page details --csv > OUT/qkv-details.csv
 
 Without ncu it prints the call's time (the median of 200 launches, each on the next weight copy).
+`--summarize OUT/qkv-sass.csv [more.csv ...]` (no GPU needed) prints, per file, the warp-stall samples by reason
+and the instructions holding the most samples, as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
+import sys
 from pathlib import Path
 
 import torch
@@ -24,7 +29,47 @@ except ImportError:  # run as a script: its own folder is on the path
     import w4a16_bench as bench
 
 
+def summarize(path: Path, top: int = 12) -> dict:
+    """Nsight Compute's source page (--page source --csv --print-source sass): stall samples by reason
+    over the kernel, and the `top` instructions by samples with their two main reasons."""
+    rows = list(csv.reader(path.open()))
+    header, data = rows[1], rows[2:]
+    col = {name: i for i, name in enumerate(header)}
+
+    def num(row, name) -> float:
+        try:
+            return float(row[col[name]].replace(",", ""))
+        except ValueError:
+            return 0.0
+
+    samples = "Warp Stall Sampling (All Samples)"
+    total = sum(num(r, samples) for r in data) or 1.0
+    reasons = [n for n in header if n.startswith("stall_") and "Not Issued" not in n]
+    by_reason = {n: sum(num(r, n) for r in data) / total for n in reasons}
+    hot = sorted(data, key=lambda r: -num(r, samples))[:top]
+    return {
+        "samples": total,
+        "by_reason": {
+            n: round(v, 3) for n, v in sorted(by_reason.items(), key=lambda t: -t[1]) if v
+        },
+        "top_instructions": [
+            {
+                "offset": hex(int(r[col["Address"]], 16) - int(data[0][col["Address"]], 16)),
+                "sass": r[col["Source"]].strip(),
+                "share": round(num(r, samples) / total, 3),
+                "reasons": [
+                    n for _, n in sorted(((num(r, n), n) for n in reasons), reverse=True)[:2]
+                ],
+            }
+            for r in hot
+        ],
+    }
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--summarize"]:
+        print(json.dumps({p: summarize(Path(p)) for p in sys.argv[2:]}, indent=1))
+        return 0
     ap = argparse.ArgumentParser()
     ap.add_argument("shape", choices=[name for name, _, _ in bench.SHAPES])
     ap.add_argument("--rows", type=int, default=1)
