@@ -14,8 +14,8 @@ from tritonbuild.backends.llm.checkpoint import read_checkpoint, recipe_dir
 from tritonbuild.backends.llm.memory import Architecture, tp_heads_problem
 from tritonbuild.backends.vllm.emit import INPUTS, OUTPUTS, emit, model_json
 from tritonbuild.backends.vllm.extra import extra_problems
+from tritonbuild.backends.vllm.invariant import checks as invariance
 from tritonbuild.backends.vllm.invariant import shapes as invariant_shapes
-from tritonbuild.backends.vllm.invariant import table as invariance
 from tritonbuild.backends.vllm.invariant import wheel as invariant
 from tritonbuild.backends.vllm.lora import cross_key_problems, lora_step, rank_problem
 from tritonbuild.backends.vllm.memory import describe

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tritonbuild.backends.vllm.invariant import table as invariance
+from tritonbuild.backends.vllm.invariant import checks as invariance
 from tritonbuild.backends.vllm.invariant import wheel as invariant
 from tritonbuild.backends.vllm.quantize import step as quant
 from tritonbuild.backends.vllm.speculative import speculative_config
