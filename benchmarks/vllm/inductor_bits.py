@@ -21,7 +21,8 @@ N fresh processes per mode, each with empty Inductor and Triton caches (a fresh 
 compile Llama's residual add + RMSNorm (hidden 4096, fp16) and hash the outputs at a few row counts;
 the modes: default (dynamic rows), tuned (one size per compile, max-autotune and coordinate-descent
 tuning on: vLLM's single-size ranges) and both again with TORCHINDUCTOR_DETERMINISTIC=1. It reports
-the distinct output hashes per mode and each generated reduction kernel's kept config.
+the distinct output hashes per mode and each generated reduction kernel's kept configs (the first run's
+record, 2026-12-06, read them under a name torch does not use: `best_config: null` there).
 
     python3 benchmarks/vllm/inductor_bits.py [--processes 5] [--device cuda] > inductor-bits.json
 """
@@ -77,20 +78,25 @@ def child(device: str) -> dict:
 
 
 def kernels(cache: Path) -> list[dict]:
-    """Each generated reduction kernel's candidate-config count and the config kept (best_config)."""
+    """Each generated reduction kernel and the configs Inductor kept in its folder. The kept config
+    is saved beside the kernel's source as `<hash>.best_config`, the hash of the kernel file's name
+    with torch's own key (torch 2.13 torch/_inductor/runtime/autotune_cache.py 131-132, 155-166),
+    not `<kernel>.best_config`: every such file of the kernel's folder is listed (a folder usually
+    holds one kernel; `kernels_in_folder` says when not). Empty where nothing was timed."""
     out = []
     for src in sorted(cache.rglob("*.py")):
         text = src.read_text(errors="replace")
         if "reduction(" not in text or "@triton.jit" not in text:
             continue
-        best = src.with_suffix(".best_config")
+        kept = [json.loads(p.read_text()) for p in sorted(src.parent.glob("*.best_config"))]
         out.append(
             {
                 "kernel": src.stem[:12],
                 "heuristic": "persistent_reduction"
                 if "persistent_reduction(" in text
                 else "reduction",
-                "best_config": json.loads(best.read_text()) if best.exists() else None,
+                "kept_configs": kept,
+                "kernels_in_folder": len(list(src.parent.glob("*.py"))),
             }
         )
     return out
