@@ -40,8 +40,8 @@ from tritonbuild.errors import PublishError
     "--keep",
     type=click.IntRange(min=1),
     metavar="K",
-    help="After publishing, keep only the K newest "
-    "complete versions of each model (never the live one); K >= 1.",
+    help="Keep only the K newest complete versions of each model, pruned before the upload (never a "
+    "live or served one; the one live when the publish starts goes at the next publish); K >= 1.",
 )
 @click.option(
     "--notify",

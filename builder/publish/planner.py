@@ -24,6 +24,7 @@ from tritonbuild.publish.identity import (
 from tritonbuild.publish.layout import read_stored_config, side_places, version_files
 from tritonbuild.publish.models import Action, PublishedModel, PublishedVersion, TargetManifest
 from tritonbuild.publish.pinning import pinned_config, version_config_name
+from tritonbuild.publish.prune import deferred, interrupted, prune_actions, without
 from tritonbuild.publish.target import Target
 from tritonbuild.repository.manifest import Manifest, ManifestModel
 from tritonbuild.triton.config import config_bytes, parse
@@ -63,23 +64,19 @@ class ModelStep:
 @dataclass(frozen=True)
 class PublishPlan:
     models: list[ModelStep]
-    state: TargetManifest  # the target manifest after the switches
+    state: TargetManifest  # the target manifest after the switches (the pruned versions gone)
     orphans: list[Action]  # version directories an interrupted prune left (removed)
-    prune: list[Action]  # versions beyond --keep (forgotten, then removed)
+    prune: list[Action]  # versions beyond --keep (forgotten, then removed), before any upload
+    start: TargetManifest  # the target manifest when the publish starts
 
     @property
     def actions(self) -> list[Action]:
-        """Every action, in the order the publish takes them: every model's version folders, then
-        the switches (protocol.py)."""
-        out = []
+        """Every action, in the order the publish takes them: the prune, every model's version
+        folders, then the switches (protocol.py)."""
+        out = self.orphans + self.prune
         for step in self.models:
             out += step.create + [action for version in step.versions for action in version.actions]
-        return (
-            out
-            + [action for step in self.models for action in step.switch]
-            + self.orphans
-            + self.prune
-        )
+        return out + [action for step in self.models for action in step.switch]
 
     @property
     def upload_bytes(self) -> int:
@@ -118,10 +115,11 @@ def plan_publish(
         models[name] = step.published
     after = TargetManifest(models=models)
     refuse_stale_callers(root, manifest, target, after)
-    orphans = _orphans(target, after) if keep is not None else []
+    orphans = interrupted(target, after) if keep is not None else []
     live = {name: published.live for name, published in after.models.items() if published.live}
+    prune = deferred(prune_actions(after, keep, live), state)
     return PublishPlan(
-        models=steps, state=after, orphans=orphans, prune=prune_actions(after, keep, live)
+        models=steps, state=without(after, prune), orphans=orphans, prune=prune, start=state
     )
 
 
@@ -331,47 +329,3 @@ def _serving(
                     "versions from builds with the same config; nothing was written to the target",
                 )
     return serving
-
-
-def prune_actions(state: TargetManifest, keep: int | None, live: dict[str, int]) -> list[Action]:
-    """The complete versions older than the live one beyond --keep (the served ones never), newest
-    kept first. A version newer than the live one (published, not pinned: a specific policy) is not
-    old: it stays."""
-    if keep is None:
-        return []
-    out = []
-    for name, published in state.models.items():
-        live_v = live.get(name, published.live)
-        older = sorted(
-            (
-                v
-                for v in published.versions
-                if live_v is not None and v < live_v and v not in published.serving
-            ),
-            reverse=True,
-        )
-        for v in older[keep - 1 :]:
-            out.append(
-                Action(model=name, version=v, action="prune", detail=f"older than the {keep} kept")
-            )
-    return out
-
-
-def _orphans(target: Target, state: TargetManifest) -> list[Action]:
-    """Version directories older than the live one that the manifest no longer lists: left by a
-    prune that was interrupted between forgetting and deleting them."""
-    from tritonbuild.repository.rules import VERSION_RE
-
-    out = []
-    for name, published in state.models.items():
-        present = {
-            int(v) for v in objects.subdirs(target, target.path(name)) if VERSION_RE.match(v)
-        }
-        for v in sorted(present - set(published.versions)):
-            if published.live is not None and v < published.live:
-                out.append(
-                    Action(
-                        model=name, version=v, action="prune", detail="left by an interrupted prune"
-                    )
-                )
-    return out

@@ -42,9 +42,10 @@ from tritonbuild.publish import objects
 from tritonbuild.publish.gate import gate
 from tritonbuild.publish.layout import in_version_dir, side_names, side_places, source_rel
 from tritonbuild.publish.lock import TargetLock
-from tritonbuild.publish.models import TARGET_MANIFEST, Action, PublishReceipt, TargetManifest
+from tritonbuild.publish.models import TARGET_MANIFEST, Action, PublishReceipt
 from tritonbuild.publish.notify import notify_all
 from tritonbuild.publish.planner import ModelStep, PublishPlan, VersionStep, plan_publish
+from tritonbuild.publish.prune import without
 from tritonbuild.publish.target import Target, open_target
 from tritonbuild.repository.manifest import MANIFEST_NAME, Manifest, ManifestModel, read_repository
 
@@ -220,39 +221,28 @@ class _Publisher:
                 hint="re-run publish: it resumes",
             )
 
-    def prune(self, plan: PublishPlan) -> TargetManifest:
-        """Orphans removed; then the versions beyond --keep forgotten (the manifest written), then
-        removed: a crash in between leaves only unreferenced objects."""
-        target, state = self.target, plan.state
+    def prune(self, plan: PublishPlan) -> None:
+        """Before any upload: orphans removed; then the versions beyond --keep forgotten (the
+        manifest as it was, less them, written), then removed: a crash in between leaves only
+        unreferenced objects. Nothing served is among them (planner.deferred), and nothing is
+        loading: no config.pbtxt has changed yet."""
+        target, before = self.target, without(plan.start, plan.prune)
         for action in plan.orphans:
-            kept = state.models[action.model].versions.values()
+            kept = plan.state.models[action.model].versions.values()
             self.remove_version(action.model, action.version, {}, kept)
             self.actions.append(action)
         if not plan.prune:
-            return state
-        victims = {(action.model, action.version) for action in plan.prune}
-        models = {
-            name: published.model_copy(
-                update={
-                    "versions": {
-                        v: published_version
-                        for v, published_version in published.versions.items()
-                        if (name, v) not in victims
-                    }
-                }
-            )
-            for name, published in state.models.items()
-        }
-        pruned = TargetManifest(models=models)
+            return
+        self.lock.check_held()
         objects.write_bytes(
-            target, target.path(TARGET_MANIFEST), pretty_json(pruned.model_dump(mode="json"))
+            target, target.path(TARGET_MANIFEST), pretty_json(before.model_dump(mode="json"))
         )
         for action in plan.prune:
-            files = state.models[action.model].versions[action.version].files
-            kept = models[action.model].versions.values()
+            files = plan.start.models[action.model].versions[action.version].files
+            # what the versions kept, the ones this publish adds included, carry stays (e.g. labels)
+            kept = plan.state.models[action.model].versions.values()
             self.remove_version(action.model, action.version, files, kept)
             self.actions.append(action)
-        return pruned
 
     def remove_version(self, model: str, version: int, files, kept) -> None:
         """A version's folder (its own side files in it), then what of it lies beside the folders:
@@ -303,6 +293,7 @@ def publish(
         plan = plan_publish(
             root, manifest, target, objects.read_state(target), verification=verification, keep=keep
         )
+        publisher.prune(plan)
         for step in plan.models:
             reporter.status(f"publishing {step.name}")
             publisher.versions(step)
@@ -313,7 +304,7 @@ def publish(
         objects.write_bytes(
             target, target.path(TARGET_MANIFEST), pretty_json(plan.state.model_dump(mode="json"))
         )
-        state = publisher.prune(plan)
+        state = plan.state
     # Only models whose config.pbtxt changed: an unchanged model needs no reload (and a load request
     # for a model the server cannot serve would flip it to not-ready).
     changed = {

@@ -63,10 +63,15 @@ def test_a_target_published_before_rolls_back_verifies_and_prunes(built, bucket,
     assert api.rollback(target, "doubler", 1).config_restored == "doubler/config-v1.pbtxt"
     assert api.verify_target(target).passed
     assert api.rollback(target, "doubler", 2).config_restored == "doubler/2/config-v2.pbtxt"
-    api.publish(built(3), target, keep=1)
+    api.publish(
+        built(3), target, keep=1
+    )  # 1 pruned with its side files; 2, live, at the next publish
     s3fs_client.invalidate_cache()
     left = sorted(p[len(root) + 1 :] for p in s3fs_client.find(f"{root}/doubler"))
     assert left == [
+        "doubler/2/config-v2.pbtxt",
+        "doubler/2/golden-v2.npz",
+        "doubler/2/model.py",
         "doubler/3/config-v3.pbtxt",
         "doubler/3/golden-v3.npz",
         "doubler/3/model.py",

@@ -209,6 +209,10 @@ def test_publish_a_hand_written_repository_then_a_new_version_and_roll_back(cli,
     (d / "3" / "model.graphdef").write_bytes(b"\x0a\x02")
     assert cli("publish", repo, target, "--keep", "1").exit_code == 0
     assert (
+        not (pub / "2").exists() and (pub / "1").is_dir()
+    )  # 1 was live: the next publish prunes it
+    assert cli("publish", repo, target, "--keep", "1").exit_code == 0
+    assert (
         not (pub / "1").exists() and (pub / "inception_labels.txt").is_file()
     )  # the prune kept the labels
     assert (
