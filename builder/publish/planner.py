@@ -116,8 +116,7 @@ def plan_publish(
     after = TargetManifest(models=models)
     refuse_stale_callers(root, manifest, target, after)
     orphans = interrupted(target, after) if keep is not None else []
-    live = {name: published.live for name, published in after.models.items() if published.live}
-    prune = deferred(prune_actions(after, keep, live), state)
+    prune = deferred(prune_actions(after, keep), state)
     return PublishPlan(
         models=steps, state=without(after, prune), orphans=orphans, prune=prune, start=state
     )

@@ -9,7 +9,7 @@ from tritonbuild.publish.models import Action, TargetManifest
 from tritonbuild.publish.target import Target
 
 
-def prune_actions(state: TargetManifest, keep: int | None, live: dict[str, int]) -> list[Action]:
+def prune_actions(state: TargetManifest, keep: int | None) -> list[Action]:
     """The complete versions older than the live one beyond --keep (the served ones never), newest
     kept first. A version newer than the live one (published, not pinned: a specific policy) is not
     old: it stays."""
@@ -17,7 +17,7 @@ def prune_actions(state: TargetManifest, keep: int | None, live: dict[str, int])
         return []
     out = []
     for name, published in state.models.items():
-        live_v = live.get(name, published.live)
+        live_v = published.live
         older = sorted(
             (
                 v
