@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import faulthandler
 import os
 import signal
 import sys
@@ -40,6 +41,10 @@ def run() -> None:
     (which ended the process by signal 2): it only marks the exit 130."""
     global _interrupted, _code
     atexit.register(_exit_now)
+    if hasattr(
+        signal, "SIGUSR1"
+    ):  # `kill -USR1 PID`: every thread's stack on stderr (a command that hangs)
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     ignored = (
         signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     )  # a background job: leave it ignored

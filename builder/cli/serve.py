@@ -175,6 +175,11 @@ def _serve_until_stopped(serving: Serving, poll_secs: int, as_json: bool) -> Non
         raise ServerError(e.message, where=e.where, hint=hint) from None
     finally:
         server.cleanup()
+        if server.unreaped is not None:
+            app().err.print(
+                f"warning: tritonserver (pid {server.unreaped}) was killed and had not exited yet; "
+                "serve stops without it (the system reaps it once it goes)"
+            )
 
 
 def _print_ready(ready: ServeReady, poll_secs: int) -> None:

@@ -15,7 +15,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,6 +36,7 @@ READY_TIMEOUT_S = 60.0
 # A model load that never reports back (a Python stub stuck in initialize) would hold Triton's load API forever.
 LOAD_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 20.0
+KILL_WAIT_S = 10.0  # after SIGKILL: how long stop() waits for the process to go (never forever)
 
 
 class ModelLoadError(VerifyError):
@@ -88,6 +88,9 @@ class EmbeddedServer:
         self._tmp: Path | None = None
         self._log_path = log_path
         self.proc: subprocess.Popen | None = None
+        self.unreaped: int | None = (
+            None  # a killed server's pid that had not exited KILL_WAIT_S later
+        )
         self.started_env: dict | None = None
         self.http_port = self.grpc_port = self.metrics_port = 0
         self.ports = ports or (0, 0, 0)
@@ -315,17 +318,26 @@ class EmbeddedServer:
                 proc.wait(timeout=STOP_TIMEOUT_S)
             except ProcessLookupError:
                 pass
-            except BaseException:
+            except BaseException as e:
                 # NOTE: too slow, or a second Ctrl-C while it shuts down: kill the whole group, never leave it.
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                if not isinstance(sys.exc_info()[1], subprocess.TimeoutExpired):
+                self._reap(proc)
+                if not isinstance(e, subprocess.TimeoutExpired):
                     raise
         if proc is not None:
             self.launcher.stopped((self.http_port, self.grpc_port, self.metrics_port))
         with contextlib.suppress(Exception):
             atexit.unregister(self.stop)
+
+    def _reap(self, proc: subprocess.Popen) -> None:
+        """Wait for a killed server, at most KILL_WAIT_S: a process can outlive SIGKILL for a while (one in
+        uninterruptible sleep, or still writing its core dump), and stopping must never hang on it: it is then
+        named in self.unreaped and left to the system."""
+        try:
+            proc.wait(timeout=KILL_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.unreaped = proc.pid
 
     def _bytecode_dirs(self) -> set[Path]:
         """The __pycache__/ directories under the models' version directories of a local repository."""

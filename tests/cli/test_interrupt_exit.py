@@ -115,3 +115,24 @@ def test_a_real_bug_is_still_an_internal_error():
     )
     r = subprocess.run([sys.executable, "-c", bug], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "internal error" in r.stderr, (r.returncode, r.stderr)
+
+
+# A command that is busy when someone sends it SIGUSR1 (here: itself, from within the command)
+BUSY = textwrap.dedent("""
+    import os, signal, sys, time
+    import tritonbuild.cli
+    def busy_command():
+        os.kill(os.getpid(), signal.SIGUSR1)
+        time.sleep(0.5)
+    tritonbuild.cli.main = busy_command
+    from tritonbuild.__main__ import run
+    run()
+""")
+
+
+def test_sigusr1_prints_every_threads_stack_and_the_command_goes_on():
+    """`kill -USR1 PID` on a tritonbuild that hangs shows where (tests/serving.stop_serve uses it on a serve that
+    did not stop); before, SIGUSR1's default action killed the process."""
+    r = subprocess.run([sys.executable, "-c", BUSY], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert "most recent call first" in r.stderr and "in busy_command" in r.stderr, r.stderr

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -21,7 +20,7 @@ import pytest
 import yaml
 
 from tests.integration.test_publish_s3 import _expected, _infer
-from tests.serving import serve_json
+from tests.serving import serve_json, stop_serve
 from tritonbuild import api
 from tritonbuild.server.embedded import EmbeddedServer
 
@@ -325,8 +324,7 @@ def test_serve_strict_readiness_switch_while_a_publish_loads(doubler_repo, tmp_p
         stop.set()
         if sampler is not None:
             sampler.join()
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        stop_serve(proc)
     server_ready = {status for status, _ in samples}
     assert len(samples) > 20
     assert {model for _, model in samples} == {200}  # the model answers throughout, strict or not

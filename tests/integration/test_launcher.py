@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.serving import serve_json
+from tests.serving import serve_json, stop_serve
 from tests.timing import limit
 
 pytestmark = pytest.mark.triton
@@ -55,8 +54,7 @@ def test_verify_serve_and_infer_through_a_given_binary(cli, py_recipe, tmp_path)
         )
         assert info["loaded"] == ["doubler"]
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        stop_serve(proc)
 
 
 def test_a_triton_install_layout_runs_with_its_own_backends(cli, py_recipe, tmp_path):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import time
 import urllib.request
@@ -11,7 +10,7 @@ import urllib.request
 import pytest
 
 from tests.conftest import PY_MODEL
-from tests.serving import serve_json
+from tests.serving import serve_json, stop_serve
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
 
@@ -95,8 +94,7 @@ def test_serve_prints_addresses_answers_and_stops_on_ctrl_c(cli, py_recipe, tmp_
         with urllib.request.urlopen(req, timeout=30) as resp:
             assert json.loads(resp.read())["outputs"][0]["data"] == [3.0, 5.0, 7.0]
         assert _tritonservers_for(out)
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0
+        assert stop_serve(proc) == 0
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tests.integration.conftest import FAKE_KEY_ID, FAKE_SECRET, kill_in_stratum, work_span
-from tests.serving import serve_json
+from tests.serving import serve_json, stop_serve
 from tritonbuild import api
 from tritonbuild.core.progress import Reporter
 from tritonbuild.server.embedded import EmbeddedServer
@@ -364,8 +364,7 @@ def test_serve_a_published_target_and_notify_an_explicit_server(doubler_repo, bu
         )  # a change: notify goes only to models this publish changed
         bad = _tb("publish", v3, target, "--notify", "http://127.0.0.1:9", check=False)
         assert bad.returncode == 7 and "did not load" in bad.stderr
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0
+        assert stop_serve(proc) == 0
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -1,7 +1,6 @@
 """serve's ports, control mode and kept log; infer against a served URL and a built directory."""
 
 import json
-import signal
 import socket
 import subprocess
 import sys
@@ -11,7 +10,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from tests.serving import serve_json
+from tests.serving import serve_json, stop_serve
 from tests.timing import limit
 
 pytestmark = pytest.mark.triton
@@ -41,8 +40,7 @@ def test_serve_poll_mode_then_infer_the_url_with_goldens_and_with_an_npy(cli, py
         r = cli("infer", info["http"], "doubler", "--input", f"X={tmp_path / 'x.npy'}")
         assert r.exit_code == 0, r.stderr
         assert "Y  float32 [1, 3]" in r.stdout and "[[3. 5. 7.]]" in r.stdout
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0
+        assert stop_serve(proc) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -139,9 +137,8 @@ def test_serve_failure_names_the_kept_log(cli, py_recipe, tmp_path):
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    proc.send_signal(signal.SIGINT)
     try:
-        assert proc.wait(timeout=60) == 0
+        assert stop_serve(proc) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -235,8 +232,7 @@ def test_infer_a_wrong_model_or_input_name_lists_what_the_server_has(cli, py_rec
             and "'Z'" in r.stderr
             and "doubler's inputs: X (FP32 [-1, 3])" in r.stderr
         ), r.stderr
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0
+        assert stop_serve(proc) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -299,5 +295,4 @@ def test_serve_is_not_ready_before_its_models_are(tmp_path):
             time.sleep(0.05)
         assert _answers(f"http://127.0.0.1:{port}/v2/models/slow/ready")
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=60)
+        stop_serve(proc)

@@ -6,13 +6,12 @@ Needs the 3.10 and 3.12 environments (ci/test.sh makes them where pyenv has thos
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import textwrap
 
 import pytest
 
-from tests.serving import serve_json
+from tests.serving import serve_json, stop_serve
 from tritonbuild.server import toolenv
 
 MISSING = [minor for minor in ("3.10", "3.12") if toolenv.available(minor) is None]
@@ -98,8 +97,7 @@ def test_a_312_only_model_fails_for_a_24xx_image_and_passes_for_25xx(cli, tmp_pa
     try:
         assert info["loaded"] == ["aliased"] and info["python_side"]["ran"] == "3.12", info
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        stop_serve(proc)
 
 
 @pytest.mark.skipif(
@@ -187,5 +185,4 @@ def test_serve_a_published_target_on_the_images_python_with_what_its_models_impo
     try:
         assert info["loaded"] == ["grouped"] and info["python_side"]["ran"] == "3.12", info
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        stop_serve(proc)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import types
+
 from tritonbuild.server.embedded import EmbeddedServer
 from tritonbuild.server.ports import free_ports
 
@@ -42,3 +46,48 @@ def test_free_ports_are_distinct_and_avoid_the_ports_given():
         first, *rest = free_ports(3)
         assert len({first, *rest}) == 3
         assert first not in free_ports(2, frozenset({first}))
+
+
+class _NeverReaped:
+    """A server process whose wait() never sees it go (one in uninterruptible sleep after SIGKILL,
+    or writing a core dump): stands in front of a real process group, which the signals reach."""
+
+    def __init__(self, proc):
+        self.proc, self.pid, self.waits = proc, proc.pid, []
+
+    def poll(self):
+        return None
+
+    def wait(self, timeout=None):
+        self.waits.append(timeout)
+        raise subprocess.TimeoutExpired("tritonserver", timeout)
+
+
+def test_stop_never_waits_forever_for_a_killed_server(monkeypatch):
+    """A clean clone's .ci/run at c51e0b7: `serve` had not exited 60 s after its SIGINT. stop() waited on
+    the server with no limit once it had killed it; now it gives up KILL_WAIT_S later and names the pid."""
+    import tritonbuild.server.embedded as embedded
+
+    monkeypatch.setattr(embedded, "STOP_TIMEOUT_S", 0.1)
+    monkeypatch.setattr(embedded, "KILL_WAIT_S", 0.1)
+    # a server that ignores SIGINT (too slow to stop): only the SIGKILL ends it
+    real = subprocess.Popen(
+        ["bash", "-c", 'trap "" INT; echo ready; exec sleep 60'],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert real.stdout.readline() == "ready\n"
+    try:
+        server = object.__new__(EmbeddedServer)
+        fake = _NeverReaped(real)
+        server.proc, server.unreaped = fake, None
+        server.launcher = types.SimpleNamespace(stopped=lambda ports: None)
+        server.http_port = server.grpc_port = server.metrics_port = 0
+        server.stop()
+        assert server.proc is None and server.unreaped == real.pid
+        assert fake.waits == [0.1, 0.1]  # SIGINT's wait, then SIGKILL's: each bounded
+        assert real.wait(timeout=10) == -signal.SIGKILL  # the group was killed all the same
+    finally:
+        real.kill()
+        real.wait()
