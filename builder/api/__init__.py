@@ -49,6 +49,7 @@ _FROM = {
             "REQUIREMENTS_FILE",
             "deploy_snippets",
             "list_target",
+            "local_target_url",
             "node_selector",
             "notify_failures",
             "publish",

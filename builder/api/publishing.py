@@ -16,7 +16,7 @@ from tritonbuild.publish.inspect import verify_target as _verify
 from tritonbuild.publish.k8s import write
 from tritonbuild.publish.k8s_fleet import STOCK_IMAGE, DeployOptions, node_selector
 from tritonbuild.publish.k8s_pod import REQUIREMENTS_FILE, repository_url
-from tritonbuild.publish.models import PublishReceipt
+from tritonbuild.publish.models import TARGET_MANIFEST, PublishReceipt, TargetManifest
 from tritonbuild.publish.notify import failures as notify_failures
 from tritonbuild.publish.protocol import publish as _publish
 from tritonbuild.publish.rollback import RollbackResult
@@ -27,6 +27,7 @@ __all__ = [
     "REQUIREMENTS_FILE",
     "deploy_snippets",
     "list_target",
+    "local_target_url",
     "node_selector",
     "notify_failures",
     "publish",
@@ -113,6 +114,17 @@ def _reverify(
             where=str(root),
             hint=f"see 'tritonbuild verify {root}'; fix, rebuild, publish",
         )
+
+
+def local_target_url(path: str | Path) -> str | None:
+    """A directory on this machine holding a publish target (a file:// target named by its path, or a
+    copy synced from cloud storage): its file:// URL, which verify and serve read as a target (its live
+    versions, their goldens and portable numerics). Anything else: None."""
+    try:
+        TargetManifest.model_validate_json((Path(path) / TARGET_MANIFEST).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return Path(path).resolve().as_uri()
 
 
 def list_target(target: Location | str, *, endpoint_url: str | None = None) -> TargetListing:

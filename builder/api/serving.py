@@ -9,6 +9,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tritonbuild.api.publishing import local_target_url
 from tritonbuild.backends import REGISTRY, runs_embedded
 from tritonbuild.core.results import Result
 from tritonbuild.core.stores import as_location, is_url
@@ -96,7 +97,7 @@ def serve(
     strict_readiness: bool = True,
 ) -> Serving:
     """The server (not yet started) for a built or hand-written repository directory or a publish
-    target URL, the models it can load, the models it cannot.
+    target (its URL, or a directory holding one), the models it can load, the models it cannot.
 
     endpoint_url: the S3-compatible endpoint of a target URL. serving: the tritonserver that runs
     (else the embedded one) and the image served by (its Python runs the Python side; else the one
@@ -116,10 +117,13 @@ def serve(
         "backends": backends,
         "strict_readiness": strict_readiness,
     }
-    if is_url(str(repository)):
+    # NOTE: a directory holding a publish target (a file:// target by its path, a synced copy) is
+    # served as the target it is: its live versions, with their portable numerics
+    url = str(repository) if is_url(str(repository)) else local_target_url(repository)
+    if url is not None:
         image = serving.target
         return _published(
-            str(repository),
+            url,
             endpoint_url,
             options,
             lambda sources: launcher_for(serving, sources),

@@ -96,8 +96,10 @@ def verify_command(
     triton_image: str | None,
     as_json: bool,
 ) -> None:
-    if api.is_url(repository):
-        _verify_target(api.parse_location(repository, endpoint_url), as_json)
+    # NOTE: a directory holding a publish target (a synced copy) is verified as the target it is
+    target = repository if api.is_url(repository) else api.local_target_url(repository)
+    if target is not None:
+        _verify_target(api.parse_location(target, endpoint_url), as_json)
         return
     repository = existing_dir(repository)
 

@@ -3,6 +3,7 @@ came from."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -119,9 +120,36 @@ def read_repository(root: Path, error: type[TritonBuildError]) -> Manifest:
             hint="build it with 'tritonbuild build RECIPES -o DIR'",
         ) from None
     except ValueError as e:
+        if _is_target_manifest(root / MANIFEST_NAME):
+            raise error(
+                f"{root} holds a publish target's {MANIFEST_NAME} (what 'tritonbuild publish' "
+                "writes at a target), not a built repository's",
+                where=str(root / MANIFEST_NAME),
+                hint=f"verify and serve take it as it is ('tritonbuild verify {root}'); to publish "
+                "or infer, pass the directory 'tritonbuild build' wrote",
+            ) from None
+        first = e.errors()[0] if hasattr(e, "errors") and e.errors() else None
+        why = f"{'.'.join(map(str, first['loc'])) or 'document'}: {first['msg']}" if first else e
         raise error(
-            f"{root / MANIFEST_NAME} is not a valid manifest: {e}", hint="rebuild the repository"
+            f"{root / MANIFEST_NAME} is not a valid manifest ({why})",
+            where=str(root / MANIFEST_NAME),
+            hint="rebuild the repository",
         ) from None
+
+
+def _is_target_manifest(path: Path) -> bool:
+    """A publish target's manifest (publish/models.TargetManifest: models by name, each with its
+    versions) where a build's was expected."""
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    models = data.get("models") if isinstance(data, dict) else None
+    return (
+        isinstance(models, dict)
+        and "toolchain" not in data
+        and all(isinstance(m, dict) and "versions" in m for m in models.values())
+    )
 
 
 def newest_version(root: Path, model: str) -> ManifestModel:
