@@ -48,6 +48,9 @@ DESCRIPTIONS = {
     "another publish may take it over (default 120).",
     "TRITONBUILD_SWITCH_SETTLE_S": "Seconds the version folders a publish wrote must be still before its first "
     "switch, so a polling server never loads a version before its last file is counted (default 2; 0: at once).",
+    "TRITONBUILD_PRUNE_GRACE_S": "Seconds after a model's switch (a publish's, a rollback's) during which "
+    "`publish --keep` prunes none of its versions: polling servers copy the whole model directory to load the "
+    "new version (default 600; 0: at once). Above the servers' poll interval plus one copy's time.",
     "TRITONBUILD_NOTIFY_LOAD_TIMEOUT_S": "Seconds `publish --notify` waits for a server to answer a load request "
     "(default 300).",
     "TRITONBUILD_GRPC_URL": "The gRPC endpoint `tune --server` measures at (else the HTTP URL's host on "

@@ -159,12 +159,14 @@ def _isolate(tmp_path_factory, monkeypatch, request):
     monkeypatch.setenv("TRITONBUILD_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     # and its own machine key for verification reports (made by the first verify, in XDG_CONFIG_HOME)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
-    # publish's wait before its first switch (publish/protocol.py settle) is for a polling tritonserver: a test
-    # with none switches at once; a test with a server (marked triton) keeps the default, or sets its own
-    if request.node.get_closest_marker("triton") is None:
-        monkeypatch.setenv("TRITONBUILD_SWITCH_SETTLE_S", "0")
-    else:
-        monkeypatch.delenv("TRITONBUILD_SWITCH_SETTLE_S", raising=False)
+    # publish's wait before its first switch (publish/protocol.py settle) and --keep's grace after a switch
+    # (publish/prune.py) are for polling tritonservers: a test with none switches and prunes at once; a test
+    # with a server (marked triton) keeps the defaults, or sets its own
+    for name in ("TRITONBUILD_SWITCH_SETTLE_S", "TRITONBUILD_PRUNE_GRACE_S"):
+        if request.node.get_closest_marker("triton") is None:
+            monkeypatch.setenv(name, "0")
+        else:
+            monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture

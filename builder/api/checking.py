@@ -13,7 +13,7 @@ from tritonbuild.backends import REGISTRY
 from tritonbuild.repository.adopt import AdoptResult
 from tritonbuild.repository.adopt import adopt as _adopt
 from tritonbuild.repository.manifest import read_manifest
-from tritonbuild.server.embedded import LOAD_TIMEOUT_S
+from tritonbuild.server.loading import LOAD_TIMEOUT_S
 from tritonbuild.server.status import ServerStatus, server_status
 from tritonbuild.server.target import EMBEDDED, ServingTarget
 from tritonbuild.verify import reproduce

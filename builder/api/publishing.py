@@ -3,6 +3,7 @@ whole, a live version rolled back, and the Kubernetes manifests that serve a bui
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tritonbuild.api.existing import publish_existing
@@ -121,7 +122,11 @@ def local_target_url(path: str | Path) -> str | None:
     copy synced from cloud storage): its file:// URL, which verify and serve read as a target (its live
     versions, their goldens and portable numerics). Anything else: None."""
     try:
-        TargetManifest.model_validate_json((Path(path) / TARGET_MANIFEST).read_bytes())
+        data = json.loads((Path(path) / TARGET_MANIFEST).read_bytes())
+        # NOTE: a build manifest lists its models; a target's maps them by name
+        if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
+            return None
+        TargetManifest.model_validate(data)
     except (OSError, ValueError):
         return None
     return Path(path).resolve().as_uri()

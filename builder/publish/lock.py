@@ -19,11 +19,10 @@ import socket
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
 
 from tritonbuild.core.leases import Moved
 from tritonbuild.errors import PublishError
-from tritonbuild.publish.models import LOCK_NAME
+from tritonbuild.publish.models import LOCK_NAME, utc_epoch, utc_iso
 from tritonbuild.publish.target import Target, storage_error
 
 LEASE_ENV = "TRITONBUILD_LOCK_LEASE_S"
@@ -38,25 +37,10 @@ def lease_seconds() -> float:
     return value if value > 0 else DEFAULT_LEASE_S
 
 
-def _iso(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _epoch(text: str | None) -> float | None:
-    try:
-        return (
-            datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ")
-            .replace(tzinfo=timezone.utc)
-            .timestamp()
-        )
-    except ValueError:
-        return None
-
-
 def lease_state(holder: dict, now: float | None = None) -> str:
     """'live', 'expired', or 'no-expiry' (a lock written before leases: only --break-lock removes
     it)."""
-    expires = _epoch(holder.get("expires_at"))
+    expires = utc_epoch(holder.get("expires_at"))
     if expires is None:
         return "no-expiry"
     return "expired" if expires < (now or time.time()) else "live"
@@ -109,15 +93,15 @@ class TargetLock:
                 "host": socket.gethostname(),
                 "pid": os.getpid(),
                 "token": self.token,
-                "since": getattr(self, "_since", _iso(now)),
-                "expires_at": _iso(now + self.lease),
+                "since": getattr(self, "_since", utc_iso(now)),
+                "expires_at": utc_iso(now + self.lease),
                 "lease_s": self.lease,
             },
             sort_keys=True,
         ).encode()
 
     def _create(self) -> None:
-        self._since = _iso(time.time())
+        self._since = utc_iso(time.time())
         self.version = self.store.create(self._body())
 
     def _read(self) -> tuple[bytes | None, str | None]:

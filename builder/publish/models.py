@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from types import SimpleNamespace
 from typing import Literal
 
@@ -14,6 +15,23 @@ from tritonbuild.repository.manifest import numerics_env
 SCHEMA_VERSION = 1
 TARGET_MANIFEST = "tritonbuild-manifest.json"  # at the target root: the commit marker, written last
 LOCK_NAME = "tritonbuild.lock"  # at the target root (Triton ignores root files; a folder would be a "model")
+
+
+def utc_iso(timestamp: float) -> str:
+    """A time as the target's documents write it (the lock's lease, a model's switch)."""
+    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def utc_epoch(text: str | None) -> float | None:
+    """utc_iso's text back to epoch seconds; None for anything else."""
+    try:
+        return (
+            datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ")
+            .replace(tzinfo=timezone.utc)
+            .timestamp()
+        )
+    except ValueError:
+        return None
 
 
 class _Frozen(BaseModel):
@@ -52,7 +70,10 @@ class PublishedVersion(_Frozen, OmitWhenNone):
     )
 
 
-class PublishedModel(_Frozen):
+class PublishedModel(_Frozen, OmitWhenNone):
+    # NOTE: absent in manifests written before it: their bytes are kept
+    omit_when_none = ("switched_at",)
+
     live: int | None = Field(
         description="The newest version config.pbtxt pins (the one Triton serves)."
     )
@@ -63,11 +84,30 @@ class PublishedModel(_Frozen):
     )
     config_sha256: str
     versions: dict[int, PublishedVersion] = Field(description="Complete versions only.")
+    switched_at: str | None = Field(
+        None,
+        description="When config.pbtxt last changed which versions are served (a publish's switch, "
+        "a rollback), UTC, the publisher's clock: polling servers copy the whole model directory "
+        "after it, so --keep prunes none of its versions for TRITONBUILD_PRUNE_GRACE_S. Absent: "
+        "switched before tritonbuild recorded it.",
+    )
 
 
 class TargetManifest(_Frozen):
     schema_version: int = SCHEMA_VERSION
     models: dict[str, PublishedModel] = Field(default_factory=dict)
+
+    def switched(self, names: set[str], when: str) -> TargetManifest:
+        """This manifest with the models named stamped switched_at `when` (their config.pbtxt just
+        changed which versions are served)."""
+        return self.model_copy(
+            update={
+                "models": {
+                    name: model.model_copy(update={"switched_at": when}) if name in names else model
+                    for name, model in self.models.items()
+                }
+            }
+        )
 
     def numerics_env(self) -> dict[str, str]:
         """The variables of the live versions' portable numerics, for the server that serves the
@@ -83,7 +123,16 @@ class Action(_Frozen):
     model: str
     version: int | None
     action: Literal[
-        "upload", "skip", "switch", "prune", "create", "unchanged", "notify", "abort", "clean"
+        "upload",
+        "skip",
+        "switch",
+        "prune",
+        "defer",
+        "create",
+        "unchanged",
+        "notify",
+        "abort",
+        "clean",
     ]
     path: str = ""
     bytes: int = 0

@@ -7,6 +7,7 @@ served side by side."""
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from tritonbuild.publish.models import Action, PublishedModel, PublishedVersion,
 from tritonbuild.publish.pinning import pinned_config, version_config_name
 from tritonbuild.publish.prune import deferred, interrupted, prune_actions, without
 from tritonbuild.publish.target import Target
+from tritonbuild.publish.timing import GRACE_S
 from tritonbuild.repository.manifest import Manifest, ManifestModel
 from tritonbuild.triton.config import config_bytes, parse
 
@@ -68,12 +70,13 @@ class PublishPlan:
     orphans: list[Action]  # version directories an interrupted prune left (removed)
     prune: list[Action]  # versions beyond --keep (forgotten, then removed), before any upload
     start: TargetManifest  # the target manifest when the publish starts
+    waiting: list[Action] = field(default_factory=list)  # prunes deferred by the grace ('defer')
 
     @property
     def actions(self) -> list[Action]:
         """Every action, in the order the publish takes them: the prune, every model's version
         folders, then the switches (protocol.py)."""
-        out = self.orphans + self.prune
+        out = self.orphans + self.prune + self.waiting
         for step in self.models:
             out += step.create + [action for version in step.versions for action in version.actions]
         return out + [action for step in self.models for action in step.switch]
@@ -104,9 +107,10 @@ def plan_publish(
     *,
     verification: str,
     keep: int | None,
+    grace: float = GRACE_S,
 ) -> PublishPlan:
     """What publishing root's repository onto target (whose manifest is `state`) does, without
-    writing."""
+    writing; grace: seconds after a model's switch during which none of its versions is pruned."""
     models = dict(state.models)
     steps = []
     for name, versions in group(manifest).items():
@@ -116,9 +120,14 @@ def plan_publish(
     after = TargetManifest(models=models)
     refuse_stale_callers(root, manifest, target, after)
     orphans = interrupted(target, after) if keep is not None else []
-    prune = deferred(prune_actions(after, keep), state)
+    prune, waiting = deferred(prune_actions(after, keep), state, time.time(), grace)
     return PublishPlan(
-        models=steps, state=without(after, prune), orphans=orphans, prune=prune, start=state
+        models=steps,
+        state=without(after, prune),
+        orphans=orphans,
+        prune=prune,
+        start=state,
+        waiting=waiting,
     )
 
 
@@ -158,6 +167,8 @@ def _plan_model(
             serving=serving if len(serving) > 1 else [],
             config_sha256=sha256_bytes(new_config),
             versions=complete,
+            # a switch's time is stamped as it happens (protocol.py); none: the last one's stays
+            switched_at=None if switch or published is None else published.switched_at,
         ),
         create=create,
         switch=switch,

@@ -28,7 +28,6 @@ carries the plan out, and `--dry-run` returns the same plan's actions without th
 
 from __future__ import annotations
 
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -42,34 +41,21 @@ from tritonbuild.publish import objects
 from tritonbuild.publish.gate import gate
 from tritonbuild.publish.layout import in_version_dir, side_names, side_places, source_rel
 from tritonbuild.publish.lock import TargetLock
-from tritonbuild.publish.models import TARGET_MANIFEST, Action, PublishReceipt
+from tritonbuild.publish.models import (
+    TARGET_MANIFEST,
+    Action,
+    PublishReceipt,
+    TargetManifest,
+    utc_iso,
+)
 from tritonbuild.publish.notify import notify_all
 from tritonbuild.publish.planner import ModelStep, PublishPlan, VersionStep, plan_publish
 from tritonbuild.publish.prune import without
 from tritonbuild.publish.target import Target, open_target
+from tritonbuild.publish.timing import grace_seconds, settle_seconds
 from tritonbuild.repository.manifest import MANIFEST_NAME, Manifest, ManifestModel, read_repository
 
 JOBS = 8
-SETTLE_ENV = "TRITONBUILD_SWITCH_SETTLE_S"
-SETTLE_S = 2.0
-
-
-def settle_seconds() -> float:
-    """Seconds the version folders written must be still before the first switch
-    (TRITONBUILD_SWITCH_SETTLE_S, default 2; 0 switches at once)."""
-    raw = os.environ.get(SETTLE_ENV, "").strip()
-    try:
-        value = float(raw) if raw else SETTLE_S
-    except ValueError:
-        raise UsageError(
-            f"{SETTLE_ENV}={raw!r} is not a number of seconds",
-            hint=f"unset it or set e.g. {SETTLE_S}",
-        ) from None
-    if value < 0:
-        raise UsageError(
-            f"{SETTLE_ENV} must be >= 0, not {raw}", hint=f"unset it or set e.g. {SETTLE_S}"
-        )
-    return value
 
 
 def check_local_files(root: Path, manifest: Manifest) -> None:
@@ -160,6 +146,28 @@ class _Publisher:
                 self.upload_version(version.model, version.files, beside, check=list(version.files))
             if version.own_config is not None and "/" not in version.own_config_path:
                 self.write_own_config(step.name, version)
+
+    def carry_out(self, plan: PublishPlan) -> TargetManifest:
+        """The plan, in order: the prune (before any upload), every model's version folders, the
+        settle, the switches, then the target manifest (each switched model's switched_at stamped):
+        the commit record. Returns that manifest."""
+        self.prune(plan)
+        self.actions += plan.waiting
+        for step in plan.models:
+            self.reporter.status(f"publishing {step.name}")
+            self.versions(step)
+        self.settle()
+        for step in plan.models:
+            self.switch(step)
+        switched = {step.name for step in plan.models if step.config is not None}
+        state = plan.state.switched(switched, utc_iso(time.time()))
+        self.lock.check_held()
+        objects.write_bytes(
+            self.target,
+            self.target.path(TARGET_MANIFEST),
+            pretty_json(state.model_dump(mode="json")),
+        )
+        return state
 
     def write_own_config(self, name: str, version: VersionStep) -> None:
         objects.write_bytes(
@@ -276,35 +284,25 @@ def publish(
             f"--keep must be >= 1, not {keep} (the live version is always kept)",
             hint="use --keep 1 or more",
         )
-    settle_s = settle_seconds()
+    settle_s, grace = settle_seconds(), grace_seconds()
     manifest = read_repository(root, PublishError)
     verification = gate(root, manifest, skip_verify, require_reproducible)
     check_local_files(root, manifest)
     target = open_target(where, endpoint_url=endpoint_url)
     objects.check_reachable(target)
-    if dry_run:
-        plan = plan_publish(
-            root, manifest, target, objects.read_state(target), verification=verification, keep=keep
+
+    def plan() -> PublishPlan:
+        state = objects.read_state(target)
+        return plan_publish(
+            root, manifest, target, state, verification=verification, keep=keep, grace=grace
         )
-        return _receipt(target, manifest, verification, t0, plan.actions, 0, dry_run=True)
+
+    if dry_run:
+        return _receipt(target, manifest, verification, t0, plan().actions, 0, dry_run=True)
     with TargetLock(target, break_lock=break_lock) as lock:
         publisher = _Publisher(root, target, lock, reporter, settle_s)
         publisher.actions += objects.clean_leftovers(target, lock.broken, reporter)
-        plan = plan_publish(
-            root, manifest, target, objects.read_state(target), verification=verification, keep=keep
-        )
-        publisher.prune(plan)
-        for step in plan.models:
-            reporter.status(f"publishing {step.name}")
-            publisher.versions(step)
-        publisher.settle()
-        for step in plan.models:
-            publisher.switch(step)
-        lock.check_held()
-        objects.write_bytes(
-            target, target.path(TARGET_MANIFEST), pretty_json(plan.state.model_dump(mode="json"))
-        )
-        state = plan.state
+        state = publisher.carry_out(plan())
     # Only models whose config.pbtxt changed: an unchanged model needs no reload (and a load request
     # for a model the server cannot serve would flip it to not-ready).
     changed = {

@@ -1,12 +1,14 @@
 """What a publish prunes (--keep) and when: the complete versions older than the live one beyond
---keep, less those served when the publish starts (they wait for the next publish), removed before
-any upload; and the version directories an interrupted prune left."""
+--keep, less those served when the publish starts (they wait for the next publish) and those of a
+model switched within the grace (TRITONBUILD_PRUNE_GRACE_S), removed before any upload; and the
+version directories an interrupted prune left."""
 
 from __future__ import annotations
 
 from tritonbuild.publish import objects
-from tritonbuild.publish.models import Action, TargetManifest
+from tritonbuild.publish.models import Action, TargetManifest, utc_epoch, utc_iso
 from tritonbuild.publish.target import Target
+from tritonbuild.publish.timing import GRACE_ENV
 
 
 def prune_actions(state: TargetManifest, keep: int | None) -> list[Action]:
@@ -33,23 +35,37 @@ def prune_actions(state: TargetManifest, keep: int | None) -> list[Action]:
     return out
 
 
-def deferred(prune: list[Action], before: TargetManifest) -> list[Action]:
-    """The prune less the versions served when the publish starts (those wait for the next
-    publish) and those not complete at the target then (this publish uploads them: a repository
-    holding older versions; the next publish prunes them). Triton loads a version from cloud
-    storage by copying the whole model directory, old versions included, at its next poll after
-    the switch (the fleet test: 'Failed to get object at .../doubler/2: NoSuchKey', a load failed
-    by a prune right after the switch); before the switch nothing is loading, and what is deleted
-    then is served by no one."""
+def deferred(
+    prune: list[Action], before: TargetManifest, now: float, grace: float
+) -> tuple[list[Action], list[Action]]:
+    """(what is pruned now, what waits as 'defer' actions). Left out: the versions served when the
+    publish starts and those not complete at the target then (this publish uploads them: a
+    repository holding older versions); both go at a later publish. Triton loads a version from
+    cloud storage by copying the whole model directory, old versions included, at its next poll
+    after the switch (the fleet test: 'Failed to get object at .../doubler/2: NoSuchKey', a load
+    failed by a prune right after the switch): so before this publish's switch nothing of its own
+    is loading, and a model the previous publish (or a rollback) switched less than `grace`
+    seconds ago keeps every version until a publish after that (servers may still be copying it),
+    said in a 'defer' action."""
     held = {name: {*published.serving, published.live} for name, published in before.models.items()}
     there = {name: set(published.versions) for name, published in before.models.items()}
-    return [
-        action
-        for action in prune
-        if action.version not in held.get(action.model, ())
-        and action.version
-        in there.get(action.model, ())  # complete at the start: not this upload's
-    ]
+    now_pruned, waiting = [], []
+    for action in prune:
+        if action.version in held.get(action.model, ()) or action.version not in there.get(
+            action.model, ()
+        ):
+            continue
+        switched = utc_epoch(before.models[action.model].switched_at)
+        if switched is not None and now - switched < grace:
+            detail = (
+                f"kept until {utc_iso(switched + grace)}: {action.model}/ was switched "
+                f"{max(0.0, now - switched):.0f} s ago, servers may still be copying it "
+                f"({GRACE_ENV}={grace:g}); a publish after that prunes it"
+            )
+            waiting.append(action.model_copy(update={"action": "defer", "detail": detail}))
+        else:
+            now_pruned.append(action)
+    return now_pruned, waiting
 
 
 def without(state: TargetManifest, prune: list[Action]) -> TargetManifest:

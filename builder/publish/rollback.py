@@ -3,6 +3,7 @@ verified with."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 
 from tritonbuild.core.hashing import pretty_json, sha256_bytes
@@ -18,6 +19,7 @@ from tritonbuild.publish.models import (
     PublishedModel,
     PublishedVersion,
     TargetManifest,
+    utc_iso,
 )
 from tritonbuild.publish.notify import notify_all
 from tritonbuild.publish.pinning import (
@@ -92,7 +94,11 @@ def rollback(
         for name, version in switches.items():
             objects.write_bytes(target, target.path(name, "config.pbtxt"), own[name])
             models[name] = models[name].model_copy(
-                update={"live": version, "config_sha256": sha256_bytes(own[name])}
+                update={
+                    "live": version,
+                    "config_sha256": sha256_bytes(own[name]),
+                    "switched_at": utc_iso(time.time()),
+                }
             )
         objects.write_bytes(
             target,

@@ -148,7 +148,7 @@ def _is_target_manifest(path: Path) -> bool:
     return (
         isinstance(models, dict)
         and "toolchain" not in data
-        and all(isinstance(m, dict) and "versions" in m for m in models.values())
+        and all(isinstance(model, dict) and "versions" in model for model in models.values())
     )
 
 

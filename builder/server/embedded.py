@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 from tritonbuild.core.stores import is_url
-from tritonbuild.errors import VerifyError
 from tritonbuild.server.launcher import (
     BACKEND_ENTRY,
     ContainerLauncher,
@@ -28,19 +27,14 @@ from tritonbuild.server.launcher import (
     ServerStartError,
     launcher_for,
 )
+from tritonbuild.server.loading import LOAD_TIMEOUT_S, ModelLoadError, load_log_cause, load_model
 from tritonbuild.server.numerics import manifest_numerics
 from tritonbuild.server.ports import free_ports, taken_ports
-from tritonbuild.triton.client import Server, is_live, refused, server_version, timed_out
+from tritonbuild.triton.client import Server, is_live, server_version
 
 READY_TIMEOUT_S = 60.0
-# A model load that never reports back (a Python stub stuck in initialize) would hold Triton's load API forever.
-LOAD_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 20.0
 KILL_WAIT_S = 10.0  # after SIGKILL: how long stop() waits for the process to go (never forever)
-
-
-class ModelLoadError(VerifyError):
-    timed_out = False  # the load did not answer in time (set by load_model)
 
 
 def _die_with_parent() -> None:
@@ -363,49 +357,3 @@ class EmbeddedServer:
 
     def __exit__(self, *exc) -> None:
         self.cleanup()
-
-
-def load_model(base_url: str, model: str, timeout: float = LOAD_TIMEOUT_S) -> None:
-    """POST v2/repository/models/<m>/load; a failure carries Triton's own error text; a load that has not
-    answered within timeout seconds is a ModelLoadError with timed_out set."""
-    try:
-        with Server(base_url, timeout) as server:
-            server.load(model)
-    except Exception as e:  # noqa: BLE001 - Triton's refusal, a timeout, or no server: each told apart below
-        text = refused(e)
-        if text is not None:
-            raise ModelLoadError(
-                f"tritonserver failed to load {model!r}: {text}",
-                where=model,
-                hint="fix the model (Triton's message above), rebuild, verify again",
-            ) from None
-        if timed_out(e):
-            raise _load_timed_out(model, timeout) from None
-        raise ModelLoadError(
-            f"cannot reach {base_url} to load {model!r}: {e}", hint="is the server running?"
-        ) from None
-
-
-def _load_timed_out(model: str, timeout: float) -> ModelLoadError:
-    e = ModelLoadError(
-        f"tritonserver did not finish loading {model!r} within {timeout:g} s (a model whose "
-        "initialize never returns, e.g. a Python stub waiting on a file it cannot find)",
-        where=model,
-        hint="fix the model's initialize (see the server log's lines), or raise --load-timeout "
-        "if it is only slow to load",
-    )
-    e.timed_out = True
-    return e
-
-
-def load_log_cause(log_path: Path, model: str, n: int = 5) -> str:
-    """The server log's last lines naming model (what it was doing when its load stopped answering)."""
-    try:
-        lines = [
-            ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if model in ln
-        ]
-    except OSError:
-        lines = []
-    if not lines:
-        return "the server log names no cause"
-    return "server log: " + " | ".join(lines[-n:])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from tritonbuild.recipe.models import Tune
-from tritonbuild.server.embedded import ModelLoadError
+from tritonbuild.server.loading import ModelLoadError
 from tritonbuild.tune import search
 from tritonbuild.tune.confidence import Decision, abba_order, ratio_interval
 from tritonbuild.tune.control import load_with_config

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from contextlib import suppress
 
-from tritonbuild.server.embedded import ModelLoadError
+from tritonbuild.server.loading import ModelLoadError
 from tritonbuild.triton.client import Server, refused
 
 LOAD_TIMEOUT_S = 600.0

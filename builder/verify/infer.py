@@ -74,7 +74,8 @@ def infer(
     samples, expected, data = _what_to_send(root, model, inputs, data)
     if not local:
         return _send(target, model, samples, expected, data)
-    from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
+    from tritonbuild.server.embedded import EmbeddedServer
+    from tritonbuild.server.loading import ModelLoadError
 
     if not (root / model).is_dir():
         from tritonbuild.verify.static import model_dirs

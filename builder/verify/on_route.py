@@ -9,7 +9,7 @@ from pathlib import Path
 from tritonbuild.backends import REGISTRY
 from tritonbuild.backends.base import Route
 from tritonbuild.repository.manifest import ManifestModel
-from tritonbuild.server.embedded import ModelLoadError, load_model
+from tritonbuild.server.loading import ModelLoadError, load_model
 from tritonbuild.triton.model_dir import ModelDir, ModelDirs
 from tritonbuild.verify.answers import check_model, write_goldens
 from tritonbuild.verify.checked import AnswersChecked

@@ -22,14 +22,9 @@ from tritonbuild.repository.manifest import (
     read_repository,
     serving_needs,
 )
-from tritonbuild.server.embedded import (
-    LOAD_TIMEOUT_S,
-    EmbeddedServer,
-    ModelLoadError,
-    load_log_cause,
-    load_model,
-)
+from tritonbuild.server.embedded import EmbeddedServer
 from tritonbuild.server.launcher import launcher_for, reported_python
+from tritonbuild.server.loading import LOAD_TIMEOUT_S, ModelLoadError, load_log_cause, load_model
 from tritonbuild.server.numerics import server_numerics
 from tritonbuild.server.target import EMBEDDED, ServingTarget, python_side
 from tritonbuild.triton.model_dir import ModelDirs

@@ -71,7 +71,8 @@ def check_with_triton(
     loaded already). models: root's model directories as read (by default read here)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError, load_model
+    from tritonbuild.server.embedded import EmbeddedServer
+    from tritonbuild.server.loading import ModelLoadError, load_model
 
     say = progress or (lambda _m: None)
     models = models or ModelDirs(Path(root))

@@ -157,7 +157,7 @@ def test_ls_of_a_target_whose_config_does_not_parse_names_the_object(cli, repo, 
 def _lock_doc(expires_in: float, host: str = "ci-runner-9", pid: int = 4242) -> str:
     import time
 
-    from tritonbuild.publish.lock import _iso
+    from tritonbuild.publish.models import utc_iso
 
     return json.dumps(
         {
@@ -165,8 +165,8 @@ def _lock_doc(expires_in: float, host: str = "ci-runner-9", pid: int = 4242) -> 
             "host": host,
             "pid": pid,
             "token": "theirs",
-            "since": _iso(time.time() - 600),
-            "expires_at": _iso(time.time() + expires_in),
+            "since": utc_iso(time.time() - 600),
+            "expires_at": utc_iso(time.time() + expires_in),
         }
     )
 
@@ -220,18 +220,19 @@ def test_an_expired_lease_of_a_killed_publisher_elsewhere_is_broken(cli, repo, t
 def test_the_lease_is_renewed_while_held_and_a_renewed_lock_is_not_broken(tmp_path, monkeypatch):
     import time
 
-    from tritonbuild.publish.lock import TargetLock, _epoch, read_lock
+    from tritonbuild.publish.lock import TargetLock, read_lock
+    from tritonbuild.publish.models import utc_epoch
     from tritonbuild.publish.target import open_target
 
     monkeypatch.setenv("TRITONBUILD_LOCK_LEASE_S", "3")
     (tmp_path / "pub").mkdir()
     target = open_target(f"file://{tmp_path}/pub")
     with TargetLock(target) as lock:
-        first = _epoch(read_lock(target)["expires_at"])
+        first = utc_epoch(read_lock(target)["expires_at"])
         time.sleep(2.2)
         held = read_lock(target)
         assert (
-            held["state"] == "live" and _epoch(held["expires_at"]) > first
+            held["state"] == "live" and utc_epoch(held["expires_at"]) > first
         )  # the heartbeat renewed it
         lock.check_held()
         # a breaker that judged an older body expired must not remove the renewed lock

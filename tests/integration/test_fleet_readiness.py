@@ -173,8 +173,14 @@ def test_a_publish_never_takes_the_whole_fleet_out(doubler_repo, bucket, tmp_pat
         to_v1 = _converge(servers, "1", started)
         started = time.monotonic()
         # prunes version 2 (before the switch; version 1, live, waits for the next publish) while the
-        # servers poll
-        api.publish(v3, target, keep=1)
+        # servers poll; at once: every server has loaded the rollback's version 1 (converged above), so
+        # none is copying doubler/ (the grace after a switch is for a publisher that cannot know that)
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("TRITONBUILD_PRUNE_GRACE_S", "0")
+            receipt = api.publish(v3, target, keep=1)
+        assert [(a.version, a.action) for a in receipt.actions if a.action == "prune"] == [
+            (2, "prune")
+        ]
         to_v3 = _converge(servers, "3", started)
         time.sleep(3.0)
         stop.set()

@@ -19,7 +19,8 @@ import pytest
 from tests.conftest import EXAMPLES, ROOT
 from tests.contracts.facts import load, template
 from tritonbuild.backends.tensorrtllm import tensors
-from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
+from tritonbuild.server.embedded import EmbeddedServer
+from tritonbuild.server.loading import ModelLoadError
 from tritonbuild.triton.config import parse, render
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]

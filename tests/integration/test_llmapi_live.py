@@ -15,7 +15,8 @@ import yaml
 from tests.conftest import EXAMPLES, ROOT, llmapi_recipe, write_eagle_head
 from tests.contracts.facts import FACTS, load
 from tests.integration.test_llm_live import CLIENTS, _frontend_loras, _infer, _request, _stream
-from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError
+from tritonbuild.server.embedded import EmbeddedServer
+from tritonbuild.server.loading import ModelLoadError
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
 FAKE = ROOT / "tests" / "fixtures" / "llm" / "fake_tensorrt_llm"

@@ -337,15 +337,16 @@ def test_s3_lease_expired_is_broken_conditionally_and_multipart_leftovers_are_ab
 
 @pytest.mark.s3
 def test_s3_lease_is_renewed_with_if_match_while_held(bucket, s3fs_client, monkeypatch):
-    from tritonbuild.publish.lock import TargetLock, _epoch, read_lock
+    from tritonbuild.publish.lock import TargetLock, read_lock
+    from tritonbuild.publish.models import utc_epoch
     from tritonbuild.publish.target import open_target
 
     monkeypatch.setenv("TRITONBUILD_LOCK_LEASE_S", "3")
     target = open_target(f"s3://{bucket}/prod")
     with TargetLock(target) as lock:
-        first = _epoch(read_lock(target)["expires_at"])
+        first = utc_epoch(read_lock(target)["expires_at"])
         time.sleep(2.5)
-        assert _epoch(read_lock(target)["expires_at"]) > first and lock.lost is None
+        assert utc_epoch(read_lock(target)["expires_at"]) > first and lock.lost is None
         # someone else rewrote the lock: the next renewal fails its If-Match and the publish stops before a switch
         s3fs_client.pipe_file(f"{bucket}/prod/tritonbuild.lock", b'{"token": "someone else"}')
         time.sleep(1.5)

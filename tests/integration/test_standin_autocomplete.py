@@ -22,7 +22,8 @@ CASES = {"ok-minimal", "ok-dynamic-batching-preferred", "in-no-dims", "mbs-negat
 
 def _load_all(scratch, names, options):
     """Triton's verdict on each model (None: loaded) and the stubs the Python backend started, by name."""
-    from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError, load_model
+    from tritonbuild.server.embedded import EmbeddedServer
+    from tritonbuild.server.loading import ModelLoadError, load_model
     from tritonbuild.triton.standin import explain_load_error
 
     verdicts = {}

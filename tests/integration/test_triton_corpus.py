@@ -22,7 +22,8 @@ def test_corpus_confirmed_by_tritonserver(tmp_path):
     message (the log's poll cause, or the load error), accepted ones loaded. The server starts as verify's does for
     them (their class has no auto_complete_config: without the backend's auto-complete stub, the same verdicts,
     tests/integration/test_standin_autocomplete.py)."""
-    from tritonbuild.server.embedded import EmbeddedServer, ModelLoadError, load_model
+    from tritonbuild.server.embedded import EmbeddedServer
+    from tritonbuild.server.loading import ModelLoadError, load_model
     from tritonbuild.triton.standin import explain_load_error
     from tritonbuild.verify.triton_core import server_options
 

@@ -184,10 +184,15 @@ def test_a_missing_label_file_is_refused_in_tritons_words(tmp_path):
     )  # no scratch path: the user's model directory
 
 
-def test_publish_a_hand_written_repository_then_a_new_version_and_roll_back(cli, tmp_path):
+def test_publish_a_hand_written_repository_then_a_new_version_and_roll_back(
+    cli, tmp_path, monkeypatch
+):
     """publish refused any repository without our manifest (with --skip-verify too); now it verifies it as Triton
     would and publishes through a manifest made from what is there, label files included (and kept by a prune:
     the live version needs them). Nothing is written into the repository."""
+    monkeypatch.setenv(
+        "TRITONBUILD_PRUNE_GRACE_S", "0"
+    )  # no server polls the target: prune at once
     repo = tmp_path / "models"
     repo.mkdir()
     d = repositories.write_inception_graphdef(repo)

@@ -166,7 +166,7 @@ def test_verify_does_not_reload_a_model_the_server_already_serves(cli, tmp_path,
     import os
     import shutil
 
-    from tritonbuild.server.embedded import load_model
+    from tritonbuild.server.loading import load_model
 
     monkeypatch.chdir(tmp_path)
     root = _build(tmp_path, "default", "report", "served")

@@ -5,6 +5,7 @@ refused before anything is written, by the dry run too."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,59 @@ def test_versions_that_cannot_be_served_side_by_side_are_refused_before_any_uplo
         }
         assert after == before
     assert not (pub / "doubler" / "3").exists() and _pinned(pub) == [1, 2]
+
+
+def test_keep_prunes_no_version_of_a_model_switched_within_the_grace(
+    cli, build, tmp_path, monkeypatch
+):
+    """A publish seconds after another (or after a rollback) pruned the version before the one it had just made
+    live, while polling servers were still copying that model's whole directory to load it: their loads failed
+    on the deleted folder (the fleet test's NoSuchKey, with a publish right after the switch). Now each model's
+    switch time is in the target manifest and --keep leaves every version of a model switched less than
+    TRITONBUILD_PRUNE_GRACE_S (default 600) ago, saying so in a 'defer' action; a publish after it prunes."""
+    from tritonbuild.publish.models import TargetManifest, utc_epoch
+    from tritonbuild.publish.timing import GRACE_S
+
+    monkeypatch.delenv("TRITONBUILD_PRUNE_GRACE_S")  # the default
+    target, pub = f"file://{tmp_path}/pub", tmp_path / "pub"
+    outs = {v: build((v,), None, factor=v + 1) for v in (1, 2, 3)}
+    for v in (1, 2, 3):
+        actions = _actions(cli("publish", outs[v], target, "--keep", "1", "--json"))
+    state = TargetManifest.model_validate_json((pub / "tritonbuild-manifest.json").read_bytes())
+    switched = utc_epoch(state.models["doubler"].switched_at)
+    assert switched is not None and abs(switched - time.time()) < 60
+    # v1 is beyond --keep 1 and not served when the third publish started, but doubler was switched to v2 just
+    # before: kept, and said so
+    assert [(v, action) for _m, v, action, *_ in actions if action in ("prune", "defer")] == [
+        (1, "defer")
+    ]
+    detail = next(d for _m, v, action, _p, _b, d in actions if action == "defer")
+    assert (
+        "TRITONBUILD_PRUNE_GRACE_S=600" in detail and "servers may still be copying it" in detail
+    ), detail
+    assert (pub / "doubler" / "1").is_dir() and GRACE_S == 600
+    # the dry run says the same; once the grace has passed, the next publish prunes 1 and 2
+    dry = _actions(cli("publish", outs[3], target, "--keep", "1", "--dry-run", "--json"))
+    assert [(v, a) for _m, v, a, *_ in dry if a in ("prune", "defer")] == [
+        (2, "defer"),
+        (1, "defer"),
+    ]
+    monkeypatch.setenv("TRITONBUILD_PRUNE_GRACE_S", "0")
+    later = _actions(cli("publish", outs[3], target, "--keep", "1", "--json"))
+    assert sorted(v for _m, v, a, *_ in later if a == "prune") == [1, 2]
+    assert not (pub / "doubler" / "1").exists() and not (pub / "doubler" / "2").exists()
+
+
+def test_a_rollback_starts_the_grace_too(cli, build, tmp_path, monkeypatch):
+    from tritonbuild import api
+
+    target, pub = f"file://{tmp_path}/pub", tmp_path / "pub"
+    for v in (1, 2):
+        _actions(cli("publish", build((v,), None, factor=v + 1), target, "--json"))
+    monkeypatch.setenv("TRITONBUILD_PRUNE_GRACE_S", "600")
+    api.rollback(target, "doubler", 1)
+    # live 1 (just rolled back to), 2 and 3 newer: publishing 3 with --keep 1 would prune 2 (not served at the
+    # start, older than 3) -- but the rollback's switch is seconds old: the servers are loading 1 from it
+    actions = _actions(cli("publish", build((3,), None, factor=4), target, "--keep", "1", "--json"))
+    assert [(v, a) for _m, v, a, *_ in actions if a in ("prune", "defer")] == [(2, "defer")]
+    assert (pub / "doubler" / "2").is_dir()
