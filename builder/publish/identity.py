@@ -209,3 +209,56 @@ class TargetBehaviour:
             if deps:
                 out[name] = deps
         return out
+
+
+def refuse_shared_changes(steps, kept: TargetManifest, start: TargetManifest) -> None:
+    """A file beside the version folders (a labels file, warmup data) is one file for every version:
+    Triton reads it from the model directory (core model.cc: label_filename joined to the model
+    directory; backend_model_instance.cc: warmup/<input_data_file>). A version this publish uploads
+    whose copy differs from the one a version staying at the target was published with would
+    overwrite it: that version's answers change under it (its labels), and verify TARGET and
+    rollback find it damaged. Refused before anything is written, naming both versions (kept: the
+    target manifest after this publish, the pruned versions gone; start: before it)."""
+    for step in steps:
+        published = kept.models.get(step.name)
+        if published is None:
+            continue
+        before = start.models.get(step.name)
+        live = before.live if before is not None else None
+        for version in step.versions:
+            if version.todo:  # uploaded now (a complete version is never rewritten)
+                found = _other_copy(version.model.version, version.files, published)
+                if found is not None:
+                    raise _shared_change(step.name, *found, live)
+
+
+def _other_copy(new: int, files: dict, published: PublishedModel) -> tuple[str, int, int] | None:
+    """(path, new, old): the first file beside the version folders that version `new` carries with
+    other content than version `old` at the target; None if none."""
+    for rel, entry in sorted(files.items()):
+        if rel.split("/", 1)[0].isdigit():
+            continue  # inside a version folder: that version's own
+        for old, record in sorted(published.versions.items()):
+            theirs = record.files.get(rel)
+            if old != new and theirs is not None and theirs.sha256 != entry.sha256:
+                return rel, new, old
+    return None
+
+
+def _shared_change(model: str, rel: str, new: int, old: int, live: int | None) -> PublishError:
+    role = "live" if old == live else "kept"
+    hint = (
+        "warmup data from the goldens is the first golden sample's inputs: keep them for "
+        f"version {new}, or set the recipe's warmup.data to zero or random"
+        if rel.startswith("warmup/")
+        else f"give version {new}'s file another name (the recipe's labels entry), rebuild, "
+        "verify, publish"
+    )
+    return PublishError(
+        f"{model}/{rel}: version {new} carries other content than version {old} ({role} at the "
+        f"target) was published with, and Triton reads that file from the model directory for "
+        f"every version: publishing would change version {old}'s answers under it and leave it "
+        "damaged for verify and rollback",
+        where=f"{model}/{rel}",
+        hint=hint,
+    )

@@ -18,6 +18,7 @@ from tritonbuild.errors import PublishError
 from tritonbuild.publish import objects
 from tritonbuild.publish.identity import (
     own_config,
+    refuse_shared_changes,
     refuse_stale_callers,
     same_as_published,
     steps_identity,
@@ -121,6 +122,7 @@ def plan_publish(
     refuse_stale_callers(root, manifest, target, after)
     orphans = interrupted(target, after) if keep is not None else []
     prune, waiting = deferred(prune_actions(after, keep), state, time.time(), grace)
+    refuse_shared_changes(steps, without(after, prune), state)
     return PublishPlan(
         models=steps,
         state=without(after, prune),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -272,3 +273,45 @@ def test_a_settle_that_is_not_seconds_is_a_usage_error_before_anything_is_writte
         and "Traceback" not in r.stderr
     )
     assert not (tmp_path / "pub").exists()
+
+
+def test_a_version_with_other_labels_is_refused_before_it_overwrites_the_live_ones(cli, tmp_path):
+    """Triton reads an output's labels file from the model directory for every version (core model.cc joins
+    label_filename to the model directory). Before: publishing version 2 with changed labels overwrote the file
+    version 1 (live) was published with: version 1 answered with version 2's labels from then on (before the
+    switch, and after a rollback), verify TARGET failed ('inception_graphdef/inception_labels.txt has size 8909,
+    expected 8900') and rollback refused version 1 as damaged. Now refused (exit 7) before anything is
+    written; the file under a new name publishes, and version 1 keeps its labels."""
+    from tests.contracts import repositories
+
+    repo = tmp_path / "models"
+    repo.mkdir()
+    model = repositories.write_inception_graphdef(repo)
+    target, pub = f"file://{tmp_path / 'pub'}", tmp_path / "pub" / model.name
+    assert cli("publish", repo, target).exit_code == 0
+    labels = model / "inception_labels.txt"
+    first = labels.read_bytes()
+    (model / "2").mkdir()
+    (model / "2" / "model.graphdef").write_bytes(b"\x0a\x01")
+    labels.write_bytes(first.replace(b"\n", b" (v2)\n", 3))
+    before = {p: p.read_bytes() for p in pub.rglob("*") if p.is_file()}
+    r = cli("publish", repo, target)
+    assert r.exit_code == 7, r.stderr
+    assert (
+        "inception_graphdef/inception_labels.txt: version 2 carries other content than version 1"
+        in r.stderr
+    )
+    assert "(live at the target)" in r.stderr and "another name" in r.stderr, r.stderr
+    assert {p: p.read_bytes() for p in pub.rglob("*") if p.is_file()} == before  # nothing written
+    # the changed labels under their own name (the config names them), version 1 no longer in the repository
+    # (its config would change): published; version 1's labels stay its own
+    labels.rename(model / "labels-v2.txt")
+    shutil.rmtree(model / "1")
+    config = model / "config.pbtxt"
+    config.write_text(config.read_text().replace("inception_labels.txt", "labels-v2.txt"))
+    assert cli("publish", repo, target).exit_code == 0
+    assert (pub / "inception_labels.txt").read_bytes() == first
+    assert cli("verify", target).exit_code == 0
+    assert cli("rollback", target, model.name, "--to", "1").exit_code == 0
+    assert "inception_labels.txt" in (pub / "config.pbtxt").read_text()
+    assert cli("verify", target).exit_code == 0
