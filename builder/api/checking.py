@@ -4,14 +4,22 @@ directory, a running server's status, a model's goldens as perf_analyzer data.""
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from pathlib import Path
 
 from tritonbuild.api.building import _load, build_repository
 from tritonbuild.api.options import Progress
+from tritonbuild.api.serving import serve
 from tritonbuild.backends import REGISTRY
+from tritonbuild.core.stores import is_url
+from tritonbuild.errors import InferenceError, UsageError
+from tritonbuild.publish.layout import side_places
+from tritonbuild.publish.models import TARGET_MANIFEST, TargetManifest
+from tritonbuild.publish.objects import local_target_url
 from tritonbuild.repository.adopt import AdoptResult
 from tritonbuild.repository.adopt import adopt as _adopt
+from tritonbuild.repository.assemble import golden_name
 from tritonbuild.repository.manifest import read_manifest
 from tritonbuild.server.loading import LOAD_TIMEOUT_S
 from tritonbuild.server.status import ServerStatus, server_status
@@ -128,9 +136,59 @@ def infer(
     against the goldens. inputs: .npy files by input name; goldens_from: the built repository
     whose goldens a server URL gets; data: 'random' (seeded) or 'zeros', one request of the shapes
     the server declares; serving: the tritonserver that serves a directory (else the embedded
-    one; with an image named, the embedded one's Python side runs that image's Python)."""
+    one; with an image named, the embedded one's Python side runs that image's Python). A
+    directory holding a publish target (a synced copy), as target or as goldens_from: its live
+    version is served and sent the goldens published with it."""
+    if goldens_from is not None and local_target_url(goldens_from) is not None:
+        recorded = _live_goldens(Path(goldens_from), model)
+        return _infer(target, model, inputs=inputs, data=data, serving=serving, recorded=recorded)
+    url = None if is_url(target) else local_target_url(target)
+    if url is not None:
+        return _infer_published(Path(target), url, model, inputs, data, serving)
     return _infer(
         target, model, inputs=inputs, goldens_from=goldens_from, data=data, serving=serving
+    )
+
+
+def _infer_published(
+    folder: Path, url: str, model: str, inputs, data: str | None, serving: ServingTarget
+) -> InferResult:
+    """infer on a directory holding a publish target: the model's live version served the way
+    `serve` serves the target (its portable numerics set), sent the goldens published with it."""
+    served = serve(url, serving=serving)
+    if model not in served.loadable:
+        why = (
+            "its backend is not in the embedded server"
+            if model in served.not_loadable
+            else ("no live version of it there")
+        )
+        raise InferenceError(
+            f"{folder} cannot serve {model!r} here: {why}",
+            where=str(folder),
+            hint=f"models it serves: {', '.join(served.loadable) or '-'}",
+        )
+    recorded = None if inputs or data else _live_goldens(folder, model)
+    served = dataclasses.replace(served, loadable=[model])  # an ensemble's steps load with it
+    try:
+        ready = served.start()
+        return _infer(ready.http, model, inputs=inputs, data=data, recorded=recorded)
+    finally:
+        served.server.cleanup()
+
+
+def _live_goldens(folder: Path, model: str) -> Path:
+    """The goldens published with the model's live version in a directory holding a publish target
+    (inside its version folder, or beside it where an earlier tritonbuild put them)."""
+    state = TargetManifest.model_validate_json((folder / TARGET_MANIFEST).read_bytes())
+    published = state.models.get(model)
+    live = published.live if published is not None else None
+    for rel in side_places(live, golden_name(live)) if live is not None else ():
+        if (folder / model / rel).is_file():
+            return folder / model / rel
+    raise UsageError(
+        f"{model} has no goldens published in {folder}"
+        + ("" if live is not None else " (no live version of it there)"),
+        hint="pass --input NAME=FILE.npy or --data random",
     )
 
 

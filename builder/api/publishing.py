@@ -3,7 +3,6 @@ whole, a live version rolled back, and the Kubernetes manifests that serve a bui
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tritonbuild.api.existing import publish_existing
@@ -17,8 +16,9 @@ from tritonbuild.publish.inspect import verify_target as _verify
 from tritonbuild.publish.k8s import write
 from tritonbuild.publish.k8s_fleet import STOCK_IMAGE, DeployOptions, node_selector
 from tritonbuild.publish.k8s_pod import REQUIREMENTS_FILE, repository_url
-from tritonbuild.publish.models import TARGET_MANIFEST, PublishReceipt, TargetManifest
+from tritonbuild.publish.models import PublishReceipt
 from tritonbuild.publish.notify import failures as notify_failures
+from tritonbuild.publish.objects import local_target_url
 from tritonbuild.publish.protocol import publish as _publish
 from tritonbuild.publish.rollback import RollbackResult
 from tritonbuild.publish.rollback import rollback as _rollback
@@ -115,21 +115,6 @@ def _reverify(
             where=str(root),
             hint=f"see 'tritonbuild verify {root}'; fix, rebuild, publish",
         )
-
-
-def local_target_url(path: str | Path) -> str | None:
-    """A directory on this machine holding a publish target (a file:// target named by its path, or a
-    copy synced from cloud storage): its file:// URL, which verify and serve read as a target (its live
-    versions, their goldens and portable numerics). Anything else: None."""
-    try:
-        data = json.loads((Path(path) / TARGET_MANIFEST).read_bytes())
-        # NOTE: a build manifest lists its models; a target's maps them by name
-        if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
-            return None
-        TargetManifest.model_validate(data)
-    except (OSError, ValueError):
-        return None
-    return Path(path).resolve().as_uri()
 
 
 def list_target(target: Location | str, *, endpoint_url: str | None = None) -> TargetListing:

@@ -9,14 +9,13 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tritonbuild.api.publishing import local_target_url
 from tritonbuild.backends import REGISTRY, runs_embedded
 from tritonbuild.core.results import Result
 from tritonbuild.core.stores import as_location, is_url
 from tritonbuild.core.toolchain import fingerprint
 from tritonbuild.errors import ServerError, VerifyError
 from tritonbuild.publish.inspect import list_opened
-from tritonbuild.publish.objects import read_state, read_text
+from tritonbuild.publish.objects import local_target_url, read_state, read_text
 from tritonbuild.publish.protocol import open_for_read
 from tritonbuild.repository.manifest import MANIFEST_NAME, read_repository, serving_needs
 from tritonbuild.server.embedded import EmbeddedServer

@@ -210,3 +210,18 @@ def clean_leftovers(target: Target, broken_lock: str | None, reporter: Reporter)
             Action(model="", version=None, action="clean", path=LOCK_NAME, detail=broken_lock)
         )
     return actions + abort_multipart_uploads(target) + clean_temporaries(target)
+
+
+def local_target_url(path: str | Path) -> str | None:
+    """A directory on this machine holding a publish target (a file:// target named by its path, or a
+    copy synced from cloud storage): its file:// URL, which verify and serve read as a target (its live
+    versions, their goldens and portable numerics). Anything else: None."""
+    try:
+        data = json.loads((Path(path) / TARGET_MANIFEST).read_bytes())
+        # NOTE: a build manifest lists its models; a target's maps them by name
+        if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
+            return None
+        TargetManifest.model_validate(data)
+    except (OSError, ValueError):
+        return None
+    return Path(path).resolve().as_uri()

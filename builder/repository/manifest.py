@@ -125,8 +125,8 @@ def read_repository(root: Path, error: type[TritonBuildError]) -> Manifest:
                 f"{root} holds a publish target's {MANIFEST_NAME} (what 'tritonbuild publish' "
                 "writes at a target), not a built repository's",
                 where=str(root / MANIFEST_NAME),
-                hint=f"verify and serve take it as it is ('tritonbuild verify {root}'); to publish "
-                "or infer, pass the directory 'tritonbuild build' wrote",
+                hint=f"verify, serve and infer take it as it is ('tritonbuild verify {root}'); "
+                "to publish, pass the directory 'tritonbuild build' wrote",
             ) from None
         first = e.errors()[0] if hasattr(e, "errors") and e.errors() else None
         why = f"{'.'.join(map(str, first['loc'])) or 'document'}: {first['msg']}" if first else e

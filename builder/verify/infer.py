@@ -62,16 +62,23 @@ def infer(
     goldens_from: Path | None = None,
     data: str | None = None,
     serving: ServingTarget = EMBEDDED,
+    recorded: Path | None = None,
 ) -> InferResult:
     """target: a server URL (http://host:port) or a repository directory (built or hand-written).
     Inputs: the given .npy files, else the model's goldens (from the directory, or from goldens_from
-    when target is a URL), else (data: 'random', seeded, or 'zeros') arrays of the shapes the server
-    declares for the model. serving: the tritonserver that serves a directory (its --tritonserver;
-    else the embedded one) and the image whose Python its Python side runs (none named: the
-    default)."""
+    or the goldens file `recorded` when target is a URL), else (data: 'random', seeded, or 'zeros')
+    arrays of the shapes the server declares for the model. serving: the tritonserver that serves a
+    directory (its --tritonserver; else the embedded one) and the image whose Python its Python side
+    runs (none named: the default)."""
     local = not is_url(target)
     root = Path(target) if local else goldens_from
-    samples, expected, data = _what_to_send(root, model, inputs, data)
+    if recorded is not None and not inputs and data is None:
+        from tritonbuild.core.npz import read_npz
+        from tritonbuild.verify.goldens import from_npz_arrays
+
+        samples, expected = from_npz_arrays(read_npz(recorded))
+    else:
+        samples, expected, data = _what_to_send(root, model, inputs, data)
     if not local:
         return _send(target, model, samples, expected, data)
     from tritonbuild.server.embedded import EmbeddedServer

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import PY_MODEL, PY_RECIPE
 from tests.serving import serve_json, stop_serve
 from tritonbuild import api
-from tritonbuild.errors import InferenceError
+from tritonbuild.errors import PublishError
 from tritonbuild.publish.models import TARGET_MANIFEST, TargetManifest
 
 
@@ -59,12 +59,12 @@ def test_verify_a_synced_target_directory_checks_its_objects(cli, synced):
 
 
 def test_a_command_that_needs_a_built_repository_names_a_target_directory_for_what_it_is(
-    cli, synced
+    cli, synced, tmp_path
 ):
     """Before: 'not a valid manifest: 3 validation errors for Manifest' with pydantic's links, and 'rebuild
     the repository'."""
-    r = cli("infer", synced, "doubler")
-    assert r.exit_code == InferenceError.exit_code
+    r = cli("publish", synced, f"file://{tmp_path}/elsewhere")
+    assert r.exit_code == PublishError.exit_code
     text = r.stderr
     assert (
         "publish target's tritonbuild-manifest.json" in text and "validation error" not in text
@@ -85,3 +85,30 @@ def test_a_real_tritonserver_serves_a_synced_target_directory_and_answers_its_go
         assert r.exit_code == 0 and "bit-exact" in r.stdout, r.stdout + r.stderr
     finally:
         assert stop_serve(proc) == 0
+
+
+@pytest.mark.triton
+def test_infer_a_synced_target_directory_sends_its_live_versions_goldens(cli, write, tmp_path):
+    """Before: 'holds a publish target's tritonbuild-manifest.json' (exit 9). Now the live version is served as
+    `serve` serves it and sent the goldens published with it (inside its version folder); the directory is also
+    a goldens source for a server URL."""
+    synced = _synced(cli, write, tmp_path, record=True)
+    r = cli("infer", synced, "doubler")
+    assert r.exit_code == 0 and r.stdout.count("bit-exact") == 3, r.stdout + r.stderr
+    proc, info = serve_json(tmp_path / "out")
+    try:
+        r = cli("infer", info["http"], "doubler", "--goldens", synced)
+        assert r.exit_code == 0 and r.stdout.count("bit-exact") == 3, r.stdout + r.stderr
+    finally:
+        assert stop_serve(proc) == 0
+    (synced / "doubler" / "1" / "golden-v1.npz").unlink()
+    r = cli("infer", synced, "doubler")
+    assert r.exit_code == 2 and "doubler has no goldens published in" in r.stderr, r.stderr
+    r = cli("infer", synced, "nope")
+    assert r.exit_code == 9 and "cannot serve 'nope' here: no live version of it there" in r.stderr
+
+
+def test_infer_on_a_synced_target_directory_names_what_it_cannot_serve(cli, synced):
+    r = cli("infer", synced, "nope")
+    assert r.exit_code == 9 and "cannot serve 'nope' here: no live version of it there" in r.stderr
+    assert "models it serves: doubler" in r.stderr, r.stderr

@@ -86,7 +86,7 @@ def _repository(tmp_path):
 def _options_started(tmp_path, monkeypatch, root, as_is=frozenset()) -> list[list[str]]:
     """The options of each server check_with_triton starts (a stand-in for EmbeddedServer that loads
     everything)."""
-    from tritonbuild.server import embedded
+    from tritonbuild.server import embedded, loading
 
     started = []
 
@@ -108,7 +108,7 @@ def _options_started(tmp_path, monkeypatch, root, as_is=frozenset()) -> list[lis
             return "tritonserver (stand-in)"
 
     monkeypatch.setattr(embedded, "EmbeddedServer", Server)
-    monkeypatch.setattr(embedded, "load_model", lambda url, name, timeout=None: None)
+    monkeypatch.setattr(loading, "load_model", lambda url, name, timeout=None: None)
     names = sorted(p.name for p in root.iterdir())
     refusals, _changes, _which = check_with_triton(root, names, as_is=as_is)
     assert refusals == dict.fromkeys(names)
