@@ -4,6 +4,7 @@ built repository say what it is instead of printing a schema error and 'rebuild 
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -112,3 +113,17 @@ def test_infer_on_a_synced_target_directory_names_what_it_cannot_serve(cli, sync
     r = cli("infer", synced, "nope")
     assert r.exit_code == 9 and "cannot serve 'nope' here: no live version of it there" in r.stderr
     assert "models it serves: doubler" in r.stderr, r.stderr
+
+
+def test_ls_and_rollback_take_a_target_by_its_directory(cli, synced):
+    """Before: "target '...' is not a URL" for a directory that serve, verify and infer take."""
+    r = cli("ls", synced, "--json")
+    assert r.exit_code == 0, r.stderr
+    listed = json.loads(r.stdout)
+    assert listed["target"] == synced.resolve().as_uri()
+    assert [(m["name"], m["live"]) for m in listed["models"]] == [("doubler", 1)], listed
+    r = cli("rollback", synced, "doubler", "--to", "1")
+    assert r.exit_code == 0, r.stderr
+    assert (
+        cli("ls", synced.parent / "nothing-here").exit_code == 7
+    )  # no target there: still a usage of URLs
