@@ -251,8 +251,8 @@ def _shared_change(model: str, rel: str, new: int, old: int, live: int | None) -
         "warmup data from the goldens is the first golden sample's inputs: keep them for "
         f"version {new}, or set the recipe's warmup.data to zero or random"
         if rel.startswith("warmup/")
-        else f"give version {new}'s file another name (the recipe's labels entry), rebuild, "
-        "verify, publish"
+        else f"give version {new}'s copy another name (a labels file: the recipe's labels entry, "
+        "or the config's label_filename), rebuild, verify, publish"
     )
     return PublishError(
         f"{model}/{rel}: version {new} carries other content than version {old} ({role} at the "
