@@ -131,7 +131,7 @@ def read_repository(root: Path, error: type[TritonBuildError]) -> Manifest:
         first = e.errors()[0] if hasattr(e, "errors") and e.errors() else None
         why = f"{'.'.join(map(str, first['loc'])) or 'document'}: {first['msg']}" if first else e
         raise error(
-            f"{root / MANIFEST_NAME} is not a valid manifest ({why})",
+            f"not a valid build manifest ({why})",
             where=str(root / MANIFEST_NAME),
             hint="rebuild the repository",
         ) from None
