@@ -26,7 +26,7 @@ from tritonbuild.publish.identity import (
 from tritonbuild.publish.layout import read_stored_config, side_places, version_files
 from tritonbuild.publish.models import Action, PublishedModel, PublishedVersion, TargetManifest
 from tritonbuild.publish.pinning import pinned_config, version_config_name
-from tritonbuild.publish.prune import deferred, interrupted, prune_actions, without
+from tritonbuild.publish.prune import after_grace, deferred, interrupted, prune_actions, without
 from tritonbuild.publish.target import Target
 from tritonbuild.publish.timing import GRACE_S
 from tritonbuild.repository.manifest import Manifest, ManifestModel
@@ -120,8 +120,11 @@ def plan_publish(
         models[name] = step.published
     after = TargetManifest(models=models)
     refuse_stale_callers(root, manifest, target, after)
-    orphans = interrupted(target, after) if keep is not None else []
-    prune, waiting = deferred(prune_actions(after, keep), state, time.time(), grace)
+    now = time.time()
+    orphans, left = after_grace(
+        interrupted(target, after) if keep is not None else [], state, now, grace
+    )
+    prune, waiting = deferred(prune_actions(after, keep), state, now, grace)
     refuse_shared_changes(steps, without(after, prune), state)
     return PublishPlan(
         models=steps,
@@ -129,7 +132,7 @@ def plan_publish(
         orphans=orphans,
         prune=prune,
         start=state,
-        waiting=waiting,
+        waiting=left + waiting,
     )
 
 

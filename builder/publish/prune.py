@@ -49,13 +49,29 @@ def deferred(
     said in a 'defer' action."""
     held = {name: {*published.serving, published.live} for name, published in before.models.items()}
     there = {name: set(published.versions) for name, published in before.models.items()}
+    return after_grace(
+        [
+            action
+            for action in prune
+            if action.version not in held.get(action.model, ())
+            and action.version in there.get(action.model, ())  # complete at the start
+        ],
+        before,
+        now,
+        grace,
+    )
+
+
+def after_grace(
+    actions: list[Action], before: TargetManifest, now: float, grace: float
+) -> tuple[list[Action], list[Action]]:
+    """(the removals that go now, the rest as 'defer' actions): none of a model switched less than
+    `grace` seconds before `now` (before.switched_at), whose directory servers may still be
+    copying."""
     now_pruned, waiting = [], []
-    for action in prune:
-        if action.version in held.get(action.model, ()) or action.version not in there.get(
-            action.model, ()
-        ):
-            continue
-        switched = utc_epoch(before.models[action.model].switched_at)
+    for action in actions:
+        published = before.models.get(action.model)
+        switched = utc_epoch(published.switched_at) if published is not None else None
         if switched is not None and now - switched < grace:
             detail = (
                 f"kept until {utc_iso(switched + grace)}: {action.model}/ was switched "

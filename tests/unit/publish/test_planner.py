@@ -209,3 +209,29 @@ def test_a_rollback_starts_the_grace_too(cli, build, tmp_path, monkeypatch):
     actions = _actions(cli("publish", build((3,), None, factor=4), target, "--keep", "1", "--json"))
     assert [(v, a) for _m, v, a, *_ in actions if a in ("prune", "defer")] == [(2, "defer")]
     assert (pub / "doubler" / "2").is_dir()
+
+
+def test_a_folder_an_interrupted_prune_left_waits_for_the_grace_too(
+    cli, build, tmp_path, monkeypatch
+):
+    """A version folder the manifest no longer lists (a prune killed between forgetting and deleting it) is
+    removed by the next --keep publish; within the grace after the model's switch it is as much in the servers'
+    copy of the directory as a listed one, so it waits too."""
+    target, pub = f"file://{tmp_path}/pub", tmp_path / "pub"
+    outs = {v: build((v,), None, factor=v + 1) for v in (1, 2, 3)}
+    for v in (1, 2):
+        _actions(cli("publish", outs[v], target, "--json"))
+    manifest = pub / "tritonbuild-manifest.json"
+    doc = json.loads(manifest.read_text())
+    del doc["models"]["doubler"]["versions"][
+        "1"
+    ]  # forgotten, not deleted: what a killed prune leaves
+    manifest.write_text(json.dumps(doc))
+    monkeypatch.setenv("TRITONBUILD_PRUNE_GRACE_S", "600")
+    actions = _actions(cli("publish", outs[3], target, "--keep", "2", "--json"))
+    assert [(v, a) for _m, v, a, *_ in actions if a in ("prune", "defer")] == [(1, "defer")]
+    assert (pub / "doubler" / "1").is_dir()
+    monkeypatch.setenv("TRITONBUILD_PRUNE_GRACE_S", "0")
+    actions = _actions(cli("publish", outs[3], target, "--keep", "2", "--json"))
+    assert [(v, a) for _m, v, a, *_ in actions if a in ("prune", "defer")] == [(1, "prune")]
+    assert not (pub / "doubler" / "1").exists()
