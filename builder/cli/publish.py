@@ -186,7 +186,9 @@ def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
         if info.lock:
             _print_lock(info.lock)
         return
-    table = Table("model", "live", "complete", "present", "verification", "notes", box=None)
+    table = Table(
+        "model", "live", "complete", "present", "verification", "switched", "notes", box=None
+    )
     for row in info.models:
         live = ",".join(map(str, row.serving)) or str(row.live or "-")
         table.add_row(
@@ -195,6 +197,7 @@ def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
             ",".join(map(str, row.complete)) or "-",
             ",".join(map(str, row.present)) or "-",
             row.verification or "-",
+            row.switched_at or "-",
             "; ".join(row.notes),
         )
     print_table(table)

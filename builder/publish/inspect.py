@@ -89,6 +89,7 @@ def _listed_model(target: Target, state: TargetManifest, name: str) -> TargetMod
         notes=_notes(config, published, present, complete, live),
         published_from=live_record.source_manifest if live_record is not None else None,
         verification=live_record.verification if live_record is not None else None,
+        switched_at=published.switched_at if published is not None else None,
     )
 
 
@@ -148,6 +149,9 @@ class TargetModel(Result):
     notes: list[str]
     published_from: str | None
     verification: str | None
+    switched_at: str | None = (
+        None  # the last switch (a publish's, a rollback's), UTC; None: not recorded
+    )
 
 
 @dataclass(frozen=True)
