@@ -175,7 +175,9 @@ def test_keep_prunes_no_version_of_a_model_switched_within_the_grace(
     switched = utc_epoch(state.models["doubler"].switched_at)
     assert switched is not None and abs(switched - time.time()) < 60
     listed = json.loads(cli("ls", target, "--json").stdout)["models"][0]
-    assert listed["switched_at"] == state.models["doubler"].switched_at  # ls says when, for an audit
+    assert (
+        listed["switched_at"] == state.models["doubler"].switched_at
+    )  # ls says when, for an audit
     assert state.models["doubler"].switched_at in cli("ls", target).stdout
     # v1 is beyond --keep 1 and not served when the third publish started, but doubler was switched to v2 just
     # before: kept, and said so
