@@ -41,9 +41,8 @@ def run() -> None:
     (which ended the process by signal 2): it only marks the exit 130."""
     global _interrupted, _code
     atexit.register(_exit_now)
-    if hasattr(
-        signal, "SIGUSR1"
-    ):  # `kill -USR1 PID`: every thread's stack on stderr (a command that hangs)
+    # `kill -USR1 PID`: every thread's stack on stderr (a command that hangs)
+    if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, all_threads=True)
     ignored = (
         signal.getsignal(signal.SIGINT) is signal.SIG_IGN

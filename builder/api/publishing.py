@@ -18,7 +18,7 @@ from tritonbuild.publish.k8s_fleet import STOCK_IMAGE, DeployOptions, node_selec
 from tritonbuild.publish.k8s_pod import REQUIREMENTS_FILE, repository_url
 from tritonbuild.publish.models import PublishReceipt
 from tritonbuild.publish.notify import failures as notify_failures
-from tritonbuild.publish.objects import local_target_url
+from tritonbuild.publish.objects import target_url
 from tritonbuild.publish.protocol import publish as _publish
 from tritonbuild.publish.rollback import RollbackResult
 from tritonbuild.publish.rollback import rollback as _rollback
@@ -28,12 +28,12 @@ __all__ = [
     "REQUIREMENTS_FILE",
     "deploy_snippets",
     "list_target",
-    "local_target_url",
     "node_selector",
     "notify_failures",
     "publish",
     "rollback",
     "store_secret_keys",
+    "target_url",
     "verify_target",
 ]
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from tritonbuild.backends import REGISTRY, runs_embedded
 from tritonbuild.core.results import Result
-from tritonbuild.core.stores import as_location, is_url
+from tritonbuild.core.stores import as_location
 from tritonbuild.core.toolchain import fingerprint
 from tritonbuild.errors import ServerError, VerifyError
 from tritonbuild.publish.inspect import list_opened
-from tritonbuild.publish.objects import local_target_url, read_state, read_text
+from tritonbuild.publish.objects import read_state, read_text, target_url
 from tritonbuild.publish.protocol import open_for_read
 from tritonbuild.repository.manifest import MANIFEST_NAME, read_repository, serving_needs
 from tritonbuild.server.embedded import EmbeddedServer
@@ -118,7 +118,7 @@ def serve(
     }
     # NOTE: a directory holding a publish target (a file:// target by its path, a synced copy) is
     # served as the target it is: its live versions, with their portable numerics
-    url = str(repository) if is_url(str(repository)) else local_target_url(repository)
+    url = target_url(repository)
     if url is not None:
         image = serving.target
         return _published(

@@ -176,7 +176,7 @@ def ls_command(target: str, endpoint_url: str | None, as_json: bool) -> None:
     """Models at a publish target: versions present and complete, the live one, notes on
     interrupted publishes."""
     # NOTE: a directory holding a publish target (a file:// target by its path, a synced copy) is one
-    info = api.list_target(api.parse_location(api.local_target_url(target) or target, endpoint_url))
+    info = api.list_target(api.parse_location(api.target_url(target) or target, endpoint_url))
     if as_json:
         _json(info)
         return
@@ -277,7 +277,7 @@ def rollback_command(
     """Make an earlier complete version of MODEL live again at TARGET, with the config it was
     verified with."""
     result = api.rollback(
-        api.parse_location(api.local_target_url(target) or target, endpoint_url),
+        api.parse_location(api.target_url(target) or target, endpoint_url),
         model,
         to,
         also=also,

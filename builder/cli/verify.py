@@ -97,7 +97,7 @@ def verify_command(
     as_json: bool,
 ) -> None:
     # NOTE: a directory holding a publish target (a synced copy) is verified as the target it is
-    target = repository if api.is_url(repository) else api.local_target_url(repository)
+    target = api.target_url(repository)
     if target is not None:
         _verify_target(api.parse_location(target, endpoint_url), as_json)
         return

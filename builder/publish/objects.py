@@ -10,9 +10,11 @@ from pathlib import Path
 
 from tritonbuild.core.fsutil import is_temporary
 from tritonbuild.core.progress import Reporter
+from tritonbuild.core.stores import is_url
 from tritonbuild.errors import PublishError
 from tritonbuild.publish.models import TARGET_MANIFEST, Action, TargetManifest
 from tritonbuild.publish.target import Target, storage_error
+from tritonbuild.repository.manifest import target_manifest_shape
 
 
 def write_bytes(target: Target, path: str, data: bytes) -> None:
@@ -218,10 +220,15 @@ def local_target_url(path: str | Path) -> str | None:
     versions, their goldens and portable numerics). Anything else: None."""
     try:
         data = json.loads((Path(path) / TARGET_MANIFEST).read_bytes())
-        # NOTE: a build manifest lists its models; a target's maps them by name
-        if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
+        if not target_manifest_shape(data):
             return None
         TargetManifest.model_validate(data)
     except (OSError, ValueError):
         return None
     return Path(path).resolve().as_uri()
+
+
+def target_url(value: str | Path) -> str | None:
+    """What names a publish target: a URL as given, a directory holding one as its file:// URL
+    (local_target_url); None for anything else (a built repository, a plain directory)."""
+    return str(value) if is_url(str(value)) else local_target_url(value)

@@ -138,12 +138,15 @@ def read_repository(root: Path, error: type[TritonBuildError]) -> Manifest:
 
 
 def _is_target_manifest(path: Path) -> bool:
-    """A publish target's manifest (publish/models.TargetManifest: models by name, each with its
-    versions) where a build's was expected."""
     try:
-        data = json.loads(path.read_bytes())
+        return target_manifest_shape(json.loads(path.read_bytes()))
     except (OSError, ValueError):
         return False
+
+
+def target_manifest_shape(data) -> bool:
+    """Parsed JSON shaped as a publish target's manifest (publish/models.TargetManifest: models by
+    name, each with its versions), not a build's (models listed, a toolchain)."""
     models = data.get("models") if isinstance(data, dict) else None
     return (
         isinstance(models, dict)
