@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes what the GPU machine needs for h200.sh (benchmarks/vllm/README.md), on a machine with PyPI access:
-#   DEST/parts1 ... DEST/partsK   each <= PART_MAX_MIB (default 58, never over 60) MiB: the trimmed vLLM 0.22.0 as
+#   DEST/parts1 ... DEST/partsK   each <= PART_MAX_MIB (default 54, never over 60) MiB: the trimmed vLLM 0.22.0 as
 #                                 vllm-trim.part-aa, -ab, ... (a tar.gz of its site-packages entries, split) and
 #                                 the other wheels of README's table (nvidia-pytriton alone in its own dir)
 #   DEST/vllm_backend/src         Triton's vLLM backend src/ at r26.01 (c70d654)
@@ -14,11 +14,11 @@
 # Downloads are cached in WHEEL_CACHE (default ~/.cache/tritonbuild-gpu-wheels, outside DEST so that DEST carries
 # only what travels); a second run downloads nothing and rebuilds the parts from the cache.
 # Each part dir is carried by one device call (carry: [.gpu/partsN], then `h200.sh .gpu/partsN`): a call carries
-# the repository's tree (~5.5 MiB) too, within its 64 MiB.
+# the repository's tree (~8 MiB on 2026-12-07) too, within its 64 MiB.
 set -euo pipefail
 DEST=${1:-.gpu}
 CACHE=${WHEEL_CACHE:-$HOME/.cache/tritonbuild-gpu-wheels}
-PART_MAX_MIB=${PART_MAX_MIB:-58}
+PART_MAX_MIB=${PART_MAX_MIB:-54}
 [ "$PART_MAX_MIB" -le 60 ] || { echo "PART_MAX_MIB must be <= 60" >&2; exit 2; }
 BACKEND_REF=${VLLM_BACKEND_REF:-c70d654}
 VLLM_WHEEL=vllm-0.22.0-cp38-abi3-manylinux_2_28_x86_64.whl
