@@ -18,6 +18,8 @@
 #                    repository (VERIFY_RECORD=0: compared with the recipes' goldens, not recorded)
 #   soak-8b          measure.py soak, both models at once: 64 streams for SOAK_S (default 120) s each
 #   stop             stop the server
+#   profile-8b CONFIG  (after stop: the GPU to itself) decode_profile.py on CONFIG's INT4 model (PROFILE_MODELS: other
+#                    names), vLLM's offline engine under torch's profiler: a decode step's GPU time by kernel kind
 # Each step is skipped when less than its need is left before H200_BUDGET_S (default 570 s) from the start.
 # Results accumulate in /tmp/vw/results (while the machine stays warm); every call packs them all into
 # $OUT/results-8b.tgz. Then: python3 benchmarks/vllm/summarize_8b.py results/ > docs/runs/DATE-llm-determinism-h200.json
@@ -145,6 +147,15 @@ PY
       for m in $(models); do cat "$W/soak-$m.json" >> $R/soak-8b.jsonl; done
       tail -2 $R/soak-8b.jsonl ;;
     stop) stop ;;
+    profile-8b)
+      cfg=$1; shift
+      need 120 "profile-8b $cfg" || continue
+      rm -f /models && ln -sfn "$W/OUT8-$cfg" /models  # model.json names the weights under /models
+      for m in ${PROFILE_MODELS:-llama-3-8b-int4$([ "$cfg" = default ] || echo -invariant)}; do
+        python3 $SRC/benchmarks/vllm/decode_profile.py "$W/OUT8-$cfg/$m" --streams 1,64 --tokens 64 \
+          $([ "$cfg" = default ] || echo --invariant) --out "$R/profile-8b-$m.json" 2>&1 | tail -4 ||
+          echo "$m profile failed"
+      done ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
   echo "$step took $(( $(date +%s) - t0 )) s"

@@ -1,0 +1,155 @@
+"""Where a decode step's GPU time goes (issue 45, item 3): one built vLLM model of a tritonbuild repository run by
+vLLM's offline engine in this process under torch's profiler, default or invariant as its repository says, and
+its kernels' time per decode step summed by what they do (the W4A16 and fp16 linears, attention, norms, the
+activation, rotary, sampling and log-softmax, copies, other), with the step's wall time.
+
+    python3 benchmarks/vllm/decode_profile.py /models/llama-3-8b-int4-invariant --streams 1,64 --tokens 64 \
+        [--invariant] --out profile.json
+
+The model's engine args are its model.json's (what Triton's vLLM backend hands AsyncEngineArgs); --invariant sets
+VLLM_BATCH_INVARIANT=1 as `tritonbuild serve` does for `serving.determinism: invariant` (the plugin wheel must be
+installed into this Python, h200_8b.sh's PLUGIN_PREINSTALL=1). Per stream count: one warm-up generation, then one
+profiled generation of --tokens tokens per stream after a 4-token prompt, so decode steps dominate the trace;
+per step = the trace's kernel time / tokens. Kernels captured in CUDA graphs are traced one by one (CUPTI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+# What a kernel does, by its name: the first pattern that matches names it (case-insensitive)
+CATEGORIES = [
+    ("linear_int4_invariant", r"^_w4a16"),  # the plugin's Triton kernels, by their function names
+    ("linear_fp16_invariant", r"^_linear16"),
+    ("linear_int4_default", r"machete|marlin|cutlass.*w4|w4a16"),
+    ("linear_fp16_library", r"gemm|cutlass|nvjet|sm90_xmma|matmul|cublas"),
+    ("kv_cache_write", r"reshape_and_cache|cache_kernel"),
+    ("attention", r"flash|attn|attention|paged|fmha|fwd_kernel"),
+    ("norm", r"rms|norm"),
+    ("rotary", r"rotary|rope"),
+    ("activation", r"silu|act_and_mul|gelu"),
+    ("sampling_logits", r"softmax|sampl|argmax|topk|top_k|logprob|log_softmax|gather|scatter|sort"),
+    ("copy_fill", r"copy|memcpy|memset|fill|cat|index|elementwise"),
+]
+
+
+def category(name: str) -> str:
+    return next((cat for cat, pat in CATEGORIES if re.search(pat, name, re.IGNORECASE)), "other")
+
+
+def summarize(kernels: list[tuple[str, float]], steps: int, wall_s: float) -> dict:
+    """kernels: (name, µs) for every kernel the trace holds; per decode step (µs) by category, the top kernels,
+    and the GPU's busy share of the wall time."""
+    by_cat: dict[str, float] = {}
+    by_name: dict[str, list] = {}
+    for name, us in kernels:
+        by_cat[category(name)] = by_cat.get(category(name), 0.0) + us
+        entry = by_name.setdefault(name, [0, 0.0])
+        entry[0] += 1
+        entry[1] += us
+    total = sum(by_cat.values())
+    top = sorted(by_name.items(), key=lambda kv: -kv[1][1])[:25]
+    return {
+        "steps": steps,
+        "wall_ms_per_step": wall_s * 1e3 / steps,
+        "gpu_ms_per_step": total / 1e3 / steps,
+        "gpu_busy_fraction": total / 1e6 / wall_s if wall_s else None,
+        "per_step_us": {
+            c: round(us / steps, 2) for c, us in sorted(by_cat.items(), key=lambda kv: -kv[1])
+        },
+        "share": {c: round(us / total, 4) for c, us in by_cat.items()} if total else {},
+        "top_kernels": [
+            {
+                "name": n[:160],
+                "category": category(n),
+                "calls_per_step": c / steps,
+                "us_per_step": us / steps,
+            }
+            for n, (c, us) in top
+        ],
+    }
+
+
+def engine_args(model_dir: Path) -> dict:
+    """The model's model.json (its newest version), keys vLLM's EngineArgs knows."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    versions = sorted(
+        (p for p in model_dir.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)
+    )
+    args = json.loads((versions[-1] / "model.json").read_text())
+    known = set(EngineArgs.__dataclass_fields__)
+    dropped = sorted(set(args) - known)
+    if dropped:
+        print("model.json keys EngineArgs does not take, left out:", dropped, flush=True)
+    return {k: v for k, v in args.items() if k in known}
+
+
+def profile_streams(llm, streams: int, tokens: int) -> dict:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    from vllm import SamplingParams
+
+    params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
+    prompts = [{"prompt_token_ids": [128000, 791 + i, 1217, 374]} for i in range(streams)]
+    llm.generate(prompts, params, use_tqdm=False)  # warm-up: graphs captured, kernels compiled
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        llm.generate(prompts, params, use_tqdm=False)
+        torch.cuda.synchronize()
+        wall = time.perf_counter() - t0
+    kernels = [
+        (e.name, e.device_time)  # µs
+        for e in prof.events()
+        if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA and e.device_time > 0
+    ]
+    out = summarize(kernels, tokens, wall)
+    out["streams"] = streams
+    out["tokens_per_s"] = streams * tokens / wall
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument(
+        "model_dir", type=Path, help="a built repository's model directory (holds N/model.json)"
+    )
+    ap.add_argument("--streams", default="1,64")
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument(
+        "--invariant", action="store_true", help="VLLM_BATCH_INVARIANT=1, as serve sets it"
+    )
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = (
+        "0"  # the engine in this process: its kernels in this trace
+    )
+    if args.invariant:
+        os.environ["VLLM_BATCH_INVARIANT"] = "1"
+    import torch
+    from vllm import LLM
+
+    llm = LLM(**engine_args(args.model_dir))
+    result = {
+        "what": "issue 45 item 3: a decode step's GPU time by what the kernels do (torch profiler, CUPTI)",
+        "model_dir": str(args.model_dir),
+        "invariant": args.invariant,
+        "gpu": torch.cuda.get_device_name(),
+        "runs": [profile_streams(llm, int(s), args.tokens) for s in args.streams.split(",")],
+    }
+    args.out.write_text(json.dumps(result, indent=1))
+    for run in result["runs"]:
+        head = f"{run['streams']} streams: {run['wall_ms_per_step']:.2f} ms/step wall"
+        print(head, f"{run['gpu_ms_per_step']:.2f} GPU", run["per_step_us"], flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
