@@ -116,6 +116,27 @@ def profile_streams(llm, streams: int, tokens: int) -> dict:
     return out
 
 
+def alone_vs_amid(llm, tokens: int, others: int = 63) -> dict:
+    """One prompt greedy alone and amid `others` different prompts in one batch: whether its token ids and
+    log-probs are bit-identical (an invariant config must give True; a default one may not)."""
+    from vllm import SamplingParams
+
+    params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True, logprobs=0)
+    probe = {"prompt_token_ids": [128000, 40, 1093, 311]}
+    batch = [probe] + [
+        {"prompt_token_ids": [128000, 2000 + i, 374, 264 + i]} for i in range(others)
+    ]
+
+    def answer(out):
+        completion = out.outputs[0]
+        return completion.token_ids, [next(iter(lp.values())).logprob for lp in completion.logprobs]
+
+    alone = answer(llm.generate([probe], params, use_tqdm=False)[0])
+    amid = answer(llm.generate(batch, params, use_tqdm=False)[0])
+    return {"others": others, "ids_identical": list(alone[0]) == list(amid[0]),
+            "logprobs_identical": alone[1] == amid[1]}  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument(
@@ -144,6 +165,11 @@ def main() -> int:
         "gpu": torch.cuda.get_device_name(),
         "runs": [profile_streams(llm, int(s), args.tokens) for s in args.streams.split(",")],
     }
+    try:
+        result["alone_vs_amid_63"] = alone_vs_amid(llm, args.tokens)
+    except Exception as e:  # noqa: BLE001 -- the profile is kept whatever this check meets
+        result["alone_vs_amid_63"] = {"error": f"{type(e).__name__}: {e}"}
+    print("alone vs amid 63 others:", result["alone_vs_amid_63"], flush=True)
     args.out.write_text(json.dumps(result, indent=1))
     for run in result["runs"]:
         head = f"{run['streams']} streams: {run['wall_ms_per_step']:.2f} ms/step wall"

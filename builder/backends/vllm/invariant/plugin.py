@@ -9,12 +9,10 @@ log-softmax invariant, but a W4A16 layer still goes to the mixed-precision kerne
 then change with the batch (docs/runs, FACTS round 4).
 
 The kernel here: one Triton GEMM with tiles fixed per layer shape (never per row count), the K loop
-in one fixed order, fp32 accumulation, a fixed split of K whose slices are added in slice order. A
-row's output is a function of that row and the layer alone: alone or amid 63 other requests,
-prefill or decode, eager or in a CUDA graph, the bits are the same. Layout: compressed-tensors'
-pack-quantized W4A16 as vLLM loads it (int32 words [N, K/8], eight 4-bit values per word along K,
-low nibble first, +8 bias; scales [N, K/G]), rearranged once at load (prepare_weights) into the
-order the kernel reads: the same for every tile, a function of the layer's shape alone.
+in one fixed order, fp32 accumulation, a fixed split of K whose slices are added in slice order: a
+row's output is a function of that row and the layer alone (alone or amid 63 other requests,
+prefill or decode, eager or in a CUDA graph). The weights: compressed-tensors' pack-quantized W4A16
+as vLLM loads it, rearranged once at load (prepare_weights) into the order the kernel reads.
 
 In that mode vLLM's unquantized linears go to linear16.py's fp16/bf16 linear. Both files go into
 the serving environment as one package (wheel.py); neither imports tritonbuild.
@@ -33,9 +31,8 @@ TILE_FIELDS = ("block_m", "block_n", "block_k", "warps", "stages", "split")
 DEFAULT_TILES = (16, 64, 128, 4, 3, 1)
 LAYOUT_K = 128
 LAYOUT_N = 64
-# Llama-3-8B's linears (qkv, o, gate_up, down; N x K): the fastest at 1 row in CUDA graphs of
-# benchmarks/vllm/w4a16_bench.py on an H100 whose 64 rows stay under 0.8x cuBLAS fp16's time
-# (docs/runs/2026-12-06-w4a16-kernel-h100-planes.json)
+# Llama-3-8B's linears (qkv, o, gate_up, down; N x K): w4a16_bench.py's fastest at 1 row on an H100
+# with 64 rows under 0.8x cuBLAS fp16's time (docs/runs/2026-12-06-w4a16-kernel-h100-planes.json)
 TILES: dict[tuple[int, int], tuple[int, ...]] = {
     (6144, 4096): (16, 64, 256, 4, 3, 4),
     (4096, 4096): (16, 64, 256, 4, 3, 4),
@@ -97,8 +94,7 @@ def prepare_weights(weight_packed, weight_scale, group: int):
 
 
 # The GEMM's Triton functions once _kernels() has run. NOTE: module globals, not closures: Triton's
-# interpreter (TRITON_INTERPRET=1, the unit tests) re-executes a kernel's source in its module's
-# globals, without the closure; the compiler finds them there too.
+# interpreter (TRITON_INTERPRET=1, the unit tests) runs a kernel's source in its module's globals.
 _plane = None
 _block = None
 _finish = None
@@ -126,16 +122,15 @@ def _plane_function(triton, tl):
 
     @triton.jit
     def _plane(packed, i: tl.constexpr, dt: tl.constexpr, ASM: tl.constexpr):
-        # fp16 on the GPU: the same values, two halves per 32-bit register in PTX (pack=2): one
+        # fp16 on the GPU: the same values in PTX, two halves per 32-bit register (pack=2): one
         # shift for planes 2 and 3, one lop3 for mask and exponent ((a & b) | c), one subtraction
-        if ASM and dt == tl.float16:  # the same values in PTX, two halves per 32-bit register
-            w = tl.inline_asm_elementwise(
+        if ASM and dt == tl.float16:
+            return tl.inline_asm_elementwise(
                 "{ .reg .b32 t, b; " + ("shr.b32 t, $1, 8; " if i >= 2 else "mov.b32 t, $1; ")
                 + ("lop3.b32 t, t, 0x000F000F, 0x64006400, 0xEA; mov.b32 b, 0x64086408; "
                    if i % 2 == 0 else "lop3.b32 t, t, 0x00F000F0, 0x54005400, 0xEA; mov.b32 b, 0x54805480; ")
                 + "sub.rn.f16x2 $0, t, b; }", "=r,r", [packed], dtype=tl.float16, is_pure=True, pack=2,
             )  # fmt: skip
-            return w
         p = packed if i < 2 else packed >> 8
         if i % 2 == 0:
             if dt == tl.bfloat16:
@@ -177,7 +172,7 @@ def _finish_function(triton, tl):
                     for s in range(1, SPLIT):
                         total += tl.load(p_ptr + s * slice_size + offs, mask=mask, cache_modifier=".cg")  # fmt: skip
                 tl.store(y_ptr + offs, total.to(y_ptr.dtype.element_ty), mask=mask)
-                tl.atomic_xchg(lock, 0)
+                tl.atomic_xchg(lock, 0, sem="relaxed")  # read by a later launch: no fence needed
 
     return _finish
 
@@ -211,13 +206,14 @@ def _gemm_kernel(triton, tl):
     """The W4A16 GEMM: acc[n, m] = W tile @ x tile.T, one [BLOCK_N, BLOCK_M] tile over one K slice
     per program, BLOCK_K (one or two LAYOUT_K blocks, _block) per step."""
 
-    # NOTE: M (the row count) not specialized: Triton compiles a separate variant for an int
-    # argument equal to 1 or divisible by 16; with this one binary per layer shape, every row count
-    # runs the same compiled code
+    # NOTE: M (the row count) not specialized (Triton compiles another variant for an int equal to 1
+    # or divisible by 16): one binary per layer shape, the same code for every row count
     @triton.jit(do_not_specialize=["M", "slice_size"])
     def _w4a16(x_ptr, w_ptr, s_ptr, y_ptr, p_ptr, lock_ptr, M, N, K_SLICE, slice_size, stride_xm,
         stride_wn, stride_ym, GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-        BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
+        BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, ASM: tl.constexpr, PDL: tl.constexpr):  # fmt: skip
+        if PDL:  # programmatic dependent launch: nothing read before the kernel ahead ends
+            tl.extra.cuda.gdc_wait()
         # axis 0: row tiles (programs sharing a weight tile run together: L2); axis 2: K slice
         rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
         cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -274,12 +270,17 @@ def _build():
     _w4a16 = _kernels()
     # Triton's interpreter (the unit tests) runs no PTX: there the planes come from Triton operations
     asm = os.environ.get("TRITON_INTERPRET") != "1"
+    # Hopper on: each call launched while the kernel ahead drains (3 % off a one-row decode step,
+    # H100: docs/runs/2026-12-07-w4a16-pdl-h100-screen.json)
+    pdl = {}
 
     def launch(x: torch.Tensor, w: torch.Tensor, s: torch.Tensor, group: int) -> torch.Tensor:
         (rows, k), n = x.shape, s.shape[-1]
         y = torch.empty((rows, n), dtype=x.dtype, device=x.device)
         if rows == 0:
             return y
+        if x.device not in pdl:
+            pdl[x.device] = asm and torch.cuda.get_device_capability(x.device)[0] >= 9
         block_m, block_n, block_k, warps, stages, split = tiles_for(n, k, group)
         if s.shape != (k // group, n) or w.shape != (-(-n // LAYOUT_N) * LAYOUT_N, k // 8):
             raise ValueError(f"weights {tuple(w.shape)}, scales {tuple(s.shape)}: prepare_weights")
@@ -290,7 +291,8 @@ def _build():
         locks = _locks(x.device, grid[0] * grid[1]) if split > 1 else y
         _w4a16[grid](x, w.view(torch.int16), s, y, partials, locks, rows, n, k // split, rows * n,
                      x.stride(0), k * 16, n, GROUP=group, BLOCK_M=block_m, BLOCK_N=block_n,
-                     BLOCK_K=block_k, SPLIT=split, ASM=asm, num_warps=warps, num_stages=stages)  # fmt: skip
+                     BLOCK_K=block_k, SPLIT=split, ASM=asm, PDL=pdl[x.device], launch_pdl=pdl[x.device],
+                     num_warps=warps, num_stages=stages)  # fmt: skip
         return y
 
     return launch
@@ -309,8 +311,7 @@ def w4a16_matmul(x, weight_packed, weight_scale, group: int):
 
 
 def _custom_op():
-    """The kernel as a torch custom op, so vLLM's torch.compile treats it as one opaque call (fake:
-    shapes only)."""
+    """The kernel as a torch custom op: one opaque call to vLLM's torch.compile (fake: shapes)."""
     import torch
 
     @torch.library.custom_op("tritonbuild::w4a16_invariant", mutates_args=())
@@ -383,8 +384,7 @@ def register() -> None:
     linear16's linear and this kernel first among the CUDA mixed-precision kernels; else nothing."""
     import vllm.envs as envs
 
-    # vLLM's own parse of the variable (bool(int(...))), so both agree on the mode
-    if not envs.VLLM_BATCH_INVARIANT:
+    if not envs.VLLM_BATCH_INVARIANT:  # vLLM's own parse of it: both agree on the mode
         return
     from . import linear16  # beside this module, in the same package (the wheel's or tritonbuild's)
 

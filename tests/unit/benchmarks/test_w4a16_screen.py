@@ -1,0 +1,57 @@
+"""benchmarks/vllm/w4a16_screen.py's summary of screen records (the timings themselves need the GPU)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def screen():
+    spec = importlib.util.spec_from_file_location(
+        "w4a16_screen", ROOT / "benchmarks" / "vllm" / "w4a16_screen.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _record(setting, m1, m1_committed, m64=4.0, m64_committed=4.0):
+    kernel = {
+        "1": {"int4_invariant_ms": m1, "int4_invariant_previous_ms": m1_committed},
+        "64": {"int4_invariant_ms": m64, "int4_invariant_previous_ms": m64_committed},
+    }
+    return {
+        "screen_setting": setting,
+        "kernel": kernel,
+        "machine": {"gpu": "NVIDIA H100 80GB HBM3"},
+    }
+
+
+def test_the_best_setting_is_the_lowest_median_at_one_row(screen):
+    records = [
+        _record("A=1", 2.1, 2.0),
+        _record("A=0", 1.9, 2.0, 3.8, 4.0),
+        _record("A=1", 2.2, 2.0),
+        _record("A=0", 1.96, 2.0, 4.0, 4.0),
+    ]
+    out = screen.summarize(records)
+    assert out["best"] == "A=0" and out["gpu"] == ["NVIDIA H100 80GB HBM3"]
+    first, second = out["settings"]
+    assert first["variant_over_committed_M1"]["median"] == pytest.approx(0.965)
+    assert (
+        first["variant_over_committed_M1"]["min"],
+        first["variant_over_committed_M1"]["max"],
+    ) == (pytest.approx(0.95), pytest.approx(0.98))
+    assert first["variant_over_committed_M64"]["rounds"] == [
+        pytest.approx(0.95),
+        pytest.approx(1.0),
+    ]
+    assert second["setting"] == "A=1" and second["variant_over_committed_M1"][
+        "median"
+    ] == pytest.approx(1.075)
+    assert first["variant_ms_M1"] == [1.9, 1.96] and first["committed_ms_M1"] == [2.0, 2.0]
