@@ -323,8 +323,12 @@ def main() -> int:
     ap.add_argument(
         "--m64-budget", type=float, default=M64_BUDGET, help="64 rows within this x cuBLAS fp16"
     )
+    ap.add_argument(
+        "--no-pdl", action="store_true", help="the kernel without programmatic dependent launch"
+    )
     args = ap.parse_args()
     t0, kernel = time.time(), load_kernel()
+    kernel.USE_PDL = not args.no_pdl
     result = {
         "what": "issue 45 item 2: the batch-invariant fp16 linear vs cuBLAS fp16 and vLLM 0.22's batch-invariant "
         "linear at Llama-3-8B geometry, 32 layers",
@@ -335,6 +339,7 @@ def main() -> int:
         "tiles_fields": list(kernel.TILE_FIELDS),
         "timing": "per call: median over 20 replays of a CUDA graph of the 32 layers' calls (one weight copy each)",
         "m64_budget": args.m64_budget,
+        "pdl": kernel.USE_PDL,
     }
     vllm_bi, vllm_reason = None, "no --vllm-batch-invariant file given"
     if args.vllm_batch_invariant:

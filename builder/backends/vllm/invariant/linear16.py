@@ -16,6 +16,7 @@ install() in batch-invariant mode.
 """
 
 import logging
+import os
 
 OP_NAME = "tritonbuild::linear16_invariant"
 TILE_FIELDS = ("block_m", "block_n", "block_k", "warps", "stages", "split")
@@ -88,7 +89,7 @@ def _finish_function(triton, tl):
                 for s in tl.static_range(1, SPLIT):
                     total += tl.load(part + s * step, mask=mask, cache_modifier=".cg")
                 tl.store(y_ptr + offs, total.to(y_ptr.dtype.element_ty), mask=mask)
-                tl.atomic_xchg(lock, 0)
+                tl.atomic_xchg(lock, 0, sem="relaxed")  # read by a later launch: no fence needed
 
     return _finish
 
@@ -104,7 +105,10 @@ def _gemm_kernel(triton, tl):
     @triton.jit(do_not_specialize=["M", "slice_size"])
     def _linear16(x_ptr, w_ptr, y_ptr, p_ptr, lock_ptr, M, N, K, K_SLICE, slice_size, stride_xm,
                   stride_wn, stride_ym, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, EVEN_K: tl.constexpr):  # fmt: skip
+                  BLOCK_K: tl.constexpr, SPLIT: tl.constexpr, EVEN_K: tl.constexpr,
+                  PDL: tl.constexpr):  # fmt: skip
+        if PDL:  # programmatic dependent launch: nothing read before the kernel ahead ends
+            tl.extra.cuda.gdc_wait()
         # axis 0: row tiles (programs sharing a weight tile run together: L2); axis 2: K slice
         rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
         cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -147,6 +151,10 @@ def _locks(device, count: int):
 
 
 _KERNEL = None
+# Programmatic dependent launch on Hopper and later (each call launched while the kernel ahead drains, as
+# plugin.py's W4A16 kernel); a benchmark sets it False to time the kernel without
+USE_PDL = True
+_PDL: dict = {}
 
 
 def linear16(x, weight):
@@ -171,10 +179,14 @@ def linear16(x, weight):
         y if split == 1 else torch.empty((split, rows, n), dtype=torch.float32, device=x.device)
     )
     locks = _locks(x.device, grid[0] * grid[1]) if split > 1 else y
+    if x.device not in _PDL:  # not in Triton's interpreter (the unit tests): it runs no PTX
+        on = os.environ.get("TRITON_INTERPRET") != "1"
+        _PDL[x.device] = on and torch.cuda.get_device_capability(x.device)[0] >= 9
+    pdl = USE_PDL and _PDL[x.device]
     _KERNEL[grid](x, weight, y, partials, locks, rows, n, k, k_slice, rows * n, x.stride(0),
                   weight.stride(0), n, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-                  SPLIT=split, EVEN_K=k_slice * split == k, num_warps=warps,
-                  num_stages=stages)  # fmt: skip
+                  SPLIT=split, EVEN_K=k_slice * split == k, PDL=pdl, launch_pdl=pdl,
+                  num_warps=warps, num_stages=stages)  # fmt: skip
     return y
 
 

@@ -116,7 +116,7 @@ ROWS = (
         "tests skip below 8.0",
         f"target an H100 or H200 (gpu), {_DEFAULT}",
         (
-            PLUGIN + ":339-340",
+            PLUGIN + ":340-341",
             W + "vllm/model_executor/kernels/linear/__init__.py:659-667",
             W + "vllm/model_executor/kernels/linear/mixed_precision/marlin.py:32-33",
             W + "vllm/v1/attention/backends/flash_attn.py:202-203",
@@ -251,7 +251,7 @@ ROWS = (
         "use an fp16/bf16 checkpoint with quantize: {scheme: w4a16} (tritonbuild's INT4), "
         f"{_DEFAULT}",
         (
-            PLUGIN + ":343-355",
+            PLUGIN + ":344-356",
             W + "vllm/model_executor/layers/quantization/compressed_tensors/schemes/"
             "compressed_tensors_wNa16.py:35-36",
             W + "vllm/model_executor/layers/quantization/compressed_tensors/schemes/"
@@ -269,7 +269,7 @@ ROWS = (
         "the invariant W4A16 kernel reads K in 128-input layout blocks; vLLM gives a layer it cannot "
         "take to its next W4A16 kernel (the first whose can_implement accepts), which is batch-variant",
         f"serve the model unquantized (no quantize: vLLM's batch-invariant linears), {_DEFAULT}",
-        (PLUGIN + ":51-55", W + "vllm/model_executor/kernels/linear/__init__.py:653-674"),
+        (PLUGIN + ":48-52", W + "vllm/model_executor/kernels/linear/__init__.py:653-674"),
     ),
     Row(
         "checkpoint_int4",
