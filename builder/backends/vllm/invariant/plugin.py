@@ -271,7 +271,7 @@ def _build():
     # Triton's interpreter (the unit tests) runs no PTX: there the planes come from Triton operations
     asm = os.environ.get("TRITON_INTERPRET") != "1"
     # Hopper on: each call launched while the kernel ahead drains (3 % off a one-row decode step,
-    # H100: docs/runs/2026-12-07-w4a16-pdl-h100-screen.json)
+    # H100: docs/runs/2026-12-07-w4a16-pdl-h100.json)
     pdl = {}
 
     def launch(x: torch.Tensor, w: torch.Tensor, s: torch.Tensor, group: int) -> torch.Tensor:
