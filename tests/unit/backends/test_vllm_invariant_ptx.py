@@ -80,3 +80,38 @@ def test_the_kernel_compiles_for_hopper_and_waits_for_the_kernel_ahead_only_with
 
 def test_the_w4a16_kernel_dequantizes_in_ptx_on_the_gpu(compiled):
     assert compiled["w4a16 pdl=True"]["ptx_dequant"] and compiled["w4a16 pdl=False"]["ptx_dequant"]
+
+
+class _Recorder:
+    """Stands in for a Triton kernel: records the keywords of the launch it is given."""
+
+    def __init__(self):
+        self.launches = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.launches.append(kwargs)
+
+
+def test_without_pdl_the_launch_names_no_pdl_keyword(monkeypatch):
+    """Off Hopper (here: the interpreter's CPU path) neither kernel is asked for PDL, and no launch carries the
+    launch_pdl keyword, which a Triton older than the one vLLM 0.22 pins refuses."""
+    torch = pytest.importorskip("torch")
+    from tritonbuild.backends.vllm.invariant import linear16, plugin
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    w4a16, fp16 = _Recorder(), _Recorder()
+    monkeypatch.setattr(plugin, "_kernels", lambda: w4a16)
+    monkeypatch.setattr(plugin, "_LAUNCH", None)
+    monkeypatch.setattr(linear16, "_KERNEL", fp16)
+    n, k = 64, 128
+    weights, scales = (
+        torch.zeros((n, k // 8), dtype=torch.int32),
+        torch.ones((k // 128, n), dtype=torch.float16),
+    )
+    plugin.w4a16_matmul(torch.ones((2, k), dtype=torch.float16), weights, scales, 128)
+    linear16.linear16(
+        torch.ones((2, k), dtype=torch.float16), torch.ones((n, k), dtype=torch.float16)
+    )
+    for launch in (*w4a16.launches, *fp16.launches):
+        assert launch["PDL"] is False and "launch_pdl" not in launch
+    assert len(w4a16.launches) == len(fp16.launches) == 1

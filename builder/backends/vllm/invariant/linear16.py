@@ -184,9 +184,10 @@ def linear16(x, weight):
         on = os.environ.get("TRITON_INTERPRET") != "1"
         _PDL[x.device] = on and torch.cuda.get_device_capability(x.device)[0] >= 9
     pdl = USE_PDL and _PDL[x.device]
+    launch_pdl = {"launch_pdl": True} if pdl else {}  # a keyword older Triton refuses
     _KERNEL[grid](x, weight, y, partials, locks, rows, n, k, k_slice, rows * n, x.stride(0),
                   weight.stride(0), n, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-                  SPLIT=split, EVEN_K=k_slice * split == k, PDL=pdl, launch_pdl=pdl,
+                  SPLIT=split, EVEN_K=k_slice * split == k, PDL=pdl, **launch_pdl,
                   num_warps=warps, num_stages=stages)  # fmt: skip
     return y
 

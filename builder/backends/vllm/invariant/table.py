@@ -116,7 +116,7 @@ ROWS = (
         "tests skip below 8.0",
         f"target an H100 or H200 (gpu), {_DEFAULT}",
         (
-            PLUGIN + ":340-341",
+            PLUGIN + ":339-340",
             W + "vllm/model_executor/kernels/linear/__init__.py:659-667",
             W + "vllm/model_executor/kernels/linear/mixed_precision/marlin.py:32-33",
             W + "vllm/v1/attention/backends/flash_attn.py:202-203",
@@ -251,7 +251,7 @@ ROWS = (
         "use an fp16/bf16 checkpoint with quantize: {scheme: w4a16} (tritonbuild's INT4), "
         f"{_DEFAULT}",
         (
-            PLUGIN + ":344-356",
+            PLUGIN + ":343-355",
             W + "vllm/model_executor/layers/quantization/compressed_tensors/schemes/"
             "compressed_tensors_wNa16.py:35-36",
             W + "vllm/model_executor/layers/quantization/compressed_tensors/schemes/"
