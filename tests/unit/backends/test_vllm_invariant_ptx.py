@@ -30,16 +30,19 @@ POINTERS = {"p_ptr": "*fp32", "lock_ptr": "*i32"}
 INTS = ["M", "N", "K_SLICE", "slice_size", "stride_xm", "stride_wn", "stride_ym"]
 
 
-def ptx(kernel, pointers, ints, constants, warps, stages):
+def compiled(kernel, pointers, ints, constants, warps, stages):
+    # launch_pdl: the launch keyword the kernels pass on Hopper, a compile option Triton carries to its launcher
     signature = {**pointers, **POINTERS, **dict.fromkeys(ints, "i32"), **dict.fromkeys(constants, "constexpr")}
     source = ASTSource(fn=kernel, signature=signature, constexprs=constants)
-    options = {"num_warps": warps, "num_stages": stages}
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
+    options = {"num_warps": warps, "num_stages": stages, "launch_pdl": constants["PDL"]}
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
 
 
-def facts(text):
+def facts(kernel):
+    text = kernel.asm["ptx"]
     wait = "griddepcontrol.wait" in text
-    return {"wait": wait, "wait_first": wait and text.index("griddepcontrol.wait") < text.index("ld.global"),
+    first = wait and text.index("griddepcontrol.wait") < text.index("ld.global")
+    return {"launch_pdl": kernel.metadata.launch_pdl, "wait": wait, "wait_first": first,
             "ptx_dequant": "sub.rn.f16x2" in text}
 
 
@@ -48,12 +51,12 @@ for pdl in (True, False):
     bm, bn, bk, warps, stages, split = plugin.TILES[(4096, 4096)]
     constants = {"GROUP": 128, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT": split, "ASM": True, "PDL": pdl}
     pointers = {"x_ptr": "*fp16", "w_ptr": "*i16", "s_ptr": "*fp16", "y_ptr": "*fp16"}
-    out[f"w4a16 pdl={pdl}"] = facts(ptx(plugin._kernels(), pointers, INTS, constants, warps, stages))
+    out[f"w4a16 pdl={pdl}"] = facts(compiled(plugin._kernels(), pointers, INTS, constants, warps, stages))
     bm, bn, bk, warps, stages, split = linear16.tiles_for(4096, 4096)
     constants = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT": split, "EVEN_K": True, "PDL": pdl}
     pointers = {"x_ptr": "*fp16", "w_ptr": "*fp16", "y_ptr": "*fp16"}
     ints = ["M", "N", "K", *INTS[1:]]
-    out[f"linear16 pdl={pdl}"] = facts(ptx(linear16._kernel(), pointers, ints, constants, warps, stages))
+    out[f"linear16 pdl={pdl}"] = facts(compiled(linear16._kernel(), pointers, ints, constants, warps, stages))
 print(json.dumps(out))
 """
 
@@ -76,6 +79,7 @@ def test_the_kernel_compiles_for_hopper_and_waits_for_the_kernel_ahead_only_with
     facts = compiled[f"{kernel} pdl={pdl}"]
     assert facts["wait"] is pdl
     assert facts["wait_first"] is pdl  # the wait comes before the first load from global memory
+    assert facts["launch_pdl"] is pdl  # what Triton's launcher reads to launch it so
 
 
 def test_the_w4a16_kernel_dequantizes_in_ptx_on_the_gpu(compiled):
