@@ -129,11 +129,16 @@ def alone_vs_amid(llm, tokens: int, others: int = 63) -> dict:
 
     def answer(out):
         completion = out.outputs[0]
-        return completion.token_ids, [next(iter(lp.values())).logprob for lp in completion.logprobs]
+        # logprobs: per position {token id: Logprob} (vllm 0.22.0 vllm/logprobs.py, list or FlatLogprobs)
+        ids = list(completion.token_ids)
+        return ids, [
+            position[token].logprob
+            for token, position in zip(ids, completion.logprobs, strict=True)
+        ]
 
     alone = answer(llm.generate([probe], params, use_tqdm=False)[0])
     amid = answer(llm.generate(batch, params, use_tqdm=False)[0])
-    return {"others": others, "ids_identical": list(alone[0]) == list(amid[0]),
+    return {"others": others, "ids_identical": alone[0] == amid[0],
             "logprobs_identical": alone[1] == amid[1]}  # fmt: skip
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -56,3 +58,32 @@ def test_per_step_sums_each_category_and_names_the_top_kernels(profile):
         "calls_per_step": 4.0,
         "us_per_step": 40.0,
     }
+
+
+class _LLM:
+    """Answers like vLLM's LLM.generate (RequestOutput.outputs[0] with token_ids and per-position
+    {token id: Logprob}); the probe's last log-prob moved by `shift` when it shares the batch."""
+
+    def __init__(self, shift: float):
+        self.shift, self.batches = shift, []
+
+    def generate(self, prompts, params, use_tqdm):
+        self.batches.append(len(prompts))
+        ids = [7, 8, 9]
+        logprobs = [-0.5, -0.25, -0.125 + (self.shift if len(prompts) > 1 else 0.0)]
+        positions = [
+            {t: types.SimpleNamespace(logprob=lp)} for t, lp in zip(ids, logprobs, strict=True)
+        ]
+        completion = types.SimpleNamespace(token_ids=ids, logprobs=positions)
+        return [types.SimpleNamespace(outputs=[completion]) for _ in prompts]
+
+
+@pytest.mark.parametrize(("shift", "identical"), [(0.0, True), (2.0**-20, False)])
+def test_alone_vs_amid_compares_the_probes_log_probs_bit_for_bit(
+    profile, monkeypatch, shift, identical
+):
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=lambda **kw: kw))
+    llm = _LLM(shift)
+    out = profile.alone_vs_amid(llm, tokens=3, others=63)
+    assert llm.batches == [1, 64]
+    assert out == {"others": 63, "ids_identical": True, "logprobs_identical": identical}
