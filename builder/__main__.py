@@ -19,6 +19,17 @@ def _late_interrupt(_signum, _frame) -> None:
     _interrupted = True
 
 
+def _ctrl_c(_signum, _frame) -> None:
+    """SIGINT during a command: Python's KeyboardInterrupt, remembered on this handler (cli/interrupt.py's
+    interrupted_by_ctrl_c reads it): a library that reports the interrupt as its own error without
+    chaining it (pydantic-core building a model's serializer at import) would otherwise pass for a bug."""
+    _ctrl_c.seen = True
+    raise KeyboardInterrupt
+
+
+_ctrl_c.seen = False
+
+
 def _exit_now() -> None:
     """Registered before anything else, so it runs last at exit, after every other handler: ends the
     process with run()'s code, or 130 when a Ctrl-C arrived while Python was already exiting
@@ -48,6 +59,8 @@ def run() -> None:
         signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     )  # a background job: leave it ignored
     code: int | str | None = 130
+    if not ignored:
+        signal.signal(signal.SIGINT, _ctrl_c)
     try:
         try:
             from tritonbuild.cli import main

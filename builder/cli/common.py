@@ -14,6 +14,7 @@ from rich.table import Table
 
 from tritonbuild import api
 from tritonbuild.cli.app import QUIET, VERBOSE, Application, app
+from tritonbuild.cli.interrupt import interrupted_by_ctrl_c
 from tritonbuild.errors import MultipleErrors, TritonBuildError, UsageError
 
 
@@ -116,18 +117,6 @@ class Group(click.Group):
             sys.exit(1)
         finally:
             _warn_broken_plugins(application, raised)
-
-
-def interrupted_by_ctrl_c(error: BaseException) -> bool:
-    """An error raised because Ctrl-C interrupted something that turned the KeyboardInterrupt into its own
-    exception (numpy's import raises ImportError 'Error importing numpy ...' from it): an interrupt, not a bug."""
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, KeyboardInterrupt):
-            return True
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return False
 
 
 def _warn_broken_plugins(application: Application, raised: TritonBuildError | None) -> None:

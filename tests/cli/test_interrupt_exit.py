@@ -109,6 +109,42 @@ def test_ctrl_c_turned_into_another_error_by_an_import_is_exit_130():
     ), r.stderr
 
 
+# Ctrl-C caught by a library that reports it as its own error with no exception chain: pydantic-core building a
+# model's serializer at import raised SchemaError("... KeyboardInterrupt: ") and the CLI showed an internal error,
+# exit 1 (seen in a clean clone's run: test_verify_interrupt's SIGINT at 10 % of verify).
+UNCHAINED = textwrap.dedent("""
+    import os, signal, sys, time
+    import click
+    from tritonbuild.cli import main
+    @click.command(name="swallows")
+    def swallows():
+        hit = False
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(10)
+        except KeyboardInterrupt:
+            hit = True
+        if hit:  # raised outside the except block: no __context__ to follow
+            raise RuntimeError("Error building `literal` serializer: KeyboardInterrupt")
+    main.add_command(swallows)
+    sys.argv = ["tritonbuild", "swallows"]
+    from tritonbuild.__main__ import run
+    run()
+""")
+
+
+def test_ctrl_c_reported_as_another_error_with_no_chain_is_exit_130():
+    r = subprocess.run(
+        [sys.executable, "-c", UNCHAINED],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=sigint_default,
+    )
+    assert r.returncode == 130, (r.returncode, r.stderr)
+    assert "interrupted" in r.stderr and "internal error" not in r.stderr, r.stderr
+
+
 def test_a_real_bug_is_still_an_internal_error():
     bug = DURING_IMPORT.replace("raise KeyboardInterrupt", "raise ValueError('a bug')").replace(
         "except KeyboardInterrupt", "except ValueError"
