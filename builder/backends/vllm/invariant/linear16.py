@@ -155,7 +155,9 @@ _KERNEL = None
 # plugin.py's W4A16 kernel: 0.985x at one row, 0.99x at 64 on an H100, docs/runs/2026-12-07-w4a16-pdl-h100.json);
 # a benchmark sets it False to time the kernel without
 USE_PDL = True
-_PDL: dict = {}
+_PDL: dict = {}  # per device: whether it can launch with PDL (Hopper and later, not the interpreter)
+# the launch's keywords; launch_pdl only with PDL: a keyword older Triton refuses
+_PDL_ON, _PDL_OFF = {"PDL": True, "launch_pdl": True}, {"PDL": False}
 
 
 def linear16(x, weight):
@@ -183,11 +185,10 @@ def linear16(x, weight):
     if x.device not in _PDL:  # not in Triton's interpreter (the unit tests): it runs no PTX
         on = os.environ.get("TRITON_INTERPRET") != "1"
         _PDL[x.device] = on and torch.cuda.get_device_capability(x.device)[0] >= 9
-    pdl = USE_PDL and _PDL[x.device]
-    launch_pdl = {"launch_pdl": True} if pdl else {}  # a keyword older Triton refuses
+    pdl = _PDL_ON if USE_PDL and _PDL[x.device] else _PDL_OFF
     _KERNEL[grid](x, weight, y, partials, locks, rows, n, k, k_slice, rows * n, x.stride(0),
                   weight.stride(0), n, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-                  SPLIT=split, EVEN_K=k_slice * split == k, PDL=pdl, **launch_pdl,
+                  SPLIT=split, EVEN_K=k_slice * split == k, **pdl,
                   num_warps=warps, num_stages=stages)  # fmt: skip
     return y
 

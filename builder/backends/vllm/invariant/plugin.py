@@ -270,16 +270,16 @@ def _build():
     _w4a16 = _kernels()
     # Triton's interpreter (the unit tests) runs no PTX: there the planes come from Triton operations
     asm = os.environ.get("TRITON_INTERPRET") != "1"
-    pdl = {}  # Hopper: launched while the kernel ahead drains (docs/runs/2026-12-07-w4a16-pdl-h100.json)
+    pdl = {}  # per device, the PDL keywords; Hopper: on (docs/runs/2026-12-07-w4a16-pdl-h100.json)
 
     def launch(x: torch.Tensor, w: torch.Tensor, s: torch.Tensor, group: int) -> torch.Tensor:
         (rows, k), n = x.shape, s.shape[-1]
         y = torch.empty((rows, n), dtype=x.dtype, device=x.device)
         if rows == 0:
             return y
-        if x.device not in pdl:
-            pdl[x.device] = asm and torch.cuda.get_device_capability(x.device)[0] >= 9
-        launch_pdl = {"launch_pdl": True} if pdl[x.device] else {}  # a keyword older Triton refuses
+        if x.device not in pdl:  # launch_pdl only with PDL: a keyword older Triton refuses
+            on = asm and torch.cuda.get_device_capability(x.device)[0] >= 9
+            pdl[x.device] = {"PDL": True, "launch_pdl": True} if on else {"PDL": False}
         block_m, block_n, block_k, warps, stages, split = tiles_for(n, k, group)
         if s.shape != (k // group, n) or w.shape != (-(-n // LAYOUT_N) * LAYOUT_N, k // 8):
             raise ValueError(f"weights {tuple(w.shape)}, scales {tuple(s.shape)}: prepare_weights")
@@ -290,7 +290,7 @@ def _build():
         locks = _locks(x.device, grid[0] * grid[1]) if split > 1 else y
         _w4a16[grid](x, w.view(torch.int16), s, y, partials, locks, rows, n, k // split, rows * n,
                      x.stride(0), k * 16, n, GROUP=group, BLOCK_M=block_m, BLOCK_N=block_n,
-                     BLOCK_K=block_k, SPLIT=split, ASM=asm, PDL=pdl[x.device], **launch_pdl,
+                     BLOCK_K=block_k, SPLIT=split, ASM=asm, **pdl[x.device],
                      num_warps=warps, num_stages=stages)  # fmt: skip
         return y
 
