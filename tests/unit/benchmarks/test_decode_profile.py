@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import types
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture(scope="module")
-def profile():
-    spec = importlib.util.spec_from_file_location(
-        "decode_profile", ROOT / "benchmarks" / "vllm" / "decode_profile.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from benchmarks.vllm import decode_profile as profile
 
 
 @pytest.mark.parametrize(
@@ -39,11 +27,11 @@ def profile():
         ("some_unknown_kernel", "other"),
     ],
 )
-def test_kernels_are_named_by_what_they_do(profile, name, want):
+def test_kernels_are_named_by_what_they_do(name, want):
     assert profile.category(name) == want
 
 
-def test_per_step_sums_each_category_and_names_the_top_kernels(profile):
+def test_per_step_sums_each_category_and_names_the_top_kernels():
     kernels = [("_w4a16", 10.0)] * 8 + [("_rms_norm_kernel", 2.0)] * 4 + [("flash_fwd", 6.0)] * 2
     out = profile.summarize(kernels, steps=2, wall_s=100e-6)
     assert out["per_step_us"] == {"linear_int4_invariant": 40.0, "attention": 6.0, "norm": 4.0}
@@ -79,9 +67,7 @@ class _LLM:
 
 
 @pytest.mark.parametrize(("shift", "identical"), [(0.0, True), (2.0**-20, False)])
-def test_alone_vs_amid_compares_the_probes_log_probs_bit_for_bit(
-    profile, monkeypatch, shift, identical
-):
+def test_alone_vs_amid_compares_the_probes_log_probs_bit_for_bit(monkeypatch, shift, identical):
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=lambda **kw: kw))
     llm = _LLM(shift)
     out = profile.alone_vs_amid(llm, tokens=3, others=63)

@@ -2,22 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture(scope="module")
-def screen():
-    spec = importlib.util.spec_from_file_location(
-        "w4a16_screen", ROOT / "benchmarks" / "vllm" / "w4a16_screen.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from benchmarks.vllm import w4a16_screen as screen
 
 
 def _record(setting, m1, m1_committed, m64=4.0, m64_committed=4.0):
@@ -32,7 +19,7 @@ def _record(setting, m1, m1_committed, m64=4.0, m64_committed=4.0):
     }
 
 
-def test_the_best_setting_is_the_lowest_median_at_one_row(screen):
+def test_the_best_setting_is_the_lowest_median_at_one_row():
     records = [
         _record("A=1", 2.1, 2.0),
         _record("A=0", 1.9, 2.0, 3.8, 4.0),
