@@ -149,9 +149,8 @@ class TargetModel(Result):
     notes: list[str]
     published_from: str | None
     verification: str | None
-    switched_at: str | None = (
-        None  # the last switch (a publish's, a rollback's), UTC; None: not recorded
-    )
+    # the last switch (a publish's, a rollback's), UTC; None: not recorded
+    switched_at: str | None = None
 
 
 @dataclass(frozen=True)
