@@ -129,7 +129,7 @@ def alone_vs_amid(llm, tokens: int, others: int = 63) -> dict:
 
     def answer(out):
         completion = out.outputs[0]
-        # logprobs: per position {token id: Logprob} (vllm 0.22.0 vllm/logprobs.py, list or FlatLogprobs)
+        # per position {token id: Logprob}: vllm 0.22.0 vllm/logprobs.py:27 and :159 (list or FlatLogprobs)
         ids = list(completion.token_ids)
         return ids, [
             position[token].logprob
