@@ -140,8 +140,10 @@ def test_the_lease_is_created_renewed_and_broken_only_conditionally(store):
 
 
 def test_two_concurrent_publishers_one_wins_and_the_target_stays_consistent(store, cli, tmp_path):
-    """The first publisher is frozen (SIGSTOP) once its lease exists, so the overlap is certain; the second
-    exits 7 naming the holder and changes nothing; the first resumes and completes."""
+    """The first publisher holds its lease through a 10 s settle before its switch (a publish of 8 MiB could
+    end before a poll saw its lease on a loaded machine: it did, once) and is frozen (SIGSTOP) once its lease
+    is seen, so the overlap is certain; the second exits 7 naming the holder and changes nothing; the first
+    resumes and completes."""
     from tritonbuild.publish.lock import read_lock
     from tritonbuild.publish.target import open_target
 
@@ -154,7 +156,7 @@ def test_two_concurrent_publishers_one_wins_and_the_target_stays_consistent(stor
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env={**env, "TRITONBUILD_SWITCH_SETTLE_S": "10"},
     )
     opened, deadline = open_target(target), time.monotonic() + 120
     while read_lock(opened) is None:
