@@ -49,12 +49,16 @@ class AnswersChecked:
         """The ModelReport fields (every one but the recording)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "recording"}
 
-    def recorded(self, note: str | None, refusal: str | None) -> AnswersChecked:
-        """After write_goldens: its note added, its refusal failing the check."""
+    def recorded(
+        self, note: str | None, refusal: str | None, differing: list[Mismatch] | None = None
+    ) -> AnswersChecked:
+        """After write_goldens: its note added, its refusal failing the check (differing: what the
+        refused answers differ in from the committed ones)."""
         return replace(
             self,
             notes=[*self.notes, *(x for x in (note, refusal) if x)],
             passed=self.passed and refusal is None,
+            mismatches=[*self.mismatches, *(differing or [])],
             goldens_refused=refusal,
             recording=None,
         )

@@ -137,6 +137,19 @@ def _same(a: list[dict], b: list[dict]) -> bool:
     )
 
 
+def refused_differences(golden: Goldens | None, answers, numerics) -> list[Mismatch]:
+    """What a refused recording's answers differ in from the committed ones it would have replaced
+    (the class whose fingerprint matches this run's, else the first), sample by sample as a plain
+    verify lists them: what to inspect before 'verify --record --force'."""
+    if golden is None:
+        return []
+    chosen, _ = matching_class(golden, numerics)
+    found: list[Mismatch] = []
+    for k, (was, now) in enumerate(zip(golden.classes[chosen].outputs, answers, strict=True)):
+        found += mismatches(was, now, sample=k, context="recorded vs the committed goldens")
+    return found
+
+
 def merged(golden: Goldens | None, inputs, answers, numerics, force: bool, files=None):
     """The golden set with this run's answers as its machine class: (goldens, a note, a refusal).
     With force, this class alone (the goldens rewritten). Else a class whose fingerprint matches

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tritonbuild.verify.classes import Verdict, matching_class, merged, verdict
+from tritonbuild.verify.classes import Verdict, matching_class, merged, refused_differences, verdict
 from tritonbuild.verify.goldens import (
     GoldenClass,
     Goldens,
@@ -128,8 +128,31 @@ def test_a_refused_record_leaves_the_repository_goldens_as_they_were(tmp_path):
     _, _, refusal = write_goldens(out, model, X, Y2, golden, AMD, force=False)
     assert refusal and "not overwritten" in refusal
     assert dest.read_bytes() == kept and committed.read_bytes() == kept
+    # the report lists what the refused answers differ in (an 8B fp16 model's refusal on an H100 said
+    # only that they differ: nothing to inspect before --force)
+    from tritonbuild.verify.checked import AnswersChecked, Recording
+    from tritonbuild.verify.on_route import _record
+
+    recording = Recording(inputs=X, answers=Y2, golden=golden, numerics=AMD)
+    checked, _ = _record(out, model, AnswersChecked(passed=True, recording=recording), False)
+    assert not checked.passed and "not overwritten" in checked.goldens_refused
+    [differs] = checked.mismatches
+    assert (differs.sample, differs.output, differs.differing, differs.max_ulp) == (0, "Y", 2, 1)
+    assert differs.context == "recorded vs the committed goldens"
+    assert dest.read_bytes() == kept and committed.read_bytes() == kept
     _, _, refusal = write_goldens(out, model, X, Y2, golden, AMD, force=True)
     assert refusal is None and dest.read_bytes() != kept and committed.read_bytes() != kept
+
+
+def test_a_refusal_lists_the_outputs_that_differ_from_the_class_it_would_replace():
+    golden = Goldens(X * 2, [GoldenClass(AMD, Y * 2), GoldenClass(INTEL, Y + Y2)])
+    both = refused_differences(golden, Y2 * 2, AMD)  # AMD's class: both samples differ
+    assert [(m.sample, m.output, m.max_ulp) for m in both] == [(0, "Y", 1), (1, "Y", 1)]
+    # INTEL's class (Y, Y2): only sample 1 differs
+    found = refused_differences(golden, Y * 2, INTEL)
+    assert [(m.sample, m.output) for m in found] == [(1, "Y")]
+    assert refused_differences(golden, Y + Y2, INTEL) == []
+    assert refused_differences(None, Y, INTEL) == []
 
 
 FILES = {"config.pbtxt": "c" * 64, "1/model/model.safetensors": "a" * 64}
