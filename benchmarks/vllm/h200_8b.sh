@@ -125,11 +125,14 @@ while [ $# -gt 1 ]; do
       need ${VERIFY_NEED_S:-180} verify-8b || continue
       cfg=$(config)
       rm -rf $W/OUT8-rec && cp -al $W/OUT8-$cfg $W/OUT8-rec  # hardlinks: --record writes goldens beside, not into
+      # a report of an earlier verify-8b is kept under another name (invariance_speed.py reads them all)
+      [ -f $R/verify-8b-$cfg.json ] && mv $R/verify-8b-$cfg.json $R/verify-8b-$cfg-$(date +%H%M%S).json
       # VERIFY_RECORD=0: compare with the recipes' goldens (recorded on another machine) instead of recording;
       # the server's log proves which kernels serve the invariant models (verify --server-log)
       (cd $W/bench8 && $TB verify $W/OUT8-rec --server $URL $([ "${VERIFY_RECORD:-1}" = 0 ] || echo --record) \
         --server-log $W/server-8b-$cfg.log --json > $R/verify-8b-$cfg.json)
       echo "verify exit $?"
+      mkdir -p $R/goldens && cp $W/bench8/goldens/*.npz $R/goldens/ 2>/dev/null  # what --record wrote comes back
       python3 - "$R/verify-8b-$cfg.json" <<'PY'
 import json, sys
 for m in json.load(open(sys.argv[1])).get("models", []):

@@ -29,7 +29,7 @@ WHEELS="pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-ins
 typing_extensions==4.16.0 pyzmq==27.3.0 msgspec==0.23.0 cbor2==6.3.0 cachetools==8.0.2 pybase64==1.5.1 gguf==0.19.0
 compressed-tensors==0.15.0.1 loguru==0.7.3 fastapi==0.165.0 starlette==1.10.0 opentelemetry-api==1.45.2
 openai==2.54.0 jiter==0.19.0 distro==1.9.0 sniffio==1.3.1 openai-harmony==0.0.8 llguidance==1.7.6 xgrammar==0.2.6
-apache-tvm-ffi==0.1.10 humming-kernels==0.1.2 pyelftools==0.33
+apache-tvm-ffi==0.1.10 humming-kernels==0.1.2 pyelftools==0.33 partial-json-parser==0.2.1.1.post7
 numpy==1.26.4 scipy==1.14.1
 nvidia-pytriton==0.7.0 tritonclient==2.73.0 python-rapidjson==1.25 geventhttpclient==2.6.1 gevent==26.9.0
 greenlet==3.3.2 zope.event==6.2 zope.interface==8.7 brotli==1.2.1"
