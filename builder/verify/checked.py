@@ -50,15 +50,22 @@ class AnswersChecked:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "recording"}
 
     def recorded(
-        self, note: str | None, refusal: str | None, differing: list[Mismatch] | None = None
+        self, note: str | None, refusal: str | None, differing=(), told=None
     ) -> AnswersChecked:
         """After write_goldens: its note added, its refusal failing the check (differing: what the
-        refused answers differ in from the committed ones)."""
+        refused answers differ in from the committed ones; told: classes.Verdict on why)."""
+        why = {} if told is None else {
+            "goldens_recorded_on": told.goldens_recorded_on,
+            "goldens_classes": told.goldens_classes,
+            "cause": told.cause,
+            "numerics_differ": told.numerics_differ,
+        }  # fmt: skip
         return replace(
             self,
-            notes=[*self.notes, *(x for x in (note, refusal) if x)],
+            notes=[*self.notes, *(x for x in (note, refusal) if x), *(told.notes if told else [])],
             passed=self.passed and refusal is None,
-            mismatches=[*self.mismatches, *(differing or [])],
+            mismatches=[*self.mismatches, *differing],
+            **why,
             goldens_refused=refusal,
             recording=None,
         )

@@ -137,17 +137,23 @@ def _same(a: list[dict], b: list[dict]) -> bool:
     )
 
 
-def refused_differences(golden: Goldens | None, answers, numerics) -> list[Mismatch]:
-    """What a refused recording's answers differ in from the committed ones it would have replaced
-    (the class whose fingerprint matches this run's, else the first), sample by sample as a plain
-    verify lists them: what to inspect before 'verify --record --force'."""
+REFUSED = "repeat 1 (recorded) vs the committed goldens"  # a refused recording's mismatches
+
+
+def refused(
+    golden: Goldens | None, answers, numerics, files=None
+) -> tuple[list[Mismatch], Verdict | None]:
+    """A refused recording (its answers differ from the committed ones it would have replaced, of
+    the class whose fingerprint matches this run's, else the first): what differs, sample by sample
+    as a plain verify lists them, and the verdict on why (another machine class, another build of
+    the model, or neither: unexplained) -- what to inspect before 'verify --record --force'."""
     if golden is None:
-        return []
-    chosen, _ = matching_class(golden, numerics)
+        return [], None
+    chosen, differ = matching_class(golden, numerics)
     found: list[Mismatch] = []
     for k, (was, now) in enumerate(zip(golden.classes[chosen].outputs, answers, strict=True)):
-        found += mismatches(was, now, sample=k, context="recorded vs the committed goldens")
-    return found
+        found += mismatches(was, now, sample=k, context=REFUSED)
+    return found, verdict(golden, chosen, differ, numerics, found, files)
 
 
 def merged(golden: Goldens | None, inputs, answers, numerics, force: bool, files=None):

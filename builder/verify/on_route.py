@@ -13,7 +13,7 @@ from tritonbuild.server.loading import ModelLoadError, load_model
 from tritonbuild.triton.model_dir import ModelDir, ModelDirs
 from tritonbuild.verify.answers import check_model, write_goldens
 from tritonbuild.verify.checked import AnswersChecked
-from tritonbuild.verify.classes import refused_differences
+from tritonbuild.verify.classes import refused
 from tritonbuild.verify.models import ModelReport
 from tritonbuild.verify.routes import live_runner
 from tritonbuild.verify.runners import InferError
@@ -91,12 +91,12 @@ def _record(
         force=force,
         files=recording.files,
     )
-    differing = (
-        refused_differences(recording.golden, recording.answers, recording.numerics)
-        if refusal
-        else None
+    if refusal is None:
+        return checked.recorded(note, None), model
+    differing, told = refused(
+        recording.golden, recording.answers, recording.numerics, recording.files
     )
-    return checked.recorded(note, refusal, differing), model
+    return checked.recorded(note, refusal, differing, told), model
 
 
 def _runner(read: ModelDir, model: ManifestModel, route: Route, url, load_error, base: dict):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tritonbuild.verify.classes import Verdict, matching_class, merged, refused_differences, verdict
+from tritonbuild.verify.classes import Verdict, matching_class, merged, refused, verdict
 from tritonbuild.verify.goldens import (
     GoldenClass,
     Goldens,
@@ -138,7 +138,8 @@ def test_a_refused_record_leaves_the_repository_goldens_as_they_were(tmp_path):
     assert not checked.passed and "not overwritten" in checked.goldens_refused
     [differs] = checked.mismatches
     assert (differs.sample, differs.output, differs.differing, differs.max_ulp) == (0, "Y", 2, 1)
-    assert differs.context == "recorded vs the committed goldens"
+    assert differs.context == "repeat 1 (recorded) vs the committed goldens"
+    assert checked.cause == "model" and checked.numerics_differ == []
     assert dest.read_bytes() == kept and committed.read_bytes() == kept
     _, _, refusal = write_goldens(out, model, X, Y2, golden, AMD, force=True)
     assert refusal is None and dest.read_bytes() != kept and committed.read_bytes() != kept
@@ -146,13 +147,30 @@ def test_a_refused_record_leaves_the_repository_goldens_as_they_were(tmp_path):
 
 def test_a_refusal_lists_the_outputs_that_differ_from_the_class_it_would_replace():
     golden = Goldens(X * 2, [GoldenClass(AMD, Y * 2), GoldenClass(INTEL, Y + Y2)])
-    both = refused_differences(golden, Y2 * 2, AMD)  # AMD's class: both samples differ
+    both, told = refused(golden, Y2 * 2, AMD)  # AMD's class: both samples differ
     assert [(m.sample, m.output, m.max_ulp) for m in both] == [(0, "Y", 1), (1, "Y", 1)]
+    assert told.cause == "model"
     # INTEL's class (Y, Y2): only sample 1 differs
-    found = refused_differences(golden, Y * 2, INTEL)
+    found, _ = refused(golden, Y * 2, INTEL)
     assert [(m.sample, m.output) for m in found] == [(1, "Y")]
-    assert refused_differences(golden, Y + Y2, INTEL) == []
-    assert refused_differences(None, Y, INTEL) == []
+    assert refused(golden, Y + Y2, INTEL)[0] == []
+    assert refused(None, Y, INTEL) == ([], None)
+
+
+def test_a_refusal_on_the_same_files_and_machine_class_is_unexplained():
+    """2026-12-07, an H100 (the committed goldens' machine class, every fingerprint field the same): the fp16
+    invariant 8B model's recording was refused, the report saying only that the answers differ; the same files
+    and the same class mean what decided the bits is not in the fingerprint, which the refusal now says."""
+    golden = Goldens(X, [GoldenClass(AMD, Y, FILES)])
+    found, told = refused(golden, Y2, AMD, files=FILES)
+    assert len(found) == 1 and told.cause == "unexplained" and told.numerics_differ == []
+    assert (
+        "not in the fingerprint" in told.notes[0] and "re-recording would hide it" in told.notes[0]
+    )
+    _, told = refused(golden, Y2, AMD, files=REBUILT)
+    assert told.cause == "model" and "another build of the model" in told.notes[0]
+    _, told = refused(golden, Y2, INTEL, files=FILES)  # no INTEL class: compared with AMD's
+    assert told.cause == "machine-class"
 
 
 FILES = {"config.pbtxt": "c" * 64, "1/model/model.safetensors": "a" * 64}
