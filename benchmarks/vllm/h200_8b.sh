@@ -132,7 +132,7 @@ while [ $# -gt 1 ]; do
       (cd $W/bench8 && $TB verify $W/OUT8-rec --server $URL $([ "${VERIFY_RECORD:-1}" = 0 ] || echo --record) \
         --server-log $W/server-8b-$cfg.log --json > $R/verify-8b-$cfg.json)
       echo "verify exit $?"
-      mkdir -p $R/goldens && cp $W/bench8/goldens/*.npz $R/goldens/ 2>/dev/null  # what --record wrote comes back
+      g=$R/goldens/$(date +%H%M%S) && mkdir -p $g && cp $W/bench8/goldens/*.npz $g/  # what --record wrote, per start
       python3 - "$R/verify-8b-$cfg.json" <<'PY'
 import json, sys
 for m in json.load(open(sys.argv[1])).get("models", []):

@@ -154,23 +154,25 @@ def sweep(kernel, vllm_bi, args, result: dict) -> dict:
     return choose(layers, args.m64_budget)
 
 
-def shape_times(kernel, vllm_bi, n: int, k: int) -> dict:
-    """ms per call at each M of the shape: the kernel, cuBLAS fp16 and vLLM's batch-invariant linear, on 32 copies
-    of the dense weights (one per layer)."""
+def shape_times(kernel, vllm_bi, n: int, k: int, layers: int = bench.LAYERS) -> dict:
+    """ms per call at each M of the shape: the kernel, cuBLAS fp16 and vLLM's batch-invariant linear, on `layers`
+    copies of the dense weights (one per layer; the 32 calls of a graph go round them)."""
     w = dense_layer(n, k)
-    copies = [w.clone() for _ in range(bench.LAYERS)]
+    copies = [w.clone() for _ in range(layers)]
     out = {}
     for m in record.M_VALUES:
         x = torch.randn((m, k), device="cuda", dtype=torch.float16)
         row = {
             "fp16_invariant": bench.attempt(
-                lambda x=x: bench.timed(lambda i: kernel.linear16(x, copies[i]))
+                lambda x=x: bench.timed(lambda i: kernel.linear16(x, copies[i % layers]))
             ),
-            "fp16_cublas": bench.timed(lambda i, x=x: F.linear(x, copies[i])),
+            "fp16_cublas": bench.timed(lambda i, x=x: F.linear(x, copies[i % layers])),
         }
         if vllm_bi is not None:
             row["fp16_vllm_invariant"] = bench.attempt(
-                lambda x=x: bench.timed(lambda i: vllm_bi.linear_batch_invariant(x, copies[i]))
+                lambda x=x: bench.timed(
+                    lambda i: vllm_bi.linear_batch_invariant(x, copies[i % layers])
+                )
             )
         out[m] = row
     return out
