@@ -159,8 +159,9 @@ def test_a_refusal_lists_the_outputs_that_differ_from_the_class_it_would_replace
 
 def test_a_refusal_on_the_same_files_and_machine_class_is_unexplained():
     """2026-12-07, an H100 (the committed goldens' machine class, every fingerprint field the same): the fp16
-    invariant 8B model's recording was refused, the report saying only that the answers differ; the same files
-    and the same class mean what decided the bits is not in the fingerprint, which the refusal now says."""
+    invariant 8B model's recording was refused, the report saying only that the answers differ. A refusal now
+    tells the causes apart as a plain verify does: with the same files and class, what decided the bits is not
+    in the fingerprint."""
     golden = Goldens(X, [GoldenClass(AMD, Y, FILES)])
     found, told = refused(golden, Y2, AMD, files=FILES)
     assert len(found) == 1 and told.cause == "unexplained" and told.numerics_differ == []
