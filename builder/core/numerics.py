@@ -81,6 +81,10 @@ NUMERICS_VARS = (
     "NPY_DISABLE_CPU_FEATURES",
     "VLLM_BATCH_INVARIANT",
     "CUBLAS_WORKSPACE_CONFIG",
+    # Inductor's modes that stop it timing candidate configs of a reduction, whose order they decide (torch
+    # torch/_inductor/config.py: deterministic; batch_invariant from torch 2.13, which vLLM 0.34 turns on)
+    "TORCHINDUCTOR_DETERMINISTIC",
+    "TORCHINDUCTOR_BATCH_INVARIANT",
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -33,6 +34,25 @@ def test_standalone_it_reads_what_the_environment_pins():
     assert fp["env"]["MKL_CBWR"] == "COMPATIBLE" and fp["env"]["OPENBLAS_CORETYPE"] == "Haswell"
     assert fp["numpy"]["blas"][0]["core"] == "Haswell"  # OpenBLAS took the pinned kernels
     assert not [f for f in fp["numpy"]["simd"] if f.startswith("AVX512")]
+
+
+def test_inductors_deterministic_switches_are_recorded_when_set():
+    """Inductor picks a reduction's config by timing candidates unless its deterministic mode is on (torch 2.13
+    torch/_inductor/runtime/triton_heuristics.py: filter_reduction_configs_for_determinism, 'Deterministic mode
+    forbids tuning RBLOCK / num_warps for reductions because those knobs shift numerics'): a GPU model's bits may
+    depend on it, so goldens record it, as they record VLLM_BATCH_INVARIANT."""
+    env = {"PATH": "/usr/bin:/bin", "TORCHINDUCTOR_DETERMINISTIC": "1"}
+    done = subprocess.run(
+        [sys.executable, "-I", numerics.__file__],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(done.stdout)["env"] == {"TORCHINDUCTOR_DETERMINISTIC": "1"}
+    from torch._inductor import config  # the variable torch reads
+
+    assert config.deterministic is (os.environ.get("TORCHINDUCTOR_DETERMINISTIC") == "1")
 
 
 def test_portable_branches_follow_intels_cnr_rules():
