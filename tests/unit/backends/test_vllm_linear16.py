@@ -14,6 +14,7 @@ import types
 
 import pytest
 
+from tests.unit.backends.fake_vllm_sampler import fake_sampler_modules
 from tests.unit.backends.triton_interpreter import fixed_order_dot
 from tritonbuild.backends.vllm.invariant import wheel as invariant
 
@@ -221,7 +222,14 @@ def _fake_vllm(monkeypatch, mode: bool) -> dict:
     }
     for name, module in modules.items():
         monkeypatch.setitem(sys.modules, name, module)
-    return {"linear": linear, "vllm_linear": vllm_linear, "calls": calls, "registry": registry}
+    sampler = fake_sampler_modules(monkeypatch)  # register() installs the sampling filter too
+    return {
+        "linear": linear,
+        "vllm_linear": vllm_linear,
+        "calls": calls,
+        "registry": registry,
+        "sampler": sampler,
+    }
 
 
 def test_in_batch_invariant_mode_the_plugin_puts_the_kernel_under_an_unquantized_layer(
@@ -240,6 +248,8 @@ def test_in_batch_invariant_mode_the_plugin_puts_the_kernel_under_an_unquantized
     assert installed.tritonbuild_fallback is fake["vllm_linear"]
     assert "batch-invariant fp16/bf16 linear" in caplog.text
     assert fake["registry"]._POSSIBLE_KERNELS["cuda"][0].__name__ == plugin.KERNEL_NAME
+    sampler = fake["sampler"]["callers"]["vllm.v1.sample.ops.topk_topp_sampler"]
+    assert sampler.apply_top_k_top_p.tritonbuild_fallback is fake["sampler"]["vllm_own"]
     x, w = _layer(48, 128, 6, torch.float16, seed=5)
     layer = types.SimpleNamespace(weight=w)
     method = fake["linear"].UnquantizedLinearMethod()
@@ -260,3 +270,5 @@ def test_outside_batch_invariant_mode_the_plugin_leaves_the_linears_alone(monkey
     plugin.register()
     assert fake["linear"].linear_batch_invariant is fake["vllm_linear"]
     assert not fake["registry"]._POSSIBLE_KERNELS
+    sampler = fake["sampler"]["callers"]["vllm.v1.sample.ops.topk_topp_sampler"]
+    assert sampler.apply_top_k_top_p is fake["sampler"]["vllm_own"]

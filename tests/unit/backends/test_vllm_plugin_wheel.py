@@ -31,6 +31,9 @@ def test_the_wheel_declares_vllms_general_plugin_entry_point(tmp_path):
         f"{invariant.DIST}/linear16.py": invariant.PLUGIN_SOURCE.with_name(
             "linear16.py"
         ).read_bytes(),
+        f"{invariant.DIST}/sampling.py": invariant.PLUGIN_SOURCE.with_name(
+            "sampling.py"
+        ).read_bytes(),
     }
     assert all(any(line.startswith(name + ",") for line in record.splitlines()) for name in names)
 

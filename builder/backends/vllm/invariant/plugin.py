@@ -380,14 +380,15 @@ def _kernel_class():
 
 def register() -> None:
     """vLLM's general-plugin hook (every vLLM process calls it at start): in batch-invariant mode,
-    linear16's linear and this kernel first among the CUDA mixed-precision kernels; else nothing."""
+    linear16's linear, sampling's filter, this kernel first among the CUDA W4A16 kernels; else nothing."""
     import vllm.envs as envs
 
     if not envs.VLLM_BATCH_INVARIANT:  # vLLM's own parse of it: both agree on the mode
         return
-    from . import linear16  # beside this module, in the same package (the wheel's or tritonbuild's)
+    from . import linear16, sampling  # beside it in its package (the wheel's or tritonbuild's)
 
     linear16.install()
+    sampling.install()
     from vllm.model_executor.kernels.linear import _POSSIBLE_KERNELS
     from vllm.platforms import PlatformEnum
 

@@ -25,8 +25,12 @@ from pathlib import Path
 PLUGIN_SOURCE = Path(__file__).with_name("plugin.py")
 DIST = "tritonbuild_vllm_invariant"
 # The wheel's package: the plugin as its __init__ (the entry point DIST:register) and the fp16/bf16
-# linear beside it, which the plugin imports relatively (as it does in tritonbuild's own tree)
-PACKAGE = {"__init__.py": PLUGIN_SOURCE, "linear16.py": PLUGIN_SOURCE.with_name("linear16.py")}
+# linear and the sampling filter beside it, which the plugin imports relatively (as in tritonbuild's own tree)
+PACKAGE = {
+    "__init__.py": PLUGIN_SOURCE,
+    "linear16.py": PLUGIN_SOURCE.with_name("linear16.py"),
+    "sampling.py": PLUGIN_SOURCE.with_name("sampling.py"),
+}
 # vLLM's entry-point group for plugins loaded in every process (vllm 0.22.0 vllm/plugins/__init__.py
 # DEFAULT_PLUGINS_GROUP), and the name VLLM_PLUGINS would select it by.
 ENTRY_POINT_GROUP = "vllm.general_plugins"
