@@ -14,6 +14,7 @@
 #                    built with BUILD_CHUNKED=1; BUILD_DEFAULT=0 skips the default repository)
 #   determinism-8b   measure.py determinism, each model: 10x alone, 10x amid 63 others
 #   throughput-8b    measure.py throughput, each model: 1 and 64 streams
+#   throughput-sampled-8b  the same with seeded top-p sampling (the top-k / top-p filter's cost)
 #   verify-8b        tritonbuild verify --server --record --server-log --json on a hardlinked copy of the served
 #                    repository (VERIFY_RECORD=0: compared with the recipes' goldens, not recorded)
 #   soak-8b          measure.py soak, both models at once: 64 streams for SOAK_S (default 120) s each
@@ -121,6 +122,13 @@ while [ $# -gt 1 ]; do
           echo "$m failed"
       done
       tail -2 $R/throughput-8b.jsonl ;;
+    throughput-sampled-8b)
+      need 50 throughput-sampled-8b || continue
+      for m in $(models); do
+        python3 $SRC/benchmarks/vllm/measure.py throughput-sampled $URL "$m" 1,64 >> $R/throughput-sampled-8b.jsonl ||
+          echo "$m failed"
+      done
+      tail -2 $R/throughput-sampled-8b.jsonl ;;
     verify-8b)
       need ${VERIFY_NEED_S:-180} verify-8b || continue
       cfg=$(config)

@@ -3,6 +3,7 @@ them on the GPU machine; stdlib + numpy only, through Triton's generate endpoint
 
     measure.py determinism URL MODEL      same prompt 20x alone and 20x amid 64 concurrent other prompts
     measure.py throughput URL MODEL       output tokens/s at 1, 16 and 64 concurrent streams
+    measure.py throughput-sampled URL MODEL [STREAMS]   the same with seeded top-p sampling (default 1,64)
     measure.py kv-log LOG                 vLLM's own KV figures from a server or engine log
     measure.py soak URL MODEL [SECONDS [STREAMS]]   STREAMS concurrent greedy streams for SECONDS (default 120, 64):
                                           every answer compared with its prompt's answer alone
@@ -33,8 +34,15 @@ OTHERS = [
 ]
 
 
-def generate(url: str, model: str, prompt: str, max_tokens: int) -> dict:
+# Seeded sampling as verify's seeded-sampling path sends it (builder/verify/traffic.py): what throughput-sampled uses
+SAMPLED = {"temperature": 0.9, "top_p": 0.95}
+
+
+def generate(url: str, model: str, prompt: str, max_tokens: int, seed: int | None = None) -> dict:
+    """One request; greedy, or seeded sampling (SAMPLED with this seed) where seed is given."""
     params = {"temperature": 0, "max_tokens": max_tokens, "logprobs": 0, "ignore_eos": True}
+    if seed is not None:
+        params |= SAMPLED | {"seed": seed}
     body = {
         "text_input": prompt,
         "stream": False,
@@ -111,8 +119,15 @@ def determinism(
 
 
 def throughput(
-    url: str, model: str, streams=(1, 16, 64), max_tokens: int = 128, per_stream: int = 4
+    url: str,
+    model: str,
+    streams=(1, 16, 64),
+    max_tokens: int = 128,
+    per_stream: int = 4,
+    sampled: bool = False,
 ) -> dict:
+    """Output tokens/s at each stream count; greedy, or seeded top-p sampling (sampled: each request its own seed),
+    which runs vLLM's top-k / top-p filter (in invariant mode the plugin's sort at every batch size)."""
     if isinstance(streams, str):  # from the command line: "1,64"
         streams = tuple(int(n) for n in streams.split(","))
     generate(url, model, OTHERS[0], 8)  # warm-up
@@ -124,7 +139,14 @@ def throughput(
             results = list(
                 pool.map(
                     lambda i, k=requests: [
-                        generate(url, model, OTHERS[i % len(OTHERS)], max_tokens) for _ in range(k)
+                        generate(
+                            url,
+                            model,
+                            OTHERS[i % len(OTHERS)],
+                            max_tokens,
+                            seed=i * k + j if sampled else None,
+                        )
+                        for j in range(k)
                     ],
                     range(n),
                 )
@@ -140,7 +162,12 @@ def throughput(
                 "tokens_per_s": round(tokens / wall, 1),
             }
         )
-    return {"model": model, "max_tokens": max_tokens, "greedy": True, "rows": rows}
+    sampling = {"greedy": not sampled} | ({"sampling": SAMPLED} if sampled else {})
+    return {"model": model, "max_tokens": max_tokens, **sampling, "rows": rows}
+
+
+def throughput_sampled(url: str, model: str, streams="1,64") -> dict:
+    return throughput(url, model, streams, sampled=True)
 
 
 def soak(
@@ -211,7 +238,12 @@ def kv_log(path: str) -> dict:
 
 if __name__ == "__main__":
     cmd, *args = sys.argv[1:]
-    result = {"determinism": determinism, "throughput": throughput, "kv-log": kv_log, "soak": soak}[
-        cmd
-    ](*args)
+    commands = {
+        "determinism": determinism,
+        "throughput": throughput,
+        "throughput-sampled": throughput_sampled,
+        "kv-log": kv_log,
+        "soak": soak,
+    }
+    result = commands[cmd](*args)
     print(json.dumps(result))
