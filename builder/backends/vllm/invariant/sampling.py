@@ -13,11 +13,12 @@ It never imports tritonbuild: the wheel carries it beside the plugin, whose regi
 install() in batch-invariant mode.
 """
 
-import importlib
 import logging
+import sys
 
 # vLLM 0.22's modules that import apply_top_k_top_p by name (facts: "sampling"): the v1 sampler, the
-# rejection sampler, model runner v2's sampling states; a module this vLLM lacks is skipped
+# rejection sampler, model runner v2's sampling states. One imported after install() takes the
+# replacement from the v1 sampler's module; none is imported for it (start-up work for every process)
 CALLERS = (
     "vllm.v1.sample.ops.topk_topp_sampler",
     "vllm.v1.sample.rejection_sampler",
@@ -41,7 +42,7 @@ def top_k_top_p_function(sort_path, fallback):
 
 
 def install() -> None:
-    """Replace apply_top_k_top_p in each of CALLERS (once per process)."""
+    """Replace apply_top_k_top_p in each of CALLERS loaded so far (once per process)."""
     from vllm.v1.sample.ops import topk_topp_sampler as sampler
 
     current = sampler.apply_top_k_top_p
@@ -50,10 +51,9 @@ def install() -> None:
     replacement = top_k_top_p_function(sampler.apply_top_k_top_p_pytorch, current)
     replaced = []
     for name in CALLERS:
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
+        module = sys.modules.get(
+            name
+        )  # the v1 sampler's is, just above; the others if already loaded
         if getattr(module, "apply_top_k_top_p", None) is current:
             module.apply_top_k_top_p = replacement
             replaced.append(name.rsplit(".", 1)[-1])
