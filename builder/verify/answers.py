@@ -165,10 +165,7 @@ def check_model(
         notes=notes,
         numerics=numerics,
         recording=Recording(inputs, runs[0], golden, numerics, files) if record else None,
-        goldens_recorded_on=told and told.goldens_recorded_on,
-        goldens_classes=told and told.goldens_classes,
-        cause=told and told.cause,
-        numerics_differ=told and told.numerics_differ,
+        **(told.report_fields() if told else {}),
     )
 
 

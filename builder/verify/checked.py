@@ -54,12 +54,7 @@ class AnswersChecked:
     ) -> AnswersChecked:
         """After write_goldens: its note added, its refusal failing the check (differing: what the
         refused answers differ in from the committed ones; told: classes.Verdict on why)."""
-        why = {} if told is None else {
-            "goldens_recorded_on": told.goldens_recorded_on,
-            "goldens_classes": told.goldens_classes,
-            "cause": told.cause,
-            "numerics_differ": told.numerics_differ,
-        }  # fmt: skip
+        why = told.report_fields() if told else {}
         return replace(
             self,
             notes=[*self.notes, *(x for x in (note, refusal) if x), *(told.notes if told else [])],

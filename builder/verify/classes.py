@@ -35,6 +35,15 @@ class Verdict:
     cause: str | None = None
     numerics_differ: list[str] | None = None
 
+    def report_fields(self) -> dict:
+        """The check's fields it sets (its notes are added to the check's own)."""
+        return {
+            "goldens_recorded_on": self.goldens_recorded_on,
+            "goldens_classes": self.goldens_classes,
+            "cause": self.cause,
+            "numerics_differ": self.numerics_differ,
+        }
+
 
 def model_files(root: Path, model: ManifestModel) -> dict[str, str] | None:
     """The digests of the model's files as the repository's manifest lists them: its config.pbtxt
