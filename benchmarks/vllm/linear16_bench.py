@@ -307,17 +307,20 @@ def machine() -> dict:
             "triton": __import__("triton").__version__, "cuda": torch.version.cuda}  # fmt: skip
 
 
-def main() -> int:
+def arguments(out: str, budget: float) -> argparse.ArgumentParser:
+    """The options this benchmark and linear16_lm_head.py share."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="linear16-bench.json")
+    ap.add_argument("--out", default=out)
     ap.add_argument(
         "--vllm-batch-invariant",
         type=Path,
         help="vLLM 0.22.0's batch_invariant.py (from its wheel)",
     )
-    ap.add_argument("--tiles", type=Path, help="an earlier output: its tiles, no sweep")
     ap.add_argument(
-        "--budget", type=float, default=120, help="seconds for the sweep's timing, over all shapes"
+        "--budget",
+        type=float,
+        default=budget,
+        help="seconds for the sweep's timing, over all shapes",
     )
     ap.add_argument(
         "--jobs", type=int, default=1, help="processes compiling the sweep's candidates first"
@@ -325,6 +328,20 @@ def main() -> int:
     ap.add_argument(
         "--m64-budget", type=float, default=M64_BUDGET, help="64 rows within this x cuBLAS fp16"
     )
+    return ap
+
+
+def vllm_linear(path: Path | None):
+    """(vLLM's batch-invariant module, None) from --vllm-batch-invariant, or (None, why it is not timed)."""
+    if path is None:
+        return None, "no --vllm-batch-invariant file given"
+    module = bench.attempt(lambda: load_vllm_batch_invariant(path))
+    return (None, module) if isinstance(module, str) else (module, None)
+
+
+def main() -> int:
+    ap = arguments("linear16-bench.json", 120)
+    ap.add_argument("--tiles", type=Path, help="an earlier output: its tiles, no sweep")
     ap.add_argument(
         "--no-pdl", action="store_true", help="the kernel without programmatic dependent launch"
     )
@@ -343,11 +360,7 @@ def main() -> int:
         "m64_budget": args.m64_budget,
         "pdl": kernel.USE_PDL,
     }
-    vllm_bi, vllm_reason = None, "no --vllm-batch-invariant file given"
-    if args.vllm_batch_invariant:
-        vllm_bi = bench.attempt(lambda: load_vllm_batch_invariant(args.vllm_batch_invariant))
-        vllm_reason = vllm_bi if isinstance(vllm_bi, str) else None
-        vllm_bi = None if vllm_reason else vllm_bi
+    vllm_bi, vllm_reason = vllm_linear(args.vllm_batch_invariant)
     if args.tiles:
         chosen = json.loads(args.tiles.read_text())["tiles"]
     else:

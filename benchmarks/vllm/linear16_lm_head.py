@@ -15,7 +15,6 @@ M a decode step has (1 .. max_num_seqs): the kernel cannot change with M, so it 
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import sys
@@ -27,13 +26,11 @@ try:
     from benchmarks.vllm import w4a16_bench as bench
     from benchmarks.vllm import w4a16_record as record
     from benchmarks.vllm.linear16_choose import choose
-    from benchmarks.vllm.vllm_batch_invariant import load_vllm_batch_invariant
 except ImportError:  # run as a script: its own folder is on the path
     import linear16_bench as l16
     import w4a16_bench as bench
     import w4a16_record as record
     from linear16_choose import choose
-    from vllm_batch_invariant import load_vllm_batch_invariant
 
 LM_HEAD = (
     "lm_head",
@@ -73,20 +70,7 @@ def no_slower_than_vllm(kernel_rows: dict) -> bool | None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="linear16-lm-head.json")
-    ap.add_argument(
-        "--vllm-batch-invariant",
-        type=Path,
-        help="vLLM 0.22.0's batch_invariant.py (from its wheel)",
-    )
-    ap.add_argument("--budget", type=float, default=60, help="seconds for the sweep's timing")
-    ap.add_argument(
-        "--jobs", type=int, default=1, help="processes compiling the sweep's candidates first"
-    )
-    ap.add_argument(
-        "--m64-budget", type=float, default=l16.M64_BUDGET, help="64 rows within this x cuBLAS fp16"
-    )
+    ap = l16.arguments("linear16-lm-head.json", 60)
     args = ap.parse_args()
     t0, kernel = time.time(), l16.load_kernel()
     name, n, k = LM_HEAD
@@ -100,11 +84,9 @@ def main() -> int:
         "tiles_fields": list(kernel.TILE_FIELDS),
         "pdl": kernel.USE_PDL,
     }
-    vllm_bi = "no --vllm-batch-invariant file given"
-    if args.vllm_batch_invariant:
-        vllm_bi = bench.attempt(lambda: load_vllm_batch_invariant(args.vllm_batch_invariant))
-    if isinstance(vllm_bi, str):
-        result["vllm_skipped"], vllm_bi = vllm_bi, None
+    vllm_bi, skipped = l16.vllm_linear(args.vllm_batch_invariant)
+    if skipped:
+        result["vllm_skipped"] = skipped
     # the tiles the kernel takes at this shape today (not in TILES: the default), then the sweep's candidates
     candidates = [kernel.tiles_for(n, k), *l16.candidates_for(n, k)]
     if args.jobs > 1:
