@@ -1,14 +1,15 @@
-"""The batch-invariant fp16/bf16 linear (builder/backends/vllm/invariant/linear16.py) at Llama-3-8B's lm_head, on a
-GPU, before the plugin puts it there (issue 45 item 3). Under VLLM_BATCH_INVARIANT=1, vLLM 0.22 computes the logits
-with its own batch-invariant matmul (vocab_parallel_embedding.py:73-74, matmul_kernel_persistent): on an H100 a decode
+"""The batch-invariant fp16/bf16 linear (builder/backends/vllm/invariant/linear16.py) at Llama-3-8B's lm_head, on a GPU,
+before the plugin puts it there (issue 45 item 3). Under VLLM_BATCH_INVARIANT=1, vLLM 0.22 computes the logits with
+its own batch-invariant matmul (vocab_parallel_embedding.py:73-74, matmul_kernel_persistent): on an H100 a decode
 step's lm_head took 531 µs at 1 stream against cuBLAS's 352 in the default config, 424 against 375 at 64
-(docs/runs/2026-12-07-decode-profile-h100.json). One command: a tile sweep at the vocabulary's shape (128,256 x
-4,096; linear16_bench's candidates and rule: the fastest at 1 row whose 256 rows are no slower than vLLM's linear and
-whose 64 rows stay within --m64-budget of cuBLAS fp16), then per row count M = 1 .. 256 the kernel at the chosen
-tiles, cuBLAS fp16 and vLLM's batch-invariant linear (ms per call, the weights read from DRAM: two 1 GB copies
-alternate), the kernel's bandwidth fraction, and the invariance checks at that shape (rows vs alone for M = 1 ..
-2048, CUDA graphs, fp16 and bf16). The plugin takes the lm_head only if the kernel is no slower than vLLM's at every
-M a decode step has (1 .. max_num_seqs): the kernel cannot change with M, so it must win at all of them.
+(docs/runs/2026-12-07-decode-profile-h100.json, one profiled run each: single readings). One command: a tile sweep at
+the vocabulary's shape (128,256 x 4,096; linear16_bench's candidates and rule: the fastest at 1 row whose 256 rows
+are no slower than vLLM's linear and whose 64 rows stay within --m64-budget of cuBLAS fp16), then per row count M = 1
+.. 256 the kernel at the chosen tiles, cuBLAS fp16 and vLLM's batch-invariant linear (ms per call, the weights read
+from DRAM: two 1 GB copies alternate), the kernel's bandwidth fraction, and the invariance checks at that shape (rows
+vs alone for M = 1 .. 2048, CUDA graphs, fp16 and bf16). The plugin takes the lm_head only if the kernel is no slower
+than vLLM's at every M a decode step has (1 .. max_num_seqs): the kernel cannot change with M, so it must win at all
+of them.
 
     python3 benchmarks/vllm/linear16_lm_head.py --vllm-batch-invariant bi.py --jobs 16 --out FILE.json
 """
