@@ -44,3 +44,19 @@ def test_greedy_throughput_is_unchanged(monkeypatch):
     assert out["greedy"] is True and "sampling" not in out
     params = [json.loads(b["sampling_parameters"]) for b in bodies]
     assert all(p["temperature"] == 0 and "seed" not in p and "top_p" not in p for p in params)
+
+
+def test_every_key_measure_sends_is_a_field_of_vllms_sampling_params(monkeypatch):
+    """Triton's vLLM backend builds vLLM's SamplingParams from the request's sampling_parameters (a key that is not
+    one of its fields fails the request): the keys sent, greedy and sampled, against the fields recorded from the
+    vLLM 0.22.0 wheel (facts/vllm_plugin.json "sampling_params", each line checked where the wheel is on disk)."""
+    from tests.contracts.facts import load
+
+    fields = {
+        fact["text"].split(":")[0] for fact in load("vllm_plugin")["sampling_params"]["facts"]
+    }
+    bodies = _server(monkeypatch)
+    measure.throughput_sampled("http://x", "m", "2")
+    sent = {key for b in bodies for key in json.loads(b["sampling_parameters"])}
+    assert sent == {"temperature", "top_p", "seed", "max_tokens", "logprobs", "ignore_eos"}
+    assert sent <= fields
