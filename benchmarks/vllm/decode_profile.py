@@ -104,17 +104,17 @@ def recategorized(run: dict) -> dict:
 def record(paths: list[Path]) -> dict:
     """One record of several profiles (h200_8b.sh profile-8b's profile-8b-MODEL.json): per model and stream count
     the step's wall and GPU time, the GPU's busy share and the time per category, with the alone-vs-amid check."""
+    fields = (
+        "streams",
+        "steps",
+        "wall_ms_per_step",
+        "gpu_ms_per_step",
+        "gpu_busy_fraction",
+        "tokens_per_s",
+    )
     models = []
     for path in paths:
         doc = json.loads(path.read_text())
-        fields = (
-            "streams",
-            "steps",
-            "wall_ms_per_step",
-            "gpu_ms_per_step",
-            "gpu_busy_fraction",
-            "tokens_per_s",
-        )
         runs = [
             {k: run.get(k) for k in fields}
             | {"per_step_us": recategorized(run), "top_kernels": run["top_kernels"]}
@@ -199,9 +199,8 @@ def alone_vs_amid(llm, tokens: int, others: int = 63) -> dict:
 
 
 def main() -> int:
-    if sys.argv[1:2] == [
-        "record"
-    ]:  # decode_profile.py record PROFILE.json ... > docs/runs/DATE-decode-profile-GPU.json
+    # decode_profile.py record PROFILE.json ... > docs/runs/DATE-decode-profile-GPU.json
+    if sys.argv[1:2] == ["record"]:
         json.dump(record([Path(p) for p in sys.argv[2:]]), sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
