@@ -131,6 +131,28 @@ REFUSED = {
         "inductor_compile_config",
         ("max-autotune",),
     ),
+    # docs/runs/2026-12-07-compile-reproducibility-h100.json: vLLM keeps a combo kernel if it timed faster
+    "combo-kernels-on": (
+        "  extra:\n    compilation_config:\n      inductor_compile_config: {combo_kernels: true}\n",
+        "",
+        "engine_args.extra.compilation_config.inductor_compile_config.combo_kernels",
+        "inductor_compile_config",
+        ("timed faster", "remove them"),
+    ),
+    "benchmark-combo-kernel-on": (
+        '  extra:\n    compilation_config: \'{"inductor_compile_config": {"benchmark_combo_kernel": true}}\'\n',
+        "",
+        "engine_args.extra.compilation_config.inductor_compile_config.benchmark_combo_kernel",
+        "compilation_config",
+        ("timed faster",),
+    ),
+    "compilation-level": (
+        "  extra:\n    compilation_config: 3\n",
+        "",
+        "engine_args.extra.compilation_config",
+        "compilation_config",
+        ("not a mapping", "as a mapping"),
+    ),
 }
 
 
@@ -178,6 +200,44 @@ def test_below_sm90_cuda_graphs_are_turned_off_in_model_json(cli, tmp_path):
     assert cli("build", path, "-o", tmp_path / "OUT").exit_code == 0
     doc = json.loads((tmp_path / "OUT" / "tiny-llama-vllm" / "1" / "model.json").read_text())
     assert doc["enforce_eager"] is False
+
+
+def _model_json(cli, path, tmp_path) -> dict:
+    shutil.rmtree(tmp_path / "OUT", ignore_errors=True)
+    r = cli("build", path, "-o", tmp_path / "OUT")
+    assert r.exit_code == 0, r.output
+    return json.loads((tmp_path / "OUT" / "tiny-llama-vllm" / "1" / "model.json").read_text())
+
+
+def test_inductors_combo_kernels_and_their_timing_are_off_in_model_json(cli, tmp_path):
+    """vLLM 0.22 turns on Inductor's combo kernels and times them at compile unless either key is given
+    (config/compilation.py:957-967): two fresh compiles of the invariant fp16 8B model on one H100 then answered
+    differently (docs/runs/2026-12-07-compile-reproducibility-h100.json). An invariant recipe's model.json gives
+    both false, merged into the recipe's own compilation_config (a mapping or its JSON text)."""
+    from tritonbuild.backends.vllm.invariant.table import INDUCTOR_FORCED
+
+    assert INDUCTOR_FORCED == {"combo_kernels": False, "benchmark_combo_kernel": False}
+    doc = _model_json(cli, _recipe(tmp_path, more="gpu: H100\n"), tmp_path)
+    assert doc["compilation_config"] == {"inductor_compile_config": INDUCTOR_FORCED}
+    for given in (
+        "  extra:\n    compilation_config:\n      compile_ranges_endpoints: [8]\n"
+        "      inductor_compile_config: {max_autotune: false}\n",
+        '  extra:\n    compilation_config: \'{"compile_ranges_endpoints": [8], '
+        '"inductor_compile_config": {"max_autotune": false}}\'\n',
+    ):
+        doc = _model_json(cli, _recipe(tmp_path, given, "gpu: H100\n"), tmp_path)
+        assert doc["compilation_config"] == {
+            "compile_ranges_endpoints": [8],
+            "inductor_compile_config": {"max_autotune": False, **INDUCTOR_FORCED},
+        }
+    # given false by hand: the same; the default determinism: vLLM's own choice, nothing written
+    given = (
+        "  extra:\n    compilation_config:\n      inductor_compile_config: {combo_kernels: false}\n"
+    )
+    doc = _model_json(cli, _recipe(tmp_path, given, "gpu: H100\n"), tmp_path)
+    assert doc["compilation_config"] == {"inductor_compile_config": INDUCTOR_FORCED}
+    doc = _model_json(cli, _recipe(tmp_path, more="gpu: H100\n", determinism="default"), tmp_path)
+    assert "compilation_config" not in doc
 
 
 def _checkpoint(tmp_path, quantization_config: dict | None):

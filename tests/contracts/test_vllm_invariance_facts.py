@@ -99,3 +99,30 @@ def test_what_the_plugins_can_implement_refuses_is_what_the_table_refuses():
     assert "def can_implement" in text
     for needs in ("uint4b8", "zero_points", "has_g_idx", "torch.float16, torch.bfloat16"):
         assert needs in text, needs
+
+
+COMBO_CITE = derive.WHEEL_PREFIX + "vllm/config/compilation.py:957-967"
+
+
+def test_the_inductor_options_forced_off_are_the_ones_vllm_turns_on_unless_given():
+    """Row combo_kernels: vLLM 0.22 sets both options True unless either is in inductor_compile_config; model.json
+    gives both false. The keys are vLLM's, read from the wheel where it is on disk."""
+    row = table.BY_ID["combo_kernels"]
+    assert COMBO_CITE in row.cites and table.COMPILE_RECORD in row.cites
+    assert set(table.INDUCTOR_FORCED.values()) == {False}
+    fact = next(f for f in _facts() if f["cite"] == COMBO_CITE)
+    assert any(
+        f'"{key}" not in self.inductor_compile_config' in fact["text"]
+        for key in table.INDUCTOR_FORCED
+    )
+    if not WHEEL.is_file():
+        pytest.skip(f"the vLLM 0.22.0 wheel is not at {WHEEL}")
+    import zipfile
+
+    _, path, first, last = derive.split(COMBO_CITE)
+    lines = zipfile.ZipFile(WHEEL).read(path).decode().splitlines()[first - 1 : last]
+    text = "\n".join(lines)
+    for key in table.INDUCTOR_FORCED:
+        assert f'"{key}" not in self.inductor_compile_config' in text, key
+        assert f'self.inductor_compile_config["{key}"] = True' in text, key
+    assert "not current_platform.is_cpu()" in text  # on a GPU only: no CPU test can see it

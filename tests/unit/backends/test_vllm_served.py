@@ -70,3 +70,24 @@ def test_the_patterns_match_the_lines_as_vllms_source_formats_them():
     assert FACTS["plugin_line"]["format"] % KERNEL_NAME == served.PLUGIN
     coloured = f"\x1b[36m(EngineCore pid=42)\x1b[0m INFO [core.py:112] {engine}"
     assert served.ENGINE.search(coloured)["pid"] == "42"
+
+
+RUN_1207 = ROOT / "docs/runs/2026-12-07-compile-reproducibility-h100"
+
+
+def _lines(name: str) -> str:
+    return "\n".join(line.split(":", 1)[1] for line in (RUN_1207 / name).read_text().splitlines())
+
+
+@pytest.mark.parametrize("name", ["llama-3-8b-fp16-invariant", "llama-3-8b-int4-invariant"])
+def test_an_engine_compiled_with_inductors_combo_kernels_timed_fails(name):
+    """The engine lines of an H100 server (2026-12-07): as built before row combo_kernels, vLLM turned on Inductor's
+    combo kernels and their timing (its default); with model.json giving both false, the engine's config says so."""
+    problems, _ = served.served_check(
+        _model(name), _lines("server-invariant-combo-on.engine-lines")
+    )
+    assert problems and all("combo_kernels on" in p for p in problems), problems
+    assert served.served_check(_model(name), _lines("server-invariant-combo-off.engine-lines")) == (
+        [],
+        None,
+    )

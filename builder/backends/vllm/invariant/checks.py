@@ -9,6 +9,7 @@ import json
 from tritonbuild.backends.llm.gpus import GPU_SM
 from tritonbuild.backends.vllm.invariant.table import (
     BY_ID,
+    INDUCTOR_FORCED,
     MEASURED_ATTENTION,
     MEASURED_SM,
     PLUGIN_MIN_SM,
@@ -69,26 +70,41 @@ def _problems(recipe) -> list:
     return out + _compilation(extra.get("compilation_config"))
 
 
-def _compilation(config) -> list:
-    """compilation_config (a mapping, or its JSON text as vLLM's CLI takes it): single-size graphs
-    or Inductor's tuning turned on by hand (row compile_sizes)."""
+def _compilation_mapping(config):
+    """compilation_config as a mapping: a dict, its JSON text as vLLM's CLI takes it, {} unset; None
+    when it is something else (an optimization level, text that is not a JSON object)."""
+    if config is None:
+        return {}
     if isinstance(config, str):
         try:
             config = json.loads(config)
         except ValueError:
-            return []  # not JSON: vLLM refuses it at load, as it does without determinism
-    if not isinstance(config, dict):
-        return []  # an optimization level (-O): no sizes, no tuning options
+            return None
+    return config if isinstance(config, dict) else None
+
+
+def _compilation(config) -> list:
+    """compilation_config: single-size graphs or Inductor's tuning turned on by hand (row
+    compile_sizes), combo kernels or their timing turned on, or a value model.json cannot carry
+    the forced Inductor options in (row combo_kernels_on)."""
     at = ("engine_args", "extra", "compilation_config")
+    mapping = _compilation_mapping(config)
+    if mapping is None:
+        return [_problem("combo_kernels_on", at, f"compilation_config {config!r} (not a mapping)")]
     out = []
-    if config.get("compile_sizes"):
-        sizes = config["compile_sizes"]
+    if mapping.get("compile_sizes"):
+        sizes = mapping["compile_sizes"]
         out.append(_problem("compile_sizes", (*at, "compile_sizes"), f"compile_sizes {sizes}"))
-    inductor = config.get("inductor_compile_config")
+    inductor = mapping.get("inductor_compile_config")
+    inductor = inductor if isinstance(inductor, dict) else {}
     for option in ("max_autotune", "coordinate_descent_tuning"):
-        if isinstance(inductor, dict) and inductor.get(option):
+        if inductor.get(option):
             where = (*at, "inductor_compile_config", option)
             out.append(_problem("compile_sizes", where, f"inductor_compile_config {option} on"))
+    for option in INDUCTOR_FORCED:
+        if inductor.get(option):
+            where = (*at, "inductor_compile_config", option)
+            out.append(_problem("combo_kernels_on", where, f"inductor_compile_config {option} on"))
     return out
 
 
@@ -129,12 +145,23 @@ def _gpu(recipe) -> list:
 
 
 def forced(recipe) -> dict:
-    """The model.json values the table forces for an invariant recipe (row gpu_sm8x_eager)."""
+    """The model.json values the table forces for an invariant recipe: enforce_eager below SM 9.0
+    (row gpu_sm8x_eager); Inductor's combo kernels and their timing off, merged into the recipe's
+    own compilation_config (row combo_kernels; one that is not a mapping is refused at plan)."""
     if recipe.serving.determinism != "invariant":
         return {}
+    out = {}
     if PLUGIN_MIN_SM <= GPU_SM[recipe.gpu] < MEASURED_SM:
-        return {"enforce_eager": True}
-    return {}
+        out["enforce_eager"] = True
+    config = _compilation_mapping(recipe.engine_args.extra.get("compilation_config"))
+    if config is not None:
+        inductor = config.get("inductor_compile_config")
+        inductor = dict(inductor) if isinstance(inductor, dict) else {}
+        out["compilation_config"] = {
+            **config,
+            "inductor_compile_config": {**inductor, **INDUCTOR_FORCED},
+        }
+    return out
 
 
 def checkpoint_problem(recipe, config: dict) -> tuple[str, str] | None:

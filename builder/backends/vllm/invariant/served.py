@@ -7,13 +7,17 @@ The lines, as vLLM 0.22.0 prints them (tests/contracts/facts/vllm_logs.json; see
 H200, docs/runs): the engine core's process prefix `(EngineCore pid=N)` on its own lines,
 `Initializing a V1 LLM engine (vX) with config: model='PATH', ...` (vllm/v1/engine/core.py L112),
 `Using KERNEL for CompressedTensorsWNA16` (compressed_tensors_wNa16.py L112), and the plugin's
-registration line in the process that loads the engine (vllm/invariant/plugin.py register)."""
+registration line in the process that loads the engine (vllm/invariant/plugin.py register). The
+engine line's config holds `compilation_config={...}` (vllm/config/vllm.py L1973, the repr of
+CompilationConfig, config/compilation.py L797) with its `'inductor_compile_config': {...}`: the
+Inductor options the invariance table forces off (row combo_kernels) must not read True there."""
 
 from __future__ import annotations
 
 import re
 
 from tritonbuild.backends.vllm.invariant.plugin import KERNEL_NAME
+from tritonbuild.backends.vllm.invariant.table import INDUCTOR_FORCED
 
 ENGINE = re.compile(
     r"\(EngineCore[^ )]* pid=(?P<pid>\d+)\).*?Initializing a V1 LLM engine \(v[^)]*\) with "
@@ -22,6 +26,8 @@ ENGINE = re.compile(
 KERNEL = re.compile(
     r"\(EngineCore[^ )]* pid=(?P<pid>\d+)\).*?Using (?P<kernel>\w+) for CompressedTensorsWNA16"
 )
+# an Inductor option of INDUCTOR_FORCED on in the engine's config (vLLM's own choice when neither is given)
+COMBO = re.compile(rf"'(?P<option>{'|'.join(INDUCTOR_FORCED)})': True\b")
 PLUGIN = f"tritonbuild: {KERNEL_NAME} first among the W4A16 kernels (VLLM_BATCH_INVARIANT)"
 
 
@@ -58,6 +64,12 @@ def served_check(model, log: str | None) -> tuple[list[str], str | None]:
                 f"its vLLM engine (pid {pid}) started without tritonbuild's invariant plugin "
                 "registered in batch-invariant mode: no plugin line before it (the plugin was "
                 "not installed, failed to load, or VLLM_BATCH_INVARIANT was not set)"
+            )
+        if combo := COMBO.search(lines[at]):
+            problems.append(
+                f"its vLLM engine (pid {pid}) compiled with Inductor's {combo['option']} on: the "
+                "compile keeps combined kernels by timing them on the device, so another compile may "
+                "answer in other bits (model.json's compilation_config not as tritonbuild built it)"
             )
         chosen = {
             match["kernel"]

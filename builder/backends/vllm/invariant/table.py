@@ -19,6 +19,12 @@ RECORD = "docs/runs/2026-12-04-llm-determinism-h200.json"
 # benchmarks/vllm/inductor_bits.py on an H100: Llama's residual add + RMSNorm compiled as vLLM compiles
 # a single size (max-autotune, coordinate-descent tuning) in 3 fresh processes: 3 different outputs
 INDUCTOR_RECORD = "docs/runs/2026-12-06-inductor-bits-h100.json"
+# two fresh compiles of the invariant 8B models on one H100, and Inductor's deterministic mode refusing
+# vLLM's timing of combo kernels (benchmarks/vllm/compile_record.py)
+COMPILE_RECORD = "docs/runs/2026-12-07-compile-reproducibility-h100.json"
+# what model.json's compilation_config.inductor_compile_config gets for an invariant recipe (row
+# combo_kernels): given, either key stops vLLM turning both on (vllm 0.22.0 config/compilation.py:957-967)
+INDUCTOR_FORCED = {"combo_kernels": False, "benchmark_combo_kernel": False}
 PLUGIN = "builder/backends/vllm/invariant/plugin.py"
 # the plugin's kernel: TritonbuildInvariantW4A16Kernel.get_min_capability() (PLUGIN, read by a test)
 PLUGIN_MIN_SM = 8.0
@@ -237,6 +243,33 @@ ROWS = (
             W + "vllm/config/compilation.py:558-570",
             INDUCTOR_RECORD,
         ),
+    ),
+    Row(
+        "combo_kernels",
+        "engine_args.extra.compilation_config.inductor_compile_config",
+        "combo_kernels and benchmark_combo_kernel both unset",
+        "force safe",
+        "with torch 2.9 or later on a GPU, vLLM turns on Inductor's combo kernels and their benchmarking "
+        "unless either key is given: the compile keeps a horizontal fusion only if it timed faster on the "
+        "device, so a fresh compile may pick other kernels, and other bits. Inductor's deterministic mode "
+        "refuses exactly that timing in vLLM's compile of Llama-3-8B; two fresh compiles of the invariant "
+        "fp16 model on one H100 gave different answers. model.json gets both false",
+        "",
+        (W + "vllm/config/compilation.py:957-967", COMPILE_RECORD),
+    ),
+    Row(
+        "combo_kernels_on",
+        "engine_args.extra.compilation_config.inductor_compile_config.combo_kernels, "
+        "engine_args.extra.compilation_config.inductor_compile_config.benchmark_combo_kernel, "
+        "engine_args.extra.compilation_config",
+        "combo_kernels or benchmark_combo_kernel true, or compilation_config not a mapping",
+        "refuse",
+        "a horizontal fusion kept if it timed faster (benchmark_combo_kernel), or combined kernels whose "
+        "launch configs Inductor tunes by timing: a fresh compile may choose otherwise, and the bits "
+        "with it; a compilation_config that is not a mapping cannot carry both keys false",
+        "remove them (model.json then gets both false); give compilation_config as a mapping; "
+        + _DEFAULT,
+        (W + "vllm/config/compilation.py:957-967", COMPILE_RECORD),
     ),
     Row(
         "checkpoint_quantized",
