@@ -18,6 +18,8 @@
 #   verify-8b        tritonbuild verify --server --record --server-log --json on a hardlinked copy of the served
 #                    repository (VERIFY_RECORD=0: compared with the recipes' goldens, not recorded)
 #   soak-8b          measure.py soak, both models at once: 64 streams for SOAK_S (default 120) s each
+#   fresh-goldens    the invariant models' committed goldens out of the way (a copy in bench8/goldens): the next
+#                    verify-8b records the answers, each later one compares with them (fresh compiles vs each other)
 #   stop             stop the server
 #   profile-8b CONFIG  (after stop: the GPU to itself) decode_profile.py on CONFIG's INT4 model (PROFILE_MODELS: other
 #                    names), vLLM's offline engine under torch's profiler: a decode step's GPU time by kernel kind
@@ -157,6 +159,8 @@ PY
       wait $pids
       for m in $(models); do cat "$W/soak-$m.json" >> $R/soak-8b.jsonl; done
       tail -2 $R/soak-8b.jsonl ;;
+    fresh-goldens)
+      rm -f $W/bench8/goldens/llama-3-8b-*-invariant.*npz* && ls $W/bench8/goldens ;;
     stop) stop ;;
     profile-8b)
       cfg=$1; shift
