@@ -65,9 +65,9 @@ def served_check(model, log: str | None) -> tuple[list[str], str | None]:
                 "registered in batch-invariant mode: no plugin line before it (the plugin was "
                 "not installed, failed to load, or VLLM_BATCH_INVARIANT was not set)"
             )
-        if combo := COMBO.search(lines[at]):
+        if combo := sorted(set(COMBO.findall(lines[at]))):
             problems.append(
-                f"its vLLM engine (pid {pid}) compiled with Inductor's {combo['option']} on: the "
+                f"its vLLM engine (pid {pid}) compiled with Inductor's {' and '.join(combo)} on: the "
                 "compile keeps combined kernels by timing them on the device, so another compile may "
                 "answer in other bits (model.json's compilation_config not as tritonbuild built it)"
             )
