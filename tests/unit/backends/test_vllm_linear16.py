@@ -201,13 +201,35 @@ def _fake_vllm(monkeypatch, mode: bool) -> dict:
             return x @ layer.weight.T
 
     linear.UnquantizedLinearMethod = UnquantizedLinearMethod
+    # vocab_parallel_embedding.py imports linear_batch_invariant by name (:19-21); UnquantizedEmbeddingMethod.apply
+    # calls it in batch-invariant mode (:73-74); its process_weights_after_loading runs at load (:61-65), where
+    # vllm.config's get_current_vllm_config_or_none gives the engine's config
+    vpe = types.ModuleType("vllm.model_executor.layers.vocab_parallel_embedding")
+    vpe.linear_batch_invariant = vllm_linear
+
+    class UnquantizedEmbeddingMethod:
+        def process_weights_after_loading(self, layer) -> None:
+            pass
+
+        def apply(self, layer, x, bias=None):
+            if envs.VLLM_BATCH_INVARIANT:
+                return vars(vpe)["linear_batch_invariant"](x, layer.weight, bias)
+            return x @ layer.weight.T
+
+    vpe.UnquantizedEmbeddingMethod = UnquantizedEmbeddingMethod
+    current = {"config": None}
+    config = types.SimpleNamespace(get_current_vllm_config_or_none=lambda: current["config"])
     registry = types.SimpleNamespace(_POSSIBLE_KERNELS={})
     modules = {
         "vllm": types.SimpleNamespace(envs=envs),
         "vllm.envs": envs,
         "vllm.model_executor": types.ModuleType("vllm.model_executor"),
-        "vllm.model_executor.layers": types.SimpleNamespace(linear=linear),
+        "vllm.config": config,
+        "vllm.model_executor.layers": types.SimpleNamespace(
+            linear=linear, vocab_parallel_embedding=vpe
+        ),
         "vllm.model_executor.layers.linear": linear,
+        "vllm.model_executor.layers.vocab_parallel_embedding": vpe,
         "vllm.model_executor.kernels": types.ModuleType("vllm.model_executor.kernels"),
         "vllm.model_executor.kernels.linear": registry,
         "vllm.model_executor.kernels.linear.mixed_precision": types.ModuleType("mp"),
@@ -229,6 +251,8 @@ def _fake_vllm(monkeypatch, mode: bool) -> dict:
         "calls": calls,
         "registry": registry,
         "sampler": sampler,
+        "vpe": vpe,
+        "current": current,
     }
 
 
@@ -272,3 +296,68 @@ def test_outside_batch_invariant_mode_the_plugin_leaves_the_linears_alone(monkey
     assert not fake["registry"]._POSSIBLE_KERNELS
     sampler = fake["sampler"]["callers"]["vllm.v1.sample.ops.topk_topp_sampler"]
     assert sampler.apply_top_k_top_p is fake["sampler"]["vllm_own"]
+
+
+def test_the_lm_head_goes_to_the_kernel_only_where_measured_faster_at_every_row_count(monkeypatch):
+    """The lm_head's weight is marked at load when (GPU, shape) was measured and the engine's max_num_seqs (the
+    logits' rows per step) is within what was measured: then UnquantizedEmbeddingMethod.apply computes with this
+    kernel, for every row count; otherwise, and for the embedding's other weights, vLLM's own matmul."""
+    from tritonbuild.backends.vllm.invariant import linear16, plugin
+
+    fake = _fake_vllm(monkeypatch, True)
+    plugin.register()
+    plugin.register()  # once: one wrapper around vLLM's, one around the method's weight processing
+    vpe = fake["vpe"]
+    assert vpe.linear_batch_invariant.tritonbuild_fallback is fake["vllm_linear"]
+    original = vpe.UnquantizedEmbeddingMethod.process_weights_after_loading.tritonbuild_original
+    assert not hasattr(original, "tritonbuild_original")
+    h100 = "NVIDIA H100 80GB HBM3"
+    x, w = _layer(48, 128, 6, torch.float16, seed=6)
+    monkeypatch.setitem(linear16.LM_HEAD_MEASURED, (h100, (48, 128)), 64)
+    gpu = {"name": h100}
+    monkeypatch.setattr(linear16, "_gpu_name", lambda weight: gpu["name"])
+    method = vpe.UnquantizedEmbeddingMethod()
+    for seqs, name, taken in ((64, h100, True), (1, h100, True), (65, h100, False), (None, h100, False),
+                              (64, "NVIDIA H200", False)):  # fmt: skip
+        sched = types.SimpleNamespace(max_num_seqs=seqs)
+        fake["current"]["config"] = (
+            None if seqs is None else types.SimpleNamespace(scheduler_config=sched)
+        )
+        gpu["name"] = name
+        layer = types.SimpleNamespace(weight=w.clone())
+        method.process_weights_after_loading(layer)
+        fake["calls"].clear()
+        y = method.apply(layer, x)
+        assert (not fake["calls"]) is taken, (seqs, name)
+        if taken:  # the kernel's bits, each row's the same alone
+            assert torch.equal(_bits(y), _bits(linear16.linear16(x, w)))
+            assert torch.equal(_bits(method.apply(layer, x[3:4])), _bits(y[3:4]))
+
+
+def test_the_measured_lm_head_row_is_the_records():
+    """LM_HEAD_MEASURED and the lm_head's tiles come from docs/runs/2026-12-07-lm-head-h100.json: its GPU and shape,
+    its tiles, and the largest measured row count up to which the kernel was no slower than vLLM's at every one."""
+    import json
+
+    from tests.conftest import ROOT
+    from tritonbuild.backends.vllm.invariant import linear16
+
+    record = json.loads((ROOT / "docs/runs/2026-12-07-lm-head-h100.json").read_text())
+    shape = tuple(record["shape"])
+    assert {(record["machine"]["gpu"], shape): 64} == linear16.LM_HEAD_MEASURED
+    assert linear16.TILES[shape] == tuple(record["tiles"]) and linear16.tiles_for(*shape) == tuple(
+        record["tiles"]
+    )
+    faster = [
+        int(m)
+        for m, row in record["kernel"].items()
+        if row["fp16_invariant_ms"] <= row["fp16_vllm_invariant_ms"]
+    ]
+    slower = [int(m) for m in record["kernel"] if int(m) not in faster]
+    assert max(faster) == 64 < min(slower) and all(m <= 64 for m in faster)
+    assert all(record["invariance_checks"].values())
+    assert linear16.lm_head_takes(record["machine"]["gpu"], shape, 64)
+    assert not linear16.lm_head_takes(record["machine"]["gpu"], shape, 65)
+    assert not linear16.lm_head_takes("NVIDIA H200", shape, 1) and not linear16.lm_head_takes(
+        "", shape, 1
+    )

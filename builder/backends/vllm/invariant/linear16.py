@@ -9,7 +9,8 @@ columns and whose grid is one program per tile up to one per SM: at one row a 40
 runs on 16 programs. The construction here is the W4A16 kernel's (plugin.py) on dense weights:
 weight columns on the MMA's wide side, rows on its narrow side, tiles and a split of K into fixed
 slices chosen per layer shape (TILES), fp32 sums, the slices' partial sums added in slice order by
-the tile's last program to finish.
+the tile's last program to finish. The lm_head (vLLM's batch-invariant matmul too) comes here only
+where measured no slower at every row count its logits can have (LM_HEAD_MEASURED, mark_lm_head).
 
 It never imports tritonbuild: the wheel carries it beside the plugin, whose register() calls
 install() in batch-invariant mode.
@@ -30,6 +31,16 @@ TILES: dict[tuple[int, int], tuple[int, ...]] = {
     (4096, 4096): (16, 64, 128, 4, 4, 2),
     (28672, 4096): (32, 128, 128, 4, 4, 1),
     (4096, 14336): (16, 64, 128, 4, 4, 2),
+    # Llama-3-8B's lm_head (vocabulary x hidden): benchmarks/vllm/linear16_lm_head.py's sweep on an
+    # H100 (docs/runs/2026-12-07-lm-head-h100.json)
+    (128256, 4096): (32, 128, 128, 4, 4, 1),
+}
+# The lm_head goes to this kernel only where it was measured no slower than vLLM's batch-invariant
+# matmul at every row count its logits can have: (GPU name, (N, K)) -> the largest max_num_seqs
+# (the logits' rows per step, prompt log-probs aside). docs/runs/2026-12-07-lm-head-h100.json: 1.65x
+# vLLM's at 1 row, 1.14x at 64, 0.71x at 128 (single readings).
+LM_HEAD_MEASURED: dict[tuple[str, tuple[int, int]], int] = {
+    ("NVIDIA H100 80GB HBM3", (128256, 4096)): 64
 }
 
 _log = logging.getLogger("vllm.tritonbuild_invariant")
@@ -222,13 +233,16 @@ def takes(x, weight) -> bool:
     )
 
 
-def linear_function(fallback):
+def linear_function(fallback, marked_only: bool = False):
     """vLLM's linear_batch_invariant(input, weight, bias) signature on this kernel; a call it does
-    not take (takes) goes to fallback, vLLM's own."""
+    not take (takes), or with marked_only a weight mark_lm_head did not mark, goes to fallback,
+    vLLM's own."""
     op = _custom_op()
 
     def linear_batch_invariant(input, weight, bias=None):
-        if not takes(input, weight):
+        if (marked_only and not getattr(weight, "tritonbuild_lm_head", False)) or not takes(
+            input, weight
+        ):
             return fallback(input, weight, bias)
         y = op(input.reshape(-1, input.shape[-1]), weight)
         y = y.reshape(*input.shape[:-1], weight.shape[0])
@@ -238,19 +252,65 @@ def linear_function(fallback):
     return linear_batch_invariant
 
 
+def lm_head_takes(gpu: str, shape: tuple, max_num_seqs: int | None) -> bool:
+    """Whether the lm_head of this shape goes to the kernel on this GPU (LM_HEAD_MEASURED)."""
+    limit = LM_HEAD_MEASURED.get((gpu, tuple(shape)))
+    return limit is not None and max_num_seqs is not None and max_num_seqs <= limit
+
+
+def _gpu_name(weight) -> str:
+    import torch
+
+    return torch.cuda.get_device_name(weight.device) if weight.device.type == "cuda" else ""
+
+
+def mark_lm_head(original):
+    """UnquantizedEmbeddingMethod.process_weights_after_loading, then the layer's weight marked for
+    the kernel where lm_head_takes: vLLM runs it while loading the model, inside its config's context
+    (vllm 0.22.0 v1/worker/gpu_worker.py:335-342, model_loader/utils.py:99-111), whose
+    scheduler_config.max_num_seqs bounds the logits' rows. The mark is per model, fixed at load:
+    every row count of that model goes to the same kernel."""
+
+    def process_weights_after_loading(self, layer) -> None:
+        original(self, layer)
+        from vllm.config import get_current_vllm_config_or_none
+
+        config = get_current_vllm_config_or_none()
+        seqs = config.scheduler_config.max_num_seqs if config is not None else None
+        gpu, shape = _gpu_name(layer.weight), tuple(layer.weight.shape)
+        if lm_head_takes(gpu, shape, seqs):
+            layer.weight.tritonbuild_lm_head = True
+            _log.info(
+                "tritonbuild: batch-invariant fp16/bf16 linear for the lm_head %s (max_num_seqs %s, "
+                "%s)",
+                "x".join(map(str, shape)),
+                seqs,
+                gpu,
+            )
+
+    process_weights_after_loading.tritonbuild_original = original
+    return process_weights_after_loading
+
+
 def install() -> None:
     """Put the kernel under vLLM's unquantized linears in batch-invariant mode: the module global
     linear_batch_invariant that UnquantizedLinearMethod.apply calls (vllm 0.22.0
     vllm/model_executor/layers/linear.py:21-22 imports it by name, :226-227 calls it when
-    VLLM_BATCH_INVARIANT is set on a CUDA-like platform). Once per process."""
-    from vllm.model_executor.layers import linear
+    VLLM_BATCH_INVARIANT is set on a CUDA-like platform); and under the lm_head where measured
+    faster (mark_lm_head): vocab_parallel_embedding.py's own global of that name, which
+    UnquantizedEmbeddingMethod.apply calls (:19-21, :73-74). Once per process."""
+    from vllm.model_executor.layers import linear, vocab_parallel_embedding
 
     current = linear.linear_batch_invariant
-    if getattr(current, "tritonbuild_fallback", None) is not None:
-        return
-    linear.linear_batch_invariant = linear_function(current)
-    _log.info(
-        "tritonbuild: batch-invariant fp16/bf16 linear (%s) for the unquantized linears "
-        "(VLLM_BATCH_INVARIANT)",
-        OP_NAME,
-    )
+    if getattr(current, "tritonbuild_fallback", None) is None:
+        linear.linear_batch_invariant = linear_function(current)
+        _log.info(
+            "tritonbuild: batch-invariant fp16/bf16 linear (%s) for the unquantized linears "
+            "(VLLM_BATCH_INVARIANT)",
+            OP_NAME,
+        )
+    current = vocab_parallel_embedding.linear_batch_invariant
+    if getattr(current, "tritonbuild_fallback", None) is None:
+        vocab_parallel_embedding.linear_batch_invariant = linear_function(current, marked_only=True)
+        method = vocab_parallel_embedding.UnquantizedEmbeddingMethod
+        method.process_weights_after_loading = mark_lm_head(method.process_weights_after_loading)
