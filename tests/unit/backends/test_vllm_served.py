@@ -93,3 +93,17 @@ def test_an_engine_compiled_with_inductors_combo_kernels_timed_fails(name):
         [],
         None,
     )
+
+
+@pytest.mark.parametrize("name", ["llama-3-8b-fp16", "llama-3-8b-int4"])
+def test_a_default_models_engine_that_timed_its_combo_kernels_is_told_not_failed(name):
+    """A default-determinism model (the same H100, 2026-12-07): its engine compiled with vLLM's timed combo kernels,
+    so its goldens bind to that compile; verify says so in a note and does not fail it. An engine without them:
+    nothing to say."""
+    problems, note = served.served_check(
+        _model(name, "default"), _lines("server-default.engine-lines")
+    )
+    assert problems == [] and "benchmark_combo_kernel and combo_kernels on (vLLM's default)" in note
+    assert "fresh compile may answer in other bits" in note
+    off = _lines("server-invariant-combo-off.engine-lines").replace("-invariant/", "/")
+    assert served.served_check(_model(name, "default"), off) == ([], None)

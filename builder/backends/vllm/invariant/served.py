@@ -35,11 +35,36 @@ def invariant(model) -> bool:
     return ((model.llm or {}).get("serving") or {}).get("determinism") == "invariant"
 
 
+def _engines(model, lines: list[str]) -> dict[str, int]:
+    """The model's vLLM engines in the log: process id -> the line that starts it."""
+    mine = f"/{model.name}/{model.version}/"
+    return {
+        match["pid"]: i
+        for i, line in enumerate(lines)
+        if (match := ENGINE.search(line)) and mine in match["model"]
+    }
+
+
+def _timed_note(model, lines: list[str]) -> str | None:
+    """A default-determinism model whose engine compiled with vLLM's timed combo kernels: where its
+    bits may come from (goldens of one compile, another compile's answers)."""
+    combo = sorted({o for at in _engines(model, lines).values() for o in COMBO.findall(lines[at])})
+    if not combo:
+        return None
+    return (
+        f"its vLLM engine compiled with Inductor's {' and '.join(combo)} on (vLLM's default): "
+        "the compile kept the combined kernels that timed faster on this device, so a fresh "
+        "compile may answer in other bits than the goldens' (serving.determinism: invariant "
+        "turns that off)"
+    )
+
+
 def served_check(model, log: str | None) -> tuple[list[str], str | None]:
-    """(problems, note) of an invariant model from the log of the server that serves it: problems
-    fail it; the note says what could not be checked (no log)."""
+    """(problems, note) of a vLLM model from the log of the server that serves it: problems fail
+    an invariant model; the note says what could not be checked (no log), or for a default one
+    that its compile chose kernels by timing them."""
     if not invariant(model):
-        return [], None
+        return [], (_timed_note(model, log.splitlines()) if log is not None else None)
     if log is None:
         return [], (
             "which kernels serve it was not checked: no server log (verify --server-log FILE, the "
@@ -47,11 +72,7 @@ def served_check(model, log: str | None) -> tuple[list[str], str | None]:
         )
     mine = f"/{model.name}/{model.version}/"
     lines = log.splitlines()
-    engines = {
-        match["pid"]: i
-        for i, line in enumerate(lines)
-        if (match := ENGINE.search(line)) and mine in match["model"]
-    }
+    engines = _engines(model, lines)
     if not engines:
         return [
             "the server log has no vLLM engine for it (vLLM's 'Initializing a V1 LLM engine ... "
