@@ -32,7 +32,9 @@ from pathlib import Path
 # triton_poi_/triton_per_) take the names of every op in the fused region, so "..._rms_norm_w4a16_invariant" is
 # the residual add + RMSNorm fed by the W4A16 linear, not the linear; FlashAttention 3's kernels are CUTLASS
 # kernels ("cutlass::device_kernel<flash::...>"); vLLM 0.22's batch-invariant matmul (batch_invariant.py
-# matmul_kernel_persistent, which aten::mm becomes in that mode) serves what stays unquantized: lm_head.
+# matmul_kernel_persistent, which aten::mm becomes in that mode) serves what stays unquantized: lm_head. Since the
+# plugin takes the 8B lm_head on an H100 (max_num_seqs <= 64: linear16.LM_HEAD_MEASURED), there it is _linear16: in an
+# INT4 model's profile linear_fp16_invariant is then the lm_head alone.
 CATEGORIES = [
     ("linear_int4_invariant", r"^_w4a16"),  # the plugin's Triton kernels, by their function names
     ("linear_fp16_invariant", r"^_linear16"),
