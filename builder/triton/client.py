@@ -13,13 +13,30 @@ from tritonbuild.core.objstore import CONNECT_TIMEOUT_S
 from tritonbuild.core.stores import with_scheme
 
 
+def http_module():
+    """tritonclient.http, with Ctrl-C kept off stderr in its event loop: geventhttpclient runs on
+    gevent's hub, and a KeyboardInterrupt the SIGINT handler raises while the hub runs is printed by
+    the hub (traceback and a timestamp) before the hub throws it to the main greenlet, where the CLI
+    says "interrupted". gevent prints no error of a type in NOT_ERROR and still throws a
+    SYSTEM_ERROR (KeyboardInterrupt among them) to the main greenlet (gevent/hub.py
+    Hub.handle_error), so KeyboardInterrupt joins NOT_ERROR: the class's, and this thread's hub's,
+    which may hold its own copy (gevent's thread resolver extends NOT_ERROR on the hub instance)."""
+    import tritonclient.http as httpclient
+    from gevent.hub import Hub, get_hub
+
+    for holder in (Hub, get_hub()):
+        if not issubclass(KeyboardInterrupt, holder.NOT_ERROR):
+            holder.NOT_ERROR = (*holder.NOT_ERROR, KeyboardInterrupt)
+    return httpclient
+
+
 class Server:
     """One tritonserver at url, asked through one tritonclient HTTP client; a context manager that
     closes it. Failures propagate: InferenceServerException when the server answered an error
     (refused() gives its text), anything else (OSError, a timeout) when it did not answer."""
 
     def __init__(self, url: str, timeout: float):
-        from tritonclient.http import InferenceServerClient
+        InferenceServerClient = http_module().InferenceServerClient
 
         parts = urlsplit(with_scheme(url))
         self.headers: dict[str, str] | None = None

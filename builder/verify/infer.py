@@ -191,8 +191,11 @@ def generated_inputs(metadata: dict, data: str, seed: int = 0) -> dict[str, np.n
 def _send(
     url: str, model: str, samples: list[dict], expected: list[dict] | None, data: str | None = None
 ) -> InferResult:
-    import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException, np_to_triton_dtype
+
+    from tritonbuild.triton.client import http_module
+
+    httpclient = http_module()
 
     host = split_url(url)[1].rstrip("/")
     client = httpclient.InferenceServerClient(host, network_timeout=120.0)

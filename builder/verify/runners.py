@@ -26,9 +26,9 @@ class TritonRunner:
     batcher)."""
 
     def __init__(self, url: str, model: ManifestModel, concurrency: int = 8):
-        import tritonclient.http as httpclient
+        from tritonbuild.triton.client import http_module
 
-        self._http = httpclient
+        httpclient = self._http = http_module()
         self.model = model
         self.client = httpclient.InferenceServerClient(
             url.removeprefix("http://"), concurrency=concurrency, network_timeout=120.0
