@@ -106,6 +106,10 @@ def record(d: Path) -> dict:
         "machine": (d / "gpu.txt").read_text().strip(),
         "fresh_compiles": starts,
         "fresh_compiles_agree": {m: agree(starts, m) for m in models},
+        "fresh_compiles_agree_means": "each start's answers stood in the same relation to the committed goldens, "
+        "output by output: identical where every start matched them; a start that differed from them in other "
+        "outputs than another did answered differently from it; starts differing in the same outputs were not "
+        "compared with each other",
         "deterministic_mode": refusal(d),
         "inductor_compile_config": {
             "as_built_before": engine_configs(d / "server-invariant-combo-on.engine-lines"),
