@@ -54,10 +54,29 @@ def summarize(records: list[dict]) -> dict:
             "variant_over_committed_M64": ratios(group, "64"),
             "variant_ms_M1": [r["kernel"]["1"]["int4_invariant_ms"] for r in group],
             "committed_ms_M1": [r["kernel"]["1"]["int4_invariant_previous_ms"] for r in group],
+            "meets_64_row_target": meets_64_row_target(group),
         })  # fmt: skip
     settings.sort(key=lambda s: s["variant_over_committed_M1"]["median"])
     gpus = sorted({r["machine"]["gpu"] for r in records})
-    return {"gpu": gpus, "settings": settings, "best": settings[0]["setting"] if settings else None}
+    eligible = [s for s in settings if s["meets_64_row_target"] is not False] or settings
+    return {
+        "gpu": gpus,
+        "settings": settings,
+        "best": eligible[0]["setting"] if eligible else None,
+        "best_rule": "the lowest median at one row among the settings no slower than cuBLAS fp16 at 64"
+        " rows (issue 45), all settings when none is",
+    }
+
+
+def meets_64_row_target(group: list[dict]) -> bool | None:
+    """Issue 45's 64-row target for a setting's records: the median of its per-step time at 64 rows no
+    more than cuBLAS fp16's on the dense weights (timed in the same runs); None where not timed."""
+    rows = [r["kernel"]["64"] for r in group]
+    if any(row.get("fp16_cublas_ms") is None for row in rows):
+        return None
+    return statistics.median(r["int4_invariant_ms"] for r in rows) <= statistics.median(
+        r["fp16_cublas_ms"] for r in rows
+    )
 
 
 def run_setting(variant: Path, setting: str, out: Path, timing_only: bool) -> dict:
