@@ -226,9 +226,11 @@ def images_page() -> str:
 
 
 def _cite(cite: str) -> str:
-    """A row's cite as the page shows it: vLLM's with its release, ours linked to the repository file."""
+    """A row's cite as the page shows it: vLLM's and torch's with their release, ours linked to the repository file."""
     if cite.startswith("vllm "):
         return f"vLLM {cite.split(' ', 2)[1]}{' sdist' if ' sdist ' in cite else ''} `{cite.split(' ')[-1]}`"
+    if cite.startswith("torch "):
+        return f"torch {cite.split(' ', 2)[1]} `{cite.split(' ')[-1]}`"
     return f"tritonbuild `{cite}`"
 
 
@@ -236,7 +238,8 @@ def invariance_page() -> str:
     """The invariance table of builder/backends/vllm/invariant/table.py, row for row."""
     from tritonbuild.backends.vllm.invariant import table
 
-    source = json.loads(INVARIANCE_FACTS.read_text())["source"]
+    facts = json.loads(INVARIANCE_FACTS.read_text())
+    source, torch = facts["source"], facts["torch_source"]
     lines = [
         GENERATED,
         "# vLLM: what `determinism: invariant` takes\n",
@@ -245,8 +248,10 @@ def invariance_page() -> str:
         "(file:line, the reason, the fix; exit 3), or made safe in `model.json`. A row is *allow (measured)* only "
         f"where a GPU record shows it invariant (`{table.RECORD}`); a setting not listed is not known to matter. "
         f"vLLM facts are cited from vLLM {source['version']} (`{source['wheel']}`, commit `{source['commit']}`; "
-        "tests/ and docs/ from the sdist of the same release), recorded with a line of each in "
-        "`tests/contracts/facts/vllm_invariance.json`. See also "
+        "tests/ and docs/ from the sdist of the same release), Inductor's from torch "
+        f"{torch['version']} (the torch vLLM {source['version']}'s serving image runs, "
+        f"commit `{torch['commit'][:10]}`), "
+        "recorded with a line of each in `tests/contracts/facts/vllm_invariance.json`. See also "
         "[Determinism and bit-exact](../explanation/determinism.md).\n",
         "| setting | when | verdict | why | fix | upstream fact |",
         "|---|---|---|---|---|---|",

@@ -18,8 +18,9 @@
 #   verify-8b        tritonbuild verify --server --record --server-log --json on a hardlinked copy of the served
 #                    repository (VERIFY_RECORD=0: compared with the recipes' goldens, not recorded)
 #   soak-8b          measure.py soak, both models at once: 64 streams for SOAK_S (default 120) s each
-#   fresh-goldens    the invariant models' committed goldens out of the way (a copy in bench8/goldens): the next
-#                    verify-8b records the answers, each later one compares with them (fresh compiles vs each other)
+#   fresh-goldens    the invariant models' committed goldens out of the way (a copy in bench8/goldens, and the
+#                    invariant repository rebuilt without them): the next verify-8b records the answers, each later
+#                    one compares with them (fresh compiles vs each other)
 #   stop             stop the server
 #   profile-8b CONFIG  (after stop: the GPU to itself) decode_profile.py on CONFIG's INT4 model (PROFILE_MODELS: other
 #                    names), vLLM's offline engine under torch's profiler: a decode step's GPU time by kernel kind
@@ -143,6 +144,8 @@ while [ $# -gt 1 ]; do
         --server-log $W/server-8b-$cfg.log --json > $R/verify-8b-$cfg.json)
       echo "verify exit $?"
       g=$R/goldens/$(date +%H%M%S) && mkdir -p $g && cp $W/bench8/goldens/*.npz $g/  # what --record wrote, per start
+      # after fresh-goldens: the repository as --record left it (goldens and manifest) is the next start's
+      if [ -f $W/keep-goldens ]; then rm -rf $W/OUT8-$cfg && mv $W/OUT8-rec $W/OUT8-$cfg; fi
       python3 - "$R/verify-8b-$cfg.json" <<'PY'
 import json, sys
 for m in json.load(open(sys.argv[1])).get("models", []):
@@ -160,7 +163,14 @@ PY
       for m in $(models); do cat "$W/soak-$m.json" >> $R/soak-8b.jsonl; done
       tail -2 $R/soak-8b.jsonl ;;
     fresh-goldens)
-      rm -f $W/bench8/goldens/llama-3-8b-*-invariant.*npz* && ls $W/bench8/goldens ;;
+      # the committed goldens out of the recipes' folder, and the invariant repository rebuilt without them (the
+      # build had copied them into its version directories: a verify then compared with them, not with the first
+      # start, 2026-12-07); keep-goldens: each verify-8b leaves its --record'ed repository as the one served next
+      need 60 fresh-goldens || continue
+      rm -f $W/bench8/goldens/llama-3-8b-*-invariant.*npz* && ls $W/bench8/goldens
+      (cd $W/bench8 && $TB build llama-3-8b-fp16-invariant.yaml llama-3-8b-int4-invariant.yaml \
+        -o $W/OUT8-invariant 2>&1 | tail -3) || exit 4
+      touch $W/keep-goldens ;;
     stop) stop ;;
     profile-8b)
       cfg=$1; shift

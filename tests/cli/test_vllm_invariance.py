@@ -146,6 +146,14 @@ REFUSED = {
         "compilation_config",
         ("timed faster",),
     ),
+    # docs/runs/2026-12-07-fresh-compile-lm-head-h100.json: a reduction's launch configuration kept if it timed faster
+    "inductor-deterministic-off": (
+        "  extra:\n    compilation_config:\n      inductor_compile_config: {deterministic: false}\n",
+        "",
+        "engine_args.extra.compilation_config.inductor_compile_config.deterministic",
+        "inductor_compile_config",
+        ("timing them", "remove it"),
+    ),
     "compilation-level": (
         "  extra:\n    compilation_config: 3\n",
         "",
@@ -214,11 +222,15 @@ def test_inductors_combo_kernels_and_their_timing_are_off_in_model_json(cli, tmp
     (config/compilation.py:957-967): two fresh compiles of the invariant fp16 8B model on one H100 then answered
     differently (docs/runs/2026-12-07-compile-reproducibility-h100.json). An invariant recipe's model.json gives
     both false, merged into the recipe's own compilation_config (a mapping or its JSON text)."""
-    from tritonbuild.backends.vllm.invariant.table import INDUCTOR_FORCED
+    from tritonbuild.backends.vllm.invariant.table import INDUCTOR_DETERMINISTIC, INDUCTOR_FORCED
 
     assert INDUCTOR_FORCED == {"combo_kernels": False, "benchmark_combo_kernel": False}
+    # and Inductor's deterministic mode (row inductor_deterministic): two more fresh compiles with combo kernels off
+    # still gave the fp16 model other log-probs (docs/runs/2026-12-07-fresh-compile-lm-head-h100.json)
+    forced = {**INDUCTOR_FORCED, **INDUCTOR_DETERMINISTIC}
+    assert forced["deterministic"] is True
     doc = _model_json(cli, _recipe(tmp_path, more="gpu: H100\n"), tmp_path)
-    assert doc["compilation_config"] == {"inductor_compile_config": INDUCTOR_FORCED}
+    assert doc["compilation_config"] == {"inductor_compile_config": forced}
     for given in (
         "  extra:\n    compilation_config:\n      compile_ranges_endpoints: [8]\n"
         "      inductor_compile_config: {max_autotune: false}\n",
@@ -228,14 +240,15 @@ def test_inductors_combo_kernels_and_their_timing_are_off_in_model_json(cli, tmp
         doc = _model_json(cli, _recipe(tmp_path, given, "gpu: H100\n"), tmp_path)
         assert doc["compilation_config"] == {
             "compile_ranges_endpoints": [8],
-            "inductor_compile_config": {"max_autotune": False, **INDUCTOR_FORCED},
+            "inductor_compile_config": {"max_autotune": False, **forced},
         }
     # given false by hand: the same; the default determinism: vLLM's own choice, nothing written
     given = (
-        "  extra:\n    compilation_config:\n      inductor_compile_config: {combo_kernels: false}\n"
+        "  extra:\n    compilation_config:\n      inductor_compile_config: {combo_kernels: false, "
+        "deterministic: true}\n"
     )
     doc = _model_json(cli, _recipe(tmp_path, given, "gpu: H100\n"), tmp_path)
-    assert doc["compilation_config"] == {"inductor_compile_config": INDUCTOR_FORCED}
+    assert doc["compilation_config"] == {"inductor_compile_config": forced}
     doc = _model_json(cli, _recipe(tmp_path, more="gpu: H100\n", determinism="default"), tmp_path)
     assert "compilation_config" not in doc
 

@@ -22,6 +22,7 @@ WHEEL = Path(os.environ.get("WHEEL_CACHE", Path.home() / ".cache" / "tritonbuild
     "vllm-0.22.0-cp38-abi3-manylinux_2_28_x86_64.whl"
 )
 SDIST = os.environ.get("TRITONBUILD_VLLM_SDIST")  # the unpacked vllm-0.22.0 sdist
+TORCH_WHEEL = WHEEL.with_name("torch-2.11.0-cp312-cp312-manylinux_2_28_x86_64.whl")
 
 
 def _facts() -> list[dict]:
@@ -46,7 +47,10 @@ def test_every_row_cites_something_and_says_why_and_how_to_fix():
         assert row.fix or not row.verdict.startswith("refuse"), row.id
         for cite in row.cites:
             path = cite.split(" ")[-1].split(":")[0]
-            assert cite.startswith(derive.WHEEL_PREFIX) or (ROOT / path).is_file(), cite
+            assert (
+                cite.startswith((derive.WHEEL_PREFIX, derive.TORCH_PREFIX))
+                or (ROOT / path).is_file()
+            ), cite
         if row.verdict == "allow (measured)":
             assert table.RECORD in row.cites, row.id  # allowed only where a GPU record shows it
 
@@ -126,3 +130,45 @@ def test_the_inductor_options_forced_off_are_the_ones_vllm_turns_on_unless_given
         assert f'"{key}" not in self.inductor_compile_config' in text, key
         assert f'self.inductor_compile_config["{key}"] = True' in text, key
     assert "not current_platform.is_cpu()" in text  # on a GPU only: no CPU test can see it
+
+
+def test_every_torch_cite_of_the_table_is_a_recorded_fact_of_the_torch_vllm_runs_on():
+    """Rows inductor_deterministic*: Inductor as vLLM 0.22's serving image runs it (torch 2.11.0+cu130, the GPU runs'),
+    recorded from that release's wheel; re-derived where the wheel is on disk."""
+    doc = json.loads(derive.FACTS.read_text())
+    recorded = {f["cite"]: f for f in doc["torch_facts"]}
+    cites = derive.torch_cites(table.ROWS)
+    assert cites and set(cites) == set(recorded), set(cites) ^ set(recorded)
+    assert (
+        doc["torch_source"]["version"] == "2.11.0+cu130"
+        and len(doc["torch_source"]["commit"]) == 40
+    )
+    if not TORCH_WHEEL.is_file():
+        pytest.skip(f"the torch 2.11.0 wheel is not at {TORCH_WHEEL}")
+    assert derive.derive_torch(TORCH_WHEEL, table.ROWS) == doc["torch_facts"]
+    assert (
+        hashlib.sha256(TORCH_WHEEL.read_bytes()).hexdigest() == doc["torch_source"]["wheel_sha256"]
+    )
+
+
+def test_the_inductor_option_forced_on_is_inductors_deterministic_mode():
+    """Row inductor_deterministic: model.json's key is Inductor's own config name (torch 2.11.0 _inductor/config.py),
+    the one codegen copies into every generated kernel's meta and the runtime filter reads."""
+    assert table.INDUCTOR_DETERMINISTIC == {"deterministic": True}
+    facts = {f["where"]: f["text"] for f in json.loads(derive.FACTS.read_text())["torch_facts"]}
+    assert (
+        facts["torch/_inductor/codegen/triton.py:5298"] == '"deterministic": config.deterministic,'
+    )
+    assert "len(configs) == 1" in facts["torch/_inductor/runtime/triton_heuristics.py:3370-3376"]
+    if not TORCH_WHEEL.is_file():
+        pytest.skip(f"the torch 2.11.0 wheel is not at {TORCH_WHEEL}")
+    import zipfile
+
+    source = zipfile.ZipFile(TORCH_WHEEL).read("torch/_inductor/config.py").decode().splitlines()
+    assert source[853] == 'deterministic = os.getenv("TORCHINDUCTOR_DETERMINISTIC") == "1"'
+    heuristics = (
+        zipfile.ZipFile(TORCH_WHEEL).read("torch/_inductor/runtime/triton_heuristics.py").decode()
+    )
+    assert 'inductor_meta.get("deterministic", False)' in "\n".join(
+        heuristics.splitlines()[3369:3376]
+    )

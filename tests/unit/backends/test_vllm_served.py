@@ -86,13 +86,34 @@ def test_an_engine_compiled_with_inductors_combo_kernels_timed_fails(name):
     problems, _ = served.served_check(
         _model(name), _lines("server-invariant-combo-on.engine-lines")
     )
-    assert problems and all(
+    assert problems and any(
         "Inductor's benchmark_combo_kernel and combo_kernels on" in p for p in problems
     )
-    assert served.served_check(_model(name), _lines("server-invariant-combo-off.engine-lines")) == (
-        [],
-        None,
+    off = _lines("server-invariant-combo-off.engine-lines")
+    assert served.served_check(_model(name), _deterministic(off)) == ([], None)
+
+
+def _deterministic(lines: str) -> str:
+    """The engine lines as an engine compiled from today's model.json logs them: Inductor's deterministic mode on."""
+    return lines.replace(
+        "'combo_kernels': False,", "'combo_kernels': False, 'deterministic': True,"
     )
+
+
+@pytest.mark.parametrize("name", ["llama-3-8b-fp16-invariant", "llama-3-8b-int4-invariant"])
+def test_an_invariant_engine_compiled_without_inductors_deterministic_mode_fails(name):
+    """Row inductor_deterministic: the H100 engines of 2026-12-07 had combo kernels off but not Inductor's
+    deterministic mode (each reduction's launch configuration timed at its first run): two fresh compiles of the fp16
+    model gave different log-probs (docs/runs/2026-12-07-fresh-compile-lm-head-h100.json). An engine line cut short
+    before its Inductor options says nothing of them."""
+    off = _lines("server-invariant-combo-off.engine-lines")
+    assert "'deterministic'" not in off and "'combo_kernels': False," in off
+    problems, _ = served.served_check(_model(name), off)
+    assert problems and all("compiled without Inductor's deterministic mode" in p for p in problems)
+    assert "timed fastest on the device" in problems[0]
+    false = _deterministic(off).replace("'deterministic': True", "'deterministic': False")
+    assert served.served_check(_model(name), false)[0] == problems
+    assert served.served_check(_model(name), _log()) == ([], None)  # cut at 400 characters
 
 
 @pytest.mark.parametrize("name", ["llama-3-8b-fp16", "llama-3-8b-int4"])

@@ -9,6 +9,7 @@ import json
 from tritonbuild.backends.llm.gpus import GPU_SM
 from tritonbuild.backends.vllm.invariant.table import (
     BY_ID,
+    INDUCTOR_DETERMINISTIC,
     INDUCTOR_FORCED,
     MEASURED_ATTENTION,
     MEASURED_SM,
@@ -86,7 +87,8 @@ def _compilation_mapping(config):
 def _compilation(config) -> list:
     """compilation_config: single-size graphs or Inductor's tuning turned on by hand (row
     compile_sizes), combo kernels or their timing turned on, or a value model.json cannot carry
-    the forced Inductor options in (row combo_kernels_on)."""
+    the forced Inductor options in (row combo_kernels_on), Inductor's deterministic mode turned off
+    (row inductor_deterministic_off)."""
     at = ("engine_args", "extra", "compilation_config")
     mapping = _compilation_mapping(config)
     if mapping is None:
@@ -105,6 +107,14 @@ def _compilation(config) -> list:
         if inductor.get(option):
             where = (*at, "inductor_compile_config", option)
             out.append(_problem("combo_kernels_on", where, f"inductor_compile_config {option} on"))
+    for option in INDUCTOR_DETERMINISTIC:
+        if option in inductor and not inductor[option]:
+            where = (*at, "inductor_compile_config", option)
+            out.append(
+                _problem(
+                    "inductor_deterministic_off", where, f"inductor_compile_config {option} off"
+                )
+            )
     return out
 
 
@@ -146,8 +156,9 @@ def _gpu(recipe) -> list:
 
 def forced(recipe) -> dict:
     """The model.json values the table forces for an invariant recipe: enforce_eager below SM 9.0
-    (row gpu_sm8x_eager); Inductor's combo kernels and their timing off, merged into the recipe's
-    own compilation_config (row combo_kernels; one that is not a mapping is refused at plan)."""
+    (row gpu_sm8x_eager); Inductor's combo kernels and their timing off and its deterministic mode
+    on, merged into the recipe's own compilation_config (rows combo_kernels, inductor_deterministic;
+    one that is not a mapping is refused at plan)."""
     if recipe.serving.determinism != "invariant":
         return {}
     out = {}
@@ -159,7 +170,7 @@ def forced(recipe) -> dict:
         inductor = dict(inductor) if isinstance(inductor, dict) else {}
         out["compilation_config"] = {
             **config,
-            "inductor_compile_config": {**inductor, **INDUCTOR_FORCED},
+            "inductor_compile_config": {**inductor, **INDUCTOR_FORCED, **INDUCTOR_DETERMINISTIC},
         }
     return out
 

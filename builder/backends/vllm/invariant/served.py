@@ -10,14 +10,15 @@ H200, docs/runs): the engine core's process prefix `(EngineCore pid=N)` on its o
 registration line in the process that loads the engine (vllm/invariant/plugin.py register). The
 engine line's config holds `compilation_config={...}` (vllm/config/vllm.py L1973, the repr of
 CompilationConfig, config/compilation.py L797) with its `'inductor_compile_config': {...}`: the
-Inductor options the invariance table forces off (row combo_kernels) must not read True there."""
+Inductor options the invariance table forces off (row combo_kernels) must not read True there, and
+its deterministic mode (row inductor_deterministic) must read True."""
 
 from __future__ import annotations
 
 import re
 
 from tritonbuild.backends.vllm.invariant.plugin import KERNEL_NAME
-from tritonbuild.backends.vllm.invariant.table import INDUCTOR_FORCED
+from tritonbuild.backends.vllm.invariant.table import INDUCTOR_DETERMINISTIC, INDUCTOR_FORCED
 
 ENGINE = re.compile(
     r"\(EngineCore[^ )]* pid=(?P<pid>\d+)\).*?Initializing a V1 LLM engine \(v[^)]*\) with "
@@ -28,6 +29,8 @@ KERNEL = re.compile(
 )
 # an Inductor option of INDUCTOR_FORCED on in the engine's config (vLLM's own choice when neither is given)
 COMBO = re.compile(rf"'(?P<option>{'|'.join(INDUCTOR_FORCED)})': True\b")
+# the engine's Inductor options, as its config's repr prints them
+INDUCTOR = re.compile(r"'inductor_compile_config': \{(?P<options>[^}]*)\}")
 PLUGIN = f"tritonbuild: {KERNEL_NAME} first among the W4A16 kernels (VLLM_BATCH_INVARIANT)"
 
 
@@ -91,6 +94,16 @@ def served_check(model, log: str | None) -> tuple[list[str], str | None]:
                 f"its vLLM engine (pid {pid}) compiled with Inductor's {' and '.join(combo)} on: the "
                 "compile keeps combined kernels by timing them on the device, so another compile may "
                 "answer in other bits (model.json's compilation_config not as tritonbuild built it)"
+            )
+        # (a line cut short before the config's Inductor options tells nothing of them)
+        options = match["options"] if (match := INDUCTOR.search(lines[at])) else None
+        off = [o for o in INDUCTOR_DETERMINISTIC if f"'{o}': True" not in (options or "")]
+        if options is not None and off:
+            problems.append(
+                f"its vLLM engine (pid {pid}) compiled without Inductor's {' and '.join(off)} mode: "
+                "the compile keeps, for each reduction it generates, the launch configuration that "
+                "timed fastest on the device, so another compile may answer in other bits "
+                "(model.json's compilation_config not as tritonbuild built it)"
             )
         chosen = {
             match["kernel"]

@@ -25,6 +25,13 @@ COMPILE_RECORD = "docs/runs/2026-12-07-compile-reproducibility-h100.json"
 # what model.json's compilation_config.inductor_compile_config gets for an invariant recipe (row
 # combo_kernels): given, either key stops vLLM turning both on (vllm 0.22.0 config/compilation.py:957-967)
 INDUCTOR_FORCED = {"combo_kernels": False, "benchmark_combo_kernel": False}
+# and Inductor's deterministic mode (row inductor_deterministic): one launch configuration per generated
+# reduction, chosen without timing it; model.json's options reach Inductor as the compile's config
+# patches (vllm 0.22.0 compilation/compiler_interface.py:316, :641)
+INDUCTOR_DETERMINISTIC = {"deterministic": True}
+# two more fresh compiles on one H100, combo kernels off: fp16's log-probs still differed
+# (benchmarks/vllm/fresh_compile_record.py)
+FRESH_RECORD = "docs/runs/2026-12-07-fresh-compile-lm-head-h100.json"
 PLUGIN = "builder/backends/vllm/invariant/plugin.py"
 # the plugin's kernel: TritonbuildInvariantW4A16Kernel.get_min_capability() (PLUGIN, read by a test)
 PLUGIN_MIN_SM = 8.0
@@ -51,7 +58,20 @@ class Row:
     cites: tuple[str, ...]  # "vllm 0.22.0 PATH:LINES" (wheel), "vllm 0.22.0 sdist PATH:LINES", ours
 
 
-W, S = "vllm 0.22.0 ", "vllm 0.22.0 sdist "
+W, S, T = "vllm 0.22.0 ", "vllm 0.22.0 sdist ", "torch 2.11.0 "
+# Inductor as vLLM 0.22's image runs it (torch 2.11.0): deterministic mode's definition, the generated
+# kernel's meta carrying it, the runtime filter that keeps one reduction configuration under it, the
+# candidate configurations a reduction gets, and the timing that keeps the fastest of several
+_DETERMINISTIC_CITES = (
+    W + "vllm/compilation/compiler_interface.py:316",
+    W + "vllm/compilation/compiler_interface.py:641",
+    T + "torch/_inductor/config.py:852-854",
+    T + "torch/_inductor/codegen/triton.py:5298",
+    T + "torch/_inductor/runtime/triton_heuristics.py:3370-3376",
+    T + "torch/_inductor/runtime/triton_heuristics.py:3226-3252",
+    T + "torch/_inductor/runtime/triton_heuristics.py:1173-1178",
+    FRESH_RECORD,
+)
 # refused only because no GPU record measured it: serving.allow_unmeasured lets plan take it, to make
 # that record (verify under load says whether it holds)
 UNMEASURED = "refuse (not measured)"
@@ -270,6 +290,30 @@ ROWS = (
         "remove them (model.json then gets both false); give compilation_config as a mapping; "
         + _DEFAULT,
         (W + "vllm/config/compilation.py:957-967", COMPILE_RECORD),
+    ),
+    Row(
+        "inductor_deterministic",
+        "engine_args.extra.compilation_config.inductor_compile_config",
+        "deterministic unset",
+        "force safe",
+        "Inductor gives a reduction kernel it generates several launch configurations (block sizes, "
+        "warps: each its own order of additions) and at the first run keeps the one that timed fastest "
+        "on the device, so a fresh compile may choose another and answer in other bits: two fresh "
+        "compiles of the invariant fp16 8B model on one H100, combo kernels off, gave the same tokens "
+        "and different log-probs. Its deterministic mode keeps one configuration chosen without "
+        "timing; model.json gets deterministic true",
+        "",
+        _DETERMINISTIC_CITES,
+    ),
+    Row(
+        "inductor_deterministic_off",
+        "engine_args.extra.compilation_config.inductor_compile_config.deterministic",
+        "deterministic false",
+        "refuse",
+        "Inductor would choose its reductions' launch configurations by timing them on the device: "
+        "another compile may answer in other bits",
+        "remove it (model.json then gets deterministic true); " + _DEFAULT,
+        _DETERMINISTIC_CITES,
     ),
     Row(
         "checkpoint_quantized",
