@@ -97,7 +97,8 @@ def verify_reports(results: Path) -> list[tuple[str, bool, bool]]:
     """(model, under load: bit-identical alone and amid 63 others, goldens: the whole verdict, the
     committed goldens included) per invariant model, and over every verify --server report of the run
     (verify-8b-invariant*.json: a step that runs again keeps the earlier one under another name), a
-    model's check passing only if it passed in each."""
+    model's check passing only if it passed in each. A verify that found no goldens of its machine
+    class recorded them (goldens_recorded_on null): it compared nothing, so reproduced nothing."""
     by_model: dict[str, list[bool]] = {}
     for path in sorted(results.glob("verify-8b-invariant*.json")):
         for m in (summarize_8b._json(path) or {}).get("models", []):
@@ -108,7 +109,8 @@ def verify_reports(results: Path) -> list[tuple[str, bool, bool]]:
                 and load.get("differing") == 0
             )
             was = by_model.setdefault(m["name"], [True, True])
-            was[0], was[1] = was[0] and under_load, was[1] and bool(m["passed"])
+            compared = "goldens_recorded_on" not in m or m["goldens_recorded_on"] is not None
+            was[0], was[1] = was[0] and under_load, was[1] and bool(m["passed"]) and compared
     return [(name, load, goldens) for name, (load, goldens) in by_model.items()]
 
 

@@ -206,3 +206,25 @@ def test_machete_is_absent_with_its_reason_where_vllm_does_not_import():
     if kernel is not None:
         pytest.skip("vLLM's Machete runs here")
     assert reason and ("vLLM" in reason or "Machete" in reason)
+
+
+def test_a_verify_that_recorded_goldens_compared_nothing_and_reproduces_nothing(results, tmp_path):
+    """2026-12-07, a third H100 lease: `verify --server --record` found no goldens of this machine class for the fp16
+    invariant model, recorded them and passed (`goldens_recorded_on` null): nothing was compared, so the record must
+    not say the committed goldens were reproduced."""
+    report = json.loads((results / "verify-8b-invariant.json").read_text())
+    for m in report["models"]:
+        m["goldens_recorded_on"] = (
+            "Intel(R) Xeon(R) Processor; NVIDIA H100 80GB HBM3 (sm 9.0, 132 SMs)"
+        )
+    fp16 = next(m for m in report["models"] if m["name"] == "llama-3-8b-fp16-invariant")
+    fp16 |= {"passed": True, "goldens_recorded_on": None}
+    (results / "verify-8b-invariant.json").write_text(json.dumps(report))
+    record = _module("invariance_speed").record(
+        results, _kernel_record(tmp_path / "k.json", 0.6, {})
+    )
+    assert record["goldens_reproduced"] == {
+        "llama-3-8b-fp16-invariant": False,
+        "llama-3-8b-int4-invariant": True,
+    }
+    assert record["invariance_checks"]["llama-3-8b-fp16-invariant_verify_server_under_load"]
