@@ -282,16 +282,20 @@ def test_an_invariant_model_whose_engine_compiled_with_timed_combo_kernels_fails
     cli, tmp_path, monkeypatch
 ):
     """The stand-in logs the Inductor options its engine compiled with as vLLM 0.22 does (both on unless model.json
-    gives either): as built, model.json gives both off and the invariant models of the other tests pass; an engine
-    that turned them on anyway (VLLM_STANDIN_VARIANT=combo) fails, naming them, from the embedded server's log."""
+    gives either): as built, model.json gives both off and Inductor's deterministic mode on, and the invariant models
+    of the other tests pass; an engine that turned the combo kernels on anyway (VLLM_STANDIN_VARIANT=combo) and
+    compiled without the deterministic mode (nodeterministic: Inductor then keeps each reduction's fastest-timed
+    launch configuration, docs/runs/2026-12-07-fresh-compile-lm-head-h100.json) fails, naming both, from the
+    embedded server's log (one server start for the two rows)."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("VLLM_STANDIN_VARIANT", "combo")
+    monkeypatch.setenv("VLLM_STANDIN_VARIANT", "combo,nodeterministic")
     root = _build(tmp_path, "invariant", "report", "combo")
     r = cli("verify", str(root), "--record", "--backend", f"vllm={STANDIN}", "--json")
     (model,) = json.loads(r.stdout)["models"]
     assert r.exit_code == 6, model
-    (problem,) = model["served_problems"]
-    assert "Inductor's benchmark_combo_kernel and combo_kernels on" in problem
+    combo, deterministic = model["served_problems"]
+    assert "Inductor's benchmark_combo_kernel and combo_kernels on" in combo
+    assert "compiled without Inductor's deterministic mode" in deterministic
 
 
 def test_verify_server_reads_the_given_servers_log(cli, tmp_path, monkeypatch):
