@@ -7,8 +7,9 @@ vLLM, CUDA graphs on, kv_cache_dtype auto, no LoRA, no speculative decoding, fp1
 INT4 W4A16 checkpoint). A refusal is a recipe error at its key (exit 3): the message says the
 setting and the row's reason, the hint the row's fix. A forced-safe value is written into model.json
 (`forced`). vLLM facts are cited from the 0.22.0 release (the wheel; its tests/ and docs/ from the
-sdist of the same commit), recorded in tests/contracts/facts/vllm_invariance.json, which a contract
-test keeps equal to `Row.cites`. The docs page (reference/vllm-invariance.md) is generated from
+sdist of the same commit), Inductor's from torch 2.11.0 (the wheel vLLM 0.22's serving image runs),
+recorded in tests/contracts/facts/vllm_invariance.json, which a contract test keeps equal to
+`Row.cites`. The docs page (reference/vllm-invariance.md) is generated from
 `ROWS` by ci/docs_reference.py."""
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ class Row:
     verdict: str  # refuse | refuse (not measured) | force safe | allow (measured)
     why: str
     fix: str
-    cites: tuple[str, ...]  # "vllm 0.22.0 PATH:LINES" (wheel), "vllm 0.22.0 sdist PATH:LINES", ours
+    # "vllm 0.22.0 PATH:LINES" (wheel), "vllm 0.22.0 sdist PATH:LINES", "torch 2.11.0 PATH:LINES", ours
+    cites: tuple[str, ...]
 
 
 W, S, T = "vllm 0.22.0 ", "vllm 0.22.0 sdist ", "torch 2.11.0 "
@@ -296,7 +298,7 @@ ROWS = (
         "engine_args.extra.compilation_config.inductor_compile_config",
         "deterministic unset",
         "force safe",
-        "Inductor gives a reduction kernel it generates several launch configurations (block sizes, "
+        "Inductor may give a reduction kernel it generates several launch configurations (block sizes, "
         "warps: each its own order of additions) and at the first run keeps the one that timed fastest "
         "on the device, so a fresh compile may choose another and answer in other bits: two fresh "
         "compiles of the invariant fp16 8B model on one H100, combo kernels off, gave the same tokens "
