@@ -41,21 +41,14 @@ def torch_cites(rows) -> list[str]:
 def derive_torch(wheel: Path, rows) -> list[dict]:
     """The torch cites' facts, read from the torch wheel (the same fields as derive's)."""
     zf = zipfile.ZipFile(wheel)
-    entries = []
+    out = []
     for cite in torch_cites(rows):
         path, _, lines = cite[len(TORCH_PREFIX) :].partition(":")
         first, _, last = lines.partition("-")
-        first, last = int(first), int(last or first)
-        data = zf.read(path)
-        entries.append({
-            "cite": cite,
-            "from": "torch wheel",
-            "where": f"{path}:{first}" + (f"-{last}" if last != first else ""),
-            "file_sha256": hashlib.sha256(data).hexdigest(),
-            "text": anchor(data.decode(), first, last),
-            "rows": [r.id for r in rows if cite in r.cites],
-        })  # fmt: skip
-    return entries
+        out.append(
+            fact(cite, "torch wheel", path, int(first), int(last or first), zf.read(path), rows)
+        )
+    return out
 
 
 def split(cite: str) -> tuple[str, str, int, int]:
@@ -72,6 +65,18 @@ def anchor(text: str, first: int, last: int) -> str:
     return max(rows, key=len)[:120]
 
 
+def fact(cite: str, kind: str, path: str, first: int, last: int, data: bytes, rows) -> dict:
+    """One cite's recorded fact: where, the file's sha256, the range's anchor line, the rows citing it."""
+    return {
+        "cite": cite,
+        "from": kind,
+        "where": f"{path}:{first}" + (f"-{last}" if last != first else ""),
+        "file_sha256": hashlib.sha256(data).hexdigest(),
+        "text": anchor(data.decode(), first, last),
+        "rows": [r.id for r in rows if cite in r.cites],
+    }
+
+
 def derive(wheel: Path, sdist: Path, rows, wheel_only: bool = False) -> list[dict]:
     zf = zipfile.ZipFile(wheel)
     entries = []
@@ -80,16 +85,7 @@ def derive(wheel: Path, sdist: Path, rows, wheel_only: bool = False) -> list[dic
         if wheel_only and kind == "sdist":
             continue
         data = zf.read(path) if kind == "wheel" else (sdist / path).read_bytes()
-        entries.append(
-            {
-                "cite": cite,
-                "from": kind,
-                "where": f"{path}:{first}" + (f"-{last}" if last != first else ""),
-                "file_sha256": hashlib.sha256(data).hexdigest(),
-                "text": anchor(data.decode(), first, last),
-                "rows": [r.id for r in rows if cite in r.cites],
-            }
-        )
+        entries.append(fact(cite, kind, path, first, last, data, rows))
     return entries
 
 

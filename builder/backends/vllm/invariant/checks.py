@@ -84,6 +84,15 @@ def _compilation_mapping(config):
     return config if isinstance(config, dict) else None
 
 
+# what model.json's inductor_compile_config gets (rows combo_kernels, inductor_deterministic), and the
+# row that refuses another value given for each option
+INDUCTOR_SET = {**INDUCTOR_FORCED, **INDUCTOR_DETERMINISTIC}
+_INDUCTOR_ROW = {
+    **dict.fromkeys(INDUCTOR_FORCED, "combo_kernels_on"),
+    **dict.fromkeys(INDUCTOR_DETERMINISTIC, "inductor_deterministic_off"),
+}
+
+
 def _compilation(config) -> list:
     """compilation_config: single-size graphs or Inductor's tuning turned on by hand (row
     compile_sizes), combo kernels or their timing turned on, or a value model.json cannot carry
@@ -103,18 +112,11 @@ def _compilation(config) -> list:
         if inductor.get(option):
             where = (*at, "inductor_compile_config", option)
             out.append(_problem("compile_sizes", where, f"inductor_compile_config {option} on"))
-    for option in INDUCTOR_FORCED:
-        if inductor.get(option):
+    for option, value in INDUCTOR_SET.items():
+        if option in inductor and bool(inductor[option]) != value:
             where = (*at, "inductor_compile_config", option)
-            out.append(_problem("combo_kernels_on", where, f"inductor_compile_config {option} on"))
-    for option in INDUCTOR_DETERMINISTIC:
-        if option in inductor and not inductor[option]:
-            where = (*at, "inductor_compile_config", option)
-            out.append(
-                _problem(
-                    "inductor_deterministic_off", where, f"inductor_compile_config {option} off"
-                )
-            )
+            said = f"inductor_compile_config {option} {'on' if inductor[option] else 'off'}"
+            out.append(_problem(_INDUCTOR_ROW[option], where, said))
     return out
 
 
@@ -170,7 +172,7 @@ def forced(recipe) -> dict:
         inductor = dict(inductor) if isinstance(inductor, dict) else {}
         out["compilation_config"] = {
             **config,
-            "inductor_compile_config": {**inductor, **INDUCTOR_FORCED, **INDUCTOR_DETERMINISTIC},
+            "inductor_compile_config": {**inductor, **INDUCTOR_SET},
         }
     return out
 

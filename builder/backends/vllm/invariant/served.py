@@ -96,7 +96,7 @@ def served_check(model, log: str | None) -> tuple[list[str], str | None]:
                 "answer in other bits (model.json's compilation_config not as tritonbuild built it)"
             )
         # (a line cut short before the config's Inductor options tells nothing of them)
-        options = match["options"] if (match := INDUCTOR.search(lines[at])) else None
+        options = found["options"] if (found := INDUCTOR.search(lines[at])) else None
         off = [o for o in INDUCTOR_DETERMINISTIC if f"'{o}': True" not in (options or "")]
         if options is not None and off:
             problems.append(
