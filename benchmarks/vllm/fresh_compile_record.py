@@ -8,14 +8,13 @@ record):
 
 DIR holds verify-fresh-compile-N.json (`h200_8b.sh verify-8b --record` reports, start N), recorded-fresh-compile-N.
 <model>.npz (the goldens that start's `--record` wrote for a model with none of this machine class yet),
-server-invariant.engine-lines (the engines' logged Inductor options and the plugin's lines), throughput-8b.jsonl
+server-invariant.engine-lines (`grep -n` of the last invariant start's log: its engines' config lines, with their
+Inductor options, and the plugin's lm_head and W4A16 lines), throughput-8b.jsonl
 (measure.py, one line per model and round), gpu.txt and vllm-version.txt."""
 
 from __future__ import annotations
 
-import ast
 import json
-import re
 import statistics
 import sys
 from pathlib import Path
@@ -23,11 +22,11 @@ from pathlib import Path
 import numpy as np
 
 try:
-    from benchmarks.vllm import invariance_speed
+    from benchmarks.vllm import compile_record, invariance_speed
 except ImportError:  # run as a script: its own folder is on the path
+    import compile_record
     import invariance_speed
 
-INDUCTOR = re.compile(r"inductor_compile_config': (\{[^}]*\})")
 CONFIGS = {  # quantization: (default model, invariant model)
     "fp16": ("llama-3-8b-fp16", "llama-3-8b-fp16-invariant"),
     "int4-w4a16": ("llama-3-8b-int4", "llama-3-8b-int4-invariant"),
@@ -108,11 +107,19 @@ def throughput(d: Path) -> dict:
 
 
 def engine_lines(d: Path) -> dict:
-    text = (d / "server-invariant.engine-lines").read_text()
-    configs = [ast.literal_eval(m) for m in INDUCTOR.findall(text)]
+    """The engines' Inductor options (compile_record.engine_configs reads them per model, as the last run's
+    record did; one shown, and whether every engine's are the same) and how many log lines say the plugin took
+    the lm_head / the W4A16 linears (lines, not engines: an engine logs the lm_head once per process that
+    loads it)."""
+    path = d / "server-invariant.engine-lines"
+    configs = compile_record.engine_configs(path)
+    text = path.read_text()
     return {
-        "inductor_compile_config": configs[0] if configs else None,
-        "every_engine_same_inductor_options": len({json.dumps(c, sort_keys=True) for c in configs})
+        "inductor_compile_config": next(iter(configs.values()), None),
+        "engines_with_inductor_options": sorted(configs),
+        "every_engine_same_inductor_options": len(
+            {json.dumps(c, sort_keys=True) for c in configs.values()}
+        )
         == 1,
         "lm_head_taken_lines": text.count("linear for the lm_head"),
         "w4a16_kernel_lines": text.count("Using TritonbuildInvariantW4A16Kernel"),
