@@ -143,10 +143,21 @@ def serve_command(
         backends=backend_dirs(backends),
         strict_readiness=strict_readiness,
     )
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     # NOTE: started in the background by a script, SIGINT arrives ignored; serve always stops on it.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     _serve_until_stopped(serving, poll_secs, as_json)
+
+
+_stopping: list[int] = []  # the signals that asked serve to stop
+
+
+def _stop(signum: int, _frame) -> None:
+    """Ctrl-C or SIGTERM: KeyboardInterrupt, and remembered. One that came while the server started,
+    where the exception is swallowed (a `__del__` or weakref callback, where Python prints "Exception
+    ignored" and goes on), still stops serve: its wait loop reads what is remembered."""
+    _stopping.append(signum)
+    raise KeyboardInterrupt
 
 
 def _serve_until_stopped(serving: Serving, poll_secs: int, as_json: bool) -> None:
@@ -161,6 +172,8 @@ def _serve_until_stopped(serving: Serving, poll_secs: int, as_json: bool) -> Non
             _print_ready(ready, poll_secs)
         sys.stdout.flush()
         while server.proc is not None and server.proc.poll() is None:
+            if _stopping:
+                raise KeyboardInterrupt
             time.sleep(0.5)
         raise ServerError(
             f"tritonserver exited unexpectedly:\n{server.log_tail()}",
