@@ -10,7 +10,8 @@ whether a variant changes what it is meant to change.
         --setting "W4A16_TMA=1 W4A16_STAGES=4" --out static.json
 
 Each setting (environment variables the variant reads at import) runs in a process of its own. A variant whose
-module sets `_TMA` true passes the weights as a tensor descriptor (variants/tma.patch).
+module sets `_TMA` true passes the weights as a tensor descriptor, and with `_TMA_SCALES` the scales too
+(variants/tma.patch).
 """
 
 from __future__ import annotations
@@ -92,11 +93,14 @@ def compile_shape(plugin, n: int, k: int, group: int = 128) -> dict:
     bm, bn, bk, warps, stages, split = plugin.tiles_for(n, k, group)
     constants = {"GROUP": group, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT": split,
                  "ASM": True, "PDL": True}  # fmt: skip
-    weights = "*i16"
+    pointers = {"w_ptr": "*i16", **POINTERS}
     if getattr(plugin, "_TMA", False):
         constants["TMA"] = True
-        weights = f"tensordesc<i16[{max(bn // 64, 1)}, {min(bn, 64)}, 32]>"
-    signature = {"w_ptr": weights, **POINTERS, **dict.fromkeys(INTS, "i32")}
+        pointers["w_ptr"] = f"tensordesc<i16[{max(bn // 64, 1)}, {min(bn, 64)}, 32]>"
+        if getattr(plugin, "_TMA_SCALES", False):
+            constants["TMA_S"] = True
+            pointers["s_ptr"] = f"tensordesc<fp16[1, {bn}]>"
+    signature = {**pointers, **dict.fromkeys(INTS, "i32")}
     signature = {**signature, **dict.fromkeys(constants, "constexpr")}
     source = ASTSource(fn=plugin._kernels(), signature=signature, constexprs=constants)
     options = {"num_warps": warps, "num_stages": stages, "launch_pdl": True}
