@@ -1,4 +1,4 @@
-"""The batch-invariant W4A16 linear (builder/backends/vllm/invariant/plugin.py) on a GPU, alone (no vLLM needed):
+"""The batch-invariant W4A16 linear (builder/backends/vllm/invariant/w4a16.py) on a GPU, alone (no vLLM needed):
 a sweep of tile configurations per Llama-3-8B layer shape (choose_tiles picks the shapes' TILES rows: the fastest
 at 1 row whose 64 rows stay within M64_BUDGET of cuBLAS fp16), each timed as vLLM runs decode (calls inside a CUDA
 graph, over copies of the layer's weights that do not fit the L2 cache together, cuBLAS on copies of the dense
@@ -14,8 +14,9 @@ reported as "cannot launch: <reason>" and the sweep goes on. --jobs compiles the
 first (Triton's cache then serves the timing loop). The record at the chosen tiles (per row count, against cuBLAS
 fp16, % of the bandwidth bound) is benchmarks/vllm/w4a16_record.py.
 
---reference: a rework's check. An earlier version of the plugin (e.g. `git show
-e17f299:builder/backends/vllm/invariant/plugin.py > old.py`, the kernel before the planes layout) and the plugin here
+--reference: a rework's check. An earlier version of the kernel (e.g. `git show
+e17f299:builder/backends/vllm/invariant/plugin.py > old.py`, the kernel before the planes layout, when it still lived
+in the plugin's file) and the kernel here
 run on the same inputs at every shape, M = 1 .. 256, each with its own rows and weight layout: the elements that
 differ are reported (another tile or layout changes the bits, the same way for every row count); the plugin here
 must stay invariant and correct at its rows.
@@ -38,7 +39,7 @@ except ImportError:  # run as a script: its own folder is on the path
     from w4a16_choose import M64_BUDGET, choose_tiles, tiles_name
 
 HERE = Path(__file__).resolve().parent
-PLUGIN = HERE.parents[1] / "builder" / "backends" / "vllm" / "invariant" / "plugin.py"
+PLUGIN = HERE.parents[1] / "builder" / "backends" / "vllm" / "invariant" / "w4a16.py"
 # Llama-3-8B (hidden 4096, 32 heads / 8 KV heads x 128, intermediate 14336): (name, N, K) of each linear per layer
 SHAPES = [
     ("qkv_proj", 6144, 4096),

@@ -1,4 +1,4 @@
-"""The kernel record of issue 45 for the batch-invariant W4A16 linear (builder/backends/vllm/invariant/plugin.py),
+"""The kernel record of issue 45 for the batch-invariant W4A16 linear (builder/backends/vllm/invariant/w4a16.py),
 at Llama-3-8B geometry on the GPU it runs on: per row count M, the 32 layers' linears per decode step (each of the
 32 layers its own copy of the weights, the 32 calls of a shape captured in one CUDA graph) with the invariant INT4
 kernel at the chosen tiles, with an earlier plugin (--previous), and with cuBLAS fp16 on the dense weights; the

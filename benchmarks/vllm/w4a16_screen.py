@@ -89,7 +89,7 @@ def run_setting(variant: Path, setting: str, out: Path, timing_only: bool) -> di
         "--out",
         str(out),
     ]
-    cmd += ["--previous", str(HERE.parents[1] / "builder/backends/vllm/invariant/plugin.py")]
+    cmd += ["--previous", str(HERE.parents[1] / "builder/backends/vllm/invariant/w4a16.py")]
     cmd += ["--timing-only"] if timing_only else []
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
     record = json.loads(out.read_text())

@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PLUGIN = HERE.parents[1] / "builder" / "backends" / "vllm" / "invariant" / "plugin.py"
+PLUGIN = HERE.parents[1] / "builder" / "backends" / "vllm" / "invariant" / "w4a16.py"
 # H100 SXM (compute capability 9.0): per SM 65,536 registers allocated per warp in units of 256, 228 KiB of
 # shared memory of which each program also takes 1 KiB, 2,048 threads, 32 programs; 132 SMs
 SM = {"registers": 65536, "register_unit": 256, "shared": 228 * 1024, "shared_per_program": 1024,

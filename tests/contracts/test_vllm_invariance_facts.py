@@ -97,6 +97,12 @@ def test_the_plugins_minimum_capability_is_the_tables():
     assert f"return {returned}" in text and returned == round(table.PLUGIN_MIN_SM * 10)
 
 
+def test_the_layer_shapes_the_kernel_refuses_are_the_tables():
+    cite = next(c for c in table.BY_ID["int4_layer_shape"].cites if c.startswith(table.KERNEL))
+    text = _plugin_lines(cite)
+    assert "def supported" in text and "LAYOUT_K" in text and "group % 32" in text
+
+
 def test_what_the_plugins_can_implement_refuses_is_what_the_table_refuses():
     cite = next(c for c in table.BY_ID["checkpoint_quantized"].cites if c.startswith(table.PLUGIN))
     text = _plugin_lines(cite)

@@ -88,6 +88,7 @@ def test_the_built_wheel_runs_the_readme_first_model(tmp_path):
         "tritonbuild/facts/triton_images.json",
         "tritonbuild/facts/triton_image_pythons.json",
         "tritonbuild/backends/vllm/invariant/plugin.py",
+        "tritonbuild/backends/vllm/invariant/w4a16.py",
         # the subprocess entries the build steps run with `python -m`, inside the backends' folders
         "tritonbuild/backends/pytorch/export.py",
         "tritonbuild/backends/tensorrt/build.py",

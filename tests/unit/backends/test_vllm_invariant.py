@@ -1,4 +1,4 @@
-"""The batch-invariant W4A16 kernel of the vLLM plugin (backends/vllm/invariant/plugin.py), run on the CPU by
+"""The batch-invariant W4A16 kernel of the vLLM plugin (backends/vllm/invariant/w4a16.py), run on the CPU by
 Triton's interpreter (TRITON_INTERPRET=1) on weights packed by the project's compressed-tensors packer: it computes
 x @ dequant(W).T, and a row's bits do not depend on the rows beside it. On the GPU the same checks run at
 Llama-3-8B's shapes in benchmarks/vllm/w4a16_bench.py (docs/runs/*-llm-determinism-h200.json)."""
@@ -34,7 +34,7 @@ def _fixed_order_dot(monkeypatch):
 
 def _plugin():
     spec = importlib.util.spec_from_file_location(
-        "tritonbuild_vllm_invariant_test", invariant.PLUGIN_SOURCE
+        "tritonbuild_vllm_invariant_test", invariant.KERNEL_SOURCE
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -138,7 +138,8 @@ def test_the_kernel_registers_as_a_torch_custom_op():
     """vLLM compiles the model with torch.compile: the kernel is one opaque custom op, whose schema torch infers from
     the annotations. String annotations (from __future__ import annotations) made torch refuse it: every invariant
     vLLM model failed to load on the H200 ('infer_schema(func): Unsupported type annotation torch.Tensor')."""
-    plugin = _plugin()
+    from tritonbuild.backends.vllm.invariant import plugin
+
     op = plugin._custom_op()
     assert "tritonbuild::w4a16_invariant" in str(op._qualname if hasattr(op, "_qualname") else op)
 
@@ -191,7 +192,7 @@ def test_each_plane_is_q_minus_8_in_the_activations_dtype():
     q[1, 32:48] = np.arange(16)  # every value in every plane
     q[2, 64:80] = np.arange(16)
     q[3, 96:112] = np.arange(16)
-    halves = plugin._planes_order(torch.from_numpy(tiny_llama.pack_int4(q.astype(np.int8) - 8)))
+    halves = plugin.planes_order(torch.from_numpy(tiny_llama.pack_int4(q.astype(np.int8) - 8)))
     out = torch.empty((4, n, 32), dtype=torch.float16)
 
     @triton.jit
@@ -235,7 +236,7 @@ def test_the_layout_holds_every_nibble_of_every_linear_of_the_tiny_model_where_t
     for name in linears:
         packed = arrays[name]
         n, k = packed.shape[0], packed.shape[1] * 8
-        words = plugin._planes_order(torch.from_numpy(packed)).numpy()
+        words = plugin.planes_order(torch.from_numpy(packed)).numpy()
         padded = -(-n // 64) * 64
         assert words.shape == (padded, k // 8) and words.dtype == np.int32, name
         q = _decode_planes(words, padded, k)

@@ -24,7 +24,7 @@ import json
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from tritonbuild.backends.vllm.invariant import linear16, plugin
+from tritonbuild.backends.vllm.invariant import linear16, w4a16
 
 POINTERS = {"p_ptr": "*fp32", "lock_ptr": "*i32"}
 INTS = ["M", "N", "K_SLICE", "slice_size", "stride_xm", "stride_wn", "stride_ym"]
@@ -48,10 +48,10 @@ def facts(kernel):
 
 out = {}
 for pdl in (True, False):
-    bm, bn, bk, warps, stages, split = plugin.TILES[(4096, 4096)]
+    bm, bn, bk, warps, stages, split = w4a16.TILES[(4096, 4096)]
     constants = {"GROUP": 128, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT": split, "ASM": True, "PDL": pdl}
     pointers = {"x_ptr": "*fp16", "w_ptr": "*i16", "s_ptr": "*fp16", "y_ptr": "*fp16"}
-    out[f"w4a16 pdl={pdl}"] = facts(compiled(plugin._kernels(), pointers, INTS, constants, warps, stages))
+    out[f"w4a16 pdl={pdl}"] = facts(compiled(w4a16._kernels(), pointers, INTS, constants, warps, stages))
     bm, bn, bk, warps, stages, split = linear16.tiles_for(4096, 4096)
     constants = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT": split, "EVEN_K": True, "PDL": pdl}
     pointers = {"x_ptr": "*fp16", "w_ptr": "*fp16", "y_ptr": "*fp16"}
@@ -100,22 +100,22 @@ def test_without_pdl_the_launch_names_no_pdl_keyword(monkeypatch):
     """Off Hopper (here: the interpreter's CPU path) neither kernel is asked for PDL, and no launch carries the
     launch_pdl keyword, which a Triton older than the one vLLM 0.22 pins refuses."""
     torch = pytest.importorskip("torch")
-    from tritonbuild.backends.vllm.invariant import linear16, plugin
+    from tritonbuild.backends.vllm.invariant import linear16, w4a16
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    w4a16, fp16 = _Recorder(), _Recorder()
-    monkeypatch.setattr(plugin, "_kernels", lambda: w4a16)
-    monkeypatch.setattr(plugin, "_LAUNCH", None)
+    int4, fp16 = _Recorder(), _Recorder()
+    monkeypatch.setattr(w4a16, "_kernels", lambda: int4)
+    monkeypatch.setattr(w4a16, "_LAUNCH", None)
     monkeypatch.setattr(linear16, "_KERNEL", fp16)
     n, k = 64, 128
     weights, scales = (
         torch.zeros((n, k // 8), dtype=torch.int32),
         torch.ones((k // 128, n), dtype=torch.float16),
     )
-    plugin.w4a16_matmul(torch.ones((2, k), dtype=torch.float16), weights, scales, 128)
+    w4a16.w4a16_matmul(torch.ones((2, k), dtype=torch.float16), weights, scales, 128)
     linear16.linear16(
         torch.ones((2, k), dtype=torch.float16), torch.ones((n, k), dtype=torch.float16)
     )
-    for launch in (*w4a16.launches, *fp16.launches):
+    for launch in (*int4.launches, *fp16.launches):
         assert launch["PDL"] is False and "launch_pdl" not in launch
-    assert len(w4a16.launches) == len(fp16.launches) == 1
+    assert len(int4.launches) == len(fp16.launches) == 1

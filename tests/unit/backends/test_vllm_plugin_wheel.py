@@ -3,6 +3,8 @@ and importlib.metadata read (vLLM finds general plugins through entry points), b
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import zipfile
 
 from tritonbuild.backends.vllm.invariant import wheel as invariant
@@ -25,9 +27,11 @@ def test_the_wheel_declares_vllms_general_plugin_entry_point(tmp_path):
         package = {n: z.read(n) for n in names if n.startswith(f"{invariant.DIST}/")}
     assert "[vllm.general_plugins]" in entry_points
     assert f"{invariant.ENTRY_POINT_NAME} = {invariant.DIST}:register" in entry_points
-    # the plugin as the package's __init__ (what DIST:register imports) and the fp16 linear it imports beside it
+    # the plugin as the package's __init__ (what DIST:register imports), the W4A16 kernel, the fp16 linear and the
+    # sampling filter it imports beside it
     assert package == {
         f"{invariant.DIST}/__init__.py": invariant.PLUGIN_SOURCE.read_bytes(),
+        f"{invariant.DIST}/w4a16.py": invariant.KERNEL_SOURCE.read_bytes(),
         f"{invariant.DIST}/linear16.py": invariant.PLUGIN_SOURCE.with_name(
             "linear16.py"
         ).read_bytes(),
@@ -92,3 +96,24 @@ def test_the_recorded_vllm_is_the_one_the_plugin_facts_were_read_from():
 
     version = load("vllm_plugin")["source"]["version"]
     assert ".".join(version.split(".")[:2]) in invariant.RECORDED_VLLM
+
+
+def test_the_unpacked_wheel_imports_as_its_own_package_with_the_kernel_beside_the_plugin(tmp_path):
+    """What vLLM's entry point imports: the package alone (no tritonbuild), the plugin reaching the kernel through
+    its relative import."""
+    with zipfile.ZipFile(invariant.plugin_wheel(tmp_path / "wheel")) as z:
+        z.extractall(tmp_path / "site")
+    probe = (
+        f"import {invariant.DIST} as p; "
+        "assert p.w4a16.__name__ == p.__name__ + '.w4a16' and callable(p.w4a16.w4a16_matmul); "
+        "assert callable(p.register) and p.KERNEL_NAME; "
+        "import sys; assert not any(m.startswith('tritonbuild.') or m == 'tritonbuild' for m in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path / "site",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr

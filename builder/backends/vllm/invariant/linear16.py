@@ -6,7 +6,7 @@ Why: in batch-invariant mode vLLM 0.22 sends every unquantized linear to its Tri
 matmul (UnquantizedLinearMethod.apply -> linear_batch_invariant -> matmul_persistent; facts:
 tests/contracts/facts/vllm_plugin.json "unquantized_linear"), whose tiles are 128 rows by 256
 columns and whose grid is one program per tile up to one per SM: at one row a 4096-column layer
-runs on 16 programs. The construction here is the W4A16 kernel's (plugin.py) on dense weights:
+runs on 16 programs. The construction here is the W4A16 kernel's (w4a16.py) on dense weights:
 weight columns on the MMA's wide side, rows on its narrow side, tiles and a split of K into fixed
 slices chosen per layer shape (TILES), fp32 sums, the slices' partial sums added in slice order by
 the tile's last program to finish. The lm_head (vLLM's batch-invariant matmul too) comes here only
@@ -163,7 +163,7 @@ def _locks(device, count: int):
 
 _KERNEL = None
 # Programmatic dependent launch on Hopper and later (each call launched while the kernel ahead drains, as
-# plugin.py's W4A16 kernel: 0.985x at one row, 0.99x at 64 on an H100, docs/runs/2026-12-07-w4a16-pdl-h100.json);
+# w4a16.py's W4A16 kernel: 0.985x at one row, 0.99x at 64 on an H100, docs/runs/2026-12-07-w4a16-pdl-h100.json);
 # a benchmark sets it False to time the kernel without
 USE_PDL = True
 _PDL: dict = {}  # per device: whether it can launch with PDL (Hopper and later, not the interpreter)

@@ -1,8 +1,8 @@
 """Which decoder linears of a model tritonbuild's invariant W4A16 kernel takes, read from config.json at plan.
 
-The kernel (plugin.py's `supported`, behind its can_implement) reads K in whole layout blocks of LAYOUT_K inputs and
-takes a group size that is a multiple of GROUP_STEP and divides K. A layer it cannot take goes to the next W4A16
-kernel vLLM lists, which is batch-variant (vLLM 0.22.0's choose_mp_linear_kernel returns the first kernel whose
+The kernel (w4a16.py's `supported`, behind the plugin's can_implement) reads K in whole layout blocks of LAYOUT_K
+inputs and takes a group size that is a multiple of GROUP_STEP and divides K. A layer it cannot take goes to the next
+W4A16 kernel vLLM lists, which is batch-variant (vLLM 0.22.0's choose_mp_linear_kernel returns the first kernel whose
 can_implement accepts the layer): the answers then depend on the batch, and only the server's log said so. An
 invariant INT4 recipe whose model has such a layer is refused at plan instead (the invariance table's row
 `int4_layer_shape`)."""
@@ -12,7 +12,7 @@ from __future__ import annotations
 from tritonbuild.backends.llm.memory import Architecture
 from tritonbuild.backends.vllm.invariant.table import BY_ID
 
-LAYOUT_K = 128  # plugin.py's LAYOUT_K (a test holds the two rules equal)
+LAYOUT_K = 128  # w4a16.py's LAYOUT_K (a test holds the two rules equal)
 GROUP_STEP = 32
 
 

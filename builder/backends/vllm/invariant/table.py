@@ -34,6 +34,7 @@ INDUCTOR_DETERMINISTIC = {"deterministic": True}
 # (benchmarks/vllm/fresh_compile_record.py)
 FRESH_RECORD = "docs/runs/2026-12-07-fresh-compile-lm-head-h100.json"
 PLUGIN = "builder/backends/vllm/invariant/plugin.py"
+KERNEL = "builder/backends/vllm/invariant/w4a16.py"  # the W4A16 kernel the plugin serves
 # the plugin's kernel: TritonbuildInvariantW4A16Kernel.get_min_capability() (PLUGIN, read by a test)
 PLUGIN_MIN_SM = 8.0
 MEASURED_SM = 9.0  # the record's H200 (H100: the same SM 9.0)
@@ -144,7 +145,7 @@ ROWS = (
         "tests skip below 8.0",
         f"target an H100 or H200 (gpu), {_DEFAULT}",
         (
-            PLUGIN + ":339-340",
+            PLUGIN + ":57-58",
             W + "vllm/model_executor/kernels/linear/__init__.py:659-667",
             W + "vllm/model_executor/kernels/linear/mixed_precision/marlin.py:32-33",
             W + "vllm/v1/attention/backends/flash_attn.py:202-203",
@@ -330,7 +331,7 @@ ROWS = (
         "use an fp16/bf16 checkpoint with quantize: {scheme: w4a16} (tritonbuild's INT4), "
         f"{_DEFAULT}",
         (
-            PLUGIN + ":343-355",
+            PLUGIN + ":61-73",
             W + "vllm/model_executor/layers/quantization/compressed_tensors/schemes/"
             "compressed_tensors_wNa16.py:35-36",
             W + "vllm/model_executor/layers/quantization/compressed_tensors/schemes/"
@@ -348,7 +349,7 @@ ROWS = (
         "the invariant W4A16 kernel reads K in 128-input layout blocks; vLLM gives a layer it cannot "
         "take to its next W4A16 kernel (the first whose can_implement accepts), which is batch-variant",
         f"serve the model unquantized (no quantize: vLLM's batch-invariant linears), {_DEFAULT}",
-        (PLUGIN + ":48-52", W + "vllm/model_executor/kernels/linear/__init__.py:653-674"),
+        (KERNEL + ":33-37", W + "vllm/model_executor/kernels/linear/__init__.py:653-674"),
     ),
     Row(
         "checkpoint_int4",

@@ -7,7 +7,7 @@ depends on the other requests in flight, for fp16 and INT4 weight-only models al
   mixed-precision kernel vLLM selects (Machete on Hopper), which is not invariant (measured:
   docs/runs).
 - tritonbuild's plugin (backends/vllm/invariant/plugin.py), a vLLM general plugin that in that mode
-  puts a batch-invariant W4A16 kernel first among the CUDA mixed-precision kernels. It is packaged
+  puts a batch-invariant W4A16 kernel (w4a16.py) first among the CUDA mixed-precision kernels. It is packaged
   as a wheel inside the model's version directory (so it is verified and published with the model
   it serves) and installed into the server's Python (`serve` does it; Dockerfile.triton and the
   Kubernetes snippet install it at start).
@@ -23,11 +23,14 @@ import zipfile
 from pathlib import Path
 
 PLUGIN_SOURCE = Path(__file__).with_name("plugin.py")
+KERNEL_SOURCE = PLUGIN_SOURCE.with_name("w4a16.py")  # the W4A16 kernel, loadable alone by path
 DIST = "tritonbuild_vllm_invariant"
-# The wheel's package: the plugin as its __init__ (the entry point DIST:register) and the fp16/bf16
-# linear and the sampling filter beside it, which the plugin imports relatively (as in tritonbuild's own tree)
+# The wheel's package: the plugin as its __init__ (the entry point DIST:register) and the W4A16
+# kernel, the fp16/bf16 linear and the sampling filter beside it, which the plugin imports
+# relatively (as in tritonbuild's own tree)
 PACKAGE = {
     "__init__.py": PLUGIN_SOURCE,
+    "w4a16.py": KERNEL_SOURCE,
     "linear16.py": PLUGIN_SOURCE.with_name("linear16.py"),
     "sampling.py": PLUGIN_SOURCE.with_name("sampling.py"),
 }
