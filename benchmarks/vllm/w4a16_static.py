@@ -10,8 +10,9 @@ whether a variant changes what it is meant to change.
         --setting "W4A16_TMA=1 W4A16_STAGES=4" --out static.json
 
 Each setting (environment variables the variant reads at import) runs in a process of its own. A variant whose
-module sets `_TMA` true passes the weights as a tensor descriptor, and with `_TMA_SCALES` the scales too
-(variants/tma.patch).
+module sets `_TMA` true passes the weights as a tensor descriptor, and with `_TMA_X` the activations too
+(variants/tma.patch). `--ttgir DIR` keeps each compile's Triton GPU IR, where a load the pipeliner staged shows as an
+async copy issued iterations ahead, and one it did not as a load waited for in the loop.
 """
 
 from __future__ import annotations
@@ -43,6 +44,14 @@ PTX_FEATURES = {
     "shared_loads": "ld.shared",
     "ldmatrix": "ldmatrix",
     "barriers": "bar.sync",
+}
+# Triton GPU IR ops: a load its software pipeliner staged is an async copy (cp.async or TMA) issued for a later
+# iteration; a plain tt.load in the loop is waited for in the iteration that issues it
+TTGIR_OPS = {
+    "plain_loads": "tt.load ",
+    "async_copies": "ttg.async_copy_global_to_local",
+    "tma_copies": "ttng.async_tma_copy_global_to_local",
+    "barrier_waits": "ttng.wait_barrier",
 }
 POINTERS = {
     "x_ptr": "*fp16",
@@ -84,7 +93,7 @@ def ptxas_registers(ptx: str) -> int:
     return int(re.search(r"Used (\d+) registers", done.stderr).group(1))
 
 
-def compile_shape(plugin, n: int, k: int, group: int = 128) -> dict:
+def compile_shape(plugin, n: int, k: int, group: int = 128, ttgir: Path | None = None) -> dict:
     """The plugin's kernel for one layer shape, compiled for sm_90 (PDL on, as on Hopper)."""
     import triton
     from triton.backends.compiler import GPUTarget
@@ -97,15 +106,18 @@ def compile_shape(plugin, n: int, k: int, group: int = 128) -> dict:
     if getattr(plugin, "_TMA", False):
         constants["TMA"] = True
         pointers["w_ptr"] = f"tensordesc<i16[{max(bn // 64, 1)}, {min(bn, 64)}, 32]>"
-        if getattr(plugin, "_TMA_SCALES", False):
-            constants["TMA_S"] = True
-            pointers["s_ptr"] = f"tensordesc<fp16[1, {bn}]>"
+        if getattr(plugin, "_TMA_X", False):
+            constants["TMA_X"] = True
+            pointers["x_ptr"] = f"tensordesc<fp16[{bm}, 32]>"
     signature = {**pointers, **dict.fromkeys(INTS, "i32")}
     signature = {**signature, **dict.fromkeys(constants, "constexpr")}
     source = ASTSource(fn=plugin._kernels(), signature=signature, constexprs=constants)
     options = {"num_warps": warps, "num_stages": stages, "launch_pdl": True}
     kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
-    ptx = kernel.asm["ptx"]
+    ptx, ir = kernel.asm["ptx"], kernel.asm["ttgir"]
+    if ttgir:
+        ttgir.mkdir(parents=True, exist_ok=True)
+        (ttgir / f"{n}x{k}.ttgir").write_text(ir)
     registers, shared = ptxas_registers(ptx), kernel.metadata.shared
     resident = programs_per_sm(registers, shared, warps)
     programs = -(-n // bn) * split  # one row: one row tile
@@ -118,14 +130,18 @@ def compile_shape(plugin, n: int, k: int, group: int = 128) -> dict:
         "programs_at_1_row": programs,
         "waves_at_1_row": round(programs / (SM["sms"] * resident["programs"]), 3),
         "ptx": {name: ptx.count(text) for name, text in PTX_FEATURES.items()},
+        "ttgir": {name: ir.count(text) for name, text in TTGIR_OPS.items()},
     }
 
 
-def one(plugin_path: Path, shapes: list[tuple[int, int]]) -> dict:
+def one(plugin_path: Path, shapes: list[tuple[int, int]], ttgir: Path | None = None) -> dict:
     spec = importlib.util.spec_from_file_location("static_plugin", plugin_path)
     plugin = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(plugin)
-    return {f"{n}x{k}": compile_shape(plugin, n, k) for n, k in shapes or list(plugin.TILES)}
+    return {
+        f"{n}x{k}": compile_shape(plugin, n, k, ttgir=ttgir)
+        for n, k in shapes or list(plugin.TILES)
+    }
 
 
 def main() -> int:
@@ -138,11 +154,14 @@ def main() -> int:
         "--shape", action="append", default=[], help="NxK (default: the plugin's TILES)"
     )
     ap.add_argument("--out", type=Path)
+    ap.add_argument(
+        "--ttgir", type=Path, help="a folder: each compile's Triton GPU IR, per setting"
+    )
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     shapes = [tuple(map(int, s.split("x"))) for s in args.shape]
     if args.one:
-        print(json.dumps(one(args.plugin, shapes)))
+        print(json.dumps(one(args.plugin, shapes, args.ttgir)))
         return 0
     result = {"plugin": str(args.plugin), "sm": SM, "settings": {}}
     for setting in args.setting or [""]:
@@ -150,6 +169,11 @@ def main() -> int:
         env.update(item.split("=", 1) for item in shlex.split(setting))
         cmd = [sys.executable, __file__, "--one", "--plugin", str(args.plugin)]
         cmd += [f"--shape={s}" for s in args.shape]
+        if args.ttgir:
+            cmd += [
+                "--ttgir",
+                str(args.ttgir / (setting.replace(" ", "_").replace("/", "_") or "default")),
+            ]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if done.returncode:
             print(done.stderr[-3000:], file=sys.stderr)
