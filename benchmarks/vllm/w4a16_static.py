@@ -11,8 +11,10 @@ whether a variant changes what it is meant to change.
 
 Each setting (environment variables the variant reads at import) runs in a process of its own. A variant whose
 module sets `_TMA` true passes the weights as a tensor descriptor, and with `_TMA_X` the activations too
-(variants/tma.patch). `--ttgir DIR` keeps each compile's Triton GPU IR, where a load the pipeliner staged shows as an
-async copy issued iterations ahead, and one it did not as a load waited for in the loop.
+(variants/tma.patch). The compile gets what Triton's JIT specializes at such a launch (pointers 16-byte aligned,
+integer arguments that are multiples of 16): without it no load is known aligned and the pipeliner stages none.
+`--ttgir DIR` keeps each compile's Triton GPU IR, where a load the pipeliner staged shows as an async copy (cp.async
+or TMA) issued iterations ahead, and one it did not as a load waited for in the loop.
 """
 
 from __future__ import annotations
@@ -93,6 +95,16 @@ def ptxas_registers(ptx: str) -> int:
     return int(re.search(r"Used (\d+) registers", done.stderr).group(1))
 
 
+def _attrs(fn, pointers: dict, n: int, k: int, split: int) -> dict:
+    """What Triton's JIT specializes for a launch at this shape: pointers 16-byte aligned (torch's allocations;
+    descriptors take none), and the integer arguments it does not leave unspecialized that are multiples of 16.
+    Without it loads are not known to be aligned, cannot become async copies, and the pipeliner stages none."""
+    ints = {"N": n, "K_SLICE": k // split, "stride_xm": k, "stride_wn": k * 16, "stride_ym": n}
+    divisible = [name for name, kind in pointers.items() if kind.startswith("*")]
+    divisible += [name for name, value in ints.items() if value % 16 == 0]
+    return {(fn.arg_names.index(name),): [["tt.divisibility", 16]] for name in divisible}
+
+
 def compile_shape(plugin, n: int, k: int, group: int = 128, ttgir: Path | None = None) -> dict:
     """The plugin's kernel for one layer shape, compiled for sm_90 (PDL on, as on Hopper)."""
     import triton
@@ -111,7 +123,10 @@ def compile_shape(plugin, n: int, k: int, group: int = 128, ttgir: Path | None =
             pointers["x_ptr"] = f"tensordesc<fp16[{bm}, 32]>"
     signature = {**pointers, **dict.fromkeys(INTS, "i32")}
     signature = {**signature, **dict.fromkeys(constants, "constexpr")}
-    source = ASTSource(fn=plugin._kernels(), signature=signature, constexprs=constants)
+    fn = plugin._kernels()
+    source = ASTSource(
+        fn=fn, signature=signature, constexprs=constants, attrs=_attrs(fn, pointers, n, k, split)
+    )
     options = {"num_warps": warps, "num_stages": stages, "launch_pdl": True}
     kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
     ptx, ir = kernel.asm["ptx"], kernel.asm["ttgir"]
