@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.vllm import w4a16_static as static
 
 
@@ -22,4 +24,31 @@ def test_the_least_limit_decides_and_each_program_takes_a_kib_of_shared_memory_m
     assert static.programs_per_sm(32, 0, 8) == {
         "by": {"registers": 8, "shared": 228, "threads": 8},
         "programs": 8,
+    }
+
+
+def test_the_compile_gets_the_launchs_alignment_as_the_jit_gives_it():
+    """Without the JIT's tt.divisibility on the pointers and on the integers that are multiples of 16, no load is
+    known aligned and Triton's pipeliner stages none: the compile then shows a kernel that is not the one that runs.
+    M and slice_size are left unspecialized by the kernel itself (do_not_specialize), and a descriptor takes none."""
+    pytest.importorskip("triton")
+    from tritonbuild.backends.vllm.invariant import w4a16
+
+    fn = w4a16._kernels()
+
+    def names(attrs):
+        return {fn.arg_names[i] for (i,) in attrs}
+
+    pointers = {"w_ptr": "*i16", **static.POINTERS}
+    attrs = static._attrs(fn, pointers, 6144, 4096, 4)
+    assert all(v == [["tt.divisibility", 16]] for v in attrs.values())
+    assert names(attrs) == {*pointers, "N", "K_SLICE", "stride_xm", "stride_wn", "stride_ym"}
+    # a slice of 1,000 inputs is no multiple of 16; a descriptor is no pointer
+    pointers["w_ptr"] = "tensordesc<i16[1, 64, 32]>"
+    assert names(static._attrs(fn, pointers, 6144, 4000, 4)) == {
+        *(set(pointers) - {"w_ptr"}),
+        "N",
+        "stride_xm",
+        "stride_wn",
+        "stride_ym",
     }
