@@ -72,5 +72,6 @@ def test_a_ctrl_c_swallowed_during_start_still_stops_serve(tmp_path):
 def test_a_sigterm_swallowed_during_start_still_stops_serve(tmp_path):
     r, took = _serve(tmp_path, "SIGTERM")
     assert "started" in r.stderr, r.stderr
+    assert r.returncode == 0, r.stderr  # a process manager's stop: served, then stopped as asked
     assert "stopping tritonserver" in r.stderr, r.stderr
     assert took < 30, f"serve took {took:.0f} s to stop"
