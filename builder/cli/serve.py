@@ -144,6 +144,7 @@ def serve_command(
         strict_readiness=strict_readiness,
     )
     # NOTE: started in the background by a script, SIGINT arrives ignored; serve always stops on it.
+    _stopping.clear()  # this serve's signals only (a process may run the command more than once: tests)
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     _serve_until_stopped(serving, poll_secs, as_json)

@@ -75,3 +75,40 @@ def test_a_sigterm_swallowed_during_start_still_stops_serve(tmp_path):
     assert r.returncode == 0, r.stderr  # a process manager's stop: served, then stopped as asked
     assert "stopping tritonserver" in r.stderr, r.stderr
     assert took < 30, f"serve took {took:.0f} s to stop"
+
+
+def test_a_stop_asked_of_an_earlier_serve_in_the_process_does_not_stop_the_next(
+    cli, tmp_path, monkeypatch
+):
+    """The signals serve remembers are its own: a second serve in the same process (tests run the command
+    in-process) waits on its server, here until the server exits (exit 8), not until a stale Ctrl-C."""
+    import subprocess
+    from types import SimpleNamespace
+
+    import tritonbuild.cli.serve as serve_cli
+
+    log = tmp_path / "server.log"
+    log.write_text("")
+    proc = subprocess.Popen(["sleep", "1"])
+    server = SimpleNamespace(
+        proc=proc,
+        log_path=log,
+        unreaped=None,
+        cleanup=lambda: proc.wait(),
+        log_tail=lambda: "its log",
+    )
+    monkeypatch.setattr(
+        serve_cli.api, "serve", lambda *a, **k: SimpleNamespace(server=server, start=lambda: {})
+    )
+    monkeypatch.setattr(serve_cli, "_json", lambda ready: None)
+    monkeypatch.setattr(serve_cli, "_stopping", [signal.SIGINT])  # an earlier serve's Ctrl-C
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        r = cli("serve", tmp_path, "--json")
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+    assert r.exit_code == 8, (
+        r.exit_code,
+        r.output,
+    )  # ServerError: the server exited; no stale stop
