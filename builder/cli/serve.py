@@ -144,21 +144,24 @@ def serve_command(
         strict_readiness=strict_readiness,
     )
     # NOTE: started in the background by a script, SIGINT arrives ignored; serve always stops on it.
-    _stopping.clear()  # this serve's signals only (a process may run the command more than once: tests)
+    _stop.seen = (
+        False  # this serve's signals only (a process may run the command more than once: tests)
+    )
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     _serve_until_stopped(serving, poll_secs, as_json)
 
 
-_stopping: list[int] = []  # the signals that asked serve to stop
-
-
-def _stop(signum: int, _frame) -> None:
-    """Ctrl-C or SIGTERM: KeyboardInterrupt, and remembered. One that came while the server started,
-    where the exception is swallowed (a `__del__` or weakref callback, where Python prints "Exception
-    ignored" and goes on), still stops serve: its wait loop reads what is remembered."""
-    _stopping.append(signum)
+def _stop(_signum: int, _frame) -> None:
+    """Ctrl-C or SIGTERM: KeyboardInterrupt, remembered on the handler as `tritonbuild`'s own Ctrl-C
+    handler remembers it (`seen`, which cli/interrupt.py reads). One that came while the server
+    started, where the exception is swallowed (a `__del__` or weakref callback, where Python prints
+    "Exception ignored" and goes on), still stops serve: its wait loop reads `seen` too."""
+    _stop.seen = True
     raise KeyboardInterrupt
+
+
+_stop.seen = False
 
 
 def _serve_until_stopped(serving: Serving, poll_secs: int, as_json: bool) -> None:
@@ -173,7 +176,7 @@ def _serve_until_stopped(serving: Serving, poll_secs: int, as_json: bool) -> Non
             _print_ready(ready, poll_secs)
         sys.stdout.flush()
         while server.proc is not None and server.proc.poll() is None:
-            if _stopping:
+            if _stop.seen:
                 raise KeyboardInterrupt
             time.sleep(0.5)
         raise ServerError(

@@ -101,7 +101,7 @@ def test_a_stop_asked_of_an_earlier_serve_in_the_process_does_not_stop_the_next(
         serve_cli.api, "serve", lambda *a, **k: SimpleNamespace(server=server, start=lambda: {})
     )
     monkeypatch.setattr(serve_cli, "_json", lambda ready: None)
-    monkeypatch.setattr(serve_cli, "_stopping", [signal.SIGINT])  # an earlier serve's Ctrl-C
+    monkeypatch.setattr(serve_cli._stop, "seen", True)  # an earlier serve's Ctrl-C
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         r = cli("serve", tmp_path, "--json")
