@@ -10,18 +10,18 @@ invariant INT4 recipe whose model has such a layer is refused at plan instead (t
 from __future__ import annotations
 
 from tritonbuild.backends.llm.memory import Architecture
+from tritonbuild.backends.vllm.invariant import w4a16
 from tritonbuild.backends.vllm.invariant.table import BY_ID
 
-LAYOUT_K = 128  # w4a16.py's LAYOUT_K (a test holds the two rules equal)
-GROUP_STEP = 32
+LAYOUT_K = w4a16.LAYOUT_K
+GROUP_STEP = 32  # the group sizes w4a16.supported takes: multiples of this
 
 
 def refusal(k: int, group: int) -> str | None:
-    """Why the kernel cannot take a layer of k inputs per rank with this group size (-1: one group of k)."""
+    """Why the kernel cannot take a layer of k inputs per rank with this group size (-1: one group of k):
+    the kernel's own rule (w4a16.supported), said in the words of plan's message."""
     group = k if group == -1 else group
-    if k % LAYOUT_K or group % GROUP_STEP or k % group:
-        return f"K {k} with group size {group}"
-    return None
+    return None if w4a16.supported(k, group) is None else f"K {k} with group size {group}"
 
 
 def linear_inputs(arch: Architecture, tp: int = 1) -> dict[str, int]:
