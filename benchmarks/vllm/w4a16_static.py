@@ -20,7 +20,6 @@ or TMA) issued iterations ahead, and one it did not as a load waited for in the 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -30,8 +29,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-PLUGIN = HERE.parents[1] / "builder" / "backends" / "vllm" / "invariant" / "w4a16.py"
+try:
+    from benchmarks.vllm import w4a16_bench as bench
+except ImportError:  # run as a script: its own folder is on the path
+    import w4a16_bench as bench
 # H100 SXM (compute capability 9.0): per SM 65,536 registers allocated per warp in units of 256, 228 KiB of
 # shared memory of which each program also takes 1 KiB, 2,048 threads, 32 programs; 132 SMs
 SM = {"registers": 65536, "register_unit": 256, "shared": 228 * 1024, "shared_per_program": 1024,
@@ -95,14 +96,36 @@ def ptxas_registers(ptx: str) -> int:
     return int(re.search(r"Used (\d+) registers", done.stderr).group(1))
 
 
+class _Aligned:
+    """A tensor argument as Triton's specialization sees it: its data on an aligned address (torch's are)."""
+
+    def data_ptr(self) -> int:
+        return 0
+
+
 def _attrs(fn, pointers: dict, n: int, k: int, split: int) -> dict:
-    """What Triton's JIT specializes for a launch at this shape: pointers 16-byte aligned (torch's allocations;
-    descriptors take none), and the integer arguments it does not leave unspecialized that are multiples of 16.
-    Without it loads are not known to be aligned, cannot become async copies, and the pipeliner stages none."""
-    ints = {"N": n, "K_SLICE": k // split, "stride_xm": k, "stride_wn": k * 16, "stride_ym": n}
-    divisible = [name for name, kind in pointers.items() if kind.startswith("*")]
-    divisible += [name for name, value in ints.items() if value % 16 == 0]
-    return {(fn.arg_names.index(name),): [["tt.divisibility", 16]] for name in divisible}
+    """What Triton's JIT specializes for a launch at this shape, by Triton's own rules (BaseBackend's
+    get_tensor_specialization, get_int_specialization, parse_attr) and the kernel's own do_not_specialize: the
+    pointers (not descriptors) and the integer arguments, at one row. Without it loads are not known to be
+    aligned, cannot become async copies, and the pipeliner stages none."""
+    from triton.backends.compiler import BaseBackend
+
+    ints = {"M": 1, "N": n, "K_SLICE": k // split, "slice_size": n, "stride_xm": k, "stride_wn": k * 16,
+            "stride_ym": n}  # fmt: skip
+    attrs = {}
+    for i, param in enumerate(fn.params):
+        align = not param.do_not_specialize_on_alignment
+        if param.do_not_specialize:
+            continue
+        if pointers.get(param.name, "").startswith("*"):
+            key = BaseBackend.get_tensor_specialization(_Aligned(), align=align)
+        elif param.name in ints:
+            key = BaseBackend.get_int_specialization(ints[param.name], align=align)
+        else:
+            continue
+        if attr := BaseBackend.parse_attr(key):
+            attrs[(i,)] = attr
+    return attrs
 
 
 def compile_shape(plugin, n: int, k: int, group: int = 128, ttgir: Path | None = None) -> dict:
@@ -150,9 +173,7 @@ def compile_shape(plugin, n: int, k: int, group: int = 128, ttgir: Path | None =
 
 
 def one(plugin_path: Path, shapes: list[tuple[int, int]], ttgir: Path | None = None) -> dict:
-    spec = importlib.util.spec_from_file_location("static_plugin", plugin_path)
-    plugin = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(plugin)
+    plugin = bench.load_plugin(plugin_path, "static_plugin")
     return {
         f"{n}x{k}": compile_shape(plugin, n, k, ttgir=ttgir)
         for n, k in shapes or list(plugin.TILES)
@@ -161,7 +182,7 @@ def one(plugin_path: Path, shapes: list[tuple[int, int]], ttgir: Path | None = N
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--plugin", type=Path, default=PLUGIN, help="the plugin or variant file")
+    ap.add_argument("--plugin", type=Path, default=bench.PLUGIN, help="the plugin or variant file")
     ap.add_argument(
         "--setting", action="append", default=[], help="environment variables, e.g. 'A=1 B=2'"
     )
