@@ -198,7 +198,12 @@ def merged(golden: Goldens | None, inputs, answers, numerics, force: bool, files
         classes[chosen] = (
             this if numerics is not None else classes[chosen]._replace(outputs=answers, files=files)
         )
-        return Goldens(golden.inputs, classes), None, None
+        which = f" (machine class {chosen + 1})" if len(classes) > 1 else ""
+        return (
+            Goldens(golden.inputs, classes),
+            f"answers equal the goldens recorded before{which}",
+            None,
+        )
     if numerics is None:
         return (
             golden,

@@ -92,10 +92,27 @@ def test_recording_on_another_class_adds_it_and_never_overwrites_silently():
     )  # rewrites: this class alone
     assert refusal is None and forced.classes == [GoldenClass(AMD, Y2)]
     legacy = Goldens(X, [GoldenClass(None, Y)])
-    upgraded, _, refusal = merged(legacy, legacy.inputs, Y, AMD, force=False)
+    upgraded, note, refusal = merged(legacy, legacy.inputs, Y, AMD, force=False)
     assert refusal is None and upgraded.classes[0].numerics == AMD
+    assert note == "answers equal the goldens recorded before"
     _, _, refusal = merged(legacy, legacy.inputs, Y2, AMD, force=False)
     assert refusal and "recorded before fingerprints" in refusal
+
+
+def test_a_recording_equal_to_the_goldens_there_says_so():
+    """'verify --record' on a model whose goldens it matches: the report says the answers were compared and
+    equal (a server given with --server has no fingerprint; the one class is compared all the same), where it
+    said only 'goldens recorded into', as when there were none (a second fresh compile's start could not be
+    told from the first's, 2026-12-07)."""
+    golden = Goldens(X, [GoldenClass(AMD, Y)])
+    for numerics in (AMD, None):
+        _, note, refusal = merged(golden, golden.inputs, Y, numerics, force=False)
+        assert refusal is None and note == "answers equal the goldens recorded before"
+    two = Goldens(X, [GoldenClass(INTEL, Y2), GoldenClass(AMD, Y)])
+    _, note, refusal = merged(two, two.inputs, Y, AMD, force=False)
+    assert refusal is None and note == "answers equal the goldens recorded before (machine class 2)"
+    _, note, _ = merged(None, X, Y, AMD, force=False)
+    assert note is None  # nothing recorded before: nothing compared
 
 
 def test_a_refused_record_leaves_the_repository_goldens_as_they_were(tmp_path):
