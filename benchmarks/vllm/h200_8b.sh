@@ -167,6 +167,11 @@ PY
       # build had copied them into its version directories: a verify then compared with them, not with the first
       # start, 2026-12-07); keep-goldens: each verify-8b leaves its --record'ed repository as the one served next
       need 60 fresh-goldens || continue
+      # build-8b removed the source checkpoint's weights, which the build hashes again: ckpt_8b.py makes the same
+      # bytes (seeded; the build then finds its steps cached, 2026-12-07)
+      if ! ls $W/ckpt/llama-3-8b-fp16/*.safetensors >/dev/null 2>&1; then
+        python3 "$SRC/benchmarks/vllm/ckpt_8b.py" $W/ckpt --no-int4 > $R/ckpt-8b-again.json || exit 4
+      fi
       rm -f $W/bench8/goldens/llama-3-8b-*-invariant.*npz* && ls $W/bench8/goldens
       (cd $W/bench8 && $TB build llama-3-8b-fp16-invariant.yaml llama-3-8b-int4-invariant.yaml \
         -o $W/OUT8-invariant 2>&1 | tail -3) || exit 4
