@@ -128,8 +128,11 @@ def _attrs(fn, pointers: dict, n: int, k: int, split: int) -> dict:
     return attrs
 
 
-def compile_shape(plugin, n: int, k: int, group: int = 128, ttgir: Path | None = None) -> dict:
-    """The plugin's kernel for one layer shape, compiled for sm_90 (PDL on, as on Hopper)."""
+def compile_shape(
+    plugin, n: int, k: int, group: int = 128, ttgir: Path | None = None, extra: dict | None = None
+) -> dict:
+    """The plugin's kernel for one layer shape, compiled for sm_90 (PDL on, as on Hopper). extra: a variant's
+    own arguments, {"pointers": {name: type}, "constants": {name: value}} (the timeline's t_ptr, TIMELINE)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -144,6 +147,8 @@ def compile_shape(plugin, n: int, k: int, group: int = 128, ttgir: Path | None =
         if getattr(plugin, "_TMA_X", False):
             constants["TMA_X"] = True
             pointers["x_ptr"] = f"tensordesc<fp16[{bm}, 32]>"
+    pointers.update((extra or {}).get("pointers", {}))
+    constants.update((extra or {}).get("constants", {}))
     signature = {**pointers, **dict.fromkeys(INTS, "i32")}
     signature = {**signature, **dict.fromkeys(constants, "constexpr")}
     fn = plugin._kernels()
