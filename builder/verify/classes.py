@@ -4,7 +4,7 @@ changed), and how a recording joins the classes already recorded."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tritonbuild.core.numerics import differences, summary
@@ -146,6 +146,23 @@ def _same(a: list[dict], b: list[dict]) -> bool:
     )
 
 
+def compared_on_record(golden: Goldens | None, numerics, answers, files=None) -> Verdict | None:
+    """Where the goldens a --record (not refused) compared its answers with came from: the class
+    whose fingerprint matches this run's (or the only class where either fingerprint is unknown), as
+    merged compares, else a class its answers equal (nothing added); their verdict without notes
+    (merged's note says it). None when it compared nothing: no goldens, or a class added beside."""
+    if golden is None:
+        return None
+    chosen, differ = matching_class(golden, numerics)
+    if not (differ == [] or (differ is None and len(golden.classes) == 1)):
+        chosen = next(
+            (k for k, each in enumerate(golden.classes) if _same(each.outputs, answers)), None
+        )
+        if chosen is None:
+            return None
+    return replace(verdict(golden, chosen, differ, numerics, [], files), notes=[])
+
+
 REFUSED = "repeat 1 (recorded) vs the committed goldens"  # a refused recording's mismatches
 
 
@@ -195,9 +212,10 @@ def merged(golden: Goldens | None, inputs, answers, numerics, force: bool, files
                 "recorded from another build); inspect, then 'verify OUT --record --force' to "
                 "replace them",
             )
-        classes[chosen] = (
-            this if numerics is not None else classes[chosen]._replace(outputs=answers, files=files)
-        )
+        # equal answers leave the class as recorded (another machine of the class, or a rebuild, must
+        # not rewrite committed goldens), but goldens from before fingerprints take this run's
+        if classes[chosen].numerics is None and numerics is not None:
+            classes[chosen] = this
         which = f" (machine class {chosen + 1})" if len(classes) > 1 else ""
         return (
             Goldens(golden.inputs, classes),

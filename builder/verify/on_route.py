@@ -13,7 +13,7 @@ from tritonbuild.server.loading import ModelLoadError, load_model
 from tritonbuild.triton.model_dir import ModelDir, ModelDirs
 from tritonbuild.verify.answers import check_model, write_goldens
 from tritonbuild.verify.checked import AnswersChecked
-from tritonbuild.verify.classes import refused
+from tritonbuild.verify.classes import compared_on_record, refused
 from tritonbuild.verify.models import ModelReport
 from tritonbuild.verify.routes import live_runner
 from tritonbuild.verify.runners import InferError
@@ -92,7 +92,12 @@ def _record(
         files=recording.files,
     )
     if refusal is None:
-        return checked.recorded(note, None), model
+        told = None
+        if not force:
+            told = compared_on_record(
+                recording.golden, recording.numerics, recording.answers, recording.files
+            )
+        return checked.recorded(note, None, told=told), model
     differing, told = refused(
         recording.golden, recording.answers, recording.numerics, recording.files
     )

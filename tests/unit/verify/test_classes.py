@@ -108,11 +108,42 @@ def test_a_recording_equal_to_the_goldens_there_says_so():
     for numerics in (AMD, None):
         _, note, refusal = merged(golden, golden.inputs, Y, numerics, force=False)
         assert refusal is None and note == "answers equal the goldens recorded before"
+    # equal answers leave the goldens as recorded: another machine of the class (its CPU's name, which decides no
+    # bits) or a rebuild's file digests rewrote the committed file, a diff to commit for nothing (seen 2026-12-07)
+    same_class_other_cpu = {**AMD, "cpu": {**AMD.get("cpu", {}), "model": "another CPU"}}
+    kept, _, _ = merged(
+        golden, golden.inputs, Y, same_class_other_cpu, force=False, files={"a": "1"}
+    )
+    assert kept.classes == golden.classes
     two = Goldens(X, [GoldenClass(INTEL, Y2), GoldenClass(AMD, Y)])
     _, note, refusal = merged(two, two.inputs, Y, AMD, force=False)
     assert refusal is None and note == "answers equal the goldens recorded before (machine class 2)"
     _, note, _ = merged(None, X, Y, AMD, force=False)
     assert note is None  # nothing recorded before: nothing compared
+
+
+def test_a_recording_that_compared_names_the_goldens_it_compared_with():
+    """The report's goldens_recorded_on is null when a --record compared nothing and names the class otherwise
+    (benchmarks/vllm/invariance_speed.py reads a null as 'reproduced nothing': a second start's --record that
+    found its answers equal to the first's counted as not reproduced)."""
+    from tritonbuild.core.numerics import summary
+    from tritonbuild.verify.classes import compared_on_record
+
+    golden = Goldens(X, [GoldenClass(AMD, Y)])
+    told = compared_on_record(golden, AMD, Y)
+    assert told.goldens_recorded_on == summary(AMD) and told.goldens_classes == 1
+    assert told.notes == [] and told.cause is None
+    assert compared_on_record(golden, None, Y).goldens_recorded_on == summary(
+        AMD
+    )  # a given server's
+    unknown = compared_on_record(Goldens(X, [GoldenClass(None, Y)]), None, Y)
+    assert unknown.goldens_recorded_on.startswith("unknown")
+    assert compared_on_record(None, AMD, Y) is None  # none yet: recorded, not compared
+    assert (
+        compared_on_record(golden, INTEL, Y2) is None
+    )  # another class: added beside, not compared
+    # another class whose answers equal the recorded class's: compared with it, nothing added
+    assert compared_on_record(golden, INTEL, Y).goldens_recorded_on == summary(AMD)
 
 
 def test_a_refused_record_leaves_the_repository_goldens_as_they_were(tmp_path):
