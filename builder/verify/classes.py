@@ -182,6 +182,36 @@ def refused(
     return found, verdict(golden, chosen, differ, numerics, found, files)
 
 
+def _into_its_class(golden: Goldens, chosen: int, differ, this: GoldenClass):
+    """merged for a run of the class chosen (its fingerprint matches, or either is unknown with one
+    class): a refusal when the answers differ; equal answers leave the class as recorded (another
+    machine of the class, or a rebuild, must not rewrite committed goldens) but goldens from before
+    fingerprints take this run's."""
+    classes = list(golden.classes)
+    if not _same(classes[chosen].outputs, this.outputs):
+        where = (
+            f"the committed ones of this machine class ({summary(classes[chosen].numerics)})"
+            if differ == []
+            else "the committed ones (recorded before fingerprints: the machine that made "
+            "them is unknown)"
+        )
+        return (
+            golden,
+            None,
+            f"recorded goldens differ from {where}: not overwritten (outputs changed, or "
+            "recorded from another build); inspect, then 'verify OUT --record --force' to "
+            "replace them",
+        )
+    if classes[chosen].numerics is None and this.numerics is not None:
+        classes[chosen] = this
+    which = f" (machine class {chosen + 1})" if len(classes) > 1 else ""
+    return (
+        Goldens(golden.inputs, classes),
+        f"answers equal the goldens recorded before{which}",
+        None,
+    )
+
+
 def merged(golden: Goldens | None, inputs, answers, numerics, force: bool, files=None):
     """The golden set with this run's answers as its machine class: (goldens, a note, a refusal).
     With force, this class alone (the goldens rewritten). Else a class whose fingerprint matches
@@ -198,30 +228,7 @@ def merged(golden: Goldens | None, inputs, answers, numerics, force: bool, files
     classes = list(golden.classes)
     chosen, differ = matching_class(golden, numerics)
     if differ == [] or (differ is None and len(classes) == 1):
-        if not _same(classes[chosen].outputs, answers) and not force:
-            where = (
-                f"the committed ones of this machine class ({summary(classes[chosen].numerics)})"
-                if differ == []
-                else "the committed ones (recorded before fingerprints: the machine that made "
-                "them is unknown)"
-            )
-            return (
-                golden,
-                None,
-                f"recorded goldens differ from {where}: not overwritten (outputs changed, or "
-                "recorded from another build); inspect, then 'verify OUT --record --force' to "
-                "replace them",
-            )
-        # equal answers leave the class as recorded (another machine of the class, or a rebuild, must
-        # not rewrite committed goldens), but goldens from before fingerprints take this run's
-        if classes[chosen].numerics is None and numerics is not None:
-            classes[chosen] = this
-        which = f" (machine class {chosen + 1})" if len(classes) > 1 else ""
-        return (
-            Goldens(golden.inputs, classes),
-            f"answers equal the goldens recorded before{which}",
-            None,
-        )
+        return _into_its_class(golden, chosen, differ, this)
     if numerics is None:
         return (
             golden,
