@@ -30,6 +30,17 @@ def _ctrl_c(_signum, _frame) -> None:
 _ctrl_c.seen = False
 
 
+def _unraisable(hook) -> None:
+    """sys.unraisablehook: a KeyboardInterrupt Python could not raise where the Ctrl-C landed (inside
+    a weakref callback of an import's module lock, a __del__) is neither printed ("Exception
+    ignored ... Traceback": seen in CI) nor lost (the command then ran to its end): SIGINT again, so
+    the handler raises it at the next point where it can. Anything else: Python's own report."""
+    if hook.exc_type is not None and issubclass(hook.exc_type, KeyboardInterrupt):
+        signal.raise_signal(signal.SIGINT)
+        return
+    sys.__unraisablehook__(hook)
+
+
 def _exit_now() -> None:
     """Registered before anything else, so it runs last at exit, after every other handler: ends the
     process with run()'s code, or 130 when a Ctrl-C arrived while Python was already exiting
@@ -61,6 +72,7 @@ def run() -> None:
     code: int | str | None = 130
     if not ignored:
         signal.signal(signal.SIGINT, _ctrl_c)
+        sys.unraisablehook = _unraisable
     try:
         try:
             from tritonbuild.cli import main

@@ -172,3 +172,37 @@ def test_sigusr1_prints_every_threads_stack_and_the_command_goes_on():
     r = subprocess.run([sys.executable, "-c", BUSY], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, (r.returncode, r.stderr)
     assert "most recent call first" in r.stderr and "in busy_command" in r.stderr, r.stderr
+
+
+def test_a_ctrl_c_python_could_not_raise_is_raised_again_not_printed(capsys, monkeypatch):
+    """A Ctrl-C landing in a weakref callback of an import's module lock: Python printed "Exception ignored ...
+    Traceback ... KeyboardInterrupt" and went on, the command running to its end (CI, test_verify_interrupt).
+    The CLI's unraisable hook prints nothing and sends SIGINT again, for the handler to raise where it can;
+    any other unraisable error keeps Python's own report."""
+    import gc
+
+    from tritonbuild.__main__ import _unraisable
+
+    class Raises:
+        def __init__(self, error):
+            self.error = error
+
+        def __del__(self):
+            raise self.error
+
+    got = []
+    monkeypatch.setattr(sys, "unraisablehook", _unraisable)
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    try:
+        Raises(
+            KeyboardInterrupt()
+        )  # dropped at once: its __del__ raises where Python cannot propagate
+        gc.collect()
+        assert got == [signal.SIGINT]
+        assert capsys.readouterr().err == ""
+        Raises(ValueError("a __del__ failed"))
+        gc.collect()
+        assert got == [signal.SIGINT]
+        assert "a __del__ failed" in capsys.readouterr().err
+    finally:
+        signal.signal(signal.SIGINT, previous)
