@@ -62,6 +62,11 @@ serve() {  # $1: config
   grep -h "Using .* for CompressedTensorsWNA16" "$W/server-8b-$1.log" | sort -u
 }
 
+# ckpt_8b.py's checkpoint (seeded: the same bytes each time) into $W/ckpt, its timing into $1
+ckpt() {
+  python3 "$SRC/benchmarks/vllm/ckpt_8b.py" $W/ckpt $([ "${CKPT_INT4:-0}" = 1 ] || echo --no-int4) > "$1"
+}
+
 # shellcheck source=server.sh
 source "$(dirname "${BASH_SOURCE[0]}")/server.sh"
 
@@ -73,8 +78,7 @@ while [ $# -gt 1 ]; do
   case $step in
     ckpt-8b)
       need 150 ckpt-8b || continue
-      python3 "$SRC/benchmarks/vllm/ckpt_8b.py" $W/ckpt $([ "${CKPT_INT4:-0}" = 1 ] || echo --no-int4) \
-        > $R/ckpt-8b.json || exit 4
+      ckpt $R/ckpt-8b.json || exit 4
       cat $R/ckpt-8b.json; df -h /tmp | tail -1 ;;
     build-8b)
       need 150 build-8b || continue
@@ -170,7 +174,7 @@ PY
       # build-8b removed the source checkpoint's weights, which the build hashes again: ckpt_8b.py makes the same
       # bytes (seeded; the build then finds its steps cached, 2026-12-07)
       if ! ls $W/ckpt/llama-3-8b-fp16/*.safetensors >/dev/null 2>&1; then
-        python3 "$SRC/benchmarks/vllm/ckpt_8b.py" $W/ckpt --no-int4 > $R/ckpt-8b-again.json || exit 4
+        ckpt $R/ckpt-8b-again.json || exit 4
       fi
       rm -f $W/bench8/goldens/llama-3-8b-*-invariant.*npz* && ls $W/bench8/goldens
       (cd $W/bench8 && $TB build llama-3-8b-fp16-invariant.yaml llama-3-8b-int4-invariant.yaml \

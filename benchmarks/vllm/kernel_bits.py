@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
 import os
 import platform
@@ -32,27 +31,20 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-HERE = Path(__file__).resolve().parent
-KERNELS = HERE.parents[1] / "builder" / "backends" / "vllm" / "invariant"
-# (name, N, K): Llama-3-8B's linears per layer (w4a16_bench.SHAPES) and its lm_head (fp16 kernels only)
-SHAPES = [
-    ("qkv_proj", 6144, 4096),
-    ("o_proj", 4096, 4096),
-    ("gate_up_proj", 28672, 4096),
-    ("down_proj", 4096, 14336),
-]
-LM_HEAD = ("lm_head", 128256, 4096)
+try:
+    from benchmarks.vllm import w4a16_bench as bench
+except ImportError:  # run as a script: its own folder is on the path
+    import w4a16_bench as bench
+
+GROUP = bench.GROUP
+LM_HEAD = (
+    "lm_head",
+    128256,
+    4096,
+)  # Llama-3-8B's, fp16 in the INT4 checkpoints: the fp16 kernels only
 ROWS = (1, 7, 16, 64, 256)
 SMALL_SHAPES = [("small_a", 192, 256), ("small_b", 64, 512)]  # the interpreter's: seconds on a CPU
 SMALL_ROWS = (1, 7, 16)
-GROUP = 128
-
-
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(f"kernel_bits_{name}", KERNELS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def digest(t: torch.Tensor) -> str:
@@ -93,8 +85,9 @@ def machine(device: str) -> dict:
 
 
 def record(device: str, small: bool) -> dict:
-    w4a16, linear16 = load("w4a16"), load("linear16")
-    shapes, rows = (SMALL_SHAPES, SMALL_ROWS) if small else (SHAPES, ROWS)
+    w4a16 = bench.load_plugin(bench.PLUGIN, "kernel_bits_w4a16")
+    linear16 = bench.load_plugin(bench.PLUGIN.with_name("linear16.py"), "kernel_bits_linear16")
+    shapes, rows = (SMALL_SHAPES, SMALL_ROWS) if small else (bench.SHAPES, ROWS)
     outputs, given = {}, {}
     for seed, (name, n, k) in enumerate([*shapes, *([] if small else [LM_HEAD])]):
         data = inputs(n, k, max(rows), seed)

@@ -27,12 +27,11 @@ try:
 except ImportError:  # run as a script: its own folder is on the path
     import w4a16_bench as bench
 
-FIELDS = ("sched", "start", "loop", "end", "sm")
-
 
 def per_call(values: list[int], programs: int, tiles_split: int) -> dict:
-    """One call's programs (5 int64 each, FIELDS) as durations in µs. tiles_split: the K split (the programs of
-    one output tile are consecutive in the linear id, the split last)."""
+    """One call's programs (5 int64 each: scheduled, started, loop done, ended, SM) as durations in µs.
+    tiles_split: the K split (the programs of one output tile are consecutive in the linear id, the split
+    last)."""
     rows = [values[5 * i : 5 * i + 5] for i in range(programs)]
     sched, start, loop, end = ([r[j] for r in rows] for j in range(4))
     first = min(sched)

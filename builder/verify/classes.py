@@ -146,6 +146,20 @@ def _same(a: list[dict], b: list[dict]) -> bool:
     )
 
 
+def _own_class(golden: Goldens, numerics) -> tuple[int | None, list[str] | None]:
+    """(the class a run of this fingerprint records into and is compared with, or None when it is
+    another machine class's run; what differs): the class whose fingerprint matches, or the only
+    class where either fingerprint is unknown."""
+    chosen, differ = matching_class(golden, numerics)
+    own = differ == [] or (differ is None and len(golden.classes) == 1)
+    return (chosen if own else None), differ
+
+
+def _equal_class(golden: Goldens, answers) -> int | None:
+    """The first class whose answers equal these, or None."""
+    return next((k for k, each in enumerate(golden.classes) if _same(each.outputs, answers)), None)
+
+
 def compared_on_record(golden: Goldens | None, numerics, answers, files=None) -> Verdict | None:
     """Where the goldens a --record (not refused) compared its answers with came from: the class
     whose fingerprint matches this run's (or the only class where either fingerprint is unknown), as
@@ -153,13 +167,9 @@ def compared_on_record(golden: Goldens | None, numerics, answers, files=None) ->
     (merged's note says it). None when it compared nothing: no goldens, or a class added beside."""
     if golden is None:
         return None
-    chosen, differ = matching_class(golden, numerics)
-    if not (differ == [] or (differ is None and len(golden.classes) == 1)):
-        chosen = next(
-            (k for k, each in enumerate(golden.classes) if _same(each.outputs, answers)), None
-        )
-        if chosen is None:
-            return None
+    chosen, differ = _own_class(golden, numerics)
+    if chosen is None and (chosen := _equal_class(golden, answers)) is None:
+        return None
     return replace(verdict(golden, chosen, differ, numerics, [], files), notes=[])
 
 
@@ -226,8 +236,8 @@ def merged(golden: Goldens | None, inputs, answers, numerics, force: bool, files
         note = f"the goldens of {dropped} other machine class(es) dropped" if dropped else None
         return Goldens(golden.inputs, [this]), note, None
     classes = list(golden.classes)
-    chosen, differ = matching_class(golden, numerics)
-    if differ == [] or (differ is None and len(classes) == 1):
+    chosen, differ = _own_class(golden, numerics)
+    if chosen is not None:
         return _into_its_class(golden, chosen, differ, this)
     if numerics is None:
         return (
@@ -236,7 +246,7 @@ def merged(golden: Goldens | None, inputs, answers, numerics, force: bool, files
             "this run's numerics fingerprint is not known (a server given with --server), and the "
             "goldens hold several machine classes: record on the machine that serves it",
         )
-    same_as = next((k for k, each in enumerate(classes) if _same(each.outputs, answers)), None)
+    same_as = _equal_class(golden, answers)
     if same_as is not None:
         return (
             golden,
