@@ -41,13 +41,13 @@ def moto_endpoint():
     """A local moto_server on a free port with fake credentials in the env; None when moto is missing."""
     import socket
 
+    from tritonbuild.server.ports import free_port
+
     moto = Path(sys.executable).parent / "moto_server"
     if not moto.exists():
         yield None
         return
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(
         [str(moto), "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,

