@@ -20,15 +20,12 @@ import pytest
 import yaml
 
 from tests.integration.test_publish_s3 import _expected, _infer
-from tests.serving import serve_json, stop_serve
+from tests.serving import TRAFFIC_GAP_S, serve_json, stop_serve
 from tritonbuild import api
 from tritonbuild.server.embedded import EmbeddedServer
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow, pytest.mark.triton]
 OWN_FLAGS = ("--model-repository=", "--http-port=", "--grpc-port=", "--metrics-port=")
-# Between one server's requests: unthrottled, 3 clients answered 32,537 requests in the test's 40 s and took
-# most of its 100 CPU seconds (2026-12-08, 2-core AMD EPYC); a server down for 20 ms is still met by a request.
-TRAFFIC_GAP_S = 0.02
 
 
 class ManifestServer(EmbeddedServer):

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tests.integration.conftest import FAKE_KEY_ID, FAKE_SECRET, kill_in_stratum, work_span
-from tests.serving import serve_json, stop_serve
+from tests.serving import TRAFFIC_GAP_S, serve_json, stop_serve
 from tritonbuild import api
 from tritonbuild.core.progress import Reporter
 from tritonbuild.server.embedded import EmbeddedServer
@@ -99,7 +99,7 @@ def test_live_switch_in_poll_mode_has_no_failed_request(doubler_repo, bucket):
                 time.sleep(0.2)
 
         def client():
-            while not stop.is_set():
+            while not stop.wait(TRAFFIC_GAP_S):
                 try:
                     seen.append((time.monotonic(), *_infer(server.http_url, [1, 2, 3])))
                 except Exception as e:  # noqa: BLE001

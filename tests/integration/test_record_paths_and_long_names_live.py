@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.conftest import PY_MODEL, PY_RECIPE
+from tests.serving import TRAFFIC_GAP_S
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
 
@@ -85,7 +86,7 @@ def test_rebuilding_out_under_a_polling_tritonserver_never_fails_a_request(
                 time.sleep(0.2)
 
         def client():
-            while not stop.is_set():
+            while not stop.wait(TRAFFIC_GAP_S):
                 try:
                     seen.append(infer(server.http_url))
                 except Exception as e:  # noqa: BLE001
