@@ -172,7 +172,9 @@ def _torch() -> dict:
     mkl = re.search(r"Math Kernel Library Version ([\w.]+)-Product Build (\d+)", config)
     onednn = re.search(r"MKL-DNN v([\d.]+)", config)
     out = {
-        "version": torch.__version__,
+        "version": str(
+            torch.__version__
+        ),  # a TorchVersion: unpickling it imports torch (verify.worker)
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "mkl": f"{mkl.group(1)} build {mkl.group(2)}" if mkl else None,
         "onednn": onednn.group(1) if onednn else None,

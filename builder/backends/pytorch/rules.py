@@ -109,7 +109,14 @@ def forward_problems(mc, arguments: list[tuple[str, str]]) -> list[str]:
 
 
 def torchscript_arguments(model_file: Path) -> list[tuple[str, str]]:
-    """forward()'s arguments of a TorchScript file as (type kind, type string), self included."""
+    """forward()'s arguments of a TorchScript file as (type kind, type string), self included: read from the
+    archive's own code where its signature is one the backend takes as it is (backends/pytorch/archive.py), else
+    from torch's schema."""
+    from tritonbuild.backends.pytorch.archive import archive_arguments
+
+    read = archive_arguments(model_file)
+    if read is not None:
+        return read
     import torch
 
     module = torch.jit.load(str(model_file), map_location="cpu")

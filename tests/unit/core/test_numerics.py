@@ -137,3 +137,22 @@ def test_portable_numpy_keeps_only_its_avx2_paths_under_both_namings():
     off = set(portable_env()["NPY_DISABLE_CPU_FEATURES"].split())
     assert set(above_avx2) <= off  # the installed numpy's own names
     assert [name for name in NUMPY2_DISPATCH if name not in off] == ["X86_V3"]
+
+
+def test_a_fingerprint_holds_only_plain_values():
+    """verify's worker sends the fingerprint of the process it ran a model in, pickled: torch's version was a
+    TorchVersion, and unpickling it imported torch in verify's own process (about 3 CPU seconds of each verify of
+    a torch model, 2026-12-08). Only str, int, float, bool, None, lists and dicts."""
+    import torch  # noqa: F401 - the fingerprint reads loaded libraries only
+
+    def leaves(value):
+        if isinstance(value, dict):
+            yield from (leaf for v in value.values() for leaf in leaves(v))
+        elif isinstance(value, list):
+            yield from (leaf for v in value for leaf in leaves(v))
+        else:
+            yield value
+
+    found = fingerprint(loaded_only=True)
+    assert found["torch"]["version"]
+    assert {type(leaf) for leaf in leaves(found)} <= {str, int, float, bool, type(None)}
