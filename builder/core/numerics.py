@@ -171,10 +171,9 @@ def _torch() -> dict:
     config = torch.__config__.show()
     mkl = re.search(r"Math Kernel Library Version ([\w.]+)-Product Build (\d+)", config)
     onednn = re.search(r"MKL-DNN v([\d.]+)", config)
+    # str: torch.__version__ is a TorchVersion, and unpickling one (verify/worker.py's replies) imports torch
     out = {
-        "version": str(
-            torch.__version__
-        ),  # a TorchVersion: unpickling it imports torch (verify.worker)
+        "version": str(torch.__version__),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "mkl": f"{mkl.group(1)} build {mkl.group(2)}" if mkl else None,
         "onednn": onednn.group(1) if onednn else None,
