@@ -237,9 +237,8 @@ class EmbeddedServer:
             except ServerStartError:
                 if attempt == PORT_TRIES or not self._lost_a_picked_port():
                     raise
-            shutil.rmtree(
-                self._tmp, ignore_errors=True
-            )  # the next start places its backends afresh
+            # the next start places its backends afresh
+            shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = Path(tempfile.mkdtemp(prefix="tritonbuild-server-"))
 
     def _lost_a_picked_port(self) -> bool:

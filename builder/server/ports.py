@@ -42,9 +42,7 @@ def free_ports(count: int, avoid: frozenset[int] = frozenset()) -> list[int]:
     socket stays bound until all are picked (picked one at a time and closed, the kernel handed the same port out
     twice: a server given one port for gRPC and metrics refused to start, seen in .ci/run at 2de55ad)."""
     candidates = outside_ephemeral()
-    random.shuffle(
-        candidates
-    )  # concurrent pickers (pytest's workers, parallel verifies) start apart
+    random.shuffle(candidates)  # concurrent pickers (parallel verifies, test workers) start apart
     with contextlib.ExitStack() as held:
         picked: list[int] = []
         while len(picked) < count:

@@ -32,9 +32,8 @@ def test_a_candidate_in_use_is_passed_over(monkeypatch):
         with socket.socket() as spare:
             spare.bind(("127.0.0.1", 0))
             free = spare.getsockname()[1]
-        monkeypatch.setattr(
-            ports, "outside_ephemeral", lambda: [free, taken]
-        )  # popped from the end: taken first
+        # popped from the end: taken first
+        monkeypatch.setattr(ports, "outside_ephemeral", lambda: [free, taken])
         assert free_ports(1) == [free]
 
 
