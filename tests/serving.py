@@ -13,8 +13,8 @@ import time
 
 FREE_PORTS = ("--http-port", "0", "--grpc-port", "0", "--metrics-port", "0")
 # Between a test client's requests while a server switches versions: unthrottled, the fleet test's 3 clients sent
-# 32,537 requests in 40 s and took most of its 100 CPU seconds (2026-12-08, 2-core AMD EPYC), CPU the whole
-# suite's other workers wait for; a server down for 20 ms is still met by a request.
+# 32,537 requests in 40 s and took most of its 100 CPU seconds (one run alone, 66-72 paced in three; 2026-12-08,
+# 2-core AMD EPYC), CPU the suite's other workers wait for; a server down for 20 ms is still met by a request.
 TRAFFIC_GAP_S = 0.02
 
 
